@@ -1,0 +1,117 @@
+"""nanobot-core: tools, context governance and the system prompt of an LLM agent, from plugins.
+
+The names below are the public API. They are imported lazily, so that
+``import nanobot_core`` stays cheap: a name's module loads on first access.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nanobot_core.config import Config, load_config
+    from nanobot_core.context import PluginContext, ToolCallEvent
+    from nanobot_core.errors import (
+        ConfigError,
+        GovernanceError,
+        NanobotError,
+        PluginError,
+        ProviderError,
+        SessionError,
+        SessionLockedError,
+        ToolArgumentsError,
+        ToolError,
+        UnknownToolError,
+        WorkspaceEscapeError,
+    )
+    from nanobot_core.governance import Governor, Stage, StageContext, StageOutcome
+    from nanobot_core.hookspecs import hookimpl
+    from nanobot_core.plugins import PluginManager
+    from nanobot_core.prompt import PromptBuilder, Section, SectionContext
+    from nanobot_core.runner import Runner
+    from nanobot_core.tools.base import Tool, ToolResult, tool
+    from nanobot_core.tools.executor import Executor
+    from nanobot_core.tools.registry import ToolRegistry
+    from nanobot_core.tools.schema import validate
+
+__all__ = [
+    "Config",
+    "ConfigError",
+    "Executor",
+    "GovernanceError",
+    "Governor",
+    "NanobotError",
+    "PluginContext",
+    "PluginError",
+    "PluginManager",
+    "PromptBuilder",
+    "ProviderError",
+    "Runner",
+    "Section",
+    "SectionContext",
+    "SessionError",
+    "SessionLockedError",
+    "Stage",
+    "StageContext",
+    "StageOutcome",
+    "Tool",
+    "ToolArgumentsError",
+    "ToolCallEvent",
+    "ToolError",
+    "ToolRegistry",
+    "ToolResult",
+    "UnknownToolError",
+    "WorkspaceEscapeError",
+    "hookimpl",
+    "load_config",
+    "tool",
+    "validate",
+]
+
+_LOCATIONS: dict[str, str] = {
+    "Config": "nanobot_core.config",
+    "load_config": "nanobot_core.config",
+    "PluginContext": "nanobot_core.context",
+    "ToolCallEvent": "nanobot_core.context",
+    "ConfigError": "nanobot_core.errors",
+    "GovernanceError": "nanobot_core.errors",
+    "NanobotError": "nanobot_core.errors",
+    "PluginError": "nanobot_core.errors",
+    "ProviderError": "nanobot_core.errors",
+    "SessionError": "nanobot_core.errors",
+    "SessionLockedError": "nanobot_core.errors",
+    "ToolArgumentsError": "nanobot_core.errors",
+    "ToolError": "nanobot_core.errors",
+    "UnknownToolError": "nanobot_core.errors",
+    "WorkspaceEscapeError": "nanobot_core.errors",
+    "Governor": "nanobot_core.governance",
+    "Stage": "nanobot_core.governance",
+    "StageContext": "nanobot_core.governance",
+    "StageOutcome": "nanobot_core.governance",
+    "hookimpl": "nanobot_core.hookspecs",
+    "PluginManager": "nanobot_core.plugins",
+    "PromptBuilder": "nanobot_core.prompt",
+    "Section": "nanobot_core.prompt",
+    "SectionContext": "nanobot_core.prompt",
+    "Runner": "nanobot_core.runner",
+    "Tool": "nanobot_core.tools.base",
+    "ToolResult": "nanobot_core.tools.base",
+    "tool": "nanobot_core.tools.base",
+    "Executor": "nanobot_core.tools.executor",
+    "ToolRegistry": "nanobot_core.tools.registry",
+    "validate": "nanobot_core.tools.schema",
+}
+
+
+def __getattr__(name: str) -> Any:
+    location = _LOCATIONS.get(name)
+    if location is None:
+        raise AttributeError(f"module 'nanobot_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(location), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

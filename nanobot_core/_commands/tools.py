@@ -1,0 +1,43 @@
+"""``nanobot-core tools``: the active tools, exactly as the model will see them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from nanobot_core.cli import get_state
+
+
+@click.command("tools")
+@click.option("--workspace", type=click.Path(file_okay=False), help="Workspace directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def command(workspace: str | None, as_json: bool) -> None:
+    """List the active tools in the order they are sent to the model."""
+    state = get_state()
+    manager = state.plugin_manager(workspace)
+    registry = manager.tool_registry()
+    owners = {c.name: c.plugin for c in manager.contributions("tool")}
+    rows: list[dict[str, Any]] = []
+    for definition in registry.definitions():
+        function = definition["function"]
+        tool = registry.get(function["name"])
+        plugin = owners[function["name"]]
+        rows.append({
+            "name": function["name"],
+            "description": function["description"],
+            "parameters": function["parameters"],
+            "plugin": plugin.name,
+            "distribution": plugin.distribution,
+            "version": plugin.version,
+            "read_only": bool(tool.read_only),
+            "exclusive": bool(tool.exclusive),
+            "concurrency_safe": bool(tool.concurrency_safe),
+        })
+    if as_json:
+        state.echo_json(rows)
+        return
+    for row in rows:
+        flags = [flag for flag in ("read_only", "exclusive", "concurrency_safe") if row[flag]]
+        summary = row["description"].strip().splitlines()[0] if row["description"].strip() else ""
+        click.echo(f"{row['name']:<20} {row['plugin']:<24} {','.join(flags) or '-':<28} {summary}")

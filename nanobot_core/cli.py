@@ -1,0 +1,207 @@
+"""The ``nanobot-core`` command line.
+
+Readable output by default, ``--json`` for scripts; logs go to stderr only.
+Global options (``--strict``, ``--config PATH``, ``--log-format``,
+``--log-level``, ``--version``) are accepted before or after the subcommand.
+Exit codes: 0 ok, 1 the operation failed, 2 usage or input error.
+Subcommands live in ``nanobot_core._commands`` and are imported only when run.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+if TYPE_CHECKING:
+    from nanobot_core.config import Config
+    from nanobot_core.plugins import PluginManager
+
+__all__ = ["CliState", "get_state", "main"]
+
+EXIT_OK = 0
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+# Subcommand name -> module in nanobot_core._commands exposing `command`.
+COMMANDS: dict[str, str] = {
+    "call": "call",
+    "govern": "govern",
+    "init": "init",
+    "new-plugin": "new_plugin",
+    "plugins": "plugins",
+    "prompt": "prompt",
+    "run": "run",
+    "sessions": "sessions",
+    "tools": "tools",
+}
+
+_FLAG_OPTIONS = {"--strict", "--version"}
+_VALUE_OPTIONS = {"--config", "--log-format", "--log-level"}
+
+
+class CliState:
+    """What every subcommand shares: global options, the config, the plugin manager."""
+
+    def __init__(
+        self,
+        *,
+        config_file: str | None = None,
+        strict: bool = False,
+        log_format: str = "console",
+    ) -> None:
+        self.config_file = config_file
+        self.strict = strict
+        self.log_format = log_format
+        self._overrides: dict[str, Any] = {}
+        self._config: Config | None = None
+        self._managers: dict[Path, PluginManager] = {}
+
+    def set_overrides(self, overrides: Mapping[str, Any]) -> None:
+        """Add CLI-flag values (a nested mapping), the highest-precedence config layer."""
+        from nanobot_core.config import deep_merge
+
+        self._overrides = deep_merge(self._overrides, overrides)
+        self._config = None
+        self._managers.clear()
+
+    @property
+    def config(self) -> Config:
+        """The configuration from every source, loaded once."""
+        if self._config is None:
+            from nanobot_core.config import load_config
+
+            overrides = dict(self._overrides)
+            if self.strict:
+                overrides.setdefault("plugins", {})
+                overrides["plugins"] = {**overrides["plugins"], "strict": True}
+            self._config = load_config(config_file=self.config_file, overrides=overrides)
+        return self._config
+
+    def workspace(self, path: str | Path | None = None) -> Path:
+        """The workspace directory: the given path, else the working directory."""
+        return Path(path).resolve() if path is not None else Path.cwd().resolve()
+
+    def plugin_manager(self, workspace: str | Path | None = None) -> PluginManager:
+        """A loaded plugin manager for `workspace` (one per workspace per process)."""
+        from nanobot_core.plugins import PluginManager
+
+        root = self.workspace(workspace)
+        if root not in self._managers:
+            self._managers[root] = PluginManager(self.config, workspace=root).load()
+        return self._managers[root]
+
+    def echo_json(self, value: Any) -> None:
+        """Print `value` as JSON on stdout."""
+        click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+
+
+def get_state() -> CliState:
+    """The `CliState` of the running command."""
+    state = click.get_current_context().find_object(CliState)
+    if state is None:  # a command invoked on its own, outside the group (tests, embedding)
+        state = CliState()
+        click.get_current_context().obj = state
+    return state
+
+
+class LazyGroup(click.Group):
+    """A group whose subcommands are imported only when they are used."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        module_name = COMMANDS.get(cmd_name)
+        if module_name is None:
+            return None
+        module = importlib.import_module(f"nanobot_core._commands.{module_name}")
+        command: click.Command = module.command
+        return command
+
+
+def _version() -> str:
+    from nanobot_core.plugins import _core_version
+
+    return _core_version()
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(f"nanobot-core {_version()}")
+        ctx.exit(EXIT_OK)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--strict", is_flag=True, help="Any plugin failure is fatal (NANOBOT_STRICT_PLUGINS=1).")
+@click.option("--config", "config_file", type=click.Path(dir_okay=False),
+              help="A TOML config file (between the environment and nanobot.toml in precedence).")
+@click.option("--log-format", type=click.Choice(["console", "json"]), default="console",
+              show_default=True, help="How log lines on stderr are rendered.")
+@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
+              default="warning", show_default=True, help="The lowest level logged to stderr.")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
+              callback=_print_version, help="Print the version and exit.")
+@click.pass_context
+def cli(ctx: click.Context, strict: bool, config_file: str | None, log_format: str,
+        log_level: str) -> None:
+    """nanobot-core: tools, context governance and the system prompt of an LLM agent."""
+    from nanobot_core._logging import configure_logging
+
+    configure_logging(log_format=log_format, level=log_level)
+    ctx.obj = CliState(config_file=config_file, strict=strict, log_format=log_format)
+
+
+def hoist_global_options(argv: Sequence[str]) -> list[str]:
+    """Move global options written after the subcommand to the front, so both places work."""
+    front: list[str] = []
+    rest: list[str] = []
+    index = 0
+    seen_command = False
+    while index < len(argv):
+        token = argv[index]
+        if token == "--":
+            rest.extend(argv[index:])
+            break
+        name = token.split("=", 1)[0]
+        if seen_command and token in _FLAG_OPTIONS:
+            front.append(token)
+        elif seen_command and name in _VALUE_OPTIONS:
+            front.append(token)
+            if "=" not in token and index + 1 < len(argv):
+                index += 1
+                front.append(argv[index])
+        else:
+            seen_command = seen_command or token in COMMANDS
+            rest.append(token)
+        index += 1
+    return front + rest
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Run the CLI; maps library errors to exit codes and one-line messages on stderr."""
+    from nanobot_core.errors import ConfigError, NanobotError
+
+    args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
+    try:
+        cli.main(args=args, prog_name="nanobot-core", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        click.echo("Aborted.", err=True)
+        sys.exit(EXIT_FAILED)
+    except ConfigError as exc:
+        click.echo(f"Error: configuration: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    except NanobotError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_FAILED)
+    sys.exit(EXIT_OK)

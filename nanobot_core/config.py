@@ -1,0 +1,297 @@
+"""Configuration: TOML and environment, loaded into attrs classes with cattrs.
+
+Precedence, highest first: CLI flags, ``NANOBOT_*`` environment variables
+(nested keys joined by ``__``), ``--config FILE``, ``nanobot.toml`` in the
+working directory, ``[tool.nanobot]`` in ``pyproject.toml`` in the working
+directory, defaults.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from nanobot_core.errors import ConfigError
+
+__all__ = [
+    "Config",
+    "GovernanceConfig",
+    "PluginsConfig",
+    "PromptConfig",
+    "ProviderConfig",
+    "RunnerConfig",
+    "ToolsConfig",
+    "load_config",
+]
+
+
+@attrs.define
+class PluginsConfig:
+    """Which plugins load, and who may override a built-in name."""
+
+    block: list[str] = attrs.field(factory=list)
+    allow: list[str] | None = None
+    disable_autoload: bool = False
+    strict: bool = False
+    disabled_builtins: list[str] = attrs.field(factory=list)
+    overrides: dict[str, list[str]] = attrs.field(factory=dict)
+
+
+@attrs.define
+class ToolsConfig:
+    """Tool switches and execution limits."""
+
+    disabled: list[str] = attrs.field(factory=list)
+    timeout: float = 60.0
+    options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+
+
+@attrs.define
+class GovernanceConfig:
+    """The token budget and the stage switches of the governance pipeline."""
+
+    context_window: int = 128_000
+    max_output: int = 8_192
+    safety_margin: int = 1_024
+    input_limit: int | None = None
+    max_tool_result_chars: int = 16_000
+    disabled: list[str] = attrs.field(factory=list)
+    stages: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+
+
+@attrs.define
+class PromptConfig:
+    """Which sections make the system prompt, and in which order."""
+
+    disabled: list[str] = attrs.field(factory=list)
+    order: dict[str, float] = attrs.field(factory=dict)
+
+
+@attrs.define
+class ProviderConfig:
+    """How to reach the model."""
+
+    name: str = "openai"
+    base_url: str = "https://api.openai.com/v1"
+    model: str = "gpt-4o-mini"
+    api_key: str | None = attrs.field(default=None, repr=False)
+    timeout: float = 120.0
+    max_retries: int = 4
+    backoff_base: float = 0.5
+    retry_after_cap: float = 60.0
+    temperature: float | None = None
+
+
+@attrs.define
+class RunnerConfig:
+    """The headless agent loop."""
+
+    max_iterations: int = 20
+    session: str = "default"
+
+
+@attrs.define
+class Config:
+    """The whole configuration of nanobot-core."""
+
+    plugins: PluginsConfig = attrs.field(factory=PluginsConfig)
+    tools: ToolsConfig = attrs.field(factory=ToolsConfig)
+    governance: GovernanceConfig = attrs.field(factory=GovernanceConfig)
+    prompt: PromptConfig = attrs.field(factory=PromptConfig)
+    provider: ProviderConfig = attrs.field(factory=ProviderConfig)
+    runner: RunnerConfig = attrs.field(factory=RunnerConfig)
+
+
+# Environment variables with names of their own, mapped onto config keys.
+_NAMED_ENV: dict[str, tuple[str, ...]] = {
+    "NANOBOT_BLOCK": ("plugins", "block"),
+    "NANOBOT_PLUGINS": ("plugins", "allow"),
+    "NANOBOT_DISABLE_PLUGIN_AUTOLOAD": ("plugins", "disable_autoload"),
+    "NANOBOT_STRICT_PLUGINS": ("plugins", "strict"),
+    "NANOBOT_BASE_URL": ("provider", "base_url"),
+    "NANOBOT_MODEL": ("provider", "model"),
+    "NANOBOT_API_KEY": ("provider", "api_key"),
+    "NANOBOT_PROVIDER": ("provider", "name"),
+}
+_LIST_ENV = {"NANOBOT_BLOCK", "NANOBOT_PLUGINS"}
+_BOOL_ENV = {"NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "NANOBOT_STRICT_PLUGINS"}
+
+
+def _env_bool(name: str, value: str) -> bool:
+    lowered = value.strip().lower()
+    if lowered in {"1", "true", "yes", "on"}:
+        return True
+    if lowered in {"", "0", "false", "no", "off"}:
+        return False
+    raise ConfigError(f"environment variable {name}: expected a boolean (1/0, true/false), got {value!r}")
+
+
+def _env_value(value: str) -> Any:
+    """Read an environment value as a TOML literal when it is one, else as a string."""
+    try:
+        return tomllib.loads(f"v = {value}")["v"]
+    except tomllib.TOMLDecodeError:
+        return value
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Turn ``NANOBOT_*`` variables into a nested config mapping."""
+    tree: dict[str, Any] = {}
+
+    def put(path: tuple[str, ...], value: Any) -> None:
+        node = tree
+        for key in path[:-1]:
+            node = node.setdefault(key, {})
+        node[path[-1]] = value
+
+    for name, value in sorted(environ.items()):
+        if name in _NAMED_ENV:
+            if name in _LIST_ENV:
+                put(_NAMED_ENV[name], [p.strip() for p in value.split(",") if p.strip()])
+            elif name in _BOOL_ENV:
+                put(_NAMED_ENV[name], _env_bool(name, value))
+            else:
+                put(_NAMED_ENV[name], value)
+        elif name.startswith("NANOBOT_") and "__" in name:
+            path = tuple(part.lower() for part in name[len("NANOBOT_") :].split("__"))
+            if not all(path):
+                raise ConfigError(f"environment variable {name}: empty key segment")
+            put(path, _env_value(value))
+    if "api_key" not in tree.get("provider", {}) and environ.get("OPENAI_API_KEY"):
+        put(("provider", "api_key"), environ["OPENAI_API_KEY"])
+    return tree
+
+
+def deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """Merge `top` over `base`, recursing into tables; lists and scalars are replaced."""
+    merged = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_toml(path: Path, *, table: tuple[str, ...] = ()) -> dict[str, Any]:
+    try:
+        data: Any = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from exc
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    for key in table:
+        data = data.get(key, {}) if isinstance(data, dict) else {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: [{'.'.join(table)}] must be a table")
+    return data
+
+
+def _converter() -> Any:
+    import cattrs
+
+    return cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+
+
+
+def structure_config(data: Mapping[str, Any], *, source: str = "config") -> Config:
+    """Build a `Config` from a nested mapping, with errors that name the key path."""
+    import cattrs
+
+    _check_types(data, Config, "")
+    try:
+        return _converter().structure(dict(data), Config)  # type: ignore[no-any-return]
+    except cattrs.BaseValidationError as exc:
+        messages = cattrs.transform_error(exc, path="")
+        raise ConfigError(f"{source}: " + "; ".join(messages)) from exc
+
+
+def _type_name(tp: Any) -> str:
+    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+
+
+def _check_types(data: Mapping[str, Any], cls: type, prefix: str) -> None:
+    """Check keys and scalar types strictly, so a string never silently becomes a number."""
+    import types
+    import typing
+
+    fields = {f.name: f for f in attrs.fields(cls)}
+    hints = typing.get_type_hints(cls)
+    for key, value in data.items():
+        path = f"{prefix}{key}"
+        if key not in fields:
+            known = ", ".join(sorted(fields))
+            raise ConfigError(f"unknown key {path!r} (known keys here: {known})")
+        tp = hints[key]
+        if attrs.has(tp):
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{path}: expected a table, got {type(value).__name__}")
+            _check_types(value, tp, path + ".")
+            continue
+        origin = typing.get_origin(tp)
+        args = typing.get_args(tp)
+        if origin in (typing.Union, types.UnionType):
+            if value is None and type(None) in args:
+                continue
+            tp = next(a for a in args if a is not type(None))
+            origin, args = typing.get_origin(tp), typing.get_args(tp)
+        ok: bool
+        if tp is bool:
+            ok = isinstance(value, bool)
+        elif tp is int:
+            ok = isinstance(value, int) and not isinstance(value, bool)
+        elif tp is float:
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+        elif tp is str:
+            ok = isinstance(value, str)
+        elif origin is list:
+            ok = isinstance(value, list) and all(isinstance(v, args[0]) for v in value)
+        elif origin is dict:
+            ok = isinstance(value, Mapping)
+            if ok and args and typing.get_origin(args[1]) is list:
+                ok = all(isinstance(v, list) for v in value.values())
+            elif ok and args and args[1] in (int, float):
+                ok = all(isinstance(v, int | float) and not isinstance(v, bool) for v in value.values())
+            elif ok and args and typing.get_origin(args[1]) is dict:
+                ok = all(isinstance(v, Mapping) for v in value.values())
+        else:
+            ok = True
+        if not ok:
+            raise ConfigError(f"{path}: expected {_type_name(hints[key])}, got {type(value).__name__} {value!r}")
+
+
+def load_config(
+    *,
+    config_file: Path | str | None = None,
+    cwd: Path | str | None = None,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> Config:
+    """Load the configuration from every source, in precedence order."""
+    here = Path(cwd) if cwd is not None else Path.cwd()
+    env = os.environ if environ is None else environ
+    layers: list[tuple[str, dict[str, Any]]] = []
+    pyproject = here / "pyproject.toml"
+    if pyproject.is_file():
+        layers.append((f"{pyproject} [tool.nanobot]", _read_toml(pyproject, table=("tool", "nanobot"))))
+    local = here / "nanobot.toml"
+    if local.is_file():
+        layers.append((str(local), _read_toml(local)))
+    if config_file is not None:
+        layers.append((str(config_file), _read_toml(Path(config_file))))
+    layers.append(("environment", env_overrides(env)))
+    if overrides:
+        layers.append(("command line", dict(overrides)))
+    merged: dict[str, Any] = {}
+    for source, layer in layers:
+        try:
+            _check_types(layer, Config, "")
+        except ConfigError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
+        merged = deep_merge(merged, layer)
+    return structure_config(merged)

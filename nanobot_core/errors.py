@@ -1,0 +1,61 @@
+"""The exception tree of nanobot-core: every error the library raises derives from `NanobotError`."""
+
+from __future__ import annotations
+
+__all__ = [
+    "ConfigError",
+    "GovernanceError",
+    "NanobotError",
+    "PluginError",
+    "ProviderError",
+    "SessionError",
+    "SessionLockedError",
+    "ToolArgumentsError",
+    "ToolError",
+    "UnknownToolError",
+    "WorkspaceEscapeError",
+]
+
+
+class NanobotError(Exception):
+    """Base class of every error raised by nanobot-core."""
+
+
+class ConfigError(NanobotError):
+    """The configuration is malformed: the message names the key path and the expected type."""
+
+
+class PluginError(NanobotError):
+    """A plugin failed to load or misbehaved (raised only in strict mode; otherwise reported)."""
+
+
+class ToolError(NanobotError):
+    """Base class of errors about a tool call."""
+
+
+class UnknownToolError(ToolError):
+    """The model asked for a tool that is not registered."""
+
+
+class ToolArgumentsError(ToolError):
+    """The arguments of a tool call could not be parsed into a valid object."""
+
+
+class WorkspaceEscapeError(ToolError):
+    """A path given to a workspace tool points outside the workspace."""
+
+
+class GovernanceError(NanobotError):
+    """The governance pipeline could not read its input."""
+
+
+class SessionError(NanobotError):
+    """A session file or name is invalid."""
+
+
+class SessionLockedError(SessionError):
+    """Another process is writing this session."""
+
+
+class ProviderError(NanobotError):
+    """The model provider failed (HTTP error, timeout, malformed reply)."""

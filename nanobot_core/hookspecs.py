@@ -1,0 +1,137 @@
+"""Every hook of nanobot-core, with its contract.
+
+Collecting hooks return a list of contributions. The core never uses pluggy's
+merged result for them: it calls each implementation on its own, so it knows
+which plugin (and distribution, and version) contributed every item, and can
+isolate a plugin whose hook raises or returns garbage. Such a plugin is
+unregistered and reported as failed; the other plugins still load (unless
+strict mode is on, which turns the failure into an error).
+
+Every hook receives ``ctx``, a :class:`nanobot_core.PluginContext` with the
+workspace path and the loaded configuration. An implementation may declare
+only the arguments it needs, as usual with pluggy.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from nanobot_core.context import PluginContext, ToolCallEvent
+
+PROJECT_NAME = "nanobot"
+
+hookspec = pluggy.HookspecMarker(PROJECT_NAME)
+hookimpl = pluggy.HookimplMarker(PROJECT_NAME)
+
+
+@hookspec
+def nanobot_tools(ctx: PluginContext) -> list[Any]:
+    """Contribute tools.
+
+    Called once when the tool registry is built. Return a list whose items are
+    :class:`nanobot_core.Tool` subclasses, instances, functions decorated with
+    :func:`nanobot_core.tool`, or duck-typed classes with ``name``,
+    ``description``, ``parameters`` and an async ``execute``. A class is built
+    with ``create(ctx)`` when it has one, else with no arguments, and skipped
+    when its ``enabled(ctx)`` returns false. A name owned by a built-in tool is
+    shadowed (unless config allows this plugin to override it); a clash between
+    two plugins is won by the first distribution name, then entry-point name.
+    Raising, returning a non-list, or returning an item that cannot become a
+    tool marks the whole plugin failed.
+    """
+
+
+@hookspec
+def nanobot_governance_stages(ctx: PluginContext) -> list[Any]:
+    """Contribute governance stages.
+
+    Called once when the governor is built. Return a list of
+    :class:`nanobot_core.Stage`. A stage is a pure function over a copy of the
+    messages; it is placed by its phase (``repair``, ``transform`` or
+    ``budget``; third-party stages default to ``transform``) and optional
+    ``before``/``after`` names. Names of built-in stages are protected. Raising
+    or returning something other than a list of stages marks the plugin failed.
+    A stage that raises *while governing* is skipped for that run and reported;
+    the governor's final checks keep the request legal regardless.
+    """
+
+
+@hookspec
+def nanobot_prompt_sections(ctx: PluginContext) -> list[Any]:
+    """Contribute system-prompt sections.
+
+    Called once when the prompt builder is built. Return a list of
+    :class:`nanobot_core.Section`; each is placed by its order key (ties broken
+    by name). Names of built-in sections are protected. A section that raises
+    while rendering is left out of the prompt and reported; raising here marks
+    the plugin failed.
+    """
+
+
+@hookspec
+def nanobot_runtime_context(ctx: PluginContext) -> list[str]:
+    """Contribute lines for the runtime-context block of the current user message.
+
+    Called once per user turn. Return a list of strings (metadata such as a
+    channel topic or a git branch). The lines are encoded so they cannot close
+    or forge the block, and they never reach the system prompt. Raising or
+    returning non-strings drops this plugin's lines for the turn and reports it.
+    """
+
+
+@hookspec(firstresult=True)
+def nanobot_token_counter(ctx: PluginContext) -> Any:
+    """Return the token counter used for the governance budget, or ``None`` to pass.
+
+    First result wins; plugins are asked before the built-in default, which is
+    a fast offline estimator. A counter has ``count_text(text: str) -> int``.
+    Raising marks the plugin failed and the next implementation is asked.
+    """
+
+
+@hookspec(firstresult=True)
+def nanobot_result_store(ctx: PluginContext) -> Any:
+    """Return the offload cache for huge tool results, or ``None`` to pass.
+
+    First result wins; the built-in default is a content-addressed directory in
+    the workspace. A store has ``put(content: str) -> str`` (the path to read it
+    back) and may raise ``OSError``, in which case governance truncates the
+    result instead. Raising here marks the plugin failed.
+    """
+
+
+@hookspec
+def nanobot_providers(ctx: PluginContext) -> list[Any]:
+    """Contribute model providers.
+
+    Called when ``run`` selects a provider. Return a list of provider classes
+    or factories, each with a ``name`` attribute; ``--provider NAME`` picks one.
+    The built-in ``openai`` provider speaks the OpenAI chat-completions
+    protocol. Raising marks the plugin failed.
+    """
+
+
+@hookspec
+def nanobot_before_tool_call(ctx: PluginContext, call: ToolCallEvent) -> str | None:
+    """Observe or deny a tool call before it runs.
+
+    Called for every prepared call, in the executor, before the tool's
+    ``execute`` is awaited. Return ``None`` to allow it, or a string reason to
+    deny it: the call then does not run and the model gets an ``Error`` result
+    that quotes the reason and names the plugin. A hook that raises is reported
+    and treated as allowing the call.
+    """
+
+
+@hookspec
+def nanobot_after_tool_call(ctx: PluginContext, call: ToolCallEvent, result: Any) -> None:
+    """Observe a finished tool call.
+
+    Called after the awaited execution has finished (or failed, timed out, or
+    been denied), with ``call.duration`` set to the wall time of the actual
+    async execution, not of creating the coroutine. The return value is
+    ignored; a hook that raises is reported and otherwise ignored.
+    """

@@ -1,0 +1,15 @@
+"""Fixtures shared by the whole test suite."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import shared_data_dir
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The folder of third-party test data."""
+    return shared_data_dir()
