@@ -70,6 +70,9 @@ _KIND_HOOKS: dict[Kind, str] = {
 }
 
 
+_HOOK_NAMES = frozenset(name for name in dir(hookspecs) if name.startswith("nanobot_"))
+
+
 def canonical_name(name: str) -> str:
     """Normalise a distribution name the way packaging does (PEP 503)."""
     return re.sub(r"[-_.]+", "-", name).lower()
@@ -303,7 +306,7 @@ class PluginManager:
         unknown = [
             attr for attr in dir(obj)
             if attr.startswith("nanobot_") and callable(getattr(obj, attr, None))
-            and not hasattr(self._pm.hook, attr)
+            and attr not in _HOOK_NAMES
         ]
         if unknown:
             return self._fail(record, f"implements unknown hooks: {', '.join(sorted(unknown))}")

@@ -1,0 +1,74 @@
+"""Sessions: tests, lint, types, ecosystem, bench. Each runs in a fresh virtual environment."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import nox
+
+nox.options.sessions = ["tests", "ecosystem"]
+nox.options.default_venv_backend = "uv|virtualenv"
+nox.options.reuse_existing_virtualenvs = False
+
+ROOT = Path(__file__).resolve().parent
+PLUGIN_PROJECTS = sorted(
+    p for group in ("plugins", "contrib") for p in (ROOT / group).glob("*/pyproject.toml")
+)
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """The core's test suite, in a fresh venv without system site-packages."""
+    session.install("-e", ".[test]")
+    session.run("pytest", "-p", "no:cacheprovider", *session.posargs)
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    """ruff: lint and formatting."""
+    session.install("ruff")
+    session.run("ruff", "check", ".")
+    session.run("ruff", "format", "--check", ".")
+
+
+@nox.session
+def types(session: nox.Session) -> None:
+    """mypy --strict over the core package."""
+    session.install("-e", ".[test]", "mypy")
+    session.run("mypy")
+
+
+@nox.session
+def ecosystem(session: nox.Session) -> None:
+    """Build every plugins/ and contrib/ project once, install with the core, test, list."""
+    wheels = Path(session.create_tmp()) / "wheels"
+    wheels.mkdir(exist_ok=True)
+    session.install("pip", "hatchling")
+    projects = [str(ROOT), *(str(p.parent) for p in PLUGIN_PROJECTS)]
+    session.run("python", "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
+                "--wheel-dir", str(wheels), *projects)
+    built = sorted(str(w) for w in wheels.glob("*.whl"))
+    session.install(*built, "pytest", "hypothesis")
+    for project in PLUGIN_PROJECTS:
+        tests_dir = project.parent / "tests"
+        if tests_dir.is_dir():
+            session.run("pytest", "-p", "no:cacheprovider", "--rootdir", str(project.parent),
+                        str(tests_dir), env={"PYTHONPATH": ""})
+    workspace = Path(session.create_tmp()) / "workspace"
+    workspace.mkdir(exist_ok=True)
+    output = session.run("nanobot-core", "--strict", "plugins", "--json", silent=True,
+                         env={"NANOBOT_PLUGINS": None}, external=False)
+    rows = json.loads(str(output))
+    not_loaded = [f"{r['name']} ({r['distribution']}): {r['status']} {r['error'] or ''}"
+                  for r in rows if r["status"] != "loaded"]
+    if not_loaded:
+        session.error("plugins did not load:\n  " + "\n  ".join(not_loaded))
+    session.log(f"{len(rows)} plugins loaded: " + ", ".join(r["name"] for r in rows))
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """Benchmarks against their baselines in the same run; writes bench/RESULTS.md."""
+    session.install("-e", ".", "uv", "hatchling", "pip")
+    session.run("python", "bench/run.py", *session.posargs)

@@ -1,0 +1,3 @@
+"""A plugin whose import raises."""
+
+raise RuntimeError("nbtest-broken cannot be imported")

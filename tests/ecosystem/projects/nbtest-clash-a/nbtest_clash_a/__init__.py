@@ -1,0 +1,14 @@
+"""First in sorted order: wins the `clash` name although it is installed last."""
+
+from nanobot_core import hookimpl, tool
+
+
+@tool(name="clash")
+def clash_a() -> str:
+    """Say which plugin won."""
+    return "a"
+
+
+@hookimpl(trylast=True)
+def nanobot_tools(ctx):
+    return [clash_a]

@@ -1,0 +1,46 @@
+"""The public API: `__all__` is complete, sorted, importable, and documented."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+
+import nanobot_core
+from tests.helpers import REPO_ROOT
+
+
+def test_all_is_sorted_and_unique() -> None:
+    """`__all__` is sorted and has no duplicates."""
+    assert nanobot_core.__all__ == sorted(set(nanobot_core.__all__))
+
+
+def test_every_name_in_all_resolves() -> None:
+    """Every name in `__all__` can be imported from the top-level package."""
+    for name in nanobot_core.__all__:
+        assert getattr(nanobot_core, name) is not None, name
+
+
+def test_api_page_lists_exactly_all() -> None:
+    """docs/api.md lists exactly the names in `__all__`."""
+    text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^### `([A-Za-z_]+)`", text, flags=re.MULTILINE))
+    assert documented == set(nanobot_core.__all__)
+
+
+def test_import_is_lazy() -> None:
+    """Importing the package loads none of the heavy subsystems."""
+    code = (
+        "import sys, nanobot_core; "
+        "heavy = [m for m in ('httpx', 'jsonschema_rs', 'json_repair', 'click', 'cattrs', "
+        "'nanobot_core.governance', 'nanobot_core.tools', 'nanobot_core.plugins') "
+        "if m in sys.modules]; print(heavy)"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_errors_share_one_root() -> None:
+    """Every exported error class derives from NanobotError."""
+    errors = [getattr(nanobot_core, n) for n in nanobot_core.__all__ if n.endswith("Error")]
+    assert errors and all(issubclass(e, nanobot_core.NanobotError) for e in errors)
