@@ -1,0 +1,135 @@
+"""The prompt builder: renders sections in order and joins them into the system prompt."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import attrs
+import structlog
+
+from nanobot_core.config import Config
+from nanobot_core.prompt.section import Section, SectionContext
+
+__all__ = ["SEPARATOR", "BuiltPrompt", "PromptBuilder", "SectionReport"]
+
+log = structlog.get_logger("nanobot_core.prompt")
+
+# A horizontal rule on a line of its own, with a blank line either side.
+SEPARATOR = "\n\n---\n\n"
+
+
+@attrs.frozen
+class SectionReport:
+    """What became of one section: its size in the prompt, or why it was left out."""
+
+    name: str
+    plugin: str
+    chars: int
+    skipped: bool
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The object printed by ``nanobot-core prompt --json``."""
+        return {
+            "name": self.name,
+            "plugin": self.plugin,
+            "chars": self.chars,
+            "skipped": self.skipped,
+            "reason": self.reason,
+        }
+
+
+@attrs.frozen
+class BuiltPrompt:
+    """The system prompt text, with a report per section in prompt order."""
+
+    text: str
+    sections: list[SectionReport]
+
+
+@attrs.frozen
+class _Placed:
+    section: Section
+    plugin: str
+    order: float
+    taken_by: str | None = None
+
+
+class PromptBuilder:
+    """Builds the system prompt from sections, each paired with the name of its plugin.
+
+    Sections are ordered by their order key (``config.prompt.order`` overrides
+    it by name), ties broken by name; those named in ``config.prompt.disabled``
+    are left out. A section that raises or returns something other than text is
+    left out and reported; it never breaks the prompt.
+    """
+
+    def __init__(self, sections: Iterable[tuple[Section, str]], *, config: Config) -> None:
+        self.config = config
+        self._placed = _place(sections, config)
+        known = {p.section.name for p in self._placed}
+        for setting, names in (("disabled", config.prompt.disabled), ("order", config.prompt.order)):
+            for name in sorted(set(names) - known):
+                log.warning("unknown section name in prompt config", setting=setting, name=name)
+
+    def section_names(self) -> list[str]:
+        """The names of the sections in prompt order, disabled ones included."""
+        return [p.section.name for p in self._placed if p.taken_by is None]
+
+    def build(self, ctx: SectionContext) -> BuiltPrompt:
+        """Render every section for `ctx` and join the non-empty ones with `SEPARATOR`."""
+        disabled = set(self.config.prompt.disabled)
+        parts: list[str] = []
+        reports: list[SectionReport] = []
+        for placed in self._placed:
+            if placed.taken_by is not None:
+                reports.append(_skipped(placed, f"name already taken by {placed.taken_by}"))
+                continue
+            if placed.section.name in disabled:
+                reports.append(_skipped(placed, "disabled in config"))
+                continue
+            text, reason = _render(placed, ctx)
+            if text is None:
+                reports.append(_skipped(placed, reason))
+                continue
+            parts.append(text)
+            reports.append(SectionReport(placed.section.name, placed.plugin, len(text), False))
+        return BuiltPrompt(SEPARATOR.join(parts), reports)
+
+
+def _place(sections: Iterable[tuple[Section, str]], config: Config) -> list[_Placed]:
+    """Order the sections; a repeated name keeps its first owner, and the rest are marked."""
+    owners: dict[str, str] = {}
+    placed: list[_Placed] = []
+    for section, plugin in sections:
+        order = float(config.prompt.order.get(section.name, section.order))
+        placed.append(_Placed(section, plugin, order, owners.get(section.name)))
+        owners.setdefault(section.name, plugin)
+    # sort() is stable, so a repeated name is reported right after the section that kept it.
+    placed.sort(key=lambda p: (p.order, p.section.name, p.taken_by is not None))
+    return placed
+
+
+def _render(placed: _Placed, ctx: SectionContext) -> tuple[str | None, str]:
+    """The section's text with surrounding whitespace removed, or None and the reason why not."""
+    try:
+        value = placed.section.render(ctx)
+    except Exception as exc:  # noqa: BLE001 - a broken section must not break the prompt
+        reason = f"raised {type(exc).__name__}: {exc}"
+        log.error("prompt section raised; left out", section=placed.section.name,
+                  plugin=placed.plugin, error=reason)
+        return None, reason
+    if value is None:
+        return None, "rendered nothing"
+    if not isinstance(value, str):
+        reason = f"returned {type(value).__name__}, expected str or None"
+        log.error("prompt section returned a non-string; left out",
+                  section=placed.section.name, plugin=placed.plugin, returned=reason)
+        return None, reason
+    text = value.strip()
+    return (text, "") if text else (None, "rendered nothing")
+
+
+def _skipped(placed: _Placed, reason: str) -> SectionReport:
+    return SectionReport(placed.section.name, placed.plugin, 0, True, reason)
