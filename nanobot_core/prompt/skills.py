@@ -1,0 +1,176 @@
+"""Workspace skills: folders under ``skills/`` with a ``SKILL.md`` that starts with front matter.
+
+The front matter is a block of ``key: value`` lines between two ``---`` lines::
+
+    ---
+    name: weather
+    description: Look up the weather forecast for a city.
+    always: false
+    ---
+    (the skill's instructions)
+
+This is deliberately not YAML: values are plain text on one line (matching
+single or double quotes around a value are removed), an indented line
+continues the value above it, and lines starting with ``#`` are comments.
+Keys other than ``name``, ``description`` and ``always`` are allowed and
+ignored. ``name`` defaults to the folder name; ``description`` is required;
+``always`` is ``true`` or ``false`` (default ``false``). A skill whose
+front matter breaks these rules is skipped with a reason, never fatal.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import attrs
+
+__all__ = [
+    "SKILLS_DIR",
+    "SKILL_FILE",
+    "FrontMatterError",
+    "Skill",
+    "SkillProblem",
+    "SkillScan",
+    "parse_front_matter",
+    "parse_skill",
+    "scan_skills",
+]
+
+SKILLS_DIR = "skills"
+SKILL_FILE = "SKILL.md"
+
+_FENCE = "---"
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+# YAML block-scalar indicators: the value then starts on the next, indented line.
+_BLOCK_INDICATORS = frozenset({">", "|", ">-", "|-", ">+", "|+"})
+_BOOLEANS = {"true": True, "false": False}
+
+
+class FrontMatterError(ValueError):
+    """The front matter of a SKILL.md cannot be read; the message says why."""
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        return value[1:-1]
+    return value
+
+
+def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
+    """Split `text` into its front-matter fields and the body after the closing fence.
+
+    Raises :class:`FrontMatterError` when the text does not start with a fence,
+    the closing fence is missing, a line is not ``key: value``, or a key repeats.
+    """
+    lines = text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    if not lines or lines[0].rstrip() != _FENCE:
+        raise FrontMatterError("does not start with a '---' front-matter line")
+    try:
+        end = next(i for i in range(1, len(lines)) if lines[i].rstrip() == _FENCE)
+    except StopIteration:
+        raise FrontMatterError("front matter has no closing '---' line") from None
+    fields: dict[str, str] = {}
+    last_key: str | None = None
+    for number, line in enumerate(lines[1:end], start=2):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line[0] in " \t":
+            if last_key is None:
+                raise FrontMatterError(f"line {number}: indented line before any key")
+            joined = f"{fields[last_key]} {line.strip()}".strip()
+            fields[last_key] = joined
+            continue
+        key, colon, value = line.partition(":")
+        key = key.strip()
+        if not colon or not _KEY.fullmatch(key):
+            raise FrontMatterError(f"line {number}: expected 'key: value', got {line.strip()!r}")
+        if key in fields:
+            raise FrontMatterError(f"line {number}: key {key!r} appears twice")
+        value = value.strip()
+        fields[key] = "" if value in _BLOCK_INDICATORS else _unquote(value)
+        last_key = key
+    body = "\n".join(lines[end + 1 :]).strip()
+    return fields, body
+
+
+@attrs.frozen
+class Skill:
+    """A usable skill: its name, one-line description, whether it is always on, and its text."""
+
+    name: str
+    description: str
+    always: bool
+    path: str  # relative to the workspace, with '/' separators
+    body: str
+
+
+@attrs.frozen
+class SkillProblem:
+    """A skill folder that was skipped, and why."""
+
+    path: str
+    reason: str
+
+
+@attrs.frozen
+class SkillScan:
+    """Every skill of a workspace, sorted by name, and the folders that were skipped."""
+
+    skills: list[Skill]
+    problems: list[SkillProblem]
+
+
+def parse_skill(text: str, *, folder: str, path: str) -> Skill:
+    """Build a :class:`Skill` from the text of its SKILL.md, or raise FrontMatterError."""
+    fields, body = parse_front_matter(text)
+    name = fields.get("name", folder).strip()
+    if not name:
+        raise FrontMatterError("'name' is empty")
+    description = " ".join(fields.get("description", "").split())
+    if not description:
+        raise FrontMatterError("'description' is missing or empty")
+    always_text = fields.get("always", "false").strip().lower()
+    if always_text not in _BOOLEANS:
+        raise FrontMatterError(f"'always' must be true or false, got {fields['always']!r}")
+    return Skill(name=name, description=description, always=_BOOLEANS[always_text], path=path,
+                 body=body)
+
+
+def scan_skills(workspace: Path) -> SkillScan:
+    """Read every ``skills/<folder>/SKILL.md`` of `workspace`, in a stable order.
+
+    Folders are visited in code-point order of their names (never directory
+    order, which differs between file systems); hidden folders and folders
+    without a SKILL.md are ignored. When two folders declare the same name, the
+    first folder keeps it and the other is reported.
+    """
+    root = workspace / SKILLS_DIR
+    try:
+        folders = sorted(entry.name for entry in root.iterdir() if entry.is_dir())
+    except (FileNotFoundError, NotADirectoryError):
+        return SkillScan([], [])
+    skills: dict[str, Skill] = {}
+    problems: list[SkillProblem] = []
+    for folder in folders:
+        if folder.startswith("."):
+            continue
+        relative = f"{SKILLS_DIR}/{folder}/{SKILL_FILE}"
+        try:
+            raw = (workspace / relative).read_bytes()
+        except FileNotFoundError:
+            continue
+        except OSError as exc:
+            problems.append(SkillProblem(relative, f"cannot read: {type(exc).__name__}: {exc}"))
+            continue
+        try:
+            skill = parse_skill(raw.decode("utf-8", errors="replace"), folder=folder, path=relative)
+        except FrontMatterError as exc:
+            problems.append(SkillProblem(relative, str(exc)))
+            continue
+        if skill.name in skills:
+            owner = skills[skill.name].path
+            problems.append(SkillProblem(relative, f"name {skill.name!r} already used by {owner}"))
+            continue
+        skills[skill.name] = skill
+    return SkillScan(sorted(skills.values(), key=lambda s: s.name), problems)
