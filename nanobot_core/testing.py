@@ -1,3 +1,192 @@
-"""A pytest plugin for plugin authors (loaded automatically through the ``pytest11`` entry point)."""
+"""Test helpers for plugin authors, also loaded as a pytest plugin (``pytest11`` entry point).
+
+Fixtures:
+
+- ``nanobot_manager``: an isolated :class:`~nanobot_core.PluginManager` with
+  autoload off (no installed plugin leaks into the test) and the test's
+  ``tmp_path`` as workspace.
+- ``nanobot_register``: registers a plugin object with that manager for one
+  test and returns its record (``status``, ``error``, ``contributions``).
+
+Functions (usable without pytest too):
+
+- :func:`check_tool_contract` / :func:`assert_tool_contract`: the rules every
+  tool must follow (name pattern, description, a JSON Schema object for
+  parameters, async ``execute``, consistent flags).
+- :func:`run_tool`: one call through the same prepare-and-execute path the
+  agent uses, so repairs, casting, validation and error results apply.
+- :func:`govern_and_check`: governs a history with the built-in stages plus
+  yours and asserts every governance invariant on the result.
+"""
 
 from __future__ import annotations
+
+import asyncio
+import inspect
+import re
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+if TYPE_CHECKING:
+    from nanobot_core.config import GovernanceConfig
+    from nanobot_core.governance import GovernanceResult, Stage
+    from nanobot_core.plugins import PluginManager, PluginRecord
+    from nanobot_core.tools.base import Tool, ToolResult
+
+__all__ = [
+    "TOOL_NAME_PATTERN",
+    "assert_tool_contract",
+    "check_tool_contract",
+    "govern_and_check",
+    "nanobot_manager",
+    "nanobot_register",
+    "run_tool",
+]
+
+TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def check_tool_contract(tool: Any) -> list[str]:
+    """Return every way `tool` (a class or instance) breaks the tool contract; empty when fine."""
+    from nanobot_core.context import PluginContext
+    from nanobot_core.tools.base import as_tool
+    from nanobot_core.tools.schema import validate
+
+    problems: list[str] = []
+    try:
+        instance = as_tool(tool, PluginContext.default())
+    except Exception as exc:  # noqa: BLE001 - reported as a contract problem
+        return [f"cannot be built as a tool: {type(exc).__name__}: {exc}"]
+    if instance is None:
+        return ["enabled(ctx) returned false, so the contract cannot be checked"]
+    name = instance.name
+    if not isinstance(name, str) or not TOOL_NAME_PATTERN.match(name):
+        problems.append(f"name {name!r} does not match {TOOL_NAME_PATTERN.pattern}")
+    description = instance.description
+    if not isinstance(description, str) or not description.strip():
+        problems.append("description is missing or empty")
+    parameters = instance.parameters
+    if not isinstance(parameters, dict):
+        problems.append(f"parameters must be a dict, got {type(parameters).__name__}")
+    else:
+        if parameters.get("type") != "object":
+            problems.append('parameters must be a JSON Schema with "type": "object"')
+        problems += [f"parameters are not a valid JSON Schema: {e}"
+                     for e in validate(_METASCHEMA, parameters)]
+    execute = getattr(type(tool) if not isinstance(tool, type) else tool, "execute", None)
+    target = getattr(instance, "execute", execute)
+    if not (inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(execute)):
+        problems.append("execute must be an async function")
+    read_only, exclusive = bool(instance.read_only), bool(instance.exclusive)
+    if instance.concurrency_safe and exclusive:
+        problems.append("an exclusive tool cannot be concurrency_safe")
+    if read_only and exclusive and instance.concurrency_safe:
+        problems.append("flags are inconsistent: read_only, exclusive and concurrency_safe")
+    return problems
+
+
+def assert_tool_contract(tool: Any) -> None:
+    """Fail with every contract problem of `tool` listed."""
+    problems = check_tool_contract(tool)
+    if problems:
+        raise AssertionError("tool contract broken:\n  " + "\n  ".join(problems))
+
+
+def run_tool(
+    tool: Any,
+    raw_arguments: Any = None,
+    *,
+    name: str | None = None,
+    workspace: Path | str | None = None,
+    timeout: float = 30.0,
+) -> ToolResult:
+    """Run one call the way the agent does: prepare (parse, repair, validate, cast), then execute.
+
+    `tool` is a tool (class, instance, @tool function) or a `ToolRegistry`;
+    `raw_arguments` is what a model would send (a dict, JSON text, ``None``...).
+    Errors come back as a `ToolResult` with ``is_error`` set, never as exceptions.
+    """
+    from nanobot_core.context import PluginContext
+    from nanobot_core.tools.base import as_tool
+    from nanobot_core.tools.executor import Executor, ToolCallRequest
+    from nanobot_core.tools.registry import ToolRegistry
+
+    if isinstance(tool, ToolRegistry):
+        registry = tool
+    else:
+        registry = ToolRegistry()
+        built = as_tool(tool, PluginContext.default(workspace))
+        if built is None:
+            raise AssertionError("enabled(ctx) returned false: the tool cannot run")
+        registry.add(built)
+    call_name = name or registry.names()[0]
+    executor = Executor(registry, default_timeout=timeout)
+    outcomes = asyncio.run(executor.run([ToolCallRequest(id="call_test", name=call_name,
+                                                         arguments=raw_arguments)]))
+    return outcomes[0].result
+
+
+def govern_and_check(
+    messages: Sequence[Any],
+    *,
+    stages: Sequence[Stage] = (),
+    config: GovernanceConfig | None = None,
+    system: str | None = None,
+    tools: Sequence[dict[str, Any]] = (),
+    workspace: Path | None = None,
+) -> GovernanceResult:
+    """Govern `messages` with the built-in stages plus `stages`, and assert every invariant.
+
+    Also asserts that the input was not modified and that governing the output
+    again changes nothing.
+    """
+    import copy
+
+    from nanobot_core.config import GovernanceConfig
+    from nanobot_core.governance import Governor, builtin_stages
+    from nanobot_core.governance.invariants import check_invariants
+
+    settings = config or GovernanceConfig()
+    before = copy.deepcopy(list(messages))
+    governor = Governor([*builtin_stages(), *stages], config=settings, workspace=workspace)
+    result = governor.govern(messages, system=system, tools=tools)
+    problems = check_invariants(result.messages, system=system, tools=tools)
+    if list(messages) != before:
+        problems.append("the input history was modified")
+    again = governor.govern(result.messages, system=system, tools=tools)
+    if again.messages != result.messages:
+        problems.append("governing the output again changed it (not idempotent)")
+    if problems:
+        raise AssertionError("governance invariants broken:\n  " + "\n  ".join(problems))
+    return result
+
+
+@pytest.fixture
+def nanobot_manager(tmp_path: Path) -> PluginManager:
+    """An isolated plugin manager: built-ins only, autoload off, workspace = tmp_path."""
+    from nanobot_core.config import Config, PluginsConfig
+    from nanobot_core.plugins import PluginManager
+
+    config = Config(plugins=PluginsConfig(disable_autoload=True))
+    return PluginManager(config, workspace=tmp_path).load()
+
+
+@pytest.fixture
+def nanobot_register(nanobot_manager: PluginManager) -> Iterator[Callable[..., PluginRecord]]:
+    """Register a plugin object with the isolated manager for this test only."""
+
+    def register(plugin: object, name: str = "test-plugin", **info: str) -> PluginRecord:
+        return nanobot_manager.register(plugin, name, **info)
+
+    yield register
+
+
+# Enough of the JSON Schema meta-schema to catch broken parameter schemas; the
+# full meta-schema is applied by the validator when the tool is registered.
+_METASCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "$ref": "https://json-schema.org/draft/2020-12/schema",
+}

@@ -69,7 +69,10 @@ class PromptBuilder:
         self.config = config
         self._placed = _place(sections, config)
         known = {p.section.name for p in self._placed}
-        for setting, names in (("disabled", config.prompt.disabled), ("order", config.prompt.order)):
+        for setting, names in (
+            ("disabled", config.prompt.disabled),
+            ("order", config.prompt.order),
+        ):
             for name in sorted(set(names) - known):
                 log.warning("unknown section name in prompt config", setting=setting, name=name)
 
@@ -115,17 +118,25 @@ def _render(placed: _Placed, ctx: SectionContext) -> tuple[str | None, str]:
     """The section's text with surrounding whitespace removed, or None and the reason why not."""
     try:
         value = placed.section.render(ctx)
-    except Exception as exc:  # noqa: BLE001 - a broken section must not break the prompt
+    except Exception as exc:  # a broken section must not break the prompt
         reason = f"raised {type(exc).__name__}: {exc}"
-        log.error("prompt section raised; left out", section=placed.section.name,
-                  plugin=placed.plugin, error=reason)
+        log.error(
+            "prompt section raised; left out",
+            section=placed.section.name,
+            plugin=placed.plugin,
+            error=reason,
+        )
         return None, reason
     if value is None:
         return None, "rendered nothing"
     if not isinstance(value, str):
         reason = f"returned {type(value).__name__}, expected str or None"
-        log.error("prompt section returned a non-string; left out",
-                  section=placed.section.name, plugin=placed.plugin, returned=reason)
+        log.error(
+            "prompt section returned a non-string; left out",
+            section=placed.section.name,
+            plugin=placed.plugin,
+            returned=reason,
+        )
         return None, reason
     text = value.strip()
     return (text, "") if text else (None, "rendered nothing")

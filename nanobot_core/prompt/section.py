@@ -32,18 +32,18 @@ class SectionContext:
 RenderFunction = Callable[[SectionContext], str | None]
 
 
-def _check_name(_instance: Any, _attribute: Any, value: object) -> None:
+def _check_name(_instance: Any, _attribute: Any, value: Any) -> None:
     if not isinstance(value, str) or not value.strip():
         raise ValueError(f"a section name must be a non-empty string, got {value!r}")
 
 
-def _check_order(_instance: Any, _attribute: Any, value: object) -> None:
+def _check_order(_instance: Any, _attribute: Any, value: Any) -> None:
     # bool is an int, but `order=True` is always a mistake.
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         raise ValueError(f"a section order must be a finite number, got {value!r}")
 
 
-def _check_render(_instance: Any, _attribute: Any, value: object) -> None:
+def _check_render(_instance: Any, _attribute: Any, value: Any) -> None:
     if not callable(value):
         raise TypeError(f"a section's render must be callable, got {type(value).__name__}")
 

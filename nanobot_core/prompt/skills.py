@@ -133,8 +133,9 @@ def parse_skill(text: str, *, folder: str, path: str) -> Skill:
     always_text = fields.get("always", "false").strip().lower()
     if always_text not in _BOOLEANS:
         raise FrontMatterError(f"'always' must be true or false, got {fields['always']!r}")
-    return Skill(name=name, description=description, always=_BOOLEANS[always_text], path=path,
-                 body=body)
+    return Skill(
+        name=name, description=description, always=_BOOLEANS[always_text], path=path, body=body
+    )
 
 
 def scan_skills(workspace: Path) -> SkillScan:

@@ -60,8 +60,11 @@ def read_user_file(workspace: Path, relative: str) -> str | None:
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
-        log.warning("workspace file unreadable; left out of the prompt", path=str(path),
-                    error=f"{type(exc).__name__}: {exc}")
+        log.warning(
+            "workspace file unreadable; left out of the prompt",
+            path=str(path),
+            error=f"{type(exc).__name__}: {exc}",
+        )
         return None
     text = _normalise(raw.decode("utf-8", errors="replace"))
     if not text:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
@@ -24,24 +26,26 @@ def _run(cmd: Sequence[str], **kwargs: object) -> subprocess.CompletedProcess[st
 
 
 def build_wheels(projects: Iterable[Path], out: Path) -> dict[str, Path]:
-    """Build each project into a wheel in `out` (one pip process), keyed by project folder name."""
+    """Build each project into a wheel in `out` (one pip process), keyed by distribution name."""
     projects = list(projects)
     out.mkdir(parents=True, exist_ok=True)
     _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
           "--wheel-dir", str(out), *map(str, projects)])
     wheels: dict[str, Path] = {}
     for project in projects:
-        stem = project.name.replace("-", "_")
+        with (project / "pyproject.toml").open("rb") as handle:
+            distribution = tomllib.load(handle)["project"]["name"]
+        stem = re.sub(r"[-_.]+", "_", distribution).lower()
         matches = sorted(out.glob(f"{stem}-*.whl"))
         if not matches:
             raise RuntimeError(f"no wheel was built for {project}")
-        wheels[project.name] = matches[-1]
+        wheels[distribution] = matches[-1]
     return wheels
 
 
 def build_core_wheel(out: Path) -> Path:
     """Build nanobot-core itself into a wheel."""
-    return build_wheels([REPO_ROOT], out)[REPO_ROOT.name]
+    return build_wheels([REPO_ROOT], out)["nanobot-core"]
 
 
 class VirtualEnv:

@@ -1,0 +1,201 @@
+"""What every model provider speaks: the `Provider` protocol and the normalised reply.
+
+A reply is normalised before anything else sees it, because the assistant
+message is persisted as it comes back and the session file must stay
+loadable by any OpenAI-compatible endpoint: every tool call gets a non-empty
+id that is unique within its message (derived from the call itself, so the
+same reply always gets the same ids), arguments become a JSON string, and
+missing content becomes ``""``. Keys the core does not know
+(``reasoning_content``, provider signatures, ...) are kept untouched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+from nanobot_core.config import ProviderConfig
+
+__all__ = [
+    "ProgressCallback",
+    "ProgressEvent",
+    "Provider",
+    "ProviderFactory",
+    "ProviderReply",
+    "RetryNotice",
+    "Usage",
+    "normalise_assistant_message",
+    "normalise_usage",
+]
+
+Message = dict[str, Any]
+
+
+@runtime_checkable
+class ProgressEvent(Protocol):
+    """Something worth telling a person watching a run (retries, tools); printed on stderr."""
+
+    def describe(self) -> str:
+        """One line of text for a terminal."""
+        ...
+
+
+ProgressCallback = Callable[[ProgressEvent], None]
+
+
+@attrs.frozen
+class RetryNotice:
+    """A provider request failed in a way worth retrying; the next attempt comes after `delay`."""
+
+    attempt: int
+    max_retries: int
+    delay: float
+    reason: str
+
+    def describe(self) -> str:
+        """E.g. ``provider: HTTP 503 (Service Unavailable); retry 1/4 in 0.5s``."""
+        return (
+            f"provider: {self.reason}; retry {self.attempt}/{self.max_retries} in {self.delay:.2f}s"
+        )
+
+
+@attrs.frozen
+class Usage:
+    """Token usage as the server reported it (zeros when it did not)."""
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    total_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            self.prompt_tokens + other.prompt_tokens,
+            self.completion_tokens + other.completion_tokens,
+            self.total_tokens + other.total_tokens,
+        )
+
+    def to_json(self) -> dict[str, int]:
+        """The ``usage`` object of OpenAI's replies."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": self.completion_tokens,
+            "total_tokens": self.total_tokens,
+        }
+
+
+@attrs.frozen
+class ProviderReply:
+    """One normalised model reply: the assistant message to persist, and what it cost."""
+
+    message: Message
+    usage: Usage = Usage()
+    model: str | None = None
+    finish_reason: str | None = None
+
+    @property
+    def content(self) -> str:
+        """The text of the reply (``""`` when there is none)."""
+        content = self.message.get("content")
+        return content if isinstance(content, str) else ""
+
+    @property
+    def tool_calls(self) -> list[dict[str, Any]]:
+        """The tool calls of the reply, in the order the model made them."""
+        calls = self.message.get("tool_calls")
+        return list(calls) if isinstance(calls, list) else []
+
+
+class Provider(Protocol):
+    """A chat model behind some API: one request in, one normalised reply out."""
+
+    name: str
+
+    async def complete(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
+    ) -> ProviderReply:
+        """Send `messages` (system first) and the tool definitions; return the model's reply.
+
+        Raises :class:`~nanobot_core.errors.ProviderError` when the model cannot
+        be reached or refuses the request.
+        """
+        ...
+
+
+class ProviderFactory(Protocol):
+    """What the ``nanobot_providers`` hook returns: builds a provider from the config."""
+
+    name: str
+
+    def __call__(
+        self, config: ProviderConfig, *, progress: ProgressCallback | None = None
+    ) -> Provider: ...
+
+
+def normalise_usage(raw: object) -> Usage:
+    """Read OpenAI's ``usage`` object; anything missing or malformed counts as zero."""
+    if not isinstance(raw, Mapping):
+        return Usage()
+
+    def count(key: str) -> int:
+        value = raw.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    prompt, completion = count("prompt_tokens"), count("completion_tokens")
+    return Usage(prompt, completion, count("total_tokens") or prompt + completion)
+
+
+def normalise_assistant_message(raw: object, *, salt: str = "") -> Message:
+    """The assistant message of a reply, made safe to persist and to send back.
+
+    `salt` goes into the derived call ids (the provider passes the position of
+    the reply in the conversation), so identical calls in different rounds get
+    different ids while the same reply always gets the same ones.
+    """
+    source: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+    # Keys the server sent as null (refusal, audio, function_call, ...) carry nothing.
+    message: Message = {k: v for k, v in source.items() if v is not None and k != "tool_calls"}
+    message["role"] = "assistant"
+    if not isinstance(message.get("content"), str | list):
+        message["content"] = ""
+    calls = source.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        message["tool_calls"] = _normalise_calls(calls, salt)
+    return message
+
+
+def _normalise_calls(calls: list[Any], salt: str) -> list[dict[str, Any]]:
+    seen: set[str] = set()
+    normalised: list[dict[str, Any]] = []
+    for index, raw in enumerate(calls):
+        call: dict[str, Any] = dict(raw) if isinstance(raw, Mapping) else {}
+        function = call.get("function")
+        function = dict(function) if isinstance(function, Mapping) else {}
+        function["arguments"] = _arguments_text(function.get("arguments"))
+        call["function"] = function
+        call["type"] = "function"
+        call_id = call.get("id")
+        if not isinstance(call_id, str) or not call_id or call_id in seen:
+            call_id = derive_call_id(salt, index, function.get("name"), function["arguments"])
+        seen.add(call_id)
+        call["id"] = call_id
+        normalised.append(call)
+    return normalised
+
+
+def _arguments_text(arguments: object) -> str:
+    """Arguments as the JSON string the protocol wants; a string is kept as sent, even if broken."""
+    if isinstance(arguments, str):
+        return arguments
+    if arguments is None:
+        return "{}"
+    return json.dumps(arguments, ensure_ascii=False)
+
+
+def derive_call_id(salt: str, index: int, name: object, arguments: str) -> str:
+    """A tool-call id computed from the call, for servers that send none (or a duplicate)."""
+    seed = json.dumps([salt, index, name, arguments], ensure_ascii=True)
+    return "call_" + hashlib.sha256(seed.encode("ascii")).hexdigest()[:24]

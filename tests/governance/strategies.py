@@ -1,0 +1,476 @@
+"""Hypothesis strategies that dirty REAL tool-calling conversations the ways real histories break.
+
+The clean material is the shared data: 200 τ-bench airline conversations (GPT-4o) and the
+650 LLaMA-Factory demo conversations (Glaive en/zh and the reasoning tool-use sample), both
+in OpenAI message format. A dirty history is a cut of one conversation (a prefix, a suffix
+or a window) with a few dirt operations applied: the defects that compaction bugs, buggy
+stages, proxies and models really produce (see docs/error-catalog.md).
+"""
+
+from __future__ import annotations
+
+import copy
+import functools
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+from hypothesis import strategies as st
+
+from nanobot_core.config import GovernanceConfig
+from tests.helpers import shared_data_dir
+
+Draw = Callable[[st.SearchStrategy[Any]], Any]
+Messages = list[Any]
+
+
+@attrs.frozen
+class Conversation:
+    """One clean conversation of the shared data, never mutated."""
+
+    source: str
+    messages: tuple[dict[str, Any], ...]
+    tools: tuple[dict[str, Any], ...]
+
+
+@attrs.frozen
+class DirtyRequest:
+    """A generated request: a dirty history plus the tools and system prompt sent with it."""
+
+    source: str
+    messages: Messages
+    tools: tuple[dict[str, Any], ...]
+    system: str | None
+    dirt: tuple[str, ...]
+
+
+# -- the real data, loaded once per session ----------------------------------------------
+
+
+@functools.cache
+def tau_bench_tools() -> tuple[dict[str, Any], ...]:
+    """The 14 τ-bench airline tool definitions in OpenAI format."""
+    path = shared_data_dir() / "tau-bench-airline" / "airline_tools.json"
+    return tuple(json.loads(path.read_text(encoding="utf-8")))
+
+
+@functools.cache
+def tau_bench_runs() -> tuple[dict[str, Any], ...]:
+    """The 200 τ-bench airline runs as stored (`traj` is the message list)."""
+    path = shared_data_dir() / "tau-bench-airline" / "gpt-4o-airline.json"
+    return tuple(json.loads(path.read_text(encoding="utf-8")))
+
+
+@functools.cache
+def llamafactory_rows() -> tuple[dict[str, Any], ...]:
+    """Every converted LLaMA-Factory conversation (`messages`, `tools`, `anomalies`)."""
+    folder = shared_data_dir() / "llamafactory-toolcall-demos" / "openai_format"
+    rows: list[dict[str, Any]] = []
+    for path in sorted(folder.glob("*.openai.jsonl")):
+        with path.open(encoding="utf-8") as lines:
+            rows.extend(json.loads(line) for line in lines if line.strip())
+    return tuple(rows)
+
+
+@functools.cache
+def conversations() -> tuple[Conversation, ...]:
+    """All clean base conversations: τ-bench first, then LLaMA-Factory."""
+    tau_tools = tau_bench_tools()
+    tau = (
+        Conversation(f"tau-bench[{index}]", tuple(run["traj"]), tau_tools)
+        for index, run in enumerate(tau_bench_runs())
+    )
+    llama = (
+        Conversation(f"llamafactory[{row['id']}]", tuple(row["messages"]), tuple(row["tools"]))
+        for row in llamafactory_rows()
+    )
+    return (*tau, *llama)
+
+
+# -- picking places ----------------------------------------------------------------------
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def _has_calls(message: Any) -> bool:
+    return _role(message) == "assistant" and isinstance(message.get("tool_calls"), list)
+
+
+def _calls(message: Any) -> list[Any]:
+    return message["tool_calls"] if _has_calls(message) and message["tool_calls"] else []
+
+
+def _pick(draw: Draw, messages: Messages, wanted: Callable[[Any], bool]) -> int | None:
+    """The index of a message that satisfies `wanted`, or None when there is none."""
+    candidates = [index for index, message in enumerate(messages) if wanted(message)]
+    return draw(st.sampled_from(candidates)) if candidates else None
+
+
+def _pick_call(draw: Draw, messages: Messages) -> dict[str, Any] | None:
+    """A tool call dict of some assistant message, or None."""
+    index = _pick(draw, messages, lambda m: any(isinstance(c, dict) for c in _calls(m)))
+    if index is None:
+        return None
+    call: dict[str, Any] = draw(
+        st.sampled_from([c for c in _calls(messages[index]) if isinstance(c, dict)])
+    )
+    return call
+
+
+def _function(call: dict[str, Any]) -> dict[str, Any]:
+    function = call.get("function")
+    if not isinstance(function, dict):
+        function = call["function"] = {}
+    return function
+
+
+def _all_ids(messages: Messages) -> list[str]:
+    ids = (c.get("id") for m in messages for c in _calls(m) if isinstance(c, dict))
+    return [i for i in ids if isinstance(i, str) and i]
+
+
+# -- dirt: dropping, duplicating, reordering ---------------------------------------------
+
+
+def drop_message(draw: Draw, messages: Messages) -> None:
+    """Lose any message (a compaction that cuts in the wrong place)."""
+    if messages:
+        del messages[draw(st.integers(0, len(messages) - 1))]
+
+
+def drop_tool_result(draw: Draw, messages: Messages) -> None:
+    """Lose a tool result; its call stays unanswered."""
+    index = _pick(draw, messages, lambda m: _role(m) == "tool")
+    if index is not None:
+        del messages[index]
+
+
+def drop_call_message(draw: Draw, messages: Messages) -> None:
+    """Lose an assistant tool-call message; its results become orphans."""
+    index = _pick(draw, messages, _has_calls)
+    if index is not None:
+        del messages[index]
+
+
+def drop_call(draw: Draw, messages: Messages) -> None:
+    """Lose one call out of an assistant message (possibly leaving an empty list)."""
+    index = _pick(draw, messages, lambda m: bool(_calls(m)))
+    if index is not None:
+        calls = messages[index]["tool_calls"]
+        del calls[draw(st.integers(0, len(calls) - 1))]
+
+
+def duplicate_message(draw: Draw, messages: Messages) -> None:
+    """Repeat a message somewhere (a retry that appended twice)."""
+    if messages:
+        source = draw(st.integers(0, len(messages) - 1))
+        target = draw(st.integers(0, len(messages)))
+        messages.insert(target, copy.deepcopy(messages[source]))
+
+
+def duplicate_tool_result(draw: Draw, messages: Messages) -> None:
+    """Answer the same call twice, right after the first answer."""
+    index = _pick(draw, messages, lambda m: _role(m) == "tool")
+    if index is not None:
+        messages.insert(index + 1, copy.deepcopy(messages[index]))
+
+
+def duplicate_call(draw: Draw, messages: Messages) -> None:
+    """Repeat a call inside its own message, id and all."""
+    index = _pick(draw, messages, lambda m: bool(_calls(m)))
+    if index is not None:
+        calls = messages[index]["tool_calls"]
+        calls.append(copy.deepcopy(draw(st.sampled_from(calls))))
+
+
+def move_message(draw: Draw, messages: Messages) -> None:
+    """Move a message to another place (a merge of two histories gone wrong)."""
+    if len(messages) > 1:
+        message = messages.pop(draw(st.integers(0, len(messages) - 1)))
+        messages.insert(draw(st.integers(0, len(messages))), message)
+
+
+def swap_adjacent(draw: Draw, messages: Messages) -> None:
+    """Swap two neighbours (a result landing before its call, a user message inside a run)."""
+    if len(messages) > 1:
+        index = draw(st.integers(0, len(messages) - 2))
+        messages[index], messages[index + 1] = messages[index + 1], messages[index]
+
+
+def reverse_calls(draw: Draw, messages: Messages) -> None:
+    """Reverse the order of the calls of one message (results keep theirs)."""
+    index = _pick(draw, messages, lambda m: len(_calls(m)) > 1)
+    if index is not None:
+        messages[index]["tool_calls"].reverse()
+
+
+def merge_call_turns(draw: Draw, messages: Messages) -> None:
+    """Fuse two consecutive call turns into one with parallel calls, results in either order."""
+    starts = []
+    for index, message in enumerate(messages):
+        if not _calls(message):
+            continue
+        end = index + 1
+        while end < len(messages) and _role(messages[end]) == "tool":
+            end += 1
+        if end < len(messages) and _calls(messages[end]):
+            starts.append((index, end))
+    if not starts:
+        return
+    first, second = draw(st.sampled_from(starts))
+    second_end = second + 1
+    while second_end < len(messages) and _role(messages[second_end]) == "tool":
+        second_end += 1
+    first_results = messages[first + 1 : second]
+    second_results = messages[second + 1 : second_end]
+    merged = dict(messages[first])
+    merged["tool_calls"] = _calls(messages[first]) + _calls(messages[second])
+    results = first_results + second_results
+    if draw(st.booleans()):
+        results.reverse()
+    messages[first:second_end] = [merged, *results]
+
+
+# -- dirt: corrupting calls and results --------------------------------------------------
+
+
+def null_name(draw: Draw, messages: Messages) -> None:
+    """Give a call a name no provider accepts."""
+    call = _pick_call(draw, messages)
+    if call is not None:
+        function = _function(call)
+        name = draw(st.sampled_from([None, "", 123, "<missing>"]))
+        if name == "<missing>":
+            function.pop("name", None)
+        else:
+            function["name"] = name
+
+
+_GARBAGE_ARGUMENTS = ["", "{", "not json", "[1, 2]", "null", "42", '"text"', "{'a': 1}", "NaN"]
+
+
+def corrupt_arguments(draw: Draw, messages: Messages) -> None:
+    """Break a call's arguments: truncated, an object, garbage, a non-string or missing."""
+    call = _pick_call(draw, messages)
+    if call is None:
+        return
+    function = _function(call)
+    arguments = function.get("arguments")
+    kind = draw(st.sampled_from(["truncate", "object", "garbage", "non-string", "missing"]))
+    if kind == "truncate" and isinstance(arguments, str) and arguments:
+        function["arguments"] = arguments[: draw(st.integers(0, len(arguments) - 1))]
+    elif kind == "object":
+        try:
+            function["arguments"] = json.loads(arguments)
+        except (TypeError, ValueError):
+            function["arguments"] = {"value": arguments}
+    elif kind == "non-string":
+        function["arguments"] = draw(st.sampled_from([None, 42, ["a", 1], True]))
+    elif kind == "missing":
+        function.pop("arguments", None)
+    else:
+        function["arguments"] = draw(st.sampled_from(_GARBAGE_ARGUMENTS))
+
+
+def corrupt_call_shape(draw: Draw, messages: Messages) -> None:
+    """Replace a call or its `function` by something that is not one, or drop its `type`."""
+    index = _pick(draw, messages, lambda m: bool(_calls(m)))
+    if index is None:
+        return
+    calls = messages[index]["tool_calls"]
+    position = draw(st.integers(0, len(calls) - 1))
+    kind = draw(st.sampled_from(["not-a-dict", "no-function", "no-type", "tool_calls"]))
+    if kind == "not-a-dict":
+        calls[position] = draw(st.sampled_from([None, "call", 42, []]))
+    elif kind == "tool_calls":
+        messages[index]["tool_calls"] = draw(st.sampled_from([None, [], {}, "calls"]))
+    elif isinstance(calls[position], dict) and kind == "no-function":
+        calls[position]["function"] = draw(st.sampled_from([None, "f", []]))
+    elif isinstance(calls[position], dict):
+        calls[position].pop("type", None)
+
+
+def empty_id(draw: Draw, messages: Messages) -> None:
+    """Empty a call's id (Gemini's OpenAI endpoint really sends `"id": ""`)."""
+    call = _pick_call(draw, messages)
+    if call is not None:
+        value = draw(st.sampled_from(["", None, "<missing>"]))
+        if value == "<missing>":
+            call.pop("id", None)
+        else:
+            call["id"] = value
+
+
+def duplicate_id(draw: Draw, messages: Messages) -> None:
+    """Give a call the id of another call, in the same message or elsewhere."""
+    ids = _all_ids(messages)
+    call = _pick_call(draw, messages)
+    if call is not None and ids:
+        call["id"] = draw(st.sampled_from(ids))
+
+
+def corrupt_result_id(draw: Draw, messages: Messages) -> None:
+    """Point a tool result at nothing, at another call, or at no id at all."""
+    index = _pick(draw, messages, lambda m: _role(m) == "tool")
+    if index is None:
+        return
+    choices: list[Any] = ["", None, "<missing>", "call_that_never_was", *_all_ids(messages)[:8]]
+    value = draw(st.sampled_from(choices))
+    if value == "<missing>":
+        messages[index].pop("tool_call_id", None)
+    else:
+        messages[index]["tool_call_id"] = value
+
+
+def empty_tool_result(draw: Draw, messages: Messages) -> None:
+    """Make a tool result empty: null, "", no parts, or no content key."""
+    index = _pick(draw, messages, lambda m: _role(m) == "tool")
+    if index is None:
+        return
+    value = draw(st.sampled_from([None, "", [], "<missing>"]))
+    if value == "<missing>":
+        messages[index].pop("content", None)
+    else:
+        messages[index]["content"] = value
+
+
+# Big enough to be offloaded or compacted, small enough to keep 10,000 examples fast.
+_HUGE_UNITS = ["x", "lorem ipsum dolor sit amet ", '{"row": 1, "ok": true}, ', "数据"]
+
+
+def huge_tool_result(draw: Draw, messages: Messages) -> None:
+    """Make a tool result huge (a file dump or a long log)."""
+    index = _pick(draw, messages, lambda m: _role(m) == "tool")
+    if index is not None:
+        unit = draw(st.sampled_from(_HUGE_UNITS))
+        size = draw(st.integers(20_000, 60_000))
+        messages[index]["content"] = unit * (size // len(unit))
+
+
+def content_to_parts(draw: Draw, messages: Messages) -> None:
+    """Turn a string content into a list of text parts (the multimodal shape)."""
+    index = _pick(draw, messages, lambda m: isinstance(m, dict) and isinstance(m.get("content"), str))
+    if index is not None:
+        text = messages[index]["content"]
+        cut = draw(st.integers(0, len(text)))
+        parts = [{"type": "text", "text": text[:cut]}, {"type": "text", "text": text[cut:]}]
+        messages[index]["content"] = [part for part in parts if part["text"]]
+
+
+# -- dirt: things that are not messages, and broken text ---------------------------------
+
+_NOT_MESSAGES: list[Any] = [None, "hello", 42, [], {"content": "no role"}, {"role": None}]
+_UNKNOWN_ROLES = [
+    {"role": "function", "name": "get_user_details", "content": "{}"},
+    {"role": "critic", "content": "looks fine"},
+    {"role": "", "content": "?"},
+]
+
+
+def insert_non_message(draw: Draw, messages: Messages) -> None:
+    """Insert an entry that is not a chat message (a stray value or an unknown role)."""
+    entry = draw(st.sampled_from([*_NOT_MESSAGES, *_UNKNOWN_ROLES]))
+    messages.insert(draw(st.integers(0, len(messages))), copy.deepcopy(entry))
+
+
+def _string_slots(value: Any) -> list[tuple[Any, Any]]:
+    """(container, key) of every string value inside `value`, nested parts included."""
+    slots: list[tuple[Any, Any]] = []
+    items = value.items() if isinstance(value, dict) else enumerate(value)
+    for key, item in items:
+        if isinstance(item, str):
+            slots.append((value, key))
+        elif isinstance(item, dict | list):
+            slots.extend(_string_slots(item))
+    return slots
+
+
+def lone_surrogate(draw: Draw, messages: Messages) -> None:
+    """Put a lone surrogate into some string of a message (a split emoji, a bad decoder)."""
+    index = _pick(draw, messages, lambda m: isinstance(m, dict) and bool(_string_slots(m)))
+    if index is None:
+        return
+    container, key = draw(st.sampled_from(_string_slots(messages[index])))
+    text = container[key]
+    cut = draw(st.integers(0, len(text)))
+    container[key] = text[:cut] + draw(st.sampled_from(["\ud83d", "\udfff", "\ud800x"])) + text[cut:]
+
+
+Operation = Callable[[Draw, Messages], None]
+
+OPERATIONS: tuple[Operation, ...] = (
+    drop_message,
+    drop_tool_result,
+    drop_call_message,
+    drop_call,
+    duplicate_message,
+    duplicate_tool_result,
+    duplicate_call,
+    move_message,
+    swap_adjacent,
+    reverse_calls,
+    merge_call_turns,
+    null_name,
+    corrupt_arguments,
+    corrupt_call_shape,
+    empty_id,
+    duplicate_id,
+    corrupt_result_id,
+    empty_tool_result,
+    huge_tool_result,
+    content_to_parts,
+    insert_non_message,
+    lone_surrogate,
+)
+
+
+# -- cuts and whole requests -------------------------------------------------------------
+
+
+def _cut(draw: Draw, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A prefix, a suffix, a window, or the whole conversation (system message kept or not)."""
+    size = len(messages)
+    kind = draw(st.sampled_from(["whole", "prefix", "suffix", "window", "window-after-system"]))
+    if kind == "whole":
+        return list(messages)
+    start = 0 if kind == "prefix" else draw(st.integers(0, size))
+    stop = size if kind == "suffix" else draw(st.integers(start, size))
+    if kind == "window-after-system" and messages and _role(messages[0]) == "system":
+        return [messages[0], *messages[max(start, 1) : stop]]
+    return list(messages[start:stop])
+
+
+@st.composite
+def dirty_requests(draw: Draw, max_operations: int = 5) -> DirtyRequest:
+    """A cut of a real conversation with up to `max_operations` dirt operations applied."""
+    conversation: Conversation = draw(st.sampled_from(conversations()))
+    messages: Messages = copy.deepcopy(_cut(draw, conversation.messages))
+    applied = []
+    for _ in range(draw(st.integers(0, max_operations))):
+        operation: Operation = draw(st.sampled_from(OPERATIONS))
+        operation(draw, messages)
+        applied.append(operation.__name__)
+    system = draw(st.sampled_from([None, None, "You are a careful assistant."]))
+    return DirtyRequest(conversation.source, messages, conversation.tools, system, tuple(applied))
+
+
+# Budgets from roomy to impossible: the small ones drive offloading, compaction and
+# snipping, the last cannot hold τ-bench's tools and policy at all.
+GOVERNANCE_CONFIGS: tuple[GovernanceConfig, ...] = (
+    GovernanceConfig(),
+    GovernanceConfig(max_tool_result_chars=500),
+    GovernanceConfig(context_window=16_000, max_output=2_048, safety_margin=512),
+    GovernanceConfig(
+        context_window=9_000, max_output=1_024, safety_margin=256, max_tool_result_chars=2_000
+    ),
+    GovernanceConfig(context_window=6_000, max_output=512, safety_margin=256),
+    GovernanceConfig(context_window=2_500, max_output=256, safety_margin=128),
+)
+
+
+def config_indices() -> st.SearchStrategy[int]:
+    """An index into GOVERNANCE_CONFIGS, biased towards the tight budgets that do the work."""
+    return st.sampled_from([0, 1, 2, 3, 3, 4, 4, 5])

@@ -1,0 +1,152 @@
+"""PromptBuilder: ordering, config switches, isolation of broken sections, the report."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from nanobot_core.config import Config, PromptConfig
+from nanobot_core.prompt import PromptBuilder, Section, SectionContext, SectionReport
+
+
+def _const(text: str | None) -> Callable[[SectionContext], str | None]:
+    return lambda ctx: text
+
+
+def _build(
+    sections: list[Section], config: Config | None = None, plugin: str = "p"
+) -> tuple[str, list[SectionReport]]:
+    builder = PromptBuilder([(s, plugin) for s in sections], config=config or Config())
+    built = builder.build(SectionContext(workspace=Path("/ws")))
+    return built.text, built.sections
+
+
+def test_sections_are_joined_in_order_key_order_with_the_separator() -> None:
+    """Sections render by ascending order key, joined by a blank-line-framed '---' line."""
+    text, _ = _build([Section("b", 20, _const("B")), Section("a", 10, _const("A"))])
+    assert text == "A\n\n---\n\nB"
+
+
+def test_equal_order_keys_are_broken_by_name() -> None:
+    """Two sections with the same key appear in name order, whatever the input order."""
+    text, reports = _build([Section("zeta", 5, _const("Z")), Section("alpha", 5, _const("A"))])
+    assert text == "A\n\n---\n\nZ"
+    assert [r.name for r in reports] == ["alpha", "zeta"]
+
+
+def test_surrounding_whitespace_of_a_section_is_removed() -> None:
+    """Leading and trailing blank lines of a rendered section do not reach the prompt."""
+    text, reports = _build([Section("a", 1, _const("\n\n  hello\n\n")), Section("b", 2, _const("x"))])
+    assert text == "hello\n\n---\n\nx"
+    assert reports[0].chars == len("hello")
+
+
+def test_empty_renders_are_left_out_and_reported() -> None:
+    """None, '' and whitespace-only renders are skipped with a reason, not joined as blanks."""
+    sections = [
+        Section("none", 1, _const(None)),
+        Section("blank", 2, _const("")),
+        Section("spaces", 3, _const(" \n\t")),
+        Section("real", 4, _const("R")),
+    ]
+    text, reports = _build(sections)
+    assert text == "R"
+    assert [(r.name, r.skipped, r.chars) for r in reports] == [
+        ("none", True, 0),
+        ("blank", True, 0),
+        ("spaces", True, 0),
+        ("real", False, 1),
+    ]
+    assert all(r.reason == "rendered nothing" for r in reports[:3])
+    assert reports[3].reason is None
+
+
+def test_a_raising_section_is_skipped_with_its_error_and_the_rest_still_render() -> None:
+    """An exception in render costs only that section; the report names the error."""
+
+    def broken(ctx: SectionContext) -> str:
+        raise RuntimeError("disk on fire")
+
+    text, reports = _build(
+        [Section("a", 1, _const("A")), Section("bad", 2, broken), Section("c", 3, _const("C"))]
+    )
+    assert text == "A\n\n---\n\nC"
+    bad = reports[1]
+    assert (bad.name, bad.skipped, bad.chars) == ("bad", True, 0)
+    assert bad.reason is not None
+    assert "RuntimeError" in bad.reason and "disk on fire" in bad.reason
+
+
+def test_a_section_returning_a_non_string_is_skipped() -> None:
+    """A render that returns a number or a list is reported, not str()-ed into the prompt."""
+    sections = [Section("num", 1, lambda ctx: 42), Section("ok", 2, _const("fine"))]  # type: ignore[arg-type,return-value]
+    text, reports = _build(sections)
+    assert text == "fine"
+    assert reports[0].skipped and reports[0].reason is not None and "int" in reports[0].reason
+
+
+def test_config_disables_a_section_by_name() -> None:
+    """A name in prompt.disabled is left out and reported as disabled in config."""
+    config = Config(prompt=PromptConfig(disabled=["b"]))
+    text, reports = _build(
+        [Section("a", 1, _const("A")), Section("b", 2, _const("B"))], config=config
+    )
+    assert text == "A"
+    assert reports[1] == SectionReport("b", "p", 0, True, "disabled in config")
+
+
+def test_config_reorders_sections_by_name() -> None:
+    """prompt.order gives a section a new order key, moving it in the prompt and the report."""
+    config = Config(prompt=PromptConfig(order={"a": 30}))
+    text, reports = _build(
+        [Section("a", 1, _const("A")), Section("b", 2, _const("B"))], config=config
+    )
+    assert text == "B\n\n---\n\nA"
+    assert [r.name for r in reports] == ["b", "a"]
+
+
+def test_unknown_names_in_config_do_not_break_the_build() -> None:
+    """Config naming sections that do not exist still builds the prompt."""
+    config = Config(prompt=PromptConfig(disabled=["ghost"], order={"phantom": 1}))
+    text, _ = _build([Section("a", 1, _const("A"))], config=config)
+    assert text == "A"
+
+
+def test_a_repeated_name_keeps_the_first_owner() -> None:
+    """When two pairs carry the same section name, the first renders and the second is reported."""
+    builder = PromptBuilder(
+        [(Section("s", 1, _const("first")), "one"), (Section("s", 1, _const("second")), "two")],
+        config=Config(),
+    )
+    built = builder.build(SectionContext(workspace=Path("/ws")))
+    assert built.text == "first"
+    assert built.sections == [
+        SectionReport("s", "one", 5, False, None),
+        SectionReport("s", "two", 0, True, "name already taken by one"),
+    ]
+    assert builder.section_names() == ["s"]
+
+
+def test_reports_carry_the_plugin_of_each_section() -> None:
+    """Each report names the plugin paired with its section."""
+    builder = PromptBuilder(
+        [(Section("a", 1, _const("A")), "builtin:prompt"), (Section("b", 2, _const("B")), "x")],
+        config=Config(),
+    )
+    reports = builder.build(SectionContext(workspace=Path("/ws"))).sections
+    assert [(r.name, r.plugin) for r in reports] == [("a", "builtin:prompt"), ("b", "x")]
+    assert reports[0].to_json() == {
+        "name": "a",
+        "plugin": "builtin:prompt",
+        "chars": 1,
+        "skipped": False,
+        "reason": None,
+    }
+
+
+def test_sections_see_the_context() -> None:
+    """A section renders from the workspace, channel and session it is given."""
+    section = Section("ctx", 1, lambda ctx: f"{ctx.workspace}|{ctx.channel}|{ctx.session}")
+    builder = PromptBuilder([(section, "p")], config=Config())
+    built = builder.build(SectionContext(workspace=Path("/w"), channel="cli", session="main"))
+    assert built.text == "/w|cli|main"
