@@ -16,7 +16,8 @@ from nanobot_core import hookspecs
 def hook_functions() -> list[Callable[..., Any]]:
     """Every hookspec function, in the order they are defined."""
     found = [
-        value for name, value in vars(hookspecs).items()
+        value
+        for name, value in vars(hookspecs).items()
         if name.startswith("nanobot_") and inspect.isfunction(value)
     ]
     return sorted(found, key=lambda f: f.__code__.co_firstlineno)

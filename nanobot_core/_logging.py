@@ -8,8 +8,12 @@ from typing import Any
 
 import structlog
 
-_LEVELS = {"debug": logging.DEBUG, "info": logging.INFO, "warning": logging.WARNING,
-           "error": logging.ERROR}
+_LEVELS = {
+    "debug": logging.DEBUG,
+    "info": logging.INFO,
+    "warning": logging.WARNING,
+    "error": logging.ERROR,
+}
 
 
 def configure_logging(*, log_format: str = "console", level: str = "warning") -> None:
@@ -29,3 +33,14 @@ def configure_logging(*, log_format: str = "console", level: str = "warning") ->
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def get_logger(name: str) -> Any:
+    """A structlog logger for `name`; if the application configured nothing, logs go to stderr.
+
+    structlog's own default prints to stdout, which would corrupt the JSON
+    output of the CLI and of any program embedding the library.
+    """
+    if not structlog.is_configured():
+        configure_logging()
+    return structlog.get_logger(name)

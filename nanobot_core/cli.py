@@ -138,18 +138,41 @@ def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> 
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--strict", is_flag=True, help="Any plugin failure is fatal (NANOBOT_STRICT_PLUGINS=1).")
-@click.option("--config", "config_file", type=click.Path(dir_okay=False),
-              help="A TOML config file (between the environment and nanobot.toml in precedence).")
-@click.option("--log-format", type=click.Choice(["console", "json"]), default="console",
-              show_default=True, help="How log lines on stderr are rendered.")
-@click.option("--log-level", type=click.Choice(["debug", "info", "warning", "error"]),
-              default="warning", show_default=True, help="The lowest level logged to stderr.")
-@click.option("--version", is_flag=True, expose_value=False, is_eager=True,
-              callback=_print_version, help="Print the version and exit.")
+@click.option(
+    "--strict", is_flag=True, help="Any plugin failure is fatal (NANOBOT_STRICT_PLUGINS=1)."
+)
+@click.option(
+    "--config",
+    "config_file",
+    type=click.Path(dir_okay=False),
+    help="A TOML config file (between the environment and nanobot.toml in precedence).",
+)
+@click.option(
+    "--log-format",
+    type=click.Choice(["console", "json"]),
+    default="console",
+    show_default=True,
+    help="How log lines on stderr are rendered.",
+)
+@click.option(
+    "--log-level",
+    type=click.Choice(["debug", "info", "warning", "error"]),
+    default="warning",
+    show_default=True,
+    help="The lowest level logged to stderr.",
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Print the version and exit.",
+)
 @click.pass_context
-def cli(ctx: click.Context, strict: bool, config_file: str | None, log_format: str,
-        log_level: str) -> None:
+def cli(
+    ctx: click.Context, strict: bool, config_file: str | None, log_format: str, log_level: str
+) -> None:
     """nanobot-core: tools, context governance and the system prompt of an LLM agent."""
     from nanobot_core._logging import configure_logging
 
@@ -189,7 +212,8 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     try:
-        cli.main(args=args, prog_name="nanobot-core", standalone_mode=False)
+        # With standalone_mode=False click returns the code of `ctx.exit(code)` instead of exiting.
+        code = cli.main(args=args, prog_name="nanobot-core", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.ClickException as exc:
@@ -204,4 +228,4 @@ def main(argv: Sequence[str] | None = None) -> None:
     except NanobotError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_FAILED)
-    sys.exit(EXIT_OK)
+    sys.exit(code if isinstance(code, int) else EXIT_OK)

@@ -128,7 +128,9 @@ def _env_bool(name: str, value: str) -> bool:
         return True
     if lowered in {"", "0", "false", "no", "off"}:
         return False
-    raise ConfigError(f"environment variable {name}: expected a boolean (1/0, true/false), got {value!r}")
+    raise ConfigError(
+        f"environment variable {name}: expected a boolean (1/0, true/false), got {value!r}"
+    )
 
 
 def _env_value(value: str) -> Any:
@@ -198,7 +200,6 @@ def _converter() -> Any:
     return cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
 
 
-
 def structure_config(data: Mapping[str, Any], *, source: str = "config") -> Config:
     """Build a `Config` from a nested mapping, with errors that name the key path."""
     import cattrs
@@ -256,13 +257,17 @@ def _check_types(data: Mapping[str, Any], cls: type, prefix: str) -> None:
             if ok and args and typing.get_origin(args[1]) is list:
                 ok = all(isinstance(v, list) for v in value.values())
             elif ok and args and args[1] in (int, float):
-                ok = all(isinstance(v, int | float) and not isinstance(v, bool) for v in value.values())
+                ok = all(
+                    isinstance(v, int | float) and not isinstance(v, bool) for v in value.values()
+                )
             elif ok and args and typing.get_origin(args[1]) is dict:
                 ok = all(isinstance(v, Mapping) for v in value.values())
         else:
             ok = True
         if not ok:
-            raise ConfigError(f"{path}: expected {_type_name(hints[key])}, got {type(value).__name__} {value!r}")
+            raise ConfigError(
+                f"{path}: expected {_type_name(hints[key])}, got {type(value).__name__} {value!r}"
+            )
 
 
 def load_config(
@@ -278,7 +283,9 @@ def load_config(
     layers: list[tuple[str, dict[str, Any]]] = []
     pyproject = here / "pyproject.toml"
     if pyproject.is_file():
-        layers.append((f"{pyproject} [tool.nanobot]", _read_toml(pyproject, table=("tool", "nanobot"))))
+        layers.append(
+            (f"{pyproject} [tool.nanobot]", _read_toml(pyproject, table=("tool", "nanobot")))
+        )
     local = here / "nanobot.toml"
     if local.is_file():
         layers.append((str(local), _read_toml(local)))

@@ -1,4 +1,4 @@
-"""The exception tree of nanobot-core: every error the library raises derives from `NanobotError`."""
+"""The exception tree of nanobot-core: every error it raises derives from `NanobotError`."""
 
 from __future__ import annotations
 

@@ -17,15 +17,15 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 import pluggy
-import structlog
 
 from nanobot_core import hookspecs
+from nanobot_core._logging import get_logger
 from nanobot_core.config import Config
 from nanobot_core.context import PluginContext, ToolCallEvent
 from nanobot_core.errors import PluginError
@@ -45,7 +45,7 @@ __all__ = [
     "PluginRecord",
 ]
 
-log = structlog.get_logger("nanobot_core.plugins")
+log = get_logger("nanobot_core.plugins")
 
 Source = Literal["builtin", "nanobot.tools", "nanobot.plugins"]
 Status = Literal["loaded", "failed", "blocked"]
@@ -227,8 +227,9 @@ class PluginManager:
         for unknown in sorted(disabled - set(BUILTIN_PLUGINS)):
             log.warning("unknown built-in plugin in plugins.disabled_builtins", name=unknown)
         for name, module_name in BUILTIN_PLUGINS.items():
-            info = PluginInfo(name=name, source="builtin", distribution="nanobot-core",
-                              version=_core_version())
+            info = PluginInfo(
+                name=name, source="builtin", distribution="nanobot-core", version=_core_version()
+            )
             if name in disabled:
                 self._records[name] = PluginRecord(info, "blocked", "disabled in config")
                 log.info("built-in plugin disabled", plugin=name)
@@ -237,12 +238,19 @@ class PluginManager:
         self._discover()
         return self
 
-    def register(self, plugin: object, name: str, *, distribution: str | None = None,
-                 version: str | None = None) -> PluginRecord:
+    def register(
+        self,
+        plugin: object,
+        name: str,
+        *,
+        distribution: str | None = None,
+        version: str | None = None,
+    ) -> PluginRecord:
         """Register a plugin object directly (used by tests and embedding applications)."""
         self.load()
-        info = PluginInfo(name=name, source="nanobot.plugins", distribution=distribution,
-                          version=version)
+        info = PluginInfo(
+            name=name, source="nanobot.plugins", distribution=distribution, version=version
+        )
         record = self._register(info, lambda: plugin)
         self._invalidate()
         return record
@@ -256,8 +264,13 @@ class PluginManager:
             dist = ep.dist.name if ep.dist is not None else None
             version = ep.dist.version if ep.dist is not None else None
             source: Source = "nanobot.tools" if group == TOOLS_GROUP else "nanobot.plugins"
-            info = PluginInfo(name=ep.name, source=source, distribution=dist, version=version,
-                              entry_point=f"{ep.name} = {ep.value}")
+            info = PluginInfo(
+                name=ep.name,
+                source=source,
+                distribution=dist,
+                version=version,
+                entry_point=f"{ep.name} = {ep.value}",
+            )
             names = {ep.name}
             if dist:
                 names |= {dist, canonical_name(dist)}
@@ -282,8 +295,9 @@ class PluginManager:
             self._register(info, loader)
         for name in sorted(block | (allow or set())):
             if name not in matched and canonical_name(name) not in matched:
-                log.warning("plugin name in block/allow list matches no installed plugin",
-                            name=name)
+                log.warning(
+                    "plugin name in block/allow list matches no installed plugin", name=name
+                )
 
     def _record_key(self, info: PluginInfo) -> str:
         if info.builtin:
@@ -296,7 +310,7 @@ class PluginManager:
         self._records[key] = record
         try:
             obj = loader()
-        except Exception as exc:  # noqa: BLE001 - any import failure isolates the plugin
+        except Exception as exc:
             return self._fail(record, f"failed to import: {type(exc).__name__}: {exc}")
         try:
             self._pm.register(obj, name=key)
@@ -304,17 +318,22 @@ class PluginManager:
             return self._fail(record, f"failed hook validation: {exc}")
         record.obj = obj
         unknown = [
-            attr for attr in dir(obj)
-            if attr.startswith("nanobot_") and callable(getattr(obj, attr, None))
+            attr
+            for attr in dir(obj)
+            if attr.startswith("nanobot_")
+            and callable(getattr(obj, attr, None))
             and attr not in _HOOK_NAMES
         ]
         if unknown:
             return self._fail(record, f"implements unknown hooks: {', '.join(sorted(unknown))}")
-        record.hooks = sorted(
-            {caller.name for caller in self._pm.get_hookcallers(obj) or []}
+        record.hooks = sorted({caller.name for caller in self._pm.get_hookcallers(obj) or []})
+        log.debug(
+            "plugin registered",
+            plugin=info.name,
+            distribution=info.distribution,
+            version=info.version,
+            source=info.source,
         )
-        log.debug("plugin registered", plugin=info.name, distribution=info.distribution,
-                  version=info.version, source=info.source)
         return record
 
     def _fail(self, record: PluginRecord, message: str) -> PluginRecord:
@@ -324,9 +343,14 @@ class PluginManager:
         if record.obj is not None and self._pm.is_registered(record.obj):
             self._pm.unregister(record.obj)
         record.obj = None
-        log.error("plugin failed", plugin=record.info.name,
-                  distribution=record.info.distribution, version=record.info.version,
-                  entry_point=record.info.entry_point, error=message)
+        log.error(
+            "plugin failed",
+            plugin=record.info.name,
+            distribution=record.info.distribution,
+            version=record.info.version,
+            entry_point=record.info.entry_point,
+            error=message,
+        )
         self._invalidate()
         if self.strict:
             raise PluginError(f"{record.info.describe()} failed: {message}")
@@ -374,7 +398,7 @@ class PluginManager:
                 args = [kwargs[name] for name in impl.argnames]
                 try:
                     results.append((record, impl.function(*args)))
-                except Exception as exc:  # noqa: BLE001 - isolate the plugin
+                except Exception as exc:
                     self._fail(record, f"raised in {hook_name}: {type(exc).__name__}: {exc}")
                     return self.call_each(hook_name, **kwargs)
         return results
@@ -417,8 +441,10 @@ class PluginManager:
         for index, raw in enumerate(value):
             try:
                 item = _ADAPTERS[kind](raw, self.context)
-            except Exception as exc:  # noqa: BLE001 - anything unbuildable fails the plugin
-                raise _Failure(f"item {index} ({_short(raw)}): {type(exc).__name__}: {exc}") from exc
+            except Exception as exc:
+                raise _Failure(
+                    f"item {index} ({_short(raw)}): {type(exc).__name__}: {exc}"
+                ) from exc
             if item is None:  # a tool whose enabled(ctx) said no
                 continue
             name = getattr(item, "name", None)
@@ -437,25 +463,35 @@ class PluginManager:
                 owners[contribution.name] = contribution
                 resolved.append(contribution)
                 continue
-            if owner.plugin.builtin and not contribution.plugin.builtin and _may_override(
-                overrides, contribution.plugin, contribution.name
+            if (
+                owner.plugin.builtin
+                and not contribution.plugin.builtin
+                and _may_override(overrides, contribution.plugin, contribution.name)
             ):
                 resolved[resolved.index(owner)] = attrs.evolve(
                     owner, shadowed_by=contribution.plugin.name
                 )
                 owners[contribution.name] = contribution
                 resolved.append(contribution)
-                log.warning("built-in overridden by configuration", kind=kind,
-                            name=contribution.name, plugin=contribution.plugin.name,
-                            distribution=contribution.plugin.distribution)
+                log.warning(
+                    "built-in overridden by configuration",
+                    kind=kind,
+                    name=contribution.name,
+                    plugin=contribution.plugin.name,
+                    distribution=contribution.plugin.distribution,
+                )
                 continue
             resolved.append(attrs.evolve(contribution, shadowed_by=owner.plugin.name))
             log.warning(
                 "name clash: first contribution wins",
-                kind=kind, name=contribution.name,
-                winner=owner.plugin.name, winner_distribution=owner.plugin.distribution,
-                loser=contribution.plugin.name, loser_distribution=contribution.plugin.distribution,
-                reason="built-in names are protected" if owner.plugin.builtin
+                kind=kind,
+                name=contribution.name,
+                winner=owner.plugin.name,
+                winner_distribution=owner.plugin.distribution,
+                loser=contribution.plugin.name,
+                loser_distribution=contribution.plugin.distribution,
+                reason="built-in names are protected"
+                if owner.plugin.builtin
                 else "ordered by distribution name, then entry-point name",
             )
         by_plugin: dict[PluginInfo, PluginRecord] = {r.info: r for r in self._records.values()}
@@ -467,12 +503,14 @@ class PluginManager:
         """The first non-None answer of a firstresult hook: external plugins before built-ins."""
         self.load()
         records = self._loaded_records()
-        ordered = [r for r in records if not r.info.builtin] + [r for r in records if r.info.builtin]
+        ordered = [r for r in records if not r.info.builtin] + [
+            r for r in records if r.info.builtin
+        ]
         for record in ordered:
             for impl in self._impls_of(hook_name, record):
                 try:
                     value = impl.function(*[kwargs[n] for n in impl.argnames])
-                except Exception as exc:  # noqa: BLE001 - isolate, then ask the next one
+                except Exception as exc:
                     self._fail(record, f"raised in {hook_name}: {type(exc).__name__}: {exc}")
                     break
                 if value is not None:
@@ -491,7 +529,11 @@ class PluginManager:
             for contribution in self.contributions("tool"):
                 if contribution.name in disabled:
                     continue
-                registry.add(contribution.item, builtin=contribution.plugin.builtin)
+                registry.add(
+                    contribution.item,
+                    builtin=contribution.plugin.builtin,
+                    plugin=contribution.plugin.name,
+                )
             self._registry = registry
         return self._registry
 
@@ -539,9 +581,12 @@ class PluginManager:
             if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
                 lines.extend(value)
             elif value is not None:
-                log.error("runtime-context hook returned non-strings; lines dropped",
-                          plugin=record.info.name, distribution=record.info.distribution,
-                          returned=type(value).__name__)
+                log.error(
+                    "runtime-context hook returned non-strings; lines dropped",
+                    plugin=record.info.name,
+                    distribution=record.info.distribution,
+                    returned=type(value).__name__,
+                )
         return lines
 
 
@@ -572,10 +617,14 @@ class _ToolCallHooks:
                 values = {"ctx": manager.context, **kwargs}
                 try:
                     results.append((record, impl.function(*[values[n] for n in impl.argnames])))
-                except Exception as exc:  # noqa: BLE001 - a hook never breaks a tool call
-                    log.error("tool-call hook raised; ignored", hook=hook_name,
-                              plugin=record.info.name, distribution=record.info.distribution,
-                              error=f"{type(exc).__name__}: {exc}")
+                except Exception as exc:
+                    log.error(
+                        "tool-call hook raised; ignored",
+                        hook=hook_name,
+                        plugin=record.info.name,
+                        distribution=record.info.distribution,
+                        error=f"{type(exc).__name__}: {exc}",
+                    )
         return results
 
 

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from nanobot_core.config import GovernanceConfig
     from nanobot_core.governance import GovernanceResult, Stage
     from nanobot_core.plugins import PluginManager, PluginRecord
-    from nanobot_core.tools.base import Tool, ToolResult
+    from nanobot_core.tools.base import ToolResult
 
 __all__ = [
     "TOOL_NAME_PATTERN",
@@ -58,7 +58,7 @@ def check_tool_contract(tool: Any) -> list[str]:
     problems: list[str] = []
     try:
         instance = as_tool(tool, PluginContext.default())
-    except Exception as exc:  # noqa: BLE001 - reported as a contract problem
+    except Exception as exc:
         return [f"cannot be built as a tool: {type(exc).__name__}: {exc}"]
     if instance is None:
         return ["enabled(ctx) returned false, so the contract cannot be checked"]
@@ -74,8 +74,10 @@ def check_tool_contract(tool: Any) -> list[str]:
     else:
         if parameters.get("type") != "object":
             problems.append('parameters must be a JSON Schema with "type": "object"')
-        problems += [f"parameters are not a valid JSON Schema: {e}"
-                     for e in validate(_METASCHEMA, parameters)]
+        problems += [
+            f"parameters are not a valid JSON Schema: {e}"
+            for e in validate(_METASCHEMA, parameters)
+        ]
     execute = getattr(type(tool) if not isinstance(tool, type) else tool, "execute", None)
     target = getattr(instance, "execute", execute)
     if not (inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(execute)):
@@ -124,8 +126,9 @@ def run_tool(
         registry.add(built)
     call_name = name or registry.names()[0]
     executor = Executor(registry, default_timeout=timeout)
-    outcomes = asyncio.run(executor.run([ToolCallRequest(id="call_test", name=call_name,
-                                                         arguments=raw_arguments)]))
+    outcomes = asyncio.run(
+        executor.run([ToolCallRequest(id="call_test", name=call_name, arguments=raw_arguments)])
+    )
     return outcomes[0].result
 
 

@@ -11,10 +11,18 @@ from nanobot_core.scaffold import KINDS, PluginProject, validate_name, write_pro
 
 @click.command("new-plugin")
 @click.argument("name")
-@click.option("--kind", type=click.Choice(KINDS), default="tool", show_default=True,
-              help="What the plugin contributes.")
-@click.option("--directory", type=click.Path(file_okay=False),
-              help="Where to create the project (default: ./NAME).")
+@click.option(
+    "--kind",
+    type=click.Choice(KINDS),
+    default="tool",
+    show_default=True,
+    help="What the plugin contributes.",
+)
+@click.option(
+    "--directory",
+    type=click.Path(file_okay=False),
+    help="Where to create the project (default: ./NAME).",
+)
 def command(name: str, kind: str, directory: str | None) -> None:
     """Create a ready plugin project NAME: pyproject with entry point, code, README, tests."""
     problem = validate_name(name)

@@ -26,7 +26,11 @@ def command(workspace: str | None, as_json: bool) -> None:
             if record.error:
                 click.echo(f"    error: {record.error}")
             for contribution in record.contributions:
-                lost = f"  (shadowed by {contribution.shadowed_by})" if contribution.shadowed_by else ""
+                lost = (
+                    f"  (shadowed by {contribution.shadowed_by})"
+                    if contribution.shadowed_by
+                    else ""
+                )
                 click.echo(f"    {contribution.kind} {contribution.name}{lost}")
         stages = manager.governor().stage_names() if records else []
         click.echo("governance pipeline: " + " -> ".join(stages))

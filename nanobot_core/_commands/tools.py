@@ -22,18 +22,21 @@ def command(workspace: str | None, as_json: bool) -> None:
     for definition in registry.definitions():
         function = definition["function"]
         tool = registry.get(function["name"])
+        assert tool is not None  # definitions() only names registered tools
         plugin = owners[function["name"]]
-        rows.append({
-            "name": function["name"],
-            "description": function["description"],
-            "parameters": function["parameters"],
-            "plugin": plugin.name,
-            "distribution": plugin.distribution,
-            "version": plugin.version,
-            "read_only": bool(tool.read_only),
-            "exclusive": bool(tool.exclusive),
-            "concurrency_safe": bool(tool.concurrency_safe),
-        })
+        rows.append(
+            {
+                "name": function["name"],
+                "description": function["description"],
+                "parameters": function["parameters"],
+                "plugin": plugin.name,
+                "distribution": plugin.distribution,
+                "version": plugin.version,
+                "read_only": bool(tool.read_only),
+                "exclusive": bool(tool.exclusive),
+                "concurrency_safe": bool(tool.concurrency_safe),
+            }
+        )
     if as_json:
         state.echo_json(rows)
         return

@@ -20,10 +20,10 @@ __all__ = [
     "assert_invariants",
     "check_budget",
     "check_history_start",
+    "check_invariants",
     "check_message_shapes",
     "check_text",
     "check_tool_pairing",
-    "check_invariants",
     "is_empty_tool_result",
 ]
 
@@ -108,7 +108,9 @@ def check_message_shapes(messages: Sequence[Any]) -> list[str]:
     violations: list[str] = []
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
-            violations.append(f"messages[{index}] is a {type(message).__name__}, not a message dict")
+            violations.append(
+                f"messages[{index}] is a {type(message).__name__}, not a message dict"
+            )
             continue
         role = message.get("role")
         if role not in KNOWN_ROLES:
@@ -222,7 +224,11 @@ def _check_run(index: int, calls: list[Any], run: range, messages: Sequence[Any]
     where = f"messages[{run.start}..{run.stop - 1}]" if run else "none follow"
     for position, call in enumerate(calls):
         call_id = _call_id(call)
-        if not isinstance(call_id, str) or not call_id or position != _first_position(calls, call_id):
+        if (
+            not isinstance(call_id, str)
+            or not call_id
+            or position != _first_position(calls, call_id)
+        ):
             continue
         answered = results.get(call_id, [])
         if not answered:

@@ -6,14 +6,14 @@ from collections.abc import Iterable
 from typing import Any
 
 import attrs
-import structlog
 
+from nanobot_core._logging import get_logger
 from nanobot_core.config import Config
 from nanobot_core.prompt.section import Section, SectionContext
 
 __all__ = ["SEPARATOR", "BuiltPrompt", "PromptBuilder", "SectionReport"]
 
-log = structlog.get_logger("nanobot_core.prompt")
+log = get_logger("nanobot_core.prompt")
 
 # A horizontal rule on a line of its own, with a blank line either side.
 SEPARATOR = "\n\n---\n\n"
@@ -105,7 +105,10 @@ def _place(sections: Iterable[tuple[Section, str]], config: Config) -> list[_Pla
     """Order the sections; a repeated name keeps its first owner, and the rest are marked."""
     owners: dict[str, str] = {}
     placed: list[_Placed] = []
-    for section, plugin in sections:
+    for pair in sections:
+        if isinstance(pair, Section):
+            raise TypeError("PromptBuilder takes (Section, plugin_name) pairs, not bare Sections")
+        section, plugin = pair
         order = float(config.prompt.order.get(section.name, section.order))
         placed.append(_Placed(section, plugin, order, owners.get(section.name)))
         owners.setdefault(section.name, plugin)

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import platform
 
-import structlog
-
+from nanobot_core._logging import get_logger
 from nanobot_core.prompt.section import Section, SectionContext
 from nanobot_core.prompt.skills import SKILL_FILE, SKILLS_DIR, scan_skills
 from nanobot_core.prompt.workspace_files import BOOTSTRAP_FILES, MEMORY_FILE, read_user_file
@@ -24,7 +23,7 @@ __all__ = [
     "render_tool_contract",
 ]
 
-log = structlog.get_logger("nanobot_core.prompt")
+log = get_logger("nanobot_core.prompt")
 
 
 def render_identity(ctx: SectionContext) -> str:

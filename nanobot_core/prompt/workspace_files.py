@@ -13,7 +13,8 @@ from importlib import resources
 from pathlib import Path
 
 import attrs
-import structlog
+
+from nanobot_core._logging import get_logger
 
 __all__ = [
     "BOOTSTRAP_FILES",
@@ -25,7 +26,7 @@ __all__ = [
     "shipped_template",
 ]
 
-log = structlog.get_logger("nanobot_core.prompt")
+log = get_logger("nanobot_core.prompt")
 
 BOOTSTRAP_FILES: tuple[str, ...] = ("AGENTS.md", "SOUL.md", "USER.md")
 MEMORY_FILE = "memory/MEMORY.md"

@@ -156,8 +156,9 @@ def normalise_assistant_message(raw: object, *, salt: str = "") -> Message:
     different ids while the same reply always gets the same ones.
     """
     source: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
-    # Keys the server sent as null (refusal, audio, function_call, ...) carry nothing.
-    message: Message = {k: v for k, v in source.items() if v is not None and k != "tool_calls"}
+    message: Message = {
+        k: v for k, v in source.items() if k != "tool_calls" and not _is_placeholder(k, v)
+    }
     message["role"] = "assistant"
     if not isinstance(message.get("content"), str | list):
         message["content"] = ""
@@ -165,6 +166,21 @@ def normalise_assistant_message(raw: object, *, salt: str = "") -> Message:
     if isinstance(calls, list) and calls:
         message["tool_calls"] = _normalise_calls(calls, salt)
     return message
+
+
+def _is_placeholder(key: str, value: object) -> bool:
+    """Whether a reply key carries nothing, so sending it back could only cause trouble.
+
+    Servers fill unused fields with null, and some (Snowflake) with empty
+    objects: ``"audio": {"id": ""}``, ``"function_call": {"name": ""}``.
+    """
+    if value is None:
+        return True
+    if key == "audio" and isinstance(value, Mapping):
+        return not value.get("id")
+    if key == "function_call" and isinstance(value, Mapping):
+        return not value.get("name")
+    return False
 
 
 def _normalise_calls(calls: list[Any], salt: str) -> list[dict[str, Any]]:

@@ -127,7 +127,8 @@ class OpenAIProvider:
 
     async def _wait_before_retry(self, retry: int, failure: _Retryable) -> None:
         delay = self.policy.delay(retry, failure.server_wait)
-        log.warning(
+        # Info, not warning: the progress callback is how a person hears about retries.
+        log.info(
             "provider request failed; retrying",
             url=self.display_url,
             error=failure.reason,

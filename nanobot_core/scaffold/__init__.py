@@ -34,15 +34,21 @@ class PluginProject:
 
     def substitutions(self) -> dict[str, str]:
         """The ``$names`` the templates use."""
-        return {"distribution": self.distribution, "package": self.package,
-                "class_name": self.class_name, "kind": self.kind}
+        return {
+            "distribution": self.distribution,
+            "package": self.package,
+            "class_name": self.class_name,
+            "kind": self.kind,
+        }
 
 
 def validate_name(name: str) -> str | None:
     """Return why `name` cannot be a distribution name, or None when it can."""
     if not _NAME.match(name):
-        return ("must start with a letter and contain only letters, digits, and single '-' or '_' "
-                "between them")
+        return (
+            "must start with a letter and contain only letters, digits, and single '-' or '_' "
+            "between them"
+        )
     if len(name) > 64:
         return "must be at most 64 characters"
     return None
@@ -54,8 +60,10 @@ def render_project(project: PluginProject) -> dict[str, str]:
     files: dict[str, str] = {}
     for folder in ("common", project.kind):
         for entry in sorted((root / folder).iterdir(), key=lambda e: e.name):
-            relative = entry.name.removesuffix(".tmpl").replace("~", "/").replace(
-                "PACKAGE", project.package
+            relative = (
+                entry.name.removesuffix(".tmpl")
+                .replace("~", "/")
+                .replace("PACKAGE", project.package)
             )
             template = string.Template(entry.read_text(encoding="utf-8"))
             files[relative] = template.substitute(project.substitutions())

@@ -19,8 +19,7 @@ def wheelhouse(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 @pytest.fixture(scope="session")
-def plugin_env(tmp_path_factory: pytest.TempPathFactory,
-               wheelhouse: dict[str, Path]) -> VirtualEnv:
+def plugin_env(tmp_path_factory: pytest.TempPathFactory, wheelhouse: dict[str, Path]) -> VirtualEnv:
     """A fresh venv with the core and all test plugins, installed out of sorted order."""
     venv = VirtualEnv(tmp_path_factory.mktemp("venv") / "env")
     venv.install(wheelhouse["nanobot-core"])

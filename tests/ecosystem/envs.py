@@ -29,8 +29,20 @@ def build_wheels(projects: Iterable[Path], out: Path) -> dict[str, Path]:
     """Build each project into a wheel in `out` (one pip process), keyed by distribution name."""
     projects = list(projects)
     out.mkdir(parents=True, exist_ok=True)
-    _run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-          "--wheel-dir", str(out), *map(str, projects)])
+    _run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--wheel-dir",
+            str(out),
+            *map(str, projects),
+        ]
+    )
     wheels: dict[str, Path] = {}
     for project in projects:
         with (project / "pyproject.toml").open("rb") as handle:
@@ -59,20 +71,47 @@ class VirtualEnv:
 
     def install(self, *requirements: Path | str) -> None:
         """Install wheels or requirement strings, resolving dependencies from the index."""
-        _run([sys.executable, "-m", "uv", "pip", "install", "--quiet", "--python",
-              str(self.python), *map(str, requirements)])
+        _run(
+            [
+                sys.executable,
+                "-m",
+                "uv",
+                "pip",
+                "install",
+                "--quiet",
+                "--python",
+                str(self.python),
+                *map(str, requirements),
+            ]
+        )
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
         """A clean process environment: no NANOBOT_* variables leak in from outside."""
-        base = {k: v for k, v in os.environ.items()
-                if not k.startswith("NANOBOT_") and k not in {"VIRTUAL_ENV", "PYTHONPATH"}}
+        base = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith("NANOBOT_") and k not in {"VIRTUAL_ENV", "PYTHONPATH"}
+        }
         base["PATH"] = f"{self.bin}{os.pathsep}{base.get('PATH', '')}"
         base.update(extra or {})
         return base
 
-    def cli(self, *args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None,
-            input: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    def cli(
+        self,
+        *args: str,
+        env: Mapping[str, str] | None = None,
+        cwd: Path | None = None,
+        input: str | None = None,
+        timeout: float = 120,
+    ) -> subprocess.CompletedProcess[str]:
         """Run this environment's ``nanobot-core`` console script."""
-        return subprocess.run([str(self.bin / "nanobot-core"), *args], capture_output=True,
-                              text=True, env=self.env(env), cwd=cwd, input=input,
-                              timeout=timeout, check=False)
+        return subprocess.run(
+            [str(self.bin / "nanobot-core"), *args],
+            capture_output=True,
+            text=True,
+            env=self.env(env),
+            cwd=cwd,
+            input=input,
+            timeout=timeout,
+            check=False,
+        )

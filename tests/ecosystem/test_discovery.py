@@ -39,11 +39,19 @@ def test_tools_from_both_groups_are_discovered(plugin_env: VirtualEnv, tmp_path:
 
 
 def test_plugin_listing_has_the_documented_fields(plugin_env: VirtualEnv, tmp_path: Path) -> None:
-    """Every plugin object carries name, distribution, version, source, status, error, hooks, contributions."""
+    """Every plugin object carries the documented fields, built-ins first."""
     rows = _json(plugin_env.cli("plugins", "--json", cwd=tmp_path))
     for row in rows:
-        assert {"name", "distribution", "version", "source", "status", "error", "hooks",
-                "contributions"} <= set(row)
+        assert {
+            "name",
+            "distribution",
+            "version",
+            "source",
+            "status",
+            "error",
+            "hooks",
+            "contributions",
+        } <= set(row)
         assert row["source"] in {"builtin", "nanobot.tools", "nanobot.plugins"}
         assert row["status"] in {"loaded", "failed", "blocked"}
     # Built-ins come first, then external plugins sorted by distribution.
@@ -80,10 +88,14 @@ def test_builtin_override_needs_explicit_config(plugin_env: VirtualEnv, tmp_path
 
 
 def test_plugin_clash_has_a_specific_winner(plugin_env: VirtualEnv, tmp_path: Path) -> None:
-    """Two plugins claiming `clash`: nbtest-clash-a wins by distribution name, whatever tryfirst says."""
-    plugins = {(r["distribution"], r["name"]): r for r in
-               _json(plugin_env.cli("plugins", "--json", cwd=tmp_path))}
-    assert plugins[("nbtest-clash-a", "clash")]["contributions"] == [{"kind": "tool", "name": "clash"}]
+    """Of two plugins claiming `clash`, nbtest-clash-a wins by name, whatever tryfirst says."""
+    plugins = {
+        (r["distribution"], r["name"]): r
+        for r in _json(plugin_env.cli("plugins", "--json", cwd=tmp_path))
+    }
+    assert plugins[("nbtest-clash-a", "clash")]["contributions"] == [
+        {"kind": "tool", "name": "clash"}
+    ]
     assert plugins[("nbtest-clash-b", "clash")]["contributions"] == [
         {"kind": "tool", "name": "clash", "shadowed_by": "clash"}
     ]
@@ -92,7 +104,7 @@ def test_plugin_clash_has_a_specific_winner(plugin_env: VirtualEnv, tmp_path: Pa
 
 
 def test_failed_import_is_isolated(plugin_env: VirtualEnv, tmp_path: Path) -> None:
-    """A plugin whose import raises is reported with its distribution and version; the rest loads."""
+    """A plugin whose import raises is reported with distribution and version; the rest loads."""
     plugins = _plugins(plugin_env, tmp_path)
     broken = plugins["broken"]
     assert broken["status"] == "failed"
@@ -154,7 +166,9 @@ def test_block_in_config_file(plugin_env: VirtualEnv, tmp_path: Path) -> None:
 
 def test_unmatched_block_name_warns(plugin_env: VirtualEnv, tmp_path: Path) -> None:
     """A block name that matches nothing gets a warning on stderr."""
-    result = plugin_env.cli("tools", "--json", cwd=tmp_path, env={"NANOBOT_BLOCK": "no-such-plugin"})
+    result = plugin_env.cli(
+        "tools", "--json", cwd=tmp_path, env={"NANOBOT_BLOCK": "no-such-plugin"}
+    )
     assert result.returncode == 0
     assert "no-such-plugin" in result.stderr
 
@@ -163,8 +177,13 @@ def test_allow_list(plugin_env: VirtualEnv, tmp_path: Path) -> None:
     """NANOBOT_PLUGINS loads only the named plugins; built-ins are unaffected."""
     plugins = _plugins(plugin_env, tmp_path, NANOBOT_PLUGINS="nbtest-duck")
     loaded = {name for name, row in plugins.items() if row["status"] == "loaded"}
-    assert loaded == {"builtin:tools", "builtin:governance", "builtin:prompt",
-                      "builtin:providers", "duck"}
+    assert loaded == {
+        "builtin:tools",
+        "builtin:governance",
+        "builtin:prompt",
+        "builtin:providers",
+        "duck",
+    }
 
 
 def test_empty_allow_list_loads_no_plugin(plugin_env: VirtualEnv, tmp_path: Path) -> None:
@@ -200,7 +219,10 @@ def test_strict_mode_passes_when_broken_plugins_are_blocked(
 ) -> None:
     """Strict mode is satisfied once the broken plugins are blocked."""
     result = plugin_env.cli(
-        "--strict", "tools", "--json", cwd=tmp_path,
+        "--strict",
+        "tools",
+        "--json",
+        cwd=tmp_path,
         env={"NANOBOT_BLOCK": "nbtest-broken,nbtest-invalid,nbtest-badreturn,nbtest-unbuildable"},
     )
     assert result.returncode == 0, result.stderr

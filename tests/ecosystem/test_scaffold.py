@@ -14,8 +14,9 @@ pytestmark = pytest.mark.ecosystem
 
 
 @pytest.fixture(scope="module")
-def scaffold_env(tmp_path_factory: pytest.TempPathFactory,
-                 wheelhouse: dict[str, Path]) -> VirtualEnv:
+def scaffold_env(
+    tmp_path_factory: pytest.TempPathFactory, wheelhouse: dict[str, Path]
+) -> VirtualEnv:
     """A fresh venv with the core and pytest, for scaffolded projects."""
     venv = VirtualEnv(tmp_path_factory.mktemp("scaffold") / "env")
     venv.install(wheelhouse["nanobot-core"], "pytest")
@@ -33,10 +34,22 @@ def test_scaffolded_project_installs_and_passes(
     project = tmp_path / name
     assert (project / "pyproject.toml").is_file() and (project / "README.md").is_file()
     scaffold_env.install("-e", str(project))
-    tests = subprocess.run([str(scaffold_env.python), "-m", "pytest", "-q", "-p",
-                            "no:cacheprovider", str(project / "tests")],
-                           capture_output=True, text=True, cwd=project, env=scaffold_env.env(),
-                           check=False)
+    tests = subprocess.run(
+        [
+            str(scaffold_env.python),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            str(project / "tests"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=project,
+        env=scaffold_env.env(),
+        check=False,
+    )
     assert tests.returncode == 0, tests.stdout + tests.stderr
     assert " passed" in tests.stdout
     listed = scaffold_env.cli("--strict", "plugins", "--json", cwd=tmp_path)

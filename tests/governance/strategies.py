@@ -13,6 +13,7 @@ import copy
 import functools
 import json
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -352,7 +353,9 @@ def huge_tool_result(draw: Draw, messages: Messages) -> None:
 
 def content_to_parts(draw: Draw, messages: Messages) -> None:
     """Turn a string content into a list of text parts (the multimodal shape)."""
-    index = _pick(draw, messages, lambda m: isinstance(m, dict) and isinstance(m.get("content"), str))
+    index = _pick(
+        draw, messages, lambda m: isinstance(m, dict) and isinstance(m.get("content"), str)
+    )
     if index is not None:
         text = messages[index]["content"]
         cut = draw(st.integers(0, len(text)))
@@ -396,7 +399,9 @@ def lone_surrogate(draw: Draw, messages: Messages) -> None:
     container, key = draw(st.sampled_from(_string_slots(messages[index])))
     text = container[key]
     cut = draw(st.integers(0, len(text)))
-    container[key] = text[:cut] + draw(st.sampled_from(["\ud83d", "\udfff", "\ud800x"])) + text[cut:]
+    container[key] = (
+        text[:cut] + draw(st.sampled_from(["\ud83d", "\udfff", "\ud800x"])) + text[cut:]
+    )
 
 
 Operation = Callable[[Draw, Messages], None]
@@ -474,3 +479,46 @@ GOVERNANCE_CONFIGS: tuple[GovernanceConfig, ...] = (
 def config_indices() -> st.SearchStrategy[int]:
     """An index into GOVERNANCE_CONFIGS, biased towards the tight budgets that do the work."""
     return st.sampled_from([0, 1, 2, 3, 3, 4, 4, 5])
+
+
+# -- the governor under test -------------------------------------------------------------
+
+
+class GovernorFactory:
+    """Built-in governors, one per budget variant, all offloading into one workspace."""
+
+    def __init__(self, workspace: Path) -> None:
+        self.workspace = workspace
+        self._governors: dict[int, Any] = {}
+
+    def get(self, config: GovernanceConfig) -> Any:
+        """The governor with the built-in stages for `config` (built once, then reused)."""
+        key = id(config)
+        if key not in self._governors:
+            self._governors[key] = build_builtin_governor(config, self.workspace)
+        return self._governors[key]
+
+
+def build_builtin_governor(config: GovernanceConfig, workspace: Path) -> Any:
+    """A governor with exactly the built-in stages, as the runner would build it."""
+    from nanobot_core.builtins.governance import nanobot_governance_stages
+
+    from nanobot_core.config import Config
+    from nanobot_core.context import PluginContext
+    from nanobot_core.governance import Governor
+
+    context = PluginContext(workspace=workspace, config=Config(governance=config))
+    stages = nanobot_governance_stages(context)
+    return Governor(stages, config=config, workspace=workspace)
+
+
+def report_changed(report: Any) -> bool:
+    """Whether a governance report says that anything was changed."""
+    return bool(report.changed)
+
+
+def request_counter() -> Any:
+    """Count a whole request the way the governor counts it, with the default counter."""
+    from nanobot_core.governance.tokens import count_request
+
+    return count_request

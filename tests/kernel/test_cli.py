@@ -12,14 +12,22 @@ import pytest
 from nanobot_core.cli import hoist_global_options
 
 
-def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def _cli(
+    *args: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     import os
 
     base = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
     base["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     base.update(env or {})
-    return subprocess.run([sys.executable, "-m", "nanobot_core", *args], capture_output=True,
-                          text=True, cwd=cwd, env=base, check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "nanobot_core", *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=base,
+        check=False,
+    )
 
 
 @pytest.mark.parametrize(
@@ -60,8 +68,16 @@ def test_bad_config_is_a_usage_error_naming_the_key(tmp_path: Path) -> None:
 
 def test_json_logs_go_to_stderr(tmp_path: Path) -> None:
     """With --log-format json, stdout is pure JSON output and log lines are JSON on stderr."""
-    result = _cli("tools", "--json", "--log-format", "json", "--log-level", "info", cwd=tmp_path,
-                  env={"NANOBOT_BLOCK": "nothing-matches-this"})
+    result = _cli(
+        "tools",
+        "--json",
+        "--log-format",
+        "json",
+        "--log-level",
+        "info",
+        cwd=tmp_path,
+        env={"NANOBOT_BLOCK": "nothing-matches-this"},
+    )
     assert result.returncode == 0, result.stderr
     json.loads(result.stdout)
     lines = [json.loads(line) for line in result.stderr.splitlines() if line.strip()]

@@ -33,8 +33,9 @@ def test_precedence_of_every_layer(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     extra = tmp_path / "extra.toml"
-    extra.write_text("[governance]\ncontext_window = 3\nmax_output = 3\nsafety_margin = 3\n",
-                     encoding="utf-8")
+    extra.write_text(
+        "[governance]\ncontext_window = 3\nmax_output = 3\nsafety_margin = 3\n", encoding="utf-8"
+    )
     config = load_config(
         cwd=tmp_path,
         config_file=extra,
@@ -42,18 +43,26 @@ def test_precedence_of_every_layer(tmp_path: Path) -> None:
         overrides={"governance": {"context_window": 5}},
     )
     g = config.governance
-    assert (g.context_window, g.max_output, g.safety_margin, g.max_tool_result_chars,
-            g.input_limit) == (5, 4, 3, 2, 1)
+    assert (
+        g.context_window,
+        g.max_output,
+        g.safety_margin,
+        g.max_tool_result_chars,
+        g.input_limit,
+    ) == (5, 4, 3, 2, 1)
 
 
 def test_named_environment_variables(tmp_path: Path) -> None:
     """NANOBOT_BLOCK, NANOBOT_PLUGINS and the autoload/strict switches map onto [plugins]."""
-    config = load_config(cwd=tmp_path, environ={
-        "NANOBOT_BLOCK": "a, b,,",
-        "NANOBOT_PLUGINS": "",
-        "NANOBOT_DISABLE_PLUGIN_AUTOLOAD": "1",
-        "NANOBOT_STRICT_PLUGINS": "true",
-    })
+    config = load_config(
+        cwd=tmp_path,
+        environ={
+            "NANOBOT_BLOCK": "a, b,,",
+            "NANOBOT_PLUGINS": "",
+            "NANOBOT_DISABLE_PLUGIN_AUTOLOAD": "1",
+            "NANOBOT_STRICT_PLUGINS": "true",
+        },
+    )
     assert config.plugins.block == ["a", "b"]
     assert config.plugins.allow == []
     assert config.plugins.disable_autoload is True
@@ -102,7 +111,7 @@ def test_wrong_type_names_key_and_expected_type(
 
 def test_wrong_type_in_environment(tmp_path: Path) -> None:
     """An environment value of the wrong type names the variable's key."""
-    with pytest.raises(ConfigError, match="governance.max_output"):
+    with pytest.raises(ConfigError, match=r"governance\.max_output"):
         load_config(cwd=tmp_path, environ={"NANOBOT_GOVERNANCE__MAX_OUTPUT": "lots"})
 
 
@@ -115,20 +124,21 @@ def test_bad_boolean_switch(tmp_path: Path) -> None:
 def test_malformed_toml(tmp_path: Path) -> None:
     """A file that is not TOML fails with its path."""
     (tmp_path / "nanobot.toml").write_text("[governance\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match="not valid TOML"):
+    with pytest.raises(ConfigError, match=r"not valid TOML"):
         load_config(cwd=tmp_path, environ={})
 
 
 def test_missing_config_file(tmp_path: Path) -> None:
     """--config naming a missing file fails clearly."""
-    with pytest.raises(ConfigError, match="cannot read"):
+    with pytest.raises(ConfigError, match=r"cannot read"):
         load_config(cwd=tmp_path, config_file=tmp_path / "nope.toml", environ={})
 
 
 def test_per_stage_options_table(tmp_path: Path) -> None:
     """Stage options are free-form tables under [governance.stages.NAME]."""
     (tmp_path / "nanobot.toml").write_text(
-        "[governance.stages.compact_results]\nkeep = 2\nexclude_tools = ['grep']\n", encoding="utf-8"
+        "[governance.stages.compact_results]\nkeep = 2\nexclude_tools = ['grep']\n",
+        encoding="utf-8",
     )
     config = load_config(cwd=tmp_path, environ={})
     assert config.governance.stages == {"compact_results": {"keep": 2, "exclude_tools": ["grep"]}}

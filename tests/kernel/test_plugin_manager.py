@@ -14,7 +14,9 @@ from nanobot_core.plugins import PluginManager
 
 
 def _manager(tmp_path: Path, **plugins: Any) -> PluginManager:
-    config = Config(plugins=PluginsConfig(disable_autoload=True, strict=plugins.pop("strict", False)))
+    config = Config(
+        plugins=PluginsConfig(disable_autoload=True, strict=plugins.pop("strict", False))
+    )
     return PluginManager(config, workspace=tmp_path).load()
 
 
@@ -47,7 +49,12 @@ def test_builtins_are_registered_first(tmp_path: Path) -> None:
     manager = _manager(tmp_path)
     manager.register(_Lines("x"), "aaa-first-alphabetically", distribution="aaa")
     names = [r.info.name for r in manager.records()]
-    assert names[:4] == ["builtin:tools", "builtin:governance", "builtin:prompt", "builtin:providers"]
+    assert names[:4] == [
+        "builtin:tools",
+        "builtin:governance",
+        "builtin:prompt",
+        "builtin:providers",
+    ]
     assert names[4] == "aaa-first-alphabetically"
 
 

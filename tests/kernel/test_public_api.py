@@ -36,7 +36,9 @@ def test_import_is_lazy() -> None:
         "'nanobot_core.governance', 'nanobot_core.tools', 'nanobot_core.plugins') "
         "if m in sys.modules]; print(heavy)"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "[]"
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from nanobot_core.config import Config, PromptConfig
 from nanobot_core.prompt import PromptBuilder, Section, SectionContext, SectionReport
 
@@ -36,7 +38,9 @@ def test_equal_order_keys_are_broken_by_name() -> None:
 
 def test_surrounding_whitespace_of_a_section_is_removed() -> None:
     """Leading and trailing blank lines of a rendered section do not reach the prompt."""
-    text, reports = _build([Section("a", 1, _const("\n\n  hello\n\n")), Section("b", 2, _const("x"))])
+    text, reports = _build(
+        [Section("a", 1, _const("\n\n  hello\n\n")), Section("b", 2, _const("x"))]
+    )
     assert text == "hello\n\n---\n\nx"
     assert reports[0].chars == len("hello")
 
@@ -150,3 +154,9 @@ def test_sections_see_the_context() -> None:
     builder = PromptBuilder([(section, "p")], config=Config())
     built = builder.build(SectionContext(workspace=Path("/w"), channel="cli", session="main"))
     assert built.text == "/w|cli|main"
+
+
+def test_bare_sections_are_refused_with_a_clear_message() -> None:
+    """Passing a Section without its plugin name fails at construction, saying what is expected."""
+    with pytest.raises(TypeError, match="pairs"):
+        PromptBuilder([Section("a", 1, _const("A"))], config=Config())  # type: ignore[list-item]

@@ -37,7 +37,7 @@ def _build(workspace: Path) -> BuiltPrompt:
 
 
 def test_builtin_sections_come_in_the_documented_order(tmp_path: Path) -> None:
-    """identity, bootstrap, tool_contract, memory, skills: in that order, all from builtin:prompt."""
+    """The five built-in sections come in the documented order, all from builtin:prompt."""
     reports = _build(tmp_path).sections
     assert [r.name for r in reports] == [
         "identity",
@@ -134,7 +134,7 @@ def test_a_directory_named_like_a_bootstrap_file_is_ignored(tmp_path: Path) -> N
 
 
 def test_tool_contract_explains_errors_and_offloaded_results(tmp_path: Path) -> None:
-    """tool_contract says what an Error result means and that offloaded text is read with read_file."""
+    """tool_contract explains Error results and reading offloaded text with read_file."""
     text = render_tool_contract(_ctx(tmp_path))
     assert 'starts with "Error"' in text
     assert "read_file" in text

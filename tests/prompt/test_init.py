@@ -53,7 +53,7 @@ def test_running_init_twice_writes_nothing_the_second_time(tmp_path: Path) -> No
 
 
 def test_a_fresh_workspace_adds_nothing_to_the_prompt(tmp_path: Path) -> None:
-    """Right after init, the templates are not user memory: the prompt is the same as without them."""
+    """Right after init the templates are not user memory: the prompt is as without them."""
     builder = build_default_prompt_builder(Config())
     before = builder.build(SectionContext(workspace=tmp_path)).text
     init_workspace(tmp_path)

@@ -37,7 +37,7 @@ def test_front_matter_fields_and_body_are_split() -> None:
 def test_front_matter_values_keep_colons_and_lose_matching_quotes() -> None:
     """Only the first colon splits; one pair of matching quotes around a value is removed."""
     fields, _ = parse_front_matter(
-        "---\ndescription: \"Use it: always\"\ntitle: 'x'\nodd: \"half\n---\n"
+        '---\ndescription: "Use it: always"\ntitle: \'x\'\nodd: "half\n---\n'
     )
     assert fields == {"description": "Use it: always", "title": "x", "odd": '"half'}
 
@@ -95,7 +95,9 @@ def test_malformed_front_matter_raises_a_precise_error(text: str, message: str) 
 def test_skill_name_defaults_to_the_folder_and_always_to_false() -> None:
     """Without name and always keys, the folder names the skill and it is not always on."""
     skill = parse_skill("---\ndescription: D\n---\nB", folder="f", path="skills/f/SKILL.md")
-    assert skill == Skill(name="f", description="D", always=False, path="skills/f/SKILL.md", body="B")
+    assert skill == Skill(
+        name="f", description="D", always=False, path="skills/f/SKILL.md", body="B"
+    )
 
 
 @pytest.mark.parametrize(("raw", "expected"), [("true", True), ("False", False), ("TRUE", True)])
@@ -124,7 +126,7 @@ def test_invalid_skill_fields_raise(text: str, message: str) -> None:
 
 
 def test_scan_sorts_by_skill_name_and_ignores_non_skills(tmp_path: Path) -> None:
-    """Skills are listed by name; hidden folders, plain files and folders without SKILL.md are not."""
+    """Skills are listed by name; hidden folders, files and folders without SKILL.md are ignored."""
     _skill(tmp_path, "zz", "---\nname: alpha\ndescription: A\n---\n")
     _skill(tmp_path, "aa", "---\nname: beta\ndescription: B\n---\n")
     _skill(tmp_path, ".hidden", "---\ndescription: H\n---\n")
@@ -161,10 +163,17 @@ def test_scan_of_a_workspace_without_skills_is_empty(tmp_path: Path) -> None:
 
 
 def test_skills_section_inlines_always_on_skills_and_lists_the_others(tmp_path: Path) -> None:
-    """Always-on skills appear in full without front matter; others get one line with their path."""
-    _skill(tmp_path, "style", "---\nname: style\ndescription: House style.\nalways: true\n---\n"
-           "Use British spelling.\n")
-    _skill(tmp_path, "weather", "---\nname: weather\ndescription: Look up\n  forecasts.\n---\nCall wttr.in.")
+    """Always-on skills appear in full without front matter; others get a line with their path."""
+    _skill(
+        tmp_path,
+        "style",
+        "---\nname: style\ndescription: House style.\nalways: true\n---\nUse British spelling.\n",
+    )
+    _skill(
+        tmp_path,
+        "weather",
+        "---\nname: weather\ndescription: Look up\n  forecasts.\n---\nCall wttr.in.",
+    )
     _skill(tmp_path, "broken", "---\nname broken\n---\n")
     text = render_skills(SectionContext(workspace=tmp_path))
     assert text == (

@@ -67,7 +67,7 @@ def test_prompt_bytes_match_across_processes_with_different_hash_seeds(tmp_path:
     ctx = SectionContext(workspace=workspace, channel="cli", session="main", config=manager.config)
     here = manager.prompt_builder().build(ctx).text.encode("utf-8")
     assert first == second == here
-    assert b"Use alpha." in here and b"about mike (skills/mike/SKILL.md)" in here
+    assert b"Use kilo." in here and b"about alpha (skills/alpha/SKILL.md)" in here
 
 
 def test_prompt_is_identical_across_turns_in_one_process(tmp_path: Path) -> None:

@@ -6,7 +6,11 @@ from nanobot_core import Tool
 class AlphaTool(Tool):
     name = "alpha"
     description = "Echo the text back, upper-cased."
-    parameters = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+    parameters = {
+        "type": "object",
+        "properties": {"text": {"type": "string"}},
+        "required": ["text"],
+    }
     read_only = True
 
     async def execute(self, text: str) -> str:

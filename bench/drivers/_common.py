@@ -1,0 +1,81 @@
+"""What every driver shares: argument parsing, timing, peak memory, JSON output.
+
+Drivers run in different environments (ours, nanobot-ai's), so this is stdlib-only.
+Each driver writes its figures as JSON to ``--out`` rather than stdout, so that
+library logging on stdout can never corrupt them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent.parent
+if str(BENCH_DIR) not in sys.path:
+    sys.path.insert(0, str(BENCH_DIR))
+
+
+def parser(description: str) -> argparse.ArgumentParser:
+    """An argument parser with the options every driver takes."""
+    result = argparse.ArgumentParser(description=description)
+    result.add_argument("--out", type=Path, required=True, help="Where to write the JSON figures.")
+    result.add_argument("--reps", type=int, default=5, help="Timed repetitions.")
+    return result
+
+
+def time_calls(function: Callable[[], object], reps: int) -> list[float]:
+    """Seconds per call of `function`, once per repetition, with the collector quiet while timed."""
+    samples: list[float] = []
+    for _ in range(reps):
+        gc.collect()
+        gc.disable()
+        try:
+            start = time.perf_counter()
+            function()
+            samples.append(time.perf_counter() - start)
+        finally:
+            gc.enable()
+    return samples
+
+
+def peak_extra_bytes(function: Callable[[], object]) -> int:
+    """Peak bytes allocated by one call of `function` beyond what existed before (tracemalloc)."""
+    gc.collect()
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        baseline, _ = tracemalloc.get_traced_memory()
+        result = function()
+        _, peak = tracemalloc.get_traced_memory()
+        del result
+    finally:
+        tracemalloc.stop()
+    return peak - baseline
+
+
+def write(out: Path, payload: dict[str, Any]) -> None:
+    out.write_text(json.dumps(payload), encoding="utf-8")
+
+
+def load_json(path: Path) -> Any:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def silence_structlog() -> None:
+    """Drop every structlog event, as the nanobot-ai drivers drop every loguru event.
+
+    Unconfigured structlog prints debug lines to stdout; an application embedding
+    the library configures it, and logging cost is not what these benchmarks compare.
+    """
+    import logging
+
+    import structlog
+
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.CRITICAL))

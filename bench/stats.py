@@ -1,0 +1,40 @@
+"""Summaries of timing samples: median and spread, robust on a shared, noisy machine."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Summary:
+    """Median, quartiles and extremes of one series of samples (all in the same unit)."""
+
+    n: int
+    median: float
+    q1: float
+    q3: float
+    low: float
+    high: float
+
+    @property
+    def iqr(self) -> float:
+        return self.q3 - self.q1
+
+
+def summarize(samples: Sequence[float]) -> Summary:
+    """Summarise samples; quartiles use the inclusive method so small series stay in range."""
+    if not samples:
+        raise ValueError("no samples to summarise")
+    ordered = sorted(samples)
+    if len(ordered) == 1:
+        only = ordered[0]
+        return Summary(1, only, only, only, only, only)
+    q1, median, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+    return Summary(len(ordered), median, q1, q3, ordered[0], ordered[-1])
+
+
+def ratio(ours: Summary, theirs: Summary) -> float:
+    """Ours over theirs, by medians (below 1 means ours is faster)."""
+    return ours.median / theirs.median if theirs.median else float("inf")

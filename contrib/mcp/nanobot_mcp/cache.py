@@ -1,0 +1,70 @@
+"""The tool lists of MCP servers, cached on disk so listing tools does not start every server.
+
+One JSON file per server, ``<workspace>/.nanobot/cache/mcp/<server>.json``,
+holding the hash of the server's config and its tools as MCP sends them
+(``name``, ``description``, ``inputSchema``, ``annotations``). A file whose
+hash does not match the current config is ignored, so editing the command,
+its arguments, environment or directory forces a fresh listing. The cache is
+refreshed each time a server actually starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from nanobot_mcp.config import ServerConfig
+
+__all__ = ["ToolListCache"]
+
+_FORMAT = 1
+
+
+class ToolListCache:
+    """Reads and writes cached tool lists in one directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+
+    @classmethod
+    def for_workspace(cls, workspace: Path) -> ToolListCache:
+        """The cache of a workspace."""
+        return cls(workspace / ".nanobot" / "cache" / "mcp")
+
+    def path(self, server: ServerConfig) -> Path:
+        """The cache file of one server."""
+        return self.directory / f"{server.name}.json"
+
+    def load(self, server: ServerConfig) -> list[dict[str, Any]] | None:
+        """The cached tools of `server`, or None when missing, stale or unreadable."""
+        try:
+            data = json.loads(self.path(server).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if (
+            not isinstance(data, dict)
+            or data.get("format") != _FORMAT
+            or data.get("config_hash") != server.config_hash
+            or not isinstance(data.get("tools"), list)
+            or not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in data["tools"])
+        ):
+            return None
+        return data["tools"]  # type: ignore[no-any-return]
+
+    def store(self, server: ServerConfig, tools: list[dict[str, Any]]) -> None:
+        """Write the tools of `server` atomically (a reader never sees half a file)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        payload = {"format": _FORMAT, "server": server.name, "config_hash": server.config_hash,
+                   "tools": tools}
+        handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=f".{server.name}.",
+                                             suffix=".tmp")
+        try:
+            with os.fdopen(handle, "w", encoding="utf-8") as file:
+                json.dump(payload, file, ensure_ascii=False, indent=1, sort_keys=True)
+            os.replace(temporary, self.path(server))
+        except BaseException:
+            Path(temporary).unlink(missing_ok=True)
+            raise

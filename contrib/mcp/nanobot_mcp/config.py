@@ -1,0 +1,128 @@
+"""Which MCP servers to bridge: read from a TOML file, one table per server.
+
+The file is ``$NANOBOT_MCP_CONFIG`` when that is set, else
+``<workspace>/.nanobot/mcp.toml``; no file means no servers. Each server is a
+``[servers.<name>]`` table::
+
+    [servers.notes]
+    command = "python"
+    args = ["-m", "notes_server"]
+    env = { NOTES_DB = "notes.sqlite" }
+    cwd = "tools"              # relative to the workspace; default: the workspace
+    startup_timeout = 10.0     # seconds to spawn, handshake and list the tools
+    call_timeout = 60.0        # seconds one tool call may take
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+from nanobot_core.errors import ConfigError
+
+__all__ = ["CONFIG_ENV", "ServerConfig", "config_path", "load_servers", "parse_servers"]
+
+CONFIG_ENV = "NANOBOT_MCP_CONFIG"
+_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+_KEYS = frozenset({"command", "args", "env", "cwd", "startup_timeout", "call_timeout"})
+
+
+@attrs.frozen
+class ServerConfig:
+    """How to start one MCP server over stdio, and how long to wait for it."""
+
+    name: str
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    cwd: Path | None = None
+    startup_timeout: float = 10.0
+    call_timeout: float = 60.0
+
+    @property
+    def config_hash(self) -> str:
+        """A digest of everything that decides which server runs (not the timeouts)."""
+        identity = {
+            "command": self.command,
+            "args": list(self.args),
+            "env": dict(self.env),
+            "cwd": None if self.cwd is None else str(self.cwd),
+        }
+        canonical = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+def config_path(workspace: Path, environ: Mapping[str, str]) -> Path:
+    """Where the server list is read from."""
+    explicit = environ.get(CONFIG_ENV, "").strip()
+    return Path(explicit) if explicit else workspace / ".nanobot" / "mcp.toml"
+
+
+def load_servers(workspace: Path, environ: Mapping[str, str]) -> list[ServerConfig]:
+    """The configured servers, in name order; none when there is no config file."""
+    path = config_path(workspace, environ)
+    if not path.is_file():
+        if environ.get(CONFIG_ENV, "").strip():
+            raise ConfigError(f"{CONFIG_ENV}={path}: no such file")
+        return []
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read MCP server config: {exc}") from exc
+    return parse_servers(data, workspace=workspace, source=str(path))
+
+
+def parse_servers(data: Mapping[str, Any], *, workspace: Path, source: str) -> list[ServerConfig]:
+    """Validate the ``[servers.*]`` tables of a parsed config file."""
+    unknown = sorted(set(data) - {"servers"})
+    if unknown:
+        raise ConfigError(f"{source}: unknown top-level key(s) {unknown}; servers go in [servers.<name>]")
+    servers = data.get("servers", {})
+    if not isinstance(servers, Mapping):
+        raise ConfigError(f"{source}: 'servers' must be a table of [servers.<name>] tables")
+    return [_server(name, table, workspace, f"{source}: servers.{name}") for name, table in
+            sorted(servers.items())]
+
+
+def _server(name: str, table: Any, workspace: Path, where: str) -> ServerConfig:
+    if not _SERVER_NAME.match(name):
+        raise ConfigError(f"{where}: a server name is 1-32 letters, digits, '_' or '-'")
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where}: must be a table")
+    unknown = sorted(set(table) - _KEYS)
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {unknown} (known: {', '.join(sorted(_KEYS))})")
+    command = table.get("command")
+    if not isinstance(command, str) or not command.strip():
+        raise ConfigError(f"{where}: 'command' is required (the program that starts the server)")
+    args = table.get("args", [])
+    if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
+        raise ConfigError(f"{where}: 'args' must be a list of strings")
+    env = table.get("env", {})
+    if not isinstance(env, Mapping) or not all(isinstance(v, str) for v in env.values()):
+        raise ConfigError(f"{where}: 'env' must be a table of strings")
+    cwd = table.get("cwd")
+    if cwd is not None and not isinstance(cwd, str):
+        raise ConfigError(f"{where}: 'cwd' must be a path string")
+    return ServerConfig(
+        name=name,
+        command=command,
+        args=tuple(args),
+        env=tuple(sorted((str(k), v) for k, v in env.items())),
+        cwd=(workspace / cwd) if cwd else workspace,
+        startup_timeout=_seconds(table, "startup_timeout", 10.0, where),
+        call_timeout=_seconds(table, "call_timeout", 60.0, where),
+    )
+
+
+def _seconds(table: Mapping[str, Any], key: str, default: float, where: str) -> float:
+    value = table.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ConfigError(f"{where}: '{key}' must be a positive number of seconds")
+    return float(value)

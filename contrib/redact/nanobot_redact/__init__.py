@@ -1,0 +1,52 @@
+"""nanobot-redact: a governance stage that removes secrets from the model's copy of the history.
+
+Registered through the ``nanobot.plugins`` entry point; this module is the
+plugin (it holds the hook implementation).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from nanobot_core.errors import ConfigError
+from nanobot_core.hookspecs import hookimpl
+
+from nanobot_redact.patterns import (
+    DEFAULT_PATTERNS,
+    SecretPattern,
+    marker,
+    patterns_from_options,
+    redact_text,
+)
+from nanobot_redact.stage import STAGE_NAME, make_stage_func, redact_messages
+
+if TYPE_CHECKING:
+    from nanobot_core.context import PluginContext
+    from nanobot_core.governance import Stage
+
+__all__ = [
+    "DEFAULT_PATTERNS",
+    "STAGE_NAME",
+    "SecretPattern",
+    "make_stage_func",
+    "marker",
+    "nanobot_governance_stages",
+    "redact_messages",
+    "redact_text",
+]
+
+
+@hookimpl
+def nanobot_governance_stages(ctx: PluginContext) -> list[Stage]:
+    """Contribute `redact_secrets`, in phase transform, before the budget stages offload results."""
+    from nanobot_core.governance import Stage
+
+    options = ctx.config.governance.stages.get(STAGE_NAME, {})
+    try:
+        patterns = patterns_from_options(options)
+    except ValueError as exc:
+        raise ConfigError(f"governance.stages.{STAGE_NAME}: {exc}") from exc
+    stage = Stage(
+        STAGE_NAME, make_stage_func(patterns), phase="transform", before=("offload_results",)
+    )
+    return [stage]

@@ -1,0 +1,145 @@
+"""Which texts count as secrets, what replaces them, and what is left alone.
+
+Fake secrets are assembled at run time (prefix + filler) so that no secret
+scanner mistakes this file for a leak.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from nanobot_redact import DEFAULT_PATTERNS, patterns_from_options, redact_text
+
+
+def fake(prefix: str, length: int, alphabet: str = "aB3dE6gH9jK2mN5pQ8sT1vW4yZ7") -> str:
+    """A token-shaped string: `prefix` followed by `length` filler characters."""
+    return prefix + (alphabet * (length // len(alphabet) + 1))[:length]
+
+
+PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n"
+
+
+@pytest.mark.parametrize(
+    ("secret", "kind"),
+    [
+        (fake("sk-", 48), "openai_api_key"),
+        (fake("sk-proj-", 60, "Ab_c-D9"), "openai_api_key"),
+        (fake("sk-ant-api03-", 80), "anthropic_api_key"),
+        ("AKIA" + "IOSFODNN7EXAMPLE", "aws_access_key_id"),
+        (fake("gh" + "p_", 36), "github_token"),
+        (fake("github_" + "pat_", 60, "a1_B2"), "github_token"),
+        (fake("xo" + "xb-", 40, "12345-abc"), "slack_token"),
+        (fake("AI" + "za", 35), "google_api_key"),
+    ],
+)
+def test_api_keys_are_replaced_by_a_marker_naming_the_kind(secret: str, kind: str) -> None:
+    """Each known key shape is replaced whole, and the words around it stay."""
+    text, found = redact_text(f"use {secret} for this", DEFAULT_PATTERNS)
+    assert text == f"use [REDACTED:{kind}] for this"
+    assert found == {kind: 1}
+
+
+def test_bearer_tokens_keep_the_header_name() -> None:
+    """Only the token after "Authorization: Bearer" goes; the header stays readable."""
+    token = fake("eyJhbGciOi.", 30)
+    text, found = redact_text(f"curl -H 'Authorization: Bearer {token}' x", DEFAULT_PATTERNS)
+    assert text == "curl -H 'Authorization: Bearer [REDACTED:bearer_token]' x"
+    assert found == {"bearer_token": 1}
+    as_json, _ = redact_text(f'{{"authorization": "bearer {token}"}}', DEFAULT_PATTERNS)
+    assert as_json == '{"authorization": "bearer [REDACTED:bearer_token]"}'
+
+
+def test_private_key_blocks_go_whole() -> None:
+    """A PEM private key block, BEGIN to END, becomes one marker."""
+    block = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}-----END RSA PRIVATE KEY-----"
+    text, found = redact_text(f"key:\n{block}\ndone", DEFAULT_PATTERNS)
+    assert text == "key:\n[REDACTED:private_key]\ndone"
+    assert found == {"private_key": 1}
+
+
+def test_a_cut_off_private_key_is_redacted_to_the_end() -> None:
+    """A private key block without its END line (a truncated paste) is removed to the end."""
+    text, _ = redact_text(f"oops -----BEGIN PRIVATE KEY-----\n{PEM_BODY}", DEFAULT_PATTERNS)
+    assert text == "oops [REDACTED:private_key]"
+
+
+def test_public_keys_and_certificates_are_kept() -> None:
+    """PUBLIC KEY and CERTIFICATE blocks are not secrets and stay."""
+    block = f"-----BEGIN PUBLIC KEY-----\n{PEM_BODY}-----END PUBLIC KEY-----"
+    assert redact_text(block, DEFAULT_PATTERNS) == (block, {})
+
+
+def test_passwords_in_urls_keep_user_and_host() -> None:
+    """In scheme://user:pass@host only the password is replaced."""
+    text, found = redact_text("postgres://app:s3cr%40t@db.internal:5432/main", DEFAULT_PATTERNS)
+    assert text == "postgres://app:[REDACTED:url_password]@db.internal:5432/main"
+    assert found == {"url_password": 1}
+
+
+def test_aws_secret_keys_are_found_by_their_label() -> None:
+    """A 40-character AWS secret is redacted when it is labelled as one."""
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLEKEY"
+    text, _ = redact_text(f"aws_secret_access_key = {secret}", DEFAULT_PATTERNS)
+    assert text == "aws_secret_access_key = [REDACTED:aws_secret_access_key]"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "pip install scikit-learn; import sklearn; task-1234567890123456789012",
+        "see https://example.com:8080/path@v2 and http://user@example.com/",
+        "AKIA is a prefix, AKIASHORT is too short",
+        "the ghp_ prefix alone, and xoxb- alone",
+        "Authorization: Bearer",
+        "my-sk-" + "a" * 30,
+    ],
+)
+def test_ordinary_text_is_left_alone(text: str) -> None:
+    """Look-alikes (short prefixes, ports, user-only URLs, words ending in sk-) are not secrets."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
+
+
+def test_redacting_twice_changes_nothing_more() -> None:
+    """The markers themselves never match, so a second pass finds nothing."""
+    once, found = redact_text(
+        f"{fake('sk-', 40)} https://u:p4ss@h/ Authorization: Bearer {fake('t', 20)}",
+        DEFAULT_PATTERNS,
+    )
+    assert sum(found.values()) == 3
+    assert redact_text(once, DEFAULT_PATTERNS) == (once, {})
+
+
+def test_several_secrets_are_counted_per_kind() -> None:
+    """Two keys of one kind are both replaced and counted."""
+    text, found = redact_text(f"{fake('sk-', 30)} and {fake('sk-', 31)}", DEFAULT_PATTERNS)
+    assert text == "[REDACTED:openai_api_key] and [REDACTED:openai_api_key]"
+    assert found == {"openai_api_key": 2}
+
+
+def test_options_disable_kinds_and_add_patterns() -> None:
+    """disabled_kinds drops a built-in kind; extra_patterns adds one, with a secret group."""
+    patterns = patterns_from_options(
+        {
+            "disabled_kinds": ["url_password"],
+            "extra_patterns": {"internal_token": r"itk=(?P<secret>[0-9a-f]{16})"},
+        }
+    )
+    text, found = redact_text("https://u:pw@h/?itk=0123456789abcdef", patterns)
+    assert text == "https://u:pw@h/?itk=[REDACTED:internal_token]"
+    assert found == {"internal_token": 1}
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"disabled": ["x"]}, "unknown option"),
+        ({"disabled_kinds": ["no_such_kind"]}, "unknown kind"),
+        ({"disabled_kinds": "url_password"}, "list"),
+        ({"extra_patterns": {"bad": "("}}, "invalid regex"),
+        ({"extra_patterns": {"Bad Kind": "x"}}, "lower_snake"),
+    ],
+)
+def test_bad_options_are_refused(options: dict[str, object], message: str) -> None:
+    """Every malformed option is a ValueError that says what is wrong."""
+    with pytest.raises(ValueError, match=message):
+        patterns_from_options(options)

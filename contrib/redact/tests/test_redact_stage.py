@@ -1,0 +1,191 @@
+"""The redact_secrets stage over whole histories: what it changes, what it reports, what it keeps."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from nanobot_core.config import Config, GovernanceConfig
+from nanobot_core.context import PluginContext
+
+from nanobot_redact import STAGE_NAME, nanobot_governance_stages, redact_messages
+
+OPENAI_KEY = "sk-" + "Zx9" * 16
+GITHUB_TOKEN = "gh" + "p_" + "a1B2c3" * 6
+PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----"
+
+
+def history() -> list[dict[str, Any]]:
+    """A conversation with secrets in string content, content parts and tool-call arguments."""
+    return [
+        {"role": "system", "content": "You are helpful."},
+        {"role": "user", "content": f"my key is {OPENAI_KEY}, keep it safe"},
+        {
+            "role": "assistant",
+            "content": None,
+            "reasoning_content": "thinking",
+            "tool_calls": [
+                {"id": "c1", "type": "function",
+                 "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'}},
+                {"id": "c2", "type": "function",
+                 "function": {"name": "write_file",
+                              "arguments": json.dumps({"path": "id_ed25519", "content": PEM})}},
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "nothing secret here"},
+        {"role": "tool", "tool_call_id": "c2", "content": "written"},
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "and this one"},
+                {"type": "text", "text": f"GITHUB_TOKEN={GITHUB_TOKEN}"},
+                {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+            ],
+        },
+    ]
+
+
+def test_secrets_leave_the_model_copy_with_kind_and_place_reported() -> None:
+    """Each secret becomes a marker, and each finding names message index, field and kind."""
+    messages, findings = redact_messages(history())
+    assert messages[1]["content"] == "my key is [REDACTED:openai_api_key], keep it safe"
+    arguments = json.loads(messages[2]["tool_calls"][1]["function"]["arguments"])
+    assert arguments == {"path": "id_ed25519", "content": "[REDACTED:private_key]"}
+    assert messages[5]["content"][1] == {"type": "text", "text": "GITHUB_TOKEN=[REDACTED:github_token]"}
+    assert findings == [
+        (1, "content", "openai_api_key", 1),
+        (2, "tool_calls[1].function.arguments", "private_key", 1),
+        (5, "content[1].text", "github_token", 1),
+    ]
+
+
+def test_the_input_history_is_never_modified() -> None:
+    """The persisted history (the input list and every dict in it) stays deep-equal."""
+    original = history()
+    snapshot = copy.deepcopy(original)
+    redact_messages(original)
+    assert original == snapshot
+
+
+def test_untouched_messages_and_parts_are_passed_through_as_is() -> None:
+    """Messages without secrets are the same objects; unknown keys of changed ones survive."""
+    original = history()
+    messages, _ = redact_messages(original)
+    for index in (0, 3, 4):
+        assert messages[index] is original[index]
+    assert messages[2]["reasoning_content"] == "thinking"
+    assert messages[2]["tool_calls"][0] is original[2]["tool_calls"][0]
+    assert messages[5]["content"][2] is original[5]["content"][2]
+
+
+def test_arguments_that_are_not_json_are_redacted_as_text() -> None:
+    """Broken JSON arguments still lose their secrets, as plain text."""
+    call = {"id": "c", "type": "function",
+            "function": {"name": "shell", "arguments": f"{{oops {OPENAI_KEY}"}}
+    messages, findings = redact_messages([{"role": "assistant", "tool_calls": [call]}])
+    assert messages[0]["tool_calls"][0]["function"]["arguments"] == (
+        "{oops [REDACTED:openai_api_key]"
+    )
+    assert findings == [(0, "tool_calls[0].function.arguments", "openai_api_key", 1)]
+
+
+def test_arguments_without_secrets_keep_their_exact_text() -> None:
+    """JSON arguments are re-encoded only when a secret was removed, so formatting survives."""
+    arguments = '{ "path" :  "a.txt" }'
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    messages, findings = redact_messages([{"role": "assistant", "tool_calls": [call]}])
+    assert findings == []
+    assert messages[0]["tool_calls"][0]["function"]["arguments"] == arguments
+
+
+def test_object_arguments_are_redacted_in_place_of_a_copy() -> None:
+    """Arguments given as a dict (not yet encoded) are redacted into a new dict."""
+    args = {"headers": {"Authorization": "Bearer abcdefghijklmnop"}}
+    call = {"id": "c", "type": "function", "function": {"name": "http", "arguments": args}}
+    messages, _ = redact_messages([{"role": "assistant", "tool_calls": [call]}])
+    new_args = messages[0]["tool_calls"][0]["function"]["arguments"]
+    assert new_args == {"headers": {"Authorization": "Bearer [REDACTED:bearer_token]"}}
+    assert args == {"headers": {"Authorization": "Bearer abcdefghijklmnop"}}
+
+
+def test_the_hook_places_the_stage_in_transform_before_offloading(tmp_path: Path) -> None:
+    """The plugin contributes redact_secrets in phase transform, before offload_results."""
+    (stage,) = nanobot_governance_stages(PluginContext(workspace=tmp_path))
+    assert stage.name == STAGE_NAME
+    assert stage.phase == "transform"
+    assert tuple(stage.before) == ("offload_results",)
+
+
+def test_the_stage_reports_what_it_removed(tmp_path: Path) -> None:
+    """Run as a stage, it returns the redacted copy, changed=True and one line per finding."""
+    (stage,) = nanobot_governance_stages(PluginContext(workspace=tmp_path))
+    original = history()
+    outcome = stage.func(original, None)
+    assert outcome.changed
+    assert outcome.messages[1]["content"].startswith("my key is [REDACTED:openai_api_key]")
+    assert list(outcome.details) == [
+        "message 1 content: openai_api_key redacted",
+        "message 2 tool_calls[1].function.arguments: private_key redacted",
+        "message 5 content[1].text: github_token redacted",
+    ]
+    again = stage.func(outcome.messages, None)
+    assert not again.changed
+    assert again.messages == outcome.messages
+
+
+def test_config_options_reach_the_stage(tmp_path: Path) -> None:
+    """[governance.stages.redact_secrets] disabled_kinds is honoured by the contributed stage."""
+    config = Config(governance=GovernanceConfig(
+        stages={STAGE_NAME: {"disabled_kinds": ["openai_api_key"]}}))
+    (stage,) = nanobot_governance_stages(PluginContext(workspace=tmp_path, config=config))
+    outcome = stage.func([{"role": "user", "content": OPENAI_KEY}], None)
+    assert not outcome.changed
+
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
+texts = st.one_of(
+    st.text(max_size=40),
+    st.sampled_from([OPENAI_KEY, GITHUB_TOKEN, PEM, "https://u:pw@h/", "Authorization: Bearer x"*3]),
+)
+messages_strategy = st.lists(
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["user", "assistant", "tool"])},
+        optional={
+            "content": st.one_of(
+                texts,
+                st.lists(st.one_of(st.fixed_dictionaries({"type": st.just("text"), "text": texts}),
+                                   json_scalars), max_size=3),
+                json_scalars,
+            ),
+            "tool_calls": st.lists(
+                st.fixed_dictionaries({
+                    "id": st.text(max_size=5),
+                    "function": st.fixed_dictionaries({
+                        "name": st.just("f"),
+                        "arguments": st.one_of(texts, texts.map(lambda t: json.dumps({"a": t}))),
+                    }),
+                }),
+                max_size=2,
+            ),
+        },
+    ),
+    max_size=5,
+)
+
+
+@settings(derandomize=True, deadline=None, max_examples=150)
+@given(messages_strategy)
+def test_any_history_is_left_intact_and_redaction_is_idempotent(
+    messages: list[dict[str, Any]],
+) -> None:
+    """Whatever the history, the input is unchanged and a second pass finds nothing."""
+    snapshot = copy.deepcopy(messages)
+    once, _ = redact_messages(messages)
+    assert messages == snapshot
+    twice, findings = redact_messages(once)
+    assert findings == []
+    assert twice == once

@@ -1,0 +1,56 @@
+"""``nanobot-core call``: call one tool by hand, through the same path a model's call takes."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import click
+
+from nanobot_core.cli import EXIT_FAILED, EXIT_USAGE, get_state
+
+
+@click.command("call")
+@click.argument("tool_name", metavar="TOOL")
+@click.argument("raw_arguments", metavar="[ARGS]", required=False)
+@click.option("--workspace", type=click.Path(file_okay=False), help="Workspace directory.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
+def command(
+    tool_name: str, raw_arguments: str | None, workspace: str | None, as_json: bool
+) -> None:
+    """Call TOOL with ARGS, the argument text exactly as a model would send it ('-' reads stdin).
+
+    The arguments are parsed, repaired, validated and cast as for a model's
+    call, and the plugins' tool-call hooks run. Exit codes: 0 the tool
+    succeeded, 1 it returned an error, 2 the call itself was invalid (unknown
+    tool, arguments that are not a valid object).
+    """
+    from nanobot_core.tools.executor import Executor, ToolCallRequest
+
+    if raw_arguments == "-":
+        raw_arguments = sys.stdin.read()
+    state = get_state()
+    manager = state.plugin_manager(workspace)
+    registry = manager.tool_registry()
+    refused = registry.prepare_call(tool_name, raw_arguments).error
+    executor = Executor(
+        registry, default_timeout=state.config.tools.timeout, hooks=manager.tool_call_hooks()
+    )
+    request = ToolCallRequest(id="call-1", name=tool_name, arguments=raw_arguments)
+    outcome = asyncio.run(executor.run([request]))[0]
+    if as_json:
+        state.echo_json(
+            {
+                "tool": tool_name,
+                "arguments": outcome.arguments,
+                "ok": not outcome.is_error,
+                "result": str(outcome.result),
+                "repairs": outcome.repairs,
+            }
+        )
+    else:
+        for repair in outcome.repairs:
+            click.echo(f"note: {repair}", err=True)
+        click.echo(str(outcome.result))
+    if outcome.is_error:
+        raise click.exceptions.Exit(EXIT_USAGE if refused else EXIT_FAILED)

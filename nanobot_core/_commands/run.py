@@ -1,0 +1,87 @@
+"""``nanobot-core run "PROMPT"``: one agent turn against an OpenAI-compatible endpoint.
+
+The final answer goes to stdout (``--json``: the whole turn); progress (tools
+running and their times, provider retries) goes to stderr. Exit codes: 0 the
+turn ended (also when it hit ``--max-iterations``), 1 the provider failed or
+the session is locked by another process, 2 bad input (an empty prompt, an
+invalid session name, an unknown provider, a malformed config).
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from nanobot_core.cli import get_state
+
+
+def _print_progress(event: Any) -> None:
+    click.echo(f"nanobot: {event.describe()}", err=True)
+
+
+def _flag_overrides(
+    provider: str | None,
+    base_url: str | None,
+    model: str | None,
+    session: str | None,
+    max_iterations: int | None,
+) -> dict[str, Any]:
+    """The flags given on the command line, as the highest-precedence config layer."""
+    provider_keys = {"name": provider, "base_url": base_url, "model": model}
+    runner_keys = {"session": session, "max_iterations": max_iterations}
+    overrides: dict[str, Any] = {}
+    if any(v is not None for v in provider_keys.values()):
+        overrides["provider"] = {k: v for k, v in provider_keys.items() if v is not None}
+    if any(v is not None for v in runner_keys.values()):
+        overrides["runner"] = {k: v for k, v in runner_keys.items() if v is not None}
+    return overrides
+
+
+@click.command("run")
+@click.argument("prompt")
+@click.option("--provider", help="Provider name (default: provider.name, 'openai').")
+@click.option("--base-url", help="Base URL of the chat-completions API (NANOBOT_BASE_URL).")
+@click.option("--model", help="Model name (NANOBOT_MODEL).")
+@click.option("--session", help="Session name: letters, digits, '.', '_', '-' (default 'default').")
+@click.option(
+    "--workspace", type=click.Path(file_okay=False, exists=True), help="Workspace directory."
+)
+@click.option("--max-iterations", type=click.IntRange(min=1), help="Most model calls in this turn.")
+@click.option("--json", "as_json", is_flag=True, help="Print the whole turn as JSON.")
+def command(
+    prompt: str,
+    provider: str | None,
+    base_url: str | None,
+    model: str | None,
+    session: str | None,
+    workspace: str | None,
+    max_iterations: int | None,
+    as_json: bool,
+) -> None:
+    """Run one agent turn for PROMPT ('-' reads it from stdin) and print the answer."""
+    from nanobot_core.errors import SessionError
+    from nanobot_core.runner import Runner
+    from nanobot_core.sessions import SessionStore, validate_session_name
+
+    text = sys.stdin.read() if prompt == "-" else prompt
+    if not text.strip():
+        raise click.BadParameter("the prompt is empty", param_hint="PROMPT")
+    state = get_state()
+    state.set_overrides(_flag_overrides(provider, base_url, model, session, max_iterations))
+    config = state.config
+    try:
+        validate_session_name(config.runner.session)
+    except SessionError as exc:
+        raise click.BadParameter(str(exc), param_hint="--session") from None
+    root = state.workspace(workspace)
+    manager = state.plugin_manager(root)
+    # SessionLockedError and ProviderError propagate: the CLI prints them and exits 1.
+    with SessionStore(root).open(config.runner.session) as opened:
+        runner = Runner.from_plugins(manager, session=opened, progress=_print_progress)
+        result = runner.run_turn(text)
+    if as_json:
+        state.echo_json(result.to_json())
+    else:
+        click.echo(result.answer)

@@ -1,0 +1,453 @@
+"""Built-in plugin: the workspace tools (read, list, find, grep, write and edit files).
+
+Every path is confined to the workspace (symlinks included). Outputs are
+capped below governance's ``max_tool_result_chars``, so a tool's answer is
+never offloaded again; ``read_file`` is also how the model reads an offloaded
+result back from ``<workspace>/.nanobot/cache/``. File work runs in a worker
+thread so concurrent read-only calls do not stall the event loop.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path, PurePosixPath
+from typing import Any, ClassVar
+
+from nanobot_core.context import PluginContext
+from nanobot_core.errors import WorkspaceEscapeError
+from nanobot_core.hookspecs import hookimpl
+from nanobot_core.tools.base import Tool, ToolResult, run_in_daemon_thread
+from nanobot_core.tools.workspace import relative_display, resolve_in_workspace
+
+__all__ = [
+    "BUILTIN_TOOLS",
+    "EditFileTool",
+    "FindFilesTool",
+    "GrepTool",
+    "ListDirTool",
+    "ReadFileTool",
+    "WriteFileTool",
+    "nanobot_tools",
+]
+
+DEFAULT_OUTPUT_CHARS = 15_000
+MAX_LINE_CHARS = 2_000
+GREP_LINE_CHARS = 300
+MAX_LISTED_ENTRIES = 500
+MAX_GREP_FILE_BYTES = 5_000_000
+BINARY_SNIFF_BYTES = 8_192
+# Version-control and bytecode folders are never what a search is after.
+SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__"})
+
+
+class WorkspaceTool(Tool):
+    """Base of the built-in tools: a workspace root and an output budget in characters."""
+
+    blocking = True  # the body runs in a worker thread; see run_in_daemon_thread
+
+    def __init__(self, workspace: Path, *, max_output_chars: int = DEFAULT_OUTPUT_CHARS) -> None:
+        self.workspace = Path(workspace).resolve()
+        self.max_output_chars = max_output_chars
+
+    @classmethod
+    def create(cls, ctx: PluginContext) -> WorkspaceTool:
+        # Stay under the governance limit with room for its notes, so results are never offloaded.
+        budget = ctx.config.governance.max_tool_result_chars - 500
+        return cls(ctx.workspace, max_output_chars=max(2_000, min(budget, 100_000)))
+
+    async def execute(self, *args: Any, **kwargs: Any) -> ToolResult:
+        work = functools.partial(self._guarded, *args, **kwargs)
+        return await run_in_daemon_thread(work, name=self.name)
+
+    def _guarded(self, *args: Any, **kwargs: Any) -> ToolResult:
+        try:
+            return self.run(*args, **kwargs)
+        except WorkspaceEscapeError as exc:
+            return ToolResult.error(str(exc))
+        except OSError as exc:
+            where = f": {exc.filename}" if exc.filename else ""
+            return ToolResult.error(f"{exc.strerror or exc}{where}")
+
+    def run(self, *args: Any, **kwargs: Any) -> ToolResult:
+        """The tool's work, synchronous; paths go through `resolve`."""
+        raise NotImplementedError
+
+    def resolve(self, path: str) -> Path:
+        """The confined absolute path for a path the model gave."""
+        return resolve_in_workspace(self.workspace, path)
+
+    def show(self, path: Path) -> str:
+        """A resolved path as the model should see it (workspace-relative)."""
+        return relative_display(self.workspace, path)
+
+
+def _is_binary(path: Path) -> bool:
+    with path.open("rb") as handle:
+        return b"\0" in handle.read(BINARY_SNIFF_BYTES)
+
+
+def _clip(line: str, limit: int) -> str:
+    if len(line) <= limit:
+        return line
+    return f"{line[:limit]}… [line cut, {len(line)} characters]"
+
+
+def _path_property(what: str, default: str | None = None) -> dict[str, Any]:
+    schema: dict[str, Any] = {"type": "string", "description": what}
+    if default is not None:
+        schema["default"] = default
+    return schema
+
+
+class ReadFileTool(WorkspaceTool):
+    """Read a text file with line numbers, a page at a time."""
+
+    name = "read_file"
+    description = (
+        "Read a text file in the workspace. Lines come numbered (number, tab, text). "
+        "Use offset and limit to page through long files; the footer says where to continue. "
+        "Also reads tool results that were saved under .nanobot/cache/."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": _path_property("File path, relative to the workspace."),
+            "offset": {
+                "type": "integer",
+                "minimum": 1,
+                "default": 1,
+                "description": "First line to read (1-based).",
+            },
+            "limit": {
+                "type": "integer",
+                "minimum": 1,
+                "maximum": 10_000,
+                "default": 2_000,
+                "description": "Maximum number of lines to read.",
+            },
+        },
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+    read_only = True
+
+    def run(self, path: str, offset: int = 1, limit: int = 2_000) -> ToolResult:
+        target = self.resolve(path)
+        if target.is_dir():
+            return ToolResult.error(f"{path} is a directory; use list_dir to see what is in it")
+        if not target.exists():
+            return ToolResult.error(f"file not found: {path}")
+        if _is_binary(target):
+            return ToolResult.error(f"{path} is a binary file; read_file only shows text")
+        shown: list[str] = []
+        used = 0
+        total = 0
+        last = offset - 1
+        full = False
+        with target.open(encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, start=1):
+                total = number
+                if full or number < offset or number >= offset + limit:
+                    continue
+                text = f"{number:>6}\t{_clip(line.rstrip(chr(10)).rstrip(chr(13)), MAX_LINE_CHARS)}"
+                if used + len(text) + 1 > self.max_output_chars and shown:
+                    full = True
+                    continue
+                shown.append(text)
+                used += len(text) + 1
+                last = number
+        if total == 0:
+            return ToolResult("(empty file)")
+        if offset > total:
+            return ToolResult.error(f"offset {offset} is past the end of {path} ({total} lines)")
+        if last < total:
+            shown.append(
+                f"\n[Lines {offset}-{last} of {total}. "
+                f"Call read_file with offset={last + 1} to continue.]"
+            )
+        return ToolResult("\n".join(shown))
+
+
+class ListDirTool(WorkspaceTool):
+    """List a directory: folders end with '/', files show their size."""
+
+    name = "list_dir"
+    description = (
+        "List the entries of a directory in the workspace, sorted by name. "
+        "Folders end with '/'; files show their size in bytes."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": _path_property("Directory, relative to the workspace.", default="."),
+        },
+        "additionalProperties": False,
+    }
+    read_only = True
+
+    def run(self, path: str = ".") -> ToolResult:
+        target = self.resolve(path)
+        if not target.exists():
+            return ToolResult.error(f"directory not found: {path}")
+        if not target.is_dir():
+            return ToolResult.error(f"{path} is a file, not a directory; use read_file")
+        entries = sorted(target.iterdir(), key=lambda entry: entry.name)
+        if not entries:
+            return ToolResult(f"{self.show(target)} is empty.")
+        lines = [_describe_entry(entry) for entry in entries[:MAX_LISTED_ENTRIES]]
+        if len(entries) > MAX_LISTED_ENTRIES:
+            lines.append(f"[... {len(entries) - MAX_LISTED_ENTRIES} more entries]")
+        return ToolResult("\n".join(lines))
+
+
+def _describe_entry(entry: Path) -> str:
+    if entry.is_symlink():
+        return f"{entry.name}@"
+    if entry.is_dir():
+        return f"{entry.name}/"
+    try:
+        return f"{entry.name}  ({entry.stat().st_size} bytes)"
+    except OSError:
+        return entry.name
+
+
+class FindFilesTool(WorkspaceTool):
+    """Find paths matching a glob pattern."""
+
+    name = "find_files"
+    description = (
+        "Find files in the workspace whose path matches a glob pattern, e.g. '*.py' (one level) "
+        "or '**/*.md' (any depth). Paths are relative to the workspace, sorted."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Glob pattern, relative to `path`."},
+            "path": _path_property("Directory to search from.", default="."),
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+    read_only = True
+
+    def run(self, pattern: str, path: str = ".") -> ToolResult:
+        if (
+            not pattern
+            or PurePosixPath(pattern).is_absolute()
+            or ".." in PurePosixPath(pattern).parts
+        ):
+            return ToolResult.error(
+                f"pattern {pattern!r} must be relative and must not contain '..'; "
+                "use `path` to choose where to search"
+            )
+        base = self.resolve(path)
+        if not base.is_dir():
+            return ToolResult.error(f"directory not found: {path}")
+        found = sorted(
+            self.show(match.resolve()) + ("/" if match.is_dir() else "")
+            for match in base.glob(pattern)
+            if match.resolve().is_relative_to(self.workspace)
+        )
+        if not found:
+            where = "the workspace" if base == self.workspace else self.show(base)
+            return ToolResult(f"No files match {pattern!r} in {where}.")
+        return ToolResult(_bounded(found, self.max_output_chars, "paths"))
+
+
+class GrepTool(WorkspaceTool):
+    """Search file contents with a regular expression."""
+
+    name = "grep"
+    description = (
+        "Search text files in the workspace for a regular expression (Python syntax). "
+        "Prints path:line: text for each matching line. Narrow with `path` and `glob` "
+        "(e.g. '*.py'); binary files and .git are skipped."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "pattern": {"type": "string", "description": "Regular expression to search for."},
+            "path": _path_property("File or directory to search.", default="."),
+            "glob": {
+                "type": "string",
+                "description": "Only search files whose path matches this glob.",
+            },
+            "ignore_case": {"type": "boolean", "default": False},
+            "max_matches": {"type": "integer", "minimum": 1, "maximum": 1_000, "default": 100},
+        },
+        "required": ["pattern"],
+        "additionalProperties": False,
+    }
+    read_only = True
+
+    def run(
+        self,
+        pattern: str,
+        path: str = ".",
+        glob: str | None = None,
+        ignore_case: bool = False,
+        max_matches: int = 100,
+    ) -> ToolResult:
+        try:
+            regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+        except re.error as exc:
+            return ToolResult.error(f"invalid regular expression {pattern!r}: {exc}")
+        base = self.resolve(path)
+        if not base.exists():
+            return ToolResult.error(f"path not found: {path}")
+        matches: list[str] = []
+        for file in self._files(base, glob):
+            matches.extend(self._search(file, regex, max_matches - len(matches)))
+            if len(matches) >= max_matches:
+                matches.append(f"[stopped after {max_matches} matches; narrow the search]")
+                break
+        if not matches:
+            return ToolResult(f"No matches for {pattern!r}.")
+        return ToolResult(_bounded(matches, self.max_output_chars, "matching lines"))
+
+    def _files(self, base: Path, glob: str | None) -> Iterator[Path]:
+        candidates = [base] if base.is_file() else _walk(base)
+        for file in candidates:
+            resolved = file.resolve()
+            if not resolved.is_relative_to(self.workspace):
+                continue  # a symlink pointing out of the workspace
+            if glob and not PurePosixPath(self.show(file)).match(glob):
+                continue
+            try:
+                if resolved.stat().st_size > MAX_GREP_FILE_BYTES or _is_binary(resolved):
+                    continue
+            except OSError:
+                continue
+            yield resolved
+
+    def _search(self, file: Path, regex: re.Pattern[str], budget: int) -> list[str]:
+        found: list[str] = []
+        shown = self.show(file)
+        with file.open(encoding="utf-8", errors="replace") as handle:
+            for number, line in enumerate(handle, start=1):
+                if regex.search(line):
+                    found.append(f"{shown}:{number}: {_clip(line.rstrip(), GREP_LINE_CHARS)}")
+                    if len(found) >= budget:
+                        break
+        return found
+
+
+def _walk(base: Path) -> Iterator[Path]:
+    for root, dirs, files in os.walk(base, followlinks=False):
+        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
+        for name in sorted(files):
+            yield Path(root, name)
+
+
+def _bounded(lines: list[str], limit: int, what: str) -> str:
+    kept: list[str] = []
+    used = 0
+    for line in lines:
+        if used + len(line) + 1 > limit:
+            kept.append(f"[... {len(lines) - len(kept)} more {what} not shown; narrow the search]")
+            break
+        kept.append(line)
+        used += len(line) + 1
+    return "\n".join(kept)
+
+
+class WriteFileTool(WorkspaceTool):
+    """Write a whole file, creating parent folders."""
+
+    name = "write_file"
+    description = (
+        "Write text to a file in the workspace, replacing it if it exists. "
+        "Missing parent folders are created. To change part of a file, use edit_file."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": _path_property("File path, relative to the workspace."),
+            "content": {"type": "string", "description": "The complete new file content."},
+        },
+        "required": ["path", "content"],
+        "additionalProperties": False,
+    }
+
+    def run(self, path: str, content: str) -> ToolResult:
+        target = self.resolve(path)
+        if target.is_dir():
+            return ToolResult.error(f"{path} is a directory")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        with target.open("w", encoding="utf-8", newline="") as handle:
+            handle.write(content)
+        return ToolResult(f"Wrote {len(content)} characters to {self.show(target)}.")
+
+
+class EditFileTool(WorkspaceTool):
+    """Replace exact text in a file."""
+
+    name = "edit_file"
+    description = (
+        "Replace an exact piece of text in a file. old_text must match the file exactly "
+        "(whitespace included) and occur once, unless replace_all is true. "
+        "Include surrounding lines to make it unique."
+    )
+    parameters: ClassVar[dict[str, Any]] = {
+        "type": "object",
+        "properties": {
+            "path": _path_property("File path, relative to the workspace."),
+            "old_text": {"type": "string", "minLength": 1, "description": "Exact text to replace."},
+            "new_text": {"type": "string", "description": "Text to put in its place."},
+            "replace_all": {
+                "type": "boolean",
+                "default": False,
+                "description": "Replace every occurrence instead of exactly one.",
+            },
+        },
+        "required": ["path", "old_text", "new_text"],
+        "additionalProperties": False,
+    }
+
+    def run(self, path: str, old_text: str, new_text: str, replace_all: bool = False) -> ToolResult:
+        target = self.resolve(path)
+        if not target.is_file():
+            return ToolResult.error(f"file not found: {path}")
+        with target.open(encoding="utf-8", newline="") as handle:
+            content = handle.read()
+        if old_text not in content and "\r\n" in content and "\r\n" not in old_text:
+            # The model writes "\n"; the file uses Windows line endings.
+            old_text, new_text = old_text.replace("\n", "\r\n"), new_text.replace("\n", "\r\n")
+        count = content.count(old_text)
+        if count == 0:
+            return ToolResult.error(
+                f"old_text was not found in {path}; read the file again and copy the text exactly"
+            )
+        if count > 1 and not replace_all:
+            return ToolResult.error(
+                f"old_text occurs {count} times in {path}; include more surrounding text to make "
+                "it unique, or set replace_all to true"
+            )
+        updated = (
+            content.replace(old_text, new_text)
+            if replace_all
+            else content.replace(old_text, new_text, 1)
+        )
+        with target.open("w", encoding="utf-8", newline="") as handle:
+            handle.write(updated)
+        replaced = count if replace_all else 1
+        return ToolResult(f"Replaced {replaced} occurrence(s) in {self.show(target)}.")
+
+
+BUILTIN_TOOLS: tuple[type[WorkspaceTool], ...] = (
+    ReadFileTool,
+    ListDirTool,
+    FindFilesTool,
+    GrepTool,
+    WriteFileTool,
+    EditFileTool,
+)
+
+
+@hookimpl
+def nanobot_tools(ctx: PluginContext) -> list[Tool]:
+    """The six workspace tools, built for the context's workspace."""
+    return [tool_class.create(ctx) for tool_class in BUILTIN_TOOLS]

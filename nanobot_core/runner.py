@@ -1,0 +1,512 @@
+"""The headless agent loop: one user turn, as many model rounds as it takes.
+
+Each round: the system prompt from the sections; the persisted history,
+governed (on a copy) into what the model sees; one model call with the tool
+definitions; the reply persisted; its tool calls run by the executor; their
+results persisted in full. The turn ends when the model answers without tool
+calls, or after ``max_iterations`` rounds (reported, not an error).
+
+The runtime block (time, channel, plugin lines) is appended to the user's
+message once, when the message is persisted. What the model sends is never
+trusted to be well formed: an empty reply ends the turn, a malformed or
+unknown call or a failing tool gets an ``Error...`` result like any other,
+and the loop goes on. Only the provider failing for good ends a turn early
+(:class:`~nanobot_core.errors.ProviderError`); whatever was persisted until
+then stays, and the next turn's governance heals the history.
+
+:class:`Runner` takes every part explicitly; :meth:`Runner.from_plugins`
+builds them from a plugin manager.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import attrs
+import structlog
+
+from nanobot_core.errors import ConfigError
+from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
+from nanobot_core.providers.base import ProgressCallback, Provider, ProviderReply, Usage
+from nanobot_core.tools.executor import Executor, ToolCallOutcome, ToolCallRequest
+
+if TYPE_CHECKING:
+    from nanobot_core.plugins import PluginManager
+
+__all__ = [
+    "EmptyReply",
+    "IterationLimitReached",
+    "RoundReport",
+    "Runner",
+    "ToolCallRecord",
+    "ToolFinished",
+    "ToolStarted",
+    "TurnResult",
+]
+
+log = structlog.get_logger("nanobot_core.runner")
+
+Message = dict[str, Any]
+StopReason = Literal["answer", "empty_reply", "max_iterations"]
+
+
+# -- the parts, as the loop needs them -------------------------------------------------------
+
+
+class ToolDefinitions(Protocol):
+    """The tool registry, as the loop sees it."""
+
+    def definitions(self) -> list[dict[str, Any]]: ...
+
+
+class ToolRunner(Protocol):
+    """The executor, as the loop sees it: never raises, one outcome per call."""
+
+    async def run(self, calls: Sequence[ToolCallRequest]) -> list[ToolCallOutcome]: ...
+
+
+class Governed(Protocol):
+    """What governance hands back for one round (a ``GovernanceResult``)."""
+
+    @property
+    def messages(self) -> list[Message]: ...
+
+    @property
+    def report(self) -> Any: ...
+
+
+class HistoryGovernor(Protocol):
+    """The governor, as the loop sees it: works on a copy, never changes its input."""
+
+    def govern(
+        self, messages: Sequence[Mapping[str, Any]], *, system: str | None, tools: Sequence[Any]
+    ) -> Governed: ...
+
+
+class BuiltText(Protocol):
+    """A built system prompt."""
+
+    @property
+    def text(self) -> str: ...
+
+
+class SystemPromptBuilder(Protocol):
+    """The prompt builder, as the loop sees it."""
+
+    def build(self, ctx: SectionContext) -> BuiltText: ...
+
+
+class SessionLike(Protocol):
+    """Where the turn is persisted (a :class:`nanobot_core.sessions.Session`)."""
+
+    name: str
+
+    def history(self) -> list[Message]: ...
+
+    def append(self, message: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> None: ...
+
+
+# -- progress events --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class ToolStarted:
+    """A tool call is about to run."""
+
+    name: str
+    call_id: str
+
+    def describe(self) -> str:
+        return f"tool {self.name or '(no name)'}: running"
+
+
+@attrs.frozen
+class ToolFinished:
+    """A tool call has finished (or failed), after `duration` seconds."""
+
+    name: str
+    call_id: str
+    duration: float
+    is_error: bool
+
+    def describe(self) -> str:
+        outcome = "failed" if self.is_error else "done"
+        return f"tool {self.name or '(no name)'}: {outcome} in {self.duration:.2f}s"
+
+
+@attrs.frozen
+class EmptyReply:
+    """The model answered with neither text nor tool calls."""
+
+    def describe(self) -> str:
+        return "model: empty reply (no text, no tool calls); the turn ends without an answer"
+
+
+@attrs.frozen
+class IterationLimitReached:
+    """The turn stopped after `max_iterations` rounds with tool calls still coming."""
+
+    max_iterations: int
+
+    def describe(self) -> str:
+        return (
+            f"stopped after {self.max_iterations} round(s) (runner.max_iterations); "
+            "the model had not finished"
+        )
+
+
+# -- the result of a turn ---------------------------------------------------------------------
+
+
+@attrs.frozen
+class ToolCallRecord:
+    """One tool call of the turn, with its timing."""
+
+    round: int
+    call_id: str
+    name: str
+    arguments: dict[str, Any]
+    is_error: bool
+    duration: float
+    repairs: list[str]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "id": self.call_id,
+            "name": self.name,
+            "arguments": self.arguments,
+            "error": self.is_error,
+            "duration": round(self.duration, 6),
+            "repairs": list(self.repairs),
+        }
+
+
+@attrs.frozen
+class RoundReport:
+    """What governance did before one model call, and the size of the request."""
+
+    round: int
+    entries: list[Any]
+    tokens: int | None
+    budget: int | None
+    fits: bool | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "tokens": self.tokens,
+            "budget": self.budget,
+            "fits": self.fits,
+            "report": [_report_json(entry) for entry in self.entries],
+        }
+
+
+@attrs.frozen
+class TurnResult:
+    """Everything about one turn: the answer, what was persisted, what ran, what it cost."""
+
+    session: str
+    answer: str
+    messages: list[Message]
+    tool_calls: list[ToolCallRecord]
+    governance: list[RoundReport]
+    usage: Usage
+    iterations: int
+    stop_reason: StopReason
+
+    @property
+    def max_iterations_reached(self) -> bool:
+        """Whether the turn was cut off by ``max_iterations``."""
+        return self.stop_reason == "max_iterations"
+
+    def to_json(self) -> dict[str, Any]:
+        """The object ``nanobot-core run --json`` prints."""
+        return {
+            "session": self.session,
+            "answer": self.answer,
+            "stop_reason": self.stop_reason,
+            "iterations": self.iterations,
+            "max_iterations_reached": self.max_iterations_reached,
+            "usage": self.usage.to_json(),
+            "messages": self.messages,
+            "tool_calls": [call.to_json() for call in self.tool_calls],
+            "governance": [report.to_json() for report in self.governance],
+        }
+
+
+def _report_json(entry: Any) -> Any:
+    to_json = getattr(entry, "to_json", None)
+    return to_json() if callable(to_json) else entry
+
+
+# -- the loop ---------------------------------------------------------------------------------
+
+
+def _local_now() -> datetime:
+    return datetime.now().astimezone()
+
+
+def _no_lines() -> list[str]:
+    return []
+
+
+class Runner:
+    """Runs agent turns against one session.
+
+    `runtime_lines` is called once per turn for the plugin lines of the
+    runtime block; `progress` receives :class:`ToolStarted`,
+    :class:`ToolFinished`, :class:`EmptyReply` and
+    :class:`IterationLimitReached` (the provider reports its retries to its
+    own callback). `prompt_context` is what the sections render from.
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        registry: ToolDefinitions,
+        executor: ToolRunner,
+        governor: HistoryGovernor,
+        prompt_builder: SystemPromptBuilder,
+        session: SessionLike,
+        *,
+        prompt_context: SectionContext | None = None,
+        runtime_lines: Callable[[], Iterable[str]] = _no_lines,
+        max_iterations: int = 20,
+        progress: ProgressCallback | None = None,
+        channel: str | None = None,
+        chat_id: str | None = None,
+        clock: Callable[[], datetime] = _local_now,
+    ) -> None:
+        if max_iterations < 1:
+            raise ValueError(f"max_iterations must be at least 1, got {max_iterations}")
+        self.provider = provider
+        self.registry = registry
+        self.executor = executor
+        self.governor = governor
+        self.prompt_builder = prompt_builder
+        self.session = session
+        self.prompt_context = prompt_context or _default_prompt_context(session.name)
+        self.runtime_lines = runtime_lines
+        self.max_iterations = max_iterations
+        self.progress = progress
+        self.channel = channel
+        self.chat_id = chat_id
+        self.clock = clock
+
+    @classmethod
+    def from_plugins(
+        cls,
+        pm: PluginManager,
+        provider_name: str | None = None,
+        *,
+        session: SessionLike,
+        max_iterations: int | None = None,
+        progress: ProgressCallback | None = None,
+        channel: str | None = "cli",
+    ) -> Runner:
+        """A runner whose every part comes from the plugin manager and its config.
+
+        Raises ConfigError when no plugin provides `provider_name`
+        (default: ``config.provider.name``).
+        """
+        config = pm.config
+        name = provider_name or config.provider.name
+        factories = pm.providers()
+        if name not in factories:
+            known = ", ".join(sorted(factories)) or "none"
+            raise ConfigError(f"provider.name: no provider named {name!r} (available: {known})")
+        provider = factories[name](config.provider, progress=progress)
+        registry = pm.tool_registry()
+        return cls(
+            provider,
+            registry,
+            Executor(registry, default_timeout=config.tools.timeout, hooks=pm.tool_call_hooks()),
+            pm.governor(),
+            pm.prompt_builder(),
+            session,
+            prompt_context=SectionContext(
+                workspace=pm.context.workspace, channel=channel, session=session.name, config=config
+            ),
+            runtime_lines=pm.runtime_lines,
+            max_iterations=max_iterations or config.runner.max_iterations,
+            progress=progress,
+            channel=channel,
+        )
+
+    def run_turn(self, user_text: str) -> TurnResult:
+        """Run one turn to its end (blocking); see :meth:`run_turn_async`."""
+        return asyncio.run(self.run_turn_async(user_text))
+
+    async def run_turn_async(self, user_text: str) -> TurnResult:
+        """Persist the user's message, then call the model and run tools until it answers."""
+        turn = _Turn(self.session)
+        system = self.prompt_builder.build(self.prompt_context).text
+        tools = self.registry.definitions()
+        now = self.clock()
+        turn.append(self._user_message(user_text, now), {"time": now.isoformat()})
+        for iteration in range(1, self.max_iterations + 1):
+            turn.iterations = iteration
+            reply = await self._model_round(turn, iteration, system, tools)
+            if not reply.tool_calls:
+                if reply.content.strip():
+                    return turn.result(reply.content, "answer")
+                self._emit(EmptyReply())
+                return turn.result(reply.content, "empty_reply")
+            await self._run_tools(turn, iteration, reply.tool_calls)
+        self._emit(IterationLimitReached(self.max_iterations))
+        log.info(
+            "turn stopped at max_iterations",
+            session=self.session.name,
+            max_iterations=self.max_iterations,
+        )
+        return turn.result("", "max_iterations")
+
+    def _user_message(self, user_text: str, now: datetime) -> Message:
+        block = build_runtime_block(
+            now=now, channel=self.channel, chat_id=self.chat_id, lines=list(self.runtime_lines())
+        )
+        return {"role": "user", "content": append_runtime_block(user_text, block)}
+
+    async def _model_round(
+        self, turn: _Turn, iteration: int, system: str, tools: list[dict[str, Any]]
+    ) -> ProviderReply:
+        governed = self.governor.govern(self.session.history(), system=system, tools=tools)
+        turn.governance.append(
+            RoundReport(
+                iteration,
+                list(governed.report or []),
+                getattr(governed, "tokens", None),
+                getattr(governed, "budget", None),
+                getattr(governed, "fits", None),
+            )
+        )
+        started = time.monotonic()
+        reply = await self.provider.complete(_with_system(system, governed.messages), tools)
+        turn.usage += reply.usage
+        turn.append(
+            reply.message,
+            {
+                "time": self.clock().isoformat(),
+                "round": iteration,
+                "model": reply.model,
+                "finish_reason": reply.finish_reason,
+                "usage": reply.usage.to_json(),
+                "seconds": round(time.monotonic() - started, 3),
+            },
+        )
+        return reply
+
+    async def _run_tools(self, turn: _Turn, iteration: int, calls: list[dict[str, Any]]) -> None:
+        requests = [_request(call) for call in calls]
+        for request in requests:
+            self._emit(ToolStarted(request.name, request.id))
+        outcomes = {outcome.call_id: outcome for outcome in await self.executor.run(requests)}
+        # One result per call, in call order, even if the executor broke its contract.
+        for request in requests:
+            outcome = outcomes.get(request.id)
+            if outcome is None:
+                log.error("executor returned no outcome for a call", call_id=request.id)
+                turn.append(_missing_result(request), {"round": iteration})
+                continue
+            turn.append(
+                _result_message(outcome),
+                {
+                    "round": iteration,
+                    "duration": round(outcome.duration, 6),
+                    "error": outcome.is_error,
+                    "repairs": list(outcome.repairs),
+                },
+            )
+            turn.tool_calls.append(
+                ToolCallRecord(
+                    iteration,
+                    outcome.call_id,
+                    outcome.name,
+                    dict(outcome.arguments),
+                    outcome.is_error,
+                    outcome.duration,
+                    list(outcome.repairs),
+                )
+            )
+            self._emit(
+                ToolFinished(outcome.name, outcome.call_id, outcome.duration, outcome.is_error)
+            )
+
+    def _emit(self, event: Any) -> None:
+        if self.progress is not None:
+            self.progress(event)
+
+
+class _Turn:
+    """What one turn has appended and measured so far."""
+
+    def __init__(self, session: SessionLike) -> None:
+        self.session = session
+        self.messages: list[Message] = []
+        self.tool_calls: list[ToolCallRecord] = []
+        self.governance: list[RoundReport] = []
+        self.usage = Usage()
+        self.iterations = 0
+
+    def append(self, message: Message, meta: Mapping[str, Any]) -> None:
+        self.session.append(message, meta)
+        self.messages.append(message)
+
+    def result(self, answer: str, stop_reason: StopReason) -> TurnResult:
+        return TurnResult(
+            session=self.session.name,
+            answer=answer,
+            messages=list(self.messages),
+            tool_calls=list(self.tool_calls),
+            governance=list(self.governance),
+            usage=self.usage,
+            iterations=self.iterations,
+            stop_reason=stop_reason,
+        )
+
+
+def _with_system(system: str, governed: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The request messages: the system prompt first, then the governed history."""
+    history = [
+        m for m in governed if not (m.get("role") == "system" and m.get("content") == system)
+    ]
+    return [{"role": "system", "content": system}, *history] if system else history
+
+
+def _request(call: Mapping[str, Any]) -> ToolCallRequest:
+    """The executor's view of a (normalised) call; a missing name becomes "" (an unknown tool)."""
+    function = call.get("function")
+    function = function if isinstance(function, Mapping) else {}
+    name = function.get("name")
+    arguments = function.get("arguments")
+    return ToolCallRequest(str(call["id"]), name if isinstance(name, str) else "", arguments)
+
+
+def _result_message(outcome: ToolCallOutcome) -> Message:
+    message: Message = {
+        "role": "tool",
+        "tool_call_id": outcome.call_id,
+        "content": str(outcome.result),
+    }
+    if outcome.name:
+        # Gemini-backed endpoints reject a function response without its name.
+        message["name"] = outcome.name
+    return message
+
+
+def _missing_result(request: ToolCallRequest) -> Message:
+    return {
+        "role": "tool",
+        "tool_call_id": request.id,
+        "content": "Error: the tool call produced no result.",
+    }
+
+
+def _default_prompt_context(session_name: str) -> SectionContext:
+    return SectionContext(workspace=Path.cwd().resolve(), session=session_name)

@@ -1,0 +1,312 @@
+"""Schema-driven casting of tool arguments: fix what a model wrote loosely, never guess.
+
+The registry validates first and casts only an invalid value, then validates again. A cast
+happens where a schema node's ``type`` does not admit the value and exactly one conversion
+below turns it into a value of a wanted type:
+
+- integer: a decimal string ``"3"``, ``"-3"`` or ``"3.0"`` (integral, no leading zeros).
+  ``"3.7"`` stays a string; a float such as ``1.0`` is left alone (JSON Schema since draft 6
+  counts it as an integer; under draft 4 it stays invalid rather than being rounded).
+- number: a string in JSON number syntax, ``"2.5"`` -> 2.5, ``"3"`` -> 3; never inf or nan.
+- boolean: ``"true"``, ``"yes"``, ``"1"`` and ``"false"``, ``"no"``, ``"0"`` (any case, trimmed).
+  Numbers are never booleans, and booleans never numbers.
+- string: an int or float, written as JSON writes it (``3`` -> ``"3"``, ``2.5`` -> ``"2.5"``).
+- array / object: a string holding a JSON array / object.
+
+The walk follows ``properties``, ``patternProperties``, ``additionalProperties``, ``items``,
+``prefixItems``, local ``$ref`` (``#``, ``#/$defs/..``, ``#/definitions/..``) and ``allOf``.
+In ``anyOf`` / ``oneOf`` a value valid against some branch is left alone; otherwise each branch
+casts it on its own, and the cast is kept only when every branch that accepts its own result
+produced the same one. ``enum`` and ``const`` are never case-folded; ``if``/``then``, ``not``,
+remote and dynamic references, and subschemas with their own ``$id`` are not walked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from nanobot_core.tools.schema import SchemaValidator, format_instance_path, json_pointer
+
+__all__ = ["NOTE_VALUE_CHARS", "cast_value"]
+
+NOTE_VALUE_CHARS = 60
+"""Values in notes are cut to this many characters."""
+
+_INTEGER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.0+)?")
+_NUMBER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_TRUE_WORDS = frozenset({"true", "yes", "1"})
+_FALSE_WORDS = frozenset({"false", "no", "0"})
+_LEGACY_REF_DIALECTS = ("draft-03", "draft-04", "draft-06", "draft-07")
+_MAX_NUMBER_TEXT = 400  # beyond this a "number" is a denial of service, not an argument
+
+Path = tuple[str | int, ...]
+
+
+def cast_value(validator: SchemaValidator, value: Any) -> tuple[Any, list[str]]:
+    """Cast ``value`` against the schema of ``validator`` by the rules in the module docstring."""
+    validator.compile()
+    root = validator.schema
+    dialect = root.get("$schema") if isinstance(root, Mapping) else None
+    legacy = isinstance(dialect, str) and any(d in dialect for d in _LEGACY_REF_DIALECTS)
+    walk = _Walk(validator=validator, root=root, ref_hides_siblings=legacy)
+    return walk.cast(root, value, (), ()), walk.notes
+
+
+@attrs.define
+class _Walk:
+    """One casting pass: the root schema, its compiled form (for unions) and the notes so far."""
+
+    validator: SchemaValidator
+    root: Any
+    ref_hides_siblings: bool  # before 2019-09, keywords beside $ref are ignored: so do we
+    notes: list[str] = attrs.field(factory=list)
+    following: set[tuple[str, int]] = attrs.field(factory=set)
+
+    def cast(self, node: Any, value: Any, path: Path, where: Path) -> Any:
+        """Cast ``value`` (at instance ``path``) against schema ``node`` (at schema ``where``)."""
+        if not isinstance(node, Mapping) or (where and _has_own_id(node)):
+            return value
+        if isinstance(node.get("$ref"), str):
+            value = self._cast_ref(node["$ref"], value, path)
+            if self.ref_hides_siblings:
+                return value
+        if "type" in node:
+            value = self._cast_type(node["type"], value, path)
+        if isinstance(value, Mapping):
+            value = self._cast_properties(node, value, path, where)
+        elif isinstance(value, list | tuple):
+            value = self._cast_items(node, value, path, where)
+        for index, branch in enumerate(_schemas(node.get("allOf"))):
+            value = self.cast(branch, value, path, (*where, "allOf", index))
+        for keyword in ("anyOf", "oneOf"):
+            if isinstance(node.get(keyword), list):
+                value = self._cast_union(node[keyword], keyword, value, path, where)
+        return value
+
+    def _cast_ref(self, ref: str, value: Any, path: Path) -> Any:
+        target = _local_target(self.root, ref)
+        if target is None:
+            return value
+        node, where = target
+        guard = (json_pointer(where), id(value))
+        if guard in self.following:  # a $ref cycle that consumes no input
+            return value
+        self.following.add(guard)
+        try:
+            return self.cast(node, value, path, where)
+        finally:
+            self.following.discard(guard)
+
+    def _cast_type(self, declared: Any, value: Any, path: Path) -> Any:
+        wanted = [declared] if isinstance(declared, str) else declared
+        if not isinstance(wanted, list) or any(_is_of_type(value, name) for name in wanted):
+            return value
+        candidates: dict[str, Any] = {}
+        for name in wanted:
+            converted = _convert(value, name)
+            if converted is not _NO_CAST:
+                candidates.setdefault(_canonical(converted), converted)
+        if len(candidates) != 1:
+            return value
+        (converted,) = candidates.values()
+        self.notes.append(f"{format_instance_path(path)}: {_show(value)} -> {_show(converted)}")
+        return converted
+
+    def _cast_properties(
+        self, node: Mapping[str, Any], value: Mapping[str, Any], path: Path, where: Path
+    ) -> Any:
+        declared = node.get("properties")
+        properties: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
+        patterns = _pattern_schemas(node.get("patternProperties"))
+        additional = node.get("additionalProperties")
+        cast: dict[str, Any] | None = None
+        for key, item in value.items():
+            applicable: list[tuple[Any, Path]] = []
+            if isinstance(key, str) and key in properties:
+                applicable.append((properties[key], (*where, "properties", key)))
+            for pattern, source, schema in patterns:
+                if isinstance(key, str) and pattern.search(key):
+                    applicable.append((schema, (*where, "patternProperties", source)))
+            if not applicable and additional is not None:
+                applicable.append((additional, (*where, "additionalProperties")))
+            new_item = item
+            for schema, schema_where in applicable:
+                new_item = self.cast(schema, new_item, (*path, key), schema_where)
+            if new_item is not item:
+                cast = dict(value) if cast is None else cast
+                cast[key] = new_item
+        return value if cast is None else cast
+
+    def _cast_items(
+        self, node: Mapping[str, Any], value: Sequence[Any], path: Path, where: Path
+    ) -> Any:
+        prefix_key, rest_key = _array_keywords(node)
+        prefix = node.get(prefix_key)
+        prefix = prefix if isinstance(prefix, list) else []
+        rest = node.get(rest_key)
+        cast: list[Any] | None = None
+        for index, item in enumerate(value):
+            if index < len(prefix):
+                schema, schema_where = prefix[index], (*where, prefix_key, index)
+            elif rest is not None:
+                schema, schema_where = rest, (*where, rest_key)
+            else:
+                break
+            new_item = self.cast(schema, item, (*path, index), schema_where)
+            if new_item is not item:
+                cast = list(value) if cast is None else cast
+                cast[index] = new_item
+        if cast is None:
+            return value
+        return tuple(cast) if isinstance(value, tuple) else cast
+
+    def _cast_union(
+        self, branches: list[Any], keyword: str, value: Any, path: Path, where: Path
+    ) -> Any:
+        pointers = [json_pointer((*where, keyword, index)) for index in range(len(branches))]
+        if any(self.validator.is_valid_at(pointer, value) for pointer in pointers):
+            return value
+        accepted: dict[str, tuple[Any, list[str]]] = {}
+        for index, (branch, pointer) in enumerate(zip(branches, pointers, strict=True)):
+            attempt = attrs.evolve(self, notes=[], following=set(self.following))
+            result = attempt.cast(branch, value, path, (*where, keyword, index))
+            if result is not value and self.validator.is_valid_at(pointer, result):
+                accepted.setdefault(_canonical(result), (result, attempt.notes))
+        if len(accepted) != 1:
+            return value
+        ((result, notes),) = accepted.values()
+        self.notes.extend(notes)
+        return result
+
+
+class _NoCast:
+    """Marks "no conversion applies" (``None`` is a real JSON value)."""
+
+
+_NO_CAST: Any = _NoCast()
+
+
+def _convert(value: Any, json_type: str) -> Any:
+    if isinstance(value, str):
+        return _from_text(value, json_type)
+    if json_type == "string" and isinstance(value, int | float) and not isinstance(value, bool):
+        return json.dumps(value) if math.isfinite(value) else _NO_CAST
+    return _NO_CAST
+
+
+def _from_text(text: str, json_type: str) -> Any:
+    stripped = text.strip()
+    if json_type == "integer" and _fits(stripped) and _INTEGER_TEXT.fullmatch(stripped):
+        return int(stripped.split(".", 1)[0])
+    if json_type == "number" and _fits(stripped) and _NUMBER_TEXT.fullmatch(stripped):
+        if re.fullmatch(r"-?[0-9]+", stripped):
+            return int(stripped)
+        number = float(stripped)
+        return number if math.isfinite(number) else _NO_CAST
+    if json_type == "boolean":
+        word = stripped.lower()
+        if word in _TRUE_WORDS:
+            return True
+        if word in _FALSE_WORDS:
+            return False
+    if json_type in ("array", "object") and stripped[:1] in ("[", "{"):
+        try:
+            parsed = json.loads(stripped)
+        except ValueError:
+            return _NO_CAST
+        if _is_of_type(parsed, json_type):
+            return parsed
+    return _NO_CAST
+
+
+def _fits(text: str) -> bool:
+    return len(text) <= _MAX_NUMBER_TEXT
+
+
+def _is_of_type(value: Any, json_type: Any) -> bool:
+    """Whether ``value`` is of the JSON Schema type (draft 6+ semantics: 1.0 is an integer)."""
+    if json_type == "null":
+        return value is None
+    if json_type == "boolean":
+        return isinstance(value, bool)
+    if json_type == "string":
+        return isinstance(value, str)
+    if json_type == "array":
+        return isinstance(value, list | tuple)
+    if json_type == "object":
+        return isinstance(value, Mapping)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    if json_type == "number":
+        return True
+    return json_type == "integer" and (isinstance(value, int) or value.is_integer())
+
+
+def _array_keywords(node: Mapping[str, Any]) -> tuple[str, str]:
+    """Keywords for the leading items and for the rest: tuple-form ``items`` before 2020-12."""
+    if isinstance(node.get("items"), list):
+        return "items", "additionalItems"
+    return "prefixItems", "items"
+
+
+def _schemas(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _pattern_schemas(value: Any) -> list[tuple[re.Pattern[str], str, Any]]:
+    if not isinstance(value, Mapping):
+        return []
+    compiled = []
+    for source, schema in value.items():
+        try:
+            # ECMA-262 classes such as \d and \w are ASCII-only; so is re.ASCII.
+            compiled.append((re.compile(source, re.ASCII), source, schema))
+        except re.error:
+            continue
+    return compiled
+
+
+def _local_target(root: Any, ref: str) -> tuple[Any, Path] | None:
+    """The node a local ``$ref`` (``#`` or ``#/json/pointer``) names, with its path."""
+    if ref == "#":
+        return root, ()
+    if not ref.startswith("#/"):
+        return None
+    from urllib.parse import unquote
+
+    node = root
+    parts: list[str | int] = []
+    for raw in ref[2:].split("/"):
+        token = unquote(raw).replace("~1", "/").replace("~0", "~")
+        if isinstance(node, Mapping) and token in node:
+            node = node[token]
+            parts.append(token)
+        elif isinstance(node, list) and token.isdigit() and int(token) < len(node):
+            node = node[int(token)]
+            parts.append(int(token))
+        else:
+            return None
+    return node, tuple(parts)
+
+
+def _has_own_id(node: Mapping[str, Any]) -> bool:
+    # A nested $id starts a new base URI: our root-relative $ref lookup would be wrong inside it.
+    return isinstance(node.get("$id"), str) and not node["$id"].startswith("#")
+
+
+def _canonical(value: Any) -> str:
+    # json.dumps tells true from 1 and 1 from 1.0, which == does not.
+    return json.dumps(value, sort_keys=True, default=repr)
+
+
+def _show(value: Any) -> str:
+    text = json.dumps(value, ensure_ascii=False, default=repr)
+    if len(text) <= NOTE_VALUE_CHARS:
+        return text
+    return text[: NOTE_VALUE_CHARS - 3] + "..."

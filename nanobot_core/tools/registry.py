@@ -1,0 +1,351 @@
+"""The tool registry: the active tools, their definitions in a stable order, and call preparation.
+
+Lenient toward the model: `ToolRegistry.prepare_call` accepts the argument
+shapes models actually send (objects, JSON text, double-encoded JSON, an
+``{"arguments": ...}`` wrapper, broken JSON), validates them, and casts only
+what is invalid. It never raises for a bad call: the problem comes back as an
+"Error..." string the model can act on.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from nanobot_core._logging import get_logger
+from nanobot_core.tools.base import Tool, check_tool
+from nanobot_core.tools.schema import cast_arguments, compile_schema, normalise_schema
+
+if TYPE_CHECKING:
+    from nanobot_core.tools.schema import SchemaValidator
+
+__all__ = ["PreparedCall", "ToolRegistry", "suggest_name"]
+
+log = get_logger("nanobot_core.tools")
+
+MCP_PREFIX = "mcp_"
+_MAX_LISTED_TOOLS = 40
+
+
+@attrs.frozen
+class PreparedCall:
+    """A tool call ready to run (``error`` is None) or refused (``error`` says why, for the model).
+
+    ``arguments`` is the parsed, validated (and, if needed, cast) object;
+    ``repairs`` lists what was done to get there.
+    """
+
+    name: str
+    tool: Tool | None
+    arguments: dict[str, Any] = attrs.field(factory=dict)
+    repairs: list[str] = attrs.field(factory=list)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the call can run."""
+        return self.error is None
+
+
+@attrs.define
+class _Entry:
+    tool: Tool
+    builtin: bool
+    plugin: str
+    schema: dict[str, Any]
+    validator: SchemaValidator | None = None
+
+    @property
+    def rank(self) -> int:
+        if self.tool.name.startswith(MCP_PREFIX):
+            return 2
+        return 0 if self.builtin else 1
+
+
+class ToolRegistry:
+    """The active tools by name.
+
+    `definitions` lists built-ins by name, then plugin tools by name, then
+    ``mcp_`` tools by name: a stable prefix keeps the provider's prompt cache
+    warm. Schemas are normalised when a tool is added; the warnings are logged
+    and kept in ``warnings``.
+    """
+
+    def __init__(self) -> None:
+        self._entries: dict[str, _Entry] = {}
+        self._definitions: list[dict[str, Any]] | None = None
+        self.warnings: list[str] = []
+
+    # -- contents --------------------------------------------------------------------------
+
+    def add(self, tool: Tool, *, builtin: bool = False, plugin: str = "") -> None:
+        """Register a tool; raises ValueError if its name is taken, TypeError if it is no Tool.
+
+        ``plugin`` names the plugin that contributed it (reported to tool-call hooks).
+        """
+        if not isinstance(tool, Tool):
+            raise TypeError(
+                f"expected a Tool, got {type(tool).__name__} (see nanobot_core.as_tool)"
+            )
+        check_tool(tool)
+        if tool.name in self._entries:
+            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        schema, warnings = normalise_schema(tool.parameters)
+        for warning in warnings:
+            log.warning("tool schema normalised", tool=tool.name, change=warning)
+            self.warnings.append(f"{tool.name}: {warning}")
+        self._entries[tool.name] = _Entry(tool, builtin, plugin, schema)
+        self._definitions = None
+
+    def remove(self, name: str) -> Tool:
+        """Unregister a tool and return it; raises KeyError if there is none of that name."""
+        entry = self._entries.pop(name)
+        self._definitions = None
+        return entry.tool
+
+    def get(self, name: str) -> Tool | None:
+        """The tool of that name, or None."""
+        entry = self._entries.get(name)
+        return entry.tool if entry is not None else None
+
+    def plugin_of(self, name: str) -> str:
+        """The plugin that contributed the tool ("" when unknown)."""
+        entry = self._entries.get(name)
+        return entry.plugin if entry is not None else ""
+
+    def names(self) -> list[str]:
+        """Tool names in definition order."""
+        return [entry.tool.name for entry in self._ordered()]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[Tool]:
+        return (entry.tool for entry in self._ordered())
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def _ordered(self) -> list[_Entry]:
+        return sorted(self._entries.values(), key=lambda e: (e.rank, e.tool.name))
+
+    # -- definitions -----------------------------------------------------------------------
+
+    def definitions(self) -> list[dict[str, Any]]:
+        """The OpenAI tool definitions, in stable order (cached: do not mutate the result)."""
+        if self._definitions is None:
+            self._definitions = [
+                {
+                    "type": "function",
+                    "function": {
+                        "name": entry.tool.name,
+                        "description": entry.tool.description,
+                        "parameters": _canonical(entry.schema),
+                    },
+                }
+                for entry in self._ordered()
+            ]
+        return self._definitions
+
+    # -- calls -----------------------------------------------------------------------------
+
+    def prepare_call(self, name: str, raw_arguments: Any) -> PreparedCall:
+        """Parse, repair, validate and (only if invalid) cast the arguments of one call."""
+        entry = self._entries.get(name) if isinstance(name, str) else None
+        if entry is None:
+            return PreparedCall(name=str(name or ""), tool=None, error=self._unknown_tool(name))
+        tool = entry.tool
+        properties = entry.schema.get("properties")
+        takes_arguments_key = isinstance(properties, dict) and "arguments" in properties
+        parsed = parse_arguments(raw_arguments, unwrap=not takes_arguments_key)
+        if parsed.error is not None:
+            return PreparedCall(
+                name,
+                tool,
+                repairs=list(parsed.repairs),
+                error=f'Error: arguments for tool "{name}" {parsed.error}',
+            )
+        arguments, repairs = parsed.value, list(parsed.repairs)
+        try:
+            validator = self._validator(entry)
+            errors = validator.errors(arguments)
+            if errors:
+                cast, notes = cast_arguments(validator, arguments)
+                cast_errors = validator.errors(cast)
+                if cast_errors:
+                    errors = cast_errors
+                else:
+                    arguments, errors = cast, []
+                    repairs.extend(f"cast {note}" for note in notes)
+        except ValueError as exc:  # the tool's own schema is broken
+            return PreparedCall(
+                name,
+                tool,
+                arguments,
+                repairs,
+                error=f'Error: tool "{name}" cannot be called: its parameters schema is invalid '
+                f"({exc})",
+            )
+        if errors:
+            return PreparedCall(
+                name,
+                tool,
+                arguments,
+                repairs,
+                error=f'Error: invalid arguments for tool "{name}": ' + "; ".join(errors),
+            )
+        return PreparedCall(name, tool, arguments, repairs)
+
+    def _validator(self, entry: _Entry) -> SchemaValidator:
+        if entry.validator is None:
+            entry.validator = compile_schema(entry.schema)
+            entry.validator.compile()
+        return entry.validator
+
+    def _unknown_tool(self, name: Any) -> str:
+        names = self.names()
+        listed = ", ".join(names[:_MAX_LISTED_TOOLS])
+        if len(names) > _MAX_LISTED_TOOLS:
+            listed += f", ... ({len(names) - _MAX_LISTED_TOOLS} more)"
+        available = f"Available tools: {listed}." if names else "No tools are available."
+        if not isinstance(name, str) or not name:
+            return f"Error: the tool call has no tool name. {available}"
+        guess = suggest_name(name, names)
+        hint = f' Did you mean "{guess}"?' if guess else ""
+        return f'Error: unknown tool "{name}".{hint} {available}'
+
+
+# -- argument parsing -----------------------------------------------------------------------
+
+
+@attrs.frozen
+class ParsedArguments:
+    """The outcome of reading raw arguments: an object, or an error phrase."""
+
+    value: dict[str, Any] = attrs.field(factory=dict)
+    repairs: tuple[str, ...] = ()
+    error: str | None = None
+
+
+def parse_arguments(raw: Any, *, unwrap: bool = True) -> ParsedArguments:
+    """Read raw call arguments into an object, noting every repair.
+
+    Accepts an object; JSON text (also double-encoded, also broken: repaired
+    with json-repair); None or "" for no arguments; and, when ``unwrap``, a lone
+    ``{"arguments": ...}`` wrapper whose inner value may itself be JSON text.
+    """
+    repairs: list[str] = []
+    value = _decode(raw, repairs)
+    if unwrap and isinstance(value, dict) and list(value) == ["arguments"]:
+        repairs.append('unwrapped an {"arguments": ...} wrapper')
+        value = _decode(value["arguments"], repairs)
+    if not isinstance(value, dict):
+        return ParsedArguments(
+            repairs=tuple(repairs), error=f"must be a JSON object, got {_json_kind(value)}"
+        )
+    return ParsedArguments(value=value, repairs=tuple(repairs))
+
+
+_UNPARSABLE = object()
+
+
+def _decode(raw: Any, repairs: list[str]) -> Any:
+    if raw is None:
+        return {}
+    if not isinstance(raw, str):
+        return raw
+    if not raw.strip():
+        return {}
+    value = _loads(raw, repairs)
+    if isinstance(value, str) and value.strip()[:1] in ("{", "["):
+        repairs.append("decoded double-encoded JSON")
+        value = _loads(value, repairs)
+    return value
+
+
+def _loads(text: str, repairs: list[str]) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    import json_repair
+
+    repaired = json_repair.loads(text)
+    if repaired == "" or repaired is None:
+        return _UNPARSABLE
+    repairs.append("repaired malformed JSON")
+    return repaired
+
+
+def _json_kind(value: Any) -> str:
+    if value is _UNPARSABLE:
+        return "text that is not JSON"
+    kinds = {
+        bool: "a boolean",
+        int: "a number",
+        float: "a number",
+        str: "a string",
+        list: "an array",
+        type(None): "null",
+    }
+    return kinds.get(type(value), type(value).__name__)
+
+
+# -- helpers --------------------------------------------------------------------------------
+
+
+def _canonical(schema: Any) -> Any:
+    """A deep copy for the definitions; ``required`` (a set in meaning) is sorted.
+
+    Dict order is kept as written; sorting ``required`` removes the one place
+    where a plugin building its schema from a Python set would make the bytes
+    depend on PYTHONHASHSEED.
+    """
+    if isinstance(schema, dict):
+        copied = {key: _canonical(value) for key, value in schema.items()}
+        required = copied.get("required")
+        if isinstance(required, list) and all(isinstance(item, str) for item in required):
+            copied["required"] = sorted(required)
+        return copied
+    if isinstance(schema, list | tuple):
+        return [_canonical(item) for item in schema]
+    return copy.deepcopy(schema)
+
+
+def _normalised_name(name: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", name.lower())
+
+
+def suggest_name(name: str, candidates: list[str]) -> str | None:
+    """The one candidate the name most likely meant, or None when none or several fit.
+
+    A candidate fits when it is equal after lower-casing and dropping
+    non-alphanumerics, or else within a small edit distance of the name.
+    """
+    wanted = _normalised_name(name)
+    exact = [c for c in candidates if _normalised_name(c) == wanted]
+    if exact:
+        return exact[0] if len(exact) == 1 else None
+    limit = 1 if len(wanted) <= 4 else 2
+    scored = [(_edit_distance(wanted, _normalised_name(c)), c) for c in candidates]
+    close = sorted((d, c) for d, c in scored if d <= limit)
+    if not close or (len(close) > 1 and close[0][0] == close[1][0]):
+        return None
+    return close[0][1]
+
+
+def _edit_distance(a: str, b: str) -> int:
+    previous = list(range(len(b) + 1))
+    for i, char_a in enumerate(a, start=1):
+        current = [i]
+        for j, char_b in enumerate(b, start=1):
+            current.append(
+                min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (char_a != char_b))
+            )
+        previous = current
+    return previous[-1]

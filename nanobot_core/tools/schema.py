@@ -1,0 +1,255 @@
+"""JSON Schema for tool arguments: validation with short path-prefixed errors, casting, repair.
+
+Validation is jsonschema-rs: 2020-12 by default, or the draft a schema's ``$schema`` declares
+(4, 6, 7, 2019-09). Two choices differ from the library defaults, for every draft alike:
+
+- ``format`` is an annotation, never asserted: tools check the meaning of their own strings, and a
+  model should not be refused over a date written without a time zone.
+- Remote references are never fetched over the network; pass a ``retriever`` to resolve them.
+
+A schema that is not a valid JSON Schema raises `InvalidSchemaError` (a `ToolError` and a
+`ValueError`) when it is compiled: at `SchemaValidator.compile`, or on first use.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping, Sequence
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from nanobot_core.errors import ToolError
+from nanobot_core.tools._normalise import normalise_schema
+
+if TYPE_CHECKING:
+    import jsonschema_rs
+
+__all__ = [
+    "MAX_MESSAGE_CHARS",
+    "InvalidSchemaError",
+    "Retriever",
+    "SchemaValidator",
+    "cast_arguments",
+    "compile_schema",
+    "format_instance_path",
+    "json_pointer",
+    "normalise_schema",
+    "validate",
+]
+
+Retriever = Callable[[str], Any]
+"""Returns the JSON document for an absolute URI that a ``$ref`` names (raise if unknown)."""
+
+MAX_MESSAGE_CHARS = 240
+"""An error longer than this is cut: its instance is what makes it long, and the model has that."""
+
+MAX_VALUE_CHARS = 60
+"""A value quoted in a long error is cut to this many characters."""
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_COMPILED_CACHE_SIZE = 512
+
+
+class InvalidSchemaError(ToolError, ValueError):
+    """A schema is not a valid JSON Schema (or names a `$ref` that cannot be resolved)."""
+
+
+def format_instance_path(parts: Sequence[str | int]) -> str:
+    """Render a path inside an instance: ``$`` for the root, then ``.key`` or ``[i]`` per step.
+
+    Keys that are not identifiers are written ``["like this"]`` so the path stays unambiguous.
+    """
+    rendered = ["$"]
+    for part in parts:
+        if isinstance(part, int):
+            rendered.append(f"[{part}]")
+        elif _IDENTIFIER.fullmatch(part):
+            rendered.append(f".{part}")
+        else:
+            rendered.append(f"[{json.dumps(part, ensure_ascii=False)}]")
+    return "".join(rendered)
+
+
+def json_pointer(parts: Sequence[str | int]) -> str:
+    """The URI-fragment JSON pointer (``#/a/0``) that jsonschema-rs uses to name a subschema."""
+    escaped = (str(part).replace("~", "~0").replace("/", "~1") for part in parts)
+    return "#" + "".join("/" + part for part in escaped)
+
+
+class SchemaValidator:
+    """One schema, compiled on first use; reports every error as ``<instance path>: <problem>``.
+
+    The schema is snapshotted (deep-copied through JSON) when the validator is built, so later
+    changes to the caller's dict do not reach it.
+    """
+
+    __slots__ = ("_compiled", "_retriever", "_schema", "_subschemas")
+
+    def __init__(
+        self, schema: Mapping[str, Any] | bool, *, retriever: Retriever | None = None
+    ) -> None:
+        self._schema: dict[str, Any] | bool = _snapshot(schema)
+        self._retriever = retriever
+        self._compiled: jsonschema_rs.Validator | None = None
+        self._subschemas: jsonschema_rs.ValidatorMap | None = None
+
+    @property
+    def schema(self) -> dict[str, Any] | bool:
+        """The schema this validator checks against (its own copy: do not mutate it)."""
+        return self._schema
+
+    def compile(self) -> None:
+        """Compile now (it happens anyway on first use); raises `InvalidSchemaError` if invalid."""
+        self._validator()
+
+    def errors(self, instance: Any) -> list[str]:
+        """Every problem with ``instance``, sorted by path then text; empty when it is valid."""
+        validator = self._validator()
+        try:
+            found = list(validator.iter_errors(instance))
+        except (ValueError, TypeError, OverflowError) as exc:
+            # Only a value that JSON cannot carry gets here; model arguments never do.
+            return [f"$: value is not JSON ({exc})"]
+        return _render_errors(found)
+
+    def is_valid(self, instance: Any) -> bool:
+        """Whether ``instance`` is valid against the schema."""
+        try:
+            return bool(self._validator().is_valid(instance))
+        except (ValueError, TypeError, OverflowError):
+            return False
+
+    def is_valid_at(self, pointer: str, instance: Any) -> bool:
+        """Whether ``instance`` is valid against the subschema at ``pointer`` (``#/$defs/x``).
+
+        False when no subschema lives there. References inside the subschema resolve as they do
+        from the root, which is why this beats compiling the subschema on its own.
+        """
+        if self._subschemas is None:
+            self._validator()
+            self._subschemas = _build(self._schema, self._retriever, whole_map=True)
+        subschema = self._subschemas.get(pointer)
+        if subschema is None:
+            return False
+        try:
+            return bool(subschema.is_valid(instance))
+        except (ValueError, TypeError, OverflowError):
+            return False
+
+    def _validator(self) -> jsonschema_rs.Validator:
+        if self._compiled is None:
+            self._compiled = _build(self._schema, self._retriever, whole_map=False)
+        return self._compiled
+
+    def __repr__(self) -> str:
+        state = "compiled" if self._compiled is not None else "not compiled"
+        return f"SchemaValidator({_shorten(json.dumps(self._schema), 60)}, {state})"
+
+
+def compile_schema(
+    schema: Mapping[str, Any] | bool | SchemaValidator, *, retriever: Retriever | None = None
+) -> SchemaValidator:
+    """A `SchemaValidator` for ``schema``, shared between equal schemas (cached by content).
+
+    Compilation itself stays lazy; call `SchemaValidator.compile` to surface an invalid schema now.
+    """
+    if isinstance(schema, SchemaValidator):
+        return schema
+    return _cached_validator(_cache_key(schema), retriever)
+
+
+def validate(
+    schema: Mapping[str, Any] | bool, instance: Any, *, retriever: Retriever | None = None
+) -> list[str]:
+    """Errors of ``instance`` against ``schema``, e.g. ``$.count: "3.7" is not of type "integer"``.
+
+    Empty when valid. Raises `InvalidSchemaError` when the schema itself is invalid.
+    """
+    return compile_schema(schema, retriever=retriever).errors(instance)
+
+
+def cast_arguments(
+    schema: Mapping[str, Any] | bool | SchemaValidator, value: Any
+) -> tuple[Any, list[str]]:
+    """Cast what the schema plainly means and the model wrote loosely (``"3"`` for an integer).
+
+    Returns the new value (``value`` itself when nothing was cast; the input is never mutated) and
+    one note per cast, e.g. ``$.count: "3" -> 3``. The rules are in `nanobot_core.tools._casting`.
+    """
+    from nanobot_core.tools._casting import cast_value
+
+    return cast_value(compile_schema(schema), value)
+
+
+def _snapshot(schema: Mapping[str, Any] | bool) -> dict[str, Any] | bool:
+    copied: dict[str, Any] | bool = json.loads(_cache_key(schema))
+    return copied
+
+
+def _cache_key(schema: Mapping[str, Any] | bool) -> str:
+    if not isinstance(schema, Mapping | bool):
+        raise InvalidSchemaError(
+            f"invalid JSON Schema: expected an object or a boolean, got {type(schema).__name__}"
+        )
+    try:
+        return json.dumps(schema, sort_keys=True, allow_nan=False, default=_not_json)
+    except (TypeError, ValueError) as exc:
+        raise InvalidSchemaError(f"invalid JSON Schema: not JSON data ({exc})") from exc
+
+
+def _not_json(value: object) -> Any:
+    if isinstance(value, Mapping):  # e.g. a MappingProxyType the tool author froze
+        return dict(value)
+    raise TypeError(f"{type(value).__name__} is not a JSON type")
+
+
+@lru_cache(maxsize=_COMPILED_CACHE_SIZE)
+def _cached_validator(key: str, retriever: Retriever | None) -> SchemaValidator:
+    return SchemaValidator(json.loads(key), retriever=retriever)
+
+
+def _build(schema: dict[str, Any] | bool, retriever: Retriever | None, *, whole_map: bool) -> Any:
+    import jsonschema_rs
+
+    # `offline` and `retriever` are mutually exclusive in jsonschema-rs: a retriever replaces HTTP.
+    options: dict[str, Any] = (
+        {"retriever": retriever} if retriever is not None else {"offline": True}
+    )
+    build = jsonschema_rs.validator_map_for if whole_map else jsonschema_rs.validator_for
+    try:
+        return build(schema, validate_formats=False, **options)
+    except jsonschema_rs.ValidationError as exc:
+        where = json_pointer(exc.instance_path)
+        raise InvalidSchemaError(f"invalid JSON Schema at {where}: {exc.message}") from exc
+    except (jsonschema_rs.ReferencingError, ValueError, TypeError) as exc:
+        raise InvalidSchemaError(f"invalid JSON Schema: {exc}") from exc
+
+
+def _render_errors(found: Sequence[jsonschema_rs.ValidationError]) -> list[str]:
+    keyed = {(_path_sort_key(error.instance_path), _render_error(error)) for error in found}
+    return [text for _, text in sorted(keyed)]
+
+
+def _render_error(error: jsonschema_rs.ValidationError) -> str:
+    message = error.message
+    if len(message) > MAX_MESSAGE_CHARS:
+        # Most messages open with the offending value, as compact JSON with sorted keys.
+        shown = json.dumps(
+            error.instance, separators=(",", ":"), ensure_ascii=False, sort_keys=True, default=str
+        )
+        if message.startswith(shown) and len(shown) > MAX_VALUE_CHARS:
+            message = f"{shown[: MAX_VALUE_CHARS - 3]}...{message[len(shown) :]}"
+    return f"{format_instance_path(error.instance_path)}: {_shorten(message)}"
+
+
+def _path_sort_key(parts: Sequence[str | int]) -> tuple[tuple[int, int, str], ...]:
+    # Indexes sort numerically and before keys, so `[2]` comes before `[10]`.
+    return tuple((0, part, "") if isinstance(part, int) else (1, 0, part) for part in parts)
+
+
+def _shorten(text: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    keep = limit - 5
+    return f"{text[: keep * 2 // 3]} ... {text[-(keep - keep * 2 // 3) :]}"

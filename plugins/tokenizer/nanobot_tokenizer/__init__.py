@@ -1,0 +1,39 @@
+"""nanobot-tokenizer: exact token counts for the governance budget, with no download.
+
+Registered through the ``nanobot.plugins`` entry point; this module is the
+plugin. Its ``nanobot_token_counter`` hook answers before the core's built-in
+estimator, so the budget is measured in real tokens.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from nanobot_core.errors import ConfigError
+from nanobot_core.hookspecs import hookimpl
+
+from nanobot_tokenizer.counter import BpeTokenCounter
+from nanobot_tokenizer.encodings import ENCODING_ENV, ENCODINGS, choose_encoding, encoding_for_model
+
+if TYPE_CHECKING:
+    from nanobot_core.context import PluginContext
+
+__all__ = [
+    "ENCODINGS",
+    "ENCODING_ENV",
+    "BpeTokenCounter",
+    "choose_encoding",
+    "encoding_for_model",
+    "nanobot_token_counter",
+]
+
+
+@hookimpl
+def nanobot_token_counter(ctx: PluginContext) -> BpeTokenCounter:
+    """A counter for the configured model's encoding (or the one named in the environment)."""
+    try:
+        encoding = choose_encoding(ctx.config.provider.model, os.environ)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
+    return BpeTokenCounter(encoding)

@@ -1,0 +1,261 @@
+"""Fetching one URL safely: checked and pinned addresses, manual redirects, hard limits.
+
+Each hop (the URL, then every redirect target) is resolved once and checked
+(`resolve_checked`); the request then goes to the checked IP address itself,
+with the original ``Host`` header and, for https, the original name as TLS
+SNI, so the certificate is still verified against the name. Connections are
+never reused across hops, and proxies from the environment are ignored: both
+would let a connection reach something other than the checked address.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from nanobot_web_tools.addresses import IPAddress, Resolver, resolve_checked, system_resolver
+from nanobot_web_tools.errors import FetchFailed, FetchRefused
+from nanobot_web_tools.html_text import html_to_text
+
+if TYPE_CHECKING:
+    import ssl
+
+    import httpx
+
+__all__ = ["FetchLimits", "FetchedPage", "PinnedFetcher", "pinned_request_parts"]
+
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
+_TEXT_TYPES = frozenset(
+    {
+        "application/json",
+        "application/xml",
+        "application/xhtml+xml",
+        "application/javascript",
+        "application/x-ndjson",
+    }
+)
+_HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+USER_AGENT = "nanobot-web-fetch/0.1 (+https://pypi.org/project/nanobot-web-tools/)"
+
+
+def _positive(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise ValueError(f"web_fetch option {attribute.name!r} must be a positive number")
+
+
+def _non_negative_int(instance: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"web_fetch option {attribute.name!r} must be an integer >= 0")
+
+
+@attrs.frozen
+class FetchLimits:
+    """How much one fetch may take: bytes read, seconds in total, redirects followed."""
+
+    max_bytes: int = attrs.field(default=2_000_000, validator=_positive)
+    timeout: float = attrs.field(default=20.0, validator=_positive)
+    max_redirects: int = attrs.field(default=5, validator=_non_negative_int)
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> FetchLimits:
+        """Build limits from the ``[tools.options.web_fetch]`` table (other keys are ignored)."""
+        names = {field.name for field in attrs.fields(cls)}
+        return cls(**{key: value for key, value in options.items() if key in names})
+
+
+@attrs.frozen
+class FetchedPage:
+    """A fetched response, its body already turned into text."""
+
+    url: str
+    status: int
+    content_type: str
+    text: str
+    truncated: bool
+
+
+def pinned_request_parts(
+    target: httpx.URL, address: IPAddress
+) -> tuple[httpx.URL, dict[str, str], dict[str, Any]]:
+    """The URL, headers and extensions that send a request for `target` to `address`.
+
+    The URL names the IP address, so the HTTP stack has nothing left to
+    resolve; the ``Host`` header and the TLS SNI name keep the original host.
+    """
+    host = target.raw_host.decode("ascii")
+    authority = f"[{host}]" if ":" in host else host
+    host_header = authority if target.port is None else f"{authority}:{target.port}"
+    url = target.copy_with(host=str(address))
+    extensions: dict[str, Any] = {"sni_hostname": host} if target.scheme == "https" else {}
+    return url, {"Host": host_header}, extensions
+
+
+def media_type(content_type: str) -> tuple[str, str | None]:
+    """The lower-cased media type of a Content-Type header, and its charset parameter."""
+    mime, _, params = content_type.partition(";")
+    charset = None
+    for param in params.split(";"):
+        key, _, value = param.partition("=")
+        if key.strip().lower() == "charset" and value.strip():
+            charset = value.strip().strip("\"'")
+    return mime.strip().lower(), charset
+
+
+def is_textual(mime: str) -> bool:
+    """Whether a body of this media type is text the model can read."""
+    return mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml"))
+
+
+def decode_body(body: bytes, charset: str | None, *, truncated: bool) -> str:
+    """Decode `body`, dropping a multi-byte character cut in half by truncation."""
+    encoding = "utf-8"
+    if charset:
+        with contextlib.suppress(LookupError):
+            encoding = codecs.lookup(charset).name
+    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+    return decoder.decode(body, final=not truncated)
+
+
+class PinnedFetcher:
+    """Fetches http(s) URLs while refusing internal addresses on every hop.
+
+    `resolver` turns a host name into addresses (default: the system
+    resolver); it is called once per hop. `allow_loopback` lets 127.0.0.0/8
+    and ::1 through and is meant for tests only. `verify` is passed to httpx
+    (an ``ssl.SSLContext`` lets tests trust their own certificate authority).
+    """
+
+    def __init__(
+        self,
+        limits: FetchLimits | None = None,
+        *,
+        resolver: Resolver = system_resolver,
+        allow_loopback: bool = False,
+        verify: ssl.SSLContext | bool = True,
+        user_agent: str = USER_AGENT,
+    ) -> None:
+        self.limits = limits or FetchLimits()
+        self.resolver = resolver
+        self.allow_loopback = allow_loopback
+        self.verify = verify
+        self.user_agent = user_agent
+
+    async def fetch(self, url: str) -> FetchedPage:
+        """Fetch `url`; raise `FetchRefused` or `FetchFailed` when there is no page to return."""
+        try:
+            async with asyncio.timeout(self.limits.timeout):
+                return await self._fetch(url)
+        except TimeoutError:
+            raise FetchFailed(f"timed out after {self.limits.timeout:g} s") from None
+
+    async def _fetch(self, url: str) -> FetchedPage:
+        import httpx
+
+        target = _http_url(url)
+        # No keep-alive: a pooled connection is keyed by IP and could carry the
+        # TLS session (and SNI) of another host name to a later hop.
+        client = httpx.AsyncClient(
+            trust_env=False,
+            follow_redirects=False,
+            verify=self.verify,
+            timeout=self.limits.timeout,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
+        async with client:
+            for _ in range(self.limits.max_redirects + 1):
+                addresses = await self._resolve(target)
+                response = await self._send(client, target, addresses)
+                try:
+                    location = response.headers.get("location")
+                    if response.status_code not in _REDIRECTS or not location:
+                        return await self._read(response, target)
+                    target = _http_url(str(target.join(location)))
+                finally:
+                    await response.aclose()
+        raise FetchRefused(f"more than {self.limits.max_redirects} redirects")
+
+    async def _resolve(self, target: httpx.URL) -> tuple[IPAddress, ...]:
+        port = target.port or (443 if target.scheme == "https" else 80)
+        host = target.raw_host.decode("ascii")
+        return await asyncio.to_thread(
+            resolve_checked,
+            host,
+            port,
+            resolver=self.resolver,
+            allow_loopback=self.allow_loopback,
+        )
+
+    async def _send(
+        self, client: httpx.AsyncClient, target: httpx.URL, addresses: tuple[IPAddress, ...]
+    ) -> httpx.Response:
+        import httpx
+
+        failures: list[str] = []
+        for address in addresses:
+            url, headers, extensions = pinned_request_parts(target, address)
+            headers |= {"User-Agent": self.user_agent, "Accept-Encoding": "identity"}
+            request = client.build_request("GET", url, headers=headers, extensions=extensions)
+            try:
+                response: httpx.Response = await client.send(request, stream=True)
+            except httpx.ConnectError as exc:
+                failures.append(f"{address}: {exc or type(exc).__name__}")
+                continue
+            except httpx.HTTPError as exc:
+                raise FetchFailed(f"{target}: {type(exc).__name__}: {exc}") from exc
+            return response
+        raise FetchFailed(f"cannot connect to {target.host}: " + "; ".join(failures))
+
+    async def _read(self, response: httpx.Response, target: httpx.URL) -> FetchedPage:
+        if not 200 <= response.status_code < 300:
+            raise FetchFailed(f"HTTP {response.status_code} {response.reason_phrase} for {target}")
+        header = response.headers.get("content-type", "")
+        mime, charset = media_type(header)
+        if not is_textual(mime):
+            shown = mime or "none given"
+            raise FetchRefused(f"content type {shown} is not text (text/*, JSON, XML, HTML)")
+        body, truncated = await _read_limited(response, self.limits.max_bytes)
+        text = decode_body(body, charset, truncated=truncated)
+        if mime in _HTML_TYPES:
+            text = html_to_text(text)
+        return FetchedPage(
+            url=str(target),
+            status=response.status_code,
+            content_type=mime,
+            text=text,
+            truncated=truncated,
+        )
+
+
+def _http_url(url: str) -> httpx.URL:
+    import httpx
+
+    try:
+        parsed: httpx.URL = httpx.URL(url)
+    except httpx.InvalidURL as exc:
+        raise FetchRefused(f"invalid URL {url!r}: {exc}") from exc
+    if parsed.scheme not in ("http", "https"):
+        raise FetchRefused(f"only http and https URLs can be fetched, not {parsed.scheme or url!r}")
+    if not parsed.raw_host:
+        raise FetchRefused(f"the URL {url!r} has no host")
+    return parsed
+
+
+async def _read_limited(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
+    """Read at most `limit` bytes of the body, and whether there was more.
+
+    The download stops as soon as one byte past the limit has arrived; a body
+    of exactly `limit` bytes is complete, not truncated.
+    """
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        chunks.append(chunk)
+        size += len(chunk)
+        if size > limit:
+            return b"".join(chunks)[:limit], True
+    return b"".join(chunks), False

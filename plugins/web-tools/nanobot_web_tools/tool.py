@@ -1,0 +1,108 @@
+"""The `web_fetch` tool: a URL in, readable text out, internal addresses refused."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from nanobot_core.errors import ConfigError
+from nanobot_core.tools.base import Tool, ToolResult
+from nanobot_web_tools.errors import FetchFailed, FetchRefused
+from nanobot_web_tools.fetch import FetchedPage, FetchLimits, PinnedFetcher
+
+if TYPE_CHECKING:
+    from nanobot_core.context import PluginContext
+
+__all__ = ["ALLOW_LOOPBACK_ENV", "WebFetch"]
+
+#: Test-only switch: "1" lets web_fetch reach 127.0.0.0/8 and ::1 (never private or
+#: metadata addresses), so a test suite can serve pages from a local server.
+ALLOW_LOOPBACK_ENV = "NANOBOT_WEB_FETCH_ALLOW_LOOPBACK_FOR_TESTS"
+
+DEFAULT_MAX_CHARS = 20_000
+_MAX_CHARS_CEILING = 200_000
+_OPTION_KEYS = frozenset({"max_bytes", "timeout", "max_redirects", "max_chars"})
+
+
+class WebFetch(Tool):
+    """Fetch a public web page or document and return its text."""
+
+    name = "web_fetch"
+    description = (
+        "Fetch a public http(s) URL with GET and return its readable text: HTML is reduced "
+        "to text; plain text, JSON and XML come back as they are. Binary content, private "
+        "networks, localhost and cloud metadata addresses are refused. Long pages are cut."
+    )
+    parameters = {  # noqa: RUF012 - the schema is a class-level constant by contract
+        "type": "object",
+        "properties": {
+            "url": {"type": "string", "description": "The http:// or https:// URL to fetch."},
+            "max_chars": {
+                "type": "integer",
+                "minimum": 100,
+                "maximum": _MAX_CHARS_CEILING,
+                "description": "Return at most this many characters of text.",
+            },
+        },
+        "required": ["url"],
+        "additionalProperties": False,
+    }
+    read_only = True
+
+    def __init__(
+        self, fetcher: PinnedFetcher | None = None, *, max_chars: int = DEFAULT_MAX_CHARS
+    ) -> None:
+        self.fetcher = fetcher or PinnedFetcher()
+        self.max_chars = max_chars
+        # Leave the fetcher's own deadline room to fire first, with a precise message.
+        self.timeout = self.fetcher.limits.timeout + 5.0
+
+    @classmethod
+    def create(cls, ctx: PluginContext) -> WebFetch:
+        """Build the tool from ``[tools.options.web_fetch]`` and the test-only loopback switch."""
+        options = _options(ctx.config.tools.options.get(cls.name, {}))
+        try:
+            limits = FetchLimits.from_options(options)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"tools.options.web_fetch: {exc}") from exc
+        max_chars = options.get("max_chars", DEFAULT_MAX_CHARS)
+        if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
+            raise ConfigError("tools.options.web_fetch: 'max_chars' must be a positive integer")
+        allow_loopback = os.environ.get(ALLOW_LOOPBACK_ENV, "") == "1"
+        return cls(PinnedFetcher(limits, allow_loopback=allow_loopback), max_chars=max_chars)
+
+    async def execute(self, url: str, max_chars: int | None = None) -> ToolResult:
+        """Fetch `url` and return a header block followed by the text, or an error result."""
+        try:
+            page = await self.fetcher.fetch(url)
+        except FetchRefused as exc:
+            return ToolResult.error(f"web_fetch refused {url}: {exc}")
+        except FetchFailed as exc:
+            return ToolResult.error(f"web_fetch failed for {url}: {exc}")
+        return ToolResult(render_page(page, max_chars or self.max_chars))
+
+
+def render_page(page: FetchedPage, max_chars: int) -> str:
+    """The text the model sees: where the page came from, then at most `max_chars` of it."""
+    text = page.text if page.text.strip() else "(the page has no text)"
+    notes: list[str] = []
+    if page.truncated:
+        notes.append("the download stopped at the size limit")
+    if len(text) > max_chars:
+        notes.append(f"showing {max_chars} of {len(text)} characters")
+        text = text[:max_chars]
+    lines = [f"URL: {page.url}", f"Status: {page.status}", f"Content-Type: {page.content_type}"]
+    if notes:
+        lines.append("Truncated: " + "; ".join(notes))
+    return "\n".join(lines) + "\n\n" + text
+
+
+def _options(raw: Any) -> Mapping[str, Any]:
+    if not isinstance(raw, Mapping):
+        raise ConfigError("tools.options.web_fetch must be a table")
+    unknown = sorted(set(raw) - _OPTION_KEYS)
+    if unknown:
+        known = ", ".join(sorted(_OPTION_KEYS))
+        raise ConfigError(f"tools.options.web_fetch: unknown option(s) {unknown} (known: {known})")
+    return raw

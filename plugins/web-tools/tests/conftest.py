@@ -1,0 +1,240 @@
+"""Fixtures: a socket guard that fails any non-loopback connection, and local HTTP(S) servers.
+
+The guard is autouse, so no test here can reach the network: connecting to an
+address outside 127.0.0.0/8 and ::1, or resolving any name but "localhost",
+raises. Pages are served from 127.0.0.1 by threads of this process.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import socket
+import ssl
+import threading
+from collections import Counter
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+
+
+class SocketGuard:
+    """Records and refuses every connection or name lookup that would leave this machine."""
+
+    def __init__(self) -> None:
+        self.blocked: list[str] = []
+
+    @staticmethod
+    def is_local(host: Any) -> bool:
+        if isinstance(host, bytes):
+            host = host.decode("ascii", "replace")
+        if host is None or host == "localhost":
+            return True
+        try:
+            address = ipaddress.ip_address(str(host).split("%", 1)[0])
+        except ValueError:
+            return False
+        mapped = getattr(address, "ipv4_mapped", None)
+        return address.is_loopback or bool(mapped and mapped.is_loopback)
+
+    def check(self, address: Any) -> None:
+        if isinstance(address, tuple) and not self.is_local(address[0]):
+            self.blocked.append(str(address[0]))
+            raise OSError(f"socket guard: connection to {address[0]} blocked in tests")
+
+
+@pytest.fixture(autouse=True)
+def socket_guard(monkeypatch: pytest.MonkeyPatch) -> SocketGuard:
+    """Fail any connection to, or lookup of, something other than the loopback interface."""
+    guard = SocketGuard()
+    real_connect, real_connect_ex = socket.socket.connect, socket.socket.connect_ex
+    real_create_connection, real_getaddrinfo = socket.create_connection, socket.getaddrinfo
+
+    def connect(sock: socket.socket, address: Any) -> None:
+        guard.check(address)
+        real_connect(sock, address)
+
+    def connect_ex(sock: socket.socket, address: Any) -> int:
+        guard.check(address)
+        return real_connect_ex(sock, address)
+
+    def create_connection(address: Any, *args: Any, **kwargs: Any) -> socket.socket:
+        guard.check(address)
+        return real_create_connection(address, *args, **kwargs)
+
+    def getaddrinfo(host: Any, *args: Any, **kwargs: Any) -> Any:
+        if not guard.is_local(host):
+            guard.blocked.append(str(host))
+            raise socket.gaierror(f"socket guard: lookup of {host} blocked in tests")
+        return real_getaddrinfo(host, *args, **kwargs)
+
+    monkeypatch.setattr(socket.socket, "connect", connect)
+    monkeypatch.setattr(socket.socket, "connect_ex", connect_ex)
+    monkeypatch.setattr(socket, "create_connection", create_connection)
+    monkeypatch.setattr(socket, "getaddrinfo", getaddrinfo)
+    return guard
+
+
+class LocalSite:
+    """A tiny web site on 127.0.0.1 whose routes exercise every limit of the fetcher."""
+
+    PAGE = (
+        "<html><head><title>Local test page</title><style>p {color: red}</style>"
+        "<script>var secret = 1;</script></head><body><h1>Hello</h1>"
+        "<p>First paragraph.</p><ul><li>one</li><li>two</li></ul></body></html>"
+    )
+    BIG = b"abcdefghij" * 10_000  # 100 000 bytes
+
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.hits: Counter[str] = Counter()
+        self.hosts: list[str] = []
+        self.release = threading.Event()
+        site = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                url = urlsplit(self.path)
+                site.hits[url.path] += 1
+                site.hosts.append(self.headers.get("Host", ""))
+                site.route(self, url.path, parse_qs(url.query))
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        if tls is not None:
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(
+            target=self.server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    def route(
+        self, handler: BaseHTTPRequestHandler, path: str, query: dict[str, list[str]]
+    ) -> None:
+        if path == "/page.html":
+            self.send(handler, 200, "text/html; charset=utf-8", self.PAGE.encode())
+        elif path == "/host":
+            self.send(handler, 200, "text/plain", handler.headers.get("Host", "").encode())
+        elif path == "/data.json":
+            self.send(handler, 200, "application/json", b'{"answer": 42}')
+        elif path == "/latin1.txt":
+            self.send(handler, 200, "text/plain; charset=iso-8859-1", "café".encode("latin-1"))
+        elif path == "/big.txt":
+            self.send(handler, 200, "text/plain", self.BIG)
+        elif path == "/image.png":
+            self.send(handler, 200, "image/png", b"\x89PNG\r\n\x1a\n" + bytes(100))
+        elif path == "/untyped":
+            self.send(handler, 200, None, b"what am I")
+        elif path == "/missing":
+            self.send(handler, 404, "text/plain", b"not here")
+        elif path == "/redirect":
+            handler.send_response(int(query.get("status", ["302"])[0]))
+            handler.send_header("Location", query.get("to", ["/redirect"])[0])
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+        elif path == "/slow":
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/plain")
+            handler.send_header("Content-Length", "1000")
+            handler.end_headers()
+            handler.wfile.write(b"a little, then nothing")
+            handler.wfile.flush()
+            self.release.wait(30)
+        else:
+            self.send(handler, 404, "text/plain", b"no such route")
+
+    @staticmethod
+    def send(
+        handler: BaseHTTPRequestHandler, status: int, content_type: str | None, body: bytes
+    ) -> None:
+        handler.send_response(status)
+        if content_type is not None:
+            handler.send_header("Content-Type", content_type)
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+
+    def __enter__(self) -> LocalSite:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def site() -> Iterator[LocalSite]:
+    """An HTTP site on 127.0.0.1 (a fresh one per test, so hit counts are the test's own)."""
+    with LocalSite() as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def certificates(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """A throwaway CA and a certificate it signed for the name "site.test" only."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    folder = tmp_path_factory.mktemp("tls")
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "nanobot test CA")])
+    ca_cert = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name)
+        .issuer_name(ca_name)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "site.test")]))
+        .issuer_name(ca_name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(days=1))
+        .not_valid_after(now + datetime.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName("site.test")]), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    paths = {"ca": folder / "ca.pem", "cert": folder / "site.pem", "key": folder / "site.key"}
+    paths["ca"].write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    paths["cert"].write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    paths["key"].write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return paths
+
+
+@pytest.fixture
+def tls_site(certificates: dict[str, Path]) -> Iterator[LocalSite]:
+    """An HTTPS site on 127.0.0.1 whose certificate is valid for "site.test" only."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificates["cert"], certificates["key"])
+    with LocalSite(tls=context) as running:
+        yield running
+
+
+@pytest.fixture
+def client_tls(certificates: dict[str, Path]) -> ssl.SSLContext:
+    """A client TLS context that trusts the test CA (and nothing else)."""
+    return ssl.create_default_context(cafile=str(certificates["ca"]))

@@ -1,0 +1,251 @@
+"""The pinned fetcher end to end, against servers on 127.0.0.1 and stub resolvers.
+
+Host names used here (``site.test``, ``rebind.test``...) can only reach a
+server through the stub resolver: the socket guard refuses real lookups, so a
+fetch that succeeds proves the fetcher connected to the address it checked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ipaddress
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+import httpx
+import pytest
+from nanobot_web_tools import FetchedPage, FetchFailed, FetchLimits, FetchRefused, PinnedFetcher
+from nanobot_web_tools.fetch import pinned_request_parts
+
+if TYPE_CHECKING:
+    import ssl
+
+    from conftest import LocalSite, SocketGuard
+
+
+def to_loopback(host: str, port: int) -> list[str]:
+    return ["127.0.0.1"]
+
+
+class RebindingResolver:
+    """Answers with `first` on the first lookup and `later` on every other one."""
+
+    def __init__(self, first: Sequence[str], later: Sequence[str]) -> None:
+        self.first, self.later, self.calls = list(first), list(later), 0
+
+    def __call__(self, host: str, port: int) -> list[str]:
+        self.calls += 1
+        return self.first if self.calls == 1 else self.later
+
+
+def fetch(fetcher: PinnedFetcher, url: str) -> FetchedPage:
+    return asyncio.run(fetcher.fetch(url))
+
+
+def local_fetcher(**limits: float) -> PinnedFetcher:
+    return PinnedFetcher(FetchLimits(**limits), resolver=to_loopback, allow_loopback=True)
+
+
+def test_a_page_is_fetched_from_loopback_with_the_test_switch(site: LocalSite) -> None:
+    """With the loopback switch, an HTML page on 127.0.0.1 comes back as readable text."""
+    page = fetch(local_fetcher(), f"http://site.test:{site.port}/page.html")
+    assert page.status == 200
+    assert page.content_type == "text/html"
+    assert page.text == "Local test page\n\nHello\n\nFirst paragraph.\n\n- one\n\n- two"
+    assert not page.truncated
+
+
+def test_loopback_is_refused_without_the_switch(site: LocalSite) -> None:
+    """Without the switch the same local server is refused, and it never sees a request."""
+    fetcher = PinnedFetcher(resolver=to_loopback)
+    with pytest.raises(FetchRefused, match=r"127\.0\.0\.1, which is loopback"):
+        fetch(fetcher, f"http://site.test:{site.port}/page.html")
+    with pytest.raises(FetchRefused, match="loopback"):
+        fetch(fetcher, f"http://127.0.0.1:{site.port}/page.html")
+    assert site.hits == {}
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://10.0.0.1/",
+        "http://192.168.1.1:8080/admin",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://[fd00:ec2::254]/latest/meta-data/",
+        "http://metadata.google.internal/computeMetadata/v1/",
+        "http://[::ffff:10.0.0.1]/",
+        "http://0.0.0.0:80/",
+    ],
+)
+def test_private_and_metadata_urls_are_refused(url: str, socket_guard: SocketGuard) -> None:
+    """Private, metadata and unspecified targets are refused before any connection is tried."""
+    with pytest.raises(FetchRefused):
+        fetch(PinnedFetcher(resolver=to_loopback, allow_loopback=True), url)
+    assert socket_guard.blocked == []
+
+
+def test_a_name_resolving_to_a_private_address_is_refused(socket_guard: SocketGuard) -> None:
+    """A public-looking name whose address is private is refused, with no connection attempt."""
+    fetcher = PinnedFetcher(resolver=lambda host, port: ["10.20.30.40"])
+    with pytest.raises(FetchRefused, match=r"intranet\.test resolves to 10\.20\.30\.40"):
+        fetch(fetcher, "http://intranet.test/")
+    assert socket_guard.blocked == []
+
+
+def test_rebinding_cannot_swap_in_an_internal_address(site: LocalSite) -> None:
+    """The checked answer is the one connected to: a resolver that turns private later is moot."""
+    resolver = RebindingResolver(first=["127.0.0.1"], later=["10.0.0.1"])
+    fetcher = PinnedFetcher(resolver=resolver, allow_loopback=True)
+    page = fetch(fetcher, f"http://rebind.test:{site.port}/host")
+    assert resolver.calls == 1
+    assert page.text == f"rebind.test:{site.port}"
+
+
+def test_rebinding_to_loopback_after_a_public_answer_gets_nowhere(
+    site: LocalSite, socket_guard: SocketGuard
+) -> None:
+    """A name that resolves public, then to loopback, is only ever dialled at the public IP."""
+    resolver = RebindingResolver(first=["93.184.215.14"], later=["127.0.0.1"])
+    fetcher = PinnedFetcher(resolver=resolver)
+    with pytest.raises(FetchFailed, match="cannot connect"):
+        fetch(fetcher, f"http://rebind.test:{site.port}/page.html")
+    assert resolver.calls == 1
+    assert socket_guard.blocked == ["93.184.215.14"]
+    assert site.hits == {}
+
+
+def test_the_host_header_keeps_the_requested_name(site: LocalSite) -> None:
+    """The request goes to the IP address but carries the URL's host name and port."""
+    page = fetch(local_fetcher(), f"http://Named.Test:{site.port}/host")
+    assert page.text == f"named.test:{site.port}"
+
+
+def test_https_is_verified_against_the_name_while_connecting_to_the_ip(
+    tls_site: LocalSite, client_tls: ssl.SSLContext
+) -> None:
+    """Over TLS the SNI is the host name, so a certificate for that name validates."""
+    fetcher = PinnedFetcher(resolver=to_loopback, allow_loopback=True, verify=client_tls)
+    page = fetch(fetcher, f"https://site.test:{tls_site.port}/host")
+    assert page.text == f"site.test:{tls_site.port}"
+
+
+def test_https_with_a_certificate_for_another_name_fails(
+    tls_site: LocalSite, client_tls: ssl.SSLContext
+) -> None:
+    """A certificate that does not name the requested host is rejected, not ignored."""
+    fetcher = PinnedFetcher(resolver=to_loopback, allow_loopback=True, verify=client_tls)
+    with pytest.raises(FetchFailed):
+        fetch(fetcher, f"https://other.test:{tls_site.port}/host")
+    assert tls_site.hits == {}
+
+
+def test_redirects_are_followed_and_each_hop_is_checked(site: LocalSite) -> None:
+    """A redirect to an allowed target is followed; the final URL is reported."""
+    start = f"http://site.test:{site.port}/redirect?to=/data.json"
+    page = fetch(local_fetcher(), start)
+    assert page.url == f"http://site.test:{site.port}/data.json"
+    assert page.text == '{"answer": 42}'
+
+
+@pytest.mark.parametrize(
+    ("target", "kind"),
+    [
+        ("http://10.0.0.1/", "private"),
+        ("http://169.254.169.254/latest/meta-data/", "metadata"),
+        ("http://metadata.google.internal/computeMetadata/v1/", "metadata"),
+        ("http://[::ffff:192.168.0.1]/", "private"),
+    ],
+)
+def test_a_redirect_to_an_internal_address_is_refused(
+    site: LocalSite, socket_guard: SocketGuard, target: str, kind: str
+) -> None:
+    """A page that redirects into the private network is stopped at the redirect."""
+    url = f"http://site.test:{site.port}/redirect?to={quote(target, safe='')}&status=307"
+    with pytest.raises(FetchRefused, match=kind):
+        fetch(local_fetcher(), url)
+    assert site.hits["/redirect"] == 1
+    assert socket_guard.blocked == []
+
+
+def test_a_redirect_to_a_name_that_resolves_private_is_refused(site: LocalSite) -> None:
+    """The redirect target's name is resolved and checked like the first URL's."""
+    resolver = RebindingResolver(first=["127.0.0.1"], later=["10.9.9.9"])
+    fetcher = PinnedFetcher(resolver=resolver, allow_loopback=True)
+    url = f"http://site.test:{site.port}/redirect?to=http://internal.test/secret"
+    with pytest.raises(FetchRefused, match=r"internal\.test resolves to 10\.9\.9\.9"):
+        fetch(fetcher, url)
+    assert resolver.calls == 2
+
+
+def test_redirects_are_bounded(site: LocalSite) -> None:
+    """A redirect loop stops after the configured number of hops."""
+    loop = f"http://site.test:{site.port}/redirect"
+    with pytest.raises(FetchRefused, match="more than 2 redirects"):
+        fetch(local_fetcher(max_redirects=2), loop)
+    assert site.hits["/redirect"] == 3
+
+
+def test_non_http_schemes_are_refused() -> None:
+    """file:, ftp: and gopher: URLs are refused outright."""
+    for url in ("file:///etc/passwd", "ftp://example.com/x", "gopher://example.com/"):
+        with pytest.raises(FetchRefused, match="only http and https"):
+            fetch(local_fetcher(), url)
+
+
+def test_the_body_is_cut_at_the_size_limit(site: LocalSite) -> None:
+    """A body larger than max_bytes is cut to exactly max_bytes and marked truncated."""
+    page = fetch(local_fetcher(max_bytes=1_000), f"http://site.test:{site.port}/big.txt")
+    assert page.truncated
+    assert page.text == site.BIG[:1_000].decode()
+
+
+def test_a_body_of_exactly_the_limit_is_complete(site: LocalSite) -> None:
+    """A body exactly max_bytes long is not reported as truncated."""
+    size = len(site.BIG)
+    page = fetch(local_fetcher(max_bytes=size), f"http://site.test:{site.port}/big.txt")
+    assert not page.truncated
+    assert len(page.text) == size
+
+
+def test_a_stalled_server_hits_the_time_limit(site: LocalSite) -> None:
+    """A server that stops sending mid-body makes the fetch fail with a timeout."""
+    with pytest.raises(FetchFailed, match="timed out"):
+        fetch(local_fetcher(timeout=0.3), f"http://site.test:{site.port}/slow")
+
+
+@pytest.mark.parametrize(
+    ("path", "shown"), [("/image.png", "image/png"), ("/untyped", "none given")]
+)
+def test_binary_or_untyped_content_is_refused(site: LocalSite, path: str, shown: str) -> None:
+    """Only text-like content types are read; others are refused naming the type."""
+    with pytest.raises(FetchRefused, match=f"content type {shown}"):
+        fetch(local_fetcher(), f"http://site.test:{site.port}{path}")
+
+
+def test_json_and_declared_charsets_come_back_as_text(site: LocalSite) -> None:
+    """JSON is returned verbatim, and a declared charset is honoured when decoding."""
+    assert fetch(local_fetcher(), f"http://site.test:{site.port}/latin1.txt").text == "café"
+    json_page = fetch(local_fetcher(), f"http://site.test:{site.port}/data.json")
+    assert json_page.content_type == "application/json"
+
+
+def test_http_errors_fail_with_the_status(site: LocalSite) -> None:
+    """A 404 is a failure that names the status."""
+    with pytest.raises(FetchFailed, match="HTTP 404"):
+        fetch(local_fetcher(), f"http://site.test:{site.port}/missing")
+
+
+def test_pinned_request_parts_for_https_and_ipv6() -> None:
+    """The pinned request names the IP in the URL, the host in Host and in the TLS SNI."""
+    target = httpx.URL("https://example.com:8443/a?b=1")
+    url, headers, extensions = pinned_request_parts(target, ipaddress.ip_address("2001:db8::7"))
+    assert str(url) == "https://[2001:db8::7]:8443/a?b=1"
+    assert headers == {"Host": "example.com:8443"}
+    assert extensions == {"sni_hostname": "example.com"}
+    plain, plain_headers, plain_ext = pinned_request_parts(
+        httpx.URL("http://example.com/"), ipaddress.ip_address("93.184.215.14")
+    )
+    assert str(plain) == "http://93.184.215.14/"
+    assert plain_headers == {"Host": "example.com"}
+    assert plain_ext == {}

@@ -1,0 +1,132 @@
+"""The `web_fetch` tool as the agent sees it: contract, config, results and discovery."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from nanobot_web_tools import ALLOW_LOOPBACK_ENV, FetchedPage, FetchLimits, WebFetch
+from nanobot_web_tools.tool import render_page
+
+from nanobot_core.config import Config, ToolsConfig
+from nanobot_core.context import PluginContext
+from nanobot_core.errors import ConfigError
+from nanobot_core.testing import assert_tool_contract, run_tool
+
+if TYPE_CHECKING:
+    from conftest import LocalSite
+
+
+def context(tmp_path: Path, **options: object) -> PluginContext:
+    config = Config(tools=ToolsConfig(options={"web_fetch": dict(options)}))
+    return PluginContext(workspace=tmp_path, config=config)
+
+
+def test_the_tool_meets_the_contract() -> None:
+    """web_fetch has a valid name, description, schema and async execute, and is read-only."""
+    assert_tool_contract(WebFetch)
+    assert WebFetch.read_only
+    assert WebFetch().concurrency_safe
+
+
+def test_a_local_page_through_the_agent_path(
+    site: LocalSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With the test switch set, a call as the model sends it returns the page with a header."""
+    monkeypatch.setenv(ALLOW_LOOPBACK_ENV, "1")
+    result = run_tool(WebFetch, f'{{"url": "http://127.0.0.1:{site.port}/page.html"}}')
+    assert not result.is_error
+    header, _, text = str(result).partition("\n\n")
+    assert header.splitlines() == [
+        f"URL: http://127.0.0.1:{site.port}/page.html",
+        "Status: 200",
+        "Content-Type: text/html",
+    ]
+    assert text.startswith("Local test page")
+
+
+def test_loopback_is_an_error_result_without_the_switch(
+    site: LocalSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without the switch, fetching 127.0.0.1 is an error result naming the reason."""
+    monkeypatch.delenv(ALLOW_LOOPBACK_ENV, raising=False)
+    result = run_tool(WebFetch, {"url": f"http://127.0.0.1:{site.port}/page.html"})
+    assert result.is_error
+    assert "refused" in result
+    assert "loopback" in result
+    assert site.hits == {}
+
+
+def test_the_switch_must_be_exactly_one(site: LocalSite, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the value "1" turns the test switch on."""
+    monkeypatch.setenv(ALLOW_LOOPBACK_ENV, "true")
+    result = run_tool(WebFetch, {"url": f"http://127.0.0.1:{site.port}/page.html"})
+    assert result.is_error
+
+
+def test_metadata_endpoint_is_an_error_result() -> None:
+    """The classic SSRF target comes back as an error, not a page."""
+    result = run_tool(WebFetch, {"url": "http://169.254.169.254/latest/meta-data/"})
+    assert result.is_error
+    assert "cloud metadata" in result
+
+
+def test_missing_url_is_an_argument_error() -> None:
+    """A call without a URL is rejected by validation with an error result."""
+    result = run_tool(WebFetch, "{}")
+    assert result.is_error
+
+
+def test_options_come_from_tools_options(tmp_path: Path) -> None:
+    """[tools.options.web_fetch] sets the limits and the default text size."""
+    tool = WebFetch.create(
+        context(tmp_path, max_bytes=1000, timeout=3, max_redirects=1, max_chars=500)
+    )
+    assert tool.fetcher.limits == FetchLimits(max_bytes=1000, timeout=3, max_redirects=1)
+    assert tool.max_chars == 500
+    assert tool.timeout == 8.0
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"max_byte": 10}, "unknown option"),
+        ({"timeout": "fast"}, "timeout"),
+        ({"max_redirects": -1}, "max_redirects"),
+        ({"max_chars": 0}, "max_chars"),
+    ],
+)
+def test_bad_options_are_config_errors(
+    tmp_path: Path, options: dict[str, object], message: str
+) -> None:
+    """A misspelt key or a wrong value fails the tool's creation with a ConfigError."""
+    with pytest.raises(ConfigError, match=message):
+        WebFetch.create(context(tmp_path, **options))
+
+
+def test_render_cuts_to_max_chars_and_says_so() -> None:
+    """Text longer than max_chars is cut, and the header says what was cut and why."""
+    page = FetchedPage(
+        url="https://example.com/",
+        status=200,
+        content_type="text/plain",
+        text="x" * 250,
+        truncated=True,
+    )
+    rendered = render_page(page, 100)
+    header, _, text = rendered.partition("\n\n")
+    assert text == "x" * 100
+    assert header.splitlines()[-1] == (
+        "Truncated: the download stopped at the size limit; showing 100 of 250 characters"
+    )
+
+
+def test_the_entry_point_contributes_web_fetch(tmp_path: Path) -> None:
+    """Installed, the distribution contributes web_fetch through the nanobot.tools entry point."""
+    from nanobot_core.plugins import PluginManager
+
+    manager = PluginManager(Config(), workspace=tmp_path).load()
+    tools = {c.name: c for c in manager.contributions("tool")}
+    assert "web_fetch" in tools
+    assert tools["web_fetch"].plugin.distribution == "nanobot-web-tools"

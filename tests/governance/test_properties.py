@@ -1,0 +1,133 @@
+"""Properties of the governor over dirty histories built from real conversations.
+
+Together the three properties generate 3 x NANOBOT_HYPOTHESIS_EXAMPLES histories (10,200 by
+default, the figure CI runs). Set the variable lower for a quick local run.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, Phase, find, given, settings
+
+from nanobot_core.governance.invariants import check_invariants
+from tests.governance.strategies import (
+    GOVERNANCE_CONFIGS,
+    DirtyRequest,
+    GovernorFactory,
+    config_indices,
+    dirty_requests,
+    report_changed,
+    request_counter,
+)
+
+EXAMPLES = int(os.environ.get("NANOBOT_HYPOTHESIS_EXAMPLES", "3400"))
+
+PROPERTY_SETTINGS = settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    # Each example deep-copies a real conversation of up to 62 messages (some with a 6 KB
+    # policy) and may add a 60,000-character tool result: generation is slower and bigger
+    # than Hypothesis's defaults expect, by design.
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+@pytest.fixture(scope="module")
+def governors(tmp_path_factory: pytest.TempPathFactory) -> GovernorFactory:
+    """One governor per budget variant, sharing one offload store in a session temp dir."""
+    workspace: Path = tmp_path_factory.mktemp("governance-properties")
+    return GovernorFactory(workspace)
+
+
+def _govern(governors: GovernorFactory, config_index: int, request: DirtyRequest) -> Any:
+    governor = governors.get(GOVERNANCE_CONFIGS[config_index])
+    return governor.govern(request.messages, system=request.system, tools=request.tools)
+
+
+@PROPERTY_SETTINGS
+@given(request=dirty_requests(), config_index=config_indices())
+def test_governed_request_satisfies_every_invariant(
+    governors: GovernorFactory, request: DirtyRequest, config_index: int
+) -> None:
+    """Whatever the dirt, governing never raises and the request it returns is legal."""
+    result = _govern(governors, config_index, request)
+    violations = check_invariants(
+        result.messages,
+        system=request.system,
+        tools=request.tools,
+        budget=result.budget,
+        count_request=request_counter(),
+        budget_unreachable=not result.fits,
+    )
+    assert violations == [], (request.source, request.dirt)
+
+
+@PROPERTY_SETTINGS
+@given(request=dirty_requests(), config_index=config_indices())
+def test_governing_leaves_the_input_untouched(
+    governors: GovernorFactory, request: DirtyRequest, config_index: int
+) -> None:
+    """The input list, every entry in it and everything nested stay exactly as they were."""
+    snapshot = copy.deepcopy(request.messages)
+    entries = [id(entry) for entry in request.messages]
+    _govern(governors, config_index, request)
+    assert [id(entry) for entry in request.messages] == entries
+    assert request.messages == snapshot
+
+
+@PROPERTY_SETTINGS
+@given(request=dirty_requests(), config_index=config_indices())
+def test_governing_is_idempotent(
+    governors: GovernorFactory, request: DirtyRequest, config_index: int
+) -> None:
+    """Governing a governed request returns the very same list and reports no change."""
+    first = _govern(governors, config_index, request)
+    governed = DirtyRequest(
+        request.source, first.messages, request.tools, request.system, request.dirt
+    )
+    second = _govern(governors, config_index, governed)
+    assert second.messages is first.messages, (request.source, request.dirt)
+    assert not report_changed(second.report), (request.source, request.dirt)
+
+
+DEFECTS = {
+    "unpaired or orphan results": "answers no call",
+    "unanswered calls": "no result among",
+    "duplicated results": "expected exactly one",
+    "ids repeated within a message": "id repeats",
+    "empty ids": "id is ",
+    "broken arguments": "arguments is",
+    "bad names": "name is ",
+    "history not starting at a user": "must start at a user message",
+    "lone surrogates": "not encodable",
+    "empty tool results": "empty result",
+    "non-message entries": "not a message dict",
+    "unknown roles": "unknown role",
+}
+
+
+@pytest.mark.parametrize("marker", DEFECTS.values(), ids=DEFECTS.keys())
+def test_strategy_produces_each_defect(marker: str) -> None:
+    """The generated histories really contain each defect the properties claim to cover."""
+    found = find(
+        dirty_requests(),
+        lambda request: any(
+            marker in violation
+            for violation in check_invariants(request.messages, tools=request.tools)
+        ),
+        settings=settings(
+            max_examples=2_000,
+            derandomize=True,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+        ),
+    )
+    assert any(marker in v for v in check_invariants(found.messages, tools=found.tools))

@@ -1,0 +1,228 @@
+"""A scripted OpenAI chat-completions server on 127.0.0.1, for tests.
+
+Each test gives the server a list of `Reply` objects; the server answers the
+n-th POST to ``/v1/chat/completions`` with the n-th reply (a JSON body, a
+status code, headers, an optional delay, or a hold until an event is set),
+and records every request's method, path, headers and JSON body. Once the
+script is used up it answers 500, so a test that expects fewer requests sees
+the extra one. Other paths (``GET /hold/...``) can be scripted too, so a
+tool run by the agent can signal the test through the server.
+
+Usage::
+
+    with FakeChatServer([tool_call_reply(...), text_reply("done")]) as server:
+        ... base_url=server.base_url ...
+    server.requests[0].body["messages"]
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "FakeChatServer",
+    "RecordedRequest",
+    "Reply",
+    "error_reply",
+    "text_reply",
+    "tool_call_reply",
+]
+
+CHAT_PATH = "/v1/chat/completions"
+
+
+@attrs.define
+class Reply:
+    """One scripted answer: status, JSON (or raw text) body, headers, and when to send it.
+
+    `received` is set as soon as the request is read; the answer then waits
+    for `release` (if given) and then `delay` seconds.
+    """
+
+    status: int = 200
+    body: Any = attrs.field(factory=dict)
+    headers: dict[str, str] = attrs.field(factory=dict)
+    delay: float = 0.0
+    received: threading.Event | None = None
+    release: threading.Event | None = None
+
+
+@attrs.frozen
+class RecordedRequest:
+    """What the server received: method, path, headers (lower-cased names) and JSON body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    body: Any
+    raw: bytes
+
+
+def text_reply(content: str | None, *, usage: dict[str, int] | None = None) -> Reply:
+    """A 200 reply whose message has `content` and no tool calls."""
+    return Reply(body=_completion({"role": "assistant", "content": content}, "stop", usage))
+
+
+def tool_call_reply(
+    calls: Iterable[tuple[Any, Any, Any]],
+    *,
+    content: str | None = None,
+    usage: dict[str, int] | None = None,
+) -> Reply:
+    """A 200 reply asking for tool calls, each given as ``(id, name, arguments)`` verbatim."""
+    tool_calls = [
+        {"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}
+        for call_id, name, arguments in calls
+    ]
+    message = {"role": "assistant", "content": content, "tool_calls": tool_calls}
+    return Reply(body=_completion(message, "tool_calls", usage))
+
+
+def error_reply(
+    status: int, message: str, *, headers: dict[str, str] | None = None, delay: float = 0.0
+) -> Reply:
+    """An error status with OpenAI's error body ``{"error": {"message", "type"}}``."""
+    body = {"error": {"message": message, "type": "invalid_request_error", "code": None}}
+    return Reply(status=status, body=body, headers=dict(headers or {}), delay=delay)
+
+
+def _completion(
+    message: dict[str, Any], finish_reason: str, usage: dict[str, int] | None
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "id": "chatcmpl-test",
+        "object": "chat.completion",
+        "model": "fake-model",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+    }
+    if usage is not None:
+        body["usage"] = usage
+    return body
+
+
+class FakeChatServer:
+    """A threaded HTTP server answering chat-completions requests from a script."""
+
+    def __init__(
+        self, replies: Sequence[Reply] = (), *, holds: dict[str, Reply] | None = None
+    ) -> None:
+        self._script = list(replies)
+        self._holds = dict(holds or {})
+        self._lock = threading.Condition()
+        self.requests: list[RecordedRequest] = []
+        self.other_requests: list[RecordedRequest] = []
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL (``http://127.0.0.1:PORT/v1``)."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    @property
+    def root_url(self) -> str:
+        """``http://127.0.0.1:PORT``."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def add(self, *replies: Reply) -> None:
+        """Append replies to the script."""
+        with self._lock:
+            self._script.extend(replies)
+
+    def bodies(self) -> list[Any]:
+        """The JSON bodies of the chat requests received so far."""
+        with self._lock:
+            return [r.body for r in self.requests]
+
+    def start(self) -> FakeChatServer:
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        # Unblock handlers still holding a reply, so shutdown does not hang.
+        for reply in [*self._script, *self._holds.values()]:
+            if reply.release is not None:
+                reply.release.set()
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> FakeChatServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def _next_reply(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            if request.path == CHAT_PATH and request.method == "POST":
+                index = len(self.requests)
+                self.requests.append(request)
+                if index < len(self._script):
+                    return self._script[index]
+                return error_reply(500, f"fake server: no scripted reply for request {index + 1}")
+            self.other_requests.append(request)
+            hold = self._holds.get(request.path)
+            return hold if hold is not None else error_reply(404, f"no route {request.path}")
+
+
+def _handler_for(server: FakeChatServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self._answer()
+
+        def do_GET(self) -> None:
+            self._answer()
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            try:
+                body = json.loads(raw) if raw else None
+            except ValueError:
+                body = None
+            headers = {k.lower(): v for k, v in self.headers.items()}
+            reply = server._next_reply(RecordedRequest(self.command, self.path, headers, body, raw))
+            if reply.received is not None:
+                reply.received.set()
+            if reply.release is not None:
+                reply.release.wait(timeout=60)
+            if reply.delay:
+                threading.Event().wait(reply.delay)
+            payload = (
+                reply.body.encode()
+                if isinstance(reply.body, str)
+                else json.dumps(reply.body).encode()
+            )
+            try:
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in reply.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a timeout test) or was killed
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # keep test output clean
+
+    return Handler

@@ -1,0 +1,308 @@
+"""`nanobot-core run` and `sessions` as real subprocesses against a real HTTP server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from nanobot_core.governance.invariants import check_tool_pairing
+from tests.headless.conftest import API_KEY
+from tests.headless.fake_server import (
+    FakeChatServer,
+    Reply,
+    error_reply,
+    text_reply,
+    tool_call_reply,
+)
+
+NOTES = "alpha line\nbeta line\n"
+TIMEOUT = 60
+
+
+def _env(server: FakeChatServer) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
+    env.update(
+        NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
+        NANOBOT_BASE_URL=server.base_url,
+        NANOBOT_MODEL="fake-model",
+        NANOBOT_API_KEY=API_KEY,
+        NANOBOT_PROVIDER__MAX_RETRIES="1",
+        NANOBOT_PROVIDER__BACKOFF_BASE="0.001",
+        NANOBOT_PROVIDER__RETRY_AFTER_CAP="0.01",
+    )
+    return env
+
+
+def _command(*args: str) -> list[str]:
+    return [sys.executable, "-m", "nanobot_core", *args]
+
+
+def _cli(
+    server: FakeChatServer, workspace: Path, *args: str, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run(
+        _command(*args),
+        cwd=workspace,
+        env=_env(server),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert API_KEY not in result.stdout and API_KEY not in result.stderr
+    return result
+
+
+def _start(server: FakeChatServer, workspace: Path, *args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        _command(*args),
+        cwd=workspace,
+        env=_env(server),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _session_lines(workspace: Path, name: str = "default") -> list[dict[str, Any]]:
+    path = workspace / ".nanobot" / "sessions" / f"{name}.jsonl"
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """A workspace with one small text file."""
+    (tmp_path / "notes.txt").write_text(NOTES, encoding="utf-8")
+    return tmp_path
+
+
+def test_run_prints_the_answer_and_progress_on_stderr(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """stdout is the answer alone; stderr says which tool ran and for how long; exit 0."""
+    server.add(
+        tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]), text_reply("Two lines.")
+    )
+    result = _cli(server, workspace, "run", "What is in notes.txt?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Two lines.\n"
+    assert "tool read_file: running" in result.stderr
+    assert "tool read_file: done in" in result.stderr
+    assert server.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
+    assert [m["role"] for m in _session_lines(workspace)] == [
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+
+
+def test_run_json_prints_the_whole_turn(server: FakeChatServer, workspace: Path) -> None:
+    """--json gives the answer, messages, tool calls with timings, governance reports and usage."""
+    server.add(
+        tool_call_reply(
+            [("c1", "read_file", '{"path": "notes.txt"}')],
+            usage={"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
+        ),
+        text_reply(
+            "Done.", usage={"prompt_tokens": 20, "completion_tokens": 3, "total_tokens": 23}
+        ),
+    )
+    result = _cli(server, workspace, "run", "read it", "--json", "--session", "json-test")
+    assert result.returncode == 0, result.stderr
+    turn = json.loads(result.stdout)
+    assert turn["answer"] == "Done." and turn["session"] == "json-test"
+    assert turn["stop_reason"] == "answer" and turn["max_iterations_reached"] is False
+    assert turn["usage"] == {"prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35}
+    assert [m["role"] for m in turn["messages"]] == ["user", "assistant", "tool", "assistant"]
+    (call,) = turn["tool_calls"]
+    assert call["name"] == "read_file" and call["error"] is False and call["duration"] >= 0
+    assert [r["round"] for r in turn["governance"]] == [1, 2]
+    assert all(isinstance(r["report"], list) for r in turn["governance"])
+
+
+def test_prompt_from_stdin(server: FakeChatServer, workspace: Path) -> None:
+    """PROMPT '-' reads the prompt from stdin."""
+    server.add(text_reply("heard you"))
+    result = _cli(server, workspace, "run", "-", stdin="a prompt from a pipe\n")
+    assert result.returncode == 0, result.stderr
+    assert server.requests[0].body["messages"][-1]["content"].startswith("a prompt from a pipe")
+
+
+def test_retries_are_announced_on_stderr(server: FakeChatServer, workspace: Path) -> None:
+    """A 503 then an answer: exit 0 and a retry line on stderr."""
+    server.add(error_reply(503, "warming up"), text_reply("ready"))
+    result = _cli(server, workspace, "run", "hi")
+    assert result.returncode == 0, result.stderr
+    assert "nanobot: provider: HTTP 503: warming up" in result.stderr
+    assert "retry 1/1" in result.stderr
+    assert len(server.requests) == 2
+
+
+def test_provider_refusal_exits_1_with_the_server_message_and_no_key(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """A 401 that echoes the key exits 1, shows the server's message, and masks the key."""
+    server.add(error_reply(401, f"Incorrect API key provided: {API_KEY}"))
+    result = _cli(server, workspace, "run", "hi")
+    assert result.returncode == 1
+    assert "HTTP 401: Incorrect API key provided: ***" in result.stderr
+    assert result.stdout == ""
+
+
+def test_max_iterations_exits_0_and_says_so(server: FakeChatServer, workspace: Path) -> None:
+    """Hitting --max-iterations is reported on stderr, not an error."""
+    server.add(tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]))
+    result = _cli(server, workspace, "run", "loop", "--max-iterations", "1", "--json")
+    assert result.returncode == 0, result.stderr
+    assert "stopped after 1 round(s)" in result.stderr
+    assert json.loads(result.stdout)["max_iterations_reached"] is True
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("name", ["../escape", "a/b", "..", "bad name"])
+def test_bad_session_name_exits_2_and_touches_nothing(
+    server: FakeChatServer, workspace: Path, name: str
+) -> None:
+    """An invalid --session is a usage error: exit 2, no file written, no request sent."""
+    result = _cli(server, workspace, "run", "hi", "--session", name)
+    assert result.returncode == 2
+    assert "session name" in result.stderr
+    assert not (workspace / ".nanobot").exists() and server.requests == []
+
+
+def test_usage_errors_exit_2(server: FakeChatServer, workspace: Path) -> None:
+    """An unknown provider and an empty prompt are usage errors."""
+    assert _cli(server, workspace, "run", "hi", "--provider", "nope").returncode == 2
+    assert _cli(server, workspace, "run", "   ").returncode == 2
+    assert server.requests == []
+
+
+def test_sessions_list_and_show(server: FakeChatServer, workspace: Path) -> None:
+    """`sessions` lists name, messages, size, time; `sessions show` prints the lines."""
+    server.add(text_reply("first answer"), text_reply("second answer"))
+    assert _cli(server, workspace, "run", "one", "--session", "alpha").returncode == 0
+    assert _cli(server, workspace, "run", "two", "--session", "beta").returncode == 0
+
+    listing = json.loads(_cli(server, workspace, "sessions", "--json").stdout)
+    assert [(s["name"], s["messages"]) for s in listing] == [("alpha", 2), ("beta", 2)]
+    size = (workspace / ".nanobot" / "sessions" / "alpha.jsonl").stat().st_size
+    assert listing[0]["size"] == size and listing[0]["modified"]
+    table = _cli(server, workspace, "sessions").stdout
+    assert "alpha" in table and "beta" in table
+
+    shown = json.loads(_cli(server, workspace, "sessions", "show", "beta", "--json").stdout)
+    assert [m["role"] for m in shown["messages"]] == ["user", "assistant"]
+    assert shown["messages"][1]["content"] == "second answer" and shown["problems"] == []
+    text = _cli(server, workspace, "sessions", "show", "alpha").stdout
+    assert "first answer" in text and "[1] user" in text
+    assert _cli(server, workspace, "sessions", "show", "missing").returncode == 2
+    assert _cli(server, workspace, "sessions", "show", "../x").returncode == 2
+
+
+def test_kill_9_during_the_model_request_then_resume(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """Killed while the server holds its request, a run leaves whole lines; the next continues."""
+    received, release = threading.Event(), threading.Event()
+    server.add(
+        tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]),
+        Reply(body=text_reply("too late").body, received=received, release=release),
+    )
+    process = _start(server, workspace, "run", "read notes")
+    try:
+        assert received.wait(TIMEOUT), "the second model request never arrived"
+        os.kill(process.pid, signal.SIGKILL)
+        process.communicate(timeout=TIMEOUT)
+    finally:
+        release.set()
+    assert process.returncode == -signal.SIGKILL
+    before = _session_lines(workspace)
+    assert [m["role"] for m in before] == ["user", "assistant", "tool"]
+
+    server.add(text_reply("resumed"))
+    result = _cli(server, workspace, "run", "go on")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "resumed\n"
+    sent = server.requests[-1].body["messages"]
+    assert check_tool_pairing(sent) == []
+    assert sent[-1]["content"].startswith("go on")
+    assert _session_lines(workspace)[:3] == before
+
+
+def test_kill_9_during_a_tool_then_resume_backfills_the_dangling_call(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """Killed while a tool runs, the call has no result; the next run sends a backfilled one."""
+    # Reading a FIFO blocks until a writer opens it: our open() returns exactly when the tool
+    # is inside its call, so the kill lands between the stored call and its result.
+    fifo = workspace / "pipe"
+    os.mkfifo(fifo)
+    received = threading.Event()
+    server.add(
+        Reply(
+            body=tool_call_reply([("stuck", "read_file", '{"path": "pipe"}')]).body,
+            received=received,
+        ),
+    )
+    process = _start(server, workspace, "run", "read the pipe")
+    writer: list[IO[bytes]] = []
+    opener = threading.Thread(target=lambda: writer.append(fifo.open("wb")), daemon=True)
+    opener.start()
+    try:
+        assert received.wait(TIMEOUT), "the model request never arrived"
+        opener.join(TIMEOUT)
+        assert writer, "the tool never opened the FIFO"
+        os.kill(process.pid, signal.SIGKILL)
+        process.communicate(timeout=TIMEOUT)
+    finally:
+        if not writer:  # unblock our own opener
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+        for handle in writer:
+            handle.close()
+    before = _session_lines(workspace)
+    assert [m["role"] for m in before] == ["user", "assistant"]
+    assert before[1]["tool_calls"][0]["id"] == "stuck"
+
+    server.add(text_reply("recovered"))
+    result = _cli(server, workspace, "run", "what happened?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "recovered\n"
+    sent = server.requests[-1].body["messages"]
+    assert check_tool_pairing(sent) == []
+    index = next(i for i, m in enumerate(sent) if m.get("tool_calls"))
+    assert sent[index + 1]["role"] == "tool" and sent[index + 1]["tool_call_id"] == "stuck"
+    after = _session_lines(workspace)
+    assert after[:2] == before  # the dangling call stays as it was in the file
+    assert [m["role"] for m in after[2:]] == ["user", "assistant"]
+
+
+def test_a_second_run_on_a_busy_session_fails_at_once(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """While one run waits for the model, a second run on its session exits 1 without waiting."""
+    received, release = threading.Event(), threading.Event()
+    server.add(Reply(body=text_reply("first wins").body, received=received, release=release))
+    first = _start(server, workspace, "run", "one", "--session", "shared")
+    try:
+        assert received.wait(TIMEOUT), "the first run never reached the server"
+        second = _cli(server, workspace, "run", "two", "--session", "shared")
+        assert second.returncode == 1
+        assert "session 'shared' is in use by another process" in second.stderr
+        assert f"pid {first.pid}" in second.stderr
+        assert len(server.requests) == 1
+    finally:
+        release.set()
+    out, err = first.communicate(timeout=TIMEOUT)
+    assert first.returncode == 0, err
+    assert out == "first wins\n"
+    assert [m["role"] for m in _session_lines(workspace, "shared")] == ["user", "assistant"]

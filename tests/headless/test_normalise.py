@@ -1,0 +1,153 @@
+"""Reply normalisation and retry timing: pure functions, checked on real provider replies."""
+
+from __future__ import annotations
+
+import json
+import random
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nanobot_core.providers import (
+    RetryPolicy,
+    is_retryable_status,
+    normalise_assistant_message,
+    normalise_usage,
+    retry_after_seconds,
+)
+from nanobot_core.providers.base import Usage
+
+
+def _real_reply_messages(shared_data: Path) -> list[dict[str, Any]]:
+    """Every assistant message of a recorded OpenAI-shaped 200 reply (pydantic-ai cassettes)."""
+    messages = []
+    path = shared_data / "pydantic-ai-cassettes" / "interactions.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        body = row["response_body"]
+        if row["response_status"] == 200 and isinstance(body, dict) and body.get("choices"):
+            messages.append(body["choices"][0]["message"])
+    return messages
+
+
+def test_real_replies_normalise_to_sendable_messages(shared_data: Path) -> None:
+    """Every recorded reply becomes an assistant message with text content and well-formed calls."""
+    messages = _real_reply_messages(shared_data)
+    assert len(messages) >= 40
+    for raw in messages:
+        message = normalise_assistant_message(raw, salt="3")
+        assert message["role"] == "assistant"
+        assert isinstance(message["content"], str)
+        assert all(value is not None for value in message.values())
+        calls = message.get("tool_calls", [])
+        assert calls or "tool_calls" not in message  # an empty or null list is dropped
+        ids = [call["id"] for call in calls]
+        assert all(isinstance(i, str) and i for i in ids) and len(set(ids)) == len(ids)
+        for call, original in zip(calls, raw.get("tool_calls") or [], strict=True):
+            assert call["function"] == original["function"]  # string arguments kept exactly
+            assert call["id"] == original["id"]
+
+
+def test_unknown_keys_pass_through(shared_data: Path) -> None:
+    """Provider-specific keys (reasoning_content, thought signatures) are kept untouched."""
+    kept = 0
+    for raw in _real_reply_messages(shared_data):
+        message = normalise_assistant_message(raw)
+        for key in ("reasoning_content", "reasoning", "thought_signature", "extra_content"):
+            if raw.get(key) is not None:
+                assert message[key] == raw[key]
+                kept += 1
+    assert kept >= 5
+
+
+def test_empty_placeholders_are_dropped() -> None:
+    """Snowflake's empty audio and function_call objects and null fields are not kept."""
+    raw = {
+        "role": "assistant",
+        "content": "sunny",
+        "audio": {"data": "", "expires_at": 0, "id": "", "transcript": ""},
+        "function_call": {"arguments": "", "name": ""},
+        "refusal": None,
+        "tool_calls": None,
+    }
+    assert normalise_assistant_message(raw) == {"role": "assistant", "content": "sunny"}
+
+
+def test_empty_and_duplicate_ids_get_distinct_derived_ids() -> None:
+    """Gemini's empty id and a repeated id are replaced; ids depend on the salt, not on chance."""
+    raw = {
+        "role": "assistant",
+        "tool_calls": [
+            {"id": "", "type": "function", "function": {"name": "t", "arguments": "{}"}},
+            {"id": "a", "type": "function", "function": {"name": "t", "arguments": "{}"}},
+            {"id": "a", "type": "function", "function": {"name": "t", "arguments": "{}"}},
+        ],
+    }
+    first = [c["id"] for c in normalise_assistant_message(raw, salt="1")["tool_calls"]]
+    again = [c["id"] for c in normalise_assistant_message(raw, salt="1")["tool_calls"]]
+    other = [c["id"] for c in normalise_assistant_message(raw, salt="2")["tool_calls"]]
+    assert first == again
+    assert first[1] == "a" and len(set(first)) == 3
+    assert other[0] != first[0]
+
+
+def test_arguments_become_json_strings() -> None:
+    """Object, list and missing arguments become JSON text; broken text is kept as sent."""
+    raw = {
+        "tool_calls": [
+            {"id": "1", "function": {"name": "t", "arguments": {"x": [1, "é"]}}},
+            {"id": "2", "function": {"name": "t"}},
+            {"id": "3", "function": {"name": "t", "arguments": '{"x": 1'}},
+        ]
+    }
+    calls = normalise_assistant_message(raw)["tool_calls"]
+    assert [c["function"]["arguments"] for c in calls] == ['{"x": [1, "é"]}', "{}", '{"x": 1']
+    assert all(c["type"] == "function" for c in calls)
+
+
+def test_malformed_message_becomes_empty_reply() -> None:
+    """A null or non-object message is an empty assistant message."""
+    assert normalise_assistant_message(None) == {"role": "assistant", "content": ""}
+    assert normalise_assistant_message(["x"]) == {"role": "assistant", "content": ""}
+
+
+def test_usage_reads_what_is_there() -> None:
+    """Missing totals are summed; garbage counts as zero."""
+    assert normalise_usage({"prompt_tokens": 5, "completion_tokens": 2}) == Usage(5, 2, 7)
+    assert normalise_usage({"prompt_tokens": "5", "total_tokens": True}) == Usage()
+    assert normalise_usage(None) == Usage()
+
+
+@pytest.mark.parametrize(
+    ("status", "retryable"),
+    [(400, False), (401, False), (404, False), (408, True), (429, True), (500, True), (503, True)],
+)
+def test_retryable_statuses(status: int, retryable: bool) -> None:
+    """429, 408 and 5xx are retried; other 4xx are not."""
+    assert is_retryable_status(status) is retryable
+
+
+def test_retry_after_forms() -> None:
+    """Retry-After as seconds, as an HTTP date, and OpenAI's retry-after-ms are understood."""
+    now = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert retry_after_seconds({"Retry-After": "7"}, now=now) == 7.0
+    assert retry_after_seconds({"retry-after": "1.5"}, now=now) == 1.5
+    assert retry_after_seconds({"Retry-After": "Mon, 01 Jan 2024 12:00:30 GMT"}, now=now) == 30.0
+    assert retry_after_seconds({"Retry-After": "Mon, 01 Jan 2024 11:00:00 GMT"}, now=now) == 0.0
+    assert retry_after_seconds({"retry-after-ms": "250", "Retry-After": "9"}, now=now) == 0.25
+    assert retry_after_seconds({"Retry-After": "soon"}, now=now) is None
+    assert retry_after_seconds({"Retry-After": "-3"}, now=now) == 0.0
+    assert retry_after_seconds({}, now=now) is None
+
+
+def test_backoff_doubles_with_jitter_and_respects_the_cap() -> None:
+    """Without Retry-After, the n-th wait lies in [base*2^(n-1)/2, base*2^(n-1)], capped."""
+    policy = RetryPolicy(max_retries=6, backoff_base=1.0, cap=10.0)
+    rng = random.Random(7)
+    for retry, ceiling in [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (6, 10.0)]:
+        for _ in range(20):
+            assert ceiling / 2 <= policy.delay(retry, None, rng) <= ceiling
+    assert policy.delay(1, 99.0) == 10.0
+    assert policy.delay(1, 0.0) == 0.0

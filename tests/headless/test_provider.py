@@ -1,0 +1,224 @@
+"""The OpenAI-compatible provider against a real HTTP server on 127.0.0.1."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from typing import Any
+
+import pytest
+
+from nanobot_core.errors import ProviderError
+from nanobot_core.providers import OpenAIProvider, ProviderReply, RetryNotice, Usage
+from tests.headless.conftest import API_KEY, provider_config
+from tests.headless.fake_server import (
+    FakeChatServer,
+    Reply,
+    error_reply,
+    text_reply,
+    tool_call_reply,
+)
+
+MESSAGES = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {"name": "echo", "description": "Echo.", "parameters": {"type": "object"}},
+    }
+]
+
+
+def _complete(provider: OpenAIProvider, tools: list[dict[str, Any]] = TOOLS) -> ProviderReply:
+    return asyncio.run(provider.complete(MESSAGES, tools))
+
+
+def _provider(
+    server: FakeChatServer, notices: list[RetryNotice] | None = None, **changes: Any
+) -> OpenAIProvider:
+    sink = notices.append if notices is not None else None
+    return OpenAIProvider(provider_config(server.base_url, **changes), progress=sink)  # type: ignore[arg-type]
+
+
+def test_request_carries_model_messages_tools_and_bearer_key(server: FakeChatServer) -> None:
+    """One POST to {base_url}/chat/completions with model, messages, tools and the Bearer key."""
+    server.add(text_reply("hello"))
+    reply = _complete(_provider(server))
+    assert reply.content == "hello"
+    (request,) = server.requests
+    assert request.method == "POST" and request.path == "/v1/chat/completions"
+    assert request.headers["authorization"] == f"Bearer {API_KEY}"
+    assert request.body["model"] == "fake-model"
+    assert request.body["messages"] == MESSAGES
+    assert request.body["tools"] == TOOLS
+    assert request.body["stream"] is False
+
+
+def test_no_key_sends_no_authorization_and_no_empty_tools(server: FakeChatServer) -> None:
+    """Without a key (Ollama) no Authorization header is sent; an empty tool list is left out."""
+    server.add(text_reply("ok"))
+    _complete(_provider(server, api_key=None), tools=[])
+    (request,) = server.requests
+    assert "authorization" not in request.headers
+    assert "tools" not in request.body
+
+
+def test_usage_is_recorded(server: FakeChatServer) -> None:
+    """The server's token usage comes back on the reply."""
+    server.add(
+        text_reply("ok", usage={"prompt_tokens": 11, "completion_tokens": 4, "total_tokens": 15})
+    )
+    assert _complete(_provider(server)).usage == Usage(11, 4, 15)
+
+
+def test_reply_normalised_missing_id_object_arguments_missing_content(
+    server: FakeChatServer,
+) -> None:
+    """Empty ids get derived ids, object arguments become JSON text, null content becomes ""."""
+    server.add(tool_call_reply([("", "echo", {"text": "hi"}), (None, "echo", '{"text": "yo"}')]))
+    server.add(tool_call_reply([("", "echo", {"text": "hi"}), (None, "echo", '{"text": "yo"}')]))
+    provider = _provider(server)
+    first, second = _complete(provider), _complete(provider)
+    assert first.message["content"] == ""
+    calls = first.tool_calls
+    assert [c["function"]["arguments"] for c in calls] == ['{"text": "hi"}', '{"text": "yo"}']
+    ids = [c["id"] for c in calls]
+    assert all(isinstance(i, str) and i for i in ids) and len(set(ids)) == 2
+    assert [c["id"] for c in second.tool_calls] == ids  # the same reply gets the same ids
+
+
+def test_server_errors_are_retried_then_succeed(server: FakeChatServer) -> None:
+    """A 503 and a 500 are retried (with progress notices) and the third answer is returned."""
+    server.add(error_reply(503, "overloaded"), error_reply(500, "oops"), text_reply("finally"))
+    notices: list[RetryNotice] = []
+    reply = _complete(_provider(server, notices, max_retries=3))
+    assert reply.content == "finally"
+    assert len(server.requests) == 3
+    assert [n.attempt for n in notices] == [1, 2]
+    assert "HTTP 503" in notices[0].reason and "overloaded" in notices[0].reason
+    assert all(n.max_retries == 3 for n in notices)
+
+
+def test_retries_exhausted_is_a_provider_error_with_the_server_message(
+    server: FakeChatServer,
+) -> None:
+    """After max_retries+1 failures the error names the attempts and the last server message."""
+    server.add(*(error_reply(502, f"bad gateway {n}") for n in range(5)))
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server, max_retries=2))
+    assert len(server.requests) == 3
+    assert "3 attempt(s)" in str(caught.value) and "bad gateway 2" in str(caught.value)
+
+
+def test_retry_after_seconds_is_honoured_up_to_the_cap(server: FakeChatServer) -> None:
+    """429 with Retry-After waits what the server asked, but never longer than the cap."""
+    server.add(
+        error_reply(429, "slow down", headers={"Retry-After": "0"}),
+        error_reply(429, "slow down", headers={"Retry-After": "3600"}),
+        text_reply("ok"),
+    )
+    notices: list[RetryNotice] = []
+    _complete(_provider(server, notices, retry_after_cap=0.02))
+    assert [n.delay for n in notices] == [0.0, 0.02]
+
+
+def test_retry_after_http_date_in_the_past_means_now(server: FakeChatServer) -> None:
+    """A Retry-After HTTP date in the past gives a wait of zero."""
+    server.add(
+        error_reply(503, "maintenance", headers={"Retry-After": "Wed, 21 Oct 2015 07:28:00 GMT"}),
+        text_reply("ok"),
+    )
+    notices: list[RetryNotice] = []
+    _complete(_provider(server, notices, retry_after_cap=5.0))
+    assert [n.delay for n in notices] == [0.0]
+
+
+def test_client_error_is_not_retried_and_shows_the_server_message(
+    server: FakeChatServer, shared_data: Any
+) -> None:
+    """A real 400 body (Groq's tool_use_failed) fails at once with the server's own message."""
+    body = _real_interaction(shared_data, "test_tool_use_failed_error.yaml", 0)["response_body"]
+    server.add(Reply(status=400, body=body))
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server))
+    assert len(server.requests) == 1
+    message = str(caught.value)
+    assert "HTTP 400" in message
+    assert "parameters for tool get_something_by_name did not match schema" in message
+
+
+def test_timeout_is_retried_then_reported(server: FakeChatServer) -> None:
+    """A server slower than the timeout is retried and then reported as a timeout."""
+    server.add(Reply(body={}, delay=2.0), Reply(body={}, delay=2.0))
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server, notices, timeout=0.2, max_retries=1))
+    assert len(server.requests) == 2
+    assert "timed out" in str(caught.value)
+    assert "timed out" in notices[0].reason
+
+
+def test_connection_refused_is_retried_then_reported() -> None:
+    """A closed port gives connection errors, retried and then reported."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = provider_config(f"http://127.0.0.1:{port}/v1", max_retries=1)
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(OpenAIProvider(config, progress=notices.append).complete(MESSAGES, []))  # type: ignore[arg-type]
+    assert "connection failed" in str(caught.value)
+    assert len(notices) == 1
+
+
+def test_malformed_success_bodies_are_provider_errors(server: FakeChatServer) -> None:
+    """A 200 that is not JSON, or that carries only an error object, is a ProviderError."""
+    server.add(Reply(body="<html>gateway</html>"), Reply(body={"error": {"message": "quota gone"}}))
+    provider = _provider(server)
+    with pytest.raises(ProviderError, match="not JSON"):
+        _complete(provider)
+    with pytest.raises(ProviderError, match="quota gone"):
+        _complete(provider)
+
+
+def test_empty_choices_is_an_empty_reply_not_an_error(server: FakeChatServer) -> None:
+    """A 200 without choices becomes an empty assistant message (the runner decides what to do)."""
+    server.add(Reply(body={"choices": []}))
+    reply = _complete(_provider(server))
+    assert reply.message == {"role": "assistant", "content": ""}
+    assert reply.tool_calls == []
+
+
+def test_api_key_never_in_errors_notices_logs_or_repr(
+    server: FakeChatServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server echoing the Authorization header cannot make the key appear anywhere we write."""
+
+    echo = "your header was Bearer " + API_KEY
+    server.add(error_reply(503, echo), error_reply(401, echo))
+    notices: list[RetryNotice] = []
+    provider = _provider(server, notices)
+    with pytest.raises(ProviderError) as caught:
+        _complete(provider)
+    captured = capsys.readouterr()
+    written = [str(caught.value), repr(caught.value), repr(provider), captured.out, captured.err]
+    written += [n.describe() for n in notices]
+    assert notices and "***" in notices[0].reason
+    for text in written:
+        assert API_KEY not in text
+    assert "your header was Bearer ***" in str(caught.value)
+
+
+def test_credentials_in_the_base_url_are_masked() -> None:
+    """user:password in the base URL is never shown in the provider's repr."""
+    config = provider_config("http://me:s3cret@127.0.0.1:9/v1")
+    assert "s3cret" not in repr(OpenAIProvider(config))
+
+
+def _real_interaction(shared_data: Any, cassette: str, index: int) -> dict[str, Any]:
+    path = shared_data / "pydantic-ai-cassettes" / "interactions.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        if row["source_path"].endswith(cassette) and row["interaction_index"] == index:
+            return row  # type: ignore[no-any-return]
+    raise LookupError(f"{cassette} #{index} not in {path}")

@@ -1,0 +1,185 @@
+"""The append-only session store: names, lines, healing, locking, listing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from structlog.testing import capture_logs
+
+from nanobot_core.errors import SessionError, SessionLockedError
+from nanobot_core.sessions import SessionStore, parse_session_lines, sessions_dir
+
+USER = {"role": "user", "content": "hello"}
+ANSWER = {"role": "assistant", "content": "hi there"}
+
+
+def _lines(path: Path) -> list[bytes]:
+    return path.read_bytes().split(b"\n")
+
+
+@pytest.mark.parametrize("name", ["default", "a.b", "x_y-z", "2024.01.01", ".hidden", "A" * 200])
+def test_valid_names(tmp_path: Path, name: str) -> None:
+    """Letters, digits, '.', '_' and '-' make a session file in the sessions folder."""
+    with SessionStore(tmp_path).open(name) as session:
+        session.append(USER)
+    assert (sessions_dir(tmp_path) / f"{name}.jsonl").is_file()
+
+
+@pytest.mark.parametrize(
+    "name", ["", ".", "..", "../escape", "a/b", "a b", "naïve", "x\n", "A" * 201]
+)
+def test_invalid_names_are_rejected_before_touching_disk(tmp_path: Path, name: str) -> None:
+    """Any other name is a SessionError and creates nothing."""
+    with pytest.raises(SessionError) as caught:
+        SessionStore(tmp_path).open(name)
+    assert "session name" in str(caught.value)
+    assert list(tmp_path.rglob("*")) == []
+
+
+def test_each_message_is_one_line_with_meta_kept_out_of_history(tmp_path: Path) -> None:
+    """A line holds the OpenAI-shaped message plus `_meta`; history() leaves `_meta` out."""
+    store = SessionStore(tmp_path)
+    with store.open("s") as session:
+        session.append(USER, {"time": "2024-01-01T00:00:00Z"})
+        session.append(ANSWER, {"usage": {"total_tokens": 3}})
+        # Visible to any reader as soon as append returns.
+        on_disk = [json.loads(line) for line in _lines(store.path("s")) if line]
+        assert on_disk == [
+            {**USER, "_meta": {"time": "2024-01-01T00:00:00Z"}},
+            {**ANSWER, "_meta": {"usage": {"total_tokens": 3}}},
+        ]
+        assert session.history() == [USER, ANSWER]
+    with store.open("s") as reopened:
+        assert reopened.history() == [USER, ANSWER]
+
+
+def test_history_is_a_copy(tmp_path: Path) -> None:
+    """Changing what history() returned does not change the session."""
+    with SessionStore(tmp_path).open() as session:
+        session.append({"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]})
+        session.history()[0]["tool_calls"].clear()
+        assert session.history()[0]["tool_calls"] == [{"id": "1"}]
+
+
+def test_lone_surrogates_survive_a_round_trip(tmp_path: Path) -> None:
+    """Text that cannot be UTF-8 (a lone surrogate from a tool) is stored and read back exactly."""
+    message = {"role": "tool", "tool_call_id": "1", "content": "bad \udc80 byte"}
+    store = SessionStore(tmp_path)
+    with store.open() as session:
+        session.append(message)
+    with store.open() as session:
+        assert session.history() == [message]
+
+
+def test_torn_last_line_is_moved_aside_and_the_file_cut_back(tmp_path: Path) -> None:
+    """A torn tail is appended to <name>.jsonl.torn and the file cut back, with a warning."""
+    store = SessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    good = json.dumps(USER).encode() + b"\n" + json.dumps(ANSWER).encode() + b"\n"
+    torn = '{"role": "assistant", "content": "caf\u00e9'.encode()[:-1]  # cut inside a character
+    path.write_bytes(good + torn)
+    with capture_logs() as logs, store.open("s") as session:
+        assert session.history() == [USER, ANSWER]
+    assert path.read_bytes() == good
+    torn_path = path.with_name("s.jsonl.torn")
+    assert torn_path.read_bytes() == torn + b"\n"
+    assert any(entry["event"].startswith("torn last line") for entry in logs)
+
+    path.write_bytes(good + b'{"second tear')
+    store.open("s").close()
+    assert torn_path.read_bytes() == torn + b"\n" + b'{"second tear\n'
+
+
+def test_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
+    """A last line that is a whole JSON object only lost its newline: it is completed, not moved."""
+    store = SessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(json.dumps(USER).encode())
+    with store.open("s") as session:
+        assert session.history() == [USER]
+        session.append(ANSWER)
+    assert [json.loads(line) for line in _lines(path) if line] == [USER, ANSWER]
+    assert not path.with_name("s.jsonl.torn").exists()
+
+
+def test_invalid_middle_line_stays_in_the_file_and_is_skipped_with_its_number(
+    tmp_path: Path,
+) -> None:
+    """A whole line that is not a JSON object stays on disk, is skipped and reported by number."""
+    store = SessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    content = b"\n".join(
+        [json.dumps(USER).encode(), b"{not json", b"[1, 2]", json.dumps(ANSWER).encode(), b""]
+    )
+    path.write_bytes(content)
+    with capture_logs() as logs, store.open("s") as session:
+        assert session.history() == [USER, ANSWER]
+        assert [(p.line, p.kind) for p in session.problems] == [(2, "invalid"), (3, "invalid")]
+    assert path.read_bytes() == content
+    assert [entry["line"] for entry in logs if entry["event"] == "session line skipped"] == [2, 3]
+
+
+def test_read_changes_nothing_and_reports_a_torn_tail(tmp_path: Path) -> None:
+    """Reading (for `sessions show`) takes no lock, heals nothing and reports the torn tail."""
+    store = SessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    content = json.dumps(USER).encode() + b"\n" + b'{"role": "ass'
+    path.write_bytes(content)
+    with store.open("other"):
+        log = store.read("s")
+    assert log.messages() == [USER]
+    assert [(p.line, p.kind) for p in log.problems] == [(2, "torn")]
+    assert path.read_bytes() == content
+    with pytest.raises(SessionError, match="no session named 'missing'"):
+        store.read("missing")
+
+
+def test_second_writer_fails_at_once(tmp_path: Path) -> None:
+    """While one writer holds a session, opening it again raises SessionLockedError naming it."""
+    store = SessionStore(tmp_path)
+    first = store.open("busy")
+    try:
+        with pytest.raises(SessionLockedError) as caught:
+            store.open("busy")
+        assert "'busy' is in use by another process" in str(caught.value)
+        store.open("free").close()  # other sessions are not affected
+    finally:
+        first.close()
+    store.open("busy").close()  # released on close
+
+
+def test_closed_session_refuses_appends(tmp_path: Path) -> None:
+    """Appending after close is a SessionError, not a silent loss."""
+    session = SessionStore(tmp_path).open()
+    session.close()
+    with pytest.raises(SessionError, match="closed"):
+        session.append(USER)
+
+
+def test_listing_counts_messages_and_ignores_side_files(tmp_path: Path) -> None:
+    """`list_sessions` gives name, messages, size and time; lock and torn files are not sessions."""
+    store = SessionStore(tmp_path)
+    assert store.list_sessions() == []
+    with store.open("b") as session:
+        session.append(USER)
+        session.append(ANSWER)
+    with store.open("a") as session:
+        session.append(USER)
+    store.path("a").with_name("a.jsonl.torn").write_bytes(b"junk\n")
+    infos = store.list_sessions()
+    assert [(i.name, i.messages) for i in infos] == [("a", 1), ("b", 2)]
+    assert infos[1].size == store.path("b").stat().st_size
+    assert set(infos[0].to_json()) == {"name", "path", "messages", "size", "modified"}
+
+
+def test_parse_reports_each_problem_kind() -> None:
+    """Blank lines are ignored, invalid lines and a torn tail are reported with line numbers."""
+    records, problems = parse_session_lines(b'{"a": 1}\n\n"str"\n{"b": 2}\n{"c"')
+    assert records == [{"a": 1}, {"b": 2}]
+    assert [(p.line, p.kind) for p in problems] == [(3, "invalid"), (5, "torn")]

@@ -1,0 +1,509 @@
+"""The Tool API: the three ways to write a tool, ToolResult conventions, and as_tool."""
+
+from __future__ import annotations
+
+import enum
+import json
+from typing import Annotated, Any, Literal, TypedDict
+
+import attrs
+import pytest
+
+from nanobot_core.context import PluginContext
+from nanobot_core.tools.base import (
+    NO_OUTPUT,
+    ForeignTool,
+    ForeignToolContext,
+    FunctionTool,
+    Tool,
+    ToolResult,
+    as_tool,
+    parse_docstring,
+    tool,
+)
+from tests.tools.support import run
+
+# -- way 1: subclass Tool -------------------------------------------------------------------
+
+
+class Weather(Tool):
+    name = "weather"
+    description = "Tell the weather."
+    parameters = {"type": "object", "properties": {"city": {"type": "string"}}}  # noqa: RUF012
+    read_only = True
+
+    async def execute(self, city: str) -> str:
+        return f"sunny in {city}"
+
+
+class PropertyTool(Tool):
+    @property
+    def name(self) -> str:
+        return "by_property"
+
+    @property
+    def description(self) -> str:
+        return "Written with properties."
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {"type": "object", "properties": {}}
+
+    @property
+    def concurrency_safe(self) -> bool:
+        return True
+
+    async def execute(self) -> str:
+        return "ok"
+
+
+def test_subclass_with_class_attributes_is_a_complete_tool() -> None:
+    """Plain class attributes satisfy the abstract name/description/parameters."""
+    weather = Weather()
+    assert weather.definition() == {
+        "type": "function",
+        "function": {
+            "name": "weather",
+            "description": "Tell the weather.",
+            "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+        },
+    }
+    assert run(weather.execute(city="Oslo")) == "sunny in Oslo"
+
+
+def test_subclass_with_properties_is_a_complete_tool() -> None:
+    """Properties satisfy the abstract members too, and may override concurrency_safe."""
+    built = PropertyTool()
+    assert built.name == "by_property"
+    assert built.read_only is False and built.concurrency_safe is True
+
+
+def test_concurrency_safe_defaults_to_read_only_and_not_exclusive() -> None:
+    """concurrency_safe is derived from read_only and exclusive unless overridden."""
+
+    class Exclusive(Weather):
+        exclusive = True
+
+    class Writer(Weather):
+        read_only = False
+
+    assert Weather().concurrency_safe is True
+    assert Exclusive().concurrency_safe is False
+    assert Writer().concurrency_safe is False
+
+
+def test_subclass_missing_execute_cannot_be_instantiated() -> None:
+    """A subclass that does not define execute stays abstract."""
+
+    class NoExecute(Tool):
+        name = "x"
+        description = "x"
+        parameters = {"type": "object"}  # noqa: RUF012
+
+    with pytest.raises(TypeError, match="execute"):
+        NoExecute()  # type: ignore[abstract]
+
+
+# -- way 2: @tool --------------------------------------------------------------------------
+
+
+class Color(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Options(TypedDict, total=False):
+    deep: bool
+
+
+@attrs.define
+class Point:
+    x: int
+    y: int = 0
+
+
+def test_tool_decorator_builds_schema_from_hints_and_docstring() -> None:
+    """Type hints become the JSON Schema; the Google docstring gives the descriptions."""
+
+    @tool
+    def forecast(
+        city: str,
+        days: int = 3,
+        unit: Literal["c", "f"] = "c",
+        ratio: float | None = None,
+        tags: list[str] | None = None,
+        weights: dict[str, int] | None = None,
+        verbose: bool = False,
+        note: Annotated[str, "Free text."] = "",
+    ) -> str:
+        """Get the forecast.
+
+        Uses the public API.
+
+        Args:
+            city: The city name.
+            days (int): How many days,
+                at most ten.
+
+        Returns:
+            The forecast text.
+        """
+        return city
+
+    assert isinstance(forecast, FunctionTool)
+    assert forecast.name == "forecast"
+    assert forecast.description == "Get the forecast.\n\nUses the public API."
+    assert forecast.parameters == {
+        "type": "object",
+        "properties": {
+            "city": {"type": "string", "description": "The city name."},
+            "days": {"type": "integer", "description": "How many days, at most ten.", "default": 3},
+            "unit": {"type": "string", "enum": ["c", "f"], "default": "c"},
+            "ratio": {"type": ["number", "null"]},
+            "tags": {"type": ["array", "null"], "items": {"type": "string"}},
+            "weights": {"type": ["object", "null"], "additionalProperties": {"type": "integer"}},
+            "verbose": {"type": "boolean", "default": False},
+            "note": {"type": "string", "description": "Free text.", "default": ""},
+        },
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+
+
+def test_tool_decorator_options_set_name_and_flags() -> None:
+    """@tool(...) sets the name, description and scheduling flags."""
+
+    @tool(name="renamed", description="Custom.", read_only=True, exclusive=True, timeout=2.5)
+    async def original() -> str:
+        return "x"
+
+    assert (original.name, original.description) == ("renamed", "Custom.")
+    assert original.read_only and original.exclusive and original.timeout == 2.5
+    assert original.concurrency_safe is False
+
+
+def test_tool_decorator_converts_enum_and_attrs_arguments() -> None:
+    """Enum and attrs parameters get JSON schemas and receive real instances when called."""
+    seen: list[Any] = []
+
+    @tool
+    def paint(color: Color, at: Point, options: Options | None = None) -> str:
+        """Paint a point."""
+        seen.append((color, at, options))
+        return "done"
+
+    properties = paint.parameters["properties"]
+    assert properties["color"] == {"type": "string", "enum": ["red", "blue"]}
+    assert properties["at"]["required"] == ["x"]
+    assert properties["options"] == {
+        "type": ["object", "null"],
+        "properties": {"deep": {"type": "boolean"}},
+    }
+    run(paint.execute(color="blue", at={"x": 1}, options={"deep": True}))
+    assert seen == [(Color.BLUE, Point(x=1, y=0), {"deep": True})]
+
+
+def test_tool_decorator_keeps_the_function_callable() -> None:
+    """A decorated function can still be called directly."""
+
+    @tool
+    def add(a: int, b: int) -> int:
+        """Add two numbers."""
+        return a + b
+
+    assert add(2, 3) == 5
+
+
+def test_tool_decorator_runs_sync_and_async_functions() -> None:
+    """Sync functions run (in a worker thread) and async functions are awaited."""
+
+    @tool
+    def sync_double(n: int) -> int:
+        """Double."""
+        return n * 2
+
+    @tool
+    async def async_double(n: int) -> int:
+        """Double."""
+        return n * 2
+
+    assert sync_double.blocking and not async_double.blocking
+    assert run(sync_double.execute(n=4)) == 8
+    assert run(async_double.execute(n=5)) == 10
+
+
+def test_kwargs_leaves_the_schema_open() -> None:
+    """A function taking **kwargs accepts properties it does not declare."""
+
+    @tool
+    def anything(**kwargs: Any) -> str:
+        """Take anything."""
+        return json.dumps(kwargs)
+
+    assert "additionalProperties" not in anything.parameters
+
+
+class Opaque:
+    """A type with no JSON Schema."""
+
+
+def test_unsupported_type_fails_at_decoration() -> None:
+    """A parameter type with no JSON Schema is refused when the tool is defined."""
+    with pytest.raises(TypeError, match=r"probe\(thing\).*cannot describe"):
+
+        @tool
+        def probe(thing: Opaque) -> str:
+            """Probe."""
+            return ""
+
+
+def test_unresolvable_hint_fails_at_decoration() -> None:
+    """A hint naming a type that cannot be resolved is refused with a TypeError."""
+    with pytest.raises(TypeError, match="cannot resolve the type hints"):
+
+        @tool
+        def probe(thing: NoSuchType) -> str:  # type: ignore[name-defined]  # noqa: F821
+            """Probe."""
+            return ""
+
+
+def test_docstring_without_args_section() -> None:
+    """A docstring with no sections is all description and documents no parameters."""
+    assert parse_docstring("Just a summary.\n\n    And more.") == (
+        "Just a summary.\n\nAnd more.",
+        {},
+    )
+
+
+# -- ToolResult -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "text", "is_error"),
+    [
+        ("fine", "fine", False),
+        ("Error: disk full", "Error: disk full", True),
+        ("Error executing x", "Error executing x", True),
+        ("error in lower case is just text", "error in lower case is just text", False),
+        ({"b": 1, "a": [1, "é"]}, '{"b": 1, "a": [1, "é"]}', False),
+        ([1, 2], "[1, 2]", False),
+        (True, "true", False),
+        (3, "3", False),
+        (None, NO_OUTPUT, False),
+        (b"bytes", "bytes", False),
+    ],
+)
+def test_tool_result_of_converts_returns(value: Any, text: str, is_error: bool) -> None:
+    """ToolResult.of turns tool returns into text, with the "Error" prefix meaning failure."""
+    result = ToolResult.of(value)
+    assert (str(result), result.is_error) == (text, is_error)
+
+
+def test_tool_result_error_prefixes_error() -> None:
+    """ToolResult.error is the explicit failure, always starting with "Error"."""
+    assert ToolResult.error("no such file") == "Error: no such file"
+    assert ToolResult.error("Error: already prefixed") == "Error: already prefixed"
+    assert ToolResult.error("x").is_error
+
+
+def test_tool_result_keeps_content_blocks() -> None:
+    """Content blocks are kept as blocks, with a text rendering as the string."""
+    blocks = [
+        {"type": "text", "text": "a chart:"},
+        {"type": "image_url", "image_url": {"url": "u"}},
+    ]
+    result = ToolResult.of(blocks)
+    assert result.blocks == tuple(blocks)
+    assert result == "a chart:\n[image_url]"
+    assert not result.is_error
+
+
+def test_tool_result_honours_a_foreign_error_flag() -> None:
+    """A str subclass with its own boolean is_error keeps that flag."""
+
+    class TheirResult(str):
+        is_error = False
+
+    class TheirFailure(str):
+        is_error = True
+
+    assert ToolResult.of(TheirResult("Error-free text about Errors")).is_error is False
+    failure = ToolResult.of(TheirFailure("quota exceeded"))
+    assert failure.is_error and failure == "Error: quota exceeded"
+
+
+@pytest.mark.parametrize("value", [object(), {1, 2}, b"\xff\xfe", {"a": object()}])
+def test_unconvertible_returns_are_errors(value: Any) -> None:
+    """A return that cannot become text is an error result that names what was returned."""
+    result = ToolResult.of(value)
+    assert result.is_error and result.startswith("Error")
+
+
+# -- way 3: duck-typed (HKUDS/nanobot) tools, and as_tool --------------------------------------
+
+
+class QuackTool:
+    """Shaped like the nbtest-duck plugin: no base class, async execute."""
+
+    name = "quack"
+    description = "Quack."
+    parameters = {"type": "object", "properties": {"times": {"type": "integer"}}}  # noqa: RUF012
+    read_only = True
+
+    async def execute(self, times: int, **kwargs: Any) -> str:
+        return " ".join(["quack"] * times)
+
+
+class HkudsStyleTool:
+    """Shaped like a current HKUDS/nanobot tool: properties, enabled/create taking their ctx."""
+
+    _plugin_discoverable = True
+    created_with: Any = None
+
+    def __init__(self, workspace: str) -> None:
+        self.workspace = workspace
+
+    @classmethod
+    def enabled(cls, ctx: Any) -> bool:
+        return ctx.sessions is None  # their optional services read as None here
+
+    @classmethod
+    def create(cls, ctx: Any) -> HkudsStyleTool:
+        HkudsStyleTool.created_with = ctx
+        return cls(ctx.workspace)
+
+    @property
+    def name(self) -> str:
+        return "where"
+
+    @property
+    def description(self) -> str:
+        return "Say the workspace."
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {"type": "object", "properties": {}}
+
+    @property
+    def exclusive(self) -> bool:
+        return True
+
+    async def execute(self, **kwargs: Any) -> str:
+        return self.workspace
+
+
+class OldStyleTool:
+    """Shaped like an early HKUDS/nanobot tool: execute(ctx, **kwargs)."""
+
+    name = "old"
+    description = "Old style."
+    parameters = {"type": "object", "properties": {"x": {"type": "string"}}}  # noqa: RUF012
+
+    async def execute(self, ctx: Any, **kwargs: Any) -> str:
+        return f"{ctx.agent_name}:{kwargs['x']}"
+
+
+class HiddenHelper(QuackTool):
+    _plugin_discoverable = False
+
+
+def test_as_tool_wraps_duck_typed_classes(ctx: PluginContext) -> None:
+    """A class with name/description/parameters/async execute becomes a ForeignTool."""
+    quack = as_tool(QuackTool, ctx)
+    assert isinstance(quack, ForeignTool)
+    assert quack.read_only and quack.concurrency_safe
+    assert run(quack.execute(times=2)) == "quack quack"
+
+
+def test_as_tool_builds_hkuds_tools_with_their_context(ctx: PluginContext) -> None:
+    """enabled(ctx)/create(ctx) get a context shaped like HKUDS/nanobot's (workspace as str)."""
+    where = as_tool(HkudsStyleTool, ctx)
+    assert isinstance(where, ForeignTool)
+    assert isinstance(HkudsStyleTool.created_with, ForeignToolContext)
+    assert run(where.execute()) == str(ctx.workspace)
+    assert where.exclusive and not where.concurrency_safe
+
+
+def test_foreign_execute_taking_ctx_receives_it(ctx: PluginContext) -> None:
+    """An execute whose first parameter is ctx gets the foreign context."""
+    old = as_tool(OldStyleTool(), ctx)
+    assert old is not None
+    assert run(old.execute(x="y")) == "nanobot:y"
+
+
+def test_undiscoverable_foreign_class_is_skipped(ctx: PluginContext) -> None:
+    """A class marked _plugin_discoverable = False (HKUDS internal helper) is not loaded."""
+    assert as_tool(HiddenHelper, ctx) is None
+
+
+def test_as_tool_honours_enabled_and_create(ctx: PluginContext) -> None:
+    """A Tool subclass is skipped when enabled(ctx) is false, else built with create(ctx)."""
+
+    class Off(Weather):
+        @classmethod
+        def enabled(cls, ctx: PluginContext) -> bool:
+            return False
+
+    class Built(Weather):
+        def __init__(self, label: str) -> None:
+            self.label = label
+
+        @classmethod
+        def create(cls, ctx: PluginContext) -> Built:
+            return cls(label=ctx.workspace.name)
+
+    assert as_tool(Off, ctx) is None
+    built = as_tool(Built, ctx)
+    assert isinstance(built, Built) and built.label == ctx.workspace.name
+
+
+def test_as_tool_accepts_instances_and_decorated_functions(ctx: PluginContext) -> None:
+    """Tool instances and @tool functions pass through unchanged."""
+
+    @tool
+    def ping() -> str:
+        """Ping."""
+        return "pong"
+
+    weather = Weather()
+    assert as_tool(weather, ctx) is weather
+    assert as_tool(ping, ctx) is ping
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        (lambda: "x", "plain function: decorate it with @nanobot_core.tool"),
+        ("a string", "is not a tool"),
+        (42, "is not a tool"),
+    ],
+)
+def test_as_tool_rejects_what_is_not_a_tool(item: Any, message: str, ctx: PluginContext) -> None:
+    """Anything that cannot become a tool raises TypeError saying why."""
+    with pytest.raises(TypeError, match=message):
+        as_tool(item, ctx)
+
+
+def test_as_tool_rejects_sync_execute(ctx: PluginContext) -> None:
+    """A duck-typed class with a sync execute is refused, naming the problem."""
+
+    class SyncTool:
+        name = "s"
+        description = "s"
+        parameters: dict[str, Any] = {}  # noqa: RUF012
+
+        def execute(self) -> str:
+            return ""
+
+    with pytest.raises(TypeError, match="async execute"):
+        as_tool(SyncTool, ctx)
+
+
+def test_as_tool_rejects_invalid_names(ctx: PluginContext) -> None:
+    """A tool name the model APIs would refuse is refused at load time."""
+
+    class Spaced(Weather):
+        name = "two words"
+
+    with pytest.raises(ValueError, match="tool name 'two words' is invalid"):
+        as_tool(Spaced, ctx)

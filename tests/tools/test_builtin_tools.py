@@ -1,0 +1,242 @@
+"""The built-in workspace tools: what each one reads, lists, finds, writes and edits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nanobot_core.builtins.tools import (
+    EditFileTool,
+    FindFilesTool,
+    GrepTool,
+    ListDirTool,
+    ReadFileTool,
+    WriteFileTool,
+    nanobot_tools,
+)
+from nanobot_core.config import Config, GovernanceConfig
+from nanobot_core.context import PluginContext
+from tests.tools.support import run
+
+
+def test_hook_contributes_six_tools_with_flags(ctx: PluginContext) -> None:
+    """The built-in plugin gives the six tools; the four readers are read-only."""
+    tools = {t.name: t for t in nanobot_tools(ctx)}
+    assert sorted(tools) == [
+        "edit_file",
+        "find_files",
+        "grep",
+        "list_dir",
+        "read_file",
+        "write_file",
+    ]
+    assert {n for n, t in tools.items() if t.read_only} == {
+        "find_files",
+        "grep",
+        "list_dir",
+        "read_file",
+    }
+    assert all(t.workspace == ctx.workspace.resolve() for t in tools.values())  # type: ignore[attr-defined]
+
+
+def test_output_budget_stays_under_the_governance_limit(workspace: Path) -> None:
+    """Tools are built to answer below max_tool_result_chars, so results are never offloaded."""
+    config = Config(governance=GovernanceConfig(max_tool_result_chars=6_000))
+    reader = ReadFileTool.create(PluginContext(workspace=workspace, config=config))
+    assert reader.max_output_chars < 6_000
+
+
+# -- read_file ------------------------------------------------------------------------------
+
+
+def test_read_file_numbers_lines(workspace: Path) -> None:
+    """Every line comes with its 1-based number."""
+    result = run(ReadFileTool(workspace).execute(path="notes.txt"))
+    assert result == "     1\talpha\n     2\tbeta\n     3\tgamma"
+
+
+def test_read_file_pages_with_offset_and_limit(workspace: Path) -> None:
+    """offset/limit select lines, and the footer says where to continue."""
+    result = run(ReadFileTool(workspace).execute(path="notes.txt", offset=2, limit=1))
+    assert result == ("     2\tbeta\n\n[Lines 2-2 of 3. Call read_file with offset=3 to continue.]")
+
+
+def test_read_file_stops_at_the_output_budget(workspace: Path) -> None:
+    """A file larger than the budget is cut at a line, with a footer to continue."""
+    (workspace / "big.txt").write_text("".join(f"line {i}\n" for i in range(1, 1001)))
+    result = run(ReadFileTool(workspace, max_output_chars=200).execute(path="big.txt"))
+    assert len(result) < 300
+    assert result.startswith("     1\tline 1\n")
+    assert "of 1000. Call read_file with offset=" in result
+
+
+def test_read_file_reads_offloaded_results(workspace: Path) -> None:
+    """A result offloaded under .nanobot/cache/ is read back like any workspace file."""
+    cache = workspace / ".nanobot" / "cache"
+    cache.mkdir(parents=True)
+    (cache / "ab12.txt").write_text("offloaded output\n", encoding="utf-8")
+    result = run(ReadFileTool(workspace).execute(path=".nanobot/cache/ab12.txt"))
+    assert result == "     1\toffloaded output"
+
+
+@pytest.mark.parametrize(
+    ("path", "message"),
+    [
+        ("missing.txt", "Error: file not found: missing.txt"),
+        ("src", "Error: src is a directory; use list_dir"),
+        ("blob.bin", "Error: blob.bin is a binary file"),
+    ],
+)
+def test_read_file_errors(workspace: Path, path: str, message: str) -> None:
+    """Missing files, directories and binary files give clear Error results."""
+    (workspace / "blob.bin").write_bytes(b"\x00\x01\x02")
+    result = run(ReadFileTool(workspace).execute(path=path))
+    assert result.is_error and result.startswith(message)
+
+
+def test_read_file_offset_past_the_end(workspace: Path) -> None:
+    """An offset beyond the last line is an error that gives the line count."""
+    result = run(ReadFileTool(workspace).execute(path="notes.txt", offset=10))
+    assert result == "Error: offset 10 is past the end of notes.txt (3 lines)"
+
+
+# -- list_dir and find_files ----------------------------------------------------------------
+
+
+def test_list_dir_marks_folders_sizes_and_links(workspace: Path) -> None:
+    """Entries are sorted; folders end with '/', files show their size, links end with '@'."""
+    result = run(ListDirTool(workspace).execute())
+    assert result.splitlines() == [
+        "link_dir@",
+        "link_file@",
+        "notes.txt  (17 bytes)",
+        "src/",
+    ]
+
+
+def test_list_dir_of_a_file_is_an_error(workspace: Path) -> None:
+    """Listing a file points the model to read_file."""
+    result = run(ListDirTool(workspace).execute(path="notes.txt"))
+    assert result.is_error and "use read_file" in result
+
+
+def test_find_files_globs_one_level_or_recursively(workspace: Path) -> None:
+    """'*.txt' matches one level; '**/*.py' matches at any depth; results are relative."""
+    (workspace / "src" / "deep").mkdir()
+    (workspace / "src" / "deep" / "util.py").write_text("", encoding="utf-8")
+    finder = FindFilesTool(workspace)
+    assert run(finder.execute(pattern="*.txt")) == "notes.txt"
+    assert run(finder.execute(pattern="**/*.py")).splitlines() == [
+        "src/deep/util.py",
+        "src/main.py",
+    ]
+    assert run(finder.execute(pattern="*.py", path="src")) == "src/main.py"
+
+
+def test_find_files_without_match_is_not_an_error(workspace: Path) -> None:
+    """No match is a plain answer, not a failure."""
+    result = run(FindFilesTool(workspace).execute(pattern="*.rs"))
+    assert result == "No files match '*.rs' in the workspace." and not result.is_error
+
+
+# -- grep -----------------------------------------------------------------------------------
+
+
+def test_grep_prints_path_line_and_text(workspace: Path) -> None:
+    """Each matching line is shown as path:line: text."""
+    result = run(GrepTool(workspace).execute(pattern=r"^(beta|gamma)"))
+    assert result.splitlines() == ["notes.txt:2: beta", "notes.txt:3: gamma"]
+
+
+def test_grep_filters_by_glob_and_ignores_case(workspace: Path) -> None:
+    """glob narrows the files; ignore_case matches regardless of case."""
+    grep = GrepTool(workspace)
+    assert run(grep.execute(pattern="PRINT", ignore_case=True, glob="*.py")) == (
+        "src/main.py:1: print('hello')"
+    )
+    assert run(grep.execute(pattern="print", glob="*.txt")) == "No matches for 'print'."
+
+
+def test_grep_stops_after_max_matches(workspace: Path) -> None:
+    """The number of matches is capped and the cap is announced."""
+    (workspace / "many.txt").write_text("hit\n" * 50, encoding="utf-8")
+    result = run(GrepTool(workspace).execute(pattern="hit", max_matches=3))
+    assert result.splitlines() == [
+        "many.txt:1: hit",
+        "many.txt:2: hit",
+        "many.txt:3: hit",
+        "[stopped after 3 matches; narrow the search]",
+    ]
+
+
+def test_grep_skips_binary_files_and_reports_bad_regex(workspace: Path) -> None:
+    """Binary files are skipped; an invalid pattern is an Error result."""
+    (workspace / "blob.bin").write_bytes(b"alpha\x00beta")
+    grep = GrepTool(workspace)
+    assert run(grep.execute(pattern="alpha")) == "notes.txt:1: alpha"
+    bad = run(grep.execute(pattern="(unclosed"))
+    assert bad.is_error and "invalid regular expression" in bad
+
+
+# -- write_file and edit_file ---------------------------------------------------------------
+
+
+def test_write_file_creates_parents_and_keeps_content_exact(workspace: Path) -> None:
+    """Missing folders are created and the text is written byte for byte."""
+    result = run(WriteFileTool(workspace).execute(path="a/b/c.txt", content="x\r\ny\n"))
+    assert result == "Wrote 5 characters to a/b/c.txt."
+    assert (workspace / "a" / "b" / "c.txt").read_bytes() == b"x\r\ny\n"
+
+
+def test_write_file_onto_a_directory_is_an_error(workspace: Path) -> None:
+    """Writing over a directory is refused."""
+    assert run(WriteFileTool(workspace).execute(path="src", content="x")).is_error
+
+
+def test_edit_file_replaces_a_unique_match(workspace: Path) -> None:
+    """A unique old_text is replaced once."""
+    result = run(
+        EditFileTool(workspace).execute(path="notes.txt", old_text="beta", new_text="BETA")
+    )
+    assert result == "Replaced 1 occurrence(s) in notes.txt."
+    assert (workspace / "notes.txt").read_text(encoding="utf-8") == "alpha\nBETA\ngamma\n"
+
+
+def test_edit_file_missing_text_is_an_error(workspace: Path) -> None:
+    """old_text that is not in the file is an error, and the file is unchanged."""
+    result = run(EditFileTool(workspace).execute(path="notes.txt", old_text="delta", new_text="x"))
+    assert result.is_error and "old_text was not found in notes.txt" in result
+    assert (workspace / "notes.txt").read_text(encoding="utf-8") == "alpha\nbeta\ngamma\n"
+
+
+def test_edit_file_ambiguous_text_is_an_error_unless_replace_all(workspace: Path) -> None:
+    """old_text found several times is refused, unless replace_all asks for every one."""
+    path = workspace / "repeat.txt"
+    path.write_text("x = 1\nx = 1\n", encoding="utf-8")
+    editor = EditFileTool(workspace)
+    refused = run(editor.execute(path="repeat.txt", old_text="x = 1", new_text="x = 2"))
+    assert refused.is_error and "occurs 2 times" in refused
+    assert path.read_text(encoding="utf-8") == "x = 1\nx = 1\n"
+    done = run(
+        editor.execute(path="repeat.txt", old_text="x = 1", new_text="x = 2", replace_all=True)
+    )
+    assert done == "Replaced 2 occurrence(s) in repeat.txt."
+    assert path.read_text(encoding="utf-8") == "x = 2\nx = 2\n"
+
+
+def test_edit_file_matches_across_windows_line_endings(workspace: Path) -> None:
+    """old_text written with \\n matches a file that uses \\r\\n, which keeps its endings."""
+    path = workspace / "dos.txt"
+    path.write_bytes(b"one\r\ntwo\r\nthree\r\n")
+    result = run(
+        EditFileTool(workspace).execute(path="dos.txt", old_text="one\ntwo", new_text="1\n2")
+    )
+    assert not result.is_error
+    assert path.read_bytes() == b"1\r\n2\r\nthree\r\n"
+
+
+def test_edit_file_on_a_missing_file_is_an_error(workspace: Path) -> None:
+    """Editing a file that does not exist is an error."""
+    result = run(EditFileTool(workspace).execute(path="nope.txt", old_text="a", new_text="b"))
+    assert result == "Error: file not found: nope.txt"

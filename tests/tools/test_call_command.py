@@ -1,0 +1,96 @@
+"""`nanobot-core call`: one tool call by hand, through the model's path, with exit codes."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nanobot_core.cli import cli
+
+
+@pytest.fixture(autouse=True)
+def _no_plugin_autoload(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the built-in plugins load, whatever is installed in the environment."""
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+
+
+def _call(workspace: Path, *args: str, stdin: str | None = None) -> tuple[int, str, str]:
+    runner = CliRunner()
+    result = runner.invoke(cli, ["call", *args, "--workspace", str(workspace)], input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_call_prints_the_result(workspace: Path) -> None:
+    """A successful call prints the tool's text and exits 0."""
+    code, out, _ = _call(workspace, "read_file", '{"path": "notes.txt", "limit": 1}')
+    assert code == 0
+    assert out.startswith("     1\talpha\n")
+
+
+def test_call_repairs_arguments_like_a_model_call(workspace: Path) -> None:
+    """Broken JSON and loose types are repaired and cast; --json shows what was done."""
+    code, out, _ = _call(workspace, "read_file", "{'path': 'notes.txt', 'offset': '3',}", "--json")
+    assert code == 0
+    assert json.loads(out) == {
+        "tool": "read_file",
+        "arguments": {"path": "notes.txt", "offset": 3},
+        "ok": True,
+        "result": "     3\tgamma",
+        "repairs": ["repaired malformed JSON", 'cast $.offset: "3" -> 3'],
+    }
+
+
+def test_call_reads_arguments_from_stdin(workspace: Path) -> None:
+    """ARGS '-' reads the argument text from standard input."""
+    code, out, _ = _call(workspace, "list_dir", "-", stdin='{"path": "src"}')
+    assert (code, out) == (0, "main.py  (15 bytes)\n")
+
+
+def test_tool_error_exits_1(workspace: Path) -> None:
+    """A tool that returns an error exits 1, with the Error text on stdout."""
+    code, out, _ = _call(workspace, "read_file", '{"path": "missing.txt"}')
+    assert code == 1
+    assert out.startswith("Error: file not found: missing.txt")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("reed_file", "{}"), 'Error: unknown tool "reed_file". Did you mean "read_file"?'),
+        (("read_file", "[1]"), 'Error: arguments for tool "read_file" must be a JSON object'),
+        (("read_file", "{}"), 'Error: invalid arguments for tool "read_file": $: "path"'),
+    ],
+)
+def test_invalid_call_exits_2(workspace: Path, args: tuple[str, str], message: str) -> None:
+    """An unknown tool or unusable arguments is an input error: exit 2."""
+    code, out, _ = _call(workspace, *args)
+    assert code == 2
+    assert out.startswith(message)
+
+
+def test_json_output_of_a_failure(workspace: Path) -> None:
+    """--json reports ok false and the error text."""
+    code, out, _ = _call(workspace, "grep", '{"pattern": "("}', "--json")
+    report = json.loads(out)
+    assert code == 1 and report["ok"] is False
+    assert report["result"].startswith("Error: invalid regular expression")
+
+
+def test_exit_codes_through_the_real_entry_point(workspace: Path) -> None:
+    """`python -m nanobot_core call` exits 0, 1 and 2 for success, tool error and bad call."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+    env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+
+    def code(*args: str) -> int:
+        command = [sys.executable, "-m", "nanobot_core", "call", *args]
+        return subprocess.run(command, cwd=workspace, env=env, capture_output=True).returncode
+
+    assert code("read_file", '{"path": "notes.txt"}') == 0
+    assert code("read_file", '{"path": "missing.txt"}') == 1
+    assert code("nope", "{}") == 2

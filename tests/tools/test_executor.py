@@ -1,0 +1,450 @@
+"""The executor: batching, exclusivity, order, error results, timeouts, and tool-call hooks."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+
+from nanobot_core.context import ToolCallEvent
+from nanobot_core.tools.base import Tool, ToolResult, tool
+from nanobot_core.tools.executor import (
+    ERROR_HINT,
+    Executor,
+    ToolCallOutcome,
+    ToolCallRequest,
+)
+from nanobot_core.tools.registry import ToolRegistry
+from tests.helpers import REPO_ROOT
+from tests.tools.support import run
+
+Body = Callable[..., Awaitable[Any]]
+
+
+class FakeTool(Tool):
+    """A tool whose behaviour is an async function given by the test."""
+
+    def __init__(
+        self,
+        name: str,
+        body: Body,
+        *,
+        read_only: bool = True,
+        exclusive: bool = False,
+        timeout: float | None = None,
+    ) -> None:
+        self._name = name
+        self._body = body
+        self.read_only = read_only
+        self.exclusive = exclusive
+        self.timeout = timeout
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def description(self) -> str:
+        return self._name
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return {"type": "object"}
+
+    async def execute(self, **kwargs: Any) -> Any:
+        return await self._body(**kwargs)
+
+
+class Journal:
+    """Records when tools start and end, and how many run at once."""
+
+    def __init__(self) -> None:
+        self.entries: list[str] = []
+        self.active = 0
+        self.peak_seen_by: dict[str, int] = {}
+
+    def tool(self, name: str, **flags: Any) -> FakeTool:
+        async def body(**kwargs: Any) -> str:
+            self.entries.append(f"start {name}")
+            self.active += 1
+            self.peak_seen_by[name] = self.active
+            for _step in range(5):  # yield so that anything running alongside gets to start
+                await asyncio.sleep(0)
+                self.peak_seen_by[name] = max(self.peak_seen_by[name], self.active)
+            self.active -= 1
+            self.entries.append(f"end {name}")
+            return name
+
+        return FakeTool(name, body, **flags)
+
+
+def _executor(*tools: Tool, timeout: float = 5.0, hooks: Any = None) -> Executor:
+    registry = ToolRegistry()
+    for item in tools:
+        registry.add(item)
+    return Executor(registry, default_timeout=timeout, hooks=hooks)
+
+
+def _calls(*names: str) -> list[ToolCallRequest]:
+    return [ToolCallRequest(f"id-{i}", name, {}) for i, name in enumerate(names)]
+
+
+# -- batching -------------------------------------------------------------------------------
+
+
+def test_concurrency_safe_calls_run_together() -> None:
+    """Two read-only tools that each wait for the other finish: they ran at the same time."""
+    ping_ready, pong_ready = asyncio.Event(), asyncio.Event()
+
+    async def ping() -> str:
+        ping_ready.set()
+        await pong_ready.wait()
+        return "ping"
+
+    async def pong() -> str:
+        pong_ready.set()
+        await ping_ready.wait()
+        return "pong"
+
+    executor = _executor(FakeTool("ping", ping), FakeTool("pong", pong))
+    outcomes = run(executor.run(_calls("ping", "pong")))
+    assert [str(o.result) for o in outcomes] == ["ping", "pong"]
+
+
+def test_unsafe_call_runs_alone_between_batches() -> None:
+    """A call that is not concurrency-safe waits for the batch before it and blocks the next."""
+    journal = Journal()
+    tools = [journal.tool(n) for n in ("r1", "r2", "r3", "r4")]
+    writer = journal.tool("w", read_only=False)
+    run(_executor(*tools, writer).run(_calls("r1", "r2", "w", "r3", "r4")))
+    entries = journal.entries
+    assert set(entries[:2]) == {"start r1", "start r2"}  # r1 and r2 overlapped
+    assert entries[4:6] == ["start w", "end w"]  # w alone, after r1 and r2 ended
+    assert set(entries[6:8]) == {"start r3", "start r4"}
+    assert journal.peak_seen_by["w"] == 1
+    assert journal.peak_seen_by["r1"] == 2 and journal.peak_seen_by["r3"] == 2
+
+
+def test_exclusive_tool_runs_alone_even_if_marked_concurrency_safe() -> None:
+    """An exclusive tool never overlaps another call, whatever concurrency_safe says."""
+
+    class Exclusive(FakeTool):
+        concurrency_safe = True
+
+    journal = Journal()
+    inner = journal.tool("x")
+    exclusive = Exclusive("x", inner._body, exclusive=True)
+    tools = [journal.tool("a"), exclusive, journal.tool("b")]
+    run(_executor(*tools).run(_calls("a", "x", "b")))
+    assert journal.entries == ["start a", "end a", "start x", "end x", "start b", "end b"]
+    assert journal.peak_seen_by == {"a": 1, "x": 1, "b": 1}
+
+
+def test_exclusive_tool_that_fails_when_not_alone_succeeds() -> None:
+    """A tool that raises if anything else is running never sees company."""
+    running = 0
+
+    async def lonely() -> str:
+        nonlocal running
+        if running:
+            raise RuntimeError("not alone")
+        running += 1
+        await asyncio.sleep(0)
+        running -= 1
+        return "alone"
+
+    async def busy() -> str:
+        nonlocal running
+        running += 1
+        for _ in range(3):
+            await asyncio.sleep(0)
+        running -= 1
+        return "busy"
+
+    tools = [FakeTool("busy", busy), FakeTool("lonely", lonely, exclusive=True)]
+    outcomes = run(_executor(*tools).run(_calls("busy", "lonely", "busy", "lonely")))
+    assert [str(o.result) for o in outcomes] == ["busy", "alone", "busy", "alone"]
+
+
+def test_results_come_in_call_order() -> None:
+    """Outcomes follow the call order even when a later call finishes first."""
+    first_may_finish = asyncio.Event()
+
+    async def slow() -> str:
+        await first_may_finish.wait()
+        return "slow"
+
+    async def fast() -> str:
+        first_may_finish.set()
+        return "fast"
+
+    executor = _executor(FakeTool("slow", slow), FakeTool("fast", fast))
+    outcomes = run(executor.run(_calls("slow", "fast")))
+    assert [(o.call_id, str(o.result)) for o in outcomes] == [("id-0", "slow"), ("id-1", "fast")]
+
+
+# -- error results --------------------------------------------------------------------------
+
+
+def _single(body: Body, **flags: Any) -> ToolCallOutcome:
+    (outcome,) = run(_executor(FakeTool("t", body, **flags)).run(_calls("t")))
+    return outcome
+
+
+async def _raises() -> str:
+    raise ValueError("bad input")
+
+
+async def _cancels_itself() -> str:
+    raise asyncio.CancelledError
+
+
+async def _returns_object() -> object:
+    return object()
+
+
+async def _returns_error_text() -> str:
+    return "Error: quota exceeded"
+
+
+async def _returns_unprefixed_error() -> ToolResult:
+    return ToolResult("quota exceeded", is_error=True)
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        (_raises, 'Error: tool "t" failed: ValueError: bad input'),
+        (_cancels_itself, 'Error: tool "t" was cancelled before it finished.'),
+        (_returns_object, "Error: the tool returned a object, which cannot be turned into text"),
+        (_returns_error_text, "Error: quota exceeded"),
+        (_returns_unprefixed_error, "Error: quota exceeded"),
+    ],
+    ids=["raises", "cancelled", "unconvertible", "error-text", "unprefixed-error"],
+)
+def test_failures_become_error_results_with_a_hint(body: Body, expected: str) -> None:
+    """Raising, being cancelled, or returning garbage gives an Error result ending in the hint."""
+    outcome = _single(body)
+    assert outcome.result.is_error
+    assert outcome.result.startswith(expected)
+    assert outcome.result.endswith(ERROR_HINT)
+
+
+def test_timeout_becomes_an_error_result() -> None:
+    """A tool that overruns its own timeout is stopped and reported."""
+
+    async def never() -> str:
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    outcome = _single(never, timeout=0.05)
+    assert outcome.result.startswith('Error: tool "t" timed out after 0.05s')
+    assert outcome.result.endswith(ERROR_HINT)
+
+
+def test_default_timeout_applies_when_the_tool_has_none() -> None:
+    """The executor's default timeout covers tools whose timeout is None."""
+
+    async def never() -> str:
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    (outcome,) = run(_executor(FakeTool("t", never), timeout=0.05).run(_calls("t")))
+    assert "timed out after 0.05s" in outcome.result
+
+
+def test_invalid_call_is_an_error_outcome_without_running() -> None:
+    """A call with invalid arguments returns the registry's error with the hint."""
+    ran: list[int] = []
+
+    @tool
+    async def count(n: int) -> str:
+        """Count."""
+        ran.append(n)
+        return "x"
+
+    (outcome,) = run(_executor(count).run([ToolCallRequest("c", "count", '{"n": "many"}')]))
+    assert outcome.result.startswith('Error: invalid arguments for tool "count": $.n')
+    assert outcome.result.endswith(ERROR_HINT) and ran == []
+
+
+def test_caller_cancellation_propagates() -> None:
+    """Cancelling the task that runs the executor cancels it; it is not turned into a result."""
+    started = asyncio.Event()
+
+    async def waits() -> str:
+        started.set()
+        await asyncio.Event().wait()
+        return "unreachable"
+
+    async def scenario() -> None:
+        task = asyncio.create_task(_executor(FakeTool("t", waits)).run(_calls("t")))
+        await started.wait()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+
+    run(scenario())
+
+
+def test_sync_tool_timeout_abandons_its_thread() -> None:
+    """A sync tool past its timeout is reported, and its worker thread is left running."""
+    release = threading.Event()
+    entered = threading.Event()
+
+    @tool(timeout=0.05)
+    def stuck() -> str:
+        """Block until released."""
+        entered.set()
+        release.wait(30)
+        return "late"
+
+    try:
+        (outcome,) = run(_executor(stuck).run(_calls("stuck")))
+        assert entered.is_set()
+        assert "timed out" in outcome.result and "worker thread was abandoned" in outcome.result
+        workers = [t for t in threading.enumerate() if t.name == "nanobot-tool-stuck"]
+        assert len(workers) == 1 and workers[0].daemon and workers[0].is_alive()
+    finally:
+        release.set()
+    for worker in [t for t in threading.enumerate() if t.name == "nanobot-tool-stuck"]:
+        worker.join(5)
+
+
+def test_abandoned_thread_does_not_block_interpreter_exit() -> None:
+    """A process whose sync tool was abandoned still exits when its work is done."""
+    script = textwrap.dedent(
+        """
+        import asyncio, threading
+        from nanobot_core.tools import Executor, ToolRegistry, tool
+        from nanobot_core.tools.executor import ToolCallRequest
+
+        @tool(timeout=0.05)
+        def stuck() -> str:
+            '''Block forever.'''
+            threading.Event().wait()
+            return "never"
+
+        registry = ToolRegistry()
+        registry.add(stuck)
+        executor = Executor(registry, default_timeout=1)
+        (outcome,) = asyncio.run(executor.run([ToolCallRequest("1", "stuck", None)]))
+        print("timed out" in outcome.result)
+        """
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT,
+        timeout=60, check=True,
+    )  # fmt: skip
+    assert completed.stdout.strip().splitlines()[-1] == "True"
+
+
+# -- hooks ----------------------------------------------------------------------------------
+
+
+class RecordingHooks:
+    """Hooks that deny some tools and record every event they see."""
+
+    def __init__(self, deny: dict[str, str] | None = None) -> None:
+        self.deny = deny or {}
+        self.before_events: list[ToolCallEvent] = []
+        self.after_events: list[tuple[ToolCallEvent, ToolResult]] = []
+
+    def before(self, call: ToolCallEvent) -> str | None:
+        self.before_events.append(call)
+        return self.deny.get(call.tool)
+
+    def after(self, call: ToolCallEvent, result: ToolResult) -> None:
+        self.after_events.append((call, result))
+
+
+def test_before_hook_can_deny_a_call() -> None:
+    """A denied call does not run; the model gets the reason (naming the plugin) as an Error."""
+    ran: list[str] = []
+
+    async def body() -> str:
+        ran.append("ran")
+        return "ran"
+
+    hooks = RecordingHooks(deny={"t": "writes are off (denied by plugin 'guard')"})
+    (outcome,) = run(_executor(FakeTool("t", body), hooks=hooks).run(_calls("t")))
+    assert ran == []
+    assert outcome.result.startswith(
+        "Error: call to tool \"t\" denied: writes are off (denied by plugin 'guard')"
+    )
+    ((event, result),) = hooks.after_events
+    assert result.is_error and event.duration == 0.0
+
+
+def test_hooks_observe_arguments_result_and_identity() -> None:
+    """before and after see the tool, the prepared arguments, the call id and the result."""
+
+    @tool
+    async def shout(text: str) -> str:
+        """Shout."""
+        return text.upper()
+
+    registry = ToolRegistry()
+    registry.add(shout, plugin="loud-plugin")
+    hooks = RecordingHooks()
+    executor = Executor(registry, default_timeout=5, hooks=hooks)
+    run(executor.run([ToolCallRequest("call-7", "shout", '{"text": "hi"}')]))
+    (before,) = hooks.before_events
+    ((after, result),) = hooks.after_events
+    assert (before.tool, before.arguments, before.call_id) == ("shout", {"text": "hi"}, "call-7")
+    assert after.plugin == "loud-plugin"
+    assert result == "HI"
+
+
+def test_duration_covers_the_awaited_execution() -> None:
+    """The reported duration includes the time an async tool spent waiting, not just its start."""
+    started, gate = asyncio.Event(), asyncio.Event()
+    inside: dict[str, float] = {}
+
+    async def gated() -> str:
+        inside["start"] = time.perf_counter()
+        started.set()
+        await gate.wait()
+        inside["end"] = time.perf_counter()
+        return "through"
+
+    hooks = RecordingHooks()
+
+    async def scenario() -> list[ToolCallOutcome]:
+        task = asyncio.create_task(_executor(FakeTool("g", gated), hooks=hooks).run(_calls("g")))
+        await started.wait()
+        for _ in range(50):  # keep the tool blocked for a while, without a fixed sleep
+            await asyncio.sleep(0)
+        gate.set()
+        return await task
+
+    (outcome,) = run(scenario())
+    blocked = inside["end"] - inside["start"]
+    assert blocked > 0
+    assert outcome.duration >= blocked
+    ((event, _),) = hooks.after_events
+    assert event.duration == outcome.duration
+
+
+def test_raising_hooks_do_not_break_the_call() -> None:
+    """A before hook that raises allows the call; an after hook that raises is ignored."""
+
+    class Broken:
+        def before(self, call: ToolCallEvent) -> str | None:
+            raise RuntimeError("before broke")
+
+        def after(self, call: ToolCallEvent, result: ToolResult) -> None:
+            raise RuntimeError("after broke")
+
+    async def body() -> str:
+        return "fine"
+
+    (outcome,) = run(_executor(FakeTool("t", body), hooks=Broken()).run(_calls("t")))
+    assert outcome.result == "fine" and not outcome.is_error

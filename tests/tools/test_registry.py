@@ -1,0 +1,334 @@
+"""The registry: argument forms, validate-before-cast, unknown tools, and definitions order."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nanobot_core.tools import registry as registry_module
+from nanobot_core.tools.base import Tool, tool
+from nanobot_core.tools.executor import Executor, ToolCallRequest
+from nanobot_core.tools.registry import ToolRegistry, suggest_name
+from tests.helpers import REPO_ROOT
+from tests.tools.support import run
+
+
+class SchemaTool(Tool):
+    """A tool that records its calls and has whatever schema the test gives it."""
+
+    def __init__(self, name: str, parameters: dict[str, Any] | None = None) -> None:
+        self._name = name
+        self._parameters = parameters or {"type": "object", "properties": {}}
+        self.calls: list[dict[str, Any]] = []
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def description(self) -> str:
+        return f"The {self._name} tool."
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self._parameters
+
+    async def execute(self, **kwargs: Any) -> str:
+        self.calls.append(kwargs)
+        return "ran"
+
+
+COUNTER_SCHEMA = {
+    "type": "object",
+    "properties": {"label": {"type": "string"}, "count": {"type": "integer"}},
+    "required": ["label"],
+}
+
+
+def _registry(*tools: Tool) -> ToolRegistry:
+    registry = ToolRegistry()
+    for item in tools:
+        registry.add(item)
+    return registry
+
+
+# -- raw argument forms ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "repaired"),
+    [
+        ({"label": "a", "count": 2}, False),
+        ('{"label": "a", "count": 2}', False),
+        (json.dumps(json.dumps({"label": "a", "count": 2})), True),
+        ({"arguments": {"label": "a", "count": 2}}, True),
+        ({"arguments": '{"label": "a", "count": 2}'}, True),
+        ('{"arguments": {"label": "a", "count": 2}}', True),
+        ('{"label": "a", "count": 2,}', True),
+        ("{'label': 'a', 'count': 2}", True),
+        ('{"label": "a", "count": 2', True),
+    ],
+    ids=[
+        "object", "json", "double-encoded", "wrapper", "wrapper-json", "wrapper-in-json",
+        "trailing-comma", "single-quotes", "truncated",
+    ],
+)  # fmt: skip
+def test_accepted_argument_forms(raw: Any, repaired: bool) -> None:
+    """Every accepted raw form becomes the same object; anything but a plain one is noted."""
+    prepared = _registry(SchemaTool("count", COUNTER_SCHEMA)).prepare_call("count", raw)
+    assert prepared.error is None
+    assert prepared.arguments == {"label": "a", "count": 2}
+    assert bool(prepared.repairs) is repaired
+
+
+@pytest.mark.parametrize("raw", [None, "", "   ", {}])
+def test_empty_arguments_mean_no_arguments(raw: Any) -> None:
+    """None, "" and {} all mean a call without arguments."""
+    prepared = _registry(SchemaTool("noargs")).prepare_call("noargs", raw)
+    assert (prepared.error, prepared.arguments) == (None, {})
+
+
+def test_wrapper_is_kept_when_the_tool_has_an_arguments_parameter() -> None:
+    """A tool with a parameter named `arguments` receives the wrapper as its argument."""
+    schema = {"type": "object", "properties": {"arguments": {"type": "object"}}}
+    prepared = _registry(SchemaTool("proxy", schema)).prepare_call("proxy", {"arguments": {"x": 1}})
+    assert prepared.arguments == {"arguments": {"x": 1}}
+    assert prepared.repairs == []
+
+
+@pytest.mark.parametrize(
+    ("raw", "kind"),
+    [
+        ("[1, 2]", "an array"),
+        ([1, 2], "an array"),
+        ("42", "a number"),
+        ("null", "null"),
+        ('"just text"', "a string"),
+        ("hello there", "text that is not JSON"),
+        ({"arguments": "[1]"}, "an array"),
+    ],
+)
+def test_non_objects_are_errors(raw: Any, kind: str) -> None:
+    """Arguments that are not a JSON object give an Error result naming what they were."""
+    prepared = _registry(SchemaTool("count", COUNTER_SCHEMA)).prepare_call("count", raw)
+    assert prepared.error == f'Error: arguments for tool "count" must be a JSON object, got {kind}'
+
+
+# -- validation and casting -----------------------------------------------------------------
+
+
+def test_valid_arguments_are_never_cast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Valid arguments are returned as given, and the caster is not even consulted."""
+    consulted: list[Any] = []
+    monkeypatch.setattr(registry_module, "cast_arguments", lambda *a: consulted.append(a))
+    schema = {"type": "object", "properties": {"code": {"type": ["string", "integer"]}}}
+    raw = {"code": "007"}
+    prepared = _registry(SchemaTool("lookup", schema)).prepare_call("lookup", raw)
+    assert prepared.arguments is raw and prepared.arguments == {"code": "007"}
+    assert prepared.repairs == [] and consulted == []
+
+
+def test_invalid_arguments_are_cast_then_validated_again() -> None:
+    """A loosely typed value is cast to the schema's type, and the cast is noted."""
+    prepared = _registry(SchemaTool("count", COUNTER_SCHEMA)).prepare_call(
+        "count", '{"label": "a", "count": "3"}'
+    )
+    assert prepared.error is None
+    assert prepared.arguments == {"label": "a", "count": 3}
+    assert prepared.repairs == ['cast $.count: "3" -> 3']
+
+
+def test_cast_result_is_validated_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Whatever the caster returns is checked again, and its errors are what the model sees."""
+    monkeypatch.setattr(registry_module, "cast_arguments", lambda s, v: ({"label": 5}, ["x"]))
+    prepared = _registry(SchemaTool("count", COUNTER_SCHEMA)).prepare_call("count", {"label": 1})
+    assert (
+        prepared.error
+        == 'Error: invalid arguments for tool "count": $.label: 5 is not of type "string"'
+    )
+
+
+def test_uncastable_arguments_are_an_error_with_paths() -> None:
+    """Arguments that stay invalid after casting give every problem with its path."""
+    prepared = _registry(SchemaTool("count", COUNTER_SCHEMA)).prepare_call(
+        "count", {"count": "three"}
+    )
+    assert prepared.error is not None
+    assert prepared.error.startswith('Error: invalid arguments for tool "count": ')
+    assert '$.count: "three" is not of type "integer"' in prepared.error
+    assert '$: "label" is a required property' in prepared.error
+
+
+def test_schema_is_normalised_on_add_with_warnings_kept() -> None:
+    """A schema in a foreign dialect is normalised when added; the warnings are kept."""
+    schema = {"type": "dict", "properties": {"n": {"type": "int"}}}
+    registry = _registry(SchemaTool("legacy", schema))
+    assert registry.definitions()[0]["function"]["parameters"] == {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+    }
+    assert len(registry.warnings) == 2 and all(w.startswith("legacy: ") for w in registry.warnings)
+    assert registry.prepare_call("legacy", {"n": "4"}).arguments == {"n": 4}
+
+
+def test_invalid_schema_is_reported_at_call_time() -> None:
+    """A tool whose schema cannot compile can be listed, but its calls are Error results."""
+    schema = {"type": "object", "properties": {"x": {"minimum": "low"}}}
+    registry = _registry(SchemaTool("broken", schema))
+    prepared = registry.prepare_call("broken", {})
+    assert prepared.error is not None
+    assert prepared.error.startswith('Error: tool "broken" cannot be called')
+
+
+# -- unknown tools --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("asked", "suggested"),
+    [
+        ("Read_File", "read_file"),
+        ("read-file", "read_file"),
+        ("readfile", "read_file"),
+        ("reed_file", "read_file"),
+        ("write_fiel", "write_file"),
+        ("launch_rocket", None),
+    ],
+)
+def test_unknown_tool_suggestions(asked: str, suggested: str | None) -> None:
+    """An unknown name gets "did you mean" only when one registered name is the close match."""
+    registry = _registry(SchemaTool("read_file"), SchemaTool("write_file"), SchemaTool("grep"))
+    prepared = registry.prepare_call(asked, {})
+    assert prepared.error is not None and prepared.tool is None
+    assert prepared.error.startswith(f'Error: unknown tool "{asked}".')
+    assert prepared.error.endswith("Available tools: grep, read_file, write_file.")
+    assert ("Did you mean" in prepared.error) is (suggested is not None)
+    if suggested:
+        assert f'Did you mean "{suggested}"?' in prepared.error
+
+
+def test_no_suggestion_when_two_names_fit_equally() -> None:
+    """Two equally close names give no guess at all."""
+    assert suggest_name("ReadFile", ["read_file", "read-file"]) is None
+    assert suggest_name("tool_c", ["tool_a", "tool_b"]) is None
+
+
+def test_the_guess_is_never_executed() -> None:
+    """A call to a misspelt tool runs nothing, not even the suggested tool."""
+    target = SchemaTool("read_file")
+    executor = Executor(_registry(target), default_timeout=5)
+    (outcome,) = run(executor.run([ToolCallRequest("c1", "Read_File", {})]))
+    assert outcome.result.is_error and "Did you mean" in outcome.result
+    assert target.calls == []
+
+
+# -- definitions ----------------------------------------------------------------------------
+
+
+def test_definitions_order_builtins_plugins_then_mcp() -> None:
+    """Built-ins by name, then plugin tools by name, then mcp_ tools, whatever the add order."""
+    registry = ToolRegistry()
+    registry.add(SchemaTool("mcp_github_search"))
+    registry.add(SchemaTool("zeta"))
+    registry.add(SchemaTool("write_file"), builtin=True)
+    registry.add(SchemaTool("mcp_a_list"))
+    registry.add(SchemaTool("alpha"))
+    registry.add(SchemaTool("read_file"), builtin=True)
+    names = [d["function"]["name"] for d in registry.definitions()]
+    assert names == ["read_file", "write_file", "alpha", "zeta", "mcp_a_list", "mcp_github_search"]
+    assert registry.names() == names
+    assert [t.name for t in registry] == names
+
+
+def test_definitions_are_cached_until_the_tools_change() -> None:
+    """definitions() is computed once, and again after an add or a remove."""
+    registry = _registry(SchemaTool("one"))
+    first = registry.definitions()
+    assert registry.definitions() is first
+    registry.add(SchemaTool("two"))
+    second = registry.definitions()
+    assert second is not first and len(second) == 2
+    registry.remove("one")
+    assert [d["function"]["name"] for d in registry.definitions()] == ["two"]
+    assert "one" not in registry and registry.get("one") is None
+
+
+def test_duplicate_names_are_refused() -> None:
+    """Adding a second tool with a taken name raises instead of replacing the first."""
+    registry = _registry(SchemaTool("one"))
+    with pytest.raises(ValueError, match="already registered"):
+        registry.add(SchemaTool("one"))
+
+
+_STABILITY_SCRIPT = """
+import hashlib, json, sys
+from nanobot_core.builtins.tools import nanobot_tools
+from nanobot_core.context import PluginContext
+from nanobot_core.tools import ToolRegistry, tool
+from tests.tools.test_registry import SchemaTool
+
+@tool
+def planner(goal: str, steps: int = 3, tags: list[str] | None = None) -> str:
+    '''Plan.
+
+    Args:
+        goal: What to reach.
+    '''
+    return goal
+
+registry = ToolRegistry()
+for item in nanobot_tools(PluginContext.default(sys.argv[1])):
+    registry.add(item, builtin=True)
+registry.add(planner)
+names = {"zeta", "alpha", "mu", "beta"}
+registry.add(SchemaTool("from_set", {
+    "type": "object",
+    "properties": {name: {"type": "string"} for name in sorted(names)},
+    "required": list(names),
+}))
+text = json.dumps(registry.definitions(), ensure_ascii=False)
+print(hashlib.sha256(text.encode()).hexdigest(), len(text))
+"""
+
+
+def test_definitions_are_byte_identical_across_hash_seeds(tmp_path: Path) -> None:
+    """Two processes with different PYTHONHASHSEED serialise identical definitions."""
+    digests = set()
+    for seed in ("1", "4242"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        completed = subprocess.run(
+            [sys.executable, "-c", _STABILITY_SCRIPT, str(tmp_path)],
+            capture_output=True, text=True, cwd=REPO_ROOT, env=env, check=True,
+        )  # fmt: skip
+        digests.add(completed.stdout.split()[0])
+    assert len(digests) == 1
+
+
+def test_required_from_a_set_is_sorted_in_definitions() -> None:
+    """`required` (a set in meaning) is sorted in definitions, so hash order cannot leak."""
+    schema = {
+        "type": "object",
+        "properties": {"b": {"type": "string"}, "a": {"type": "string"}},
+        "required": ["b", "a"],
+    }
+    parameters = _registry(SchemaTool("t", schema)).definitions()[0]["function"]["parameters"]
+    assert parameters["required"] == ["a", "b"]
+    assert list(parameters["properties"]) == ["b", "a"]
+
+
+def test_definitions_use_the_tool_definition_shape() -> None:
+    """Each definition is the OpenAI function shape with the tool's description."""
+
+    @tool(read_only=True)
+    def echo(text: str) -> str:
+        """Echo the text."""
+        return text
+
+    (definition,) = _registry(echo).definitions()
+    assert definition == echo.definition()
+    assert json.loads(json.dumps(definition)) == definition
