@@ -77,7 +77,16 @@ class Governed(Protocol):
     def messages(self) -> list[Message]: ...
 
     @property
-    def report(self) -> Any: ...
+    def report(self) -> Iterable[Any]: ...
+
+    @property
+    def tokens(self) -> int: ...
+
+    @property
+    def budget(self) -> int: ...
+
+    @property
+    def fits(self) -> bool: ...
 
 
 class HistoryGovernor(Protocol):
@@ -193,9 +202,9 @@ class RoundReport:
 
     round: int
     entries: list[Any]
-    tokens: int | None
-    budget: int | None
-    fits: bool | None
+    tokens: int
+    budget: int
+    fits: bool
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -379,11 +388,7 @@ class Runner:
         governed = self.governor.govern(self.session.history(), system=system, tools=tools)
         turn.governance.append(
             RoundReport(
-                iteration,
-                list(governed.report or []),
-                getattr(governed, "tokens", None),
-                getattr(governed, "budget", None),
-                getattr(governed, "fits", None),
+                iteration, list(governed.report), governed.tokens, governed.budget, governed.fits
             )
         )
         started = time.monotonic()
@@ -473,10 +478,7 @@ class _Turn:
 
 def _with_system(system: str, governed: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The request messages: the system prompt first, then the governed history."""
-    history = [
-        m for m in governed if not (m.get("role") == "system" and m.get("content") == system)
-    ]
-    return [{"role": "system", "content": system}, *history] if system else history
+    return [{"role": "system", "content": system}, *governed] if system else list(governed)
 
 
 def _request(call: Mapping[str, Any]) -> ToolCallRequest:

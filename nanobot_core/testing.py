@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import attrs
 import pytest
 
 if TYPE_CHECKING:
@@ -56,19 +57,23 @@ def check_tool_contract(tool: Any) -> list[str]:
     from nanobot_core.tools.schema import validate
 
     problems: list[str] = []
+    instance: Any = tool
     try:
-        instance = as_tool(tool, PluginContext.default())
-    except Exception as exc:
-        return [f"cannot be built as a tool: {type(exc).__name__}: {exc}"]
-    if instance is None:
-        return ["enabled(ctx) returned false, so the contract cannot be checked"]
-    name = instance.name
+        built = as_tool(tool, PluginContext.default())
+    except Exception as exc:  # reported as a contract problem, with the rest below
+        build_error: str | None = f"cannot be built as a tool: {type(exc).__name__}: {exc}"
+    else:
+        build_error = None
+        if built is None:
+            return ["enabled(ctx) returned false, so the contract cannot be checked"]
+        instance = built
+    name = getattr(instance, "name", None)
     if not isinstance(name, str) or not TOOL_NAME_PATTERN.match(name):
         problems.append(f"name {name!r} does not match {TOOL_NAME_PATTERN.pattern}")
-    description = instance.description
+    description = getattr(instance, "description", None)
     if not isinstance(description, str) or not description.strip():
         problems.append("description is missing or empty")
-    parameters = instance.parameters
+    parameters = getattr(instance, "parameters", None)
     if not isinstance(parameters, dict):
         problems.append(f"parameters must be a dict, got {type(parameters).__name__}")
     else:
@@ -78,15 +83,17 @@ def check_tool_contract(tool: Any) -> list[str]:
             f"parameters are not a valid JSON Schema: {e}"
             for e in validate(_METASCHEMA, parameters)
         ]
-    execute = getattr(type(tool) if not isinstance(tool, type) else tool, "execute", None)
+    execute = getattr(tool, "execute", None)
     target = getattr(instance, "execute", execute)
     if not (inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(execute)):
         problems.append("execute must be an async function")
-    read_only, exclusive = bool(instance.read_only), bool(instance.exclusive)
-    if instance.concurrency_safe and exclusive:
+    flags = {f: getattr(instance, f, False) for f in ("read_only", "exclusive", "concurrency_safe")}
+    problems += [f"flag {f} must be a bool, got {v!r}" for f, v in flags.items()
+                 if not isinstance(v, bool)]
+    if flags["concurrency_safe"] and flags["exclusive"]:
         problems.append("an exclusive tool cannot be concurrency_safe")
-    if read_only and exclusive and instance.concurrency_safe:
-        problems.append("flags are inconsistent: read_only, exclusive and concurrency_safe")
+    if build_error is not None and not problems:
+        problems.append(build_error)
     return problems
 
 
@@ -154,9 +161,11 @@ def govern_and_check(
 
     settings = config or GovernanceConfig()
     before = copy.deepcopy(list(messages))
-    governor = Governor([*builtin_stages(), *stages], config=settings, workspace=workspace)
+    problems: list[str] = []
+    probed = [attrs.evolve(stage, func=_purity_probe(stage, problems)) for stage in stages]
+    governor = Governor([*builtin_stages(), *probed], config=settings, workspace=workspace)
     result = governor.govern(messages, system=system, tools=tools)
-    problems = check_invariants(result.messages, system=system, tools=tools)
+    problems += check_invariants(result.messages, system=system, tools=tools)
     if list(messages) != before:
         problems.append("the input history was modified")
     again = governor.govern(result.messages, system=system, tools=tools)
@@ -165,6 +174,25 @@ def govern_and_check(
     if problems:
         raise AssertionError("governance invariants broken:\n  " + "\n  ".join(problems))
     return result
+
+
+def _purity_probe(stage: Stage, problems: list[str]) -> Callable[..., Any]:
+    """Wrap a stage so that writing into the messages it was handed is reported."""
+    import copy
+
+    func = stage.func
+
+    def probe(messages: list[Any], ctx: Any) -> Any:
+        snapshot = copy.deepcopy(messages)
+        returned = func(messages, ctx)
+        if messages != snapshot:
+            problems.append(
+                f"stage {stage.name!r} modified the messages it was given; stages must be pure "
+                "(return new dicts for what they change)"
+            )
+        return returned
+
+    return probe
 
 
 @pytest.fixture

@@ -15,9 +15,11 @@ import time
 import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 BENCH_DIR = Path(__file__).resolve().parent.parent
+T = TypeVar("T")
+
 if str(BENCH_DIR) not in sys.path:
     sys.path.insert(0, str(BENCH_DIR))
 
@@ -30,18 +32,23 @@ def parser(description: str) -> argparse.ArgumentParser:
     return result
 
 
-def time_calls(function: Callable[[], object], reps: int) -> list[float]:
-    """Seconds per call of `function`, once per repetition, with the collector quiet while timed."""
+def time_on_fresh_inputs(
+    make_input: Callable[[], T], function: Callable[[T], object], reps: int
+) -> list[float]:
+    """Seconds per call of `function`, each call on a new input from `make_input` (untimed).
+
+    Fresh objects every call: no identity-keyed memo can carry over from one call
+    to the next, on either side. The collector stays on, as it is in an agent
+    process, and runs before each call so that no call pays for its predecessor.
+    """
     samples: list[float] = []
     for _ in range(reps):
+        data = make_input()
         gc.collect()
-        gc.disable()
-        try:
-            start = time.perf_counter()
-            function()
-            samples.append(time.perf_counter() - start)
-        finally:
-            gc.enable()
+        start = time.perf_counter()
+        function(data)
+        samples.append(time.perf_counter() - start)
+        del data
     return samples
 
 

@@ -10,12 +10,13 @@ instead of retrying a download of the tiktoken encoding on each call.
 
 from __future__ import annotations
 
+import json
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from _common import load_json, parser, peak_extra_bytes, time_calls, write
+from _common import parser, peak_extra_bytes, time_on_fresh_inputs, write
 from histories import SYSTEM_PROMPT, TOOL_DEFINITIONS
 
 CONTEXT_WINDOW = 128_000
@@ -63,12 +64,16 @@ def main() -> None:
     args.add_argument("--workspace", type=Path)
     args.add_argument("--memory", action="store_true", help="Also measure peak extra memory.")
     options = args.parse_args()
-    history = load_json(options.history)
-    messages = [{"role": "system", "content": SYSTEM_PROMPT}, *history]
+    text = options.history.read_text(encoding="utf-8")
+
+    def fresh_messages() -> list[dict[str, Any]]:
+        return [{"role": "system", "content": SYSTEM_PROMPT}, *json.loads(text)]
+
     with tempfile.TemporaryDirectory() as scratch:
         govern = _governor(options.workspace or Path(scratch))
+        messages = fresh_messages()
         output = govern(messages)  # warm-up; also writes the offloaded files once
-        samples = time_calls(lambda: govern(messages), options.reps)
+        samples = time_on_fresh_inputs(fresh_messages, govern, options.reps)
         peak = peak_extra_bytes(lambda: govern(messages)) if options.memory else None
     write(
         options.out,

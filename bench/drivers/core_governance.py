@@ -19,7 +19,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from _common import load_json, parser, peak_extra_bytes, silence_structlog, time_calls, write
+from _common import (
+    load_json,
+    parser,
+    peak_extra_bytes,
+    silence_structlog,
+    time_on_fresh_inputs,
+    write,
+)
 from histories import SYSTEM_PROMPT, TOOL_DEFINITIONS
 
 Messages = list[dict[str, Any]]
@@ -49,14 +56,19 @@ def _governor(workspace: Path) -> Govern:
 
 
 def _synthetic(govern: Govern, history_file: Path, reps: int, memory: bool) -> dict[str, Any]:
-    history = load_json(history_file)
-    output = govern(history, SYSTEM_PROMPT, TOOL_DEFINITIONS)  # warm-up; fills the store once
-    samples = time_calls(lambda: govern(history, SYSTEM_PROMPT, TOOL_DEFINITIONS), reps)
-    peak = (
-        peak_extra_bytes(lambda: govern(history, SYSTEM_PROMPT, TOOL_DEFINITIONS))
-        if memory
-        else None
-    )
+    text = history_file.read_text(encoding="utf-8")
+
+    def fresh_history() -> Messages:
+        history: Messages = json.loads(text)
+        return history
+
+    def run(history: Messages) -> Messages:
+        return govern(history, SYSTEM_PROMPT, TOOL_DEFINITIONS)
+
+    history = fresh_history()
+    output = run(history)  # warm-up; fills the result store once
+    samples = time_on_fresh_inputs(fresh_history, run, reps)
+    peak = peak_extra_bytes(lambda: run(history)) if memory else None
     return {
         "seconds": samples,
         "input_messages": len(history),
@@ -65,27 +77,39 @@ def _synthetic(govern: Govern, history_file: Path, reps: int, memory: bool) -> d
     }
 
 
-def _tau(
-    govern: Govern, tau_file: Path, tools_file: Path, reps: int, memory: bool
-) -> dict[str, Any]:
-    runs = load_json(tau_file)
-    tools = load_json(tools_file)
-    conversations: list[tuple[str | None, Messages]] = []
+Conversation = tuple[str | None, Messages]
+
+
+def _conversations(runs: list[dict[str, Any]]) -> list[Conversation]:
+    """Each run's trajectory as (system prompt, the messages after it)."""
+    conversations: list[Conversation] = []
     for run in runs:
         trajectory = run["traj"]
         if trajectory and trajectory[0].get("role") == "system":
             conversations.append((trajectory[0]["content"], trajectory[1:]))
         else:
             conversations.append((None, trajectory))
+    return conversations
 
-    def govern_all() -> list[Messages]:
+
+def _tau(
+    govern: Govern, tau_file: Path, tools_file: Path, reps: int, memory: bool
+) -> dict[str, Any]:
+    text = tau_file.read_text(encoding="utf-8")
+    tools = load_json(tools_file)
+
+    def fresh_conversations() -> list[Conversation]:
+        return _conversations(json.loads(text))
+
+    def govern_all(conversations: list[Conversation]) -> list[Messages]:
         return [govern(history, system, tools) for system, history in conversations]
 
-    outputs = govern_all()
+    conversations = fresh_conversations()
+    outputs = govern_all(conversations)
     uncopied = sum(
         out is history for out, (_s, history) in zip(outputs, conversations, strict=True)
     )
-    samples = time_calls(govern_all, reps)
+    samples = time_on_fresh_inputs(fresh_conversations, govern_all, reps)
     worst_ratio = None
     if memory:
         worst_ratio = max(

@@ -10,13 +10,14 @@ and the public pytest plugin (`nanobot_core.testing`) share these checks.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from nanobot_core.governance.checks import is_empty_result
+from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
+from nanobot_core.governance.tokens import TokenCounter, count_request
 
 __all__ = [
-    "KNOWN_ROLES",
-    "SYSTEM_ROLES",
-    "TextCounter",
     "assert_invariants",
     "check_budget",
     "check_history_start",
@@ -24,20 +25,7 @@ __all__ = [
     "check_message_shapes",
     "check_text",
     "check_tool_pairing",
-    "is_empty_tool_result",
 ]
-
-SYSTEM_ROLES = frozenset({"system", "developer"})
-KNOWN_ROLES = SYSTEM_ROLES | {"user", "assistant", "tool"}
-
-
-class TextCounter(Protocol):
-    """The token counter contract of the `nanobot_token_counter` hook."""
-
-    def count_text(self, text: str) -> int: ...
-
-
-RequestCounter = Callable[[str | None, Sequence[Mapping[str, Any]], Sequence[Any]], int]
 
 
 def check_invariants(
@@ -46,23 +34,22 @@ def check_invariants(
     system: str | None = None,
     tools: Sequence[Any] = (),
     budget: int | None = None,
-    counter: TextCounter | None = None,
+    counter: TokenCounter | None = None,
     budget_unreachable: bool = False,
-    count_request: RequestCounter | None = None,
 ) -> list[str]:
-    """Return every violation of invariants 2, 3 and 5 (and 4 given a budget and a counter).
+    """Return every violation of invariants 2, 3 and 5, and of 4 when a budget is given.
 
-    `budget_unreachable` says the governor reported that nothing could make the
-    request fit; the budget check then only demands that the history was cut down
-    to the newest user message. `count_request` counts a whole request the way the
-    governor does; without it the request is counted as its JSON text.
+    The request is counted as the governor counts it (`tokens.count_request`), with
+    `counter` or the default estimate. `budget_unreachable` says the governor
+    reported that nothing could make the request fit; the budget check then only
+    demands that the history was cut down to the newest user message.
     An empty list means the request is legal.
     """
     violations = check_message_shapes(messages)
     violations += check_tool_pairing(messages)
     violations += check_history_start(messages)
     violations += check_text(messages, system=system, tools=tools)
-    if budget is not None and (counter is not None or count_request is not None):
+    if budget is not None:
         violations += check_budget(
             messages,
             system=system,
@@ -70,7 +57,6 @@ def check_invariants(
             budget=budget,
             counter=counter,
             budget_unreachable=budget_unreachable,
-            count_request=count_request,
         )
     return violations
 
@@ -81,9 +67,8 @@ def assert_invariants(
     system: str | None = None,
     tools: Sequence[Any] = (),
     budget: int | None = None,
-    counter: TextCounter | None = None,
+    counter: TokenCounter | None = None,
     budget_unreachable: bool = False,
-    count_request: RequestCounter | None = None,
 ) -> None:
     """Raise `AssertionError` listing every violation found by `check_invariants`."""
     violations = check_invariants(
@@ -93,7 +78,6 @@ def assert_invariants(
         budget=budget,
         counter=counter,
         budget_unreachable=budget_unreachable,
-        count_request=count_request,
     )
     if violations:
         listing = "\n".join(f"  - {violation}" for violation in violations)
@@ -194,8 +178,8 @@ def _check_call(index: int, position: int, call: Any, seen_ids: dict[str, int]) 
         problems.append(f"{label}: function is a {type(function).__name__}, not a dict")
         return problems
     name = function.get("name")
-    if not isinstance(name, str) or not name:
-        problems.append(f"{label}: name is {name!r}; expected a non-empty string")
+    if not isinstance(name, str) or not name.strip():
+        problems.append(f"{label}: name is {name!r}; expected a non-blank string")
     arguments_problem = _arguments_problem(function.get("arguments"))
     if arguments_problem:
         problems.append(f"{label}: {arguments_problem}")
@@ -333,12 +317,6 @@ def _unencodable(value: Any, path: str) -> list[str]:
     return problems
 
 
-def is_empty_tool_result(message: Mapping[str, Any]) -> bool:
-    """Whether a tool message carries no output at all (missing, null, "" or no parts)."""
-    content = message.get("content")
-    return content is None or content == "" or content == []
-
-
 def check_text(
     messages: Sequence[Any], *, system: str | None = None, tools: Sequence[Any] = ()
 ) -> list[str]:
@@ -349,7 +327,7 @@ def check_text(
         if not isinstance(message, dict):
             continue
         violations += _unencodable(message, f"messages[{index}]")
-        if message.get("role") == "tool" and is_empty_tool_result(message):
+        if message.get("role") == "tool" and is_empty_result(message):
             violations.append(
                 f"messages[{index}] (tool, tool_call_id {message.get('tool_call_id')!r}): "
                 f"empty result (content {message.get('content')!r})"
@@ -360,38 +338,23 @@ def check_text(
 # -- invariant 4: the budget -------------------------------------------------------------
 
 
-def _json_text_counter(counter: TextCounter) -> RequestCounter:
-    def count(
-        system: str | None, messages: Sequence[Mapping[str, Any]], tools: Sequence[Any]
-    ) -> int:
-        request = {"system": system, "tools": list(tools), "messages": list(messages)}
-        return counter.count_text(json.dumps(request, ensure_ascii=False))
-
-    return count
-
-
 def check_budget(
     messages: Sequence[Any],
     *,
     system: str | None,
     tools: Sequence[Any],
     budget: int,
-    counter: TextCounter | None = None,
+    counter: TokenCounter | None = None,
     budget_unreachable: bool = False,
-    count_request: RequestCounter | None = None,
 ) -> list[str]:
-    """Invariant 4: the request fits the budget, or only the newest user message is left."""
-    if count_request is None:
-        if counter is None:
-            raise TypeError("check_budget needs a counter or count_request")
-        count_request = _json_text_counter(counter)
-    tokens = count_request(system, messages, tools)
+    """Invariant 4: the request fits the budget, or at most the newest user message is left."""
+    tokens = count_request(system, messages, tools, counter)
     if tokens <= budget:
         return []
     if not budget_unreachable:
         return [f"the request counts {tokens} tokens, over the budget of {budget}"]
     history = [m for m in messages if _role(m) not in SYSTEM_ROLES]
-    if len(history) == 1 and _role(history[0]) == "user":
+    if not history or (len(history) == 1 and _role(history[0]) == "user"):
         return []
     return [
         f"the request counts {tokens} tokens, over the budget of {budget}, and keeps "

@@ -6,18 +6,14 @@ Names load lazily, so importing this package costs nothing until one is used.
 from __future__ import annotations
 
 import importlib
+import sys
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nanobot_core.tools.base import (
-        ForeignTool,
-        ForeignToolContext,
-        FunctionTool,
-        Tool,
-        ToolResult,
-        as_tool,
-        tool,
-    )
+    from nanobot_core.tools._foreign import ForeignTool, ForeignToolContext
+    from nanobot_core.tools._function import FunctionTool, tool
+    from nanobot_core.tools.base import Tool, ToolResult, as_tool
     from nanobot_core.tools.executor import (
         Executor,
         ToolCallHooks,
@@ -45,13 +41,13 @@ __all__ = [
 ]
 
 _LOCATIONS: dict[str, str] = {
-    "ForeignTool": "nanobot_core.tools.base",
-    "ForeignToolContext": "nanobot_core.tools.base",
-    "FunctionTool": "nanobot_core.tools.base",
+    "ForeignTool": "nanobot_core.tools._foreign",
+    "ForeignToolContext": "nanobot_core.tools._foreign",
+    "FunctionTool": "nanobot_core.tools._function",
     "Tool": "nanobot_core.tools.base",
     "ToolResult": "nanobot_core.tools.base",
     "as_tool": "nanobot_core.tools.base",
-    "tool": "nanobot_core.tools.base",
+    "tool": "nanobot_core.tools._function",
     "Executor": "nanobot_core.tools.executor",
     "ToolCallHooks": "nanobot_core.tools.executor",
     "ToolCallOutcome": "nanobot_core.tools.executor",
@@ -62,14 +58,27 @@ _LOCATIONS: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    location = _LOCATIONS.get(name)
-    if location is None:
-        raise AttributeError(f"module 'nanobot_core.tools' has no attribute {name!r}")
-    value = getattr(importlib.import_module(location), name)
-    globals()[name] = value
-    return value
+def lazy_attributes(
+    module_name: str, locations: Mapping[str, str]
+) -> tuple[Callable[[str], Any], Callable[[], list[str]]]:
+    """A module's ``__getattr__`` and ``__dir__`` that import each name from its location on use.
+
+    ``locations`` maps a name to the module defining it; a loaded name is cached in the module.
+    """
+    module = sys.modules[module_name]
+
+    def load(name: str) -> Any:
+        location = locations.get(name)
+        if location is None:
+            raise AttributeError(f"module {module_name!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(location), name)
+        setattr(module, name, value)
+        return value
+
+    def names() -> list[str]:
+        return sorted(set(vars(module)) | set(locations))
+
+    return load, names
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_attributes(__name__, _LOCATIONS)

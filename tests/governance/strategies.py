@@ -14,12 +14,15 @@ import functools
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 from hypothesis import strategies as st
 
 from nanobot_core.config import GovernanceConfig
+
+if TYPE_CHECKING:
+    from nanobot_core.governance import Stage
 from tests.helpers import shared_data_dir
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
@@ -41,7 +44,7 @@ class DirtyRequest:
 
     source: str
     messages: Messages
-    tools: tuple[dict[str, Any], ...]
+    tools: tuple[dict[str, Any], ...] = attrs.field(repr=False)
     system: str | None
     dirt: tuple[str, ...]
 
@@ -75,18 +78,22 @@ def llamafactory_rows() -> tuple[dict[str, Any], ...]:
 
 
 @functools.cache
-def conversations() -> tuple[Conversation, ...]:
-    """All clean base conversations: τ-bench first, then LLaMA-Factory."""
-    tau_tools = tau_bench_tools()
-    tau = (
-        Conversation(f"tau-bench[{index}]", tuple(run["traj"]), tau_tools)
+def tau_bench_conversations() -> tuple[Conversation, ...]:
+    """The 200 τ-bench conversations, with the airline tools."""
+    tools = tau_bench_tools()
+    return tuple(
+        Conversation(f"tau-bench[{index}]", tuple(run["traj"]), tools)
         for index, run in enumerate(tau_bench_runs())
     )
-    llama = (
+
+
+@functools.cache
+def llamafactory_conversations() -> tuple[Conversation, ...]:
+    """The 650 LLaMA-Factory conversations, each with its own tools."""
+    return tuple(
         Conversation(f"llamafactory[{row['id']}]", tuple(row["messages"]), tuple(row["tools"]))
         for row in llamafactory_rows()
     )
-    return (*tau, *llama)
 
 
 # -- picking places ----------------------------------------------------------------------
@@ -404,6 +411,20 @@ def lone_surrogate(draw: Draw, messages: Messages) -> None:
     )
 
 
+# What compacting agents leave behind (nanobot writes the first one).
+_PLACEHOLDERS = [
+    "[Previous assistant message omitted.]",
+    "[message omitted]",
+    "[Earlier response removed for brevity]",
+]
+
+
+def insert_placeholder(draw: Draw, messages: Messages) -> None:
+    """Insert an assistant message that only stands in for an elided one."""
+    text = draw(st.sampled_from(_PLACEHOLDERS))
+    messages.insert(draw(st.integers(0, len(messages))), {"role": "assistant", "content": text})
+
+
 Operation = Callable[[Draw, Messages], None]
 
 OPERATIONS: tuple[Operation, ...] = (
@@ -428,6 +449,7 @@ OPERATIONS: tuple[Operation, ...] = (
     huge_tool_result,
     content_to_parts,
     insert_non_message,
+    insert_placeholder,
     lone_surrogate,
 )
 
@@ -438,11 +460,14 @@ OPERATIONS: tuple[Operation, ...] = (
 def _cut(draw: Draw, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """A prefix, a suffix, a window, or the whole conversation (system message kept or not)."""
     size = len(messages)
-    kind = draw(st.sampled_from(["whole", "prefix", "suffix", "window", "window-after-system"]))
+    kind = draw(
+        st.sampled_from(["whole", "whole", "prefix", "suffix", "window", "window-after-system"])
+    )
     if kind == "whole":
         return list(messages)
+    # Hypothesis favours small integers: measuring cuts from the far end keeps them long.
     start = 0 if kind == "prefix" else draw(st.integers(0, size))
-    stop = size if kind == "suffix" else draw(st.integers(start, size))
+    stop = size if kind == "suffix" else size - draw(st.integers(0, size - start))
     if kind == "window-after-system" and messages and _role(messages[0]) == "system":
         return [messages[0], *messages[max(start, 1) : stop]]
     return list(messages[start:stop])
@@ -451,10 +476,12 @@ def _cut(draw: Draw, messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]
 @st.composite
 def dirty_requests(draw: Draw, max_operations: int = 5) -> DirtyRequest:
     """A cut of a real conversation with up to `max_operations` dirt operations applied."""
-    conversation: Conversation = draw(st.sampled_from(conversations()))
+    # Half τ-bench: its long conversations and big policy are what budgets bite on.
+    pool = draw(st.sampled_from([tau_bench_conversations(), llamafactory_conversations()]))
+    conversation: Conversation = draw(st.sampled_from(pool))
     messages: Messages = copy.deepcopy(_cut(draw, conversation.messages))
     applied = []
-    for _ in range(draw(st.integers(0, max_operations))):
+    for _ in range(draw(st.sampled_from(range(max_operations + 1)))):
         operation: Operation = draw(st.sampled_from(OPERATIONS))
         operation(draw, messages)
         applied.append(operation.__name__)
@@ -485,40 +512,120 @@ def config_indices() -> st.SearchStrategy[int]:
 
 
 class GovernorFactory:
-    """Built-in governors, one per budget variant, all offloading into one workspace."""
+    """Built-in governors per budget variant (plus extra stages), offloading into one workspace."""
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = workspace
-        self._governors: dict[int, Any] = {}
+        self._governors: dict[tuple[int, tuple[str, ...]], Any] = {}
 
-    def get(self, config: GovernanceConfig) -> Any:
-        """The governor with the built-in stages for `config` (built once, then reused)."""
-        key = id(config)
+    def get(self, config: GovernanceConfig, extra: Sequence[Stage] = ()) -> Any:
+        """The governor with the built-in stages and `extra` for `config` (built once)."""
+        key = (id(config), tuple(stage.name for stage in extra))
         if key not in self._governors:
-            self._governors[key] = build_builtin_governor(config, self.workspace)
+            self._governors[key] = build_builtin_governor(config, self.workspace, extra)
         return self._governors[key]
 
 
-def build_builtin_governor(config: GovernanceConfig, workspace: Path) -> Any:
-    """A governor with exactly the built-in stages, as the runner would build it."""
+def build_builtin_governor(
+    config: GovernanceConfig, workspace: Path, extra: Sequence[Stage] = ()
+) -> Any:
+    """A governor with the built-in stages (and `extra` ones), as the runner would build it."""
     from nanobot_core.builtins.governance import nanobot_governance_stages
-
     from nanobot_core.config import Config
     from nanobot_core.context import PluginContext
     from nanobot_core.governance import Governor
 
     context = PluginContext(workspace=workspace, config=Config(governance=config))
-    stages = nanobot_governance_stages(context)
+    stages = [*nanobot_governance_stages(context), *extra]
     return Governor(stages, config=config, workspace=workspace)
+
+
+# -- third-party stages that misbehave ---------------------------------------------------
+
+
+def _orphan_result(messages: list[Any], ctx: Any) -> Any:
+    return [*messages, {"role": "tool", "tool_call_id": "ghost", "content": "boo"}]
+
+
+def _drop_first_user(messages: list[Any], ctx: Any) -> Any:
+    first = next((i for i, m in enumerate(messages) if _role(m) == "user"), None)
+    return messages if first is None else messages[:first] + messages[first + 1 :]
+
+
+def _mutate_in_place(messages: list[Any], ctx: Any) -> Any:
+    for message in messages:
+        if isinstance(message, dict):
+            message["content"] = "mutated \ud800"
+            message.pop("tool_call_id", None)
+    return messages
+
+
+def _raise(messages: list[Any], ctx: Any) -> Any:
+    raise RuntimeError("this stage is broken")
+
+
+def _garbage(messages: list[Any], ctx: Any) -> Any:
+    return {"messages": "not a list"}
+
+
+def _duplicate_everything(messages: list[Any], ctx: Any) -> Any:
+    return messages + messages
+
+
+def _reverse(messages: list[Any], ctx: Any) -> Any:
+    return list(reversed(messages))
+
+
+def _non_messages(messages: list[Any], ctx: Any) -> Any:
+    return [None, 42, {"role": "critic"}, *messages]
+
+
+def _empty_results(messages: list[Any], ctx: Any) -> Any:
+    return [{**m, "content": ""} if _role(m) == "tool" else m for m in messages]
+
+
+def _object_arguments(messages: list[Any], ctx: Any) -> Any:
+    changed = []
+    for message in messages:
+        if _calls(message):
+            message = {
+                **message,
+                "tool_calls": [
+                    {**c, "function": {"name": None, "arguments": {"x": 1}}}
+                    for c in _calls(message)
+                ],
+            }
+        changed.append(message)
+    return changed
+
+
+def _inflate(messages: list[Any], ctx: Any) -> Any:
+    # Runs after the built-in budget stages: the governor must enforce the budget again.
+    return [{**m, "content": "y" * 40_000} if _role(m) == "tool" else m for m in messages]
+
+
+def hostile_stages() -> tuple[Stage, ...]:
+    """Third-party stages that break the history in every way a buggy plugin could."""
+    from nanobot_core.governance import Stage
+
+    transforms = {
+        "orphan_result": _orphan_result,
+        "drop_first_user": _drop_first_user,
+        "mutate_in_place": _mutate_in_place,
+        "raise": _raise,
+        "garbage": _garbage,
+        "duplicate_everything": _duplicate_everything,
+        "reverse": _reverse,
+        "non_messages": _non_messages,
+        "empty_results": _empty_results,
+        "object_arguments": _object_arguments,
+    }
+    placed = [Stage(f"hostile_{name}", func) for name, func in transforms.items()]
+    placed.append(Stage("hostile_inflate", _inflate, phase="budget", after="snip_history"))
+    placed.append(Stage("hostile_first", _reverse, phase="repair", before="strip_placeholders"))
+    return tuple(placed)
 
 
 def report_changed(report: Any) -> bool:
     """Whether a governance report says that anything was changed."""
     return bool(report.changed)
-
-
-def request_counter() -> Any:
-    """Count a whole request the way the governor counts it, with the default counter."""
-    from nanobot_core.governance.tokens import count_request
-
-    return count_request

@@ -16,7 +16,8 @@ from typing import Any
 import pytest
 
 from nanobot_core.config import GovernanceConfig
-from nanobot_core.governance.invariants import check_invariants, is_empty_tool_result
+from nanobot_core.governance.checks import is_empty_result
+from nanobot_core.governance.invariants import check_invariants
 from tests.governance.strategies import (
     build_builtin_governor,
     llamafactory_rows,
@@ -26,6 +27,7 @@ from tests.governance.strategies import (
 )
 from tests.helpers import shared_data_dir
 
+# What an empty tool result must read as (pinned here, not imported from the code).
 NO_OUTPUT = "(no output)"
 
 
@@ -74,7 +76,7 @@ def with_empty_results_filled(messages: Sequence[dict[str, Any]]) -> list[dict[s
     """The messages with every empty tool result reading "(no output)", as the governor must."""
     return [
         {**message, "content": NO_OUTPUT}
-        if message.get("role") == "tool" and is_empty_tool_result(message)
+        if message.get("role") == "tool" and is_empty_result(message)
         else message
         for message in messages
     ]
@@ -130,7 +132,7 @@ def test_tau_bench_has_the_empty_results_the_exception_is_for() -> None:
         message
         for run in tau_bench_runs()
         for message in run["traj"]
-        if message["role"] == "tool" and is_empty_tool_result(message)
+        if message["role"] == "tool" and is_empty_result(message)
     ]
     assert len(empty) == 92
 

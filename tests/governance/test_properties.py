@@ -22,7 +22,6 @@ from tests.governance.strategies import (
     config_indices,
     dirty_requests,
     report_changed,
-    request_counter,
 )
 
 EXAMPLES = int(os.environ.get("NANOBOT_HYPOTHESIS_EXAMPLES", "3400"))
@@ -63,10 +62,9 @@ def test_governed_request_satisfies_every_invariant(
         system=request.system,
         tools=request.tools,
         budget=result.budget,
-        count_request=request_counter(),
         budget_unreachable=not result.fits,
     )
-    assert violations == [], (request.source, request.dirt)
+    assert violations == [], f"{request.source} {request.dirt}: {violations}"
 
 
 @PROPERTY_SETTINGS
@@ -93,8 +91,8 @@ def test_governing_is_idempotent(
         request.source, first.messages, request.tools, request.system, request.dirt
     )
     second = _govern(governors, config_index, governed)
-    assert second.messages is first.messages, (request.source, request.dirt)
-    assert not report_changed(second.report), (request.source, request.dirt)
+    assert second.messages is first.messages, f"{request.source} {request.dirt}"
+    assert not report_changed(second.report), f"{request.source} {request.dirt}"
 
 
 DEFECTS = {
@@ -113,6 +111,8 @@ DEFECTS = {
 }
 
 
+# `find` renders every example it tries; a real conversation makes a long repr, harmlessly.
+@pytest.mark.filterwarnings("ignore:Generating overly large repr")
 @pytest.mark.parametrize("marker", DEFECTS.values(), ids=DEFECTS.keys())
 def test_strategy_produces_each_defect(marker: str) -> None:
     """The generated histories really contain each defect the properties claim to cover."""

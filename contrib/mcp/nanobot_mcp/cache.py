@@ -49,7 +49,9 @@ class ToolListCache:
             or data.get("format") != _FORMAT
             or data.get("config_hash") != server.config_hash
             or not isinstance(data.get("tools"), list)
-            or not all(isinstance(t, dict) and isinstance(t.get("name"), str) for t in data["tools"])
+            or not all(
+                isinstance(t, dict) and isinstance(t.get("name"), str) for t in data["tools"]
+            )
         ):
             return None
         return data["tools"]  # type: ignore[no-any-return]
@@ -57,10 +59,15 @@ class ToolListCache:
     def store(self, server: ServerConfig, tools: list[dict[str, Any]]) -> None:
         """Write the tools of `server` atomically (a reader never sees half a file)."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        payload = {"format": _FORMAT, "server": server.name, "config_hash": server.config_hash,
-                   "tools": tools}
-        handle, temporary = tempfile.mkstemp(dir=self.directory, prefix=f".{server.name}.",
-                                             suffix=".tmp")
+        payload = {
+            "format": _FORMAT,
+            "server": server.name,
+            "config_hash": server.config_hash,
+            "tools": tools,
+        }
+        handle, temporary = tempfile.mkstemp(
+            dir=self.directory, prefix=f".{server.name}.", suffix=".tmp"
+        )
         try:
             with os.fdopen(handle, "w", encoding="utf-8") as file:
                 json.dump(payload, file, ensure_ascii=False, indent=1, sort_keys=True)

@@ -82,12 +82,16 @@ def parse_servers(data: Mapping[str, Any], *, workspace: Path, source: str) -> l
     """Validate the ``[servers.*]`` tables of a parsed config file."""
     unknown = sorted(set(data) - {"servers"})
     if unknown:
-        raise ConfigError(f"{source}: unknown top-level key(s) {unknown}; servers go in [servers.<name>]")
+        raise ConfigError(
+            f"{source}: unknown top-level key(s) {unknown}; servers go in [servers.<name>]"
+        )
     servers = data.get("servers", {})
     if not isinstance(servers, Mapping):
         raise ConfigError(f"{source}: 'servers' must be a table of [servers.<name>] tables")
-    return [_server(name, table, workspace, f"{source}: servers.{name}") for name, table in
-            sorted(servers.items())]
+    return [
+        _server(name, table, workspace, f"{source}: servers.{name}")
+        for name, table in sorted(servers.items())
+    ]
 
 
 def _server(name: str, table: Any, workspace: Path, where: str) -> ServerConfig:

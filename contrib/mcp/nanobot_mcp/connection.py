@@ -50,13 +50,13 @@ class ServerConnection:
         try:
             self.tools = await asyncio.wait_for(asyncio.shield(ready), timeout)
         except TimeoutError:
-            await self.close()
+            await self._abort()
             raise McpServerError(
                 f"MCP server {self.config.name!r} did not start within {timeout:g} s"
                 + self._stderr_tail()
             ) from None
         except Exception as exc:
-            await self.close()
+            await self._abort()
             raise McpServerError(
                 f"MCP server {self.config.name!r} failed to start: {_describe(exc)}"
                 + self._stderr_tail()
@@ -80,8 +80,13 @@ class ServerConnection:
         try:
             await asyncio.wait_for(asyncio.shield(owner), timeout)
         except (TimeoutError, Exception):
-            owner.cancel()
-            await asyncio.gather(owner, return_exceptions=True)
+            await self._abort()
+
+    async def _abort(self) -> None:
+        """Cancel the owner; the SDK still stops the process (stdin closed, then signals)."""
+        if self._owner is not None and not self._owner.done():
+            self._owner.cancel()
+            await asyncio.gather(self._owner, return_exceptions=True)
 
     async def _own(self, ready: asyncio.Future[list[dict[str, Any]]]) -> None:
         from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -132,8 +137,9 @@ async def _list_all_tools(session: Any) -> list[dict[str, Any]]:
     cursor: str | None = None
     for _ in range(_MAX_PAGES):
         page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
-        tools += [tool.model_dump(by_alias=True, exclude_none=True, mode="json")
-                  for tool in page.tools]
+        tools += [
+            tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in page.tools
+        ]
         cursor = page.next_cursor
         if not cursor:
             break

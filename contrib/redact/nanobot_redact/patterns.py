@@ -116,7 +116,9 @@ def patterns_from_options(options: Mapping[str, object]) -> tuple[SecretPattern,
     """
     unknown_keys = sorted(set(options) - {"disabled_kinds", "extra_patterns"})
     if unknown_keys:
-        raise ValueError(f"unknown option(s) {unknown_keys} (known: disabled_kinds, extra_patterns)")
+        raise ValueError(
+            f"unknown option(s) {unknown_keys} (known: disabled_kinds, extra_patterns)"
+        )
     disabled = options.get("disabled_kinds", [])
     if not isinstance(disabled, list) or not all(isinstance(k, str) for k in disabled):
         raise ValueError("disabled_kinds must be a list of kind names")

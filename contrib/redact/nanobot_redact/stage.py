@@ -131,7 +131,9 @@ def _redact_calls(
     return result
 
 
-def _redact_arguments(arguments: Any, patterns: Sequence[SecretPattern]) -> tuple[Any, Counter[str]]:
+def _redact_arguments(
+    arguments: Any, patterns: Sequence[SecretPattern]
+) -> tuple[Any, Counter[str]]:
     """Redact inside the decoded JSON when the arguments are JSON, so escapes do not hide secrets.
 
     A PEM key in a JSON string has its line breaks written as ``\\n``; matching

@@ -49,6 +49,15 @@ def test_bearer_tokens_keep_the_header_name() -> None:
     assert as_json == '{"authorization": "bearer [REDACTED:bearer_token]"}'
 
 
+def test_a_bare_bearer_header_value_is_redacted() -> None:
+    """A string that is just "Bearer <token>" (a header value on its own) loses the token."""
+    text, found = redact_text("Bearer abcdefghijklmnop", DEFAULT_PATTERNS)
+    assert text == "Bearer [REDACTED:bearer_token]"
+    assert found == {"bearer_token": 1}
+    prose = "Bearer instruments are explained below."
+    assert redact_text(prose, DEFAULT_PATTERNS) == (prose, {})
+
+
 def test_private_key_blocks_go_whole() -> None:
     """A PEM private key block, BEGIN to END, becomes one marker."""
     block = f"-----BEGIN RSA PRIVATE KEY-----\n{PEM_BODY}-----END RSA PRIVATE KEY-----"

@@ -1,4 +1,4 @@
-"""The redact_secrets stage over whole histories: what it changes, what it reports, what it keeps."""
+"""The redact_secrets stage over whole histories: what it changes, reports and keeps."""
 
 from __future__ import annotations
 
@@ -16,7 +16,10 @@ from nanobot_redact import STAGE_NAME, nanobot_governance_stages, redact_message
 
 OPENAI_KEY = "sk-" + "Zx9" * 16
 GITHUB_TOKEN = "gh" + "p_" + "a1B2c3" * 6
-PEM = "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----"
+PEM = (
+    "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n"
+    "-----END OPENSSH PRIVATE KEY-----"
+)
 
 
 def history() -> list[dict[str, Any]]:
@@ -29,11 +32,19 @@ def history() -> list[dict[str, Any]]:
             "content": None,
             "reasoning_content": "thinking",
             "tool_calls": [
-                {"id": "c1", "type": "function",
-                 "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'}},
-                {"id": "c2", "type": "function",
-                 "function": {"name": "write_file",
-                              "arguments": json.dumps({"path": "id_ed25519", "content": PEM})}},
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
+                },
+                {
+                    "id": "c2",
+                    "type": "function",
+                    "function": {
+                        "name": "write_file",
+                        "arguments": json.dumps({"path": "id_ed25519", "content": PEM}),
+                    },
+                },
             ],
         },
         {"role": "tool", "tool_call_id": "c1", "content": "nothing secret here"},
@@ -55,7 +66,10 @@ def test_secrets_leave_the_model_copy_with_kind_and_place_reported() -> None:
     assert messages[1]["content"] == "my key is [REDACTED:openai_api_key], keep it safe"
     arguments = json.loads(messages[2]["tool_calls"][1]["function"]["arguments"])
     assert arguments == {"path": "id_ed25519", "content": "[REDACTED:private_key]"}
-    assert messages[5]["content"][1] == {"type": "text", "text": "GITHUB_TOKEN=[REDACTED:github_token]"}
+    assert messages[5]["content"][1] == {
+        "type": "text",
+        "text": "GITHUB_TOKEN=[REDACTED:github_token]",
+    }
     assert findings == [
         (1, "content", "openai_api_key", 1),
         (2, "tool_calls[1].function.arguments", "private_key", 1),
@@ -84,8 +98,11 @@ def test_untouched_messages_and_parts_are_passed_through_as_is() -> None:
 
 def test_arguments_that_are_not_json_are_redacted_as_text() -> None:
     """Broken JSON arguments still lose their secrets, as plain text."""
-    call = {"id": "c", "type": "function",
-            "function": {"name": "shell", "arguments": f"{{oops {OPENAI_KEY}"}}
+    call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "shell", "arguments": f"{{oops {OPENAI_KEY}"},
+    }
     messages, findings = redact_messages([{"role": "assistant", "tool_calls": [call]}])
     assert messages[0]["tool_calls"][0]["function"]["arguments"] == (
         "{oops [REDACTED:openai_api_key]"
@@ -139,8 +156,9 @@ def test_the_stage_reports_what_it_removed(tmp_path: Path) -> None:
 
 def test_config_options_reach_the_stage(tmp_path: Path) -> None:
     """[governance.stages.redact_secrets] disabled_kinds is honoured by the contributed stage."""
-    config = Config(governance=GovernanceConfig(
-        stages={STAGE_NAME: {"disabled_kinds": ["openai_api_key"]}}))
+    config = Config(
+        governance=GovernanceConfig(stages={STAGE_NAME: {"disabled_kinds": ["openai_api_key"]}})
+    )
     (stage,) = nanobot_governance_stages(PluginContext(workspace=tmp_path, config=config))
     outcome = stage.func([{"role": "user", "content": OPENAI_KEY}], None)
     assert not outcome.changed
@@ -149,7 +167,9 @@ def test_config_options_reach_the_stage(tmp_path: Path) -> None:
 json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=20)
 texts = st.one_of(
     st.text(max_size=40),
-    st.sampled_from([OPENAI_KEY, GITHUB_TOKEN, PEM, "https://u:pw@h/", "Authorization: Bearer x"*3]),
+    st.sampled_from(
+        [OPENAI_KEY, GITHUB_TOKEN, PEM, "https://u:pw@h/", "Authorization: Bearer x" * 3]
+    ),
 )
 messages_strategy = st.lists(
     st.fixed_dictionaries(
@@ -157,18 +177,29 @@ messages_strategy = st.lists(
         optional={
             "content": st.one_of(
                 texts,
-                st.lists(st.one_of(st.fixed_dictionaries({"type": st.just("text"), "text": texts}),
-                                   json_scalars), max_size=3),
+                st.lists(
+                    st.one_of(
+                        st.fixed_dictionaries({"type": st.just("text"), "text": texts}),
+                        json_scalars,
+                    ),
+                    max_size=3,
+                ),
                 json_scalars,
             ),
             "tool_calls": st.lists(
-                st.fixed_dictionaries({
-                    "id": st.text(max_size=5),
-                    "function": st.fixed_dictionaries({
-                        "name": st.just("f"),
-                        "arguments": st.one_of(texts, texts.map(lambda t: json.dumps({"a": t}))),
-                    }),
-                }),
+                st.fixed_dictionaries(
+                    {
+                        "id": st.text(max_size=5),
+                        "function": st.fixed_dictionaries(
+                            {
+                                "name": st.just("f"),
+                                "arguments": st.one_of(
+                                    texts, texts.map(lambda t: json.dumps({"a": t}))
+                                ),
+                            }
+                        ),
+                    }
+                ),
                 max_size=2,
             ),
         },
@@ -189,3 +220,31 @@ def test_any_history_is_left_intact_and_redaction_is_idempotent(
     twice, findings = redact_messages(once)
     assert findings == []
     assert twice == once
+
+
+def test_the_governed_request_carries_no_secret_and_stays_legal(tmp_path: Path) -> None:
+    """Through the governor: secrets gone from the model copy, history intact, invariants kept."""
+    from nanobot_core.testing import govern_and_check
+
+    stages = nanobot_governance_stages(PluginContext(workspace=tmp_path))
+    original = history()
+    snapshot = copy.deepcopy(original)
+    result = govern_and_check(original, stages=stages, workspace=tmp_path)
+    sent = json.dumps(result.messages)
+    for secret in (OPENAI_KEY, GITHUB_TOKEN, "b3BlbnNzaC1rZXktdjEAAAAA"):
+        assert secret not in sent
+    assert original == snapshot
+    entry = result.report.entry(STAGE_NAME)
+    assert entry is not None
+    assert entry.changed
+    assert entry.details[0] == "message 1 content: openai_api_key redacted"
+
+
+def test_the_stage_runs_before_results_are_offloaded(tmp_path: Path) -> None:
+    """In the pipeline, redact_secrets comes after the repair stages and before offload_results."""
+    from nanobot_core.governance import Governor, builtin_stages
+
+    stages = [*builtin_stages(), *nanobot_governance_stages(PluginContext(workspace=tmp_path))]
+    names = Governor(stages, config=GovernanceConfig()).stage_names()
+    assert names.index("sanitize_content") < names.index(STAGE_NAME)
+    assert names.index(STAGE_NAME) < names.index("offload_results")

@@ -9,6 +9,7 @@ loaded on the first count, not when the plugin is discovered.
 from __future__ import annotations
 
 import functools
+import warnings
 from typing import Any
 
 from nanobot_tokenizer.encodings import ENCODINGS
@@ -20,9 +21,12 @@ __all__ = ["BpeTokenCounter", "load_encoding"]
 @functools.cache
 def load_encoding(name: str) -> Any:
     """The bpe-openai encoding `name`, loaded once per process."""
-    import bpe_openai
+    with warnings.catch_warnings():
+        # bpe-openai 0.1.4 reads its bundled files with a deprecated importlib.resources call.
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import bpe_openai  # type: ignore[import-untyped]
 
-    return bpe_openai.get_encoding(name)
+        return bpe_openai.get_encoding(name)
 
 
 class BpeTokenCounter:

@@ -43,19 +43,30 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> None:
     def address_host(address: Any) -> Any:
         return address[0] if isinstance(address, tuple) else None
 
-    monkeypatch.setattr(socket.socket, "connect", guarded(
-        socket.socket.connect, lambda sock, address: address_host(address)))
-    monkeypatch.setattr(socket.socket, "connect_ex", guarded(
-        socket.socket.connect_ex, lambda sock, address: address_host(address)))
-    monkeypatch.setattr(socket, "create_connection", guarded(
-        socket.create_connection, lambda address, *rest: address_host(address)))
-    monkeypatch.setattr(socket, "getaddrinfo", guarded(
-        socket.getaddrinfo, lambda host, *rest: host))
+    monkeypatch.setattr(
+        socket.socket,
+        "connect",
+        guarded(socket.socket.connect, lambda sock, address: address_host(address)),
+    )
+    monkeypatch.setattr(
+        socket.socket,
+        "connect_ex",
+        guarded(socket.socket.connect_ex, lambda sock, address: address_host(address)),
+    )
+    monkeypatch.setattr(
+        socket,
+        "create_connection",
+        guarded(socket.create_connection, lambda address, *rest: address_host(address)),
+    )
+    monkeypatch.setattr(
+        socket, "getaddrinfo", guarded(socket.getaddrinfo, lambda host, *rest: host)
+    )
 
 
 @pytest.fixture(autouse=True)
-def empty_tiktoken_cache(tmp_path_factory: pytest.TempPathFactory,
-                         monkeypatch: pytest.MonkeyPatch) -> Path:
+def empty_tiktoken_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> Path:
     """Point TIKTOKEN_CACHE_DIR at a fresh empty folder for the test."""
     cache = tmp_path_factory.mktemp("tiktoken-cache")
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(cache))

@@ -33,24 +33,41 @@ def test_published_token_counts(encoding: str, text: str, tokens: int) -> None:
 
 
 COOKBOOK_CHAT = [
-    {"role": "system", "content": "You are a helpful, pattern-following assistant that "
-     "translates corporate jargon into plain English."},
-    {"role": "system", "name": "example_user",
-     "content": "New synergies will help drive top-line growth."},
-    {"role": "system", "name": "example_assistant",
-     "content": "Things working well together will increase revenue."},
-    {"role": "system", "name": "example_user",
-     "content": "Let's circle back when we have more bandwidth to touch base on opportunities "
-     "for increased leverage."},
-    {"role": "system", "name": "example_assistant",
-     "content": "Let's talk later when we're less busy about how to do better."},
-    {"role": "user", "content": "This late pivot means we don't have time to boil the ocean "
-     "for the client deliverable."},
+    {
+        "role": "system",
+        "content": "You are a helpful, pattern-following assistant that "
+        "translates corporate jargon into plain English.",
+    },
+    {
+        "role": "system",
+        "name": "example_user",
+        "content": "New synergies will help drive top-line growth.",
+    },
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Things working well together will increase revenue.",
+    },
+    {
+        "role": "system",
+        "name": "example_user",
+        "content": "Let's circle back when we have more bandwidth to touch base on opportunities "
+        "for increased leverage.",
+    },
+    {
+        "role": "system",
+        "name": "example_assistant",
+        "content": "Let's talk later when we're less busy about how to do better.",
+    },
+    {
+        "role": "user",
+        "content": "This late pivot means we don't have time to boil the ocean "
+        "for the client deliverable.",
+    },
 ]
 
 
-@pytest.mark.parametrize(("encoding", "prompt_tokens"), [("cl100k_base", 129),
-                                                         ("o200k_base", 124)])
+@pytest.mark.parametrize(("encoding", "prompt_tokens"), [("cl100k_base", 129), ("o200k_base", 124)])
 def test_chat_prompt_matches_what_the_api_reported(encoding: str, prompt_tokens: int) -> None:
     """With the cookbook's per-message overheads, the total is the API's own prompt_tokens."""
     counter = BpeTokenCounter(encoding)
@@ -67,7 +84,7 @@ def test_empty_text_has_no_tokens() -> None:
 
 
 def test_special_token_markers_count_as_plain_text() -> None:
-    """"<|endoftext|>" in user text is ordinary text (several tokens), never an error."""
+    """ "<|endoftext|>" in user text is ordinary text (several tokens), never an error."""
     assert BpeTokenCounter("cl100k_base").count_text("<|endoftext|>") > 1
 
 

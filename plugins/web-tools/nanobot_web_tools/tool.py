@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from nanobot_core.errors import ConfigError
 from nanobot_core.tools.base import Tool, ToolResult
+
 from nanobot_web_tools.errors import FetchFailed, FetchRefused
 from nanobot_web_tools.fetch import FetchedPage, FetchLimits, PinnedFetcher
 
@@ -34,7 +35,7 @@ class WebFetch(Tool):
         "to text; plain text, JSON and XML come back as they are. Binary content, private "
         "networks, localhost and cloud metadata addresses are refused. Long pages are cut."
     )
-    parameters = {  # noqa: RUF012 - the schema is a class-level constant by contract
+    parameters = {
         "type": "object",
         "properties": {
             "url": {"type": "string", "description": "The http:// or https:// URL to fetch."},

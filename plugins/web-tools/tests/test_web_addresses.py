@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 
 import pytest
+
 from nanobot_web_tools import FetchRefused, refusal_reason, resolve_checked
 from nanobot_web_tools.addresses import system_resolver
 

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import httpx
 import pytest
+
 from nanobot_web_tools import FetchedPage, FetchFailed, FetchLimits, FetchRefused, PinnedFetcher
 from nanobot_web_tools.fetch import pinned_request_parts
 

@@ -6,13 +6,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from nanobot_web_tools import ALLOW_LOOPBACK_ENV, FetchedPage, FetchLimits, WebFetch
-from nanobot_web_tools.tool import render_page
-
 from nanobot_core.config import Config, ToolsConfig
 from nanobot_core.context import PluginContext
 from nanobot_core.errors import ConfigError
 from nanobot_core.testing import assert_tool_contract, run_tool
+
+from nanobot_web_tools import ALLOW_LOOPBACK_ENV, FetchedPage, FetchLimits, WebFetch
+from nanobot_web_tools.tool import render_page
 
 if TYPE_CHECKING:
     from conftest import LocalSite

@@ -21,8 +21,9 @@ if os.environ.get("NOTES_SERVER_CRASH"):
     sys.exit(3)
 time.sleep(float(os.environ.get("NOTES_SERVER_STARTUP_DELAY", "0")))
 
-from mcp.server.mcpserver import MCPServer
-from mcp.server.mcpserver.exceptions import ToolError
+# The switches above must act before the (slow) SDK import, as a real server's would.
+from mcp.server.mcpserver import MCPServer  # noqa: E402
+from mcp.server.mcpserver.exceptions import ToolError  # noqa: E402
 
 server = MCPServer("notes")
 notes: list[str] = []

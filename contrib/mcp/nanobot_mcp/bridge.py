@@ -1,0 +1,198 @@
+"""The bridge: MCP sessions on a private event loop, shared by every caller in the process.
+
+Tool calls come from whatever event loop the agent runs (and a test helper
+may start a new loop per call), but an MCP session belongs to the loop that
+opened it. So the bridge runs one loop in a daemon thread, opens every
+session there, and hands each call over to it. Sessions stay up between calls
+(servers can keep state) and are closed when the process exits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import atexit
+import concurrent.futures
+import contextlib
+import threading
+from collections.abc import Coroutine, Sequence
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+from nanobot_mcp.cache import ToolListCache
+from nanobot_mcp.config import ServerConfig
+from nanobot_mcp.connection import CONNECTION_CLOSED, McpServerError, ServerConnection
+
+__all__ = ["McpBridge", "ServerHandle", "default_bridge", "reset_default_bridge"]
+
+T = TypeVar("T")
+
+# Time to wait on top of a server's own startup timeout: stopping a server that did not
+# start takes the SDK up to about 5 s (stdin closed, 2 s grace, SIGTERM, SIGKILL).
+_GRACE = 10.0
+
+
+@attrs.frozen
+class ServerHandle:
+    """A configured server within one workspace (where its cache and stderr log live)."""
+
+    config: ServerConfig
+    workspace: Path
+
+    @property
+    def cache(self) -> ToolListCache:
+        """The tool-list cache of the workspace."""
+        return ToolListCache.for_workspace(self.workspace)
+
+    @property
+    def stderr_log(self) -> Path:
+        """Where the server's stderr goes (overwritten at each start)."""
+        return self.workspace / ".nanobot" / "logs" / "mcp" / f"{self.config.name}.log"
+
+
+class McpBridge:
+    """Starts MCP servers on demand and routes tool calls to them."""
+
+    def __init__(self) -> None:
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._guard = threading.Lock()
+        # Touched only on the bridge loop:
+        self._connections: dict[ServerHandle, ServerConnection] = {}
+        self._starting: dict[ServerHandle, asyncio.Lock] = {}
+
+    # -- from synchronous code (plugin hooks) -----------------------------------------------
+
+    def start_servers(
+        self, handles: Sequence[ServerHandle]
+    ) -> dict[ServerHandle, list[dict[str, Any]] | McpServerError]:
+        """Start the servers side by side; each maps to its tools or to why it failed."""
+        if not handles:
+            return {}
+        deadline = max(h.config.startup_timeout for h in handles) + _GRACE
+
+        async def start_all() -> list[list[dict[str, Any]] | BaseException]:
+            return await asyncio.gather(
+                *(self._tools_of(h) for h in handles), return_exceptions=True
+            )
+
+        outcomes = self._submit(start_all()).result(timeout=deadline)
+        results: dict[ServerHandle, list[dict[str, Any]] | McpServerError] = {}
+        for handle, outcome in zip(handles, outcomes, strict=True):
+            if isinstance(outcome, McpServerError):
+                results[handle] = outcome
+            elif isinstance(outcome, BaseException):
+                results[handle] = McpServerError(f"MCP server {handle.config.name!r}: {outcome!r}")
+            else:
+                results[handle] = outcome
+        return results
+
+    def close(self, timeout: float = 5.0) -> None:
+        """Close every session and stop the loop thread (idempotent)."""
+        with self._guard:
+            loop, thread = self._loop, self._thread
+            self._loop = self._thread = None
+        if loop is None or thread is None:
+            return
+        # A session that will not close in time is abandoned; the process is exiting anyway.
+        with contextlib.suppress(concurrent.futures.TimeoutError, RuntimeError):
+            asyncio.run_coroutine_threadsafe(self._close_all(timeout), loop).result(timeout + 1)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout)
+
+    # -- from any event loop (tool calls) ---------------------------------------------------
+
+    async def call_tool(
+        self, handle: ServerHandle, tool: str, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Call `tool` on the server (starting it if needed); the MCP result as a dict."""
+        return await asyncio.wrap_future(self._submit(self._call(handle, tool, arguments)))
+
+    # -- on the bridge loop -----------------------------------------------------------------
+
+    async def _connection(self, handle: ServerHandle) -> ServerConnection:
+        lock = self._starting.setdefault(handle, asyncio.Lock())
+        async with lock:
+            connection = self._connections.get(handle)
+            if connection is not None and connection.alive:
+                return connection
+            connection = ServerConnection(handle.config, handle.stderr_log)
+            tools = await connection.start()
+            self._connections[handle] = connection
+            # Every start refreshes the cache, so a server that changed its tools is
+            # listed correctly from the next process on.
+            handle.cache.store(handle.config, tools)
+            return connection
+
+    async def _tools_of(self, handle: ServerHandle) -> list[dict[str, Any]]:
+        return (await self._connection(handle)).tools
+
+    async def _call(
+        self, handle: ServerHandle, tool: str, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        connection = await self._connection(handle)
+        try:
+            return await connection.call(tool, arguments)
+        except Exception as exc:
+            if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
+                # The process is gone: forget it, so the next call starts a fresh one.
+                self._connections.pop(handle, None)
+                await connection.close(timeout=1.0)
+                raise McpServerError(
+                    f"MCP server {handle.config.name!r} closed the connection during the call"
+                ) from exc
+            raise
+
+    async def _close_all(self, timeout: float) -> None:
+        connections = list(self._connections.values())
+        self._connections.clear()
+        await asyncio.gather(*(c.close(timeout) for c in connections), return_exceptions=True)
+
+    # -- plumbing ---------------------------------------------------------------------------
+
+    def _submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
+        return asyncio.run_coroutine_threadsafe(coroutine, self._ensure_loop())
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        with self._guard:
+            if self._loop is None:
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=_run_loop, args=(loop,), name="nanobot-mcp", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread = loop, thread
+            return self._loop
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop) -> None:
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+    finally:
+        loop.close()
+
+
+_default: McpBridge | None = None
+_default_guard = threading.Lock()
+
+
+def default_bridge() -> McpBridge:
+    """The process-wide bridge used by the plugin hook, closed at interpreter exit."""
+    global _default
+    with _default_guard:
+        if _default is None:
+            _default = McpBridge()
+            atexit.register(_default.close)
+        return _default
+
+
+def reset_default_bridge() -> None:
+    """Close the process-wide bridge and forget it (tests use this between cases)."""
+    global _default
+    with _default_guard:
+        bridge, _default = _default, None
+    if bridge is not None:
+        atexit.unregister(bridge.close)
+        bridge.close()

@@ -1,0 +1,165 @@
+"""The bridge against a real MCP server process: listing, calling, caching, failing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from nanobot_core.config import Config
+from nanobot_core.context import PluginContext
+from nanobot_core.errors import PluginError
+from nanobot_core.testing import run_tool
+
+from nanobot_mcp import McpTool, ToolListCache, load_servers, nanobot_tools, reset_default_bridge
+
+if TYPE_CHECKING:
+    from conftest import Workspace
+
+
+def bridged(workspace: Workspace) -> dict[str, McpTool]:
+    """The tools the plugin contributes for this workspace, by name."""
+    tools = nanobot_tools(PluginContext(workspace=workspace.root))
+    return {tool.name: tool for tool in tools}
+
+
+def test_server_tools_appear_with_prefixed_names_and_schemas(workspace: Workspace) -> None:
+    """Each MCP tool becomes mcp_<server>_<tool>, with the server's description and schema."""
+    workspace.configure(notes={})
+    tools = bridged(workspace)
+    assert list(tools) == [
+        "mcp_notes_add_note",
+        "mcp_notes_list_notes",
+        "mcp_notes_add",
+        "mcp_notes_fail",
+        "mcp_notes_exit_now",
+    ]
+    add_note = tools["mcp_notes_add_note"]
+    assert add_note.description.startswith("Store a note and say how many there are.")
+    assert "'notes'" in add_note.description
+    assert add_note.parameters["required"] == ["text"]
+    assert add_note.parameters["properties"]["text"]["type"] == "string"
+
+
+def test_calls_reach_the_server_and_its_state_survives_between_calls(
+    workspace: Workspace,
+) -> None:
+    """Calls (each from a new event loop) go to one long-lived server process."""
+    workspace.configure(notes={})
+    tools = bridged(workspace)
+    assert run_tool(tools["mcp_notes_add_note"], {"text": "buy milk"}) == "stored note 1"
+    assert run_tool(tools["mcp_notes_add_note"], '{"text": "call Ann"}') == "stored note 2"
+    assert run_tool(tools["mcp_notes_list_notes"], {}) == "buy milk\ncall Ann"
+    assert run_tool(tools["mcp_notes_add"], {"a": 2, "b": "3"}) == "5"
+    assert workspace.spawns() == 1
+
+
+def test_an_mcp_error_result_becomes_an_error_result(workspace: Workspace) -> None:
+    """A tool that reports isError comes back as an "Error" result carrying its message."""
+    workspace.configure(notes={})
+    result = run_tool(bridged(workspace)["mcp_notes_fail"], {"reason": "no disk"})
+    assert result.is_error
+    assert result.startswith("Error")
+    assert "refusing on purpose: no disk" in result
+
+
+def test_the_tool_list_is_cached_and_the_server_starts_lazily(workspace: Workspace) -> None:
+    """After a first start, listing tools in a new process reads the cache and spawns nothing."""
+    workspace.configure(notes={})
+    first = list(bridged(workspace))
+    assert workspace.spawns() == 1
+    cache_file = workspace.root / ".nanobot" / "cache" / "mcp" / "notes.json"
+    cached = json.loads(cache_file.read_text())
+    (server,) = load_servers(workspace.root, {})
+    assert cached["config_hash"] == server.config_hash
+    reset_default_bridge()  # as if the process had ended
+
+    again = bridged(workspace)
+    assert list(again) == first
+    assert workspace.spawns() == 1
+    assert run_tool(again["mcp_notes_add"], {"a": 1, "b": 1}) == "2"
+    assert workspace.spawns() == 2
+
+
+def test_a_changed_server_config_is_listed_afresh(workspace: Workspace) -> None:
+    """Editing the server's command line or environment invalidates its cached tool list."""
+    workspace.configure(notes={})
+    bridged(workspace)
+    reset_default_bridge()
+    workspace.configure(notes={"env": {"NOTES_FLAVOUR": "other"}})
+    bridged(workspace)
+    assert workspace.spawns() == 2
+
+
+def test_a_stale_cache_entry_gives_an_error_result_not_a_crash(workspace: Workspace) -> None:
+    """Calling a tool the server no longer has is an error result naming the tool."""
+    workspace.configure(notes={})
+    (server,) = load_servers(workspace.root, {})
+    ToolListCache.for_workspace(workspace.root).store(
+        server, [{"name": "vanished", "inputSchema": {"type": "object", "properties": {}}}]
+    )
+    (tool,) = bridged(workspace).values()
+    result = run_tool(tool, {})
+    assert result.is_error
+    assert "vanished" in result
+
+
+def test_a_server_that_fails_to_start_fails_the_plugin_naming_it(workspace: Workspace) -> None:
+    """A crashing server makes the hook raise a PluginError with its name and its stderr."""
+    workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}})
+    with pytest.raises(PluginError) as failure:
+        bridged(workspace)
+    message = str(failure.value)
+    assert "MCP server 'broken' failed to start" in message
+    assert "cannot open the notes database" in message
+
+
+def test_a_server_that_never_answers_hits_the_startup_timeout(workspace: Workspace) -> None:
+    """A server slower than startup_timeout is reported as not started, by name."""
+    workspace.configure(
+        sleepy={"startup_timeout": 0.5, "env": {"NOTES_SERVER_STARTUP_DELAY": "30"}}
+    )
+    with pytest.raises(PluginError, match=r"MCP server 'sleepy' did not start within 0\.5 s"):
+        bridged(workspace)
+
+
+def test_the_core_keeps_running_when_a_server_fails(workspace: Workspace) -> None:
+    """Through the plugin manager, nanobot-mcp is reported failed and the other tools load."""
+    from nanobot_core.plugins import PluginManager
+
+    workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}})
+    manager = PluginManager(Config(), workspace=workspace.root).load()
+    tool_names = [c.name for c in manager.contributions("tool")]
+    assert not any(name.startswith("mcp_") for name in tool_names)
+    (record,) = [r for r in manager.records() if r.info.distribution == "nanobot-mcp"]
+    assert record.status == "failed"
+    assert "MCP server 'broken' failed to start" in (record.error or "")
+
+
+def test_a_server_that_dies_is_started_again_on_the_next_call(workspace: Workspace) -> None:
+    """If the process exits mid-session, that call is an error and the next one respawns it."""
+    workspace.configure(notes={})
+    tools = bridged(workspace)
+    died = run_tool(tools["mcp_notes_exit_now"], {})
+    assert died.is_error
+    assert "'notes'" in died
+    assert run_tool(tools["mcp_notes_add"], {"a": 20, "b": 22}) == "42"
+    assert workspace.spawns() == 2
+
+
+def test_no_config_file_means_no_tools(workspace: Workspace) -> None:
+    """Without a config file the plugin contributes nothing and starts nothing."""
+    assert nanobot_tools(PluginContext(workspace=workspace.root)) == []
+
+
+def test_the_config_file_can_come_from_the_environment(
+    workspace: Workspace,
+    tmp_path_factory: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """NANOBOT_MCP_CONFIG names the TOML file instead of <workspace>/.nanobot/mcp.toml."""
+    elsewhere = workspace.configure(notes={}).rename(tmp_path_factory.mktemp("cfg") / "x.toml")
+    assert nanobot_tools(PluginContext(workspace=workspace.root)) == []
+    monkeypatch.setenv("NANOBOT_MCP_CONFIG", str(Path(elsewhere)))
+    assert "mcp_notes_add" in bridged(workspace)

@@ -1,0 +1,145 @@
+"""The parts of the bridge that need no server: config, names, cache, result conversion."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from nanobot_core.errors import ConfigError
+
+from nanobot_mcp import ServerConfig, ToolListCache, bridged_name, to_tool_result
+from nanobot_mcp.config import parse_servers
+
+
+def parse(servers: dict[str, Any], workspace: Path = Path("/ws")) -> list[ServerConfig]:
+    return parse_servers({"servers": servers}, workspace=workspace, source="mcp.toml")
+
+
+def test_a_full_server_table_is_read() -> None:
+    """Every key of a [servers.<name>] table lands in the config; cwd is workspace-relative."""
+    (server,) = parse(
+        {
+            "files": {
+                "command": "uvx",
+                "args": ["mcp-files", "--ro"],
+                "env": {"B": "2", "A": "1"},
+                "cwd": "tools",
+                "startup_timeout": 3,
+                "call_timeout": 7.5,
+            }
+        }
+    )
+    assert server == ServerConfig(
+        name="files",
+        command="uvx",
+        args=("mcp-files", "--ro"),
+        env=(("A", "1"), ("B", "2")),
+        cwd=Path("/ws/tools"),
+        startup_timeout=3.0,
+        call_timeout=7.5,
+    )
+
+
+def test_defaults_and_server_order() -> None:
+    """Servers come sorted by name, with the workspace as cwd and 10 s / 60 s timeouts."""
+    servers = parse({"zeta": {"command": "z"}, "alpha": {"command": "a"}})
+    assert [s.name for s in servers] == ["alpha", "zeta"]
+    assert (servers[0].cwd, servers[0].startup_timeout, servers[0].call_timeout) == (
+        Path("/ws"),
+        10.0,
+        60.0,
+    )
+
+
+@pytest.mark.parametrize(
+    ("servers", "message"),
+    [
+        ({"x": {}}, "'command' is required"),
+        ({"x": {"command": "c", "argv": []}}, r"unknown key\(s\) \['argv'\]"),
+        ({"x": {"command": "c", "args": "a b"}}, "'args' must be a list"),
+        ({"x": {"command": "c", "env": {"A": 1}}}, "'env' must be a table of strings"),
+        ({"x": {"command": "c", "startup_timeout": 0}}, "'startup_timeout' must be a positive"),
+        ({"bad name": {"command": "c"}}, "a server name is"),
+        ({"x": "python"}, "must be a table"),
+    ],
+)
+def test_bad_server_tables_are_config_errors(servers: dict[str, Any], message: str) -> None:
+    """Each mistake is a ConfigError naming the server and the key."""
+    with pytest.raises(ConfigError, match=message):
+        parse(servers)
+
+
+def test_the_config_hash_follows_what_runs_not_the_timeouts() -> None:
+    """Command, args, env and cwd change the hash; timeouts do not."""
+    base = ServerConfig(name="s", command="c", args=("a",))
+    assert (
+        base.config_hash
+        == ServerConfig(name="s", command="c", args=("a",), startup_timeout=1.0).config_hash
+    )
+    for changed in (
+        ServerConfig(name="s", command="d", args=("a",)),
+        ServerConfig(name="s", command="c", args=("b",)),
+        ServerConfig(name="s", command="c", args=("a",), env=(("K", "v"),)),
+        ServerConfig(name="s", command="c", args=("a",), cwd=Path("/x")),
+    ):
+        assert changed.config_hash != base.config_hash
+
+
+def test_bridged_names_are_legal_function_names() -> None:
+    """Names get the mcp_<server>_ prefix, illegal characters become _, and stay <= 64 chars."""
+    assert bridged_name("notes", "add_note") == "mcp_notes_add_note"
+    assert bridged_name("web", "fetch.page v2") == "mcp_web_fetch_page_v2"
+    long_a = bridged_name("server", "a" * 80 + "x")
+    long_b = bridged_name("server", "a" * 80 + "y")
+    assert len(long_a) == len(long_b) == 64
+    assert long_a != long_b
+    assert long_a.startswith("mcp_server_aaaa")
+
+
+def test_the_cache_round_trips_and_rejects_stale_entries(tmp_path: Path) -> None:
+    """A stored list reads back for the same config, and not for a changed one or a broken file."""
+    cache = ToolListCache(tmp_path)
+    server = ServerConfig(name="s", command="c")
+    tools = [{"name": "t", "inputSchema": {"type": "object"}}]
+    assert cache.load(server) is None
+    cache.store(server, tools)
+    assert cache.load(server) == tools
+    assert cache.load(ServerConfig(name="s", command="other")) is None
+    cache.path(server).write_text("{not json")
+    assert cache.load(server) is None
+    assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
+
+
+def test_results_become_text_and_errors_become_error_results() -> None:
+    """Text blocks are joined; isError gives an Error result; other blocks get placeholders."""
+    ok = to_tool_result({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]})
+    assert (str(ok), ok.is_error) == ("a\nb", False)
+    failed = to_tool_result({"content": [{"type": "text", "text": "disk full"}], "isError": True})
+    assert failed.is_error
+    assert str(failed) == "Error: disk full"
+    mixed = to_tool_result(
+        {
+            "content": [
+                {"type": "image", "data": "AAAA", "mimeType": "image/png"},
+                {"type": "resource", "resource": {"uri": "file:///a.txt", "text": "hello"}},
+                {"type": "resource_link", "uri": "file:///b.bin", "name": "b"},
+            ]
+        }
+    )
+    assert str(mixed) == (
+        "[image image/png, about 3 bytes, not shown]\nhello\n[resource file:///b.bin]"
+    )
+
+
+def test_structured_only_results_are_sent_as_json() -> None:
+    """A result with only structuredContent is returned as its JSON text."""
+    result = to_tool_result({"content": [], "structuredContent": {"total": 3}})
+    assert str(result) == '{"total": 3}'
+
+
+def test_an_empty_error_still_says_it_failed() -> None:
+    """An error result without any content gets a message that says so."""
+    result = to_tool_result({"content": [], "isError": True})
+    assert result.is_error
+    assert "without saying why" in result

@@ -1,0 +1,45 @@
+"""The governance pipeline: stages that heal and budget a copy of the history before each call.
+
+See docs/governance.md. The names below are the public API of the package.
+"""
+
+from __future__ import annotations
+
+from nanobot_core.governance.context import Budget, StageContext
+from nanobot_core.governance.governor import (
+    GovernanceReport,
+    GovernanceResult,
+    Governor,
+    ReportEntry,
+    build_governor,
+)
+from nanobot_core.governance.ordering import BUILTIN_ORDER, Placement, order_stages, place_stages
+from nanobot_core.governance.stage import PHASES, Stage, StageOutcome, stage
+from nanobot_core.governance.stages import builtin_stages
+from nanobot_core.governance.store import DirectoryResultStore, ResultStore, default_store
+from nanobot_core.governance.tokens import EstimateCounter, TokenCounter, count_request
+
+__all__ = [
+    "BUILTIN_ORDER",
+    "PHASES",
+    "Budget",
+    "DirectoryResultStore",
+    "EstimateCounter",
+    "GovernanceReport",
+    "GovernanceResult",
+    "Governor",
+    "Placement",
+    "ReportEntry",
+    "ResultStore",
+    "Stage",
+    "StageContext",
+    "StageOutcome",
+    "TokenCounter",
+    "build_governor",
+    "builtin_stages",
+    "count_request",
+    "default_store",
+    "order_stages",
+    "place_stages",
+    "stage",
+]

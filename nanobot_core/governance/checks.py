@@ -1,0 +1,109 @@
+"""Predicates over single messages and calls, shared by the survey and the stages.
+
+They answer "is there anything to repair here?" without allocating, which is
+what keeps governing a clean history cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from nanobot_core.governance.messages import call_name, content_text
+
+__all__ = [
+    "NO_OUTPUT",
+    "arguments_ok",
+    "has_lone_surrogate",
+    "has_named_call",
+    "is_empty_result",
+    "is_placeholder_message",
+    "is_placeholder_text",
+]
+
+#: What an empty tool result reads as once sanitized.
+NO_OUTPUT = "(no output)"
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+# The texts agents leave behind for a message they elided, e.g. nanobot's
+# "[Previous assistant message omitted.]": brackets around (previous) (assistant)
+# message|response|reply + omitted|removed|elided|truncated|hidden.
+_PLACEHOLDER = re.compile(
+    r"\[(?:(?:previous|earlier|prior)\s+)?(?:assistant\s+)?"
+    r"(?:message|response|reply|turn|output|content)s?\s+"
+    r"(?:omitted|removed|elided|truncated|hidden|redacted)(?:\s+for\s+brevity)?\.?\]"
+    r"|\[(?:omitted|elided)\.?\]",
+    re.IGNORECASE,
+)
+_PLACEHOLDER_MAX_CHARS = 80
+#: Texts longer than this (whitespace included) are never taken for placeholders.
+_PLACEHOLDER_SCAN_CHARS = 400
+
+
+def has_lone_surrogate(text: str) -> bool:
+    """Whether `text` holds a surrogate code point (which UTF-8 cannot encode)."""
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+def is_placeholder_text(text: str, extra: Iterable[str] = ()) -> bool:
+    """Whether `text` is only a placeholder for an elided message."""
+    if len(text) > _PLACEHOLDER_SCAN_CHARS:
+        return False
+    stripped = text.strip()
+    if not stripped or len(stripped) > _PLACEHOLDER_MAX_CHARS:
+        return False
+    if _PLACEHOLDER.fullmatch(stripped):
+        return True
+    return any(stripped == pattern.strip() for pattern in extra)
+
+
+def has_named_call(message: Mapping[str, Any]) -> bool:
+    """Whether an assistant message holds at least one call that names its function."""
+    calls = message.get("tool_calls")
+    return isinstance(calls, list) and any(call_name(call) for call in calls)
+
+
+def is_placeholder_message(message: Any, extra: Iterable[str] = ()) -> bool:
+    """An assistant message that only says a placeholder and makes no (usable) tool call."""
+    if not isinstance(message, dict) or message.get("role") != "assistant":
+        return False
+    text = content_text(message.get("content"))
+    if text is None or not is_placeholder_text(text, extra):
+        return False
+    return not has_named_call(message)
+
+
+def is_empty_result(message: Mapping[str, Any]) -> bool:
+    """Whether a tool message carries no output at all (missing, null, "" or no parts)."""
+    content = message.get("content")
+    return content is None or content == "" or content == []
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+# Arguments strings already judged, keyed by the string itself: an agent loop
+# governs the same history again every round, and the strings are shared.
+_JUDGED: dict[str, bool] = {}
+_JUDGED_LIMIT = 50_000
+
+
+def arguments_ok(arguments: Any) -> bool:
+    """Whether `arguments` is a string holding a strict JSON object (no NaN or Infinity)."""
+    if type(arguments) is not str:
+        return False
+    known = _JUDGED.get(arguments)
+    if known is not None:
+        return known
+    try:
+        verdict = isinstance(json.loads(arguments, parse_constant=_reject_constant), dict)
+    except (ValueError, RecursionError):
+        verdict = False
+    if len(_JUDGED) >= _JUDGED_LIMIT:
+        _JUDGED.clear()
+    _JUDGED[arguments] = verdict
+    return verdict

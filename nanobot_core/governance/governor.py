@@ -1,0 +1,313 @@
+"""The governor: runs the stages over the history, then its own final guarantees, and reports.
+
+`Governor.govern` never changes what it is given. Stages work copy-on-write:
+each returns its input list untouched when it has nothing to do, or a new
+list that shares every dict it did not change. A stage that is not built in
+gets a copy of the containers (dicts and lists; strings are shared), so even a
+stage that mutates what it is handed cannot reach the caller's history. When
+no stage and no final check changed anything, the result *is* the input list.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from nanobot_core._logging import get_logger
+from nanobot_core.config import Config, GovernanceConfig
+from nanobot_core.governance.anthropic import (
+    from_openai_shape,
+    is_anthropic_shape,
+    to_openai_shape,
+)
+from nanobot_core.governance.context import Budget, StageContext
+from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
+from nanobot_core.governance.messages import container_copy
+from nanobot_core.governance.ordering import place_stages
+from nanobot_core.governance.stage import Stage, StageOutcome
+from nanobot_core.governance.stages import BUILTIN_FUNCS, builtin_stages, idle_when_clean
+from nanobot_core.governance.store import ResultStore, default_store
+from nanobot_core.governance.survey import FactsCache
+from nanobot_core.governance.tokens import (
+    EstimateCounter,
+    TokenCounter,
+    count_system,
+    count_tools,
+)
+
+__all__ = [
+    "GovernanceReport",
+    "GovernanceResult",
+    "Governor",
+    "ReportEntry",
+    "build_governor",
+]
+
+log = get_logger("nanobot_core.governance")
+
+
+@attrs.define
+class ReportEntry:
+    """What one stage did in one run: whether it changed the history, why, and the token cost.
+
+    Not frozen only because a frozen attrs class costs three times as much to build,
+    and a report holds one entry per stage for every model call.
+    """
+
+    stage: str
+    changed: bool
+    details: list[str] = attrs.field(factory=list)
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as printed by ``nanobot-core govern --json``."""
+        return {
+            "stage": self.stage,
+            "changed": self.changed,
+            "details": list(self.details),
+            "tokens_before": self.tokens_before,
+            "tokens_after": self.tokens_after,
+        }
+
+
+class GovernanceReport(list[ReportEntry]):
+    """The report of one run: one entry per stage in pipeline order, then ``final``."""
+
+    @property
+    def changed(self) -> bool:
+        """Whether any stage (or the final step) changed the history."""
+        return any(entry.changed for entry in self)
+
+    def entry(self, stage: str) -> ReportEntry | None:
+        """The entry of `stage`, or None."""
+        return next((entry for entry in self if entry.stage == stage), None)
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """Every entry as JSON."""
+        return [entry.to_json() for entry in self]
+
+
+@attrs.frozen
+class GovernanceResult:
+    """The model copy of the history and how it was obtained.
+
+    `messages` is what to send after the system prompt: it never includes the
+    `system` argument (system messages that were in the history stay). It
+    shares unchanged dicts with the input, so treat it as read-only. `tokens`
+    counts the whole request (system prompt, tool definitions, messages);
+    `fits` says whether that is within `budget`.
+    """
+
+    messages: list[Any]
+    report: GovernanceReport
+    tokens: int
+    budget: int
+    fits: bool
+
+    @property
+    def changed(self) -> bool:
+        """Whether the messages differ from the input."""
+        return self.report.changed
+
+
+_DISABLED_NOTE = "disabled in config (governance.disabled)"
+
+
+class Governor:
+    """Runs governance stages in pipeline order, then the final guarantees.
+
+    `stages` are ordered with `place_stages` (problems are logged and kept in
+    `placement_problems`); stages named in ``config.disabled`` are skipped and
+    reported as disabled. Without a `store`, results are offloaded to the
+    default store of `workspace`, or truncated when there is no workspace.
+    """
+
+    def __init__(
+        self,
+        stages: Sequence[Stage],
+        *,
+        config: GovernanceConfig,
+        counter: TokenCounter | None = None,
+        store: ResultStore | None = None,
+        workspace: Path | None = None,
+    ) -> None:
+        placement = place_stages(stages)
+        self.config = config
+        self.budget = Budget.from_config(config)
+        self.counter: TokenCounter = counter if counter is not None else EstimateCounter()
+        self.workspace = Path(workspace) if workspace is not None else None
+        if store is None and self.workspace is not None:
+            store = default_store(self.workspace)
+        self.store = store
+        self.placement_problems = placement.problems
+        disabled = set(config.disabled)
+        self._pipeline = [(s, s.name in disabled) for s in placement.stages]
+        self._options: dict[str, Mapping[str, Any]] = dict(config.stages)
+        self._tools_memo: tuple[tuple[int, ...], tuple[Any, ...], int] | None = None
+        self._system_memo: tuple[str | None, int] = (None, 0)
+        for problem in placement.problems:
+            log.warning("governance stage placement", problem=problem)
+
+    @property
+    def stages(self) -> list[Stage]:
+        """The active stages, in pipeline order."""
+        return [stage for stage, disabled in self._pipeline if not disabled]
+
+    def stage_names(self) -> list[str]:
+        """The names of the active stages, in pipeline order."""
+        return [stage.name for stage in self.stages]
+
+    # -- sizes of the fixed parts, memoised across runs --------------------------------
+
+    def _system_tokens(self, system: str | None) -> int:
+        if self._system_memo[0] is not system:
+            self._system_memo = (system, count_system(system, self.counter))
+        return self._system_memo[1]
+
+    def _tools_tokens(self, tools: Sequence[Any]) -> int:
+        key = tuple(map(id, tools))
+        if self._tools_memo is None or self._tools_memo[0] != key:
+            # The memo holds the definitions, so their ids cannot be reused meanwhile.
+            self._tools_memo = (key, tuple(tools), count_tools(tools, self.counter))
+        return self._tools_memo[2]
+
+    # -- one run ----------------------------------------------------------------------
+
+    def govern(
+        self,
+        messages: Sequence[Any],
+        *,
+        system: str | None = None,
+        tools: Sequence[Any] = (),
+    ) -> GovernanceResult:
+        """Govern a copy of `messages` for a request with `system` and `tools`.
+
+        The input is never modified. Messages may be in the OpenAI shape or
+        hold Anthropic ``tool_use``/``tool_result`` blocks (answered in the
+        same shape). Never raises on any content of `messages`.
+        """
+        given = messages if isinstance(messages, list) else list(messages)
+        anthropic = is_anthropic_shape(given)
+        working = to_openai_shape(given) if anthropic else given
+        ctx = StageContext(
+            budget=self.budget,
+            counter=self.counter,
+            store=self.store,
+            workspace=self.workspace,
+            config=self.config,
+            system_tokens=self._system_tokens(system),
+            tools_tokens=self._tools_tokens(tools),
+            facts=FactsCache(self.counter),
+        )
+        report = GovernanceReport()
+        current = working
+        tokens = ctx.request_tokens(current)
+        clean = self._clean(current, ctx)
+        for stage, disabled in self._pipeline:
+            if disabled:
+                report.append(ReportEntry(stage.name, False, [_DISABLED_NOTE], tokens, tokens))
+                continue
+            if clean and idle_when_clean(stage.func, self._options.get(stage.name, {})):
+                report.append(ReportEntry(stage.name, False, [], tokens, tokens))
+                continue
+            current, entry = self._run_stage(stage, current, ctx, tokens)
+            report.append(entry)
+            if entry.changed:
+                tokens = entry.tokens_after if entry.tokens_after is not None else tokens
+                clean = self._clean(current, ctx)
+        if clean:
+            final = FinalStep(current, False, [])
+        else:
+            final = final_step(current, ctx, self._options)
+        current = final.messages
+        after = ctx.request_tokens(current) if final.changed else tokens
+        fits = after <= self.budget.limit
+        details = list(final.details)
+        if not fits:
+            details.append(
+                f"the request takes {after} tokens, over the budget of {self.budget.limit}, with "
+                "only the newest user message left: the system prompt and tool definitions "
+                f"alone take {ctx.fixed_tokens}"
+            )
+        report.append(ReportEntry(FINAL_STAGE, final.changed, details, tokens, after))
+        if not report.changed:
+            current = given
+        elif anthropic:
+            current = from_openai_shape(current)
+        return GovernanceResult(current, report, after, self.budget.limit, fits)
+
+    def _clean(self, messages: list[Any], ctx: StageContext) -> bool:
+        """No defect, no result to offload, and within budget: the built-ins have nothing to do."""
+        survey = ctx.survey(messages)
+        return (
+            survey.defects == 0
+            and survey.largest_result <= self.config.max_tool_result_chars
+            and ctx.fixed_tokens + survey.tokens <= self.budget.limit
+        )
+
+    def _run_stage(
+        self, stage: Stage, messages: list[Any], ctx: StageContext, tokens: int
+    ) -> tuple[list[Any], ReportEntry]:
+        options = self._options.get(stage.name)
+        context = attrs.evolve(ctx, options=options) if options else ctx
+        trusted = stage.func in BUILTIN_FUNCS
+        handed = messages if trusted else container_copy(messages)
+        try:
+            returned = stage.func(handed, context)
+        except Exception as exc:  # noqa: BLE001 - a broken stage is skipped, not fatal
+            log.warning("governance stage raised; skipped", stage=stage.name, error=repr(exc))
+            why = f"skipped: the stage raised {type(exc).__name__}: {exc}"
+            return messages, ReportEntry(stage.name, False, [why], tokens, tokens)
+        outcome = _as_outcome(returned)
+        if isinstance(outcome, str):
+            log.warning("governance stage returned garbage; ignored", stage=stage.name)
+            return messages, ReportEntry(stage.name, False, [outcome], tokens, tokens)
+        # A built-in changed the history iff it returned another list; anyone else was
+        # handed a copy (which it may have edited in place), so compare the contents.
+        if trusted:
+            changed = outcome.changed and outcome.messages is not messages
+        else:
+            changed = outcome.changed and not _same(outcome.messages, messages)
+        if not changed:
+            return messages, ReportEntry(stage.name, False, outcome.details, tokens, tokens)
+        after = ctx.request_tokens(outcome.messages)
+        log.info("governance stage changed the history", stage=stage.name, changes=len(outcome.details))
+        return outcome.messages, ReportEntry(stage.name, True, outcome.details, tokens, after)
+
+
+def _as_outcome(returned: Any) -> StageOutcome | str:
+    """The stage's return value as an outcome, or why it was ignored."""
+    if isinstance(returned, list):  # a bare list: whether it changed is found by looking
+        return StageOutcome(returned, changed=True)
+    if not isinstance(returned, StageOutcome):
+        return f"ignored: the stage returned a {type(returned).__name__}, not a StageOutcome"
+    if not isinstance(returned.messages, list):
+        kind = type(returned.messages).__name__
+        return f"ignored: the stage's outcome holds a {kind}, not a list of messages"
+    details = returned.details if isinstance(returned.details, list | tuple) else [returned.details]
+    return StageOutcome(returned.messages, bool(returned.changed), [str(d) for d in details])
+
+
+def _same(left: list[Any], right: list[Any]) -> bool:
+    try:
+        return bool(left == right)
+    except Exception:  # noqa: BLE001 - values whose comparison raises count as different
+        return False
+
+
+def build_governor(
+    config: Config | GovernanceConfig | None = None,
+    workspace: Path | None = None,
+    stages: Sequence[Stage] | None = None,
+    *,
+    counter: TokenCounter | None = None,
+    store: ResultStore | None = None,
+) -> Governor:
+    """A governor with the built-in stages (or `stages`), offloading into `workspace`."""
+    settings = config.governance if isinstance(config, Config) else config or GovernanceConfig()
+    chosen = builtin_stages() if stages is None else list(stages)
+    return Governor(chosen, config=settings, counter=counter, store=store, workspace=workspace)

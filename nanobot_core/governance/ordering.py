@@ -1,0 +1,142 @@
+"""Where each stage runs: phases in order, then `before`/`after` inside a phase.
+
+The order is a pure function of the set of stages: whatever order plugins
+registered them in, the pipeline comes out the same. Ties are broken by the
+built-in default order for built-in stages (which come first) and by name for
+the others. A constraint that names no stage of the pipeline, that points
+across phases the wrong way, or that closes a cycle is reported and ignored:
+a badly placed stage never stops the governor from being built.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+
+import attrs
+
+from nanobot_core.governance.stage import PHASES, Stage
+
+__all__ = ["BUILTIN_ORDER", "Placement", "order_stages", "place_stages"]
+
+#: The built-in stages in their default order (DESIGN, "Names").
+BUILTIN_ORDER: tuple[str, ...] = (
+    "strip_placeholders",
+    "drop_non_messages",
+    "strip_malformed_calls",
+    "pair_results",
+    "backfill_results",
+    "sanitize_content",
+    "offload_results",
+    "compact_results",
+    "snip_history",
+)
+_BUILTIN_RANK = {name: rank for rank, name in enumerate(BUILTIN_ORDER)}
+_PHASE_RANK = {phase: rank for rank, phase in enumerate(PHASES)}
+
+
+@attrs.frozen
+class Placement:
+    """The ordered stages, and every constraint that had to be ignored to get there."""
+
+    stages: list[Stage]
+    problems: list[str]
+
+
+def _tie_key(stage: Stage) -> tuple[int, int, str]:
+    rank = _BUILTIN_RANK.get(stage.name)
+    return (0, rank, stage.name) if rank is not None else (1, 0, stage.name)
+
+
+def _unique(stages: Iterable[Stage], problems: list[str]) -> dict[str, Stage]:
+    by_name: dict[str, Stage] = {}
+    for candidate in stages:
+        if candidate.name in by_name:
+            problems.append(f"stage {candidate.name!r} is given twice; the first one is kept")
+            continue
+        by_name[candidate.name] = candidate
+    return by_name
+
+
+def _edges(by_name: dict[str, Stage], problems: list[str]) -> set[tuple[str, str]]:
+    """(earlier, later) pairs inside one phase; cross-phase pairs are checked, then dropped."""
+    edges: set[tuple[str, str]] = set()
+    for name, current in sorted(by_name.items()):
+        wanted = [(name, other, "before") for other in current.before]
+        wanted += [(other, name, "after") for other in current.after]
+        for earlier, later, word in wanted:
+            other = later if word == "before" else earlier
+            if other not in by_name:
+                problems.append(
+                    f"stage {name!r}: {word}={other!r} names no stage in the pipeline; ignored"
+                )
+                continue
+            if earlier == later:
+                problems.append(f"stage {name!r}: {word}={other!r} names itself; ignored")
+                continue
+            first, second = _PHASE_RANK[by_name[earlier].phase], _PHASE_RANK[by_name[later].phase]
+            if first < second:
+                continue  # already guaranteed by the phase order
+            if first > second:
+                problems.append(
+                    f"stage {name!r} ({current.phase}): {word}={other!r} "
+                    f"({by_name[other].phase}) contradicts the phase order; ignored"
+                )
+                continue
+            edges.add((earlier, later))
+    return edges
+
+
+def _topological(phase_stages: list[Stage], edges: set[tuple[str, str]], problems: list[str]) -> list[Stage]:
+    """Kahn's algorithm, always taking the ready stage with the smallest tie key."""
+    names = {s.name for s in phase_stages}
+    by_name = {s.name: s for s in phase_stages}
+    incoming: dict[str, set[str]] = {name: set() for name in names}
+    outgoing: dict[str, set[str]] = {name: set() for name in names}
+    for earlier, later in edges:
+        if earlier in names and later in names:
+            incoming[later].add(earlier)
+            outgoing[earlier].add(later)
+    ready = [(_tie_key(by_name[n]), n) for n in names if not incoming[n]]
+    heapq.heapify(ready)
+    placed: list[Stage] = []
+    remaining = set(names)
+    while remaining:
+        if not ready:
+            # A cycle: take the smallest stage still waiting and drop what it waits for.
+            _, name = min((_tie_key(by_name[n]), n) for n in remaining)
+            waited = sorted(incoming[name])
+            problems.append(
+                f"the constraints among stages {', '.join(sorted(remaining))} form a cycle; "
+                f"ignored those placing {name!r} after {', '.join(waited)}"
+            )
+            for earlier in waited:
+                outgoing[earlier].discard(name)
+            incoming[name].clear()
+            heapq.heappush(ready, (_tie_key(by_name[name]), name))
+        _, name = heapq.heappop(ready)
+        remaining.discard(name)
+        placed.append(by_name[name])
+        for later in sorted(outgoing[name]):
+            incoming[later].discard(name)
+            if not incoming[later] and later in remaining:
+                heapq.heappush(ready, (_tie_key(by_name[later]), later))
+    return placed
+
+
+def place_stages(stages: Iterable[Stage]) -> Placement:
+    """Order `stages` for the pipeline and say which constraints were ignored."""
+    problems: list[str] = []
+    by_name = _unique(stages, problems)
+    edges = _edges(by_name, problems)
+    ordered: list[Stage] = []
+    for phase in PHASES:
+        in_phase = [s for s in by_name.values() if s.phase == phase]
+        ordered += _topological(in_phase, edges, problems)
+    return Placement(ordered, problems)
+
+
+def order_stages(stages: Iterable[Stage]) -> list[Stage]:
+    """The pipeline order of `stages` (see `place_stages` for the ignored constraints)."""
+    return place_stages(stages).stages
+

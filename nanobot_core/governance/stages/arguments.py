@@ -1,0 +1,81 @@
+"""Turning whatever a call's ``arguments`` hold into a JSON object encoded as a string.
+
+Providers reject a history whose arguments are an object instead of a string,
+truncated JSON, or JSON that is not an object. Broken JSON is repaired with
+json-repair (imported only when needed); what cannot become an object is
+replaced by ``{}``. Every change is described for the report.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from nanobot_core.governance.checks import arguments_ok
+from nanobot_core.governance.messages import preview
+
+__all__ = ["normalise_arguments"]
+
+EMPTY_OBJECT = "{}"
+
+
+def _encode(value: dict[str, Any]) -> str | None:
+    try:
+        return json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError, RecursionError):
+        return None
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _decode(text: str) -> tuple[bool, Any]:
+    try:
+        return True, json.loads(text, parse_constant=_reject_constant)
+    except (ValueError, RecursionError):
+        return False, None
+
+
+def _repair(text: str) -> Any:
+    import json_repair
+
+    try:
+        return json_repair.repair_json(text, return_objects=True)
+    except Exception:  # noqa: BLE001 - a repair that fails is a repair that did not happen
+        return None
+
+
+def _from_text(text: str) -> tuple[str, str]:
+    if not text.strip():
+        return EMPTY_OBJECT, "empty arguments replaced with {}"
+    valid, decoded = _decode(text)
+    if valid:
+        if isinstance(decoded, str) and arguments_ok(decoded):
+            return decoded, "double-encoded JSON arguments decoded once"
+        if decoded is None:
+            return EMPTY_OBJECT, "null arguments replaced with {}"
+        kind = type(decoded).__name__
+        return EMPTY_OBJECT, f"arguments were JSON {kind} {preview(text)}, not an object: replaced with {{}}"
+    repaired = _repair(text)
+    if isinstance(repaired, dict):
+        encoded = _encode(repaired)
+        if encoded is not None:
+            return encoded, f"broken JSON arguments {preview(text)} repaired"
+    return EMPTY_OBJECT, f"arguments {preview(text)} are not a JSON object: replaced with {{}}"
+
+
+def normalise_arguments(value: Any) -> tuple[str, str | None]:
+    """(arguments as a JSON-object string, what was done or None when `value` was fine)."""
+    if arguments_ok(value):
+        return value, None
+    if isinstance(value, str):
+        return _from_text(value)
+    if value is None:
+        return EMPTY_OBJECT, "missing arguments replaced with {}"
+    if isinstance(value, dict):
+        encoded = _encode(value)
+        if encoded is not None:
+            return encoded, "object arguments encoded as a JSON string"
+        return EMPTY_OBJECT, "object arguments could not be encoded as JSON: replaced with {}"
+    return EMPTY_OBJECT, f"arguments were a {type(value).__name__} {preview(value)}: replaced with {{}}"

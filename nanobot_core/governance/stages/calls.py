@@ -1,0 +1,209 @@
+"""`strip_malformed_calls`: tool calls a provider would reject, repaired or dropped.
+
+A call without a usable name cannot be repaired (nothing says what was
+called): it is dropped, and so is its result when the run after the message
+holds one (without that, a stale result would wedge the session for good).
+Everything else is repaired in place, deterministically:
+
+- a missing or empty id gets ``call_`` + a hash of (message index, position,
+  name, arguments), and a result in the run after it with an empty id gets
+  the same id (the k-th empty-id call pairs with the k-th empty-id result);
+- an id that repeats inside one message gets a ``_<position>`` suffix, and
+  the k-th result carrying that id is renamed with it;
+- arguments become a JSON-object string (see `normalise_arguments`);
+- ``type`` becomes ``"function"``; a flat ``{"name", "arguments"}`` call gets
+  its ``function`` object.
+
+An assistant message left with no calls loses its ``tool_calls`` key, and is
+dropped when it has no content either.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from nanobot_core.governance.messages import Message, preview, role_of, with_changes, without_key
+from nanobot_core.governance.stage import StageOutcome
+from nanobot_core.governance.stages.arguments import normalise_arguments
+from nanobot_core.governance.survey import Defect
+
+if TYPE_CHECKING:
+    from nanobot_core.governance.context import StageContext
+
+__all__ = ["generated_call_id", "strip_malformed_calls"]
+
+
+def generated_call_id(index: int, position: int, name: str, arguments: str) -> str:
+    """The deterministic id given to a call that has none (no time, no randomness)."""
+    seed = f"{index}\x1f{position}\x1f{name}\x1f{arguments}".encode("utf-8", "surrogatepass")
+    return "call_" + hashlib.sha256(seed).hexdigest()[:24]
+
+
+def _plain_id(value: Any) -> str:
+    return value if isinstance(value, str) and value else ""
+
+
+@attrs.define
+class _Repair:
+    """The repaired calls of one assistant message and what happened to its run."""
+
+    index: int
+    calls: list[Any] = attrs.field(factory=list)
+    changed: bool = False
+    details: list[str] = attrs.field(factory=list)
+    # (original id or "", occurrence) of each call -> the call's new id, or None if dropped
+    slots: dict[tuple[str, int], str | None] = attrs.field(factory=dict)
+
+    def note(self, position: int | None, text: str) -> None:
+        where = f"messages[{self.index}]" + (f".tool_calls[{position}]" if position is not None else "")
+        self.details.append(f"{where}: {text}")
+        self.changed = True
+
+
+def _function_of(call: dict[str, Any]) -> dict[str, Any] | None:
+    function = call.get("function")
+    if isinstance(function, dict):
+        return function
+    if isinstance(call.get("name"), str):  # a flat call: {"id", "name", "arguments"}
+        return {"name": call["name"], "arguments": call.get("arguments")}
+    return None
+
+
+def _repair_call(repair: _Repair, position: int, call: Any) -> dict[str, Any] | None:
+    """The call with name, type and arguments made valid (id untouched), or None to drop it."""
+    if not isinstance(call, dict):
+        repair.note(position, f"dropped: a {type(call).__name__}, not a call {preview(call)}")
+        return None
+    function = _function_of(call)
+    if function is None:
+        repair.note(position, f"dropped: function is {preview(call.get('function'))}, not an object")
+        return None
+    name = function.get("name")
+    if not isinstance(name, str) or not name.strip():
+        repair.note(position, f"dropped: the call has no name (name {preview(name)})")
+        return None
+    arguments, note = normalise_arguments(function.get("arguments"))
+    if note:
+        repair.note(position, note)
+    if call.get("function") is not function:
+        repair.note(position, "name and arguments moved into a function object")
+    if note or call.get("function") is not function:
+        call = {k: v for k, v in call.items() if k not in ("name", "arguments")}
+        call["function"] = with_changes(function, arguments=arguments)
+    if call.get("type") != "function":
+        repair.note(position, f"type {preview(call.get('type'))} set to 'function'")
+        call = with_changes(call, type="function")
+    return call
+
+
+def _assign_ids(repair: _Repair, raw_calls: list[Any], repaired: list[dict[str, Any] | None]) -> None:
+    """Give every kept call a unique non-empty id and record each call's result slot."""
+    used: set[str] = set()
+    seen: dict[str, int] = {}
+    for position, (raw, call) in enumerate(zip(raw_calls, repaired, strict=True)):
+        original = _plain_id(raw.get("id") if isinstance(raw, dict) else None)
+        occurrence = seen.get(original, 0)
+        seen[original] = occurrence + 1
+        slot = (original, occurrence)
+        if call is None:
+            repair.slots[slot] = None
+            continue
+        identifier = original
+        if not identifier:
+            function = call["function"]
+            identifier = generated_call_id(
+                repair.index, position, function["name"], function["arguments"]
+            )
+            repair.note(position, f"missing id {preview(raw.get('id'))} set to {identifier!r}")
+        elif identifier in used:
+            identifier = f"{original}_{position}"
+            repair.note(position, f"id {original!r} repeats in this message: renamed {identifier!r}")
+        while identifier in used:
+            identifier += "_"
+        used.add(identifier)
+        if call.get("id") != identifier:
+            call = with_changes(call, id=identifier)
+        repair.slots[slot] = identifier
+        repair.calls.append(call)
+
+
+def _repair_run(repair: _Repair, run: Sequence[Any]) -> list[Any]:
+    """The run after the message with results renamed to their call's new id, or dropped."""
+    kept: list[Any] = []
+    seen: dict[str, int] = {}
+    for offset, result in enumerate(run):
+        original = _plain_id(result.get("tool_call_id"))
+        occurrence = seen.get(original, 0)
+        seen[original] = occurrence + 1
+        slot = (original, occurrence)
+        where = f"messages[{repair.index + 1 + offset}]"
+        if slot not in repair.slots:
+            kept.append(result)
+        elif repair.slots[slot] is None:
+            repair.details.append(f"{where}: dropped the result of a dropped call")
+            repair.changed = True
+        elif repair.slots[slot] != result.get("tool_call_id"):
+            new_id = repair.slots[slot]
+            repair.details.append(f"{where}: result id {preview(original)} set to {new_id!r}")
+            repair.changed = True
+            kept.append(with_changes(result, tool_call_id=new_id))
+        else:
+            kept.append(result)
+    return kept
+
+
+def _has_content(message: Message) -> bool:
+    content = message.get("content")
+    return content is not None and content != "" and content != []
+
+
+def _repair_message(index: int, message: Message, run: Sequence[Any]) -> tuple[list[Any], _Repair]:
+    """The messages replacing `message` and its run."""
+    repair = _Repair(index)
+    raw_calls = message["tool_calls"]
+    if not isinstance(raw_calls, list):
+        repair.note(None, f"tool_calls is a {type(raw_calls).__name__}, not a list: removed")
+        raw_calls = []
+    repaired = [_repair_call(repair, position, call) for position, call in enumerate(raw_calls)]
+    _assign_ids(repair, raw_calls, repaired)
+    new_run = _repair_run(repair, run)
+    if not repair.changed:
+        if raw_calls:
+            return [message, *run], repair
+        repair.note(None, "tool_calls is an empty list: removed")
+    if repair.calls:
+        return [with_changes(message, tool_calls=repair.calls), *new_run], repair
+    bare = without_key(message, "tool_calls")
+    if _has_content(bare):
+        return [bare, *new_run], repair
+    repair.note(None, "dropped: no call left and no content")
+    return new_run, repair
+
+
+def strip_malformed_calls(messages: list[Any], ctx: StageContext) -> StageOutcome:
+    """Drop calls without a name; give calls unique ids and JSON-object arguments."""
+    if not ctx.survey(messages).has(Defect.MALFORMED_CALLS):
+        return StageOutcome.unchanged(messages)
+    result: list[Any] = []
+    details: list[str] = []
+    index = 0
+    while index < len(messages):
+        message = messages[index]
+        end = index + 1
+        if role_of(message) != "assistant" or message.get("tool_calls") is None:
+            result.append(message)
+            index = end
+            continue
+        while end < len(messages) and role_of(messages[end]) == "tool":
+            end += 1
+        replaced, repair = _repair_message(index, message, messages[index + 1 : end])
+        result += replaced
+        details += repair.details
+        index = end
+    if not details:
+        return StageOutcome.unchanged(messages)
+    return StageOutcome(result, changed=True, details=details)

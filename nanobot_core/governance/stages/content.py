@@ -1,0 +1,103 @@
+"""`sanitize_content`: text every provider can encode, and no empty tool result.
+
+- A lone surrogate (half of a split emoji, a bad decoder) cannot be encoded
+  as UTF-8, so the request cannot even be sent: surrogate pairs are joined
+  into the character they stand for, lone ones become U+FFFD. Every string of
+  the message is checked, keys the pipeline does not know included.
+- Content that is neither a string, a list of part objects nor null becomes
+  JSON text; inside a part list, a string becomes a text part and null is
+  dropped.
+- An empty tool result (missing, null, "" or no parts) reads "(no output)":
+  several providers reject empty tool content.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Any
+
+from nanobot_core.governance.checks import NO_OUTPUT, has_lone_surrogate, is_empty_result
+from nanobot_core.governance.messages import Message, preview, with_changes
+from nanobot_core.governance.stage import StageOutcome
+from nanobot_core.governance.survey import Defect
+
+if TYPE_CHECKING:
+    from nanobot_core.governance.context import StageContext
+
+__all__ = ["sanitize_content", "without_surrogates"]
+
+
+def without_surrogates(text: str) -> str:
+    """`text` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
+    if not has_lone_surrogate(text):
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _clean(value: Any) -> Any:
+    """`value` with every string cleaned; the same object when nothing changed."""
+    if isinstance(value, str):
+        return without_surrogates(value)
+    if isinstance(value, dict):
+        cleaned = {_clean(k) if isinstance(k, str) else k: _clean(v) for k, v in value.items()}
+        same = all(
+            a is b and x is y
+            for (a, x), (b, y) in zip(value.items(), cleaned.items(), strict=True)
+        )
+        return value if same and len(cleaned) == len(value) else cleaned
+    if isinstance(value, list):
+        items = [_clean(item) for item in value]
+        return value if all(a is b for a, b in zip(value, items, strict=True)) else items
+    return value
+
+
+def _as_text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+
+
+def _fixed_content(content: Any) -> tuple[Any, str | None]:
+    """Content of a type providers accept, and what was changed."""
+    if content is None or isinstance(content, str):
+        return content, None
+    if not isinstance(content, list):
+        return _as_text(content), f"content (a {type(content).__name__}) converted to JSON text"
+    if all(isinstance(part, dict) for part in content):
+        return content, None
+    parts = [
+        part if isinstance(part, dict) else {"type": "text", "text": _as_text(part)}
+        for part in content
+        if part is not None
+    ]
+    return parts, "content parts that were not objects turned into text parts"
+
+
+def _sanitized(index: int, message: Message, dirty: bool) -> tuple[Message, list[str]]:
+    notes: list[str] = []
+    if dirty:
+        message = _clean(message)
+        notes.append("lone surrogates (not encodable in UTF-8) replaced with U+FFFD")
+    content, note = _fixed_content(message.get("content"))
+    if note:
+        message = with_changes(message, content=content)
+        notes.append(note)
+    if message.get("role") == "tool" and is_empty_result(message):
+        notes.append(f"empty tool result ({preview(message.get('content'))}) set to {NO_OUTPUT!r}")
+        message = with_changes(message, content=NO_OUTPUT)
+    return message, [f"messages[{index}]: {note}" for note in notes]
+
+
+def sanitize_content(messages: list[Any], ctx: StageContext) -> StageOutcome:
+    """Replace lone surrogates, fix content types, fill empty tool results."""
+    if not ctx.survey(messages).has(Defect.DIRTY_TEXT | Defect.EMPTY_RESULTS):
+        return StageOutcome.unchanged(messages)
+    result: list[Any] = []
+    details: list[str] = []
+    for index, message in enumerate(messages):
+        if isinstance(message, dict):
+            _, dirty = ctx.facts.facts(message)
+            message, notes = _sanitized(index, message, dirty)
+            details += notes
+        result.append(message)
+    if not details:
+        return StageOutcome.unchanged(messages)
+    return StageOutcome(result, changed=True, details=details)

@@ -1,0 +1,94 @@
+"""`offload_results` (budget phase): huge tool results replaced, in the copy, by a file reference.
+
+A result longer than ``max_tool_result_chars`` is saved in the result store
+(by default ``<workspace>/.nanobot/cache/tool-results/<sha256>.txt``) and the
+model copy gets a notice instead: the path to pass to ``read_file``, the
+original size, and the head and tail of the result. The persisted history
+keeps the full result, so the cache can always be rebuilt. When the store
+fails (or there is none) the result is truncated head and tail instead, and
+the report says why. Option ``exclude_tools``: tool names never offloaded.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from nanobot_core.governance.messages import content_text, result_tool_names, with_changes
+from nanobot_core.governance.stage import StageOutcome
+from nanobot_core.governance.truncation import truncate_middle
+
+if TYPE_CHECKING:
+    from nanobot_core.governance.context import StageContext
+
+__all__ = ["OFFLOAD_PREFIX", "offload_notice", "offload_results", "offloaded_path"]
+
+OFFLOAD_PREFIX = "[Tool result saved to a file"
+_PATH_IN_NOTICE = re.compile(r'read_file\(path="([^"\n]+)"\)')
+# The part of a notice that previews the result, at most (head and tail together).
+PREVIEW_CHARS = 2_000
+
+
+def offload_notice(text: str, path: str, limit: int) -> str:
+    """The text that replaces a result saved at `path` (within `limit` characters when possible)."""
+    header = (
+        f"{OFFLOAD_PREFIX}: {len(text)} characters, too long to show here. "
+        f'Read it with read_file(path="{path}"), using offset and limit to page through it. '
+        "Its start and end:]\n"
+    )
+    room = min(PREVIEW_CHARS, limit - len(header))
+    return header + truncate_middle(text, max(room, 0), "not shown")
+
+
+def offloaded_path(text: str) -> str | None:
+    """The path inside an offload notice, or None when `text` is not one."""
+    if not text.startswith(OFFLOAD_PREFIX):
+        return None
+    found = _PATH_IN_NOTICE.search(text, 0, 600)
+    return found.group(1) if found else None
+
+
+def _tool_name(messages: list[Any], index: int, names: dict[int, str] | None) -> str | None:
+    name = messages[index].get("name")
+    if isinstance(name, str) and name:
+        return name
+    return names.get(index) if names is not None else None
+
+
+def offload_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
+    """Save tool results over the size limit in the store; the copy keeps a reference."""
+    limit = ctx.config.max_tool_result_chars
+    if ctx.survey(messages).largest_result <= limit:
+        return StageOutcome.unchanged(messages)
+    excluded = set(ctx.option("exclude_tools", ()))
+    names = result_tool_names(messages) if excluded else None
+    result = list(messages)
+    details: list[str] = []
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict) or message.get("role") != "tool":
+            continue
+        text = content_text(message.get("content"))
+        if text is None or len(text) <= limit or text.startswith(OFFLOAD_PREFIX):
+            continue
+        if excluded and _tool_name(messages, index, names) in excluded:
+            continue
+        replacement, note = _offloaded(text, limit, ctx)
+        result[index] = with_changes(message, content=replacement)
+        details.append(f"messages[{index}]: {note}")
+    if not details:
+        return StageOutcome.unchanged(messages)
+    return StageOutcome(result, changed=True, details=details)
+
+
+def _offloaded(text: str, limit: int, ctx: StageContext) -> tuple[str, str]:
+    if ctx.store is None:
+        reason = "no result store is configured"
+    else:
+        try:
+            path = ctx.store.put(text)
+        except Exception as exc:  # noqa: BLE001 - any store failure falls back to truncation
+            reason = f"the store failed: {type(exc).__name__}: {exc}"
+        else:
+            return offload_notice(text, path, limit), f"{len(text)} characters saved to {path}"
+    cut = truncate_middle(text, limit, f"cut: the full result could not be saved ({reason})")
+    return cut, f"{len(text)} characters truncated head and tail to {len(cut)}: {reason}"

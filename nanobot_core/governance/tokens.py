@@ -1,0 +1,192 @@
+"""Token counting for the budget: the counter protocol, the offline estimate, request totals.
+
+A message counts as a fixed overhead plus the tokens of every string inside it
+(content, tool names, arguments, ids, and keys the pipeline does not know, such
+as ``reasoning_content``); dict keys and the JSON punctuation are covered by the
+overhead. Tool definitions count as their compact JSON text. `count_request`
+is the one definition of "the size of a request": the governor's figures and
+the budget checks of the tests both use it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Protocol, runtime_checkable
+
+import attrs
+
+__all__ = [
+    "MESSAGE_OVERHEAD",
+    "EstimateCounter",
+    "TokenCounter",
+    "count_message",
+    "count_request",
+    "count_system",
+    "count_tools",
+    "is_default_counter",
+    "keys_dirty",
+    "scan_text",
+    "utf8_length",
+]
+
+#: Tokens charged per message for its role, separators and keys.
+MESSAGE_OVERHEAD = 4
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    """What the `nanobot_token_counter` hook returns: a text-to-token-count function."""
+
+    def count_text(self, text: str) -> int: ...
+
+
+def utf8_length(text: str) -> int:
+    """Bytes of `text` in UTF-8; lone surrogates count as the three bytes they would take."""
+    if text.isascii():  # O(1) in CPython: ASCII-ness is a flag of the string object
+        return len(text)
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+@attrs.frozen
+class EstimateCounter:
+    """The offline default: about `bytes_per_token` UTF-8 bytes a token, rounded up.
+
+    Real tokenizers give 3 to 4.5 bytes a token for English and code; the
+    estimate errs on the side of counting more, so a request it admits fits.
+    """
+
+    bytes_per_token: int = 4
+
+    def count_text(self, text: str) -> int:
+        """Tokens of `text`: its UTF-8 length divided by `bytes_per_token`, rounded up."""
+        return -(-utf8_length(text) // self.bytes_per_token)
+
+
+DEFAULT_COUNTER = EstimateCounter()
+
+
+def _has_surrogate(text: str) -> bool:
+    return not text.isascii() and _SURROGATE.search(text) is not None
+
+
+# Keys every message shape uses; any other key is checked for lone surrogates.
+_PLAIN_KEYS = frozenset(
+    {"role", "content", "name", "tool_call_id", "tool_calls", "id", "type", "function",
+     "arguments", "text", "reasoning_content", "image_url", "url", "detail"}
+)
+
+
+def keys_dirty(value: dict[Any, Any]) -> bool:
+    """Whether a key of `value` holds a lone surrogate (checked in C unless a key is unusual)."""
+    if _PLAIN_KEYS.issuperset(value):
+        return False
+    return any(isinstance(key, str) and _has_surrogate(key) for key in value)
+
+
+def _scan_dict(value: dict[Any, Any]) -> tuple[int, bool]:
+    tokens = 0
+    dirty = keys_dirty(value)
+    for item in value.values():
+        kind = type(item)
+        if kind is str:
+            if item.isascii():
+                tokens += (len(item) + 3) >> 2
+            else:
+                tokens += -(-utf8_length(item) // 4)
+                dirty = dirty or _SURROGATE.search(item) is not None
+        elif item is None or kind is bool or kind is int or kind is float:
+            continue
+        else:
+            more, bad = scan_text(item)
+            tokens += more
+            dirty = dirty or bad
+    return tokens, dirty
+
+
+def scan_text(value: Any) -> tuple[int, bool]:
+    """(tokens of every string inside `value` by the default estimate, any lone surrogate).
+
+    One walk answers both questions the survey asks of every message; it is
+    written for speed because it is the only per-message work on a clean
+    history.
+    """
+    kind = type(value)
+    if kind is dict:
+        return _scan_dict(value)
+    if kind is str:
+        if value.isascii():
+            return (len(value) + 3) >> 2, False
+        return -(-utf8_length(value) // 4), _SURROGATE.search(value) is not None
+    if kind is list or kind is tuple:
+        tokens = 0
+        dirty = False
+        for item in value:
+            more, bad = scan_text(item)
+            tokens += more
+            dirty = dirty or bad
+        return tokens, dirty
+    if isinstance(value, str):
+        return scan_text(str(value))
+    if isinstance(value, Mapping):
+        return _scan_dict(dict(value))
+    if isinstance(value, list | tuple):
+        return scan_text(list(value))
+    return 0, False
+
+
+def _value_tokens(value: Any, counter: TokenCounter) -> int:
+    """Tokens of every string inside `value`, counted by `counter`."""
+    if isinstance(value, str):
+        return counter.count_text(value)
+    if isinstance(value, Mapping):
+        return sum(_value_tokens(item, counter) for item in value.values())
+    if isinstance(value, list | tuple):
+        return sum(_value_tokens(item, counter) for item in value)
+    return 0
+
+
+def is_default_counter(counter: TokenCounter | None) -> bool:
+    """Whether `counter` is the default estimate (so the fast `scan_text` path applies)."""
+    return counter is None or (type(counter) is EstimateCounter and counter.bytes_per_token == 4)
+
+
+def count_message(message: Any, counter: TokenCounter | None = None) -> int:
+    """Tokens of one message (any value: entries that are not dicts are counted as well)."""
+    if is_default_counter(counter):
+        return MESSAGE_OVERHEAD + scan_text(message)[0]
+    assert counter is not None
+    return MESSAGE_OVERHEAD + _value_tokens(message, counter)
+
+
+def count_system(system: str | None, counter: TokenCounter | None = None) -> int:
+    """Tokens of the system prompt sent beside the messages (0 when there is none)."""
+    if system is None:
+        return 0
+    return MESSAGE_OVERHEAD + (counter or DEFAULT_COUNTER).count_text(system)
+
+
+def count_tools(tools: Iterable[Any], counter: TokenCounter | None = None) -> int:
+    """Tokens of the tool definitions, as their compact JSON text."""
+    definitions = list(tools)
+    if not definitions:
+        return 0
+    text = json.dumps(definitions, ensure_ascii=False, separators=(",", ":"), default=str)
+    return (counter or DEFAULT_COUNTER).count_text(text)
+
+
+def count_request(
+    system: str | None,
+    messages: Sequence[Any],
+    tools: Iterable[Any] = (),
+    counter: TokenCounter | None = None,
+) -> int:
+    """Tokens of a whole request: system prompt, tool definitions and messages."""
+    return (
+        count_system(system, counter)
+        + count_tools(tools, counter)
+        + sum(count_message(message, counter) for message in messages)
+    )

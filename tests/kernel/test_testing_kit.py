@@ -1,0 +1,136 @@
+"""The public testing kit for plugin authors (`nanobot_core.testing`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nanobot_core import Stage, StageOutcome, Tool, ToolResult, hookimpl, tool
+from nanobot_core.plugins import PluginManager
+from nanobot_core.testing import (
+    assert_tool_contract,
+    check_tool_contract,
+    govern_and_check,
+    run_tool,
+)
+
+
+class _Good(Tool):
+    name = "good_tool"
+    description = "Add two integers."
+    parameters = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    }
+    read_only = True
+
+    async def execute(self, a: int, b: int) -> str:
+        return str(a + b)
+
+
+def test_a_good_tool_passes_the_contract() -> None:
+    """A well-formed tool has no contract problems."""
+    assert check_tool_contract(_Good) == []
+    assert_tool_contract(_Good())
+
+
+def test_contract_problems_are_each_reported() -> None:
+    """A bad name, an empty description, a broken schema and a sync execute are all named."""
+
+    class Bad:
+        name = "bad name!"
+        description = "  "
+        parameters = {"type": "object", "properties": {"x": {"type": "nonsense"}}}
+        exclusive = True
+        concurrency_safe = True
+        read_only = False
+
+        def execute(self) -> str:
+            return ""
+
+    problems = "\n".join(check_tool_contract(Bad))
+    assert "bad name!" in problems
+    assert "description" in problems
+    assert "valid JSON Schema" in problems
+    assert "async" in problems
+
+
+def test_exclusive_and_concurrency_safe_is_inconsistent() -> None:
+    """A tool flagged exclusive cannot also claim to be concurrency-safe."""
+
+    class Both(_Good):
+        name = "both"
+        exclusive = True
+        concurrency_safe = True
+
+    with pytest.raises(AssertionError, match="exclusive"):
+        assert_tool_contract(Both())
+
+
+def test_run_tool_goes_through_preparation() -> None:
+    """run_tool parses, casts and validates what a model would send, like the agent does."""
+    assert run_tool(_Good(), '{"a": "2", "b": 3}') == "5"
+    broken = run_tool(_Good(), '{"a": 2,')
+    assert isinstance(broken, ToolResult) and broken.is_error
+    assert "b" in broken
+
+
+def test_run_tool_accepts_function_tools() -> None:
+    """A @tool function runs through the same path."""
+
+    @tool
+    def shout(text: str) -> str:
+        """Upper-case the text."""
+        return text.upper()
+
+    assert run_tool(shout, {"text": "hi"}) == "HI"
+
+
+def test_govern_and_check_catches_a_stage_that_mutates_its_input() -> None:
+    """A stage that writes into the caller's dicts is caught by govern_and_check."""
+
+    def vandal(messages: list[dict[str, Any]], ctx: Any) -> StageOutcome:
+        for message in messages:
+            if isinstance(message, dict) and message.get("role") == "user":
+                message["content"] = "overwritten"
+        return StageOutcome(messages=messages, changed=True, details=["vandalised"])
+
+    history = [{"role": "user", "content": "hello"}]
+    with pytest.raises(AssertionError, match="must be pure"):
+        govern_and_check(history, stages=[Stage(name="vandal", func=vandal)])
+
+
+def test_govern_and_check_returns_the_governed_copy() -> None:
+    """A dangling tool call comes back paired, and the result is returned for more asserts."""
+    history = [
+        {"role": "user", "content": "weather?"},
+        {"role": "assistant", "content": "", "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]},
+    ]
+    result = govern_and_check(history)
+    assert [m["role"] for m in result.messages] == ["user", "assistant", "tool"]
+
+
+def test_manager_fixture_is_isolated(nanobot_manager: PluginManager) -> None:
+    """The fixture's manager loads built-ins only, with the test's tmp_path as workspace."""
+    loaded = [r for r in nanobot_manager.records() if r.status == "loaded"]
+    sources = {record.info.source for record in loaded}
+    assert sources == {"builtin"}
+    assert nanobot_manager.context.workspace.name.startswith("test_manager_fixture")
+
+
+def test_register_fixture_adds_a_plugin_for_one_test(
+    nanobot_manager: PluginManager, nanobot_register: Any
+) -> None:
+    """A plugin registered through the fixture contributes its tool to the registry."""
+
+    class Plugin:
+        @hookimpl
+        def nanobot_tools(self, ctx: Any) -> list[Any]:
+            return [_Good]
+
+    record = nanobot_register(Plugin(), "adder", distribution="adder-dist", version="1.0")
+    assert record.status == "loaded"
+    assert "good_tool" in nanobot_manager.tool_registry().names()
