@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 
 import nox
@@ -49,7 +50,7 @@ def ecosystem(session: nox.Session) -> None:
     session.run("python", "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
                 "--wheel-dir", str(wheels), *projects)
     built = sorted(str(w) for w in wheels.glob("*.whl"))
-    session.install(*built, "pytest", "hypothesis")
+    session.install(*built, *_test_requirements(PLUGIN_PROJECTS))
     for project in PLUGIN_PROJECTS:
         tests_dir = project.parent / "tests"
         if tests_dir.is_dir():
@@ -65,6 +66,16 @@ def ecosystem(session: nox.Session) -> None:
     if not_loaded:
         session.error("plugins did not load:\n  " + "\n  ".join(not_loaded))
     session.log(f"{len(rows)} plugins loaded: " + ", ".join(r["name"] for r in rows))
+
+
+def _test_requirements(projects: list[Path]) -> list[str]:
+    """The `test` extras of the plugin projects (installed beside their wheels)."""
+    requirements: set[str] = set()
+    for project in projects:
+        with project.open("rb") as handle:
+            extras = tomllib.load(handle)["project"].get("optional-dependencies", {})
+        requirements.update(extras.get("test", []))
+    return sorted(requirements)
 
 
 @nox.session

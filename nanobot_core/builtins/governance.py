@@ -29,5 +29,5 @@ def nanobot_token_counter(ctx: PluginContext) -> EstimateCounter:
 
 @hookimpl(trylast=True)
 def nanobot_result_store(ctx: PluginContext) -> DirectoryResultStore:
-    """The default store: content-addressed files in ``<workspace>/.nanobot/cache/tool-results/``."""
+    """The default store: content-addressed files under ``<workspace>/.nanobot/cache/``."""
     return default_store(ctx.workspace)

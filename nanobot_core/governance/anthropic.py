@@ -13,6 +13,7 @@ the very input, so a clean Anthropic history is never rebuilt.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Sequence
 from typing import Any
@@ -51,12 +52,16 @@ def _extras(block: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
 def _call(block: dict[str, Any]) -> Message:
     arguments = block.get("input")
     if isinstance(arguments, dict):
-        try:
+        # Left as it is when it cannot be encoded: strip_malformed_calls repairs it, and says so.
+        with contextlib.suppress(TypeError, ValueError):
             arguments = json.dumps(arguments, ensure_ascii=False, allow_nan=False)
-        except (TypeError, ValueError):
-            pass  # left as it is: strip_malformed_calls repairs it and says so
     function = {"name": block.get("name"), "arguments": arguments}
-    return {"id": block.get("id"), "type": "function", "function": function, **_extras(block, _USE_KEYS)}
+    return {
+        "id": block.get("id"),
+        "type": "function",
+        "function": function,
+        **_extras(block, _USE_KEYS),
+    }
 
 
 def _result(block: dict[str, Any]) -> Message:
@@ -146,7 +151,9 @@ def from_openai_shape(messages: Sequence[Any]) -> list[Any]:
             restored.append({"role": "user", "content": results})
             results = []
         if role == "assistant" and isinstance(message.get("tool_calls"), list):
-            blocks = _as_blocks(message.get("content")) + [_use_block(c) for c in message["tool_calls"]]
+            blocks = _as_blocks(message.get("content")) + [
+                _use_block(c) for c in message["tool_calls"]
+            ]
             restored.append(
                 {k: v for k, v in message.items() if k != "tool_calls"} | {"content": blocks}
             )

@@ -65,7 +65,7 @@ def final_step(
         context = attrs.evolve(ctx, options=options[name]) if name in options else ctx
         try:
             outcome = step(current, context)
-        except Exception as exc:  # noqa: BLE001 - a bug here must not take the agent down
+        except Exception as exc:
             details.append(f"{name} failed: {type(exc).__name__}: {exc}")
             continue
         if outcome.changed:

@@ -219,10 +219,8 @@ class Governor:
             if entry.changed:
                 tokens = entry.tokens_after if entry.tokens_after is not None else tokens
                 clean = self._clean(current, ctx)
-        if clean:
-            final = FinalStep(current, False, [])
-        else:
-            final = final_step(current, ctx, self._options)
+        # On a clean history the final repairs would each find nothing: skip them.
+        final = FinalStep(current, False, []) if clean else final_step(current, ctx, self._options)
         current = final.messages
         after = ctx.request_tokens(current) if final.changed else tokens
         fits = after <= self.budget.limit
@@ -258,7 +256,7 @@ class Governor:
         handed = messages if trusted else container_copy(messages)
         try:
             returned = stage.func(handed, context)
-        except Exception as exc:  # noqa: BLE001 - a broken stage is skipped, not fatal
+        except Exception as exc:
             log.warning("governance stage raised; skipped", stage=stage.name, error=repr(exc))
             why = f"skipped: the stage raised {type(exc).__name__}: {exc}"
             return messages, ReportEntry(stage.name, False, [why], tokens, tokens)
@@ -275,7 +273,9 @@ class Governor:
         if not changed:
             return messages, ReportEntry(stage.name, False, outcome.details, tokens, tokens)
         after = ctx.request_tokens(outcome.messages)
-        log.info("governance stage changed the history", stage=stage.name, changes=len(outcome.details))
+        log.info(
+            "governance stage changed the history", stage=stage.name, changes=len(outcome.details)
+        )
         return outcome.messages, ReportEntry(stage.name, True, outcome.details, tokens, after)
 
 
@@ -295,7 +295,7 @@ def _as_outcome(returned: Any) -> StageOutcome | str:
 def _same(left: list[Any], right: list[Any]) -> bool:
     try:
         return bool(left == right)
-    except Exception:  # noqa: BLE001 - values whose comparison raises count as different
+    except Exception:
         return False
 
 

@@ -18,9 +18,9 @@ __all__ = [
     "container_copy",
     "content_text",
     "leading_system_count",
+    "result_tool_names",
     "role_of",
     "tool_calls_of",
-    "result_tool_names",
     "tool_runs",
     "with_changes",
     "without_key",
@@ -92,7 +92,7 @@ def content_text(content: Any) -> str | None:
 
 
 def tool_runs(messages: Sequence[Any]) -> Iterator[tuple[int, range]]:
-    """(index of an assistant message with tool calls, range of the tool messages right after it)."""
+    """(index of an assistant message with calls, range of the tool messages right after it)."""
     index = 0
     count = len(messages)
     while index < count:

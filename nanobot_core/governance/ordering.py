@@ -87,7 +87,9 @@ def _edges(by_name: dict[str, Stage], problems: list[str]) -> set[tuple[str, str
     return edges
 
 
-def _topological(phase_stages: list[Stage], edges: set[tuple[str, str]], problems: list[str]) -> list[Stage]:
+def _topological(
+    phase_stages: list[Stage], edges: set[tuple[str, str]], problems: list[str]
+) -> list[Stage]:
     """Kahn's algorithm, always taking the ready stage with the smallest tie key."""
     names = {s.name for s in phase_stages}
     by_name = {s.name: s for s in phase_stages}
@@ -139,4 +141,3 @@ def place_stages(stages: Iterable[Stage]) -> Placement:
 def order_stages(stages: Iterable[Stage]) -> list[Stage]:
     """The pipeline order of `stages` (see `place_stages` for the ignored constraints)."""
     return place_stages(stages).stages
-

@@ -99,8 +99,9 @@ def stage(
 
     def wrap(func: StageFunc) -> Stage:
         doc = (getattr(func, "__doc__", None) or "").strip().splitlines()
+        default_name: str = getattr(func, "__name__", "")
         return Stage(
-            name=name or getattr(func, "__name__", ""),
+            name=name or default_name,
             func=func,
             phase=phase,
             before=_names(before),

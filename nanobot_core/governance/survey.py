@@ -156,7 +156,9 @@ def _result_chars(content: Any) -> int:
     if type(content) is not list:
         return 0
     return sum(
-        len(text) for part in content if type(part) is dict and type(text := part.get("text")) is str
+        len(text)
+        for part in content
+        if type(part) is dict and type(text := part.get("text")) is str
     )
 
 

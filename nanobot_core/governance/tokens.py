@@ -75,8 +75,22 @@ def _has_surrogate(text: str) -> bool:
 
 # Keys every message shape uses; any other key is checked for lone surrogates.
 _PLAIN_KEYS = frozenset(
-    {"role", "content", "name", "tool_call_id", "tool_calls", "id", "type", "function",
-     "arguments", "text", "reasoning_content", "image_url", "url", "detail"}
+    {
+        "role",
+        "content",
+        "name",
+        "tool_call_id",
+        "tool_calls",
+        "id",
+        "type",
+        "function",
+        "arguments",
+        "text",
+        "reasoning_content",
+        "image_url",
+        "url",
+        "detail",
+    }
 )
 
 

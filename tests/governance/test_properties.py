@@ -1,30 +1,38 @@
 """Properties of the governor over dirty histories built from real conversations.
 
-Together the three properties generate 3 x NANOBOT_HYPOTHESIS_EXAMPLES histories (10,200 by
+Together the four properties generate 4 x NANOBOT_HYPOTHESIS_EXAMPLES histories (13,600 by
 default, the figure CI runs). Set the variable lower for a quick local run.
 """
 
 from __future__ import annotations
 
 import copy
+import itertools
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
+from hypothesis import strategies as st
 
+from nanobot_core.governance import Stage
 from nanobot_core.governance.invariants import check_invariants
+from nanobot_core.governance.tokens import count_request
 from tests.governance.strategies import (
     GOVERNANCE_CONFIGS,
     DirtyRequest,
     GovernorFactory,
     config_indices,
     dirty_requests,
+    hostile_stages,
     report_changed,
 )
 
 EXAMPLES = int(os.environ.get("NANOBOT_HYPOTHESIS_EXAMPLES", "3400"))
+
+# Tokens a truncated newest user message may reasonably need when the budget is hopeless.
+UNCUTTABLE_SLACK = 1_024
 
 PROPERTY_SETTINGS = settings(
     max_examples=EXAMPLES,
@@ -65,6 +73,12 @@ def test_governed_request_satisfies_every_invariant(
         budget_unreachable=not result.fits,
     )
     assert violations == [], f"{request.source} {request.dirt}: {violations}"
+    if not result.fits:
+        # Giving up on the budget is only honest when the parts that cannot be cut (system
+        # prompt, tools, leading system messages) leave no room for a short user message.
+        leading = list(itertools.takewhile(lambda m: m["role"] == "system", result.messages))
+        fixed = count_request(request.system, leading, request.tools)
+        assert fixed > result.budget - UNCUTTABLE_SLACK, f"{request.source} {request.dirt}"
 
 
 @PROPERTY_SETTINGS
@@ -87,12 +101,38 @@ def test_governing_is_idempotent(
 ) -> None:
     """Governing a governed request returns the very same list and reports no change."""
     first = _govern(governors, config_index, request)
+    # Deterministic too: no time or random id in what the governor writes (invariant 7).
+    assert _govern(governors, config_index, request).messages == first.messages
     governed = DirtyRequest(
         request.source, first.messages, request.tools, request.system, request.dirt
     )
     second = _govern(governors, config_index, governed)
     assert second.messages is first.messages, f"{request.source} {request.dirt}"
     assert not report_changed(second.report), f"{request.source} {request.dirt}"
+
+
+@PROPERTY_SETTINGS
+@given(
+    request=dirty_requests(),
+    config_index=config_indices(),
+    hostile=st.sampled_from(hostile_stages()),
+)
+def test_misbehaving_third_party_stage_cannot_break_the_request(
+    governors: GovernorFactory, request: DirtyRequest, config_index: int, hostile: Stage
+) -> None:
+    """A plugin stage that raises, mutates or breaks the history cannot break the request."""
+    snapshot = copy.deepcopy(request.messages)
+    governor = governors.get(GOVERNANCE_CONFIGS[config_index], [hostile])
+    result = governor.govern(request.messages, system=request.system, tools=request.tools)
+    assert request.messages == snapshot
+    violations = check_invariants(
+        result.messages,
+        system=request.system,
+        tools=request.tools,
+        budget=result.budget,
+        budget_unreachable=not result.fits,
+    )
+    assert violations == [], f"{hostile.name} {request.source} {request.dirt}: {violations}"
 
 
 DEFECTS = {

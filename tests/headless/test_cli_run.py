@@ -304,5 +304,6 @@ def test_a_second_run_on_a_busy_session_fails_at_once(
         release.set()
     out, err = first.communicate(timeout=TIMEOUT)
     assert first.returncode == 0, err
+    assert API_KEY not in out and API_KEY not in err
     assert out == "first wins\n"
     assert [m["role"] for m in _session_lines(workspace, "shared")] == ["user", "assistant"]

@@ -103,8 +103,12 @@ class Harness:
         return SessionStore(self.workspace).open(session)
 
     def lines(self, session: str = "default") -> list[dict[str, Any]]:
-        path = SessionStore(self.workspace).path(session)
-        return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        return _session_lines(self.workspace, session)
+
+
+def _session_lines(workspace: Path, session: str) -> list[dict[str, Any]]:
+    path = SessionStore(workspace).path(session)
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
 @pytest.fixture
@@ -352,3 +356,54 @@ def test_unknown_provider_is_a_config_error(harness: Harness) -> None:
 
     with harness.open() as opened, pytest.raises(ConfigError, match="available: openai"):
         Runner.from_plugins(harness.manager(), "nope", session=opened)
+
+
+def test_parts_can_be_given_explicitly(workspace: Path, server: FakeChatServer) -> None:
+    """A runner built from hand-picked parts uses them: its clock, channel, lines and prompt."""
+    from datetime import datetime, timedelta, timezone
+
+    from nanobot_core.governance import Governor, builtin_stages
+    from nanobot_core.prompt import PromptBuilder, Section, SectionContext
+    from nanobot_core.providers import OpenAIProvider
+    from nanobot_core.tools.executor import Executor
+    from nanobot_core.tools.registry import ToolRegistry
+
+    config = Config()
+    registry = ToolRegistry()
+    registry.add(big)
+    prompt = PromptBuilder(
+        [(Section("only", 1, lambda ctx: "You are terse."), "test")], config=config
+    )
+    fixed = datetime(2025, 1, 31, 9, 30, tzinfo=timezone(timedelta(hours=1)))
+    server.add(tool_call_reply([("b", "big", '{"lines": 2}')]), text_reply("fine"))
+    with SessionStore(workspace).open("explicit") as opened:
+        runner = Runner(
+            OpenAIProvider(provider_config(server.base_url)),
+            registry,
+            Executor(registry, default_timeout=5.0),
+            Governor(builtin_stages(), config=config.governance, workspace=workspace),
+            prompt,
+            opened,
+            prompt_context=SectionContext(workspace=workspace),
+            runtime_lines=lambda: ["ticket: 42"],
+            channel="telegram",
+            chat_id="7",
+            clock=lambda: fixed,
+        )
+        result = runner.run_turn("hi")
+    assert result.answer == "fine"
+    first = server.requests[0].body
+    assert first["messages"][0] == {"role": "system", "content": "You are terse."}
+    assert [d["function"]["name"] for d in first["tools"]] == ["big"]
+    assert first["messages"][1]["content"] == (
+        "hi\n\n" + RUNTIME_BLOCK_OPEN + "\n"
+        'Current Time: "2025-01-31T09:30:00+01:00 (Friday)"\n'
+        'Channel: "telegram"\nChat ID: "7"\nContext: "ticket: 42"\n' + RUNTIME_BLOCK_CLOSE
+    )
+    assert _session_lines(workspace, "explicit")[0]["_meta"] == {"time": fixed.isoformat()}
+
+
+def test_max_iterations_must_be_positive(workspace: Path) -> None:
+    """A runner that may never call the model is a programming error, caught at construction."""
+    with SessionStore(workspace).open() as opened, pytest.raises(ValueError, match="at least 1"):
+        Runner(None, None, None, None, None, opened, max_iterations=0)  # type: ignore[arg-type]

@@ -42,7 +42,7 @@ def _repair(text: str) -> Any:
 
     try:
         return json_repair.repair_json(text, return_objects=True)
-    except Exception:  # noqa: BLE001 - a repair that fails is a repair that did not happen
+    except Exception:
         return None
 
 
@@ -56,7 +56,10 @@ def _from_text(text: str) -> tuple[str, str]:
         if decoded is None:
             return EMPTY_OBJECT, "null arguments replaced with {}"
         kind = type(decoded).__name__
-        return EMPTY_OBJECT, f"arguments were JSON {kind} {preview(text)}, not an object: replaced with {{}}"
+        return (
+            EMPTY_OBJECT,
+            f"arguments were JSON {kind} {preview(text)}, not an object: replaced with {{}}",
+        )
     repaired = _repair(text)
     if isinstance(repaired, dict):
         encoded = _encode(repaired)
@@ -78,4 +81,7 @@ def normalise_arguments(value: Any) -> tuple[str, str | None]:
         if encoded is not None:
             return encoded, "object arguments encoded as a JSON string"
         return EMPTY_OBJECT, "object arguments could not be encoded as JSON: replaced with {}"
-    return EMPTY_OBJECT, f"arguments were a {type(value).__name__} {preview(value)}: replaced with {{}}"
+    return (
+        EMPTY_OBJECT,
+        f"arguments were a {type(value).__name__} {preview(value)}: replaced with {{}}",
+    )

@@ -59,7 +59,9 @@ class _Repair:
     slots: dict[tuple[str, int], str | None] = attrs.field(factory=dict)
 
     def note(self, position: int | None, text: str) -> None:
-        where = f"messages[{self.index}]" + (f".tool_calls[{position}]" if position is not None else "")
+        where = f"messages[{self.index}]" + (
+            f".tool_calls[{position}]" if position is not None else ""
+        )
         self.details.append(f"{where}: {text}")
         self.changed = True
 
@@ -80,27 +82,33 @@ def _repair_call(repair: _Repair, position: int, call: Any) -> dict[str, Any] | 
         return None
     function = _function_of(call)
     if function is None:
-        repair.note(position, f"dropped: function is {preview(call.get('function'))}, not an object")
+        repair.note(
+            position, f"dropped: function is {preview(call.get('function'))}, not an object"
+        )
         return None
     name = function.get("name")
     if not isinstance(name, str) or not name.strip():
         repair.note(position, f"dropped: the call has no name (name {preview(name)})")
         return None
+    flat = call.get("function") is not function
+    if flat:
+        repair.note(position, "name and arguments moved into a function object")
     arguments, note = normalise_arguments(function.get("arguments"))
     if note:
         repair.note(position, note)
-    if call.get("function") is not function:
-        repair.note(position, "name and arguments moved into a function object")
-    if note or call.get("function") is not function:
-        call = {k: v for k, v in call.items() if k not in ("name", "arguments")}
-        call["function"] = with_changes(function, arguments=arguments)
-    if call.get("type") != "function":
-        repair.note(position, f"type {preview(call.get('type'))} set to 'function'")
-        call = with_changes(call, type="function")
-    return call
+    repaired: dict[str, Any] = call
+    if note or flat:
+        repaired = {k: v for k, v in call.items() if not (flat and k in ("name", "arguments"))}
+        repaired["function"] = with_changes(function, arguments=arguments)
+    if repaired.get("type") != "function":
+        repair.note(position, f"type {preview(repaired.get('type'))} set to 'function'")
+        repaired = with_changes(repaired, type="function")
+    return repaired
 
 
-def _assign_ids(repair: _Repair, raw_calls: list[Any], repaired: list[dict[str, Any] | None]) -> None:
+def _assign_ids(
+    repair: _Repair, raw_calls: list[Any], repaired: list[dict[str, Any] | None]
+) -> None:
     """Give every kept call a unique non-empty id and record each call's result slot."""
     used: set[str] = set()
     seen: dict[str, int] = {}
@@ -121,7 +129,9 @@ def _assign_ids(repair: _Repair, raw_calls: list[Any], repaired: list[dict[str, 
             repair.note(position, f"missing id {preview(raw.get('id'))} set to {identifier!r}")
         elif identifier in used:
             identifier = f"{original}_{position}"
-            repair.note(position, f"id {original!r} repeats in this message: renamed {identifier!r}")
+            repair.note(
+                position, f"id {original!r} repeats in this message: renamed {identifier!r}"
+            )
         while identifier in used:
             identifier += "_"
         used.add(identifier)

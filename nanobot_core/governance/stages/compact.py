@@ -50,9 +50,7 @@ def _candidates(messages: list[Any], ctx: StageContext) -> list[tuple[int, int, 
     excluded = set(ctx.option("exclude_tools", ()))
     only = ctx.option("tools", None)
     allowed = set(only) if only is not None else None
-    results = [
-        i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "tool"
-    ]
+    results = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "tool"]
     names = result_tool_names(messages)
     found = []
     for index in results[: len(results) - keep] if keep else results:
@@ -88,7 +86,9 @@ def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
         result[index] = compacted
         excess -= saved
         cleared += saved
-        details.append(f"messages[{index}]: compacted the result of {name or 'a tool'} ({saved} tokens)")
+        details.append(
+            f"messages[{index}]: compacted the result of {name or 'a tool'} ({saved} tokens)"
+        )
     if not details:
         return StageOutcome.unchanged(messages)
     return StageOutcome(result, changed=True, details=details)

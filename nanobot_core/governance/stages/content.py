@@ -41,8 +41,7 @@ def _clean(value: Any) -> Any:
     if isinstance(value, dict):
         cleaned = {_clean(k) if isinstance(k, str) else k: _clean(v) for k, v in value.items()}
         same = all(
-            a is b and x is y
-            for (a, x), (b, y) in zip(value.items(), cleaned.items(), strict=True)
+            a is b and x is y for (a, x), (b, y) in zip(value.items(), cleaned.items(), strict=True)
         )
         return value if same and len(cleaned) == len(value) else cleaned
     if isinstance(value, list):

@@ -38,7 +38,9 @@ def drop_non_messages(messages: list[Any], ctx: StageContext) -> StageOutcome:
             continue
         role = message.get("role")
         if role not in KNOWN_ROLES:
-            details.append(f"messages[{index}]: dropped a message with unknown role {preview(role)}")
+            details.append(
+                f"messages[{index}]: dropped a message with unknown role {preview(role)}"
+            )
             continue
         if META_KEY in message:
             message = without_key(message, META_KEY)

@@ -50,7 +50,9 @@ def _fitting_start(history: list[Any], room: int, ctx: StageContext) -> int | No
     return best
 
 
-def _shrink_results(tail: list[Any], room: int, ctx: StageContext) -> tuple[list[Any], list[str]] | None:
+def _shrink_results(
+    tail: list[Any], room: int, ctx: StageContext
+) -> tuple[list[Any], list[str]] | None:
     """`tail` with its tool results cut head and tail until it fits `room`, or None."""
     excess = sum(ctx.message_tokens(m) for m in tail) - room
     sizes = []
@@ -71,17 +73,23 @@ def _shrink_results(tail: list[Any], room: int, ctx: StageContext) -> tuple[list
         cut = with_changes(message, content=fit_to_tokens(text, target, ctx.counter, _CUT_LABEL))
         excess -= tokens - ctx.message_tokens(cut)
         shrunk[position] = cut
-        notes.append(f"tool result cut head and tail from {len(text)} to {len(cut['content'])} characters")
+        notes.append(
+            f"tool result cut head and tail from {len(text)} to {len(cut['content'])} characters"
+        )
     return (shrunk, notes) if excess <= 0 else None
 
 
-def _cut_user(message: dict[str, Any], room: int, ctx: StageContext) -> tuple[dict[str, Any], str | None]:
+def _cut_user(
+    message: dict[str, Any], room: int, ctx: StageContext
+) -> tuple[dict[str, Any], str | None]:
     """The newest user message cut head and tail to `room` tokens (at least `MIN_USER_TOKENS`)."""
     content = message.get("content")
     text = content_text(content)
     if text is None:  # parts that are not text cannot be cut: keep the text of the message
         parts = content if isinstance(content, list) else []
-        text = "\n".join(p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str))
+        text = "\n".join(
+            p["text"] for p in parts if isinstance(p, dict) and isinstance(p.get("text"), str)
+        )
     bare = ctx.message_tokens(with_changes(message, content=""))
     limit = max(MIN_USER_TOKENS, room - bare)
     cut = fit_to_tokens(text, limit, ctx.counter, _CUT_LABEL)

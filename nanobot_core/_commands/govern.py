@@ -1,0 +1,144 @@
+"""``nanobot-core govern``: heal and budget a history file, and say what each stage did.
+
+The input (a JSONL file, a JSON array file, or ``-`` for stdin) is never
+written. The budget counts the tool definitions of the installed tools; the
+governed messages go to ``--output`` (JSONL, written atomically) and/or to
+stdout with ``--json``. Exit 0 once governed (even when lines were left out),
+2 when the input cannot be read or the options are wrong.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+from nanobot_core.cli import EXIT_USAGE, get_state
+
+# Detail lines shown per stage in the readable summary (--json has them all).
+SHOWN_DETAILS = 8
+
+
+def _read_input(session: str) -> bytes:
+    if session == "-":
+        return sys.stdin.buffer.read()
+    try:
+        return Path(session).read_bytes()
+    except OSError as exc:
+        click.echo(f"Error: cannot read {session}: {exc.strerror or exc}", err=True)
+        raise click.exceptions.Exit(EXIT_USAGE) from exc
+
+
+def _same_file(output: Path, session: str) -> bool:
+    if session == "-" or not output.exists():
+        return False
+    try:
+        return output.samefile(session)
+    except OSError:
+        return False
+
+
+def _load_entry(problems: list[str], count: int) -> dict[str, Any]:
+    return {
+        "stage": "load",
+        "changed": bool(problems),
+        "details": problems,
+        "tokens_before": None,
+        "tokens_after": None,
+        "messages": count,
+    }
+
+
+def _echo_summary(report: list[dict[str, Any]], before: int, result: Any, source: str) -> None:
+    width = max(len(entry["stage"]) for entry in report)
+    for entry in report:
+        state = "changed" if entry["changed"] else "unchanged"
+        tokens = ""
+        if entry["tokens_before"] is not None:
+            tokens = f"  tokens {entry['tokens_before']} -> {entry['tokens_after']}"
+        click.echo(f"{entry['stage']:<{width}}  {state}{tokens}")
+        details = entry["details"]
+        for line in details[:SHOWN_DETAILS]:
+            click.echo(f"    - {line}")
+        if len(details) > SHOWN_DETAILS:
+            click.echo(f"    ... and {len(details) - SHOWN_DETAILS} more (see --json)")
+    verdict = "fits" if result.fits else "does NOT fit"
+    click.echo(
+        f"{source}: {before} -> {len(result.messages)} messages; the request takes "
+        f"{result.tokens} of {result.budget} tokens ({verdict})"
+    )
+
+
+@click.command("govern")
+@click.argument("session")
+@click.option("--context-window", type=click.IntRange(min=1), help="Model context window (tokens).")
+@click.option("--max-output", type=click.IntRange(min=0), help="Tokens reserved for the reply.")
+@click.option(
+    "--max-tool-result-chars",
+    type=click.IntRange(min=1),
+    help="Tool results longer than this are offloaded to the workspace cache.",
+)
+@click.option(
+    "--workspace",
+    type=click.Path(file_okay=False),
+    help="Workspace for the offload cache and the installed tools (default: cwd).",
+)
+@click.option(
+    "--output",
+    type=click.Path(dir_okay=False),
+    help="Write the governed messages here as JSONL (atomically).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Print {messages, report, ...} as JSON.")
+def command(
+    session: str,
+    context_window: int | None,
+    max_output: int | None,
+    max_tool_result_chars: int | None,
+    workspace: str | None,
+    output: str | None,
+    as_json: bool,
+) -> None:
+    """Heal and budget SESSION (a JSONL file, a JSON array file, or - for stdin).
+
+    Prints what every stage did. The input is never written; offloaded tool
+    results go to <workspace>/.nanobot/cache/tool-results/.
+    """
+    from nanobot_core.governance.history_file import parse_history, write_jsonl_atomic
+
+    if output is not None and _same_file(Path(output), session):
+        raise click.UsageError("--output must not be the input file: the input is never written")
+    state = get_state()
+    flags = {
+        "context_window": context_window,
+        "max_output": max_output,
+        "max_tool_result_chars": max_tool_result_chars,
+    }
+    overrides = {key: value for key, value in flags.items() if value is not None}
+    if overrides:
+        state.set_overrides({"governance": overrides})
+    loaded = parse_history(_read_input(session))
+    manager = state.plugin_manager(workspace)
+    tools = manager.tool_registry().definitions()
+    result = manager.governor().govern(loaded.messages, tools=tools)
+    report = [_load_entry(loaded.problems(), len(loaded.messages)), *result.report.to_json()]
+    if output is not None:
+        write_jsonl_atomic(Path(output), result.messages)
+    if as_json:
+        state.echo_json(
+            {
+                "messages": result.messages,
+                "report": report,
+                "tokens": result.tokens,
+                "budget": result.budget,
+                "fits": result.fits,
+            }
+        )
+        return
+    source = "stdin" if session == "-" else session
+    _echo_summary(report, len(loaded.messages), result, source)
+    if output is not None:
+        click.echo(f"governed messages written to {output}")
+    else:
+        click.echo("use --output PATH or --json to get the governed messages")

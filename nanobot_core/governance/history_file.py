@@ -1,0 +1,102 @@
+"""Reading a history from a file (JSONL or a JSON array) and writing one atomically.
+
+Reading is lenient: a line that is not JSON is left out and reported by its
+number, bytes that are not UTF-8 become U+FFFD. What the lines hold is not
+judged here; that is governance's job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any, Literal
+
+import attrs
+
+__all__ = ["LoadedHistory", "parse_history", "write_jsonl_atomic"]
+
+Shape = Literal["jsonl", "json-array", "json-object"]
+
+
+@attrs.frozen
+class LoadedHistory:
+    """The entries read from a history file and the lines that had to be left out."""
+
+    messages: list[Any]
+    shape: Shape
+    left_out: list[tuple[int, str]] = attrs.field(factory=list)  # (line number, why)
+    not_utf8: list[int] = attrs.field(factory=list)  # lines whose bad bytes became U+FFFD
+
+    def problems(self) -> list[str]:
+        """One line per problem, for the report."""
+        notes = [f"line {n}: bytes that are not UTF-8 replaced with U+FFFD" for n in self.not_utf8]
+        return notes + [f"line {n}: left out, not JSON ({why})" for n, why in self.left_out]
+
+
+def _decode(data: bytes) -> tuple[str, list[int]]:
+    """The text of `data`, and the numbers of the lines whose bytes were not UTF-8."""
+    data = data.removeprefix(b"\xef\xbb\xbf")
+    try:
+        return data.decode("utf-8"), []
+    except UnicodeDecodeError:
+        pass
+    lines = data.split(b"\n")
+    bad = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError:
+            bad.append(number)
+    return data.decode("utf-8", "replace"), bad
+
+
+def _whole_document(text: str) -> tuple[Shape, list[Any]] | None:
+    """The messages when `text` is one JSON array, or one object with a "messages" array."""
+    if not text.lstrip().startswith(("[", "{")):
+        return None
+    try:
+        document = json.loads(text)
+    except ValueError:
+        return None
+    if isinstance(document, list):
+        return "json-array", document
+    if isinstance(document, dict) and isinstance(document.get("messages"), list):
+        return "json-object", document["messages"]
+    return None
+
+
+def parse_history(data: bytes) -> LoadedHistory:
+    """Entries of a JSONL file (one per line), a JSON array, or an object with "messages"."""
+    text, not_utf8 = _decode(data)
+    whole = _whole_document(text)
+    if whole is not None:
+        return LoadedHistory(whole[1], whole[0], [], not_utf8)
+    messages: list[Any] = []
+    left_out: list[tuple[int, str]] = []
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        try:
+            messages.append(json.loads(line))
+        except ValueError as exc:
+            left_out.append((number, str(exc)))
+    return LoadedHistory(messages, "jsonl", left_out, not_utf8)
+
+
+def write_jsonl_atomic(path: Path, messages: Iterable[Any]) -> None:
+    """Write one JSON value per line to `path`: a temporary file, then ``os.replace``."""
+    path = Path(path)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
+            for message in messages:
+                stream.write(json.dumps(message, ensure_ascii=False) + "\n")
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
