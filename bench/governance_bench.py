@@ -111,7 +111,10 @@ def rows_for_sizes(timings: Sequence[SizeTimings], rounds: int, reps: int) -> li
         "[system] + history, tokenizer loader stubbed to its offline (UTF-8 bytes) "
         "fallback; ours: `build_governor(config, workspace).govern(history, system=..., "
         "tools=...)`. Same window (128,000), output (8,192), margin (1,024), "
-        "offload threshold (16,000 chars, to a workspace folder on both sides)."
+        "offload threshold (16,000 chars, to a workspace folder on both sides). Each timed "
+        "call gets freshly decoded message objects; the collector stays on. nanobot-ai's "
+        "fallback counts a token per UTF-8 byte, ours about four bytes per token, so it "
+        "keeps fewer messages in the same budget."
     )
     return [
         Row(
@@ -160,37 +163,47 @@ def rows_for_sizes(timings: Sequence[SizeTimings], rounds: int, reps: int) -> li
 
 
 def rows_for_tau(tau_file: Path, tools_file: Path, reps: int) -> list[Row]:
-    """tau-bench conversations as they are: µs per message, no copy, peak memory."""
+    """tau-bench conversations as they are: µs per message and no copy when clean; memory."""
     figures = run_driver(
         sys.executable,
         "core_governance.py",
         ["--tau", tau_file, "--tools", tools_file, "--reps", str(reps), "--memory"],
     )
-    messages = figures["messages"]
-    per_message = summarize([s * 1e6 / messages for s in figures["seconds"]])
-    conversations = figures["conversations"]
-    uncopied = figures["uncopied"]
-    worst = figures["worst_peak_ratio"]
+    clean, clean_messages = figures["clean_conversations"], figures["clean_messages"]
+    every, messages = figures["conversations"], figures["messages"]
+    per_message = summarize([s * 1e6 / clean_messages for s in figures["clean_seconds"]])
+    per_message_all = summarize([s * 1e6 / messages for s in figures["all_seconds"]])
+    uncopied = figures["clean_uncopied"]
+    ratios = summarize(figures["peak_ratios"])
     return [
         Row(
             benchmark="Governance: tau-bench, clean fitting history",
-            ours=Measured("Governor.govern over all conversations", per_message, "µs/message"),
+            ours=Measured("Governor.govern, clean conversations", per_message, "µs/message"),
             figure=per_message.median,
             figure_label="µs per message",
-            target="<= 1 µs/message and result `is` input",
-            passed=per_message.median <= 1.0 and uncopied == conversations,
+            target="<= 1 µs/message, result `is` input",
+            passed=per_message.median <= 1.0 and uncopied == clean,
             notes=[
-                f"{conversations} conversations, {messages:,} messages (system message "
-                f"passed as `system`); {reps} repetitions over all of them.",
-                f"result list `is` the input list in {uncopied} of {conversations} conversations.",
+                f"{clean} of the {every} conversations are clean (no invariant violated, "
+                f"checked with `nanobot_core.governance.invariants`), {clean_messages:,} "
+                f"messages; the others hold empty tool results. System message passed as "
+                f"`system`, the 14 airline tools as `tools`; {reps} repetitions over all of "
+                "them, each on freshly decoded objects.",
+                f"result list `is` the input list in {uncopied} of {clean} clean conversations.",
+                f"all {every} conversations ({messages:,} messages, repairs included): median "
+                f"{per_message_all.median:.2f} µs/message.",
             ],
         ),
         Row(
             benchmark="Governance: tau-bench extra peak memory",
-            ours=Measured("worst tracemalloc peak / input JSON size", summarize([worst]), "x"),
-            figure=worst,
-            figure_label="x the input's JSON size (worst conversation)",
+            ours=Measured("tracemalloc peak / JSON size of the call's input", ratios, "x"),
+            figure=ratios.high,
+            figure_label="x the input's JSON size (worst clean conversation)",
             target="<= 0.5x",
-            passed=worst <= 0.5,
+            passed=ratios.high <= 0.5,
+            notes=[
+                "one call per clean conversation; input = system prompt, messages and tool "
+                "definitions, as compact JSON."
+            ],
         ),
     ]

@@ -94,9 +94,12 @@ def main() -> int:
 
     started = dt.datetime.now(dt.UTC)
     clock = time.perf_counter()
-    _log("preparing environments (nanobot-ai 0.3.5; nanobot-core + plugin wheels)")
-    ai_env = envs.ensure_nanobot_ai()
-    core_env = envs.build_core_plugins()
+    if selected & {"cli", "prepare_call", "governance"}:
+        _log("preparing nanobot-ai 0.3.5 (bench/.envs/nanobot-ai)")
+        ai_env = envs.ensure_nanobot_ai()
+    if selected & {"import", "cli"}:
+        _log("building nanobot-core and plugin wheels into bench/.envs/core-plugins")
+        core_env = envs.build_core_plugins()
 
     rows: list[Row] = []
     problems: list[str] = []

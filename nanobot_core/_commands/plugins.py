@@ -2,9 +2,39 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import click
 
 from nanobot_core.cli import EXIT_FAILED, get_state
+from nanobot_core.plugins import PluginManager, PluginRecord
+
+
+def _positions(manager: PluginManager) -> dict[tuple[str, str], dict[str, Any]]:
+    """Where each winning stage and section sits in its pipeline (shown with the contribution)."""
+    positions: dict[tuple[str, str], dict[str, Any]] = {}
+    governor = manager.governor()
+    disabled_stages = set(manager.config.governance.disabled)
+    for index, stage in enumerate(governor.stages):
+        positions[("stage", stage.name)] = {"phase": stage.phase, "position": index}
+    for name in disabled_stages:
+        positions.setdefault(("stage", name), {"disabled": True})
+    sections = manager.prompt_builder().section_names()
+    disabled_sections = set(manager.config.prompt.disabled)
+    for index, name in enumerate(sections):
+        entry: dict[str, Any] = {"position": index}
+        if name in disabled_sections:
+            entry["disabled"] = True
+        positions[("section", name)] = entry
+    return positions
+
+
+def _row(record: PluginRecord, positions: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
+    row = record.to_json()
+    for contribution in row["contributions"]:
+        if "shadowed_by" not in contribution:
+            contribution.update(positions.get((contribution["kind"], contribution["name"]), {}))
+    return row
 
 
 @click.command("plugins")
@@ -15,24 +45,21 @@ def command(workspace: str | None, as_json: bool) -> None:
     state = get_state()
     manager = state.plugin_manager(workspace)
     records = manager.records()
+    positions = _positions(manager)
+    rows = [_row(record, positions) for record in records]
     if as_json:
-        state.echo_json([record.to_json() for record in records])
+        state.echo_json(rows)
     else:
-        for record in records:
-            info = record.info
-            version = f" {info.version}" if info.version else ""
-            dist = f" ({info.distribution}{version})" if info.distribution else ""
-            click.echo(f"{info.name}{dist} [{info.source}] {record.status}")
-            if record.error:
-                click.echo(f"    error: {record.error}")
-            for contribution in record.contributions:
-                lost = (
-                    f"  (shadowed by {contribution.shadowed_by})"
-                    if contribution.shadowed_by
-                    else ""
-                )
-                click.echo(f"    {contribution.kind} {contribution.name}{lost}")
-        stages = manager.governor().stage_names() if records else []
-        click.echo("governance pipeline: " + " -> ".join(stages))
+        for row in rows:
+            version = f" {row['version']}" if row["version"] else ""
+            dist = f" ({row['distribution']}{version})" if row["distribution"] else ""
+            click.echo(f"{row['name']}{dist} [{row['source']}] {row['status']}")
+            if row["error"]:
+                click.echo(f"    error: {row['error']}")
+            for item in row["contributions"]:
+                lost = f"  (shadowed by {item['shadowed_by']})" if "shadowed_by" in item else ""
+                click.echo(f"    {item['kind']} {item['name']}{lost}")
+        click.echo("governance pipeline: " + " -> ".join(manager.governor().stage_names()))
+        click.echo("prompt sections: " + " -> ".join(manager.prompt_builder().section_names()))
     if manager.strict and any(r.status == "failed" for r in records):
         raise click.exceptions.Exit(EXIT_FAILED)

@@ -28,6 +28,7 @@ __all__ = [
     "ProviderReply",
     "RetryNotice",
     "Usage",
+    "derive_call_id",
     "normalise_assistant_message",
     "normalise_usage",
 ]

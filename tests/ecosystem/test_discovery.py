@@ -239,4 +239,13 @@ def test_section_stage_and_runtime_hooks_from_a_distribution(
     house = next(s for s in prompt["sections"] if s["name"] == "house_rules")
     assert house["plugin"] == "hooks"
     plugins = _plugins(plugin_env, tmp_path)
-    assert {"kind": "stage", "name": "count_messages"} in plugins["hooks"]["contributions"]
+    stages = {
+        c["name"]: c
+        for row in plugins.values()
+        for c in row["contributions"]
+        if c["kind"] == "stage" and "shadowed_by" not in c
+    }
+    mine = stages["count_messages"]
+    assert mine["phase"] == "transform"
+    assert stages["sanitize_content"]["position"] < mine["position"]
+    assert mine["position"] < stages["offload_results"]["position"]

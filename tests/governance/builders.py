@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from typing import Any
 
 from nanobot_core.config import GovernanceConfig
@@ -70,12 +70,11 @@ def context(
 Stagefunc = Callable[[list[Any], StageContext], StageOutcome]
 
 
-def run_pure(func: Stagefunc, messages: Sequence[Any], ctx: StageContext | None = None) -> StageOutcome:
+def run_pure(func: Stagefunc, messages: list[Any], ctx: StageContext | None = None) -> StageOutcome:
     """Run a stage and assert it left its input (list and everything inside) as it was."""
-    given = list(messages)
-    snapshot = copy.deepcopy(given)
-    identities = [id(m) for m in given]
-    outcome = func(given, ctx or context())
-    assert given == snapshot, "the stage mutated its input"
-    assert [id(m) for m in given] == identities, "the stage reordered its input list"
+    snapshot = copy.deepcopy(messages)
+    identities = [id(m) for m in messages]
+    outcome = func(messages, ctx or context())
+    assert messages == snapshot, "the stage mutated its input"
+    assert [id(m) for m in messages] == identities, "the stage reordered its input list"
     return outcome

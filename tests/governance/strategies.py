@@ -14,15 +14,15 @@ import functools
 import json
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 from hypothesis import strategies as st
 
-from nanobot_core.config import GovernanceConfig
-
-if TYPE_CHECKING:
-    from nanobot_core.governance import Stage
+from nanobot_core.builtins.governance import nanobot_governance_stages
+from nanobot_core.config import Config, GovernanceConfig
+from nanobot_core.context import PluginContext
+from nanobot_core.governance import GovernanceReport, Governor, Stage
 from tests.helpers import shared_data_dir
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
@@ -272,9 +272,10 @@ def corrupt_arguments(draw: Draw, messages: Messages) -> None:
         function["arguments"] = arguments[: draw(st.integers(0, len(arguments) - 1))]
     elif kind == "object":
         try:
-            function["arguments"] = json.loads(arguments)
-        except (TypeError, ValueError):
-            function["arguments"] = {"value": arguments}
+            decoded = json.loads(arguments) if isinstance(arguments, str) else None
+        except ValueError:
+            decoded = None
+        function["arguments"] = decoded if isinstance(decoded, dict) else {"value": arguments}
     elif kind == "non-string":
         function["arguments"] = draw(st.sampled_from([None, 42, ["a", 1], True]))
     elif kind == "missing":
@@ -516,9 +517,9 @@ class GovernorFactory:
 
     def __init__(self, workspace: Path) -> None:
         self.workspace = workspace
-        self._governors: dict[tuple[int, tuple[str, ...]], Any] = {}
+        self._governors: dict[tuple[int, tuple[str, ...]], Governor] = {}
 
-    def get(self, config: GovernanceConfig, extra: Sequence[Stage] = ()) -> Any:
+    def get(self, config: GovernanceConfig, extra: Sequence[Stage] = ()) -> Governor:
         """The governor with the built-in stages and `extra` for `config` (built once)."""
         key = (id(config), tuple(stage.name for stage in extra))
         if key not in self._governors:
@@ -528,13 +529,8 @@ class GovernorFactory:
 
 def build_builtin_governor(
     config: GovernanceConfig, workspace: Path, extra: Sequence[Stage] = ()
-) -> Any:
+) -> Governor:
     """A governor with the built-in stages (and `extra` ones), as the runner would build it."""
-    from nanobot_core.builtins.governance import nanobot_governance_stages
-    from nanobot_core.config import Config
-    from nanobot_core.context import PluginContext
-    from nanobot_core.governance import Governor
-
     context = PluginContext(workspace=workspace, config=Config(governance=config))
     stages = [*nanobot_governance_stages(context), *extra]
     return Governor(stages, config=config, workspace=workspace)
@@ -606,8 +602,6 @@ def _inflate(messages: list[Any], ctx: Any) -> Any:
 
 def hostile_stages() -> tuple[Stage, ...]:
     """Third-party stages that break the history in every way a buggy plugin could."""
-    from nanobot_core.governance import Stage
-
     transforms = {
         "orphan_result": _orphan_result,
         "drop_first_user": _drop_first_user,
@@ -626,6 +620,6 @@ def hostile_stages() -> tuple[Stage, ...]:
     return tuple(placed)
 
 
-def report_changed(report: Any) -> bool:
+def report_changed(report: GovernanceReport) -> bool:
     """Whether a governance report says that anything was changed."""
     return bool(report.changed)

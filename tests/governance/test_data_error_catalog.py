@@ -243,6 +243,9 @@ def _deepseek_interleaved() -> list[Message]:
     ]
 
 
+# What json.loads() returns a non-dict for, as listed by the LangChain fix.
+NON_OBJECT_JSON = ['["a", 1]', '"go"', "42", "true", "null"]
+
 HISTORIES: dict[str, Callable[[], list[Message]]] = {
     # orphan_tool_result
     "openai-orphan-tool-2024": lambda: [user(), say(), result("call_9Xn2")],
@@ -389,9 +392,6 @@ HISTORIES: dict[str, Callable[[], list[Message]]] = {
         *(result(f"call_{i}") for i in range(len(NON_OBJECT_JSON))),
     ],
 }
-
-# What json.loads() returns a non-dict for, as listed by the LangChain fix.
-NON_OBJECT_JSON = ['["a", 1]', '"go"', "42", "true", "null"]
 
 
 def _in_scope_entries() -> list[dict[str, Any]]:

@@ -92,8 +92,9 @@ def test_run_prints_the_answer_and_progress_on_stderr(
     server.add(
         tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]), text_reply("Two lines.")
     )
-    result = _cli(server, workspace, "run", "What is in notes.txt?")
+    result = _cli(server, workspace, "run", "What is in notes.txt?", "--log-level", "debug")
     assert result.returncode == 0, result.stderr
+    assert "provider reply" in result.stderr  # debug logs are on, and hold no key (see _cli)
     assert result.stdout == "Two lines.\n"
     assert "tool read_file: running" in result.stderr
     assert "tool read_file: done in" in result.stderr

@@ -1,0 +1,247 @@
+"""The governor's guarantees: copy-on-write, the report, and the final checks against bad stages."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nanobot_core.config import Config, GovernanceConfig
+from nanobot_core.governance import Governor, Stage, StageOutcome, build_governor, builtin_stages
+from nanobot_core.governance.invariants import check_invariants
+from nanobot_core.governance.ordering import BUILTIN_ORDER
+from nanobot_core.governance.tokens import count_request
+from tests.governance.builders import call, calls, result, say, system, turn, user
+
+Message = dict[str, Any]
+
+
+def _dirty() -> list[Any]:
+    """A history with one of most defects: placeholder, junk, bad call, orphan, missing result."""
+    return [
+        {"role": "user", "content": "go", "_meta": {"time": "t"}},
+        say("[Previous assistant message omitted.]"),
+        42,
+        calls(call("a"), call("b", None)),
+        result("a"),
+        result("b"),
+        result("ghost"),
+        calls(call("", "f", {"x": 1})),
+        user("still there \ud83d"),
+    ]
+
+
+def _governor(*extra: Stage, **settings: Any) -> Governor:
+    return Governor([*builtin_stages(), *extra], config=GovernanceConfig(**settings))
+
+
+def _legal(result: Any, **request: Any) -> None:
+    assert check_invariants(result.messages, **request) == []
+
+
+def test_clean_history_comes_back_as_the_same_list() -> None:
+    """Nothing to change: the input list itself is returned and no stage reports a change."""
+    history = [system(), *turn(1), *turn(2)]
+    result = _governor().govern(history)
+    assert result.messages is history
+    assert not result.report.changed
+    assert [e.stage for e in result.report] == [*BUILTIN_ORDER, "final"]
+
+
+def test_input_is_never_modified() -> None:
+    """The caller's list and every dict in it stay exactly as they were."""
+    history = _dirty()
+    snapshot = copy.deepcopy(history)
+    identities = [id(m) for m in history]
+    result = _governor().govern(history)
+    assert history == snapshot and [id(m) for m in history] == identities
+    assert result.messages is not history
+    _legal(result)
+
+
+def test_dirty_history_is_healed_and_every_stage_is_reported() -> None:
+    """The report says, stage by stage, what changed; the output is a legal request."""
+    result = _governor().govern(_dirty())
+    _legal(result)
+    changed = {e.stage for e in result.report if e.changed}
+    assert {"strip_placeholders", "drop_non_messages", "strip_malformed_calls", "pair_results",
+            "backfill_results", "sanitize_content"} <= changed
+    assert all(e.details for e in result.report if e.changed)
+    assert all("_meta" not in m for m in result.messages)
+
+
+def test_governing_the_output_again_changes_nothing() -> None:
+    """Idempotent: the governed output comes back as the same list, nothing reported."""
+    governor = _governor(context_window=3_000, max_output=500, safety_margin=100)
+    first = governor.govern([*_dirty(), *[m for i in range(30) for m in turn(i, "r" * 800)]])
+    second = governor.govern(first.messages)
+    assert second.messages is first.messages
+    assert not second.report.changed
+
+
+def test_output_is_deterministic() -> None:
+    """Placeholders and generated ids hold no time and no randomness."""
+    assert _governor().govern(_dirty()).messages == _governor().govern(_dirty()).messages
+
+
+def test_tokens_budget_and_fits_describe_the_whole_request() -> None:
+    """`tokens` counts system prompt, tools and messages; the system prompt is not in messages."""
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+    history = turn(1)
+    result = _governor(input_limit=50_000).govern(history, system="Be brief.", tools=tools)
+    assert result.tokens == count_request("Be brief.", result.messages, tools)
+    assert (result.budget, result.fits) == (50_000, True)
+    assert all(m.get("content") != "Be brief." for m in result.messages)
+
+
+def test_tool_definitions_count_toward_the_budget() -> None:
+    """The same history fits alone but must be shrunk once big tool definitions come along."""
+    history = [m for i in range(20) for m in turn(i, "r" * 400)]
+    tools = [{"type": "function", "function": {"name": f"t{i}", "description": "d" * 400}} for i in range(20)]
+    governor = _governor(input_limit=5_000)
+    without = governor.govern(history)
+    with_tools = governor.govern(history, tools=tools)
+    assert without.messages is history
+    assert with_tools.report.changed
+    assert with_tools.fits and with_tools.tokens <= 5_000
+
+
+def test_report_entries_serialise_as_the_cli_prints_them() -> None:
+    """Every entry has stage, changed, details and the token figures, as JSON."""
+    entries = _governor().govern(_dirty()).report.to_json()
+    assert all(set(e) == {"stage", "changed", "details", "tokens_before", "tokens_after"} for e in entries)
+    json.dumps(entries)
+    assert entries[-1]["stage"] == "final"
+
+
+# -- broken stages -----------------------------------------------------------------------
+
+
+def _raising(messages: list[Any], ctx: Any) -> StageOutcome:
+    raise RuntimeError("boom")
+
+
+def test_stage_that_raises_is_skipped_and_reported() -> None:
+    """A raising stage is skipped for the run, its error is in the report, the request is legal."""
+    result = _governor(Stage("explodes", _raising)).govern(_dirty())
+    entry = result.report.entry("explodes")
+    assert entry is not None and not entry.changed
+    assert "RuntimeError: boom" in entry.details[0]
+    _legal(result)
+
+
+@pytest.mark.parametrize("garbage", [None, 42, "messages", {"messages": []}, StageOutcome(messages="x", changed=True)])  # type: ignore[arg-type]
+def test_stage_that_returns_garbage_is_ignored(garbage: Any) -> None:
+    """Anything but a list or an outcome holding a list is ignored and reported."""
+    history = [*turn(1)]
+    result = _governor(Stage("garbage", lambda messages, ctx: garbage)).govern(history)
+    entry = result.report.entry("garbage")
+    assert entry is not None and "ignored" in entry.details[0]
+    assert result.messages is history
+
+
+def test_stage_that_returns_junk_entries_and_breaks_pairing_is_caught_by_the_final_checks() -> None:
+    """Junk entries, dropped results and a stray result put in by a stage are repaired at the end."""
+
+    def wreck(messages: list[Any], ctx: Any) -> list[Any]:
+        kept = [m for m in messages if m.get("role") != "tool"]  # drops every result
+        return [None, {"role": "tool", "tool_call_id": "zzz", "content": ""}, *kept, "junk"]
+
+    result = _governor(Stage("wreck", wreck)).govern([*turn(1), *turn(2)])
+    final = result.report.entry("final")
+    assert final is not None and final.changed and final.details
+    _legal(result)
+
+
+def test_stage_that_mutates_what_it_is_handed_cannot_reach_the_caller() -> None:
+    """A stage editing its input in place works on a copy: the caller's history is untouched."""
+
+    def vandal(messages: list[Any], ctx: Any) -> list[Any]:
+        for message in messages:
+            message["content"] = "overwritten"
+            message.pop("tool_calls", None)
+        messages.append({"role": "tool", "tool_call_id": "nope", "content": "x"})
+        return messages
+
+    history = [*turn(1), *turn(2)]
+    snapshot = copy.deepcopy(history)
+    result = _governor(Stage("vandal", vandal)).govern(history)
+    assert history == snapshot
+    assert result.report.entry("vandal").changed  # type: ignore[union-attr]
+    assert all(m["content"] == "overwritten" for m in result.messages)
+    _legal(result)
+
+
+def test_stage_claiming_no_change_is_taken_at_its_word() -> None:
+    """With changed=False the stage's messages are ignored and its input is handed on."""
+    history = turn(1)
+    lying = Stage("lying", lambda messages, ctx: StageOutcome([user("other")], changed=False))
+    assert _governor(lying).govern(history).messages is history
+
+
+def test_stage_returning_an_equal_copy_changes_nothing() -> None:
+    """A third-party stage that rebuilds equal messages does not count as a change."""
+    history = turn(1)
+    rebuild = Stage("rebuild", lambda messages, ctx: [dict(m) for m in messages])
+    result = _governor(rebuild).govern(history)
+    assert result.messages is history and not result.report.changed
+
+
+def test_final_checks_hold_with_every_stage_disabled() -> None:
+    """Disabled stages are reported as such; the governor still pairs, sanitizes and budgets."""
+    governor = Governor(builtin_stages(), config=GovernanceConfig(disabled=list(BUILTIN_ORDER), input_limit=3_000))
+    history = [*_dirty(), *[m for i in range(20) for m in turn(i, "r" * 1_000)]]
+    result = governor.govern(history)
+    assert governor.stage_names() == []
+    assert all("disabled" in e.details[0] for e in result.report[:-1])
+    assert result.fits
+    _legal(result)
+    assert all("_meta" not in m for m in result.messages)
+
+
+def test_stage_options_come_from_config() -> None:
+    """`config.stages[name]` reaches the stage as `ctx.options`."""
+    seen: list[Any] = []
+
+    def spy(messages: list[Any], ctx: Any) -> StageOutcome:
+        seen.append(dict(ctx.options))
+        return StageOutcome(messages)
+
+    _governor(Stage("spy", spy), stages={"spy": {"level": 3}}).govern(turn(1))
+    assert seen == [{"level": 3}]
+
+
+def test_empty_history_becomes_a_minimal_user_message() -> None:
+    """A request is never empty: with nothing to send, a "(continue)" user message is sent."""
+    result = _governor().govern([])
+    assert result.messages == [{"role": "user", "content": "(continue)"}]
+    assert "inserted" in " ".join(result.report.entry("final").details) or result.report.changed  # type: ignore[union-attr]
+
+
+def test_history_starting_with_an_assistant_gets_a_user_message_first() -> None:
+    """After the system messages the history starts at a user message."""
+    result = _governor().govern([system(), say("Hello! How can I help?"), user("Book a flight.")])
+    assert [m["role"] for m in result.messages] == ["system", "user", "assistant", "user"]
+    assert result.messages[1]["content"] == "(continue)"
+
+
+def test_any_sequence_is_accepted() -> None:
+    """A tuple of messages is governed like a list."""
+    result = _governor().govern(tuple(turn(1)))
+    assert result.messages == turn(1)
+
+
+def test_build_governor_uses_the_builtins_and_the_workspace_store(tmp_path: Path) -> None:
+    """`build_governor` offloads into the workspace cache with the config's limits."""
+    governor = build_governor(Config(governance=GovernanceConfig(max_tool_result_chars=500)), tmp_path)
+    result = governor.govern([user(), calls(call("c")), result_message("c", "x" * 5_000)])
+    assert governor.stage_names() == list(BUILTIN_ORDER)
+    assert list((tmp_path / ".nanobot" / "cache" / "tool-results").iterdir())
+    _legal(result)
+
+
+def result_message(call_id: str, content: str) -> Message:
+    return result(call_id, content)

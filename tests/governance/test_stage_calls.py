@@ -1,0 +1,142 @@
+"""`strip_malformed_calls` on its own."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from nanobot_core.governance.stages import strip_malformed_calls
+from nanobot_core.governance.stages.calls import generated_call_id
+from tests.governance.builders import call, calls, result, run_pure, say, user
+
+
+@pytest.mark.parametrize("name", [None, "", "   ", 123, "<missing>"])
+def test_call_without_a_usable_name_is_dropped_with_its_result(name: Any) -> None:
+    """A nameless call is dropped, and so is its result in the run after it."""
+    bad = call("call_bad", name)
+    if name == "<missing>":
+        del bad["function"]["name"]
+    history = [user(), calls(call("call_ok"), bad), result("call_ok"), result("call_bad", "x")]
+    outcome = run_pure(strip_malformed_calls, history)
+    assert outcome.messages == [user(), calls(call("call_ok")), result("call_ok")]
+    assert any("no name" in line for line in outcome.details)
+
+
+def test_message_left_without_calls_or_content_is_dropped() -> None:
+    """An assistant message whose only call was dropped, with no text, is left out."""
+    history = [user(), calls(call("c", None)), result("c"), user("next")]
+    outcome = run_pure(strip_malformed_calls, history)
+    assert outcome.messages == [user(), user("next")]
+
+
+def test_message_left_without_calls_keeps_its_text() -> None:
+    """An assistant message with text loses only its `tool_calls`."""
+    history = [user(), calls(call("c", None), content="I will check.")]
+    outcome = run_pure(strip_malformed_calls, history)
+    assert outcome.messages == [user(), say("I will check.")]
+
+
+@pytest.mark.parametrize("value", ["", None, "<missing>", 7])
+def test_missing_id_gets_a_deterministic_id_shared_with_its_result(value: Any) -> None:
+    """An empty id becomes call_<hash of position, name, arguments>; its empty-id result follows."""
+    bad = call(value)
+    if value == "<missing>":
+        del bad["id"]
+    history = [user(), calls(bad), result("")]
+    first = run_pure(strip_malformed_calls, history)
+    again = run_pure(strip_malformed_calls, history)
+    expected = generated_call_id(1, 0, "get_user", '{"id": 1}')
+    assert first.messages == again.messages
+    assert first.messages[1]["tool_calls"][0]["id"] == expected
+    assert first.messages[2]["tool_call_id"] == expected
+    assert expected.startswith("call_") and len(expected) == len("call_") + 24
+
+
+def test_empty_ids_pair_in_order() -> None:
+    """The k-th call with an empty id pairs with the k-th result with an empty id."""
+    history = [user(), calls(call("", "a"), call("", "b")), result("", "A"), result("", "B")]
+    messages = run_pure(strip_malformed_calls, history).messages
+    ids = [c["id"] for c in messages[1]["tool_calls"]]
+    assert len(set(ids)) == 2
+    assert [messages[2]["tool_call_id"], messages[3]["tool_call_id"]] == ids
+
+
+def test_ids_repeated_in_one_message_are_made_unique_with_their_results() -> None:
+    """A repeated id gets a positional suffix, and the second result with it follows."""
+    history = [user(), calls(call("dup", "a"), call("dup", "b")), result("dup", "A"), result("dup", "B")]
+    messages = run_pure(strip_malformed_calls, history).messages
+    assert [c["id"] for c in messages[1]["tool_calls"]] == ["dup", "dup_1"]
+    assert [m["tool_call_id"] for m in messages[2:]] == ["dup", "dup_1"]
+
+
+def test_id_reused_in_a_later_turn_is_left_alone() -> None:
+    """The same id in two different assistant messages is legal and not renamed."""
+    history = [user(), calls(call("c1")), result("c1"), user("again"), calls(call("c1")), result("c1")]
+    outcome = run_pure(strip_malformed_calls, history)
+    assert not outcome.changed
+    assert outcome.messages is history
+
+
+@pytest.mark.parametrize(
+    ("arguments", "expected"),
+    [
+        ({"path": "a.txt"}, {"path": "a.txt"}),
+        ('{"path": "a.tx', {"path": "a.tx"}),
+        ("", {}),
+        (None, {}),
+        ("[1, 2]", {}),
+        ("null", {}),
+        ("42", {}),
+        ("not json at all", {}),
+        ("NaN", {}),
+        (["a", 1], {}),
+        ('"{\\"q\\": 1}"', {"q": 1}),
+    ],
+)
+def test_arguments_become_a_json_object_string(arguments: Any, expected: dict[str, Any]) -> None:
+    """Objects are encoded, broken JSON is repaired, anything else becomes {} (and is reported)."""
+    history = [user(), calls(call("c", "f", arguments)), result("c")]
+    outcome = run_pure(strip_malformed_calls, history)
+    encoded = outcome.messages[1]["tool_calls"][0]["function"]["arguments"]
+    assert isinstance(encoded, str)
+    assert json.loads(encoded) == expected
+    assert outcome.changed and outcome.details
+
+
+def test_missing_type_and_flat_calls_are_completed() -> None:
+    """A call without `type`, or with name and arguments at its top level, is made standard."""
+    no_type = {"id": "a", "function": {"name": "f", "arguments": "{}"}}
+    flat = {"id": "b", "name": "g", "arguments": '{"x": 1}'}
+    history = [user(), calls(no_type, flat), result("a"), result("b")]
+    new_calls = run_pure(strip_malformed_calls, history).messages[1]["tool_calls"]
+    assert new_calls == [
+        {"id": "a", "function": {"name": "f", "arguments": "{}"}, "type": "function"},
+        {"id": "b", "type": "function", "function": {"name": "g", "arguments": '{"x": 1}'}},
+    ]
+
+
+@pytest.mark.parametrize("value", [[], {}, "calls", 3])
+def test_tool_calls_that_are_not_a_list_of_calls_are_removed(value: Any) -> None:
+    """An empty or non-list `tool_calls` is removed; the message stays if it has text."""
+    message = {"role": "assistant", "content": "hi", "tool_calls": value}
+    outcome = run_pure(strip_malformed_calls, [user(), message])
+    assert outcome.messages == [user(), say("hi")]
+
+
+def test_unknown_keys_and_untouched_calls_are_shared() -> None:
+    """Repairs copy only what they change; a good call in the same message is the same object."""
+    good = call("good")
+    message = {**calls(good, call("bad", None)), "reasoning_content": "thinking"}
+    outcome = run_pure(strip_malformed_calls, [user(), message, result("good"), result("bad")])
+    repaired = outcome.messages[1]
+    assert repaired["reasoning_content"] == "thinking"
+    assert repaired["tool_calls"][0] is good
+
+
+def test_well_formed_history_is_returned_as_is() -> None:
+    """No malformed call: the very same list comes back."""
+    history = [user(), calls(call("a"), call("b")), result("b"), result("a")]
+    outcome = run_pure(strip_malformed_calls, history)
+    assert outcome.messages is history and not outcome.changed

@@ -1,0 +1,91 @@
+"""`compact_results` on its own."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from nanobot_core.governance.stages import compact_results
+from nanobot_core.governance.stages.compact import COMPACT_PREFIX
+from nanobot_core.governance.tokens import count_request
+from tests.governance.builders import call, calls, context, result, run_pure, user
+
+
+def _history(sizes: list[int], names: list[str] | None = None) -> list[dict[str, Any]]:
+    """One turn per size: a user message, a call, a result of that many characters."""
+    history: list[dict[str, Any]] = []
+    for index, size in enumerate(sizes):
+        name = names[index] if names else "exec"
+        history += [user(f"step {index}"), calls(call(f"c{index}", name)), result(f"c{index}", "r" * size)]
+    return history
+
+
+def _compacted(messages: list[dict[str, Any]]) -> list[int]:
+    return [
+        i for i, m in enumerate(messages)
+        if m["role"] == "tool" and m["content"].startswith(COMPACT_PREFIX)
+    ]
+
+
+def test_within_budget_nothing_is_compacted() -> None:
+    """Under budget the stage does nothing, however big the results."""
+    history = _history([40_000, 40_000])
+    assert run_pure(compact_results, history, context()).messages is history
+
+
+def test_largest_results_go_first_until_the_request_fits() -> None:
+    """Over budget, the largest compactable result is compacted first, and only as many as needed."""
+    history = _history([1_000, 8_000, 3_000, 6_000, 500])
+    budget = count_request(None, history) - 1_500  # the 8,000-character result alone clears that
+    outcome = run_pure(compact_results, history, context(budget=budget, options={"keep": 0}))
+    assert _compacted(outcome.messages) == [5]
+    assert count_request(None, outcome.messages) <= budget
+    assert outcome.messages[2] is history[2]
+
+
+def test_newest_results_are_kept() -> None:
+    """Option `keep`: the newest N results stay intact even when they are the largest."""
+    history = _history([1_000, 2_000, 9_000])
+    budget = count_request(None, history) - 600
+    outcome = run_pure(compact_results, history, context(budget=budget, options={"keep": 1}))
+    assert 8 not in _compacted(outcome.messages)
+    assert _compacted(outcome.messages) == [2, 5]
+
+
+def test_excluded_and_unlisted_tools_are_kept() -> None:
+    """Options `exclude_tools` and `tools` restrict what may be compacted."""
+    history = _history([5_000, 5_000, 5_000], ["read_file", "exec", "grep"])
+    budget = count_request(None, history) - 5_000
+    excluded = run_pure(compact_results, history, context(budget=budget, options={"keep": 0, "exclude_tools": ["read_file"]}))
+    assert 2 not in _compacted(excluded.messages)
+    only = run_pure(compact_results, history, context(budget=budget, options={"keep": 0, "tools": ["grep"]}))
+    assert _compacted(only.messages) == [8]
+
+
+def test_clear_at_least_keeps_going_after_the_request_fits() -> None:
+    """Option `clear_at_least` compacts more than the bare minimum in one go."""
+    history = _history([4_000, 4_000, 4_000])
+    budget = count_request(None, history) - 100
+    minimal = run_pure(compact_results, history, context(budget=budget, options={"keep": 0}))
+    generous = run_pure(compact_results, history, context(budget=budget, options={"keep": 0, "clear_at_least": 2_500}))
+    assert len(_compacted(minimal.messages)) == 1
+    assert len(_compacted(generous.messages)) == 3
+
+
+def test_notice_names_the_tool_and_how_to_narrow_the_call() -> None:
+    """The notice says which tool, how big the result was and what to do instead."""
+    history = _history([6_000], ["grep"])
+    outcome = run_pure(compact_results, history, context(budget=100, options={"keep": 0}))
+    notice = outcome.messages[2]["content"]
+    assert "'grep'" in notice and "6000 characters" in notice and "narrower arguments" in notice
+
+
+def test_notice_of_an_offloaded_result_keeps_its_path() -> None:
+    """A compacted offload reference still tells the model where the full result is."""
+    offloaded = (
+        '[Tool result saved to a file: 90000 characters, too long to show here. Read it with '
+        'read_file(path=".nanobot/cache/tool-results/abc.txt"), using offset and limit to page '
+        "through it. Its start and end:]\n" + "x" * 3_000
+    )
+    history = [user(), calls(call("c")), result("c", offloaded)]
+    outcome = run_pure(compact_results, history, context(budget=100, options={"keep": 0}))
+    assert 'read_file(path=".nanobot/cache/tool-results/abc.txt")' in outcome.messages[2]["content"]

@@ -1,0 +1,63 @@
+"""The offline token estimate and request sizes."""
+
+from __future__ import annotations
+
+from nanobot_core.governance import EstimateCounter, count_request
+from nanobot_core.governance.survey import FactsCache
+from nanobot_core.governance.tokens import MESSAGE_OVERHEAD, count_message, count_tools, scan_text
+
+
+class _WordCounter:
+    def count_text(self, text: str) -> int:
+        return len(text.split())
+
+
+def test_estimate_is_utf8_bytes_over_four_rounded_up() -> None:
+    """ASCII counts its length, other text its UTF-8 bytes, divided by four, rounded up."""
+    counter = EstimateCounter()
+    assert counter.count_text("") == 0
+    assert counter.count_text("abcd") == 1
+    assert counter.count_text("abcde") == 2
+    assert counter.count_text("数据") == 2  # six bytes
+    assert counter.count_text("\ud83d") == 1  # a lone surrogate counts its three bytes
+
+
+def test_message_counts_every_string_inside_it() -> None:
+    """Content, call names, arguments, ids and unknown keys all count, plus a fixed overhead."""
+    message = {
+        "role": "assistant",  # 9 characters: 3 tokens
+        "content": None,
+        "tool_calls": [{"id": "abcd", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        "reasoning_content": "x" * 40,  # 10 tokens
+    }
+    # id 1 + "function" 2 + "f" 1 + "{}" 1
+    assert count_message(message) == MESSAGE_OVERHEAD + 3 + 1 + 2 + 1 + 1 + 10
+
+
+def test_request_adds_system_prompt_tools_and_messages() -> None:
+    """A request is the system prompt (with overhead), the tools' JSON and every message."""
+    tools = [{"type": "function", "function": {"name": "t"}}]
+    messages = [{"role": "user", "content": "hello world"}]
+    expected = (MESSAGE_OVERHEAD + 2) + count_tools(tools) + (MESSAGE_OVERHEAD + 1 + 3)
+    assert count_request("12345678", messages, tools) == expected
+    assert count_request(None, [], ()) == 0
+
+
+def test_a_plugin_counter_is_used_for_every_string() -> None:
+    """A counter from a plugin counts each string of a message with its own rule."""
+    message = {"role": "user", "content": "three small words"}
+    assert count_message(message, _WordCounter()) == MESSAGE_OVERHEAD + 1 + 3
+
+
+def test_facts_cache_agrees_with_count_message() -> None:
+    """The survey's memoised counts are the counts of `count_message`, with either counter."""
+    message = {"role": "user", "content": "héllo wörld " * 10, "extra": ["a", {"b": "c"}]}
+    assert FactsCache().tokens(message) == count_message(message)
+    assert FactsCache(_WordCounter()).tokens(message) == count_message(message, _WordCounter())
+
+
+def test_scan_finds_lone_surrogates_in_keys_and_nested_values() -> None:
+    """The text scan flags unencodable strings wherever they are."""
+    assert scan_text({"a": [{"b": "ok \ud83d"}]})[1]
+    assert scan_text({"k\udfff": "v"})[1]
+    assert not scan_text({"a": ["fine \U0001f600"]})[1]
