@@ -124,7 +124,7 @@ def rows_for_sizes(timings: Sequence[SizeTimings], rounds: int, reps: int) -> li
                 "nanobot-ai 0.3.5 prepare_for_model + fit_to_budget", ten.theirs, "ms"
             ),
             figure=speedup,
-            figure_label="x faster (theirs / ours)",
+            figure_label="x speed-up (theirs / ours)",
             target=">= 5x faster",
             passed=speedup >= 5,
             notes=[setup, *(_describe(t) for t in timings)],

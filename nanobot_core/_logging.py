@@ -1,25 +1,40 @@
-"""structlog set-up for the CLI: every line on stderr, readable or JSON."""
+"""Logging through structlog, on stderr, imported only when something is actually logged.
+
+Every module logs through `get_logger(name)`. The returned logger drops
+records below the threshold without importing structlog at all, which keeps
+start-up cheap. When a record does pass, structlog is imported; if the
+application has configured structlog itself, its configuration decides
+everything, otherwise records go to stderr (never stdout, which would corrupt
+JSON output), rendered for a terminal or as JSON lines.
+"""
 
 from __future__ import annotations
 
-import logging
 import sys
 from typing import Any
 
-import structlog
+__all__ = ["configure_logging", "get_logger"]
 
-_LEVELS = {
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-}
+_LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
+
+_settings: dict[str, Any] = {"format": "console", "level": "warning"}
+_configured_by_us = False
 
 
 def configure_logging(*, log_format: str = "console", level: str = "warning") -> None:
-    """Send structlog output to stderr, rendered for a terminal or as JSON lines."""
+    """Choose how records are rendered on stderr and the lowest level logged."""
+    global _configured_by_us
+    _settings.update(format=log_format, level=level)
+    if _configured_by_us or "structlog" in sys.modules:
+        _apply()
+
+
+def _apply() -> None:
+    global _configured_by_us
+    import structlog
+
     renderer: Any
-    if log_format == "json":
+    if _settings["format"] == "json":
         renderer = structlog.processors.JSONRenderer(sort_keys=True)
     else:
         renderer = structlog.dev.ConsoleRenderer(colors=False)
@@ -29,18 +44,52 @@ def configure_logging(*, log_format: str = "console", level: str = "warning") ->
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             renderer,
         ],
-        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[level]),
+        wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[_settings["level"]]),
         logger_factory=structlog.PrintLoggerFactory(sys.stderr),
         cache_logger_on_first_use=False,
     )
+    _configured_by_us = True
 
 
-def get_logger(name: str) -> Any:
-    """A structlog logger for `name`; if the application configured nothing, logs go to stderr.
+def _application_configured() -> bool:
+    structlog = sys.modules.get("structlog")
+    return structlog is not None and structlog.is_configured() and not _configured_by_us
 
-    structlog's own default prints to stdout, which would corrupt the JSON
-    output of the CLI and of any program embedding the library.
-    """
-    if not structlog.is_configured():
-        configure_logging()
-    return structlog.get_logger(name)
+
+class _Logger:
+    """A structlog logger created on the first record that passes the threshold."""
+
+    __slots__ = ("_name",)
+
+    def __init__(self, name: str) -> None:
+        self._name = name
+
+    def _emit(self, level: str, event: str, fields: dict[str, Any]) -> None:
+        if not _application_configured():
+            if _LEVELS[level] < _LEVELS[_settings["level"]]:
+                return
+            if not _configured_by_us:
+                _apply()
+        import structlog
+
+        getattr(structlog.get_logger(self._name), level)(event, **fields)
+
+    def debug(self, event: str, **fields: Any) -> None:
+        self._emit("debug", event, fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        self._emit("info", event, fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        self._emit("warning", event, fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        self._emit("error", event, fields)
+
+    def critical(self, event: str, **fields: Any) -> None:
+        self._emit("critical", event, fields)
+
+
+def get_logger(name: str) -> _Logger:
+    """A logger for `name` (see the module docstring for where its records go)."""
+    return _Logger(name)

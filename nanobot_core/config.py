@@ -301,4 +301,6 @@ def load_config(
         except ConfigError as exc:
             raise ConfigError(f"{source}: {exc}") from None
         merged = deep_merge(merged, layer)
+    if not merged:  # nothing to structure: skip importing cattrs, which costs start-up time
+        return Config()
     return structure_config(merged)

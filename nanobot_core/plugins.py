@@ -234,7 +234,7 @@ class PluginManager:
                 self._records[name] = PluginRecord(info, "blocked", "disabled in config")
                 log.info("built-in plugin disabled", plugin=name)
                 continue
-            self._register(info, lambda module_name=module_name: _import(module_name))
+            self._register(info, functools.partial(_import, module_name))
         self._discover()
         return self
 

@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
-import structlog
 
+from nanobot_core._logging import get_logger
 from nanobot_core.errors import ConfigError
 from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
 from nanobot_core.providers.base import ProgressCallback, Provider, ProviderReply, Usage
@@ -49,7 +49,7 @@ __all__ = [
     "TurnResult",
 ]
 
-log = structlog.get_logger("nanobot_core.runner")
+log = get_logger("nanobot_core.runner")
 
 Message = dict[str, Any]
 StopReason = Literal["answer", "empty_reply", "max_iterations"]

@@ -31,8 +31,8 @@ from types import TracebackType
 from typing import Any, Literal
 
 import attrs
-import structlog
 
+from nanobot_core._logging import get_logger
 from nanobot_core.errors import SessionError, SessionLockedError
 
 __all__ = [
@@ -49,7 +49,7 @@ __all__ = [
     "validate_session_name",
 ]
 
-log = structlog.get_logger("nanobot_core.sessions")
+log = get_logger("nanobot_core.sessions")
 
 DEFAULT_SESSION = "default"
 META_KEY = "_meta"

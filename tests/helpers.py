@@ -9,7 +9,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 
 
 def shared_data_dir() -> Path:
-    """Return the folder of third-party test data (``NANOBOT_SHARED_DATA`` or ``../shared/data``)."""
+    """The folder of third-party test data: ``NANOBOT_SHARED_DATA``, else ``../shared/data``."""
     configured = os.environ.get("NANOBOT_SHARED_DATA")
     path = Path(configured) if configured else REPO_ROOT.parent / "shared" / "data"
     if not path.is_dir():

@@ -40,14 +40,14 @@ def _same_file(output: Path, session: str) -> bool:
         return False
 
 
-def _load_entry(problems: list[str], count: int) -> dict[str, Any]:
+def _load_entry(problems: list[str], count: int, shape: str) -> dict[str, Any]:
+    """The report entry for reading the file: what was read, and every line left out."""
     return {
         "stage": "load",
         "changed": bool(problems),
-        "details": problems,
+        "details": [f"read {count} entries ({shape})", *problems],
         "tokens_before": None,
         "tokens_after": None,
-        "messages": count,
     }
 
 
@@ -56,7 +56,7 @@ def _echo_summary(report: list[dict[str, Any]], before: int, result: Any, source
     for entry in report:
         state = "changed" if entry["changed"] else "unchanged"
         tokens = ""
-        if entry["tokens_before"] is not None:
+        if entry["changed"] and entry["tokens_before"] is not None:
             tokens = f"  tokens {entry['tokens_before']} -> {entry['tokens_after']}"
         click.echo(f"{entry['stage']:<{width}}  {state}{tokens}")
         details = entry["details"]
@@ -122,7 +122,8 @@ def command(
     manager = state.plugin_manager(workspace)
     tools = manager.tool_registry().definitions()
     result = manager.governor().govern(loaded.messages, tools=tools)
-    report = [_load_entry(loaded.problems(), len(loaded.messages)), *result.report.to_json()]
+    load = _load_entry(loaded.problems(), len(loaded.messages), loaded.shape)
+    report = [load, *result.report.to_json()]
     if output is not None:
         write_jsonl_atomic(Path(output), result.messages)
     if as_json:

@@ -191,6 +191,7 @@ class Governor:
         same shape). Never raises on any content of `messages`.
         """
         given = messages if isinstance(messages, list) else list(messages)
+        tools = tools if isinstance(tools, list | tuple) else list(tools)
         anthropic = is_anthropic_shape(given)
         working = to_openai_shape(given) if anthropic else given
         ctx = StageContext(

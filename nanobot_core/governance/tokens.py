@@ -180,7 +180,8 @@ def count_system(system: str | None, counter: TokenCounter | None = None) -> int
     """Tokens of the system prompt sent beside the messages (0 when there is none)."""
     if system is None:
         return 0
-    return MESSAGE_OVERHEAD + (counter or DEFAULT_COUNTER).count_text(system)
+    text = system if isinstance(system, str) else json.dumps(system, ensure_ascii=False, default=str)
+    return MESSAGE_OVERHEAD + (counter or DEFAULT_COUNTER).count_text(text)
 
 
 def count_tools(tools: Iterable[Any], counter: TokenCounter | None = None) -> int:

@@ -15,8 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
-import structlog
-
+from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig
 from nanobot_core.errors import ProviderError
 from nanobot_core.providers.base import (
@@ -33,7 +32,7 @@ if TYPE_CHECKING:
 
 __all__ = ["OpenAIProvider"]
 
-log = structlog.get_logger("nanobot_core.providers.openai")
+log = get_logger("nanobot_core.providers.openai")
 
 _MAX_MESSAGE_CHARS = 1_000
 

@@ -12,7 +12,7 @@ from nanobot_core.governance.stages.backfill import INTERRUPTED
 THINKING = {"type": "thinking", "thinking": "check the order", "signature": "EqQBCgIYAhIM1gbcDa"}
 
 
-def _use(identifier: str, name: str = "get_order", **extra: Any) -> dict[str, Any]:
+def _use(identifier: str, name: str | None = "get_order", **extra: Any) -> dict[str, Any]:
     return {"type": "tool_use", "id": identifier, "name": name, "input": {"order": 7}, **extra}
 
 
@@ -28,7 +28,10 @@ def test_clean_anthropic_history_is_returned_as_is() -> None:
     """A legal Anthropic history is the same list after governance."""
     history = [
         {"role": "user", "content": "Where is order 7?"},
-        {"role": "assistant", "content": [THINKING, {"type": "text", "text": "Checking."}, _use("toolu_1")]},
+        {
+            "role": "assistant",
+            "content": [THINKING, {"type": "text", "text": "Checking."}, _use("toolu_1")],
+        },
         {"role": "user", "content": [_result("toolu_1"), {"type": "text", "text": "and?"}]},
         {"role": "assistant", "content": [{"type": "text", "text": "It shipped."}]},
     ]
@@ -41,7 +44,10 @@ def test_missing_result_is_backfilled_as_a_tool_result_block() -> None:
     """A tool_use without a tool_result gets one, in the user message that follows."""
     history = [
         {"role": "user", "content": "Where is order 7?"},
-        {"role": "assistant", "content": [THINKING, _use("toolu_1", cache_control={"type": "ephemeral"})]},
+        {
+            "role": "assistant",
+            "content": [THINKING, _use("toolu_1", cache_control={"type": "ephemeral"})],
+        },
         {"role": "user", "content": "hello?"},
     ]
     messages = _governor().govern(history).messages
@@ -60,7 +66,10 @@ def test_orphan_and_duplicate_results_are_dropped() -> None:
     history = [
         {"role": "user", "content": "go"},
         {"role": "assistant", "content": [_use("toolu_A")]},
-        {"role": "user", "content": [_result("toolu_A"), _result("toolu_A", "again"), _result("toolu_ghost")]},
+        {
+            "role": "user",
+            "content": [_result("toolu_A"), _result("toolu_A", "again"), _result("toolu_ghost")],
+        },
     ]
     messages = _governor().govern(history).messages
     assert messages[2] == {"role": "user", "content": [_result("toolu_A")]}
@@ -70,8 +79,14 @@ def test_nameless_tool_use_is_dropped_with_its_result() -> None:
     """A tool_use without a name (a wedged session) is removed together with its result."""
     history = [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": [{"type": "text", "text": "Let me see."}, _use("toolu_x", name=None)]},
-        {"role": "user", "content": [_result("toolu_x", is_error=True), {"type": "text", "text": "well?"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Let me see."}, _use("toolu_x", name=None)],
+        },
+        {
+            "role": "user",
+            "content": [_result("toolu_x", is_error=True), {"type": "text", "text": "well?"}],
+        },
     ]
     messages = _governor().govern(history).messages
     assert messages == [

@@ -67,8 +67,14 @@ def test_dirty_history_is_healed_and_every_stage_is_reported() -> None:
     result = _governor().govern(_dirty())
     _legal(result)
     changed = {e.stage for e in result.report if e.changed}
-    assert {"strip_placeholders", "drop_non_messages", "strip_malformed_calls", "pair_results",
-            "backfill_results", "sanitize_content"} <= changed
+    assert {
+        "strip_placeholders",
+        "drop_non_messages",
+        "strip_malformed_calls",
+        "pair_results",
+        "backfill_results",
+        "sanitize_content",
+    } <= changed
     assert all(e.details for e in result.report if e.changed)
     assert all("_meta" not in m for m in result.messages)
 
@@ -100,7 +106,10 @@ def test_tokens_budget_and_fits_describe_the_whole_request() -> None:
 def test_tool_definitions_count_toward_the_budget() -> None:
     """The same history fits alone but must be shrunk once big tool definitions come along."""
     history = [m for i in range(20) for m in turn(i, "r" * 400)]
-    tools = [{"type": "function", "function": {"name": f"t{i}", "description": "d" * 400}} for i in range(20)]
+    tools = [
+        {"type": "function", "function": {"name": f"t{i}", "description": "d" * 400}}
+        for i in range(20)
+    ]
     governor = _governor(input_limit=5_000)
     without = governor.govern(history)
     with_tools = governor.govern(history, tools=tools)
@@ -112,7 +121,9 @@ def test_tool_definitions_count_toward_the_budget() -> None:
 def test_report_entries_serialise_as_the_cli_prints_them() -> None:
     """Every entry has stage, changed, details and the token figures, as JSON."""
     entries = _governor().govern(_dirty()).report.to_json()
-    assert all(set(e) == {"stage", "changed", "details", "tokens_before", "tokens_after"} for e in entries)
+    assert all(
+        set(e) == {"stage", "changed", "details", "tokens_before", "tokens_after"} for e in entries
+    )
     json.dumps(entries)
     assert entries[-1]["stage"] == "final"
 
@@ -133,7 +144,12 @@ def test_stage_that_raises_is_skipped_and_reported() -> None:
     _legal(result)
 
 
-@pytest.mark.parametrize("garbage", [None, 42, "messages", {"messages": []}, StageOutcome(messages="x", changed=True)])  # type: ignore[arg-type]
+_NOT_A_LIST: Any = "x"
+
+
+@pytest.mark.parametrize(
+    "garbage", [None, 42, "messages", {"messages": []}, StageOutcome(_NOT_A_LIST, changed=True)]
+)
 def test_stage_that_returns_garbage_is_ignored(garbage: Any) -> None:
     """Anything but a list or an outcome holding a list is ignored and reported."""
     history = [*turn(1)]
@@ -144,7 +160,7 @@ def test_stage_that_returns_garbage_is_ignored(garbage: Any) -> None:
 
 
 def test_stage_that_returns_junk_entries_and_breaks_pairing_is_caught_by_the_final_checks() -> None:
-    """Junk entries, dropped results and a stray result put in by a stage are repaired at the end."""
+    """Junk entries, dropped results and a stray result from a stage are repaired at the end."""
 
     def wreck(messages: list[Any], ctx: Any) -> list[Any]:
         kept = [m for m in messages if m.get("role") != "tool"]  # drops every result
@@ -192,7 +208,9 @@ def test_stage_returning_an_equal_copy_changes_nothing() -> None:
 
 def test_final_checks_hold_with_every_stage_disabled() -> None:
     """Disabled stages are reported as such; the governor still pairs, sanitizes and budgets."""
-    governor = Governor(builtin_stages(), config=GovernanceConfig(disabled=list(BUILTIN_ORDER), input_limit=3_000))
+    governor = Governor(
+        builtin_stages(), config=GovernanceConfig(disabled=list(BUILTIN_ORDER), input_limit=3_000)
+    )
     history = [*_dirty(), *[m for i in range(20) for m in turn(i, "r" * 1_000)]]
     result = governor.govern(history)
     assert governor.stage_names() == []
@@ -236,7 +254,9 @@ def test_any_sequence_is_accepted() -> None:
 
 def test_build_governor_uses_the_builtins_and_the_workspace_store(tmp_path: Path) -> None:
     """`build_governor` offloads into the workspace cache with the config's limits."""
-    governor = build_governor(Config(governance=GovernanceConfig(max_tool_result_chars=500)), tmp_path)
+    governor = build_governor(
+        Config(governance=GovernanceConfig(max_tool_result_chars=500)), tmp_path
+    )
     result = governor.govern([user(), calls(call("c")), result_message("c", "x" * 5_000)])
     assert governor.stage_names() == list(BUILTIN_ORDER)
     assert list((tmp_path / ".nanobot" / "cache" / "tool-results").iterdir())

@@ -7,7 +7,15 @@ from typing import Any
 
 import pytest
 
-from nanobot_core.governance import BUILTIN_ORDER, Stage, StageOutcome, builtin_stages, order_stages, place_stages, stage
+from nanobot_core.governance import (
+    BUILTIN_ORDER,
+    Stage,
+    StageOutcome,
+    builtin_stages,
+    order_stages,
+    place_stages,
+    stage,
+)
 
 
 def _noop(messages: list[Any], ctx: Any) -> StageOutcome:
@@ -43,14 +51,21 @@ def test_before_and_after_order_stages_within_a_phase() -> None:
 
 def test_order_does_not_depend_on_the_input_order() -> None:
     """Every permutation of the same stages gives the same pipeline."""
-    stages = [*builtin_stages()[:3], _stage("x", before=("y",)), _stage("y"), _stage("z", phase="budget", before=("snip_history",))]
+    stages = [
+        *builtin_stages()[:3],
+        _stage("x", before=("y",)),
+        _stage("y"),
+        _stage("z", phase="budget", before=("snip_history",)),
+    ]
     results = {tuple(_names(order_stages(list(p)))) for p in itertools.permutations(stages)}
     assert len(results) == 1
 
 
 def test_repair_stage_placed_between_builtins() -> None:
     """A third-party repair stage can sit between two built-in ones."""
-    custom = _stage("fix_roles", phase="repair", after=("drop_non_messages",), before=("pair_results",))
+    custom = _stage(
+        "fix_roles", phase="repair", after=("drop_non_messages",), before=("pair_results",)
+    )
     names = _names(order_stages([*builtin_stages(), custom]))
     assert names.index("drop_non_messages") < names.index("fix_roles") < names.index("pair_results")
 
@@ -64,7 +79,9 @@ def test_consistent_cross_phase_constraint_is_accepted_silently() -> None:
 def test_contradicting_cross_phase_constraint_is_reported_and_ignored() -> None:
     """A transform stage cannot run after a budget stage: reported, phase order kept."""
     placement = place_stages([*builtin_stages(), _stage("late", after=("snip_history",))])
-    assert _names(placement.stages).index("late") < _names(placement.stages).index("offload_results")
+    assert _names(placement.stages).index("late") < _names(placement.stages).index(
+        "offload_results"
+    )
     assert "contradicts the phase order" in placement.problems[0]
 
 
@@ -115,5 +132,8 @@ def test_stage_decorator_takes_name_and_description_from_the_function() -> None:
         return StageOutcome(messages)
 
     assert (tidy.name, tidy.phase, tidy.before, tidy.description) == (
-        "tidy", "repair", ("pair_results",), "Tidy things up."
+        "tidy",
+        "repair",
+        ("pair_results",),
+        "Tidy things up.",
     )

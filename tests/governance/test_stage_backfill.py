@@ -12,7 +12,13 @@ def test_unanswered_call_gets_a_placeholder_at_the_end_of_its_run() -> None:
     history = [user(), calls(call("a"), call("b")), result("a"), say("done")]
     outcome = run_pure(backfill_results, history)
     synthesized = {"role": "tool", "tool_call_id": "b", "content": INTERRUPTED}
-    assert outcome.messages == [user(), calls(call("a"), call("b")), result("a"), synthesized, say("done")]
+    assert outcome.messages == [
+        user(),
+        calls(call("a"), call("b")),
+        result("a"),
+        synthesized,
+        say("done"),
+    ]
     assert "'b'" in outcome.details[0]
 
 
@@ -26,7 +32,9 @@ def test_trailing_call_is_answered() -> None:
 def test_placeholder_is_the_same_every_time() -> None:
     """No time, no random id: two runs give equal results."""
     history = [user(), calls(call("a"), call("b"))]
-    assert run_pure(backfill_results, history).messages == run_pure(backfill_results, history).messages
+    assert (
+        run_pure(backfill_results, history).messages == run_pure(backfill_results, history).messages
+    )
     assert "20" not in INTERRUPTED and "call_" not in INTERRUPTED
 
 

@@ -65,7 +65,12 @@ def test_empty_ids_pair_in_order() -> None:
 
 def test_ids_repeated_in_one_message_are_made_unique_with_their_results() -> None:
     """A repeated id gets a positional suffix, and the second result with it follows."""
-    history = [user(), calls(call("dup", "a"), call("dup", "b")), result("dup", "A"), result("dup", "B")]
+    history = [
+        user(),
+        calls(call("dup", "a"), call("dup", "b")),
+        result("dup", "A"),
+        result("dup", "B"),
+    ]
     messages = run_pure(strip_malformed_calls, history).messages
     assert [c["id"] for c in messages[1]["tool_calls"]] == ["dup", "dup_1"]
     assert [m["tool_call_id"] for m in messages[2:]] == ["dup", "dup_1"]
@@ -73,7 +78,14 @@ def test_ids_repeated_in_one_message_are_made_unique_with_their_results() -> Non
 
 def test_id_reused_in_a_later_turn_is_left_alone() -> None:
     """The same id in two different assistant messages is legal and not renamed."""
-    history = [user(), calls(call("c1")), result("c1"), user("again"), calls(call("c1")), result("c1")]
+    history = [
+        user(),
+        calls(call("c1")),
+        result("c1"),
+        user("again"),
+        calls(call("c1")),
+        result("c1"),
+    ]
     outcome = run_pure(strip_malformed_calls, history)
     assert not outcome.changed
     assert outcome.messages is history

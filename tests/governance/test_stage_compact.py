@@ -15,13 +15,18 @@ def _history(sizes: list[int], names: list[str] | None = None) -> list[dict[str,
     history: list[dict[str, Any]] = []
     for index, size in enumerate(sizes):
         name = names[index] if names else "exec"
-        history += [user(f"step {index}"), calls(call(f"c{index}", name)), result(f"c{index}", "r" * size)]
+        history += [
+            user(f"step {index}"),
+            calls(call(f"c{index}", name)),
+            result(f"c{index}", "r" * size),
+        ]
     return history
 
 
 def _compacted(messages: list[dict[str, Any]]) -> list[int]:
     return [
-        i for i, m in enumerate(messages)
+        i
+        for i, m in enumerate(messages)
         if m["role"] == "tool" and m["content"].startswith(COMPACT_PREFIX)
     ]
 
@@ -33,7 +38,7 @@ def test_within_budget_nothing_is_compacted() -> None:
 
 
 def test_largest_results_go_first_until_the_request_fits() -> None:
-    """Over budget, the largest compactable result is compacted first, and only as many as needed."""
+    """Over budget, the largest compactable results go first, and only as many as needed."""
     history = _history([1_000, 8_000, 3_000, 6_000, 500])
     budget = count_request(None, history) - 1_500  # the 8,000-character result alone clears that
     outcome = run_pure(compact_results, history, context(budget=budget, options={"keep": 0}))
@@ -55,9 +60,15 @@ def test_excluded_and_unlisted_tools_are_kept() -> None:
     """Options `exclude_tools` and `tools` restrict what may be compacted."""
     history = _history([5_000, 5_000, 5_000], ["read_file", "exec", "grep"])
     budget = count_request(None, history) - 5_000
-    excluded = run_pure(compact_results, history, context(budget=budget, options={"keep": 0, "exclude_tools": ["read_file"]}))
+    excluded = run_pure(
+        compact_results,
+        history,
+        context(budget=budget, options={"keep": 0, "exclude_tools": ["read_file"]}),
+    )
     assert 2 not in _compacted(excluded.messages)
-    only = run_pure(compact_results, history, context(budget=budget, options={"keep": 0, "tools": ["grep"]}))
+    only = run_pure(
+        compact_results, history, context(budget=budget, options={"keep": 0, "tools": ["grep"]})
+    )
     assert _compacted(only.messages) == [8]
 
 
@@ -66,7 +77,11 @@ def test_clear_at_least_keeps_going_after_the_request_fits() -> None:
     history = _history([4_000, 4_000, 4_000])
     budget = count_request(None, history) - 100
     minimal = run_pure(compact_results, history, context(budget=budget, options={"keep": 0}))
-    generous = run_pure(compact_results, history, context(budget=budget, options={"keep": 0, "clear_at_least": 2_500}))
+    generous = run_pure(
+        compact_results,
+        history,
+        context(budget=budget, options={"keep": 0, "clear_at_least": 2_500}),
+    )
     assert len(_compacted(minimal.messages)) == 1
     assert len(_compacted(generous.messages)) == 3
 
@@ -82,7 +97,7 @@ def test_notice_names_the_tool_and_how_to_narrow_the_call() -> None:
 def test_notice_of_an_offloaded_result_keeps_its_path() -> None:
     """A compacted offload reference still tells the model where the full result is."""
     offloaded = (
-        '[Tool result saved to a file: 90000 characters, too long to show here. Read it with '
+        "[Tool result saved to a file: 90000 characters, too long to show here. Read it with "
         'read_file(path=".nanobot/cache/tool-results/abc.txt"), using offset and limit to page '
         "through it. Its start and end:]\n" + "x" * 3_000
     )

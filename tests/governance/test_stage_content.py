@@ -42,7 +42,11 @@ def test_empty_tool_result_reads_no_output(content: Any) -> None:
 
 def test_content_of_a_foreign_type_becomes_text() -> None:
     """A dict or number as content is sent as its JSON text."""
-    history = [user(), {"role": "assistant", "content": {"answer": 42}}, {"role": "user", "content": 7}]
+    history = [
+        user(),
+        {"role": "assistant", "content": {"answer": 42}},
+        {"role": "user", "content": 7},
+    ]
     messages = run_pure(sanitize_content, history).messages
     assert messages[1]["content"] == '{"answer": 42}'
     assert messages[2]["content"] == "7"
@@ -50,7 +54,10 @@ def test_content_of_a_foreign_type_becomes_text() -> None:
 
 def test_parts_that_are_not_objects_become_text_parts() -> None:
     """Inside a part list, strings become text parts and nulls are dropped."""
-    message = {"role": "user", "content": ["look", None, {"type": "image_url", "image_url": {"url": "u"}}]}
+    message = {
+        "role": "user",
+        "content": ["look", None, {"type": "image_url", "image_url": {"url": "u"}}],
+    }
     messages = run_pure(sanitize_content, [message]).messages
     assert messages[0]["content"] == [
         {"type": "text", "text": "look"},

@@ -12,8 +12,17 @@ from tests.governance.builders import run_pure, say, user
 
 @pytest.mark.parametrize(
     "entry",
-    [None, 42, "hello", [], {"content": "no role"}, {"role": None}, {"role": "function", "content": "{}"},
-     {"role": "critic", "content": "fine"}, {"role": "", "content": "?"}],
+    [
+        None,
+        42,
+        "hello",
+        [],
+        {"content": "no role"},
+        {"role": None},
+        {"role": "function", "content": "{}"},
+        {"role": "critic", "content": "fine"},
+        {"role": "", "content": "?"},
+    ],
 )
 def test_entries_that_are_not_messages_are_dropped(entry: Any) -> None:
     """Non-dicts and dicts without a known role are left out, and the report names them."""

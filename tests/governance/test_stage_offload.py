@@ -47,8 +47,12 @@ def test_two_results_under_one_id_in_two_turns_are_both_recoverable(tmp_path: Pa
     """An id reused in a later turn never makes one result overwrite the other."""
     one, two = _big("first"), _big("second")
     history = [
-        user(), calls(call("same")), result("same", one),
-        user("again"), calls(call("same")), result("same", two),
+        user(),
+        calls(call("same")),
+        result("same", one),
+        user("again"),
+        calls(call("same")),
+        result("same", two),
     ]
     ctx = context(store=default_store(tmp_path), max_tool_result_chars=LIMIT)
     messages = run_pure(offload_results, history, ctx).messages
@@ -59,7 +63,13 @@ def test_two_results_under_one_id_in_two_turns_are_both_recoverable(tmp_path: Pa
 
 @pytest.mark.parametrize(
     "hostile",
-    ["../../../../etc/passwd", "/etc/passwd", "..\\..\\windows", "a/../../b", "session/../../x\x00"],
+    [
+        "../../../../etc/passwd",
+        "/etc/passwd",
+        "..\\..\\windows",
+        "a/../../b",
+        "session/../../x\x00",
+    ],
 )
 def test_ids_never_reach_the_file_system(tmp_path: Path, hostile: str) -> None:
     """A hostile tool-call id or name cannot steer where a result is written."""
@@ -100,7 +110,11 @@ def test_store_whose_put_raises_falls_back_to_truncation() -> None:
 
 def test_without_a_store_results_are_truncated() -> None:
     """No store configured (no workspace): results over the limit are cut head and tail."""
-    outcome = run_pure(offload_results, [user(), calls(call("c")), result("c", _big("u"))], context(max_tool_result_chars=LIMIT))
+    outcome = run_pure(
+        offload_results,
+        [user(), calls(call("c")), result("c", _big("u"))],
+        context(max_tool_result_chars=LIMIT),
+    )
     assert len(outcome.messages[2]["content"]) <= LIMIT
     assert "no result store" in outcome.details[0]
 
@@ -109,7 +123,9 @@ def test_excluded_tools_are_not_offloaded(tmp_path: Path) -> None:
     """Option `exclude_tools` keeps a tool's results in full (the name comes from its call)."""
     history = [user(), calls(call("c", "read_file")), result("c", _big("t"))]
     ctx = context(
-        store=default_store(tmp_path), max_tool_result_chars=LIMIT, options={"exclude_tools": ["read_file"]}
+        store=default_store(tmp_path),
+        max_tool_result_chars=LIMIT,
+        options={"exclude_tools": ["read_file"]},
     )
     outcome = run_pure(offload_results, history, ctx)
     assert outcome.messages is history
@@ -119,7 +135,9 @@ def test_text_parts_are_offloaded_as_their_joined_text(tmp_path: Path) -> None:
     """A result given as text parts is saved as the text of the parts."""
     parts = [{"type": "text", "text": _big("p")}, {"type": "text", "text": _big("q")}]
     ctx = context(store=default_store(tmp_path), max_tool_result_chars=LIMIT)
-    messages = run_pure(offload_results, [user(), calls(call("c")), result("c", parts)], ctx).messages
+    messages = run_pure(
+        offload_results, [user(), calls(call("c")), result("c", parts)], ctx
+    ).messages
     path = offloaded_path(messages[2]["content"])
     assert path and (tmp_path / path).read_text(encoding="utf-8") == _big("p") + _big("q")
 
@@ -128,7 +146,9 @@ def test_store_writes_each_content_once_and_atomically(tmp_path: Path) -> None:
     """The same content twice gives the same path; no temporary file is left behind."""
     store = default_store(tmp_path)
     assert store.put("abc" * 10) == store.put("abc" * 10)
-    assert DirectoryResultStore(tmp_path / ".nanobot/cache/tool-results", relative_to=tmp_path).put("abc" * 10) == store.put("abc" * 10)
+    assert DirectoryResultStore(tmp_path / ".nanobot/cache/tool-results", relative_to=tmp_path).put(
+        "abc" * 10
+    ) == store.put("abc" * 10)
     files = sorted(p.name for p in (tmp_path / ".nanobot/cache/tool-results").iterdir())
     assert files == [hashlib.sha256(b"abc" * 10).hexdigest() + ".txt"]
 
@@ -144,4 +164,6 @@ def test_store_rewrites_a_deleted_file(tmp_path: Path) -> None:
 def test_small_results_are_left_alone() -> None:
     """Nothing over the limit: the same list comes back."""
     history = [user(), calls(call("c")), result("c", "short")]
-    assert run_pure(offload_results, history, context(max_tool_result_chars=LIMIT)).messages is history
+    assert (
+        run_pure(offload_results, history, context(max_tool_result_chars=LIMIT)).messages is history
+    )

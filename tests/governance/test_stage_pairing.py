@@ -55,7 +55,14 @@ def test_duplicate_result_in_a_run_is_dropped_keeping_the_first() -> None:
 
 def test_results_of_reused_ids_stay_with_their_own_turn() -> None:
     """The same id in two turns is two legal pairs; nothing moves."""
-    history = [user(), calls(call("c")), result("c", "1"), user("b"), calls(call("c")), result("c", "2")]
+    history = [
+        user(),
+        calls(call("c")),
+        result("c", "1"),
+        user("b"),
+        calls(call("c")),
+        result("c", "2"),
+    ]
     outcome = run_pure(pair_results, history)
     assert not outcome.changed
     assert outcome.messages is history
@@ -69,9 +76,25 @@ def test_results_in_any_order_inside_the_run_are_legal() -> None:
 
 def test_result_in_another_calls_run_moves_to_its_own() -> None:
     """A result that landed in a later call's run goes back to the call that made it."""
-    history = [user(), calls(call("a")), say("x"), user("y"), calls(call("b")), result("a"), result("b")]
+    history = [
+        user(),
+        calls(call("a")),
+        say("x"),
+        user("y"),
+        calls(call("b")),
+        result("a"),
+        result("b"),
+    ]
     messages = run_pure(pair_results, history).messages
-    assert messages == [user(), calls(call("a")), result("a"), say("x"), user("y"), calls(call("b")), result("b")]
+    assert messages == [
+        user(),
+        calls(call("a")),
+        result("a"),
+        say("x"),
+        user("y"),
+        calls(call("b")),
+        result("b"),
+    ]
 
 
 def test_results_with_unusable_ids_are_dropped() -> None:

@@ -63,5 +63,7 @@ def test_ordinary_text_and_other_roles_are_kept() -> None:
 def test_extra_patterns_from_options() -> None:
     """Option `patterns` adds exact texts to treat as placeholders."""
     history = [user(), say("(elided by compactor)")]
-    outcome = run_pure(strip_placeholders, history, context(options={"patterns": ["(elided by compactor)"]}))
+    outcome = run_pure(
+        strip_placeholders, history, context(options={"patterns": ["(elided by compactor)"]})
+    )
     assert outcome.messages == [user()]

@@ -8,7 +8,17 @@ from nanobot_core.governance.invariants import check_history_start, check_tool_p
 from nanobot_core.governance.stages import snip_history
 from nanobot_core.governance.stages.snip import MIN_USER_TOKENS
 from nanobot_core.governance.tokens import count_request
-from tests.governance.builders import call, calls, context, result, run_pure, say, system, turn, user
+from tests.governance.builders import (
+    call,
+    calls,
+    context,
+    result,
+    run_pure,
+    say,
+    system,
+    turn,
+    user,
+)
 
 
 def _turns(count: int, result_size: int = 2_000) -> list[dict[str, Any]]:
@@ -107,3 +117,11 @@ def test_snipping_its_own_output_changes_nothing() -> None:
     first = run_pure(snip_history, history, ctx)
     second = run_pure(snip_history, first.messages, context(budget=ctx.budget.limit))
     assert second.messages is first.messages
+
+
+def test_newest_user_message_without_text_becomes_a_minimal_one() -> None:
+    """An image-only newest message too big to send is replaced by "(continue)", never empty."""
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64," + "A" * 40_000}}
+    history = [system(), {"role": "user", "content": [image]}]
+    kept = run_pure(snip_history, history, context(budget=1_000)).messages
+    assert kept == [system(), {"role": "user", "content": "(continue)"}]

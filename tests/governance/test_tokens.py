@@ -27,7 +27,9 @@ def test_message_counts_every_string_inside_it() -> None:
     message = {
         "role": "assistant",  # 9 characters: 3 tokens
         "content": None,
-        "tool_calls": [{"id": "abcd", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+        "tool_calls": [
+            {"id": "abcd", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        ],
         "reasoning_content": "x" * 40,  # 10 tokens
     }
     # id 1 + "function" 2 + "f" 1 + "{}" 1

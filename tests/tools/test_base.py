@@ -29,7 +29,7 @@ from tests.tools.support import run
 class Weather(Tool):
     name = "weather"
     description = "Tell the weather."
-    parameters = {"type": "object", "properties": {"city": {"type": "string"}}}  # noqa: RUF012
+    parameters = {"type": "object", "properties": {"city": {"type": "string"}}}
     read_only = True
 
     async def execute(self, city: str) -> str:
@@ -98,7 +98,7 @@ def test_subclass_missing_execute_cannot_be_instantiated() -> None:
     class NoExecute(Tool):
         name = "x"
         description = "x"
-        parameters = {"type": "object"}  # noqa: RUF012
+        parameters = {"type": "object"}
 
     with pytest.raises(TypeError, match="execute"):
         NoExecute()  # type: ignore[abstract]
@@ -347,7 +347,7 @@ class QuackTool:
 
     name = "quack"
     description = "Quack."
-    parameters = {"type": "object", "properties": {"times": {"type": "integer"}}}  # noqa: RUF012
+    parameters = {"type": "object", "properties": {"times": {"type": "integer"}}}
     read_only = True
 
     async def execute(self, times: int, **kwargs: Any) -> str:
@@ -397,7 +397,7 @@ class OldStyleTool:
 
     name = "old"
     description = "Old style."
-    parameters = {"type": "object", "properties": {"x": {"type": "string"}}}  # noqa: RUF012
+    parameters = {"type": "object", "properties": {"x": {"type": "string"}}}
 
     async def execute(self, ctx: Any, **kwargs: Any) -> str:
         return f"{ctx.agent_name}:{kwargs['x']}"
@@ -490,7 +490,7 @@ def test_as_tool_rejects_sync_execute(ctx: PluginContext) -> None:
     class SyncTool:
         name = "s"
         description = "s"
-        parameters: dict[str, Any] = {}  # noqa: RUF012
+        parameters: dict[str, Any] = {}
 
         def execute(self) -> str:
             return ""

@@ -21,7 +21,7 @@ from nanobot_core.governance.messages import (
     with_changes,
 )
 from nanobot_core.governance.stage import StageOutcome
-from nanobot_core.governance.stages.start import ensure_user_start
+from nanobot_core.governance.stages.start import CONTINUE, ensure_user_start
 from nanobot_core.governance.truncation import fit_to_tokens
 
 if TYPE_CHECKING:
@@ -92,8 +92,8 @@ def _cut_user(
         )
     bare = ctx.message_tokens(with_changes(message, content=""))
     limit = max(MIN_USER_TOKENS, room - bare)
-    cut = fit_to_tokens(text, limit, ctx.counter, _CUT_LABEL)
-    if cut is content:  # already short enough (a message cut by an earlier run)
+    cut = fit_to_tokens(text, limit, ctx.counter, _CUT_LABEL) or CONTINUE
+    if cut is content or cut == content:  # already short enough (a message cut by an earlier run)
         return message, None
     note = (
         f"the newest user message alone does not fit the budget of {ctx.budget.limit} tokens: "

@@ -1,0 +1,169 @@
+"""``nanobot-core govern`` end to end, on the shipped wedged session."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from nanobot_core.cli import cli
+from nanobot_core.governance.invariants import check_invariants
+from tests.helpers import REPO_ROOT
+
+EXAMPLE = REPO_ROOT / "examples" / "wedged-session.jsonl"
+STAGES = [
+    "strip_placeholders",
+    "drop_non_messages",
+    "strip_malformed_calls",
+    "pair_results",
+    "backfill_results",
+    "sanitize_content",
+    "offload_results",
+    "compact_results",
+    "snip_history",
+]
+
+
+@pytest.fixture(autouse=True)
+def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run in an empty directory, with no external plugins and no NANOBOT_* settings."""
+    for name in list(os.environ):
+        if name.startswith("NANOBOT_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    monkeypatch.chdir(tmp_path)
+
+
+def _run(*args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, ["govern", *args], input=stdin)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _json(*args: str, stdin: bytes | None = None) -> dict[str, Any]:
+    code, out, err = _run(*args, "--json", stdin=stdin)
+    assert code == 0, err
+    data: dict[str, Any] = json.loads(out)
+    return data
+
+
+def _example_lines() -> list[str]:
+    return EXAMPLE.read_text(encoding="utf-8").splitlines()
+
+
+def test_shipped_example_is_healed(tmp_path: Path) -> None:
+    """The wedged example comes out legal; every stage is reported; the big result is offloaded."""
+    digest = hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
+    data = _json(str(EXAMPLE), "--workspace", str(tmp_path))
+    assert check_invariants(data["messages"]) == []
+    assert [e["stage"] for e in data["report"]] == ["load", *STAGES, "final"]
+    assert all(
+        set(e) == {"stage", "changed", "details", "tokens_before", "tokens_after"}
+        for e in data["report"]
+    )
+    changed = {e["stage"] for e in data["report"] if e["changed"]}
+    assert set(STAGES[:7]) <= changed
+    assert list((tmp_path / ".nanobot" / "cache" / "tool-results").glob("*.txt"))
+    assert data["fits"] and data["tokens"] <= data["budget"]
+    assert hashlib.sha256(EXAMPLE.read_bytes()).hexdigest() == digest
+
+
+def test_bad_lines_are_left_out_and_named_in_a_load_entry(tmp_path: Path) -> None:
+    """Lines that are not JSON are reported by number in a first "load" entry; exit 0."""
+    session = tmp_path / "s.jsonl"
+    session.write_text(
+        '{"role": "user", "content": "hi"}\nnot json\n\n'
+        '{"role": "assistant", "content": "ok"}\n{"trunc\n',
+        encoding="utf-8",
+    )
+    data = _json(str(session))
+    load = data["report"][0]
+    assert load["stage"] == "load" and load["changed"]
+    assert [d.split(":")[0] for d in load["details"] if "left out" in d] == ["line 2", "line 5"]
+    assert [m["content"] for m in data["messages"]] == ["hi", "ok"]
+
+
+def test_json_array_and_stdin_give_the_same_result(tmp_path: Path) -> None:
+    """A JSON array file, JSONL on stdin and the JSONL file itself govern alike."""
+    entries = [json.loads(line) for line in _example_lines() if line.endswith("}")]
+    array = tmp_path / "session.json"
+    array.write_text(json.dumps(entries), encoding="utf-8")
+    from_file = _json(str(EXAMPLE), "--workspace", str(tmp_path))["messages"]
+    from_array = _json(str(array), "--workspace", str(tmp_path))["messages"]
+    from_stdin = _json("-", "--workspace", str(tmp_path), stdin=EXAMPLE.read_bytes())["messages"]
+    assert from_file == from_array == from_stdin
+
+
+@pytest.mark.parametrize("target", ["missing.jsonl", "."])
+def test_unreadable_input_exits_2(target: str) -> None:
+    """A missing file or a directory cannot be read: exit 2 with a message on stderr."""
+    code, out, err = _run(target)
+    assert code == 2
+    assert "cannot read" in err and out == ""
+
+
+def test_output_is_written_as_jsonl(tmp_path: Path) -> None:
+    """--output holds the governed messages, one per line, with no temporary file left behind."""
+    output = tmp_path / "out" / "governed.jsonl"
+    output.parent.mkdir()
+    output.write_text("old content\n", encoding="utf-8")
+    data = _json(str(EXAMPLE), "--workspace", str(tmp_path), "--output", str(output))
+    written = [json.loads(line) for line in output.read_text(encoding="utf-8").splitlines()]
+    assert written == data["messages"]
+    assert [p.name for p in output.parent.iterdir()] == ["governed.jsonl"]
+
+
+def test_output_may_not_overwrite_the_input(tmp_path: Path) -> None:
+    """--output pointing at the input is a usage error, and the input stays as it was."""
+    session = tmp_path / "s.jsonl"
+    session.write_text('{"role": "assistant", "content": "x"}\n', encoding="utf-8")
+    code, _out, err = _run(str(session), "--output", str(session))
+    assert code == 2 and "input" in err
+    assert session.read_text(encoding="utf-8") == '{"role": "assistant", "content": "x"}\n'
+
+
+def test_budget_flags_override_the_config(tmp_path: Path) -> None:
+    """--context-window and --max-output set the budget (minus the default safety margin)."""
+    data = _json(
+        str(EXAMPLE),
+        "--workspace",
+        str(tmp_path),
+        "--context-window",
+        "5000",
+        "--max-output",
+        "1000",
+    )
+    assert data["budget"] == 5000 - 1000 - 1024
+    assert data["tokens"] <= data["budget"]
+
+
+def test_readable_summary_names_every_stage(tmp_path: Path) -> None:
+    """Without --json: one line per stage, the details under it, and a verdict."""
+    code, out, _err = _run(str(EXAMPLE), "--workspace", str(tmp_path))
+    assert code == 0
+    for name in ["load", *STAGES, "final"]:
+        assert any(line.startswith(name) for line in out.splitlines()), name
+    assert "line 14: left out" in out
+    assert "fits" in out.splitlines()[-2]
+
+
+def test_the_installed_command_runs_the_quick_start(tmp_path: Path) -> None:
+    """`python -m nanobot_core govern examples/wedged-session.jsonl` works from a fresh process."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+    env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-m", "nanobot_core", "govern", str(EXAMPLE), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert check_invariants(json.loads(done.stdout)["messages"]) == []

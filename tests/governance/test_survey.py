@@ -1,0 +1,44 @@
+"""The survey: one pass that tells each stage whether it has anything to do."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nanobot_core.governance.survey import Defect, survey_messages
+from tests.governance.builders import call, calls, result, say, system, turn, user
+
+
+def test_clean_history_has_no_defect() -> None:
+    """A legal history reports no defect, its token total and its largest result."""
+    history = [system(), *turn(1, "x" * 500), *turn(2, "y" * 20)]
+    survey = survey_messages(history)
+    assert survey.defects == Defect.NONE
+    assert survey.largest_result == 500
+    assert survey.tokens > 0
+
+
+@pytest.mark.parametrize(
+    ("history", "defect"),
+    [
+        ([user(), 3], Defect.NON_MESSAGES),
+        ([user(), {"role": "critic", "content": "x"}], Defect.NON_MESSAGES),
+        ([{**user(), "_meta": {}}], Defect.META),
+        ([user(), say("[Previous assistant message omitted.]")], Defect.PLACEHOLDERS),
+        ([user(), calls(call(name=None)), result()], Defect.MALFORMED_CALLS),
+        ([user(), calls(call(arguments="{")), result()], Defect.MALFORMED_CALLS),
+        ([user(), calls(call("a"), call("a")), result("a")], Defect.MALFORMED_CALLS),
+        ([user(), say(), result()], Defect.STRAY_RESULTS),
+        ([user(), calls(call()), result(), result()], Defect.STRAY_RESULTS),
+        ([user(), calls(call())], Defect.UNANSWERED_CALLS),
+        ([user("\ud83d")], Defect.DIRTY_TEXT),
+        ([user(), {"role": "assistant", "content": 5}], Defect.DIRTY_TEXT),
+        ([user(), calls(call()), result(content="")], Defect.EMPTY_RESULTS),
+        ([system(), say()], Defect.NOT_USER_START),
+        ([], Defect.NOT_USER_START),
+    ],
+)
+def test_each_defect_is_found(history: list[Any], defect: int) -> None:
+    """Each kind of defect sets its own bit."""
+    assert survey_messages(history).has(defect)
