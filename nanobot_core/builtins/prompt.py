@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
-from nanobot_core.context import PluginContext
+from typing import TYPE_CHECKING
+
 from nanobot_core.hookspecs import hookimpl
-from nanobot_core.prompt import Section, builtin_sections
+
+if TYPE_CHECKING:
+    from nanobot_core.context import PluginContext
+    from nanobot_core.prompt import Section
 
 
 @hookimpl
 def nanobot_prompt_sections(ctx: PluginContext) -> list[Section]:
     """The five built-in sections, with order keys 100 (identity) to 500 (skills)."""
+    # Imported here so that commands which never build a prompt do not pay for it.
+    from nanobot_core.prompt import builtin_sections
+
     return builtin_sections()

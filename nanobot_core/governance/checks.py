@@ -86,24 +86,44 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-# Arguments strings already judged, keyed by the string itself: an agent loop
-# governs the same history again every round, and the strings are shared.
-_JUDGED: dict[str, bool] = {}
-_JUDGED_LIMIT = 50_000
+class _Verdicts:
+    """Arguments strings already judged, keyed by the string itself.
+
+    An agent loop governs the same history again every round, and the strings
+    are shared between rounds. Bounded in entries and in characters, so the
+    memo never pins much memory.
+    """
+
+    def __init__(self, entries: int = 50_000, chars: int = 20_000_000) -> None:
+        self._known: dict[str, bool] = {}
+        self._chars = 0
+        self._max_entries = entries
+        self._max_chars = chars
+
+    def get(self, text: str) -> bool | None:
+        return self._known.get(text)
+
+    def put(self, text: str, verdict: bool) -> None:
+        if len(self._known) >= self._max_entries or self._chars >= self._max_chars:
+            self._known.clear()
+            self._chars = 0
+        self._known[text] = verdict
+        self._chars += len(text)
+
+
+_VERDICTS = _Verdicts()
 
 
 def arguments_ok(arguments: Any) -> bool:
     """Whether `arguments` is a string holding a strict JSON object (no NaN or Infinity)."""
     if type(arguments) is not str:
         return False
-    known = _JUDGED.get(arguments)
+    known = _VERDICTS.get(arguments)
     if known is not None:
         return known
     try:
         verdict = isinstance(json.loads(arguments, parse_constant=_reject_constant), dict)
     except (ValueError, RecursionError):
         verdict = False
-    if len(_JUDGED) >= _JUDGED_LIMIT:
-        _JUDGED.clear()
-    _JUDGED[arguments] = verdict
+    _VERDICTS.put(arguments, verdict)
     return verdict

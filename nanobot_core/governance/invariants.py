@@ -97,7 +97,7 @@ def check_message_shapes(messages: Sequence[Any]) -> list[str]:
             )
             continue
         role = message.get("role")
-        if role not in KNOWN_ROLES:
+        if not _known_role(role):
             violations.append(f"messages[{index}] has unknown role {role!r}")
         content = message.get("content")
         if content is not None and not isinstance(content, str | list):
@@ -118,8 +118,18 @@ def check_message_shapes(messages: Sequence[Any]) -> list[str]:
 # -- invariant 2: tool calls and their results -------------------------------------------
 
 
+def _known_role(role: Any) -> bool:
+    # A role can be any value in a broken history, including an unhashable one.
+    return isinstance(role, str) and role in KNOWN_ROLES
+
+
 def _role(message: Any) -> Any:
     return message.get("role") if isinstance(message, dict) else None
+
+
+def _is_system(message: Any) -> bool:
+    role = _role(message)
+    return isinstance(role, str) and role in SYSTEM_ROLES
 
 
 def _calls_of(message: Any) -> Any:
@@ -276,9 +286,9 @@ def check_tool_pairing(messages: Sequence[Any]) -> list[str]:
 def check_history_start(messages: Sequence[Any]) -> list[str]:
     """Invariant 3: after the leading system messages, the history starts at a user message."""
     for index, message in enumerate(messages):
-        role = _role(message)
-        if role in SYSTEM_ROLES:
+        if _is_system(message):
             continue
+        role = _role(message)
         if role == "user":
             return []
         return [
@@ -353,7 +363,7 @@ def check_budget(
         return []
     if not budget_unreachable:
         return [f"the request counts {tokens} tokens, over the budget of {budget}"]
-    history = [m for m in messages if _role(m) not in SYSTEM_ROLES]
+    history = [m for m in messages if not _is_system(m)]
     if not history or (len(history) == 1 and _role(history[0]) == "user"):
         return []
     return [

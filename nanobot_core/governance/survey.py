@@ -19,6 +19,7 @@ from nanobot_core.governance.checks import arguments_ok, is_placeholder_message
 from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
 from nanobot_core.governance.tokens import (
     MESSAGE_OVERHEAD,
+    PLAIN_KEYS,
     EstimateCounter,
     TokenCounter,
     count_message,
@@ -106,7 +107,7 @@ class FactsCache:
 def _estimate_message(message: dict[str, Any]) -> tuple[int, bool]:
     """`scan_text` of a message plus the overhead, with its top-level strings read inline."""
     tokens = MESSAGE_OVERHEAD
-    dirty = keys_dirty(message)
+    dirty = not PLAIN_KEYS.issuperset(message) and keys_dirty(message)
     for item in message.values():
         if type(item) is str and item.isascii():
             tokens += (len(item) + 3) >> 2

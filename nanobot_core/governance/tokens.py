@@ -19,6 +19,7 @@ import attrs
 
 __all__ = [
     "MESSAGE_OVERHEAD",
+    "PLAIN_KEYS",
     "EstimateCounter",
     "TokenCounter",
     "count_message",
@@ -74,7 +75,7 @@ def _has_surrogate(text: str) -> bool:
 
 
 # Keys every message shape uses; any other key is checked for lone surrogates.
-_PLAIN_KEYS = frozenset(
+PLAIN_KEYS = frozenset(
     {
         "role",
         "content",
@@ -96,7 +97,7 @@ _PLAIN_KEYS = frozenset(
 
 def keys_dirty(value: dict[Any, Any]) -> bool:
     """Whether a key of `value` holds a lone surrogate (checked in C unless a key is unusual)."""
-    if _PLAIN_KEYS.issuperset(value):
+    if PLAIN_KEYS.issuperset(value):
         return False
     return any(isinstance(key, str) and _has_surrogate(key) for key in value)
 
@@ -180,7 +181,7 @@ def count_system(system: str | None, counter: TokenCounter | None = None) -> int
     """Tokens of the system prompt sent beside the messages (0 when there is none)."""
     if system is None:
         return 0
-    text = system if isinstance(system, str) else json.dumps(system, ensure_ascii=False, default=str)
+    text = system if isinstance(system, str) else json.dumps(system, default=str)
     return MESSAGE_OVERHEAD + (counter or DEFAULT_COUNTER).count_text(text)
 
 

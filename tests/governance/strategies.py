@@ -373,7 +373,15 @@ def content_to_parts(draw: Draw, messages: Messages) -> None:
 
 # -- dirt: things that are not messages, and broken text ---------------------------------
 
-_NOT_MESSAGES: list[Any] = [None, "hello", 42, [], {"content": "no role"}, {"role": None}]
+_NOT_MESSAGES: list[Any] = [
+    None,
+    "hello",
+    42,
+    [],
+    {"content": "no role"},
+    {"role": None},
+    {"role": ["user"], "content": "a role that is a list"},
+]
 _UNKNOWN_ROLES = [
     {"role": "function", "name": "get_user_details", "content": "{}"},
     {"role": "critic", "content": "looks fine"},
@@ -453,6 +461,58 @@ OPERATIONS: tuple[Operation, ...] = (
     insert_placeholder,
     lone_surrogate,
 )
+
+
+# -- pure garbage -------------------------------------------------------------------------
+
+_KEYS = ["role", "content", "tool_calls", "tool_call_id", "name", "id", "type", "function"]
+_WORDS = ["user", "assistant", "tool", "system", "call_1", "", "{}", "\ud800", "[message omitted]"]
+
+
+def _json_like() -> st.SearchStrategy[Any]:
+    """Any JSON-like value (plus NaN, lone surrogates and non-string keys)."""
+    leaves = st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(),
+        st.floats(),
+        st.text(max_size=12),
+        st.sampled_from(_WORDS),
+    )
+    keys = st.one_of(st.sampled_from([*_KEYS, "arguments", "text"]), st.integers(0, 3))
+    return st.recursive(
+        leaves,
+        lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=5),
+        max_leaves=20,
+    )
+
+
+def _message_like() -> st.SearchStrategy[dict[str, Any]]:
+    """A dict shaped roughly like a message, every field possibly garbage."""
+    junk = _json_like()
+    call = st.fixed_dictionaries(
+        {},
+        optional={
+            "id": st.one_of(st.sampled_from(["call_1", "call_2", ""]), junk),
+            "type": st.one_of(st.just("function"), junk),
+            "function": st.one_of(
+                st.fixed_dictionaries({}, optional={"name": junk, "arguments": junk}), junk
+            ),
+        },
+    )
+    return st.fixed_dictionaries(
+        {"role": st.one_of(st.sampled_from(["user", "assistant", "tool", "system"]), junk)},
+        optional={
+            "content": junk,
+            "tool_calls": st.one_of(st.lists(call, max_size=3), junk),
+            "tool_call_id": st.one_of(st.sampled_from(["call_1", "call_2"]), junk),
+        },
+    )
+
+
+def garbage_histories() -> st.SearchStrategy[list[Any]]:
+    """Lists of message-like dicts and arbitrary JSON-like values: no real data at all."""
+    return st.lists(st.one_of(_message_like(), _json_like()), max_size=8)
 
 
 # -- cuts and whole requests -------------------------------------------------------------

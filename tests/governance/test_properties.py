@@ -1,6 +1,6 @@
 """Properties of the governor over dirty histories built from real conversations.
 
-Together the four properties generate 4 x NANOBOT_HYPOTHESIS_EXAMPLES histories (13,600 by
+Together the five properties generate 5 x NANOBOT_HYPOTHESIS_EXAMPLES histories (17,000 by
 default, the figure CI runs). Set the variable lower for a quick local run.
 """
 
@@ -25,6 +25,7 @@ from tests.governance.strategies import (
     GovernorFactory,
     config_indices,
     dirty_requests,
+    garbage_histories,
     hostile_stages,
     report_changed,
 )
@@ -133,6 +134,19 @@ def test_misbehaving_third_party_stage_cannot_break_the_request(
         budget_unreachable=not result.fits,
     )
     assert violations == [], f"{hostile.name} {request.source} {request.dirt}: {violations}"
+
+
+@PROPERTY_SETTINGS
+@given(messages=garbage_histories(), config_index=config_indices())
+def test_governing_garbage_never_raises_and_is_legal(
+    governors: GovernorFactory, messages: list[Any], config_index: int
+) -> None:
+    """Even a list of arbitrary JSON-like values governs without raising into a legal request."""
+    result = governors.get(GOVERNANCE_CONFIGS[config_index]).govern(messages)
+    violations = check_invariants(
+        result.messages, budget=result.budget, budget_unreachable=not result.fits
+    )
+    assert violations == []
 
 
 DEFECTS = {
