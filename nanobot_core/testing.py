@@ -17,11 +17,14 @@ Functions (usable without pytest too):
   agent uses, so repairs, casting, validation and error results apply.
 - :func:`govern_and_check`: governs a history with the built-in stages plus
   yours and asserts every governance invariant on the result.
+- :func:`block_network` (and the ``nanobot_no_network`` fixture): any
+  connection or name lookup beyond the loopback interface fails the test.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import re
 from collections.abc import Callable, Iterator, Sequence
@@ -40,9 +43,11 @@ if TYPE_CHECKING:
 __all__ = [
     "TOOL_NAME_PATTERN",
     "assert_tool_contract",
+    "block_network",
     "check_tool_contract",
     "govern_and_check",
     "nanobot_manager",
+    "nanobot_no_network",
     "nanobot_register",
     "run_tool",
 ]
@@ -88,8 +93,9 @@ def check_tool_contract(tool: Any) -> list[str]:
     if not (inspect.iscoroutinefunction(target) or inspect.iscoroutinefunction(execute)):
         problems.append("execute must be an async function")
     flags = {f: getattr(instance, f, False) for f in ("read_only", "exclusive", "concurrency_safe")}
-    problems += [f"flag {f} must be a bool, got {v!r}" for f, v in flags.items()
-                 if not isinstance(v, bool)]
+    problems += [
+        f"flag {f} must be a bool, got {v!r}" for f, v in flags.items() if not isinstance(v, bool)
+    ]
     if flags["concurrency_safe"] and flags["exclusive"]:
         problems.append("an exclusive tool cannot be concurrency_safe")
     if build_error is not None and not problems:
@@ -193,6 +199,72 @@ def _purity_probe(stage: Stage, problems: list[str]) -> Callable[..., Any]:
         return returned
 
     return probe
+
+
+class NetworkBlockedError(OSError):
+    """A test tried to reach something other than the loopback interface."""
+
+
+def _is_loopback(host: Any) -> bool:
+    import ipaddress
+
+    if isinstance(host, bytes):
+        host = host.decode("ascii", "replace")
+    if host is None or host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(str(host).split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
+
+
+@contextlib.contextmanager
+def block_network() -> Iterator[None]:
+    """Within the block, connecting to or resolving anything but loopback raises.
+
+    Unix-domain sockets and socket pairs are unaffected; only IP addresses and
+    host names are checked.
+    """
+    import socket
+
+    def guard(real: Callable[..., Any], host_of: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            host = host_of(*args)
+            if host is not _UNIX and not _is_loopback(host):
+                raise NetworkBlockedError(f"network access blocked in tests: {host!r}")
+            return real(*args, **kwargs)
+
+        return call
+
+    def address_host(address: Any) -> Any:
+        return address[0] if isinstance(address, tuple) else _UNIX
+
+    patches = {
+        (socket.socket, "connect"): guard(socket.socket.connect, lambda _s, a, *_: address_host(a)),
+        (socket.socket, "connect_ex"): guard(
+            socket.socket.connect_ex, lambda _s, a, *_: address_host(a)
+        ),
+        (socket, "create_connection"): guard(socket.create_connection, lambda a, *_: a[0]),
+        (socket, "getaddrinfo"): guard(socket.getaddrinfo, lambda host, *_: host),
+    }
+    originals = {key: getattr(*key) for key in patches}
+    try:
+        for (owner, name), replacement in patches.items():
+            setattr(owner, name, replacement)
+        yield
+    finally:
+        for (owner, name), original in originals.items():
+            setattr(owner, name, original)
+
+
+_UNIX = object()
+
+
+@pytest.fixture
+def nanobot_no_network() -> Iterator[None]:
+    """Fail the test if it connects to or resolves anything beyond the loopback interface."""
+    with block_network():
+        yield
 
 
 @pytest.fixture

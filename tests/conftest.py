@@ -13,3 +13,8 @@ from tests.helpers import shared_data_dir
 def shared_data() -> Path:
     """The folder of third-party test data."""
     return shared_data_dir()
+
+
+@pytest.fixture(autouse=True)
+def _no_network(nanobot_no_network: None) -> None:
+    """Every test in the suite fails if it reaches beyond the loopback interface."""

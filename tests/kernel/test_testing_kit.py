@@ -106,8 +106,13 @@ def test_govern_and_check_returns_the_governed_copy() -> None:
     """A dangling tool call comes back paired, and the result is returned for more asserts."""
     history = [
         {"role": "user", "content": "weather?"},
-        {"role": "assistant", "content": "", "tool_calls": [
-            {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "w", "arguments": "{}"}}
+            ],
+        },
     ]
     result = govern_and_check(history)
     assert [m["role"] for m in result.messages] == ["user", "assistant", "tool"]
@@ -134,3 +139,22 @@ def test_register_fixture_adds_a_plugin_for_one_test(
     record = nanobot_register(Plugin(), "adder", distribution="adder-dist", version="1.0")
     assert record.status == "loaded"
     assert "good_tool" in nanobot_manager.tool_registry().names()
+
+
+def test_network_guard_refuses_the_outside_world() -> None:
+    """Inside block_network, a public address fails at once while loopback still connects."""
+    import socket
+
+    from nanobot_core.testing import block_network
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    with block_network():
+        with pytest.raises(OSError, match="network access blocked"):
+            socket.create_connection(("192.0.2.1", 80), timeout=1)
+        with pytest.raises(OSError, match="network access blocked"):
+            socket.getaddrinfo("example.com", 443)
+        client = socket.create_connection(server.getsockname(), timeout=5)
+        client.close()
+    server.close()
