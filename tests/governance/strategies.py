@@ -483,7 +483,7 @@ def _json_like() -> st.SearchStrategy[Any]:
     return st.recursive(
         leaves,
         lambda inner: st.lists(inner, max_size=4) | st.dictionaries(keys, inner, max_size=5),
-        max_leaves=20,
+        max_leaves=8,
     )
 
 
@@ -512,7 +512,7 @@ def _message_like() -> st.SearchStrategy[dict[str, Any]]:
 
 def garbage_histories() -> st.SearchStrategy[list[Any]]:
     """Lists of message-like dicts and arbitrary JSON-like values: no real data at all."""
-    return st.lists(st.one_of(_message_like(), _json_like()), max_size=8)
+    return st.lists(st.one_of(_message_like(), _json_like()), max_size=6)
 
 
 # -- cuts and whole requests -------------------------------------------------------------
