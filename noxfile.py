@@ -47,22 +47,49 @@ def ecosystem(session: nox.Session) -> None:
     wheels.mkdir(exist_ok=True)
     session.install("pip", "hatchling")
     projects = [str(ROOT), *(str(p.parent) for p in PLUGIN_PROJECTS)]
-    session.run("python", "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation",
-                "--wheel-dir", str(wheels), *projects)
+    session.run(
+        "python",
+        "-m",
+        "pip",
+        "wheel",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        "--wheel-dir",
+        str(wheels),
+        *projects,
+    )
     built = sorted(str(w) for w in wheels.glob("*.whl"))
     session.install(*built, *_test_requirements(PLUGIN_PROJECTS))
     for project in PLUGIN_PROJECTS:
         tests_dir = project.parent / "tests"
         if tests_dir.is_dir():
-            session.run("pytest", "-p", "no:cacheprovider", "--rootdir", str(project.parent),
-                        str(tests_dir), env={"PYTHONPATH": ""})
+            session.run(
+                "pytest",
+                "-p",
+                "no:cacheprovider",
+                "--rootdir",
+                str(project.parent),
+                str(tests_dir),
+                env={"PYTHONPATH": ""},
+            )
     workspace = Path(session.create_tmp()) / "workspace"
     workspace.mkdir(exist_ok=True)
-    output = session.run("nanobot-core", "--strict", "plugins", "--json", silent=True,
-                         env={"NANOBOT_PLUGINS": None}, external=False)
+    output = session.run(
+        "nanobot-core",
+        "--strict",
+        "plugins",
+        "--json",
+        silent=True,
+        env={"NANOBOT_PLUGINS": None},
+        external=False,
+    )
     rows = json.loads(str(output))
-    not_loaded = [f"{r['name']} ({r['distribution']}): {r['status']} {r['error'] or ''}"
-                  for r in rows if r["status"] != "loaded"]
+    not_loaded = [
+        f"{r['name']} ({r['distribution']}): {r['status']} {r['error'] or ''}"
+        for r in rows
+        if r["status"] != "loaded"
+    ]
     if not_loaded:
         session.error("plugins did not load:\n  " + "\n  ".join(not_loaded))
     session.log(f"{len(rows)} plugins loaded: " + ", ".join(r["name"] for r in rows))

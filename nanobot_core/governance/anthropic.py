@@ -32,7 +32,7 @@ _RESULT_KEYS = frozenset({"type", "tool_use_id", "content"})
 def _tool_blocks(message: Any) -> bool:
     content = message.get("content") if type(message) is dict else None
     return type(content) is list and any(
-        type(block) is dict and block.get("type") in _TOOL_BLOCKS for block in content
+        type(block) is dict and _kind(block) in _TOOL_BLOCKS for block in content
     )
 
 
@@ -73,8 +73,9 @@ def _result(block: dict[str, Any]) -> Message:
     }
 
 
-def _kind(block: Any) -> Any:
-    return block.get("type") if isinstance(block, dict) else None
+def _kind(block: Any) -> str | None:
+    kind = block.get("type") if isinstance(block, dict) else None
+    return kind if isinstance(kind, str) else None
 
 
 def _converted(message: Message) -> list[Message]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -12,6 +12,9 @@ from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance.store import ResultStore
 from nanobot_core.governance.survey import FactsCache, Survey
 from nanobot_core.governance.tokens import EstimateCounter, TokenCounter
+
+if TYPE_CHECKING:
+    from nanobot_core.governance.budget_first import HistoryCut
 
 __all__ = ["Budget", "StageContext"]
 
@@ -38,7 +41,9 @@ class StageContext:
     figures (`system_tokens`, `tools_tokens`) are those of the request being
     governed; `survey`, `message_tokens` and `request_tokens` are memoised for
     the run, so stages can ask for them freely. Build one with no arguments in
-    a test: the defaults are the default configuration.
+    a test: the defaults are the default configuration. `cut` is the oldest
+    history the governor left out before the stages because it can never fit
+    (see `budget_first`), or None.
     """
 
     options: Mapping[str, Any] = attrs.field(factory=dict)
@@ -52,6 +57,7 @@ class StageContext:
     facts: FactsCache = attrs.field(
         default=attrs.Factory(lambda self: FactsCache(self.counter), takes_self=True)
     )
+    cut: HistoryCut | None = None
 
     def option(self, name: str, default: Any) -> Any:
         """One option of this stage, or `default` when it is not configured."""

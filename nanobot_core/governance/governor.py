@@ -10,7 +10,7 @@ no stage and no final check changed anything, the result *is* the input list.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,11 @@ from nanobot_core.governance.anthropic import (
     is_anthropic_shape,
     to_openai_shape,
 )
+from nanobot_core.governance.budget_first import MIN_MESSAGES, early_drops, find_cut
 from nanobot_core.governance.context import Budget, StageContext
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
 from nanobot_core.governance.messages import container_copy
-from nanobot_core.governance.ordering import place_stages
+from nanobot_core.governance.ordering import BUILTIN_ORDER, place_stages
 from nanobot_core.governance.stage import Stage, StageOutcome
 from nanobot_core.governance.stages import BUILTIN_FUNCS, builtin_stages, idle_when_clean
 from nanobot_core.governance.store import ResultStore, default_store
@@ -124,6 +125,10 @@ class Governor:
     `placement_problems`); stages named in ``config.disabled`` are skipped and
     reported as disabled. Without a `store`, results are offloaded to the
     default store of `workspace`, or truncated when there is no workspace.
+
+    With `budget_first` (the default), history that cannot fit whatever the
+    stages do is left out before they run, when only built-in stages are
+    active (see `budget_first.py`); the messages are the same either way.
     """
 
     def __init__(
@@ -134,6 +139,7 @@ class Governor:
         counter: TokenCounter | None = None,
         store: ResultStore | None = None,
         workspace: Path | None = None,
+        budget_first: bool = True,
     ) -> None:
         placement = place_stages(stages)
         self.config = config
@@ -149,6 +155,7 @@ class Governor:
         self._options: dict[str, Mapping[str, Any]] = dict(config.stages)
         self._tools_memo: tuple[tuple[int, ...], tuple[Any, ...], int] | None = None
         self._system_memo: tuple[str | None, int] = (None, 0)
+        self._cut_plan = _cut_plan(self._pipeline, self._options) if budget_first else None
         for problem in placement.problems:
             log.warning("governance stage placement", problem=problem)
 
@@ -206,6 +213,13 @@ class Governor:
         )
         report = GovernanceReport()
         current = working
+        cut = None
+        if self._cut_plan is not None and len(working) >= MIN_MESSAGES:
+            patterns, dropped_early = self._cut_plan
+            cut = find_cut(working, ctx, patterns=patterns, dropped_early=dropped_early)
+            if cut is not None:
+                ctx.cut = cut
+                current = cut.kept()
         tokens = ctx.request_tokens(current)
         clean = self._clean(current, ctx)
         for stage, disabled in self._pipeline:
@@ -220,6 +234,9 @@ class Governor:
             if entry.changed:
                 tokens = entry.tokens_after if entry.tokens_after is not None else tokens
                 clean = self._clean(current, ctx)
+        if cut is not None:
+            _report_cut(report, cut.describe())
+            ctx.cut = None  # the final step works on the snipped history
         # On a clean history the final repairs would each find nothing: skip them.
         final = FinalStep(current, False, []) if clean else final_step(current, ctx, self._options)
         current = final.messages
@@ -278,6 +295,41 @@ class Governor:
             "governance stage changed the history", stage=stage.name, changes=len(outcome.details)
         )
         return outcome.messages, ReportEntry(stage.name, True, outcome.details, tokens, after)
+
+
+def _cut_plan(
+    pipeline: list[tuple[Stage, bool]], options: Mapping[str, Mapping[str, Any]]
+) -> tuple[tuple[str, ...], Callable[[Any], bool]] | None:
+    """What `find_cut` needs to know of the pipeline, or None when a cut would not be safe.
+
+    Safe when the active stages are built-ins in their default order and phase
+    (nothing else can shrink or drop messages in ways the lower bounds ignore)
+    and `snip_history` is one of them.
+    """
+    defaults = {stage.name: stage for stage in builtin_stages()}
+    active = [stage for stage, disabled in pipeline if not disabled]
+    names = [stage.name for stage in active]
+    for stage in active:
+        default = defaults.get(stage.name)
+        if default is None or stage.func is not default.func or stage.phase != default.phase:
+            return None
+    if names != [name for name in BUILTIN_ORDER if name in names] or "snip_history" not in names:
+        return None
+    placeholders = "strip_placeholders" in names
+    raw_patterns = options.get("strip_placeholders", {}).get("patterns", ()) if placeholders else ()
+    patterns = tuple(str(pattern) for pattern in raw_patterns)
+    dropped = early_drops(
+        placeholders=placeholders, non_messages="drop_non_messages" in names, patterns=patterns
+    )
+    return patterns, dropped
+
+
+def _report_cut(report: GovernanceReport, line: str) -> None:
+    """Say in the `snip_history` entry what was left out before the stages."""
+    entry = report.entry("snip_history")
+    if entry is not None:
+        entry.details.insert(0, line)
+        entry.changed = True
 
 
 def _as_outcome(returned: Any) -> StageOutcome | str:

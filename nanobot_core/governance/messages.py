@@ -126,7 +126,8 @@ def leading_system_count(messages: Sequence[Any]) -> int:
     """How many messages at the start are system (or developer) messages."""
     count = 0
     for message in messages:
-        if role_of(message) not in SYSTEM_ROLES:
+        role = role_of(message)
+        if not (isinstance(role, str) and role in SYSTEM_ROLES):
             break
         count += 1
     return count

@@ -2,21 +2,22 @@
 
 Every built-in stage asks the survey first and returns its input untouched at
 no further cost when its defect is absent: a clean history is read once, not
-once per stage. Surveys and per-message facts (tokens, unencodable text) are
-memoised for the duration of one governor run, keyed by object identity; the
-memo holds a reference to each object, so an identity cannot be reused by
-another object while it is cached.
+once per stage. What can be known of a message on its own (its tokens, its
+role, the ids of its calls, its own defects) is learnt once per run and kept
+in a memo keyed by object identity, so a survey of a list that shares most of
+its dicts with an earlier one only re-reads the new dicts and follows the
+call/result runs. The memo holds a reference to each object, so an identity
+cannot be reused by another object while it is cached.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, TypeAlias
 
 import attrs
 
 from nanobot_core.governance.checks import arguments_ok, is_placeholder_message
-from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
 from nanobot_core.governance.tokens import (
     MESSAGE_OVERHEAD,
     PLAIN_KEYS,
@@ -28,7 +29,7 @@ from nanobot_core.governance.tokens import (
     scan_text,
 )
 
-__all__ = ["Defect", "FactsCache", "Survey", "survey_messages"]
+__all__ = ["Defect", "FactsCache", "Kind", "MessageFacts", "Survey", "survey_messages"]
 
 
 class Defect:
@@ -50,6 +51,32 @@ class Defect:
     NOT_USER_START = 256  # the history after the system messages does not start at a user
 
 
+class Kind:
+    """What an entry of a history is, as far as the runs of calls and results go."""
+
+    NON_MESSAGE = 0  # not a dict, or a role no provider knows
+    SYSTEM = 1  # system or developer
+    USER = 2
+    ASSISTANT = 3
+    TOOL = 4
+
+
+_KINDS = {
+    "system": Kind.SYSTEM,
+    "developer": Kind.SYSTEM,
+    "user": Kind.USER,
+    "assistant": Kind.ASSISTANT,
+    "tool": Kind.TOOL,
+}
+
+#: What is known of one entry on its own: (the entry, tokens, its own `Defect` bits, `Kind`,
+#: link, result characters, holds lone surrogates). The link is, for an assistant message,
+#: the set of ids of its well-formed calls (empty when it makes none) and, for a tool
+#: message, its ``tool_call_id`` when that is a string; None otherwise. A plain tuple: it
+#: is read for every message of every survey.
+MessageFacts: TypeAlias = tuple[Any, int, int, int, Any, int, bool]
+
+
 @attrs.frozen(slots=True)
 class Survey:
     """What one pass over a history found."""
@@ -63,48 +90,7 @@ class Survey:
         return bool(self.defects & defect)
 
 
-def _dirty(value: Any) -> bool:
-    """Whether any string inside `value` (keys included) holds a lone surrogate."""
-    return scan_text(value)[1]
-
-
-class FactsCache:
-    """Per-run memo of message facts (tokens, dirty text) and of whole-list surveys."""
-
-    def __init__(self, counter: TokenCounter | None = None) -> None:
-        self.counter: TokenCounter = counter or EstimateCounter()
-        self._estimate = is_default_counter(self.counter)
-        self._facts: dict[int, tuple[Any, int, bool]] = {}
-        self._surveys: dict[int, tuple[Sequence[Any], int, Survey]] = {}
-
-    def facts(self, message: Any) -> tuple[int, bool]:
-        """(tokens, holds unencodable text) of one message or entry."""
-        cached = self._facts.get(id(message))
-        if cached is not None and cached[0] is message:
-            return cached[1], cached[2]
-        if self._estimate:
-            tokens, dirty = scan_text(message)
-            tokens += MESSAGE_OVERHEAD
-        else:
-            tokens, dirty = count_message(message, self.counter), _dirty(message)
-        self._facts[id(message)] = (message, tokens, dirty)
-        return tokens, dirty
-
-    def tokens(self, message: Any) -> int:
-        """Tokens of one message."""
-        return self.facts(message)[0]
-
-    def survey(self, messages: Sequence[Any]) -> Survey:
-        """The survey of `messages` (computed once per list object and length)."""
-        cached = self._surveys.get(id(messages))
-        if cached is not None and cached[0] is messages and cached[1] == len(messages):
-            return cached[2]
-        result = survey_messages(messages, self)
-        self._surveys[id(messages)] = (messages, len(messages), result)
-        return result
-
-
-def _estimate_message(message: dict[str, Any]) -> tuple[int, bool]:
+def _estimate_message(message: dict[Any, Any]) -> tuple[int, bool]:
     """`scan_text` of a message plus the overhead, with its top-level strings read inline."""
     tokens = MESSAGE_OVERHEAD
     dirty = not PLAIN_KEYS.issuperset(message) and keys_dirty(message)
@@ -118,10 +104,10 @@ def _estimate_message(message: dict[str, Any]) -> tuple[int, bool]:
     return tokens, dirty
 
 
-def _check_calls(calls: Any) -> tuple[bool, set[str]]:
-    """(the calls are well formed, the set of their ids) for one assistant message."""
+def _check_calls(calls: Any) -> tuple[bool, frozenset[str]]:
+    """(the calls are well formed, the ids of the well-formed ones) of one assistant message."""
     if type(calls) is not list or not calls:
-        return False, set()
+        return False, frozenset()
     ids: set[str] = set()
     well_formed = True
     for call in calls:
@@ -140,11 +126,13 @@ def _check_calls(calls: Any) -> tuple[bool, set[str]]:
         name = function.get("name")
         if type(name) is not str or not name.strip() or not arguments_ok(function.get("arguments")):
             well_formed = False
-    return well_formed, ids
+    return well_formed, frozenset(ids)
 
 
 def _content_defects(content: Any) -> int:
     """DIRTY_TEXT for content of a type no provider accepts (not text, part dicts or null)."""
+    if content is None or type(content) is str:
+        return 0
     if type(content) is list:
         for part in content:
             if type(part) is not dict:
@@ -154,6 +142,8 @@ def _content_defects(content: Any) -> int:
 
 
 def _result_chars(content: Any) -> int:
+    if type(content) is str:
+        return len(content)
     if type(content) is not list:
         return 0
     return sum(
@@ -163,11 +153,93 @@ def _result_chars(content: Any) -> int:
     )
 
 
+_NO_CALLS: frozenset[str] = frozenset()
+
+
+def _learn(message: Any, tokens: int, surrogates: bool) -> MessageFacts:
+    """The facts of one entry whose tokens and surrogates are known."""
+    if not isinstance(message, dict):
+        return (message, tokens, Defect.NON_MESSAGES, Kind.NON_MESSAGE, None, 0, surrogates)
+    role = message.get("role")
+    kind = _KINDS.get(role, Kind.NON_MESSAGE) if isinstance(role, str) else Kind.NON_MESSAGE
+    content = message.get("content")
+    defects = _content_defects(content)
+    if surrogates:
+        defects |= Defect.DIRTY_TEXT
+    if "_meta" in message:
+        defects |= Defect.META
+    if kind == Kind.TOOL:
+        if content is None or content == "" or content == []:
+            defects |= Defect.EMPTY_RESULTS
+        identifier = message.get("tool_call_id")
+        link = identifier if type(identifier) is str else None
+        return (message, tokens, defects, kind, link, _result_chars(content), surrogates)
+    if kind == Kind.NON_MESSAGE:
+        return (message, tokens, defects | Defect.NON_MESSAGES, kind, None, 0, surrogates)
+    if kind != Kind.ASSISTANT:
+        return (message, tokens, defects, kind, None, 0, surrogates)
+    ids = _NO_CALLS
+    calls = message.get("tool_calls")
+    if calls is not None:
+        well_formed, ids = _check_calls(calls)
+        if not well_formed:
+            defects |= Defect.MALFORMED_CALLS
+    if (type(content) is not str or "[" in content) and is_placeholder_message(message):
+        defects |= Defect.PLACEHOLDERS
+    return (message, tokens, defects, kind, ids, 0, surrogates)
+
+
+class FactsCache:
+    """Per-run memo of message facts and of whole-list surveys."""
+
+    def __init__(self, counter: TokenCounter | None = None) -> None:
+        self.counter: TokenCounter = counter or EstimateCounter()
+        self.estimate = is_default_counter(self.counter)
+        self._facts: dict[int, MessageFacts] = {}
+        self._surveys: dict[int, tuple[Sequence[Any], int, Survey]] = {}
+
+    def of(self, message: Any) -> MessageFacts:
+        """Everything known of one entry on its own (computed once per object)."""
+        known = self._facts.get(id(message))
+        if known is not None and known[0] is message:
+            return known
+        if self.estimate and type(message) is dict:
+            tokens, surrogates = _estimate_message(message)
+        elif self.estimate:
+            tokens, surrogates = scan_text(message)
+            tokens += MESSAGE_OVERHEAD
+        else:
+            tokens = count_message(message, self.counter)
+            surrogates = scan_text(message)[1]
+        learnt = _learn(message, tokens, surrogates)
+        self._facts[id(message)] = learnt
+        return learnt
+
+    def facts(self, message: Any) -> tuple[int, bool]:
+        """(tokens, holds unencodable text) of one message or entry."""
+        known = self.of(message)
+        return known[1], known[6]
+
+    def tokens(self, message: Any) -> int:
+        """Tokens of one message."""
+        return self.of(message)[1]
+
+    def survey(self, messages: Sequence[Any]) -> Survey:
+        """The survey of `messages` (computed once per list object and length)."""
+        cached = self._surveys.get(id(messages))
+        if cached is not None and cached[0] is messages and cached[1] == len(messages):
+            return cached[2]
+        result = survey_messages(messages, self)
+        self._surveys[id(messages)] = (messages, len(messages), result)
+        return result
+
+
 def survey_messages(messages: Sequence[Any], facts: FactsCache | None = None) -> Survey:
     """Find every defect in `messages` in one pass, with their token total."""
     facts = facts or FactsCache()
-    known = facts._facts  # the per-message memo, read inline: this loop is the hot path
-    estimate = facts._estimate
+    known = facts._facts.get  # read inline: this loop is the hot path
+    learn = facts.of
+    tool, assistant, system, user = Kind.TOOL, Kind.ASSISTANT, Kind.SYSTEM, Kind.USER
     defects = 0
     tokens = 0
     largest = 0
@@ -175,70 +247,34 @@ def survey_messages(messages: Sequence[Any], facts: FactsCache | None = None) ->
     in_run = False
     started = False  # seen the first message after the system messages
     for message in messages:
-        cached = known.get(id(message))
-        if cached is not None and cached[0] is message:
-            size, dirty = cached[1], cached[2]
-        elif estimate and type(message) is dict:
-            size, dirty = _estimate_message(message)
-            known[id(message)] = (message, size, dirty)
-        else:
-            size, dirty = facts.facts(message)
-        tokens += size
-        if type(message) is not dict:
-            defects |= Defect.NON_MESSAGES
-            if in_run and pending:
-                defects |= Defect.UNANSWERED_CALLS
-            in_run = False
-            continue
-        if dirty:
-            defects |= Defect.DIRTY_TEXT
-        if "_meta" in message:
-            defects |= Defect.META
-        role = message.get("role")
-        content = message.get("content")
-        if content is not None and type(content) is not str:
-            defects |= _content_defects(content)
-        if role == "tool":
+        fact = known(id(message))
+        if fact is None or fact[0] is not message:
+            fact = learn(message)
+        tokens += fact[1]
+        defects |= fact[2]
+        kind = fact[3]
+        if kind == tool:
             if not started:
                 defects |= Defect.NOT_USER_START
                 started = True
-            identifier = message.get("tool_call_id")
-            if in_run and type(identifier) is str and identifier in pending:
-                pending.discard(identifier)
+            if in_run and fact[4] in pending:
+                pending.discard(fact[4])
             else:
                 defects |= Defect.STRAY_RESULTS
-            if type(content) is str:
-                if not content:
-                    defects |= Defect.EMPTY_RESULTS
-                elif len(content) > largest:
-                    largest = len(content)
-            elif content is None or content == []:
-                defects |= Defect.EMPTY_RESULTS
-            else:
-                largest = max(largest, _result_chars(content))
+            if fact[5] > largest:
+                largest = fact[5]
             continue
-        if in_run and pending:
-            defects |= Defect.UNANSWERED_CALLS
-        in_run = False
-        if role not in KNOWN_ROLES:
-            defects |= Defect.NON_MESSAGES
-            continue
-        if not started and role not in SYSTEM_ROLES:
+        if in_run:
+            if pending:
+                defects |= Defect.UNANSWERED_CALLS
+            in_run = False
+        if not started and kind != system and kind:
             started = True
-            if role != "user":
+            if kind != user:
                 defects |= Defect.NOT_USER_START
-        if role != "assistant":
-            continue
-        calls = message.get("tool_calls")
-        if calls is not None:
-            well_formed, ids = _check_calls(calls)
-            if not well_formed:
-                defects |= Defect.MALFORMED_CALLS
-            if ids:
-                pending = ids
-                in_run = True
-        if (type(content) is not str or "[" in content) and is_placeholder_message(message):
-            defects |= Defect.PLACEHOLDERS
+        if kind == assistant and fact[4]:
+            pending = set(fact[4])
+            in_run = True
     if in_run and pending:
         defects |= Defect.UNANSWERED_CALLS
     if not started:

@@ -21,7 +21,7 @@ dropped when it has no content either.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -47,11 +47,17 @@ def _plain_id(value: Any) -> str:
     return value if isinstance(value, str) and value else ""
 
 
+def _no_shift() -> int:
+    return 0
+
+
 @attrs.define
 class _Repair:
     """The repaired calls of one assistant message and what happened to its run."""
 
     index: int
+    # Added to `index` in generated ids: messages the governor left out before this list.
+    index_shift: Callable[[], int] = _no_shift
     calls: list[Any] = attrs.field(factory=list)
     changed: bool = False
     details: list[str] = attrs.field(factory=list)
@@ -124,7 +130,10 @@ def _assign_ids(
         if not identifier:
             function = call["function"]
             identifier = generated_call_id(
-                repair.index, position, function["name"], function["arguments"]
+                repair.index + repair.index_shift(),
+                position,
+                function["name"],
+                function["arguments"],
             )
             repair.note(position, f"missing id {preview(raw.get('id'))} set to {identifier!r}")
         elif identifier in used:
@@ -171,9 +180,11 @@ def _has_content(message: Message) -> bool:
     return content is not None and content != "" and content != []
 
 
-def _repair_message(index: int, message: Message, run: Sequence[Any]) -> tuple[list[Any], _Repair]:
+def _repair_message(
+    index: int, message: Message, run: Sequence[Any], index_shift: Callable[[], int]
+) -> tuple[list[Any], _Repair]:
     """The messages replacing `message` and its run."""
-    repair = _Repair(index)
+    repair = _Repair(index, index_shift)
     raw_calls = message["tool_calls"]
     if not isinstance(raw_calls, list):
         repair.note(None, f"tool_calls is a {type(raw_calls).__name__}, not a list: removed")
@@ -198,6 +209,8 @@ def strip_malformed_calls(messages: list[Any], ctx: StageContext) -> StageOutcom
     """Drop calls without a name; give calls unique ids and JSON-object arguments."""
     if not ctx.survey(messages).has(Defect.MALFORMED_CALLS):
         return StageOutcome.unchanged(messages)
+    # The ids it makes count the messages the governor left out first (see budget_first).
+    shift = ctx.cut.index_shift if ctx.cut is not None else _no_shift
     result: list[Any] = []
     details: list[str] = []
     index = 0
@@ -210,7 +223,7 @@ def strip_malformed_calls(messages: list[Any], ctx: StageContext) -> StageOutcom
             continue
         while end < len(messages) and role_of(messages[end]) == "tool":
             end += 1
-        replaced, repair = _repair_message(index, message, messages[index + 1 : end])
+        replaced, repair = _repair_message(index, message, messages[index + 1 : end], shift)
         result += replaced
         details += repair.details
         index = end

@@ -37,7 +37,7 @@ def drop_non_messages(messages: list[Any], ctx: StageContext) -> StageOutcome:
             )
             continue
         role = message.get("role")
-        if role not in KNOWN_ROLES:
+        if not (isinstance(role, str) and role in KNOWN_ROLES):
             details.append(
                 f"messages[{index}]: dropped a message with unknown role {preview(role)}"
             )
@@ -48,4 +48,6 @@ def drop_non_messages(messages: list[Any], ctx: StageContext) -> StageOutcome:
         kept.append(message)
     if stripped:
         details.append(f"removed session bookkeeping ({META_KEY}) from {stripped} messages")
+    if not details:
+        return StageOutcome.unchanged(messages)
     return StageOutcome(kept, changed=True, details=details)

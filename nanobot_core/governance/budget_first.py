@@ -1,0 +1,246 @@
+"""Budget first: history that can never reach the model is left out before the stages run.
+
+`snip_history` keeps the newest history that fits and drops the rest. On a
+history far over budget most of it is dropped however much the stages shrink
+it, yet every stage would still read all of it. So before the stages, the
+governor walks back from the newest message adding up a *lower bound* of what
+each message can cost once every stage has done its best:
+
+- a tool result answering its call counts as if compacted to the shortest
+  notice (or offloaded, or cut to the offload limit), unless it is smaller;
+- a message some repair may drop or rewrite (a defect of any kind, a result
+  outside its call's run or repeated in it) counts nothing;
+- the newest user message and everything after it count nothing, since they
+  may be cut down to a few tokens;
+- any other message counts what it costs now: no stage changes it.
+
+Once that bound, plus the system prompt, the tool definitions and the leading
+system messages, exceeds the budget, no tail reaching that far back can fit.
+The history is cut at the user message at or before that point (never inside
+a turn, so never between a call and its results) and the stages run on what
+is left. The result is the one the full pipeline gives (see `HistoryCut` for
+the one thing that needs help), at a cost that grows with what fits rather
+than with the length of the history.
+
+The governor uses the cut only when every active stage is a built-in in its
+default place (a third-party stage could shrink or drop anything) and
+`snip_history` runs; it says what it left out in the `snip_history` entry.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from nanobot_core.governance.checks import is_placeholder_message
+from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
+from nanobot_core.governance.stages.compact import compact_notice
+from nanobot_core.governance.stages.offload import offload_notice
+from nanobot_core.governance.survey import Kind, MessageFacts
+from nanobot_core.governance.tokens import MESSAGE_OVERHEAD, DEFAULT_COUNTER, utf8_length
+
+if TYPE_CHECKING:
+    from nanobot_core.governance.context import StageContext
+
+__all__ = ["MIN_MESSAGES", "HistoryCut", "find_cut", "result_floor_tokens"]
+
+#: Shorter histories are governed whole: the walk would cost about what it saves.
+MIN_MESSAGES = 512
+
+# The shortest texts a tool result can be replaced by: a compaction notice for a
+# one-letter tool and an empty result, and an offload notice with an empty path.
+_SHORTEST_COMPACTED = DEFAULT_COUNTER.count_text(compact_notice("x", ""))
+_SHORTEST_OFFLOADED = DEFAULT_COUNTER.count_text(offload_notice("", "", 0))
+
+
+@attrs.define
+class HistoryCut:
+    """The oldest history left out before the stages: ``messages[start:stop]``.
+
+    `start` is the first message after the leading system messages, `stop` a
+    user message. The stages then see ``messages[:start] + messages[stop:]``.
+
+    Everything they do to the kept messages is what they do in the full
+    history, with one exception: `strip_malformed_calls` names a call that has
+    no id after its message's index, which counts the messages left out. Those
+    the two repairs before it would have dropped anyway must not be counted;
+    `dropped_early` says which they are, and `index_shift` does the count (only
+    when an id is actually generated, since it reads the part left out).
+    """
+
+    messages: Sequence[Any]
+    start: int
+    stop: int
+    dropped_early: Callable[[Any], bool]
+    _shift: int | None = None
+
+    @property
+    def removed(self) -> int:
+        """How many messages were left out."""
+        return self.stop - self.start
+
+    def kept(self) -> list[Any]:
+        """The history without the part left out."""
+        return [*self.messages[: self.start], *self.messages[self.stop :]]
+
+    def index_shift(self) -> int:
+        """How many of the left-out messages the full pipeline still has when ids are made."""
+        if self._shift is None:
+            dropped = sum(map(self.dropped_early, self.messages[self.start : self.stop]))
+            self._shift = self.removed - dropped
+        return self._shift
+
+    def describe(self) -> str:
+        """The line for the report."""
+        return (
+            f"left out the {self.removed} oldest messages (messages[{self.start}.."
+            f"{self.stop - 1}]) before the stages ran: they cannot fit even with every tool "
+            "result compacted"
+        )
+
+
+def result_floor_tokens(content: Any, rest: int, offload_limit: int) -> int:
+    """The fewest tokens a tool message can come to, by the default estimate.
+
+    `rest` is what the message costs besides its content. Text longer than
+    `offload_limit` may be offloaded or cut to that many characters first.
+    """
+    if type(content) is not str:
+        return MESSAGE_OVERHEAD
+    own = (len(content) + 3) >> 2 if content.isascii() else -(-utf8_length(content) // 4)
+    floor = _SHORTEST_COMPACTED
+    if len(content) > offload_limit:
+        floor = min(floor, _SHORTEST_OFFLOADED, -(-max(0, offload_limit) // 4))
+    return rest - own + min(own, floor)
+
+
+def _is_user(message: Any) -> bool:
+    return isinstance(message, dict) and message.get("role") == "user"
+
+
+def _is_system(message: Any) -> bool:
+    role = message.get("role") if isinstance(message, dict) else None
+    return isinstance(role, str) and role in SYSTEM_ROLES
+
+
+def _answered(run: list[tuple[Any, int]], ids: frozenset[str]) -> int:
+    """The floors of the results in `run` that answer one of `ids` exactly once."""
+    seen: dict[Any, int] = {}
+    for identifier, _ in run:
+        if identifier in ids:
+            seen[identifier] = seen.get(identifier, 0) + 1
+    return sum(floor for identifier, floor in run if seen.get(identifier) == 1)
+
+
+class _Walk:
+    """The lower bounds of single messages, for one governor run."""
+
+    def __init__(self, ctx: StageContext, patterns: tuple[str, ...]) -> None:
+        self.of = ctx.facts.of
+        self.estimate = ctx.facts.estimate
+        self.offload_limit = ctx.config.max_tool_result_chars
+        self.patterns = patterns
+
+    def floor(self, message: Any, fact: MessageFacts) -> int:
+        """The least a message other than a tool result can cost in the request."""
+        if fact[2]:  # a repair may drop or rewrite it
+            return 0
+        if self.patterns and fact[3] == Kind.ASSISTANT:
+            if is_placeholder_message(message, self.patterns):
+                return 0
+        return fact[1]
+
+    def result_floor(self, message: Any, fact: MessageFacts) -> int:
+        """The least a tool result answering its call can cost in the request."""
+        if not self.estimate:
+            return MESSAGE_OVERHEAD  # only the default estimate is known to add up this way
+        content = message.get("content")
+        return result_floor_tokens(content, fact[1], self.offload_limit)
+
+
+def find_cut(
+    messages: Sequence[Any],
+    ctx: StageContext,
+    *,
+    patterns: tuple[str, ...] = (),
+    dropped_early: Callable[[Any], bool],
+) -> HistoryCut | None:
+    """The oldest part of `messages` that cannot be in any request within budget, or None.
+
+    `patterns` are the extra placeholder texts of `strip_placeholders`;
+    `dropped_early` tells the entries the repairs before `strip_malformed_calls`
+    drop (see `HistoryCut`).
+    """
+    walk = _Walk(ctx, patterns)
+    of = walk.of
+    count = len(messages)
+    start = 0
+    fixed = ctx.fixed_tokens
+    while start < count and of(messages[start])[3] == Kind.SYSTEM:
+        fixed += walk.floor(messages[start], of(messages[start]))
+        start += 1
+    room = ctx.budget.limit - fixed
+    index = count - 1
+    while index > start and not _is_user(messages[index]):
+        index -= 1
+    index -= 1  # the newest user message and what follows count nothing
+    total = 0
+    run: list[tuple[Any, int]] = []  # (call id, floor) of the results after `index`
+    while index >= start:
+        message = messages[index]
+        fact = of(message)
+        if fact[3] == Kind.TOOL:
+            floor = 0 if fact[2] else walk.result_floor(message, fact)
+            run.append((fact[4], floor))
+            index -= 1
+            continue
+        if run:
+            if fact[3] == Kind.ASSISTANT and not fact[2]:
+                total += _answered(run, fact[4])
+            run = []
+        total += walk.floor(message, fact)
+        if total > room:
+            break
+        index -= 1
+    else:
+        return None  # all of it might fit
+    return _at_turn_start(messages, start, index, dropped_early)
+
+
+def _at_turn_start(
+    messages: Sequence[Any], start: int, index: int, dropped_early: Callable[[Any], bool]
+) -> HistoryCut | None:
+    """The cut moved back to the user message at or before `index`, or None if there is none.
+
+    The leading system messages stay the same only if no system message comes
+    after them before the first user message (a repair could drop what is in
+    between and make it leading); histories where one does are governed whole.
+    """
+    stop = index
+    while stop > start and not _is_user(messages[stop]):
+        stop -= 1
+    first = start
+    while first < stop and not _is_user(messages[first]):
+        if _is_system(messages[first]):
+            return None
+        first += 1
+    if stop <= first:
+        return None
+    return HistoryCut(messages, start, stop, dropped_early)
+
+
+def early_drops(*, placeholders: bool, non_messages: bool, patterns: tuple[str, ...]) -> Callable[
+    [Any], bool
+]:
+    """What `strip_placeholders` and `drop_non_messages` drop, when they run."""
+
+    def dropped(entry: Any) -> bool:
+        if non_messages:
+            role = entry.get("role") if isinstance(entry, dict) else None
+            if not (isinstance(role, str) and role in KNOWN_ROLES):
+                return True
+        return placeholders and is_placeholder_message(entry, patterns)
+
+    return dropped
