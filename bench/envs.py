@@ -7,6 +7,10 @@
 uv is used when it can be found, else ``python -m venv`` and pip. Only the package
 index is contacted; plugin and core wheels are built locally without isolation
 when hatchling is importable here.
+
+Both environments hold compiled byte code: a machine that sets
+``PYTHONDONTWRITEBYTECODE`` would otherwise make every process of the start-up
+benchmarks compile its imports from source, on both sides.
 """
 
 from __future__ import annotations
@@ -114,7 +118,8 @@ def install(env: VirtualEnv, *requirements: str | Path, reinstall: Sequence[str]
     uv = find_uv()
     if uv:
         extra = [arg for name in reinstall for arg in ("--reinstall-package", name)]
-        run([uv, "pip", "install", "--quiet", "--python", env.python, *extra, *requirements])
+        command = [uv, "pip", "install", "--quiet", "--compile-bytecode", "--python", env.python]
+        run([*command, *extra, *requirements])
     else:
         extra = ["--force-reinstall"] if reinstall else []
         run(
@@ -124,11 +129,13 @@ def install(env: VirtualEnv, *requirements: str | Path, reinstall: Sequence[str]
                 "pip",
                 "install",
                 "--quiet",
+                "--compile",
                 "--disable-pip-version-check",
                 *extra,
                 *requirements,
             ]
         )
+    _mark_compiled(env)
 
 
 def build_wheels(projects: Sequence[Path], out: Path) -> list[Path]:
@@ -168,6 +175,32 @@ def build_wheels(projects: Sequence[Path], out: Path) -> list[Path]:
     return wheels
 
 
+_COMPILED_MARK = ".bytecode-compiled"
+
+
+def _mark_compiled(env: VirtualEnv) -> None:
+    (env.root / _COMPILED_MARK).write_text("site-packages compiled at install\n", encoding="utf-8")
+
+
+def ensure_compiled(env: VirtualEnv) -> None:
+    """Compile the environment's site-packages once (for one installed before this was done)."""
+    if (env.root / _COMPILED_MARK).exists():
+        return
+    # Not `run`: a package may ship a file that is not valid Python (a template, a test
+    # fixture); compileall then exits 1 having compiled everything else, which is all we need.
+    subprocess.run(
+        [str(env.python), "-m", "compileall", "-q", "-j", "0", *map(str, _site_packages(env))],
+        capture_output=True,
+        timeout=1800,
+        check=False,
+    )
+    _mark_compiled(env)
+
+
+def _site_packages(env: VirtualEnv) -> list[Path]:
+    return sorted(path for path in env.root.glob("lib*/python*/site-packages") if path.is_dir())
+
+
 def _nanobot_ai_ready(env: VirtualEnv) -> bool:
     if not env.exists():
         return False
@@ -188,6 +221,7 @@ def ensure_nanobot_ai() -> VirtualEnv:
         if find_uv() is None:
             run([env.python, "-m", "pip", "install", "--quiet", "--upgrade", "pip"])
         install(env, NANOBOT_AI_REQUIREMENT)
+    ensure_compiled(env)
     return env
 
 

@@ -114,7 +114,9 @@ def rows_for_sizes(timings: Sequence[SizeTimings], rounds: int, reps: int) -> li
         "offload threshold (16,000 chars, to a workspace folder on both sides). Each timed "
         "call gets freshly decoded message objects; the collector stays on. nanobot-ai's "
         "fallback counts a token per UTF-8 byte, ours about four bytes per token, so it "
-        "keeps fewer messages in the same budget."
+        "keeps fewer messages in the same budget. Ours first leaves out the history that "
+        "cannot fit even with every result compacted (`governance/budget_first.py`, same "
+        "governed messages), so its cost follows what fits rather than the history's length."
     )
     return [
         Row(
@@ -173,6 +175,7 @@ def rows_for_tau(tau_file: Path, tools_file: Path, reps: int) -> list[Row]:
     every, messages = figures["conversations"], figures["messages"]
     per_message = summarize([s * 1e6 / clean_messages for s in figures["clean_seconds"]])
     per_message_all = summarize([s * 1e6 / messages for s in figures["all_seconds"]])
+    dumps = summarize([s * 1e6 / clean_messages for s in figures["clean_dumps_seconds"]])
     uncopied = figures["clean_uncopied"]
     ratios = summarize(figures["peak_ratios"])
     return [
@@ -192,6 +195,9 @@ def rows_for_tau(tau_file: Path, tools_file: Path, reps: int) -> list[Row]:
                 f"result list `is` the input list in {uncopied} of {clean} clean conversations.",
                 f"all {every} conversations ({messages:,} messages, repairs included): median "
                 f"{per_message_all.median:.2f} µs/message.",
+                f"for scale, `json.dumps` of the clean conversations, timed in turn with "
+                f"governing them: median {dumps.median:.2f} µs/message (IQR {dumps.q1:.2f}–"
+                f"{dumps.q3:.2f}).",
             ],
         ),
         Row(

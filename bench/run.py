@@ -45,9 +45,11 @@ class Effort:
     prepare_rounds: int = 4
     prepare_reps: int = 10
     concurrency_reps: int = 10
-    governance_rounds: int = 2
+    # Governing one history takes milliseconds: many short samples per side, in
+    # alternating rounds, so that a slow spell of the machine cannot decide a median.
+    governance_rounds: int = 6
     governance_reps: int = 4
-    tau_reps: int = 20
+    tau_reps: int = 40
 
 
 QUICK = Effort(

@@ -52,6 +52,21 @@ def time_on_fresh_inputs(
     return samples
 
 
+def time_alternating(
+    make_input: Callable[[], T], functions: dict[str, Callable[[T], object]], reps: int
+) -> dict[str, list[float]]:
+    """`time_on_fresh_inputs` for several functions, taking turns rep by rep.
+
+    Used to time a reference on the same inputs in the same moments, so that a
+    slow spell of a shared machine shows in both.
+    """
+    samples: dict[str, list[float]] = {name: [] for name in functions}
+    for _ in range(reps):
+        for name, function in functions.items():
+            samples[name] += time_on_fresh_inputs(make_input, function, 1)
+    return samples
+
+
 def peak_extra_bytes(function: Callable[[], object]) -> int:
     """Peak bytes allocated by one call of `function` beyond what existed before (tracemalloc)."""
     gc.collect()

@@ -27,6 +27,7 @@ from _common import (
     parser,
     peak_extra_bytes,
     silence_structlog,
+    time_alternating,
     time_on_fresh_inputs,
     write,
 )
@@ -121,10 +122,15 @@ def _tau(
     def govern_all(conversations: list[Conversation]) -> list[Messages]:
         return [govern(history, system, tools) for system, history in conversations]
 
+    def dumps_all(conversations: list[Conversation]) -> list[str]:
+        return [json.dumps(history) for _system, history in conversations]
+
     clean = fresh(clean_indexes)()
     outputs = govern_all(clean)
     uncopied = sum(out is history for out, (_s, history) in zip(outputs, clean, strict=True))
-    clean_seconds = time_on_fresh_inputs(fresh(clean_indexes), govern_all, reps)
+    # json.dumps of the same messages, timed in turn with governing: a yardstick of how
+    # fast the machine was at that moment.
+    timed = time_alternating(fresh(clean_indexes), {"govern": govern_all, "dumps": dumps_all}, reps)
     all_seconds = time_on_fresh_inputs(fresh(list(range(len(every)))), govern_all, reps)
     ratios = (
         [_peak_ratio(govern, history, system, tools) for system, history in clean] if memory else []
@@ -134,7 +140,8 @@ def _tau(
         "messages": sum(len(history) for _s, history in every),
         "clean_conversations": len(clean),
         "clean_messages": sum(len(history) for _s, history in clean),
-        "clean_seconds": clean_seconds,
+        "clean_seconds": timed["govern"],
+        "clean_dumps_seconds": timed["dumps"],
         "all_seconds": all_seconds,
         "clean_uncopied": uncopied,
         "peak_ratios": ratios,

@@ -25,6 +25,10 @@ than with the length of the history.
 The governor uses the cut only when every active stage is a built-in in its
 default place (a third-party stage could shrink or drop anything) and
 `snip_history` runs; it says what it left out in the `snip_history` entry.
+A history whose kept part holds Anthropic tool blocks is governed whole. One
+that holds them only in the part left out is governed (and answered) in the
+OpenAI shape: the shape of what the model will see is what counts, and
+checking the rest would read the whole history again.
 """
 
 from __future__ import annotations
@@ -34,17 +38,18 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from nanobot_core.governance.anthropic import is_anthropic_shape
 from nanobot_core.governance.checks import is_placeholder_message
 from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
 from nanobot_core.governance.stages.compact import compact_notice
 from nanobot_core.governance.stages.offload import offload_notice
-from nanobot_core.governance.survey import Kind, MessageFacts
-from nanobot_core.governance.tokens import MESSAGE_OVERHEAD, DEFAULT_COUNTER, utf8_length
+from nanobot_core.governance.survey import Kind
+from nanobot_core.governance.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, utf8_length
 
 if TYPE_CHECKING:
     from nanobot_core.governance.context import StageContext
 
-__all__ = ["MIN_MESSAGES", "HistoryCut", "find_cut", "result_floor_tokens"]
+__all__ = ["MIN_MESSAGES", "HistoryCut", "early_drops", "find_cut"]
 
 #: Shorter histories are governed whole: the walk would cost about what it saves.
 MIN_MESSAGES = 512
@@ -60,7 +65,7 @@ class HistoryCut:
     """The oldest history left out before the stages: ``messages[start:stop]``.
 
     `start` is the first message after the leading system messages, `stop` a
-    user message. The stages then see ``messages[:start] + messages[stop:]``.
+    user message; the stages see `kept`, ``messages[:start] + messages[stop:]``.
 
     Everything they do to the kept messages is what they do in the full
     history, with one exception: `strip_malformed_calls` names a call that has
@@ -74,16 +79,13 @@ class HistoryCut:
     start: int
     stop: int
     dropped_early: Callable[[Any], bool]
+    kept: list[Any]
     _shift: int | None = None
 
     @property
     def removed(self) -> int:
         """How many messages were left out."""
         return self.stop - self.start
-
-    def kept(self) -> list[Any]:
-        """The history without the part left out."""
-        return [*self.messages[: self.start], *self.messages[self.stop :]]
 
     def index_shift(self) -> int:
         """How many of the left-out messages the full pipeline still has when ids are made."""
@@ -101,19 +103,14 @@ class HistoryCut:
         )
 
 
-def result_floor_tokens(content: Any, rest: int, offload_limit: int) -> int:
-    """The fewest tokens a tool message can come to, by the default estimate.
+def _text_tokens(text: str) -> int:
+    return (len(text) + 3) >> 2 if text.isascii() else -(-utf8_length(text) // 4)
 
-    `rest` is what the message costs besides its content. Text longer than
-    `offload_limit` may be offloaded or cut to that many characters first.
-    """
-    if type(content) is not str:
-        return MESSAGE_OVERHEAD
-    own = (len(content) + 3) >> 2 if content.isascii() else -(-utf8_length(content) // 4)
-    floor = _SHORTEST_COMPACTED
-    if len(content) > offload_limit:
-        floor = min(floor, _SHORTEST_OFFLOADED, -(-max(0, offload_limit) // 4))
-    return rest - own + min(own, floor)
+
+def _content_floors(offload_limit: int) -> tuple[int, int]:
+    """The fewest tokens a tool result's text can come to: (at most the limit, longer)."""
+    longer = min(_SHORTEST_COMPACTED, _SHORTEST_OFFLOADED, -(-max(0, offload_limit) // 4))
+    return _SHORTEST_COMPACTED, longer
 
 
 def _is_user(message: Any) -> bool:
@@ -125,39 +122,73 @@ def _is_system(message: Any) -> bool:
     return isinstance(role, str) and role in SYSTEM_ROLES
 
 
-def _answered(run: list[tuple[Any, int]], ids: frozenset[str]) -> int:
-    """The floors of the results in `run` that answer one of `ids` exactly once."""
+def _answered(ids: frozenset[str], run: list[Any], floors: list[int]) -> int:
+    """The floors of the results in `run` (call ids) that answer one of `ids` exactly once."""
     seen: dict[Any, int] = {}
-    for identifier, _ in run:
+    for identifier in run:
         if identifier in ids:
             seen[identifier] = seen.get(identifier, 0) + 1
-    return sum(floor for identifier, floor in run if seen.get(identifier) == 1)
+    return sum(
+        floor for identifier, floor in zip(run, floors, strict=True) if seen.get(identifier) == 1
+    )
 
 
-class _Walk:
-    """The lower bounds of single messages, for one governor run."""
+def _bound_exceeded(
+    messages: Sequence[Any],
+    start: int,
+    index: int,
+    room: int,
+    ctx: StageContext,
+    patterns: tuple[str, ...],
+) -> int | None:
+    """Walking back from `index`, where the lower bound of what follows first exceeds `room`.
 
-    def __init__(self, ctx: StageContext, patterns: tuple[str, ...]) -> None:
-        self.of = ctx.facts.of
-        self.estimate = ctx.facts.estimate
-        self.offload_limit = ctx.config.max_tool_result_chars
-        self.patterns = patterns
-
-    def floor(self, message: Any, fact: MessageFacts) -> int:
-        """The least a message other than a tool result can cost in the request."""
-        if fact[2]:  # a repair may drop or rewrite it
-            return 0
-        if self.patterns and fact[3] == Kind.ASSISTANT:
-            if is_placeholder_message(message, self.patterns):
-                return 0
-        return fact[1]
-
-    def result_floor(self, message: Any, fact: MessageFacts) -> int:
-        """The least a tool result answering its call can cost in the request."""
-        if not self.estimate:
-            return MESSAGE_OVERHEAD  # only the default estimate is known to add up this way
-        content = message.get("content")
-        return result_floor_tokens(content, fact[1], self.offload_limit)
+    None when it never does. The loop is the whole cost of a cut, so it is
+    written out in one piece.
+    """
+    of = ctx.facts.of
+    estimate = ctx.facts.estimate
+    limit = ctx.config.max_tool_result_chars
+    short, longer = _content_floors(limit)
+    tool, assistant = Kind.TOOL, Kind.ASSISTANT
+    total = 0
+    run: list[Any] = []  # call ids of the results after `index`, newest first
+    floors: list[int] = []  # their lower bounds
+    while index >= start:
+        message = messages[index]
+        fact = of(message)
+        kind = fact[3]
+        if kind == tool:
+            run.append(fact[4])
+            content = message.get("content")
+            if fact[2]:  # a repair may drop it
+                floors.append(0)
+            elif estimate and type(content) is str:
+                size = len(content)
+                own = (size + 3) >> 2 if content.isascii() else _text_tokens(content)
+                least = short if size <= limit else longer
+                floors.append(fact[1] - own + (least if least < own else own))
+            else:  # only the default estimate is known to add up this way
+                floors.append(MESSAGE_OVERHEAD)
+            index -= 1
+            continue
+        if run:
+            if kind == assistant and not fact[2]:
+                ids = fact[4]
+                if len(set(run)) == len(run) and ids.issuperset(run):
+                    total += sum(floors)
+                else:  # duplicates or strays: only the results sure to stay count
+                    total += _answered(ids, run, floors)
+            run = []
+            floors = []
+        if not fact[2] and not (
+            patterns and kind == assistant and is_placeholder_message(message, patterns)
+        ):
+            total += fact[1]
+        if total > room:
+            return index
+        index -= 1
+    return None
 
 
 def find_cut(
@@ -173,40 +204,21 @@ def find_cut(
     `dropped_early` tells the entries the repairs before `strip_malformed_calls`
     drop (see `HistoryCut`).
     """
-    walk = _Walk(ctx, patterns)
-    of = walk.of
+    of = ctx.facts.of
     count = len(messages)
     start = 0
     fixed = ctx.fixed_tokens
-    while start < count and of(messages[start])[3] == Kind.SYSTEM:
-        fixed += walk.floor(messages[start], of(messages[start]))
+    while start < count and (fact := of(messages[start]))[3] == Kind.SYSTEM:
+        fixed += 0 if fact[2] else fact[1]
         start += 1
-    room = ctx.budget.limit - fixed
     index = count - 1
     while index > start and not _is_user(messages[index]):
         index -= 1
-    index -= 1  # the newest user message and what follows count nothing
-    total = 0
-    run: list[tuple[Any, int]] = []  # (call id, floor) of the results after `index`
-    while index >= start:
-        message = messages[index]
-        fact = of(message)
-        if fact[3] == Kind.TOOL:
-            floor = 0 if fact[2] else walk.result_floor(message, fact)
-            run.append((fact[4], floor))
-            index -= 1
-            continue
-        if run:
-            if fact[3] == Kind.ASSISTANT and not fact[2]:
-                total += _answered(run, fact[4])
-            run = []
-        total += walk.floor(message, fact)
-        if total > room:
-            break
-        index -= 1
-    else:
+    # The newest user message and what follows count nothing: they may be cut to a few tokens.
+    exceeded = _bound_exceeded(messages, start, index - 1, ctx.budget.limit - fixed, ctx, patterns)
+    if exceeded is None:
         return None  # all of it might fit
-    return _at_turn_start(messages, start, index, dropped_early)
+    return _at_turn_start(messages, start, exceeded, dropped_early)
 
 
 def _at_turn_start(
@@ -228,12 +240,15 @@ def _at_turn_start(
         first += 1
     if stop <= first:
         return None
-    return HistoryCut(messages, start, stop, dropped_early)
+    kept = [*messages[:start], *messages[stop:]]
+    if is_anthropic_shape(kept):
+        return None  # its tool blocks become other messages: the bounds above do not hold
+    return HistoryCut(messages, start, stop, dropped_early, kept)
 
 
-def early_drops(*, placeholders: bool, non_messages: bool, patterns: tuple[str, ...]) -> Callable[
-    [Any], bool
-]:
+def early_drops(
+    *, placeholders: bool, non_messages: bool, patterns: tuple[str, ...]
+) -> Callable[[Any], bool]:
     """What `strip_placeholders` and `drop_non_messages` drop, when they run."""
 
     def dropped(entry: Any) -> bool:

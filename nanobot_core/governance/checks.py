@@ -99,9 +99,8 @@ class _Verdicts:
         self._chars = 0
         self._max_entries = entries
         self._max_chars = chars
-
-    def get(self, text: str) -> bool | None:
-        return self._known.get(text)
+        # The look-up itself, bound once: it runs for every call of every survey.
+        self.get = self._known.get
 
     def put(self, text: str, verdict: bool) -> None:
         if len(self._known) >= self._max_entries or self._chars >= self._max_chars:
@@ -112,13 +111,14 @@ class _Verdicts:
 
 
 _VERDICTS = _Verdicts()
+_known_verdict = _VERDICTS.get
 
 
 def arguments_ok(arguments: Any) -> bool:
     """Whether `arguments` is a string holding a strict JSON object (no NaN or Infinity)."""
     if type(arguments) is not str:
         return False
-    known = _VERDICTS.get(arguments)
+    known = _known_verdict(arguments)
     if known is not None:
         return known
     try:

@@ -76,9 +76,13 @@ class StageContext:
         """Tokens of one message (memoised)."""
         return self.facts.tokens(message)
 
+    def with_content(self, message: dict[str, Any], content: str) -> dict[str, Any]:
+        """A new dict: `message` with its content replaced, counted without reading it again."""
+        return self.facts.with_content(message, content)
+
     def request_tokens(self, messages: Sequence[Any]) -> int:
         """Tokens of the whole request with these messages."""
-        return self.fixed_tokens + self.survey(messages).tokens
+        return self.fixed_tokens + self.facts.list_tokens(messages)
 
     def over_budget(self, messages: Sequence[Any]) -> bool:
         """Whether the request with these messages exceeds the budget."""

@@ -6,6 +6,11 @@ list that shares every dict it did not change. A stage that is not built in
 gets a copy of the containers (dicts and lists; strings are shared), so even a
 stage that mutates what it is handed cannot reach the caller's history. When
 no stage and no final check changed anything, the result *is* the input list.
+
+Two shortcuts keep the cost to what matters, without changing any result: a
+history that is already clean and fits is recognised in one pass and handed
+back at once (`clean.py`), and history that cannot fit however the stages
+shrink it is left out before they run (`budget_first.py`).
 """
 
 from __future__ import annotations
@@ -18,12 +23,14 @@ import attrs
 
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config, GovernanceConfig
+from nanobot_core.governance import budget_first as cutting
 from nanobot_core.governance.anthropic import (
     from_openai_shape,
     is_anthropic_shape,
     to_openai_shape,
 )
-from nanobot_core.governance.budget_first import MIN_MESSAGES, early_drops, find_cut
+from nanobot_core.governance.budget_first import HistoryCut, early_drops, find_cut
+from nanobot_core.governance.clean import clean_tokens
 from nanobot_core.governance.context import Budget, StageContext
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
 from nanobot_core.governance.messages import container_copy
@@ -37,6 +44,7 @@ from nanobot_core.governance.tokens import (
     TokenCounter,
     count_system,
     count_tools,
+    is_default_counter,
 )
 
 __all__ = [
@@ -153,9 +161,19 @@ class Governor:
         disabled = set(config.disabled)
         self._pipeline = [(s, s.name in disabled) for s in placement.stages]
         self._options: dict[str, Mapping[str, Any]] = dict(config.stages)
-        self._tools_memo: tuple[tuple[int, ...], tuple[Any, ...], int] | None = None
+        self._tools_memo: tuple[tuple[Any, ...], int] | None = None
         self._system_memo: tuple[str | None, int] = (None, 0)
         self._cut_plan = _cut_plan(self._pipeline, self._options) if budget_first else None
+        # What each stage (then the final step) says about a history it leaves alone.
+        self._idle_notes = [
+            (stage.name, (_DISABLED_NOTE,) if disabled else ())
+            for stage, disabled in self._pipeline
+        ] + [(FINAL_STAGE, ())]
+        # A history `clean_tokens` accepts leaves every stage idle: skip straight to the result.
+        self._clean_path = is_default_counter(self.counter) and all(
+            disabled or idle_when_clean(stage.func, self._options.get(stage.name, {}))
+            for stage, disabled in self._pipeline
+        )
         for problem in placement.problems:
             log.warning("governance stage placement", problem=problem)
 
@@ -176,11 +194,12 @@ class Governor:
         return self._system_memo[1]
 
     def _tools_tokens(self, tools: Sequence[Any]) -> int:
-        key = tuple(map(id, tools))
-        if self._tools_memo is None or self._tools_memo[0] != key:
-            # The memo holds the definitions, so their ids cannot be reused meanwhile.
-            self._tools_memo = (key, tuple(tools), count_tools(tools, self.counter))
-        return self._tools_memo[2]
+        definitions = tuple(tools)
+        memo = self._tools_memo
+        # Compared item by item: the same definitions are the same objects, found at once.
+        if memo is None or memo[0] != definitions:
+            memo = self._tools_memo = (definitions, count_tools(definitions, self.counter))
+        return memo[1]
 
     # -- one run ----------------------------------------------------------------------
 
@@ -195,31 +214,87 @@ class Governor:
 
         The input is never modified. Messages may be in the OpenAI shape or
         hold Anthropic ``tool_use``/``tool_result`` blocks (answered in the
-        same shape). Never raises on any content of `messages`.
+        same shape, unless the blocks are only in history too old to fit: see
+        `budget_first`). Never raises on any content of `messages`.
         """
         given = messages if isinstance(messages, list) else list(messages)
-        tools = tools if isinstance(tools, list | tuple) else list(tools)
-        anthropic = is_anthropic_shape(given)
-        working = to_openai_shape(given) if anthropic else given
+        tools = tools if type(tools) is list or type(tools) is tuple else list(tools)
+        fixed = self._system_tokens(system), self._tools_tokens(tools)
+        if self._clean_path:
+            room = self.budget.limit - fixed[0] - fixed[1]
+            tokens = clean_tokens(given, room, self.config.max_tool_result_chars)
+            if tokens is not None:
+                return self._untouched(given, fixed[0] + fixed[1] + tokens)
         ctx = StageContext(
             budget=self.budget,
             counter=self.counter,
             store=self.store,
             workspace=self.workspace,
             config=self.config,
-            system_tokens=self._system_tokens(system),
-            tools_tokens=self._tools_tokens(tools),
+            system_tokens=fixed[0],
+            tools_tokens=fixed[1],
             facts=FactsCache(self.counter),
         )
+        ctx.cut = self._cut(given, ctx)
+        if ctx.cut is not None:
+            anthropic, current = False, ctx.cut.kept
+        else:
+            anthropic = is_anthropic_shape(given)
+            current = to_openai_shape(given) if anthropic else given
         report = GovernanceReport()
-        current = working
-        cut = None
-        if self._cut_plan is not None and len(working) >= MIN_MESSAGES:
-            patterns, dropped_early = self._cut_plan
-            cut = find_cut(working, ctx, patterns=patterns, dropped_early=dropped_early)
-            if cut is not None:
-                ctx.cut = cut
-                current = cut.kept()
+        current, tokens, clean = self._run_stages(current, ctx, report)
+        if ctx.cut is not None:
+            _report_cut(report, ctx.cut.describe())
+            ctx.cut = None  # the final step works on the snipped history
+        current, after = self._finish(current, tokens, clean, ctx, report)
+        if not report.changed:
+            current = given
+        elif anthropic:
+            current = from_openai_shape(current)
+        return GovernanceResult(
+            current, report, after, self.budget.limit, after <= self.budget.limit
+        )
+
+    def _finish(
+        self,
+        current: list[Any],
+        tokens: int,
+        clean: bool,
+        ctx: StageContext,
+        report: GovernanceReport,
+    ) -> tuple[list[Any], int]:
+        """The final step and its report entry: (the messages, their request tokens)."""
+        # On a clean history the final repairs would each find nothing: skip them.
+        final = FinalStep(current, False, []) if clean else final_step(current, ctx, self._options)
+        after = ctx.request_tokens(final.messages) if final.changed else tokens
+        details = list(final.details)
+        if after > self.budget.limit:
+            details.append(
+                f"the request takes {after} tokens, over the budget of {self.budget.limit}, with "
+                "only the newest user message left: the system prompt and tool definitions "
+                f"alone take {ctx.fixed_tokens}"
+            )
+        report.append(ReportEntry(FINAL_STAGE, final.changed, details, tokens, after))
+        return final.messages, after
+
+    def _untouched(self, messages: list[Any], tokens: int) -> GovernanceResult:
+        """The result for a history that is clean and fits: itself, every stage idle."""
+        report = GovernanceReport(
+            [ReportEntry(name, False, [*note], tokens, tokens) for name, note in self._idle_notes]
+        )
+        return GovernanceResult(messages, report, tokens, self.budget.limit, True)
+
+    def _cut(self, messages: list[Any], ctx: StageContext) -> HistoryCut | None:
+        """The oldest history that cannot fit, when leaving it out first is safe and worth it."""
+        if self._cut_plan is None or len(messages) < cutting.MIN_MESSAGES:
+            return None
+        patterns, dropped_early = self._cut_plan
+        return find_cut(messages, ctx, patterns=patterns, dropped_early=dropped_early)
+
+    def _run_stages(
+        self, current: list[Any], ctx: StageContext, report: GovernanceReport
+    ) -> tuple[list[Any], int, bool]:
+        """Every stage in order: (the messages, their request tokens, whether they are clean)."""
         tokens = ctx.request_tokens(current)
         clean = self._clean(current, ctx)
         for stage, disabled in self._pipeline:
@@ -234,36 +309,14 @@ class Governor:
             if entry.changed:
                 tokens = entry.tokens_after if entry.tokens_after is not None else tokens
                 clean = self._clean(current, ctx)
-        if cut is not None:
-            _report_cut(report, cut.describe())
-            ctx.cut = None  # the final step works on the snipped history
-        # On a clean history the final repairs would each find nothing: skip them.
-        final = FinalStep(current, False, []) if clean else final_step(current, ctx, self._options)
-        current = final.messages
-        after = ctx.request_tokens(current) if final.changed else tokens
-        fits = after <= self.budget.limit
-        details = list(final.details)
-        if not fits:
-            details.append(
-                f"the request takes {after} tokens, over the budget of {self.budget.limit}, with "
-                "only the newest user message left: the system prompt and tool definitions "
-                f"alone take {ctx.fixed_tokens}"
-            )
-        report.append(ReportEntry(FINAL_STAGE, final.changed, details, tokens, after))
-        if not report.changed:
-            current = given
-        elif anthropic:
-            current = from_openai_shape(current)
-        return GovernanceResult(current, report, after, self.budget.limit, fits)
+        return current, tokens, clean
 
     def _clean(self, messages: list[Any], ctx: StageContext) -> bool:
         """No defect, no result to offload, and within budget: the built-ins have nothing to do."""
+        if ctx.over_budget(messages):  # first: the total is cheap and often settles it
+            return False
         survey = ctx.survey(messages)
-        return (
-            survey.defects == 0
-            and survey.largest_result <= self.config.max_tool_result_chars
-            and ctx.fixed_tokens + survey.tokens <= self.budget.limit
-        )
+        return survey.defects == 0 and survey.largest_result <= self.config.max_tool_result_chars
 
     def _run_stage(
         self, stage: Stage, messages: list[Any], ctx: StageContext, tokens: int

@@ -6,22 +6,21 @@ Nothing here mutates its arguments: a changed message is always a new dict
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 __all__ = [
     "KNOWN_ROLES",
     "SYSTEM_ROLES",
+    "CallNames",
     "Message",
     "call_id",
     "call_name",
     "container_copy",
     "content_text",
     "leading_system_count",
-    "result_tool_names",
     "role_of",
     "tool_calls_of",
-    "tool_runs",
     "with_changes",
     "without_key",
 ]
@@ -91,35 +90,40 @@ def content_text(content: Any) -> str | None:
     return None
 
 
-def tool_runs(messages: Sequence[Any]) -> Iterator[tuple[int, range]]:
-    """(index of an assistant message with calls, range of the tool messages right after it)."""
-    index = 0
-    count = len(messages)
-    while index < count:
-        message = messages[index]
-        index += 1
-        if role_of(message) != "assistant" or not isinstance(message.get("tool_calls"), list):
-            continue
-        start = index
-        while index < count and role_of(messages[index]) == "tool":
-            index += 1
-        yield start - 1, range(start, index)
+class CallNames:
+    """The name of the call each tool message answers, found run by run as it is asked for.
 
+    The name is that of the first named call with the message's id in the
+    assistant message its run of tool messages follows. Each run is read once
+    while the questions come in order, so asking for every result is linear.
+    """
 
-def result_tool_names(messages: Sequence[Any]) -> dict[int, str]:
-    """For every tool message in a run, the name of the call it answers (by message index)."""
-    names: dict[int, str] = {}
-    for assistant, run in tool_runs(messages):
-        by_id = {}
-        for call in messages[assistant]["tool_calls"]:
+    def __init__(self, messages: Sequence[Any]) -> None:
+        self._messages = messages
+        self._run: tuple[int, int, dict[str, str]] = (0, -1, {})  # first, last index, names
+
+    def __call__(self, index: int) -> str | None:
+        """The name for the tool message at `index`, or None."""
+        first, last, names = self._run
+        if not first <= index <= last:
+            first, last, names = self._run = self._read_run(index)
+        identifier = self._messages[index].get("tool_call_id")
+        return names.get(identifier) if isinstance(identifier, str) else None
+
+    def _read_run(self, index: int) -> tuple[int, int, dict[str, str]]:
+        messages = self._messages
+        first = last = index
+        while first > 0 and role_of(messages[first - 1]) == "tool":
+            first -= 1
+        while last + 1 < len(messages) and role_of(messages[last + 1]) == "tool":
+            last += 1
+        calls = tool_calls_of(messages[first - 1]) if first > 0 else []
+        names: dict[str, str] = {}
+        for call in calls:
             identifier, name = call_id(call), call_name(call)
-            if identifier and name and identifier not in by_id:
-                by_id[identifier] = name
-        for position in run:
-            name = by_id.get(messages[position].get("tool_call_id"))
-            if name:
-                names[position] = name
-    return names
+            if identifier and name and identifier not in names:
+                names[identifier] = name
+        return first, last, names
 
 
 def leading_system_count(messages: Sequence[Any]) -> int:

@@ -32,19 +32,27 @@ class ResultStore(Protocol):
         ...
 
 
+# What the store remembers of a text it wrote: the text, its file, its size in bytes, and the
+# path `put` returns for it.
+_Written = tuple[str, str, int, str]
+
+
 class DirectoryResultStore:
     """Content-addressed text files in one directory.
 
     `put` returns the path relative to `relative_to` (the workspace) when the
     directory is inside it, else the absolute path. Files already written in
-    this process are remembered by content, so governing the same history
-    again costs a dictionary look-up and a ``stat``, not a hash.
+    this process are remembered, so governing the same history again costs a
+    comparison of the text with the one remembered and a ``stat``, not a hash.
     """
 
     def __init__(self, root: Path | str, *, relative_to: Path | str | None = None) -> None:
         self.root = Path(root)
         self.relative_to = Path(relative_to) if relative_to is not None else None
-        self._written: OrderedDict[str, tuple[Path, int]] = OrderedDict()
+        # (length, head, tail) -> (the text, its file, its size in bytes, the path to show).
+        # Keyed by a sample rather than by the text: a fresh copy of a long text (a history
+        # decoded again) would have to be hashed whole, where comparing it is cheaper.
+        self._written: OrderedDict[tuple[int, str, str], _Written] = OrderedDict()
         self._remember = 1024
 
     def __repr__(self) -> str:
@@ -52,18 +60,21 @@ class DirectoryResultStore:
 
     def put(self, content: str) -> str:
         """Save `content` (UTF-8) under its SHA-256 name and return the path to read it back."""
-        known = self._written.get(content)
-        if known is not None and _has_size(known[0], known[1]):
-            self._written.move_to_end(content)
-            return self._display(known[0])
+        key = (len(content), content[:64], content[-64:])
+        known = self._written.get(key)
+        if known is not None and known[0] == content and _has_size(known[1], known[2]):
+            self._written.move_to_end(key)
+            return known[3]
         data = content.encode("utf-8")
         target = self.root / f"{hashlib.sha256(data).hexdigest()}.txt"
-        if not _has_size(target, len(data)):
+        if not _has_size(str(target), len(data)):
             self._write(target, data)
-        self._written[content] = (target, len(data))
+        shown = self._display(target)
+        self._written[key] = (content, str(target), len(data), shown)
+        self._written.move_to_end(key)
         if len(self._written) > self._remember:
             self._written.popitem(last=False)
-        return self._display(target)
+        return shown
 
     def _write(self, target: Path, data: bytes) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
@@ -87,9 +98,9 @@ class DirectoryResultStore:
         return str(target)
 
 
-def _has_size(path: Path, size: int) -> bool:
+def _has_size(path: str, size: int) -> bool:
     try:
-        return path.stat().st_size == size
+        return os.stat(path).st_size == size
     except OSError:
         return False
 

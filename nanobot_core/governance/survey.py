@@ -13,11 +13,17 @@ cannot be reused by another object while it is cached.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import reduce
+from operator import itemgetter, or_
 from typing import Any, TypeAlias
 
 import attrs
 
-from nanobot_core.governance.checks import arguments_ok, is_placeholder_message
+from nanobot_core.governance.checks import (
+    arguments_ok,
+    has_lone_surrogate,
+    is_placeholder_message,
+)
 from nanobot_core.governance.tokens import (
     MESSAGE_OVERHEAD,
     PLAIN_KEYS,
@@ -27,9 +33,10 @@ from nanobot_core.governance.tokens import (
     is_default_counter,
     keys_dirty,
     scan_text,
+    utf8_length,
 )
 
-__all__ = ["Defect", "FactsCache", "Kind", "MessageFacts", "Survey", "survey_messages"]
+__all__ = ["Defect", "FactsCache", "Kind", "MessageFacts", "Splice", "Survey", "survey_messages"]
 
 
 class Defect:
@@ -61,14 +68,6 @@ class Kind:
     TOOL = 4
 
 
-_KINDS = {
-    "system": Kind.SYSTEM,
-    "developer": Kind.SYSTEM,
-    "user": Kind.USER,
-    "assistant": Kind.ASSISTANT,
-    "tool": Kind.TOOL,
-}
-
 #: What is known of one entry on its own: (the entry, tokens, its own `Defect` bits, `Kind`,
 #: link, result characters, holds lone surrogates). The link is, for an assistant message,
 #: the set of ids of its well-formed calls (empty when it makes none) and, for a tool
@@ -79,29 +78,96 @@ MessageFacts: TypeAlias = tuple[Any, int, int, int, Any, int, bool]
 
 @attrs.frozen(slots=True)
 class Survey:
-    """What one pass over a history found."""
+    """What one pass over a history found, and where the defects of its runs are.
+
+    The positions are indices into the surveyed list, so that the stages
+    repairing them need not read the whole list again.
+    """
 
     defects: int  # `Defect` bits
     tokens: int  # the messages only, without the system prompt and tools
     largest_result: int  # characters of the largest text tool result
+    #: Assistant messages whose calls are malformed.
+    malformed: tuple[int, ...] = ()
+    #: Results outside their call's run or repeated in it: (index, the run's assistant or None).
+    strays: tuple[tuple[int, int | None], ...] = ()
+    #: Runs that leave calls unanswered: (assistant, index of the run's last message, the ids).
+    open_runs: tuple[tuple[int, int, frozenset[str]], ...] = ()
 
     def has(self, defect: int) -> bool:
         """Whether any of `defect` is present."""
         return bool(self.defects & defect)
 
 
-def _estimate_message(message: dict[Any, Any]) -> tuple[int, bool]:
-    """`scan_text` of a message plus the overhead, with its top-level strings read inline."""
-    tokens = MESSAGE_OVERHEAD
-    dirty = not PLAIN_KEYS.issuperset(message) and keys_dirty(message)
-    for item in message.values():
-        if type(item) is str and item.isascii():
-            tokens += (len(item) + 3) >> 2
-        elif item is not None:
-            more, bad = scan_text(item)
-            tokens += more
-            dirty = dirty or bad
-    return tokens, dirty
+def _text_tokens(text: str) -> int:
+    """Tokens of one string by the default estimate."""
+    return (len(text) + 3) >> 2 if text.isascii() else -(-utf8_length(text) // 4)
+
+
+def _scan_calls(calls: list[Any]) -> tuple[int, bool, bool, frozenset[str]]:
+    """(tokens, lone surrogates, well formed, ids of the well-formed calls) of ``tool_calls``.
+
+    One pass both counts and checks the calls. A call of the usual shape (id,
+    type and a function with name and arguments, all ASCII) is read inline.
+    """
+    tokens = 0
+    surrogates = False
+    well_formed = bool(calls)
+    ids: set[str] = set()
+    for call in calls:
+        if type(call) is dict and len(call) == 3:
+            identifier = call.get("id")
+            function = call.get("function")
+            if type(function) is dict and len(function) == 2 and type(identifier) is str:
+                name = function.get("name")
+                arguments = function.get("arguments")
+                if (
+                    type(name) is str
+                    and type(arguments) is str
+                    and call.get("type") == "function"
+                    and identifier.isascii()
+                    and name.isascii()
+                    and arguments.isascii()
+                ):
+                    # "function", the type, counts 2 tokens.
+                    tokens += (
+                        ((len(identifier) + 3) >> 2)
+                        + ((len(name) + 3) >> 2)
+                        + ((len(arguments) + 3) >> 2)
+                        + 2
+                    )
+                    if not identifier or identifier in ids:
+                        well_formed = False
+                    else:
+                        ids.add(identifier)
+                    if not name.strip() or not arguments_ok(arguments):
+                        well_formed = False
+                    continue
+        more, bad = scan_text(call)
+        tokens += more
+        surrogates = surrogates or bad
+        if not _call_ok(call, ids):
+            well_formed = False
+    return tokens, surrogates, well_formed, frozenset(ids)
+
+
+def _call_ok(call: Any, ids: set[str]) -> bool:
+    """Whether one call is well formed; adds its id to `ids` when that id is usable."""
+    if not isinstance(call, dict):
+        return False
+    well_formed = type(call) is dict
+    identifier = call.get("id")
+    if isinstance(identifier, str) and identifier and identifier not in ids:
+        ids.add(identifier)
+    else:
+        well_formed = False
+    function = call.get("function")
+    if call.get("type") != "function" or type(function) is not dict:
+        return False
+    name = function.get("name")
+    if type(name) is not str or not name.strip() or not arguments_ok(function.get("arguments")):
+        return False
+    return well_formed
 
 
 def _check_calls(calls: Any) -> tuple[bool, frozenset[str]]:
@@ -111,20 +177,7 @@ def _check_calls(calls: Any) -> tuple[bool, frozenset[str]]:
     ids: set[str] = set()
     well_formed = True
     for call in calls:
-        if type(call) is not dict:
-            well_formed = False
-            continue
-        identifier = call.get("id")
-        if type(identifier) is not str or not identifier or identifier in ids:
-            well_formed = False
-        else:
-            ids.add(identifier)
-        function = call.get("function")
-        if call.get("type") != "function" or type(function) is not dict:
-            well_formed = False
-            continue
-        name = function.get("name")
-        if type(name) is not str or not name.strip() or not arguments_ok(function.get("arguments")):
+        if not _call_ok(call, ids):
             well_formed = False
     return well_formed, frozenset(ids)
 
@@ -155,65 +208,244 @@ def _result_chars(content: Any) -> int:
 
 _NO_CALLS: frozenset[str] = frozenset()
 
+# Module-level names for the hot paths: a global is read faster than a class attribute.
+_NON_MESSAGE, _SYSTEM, _USER, _ASSISTANT, _TOOL = (
+    Kind.NON_MESSAGE,
+    Kind.SYSTEM,
+    Kind.USER,
+    Kind.ASSISTANT,
+    Kind.TOOL,
+)
+_DIRTY, _META, _EMPTY, _MALFORMED, _NOT_MESSAGE = (
+    Defect.DIRTY_TEXT,
+    Defect.META,
+    Defect.EMPTY_RESULTS,
+    Defect.MALFORMED_CALLS,
+    Defect.NON_MESSAGES,
+)
 
-def _learn(message: Any, tokens: int, surrogates: bool) -> MessageFacts:
-    """The facts of one entry whose tokens and surrogates are known."""
+
+def _learn(
+    message: Any,
+    tokens: int,
+    surrogates: bool,
+    calls: tuple[int, bool, bool, frozenset[str]] | None = None,
+) -> MessageFacts:
+    """The facts of one entry whose tokens and surrogates are known.
+
+    `calls` is what `_scan_calls` found in an assistant's ``tool_calls``, when
+    the caller already scanned them.
+    """
     if not isinstance(message, dict):
-        return (message, tokens, Defect.NON_MESSAGES, Kind.NON_MESSAGE, None, 0, surrogates)
+        return (message, tokens, _NOT_MESSAGE, _NON_MESSAGE, None, 0, surrogates)
     role = message.get("role")
-    kind = _KINDS.get(role, Kind.NON_MESSAGE) if isinstance(role, str) else Kind.NON_MESSAGE
     content = message.get("content")
-    defects = _content_defects(content)
-    if surrogates:
-        defects |= Defect.DIRTY_TEXT
+    defects = _DIRTY if surrogates else 0
+    if content is not None and type(content) is not str:
+        defects |= _content_defects(content)
     if "_meta" in message:
-        defects |= Defect.META
-    if kind == Kind.TOOL:
-        if content is None or content == "" or content == []:
-            defects |= Defect.EMPTY_RESULTS
+        defects |= _META
+    if role == "tool":
+        if type(content) is str:
+            size = len(content)
+            if not size:
+                defects |= _EMPTY
+        else:
+            size = _result_chars(content)
+            if content is None or content == []:
+                defects |= _EMPTY
         identifier = message.get("tool_call_id")
         link = identifier if type(identifier) is str else None
-        return (message, tokens, defects, kind, link, _result_chars(content), surrogates)
-    if kind == Kind.NON_MESSAGE:
-        return (message, tokens, defects | Defect.NON_MESSAGES, kind, None, 0, surrogates)
-    if kind != Kind.ASSISTANT:
-        return (message, tokens, defects, kind, None, 0, surrogates)
-    ids = _NO_CALLS
+        return (message, tokens, defects, _TOOL, link, size, surrogates)
+    if role == "user":
+        return (message, tokens, defects, _USER, None, 0, surrogates)
+    if role == "assistant":
+        ids = _NO_CALLS
+        if calls is not None:
+            if not calls[2]:
+                defects |= _MALFORMED
+            ids = calls[3]
+        elif message.get("tool_calls") is not None:
+            well_formed, ids = _check_calls(message["tool_calls"])
+            if not well_formed:
+                defects |= _MALFORMED
+        # None is never a placeholder; most texts are not even worth a look.
+        looks = content is not None and (type(content) is not str or "[" in content)
+        if looks and is_placeholder_message(message):
+            defects |= Defect.PLACEHOLDERS
+        return (message, tokens, defects, _ASSISTANT, ids, 0, surrogates)
+    if role == "system" or role == "developer":
+        return (message, tokens, defects, _SYSTEM, None, 0, surrogates)
+    return (message, tokens, defects | _NOT_MESSAGE, _NON_MESSAGE, None, 0, surrogates)
+
+
+def _learn_estimated(message: dict[Any, Any]) -> MessageFacts:
+    """The facts of a dict, counted with the default estimate in the same pass."""
+    tokens = MESSAGE_OVERHEAD
+    surrogates = False
+    calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+    if type(calls) is not list:
+        calls = None  # anything else is counted below like any other value
+    for item in message.values():
+        if type(item) is str:
+            if item.isascii():
+                tokens += (len(item) + 3) >> 2
+            else:
+                tokens += -(-utf8_length(item) // 4)
+                surrogates = surrogates or has_lone_surrogate(item)
+        elif item is not None and item is not calls:
+            more, bad = scan_text(item)
+            tokens += more
+            surrogates = surrogates or bad
+    if not PLAIN_KEYS.issuperset(message) and keys_dirty(message):
+        surrogates = True
+    if calls is None:
+        return _learn(message, tokens, surrogates)
+    scanned = _scan_calls(calls)  # counts the calls and checks them in one pass
+    return _learn(message, tokens + scanned[0], surrogates or scanned[1], scanned)
+
+
+def _plain_facts(message: dict[Any, Any], content: Any) -> MessageFacts | None:
+    """The facts of the commonest messages, read without a loop; None for any other.
+
+    A user message ``{role, content}``, a tool result ``{role, tool_call_id,
+    content}`` (and ``name``), with non-empty ASCII text, and an assistant
+    message with ASCII text or calls (and ``reasoning_content``). The roles
+    count one token ("user", "tool") or three ("assistant").
+    """
+    role = message.get("role")
+    size = len(message)
+    if role == "assistant":
+        return _assistant_facts(message, content, size)
+    if type(content) is not str or not content or not content.isascii():
+        return None
+    if role == "user" and size == 2:
+        return (message, 5 + ((len(content) + 3) >> 2), 0, _USER, None, 0, False)
+    if role != "tool" or not 3 <= size <= 4:
+        return None
+    identifier = message.get("tool_call_id")
+    if type(identifier) is not str or not identifier.isascii():
+        return None
+    tokens = 5 + ((len(content) + 3) >> 2) + ((len(identifier) + 3) >> 2)
+    if size == 4:
+        name = message.get("name")
+        if type(name) is not str or not name.isascii():
+            return None
+        tokens += (len(name) + 3) >> 2
+    return (message, tokens, 0, _TOOL, identifier, len(content), False)
+
+
+def _assistant_facts(message: dict[Any, Any], content: Any, size: int) -> MessageFacts | None:
+    """`_plain_facts` of an assistant message: role, content, and tool_calls or reasoning."""
+    tokens = 7
+    if type(content) is str:
+        if not content.isascii() or "[" in content:  # "[": maybe a placeholder
+            return None
+        tokens += (len(content) + 3) >> 2
+    elif content is not None or "content" not in message:
+        return None
+    expected = 2  # role and content
+    reasoning = message.get("reasoning_content")
+    if reasoning is not None:
+        if type(reasoning) is not str or not reasoning.isascii():
+            return None
+        tokens += (len(reasoning) + 3) >> 2
+        expected += 1
     calls = message.get("tool_calls")
-    if calls is not None:
-        well_formed, ids = _check_calls(calls)
-        if not well_formed:
-            defects |= Defect.MALFORMED_CALLS
-    if (type(content) is not str or "[" in content) and is_placeholder_message(message):
-        defects |= Defect.PLACEHOLDERS
-    return (message, tokens, defects, kind, ids, 0, surrogates)
+    if calls is None:
+        return (message, tokens, 0, _ASSISTANT, _NO_CALLS, 0, False) if size == expected else None
+    if type(calls) is not list or size != expected + 1:
+        return None
+    more, surrogates, well_formed, ids = _scan_calls(calls)
+    if surrogates:
+        return None
+    defects = 0 if well_formed else _MALFORMED
+    return (message, tokens + more, defects, _ASSISTANT, ids, 0, False)
+
+
+_TOKENS = itemgetter(1)
+_DEFECTS = itemgetter(2)
+_RESULT_CHARS = itemgetter(5)
+
+
+class _Listed:
+    """What is known of one list of a run: its entries' facts, and later its total and survey."""
+
+    __slots__ = ("known", "messages", "survey", "tokens")
+
+    def __init__(self, messages: Sequence[Any], known: list[MessageFacts]) -> None:
+        self.messages = messages  # held, so that its id stays its own
+        self.known = known
+        self.tokens: int | None = None
+        self.survey: Survey | None = None
 
 
 class FactsCache:
-    """Per-run memo of message facts and of whole-list surveys."""
+    """Per-run memo of message facts, and of the facts, totals and surveys of whole lists.
+
+    Everything is keyed by object identity and holds the object, so an id
+    cannot be reused by another object while it is cached. A list is known
+    again only while its length is the same.
+    """
 
     def __init__(self, counter: TokenCounter | None = None) -> None:
         self.counter: TokenCounter = counter or EstimateCounter()
         self.estimate = is_default_counter(self.counter)
         self._facts: dict[int, MessageFacts] = {}
-        self._surveys: dict[int, tuple[Sequence[Any], int, Survey]] = {}
+        self._lists: dict[int, _Listed] = {}
 
     def of(self, message: Any) -> MessageFacts:
         """Everything known of one entry on its own (computed once per object)."""
         known = self._facts.get(id(message))
-        if known is not None and known[0] is message:
+        if known is not None:  # the memo holds the object: its id is not anyone else's
             return known
         if self.estimate and type(message) is dict:
-            tokens, surrogates = _estimate_message(message)
-        elif self.estimate:
-            tokens, surrogates = scan_text(message)
-            tokens += MESSAGE_OVERHEAD
+            learnt = _plain_facts(message, message.get("content")) or _learn_estimated(message)
         else:
-            tokens = count_message(message, self.counter)
-            surrogates = scan_text(message)[1]
-        learnt = _learn(message, tokens, surrogates)
+            if self.estimate:
+                tokens, surrogates = scan_text(message)
+                tokens += MESSAGE_OVERHEAD
+            else:
+                tokens = count_message(message, self.counter)
+                surrogates = scan_text(message)[1]
+            learnt = _learn(message, tokens, surrogates)
         self._facts[id(message)] = learnt
         return learnt
+
+    def replace_content(
+        self, message: dict[str, Any], content: Any, known: MessageFacts | None = None
+    ) -> MessageFacts:
+        """The facts of a new dict, `message` with `content` (the dict is the first item).
+
+        For a tool result whose text is replaced by other text (offloaded,
+        compacted, cut) only the content's share changes, so nothing else of the
+        message is read again. Any other message is learnt afresh. `known`
+        are the facts of `message`, when the caller has them at hand.
+        """
+        changed = dict.copy(message)  # a plain dict, keys in order: faster than {**message}
+        changed["content"] = content
+        known = known or self.of(message)
+        old = message.get("content")
+        if (
+            not self.estimate
+            or known[3] != _TOOL
+            or known[6]
+            or type(old) is not str
+            or type(content) is not str
+            or not content.isascii()
+        ):
+            return self.of(changed)
+        own = (len(old) + 3) >> 2 if old.isascii() else _text_tokens(old)
+        tokens = known[1] - own + ((len(content) + 3) >> 2)
+        defects = known[2] | _EMPTY if not content else known[2] & ~_EMPTY
+        learnt = (changed, tokens, defects, _TOOL, known[4], len(content), False)
+        self._facts[id(changed)] = learnt
+        return learnt
+
+    def with_content(self, message: dict[str, Any], content: Any) -> dict[str, Any]:
+        """A new dict: `message` with `content`, its facts worked out from the old ones."""
+        changed: dict[str, Any] = self.replace_content(message, content)[0]
+        return changed
 
     def facts(self, message: Any) -> tuple[int, bool]:
         """(tokens, holds unencodable text) of one message or entry."""
@@ -224,59 +456,145 @@ class FactsCache:
         """Tokens of one message."""
         return self.of(message)[1]
 
+    def _listed(self, messages: Sequence[Any]) -> _Listed:
+        listed = self._lists.get(id(messages))
+        if (
+            listed is not None
+            and listed.messages is messages
+            and len(listed.known) == len(messages)
+        ):
+            return listed
+        known: list[Any] = list(map(self._facts.get, map(id, messages)))
+        if None in known:
+            learn = self.of
+            known = [fact or learn(message) for message, fact in zip(messages, known, strict=True)]
+        listed = self._lists[id(messages)] = _Listed(messages, known)
+        return listed
+
+    def aligned(self, messages: Sequence[Any]) -> list[MessageFacts]:
+        """The facts of every entry of `messages`, in order (memoised per list)."""
+        return self._listed(messages).known
+
+    def note(self, messages: Sequence[Any], known: list[MessageFacts]) -> None:
+        """Record the facts of a list a stage just built from another one (same order)."""
+        self._lists[id(messages)] = _Listed(messages, known)
+
+    def list_tokens(self, messages: Sequence[Any]) -> int:
+        """Tokens of every message of `messages` (memoised per list)."""
+        listed = self._listed(messages)
+        if listed.tokens is None:
+            listed.tokens = sum(map(_TOKENS, listed.known))
+        return listed.tokens
+
     def survey(self, messages: Sequence[Any]) -> Survey:
         """The survey of `messages` (computed once per list object and length)."""
-        cached = self._surveys.get(id(messages))
-        if cached is not None and cached[0] is messages and cached[1] == len(messages):
-            return cached[2]
-        result = survey_messages(messages, self)
-        self._surveys[id(messages)] = (messages, len(messages), result)
-        return result
+        listed = self._listed(messages)
+        if listed.survey is None:
+            listed.survey = _survey_known(listed.known)
+        return listed.survey
+
+
+class Splice:
+    """A new list built from stretches of a surveyed one and new messages, with their facts.
+
+    What the repair stages build: the stretches are copied as slices, and the
+    facts of the result come with it, so the next survey need not look each
+    message up again.
+    """
+
+    def __init__(self, messages: Sequence[Any], facts: FactsCache) -> None:
+        self._messages = messages
+        self._facts = facts
+        self._known = facts.aligned(messages)
+        self.messages: list[Any] = []
+        self._result_known: list[MessageFacts] = []
+
+    def copy(self, start: int, stop: int | None = None) -> None:
+        """Append ``messages[start:stop]``."""
+        self.messages += self._messages[start:stop]
+        self._result_known += self._known[start:stop]
+
+    def add(self, *messages: Any) -> None:
+        """Append new (or moved) messages."""
+        for message in messages:
+            self.messages.append(message)
+            self._result_known.append(self._facts.of(message))
+
+    def done(self) -> list[Any]:
+        """The new list (its facts recorded)."""
+        self._facts.note(self.messages, self._result_known)
+        return self.messages
 
 
 def survey_messages(messages: Sequence[Any], facts: FactsCache | None = None) -> Survey:
     """Find every defect in `messages` in one pass, with their token total."""
-    facts = facts or FactsCache()
-    known = facts._facts.get  # read inline: this loop is the hot path
-    learn = facts.of
-    tool, assistant, system, user = Kind.TOOL, Kind.ASSISTANT, Kind.SYSTEM, Kind.USER
-    defects = 0
-    tokens = 0
-    largest = 0
-    pending: set[str] = set()  # call ids of the current run still waiting for a result
-    in_run = False
-    started = False  # seen the first message after the system messages
-    for message in messages:
-        fact = known(id(message))
-        if fact is None or fact[0] is not message:
-            fact = learn(message)
-        tokens += fact[1]
-        defects |= fact[2]
-        kind = fact[3]
-        if kind == tool:
-            if not started:
-                defects |= Defect.NOT_USER_START
-                started = True
-            if in_run and fact[4] in pending:
-                pending.discard(fact[4])
-            else:
-                defects |= Defect.STRAY_RESULTS
-            if fact[5] > largest:
-                largest = fact[5]
-            continue
-        if in_run:
+    return (facts or FactsCache()).survey(messages)
+
+
+def _survey_known(known: list[MessageFacts]) -> Survey:
+    if not known:
+        return Survey(defects=Defect.NOT_USER_START, tokens=0, largest_result=0)
+    runs = _Runs(known)
+    return Survey(
+        defects=reduce(or_, map(_DEFECTS, known)) | runs.defects,
+        tokens=sum(map(_TOKENS, known)),
+        largest_result=max(map(_RESULT_CHARS, known)),
+        malformed=tuple(runs.malformed),
+        strays=tuple(runs.strays),
+        open_runs=tuple(runs.open_runs),
+    )
+
+
+class _Runs:
+    """The part of the survey that follows the order of the messages: calls and their results.
+
+    Finds results outside their call's run (or repeated in it), runs leaving
+    calls unanswered, malformed calls, and a history not starting at a user.
+    """
+
+    def __init__(self, known: list[MessageFacts]) -> None:
+        self.defects = 0
+        self.malformed: list[int] = []
+        self.strays: list[tuple[int, int | None]] = []
+        self.open_runs: list[tuple[int, int, frozenset[str]]] = []
+        self._follow(known)
+
+    def _follow(self, known: list[MessageFacts]) -> None:
+        tool, assistant, system, user = _TOOL, _ASSISTANT, _SYSTEM, _USER
+        strays, open_runs = self.strays, self.open_runs
+        pending: set[str] = set()  # ids of the current run still waiting (none outside runs)
+        run = -1  # the index of the current run's assistant message (-1: not in a run)
+        started = False  # seen the first message after the system messages
+        for index, fact in enumerate(known):
+            kind = fact[3]
+            if kind == tool:
+                if fact[4] in pending:
+                    pending.discard(fact[4])
+                else:
+                    strays.append((index, run if run >= 0 else None))
+                    if not started:
+                        self.defects |= Defect.NOT_USER_START
+                        started = True
+                continue
             if pending:
-                defects |= Defect.UNANSWERED_CALLS
-            in_run = False
-        if not started and kind != system and kind:
-            started = True
-            if kind != user:
-                defects |= Defect.NOT_USER_START
-        if kind == assistant and fact[4]:
-            pending = set(fact[4])
-            in_run = True
-    if in_run and pending:
-        defects |= Defect.UNANSWERED_CALLS
-    if not started:
-        defects |= Defect.NOT_USER_START  # nothing but system messages: no user message at all
-    return Survey(defects=defects, tokens=tokens, largest_result=largest)
+                open_runs.append((run, index - 1, frozenset(pending)))
+                pending = set()
+            run = -1
+            if not started and kind != system and kind:
+                started = True
+                if kind != user:
+                    self.defects |= Defect.NOT_USER_START
+            if kind == assistant:
+                if fact[2] & _MALFORMED:
+                    self.malformed.append(index)
+                if fact[4]:
+                    pending = set(fact[4])
+                    run = index
+        if pending:
+            open_runs.append((run, len(known) - 1, frozenset(pending)))
+        if not started:
+            self.defects |= Defect.NOT_USER_START  # nothing but system messages: no user at all
+        if strays:
+            self.defects |= Defect.STRAY_RESULTS
+        if open_runs:
+            self.defects |= Defect.UNANSWERED_CALLS

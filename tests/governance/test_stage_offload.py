@@ -167,3 +167,12 @@ def test_small_results_are_left_alone() -> None:
     assert (
         run_pure(offload_results, history, context(max_tool_result_chars=LIMIT)).messages is history
     )
+
+
+def test_store_tells_apart_texts_alike_at_both_ends(tmp_path: Path) -> None:
+    """Texts of one length that differ only in the middle get their own files."""
+    store = default_store(tmp_path)
+    first, second = "h" * 100 + "A" + "t" * 100, "h" * 100 + "B" + "t" * 100
+    paths = [store.put(first), store.put(second), store.put(first[:50] + first[50:])]
+    assert paths[0] != paths[1] and paths[2] == paths[0]
+    assert (tmp_path / paths[1]).read_text(encoding="utf-8") == second

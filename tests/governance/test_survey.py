@@ -42,3 +42,21 @@ def test_clean_history_has_no_defect() -> None:
 def test_each_defect_is_found(history: list[Any], defect: int) -> None:
     """Each kind of defect sets its own bit."""
     assert survey_messages(history).has(defect)
+
+
+def test_survey_says_where_the_run_defects_are() -> None:
+    """Malformed calls, stray results and open runs come with their positions."""
+    history = [
+        user(),
+        calls(call("a"), call("b")),  # 1: b never answered
+        result("a"),
+        result("a"),  # 3: a second answer
+        say(),
+        result("z"),  # 5: outside any run
+        calls(call("c", None)),  # 6: a call without a name
+        result("c"),
+    ]
+    survey = survey_messages(history)
+    assert survey.malformed == (6,)
+    assert survey.strays == ((3, 1), (5, None))
+    assert survey.open_runs == ((1, 3, frozenset({"b"})),)

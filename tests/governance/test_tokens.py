@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from nanobot_core.governance import EstimateCounter, count_request
 from nanobot_core.governance.survey import FactsCache
 from nanobot_core.governance.tokens import MESSAGE_OVERHEAD, count_message, count_tools, scan_text
+from tests.governance.strategies import garbage_histories
 
 
 class _WordCounter:
@@ -63,3 +70,41 @@ def test_scan_finds_lone_surrogates_in_keys_and_nested_values() -> None:
     assert scan_text({"a": [{"b": "ok \ud83d"}]})[1]
     assert scan_text({"k\udfff": "v"})[1]
     assert not scan_text({"a": ["fine \U0001f600"]})[1]
+
+
+@settings(max_examples=500, derandomize=True, deadline=None, database=None)
+@given(history=garbage_histories())
+def test_facts_count_any_entry_as_count_message_does(history: list[Any]) -> None:
+    """The survey's shortcuts for common shapes never change a count, whatever the entry."""
+    facts = FactsCache()
+    assert [facts.tokens(entry) for entry in history] == [count_message(e) for e in history]
+
+
+@settings(max_examples=500, derandomize=True, deadline=None, database=None)
+@given(history=garbage_histories(), text=st.text(max_size=40))
+def test_facts_of_a_replaced_content_are_those_learnt_afresh(history: list[Any], text: str) -> None:
+    """Working out a new message's facts from the old one's agrees with reading it anew."""
+    facts = FactsCache()
+    for entry in history:
+        if isinstance(entry, dict):
+            replaced = facts.replace_content(entry, text)
+            assert replaced[0] == {**entry, "content": text}
+            assert replaced == FactsCache().of(replaced[0])
+            assert replaced[1] == count_message(replaced[0])
+
+
+@pytest.mark.parametrize("text", ["", "short", "é" * 9, "x" * 5_000])
+@pytest.mark.parametrize(
+    "message",
+    [
+        {"role": "tool", "tool_call_id": "c1", "content": "old output " * 50},
+        {"role": "tool", "tool_call_id": "c1", "name": "grep", "content": "", "_meta": {}},
+        {"role": "tool", "tool_call_id": 7, "content": "naïve"},
+    ],
+)
+def test_replacing_a_result_text_gives_the_facts_of_the_new_message(
+    message: dict[str, Any], text: str
+) -> None:
+    """A result whose text is replaced has the facts a fresh reading of it would give."""
+    replaced = FactsCache().replace_content(message, text)
+    assert replaced == FactsCache().of({**message, "content": text})

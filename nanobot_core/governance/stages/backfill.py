@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nanobot_core.governance.messages import Message, call_id, tool_runs
+from nanobot_core.governance.messages import Message, call_id
 from nanobot_core.governance.stage import StageOutcome
-from nanobot_core.governance.survey import Defect
+from nanobot_core.governance.survey import Defect, Splice
 
 if TYPE_CHECKING:
     from nanobot_core.governance.context import StageContext
@@ -30,31 +30,24 @@ def synthesized_result(identifier: str) -> Message:
 
 def backfill_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
     """Give every call without a result in the run after it a placeholder result."""
-    if not ctx.survey(messages).has(Defect.UNANSWERED_CALLS):
+    survey = ctx.survey(messages)
+    if not survey.has(Defect.UNANSWERED_CALLS):
         return StageOutcome.unchanged(messages)
-    additions: dict[int, list[Message]] = {}  # index of a run's last message -> placeholders
+    result = Splice(messages, ctx.facts)
     details: list[str] = []
-    for assistant, run in tool_runs(messages):
-        answered = {
-            identifier
-            for i in run
-            if isinstance(identifier := messages[i].get("tool_call_id"), str)
-        }
+    copied = 0
+    for assistant, last, unanswered in survey.open_runs:  # the runs the survey found open
         missing: list[str] = []
-        for call in messages[assistant]["tool_calls"]:
+        for call in messages[assistant]["tool_calls"]:  # in the order of the calls
             identifier = call_id(call)
-            if identifier and identifier not in answered and identifier not in missing:
+            if identifier in unanswered and identifier not in missing:
                 missing.append(identifier)
-        if missing:
-            additions[run.stop - 1] = [synthesized_result(i) for i in missing]
-            details.append(
-                f"messages[{assistant}]: no result for {', '.join(map(repr, missing))}: "
-                "added a placeholder result"
-            )
-    if not additions:
-        return StageOutcome.unchanged(messages)
-    result: list[Any] = []
-    for index, message in enumerate(messages):
-        result.append(message)
-        result += additions.get(index, ())
-    return StageOutcome(result, changed=True, details=details)
+        result.copy(copied, last + 1)
+        result.add(*(synthesized_result(identifier) for identifier in missing))
+        copied = last + 1
+        details.append(
+            f"messages[{assistant}]: no result for {', '.join(map(repr, missing))}: "
+            "added a placeholder result"
+        )
+    result.copy(copied)
+    return StageOutcome(result.done(), changed=True, details=details)

@@ -29,7 +29,7 @@ import attrs
 from nanobot_core.governance.messages import Message, preview, role_of, with_changes, without_key
 from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.stages.arguments import normalise_arguments
-from nanobot_core.governance.survey import Defect
+from nanobot_core.governance.survey import Defect, Splice
 
 if TYPE_CHECKING:
     from nanobot_core.governance.context import StageContext
@@ -207,26 +207,24 @@ def _repair_message(
 
 def strip_malformed_calls(messages: list[Any], ctx: StageContext) -> StageOutcome:
     """Drop calls without a name; give calls unique ids and JSON-object arguments."""
-    if not ctx.survey(messages).has(Defect.MALFORMED_CALLS):
+    survey = ctx.survey(messages)
+    if not survey.has(Defect.MALFORMED_CALLS):
         return StageOutcome.unchanged(messages)
     # The ids it makes count the messages the governor left out first (see budget_first).
     shift = ctx.cut.index_shift if ctx.cut is not None else _no_shift
-    result: list[Any] = []
+    result = Splice(messages, ctx.facts)
     details: list[str] = []
-    index = 0
-    while index < len(messages):
-        message = messages[index]
+    copied = 0  # messages[:copied] are handled; what lies between repairs is copied as is
+    for index in survey.malformed:  # only these can change; their runs change with them
         end = index + 1
-        if role_of(message) != "assistant" or message.get("tool_calls") is None:
-            result.append(message)
-            index = end
-            continue
         while end < len(messages) and role_of(messages[end]) == "tool":
             end += 1
-        replaced, repair = _repair_message(index, message, messages[index + 1 : end], shift)
-        result += replaced
+        replaced, repair = _repair_message(index, messages[index], messages[index + 1 : end], shift)
+        result.copy(copied, index)
+        result.add(*replaced)
         details += repair.details
-        index = end
+        copied = end
     if not details:
         return StageOutcome.unchanged(messages)
-    return StageOutcome(result, changed=True, details=details)
+    result.copy(copied)
+    return StageOutcome(result.done(), changed=True, details=details)

@@ -16,9 +16,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nanobot_core.governance.messages import content_text, result_tool_names, with_changes
+from nanobot_core.governance.messages import CallNames, content_text
 from nanobot_core.governance.stage import StageOutcome
-from nanobot_core.governance.stages.offload import offloaded_path
+from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX, offloaded_path
+from nanobot_core.governance.survey import Kind
 
 if TYPE_CHECKING:
     from nanobot_core.governance.context import StageContext
@@ -31,38 +32,60 @@ DEFAULT_KEEP = 3
 
 def compact_notice(tool: str | None, content: Any) -> str:
     """The short text that replaces a compacted result (deterministic)."""
-    text = content_text(content)
-    size = f"{len(text)} characters" if text is not None else "non-text content"
-    source = f"{tool!r}" if tool else "the tool"
-    notice = (
-        f"{COMPACT_PREFIX}: {source} returned {size} here. If you still need it, call the "
-        "tool again with narrower arguments (a smaller range, a filter or a limit).]"
-    )
-    path = offloaded_path(text) if text is not None else None
-    if path:
-        notice += f' The full result is saved: read_file(path="{path}").'
+    text = content if type(content) is str else content_text(content)
+    if text is None:
+        return _plain_notice(tool, None)
+    path = offloaded_path(text) if text.startswith(OFFLOAD_PREFIX) else None
+    if path is None:
+        return _plain_notice(tool, len(text))
+    return f'{_plain_notice(tool, len(text))} The full result is saved: read_file(path="{path}").'
+
+
+# Notices without a path, by (tool, characters): an agent compacts the same results turn
+# after turn. Bounded: cleared when full.
+_NOTICES: dict[tuple[str | None, int | None], str] = {}
+_NOTICES_KEPT = 8192
+
+
+def _plain_notice(tool: str | None, chars: int | None) -> str:
+    notice = _NOTICES.get((tool, chars))
+    if notice is None:
+        size = f"{chars} characters" if chars is not None else "non-text content"
+        source = f"{tool!r}" if tool else "the tool"
+        notice = (
+            f"{COMPACT_PREFIX}: {source} returned {size} here. If you still need it, call the "
+            "tool again with narrower arguments (a smaller range, a filter or a limit).]"
+        )
+        if len(_NOTICES) >= _NOTICES_KEPT:
+            _NOTICES.clear()
+        _NOTICES[tool, chars] = notice
     return notice
 
 
 def _candidates(messages: list[Any], ctx: StageContext) -> list[tuple[int, int, str | None]]:
-    """(tokens, index, tool name) of every result that may be compacted."""
+    """(minus tokens, index, tool name) of every result that may be compacted, largest first."""
     keep = max(0, int(ctx.option("keep", DEFAULT_KEEP)))
     excluded = set(ctx.option("exclude_tools", ()))
     only = ctx.option("tools", None)
     allowed = set(only) if only is not None else None
-    results = [i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "tool"]
-    names = result_tool_names(messages)
+    known = ctx.facts.aligned(messages)
+    tool = Kind.TOOL
+    results = [i for i, fact in enumerate(known) if fact[3] == tool]
+    call_names = CallNames(messages)
     found = []
     for index in results[: len(results) - keep] if keep else results:
         message = messages[index]
-        name = message.get("name") if isinstance(message.get("name"), str) else names.get(index)
+        name = message.get("name")
+        if not isinstance(name, str):
+            name = call_names(index)
         if name in excluded or (allowed is not None and name not in allowed):
             continue
-        text = content_text(message.get("content"))
+        content = message.get("content")
+        text = content if type(content) is str else content_text(content)
         if text is not None and text.startswith(COMPACT_PREFIX):
             continue
-        found.append((ctx.message_tokens(message), index, name))
-    found.sort(key=lambda item: (-item[0], item[1]))
+        found.append((-known[index][1], index, name))
+    found.sort()  # the largest first; ties: the oldest first (indices are unique)
     return found
 
 
@@ -72,18 +95,22 @@ def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
     if excess <= 0:
         return StageOutcome.unchanged(messages)
     clear_at_least = int(ctx.option("clear_at_least", 0))
+    replace = ctx.facts.replace_content
     result = list(messages)
+    known = ctx.facts.aligned(messages)
+    replaced = list(known)
     details: list[str] = []
     cleared = 0
-    for tokens, index, name in _candidates(messages, ctx):
+    for minus_tokens, index, name in _candidates(messages, ctx):
         if excess <= 0 and cleared >= clear_at_least:
             break
         message = messages[index]
-        compacted = with_changes(message, content=compact_notice(name, message.get("content")))
-        saved = tokens - ctx.message_tokens(compacted)
+        compacted = replace(message, compact_notice(name, message.get("content")), known[index])
+        saved = -minus_tokens - compacted[1]
         if saved <= 0:
             continue
-        result[index] = compacted
+        result[index] = compacted[0]
+        replaced[index] = compacted
         excess -= saved
         cleared += saved
         details.append(
@@ -91,4 +118,5 @@ def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
         )
     if not details:
         return StageOutcome.unchanged(messages)
+    ctx.facts.note(result, replaced)
     return StageOutcome(result, changed=True, details=details)

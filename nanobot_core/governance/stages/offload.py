@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
-from nanobot_core.governance.messages import content_text, result_tool_names, with_changes
+from nanobot_core.governance.messages import CallNames, content_text
 from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.truncation import truncate_middle
 
@@ -48,11 +48,11 @@ def offloaded_path(text: str) -> str | None:
     return found.group(1) if found else None
 
 
-def _tool_name(messages: list[Any], index: int, names: dict[int, str] | None) -> str | None:
+def _tool_name(messages: list[Any], index: int, call_names: CallNames) -> str | None:
     name = messages[index].get("name")
     if isinstance(name, str) and name:
         return name
-    return names.get(index) if names is not None else None
+    return call_names(index)
 
 
 def offload_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
@@ -61,22 +61,26 @@ def offload_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
     if ctx.survey(messages).largest_result <= limit:
         return StageOutcome.unchanged(messages)
     excluded = set(ctx.option("exclude_tools", ()))
-    names = result_tool_names(messages) if excluded else None
+    call_names = CallNames(messages)
+    known = ctx.facts.aligned(messages)
     result = list(messages)
+    replaced = list(known)
     details: list[str] = []
-    for index, message in enumerate(messages):
-        if not isinstance(message, dict) or message.get("role") != "tool":
-            continue
+    # The survey's size of a result's text is its length (0 for anything but a result).
+    for index in [i for i, fact in enumerate(known) if fact[5] > limit]:
+        message = messages[index]
         text = content_text(message.get("content"))
         if text is None or len(text) <= limit or text.startswith(OFFLOAD_PREFIX):
             continue
-        if excluded and _tool_name(messages, index, names) in excluded:
+        if excluded and _tool_name(messages, index, call_names) in excluded:
             continue
         replacement, note = _offloaded(text, limit, ctx)
-        result[index] = with_changes(message, content=replacement)
+        replaced[index] = ctx.facts.replace_content(message, replacement, known[index])
+        result[index] = replaced[index][0]
         details.append(f"messages[{index}]: {note}")
     if not details:
         return StageOutcome.unchanged(messages)
+    ctx.facts.note(result, replaced)
     return StageOutcome(result, changed=True, details=details)
 
 

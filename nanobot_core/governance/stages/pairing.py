@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nanobot_core.governance.messages import call_id, preview, role_of
+from nanobot_core.governance.messages import call_id, preview
 from nanobot_core.governance.stage import StageOutcome
-from nanobot_core.governance.survey import Defect
+from nanobot_core.governance.survey import Defect, Splice, Survey
 
 if TYPE_CHECKING:
     from nanobot_core.governance.context import StageContext
@@ -24,47 +24,40 @@ __all__ = ["pair_results"]
 
 
 class _Pairing:
-    """One left-to-right pass deciding, for every tool message, keep, move or drop."""
+    """Decides, for every result the survey found out of place, drop it or move it back.
 
-    def __init__(self, messages: list[Any]) -> None:
+    Works from the survey's list of such results and of the runs that left
+    calls unanswered, in the order of the history, as a left-to-right pass
+    over every message would.
+    """
+
+    def __init__(self, messages: list[Any], survey: Survey) -> None:
         self.messages = messages
+        self.survey = survey
         self.dropped: set[int] = set()
         self.moved_to: dict[int, list[int]] = {}  # assistant index -> stray result indices
-        self.run_end: dict[int, int] = {}  # index of a run's last message -> its assistant
         self.details: list[str] = []
         # call id -> assistant indices whose run ended with that call unanswered (ascending)
         self._waiting: dict[str, list[int]] = {}
 
     def scan(self) -> None:
-        assistant: int | None = None
-        pending: set[str] = set()
-        for index, message in enumerate(self.messages):
-            if role_of(message) == "tool":
-                identifier = message.get("tool_call_id")
-                if assistant is not None and isinstance(identifier, str) and identifier in pending:
-                    pending.discard(identifier)
-                elif assistant is not None and self._calls_id(assistant, identifier):
-                    self._drop(index, f"dropped a duplicate result for {identifier!r}")
-                else:
-                    self._place_stray(index, identifier)
-                continue
-            if assistant is not None:
-                self._close_run(assistant, index - 1, pending)
-            assistant, pending = None, set()
-            if role_of(message) == "assistant" and isinstance(message.get("tool_calls"), list):
-                assistant = index
-                pending = {i for c in message["tool_calls"] if (i := call_id(c))}
-        if assistant is not None:
-            self._close_run(assistant, len(self.messages) - 1, pending)
+        open_runs = self.survey.open_runs
+        closed = 0  # open_runs[:closed] ended before the current result
+        for index, assistant in self.survey.strays:
+            while closed < len(open_runs) and open_runs[closed][1] < index:
+                run_assistant, _, unanswered = open_runs[closed]
+                for identifier in unanswered:
+                    self._waiting.setdefault(identifier, []).append(run_assistant)
+                closed += 1
+            identifier = self.messages[index].get("tool_call_id")
+            if assistant is not None and self._calls_id(assistant, identifier):
+                self._drop(index, f"dropped a duplicate result for {identifier!r}")
+            else:
+                self._place_stray(index, identifier)
 
     def _calls_id(self, assistant: int, identifier: Any) -> bool:
         calls = self.messages[assistant]["tool_calls"]
         return isinstance(identifier, str) and any(call_id(c) == identifier for c in calls)
-
-    def _close_run(self, assistant: int, last: int, pending: set[str]) -> None:
-        self.run_end[last] = assistant
-        for identifier in pending:
-            self._waiting.setdefault(identifier, []).append(assistant)
 
     def _drop(self, index: int, why: str) -> None:
         self.dropped.add(index)
@@ -83,23 +76,30 @@ class _Pairing:
             f"messages[{target}]"
         )
 
-    def rebuilt(self) -> list[Any]:
-        result: list[Any] = []
-        for index, message in enumerate(self.messages):
+    def rebuilt(self, ctx: StageContext) -> list[Any]:
+        """The messages without the dropped ones, moved results at the end of their new run."""
+        messages = self.messages
+        run_last = {assistant: last for assistant, last, _ in self.survey.open_runs}
+        after = {run_last[a]: [messages[i] for i in moved] for a, moved in self.moved_to.items()}
+        result = Splice(messages, ctx.facts)
+        copied = 0  # messages[:copied] are decided; whole stretches in between are sliced in
+        for index in sorted(self.dropped | after.keys()):
+            result.copy(copied, index)
             if index not in self.dropped:
-                result.append(message)
-            assistant = self.run_end.get(index)
-            if assistant is not None:
-                result += [self.messages[i] for i in self.moved_to.get(assistant, ())]
-        return result
+                result.add(messages[index])
+            result.add(*after.get(index, ()))
+            copied = index + 1
+        result.copy(copied)
+        return result.done()
 
 
 def pair_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
     """Move misplaced tool results back after their call; drop duplicates and orphans."""
-    if not ctx.survey(messages).has(Defect.STRAY_RESULTS):
+    survey = ctx.survey(messages)
+    if not survey.has(Defect.STRAY_RESULTS):
         return StageOutcome.unchanged(messages)
-    pairing = _Pairing(messages)
+    pairing = _Pairing(messages, survey)
     pairing.scan()
     if not pairing.details:
         return StageOutcome.unchanged(messages)
-    return StageOutcome(pairing.rebuilt(), changed=True, details=pairing.details)
+    return StageOutcome(pairing.rebuilt(ctx), changed=True, details=pairing.details)

@@ -22,6 +22,7 @@ from nanobot_core.governance.messages import (
 )
 from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.stages.start import CONTINUE, ensure_user_start
+from nanobot_core.governance.survey import Kind, MessageFacts
 from nanobot_core.governance.truncation import fit_to_tokens
 
 if TYPE_CHECKING:
@@ -37,16 +38,22 @@ MIN_RESULT_TOKENS = 64
 _CUT_LABEL = "cut to fit the context budget"
 
 
-def _fitting_start(history: list[Any], room: int, ctx: StageContext) -> int | None:
-    """The earliest user message from which the rest of `history` fits in `room` tokens."""
+def _fitting_start(known: list[MessageFacts], start: int, room: int) -> int | None:
+    """The earliest user message from which the rest of the history fits in `room` tokens.
+
+    `known` are the facts of the whole list; the history is what follows its
+    first `start` (system) messages. The index is into the history.
+    """
+    user = Kind.USER
     best = None
     total = 0
-    for index in range(len(history) - 1, -1, -1):
-        total += ctx.message_tokens(history[index])
+    for index in range(len(known) - 1, start - 1, -1):
+        fact = known[index]
+        total += fact[1]
         if total > room:
             break
-        if role_of(history[index]) == "user":
-            best = index
+        if fact[3] == user:
+            best = index - start
     return best
 
 
@@ -129,14 +136,17 @@ def snip_history(messages: list[Any], ctx: StageContext) -> StageOutcome:
     working, inserted = ensure_user_start(messages)
     details = [inserted] if inserted else []
     start = leading_system_count(working)
+    known = ctx.facts.aligned(working)
     prefix, history = working[:start], working[start:]
-    room = ctx.budget.limit - ctx.fixed_tokens - sum(ctx.message_tokens(m) for m in prefix)
-    first = _fitting_start(history, room, ctx)
+    room = ctx.budget.limit - ctx.fixed_tokens - sum(fact[1] for fact in known[:start])
+    first = _fitting_start(known, start, room)
     notes: list[str] = []
     if first is not None:
         kept = history[first:]
+        kept_known = known[:start] + known[start + first :]
     else:
         first, kept, notes = _newest_turn_only(history, room, ctx)
+        kept_known = None
     if first:
         details.append(
             f"dropped the {first} oldest messages (messages[{start}..{start + first - 1}]) "
@@ -146,4 +156,6 @@ def snip_history(messages: list[Any], ctx: StageContext) -> StageOutcome:
     result = [*prefix, *kept]
     if len(result) == len(messages) and all(a is b for a, b in zip(result, messages, strict=True)):
         return StageOutcome.unchanged(messages)
+    if kept_known is not None:
+        ctx.facts.note(result, kept_known)
     return StageOutcome(result, changed=True, details=details)

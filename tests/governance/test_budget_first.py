@@ -1,0 +1,324 @@
+"""Budget first: history that can never fit is left out before the stages, changing nothing else."""
+
+from __future__ import annotations
+
+import copy
+import json
+import random
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+
+from nanobot_core.config import GovernanceConfig
+from nanobot_core.governance import (
+    GovernanceResult,
+    Governor,
+    Stage,
+    StageOutcome,
+    budget_first,
+    build_governor,
+    builtin_stages,
+)
+from nanobot_core.governance.budget_first import early_drops, find_cut
+from nanobot_core.governance.context import StageContext
+from nanobot_core.governance.invariants import check_invariants
+from nanobot_core.governance.tokens import count_request
+from tests.governance.strategies import (
+    GOVERNANCE_CONFIGS,
+    DirtyRequest,
+    GovernorFactory,
+    dirty_requests,
+)
+
+Message = dict[str, Any]
+SYSTEM = "You are a coding agent. Use the tools."
+TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
+LEFT_OUT = "before the stages ran"
+
+
+class _Session:
+    """A long synthetic coding-agent session, with a little dirt of every kind now and then."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.messages: list[Any] = []
+        self.calls = 0
+
+    def text(self, low: int, high: int) -> str:
+        words = ("file", "test", "patch", "error", "token", "stage", "value", "naïve", "数据")
+        return " ".join(self.rng.choice(words) for _ in range(self.rng.randint(low, high)))
+
+    def call(self, name: str = "read_file") -> Message:
+        self.calls += 1
+        arguments = json.dumps({"path": f"src/f{self.calls}.py"})
+        function = {"name": name, "arguments": arguments}
+        return {"id": f"call_{self.calls}", "type": "function", "function": function}
+
+    def result(self, call: Message, content: str | None = None) -> Message:
+        text = self.text(10, 200) if content is None else content
+        if self.rng.random() < 0.03:
+            text = "line of output\n" * self.rng.randint(1_500, 5_000)  # offloaded
+        name = call["function"]["name"]
+        return {"role": "tool", "tool_call_id": call["id"], "name": name, "content": text}
+
+    def turn(self, number: int) -> None:
+        self.messages.append({"role": "user", "content": self.text(5, 60)})
+        for _ in range(self.rng.randint(1, 3)):
+            calls = [self.call() for _ in range(self.rng.randint(1, 3))]
+            assistant: Message = {"role": "assistant", "content": None, "tool_calls": calls}
+            if self.rng.random() < 0.3:
+                assistant["reasoning_content"] = self.text(5, 40)
+            self.messages.append(assistant)
+            self.messages += [self.result(call) for call in calls]
+        if number % 7 == 3:
+            self.dirt(number // 7)
+        self.messages.append({"role": "assistant", "content": self.text(5, 80)})
+
+    def dirt(self, kind: int) -> None:
+        good, bad = self.call(), self.call()
+        dirt = [
+            [{"role": "assistant", "content": "[Previous assistant message omitted.]"}],
+            [42, {"role": "critic", "content": "noise"}],
+            [{"role": "assistant", "content": "", "tool_calls": [good]}],  # unanswered
+            [{"role": "tool", "tool_call_id": "call_nobody", "content": "orphan"}],
+            [
+                {"role": "assistant", "content": None, "tool_calls": [good]},
+                self.result(good),
+                self.result(good),  # answered twice
+            ],
+            [
+                {"role": "assistant", "content": None, "tool_calls": [{**good, "id": ""}]},
+                {"role": "tool", "tool_call_id": "", "content": "no id"},
+            ],
+            [
+                {"role": "assistant", "content": None, "tool_calls": [good, bad]},
+                self.result(bad),  # out of order
+                self.result(good, ""),  # empty
+            ],
+            [{"role": "user", "content": "more \ud83d", "_meta": {"at": "t"}}],
+        ]
+        self.messages += dirt[kind % len(dirt)]
+
+
+def _session(turns: int, seed: int = 7) -> list[Any]:
+    session = _Session(seed)
+    for number in range(turns):
+        session.turn(number)
+    session.messages.append({"role": "user", "content": "Please go on."})
+    return session.messages
+
+
+def _pair(tmp_path: Path, **settings: Any) -> tuple[Governor, Governor]:
+    """The same governor twice: leaving out first, and running every stage on everything."""
+    config = GovernanceConfig(**settings)
+    stages = builtin_stages()
+    return (
+        Governor(stages, config=config, workspace=tmp_path),
+        Governor(stages, config=config, workspace=tmp_path, budget_first=False),
+    )
+
+
+def _both(pair: tuple[Governor, Governor], history: list[Any]) -> tuple[Any, Any]:
+    fast, full = pair
+    return (
+        fast.govern(history, system=SYSTEM, tools=TOOLS),
+        full.govern(history, system=SYSTEM, tools=TOOLS),
+    )
+
+
+def _left_out(result: GovernanceResult) -> list[str]:
+    entry = result.report.entry("snip_history")
+    assert entry is not None
+    return [line for line in entry.details if LEFT_OUT in line]
+
+
+@pytest.mark.parametrize(("seed", "limit"), [(1, 30_000), (2, 12_000), (3, 60_000), (4, 4_000)])
+def test_huge_history_governs_to_the_same_messages_as_the_full_pipeline(
+    tmp_path: Path, seed: int, limit: int
+) -> None:
+    """Far over budget, leaving out first gives exactly the messages of running every stage."""
+    history = _session(400, seed)
+    fast, full = _both(_pair(tmp_path, input_limit=limit, max_tool_result_chars=8_000), history)
+    assert _left_out(fast) and not _left_out(full)
+    assert fast.messages == full.messages
+    assert (fast.tokens, fast.fits) == (full.tokens, full.fits)
+    assert fast.tokens == count_request(SYSTEM, fast.messages, TOOLS)
+    assert check_invariants(fast.messages, system=SYSTEM, tools=TOOLS, budget=limit) == []
+
+
+def test_report_lists_every_stage_and_what_was_left_out(tmp_path: Path) -> None:
+    """Every stage still has its entry; snip_history says how many messages went first."""
+    history = _session(300)
+    result, _ = _both(_pair(tmp_path, input_limit=20_000), history)
+    assert [entry.stage for entry in result.report] == [
+        *(stage.name for stage in builtin_stages()),
+        "final",
+    ]
+    (line,) = _left_out(result)
+    assert line.startswith("left out the ") and "cannot fit even with every tool result" in line
+    snip = result.report.entry("snip_history")
+    assert snip is not None and snip.changed
+
+
+def test_cut_starts_at_a_user_message_so_no_call_loses_its_results() -> None:
+    """The first message kept is a user message: a call and its results stay on one side."""
+    history = _session(300)
+    governor = build_governor(GovernanceConfig(input_limit=20_000))
+    ctx = StageContext(budget=governor.budget, config=governor.config)
+    dropped = early_drops(placeholders=True, non_messages=True, patterns=())
+    cut = find_cut(history, ctx, dropped_early=dropped)
+    assert cut is not None and cut.start == 0 and cut.stop > 0
+    assert history[cut.stop]["role"] == "user"
+    assert cut.kept == history[cut.stop :]
+
+
+def test_newest_user_message_survives_even_a_hopeless_budget(tmp_path: Path) -> None:
+    """With room for almost nothing, the newest user message is what is kept, as without a cut."""
+    history = _session(300)
+    history[-1] = {"role": "user", "content": "Start of the request. " + "detail " * 3_000}
+    fast, full = _both(_pair(tmp_path, input_limit=600), history)
+    assert fast.messages == full.messages
+    assert [message["role"] for message in fast.messages] == ["user"]
+    assert fast.messages[0]["content"].startswith("Start of the request.")
+
+
+def test_input_is_untouched_and_governing_the_result_again_changes_nothing(
+    tmp_path: Path,
+) -> None:
+    """The caller's history stays as it was, and the governed copy is a fixed point."""
+    history = _session(300)
+    snapshot = copy.deepcopy(history)
+    fast, _ = _pair(tmp_path, input_limit=25_000)
+    first = fast.govern(history, system=SYSTEM, tools=TOOLS)
+    assert history == snapshot
+    again = fast.govern(first.messages, system=SYSTEM, tools=TOOLS)
+    assert again.messages is first.messages and not again.report.changed
+
+
+def test_ids_made_for_calls_without_one_are_those_of_the_full_pipeline(tmp_path: Path) -> None:
+    """A call missing its id gets the id the full pipeline gives it, whatever was left out."""
+    history = _session(200)
+    history[1:1] = [
+        {"role": "assistant", "content": "[Previous assistant message omitted.]"},
+        7,
+        {"role": "critic", "content": "dropped early"},
+    ]
+    missing = {"type": "function", "function": {"name": "grep", "arguments": '{"q": "x"}'}}
+    history[-1:-1] = [
+        {"role": "user", "content": "search"},
+        {"role": "assistant", "content": None, "tool_calls": [missing]},
+        {"role": "tool", "tool_call_id": "", "content": "found"},
+    ]
+    fast, full = _both(_pair(tmp_path, input_limit=15_000), history)
+    assert _left_out(fast)
+    assert fast.messages == full.messages
+    made = [m for m in fast.messages if m.get("role") == "assistant" and m.get("tool_calls")][-1]
+    assert made["tool_calls"][0]["id"].startswith("call_")
+
+
+def test_a_third_party_stage_turns_leaving_out_first_off(tmp_path: Path) -> None:
+    """A stage that is not built in could shrink anything, so the history is governed whole."""
+
+    def keep_all(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        return StageOutcome(messages)
+
+    stages = [*builtin_stages(), Stage("keep_all", keep_all)]
+    governor = Governor(stages, config=GovernanceConfig(input_limit=20_000), workspace=tmp_path)
+    result = governor.govern(_session(300), system=SYSTEM, tools=TOOLS)
+    assert not _left_out(result)
+    assert check_invariants(result.messages, system=SYSTEM, tools=TOOLS, budget=20_000) == []
+
+
+def _anthropic(history: list[Any]) -> list[Any]:
+    """The session with its calls and results as Anthropic tool_use / tool_result blocks."""
+    converted: list[Any] = []
+    for message in history:
+        if not isinstance(message, dict):
+            continue
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            blocks = [
+                {"type": "tool_use", "id": c["id"], "name": c["function"]["name"], "input": {}}
+                for c in message["tool_calls"]
+                if c.get("id")
+            ]
+            converted.append({"role": "assistant", "content": blocks})
+        elif message.get("role") == "tool":
+            block = {"type": "tool_result", "tool_use_id": message["tool_call_id"]}
+            converted.append({"role": "user", "content": [{**block, "content": "ok"}]})
+        elif message.get("role") in ("user", "assistant"):
+            converted.append({"role": message["role"], "content": message["content"] or "..."})
+    return converted
+
+
+def test_anthropic_history_is_governed_whole_and_answered_in_its_shape(tmp_path: Path) -> None:
+    """Tool blocks in the part that can fit turn the cut off: same result, same shape."""
+    history = _anthropic(_session(300))
+    fast, full = _both(_pair(tmp_path, input_limit=20_000), history)
+    assert not _left_out(fast)
+    assert fast.messages == full.messages
+    assert any(
+        isinstance(m["content"], list) and m["content"][0].get("type") == "tool_use"
+        for m in fast.messages
+    )
+
+
+def test_tool_blocks_only_in_the_part_left_out_give_an_openai_shaped_request(
+    tmp_path: Path,
+) -> None:
+    """Old Anthropic blocks that cannot fit anyway do not decide the shape of the request."""
+    history = [*_anthropic(_session(150, seed=5)), *_session(300, seed=6)]
+    fast, _ = _both(_pair(tmp_path, input_limit=20_000), history)
+    assert _left_out(fast)
+    assert any(m.get("role") == "tool" for m in fast.messages)
+    assert check_invariants(fast.messages, system=SYSTEM, tools=TOOLS, budget=20_000) == []
+
+
+def test_long_history_that_fits_is_returned_as_it_is(tmp_path: Path) -> None:
+    """Nothing is left out of a long clean history within budget: the same list comes back."""
+    history: list[Any] = []
+    for number in range(400):
+        history += [
+            {"role": "user", "content": f"question {number}"},
+            {"role": "assistant", "content": f"answer {number}"},
+        ]
+    result, _ = _both(_pair(tmp_path), history)
+    assert result.messages is history and not result.report.changed
+
+
+def _dirty_budget_configs() -> list[int]:
+    """The budgets of the property tests that make a real conversation overflow."""
+    return [i for i, config in enumerate(GOVERNANCE_CONFIGS) if config.context_window < 20_000]
+
+
+@pytest.fixture(scope="module")
+def governors(tmp_path_factory: pytest.TempPathFactory) -> GovernorFactory:
+    """Governors per budget, sharing one offload store."""
+    return GovernorFactory(tmp_path_factory.mktemp("budget-first"))
+
+
+@settings(
+    max_examples=400,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(request=dirty_requests())
+def test_any_dirty_history_governs_the_same_with_the_cut_at_every_length(
+    governors: GovernorFactory, request: DirtyRequest
+) -> None:
+    """Cutting even short dirty histories first changes no governed message, token or verdict."""
+    for index in _dirty_budget_configs():
+        config = GOVERNANCE_CONFIGS[index]
+        fast = governors.get(config)
+        full = Governor(
+            builtin_stages(), config=config, workspace=governors.workspace, budget_first=False
+        )
+        with mock.patch.object(budget_first, "MIN_MESSAGES", 0):
+            cut = fast.govern(request.messages, system=request.system, tools=request.tools)
+        whole = full.govern(request.messages, system=request.system, tools=request.tools)
+        assert cut.messages == whole.messages, f"{request.source} {request.dirt} config {index}"
+        assert (cut.tokens, cut.fits) == (whole.tokens, whole.fits)
