@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import platform
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,8 +52,7 @@ def machine_lines() -> list[str]:
     return [
         f"- Platform: `{platform.platform()}`",
         f"- CPU: {cpu_model()}; {os.cpu_count()} logical cores, {usable} usable by this process",
-        f"- Python: {platform.python_implementation()} {platform.python_version()} "
-        f"(`{sys.executable}`)",
+        f"- Python: {platform.python_implementation()} {platform.python_version()}",
     ]
 
 
