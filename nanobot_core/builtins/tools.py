@@ -9,6 +9,7 @@ thread so concurrent read-only calls do not stall the event loop.
 
 from __future__ import annotations
 
+import abc
 import functools
 import os
 import re
@@ -71,9 +72,9 @@ class WorkspaceTool(Tool):
             where = f": {exc.filename}" if exc.filename else ""
             return ToolResult.error(f"{exc.strerror or exc}{where}")
 
+    @abc.abstractmethod
     def run(self, *args: Any, **kwargs: Any) -> ToolResult:
         """The tool's work, synchronous; paths go through `resolve`."""
-        raise NotImplementedError
 
     def resolve(self, path: str) -> Path:
         """The confined absolute path for a path the model gave."""
