@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import sys
 import tempfile
 import time
@@ -64,13 +63,9 @@ QUICK = Effort(
 )
 
 
-def shared_data_dir() -> Path:
-    """The third-party data folder: ``NANOBOT_SHARED_DATA`` or ``<repo>/../shared/data``."""
-    configured = os.environ.get("NANOBOT_SHARED_DATA")
-    path = Path(configured) if configured else BENCH_DIR.parent.parent / "shared" / "data"
-    if not path.is_dir():
-        raise SystemExit(f"shared data not found at {path}; set NANOBOT_SHARED_DATA")
-    return path
+def data_dir() -> Path:
+    """The repository's third-party data folder (``tests/data``)."""
+    return BENCH_DIR.parent / "tests" / "data"
 
 
 def _log(message: str) -> None:
@@ -92,7 +87,7 @@ def main() -> int:
     if unknown:
         parser.error(f"unknown benchmarks: {', '.join(sorted(unknown))}")
     effort = QUICK if options.quick else Effort()
-    data = shared_data_dir()
+    data = data_dir()
 
     started = dt.datetime.now(dt.UTC)
     clock = time.perf_counter()
@@ -169,7 +164,7 @@ def main() -> int:
                 "ours in the bench session's environment, except the start-up benchmarks, "
                 "which use `bench/.envs/core-plugins` (nanobot-core and the plugins "
                 "installed from wheels).",
-                "Inputs: BFCL v4 and tau-bench airline from the shared data folder; "
+                "Inputs: BFCL v4 and tau-bench airline from the repository's tests/data folder; "
                 "synthetic histories from `bench/histories.py` (fixed seed).",
             ],
         ),

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import shared_data_dir
+from tests.helpers import data_dir
 
 
 @pytest.fixture(scope="session")
-def shared_data() -> Path:
+def data_folder() -> Path:
     """The folder of third-party test data."""
-    return shared_data_dir()
+    return data_dir()
 
 
 @pytest.fixture(autouse=True)

@@ -2,18 +2,12 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+TEST_DATA = REPO_ROOT / "tests" / "data"
 
 
-def shared_data_dir() -> Path:
-    """The folder of third-party test data: ``NANOBOT_SHARED_DATA``, else ``../shared/data``."""
-    configured = os.environ.get("NANOBOT_SHARED_DATA")
-    path = Path(configured) if configured else REPO_ROOT.parent / "shared" / "data"
-    if not path.is_dir():
-        raise RuntimeError(
-            f"third-party test data not found at {path}; set NANOBOT_SHARED_DATA to its folder"
-        )
-    return path
+def data_dir() -> Path:
+    """The repository's folder of third-party test data (see ``tests/data/README.md``)."""
+    return TEST_DATA

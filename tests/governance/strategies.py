@@ -23,7 +23,7 @@ from nanobot_core.builtins.governance import nanobot_governance_stages
 from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.context import PluginContext
 from nanobot_core.governance import GovernanceReport, Governor, Stage
-from tests.helpers import shared_data_dir
+from tests.helpers import data_dir
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
 Messages = list[Any]
@@ -55,21 +55,21 @@ class DirtyRequest:
 @functools.cache
 def tau_bench_tools() -> tuple[dict[str, Any], ...]:
     """The 14 τ-bench airline tool definitions in OpenAI format."""
-    path = shared_data_dir() / "tau-bench-airline" / "airline_tools.json"
+    path = data_dir() / "tau-bench-airline" / "airline_tools.json"
     return tuple(json.loads(path.read_text(encoding="utf-8")))
 
 
 @functools.cache
 def tau_bench_runs() -> tuple[dict[str, Any], ...]:
     """The 200 τ-bench airline runs as stored (`traj` is the message list)."""
-    path = shared_data_dir() / "tau-bench-airline" / "gpt-4o-airline.json"
+    path = data_dir() / "tau-bench-airline" / "gpt-4o-airline.json"
     return tuple(json.loads(path.read_text(encoding="utf-8")))
 
 
 @functools.cache
 def llamafactory_rows() -> tuple[dict[str, Any], ...]:
     """Every converted LLaMA-Factory conversation (`messages`, `tools`, `anomalies`)."""
-    folder = shared_data_dir() / "llamafactory-toolcall-demos" / "openai_format"
+    folder = data_dir() / "llamafactory-toolcall-demos" / "openai_format"
     rows: list[dict[str, Any]] = []
     for path in sorted(folder.glob("*.openai.jsonl")):
         with path.open(encoding="utf-8") as lines:

@@ -25,7 +25,7 @@ from tests.governance.strategies import (
     tau_bench_runs,
     tau_bench_tools,
 )
-from tests.helpers import shared_data_dir
+from tests.helpers import data_dir
 
 # What an empty tool result must read as (pinned here, not imported from the code).
 NO_OUTPUT = "(no output)"
@@ -34,7 +34,7 @@ NO_OUTPUT = "(no output)"
 @cache
 def accepted_interactions() -> tuple[dict[str, Any], ...]:
     """Recorded chat-completions requests with a tool history that the provider answered 200."""
-    path = shared_data_dir() / "pydantic-ai-cassettes" / "interactions.jsonl"
+    path = data_dir() / "pydantic-ai-cassettes" / "interactions.jsonl"
     with path.open(encoding="utf-8") as lines:
         interactions = [json.loads(line) for line in lines if line.strip()]
     return tuple(
@@ -51,7 +51,7 @@ def _interaction_id(interaction: dict[str, Any]) -> str:
 @cache
 def duplicate_id_report() -> dict[str, Any]:
     """The importer's list of tool-call ids τ-bench reuses inside one conversation."""
-    path = shared_data_dir() / "tau-bench-airline" / "duplicate_tool_call_ids.json"
+    path = data_dir() / "tau-bench-airline" / "duplicate_tool_call_ids.json"
     report: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return report
 

@@ -19,7 +19,7 @@ import pytest
 from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance.invariants import check_invariants
 from tests.governance.strategies import build_builtin_governor, llamafactory_rows, tau_bench_runs
-from tests.helpers import REPO_ROOT, shared_data_dir
+from tests.helpers import REPO_ROOT, data_dir
 
 Message = dict[str, Any]
 Finder = Callable[[Sequence[Any]], list[str]]
@@ -28,14 +28,14 @@ Finder = Callable[[Sequence[Any]], list[str]]
 @cache
 def catalog_entries() -> tuple[dict[str, Any], ...]:
     """The 33 real provider errors of provider-history-errors/catalog.json."""
-    path = shared_data_dir() / "provider-history-errors" / "catalog.json"
+    path = data_dir() / "provider-history-errors" / "catalog.json"
     return tuple(json.loads(path.read_text(encoding="utf-8"))["entries"])
 
 
 @cache
 def broken_histories() -> tuple[dict[str, Any], ...]:
     """The two complete histories a provider rejected, as transcribed from their sources."""
-    path = shared_data_dir() / "provider-history-errors" / "broken_histories.jsonl"
+    path = data_dir() / "provider-history-errors" / "broken_histories.jsonl"
     with path.open(encoding="utf-8") as lines:
         return tuple(json.loads(line) for line in lines if line.strip())
 

@@ -17,7 +17,7 @@ import pytest
 from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance.invariants import check_invariants
 from tests.governance.strategies import build_builtin_governor, report_changed
-from tests.helpers import shared_data_dir
+from tests.helpers import data_dir
 
 SWE_AGENT_KEYS = ("agent", "message_type", "thought", "action")
 
@@ -25,7 +25,7 @@ SWE_AGENT_KEYS = ("agent", "message_type", "thought", "action")
 @cache
 def swe_agent_histories() -> tuple[tuple[str, list[dict[str, Any]]], ...]:
     """(trajectory name, history) of the five SWE-agent function-calling trajectories."""
-    folder = shared_data_dir() / "swe-agent-trajectories"
+    folder = data_dir() / "swe-agent-trajectories"
     paths = sorted(folder.rglob("*.traj"))
     return tuple(
         (f"{path.parent.name[:40]}/{path.stem}", json.loads(path.read_text("utf-8"))["history"])

@@ -20,10 +20,10 @@ from nanobot_core.providers import (
 from nanobot_core.providers.base import Usage
 
 
-def _real_reply_messages(shared_data: Path) -> list[dict[str, Any]]:
+def _real_reply_messages(data_folder: Path) -> list[dict[str, Any]]:
     """Every assistant message of a recorded OpenAI-shaped 200 reply (pydantic-ai cassettes)."""
     messages = []
-    path = shared_data / "pydantic-ai-cassettes" / "interactions.jsonl"
+    path = data_folder / "pydantic-ai-cassettes" / "interactions.jsonl"
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         body = row["response_body"]
@@ -32,9 +32,9 @@ def _real_reply_messages(shared_data: Path) -> list[dict[str, Any]]:
     return messages
 
 
-def test_real_replies_normalise_to_sendable_messages(shared_data: Path) -> None:
+def test_real_replies_normalise_to_sendable_messages(data_folder: Path) -> None:
     """Every recorded reply becomes an assistant message with text content and well-formed calls."""
-    messages = _real_reply_messages(shared_data)
+    messages = _real_reply_messages(data_folder)
     assert len(messages) >= 40
     for raw in messages:
         message = normalise_assistant_message(raw, salt="3")
@@ -50,10 +50,10 @@ def test_real_replies_normalise_to_sendable_messages(shared_data: Path) -> None:
             assert call["id"] == original["id"]
 
 
-def test_unknown_keys_pass_through(shared_data: Path) -> None:
+def test_unknown_keys_pass_through(data_folder: Path) -> None:
     """Provider-specific keys (reasoning_content, thought signatures) are kept untouched."""
     kept = 0
-    for raw in _real_reply_messages(shared_data):
+    for raw in _real_reply_messages(data_folder):
         message = normalise_assistant_message(raw)
         for key in ("reasoning_content", "reasoning", "thought_signature", "extra_content"):
             if raw.get(key) is not None:

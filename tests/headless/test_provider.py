@@ -134,10 +134,10 @@ def test_retry_after_http_date_in_the_past_means_now(server: FakeChatServer) -> 
 
 
 def test_client_error_is_not_retried_and_shows_the_server_message(
-    server: FakeChatServer, shared_data: Any
+    server: FakeChatServer, data_folder: Any
 ) -> None:
     """A real 400 body (Groq's tool_use_failed) fails at once with the server's own message."""
-    body = _real_interaction(shared_data, "test_tool_use_failed_error.yaml", 0)["response_body"]
+    body = _real_interaction(data_folder, "test_tool_use_failed_error.yaml", 0)["response_body"]
     server.add(Reply(status=400, body=body))
     with pytest.raises(ProviderError) as caught:
         _complete(_provider(server))
@@ -215,8 +215,8 @@ def test_credentials_in_the_base_url_are_masked() -> None:
     assert "s3cret" not in repr(OpenAIProvider(config))
 
 
-def _real_interaction(shared_data: Any, cassette: str, index: int) -> dict[str, Any]:
-    path = shared_data / "pydantic-ai-cassettes" / "interactions.jsonl"
+def _real_interaction(data_folder: Any, cassette: str, index: int) -> dict[str, Any]:
+    path = data_folder / "pydantic-ai-cassettes" / "interactions.jsonl"
     for line in path.read_text(encoding="utf-8").splitlines():
         row = json.loads(line)
         if row["source_path"].endswith(cassette) and row["interaction_index"] == index:

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from nanobot_core.tools.schema import compile_schema, normalise_schema, validate
-from tests.helpers import shared_data_dir
+from tests.helpers import data_dir
 
 _SOURCE_STRINGS = (
     "Java/JavaScript answer is a variable name or source expression where the schema declares "
@@ -87,7 +87,7 @@ CLASS_DOCS = {
 
 
 def _data() -> Path:
-    return shared_data_dir() / "bfcl" / "data"
+    return data_dir() / "bfcl" / "data"
 
 
 @cache
@@ -112,7 +112,7 @@ def _functions(path: Path) -> list[dict[str, Any]]:
 
 @cache
 def _metaschema() -> dict[str, Any]:
-    path = shared_data_dir() / "json-schema-test-suite/metaschemas/draft202012/metaschema.json"
+    path = data_dir() / "json-schema-test-suite/metaschemas/draft202012/metaschema.json"
     loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
 

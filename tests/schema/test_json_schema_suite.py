@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from nanobot_core.tools.schema import validate
-from tests.helpers import shared_data_dir
+from tests.helpers import data_dir
 
 KNOWN_FAILURES: dict[str, str] = {
     # id -> reason. Empty: jsonschema-rs passes every required 2020-12 and draft-7 test here.
@@ -30,7 +30,7 @@ DRAFT_URIS = {
 
 
 def _cases() -> Iterator[Any]:
-    tests_root = shared_data_dir() / SUITE_FOLDER / "tests"
+    tests_root = data_dir() / SUITE_FOLDER / "tests"
     for draft, uri in DRAFT_URIS.items():
         for path in sorted((tests_root / draft).glob("*.json")):
             groups = json.loads(path.read_text(encoding="utf-8"))
@@ -58,7 +58,7 @@ def _remote(uri: str) -> Any:
     if not uri.startswith(REMOTES_PREFIX):
         raise LookupError(f"no offline copy of {uri}")
     relative = uri[len(REMOTES_PREFIX) :].split("#", 1)[0]
-    path: Path = shared_data_dir() / SUITE_FOLDER / "remotes" / relative
+    path: Path = data_dir() / SUITE_FOLDER / "remotes" / relative
     return json.loads(path.read_text(encoding="utf-8"))
 
 

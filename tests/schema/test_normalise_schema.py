@@ -14,8 +14,8 @@ from nanobot_core.tools.schema import normalise_schema, validate
 
 
 @pytest.fixture(scope="module")
-def metaschema(shared_data: Path) -> dict[str, Any]:
-    path = shared_data / "json-schema-test-suite/metaschemas/draft202012/metaschema.json"
+def metaschema(data_folder: Path) -> dict[str, Any]:
+    path = data_folder / "json-schema-test-suite/metaschemas/draft202012/metaschema.json"
     loaded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return loaded
 
@@ -290,9 +290,9 @@ def _bfcl_type_names(data: Path) -> set[str]:
     return names
 
 
-def test_every_bfcl_type_name_is_known(shared_data: Path) -> None:
+def test_every_bfcl_type_name_is_known(data_folder: Path) -> None:
     """Each type name BFCL uses maps to a JSON type or is one of the "any value" names."""
-    names = _bfcl_type_names(shared_data / "bfcl" / "data")
+    names = _bfcl_type_names(data_folder / "bfcl" / "data")
     assert {"dict", "float", "tuple", "any", "String", "HashMap", "char", ""} <= names
     unknown = {name for name in names if name.lower() not in {*TYPE_ALIASES, *UNCONSTRAINED_TYPES}}
     assert unknown == set()

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nanobot_core.tools.schema import validate
-from tests.helpers import shared_data_dir
+from tests.helpers import data_dir
 
 _FORMAT_IS_AN_ANNOTATION = (
     "we never assert `format` (see nanobot_core.tools.schema); upstream's verdict needs it"
@@ -25,7 +25,7 @@ FOLDER = "schemastore-subset"
 
 
 def _manifest_lines() -> list[str]:
-    return (shared_data_dir() / FOLDER / "cases.jsonl").read_text(encoding="utf-8").splitlines()
+    return (data_dir() / FOLDER / "cases.jsonl").read_text(encoding="utf-8").splitlines()
 
 
 def _cases() -> Iterator[Any]:
@@ -44,7 +44,7 @@ def _cases() -> Iterator[Any]:
 
 
 def _load(relative: str) -> Any:
-    return json.loads((shared_data_dir() / FOLDER / relative).read_text(encoding="utf-8"))
+    return json.loads((data_dir() / FOLDER / relative).read_text(encoding="utf-8"))
 
 
 @pytest.mark.parametrize(("schema_path", "instance_path", "expected_valid"), list(_cases()))

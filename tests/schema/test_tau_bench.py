@@ -9,21 +9,21 @@ from typing import Any
 import pytest
 
 from nanobot_core.tools.schema import cast_arguments, validate
-from tests.helpers import shared_data_dir
+from tests.helpers import data_dir
 
 Call = tuple[str, dict[str, Any]]
 
 
 @cache
 def _tools() -> dict[str, dict[str, Any]]:
-    path = shared_data_dir() / "tau-bench-airline" / "airline_tools.json"
+    path = data_dir() / "tau-bench-airline" / "airline_tools.json"
     tools = json.loads(path.read_text(encoding="utf-8"))
     return {tool["function"]["name"]: tool["function"]["parameters"] for tool in tools}
 
 
 @cache
 def _runs() -> tuple[Any, ...]:
-    path = shared_data_dir() / "tau-bench-airline" / "gpt-4o-airline.json"
+    path = data_dir() / "tau-bench-airline" / "gpt-4o-airline.json"
     return tuple(json.loads(path.read_text(encoding="utf-8")))
 
 

@@ -12,8 +12,8 @@ from nanobot_core.tools.registry import ToolRegistry
 from tests.tools.test_registry import SchemaTool
 
 
-def _airline(shared_data: Path) -> tuple[ToolRegistry, list[tuple[str, str]]]:
-    folder = shared_data / "tau-bench-airline"
+def _airline(data_folder: Path) -> tuple[ToolRegistry, list[tuple[str, str]]]:
+    folder = data_folder / "tau-bench-airline"
     registry = ToolRegistry()
     for definition in json.loads((folder / "airline_tools.json").read_text(encoding="utf-8")):
         function = definition["function"]
@@ -28,9 +28,9 @@ def _airline(shared_data: Path) -> tuple[ToolRegistry, list[tuple[str, str]]]:
     return registry, calls
 
 
-def test_real_gpt4o_calls_prepare_untouched(shared_data: Path) -> None:
+def test_real_gpt4o_calls_prepare_untouched(data_folder: Path) -> None:
     """All 1164 τ-bench calls are valid as sent, so they come through unchanged and unrepaired."""
-    registry, calls = _airline(shared_data)
+    registry, calls = _airline(data_folder)
     assert len(calls) == 1164
     for name, raw in calls:
         prepared = registry.prepare_call(name, raw)
@@ -38,9 +38,9 @@ def test_real_gpt4o_calls_prepare_untouched(shared_data: Path) -> None:
         assert prepared.arguments == json.loads(raw)
 
 
-def test_real_calls_cut_short_are_repaired(shared_data: Path) -> None:
+def test_real_calls_cut_short_are_repaired(data_folder: Path) -> None:
     """Each real argument text with its closing brace lost is repaired to the intended object."""
-    registry, calls = _airline(shared_data)
+    registry, calls = _airline(data_folder)
     for name, raw in calls:
         truncated = raw.rstrip()[:-1]
         prepared = registry.prepare_call(name, truncated)
@@ -59,8 +59,8 @@ def _first_alternative(alternatives: list[Any]) -> Any:
     return chosen[0]
 
 
-def _bfcl_simple(shared_data: Path) -> list[tuple[SchemaTool, dict[str, Any]]]:
-    folder = shared_data / "bfcl" / "data"
+def _bfcl_simple(data_folder: Path) -> list[tuple[SchemaTool, dict[str, Any]]]:
+    folder = data_folder / "bfcl" / "data"
     questions = folder / "BFCL_v4_simple_python.json"
     answers = folder / "possible_answer" / "BFCL_v4_simple_python.json"
     truth = {row["id"]: row for row in map(json.loads, answers.read_text("utf-8").splitlines())}
@@ -82,9 +82,9 @@ def _stringify_numbers(arguments: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def test_bfcl_schemas_are_normalised_and_expected_calls_prepare(shared_data: Path) -> None:
+def test_bfcl_schemas_are_normalised_and_expected_calls_prepare(data_folder: Path) -> None:
     """BFCL's "dict"/"float" schemas load; nearly all ground-truth calls prepare unchanged."""
-    cases = _bfcl_simple(shared_data)
+    cases = _bfcl_simple(data_folder)
     clean = 0
     for tool, expected in cases:
         registry = ToolRegistry()
@@ -97,10 +97,10 @@ def test_bfcl_schemas_are_normalised_and_expected_calls_prepare(shared_data: Pat
 
 
 @pytest.mark.parametrize("encoding", ["stringified numbers", "double-encoded"])
-def test_bfcl_calls_sent_loosely_come_back_exact(shared_data: Path, encoding: str) -> None:
+def test_bfcl_calls_sent_loosely_come_back_exact(data_folder: Path, encoding: str) -> None:
     """Numbers sent as strings are cast back, and double-encoded JSON decoded, to the truth."""
     checked = 0
-    for tool, expected in _bfcl_simple(shared_data):
+    for tool, expected in _bfcl_simple(data_folder):
         registry = ToolRegistry()
         registry.add(tool)
         if registry.prepare_call(tool.name, expected).error is not None:
