@@ -180,7 +180,14 @@ class OpenAIProvider:
                 f"{self.display_url} answered with an error: "
                 f"{self._redact(_error_text(data['error']))}"
             )
-        choice = choices[0] if isinstance(choices, list) and choices else {}
+        if not isinstance(choices, list):
+            # A Responses API, Cohere or Bedrock body behind a misconfigured URL: an
+            # empty answer here would end the run as a success with nothing said.
+            raise ProviderError(
+                f"{self.display_url} sent a 200 reply that is not a chat completion "
+                f"(no 'choices' list): {self._redact(_describe_body(data))}"
+            )
+        choice = choices[0] if choices else {}
         choice = choice if isinstance(choice, Mapping) else {}
         finish_reason = choice.get("finish_reason")
         model = data.get("model")
@@ -226,6 +233,18 @@ def _server_message(response: httpx.Response) -> str:
             if data.get(key) is not None:
                 return _excerpt(_error_text(data[key]))
     return _excerpt(json.dumps(data, ensure_ascii=False))
+
+
+def _describe_body(data: Mapping[str, Any]) -> str:
+    """What a reply held instead of choices: its keys and its ``object`` kind, briefly."""
+    keys = ", ".join(sorted(str(key) for key in data)[:12]) or "(none)"
+    if len(data) > 12:
+        keys += f", ... ({len(data)} keys)"
+    kind = data.get("object")
+    described = f"top-level keys: {keys}"
+    if isinstance(kind, str) and kind:
+        described += f"; object: {_excerpt(kind)!r}"
+    return _excerpt(described)
 
 
 def _error_text(error: object) -> str:

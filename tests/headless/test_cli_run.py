@@ -160,6 +160,19 @@ def test_provider_refusal_exits_1_with_the_server_message_and_no_key(
     assert result.stdout == ""
 
 
+def test_a_reply_that_is_not_a_chat_completion_exits_1(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """A 200 with a Responses API body exits 1 with a provider error, tried once, no answer."""
+    server.add(Reply(body={"id": "resp_1", "object": "response", "output": []}))
+    result = _cli(server, workspace, "run", "hi")
+    assert result.returncode == 1
+    assert "not a chat completion" in result.stderr and "object: 'response'" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+    assert len(server.requests) == 1
+
+
 def test_max_iterations_exits_0_and_says_so(server: FakeChatServer, workspace: Path) -> None:
     """Hitting --max-iterations is reported on stderr, not an error."""
     server.add(tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -178,6 +179,49 @@ def test_malformed_success_bodies_are_provider_errors(server: FakeChatServer) ->
     with pytest.raises(ProviderError, match="not JSON"):
         _complete(provider)
     with pytest.raises(ProviderError, match="quota gone"):
+        _complete(provider)
+
+
+def _cohere_bodies() -> list[dict[str, Any]]:
+    """The recorded 200 replies of Cohere's v2 chat API (a body with no `choices`)."""
+    path = Path(__file__).parents[1] / "data" / "pydantic-ai-cassettes" / "interactions.jsonl"
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+    return [
+        row["response_body"]
+        for row in rows
+        if row["response_status"] == 200 and "cohere.com" in row["uri"]
+    ]
+
+
+def test_a_200_without_choices_is_a_provider_error_naming_what_came_back(
+    server: FakeChatServer,
+) -> None:
+    """Real Cohere replies (no `choices`) raise at once, naming their keys; nothing is retried."""
+    bodies = _cohere_bodies()
+    assert len(bodies) == 2
+    for body in bodies:
+        server.add(Reply(body=body))
+    provider = _provider(server)
+    for _ in bodies:
+        with pytest.raises(ProviderError) as caught:
+            _complete(provider)
+        message = str(caught.value)
+        assert "not a chat completion" in message and "'choices'" in message
+        assert "finish_reason, id, message, usage" in message
+    assert len(server.requests) == len(bodies)
+
+
+def test_a_responses_api_body_is_named_by_its_object_kind(server: FakeChatServer) -> None:
+    """A Responses API body is reported with its `object` kind, and the key never shows."""
+    server.add(
+        Reply(body={"id": "resp_1", "object": "response", "output": [], "note": API_KEY}),
+        Reply(body={"choices": "not a list"}),
+    )
+    provider = _provider(server)
+    with pytest.raises(ProviderError, match="object: 'response'") as caught:
+        _complete(provider)
+    assert API_KEY not in str(caught.value)
+    with pytest.raises(ProviderError, match="no 'choices' list"):
         _complete(provider)
 
 
