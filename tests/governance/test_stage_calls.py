@@ -31,6 +31,33 @@ def test_message_left_without_calls_or_content_is_dropped() -> None:
     assert outcome.messages == [user(), user("next")]
 
 
+def test_every_call_dropped_keeps_the_error_as_one_note() -> None:
+    """When every call is nameless, the first Error result is kept once, as the message's text."""
+    error = "Error: the tool call has no tool name. Available tools: read_file."
+    history = [
+        user(),
+        calls(call("a", None), call("b", ""), content="Checking."),
+        result("a", error),
+        result("b", error),
+    ]
+    outcome = run_pure(strip_malformed_calls, history)
+    note = f"[None of the 2 tool call(s) of this reply could run. {error}]"
+    assert outcome.messages == [user(), say(f"Checking.\n\n{note}")]
+    assert any("no call could run" in line for line in outcome.details)
+    again = run_pure(strip_malformed_calls, outcome.messages)
+    assert again.messages == outcome.messages and not again.changed
+
+
+def test_the_note_is_a_text_part_after_content_parts_and_is_bounded() -> None:
+    """List content gets the note as one more text part; a huge error is cut."""
+    parts = [{"type": "text", "text": "Let me see."}]
+    history = [user(), calls(call("a", None), content=parts), result("a", "Error: " + "x" * 5000)]
+    (_, message) = run_pure(strip_malformed_calls, history).messages
+    assert message["content"][0] == parts[0]
+    note = message["content"][1]["text"]
+    assert note.startswith("[None of the 1 tool call(s)") and len(note) < 700
+
+
 def test_message_left_without_calls_keeps_its_text() -> None:
     """An assistant message with text loses only its `tool_calls`."""
     history = [user(), calls(call("c", None), content="I will check.")]

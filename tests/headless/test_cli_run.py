@@ -173,6 +173,25 @@ def test_a_reply_that_is_not_a_chat_completion_exits_1(
     assert len(server.requests) == 1
 
 
+def test_a_reply_whose_every_call_is_nameless_is_explained_in_the_next_request(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """Two nameless calls: the next request tells the model once why they did not run."""
+    server.add(
+        tool_call_reply([("c1", "", '{"path": "notes.txt"}'), ("c2", None, "{}")]),
+        text_reply("Sorry."),
+    )
+    result = _cli(server, workspace, "run", "read notes.txt")
+    assert result.returncode == 0, result.stderr
+    second = server.requests[1].body["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant"]
+    assert "tool_calls" not in second[-1]
+    note = second[-1]["content"]
+    assert note.count("could run") == 1
+    assert "None of the 2 tool call(s)" in note and "has no tool name" in note
+    assert "read_file" in note  # the error lists the tools that do exist
+
+
 def test_max_iterations_exits_0_and_says_so(server: FakeChatServer, workspace: Path) -> None:
     """Hitting --max-iterations is reported on stderr, not an error."""
     server.add(tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]))

@@ -15,7 +15,11 @@ Everything else is repaired in place, deterministically:
   its ``function`` object.
 
 An assistant message left with no calls loses its ``tool_calls`` key, and is
-dropped when it has no content either.
+dropped when it has no content either. When its run held an ``Error...``
+result for a dropped call (what the runner gives a nameless call), the first
+of them is kept as one note in the message's content instead, so that the model
+learns in its next request why none of its calls ran rather than seeing its
+request again as if it had never answered.
 """
 
 from __future__ import annotations
@@ -26,7 +30,14 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from nanobot_core.governance.messages import Message, preview, role_of, with_changes, without_key
+from nanobot_core.governance.messages import (
+    Message,
+    content_text,
+    preview,
+    role_of,
+    with_changes,
+    without_key,
+)
 from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.stages.arguments import normalise_arguments
 from nanobot_core.governance.survey import Defect, Splice
@@ -35,6 +46,10 @@ if TYPE_CHECKING:
     from nanobot_core.governance.context import StageContext
 
 __all__ = ["generated_call_id", "strip_malformed_calls"]
+
+# The explanation kept from a dropped result is cut here: it is our own error text,
+# but the result could have been written by anything.
+_MAX_NOTE_CHARS = 600
 
 
 def generated_call_id(index: int, position: int, name: str, arguments: str) -> str:
@@ -63,6 +78,8 @@ class _Repair:
     details: list[str] = attrs.field(factory=list)
     # (original id or "", occurrence) of each call -> the call's new id, or None if dropped
     slots: dict[tuple[str, int], str | None] = attrs.field(factory=dict)
+    # the first ``Error...`` result of a dropped call, if the run held one
+    dropped_result: str | None = None
 
     def note(self, position: int | None, text: str) -> None:
         where = f"messages[{self.index}]" + (
@@ -165,6 +182,9 @@ def _repair_run(repair: _Repair, run: Sequence[Any]) -> list[Any]:
         elif repair.slots[slot] is None:
             repair.details.append(f"{where}: dropped the result of a dropped call")
             repair.changed = True
+            text = content_text(result.get("content"))
+            if repair.dropped_result is None and text and text.lstrip().startswith("Error"):
+                repair.dropped_result = text
         elif repair.slots[slot] != result.get("tool_call_id"):
             new_id = repair.slots[slot]
             repair.details.append(f"{where}: result id {preview(original)} set to {new_id!r}")
@@ -178,6 +198,23 @@ def _repair_run(repair: _Repair, run: Sequence[Any]) -> list[Any]:
 def _has_content(message: Message) -> bool:
     content = message.get("content")
     return content is not None and content != "" and content != []
+
+
+def _unrun_note(count: int, reason: str) -> str:
+    reason = reason.strip()
+    if len(reason) > _MAX_NOTE_CHARS:
+        reason = reason[:_MAX_NOTE_CHARS] + "..."
+    return f"[None of the {count} tool call(s) of this reply could run. {reason}]".replace(
+        ". ]", ".]"
+    )
+
+
+def _with_note(content: Any, note: str) -> Any:
+    """`content` with `note` after it: a string, or one more text part of a list of parts."""
+    if isinstance(content, list) and content:
+        return [*content, {"type": "text", "text": note}]
+    text = content if isinstance(content, str) else ""
+    return f"{text}\n\n{note}" if text.strip() else note
 
 
 def _repair_message(
@@ -199,6 +236,10 @@ def _repair_message(
     if repair.calls:
         return [with_changes(message, tool_calls=repair.calls), *new_run], repair
     bare = without_key(message, "tool_calls")
+    if repair.dropped_result is not None:
+        note = _unrun_note(len(raw_calls), repair.dropped_result)
+        repair.note(None, "no call could run: the reason is kept in the message's content")
+        return [with_changes(bare, content=_with_note(bare.get("content"), note)), *new_run], repair
     if _has_content(bare):
         return [bare, *new_run], repair
     repair.note(None, "dropped: no call left and no content")
