@@ -9,7 +9,9 @@ from pathlib import Path
 from tests.helpers import REPO_ROOT, data_dir
 
 # Spelt in pieces so that this file does not match its own rule.
-FORBIDDEN = re.compile("|".join([r"\.\./" + "shared", "NANOBOT_" + "SHARED_DATA", "/" + "shared/data"]))
+FORBIDDEN = re.compile(
+    "|".join([r"\.\./" + "shared", "NANOBOT_" + "SHARED_DATA", "/" + "shared/data"])
+)
 
 
 def _tracked_text_files() -> list[Path]:
@@ -44,7 +46,9 @@ def test_data_readme_lists_every_data_set_with_size_and_source() -> None:
     folders = sorted(p.name for p in data_dir().iterdir() if p.is_dir())
     assert sorted(rows) == folders
     for folder in folders:
-        size_mb = sum(f.stat().st_size for f in (data_dir() / folder).rglob("*") if f.is_file()) / 1e6
+        size_mb = (
+            sum(f.stat().st_size for f in (data_dir() / folder).rglob("*") if f.is_file()) / 1e6
+        )
         listed, source = rows[folder]
         assert abs(listed - size_mb) <= 0.1 + 0.1 * size_mb, folder
         assert source
