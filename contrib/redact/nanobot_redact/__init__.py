@@ -8,38 +8,41 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from nanobot_core.errors import ConfigError
-from nanobot_core.hookspecs import hookimpl
+from nanobot_core import ConfigError, hookimpl
 
 from nanobot_redact.patterns import (
     DEFAULT_PATTERNS,
+    Rule,
     SecretPattern,
     marker,
     patterns_from_options,
-    redact_text,
 )
-from nanobot_redact.stage import STAGE_NAME, make_stage_func, redact_messages
+from nanobot_redact.scanner import Scanner, redact_text, scanner_for
+from nanobot_redact.stage import STAGE_NAME, make_stage_func, redact_message, redact_messages
 
 if TYPE_CHECKING:
-    from nanobot_core.context import PluginContext
-    from nanobot_core.governance import Stage
+    from nanobot_core import PluginContext, Stage
 
 __all__ = [
     "DEFAULT_PATTERNS",
     "STAGE_NAME",
+    "Rule",
+    "Scanner",
     "SecretPattern",
     "make_stage_func",
     "marker",
     "nanobot_governance_stages",
+    "redact_message",
     "redact_messages",
     "redact_text",
+    "scanner_for",
 ]
 
 
 @hookimpl
 def nanobot_governance_stages(ctx: PluginContext) -> list[Stage]:
     """Contribute `redact_secrets`, in phase transform, before the budget stages offload results."""
-    from nanobot_core.governance import Stage
+    from nanobot_core import Stage
 
     options = ctx.config.governance.stages.get(STAGE_NAME, {})
     try:
@@ -47,6 +50,9 @@ def nanobot_governance_stages(ctx: PluginContext) -> list[Stage]:
     except ValueError as exc:
         raise ConfigError(f"governance.stages.{STAGE_NAME}: {exc}") from exc
     stage = Stage(
-        STAGE_NAME, make_stage_func(patterns), phase="transform", before=("offload_results",)
+        STAGE_NAME,
+        make_stage_func(scanner_for(patterns)),
+        phase="transform",
+        before=("offload_results",),
     )
     return [stage]

@@ -1,26 +1,68 @@
-"""What a secret looks like, and how one piece of text is redacted.
+"""What a secret looks like: one rule per shape, each with a kind and a ``secret`` group.
 
-Each pattern has a kind (the name that appears in ``[REDACTED:<kind>]`` and in
-the report) and a regular expression whose ``secret`` group is the part to
-replace; text around it (``Authorization: Bearer``, ``user:`` in a URL) is
-kept so the model still understands what was there.
+Each rule has a kind (the name that appears in ``[REDACTED:<kind>]`` and in the
+report) and a regular expression whose ``secret`` group is the part to replace;
+text around it (``Authorization: Bearer``, ``user:`` in a URL) is kept so the
+model still understands what was there.
+
+The built-in rules are matched with Python's backtracking ``re``, so each is
+written to be linear on any input: every quantifier after the literal a match
+starts with is possessive (it never gives back what it took) or bounded, and a
+token starts only at a token boundary, so a try from one position reads only
+as far as that kind of token reaches, and the scan moves on past what it read.
+Each rule also names the substrings one of which any text it matches contains
+(`Rule.requires`); `scanner.Scanner` runs a rule only on texts that hold one.
 """
 
 from __future__ import annotations
 
-import functools
 import re
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import attrs
 
-__all__ = ["DEFAULT_PATTERNS", "SecretPattern", "marker", "patterns_from_options", "redact_text"]
+__all__ = [
+    "DEFAULT_PATTERNS",
+    "MARKER",
+    "Rule",
+    "SecretPattern",
+    "marker",
+    "patterns_from_options",
+]
 
 _MARKER_PREFIX = "[REDACTED:"
-# Token characters: a secret is never glued to more of them on either side.
-_BEFORE = r"(?<![A-Za-z0-9_-])"
-_AFTER = r"(?![A-Za-z0-9_-])"
+#: A whole redaction marker; a secret group that holds exactly this is already redacted.
+MARKER = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
+
+_TOKEN = "A-Za-z0-9_-"
+_AFTER = f"(?![{_TOKEN}])"
+
+
+def _token_start(literal: str) -> str:
+    """`literal` where it starts a token: not glued to token characters before it.
+
+    The literal comes first and the check looks back over it, so that ``re``
+    can find candidates by the literal alone.
+    """
+    return f"{re.escape(literal)}(?<![{_TOKEN}]{re.escape(literal)})"
+
+
+# `Authorization: `, `"authorization": "`, `authorization=`: the header name and separator.
+# Possessive: whitespace around an optional quote can be split only one way. The name
+# is matched in the three usual spellings, which its `requires` cover.
+_HEADER = (
+    r"(?:uthorization(?<=[Aa]uthorization)|UTHORIZATION(?<=AUTHORIZATION))"
+    r"[\"']?+\s*+[:=]\s*+[\"']?+\s*+"
+)
+_HEADER_NAMES = ("uthorization", "UTHORIZATION")
+_BEARER_VALUE = r"(?P<secret>[A-Za-z0-9._~+/=-]{8,}+)"
+_BASIC_VALUE = r"(?P<secret>[A-Za-z0-9+/]{8,}+={0,2}+)"
+# Query parameters whose value is a credential (presigned URLs, OAuth redirects, API calls).
+_QUERY_SECRET_NAMES = (
+    "access_token|refresh_token|id_token|auth_token|session_token|token|api_key|apikey|api-key"
+    "|client_secret|password|passwd|secret|sig|signature|x-amz-signature|x-amz-credential"
+    "|x-amz-security-token|x-goog-signature|x-goog-credential|auth"
+)
 
 
 @attrs.frozen
@@ -44,67 +86,104 @@ def marker(kind: str) -> str:
     return f"{_MARKER_PREFIX}{kind}]"
 
 
-# Order matters: a span redacted by an earlier pattern is no longer seen by a later
-# one, so the specific forms (PEM blocks, sk-ant-) come before the generic (sk-).
-DEFAULT_PATTERNS: tuple[SecretPattern, ...] = (
-    SecretPattern.compile(
-        "private_key",
-        r"-----BEGIN (?P<label>[A-Z0-9 ]*)PRIVATE KEY-----"
-        r".*?(?:-----END (?P=label)PRIVATE KEY-----|\Z)",
-        re.DOTALL,
-    ),
-    SecretPattern.compile(
-        "bearer_token",
-        r"(?i:authorization)[\"']?\s*[:=]\s*[\"']?\s*(?i:bearer)\s+"
-        r"(?P<secret>[A-Za-z0-9._~+/=-]{8,})",
-    ),
-    # A whole string that is just "Bearer <token>": an Authorization value on its own,
-    # as in a JSON headers object whose key holds the word "Authorization".
-    SecretPattern.compile(
-        "bearer_token", r"\A\s*(?i:bearer)\s+(?P<secret>[A-Za-z0-9._~+/=-]{8,})\s*\Z"
-    ),
-    SecretPattern.compile(
-        "url_password",
-        r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s:/@\"'<>]+:(?P<secret>[^\s@/\"'<>]+)@",
-    ),
-    SecretPattern.compile("anthropic_api_key", _BEFORE + r"sk-ant-[A-Za-z0-9_-]{20,}" + _AFTER),
-    SecretPattern.compile("openai_api_key", _BEFORE + r"sk-[A-Za-z0-9_-]{20,}" + _AFTER),
-    SecretPattern.compile("aws_access_key_id", r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
-    SecretPattern.compile(
-        "aws_secret_access_key",
-        r"(?i:aws_?secret_?access_?key)[\"']?\s*[:=]\s*[\"']?(?P<secret>[A-Za-z0-9/+=]{40})"
-        r"(?![A-Za-z0-9/+=])",
-    ),
-    SecretPattern.compile(
-        "github_token",
-        _BEFORE + r"(?:gh[pousr]_[A-Za-z0-9]{36,}|github_pat_[A-Za-z0-9_]{22,})" + _AFTER,
-    ),
-    SecretPattern.compile("slack_token", _BEFORE + r"xox[a-z]-[A-Za-z0-9-]{10,}" + _AFTER),
-    SecretPattern.compile("google_api_key", _BEFORE + r"AIza[0-9A-Za-z_-]{35}" + _AFTER),
-)
+@attrs.frozen
+class Rule(SecretPattern):
+    """A built-in pattern, written to be linear, with what a text must hold for it to match.
 
-
-def redact_text(text: str, patterns: Iterable[SecretPattern]) -> tuple[str, Counter[str]]:
-    """Replace every secret in `text`; return the new text and how many of each kind went.
-
-    A span that is already a redaction marker is left alone, so redacting twice
-    changes nothing the second time.
+    `requires` are substrings at least one of which every match of the rule
+    contains (empty: no such condition). With `at_start`, the rule can only
+    match at the start of a text.
     """
-    found: Counter[str] = Counter()
-    for pattern in patterns:
-        text = pattern.regex.sub(functools.partial(_replace, kind=pattern.kind, found=found), text)
-    return text, found
+
+    requires: tuple[str, ...] = ()
+    at_start: bool = False
+
+    @classmethod
+    def of(cls, kind: str, pattern: str, *requires: str, at_start: bool = False) -> Rule:
+        """Compile `pattern` (see `SecretPattern.compile`) with its required substrings."""
+        compiled = SecretPattern.compile(kind, pattern)
+        return cls(compiled.kind, compiled.regex, requires, at_start)
 
 
-def _replace(match: re.Match[str], *, kind: str, found: Counter[str]) -> str:
-    secret = match.group("secret")
-    if secret.startswith(_MARKER_PREFIX):
-        return match.group(0)
-    found[kind] += 1
-    # Keep what surrounds the secret inside the match ("Authorization: Bearer ", "user:").
-    whole = match.group(0)
-    start, end = match.start("secret") - match.start(), match.end("secret") - match.start()
-    return f"{whole[:start]}{marker(kind)}{whole[end:]}"
+# Where two rules match at the same place, the earlier one wins, so the specific
+# forms (sk-ant-) come before the generic (sk-). Flags are inline.
+DEFAULT_PATTERNS: tuple[Rule, ...] = (
+    Rule.of(
+        "private_key",
+        r"-----BEGIN (?P<label>[A-Z0-9 ]{0,40})PRIVATE KEY-----"
+        r"(?s:.*?)(?:-----END (?P=label)PRIVATE KEY-----|\Z)",
+        "-----BEGIN ",
+    ),
+    Rule.of(
+        "private_key",
+        r"-----BEGIN PGP PRIVATE KEY BLOCK-----"
+        r"(?s:.*?)(?:-----END PGP PRIVATE KEY BLOCK-----|\Z)",
+        "-----BEGIN ",
+    ),
+    Rule.of("bearer_token", _HEADER + r"(?i:bearer|token)\s++" + _BEARER_VALUE, *_HEADER_NAMES),
+    Rule.of("basic_auth", _HEADER + r"(?i:basic)\s++" + _BASIC_VALUE, *_HEADER_NAMES),
+    # A whole string that is just "Bearer <token>" or "Basic <credentials>": an
+    # Authorization value on its own, as in a JSON headers object.
+    Rule.of(
+        "bearer_token",
+        r"\s*+(?:[Bb]earer|BEARER)\s++" + _BEARER_VALUE + r"\s*+\Z",
+        "earer",
+        "EARER",
+        at_start=True,
+    ),
+    Rule.of(
+        "basic_auth",
+        r"\s*+(?:[Bb]asic|BASIC)\s++" + _BASIC_VALUE + r"\s*+\Z",
+        "asic",
+        "ASIC",
+        at_start=True,
+    ),
+    # curl's -u/--user user:password, in a text that runs curl. The option is the
+    # anchor (not "curl", then anything up to it), so that every try is one short run.
+    Rule.of(
+        "basic_auth",
+        r"-(?<!\S-)(?:u|-user)(?:\s++|=)[\"']?+[^\s:\"'-][^\s:\"']*+:[\"']?+(?P<secret>[^\s\"']++)",
+        "curl",
+    ),
+    # The user part may be empty (redis://:password@host).
+    Rule.of("url_password", r"://[^\s:/@\"'<>]*+:(?P<secret>[^\s@/\"'<>]++)@", "@"),
+    Rule.of(
+        "url_token",
+        r"[?&](?i:" + _QUERY_SECRET_NAMES + r")=(?P<secret>[^&#;\s\"'<>()\[\]{}`,]++)",
+        "=",
+    ),
+    Rule.of("anthropic_api_key", _token_start("sk-") + r"ant-[A-Za-z0-9_-]{20,}+", "sk-"),
+    Rule.of("openai_api_key", _token_start("sk-") + r"[A-Za-z0-9_-]{20,}+", "sk-"),
+    Rule.of(
+        "aws_access_key_id",
+        r"A(?:KIA|SIA|BIA|CCA)(?<!\w....)[0-9A-Z]{16}\b",
+        "AKIA",
+        "ASIA",
+        "ABIA",
+        "ACCA",
+    ),
+    Rule.of(
+        "aws_secret_access_key",
+        r"(?:aws|AWS|Aws)_?+(?:secret|SECRET|Secret)_?+(?:access|ACCESS|Access)_?+(?:key|KEY|Key)"
+        r"[\"']?+\s*+[:=]\s*+[\"']?+(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
+        "ecret",
+        "ECRET",
+    ),
+    Rule.of(
+        "github_token",
+        _token_start("g") + r"(?:h[pousr]_[A-Za-z0-9]{36,}+|ithub_pat_[A-Za-z0-9_]{22,}+)" + _AFTER,
+        "_",
+    ),
+    Rule.of("slack_token", _token_start("xox") + r"[a-z]-[A-Za-z0-9-]{10,}+" + _AFTER, "xox"),
+    Rule.of("google_api_key", _token_start("AIza") + r"[0-9A-Za-z_-]{35}" + _AFTER, "AIza"),
+    # A JSON Web Token: base64url header and payload, both JSON objects (so "eyJ"),
+    # and a signature that is empty for unsigned tokens.
+    Rule.of(
+        "jwt",
+        _token_start("eyJ") + r"[A-Za-z0-9_-]{5,}+\.eyJ[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]*+",
+        "eyJ",
+    ),
+)
 
 
 def patterns_from_options(options: Mapping[str, object]) -> tuple[SecretPattern, ...]:

@@ -1,9 +1,11 @@
 """The `redact_secrets` governance stage: secrets out of the model's copy of the history.
 
-The stage is pure. It never touches the list or the dicts it is given; a
-message that contains a secret is copied (and within it only the content part
-or tool call that changed), every other message is passed on as the same
-object. The persisted history keeps the secrets; only the model copy loses them.
+The stage works message by message: what it makes of a message depends on that
+message alone (`redact_message`). It never touches the list or the dicts it is
+given; a message that contains a secret is copied (and within it only the
+content part or tool call that changed), every other message is passed on as
+the same object. The persisted history keeps the secrets; only the model copy
+loses them.
 """
 
 from __future__ import annotations
@@ -13,29 +15,47 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nanobot_redact.patterns import DEFAULT_PATTERNS, SecretPattern, redact_text
+from nanobot_redact.images import image_url_of, redact_image_part
+from nanobot_redact.patterns import DEFAULT_PATTERNS, SecretPattern
+from nanobot_redact.scanner import Scanner, scanner_for
 
 if TYPE_CHECKING:
-    from nanobot_core.governance import StageContext, StageOutcome
+    from nanobot_core import StageContext, StageOutcome
 
-__all__ = ["STAGE_NAME", "Finding", "make_stage_func", "redact_messages"]
+__all__ = [
+    "STAGE_NAME",
+    "FieldFindings",
+    "Finding",
+    "describe",
+    "make_stage_func",
+    "redact_message",
+    "redact_messages",
+]
 
 STAGE_NAME = "redact_secrets"
 
 #: Where a secret was found: (message index, field path, kind, count).
 Finding = tuple[int, str, str, int]
+#: What one message held: (field path, count per kind), in field order.
+FieldFindings = list[tuple[str, Counter[str]]]
 
 Message = dict[str, Any]
 
 
 def redact_messages(
-    messages: Sequence[Message], patterns: Sequence[SecretPattern] = DEFAULT_PATTERNS
+    messages: Sequence[Message], patterns: Sequence[SecretPattern] | Scanner = DEFAULT_PATTERNS
 ) -> tuple[list[Message], list[Finding]]:
     """Return the messages with secrets replaced, and what was found where."""
+    return _redact_all(messages, scanner_for(patterns))
+
+
+def _redact_all(
+    messages: Sequence[Message], scanner: Scanner
+) -> tuple[list[Message], list[Finding]]:
     result: list[Message] = []
     findings: list[Finding] = []
     for index, message in enumerate(messages):
-        redacted, found = _redact_message(message, patterns)
+        redacted, found = redact_message(message, scanner)
         result.append(redacted)
         findings += [(index, field, kind, n) for field, kinds in found for kind, n in kinds.items()]
     return result, findings
@@ -49,14 +69,15 @@ def describe(finding: Finding) -> str:
 
 
 def make_stage_func(
-    patterns: Sequence[SecretPattern] = DEFAULT_PATTERNS,
+    patterns: Sequence[SecretPattern] | Scanner = DEFAULT_PATTERNS,
 ) -> Callable[[list[Message], StageContext], StageOutcome]:
     """The stage function, closed over the patterns chosen in config."""
+    scanner = scanner_for(patterns)
 
     def redact_secrets(messages: list[Message], ctx: StageContext) -> StageOutcome:
-        from nanobot_core.governance import StageOutcome
+        from nanobot_core import StageOutcome
 
-        redacted, findings = redact_messages(messages, patterns)
+        redacted, findings = _redact_all(messages, scanner)
         if not findings:
             return StageOutcome(messages=messages, changed=False, details=[])
         return StageOutcome(
@@ -66,46 +87,44 @@ def make_stage_func(
     return redact_secrets
 
 
-FieldFindings = list[tuple[str, Counter[str]]]
-
-
-def _redact_message(
-    message: Message, patterns: Sequence[SecretPattern]
-) -> tuple[Message, FieldFindings]:
+def redact_message(message: Any, scanner: Scanner) -> tuple[Any, FieldFindings]:
+    """One message with its secrets replaced (the same object when it has none), and where."""
     if not isinstance(message, dict):
         return message, []
     found: FieldFindings = []
     updates: dict[str, Any] = {}
     content = message.get("content")
     if isinstance(content, str):
-        text, kinds = redact_text(content, patterns)
+        text, kinds = scanner.redact(content)
         if kinds:
             updates["content"] = text
             found.append(("content", kinds))
     elif isinstance(content, list):
-        parts = _redact_parts(content, patterns, found)
+        parts = _redact_parts(content, scanner, found)
         if parts is not content:
             updates["content"] = parts
     calls = message.get("tool_calls")
     if isinstance(calls, list):
-        new_calls = _redact_calls(calls, patterns, found)
+        new_calls = _redact_calls(calls, scanner, found)
         if new_calls is not calls:
             updates["tool_calls"] = new_calls
     return ({**message, **updates} if updates else message), found
 
 
-def _redact_parts(
-    parts: list[Any], patterns: Sequence[SecretPattern], found: FieldFindings
-) -> list[Any]:
+def _redact_parts(parts: list[Any], scanner: Scanner, found: FieldFindings) -> list[Any]:
     result = parts
     for position, part in enumerate(parts):
+        new_part: Any
         if isinstance(part, dict) and isinstance(part.get("text"), str):
-            text, kinds = redact_text(part["text"], patterns)
-            new_part: Any = {**part, "text": text}
-            field = f"content[{position}].text"
+            text, kinds = scanner.redact(part["text"])
+            new_part, field = {**part, "text": text}, f"content[{position}].text"
         elif isinstance(part, str):
-            text, kinds = redact_text(part, patterns)
+            text, kinds = scanner.redact(part)
             new_part, field = text, f"content[{position}]"
+        elif isinstance(part, dict) and (image := image_url_of(part)) is not None:
+            url, path = image
+            new_part, kinds = redact_image_part(part, url, scanner)
+            field = f"content[{position}].{path}"
         else:
             continue
         if kinds:
@@ -115,15 +134,13 @@ def _redact_parts(
     return result
 
 
-def _redact_calls(
-    calls: list[Any], patterns: Sequence[SecretPattern], found: FieldFindings
-) -> list[Any]:
+def _redact_calls(calls: list[Any], scanner: Scanner, found: FieldFindings) -> list[Any]:
     result = calls
     for position, call in enumerate(calls):
         function = call.get("function") if isinstance(call, dict) else None
         if not isinstance(function, dict):
             continue
-        arguments, kinds = _redact_arguments(function.get("arguments"), patterns)
+        arguments, kinds = _redact_arguments(function.get("arguments"), scanner)
         if kinds:
             result = list(calls) if result is calls else result
             result[position] = {**call, "function": {**function, "arguments": arguments}}
@@ -131,37 +148,43 @@ def _redact_calls(
     return result
 
 
-def _redact_arguments(
-    arguments: Any, patterns: Sequence[SecretPattern]
-) -> tuple[Any, Counter[str]]:
+def _redact_arguments(arguments: Any, scanner: Scanner) -> tuple[Any, Counter[str]]:
     """Redact inside the decoded JSON when the arguments are JSON, so escapes do not hide secrets.
 
     A PEM key in a JSON string has its line breaks written as ``\\n``; matching
-    the decoded value sees the real block. Arguments that are not JSON are
-    redacted as plain text. The JSON is re-encoded only when something changed.
+    the decoded value sees the real block. Arguments that are not JSON (or nest
+    too deep to walk) are redacted as plain text. The JSON is re-encoded only
+    when something changed.
     """
     found: Counter[str] = Counter()
     if isinstance(arguments, dict):
-        return _redact_json(arguments, patterns, found), found
+        try:
+            return _redact_json(arguments, scanner, found), found
+        except RecursionError:
+            return arguments, Counter()
     if not isinstance(arguments, str):
         return arguments, found
     try:
-        decoded = json.loads(arguments)
-    except ValueError:
-        return redact_text(arguments, patterns)
-    redacted = _redact_json(decoded, patterns, found)
+        redacted = _redact_json(json.loads(arguments), scanner, found)
+    except (ValueError, RecursionError):
+        return scanner.redact(arguments)
     if not found:
         return arguments, found
-    return json.dumps(redacted, ensure_ascii=False), found
+    encoded = json.dumps(redacted, ensure_ascii=False)
+    try:
+        encoded.encode("utf-8")
+    except UnicodeEncodeError:  # a lone surrogate, escaped in the input: keep it escaped
+        encoded = json.dumps(redacted)
+    return encoded, found
 
 
-def _redact_json(value: Any, patterns: Sequence[SecretPattern], found: Counter[str]) -> Any:
+def _redact_json(value: Any, scanner: Scanner, found: Counter[str]) -> Any:
     if isinstance(value, str):
-        text, kinds = redact_text(value, patterns)
+        text, kinds = scanner.redact(value)
         found.update(kinds)
         return text
     if isinstance(value, dict):
-        return {key: _redact_json(item, patterns, found) for key, item in value.items()}
+        return {key: _redact_json(item, scanner, found) for key, item in value.items()}
     if isinstance(value, list):
-        return [_redact_json(item, patterns, found) for item in value]
+        return [_redact_json(item, scanner, found) for item in value]
     return value

@@ -72,6 +72,123 @@ def test_a_cut_off_private_key_is_redacted_to_the_end() -> None:
     assert text == "oops [REDACTED:private_key]"
 
 
+PGP_BODY = "lQOYBF8xQ2kBCAC3vGf8\n=Zx9q\n"
+
+
+def test_pgp_private_key_blocks_go_whole() -> None:
+    """An armored PGP private key block, BEGIN to END, becomes one marker."""
+    block = (
+        f"-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n{PGP_BODY}-----END PGP PRIVATE KEY BLOCK-----"
+    )
+    text, found = redact_text(f"exported:\n{block}\nbye", DEFAULT_PATTERNS)
+    assert text == "exported:\n[REDACTED:private_key]\nbye"
+    assert found == {"private_key": 1}
+
+
+def test_pgp_public_key_blocks_are_kept() -> None:
+    """An armored PGP public key block is not a secret and stays."""
+    block = f"-----BEGIN PGP PUBLIC KEY BLOCK-----\n{PGP_BODY}-----END PGP PUBLIC KEY BLOCK-----"
+    assert redact_text(block, DEFAULT_PATTERNS) == (block, {})
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "curl -H 'Authorization: Basic dXNlcjpodW50ZXIy' https://x",
+            "curl -H 'Authorization: Basic [REDACTED:basic_auth]' https://x",
+        ),
+        (
+            '{"headers": {"AUTHORIZATION": "basic YWRtaW46czNjcjN0IQ=="}}',
+            '{"headers": {"AUTHORIZATION": "basic [REDACTED:basic_auth]"}}',
+        ),
+        ("Basic dXNlcjpodW50ZXIy", "Basic [REDACTED:basic_auth]"),
+        (
+            "curl -u admin:hunter2 https://api.example.com/v1",
+            "curl -u admin:[REDACTED:basic_auth] https://api.example.com/v1",
+        ),
+        (
+            "curl --user=deploy:'s3cr3t' -X POST",
+            "curl --user=deploy:'[REDACTED:basic_auth]' -X POST",
+        ),
+    ],
+)
+def test_http_basic_credentials_lose_the_password(text: str, expected: str) -> None:
+    """Basic credentials in a header, a bare header value or curl's -u lose the secret part."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (expected, {"basic_auth": 1})
+
+
+def test_basic_without_credentials_is_left_alone() -> None:
+    """The word Basic in prose, and -u options outside a curl command, are not credentials."""
+    for text in ("Basic usage is explained below.", "sort -u a.txt", "git push -u origin main"):
+        assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
+
+
+JWT = (
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9"
+    ".eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkpvaG4ifQ"
+    ".SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+)
+
+
+def test_json_web_tokens_are_replaced() -> None:
+    """A JWT anywhere in text (a cookie, a log line) is replaced whole, unsigned ones too."""
+    text, found = redact_text(f"session={JWT}; Path=/", DEFAULT_PATTERNS)
+    assert text == "session=[REDACTED:jwt]; Path=/"
+    assert found == {"jwt": 1}
+    unsigned = "eyJhbGciOiJub25lIn0.eyJzdWIiOiJhZG1pbiJ9."
+    assert redact_text(f"token {unsigned} end", DEFAULT_PATTERNS) == (
+        "token [REDACTED:jwt] end",
+        {"jwt": 1},
+    )
+
+
+def test_a_jwt_after_bearer_counts_as_a_bearer_token() -> None:
+    """In an Authorization header the bearer rule starts first, so the kind is bearer_token."""
+    text, found = redact_text(f"Authorization: Bearer {JWT}", DEFAULT_PATTERNS)
+    assert text == "Authorization: Bearer [REDACTED:bearer_token]"
+    assert found == {"bearer_token": 1}
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "https://bucket.s3.amazonaws.com/a.png?X-Amz-Credential=abc%2F20261201"
+            "&X-Amz-Signature=9f2c4e&X-Amz-Expires=300",
+            "https://bucket.s3.amazonaws.com/a.png?X-Amz-Credential=[REDACTED:url_token]"
+            "&X-Amz-Signature=[REDACTED:url_token]&X-Amz-Expires=300",
+        ),
+        (
+            "GET /callback?code=ok&access_token=ya29.a0AfH6SM HTTP/1.1",
+            "GET /callback?code=ok&access_token=[REDACTED:url_token] HTTP/1.1",
+        ),
+        (
+            "see [docs](https://x.io/?api_key=k3y)",
+            "see [docs](https://x.io/?api_key=[REDACTED:url_token])",
+        ),
+    ],
+)
+def test_credentials_in_query_strings_are_replaced(text: str, expected: str) -> None:
+    """Values of query parameters named for credentials go; other parameters stay."""
+    redacted, found = redact_text(text, DEFAULT_PATTERNS)
+    assert redacted == expected
+    assert set(found) == {"url_token"}
+
+
+def test_an_empty_user_before_the_password_is_handled() -> None:
+    """redis://:password@host loses the password."""
+    text, _ = redact_text("redis://:p4ssw0rd@cache:6379/0", DEFAULT_PATTERNS)
+    assert text == "redis://:[REDACTED:url_password]@cache:6379/0"
+
+
+@pytest.mark.parametrize("name", ["Authorization", "authorization", "AUTHORIZATION"])
+def test_the_header_name_is_found_in_its_usual_spellings(name: str) -> None:
+    """Capitalised, lower-case and upper-case header names are all recognised."""
+    text, _ = redact_text(f"{name}: Bearer abcdefghijklmnop", DEFAULT_PATTERNS)
+    assert text == f"{name}: Bearer [REDACTED:bearer_token]"
+
+
 def test_public_keys_and_certificates_are_kept() -> None:
     """PUBLIC KEY and CERTIFICATE blocks are not secrets and stay."""
     block = f"-----BEGIN PUBLIC KEY-----\n{PEM_BODY}-----END PUBLIC KEY-----"

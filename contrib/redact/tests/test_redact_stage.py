@@ -2,17 +2,27 @@
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
+import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nanobot_core.config import Config, GovernanceConfig
-from nanobot_core.context import PluginContext
+from nanobot_core import Config, PluginContext
+from nanobot_core.testing import govern_and_check
 
-from nanobot_redact import STAGE_NAME, nanobot_governance_stages, redact_messages
+from nanobot_redact import (
+    DEFAULT_PATTERNS,
+    STAGE_NAME,
+    nanobot_governance_stages,
+    redact_message,
+    redact_messages,
+    scanner_for,
+)
 
 OPENAI_KEY = "sk-" + "Zx9" * 16
 GITHUB_TOKEN = "gh" + "p_" + "a1B2c3" * 6
@@ -156,9 +166,11 @@ def test_the_stage_reports_what_it_removed(tmp_path: Path) -> None:
 
 def test_config_options_reach_the_stage(tmp_path: Path) -> None:
     """[governance.stages.redact_secrets] disabled_kinds is honoured by the contributed stage."""
-    config = Config(
-        governance=GovernanceConfig(stages={STAGE_NAME: {"disabled_kinds": ["openai_api_key"]}})
+    defaults = Config()
+    governance = attrs.evolve(
+        defaults.governance, stages={STAGE_NAME: {"disabled_kinds": ["openai_api_key"]}}
     )
+    config = attrs.evolve(defaults, governance=governance)
     (stage,) = nanobot_governance_stages(PluginContext(workspace=tmp_path, config=config))
     outcome = stage.func([{"role": "user", "content": OPENAI_KEY}], None)
     assert not outcome.changed
@@ -224,8 +236,6 @@ def test_any_history_is_left_intact_and_redaction_is_idempotent(
 
 def test_the_governed_request_carries_no_secret_and_stays_legal(tmp_path: Path) -> None:
     """Through the governor: secrets gone from the model copy, history intact, invariants kept."""
-    from nanobot_core.testing import govern_and_check
-
     stages = nanobot_governance_stages(PluginContext(workspace=tmp_path))
     original = history()
     snapshot = copy.deepcopy(original)
@@ -242,9 +252,114 @@ def test_the_governed_request_carries_no_secret_and_stays_legal(tmp_path: Path) 
 
 def test_the_stage_runs_before_results_are_offloaded(tmp_path: Path) -> None:
     """In the pipeline, redact_secrets comes after the repair stages and before offload_results."""
-    from nanobot_core.governance import Governor, builtin_stages
-
-    stages = [*builtin_stages(), *nanobot_governance_stages(PluginContext(workspace=tmp_path))]
-    names = Governor(stages, config=GovernanceConfig()).stage_names()
+    stages = nanobot_governance_stages(PluginContext(workspace=tmp_path))
+    result = govern_and_check(history(), stages=stages, workspace=tmp_path)
+    names = [entry.stage for entry in result.report]
     assert names.index("sanitize_content") < names.index(STAGE_NAME)
     assert names.index(STAGE_NAME) < names.index("offload_results")
+
+
+PRESIGNED = (
+    "https://bucket.s3.amazonaws.com/cat.png?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+    "&X-Amz-Credential=AKIA" + "IOSFODNN7EXAMPLE%2F20261201%2Fus-east-1%2Fs3%2Faws4_request"
+    "&X-Amz-Signature=5d672d79c15b13162d9279b0855cfba6789a8edb4c82c400e06b5924a6f2b5d7"
+)
+
+
+def _image(url: str, *, nested: bool = True) -> dict[str, Any]:
+    return {"type": "image_url", "image_url": {"url": url, "detail": "low"} if nested else url}
+
+
+def test_an_image_whose_url_holds_a_credential_becomes_a_text_marker() -> None:
+    """A presigned or credentialed image URL is replaced whole by a text part naming image_url."""
+    message = {
+        "role": "user",
+        "content": [
+            {"type": "text", "text": "what is this?"},
+            _image(PRESIGNED),
+            _image("https://admin:hunter2@cams.local/snap.jpg", nested=False),
+        ],
+    }
+    redacted, found = redact_message(message, scanner_for(DEFAULT_PATTERNS))
+    assert redacted["content"] == [
+        {"type": "text", "text": "what is this?"},
+        {"type": "text", "text": "[REDACTED:image_url]"},
+        {"type": "text", "text": "[REDACTED:image_url]"},
+    ]
+    assert [(field, dict(kinds)) for field, kinds in found] == [
+        ("content[1].image_url.url", {"url_token": 2}),
+        ("content[2].image_url", {"url_password": 1}),
+    ]
+    assert redacted["content"][0] is message["content"][0]
+
+
+def test_text_data_urls_are_decoded_and_raster_images_left_alone() -> None:
+    """A data: URL with a text payload is scanned decoded; a PNG payload is never scanned."""
+    env = base64.b64encode(b"OPENAI_API_KEY=" + OPENAI_KEY.encode()).decode()
+    png = "data:image/png;base64," + base64.b64encode(b"\x89PNG" + OPENAI_KEY.encode()).decode()
+    plain = "data:," + urllib.parse.quote(f"token {GITHUB_TOKEN}")
+    parts = [_image(f"data:text/plain;base64,{env}"), _image(png), _image(plain)]
+    redacted, found = redact_message(
+        {"role": "user", "content": parts}, scanner_for(DEFAULT_PATTERNS)
+    )
+    assert redacted["content"][0] == {"type": "text", "text": "[REDACTED:image_url]"}
+    assert redacted["content"][1] is parts[1]
+    assert redacted["content"][2] == {"type": "text", "text": "[REDACTED:image_url]"}
+    assert [field for field, _ in found] == ["content[0].image_url.url", "content[2].image_url.url"]
+
+
+def test_images_without_secrets_are_passed_through_as_is() -> None:
+    """Ordinary image URLs (with harmless query strings) keep their part object."""
+    message = {
+        "role": "user",
+        "content": [
+            _image("https://example.com/a.png?w=200&h=100"),
+            _image("data:image/jpeg;base64,/9j/"),
+        ],
+    }
+    redacted, found = redact_message(message, scanner_for(DEFAULT_PATTERNS))
+    assert redacted is message
+    assert found == []
+
+
+def test_a_jwt_in_a_tool_result_and_a_pgp_key_in_arguments_are_removed() -> None:
+    """The new shapes are found in tool results and in JSON-encoded tool arguments alike."""
+    jwt = "eyJhbGciOiJSUzI1NiJ9.eyJzdWIiOiJib3QifQ.c2lnbmF0dXJlLWJ5dGVz"
+    pgp = "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF8\n-----END PGP PRIVATE KEY BLOCK-----"
+    call = {
+        "id": "c",
+        "type": "function",
+        "function": {"name": "write_file", "arguments": json.dumps({"content": pgp})},
+    }
+    messages, findings = redact_messages(
+        [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c", "content": f"cookie: session={jwt}"},
+        ]
+    )
+    assert json.loads(messages[0]["tool_calls"][0]["function"]["arguments"]) == {
+        "content": "[REDACTED:private_key]"
+    }
+    assert messages[1]["content"] == "cookie: session=[REDACTED:jwt]"
+    assert findings == [
+        (0, "tool_calls[0].function.arguments", "private_key", 1),
+        (1, "content", "jwt", 1),
+    ]
+
+
+def test_arguments_nested_too_deep_to_walk_are_redacted_as_text() -> None:
+    """JSON nested past the recursion limit is still scanned, as plain text."""
+    arguments = "[" * 100_000 + json.dumps(OPENAI_KEY) + "]" * 100_000
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    messages, findings = redact_messages([{"role": "assistant", "tool_calls": [call]}])
+    assert OPENAI_KEY not in messages[0]["tool_calls"][0]["function"]["arguments"]
+    assert findings == [(0, "tool_calls[0].function.arguments", "openai_api_key", 1)]
+
+
+@settings(derandomize=True, deadline=None, max_examples=100)
+@given(messages_strategy)
+def test_each_message_is_redacted_on_its_own(messages: list[dict[str, Any]]) -> None:
+    """The stage is per-message: its output for a message is what that message alone gives."""
+    scanner = scanner_for(DEFAULT_PATTERNS)
+    together, _ = redact_messages(messages)
+    assert together == [redact_message(message, scanner)[0] for message in messages]

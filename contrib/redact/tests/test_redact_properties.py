@@ -1,0 +1,97 @@
+"""Properties of redaction on any text: idempotent, no secret shape left, the rest kept, bounded.
+
+Fake secrets are assembled at run time so that no secret scanner mistakes this
+file for a leak.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nanobot_redact import DEFAULT_PATTERNS, Scanner, marker
+
+SCANNER = Scanner(DEFAULT_PATTERNS)
+LONGEST_MARKER = max(len(marker(rule.kind)) for rule in DEFAULT_PATTERNS)
+
+# (secret text, what it must become): realistic shapes, each replaced whole.
+SECRETS: list[tuple[str, str]] = [
+    ("sk-" + "proj-Ab3dE6gH9jK2mN5pQ8sT1vW4", marker("openai_api_key")),
+    ("sk-ant-" + "api03-" + "Zx9Yw8" * 6, marker("anthropic_api_key")),
+    ("AKIA" + "IOSFODNN7EXAMPLE", marker("aws_access_key_id")),
+    ("gh" + "p_" + "a1B2c3" * 6, marker("github_token")),
+    ("github_" + "pat_" + "11ABCDEFG0" * 4, marker("github_token")),
+    ("xo" + "xb-" + "1234-5678-abcdefghij", marker("slack_token")),
+    ("AI" + "za" + "Sy" + "B" * 33, marker("google_api_key")),
+    ("eyJhbGciOiJIUzI1NiJ9" + ".eyJzdWIiOiIxIn0" + ".c2lnbmF0dXJl", marker("jwt")),
+    (
+        "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIB\n-----END EC PRIVATE KEY-----",
+        marker("private_key"),
+    ),
+    (
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF8\n-----END PGP PRIVATE KEY BLOCK-----",
+        marker("private_key"),
+    ),
+    ("Authorization: Bearer abc.def-ghi_jkl", "Authorization: Bearer " + marker("bearer_token")),
+    ("Authorization: Basic dXNlcjpwYXNz", "Authorization: Basic " + marker("basic_auth")),
+    (
+        "https://app:s3cr3t@db.example.com/x",
+        "https://app:" + marker("url_password") + "@db.example.com/x",
+    ),
+    ("https://x.io/a?sig=Zm9v&n=1", "https://x.io/a?sig=" + marker("url_token") + "&n=1"),
+]
+
+# Words with none of the rules' required substrings: they can never be (part of) a secret.
+SAFE_WORDS = st.sampled_from(
+    ["the", "build", "failed", "in", "module", "parser", "line", "42", "retry", "ok", "path.py"]
+)
+SEPARATORS = st.sampled_from([" ", "\n", ", ", " (", ") ", "; "])
+
+# Text that is mostly the characters secrets are made of, so that look-alikes abound.
+_TRICKY_PIECES = [
+    *"skAKIAeyJghp_xob-.:/@?&=' \"\n\t",
+    *("sk-", "eyJ", "://", "Bearer ", "Basic ", "Authorization: ", "curl ", " -u "),
+    *("-----BEGIN ", "PRIVATE KEY-----", "ghp_", "token=", "AKIA", "AIza", "A1b2C3d4"),
+    *("aws_secret_access_key=", "[REDACTED:jwt]", "-----END PRIVATE KEY-----"),
+]
+TRICKY = st.lists(st.sampled_from(_TRICKY_PIECES), max_size=40).map("".join)
+
+
+@settings(derandomize=True, deadline=None, max_examples=400)
+@given(st.one_of(TRICKY, st.text(max_size=80)))
+def test_redacting_is_idempotent_and_leaves_no_secret_shape(text: str) -> None:
+    """A second pass finds nothing: no rule matches the output except on its own markers."""
+    once, _ = SCANNER.redact(text)
+    twice, found = SCANNER.redact(once)
+    assert found == {}
+    assert twice == once
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(
+    st.lists(
+        st.one_of(SAFE_WORDS.map(lambda w: (w, w)), st.sampled_from(SECRETS)),
+        min_size=1,
+        max_size=12,
+    ),
+    st.lists(SEPARATORS, min_size=12, max_size=12),
+)
+def test_secrets_are_replaced_and_everything_else_is_kept(
+    pieces: list[tuple[str, str]], separators: list[str]
+) -> None:
+    """Text made of plain words and secrets comes back with exactly the secrets replaced."""
+    text = "".join(piece + sep for (piece, _), sep in zip(pieces, separators, strict=False))
+    expected = "".join(out + sep for (_, out), sep in zip(pieces, separators, strict=False))
+    redacted, found = SCANNER.redact(text)
+    assert redacted == expected
+    assert sum(found.values()) == sum(piece != out for piece, out in pieces)
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(st.one_of(TRICKY, st.text(max_size=80)))
+def test_output_grows_at_most_one_marker_per_secret(text: str) -> None:
+    """Each secret adds at most one marker's length; text without secrets is the same object."""
+    redacted, found = SCANNER.redact(text)
+    assert len(redacted) <= len(text) + LONGEST_MARKER * sum(found.values())
+    if not found:
+        assert redacted is text
