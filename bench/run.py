@@ -2,7 +2,7 @@
 
 Usage (the nox ``bench`` session runs this in a venv with nanobot-core installed)::
 
-    python bench/run.py [--quick] [--only import,cli,prepare_call,concurrency,governance,tau]
+    python bench/run.py [--quick] [--only import,cli,prepare_call,concurrency,governance,tau,redact]
 
 Creates its environments under ``bench/.envs/`` when missing (nanobot-ai 0.3.5
 from the package index; nanobot-core and thirty plugin wheels built from this
@@ -25,6 +25,7 @@ from pathlib import Path
 import envs
 from governance_bench import rows_for_sizes, rows_for_tau, time_sizes, write_histories
 from plugin_projects import PLUGIN_COUNT
+from redact_bench import bench_redact
 from report import Row, render
 from startup import bench_cli, bench_import
 from tools_bench import bench_concurrency, bench_prepare_call
@@ -32,7 +33,7 @@ from tools_bench import bench_concurrency, bench_prepare_call
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "RESULTS.md"
 HISTORY_SIZES = (2_500, 10_000, 20_000)
-BENCHMARKS = ("import", "cli", "prepare_call", "concurrency", "governance", "tau")
+BENCHMARKS = ("import", "cli", "prepare_call", "concurrency", "governance", "tau", "redact")
 
 
 @dataclass(frozen=True)
@@ -140,6 +141,7 @@ def main() -> int:
             return rows_for_sizes(timings, effort.governance_rounds, effort.governance_reps)
 
         attempt("governance", governance)
+    attempt("redact", lambda: bench_redact(effort.governance_rounds, effort.governance_reps + 2))
     tau = data / "tau-bench-airline"
     attempt(
         "tau",

@@ -36,22 +36,50 @@ class Scanner:
 
     rules: tuple[Rule, ...]
     extras: tuple[SecretPattern, ...] = ()
-    #: (required substring, indexes of the rules it admits), built once.
-    _requirements: tuple[tuple[str, tuple[int, ...]], ...] = attrs.field(init=False)
+    #: (a required substring, or one pattern for several that start with the same
+    #: uncommon character; the indexes of the rules it admits), built once.
+    _requirements: tuple[tuple[str | re.Pattern[str], tuple[int, ...]], ...] = attrs.field(
+        init=False
+    )
+    #: Rules that match only at the start of a text: tried there, which costs less
+    #: than looking for their substrings through the whole text.
+    _at_start: tuple[int, ...] = attrs.field(init=False)
     #: Rules that have no required substring and so always run.
     _unconditional: tuple[int, ...] = attrs.field(init=False)
 
     @_requirements.default
-    def _index_requirements(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
-        table: dict[str, list[int]] = {}
+    def _index_requirements(self) -> tuple[tuple[str | re.Pattern[str], tuple[int, ...]], ...]:
+        admits: dict[str, set[int]] = {}
         for index, rule in enumerate(self.rules):
-            for needle in rule.requires:
-                table.setdefault(needle, []).append(index)
-        return tuple((needle, tuple(ids)) for needle, ids in table.items())
+            if not rule.at_start:
+                for needle in rule.requires:
+                    admits.setdefault(needle, set()).add(index)
+        # Substrings that start with the same uncommon character (not a lower-case
+        # letter) are looked for by one pattern, which skips to that character in C.
+        grouped: dict[str, list[str]] = {}
+        for needle in admits:
+            key = needle[0] if len(needle) > 1 and not needle[0].islower() else needle
+            grouped.setdefault(key, []).append(needle)
+        table: list[tuple[str | re.Pattern[str], tuple[int, ...]]] = []
+        for needles in grouped.values():
+            ids = tuple(sorted(set().union(*(admits[n] for n in needles))))
+            check = (
+                needles[0] if len(needles) == 1 else re.compile("|".join(map(re.escape, needles)))
+            )
+            table.append((check, ids))
+        return tuple(table)
+
+    @_at_start.default
+    def _index_at_start(self) -> tuple[int, ...]:
+        return tuple(index for index, rule in enumerate(self.rules) if rule.at_start)
 
     @_unconditional.default
     def _index_unconditional(self) -> tuple[int, ...]:
-        return tuple(index for index, rule in enumerate(self.rules) if not rule.requires)
+        return tuple(
+            index
+            for index, rule in enumerate(self.rules)
+            if not rule.requires and not rule.at_start
+        )
 
     @classmethod
     def of(cls, patterns: Iterable[SecretPattern]) -> Scanner:
@@ -88,10 +116,15 @@ class Scanner:
     def _active(self, text: str) -> list[int]:
         """The rules that can match `text`, in rule order."""
         active = set(self._unconditional)
-        for needle, ids in self._requirements:
-            if needle in text:
+        for check, ids in self._requirements:
+            if (check in text) if isinstance(check, str) else check.search(text) is not None:
                 active.update(ids)
-        return sorted(active)
+        active.update(i for i in self._at_start if self.rules[i].regex.match(text) is not None)
+        return sorted(active) if active else []
+
+    def could_match(self, text: str) -> bool:
+        """Whether any pattern could find a secret in `text` (False: `redact` would find none)."""
+        return bool(self.extras) or bool(self._active(text))
 
     def _next(self, index: int, text: str, position: int) -> re.Match[str] | None:
         rule = self.rules[index]

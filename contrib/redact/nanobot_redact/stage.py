@@ -164,6 +164,10 @@ def _redact_arguments(arguments: Any, scanner: Scanner) -> tuple[Any, Counter[st
             return arguments, Counter()
     if not isinstance(arguments, str):
         return arguments, found
+    if "\\" not in arguments and not scanner.could_match(arguments):
+        # Without escapes every decoded string is a piece of the raw text, so a raw
+        # text that no rule can match holds no secret: no need to decode it.
+        return arguments, found
     try:
         redacted = _redact_json(json.loads(arguments), scanner, found)
     except (ValueError, RecursionError):

@@ -347,6 +347,22 @@ def test_a_jwt_in_a_tool_result_and_a_pgp_key_in_arguments_are_removed() -> None
     ]
 
 
+def test_secrets_hidden_behind_json_escapes_are_still_found() -> None:
+    """Arguments that spell a key or a URL with JSON escapes are decoded before the scan."""
+    escaped_key = OPENAI_KEY.replace("-", "\\u002d", 1)
+    arguments = '{"key": "' + escaped_key + '", "url": "https:\\/\\/app:pw@db\\/x"}'
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    messages, findings = redact_messages([{"role": "assistant", "tool_calls": [call]}])
+    assert json.loads(messages[0]["tool_calls"][0]["function"]["arguments"]) == {
+        "key": "[REDACTED:openai_api_key]",
+        "url": "https://app:[REDACTED:url_password]@db/x",
+    }
+    assert findings == [
+        (0, "tool_calls[0].function.arguments", "openai_api_key", 1),
+        (0, "tool_calls[0].function.arguments", "url_password", 1),
+    ]
+
+
 def test_arguments_nested_too_deep_to_walk_are_redacted_as_text() -> None:
     """JSON nested past the recursion limit is still scanned, as plain text."""
     arguments = "[" * 100_000 + json.dumps(OPENAI_KEY) + "]" * 100_000
