@@ -65,7 +65,7 @@ def describe(finding: Finding) -> str:
     """One line of the governance report: which secret kind was removed, and where."""
     index, field, kind, count = finding
     times = f" ({count} times)" if count > 1 else ""
-    return f"message {index} {field}: {kind} redacted{times}"
+    return f"messages[{index}] {field}: {kind} redacted{times}"
 
 
 def make_stage_func(

@@ -155,9 +155,9 @@ def test_the_stage_reports_what_it_removed(tmp_path: Path) -> None:
     assert outcome.changed
     assert outcome.messages[1]["content"].startswith("my key is [REDACTED:openai_api_key]")
     assert list(outcome.details) == [
-        "message 1 content: openai_api_key redacted",
-        "message 2 tool_calls[1].function.arguments: private_key redacted",
-        "message 5 content[1].text: github_token redacted",
+        "messages[1] content: openai_api_key redacted",
+        "messages[2] tool_calls[1].function.arguments: private_key redacted",
+        "messages[5] content[1].text: github_token redacted",
     ]
     again = stage.func(outcome.messages, None)
     assert not again.changed
@@ -247,7 +247,7 @@ def test_the_governed_request_carries_no_secret_and_stays_legal(tmp_path: Path) 
     entry = result.report.entry(STAGE_NAME)
     assert entry is not None
     assert entry.changed
-    assert entry.details[0] == "message 1 content: openai_api_key redacted"
+    assert entry.details[0] == "messages[1] content: openai_api_key redacted"
 
 
 def test_the_stage_runs_before_results_are_offloaded(tmp_path: Path) -> None:
