@@ -11,7 +11,10 @@
 
 nanobot-redact is imported from the source tree (``contrib/redact``), so the
 bench environment needs nothing beyond nanobot-core; ``redact_stage`` is there
-for other benchmarks that want the stage.
+for other benchmarks that want the stage. Times are the CPU time of this
+process (``time.process_time``): on a machine shared with other work, a
+wall-clock sample longer than a scheduler slice also counts the time others
+ran, which would make longer inputs look slower per character.
 """
 
 from __future__ import annotations
@@ -67,9 +70,9 @@ def redact_stage(workspace: Path) -> Any:
 def _best_of(function: Callable[[], object], reps: int) -> float:
     best = float("inf")
     for _ in range(reps):
-        started = time.perf_counter()
+        started = time.process_time()
         function()
-        best = min(best, time.perf_counter() - started)
+        best = min(best, time.process_time() - started)
     return best
 
 
@@ -104,7 +107,7 @@ def adversarial_row(reps: int) -> Row:
         figure_label=f"x time per character, {LENGTHS[-1]:,} vs {LENGTHS[0]:,} (worst case)",
         target="<= 2x (linear; a quadratic scan gives 4x)",
         passed=worst <= 2.0,
-        notes=[f"best of {reps} calls per case and length.", *notes],
+        notes=[f"CPU time, best of {reps} calls per case and length.", *notes],
     )
 
 
@@ -119,9 +122,9 @@ def throughput_row(history_text: str, reps: int) -> Row:
     samples = []
     for _ in range(reps):
         history = json.loads(history_text)
-        started = time.perf_counter()
+        started = time.process_time()
         redact.redact_messages(history)
-        samples.append(size / MB / (time.perf_counter() - started))
+        samples.append(size / MB / (time.process_time() - started))
     summary = summarize(samples)
     return Row(
         benchmark="Redaction: throughput over a whole history",
@@ -152,9 +155,9 @@ def _govern_seconds(history_text: str, stage: Any, workspace: Path) -> float:
     )
     history = json.loads(history_text)
     governor = build_governor(config, workspace, stages=[*builtin_stages(), stage])
-    started = time.perf_counter()
+    started = time.process_time()
     governor.govern(history, system=SYSTEM_PROMPT, tools=TOOL_DEFINITIONS)
-    return time.perf_counter() - started
+    return time.process_time() - started
 
 
 def governance_row(histories: Sequence[tuple[int, str]], rounds: int) -> Row:
@@ -194,7 +197,8 @@ def governance_row(histories: Sequence[tuple[int, str]], rounds: int) -> Row:
         target="<= 1.5x",
         passed=ratio <= 1.5,
         notes=[
-            f"{rounds} rounds alternating the two sides; each sample builds a fresh governor "
+            f"{rounds} rounds alternating the two sides, CPU time; each sample builds a fresh "
+            "governor "
             "(built-in stages plus the one third-party stage) and decodes the history afresh. "
             "Same settings as the governance benchmark (128,000-token window).",
             *notes,
