@@ -25,6 +25,7 @@ __all__ = [
     "PromptConfig",
     "ProviderConfig",
     "RunnerConfig",
+    "StoreConfig",
     "ToolsConfig",
     "load_config",
 ]
@@ -51,6 +52,19 @@ class ToolsConfig:
     options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
 
 
+#: The smallest ``max_tool_result_chars``: below it the notice that replaces an offloaded
+#: result (its path and size) no longer fits, so whole results would be lost.
+MIN_TOOL_RESULT_CHARS = 500
+
+
+@attrs.define
+class StoreConfig:
+    """``[governance.store]``: how much the offload cache keeps (age since last use, bytes)."""
+
+    max_age_days: float = 30.0
+    max_bytes: int = 1 << 30
+
+
 @attrs.define
 class GovernanceConfig:
     """The token budget and the stage switches of the governance pipeline."""
@@ -62,6 +76,7 @@ class GovernanceConfig:
     max_tool_result_chars: int = 16_000
     disabled: list[str] = attrs.field(factory=list)
     stages: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    store: StoreConfig = attrs.field(factory=StoreConfig)
 
 
 @attrs.define
@@ -206,10 +221,29 @@ def structure_config(data: Mapping[str, Any], *, source: str = "config") -> Conf
 
     _check_types(data, Config, "")
     try:
-        return _converter().structure(dict(data), Config)  # type: ignore[no-any-return]
+        config: Config = _converter().structure(dict(data), Config)
     except cattrs.BaseValidationError as exc:
         messages = cattrs.transform_error(exc, path="")
         raise ConfigError(f"{source}: " + "; ".join(messages)) from exc
+    _check_ranges(config)
+    return config
+
+
+def _check_ranges(config: Config) -> None:
+    """Refuse values that type-check but would make the core lose data."""
+    governance = config.governance
+    if governance.max_tool_result_chars < MIN_TOOL_RESULT_CHARS:
+        raise ConfigError(
+            f"governance.max_tool_result_chars: {governance.max_tool_result_chars} is below "
+            f"{MIN_TOOL_RESULT_CHARS}, where tool results would be lost entirely"
+        )
+    store = governance.store
+    if not store.max_age_days > 0:
+        raise ConfigError(
+            f"governance.store.max_age_days: must be more than 0, got {store.max_age_days}"
+        )
+    if store.max_bytes <= 0:
+        raise ConfigError(f"governance.store.max_bytes: must be more than 0, got {store.max_bytes}")
 
 
 def _type_name(tp: Any) -> str:

@@ -37,4 +37,4 @@ def nanobot_result_store(ctx: PluginContext) -> DirectoryResultStore:
     """The default store: content-addressed files under ``<workspace>/.nanobot/cache/``."""
     from nanobot_core.governance import default_store
 
-    return default_store(ctx.workspace)
+    return default_store(ctx.workspace, ctx.config.governance.store)

@@ -155,7 +155,7 @@ class Governor:
         self.counter: TokenCounter = counter if counter is not None else EstimateCounter()
         self.workspace = Path(workspace) if workspace is not None else None
         if store is None and self.workspace is not None:
-            store = default_store(self.workspace)
+            store = default_store(self.workspace, config.store)
         self.store = store
         self.placement_problems = placement.problems
         disabled = set(config.disabled)

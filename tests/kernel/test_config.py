@@ -24,12 +24,12 @@ def test_precedence_of_every_layer(tmp_path: Path) -> None:
     """CLI flags beat env, which beats --config, which beats nanobot.toml, which beats pyproject."""
     (tmp_path / "pyproject.toml").write_text(
         "[tool.nanobot.governance]\ncontext_window = 1\nmax_output = 1\n"
-        "safety_margin = 1\nmax_tool_result_chars = 1\ninput_limit = 1\n",
+        "safety_margin = 1\nmax_tool_result_chars = 1001\ninput_limit = 1\n",
         encoding="utf-8",
     )
     (tmp_path / "nanobot.toml").write_text(
         "[governance]\ncontext_window = 2\nmax_output = 2\nsafety_margin = 2\n"
-        "max_tool_result_chars = 2\n",
+        "max_tool_result_chars = 1002\n",
         encoding="utf-8",
     )
     extra = tmp_path / "extra.toml"
@@ -49,7 +49,7 @@ def test_precedence_of_every_layer(tmp_path: Path) -> None:
         g.safety_margin,
         g.max_tool_result_chars,
         g.input_limit,
-    ) == (5, 4, 3, 2, 1)
+    ) == (5, 4, 3, 1002, 1)
 
 
 def test_named_environment_variables(tmp_path: Path) -> None:
