@@ -10,7 +10,6 @@ Subcommands live in ``nanobot_core._commands`` and are imported only when run.
 from __future__ import annotations
 
 import importlib
-import json
 import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -97,8 +96,10 @@ class CliState:
         return self._managers[root]
 
     def echo_json(self, value: Any) -> None:
-        """Print `value` as JSON on stdout."""
-        click.echo(json.dumps(value, ensure_ascii=False, indent=2))
+        """Print `value` on stdout as strict JSON (no NaN, no lone surrogate: see the boundary)."""
+        from nanobot_core._json_boundary import dumps
+
+        click.echo(dumps(value, indent=2))
 
 
 def get_state() -> CliState:

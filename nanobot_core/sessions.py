@@ -20,7 +20,6 @@ Readers (``sessions``, ``sessions show``) take no lock and change nothing.
 from __future__ import annotations
 
 import copy
-import json
 import os
 import re
 import sys
@@ -165,27 +164,40 @@ def parse_session_lines(data: bytes) -> tuple[list[dict[str, Any]], list[LoadPro
 
 
 def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+    from nanobot_core._json_boundary import JSONBoundaryError, loads
+
     try:
-        value = json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        return None, f"not UTF-8 ({exc.reason} at byte {exc.start})"
-    except json.JSONDecodeError as exc:
-        return None, f"not JSON ({exc.msg} at column {exc.colno})"
+        decoded = loads(raw)
+    except JSONBoundaryError as exc:
+        return None, str(exc)
+    value = decoded.value
+    if decoded.replaced:
+        log.warning("session line decoded with replacements", replaced=list(decoded.replaced))
     if not isinstance(value, dict):
         return None, f"a JSON {type(value).__name__}, not an object"
     return value, ""
 
 
 def encode_record(record: Mapping[str, Any]) -> bytes:
-    """One session line: compact JSON and a newline; raises SessionError if not serialisable."""
+    """One session line: strict compact JSON and a newline (see `nanobot_core._json_boundary`).
+
+    Lone surrogates and non-finite numbers are replaced and logged, never stored raw;
+    raises SessionError for a value that is not JSON at all.
+    """
+    return _encoded(record)[0]
+
+
+def _encoded(record: Mapping[str, Any]) -> tuple[bytes, tuple[str, ...]]:
+    from nanobot_core._json_boundary import dumps
+
+    replaced: list[str] = []
     try:
-        text = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
-        return (text + "\n").encode("utf-8")
-    except UnicodeEncodeError:
-        # A lone surrogate (from a broken tool output) cannot be UTF-8; \u escapes keep it exact.
-        return (json.dumps(record, ensure_ascii=True, separators=(",", ":")) + "\n").encode()
+        text = dumps(record, separators=(",", ":"), on_replace=replaced.extend)
     except (TypeError, ValueError) as exc:
         raise SessionError(f"message cannot be stored as JSON: {exc}") from exc
+    if replaced:
+        log.warning("session line stored with replacements", replaced=replaced)
+    return (text + "\n").encode("utf-8"), tuple(replaced)
 
 
 class SessionStore:
@@ -293,7 +305,11 @@ class Session:
         record = strip_meta(message)
         if meta:
             record[META_KEY] = dict(meta)
-        data = encode_record(record)
+        data, replaced = _encoded(record)
+        if replaced:  # what is kept in memory is what the file holds
+            from nanobot_core._json_boundary import loads
+
+            record = loads(data).value
         view = memoryview(data)
         while view:
             written = os.write(self._fd, view)

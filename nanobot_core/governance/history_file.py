@@ -7,7 +7,6 @@ judged here; that is governance's job.
 
 from __future__ import annotations
 
-import json
 import os
 import tempfile
 from collections.abc import Iterable
@@ -16,7 +15,12 @@ from typing import Any, Literal
 
 import attrs
 
+from nanobot_core._json_boundary import dumps, loads
+from nanobot_core._logging import get_logger
+
 __all__ = ["LoadedHistory", "parse_history", "write_jsonl_atomic"]
+
+log = get_logger(__name__)
 
 Shape = Literal["jsonl", "json-array", "json-object"]
 
@@ -33,7 +37,7 @@ class LoadedHistory:
     def problems(self) -> list[str]:
         """One line per problem, for the report."""
         notes = [f"line {n}: bytes that are not UTF-8 replaced with U+FFFD" for n in self.not_utf8]
-        return notes + [f"line {n}: left out, not JSON ({why})" for n, why in self.left_out]
+        return notes + [f"line {n}: left out, {why}" for n, why in self.left_out]
 
 
 def _decode(data: bytes) -> tuple[str, list[int]]:
@@ -53,12 +57,20 @@ def _decode(data: bytes) -> tuple[str, list[int]]:
     return data.decode("utf-8", "replace"), bad
 
 
+def _loads(text: str) -> Any:
+    """One value through the JSON boundary (limits; replacements are logged)."""
+    decoded = loads(text)
+    if decoded.replaced:
+        log.warning("history decoded with replacements", replaced=list(decoded.replaced))
+    return decoded.value
+
+
 def _whole_document(text: str) -> tuple[Shape, list[Any]] | None:
     """The messages when `text` is one JSON array, or one object with a "messages" array."""
     if not text.lstrip().startswith(("[", "{")):
         return None
     try:
-        document = json.loads(text)
+        document = _loads(text)
     except ValueError:
         return None
     if isinstance(document, list):
@@ -80,7 +92,7 @@ def parse_history(data: bytes) -> LoadedHistory:
         if not line.strip():
             continue
         try:
-            messages.append(json.loads(line))
+            messages.append(_loads(line))
         except ValueError as exc:
             left_out.append((number, str(exc)))
     return LoadedHistory(messages, "jsonl", left_out, not_utf8)
@@ -93,7 +105,7 @@ def write_jsonl_atomic(path: Path, messages: Iterable[Any]) -> None:
     try:
         with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
             for message in messages:
-                stream.write(json.dumps(message, ensure_ascii=False) + "\n")
+                stream.write(dumps(message) + "\n")
             stream.flush()
             os.fsync(stream.fileno())
         os.replace(temporary, path)

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from nanobot_core._json_boundary import dumps
 from nanobot_core.config import ProviderConfig
 
 __all__ = [
@@ -209,7 +210,7 @@ def _arguments_text(arguments: object) -> str:
         return arguments
     if arguments is None:
         return "{}"
-    return json.dumps(arguments, ensure_ascii=False)
+    return dumps(arguments)
 
 
 def derive_call_id(salt: str, index: int, name: object, arguments: str) -> str:

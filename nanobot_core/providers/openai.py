@@ -9,12 +9,12 @@ provider's repr leaves it out.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
+from nanobot_core._json_boundary import JSONBoundaryError, dumps, loads, without_lone_surrogates
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig
 from nanobot_core.errors import ProviderError
@@ -150,7 +150,9 @@ class OpenAIProvider:
         import httpx
 
         try:
-            response = await client.post(self.endpoint, json=body, headers=headers)
+            # Strict UTF-8 JSON whatever the history holds (no NaN, no lone surrogate).
+            content = dumps(body, separators=(",", ":")).encode("utf-8")
+            response = await client.post(self.endpoint, content=content, headers=headers)
         except httpx.TimeoutException as exc:
             raise _Retryable(f"timed out after {self.timeout:g}s ({type(exc).__name__})") from None
         except httpx.TransportError as exc:
@@ -166,11 +168,15 @@ class OpenAIProvider:
 
     def _parse_reply(self, response: httpx.Response, *, salt: str) -> ProviderReply:
         try:
-            data = response.json()
-        except ValueError:
+            decoded = loads(response.content)
+        except JSONBoundaryError as exc:
             raise ProviderError(
-                f"{self.display_url} sent a reply that is not JSON: {_excerpt(response.text)!r}"
+                f"{self.display_url} sent a reply that cannot be used: {exc}: "
+                f"{_excerpt(response.text)!r}"
             ) from None
+        if decoded.replaced:
+            log.warning("provider reply decoded with replacements", replaced=list(decoded.replaced))
+        data = decoded.value
         if not isinstance(data, dict):
             raise ProviderError(f"{self.display_url} sent a reply that is not a JSON object")
         choices = data.get("choices")
@@ -224,15 +230,15 @@ def _server_message(response: httpx.Response) -> str:
     """The server's own explanation of an error status, as short plain text."""
     reason = response.reason_phrase or ""
     try:
-        data: Any = response.json()
-    except ValueError:
-        text = response.text.strip()
+        data: Any = loads(response.content).value
+    except JSONBoundaryError:
+        text = without_lone_surrogates(response.text.strip())
         return _excerpt(text) if text else reason or "(empty body)"
     if isinstance(data, Mapping):
         for key in ("error", "message", "detail"):
             if data.get(key) is not None:
                 return _excerpt(_error_text(data[key]))
-    return _excerpt(json.dumps(data, ensure_ascii=False))
+    return _excerpt(dumps(data))
 
 
 def _describe_body(data: Mapping[str, Any]) -> str:
@@ -254,8 +260,8 @@ def _error_text(error: object) -> str:
             code = error.get("code") or error.get("type")
             return f"{message} ({code})" if isinstance(code, str) and code else message
     if isinstance(error, str):
-        return error
-    return json.dumps(error, ensure_ascii=False)
+        return without_lone_surrogates(error)
+    return dumps(error)
 
 
 def _excerpt(text: str) -> str:

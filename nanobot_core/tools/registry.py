@@ -10,13 +10,14 @@ what is invalid. It never raises for a bad call: the problem comes back as an
 from __future__ import annotations
 
 import copy
-import json
 import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from nanobot_core._json_boundary import JSONLimitError, JSONSyntaxError, check_depth, loads
+from nanobot_core._json_repair import repair
 from nanobot_core._logging import get_logger
 from nanobot_core.tools.base import Tool, check_tool
 from nanobot_core.tools.schema import cast_arguments, compile_schema, normalise_schema
@@ -236,14 +237,20 @@ def parse_arguments(raw: Any, *, unwrap: bool = True) -> ParsedArguments:
     """Read raw call arguments into an object, noting every repair.
 
     Accepts an object; JSON text (also double-encoded, also broken: repaired
-    with json-repair); None or "" for no arguments; and, when ``unwrap``, a lone
-    ``{"arguments": ...}`` wrapper whose inner value may itself be JSON text.
+    in linear time, see `nanobot_core._json_repair`); None or "" for no
+    arguments; and, when ``unwrap``, a lone ``{"arguments": ...}`` wrapper
+    whose inner value may itself be JSON text. Text and objects outside the
+    JSON boundary's limits (depth, integer digits) are refused with the
+    reason; non-finite numbers are kept, for validation to refuse by name.
     """
     repairs: list[str] = []
-    value = _decode(raw, repairs)
-    if unwrap and isinstance(value, dict) and list(value) == ["arguments"]:
-        repairs.append('unwrapped an {"arguments": ...} wrapper')
-        value = _decode(value["arguments"], repairs)
+    try:
+        value = _decode(raw, repairs)
+        if unwrap and isinstance(value, dict) and list(value) == ["arguments"]:
+            repairs.append('unwrapped an {"arguments": ...} wrapper')
+            value = _decode(value["arguments"], repairs)
+    except JSONLimitError as exc:
+        return ParsedArguments(repairs=tuple(repairs), error=f"cannot be used: {exc}")
     if not isinstance(value, dict):
         return ParsedArguments(
             repairs=tuple(repairs), error=f"must be a JSON object, got {_json_kind(value)}"
@@ -258,6 +265,7 @@ def _decode(raw: Any, repairs: list[str]) -> Any:
     if raw is None:
         return {}
     if not isinstance(raw, str):
+        check_depth(raw)
         return raw
     if not raw.strip():
         return {}
@@ -270,16 +278,15 @@ def _decode(raw: Any, repairs: list[str]) -> Any:
 
 def _loads(text: str, repairs: list[str]) -> Any:
     try:
-        return json.loads(text)
-    except ValueError:
+        return loads(text, keep_nonfinite=True).value
+    except JSONSyntaxError:
         pass
-    import json_repair
-
-    repaired = json_repair.loads(text)
-    if repaired == "" or repaired is None:
+    try:
+        value, done = repair(text, keep_nonfinite=True)
+    except JSONSyntaxError:
         return _UNPARSABLE
-    repairs.append("repaired malformed JSON")
-    return repaired
+    repairs.append(done)
+    return value
 
 
 def _json_kind(value: Any) -> str:

@@ -63,14 +63,18 @@ def test_history_is_a_copy(tmp_path: Path) -> None:
         assert session.history()[0]["tool_calls"] == [{"id": "1"}]
 
 
-def test_lone_surrogates_survive_a_round_trip(tmp_path: Path) -> None:
-    """Text that cannot be UTF-8 (a lone surrogate from a tool) is stored and read back exactly."""
+def test_lone_surrogates_are_replaced_before_they_are_stored(tmp_path: Path) -> None:
+    """A lone surrogate (from a tool) is stored as U+FFFD: the file is strict UTF-8 JSON."""
     message = {"role": "tool", "tool_call_id": "1", "content": "bad \udc80 byte"}
+    stored = {"role": "tool", "tool_call_id": "1", "content": "bad \ufffd byte"}
     store = SessionStore(tmp_path)
     with store.open() as session:
         session.append(message)
+        assert session.history() == [stored]
+    line = store.path("default").read_bytes()
+    assert b"\\u" not in line and json.loads(line.decode("utf-8", "strict")) == stored
     with store.open() as session:
-        assert session.history() == [message]
+        assert session.history() == [stored]
 
 
 def test_torn_last_line_is_moved_aside_and_the_file_cut_back(tmp_path: Path) -> None:

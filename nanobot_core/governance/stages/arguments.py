@@ -1,9 +1,9 @@
 """Turning whatever a call's ``arguments`` hold into a JSON object encoded as a string.
 
 Providers reject a history whose arguments are an object instead of a string,
-truncated JSON, or JSON that is not an object. Broken JSON is repaired with
-json-repair (imported only when needed); what cannot become an object is
-replaced by ``{}``. Every change is described for the report.
+truncated JSON, or JSON that is not an object. Broken JSON is repaired in
+linear time (`nanobot_core._json_repair`, the same repair tool calls get);
+what cannot become an object is replaced by ``{}``. Every change is described for the report.
 """
 
 from __future__ import annotations
@@ -38,11 +38,11 @@ def _decode(text: str) -> tuple[bool, Any]:
 
 
 def _repair(text: str) -> Any:
-    import json_repair
+    from nanobot_core._json_repair import repair
 
     try:
-        return json_repair.repair_json(text, return_objects=True)
-    except Exception:
+        return repair(text)[0]
+    except ValueError:
         return None
 
 

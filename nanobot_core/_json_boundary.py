@@ -1,0 +1,269 @@
+"""The JSON boundary: all JSON text entering the core is decoded here, all leaving encoded here.
+
+What comes in (model replies, session lines, tool arguments, plugin output)
+is decoded within documented limits, into values that can always be encoded
+again:
+
+- nesting deeper than `MAX_DEPTH` arrays and objects is refused,
+- an integer of more than `MAX_INT_DIGITS` digits is refused,
+- ``NaN``, ``Infinity`` and numbers too large for a float (``1e999``) are
+  replaced by ``null``, unless the caller keeps them (tool arguments keep
+  them, so that validation refuses them by name),
+- a lone surrogate (``"\\ud800"``, a legal JSON escape that no UTF-8 text can
+  hold) is replaced by U+FFFD; escaped pairs stay the character they encode.
+
+A refusal is a `JSONSyntaxError` or a `JSONLimitError` (both
+`JSONBoundaryError`, a ``ValueError``) whose message says what was wrong;
+every replacement is listed in `Decoded.replaced`, for the caller
+to report. Encoding (`dumps`) never fails on such values either: it makes the
+same replacements, so what leaves the core (request bodies, ``--json``
+output, session files) is always strict JSON in valid UTF-8.
+
+Both directions cost time linear in the size of the text: the fast paths are
+the standard library's C code, and the walk that finds replacements is
+iterative, so depth never reaches Python's recursion limit.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "Decoded",
+    "JSONBoundaryError",
+    "JSONLimitError",
+    "JSONSyntaxError",
+    "check_depth",
+    "dumps",
+    "loads",
+    "sanitized",
+    "without_lone_surrogates",
+]
+
+#: Arrays and objects nested deeper than this are refused.
+MAX_DEPTH = 100
+#: Integers with more digits than this are refused: Python's own limit on converting
+#: integers to and from text, so what decodes can always be encoded again.
+MAX_INT_DIGITS = 4_300
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# An escaped surrogate in JSON text (an escaped pair decodes to one character; a lone one does not).
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+
+
+class JSONBoundaryError(ValueError):
+    """JSON text that cannot enter the core: not JSON, or outside the limits."""
+
+
+class JSONSyntaxError(JSONBoundaryError):
+    """Text that is not JSON (or not UTF-8)."""
+
+
+class JSONLimitError(JSONBoundaryError):
+    """JSON outside the boundary's limits (depth, integer digits)."""
+
+
+@attrs.frozen
+class Decoded:
+    """A decoded value and what was replaced in it to make it encodable."""
+
+    value: Any
+    replaced: tuple[str, ...] = ()
+
+
+def without_lone_surrogates(text: str) -> str:
+    """`text` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
+    if text.isascii() or _SURROGATE.search(text) is None:
+        return text
+    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def _nonfinite(keep: bool, found: list[str]) -> tuple[Callable[[str], Any], Callable[[str], Any]]:
+    def constant(name: str) -> Any:
+        found.append(name)
+        return float(name) if keep else None
+
+    def number(text: str) -> Any:
+        value = float(text)
+        if math.isfinite(value):
+            return value
+        found.append(text if len(text) <= 20 else text[:17] + "...")
+        return value if keep else None
+
+    return constant, number
+
+
+def loads(text: str | bytes, *, keep_nonfinite: bool = False) -> Decoded:
+    """Decode JSON `text` within the limits; raises `JSONSyntaxError` or `JSONLimitError`.
+
+    Bytes must be UTF-8. With `keep_nonfinite` non-finite numbers stay floats
+    (the caller must refuse them before they are encoded); otherwise they
+    become ``None`` and are listed as replaced.
+    """
+    if isinstance(text, bytes | bytearray):
+        try:
+            text = bytes(text).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise JSONSyntaxError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    found: list[str] = []
+    constant, number = _nonfinite(keep_nonfinite, found)
+    try:
+        value = json.loads(text, parse_constant=constant, parse_float=number)
+    except RecursionError:
+        raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels") from None
+    except json.JSONDecodeError as exc:
+        raise JSONSyntaxError(
+            f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    except ValueError:  # the standard library's own limit on integer digits
+        raise JSONLimitError(f"an integer of more than {MAX_INT_DIGITS} digits") from None
+    replaced = [] if keep_nonfinite else [f"non-finite number {n} replaced by null" for n in found]
+    # Brackets can only nest as deep as there are brackets: most texts need no walk for depth.
+    if text.count("[") + text.count("{") > MAX_DEPTH and _too_deep(value):
+        raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels")
+    if _ESCAPED_SURROGATE.search(text) is not None or (
+        not text.isascii() and _SURROGATE.search(text) is not None
+    ):
+        value, fixed = _walk(value, check_depth=False)
+        replaced.extend(fixed)
+    return Decoded(value, tuple(replaced))
+
+
+def check_depth(value: Any) -> None:
+    """Raise `JSONLimitError` when the dicts and lists of `value` nest deeper than `MAX_DEPTH`."""
+    if isinstance(value, dict | list) and _too_deep(value):
+        raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels")
+
+
+def _too_deep(value: Any) -> bool:
+    """Whether containers nest deeper than `MAX_DEPTH` in `value` (iterative, containers only)."""
+    stack = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return True
+        for child in node.values() if type(node) is dict else node:
+            if type(child) is dict or type(child) is list:
+                stack.append((child, depth + 1))
+    return False
+
+
+def sanitized(value: Any) -> Decoded:
+    """`value` (built in Python, e.g. by a plugin) made encodable: the replacements of `loads`.
+
+    Anything that is not a JSON type is an error (``TypeError``), as is
+    nesting deeper than `MAX_DEPTH` (`JSONLimitError`).
+    """
+    out, replaced = _walk(value, check_depth=True, numbers=True)
+    return Decoded(out, tuple(replaced))
+
+
+def dumps(
+    value: Any,
+    *,
+    indent: int | None = None,
+    separators: tuple[str, str] | None = None,
+    sort_keys: bool = False,
+    ascii_only: bool = False,
+    on_replace: Callable[[tuple[str, ...]], None] | None = None,
+) -> str:
+    """Strict JSON for `value`: never ``NaN``, never a lone surrogate; deep values refused.
+
+    `on_replace` is called with what was replaced, when anything was. Raises
+    `JSONLimitError` for nesting deeper than `MAX_DEPTH` and ``TypeError`` for
+    values that are not JSON types.
+    """
+    options: dict[str, Any] = {
+        "ensure_ascii": ascii_only,
+        "allow_nan": False,
+        "indent": indent,
+        "separators": separators,
+        "sort_keys": sort_keys,
+    }
+    try:
+        text = json.dumps(value, **options)
+    except (ValueError, RecursionError):
+        text = None
+    if text is not None and (text.isascii() or _SURROGATE.search(text) is None):
+        return text
+    clean = sanitized(value)
+    if on_replace is not None and clean.replaced:
+        on_replace(clean.replaced)
+    return json.dumps(clean.value, **options)
+
+
+_SCALARS = (bool, int, type(None))
+
+
+def _walk(value: Any, *, check_depth: bool, numbers: bool = False) -> tuple[Any, list[str]]:
+    """A copy of `value` with lone surrogates (and, with `numbers`, non-finite floats) replaced.
+
+    Iterative: a stack of (container, its copy, depth), so depth costs no recursion.
+    """
+    replaced: list[str] = []
+    seen = {"surrogate": False}
+
+    def leaf(item: Any) -> Any:
+        if isinstance(item, str):
+            fixed = without_lone_surrogates(item)
+            if fixed is not item and fixed != item:
+                seen["surrogate"] = True
+            return fixed
+        if isinstance(item, float):
+            if numbers and not math.isfinite(item):
+                replaced.append(f"non-finite number {item!r} replaced by null")
+                return None
+            return item
+        if isinstance(item, _SCALARS):
+            if numbers and isinstance(item, int) and not isinstance(item, bool):
+                _check_int(item)
+            return item
+        if isinstance(item, dict | list | tuple):
+            return item  # containers are handled by the loop
+        raise TypeError(f"a {type(item).__name__} is not a JSON value")
+
+    def shell(item: Any) -> Any:
+        return {} if isinstance(item, dict) else []
+
+    if not isinstance(value, dict | list | tuple):
+        out = leaf(value)
+    else:
+        out = shell(value)
+        stack: list[tuple[Any, Any, int]] = [(value, out, 1)]
+        while stack:
+            source, target, depth = stack.pop()
+            if check_depth and depth > MAX_DEPTH:
+                raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels")
+            items = source.items() if isinstance(source, dict) else enumerate(source)
+            for key, item in items:
+                if isinstance(source, dict):
+                    if not isinstance(key, str):
+                        if not isinstance(key, int | float | bool | None):
+                            raise TypeError(f"a {type(key).__name__} key is not a JSON key")
+                        key = json.dumps(key)  # what json.dumps itself makes of such a key
+                    key = leaf(key)
+                copied = leaf(item)
+                if isinstance(item, dict | list | tuple):
+                    copied = shell(item)
+                    stack.append((item, copied, depth + 1))
+                if isinstance(target, dict):
+                    target[key] = copied
+                else:
+                    target.append(copied)
+    if seen["surrogate"]:
+        replaced.append("lone surrogates replaced by U+FFFD")
+    return out, replaced
+
+
+def _check_int(value: int) -> None:
+    # 3.32 bits a decimal digit: a cheap bound, exact enough for a limit of thousands of digits.
+    if value.bit_length() > MAX_INT_DIGITS * 3.32:
+        raise JSONLimitError(f"an integer of more than {MAX_INT_DIGITS} digits")
