@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -89,12 +91,33 @@ def test_the_config_hash_follows_what_runs_not_the_timeouts() -> None:
 def test_bridged_names_are_legal_function_names() -> None:
     """Names get the mcp_<server>_ prefix, illegal characters become _, and stay <= 64 chars."""
     assert bridged_name("notes", "add_note") == "mcp_notes_add_note"
-    assert bridged_name("web", "fetch.page v2") == "mcp_web_fetch_page_v2"
+    changed = bridged_name("web", "fetch.page v2")
+    assert re.fullmatch(r"mcp_web_fetch_page_v2_[0-9a-f]{16}", changed)
     long_a = bridged_name("server", "a" * 80 + "x")
     long_b = bridged_name("server", "a" * 80 + "y")
     assert len(long_a) == len(long_b) == 64
     assert long_a != long_b
     assert long_a.startswith("mcp_server_aaaa")
+
+
+def test_bridged_names_are_injective_for_one_server() -> None:
+    """Tools whose legal forms agree (a.b, a_b, a b) get different names; legal ones are kept."""
+    names = [bridged_name("s", tool) for tool in ["a.b", "a_b", "a b", "a-b"]]
+    assert len(set(names)) == 4
+    assert names[1] == "mcp_s_a_b" and names[3] == "mcp_s_a-b"
+    mimic = "a_b_" + names[0].rsplit("_", 1)[1]  # a legal name posing as a changed one
+    assert bridged_name("s", mimic) not in names
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in names)
+
+
+def test_distinct_tool_names_never_share_a_bridged_name() -> None:
+    """Every tool name of up to four characters from a colliding alphabet maps to its own name."""
+    alphabet = "a._ -é"
+    tools = ["".join(p) for n in range(1, 5) for p in itertools.product(alphabet, repeat=n)]
+    tools += ["x" * 70 + suffix for suffix in alphabet]  # cut to 64, still apart
+    names = [bridged_name("srv", tool) for tool in tools]
+    assert len(set(names)) == len(tools)
+    assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in names)
 
 
 def test_the_cache_round_trips_and_rejects_stale_entries(tmp_path: Path) -> None:

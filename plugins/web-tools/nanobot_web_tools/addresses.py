@@ -71,6 +71,9 @@ def refusal_reason(address: IPAddress, *, allow_loopback: bool = False) -> str |
         (address.is_multicast, "multicast"),
         (address.is_reserved, "reserved"),
         (address.is_private, "private"),
+        # fec0::/10, deprecated (RFC 3879) but still routed inside some networks; Python
+        # counts it as global.
+        (isinstance(address, ipaddress.IPv6Address) and address.is_site_local, "site-local"),
     ):
         if flag:
             return reason

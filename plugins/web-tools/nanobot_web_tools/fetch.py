@@ -174,7 +174,7 @@ class PinnedFetcher:
                     location = response.headers.get("location")
                     if response.status_code not in _REDIRECTS or not location:
                         return await self._read(response, target)
-                    target = _http_url(str(target.join(location)))
+                    target = _redirect_target(target, location)
                 finally:
                     await response.aclose()
         raise FetchRefused(f"more than {self.limits.max_redirects} redirects")
@@ -205,6 +205,13 @@ class PinnedFetcher:
             except httpx.ConnectError as exc:
                 failures.append(f"{address}: {exc or type(exc).__name__}")
                 continue
+            except httpx.InvalidURL as exc:
+                # httpx parses a redirect's Location while receiving the response.
+                raise FetchRefused(f"invalid redirect location from {target}: {exc}") from exc
+            except httpx.RemoteProtocolError as exc:
+                if "location" not in str(exc).lower():
+                    raise FetchFailed(f"{target}: {type(exc).__name__}: {exc}") from exc
+                raise FetchRefused(f"invalid redirect location from {target}: {exc}") from exc
             except httpx.HTTPError as exc:
                 raise FetchFailed(f"{target}: {type(exc).__name__}: {exc}") from exc
             return response
@@ -229,6 +236,17 @@ class PinnedFetcher:
             text=text,
             truncated=truncated,
         )
+
+
+def _redirect_target(target: httpx.URL, location: str) -> httpx.URL:
+    """Where a redirect leads, checked like any URL; a Location httpx cannot parse is refused."""
+    import httpx
+
+    try:
+        joined = str(target.join(location))
+    except (httpx.InvalidURL, ValueError) as exc:
+        raise FetchRefused(f"invalid redirect location {location!r}: {exc}") from exc
+    return _http_url(joined)
 
 
 def _http_url(url: str) -> httpx.URL:

@@ -35,6 +35,8 @@ def never_called(host: str, port: int) -> list[str]:
         ("169.254.169.254", "a cloud metadata address"),
         ("fd00:ec2::254", "a cloud metadata address"),
         ("100.100.100.200", "a cloud metadata address"),
+        ("fec0::1", "site-local"),
+        ("feff:ffff::1", "site-local"),
     ],
 )
 def test_internal_addresses_are_refused_with_their_kind(address: str, reason: str) -> None:

@@ -179,6 +179,18 @@ def test_a_redirect_to_a_name_that_resolves_private_is_refused(site: LocalSite) 
     assert resolver.calls == 2
 
 
+@pytest.mark.parametrize("location", ["http:\\\\10.0.0.1\\", "http://[fec0::1]/", "http://[::1"])
+def test_a_redirect_to_an_unparsable_or_site_local_location_is_refused_cleanly(
+    site: LocalSite, socket_guard: SocketGuard, location: str
+) -> None:
+    """A Location httpx cannot parse (or a site-local one) is a FetchRefused, not InvalidURL."""
+    url = f"http://site.test:{site.port}/redirect?to={quote(location, safe='')}"
+    with pytest.raises(FetchRefused, match=r"invalid redirect location|site-local|private"):
+        fetch(local_fetcher(), url)
+    assert site.hits["/redirect"] == 1
+    assert socket_guard.blocked == []
+
+
 def test_redirects_are_bounded(site: LocalSite) -> None:
     """A redirect loop stops after the configured number of hops."""
     loop = f"http://site.test:{site.port}/redirect"

@@ -1,0 +1,168 @@
+"""The JSON boundary: limits on the way in, strict JSON on the way out, whatever the input."""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nanobot_core._json_boundary import (
+    MAX_DEPTH,
+    MAX_INT_DIGITS,
+    JSONLimitError,
+    JSONSyntaxError,
+    check_depth,
+    dumps,
+    loads,
+    sanitized,
+    without_lone_surrogates,
+)
+from tests.boundary.strict import strict_loads
+
+# Any text, lone surrogates included: what a broken decoder or a JSON escape can produce.
+texts = st.text(st.characters(codec=None, exclude_categories=()), max_size=12)
+scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | texts
+)
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
+    max_leaves=20,
+)
+BOUNDARY = settings(max_examples=2_000, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def _nest(depth: int) -> str:
+    return "[" * depth + "]" * depth
+
+
+def test_depth_at_the_limit_is_accepted_and_one_more_is_refused() -> None:
+    """MAX_DEPTH nested arrays decode; one level more is a JSONLimitError naming the limit."""
+    assert loads(_nest(MAX_DEPTH)).value is not None
+    with pytest.raises(JSONLimitError, match=f"nested deeper than {MAX_DEPTH} levels"):
+        loads(_nest(MAX_DEPTH + 1))
+    objects = '{"a":' * (MAX_DEPTH + 1) + "1" + "}" * (MAX_DEPTH + 1)
+    with pytest.raises(JSONLimitError, match="nested deeper"):
+        loads(objects)
+
+
+def test_a_hundred_thousand_deep_array_is_refused_not_a_recursion_error() -> None:
+    """The issue's ``"[" * 100000 + "]" * 100000`` is refused as too deep."""
+    with pytest.raises(JSONLimitError, match="nested deeper"):
+        loads(_nest(100_000))
+
+
+def test_an_unclosed_deep_text_is_a_syntax_error() -> None:
+    """The issue's ``"[{" * 20000`` is not JSON, said with its position."""
+    with pytest.raises(JSONSyntaxError, match=r"not JSON \(.* line 1 column 3\)"):
+        loads("[{" * 20_000)
+
+
+def test_integer_digits_are_limited() -> None:
+    """An integer of MAX_INT_DIGITS digits decodes and encodes again; more digits are refused."""
+    assert dumps(loads("9" * MAX_INT_DIGITS).value) == "9" * MAX_INT_DIGITS
+    with pytest.raises(JSONLimitError, match=f"more than {MAX_INT_DIGITS} digits"):
+        loads("9" * 5_000)
+    with pytest.raises(JSONLimitError, match="digits"):
+        dumps(10**5_000)
+
+
+@pytest.mark.parametrize("text", ["NaN", "Infinity", "-Infinity", "1e999", "-1e400"])
+def test_non_finite_numbers_become_null_and_are_reported(text: str) -> None:
+    """NaN, Infinity and overflowing numbers are replaced by null, each one reported."""
+    decoded = loads(f'{{"x": {text}, "y": [{text}]}}')
+    assert decoded.value == {"x": None, "y": [None]}
+    assert len(decoded.replaced) == 2
+    assert all("replaced by null" in note for note in decoded.replaced)
+
+
+def test_non_finite_numbers_are_kept_when_asked() -> None:
+    """keep_nonfinite leaves NaN a float, for argument validation to refuse by name."""
+    value = loads('{"x": NaN, "y": 1e999}', keep_nonfinite=True).value
+    assert math.isnan(value["x"]) and value["y"] == math.inf
+
+
+def test_lone_surrogate_escapes_become_replacement_characters() -> None:
+    """An escaped lone surrogate decodes to U+FFFD, reported; an escaped pair is its character."""
+    decoded = loads('{"\\udc80k": "a\\ud800b \\ud83d\\ude00"}')
+    assert decoded.value == {"\ufffdk": "a\ufffdb \U0001f600"}
+    assert decoded.replaced == ("lone surrogates replaced by U+FFFD",)
+
+
+def test_bytes_that_are_not_utf8_are_a_syntax_error() -> None:
+    """Bytes are decoded strictly: a bad byte is a JSONSyntaxError naming its offset."""
+    with pytest.raises(JSONSyntaxError, match=r"not UTF-8 .* at byte 2"):
+        loads(b'"a\xff"')
+
+
+def test_dumps_replaces_what_cannot_be_strict_json() -> None:
+    """NaN and infinities become null and lone surrogates U+FFFD, and the caller is told."""
+    told: list[tuple[str, ...]] = []
+    text = dumps({"a": math.nan, "b": ["\ud800", -math.inf], "\udfff": 1}, on_replace=told.append)
+    assert strict_loads(text) == {"a": None, "b": ["\ufffd", None], "\ufffd": 1}
+    assert len(told) == 1 and "lone surrogates replaced by U+FFFD" in told[0]
+
+
+def test_dumps_refuses_values_deeper_than_the_limit() -> None:
+    """A Python value nested past MAX_DEPTH is a JSONLimitError, never a RecursionError."""
+    deep: Any = []
+    for _ in range(5_000):
+        deep = [deep]
+    with pytest.raises(JSONLimitError):
+        dumps([deep, math.nan])
+    with pytest.raises(JSONLimitError):
+        check_depth(deep)
+
+
+def test_dumps_refuses_what_is_not_json() -> None:
+    """Objects that are not JSON values are a TypeError naming the type."""
+    with pytest.raises(TypeError, match="set"):
+        dumps({"a": {1, 2}})
+
+
+def test_without_lone_surrogates_joins_pairs_and_replaces_halves() -> None:
+    """A split pair is joined into its character; a half alone becomes U+FFFD."""
+    assert without_lone_surrogates("x\ud83d\ude00y\ud83d") == "x\U0001f600y\ufffd"
+    plain = "plain text"
+    assert without_lone_surrogates(plain) is plain
+
+
+@BOUNDARY
+@given(values)
+def test_any_value_encodes_to_strict_json_and_decodes_to_the_same(value: Any) -> None:
+    """dumps gives strict UTF-8 JSON for any value; loads of it gives the sanitised value."""
+    text = dumps(value)
+    parsed = strict_loads(text.encode("utf-8"))
+    clean = sanitized(value).value
+    assert parsed == json.loads(json.dumps(clean))
+    assert loads(text).value == parsed
+
+
+@BOUNDARY
+@given(values)
+def test_any_decoded_value_can_be_encoded_again(value: Any) -> None:
+    """What loads accepts (written with NaN and escapes as a lenient encoder would) re-encodes."""
+    lenient = json.dumps(value, ensure_ascii=True, allow_nan=True)
+    decoded = loads(lenient).value
+    assert strict_loads(dumps(decoded)) == decoded
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=0, max_value=3 * MAX_DEPTH), st.sampled_from(["[", '{"k":']))
+def test_depth_is_refused_exactly_above_the_limit(depth: int, opener: str) -> None:
+    """Any depth up to MAX_DEPTH decodes and any deeper is refused, for arrays and objects."""
+    closer = "]" if opener == "[" else "}"
+    text = opener * depth + "0" + closer * depth
+    if depth <= MAX_DEPTH:
+        assert loads(text).value is not None
+    else:
+        with pytest.raises(JSONLimitError):
+            loads(text)
