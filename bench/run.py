@@ -2,7 +2,8 @@
 
 Usage (the nox ``bench`` session runs this in a venv with nanobot-core installed)::
 
-    python bench/run.py [--quick] [--only import,cli,prepare_call,concurrency,governance,tau,redact]
+    python bench/run.py [--quick]
+        [--only import,cli,prepare_call,concurrency,governance,tau,redact,repair]
 
 Creates its environments under ``bench/.envs/`` when missing (nanobot-ai 0.3.5
 from the package index; nanobot-core and thirty plugin wheels built from this
@@ -26,6 +27,7 @@ import envs
 from governance_bench import rows_for_sizes, rows_for_tau, time_sizes, write_histories
 from plugin_projects import PLUGIN_COUNT
 from redact_bench import bench_redact
+from repair_bench import bench_repair
 from report import Row, render
 from startup import bench_cli, bench_import
 from tools_bench import bench_concurrency, bench_prepare_call
@@ -33,7 +35,16 @@ from tools_bench import bench_concurrency, bench_prepare_call
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "RESULTS.md"
 HISTORY_SIZES = (2_500, 10_000, 20_000)
-BENCHMARKS = ("import", "cli", "prepare_call", "concurrency", "governance", "tau", "redact")
+BENCHMARKS = (
+    "import",
+    "cli",
+    "prepare_call",
+    "concurrency",
+    "governance",
+    "tau",
+    "redact",
+    "repair",
+)
 
 
 @dataclass(frozen=True)
@@ -50,6 +61,7 @@ class Effort:
     governance_rounds: int = 6
     governance_reps: int = 4
     tau_reps: int = 40
+    repair_reps: int = 5
 
 
 QUICK = Effort(
@@ -61,6 +73,7 @@ QUICK = Effort(
     governance_rounds=2,
     governance_reps=1,
     tau_reps=5,
+    repair_reps=2,
 )
 
 
@@ -149,6 +162,8 @@ def main() -> int:
             tau / "gpt-4o-airline.json", tau / "airline_tools.json", effort.tau_reps
         ),
     )
+
+    attempt("repair", lambda: bench_repair(effort.repair_reps))
 
     seconds = time.perf_counter() - clock
     command = "python bench/run.py" + (" --quick" if options.quick else "")

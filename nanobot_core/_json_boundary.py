@@ -101,12 +101,15 @@ def _nonfinite(keep: bool, found: list[str]) -> tuple[Callable[[str], Any], Call
     return constant, number
 
 
-def loads(text: str | bytes, *, keep_nonfinite: bool = False) -> Decoded:
+def loads(
+    text: str | bytes, *, keep_nonfinite: bool = False, depth_checked: bool = False
+) -> Decoded:
     """Decode JSON `text` within the limits; raises `JSONSyntaxError` or `JSONLimitError`.
 
     Bytes must be UTF-8. With `keep_nonfinite` non-finite numbers stay floats
     (the caller must refuse them before they are encoded); otherwise they
-    become ``None`` and are listed as replaced.
+    become ``None`` and are listed as replaced. `depth_checked` skips the
+    depth walk, for a caller that has already counted the brackets.
     """
     if isinstance(text, bytes | bytearray):
         try:
@@ -127,7 +130,8 @@ def loads(text: str | bytes, *, keep_nonfinite: bool = False) -> Decoded:
         raise JSONLimitError(f"an integer of more than {MAX_INT_DIGITS} digits") from None
     replaced = [] if keep_nonfinite else [f"non-finite number {n} replaced by null" for n in found]
     # Brackets can only nest as deep as there are brackets: most texts need no walk for depth.
-    if text.count("[") + text.count("{") > MAX_DEPTH and _too_deep(value):
+    deep = not depth_checked and text.count("[") + text.count("{") > MAX_DEPTH
+    if deep and _too_deep(value):
         raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels")
     if _ESCAPED_SURROGATE.search(text) is not None or (
         not text.isascii() and _SURROGATE.search(text) is not None

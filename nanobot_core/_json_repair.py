@@ -75,10 +75,8 @@ def _close_truncation(text: str, keep_nonfinite: bool) -> tuple[Any, str] | None
     for match in _TOKEN.finditer(text):
         token = match.group()
         if token[0] == '"':
-            if match.group("closed") is None:
-                open_string = True
-            continue
-        if token in "[{":
+            open_string = match.group("closed") is None  # only the last token can be open
+        elif token in "[{":
             stack.append(_CLOSER[token])
             starts.append(match.end())
             if len(stack) > MAX_DEPTH:
@@ -99,19 +97,18 @@ def _close_truncation(text: str, keep_nonfinite: bool) -> tuple[Any, str] | None
         body += '"'
     closers = "".join(reversed(stack))
     stripped = body.rstrip()
-    candidates = [stripped]
-    if stripped.endswith(","):
-        candidates.append(stripped[:-1])
+    candidates = [stripped[:-1]] if stripped.endswith(",") else [stripped]
     if starts:
         # Drop the unfinished member: back to where it began, and a comma before it.
         cut = text[: starts[-1]].rstrip()
         candidates.append(cut[:-1] if cut.endswith(",") else cut)
     for candidate in candidates:
         try:
-            value = loads(candidate + closers, keep_nonfinite=keep_nonfinite).value
+            # The scan bounded the depth: every bracket of a candidate was on the stack.
+            decoded = loads(candidate + closers, keep_nonfinite=keep_nonfinite, depth_checked=True)
         except JSONSyntaxError:
             continue
-        return value, "repaired malformed JSON"
+        return decoded.value, "repaired malformed JSON"
     return None
 
 

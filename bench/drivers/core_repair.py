@@ -1,0 +1,48 @@
+"""Argument repair on adversarial input: seconds to parse 1 MB and 2 MB of broken arguments.
+
+Run in the bench environment. Each kind of input is what makes a repair slow: a value
+cut off after a long string full of escapes, a cut-off structure dense with brackets and
+strings, and long breakage that is not a cut-off (refused past the documented limit).
+Sizes alternate within each repetition, so a slow spell of the machine hits both.
+"""
+
+from __future__ import annotations
+
+import time
+
+from _common import parser, silence_structlog, write
+
+SIZES = (1_000_000, 2_000_000)
+
+
+def _inputs(size: int) -> dict[str, str]:
+    escaped = ('x\\"y \\\\ z\\n' * (size // 10 + 1))[:size]
+    dense = '{"k": [1, {"z": "q"}]}, ' * (size // 24 + 1)
+    return {
+        "cut-off string full of escapes": '{"path": "a.txt", "content": "' + escaped,
+        "cut-off structure dense with brackets": '{"a": [' + dense[:size],
+        "long breakage that is not a cut-off": "{'a': '" + "x" * size + "'}",
+    }
+
+
+def main() -> None:
+    options = parser(__doc__ or "").parse_args()
+    silence_structlog()
+    from nanobot_core.tools.registry import parse_arguments
+
+    inputs = {size: _inputs(size) for size in SIZES}
+    seconds: dict[str, dict[str, list[float]]] = {}
+    outcomes: dict[str, str] = {}
+    for _ in range(options.reps):
+        for size in SIZES:
+            for kind, text in inputs[size].items():
+                started = time.perf_counter()
+                parsed = parse_arguments(text)
+                elapsed = time.perf_counter() - started
+                seconds.setdefault(kind, {}).setdefault(str(size), []).append(elapsed)
+                outcomes[kind] = "error: " + parsed.error if parsed.error else "repaired"
+    write(options.out, {"seconds": seconds, "outcomes": outcomes, "sizes": list(SIZES)})
+
+
+if __name__ == "__main__":
+    main()
