@@ -13,15 +13,23 @@ import abc
 import functools
 import os
 import re
+import subprocess
+import sys
 from collections.abc import Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
-from typing import Any, ClassVar
+from typing import IO, Any, ClassVar
 
+from nanobot_core._json_boundary import dumps, loads
 from nanobot_core.context import PluginContext
 from nanobot_core.errors import WorkspaceEscapeError
 from nanobot_core.hookspecs import hookimpl
 from nanobot_core.tools.base import Tool, ToolResult, run_in_daemon_thread
-from nanobot_core.tools.workspace import relative_display, resolve_in_workspace
+from nanobot_core.tools.workspace import (
+    open_in_workspace,
+    relative_display,
+    resolve_in_workspace,
+)
 
 __all__ = [
     "BUILTIN_TOOLS",
@@ -39,9 +47,18 @@ MAX_LINE_CHARS = 2_000
 GREP_LINE_CHARS = 300
 MAX_LISTED_ENTRIES = 500
 MAX_GREP_FILE_BYTES = 5_000_000
+#: Seconds a grep may search before it is stopped (the tools timeout, when built by the hook).
+DEFAULT_SEARCH_TIMEOUT = 60.0
 BINARY_SNIFF_BYTES = 8_192
 # Version-control and bytecode folders are never what a search is after.
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__"})
+
+
+def output_budget(ctx: PluginContext) -> int:
+    """Characters a built-in tool may answer with."""
+    # Stay under the governance limit with room for its notes, so results are never offloaded.
+    budget = ctx.config.governance.max_tool_result_chars - 500
+    return max(2_000, min(budget, 100_000))
 
 
 class WorkspaceTool(Tool):
@@ -55,9 +72,7 @@ class WorkspaceTool(Tool):
 
     @classmethod
     def create(cls, ctx: PluginContext) -> WorkspaceTool:
-        # Stay under the governance limit with room for its notes, so results are never offloaded.
-        budget = ctx.config.governance.max_tool_result_chars - 500
-        return cls(ctx.workspace, max_output_chars=max(2_000, min(budget, 100_000)))
+        return cls(ctx.workspace, max_output_chars=output_budget(ctx))
 
     async def execute(self, *args: Any, **kwargs: Any) -> ToolResult:
         work = functools.partial(self._guarded, *args, **kwargs)
@@ -84,10 +99,14 @@ class WorkspaceTool(Tool):
         """A resolved path as the model should see it (workspace-relative)."""
         return relative_display(self.workspace, path)
 
+    def open(self, target: Path, mode: str = "r") -> AbstractContextManager[IO[Any]]:
+        """A resolved path opened without a race (no link followed; see open_in_workspace)."""
+        return open_in_workspace(self.workspace, target, mode)
 
-def _is_binary(path: Path) -> bool:
-    with path.open("rb") as handle:
-        return b"\0" in handle.read(BINARY_SNIFF_BYTES)
+    def is_binary(self, target: Path) -> bool:
+        """Whether the file holds a NUL byte in its first bytes."""
+        with self.open(target, "rb") as handle:
+            return b"\0" in handle.read(BINARY_SNIFF_BYTES)
 
 
 def _clip(line: str, limit: int) -> str:
@@ -141,14 +160,14 @@ class ReadFileTool(WorkspaceTool):
             return ToolResult.error(f"{path} is a directory; use list_dir to see what is in it")
         if not target.exists():
             return ToolResult.error(f"file not found: {path}")
-        if _is_binary(target):
+        if self.is_binary(target):
             return ToolResult.error(f"{path} is a binary file; read_file only shows text")
         shown: list[str] = []
         used = 0
         total = 0
         last = offset - 1
         full = False
-        with target.open(encoding="utf-8", errors="replace") as handle:
+        with self.open(target) as handle:
             for number, line in enumerate(handle, start=1):
                 total = number
                 if full or number < offset or number >= offset + limit:
@@ -284,6 +303,24 @@ class GrepTool(WorkspaceTool):
     }
     read_only = True
 
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        max_output_chars: int = DEFAULT_OUTPUT_CHARS,
+        search_timeout: float = DEFAULT_SEARCH_TIMEOUT,
+    ) -> None:
+        super().__init__(workspace, max_output_chars=max_output_chars)
+        self.search_timeout = search_timeout
+
+    @classmethod
+    def create(cls, ctx: PluginContext) -> WorkspaceTool:
+        return cls(
+            ctx.workspace,
+            max_output_chars=output_budget(ctx),
+            search_timeout=ctx.config.tools.timeout,
+        )
+
     def run(
         self,
         pattern: str,
@@ -292,6 +329,57 @@ class GrepTool(WorkspaceTool):
         ignore_case: bool = False,
         max_matches: int = 100,
     ) -> ToolResult:
+        """Search in a child process, stopped at the timeout.
+
+        Python's regular expressions backtrack, and a pattern such as ``(a+)+$``
+        can take exponential time while holding the GIL, so a search in a thread
+        could not be stopped. The child process can: it is killed when the
+        timeout passes, and the model is told why.
+        """
+        try:
+            re.compile(pattern, re.IGNORECASE if ignore_case else 0)
+        except re.error as exc:
+            return ToolResult.error(f"invalid regular expression {pattern!r}: {exc}")
+        request = {
+            "workspace": str(self.workspace),
+            "max_output_chars": self.max_output_chars,
+            "pattern": pattern,
+            "path": path,
+            "glob": glob,
+            "ignore_case": ignore_case,
+            "max_matches": max_matches,
+        }
+        try:
+            # -I: isolated, so a folder named like a module in the workspace cannot be imported.
+            done = subprocess.run(
+                [sys.executable, "-I", "-m", __name__],
+                input=dumps(request),
+                capture_output=True,
+                text=True,
+                encoding="utf-8",
+                timeout=self.search_timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return ToolResult.error(
+                f"the search for {pattern!r} did not finish within {self.search_timeout:g}s and "
+                "was stopped; the regular expression may backtrack without end (nested "
+                "quantifiers such as (a+)+): use a simpler pattern, or narrow path and glob"
+            )
+        if done.returncode != 0:
+            return ToolResult.error(f"the search failed: {done.stderr.strip()[-500:]}")
+        answer = loads(done.stdout).value
+        return ToolResult(answer["text"], is_error=answer["error"])
+
+    def search(
+        self,
+        pattern: str,
+        path: str = ".",
+        glob: str | None = None,
+        ignore_case: bool = False,
+        max_matches: int = 100,
+    ) -> ToolResult:
+        """The search itself (in the child process): files, lines, the bounded answer."""
         try:
             regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
@@ -318,16 +406,16 @@ class GrepTool(WorkspaceTool):
             if glob and not PurePosixPath(self.show(file)).match(glob):
                 continue
             try:
-                if resolved.stat().st_size > MAX_GREP_FILE_BYTES or _is_binary(resolved):
+                if resolved.stat().st_size > MAX_GREP_FILE_BYTES or self.is_binary(resolved):
                     continue
-            except OSError:
+            except (OSError, WorkspaceEscapeError):
                 continue
             yield resolved
 
     def _search(self, file: Path, regex: re.Pattern[str], budget: int) -> list[str]:
         found: list[str] = []
         shown = self.show(file)
-        with file.open(encoding="utf-8", errors="replace") as handle:
+        with self.open(file) as handle:
             for number, line in enumerate(handle, start=1):
                 if regex.search(line):
                     found.append(f"{shown}:{number}: {_clip(line.rstrip(), GREP_LINE_CHARS)}")
@@ -377,8 +465,7 @@ class WriteFileTool(WorkspaceTool):
         target = self.resolve(path)
         if target.is_dir():
             return ToolResult.error(f"{path} is a directory")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with target.open("w", encoding="utf-8", newline="") as handle:
+        with self.open(target, "w") as handle:
             handle.write(content)
         return ToolResult(f"Wrote {len(content)} characters to {self.show(target)}.")
 
@@ -412,8 +499,12 @@ class EditFileTool(WorkspaceTool):
         target = self.resolve(path)
         if not target.is_file():
             return ToolResult.error(f"file not found: {path}")
-        with target.open(encoding="utf-8", newline="") as handle:
-            content = handle.read()
+        with self.open(target, "rb") as raw:
+            data = raw.read()
+        try:
+            content = data.decode("utf-8")
+        except UnicodeDecodeError:
+            return ToolResult.error(f"{path} is not UTF-8 text; edit_file only edits text")
         if old_text not in content and "\r\n" in content and "\r\n" not in old_text:
             # The model writes "\n"; the file uses Windows line endings.
             old_text, new_text = old_text.replace("\n", "\r\n"), new_text.replace("\n", "\r\n")
@@ -432,7 +523,7 @@ class EditFileTool(WorkspaceTool):
             if replace_all
             else content.replace(old_text, new_text, 1)
         )
-        with target.open("w", encoding="utf-8", newline="") as handle:
+        with self.open(target, "w") as handle:
             handle.write(updated)
         replaced = count if replace_all else 1
         return ToolResult(f"Replaced {replaced} occurrence(s) in {self.show(target)}.")
@@ -452,3 +543,17 @@ BUILTIN_TOOLS: tuple[type[WorkspaceTool], ...] = (
 def nanobot_tools(ctx: PluginContext) -> list[Tool]:
     """The six workspace tools, built for the context's workspace."""
     return [tool_class.create(ctx) for tool_class in BUILTIN_TOOLS]
+
+
+def _search_in_child() -> None:
+    """The child side of `GrepTool.run`: a request on stdin, the result as JSON on stdout."""
+    request = loads(sys.stdin.read()).value
+    tool = GrepTool(
+        Path(request.pop("workspace")), max_output_chars=request.pop("max_output_chars")
+    )
+    result = tool.search(**request)
+    sys.stdout.write(dumps({"text": str(result), "error": result.is_error}))
+
+
+if __name__ == "__main__":
+    _search_in_child()

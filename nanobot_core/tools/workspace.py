@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import IO, Any
 
 from nanobot_core.errors import WorkspaceEscapeError
 
-__all__ = ["relative_display", "resolve_in_workspace"]
+__all__ = [
+    "open_in_workspace",
+    "open_resolved",
+    "refuse_hard_links",
+    "relative_display",
+    "resolve_in_workspace",
+]
 
 
 def resolve_in_workspace(workspace: Path, user_path: str) -> Path:
@@ -32,3 +44,110 @@ def relative_display(workspace: Path, path: Path) -> str:
     """How a resolved path inside the workspace is shown to the model: relative, with '/'."""
     relative = path.relative_to(workspace.resolve())
     return relative.as_posix() if relative.parts else "."
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+@contextmanager
+def open_resolved(
+    workspace: Path, target: Path, flags: int, *, make_parents: bool = False, mode: int = 0o644
+) -> Iterator[int]:
+    """A descriptor of `target` (from `resolve_in_workspace`), opened without a race.
+
+    `target` was resolved, so no component of it is a symbolic link. Opening it
+    by name again would follow whatever is there *now*: a folder swapped for a
+    link between the check and the open would lead outside. So every folder is
+    opened relative to its parent's descriptor with ``O_NOFOLLOW``, from the
+    workspace down, and the file itself with ``O_NOFOLLOW`` too: a link met on
+    the way means the path changed after it was checked, and the open is
+    refused with `WorkspaceEscapeError`. `make_parents` creates missing folders
+    (relative to their parent's descriptor, too).
+    """
+    root = workspace.resolve()
+    parts = target.relative_to(root).parts
+    if not parts:
+        raise IsADirectoryError(errno.EISDIR, "the workspace itself is a folder", str(target))
+    fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        for index, part in enumerate(parts[:-1]):
+            parent = fd
+            fd = _enter(parent, part, make_parents, root.joinpath(*parts[: index + 1]), target)
+            os.close(parent)
+        try:
+            leaf = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _changed(target) from None
+            raise
+    finally:
+        os.close(fd)
+    try:
+        yield leaf
+    finally:
+        os.close(leaf)
+
+
+def refuse_hard_links(fd: int, shown: str) -> None:
+    """Refuse to write a file that has other names: a hard link could be a file outside."""
+    links = os.fstat(fd).st_nlink
+    if links > 1:
+        raise WorkspaceEscapeError(
+            f"{shown} has {links} hard links (another name may be outside the workspace); "
+            "writing through a hard link is refused: write a new file instead"
+        )
+
+
+def _enter(parent: int, name: str, make: bool, shown: Path, target: Path) -> int:
+    try:
+        return os.open(name, _DIR_FLAGS, dir_fd=parent)
+    except FileNotFoundError:
+        if not make:
+            raise FileNotFoundError(errno.ENOENT, "no such folder", str(shown)) from None
+        with suppress(FileExistsError):
+            os.mkdir(name, 0o755, dir_fd=parent)
+        return _enter(parent, name, False, shown, target)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            raise _changed(target) from None
+        raise
+
+
+def _changed(target: Path) -> WorkspaceEscapeError:
+    return WorkspaceEscapeError(
+        f"{target}: the path changed (a folder or file became a link) while it was being "
+        "opened; refused"
+    )
+
+
+_MODES = {
+    "r": (os.O_RDONLY, False),
+    "rb": (os.O_RDONLY, False),
+    "w": (os.O_WRONLY | os.O_CREAT, True),
+}
+
+
+@contextmanager
+def open_in_workspace(workspace: Path, target: Path, mode: str) -> Iterator[IO[Any]]:
+    """`target` (from `resolve_in_workspace`) opened race-free, as a file object.
+
+    Modes: ``"r"`` (UTF-8 text, bad bytes replaced), ``"rb"``, and ``"w"``
+    (UTF-8 text, newlines as written; missing folders are created; a file
+    with more than one hard link is refused, and only then emptied).
+    """
+    flags, writing = _MODES[mode]
+    with open_resolved(workspace, target, flags, make_parents=writing) as fd:
+        info = os.fstat(fd)
+        if stat.S_ISDIR(info.st_mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
+        if writing:
+            refuse_hard_links(fd, relative_display(workspace, target))
+            os.ftruncate(fd, 0)
+        if mode == "rb":
+            stream: IO[Any] = os.fdopen(os.dup(fd), "rb")
+        elif mode == "r":
+            stream = os.fdopen(os.dup(fd), "r", encoding="utf-8", errors="replace")
+        else:
+            stream = os.fdopen(os.dup(fd), "w", encoding="utf-8", newline="")
+        with stream:
+            yield stream
