@@ -183,6 +183,12 @@ texts = st.one_of(
         [OPENAI_KEY, GITHUB_TOKEN, PEM, "https://u:pw@h/", "Authorization: Bearer x" * 3]
     ),
 )
+image_urls = st.one_of(
+    texts.map(lambda t: "https://example.com/a.png?q=" + t),
+    st.sampled_from(
+        ["https://u:pw@h/i.png", "data:text/plain,sk-" + "a" * 24, "data:image/png;base64,AAAA"]
+    ),
+)
 messages_strategy = st.lists(
     st.fixed_dictionaries(
         {"role": st.sampled_from(["user", "assistant", "tool"])},
@@ -192,6 +198,12 @@ messages_strategy = st.lists(
                 st.lists(
                     st.one_of(
                         st.fixed_dictionaries({"type": st.just("text"), "text": texts}),
+                        st.fixed_dictionaries(
+                            {
+                                "type": st.just("image_url"),
+                                "image_url": st.fixed_dictionaries({"url": image_urls}),
+                            }
+                        ),
                         json_scalars,
                     ),
                     max_size=3,
