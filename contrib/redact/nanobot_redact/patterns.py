@@ -116,8 +116,9 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
     ),
     Rule.of(
         "private_key",
-        r"-----BEGIN PGP PRIVATE KEY BLOCK-----"
-        r"(?s:.*?)(?:-----END PGP PRIVATE KEY BLOCK-----|\Z)",
+        # PGP 2 wrote SECRET where GnuPG writes PRIVATE.
+        r"-----BEGIN PGP (?P<word>PRIVATE|SECRET) KEY BLOCK-----"
+        r"(?s:.*?)(?:-----END PGP (?P=word) KEY BLOCK-----|\Z)",
         "-----BEGIN ",
     ),
     Rule.of("bearer_token", _HEADER + r"(?i:bearer|token)\s++" + _BEARER_VALUE, *_HEADER_NAMES),

@@ -85,6 +85,15 @@ def test_pgp_private_key_blocks_go_whole() -> None:
     assert found == {"private_key": 1}
 
 
+def test_old_pgp_secret_key_blocks_go_whole() -> None:
+    """PGP 2's SECRET KEY BLOCK armor is a private key too."""
+    block = f"-----BEGIN PGP SECRET KEY BLOCK-----\n{PGP_BODY}-----END PGP SECRET KEY BLOCK-----"
+    assert redact_text(f"{block} tail", DEFAULT_PATTERNS) == (
+        "[REDACTED:private_key] tail",
+        {"private_key": 1},
+    )
+
+
 def test_pgp_public_key_blocks_are_kept() -> None:
     """An armored PGP public key block is not a secret and stays."""
     block = f"-----BEGIN PGP PUBLIC KEY BLOCK-----\n{PGP_BODY}-----END PGP PUBLIC KEY BLOCK-----"
