@@ -37,10 +37,9 @@ class Scanner:
     rules: tuple[Rule, ...]
     extras: tuple[SecretPattern, ...] = ()
     #: (a required substring, or one pattern for several that start with the same
-    #: uncommon character; the indexes of the rules it admits), built once.
-    _requirements: tuple[tuple[str | re.Pattern[str], tuple[int, ...]], ...] = attrs.field(
-        init=False
-    )
+    #: uncommon character; a rarer character of it that must be there too, or "";
+    #: the indexes of the rules it admits), built once.
+    _requirements: tuple[_Requirement, ...] = attrs.field(init=False)
     #: Rules that match only at the start of a text: tried there, which costs less
     #: than looking for their substrings through the whole text.
     _at_start: tuple[int, ...] = attrs.field(init=False)
@@ -48,7 +47,7 @@ class Scanner:
     _unconditional: tuple[int, ...] = attrs.field(init=False)
 
     @_requirements.default
-    def _index_requirements(self) -> tuple[tuple[str | re.Pattern[str], tuple[int, ...]], ...]:
+    def _index_requirements(self) -> tuple[_Requirement, ...]:
         admits: dict[str, set[int]] = {}
         for index, rule in enumerate(self.rules):
             if not rule.at_start:
@@ -60,13 +59,13 @@ class Scanner:
         for needle in admits:
             key = needle[0] if len(needle) > 1 and not needle[0].islower() else needle
             grouped.setdefault(key, []).append(needle)
-        table: list[tuple[str | re.Pattern[str], tuple[int, ...]]] = []
+        table: list[_Requirement] = []
         for needles in grouped.values():
             ids = tuple(sorted(set().union(*(admits[n] for n in needles))))
-            check = (
-                needles[0] if len(needles) == 1 else re.compile("|".join(map(re.escape, needles)))
-            )
-            table.append((check, ids))
+            if len(needles) == 1:
+                table.append((needles[0], _gate(needles[0]), ids))
+            else:
+                table.append((re.compile("|".join(map(re.escape, needles))), "", ids))
         return tuple(table)
 
     @_at_start.default
@@ -116,7 +115,9 @@ class Scanner:
     def _active(self, text: str) -> list[int]:
         """The rules that can match `text`, in rule order."""
         active = set(self._unconditional)
-        for check, ids in self._requirements:
+        for check, gate, ids in self._requirements:
+            if gate and gate not in text:
+                continue  # one memchr pass instead of a substring search
             if (check in text) if isinstance(check, str) else check.search(text) is not None:
                 active.update(ids)
         active.update(i for i in self._at_start if self.rules[i].regex.match(text) is not None)
@@ -161,6 +162,29 @@ class Scanner:
             return text
         pieces.append(text[cursor:])
         return "".join(pieces)
+
+
+#: (a substring or a pattern for several, a character the text must hold first or "",
+#: the indexes of the rules it admits).
+_Requirement = tuple[str | re.Pattern[str], str, tuple[int, ...]]
+
+# Characters by how often they occur in prose and code, most frequent first; any
+# other character is taken to be rarer than these.
+_FREQUENT = " etaoinsrhldcumfpgwybvkxjqz"
+_TOO_FREQUENT = 14  # a gate among the first 14 would nearly always be there
+
+
+def _gate(needle: str) -> str:
+    """The rarest character of a multi-character `needle`, when it is rare enough to test first.
+
+    Looking for one character runs at memory speed (memchr); when it is absent
+    the longer search for the substring is skipped.
+    """
+    if len(needle) < 2:
+        return ""
+    rank = {char: index for index, char in enumerate(_FREQUENT)}
+    rarest = max(needle, key=lambda char: rank.get(char, len(_FREQUENT)))
+    return rarest if rank.get(rarest, len(_FREQUENT)) >= _TOO_FREQUENT else ""
 
 
 def _replace(match: re.Match[str], *, kind: str, found: Counter[str]) -> str:
