@@ -72,17 +72,16 @@ def make_stage_func(
     patterns: Sequence[SecretPattern] | Scanner = DEFAULT_PATTERNS,
 ) -> Callable[[list[Message], StageContext], StageOutcome]:
     """The stage function, closed over the patterns chosen in config."""
+    # Imported here, not per call: a per-message stage is called once a message.
+    from nanobot_core import StageOutcome as Outcome
+
     scanner = scanner_for(patterns)
 
     def redact_secrets(messages: list[Message], ctx: StageContext) -> StageOutcome:
-        from nanobot_core import StageOutcome
-
         redacted, findings = _redact_all(messages, scanner)
         if not findings:
-            return StageOutcome(messages=messages, changed=False, details=[])
-        return StageOutcome(
-            messages=redacted, changed=True, details=[describe(f) for f in findings]
-        )
+            return Outcome(messages=messages, changed=False, details=[])
+        return Outcome(messages=redacted, changed=True, details=[describe(f) for f in findings])
 
     return redact_secrets
 
