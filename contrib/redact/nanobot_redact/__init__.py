@@ -14,6 +14,7 @@ from nanobot_redact.patterns import (
     DEFAULT_PATTERNS,
     Rule,
     SecretPattern,
+    images_enabled,
     marker,
     patterns_from_options,
 )
@@ -49,9 +50,10 @@ def nanobot_governance_stages(ctx: PluginContext) -> list[Stage]:
         patterns = patterns_from_options(options)
     except ValueError as exc:
         raise ConfigError(f"governance.stages.{STAGE_NAME}: {exc}") from exc
+    scanner = Scanner.of(patterns, images=images_enabled(options))
     stage = Stage(
         STAGE_NAME,
-        make_stage_func(scanner_for(patterns)),
+        make_stage_func(scanner),
         phase="transform",
         before=("offload_results",),
     )

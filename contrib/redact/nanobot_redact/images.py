@@ -19,13 +19,10 @@ import urllib.parse
 from collections import Counter
 from typing import Any
 
-from nanobot_redact.patterns import marker
+from nanobot_redact.patterns import IMAGE_KIND, marker
 from nanobot_redact.scanner import Scanner
 
-__all__ = ["IMAGE_KIND", "image_url_of", "redact_image_part"]
-
-#: The marker kind of an image part that was replaced.
-IMAGE_KIND = "image_url"
+__all__ = ["image_url_of", "redact_image_part"]
 
 # Media types whose data: URL payload is text a secret can be written in.
 _TEXT_TYPES = ("text/", "application/json", "application/xml", "image/svg+xml")

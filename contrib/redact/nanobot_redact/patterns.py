@@ -23,14 +23,18 @@ import attrs
 
 __all__ = [
     "DEFAULT_PATTERNS",
+    "IMAGE_KIND",
     "MARKER",
     "Rule",
     "SecretPattern",
+    "images_enabled",
     "marker",
     "patterns_from_options",
 ]
 
 _MARKER_PREFIX = "[REDACTED:"
+#: The kind of an image part replaced because its URL held a secret (see `images`).
+IMAGE_KIND = "image_url"
 #: A whole redaction marker; a secret group that holds exactly this is already redacted.
 MARKER = re.compile(r"\[REDACTED:[a-z0-9_]+\]")
 
@@ -190,7 +194,8 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
 def patterns_from_options(options: Mapping[str, object]) -> tuple[SecretPattern, ...]:
     """The patterns a ``[governance.stages.redact_secrets]`` table asks for.
 
-    ``disabled_kinds`` drops built-in kinds by name; ``extra_patterns`` maps new
+    ``disabled_kinds`` drops built-in kinds by name (``image_url`` is handled by
+    `images_enabled`, not by a pattern); ``extra_patterns`` maps new
     kinds to regular expressions (with an optional ``secret`` group). Raises
     ValueError for unknown kinds, bad regexes or wrong types.
     """
@@ -202,7 +207,7 @@ def patterns_from_options(options: Mapping[str, object]) -> tuple[SecretPattern,
     disabled = options.get("disabled_kinds", [])
     if not isinstance(disabled, list) or not all(isinstance(k, str) for k in disabled):
         raise ValueError("disabled_kinds must be a list of kind names")
-    known = {p.kind for p in DEFAULT_PATTERNS}
+    known = {p.kind for p in DEFAULT_PATTERNS} | {IMAGE_KIND}
     if set(disabled) - known:
         raise ValueError(f"unknown kind(s) {sorted(set(disabled) - known)} in disabled_kinds")
     extra = options.get("extra_patterns", {})
@@ -217,3 +222,9 @@ def patterns_from_options(options: Mapping[str, object]) -> tuple[SecretPattern,
         except re.error as exc:
             raise ValueError(f"extra_patterns.{kind}: invalid regex: {exc}") from exc
     return (*(p for p in DEFAULT_PATTERNS if p.kind not in disabled), *compiled)
+
+
+def images_enabled(options: Mapping[str, object]) -> bool:
+    """Whether image parts are scanned: unless ``disabled_kinds`` names ``image_url``."""
+    disabled = options.get("disabled_kinds", [])
+    return not (isinstance(disabled, list) and IMAGE_KIND in disabled)

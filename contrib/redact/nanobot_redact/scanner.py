@@ -36,6 +36,8 @@ class Scanner:
 
     rules: tuple[Rule, ...]
     extras: tuple[SecretPattern, ...] = ()
+    #: Whether the URLs of image parts are scanned (``disabled_kinds`` can turn it off).
+    images: bool = True
     #: (a required substring, or one pattern for several that start with the same
     #: uncommon character; a rarer character of it that must be there too, or "";
     #: the indexes of the rules it admits), built once.
@@ -81,7 +83,7 @@ class Scanner:
         )
 
     @classmethod
-    def of(cls, patterns: Iterable[SecretPattern]) -> Scanner:
+    def of(cls, patterns: Iterable[SecretPattern], *, images: bool = True) -> Scanner:
         """A scanner for `patterns`: built-in rules run together, plain patterns one by one."""
         rules: list[Rule] = []
         extras: list[SecretPattern] = []
@@ -90,7 +92,7 @@ class Scanner:
                 rules.append(pattern)
             else:
                 extras.append(pattern)
-        return cls(tuple(rules), tuple(extras))
+        return cls(tuple(rules), tuple(extras), images)
 
     @property
     def patterns(self) -> tuple[SecretPattern, ...]:

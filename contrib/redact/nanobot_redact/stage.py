@@ -120,7 +120,7 @@ def _redact_parts(parts: list[Any], scanner: Scanner, found: FieldFindings) -> l
         elif isinstance(part, str):
             text, kinds = scanner.redact(part)
             new_part, field = text, f"content[{position}]"
-        elif isinstance(part, dict) and (image := image_url_of(part)) is not None:
+        elif scanner.images and isinstance(part, dict) and (image := image_url_of(part)):
             url, path = image
             new_part, kinds = redact_image_part(part, url, scanner)
             field = f"content[{position}].{path}"

@@ -320,6 +320,25 @@ def test_text_data_urls_are_decoded_and_raster_images_left_alone() -> None:
     assert [field for field, _ in found] == ["content[0].image_url.url", "content[2].image_url.url"]
 
 
+def test_image_parts_are_kept_when_image_url_is_disabled(tmp_path: Path) -> None:
+    """disabled_kinds = ["image_url"] sends image parts as they are; text is still redacted."""
+    defaults = Config()
+    governance = attrs.evolve(
+        defaults.governance, stages={STAGE_NAME: {"disabled_kinds": ["image_url"]}}
+    )
+    context = PluginContext(
+        workspace=tmp_path, config=attrs.evolve(defaults, governance=governance)
+    )
+    (stage,) = nanobot_governance_stages(context)
+    message = {"role": "user", "content": [_image(PRESIGNED), {"type": "text", "text": OPENAI_KEY}]}
+    outcome = stage.func([message], None)
+    assert outcome.messages[0]["content"][0] is message["content"][0]
+    assert outcome.messages[0]["content"][1] == {
+        "type": "text",
+        "text": "[REDACTED:openai_api_key]",
+    }
+
+
 def test_images_without_secrets_are_passed_through_as_is() -> None:
     """Ordinary image URLs (with harmless query strings) keep their part object."""
     message = {
