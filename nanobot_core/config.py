@@ -77,6 +77,9 @@ class GovernanceConfig:
     disabled: list[str] = attrs.field(factory=list)
     stages: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     store: StoreConfig = attrs.field(factory=StoreConfig)
+    #: When a cut or a compaction is needed, the request goes down to this share of the
+    #: budget, so that the next turns append without cutting again (prompt caches keep hitting).
+    low_watermark: float = 0.7
 
 
 @attrs.define
@@ -236,6 +239,11 @@ def _check_ranges(config: Config) -> None:
         raise ConfigError(
             f"governance.max_tool_result_chars: {governance.max_tool_result_chars} is below "
             f"{MIN_TOOL_RESULT_CHARS}, where tool results would be lost entirely"
+        )
+    if not 0 < governance.low_watermark <= 1:
+        raise ConfigError(
+            "governance.low_watermark: expected a share of the budget above 0 and at most 1, "
+            f"got {governance.low_watermark}"
         )
     store = governance.store
     if not store.max_age_days > 0:

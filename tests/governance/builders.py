@@ -55,9 +55,12 @@ def context(
     store: ResultStore | None = None,
     max_tool_result_chars: int = 16_000,
     fixed_tokens: int = 0,
+    low_watermark: float = 0.7,
 ) -> StageContext:
     """A stage context with the default configuration, adjusted where asked."""
-    config = GovernanceConfig(max_tool_result_chars=max_tool_result_chars)
+    config = GovernanceConfig(
+        max_tool_result_chars=max_tool_result_chars, low_watermark=low_watermark
+    )
     return StageContext(
         options=options or {},
         budget=Budget(budget) if budget is not None else Budget.from_config(config),

@@ -41,7 +41,8 @@ def test_largest_results_go_first_until_the_request_fits() -> None:
     """Over budget, the largest compactable results go first, and only as many as needed."""
     history = _history([1_000, 8_000, 3_000, 6_000, 500])
     budget = count_request(None, history) - 1_500  # the 8,000-character result alone clears that
-    outcome = run_pure(compact_results, history, context(budget=budget, options={"keep": 0}))
+    ctx = context(budget=budget, options={"keep": 0}, low_watermark=1.0)
+    outcome = run_pure(compact_results, history, ctx)
     assert _compacted(outcome.messages) == [5]
     assert count_request(None, outcome.messages) <= budget
     assert outcome.messages[2] is history[2]
@@ -51,7 +52,8 @@ def test_newest_results_are_kept() -> None:
     """Option `keep`: the newest N results stay intact even when they are the largest."""
     history = _history([1_000, 2_000, 9_000])
     budget = count_request(None, history) - 600
-    outcome = run_pure(compact_results, history, context(budget=budget, options={"keep": 1}))
+    ctx = context(budget=budget, options={"keep": 1}, low_watermark=1.0)
+    outcome = run_pure(compact_results, history, ctx)
     assert 8 not in _compacted(outcome.messages)
     assert _compacted(outcome.messages) == [2, 5]
 
@@ -63,11 +65,15 @@ def test_excluded_and_unlisted_tools_are_kept() -> None:
     excluded = run_pure(
         compact_results,
         history,
-        context(budget=budget, options={"keep": 0, "exclude_tools": ["read_file"]}),
+        context(
+            budget=budget, options={"keep": 0, "exclude_tools": ["read_file"]}, low_watermark=1.0
+        ),
     )
     assert 2 not in _compacted(excluded.messages)
     only = run_pure(
-        compact_results, history, context(budget=budget, options={"keep": 0, "tools": ["grep"]})
+        compact_results,
+        history,
+        context(budget=budget, options={"keep": 0, "tools": ["grep"]}, low_watermark=1.0),
     )
     assert _compacted(only.messages) == [8]
 
@@ -76,11 +82,13 @@ def test_clear_at_least_keeps_going_after_the_request_fits() -> None:
     """Option `clear_at_least` compacts more than the bare minimum in one go."""
     history = _history([4_000, 4_000, 4_000])
     budget = count_request(None, history) - 100
-    minimal = run_pure(compact_results, history, context(budget=budget, options={"keep": 0}))
+    minimal = run_pure(
+        compact_results, history, context(budget=budget, options={"keep": 0}, low_watermark=1.0)
+    )
     generous = run_pure(
         compact_results,
         history,
-        context(budget=budget, options={"keep": 0, "clear_at_least": 2_500}),
+        context(budget=budget, options={"keep": 0, "clear_at_least": 2_500}, low_watermark=1.0),
     )
     assert len(_compacted(minimal.messages)) == 1
     assert len(_compacted(generous.messages)) == 3
@@ -104,3 +112,18 @@ def test_notice_of_an_offloaded_result_keeps_its_path() -> None:
     history = [user(), calls(call("c")), result("c", offloaded)]
     outcome = run_pure(compact_results, history, context(budget=100, options={"keep": 0}))
     assert 'read_file(path=".nanobot/cache/tool-results/abc.txt")' in outcome.messages[2]["content"]
+
+
+def test_a_needed_compaction_goes_down_to_the_low_watermark() -> None:
+    """Once over budget, results are compacted until the request is within the low watermark."""
+    history = _history([4_000] * 8)
+    budget = count_request(None, history) - 100
+    outcome = run_pure(compact_results, history, context(budget=budget, options={"keep": 0}))
+    after = count_request(None, outcome.messages)
+    assert after <= int(budget * 0.7)
+    one_less = [m for i, m in enumerate(outcome.messages) if i != _compacted(outcome.messages)[-1]]
+    assert count_request(None, one_less) > 0  # sanity: the history still has its messages
+    exact = run_pure(
+        compact_results, history, context(budget=budget, options={"keep": 0}, low_watermark=1.0)
+    )
+    assert len(_compacted(exact.messages)) == 1 < len(_compacted(outcome.messages))

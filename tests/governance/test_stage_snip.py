@@ -52,7 +52,7 @@ def test_the_longest_fitting_tail_is_kept() -> None:
     """Exactly the turns that fit are kept: one more turn would not."""
     history = _turns(10)
     budget = count_request(None, [history[0], *history[-12:]])  # the system message + 3 turns
-    kept = run_pure(snip_history, history, context(budget=budget)).messages
+    kept = run_pure(snip_history, history, context(budget=budget, low_watermark=1.0)).messages
     assert kept == [history[0], *history[-12:]]
 
 
@@ -81,22 +81,26 @@ def test_when_nothing_can_fit_the_newest_user_message_is_kept_at_a_minimum() -> 
     assert MIN_USER_TOKENS * 4 - 8 <= len(kept[1]["content"]) <= MIN_USER_TOKENS * 4
 
 
-def test_in_flight_turn_keeps_its_calls_with_results_cut() -> None:
-    """After the newest user message, big tool results are cut before the calls are given up."""
+def test_in_flight_turn_keeps_its_newest_step_with_its_result_cut() -> None:
+    """After the newest user message, the older step goes and the newest one's result is cut."""
     history = [
         *_turns(2),
         user("now"),
         calls(call("a")),
-        result("a", "A" * 20_000),
+        result("a", "A" * 30_000),
         calls(call("b")),
-        result("b", "B" * 20_000),
+        result("b", "B" * 30_000),
     ]
     budget = 6_000
     outcome = run_pure(snip_history, history, context(budget=budget))
     kept = outcome.messages
-    assert [m["role"] for m in kept] == ["system", "user", "assistant", "tool", "assistant", "tool"]
-    cut = [m["content"] for m in kept if m["role"] == "tool" and len(m["content"]) < 20_000]
-    assert cut and all("cut to fit the context budget" in text for text in cut)
+    assert [m["role"] for m in kept] == ["system", "user", "assistant", "tool"]
+    assert (
+        kept[1]["content"].startswith("now") and "1 earlier step of this task" in kept[1]["content"]
+    )
+    assert kept[2] is history[-2]
+    assert "cut to fit the context budget" in kept[3]["content"]
+    assert len(kept[3]["content"]) < 30_000 and kept[3]["content"].startswith("B")
     assert count_request(None, kept) <= budget
     assert any("cut head and tail" in d for d in outcome.details)
     assert check_tool_pairing(kept) == []

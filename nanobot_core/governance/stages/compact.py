@@ -4,8 +4,9 @@ Only when the request is over budget. The largest compactable results go
 first (ties: the oldest first), each replaced by a short notice that says
 which tool it came from, how big it was, and how to get what is needed with a
 narrower call; an offloaded result's notice keeps its file path. Compaction
-stops once the request fits and at least ``clear_at_least`` tokens were
-cleared.
+stops once the request is down to the low watermark (``low_watermark`` of the
+budget, so that the next turns need no new compaction) and at least
+``clear_at_least`` tokens were cleared.
 
 Options: ``keep`` (the newest N tool results are never compacted; default 3),
 ``exclude_tools`` (never compacted), ``tools`` (only these are compacted;
@@ -20,6 +21,7 @@ from nanobot_core.governance.messages import CallNames, content_text
 from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX, offloaded_path
 from nanobot_core.governance.survey import Kind
+from nanobot_core.governance.watermark import low_watermark_tokens
 
 if TYPE_CHECKING:
     from nanobot_core.governance.context import StageContext
@@ -90,10 +92,11 @@ def _candidates(messages: list[Any], ctx: StageContext) -> list[tuple[int, int, 
 
 
 def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
-    """Replace the largest compactable tool results with a notice until the request fits."""
-    excess = ctx.request_tokens(messages) - ctx.budget.limit
-    if excess <= 0:
+    """Replace the largest compactable tool results with a notice, down to the low watermark."""
+    tokens = ctx.request_tokens(messages)
+    if tokens <= ctx.budget.limit:
         return StageOutcome.unchanged(messages)
+    excess = tokens - low_watermark_tokens(ctx)
     clear_at_least = int(ctx.option("clear_at_least", 0))
     replace = ctx.facts.replace_content
     result = list(messages)

@@ -1,17 +1,30 @@
 """`snip_history` (budget phase): when still over budget, the oldest history goes.
 
-Only when the request is over budget. The kept tail is the longest one that
-fits and starts at a user message, so an assistant message is never split
-from its results; leading system messages are always kept. When even the
-newest user message with what follows it does not fit, the tool results
-after it are cut head and tail (largest first); when that is not enough
-either, only the newest user message is kept, cut head and tail to the room
-left (never below `MIN_USER_TOKENS`), and the report says so. The request is
-never empty and this stage never raises on a legal history.
+Only when the request is over budget, and then down to the low watermark
+(``low_watermark`` of the budget), so that the next turns append without a new
+cut and the request's start stays the same for the provider's prompt cache.
+Leading system messages are always kept. The kept tail is the longest one that
+fits the watermark and starts at a user message, so an assistant message is
+never split from its results; when none does, the newest user turn is kept
+whole if it fits the budget.
+
+When the newest user turn alone does not fit (a coding agent: one task, then
+hundreds of steps), the cut falls between its steps, a step being an assistant
+message and all its results: the turn's user message (the task) is kept, then
+the newest steps that fit, and a short notice appended to that user message
+says how many steps were left out (never a separate user message: two user
+messages in a row are refused by strict servers). When even the user message
+and the newest step do not fit, that step's tool results are cut head and
+tail (largest first) with a notice telling the model to narrow the call rather
+than repeat it; when that is not enough either, only the newest user message
+is kept, cut head and tail to the room left (never below `MIN_USER_TOKENS`),
+and the report says so. The request is never empty and this stage never raises
+on a legal history.
 """
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from nanobot_core.governance.messages import (
@@ -24,11 +37,20 @@ from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.stages.start import CONTINUE, ensure_user_start
 from nanobot_core.governance.survey import Kind, MessageFacts
 from nanobot_core.governance.truncation import fit_to_tokens
+from nanobot_core.governance.watermark import low_watermark_tokens
 
 if TYPE_CHECKING:
     from nanobot_core.governance.context import StageContext
 
-__all__ = ["MIN_RESULT_TOKENS", "MIN_USER_TOKENS", "snip_history"]
+__all__ = [
+    "MIN_RESULT_TOKENS",
+    "MIN_USER_TOKENS",
+    "NARROW_LABEL",
+    "left_out_steps",
+    "snip_history",
+    "steps_notice",
+    "with_steps_notice",
+]
 
 #: The newest user message is never cut below this many tokens, even when it cannot fit.
 MIN_USER_TOKENS = 128
@@ -36,6 +58,64 @@ MIN_USER_TOKENS = 128
 MIN_RESULT_TOKENS = 64
 
 _CUT_LABEL = "cut to fit the context budget"
+#: The marker label of a tool result too big to fit on its own.
+NARROW_LABEL = (
+    "cut to fit the context budget; do not repeat the call, narrow it instead "
+    "(a smaller range, a filter or a limit) to see the rest"
+)
+# The notice appended to the task when steps of its turn were left out; read back so that
+# cutting again adds up rather than stacking notices.
+_STEPS_NOTICE = re.compile(
+    r"\n\n\[(\d+) earlier steps? of this task (?:was|were) left out to fit the context budget; "
+    r"the newest ones follow\.\]\Z"
+)
+
+
+def steps_notice(count: int) -> str:
+    """The text appended to the user message of a turn whose `count` oldest steps were left out."""
+    steps = "step of this task was" if count == 1 else "steps of this task were"
+    return (
+        f"\n\n[{count} earlier {steps} left out to fit the context budget; the newest ones follow.]"
+    )
+
+
+def left_out_steps(message: Any) -> int:
+    """How many steps the notice at the end of `message`'s text says were left out (0 if none)."""
+    text = _last_text(message)
+    found = _STEPS_NOTICE.search(text) if text else None
+    return int(found.group(1)) if found else 0
+
+
+def _last_text(message: Any) -> str | None:
+    content = message.get("content") if isinstance(message, dict) else None
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content:
+        last = content[-1]
+        if isinstance(last, dict) and last.get("type") == "text":
+            text = last.get("text")
+            return text if isinstance(text, str) else None
+    return None
+
+
+def with_steps_notice(message: dict[str, Any], count: int) -> dict[str, Any]:
+    """`message` (a user message) saying that `count` steps after it were left out in all.
+
+    A notice already there is replaced, its count included in `count` by the caller.
+    """
+    earlier = left_out_steps(message)
+    content = message.get("content")
+    notice = steps_notice(count)
+    if isinstance(content, str):
+        bare = _STEPS_NOTICE.sub("", content) if earlier else content
+        return with_changes(message, content=bare + notice)
+    if isinstance(content, list):
+        parts = list(content)
+        if earlier:
+            last = parts[-1]
+            parts[-1] = {**last, "text": _STEPS_NOTICE.sub("", last["text"])}
+        return with_changes(message, content=[*parts, {"type": "text", "text": notice.lstrip()}])
+    return with_changes(message, content=notice.lstrip())
 
 
 def _fitting_start(known: list[MessageFacts], start: int, room: int) -> int | None:
@@ -77,7 +157,7 @@ def _shrink_results(
         target = max(MIN_RESULT_TOKENS, text_tokens - excess)
         if target >= text_tokens:
             continue
-        cut = with_changes(message, content=fit_to_tokens(text, target, ctx.counter, _CUT_LABEL))
+        cut = with_changes(message, content=fit_to_tokens(text, target, ctx.counter, NARROW_LABEL))
         excess -= tokens - ctx.message_tokens(cut)
         shrunk[position] = cut
         notes.append(
@@ -109,15 +189,77 @@ def _cut_user(
     return with_changes(message, content=cut), note
 
 
+def _step_starts(history: list[Any], newest: int) -> list[int]:
+    """Where each step after the newest user message starts: an assistant message and its results.
+
+    Anything but a tool message starts a step, so a tool message is never
+    separated from the message it follows.
+    """
+    return [
+        index
+        for index in range(newest + 1, len(history))
+        if index == newest + 1 or role_of(history[index]) != "tool"
+    ]
+
+
+def _newest_steps(
+    history: list[Any], newest: int, sizes: list[int], room: int, low: int, ctx: StageContext
+) -> tuple[list[Any], list[str]] | None:
+    """The task (noticed) and the newest steps of the newest turn that fit, or None if none does.
+
+    As many steps as fit `low` (the watermark), else the newest one alone if it fits `room`.
+    """
+    starts = _step_starts(history, newest)
+    user = history[newest]
+    earlier = left_out_steps(user)
+    # The notice for every step left out is the longest it can be: count with it.
+    noticed = with_steps_notice(user, earlier + len(starts))
+    user_tokens = ctx.message_tokens(noticed)
+    ends = [*starts[1:], len(history)]
+    kept_from = None
+    total = user_tokens
+    for first, stop in zip(reversed(starts), reversed(ends), strict=True):
+        total += sum(sizes[first:stop])
+        if total > low:
+            break
+        kept_from = first
+    if kept_from is None:
+        if user_tokens + sum(sizes[starts[-1] :]) > room:
+            return None
+        kept_from = starts[-1]
+    left_out = starts.index(kept_from)
+    if left_out == 0:
+        return None  # every step fits: the turn is not too big after all
+    notes = [
+        f"the newest user turn alone does not fit: kept its user message and its newest "
+        f"{len(starts) - left_out} steps, left out the {left_out} steps before them "
+        "(a notice on the user message says so)"
+    ]
+    return [with_steps_notice(user, earlier + left_out), *history[kept_from:]], notes
+
+
 def _newest_turn_only(
-    history: list[Any], room: int, ctx: StageContext
+    history: list[Any], sizes: list[int], room: int, low: int, ctx: StageContext
 ) -> tuple[int, list[Any], list[str]]:
     """(index of the newest user message, what is kept from it on, what was cut)."""
     newest = max(i for i, m in enumerate(history) if role_of(m) == "user")
-    shrunk = _shrink_results(history[newest:], room, ctx)
-    if shrunk is not None:
-        kept, notes = shrunk
-        return newest, kept, [f"after the newest user message: {note}" for note in notes]
+    if newest + 1 < len(history):
+        if sum(sizes[newest:]) <= room:
+            return newest, history[newest:], []
+        stepped = _newest_steps(history, newest, sizes, room, low, ctx)
+        if stepped is not None:
+            return newest, *stepped
+        # Not even the newest step fits beside the task: cut the results of that step.
+        starts = _step_starts(history, newest)
+        user = history[newest]
+        left_out = len(starts) - 1
+        task = with_steps_notice(user, left_out_steps(user) + left_out) if left_out else user
+        shrunk = _shrink_results([task, *history[starts[-1] :]], room, ctx)
+        if shrunk is not None:
+            kept, notes = shrunk
+            if left_out:
+                notes.insert(0, f"left out the {left_out} older steps of the newest user turn")
+            return newest, kept, [f"after the newest user message: {note}" for note in notes]
     user, note = _cut_user(history[newest], room, ctx)
     notes = [note] if note else []
     after = len(history) - newest - 1
@@ -130,7 +272,7 @@ def _newest_turn_only(
 
 
 def snip_history(messages: list[Any], ctx: StageContext) -> StageOutcome:
-    """Drop the oldest history (keeping whole turns) until the request fits."""
+    """Drop the oldest history (keeping whole turns, then whole steps) until the request fits."""
     if not ctx.over_budget(messages):
         return StageOutcome.unchanged(messages)
     working, inserted = ensure_user_start(messages)
@@ -138,14 +280,17 @@ def snip_history(messages: list[Any], ctx: StageContext) -> StageOutcome:
     start = leading_system_count(working)
     known = ctx.facts.aligned(working)
     prefix, history = working[:start], working[start:]
-    room = ctx.budget.limit - ctx.fixed_tokens - sum(fact[1] for fact in known[:start])
-    first = _fitting_start(known, start, room)
+    leading = ctx.fixed_tokens + sum(fact[1] for fact in known[:start])
+    room = ctx.budget.limit - leading
+    low = low_watermark_tokens(ctx) - leading
+    first = _fitting_start(known, start, low)
     notes: list[str] = []
     if first is not None:
         kept = history[first:]
         kept_known = known[:start] + known[start + first :]
     else:
-        first, kept, notes = _newest_turn_only(history, room, ctx)
+        sizes = [fact[1] for fact in known[start:]]
+        first, kept, notes = _newest_turn_only(history, sizes, room, low, ctx)
         kept_known = None
     if first:
         details.append(
