@@ -22,9 +22,11 @@ __all__ = [
     "Config",
     "GovernanceConfig",
     "PluginsConfig",
+    "PostgresConfig",
     "PromptConfig",
     "ProviderConfig",
     "RunnerConfig",
+    "SessionsConfig",
     "StoreConfig",
     "ToolsConfig",
     "load_config",
@@ -114,6 +116,26 @@ class RunnerConfig:
 
 
 @attrs.define
+class PostgresConfig:
+    """``[sessions.postgres]``: the ``postgres`` store of the ``nanobot-postgres`` plugin."""
+
+    # A libpq connection string or URL; it may hold a password, so it never shows in a repr.
+    dsn: str | None = attrs.field(default=None, repr=False)
+    pool_size: int = 4
+    connect_timeout: float = 10.0
+    results: bool = True
+
+
+@attrs.define
+class SessionsConfig:
+    """Where sessions live, and how long a writer waits for a session another one holds."""
+
+    store: str = "jsonl"
+    lease_wait: float = 0.0
+    postgres: PostgresConfig = attrs.field(factory=PostgresConfig)
+
+
+@attrs.define
 class Config:
     """The whole configuration of nanobot-core."""
 
@@ -123,6 +145,7 @@ class Config:
     prompt: PromptConfig = attrs.field(factory=PromptConfig)
     provider: ProviderConfig = attrs.field(factory=ProviderConfig)
     runner: RunnerConfig = attrs.field(factory=RunnerConfig)
+    sessions: SessionsConfig = attrs.field(factory=SessionsConfig)
 
 
 # Environment variables with names of their own, mapped onto config keys.
@@ -135,6 +158,7 @@ _NAMED_ENV: dict[str, tuple[str, ...]] = {
     "NANOBOT_MODEL": ("provider", "model"),
     "NANOBOT_API_KEY": ("provider", "api_key"),
     "NANOBOT_PROVIDER": ("provider", "name"),
+    "NANOBOT_POSTGRES_DSN": ("sessions", "postgres", "dsn"),
 }
 _LIST_ENV = {"NANOBOT_BLOCK", "NANOBOT_PLUGINS"}
 _BOOL_ENV = {"NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "NANOBOT_STRICT_PLUGINS"}

@@ -8,6 +8,7 @@ __all__ = [
     "NanobotError",
     "PluginError",
     "ProviderError",
+    "SessionConflictError",
     "SessionError",
     "SessionLockedError",
     "ToolArgumentsError",
@@ -55,6 +56,10 @@ class SessionError(NanobotError):
 
 class SessionLockedError(SessionError):
     """Another process is writing this session."""
+
+
+class SessionConflictError(SessionError):
+    """An append expected another number of lines: the writer no longer owns the session."""
 
 
 class ProviderError(NanobotError):

@@ -135,3 +135,18 @@ def nanobot_after_tool_call(ctx: PluginContext, call: ToolCallEvent, result: Any
     async execution, not of creating the coroutine. The return value is
     ignored; a hook that raises is reported and otherwise ignored.
     """
+
+
+@hookspec
+def nanobot_session_stores(ctx: PluginContext) -> list[Any]:
+    """Contribute session stores.
+
+    Called when a command needs sessions. Return a list of stores, each with a
+    string ``name`` and the methods of :class:`nanobot_core.sessions.SessionStore`
+    (load, lease, list; appends go through the lease, atomically, with the
+    sequence number the writer expects). ``[sessions] store`` picks one by name
+    (default ``jsonl``, the built-in file store, whose name no plugin can take);
+    an unknown name is a configuration error naming the known ones. Build
+    stores lazily: a store should connect on first use, not here. Raising marks
+    the plugin failed.
+    """

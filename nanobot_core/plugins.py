@@ -60,6 +60,7 @@ BUILTIN_PLUGINS: dict[str, str] = {
     "builtin:governance": "nanobot_core.builtins.governance",
     "builtin:prompt": "nanobot_core.builtins.prompt",
     "builtin:providers": "nanobot_core.builtins.providers",
+    "builtin:sessions": "nanobot_core.builtins.sessions",
 }
 
 _KIND_HOOKS: dict[Kind, str] = {

@@ -111,13 +111,17 @@ class SystemPromptBuilder(Protocol):
 
 
 class SessionLike(Protocol):
-    """Where the turn is persisted (a :class:`nanobot_core.sessions.Session`)."""
+    """Where the turn is persisted (a :class:`nanobot_core.sessions.Session`, over any store)."""
 
     name: str
 
     def history(self) -> list[Message]: ...
 
     def append(self, message: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> None: ...
+
+    def append_many(
+        self, items: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]]
+    ) -> None: ...
 
 
 # -- progress events --------------------------------------------------------------------------
@@ -412,22 +416,31 @@ class Runner:
         for request in requests:
             self._emit(ToolStarted(request.name, request.id))
         outcomes = {outcome.call_id: outcome for outcome in await self.executor.run(requests)}
-        # One result per call, in call order, even if the executor broke its contract.
+        # One result per call, in call order, even if the executor broke its contract; the
+        # results of a round are persisted as one batch, so a turn cut off here leaves either
+        # all of them or none (the next call's governance backfills the missing ones).
+        results: list[tuple[Message, Mapping[str, Any]]] = []
+        finished: list[ToolCallOutcome] = []
         for request in requests:
             outcome = outcomes.get(request.id)
             if outcome is None:
                 log.error("executor returned no outcome for a call", call_id=request.id)
-                turn.append(_missing_result(request), {"round": iteration})
+                results.append((_missing_result(request), {"round": iteration}))
                 continue
-            turn.append(
-                _result_message(outcome),
-                {
-                    "round": iteration,
-                    "duration": round(outcome.duration, 6),
-                    "error": outcome.is_error,
-                    "repairs": list(outcome.repairs),
-                },
+            results.append(
+                (
+                    _result_message(outcome),
+                    {
+                        "round": iteration,
+                        "duration": round(outcome.duration, 6),
+                        "error": outcome.is_error,
+                        "repairs": list(outcome.repairs),
+                    },
+                )
             )
+            finished.append(outcome)
+        turn.append_many(results)
+        for outcome in finished:
             turn.tool_calls.append(
                 ToolCallRecord(
                     iteration,
@@ -462,6 +475,10 @@ class _Turn:
     def append(self, message: Message, meta: Mapping[str, Any]) -> None:
         self.session.append(message, meta)
         self.messages.append(message)
+
+    def append_many(self, items: Sequence[tuple[Message, Mapping[str, Any]]]) -> None:
+        self.session.append_many(items)
+        self.messages.extend(message for message, _ in items)
 
     def result(self, answer: str, stop_reason: StopReason) -> TurnResult:
         return TurnResult(

@@ -1,49 +1,63 @@
-"""The session store: one append-only JSON-lines file per conversation.
+"""Sessions: the `SessionStore` protocol every store implements, and an open session over any store.
 
-``<workspace>/.nanobot/sessions/<name>.jsonl`` holds one message per line, in
-OpenAI's shape. Bookkeeping (time, usage, timings) sits under the ``_meta``
-key of its line and is stripped before a message goes anywhere else.
+A session is a sequence of lines, each one JSON object: a message in OpenAI's
+shape, with its bookkeeping (time, usage, timings) under the ``_meta`` key,
+or a record that is not a message at all (``{"_meta": {"kind": ...}}``).
+Every store keeps every line exactly as written, ``_meta`` lines included;
+``_meta`` is stripped only when a message goes anywhere else.
 
-The file is the truth and is only ever appended to: each line is written,
-flushed and fsynced as its message is appended, so a process killed at any
-moment leaves at most one torn last line. Opening a session for writing heals
-that: the torn bytes are appended to ``<name>.jsonl.torn`` (never
-overwritten) and the file is cut back to its last complete line. A complete
-line that is not a JSON object stays in the file and is skipped with a
-warning naming its line number. Nothing is dropped silently.
+A store is picked by ``[sessions] store`` among the stores the
+``nanobot_session_stores`` hook returns (the built-in ``jsonl`` store keeps a
+file per session in the workspace; ``nanobot-postgres`` adds ``postgres``).
+It promises, whatever the backend:
 
-A writer holds an exclusive, non-blocking lock on ``<name>.lock``; a second
-writer fails at once with :class:`~nanobot_core.errors.SessionLockedError`.
-Readers (``sessions``, ``sessions show``) take no lock and change nothing.
+- nothing appended is lost, and a torn write is never seen;
+- one writer per session at a time: a writer holds a :class:`Lease` for its
+  turn; a second one fails at once with
+  :class:`~nanobot_core.errors.SessionLockedError` naming the holder (or waits
+  up to ``[sessions] lease_wait`` seconds);
+- a batch of lines is appended atomically, and only when the session still
+  holds the number of lines the writer expects
+  (:class:`~nanobot_core.errors.SessionConflictError` otherwise), so a writer
+  that lost the session cannot append;
+- reading (``sessions``, ``sessions show``, ``sessions export``) takes no
+  lease and changes nothing.
 """
 
 from __future__ import annotations
 
 import copy
-import os
 import re
-import sys
-from collections.abc import Mapping
-from datetime import UTC, datetime
-from pathlib import Path
+from collections.abc import Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
 from nanobot_core._logging import get_logger
-from nanobot_core.errors import SessionError, SessionLockedError
+from nanobot_core.errors import ConfigError, SessionError
+
+if TYPE_CHECKING:
+    from nanobot_core.plugins import PluginManager
 
 __all__ = [
     "DEFAULT_SESSION",
+    "DEFAULT_STORE",
     "META_KEY",
+    "Lease",
     "LoadProblem",
     "Session",
     "SessionInfo",
     "SessionLog",
     "SessionStore",
+    "encode_record",
+    "is_meta_record",
+    "open_session",
+    "parse_line",
     "parse_session_lines",
-    "sessions_dir",
+    "record_text",
+    "select_session_store",
     "strip_meta",
     "validate_session_name",
 ]
@@ -51,10 +65,8 @@ __all__ = [
 log = get_logger("nanobot_core.sessions")
 
 DEFAULT_SESSION = "default"
+DEFAULT_STORE = "jsonl"
 META_KEY = "_meta"
-SUFFIX = ".jsonl"
-TORN_SUFFIX = ".jsonl.torn"
-LOCK_SUFFIX = ".lock"
 
 _NAME = re.compile(r"[A-Za-z0-9._-]+")
 # Leaves room for the longest suffix within the usual 255-byte file-name limit.
@@ -62,7 +74,7 @@ _MAX_NAME_LENGTH = 200
 
 
 def validate_session_name(name: str) -> str:
-    """Return `name` if it can name a session file, else raise SessionError saying why."""
+    """Return `name` if it can name a session, else raise SessionError saying why."""
     if not isinstance(name, str) or not name:
         raise SessionError("a session name must not be empty")
     if name in (".", ".."):
@@ -78,9 +90,9 @@ def validate_session_name(name: str) -> str:
     return name
 
 
-def sessions_dir(workspace: Path) -> Path:
-    """Where the sessions of `workspace` live."""
-    return Path(workspace) / ".nanobot" / "sessions"
+def is_session_name(name: str) -> bool:
+    """Whether `name` is a valid session name (for listings, which skip the others)."""
+    return bool(_NAME.fullmatch(name)) and name not in (".", "..") and len(name) <= _MAX_NAME_LENGTH
 
 
 def strip_meta(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -88,9 +100,18 @@ def strip_meta(record: Mapping[str, Any]) -> dict[str, Any]:
     return {k: copy.deepcopy(v) for k, v in record.items() if k != META_KEY}
 
 
+def is_meta_record(record: Mapping[str, Any]) -> bool:
+    """Whether a session line is a record and not a message: nothing but a ``_meta`` object.
+
+    Such lines (``{"_meta": {"kind": "usage", ...}}``) are kept with the
+    messages but never reach governance or the model.
+    """
+    return len(record) == 1 and META_KEY in record
+
+
 @attrs.frozen
 class LoadProblem:
-    """A line of a session file that was not loaded, and why."""
+    """A line of a session that was not loaded, and why."""
 
     line: int
     kind: Literal["torn", "invalid"]
@@ -103,16 +124,24 @@ class LoadProblem:
 
 @attrs.frozen
 class SessionLog:
-    """The readable content of a session file: its records and the lines that were skipped."""
+    """What a store holds of one session: its lines, parsed and as stored.
+
+    `lines` are the exact JSON texts of `records` (what an export copies);
+    `seq` is the number of lines stored, the sequence number the next append
+    must expect; `location` says where the session lives (a file path, or a
+    store and name; never a password).
+    """
 
     name: str
-    path: Path
+    location: str
     records: list[dict[str, Any]]
+    lines: list[str]
     problems: list[LoadProblem]
+    seq: int
 
     def messages(self) -> list[dict[str, Any]]:
-        """The messages, without ``_meta``."""
-        return [strip_meta(r) for r in self.records]
+        """The messages, without ``_meta`` (lines that are only ``_meta`` left out)."""
+        return [strip_meta(r) for r in self.records if not is_meta_record(r)]
 
 
 @attrs.frozen
@@ -120,7 +149,7 @@ class SessionInfo:
     """One line of ``nanobot-core sessions``."""
 
     name: str
-    path: Path
+    location: str
     messages: int
     size: int
     modified: datetime
@@ -129,41 +158,15 @@ class SessionInfo:
         """``{"name", "path", "messages", "size", "modified"}`` (size in bytes, time in UTC)."""
         return {
             "name": self.name,
-            "path": str(self.path),
+            "path": self.location,
             "messages": self.messages,
             "size": self.size,
             "modified": self.modified.isoformat(timespec="seconds"),
         }
 
 
-def parse_session_lines(data: bytes) -> tuple[list[dict[str, Any]], list[LoadProblem]]:
-    """Parse the complete lines of a session file; report, never raise, on bad ones.
-
-    A last line without its newline is torn: it is reported and not loaded,
-    unless it is a whole JSON object (only the newline was lost).
-    """
-    records: list[dict[str, Any]] = []
-    problems: list[LoadProblem] = []
-    lines = data.split(b"\n")
-    tail = lines.pop()  # b"" when the file ends with a newline
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
-        record, error = _parse_line(raw)
-        if record is None:
-            problems.append(LoadProblem(number, "invalid", error))
-        else:
-            records.append(record)
-    if tail.strip():
-        record, error = _parse_line(tail)
-        if record is None:
-            problems.append(LoadProblem(len(lines) + 1, "torn", f"{len(tail)} bytes: {error}"))
-        else:
-            records.append(record)
-    return records, problems
-
-
-def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str]:
+def parse_line(raw: bytes | str) -> tuple[dict[str, Any] | None, str]:
+    """One session line as a JSON object, or None and why it is not one."""
     from nanobot_core._json_boundary import JSONBoundaryError, loads
 
     try:
@@ -176,6 +179,44 @@ def _parse_line(raw: bytes) -> tuple[dict[str, Any] | None, str]:
     if not isinstance(value, dict):
         return None, f"a JSON {type(value).__name__}, not an object"
     return value, ""
+
+
+def parse_session_lines(data: bytes) -> tuple[list[dict[str, Any]], list[LoadProblem]]:
+    """Parse the complete lines of a session file; report, never raise, on bad ones.
+
+    A last line without its newline is torn: it is reported and not loaded,
+    unless it is a whole JSON object (only the newline was lost).
+    """
+    records, _, problems = split_session_lines(data)
+    return records, problems
+
+
+def split_session_lines(
+    data: bytes,
+) -> tuple[list[dict[str, Any]], list[str], list[LoadProblem]]:
+    """Like :func:`parse_session_lines`, also giving the exact text of each loaded line."""
+    records: list[dict[str, Any]] = []
+    texts: list[str] = []
+    problems: list[LoadProblem] = []
+    lines = data.split(b"\n")
+    tail = lines.pop()  # b"" when the file ends with a newline
+    for number, raw in enumerate(lines, start=1):
+        if not raw.strip():
+            continue
+        record, error = parse_line(raw)
+        if record is None:
+            problems.append(LoadProblem(number, "invalid", error))
+        else:
+            records.append(record)
+            texts.append(raw.decode("utf-8"))
+    if tail.strip():
+        record, error = parse_line(tail)
+        if record is None:
+            problems.append(LoadProblem(len(lines) + 1, "torn", f"{len(tail)} bytes: {error}"))
+        else:
+            records.append(record)
+            texts.append(tail.decode("utf-8"))
+    return records, texts, problems
 
 
 def encode_record(record: Mapping[str, Any]) -> bytes:
@@ -200,94 +241,108 @@ def _encoded(record: Mapping[str, Any]) -> tuple[bytes, tuple[str, ...]]:
     return (text + "\n").encode("utf-8"), tuple(replaced)
 
 
-class SessionStore:
-    """The sessions of one workspace."""
+def record_text(record: Mapping[str, Any]) -> str:
+    """A session line as stores keep it: :func:`encode_record` without the newline."""
+    return encode_record(record)[:-1].decode("utf-8")
 
-    def __init__(self, workspace: Path | str) -> None:
-        self.workspace = Path(workspace)
-        self.directory = sessions_dir(self.workspace)
 
-    def path(self, name: str) -> Path:
-        """The file of session `name` (the name is validated)."""
-        return self.directory / f"{validate_session_name(name)}{SUFFIX}"
+def check_line(text: str, where: str) -> None:
+    """Raise SessionError unless `text` is one JSON object on one line, encodable as UTF-8."""
+    if "\n" in text or "\r" in text:
+        raise SessionError(f"{where}: a session line must not contain a line break")
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SessionError(f"{where}: not encodable as UTF-8 ({exc.reason})") from None
+    record, error = parse_line(text)
+    if record is None:
+        raise SessionError(f"{where}: {error}")
 
-    def open(self, name: str = DEFAULT_SESSION) -> Session:
-        """Open session `name` for writing: lock it, heal a torn tail, load it.
 
-        Raises SessionError for a bad name and SessionLockedError when another
-        process holds the session.
+# -- the protocol ------------------------------------------------------------------------------
+
+
+@runtime_checkable
+class Lease(Protocol):
+    """One writer's hold on one session, for one turn: load, append, release.
+
+    Only the holder of a lease appends to its session. Releasing is idempotent;
+    a store must also free the lease when the holding process dies.
+    """
+
+    session: str
+
+    def load(self) -> SessionLog:
+        """The session as stored (empty, with seq 0, when it does not exist yet)."""
+        ...
+
+    def append(self, lines: Sequence[str], *, expected_seq: int) -> int:
+        """Append `lines` (JSON texts, without newlines) atomically; return the new seq.
+
+        Raises SessionConflictError, appending nothing, when the session does
+        not hold exactly `expected_seq` lines.
         """
-        path = self.path(name)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        lock_fd = _acquire_lock(self.directory / f"{name}{LOCK_SUFFIX}", name)
-        try:
-            _heal_torn_tail(path, self.directory / f"{name}{TORN_SUFFIX}")
-            records, problems = parse_session_lines(path.read_bytes() if path.exists() else b"")
-            for problem in problems:
-                log.warning(
-                    "session line skipped",
-                    session=name,
-                    path=str(path),
-                    line=problem.line,
-                    problem=problem.detail,
-                )
-            created = not path.exists()
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            if created:
-                _fsync_directory(self.directory)
-        except BaseException:
-            os.close(lock_fd)
-            raise
-        return Session(name, path, fd, lock_fd, records, problems)
+        ...
 
-    def read(self, name: str) -> SessionLog:
-        """Read session `name` without locking or changing it."""
-        path = self.path(name)
-        if not path.is_file():
-            raise SessionError(f"no session named {name!r} in {self.directory}")
-        records, problems = parse_session_lines(path.read_bytes())
-        return SessionLog(name, path, records, problems)
+    def release(self) -> None:
+        """Give the session up (idempotent)."""
+        ...
+
+
+@runtime_checkable
+class SessionStore(Protocol):
+    """What the ``nanobot_session_stores`` hook returns: a named place for sessions."""
+
+    name: str
+
+    def describe(self) -> str:
+        """Where the sessions live, for messages (never a password)."""
+        ...
 
     def list_sessions(self) -> list[SessionInfo]:
-        """Every session of the workspace, by name."""
-        if not self.directory.is_dir():
-            return []
-        infos: list[SessionInfo] = []
-        for path in sorted(self.directory.glob(f"*{SUFFIX}")):
-            name = path.name[: -len(SUFFIX)]
-            if not _NAME.fullmatch(name) or name in (".", ".."):
-                continue
-            stat = path.stat()
-            records, _ = parse_session_lines(path.read_bytes())
-            modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
-            infos.append(SessionInfo(name, path, len(records), stat.st_size, modified))
-        return infos
+        """Every session, by name."""
+        ...
+
+    def load(self, session: str) -> SessionLog:
+        """Read session `session` without a lease; raises SessionError if there is none."""
+        ...
+
+    def lease(self, session: str, *, wait: float = 0.0) -> Lease:
+        """Take the lease on `session`, waiting up to `wait` seconds.
+
+        Raises SessionLockedError, naming the holder, when it is still held.
+        """
+        ...
+
+    def close(self) -> None:
+        """Release what the store holds (connections, descriptors); idempotent."""
+        ...
+
+
+# -- an open session, over any store -------------------------------------------------------------
 
 
 class Session:
-    """An open session, locked for this process: read its history, append messages.
+    """An open session, leased for this process: read its history, append messages.
 
-    Use it as a context manager (or call :meth:`close`) to release the lock.
+    Use it as a context manager (or call :meth:`close`) to release the lease.
     """
 
-    def __init__(
-        self,
-        name: str,
-        path: Path,
-        fd: int,
-        lock_fd: int,
-        records: list[dict[str, Any]],
-        problems: list[LoadProblem],
-    ) -> None:
-        self.name = name
-        self.path = path
-        self.problems = problems
-        self._fd: int | None = fd
-        self._lock_fd: int | None = lock_fd
-        self._records = records
+    def __init__(self, lease: Lease, log_: SessionLog) -> None:
+        self.name = lease.session
+        self.location = log_.location
+        self.problems = log_.problems
+        self._lease: Lease | None = lease
+        self._records = list(log_.records)
+        self._seq = log_.seq
 
     def __repr__(self) -> str:
-        return f"Session({self.name!r}, {len(self._records)} messages)"
+        return f"Session({self.name!r}, {len(self._records)} lines)"
+
+    @property
+    def seq(self) -> int:
+        """The number of lines the session holds."""
+        return self._seq
 
     @property
     def records(self) -> list[dict[str, Any]]:
@@ -296,35 +351,51 @@ class Session:
 
     def history(self) -> list[dict[str, Any]]:
         """The messages in order, without ``_meta``: what governance and the model may see."""
-        return [strip_meta(r) for r in self._records]
+        return [strip_meta(r) for r in self._records if not is_meta_record(r)]
 
     def append(self, message: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> None:
-        """Persist one message (and its bookkeeping) before returning: written and fsynced."""
-        if self._fd is None:
-            raise SessionError(f"session {self.name!r} is closed")
-        record = strip_meta(message)
-        if meta:
-            record[META_KEY] = dict(meta)
-        data, replaced = _encoded(record)
-        if replaced:  # what is kept in memory is what the file holds
-            from nanobot_core._json_boundary import loads
+        """Persist one message (and its bookkeeping) before returning."""
+        self.append_many([(message, meta)])
 
-            record = loads(data).value
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        os.fsync(self._fd)
-        self._records.append(record)
+    def append_many(
+        self, items: Sequence[tuple[Mapping[str, Any], Mapping[str, Any] | None]]
+    ) -> None:
+        """Persist messages (each with its bookkeeping) as one atomic batch."""
+        if self._lease is None:
+            raise SessionError(f"session {self.name!r} is closed")
+        records: list[dict[str, Any]] = []
+        for message, meta in items:
+            record = strip_meta(message)
+            if meta:
+                record[META_KEY] = dict(meta)
+            records.append(record)
+        self.append_records(records)
+
+    def append_records(self, records: Sequence[Mapping[str, Any]]) -> None:
+        """Persist whole lines (``_meta`` records included) as one atomic batch."""
+        if self._lease is None:
+            raise SessionError(f"session {self.name!r} is closed")
+        if not records:
+            return
+        texts: list[str] = []
+        kept: list[dict[str, Any]] = []
+        for record in records:
+            data, replaced = _encoded(record)
+            texts.append(data[:-1].decode("utf-8"))
+            if replaced:  # what is kept in memory is what the store holds
+                from nanobot_core._json_boundary import loads
+
+                kept.append(loads(data).value)
+            else:
+                kept.append(copy.deepcopy(dict(record)))
+        self._seq = self._lease.append(texts, expected_seq=self._seq)
+        self._records.extend(kept)
 
     def close(self) -> None:
-        """Close the file and release the lock (idempotent)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)  # closing the descriptor releases the lock
-            self._lock_fd = None
+        """Release the lease (idempotent)."""
+        if self._lease is not None:
+            lease, self._lease = self._lease, None
+            lease.release()
 
     def __enter__(self) -> Session:
         return self
@@ -338,89 +409,55 @@ class Session:
         self.close()
 
 
-def _acquire_lock(lock_path: Path, name: str) -> int:
-    """Lock `lock_path` exclusively without waiting; return its descriptor."""
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-    if not _try_lock(fd):
-        holder = _read_holder(fd)
-        os.close(fd)
-        raise SessionLockedError(
-            f"session {name!r} is in use by another process{holder} (lock file {lock_path}); "
-            "wait for it to finish or choose another --session"
+def open_session(store: SessionStore, name: str = DEFAULT_SESSION, *, wait: float = 0.0) -> Session:
+    """Lease session `name` of `store` and load it; raises SessionLockedError when busy."""
+    validate_session_name(name)
+    lease = store.lease(name, wait=wait)
+    try:
+        loaded = lease.load()
+    except BaseException:
+        lease.release()
+        raise
+    for problem in loaded.problems:
+        log.warning(
+            "session line skipped",
+            session=name,
+            location=loaded.location,
+            line=problem.line,
+            problem=problem.detail,
         )
-    # Who holds the lock, for the message another process will print.
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-    return fd
+    return Session(lease, loaded)
 
 
-def _try_lock(fd: int) -> bool:
-    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
-        import msvcrt
-
-        try:
-            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
-        except OSError:
-            return False
-        return True
-    import fcntl
-
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return False
-    return True
+# -- choosing the store --------------------------------------------------------------------------
 
 
-def _read_holder(fd: int) -> str:
-    try:
-        pid = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
-    except OSError:
-        return ""
-    return f" (pid {pid})" if pid.isdigit() else ""
+def session_stores(pm: PluginManager) -> dict[str, SessionStore]:
+    """The stores the ``nanobot_session_stores`` hook returns, by name; first one wins.
+
+    Built-ins answer first, so no plugin can take the name ``jsonl``; an item
+    without a string ``name`` is left out with a warning naming its plugin.
+    """
+    stores: dict[str, SessionStore] = {}
+    for record, value in pm.call_each("nanobot_session_stores", ctx=pm.context):
+        for item in value if isinstance(value, list | tuple) else []:
+            name = getattr(item, "name", None)
+            if not isinstance(name, str) or not name or not isinstance(item, SessionStore):
+                log.warning(
+                    "session store left out: not a SessionStore with a name",
+                    plugin=record.info.describe(),
+                    item=type(item).__name__,
+                )
+                continue
+            stores.setdefault(name, item)
+    return stores
 
 
-def _heal_torn_tail(path: Path, torn_path: Path) -> None:
-    """Move a torn last line to `torn_path` and cut `path` back to its last complete line."""
-    if not path.exists():
-        return
-    data = path.read_bytes()
-    if not data or data.endswith(b"\n"):
-        return
-    cut = data.rfind(b"\n") + 1
-    tail = data[cut:]
-    record, _ = _parse_line(tail)
-    if record is not None:
-        # The whole object is there and only the newline was lost: complete the line.
-        with path.open("ab") as handle:
-            handle.write(b"\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        log.warning("session line was missing its newline; completed", path=str(path))
-        return
-    with torn_path.open("ab") as handle:
-        handle.write(tail + b"\n")
-        handle.flush()
-        os.fsync(handle.fileno())
-    with path.open("r+b") as handle:
-        handle.truncate(cut)
-        handle.flush()
-        os.fsync(handle.fileno())
-    log.warning(
-        "torn last line moved out of the session",
-        path=str(path),
-        bytes=len(tail),
-        line=data.count(b"\n") + 1,
-        moved_to=str(torn_path),
-    )
-
-
-def _fsync_directory(directory: Path) -> None:
-    """Make a newly created file's directory entry durable (POSIX only)."""
-    if sys.platform == "win32":  # pragma: no cover
-        return
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def select_session_store(pm: PluginManager) -> SessionStore:
+    """The store named by ``[sessions] store``; ConfigError naming the known ones otherwise."""
+    wanted = pm.config.sessions.store
+    stores = session_stores(pm)
+    if wanted not in stores:
+        known = ", ".join(sorted(stores)) or "none"
+        raise ConfigError(f"sessions.store: no session store named {wanted!r} (known: {known})")
+    return stores[wanted]

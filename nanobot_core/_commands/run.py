@@ -3,7 +3,8 @@
 The final answer goes to stdout (``--json``: the whole turn); progress (tools
 running and their times, provider retries) goes to stderr. Exit codes: 0 the
 turn ended (also when it hit ``--max-iterations``), 1 the provider failed or
-the session is locked by another process, 2 bad input (an empty prompt, an
+the session is held by another writer (its lease; ``[sessions] lease_wait``
+seconds are waited first), 2 bad input (an empty prompt, an
 invalid session name, an unknown provider, a malformed config).
 """
 
@@ -63,7 +64,7 @@ def command(
     """Run one agent turn for PROMPT ('-' reads it from stdin) and print the answer."""
     from nanobot_core.errors import SessionError
     from nanobot_core.runner import Runner
-    from nanobot_core.sessions import SessionStore, validate_session_name
+    from nanobot_core.sessions import open_session, select_session_store, validate_session_name
 
     text = sys.stdin.read() if prompt == "-" else prompt
     if not text.strip():
@@ -77,10 +78,14 @@ def command(
         raise click.BadParameter(str(exc), param_hint="--session") from None
     root = state.workspace(workspace)
     manager = state.plugin_manager(root)
+    store = select_session_store(manager)
     # SessionLockedError and ProviderError propagate: the CLI prints them and exits 1.
-    with SessionStore(root).open(config.runner.session) as opened:
-        runner = Runner.from_plugins(manager, session=opened, progress=_print_progress)
-        result = runner.run_turn(text)
+    try:
+        with open_session(store, config.runner.session, wait=config.sessions.lease_wait) as opened:
+            runner = Runner.from_plugins(manager, session=opened, progress=_print_progress)
+            result = runner.run_turn(text)
+    finally:
+        store.close()
     if as_json:
         state.echo_json(result.to_json())
     else:

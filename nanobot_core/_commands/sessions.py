@@ -1,19 +1,26 @@
-"""``nanobot-core sessions``: list the sessions of a workspace; ``sessions show NAME`` prints one.
+"""``nanobot-core sessions``: list the sessions of the store; ``sessions show NAME`` prints one.
 
-Both only read: no lock is taken and nothing is healed, so they are safe to
-run while ``run`` writes. Lines that cannot be loaded are reported on stderr
-(and under ``problems`` with ``--json``). Exit codes: 0 ok, 2 an invalid or
-unknown session name.
+The store is the one ``[sessions] store`` names (default ``jsonl``, the files
+of the workspace). Listing, ``show`` and ``export`` only read: no lease is
+taken and nothing is healed, so they are safe to run while ``run`` writes.
+Lines that cannot be loaded are reported on stderr (and under ``problems``
+with ``--json``). ``sessions export [NAME...] --output PATH`` and
+``sessions import PATH`` move sessions between stores, byte for byte.
+Exit codes: 0 ok, 1 import refused (a session exists) or a store failed,
+2 an invalid or unknown session name, or a file that is not an export.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from nanobot_core.cli import EXIT_USAGE, get_state
+
+if TYPE_CHECKING:
+    from nanobot_core.sessions import SessionStore
 
 _PREVIEW_CHARS = 200
 
@@ -35,10 +42,12 @@ def command(ctx: click.Context, workspace: str | None, as_json: bool) -> None:
     ctx.meta["sessions.json"] = as_json
     if ctx.invoked_subcommand is not None:
         return
-    from nanobot_core.sessions import SessionStore
-
     state = get_state()
-    infos = SessionStore(state.workspace(workspace)).list_sessions()
+    store = _store(state.workspace(workspace))
+    try:
+        infos = store.list_sessions()
+    finally:
+        store.close()
     if as_json:
         state.echo_json([info.to_json() for info in infos])
         return
@@ -59,17 +68,26 @@ def command(ctx: click.Context, workspace: str | None, as_json: bool) -> None:
 def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) -> None:
     """Print session NAME: every message, with its bookkeeping under `_meta` in JSON."""
     from nanobot_core.errors import SessionError
-    from nanobot_core.sessions import SessionStore
+    from nanobot_core.sessions import validate_session_name
 
     state = get_state()
     root = state.workspace(workspace or ctx.meta.get("sessions.workspace"))
     try:
-        session = SessionStore(root).read(name)
+        validate_session_name(name)
     except SessionError as exc:
         raise _InputError(str(exc)) from None
+    store = _store(root)
+    try:
+        session = store.load(name)
+    except SessionError as exc:
+        if type(exc) is SessionError:  # no such session: bad input, not a store failure
+            raise _InputError(str(exc)) from None
+        raise
+    finally:
+        store.close()
     for problem in session.problems:
         click.echo(
-            f"warning: {session.path}:{problem.line}: {problem.kind} line skipped: "
+            f"warning: {session.location}:{problem.line}: {problem.kind} line skipped: "
             f"{problem.detail}",
             err=True,
         )
@@ -77,7 +95,7 @@ def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) ->
         state.echo_json(
             {
                 "name": session.name,
-                "path": str(session.path),
+                "path": session.location,
                 "messages": session.records,
                 "problems": [problem.to_json() for problem in session.problems],
             }
@@ -85,6 +103,87 @@ def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) ->
         return
     for index, record in enumerate(session.records, start=1):
         click.echo(_render(index, record))
+
+
+@command.command("export")
+@click.argument("names", nargs=-1)
+@click.option(
+    "--output",
+    "-o",
+    required=True,
+    type=click.Path(dir_okay=False, writable=True),
+    help="The export file to write (replaced atomically).",
+)
+@click.option("--workspace", type=click.Path(file_okay=False), help="Workspace directory.")
+@click.pass_context
+def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: str | None) -> None:
+    """Write sessions NAME... (default: all) of the store to an export file."""
+    from pathlib import Path
+
+    from nanobot_core.errors import SessionError
+    from nanobot_core.session_transfer import export_sessions
+    from nanobot_core.sessions import validate_session_name
+
+    state = get_state()
+    root = state.workspace(workspace or ctx.meta.get("sessions.workspace"))
+    try:
+        for name in names:
+            validate_session_name(name)
+    except SessionError as exc:
+        raise _InputError(str(exc)) from None
+    store = _store(root)
+    try:
+        sessions, problems = export_sessions(store, names, Path(output))
+    except SessionError as exc:
+        if type(exc) is SessionError:  # no such session
+            raise _InputError(str(exc)) from None
+        raise
+    finally:
+        store.close()
+    for name, problem in problems:
+        click.echo(
+            f"warning: session {name!r} line {problem.line}: {problem.kind} line not exported: "
+            f"{problem.detail}",
+            err=True,
+        )
+    lines = sum(len(s.lines) for s in sessions)
+    click.echo(f"exported {len(sessions)} session(s), {lines} line(s) to {output}", err=True)
+
+
+@command.command("import")
+@click.argument("path", type=click.Path(dir_okay=False, exists=True))
+@click.option("--workspace", type=click.Path(file_okay=False), help="Workspace directory.")
+@click.pass_context
+def import_(ctx: click.Context, path: str, workspace: str | None) -> None:
+    """Write every session of the export file PATH into the store (none may exist there)."""
+    from pathlib import Path
+
+    from nanobot_core.errors import SessionError
+    from nanobot_core.session_transfer import import_sessions, read_export
+
+    state = get_state()
+    root = state.workspace(workspace or ctx.meta.get("sessions.workspace"))
+    try:
+        sessions = read_export(Path(path).read_bytes(), path)
+    except SessionError as exc:
+        raise _InputError(str(exc)) from None
+    store = _store(root)
+    try:
+        done = import_sessions(store, sessions, wait=state.config.sessions.lease_wait)
+    finally:
+        store.close()
+    lines = sum(len(s.lines) for s in done)
+    click.echo(
+        f"imported {len(done)} session(s), {lines} line(s) into the {store.name} store",
+        err=True,
+    )
+
+
+def _store(root: Any) -> SessionStore:
+    """The session store ``[sessions] store`` names, from the plugins of workspace `root`."""
+    from nanobot_core.sessions import select_session_store
+
+    return select_session_store(get_state().plugin_manager(root))
 
 
 def _render(index: int, message: dict[str, Any]) -> str:

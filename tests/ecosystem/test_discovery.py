@@ -182,6 +182,7 @@ def test_allow_list(plugin_env: VirtualEnv, tmp_path: Path) -> None:
         "builtin:governance",
         "builtin:prompt",
         "builtin:providers",
+        "builtin:sessions",
         "duck",
     }
 

@@ -14,6 +14,7 @@ from nanobot_core.context import PluginContext
 from nanobot_core.errors import ProviderError
 from nanobot_core.governance.invariants import check_tool_pairing
 from nanobot_core.hookspecs import hookimpl
+from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.plugins import PluginManager
 from nanobot_core.prompt import RUNTIME_BLOCK_CLOSE, RUNTIME_BLOCK_OPEN
 from nanobot_core.providers import RetryNotice
@@ -25,7 +26,7 @@ from nanobot_core.runner import (
     ToolStarted,
     TurnResult,
 )
-from nanobot_core.sessions import Session, SessionStore
+from nanobot_core.sessions import Session
 from nanobot_core.tools.base import tool
 from tests.headless.conftest import API_KEY, provider_config
 from tests.headless.fake_server import FakeChatServer, error_reply, text_reply, tool_call_reply
@@ -100,14 +101,14 @@ class Harness:
             return runner.run_turn(text)
 
     def open(self, session: str = "default") -> Session:
-        return SessionStore(self.workspace).open(session)
+        return JsonlSessionStore(self.workspace).open(session)
 
     def lines(self, session: str = "default") -> list[dict[str, Any]]:
         return _session_lines(self.workspace, session)
 
 
 def _session_lines(workspace: Path, session: str) -> list[dict[str, Any]]:
-    path = SessionStore(workspace).path(session)
+    path = JsonlSessionStore(workspace).path(session)
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
 
 
@@ -317,7 +318,7 @@ def test_a_wedged_session_is_healed_in_the_copy_only(
     harness: Harness, server: FakeChatServer
 ) -> None:
     """A dangling call and a torn line: the model gets a backfilled result, the file stays as is."""
-    path = SessionStore(harness.workspace).path("wedged")
+    path = JsonlSessionStore(harness.workspace).path("wedged")
     path.parent.mkdir(parents=True)
     dangling = {
         "role": "assistant",
@@ -376,7 +377,7 @@ def test_parts_can_be_given_explicitly(workspace: Path, server: FakeChatServer) 
     )
     fixed = datetime(2025, 1, 31, 9, 30, tzinfo=timezone(timedelta(hours=1)))
     server.add(tool_call_reply([("b", "big", '{"lines": 2}')]), text_reply("fine"))
-    with SessionStore(workspace).open("explicit") as opened:
+    with JsonlSessionStore(workspace).open("explicit") as opened:
         runner = Runner(
             OpenAIProvider(provider_config(server.base_url)),
             registry,
@@ -405,5 +406,8 @@ def test_parts_can_be_given_explicitly(workspace: Path, server: FakeChatServer) 
 
 def test_max_iterations_must_be_positive(workspace: Path) -> None:
     """A runner that may never call the model is a programming error, caught at construction."""
-    with SessionStore(workspace).open() as opened, pytest.raises(ValueError, match="at least 1"):
+    with (
+        JsonlSessionStore(workspace).open() as opened,
+        pytest.raises(ValueError, match="at least 1"),
+    ):
         Runner(None, None, None, None, None, opened, max_iterations=0)  # type: ignore[arg-type]

@@ -9,7 +9,8 @@ import pytest
 from structlog.testing import capture_logs
 
 from nanobot_core.errors import SessionError, SessionLockedError
-from nanobot_core.sessions import SessionStore, parse_session_lines, sessions_dir
+from nanobot_core.jsonl_store import JsonlSessionStore, sessions_dir
+from nanobot_core.sessions import parse_session_lines
 
 USER = {"role": "user", "content": "hello"}
 ANSWER = {"role": "assistant", "content": "hi there"}
@@ -22,7 +23,7 @@ def _lines(path: Path) -> list[bytes]:
 @pytest.mark.parametrize("name", ["default", "a.b", "x_y-z", "2024.01.01", ".hidden", "A" * 200])
 def test_valid_names(tmp_path: Path, name: str) -> None:
     """Letters, digits, '.', '_' and '-' make a session file in the sessions folder."""
-    with SessionStore(tmp_path).open(name) as session:
+    with JsonlSessionStore(tmp_path).open(name) as session:
         session.append(USER)
     assert (sessions_dir(tmp_path) / f"{name}.jsonl").is_file()
 
@@ -33,14 +34,14 @@ def test_valid_names(tmp_path: Path, name: str) -> None:
 def test_invalid_names_are_rejected_before_touching_disk(tmp_path: Path, name: str) -> None:
     """Any other name is a SessionError and creates nothing."""
     with pytest.raises(SessionError) as caught:
-        SessionStore(tmp_path).open(name)
+        JsonlSessionStore(tmp_path).open(name)
     assert "session name" in str(caught.value)
     assert list(tmp_path.rglob("*")) == []
 
 
 def test_each_message_is_one_line_with_meta_kept_out_of_history(tmp_path: Path) -> None:
     """A line holds the OpenAI-shaped message plus `_meta`; history() leaves `_meta` out."""
-    store = SessionStore(tmp_path)
+    store = JsonlSessionStore(tmp_path)
     with store.open("s") as session:
         session.append(USER, {"time": "2024-01-01T00:00:00Z"})
         session.append(ANSWER, {"usage": {"total_tokens": 3}})
@@ -57,7 +58,7 @@ def test_each_message_is_one_line_with_meta_kept_out_of_history(tmp_path: Path) 
 
 def test_history_is_a_copy(tmp_path: Path) -> None:
     """Changing what history() returned does not change the session."""
-    with SessionStore(tmp_path).open() as session:
+    with JsonlSessionStore(tmp_path).open() as session:
         session.append({"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]})
         session.history()[0]["tool_calls"].clear()
         assert session.history()[0]["tool_calls"] == [{"id": "1"}]
@@ -67,7 +68,7 @@ def test_lone_surrogates_are_replaced_before_they_are_stored(tmp_path: Path) -> 
     """A lone surrogate (from a tool) is stored as U+FFFD: the file is strict UTF-8 JSON."""
     message = {"role": "tool", "tool_call_id": "1", "content": "bad \udc80 byte"}
     stored = {"role": "tool", "tool_call_id": "1", "content": "bad \ufffd byte"}
-    store = SessionStore(tmp_path)
+    store = JsonlSessionStore(tmp_path)
     with store.open() as session:
         session.append(message)
         assert session.history() == [stored]
@@ -79,7 +80,7 @@ def test_lone_surrogates_are_replaced_before_they_are_stored(tmp_path: Path) -> 
 
 def test_torn_last_line_is_moved_aside_and_the_file_cut_back(tmp_path: Path) -> None:
     """A torn tail is appended to <name>.jsonl.torn and the file cut back, with a warning."""
-    store = SessionStore(tmp_path)
+    store = JsonlSessionStore(tmp_path)
     path = store.path("s")
     path.parent.mkdir(parents=True)
     good = json.dumps(USER).encode() + b"\n" + json.dumps(ANSWER).encode() + b"\n"
@@ -99,7 +100,7 @@ def test_torn_last_line_is_moved_aside_and_the_file_cut_back(tmp_path: Path) -> 
 
 def test_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
     """A last line that is a whole JSON object only lost its newline: it is completed, not moved."""
-    store = SessionStore(tmp_path)
+    store = JsonlSessionStore(tmp_path)
     path = store.path("s")
     path.parent.mkdir(parents=True)
     path.write_bytes(json.dumps(USER).encode())
@@ -114,7 +115,7 @@ def test_invalid_middle_line_stays_in_the_file_and_is_skipped_with_its_number(
     tmp_path: Path,
 ) -> None:
     """A whole line that is not a JSON object stays on disk, is skipped and reported by number."""
-    store = SessionStore(tmp_path)
+    store = JsonlSessionStore(tmp_path)
     path = store.path("s")
     path.parent.mkdir(parents=True)
     content = b"\n".join(
@@ -130,23 +131,23 @@ def test_invalid_middle_line_stays_in_the_file_and_is_skipped_with_its_number(
 
 def test_read_changes_nothing_and_reports_a_torn_tail(tmp_path: Path) -> None:
     """Reading (for `sessions show`) takes no lock, heals nothing and reports the torn tail."""
-    store = SessionStore(tmp_path)
+    store = JsonlSessionStore(tmp_path)
     path = store.path("s")
     path.parent.mkdir(parents=True)
     content = json.dumps(USER).encode() + b"\n" + b'{"role": "ass'
     path.write_bytes(content)
     with store.open("other"):
-        log = store.read("s")
+        log = store.load("s")
     assert log.messages() == [USER]
     assert [(p.line, p.kind) for p in log.problems] == [(2, "torn")]
     assert path.read_bytes() == content
     with pytest.raises(SessionError, match="no session named 'missing'"):
-        store.read("missing")
+        store.load("missing")
 
 
 def test_second_writer_fails_at_once(tmp_path: Path) -> None:
     """While one writer holds a session, opening it again raises SessionLockedError naming it."""
-    store = SessionStore(tmp_path)
+    store = JsonlSessionStore(tmp_path)
     first = store.open("busy")
     try:
         with pytest.raises(SessionLockedError) as caught:
@@ -160,7 +161,7 @@ def test_second_writer_fails_at_once(tmp_path: Path) -> None:
 
 def test_closed_session_refuses_appends(tmp_path: Path) -> None:
     """Appending after close is a SessionError, not a silent loss."""
-    session = SessionStore(tmp_path).open()
+    session = JsonlSessionStore(tmp_path).open()
     session.close()
     with pytest.raises(SessionError, match="closed"):
         session.append(USER)
@@ -168,7 +169,7 @@ def test_closed_session_refuses_appends(tmp_path: Path) -> None:
 
 def test_listing_counts_messages_and_ignores_side_files(tmp_path: Path) -> None:
     """`list_sessions` gives name, messages, size and time; lock and torn files are not sessions."""
-    store = SessionStore(tmp_path)
+    store = JsonlSessionStore(tmp_path)
     assert store.list_sessions() == []
     with store.open("b") as session:
         session.append(USER)

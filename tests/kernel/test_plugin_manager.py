@@ -49,13 +49,14 @@ def test_builtins_are_registered_first(tmp_path: Path) -> None:
     manager = _manager(tmp_path)
     manager.register(_Lines("x"), "aaa-first-alphabetically", distribution="aaa")
     names = [r.info.name for r in manager.records()]
-    assert names[:4] == [
+    assert names[:5] == [
         "builtin:tools",
         "builtin:governance",
         "builtin:prompt",
         "builtin:providers",
+        "builtin:sessions",
     ]
-    assert names[4] == "aaa-first-alphabetically"
+    assert names[5] == "aaa-first-alphabetically"
 
 
 def test_collecting_order_is_by_distribution_not_registration(tmp_path: Path) -> None:

@@ -1,0 +1,283 @@
+"""The built-in ``jsonl`` session store: one append-only JSON-lines file per session.
+
+``<workspace>/.nanobot/sessions/<name>.jsonl`` holds one line per message or
+record. The file is the truth and is only ever appended to: a batch of lines
+is written with one ``write`` and fsynced before the append returns, so a
+process killed at any moment leaves at most a torn last line. Taking the
+lease heals that: the torn bytes are appended to ``<name>.jsonl.torn`` (never
+overwritten) and the file is cut back to its last complete line. A complete
+line that is not a JSON object stays in the file and is skipped with a
+warning naming its line number. Nothing is dropped silently.
+
+The lease is an exclusive lock on ``<name>.lock`` (``flock``), held by the
+descriptor: it is freed when the process ends, however it ends. The lock file
+names the holder (host and pid) for the message another writer prints.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+from nanobot_core._logging import get_logger
+from nanobot_core.errors import SessionConflictError, SessionError, SessionLockedError
+from nanobot_core.sessions import (
+    DEFAULT_SESSION,
+    Session,
+    SessionInfo,
+    SessionLog,
+    is_meta_record,
+    is_session_name,
+    open_session,
+    parse_line,
+    split_session_lines,
+    validate_session_name,
+)
+
+__all__ = ["JsonlLease", "JsonlSessionStore", "sessions_dir"]
+
+log = get_logger("nanobot_core.sessions")
+
+SUFFIX = ".jsonl"
+TORN_SUFFIX = ".jsonl.torn"
+LOCK_SUFFIX = ".lock"
+# How often a waiting writer tries the lock again.
+_POLL_SECONDS = 0.05
+
+
+def sessions_dir(workspace: Path) -> Path:
+    """Where the sessions of `workspace` live."""
+    return Path(workspace) / ".nanobot" / "sessions"
+
+
+class JsonlSessionStore:
+    """The sessions of one workspace, as JSON-lines files."""
+
+    name = "jsonl"
+
+    def __init__(self, workspace: Path | str) -> None:
+        self.workspace = Path(workspace)
+        self.directory = sessions_dir(self.workspace)
+
+    def __repr__(self) -> str:
+        return f"JsonlSessionStore({str(self.directory)!r})"
+
+    def describe(self) -> str:
+        """The sessions directory."""
+        return str(self.directory)
+
+    def path(self, name: str) -> Path:
+        """The file of session `name` (the name is validated)."""
+        return self.directory / f"{validate_session_name(name)}{SUFFIX}"
+
+    def lease(self, session: str, *, wait: float = 0.0) -> JsonlLease:
+        """Lock session `session` for writing, waiting up to `wait` seconds for another writer."""
+        path = self.path(session)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        lock_fd = _acquire_lock(self.directory / f"{session}{LOCK_SUFFIX}", session, wait)
+        return JsonlLease(session, path, self.directory / f"{session}{TORN_SUFFIX}", lock_fd)
+
+    def open(self, name: str = DEFAULT_SESSION, *, wait: float = 0.0) -> Session:
+        """Lease session `name` and load it (see :func:`~nanobot_core.sessions.open_session`)."""
+        return open_session(self, name, wait=wait)
+
+    def load(self, session: str) -> SessionLog:
+        """Read session `session` without locking or changing it."""
+        path = self.path(session)
+        if not path.is_file():
+            raise SessionError(f"no session named {session!r} in {self.directory}")
+        data = path.read_bytes()
+        records, texts, problems = split_session_lines(data)
+        return SessionLog(session, str(path), records, texts, problems, _count_lines(data))
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session of the workspace, by name."""
+        if not self.directory.is_dir():
+            return []
+        infos: list[SessionInfo] = []
+        for path in sorted(self.directory.glob(f"*{SUFFIX}")):
+            name = path.name[: -len(SUFFIX)]
+            if not is_session_name(name):
+                continue
+            stat = path.stat()
+            records, _, _ = split_session_lines(path.read_bytes())
+            modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
+            count = sum(1 for r in records if not is_meta_record(r))
+            infos.append(SessionInfo(name, str(path), count, stat.st_size, modified))
+        return infos
+
+    def close(self) -> None:
+        """Nothing to release: leases hold their own descriptors."""
+
+
+class JsonlLease:
+    """The lock on one session file, and its append descriptor once loaded."""
+
+    def __init__(self, session: str, path: Path, torn_path: Path, lock_fd: int) -> None:
+        self.session = session
+        self.path = path
+        self.torn_path = torn_path
+        self._lock_fd: int | None = lock_fd
+        self._fd: int | None = None
+        # The file's size and line count as this lease last saw them: an append
+        # checks the size, and counts lines again only if someone else wrote.
+        self._size = 0
+        self._seq = 0
+
+    def __repr__(self) -> str:
+        return f"JsonlLease({self.session!r})"
+
+    def load(self) -> SessionLog:
+        """Heal a torn tail, open the file for appending (creating it), and read it."""
+        if self._lock_fd is None:
+            raise SessionError(f"the lease on session {self.session!r} was released")
+        _heal_torn_tail(self.path, self.torn_path)
+        created = not self.path.exists()
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        if created:
+            _fsync_directory(self.path.parent)
+        data = self.path.read_bytes()
+        records, texts, problems = split_session_lines(data)
+        self._size, self._seq = len(data), _count_lines(data)
+        return SessionLog(self.session, str(self.path), records, texts, problems, self._seq)
+
+    def append(self, lines: Sequence[str], *, expected_seq: int) -> int:
+        """Write `lines` with one write and fsync; SessionConflictError if the count is off."""
+        if self._lock_fd is None or self._fd is None:
+            raise SessionError(f"session {self.session!r} is not open for writing")
+        size = os.fstat(self._fd).st_size
+        if size != self._size:
+            data = self.path.read_bytes()
+            self._size, self._seq = len(data), _count_lines(data)
+        if self._seq != expected_seq:
+            raise SessionConflictError(
+                f"session {self.session!r} holds {self._seq} lines, the writer expected "
+                f"{expected_seq}; nothing was appended"
+            )
+        data = "".join(f"{line}\n" for line in lines).encode("utf-8")
+        view = memoryview(data)
+        while view:
+            written = os.write(self._fd, view)
+            view = view[written:]
+        os.fsync(self._fd)
+        self._size += len(data)
+        self._seq += len(lines)
+        return self._seq
+
+    def release(self) -> None:
+        """Close the file and release the lock (idempotent)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)  # closing the descriptor releases the lock
+            self._lock_fd = None
+
+
+def _count_lines(data: bytes) -> int:
+    """Lines stored: complete lines, plus a last line that only lost its newline."""
+    count = data.count(b"\n")
+    tail = data[data.rfind(b"\n") + 1 :]
+    return count + (1 if tail.strip() else 0)
+
+
+def _acquire_lock(lock_path: Path, name: str, wait: float) -> int:
+    """Lock `lock_path` exclusively, trying for up to `wait` seconds; return its descriptor."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    deadline = time.monotonic() + max(0.0, wait)
+    while not _try_lock(fd):
+        if time.monotonic() >= deadline:
+            holder = _read_holder(fd)
+            os.close(fd)
+            waited = f" after waiting {wait:g}s" if wait > 0 else ""
+            raise SessionLockedError(
+                f"session {name!r} is in use by {holder}{waited} (lock file {lock_path}); "
+                "wait for it to finish, set [sessions] lease_wait, or choose another --session"
+            )
+        time.sleep(_POLL_SECONDS)
+    # Who holds the lock, for the message another process will print.
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, f"{socket.gethostname()} {os.getpid()}\n".encode(), 0)
+    return fd
+
+
+def _try_lock(fd: int) -> bool:
+    if sys.platform == "win32":  # pragma: no cover - exercised on Windows only
+        import msvcrt
+
+        try:
+            msvcrt.locking(fd, msvcrt.LK_NBLCK, 1)
+        except OSError:
+            return False
+        return True
+    import fcntl
+
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return False
+    return True
+
+
+def _read_holder(fd: int) -> str:
+    try:
+        words = os.pread(fd, 300, 0).decode("utf-8", "replace").split()
+    except OSError:
+        words = []
+    if len(words) == 2 and words[1].isdigit():
+        return f"another process (host {words[0]}, pid {words[1]})"
+    if len(words) == 1 and words[0].isdigit():
+        return f"another process (pid {words[0]})"
+    return "another process"
+
+
+def _heal_torn_tail(path: Path, torn_path: Path) -> None:
+    """Move a torn last line to `torn_path` and cut `path` back to its last complete line."""
+    if not path.exists():
+        return
+    data = path.read_bytes()
+    if not data or data.endswith(b"\n"):
+        return
+    cut = data.rfind(b"\n") + 1
+    tail = data[cut:]
+    record, _ = parse_line(tail)
+    if record is not None:
+        # The whole object is there and only the newline was lost: complete the line.
+        with path.open("ab") as handle:
+            handle.write(b"\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        log.warning("session line was missing its newline; completed", path=str(path))
+        return
+    with torn_path.open("ab") as handle:
+        handle.write(tail + b"\n")
+        handle.flush()
+        os.fsync(handle.fileno())
+    with path.open("r+b") as handle:
+        handle.truncate(cut)
+        handle.flush()
+        os.fsync(handle.fileno())
+    log.warning(
+        "torn last line moved out of the session",
+        path=str(path),
+        bytes=len(tail),
+        line=data.count(b"\n") + 1,
+        moved_to=str(torn_path),
+    )
+
+
+def _fsync_directory(directory: Path) -> None:
+    """Make a newly created file's directory entry durable (POSIX only)."""
+    if sys.platform == "win32":  # pragma: no cover
+        return
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,140 @@
+"""Moving sessions between stores: ``sessions export`` and ``sessions import``.
+
+An export is a JSON-lines file: a header line ``{"nanobot_sessions_export": 1}``,
+then one line per session line, ``{"session": NAME, "line": TEXT}``, where
+TEXT is the line's JSON exactly as the store holds it. Sessions follow each
+other, each one's lines in order. Importing appends every session's lines
+as they are, so export, import, export gives the same bytes, and a JSON-lines
+session imported into another workspace is byte-identical to the original.
+
+Import checks the whole file first (header, names, that every line is a JSON
+object) and refuses a session that already exists in the target store, so
+nothing is overwritten or merged; each session is then written as one atomic
+batch under its lease.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from nanobot_core.errors import SessionError
+from nanobot_core.sessions import LoadProblem, SessionStore, check_line, validate_session_name
+
+__all__ = ["EXPORT_HEADER", "ExportedSession", "export_sessions", "import_sessions", "read_export"]
+
+EXPORT_HEADER: dict[str, Any] = {"nanobot_sessions_export": 1}
+
+
+@attrs.frozen
+class ExportedSession:
+    """One session of an export: its name and the exact text of its lines."""
+
+    name: str
+    lines: list[str]
+
+
+def collect_sessions(
+    store: SessionStore, names: Sequence[str]
+) -> tuple[list[ExportedSession], list[tuple[str, LoadProblem]]]:
+    """The sessions `names` of `store` (all of them when empty), and the lines left out."""
+    wanted = list(names) or [info.name for info in store.list_sessions()]
+    sessions: list[ExportedSession] = []
+    problems: list[tuple[str, LoadProblem]] = []
+    for name in dict.fromkeys(wanted):
+        loaded = store.load(validate_session_name(name))
+        sessions.append(ExportedSession(name, list(loaded.lines)))
+        problems.extend((name, problem) for problem in loaded.problems)
+    return sessions, problems
+
+
+def export_lines(sessions: Iterable[ExportedSession]) -> list[dict[str, Any]]:
+    """The values of an export file, header first."""
+    values: list[dict[str, Any]] = [dict(EXPORT_HEADER)]
+    for session in sessions:
+        values.extend({"session": session.name, "line": line} for line in session.lines)
+    return values
+
+
+def export_sessions(
+    store: SessionStore, names: Sequence[str], output: Path
+) -> tuple[list[ExportedSession], list[tuple[str, LoadProblem]]]:
+    """Write the sessions `names` (all when empty) of `store` to `output`, atomically.
+
+    Returns what was written and the lines left out (torn or invalid in the store).
+    """
+    from nanobot_core.governance.history_file import write_jsonl_atomic
+
+    sessions, problems = collect_sessions(store, names)
+    write_jsonl_atomic(output, export_lines(sessions))
+    return sessions, problems
+
+
+def read_export(data: bytes, source: str) -> list[ExportedSession]:
+    """Parse an export file; SessionError naming the line for anything that is not one."""
+    raw_lines = data.split(b"\n")
+    if raw_lines and raw_lines[-1] == b"":
+        raw_lines.pop()
+    if not raw_lines:
+        raise SessionError(f"{source}: empty file, not a sessions export")
+    sessions: dict[str, list[str]] = {}
+    for number, raw in enumerate(raw_lines, start=1):
+        where = f"{source}:{number}"
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise SessionError(f"{where}: not a JSON line ({exc})") from None
+        if number == 1:
+            if value != EXPORT_HEADER:
+                raise SessionError(
+                    f"{where}: not a sessions export (the first line must be "
+                    f"{json.dumps(EXPORT_HEADER)})"
+                )
+            continue
+        if (
+            not isinstance(value, dict)
+            or set(value) != {"session", "line"}
+            or not isinstance(value["session"], str)
+            or not isinstance(value["line"], str)
+        ):
+            raise SessionError(f'{where}: expected {{"session": NAME, "line": TEXT}}')
+        try:
+            name = validate_session_name(value["session"])
+            check_line(value["line"], f"session {name!r}")
+        except SessionError as exc:
+            raise SessionError(f"{where}: {exc}") from None
+        sessions.setdefault(name, []).append(value["line"])
+    return [ExportedSession(name, lines) for name, lines in sessions.items()]
+
+
+def import_sessions(
+    store: SessionStore, sessions: Sequence[ExportedSession], *, wait: float = 0.0
+) -> list[ExportedSession]:
+    """Write every session of an export into `store`; refuse any that already exists there."""
+    existing = {info.name for info in store.list_sessions()}
+    clashes = [s.name for s in sessions if s.name in existing]
+    if clashes:
+        raise SessionError(
+            f"{store.name} store already has session(s) {', '.join(map(repr, clashes))}; "
+            "nothing was imported (remove them or import elsewhere)"
+        )
+    done: list[ExportedSession] = []
+    for session in sessions:
+        lease = store.lease(session.name, wait=wait)
+        try:
+            loaded = lease.load()
+            if loaded.seq:
+                raise SessionError(
+                    f"session {session.name!r} appeared in the {store.name} store during the "
+                    f"import; imported before it: {', '.join(s.name for s in done) or 'none'}"
+                )
+            if session.lines:
+                lease.append(session.lines, expected_seq=0)
+        finally:
+            lease.release()
+        done.append(session)
+    return done

@@ -1,0 +1,223 @@
+"""The session-store protocol: the JSONL store's contract, the store hook, export and import."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from nanobot_core.config import Config, SessionsConfig, load_config
+from nanobot_core.errors import ConfigError, SessionError
+from nanobot_core.hookspecs import hookimpl
+from nanobot_core.jsonl_store import JsonlSessionStore
+from nanobot_core.plugins import PluginManager
+from nanobot_core.session_transfer import (
+    EXPORT_HEADER,
+    export_sessions,
+    import_sessions,
+    read_export,
+)
+from nanobot_core.sessions import open_session, select_session_store, session_stores
+from nanobot_core.testing_sessions import SessionStoreContract
+
+TIMEOUT = 60
+
+
+class TestJsonlStoreContract(SessionStoreContract):
+    """The built-in file store passes the contract every store passes."""
+
+    @pytest.fixture
+    def store(self, tmp_path: Path) -> JsonlSessionStore:
+        """A store over an empty workspace."""
+        return JsonlSessionStore(tmp_path)
+
+    @pytest.fixture
+    def second_store(self, store: JsonlSessionStore) -> JsonlSessionStore:
+        """Another instance over the same directory (what another process opens)."""
+        return JsonlSessionStore(store.workspace)
+
+
+class _OtherStore(JsonlSessionStore):
+    name = "other"
+
+
+class _StorePlugin:
+    @hookimpl
+    def nanobot_session_stores(self, ctx: object) -> list[object]:
+        workspace = ctx.workspace
+        return [_OtherStore(workspace), JsonlSessionStore(Path(workspace) / "shadow"), "junk"]
+
+
+def _manager(tmp_path: Path, store: str = "jsonl") -> PluginManager:
+    config = Config(sessions=SessionsConfig(store=store))
+    manager = PluginManager(config, workspace=tmp_path, autoload=False)
+    manager.register(_StorePlugin(), name="store-plugin")
+    return manager.load()
+
+
+def test_default_store_is_the_builtin_jsonl(tmp_path: Path) -> None:
+    """With no config the store is the workspace's JSONL store, which no plugin can replace."""
+    store = select_session_store(_manager(tmp_path))
+    assert isinstance(store, JsonlSessionStore)
+    assert store.directory == tmp_path / ".nanobot" / "sessions"
+
+
+def test_plugin_store_is_picked_by_name(tmp_path: Path) -> None:
+    """`[sessions] store` picks a plugin's store; items that are not stores are left out."""
+    assert sorted(session_stores(_manager(tmp_path))) == ["jsonl", "other"]
+    assert isinstance(select_session_store(_manager(tmp_path, "other")), _OtherStore)
+
+
+def test_unknown_store_names_the_known_ones(tmp_path: Path) -> None:
+    """An unknown store name is a ConfigError naming the key and the known stores."""
+    with pytest.raises(ConfigError, match=r"sessions.store: .*'nope'.*known: jsonl, other"):
+        select_session_store(_manager(tmp_path, "nope"))
+
+
+def test_sessions_config_from_env_and_toml(tmp_path: Path) -> None:
+    """Store, lease wait and DSN load from TOML and both DSN variables; the DSN is not in a repr."""
+    (tmp_path / "nanobot.toml").write_text(
+        '[sessions]\nstore = "postgres"\nlease_wait = 2.5\n'
+        '[sessions.postgres]\ndsn = "postgresql://u:hunter2@db/x"\n'
+    )
+    config = load_config(cwd=tmp_path, environ={})
+    assert (config.sessions.store, config.sessions.lease_wait) == ("postgres", 2.5)
+    assert config.sessions.postgres.dsn == "postgresql://u:hunter2@db/x"
+    assert "hunter2" not in repr(config)
+    named = load_config(cwd=tmp_path, environ={"NANOBOT_POSTGRES_DSN": "host=a password=pw1"})
+    assert named.sessions.postgres.dsn == "host=a password=pw1"
+    nested = load_config(cwd=tmp_path, environ={"NANOBOT_SESSIONS__POSTGRES__DSN": "host=b"})
+    assert nested.sessions.postgres.dsn == "host=b"
+
+
+def test_sessions_config_rejects_bad_types(tmp_path: Path) -> None:
+    """A lease wait that is not a number is a ConfigError naming the key."""
+    with pytest.raises(ConfigError, match=r"sessions\.lease_wait"):
+        load_config(cwd=tmp_path, environ={"NANOBOT_SESSIONS__LEASE_WAIT": "soon"})
+
+
+def _write_session(store: JsonlSessionStore, name: str, lines: list[str]) -> None:
+    lease = store.lease(name)
+    try:
+        lease.append(lines, expected_seq=lease.load().seq)
+    finally:
+        lease.release()
+
+
+def test_export_import_round_trip_is_byte_identical(tmp_path: Path) -> None:
+    """Export from one workspace, import into another: the session files are the same bytes."""
+    source = JsonlSessionStore(tmp_path / "a")
+    _write_session(
+        source, "one", ['{"role":"user","content":"caf\u00e9"}', '{"_meta":{"kind":"x"}}']
+    )
+    _write_session(source, "two", ['{ "role" : "user", "content" : "\\u00e9" }'])
+    export = tmp_path / "export.jsonl"
+    export_sessions(source, [], export)
+    target = JsonlSessionStore(tmp_path / "b")
+    done = import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
+    assert [s.name for s in done] == ["one", "two"]
+    for name in ("one", "two"):
+        assert target.path(name).read_bytes() == source.path(name).read_bytes()
+    again = tmp_path / "again.jsonl"
+    export_sessions(target, [], again)
+    assert again.read_bytes() == export.read_bytes()
+    first = json.loads(export.read_text().splitlines()[0])
+    assert first == EXPORT_HEADER
+
+
+def test_import_refuses_existing_sessions(tmp_path: Path) -> None:
+    """Importing a session the store already has writes nothing at all and names it."""
+    store = JsonlSessionStore(tmp_path)
+    _write_session(store, "kept", ['{"n":1}'])
+    before = store.path("kept").read_bytes()
+    data = b"\n".join(
+        json.dumps(v).encode()
+        for v in (
+            EXPORT_HEADER,
+            {"session": "new", "line": "{}"},
+            {"session": "kept", "line": "{}"},
+        )
+    )
+    with pytest.raises(SessionError, match="'kept'"):
+        import_sessions(store, read_export(data, "x"))
+    assert store.path("kept").read_bytes() == before
+    assert [i.name for i in store.list_sessions()] == ["kept"]
+
+
+@pytest.mark.parametrize(
+    ("lines", "message"),
+    [
+        ([b'{"other": 1}'], "x:1: not a sessions export"),
+        ([json.dumps(EXPORT_HEADER).encode(), b"[1]"], "x:2: expected"),
+        ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a b","line":"{}"}'], "x:2: invalid"),
+        ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","line":"[]"}'], "x:2: .*not an obj"),
+        ([json.dumps(EXPORT_HEADER).encode(), b"\xff"], "x:2: not a JSON line"),
+    ],
+)
+def test_bad_export_files_name_the_line(lines: list[bytes], message: str) -> None:
+    """An export file that is not one fails with the line number and what is wrong."""
+    with pytest.raises(SessionError, match=message):
+        read_export(b"\n".join(lines), "x")
+
+
+def _cli(
+    cwd: Path, *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    environ = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+    environ.update(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "nanobot_core", *args],
+        cwd=cwd,
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def test_cli_export_and_import(tmp_path: Path) -> None:
+    """`sessions export NAME --output` and `sessions import` copy one session exactly."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    source = JsonlSessionStore(tmp_path / "a")
+    _write_session(source, "keep", ['{"role":"user","content":"x"}', '{"_meta":{"kind":"usage"}}'])
+    _write_session(source, "skip", ['{"role":"user","content":"y"}'])
+    out = tmp_path / "out.jsonl"
+    exported = _cli(tmp_path / "a", "sessions", "export", "keep", "--output", str(out))
+    assert exported.returncode == 0, exported.stderr
+    assert "exported 1 session(s), 2 line(s)" in exported.stderr
+    imported = _cli(tmp_path / "b", "sessions", "import", str(out))
+    assert imported.returncode == 0, imported.stderr
+    target = JsonlSessionStore(tmp_path / "b")
+    assert target.path("keep").read_bytes() == source.path("keep").read_bytes()
+    assert [i.name for i in target.list_sessions()] == ["keep"]
+    twice = _cli(tmp_path / "b", "sessions", "import", str(out))
+    assert twice.returncode == 1
+    assert "already has session(s) 'keep'" in twice.stderr and "Traceback" not in twice.stderr
+    missing = _cli(tmp_path / "a", "sessions", "export", "ghost", "--output", str(out))
+    assert missing.returncode == 2 and "'ghost'" in missing.stderr
+
+
+def test_cli_unknown_store_is_a_config_error(tmp_path: Path) -> None:
+    """`run` and `sessions` with an unknown store exit 2 naming the known stores, no traceback."""
+    for args in (["sessions"], ["run", "hi", "--base-url", "http://127.0.0.1:9"]):
+        result = _cli(tmp_path, *args, env={"NANOBOT_SESSIONS__STORE": "nope"})
+        assert result.returncode == 2, result.stderr
+        assert "sessions.store" in result.stderr and "known: jsonl" in result.stderr
+        assert "Traceback" not in result.stderr
+
+
+def test_cli_run_busy_session_names_the_holder(tmp_path: Path) -> None:
+    """`run` on a session another writer holds exits 1 naming the holder's pid."""
+    store = JsonlSessionStore(tmp_path)
+    with open_session(store, "busy"):
+        result = _cli(
+            tmp_path, "run", "hi", "--session", "busy", "--base-url", "http://127.0.0.1:9"
+        )
+    assert result.returncode == 1
+    assert f"pid {os.getpid()}" in result.stderr and "Traceback" not in result.stderr
