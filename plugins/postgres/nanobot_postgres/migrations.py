@@ -1,0 +1,98 @@
+"""The schema, as versioned migrations the store applies and records.
+
+Each migration runs once, in its own transaction, under a transaction-level
+advisory lock so that workers starting together do not race; what ran is
+recorded in ``nanobot_schema_migrations``. A database already at a newer
+version than this plugin knows is refused, never downgraded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply_migrations"]
+
+# Any fixed 64-bit number: the key of the lock migrations take.
+_MIGRATION_LOCK = 0x6E62_6D69_6772_0001
+
+MIGRATIONS: list[tuple[int, str, list[str]]] = [
+    (
+        1,
+        "sessions, their lines, offloaded results",
+        [
+            """CREATE TABLE nanobot_sessions (
+                name text PRIMARY KEY,
+                lines bigint NOT NULL DEFAULT 0,
+                messages bigint NOT NULL DEFAULT 0,
+                bytes bigint NOT NULL DEFAULT 0,
+                created_at timestamptz NOT NULL DEFAULT now(),
+                updated_at timestamptz NOT NULL DEFAULT now()
+            )""",
+            # One row per line, holding the JSON text exactly as written (text, not jsonb,
+            # which would reorder keys and respell numbers).
+            """CREATE TABLE nanobot_session_lines (
+                session text NOT NULL REFERENCES nanobot_sessions (name),
+                seq bigint NOT NULL,
+                line text NOT NULL,
+                written_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (session, seq)
+            )""",
+            """CREATE FUNCTION nanobot_lines_append_only() RETURNS trigger
+                LANGUAGE plpgsql AS $$
+                BEGIN
+                    RAISE EXCEPTION 'nanobot_session_lines is append-only';
+                END
+            $$""",
+            """CREATE TRIGGER nanobot_lines_append_only
+                BEFORE UPDATE ON nanobot_session_lines
+                FOR EACH ROW EXECUTE FUNCTION nanobot_lines_append_only()""",
+            """CREATE TABLE nanobot_results (
+                sha256 text PRIMARY KEY CHECK (sha256 ~ '^[0-9a-f]{64}$'),
+                content text NOT NULL,
+                bytes bigint NOT NULL,
+                created_at timestamptz NOT NULL DEFAULT now()
+            )""",
+        ],
+    ),
+]
+
+SCHEMA_VERSION = MIGRATIONS[-1][0]
+
+
+def apply_migrations(conn: Any) -> list[int]:
+    """Bring the database to :data:`SCHEMA_VERSION`; return the versions applied now.
+
+    `conn` is a psycopg connection in autocommit mode. Raises RuntimeError when
+    the database is newer than this plugin.
+    """
+    applied_now: list[int] = []
+    with conn.transaction():
+        conn.execute("SELECT pg_advisory_xact_lock(%s)", (_signed(_MIGRATION_LOCK),))
+        conn.execute(
+            """CREATE TABLE IF NOT EXISTS nanobot_schema_migrations (
+                version integer PRIMARY KEY,
+                name text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )"""
+        )
+        done = {row[0] for row in conn.execute("SELECT version FROM nanobot_schema_migrations")}
+        if done and max(done) > SCHEMA_VERSION:
+            raise RuntimeError(
+                f"the database schema is at version {max(done)}, newer than this "
+                f"nanobot-postgres knows ({SCHEMA_VERSION}); upgrade nanobot-postgres"
+            )
+        for version, name, statements in MIGRATIONS:
+            if version in done:
+                continue
+            for statement in statements:
+                conn.execute(statement)
+            conn.execute(
+                "INSERT INTO nanobot_schema_migrations (version, name) VALUES (%s, %s)",
+                (version, name),
+            )
+            applied_now.append(version)
+    return applied_now
+
+
+def _signed(value: int) -> int:
+    return value - (1 << 64) if value >= 1 << 63 else value

@@ -1,0 +1,363 @@
+"""The ``postgres`` session store: sessions, their lines and their leases in PostgreSQL.
+
+A line is one row of ``nanobot_session_lines`` holding its JSON text exactly
+as written; ``(session, seq)`` is the primary key and rows are never updated
+(a trigger refuses it). An append is one statement: it moves the session's
+line count from the count the writer expects to the new one and inserts the
+rows, or does nothing at all when the count differs.
+
+The lease on a session is a session-level advisory lock held by one pooled
+connection for the whole turn (and the turn's appends go through it). When
+the worker dies, however it dies, the server ends that connection and the
+lock with it, so another worker takes the session over at once. The error
+for a busy session names the holder from ``pg_stat_activity``: every
+connection says which host and process it serves in ``application_name``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import threading
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from nanobot_core.errors import ConfigError, SessionConflictError, SessionError, SessionLockedError
+from nanobot_core.sessions import (
+    LoadProblem,
+    SessionInfo,
+    SessionLog,
+    is_meta_record,
+    parse_line,
+    validate_session_name,
+)
+
+from nanobot_postgres.dsn import describe_dsn, scrub
+from nanobot_postgres.migrations import apply_migrations
+
+__all__ = ["PostgresLease", "PostgresSessionStore", "application_name"]
+
+_APPEND_FIRST = """
+WITH s AS (
+    INSERT INTO nanobot_sessions AS x (name, lines, messages, bytes)
+    VALUES (%(name)s, %(n)s, %(messages)s, %(bytes)s)
+    ON CONFLICT (name) DO UPDATE
+        SET lines = x.lines + %(n)s, messages = x.messages + %(messages)s,
+            bytes = x.bytes + %(bytes)s, updated_at = now()
+        WHERE x.lines = 0
+    RETURNING x.name
+)
+INSERT INTO nanobot_session_lines (session, seq, line)
+SELECT s.name, t.ord - 1, t.line FROM s, unnest(%(lines)s::text[]) WITH ORDINALITY AS t(line, ord)
+"""
+
+_APPEND_MORE = """
+WITH s AS (
+    UPDATE nanobot_sessions
+        SET lines = lines + %(n)s, messages = messages + %(messages)s,
+            bytes = bytes + %(bytes)s, updated_at = now()
+        WHERE name = %(name)s AND lines = %(expected)s
+    RETURNING name
+)
+INSERT INTO nanobot_session_lines (session, seq, line)
+SELECT s.name, %(expected)s + t.ord - 1, t.line
+FROM s, unnest(%(lines)s::text[]) WITH ORDINALITY AS t(line, ord)
+"""
+
+_HOLDER = """
+SELECT a.pid, a.application_name, host(a.client_addr), a.backend_start
+FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+  AND l.classid::bigint = %s AND l.objid::bigint = %s
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+"""
+
+
+def application_name() -> str:
+    """What every connection of this process calls itself: host and pid (at most 63 bytes)."""
+    return f"nanobot-core {socket.gethostname()[:32]} pid {os.getpid()}"
+
+
+def lease_key(session: str) -> int:
+    """The advisory-lock key of a session: 64 bits of the SHA-256 of its name, signed."""
+    value = int.from_bytes(hashlib.sha256(session.encode()).digest()[:8], "big")
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+class PostgresSessionStore:
+    """Sessions in the database `dsn` points at; connects (and migrates) on first use."""
+
+    name = "postgres"
+
+    def __init__(
+        self, dsn: str | None, *, pool_size: int = 4, connect_timeout: float = 10.0
+    ) -> None:
+        self._dsn = dsn
+        self.pool_size = max(1, pool_size)
+        self.connect_timeout = connect_timeout
+        self._pool: Any = None
+        self._pid = 0
+        self._guard = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"PostgresSessionStore({self.describe()!r})"
+
+    def describe(self) -> str:
+        """The server and database, without the password."""
+        return describe_dsn(self._dsn)
+
+    def error(self, what: str, exc: BaseException) -> SessionError:
+        """A SessionError about `exc` that never carries the password."""
+        return SessionError(f"{what} ({self.describe()}): {scrub(str(exc).strip(), self._dsn)}")
+
+    # -- connections ---------------------------------------------------------------------------
+
+    def pool(self) -> Any:
+        """The connection pool, opened (and the schema migrated) on first use."""
+        with self._guard:
+            if self._pool is not None and self._pid == os.getpid():
+                return self._pool
+            if not self._dsn:
+                raise ConfigError(
+                    "sessions.postgres.dsn: not set (set it in [sessions.postgres], or "
+                    "NANOBOT_POSTGRES_DSN)"
+                )
+            import psycopg
+            from psycopg_pool import ConnectionPool
+
+            settings = {"autocommit": True, "application_name": application_name()}
+            try:
+                with psycopg.connect(
+                    self._dsn, connect_timeout=max(1, round(self.connect_timeout)), **settings
+                ) as conn:
+                    apply_migrations(conn)
+            except (psycopg.Error, RuntimeError) as exc:
+                raise self.error("cannot use the session database", exc) from None
+            self._pool = ConnectionPool(
+                self._dsn,
+                min_size=1,
+                max_size=self.pool_size,
+                kwargs=settings,
+                timeout=self.connect_timeout,
+                name="nanobot-sessions",
+                open=True,
+            )
+            self._pid = os.getpid()
+            return self._pool
+
+    def _connection(self) -> Any:
+        pool = self.pool()
+        try:
+            return pool.getconn(timeout=self.connect_timeout)
+        except Exception as exc:
+            raise self.error(
+                f"no database connection within {self.connect_timeout:g}s "
+                f"(pool_size {self.pool_size})",
+                exc,
+            ) from None
+
+    def _put(self, conn: Any) -> None:
+        pool = self._pool
+        if pool is None:
+            conn.close()
+            return
+        try:
+            pool.putconn(conn)
+        except Exception:
+            conn.close()
+
+    def run(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
+        """Run one statement on a pooled connection and return its rows."""
+        import psycopg
+
+        conn = self._connection()
+        try:
+            cursor = conn.execute(sql, params)
+            return list(cursor.fetchall()) if cursor.description else []
+        except psycopg.Error as exc:
+            raise self.error("database error", exc) from None
+        finally:
+            self._put(conn)
+
+    # -- the protocol --------------------------------------------------------------------------
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """Every session, by name, with its message count (records left out) and size."""
+        rows = self.run(
+            "SELECT name, messages, bytes, updated_at FROM nanobot_sessions ORDER BY name"
+        )
+        return [
+            SessionInfo(name, self._location(name), int(messages), int(size), _utc(updated))
+            for name, messages, size, updated in rows
+        ]
+
+    def load(self, session: str) -> SessionLog:
+        """Read session `session` without a lease."""
+        validate_session_name(session)
+        conn = self._connection()
+        try:
+            loaded = self._read(conn, session)
+        finally:
+            self._put(conn)
+        if loaded is None:
+            raise SessionError(f"no session named {session!r} in {self.describe()}")
+        return loaded
+
+    def lease(self, session: str, *, wait: float = 0.0) -> PostgresLease:
+        """Take the advisory lock of `session` on a connection of its own, for the turn."""
+        import psycopg
+
+        validate_session_name(session)
+        key = lease_key(session)
+        conn = self._connection()
+        try:
+            if wait <= 0:
+                got = bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
+            else:
+                timeout = f"{max(1, round(wait * 1000))}ms"
+                conn.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
+                try:
+                    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+                    got = True
+                except psycopg.errors.LockNotAvailable:
+                    got = False
+                finally:
+                    conn.execute("SELECT set_config('lock_timeout', '0', false)")
+            if not got:
+                waited = f" after waiting {wait:g}s" if wait > 0 else ""
+                raise SessionLockedError(
+                    f"session {session!r} is in use by {self._holder(conn, key)}{waited} "
+                    f"({self.describe()}); wait for it to finish, set [sessions] lease_wait, "
+                    "or choose another --session"
+                )
+        except psycopg.Error as exc:
+            self._put(conn)
+            raise self.error("cannot take the session lease", exc) from None
+        except BaseException:
+            self._put(conn)
+            raise
+        return PostgresLease(self, session, conn, key)
+
+    def close(self) -> None:
+        """Close the pool (it opens again on next use)."""
+        with self._guard:
+            pool, self._pool = self._pool, None
+        if pool is not None and self._pid == os.getpid():
+            pool.close()
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _location(self, session: str) -> str:
+        return f"{self.describe()}#{session}"
+
+    def _read(self, conn: Any, session: str) -> SessionLog | None:
+        import psycopg
+
+        try:
+            head = conn.execute(
+                "SELECT lines FROM nanobot_sessions WHERE name = %s", (session,)
+            ).fetchone()
+            rows = conn.execute(
+                "SELECT seq, line FROM nanobot_session_lines WHERE session = %s ORDER BY seq",
+                (session,),
+            ).fetchall()
+        except psycopg.Error as exc:
+            raise self.error(f"cannot read session {session!r}", exc) from None
+        if head is None:
+            return None
+        records: list[dict[str, Any]] = []
+        texts: list[str] = []
+        problems: list[LoadProblem] = []
+        for seq, text in rows:
+            record, error = parse_line(text)
+            if record is None:  # only if someone wrote the table by hand
+                problems.append(LoadProblem(int(seq) + 1, "invalid", error))
+                continue
+            records.append(record)
+            texts.append(text)
+        return SessionLog(session, self._location(session), records, texts, problems, int(head[0]))
+
+    def _holder(self, conn: Any, key: int) -> str:
+        unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
+        row = conn.execute(_HOLDER, (unsigned >> 32, unsigned & 0xFFFF_FFFF)).fetchone()
+        if row is None:
+            return "another worker"
+        pid, app, address, started = row
+        client = f", client {address}" if address else ""
+        return (
+            f"another worker ({app or 'unnamed connection'}, server pid {pid}{client}, "
+            f"connected {_utc(started).isoformat(timespec='seconds')})"
+        )
+
+
+class PostgresLease:
+    """The advisory lock on one session and the connection that holds it."""
+
+    def __init__(self, store: PostgresSessionStore, session: str, conn: Any, key: int) -> None:
+        self.store = store
+        self.session = session
+        self._conn: Any = conn
+        self._key = key
+
+    def __repr__(self) -> str:
+        return f"PostgresLease({self.session!r})"
+
+    def _live(self) -> Any:
+        if self._conn is None:
+            raise SessionError(f"the lease on session {self.session!r} was released")
+        return self._conn
+
+    def load(self) -> SessionLog:
+        """The session as stored; empty with seq 0 when it has no lines yet."""
+        loaded = self.store._read(self._live(), self.session)
+        if loaded is None:
+            return SessionLog(self.session, self.store._location(self.session), [], [], [], 0)
+        return loaded
+
+    def append(self, lines: Sequence[str], *, expected_seq: int) -> int:
+        """Append `lines` in one statement, only if the session holds `expected_seq` lines."""
+        import psycopg
+
+        conn = self._live()
+        if not lines:
+            return expected_seq
+        parsed = [parse_line(line)[0] for line in lines]
+        params = {
+            "name": self.session,
+            "n": len(lines),
+            "messages": sum(1 for r in parsed if r is not None and not is_meta_record(r)),
+            "bytes": sum(len(line.encode("utf-8")) + 1 for line in lines),
+            "lines": list(lines),
+            "expected": expected_seq,
+        }
+        try:
+            cursor = conn.execute(_APPEND_FIRST if expected_seq == 0 else _APPEND_MORE, params)
+            inserted = cursor.rowcount
+            if inserted != len(lines):
+                row = conn.execute(
+                    "SELECT lines FROM nanobot_sessions WHERE name = %s", (self.session,)
+                ).fetchone()
+                raise SessionConflictError(
+                    f"session {self.session!r} holds {row[0] if row else 0} lines, the writer "
+                    f"expected {expected_seq}; nothing was appended"
+                )
+        except psycopg.Error as exc:
+            raise self.store.error(f"cannot append to session {self.session!r}", exc) from None
+        return expected_seq + len(lines)
+
+    def release(self) -> None:
+        """Unlock and hand the connection back (idempotent); a broken one is dropped."""
+        conn, self._conn = self._conn, None
+        if conn is None:
+            return
+        try:
+            conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
+        except Exception:
+            conn.close()  # closing the connection frees the lock as well
+        self.store._put(conn)
+
+
+def _utc(value: datetime) -> datetime:
+    return value.astimezone(UTC)

@@ -1,0 +1,210 @@
+"""A throwaway PostgreSQL server in a temporary folder, for tests and benchmarks.
+
+It runs the system's PostgreSQL binaries when they are installed (Debian puts
+them in ``/usr/lib/postgresql/<version>/bin``), else those shipped inside the
+``pgserver`` wheel (installed with this project's ``test`` extra), so a fresh
+machine needs nothing but pip. ``NANOBOT_PG_BIN`` names another ``bin``
+folder. PostgreSQL refuses to run as root: under root the server runs as
+the unprivileged ``nobody`` user, which owns the temporary folder (and a copy
+of the binaries when the originals are not readable to it). It listens on
+127.0.0.1 only, on a free port, with password authentication.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import pwd
+import secrets
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from types import TracebackType
+
+__all__ = ["TemporaryPostgres", "find_binaries"]
+
+_UNPRIVILEGED_USER = "nobody"
+_TIMEOUT = 120
+
+
+def find_binaries() -> Path:
+    """The ``bin`` folder holding ``initdb``, ``pg_ctl`` and ``postgres``."""
+    override = os.environ.get("NANOBOT_PG_BIN")
+    candidates = [override] if override else []
+    candidates += sorted(
+        glob.glob("/usr/lib/postgresql/*/bin"), key=lambda p: _version(p), reverse=True
+    )
+    on_path = shutil.which("pg_ctl")
+    if on_path:
+        candidates.append(str(Path(on_path).resolve().parent))
+    for candidate in candidates:
+        if all((Path(candidate) / tool).is_file() for tool in ("initdb", "pg_ctl", "postgres")):
+            return Path(candidate)
+    try:
+        import pgserver  # type: ignore[import-untyped]
+    except ImportError:
+        raise RuntimeError(
+            "no PostgreSQL binaries: install PostgreSQL (e.g. apt-get install postgresql) "
+            "or `pip install pgserver`"
+        ) from None
+    return Path(pgserver.__file__).parent / "pginstall" / "bin"
+
+
+def _version(path: str) -> int:
+    part = Path(path).parent.name
+    return int(part) if part.isdigit() else 0
+
+
+def _free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class TemporaryPostgres:
+    """Start with :meth:`start` (or ``with``); :attr:`dsn` connects as the superuser."""
+
+    def __init__(self, *, fast: bool = True, max_connections: int = 120) -> None:
+        self.fast = fast
+        self.max_connections = max_connections
+        self.user = "nanobot"
+        self.password = "pw-" + secrets.token_hex(8)
+        self.database = "nanobot"
+        self.port = 0
+        self.root: Path | None = None
+        self._uid: int | None = None
+        self._gid: int | None = None
+        self._bin = Path()
+
+    @property
+    def dsn(self) -> str:
+        """A libpq URL for the server's superuser, password included."""
+        return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{self.database}"
+
+    def _run(self, *args: str | Path) -> None:
+        result = subprocess.run(
+            [str(a) for a in args],
+            user=self._uid,
+            group=self._gid,
+            extra_groups=[] if self._uid is not None else None,
+            capture_output=True,
+            text=True,
+            timeout=_TIMEOUT,
+            check=False,
+            cwd=self.root,
+            env={**os.environ, "LC_ALL": "C", "TZ": "UTC"},
+        )
+        if result.returncode != 0:
+            log = self.root / "server.log" if self.root else None
+            tail = log.read_text(errors="replace")[-2000:] if log and log.exists() else ""
+            raise RuntimeError(
+                f"{Path(str(args[0])).name} failed ({result.returncode}):\n"
+                f"{result.stdout}\n{result.stderr}\n{tail}"
+            )
+
+    def start(self) -> TemporaryPostgres:
+        """initdb, then start the server and wait until it accepts connections."""
+        self.root = Path(tempfile.mkdtemp(prefix="nanobot-pg-"))
+        binaries = find_binaries()
+        if os.geteuid() == 0:
+            entry = pwd.getpwnam(_UNPRIVILEGED_USER)
+            self._uid, self._gid = entry.pw_uid, entry.pw_gid
+            os.chown(self.root, self._uid, self._gid)
+            if not _readable_by_others(binaries):
+                # A venv under a private home: copy the binaries where the user can run them.
+                copy = self.root / "pginstall"
+                shutil.copytree(binaries.parent, copy, symlinks=True)
+                binaries = copy / "bin"
+        self._bin = binaries
+        password_file = self.root / "password"
+        password_file.write_text(self.password + "\n")
+        if self._uid is not None:
+            os.chown(password_file, self._uid, self._gid or 0)
+        data = self.root / "data"
+        self._run(
+            binaries / "initdb",
+            "-D",
+            data,
+            "-U",
+            self.user,
+            "--auth=scram-sha-256",
+            f"--pwfile={password_file}",
+            "-E",
+            "UTF8",
+            "--no-locale",
+        )
+        password_file.unlink()
+        self.port = _free_port()
+        options = [
+            "-c listen_addresses=127.0.0.1",
+            f"-p {self.port}",
+            f"-k {self.root}",
+            f"-c max_connections={self.max_connections}",
+        ]
+        if self.fast:
+            options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
+        self._run(
+            binaries / "pg_ctl",
+            "-D",
+            data,
+            "-l",
+            self.root / "server.log",
+            "-o",
+            " ".join(options),
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
+        self._create_database()
+        return self
+
+    def _create_database(self) -> None:
+        import psycopg
+
+        url = f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/postgres"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{self.database}"')
+
+    def create_database(self, name: str) -> str:
+        """A new empty database on the server; returns its DSN."""
+        import psycopg
+
+        url = f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/postgres"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{name}"
+
+    def stop(self) -> None:
+        """Stop the server at once and delete its folder (idempotent)."""
+        if self.root is None:
+            return
+        data = self.root / "data"
+        if (data / "postmaster.pid").exists():
+            with contextlib.suppress(RuntimeError, subprocess.TimeoutExpired):
+                self._run(self._bin / "pg_ctl", "-D", data, "-m", "immediate", "-w", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
+        self.root = None
+
+    def __enter__(self) -> TemporaryPostgres:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _readable_by_others(binaries: Path) -> bool:
+    """Whether every folder up to `binaries` lets other users in, and the server runs for them."""
+    path = binaries.resolve()
+    for folder in [path, *path.parents]:
+        if not folder.stat().st_mode & 0o001:
+            return False
+    return bool((path / "postgres").stat().st_mode & 0o005 == 0o005)

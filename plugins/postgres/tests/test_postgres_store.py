@@ -1,0 +1,243 @@
+"""The postgres store against a real server: schema, leases across processes, CLI, results."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psycopg
+import pytest
+from nanobot_core.config import Config, PostgresConfig, SessionsConfig
+from nanobot_core.context import PluginContext, ToolCallEvent
+from nanobot_core.errors import ConfigError, SessionError, SessionLockedError
+from nanobot_core.governance.store import CACHE_DIR
+from nanobot_core.jsonl_store import JsonlSessionStore
+from nanobot_core.sessions import open_session
+
+import nanobot_postgres
+from nanobot_postgres.chatserver import ScriptedChatServer
+from nanobot_postgres.migrations import SCHEMA_VERSION, apply_migrations
+from nanobot_postgres.results import PostgresResultStore, reference_hash
+from nanobot_postgres.store import PostgresSessionStore
+
+TIMEOUT = 120
+
+
+def _password(dsn: str) -> str:
+    return dsn.split("://", 1)[1].split("@", 1)[0].split(":", 1)[1]
+
+
+def test_migrations_are_recorded_and_run_once(dsn: str) -> None:
+    """First use applies and records every migration; applying again does nothing."""
+    store = PostgresSessionStore(dsn)
+    assert store.list_sessions() == []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute("SELECT version, name FROM nanobot_schema_migrations").fetchall()
+        assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
+        assert apply_migrations(conn) == []
+    store.close()
+
+
+def test_newer_schema_is_refused(dsn: str) -> None:
+    """A database migrated by a newer plugin is refused with a message, never downgraded."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        apply_migrations(conn)
+        conn.execute("INSERT INTO nanobot_schema_migrations VALUES (999, 'future')")
+    with pytest.raises(SessionError, match="version 999, newer than this nanobot-postgres"):
+        PostgresSessionStore(dsn).list_sessions()
+
+
+def test_lines_are_append_only(dsn: str) -> None:
+    """A row of a session line cannot be updated, even by hand."""
+    store = PostgresSessionStore(dsn)
+    with open_session(store, "s") as session:
+        session.append({"role": "user", "content": "kept"})
+    with (
+        psycopg.connect(dsn, autocommit=True) as conn,
+        pytest.raises(psycopg.Error, match="append-only"),
+    ):
+        conn.execute("UPDATE nanobot_session_lines SET line = '{}'")
+    assert store.load("s").lines == ['{"role":"user","content":"kept"}']
+    store.close()
+
+
+def test_password_never_shows(dsn: str) -> None:
+    """Reprs, descriptions and connection errors name the server but never the password."""
+    password = _password(dsn)
+    store = PostgresSessionStore(dsn)
+    assert password not in repr(store) and password not in store.describe()
+    assert store.describe().startswith("postgresql://nanobot@127.0.0.1:")
+    assert password not in repr(Config(sessions=SessionsConfig(postgres=PostgresConfig(dsn=dsn))))
+    wrong = dsn.replace(password, password + "-wrong")
+    with pytest.raises(SessionError) as caught:
+        PostgresSessionStore(wrong, connect_timeout=5).list_sessions()
+    assert "password authentication failed" in str(caught.value)
+    assert password not in str(caught.value)
+
+
+def test_missing_dsn_is_a_config_error() -> None:
+    """Choosing the store without a DSN fails naming the key and the variable."""
+    with pytest.raises(ConfigError, match=r"sessions\.postgres\.dsn.*NANOBOT_POSTGRES_DSN"):
+        PostgresSessionStore(None).list_sessions()
+
+
+_HOLDER_SCRIPT = """
+import sys, time
+from nanobot_postgres.store import PostgresSessionStore
+lease = PostgresSessionStore(sys.argv[1]).lease("held")
+print("leased", flush=True)
+time.sleep(600)
+"""
+
+
+def test_kill_9_frees_the_lease_at_once(dsn: str) -> None:
+    """A worker killed with SIGKILL while holding a lease frees it within a couple of seconds."""
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLDER_SCRIPT, dsn], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "leased"
+        store = PostgresSessionStore(dsn)
+        with pytest.raises(SessionLockedError, match=f"pid {holder.pid}"):
+            store.lease("held")
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait(timeout=30)
+        killed = time.monotonic()
+        lease = store.lease("held", wait=5)
+        assert time.monotonic() - killed < 3
+        lease.release()
+        store.close()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+def _cli(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["nanobot-core", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def test_cli_run_sessions_show_and_busy(cli_env: dict[str, str], tmp_path: Path, dsn: str) -> None:
+    """`run` twice on the postgres store, list and show it; a held session exits 1 naming it."""
+    password = _password(dsn)
+    with ScriptedChatServer() as server:
+        env = {**cli_env, "NANOBOT_BASE_URL": server.base_url, "NANOBOT_TOOLS__DISABLED": "[]"}
+        for turn in (1, 2):
+            result = _cli(env, tmp_path, "run", f"session chat turn {turn}", "--session", "chat")
+            assert result.returncode == 0, result.stderr
+            assert result.stdout.strip() == f"done chat-{turn}"
+            assert password not in result.stdout + result.stderr
+        listed = _cli(env, tmp_path, "sessions", "--json")
+        assert listed.returncode == 0, listed.stderr
+        (info,) = json.loads(listed.stdout)
+        assert info["name"] == "chat" and info["messages"] >= 8
+        assert (
+            info["path"].startswith("postgresql://nanobot@127.0.0.1:")
+            and password not in info["path"]
+        )
+        shown = json.loads(_cli(env, tmp_path, "sessions", "show", "chat", "--json").stdout)
+        roles = [m.get("role") for m in shown["messages"]]
+        assert roles[:2] == ["user", "assistant"] and roles.count("user") == 2
+        assert shown["messages"][0]["_meta"]["time"]
+        store = PostgresSessionStore(dsn)
+        with open_session(store, "chat"):
+            busy = _cli(env, tmp_path, "run", "session chat turn 3", "--session", "chat")
+        store.close()
+        assert busy.returncode == 1
+        assert f"pid {os.getpid()}" in busy.stderr and "Traceback" not in busy.stderr
+        assert password not in busy.stderr
+        (tmp_path / "other").mkdir()
+        wrong = {**env, "NANOBOT_POSTGRES_DSN": dsn.replace(password, "nope")}
+        failed = _cli(wrong, tmp_path / "other", "sessions")
+        assert failed.returncode == 1 and "password authentication failed" in failed.stderr
+        assert "nope" not in failed.stderr and "Traceback" not in failed.stderr
+
+
+def test_export_to_jsonl_and_back_is_byte_identical(
+    cli_env: dict[str, str], tmp_path: Path, dsn: str
+) -> None:
+    """Postgres -> export -> JSONL workspace -> export -> another database: the same bytes."""
+    awkward = [
+        '{"role":"user","content":"caf\u00e9 \\u00e9 \U0001f600"}',
+        '{"_meta":{"kind":"governance","cut":3}}',
+        '{ "role" : "assistant" , "content" : "spaced" }',
+    ]
+    store = PostgresSessionStore(dsn)
+    lease = store.lease("one")
+    lease.append(awkward, expected_seq=0)
+    lease.release()
+    store.close()
+    first = tmp_path / "first.jsonl"
+    assert _cli(cli_env, tmp_path, "sessions", "export", "--output", str(first)).returncode == 0
+    files = tmp_path / "files"
+    files.mkdir()
+    jsonl_env = {k: v for k, v in cli_env.items() if k != "NANOBOT_SESSIONS__STORE"}
+    imported = _cli(jsonl_env, files, "sessions", "import", str(first))
+    assert imported.returncode == 0, imported.stderr
+    assert (
+        JsonlSessionStore(files).path("one").read_bytes()
+        == "".join(line + "\n" for line in awkward).encode()
+    )
+    second = tmp_path / "second.jsonl"
+    assert _cli(jsonl_env, files, "sessions", "export", "-o", str(second)).returncode == 0
+    assert second.read_bytes() == first.read_bytes()
+    other = dsn.rsplit("/", 1)[0] + "/" + dsn.rsplit("/", 1)[1] + "_copy"
+    with psycopg.connect(dsn.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{other.rsplit("/", 1)[1]}"')
+    copy_env = {**cli_env, "NANOBOT_POSTGRES_DSN": other}
+    assert _cli(copy_env, tmp_path, "sessions", "import", str(second)).returncode == 0
+    copied = PostgresSessionStore(other)
+    assert copied.load("one").lines == awkward
+    copied.close()
+
+
+def test_offloaded_result_resolves_on_another_worker(dsn: str, tmp_path: Path) -> None:
+    """A result offloaded on one machine is fetched by hash into another's cache for read_file."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    config = Config(sessions=SessionsConfig(store="postgres", postgres=PostgresConfig(dsn=dsn)))
+    content = "huge result " * 1000
+    shown = nanobot_postgres.nanobot_result_store(PluginContext(first, config)).put(content)
+    digest = hashlib.sha256(content.encode()).hexdigest()
+    assert reference_hash(shown) == digest
+    assert (first / shown).read_text() == content
+    assert not (second / CACHE_DIR / f"{digest}.txt").exists()
+    call = ToolCallEvent(tool="read_file", arguments={"path": shown})
+    assert nanobot_postgres.nanobot_before_tool_call(PluginContext(second, config), call) is None
+    assert (second / CACHE_DIR / f"{digest}.txt").read_text() == content
+    nanobot_postgres.store_for(PluginContext(first, config)).close()
+
+
+def test_tampered_result_is_not_served(dsn: str, tmp_path: Path) -> None:
+    """A stored text that no longer matches its hash is not written into any cache."""
+    store = PostgresSessionStore(dsn)
+    results = PostgresResultStore(store, tmp_path / "a")
+    shown = results.put("original text")
+    digest = reference_hash(shown)
+    assert digest is not None
+    store.run("UPDATE nanobot_results SET content = 'forged' WHERE sha256 = %s", (digest,))
+    assert results.get(digest) is None
+    store.close()
+
+
+def test_results_stay_in_the_workspace_without_the_postgres_store(tmp_path: Path) -> None:
+    """With the JSONL store the plugin offers no result store and leaves read_file alone."""
+    ctx = PluginContext(tmp_path, Config())
+    assert nanobot_postgres.nanobot_result_store(ctx) is None
+    event = ToolCallEvent(tool="read_file", arguments={"path": ".nanobot/cache/tool-results/x.txt"})
+    assert nanobot_postgres.nanobot_before_tool_call(ctx, event) is None
