@@ -67,7 +67,10 @@ class SessionStoreContract:
             lease.release()
         loaded = store.load("exact")
         assert loaded.lines == _AWKWARD_LINES
-        assert loaded.records == [json.loads(line) for line in _AWKWARD_LINES]
+        expected = [json.loads(line) for line in _AWKWARD_LINES]
+        # Decoding replaces a lone surrogate (the stored text keeps its escape).
+        expected[1]["content"] = "\u00e9 escaped, \ufffd lone surrogate"
+        assert loaded.records == expected
         assert loaded.seq == 4
         assert loaded.problems == []
 
