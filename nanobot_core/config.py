@@ -12,7 +12,7 @@ import os
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -105,6 +105,11 @@ class ProviderConfig:
     backoff_base: float = 0.5
     retry_after_cap: float = 60.0
     temperature: float | None = None
+    # Prompt caching, for providers that opt in per request (``anthropic``): the TTL of
+    # the cache entries, or "off". OpenAI-compatible servers cache on their own.
+    cache: Literal["off", "5m", "1h"] = "5m"
+    # The most output tokens a reply may take, for APIs that require the number.
+    max_tokens: int | None = None
 
 
 @attrs.define
@@ -279,6 +284,10 @@ def _check_ranges(config: Config) -> None:
 
 
 def _type_name(tp: Any) -> str:
+    import typing
+
+    if typing.get_origin(tp) is Literal:
+        return " or ".join(repr(choice) for choice in typing.get_args(tp))
     return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
 
 
@@ -308,7 +317,9 @@ def _check_types(data: Mapping[str, Any], cls: type, prefix: str) -> None:
             tp = next(a for a in args if a is not type(None))
             origin, args = typing.get_origin(tp), typing.get_args(tp)
         ok: bool
-        if tp is bool:
+        if origin is Literal:
+            ok = value in args
+        elif tp is bool:
             ok = isinstance(value, bool)
         elif tp is int:
             ok = isinstance(value, int) and not isinstance(value, bool)

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from nanobot_core.plugins import PluginManager
 
 __all__ = [
+    "CallRecord",
     "EmptyReply",
     "IterationLimitReached",
     "RoundReport",
@@ -221,6 +222,24 @@ class RoundReport:
 
 
 @attrs.frozen
+class CallRecord:
+    """One model call of the turn: which model answered, why it stopped, what it cost."""
+
+    round: int
+    model: str | None
+    finish_reason: str | None
+    usage: Usage
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "round": self.round,
+            "model": self.model,
+            "finish_reason": self.finish_reason,
+            "usage": self.usage.to_json(),
+        }
+
+
+@attrs.frozen
 class TurnResult:
     """Everything about one turn: the answer, what was persisted, what ran, what it cost."""
 
@@ -232,6 +251,7 @@ class TurnResult:
     usage: Usage
     iterations: int
     stop_reason: StopReason
+    calls: list[CallRecord] = attrs.field(factory=list)
 
     @property
     def max_iterations_reached(self) -> bool:
@@ -247,6 +267,7 @@ class TurnResult:
             "iterations": self.iterations,
             "max_iterations_reached": self.max_iterations_reached,
             "usage": self.usage.to_json(),
+            "calls": [call.to_json() for call in self.calls],
             "messages": self.messages,
             "tool_calls": [call.to_json() for call in self.tool_calls],
             "governance": [report.to_json() for report in self.governance],
@@ -396,8 +417,9 @@ class Runner:
             )
         )
         started = time.monotonic()
-        reply = await self.provider.complete(_with_system(system, governed.messages), tools)
+        reply = await self._complete(_with_system(system, governed.messages), tools, governed)
         turn.usage += reply.usage
+        turn.calls.append(CallRecord(iteration, reply.model, reply.finish_reason, reply.usage))
         turn.append(
             reply.message,
             {
@@ -409,6 +431,35 @@ class Runner:
                 "seconds": round(time.monotonic() - started, 3),
             },
         )
+        # A record line, not a message: what the call cost, prompt-cache figures included.
+        self.session.append(
+            {},
+            {
+                "kind": "usage",
+                "round": iteration,
+                "model": reply.model,
+                "usage": reply.usage.to_json(),
+                "turn": turn.usage.to_json(),
+            },
+        )
+        return reply
+
+    async def _complete(
+        self, messages: list[Mapping[str, Any]], tools: list[dict[str, Any]], governed: Governed
+    ) -> ProviderReply:
+        """One provider call; a provider that declares ``accepts_prefix`` hears where it changed.
+
+        ``prefix`` is the index, in `messages`, of the first message that differs
+        from the previous call's (None when the prefix was kept or nothing says):
+        what a provider with an explicit prompt cache needs to place its marks.
+        """
+        if not getattr(self.provider, "accepts_prefix", False):
+            return await self.provider.complete(messages, tools)
+        changed_at = _changed_at(governed)
+        if changed_at is not None and len(messages) > len(governed.messages):
+            changed_at += 1  # the system prompt goes first
+        complete: Any = self.provider.complete
+        reply: ProviderReply = await complete(messages, tools, prefix=changed_at)
         return reply
 
     async def _run_tools(self, turn: _Turn, iteration: int, calls: list[dict[str, Any]]) -> None:
@@ -470,6 +521,7 @@ class _Turn:
         self.tool_calls: list[ToolCallRecord] = []
         self.governance: list[RoundReport] = []
         self.usage = Usage()
+        self.calls: list[CallRecord] = []
         self.iterations = 0
 
     def append(self, message: Message, meta: Mapping[str, Any]) -> None:
@@ -490,7 +542,17 @@ class _Turn:
             usage=self.usage,
             iterations=self.iterations,
             stop_reason=stop_reason,
+            calls=list(self.calls),
         )
+
+
+def _changed_at(governed: Governed) -> int | None:
+    """``governed.prefix.changed_at`` when governance says the prefix sent before was not kept."""
+    prefix = getattr(governed, "prefix", None)
+    if prefix is None or getattr(prefix, "kept", True):
+        return None
+    changed_at = getattr(prefix, "changed_at", None)
+    return changed_at if type(changed_at) is int and changed_at >= 0 else None
 
 
 def _with_system(system: str, governed: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

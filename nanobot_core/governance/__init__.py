@@ -5,6 +5,12 @@ See docs/governance.md. The names below are the public API of the package.
 
 from __future__ import annotations
 
+from nanobot_core.governance.anthropic import (
+    OTHER_BLOCKS_KEY,
+    THINKING_KEY,
+    MessagesRequest,
+    to_messages_api,
+)
 from nanobot_core.governance.context import Budget, StageContext
 from nanobot_core.governance.governor import (
     GovernanceReport,
@@ -21,13 +27,16 @@ from nanobot_core.governance.tokens import EstimateCounter, TokenCounter, count_
 
 __all__ = [
     "BUILTIN_ORDER",
+    "OTHER_BLOCKS_KEY",
     "PHASES",
+    "THINKING_KEY",
     "Budget",
     "DirectoryResultStore",
     "EstimateCounter",
     "GovernanceReport",
     "GovernanceResult",
     "Governor",
+    "MessagesRequest",
     "Placement",
     "ReportEntry",
     "ResultStore",
@@ -42,4 +51,5 @@ __all__ = [
     "order_stages",
     "place_stages",
     "stage",
+    "to_messages_api",
 ]

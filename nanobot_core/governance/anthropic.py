@@ -18,9 +18,22 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from nanobot_core.governance.messages import Message
+import attrs
 
-__all__ = ["from_openai_shape", "is_anthropic_shape", "to_openai_shape"]
+from nanobot_core.governance.checks import NO_OUTPUT, has_lone_surrogate
+from nanobot_core.governance.messages import Message
+from nanobot_core.governance.stages.content import without_surrogates
+
+__all__ = [
+    "CONTINUED",
+    "OTHER_BLOCKS_KEY",
+    "THINKING_KEY",
+    "MessagesRequest",
+    "from_openai_shape",
+    "is_anthropic_shape",
+    "to_messages_api",
+    "to_openai_shape",
+]
 
 _TOOL_BLOCKS = frozenset({"tool_use", "tool_result"})
 # Where the keys of a block the OpenAI shape has no place for wait for the way back.
@@ -100,11 +113,24 @@ def to_openai_shape(messages: Sequence[Any]) -> list[Any]:
     return converted
 
 
-def _input(arguments: Any) -> Any:
+def _input(arguments: Any) -> dict[str, Any]:
+    """The ``input`` object of a call's arguments (``{}`` when they are not a JSON object).
+
+    An escaped lone surrogate (``"\\ud800"``, legal JSON) would decode into a raw
+    one, which UTF-8 cannot encode: those become U+FFFD, so the blocks can be
+    sent and converting them again gives the same text.
+    """
     try:
-        return json.loads(arguments)
-    except (TypeError, ValueError):
+        value = json.loads(arguments)
+        if not isinstance(value, dict):
+            return {}
+        text = json.dumps(value, ensure_ascii=False)
+        if has_lone_surrogate(text):
+            value = json.loads(without_surrogates(text))
+    except (TypeError, ValueError, RecursionError):
         return {}
+    decoded: dict[str, Any] = value
+    return decoded
 
 
 def _use_block(call: dict[str, Any]) -> dict[str, Any]:
@@ -163,3 +189,158 @@ def from_openai_shape(messages: Sequence[Any]) -> list[Any]:
     if results:
         restored.append({"role": "user", "content": results})
     return restored
+
+
+# -- the Messages API request, at the provider's edge -----------------------------------------
+
+# Roles the Messages API takes in `messages`; system text goes to the top-level `system`.
+_SYSTEM_ROLES = frozenset({"system", "developer"})
+# Assistant keys holding blocks to pass back as received (LiteLLM's name for them).
+THINKING_KEY = "thinking_blocks"
+# Blocks of a reply the OpenAI shape has no place for (server tools, ...), passed back too.
+OTHER_BLOCKS_KEY = "anthropic_blocks"
+_NO_AUDIO = "[audio left out: the Messages API takes no audio]"
+# Sent when a history opens with the assistant: the Messages API wants a user turn first.
+CONTINUED = "(continued)"
+
+
+@attrs.frozen
+class MessagesRequest:
+    """The ``system`` and ``messages`` of a Messages API request."""
+
+    system: list[dict[str, Any]]
+    messages: list[dict[str, Any]]
+
+
+def to_messages_api(messages: Sequence[Any]) -> MessagesRequest:
+    """A governed history (OpenAI shape, Anthropic blocks allowed) as a Messages API request.
+
+    System messages become top-level ``system`` text blocks; calls become
+    ``tool_use`` blocks after the assistant's ``thinking_blocks`` (passed back
+    as they came, signatures included) and text; each run of tool results
+    becomes ``tool_result`` blocks at the head of one user turn; images and
+    files become ``image`` and ``document`` blocks; consecutive turns of one
+    role are merged, and blank text (which the API refuses) is left out.
+    Nothing in `messages` is changed; blocks are shared, not copied.
+    """
+    system: list[dict[str, Any]] = []
+    turns: list[dict[str, Any]] = []
+    for message in from_openai_shape(messages):
+        if not isinstance(message, dict):
+            continue
+        role = message.get("role")
+        if role in _SYSTEM_ROLES:
+            system += [b for b in _edge_blocks(message.get("content")) if _kind(b) == "text"]
+            continue
+        if role == "assistant":
+            blocks = _assistant_blocks(message)
+        else:
+            role, blocks = "user", _user_blocks(message.get("content"))
+        if not blocks:
+            continue
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"] = [*turns[-1]["content"], *blocks]
+        else:
+            turns.append({"role": role, "content": blocks})
+    if turns and turns[0]["role"] == "assistant":
+        turns.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUED}]})
+    return MessagesRequest(system, turns)
+
+
+def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
+    thinking = message.get(THINKING_KEY)
+    others = message.get(OTHER_BLOCKS_KEY)
+    blocks = [b for b in thinking if isinstance(b, dict)] if isinstance(thinking, list) else []
+    content = _edge_blocks(message.get("content"))
+    uses = [b for b in content if _kind(b) == "tool_use"]
+    blocks += [b for b in content if _kind(b) != "tool_use"]
+    blocks += [b for b in others if isinstance(b, dict)] if isinstance(others, list) else []
+    return blocks + uses
+
+
+def _user_blocks(content: Any) -> list[dict[str, Any]]:
+    blocks = _edge_blocks(content)
+    # The API wants a turn's tool results before anything else it says.
+    results = [b for b in blocks if _kind(b) == "tool_result"]
+    return results + [b for b in blocks if _kind(b) != "tool_result"] if results else blocks
+
+
+def _edge_blocks(content: Any) -> list[dict[str, Any]]:
+    """Content as Messages API blocks, blank text left out."""
+    blocks: list[dict[str, Any]] = []
+    for part in _as_blocks(content):
+        block = _edge_block(part)
+        if block is not None:
+            blocks.append(block)
+    return blocks
+
+
+def _edge_block(part: Any) -> dict[str, Any] | None:
+    if isinstance(part, str):
+        part = {"type": "text", "text": part}
+    if not isinstance(part, dict):
+        return None
+    kind = _kind(part)
+    if kind == "text":
+        text = part.get("text")
+        return part if isinstance(text, str) and text.strip() else None
+    if kind == "image_url":
+        return _image(part.get("image_url"))
+    if kind == "file":
+        return _document(part.get("file"))
+    if kind == "input_audio":
+        return {"type": "text", "text": _NO_AUDIO}
+    if kind == "tool_result":
+        return _edge_result(part)
+    return part  # Anthropic's own blocks (image, document, thinking, ...) travel as they are
+
+
+def _edge_result(block: dict[str, Any]) -> dict[str, Any]:
+    content = block.get("content")
+    if isinstance(content, list):
+        parts = _edge_blocks(content)
+        return {**block, "content": parts or NO_OUTPUT}
+    if not isinstance(content, str) or not content.strip():
+        return {**block, "content": NO_OUTPUT}
+    return block
+
+
+def _data_url(url: str) -> tuple[str, str] | None:
+    """(media type, base64 data) of a ``data:...;base64,`` URL."""
+    head, comma, data = url.partition(",")
+    if not comma or not head.startswith("data:") or not head.endswith(";base64"):
+        return None
+    return head[len("data:") : -len(";base64")] or "application/octet-stream", data
+
+
+def _image(image: Any) -> dict[str, Any] | None:
+    url = image.get("url") if isinstance(image, dict) else image
+    if not isinstance(url, str) or not url:
+        return None
+    data = _data_url(url)
+    if data is None:
+        return {"type": "image", "source": {"type": "url", "url": url}}
+    media_type, payload = data
+    return {
+        "type": "image",
+        "source": {"type": "base64", "media_type": media_type, "data": payload},
+    }
+
+
+def _document(file: Any) -> dict[str, Any] | None:
+    if not isinstance(file, dict):
+        return None
+    file_id = file.get("file_id")
+    if isinstance(file_id, str) and file_id:
+        return {"type": "document", "source": {"type": "file", "file_id": file_id}}
+    data = _data_url(file.get("file_data") or "")
+    if data is None:
+        return None
+    media_type, payload = data
+    block: dict[str, Any] = {
+        "type": "document",
+        "source": {"type": "base64", "media_type": media_type, "data": payload},
+    }
+    if isinstance(file.get("filename"), str):
+        block["title"] = file["filename"]
+    return block

@@ -251,6 +251,8 @@ class Governor:
             current = given
         elif anthropic:
             current = from_openai_shape(current)
+            # The shape returned is the one that must fit: count it, not the working copy.
+            after = ctx.request_tokens(current)
         return GovernanceResult(
             current, report, after, self.budget.limit, after <= self.budget.limit
         )

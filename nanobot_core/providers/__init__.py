@@ -12,6 +12,20 @@ from nanobot_core.providers.base import (
     Usage,
     normalise_assistant_message,
     normalise_usage,
+    token_count,
+)
+from nanobot_core.providers.http import (
+    Retryable,
+    error_text,
+    excerpt,
+    failure_for_status,
+    mask_secret,
+    reply_json,
+    request_content,
+    send_with_retries,
+    server_message,
+    transport_failure,
+    without_credentials,
 )
 from nanobot_core.providers.openai import OpenAIProvider
 from nanobot_core.providers.retry import RetryPolicy, is_retryable_status, retry_after_seconds
@@ -25,9 +39,21 @@ __all__ = [
     "ProviderReply",
     "RetryNotice",
     "RetryPolicy",
+    "Retryable",
     "Usage",
+    "error_text",
+    "excerpt",
+    "failure_for_status",
     "is_retryable_status",
+    "mask_secret",
     "normalise_assistant_message",
     "normalise_usage",
+    "reply_json",
+    "request_content",
     "retry_after_seconds",
+    "send_with_retries",
+    "server_message",
+    "token_count",
+    "transport_failure",
+    "without_credentials",
 ]

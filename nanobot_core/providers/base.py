@@ -32,6 +32,7 @@ __all__ = [
     "derive_call_id",
     "normalise_assistant_message",
     "normalise_usage",
+    "token_count",
 ]
 
 Message = dict[str, Any]
@@ -67,25 +68,36 @@ class RetryNotice:
 
 @attrs.frozen
 class Usage:
-    """Token usage as the server reported it (zeros when it did not)."""
+    """Token usage as the server reported it (zeros when it did not).
+
+    `prompt_tokens` is every input token of the request, cached or not; of
+    those, `cache_read_input_tokens` were read from the provider's prompt cache
+    and `cache_creation_input_tokens` were written to it.
+    """
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
     total_tokens: int = 0
+    cache_read_input_tokens: int = 0
+    cache_creation_input_tokens: int = 0
 
     def __add__(self, other: Usage) -> Usage:
         return Usage(
             self.prompt_tokens + other.prompt_tokens,
             self.completion_tokens + other.completion_tokens,
             self.total_tokens + other.total_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
         )
 
     def to_json(self) -> dict[str, int]:
-        """The ``usage`` object of OpenAI's replies."""
+        """The ``usage`` object of OpenAI's replies, plus the two prompt-cache counts."""
         return {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": self.completion_tokens,
             "total_tokens": self.total_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
         }
 
 
@@ -100,8 +112,16 @@ class ProviderReply:
 
     @property
     def content(self) -> str:
-        """The text of the reply (``""`` when there is none)."""
+        """The text of the reply (``""`` when there is none; text parts joined)."""
         content = self.message.get("content")
+        if isinstance(content, list):
+            return "".join(
+                part["text"]
+                for part in content
+                if isinstance(part, Mapping)
+                and part.get("type") == "text"
+                and isinstance(part.get("text"), str)
+            )
         return content if isinstance(content, str) else ""
 
     @property
@@ -112,7 +132,14 @@ class ProviderReply:
 
 
 class Provider(Protocol):
-    """A chat model behind some API: one request in, one normalised reply out."""
+    """A chat model behind some API: one request in, one normalised reply out.
+
+    A provider that places prompt-cache marks itself may set the class
+    attribute ``accepts_prefix = True``: the runner then calls
+    ``complete(messages, tools, prefix=N)``, where N is the index in `messages`
+    of the first message that differs from the previous call's when governance
+    could not keep the prefix (``GovernanceResult.prefix``), else None.
+    """
 
     name: str
 
@@ -137,17 +164,25 @@ class ProviderFactory(Protocol):
     ) -> Provider: ...
 
 
+def token_count(raw: Mapping[str, Any], key: str) -> int:
+    """``raw[key]`` when it is a non-negative integer, else 0 (a server's usage is not trusted)."""
+    value = raw.get(key)
+    return value if type(value) is int and value >= 0 else 0
+
+
 def normalise_usage(raw: object) -> Usage:
-    """Read OpenAI's ``usage`` object; anything missing or malformed counts as zero."""
+    """Read OpenAI's ``usage`` object; anything missing or malformed counts as zero.
+
+    Cached input is ``prompt_tokens_details.cached_tokens``; OpenAI reports no
+    cache writes (its cache is automatic and writing costs nothing extra).
+    """
     if not isinstance(raw, Mapping):
         return Usage()
-
-    def count(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
-    prompt, completion = count("prompt_tokens"), count("completion_tokens")
-    return Usage(prompt, completion, count("total_tokens") or prompt + completion)
+    prompt, completion = token_count(raw, "prompt_tokens"), token_count(raw, "completion_tokens")
+    details = raw.get("prompt_tokens_details")
+    cached = token_count(details, "cached_tokens") if isinstance(details, Mapping) else 0
+    total = token_count(raw, "total_tokens") or prompt + completion
+    return Usage(prompt, completion, total, cache_read_input_tokens=cached)
 
 
 def normalise_assistant_message(raw: object, *, salt: str = "") -> Message:

@@ -73,9 +73,14 @@ def _start(server: FakeChatServer, workspace: Path, *args: str) -> subprocess.Po
     )
 
 
-def _session_lines(workspace: Path, name: str = "default") -> list[dict[str, Any]]:
+def _session_records(workspace: Path, name: str = "default") -> list[dict[str, Any]]:
     path = workspace / ".nanobot" / "sessions" / f"{name}.jsonl"
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _session_lines(workspace: Path, name: str = "default") -> list[dict[str, Any]]:
+    """The message lines of a session file (record lines, only ``_meta``, left out)."""
+    return [r for r in _session_records(workspace, name) if set(r) != {"_meta"}]
 
 
 @pytest.fixture
@@ -115,7 +120,13 @@ def test_run_json_prints_the_whole_turn(server: FakeChatServer, workspace: Path)
             usage={"prompt_tokens": 10, "completion_tokens": 2, "total_tokens": 12},
         ),
         text_reply(
-            "Done.", usage={"prompt_tokens": 20, "completion_tokens": 3, "total_tokens": 23}
+            "Done.",
+            usage={
+                "prompt_tokens": 20,
+                "completion_tokens": 3,
+                "total_tokens": 23,
+                "prompt_tokens_details": {"cached_tokens": 8},
+            },
         ),
     )
     result = _cli(server, workspace, "run", "read it", "--json", "--session", "json-test")
@@ -123,7 +134,25 @@ def test_run_json_prints_the_whole_turn(server: FakeChatServer, workspace: Path)
     turn = json.loads(result.stdout)
     assert turn["answer"] == "Done." and turn["session"] == "json-test"
     assert turn["stop_reason"] == "answer" and turn["max_iterations_reached"] is False
-    assert turn["usage"] == {"prompt_tokens": 30, "completion_tokens": 5, "total_tokens": 35}
+    assert turn["usage"] == {
+        "prompt_tokens": 30,
+        "completion_tokens": 5,
+        "total_tokens": 35,
+        "cache_read_input_tokens": 8,
+        "cache_creation_input_tokens": 0,
+    }
+    assert [(c["round"], c["finish_reason"]) for c in turn["calls"]] == [
+        (1, "tool_calls"),
+        (2, "stop"),
+    ]
+    assert turn["calls"][1]["usage"]["cache_read_input_tokens"] == 8
+    assert turn["calls"][0]["usage"]["prompt_tokens"] == 10
+    records = [r["_meta"] for r in _session_records(workspace, "json-test") if set(r) == {"_meta"}]
+    assert [(r["kind"], r["round"], r["usage"]["cache_read_input_tokens"]) for r in records] == [
+        ("usage", 1, 0),
+        ("usage", 2, 8),
+    ]
+    assert records[1]["turn"]["prompt_tokens"] == 30
     assert [m["role"] for m in turn["messages"]] == ["user", "assistant", "tool", "assistant"]
     (call,) = turn["tool_calls"]
     assert call["name"] == "read_file" and call["error"] is False and call["duration"] >= 0
@@ -234,7 +263,11 @@ def test_sessions_list_and_show(server: FakeChatServer, workspace: Path) -> None
     assert "alpha" in table and "beta" in table
 
     shown = json.loads(_cli(server, workspace, "sessions", "show", "beta", "--json").stdout)
-    assert [m["role"] for m in shown["messages"]] == ["user", "assistant"]
+    assert [m.get("role") or m["_meta"]["kind"] for m in shown["messages"]] == [
+        "user",
+        "assistant",
+        "usage",
+    ]
     assert shown["messages"][1]["content"] == "second answer" and shown["problems"] == []
     text = _cli(server, workspace, "sessions", "show", "alpha").stdout
     assert "first answer" in text and "[1] user" in text

@@ -107,9 +107,14 @@ class Harness:
         return _session_lines(self.workspace, session)
 
 
-def _session_lines(workspace: Path, session: str) -> list[dict[str, Any]]:
+def _session_records(workspace: Path, session: str) -> list[dict[str, Any]]:
     path = JsonlSessionStore(workspace).path(session)
     return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def _session_lines(workspace: Path, session: str) -> list[dict[str, Any]]:
+    """The message lines of a session file (record lines, only ``_meta``, left out)."""
+    return [r for r in _session_records(workspace, session) if set(r) != {"_meta"}]
 
 
 @pytest.fixture
@@ -141,6 +146,8 @@ def test_a_tool_round_then_an_answer(harness: Harness, server: FakeChatServer) -
         "prompt_tokens": 250,
         "completion_tokens": 15,
         "total_tokens": 265,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
     }
     (call,) = result.tool_calls
     assert (call.round, call.call_id, call.name, call.arguments, call.is_error) == (

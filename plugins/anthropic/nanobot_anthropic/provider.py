@@ -1,0 +1,238 @@
+"""The ``anthropic`` provider: ``POST {base_url}/v1/messages`` with retries and prompt caching.
+
+The key (``ANTHROPIC_API_KEY``, else ``NANOBOT_API_KEY`` / ``provider.api_key``)
+is sent as ``x-api-key`` and never logged, printed or put in an error message:
+text built from server replies has it masked, and the repr leaves it out.
+Retries are the core's (:func:`nanobot_core.providers.send_with_retries`):
+408, 429, 5xx (529 "overloaded" included) and connection failures, with
+backoff, jitter and ``retry-after``; any other 4xx is a ProviderError quoting
+Anthropic's own message.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from nanobot_core import ProviderError
+from nanobot_core.config import ProviderConfig
+from nanobot_core.governance import to_messages_api
+from nanobot_core.providers import (
+    ProgressCallback,
+    ProviderReply,
+    RetryPolicy,
+    error_text,
+    excerpt,
+    failure_for_status,
+    mask_secret,
+    send_with_retries,
+    transport_failure,
+    without_credentials,
+)
+
+from nanobot_anthropic.caching import place_breakpoints
+from nanobot_anthropic.reply import parse_reply
+
+if TYPE_CHECKING:
+    import httpx
+
+__all__ = ["API_VERSION", "DEFAULT_BASE_URL", "DEFAULT_MODEL", "AnthropicProvider", "resolve_key"]
+
+API_VERSION = "2023-06-01"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_MAX_TOKENS = 8192
+# The 1-hour cache TTL was introduced behind this flag; servers that have made it
+# general accept the flag still.
+EXTENDED_TTL_BETA = "extended-cache-ttl-2025-04-11"
+
+_CORE_DEFAULTS = ProviderConfig()
+
+
+def resolve_key(config: ProviderConfig, environ: Mapping[str, str]) -> str | None:
+    """``ANTHROPIC_API_KEY``, else the configured key (``NANOBOT_API_KEY``, the config file).
+
+    The core fills ``provider.api_key`` from ``OPENAI_API_KEY`` when nothing
+    else sets it; that key is never sent to Anthropic.
+    """
+    key = environ.get("ANTHROPIC_API_KEY") or None
+    if key:
+        return key
+    configured = config.api_key or None
+    if (
+        configured
+        and configured == environ.get("OPENAI_API_KEY")
+        and not environ.get("NANOBOT_API_KEY")
+    ):
+        return None
+    return configured
+
+
+def _tool(definition: Mapping[str, Any]) -> dict[str, Any]:
+    """An OpenAI tool definition as a Messages API tool."""
+    function = definition.get("function")
+    function = function if isinstance(function, Mapping) else definition
+    tool: dict[str, Any] = {"name": function.get("name")}
+    if function.get("description"):
+        tool["description"] = function["description"]
+    schema = function.get("parameters")
+    tool["input_schema"] = schema if isinstance(schema, Mapping) else {"type": "object"}
+    return tool
+
+
+@attrs.frozen
+class _Endpoint:
+    url: str
+    display: str
+
+
+class AnthropicProvider:
+    """Anthropic's Messages API over HTTP, built from ``config.provider``.
+
+    `transport` replaces httpx's network transport (for embedding and tests);
+    `environ` is where the key is looked up (default: the process environment).
+    The runner passes ``prefix`` (see ``accepts_prefix``) so that a history
+    governance changed still reads its unchanged start from the cache.
+    """
+
+    name = "anthropic"
+    accepts_prefix = True
+
+    def __init__(
+        self,
+        config: ProviderConfig,
+        *,
+        progress: ProgressCallback | None = None,
+        transport: httpx.AsyncBaseTransport | None = None,
+        environ: Mapping[str, str] | None = None,
+    ) -> None:
+        env = os.environ if environ is None else environ
+        base = config.base_url
+        if base == _CORE_DEFAULTS.base_url:  # not set: the core's default is OpenAI's
+            base = env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        self.base_url = base.rstrip("/")
+        self.model = config.model if config.model != _CORE_DEFAULTS.model else DEFAULT_MODEL
+        self.max_tokens = config.max_tokens or DEFAULT_MAX_TOKENS
+        self.timeout = config.timeout
+        self.temperature = config.temperature
+        self.cache = config.cache
+        self.policy = RetryPolicy(config.max_retries, config.backoff_base, config.retry_after_cap)
+        self._api_key = resolve_key(config, env)
+        self._progress = progress
+        self._transport = transport
+        self.last_marks: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"AnthropicProvider(base_url={self.display_url!r}, model={self.model!r})"
+
+    @property
+    def endpoint(self) -> str:
+        """The Messages URL (a base URL ending in ``/v1`` is taken as it is)."""
+        suffix = "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
+        return self.base_url + suffix
+
+    @property
+    def display_url(self) -> str:
+        """The endpoint without any ``user:password@`` part, for messages and logs."""
+        return without_credentials(self.endpoint)
+
+    def headers(self) -> dict[str, str]:
+        """The request headers (the key included: never log them)."""
+        headers = {
+            "content-type": "application/json",
+            "accept": "application/json",
+            "anthropic-version": API_VERSION,
+        }
+        if self._api_key:
+            headers["x-api-key"] = self._api_key
+        if self.cache == "1h":
+            headers["anthropic-beta"] = EXTENDED_TTL_BETA
+        return headers
+
+    def request_body(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        prefix: int | None = None,
+    ) -> dict[str, Any]:
+        """The JSON body of one request, with its cache marks placed."""
+        converted = to_messages_api(messages)
+        plan = place_breakpoints(
+            [_tool(t) for t in tools],
+            converted.system,
+            converted.messages,
+            ttl=self.cache,
+            model=self.model,
+            request=messages,
+            prefix=prefix,
+        )
+        self.last_marks = plan.marks
+        body: dict[str, Any] = {
+            "model": self.model,
+            "max_tokens": self.max_tokens,
+            "messages": plan.messages,
+        }
+        if plan.system:
+            body["system"] = plan.system
+        if plan.tools:
+            body["tools"] = plan.tools
+        if self.temperature is not None:
+            body["temperature"] = self.temperature
+        return body
+
+    async def complete(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        prefix: int | None = None,
+    ) -> ProviderReply:
+        """Send one request, retrying what is worth retrying; return the reply, core-shaped."""
+        import httpx
+
+        body = self.request_body(messages, tools, prefix=prefix)
+        # Strict UTF-8: a lone surrogate fails here, named, rather than at the server.
+        try:
+            payload = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
+        except (UnicodeEncodeError, ValueError) as exc:
+            raise ProviderError(
+                f"{self.display_url}: the request cannot be encoded: {exc}"
+            ) from None
+        headers = self.headers()
+        salt = str(len(messages))
+        async with httpx.AsyncClient(
+            timeout=httpx.Timeout(self.timeout), transport=self._transport
+        ) as client:
+
+            async def attempt() -> ProviderReply:
+                try:
+                    response = await client.post(self.endpoint, content=payload, headers=headers)
+                except (httpx.TimeoutException, httpx.TransportError) as exc:
+                    raise transport_failure(exc, self.timeout, self._api_key) from None
+                if 200 <= response.status_code < 300:
+                    return self._parse(response, salt)
+                raise failure_for_status(response, self.display_url, self._api_key)
+
+            return await send_with_retries(
+                attempt, self.policy, url=self.display_url, progress=self._progress
+            )
+
+    def _parse(self, response: httpx.Response, salt: str) -> ProviderReply:
+        try:
+            data = response.json()
+        except ValueError:
+            raise ProviderError(
+                f"{self.display_url} sent a reply that is not JSON: {excerpt(response.text)!r}"
+            ) from None
+        if not isinstance(data, dict):
+            raise ProviderError(f"{self.display_url} sent a reply that is not a JSON object")
+        if data.get("type") == "error" or (data.get("error") and "content" not in data):
+            raise ProviderError(
+                f"{self.display_url} answered with an error: "
+                f"{mask_secret(error_text(data.get('error')), self._api_key)}"
+            )
+        return parse_reply(data, salt=salt)

@@ -1,0 +1,78 @@
+"""A Messages API reply in the core's shape, with nothing lost.
+
+- ``text`` blocks become the content: a string for one plain block, else
+  the blocks as text parts (citations and all);
+- ``thinking`` and ``redacted_thinking`` blocks are kept, as received, under
+  ``thinking_blocks`` (the next request sends them back byte-identical);
+- ``tool_use`` blocks become ``tool_calls`` (input as JSON arguments);
+- any other block (server tools, ...) is kept under ``anthropic_blocks``;
+- ``stop_reason`` is the finish reason; usage counts every input token as
+  ``prompt_tokens`` (Anthropic's ``input_tokens`` leaves out what was read
+  from or written to the cache) and keeps both cache counts.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from nanobot_core.governance import OTHER_BLOCKS_KEY, THINKING_KEY
+from nanobot_core.providers import ProviderReply, Usage, normalise_assistant_message, token_count
+
+__all__ = ["parse_reply", "parse_usage"]
+
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+
+
+def parse_usage(raw: object) -> Usage:
+    """Anthropic's usage object as the core's (anything malformed counts as zero)."""
+    if not isinstance(raw, Mapping):
+        return Usage()
+    fresh, output = token_count(raw, "input_tokens"), token_count(raw, "output_tokens")
+    read = token_count(raw, "cache_read_input_tokens")
+    written = token_count(raw, "cache_creation_input_tokens")
+    prompt = fresh + read + written
+    return Usage(prompt, output, prompt + output, read, written)
+
+
+def _call(block: Mapping[str, Any]) -> dict[str, Any]:
+    arguments = block.get("input")
+    try:
+        text = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
+    except (TypeError, ValueError):
+        text = "{}"
+    return {
+        "id": block.get("id"),
+        "type": "function",
+        "function": {"name": block.get("name"), "arguments": text},
+    }
+
+
+def parse_reply(data: Mapping[str, Any], *, salt: str = "") -> ProviderReply:
+    """The normalised reply of a Messages API response body."""
+    blocks = data.get("content")
+    blocks = [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else []
+    texts = [b for b in blocks if b.get("type") == "text"]
+    thinking = [b for b in blocks if b.get("type") in _THINKING]
+    calls = [_call(b) for b in blocks if b.get("type") == "tool_use"]
+    others = [b for b in blocks if b.get("type") not in _THINKING | {"text", "tool_use"}]
+    content: Any = ""
+    if len(texts) == 1 and set(texts[0]) <= {"type", "text"}:
+        content = texts[0].get("text") if isinstance(texts[0].get("text"), str) else ""
+    elif texts:
+        content = texts
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if thinking:
+        message[THINKING_KEY] = thinking
+    if others:
+        message[OTHER_BLOCKS_KEY] = others
+    if calls:
+        message["tool_calls"] = calls
+    model, stop = data.get("model"), data.get("stop_reason")
+    return ProviderReply(
+        message=normalise_assistant_message(message, salt=salt),
+        usage=parse_usage(data.get("usage")),
+        model=model if isinstance(model, str) else None,
+        finish_reason=stop if isinstance(stop, str) else None,
+    )

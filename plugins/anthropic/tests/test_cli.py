@@ -1,0 +1,87 @@
+"""`nanobot-core run --provider anthropic` with the plugin installed, end to end."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from messages_server import API_KEY, MessagesServer, message_reply, text_reply
+
+
+def _run(server: MessagesServer, workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("NANOBOT_", "OPENAI_", "ANTHROPIC_"))
+    }
+    env["ANTHROPIC_API_KEY"] = API_KEY
+    return subprocess.run(
+        [
+            "nanobot-core",
+            "run",
+            "--provider",
+            "anthropic",
+            "--base-url",
+            server.base_url,
+            "--log-level",
+            "debug",
+            *args,
+        ],
+        cwd=workspace,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+def test_a_turn_with_a_tool_call_reports_cache_usage_per_call_and_turn(
+    server: MessagesServer, tmp_path: Path
+) -> None:
+    """run --json: calls[] and usage carry the cache counts; the session keeps usage records."""
+    (tmp_path / "notes.txt").write_text("one\ntwo\n", encoding="utf-8")
+    server.add(
+        message_reply(
+            [
+                {"type": "thinking", "thinking": "read it", "signature": "c2lnbmF0dXJl"},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_1",
+                    "name": "read_file",
+                    "input": {"path": "notes.txt"},
+                },
+            ],
+            "tool_use",
+            usage={"input_tokens": 5, "output_tokens": 9, "cache_creation_input_tokens": 1500},
+        ),
+        text_reply(
+            "Two lines.",
+            usage={"input_tokens": 40, "output_tokens": 3, "cache_read_input_tokens": 1500},
+        ),
+    )
+    result = _run(server, tmp_path, "--json", "--session", "s1", "what is in notes.txt?")
+    assert result.returncode == 0, result.stderr
+    assert API_KEY not in result.stderr and API_KEY not in result.stdout
+    turn = json.loads(result.stdout)
+    assert turn["answer"] == "Two lines."
+    assert [c["usage"]["cache_creation_input_tokens"] for c in turn["calls"]] == [1500, 0]
+    assert [c["usage"]["cache_read_input_tokens"] for c in turn["calls"]] == [0, 1500]
+    assert [c["finish_reason"] for c in turn["calls"]] == ["tool_use", "end_turn"]
+    assert turn["usage"]["prompt_tokens"] == 1505 + 1540
+    assert turn["usage"]["cache_read_input_tokens"] == 1500
+    assert all(r.problems == [] for r in server.requests)
+    second = server.requests[1].body
+    assert second["messages"][1]["content"][0]["signature"] == "c2lnbmF0dXJl"
+    lines: list[dict[str, Any]] = [
+        json.loads(line)
+        for line in (tmp_path / ".nanobot" / "sessions" / "s1.jsonl")
+        .read_text("utf-8")
+        .splitlines()
+    ]
+    usage = [line["_meta"] for line in lines if set(line) == {"_meta"}]
+    assert [u["kind"] for u in usage] == ["usage", "usage"]
+    assert usage[1]["usage"]["cache_read_input_tokens"] == 1500

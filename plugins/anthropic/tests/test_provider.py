@@ -1,0 +1,325 @@
+"""The anthropic provider against a Messages API server on 127.0.0.1 that checks each request."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+from conftest import config_for
+from messages_server import API_KEY, MessagesServer, error_reply, message_reply, text_reply
+from nanobot_core import ProviderError
+from nanobot_core.providers import ProviderReply, RetryNotice
+
+from nanobot_anthropic.provider import AnthropicProvider, resolve_key
+
+THINKING = {
+    "type": "thinking",
+    "thinking": "The user wants order 7.",
+    "signature": "EqQBCgIYAhIM1gbcDa/x+==",
+}
+REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "get_order",
+            "description": "Look an order up.",
+            "parameters": {"type": "object", "properties": {"order": {"type": "integer"}}},
+        },
+    }
+]
+LONG_SYSTEM = "You are a careful assistant. " * 400  # well over the 1024-token minimum
+
+
+def _provider(
+    server: MessagesServer, notices: list[RetryNotice] | None = None, **changes: Any
+) -> AnthropicProvider:
+    sink = notices.append if notices is not None else None
+    return AnthropicProvider(config_for(server, **changes), progress=sink, environ={})
+
+
+def _complete(
+    provider: AnthropicProvider, messages: list[dict[str, Any]], **kwargs: Any
+) -> ProviderReply:
+    return asyncio.run(provider.complete(messages, TOOLS, **kwargs))
+
+
+def _marked(body: dict[str, Any]) -> list[str]:
+    """Where the cache marks are: 'tools.N', 'system.N', 'messages.N.M'."""
+    found = [f"tools.{n}" for n, t in enumerate(body.get("tools", [])) if "cache_control" in t]
+    found += [f"system.{n}" for n, b in enumerate(body.get("system", [])) if "cache_control" in b]
+    for n, message in enumerate(body["messages"]):
+        found += [
+            f"messages.{n}.{m}" for m, b in enumerate(message["content"]) if "cache_control" in b
+        ]
+    return found
+
+
+def test_request_is_a_legal_messages_call_with_system_tools_and_headers(
+    server: MessagesServer,
+) -> None:
+    """System at the top level, tools as input_schema, x-api-key and anthropic-version sent."""
+    server.add(text_reply("hello"))
+    reply = _complete(
+        _provider(server),
+        [{"role": "system", "content": "be brief"}, {"role": "user", "content": "hi"}],
+    )
+    assert reply.content == "hello" and reply.finish_reason == "end_turn"
+    (request,) = server.requests
+    assert request.problems == []
+    assert request.headers["x-api-key"] == API_KEY
+    assert request.headers["anthropic-version"] == "2023-06-01"
+    assert request.body["system"] == [{"type": "text", "text": "be brief"}]
+    assert request.body["tools"] == [
+        {
+            "name": "get_order",
+            "description": "Look an order up.",
+            "input_schema": {"type": "object", "properties": {"order": {"type": "integer"}}},
+        }
+    ]
+    assert request.body["model"] == "claude-sonnet-4-5" and request.body["max_tokens"] == 8192
+    assert _marked(request.body) == []  # all under the minimum cacheable length
+
+
+def test_reply_with_thinking_and_tool_calls_keeps_everything(server: MessagesServer) -> None:
+    """Thinking, text, tool calls, stop reason and cache usage all come back in the core shape."""
+    usage = {
+        "input_tokens": 12,
+        "output_tokens": 30,
+        "cache_read_input_tokens": 2000,
+        "cache_creation_input_tokens": 300,
+    }
+    server.add(
+        message_reply(
+            [
+                THINKING,
+                REDACTED,
+                {"type": "text", "text": "Let me look."},
+                {"type": "tool_use", "id": "toolu_01", "name": "get_order", "input": {"order": 7}},
+            ],
+            "tool_use",
+            usage=usage,
+        )
+    )
+    reply = _complete(_provider(server), [{"role": "user", "content": "where is 7?"}])
+    assert reply.finish_reason == "tool_use" and reply.model == "claude-test"
+    assert reply.message["thinking_blocks"] == [THINKING, REDACTED]
+    assert reply.content == "Let me look."
+    assert reply.tool_calls == [
+        {
+            "id": "toolu_01",
+            "type": "function",
+            "function": {"name": "get_order", "arguments": '{"order": 7}'},
+        }
+    ]
+    assert reply.usage.to_json() == {
+        "prompt_tokens": 2312,
+        "completion_tokens": 30,
+        "total_tokens": 2342,
+        "cache_read_input_tokens": 2000,
+        "cache_creation_input_tokens": 300,
+    }
+
+
+def test_thinking_blocks_are_sent_back_byte_identical(server: MessagesServer) -> None:
+    """The next request carries the thinking blocks first, with the very bytes received."""
+    server.add(
+        message_reply(
+            [
+                THINKING,
+                {"type": "tool_use", "id": "toolu_01", "name": "get_order", "input": {"order": 7}},
+            ],
+            "tool_use",
+        ),
+        text_reply("It shipped."),
+    )
+    provider = _provider(server)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "where is 7?"}]
+    first = _complete(provider, history)
+    history += [first.message, {"role": "tool", "tool_call_id": "toolu_01", "content": "shipped"}]
+    assert _complete(provider, history).content == "It shipped."
+    second = server.requests[1]
+    assert second.problems == []
+    assistant = second.body["messages"][1]
+    assert assistant["content"][0] == THINKING
+    assert json.dumps(
+        THINKING, ensure_ascii=False, separators=(",", ":")
+    ).encode() in second.raw.replace(b", ", b",").replace(b": ", b":")
+    assert second.body["messages"][2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "toolu_01", "content": "shipped"}
+    ]
+
+
+def test_429_with_retry_after_is_waited_for_then_retried(server: MessagesServer) -> None:
+    """A 429 with retry-after: the wait is the server's (within the cap), then the answer."""
+    server.add(
+        error_reply(
+            429,
+            "rate_limit_error",
+            "Number of requests has exceeded your rate limit",
+            {"retry-after": "0.02"},
+        ),
+        text_reply("ok"),
+    )
+    notices: list[RetryNotice] = []
+    reply = _complete(_provider(server, notices), [{"role": "user", "content": "hi"}])
+    assert reply.content == "ok"
+    (notice,) = notices
+    assert notice.delay == pytest.approx(0.02)
+    assert (
+        "HTTP 429: Number of requests has exceeded your rate limit (rate_limit_error)"
+        in notice.reason
+    )
+
+
+def test_529_overloaded_is_retried_and_then_given_up(server: MessagesServer) -> None:
+    """529 is retried; when every attempt is overloaded the error names it and the attempts."""
+    server.add(*[error_reply(529, "overloaded_error", "Overloaded") for _ in range(3)])
+    with pytest.raises(ProviderError) as raised:
+        _complete(_provider(server), [{"role": "user", "content": "hi"}])
+    assert "gave up after 3 attempt(s)" in str(raised.value)
+    assert "HTTP 529: Overloaded (overloaded_error)" in str(raised.value)
+    assert len(server.requests) == 3
+
+
+def test_400_shows_anthropics_message_and_is_not_retried(server: MessagesServer) -> None:
+    """A 400 is a ProviderError quoting the server's own message, after one attempt."""
+    server.add(
+        error_reply(
+            400, "invalid_request_error", "messages.1.content.0.thinking.signature: Field required"
+        )
+    )
+    with pytest.raises(ProviderError) as raised:
+        _complete(_provider(server), [{"role": "user", "content": "hi"}])
+    assert (
+        "refused the request: HTTP 400: messages.1.content.0.thinking.signature: Field required"
+        in str(raised.value)
+    )
+    assert "(invalid_request_error)" in str(raised.value)
+    assert len(server.requests) == 1
+
+
+def test_the_key_never_shows_in_errors_or_the_repr(server: MessagesServer) -> None:
+    """A server that echoes the key gets it masked; the repr has no key."""
+    server.add(error_reply(401, "authentication_error", f"invalid x-api-key {API_KEY}"))
+    provider = _provider(server)
+    with pytest.raises(ProviderError) as raised:
+        _complete(provider, [{"role": "user", "content": "hi"}])
+    assert API_KEY not in str(raised.value) and "***" in str(raised.value)
+    assert API_KEY not in repr(provider) and API_KEY not in str(vars(provider).get("policy"))
+
+
+def test_cache_marks_on_tools_system_and_newest_message(server: MessagesServer) -> None:
+    """With a long system prompt: marks on the system prompt and the newest message."""
+    server.add(text_reply("ok"))
+    history = [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "hi"}]
+    _complete(_provider(server), history)
+    (request,) = server.requests
+    assert request.problems == []
+    # The tools alone are under the minimum, so they get no mark of their own.
+    assert _marked(request.body) == ["system.0", "messages.0.0"]
+    assert request.body["system"][0]["cache_control"] == {"type": "ephemeral"}
+
+
+def test_cache_off_sends_no_marks_and_1h_sends_the_ttl(server: MessagesServer) -> None:
+    """cache = "off": no marks; cache = "1h": marks with ttl 1h and the beta header."""
+    server.add(text_reply("a"), text_reply("b"))
+    history = [{"role": "system", "content": LONG_SYSTEM}, {"role": "user", "content": "hi"}]
+    _complete(_provider(server, cache="off"), history)
+    _complete(_provider(server, cache="1h"), history)
+    off, hour = server.requests
+    assert _marked(off.body) == [] and "anthropic-beta" not in off.headers
+    assert hour.body["system"][0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert "extended-cache-ttl" in hour.headers["anthropic-beta"]
+
+
+def _step(n: int, calls: int) -> list[dict[str, Any]]:
+    ids = [f"call_{n}_{k}" for k in range(calls)]
+    assistant = {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": "get_order", "arguments": "{}"}}
+            for i in ids
+        ],
+    }
+    return [assistant, *({"role": "tool", "tool_call_id": i, "content": "x" * 400} for i in ids)]
+
+
+def test_a_step_of_more_than_20_blocks_gets_a_mark_at_the_previous_call_end(
+    server: MessagesServer,
+) -> None:
+    """When the newest step adds over 20 blocks, the previous request's end is marked too."""
+    server.add(text_reply("ok"))
+    history = [
+        {"role": "system", "content": LONG_SYSTEM},
+        {"role": "user", "content": "task"},
+        *_step(1, 2),
+        *_step(2, 12),
+    ]
+    _complete(_provider(server), history)
+    (request,) = server.requests
+    assert request.problems == []
+    # messages: 0 user, 1 assistant (2 uses), 2 user (2 results), 3 assistant (12 uses),
+    # 4 user (12 results): 4.11 is 24 blocks after 2.1, past the lookback
+    assert _marked(request.body) == ["system.0", "messages.2.1", "messages.4.11"]
+
+
+def test_the_end_of_the_unchanged_prefix_is_marked_when_governance_changed_it(
+    server: MessagesServer,
+) -> None:
+    """prefix=N (from GovernanceResult.prefix) marks the last block before message N."""
+    server.add(text_reply("ok"))
+    history = [
+        {"role": "system", "content": LONG_SYSTEM},
+        {"role": "user", "content": "task"},
+        *_step(1, 1),
+        *_step(2, 1),
+        {"role": "user", "content": "more"},
+    ]
+    _complete(_provider(server), history, prefix=4)  # the step-2 assistant message changed
+    (request,) = server.requests
+    assert request.problems == []
+    # request messages: 0 user task, 1 assistant, 2 user result, 3 assistant, 4 user result + "more"
+    assert _marked(request.body) == ["system.0", "messages.2.0", "messages.4.1"]
+
+
+def test_marks_already_in_the_history_are_replaced(server: MessagesServer) -> None:
+    """cache_control blocks stored in the history do not add up past four."""
+    server.add(text_reply("ok"))
+    marked = {"type": "text", "text": "old", "cache_control": {"type": "ephemeral"}}
+    history = [{"role": "user", "content": [marked] * 6}]
+    _complete(_provider(server), history)
+    (request,) = server.requests
+    assert request.problems == []
+    assert _marked(request.body) == []  # six short blocks: nothing long enough to cache
+
+
+def test_an_openai_key_is_never_sent_to_anthropic() -> None:
+    """A key the core took from OPENAI_API_KEY is not used; ANTHROPIC_API_KEY wins."""
+    from nanobot_core.config import ProviderConfig
+
+    config = ProviderConfig(api_key="sk-openai")
+    assert resolve_key(config, {"OPENAI_API_KEY": "sk-openai"}) is None
+    assert (
+        resolve_key(config, {"OPENAI_API_KEY": "sk-openai", "ANTHROPIC_API_KEY": "sk-ant"})
+        == "sk-ant"
+    )
+    assert (
+        resolve_key(ProviderConfig(api_key="sk-ant-x"), {"NANOBOT_API_KEY": "sk-ant-x"})
+        == "sk-ant-x"
+    )
+
+
+def test_default_base_url_and_model_are_anthropics() -> None:
+    """With the core's defaults untouched, the provider aims at api.anthropic.com and Claude."""
+    from nanobot_core.config import ProviderConfig
+
+    provider = AnthropicProvider(ProviderConfig(), environ={})
+    assert provider.endpoint == "https://api.anthropic.com/v1/messages"
+    assert provider.model.startswith("claude-")
+    assert AnthropicProvider(
+        ProviderConfig(base_url="http://127.0.0.1:9/v1"), environ={}
+    ).endpoint == ("http://127.0.0.1:9/v1/messages")

@@ -1,0 +1,221 @@
+"""The Messages API request built from a governed history, and the round trip's text safety."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nanobot_core.config import GovernanceConfig
+from nanobot_core.governance import Governor, builtin_stages
+from nanobot_core.governance.anthropic import (
+    CONTINUED,
+    from_openai_shape,
+    to_messages_api,
+    to_openai_shape,
+)
+
+THINKING = {"type": "thinking", "thinking": "look it up", "signature": "EqQBCgIYAhIM1gbcDa=="}
+REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}
+
+
+def _call(call_id: str, arguments: str = '{"order": 7}') -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "get", "arguments": arguments}}
+
+
+def test_system_goes_top_level_and_calls_become_tool_blocks() -> None:
+    """System text leaves `messages`; calls and results become tool_use / tool_result blocks."""
+    history = [
+        {"role": "system", "content": "be brief"},
+        {"role": "user", "content": "where is 7?"},
+        {"role": "assistant", "content": "", "tool_calls": [_call("c1"), _call("c2", "{}")]},
+        {"role": "tool", "tool_call_id": "c1", "name": "get", "content": "shipped"},
+        {"role": "tool", "tool_call_id": "c2", "name": "get", "content": "  "},
+        {"role": "user", "content": "and?"},
+    ]
+    request = to_messages_api(history)
+    assert request.system == [{"type": "text", "text": "be brief"}]
+    assert request.messages == [
+        {"role": "user", "content": [{"type": "text", "text": "where is 7?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_use", "id": "c1", "name": "get", "input": {"order": 7}},
+                {"type": "tool_use", "id": "c2", "name": "get", "input": {}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": "shipped"},
+                {"type": "tool_result", "tool_use_id": "c2", "content": "(no output)"},
+                {"type": "text", "text": "and?"},
+            ],
+        },
+    ]
+
+
+def test_thinking_blocks_go_back_first_and_byte_identical() -> None:
+    """thinking_blocks are sent as received, before the text and the tool_use blocks."""
+    history = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": "Checking.",
+            "thinking_blocks": [THINKING, REDACTED],
+            "tool_calls": [_call("c1")],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+    ]
+    (_, assistant, _) = to_messages_api(history).messages
+    assert assistant["content"][0] is THINKING and assistant["content"][1] is REDACTED
+    assert [b["type"] for b in assistant["content"]] == [
+        "thinking",
+        "redacted_thinking",
+        "text",
+        "tool_use",
+    ]
+    assert json.dumps(assistant["content"][0]) == json.dumps(THINKING)
+
+
+def test_same_role_turns_merge_and_blank_text_is_dropped() -> None:
+    """Two user messages in a row become one turn; whitespace-only text is left out."""
+    history = [
+        {"role": "user", "content": "one"},
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": " \n"}, {"type": "text", "text": "two"}],
+        },
+        {"role": "assistant", "content": "a"},
+        {"role": "assistant", "content": "b"},
+    ]
+    assert to_messages_api(history).messages == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "one"}, {"type": "text", "text": "two"}],
+        },
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+        },
+    ]
+
+
+def test_images_and_documents_are_carried() -> None:
+    """image_url parts (data and http URLs) and file parts become image and document blocks."""
+    history = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0K"}},
+                {"type": "image_url", "image_url": {"url": "https://example.org/a.jpg"}},
+                {
+                    "type": "file",
+                    "file": {
+                        "file_data": "data:application/pdf;base64,JVBERi0x",
+                        "filename": "a.pdf",
+                    },
+                },
+                {"type": "file", "file": {"file_id": "file_011"}},
+            ],
+        }
+    ]
+    (turn,) = to_messages_api(history).messages
+    assert turn["content"] == [
+        {
+            "type": "image",
+            "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0K"},
+        },
+        {"type": "image", "source": {"type": "url", "url": "https://example.org/a.jpg"}},
+        {
+            "type": "document",
+            "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0x"},
+            "title": "a.pdf",
+        },
+        {"type": "document", "source": {"type": "file", "file_id": "file_011"}},
+    ]
+
+
+def test_a_history_opening_with_the_assistant_gets_a_user_turn_first() -> None:
+    """The Messages API wants a user turn first; a short one is put in front."""
+    request = to_messages_api([{"role": "assistant", "content": "hello"}])
+    assert request.messages[0] == {"role": "user", "content": [{"type": "text", "text": CONTINUED}]}
+    assert [m["role"] for m in request.messages] == ["user", "assistant"]
+
+
+def test_anthropic_blocks_in_the_history_pass_through() -> None:
+    """A stored Anthropic-shape history converts with its own blocks untouched."""
+    use = {"type": "tool_use", "id": "t1", "name": "get", "input": {"a": 1}}
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "x"}
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [THINKING, use]},
+        {"role": "user", "content": [result]},
+    ]
+    messages = to_messages_api(history).messages
+    assert messages[1]["content"] == [THINKING, use]
+    assert messages[2]["content"] == [result]
+
+
+def test_escaped_surrogate_in_arguments_does_not_become_a_raw_one() -> None:
+    """`"\\ud800"` in arguments comes back as U+FFFD, so the blocks encode as UTF-8."""
+    history = [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {"role": "assistant", "content": None, "tool_calls": [_call("c1", '{"q": "\\ud800x"}')]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "r"}]},
+    ]
+    blocks = from_openai_shape(to_openai_shape(history))
+    assert blocks[1]["content"][0]["input"] == {"q": "\ufffdx"}
+    json.dumps(blocks, ensure_ascii=False).encode("utf-8")  # raises on a raw surrogate
+
+
+_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=12) | st.sampled_from(
+    ["\\ud800", "\\udfff", "\\ud83d\\ude00", "a\\ud83dz"]
+)
+
+
+@st.composite
+def _histories(draw: st.DrawFn) -> list[Any]:
+    """Mixed histories: Anthropic tool blocks and OpenAI calls whose arguments escape anything."""
+    history: list[Any] = [{"role": "user", "content": draw(_TEXT) or "go"}]
+    for step in range(draw(st.integers(1, 4))):
+        call_id = f"t{step}"
+        value = draw(_TEXT)
+        arguments = '{"q": "' + value.replace('"', "") + '"}'
+        if draw(st.booleans()):
+            history.append(
+                {
+                    "role": "assistant",
+                    "content": [
+                        {"type": "tool_use", "id": call_id, "name": "get", "input": {"q": value}}
+                    ],
+                }
+            )
+        else:
+            history.append(
+                {"role": "assistant", "content": None, "tool_calls": [_call(call_id, arguments)]}
+            )
+        history.append(
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": call_id, "content": draw(_TEXT)}
+                ],
+            }
+        )
+    return history
+
+
+@settings(max_examples=2000, deadline=None)
+@given(_histories())
+def test_governed_anthropic_histories_are_valid_utf8_and_stable(history: list[Any]) -> None:
+    """Governed Anthropic-shape output encodes as UTF-8, and governing it again changes nothing."""
+    governor = Governor(builtin_stages(), config=GovernanceConfig())
+    first = governor.govern(history).messages
+    json.dumps(first, ensure_ascii=False).encode("utf-8")
+    json.dumps(to_messages_api(first).messages, ensure_ascii=False).encode("utf-8")
+    again = governor.govern(first)
+    assert again.messages == first
+    assert not again.report.changed
