@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -199,6 +200,7 @@ _SYSTEM_ROLES = frozenset({"system", "developer"})
 THINKING_KEY = "thinking_blocks"
 # Blocks of a reply the OpenAI shape has no place for (server tools, ...), passed back too.
 OTHER_BLOCKS_KEY = "anthropic_blocks"
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _NO_AUDIO = "[audio left out: the Messages API takes no audio]"
 # Sent when a history opens with the assistant: the Messages API wants a user turn first.
 CONTINUED = "(continued)"
@@ -244,7 +246,46 @@ def to_messages_api(messages: Sequence[Any]) -> MessagesRequest:
             turns.append({"role": role, "content": blocks})
     if turns and turns[0]["role"] == "assistant":
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUED}]})
-    return MessagesRequest(system, turns)
+    return MessagesRequest(system, _with_api_ids(turns))
+
+
+def _api_id(raw: Any, taken: set[str]) -> str:
+    """An id the API takes (``[A-Za-z0-9_-]+``, unique in the request) derived from `raw`."""
+    base = _ID_UNSAFE.sub("_", raw) if isinstance(raw, str) and raw else "toolu"
+    candidate, number = base, 1
+    while candidate in taken:
+        number += 1
+        candidate = f"{base}_{number}"
+    taken.add(candidate)
+    return candidate
+
+
+def _with_api_ids(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Tool ids the API accepts: other providers' characters replaced, repeats numbered.
+
+    The API refuses an id used twice in one request, which OpenAI-shape
+    histories allow across messages; each result follows its call's turn, so
+    renaming a call renames the results of the next user turn with it.
+    """
+    taken: set[str] = set()
+    renamed: dict[Any, str] = {}
+    for turn in turns:
+        blocks = turn["content"]
+        if turn["role"] == "assistant":
+            renamed = {}
+            for number, block in enumerate(blocks):
+                if _kind(block) != "tool_use":
+                    continue
+                new = _api_id(block.get("id"), taken)
+                if new != block.get("id"):
+                    renamed[block.get("id")] = new
+                    blocks[number] = {**block, "id": new}
+            continue
+        for number, block in enumerate(blocks):
+            if _kind(block) == "tool_result" and block.get("tool_use_id") in renamed:
+                blocks[number] = {**block, "tool_use_id": renamed[block["tool_use_id"]]}
+        renamed = {}
+    return turns
 
 
 def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:

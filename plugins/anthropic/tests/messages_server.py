@@ -10,6 +10,7 @@ once the script is used up the server answers 500.
 from __future__ import annotations
 
 import json
+import re
 import threading
 from collections.abc import Sequence
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -32,6 +33,7 @@ _ASSISTANT_BLOCKS = frozenset(
         "web_search_tool_result",
     }
 )
+_ID = re.compile(r"[a-zA-Z0-9_-]+")
 _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 
 
@@ -156,6 +158,10 @@ def check_request(headers: dict[str, str], body: Any) -> list[str]:
             if kind == "tool_use":
                 if not isinstance(block.get("input"), dict):
                     problems.append(f"{at}: tool_use input is not an object")
+                if not _ID.fullmatch(str(block.get("id"))):
+                    problems.append(
+                        f"{at}: tool_use id {block.get('id')!r} does not match {_ID.pattern}"
+                    )
                 if block.get("id") in seen_uses:
                     problems.append(f"{at}: tool_use id {block.get('id')!r} is not unique")
                 seen_uses.add(block.get("id"))

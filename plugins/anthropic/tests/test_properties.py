@@ -1,0 +1,63 @@
+"""Whatever history governance hands over, the request built from it is legal for the API."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from messages_server import API_KEY, check_request
+from nanobot_core.config import GovernanceConfig, ProviderConfig
+from nanobot_core.governance import Governor, builtin_stages
+
+from nanobot_anthropic.provider import AnthropicProvider
+
+HEADERS = {
+    "x-api-key": API_KEY,
+    "anthropic-version": "2023-06-01",
+    "content-type": "application/json",
+}
+_TEXT = st.sampled_from(["", " ", "\n", "ok", "a longer text " * 40, "\\ud800", "\ud800", "é"])
+_IDS = st.sampled_from(["c1", "c2", "c3", "", "toolu_9"])
+
+
+@st.composite
+def _message(draw: st.DrawFn) -> dict[str, Any]:
+    kind = draw(st.sampled_from(["user", "assistant", "calls", "tool", "system", "thinking"]))
+    if kind == "calls":
+        calls = [
+            {
+                "id": draw(_IDS),
+                "type": "function",
+                "function": {
+                    "name": "get",
+                    "arguments": draw(
+                        st.sampled_from(['{"a": 1}', "{", '"x"', '{"q": "\\ud800"}'])
+                    ),
+                },
+            }
+            for _ in range(draw(st.integers(1, 3)))
+        ]
+        return {"role": "assistant", "content": draw(_TEXT), "tool_calls": calls}
+    if kind == "tool":
+        return {"role": "tool", "tool_call_id": draw(_IDS), "content": draw(_TEXT)}
+    if kind == "thinking":
+        block = {"type": "thinking", "thinking": "hm", "signature": "c2ln"}
+        return {"role": "assistant", "content": draw(_TEXT), "thinking_blocks": [block]}
+    return {"role": kind, "content": draw(_TEXT)}
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_message(), min_size=1, max_size=12), st.booleans())
+def test_every_governed_history_makes_a_legal_request(
+    history: list[Any], long_system: bool
+) -> None:
+    """Alternation, pairing, block shapes, marks and UTF-8 hold for any governed history."""
+    history.append({"role": "user", "content": "go on"})
+    governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
+    system = [{"role": "system", "content": "sys " * (2000 if long_system else 1)}]
+    provider = AnthropicProvider(ProviderConfig(model="claude-sonnet-4-5"), environ={})
+    body = provider.request_body([*system, *governed.messages], [])
+    assert check_request(HEADERS, body) == []
+    json.dumps(body, ensure_ascii=False).encode("utf-8")  # raises on a lone surrogate
