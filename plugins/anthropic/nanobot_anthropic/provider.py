@@ -11,7 +11,6 @@ Anthropic's own message.
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -25,9 +24,10 @@ from nanobot_core.providers import (
     ProviderReply,
     RetryPolicy,
     error_text,
-    excerpt,
     failure_for_status,
     mask_secret,
+    reply_json,
+    request_content,
     send_with_retries,
     transport_failure,
     without_credentials,
@@ -195,13 +195,7 @@ class AnthropicProvider:
         import httpx
 
         body = self.request_body(messages, tools, prefix=prefix)
-        # Strict UTF-8: a lone surrogate fails here, named, rather than at the server.
-        try:
-            payload = json.dumps(body, ensure_ascii=False, allow_nan=False).encode("utf-8")
-        except (UnicodeEncodeError, ValueError) as exc:
-            raise ProviderError(
-                f"{self.display_url}: the request cannot be encoded: {exc}"
-            ) from None
+        payload = request_content(body)  # strict UTF-8 JSON, as every provider sends
         headers = self.headers()
         salt = str(len(messages))
         async with httpx.AsyncClient(
@@ -222,12 +216,7 @@ class AnthropicProvider:
             )
 
     def _parse(self, response: httpx.Response, salt: str) -> ProviderReply:
-        try:
-            data = response.json()
-        except ValueError:
-            raise ProviderError(
-                f"{self.display_url} sent a reply that is not JSON: {excerpt(response.text)!r}"
-            ) from None
+        data = reply_json(response, self.display_url, self._api_key)
         if not isinstance(data, dict):
             raise ProviderError(f"{self.display_url} sent a reply that is not a JSON object")
         if data.get("type") == "error" or (data.get("error") and "content" not in data):

@@ -144,9 +144,7 @@ def test_thinking_blocks_are_sent_back_byte_identical(server: MessagesServer) ->
     assert second.problems == []
     assistant = second.body["messages"][1]
     assert assistant["content"][0] == THINKING
-    assert json.dumps(
-        THINKING, ensure_ascii=False, separators=(",", ":")
-    ).encode() in second.raw.replace(b", ", b",").replace(b": ", b":")
+    assert json.dumps(THINKING, ensure_ascii=False, separators=(",", ":")).encode() in second.raw
     assert second.body["messages"][2]["content"] == [
         {"type": "tool_result", "tool_use_id": "toolu_01", "content": "shipped"}
     ]
