@@ -124,6 +124,8 @@ class GovernanceResult:
 
 
 _DISABLED_NOTE = "disabled in config (governance.disabled)"
+# How many times a history answered in Anthropic blocks is governed again to fit.
+_REFITS = 3
 
 
 class Governor:
@@ -219,14 +221,34 @@ class Governor:
         """
         given = messages if isinstance(messages, list) else list(messages)
         tools = tools if type(tools) is list or type(tools) is tuple else list(tools)
+        result, working_fit = self._govern(given, system, tools, self.budget)
+        limit = self.budget.limit
+        # The stages budget the OpenAI shape; turned back into Anthropic blocks the history
+        # can take more (a lone tool_result block costs more than its tool message). What
+        # fitted as worked on must fit as returned: govern again for less, by the excess.
+        for _ in range(_REFITS):
+            if result.fits or not working_fit:
+                break
+            tighter = Budget(max(0, result.budget - (result.tokens - limit)))
+            if tighter.limit >= result.budget:
+                break
+            result, working_fit = self._govern(given, system, tools, tighter)
+        if result.budget != limit:
+            result = attrs.evolve(result, budget=limit, fits=result.tokens <= limit)
+        return result
+
+    def _govern(
+        self, given: list[Any], system: str | None, tools: Sequence[Any], budget: Budget
+    ) -> tuple[GovernanceResult, bool]:
+        """One run of the pipeline for `budget`, and whether the working copy fitted it."""
         fixed = self._system_tokens(system), self._tools_tokens(tools)
         if self._clean_path:
-            room = self.budget.limit - fixed[0] - fixed[1]
+            room = budget.limit - fixed[0] - fixed[1]
             tokens = clean_tokens(given, room, self.config.max_tool_result_chars)
             if tokens is not None:
-                return self._untouched(given, fixed[0] + fixed[1] + tokens)
+                return self._untouched(given, fixed[0] + fixed[1] + tokens), True
         ctx = StageContext(
-            budget=self.budget,
+            budget=budget,
             counter=self.counter,
             store=self.store,
             workspace=self.workspace,
@@ -247,15 +269,15 @@ class Governor:
             _report_cut(report, ctx.cut.describe())
             ctx.cut = None  # the final step works on the snipped history
         current, after = self._finish(current, tokens, clean, ctx, report)
+        working_fit = after <= budget.limit
         if not report.changed:
             current = given
         elif anthropic:
             current = from_openai_shape(current)
-            # The shape returned is the one that must fit: count it, not the working copy.
-            after = ctx.request_tokens(current)
-        return GovernanceResult(
-            current, report, after, self.budget.limit, after <= self.budget.limit
-        )
+        if anthropic:
+            after = ctx.request_tokens(current)  # the shape returned is the one that must fit
+        result = GovernanceResult(current, report, after, budget.limit, after <= budget.limit)
+        return result, working_fit
 
     def _finish(
         self,
@@ -270,9 +292,9 @@ class Governor:
         final = FinalStep(current, False, []) if clean else final_step(current, ctx, self._options)
         after = ctx.request_tokens(final.messages) if final.changed else tokens
         details = list(final.details)
-        if after > self.budget.limit:
+        if after > ctx.budget.limit:
             details.append(
-                f"the request takes {after} tokens, over the budget of {self.budget.limit}, with "
+                f"the request takes {after} tokens, over the budget of {ctx.budget.limit}, with "
                 "only the newest user message left: the system prompt and tool definitions "
                 f"alone take {ctx.fixed_tokens}"
             )

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.config import GovernanceConfig
-from nanobot_core.governance import Governor, builtin_stages
+from nanobot_core.governance import Governor, builtin_stages, count_request
 from nanobot_core.governance.anthropic import (
     CONTINUED,
     from_openai_shape,
@@ -219,3 +219,77 @@ def test_governed_anthropic_histories_are_valid_utf8_and_stable(history: list[An
     again = governor.govern(first)
     assert again.messages == first
     assert not again.report.changed
+
+
+@st.composite
+def _block_histories(draw: st.DrawFn) -> list[Any]:
+    """Anthropic-shape sessions: text, tool_use with inputs, results followed by user text."""
+    history: list[Any] = []
+    for turn in range(draw(st.integers(1, 12))):
+        history.append({"role": "user", "content": "q" * draw(st.integers(1, 80))})
+        use_id = f"toolu_{turn}"
+        history.append(
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "a" * draw(st.integers(1, 20))},
+                    {"type": "tool_use", "id": use_id, "name": "get", "input": {"n": draw(_TEXT)}},
+                ],
+            }
+        )
+        results = [
+            {
+                "type": "tool_result",
+                "tool_use_id": use_id,
+                "content": "r" * draw(st.integers(0, 400)),
+            }
+        ]
+        if draw(st.booleans()):
+            results.append({"type": "text", "text": draw(_TEXT) or "k"})
+        history.append({"role": "user", "content": results})
+    return history
+
+
+@settings(max_examples=2000, deadline=None)
+@given(_block_histories(), st.integers(20, 2500))
+def test_the_anthropic_shape_returned_is_what_fits_the_budget(
+    history: list[Any], limit: int
+) -> None:
+    """What is said to fit fits in the shape returned, and fits whenever the OpenAI shape does."""
+    governor = Governor(builtin_stages(), config=GovernanceConfig(input_limit=limit))
+    result = governor.govern(history)
+    if result.fits:
+        assert count_request(None, result.messages) <= limit
+    if governor.govern(to_openai_shape(history)).fits:
+        assert result.fits
+
+
+def test_a_history_that_fits_as_worked_on_fits_as_returned() -> None:
+    """A lone tool_result block costs more than its tool message: the result still fits."""
+    history = [
+        {"role": "user", "content": "q"},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "text", "text": "a"},
+                {
+                    "type": "tool_use",
+                    "id": "toolu_0",
+                    "name": "get",
+                    "input": {"n": "000\x80\x80\x80𐀀"},
+                },
+            ],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "toolu_0", "content": ""}],
+        },
+    ]
+    openai = Governor(builtin_stages(), config=GovernanceConfig(input_limit=36)).govern(
+        to_openai_shape(history)
+    )
+    assert openai.fits
+    result = Governor(builtin_stages(), config=GovernanceConfig(input_limit=36)).govern(history)
+    assert result.fits and result.budget == 36
+    assert result.tokens == count_request(None, result.messages) <= 36
+    assert result.messages[-1]["role"] == "user"
