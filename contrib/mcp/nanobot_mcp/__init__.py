@@ -16,6 +16,7 @@ from nanobot_mcp.cache import ToolListCache
 from nanobot_mcp.config import CONFIG_ENV, ServerConfig, load_servers
 from nanobot_mcp.connection import McpServerError
 from nanobot_mcp.discovery import discover_tools
+from nanobot_mcp.failures import FailureMemory
 from nanobot_mcp.names import bridged_name
 from nanobot_mcp.tool import McpTool, to_tool_result
 
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CONFIG_ENV",
+    "FailureMemory",
     "McpBridge",
     "McpServerError",
     "McpTool",

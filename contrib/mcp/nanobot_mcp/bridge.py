@@ -23,14 +23,15 @@ import attrs
 from nanobot_mcp.cache import ToolListCache
 from nanobot_mcp.config import ServerConfig
 from nanobot_mcp.connection import CONNECTION_CLOSED, McpServerError, ServerConnection
+from nanobot_mcp.failures import FailureMemory
 
-__all__ = ["McpBridge", "ServerHandle", "default_bridge", "reset_default_bridge"]
+__all__ = ["GRACE", "McpBridge", "ServerHandle", "default_bridge", "reset_default_bridge"]
 
 T = TypeVar("T")
 
 # Time to wait on top of a server's own startup timeout: stopping a server that did not
 # start takes the SDK up to about 5 s (stdin closed, 2 s grace, SIGTERM, SIGKILL).
-_GRACE = 10.0
+GRACE = 10.0
 
 
 @attrs.frozen
@@ -44,6 +45,11 @@ class ServerHandle:
     def cache(self) -> ToolListCache:
         """The tool-list cache of the workspace."""
         return ToolListCache.for_workspace(self.workspace)
+
+    @property
+    def failures(self) -> FailureMemory:
+        """The failed starts remembered in the workspace."""
+        return FailureMemory.for_workspace(self.workspace)
 
     @property
     def stderr_log(self) -> Path:
@@ -70,7 +76,7 @@ class McpBridge:
         """Start the servers side by side; each maps to its tools or to why it failed."""
         if not handles:
             return {}
-        deadline = max(h.config.startup_timeout for h in handles) + _GRACE
+        deadline = max(h.config.startup_timeout for h in handles) + GRACE
 
         async def start_all() -> list[list[dict[str, Any]] | BaseException]:
             return await asyncio.gather(
@@ -114,11 +120,24 @@ class McpBridge:
     async def _connection(self, handle: ServerHandle) -> ServerConnection:
         lock = self._starting.setdefault(handle, asyncio.Lock())
         async with lock:
-            connection = self._connections.get(handle)
-            if connection is not None and connection.alive:
-                return connection
+            connection = self._connections.pop(handle, None)
+            if connection is not None:
+                if connection.alive:
+                    self._connections[handle] = connection
+                    return connection
+                # It died while idle: start a fresh one now rather than fail the call.
+                await connection.close(timeout=1.0)
+            failures = handle.failures
+            remembered = failures.recent(handle.config)
+            if remembered is not None:
+                raise McpServerError(remembered.describe(handle.config))
             connection = ServerConnection(handle.config, handle.stderr_log)
-            tools = await connection.start()
+            try:
+                tools = await connection.start()
+            except McpServerError as exc:
+                failures.record(handle.config, str(exc))
+                raise
+            failures.forget(handle.config)
             self._connections[handle] = connection
             # Every start refreshes the cache, so a server that changed its tools is
             # listed correctly from the next process on.
@@ -132,8 +151,15 @@ class McpBridge:
         self, handle: ServerHandle, tool: str, arguments: dict[str, Any]
     ) -> dict[str, Any]:
         connection = await self._connection(handle)
+        limit = handle.config.call_timeout
         try:
-            return await connection.call(tool, arguments)
+            # The limit covers the call alone: a lazy start has its own startup_timeout.
+            return await asyncio.wait_for(connection.call(tool, arguments), limit)
+        except TimeoutError:
+            raise McpServerError(
+                f"MCP server {handle.config.name!r}: {tool!r} did not answer within "
+                f"{limit:g} s (call_timeout)"
+            ) from None
         except Exception as exc:
             if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
                 # The process is gone: forget it, so the next call starts a fresh one.

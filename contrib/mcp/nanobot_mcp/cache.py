@@ -18,7 +18,7 @@ from typing import Any
 
 from nanobot_mcp.config import ServerConfig
 
-__all__ = ["ToolListCache"]
+__all__ = ["ToolListCache", "write_json_atomically"]
 
 _FORMAT = 1
 
@@ -65,13 +65,16 @@ class ToolListCache:
             "config_hash": server.config_hash,
             "tools": tools,
         }
-        handle, temporary = tempfile.mkstemp(
-            dir=self.directory, prefix=f".{server.name}.", suffix=".tmp"
-        )
-        try:
-            with os.fdopen(handle, "w", encoding="utf-8") as file:
-                json.dump(payload, file, ensure_ascii=False, indent=1, sort_keys=True)
-            os.replace(temporary, self.path(server))
-        except BaseException:
-            Path(temporary).unlink(missing_ok=True)
-            raise
+        write_json_atomically(self.path(server), payload)
+
+
+def write_json_atomically(path: Path, payload: Any) -> None:
+    """Write `payload` as JSON to `path` so that a reader never sees half a file."""
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as file:
+            json.dump(payload, file, ensure_ascii=False, indent=1, sort_keys=True)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

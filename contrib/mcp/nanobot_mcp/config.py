@@ -10,7 +10,8 @@ The file is ``$NANOBOT_MCP_CONFIG`` when that is set, else
     env = { NOTES_DB = "notes.sqlite" }
     cwd = "tools"              # relative to the workspace; default: the workspace
     startup_timeout = 10.0     # seconds to spawn, handshake and list the tools
-    call_timeout = 60.0        # seconds one tool call may take
+    call_timeout = 60.0        # seconds one tool call may take (start-up not included)
+    retry_after = 60.0         # seconds a failed start is remembered (0: try every time)
 """
 
 from __future__ import annotations
@@ -30,7 +31,9 @@ __all__ = ["CONFIG_ENV", "ServerConfig", "config_path", "load_servers", "parse_s
 
 CONFIG_ENV = "NANOBOT_MCP_CONFIG"
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
-_KEYS = frozenset({"command", "args", "env", "cwd", "startup_timeout", "call_timeout"})
+_KEYS = frozenset(
+    {"command", "args", "env", "cwd", "startup_timeout", "call_timeout", "retry_after"}
+)
 
 
 @attrs.frozen
@@ -44,6 +47,7 @@ class ServerConfig:
     cwd: Path | None = None
     startup_timeout: float = 10.0
     call_timeout: float = 60.0
+    retry_after: float = 60.0
 
     @property
     def config_hash(self) -> str:
@@ -122,11 +126,22 @@ def _server(name: str, table: Any, workspace: Path, where: str) -> ServerConfig:
         cwd=(workspace / cwd) if cwd else workspace,
         startup_timeout=_seconds(table, "startup_timeout", 10.0, where),
         call_timeout=_seconds(table, "call_timeout", 60.0, where),
+        retry_after=_seconds(table, "retry_after", 60.0, where, zero=True),
     )
 
 
-def _seconds(table: Mapping[str, Any], key: str, default: float, where: str) -> float:
+def _seconds(
+    table: Mapping[str, Any], key: str, default: float, where: str, *, zero: bool = False
+) -> float:
     value = table.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ConfigError(f"{where}: '{key}' must be a positive number of seconds")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or value != value  # NaN
+        or value == float("inf")
+        or value < 0
+        or (value == 0 and not zero)
+    ):
+        kind = "a number of seconds, 0 or more" if zero else "a positive number of seconds"
+        raise ConfigError(f"{where}: '{key}' must be {kind}")
     return float(value)

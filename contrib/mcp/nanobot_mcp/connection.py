@@ -12,6 +12,8 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import anyio
+
 from nanobot_mcp.config import ServerConfig
 
 __all__ = ["CONNECTION_CLOSED", "McpServerError", "ServerConnection"]
@@ -40,7 +42,12 @@ class ServerConnection:
     @property
     def alive(self) -> bool:
         """Whether the session is up and its owner still running."""
-        return self._session is not None and self._owner is not None and not self._owner.done()
+        return (
+            self._session is not None
+            and not self._closing.is_set()
+            and self._owner is not None
+            and not self._owner.done()
+        )
 
     async def start(self) -> list[dict[str, Any]]:
         """Spawn the server, handshake, list its tools; raise `McpServerError` on failure."""
@@ -102,13 +109,20 @@ class ServerConnection:
             with self.stderr_log.open("w", encoding="utf-8") as errlog:
                 async with (
                     stdio_client(params, errlog=errlog) as (read, write),
-                    ClientSession(read, write) as session,
+                    anyio.create_task_group() as group,
                 ):
-                    await session.initialize()
-                    tools = await _list_all_tools(session)
-                    self._session = session
-                    ready.set_result(tools)
-                    await self._closing.wait()
+                    # The session reads through a relay that notices the server's end of
+                    # output, so a server that died while idle is known dead before the
+                    # next call instead of failing it.
+                    relay_send, relay_receive = anyio.create_memory_object_stream[Any](0)
+                    group.start_soon(self._relay, read, relay_send)
+                    async with ClientSession(relay_receive, write) as session:
+                        await session.initialize()
+                        tools = await _list_all_tools(session)
+                        self._session = session
+                        ready.set_result(tools)
+                        await self._closing.wait()
+                    group.cancel_scope.cancel()
         except BaseException as exc:
             if not ready.done():
                 if isinstance(exc, Exception):
@@ -119,6 +133,17 @@ class ServerConnection:
                 raise
         finally:
             self._session = None
+
+    async def _relay(self, source: Any, sink: Any) -> None:
+        """Pass the server's messages on; at its end of output, mark the connection closing."""
+        try:
+            async with sink:
+                async for item in source:
+                    await sink.send(item)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the session closed its end first: we are shutting down
+        finally:
+            self._closing.set()
 
     def _stderr_tail(self) -> str:
         try:

@@ -1,11 +1,17 @@
-"""The tools of every configured server: from the cache when it is fresh, else by starting it."""
+"""The tools of every configured server: from the cache when it is fresh, else by starting it.
+
+Servers are isolated from each other: one that fails to start (crashes,
+exits, hangs past its ``startup_timeout``) loses only its own tools, and is
+reported by name on stderr (a warning of the ``nanobot_mcp`` logger). Its
+failure is remembered for its ``retry_after`` seconds, during which it is
+not started again (see `nanobot_mcp.failures`).
+"""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
-
-from nanobot_core.errors import PluginError
 
 from nanobot_mcp.bridge import McpBridge, ServerHandle
 from nanobot_mcp.config import ServerConfig
@@ -13,27 +19,36 @@ from nanobot_mcp.tool import McpTool
 
 __all__ = ["discover_tools"]
 
+log = logging.getLogger("nanobot_mcp")
+
 
 def discover_tools(
     servers: Sequence[ServerConfig], workspace: Path, bridge: McpBridge
 ) -> list[McpTool]:
-    """The bridged tools of `servers`, in server then tool order.
+    """The bridged tools of the servers that can run, in server then tool order.
 
     A server whose cached tool list matches its config is not started (it
-    starts on its first call); the others are started side by side. Raises
-    `PluginError` naming every server that failed to start, so the plugin shows
-    up as failed while the core goes on without it.
+    starts on its first call); the others are started side by side. A server
+    that failed, now or within its ``retry_after``, contributes no tools and is
+    reported by name.
     """
     handles = [ServerHandle(config, workspace) for config in servers]
-    listed = {h: h.cache.load(h.config) for h in handles}
-    started = bridge.start_servers([h for h, tools in listed.items() if tools is None])
-    failures = [str(outcome) for outcome in started.values() if isinstance(outcome, Exception)]
-    if failures:
-        raise PluginError("; ".join(failures))
-    fresh = {h: tools for h, tools in started.items() if not isinstance(tools, Exception)}
+    remembered = {h: h.failures.recent(h.config) for h in handles}
+    usable = [h for h in handles if remembered[h] is None]
+    listed = {h: h.cache.load(h.config) for h in usable}
+    started = bridge.start_servers([h for h in usable if listed[h] is None])
     tools: list[McpTool] = []
     for handle in handles:
-        cached = listed[handle]
-        specs = cached if cached is not None else fresh[handle]
-        tools += [McpTool(handle, spec, bridge) for spec in specs]
+        failure = remembered[handle]
+        outcome = listed.get(handle) or started.get(handle)
+        if failure is not None:
+            _left_out(failure.describe(handle.config))
+        elif isinstance(outcome, Exception):
+            _left_out(str(outcome))
+        else:
+            tools += [McpTool(handle, spec, bridge) for spec in outcome or []]
     return tools
+
+
+def _left_out(reason: str) -> None:
+    log.warning("nanobot-mcp: %s; its tools are left out", reason)

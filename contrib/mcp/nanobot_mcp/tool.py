@@ -9,7 +9,7 @@ from typing import Any
 from nanobot_core.tools.base import Tool as NanobotTool
 from nanobot_core.tools.base import ToolResult
 
-from nanobot_mcp.bridge import McpBridge, ServerHandle
+from nanobot_mcp.bridge import GRACE, McpBridge, ServerHandle
 from nanobot_mcp.connection import McpServerError
 from nanobot_mcp.names import bridged_name
 
@@ -20,8 +20,9 @@ class McpTool(NanobotTool):
     """One tool of one MCP server, called through the bridge.
 
     ``read_only`` follows the server's ``readOnlyHint`` annotation, so read-only
-    MCP tools may run side by side. The timeout covers a lazy start of the
-    server plus the call itself.
+    MCP tools may run side by side. The bridge holds the call to the server's
+    ``call_timeout`` and a lazy start to its ``startup_timeout``; the tool's own
+    timeout (the executor's) is only a backstop above both.
     """
 
     def __init__(self, handle: ServerHandle, spec: Mapping[str, Any], bridge: McpBridge) -> None:
@@ -39,7 +40,7 @@ class McpTool(NanobotTool):
         self.read_only = (
             isinstance(annotations, Mapping) and annotations.get("readOnlyHint") is True
         )
-        self.timeout = handle.config.call_timeout + handle.config.startup_timeout
+        self.timeout = handle.config.call_timeout + handle.config.startup_timeout + GRACE
 
     @property
     def name(self) -> str:

@@ -3,16 +3,26 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from nanobot_core.config import Config
 from nanobot_core.context import PluginContext
-from nanobot_core.errors import PluginError
 from nanobot_core.testing import run_tool
 
-from nanobot_mcp import McpTool, ToolListCache, load_servers, nanobot_tools, reset_default_bridge
+from nanobot_mcp import (
+    FailureMemory,
+    McpTool,
+    ToolListCache,
+    load_servers,
+    nanobot_tools,
+    reset_default_bridge,
+)
 
 if TYPE_CHECKING:
     from conftest import Workspace
@@ -34,6 +44,8 @@ def test_server_tools_appear_with_prefixed_names_and_schemas(workspace: Workspac
         "mcp_notes_add",
         "mcp_notes_fail",
         "mcp_notes_exit_now",
+        "mcp_notes_exit_soon",
+        "mcp_notes_pause",
     ]
     add_note = tools["mcp_notes_add_note"]
     assert add_note.description.startswith("Store a note and say how many there are.")
@@ -105,36 +117,125 @@ def test_a_stale_cache_entry_gives_an_error_result_not_a_crash(workspace: Worksp
     assert "vanished" in result
 
 
-def test_a_server_that_fails_to_start_fails_the_plugin_naming_it(workspace: Workspace) -> None:
-    """A crashing server makes the hook raise a PluginError with its name and its stderr."""
-    workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}})
-    with pytest.raises(PluginError) as failure:
-        bridged(workspace)
-    message = str(failure.value)
+def _warnings(caplog: pytest.LogCaptureFixture) -> str:
+    return "\n".join(r.getMessage() for r in caplog.records if r.name == "nanobot_mcp")
+
+
+def test_a_server_that_fails_to_start_loses_only_its_own_tools(
+    workspace: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A crashing server is reported by name with its stderr; the other server's tools stay."""
+    workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}}, notes={})
+    tools = bridged(workspace)
+    assert "mcp_notes_add" in tools
+    assert not any(name.startswith("mcp_broken_") for name in tools)
+    message = _warnings(caplog)
     assert "MCP server 'broken' failed to start" in message
     assert "cannot open the notes database" in message
+    assert "its tools are left out" in message
+    assert run_tool(tools["mcp_notes_add"], {"a": 1, "b": 2}) == "3"
 
 
-def test_a_server_that_never_answers_hits_the_startup_timeout(workspace: Workspace) -> None:
-    """A server slower than startup_timeout is reported as not started, by name."""
+def test_a_server_that_never_answers_hits_the_startup_timeout(
+    workspace: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A server slower than startup_timeout is reported as not started, by name, and left out."""
     workspace.configure(
         sleepy={"startup_timeout": 0.5, "env": {"NOTES_SERVER_STARTUP_DELAY": "30"}}
     )
-    with pytest.raises(PluginError, match=r"MCP server 'sleepy' did not start within 0\.5 s"):
-        bridged(workspace)
+    assert bridged(workspace) == {}
+    assert "MCP server 'sleepy' did not start within 0.5 s" in _warnings(caplog)
+
+
+def test_a_failed_start_is_remembered_for_retry_after(
+    workspace: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Within retry_after a failed server is not started again, in this process or the next."""
+    workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}})
+    assert bridged(workspace) == {}
+    assert workspace.spawns() == 1
+    record = workspace.root / ".nanobot" / "cache" / "mcp" / "broken.failed.json"
+    assert "cannot open the notes database" in json.loads(record.read_text())["reason"]
+    reset_default_bridge()  # as if the process had ended
+    caplog.clear()
+    assert bridged(workspace) == {}
+    assert workspace.spawns() == 1
+    assert "retry_after" in _warnings(caplog) and "'broken'" in _warnings(caplog)
+
+    workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}, "retry_after": 0})
+    assert bridged(workspace) == {}
+    assert workspace.spawns() == 2
+
+
+def test_a_remembered_failure_answers_a_call_at_once(workspace: Workspace) -> None:
+    """A cached tool of a server that failed to start is an error naming it, with no new start."""
+    workspace.configure(notes={})
+    tools = bridged(workspace)
+    reset_default_bridge()
+    workspace.configure(notes={"retry_after": 300})  # same server: the cache still holds
+    (server,) = load_servers(workspace.root, {})
+    FailureMemory.for_workspace(workspace.root).record(server, "MCP server 'notes' broke")
+    assert bridged(workspace) == {}
+    result = run_tool(tools["mcp_notes_add"], {"a": 1, "b": 1})
+    assert result.is_error and "'notes' broke" in result and "retry_after" in result
+    assert workspace.spawns() == 1
 
 
 def test_the_core_keeps_running_when_a_server_fails(workspace: Workspace) -> None:
-    """Through the plugin manager, nanobot-mcp is reported failed and the other tools load."""
+    """Through the plugin manager, nanobot-mcp stays loaded with the tools of the good server."""
     from nanobot_core.plugins import PluginManager
 
-    workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}})
+    workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}}, notes={})
     manager = PluginManager(Config(), workspace=workspace.root).load()
     tool_names = [c.name for c in manager.contributions("tool")]
-    assert not any(name.startswith("mcp_") for name in tool_names)
+    assert "mcp_notes_add" in tool_names
+    assert not any(name.startswith("mcp_broken_") for name in tool_names)
     (record,) = [r for r in manager.records() if r.info.distribution == "nanobot-mcp"]
-    assert record.status == "failed"
-    assert "MCP server 'broken' failed to start" in (record.error or "")
+    assert record.status == "loaded"
+
+
+def test_the_tools_command_reports_a_failed_server_on_stderr_and_remembers_it(
+    workspace: Workspace,
+) -> None:
+    """`nanobot-core tools` names the failed server on stderr, exits 0, and lists the others."""
+    workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}}, notes={})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+    command = [sys.executable, "-m", "nanobot_core", "tools", "--json"]
+    for _ in range(2):
+        done = subprocess.run(
+            command, cwd=workspace.root, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, done.stderr
+        names = [tool["name"] for tool in json.loads(done.stdout)]
+        assert "mcp_notes_add" in names and not any(n.startswith("mcp_broken_") for n in names)
+        assert "MCP server 'broken'" in done.stderr
+    assert workspace.spawns() == 2  # notes once, broken once: the second run started neither
+
+
+def test_a_server_that_died_while_idle_is_restarted_before_the_next_call(
+    workspace: Workspace,
+) -> None:
+    """A server that exited between calls is started again, and the next call just works."""
+    workspace.configure(notes={})
+    tools = bridged(workspace)
+    assert run_tool(tools["mcp_notes_exit_soon"], {"delay": 0.2}) == "exiting soon"
+    time.sleep(1.5)
+    assert run_tool(tools["mcp_notes_add"], {"a": 20, "b": 22}) == "42"
+    assert workspace.spawns() == 2
+
+
+def test_the_call_timeout_applies_to_the_call_alone(workspace: Workspace) -> None:
+    """A slow lazy start does not eat the call's time; a call past call_timeout is an error."""
+    options = {"call_timeout": 1.0, "env": {"NOTES_SERVER_STARTUP_DELAY": "1.5"}}
+    workspace.configure(notes=options)
+    bridged(workspace)
+    reset_default_bridge()  # the next process lists from the cache and starts on the call
+    tools = bridged(workspace)
+    assert run_tool(tools["mcp_notes_pause"], {"seconds": 0.1}) == "paused 0.1 s"
+    started = time.monotonic()
+    slow = run_tool(tools["mcp_notes_pause"], {"seconds": 30})
+    assert slow.is_error and "did not answer within 1 s (call_timeout)" in slow
+    assert time.monotonic() - started < 10
 
 
 def test_a_server_that_dies_is_started_again_on_the_next_call(workspace: Workspace) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 
 if os.environ.get("NOTES_SERVER_SPAWN_LOG"):
@@ -58,6 +59,22 @@ def fail(reason: str) -> str:
 def exit_now() -> str:
     """Terminate the server process (to test a server that dies mid-session)."""
     os._exit(0)
+
+
+@server.tool()
+def exit_soon(delay: float) -> str:
+    """Answer, then terminate the server process `delay` seconds later (dies while idle)."""
+    threading.Timer(delay, os._exit, args=(0,)).start()
+    return "exiting soon"
+
+
+@server.tool()
+async def pause(seconds: float) -> str:
+    """Wait `seconds`, then answer (to test the call timeout)."""
+    import anyio
+
+    await anyio.sleep(seconds)
+    return f"paused {seconds:g} s"
 
 
 if __name__ == "__main__":

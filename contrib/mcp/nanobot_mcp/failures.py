@@ -1,0 +1,97 @@
+"""Servers that failed to start, remembered on disk for ``retry_after`` seconds.
+
+Every command is a new process, and a server that cannot start costs its
+whole start-up timeout (plus the SDK's few seconds to stop it) each time it
+is tried. So a failed start is written to
+``<workspace>/.nanobot/cache/mcp/<server>.failed.json`` with the server's
+config hash, the time and the reason; until ``retry_after`` seconds have
+passed, that server is not started again (its tools are left out, and a call
+to one is answered with the remembered reason). A successful start, a
+changed server config, or deleting the file ends the wait at once.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+
+from nanobot_mcp.cache import write_json_atomically
+from nanobot_mcp.config import ServerConfig
+
+__all__ = ["FailureMemory", "RememberedFailure"]
+
+_FORMAT = 1
+
+
+@attrs.frozen
+class RememberedFailure:
+    """A start that failed `age` seconds ago, and why."""
+
+    reason: str
+    age: float
+
+    def describe(self, server: ServerConfig) -> str:
+        """The reason, with how long ago it happened and when the server is tried again."""
+        wait = max(0.0, server.retry_after - self.age)
+        return (
+            f"{self.reason} (failed {self.age:.0f} s ago; not started again for another "
+            f"{wait:.0f} s, see [servers.{server.name}] retry_after)"
+        )
+
+
+class FailureMemory:
+    """Reads and writes the failure records of one directory (next to the tool-list cache)."""
+
+    def __init__(self, directory: Path, clock: Callable[[], float] = time.time) -> None:
+        self.directory = directory
+        self.clock = clock
+
+    @classmethod
+    def for_workspace(cls, workspace: Path) -> FailureMemory:
+        """The failure records of a workspace."""
+        return cls(workspace / ".nanobot" / "cache" / "mcp")
+
+    def path(self, server: ServerConfig) -> Path:
+        """The failure record of one server."""
+        return self.directory / f"{server.name}.failed.json"
+
+    def recent(self, server: ServerConfig) -> RememberedFailure | None:
+        """The failure of `server` when it is younger than its ``retry_after``, else None."""
+        try:
+            data = json.loads(self.path(server).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        if (
+            not isinstance(data, dict)
+            or data.get("format") != _FORMAT
+            or data.get("config_hash") != server.config_hash
+            or not isinstance(data.get("time"), int | float)
+            or not isinstance(data.get("reason"), str)
+        ):
+            return None
+        age = self.clock() - float(data["time"])
+        if age < 0 or age >= server.retry_after:
+            return None
+        return RememberedFailure(data["reason"], age)
+
+    def record(self, server: ServerConfig, reason: str) -> None:
+        """Remember that `server` failed to start now, for `reason` (written atomically)."""
+        if server.retry_after <= 0:
+            return
+        self.directory.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "format": _FORMAT,
+            "server": server.name,
+            "config_hash": server.config_hash,
+            "time": self.clock(),
+            "reason": reason,
+        }
+        write_json_atomically(self.path(server), payload)
+
+    def forget(self, server: ServerConfig) -> None:
+        """Drop the failure record of `server` (it started)."""
+        self.path(server).unlink(missing_ok=True)
