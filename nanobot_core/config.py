@@ -29,6 +29,7 @@ __all__ = [
     "SessionsConfig",
     "StoreConfig",
     "ToolsConfig",
+    "check_budget",
     "load_config",
 ]
 
@@ -283,17 +284,84 @@ def _check_ranges(config: Config) -> None:
         raise ConfigError(f"governance.store.max_bytes: must be more than 0, got {store.max_bytes}")
 
 
-def _type_name(tp: Any) -> str:
+def _describe_type(tp: Any) -> str:
+    """What a config value of type `tp` must be, in words (``a table of numbers``)."""
+    import types
     import typing
 
-    if typing.get_origin(tp) is Literal:
-        return " or ".join(repr(choice) for choice in typing.get_args(tp))
-    return getattr(tp, "__name__", None) or str(tp).replace("typing.", "")
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return " or ".join(_describe_type(a) for a in rest)
+    if origin is Literal:
+        return "one of " + ", ".join(repr(choice) for choice in args)
+    if origin is list:
+        return f"a list of {_plural(args[0])}" if args else "a list"
+    if origin is dict:
+        return f"a table of {_plural(args[1])}" if args else "a table"
+    if attrs.has(tp):
+        return "a table"
+    names = {bool: "a boolean", int: "an integer", float: "a number", str: "a string"}
+    return names.get(tp, "any value")
+
+
+def _plural(tp: Any) -> str:
+    """The plural of `_describe_type` (``strings``, ``lists of strings``, ``tables``)."""
+    import typing
+
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is list:
+        return f"lists of {_plural(args[0])}" if args else "lists"
+    if origin is dict:
+        return "tables"
+    names = {bool: "booleans", int: "integers", float: "numbers", str: "strings"}
+    return names.get(tp, "values")
+
+
+def _mismatch(value: Any, tp: Any, path: str) -> tuple[str, Any, Any] | None:
+    """Where `value` first fails to be a `tp`: (path, the value there, the type expected)."""
+    import types
+    import typing
+
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        tp = next(a for a in args if a is not type(None))
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin is Literal:
+        ok = value in args
+    elif tp is bool:
+        ok = isinstance(value, bool)
+    elif tp is int:
+        ok = isinstance(value, int) and not isinstance(value, bool)
+    elif tp is float:
+        ok = isinstance(value, int | float) and not isinstance(value, bool)
+    elif tp is str:
+        ok = isinstance(value, str)
+    elif origin is list:
+        if not isinstance(value, list):
+            return path, value, tp
+        for index, item in enumerate(value):
+            found = _mismatch(item, args[0], f"{path}[{index}]") if args else None
+            if found:
+                return found
+        return None
+    elif origin is dict:
+        if not isinstance(value, Mapping):
+            return path, value, tp
+        for key, item in value.items():
+            found = _mismatch(item, args[1], f"{path}.{key}") if args else None
+            if found:
+                return found
+        return None
+    else:
+        ok = True
+    return None if ok else (path, value, tp)
 
 
 def _check_types(data: Mapping[str, Any], cls: type, prefix: str) -> None:
     """Check keys and scalar types strictly, so a string never silently becomes a number."""
-    import types
     import typing
 
     fields = {f.name: f for f in attrs.fields(cls)}
@@ -309,42 +377,50 @@ def _check_types(data: Mapping[str, Any], cls: type, prefix: str) -> None:
                 raise ConfigError(f"{path}: expected a table, got {type(value).__name__}")
             _check_types(value, tp, path + ".")
             continue
-        origin = typing.get_origin(tp)
-        args = typing.get_args(tp)
-        if origin in (typing.Union, types.UnionType):
-            if value is None and type(None) in args:
-                continue
-            tp = next(a for a in args if a is not type(None))
-            origin, args = typing.get_origin(tp), typing.get_args(tp)
-        ok: bool
-        if origin is Literal:
-            ok = value in args
-        elif tp is bool:
-            ok = isinstance(value, bool)
-        elif tp is int:
-            ok = isinstance(value, int) and not isinstance(value, bool)
-        elif tp is float:
-            ok = isinstance(value, int | float) and not isinstance(value, bool)
-        elif tp is str:
-            ok = isinstance(value, str)
-        elif origin is list:
-            ok = isinstance(value, list) and all(isinstance(v, args[0]) for v in value)
-        elif origin is dict:
-            ok = isinstance(value, Mapping)
-            if ok and args and typing.get_origin(args[1]) is list:
-                ok = all(isinstance(v, list) for v in value.values())
-            elif ok and args and args[1] in (int, float):
-                ok = all(
-                    isinstance(v, int | float) and not isinstance(v, bool) for v in value.values()
-                )
-            elif ok and args and typing.get_origin(args[1]) is dict:
-                ok = all(isinstance(v, Mapping) for v in value.values())
-        else:
-            ok = True
-        if not ok:
-            raise ConfigError(
-                f"{path}: expected {_type_name(hints[key])}, got {type(value).__name__} {value!r}"
+        found = _mismatch(value, tp, path)
+        if found is not None:
+            where, bad, expected = found
+            # The Python spelling adds nothing to a list of choices.
+            spelling = (
+                "" if typing.get_origin(expected) is Literal else f" ({_type_name(expected)})"
             )
+            raise ConfigError(
+                f"{where}: expected {_describe_type(expected)}{spelling}, "
+                f"got {type(bad).__name__} {bad!r}"
+            )
+
+
+def _type_name(tp: Any) -> str:
+    """The Python spelling of a type (``dict[str, float]``), for the curious."""
+    import typing
+
+    if typing.get_args(tp):
+        return str(tp).replace("typing.", "")
+    return getattr(tp, "__name__", None) or str(tp)
+
+
+#: The least input budget (tokens) a window must leave after the reply and the margin.
+MIN_INPUT_TOKENS = 1
+
+
+def check_budget(governance: GovernanceConfig) -> None:
+    """Refuse a budget that leaves no room for the conversation (it would wipe the history)."""
+    if governance.input_limit is not None:
+        if governance.input_limit < MIN_INPUT_TOKENS:
+            raise ConfigError(
+                f"governance.input_limit is {governance.input_limit}: it must be at "
+                f"least {MIN_INPUT_TOKENS} (or left out to use context_window)"
+            )
+        return
+    reserved = governance.max_output + governance.safety_margin
+    if governance.context_window - reserved < MIN_INPUT_TOKENS:
+        raise ConfigError(
+            f"governance.context_window ({governance.context_window}) leaves no room "
+            f"for the conversation after governance.max_output ({governance.max_output}) and "
+            f"governance.safety_margin ({governance.safety_margin}); the smallest window that "
+            f"works with them is {reserved + MIN_INPUT_TOKENS} (or lower max_output, or set "
+            "governance.input_limit)"
+        )
 
 
 def load_config(
@@ -380,4 +456,6 @@ def load_config(
         merged = deep_merge(merged, layer)
     if not merged:  # nothing to structure: skip importing cattrs, which costs start-up time
         return Config()
-    return structure_config(merged)
+    config = structure_config(merged)
+    check_budget(config.governance)
+    return config

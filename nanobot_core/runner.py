@@ -42,6 +42,7 @@ __all__ = [
     "CallRecord",
     "EmptyReply",
     "IterationLimitReached",
+    "RequestTooLarge",
     "RoundReport",
     "Runner",
     "ToolCallRecord",
@@ -159,6 +160,21 @@ class EmptyReply:
 
     def describe(self) -> str:
         return "model: empty reply (no text, no tool calls); the turn ends without an answer"
+
+
+@attrs.frozen
+class RequestTooLarge:
+    """Governance could not bring the request within the input budget; it is sent anyway."""
+
+    tokens: int
+    budget: int
+
+    def describe(self) -> str:
+        return (
+            f"warning: the request takes {self.tokens} tokens, more than the input budget of "
+            f"{self.budget} (governance.context_window - max_output - safety_margin, or "
+            "governance.input_limit); the model may refuse it or cut it"
+        )
 
 
 @attrs.frozen
@@ -295,7 +311,7 @@ class Runner:
 
     `runtime_lines` is called once per turn for the plugin lines of the
     runtime block; `progress` receives :class:`ToolStarted`,
-    :class:`ToolFinished`, :class:`EmptyReply` and
+    :class:`ToolFinished`, :class:`EmptyReply`, :class:`RequestTooLarge` and
     :class:`IterationLimitReached` (the provider reports its retries to its
     own callback). `prompt_context` is what the sections render from.
     """
@@ -416,6 +432,12 @@ class Runner:
                 iteration, list(governed.report), governed.tokens, governed.budget, governed.fits
             )
         )
+        if not governed.fits:
+            too_large = RequestTooLarge(governed.tokens, governed.budget)
+            if self.progress is None:  # nobody watching: the warning still reaches stderr
+                log.warning(too_large.describe())
+            else:
+                self._emit(too_large)
         started = time.monotonic()
         reply = await self._complete(_with_system(system, governed.messages), tools, governed)
         turn.usage += reply.usage

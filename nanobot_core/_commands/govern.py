@@ -126,6 +126,10 @@ def command(
     report = [load, *result.report.to_json()]
     if output is not None:
         write_jsonl_atomic(Path(output), result.messages)
+    if not result.fits:
+        from nanobot_core.runner import RequestTooLarge
+
+        click.echo(f"nanobot: {RequestTooLarge(result.tokens, result.budget).describe()}", err=True)
     if as_json:
         state.echo_json(
             {

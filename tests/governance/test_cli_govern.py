@@ -167,3 +167,18 @@ def test_the_installed_command_runs_the_quick_start(tmp_path: Path) -> None:
     )
     assert done.returncode == 0, done.stderr
     assert check_invariants(json.loads(done.stdout)["messages"]) == []
+
+
+def test_a_request_that_does_not_fit_is_a_warning_on_stderr(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A last user message bigger than the budget: exit 0, JSON on stdout, a warning on stderr."""
+    monkeypatch.setenv("NANOBOT_GOVERNANCE__INPUT_LIMIT", "50")
+    history = json.dumps([{"role": "user", "content": "word " * 2_000}]).encode()
+    code, out, err = _run("-", "--json", stdin=history)
+    assert code == 0, err
+    assert json.loads(out)["fits"] is False
+    assert "warning: the request takes" in err and "input budget of 50" in err
+    monkeypatch.delenv("NANOBOT_GOVERNANCE__INPUT_LIMIT")
+    code, _out, err = _run("-", "--json", stdin=history)
+    assert code == 0 and "warning" not in err

@@ -221,6 +221,26 @@ def test_a_reply_whose_every_call_is_nameless_is_explained_in_the_next_request(
     assert "read_file" in note  # the error lists the tools that do exist
 
 
+def test_a_request_over_the_budget_is_a_warning_on_stderr(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """When governance cannot make the request fit, run says so on stderr and still sends it."""
+    server.add(text_reply("ok"))
+    done = subprocess.run(
+        _command("run", "word " * 2_000),
+        cwd=workspace,
+        env={**_env(server), "NANOBOT_GOVERNANCE__INPUT_LIMIT": "50"},
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "nanobot: warning: the request takes" in done.stderr
+    assert "input budget of 50" in done.stderr
+    assert len(server.requests) == 1
+
+
 def test_max_iterations_exits_0_and_says_so(server: FakeChatServer, workspace: Path) -> None:
     """Hitting --max-iterations is reported on stderr, not an error."""
     server.add(tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -142,3 +145,86 @@ def test_per_stage_options_table(tmp_path: Path) -> None:
     )
     config = load_config(cwd=tmp_path, environ={})
     assert config.governance.stages == {"compact_results": {"keep": 2, "exclude_tools": ["grep"]}}
+
+
+@pytest.mark.parametrize(
+    ("toml", "path", "expected"),
+    [
+        ("[tools]\noptions = { web_fetch = 3 }\n", "tools.options.web_fetch", "a table"),
+        ("[tools]\noptions = 3\n", "tools.options", "a table of tables"),
+        ('[prompt]\norder = { memory = "late" }\n', "prompt.order.memory", "a number"),
+        ('[plugins]\noverrides = { d = "read_file" }\n', "plugins.overrides.d", "a list"),
+        ('[plugins]\noverrides = { d = ["a", 1] }\n', "plugins.overrides.d[1]", "a string"),
+    ],
+)
+def test_a_wrong_type_inside_a_mapping_names_the_entry_and_what_was_expected(
+    tmp_path: Path, toml: str, path: str, expected: str
+) -> None:
+    """Mapping fields name the bad entry and the expected type, never "expected dict, got dict"."""
+    (tmp_path / "nanobot.toml").write_text(toml, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path, environ={})
+    message = str(info.value)
+    assert f"{path}: expected {expected}" in message
+    assert "expected dict, got dict" not in message
+
+
+@pytest.mark.parametrize(
+    ("window", "max_output", "margin"), [(9_216, 8_192, 1_024), (1, 0, 1), (100, 50, 50)]
+)
+def test_a_window_with_no_room_for_the_conversation_is_refused(
+    tmp_path: Path, window: int, max_output: int, margin: int
+) -> None:
+    """context_window <= max_output + safety_margin names the keys and the smallest window."""
+    (tmp_path / "nanobot.toml").write_text(
+        f"[governance]\ncontext_window = {window}\nmax_output = {max_output}\n"
+        f"safety_margin = {margin}\n",
+        encoding="utf-8",
+    )
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path, environ={})
+    message = str(info.value)
+    for key in ("governance.context_window", "governance.max_output", "governance.safety_margin"):
+        assert key in message
+    assert f"smallest window that works with them is {max_output + margin + 1}" in message
+
+
+def test_the_smallest_window_that_works_is_accepted(tmp_path: Path) -> None:
+    """One token more than max_output + safety_margin loads; so does any explicit input_limit."""
+    config = load_config(
+        cwd=tmp_path,
+        environ={"NANOBOT_GOVERNANCE__CONTEXT_WINDOW": str(8_192 + 1_024 + 1)},
+    )
+    assert config.governance.context_window == 9_217
+    limited = load_config(
+        cwd=tmp_path,
+        environ={
+            "NANOBOT_GOVERNANCE__CONTEXT_WINDOW": "10",
+            "NANOBOT_GOVERNANCE__INPUT_LIMIT": "5",
+        },
+    )
+    assert limited.governance.input_limit == 5
+    with pytest.raises(ConfigError, match=r"governance\.input_limit is 0"):
+        load_config(cwd=tmp_path, environ={"NANOBOT_GOVERNANCE__INPUT_LIMIT": "0"})
+
+
+@pytest.mark.parametrize("command", [["tools"], ["prompt"], ["govern", "-"], ["run", "hi"]])
+def test_every_command_refuses_a_too_small_window_with_exit_2(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """A real `nanobot-core` process exits 2 with the message and no traceback, in any command."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+    env.update(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", NANOBOT_GOVERNANCE__CONTEXT_WINDOW="9000")
+    done = subprocess.run(
+        [sys.executable, "-m", "nanobot_core", *command],
+        cwd=tmp_path,
+        env=env,
+        input="[]",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "smallest window that works with them is 9217" in done.stderr
+    assert "Traceback" not in done.stderr
