@@ -16,6 +16,8 @@ ROOT = Path(__file__).resolve().parent
 PLUGIN_PROJECTS = sorted(
     p for group in ("plugins", "contrib") for p in (ROOT / group).glob("*/pyproject.toml")
 )
+# nanobot-ai's own tools, tested in an environment of their own (nanobot-ai pins mcp<2).
+NANOBOT_AI_TESTS = ROOT / "tests" / "ecosystem" / "nanobot_ai"
 
 
 @nox.session
@@ -93,6 +95,52 @@ def ecosystem(session: nox.Session) -> None:
     if not_loaded:
         session.error("plugins did not load:\n  " + "\n  ".join(not_loaded))
     session.log(f"{len(rows)} plugins loaded: " + ", ".join(r["name"] for r in rows))
+    _nanobot_ai_tools(session, wheels)
+
+
+def _nanobot_ai_tools(session: nox.Session, wheels: Path) -> None:
+    """nanobot-ai 0.3.5 from PyPI with the core and nbtest-hkuds, in a venv of their own."""
+    own = Path(session.create_tmp()) / "nanobot-ai-wheels"
+    own.mkdir(exist_ok=True)
+    session.run(
+        "python",
+        "-m",
+        "pip",
+        "wheel",
+        "--quiet",
+        "--no-deps",
+        "--no-build-isolation",
+        "--wheel-dir",
+        str(own),
+        str(NANOBOT_AI_TESTS / "nbtest-hkuds"),
+    )
+    session.install("uv")
+    env_dir = Path(session.create_tmp()) / "nanobot-ai-env"
+    interpreter = Path(str(session.virtualenv.location)) / "bin" / "python"
+    session.run(
+        "uv", "venv", "--quiet", "--allow-existing", "--python", str(interpreter), str(env_dir)
+    )
+    python = str(env_dir / "bin" / "python")
+    core = sorted(wheels.glob("nanobot_core-*.whl"))
+    hkuds = sorted(own.glob("nbtest_hkuds-*.whl"))
+    session.run(
+        "uv", "pip", "install", "--quiet", "--python", python, *map(str, core + hkuds), "pytest"
+    )
+    tests = str(NANOBOT_AI_TESTS)
+    session.run(
+        python,
+        "-m",
+        "pytest",
+        "-p",
+        "no:cacheprovider",
+        "--confcutdir",
+        tests,
+        "--rootdir",
+        tests,
+        tests,
+        external=True,
+        env={"PYTHONPATH": "", "VIRTUAL_ENV": str(env_dir)},
+    )
 
 
 def _test_requirements(projects: list[Path]) -> list[str]:

@@ -2,10 +2,24 @@
 
 Such a tool is any class or instance with ``name``, ``description``,
 ``parameters`` and an async ``execute``; the adapter gives it the Tool API.
+
+Tools of the nanobot-ai package itself (``ReadFileTool``, ``ExecTool``, ...)
+expect more: ``ctx.config`` must be their package's ``ToolsConfig`` (they
+read ``ctx.config.exec.timeout``, ``ctx.config.restrict_to_workspace``...).
+When the tool's package has one (``<package>.config.schema.ToolsConfig``, a
+pydantic model), the context's config is that model's defaults with the
+``[tools.options]`` tables that name its fields merged over them
+(``[tools.options.exec] timeout = 5``); otherwise it is the tool's own
+``config_cls()`` under its ``config_key``, or else the options as attribute
+namespaces. Only tools whose ``_scopes`` (when they have one) include the
+main scope ``"core"`` are loaded. The tool's own ``to_schema()``,
+``cast_params()`` and ``validate_params()`` are used when it defines them,
+and every attribute of the wrapped tool stays reachable through the adapter.
 """
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import types
 import typing
@@ -64,19 +78,73 @@ class ForeignToolContext:
         raise AttributeError(f"{type(self).__name__} has no attribute {name!r}")
 
     @classmethod
-    def from_plugin_context(cls, ctx: PluginContext) -> ForeignToolContext:
-        """Build the foreign context for a plugin context."""
+    def from_plugin_context(
+        cls, ctx: PluginContext, tool_class: type | None = None
+    ) -> ForeignToolContext:
+        """Build the foreign context for a plugin context (configured for `tool_class`)."""
+        options = ctx.config.tools.options
         return cls(
             workspace=str(ctx.workspace),
-            config=_namespace(ctx.config.tools.options),
+            config=foreign_config(tool_class, options) if tool_class else _namespace(options),
             plugin_context=ctx,
         )
+
+
+#: The scope a tool must name in its ``_scopes`` to be loaded (HKUDS/nanobot's main agent).
+MAIN_SCOPE = "core"
+
+
+def foreign_config(tool_class: type, options: Mapping[str, Mapping[str, Any]]) -> Any:
+    """The ``ctx.config`` a foreign tool class expects, built from ``[tools.options]``.
+
+    Raises ValueError naming the ``tools.options`` key when the options do not
+    fit the tool package's own config model.
+    """
+    model = _package_tools_config(tool_class)
+    if model is not None:
+        fields = getattr(model, "model_fields", {})
+        chosen = {key: dict(value) for key, value in options.items() if key in fields}
+        return _validated(model, chosen, "tools.options")
+    key = getattr(tool_class, "config_key", "")
+    config_cls = getattr(tool_class, "config_cls", None)
+    own = config_cls() if callable(config_cls) else None
+    namespace = _namespace(options)
+    if isinstance(key, str) and key and hasattr(own, "model_validate"):
+        setattr(namespace, key, _validated(own, dict(options.get(key, {})), f"tools.options.{key}"))
+    return namespace
+
+
+def _package_tools_config(tool_class: type) -> Any:
+    """``<top package>.config.schema.ToolsConfig`` of the tool's package, if it is a model."""
+    top = (getattr(tool_class, "__module__", "") or "").split(".")[0]
+    if not top:
+        return None
+    try:
+        schema = importlib.import_module(f"{top}.config.schema")
+    except ImportError:
+        return None
+    model = getattr(schema, "ToolsConfig", None)
+    return model if isinstance(model, type) and hasattr(model, "model_validate") else None
+
+
+def _validated(model: Any, data: dict[str, Any], where: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except Exception as exc:  # pydantic's ValidationError, without importing pydantic
+        raise ValueError(f"{where}: {exc}") from None
 
 
 def _namespace(value: Any) -> Any:
     if isinstance(value, Mapping):
         return types.SimpleNamespace(**{str(k): _namespace(v) for k, v in value.items()})
     return value
+
+
+def _in_main_scope(obj: Any) -> bool:
+    scopes = getattr(obj, "_scopes", None)
+    if scopes is None:
+        return True
+    return isinstance(scopes, set | frozenset | list | tuple) and MAIN_SCOPE in scopes
 
 
 _CONTEXT_PARAMETER_NAMES = frozenset({"ctx", "context", "tool_context"})
@@ -95,9 +163,10 @@ class ForeignTool(Tool):
     def __init__(self, wrapped: Any, context: ForeignToolContext) -> None:
         self.wrapped = wrapped
         self.context = context
-        self._name = wrapped.name
-        self._description = wrapped.description
-        self._parameters = wrapped.parameters
+        function = _own_definition(wrapped)
+        self._name = function.get("name", wrapped.name)
+        self._description = function.get("description", wrapped.description)
+        self._parameters = function.get("parameters", wrapped.parameters)
         self.read_only = bool(getattr(wrapped, "read_only", False))
         self.exclusive = bool(getattr(wrapped, "exclusive", False))
         self._concurrency_safe = bool(
@@ -115,11 +184,13 @@ class ForeignTool(Tool):
     @classmethod
     def from_object(cls, obj: Any, ctx: PluginContext) -> ForeignTool | None:
         """Build the adapter from a duck-typed class (honouring enabled/create) or instance."""
-        context = ForeignToolContext.from_plugin_context(ctx)
+        if not _in_main_scope(obj):
+            return None  # a tool HKUDS/nanobot gives only to subagents or memory
         if not isinstance(obj, type):
-            return cls(obj, context)
+            return cls(obj, ForeignToolContext.from_plugin_context(ctx, type(obj)))
         if getattr(obj, "_plugin_discoverable", True) is False:
             return None  # HKUDS/nanobot marks its internal helper classes this way
+        context = ForeignToolContext.from_plugin_context(ctx, obj)
         refuse_abstract(obj)
         enabled = getattr(obj, "enabled", None)
         if callable(enabled) and not enabled(context):
@@ -151,10 +222,39 @@ class ForeignTool(Tool):
     def concurrency_safe(self) -> bool:
         return self._concurrency_safe and not self.exclusive
 
+    def validate_arguments(
+        self, arguments: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[str]] | None:
+        """The wrapped tool's own ``cast_params`` and ``validate_params``, when it has them."""
+        validate = getattr(self.wrapped, "validate_params", None)
+        if not callable(validate):
+            return None
+        cast = getattr(self.wrapped, "cast_params", None)
+        prepared = cast(arguments) if callable(cast) else arguments
+        errors = validate(prepared)
+        return prepared, [str(error) for error in errors or ()]
+
+    def __getattr__(self, name: str) -> Any:
+        # Only reached for what the adapter itself lacks: the wrapped tool's own
+        # attributes and methods (config_key, cast_params, ...) stay reachable.
+        if name in ("wrapped", "context") or name.startswith("__"):
+            raise AttributeError(name)
+        return getattr(self.wrapped, name)
+
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
         prefix = (self.context,) if self._passes_context else ()
         result = self.wrapped.execute(*prefix, *args, **kwargs)
         return await result if inspect.isawaitable(result) else result
+
+
+def _own_definition(wrapped: Any) -> dict[str, Any]:
+    """The ``function`` part of the wrapped tool's own ``to_schema()``, or {} without one."""
+    to_schema = getattr(wrapped, "to_schema", None)
+    if not callable(to_schema):
+        return {}
+    schema = to_schema()
+    function = schema.get("function") if isinstance(schema, Mapping) else None
+    return dict(function) if isinstance(function, Mapping) else {}
 
 
 def _takes_leading_context(execute: Callable[..., Any], properties: Mapping[str, Any]) -> bool:

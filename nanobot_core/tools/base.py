@@ -116,6 +116,17 @@ class Tool(abc.ABC):
         """Build the tool for this context (default: call the class with no arguments)."""
         return cls()
 
+    def validate_arguments(
+        self, arguments: dict[str, Any]
+    ) -> tuple[dict[str, Any], list[str]] | None:
+        """The tool's own check of parsed arguments: (arguments to run with, errors).
+
+        None (the default) means the registry validates against ``parameters``
+        and casts only what is invalid. A tool with rules of its own overrides
+        this; the adapter of HKUDS/nanobot tools uses their ``validate_params``.
+        """
+        return None
+
     def definition(self) -> dict[str, Any]:
         """The OpenAI tool definition of this tool."""
         return {

@@ -173,6 +173,17 @@ class ToolRegistry:
             )
         arguments, repairs = parsed.value, list(parsed.repairs)
         try:
+            own = tool.validate_arguments(arguments)
+        except Exception as exc:  # the tool's own check is its code: contain it
+            own = (
+                arguments,
+                [f"the tool's own argument check failed: {type(exc).__name__}: {exc}"],
+            )
+        if own is not None:
+            arguments, errors = own
+            error = f'Error: invalid arguments for tool "{name}": ' + "; ".join(errors)
+            return PreparedCall(name, tool, arguments, repairs, error=error if errors else None)
+        try:
             validator = self._validator(entry)
             errors = validator.errors(arguments)
             if errors:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
 import attrs
@@ -507,3 +508,69 @@ def test_as_tool_rejects_invalid_names(ctx: PluginContext) -> None:
 
     with pytest.raises(ValueError, match="tool name 'two words' is invalid"):
         as_tool(Spaced, ctx)
+
+
+class ScopedTool(QuackTool):
+    """A tool HKUDS/nanobot gives to subagents only."""
+
+    _scopes = {"subagent"}
+
+
+class OwnRulesTool:
+    """Shaped like nanobot-ai's Tool: its own to_schema, cast_params and validate_params."""
+
+    name = "rules"
+    description = "Has rules."
+    parameters = {"type": "object", "properties": {"n": {"type": "integer"}}}
+    config_key = "rules"
+    _scopes = {"core", "subagent"}
+
+    def to_schema(self) -> dict[str, Any]:
+        return {
+            "type": "function",
+            "function": {"name": "rules", "description": "From to_schema.", "parameters": {}},
+        }
+
+    def cast_params(self, params: dict[str, Any]) -> dict[str, Any]:
+        return {k: int(v) if isinstance(v, str) and v.isdigit() else v for k, v in params.items()}
+
+    def validate_params(self, params: dict[str, Any]) -> list[str]:
+        return [] if params.get("n") == 7 else ["n must be seven"]
+
+    async def execute(self, **kwargs: Any) -> str:
+        return f"n={kwargs['n']}"
+
+
+def test_a_tool_outside_the_main_scope_is_not_loaded(ctx: PluginContext) -> None:
+    """A class or instance whose _scopes leaves out "core" is skipped."""
+    assert as_tool(ScopedTool, ctx) is None
+    assert as_tool(ScopedTool(), ctx) is None
+    assert as_tool(OwnRulesTool, ctx) is not None
+
+
+def test_the_wrapped_tools_own_schema_validation_and_attributes_are_used(
+    ctx: PluginContext,
+) -> None:
+    """to_schema gives the definition; cast_params/validate_params decide; attributes pass."""
+    from nanobot_core.tools.registry import ToolRegistry
+
+    adapted: Any = as_tool(OwnRulesTool, ctx)
+    assert adapted.description == "From to_schema." and adapted.parameters == {}
+    assert adapted.config_key == "rules" and adapted.cast_params({"n": "3"}) == {"n": 3}
+    registry = ToolRegistry()
+    registry.add(adapted)
+    good = registry.prepare_call("rules", '{"n": "7"}')
+    assert good.error is None and good.arguments == {"n": 7}
+    bad = registry.prepare_call("rules", '{"n": 3}')
+    assert bad.error is not None and "n must be seven" in bad.error
+
+
+def test_options_become_the_tools_config_under_its_config_key(tmp_path: Path) -> None:
+    """Without a package ToolsConfig, [tools.options] reach ctx.config as namespaces."""
+    from nanobot_core.config import Config, ToolsConfig
+
+    config = Config(tools=ToolsConfig(options={"rules": {"limit": 3}}))
+    context = ForeignToolContext.from_plugin_context(
+        PluginContext(workspace=tmp_path, config=config), OwnRulesTool
+    )
+    assert context.config.rules.limit == 3
