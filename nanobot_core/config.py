@@ -53,6 +53,8 @@ class ToolsConfig:
     disabled: list[str] = attrs.field(factory=list)
     timeout: float = 60.0
     options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
+    # identical read-only calls run per turn; more are refused (0: no limit)
+    max_identical_calls: int = 2
 
 
 #: The smallest ``max_tool_result_chars``: below it the notice that replaces an offloaded

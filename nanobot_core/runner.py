@@ -33,6 +33,7 @@ from nanobot_core._logging import get_logger
 from nanobot_core.errors import ConfigError
 from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
 from nanobot_core.providers.base import ProgressCallback, Provider, ProviderReply, Usage
+from nanobot_core.tools._repeats import RepeatedCalls
 from nanobot_core.tools.executor import Executor, ToolCallOutcome, ToolCallRequest
 
 if TYPE_CHECKING:
@@ -69,7 +70,9 @@ class ToolDefinitions(Protocol):
 class ToolRunner(Protocol):
     """The executor, as the loop sees it: never raises, one outcome per call."""
 
-    async def run(self, calls: Sequence[ToolCallRequest]) -> list[ToolCallOutcome]: ...
+    async def run(
+        self, calls: Sequence[ToolCallRequest], *, repeats: RepeatedCalls | None = None
+    ) -> list[ToolCallOutcome]: ...
 
 
 class Governed(Protocol):
@@ -328,6 +331,7 @@ class Runner:
         prompt_context: SectionContext | None = None,
         runtime_lines: Callable[[], Iterable[str]] = _no_lines,
         max_iterations: int = 20,
+        max_identical_calls: int = 2,
         progress: ProgressCallback | None = None,
         channel: str | None = None,
         chat_id: str | None = None,
@@ -344,6 +348,7 @@ class Runner:
         self.prompt_context = prompt_context or _default_prompt_context(session.name)
         self.runtime_lines = runtime_lines
         self.max_iterations = max_iterations
+        self.max_identical_calls = max_identical_calls
         self.progress = progress
         self.channel = channel
         self.chat_id = chat_id
@@ -385,6 +390,7 @@ class Runner:
             ),
             runtime_lines=pm.runtime_lines,
             max_iterations=max_iterations or config.runner.max_iterations,
+            max_identical_calls=config.tools.max_identical_calls,
             progress=progress,
             channel=channel,
         )
@@ -395,7 +401,7 @@ class Runner:
 
     async def run_turn_async(self, user_text: str) -> TurnResult:
         """Persist the user's message, then call the model and run tools until it answers."""
-        turn = _Turn(self.session)
+        turn = _Turn(self.session, RepeatedCalls(self.max_identical_calls))
         system = self.prompt_builder.build(self.prompt_context).text
         tools = self.registry.definitions()
         now = self.clock()
@@ -488,7 +494,8 @@ class Runner:
         requests = [_request(call) for call in calls]
         for request in requests:
             self._emit(ToolStarted(request.name, request.id))
-        outcomes = {outcome.call_id: outcome for outcome in await self.executor.run(requests)}
+        done = await self.executor.run(requests, repeats=turn.repeats)
+        outcomes = {outcome.call_id: outcome for outcome in done}
         # One result per call, in call order, even if the executor broke its contract; the
         # results of a round are persisted as one batch, so a turn cut off here leaves either
         # all of them or none (the next call's governance backfills the missing ones).
@@ -537,8 +544,9 @@ class Runner:
 class _Turn:
     """What one turn has appended and measured so far."""
 
-    def __init__(self, session: SessionLike) -> None:
+    def __init__(self, session: SessionLike, repeats: RepeatedCalls) -> None:
         self.session = session
+        self.repeats = repeats
         self.messages: list[Message] = []
         self.tool_calls: list[ToolCallRecord] = []
         self.governance: list[RoundReport] = []

@@ -18,6 +18,7 @@ import attrs
 
 from nanobot_core._logging import get_logger
 from nanobot_core.context import ToolCallEvent
+from nanobot_core.tools._repeats import RepeatedCalls
 from nanobot_core.tools.base import Tool, ToolResult
 from nanobot_core.tools.registry import PreparedCall, ToolRegistry
 
@@ -81,9 +82,17 @@ class Executor:
         self.default_timeout = default_timeout
         self.hooks = hooks
 
-    async def run(self, calls: Sequence[ToolCallRequest]) -> list[ToolCallOutcome]:
-        """Run the calls and return their outcomes in call order."""
+    async def run(
+        self, calls: Sequence[ToolCallRequest], *, repeats: RepeatedCalls | None = None
+    ) -> list[ToolCallOutcome]:
+        """Run the calls and return their outcomes in call order.
+
+        With `repeats` (one per turn), a read-only call identical to more than
+        its limit of earlier ones is answered with an error and not run.
+        """
         prepared = [(call, self.registry.prepare_call(call.name, call.arguments)) for call in calls]
+        if repeats is not None:
+            prepared = [(call, _unless_repeated(p, repeats)) for call, p in prepared]
         outcomes: list[ToolCallOutcome] = []
         for batch in _batches(prepared):
             outcomes.extend(await asyncio.gather(*(self._run_one(c, p) for c, p in batch)))
@@ -178,6 +187,14 @@ class Executor:
                 tool=event.tool,
                 error=f"{type(exc).__name__}: {exc}",
             )
+
+
+def _unless_repeated(prepared: PreparedCall, repeats: RepeatedCalls) -> PreparedCall:
+    tool = prepared.tool
+    if prepared.error is not None or tool is None or not tool.read_only:
+        return prepared
+    refusal = repeats.refusal(prepared.name, prepared.arguments)
+    return prepared if refusal is None else attrs.evolve(prepared, error=refusal)
 
 
 def _runs_with_others(prepared: PreparedCall) -> bool:

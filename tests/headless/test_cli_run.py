@@ -241,6 +241,36 @@ def test_a_request_over_the_budget_is_a_warning_on_stderr(
     assert len(server.requests) == 1
 
 
+def test_a_third_identical_read_is_refused_within_a_turn(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """read_file on the same file three times in one turn: the third is refused, not run."""
+    same = '{"path": "notes.txt"}'
+    server.add(
+        tool_call_reply([("c1", "read_file", same), ("c2", "read_file", same)]),
+        tool_call_reply([("c3", "read_file", same)]),
+        text_reply("Done."),
+    )
+    result = _cli(server, workspace, "run", "read notes.txt", "--json")
+    assert result.returncode == 0, result.stderr
+    results = [m["content"] for m in json.loads(result.stdout)["messages"] if m["role"] == "tool"]
+    assert "alpha line" in results[0] and "alpha line" in results[1]
+    assert results[2].startswith('Error: tool "read_file" was already called')
+    assert "alpha line" not in results[2]
+
+
+def test_max_identical_calls_comes_from_the_config(server: FakeChatServer, workspace: Path) -> None:
+    """[tools] max_identical_calls = 1 refuses the second identical read."""
+    same = '{"path": "notes.txt"}'
+    server.add(tool_call_reply([("c1", "read_file", same), ("c2", "read_file", same)]))
+    server.add(text_reply("Done."))
+    (workspace / "nanobot.toml").write_text("[tools]\nmax_identical_calls = 1\n")
+    result = _cli(server, workspace, "run", "read notes.txt", "--json")
+    assert result.returncode == 0, result.stderr
+    results = [m["content"] for m in json.loads(result.stdout)["messages"] if m["role"] == "tool"]
+    assert "alpha line" in results[0] and "already called" in results[1]
+
+
 def test_max_iterations_exits_0_and_says_so(server: FakeChatServer, workspace: Path) -> None:
     """Hitting --max-iterations is reported on stderr, not an error."""
     server.add(tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]))

@@ -448,3 +448,64 @@ def test_raising_hooks_do_not_break_the_call() -> None:
 
     (outcome,) = run(_executor(FakeTool("t", body), hooks=Broken()).run(_calls("t")))
     assert outcome.result == "fine" and not outcome.is_error
+
+
+# -- identical calls within a turn --------------------------------------------------------
+
+
+def test_identical_read_only_calls_past_the_limit_are_refused_and_not_run() -> None:
+    """The third identical read-only call of a turn is an error saying the result is known."""
+    from nanobot_core.tools._repeats import RepeatedCalls
+
+    ran: list[dict[str, Any]] = []
+
+    async def body(**kwargs: Any) -> str:
+        ran.append(kwargs)
+        return "content"
+
+    executor = _executor(FakeTool("look", body, read_only=True))
+    repeats = RepeatedCalls(2)
+    same = [ToolCallRequest(f"c{i}", "look", '{"path": "a", "n": 1}') for i in range(2)]
+    first = run(executor.run(same, repeats=repeats))
+    assert [o.is_error for o in first] == [False, False]
+    # Same arguments in another order and spelling are the same call; others are not.
+    again = [
+        ToolCallRequest("c3", "look", {"n": 1, "path": "a"}),
+        ToolCallRequest("c4", "look", {"path": "b", "n": 1}),
+    ]
+    third, other = run(executor.run(again, repeats=repeats))
+    assert third.is_error and "already called with these same arguments 2 time(s)" in third.result
+    assert "use that result" in third.result
+    assert not other.is_error
+    assert len(ran) == 3
+
+
+def test_tools_that_are_not_read_only_are_never_refused_as_repeats() -> None:
+    """Running the same write or test command again is legitimate: it always runs."""
+    from nanobot_core.tools._repeats import RepeatedCalls
+
+    ran: list[int] = []
+
+    async def body(**kwargs: Any) -> str:
+        ran.append(1)
+        return "ok"
+
+    executor = _executor(FakeTool("tests", body, read_only=False))
+    repeats = RepeatedCalls(2)
+    for index in range(5):
+        (outcome,) = run(executor.run([ToolCallRequest(f"c{index}", "tests", {})], repeats=repeats))
+        assert not outcome.is_error
+    assert len(ran) == 5
+
+
+def test_a_limit_of_zero_refuses_nothing() -> None:
+    """max_identical_calls = 0 switches the check off."""
+    from nanobot_core.tools._repeats import RepeatedCalls
+
+    async def body(**kwargs: Any) -> str:
+        return "ok"
+
+    executor = _executor(FakeTool("look", body))
+    calls = [ToolCallRequest(f"c{i}", "look", {}) for i in range(4)]
+    outcomes = run(executor.run(calls, repeats=RepeatedCalls(0)))
+    assert not any(o.is_error for o in outcomes)
