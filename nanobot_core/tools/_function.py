@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import contextvars
+import copy
 import enum
 import functools
 import inspect
@@ -64,7 +65,7 @@ class FunctionTool(Tool):
         self.func = func
         self._name = name
         self._description = description
-        self._parameters = parameters
+        self._parameters = copy.deepcopy(parameters)
         self._converters = dict(converters)
         self.read_only = read_only
         self.exclusive = exclusive
@@ -83,7 +84,8 @@ class FunctionTool(Tool):
 
     @property
     def parameters(self) -> dict[str, Any]:
-        return self._parameters
+        """A fresh copy of the schema, so what the registry validates cannot change from outside."""
+        return copy.deepcopy(self._parameters)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.func(*args, **kwargs)

@@ -574,3 +574,26 @@ def test_options_become_the_tools_config_under_its_config_key(tmp_path: Path) ->
         PluginContext(workspace=tmp_path, config=config), OwnRulesTool
     )
     assert context.config.rules.limit == 3
+
+
+def test_function_tool_parameters_cannot_be_changed_from_outside() -> None:
+    """Changing the dict `parameters` returns (before or after registration) changes nothing."""
+    from nanobot_core.tools.registry import ToolRegistry
+
+    @tool
+    def count(n: int) -> str:
+        """Count to n."""
+        return str(n)
+
+    count.parameters["properties"]["n"]["type"] = "string"
+    registry = ToolRegistry()
+    registry.add(count)
+    count.parameters["required"] = []
+    count.parameters.clear()
+    assert count.parameters["properties"]["n"]["type"] == "integer"
+    assert count.parameters["required"] == ["n"]
+    (definition,) = registry.definitions()
+    assert definition["function"]["parameters"]["properties"]["n"]["type"] == "integer"
+    refused = registry.prepare_call("count", "{}")
+    assert refused.error is not None and "n" in refused.error
+    assert registry.prepare_call("count", '{"n": "3"}').arguments == {"n": 3}
