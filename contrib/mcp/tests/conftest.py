@@ -30,7 +30,14 @@ class Workspace:
         """Write one ``[servers.<name>]`` table per keyword; the notes server is the default."""
         lines: list[str] = []
         for name, options in servers.items():
-            table = {"command": sys.executable, "args": [str(NOTES_SERVER)], **options}
+            # A generous start-up time unless a test sets its own: on a loaded machine the
+            # SDK import alone can take seconds, and a timeout here is not what is tested.
+            table = {
+                "command": sys.executable,
+                "args": [str(NOTES_SERVER)],
+                "startup_timeout": 60,
+                **options,
+            }
             table["env"] = {"NOTES_SERVER_SPAWN_LOG": str(self.spawn_log), **table.get("env", {})}
             lines.append(f"[servers.{name}]")
             lines += [f"{key} = {_toml(value)}" for key, value in table.items()]
