@@ -50,6 +50,7 @@ MAX_GREP_FILE_BYTES = 5_000_000
 #: Seconds a grep may search before it is stopped (the tools timeout, when built by the hook).
 DEFAULT_SEARCH_TIMEOUT = 60.0
 BINARY_SNIFF_BYTES = 8_192
+_READ_CHUNK = 1 << 16
 # Version-control and bytecode folders are never what a search is after.
 SKIPPED_DIRS = frozenset({".git", ".hg", ".svn", "__pycache__"})
 
@@ -109,12 +110,6 @@ class WorkspaceTool(Tool):
             return b"\0" in handle.read(BINARY_SNIFF_BYTES)
 
 
-def _clip(line: str, limit: int) -> str:
-    if len(line) <= limit:
-        return line
-    return f"{line[:limit]}… [line cut, {len(line)} characters]"
-
-
 def _path_property(what: str, default: str | None = None) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": "string", "description": what}
     if default is not None:
@@ -129,6 +124,8 @@ class ReadFileTool(WorkspaceTool):
     description = (
         "Read a text file in the workspace. Lines come numbered (number, tab, text). "
         "Use offset and limit to page through long files; the footer says where to continue. "
+        "For very long lines (minified JSON, saved tool results) page by characters instead "
+        "with start_char (0-based) and max_chars; the text then comes as it is, unnumbered. "
         "Also reads tool results that were saved under .nanobot/cache/."
     )
     parameters: ClassVar[dict[str, Any]] = {
@@ -148,13 +145,30 @@ class ReadFileTool(WorkspaceTool):
                 "default": 2_000,
                 "description": "Maximum number of lines to read.",
             },
+            "start_char": {
+                "type": "integer",
+                "minimum": 0,
+                "description": "Read characters instead of lines, from this 0-based position.",
+            },
+            "max_chars": {
+                "type": "integer",
+                "minimum": 1,
+                "description": "With start_char: most characters to read (default: a full page).",
+            },
         },
         "required": ["path"],
         "additionalProperties": False,
     }
     read_only = True
 
-    def run(self, path: str, offset: int = 1, limit: int = 2_000) -> ToolResult:
+    def run(
+        self,
+        path: str,
+        offset: int | None = None,
+        limit: int | None = None,
+        start_char: int | None = None,
+        max_chars: int | None = None,
+    ) -> ToolResult:
         target = self.resolve(path)
         if target.is_dir():
             return ToolResult.error(f"{path} is a directory; use list_dir to see what is in it")
@@ -162,17 +176,66 @@ class ReadFileTool(WorkspaceTool):
             return ToolResult.error(f"file not found: {path}")
         if self.is_binary(target):
             return ToolResult.error(f"{path} is a binary file; read_file only shows text")
+        if start_char is not None or max_chars is not None:
+            if offset is not None or limit is not None:
+                return ToolResult.error(
+                    "page either by lines (offset, limit) or by characters (start_char, "
+                    "max_chars), not both"
+                )
+            return self._characters(target, path, start_char or 0, max_chars)
+        return self._lines(target, path, offset or 1, limit or 2_000)
+
+    def _characters(self, target: Path, path: str, start: int, wanted: int | None) -> ToolResult:
+        """Characters ``[start, start + count)`` of the text, with where to continue."""
+        page = max(1, self.max_output_chars - 200)  # room for the footer
+        count = min(wanted or page, page)
+        with self.open(target) as handle:
+            skipped = 0
+            while skipped < start:
+                chunk = handle.read(min(_READ_CHUNK, start - skipped))
+                if not chunk:
+                    break
+                skipped += len(chunk)
+            text = handle.read(count)
+            rest = 0
+            while chunk := handle.read(_READ_CHUNK):
+                rest += len(chunk)
+        total = skipped + len(text) + rest
+        if total == 0:
+            return ToolResult("(empty file)")
+        if start >= total:
+            return ToolResult.error(
+                f"start_char {start} is past the end of {path} ({total} characters)"
+            )
+        end = start + len(text)
+        if end < total:
+            text += (
+                f"\n[Characters {start}-{end} of {total}. "
+                f"Call read_file with start_char={end} to continue.]"
+            )
+        return ToolResult(text)
+
+    def _lines(self, target: Path, path: str, offset: int, limit: int) -> ToolResult:
         shown: list[str] = []
         used = 0
         total = 0
         last = offset - 1
         full = False
+        position = 0  # characters before the current line, as start_char counts them
         with self.open(target) as handle:
             for number, line in enumerate(handle, start=1):
                 total = number
+                line_start, position = position, position + len(line)
                 if full or number < offset or number >= offset + limit:
                     continue
-                text = f"{number:>6}\t{_clip(line.rstrip(chr(10)).rstrip(chr(13)), MAX_LINE_CHARS)}"
+                bare = line.rstrip(chr(10)).rstrip(chr(13))
+                if len(bare) > MAX_LINE_CHARS:
+                    rest = line_start + MAX_LINE_CHARS
+                    bare = (
+                        f"{bare[:MAX_LINE_CHARS]}… [line cut, {len(bare)} characters; "
+                        f"read_file with start_char={rest} shows the rest]"
+                    )
+                text = f"{number:>6}\t{bare}"
                 if used + len(text) + 1 > self.max_output_chars and shown:
                     full = True
                     continue
@@ -415,13 +478,29 @@ class GrepTool(WorkspaceTool):
     def _search(self, file: Path, regex: re.Pattern[str], budget: int) -> list[str]:
         found: list[str] = []
         shown = self.show(file)
+        position = 0  # characters before the current line, as read_file's start_char counts
         with self.open(file) as handle:
             for number, line in enumerate(handle, start=1):
-                if regex.search(line):
-                    found.append(f"{shown}:{number}: {_clip(line.rstrip(), GREP_LINE_CHARS)}")
+                match = regex.search(line)
+                if match:
+                    found.append(f"{shown}:{number}: {_around(line.rstrip(), match, position)}")
                     if len(found) >= budget:
                         break
+                position += len(line)
         return found
+
+
+def _around(line: str, match: re.Match[str], line_start: int) -> str:
+    """A matching line, or for a long one the part around the match and where it is."""
+    if len(line) <= GREP_LINE_CHARS:
+        return line
+    begin = max(0, min(match.start() - GREP_LINE_CHARS // 3, len(line) - GREP_LINE_CHARS))
+    end = begin + GREP_LINE_CHARS
+    excerpt = ("…" if begin else "") + line[begin:end] + ("…" if end < len(line) else "")
+    return (
+        f"{excerpt} [line of {len(line)} characters; the match is at start_char="
+        f"{line_start + match.start()} for read_file]"
+    )
 
 
 def _walk(base: Path) -> Iterator[Path]:

@@ -33,8 +33,8 @@ def offload_notice(text: str, path: str, limit: int) -> str:
     """The text that replaces a result saved at `path` (within `limit` characters when possible)."""
     header = (
         f"{OFFLOAD_PREFIX}: {len(text)} characters, too long to show here. "
-        f'Read it with read_file(path="{path}"), using offset and limit to page through it. '
-        "Its start and end:]\n"
+        f'Read it with read_file(path="{path}") and start_char=0, a page of characters at a '
+        "time; each page ends with the start_char to continue from. Its start and end:]\n"
     )
     room = min(PREVIEW_CHARS, limit - len(header))
     return header + truncate_middle(text, max(room, 0), "not shown")
