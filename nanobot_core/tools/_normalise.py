@@ -93,6 +93,7 @@ def _normalise_node(node: Any, pointer: str, warn: Warn, dialect: _Dialect) -> A
         return node
     fixed: dict[str, Any] = dict(node)
     _fix_type(fixed, pointer, warn)
+    _fix_nullable(fixed, pointer, warn)
     _fix_null_default(fixed, pointer, warn)
     _fix_array_enum(fixed, pointer, warn)
     _fix_enum_outside_type(fixed, pointer, warn)
@@ -160,6 +161,36 @@ def _fix_type(node: dict[str, Any], pointer: str, warn: Warn) -> None:
     if normalised != declared:
         node["type"] = normalised
         warn(pointer, f"type {json.dumps(declared)} -> {json.dumps(normalised)}")
+
+
+def _fix_nullable(node: dict[str, Any], pointer: str, warn: Warn) -> None:
+    """OpenAPI 3.0's ``"nullable": true`` is JSON Schema's ``null`` among the types."""
+    flag = node.get("nullable")
+    if not isinstance(flag, bool):
+        return  # absent, or an odd value: an unknown keyword, which constrains nothing
+    del node["nullable"]
+    if not flag:
+        warn(pointer, '"nullable": false dropped (null is refused anyway)')
+        return
+    declared = node.get("type")
+    enum = node.get("enum")
+    if declared is not None:
+        types = declared if isinstance(declared, list) else [declared]
+        if "null" not in types:
+            node["type"] = [*types, "null"]
+        what = f"type {json.dumps(declared)} -> {json.dumps(node['type'])}"
+    elif isinstance(enum, list) or any(k in node for k in ("$ref", "anyOf", "oneOf", "allOf")):
+        rest = dict(node)
+        node.clear()
+        node["anyOf"] = [rest, {"type": "null"}]
+        what = 'the schema becomes "anyOf": [it, {"type": "null"}]'
+    else:
+        warn(pointer, '"nullable": true dropped (no type: null is accepted anyway)')
+        return
+    if isinstance(enum, list) and None not in enum and "enum" in node:
+        node["enum"] = [*enum, None]
+        what += " and null added to enum"
+    warn(pointer, f'"nullable": true: {what}')
 
 
 def _fix_null_default(node: dict[str, Any], pointer: str, warn: Warn) -> None:

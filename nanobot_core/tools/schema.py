@@ -14,6 +14,7 @@ A schema that is not a valid JSON Schema raises `InvalidSchemaError` (a `ToolErr
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
@@ -53,6 +54,22 @@ _COMPILED_CACHE_SIZE = 512
 
 class InvalidSchemaError(ToolError, ValueError):
     """A schema is not a valid JSON Schema (or names a `$ref` that cannot be resolved)."""
+
+
+def _non_finite_numbers(instance: Any) -> list[str]:
+    """One error per NaN or infinite float inside `instance` (walked once, depth-first)."""
+    found: list[str] = []
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(instance, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, float):
+            if not math.isfinite(value):
+                found.append(f"{format_instance_path(path)}: must be a finite number, not {value}")
+        elif isinstance(value, dict):
+            stack.extend((item, (*path, str(key))) for key, item in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((item, (*path, index)) for index, item in enumerate(value))
+    return sorted(found)
 
 
 def format_instance_path(parts: Sequence[str | int]) -> str:
@@ -106,6 +123,11 @@ class SchemaValidator:
     def errors(self, instance: Any) -> list[str]:
         """Every problem with ``instance``, sorted by path then text; empty when it is valid."""
         validator = self._validator()
+        # NaN and the infinities are no JSON numbers, whatever a lenient parser made of
+        # "NaN" or 1e999; the validator would see them as null and say so, wrongly.
+        not_finite = _non_finite_numbers(instance)
+        if not_finite:
+            return not_finite
         try:
             found = list(validator.iter_errors(instance))
         except (ValueError, TypeError, OverflowError) as exc:

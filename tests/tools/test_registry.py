@@ -332,3 +332,103 @@ def test_definitions_use_the_tool_definition_shape() -> None:
     (definition,) = _registry(echo).definitions()
     assert definition == echo.definition()
     assert json.loads(json.dumps(definition)) == definition
+
+
+# -- OpenAPI's "nullable" and numbers JSON cannot carry -------------------------------------
+
+
+def _cassette_tool_parameters(name: str) -> dict[str, Any]:
+    """The parameters of tool `name` as a real request to OpenRouter (Gemini) sent them."""
+    import json as _json
+
+    from tests.helpers import data_dir
+
+    path = data_dir() / "pydantic-ai-cassettes" / "interactions.jsonl"
+    for line in path.read_text(encoding="utf-8").splitlines():
+        for entry in _json.loads(line)["request_body"].get("tools") or []:
+            if entry.get("function", {}).get("name") == name:
+                parameters: dict[str, Any] = entry["function"]["parameters"]
+                return parameters
+    raise AssertionError(f"no tool {name!r} in the cassettes")
+
+
+class _Level(Tool):
+    """A tool with the real nested schema that uses OpenAPI's "nullable": true."""
+
+    name = "insert_level_with_spaces"
+    description = "Insert a level with its spaces."
+    parameters = _cassette_tool_parameters("insert_level_with_spaces")
+
+    async def execute(self, **kwargs: Any) -> str:
+        return "ok"
+
+
+def test_nullable_true_accepts_null_and_still_checks_the_object() -> None:
+    """'"nullable": true' on the real schema admits null; a non-object is still refused."""
+    assert _Level.parameters["properties"]["level"]["nullable"] is True
+    registry = ToolRegistry()
+    registry.add(_Level())
+    spaces = [{"space_name": "hall", "space_type": "entryway"}]
+    accepted = registry.prepare_call("insert_level_with_spaces", {"level": None, "spaces": spaces})
+    assert accepted.error is None, accepted.error
+    level = {"level_name": "ground", "level_type": "ground"}
+    given = registry.prepare_call("insert_level_with_spaces", {"level": level, "spaces": spaces})
+    assert given.error is None and given.arguments["level"] == level
+    refused = registry.prepare_call("insert_level_with_spaces", {"level": 3, "spaces": spaces})
+    assert refused.error is not None and "level" in refused.error
+    assert any("nullable" in warning for warning in registry.warnings)
+
+
+def test_nullable_values_are_cast_like_their_type() -> None:
+    """A nullable integer given as "5" is cast to 5; a stringified nullable object is parsed."""
+    registry = ToolRegistry()
+    registry.add(_Level())
+
+    class Count(Tool):
+        name = "count"
+        description = "Count."
+        parameters = {
+            "type": "object",
+            "properties": {"n": {"type": "integer", "nullable": True}},
+            "required": ["n"],
+        }
+
+        async def execute(self, **kwargs: Any) -> str:
+            return "ok"
+
+    registry.add(Count())
+    assert registry.prepare_call("count", {"n": "5"}).arguments == {"n": 5}
+    assert registry.prepare_call("count", {"n": None}).error is None
+    spaces = [{"space_name": "hall", "space_type": "entryway"}]
+    text = '{"level_name": "top", "level_type": "attic"}'
+    cast = registry.prepare_call("insert_level_with_spaces", {"level": text, "spaces": spaces})
+    assert cast.error is None and cast.arguments["level"]["level_type"] == "attic"
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        ('{"n": NaN}', "$.n"),
+        ('{"n": Infinity}', "$.n"),
+        ('{"n": -Infinity}', "$.n"),
+        ('{"n": 1e999}', "$.n"),
+        ({"n": float("nan")}, "$.n"),
+    ],
+)
+def test_nan_and_infinity_are_refused_as_not_finite(raw: Any, where: str) -> None:
+    """NaN and the infinities reach validation and are refused by name, not reported as null."""
+    registry = ToolRegistry()
+
+    class Scale(Tool):
+        name = "scale"
+        description = "Scale."
+        parameters = {"type": "object", "properties": {"n": {"type": "number"}}}
+
+        async def execute(self, **kwargs: Any) -> str:
+            return "ok"
+
+    registry.add(Scale())
+    prepared = registry.prepare_call("scale", raw)
+    assert prepared.error is not None
+    assert f"{where}: must be a finite number" in prepared.error
+    assert "null" not in prepared.error
