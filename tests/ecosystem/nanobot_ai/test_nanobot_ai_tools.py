@@ -112,8 +112,7 @@ def test_their_own_validation_is_used(workspace: Path) -> None:
 
 def test_their_attributes_and_methods_stay_reachable(workspace: Path) -> None:
     """Through the registry the adapter still shows config_key, to_schema, cast_params..."""
-    from nanobot_core.config import load_config
-    from nanobot_core.plugins import PluginManager
+    from nanobot_core import PluginManager, load_config
 
     manager = PluginManager(load_config(cwd=workspace), workspace=workspace).load()
     registry = manager.tool_registry()
