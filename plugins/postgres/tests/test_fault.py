@@ -74,6 +74,8 @@ def _turns(records: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """The lines of a session split at its user messages."""
     turns: list[list[dict[str, Any]]] = []
     for record in records:
+        if set(record) == {"_meta"}:
+            continue  # a record line (the usage of a model call), not a message
         if record.get("role") == "user":
             turns.append([])
         assert turns, "a session must start with a user message"
