@@ -18,6 +18,7 @@ __all__ = [
     "arguments_ok",
     "has_lone_surrogate",
     "has_named_call",
+    "is_blank_content",
     "is_empty_result",
     "is_placeholder_message",
     "is_placeholder_text",
@@ -66,20 +67,57 @@ def has_named_call(message: Mapping[str, Any]) -> bool:
     return isinstance(calls, list) and any(call_name(call) for call in calls)
 
 
+def _text_as_sanitized(content: Any) -> str | None:
+    """The text of `content` as it reads once `sanitize_content` has fixed its parts.
+
+    That stage drops null parts and turns bare strings into text parts, so a
+    placeholder hidden among them is one already: it is found in the same run,
+    not only when the history is governed again.
+    """
+    if type(content) is list and any(part is None or type(part) is str for part in content):
+        content = [
+            {"type": "text", "text": part} if type(part) is str else part
+            for part in content
+            if part is not None
+        ]
+    return content_text(content)
+
+
 def is_placeholder_message(message: Any, extra: Iterable[str] = ()) -> bool:
     """An assistant message that only says a placeholder and makes no (usable) tool call."""
     if not isinstance(message, dict) or message.get("role") != "assistant":
         return False
-    text = content_text(message.get("content"))
+    text = _text_as_sanitized(message.get("content"))
     if text is None or not is_placeholder_text(text, extra):
         return False
     return not has_named_call(message)
 
 
+def is_blank_content(content: Any) -> bool:
+    """Whether content says nothing: null, blank text, or parts that are all blank text.
+
+    Blank: empty or whitespace only (Anthropic refuses whitespace-only text,
+    others refuse empty tool content). `str.isspace` stops at the first other
+    character, so a real result costs one character.
+    """
+    if content is None:
+        return True
+    if type(content) is str:
+        return not content or content.isspace()
+    if type(content) is not list:
+        return False
+    for part in content:
+        if not isinstance(part, dict) or part.get("type") != "text":
+            return False
+        text = part.get("text")
+        if not isinstance(text, str) or not (not text or text.isspace()):
+            return False
+    return True
+
+
 def is_empty_result(message: Mapping[str, Any]) -> bool:
-    """Whether a tool message carries no output at all (missing, null, "" or no parts)."""
-    content = message.get("content")
-    return content is None or content == "" or content == []
+    """Whether a tool message carries no output (missing, null, blank text or no parts)."""
+    return is_blank_content(message.get("content"))
 
 
 def _reject_constant(name: str) -> Any:

@@ -78,7 +78,12 @@ def _clean_tokens(messages: Sequence[Any], room: int, max_result_chars: int) -> 
         elif role == "tool":
             # Every id in `pending` is a non-empty ASCII string: so is one found in it.
             identifier = message["tool_call_id"]
-            if identifier not in pending or not content or len(content) > max_result_chars:
+            if (
+                identifier not in pending
+                or not content
+                or len(content) > max_result_chars
+                or content.isspace()
+            ):
                 return None
             pending.discard(identifier)
             tokens += 5 + text + ((len(identifier) + 3) >> 2)  # overhead 4, "tool" 1

@@ -19,6 +19,7 @@ __all__ = [
     "container_copy",
     "content_text",
     "leading_system_count",
+    "result_call_id",
     "role_of",
     "tool_calls_of",
     "with_changes",
@@ -48,6 +49,25 @@ def call_id(call: Any) -> str | None:
     """The id of a call when it is a non-empty string, else None."""
     value = call.get("id") if isinstance(call, dict) else None
     return value if isinstance(value, str) and value else None
+
+
+def result_call_id(message: Any) -> str | None:
+    """The id of the call a tool message answers, or None when it names none usably.
+
+    The one place that reads the link from a result to its call: OpenAI's
+    ``tool_call_id`` string, or else SWE-agent's ``tool_call_ids`` list when it
+    holds exactly one string (a result answers one call). Anything else links
+    to no call, and the result counts as a stray.
+    """
+    if not isinstance(message, dict):
+        return None
+    identifier = message.get("tool_call_id")
+    if type(identifier) is str:
+        return identifier
+    listed = message.get("tool_call_ids")
+    if type(listed) is list and len(listed) == 1 and type(listed[0]) is str:
+        return listed[0]
+    return None
 
 
 def call_name(call: Any) -> str | None:
@@ -107,8 +127,8 @@ class CallNames:
         first, last, names = self._run
         if not first <= index <= last:
             first, last, names = self._run = self._read_run(index)
-        identifier = self._messages[index].get("tool_call_id")
-        return names.get(identifier) if isinstance(identifier, str) else None
+        identifier = result_call_id(self._messages[index])
+        return names.get(identifier) if identifier is not None else None
 
     def _read_run(self, index: int) -> tuple[int, int, dict[str, str]]:
         messages = self._messages

@@ -22,8 +22,10 @@ import attrs
 from nanobot_core.governance.checks import (
     arguments_ok,
     has_lone_surrogate,
+    is_blank_content,
     is_placeholder_message,
 )
+from nanobot_core.governance.messages import result_call_id
 from nanobot_core.governance.tokens import (
     MESSAGE_OVERHEAD,
     PLAIN_KEYS,
@@ -56,6 +58,7 @@ class Defect:
     DIRTY_TEXT = 64  # lone surrogates, content of a type providers reject
     EMPTY_RESULTS = 128  # tool results with no output
     NOT_USER_START = 256  # the history after the system messages does not start at a user
+    RESULT_LINK = 512  # tool results naming their call in another field than ``tool_call_id``
 
 
 class Kind:
@@ -248,15 +251,15 @@ def _learn(
     if role == "tool":
         if type(content) is str:
             size = len(content)
-            if not size:
+            if not size or content.isspace():
                 defects |= _EMPTY
         else:
             size = _result_chars(content)
-            if content is None or content == []:
+            if is_blank_content(content):
                 defects |= _EMPTY
-        identifier = message.get("tool_call_id")
-        link = identifier if type(identifier) is str else None
-        return (message, tokens, defects, _TOOL, link, size, surrogates)
+        if "tool_call_ids" in message:
+            defects |= Defect.RESULT_LINK
+        return (message, tokens, defects, _TOOL, result_call_id(message), size, surrogates)
     if role == "user":
         return (message, tokens, defects, _USER, None, 0, surrogates)
     if role == "assistant":
@@ -321,7 +324,7 @@ def _plain_facts(message: dict[Any, Any], content: Any) -> MessageFacts | None:
         return None
     if role == "user" and size == 2:
         return (message, 5 + ((len(content) + 3) >> 2), 0, _USER, None, 0, False)
-    if role != "tool" or not 3 <= size <= 4:
+    if role != "tool" or not 3 <= size <= 4 or content.isspace():
         return None
     identifier = message.get("tool_call_id")
     if type(identifier) is not str or not identifier.isascii():
@@ -437,7 +440,8 @@ class FactsCache:
             return self.of(changed)
         own = (len(old) + 3) >> 2 if old.isascii() else _text_tokens(old)
         tokens = known[1] - own + ((len(content) + 3) >> 2)
-        defects = known[2] | _EMPTY if not content else known[2] & ~_EMPTY
+        blank = not content or content.isspace()
+        defects = known[2] | _EMPTY if blank else known[2] & ~_EMPTY
         learnt = (changed, tokens, defects, _TOOL, known[4], len(content), False)
         self._facts[id(changed)] = learnt
         return learnt

@@ -34,9 +34,12 @@ def swe_agent_histories() -> tuple[tuple[str, list[dict[str, Any]]], ...]:
 
 
 def in_openai_shape(history: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The history with each `tool_call_ids: [id]` also given as OpenAI's `tool_call_id`."""
+    """The history with each `tool_call_ids: [id]` given as OpenAI's `tool_call_id` instead."""
     return [
-        {**message, "tool_call_id": message["tool_call_ids"][0]}
+        {
+            **{k: v for k, v in message.items() if k != "tool_call_ids"},
+            "tool_call_id": message["tool_call_ids"][0],
+        }
         if message["role"] == "tool"
         else message
         for message in history
@@ -79,6 +82,8 @@ def test_swe_agent_history_as_stored_becomes_legal_keeping_its_keys(
     history = trajectory[1]
     sent = governor.govern(history).messages
     assert check_invariants(sent) == []
+    # Every result is read through `tool_call_ids`: none is dropped, none backfilled.
+    assert sent == in_openai_shape(history)
     kept = [m for m in sent if m.get("role") in {"system", "user", "assistant"}]
     originals = [m for m in history if m["role"] in {"system", "user", "assistant"}]
     assert [{k: m.get(k) for k in SWE_AGENT_KEYS} for m in kept] == [

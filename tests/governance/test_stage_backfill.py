@@ -11,7 +11,7 @@ def test_unanswered_call_gets_a_placeholder_at_the_end_of_its_run() -> None:
     """A call without a result gets a synthesized one after the existing results."""
     history = [user(), calls(call("a"), call("b")), result("a"), say("done")]
     outcome = run_pure(backfill_results, history)
-    synthesized = {"role": "tool", "tool_call_id": "b", "content": INTERRUPTED}
+    synthesized = {"role": "tool", "tool_call_id": "b", "name": "get_user", "content": INTERRUPTED}
     assert outcome.messages == [
         user(),
         calls(call("a"), call("b")),
@@ -26,7 +26,12 @@ def test_trailing_call_is_answered() -> None:
     """A call at the very end of the history (the process died mid-call) is answered."""
     history = [user(), calls(call("last"))]
     messages = run_pure(backfill_results, history).messages
-    assert messages[-1] == {"role": "tool", "tool_call_id": "last", "content": INTERRUPTED}
+    assert messages[-1] == {
+        "role": "tool",
+        "tool_call_id": "last",
+        "name": "get_user",
+        "content": INTERRUPTED,
+    }
 
 
 def test_placeholder_is_the_same_every_time() -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nanobot_core.governance.messages import Message, call_id
+from nanobot_core.governance.messages import Message, call_id, call_name
 from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.survey import Defect, Splice
 
@@ -23,9 +23,17 @@ __all__ = ["INTERRUPTED", "backfill_results", "synthesized_result"]
 INTERRUPTED = "[No result: the tool call was interrupted before it returned.]"
 
 
-def synthesized_result(identifier: str) -> Message:
-    """The placeholder result for the call `identifier`."""
-    return {"role": "tool", "tool_call_id": identifier, "content": INTERRUPTED}
+def synthesized_result(identifier: str, name: str | None = None) -> Message:
+    """The placeholder result for the call `identifier` of the tool `name`.
+
+    It carries the tool's ``name`` as every other tool message does (some
+    Gemini-backed endpoints require it); a call without a usable name gets none.
+    """
+    result: Message = {"role": "tool", "tool_call_id": identifier}
+    if name is not None:
+        result["name"] = name
+    result["content"] = INTERRUPTED
+    return result
 
 
 def backfill_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
@@ -37,13 +45,13 @@ def backfill_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
     details: list[str] = []
     copied = 0
     for assistant, last, unanswered in survey.open_runs:  # the runs the survey found open
-        missing: list[str] = []
-        for call in messages[assistant]["tool_calls"]:  # in the order of the calls
+        missing: dict[str, str | None] = {}  # id -> the tool's name, in the order of the calls
+        for call in messages[assistant]["tool_calls"]:
             identifier = call_id(call)
             if identifier in unanswered and identifier not in missing:
-                missing.append(identifier)
+                missing[identifier] = call_name(call)
         result.copy(copied, last + 1)
-        result.add(*(synthesized_result(identifier) for identifier in missing))
+        result.add(*(synthesized_result(identifier, name) for identifier, name in missing.items()))
         copied = last + 1
         details.append(
             f"messages[{assistant}]: no result for {', '.join(map(repr, missing))}: "

@@ -34,6 +34,7 @@ from nanobot_core.governance.messages import (
     Message,
     content_text,
     preview,
+    result_call_id,
     role_of,
     with_changes,
     without_key,
@@ -172,7 +173,8 @@ def _repair_run(repair: _Repair, run: Sequence[Any]) -> list[Any]:
     kept: list[Any] = []
     seen: dict[str, int] = {}
     for offset, result in enumerate(run):
-        original = _plain_id(result.get("tool_call_id"))
+        linked = result_call_id(result)
+        original = _plain_id(linked)
         occurrence = seen.get(original, 0)
         seen[original] = occurrence + 1
         slot = (original, occurrence)
@@ -185,7 +187,7 @@ def _repair_run(repair: _Repair, run: Sequence[Any]) -> list[Any]:
             text = content_text(result.get("content"))
             if repair.dropped_result is None and text and text.lstrip().startswith("Error"):
                 repair.dropped_result = text
-        elif repair.slots[slot] != result.get("tool_call_id"):
+        elif repair.slots[slot] != linked:
             new_id = repair.slots[slot]
             repair.details.append(f"{where}: result id {preview(original)} set to {new_id!r}")
             repair.changed = True

@@ -7,8 +7,12 @@
 - Content that is neither a string, a list of part objects nor null becomes
   JSON text; inside a part list, a string becomes a text part and null is
   dropped.
-- An empty tool result (missing, null, "" or no parts) reads "(no output)":
-  several providers reject empty tool content.
+- An empty tool result (missing, null, blank text or no parts) reads
+  "(no output)": several providers reject empty tool content, Anthropic
+  whitespace-only text.
+- A tool result that names its call in SWE-agent's ``tool_call_ids`` list
+  gets OpenAI's ``tool_call_id`` instead (the list is removed), the link the
+  earlier stages followed (`result_call_id`).
 """
 
 from __future__ import annotations
@@ -17,7 +21,13 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from nanobot_core.governance.checks import NO_OUTPUT, has_lone_surrogate, is_empty_result
-from nanobot_core.governance.messages import Message, preview, with_changes
+from nanobot_core.governance.messages import (
+    Message,
+    preview,
+    result_call_id,
+    with_changes,
+    without_key,
+)
 from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.survey import Defect
 
@@ -82,12 +92,20 @@ def _sanitized(index: int, message: Message, dirty: bool) -> tuple[Message, list
     if message.get("role") == "tool" and is_empty_result(message):
         notes.append(f"empty tool result ({preview(message.get('content'))}) set to {NO_OUTPUT!r}")
         message = with_changes(message, content=NO_OUTPUT)
+    if message.get("role") == "tool" and "tool_call_ids" in message:
+        link = result_call_id(message)
+        message = without_key(message, "tool_call_ids")
+        if link is not None and link != message.get("tool_call_id"):
+            message = with_changes(message, tool_call_id=link)
+            notes.append(f"tool_call_ids [{link!r}] given as tool_call_id")
+        else:
+            notes.append("tool_call_ids removed (tool_call_id names the call)")
     return message, [f"messages[{index}]: {note}" for note in notes]
 
 
 def sanitize_content(messages: list[Any], ctx: StageContext) -> StageOutcome:
     """Replace lone surrogates, fix content types, fill empty tool results."""
-    if not ctx.survey(messages).has(Defect.DIRTY_TEXT | Defect.EMPTY_RESULTS):
+    if not ctx.survey(messages).has(Defect.DIRTY_TEXT | Defect.EMPTY_RESULTS | Defect.RESULT_LINK):
         return StageOutcome.unchanged(messages)
     result: list[Any] = []
     details: list[str] = []

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from nanobot_core.governance.messages import call_id, preview
+from nanobot_core.governance.messages import call_id, preview, result_call_id
 from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.survey import Defect, Splice, Survey
 
@@ -49,11 +49,11 @@ class _Pairing:
                 for identifier in unanswered:
                     self._waiting.setdefault(identifier, []).append(run_assistant)
                 closed += 1
-            identifier = self.messages[index].get("tool_call_id")
-            if assistant is not None and self._calls_id(assistant, identifier):
-                self._drop(index, f"dropped a duplicate result for {identifier!r}")
+            link = result_call_id(self.messages[index])
+            if assistant is not None and self._calls_id(assistant, link):
+                self._drop(index, f"dropped a duplicate result for {link!r}")
             else:
-                self._place_stray(index, identifier)
+                self._place_stray(index, link)
 
     def _calls_id(self, assistant: int, identifier: Any) -> bool:
         calls = self.messages[assistant]["tool_calls"]
