@@ -55,7 +55,12 @@ def nanobot_governance_stages(ctx: PluginContext) -> list[Any]:
     ``before``/``after`` names. Names of built-in stages are protected. Raising
     or returning something other than a list of stages marks the plugin failed.
     A stage that raises *while governing* is skipped for that run and reported;
-    the governor's final checks keep the request legal regardless.
+    the governor's final checks keep the request legal regardless. What makes
+    a stage cheap is declared on it, the same way for built-ins and plugins:
+    ``acts_on`` (the kinds of work it has; it is skipped when none is present),
+    ``widened_by`` (options that make it always run) and ``per_message`` (it
+    is applied to a copy of one message at a time, only where its work is,
+    and remembered per message); see docs/governance.md, "Declarations".
     """
 
 

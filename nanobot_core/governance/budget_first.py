@@ -94,11 +94,11 @@ class HistoryCut:
             self._shift = self.removed - dropped
         return self._shift
 
-    def describe(self) -> str:
-        """The line for the report."""
+    def describe(self, before: str = "the stages") -> str:
+        """The line for the report (`before`: what ran after the cut)."""
         return (
             f"left out the {self.removed} oldest messages (messages[{self.start}.."
-            f"{self.stop - 1}]) before the stages ran: they cannot fit even with every tool "
+            f"{self.stop - 1}]) before {before} ran: they cannot fit even with every tool "
             "result compacted"
         )
 

@@ -15,14 +15,7 @@ import attrs
 
 from nanobot_core.governance.context import StageContext
 from nanobot_core.governance.stage import StageOutcome
-from nanobot_core.governance.stages import (
-    backfill_results,
-    drop_non_messages,
-    pair_results,
-    sanitize_content,
-    snip_history,
-    strip_malformed_calls,
-)
+from nanobot_core.governance.stages import final_stages
 from nanobot_core.governance.stages.start import ensure_user_start
 
 __all__ = ["FINAL_STAGE", "FinalStep", "final_step"]
@@ -30,13 +23,7 @@ __all__ = ["FINAL_STAGE", "FinalStep", "final_step"]
 #: The name of the governor's own entry in the report.
 FINAL_STAGE = "final"
 
-_REPAIRS: tuple[Callable[[list[Any], StageContext], StageOutcome], ...] = (
-    drop_non_messages,
-    strip_malformed_calls,
-    pair_results,
-    backfill_results,
-    sanitize_content,
-)
+_Step = tuple[str, Callable[[list[Any], StageContext], Any]]
 
 
 @attrs.frozen
@@ -59,9 +46,7 @@ def final_step(
     """Re-check shapes, calls, pairing and text, put a user message first, then the budget."""
     details: list[str] = []
     current = messages
-    steps = (*_REPAIRS, _start_at_user, snip_history)
-    for step in steps:
-        name = getattr(step, "__name__", "step").lstrip("_")
+    for name, step in _steps():
         context = attrs.evolve(ctx, options=options[name]) if name in options else ctx
         try:
             outcome = step(current, context)
@@ -72,3 +57,15 @@ def final_step(
             current = outcome.messages
             details += [f"{name}: {line}" for line in outcome.details]
     return FinalStep(current, current is not messages, details)
+
+
+def _steps() -> list[_Step]:
+    """The final stages of the table, with the user-first step before the budget ones."""
+    steps: list[_Step] = []
+    for stage in final_stages():
+        if stage.phase == "budget" and ("start_at_user", _start_at_user) not in steps:
+            steps.append(("start_at_user", _start_at_user))
+        steps.append((stage.name, stage.func))
+    if ("start_at_user", _start_at_user) not in steps:
+        steps.append(("start_at_user", _start_at_user))
+    return steps

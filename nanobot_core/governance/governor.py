@@ -2,19 +2,32 @@
 
 `Governor.govern` never changes what it is given. Stages work copy-on-write:
 each returns its input list untouched when it has nothing to do, or a new
-list that shares every dict it did not change. A stage that is not built in
-gets a copy of the containers (dicts and lists; strings are shared), so even a
-stage that mutates what it is handed cannot reach the caller's history. When
-no stage and no final check changed anything, the result *is* the input list.
+list that shares every dict it did not change. A stage that declares
+nothing is handed a list that gives out a copy of each message (every dict
+and list in it; strings are shared) as the stage reads it (`Handed`), and a
+per-message stage a copy of its one message: even a stage that edits what it
+is handed in place cannot reach the caller's history, and one that reads
+nothing costs nothing. What a stage hands back unchanged is swapped back for
+the original. A whole-list stage that declares its work (`acts_on`) promises
+to build new dicts for what it changes, and is handed the history itself.
+When no stage and no final check changed anything, the result *is* the input
+list.
 
-Two shortcuts keep the cost to what matters, without changing any result: a
+Every shortcut is derived from what the stages declare (`Stage.acts_on`,
+`widened_by`, `per_message`), never from which stage it is, and none changes
+any result: a stage is skipped when none of its kinds of work is present; a
 history that is already clean and fits is recognised in one pass and handed
-back at once (`clean.py`), and history that cannot fit however the stages
-shrink it is left out before they run (`budget_first.py`).
+back at once when every stage declares its work (`clean.py`); history that
+cannot fit however the stages shrink it is left out before they run, or at
+the start of the budget phase when a stage before it declares nothing
+(`budget_first.py`); a per-message stage runs only on the messages that have
+its work, and its outcome per message object is remembered.
 """
 
 from __future__ import annotations
 
+import functools
+import operator
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,6 +37,7 @@ import attrs
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.governance import budget_first as cutting
+from nanobot_core.governance._handed import Handed
 from nanobot_core.governance.anthropic import (
     from_openai_shape,
     is_anthropic_shape,
@@ -34,11 +48,11 @@ from nanobot_core.governance.clean import clean_tokens
 from nanobot_core.governance.context import Budget, StageContext
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
 from nanobot_core.governance.messages import container_copy
-from nanobot_core.governance.ordering import BUILTIN_ORDER, place_stages
+from nanobot_core.governance.ordering import place_stages
 from nanobot_core.governance.stage import Stage, StageOutcome
-from nanobot_core.governance.stages import BUILTIN_FUNCS, builtin_stages, idle_when_clean
+from nanobot_core.governance.stages import builtin_stages
 from nanobot_core.governance.store import ResultStore, default_store
-from nanobot_core.governance.survey import FactsCache
+from nanobot_core.governance.survey import KIND_BITS, Defect, FactsCache, Splice
 from nanobot_core.governance.tokens import (
     EstimateCounter,
     TokenCounter,
@@ -137,8 +151,8 @@ class Governor:
     default store of `workspace`, or truncated when there is no workspace.
 
     With `budget_first` (the default), history that cannot fit whatever the
-    stages do is left out before they run, when only built-in stages are
-    active (see `budget_first.py`); the messages are the same either way.
+    stages do is left out before they run, or at the start of the budget
+    phase (see `_CutPlan`); the messages are the same either way.
     """
 
     def __init__(
@@ -163,18 +177,25 @@ class Governor:
         disabled = set(config.disabled)
         self._pipeline = [(s, s.name in disabled) for s in placement.stages]
         self._options: dict[str, Mapping[str, Any]] = dict(config.stages)
+        # The bits of the work each stage declares, or None when it always has work.
+        self._work = [
+            _work_bits(stage, self._options.get(stage.name, {})) for stage, _ in self._pipeline
+        ]
+        # Per-message stages: stage name -> {id(message): (message, replacement or None, details)}.
+        self._memo: dict[str, dict[int, _Remembered]] = {}
         self._tools_memo: tuple[tuple[Any, ...], int] | None = None
         self._system_memo: tuple[str | None, int] = (None, 0)
-        self._cut_plan = _cut_plan(self._pipeline, self._options) if budget_first else None
+        self._cut_plan = _CutPlan.of(self._pipeline, self._work) if budget_first else None
         # What each stage (then the final step) says about a history it leaves alone.
         self._idle_notes = [
             (stage.name, (_DISABLED_NOTE,) if disabled else ())
             for stage, disabled in self._pipeline
         ] + [(FINAL_STAGE, ())]
-        # A history `clean_tokens` accepts leaves every stage idle: skip straight to the result.
+        # A history `clean_tokens` accepts holds no kind of work: when every stage declares
+        # its work, they would all be skipped, so skip straight to the result.
         self._clean_path = is_default_counter(self.counter) and all(
-            disabled or idle_when_clean(stage.func, self._options.get(stage.name, {}))
-            for stage, disabled in self._pipeline
+            disabled or work is not None
+            for (_, disabled), work in zip(self._pipeline, self._work, strict=True)
         )
         for problem in placement.problems:
             log.warning("governance stage placement", problem=problem)
@@ -257,17 +278,20 @@ class Governor:
             tools_tokens=fixed[1],
             facts=FactsCache(self.counter),
         )
-        ctx.cut = self._cut(given, ctx)
+        plan = self._cut_plan
+        ctx.cut = self._cut(given, ctx, plan) if plan is not None and plan.early else None
         if ctx.cut is not None:
             anthropic, current = False, ctx.cut.kept
         else:
             anthropic = is_anthropic_shape(given)
             current = to_openai_shape(given) if anthropic else given
         report = GovernanceReport()
-        current, tokens, clean = self._run_stages(current, ctx, report)
-        if ctx.cut is not None:
-            _report_cut(report, ctx.cut.describe())
-            ctx.cut = None  # the final step works on the snipped history
+        current, tokens, clean, cut = self._run_stages(current, ctx, report)
+        if ctx.cut is not None and plan is not None:
+            _report_cut(report, plan.snipper, ctx.cut.describe())
+        elif cut is not None and plan is not None:
+            _report_cut(report, plan.snipper, cut.describe("the budget stages"))
+        ctx.cut = None  # the final step works on the snipped history
         current, after = self._finish(current, tokens, clean, ctx, report)
         working_fit = after <= budget.limit
         if not report.changed:
@@ -308,105 +332,217 @@ class Governor:
         )
         return GovernanceResult(messages, report, tokens, self.budget.limit, True)
 
-    def _cut(self, messages: list[Any], ctx: StageContext) -> HistoryCut | None:
-        """The oldest history that cannot fit, when leaving it out first is safe and worth it."""
-        if self._cut_plan is None or len(messages) < cutting.MIN_MESSAGES:
+    def _cut(self, messages: list[Any], ctx: StageContext, plan: _CutPlan) -> HistoryCut | None:
+        """The oldest history that cannot fit, when leaving it out is worth it."""
+        if len(messages) < cutting.MIN_MESSAGES:
             return None
-        patterns, dropped_early = self._cut_plan
-        return find_cut(messages, ctx, patterns=patterns, dropped_early=dropped_early)
+        return find_cut(messages, ctx, dropped_early=plan.dropped_early)
 
     def _run_stages(
         self, current: list[Any], ctx: StageContext, report: GovernanceReport
-    ) -> tuple[list[Any], int, bool]:
-        """Every stage in order: (the messages, their request tokens, whether they are clean)."""
+    ) -> tuple[list[Any], int, bool, HistoryCut | None]:
+        """Every stage in order: (the messages, their tokens, whether clean, a late cut)."""
         tokens = ctx.request_tokens(current)
-        clean = self._clean(current, ctx)
-        for stage, disabled in self._pipeline:
+        present = self._present(current, ctx)
+        plan = self._cut_plan
+        late = plan is not None and not plan.early
+        cut: HistoryCut | None = None
+        for (stage, disabled), work in zip(self._pipeline, self._work, strict=True):
             if disabled:
                 report.append(ReportEntry(stage.name, False, [_DISABLED_NOTE], tokens, tokens))
                 continue
-            if clean and idle_when_clean(stage.func, self._options.get(stage.name, {})):
+            if late and stage.phase == "budget" and plan is not None:
+                late = False
+                cut = self._cut(current, ctx, plan)
+                if cut is not None:
+                    current = cut.kept
+                    tokens = ctx.request_tokens(current)
+                    present = self._present(current, ctx)
+            if work is not None and not present & work:
                 report.append(ReportEntry(stage.name, False, [], tokens, tokens))
                 continue
-            current, entry = self._run_stage(stage, current, ctx, tokens)
+            if stage.per_message:
+                current, entry = self._run_per_message(stage, work, current, ctx, tokens)
+            else:
+                current, entry = self._run_stage(stage, work, current, ctx, tokens)
             report.append(entry)
             if entry.changed:
                 tokens = entry.tokens_after if entry.tokens_after is not None else tokens
-                clean = self._clean(current, ctx)
-        return current, tokens, clean
+                present = self._present(current, ctx)
+        return current, tokens, not present, cut
 
-    def _clean(self, messages: list[Any], ctx: StageContext) -> bool:
-        """No defect, no result to offload, and within budget: the built-ins have nothing to do."""
+    def _present(self, messages: list[Any], ctx: StageContext) -> int:
+        """The `Defect` bits of every kind of work present: 0 when clean and within budget."""
         if ctx.over_budget(messages):  # first: the total is cheap and often settles it
-            return False
+            return Defect.OVER_BUDGET | _EVERY_KIND  # not worth a survey: run what is declared
         survey = ctx.survey(messages)
-        return survey.defects == 0 and survey.largest_result <= self.config.max_tool_result_chars
+        present = survey.defects
+        if survey.largest_result > self.config.max_tool_result_chars:
+            present |= Defect.LARGE_RESULTS
+        return present
+
+    def _context(self, stage: Stage, ctx: StageContext) -> StageContext:
+        options = self._options.get(stage.name)
+        return attrs.evolve(ctx, options=options) if options else ctx
 
     def _run_stage(
-        self, stage: Stage, messages: list[Any], ctx: StageContext, tokens: int
+        self, stage: Stage, work: int | None, messages: list[Any], ctx: StageContext, tokens: int
     ) -> tuple[list[Any], ReportEntry]:
-        options = self._options.get(stage.name)
-        context = attrs.evolve(ctx, options=options) if options else ctx
-        trusted = stage.func in BUILTIN_FUNCS
-        handed = messages if trusted else container_copy(messages)
-        try:
-            returned = stage.func(handed, context)
-        except Exception as exc:
-            log.warning("governance stage raised; skipped", stage=stage.name, error=repr(exc))
-            why = f"skipped: the stage raised {type(exc).__name__}: {exc}"
-            return messages, ReportEntry(stage.name, False, [why], tokens, tokens)
-        outcome = _as_outcome(returned)
+        """A whole-list stage: one that declares nothing reads copies (see `Handed`)."""
+        handed = messages if work is not None else Handed(messages)
+        outcome = _call(stage, handed, self._context(stage, ctx))
         if isinstance(outcome, str):
-            log.warning("governance stage returned garbage; ignored", stage=stage.name)
             return messages, ReportEntry(stage.name, False, [outcome], tokens, tokens)
-        # A built-in changed the history iff it returned another list; anyone else was
-        # handed a copy (which it may have edited in place), so compare the contents.
-        if trusted:
-            changed = outcome.changed and outcome.messages is not messages
-        else:
-            changed = outcome.changed and not _same(outcome.messages, messages)
-        if not changed:
+        returned = outcome.messages if outcome.changed else None
+        if returned is not None and isinstance(handed, Handed):
+            # It may have edited its copies in place: take back the original of every
+            # message it handed on as it was, and compare the contents.
+            given = list.copy(returned) if returned is handed else returned
+            returned = handed.originals(given)
+            for item in returned:
+                if id(item) in handed.given:
+                    ctx.facts.forget(item)
+        if returned is not None and (returned is messages or _same(returned, messages)):
+            returned = None
+        if returned is None:
             return messages, ReportEntry(stage.name, False, outcome.details, tokens, tokens)
-        after = ctx.request_tokens(outcome.messages)
+        after = ctx.request_tokens(returned)
         log.info(
             "governance stage changed the history", stage=stage.name, changes=len(outcome.details)
         )
-        return outcome.messages, ReportEntry(stage.name, True, outcome.details, tokens, after)
+        return returned, ReportEntry(stage.name, True, outcome.details, tokens, after)
+
+    def _run_per_message(
+        self, stage: Stage, work: int | None, messages: list[Any], ctx: StageContext, tokens: int
+    ) -> tuple[list[Any], ReportEntry]:
+        """A per-message stage, on a copy of each message that has its work, remembered."""
+        context = self._context(stage, ctx)
+        known = ctx.facts.aligned(messages)
+        if work is None or work & ~Defect.OWN:
+            chosen: Sequence[int] = range(len(messages))
+        else:
+            chosen = [index for index, fact in enumerate(known) if fact[2] & work]
+        memo = self._memo.get(stage.name, {})
+        kept: dict[int, _Remembered] = {}
+        replaced: dict[int, list[Any]] = {}
+        details: list[str] = []
+        for index in chosen:
+            message = messages[index]
+            remembered = memo.get(id(message))
+            if remembered is None or remembered[0] is not message:
+                outcome = _call(stage, [container_copy(message)], context)
+                if isinstance(outcome, str):
+                    return messages, ReportEntry(stage.name, False, [outcome], tokens, tokens)
+                changed = outcome.changed and not _same(outcome.messages, [message])
+                remembered = (message, outcome.messages if changed else None, outcome.details)
+            kept[id(message)] = remembered
+            if remembered[1] is not None:
+                replaced[index] = remembered[1]
+            details += [_renumbered(line, index) for line in remembered[2]]
+        self._memo[stage.name] = kept  # only what this history holds: the memo never grows
+        if not replaced:
+            return messages, ReportEntry(stage.name, False, details, tokens, tokens)
+        splice = Splice(messages, ctx.facts)
+        copied = 0
+        for index in sorted(replaced):
+            splice.copy(copied, index)
+            splice.add(*replaced[index])
+            copied = index + 1
+        splice.copy(copied)
+        result = splice.done()
+        after = ctx.request_tokens(result)
+        log.info("governance stage changed the history", stage=stage.name, changes=len(details))
+        return result, ReportEntry(stage.name, True, details, tokens, after)
 
 
-def _cut_plan(
-    pipeline: list[tuple[Stage, bool]], options: Mapping[str, Mapping[str, Any]]
-) -> tuple[tuple[str, ...], Callable[[Any], bool]] | None:
-    """What `find_cut` needs to know of the pipeline, or None when a cut would not be safe.
+#: What a per-message stage made of one message: (the message, what replaces it or None
+#: when it is kept, the report lines numbered as if it were messages[0]).
+_Remembered = tuple[Any, list[Any] | None, list[str]]
 
-    Safe when the active stages are built-ins in their default order and phase
-    (nothing else can shrink or drop messages in ways the lower bounds ignore)
-    and `snip_history` is one of them.
-    """
-    defaults = {stage.name: stage for stage in builtin_stages()}
-    active = [stage for stage, disabled in pipeline if not disabled]
-    names = [stage.name for stage in active]
-    for stage in active:
-        default = defaults.get(stage.name)
-        if default is None or stage.func is not default.func or stage.phase != default.phase:
-            return None
-    if names != [name for name in BUILTIN_ORDER if name in names] or "snip_history" not in names:
+_EVERY_KIND = functools.reduce(operator.or_, KIND_BITS.values())
+
+
+def _work_bits(stage: Stage, options: Mapping[str, Any]) -> int | None:
+    """The `Defect` bits of the kinds of work `stage` declares, or None when it always works."""
+    kinds = stage.work(options)
+    if kinds is None:
         return None
-    placeholders = "strip_placeholders" in names
-    raw_patterns = options.get("strip_placeholders", {}).get("patterns", ()) if placeholders else ()
-    patterns = tuple(str(pattern) for pattern in raw_patterns)
-    dropped = early_drops(
-        placeholders=placeholders, non_messages="drop_non_messages" in names, patterns=patterns
-    )
-    return patterns, dropped
+    bits = 0
+    for kind in kinds:
+        bits |= KIND_BITS[kind]
+    return bits
 
 
-def _report_cut(report: GovernanceReport, line: str) -> None:
-    """Say in the `snip_history` entry what was left out before the stages."""
-    entry = report.entry("snip_history")
+_FIRST = "messages[0]"
+
+
+def _renumbered(line: str, index: int) -> str:
+    """A per-message stage's report line, which calls its one message messages[0], renumbered."""
+    return f"messages[{index}]" + line[len(_FIRST) :] if line.startswith(_FIRST) else line
+
+
+@attrs.frozen
+class _CutPlan:
+    """Where the budget-first cut is safe, derived from the stages' declarations.
+
+    The cut's lower bounds assume that every stage after it declares its work
+    (`acts_on`): it then changes only messages that have that work, which the
+    bounds count as nothing. The cut belongs to the budget phase, whose last
+    stage must act on `over_budget` (it drops what does not fit); it is made
+    before every stage (`early`) when the stages before the budget phase
+    declare their work too, else at the start of the budget phase.
+    """
+
+    early: bool
+    dropped_early: Callable[[Any], bool]
+    snipper: str  # the stage whose report entry tells of the cut
+
+    @classmethod
+    def of(cls, pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> _CutPlan | None:
+        active = [(s, w) for (s, disabled), w in zip(pipeline, work, strict=True) if not disabled]
+        budget = [(s, w) for s, w in active if s.phase == "budget"]
+        if not budget or any(w is None for _, w in budget):
+            return None
+        last, last_work = budget[-1]
+        if last_work is None or not last_work & Defect.OVER_BUDGET:
+            return None
+        before = [w for s, w in active if s.phase != "budget"]
+        if any(w is None for w in before):
+            return cls(False, _never, last.name)
+        declared = 0
+        for bits in before:
+            declared |= bits or 0
+        dropped = early_drops(
+            placeholders=bool(declared & Defect.PLACEHOLDERS),
+            non_messages=bool(declared & Defect.NON_MESSAGES),
+            patterns=(),
+        )
+        return cls(True, dropped, last.name)
+
+
+def _never(_entry: Any) -> bool:
+    return False
+
+
+def _report_cut(report: GovernanceReport, stage: str, line: str) -> None:
+    """Say in the entry of the stage that drops history what was left out before it ran."""
+    entry = report.entry(stage)
     if entry is not None:
         entry.details.insert(0, line)
         entry.changed = True
+
+
+def _call(stage: Stage, handed: list[Any], ctx: StageContext) -> StageOutcome | str:
+    """The stage's outcome on `handed`, or why it was skipped or ignored."""
+    try:
+        returned = stage.func(handed, ctx)
+    except Exception as exc:
+        log.warning("governance stage raised; skipped", stage=stage.name, error=repr(exc))
+        return f"skipped: the stage raised {type(exc).__name__}: {exc}"
+    outcome = _as_outcome(returned)
+    if isinstance(outcome, str):
+        log.warning("governance stage returned garbage; ignored", stage=stage.name)
+    return outcome
 
 
 def _as_outcome(returned: Any) -> StageOutcome | str:

@@ -16,21 +16,10 @@ from collections.abc import Iterable
 import attrs
 
 from nanobot_core.governance.stage import PHASES, Stage
+from nanobot_core.governance.stages import BUILTIN_ORDER
 
 __all__ = ["BUILTIN_ORDER", "Placement", "order_stages", "place_stages"]
 
-#: The built-in stages in their default order (DESIGN, "Names").
-BUILTIN_ORDER: tuple[str, ...] = (
-    "strip_placeholders",
-    "drop_non_messages",
-    "strip_malformed_calls",
-    "pair_results",
-    "backfill_results",
-    "sanitize_content",
-    "offload_results",
-    "compact_results",
-    "snip_history",
-)
 _BUILTIN_RANK = {name: rank for rank, name in enumerate(BUILTIN_ORDER)}
 _PHASE_RANK = {phase: rank for rank, phase in enumerate(PHASES)}
 

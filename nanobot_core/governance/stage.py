@@ -2,14 +2,30 @@
 
 A stage function takes ``(messages, ctx)`` and returns a `StageOutcome` (or just
 the list of messages, in which case the governor compares it with the input).
-It must not mutate what it is given: it returns new dicts for the messages it
-changes and shares the others. With nothing to do it returns the very list it
-received, so that a clean history costs no copy at all.
+It should not mutate what it is given (it returns new dicts for the messages it
+changes and shares the others); the governor hands it a copy all the same, so
+the caller's history is safe from any stage. With nothing to do it returns the
+very list it received.
+
+What makes a stage cheap is declared on it, the same way for a built-in and a
+plugin (see docs/governance.md, "Declarations"):
+
+- `acts_on`: the kinds of work it has (`WORK_KINDS`): it changes nothing
+  unless the history holds one of them, and then only the messages that do
+  (plus results of calls it drops, and messages it adds). The governor skips
+  it when none is present, may recognise a clean history without running it,
+  and may leave out history that cannot fit before it runs.
+- `widened_by`: options that widen its work beyond `acts_on` (when one is
+  configured, the stage always runs).
+- `per_message`: its output for a message depends on that message alone
+  (and its options). The governor applies it one message at a time, to a copy
+  of that message, only to the messages its `acts_on` kinds are found in, and
+  remembers the outcome per message object for the governor's lifetime.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import attrs
@@ -17,12 +33,31 @@ import attrs
 if TYPE_CHECKING:
     from nanobot_core.governance.context import StageContext
 
-__all__ = ["PHASES", "Phase", "Stage", "StageFunc", "StageOutcome", "stage"]
+__all__ = ["PHASES", "WORK_KINDS", "Phase", "Stage", "StageFunc", "StageOutcome", "stage"]
 
 Phase: TypeAlias = Literal["repair", "transform", "budget"]
 
 #: The phases, in the order the pipeline runs them.
 PHASES: tuple[Phase, ...] = ("repair", "transform", "budget")
+
+#: The kinds of work a stage may declare in `Stage.acts_on`, and what each means.
+#: The first ones are defects a message has on its own (a per-message stage is
+#: applied only to the messages that have one); the others concern the history
+#: as a whole.
+WORK_KINDS: Mapping[str, str] = {
+    "non_messages": "entries that are not dicts, or have a role no provider knows",
+    "meta": "messages holding session bookkeeping (`_meta`)",
+    "placeholders": "assistant messages that only say a placeholder",
+    "malformed_calls": "assistant messages with calls a provider would reject",
+    "dirty_text": "lone surrogates, or content of a type providers reject",
+    "empty_results": "tool results that are empty or whitespace only",
+    "result_links": "tool results naming their call by `tool_call_ids`",
+    "large_results": "tool results longer than `max_tool_result_chars`",
+    "stray_results": "tool results outside their call's run, or repeated in it",
+    "unanswered_calls": "calls without a result in the run after them",
+    "user_start": "a history that does not start at a user message",
+    "over_budget": "a request over the budget",
+}
 
 
 @attrs.frozen
@@ -66,6 +101,15 @@ def _check_func(_instance: Any, _attribute: Any, value: Any) -> None:
         raise TypeError(f"a stage function must be callable, got {type(value).__name__}")
 
 
+def _check_kinds(_instance: Any, _attribute: Any, value: tuple[str, ...]) -> None:
+    unknown = [kind for kind in value if kind not in WORK_KINDS]
+    if unknown:
+        raise ValueError(
+            f"unknown kind of work {', '.join(map(repr, unknown))} in acts_on; "
+            f"expected some of {', '.join(WORK_KINDS)}"
+        )
+
+
 @attrs.frozen
 class Stage:
     """A named governance stage, placed by `phase` and optional `before`/`after` stage names.
@@ -73,6 +117,9 @@ class Stage:
     Phases run in the order of `PHASES`; inside a phase, `before` and `after`
     order stages topologically (see `order_stages`). Third-party stages
     belong in ``transform`` unless they have a reason to sit elsewhere.
+    `acts_on`, `widened_by` and `per_message` are the declarations described
+    in the module docstring; a stage that declares nothing runs on every call,
+    over the whole history.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -81,6 +128,15 @@ class Stage:
     before: tuple[str, ...] = attrs.field(default=(), converter=_names)
     after: tuple[str, ...] = attrs.field(default=(), converter=_names)
     description: str = ""
+    acts_on: tuple[str, ...] = attrs.field(default=(), converter=_names, validator=_check_kinds)
+    widened_by: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    per_message: bool = attrs.field(default=False, converter=bool)
+
+    def work(self, options: Mapping[str, Any]) -> tuple[str, ...] | None:
+        """The kinds of work the stage has with these options, or None when it always has work."""
+        if not self.acts_on or any(options.get(name) for name in self.widened_by):
+            return None
+        return self.acts_on
 
     def __call__(self, messages: list[Any], ctx: StageContext) -> StageOutcome | list[Any]:
         """Run the stage function."""
@@ -94,6 +150,9 @@ def stage(
     before: Iterable[str] | str = (),
     after: Iterable[str] | str = (),
     description: str | None = None,
+    acts_on: Iterable[str] | str = (),
+    widened_by: Iterable[str] | str = (),
+    per_message: bool = False,
 ) -> Callable[[StageFunc], Stage]:
     """Decorate a stage function into a `Stage` (name and description default to the function's)."""
 
@@ -107,6 +166,9 @@ def stage(
             before=_names(before),
             after=_names(after),
             description=description if description is not None else (doc[0] if doc else ""),
+            acts_on=_names(acts_on),
+            widened_by=_names(widened_by),
+            per_message=per_message,
         )
 
     return wrap

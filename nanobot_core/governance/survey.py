@@ -38,7 +38,16 @@ from nanobot_core.governance.tokens import (
     utf8_length,
 )
 
-__all__ = ["Defect", "FactsCache", "Kind", "MessageFacts", "Splice", "Survey", "survey_messages"]
+__all__ = [
+    "KIND_BITS",
+    "Defect",
+    "FactsCache",
+    "Kind",
+    "MessageFacts",
+    "Splice",
+    "Survey",
+    "survey_messages",
+]
 
 
 class Defect:
@@ -59,6 +68,30 @@ class Defect:
     EMPTY_RESULTS = 128  # tool results with no output
     NOT_USER_START = 256  # the history after the system messages does not start at a user
     RESULT_LINK = 512  # tool results naming their call in another field than ``tool_call_id``
+    # Not found by the survey alone: the governor adds them from its size and the budget.
+    LARGE_RESULTS = 1 << 16  # a tool result longer than ``max_tool_result_chars``
+    OVER_BUDGET = 1 << 17  # the request is over the budget
+
+    #: The bits a message can have on its own (the rest concern the order of the history).
+    OWN = NON_MESSAGES | META | PLACEHOLDERS | MALFORMED_CALLS | DIRTY_TEXT | EMPTY_RESULTS
+    OWN |= RESULT_LINK
+
+
+#: The bits of each kind of work a stage may declare (`stage.WORK_KINDS`).
+KIND_BITS: dict[str, int] = {
+    "non_messages": Defect.NON_MESSAGES,
+    "meta": Defect.META,
+    "placeholders": Defect.PLACEHOLDERS,
+    "malformed_calls": Defect.MALFORMED_CALLS,
+    "dirty_text": Defect.DIRTY_TEXT,
+    "empty_results": Defect.EMPTY_RESULTS,
+    "result_links": Defect.RESULT_LINK,
+    "large_results": Defect.LARGE_RESULTS,
+    "stray_results": Defect.STRAY_RESULTS,
+    "unanswered_calls": Defect.UNANSWERED_CALLS,
+    "user_start": Defect.NOT_USER_START,
+    "over_budget": Defect.OVER_BUDGET,
+}
 
 
 class Kind:
@@ -474,6 +507,10 @@ class FactsCache:
             known = [fact or learn(message) for message, fact in zip(messages, known, strict=True)]
         listed = self._lists[id(messages)] = _Listed(messages, known)
         return listed
+
+    def forget(self, message: Any) -> None:
+        """Forget what is known of `message` (a stage edited it in place)."""
+        self._facts.pop(id(message), None)
 
     def aligned(self, messages: Sequence[Any]) -> list[MessageFacts]:
         """The facts of every entry of `messages`, in order (memoised per list)."""

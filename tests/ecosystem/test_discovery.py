@@ -250,3 +250,44 @@ def test_section_stage_and_runtime_hooks_from_a_distribution(
     assert mine["phase"] == "transform"
     assert stages["sanitize_content"]["position"] < mine["position"]
     assert mine["position"] < stages["offload_results"]["position"]
+
+
+def test_a_renamed_copy_of_a_builtin_stage_gives_the_same_result(
+    plugin_env: VirtualEnv, tmp_path: Path
+) -> None:
+    """Installed as a distribution with the built-in's declarations, it governs the same way."""
+    history = [
+        {"role": "user", "content": "half an emoji \ud83d"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": "a", "type": "function", "function": {"name": "ls", "arguments": "{}"}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": "a", "content": "   "},
+        {"role": "tool", "content": "x", "tool_call_ids": ["b"]},
+        {"role": "assistant", "content": "done"},
+    ]
+    session = tmp_path / "session.jsonl"
+    session.write_text("".join(json.dumps(m) + "\n" for m in history), encoding="utf-8")
+    builtin = _json(
+        plugin_env.cli(
+            "govern",
+            str(session),
+            "--json",
+            cwd=tmp_path,
+            env={"NANOBOT_BLOCK": "nbtest-stagecopy"},
+        )
+    )
+    (tmp_path / "nanobot.toml").write_text(
+        '[governance]\ndisabled = ["sanitize_content"]\n', encoding="utf-8"
+    )
+    copied = _json(plugin_env.cli("govern", str(session), "--json", cwd=tmp_path))
+    assert copied["messages"] == builtin["messages"]
+    entries = {e["stage"]: e for e in copied["report"]}
+    theirs = {e["stage"]: e for e in builtin["report"]}["sanitize_content"]
+    assert entries["sanitize_copy"]["changed"] and theirs["changed"]
+    assert entries["sanitize_copy"]["details"] == theirs["details"]
+    assert "sanitize_content" not in entries
+    assert not entries["final"]["changed"]

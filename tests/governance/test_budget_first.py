@@ -36,7 +36,7 @@ from tests.governance.strategies import (
 Message = dict[str, Any]
 SYSTEM = "You are a coding agent. Use the tools."
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
-LEFT_OUT = "before the stages ran"
+LEFT_OUT = "ran: they cannot fit even with every tool result compacted"
 
 
 class _Session:
@@ -219,16 +219,54 @@ def test_ids_made_for_calls_without_one_are_those_of_the_full_pipeline(tmp_path:
     assert made["tool_calls"][0]["id"].startswith("call_")
 
 
-def test_a_third_party_stage_turns_leaving_out_first_off(tmp_path: Path) -> None:
-    """A stage that is not built in could shrink anything, so the history is governed whole."""
+def test_a_transform_stage_that_declares_nothing_moves_the_cut_to_the_budget_phase(
+    tmp_path: Path,
+) -> None:
+    """It sees the whole history; the budget stages see only what can fit; same result."""
+    seen: list[int] = []
 
     def keep_all(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        seen.append(len(messages))
         return StageOutcome(messages)
 
+    history = _session(300)
     stages = [*builtin_stages(), Stage("keep_all", keep_all)]
+    config = GovernanceConfig(input_limit=20_000)
+    fast, full = (
+        Governor(stages, config=config, workspace=tmp_path, budget_first=first)
+        for first in (True, False)
+    )
+    result = fast.govern(history, system=SYSTEM, tools=TOOLS)
+    assert _left_out(result)
+    assert "before the budget stages ran" in _left_out(result)[0]
+    assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
+    # It saw all the repaired history, as it does without the cut.
+    assert seen[0] == seen[1] > 5 * len(result.messages)
+    assert check_invariants(result.messages, system=SYSTEM, tools=TOOLS, budget=20_000) == []
+
+
+def test_a_budget_stage_that_declares_nothing_turns_leaving_out_off(tmp_path: Path) -> None:
+    """A budget stage could shrink anything: the history reaches it whole."""
+    seen: list[int] = []
+
+    def keep_all(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        seen.append(len(messages))
+        return StageOutcome(messages)
+
+    history = _session(300)
+    stages = [
+        *builtin_stages(),
+        Stage(
+            "keep_all",
+            keep_all,
+            phase="budget",
+            before=("offload_results", "compact_results", "snip_history"),
+        ),
+    ]
     governor = Governor(stages, config=GovernanceConfig(input_limit=20_000), workspace=tmp_path)
-    result = governor.govern(_session(300), system=SYSTEM, tools=TOOLS)
+    result = governor.govern(history, system=SYSTEM, tools=TOOLS)
     assert not _left_out(result)
+    assert seen and seen[0] > len(result.messages)
     assert check_invariants(result.messages, system=SYSTEM, tools=TOOLS, budget=20_000) == []
 
 

@@ -1,11 +1,16 @@
-"""The built-in stages, each a pure function ``(messages, ctx) -> StageOutcome``."""
+"""The built-in stages, each a pure function ``(messages, ctx) -> StageOutcome``, and their table.
+
+`BUILTIN_TABLE` is the one list of them: the default order (`BUILTIN_ORDER`),
+each stage's phase and declarations, and which of them the governor's final
+step runs again (`final`) are all read from it. A new built-in stage is its
+module, one row here, and its tests.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import attrs
 
-from nanobot_core.governance.stage import Phase, Stage, StageFunc
+from nanobot_core.governance.stage import Stage, StageFunc
 from nanobot_core.governance.stages.backfill import backfill_results
 from nanobot_core.governance.stages.calls import strip_malformed_calls
 from nanobot_core.governance.stages.compact import compact_results
@@ -17,12 +22,14 @@ from nanobot_core.governance.stages.placeholders import strip_placeholders
 from nanobot_core.governance.stages.snip import snip_history
 
 __all__ = [
-    "BUILTIN_FUNCS",
+    "BUILTIN_ORDER",
+    "BUILTIN_TABLE",
+    "BuiltinStage",
     "backfill_results",
     "builtin_stages",
     "compact_results",
     "drop_non_messages",
-    "idle_when_clean",
+    "final_stages",
     "offload_results",
     "pair_results",
     "sanitize_content",
@@ -31,42 +38,62 @@ __all__ = [
     "strip_placeholders",
 ]
 
-_BUILTINS: tuple[tuple[StageFunc, Phase], ...] = (
-    (strip_placeholders, "repair"),
-    (drop_non_messages, "repair"),
-    (strip_malformed_calls, "repair"),
-    (pair_results, "repair"),
-    (backfill_results, "repair"),
-    (sanitize_content, "repair"),
-    (offload_results, "budget"),
-    (compact_results, "budget"),
-    (snip_history, "budget"),
+
+@attrs.frozen
+class BuiltinStage:
+    """One row of the table: the stage as registered, and whether the final step runs it again."""
+
+    stage: Stage
+    final: bool = False
+
+
+def _row(func: StageFunc, *, final: bool = False, **declared: object) -> BuiltinStage:
+    doc = (func.__doc__ or "").strip().splitlines()
+    name: str = getattr(func, "__name__", "")
+    stage = Stage(name=name, func=func, description=doc[0] if doc else "", **declared)  # type: ignore[arg-type]
+    return BuiltinStage(stage, final)
+
+
+#: The built-in stages in their default order (DESIGN, "Names"), with their declarations.
+BUILTIN_TABLE: tuple[BuiltinStage, ...] = (
+    _row(
+        strip_placeholders,
+        phase="repair",
+        acts_on=("placeholders",),
+        widened_by=("patterns",),
+        per_message=True,
+    ),
+    _row(
+        drop_non_messages,
+        phase="repair",
+        acts_on=("non_messages", "meta"),
+        per_message=True,
+        final=True,
+    ),
+    _row(strip_malformed_calls, phase="repair", acts_on=("malformed_calls",), final=True),
+    _row(pair_results, phase="repair", acts_on=("stray_results",), final=True),
+    _row(backfill_results, phase="repair", acts_on=("unanswered_calls",), final=True),
+    _row(
+        sanitize_content,
+        phase="repair",
+        acts_on=("dirty_text", "empty_results", "result_links"),
+        per_message=True,
+        final=True,
+    ),
+    _row(offload_results, phase="budget", acts_on=("large_results",)),
+    _row(compact_results, phase="budget", acts_on=("over_budget",)),
+    _row(snip_history, phase="budget", acts_on=("over_budget",), final=True),
 )
 
-#: The built-in stage functions. The governor trusts them not to mutate their input
-#: (their tests pin it), so it hands them the history itself, not a defensive copy.
-BUILTIN_FUNCS: frozenset[StageFunc] = frozenset(func for func, _ in _BUILTINS)
-
-
-def idle_when_clean(func: StageFunc, options: Mapping[str, Any]) -> bool:
-    """Whether `func` is a built-in stage sure to change nothing on a clean history that fits.
-
-    Clean: the survey finds no defect and no result over the offload limit.
-    The governor then skips such stages without calling them.
-    """
-    if func not in BUILTIN_FUNCS:
-        return False
-    return not (func is strip_placeholders and options.get("patterns"))
+#: The names of the built-in stages, in their default order.
+BUILTIN_ORDER: tuple[str, ...] = tuple(row.stage.name for row in BUILTIN_TABLE)
 
 
 def builtin_stages() -> list[Stage]:
     """The built-in stages in their default order, under their DESIGN names."""
-    return [
-        Stage(
-            name=func.__name__,
-            func=func,
-            phase=phase,
-            description=(func.__doc__ or "").strip().splitlines()[0],
-        )
-        for func, phase in _BUILTINS
-    ]
+    return [row.stage for row in BUILTIN_TABLE]
+
+
+def final_stages() -> list[Stage]:
+    """The stages the final step runs again, in pipeline order."""
+    return [row.stage for row in BUILTIN_TABLE if row.final]

@@ -28,7 +28,6 @@ def drop_non_messages(messages: list[Any], ctx: StageContext) -> StageOutcome:
         return StageOutcome.unchanged(messages)
     kept = []
     details = []
-    stripped = 0
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             details.append(
@@ -44,10 +43,8 @@ def drop_non_messages(messages: list[Any], ctx: StageContext) -> StageOutcome:
             continue
         if META_KEY in message:
             message = without_key(message, META_KEY)
-            stripped += 1
+            details.append(f"messages[{index}]: removed session bookkeeping ({META_KEY})")
         kept.append(message)
-    if stripped:
-        details.append(f"removed session bookkeeping ({META_KEY}) from {stripped} messages")
     if not details:
         return StageOutcome.unchanged(messages)
     return StageOutcome(kept, changed=True, details=details)

@@ -1,0 +1,227 @@
+"""What stages declare, and the governor's shortcuts derived from it for every stage alike."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from nanobot_core.config import GovernanceConfig
+from nanobot_core.governance import Governor, Stage, StageContext, StageOutcome, builtin_stages
+from nanobot_core.governance.messages import with_changes
+from nanobot_core.governance.stage import WORK_KINDS
+from nanobot_core.governance.stages import BUILTIN_ORDER, BUILTIN_TABLE, sanitize_content
+from nanobot_core.governance.survey import KIND_BITS
+from tests.governance.builders import call, calls, result, say, turn, user
+
+LONE = "half an emoji \ud83d"
+
+
+def _governor(*extra: Stage, **config: Any) -> Governor:
+    return Governor([*builtin_stages(), *extra], config=GovernanceConfig(**config))
+
+
+def test_every_kind_of_work_has_its_survey_bits() -> None:
+    """The documented kinds and the bits the governor tests are the same set."""
+    assert set(WORK_KINDS) == set(KIND_BITS)
+    assert len(set(KIND_BITS.values())) == len(KIND_BITS)
+
+
+def test_an_unknown_kind_of_work_is_refused_by_name() -> None:
+    """A typo in `acts_on` is an error naming the kind and the valid ones."""
+    with pytest.raises(ValueError, match=r"'dirty'.*dirty_text"):
+        Stage("typo", lambda m, c: m, acts_on=("dirty",))
+
+
+def test_the_table_gives_the_order_and_the_declarations() -> None:
+    """The default order is the table's, and every built-in declares its work."""
+    assert [s.name for s in builtin_stages()] == list(BUILTIN_ORDER)
+    assert all(row.stage.acts_on for row in BUILTIN_TABLE)
+    assert [row.stage.name for row in BUILTIN_TABLE if row.final][-1] == "snip_history"
+
+
+def test_a_declared_stage_is_skipped_when_its_work_is_absent() -> None:
+    """Never called on a history without its kind of work, called when it is there."""
+    calls_seen: list[int] = []
+
+    def watch(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        calls_seen.append(len(messages))
+        return StageOutcome.unchanged(messages)
+
+    stage = Stage("watch", watch, acts_on=("dirty_text",))
+    governor = _governor(stage, disabled=["sanitize_content"])  # which would fix it first
+    clean = [*turn(1), *turn(2)]
+    assert governor.govern(clean).messages is clean
+    governor.govern([*clean, result("x", ""), user()])  # a defect, but not its kind
+    assert calls_seen == []
+    governor.govern([*clean, user(LONE)])
+    assert calls_seen == [len(clean) + 1]
+
+
+def test_a_stage_that_declares_nothing_runs_every_time() -> None:
+    """Without declarations a stage is run on the whole history, clean or not."""
+    seen: list[int] = []
+
+    def watch(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        seen.append(len(messages))
+        return StageOutcome.unchanged(messages)
+
+    clean = [*turn(1), *turn(2)]
+    result_ = _governor(Stage("watch", watch)).govern(clean)
+    assert seen == [len(clean)]
+    assert result_.messages is clean
+
+
+def test_widening_options_make_a_declared_stage_run() -> None:
+    """With an option named in `widened_by` configured, the stage runs on a clean history."""
+    seen: list[int] = []
+
+    def watch(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        seen.append(len(messages))
+        return StageOutcome.unchanged(messages)
+
+    stage = Stage("watch", watch, acts_on=("placeholders",), widened_by=("extra",))
+    clean = [*turn(1)]
+    _governor(stage).govern(clean)
+    assert seen == []
+    _governor(stage, stages={"watch": {"extra": ["x"]}}).govern(clean)
+    assert seen == [len(clean)]
+
+
+def _loud(messages: list[Any], ctx: StageContext) -> StageOutcome:
+    """Per message: uppercases user text, editing the message it is handed in place."""
+    (message,) = messages
+    if message.get("role") == "user" and isinstance(message.get("content"), str):
+        message["content"] = message["content"].upper()
+        return StageOutcome(messages, changed=True, details=["messages[0]: shouted"])
+    return StageOutcome.unchanged(messages)
+
+
+def test_a_per_message_stage_gets_a_copy_of_its_one_message() -> None:
+    """It edits what it is handed in place: the caller's history is untouched."""
+    history = [*turn(1), user("again")]
+    snapshot = copy.deepcopy(history)
+    governed = _governor(Stage("loud", _loud, per_message=True)).govern(history)
+    assert history == snapshot
+    assert [m["content"] for m in governed.messages if m["role"] == "user"] == [
+        "QUESTION 1",
+        "AGAIN",
+    ]
+    entry = governed.report.entry("loud")
+    assert entry is not None and entry.details == ["messages[0]: shouted", "messages[4]: shouted"]
+    assert governed.messages[1] is history[1]  # what it kept is the caller's own dict
+
+
+def test_a_per_message_stage_is_remembered_per_message_across_calls() -> None:
+    """A message seen in an earlier call is not handed to the stage again."""
+    seen: list[Any] = []
+
+    def note(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        seen.append(messages[0].get("content"))
+        return StageOutcome.unchanged(messages)
+
+    governor = _governor(Stage("note", note, per_message=True))
+    history = [*turn(1)]
+    governor.govern(history)
+    first = len(seen)
+    history += turn(2)
+    governor.govern(history)
+    assert first == 4 and len(seen) == 8 and seen[4:] == [m["content"] for m in turn(2)]
+
+
+def test_a_per_message_stage_runs_only_where_its_work_is() -> None:
+    """Declaring per-message work, it is handed only the messages that have it."""
+    seen: list[Any] = []
+
+    def fix(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        seen.append(messages[0]["content"])
+        return sanitize_content(messages, ctx)
+
+    stage = Stage("fix", fix, acts_on=("dirty_text",), per_message=True)
+    history = [*turn(1), user(LONE), say("fine")]
+    governed = _governor(stage, disabled=["sanitize_content"]).govern(history)
+    assert seen == [LONE]
+    entry = governed.report.entry("fix")
+    assert entry is not None and entry.changed and entry.details[0].startswith("messages[4]")
+
+
+def test_an_undeclared_whole_list_stage_that_mutates_cannot_reach_the_caller() -> None:
+    """It reads copies: editing them in place is harmless, and what it left alone is shared."""
+
+    def vandal(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        for message in messages:
+            if message.get("role") == "user":
+                message["content"] = "vandalised"
+        return StageOutcome(messages, changed=True)
+
+    history = [*turn(1), user(LONE)]
+    snapshot = copy.deepcopy(history)
+    governed = _governor(Stage("vandal", vandal)).govern(history)
+    assert history == snapshot
+    assert [m["content"] for m in governed.messages if m["role"] == "user"] == ["vandalised"] * 2
+    assert governed.messages[1] is history[1]  # what it left alone is shared, not copied
+
+
+def test_an_undeclared_stage_that_reads_nothing_is_handed_no_copy() -> None:
+    """A stage that hands its list on unread costs no copy of any message."""
+    handed: list[Any] = []
+
+    def idle(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        handed.append(messages)
+        return StageOutcome(messages, changed=True)
+
+    history = [*turn(1), *turn(2)]
+    governed = _governor(Stage("idle", idle)).govern(history)
+    assert governed.messages is history
+    assert not handed[0].given
+
+
+def test_an_undeclared_stage_that_moves_messages_still_reads_copies() -> None:
+    """Inserting before reading shifts positions; what it then reads is still a copy."""
+
+    def shift(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        messages.insert(0, {"role": "user", "content": "first"})
+        messages[1]["content"] = "changed"
+        messages.pop()["content"] = "popped"
+        return StageOutcome(messages, changed=True)
+
+    history = [*turn(1)]
+    snapshot = copy.deepcopy(history)
+    _governor(Stage("shift", shift)).govern(history)
+    assert history == snapshot
+
+
+def test_a_renamed_copy_of_a_builtin_does_what_the_builtin_does() -> None:
+    """The same function with the same declarations, under another name, gives the same result."""
+    row = next(r for r in BUILTIN_TABLE if r.stage.name == "sanitize_content")
+    twin = Stage(
+        "sanitize_twin",
+        row.stage.func,
+        phase="repair",
+        after="backfill_results",
+        acts_on=row.stage.acts_on,
+        per_message=row.stage.per_message,
+    )
+    history = [*turn(1), calls(call("a")), result("a", "  "), user(LONE)]
+    builtin = _governor().govern(history)
+    copied = _governor(twin, disabled=["sanitize_content"]).govern(history)
+    assert copied.messages == builtin.messages
+    mine, theirs = copied.report.entry("sanitize_twin"), builtin.report.entry("sanitize_content")
+    assert mine is not None and theirs is not None
+    assert (mine.changed, mine.details) == (theirs.changed, theirs.details)
+
+
+def test_a_stage_handing_back_a_renamed_dict_is_a_change() -> None:
+    """A new dict that differs from its original is taken, the rest stays shared."""
+
+    def rename(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        return StageOutcome(
+            [with_changes(m, content="x") if m.get("role") == "user" else m for m in messages],
+            changed=True,
+        )
+
+    history = [*turn(1)]
+    governed = _governor(Stage("rename", rename)).govern(history)
+    assert governed.messages[0]["content"] == "x"
+    assert all(a is b for a, b in zip(governed.messages[1:], history[1:], strict=True))
