@@ -117,6 +117,13 @@ def _is_user(message: Any) -> bool:
     return isinstance(message, dict) and message.get("role") == "user"
 
 
+def _next_to_user(messages: Sequence[Any], index: int) -> bool:
+    """Whether the user message at `index` has a user message right before or after it."""
+    return (index > 0 and _is_user(messages[index - 1])) or (
+        index + 1 < len(messages) and _is_user(messages[index + 1])
+    )
+
+
 def _is_system(message: Any) -> bool:
     role = message.get("role") if isinstance(message, dict) else None
     return isinstance(role, str) and role in SYSTEM_ROLES
@@ -150,7 +157,7 @@ def _bound_exceeded(
     estimate = ctx.facts.estimate
     limit = ctx.config.max_tool_result_chars
     short, longer = _content_floors(limit)
-    tool, assistant = Kind.TOOL, Kind.ASSISTANT
+    tool, assistant, user = Kind.TOOL, Kind.ASSISTANT, Kind.USER
     total = 0
     run: list[Any] = []  # call ids of the results after `index`, newest first
     floors: list[int] = []  # their lower bounds
@@ -181,8 +188,11 @@ def _bound_exceeded(
                     total += _answered(ids, run, floors)
             run = []
             floors = []
-        if not fact[2] and not (
-            patterns and kind == assistant and is_placeholder_message(message, patterns)
+        # A user message next to another one is merged with it, which costs less.
+        if (
+            not fact[2]
+            and not (patterns and kind == assistant and is_placeholder_message(message, patterns))
+            and not (kind == user and _next_to_user(messages, index))
         ):
             total += fact[1]
         if total > room:
@@ -233,6 +243,8 @@ def _at_turn_start(
     stop = index
     while stop > start and not _is_user(messages[stop]):
         stop -= 1
+    while stop > start and _is_user(messages[stop - 1]):
+        stop -= 1  # never between user messages in a row: they become one
     first = start
     while first < stop and not _is_user(messages[first]):
         if _is_system(messages[first]):

@@ -43,6 +43,7 @@ def _clean_tokens(messages: Sequence[Any], room: int, max_result_chars: int) -> 
     tokens = 0
     pending: set[str] = set()  # call ids of the current run still waiting for a result
     started = False  # seen a user message (the first after the system messages must be one)
+    after_user = False  # the message before was a user message
     for message in messages:
         if type(message) is not dict:
             return None
@@ -62,11 +63,15 @@ def _clean_tokens(messages: Sequence[Any], room: int, max_result_chars: int) -> 
             return None
         size = len(message)
         if role == "user":
-            if pending or size != 2:
+            if pending or size != 2 or after_user:
                 return None
-            started = True
+            started = after_user = True
             tokens += 5 + text  # overhead 4, "user" 1
-        elif role == "assistant":
+            if tokens > room:
+                return None
+            continue
+        after_user = False
+        if role == "assistant":
             if pending or not started or (content and "[" in content):  # maybe a placeholder
                 return None
             tokens += 7 + text  # overhead 4, "assistant" 3

@@ -19,6 +19,7 @@ from nanobot_core.governance.tokens import TokenCounter, count_request
 
 __all__ = [
     "assert_invariants",
+    "check_alternation",
     "check_budget",
     "check_history_start",
     "check_invariants",
@@ -48,6 +49,7 @@ def check_invariants(
     violations = check_message_shapes(messages)
     violations += check_tool_pairing(messages)
     violations += check_history_start(messages)
+    violations += check_alternation(messages)
     violations += check_text(messages, system=system, tools=tools)
     if budget is not None:
         violations += check_budget(
@@ -296,6 +298,15 @@ def check_history_start(messages: Sequence[Any]) -> list[str]:
             "at a user message"
         ]
     return []
+
+
+def check_alternation(messages: Sequence[Any]) -> list[str]:
+    """Invariant 3: never two user messages in a row (strict chat templates refuse them)."""
+    return [
+        f"messages[{index}] (user) follows messages[{index - 1}] (user): two user messages in a row"
+        for index in range(1, len(messages))
+        if _role(messages[index]) == "user" and _role(messages[index - 1]) == "user"
+    ]
 
 
 # -- invariant 5: text -------------------------------------------------------------------

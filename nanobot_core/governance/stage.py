@@ -56,6 +56,7 @@ WORK_KINDS: Mapping[str, str] = {
     "stray_results": "tool results outside their call's run, or repeated in it",
     "unanswered_calls": "calls without a result in the run after them",
     "user_start": "a history that does not start at a user message",
+    "consecutive_users": "two user messages in a row",
     "over_budget": "a request over the budget",
 }
 

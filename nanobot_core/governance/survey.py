@@ -68,6 +68,7 @@ class Defect:
     EMPTY_RESULTS = 128  # tool results with no output
     NOT_USER_START = 256  # the history after the system messages does not start at a user
     RESULT_LINK = 512  # tool results naming their call in another field than ``tool_call_id``
+    USER_TURNS = 1024  # two user messages in a row
     # Not found by the survey alone: the governor adds them from its size and the budget.
     LARGE_RESULTS = 1 << 16  # a tool result longer than ``max_tool_result_chars``
     OVER_BUDGET = 1 << 17  # the request is over the budget
@@ -90,6 +91,7 @@ KIND_BITS: dict[str, int] = {
     "stray_results": Defect.STRAY_RESULTS,
     "unanswered_calls": Defect.UNANSWERED_CALLS,
     "user_start": Defect.NOT_USER_START,
+    "consecutive_users": Defect.USER_TURNS,
     "over_budget": Defect.OVER_BUDGET,
 }
 
@@ -606,9 +608,11 @@ class _Runs:
         pending: set[str] = set()  # ids of the current run still waiting (none outside runs)
         run = -1  # the index of the current run's assistant message (-1: not in a run)
         started = False  # seen the first message after the system messages
+        previous = -1  # the kind of the entry before
         for index, fact in enumerate(known):
             kind = fact[3]
             if kind == tool:
+                previous = kind
                 if fact[4] in pending:
                     pending.discard(fact[4])
                 else:
@@ -617,6 +621,9 @@ class _Runs:
                         self.defects |= Defect.NOT_USER_START
                         started = True
                 continue
+            if kind == user and previous == user:
+                self.defects |= Defect.USER_TURNS
+            previous = kind
             if pending:
                 open_runs.append((run, index - 1, frozenset(pending)))
                 pending = set()

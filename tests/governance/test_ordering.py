@@ -34,7 +34,7 @@ def test_builtins_come_in_the_design_order() -> None:
     """The built-in stages keep the DESIGN names, phases and default order."""
     stages = order_stages(builtin_stages())
     assert _names(stages) == list(BUILTIN_ORDER)
-    assert [s.phase for s in stages] == ["repair"] * 6 + ["budget"] * 3
+    assert [s.phase for s in stages] == ["repair"] * 7 + ["budget"] * 3
 
 
 def test_third_party_stages_default_to_the_transform_phase() -> None:

@@ -20,6 +20,7 @@ from nanobot_core.governance.stages.offload import offload_results
 from nanobot_core.governance.stages.pairing import pair_results
 from nanobot_core.governance.stages.placeholders import strip_placeholders
 from nanobot_core.governance.stages.snip import snip_history
+from nanobot_core.governance.stages.user_turns import merge_user_turns
 
 __all__ = [
     "BUILTIN_ORDER",
@@ -30,6 +31,7 @@ __all__ = [
     "compact_results",
     "drop_non_messages",
     "final_stages",
+    "merge_user_turns",
     "offload_results",
     "pair_results",
     "sanitize_content",
@@ -80,6 +82,7 @@ BUILTIN_TABLE: tuple[BuiltinStage, ...] = (
         per_message=True,
         final=True,
     ),
+    _row(merge_user_turns, phase="repair", acts_on=("consecutive_users",), final=True),
     _row(offload_results, phase="budget", acts_on=("large_results",)),
     _row(compact_results, phase="budget", acts_on=("over_budget",)),
     _row(snip_history, phase="budget", acts_on=("over_budget",), final=True),
