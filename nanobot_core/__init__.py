@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nanobot_core.config import Config, load_config
-    from nanobot_core.context import PluginContext, ToolCallEvent
     from nanobot_core.errors import (
         ConfigError,
         GovernanceError,
@@ -27,13 +26,14 @@ if TYPE_CHECKING:
     )
     from nanobot_core.governance import Governor, Stage, StageContext, StageOutcome
     from nanobot_core.hookspecs import hookimpl
-    from nanobot_core.plugins import PluginManager
+    from nanobot_core.kernel.context import PluginContext, ToolCallEvent
+    from nanobot_core.kernel.manager import PluginManager
     from nanobot_core.prompt import PromptBuilder, Section, SectionContext
     from nanobot_core.runner import Runner
+    from nanobot_core.schema import validate
     from nanobot_core.tools.base import Tool, ToolResult, tool
     from nanobot_core.tools.executor import Executor
     from nanobot_core.tools.registry import ToolRegistry
-    from nanobot_core.tools.schema import validate
 
 __all__ = [
     "Config",
@@ -72,8 +72,8 @@ __all__ = [
 _LOCATIONS: dict[str, str] = {
     "Config": "nanobot_core.config",
     "load_config": "nanobot_core.config",
-    "PluginContext": "nanobot_core.context",
-    "ToolCallEvent": "nanobot_core.context",
+    "PluginContext": "nanobot_core.kernel.context",
+    "ToolCallEvent": "nanobot_core.kernel.context",
     "ConfigError": "nanobot_core.errors",
     "GovernanceError": "nanobot_core.errors",
     "NanobotError": "nanobot_core.errors",
@@ -90,7 +90,7 @@ _LOCATIONS: dict[str, str] = {
     "StageContext": "nanobot_core.governance",
     "StageOutcome": "nanobot_core.governance",
     "hookimpl": "nanobot_core.hookspecs",
-    "PluginManager": "nanobot_core.plugins",
+    "PluginManager": "nanobot_core.kernel.manager",
     "PromptBuilder": "nanobot_core.prompt",
     "Section": "nanobot_core.prompt",
     "SectionContext": "nanobot_core.prompt",
@@ -100,7 +100,7 @@ _LOCATIONS: dict[str, str] = {
     "tool": "nanobot_core.tools.base",
     "Executor": "nanobot_core.tools.executor",
     "ToolRegistry": "nanobot_core.tools.registry",
-    "validate": "nanobot_core.tools.schema",
+    "validate": "nanobot_core.schema",
 }
 
 

@@ -19,7 +19,7 @@ import click
 
 if TYPE_CHECKING:
     from nanobot_core.config import Config
-    from nanobot_core.plugins import PluginManager
+    from nanobot_core.kernel.manager import PluginManager
 
 __all__ = ["CliState", "get_state", "main"]
 
@@ -88,7 +88,7 @@ class CliState:
 
     def plugin_manager(self, workspace: str | Path | None = None) -> PluginManager:
         """A loaded plugin manager for `workspace` (one per workspace per process)."""
-        from nanobot_core.plugins import PluginManager
+        from nanobot_core.kernel.manager import PluginManager
 
         root = self.workspace(workspace)
         if root not in self._managers:
@@ -127,9 +127,9 @@ class LazyGroup(click.Group):
 
 
 def _version() -> str:
-    from nanobot_core.plugins import _core_version
+    from nanobot_core.kernel.records import core_version
 
-    return _core_version()
+    return core_version()
 
 
 def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:

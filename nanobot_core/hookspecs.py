@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
-    from nanobot_core.context import PluginContext, ToolCallEvent
+    from nanobot_core.kernel.context import PluginContext, ToolCallEvent
 
 PROJECT_NAME = "nanobot"
 

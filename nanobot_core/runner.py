@@ -37,7 +37,7 @@ from nanobot_core.tools._repeats import RepeatedCalls
 from nanobot_core.tools.executor import Executor, ToolCallOutcome, ToolCallRequest
 
 if TYPE_CHECKING:
-    from nanobot_core.plugins import PluginManager
+    from nanobot_core.kernel.manager import PluginManager
 
 __all__ = [
     "CallRecord",

@@ -39,7 +39,7 @@ from nanobot_core._logging import get_logger
 from nanobot_core.errors import ConfigError, SessionError
 
 if TYPE_CHECKING:
-    from nanobot_core.plugins import PluginManager
+    from nanobot_core.kernel.manager import PluginManager
 
 __all__ = [
     "DEFAULT_SESSION",

@@ -37,7 +37,8 @@ import pytest
 if TYPE_CHECKING:
     from nanobot_core.config import GovernanceConfig
     from nanobot_core.governance import GovernanceResult, Stage
-    from nanobot_core.plugins import PluginManager, PluginRecord
+    from nanobot_core.kernel.manager import PluginManager
+    from nanobot_core.kernel.records import PluginRecord
     from nanobot_core.tools.base import ToolResult
 
 __all__ = [
@@ -57,9 +58,9 @@ TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 def check_tool_contract(tool: Any) -> list[str]:
     """Return every way `tool` (a class or instance) breaks the tool contract; empty when fine."""
-    from nanobot_core.context import PluginContext
+    from nanobot_core.kernel.context import PluginContext
+    from nanobot_core.schema import validate
     from nanobot_core.tools.base import as_tool
-    from nanobot_core.tools.schema import validate
 
     problems: list[str] = []
     instance: Any = tool
@@ -124,7 +125,7 @@ def run_tool(
     `raw_arguments` is what a model would send (a dict, JSON text, ``None``...).
     Errors come back as a `ToolResult` with ``is_error`` set, never as exceptions.
     """
-    from nanobot_core.context import PluginContext
+    from nanobot_core.kernel.context import PluginContext
     from nanobot_core.tools.base import as_tool
     from nanobot_core.tools.executor import Executor, ToolCallRequest
     from nanobot_core.tools.registry import ToolRegistry
@@ -271,7 +272,7 @@ def nanobot_no_network() -> Iterator[None]:
 def nanobot_manager(tmp_path: Path) -> PluginManager:
     """An isolated plugin manager: built-ins only, autoload off, workspace = tmp_path."""
     from nanobot_core.config import Config, PluginsConfig
-    from nanobot_core.plugins import PluginManager
+    from nanobot_core.kernel.manager import PluginManager
 
     config = Config(plugins=PluginsConfig(disable_autoload=True))
     return PluginManager(config, workspace=tmp_path).load()

@@ -7,7 +7,8 @@ from typing import Any
 import click
 
 from nanobot_core.cli import EXIT_FAILED, get_state
-from nanobot_core.plugins import PluginManager, PluginRecord
+from nanobot_core.kernel.manager import PluginManager
+from nanobot_core.kernel.records import PluginRecord
 
 
 def _positions(manager: PluginManager) -> dict[tuple[str, str], dict[str, Any]]:

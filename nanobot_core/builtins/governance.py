@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 from nanobot_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from nanobot_core.context import PluginContext
     from nanobot_core.governance import DirectoryResultStore, EstimateCounter, Stage
+    from nanobot_core.kernel.context import PluginContext
 
 __all__ = ["nanobot_governance_stages", "nanobot_result_store", "nanobot_token_counter"]
 
@@ -24,7 +24,7 @@ def nanobot_governance_stages(ctx: PluginContext) -> list[Stage]:
     return builtin_stages()
 
 
-@hookimpl(trylast=True)
+@hookimpl
 def nanobot_token_counter(ctx: PluginContext) -> EstimateCounter:
     """The default counter: an offline estimate of about four UTF-8 bytes a token."""
     from nanobot_core.governance import EstimateCounter
@@ -32,7 +32,7 @@ def nanobot_token_counter(ctx: PluginContext) -> EstimateCounter:
     return EstimateCounter()
 
 
-@hookimpl(trylast=True)
+@hookimpl
 def nanobot_result_store(ctx: PluginContext) -> DirectoryResultStore:
     """The default store: content-addressed files under ``<workspace>/.nanobot/cache/``."""
     from nanobot_core.governance import default_store

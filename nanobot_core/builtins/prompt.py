@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from nanobot_core.hookspecs import hookimpl
 
 if TYPE_CHECKING:
-    from nanobot_core.context import PluginContext
+    from nanobot_core.kernel.context import PluginContext
     from nanobot_core.prompt import Section
 
 

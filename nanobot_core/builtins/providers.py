@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from nanobot_core.context import PluginContext
 from nanobot_core.hookspecs import hookimpl
+from nanobot_core.kernel.context import PluginContext
 
 
 @hookimpl

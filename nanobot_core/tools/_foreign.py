@@ -31,7 +31,7 @@ import attrs
 from nanobot_core.tools.base import Tool, check_tool, missing_tool_members, refuse_abstract
 
 if TYPE_CHECKING:
-    from nanobot_core.context import PluginContext
+    from nanobot_core.kernel.context import PluginContext
 
 __all__ = ["ForeignTool", "ForeignToolContext"]
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, Self
 from nanobot_core.tools import lazy_attributes
 
 if TYPE_CHECKING:
-    from nanobot_core.context import PluginContext
+    from nanobot_core.kernel.context import PluginContext
     from nanobot_core.tools._foreign import ForeignTool, ForeignToolContext
     from nanobot_core.tools._function import Converter as Converter
     from nanobot_core.tools._function import FunctionTool, tool

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 import attrs
 
 from nanobot_core._logging import get_logger
-from nanobot_core.context import ToolCallEvent
+from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.tools._repeats import RepeatedCalls
 from nanobot_core.tools.base import Tool, ToolResult
 from nanobot_core.tools.registry import PreparedCall, ToolRegistry

@@ -19,11 +19,11 @@ import attrs
 from nanobot_core._json_boundary import JSONLimitError, JSONSyntaxError, check_depth, loads
 from nanobot_core._json_repair import repair
 from nanobot_core._logging import get_logger
+from nanobot_core.schema import cast_arguments, compile_schema, normalise_schema
 from nanobot_core.tools.base import Tool, check_tool
-from nanobot_core.tools.schema import cast_arguments, compile_schema, normalise_schema
 
 if TYPE_CHECKING:
-    from nanobot_core.tools.schema import SchemaValidator
+    from nanobot_core.schema import SchemaValidator
 
 __all__ = ["PreparedCall", "ToolRegistry", "suggest_name"]
 

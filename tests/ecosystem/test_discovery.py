@@ -88,7 +88,7 @@ def test_builtin_override_needs_explicit_config(plugin_env: VirtualEnv, tmp_path
 
 
 def test_plugin_clash_has_a_specific_winner(plugin_env: VirtualEnv, tmp_path: Path) -> None:
-    """Of two plugins claiming `clash`, nbtest-clash-a wins by name, whatever tryfirst says."""
+    """Of two plugins claiming `clash`, nbtest-clash-a wins by name, whatever the install order."""
     plugins = {
         (r["distribution"], r["name"]): r
         for r in _json(plugin_env.cli("plugins", "--json", cwd=tmp_path))

@@ -21,8 +21,8 @@ from hypothesis import strategies as st
 
 from nanobot_core.builtins.governance import nanobot_governance_stages
 from nanobot_core.config import Config, GovernanceConfig
-from nanobot_core.context import PluginContext
 from nanobot_core.governance import GovernanceReport, Governor, Stage
+from nanobot_core.kernel.context import PluginContext
 from tests.helpers import data_dir
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]

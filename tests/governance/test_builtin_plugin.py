@@ -6,11 +6,11 @@ from pathlib import Path
 from typing import Any
 
 from nanobot_core.builtins import governance as plugin
-from nanobot_core.context import PluginContext
 from nanobot_core.governance import DirectoryResultStore, EstimateCounter, Stage, StageOutcome
 from nanobot_core.governance.ordering import BUILTIN_ORDER
 from nanobot_core.hookspecs import hookimpl
-from nanobot_core.plugins import PluginManager
+from nanobot_core.kernel.context import PluginContext
+from nanobot_core.kernel.manager import PluginManager
 from tests.governance.builders import call, calls, result, user
 
 

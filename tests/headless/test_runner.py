@@ -10,12 +10,12 @@ from typing import Any
 import pytest
 
 from nanobot_core.config import Config
-from nanobot_core.context import PluginContext
 from nanobot_core.errors import ProviderError
 from nanobot_core.governance.invariants import check_tool_pairing
 from nanobot_core.hookspecs import hookimpl
 from nanobot_core.jsonl_store import JsonlSessionStore
-from nanobot_core.plugins import PluginManager
+from nanobot_core.kernel.context import PluginContext
+from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.prompt import RUNTIME_BLOCK_CLOSE, RUNTIME_BLOCK_OPEN
 from nanobot_core.providers import RetryNotice
 from nanobot_core.runner import (

@@ -14,7 +14,7 @@ from nanobot_core.config import Config, SessionsConfig, load_config
 from nanobot_core.errors import ConfigError, SessionError
 from nanobot_core.hookspecs import hookimpl
 from nanobot_core.jsonl_store import JsonlSessionStore
-from nanobot_core.plugins import PluginManager
+from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.session_transfer import (
     EXPORT_HEADER,
     export_sessions,

@@ -7,7 +7,7 @@ from typing import Any
 
 from nanobot_core import Section, Stage, StageOutcome, Tool, hookimpl
 from nanobot_core.config import Config, GovernanceConfig, PluginsConfig, PromptConfig, ToolsConfig
-from nanobot_core.plugins import PluginManager
+from nanobot_core.kernel.manager import PluginManager
 
 
 def _noop(messages: list[Any], ctx: Any) -> StageOutcome:

@@ -10,7 +10,7 @@ import pytest
 from nanobot_core import hookimpl
 from nanobot_core.config import Config, PluginsConfig
 from nanobot_core.errors import PluginError
-from nanobot_core.plugins import PluginManager
+from nanobot_core.kernel.manager import PluginManager
 
 
 def _manager(tmp_path: Path, **plugins: Any) -> PluginManager:

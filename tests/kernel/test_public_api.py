@@ -33,7 +33,8 @@ def test_import_is_lazy() -> None:
     code = (
         "import sys, nanobot_core; "
         "heavy = [m for m in ('httpx', 'jsonschema_rs', 'json_repair', 'click', 'cattrs', "
-        "'nanobot_core.governance', 'nanobot_core.tools', 'nanobot_core.plugins') "
+        "'nanobot_core.governance', 'nanobot_core.tools', 'nanobot_core.kernel', "
+        "'nanobot_core.schema') "
         "if m in sys.modules]; print(heavy)"
     )
     result = subprocess.run(

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nanobot_core import Stage, StageOutcome, Tool, ToolResult, hookimpl, tool
-from nanobot_core.plugins import PluginManager
+from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.testing import (
     assert_tool_contract,
     check_tool_contract,

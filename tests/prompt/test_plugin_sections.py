@@ -6,7 +6,7 @@ from pathlib import Path
 
 from nanobot_core.config import Config
 from nanobot_core.hookspecs import hookimpl
-from nanobot_core.plugins import PluginManager
+from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.prompt import Section, SectionContext
 
 

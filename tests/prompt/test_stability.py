@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from nanobot_core.config import Config
-from nanobot_core.plugins import PluginManager
+from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.prompt import SectionContext
 
 # Builds the prompt the way the runner does (through the plugin manager) and writes its bytes
@@ -17,7 +17,7 @@ SCRIPT = """
 import sys
 from pathlib import Path
 from nanobot_core.config import Config
-from nanobot_core.plugins import PluginManager
+from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.prompt import SectionContext
 
 workspace = Path(sys.argv[1])

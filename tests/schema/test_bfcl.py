@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from nanobot_core.tools.schema import compile_schema, normalise_schema, validate
+from nanobot_core.schema import compile_schema, normalise_schema, validate
 from tests.helpers import data_dir
 
 _SOURCE_STRINGS = (

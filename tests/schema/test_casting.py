@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from nanobot_core.tools.schema import (
+from nanobot_core.schema import (
     InvalidSchemaError,
     cast_arguments,
     compile_schema,

@@ -14,7 +14,7 @@ from typing import Any
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from nanobot_core.tools.schema import cast_arguments, validate
+from nanobot_core.schema import cast_arguments, validate
 
 PROPERTIES = settings(
     derandomize=True,

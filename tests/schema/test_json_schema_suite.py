@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from nanobot_core.tools.schema import validate
+from nanobot_core.schema import validate
 from tests.helpers import data_dir
 
 KNOWN_FAILURES: dict[str, str] = {

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from nanobot_core.tools._normalise import TYPE_ALIASES, UNCONSTRAINED_TYPES
-from nanobot_core.tools.schema import normalise_schema, validate
+from nanobot_core.schema import normalise_schema, validate
+from nanobot_core.schema.normalise import TYPE_ALIASES, UNCONSTRAINED_TYPES
 
 
 @pytest.fixture(scope="module")

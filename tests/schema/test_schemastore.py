@@ -8,11 +8,11 @@ from typing import Any
 
 import pytest
 
-from nanobot_core.tools.schema import validate
+from nanobot_core.schema import validate
 from tests.helpers import data_dir
 
 _FORMAT_IS_AN_ANNOTATION = (
-    "we never assert `format` (see nanobot_core.tools.schema); upstream's verdict needs it"
+    "we never assert `format` (see nanobot_core.schema); upstream's verdict needs it"
 )
 KNOWN_FAILURES: dict[str, str] = {
     "negative_test/abc-supply-plan-14.0.0/abc-supply-plan-invalid-plan-date.json": (

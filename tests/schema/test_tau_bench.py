@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from nanobot_core.tools.schema import cast_arguments, validate
+from nanobot_core.schema import cast_arguments, validate
 from tests.helpers import data_dir
 
 Call = tuple[str, dict[str, Any]]

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from nanobot_core.errors import ToolError
-from nanobot_core.tools.schema import (
+from nanobot_core.schema import (
     MAX_MESSAGE_CHARS,
     InvalidSchemaError,
     SchemaValidator,

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_core.context import PluginContext
+from nanobot_core.kernel.context import PluginContext
 from tests.tools.support import SECRET
 
 

@@ -10,7 +10,7 @@ from typing import Annotated, Any, Literal, TypedDict
 import attrs
 import pytest
 
-from nanobot_core.context import PluginContext
+from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools.base import (
     NO_OUTPUT,
     ForeignTool,

@@ -6,17 +6,17 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_core.builtins.tools import (
+from nanobot_core.builtins.workspace_tools import nanobot_tools
+from nanobot_core.config import Config, GovernanceConfig
+from nanobot_core.kernel.context import PluginContext
+from nanobot_core.tools.builtin import (
     EditFileTool,
     FindFilesTool,
     GrepTool,
     ListDirTool,
     ReadFileTool,
     WriteFileTool,
-    nanobot_tools,
 )
-from nanobot_core.config import Config, GovernanceConfig
-from nanobot_core.context import PluginContext
 from tests.tools.support import run
 
 

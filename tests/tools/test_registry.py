@@ -267,8 +267,8 @@ def test_duplicate_names_are_refused() -> None:
 
 _STABILITY_SCRIPT = """
 import hashlib, json, sys
-from nanobot_core.builtins.tools import nanobot_tools
-from nanobot_core.context import PluginContext
+from nanobot_core.builtins.workspace_tools import nanobot_tools
+from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools import ToolRegistry, tool
 from tests.tools.test_registry import SchemaTool
 

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from nanobot_core.builtins.tools import nanobot_tools
-from nanobot_core.context import PluginContext
+from nanobot_core.builtins.workspace_tools import nanobot_tools
 from nanobot_core.errors import WorkspaceEscapeError
+from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools.base import Tool
 from nanobot_core.tools.workspace import resolve_in_workspace
 from tests.tools.support import SECRET, run

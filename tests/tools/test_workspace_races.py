@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from nanobot_core.builtins.tools import EditFileTool, ReadFileTool, WriteFileTool
 from nanobot_core.tools.base import ToolResult
+from nanobot_core.tools.builtin import EditFileTool, ReadFileTool, WriteFileTool
 from tests.tools.support import run
 
 TRIES = 3_000
@@ -162,7 +162,7 @@ def test_grep_with_a_catastrophic_pattern_stops_at_its_timeout(tmp_path: Path) -
     """``(a+)+$`` on a long line of a's is stopped at the search timeout with an explanation."""
     import time
 
-    from nanobot_core.builtins.tools import GrepTool
+    from nanobot_core.tools.builtin import GrepTool
 
     workspace = tmp_path / "ws"
     workspace.mkdir()

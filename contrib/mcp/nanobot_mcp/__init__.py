@@ -21,7 +21,7 @@ from nanobot_mcp.names import bridged_name
 from nanobot_mcp.tool import McpTool, to_tool_result
 
 if TYPE_CHECKING:
-    from nanobot_core.context import PluginContext
+    from nanobot_core.kernel.context import PluginContext
 
 __all__ = [
     "CONFIG_ENV",

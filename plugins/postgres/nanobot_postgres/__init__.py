@@ -11,8 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from nanobot_core import hookimpl
-from nanobot_core.context import PluginContext, ToolCallEvent
+from nanobot_core import PluginContext, ToolCallEvent, hookimpl
 
 from nanobot_postgres.store import PostgresSessionStore
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from nanobot_core import PluginContext, ToolCallEvent
 from nanobot_core.config import Config, PostgresConfig, SessionsConfig
-from nanobot_core.context import PluginContext, ToolCallEvent
 from nanobot_core.errors import ConfigError, SessionError, SessionLockedError
 from nanobot_core.governance.store import CACHE_DIR
 from nanobot_core.jsonl_store import JsonlSessionStore

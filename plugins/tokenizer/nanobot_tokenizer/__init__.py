@@ -17,7 +17,7 @@ from nanobot_tokenizer.counter import BpeTokenCounter
 from nanobot_tokenizer.encodings import ENCODING_ENV, ENCODINGS, choose_encoding, encoding_for_model
 
 if TYPE_CHECKING:
-    from nanobot_core.context import PluginContext
+    from nanobot_core.kernel.context import PluginContext
 
 __all__ = [
     "ENCODINGS",

@@ -59,7 +59,7 @@ def test_the_installed_plugin_supplies_the_governors_counter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Through the plugin manager, the governor counts with this plugin, in the model's encoding."""
-    from nanobot_core.plugins import PluginManager
+    from nanobot_core.kernel.manager import PluginManager
 
     monkeypatch.delenv(ENCODING_ENV, raising=False)
     config = Config(

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 from nanobot_core.config import Config, ProviderConfig
-from nanobot_core.context import PluginContext
 from nanobot_core.errors import ConfigError
+from nanobot_core.kernel.context import PluginContext
 
 from nanobot_tokenizer import ENCODING_ENV, encoding_for_model, nanobot_token_counter
 
@@ -57,7 +57,7 @@ def test_the_environment_can_name_the_encoding(
 
 def test_the_installed_plugin_is_discovered(tmp_path: Path) -> None:
     """Installed, nanobot-tokenizer loads through nanobot.plugins and implements the hook."""
-    from nanobot_core.plugins import PluginManager
+    from nanobot_core.kernel.manager import PluginManager
 
     manager = PluginManager(Config(), workspace=tmp_path).load()
     mine = [r for r in manager.records() if r.info.distribution == "nanobot-tokenizer"]

@@ -13,7 +13,7 @@ from nanobot_web_tools.errors import FetchFailed, FetchRefused
 from nanobot_web_tools.fetch import FetchedPage, FetchLimits, PinnedFetcher
 
 if TYPE_CHECKING:
-    from nanobot_core.context import PluginContext
+    from nanobot_core.kernel.context import PluginContext
 
 __all__ = ["ALLOW_LOOPBACK_ENV", "WebFetch"]
 

@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 from nanobot_core.config import Config, ToolsConfig
-from nanobot_core.context import PluginContext
 from nanobot_core.errors import ConfigError
+from nanobot_core.kernel.context import PluginContext
 from nanobot_core.testing import assert_tool_contract, run_tool
 
 from nanobot_web_tools import ALLOW_LOOPBACK_ENV, FetchedPage, FetchLimits, WebFetch
@@ -124,7 +124,7 @@ def test_render_cuts_to_max_chars_and_says_so() -> None:
 
 def test_the_entry_point_contributes_web_fetch(tmp_path: Path) -> None:
     """Installed, the distribution contributes web_fetch through the nanobot.tools entry point."""
-    from nanobot_core.plugins import PluginManager
+    from nanobot_core.kernel.manager import PluginManager
 
     manager = PluginManager(Config(), workspace=tmp_path).load()
     tools = {c.name: c for c in manager.contributions("tool")}

@@ -9,6 +9,6 @@ def clash_a() -> str:
     return "a"
 
 
-@hookimpl(trylast=True)
+@hookimpl
 def nanobot_tools(ctx):
     return [clash_a]

@@ -9,6 +9,6 @@ def clash_b() -> str:
     return "b"
 
 
-@hookimpl(tryfirst=True)
+@hookimpl
 def nanobot_tools(ctx):
     return [clash_b]

@@ -31,9 +31,14 @@ from typing import Any
 
 import attrs
 
-from nanobot_core.tools.schema import SchemaValidator, format_instance_path, json_pointer
+from nanobot_core.schema.validation import (
+    SchemaValidator,
+    compile_schema,
+    format_instance_path,
+    json_pointer,
+)
 
-__all__ = ["NOTE_VALUE_CHARS", "cast_value"]
+__all__ = ["NOTE_VALUE_CHARS", "cast_arguments", "cast_value"]
 
 NOTE_VALUE_CHARS = 60
 """Values in notes are cut to this many characters."""
@@ -46,6 +51,17 @@ _LEGACY_REF_DIALECTS = ("draft-03", "draft-04", "draft-06", "draft-07")
 _MAX_NUMBER_TEXT = 400  # beyond this a "number" is a denial of service, not an argument
 
 Path = tuple[str | int, ...]
+
+
+def cast_arguments(
+    schema: Mapping[str, Any] | bool | SchemaValidator, value: Any
+) -> tuple[Any, list[str]]:
+    """Cast what the schema plainly means and the model wrote loosely (``"3"`` for an integer).
+
+    Returns the new value (``value`` itself when nothing was cast; the input is never mutated) and
+    one note per cast, e.g. ``$.count: "3" -> 3``. The rules are below.
+    """
+    return cast_value(compile_schema(schema), value)
 
 
 def cast_value(validator: SchemaValidator, value: Any) -> tuple[Any, list[str]]:

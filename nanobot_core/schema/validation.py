@@ -21,7 +21,6 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from nanobot_core.errors import ToolError
-from nanobot_core.tools._normalise import normalise_schema
 
 if TYPE_CHECKING:
     import jsonschema_rs
@@ -31,11 +30,9 @@ __all__ = [
     "InvalidSchemaError",
     "Retriever",
     "SchemaValidator",
-    "cast_arguments",
     "compile_schema",
     "format_instance_path",
     "json_pointer",
-    "normalise_schema",
     "validate",
 ]
 
@@ -189,19 +186,6 @@ def validate(
     Empty when valid. Raises `InvalidSchemaError` when the schema itself is invalid.
     """
     return compile_schema(schema, retriever=retriever).errors(instance)
-
-
-def cast_arguments(
-    schema: Mapping[str, Any] | bool | SchemaValidator, value: Any
-) -> tuple[Any, list[str]]:
-    """Cast what the schema plainly means and the model wrote loosely (``"3"`` for an integer).
-
-    Returns the new value (``value`` itself when nothing was cast; the input is never mutated) and
-    one note per cast, e.g. ``$.count: "3" -> 3``. The rules are in `nanobot_core.tools._casting`.
-    """
-    from nanobot_core.tools._casting import cast_value
-
-    return cast_value(compile_schema(schema), value)
 
 
 def _snapshot(schema: Mapping[str, Any] | bool) -> dict[str, Any] | bool:

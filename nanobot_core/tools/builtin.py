@@ -1,4 +1,4 @@
-"""Built-in plugin: the workspace tools (read, list, find, grep, write and edit files).
+"""The built-in workspace tools (read, list, find, grep, write and edit files).
 
 Every path is confined to the workspace (symlinks included). Outputs are
 capped below governance's ``max_tool_result_chars``, so a tool's answer is
@@ -21,9 +21,8 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar
 
 from nanobot_core._json_boundary import dumps, loads
-from nanobot_core.context import PluginContext
 from nanobot_core.errors import WorkspaceEscapeError
-from nanobot_core.hookspecs import hookimpl
+from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools.base import Tool, ToolResult, run_in_daemon_thread
 from nanobot_core.tools.workspace import (
     open_in_workspace,
@@ -39,7 +38,6 @@ __all__ = [
     "ListDirTool",
     "ReadFileTool",
     "WriteFileTool",
-    "nanobot_tools",
 ]
 
 DEFAULT_OUTPUT_CHARS = 15_000
@@ -616,12 +614,6 @@ BUILTIN_TOOLS: tuple[type[WorkspaceTool], ...] = (
     WriteFileTool,
     EditFileTool,
 )
-
-
-@hookimpl
-def nanobot_tools(ctx: PluginContext) -> list[Tool]:
-    """The six workspace tools, built for the context's workspace."""
-    return [tool_class.create(ctx) for tool_class in BUILTIN_TOOLS]
 
 
 def _search_in_child() -> None:

@@ -1,0 +1,150 @@
+"""Contributions: adapting what a hook returned into named items, and resolving name clashes.
+
+Adapting turns one plugin's return value into ``(name, item)`` pairs or raises
+`ContributionError` saying which item is wrong. Resolving walks every plugin's items
+in canonical order: the first owner of a name wins, except that a plugin named in
+``plugins.overrides`` may take a built-in's name; the loser is kept, marked shadowed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from nanobot_core._logging import get_logger
+from nanobot_core.kernel.context import PluginContext
+from nanobot_core.kernel.records import Contribution, Kind, PluginInfo, canonical_name
+
+__all__ = ["KIND_HOOKS", "ContributionError", "adapt_all", "resolve"]
+
+log = get_logger("nanobot_core.kernel")
+
+KIND_HOOKS: dict[Kind, str] = {
+    "tool": "nanobot_tools",
+    "stage": "nanobot_governance_stages",
+    "section": "nanobot_prompt_sections",
+    "provider": "nanobot_providers",
+}
+
+
+class ContributionError(Exception):
+    """A plugin's contribution is unusable; the message says which item and why."""
+
+
+def adapt_all(kind: Kind, value: Any, ctx: PluginContext) -> list[tuple[str, Any]]:
+    """The named items in one plugin's return value for a collecting hook of `kind`."""
+    if value is None:
+        return []
+    if not isinstance(value, list | tuple):
+        raise ContributionError(f"returned {type(value).__name__}, expected a list")
+    adapted: list[tuple[str, Any]] = []
+    for index, raw in enumerate(value):
+        try:
+            item = _ADAPTERS[kind](raw, ctx)
+        except Exception as exc:
+            raise ContributionError(
+                f"item {index} ({_short(raw)}): {type(exc).__name__}: {exc}"
+            ) from exc
+        if item is None:  # a tool whose enabled(ctx) said no
+            continue
+        name = getattr(item, "name", None)
+        if not isinstance(name, str) or not name:
+            raise ContributionError(f"item {index} ({_short(raw)}) has no usable name")
+        adapted.append((name, item))
+    return adapted
+
+
+def resolve(
+    kind: Kind, gathered: list[Contribution], overrides: dict[str, list[str]]
+) -> list[Contribution]:
+    """Every contribution in canonical order, the losers of a name clash marked shadowed."""
+    owners: dict[str, Contribution] = {}
+    resolved: list[Contribution] = []
+    for contribution in gathered:
+        owner = owners.get(contribution.name)
+        if owner is None:
+            owners[contribution.name] = contribution
+            resolved.append(contribution)
+            continue
+        if (
+            owner.plugin.builtin
+            and not contribution.plugin.builtin
+            and _may_override(overrides, contribution.plugin, contribution.name)
+        ):
+            resolved[resolved.index(owner)] = attrs.evolve(
+                owner, shadowed_by=contribution.plugin.name
+            )
+            owners[contribution.name] = contribution
+            resolved.append(contribution)
+            log.warning(
+                "built-in overridden by configuration",
+                kind=kind,
+                name=contribution.name,
+                plugin=contribution.plugin.name,
+                distribution=contribution.plugin.distribution,
+            )
+            continue
+        resolved.append(attrs.evolve(contribution, shadowed_by=owner.plugin.name))
+        log.warning(
+            "name clash: first contribution wins",
+            kind=kind,
+            name=contribution.name,
+            winner=owner.plugin.name,
+            winner_distribution=owner.plugin.distribution,
+            loser=contribution.plugin.name,
+            loser_distribution=contribution.plugin.distribution,
+            reason="built-in names are protected"
+            if owner.plugin.builtin
+            else "ordered by distribution name, then entry-point name",
+        )
+    return resolved
+
+
+def _may_override(overrides: dict[str, list[str]], plugin: PluginInfo, name: str) -> bool:
+    for key in (plugin.name, plugin.distribution or "", canonical_name(plugin.distribution or "")):
+        if key and name in overrides.get(key, ()):
+            return True
+    return False
+
+
+def _short(value: Any) -> str:
+    text = getattr(value, "__qualname__", None) or type(value).__name__
+    return str(text)[:80]
+
+
+def _adapt_tool(raw: Any, ctx: PluginContext) -> Any:
+    from nanobot_core.tools.base import as_tool
+
+    return as_tool(raw, ctx)
+
+
+def _adapt_stage(raw: Any, ctx: PluginContext) -> Any:
+    from nanobot_core.governance import Stage
+
+    if not isinstance(raw, Stage):
+        raise TypeError(f"expected a nanobot_core.Stage, got {type(raw).__name__}")
+    return raw
+
+
+def _adapt_section(raw: Any, ctx: PluginContext) -> Any:
+    from nanobot_core.prompt import Section
+
+    if not isinstance(raw, Section):
+        raise TypeError(f"expected a nanobot_core.Section, got {type(raw).__name__}")
+    return raw
+
+
+def _adapt_provider(raw: Any, ctx: PluginContext) -> Any:
+    if not callable(raw) or not isinstance(getattr(raw, "name", None), str):
+        raise TypeError("expected a provider class or factory with a string `name`")
+    return raw
+
+
+_ADAPTERS: dict[Kind, Callable[[Any, PluginContext], Any]] = {
+    "tool": _adapt_tool,
+    "stage": _adapt_stage,
+    "section": _adapt_section,
+    "provider": _adapt_provider,
+}

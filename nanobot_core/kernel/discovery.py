@@ -1,0 +1,146 @@
+"""Discovery: the built-in plugin modules and the entry points that allow/block let through.
+
+Discovery only decides what is a candidate and how to load it; the manager registers it.
+Entry points are scanned once per process.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from nanobot_core import hookspecs
+from nanobot_core._logging import get_logger
+from nanobot_core.config import PluginsConfig
+from nanobot_core.kernel.records import (
+    BUILTIN_PLUGINS,
+    PluginInfo,
+    Source,
+    canonical_name,
+    core_version,
+)
+
+if TYPE_CHECKING:
+    from importlib_metadata import EntryPoint
+
+    from nanobot_core.kernel.context import PluginContext
+
+__all__ = [
+    "PLUGINS_GROUP",
+    "TOOLS_GROUP",
+    "Candidate",
+    "builtin_candidates",
+    "entry_point_candidates",
+]
+
+log = get_logger("nanobot_core.kernel")
+
+TOOLS_GROUP = "nanobot.tools"
+PLUGINS_GROUP = "nanobot.plugins"
+
+Loader = Callable[[], object]
+
+
+@attrs.frozen
+class Candidate:
+    """A plugin discovery found: how to load it, or why it is not loaded."""
+
+    info: PluginInfo
+    loader: Loader | None
+    blocked: str | None = None
+
+
+def builtin_candidates(disabled: set[str]) -> Iterator[Candidate]:
+    """The built-in plugins, in their fixed order; those in `disabled` come back blocked."""
+    for unknown in sorted(disabled - set(BUILTIN_PLUGINS)):
+        log.warning("unknown built-in plugin in plugins.disabled_builtins", name=unknown)
+    for name, module_name in BUILTIN_PLUGINS.items():
+        info = PluginInfo(
+            name=name, source="builtin", distribution="nanobot-core", version=core_version()
+        )
+        if name in disabled:
+            log.info("built-in plugin disabled", plugin=name)
+            yield Candidate(info, None, "disabled in config")
+            continue
+        yield Candidate(info, functools.partial(importlib.import_module, module_name))
+
+
+def entry_point_candidates(settings: PluginsConfig, *, autoload: bool) -> Iterator[Candidate]:
+    """Both entry-point groups, each entry point loadable or blocked with the reason."""
+    block = set(settings.block)
+    allow = None if settings.allow is None else set(settings.allow)
+    matched: set[str] = set()
+    for group, ep in _scan_entry_points():
+        dist = ep.dist.name if ep.dist is not None else None
+        version = ep.dist.version if ep.dist is not None else None
+        source: Source = "nanobot.tools" if group == TOOLS_GROUP else "nanobot.plugins"
+        info = PluginInfo(
+            name=ep.name,
+            source=source,
+            distribution=dist,
+            version=version,
+            entry_point=f"{ep.name} = {ep.value}",
+        )
+        names = {ep.name}
+        if dist:
+            names |= {dist, canonical_name(dist)}
+        if not autoload:
+            yield Candidate(info, None, "plugin autoload is disabled")
+            continue
+        hit_block = names & (block | {canonical_name(b) for b in block})
+        if hit_block:
+            matched |= hit_block
+            log.info("plugin blocked", plugin=ep.name, distribution=dist, by=sorted(hit_block))
+            yield Candidate(info, None, "blocked by configuration")
+            continue
+        if allow is not None:
+            hit_allow = names & (allow | {canonical_name(a) for a in allow})
+            if not hit_allow:
+                log.info("plugin not allowed", plugin=ep.name, distribution=dist)
+                yield Candidate(info, None, "not in the allow-list")
+                continue
+            matched |= hit_allow
+        yield Candidate(info, functools.partial(_load_entry_point, ep, group))
+    for name in sorted(block | (allow or set())):
+        if name not in matched and canonical_name(name) not in matched:
+            log.warning("plugin name in block/allow list matches no installed plugin", name=name)
+
+
+@functools.cache
+def _scan_entry_points() -> tuple[tuple[str, EntryPoint], ...]:
+    """Scan both entry-point groups once per process."""
+    import importlib_metadata
+
+    found: list[tuple[str, EntryPoint]] = []
+    for group in (TOOLS_GROUP, PLUGINS_GROUP):
+        seen: set[tuple[str, str]] = set()
+        for ep in importlib_metadata.entry_points(group=group):
+            dist = ep.dist.name if ep.dist is not None else ""
+            # The same distribution can be visible twice on sys.path (editable + site); keep one.
+            if (dist, ep.name) in seen:
+                continue
+            seen.add((dist, ep.name))
+            found.append((group, ep))
+    return tuple(found)
+
+
+class _ToolClassPlugin:
+    """Wraps one ``nanobot.tools`` entry point (a tool class) as a plugin with one hook."""
+
+    def __init__(self, tool_class: Any) -> None:
+        self.tool_class = tool_class
+
+    @hookspecs.hookimpl
+    def nanobot_tools(self, ctx: PluginContext) -> list[Any]:
+        return [self.tool_class]
+
+
+def _load_entry_point(ep: EntryPoint, group: str) -> object:
+    loaded = ep.load()
+    if group == TOOLS_GROUP:
+        return _ToolClassPlugin(loaded)
+    return loaded

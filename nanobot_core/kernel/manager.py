@@ -1,0 +1,374 @@
+"""The plugin manager: built-ins first, then entry points, with provenance and conflict rules.
+
+Every tool, stage, section and provider the core uses comes through this
+class. The core calls each hook implementation on its own (see
+`nanobot_core.kernel.calling`), in a canonical order that never depends on
+registration order or set order: built-in plugins first, then external plugins
+sorted by distribution name and entry-point name. That order decides name
+clashes (first wins), and every contribution remembers the plugin, distribution
+and version it came from.
+
+A plugin that fails to import, fails pluggy's validation, uses a refused hook
+marker, raises in a hook, returns the wrong type, or contributes a tool that
+cannot be built is unregistered completely and recorded as failed. In strict
+mode the failure is raised as :class:`~nanobot_core.errors.PluginError` instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+from nanobot_core import hookspecs
+from nanobot_core._logging import get_logger
+from nanobot_core.config import Config
+from nanobot_core.errors import PluginError
+from nanobot_core.kernel.calling import Outcome, call_in_order, refused_markers
+from nanobot_core.kernel.context import PluginContext, ToolCallEvent
+from nanobot_core.kernel.contributions import KIND_HOOKS, ContributionError, adapt_all, resolve
+from nanobot_core.kernel.discovery import builtin_candidates, entry_point_candidates
+from nanobot_core.kernel.records import Contribution, Kind, PluginInfo, PluginRecord
+
+if TYPE_CHECKING:
+    from nanobot_core.governance import Governor
+    from nanobot_core.prompt import PromptBuilder
+    from nanobot_core.tools.registry import ToolRegistry
+
+__all__ = ["PluginManager"]
+
+log = get_logger("nanobot_core.kernel")
+
+_HOOK_NAMES = frozenset(name for name in dir(hookspecs) if name.startswith("nanobot_"))
+
+
+class PluginManager:
+    """Discovers, isolates and queries plugins; knows who contributed what.
+
+    ``load()`` registers the built-in plugin modules, then the entry points of
+    ``nanobot.tools`` and ``nanobot.plugins`` that the block/allow/autoload
+    settings let through. Contributions are collected lazily per kind, so a
+    command pays only for what it uses.
+    """
+
+    def __init__(
+        self,
+        config: Config | None = None,
+        *,
+        workspace: Path | str | None = None,
+        autoload: bool | None = None,
+        strict: bool | None = None,
+    ) -> None:
+        self.config = config or Config()
+        self.context = PluginContext(
+            workspace=Path(workspace or Path.cwd()).resolve(), config=self.config
+        )
+        self.autoload = (not self.config.plugins.disable_autoload) if autoload is None else autoload
+        self.strict = self.config.plugins.strict if strict is None else strict
+        self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)
+        self._pm.add_hookspecs(hookspecs)
+        self._records: dict[str, PluginRecord] = {}
+        self._collected: dict[Kind, list[Contribution]] = {}
+        self._loaded = False
+        self._registry: ToolRegistry | None = None
+
+    # -- registration -------------------------------------------------------------------
+
+    def load(self) -> PluginManager:
+        """Register built-ins and discover entry points (idempotent)."""
+        if self._loaded:
+            return self
+        self._loaded = True
+        settings = self.config.plugins
+        for candidate in builtin_candidates(set(settings.disabled_builtins)):
+            if candidate.loader is None:
+                self._records[candidate.info.name] = PluginRecord(
+                    candidate.info, "blocked", candidate.blocked
+                )
+                continue
+            self._register(candidate.info, candidate.loader)
+        for candidate in entry_point_candidates(settings, autoload=self.autoload):
+            if candidate.loader is None:
+                key = self._record_key(candidate.info)
+                self._records[key] = PluginRecord(candidate.info, "blocked", candidate.blocked)
+                continue
+            self._register(candidate.info, candidate.loader)
+        return self
+
+    def register(
+        self,
+        plugin: object,
+        name: str,
+        *,
+        distribution: str | None = None,
+        version: str | None = None,
+    ) -> PluginRecord:
+        """Register a plugin object directly (used by tests and embedding applications)."""
+        self.load()
+        info = PluginInfo(
+            name=name, source="nanobot.plugins", distribution=distribution, version=version
+        )
+        record = self._register(info, lambda: plugin)
+        self._invalidate()
+        return record
+
+    def _record_key(self, info: PluginInfo) -> str:
+        if info.builtin:
+            return info.name
+        return f"{info.source}:{info.distribution or ''}:{info.name}"
+
+    def _register(self, info: PluginInfo, loader: Callable[[], object]) -> PluginRecord:
+        key = self._record_key(info)
+        record = PluginRecord(info, "loaded")
+        self._records[key] = record
+        try:
+            obj = loader()
+        except Exception as exc:
+            return self._fail(record, f"failed to import: {type(exc).__name__}: {exc}")
+        try:
+            self._pm.register(obj, name=key)
+        except (pluggy.PluginValidationError, ValueError) as exc:
+            return self._fail(record, f"failed hook validation: {exc}")
+        record.obj = obj
+        unknown = [
+            attr
+            for attr in dir(obj)
+            if attr.startswith("nanobot_")
+            and callable(getattr(obj, attr, None))
+            and attr not in _HOOK_NAMES
+        ]
+        if unknown:
+            return self._fail(record, f"implements unknown hooks: {', '.join(sorted(unknown))}")
+        refused = refused_markers(self._pm, obj)
+        if refused:
+            return self._fail(
+                record,
+                f"uses hook markers nanobot-core refuses: {'; '.join(refused)} "
+                "(each implementation is called on its own, in the canonical order)",
+            )
+        record.hooks = sorted({caller.name for caller in self._pm.get_hookcallers(obj) or []})
+        log.debug(
+            "plugin registered",
+            plugin=info.name,
+            distribution=info.distribution,
+            version=info.version,
+            source=info.source,
+        )
+        return record
+
+    def _fail(self, record: PluginRecord, message: str) -> PluginRecord:
+        record.status = "failed"
+        record.error = message
+        record.contributions = []
+        if record.obj is not None and self._pm.is_registered(record.obj):
+            self._pm.unregister(record.obj)
+        record.obj = None
+        log.error(
+            "plugin failed",
+            plugin=record.info.name,
+            distribution=record.info.distribution,
+            version=record.info.version,
+            entry_point=record.info.entry_point,
+            error=message,
+        )
+        self._invalidate()
+        if self.strict:
+            raise PluginError(f"{record.info.describe()} failed: {message}")
+        return record
+
+    def _invalidate(self) -> None:
+        self._collected.clear()
+        self._registry = None
+        for record in self._records.values():
+            record.contributions = []
+
+    # -- queries ------------------------------------------------------------------------
+
+    def records(self) -> list[PluginRecord]:
+        """Every plugin the manager knows, in canonical order, with its contributions."""
+        self.load()
+        for kind in KIND_HOOKS:
+            self.contributions(kind, include_shadowed=True)
+        return sorted(self._records.values(), key=lambda r: r.info.sort_key)
+
+    def failures(self) -> list[PluginRecord]:
+        """The plugins that failed."""
+        return [r for r in self.records() if r.status == "failed"]
+
+    def _loaded_records(self) -> list[PluginRecord]:
+        return sorted(
+            (r for r in self._records.values() if r.status == "loaded"),
+            key=lambda r: r.info.sort_key,
+        )
+
+    def call_each(self, hook_name: str, **kwargs: Any) -> list[tuple[PluginRecord, Any]]:
+        """Call every implementation of `hook_name` once, in canonical order.
+
+        A plugin whose implementation raises is marked failed (and unregistered)
+        and left out of the result; the others are still called, each once.
+        """
+        self.load()
+        results: list[tuple[PluginRecord, Any]] = []
+        for outcome in call_in_order(self._pm, hook_name, self._loaded_records(), kwargs):
+            if outcome.failed:
+                self._fail_in_hook(outcome, hook_name)
+                continue
+            results.append((outcome.record, outcome.value))
+        return results
+
+    def first_result(self, hook_name: str, **kwargs: Any) -> Any:
+        """The first non-None answer of a firstresult hook: external plugins before built-ins."""
+        self.load()
+        records = self._loaded_records()
+        ordered = [r for r in records if not r.info.builtin] + [
+            r for r in records if r.info.builtin
+        ]
+        for outcome in call_in_order(self._pm, hook_name, ordered, kwargs):
+            if outcome.failed:
+                self._fail_in_hook(outcome, hook_name)
+                continue
+            if outcome.value is not None:
+                return outcome.value
+        return None
+
+    def _fail_in_hook(self, outcome: Outcome, hook_name: str) -> None:
+        self._fail(outcome.record, f"raised in {hook_name}: {outcome.describe_error()}")
+
+    def contributions(self, kind: Kind, *, include_shadowed: bool = False) -> list[Contribution]:
+        """What plugins contributed of one kind, winners first in canonical order."""
+        self.load()
+        if kind not in self._collected:
+            self._collected[kind] = self._collect(kind)
+        items = self._collected[kind]
+        return items if include_shadowed else [c for c in items if c.shadowed_by is None]
+
+    def _collect(self, kind: Kind) -> list[Contribution]:
+        hook_name = KIND_HOOKS[kind]
+        gathered: list[Contribution] = []
+        for record, value in self.call_each(hook_name, ctx=self.context):
+            try:
+                items = adapt_all(kind, value, self.context)
+            except ContributionError as exc:
+                self._fail(record, f"{hook_name} {exc}")
+                continue
+            gathered.extend(Contribution(kind, name, item, record.info) for name, item in items)
+        # A plugin failed on the way is left out entirely, also from what it gave before failing.
+        loaded = {r.info for r in self._records.values() if r.status == "loaded"}
+        resolved = resolve(
+            kind, [c for c in gathered if c.plugin in loaded], self.config.plugins.overrides
+        )
+        by_plugin = {r.info: r for r in self._records.values()}
+        for contribution in resolved:
+            by_plugin[contribution.plugin].contributions.append(contribution)
+        return resolved
+
+    # -- the parts the core is built from ------------------------------------------------
+
+    def tool_registry(self) -> ToolRegistry:
+        """The active tools (built-ins, then plugins), without those disabled in config."""
+        from nanobot_core.tools.registry import ToolRegistry
+
+        if self._registry is None:
+            registry = ToolRegistry()
+            disabled = set(self.config.tools.disabled)
+            for contribution in self.contributions("tool"):
+                if contribution.name in disabled:
+                    continue
+                registry.add(
+                    contribution.item,
+                    builtin=contribution.plugin.builtin,
+                    plugin=contribution.plugin.name,
+                )
+            self._registry = registry
+        return self._registry
+
+    def tool_call_hooks(self) -> _ToolCallHooks:
+        """The before/after tool-call hooks of every plugin, for the executor."""
+        return _ToolCallHooks(self)
+
+    def token_counter(self) -> Any:
+        """The token counter: the first plugin that offers one, else the built-in estimator."""
+        return self.first_result("nanobot_token_counter", ctx=self.context)
+
+    def result_store(self) -> Any:
+        """The offload cache for huge tool results."""
+        return self.first_result("nanobot_result_store", ctx=self.context)
+
+    def governor(self) -> Governor:
+        """A governor built from the active stages, in pipeline order."""
+        from nanobot_core.governance import Governor
+
+        disabled = set(self.config.governance.disabled)
+        stages = [c.item for c in self.contributions("stage") if c.name not in disabled]
+        return Governor(
+            stages,
+            config=self.config.governance,
+            counter=self.token_counter(),
+            store=self.result_store(),
+            workspace=self.context.workspace,
+        )
+
+    def prompt_builder(self) -> PromptBuilder:
+        """A prompt builder over the active sections, each labelled with its plugin."""
+        from nanobot_core.prompt import PromptBuilder
+
+        sections = [(c.item, c.plugin.name) for c in self.contributions("section")]
+        return PromptBuilder(sections, config=self.config)
+
+    def providers(self) -> dict[str, Any]:
+        """Model providers by name."""
+        return {c.name: c.item for c in self.contributions("provider")}
+
+    def runtime_lines(self) -> list[str]:
+        """Lines for the runtime-context block; a misbehaving plugin's lines are dropped."""
+        lines: list[str] = []
+        for record, value in self.call_each("nanobot_runtime_context", ctx=self.context):
+            if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+                lines.extend(value)
+            elif value is not None:
+                log.error(
+                    "runtime-context hook returned non-strings; lines dropped",
+                    plugin=record.info.name,
+                    distribution=record.info.distribution,
+                    returned=type(value).__name__,
+                )
+        return lines
+
+    def _tool_call_outcomes(self, hook_name: str, kwargs: dict[str, Any]) -> list[Outcome]:
+        """Each tool-call hook's outcome; a raising hook is logged and ignored, not failed."""
+        outcomes: list[Outcome] = []
+        values = {"ctx": self.context, **kwargs}
+        for outcome in call_in_order(self._pm, hook_name, self._loaded_records(), values):
+            if outcome.failed:
+                log.error(
+                    "tool-call hook raised; ignored",
+                    hook=hook_name,
+                    plugin=outcome.record.info.name,
+                    distribution=outcome.record.info.distribution,
+                    error=outcome.describe_error(),
+                )
+                continue
+            outcomes.append(outcome)
+        return outcomes
+
+
+class _ToolCallHooks:
+    """Adapts the tool-call hooks of all plugins to the executor's hook protocol."""
+
+    def __init__(self, manager: PluginManager) -> None:
+        self._manager = manager
+
+    def before(self, call: ToolCallEvent) -> str | None:
+        for outcome in self._manager._tool_call_outcomes(
+            "nanobot_before_tool_call", {"call": call}
+        ):
+            if outcome.value is not None:
+                return f"{outcome.value} (denied by {outcome.record.info.describe()})"
+        return None
+
+    def after(self, call: ToolCallEvent, result: Any) -> None:
+        self._manager._tool_call_outcomes(
+            "nanobot_after_tool_call", {"call": call, "result": result}
+        )

@@ -1,0 +1,125 @@
+"""What the kernel knows about a plugin: where it comes from, its state, what it contributed."""
+
+from __future__ import annotations
+
+import functools
+import re
+from typing import Any, Literal
+
+import attrs
+
+__all__ = [
+    "BUILTIN_PLUGINS",
+    "Contribution",
+    "Kind",
+    "PluginInfo",
+    "PluginRecord",
+    "Source",
+    "Status",
+    "canonical_name",
+    "core_version",
+]
+
+Source = Literal["builtin", "nanobot.tools", "nanobot.plugins"]
+Status = Literal["loaded", "failed", "blocked"]
+Kind = Literal["tool", "stage", "section", "provider"]
+
+# Built-in plugin names start with "builtin:" so that no distribution can claim them.
+BUILTIN_PLUGINS: dict[str, str] = {
+    "builtin:tools": "nanobot_core.builtins.workspace_tools",
+    "builtin:governance": "nanobot_core.builtins.governance",
+    "builtin:prompt": "nanobot_core.builtins.prompt",
+    "builtin:providers": "nanobot_core.builtins.providers",
+    "builtin:sessions": "nanobot_core.builtins.sessions",
+}
+
+
+def canonical_name(name: str) -> str:
+    """Normalise a distribution name the way packaging does (PEP 503)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+@functools.cache
+def core_version() -> str:
+    """The installed version of nanobot-core (``0+unknown`` when not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("nanobot-core")
+    except PackageNotFoundError:
+        return "0+unknown"
+
+
+@attrs.frozen
+class PluginInfo:
+    """Where a plugin comes from."""
+
+    name: str
+    source: Source
+    distribution: str | None = None
+    version: str | None = None
+    entry_point: str | None = None
+
+    @property
+    def builtin(self) -> bool:
+        """Whether this is one of the core's own plugins."""
+        return self.source == "builtin"
+
+    @property
+    def sort_key(self) -> tuple[int, str, str]:
+        """The canonical order: built-ins first, then by distribution, then by entry-point name."""
+        if self.builtin:
+            rank = list(BUILTIN_PLUGINS).index(self.name) if self.name in BUILTIN_PLUGINS else 99
+            return (0, f"{rank:03d}", self.name)
+        return (1, canonical_name(self.distribution or ""), self.name)
+
+    def describe(self) -> str:
+        """A short label naming the plugin, its distribution and version, for messages."""
+        if self.builtin:
+            return f"built-in plugin {self.name!r}"
+        dist = f" from {self.distribution} {self.version}" if self.distribution else ""
+        return f"plugin {self.name!r}{dist}"
+
+
+@attrs.frozen
+class Contribution:
+    """One item (tool, stage, section, provider) contributed by one plugin."""
+
+    kind: Kind
+    name: str
+    item: Any
+    plugin: PluginInfo
+    shadowed_by: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The ``{kind, name[, shadowed_by]}`` object of ``nanobot-core plugins --json``."""
+        data: dict[str, Any] = {"kind": self.kind, "name": self.name}
+        if self.shadowed_by is not None:
+            data["shadowed_by"] = self.shadowed_by
+        return data
+
+
+@attrs.define
+class PluginRecord:
+    """The state of one plugin: loaded, failed or blocked, with what it contributed."""
+
+    info: PluginInfo
+    status: Status
+    error: str | None = None
+    hooks: list[str] = attrs.field(factory=list)
+    contributions: list[Contribution] = attrs.field(factory=list)
+    obj: Any = attrs.field(default=None, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        """The object printed by ``nanobot-core plugins --json``."""
+        return {
+            "name": self.info.name,
+            "distribution": self.info.distribution,
+            "version": self.info.version,
+            "source": self.info.source,
+            "entry_point": self.info.entry_point,
+            "status": self.status,
+            "error": self.error,
+            "hooks": sorted(self.hooks),
+            "contributions": [c.to_json() for c in self.contributions],
+        }
