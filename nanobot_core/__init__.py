@@ -13,18 +13,15 @@ if TYPE_CHECKING:
     from nanobot_core.config import Config, load_config
     from nanobot_core.errors import (
         ConfigError,
-        GovernanceError,
         NanobotError,
         PluginError,
         ProviderError,
         SessionError,
         SessionLockedError,
-        ToolArgumentsError,
         ToolError,
-        UnknownToolError,
         WorkspaceEscapeError,
     )
-    from nanobot_core.governance import Governor, Stage, StageContext, StageOutcome
+    from nanobot_core.governance import Governor, Stage, StageContext, StageOutcome, stage
     from nanobot_core.hookspecs import hookimpl
     from nanobot_core.kernel.context import PluginContext, ToolCallEvent
     from nanobot_core.kernel.manager import PluginManager
@@ -39,7 +36,6 @@ __all__ = [
     "Config",
     "ConfigError",
     "Executor",
-    "GovernanceError",
     "Governor",
     "NanobotError",
     "PluginContext",
@@ -56,15 +52,14 @@ __all__ = [
     "StageContext",
     "StageOutcome",
     "Tool",
-    "ToolArgumentsError",
     "ToolCallEvent",
     "ToolError",
     "ToolRegistry",
     "ToolResult",
-    "UnknownToolError",
     "WorkspaceEscapeError",
     "hookimpl",
     "load_config",
+    "stage",
     "tool",
     "validate",
 ]
@@ -75,20 +70,18 @@ _LOCATIONS: dict[str, str] = {
     "PluginContext": "nanobot_core.kernel.context",
     "ToolCallEvent": "nanobot_core.kernel.context",
     "ConfigError": "nanobot_core.errors",
-    "GovernanceError": "nanobot_core.errors",
     "NanobotError": "nanobot_core.errors",
     "PluginError": "nanobot_core.errors",
     "ProviderError": "nanobot_core.errors",
     "SessionError": "nanobot_core.errors",
     "SessionLockedError": "nanobot_core.errors",
-    "ToolArgumentsError": "nanobot_core.errors",
     "ToolError": "nanobot_core.errors",
-    "UnknownToolError": "nanobot_core.errors",
     "WorkspaceEscapeError": "nanobot_core.errors",
     "Governor": "nanobot_core.governance",
     "Stage": "nanobot_core.governance",
     "StageContext": "nanobot_core.governance",
     "StageOutcome": "nanobot_core.governance",
+    "stage": "nanobot_core.governance",
     "hookimpl": "nanobot_core.hookspecs",
     "PluginManager": "nanobot_core.kernel.manager",
     "PromptBuilder": "nanobot_core.prompt",

@@ -4,16 +4,13 @@ from __future__ import annotations
 
 __all__ = [
     "ConfigError",
-    "GovernanceError",
     "NanobotError",
     "PluginError",
     "ProviderError",
     "SessionConflictError",
     "SessionError",
     "SessionLockedError",
-    "ToolArgumentsError",
     "ToolError",
-    "UnknownToolError",
     "WorkspaceEscapeError",
 ]
 
@@ -34,20 +31,8 @@ class ToolError(NanobotError):
     """Base class of errors about a tool call."""
 
 
-class UnknownToolError(ToolError):
-    """The model asked for a tool that is not registered."""
-
-
-class ToolArgumentsError(ToolError):
-    """The arguments of a tool call could not be parsed into a valid object."""
-
-
 class WorkspaceEscapeError(ToolError):
     """A path given to a workspace tool points outside the workspace."""
-
-
-class GovernanceError(NanobotError):
-    """The governance pipeline could not read its input."""
 
 
 class SessionError(NanobotError):

@@ -17,6 +17,9 @@ Functions (usable without pytest too):
   agent uses, so repairs, casting, validation and error results apply.
 - :func:`govern_and_check`: governs a history with the built-in stages plus
   yours and asserts every governance invariant on the result.
+- :func:`make_config`: a `Config` from a nested mapping shaped like
+  ``nanobot.toml`` (errors name the key path).
+- :func:`builtin_governor`: a governor over the built-in stages plus yours.
 - :func:`block_network` (and the ``nanobot_no_network`` fixture): any
   connection or name lookup beyond the loopback interface fails the test.
 """
@@ -35,8 +38,10 @@ import attrs
 import pytest
 
 if TYPE_CHECKING:
-    from nanobot_core.config import GovernanceConfig
-    from nanobot_core.governance import GovernanceResult, Stage
+    from collections.abc import Mapping
+
+    from nanobot_core.config import Config, GovernanceConfig
+    from nanobot_core.governance import GovernanceResult, Governor, Stage
     from nanobot_core.kernel.manager import PluginManager
     from nanobot_core.kernel.records import PluginRecord
     from nanobot_core.tools.base import ToolResult
@@ -45,8 +50,10 @@ __all__ = [
     "TOOL_NAME_PATTERN",
     "assert_tool_contract",
     "block_network",
+    "builtin_governor",
     "check_tool_contract",
     "govern_and_check",
+    "make_config",
     "nanobot_manager",
     "nanobot_no_network",
     "nanobot_register",
@@ -146,11 +153,34 @@ def run_tool(
     return outcomes[0].result
 
 
+def make_config(data: Mapping[str, Any] | None = None) -> Config:
+    """A `Config` from a mapping shaped like ``nanobot.toml``, e.g. ``{"tools": {"disabled": []}}``.
+
+    Raises `ConfigError` naming the key path when a value has the wrong type.
+    """
+    from nanobot_core.config import structure_config
+
+    return structure_config(data or {}, source="make_config")
+
+
+def builtin_governor(
+    config: Config | GovernanceConfig | None = None,
+    *,
+    stages: Sequence[Stage] = (),
+    counter: Any = None,
+    workspace: Path | None = None,
+) -> Governor:
+    """A governor over the built-in stages plus `stages`, with `counter` (default: the estimate)."""
+    from nanobot_core.governance import build_governor, builtin_stages
+
+    return build_governor(config, workspace, [*builtin_stages(), *stages], counter=counter)
+
+
 def govern_and_check(
     messages: Sequence[Any],
     *,
     stages: Sequence[Stage] = (),
-    config: GovernanceConfig | None = None,
+    config: Config | GovernanceConfig | None = None,
     system: str | None = None,
     tools: Sequence[dict[str, Any]] = (),
     workspace: Path | None = None,
@@ -162,11 +192,11 @@ def govern_and_check(
     """
     import copy
 
-    from nanobot_core.config import GovernanceConfig
+    from nanobot_core.config import Config, GovernanceConfig
     from nanobot_core.governance import Governor, builtin_stages
     from nanobot_core.governance.invariants import check_invariants
 
-    settings = config or GovernanceConfig()
+    settings = config.governance if isinstance(config, Config) else config or GovernanceConfig()
     before = copy.deepcopy(list(messages))
     problems: list[str] = []
     probed = [attrs.evolve(stage, func=_purity_probe(stage, problems)) for stage in stages]

@@ -30,7 +30,7 @@ import functools
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -68,6 +68,9 @@ __all__ = [
     "ReportEntry",
     "build_governor",
 ]
+
+if TYPE_CHECKING:
+    from nanobot_core.kernel.manager import PluginManager
 
 log = get_logger("nanobot_core.governance")
 
@@ -199,6 +202,17 @@ class Governor:
         )
         for problem in placement.problems:
             log.warning("governance stage placement", problem=problem)
+
+    @classmethod
+    def from_plugins(cls, pm: PluginManager) -> Governor:
+        """The governor over every plugin's stages, counter and store: `build_governor`'s code."""
+        return build_governor(
+            pm.config,
+            pm.context.workspace,
+            [c.item for c in pm.contributions("stage")],
+            counter=pm.token_counter(),
+            store=pm.result_store(),
+        )
 
     @property
     def stages(self) -> list[Stage]:

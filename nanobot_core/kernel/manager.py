@@ -267,21 +267,11 @@ class PluginManager:
     # -- the parts the core is built from ------------------------------------------------
 
     def tool_registry(self) -> ToolRegistry:
-        """The active tools (built-ins, then plugins), without those disabled in config."""
+        """The active tools (built-ins, then plugins): `ToolRegistry.from_plugins`, memoised."""
         from nanobot_core.tools.registry import ToolRegistry
 
         if self._registry is None:
-            registry = ToolRegistry()
-            disabled = set(self.config.tools.disabled)
-            for contribution in self.contributions("tool"):
-                if contribution.name in disabled:
-                    continue
-                registry.add(
-                    contribution.item,
-                    builtin=contribution.plugin.builtin,
-                    plugin=contribution.plugin.name,
-                )
-            self._registry = registry
+            self._registry = ToolRegistry.from_plugins(self)
         return self._registry
 
     def tool_call_hooks(self) -> _ToolCallHooks:
@@ -297,25 +287,16 @@ class PluginManager:
         return self.first_result("nanobot_result_store", ctx=self.context)
 
     def governor(self) -> Governor:
-        """A governor built from the active stages, in pipeline order."""
+        """The governor over every stage, disabled ones reported: `Governor.from_plugins`."""
         from nanobot_core.governance import Governor
 
-        disabled = set(self.config.governance.disabled)
-        stages = [c.item for c in self.contributions("stage") if c.name not in disabled]
-        return Governor(
-            stages,
-            config=self.config.governance,
-            counter=self.token_counter(),
-            store=self.result_store(),
-            workspace=self.context.workspace,
-        )
+        return Governor.from_plugins(self)
 
     def prompt_builder(self) -> PromptBuilder:
-        """A prompt builder over the active sections, each labelled with its plugin."""
+        """The prompt builder over every section: `PromptBuilder.from_plugins`."""
         from nanobot_core.prompt import PromptBuilder
 
-        sections = [(c.item, c.plugin.name) for c in self.contributions("section")]
-        return PromptBuilder(sections, config=self.config)
+        return PromptBuilder.from_plugins(self)
 
     def providers(self) -> dict[str, Any]:
         """Model providers by name."""

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config
 from nanobot_core.prompt.section import Section, SectionContext
+
+if TYPE_CHECKING:
+    from nanobot_core.kernel.manager import PluginManager
 
 __all__ = ["SEPARATOR", "BuiltPrompt", "PromptBuilder", "SectionReport"]
 
@@ -75,6 +78,11 @@ class PromptBuilder:
         ):
             for name in sorted(set(names) - known):
                 log.warning("unknown section name in prompt config", setting=setting, name=name)
+
+    @classmethod
+    def from_plugins(cls, pm: PluginManager) -> PromptBuilder:
+        """The builder over every plugin's sections, each labelled with its plugin's name."""
+        return cls([(c.item, c.plugin.name) for c in pm.contributions("section")], config=pm.config)
 
     def section_names(self) -> list[str]:
         """The names of the sections in prompt order, disabled ones included."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -23,6 +23,8 @@ from nanobot_core.schema import cast_arguments, compile_schema, normalise_schema
 from nanobot_core.tools.base import Tool, check_tool
 
 if TYPE_CHECKING:
+    from nanobot_core.config import Config
+    from nanobot_core.kernel.manager import PluginManager
     from nanobot_core.schema import SchemaValidator
 
 __all__ = ["PreparedCall", "ToolRegistry", "suggest_name"]
@@ -81,6 +83,33 @@ class ToolRegistry:
         self._entries: dict[str, _Entry] = {}
         self._definitions: list[dict[str, Any]] | None = None
         self.warnings: list[str] = []
+        self.disabled: list[str] = []  # tool names left out by ``tools.disabled``
+
+    @classmethod
+    def build(cls, tools: Iterable[tuple[Tool, bool, str]], *, config: Config) -> ToolRegistry:
+        """A registry of ``(tool, builtin, plugin)`` entries without those in ``tools.disabled``.
+
+        The names left out are kept in `disabled`; a disabled name that no tool has is logged.
+        """
+        registry = cls()
+        disabled = set(config.tools.disabled)
+        for tool, builtin, plugin in tools:
+            if tool.name in disabled:
+                registry.disabled.append(tool.name)
+                log.info("tool disabled in config (tools.disabled)", tool=tool.name)
+                continue
+            registry.add(tool, builtin=builtin, plugin=plugin)
+        for name in sorted(disabled - set(registry.disabled)):
+            log.warning("unknown tool name in tools.disabled", name=name)
+        return registry
+
+    @classmethod
+    def from_plugins(cls, pm: PluginManager) -> ToolRegistry:
+        """The registry over every plugin's tools (built-ins first): `build`'s code."""
+        return cls.build(
+            ((c.item, c.plugin.builtin, c.plugin.name) for c in pm.contributions("tool")),
+            config=pm.config,
+        )
 
     # -- contents --------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from nanobot_core.hookspecs import hookimpl
+from nanobot_core import hookimpl
 
 from nanobot_mcp.bridge import McpBridge, ServerHandle, default_bridge, reset_default_bridge
 from nanobot_mcp.cache import ToolListCache
@@ -21,7 +21,7 @@ from nanobot_mcp.names import bridged_name
 from nanobot_mcp.tool import McpTool, to_tool_result
 
 if TYPE_CHECKING:
-    from nanobot_core.kernel.context import PluginContext
+    from nanobot_core import PluginContext
 
 __all__ = [
     "CONFIG_ENV",

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from nanobot_core.errors import ConfigError
+from nanobot_core import ConfigError
 
 __all__ = ["CONFIG_ENV", "ServerConfig", "config_path", "load_servers", "parse_servers"]
 

@@ -6,8 +6,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from nanobot_core.tools.base import Tool as NanobotTool
-from nanobot_core.tools.base import ToolResult
+from nanobot_core import Tool as NanobotTool
+from nanobot_core import ToolResult
 
 from nanobot_mcp.bridge import GRACE, McpBridge, ServerHandle
 from nanobot_mcp.connection import McpServerError

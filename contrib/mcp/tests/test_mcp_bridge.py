@@ -11,8 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from nanobot_core.config import Config
-from nanobot_core.kernel.context import PluginContext
+from nanobot_core import Config, PluginContext
 from nanobot_core.testing import run_tool
 
 from nanobot_mcp import (
@@ -183,7 +182,7 @@ def test_a_remembered_failure_answers_a_call_at_once(workspace: Workspace) -> No
 
 def test_the_core_keeps_running_when_a_server_fails(workspace: Workspace) -> None:
     """Through the plugin manager, nanobot-mcp stays loaded with the tools of the good server."""
-    from nanobot_core.kernel.manager import PluginManager
+    from nanobot_core import PluginManager
 
     workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}}, notes={})
     manager = PluginManager(Config(), workspace=workspace.root).load()

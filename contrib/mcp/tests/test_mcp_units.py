@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nanobot_core.errors import ConfigError
+from nanobot_core import ConfigError
 
 from nanobot_mcp import ServerConfig, ToolListCache, bridged_name, to_tool_result
 from nanobot_mcp.config import parse_servers

@@ -10,14 +10,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from nanobot_core.errors import ConfigError
-from nanobot_core.hookspecs import hookimpl
+from nanobot_core import ConfigError, hookimpl
 
 from nanobot_tokenizer.counter import BpeTokenCounter
 from nanobot_tokenizer.encodings import ENCODING_ENV, ENCODINGS, choose_encoding, encoding_for_model
 
 if TYPE_CHECKING:
-    from nanobot_core.kernel.context import PluginContext
+    from nanobot_core import PluginContext
 
 __all__ = [
     "ENCODINGS",

@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from nanobot_core.config import Config, GovernanceConfig, ProviderConfig
-from nanobot_core.governance import EstimateCounter, Governor, builtin_stages
+from nanobot_core import Governor, PluginManager
+from nanobot_core.testing import builtin_governor, make_config
 
 from nanobot_tokenizer import ENCODING_ENV, BpeTokenCounter
 
@@ -31,8 +31,8 @@ ESTIMATED_TOKENS = 43
 
 
 def governor(counter: Any, input_limit: int | None = None) -> Governor:
-    config = GovernanceConfig(input_limit=input_limit)
-    return Governor(builtin_stages(), config=config, counter=counter)
+    config = make_config({"governance": {"input_limit": input_limit}})
+    return builtin_governor(config, counter=counter)
 
 
 def test_the_governor_reports_real_token_counts() -> None:
@@ -45,7 +45,7 @@ def test_the_governor_reports_real_token_counts() -> None:
 def test_a_small_window_is_enforced_in_real_tokens() -> None:
     """A budget the estimate would meet but the real count exceeds makes the governor trim."""
     limit = 45
-    estimated = governor(EstimateCounter(), limit).govern(HISTORY, system=SYSTEM)
+    estimated = governor(None, limit).govern(HISTORY, system=SYSTEM)
     assert (estimated.tokens, estimated.changed) == (ESTIMATED_TOKENS, False)
 
     result = governor(BpeTokenCounter("cl100k_base"), limit).govern(HISTORY, system=SYSTEM)
@@ -59,12 +59,9 @@ def test_the_installed_plugin_supplies_the_governors_counter(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Through the plugin manager, the governor counts with this plugin, in the model's encoding."""
-    from nanobot_core.kernel.manager import PluginManager
 
     monkeypatch.delenv(ENCODING_ENV, raising=False)
-    config = Config(
-        provider=ProviderConfig(model="gpt-4"), governance=GovernanceConfig(input_limit=45)
-    )
+    config = make_config({"provider": {"model": "gpt-4"}, "governance": {"input_limit": 45}})
     manager = PluginManager(config, workspace=tmp_path).load()
     counter = manager.token_counter()
     assert isinstance(counter, BpeTokenCounter)

@@ -5,9 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from nanobot_core.config import Config, ProviderConfig
-from nanobot_core.errors import ConfigError
-from nanobot_core.kernel.context import PluginContext
+from nanobot_core import Config, ConfigError, PluginContext
+from nanobot_core.testing import make_config
 
 from nanobot_tokenizer import ENCODING_ENV, encoding_for_model, nanobot_token_counter
 
@@ -32,7 +31,7 @@ def test_models_map_to_their_encodings(model: str, encoding: str) -> None:
 
 
 def context(tmp_path: Path, model: str) -> PluginContext:
-    return PluginContext(workspace=tmp_path, config=Config(provider=ProviderConfig(model=model)))
+    return PluginContext(workspace=tmp_path, config=make_config({"provider": {"model": model}}))
 
 
 def test_the_hook_follows_the_configured_model(
@@ -57,7 +56,7 @@ def test_the_environment_can_name_the_encoding(
 
 def test_the_installed_plugin_is_discovered(tmp_path: Path) -> None:
     """Installed, nanobot-tokenizer loads through nanobot.plugins and implements the hook."""
-    from nanobot_core.kernel.manager import PluginManager
+    from nanobot_core import PluginManager
 
     manager = PluginManager(Config(), workspace=tmp_path).load()
     mine = [r for r in manager.records() if r.info.distribution == "nanobot-tokenizer"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from nanobot_core.errors import ToolError
+from nanobot_core import ToolError
 
 __all__ = ["FetchFailed", "FetchRefused"]
 

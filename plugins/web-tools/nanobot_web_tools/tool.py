@@ -6,14 +6,13 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from nanobot_core.errors import ConfigError
-from nanobot_core.tools.base import Tool, ToolResult
+from nanobot_core import ConfigError, Tool, ToolResult
 
 from nanobot_web_tools.errors import FetchFailed, FetchRefused
 from nanobot_web_tools.fetch import FetchedPage, FetchLimits, PinnedFetcher
 
 if TYPE_CHECKING:
-    from nanobot_core.kernel.context import PluginContext
+    from nanobot_core import PluginContext
 
 __all__ = ["ALLOW_LOOPBACK_ENV", "WebFetch"]
 

@@ -6,10 +6,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from nanobot_core.config import Config, ToolsConfig
-from nanobot_core.errors import ConfigError
-from nanobot_core.kernel.context import PluginContext
-from nanobot_core.testing import assert_tool_contract, run_tool
+from nanobot_core import Config, ConfigError, PluginContext
+from nanobot_core.testing import assert_tool_contract, make_config, run_tool
 
 from nanobot_web_tools import ALLOW_LOOPBACK_ENV, FetchedPage, FetchLimits, WebFetch
 from nanobot_web_tools.tool import render_page
@@ -19,7 +17,7 @@ if TYPE_CHECKING:
 
 
 def context(tmp_path: Path, **options: object) -> PluginContext:
-    config = Config(tools=ToolsConfig(options={"web_fetch": dict(options)}))
+    config = make_config({"tools": {"options": {"web_fetch": dict(options)}}})
     return PluginContext(workspace=tmp_path, config=config)
 
 
@@ -124,7 +122,7 @@ def test_render_cuts_to_max_chars_and_says_so() -> None:
 
 def test_the_entry_point_contributes_web_fetch(tmp_path: Path) -> None:
     """Installed, the distribution contributes web_fetch through the nanobot.tools entry point."""
-    from nanobot_core.kernel.manager import PluginManager
+    from nanobot_core import PluginManager
 
     manager = PluginManager(Config(), workspace=tmp_path).load()
     tools = {c.name: c for c in manager.contributions("tool")}

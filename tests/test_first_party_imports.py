@@ -1,0 +1,76 @@
+"""The plugin distributions in plugins/ and contrib/ use only nanobot_core's public names."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import nanobot_core
+from tests.helpers import REPO_ROOT
+
+ALLOWED_MODULES = frozenset({"nanobot_core", "nanobot_core.testing"})
+
+
+def offending_imports(source: str, filename: str) -> list[str]:
+    """``file:line: what`` for each import of a nanobot_core submodule or non-public name."""
+    found: list[str] = []
+    for node in ast.walk(ast.parse(source, filename=filename)):
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.startswith("nanobot_core") and alias.name not in ALLOWED_MODULES:
+                    found.append(f"{filename}:{node.lineno}: import {alias.name}")
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            module = node.module
+            if not (module == "nanobot_core" or module.startswith("nanobot_core.")):
+                continue
+            if module == "nanobot_core.testing":
+                continue
+            if module != "nanobot_core":
+                found.append(f"{filename}:{node.lineno}: from {module} import ...")
+                continue
+            for alias in node.names:
+                if alias.name not in nanobot_core.__all__ and alias.name != "testing":
+                    found.append(f"{filename}:{node.lineno}: {alias.name} is not public")
+    return found
+
+
+def _distribution_sources() -> list[Path]:
+    roots = [
+        p.parent for g in ("plugins", "contrib") for p in (REPO_ROOT / g).glob("*/pyproject.toml")
+    ]
+    return sorted(path for root in roots for path in root.rglob("*.py"))
+
+
+def test_plugin_distributions_import_only_public_names() -> None:
+    """No module or test of a first-party plugin imports a nanobot_core internal."""
+    sources = _distribution_sources()
+    assert sources, "no plugin distributions found"
+    offenders = [
+        hit
+        for path in sources
+        for hit in offending_imports(
+            path.read_text(encoding="utf-8"), str(path.relative_to(REPO_ROOT))
+        )
+    ]
+    assert offenders == []
+
+
+def test_the_checker_catches_internal_imports() -> None:
+    """Submodule imports and non-public names are caught; public names and the kit are not."""
+    source = "\n".join(
+        [
+            "import nanobot_core",
+            "import nanobot_core.kernel.manager",
+            "from nanobot_core import Tool, PluginContext",
+            "from nanobot_core import builtin_stages",
+            "from nanobot_core.errors import ConfigError",
+            "from nanobot_core.testing import make_config",
+            "from nanobot_core import testing",
+            "from .local import thing",
+        ]
+    )
+    assert offending_imports(source, "x.py") == [
+        "x.py:2: import nanobot_core.kernel.manager",
+        "x.py:4: builtin_stages is not public",
+        "x.py:5: from nanobot_core.errors import ...",
+    ]
