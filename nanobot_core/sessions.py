@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import attrs
 
+from nanobot_core._jsonl import split_lines
 from nanobot_core._logging import get_logger
 from nanobot_core.errors import ConfigError, SessionError
 
@@ -198,24 +199,22 @@ def split_session_lines(
     records: list[dict[str, Any]] = []
     texts: list[str] = []
     problems: list[LoadProblem] = []
-    lines = data.split(b"\n")
-    tail = lines.pop()  # b"" when the file ends with a newline
-    for number, raw in enumerate(lines, start=1):
-        if not raw.strip():
-            continue
+    lines, tail = split_lines(data)
+    for number, raw in lines:
         record, error = parse_line(raw)
         if record is None:
             problems.append(LoadProblem(number, "invalid", error))
         else:
             records.append(record)
             texts.append(raw.decode("utf-8"))
-    if tail.strip():
-        record, error = parse_line(tail)
+    if tail is not None:
+        number, raw = tail
+        record, error = parse_line(raw)
         if record is None:
-            problems.append(LoadProblem(len(lines) + 1, "torn", f"{len(tail)} bytes: {error}"))
+            problems.append(LoadProblem(number, "torn", f"{len(raw)} bytes: {error}"))
         else:
             records.append(record)
-            texts.append(tail.decode("utf-8"))
+            texts.append(raw.decode("utf-8"))
     return records, texts, problems
 
 

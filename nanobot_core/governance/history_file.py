@@ -7,15 +7,15 @@ judged here; that is governance's job.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Literal
 
 import attrs
 
-from nanobot_core._json_boundary import dumps, loads
+from nanobot_core._atomic import write_atomic
+from nanobot_core._json_boundary import loads
+from nanobot_core._jsonl import encode_lines
 from nanobot_core._logging import get_logger
 
 __all__ = ["LoadedHistory", "parse_history", "write_jsonl_atomic"]
@@ -99,16 +99,5 @@ def parse_history(data: bytes) -> LoadedHistory:
 
 
 def write_jsonl_atomic(path: Path, messages: Iterable[Any]) -> None:
-    """Write one JSON value per line to `path`: a temporary file, then ``os.replace``."""
-    path = Path(path)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as stream:
-            for message in messages:
-                stream.write(dumps(message) + "\n")
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    """Write one JSON value per line to `path`, atomically (see `nanobot_core._atomic`)."""
+    write_atomic(path, encode_lines(messages))

@@ -1,0 +1,36 @@
+"""The one JSON-lines module: how a JSONL file is split into lines and written as lines.
+
+Used by the session store, the history reader and writer and the CLI, so every
+JSONL file the project reads or writes follows the same framing: UTF-8, one JSON
+value per line, ``\\n`` endings, blank lines skipped but counted, an unterminated
+last line kept apart (it may be torn). Each value goes through the JSON boundary
+(`nanobot_core._json_boundary`), which owns the limits and replacements.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+from nanobot_core._json_boundary import dumps
+
+__all__ = ["encode_lines", "split_lines"]
+
+
+def split_lines(data: bytes) -> tuple[list[tuple[int, bytes]], tuple[int, bytes] | None]:
+    """The complete non-blank lines of `data` with their 1-based numbers, and the unterminated tail.
+
+    The tail is ``None`` when `data` ends with a newline (or holds only blanks after it).
+    """
+    lines = data.split(b"\n")
+    tail = lines.pop()
+    complete = [(n, raw) for n, raw in enumerate(lines, start=1) if raw.strip()]
+    return complete, ((len(lines) + 1, tail) if tail.strip() else None)
+
+
+def encode_lines(
+    values: Iterable[Any], *, separators: tuple[str, str] | None = None
+) -> Iterator[bytes]:
+    """Each of `values` as one strict JSON line in UTF-8 (through the JSON boundary)."""
+    for value in values:
+        yield (dumps(value, separators=separators) + "\n").encode("utf-8")

@@ -1,0 +1,72 @@
+"""The one JSONL framing module and the one atomic-write helper."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nanobot_core._atomic import write_atomic
+from nanobot_core._jsonl import encode_lines, split_lines
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(st.characters(exclude_categories=["Cs"])),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(st.characters(exclude_categories=["Cs"])), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@given(st.lists(JSON_VALUES, max_size=5))
+def test_encoded_lines_split_back_into_the_same_values(values: list[object]) -> None:
+    """Values written as lines come back one per line, in order, as valid UTF-8 JSON."""
+    data = b"".join(encode_lines(values))
+    lines, tail = split_lines(data)
+    assert tail is None
+    assert [json.loads(raw.decode("utf-8")) for _, raw in lines] == values
+    assert [number for number, _ in lines] == list(range(1, len(values) + 1))
+
+
+def test_a_lone_surrogate_is_never_written_raw() -> None:
+    """Text UTF-8 cannot hold is replaced on the way out, so the line is valid UTF-8."""
+    (line,) = encode_lines([{"content": "a\udc80b"}])
+    assert json.loads(line.decode("utf-8")) == {"content": "a\ufffdb"}
+
+
+def test_lines_are_numbered_and_the_tail_is_kept_apart() -> None:
+    """Blank lines are skipped but counted; an unterminated last line is the tail."""
+    complete, tail = split_lines(b'{"a":1}\n\n  \n[2]\n{"torn')
+    assert complete == [(1, b'{"a":1}'), (4, b"[2]")]
+    assert tail == (5, b'{"torn')
+    assert split_lines(b"[1]\n") == ([(1, b"[1]")], None)
+
+
+def test_atomic_write_replaces_the_whole_file(tmp_path: Path) -> None:
+    """The target holds exactly the new chunks, and no temporary file is left beside it."""
+    target = tmp_path / "out.jsonl"
+    target.write_bytes(b"old\n")
+    write_atomic(target, [b"new ", b"content\n"])
+    assert target.read_bytes() == b"new content\n"
+    assert os.listdir(tmp_path) == ["out.jsonl"]
+
+
+def test_a_failed_atomic_write_leaves_the_old_file(tmp_path: Path) -> None:
+    """When producing the data fails midway, the old file is untouched and nothing is left."""
+    target = tmp_path / "out.jsonl"
+    target.write_bytes(b"old\n")
+
+    def chunks() -> Iterator[bytes]:
+        yield b"partial"
+        raise RuntimeError("producer failed")
+
+    with pytest.raises(RuntimeError, match="producer failed"):
+        write_atomic(target, chunks())
+    assert target.read_bytes() == b"old\n"
+    assert os.listdir(tmp_path) == ["out.jsonl"]
