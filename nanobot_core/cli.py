@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import importlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from nanobot_core.config import Config
     from nanobot_core.kernel.manager import PluginManager
 
-__all__ = ["CliState", "get_state", "main"]
+__all__ = ["CliState", "get_state", "main", "workspace_option"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -40,7 +40,18 @@ COMMANDS: dict[str, str] = {
     "tools": "tools",
 }
 
+_F = TypeVar("_F", bound=Callable[..., Any])
+
 _FLAG_OPTIONS = {"--strict", "--version"}
+
+
+def workspace_option(
+    help: str = "Workspace directory (must exist; default: the working directory).",
+) -> Callable[[_F], _F]:
+    """The ``--workspace`` option every command shares; `CliState.workspace` checks it."""
+    return click.option("--workspace", type=click.Path(file_okay=False), help=help)
+
+
 _VALUE_OPTIONS = {"--config", "--log-format", "--log-level"}
 
 
@@ -82,9 +93,18 @@ class CliState:
             self._config = load_config(config_file=self.config_file, overrides=overrides)
         return self._config
 
-    def workspace(self, path: str | Path | None = None) -> Path:
-        """The workspace directory: the given path, else the working directory."""
-        return Path(path).resolve() if path is not None else Path.cwd().resolve()
+    def workspace(self, path: str | Path | None = None, *, create: bool = False) -> Path:
+        """The workspace directory: the given path, else the working directory.
+
+        The one workspace rule of the CLI: a ``--workspace`` that is not an existing
+        directory is a usage error (exit 2), except where the command creates it
+        (`create`, only ``init``).
+        """
+        root = Path(path).resolve() if path is not None else Path.cwd().resolve()
+        if not create and not root.is_dir():
+            what = "is not a directory" if root.exists() else "does not exist"
+            raise click.BadParameter(f"{path} {what}", param_hint="'--workspace'")
+        return root
 
     def plugin_manager(self, workspace: str | Path | None = None) -> PluginManager:
         """A loaded plugin manager for `workspace` (one per workspace per process)."""

@@ -7,13 +7,13 @@ import sys
 
 import click
 
-from nanobot_core.cli import EXIT_FAILED, EXIT_USAGE, get_state
+from nanobot_core.cli import EXIT_FAILED, EXIT_USAGE, get_state, workspace_option
 
 
 @click.command("call")
 @click.argument("tool_name", metavar="TOOL")
 @click.argument("raw_arguments", metavar="[ARGS]", required=False)
-@click.option("--workspace", type=click.Path(file_okay=False), help="Workspace directory.")
+@workspace_option()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def command(
     tool_name: str, raw_arguments: str | None, workspace: str | None, as_json: bool

@@ -4,7 +4,8 @@ The input (a JSONL file, a JSON array file, or ``-`` for stdin) is never
 written. The budget counts the tool definitions of the installed tools; the
 governed messages go to ``--output`` (JSONL, written atomically) and/or to
 stdout with ``--json``. Exit 0 once governed (even when lines were left out),
-2 when the input cannot be read or the options are wrong.
+2 when the input cannot be read or does not parse (the message names the
+line and column), or an option is wrong (a missing --workspace or --output folder).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import click
 
-from nanobot_core.cli import EXIT_USAGE, get_state
+from nanobot_core.cli import EXIT_USAGE, get_state, workspace_option
 
 # Detail lines shown per stage in the readable summary (--json has them all).
 SHOWN_DETAILS = 8
@@ -29,6 +30,13 @@ def _read_input(session: str) -> bytes:
     except OSError as exc:
         click.echo(f"Error: cannot read {session}: {exc.strerror or exc}", err=True)
         raise click.exceptions.Exit(EXIT_USAGE) from exc
+
+
+def _check_output(output: str) -> None:
+    """Refuse an --output whose folder does not exist before any work is done (exit 2)."""
+    folder = Path(output).parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"the folder {folder} does not exist", param_hint="'--output'")
 
 
 def _same_file(output: Path, session: str) -> bool:
@@ -80,10 +88,8 @@ def _echo_summary(report: list[dict[str, Any]], before: int, result: Any, source
     type=click.IntRange(min=1),
     help="Tool results longer than this are offloaded to the workspace cache.",
 )
-@click.option(
-    "--workspace",
-    type=click.Path(file_okay=False),
-    help="Workspace for the offload cache and the installed tools (default: cwd).",
+@workspace_option(
+    "Workspace for the offload cache and the installed tools (must exist; default: cwd)."
 )
 @click.option(
     "--output",
@@ -105,10 +111,18 @@ def command(
     Prints what every stage did. The input is never written; offloaded tool
     results go to <workspace>/.nanobot/cache/tool-results/.
     """
-    from nanobot_core.governance.history_file import parse_history, write_jsonl_atomic
+    from nanobot_core.governance.history_file import (
+        HistoryFormatError,
+        parse_history,
+        write_jsonl_atomic,
+    )
 
-    if output is not None and _same_file(Path(output), session):
-        raise click.UsageError("--output must not be the input file: the input is never written")
+    if output is not None:
+        _check_output(output)
+        if _same_file(Path(output), session):
+            raise click.UsageError(
+                "--output must not be the input file: the input is never written"
+            )
     state = get_state()
     flags = {
         "context_window": context_window,
@@ -118,14 +132,23 @@ def command(
     overrides = {key: value for key, value in flags.items() if value is not None}
     if overrides:
         state.set_overrides({"governance": overrides})
-    loaded = parse_history(_read_input(session))
+    source = "stdin" if session == "-" else session
+    try:
+        loaded = parse_history(_read_input(session))
+    except HistoryFormatError as exc:
+        click.echo(f"Error: {source}: {exc}", err=True)
+        raise click.exceptions.Exit(EXIT_USAGE) from None
     manager = state.plugin_manager(workspace)
     tools = manager.tool_registry().definitions()
     result = manager.governor().govern(loaded.messages, tools=tools)
     load = _load_entry(loaded.problems(), len(loaded.messages), loaded.shape)
     report = [load, *result.report.to_json()]
     if output is not None:
-        write_jsonl_atomic(Path(output), result.messages)
+        try:
+            write_jsonl_atomic(Path(output), result.messages)
+        except OSError as exc:
+            click.echo(f"Error: cannot write --output {output}: {exc.strerror or exc}", err=True)
+            raise click.exceptions.Exit(EXIT_USAGE) from None
     if not result.fits:
         from nanobot_core.runner import RequestTooLarge
 
@@ -141,7 +164,6 @@ def command(
             }
         )
         return
-    source = "stdin" if session == "-" else session
     _echo_summary(report, len(loaded.messages), result, source)
     if output is not None:
         click.echo(f"governed messages written to {output}")

@@ -4,15 +4,11 @@ from __future__ import annotations
 
 import click
 
-from nanobot_core.cli import get_state
+from nanobot_core.cli import get_state, workspace_option
 
 
 @click.command("init")
-@click.option(
-    "--workspace",
-    type=click.Path(file_okay=False),
-    help="Workspace directory (created if missing; default: the working directory).",
-)
+@workspace_option("Workspace directory (created if missing; default: the working directory).")
 @click.option(
     "--json", "as_json", is_flag=True, help='Print {"workspace", "written": [...], "kept": [...]}.'
 )
@@ -21,7 +17,7 @@ def command(workspace: str | None, as_json: bool) -> None:
     from nanobot_core.prompt.workspace_files import init_workspace
 
     state = get_state()
-    root = state.workspace(workspace)
+    root = state.workspace(workspace, create=True)
     try:
         report = init_workspace(root)
     except OSError as exc:

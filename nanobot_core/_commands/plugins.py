@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from nanobot_core.cli import EXIT_FAILED, get_state
+from nanobot_core.cli import EXIT_FAILED, get_state, workspace_option
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.kernel.records import PluginRecord
 
@@ -39,7 +39,7 @@ def _row(record: PluginRecord, positions: dict[tuple[str, str], dict[str, Any]])
 
 
 @click.command("plugins")
-@click.option("--workspace", type=click.Path(file_okay=False), help="Workspace directory.")
+@workspace_option()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def command(workspace: str | None, as_json: bool) -> None:
     """List plugins: source, status, hooks, contributions, and the pipeline order."""

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import click
 
-from nanobot_core.cli import get_state
+from nanobot_core.cli import get_state, workspace_option
 
 
 @click.command("prompt")
-@click.option(
-    "--workspace", type=click.Path(file_okay=False, exists=True), help="Workspace directory."
-)
+@workspace_option()
 @click.option("--channel", default=None, help="Channel name given to the sections.")
 @click.option(
     "--session",

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from nanobot_core.cli import get_state
+from nanobot_core.cli import get_state, workspace_option
 
 
 def _print_progress(event: Any) -> None:
@@ -46,9 +46,7 @@ def _flag_overrides(
 @click.option("--base-url", help="Base URL of the chat-completions API (NANOBOT_BASE_URL).")
 @click.option("--model", help="Model name (NANOBOT_MODEL).")
 @click.option("--session", help="Session name: letters, digits, '.', '_', '-' (default 'default').")
-@click.option(
-    "--workspace", type=click.Path(file_okay=False, exists=True), help="Workspace directory."
-)
+@workspace_option()
 @click.option("--max-iterations", type=click.IntRange(min=1), help="Most model calls in this turn.")
 @click.option("--json", "as_json", is_flag=True, help="Print the whole turn as JSON.")
 def command(

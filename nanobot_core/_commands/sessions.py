@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from nanobot_core.cli import EXIT_USAGE, get_state
+from nanobot_core.cli import EXIT_USAGE, get_state, workspace_option
 
 if TYPE_CHECKING:
     from nanobot_core.sessions import SessionStore
@@ -32,7 +32,7 @@ class _InputError(click.ClickException):
 
 
 @click.group("sessions", invoke_without_command=True)
-@click.option("--workspace", type=click.Path(file_okay=False), help="Workspace directory.")
+@workspace_option()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_context
 def command(ctx: click.Context, workspace: str | None, as_json: bool) -> None:
@@ -62,7 +62,7 @@ def command(ctx: click.Context, workspace: str | None, as_json: bool) -> None:
 
 @command.command("show")
 @click.argument("name")
-@click.option("--workspace", type=click.Path(file_okay=False), help="Workspace directory.")
+@workspace_option()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 @click.pass_context
 def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) -> None:

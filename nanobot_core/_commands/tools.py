@@ -6,11 +6,11 @@ from typing import Any
 
 import click
 
-from nanobot_core.cli import get_state
+from nanobot_core.cli import get_state, workspace_option
 
 
 @click.command("tools")
-@click.option("--workspace", type=click.Path(file_okay=False), help="Workspace directory.")
+@workspace_option()
 @click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")
 def command(workspace: str | None, as_json: bool) -> None:
     """List the active tools in the order they are sent to the model."""

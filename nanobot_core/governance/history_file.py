@@ -1,8 +1,10 @@
 """Reading a history from a file (JSONL or a JSON array) and writing one atomically.
 
-Reading is lenient: a line that is not JSON is left out and reported by its
-number, bytes that are not UTF-8 become U+FFFD. What the lines hold is not
-judged here; that is governance's job.
+Reading JSONL is lenient: a line that is not JSON is left out and reported by
+its number, bytes that are not UTF-8 become U+FFFD. A history that does not
+parse at all raises `HistoryFormatError` naming the position: a file that starts
+with ``[`` but is not one JSON array (a trailing comma, say), or JSONL in which
+no line is JSON. What the entries hold is not judged here; that is governance's job.
 """
 
 from __future__ import annotations
@@ -18,11 +20,15 @@ from nanobot_core._json_boundary import loads
 from nanobot_core._jsonl import encode_lines
 from nanobot_core._logging import get_logger
 
-__all__ = ["LoadedHistory", "parse_history", "write_jsonl_atomic"]
+__all__ = ["HistoryFormatError", "LoadedHistory", "parse_history", "write_jsonl_atomic"]
 
 log = get_logger(__name__)
 
 Shape = Literal["jsonl", "json-array", "json-object"]
+
+
+class HistoryFormatError(ValueError):
+    """The history does not parse; the message names the line and column."""
 
 
 @attrs.frozen
@@ -67,11 +73,15 @@ def _loads(text: str) -> Any:
 
 def _whole_document(text: str) -> tuple[Shape, list[Any]] | None:
     """The messages when `text` is one JSON array, or one object with a "messages" array."""
-    if not text.lstrip().startswith(("[", "{")):
+    start = text.lstrip()[:1]
+    if start not in ("[", "{"):
         return None
     try:
         document = _loads(text)
-    except ValueError:
+    except ValueError as exc:
+        if start == "[":
+            # Lines of JSONL are objects: a "[" opens a JSON array, so it must be one.
+            raise HistoryFormatError(f"the JSON array does not parse: {exc}") from None
         return None
     if isinstance(document, list):
         return "json-array", document
@@ -95,6 +105,9 @@ def parse_history(data: bytes) -> LoadedHistory:
             messages.append(_loads(line))
         except ValueError as exc:
             left_out.append((number, str(exc)))
+    if left_out and not messages:
+        number, why = left_out[0]
+        raise HistoryFormatError(f"no line is JSON; line {number}: {why}")
     return LoadedHistory(messages, "jsonl", left_out, not_utf8)
 
 

@@ -1,0 +1,134 @@
+"""CLI rules, through the installed `nanobot-core` script: workspaces, history and output errors."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+
+def nanobot(
+    *args: str, cwd: Path, env: dict[str, str] | None = None, stdin: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run the installed `nanobot-core` script with autoload off and no NANOBOT_* leaking in."""
+    script = shutil.which("nanobot-core")
+    assert script is not None, "the nanobot-core script is not on PATH"
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+    base["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    base.update(env or {})
+    return subprocess.run(
+        [script, *args],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=base,
+        input=stdin,
+        check=False,
+        timeout=120,
+    )
+
+
+HISTORY = [{"role": "user", "content": "hello"}]
+
+COMMANDS_WITH_A_WORKSPACE = [
+    ["tools"],
+    ["plugins"],
+    ["prompt"],
+    ["call", "list_dir", "{}"],
+    ["sessions"],
+    ["sessions", "show", "default"],
+    ["govern", "history.jsonl"],
+    ["run", "hello", "--base-url", "http://127.0.0.1:9/v1"],
+]
+
+
+@pytest.mark.parametrize("command", COMMANDS_WITH_A_WORKSPACE, ids=" ".join)
+def test_a_missing_workspace_is_a_usage_error_everywhere(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """Every command but init refuses a --workspace that does not exist: exit 2, named."""
+    (tmp_path / "history.jsonl").write_text(json.dumps(HISTORY[0]) + "\n", encoding="utf-8")
+    missing = tmp_path / "no-such-dir"
+    result = nanobot(*command, "--workspace", str(missing), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "--workspace" in result.stderr
+    assert f"{missing} does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert not missing.exists()
+
+
+def test_a_workspace_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    """A --workspace naming a file is refused with exit 2."""
+    target = tmp_path / "file.txt"
+    target.write_text("x", encoding="utf-8")
+    result = nanobot("tools", "--workspace", str(target), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--workspace" in result.stderr
+    assert "is a file" in result.stderr
+
+
+def test_init_creates_a_missing_workspace(tmp_path: Path) -> None:
+    """init is the one command that creates its --workspace."""
+    target = tmp_path / "new" / "ws"
+    result = nanobot("init", "--workspace", str(target), "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["workspace"] == str(target.resolve())
+    assert (target / "AGENTS.md").is_file()
+
+
+def test_govern_output_in_a_missing_folder_is_a_usage_error(tmp_path: Path) -> None:
+    """`govern --output /missing/dir/out.jsonl` exits 2 naming --output, without a traceback."""
+    (tmp_path / "h.jsonl").write_text(json.dumps(HISTORY[0]) + "\n", encoding="utf-8")
+    output = tmp_path / "missing" / "out.jsonl"
+    result = nanobot("govern", "h.jsonl", "--output", str(output), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "--output" in result.stderr
+    assert f"the folder {output.parent} does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_govern_output_that_cannot_be_written_is_a_usage_error(tmp_path: Path) -> None:
+    """An --output that names a directory cannot be written: exit 2, named, no traceback."""
+    (tmp_path / "h.jsonl").write_text(json.dumps(HISTORY[0]) + "\n", encoding="utf-8")
+    (tmp_path / "out").mkdir()
+    result = nanobot("govern", "h.jsonl", "--output", "out/", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+
+
+def test_a_json_array_with_a_trailing_comma_is_refused_naming_the_position(
+    tmp_path: Path,
+) -> None:
+    """A JSON array that does not parse is exit 2 naming line and column, never read as JSONL."""
+    text = '[\n  {"role": "user", "content": "hello"},\n]\n'
+    (tmp_path / "h.json").write_text(text, encoding="utf-8")
+    result = nanobot("govern", "h.json", "--json", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert (
+        "h.json: the JSON array does not parse: not JSON (Expecting value at line 3 column 1)"
+        in result.stderr
+    )
+
+
+def test_jsonl_where_no_line_parses_is_refused_naming_the_first_line(tmp_path: Path) -> None:
+    """JSONL in which no line is JSON is exit 2 naming the first bad line."""
+    (tmp_path / "h.jsonl").write_text('{"role": "user",\nnope\n', encoding="utf-8")
+    result = nanobot("govern", "h.jsonl", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "h.jsonl: no line is JSON; line 1: not JSON" in result.stderr
+
+
+def test_jsonl_with_one_bad_line_is_governed_and_the_line_reported(tmp_path: Path) -> None:
+    """A JSONL file with some good lines stays lenient: exit 0, the bad line reported."""
+    lines = [json.dumps(HISTORY[0]), "not json"]
+    (tmp_path / "h.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    result = nanobot("govern", "h.jsonl", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    load = json.loads(result.stdout)["report"][0]
+    assert load["stage"] == "load"
+    assert any(d.startswith("line 2: left out, not JSON") for d in load["details"])
