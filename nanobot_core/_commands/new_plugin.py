@@ -6,7 +6,15 @@ from pathlib import Path
 
 import click
 
-from nanobot_core.scaffold import KINDS, PluginProject, validate_name, write_project
+from nanobot_core.cli import EXIT_USAGE
+from nanobot_core.scaffold import (
+    KINDS,
+    PluginProject,
+    name_taken,
+    shadowed_tool,
+    validate_name,
+    write_project,
+)
 
 
 @click.command("new-plugin")
@@ -25,13 +33,22 @@ from nanobot_core.scaffold import KINDS, PluginProject, validate_name, write_pro
 )
 def command(name: str, kind: str, directory: str | None) -> None:
     """Create a ready plugin project NAME: pyproject with entry point, code, README, tests."""
-    problem = validate_name(name)
+    problem = validate_name(name) or name_taken(name)
     if problem:
-        raise click.UsageError(f"plugin name {name!r} {problem}")
+        click.echo(f"Error: plugin name {name!r} {problem}; choose another NAME", err=True)
+        raise click.exceptions.Exit(EXIT_USAGE)
     target = Path(directory) if directory else Path.cwd() / name
     if target.exists():
         raise click.UsageError(f"{target} already exists; choose another --directory")
-    written = write_project(PluginProject(distribution=name, kind=kind), target)
+    project = PluginProject(distribution=name, kind=kind)
+    shadowed = shadowed_tool(project)
+    if shadowed:
+        click.echo(
+            f"Warning: the tool name {shadowed!r} is a built-in tool's; the built-in wins "
+            f"unless [plugins] overrides names this plugin (see the README)",
+            err=True,
+        )
+    written = write_project(project, target)
     for path in written:
         click.echo(f"created {path}")
-    click.echo(f"next: pip install -e {target} && nanobot-core plugins")
+    click.echo(f"next: pip install -e '{target}[test]' && nanobot-core plugins && pytest {target}")

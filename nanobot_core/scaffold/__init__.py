@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import re
 import string
 from importlib import resources
@@ -9,7 +11,15 @@ from pathlib import Path
 
 import attrs
 
-__all__ = ["KINDS", "PluginProject", "render_project", "write_project"]
+__all__ = [
+    "KINDS",
+    "PluginProject",
+    "name_taken",
+    "render_project",
+    "shadowed_tool",
+    "validate_name",
+    "write_project",
+]
 
 KINDS = ("tool", "stage", "section")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*$")
@@ -52,6 +62,42 @@ def validate_name(name: str) -> str | None:
     if len(name) > 64:
         return "must be at most 64 characters"
     return None
+
+
+def name_taken(name: str) -> str | None:
+    """Why `name` would clash with something installed, or None when it is free.
+
+    A new project installed under the core's name, an installed distribution's
+    name, or an importable module's name would replace or shadow it.
+    """
+    canonical = re.sub(r"[-_.]+", "-", name).lower()
+    package = PluginProject(distribution=name, kind="tool").package
+    if canonical == "nanobot-core":
+        return "is nanobot-core's own name; installing it would replace the core"
+    try:
+        found = importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    else:
+        return f"is the name of the installed distribution {found.metadata['Name']}"
+    try:
+        spec = importlib.util.find_spec(package)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is not None:
+        return f"would install the package {package!r}, which is already importable"
+    return None
+
+
+def shadowed_tool(project: PluginProject) -> str | None:
+    """The built-in tool whose name a tool project's tool would take (the built-in wins)."""
+    from nanobot_core.tools.builtin import BUILTIN_TOOLS
+
+    if project.kind != "tool":
+        return None
+    # The built-ins set `name` as a class attribute (a string), not the base class's property.
+    builtin: set[object] = {tool_class.name for tool_class in BUILTIN_TOOLS}
+    return project.package if project.package in builtin else None
 
 
 def render_project(project: PluginProject) -> dict[str, str]:

@@ -132,3 +132,40 @@ def test_jsonl_with_one_bad_line_is_governed_and_the_line_reported(tmp_path: Pat
     load = json.loads(result.stdout)["report"][0]
     assert load["stage"] == "load"
     assert any(d.startswith("line 2: left out, not JSON") for d in load["details"])
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("nanobot-core", "is nanobot-core's own name"),
+        ("Nanobot_Core", "is nanobot-core's own name"),
+        ("click", "is the name of the installed distribution click"),
+        ("json", "would install the package 'json', which is already importable"),
+    ],
+)
+def test_new_plugin_refuses_a_name_that_is_taken(tmp_path: Path, name: str, reason: str) -> None:
+    """new-plugin exits 2 for the core's name, an installed distribution's or a module's."""
+    result = nanobot("new-plugin", name, cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"plugin name {name!r} {reason}" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_plugin_warns_when_a_tool_takes_a_builtin_name(tmp_path: Path) -> None:
+    """A tool plugin named like a built-in tool is created, with a warning that it loses."""
+    result = nanobot("new-plugin", "read_file", "--kind", "tool", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "the tool name 'read_file' is a built-in tool's" in result.stderr
+    assert (tmp_path / "read_file" / "pyproject.toml").is_file()
+
+
+def test_new_plugin_says_to_install_the_test_extra(tmp_path: Path) -> None:
+    """The printed next step and the project's README install the [test] extra (pytest)."""
+    result = nanobot("new-plugin", "acme-words", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "pip install -e '" in result.stdout
+    assert "acme-words[test]'" in result.stdout
+    readme = (tmp_path / "acme-words" / "README.md").read_text(encoding="utf-8")
+    assert "pip install -e '.[test]'" in readme
+    pyproject = (tmp_path / "acme-words" / "pyproject.toml").read_text(encoding="utf-8")
+    assert 'test = ["pytest"]' in pyproject
