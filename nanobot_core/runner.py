@@ -4,7 +4,8 @@ Each round: the system prompt from the sections; the persisted history,
 governed (on a copy) into what the model sees; one model call with the tool
 definitions; the reply persisted; its tool calls run by the executor; their
 results persisted in full. The turn ends when the model answers without tool
-calls, or after ``max_iterations`` rounds (reported, not an error).
+calls, or after ``max_iterations`` rounds (``TurnResult.max_iterations_reached``;
+the CLI exits 1 on it).
 
 The runtime block (time, channel, plugin lines) is appended to the user's
 message once, when the message is persisted. What the model sends is never
@@ -43,6 +44,8 @@ __all__ = [
     "CallRecord",
     "EmptyReply",
     "IterationLimitReached",
+    "ModelReplied",
+    "ModelWaiting",
     "RequestTooLarge",
     "RoundReport",
     "Runner",
@@ -155,6 +158,27 @@ class ToolFinished:
     def describe(self) -> str:
         outcome = "failed" if self.is_error else "done"
         return f"tool {self.name or '(no name)'}: {outcome} in {self.duration:.2f}s"
+
+
+@attrs.frozen
+class ModelWaiting:
+    """A request for round `round` has gone to the model; the reply has not come yet."""
+
+    round: int
+
+    def describe(self) -> str:
+        return f"model: waiting for the reply to round {self.round}"
+
+
+@attrs.frozen
+class ModelReplied:
+    """The model's reply for round `round` came after `seconds` (retries included)."""
+
+    round: int
+    seconds: float
+
+    def describe(self) -> str:
+        return f"model: replied to round {self.round} in {self.seconds:.1f}s"
 
 
 @attrs.frozen
@@ -445,7 +469,9 @@ class Runner:
             else:
                 self._emit(too_large)
         started = time.monotonic()
+        self._emit(ModelWaiting(iteration))
         reply = await self._complete(_with_system(system, governed.messages), tools, governed)
+        self._emit(ModelReplied(iteration, time.monotonic() - started))
         turn.usage += reply.usage
         turn.calls.append(CallRecord(iteration, reply.model, reply.finish_reason, reply.usage))
         turn.append(

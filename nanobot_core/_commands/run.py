@@ -1,11 +1,13 @@
 """``nanobot-core run "PROMPT"``: one agent turn against an OpenAI-compatible endpoint.
 
-The final answer goes to stdout (``--json``: the whole turn); progress (tools
-running and their times, provider retries) goes to stderr. Exit codes: 0 the
-turn ended (also when it hit ``--max-iterations``), 1 the provider failed or
+The final answer goes to stdout (``--json``: the whole turn); progress (the
+time spent waiting for the model, tools running and their times, provider
+retries) goes to stderr. Exit codes: 0 the model answered, 1 the provider
+failed (the server's message is shown), the turn hit ``--max-iterations``, or
 the session is held by another writer (its lease; ``[sessions] lease_wait``
-seconds are waited first), 2 bad input (an empty prompt, an
-invalid session name, an unknown provider, a malformed config).
+seconds are waited first), 2 bad input (an empty prompt, an invalid session
+name, an unknown provider, a malformed config, a base URL that is not http(s),
+a remote server and no API key).
 """
 
 from __future__ import annotations
@@ -15,11 +17,7 @@ from typing import Any
 
 import click
 
-from nanobot_core.cli import get_state, workspace_option
-
-
-def _print_progress(event: Any) -> None:
-    click.echo(f"nanobot: {event.describe()}", err=True)
+from nanobot_core.cli import EXIT_FAILED, get_state, workspace_option
 
 
 def _flag_overrides(
@@ -60,8 +58,9 @@ def command(
     as_json: bool,
 ) -> None:
     """Run one agent turn for PROMPT ('-' reads it from stdin) and print the answer."""
+    from nanobot_core._commands._waiting import WaitDisplay
     from nanobot_core.errors import SessionError
-    from nanobot_core.runner import Runner
+    from nanobot_core.runner import IterationLimitReached, Runner
     from nanobot_core.sessions import open_session, select_session_store, validate_session_name
 
     text = sys.stdin.read() if prompt == "-" else prompt
@@ -77,14 +76,25 @@ def command(
     root = state.workspace(workspace)
     manager = state.plugin_manager(root)
     store = select_session_store(manager)
+    display = WaitDisplay(sys.stderr)
+
+    def progress(event: Any) -> None:
+        if not isinstance(event, IterationLimitReached):  # said once, as the error below
+            display(event)
+
     # SessionLockedError and ProviderError propagate: the CLI prints them and exits 1.
     try:
         with open_session(store, config.runner.session, wait=config.sessions.lease_wait) as opened:
-            runner = Runner.from_plugins(manager, session=opened, progress=_print_progress)
+            runner = Runner.from_plugins(manager, session=opened, progress=progress)
             result = runner.run_turn(text)
     finally:
+        display.stop()
         store.close()
     if as_json:
         state.echo_json(result.to_json())
-    else:
+    elif not result.max_iterations_reached:
         click.echo(result.answer)
+    if result.max_iterations_reached:
+        limit = IterationLimitReached(runner.max_iterations).describe()
+        click.echo(f"Error: {limit}", err=True)
+        raise click.exceptions.Exit(EXIT_FAILED)

@@ -21,6 +21,7 @@ from nanobot_core.providers.base import (
     normalise_assistant_message,
     normalise_usage,
 )
+from nanobot_core.providers.endpoint import check_endpoint
 from nanobot_core.providers.http import (
     error_text,
     excerpt,
@@ -59,6 +60,7 @@ class OpenAIProvider:
         progress: ProgressCallback | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        check_endpoint(config)  # a fault no retry can cure: ConfigError, before any request
         self.base_url = config.base_url.rstrip("/")
         self.model = config.model
         self.timeout = config.timeout

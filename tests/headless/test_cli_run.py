@@ -271,14 +271,23 @@ def test_max_identical_calls_comes_from_the_config(server: FakeChatServer, works
     assert "alpha line" in results[0] and "already called" in results[1]
 
 
-def test_max_iterations_exits_0_and_says_so(server: FakeChatServer, workspace: Path) -> None:
-    """Hitting --max-iterations is reported on stderr, not an error."""
+def test_max_iterations_exits_1_and_says_so(server: FakeChatServer, workspace: Path) -> None:
+    """Hitting --max-iterations is exit 1 with the reason on stderr; --json still has the turn."""
     server.add(tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]))
     result = _cli(server, workspace, "run", "loop", "--max-iterations", "1", "--json")
-    assert result.returncode == 0, result.stderr
-    assert "stopped after 1 round(s)" in result.stderr
+    assert result.returncode == 1, result.stderr
+    assert "Error: stopped after 1 round(s) (runner.max_iterations)" in result.stderr
     assert json.loads(result.stdout)["max_iterations_reached"] is True
     assert len(server.requests) == 1
+
+
+def test_max_iterations_prints_no_empty_answer(server: FakeChatServer, workspace: Path) -> None:
+    """Without --json, hitting the limit prints nothing on stdout (no empty line) and exits 1."""
+    server.add(tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]))
+    result = _cli(server, workspace, "run", "loop", "--max-iterations", "1")
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.count("stopped after 1 round(s)") == 1
 
 
 @pytest.mark.parametrize("name", ["../escape", "a/b", "..", "bad name"])

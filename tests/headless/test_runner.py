@@ -21,6 +21,8 @@ from nanobot_core.providers import RetryNotice
 from nanobot_core.runner import (
     EmptyReply,
     IterationLimitReached,
+    ModelReplied,
+    ModelWaiting,
     Runner,
     ToolFinished,
     ToolStarted,
@@ -199,9 +201,15 @@ def test_progress_reports_tools_and_retries(harness: Harness, server: FakeChatSe
         text_reply("ok"),
     )
     harness.turn("go")
-    kinds = [type(e) for e in harness.events]
+    waits = (ModelWaiting, ModelReplied)
+    kinds = [type(e) for e in harness.events if not isinstance(e, waits)]
     assert kinds == [RetryNotice, ToolStarted, ToolFinished]
-    finished = harness.events[2]
+    rounds = [(type(e), e.round) for e in harness.events if isinstance(e, waits)]
+    assert rounds == [(ModelWaiting, 1), (ModelReplied, 1), (ModelWaiting, 2), (ModelReplied, 2)]
+    assert harness.events.index(ModelWaiting(1)) < [type(e) for e in harness.events].index(
+        RetryNotice
+    )
+    finished = next(e for e in harness.events if isinstance(e, ToolFinished))
     assert (finished.name, finished.call_id, finished.is_error) == ("read_file", "c1", False)
     assert "read_file" in finished.describe()
 

@@ -1,0 +1,88 @@
+"""What ``run`` shows on stderr while the model thinks: elapsed time, live or every few seconds.
+
+On a terminal one line is rewritten in place every `TTY_INTERVAL` seconds; otherwise
+(a pipe, a log file) a line is written every `LOG_INTERVAL` seconds, so a log shows
+the run is alive without filling up. Every other progress line is printed through
+`WaitDisplay.show`, which clears the live line first.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any, TextIO
+
+from nanobot_core.runner import ModelReplied, ModelWaiting
+
+__all__ = ["LOG_INTERVAL", "TTY_INTERVAL", "WaitDisplay"]
+
+TTY_INTERVAL = 0.5
+LOG_INTERVAL = 2.0
+
+
+class WaitDisplay:
+    """A progress callback that prints events and ticks while a model request is out."""
+
+    def __init__(self, stream: TextIO, *, live: bool | None = None) -> None:
+        self._stream = stream
+        self._live = stream.isatty() if live is None else live
+        self._lock = threading.Lock()
+        self._stop: threading.Event | None = None
+        self._ticker: threading.Thread | None = None
+        self._shown = False  # whether a live line is on screen
+
+    def __call__(self, event: Any) -> None:
+        """Handle one progress event from the runner."""
+        if isinstance(event, ModelWaiting):
+            self._start(event.round)
+        elif isinstance(event, ModelReplied):
+            self.stop()
+        else:
+            self.show(f"nanobot: {event.describe()}")
+
+    def show(self, line: str) -> None:
+        """Print one line, clearing the live line first (it comes back on the next tick)."""
+        with self._lock:
+            self._clear()
+            self._stream.write(line + "\n")
+            self._stream.flush()
+
+    def stop(self) -> None:
+        """Stop ticking and clear the live line."""
+        if self._stop is not None and self._ticker is not None:
+            self._stop.set()
+            self._ticker.join()
+        self._stop = self._ticker = None
+        with self._lock:
+            self._clear()
+            self._stream.flush()
+
+    def _start(self, round_number: int) -> None:
+        self.stop()
+        stop = threading.Event()
+        interval = TTY_INTERVAL if self._live else LOG_INTERVAL
+        ticker = threading.Thread(
+            target=self._tick, args=(round_number, stop, interval), daemon=True
+        )
+        self._stop, self._ticker = stop, ticker
+        ticker.start()
+
+    def _tick(self, round_number: int, stop: threading.Event, interval: float) -> None:
+        started = time.monotonic()
+        while not stop.wait(interval):
+            elapsed = time.monotonic() - started
+            text = f"nanobot: waiting for the model (round {round_number}): {elapsed:.0f}s"
+            with self._lock:
+                if stop.is_set():
+                    return
+                if self._live:
+                    self._stream.write("\r\x1b[2K" + text)
+                    self._shown = True
+                else:
+                    self._stream.write(text + "\n")
+                self._stream.flush()
+
+    def _clear(self) -> None:
+        if self._shown:
+            self._stream.write("\r\x1b[2K")
+            self._shown = False
