@@ -28,7 +28,8 @@ if TYPE_CHECKING:
     from nanobot_core.prompt import PromptBuilder, Section, SectionContext
     from nanobot_core.runner import Runner
     from nanobot_core.schema import validate
-    from nanobot_core.tools.base import Tool, ToolResult, tool
+    from nanobot_core.tools._function import tool
+    from nanobot_core.tools.base import Tool, ToolResult
     from nanobot_core.tools.executor import Executor
     from nanobot_core.tools.registry import ToolRegistry
 
@@ -90,7 +91,7 @@ _LOCATIONS: dict[str, str] = {
     "Runner": "nanobot_core.runner",
     "Tool": "nanobot_core.tools.base",
     "ToolResult": "nanobot_core.tools.base",
-    "tool": "nanobot_core.tools.base",
+    "tool": "nanobot_core.tools._function",
     "Executor": "nanobot_core.tools.executor",
     "ToolRegistry": "nanobot_core.tools.registry",
     "validate": "nanobot_core.schema",

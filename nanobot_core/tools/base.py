@@ -4,8 +4,8 @@ There are three ways to write a tool: subclass `Tool`; decorate a typed
 function with `@tool` (see `nanobot_core.tools._function`); or, for tools
 written for HKUDS/nanobot, any class with ``name``, ``description``,
 ``parameters`` and an async ``execute``, which `as_tool` wraps in a
-`ForeignTool` (see `nanobot_core.tools._foreign`). Those names are re-exported
-here and load on first use, so importing this module stays cheap.
+`ForeignTool` (see `nanobot_core.tools._foreign`). The public names are
+exported from `nanobot_core`.
 """
 
 from __future__ import annotations
@@ -18,45 +18,15 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
-from nanobot_core.tools import lazy_attributes
-
 if TYPE_CHECKING:
     from nanobot_core.kernel.context import PluginContext
-    from nanobot_core.tools._foreign import ForeignTool, ForeignToolContext
-    from nanobot_core.tools._function import Converter as Converter
-    from nanobot_core.tools._function import FunctionTool, tool
-    from nanobot_core.tools._function import parse_docstring as parse_docstring
-    from nanobot_core.tools._function import run_in_daemon_thread as run_in_daemon_thread
-    from nanobot_core.tools._function import signature_schema as signature_schema
-    from nanobot_core.tools._function import type_schema as type_schema
 
 __all__ = [
-    "ForeignTool",
-    "ForeignToolContext",
-    "FunctionTool",
     "Tool",
     "ToolResult",
     "as_tool",
     "check_tool",
-    "tool",
 ]
-
-# Names that moved out of this module stay importable from here. They load on first use:
-# those modules import Tool from here, so importing them eagerly would be circular.
-__getattr__, __dir__ = lazy_attributes(
-    __name__,
-    {
-        "ForeignTool": "nanobot_core.tools._foreign",
-        "ForeignToolContext": "nanobot_core.tools._foreign",
-        "Converter": "nanobot_core.tools._function",
-        "FunctionTool": "nanobot_core.tools._function",
-        "parse_docstring": "nanobot_core.tools._function",
-        "run_in_daemon_thread": "nanobot_core.tools._function",
-        "signature_schema": "nanobot_core.tools._function",
-        "tool": "nanobot_core.tools._function",
-        "type_schema": "nanobot_core.tools._function",
-    },
-)
 
 # What OpenAI-compatible APIs accept as a function name.
 _TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")

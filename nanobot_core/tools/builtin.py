@@ -23,7 +23,8 @@ from typing import IO, Any, ClassVar
 from nanobot_core._json_boundary import dumps, loads
 from nanobot_core.errors import WorkspaceEscapeError
 from nanobot_core.kernel.context import PluginContext
-from nanobot_core.tools.base import Tool, ToolResult, run_in_daemon_thread
+from nanobot_core.tools._function import run_in_daemon_thread
+from nanobot_core.tools.base import Tool, ToolResult
 from nanobot_core.tools.workspace import (
     open_in_workspace,
     relative_display,

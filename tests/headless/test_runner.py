@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from nanobot_core import tool
 from nanobot_core.config import Config
 from nanobot_core.errors import ProviderError
 from nanobot_core.governance.invariants import check_tool_pairing
@@ -29,7 +30,6 @@ from nanobot_core.runner import (
     TurnResult,
 )
 from nanobot_core.sessions import Session
-from nanobot_core.tools.base import tool
 from tests.headless.conftest import API_KEY, provider_config
 from tests.headless.fake_server import FakeChatServer, error_reply, text_reply, tool_call_reply
 

@@ -11,17 +11,9 @@ import attrs
 import pytest
 
 from nanobot_core.kernel.context import PluginContext
-from nanobot_core.tools.base import (
-    NO_OUTPUT,
-    ForeignTool,
-    ForeignToolContext,
-    FunctionTool,
-    Tool,
-    ToolResult,
-    as_tool,
-    parse_docstring,
-    tool,
-)
+from nanobot_core.tools._foreign import ForeignTool, ForeignToolContext
+from nanobot_core.tools._function import FunctionTool, parse_docstring, tool
+from nanobot_core.tools.base import NO_OUTPUT, Tool, ToolResult, as_tool
 from tests.tools.support import run
 
 # -- way 1: subclass Tool -------------------------------------------------------------------

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from nanobot_core import Tool, ToolResult, tool
 from nanobot_core.kernel.context import ToolCallEvent
-from nanobot_core.tools.base import Tool, ToolResult, tool
 from nanobot_core.tools.executor import (
     ERROR_HINT,
     Executor,

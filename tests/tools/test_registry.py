@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from nanobot_core import Tool, tool
 from nanobot_core.tools import registry as registry_module
-from nanobot_core.tools.base import Tool, tool
 from nanobot_core.tools.executor import Executor, ToolCallRequest
 from nanobot_core.tools.registry import ToolRegistry, suggest_name
 from tests.helpers import REPO_ROOT
