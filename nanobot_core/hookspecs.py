@@ -7,6 +7,11 @@ isolate a plugin whose hook raises or returns garbage. Such a plugin is
 unregistered and reported as failed; the other plugins still load (unless
 strict mode is on, which turns the failure into an error).
 
+Each implementation is called exactly once per call, in the canonical order
+(built-ins first, then distribution name, then entry-point name). pluggy's
+``tryfirst``, ``trylast``, ``wrapper`` and ``hookwrapper`` markers are refused at
+registration: the plugin is reported as failed, naming the hook and the marker.
+
 Every hook receives ``ctx``, a :class:`nanobot_core.PluginContext` with the
 workspace path and the loaded configuration. An implementation may declare
 only the arguments it needs, as usual with pluggy.
