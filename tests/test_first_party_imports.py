@@ -9,6 +9,24 @@ import nanobot_core
 from tests.helpers import REPO_ROOT
 
 ALLOWED_MODULES = frozenset({"nanobot_core", "nanobot_core.testing"})
+TEST_KITS = frozenset({"nanobot_core.testing", "nanobot_core.testing_sessions"})
+
+# nanobot-postgres arrived using the session-store API before it had public names.
+# Until those names are exported, exactly these internal modules are tolerated there;
+# any other internal import, there or anywhere else, fails.
+PENDING: dict[str, frozenset[str]] = {
+    "plugins/postgres/": frozenset(
+        {
+            "nanobot_core.config",
+            "nanobot_core.errors",
+            "nanobot_core.governance.invariants",
+            "nanobot_core.governance.store",
+            "nanobot_core.jsonl_store",
+            "nanobot_core.providers.openai",
+            "nanobot_core.sessions",
+        }
+    )
+}
 
 
 def offending_imports(source: str, filename: str) -> list[str]:
@@ -23,7 +41,10 @@ def offending_imports(source: str, filename: str) -> list[str]:
             module = node.module
             if not (module == "nanobot_core" or module.startswith("nanobot_core.")):
                 continue
-            if module == "nanobot_core.testing":
+            if module in TEST_KITS:
+                continue
+            pending = [m for prefix, m in PENDING.items() if filename.startswith(prefix)]
+            if any(module in tolerated for tolerated in pending):
                 continue
             if module != "nanobot_core":
                 found.append(f"{filename}:{node.lineno}: from {module} import ...")
@@ -39,6 +60,16 @@ def _distribution_sources() -> list[Path]:
         p.parent for g in ("plugins", "contrib") for p in (REPO_ROOT / g).glob("*/pyproject.toml")
     ]
     return sorted(path for root in roots for path in root.rglob("*.py"))
+
+
+def test_pending_exceptions_are_narrow() -> None:
+    """A tolerated internal import is tolerated only in its own distribution."""
+    source = "from nanobot_core.sessions import open_session"
+    assert offending_imports(source, "plugins/postgres/x.py") == []
+    assert offending_imports(source, "plugins/other/x.py") == [
+        "plugins/other/x.py:1: from nanobot_core.sessions import ..."
+    ]
+    assert offending_imports("from nanobot_core.kernel import manager", "plugins/postgres/x.py")
 
 
 def test_plugin_distributions_import_only_public_names() -> None:
@@ -65,6 +96,7 @@ def test_the_checker_catches_internal_imports() -> None:
             "from nanobot_core import builtin_stages",
             "from nanobot_core.errors import ConfigError",
             "from nanobot_core.testing import make_config",
+            "from nanobot_core.testing_sessions import contract",
             "from nanobot_core import testing",
             "from .local import thing",
         ]
