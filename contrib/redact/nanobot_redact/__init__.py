@@ -56,5 +56,6 @@ def nanobot_governance_stages(ctx: PluginContext) -> list[Stage]:
         make_stage_func(scanner),
         phase="transform",
         before=("offload_results",),
+        per_message=True,
     )
     return [stage]

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nanobot_core import Config, PluginContext
+from nanobot_core import Config, Governor, PluginContext
 from nanobot_core.testing import govern_and_check
 
 from nanobot_redact import (
@@ -145,6 +145,7 @@ def test_the_hook_places_the_stage_in_transform_before_offloading(tmp_path: Path
     assert stage.name == STAGE_NAME
     assert stage.phase == "transform"
     assert tuple(stage.before) == ("offload_results",)
+    assert stage.per_message
 
 
 def test_the_stage_reports_what_it_removed(tmp_path: Path) -> None:
@@ -260,6 +261,30 @@ def test_the_governed_request_carries_no_secret_and_stays_legal(tmp_path: Path) 
     assert entry is not None
     assert entry.changed
     assert entry.details[0] == "messages[1] content: openai_api_key redacted"
+
+
+def test_a_governor_hands_the_stage_each_message_once_across_calls(tmp_path: Path) -> None:
+    """Declared per-message, the stage sees one message at a time, and only new ones next call."""
+    (stage,) = nanobot_governance_stages(PluginContext(workspace=tmp_path))
+    seen: list[int] = []
+
+    def counting(messages: list[Any], ctx: Any) -> Any:
+        seen.append(len(messages))
+        return stage.func(messages, ctx)
+
+    governor = Governor([attrs.evolve(stage, func=counting)], config=Config().governance)
+    first = history()[:2]
+    result = governor.govern(first)
+    assert result.messages[1]["content"] == "my key is [REDACTED:openai_api_key], keep it safe"
+    assert seen == [1, 1]
+    grown = [*first, {"role": "assistant", "content": f"use {GITHUB_TOKEN}"}]
+    result = governor.govern(grown)
+    assert seen == [1, 1, 1]
+    assert result.messages[2]["content"] == "use [REDACTED:github_token]"
+    assert result.report.entry(STAGE_NAME).details == [
+        "messages[1] content: openai_api_key redacted",
+        "messages[2] content: github_token redacted",
+    ]
 
 
 def test_the_stage_runs_before_results_are_offloaded(tmp_path: Path) -> None:
