@@ -32,6 +32,7 @@ import attrs
 
 from nanobot_core._logging import get_logger
 from nanobot_core.errors import ConfigError
+from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
 from nanobot_core.providers.base import ProgressCallback, Provider, ProviderReply, Usage
 from nanobot_core.tools._repeats import RepeatedCalls
@@ -377,6 +378,7 @@ class Runner:
         self.channel = channel
         self.chat_id = chat_id
         self.clock = clock
+        self._governance_state = _restore_governance(governor, session)
 
     @classmethod
     def from_plugins(
@@ -457,6 +459,7 @@ class Runner:
         self, turn: _Turn, iteration: int, system: str, tools: list[dict[str, Any]]
     ) -> ProviderReply:
         governed = self.governor.govern(self.session.history(), system=system, tools=tools)
+        self._record_governance(getattr(governed, "state", None))
         turn.governance.append(
             RoundReport(
                 iteration, list(governed.report), governed.tokens, governed.budget, governed.fits
@@ -562,6 +565,19 @@ class Runner:
                 ToolFinished(outcome.name, outcome.call_id, outcome.duration, outcome.is_error)
             )
 
+    def _record_governance(self, state: GovernanceState | None) -> None:
+        """Append a governance record when the governor's decisions moved (never rewriting)."""
+        if not isinstance(state, GovernanceState):
+            return
+        known = self._governance_state
+        if known is None and not (state.start or state.steps_from or state.compacted):
+            return  # nothing decided yet: nothing a restart needs
+        if known is not None and not known.moved(state):
+            return
+        record = state.to_record()
+        self.session.append({}, record["_meta"])
+        self._governance_state = state
+
     def _emit(self, event: Any) -> None:
         if self.progress is not None:
             self.progress(event)
@@ -609,6 +625,18 @@ def _changed_at(governed: Governed) -> int | None:
         return None
     changed_at = getattr(prefix, "changed_at", None)
     return changed_at if type(changed_at) is int and changed_at >= 0 else None
+
+
+def _restore_governance(governor: Any, session: Any) -> GovernanceState | None:
+    """Hand the governor the newest governance record of the session, if any."""
+    restore = getattr(governor, "restore", None)
+    records = getattr(session, "records", None)
+    if not callable(restore) or not isinstance(records, list):
+        return None
+    state = latest_state(records)
+    if state is not None:
+        restore(state)
+    return state
 
 
 def _with_system(system: str, governed: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -161,6 +161,7 @@ def command(
                 "tokens": result.tokens,
                 "budget": result.budget,
                 "fits": result.fits,
+                "prefix": result.prefix.to_json(),
             }
         )
         return

@@ -46,6 +46,7 @@ from nanobot_core.governance.anthropic import (
 from nanobot_core.governance.budget_first import HistoryCut, early_drops, find_cut
 from nanobot_core.governance.clean import clean_tokens
 from nanobot_core.governance.context import Budget, StageContext
+from nanobot_core.governance.continuity import FIRST_CALL, Continuity, GovernanceState, Prefix
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
 from nanobot_core.governance.messages import container_copy
 from nanobot_core.governance.ordering import place_stages
@@ -133,6 +134,10 @@ class GovernanceResult:
     tokens: int
     budget: int
     fits: bool
+    #: Whether the messages sent on this governor's previous call start these (prompt caches).
+    prefix: Prefix = FIRST_CALL
+    #: The decisions to carry to the next call (and to record in the session).
+    state: GovernanceState = attrs.field(factory=GovernanceState)
 
     @property
     def changed(self) -> bool:
@@ -200,6 +205,7 @@ class Governor:
             disabled or work is not None
             for (_, disabled), work in zip(self._pipeline, self._work, strict=True)
         )
+        self._continuity = Continuity()
         for problem in placement.problems:
             log.warning("governance stage placement", problem=problem)
 
@@ -213,6 +219,17 @@ class Governor:
             counter=pm.token_counter(),
             store=pm.result_store(),
         )
+
+    # -- the session: what was decided on earlier calls --------------------------------
+
+    @property
+    def state(self) -> GovernanceState:
+        """What this governor decided on its last call (see `continuity`)."""
+        return self._continuity.state
+
+    def restore(self, state: GovernanceState | None) -> None:
+        """Continue a session from a recorded `state` (None: start afresh)."""
+        self._continuity.restore(state)
 
     @property
     def stages(self) -> list[Stage]:
@@ -256,7 +273,8 @@ class Governor:
         """
         given = messages if isinstance(messages, list) else list(messages)
         tools = tools if type(tools) is list or type(tools) is tuple else list(tools)
-        result, working_fit = self._govern(given, system, tools, self.budget)
+        view, positions = self._continuity.view(given, self.store, self.config)
+        result, working_fit, acted = self._govern(given, view, system, tools, self.budget)
         limit = self.budget.limit
         # The stages budget the OpenAI shape; turned back into Anthropic blocks the history
         # can take more (a lone tool_result block costs more than its tool message). What
@@ -267,21 +285,38 @@ class Governor:
             tighter = Budget(max(0, result.budget - (result.tokens - limit)))
             if tighter.limit >= result.budget:
                 break
-            result, working_fit = self._govern(given, system, tools, tighter)
+            result, working_fit, acted = self._govern(given, view, system, tools, tighter)
         if result.budget != limit:
             result = attrs.evolve(result, budget=limit, fits=result.tokens <= limit)
-        return result
+        if acted is None:  # Anthropic blocks became other messages: indices would not carry over
+            self._continuity.restore(None)
+            return result
+        prefix = self._continuity.learn(given, view, positions, result.messages, budget_acted=acted)
+        return attrs.evolve(result, prefix=prefix, state=self._continuity.state)
 
     def _govern(
-        self, given: list[Any], system: str | None, tools: Sequence[Any], budget: Budget
-    ) -> tuple[GovernanceResult, bool]:
-        """One run of the pipeline for `budget`, and whether the working copy fitted it."""
+        self,
+        given: list[Any],
+        view: list[Any],
+        system: str | None,
+        tools: Sequence[Any],
+        budget: Budget,
+    ) -> tuple[GovernanceResult, bool, bool | None]:
+        """One run of the pipeline over `view` (`given` with earlier decisions applied).
+
+        Returns the result, whether the working copy fitted `budget`, and whether
+        a budget stage decided anything new (None: the history was in the
+        Anthropic shape, whose indices do not carry over).
+        """
         fixed = self._system_tokens(system), self._tools_tokens(tools)
         if self._clean_path:
             room = budget.limit - fixed[0] - fixed[1]
-            tokens = clean_tokens(given, room, self.config.max_tool_result_chars)
+            tokens = clean_tokens(view, room, self.config.max_tool_result_chars)
             if tokens is not None:
-                return self._untouched(given, fixed[0] + fixed[1] + tokens), True
+                result = self._untouched(view, fixed[0] + fixed[1] + tokens)
+                if view is not given:
+                    _report_kept(result.report, self._continuity.state)
+                return result, True, False
         ctx = StageContext(
             budget=budget,
             counter=self.counter,
@@ -293,12 +328,12 @@ class Governor:
             facts=FactsCache(self.counter),
         )
         plan = self._cut_plan
-        ctx.cut = self._cut(given, ctx, plan) if plan is not None and plan.early else None
+        ctx.cut = self._cut(view, ctx, plan) if plan is not None and plan.early else None
         if ctx.cut is not None:
             anthropic, current = False, ctx.cut.kept
         else:
-            anthropic = is_anthropic_shape(given)
-            current = to_openai_shape(given) if anthropic else given
+            anthropic = is_anthropic_shape(view)
+            current = to_openai_shape(view) if anthropic else view
         report = GovernanceReport()
         current, tokens, clean, cut = self._run_stages(current, ctx, report)
         if ctx.cut is not None and plan is not None:
@@ -308,6 +343,9 @@ class Governor:
         ctx.cut = None  # the final step works on the snipped history
         current, after = self._finish(current, tokens, clean, ctx, report)
         working_fit = after <= budget.limit
+        acted = any(entry.changed and entry.stage in _BUDGET_ENTRIES for entry in report)
+        if view is not given:
+            _report_kept(report, self._continuity.state)
         if not report.changed:
             current = given
         elif anthropic:
@@ -315,7 +353,7 @@ class Governor:
         if anthropic:
             after = ctx.request_tokens(current)  # the shape returned is the one that must fit
         result = GovernanceResult(current, report, after, budget.limit, after <= budget.limit)
-        return result, working_fit
+        return result, working_fit, (None if anthropic else acted)
 
     def _finish(
         self,
@@ -485,6 +523,28 @@ def _work_bits(stage: Stage, options: Mapping[str, Any]) -> int | None:
     for kind in kinds:
         bits |= KIND_BITS[kind]
     return bits
+
+
+# The entries whose change means a budget decision that the next call should keep.
+_BUDGET_ENTRIES = frozenset({"compact_results", "snip_history", FINAL_STAGE})
+
+
+def _report_kept(report: GovernanceReport, state: GovernanceState) -> None:
+    """Say in the budget entries that decisions of earlier calls were applied again."""
+    if state.steps_from is not None or state.start:
+        entry = report.entry("snip_history") or report.entry(FINAL_STAGE)
+        if entry is not None:
+            entry.details.insert(
+                0, f"kept the cut sent before: the history from messages[{state.start}]"
+            )
+            entry.changed = True
+    if state.compacted:
+        entry = report.entry("compact_results") or report.entry(FINAL_STAGE)
+        if entry is not None:
+            entry.details.insert(
+                0, f"kept the {len(state.compacted)} tool results compacted as sent before"
+            )
+            entry.changed = True
 
 
 _FIRST = "messages[0]"

@@ -72,6 +72,11 @@ def test_shipped_example_is_healed(tmp_path: Path) -> None:
     assert {*STAGES[:6], "offload_results"} <= changed
     assert list((tmp_path / ".nanobot" / "cache" / "tool-results").glob("*.txt"))
     assert data["fits"] and data["tokens"] <= data["budget"]
+    assert data["prefix"] == {
+        "kept": True,
+        "changed_at": None,
+        "reason": "first request: nothing was sent before",
+    }
     assert hashlib.sha256(EXAMPLE.read_bytes()).hexdigest() == digest
 
 

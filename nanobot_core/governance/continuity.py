@@ -1,0 +1,330 @@
+"""A session's governance across calls: the state that keeps the request's prefix stable.
+
+A provider's prompt cache reuses the longest byte-identical prefix of the
+previous request, so what the governor sent once should stay as it was while
+the request still fits. `GovernanceState` is what the governor of a session
+decided last time, in indices of the history it was given (the session only
+grows, so indices stay true): where the kept history starts, which steps of
+that turn were left out, and which tool results were sent compacted. The next
+call applies the same decisions first (`Continuity.view`), then runs the
+stages on that view: while it fits, compaction and snipping find nothing to
+do and the new request is the old one plus what was appended. When they must
+act, they go down to the low watermark and the new decisions are read back
+from what was sent (`Continuity.learn`).
+
+The state survives a restart as a session line that is not a message,
+``{"_meta": {"kind": "governance", ...}}`` (see `GovernanceState.to_record`):
+the runner appends one whenever the state changes and hands the newest back
+on resume. A fresh governor given the same history and state sends the same
+messages. A state that does not fit the history (shorter history, indices on
+the wrong kind of message) is ignored and the history is governed whole.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from nanobot_core.config import GovernanceConfig
+from nanobot_core.governance.messages import CallNames, content_text, leading_system_count
+from nanobot_core.governance.stages.compact import COMPACT_PREFIX, compact_notice
+from nanobot_core.governance.stages.offload import offload_notice
+from nanobot_core.governance.stages.snip import with_steps_notice
+from nanobot_core.governance.store import ResultStore
+
+__all__ = ["META_KIND", "Continuity", "GovernanceState", "Prefix", "latest_state"]
+
+#: The ``kind`` of the session line that records a `GovernanceState`.
+META_KIND = "governance"
+
+
+def _indices(value: Any) -> tuple[int, ...]:
+    return tuple(sorted({int(i) for i in value}))
+
+
+@attrs.frozen
+class GovernanceState:
+    """What the governor of a session decided, in indices of the history it governed.
+
+    `start` is the user message the history sent after the leading system
+    messages starts at (0 or the first one: nothing was cut); `steps_from`,
+    when set, is the first step of that turn that was sent, the steps between
+    `start` and it being left out (a notice on the user message says so); `compacted` are the tool
+    results sent compacted; `length` is the length of the history it was
+    worked out for.
+    """
+
+    start: int = 0
+    steps_from: int | None = None
+    compacted: tuple[int, ...] = attrs.field(default=(), converter=_indices)
+    length: int = 0
+
+    def to_record(self) -> dict[str, Any]:
+        """The session line that records this state (never sent to the model)."""
+        return {
+            "_meta": {
+                "kind": META_KIND,
+                "start": self.start,
+                "steps_from": self.steps_from,
+                "compacted": list(self.compacted),
+                "length": self.length,
+            }
+        }
+
+    @classmethod
+    def from_record(cls, record: Any) -> GovernanceState | None:
+        """The state a session line records, or None when it is not a valid governance record."""
+        meta = record.get("_meta") if isinstance(record, Mapping) else None
+        if not isinstance(meta, Mapping) or meta.get("kind") != META_KIND:
+            return None
+        start, steps, compacted, length = (
+            meta.get("start"),
+            meta.get("steps_from"),
+            meta.get("compacted"),
+            meta.get("length"),
+        )
+        numbers = [start, length, *(compacted if isinstance(compacted, list) else [None])]
+        if steps is not None:
+            numbers.append(steps)
+        if not all(type(n) is int and n >= 0 for n in numbers):
+            return None
+        return cls(int(start), steps, compacted, int(length))  # type: ignore[arg-type]
+
+    def moved(self, other: GovernanceState) -> bool:
+        """Whether `other` made other decisions (not just saw a longer history)."""
+        return (self.start, self.steps_from, self.compacted) != (
+            other.start,
+            other.steps_from,
+            other.compacted,
+        )
+
+
+def latest_state(records: Sequence[Any]) -> GovernanceState | None:
+    """The newest governance state among session lines, or None."""
+    for record in reversed(records):
+        state = GovernanceState.from_record(record)
+        if state is not None:
+            return state
+    return None
+
+
+@attrs.frozen
+class Prefix:
+    """Whether the messages sent on the previous call are the start of this call's messages.
+
+    `changed_at` is the index (in this call's messages) of the first one that
+    differs, or None when the prefix was kept; `reason` says why.
+    """
+
+    kept: bool
+    changed_at: int | None
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        """``{"kept", "changed_at", "reason"}``, as printed by ``govern --json``."""
+        return {"kept": self.kept, "changed_at": self.changed_at, "reason": self.reason}
+
+
+FIRST_CALL = Prefix(True, None, "first request: nothing was sent before")
+
+
+def _role(message: Any) -> Any:
+    return message.get("role") if isinstance(message, dict) else None
+
+
+def _valid(state: GovernanceState, history: Sequence[Any], leading: int) -> bool:
+    count = len(history)
+    if state.length > count:
+        return False
+    cut = state.steps_from is not None or state.start > leading
+    if cut and not (leading <= state.start < count and _role(history[state.start]) == "user"):
+        return False
+    if state.steps_from is not None and not (state.start < state.steps_from < count):
+        return False
+    return all(i < count and _role(history[i]) == "tool" for i in state.compacted)
+
+
+def _steps_between(history: Sequence[Any], first: int, stop: int) -> int:
+    """How many steps start in ``history[first:stop]`` (anything but a tool message starts one)."""
+    return sum(1 for i in range(first, stop) if i == first or _role(history[i]) != "tool")
+
+
+class Continuity:
+    """The state of one session's governor and the last request it sent."""
+
+    def __init__(self) -> None:
+        self.state = GovernanceState()
+        self._sent: list[Any] | None = None
+        self._anchor: tuple[int, Any] | None = None  # (index, message) of the newest message seen
+        self._compacted: dict[int, tuple[Any, dict[str, Any]]] = {}
+
+    def restore(self, state: GovernanceState | None) -> None:
+        """Continue from `state` (recorded by an earlier process); None starts afresh."""
+        self.state = state or GovernanceState()
+        self._sent = None
+        self._anchor = None
+        self._compacted.clear()
+
+    def _current(self, history: Sequence[Any], leading: int) -> GovernanceState:
+        state = self.state
+        anchor = self._anchor
+        if anchor is not None:
+            index, message = anchor
+            same = index < len(history) and (history[index] is message or history[index] == message)
+            if not same:  # another history than the one the state was worked out for
+                return GovernanceState()
+        return state if _valid(state, history, leading) else GovernanceState()
+
+    def view(
+        self, history: list[Any], store: ResultStore | None, config: GovernanceConfig
+    ) -> tuple[list[Any], list[int]]:
+        """`history` with the last decisions applied, and the history index of each view entry.
+
+        The view entry of the noticed user message (or a compacted result) maps
+        to the index of the message it stands for.
+        """
+        leading = leading_system_count(history)
+        state = self.state = self._current(history, leading)
+        if state.start <= leading and state.steps_from is None and not state.compacted:
+            return history, []
+        positions = list(range(leading))
+        view = history[:leading]
+        if state.steps_from is not None:
+            left_out = _steps_between(history, state.start + 1, state.steps_from)
+            view.append(with_steps_notice(history[state.start], left_out))
+            positions.append(state.start)
+            first = state.steps_from
+        else:
+            first = max(state.start, leading)
+        view += history[first:]
+        positions += range(first, len(history))
+        if state.compacted:
+            names = CallNames(history)
+            for index in state.compacted:
+                if index >= first:
+                    at = len(view) - (len(history) - index)
+                    view[at] = self._compacted_copy(history, index, names, store, config)
+        return view, positions
+
+    def _compacted_copy(
+        self,
+        history: list[Any],
+        index: int,
+        names: CallNames,
+        store: ResultStore | None,
+        config: GovernanceConfig,
+    ) -> dict[str, Any]:
+        message = history[index]
+        memo = self._compacted.get(index)
+        if memo is not None and memo[0] is message:
+            return memo[1]
+        name = message.get("name")
+        tool = name if isinstance(name, str) and name else names(index)
+        content = message.get("content")
+        text = content_text(content)
+        limit = config.max_tool_result_chars
+        if text is not None and len(text) > limit and store is not None:
+            try:  # what offload_results made of it before it was compacted
+                content = offload_notice(text, store.put(text), limit)
+            except Exception:
+                content = text
+        copy = {**message, "content": compact_notice(tool, content)}
+        self._compacted[index] = (message, copy)
+        return copy
+
+    def learn(
+        self,
+        history: list[Any],
+        view: list[Any],
+        positions: list[int],
+        sent: list[Any],
+        *,
+        budget_acted: bool,
+    ) -> Prefix:
+        """Remember what `sent` decided and say whether the previous request's prefix was kept."""
+        previous, before = self._sent, self.state
+        if budget_acted:
+            self.state = _read_back(history, view, positions, sent)
+        else:
+            self.state = attrs.evolve(before, length=len(history))
+        self._sent = sent
+        self._anchor = (len(history) - 1, history[-1]) if history else None
+        return _compare(previous, sent, before, self.state)
+
+
+def _read_back(
+    history: list[Any], view: list[Any], positions: list[int], sent: list[Any]
+) -> GovernanceState:
+    """The decisions `sent` embodies, in history indices (linear in the messages sent)."""
+    if not positions:
+        positions = list(range(len(history)))
+    where = {id(entry): position for entry, position in zip(view, positions, strict=True)}
+    by_call: dict[str, list[int]] = {}
+    for index in positions:
+        message = history[index]
+        if _role(message) == "tool" and isinstance(message.get("tool_call_id"), str):
+            by_call.setdefault(message["tool_call_id"], []).append(index)
+    leading = leading_system_count(sent)
+    last = -1
+    mapped: list[tuple[int, int]] = []  # (offset in what was sent, history index)
+    compacted: list[int] = []
+    for offset, message in enumerate(sent[leading:]):
+        position = where.get(id(message))
+        if position is None and _role(message) == "tool":
+            found = by_call.get(message.get("tool_call_id"), [])
+            at = bisect_right(found, last)
+            position = found[at] if at < len(found) else None
+        if position is None:
+            continue
+        mapped.append((offset, position))
+        last = position
+        text = message.get("content")
+        if _role(message) == "tool" and type(text) is str and text.startswith(COMPACT_PREFIX):
+            original = history[position].get("content")
+            if not (type(original) is str and original.startswith(COMPACT_PREFIX)):
+                compacted.append(position)
+    if not mapped:
+        return GovernanceState(0, None, compacted, len(history))
+    offset, position = mapped[0]
+    start = _turn_start(history, position)
+    steps_from = None
+    if offset == 0 and position == start:  # the user message as it was, or with its notice
+        after = mapped[1][1] if len(mapped) > 1 else None
+        if after is not None and after > start + 1:
+            steps_from = after
+    elif position > start + 1:  # the user message was rewritten: a new notice
+        steps_from = position
+    if steps_from is None and start <= leading_system_count(history):
+        start = 0
+    return GovernanceState(start, steps_from, compacted, len(history))
+
+
+def _turn_start(history: list[Any], position: int) -> int:
+    """The user message at or before `position` (0 when there is none)."""
+    while position > 0 and _role(history[position]) != "user":
+        position -= 1
+    return position if _role(history[position]) == "user" else 0
+
+
+def _compare(
+    previous: list[Any] | None, sent: list[Any], before: GovernanceState, after: GovernanceState
+) -> Prefix:
+    if previous is None:
+        return FIRST_CALL
+    count = len(previous)
+    if len(sent) >= count and sent[:count] == previous:
+        return Prefix(True, None, "the messages sent before are unchanged; new ones follow them")
+    changed_at = next(
+        (i for i, (a, b) in enumerate(zip(previous, sent, strict=False)) if a is not b and a != b),
+        min(count, len(sent)),
+    )
+    if (after.start, after.steps_from) != (before.start, before.steps_from):
+        reason = "over budget: the history was cut further, down to the low watermark"
+    elif after.compacted != before.compacted:
+        reason = "over budget: older tool results were compacted, down to the low watermark"
+    else:
+        reason = f"messages[{changed_at}] differs from what was sent before"
+    return Prefix(False, changed_at, reason)

@@ -1,0 +1,183 @@
+"""A session's governor across calls: the prefix sent stays while it fits, and survives a restart.
+
+One governor governs a history that grows turn by turn, as an agent's does.
+Every request must be legal and within budget, mostly extend the previous one
+byte for byte, and equal what a fresh governor sends from the same history
+and the recorded state.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nanobot_core.config import GovernanceConfig
+from nanobot_core.governance.continuity import GovernanceState, latest_state
+from nanobot_core.governance.invariants import check_invariants
+from nanobot_core.governance.stages.snip import left_out_steps
+from tests.governance.strategies import build_builtin_governor
+
+SYSTEM = "You are a coding agent."
+
+
+def _session(turns: int, seed: int = 3, *, one_task: bool = False) -> list[dict[str, Any]]:
+    """An agent history: user turns (or one task) of calls with results of mixed sizes."""
+    rnd = random.Random(seed)
+    history: list[dict[str, Any]] = []
+    for index in range(turns):
+        if not one_task or index == 0:
+            history.append(
+                {"role": "user", "content": f"turn {index}: " + "look " * rnd.randint(2, 40)}
+            )
+        ids = [f"c{index}_{j}" for j in range(rnd.choice([1, 1, 2]))]
+        history.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": i, "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+                    for i in ids
+                ],
+            }
+        )
+        for identifier in ids:
+            size = rnd.choice([300, 1_500, 4_000]) if rnd.random() > 0.05 else 30_000
+            history.append(
+                {"role": "tool", "tool_call_id": identifier, "name": "grep", "content": "x" * size}
+            )
+        if not one_task:
+            history.append({"role": "assistant", "content": "done " * rnd.randint(1, 20)})
+    return history
+
+
+def _ends(history: list[dict[str, Any]], *, one_task: bool) -> list[int]:
+    """Where the agent calls the model: before each user message, or after each step's results."""
+    if one_task:
+        return [
+            i + 1
+            for i, m in enumerate(history)
+            if m["role"] == "tool" and (i + 1 == len(history) or history[i + 1]["role"] != "tool")
+        ]
+    return [i for i, m in enumerate(history) if m["role"] == "user" and i] + [len(history)]
+
+
+def _config(window: int) -> GovernanceConfig:
+    return GovernanceConfig(context_window=window, max_output=0, safety_margin=0)
+
+
+@pytest.mark.parametrize("one_task", [False, True], ids=["turns", "one-task"])
+def test_a_growing_session_keeps_its_prefix_and_matches_a_fresh_governor(
+    tmp_path: Path, one_task: bool
+) -> None:
+    """Every call is legal; most keep the prefix; a fresh governor with the state agrees."""
+    history = _session(160, one_task=one_task)
+    config = _config(12_000)
+    governor = build_builtin_governor(config, tmp_path)
+    state = GovernanceState()
+    kept = changed = 0
+    for end in _ends(history, one_task=one_task):
+        part = history[:end]
+        result = governor.govern(part, system=SYSTEM)
+        assert result.fits
+        assert check_invariants(result.messages, system=SYSTEM, budget=result.budget) == []
+        fresh = build_builtin_governor(config, tmp_path)
+        fresh.restore(state)
+        assert fresh.govern(part, system=SYSTEM).messages == result.messages
+        if result.prefix.kept:
+            kept += 1
+            assert result.prefix.changed_at is None
+        else:
+            changed += 1
+            assert result.prefix.changed_at is not None and result.prefix.reason
+        state = GovernanceState.from_record(json.loads(json.dumps(result.state.to_record())))
+        assert state == result.state
+    assert changed > 0  # the budget was reached: cuts happened
+    assert kept >= 3 * changed
+
+
+def test_the_task_and_its_notice_survive_later_cuts(tmp_path: Path) -> None:
+    """A single-task session keeps its task first, with one notice counting every step left out."""
+    history = _session(200, one_task=True)
+    governor = build_builtin_governor(_config(8_000), tmp_path)
+    sent = governor.govern(history, system=SYSTEM).messages
+    assert sent[0]["content"].startswith(history[0]["content"])
+    steps_sent = sum(1 for m in sent if m["role"] == "assistant")
+    assert left_out_steps(sent[0]) == 200 - steps_sent
+
+
+def test_a_restarted_session_makes_the_same_cut(tmp_path: Path) -> None:
+    """A new governor restored from the recorded line sends what the old one would have sent."""
+    history = _session(120)
+    ends = _ends(history, one_task=False)
+    config = _config(10_000)
+    running = build_builtin_governor(config, tmp_path)
+    records: list[dict[str, Any]] = []
+    for end in ends[:-10]:
+        result = running.govern(history[:end], system=SYSTEM)
+        if not records or GovernanceState.from_record(records[-1]) != result.state:
+            records.append(result.state.to_record())
+    restarted = build_builtin_governor(config, tmp_path)
+    restarted.restore(latest_state(records))
+    for end in ends[-10:]:
+        a = running.govern(history[:end], system=SYSTEM)
+        b = restarted.govern(history[:end], system=SYSTEM)
+        assert a.messages == b.messages
+
+
+def test_a_state_that_does_not_fit_the_history_is_ignored(tmp_path: Path) -> None:
+    """A state longer than the history, or pointing at the wrong messages, is not applied."""
+    history = _session(10)
+    config = _config(200_000)
+    plain = build_builtin_governor(config, tmp_path).govern(history, system=SYSTEM).messages
+    for state in (
+        GovernanceState(start=4, length=len(history) + 5),
+        GovernanceState(start=1, length=3),  # messages[1] is not a user message
+        GovernanceState(compacted=(0,), length=3),
+        GovernanceState(start=0, steps_from=len(history) + 3, length=3),
+    ):
+        governor = build_builtin_governor(config, tmp_path)
+        governor.restore(state)
+        assert governor.govern(history, system=SYSTEM).messages == plain
+
+
+def test_another_history_on_the_same_governor_is_governed_afresh(tmp_path: Path) -> None:
+    """A governor handed an unrelated history does not carry the old session's cut into it."""
+    config = _config(6_000)
+    governor = build_builtin_governor(config, tmp_path)
+    first = _session(80, seed=1)
+    governor.govern(first, system=SYSTEM)
+    assert governor.state.start > 0
+    other = _session(80, seed=2)
+    fresh = build_builtin_governor(config, tmp_path).govern(other, system=SYSTEM)
+    assert governor.govern(other, system=SYSTEM).messages == fresh.messages
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"role": "user", "content": "hi"},
+        {"_meta": {"kind": "usage", "input": 3}},
+        {"_meta": {"kind": "governance", "start": -1, "compacted": [], "length": 2}},
+        {"_meta": {"kind": "governance", "start": 1, "compacted": ["x"], "length": 2}},
+        {"_meta": {"kind": "governance", "start": "1", "compacted": [], "length": 2}},
+        {"_meta": "governance"},
+    ],
+)
+def test_lines_that_are_not_governance_records_give_no_state(record: dict[str, Any]) -> None:
+    """Only a well-formed governance record is read as a state."""
+    assert GovernanceState.from_record(record) is None
+
+
+def test_the_first_call_reports_nothing_sent_before(tmp_path: Path) -> None:
+    """A governor's first result says the prefix is kept, with nothing to compare."""
+    result = build_builtin_governor(_config(100_000), tmp_path).govern(_session(3))
+    assert result.prefix.kept and result.prefix.changed_at is None
+    assert result.prefix.to_json() == {
+        "kept": True,
+        "changed_at": None,
+        "reason": "first request: nothing was sent before",
+    }
