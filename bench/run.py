@@ -3,7 +3,8 @@
 Usage (the nox ``bench`` session runs this in a venv with nanobot-core installed)::
 
     python bench/run.py [--quick]
-        [--only import,cli,prepare_call,concurrency,governance,tau,redact,repair]
+        [--only import,cli,prepare_call,concurrency,governance,tau,redact,repair,
+                plugin_stage,session,prefix]
 
 Creates its environments under ``bench/.envs/`` when missing (nanobot-ai 0.3.5
 from the package index; nanobot-core and thirty plugin wheels built from this
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import os
 import sys
 import tempfile
 import time
@@ -29,6 +31,7 @@ from plugin_projects import PLUGIN_COUNT
 from redact_bench import bench_redact
 from repair_bench import bench_repair
 from report import Row, render
+from session_bench import plugin_stage_rows, prefix_rows, session_rows
 from startup import bench_cli, bench_import
 from tools_bench import bench_concurrency, bench_prepare_call
 
@@ -44,6 +47,9 @@ BENCHMARKS = (
     "tau",
     "redact",
     "repair",
+    "plugin_stage",
+    "session",
+    "prefix",
 )
 
 
@@ -62,6 +68,7 @@ class Effort:
     governance_reps: int = 4
     tau_reps: int = 40
     repair_reps: int = 5
+    plugin_stage_reps: int = 7
 
 
 QUICK = Effort(
@@ -74,12 +81,21 @@ QUICK = Effort(
     governance_reps=1,
     tau_reps=5,
     repair_reps=2,
+    plugin_stage_reps=2,
 )
 
 
 def data_dir() -> Path:
     """The repository's third-party data folder (``tests/data``)."""
     return BENCH_DIR.parent / "tests" / "data"
+
+
+def _load() -> str:
+    """The 1-minute load average, as a note on how shared the machine was."""
+    try:
+        return f"{os.getloadavg()[0]:.1f}"
+    except OSError:
+        return "unknown"
 
 
 def _log(message: str) -> None:
@@ -105,7 +121,8 @@ def main() -> int:
 
     started = dt.datetime.now(dt.UTC)
     clock = time.perf_counter()
-    if selected & {"cli", "prepare_call", "governance"}:
+    load_before = _load()
+    if selected & {"cli", "prepare_call", "governance", "plugin_stage", "session", "prefix"}:
         _log("preparing nanobot-ai 0.3.5 (bench/.envs/nanobot-ai)")
         ai_env = envs.ensure_nanobot_ai()
     if selected & {"import", "cli"}:
@@ -164,6 +181,9 @@ def main() -> int:
     )
 
     attempt("repair", lambda: bench_repair(effort.repair_reps))
+    attempt("plugin_stage", lambda: plugin_stage_rows(ai_env, effort.plugin_stage_reps))
+    attempt("session", lambda: session_rows(ai_env))
+    attempt("prefix", lambda: prefix_rows(ai_env))
 
     seconds = time.perf_counter() - clock
     command = "python bench/run.py" + (" --quick" if options.quick else "")
@@ -183,6 +203,8 @@ def main() -> int:
                 "installed from wheels).",
                 "Inputs: BFCL v4 and tau-bench airline from the repository's tests/data folder; "
                 "synthetic histories from `bench/histories.py` (fixed seed).",
+                f"Machine load (1-minute load average) at the start: {load_before}; "
+                f"at the end: {_load()}.",
             ],
         ),
         encoding="utf-8",

@@ -1,0 +1,193 @@
+"""Either side of the session benchmarks (run with the python of the side it measures).
+
+``--which``: ``ours`` (the built-in stages), ``ours-stage`` (plus one third-party
+stage that changes nothing and declares nothing, registered as a plugin),
+``ours-redact`` (plus contrib/redact's plugin, from the source tree), ``nanobot``
+(nanobot-ai 0.3.5, stateless: a new ``ContextGovernor`` per call).
+
+``--scenario``:
+
+- ``whole``: govern one history of ``--messages``; every sample gets a fresh
+  governor and freshly decoded messages, so no memo survives between samples;
+- ``session``: grow that history turn by turn (a turn ends before each user
+  message) on one governor and time every call;
+- ``prefix``: the same session; per call, the share of the bytes of the
+  messages sent that is a byte-identical prefix of the previous call's
+  messages (what a provider's prompt cache reuses), and the fill of the budget.
+
+Settings as the reference measurements take them: a ``--window`` token window,
+4,096 output tokens, no safety margin, results over 16,000 characters offloaded.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+from _common import BENCH_DIR, parser, write
+from histories import SYSTEM_PROMPT, generate_history
+
+MAX_OUTPUT = 4_096
+MAX_TOOL_RESULT_CHARS = 16_000
+REDACT_SOURCE = BENCH_DIR.parent / "contrib" / "redact"
+
+Messages = list[dict[str, Any]]
+
+
+def _ours(which: str, window: int, workspace: Path) -> Any:
+    import nanobot_core as nc
+    from nanobot_core.config import Config, GovernanceConfig
+
+    config = Config(
+        governance=GovernanceConfig(
+            context_window=window,
+            max_output=MAX_OUTPUT,
+            safety_margin=0,
+            max_tool_result_chars=MAX_TOOL_RESULT_CHARS,
+        )
+    )
+    manager = nc.PluginManager(config, workspace=workspace, autoload=False)
+    if which == "ours-stage":
+
+        class NoopPlugin:
+            @nc.hookimpl
+            def nanobot_governance_stages(self, ctx: Any) -> list[Any]:
+                return [nc.Stage("noop_third_party", lambda m, c: nc.StageOutcome.unchanged(m))]
+
+        manager.register(NoopPlugin(), "noop-third-party", distribution="noop", version="1.0")
+    elif which == "ours-redact":
+        if str(REDACT_SOURCE) not in sys.path:
+            sys.path.insert(0, str(REDACT_SOURCE))
+        import nanobot_redact
+
+        manager.register(nanobot_redact, "redact_secrets", distribution="nanobot-redact")
+    from_plugins = getattr(getattr(nc, "Governor", None), "from_plugins", None)
+    governor = from_plugins(manager) if from_plugins else manager.governor()
+    names = [stage.name for stage in governor.stages]
+    wanted = {"ours-stage": "noop_third_party", "ours-redact": "redact_secrets"}.get(which)
+    if wanted and wanted not in names:
+        raise SystemExit(f"{wanted} is not in the pipeline: {names}")
+
+    def govern(messages: Messages) -> tuple[Messages, float]:
+        result = governor.govern(messages[1:], system=messages[0]["content"])
+        sent: Messages = [messages[0], *result.messages]
+        return sent, (result.tokens / result.budget if result.budget else 0.0)
+
+    return govern
+
+
+def _nanobot(window: int, workspace: Path) -> Any:
+    import nanobot.utils.helpers as helpers
+    from loguru import logger
+    from nanobot.agent.context_governance import ContextGovernanceConfig, ContextGovernor
+    from nanobot.agent.tools.registry import ToolRegistry
+
+    def offline() -> Any:
+        raise RuntimeError("tokenizer disabled for the benchmark: use the offline estimate")
+
+    helpers._get_token_encoding = offline
+    logger.remove()
+    registry = ToolRegistry()
+
+    def govern(messages: Messages) -> tuple[Messages, float]:
+        config = ContextGovernanceConfig(
+            provider=SimpleNamespace(),
+            model="bench",
+            tools=registry,
+            workspace=workspace,
+            session_key="bench",
+            max_tool_result_chars=MAX_TOOL_RESULT_CHARS,
+            context_window_tokens=window,
+            max_tokens=MAX_OUTPUT,
+        )
+        governor = ContextGovernor()
+        out = governor.prepare_for_model(config, messages)
+        with contextlib.suppress(Exception):  # its own failure leaves the prepared copy
+            out = governor.fit_to_budget(config, out, tool_definitions=[])
+        return out, float("nan")
+
+    return govern
+
+
+def _history(count: int) -> Messages:
+    return [{"role": "system", "content": SYSTEM_PROMPT}, *generate_history(count - 1)]
+
+
+def _turn_ends(history: Messages) -> list[int]:
+    """Where the agent calls the model: before each user message after the first, and at the end."""
+    users = [i for i, m in enumerate(history) if m.get("role") == "user"]
+    return [*users[1:], len(history)]
+
+
+def main() -> None:
+    options = parser(__doc__.splitlines()[0])
+    options.add_argument("--which", required=True)
+    options.add_argument("--scenario", required=True, choices=["whole", "session", "prefix"])
+    options.add_argument("--messages", type=int, required=True)
+    options.add_argument("--window", type=int, default=128_000)
+    args = options.parse_args()
+    workspace = Path(tempfile.mkdtemp())
+
+    def build() -> Any:
+        if args.which == "nanobot":
+            return _nanobot(args.window, workspace)
+        return _ours(args.which, args.window, workspace)
+
+    text = json.dumps(_history(args.messages))
+    figures: dict[str, Any] = {"which": args.which, "scenario": args.scenario}
+    if args.scenario == "whole":
+        build()(json.loads(text))  # warm-up: imports, the offload store
+        samples = []
+        for _ in range(args.reps):
+            govern, messages = build(), json.loads(text)
+            gc.collect()
+            started = time.perf_counter()
+            govern(messages)
+            samples.append(time.perf_counter() - started)
+        figures["seconds"] = samples
+    else:
+        history = json.loads(text)
+        govern = build()
+        per_call, shares, fills = [], [], []
+        previous: list[str] | None = None
+        for end in _turn_ends(history):
+            started = time.perf_counter()
+            sent, fill = govern(history[:end])
+            per_call.append(time.perf_counter() - started)
+            if args.scenario != "prefix":
+                continue
+            encoded = [json.dumps(m, sort_keys=True) for m in sent]
+            total = sum(map(len, encoded))
+            if previous is not None:
+                same = 0
+                while same < min(len(encoded), len(previous)) and encoded[same] == previous[same]:
+                    same += 1
+                shares.append(sum(map(len, encoded[:same])) / total if total else 1.0)
+            previous = encoded
+            fills.append(fill)
+        figures |= {
+            "calls": len(per_call),
+            "seconds": per_call,
+            "total_seconds": sum(per_call),
+            "median_seconds": statistics.median(per_call),
+        }
+        if args.scenario == "prefix":
+            figures |= {
+                "mean_reuse": statistics.fmean(shares),
+                "calls_under_half": sum(share < 0.5 for share in shares),
+                "compared_calls": len(shares),
+                "mean_fill": statistics.fmean(fills) if args.which != "nanobot" else None,
+            }
+    write(args.out, figures)
+
+
+if __name__ == "__main__":
+    main()

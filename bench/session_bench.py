@@ -1,0 +1,143 @@
+"""Governance v2 benchmarks: a plugin stage, a growing session, and prompt-cache reuse.
+
+Each against nanobot-ai 0.3.5 in the same run, measured as the reference
+scripts measure (``drivers/governance_sessions.py`` holds both sides):
+
+- ``plugin_stage``: govern 10,000 and 20,000 synthetic messages with one
+  third-party no-op stage registered through a plugin, and with
+  contrib/redact's ``redact_secrets`` (a fresh governor per sample);
+- ``session``: a growing session of 5,000 messages governed before every model
+  call on one governor, per-call median and total, with and without the stage;
+- ``prefix``: over that session at 32k and 128k windows, the mean share of the
+  bytes sent that is a byte-identical prefix of the previous call's, how many
+  calls reuse under half, and the mean fill of the budget.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+from drivers_run import run_driver
+from envs import VirtualEnv
+from report import Measured, Row
+from stats import summarize
+
+DRIVER = "governance_sessions.py"
+SESSION_MESSAGES = 5_000
+WINDOWS = (32_000, 128_000)
+
+
+def _run(python: Path | str, which: str, scenario: str, messages: int, **extra: Any) -> Any:
+    args = ["--which", which, "--scenario", scenario, "--messages", str(messages)]
+    for key, value in extra.items():
+        args += [f"--{key}", str(value)]
+    return run_driver(python, DRIVER, args, timeout=1_800)
+
+
+def _ms(samples: list[float], label: str) -> Measured:
+    return Measured(label, summarize([s * 1000 for s in samples]), "ms")
+
+
+def plugin_stage_rows(ai_env: VirtualEnv, reps: int) -> list[Row]:
+    """A third-party no-op stage (and redact_secrets) against nanobot-ai at 10k and 20k."""
+    ours = sys.executable
+    theirs = ai_env.python
+    stage = {n: _run(ours, "ours-stage", "whole", n, reps=reps) for n in (10_000, 20_000)}
+    ai = {n: _run(theirs, "nanobot", "whole", n, reps=reps) for n in (10_000, 20_000)}
+    redact = _run(ours, "ours-redact", "whole", 10_000, reps=reps)
+    rows = []
+    for n in (10_000, 20_000):
+        mine, other = _ms(stage[n]["seconds"], "no-op stage"), _ms(ai[n]["seconds"], "nanobot-ai")
+        speedup = other.summary.median / mine.summary.median
+        rows.append(
+            Row(
+                f"govern {n:,} messages with a third-party no-op stage",
+                mine,
+                speedup,
+                "nanobot-ai / ours",
+                "≥ 5× faster at 10,000" if n == 10_000 else "(for information)",
+                speedup >= 5 if n == 10_000 else True,
+                other,
+            )
+        )
+    small, large = (summarize(stage[n]["seconds"]).median * 1000 for n in (10_000, 20_000))
+    rows.append(
+        Row(
+            "the same, 10,000 → 20,000 messages",
+            _ms(stage[20_000]["seconds"], "20,000 messages"),
+            large / small,
+            "20k / 10k",
+            "≤ 2.2×",
+            large / small <= 2.2,
+            _ms(stage[10_000]["seconds"], "10,000 messages"),
+        )
+    )
+    with_redact = _ms(redact["seconds"], "redact_secrets")
+    rows.append(
+        Row(
+            "govern 10,000 messages with redact_secrets",
+            with_redact,
+            with_redact.summary.median / small,
+            "redact / no-op stage",
+            "≤ 1.5×",
+            with_redact.summary.median / small <= 1.5,
+            _ms(stage[10_000]["seconds"], "no-op stage"),
+        )
+    )
+    return rows
+
+
+def session_rows(ai_env: VirtualEnv) -> list[Row]:
+    """Per-call median over a growing session, with and without the stage, against nanobot-ai."""
+    ai = _run(ai_env.python, "nanobot", "session", SESSION_MESSAGES)
+    other = _ms(ai["seconds"], "nanobot-ai")
+    rows = []
+    for which, label in (("ours", "built-in stages"), ("ours-stage", "with a no-op stage")):
+        figures = _run(sys.executable, which, "session", SESSION_MESSAGES)
+        mine = _ms(figures["seconds"], label)
+        share = mine.summary.median / other.summary.median
+        rows.append(
+            Row(
+                f"growing session of {SESSION_MESSAGES:,} messages, {label}, per call",
+                mine,
+                share,
+                "ours / nanobot-ai",
+                "≤ 1/10",
+                share <= 0.1,
+                other,
+                notes=[
+                    f"{figures['calls']} calls; total {figures['total_seconds'] * 1000:,.0f} ms "
+                    f"(nanobot-ai {ai['total_seconds'] * 1000:,.0f} ms)"
+                ],
+            )
+        )
+    return rows
+
+
+def prefix_rows(ai_env: VirtualEnv) -> list[Row]:
+    """Prompt-cache reuse over the growing session at each window, against nanobot-ai."""
+    rows = []
+    for window in WINDOWS:
+        mine = _run(sys.executable, "ours", "prefix", SESSION_MESSAGES, window=window)
+        ai = _run(ai_env.python, "nanobot", "prefix", SESSION_MESSAGES, window=window)
+        under = mine["calls_under_half"] / mine["compared_calls"]
+        passed = mine["mean_reuse"] >= 0.9 and under < 0.05 and mine["mean_fill"] >= 0.6
+        rows.append(
+            Row(
+                f"prompt-cache reuse at a {window // 1000}k window",
+                _ms(mine["seconds"], "per call"),
+                mine["mean_reuse"],
+                "mean prefix share",
+                "≥ 0.90, < 5 % of calls under half, fill ≥ 0.6",
+                passed,
+                _ms(ai["seconds"], "nanobot-ai per call"),
+                notes=[
+                    f"ours: {mine['calls_under_half']} of {mine['compared_calls']} calls under "
+                    f"half ({under:.1%}), mean fill {mine['mean_fill']:.2f}; nanobot-ai: mean "
+                    f"{ai['mean_reuse']:.2f}, {ai['calls_under_half']} calls under half"
+                ],
+            )
+        )
+    return rows
