@@ -158,24 +158,23 @@ class Continuity:
     def __init__(self) -> None:
         self.state = GovernanceState()
         self._sent: list[Any] | None = None
-        self._anchor: tuple[int, Any] | None = None  # (index, message) of the newest message seen
+        self._seen: list[Any] | None = None  # the history of the last call
         self._compacted: dict[int, tuple[Any, dict[str, Any]]] = {}
 
     def restore(self, state: GovernanceState | None) -> None:
         """Continue from `state` (recorded by an earlier process); None starts afresh."""
         self.state = state or GovernanceState()
         self._sent = None
-        self._anchor = None
+        self._seen = None
         self._compacted.clear()
 
     def _current(self, history: Sequence[Any], leading: int) -> GovernanceState:
         state = self.state
-        anchor = self._anchor
-        if anchor is not None:
-            index, message = anchor
-            same = index < len(history) and (history[index] is message or history[index] == message)
-            if not same:  # another history than the one the state was worked out for
-                return GovernanceState()
+        seen = self._seen
+        # Another history than the one the state was worked out for: govern it afresh. The
+        # same objects compare at C speed; a store that hands out copies costs one deep compare.
+        if seen is not None and (len(history) < len(seen) or history[: len(seen)] != seen):
+            return GovernanceState()
         return state if _valid(state, history, leading) else GovernanceState()
 
     def view(
@@ -251,7 +250,7 @@ class Continuity:
         else:
             self.state = attrs.evolve(before, length=len(history))
         self._sent = sent
-        self._anchor = (len(history) - 1, history[-1]) if history else None
+        self._seen = list(history)
         return _compare(previous, sent, before, self.state)
 
 

@@ -355,6 +355,7 @@ def test_any_dirty_history_governs_the_same_with_the_cut_at_every_length(
         full = Governor(
             builtin_stages(), config=config, workspace=governors.workspace, budget_first=False
         )
+        fast.restore(None)  # one governor serves many unrelated histories here, not a session
         with mock.patch.object(budget_first, "MIN_MESSAGES", 0):
             cut = fast.govern(request.messages, system=request.system, tools=request.tools)
         whole = full.govern(request.messages, system=request.system, tools=request.tools)
