@@ -139,6 +139,10 @@ def _valid(state: GovernanceState, history: Sequence[Any], leading: int) -> bool
     count = len(history)
     if state.length > count:
         return False
+    # Only a history whose first non-system message is a user message: anything else before
+    # it (entries a repair drops, a reply before any user message) would change what leads.
+    if leading < count and _role(history[leading]) != "user":
+        return False
     cut = state.steps_from is not None or state.start > leading
     if cut and not (leading <= state.start < count and _role(history[state.start]) == "user"):
         return False
