@@ -32,7 +32,7 @@ from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance.messages import CallNames, content_text, leading_system_count
 from nanobot_core.governance.stages.compact import COMPACT_PREFIX, compact_notice
 from nanobot_core.governance.stages.offload import offload_notice
-from nanobot_core.governance.stages.snip import with_steps_notice
+from nanobot_core.governance.stages.snip import left_out_steps, with_steps_notice
 from nanobot_core.governance.store import ResultStore
 
 __all__ = ["META_KIND", "Continuity", "GovernanceState", "Prefix", "latest_state"]
@@ -294,11 +294,14 @@ def _read_back(
     offset, position = mapped[0]
     start = _turn_start(history, position)
     steps_from = None
+    # Steps were left out only where the task says so: a message a repair dropped between
+    # the user message and the next one sent is no step cut.
+    noticed = left_out_steps(sent[leading]) > 0 if leading < len(sent) else False
     if offset == 0 and position == start:  # the user message as it was, or with its notice
         after = mapped[1][1] if len(mapped) > 1 else None
-        if after is not None and after > start + 1:
+        if noticed and after is not None and after > start + 1:
             steps_from = after
-    elif position > start + 1:  # the user message was rewritten: a new notice
+    elif noticed and position > start + 1:  # the user message was rewritten: a new notice
         steps_from = position
     if steps_from is None and start <= leading_system_count(history):
         start = 0
