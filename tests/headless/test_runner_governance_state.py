@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tests.headless.fake_server import FakeChatServer, text_reply
-from tests.headless.test_runner import Harness
+from tests.headless.test_runner import Harness, _session_records
 
 
 @pytest.fixture
@@ -20,7 +20,12 @@ def runs(tmp_path: Path, server: FakeChatServer) -> Harness:
 
 
 def _records(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [line for line in lines if "role" not in line]
+    """The governance record lines (other records, such as usage, left out)."""
+    return [
+        line
+        for line in lines
+        if "role" not in line and line.get("_meta", {}).get("kind") == "governance"
+    ]
 
 
 def test_cuts_are_recorded_and_each_new_runner_keeps_the_prefix_sent_before(
@@ -33,9 +38,9 @@ def test_cuts_are_recorded_and_each_new_runner_keeps_the_prefix_sent_before(
     for index in range(12):
         server.add(text_reply(f"answer {index} " + "a" * 900))
         runs.turn(f"question {index} " + "q" * 900)
-    records = _records(runs.lines())
+    records = _records(_session_records(runs.workspace, "default"))
     assert records, "a cut was needed, so it was recorded"
-    assert all(set(r) == {"_meta"} and r["_meta"]["kind"] == "governance" for r in records)
+    assert all(set(r) == {"_meta"} for r in records)
     bodies = server.bodies()
     for body in bodies:
         assert all(m.get("role") for m in body["messages"])
@@ -51,4 +56,4 @@ def test_a_session_without_cuts_gets_no_record(runs: Harness, server: FakeChatSe
     server.add(text_reply("one"), text_reply("two"))
     runs.turn("first")
     runs.turn("second")
-    assert _records(runs.lines()) == []
+    assert _records(_session_records(runs.workspace, "default")) == []
