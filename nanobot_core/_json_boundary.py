@@ -179,11 +179,14 @@ def dumps(
     ascii_only: bool = False,
     on_replace: Callable[[tuple[str, ...]], None] | None = None,
 ) -> str:
-    """Strict JSON for `value`: never ``NaN``, never a lone surrogate; deep values refused.
+    """Strict JSON for `value`: never ``NaN``, never a lone surrogate.
 
-    `on_replace` is called with what was replaced, when anything was. Raises
-    `JSONLimitError` for nesting deeper than `MAX_DEPTH` and ``TypeError`` for
-    values that are not JSON types.
+    `on_replace` is called with what was replaced, when anything was. A value
+    that needs no replacement is encoded by the standard library as it is (what
+    the core writes was decoded within the limits, and session lines are
+    checked for depth before they are stored); one that must be sanitised is
+    walked, and raises `JSONLimitError` when nested deeper than `MAX_DEPTH`.
+    Raises ``TypeError`` for values that are not JSON types.
     """
     options: dict[str, Any] = {
         "ensure_ascii": ascii_only,

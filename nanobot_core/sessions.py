@@ -228,10 +228,11 @@ def encode_record(record: Mapping[str, Any]) -> bytes:
 
 
 def _encoded(record: Mapping[str, Any]) -> tuple[bytes, tuple[str, ...]]:
-    from nanobot_core._json_boundary import dumps
+    from nanobot_core._json_boundary import check_depth, dumps
 
     replaced: list[str] = []
     try:
+        check_depth(record)  # what could not be read back must not be stored
         text = dumps(record, separators=(",", ":"), on_replace=replaced.extend)
     except (TypeError, ValueError) as exc:
         raise SessionError(f"message cannot be stored as JSON: {exc}") from exc
@@ -362,8 +363,14 @@ class Session:
         """Persist messages (each with its bookkeeping) as one atomic batch."""
         if self._lease is None:
             raise SessionError(f"session {self.name!r} is closed")
+        from nanobot_core._json_boundary import JSONLimitError, check_depth
+
         records: list[dict[str, Any]] = []
         for message, meta in items:
+            try:
+                check_depth(message)  # before the copy, which would recurse as deep
+            except JSONLimitError as exc:
+                raise SessionError(f"message cannot be stored as JSON: {exc}") from None
             record = strip_meta(message)
             if meta:
                 record[META_KEY] = dict(meta)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import abc
 import copy
 import inspect
-import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
@@ -168,8 +167,10 @@ class ToolResult(str):
         if _is_content_blocks(value):
             return cls(_render_blocks(value), blocks=value)
         if isinstance(value, bool | int | float | dict | list | tuple):
-            try:
-                return cls(json.dumps(value, ensure_ascii=False))
+            from nanobot_core._json_boundary import dumps
+
+            try:  # the boundary: NaN becomes null, lone surrogates U+FFFD, depth is limited
+                return cls(dumps(value))
             except (TypeError, ValueError) as exc:
                 return cls.error(
                     f"the tool returned a {type(value).__name__} that is not JSON: {exc}"

@@ -3,27 +3,34 @@
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
-
-# A high surrogate escape not followed by a low one, or a low one not preceded by a high one.
-_LONE_ESCAPE = re.compile(
-    r"(?<!\\)(?:\\\\)*\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
-    r"|(?<![0-9a-fA-F]{2}\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}"
-)
 
 
 def _refuse(name: str) -> Any:
     raise ValueError(f"{name} is not strict JSON")
 
 
+def _check_text(value: Any) -> None:
+    """Every string (and key) must be encodable as UTF-8: an escaped lone surrogate is not."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            item.encode("utf-8", "strict")
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+
+
 def strict_loads(data: bytes | str) -> Any:
     """Parse `data` as RFC 8259 JSON in UTF-8 (I-JSON: no lone surrogates); raise otherwise."""
     text = data.decode("utf-8", "strict") if isinstance(data, bytes) else data
     text.encode("utf-8", "strict")  # a raw lone surrogate in a str cannot be UTF-8
-    if _LONE_ESCAPE.search(text):
-        raise ValueError("an escaped lone surrogate")
-    return json.loads(text, parse_constant=_refuse)
+    value = json.loads(text, parse_constant=_refuse)
+    _check_text(value)
+    return value
 
 
 def strict_lines(data: bytes) -> list[Any]:

@@ -166,3 +166,16 @@ def test_depth_is_refused_exactly_above_the_limit(depth: int, opener: str) -> No
     else:
         with pytest.raises(JSONLimitError):
             loads(text)
+
+
+def test_plugin_tool_output_goes_through_the_boundary() -> None:
+    """A tool returning NaN or lone surrogates gets strict JSON text, never bare NaN."""
+    from nanobot_core.tools.base import ToolResult
+
+    result = ToolResult.of({"score": math.nan, "name": "\ud800x"})
+    assert strict_loads(str(result)) == {"score": None, "name": "\ufffdx"}
+    deep: Any = [math.nan]
+    for _ in range(5_000):
+        deep = [deep]
+    refused = ToolResult.of(deep)  # too deep to sanitise: an error result, not a RecursionError
+    assert refused.is_error and "nested deeper" in str(refused)

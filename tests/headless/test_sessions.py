@@ -78,6 +78,22 @@ def test_lone_surrogates_are_replaced_before_they_are_stored(tmp_path: Path) -> 
         assert session.history() == [stored]
 
 
+def test_a_record_too_deep_to_read_back_is_refused_before_it_is_stored(tmp_path: Path) -> None:
+    """A message nested past the boundary's depth limit is a SessionError; the file is untouched."""
+    deep: object = "x"
+    for _ in range(500):
+        deep = [deep]
+    store = JsonlSessionStore(tmp_path)
+    with store.open() as session:
+        session.append({"role": "user", "content": "kept"})
+        with pytest.raises(SessionError, match="nested deeper than 100 levels"):
+            session.append({"role": "tool", "tool_call_id": "1", "content": deep})
+        assert session.history() == [{"role": "user", "content": "kept"}]
+    with store.open() as session:
+        assert session.history() == [{"role": "user", "content": "kept"}]
+        assert session.problems == []
+
+
 def test_torn_last_line_is_moved_aside_and_the_file_cut_back(tmp_path: Path) -> None:
     """A torn tail is appended to <name>.jsonl.torn and the file cut back, with a warning."""
     store = JsonlSessionStore(tmp_path)
