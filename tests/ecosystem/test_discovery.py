@@ -289,5 +289,7 @@ def test_a_renamed_copy_of_a_builtin_stage_gives_the_same_result(
     theirs = {e["stage"]: e for e in builtin["report"]}["sanitize_content"]
     assert entries["sanitize_copy"]["changed"] and theirs["changed"]
     assert entries["sanitize_copy"]["details"] == theirs["details"]
-    assert "sanitize_content" not in entries
+    # The disabled built-in is reported as disabled, the same way everywhere, and does nothing.
+    assert entries["sanitize_content"]["details"] == ["disabled in config (governance.disabled)"]
+    assert not entries["sanitize_content"]["changed"]
     assert not entries["final"]["changed"]
