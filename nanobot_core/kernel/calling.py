@@ -22,6 +22,7 @@ from typing import Any
 import attrs
 import pluggy
 
+from nanobot_core._containment import plugin_code
 from nanobot_core.kernel.records import PluginRecord
 
 __all__ = ["REFUSED_MARKERS", "Outcome", "call_in_order", "call_once", "refused_markers"]
@@ -50,7 +51,9 @@ class Outcome:
 def call_once(record: PluginRecord, impl: pluggy.HookImpl, kwargs: Mapping[str, Any]) -> Outcome:
     """Call one implementation with the arguments it names; an exception becomes the outcome."""
     try:
-        value = impl.function(*[kwargs[name] for name in impl.argnames])
+        # Prints go to the log and SystemExit/KeyboardInterrupt become a failure of this plugin.
+        with plugin_code(record.info.describe()):
+            value = impl.function(*[kwargs[name] for name in impl.argnames])
     except Exception as exc:
         return Outcome(record, error=exc)
     return Outcome(record, value)

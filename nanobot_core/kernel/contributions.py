@@ -17,7 +17,7 @@ from nanobot_core._logging import get_logger
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.kernel.records import Contribution, Kind, PluginInfo, canonical_name
 
-__all__ = ["KIND_HOOKS", "ContributionError", "adapt_all", "resolve"]
+__all__ = ["KIND_HOOKS", "ContributionError", "adapt_all", "resolve", "schema_problem"]
 
 log = get_logger("nanobot_core.kernel")
 
@@ -148,3 +148,19 @@ _ADAPTERS: dict[Kind, Callable[[Any, PluginContext], Any]] = {
     "section": _adapt_section,
     "provider": _adapt_provider,
 }
+
+
+def schema_problem(tool: Any, owner: str) -> str | None:
+    """Why the tool's parameters schema cannot be compiled, or None when it can."""
+    from nanobot_core._containment import plugin_code
+    from nanobot_core.schema import InvalidSchemaError, compile_schema, normalise_schema
+
+    try:
+        with plugin_code(owner):
+            schema, _ = normalise_schema(tool.parameters)
+        compile_schema(schema).compile()
+    except InvalidSchemaError as exc:
+        return str(exc)
+    except Exception as exc:  # a parameters property that raises is the plugin's fault too
+        return f"{type(exc).__name__}: {exc}"
+    return None

@@ -23,12 +23,19 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from nanobot_core import hookspecs
+from nanobot_core._containment import PluginEscapeError, plugin_code
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config
 from nanobot_core.errors import PluginError
 from nanobot_core.kernel.calling import Outcome, call_in_order, refused_markers
 from nanobot_core.kernel.context import PluginContext, ToolCallEvent
-from nanobot_core.kernel.contributions import KIND_HOOKS, ContributionError, adapt_all, resolve
+from nanobot_core.kernel.contributions import (
+    KIND_HOOKS,
+    ContributionError,
+    adapt_all,
+    resolve,
+    schema_problem,
+)
 from nanobot_core.kernel.discovery import builtin_candidates, entry_point_candidates
 from nanobot_core.kernel.records import Contribution, Kind, PluginInfo, PluginRecord
 
@@ -124,7 +131,8 @@ class PluginManager:
         record = PluginRecord(info, "loaded")
         self._records[key] = record
         try:
-            obj = loader()
+            with plugin_code(info.describe()):
+                obj = loader()
         except Exception as exc:
             return self._fail(record, f"failed to import: {type(exc).__name__}: {exc}")
         try:
@@ -249,11 +257,22 @@ class PluginManager:
         gathered: list[Contribution] = []
         for record, value in self.call_each(hook_name, ctx=self.context):
             try:
-                items = adapt_all(kind, value, self.context)
-            except ContributionError as exc:
+                with plugin_code(record.info.describe()):
+                    items = adapt_all(kind, value, self.context)
+            except (ContributionError, PluginEscapeError) as exc:
                 self._fail(record, f"{hook_name} {exc}")
                 continue
-            gathered.extend(Contribution(kind, name, item, record.info) for name, item in items)
+            for name, item in items:
+                problem = schema_problem(item, record.info.describe()) if kind == "tool" else None
+                if problem is not None:
+                    # This tool alone: one bad schema (say from an MCP server) must not take
+                    # the plugin's other tools with it, nor reach the model.
+                    line = f"tool {name!r} left out: its parameters schema is invalid ({problem})"
+                    if line not in record.problems:
+                        record.problems.append(line)
+                        log.warning("tool left out", plugin=record.info.describe(), problem=line)
+                    continue
+                gathered.append(Contribution(kind, name, item, record.info))
         # A plugin failed on the way is left out entirely, also from what it gave before failing.
         loaded = {r.info for r in self._records.values() if r.status == "loaded"}
         resolved = resolve(

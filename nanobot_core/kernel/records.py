@@ -109,6 +109,8 @@ class PluginRecord:
     hooks: list[str] = attrs.field(factory=list)
     contributions: list[Contribution] = attrs.field(factory=list)
     obj: Any = attrs.field(default=None, repr=False)
+    #: What was left out of a loaded plugin (a tool with an invalid schema), one line each.
+    problems: list[str] = attrs.field(factory=list)
 
     def to_json(self) -> dict[str, Any]:
         """The object printed by ``nanobot-core plugins --json``."""
@@ -122,4 +124,5 @@ class PluginRecord:
             "error": self.error,
             "hooks": sorted(self.hooks),
             "contributions": [c.to_json() for c in self.contributions],
+            "problems": list(self.problems),
         }

@@ -16,6 +16,7 @@ from typing import Any, Protocol
 
 import attrs
 
+from nanobot_core._containment import plugin_code
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.tools._repeats import RepeatedCalls
@@ -143,7 +144,9 @@ class Executor:
         timeout = tool.timeout if tool.timeout is not None else self.default_timeout
         try:
             async with asyncio.timeout(timeout):
-                value = await tool.execute(**arguments)
+                # What the tool prints goes to the log, not into --json output.
+                with plugin_code(f"tool {tool.name!r}"):
+                    value = await tool.execute(**arguments)
         except TimeoutError:
             abandoned = (
                 " Its worker thread was abandoned and may still finish in the background."

@@ -1,0 +1,83 @@
+"""Running plugin code so that it cannot corrupt the CLI's output or end the process.
+
+Everything a plugin runs (its import, its hooks, its tools) goes through
+`plugin_code`:
+
+- what it prints goes to the log (a warning naming the plugin), never to
+  stdout, where ``--json`` output must stay one JSON document. The switch is
+  a context variable read by a stand-in for ``sys.stdout``, so the core's
+  own output, other threads and other tasks are unaffected; it follows the
+  code into worker threads started with a copied context (``asyncio.to_thread``).
+- ``SystemExit`` and ``KeyboardInterrupt`` raised inside become a
+  `PluginEscapeError` (an ``Exception``), which the callers treat like any
+  plugin failure: the plugin is reported by name, the process goes on. (A
+  Ctrl-C that lands while plugin code runs is contained the same way; the
+  next one reaches the core.)
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+from nanobot_core._logging import get_logger
+
+__all__ = ["PluginEscapeError", "plugin_code"]
+
+log = get_logger(__name__)
+
+_OWNER: ContextVar[str | None] = ContextVar("nanobot_plugin_code", default=None)
+# Printed text kept per warning: enough to recognise it, not a flood.
+_SHOWN_CHARS = 2_000
+
+
+class PluginEscapeError(Exception):
+    """Plugin code raised ``SystemExit`` or ``KeyboardInterrupt``; it was stopped there."""
+
+
+class _Stdout:
+    """Stands in for ``sys.stdout``: the core's writes pass through, plugin code's are logged.
+
+    Not an ``io`` subclass: those define ``encoding``, ``fileno`` and ``isatty``
+    themselves, where the real stream's answers are wanted.
+    """
+
+    def __init__(self, real: Any) -> None:
+        self._real = real
+
+    def write(self, text: str) -> int:
+        owner = _OWNER.get()
+        if owner is None:
+            written: int = self._real.write(text)
+            return written
+        if text.strip():
+            log.warning("plugin wrote to stdout", plugin=owner, text=text.rstrip()[:_SHOWN_CHARS])
+        return len(text)
+
+    def flush(self) -> None:
+        self._real.flush()
+
+    def __getattr__(self, name: str) -> Any:  # encoding, buffer, fileno, isatty...
+        return getattr(self._real, name)
+
+
+def _install() -> None:
+    if not isinstance(sys.stdout, _Stdout):
+        sys.stdout = _Stdout(sys.stdout)
+
+
+@contextmanager
+def plugin_code(owner: str) -> Iterator[None]:
+    """Run the block as code of plugin `owner` (a description naming it and its version)."""
+    _install()
+    token = _OWNER.set(owner)
+    try:
+        yield
+    except (SystemExit, KeyboardInterrupt) as exc:
+        detail = f"({exc.code!r})" if isinstance(exc, SystemExit) else ""
+        raise PluginEscapeError(f"raised {type(exc).__name__}{detail}") from None
+    finally:
+        _OWNER.reset(token)

@@ -1,0 +1,1 @@
+"""Hostile test plugins: output on stdout, SystemExit in a hook, tools with broken schemas."""
