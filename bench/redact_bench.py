@@ -4,7 +4,8 @@
 
 - adversarial input (the issue's cases and others of the same kind) at three
   lengths: the time per character must not grow with the length;
-- the stage alone over the synthetic 10,000-message history, in MB/s;
+- the stage alone over the synthetic 10,000-message history, one message per
+  call as a governor makes it, in MB/s (with `json.dumps` of each message for scale);
 - governing that history (and the 20,000-message one) with ``redact_secrets``
   against the same governor with a third-party stage that does nothing, each
   sample with a fresh governor and freshly decoded messages.
@@ -116,26 +117,46 @@ def _history_json(size: int) -> str:
 
 
 def throughput_row(history_text: str, reps: int) -> Row:
-    """The stage alone over a whole history: megabytes of JSON per second."""
+    """The stage alone over a whole history, one message per call: megabytes of JSON per second.
+
+    The stage is called as a governor calls a per-message stage (a one-message
+    list and a `StageContext`); a plain ``json.dumps`` of each message gives
+    the scale (the cheapest thing that reads every byte).
+    """
+    from nanobot_core import StageContext
+
     redact = _import_redact()
+    stage = redact.make_stage_func(redact.DEFAULT_PATTERNS)
+    ctx = StageContext()
     size = len(history_text.encode("utf-8"))
+    history = json.loads(history_text)
+
+    def scan() -> None:
+        for message in history:
+            stage([message], ctx)
+
+    def encode() -> None:
+        for message in history:
+            json.dumps(message, ensure_ascii=False)
+
     samples = []
+    scale = []
     for _ in range(reps):
-        history = json.loads(history_text)
-        started = time.process_time()
-        redact.redact_messages(history)
-        samples.append(size / MB / (time.process_time() - started))
-    summary = summarize(samples)
+        samples.append(size / MB / _best_of(scan, 1))
+        scale.append(size / MB / _best_of(encode, 1))
+    summary, dumps = summarize(samples), summarize(scale)
     return Row(
         benchmark="Redaction: throughput over a whole history",
-        ours=Measured("redact_messages, 10,000 messages", summary, "MB/s"),
+        ours=Measured("redact_secrets, one message per call, 10,000 messages", summary, "MB/s"),
+        comparison=Measured("json.dumps of each message", dumps, "MB/s"),
         figure=summary.median,
         figure_label="MB of history JSON per second",
         target="for information",
         passed=True,
         notes=[
-            f"{size / MB:.1f} MB of JSON (bench/histories.py, no secrets in it), {reps} calls "
-            "on freshly decoded messages; this is the cost when every message is scanned."
+            f"{size / MB:.1f} MB of JSON (bench/histories.py, no secrets in it), {reps} passes, "
+            "CPU time; this is the cost when every message is scanned. "
+            f"x{summary.median / dumps.median:.1f} the speed of json.dumps on the same messages."
         ],
     )
 

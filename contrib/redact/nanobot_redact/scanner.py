@@ -1,10 +1,10 @@
 """One scan of a text for every secret shape, in time linear in the text.
 
 Most text holds no secret, and Python's ``re`` tries a pattern at every position
-of a text (an alternation of many patterns is slower still). So each rule names
-substrings one of which any text it matches must contain (`patterns.Rule`):
-a handful of C-speed substring searches tell which rules can match at all, and
-a text that none can match is handed back as the very same object.
+of a text (an alternation of many patterns is slower still). So a `Prefilter`
+first tells, with a few C-speed substring tests, which rules can match at all;
+a text that none can match is handed back as the very same object, with
+nothing allocated.
 
 The rules that can match run together, leftmost match first, exactly as one
 combined pattern would: each rule keeps its next match, the earliest (the
@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 import attrs
 
 from nanobot_redact.patterns import MARKER, Rule, SecretPattern, marker
+from nanobot_redact.prefilter import Prefilter
 
 __all__ = ["Scanner", "redact_text", "scanner_for"]
 
@@ -38,49 +39,12 @@ class Scanner:
     extras: tuple[SecretPattern, ...] = ()
     #: Whether the URLs of image parts are scanned (``disabled_kinds`` can turn it off).
     images: bool = True
-    #: (a required substring, or one pattern for several that start with the same
-    #: uncommon character; a rarer character of it that must be there too, or "";
-    #: the indexes of the rules it admits), built once.
-    _requirements: tuple[_Requirement, ...] = attrs.field(init=False)
-    #: Rules that match only at the start of a text: tried there, which costs less
-    #: than looking for their substrings through the whole text.
-    _at_start: tuple[int, ...] = attrs.field(init=False)
-    #: Rules that have no required substring and so always run.
-    _unconditional: tuple[int, ...] = attrs.field(init=False)
+    #: Which rules can match a text, built once.
+    _prefilter: Prefilter = attrs.field(init=False)
 
-    @_requirements.default
-    def _index_requirements(self) -> tuple[_Requirement, ...]:
-        admits: dict[str, set[int]] = {}
-        for index, rule in enumerate(self.rules):
-            if not rule.at_start:
-                for needle in rule.requires:
-                    admits.setdefault(needle, set()).add(index)
-        # Substrings that start with the same uncommon character (not a lower-case
-        # letter) are looked for by one pattern, which skips to that character in C.
-        grouped: dict[str, list[str]] = {}
-        for needle in admits:
-            key = needle[0] if len(needle) > 1 and not needle[0].islower() else needle
-            grouped.setdefault(key, []).append(needle)
-        table: list[_Requirement] = []
-        for needles in grouped.values():
-            ids = tuple(sorted(set().union(*(admits[n] for n in needles))))
-            if len(needles) == 1:
-                table.append((needles[0], _gate(needles[0]), ids))
-            else:
-                table.append((re.compile("|".join(map(re.escape, needles))), "", ids))
-        return tuple(table)
-
-    @_at_start.default
-    def _index_at_start(self) -> tuple[int, ...]:
-        return tuple(index for index, rule in enumerate(self.rules) if rule.at_start)
-
-    @_unconditional.default
-    def _index_unconditional(self) -> tuple[int, ...]:
-        return tuple(
-            index
-            for index, rule in enumerate(self.rules)
-            if not rule.requires and not rule.at_start
-        )
+    @_prefilter.default
+    def _build_prefilter(self) -> Prefilter:
+        return Prefilter.of(self.rules)
 
     @classmethod
     def of(cls, patterns: Iterable[SecretPattern], *, images: bool = True) -> Scanner:
@@ -106,28 +70,24 @@ class Scanner:
         twice changes nothing the second time. With nothing found, `text` itself
         is returned.
         """
+        text, found = self.scan(text)
+        return text, found if found is not None else Counter()
+
+    def scan(self, text: str) -> tuple[str, Counter[str] | None]:
+        """`redact`, with None for "nothing found": a text without secrets allocates nothing."""
+        active = self._prefilter.candidates(text)
+        if not active and not self.extras:
+            return text, None
         found: Counter[str] = Counter()
-        active = self._active(text)
         if active:
             text = self._redact_rules(text, active, found)
         for extra in self.extras:
             text = extra.regex.sub(functools.partial(_replace, kind=extra.kind, found=found), text)
-        return text, found
-
-    def _active(self, text: str) -> list[int]:
-        """The rules that can match `text`, in rule order."""
-        active = set(self._unconditional)
-        for check, gate, ids in self._requirements:
-            if gate and gate not in text:
-                continue  # one memchr pass instead of a substring search
-            if (check in text) if isinstance(check, str) else check.search(text) is not None:
-                active.update(ids)
-        active.update(i for i in self._at_start if self.rules[i].regex.match(text) is not None)
-        return sorted(active) if active else []
+        return text, found or None
 
     def could_match(self, text: str) -> bool:
         """Whether any pattern could find a secret in `text` (False: `redact` would find none)."""
-        return bool(self.extras) or bool(self._active(text))
+        return bool(self.extras) or bool(self._prefilter.candidates(text))
 
     def _next(self, index: int, text: str, position: int) -> re.Match[str] | None:
         rule = self.rules[index]
@@ -135,7 +95,7 @@ class Scanner:
             return rule.regex.match(text) if position == 0 else None
         return rule.regex.search(text, position)
 
-    def _redact_rules(self, text: str, active: list[int], found: Counter[str]) -> str:
+    def _redact_rules(self, text: str, active: Sequence[int], found: Counter[str]) -> str:
         pending = {index: self._next(index, text, 0) for index in active}
         pieces: list[str] = []
         cursor = 0
@@ -164,29 +124,6 @@ class Scanner:
             return text
         pieces.append(text[cursor:])
         return "".join(pieces)
-
-
-#: (a substring or a pattern for several, a character the text must hold first or "",
-#: the indexes of the rules it admits).
-_Requirement = tuple[str | re.Pattern[str], str, tuple[int, ...]]
-
-# Characters by how often they occur in prose and code, most frequent first; any
-# other character is taken to be rarer than these.
-_FREQUENT = " etaoinsrhldcumfpgwybvkxjqz"
-_TOO_FREQUENT = 14  # a gate among the first 14 would nearly always be there
-
-
-def _gate(needle: str) -> str:
-    """The rarest character of a multi-character `needle`, when it is rare enough to test first.
-
-    Looking for one character runs at memory speed (memchr); when it is absent
-    the longer search for the substring is skipped.
-    """
-    if len(needle) < 2:
-        return ""
-    rank = {char: index for index, char in enumerate(_FREQUENT)}
-    rarest = max(needle, key=lambda char: rank.get(char, len(_FREQUENT)))
-    return rarest if rank.get(rarest, len(_FREQUENT)) >= _TOO_FREQUENT else ""
 
 
 def _replace(match: re.Match[str], *, kind: str, found: Counter[str]) -> str:

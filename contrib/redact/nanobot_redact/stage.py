@@ -57,8 +57,13 @@ def _redact_all(
     for index, message in enumerate(messages):
         redacted, found = redact_message(message, scanner)
         result.append(redacted)
-        findings += [(index, field, kind, n) for field, kinds in found for kind, n in kinds.items()]
+        if found:
+            findings += _numbered(index, found)
     return result, findings
+
+
+def _numbered(index: int, found: FieldFindings) -> list[Finding]:
+    return [(index, field, kind, n) for field, kinds in found for kind, n in kinds.items()]
 
 
 def describe(finding: Finding) -> str:
@@ -78,36 +83,44 @@ def make_stage_func(
     scanner = scanner_for(patterns)
 
     def redact_secrets(messages: list[Message], ctx: StageContext) -> StageOutcome:
-        redacted, findings = _redact_all(messages, scanner)
-        if not findings:
-            return Outcome(messages=messages, changed=False, details=[])
-        return Outcome(messages=redacted, changed=True, details=[describe(f) for f in findings])
+        if len(messages) == 1:  # as a governor hands a per-message stage its work
+            message, found = redact_message(messages[0], scanner)
+            if not found:
+                return Outcome(messages)  # positional: the cheapest way to build it
+            redacted, findings = [message], _numbered(0, found)
+        else:
+            redacted, findings = _redact_all(messages, scanner)
+            if not findings:
+                return Outcome(messages)
+        return Outcome(redacted, True, [describe(f) for f in findings])
 
     return redact_secrets
 
 
 def redact_message(message: Any, scanner: Scanner) -> tuple[Any, FieldFindings]:
     """One message with its secrets replaced (the same object when it has none), and where."""
-    if not isinstance(message, dict):
-        return message, []
     found: FieldFindings = []
-    updates: dict[str, Any] = {}
+    if not isinstance(message, dict):
+        return message, found
     content = message.get("content")
+    calls = message.get("tool_calls")
     if isinstance(content, str):
-        text, kinds = scanner.redact(content)
+        text, kinds = scanner.scan(content)
         if kinds:
-            updates["content"] = text
+            content = text
             found.append(("content", kinds))
     elif isinstance(content, list):
-        parts = _redact_parts(content, scanner, found)
-        if parts is not content:
-            updates["content"] = parts
-    calls = message.get("tool_calls")
-    if isinstance(calls, list):
-        new_calls = _redact_calls(calls, scanner, found)
-        if new_calls is not calls:
-            updates["tool_calls"] = new_calls
-    return ({**message, **updates} if updates else message), found
+        content = _redact_parts(content, scanner, found)
+    if isinstance(calls, list) and calls:
+        calls = _redact_calls(calls, scanner, found)
+    if not found:  # the common case: nothing copied, nothing changed
+        return message, found
+    updates: dict[str, Any] = {}
+    if content is not message.get("content"):
+        updates["content"] = content
+    if calls is not message.get("tool_calls"):
+        updates["tool_calls"] = calls
+    return {**message, **updates}, found
 
 
 def _redact_parts(parts: list[Any], scanner: Scanner, found: FieldFindings) -> list[Any]:
@@ -115,10 +128,10 @@ def _redact_parts(parts: list[Any], scanner: Scanner, found: FieldFindings) -> l
     for position, part in enumerate(parts):
         new_part: Any
         if isinstance(part, dict) and isinstance(part.get("text"), str):
-            text, kinds = scanner.redact(part["text"])
+            text, kinds = scanner.scan(part["text"])
             new_part, field = {**part, "text": text}, f"content[{position}].text"
         elif isinstance(part, str):
-            text, kinds = scanner.redact(part)
+            text, kinds = scanner.scan(part)
             new_part, field = text, f"content[{position}]"
         elif scanner.images and isinstance(part, dict) and (image := image_url_of(part)):
             url, path = image
@@ -147,14 +160,18 @@ def _redact_calls(calls: list[Any], scanner: Scanner, found: FieldFindings) -> l
     return result
 
 
-def _redact_arguments(arguments: Any, scanner: Scanner) -> tuple[Any, Counter[str]]:
+def _redact_arguments(arguments: Any, scanner: Scanner) -> tuple[Any, Counter[str] | None]:
     """Redact inside the decoded JSON when the arguments are JSON, so escapes do not hide secrets.
 
     A PEM key in a JSON string has its line breaks written as ``\\n``; matching
     the decoded value sees the real block. Arguments that are not JSON (or nest
     too deep to walk) are redacted as plain text. The JSON is re-encoded only
-    when something changed.
+    when something changed. None (or an empty count) means nothing was found.
     """
+    if isinstance(arguments, str) and "\\" not in arguments and not scanner.could_match(arguments):
+        # Without escapes every decoded string is a piece of the raw text, so a raw
+        # text that no rule can match holds no secret: no need to decode it.
+        return arguments, None
     found: Counter[str] = Counter()
     if isinstance(arguments, dict):
         try:
@@ -162,10 +179,6 @@ def _redact_arguments(arguments: Any, scanner: Scanner) -> tuple[Any, Counter[st
         except RecursionError:
             return arguments, Counter()
     if not isinstance(arguments, str):
-        return arguments, found
-    if "\\" not in arguments and not scanner.could_match(arguments):
-        # Without escapes every decoded string is a piece of the raw text, so a raw
-        # text that no rule can match holds no secret: no need to decode it.
         return arguments, found
     try:
         redacted = _redact_json(json.loads(arguments), scanner, found)
@@ -183,8 +196,9 @@ def _redact_arguments(arguments: Any, scanner: Scanner) -> tuple[Any, Counter[st
 
 def _redact_json(value: Any, scanner: Scanner, found: Counter[str]) -> Any:
     if isinstance(value, str):
-        text, kinds = scanner.redact(value)
-        found.update(kinds)
+        text, kinds = scanner.scan(value)
+        if kinds:
+            found.update(kinds)
         return text
     if isinstance(value, dict):
         return {key: _redact_json(item, scanner, found) for key, item in value.items()}

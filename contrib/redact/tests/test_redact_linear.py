@@ -111,6 +111,7 @@ ADVERSARIAL: list[tuple[str, Any, Any]] = [
     ("bearer then a long word", lambda n: "Bearer " + "a" * n + " x", None),
     ("header spaces and quotes", lambda n: "authorization" + ' "' * n, None),
     ("query marks", lambda n: "?&=" * n, None),
+    ("every gate character, no substring behind one", lambda n: "Bz-U@?&A:=_J " * n, None),
 ]
 
 

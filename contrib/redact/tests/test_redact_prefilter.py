@@ -1,0 +1,147 @@
+"""The prefilter only ever skips work: it never hides a secret the full scan would find.
+
+The reference is a scanner whose rules have no `requires`, so that every rule
+runs on every text (a rule's `context`, such as "curl" for ``-u user:password``,
+is part of what it means, and stays). Fake secrets are assembled at run time so that no secret
+scanner mistakes this file for a leak.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+
+import attrs
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nanobot_redact import DEFAULT_PATTERNS, Scanner, marker
+from nanobot_redact.prefilter import gate
+
+SCANNER = Scanner(DEFAULT_PATTERNS)
+#: Every rule on every text it applies to: what the scan must find with the prefilter too.
+FULL = Scanner(tuple(attrs.evolve(rule, requires=()) for rule in DEFAULT_PATTERNS))
+
+# One or more of every kind, in the spellings the rules know (fake, built at run time).
+SECRETS = [
+    "sk-" + "proj-Ab3dE6gH9jK2mN5pQ8sT1vW4",
+    "sk-ant-" + "api03-" + "Zx9Yw8" * 6,
+    "AKIA" + "IOSFODNN7EXAMPLE",
+    "ASIA" + "Q3EGRK2VXEXAMPLE",
+    "gh" + "p_" + "a1B2c3" * 6,
+    "gh" + "s_" + "Z9y8X7" * 6,
+    "github_" + "pat_" + "11ABCDEFG0" * 4,
+    "xo" + "xb-" + "1234-5678-abcdefghij",
+    "AI" + "za" + "Sy" + "B" * 33,
+    "eyJhbGciOiJIUzI1NiJ9" + ".eyJzdWIiOiIxIn0" + ".c2lnbmF0dXJl",
+    "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIB\n-----END EC PRIVATE KEY-----",
+    "-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg",
+    "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\nlQOYBF8\n-----END PGP PRIVATE KEY BLOCK-----",
+    "-----BEGIN PGP SECRET KEY BLOCK-----\n\nlQOYBF8",
+    "Authorization: Bearer abc.def-ghi_jkl",
+    "AUTHORIZATION=token abcdefghijkl",
+    '"authorization": "Basic dXNlcjpwYXNz"',
+    "curl -s -u admin:hunter22 https://x.io",
+    "curl --user=admin:hunter22 x",
+    "https://app:s3cr3t@db.example.com/x",
+    "redis://:pw1234@cache:6379",
+    "https://x.io/a?sig=Zm9v&n=1",
+    "https://x.io/a?n=1&X-Amz-Signature=abc123",
+    "aws_secret_access_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    'AWS_SECRET_ACCESS_KEY: "' + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" + '"',
+    "AwsSecretAccessKey=" + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+]
+# Whole texts for the rules that match only a text that is just the header value.
+WHOLE = ["Bearer abcdefghijklmnop", " \tbasic dXNlcjpwYXNz\n", "\u3000BEARER abcdefghijkl"]
+# Bits of secrets and of their surroundings, so that near-misses abound.
+PIECES = [
+    *"skAKIAeyJghp_xob-.:/@?&=' \"\n\tzZUBJ",
+    *("sk-", "eyJ", "://", "Bearer ", "Basic ", "Authorization: ", "curl ", " -u "),
+    *("-----BEGIN ", "PRIVATE KEY-----", "ghp_", "token=", "AKIA", "AIza", "A1b2C3d4"),
+    *("aws_secret_access_key=", "SECRET", "[REDACTED:jwt]", "-----END PRIVATE KEY-----"),
+]
+FILLER = st.one_of(st.text(max_size=30), st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
+
+
+@st.composite
+def texts_with_secrets(draw: st.DrawFn) -> str:
+    """Filler with secrets of any kind dropped in at random places."""
+    chunks = [draw(FILLER)]
+    for secret in draw(st.lists(st.sampled_from(SECRETS), max_size=4)):
+        chunks += [secret, draw(FILLER)]
+    return "".join(chunks)
+
+
+@settings(derandomize=True, deadline=None, max_examples=600)
+@given(st.one_of(texts_with_secrets(), st.sampled_from(WHOLE), FILLER))
+def test_the_prefilter_finds_what_running_every_rule_finds(text: str) -> None:
+    """With and without the prefilter, any text comes out the same, with the same counts."""
+    assert SCANNER.redact(text) == FULL.redact(text)
+
+
+def test_every_kind_of_secret_passes_the_prefilter() -> None:
+    """Each sample secret, alone and inside prose, is found with the prefilter on."""
+    for secret in [*SECRETS, *WHOLE]:
+        redacted, found = SCANNER.redact(secret)
+        assert found, secret
+        assert (redacted, found) == FULL.redact(secret)
+        inside = f"see {secret} here"
+        if secret not in WHOLE:
+            assert SCANNER.redact(inside) == FULL.redact(inside)
+            assert SCANNER.redact(inside)[1] == found
+
+
+class _Untouchable:
+    """A stand-in for a rule's compiled pattern that fails the test when the scan calls it."""
+
+    def __init__(self, regex: re.Pattern[str]) -> None:
+        self.pattern = regex.pattern
+        self.groupindex = regex.groupindex
+
+    def search(self, text: str, pos: int = 0) -> None:
+        raise AssertionError(f"searched with {self.pattern!r}")
+
+    def match(self, text: str, pos: int = 0) -> None:
+        raise AssertionError(f"matched with {self.pattern!r}")
+
+
+def test_a_text_without_any_gate_character_is_settled_without_a_search() -> None:
+    """Plain prose and numbered lines never reach a rule's regex: `scan` says None, same text."""
+    untouchable = Scanner(
+        tuple(attrs.evolve(rule, regex=_Untouchable(rule.regex)) for rule in DEFAULT_PATTERNS)
+    )
+    text = "000123: agent buffer cache commit config, the parser failed (retry).\n" * 2_000
+    redacted, found = untouchable.scan(text)
+    assert found is None
+    assert redacted is text
+
+
+def test_a_text_full_of_gate_characters_comes_back_unchanged() -> None:
+    """Every gate present, no needle behind it: the text is the same object, nothing found."""
+    text = "Bz-U@?&A:=_J " * 10_000
+    assert SCANNER.redact(text) == (text, {})
+    assert SCANNER.redact(text)[0] is text
+
+
+def test_gates_are_rare_characters_of_each_substring() -> None:
+    """A one-character substring is its own gate; a longer one its rarest character, if rare."""
+    assert gate("@") == "@"
+    assert gate("uthorization") == "z"
+    assert gate("sk-") == "-"
+    assert gate("-----BEGIN ") == "B"
+    assert gate("ecret") == "ecret"  # only frequent letters: the substring itself is searched
+
+
+def test_start_rules_skip_exactly_the_whitespace_that_their_regex_skips() -> None:
+    r"""str.lstrip (the prefilter) and \s (the rules) agree on every code point."""
+    space = re.compile(r"\s")
+    disagree = [
+        hex(code)
+        for code in range(sys.maxunicode + 1)
+        if (space.match(chr(code)) is not None) != chr(code).isspace()
+    ]
+    assert disagree == []
+    for char in ("\x1c", "\x85", "\u2003", "\u3000"):
+        redacted, found = SCANNER.redact(f"{char}Bearer abcdefghijkl")
+        assert redacted == f"{char}Bearer {marker('bearer_token')}"
+        assert found == {"bearer_token": 1}
