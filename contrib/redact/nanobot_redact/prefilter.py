@@ -9,8 +9,9 @@ for ``uthorization``, ``-`` for ``sk-``). A single-character test is one
 dozen or so gates is settled without any longer search, any regular
 expression or any allocation. A text that holds a gate has the conditions of
 the rules behind that gate checked in full (each substring behind its own
-gate), and only the rules whose every condition holds run. Rules that match
-only at the start of a text are decided by what the text starts with.
+gate; alternatives that share a first character in one pass of ``re``), and
+only the rules whose every condition holds run. Rules that match only at the
+start of a text are decided by what the text starts with.
 
 The tests are necessary conditions, never guesses: a rule the prefilter rules
 out cannot match the text, so the scan finds exactly what running every rule
@@ -20,7 +21,7 @@ would find (the tests check this against a scanner without conditions).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 
@@ -35,8 +36,8 @@ _TOO_FREQUENT = 14  # a gate among the first 14 would nearly always be there
 
 #: One alternative of a condition: (the substring, a rarer character of it to look for first or "").
 _Needle = tuple[str, str]
-#: A condition, ready to test: one pattern for alternatives that share an uncommon first
-#: character (the regex skips to that character in C), or else the alternatives one by one.
+#: A condition, ready to test: one pattern for alternatives that share their first
+#: character, or else the alternatives one by one.
 _Test = tuple[re.Pattern[str] | None, tuple[_Needle, ...]]
 
 
@@ -55,8 +56,9 @@ def gate(needle: str) -> str:
 
 def _test(condition: Condition) -> _Test:
     needles = tuple((n, "" if gate(n) == n else gate(n)) for n in condition)
-    first = {needle[0] for needle in condition}
-    if len(condition) > 1 and len(first) == 1 and not next(iter(first)).islower():
+    if len(condition) > 1 and len({needle[:1] for needle in condition}) == 1:
+        # One pass instead of one per alternative: re factors out the shared first
+        # character and skips from one to the next in C.
         return re.compile("|".join(map(re.escape, condition))), needles
     return None, needles
 
@@ -65,69 +67,79 @@ def _test(condition: Condition) -> _Test:
 class Prefilter:
     """The tests that tell which of a scanner's rules can match a text (see the module)."""
 
-    #: (a gate, the rules whose first condition needs it or another gate of theirs).
-    _gates: tuple[tuple[str, frozenset[int]], ...]
-    #: Per rule, its conditions (`Rule.conditions`, but for the start of a start rule), to test.
+    #: Every gate, single characters first: each is one memchr, a longer one a slower search.
+    _gates: tuple[str, ...]
+    #: Per gate, the rules whose first condition it stands for.
+    _admits: Mapping[str, frozenset[int]]
+    #: Per rule, the conditions still to test once one of its gates is there (a first
+    #: condition made of single characters is settled by the gate itself).
     _tests: tuple[tuple[_Test, ...], ...]
-    #: What texts start with (after whitespace) for a rule that matches only there.
-    _starts: tuple[tuple[int, tuple[str, ...]], ...]
+    #: Rules that match only at the start of a text: (index, what the text starts with,
+    #: the rule's other conditions).
+    _starts: tuple[tuple[int, Condition, tuple[_Test, ...]], ...]
     #: The first characters of every prefix in `_starts`, for one test of a text's start.
     _heads: frozenset[str]
     #: Rules without conditions: candidates for every text, in rule order.
     _always: tuple[int, ...]
+    #: The rules behind each set of gates met so far, in rule order (at most one
+    #: entry per subset of the gates: bounded, and filled by the first texts).
+    _behind: dict[tuple[str, ...], tuple[int, ...]] = attrs.field(init=False, factory=dict)
 
     @classmethod
     def of(cls, rules: Sequence[Rule]) -> Prefilter:
         """The prefilter for `rules`, built once per scanner."""
-        gates: dict[str, set[int]] = {}
-        starts: list[tuple[int, tuple[str, ...]]] = []
+        admits: dict[str, set[int]] = {}
+        starts: list[tuple[int, Condition, tuple[_Test, ...]]] = []
         tests: list[tuple[_Test, ...]] = []
         for index, rule in enumerate(rules):
-            conditions = rule.conditions
+            first, *rest = rule.conditions or ((),)
             if rule.at_start and rule.requires:
-                starts.append((index, conditions[0]))
-                conditions = conditions[1:]  # the start is tested on its own
-            elif conditions:
-                for needle in conditions[0]:
-                    gates.setdefault(gate(needle), set()).add(index)
-            tests.append(tuple(_test(condition) for condition in conditions))
-        always = tuple(i for i, rule in enumerate(rules) if not rule.conditions)
-        # Single characters first: each is one memchr, a longer needle a slower search.
-        order = sorted(gates, key=lambda g: len(g) > 1)
+                starts.append((index, first, tuple(map(_test, rest))))
+                first, rest = (), []  # tested apart, never behind a gate
+            elif first:
+                for needle in first:
+                    admits.setdefault(gate(needle), set()).add(index)
+                if all(len(needle) == 1 for needle in first):
+                    first = ()  # its gates are its substrings: met when the rule is behind one
+            tests.append(tuple(map(_test, (first, *rest) if first else rest)))
         return cls(
-            tuple((g, frozenset(gates[g])) for g in order),
+            tuple(sorted(admits, key=lambda g: len(g) > 1)),
+            {g: frozenset(ids) for g, ids in admits.items()},
             tuple(tests),
             tuple(starts),
-            frozenset(prefix[:1] for _, prefixes in starts for prefix in prefixes),
-            always,
+            frozenset(prefix[:1] for _, prefixes, _ in starts for prefix in prefixes),
+            tuple(i for i, rule in enumerate(rules) if not rule.conditions),
         )
 
     def candidates(self, text: str) -> Sequence[int]:
         """The rules that can match `text`, in rule order (empty: no rule can)."""
-        gated: frozenset[int] = frozenset()
-        for needle, ids in self._gates:
-            if needle in text:
-                gated |= ids
+        met = tuple([g for g in self._gates if g in text])
         # The start rules skip leading whitespace with \s, which is str.isspace's.
         head = text[:1]
         started = head in self._heads or (head.isspace() and bool(self._starts))
-        if not gated and not started:
+        if not met and not started:
             return self._always
         chosen = [*self._always]
-        for index in gated:
-            for test in self._tests[index]:
-                if not _holds(test, text):
-                    break
-            else:
-                chosen.append(index)
+        if met:
+            behind = self._behind.get(met)
+            if behind is None:
+                behind = tuple(sorted(frozenset().union(*(self._admits[g] for g in met))))
+                self._behind[met] = behind
+            for index in behind:
+                for test in self._tests[index]:
+                    if not _holds(test, text):
+                        break
+                else:
+                    chosen.append(index)
         if started:
             stripped = text.lstrip()
             chosen += (
-                i
-                for i, prefixes in self._starts
-                if stripped.startswith(prefixes) and all(_holds(t, text) for t in self._tests[i])
+                index
+                for index, prefixes, tests in self._starts
+                if stripped.startswith(prefixes) and all(_holds(t, text) for t in tests)
             )
-        chosen.sort()
+        if started or self._always:
+            chosen.sort()
         return chosen
 
 
