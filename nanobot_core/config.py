@@ -82,8 +82,9 @@ class GovernanceConfig:
     disabled: list[str] = attrs.field(factory=list)
     stages: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     store: StoreConfig = attrs.field(factory=StoreConfig)
-    #: When a cut or a compaction is needed, the request goes down to this share of the
-    #: budget, so that the next turns append without cutting again (prompt caches keep hitting).
+    #: When a compaction is needed, the request goes down to this share of the budget, so
+    #: that the next turns append without compacting again (prompt caches keep hitting); a
+    #: needed cut, which changes the whole request, goes down to its square.
     low_watermark: float = 0.7
 
 

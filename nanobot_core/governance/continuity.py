@@ -9,8 +9,8 @@ that turn were left out, and which tool results were sent compacted. The next
 call applies the same decisions first (`Continuity.view`), then runs the
 stages on that view: while it fits, compaction and snipping find nothing to
 do and the new request is the old one plus what was appended. When they must
-act, they go down to the low watermark and the new decisions are read back
-from what was sent (`Continuity.learn`).
+act, they go down to the low watermark (a cut further, to the cut watermark)
+and the new decisions are read back from what was sent (`Continuity.learn`).
 
 The state survives a restart as a session line that is not a message,
 ``{"_meta": {"kind": "governance", ...}}`` (see `GovernanceState.to_record`):
@@ -328,7 +328,7 @@ def _compare(
         min(count, len(sent)),
     )
     if (after.start, after.steps_from) != (before.start, before.steps_from):
-        reason = "over budget: the history was cut further, down to the low watermark"
+        reason = "over budget: the history was cut further, down to the cut watermark"
     elif after.compacted != before.compacted:
         reason = "over budget: older tool results were compacted, down to the low watermark"
     else:

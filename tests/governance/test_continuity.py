@@ -19,6 +19,7 @@ from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages.snip import left_out_steps
+from nanobot_core.governance.tokens import count_message
 from tests.governance.strategies import build_builtin_governor
 
 SYSTEM = "You are a coding agent."
@@ -97,6 +98,29 @@ def test_a_growing_session_keeps_its_prefix_and_matches_a_fresh_governor(
         assert state == result.state
     assert changed > 0  # the budget was reached: cuts happened
     assert kept >= 3 * changed
+
+
+@pytest.mark.parametrize("one_task", [False, True], ids=["turns", "one-task"])
+def test_after_a_cut_the_prefix_stays_while_the_request_fits(
+    tmp_path: Path, one_task: bool
+) -> None:
+    """A cut goes down to the cut watermark; a later call that fits appended keeps the prefix."""
+    history = _session(240, one_task=one_task)
+    config = _config(12_000)
+    governor = build_builtin_governor(config, tmp_path)
+    previous, before, cuts, kept_after_cut = None, 0, 0, 0
+    for end in _ends(history, one_task=one_task):
+        result = governor.govern(history[:end], system=SYSTEM)
+        if previous is not None:
+            appended = sum(count_message(m) for m in history[before:end])
+            if previous.tokens + appended <= result.budget:
+                assert result.prefix.kept, result.prefix.reason
+                kept_after_cut += cuts > 0
+        if "cut further" in result.prefix.reason:
+            cuts += 1
+            assert result.tokens <= result.budget * config.low_watermark**2 + 1  # rounding
+        previous, before = result, end
+    assert cuts >= 2 and kept_after_cut >= 10 * cuts
 
 
 def test_the_task_and_its_notice_survive_later_cuts(tmp_path: Path) -> None:

@@ -37,15 +37,29 @@ def test_within_budget_nothing_is_compacted() -> None:
     assert run_pure(compact_results, history, context()).messages is history
 
 
-def test_largest_results_go_first_until_the_request_fits() -> None:
-    """Over budget, the largest compactable results go first, and only as many as needed."""
+def test_oldest_results_go_first_until_the_request_fits() -> None:
+    """Over budget, the oldest compactable results go first, and only as many as needed."""
     history = _history([1_000, 8_000, 3_000, 6_000, 500])
-    budget = count_request(None, history) - 1_500  # the 8,000-character result alone clears that
+    budget = count_request(None, history) - 1_500  # the two oldest results together clear that
     ctx = context(budget=budget, options={"keep": 0}, low_watermark=1.0)
     outcome = run_pure(compact_results, history, ctx)
-    assert _compacted(outcome.messages) == [5]
+    assert _compacted(outcome.messages) == [2, 5]
     assert count_request(None, outcome.messages) <= budget
-    assert outcome.messages[2] is history[2]
+    assert outcome.messages[8:] == history[8:]
+    assert all(a is b for a, b in zip(outcome.messages[8:], history[8:], strict=True))
+
+
+def test_a_later_compaction_changes_nothing_before_the_results_it_compacts() -> None:
+    """Compacting again (the history grew) leaves the results compacted before as they were."""
+    history = _history([1_000, 1_000, 6_000, 1_000])
+    budget = count_request(None, history) - 200
+    ctx = context(budget=budget, options={"keep": 0}, low_watermark=1.0)
+    first = run_pure(compact_results, history, ctx).messages
+    grown = first + _history([6_000])
+    second = run_pure(compact_results, grown, ctx).messages
+    changed = [i for i, (a, b) in enumerate(zip(grown, second, strict=True)) if a is not b]
+    assert changed and min(changed) > max(_compacted(first))
+    assert second[: min(changed)] == first[: min(changed)]
 
 
 def test_newest_results_are_kept() -> None:

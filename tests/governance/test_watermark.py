@@ -23,16 +23,16 @@ def test_the_default_watermark_is_seven_tenths() -> None:
     assert structure_config({}).governance.low_watermark == 0.7
 
 
-@pytest.mark.parametrize("watermark", [0.5, 0.7, 0.9])
-def test_a_needed_cut_goes_down_to_the_watermark_and_no_further(watermark: float) -> None:
-    """Over budget, whole turns go until the request is within the watermark, not far below."""
+@pytest.mark.parametrize("watermark", [0.5, 0.7, 0.9, 1.0])
+def test_a_needed_cut_goes_down_to_the_cut_watermark_and_no_further(watermark: float) -> None:
+    """Over budget, whole turns go until the request is within the watermark squared, no further."""
     history = [system()]
     for index in range(30):
         history += turn(index, "r" * 2_000)
     budget = count_request(None, history) // 2
     kept = run_pure(snip_history, history, context(budget=budget, low_watermark=watermark)).messages
     after = count_request(None, kept)
-    low = int(budget * watermark)
+    low = int(budget * watermark * watermark)
     assert after <= low
     dropped = len(history) - len(kept)
     one_more_turn = [history[0], *history[len(history) - len(kept) + 1 - 4 : len(history)]]

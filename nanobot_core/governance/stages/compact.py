@@ -1,12 +1,17 @@
-"""`compact_results` (budget phase): when over budget, the largest old tool results make room.
+"""`compact_results` (budget phase): when over budget, the oldest tool results make room.
 
-Only when the request is over budget. The largest compactable results go
-first (ties: the oldest first), each replaced by a short notice that says
-which tool it came from, how big it was, and how to get what is needed with a
-narrower call; an offloaded result's notice keeps its file path. Compaction
-stops once the request is down to the low watermark (``low_watermark`` of the
-budget, so that the next turns need no new compaction) and at least
-``clear_at_least`` tokens were cleared.
+Only when the request is over budget. The oldest compactable results go
+first, each replaced by a short notice that says which tool it came from, how
+big it was, and to call again with narrower arguments; an offloaded result's
+notice keeps its file path. Compaction stops once the request is down to the
+low watermark (``low_watermark`` of the budget, so that the next turns need no
+new compaction) and at least ``clear_at_least`` tokens were cleared.
+
+Oldest first, because the request changes from the first result compacted: the
+results compacted by earlier calls are then always older than the ones a new
+compaction takes, so the part of the request before it (what a provider's
+prompt cache reuses) stays as it was sent. The oldest results are also the ones
+the model is least likely to need.
 
 Options: ``keep`` (the newest N tool results are never compacted; default 3),
 ``exclude_tools`` (never compacted), ``tools`` (only these are compacted;
@@ -55,8 +60,8 @@ def _plain_notice(tool: str | None, chars: int | None) -> str:
         size = f"{chars} characters" if chars is not None else "non-text content"
         source = f"{tool!r}" if tool else "the tool"
         notice = (
-            f"{COMPACT_PREFIX}: {source} returned {size} here. If you still need it, call the "
-            "tool again with narrower arguments (a smaller range, a filter or a limit).]"
+            f"{COMPACT_PREFIX}: {source} returned {size}. Call it again with narrower "
+            "arguments if you still need it.]"
         )
         if len(_NOTICES) >= _NOTICES_KEPT:
             _NOTICES.clear()
@@ -65,7 +70,7 @@ def _plain_notice(tool: str | None, chars: int | None) -> str:
 
 
 def _candidates(messages: list[Any], ctx: StageContext) -> list[tuple[int, int, str | None]]:
-    """(minus tokens, index, tool name) of every result that may be compacted, largest first."""
+    """(minus tokens, index, tool name) of every result that may be compacted, oldest first."""
     keep = max(0, int(ctx.option("keep", DEFAULT_KEEP)))
     excluded = set(ctx.option("exclude_tools", ()))
     only = ctx.option("tools", None)
@@ -87,12 +92,11 @@ def _candidates(messages: list[Any], ctx: StageContext) -> list[tuple[int, int, 
         if text is not None and text.startswith(COMPACT_PREFIX):
             continue
         found.append((-known[index][1], index, name))
-    found.sort()  # the largest first; ties: the oldest first (indices are unique)
     return found
 
 
 def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
-    """Replace the largest compactable tool results with a notice, down to the low watermark."""
+    """Replace the oldest compactable tool results with a notice, down to the low watermark."""
     tokens = ctx.request_tokens(messages)
     if tokens <= ctx.budget.limit:
         return StageOutcome.unchanged(messages)

@@ -1,12 +1,13 @@
 """`snip_history` (budget phase): when still over budget, the oldest history goes.
 
-Only when the request is over budget, and then down to the low watermark
-(``low_watermark`` of the budget), so that the next turns append without a new
-cut and the request's start stays the same for the provider's prompt cache.
-Leading system messages are always kept. The kept tail is the longest one that
-fits the watermark and starts at a user message, so an assistant message is
-never split from its results; when none does, the newest user turn is kept
-whole if it fits the budget.
+Only when the request is over budget, and then down to the cut watermark
+(``low_watermark`` squared of the budget: a cut changes the request from its
+first message, so it leaves more room than a compaction does), so that the
+next turns append without a new cut and the request's start stays the same for
+the provider's prompt cache. Leading system messages are always kept. The kept
+tail is the longest one that fits the cut watermark and starts at a user
+message, so an assistant message is never split from its results; when none
+does, the newest user turn is kept whole if it fits the budget.
 
 When the newest user turn alone does not fit (a coding agent: one task, then
 hundreds of steps), the cut falls between its steps, a step being an assistant
@@ -37,7 +38,7 @@ from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.stages.start import CONTINUE, ensure_user_start
 from nanobot_core.governance.survey import Kind, MessageFacts
 from nanobot_core.governance.truncation import fit_to_tokens
-from nanobot_core.governance.watermark import low_watermark_tokens
+from nanobot_core.governance.watermark import cut_watermark_tokens
 
 if TYPE_CHECKING:
     from nanobot_core.governance.context import StageContext
@@ -207,7 +208,7 @@ def _newest_steps(
 ) -> tuple[list[Any], list[str]] | None:
     """The task (noticed) and the newest steps of the newest turn that fit, or None if none does.
 
-    As many steps as fit `low` (the watermark), else the newest one alone if it fits `room`.
+    As many steps as fit `low` (the cut watermark), else the newest one alone if it fits `room`.
     """
     starts = _step_starts(history, newest)
     user = history[newest]
@@ -282,7 +283,7 @@ def snip_history(messages: list[Any], ctx: StageContext) -> StageOutcome:
     prefix, history = working[:start], working[start:]
     leading = ctx.fixed_tokens + sum(fact[1] for fact in known[:start])
     room = ctx.budget.limit - leading
-    low = low_watermark_tokens(ctx) - leading
+    low = cut_watermark_tokens(ctx) - leading
     first = _fitting_start(known, start, low)
     notes: list[str] = []
     if first is not None:
