@@ -70,7 +70,7 @@ class Prefilter:
     #: Every gate, single characters first: each is one memchr, a longer one a slower search.
     _gates: tuple[str, ...]
     #: Per gate, the rules whose first condition it stands for.
-    _admits: Mapping[str, frozenset[int]]
+    _admits: Mapping[str, frozenset[int]] = attrs.field(eq=False)  # the same as `_gates`
     #: Per rule, the conditions still to test once one of its gates is there (a first
     #: condition made of single characters is settled by the gate itself).
     _tests: tuple[tuple[_Test, ...], ...]
@@ -83,7 +83,9 @@ class Prefilter:
     _always: tuple[int, ...]
     #: The rules behind each set of gates met so far, in rule order (at most one
     #: entry per subset of the gates: bounded, and filled by the first texts).
-    _behind: dict[tuple[str, ...], tuple[int, ...]] = attrs.field(init=False, factory=dict)
+    _behind: dict[tuple[str, ...], tuple[int, ...]] = attrs.field(
+        init=False, factory=dict, eq=False
+    )
 
     @classmethod
     def of(cls, rules: Sequence[Rule]) -> Prefilter:

@@ -39,8 +39,8 @@ class Scanner:
     extras: tuple[SecretPattern, ...] = ()
     #: Whether the URLs of image parts are scanned (``disabled_kinds`` can turn it off).
     images: bool = True
-    #: Which rules can match a text, built once.
-    _prefilter: Prefilter = attrs.field(init=False)
+    #: Which rules can match a text, built once (from `rules`: not part of equality).
+    _prefilter: Prefilter = attrs.field(init=False, eq=False)
 
     @_prefilter.default
     def _build_prefilter(self) -> Prefilter:

@@ -145,3 +145,14 @@ def test_start_rules_skip_exactly_the_whitespace_that_their_regex_skips() -> Non
         redacted, found = SCANNER.redact(f"{char}Bearer abcdefghijkl")
         assert redacted == f"{char}Bearer {marker('bearer_token')}"
         assert found == {"bearer_token": 1}
+
+
+def test_a_scanner_is_hashable_and_equal_by_its_patterns_whatever_it_scanned() -> None:
+    """What the prefilter remembers between texts is no part of the scanner's identity."""
+    fresh = Scanner(DEFAULT_PATTERNS)
+    used = Scanner(DEFAULT_PATTERNS)
+    for text in ("a: b", "x = y?", "Bz-U@?&A:=_J", "plain"):
+        used.redact(text)
+    assert used == fresh
+    assert hash(used) == hash(fresh)
+    assert {used: 1}[fresh] == 1
