@@ -34,6 +34,7 @@ checking the rest would read the whole history again.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -214,6 +215,8 @@ def find_cut(
     `dropped_early` tells the entries the repairs before `strip_malformed_calls`
     drop (see `HistoryCut`).
     """
+    if _fits_at_least(messages, ctx):
+        return None
     of = ctx.facts.of
     count = len(messages)
     start = 0
@@ -229,6 +232,31 @@ def find_cut(
     if exceeded is None:
         return None  # all of it might fit
     return _at_turn_start(messages, start, exceeded, dropped_early)
+
+
+def _fits_at_least(messages: Sequence[Any], ctx: StageContext) -> bool:
+    """Whether an upper limit of the lower bound says all of it might fit, read at C speed.
+
+    Only when every message is known already (a history read on an earlier
+    call): then the walk is not worth starting. The limit adds, over every
+    message, what it costs now, less for each tool result a quarter of its
+    characters (at most its text's share, by the default estimate) plus the
+    shortest text it can be replaced by.
+    """
+    known = ctx.facts.known(messages)
+    if known is None:
+        return False
+    bound = sum(map(_TOKENS, known))
+    if ctx.facts.estimate:
+        short, longer = _content_floors(ctx.config.max_tool_result_chars)
+        tools = list(map(_KIND, known)).count(Kind.TOOL)
+        bound += tools * max(short, longer) - sum(map(_RESULT_CHARS, known)) // 4
+    return bool(ctx.fixed_tokens + bound <= ctx.budget.limit)
+
+
+_TOKENS = itemgetter(1)
+_KIND = itemgetter(3)
+_RESULT_CHARS = itemgetter(5)
 
 
 def _at_turn_start(

@@ -261,15 +261,16 @@ class Continuity:
 def _read_back(
     history: list[Any], view: list[Any], positions: list[int], sent: list[Any]
 ) -> GovernanceState:
-    """The decisions `sent` embodies, in history indices (linear in the messages sent)."""
-    if not positions:
-        positions = list(range(len(history)))
-    where = {id(entry): position for entry, position in zip(view, positions, strict=True)}
-    by_call: dict[str, list[int]] = {}
-    for index in positions:
-        message = history[index]
-        if _role(message) == "tool" and isinstance(message.get("tool_call_id"), str):
-            by_call.setdefault(message["tool_call_id"], []).append(index)
+    """The decisions `sent` embodies, in history indices (linear in the messages sent).
+
+    Messages handed on as they were are found by identity (a C-speed map over
+    the view); a tool result a stage rewrote is found by its ``tool_call_id``
+    among the results after the last message found, looked up only in the part
+    of the view from there on, and only when one is needed.
+    """
+    places: Sequence[int] = positions or range(len(history))
+    where = dict(zip(map(id, view), places, strict=True))
+    by_call: dict[str, list[int]] | None = None
     leading = leading_system_count(sent)
     last = -1
     mapped: list[tuple[int, int]] = []  # (offset in what was sent, history index)
@@ -277,6 +278,8 @@ def _read_back(
     for offset, message in enumerate(sent[leading:]):
         position = where.get(id(message))
         if position is None and _role(message) == "tool":
+            if by_call is None:
+                by_call = _results_after(history, places, last)
             found = by_call.get(message.get("tool_call_id"), [])
             at = bisect_right(found, last)
             position = found[at] if at < len(found) else None
@@ -306,6 +309,18 @@ def _read_back(
     if steps_from is None and start <= leading_system_count(history):
         start = 0
     return GovernanceState(start, steps_from, compacted, len(history))
+
+
+def _results_after(
+    history: list[Any], places: Sequence[int], last: int
+) -> dict[str, list[int]]:
+    """The history indices of the tool results in view after history index `last`, by call id."""
+    by_call: dict[str, list[int]] = {}
+    for index in places[bisect_right(places, last) :]:
+        message = history[index]
+        if _role(message) == "tool" and isinstance(message.get("tool_call_id"), str):
+            by_call.setdefault(message["tool_call_id"], []).append(index)
+    return by_call
 
 
 def _turn_start(history: list[Any], position: int) -> int:

@@ -206,6 +206,10 @@ class Governor:
             for (_, disabled), work in zip(self._pipeline, self._work, strict=True)
         )
         self._continuity = Continuity()
+        # What is known of each message, kept across calls: a session's history grows, and
+        # only what was appended since the last call is read (messages are never edited in
+        # place once handed to a governor: a changed message is a new dict).
+        self._facts = FactsCache(self.counter)
         for problem in placement.problems:
             log.warning("governance stage placement", problem=problem)
 
@@ -288,6 +292,7 @@ class Governor:
             result, working_fit, acted = self._govern(given, view, system, tools, tighter)
         if result.budget != limit:
             result = attrs.evolve(result, budget=limit, fits=result.tokens <= limit)
+        self._facts.retain(given, result.messages)
         if acted is None:  # Anthropic blocks became other messages: indices would not carry over
             self._continuity.restore(None)
             return result
@@ -325,8 +330,9 @@ class Governor:
             config=self.config,
             system_tokens=fixed[0],
             tools_tokens=fixed[1],
-            facts=FactsCache(self.counter),
+            facts=self._facts,
         )
+        self._facts.new_run()
         plan = self._cut_plan
         ctx.cut = self._cut(view, ctx, plan) if plan is not None and plan.early else None
         if ctx.cut is not None:

@@ -510,6 +510,38 @@ class FactsCache:
         listed = self._lists[id(messages)] = _Listed(messages, known)
         return listed
 
+    def new_run(self) -> None:
+        """Start a run: lists are known within one run only; messages across runs."""
+        self._lists.clear()
+
+    def retain(self, *kept: Sequence[Any]) -> None:
+        """Forget the messages not in `kept`, once the memo holds twice as many as they do.
+
+        A governor keeps one cache for a session: what it learnt of a message is
+        reused on every later call, and messages of histories it no longer sees
+        are let go without a pass over the memo on every call.
+        """
+        wanted = sum(map(len, kept))
+        if len(self._facts) <= 2 * wanted + 1024:
+            return
+        facts = self._facts
+        keep: dict[int, MessageFacts] = {}
+        for messages in kept:
+            for key in map(id, messages):
+                known = facts.get(key)
+                if known is not None:
+                    keep[key] = known
+        self._facts = keep
+
+    def known(self, messages: Sequence[Any]) -> list[MessageFacts] | None:
+        """The facts of every entry of `messages` when all are known already, else None.
+
+        Costs no Python-level work per message: for a history read on an earlier
+        call, what the next call can know at once.
+        """
+        known: list[Any] = list(map(self._facts.get, map(id, messages)))
+        return None if None in known else known
+
     def forget(self, message: Any) -> None:
         """Forget what is known of `message` (a stage edited it in place)."""
         self._facts.pop(id(message), None)
