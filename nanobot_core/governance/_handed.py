@@ -12,12 +12,12 @@ as they were from the ones it changed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, SupportsIndex, overload
 
 from nanobot_core.governance.messages import container_copy
 
-__all__ = ["Handed"]
+__all__ = ["Deferred", "Handed"]
 
 
 class Handed(list[Any]):
@@ -110,3 +110,85 @@ def _equal(left: Any, right: Any) -> bool:
         return bool(left == right)
     except Exception:
         return False
+
+
+class Deferred(Handed):
+    """A `Handed` list whose messages are worked out only when the stage first looks at it.
+
+    The governor hands one to a stage that declares nothing when the stages
+    before it have not run yet: if the stage hands its input on without
+    reading it (a no-op, or a stage with nothing to do this time), they never
+    need to run on the whole history. Every list operation, reading or
+    writing, first calls `produce` (once) and fills the list with its result.
+    """
+
+    def __init__(self, produce: Callable[[], list[Any]]) -> None:
+        super().__init__([])
+        self._produce: Callable[[], list[Any]] | None = produce
+
+    @property
+    def forced(self) -> bool:
+        """Whether the messages were worked out (the stage looked)."""
+        return self._produce is None
+
+    def force(self) -> None:
+        """Work the messages out now, if not done yet."""
+        produce = self._produce
+        if produce is None:
+            return
+        self._produce = None
+        messages = produce()
+        list.extend(self, messages)
+        self._originals = tuple(messages)
+
+
+def _forcing(name: str) -> Callable[..., Any]:
+    inherited = getattr(Handed, name)
+
+    def method(self: Deferred, *args: Any, **kwargs: Any) -> Any:
+        self.force()
+        return inherited(self, *args, **kwargs)
+
+    method.__name__ = name
+    method.__qualname__ = f"Deferred.{name}"
+    method.__doc__ = inherited.__doc__
+    return method
+
+
+# Every method of a list, so that nothing a stage does can see the list before it is filled.
+for _name in (
+    "__add__",
+    "__contains__",
+    "__delitem__",
+    "__eq__",
+    "__ge__",
+    "__getitem__",
+    "__gt__",
+    "__iadd__",
+    "__imul__",
+    "__iter__",
+    "__le__",
+    "__len__",
+    "__lt__",
+    "__mul__",
+    "__ne__",
+    "__reduce_ex__",
+    "__repr__",
+    "__reversed__",
+    "__rmul__",
+    "__setitem__",
+    "__sizeof__",
+    "append",
+    "clear",
+    "copy",
+    "count",
+    "extend",
+    "index",
+    "insert",
+    "pop",
+    "remove",
+    "reverse",
+    "sort",
+):
+    setattr(Deferred, _name, _forcing(_name))
+del _name

@@ -151,6 +151,10 @@ def _valid(state: GovernanceState, history: Sequence[Any], leading: int) -> bool
     return all(i < count and _role(history[i]) == "tool" for i in state.compacted)
 
 
+def _decisions(state: GovernanceState) -> tuple[Any, ...]:
+    return (state.start, state.steps_from, state.compacted)
+
+
 def _steps_between(history: Sequence[Any], first: int, stop: int) -> int:
     """How many steps start in ``history[first:stop]`` (anything but a tool message starts one)."""
     return sum(1 for i in range(first, stop) if i == first or _role(history[i]) != "tool")
@@ -164,6 +168,10 @@ class Continuity:
         self._sent: list[Any] | None = None
         self._seen: list[Any] | None = None  # the history of the last call
         self._compacted: dict[int, tuple[Any, dict[str, Any]]] = {}
+        # The decisions last found valid for a history that the current one extends.
+        self._checked: tuple[Any, ...] | None = None
+        # The last view: (its decisions, the history length, the view, its positions).
+        self._last_view: tuple[tuple[Any, ...], int, list[Any], list[int]] | None = None
 
     def restore(self, state: GovernanceState | None) -> None:
         """Continue from `state` (recorded by an earlier process); None starts afresh."""
@@ -171,6 +179,8 @@ class Continuity:
         self._sent = None
         self._seen = None
         self._compacted.clear()
+        self._checked = None
+        self._last_view = None
 
     def _current(self, history: Sequence[Any], leading: int) -> GovernanceState:
         state = self.state
@@ -178,8 +188,15 @@ class Continuity:
         # Another history than the one the state was worked out for: govern it afresh. The
         # same objects compare at C speed; a store that hands out copies costs one deep compare.
         if seen is not None and (len(history) < len(seen) or history[: len(seen)] != seen):
+            self._checked = self._last_view = None
             return GovernanceState()
-        return state if _valid(state, history, leading) else GovernanceState()
+        decisions = _decisions(state)
+        if seen is not None and decisions == self._checked:
+            return state  # its indices lie in what was seen, which this history starts with
+        if not _valid(state, history, leading):
+            return GovernanceState()
+        self._checked = decisions
+        return state
 
     def view(
         self, history: list[Any], store: ResultStore | None, config: GovernanceConfig
@@ -192,13 +209,45 @@ class Continuity:
         leading = leading_system_count(history)
         state = self.state = self._current(history, leading)
         if state.start <= leading and state.steps_from is None and not state.compacted:
+            self._last_view = None
             return history, []
+        decisions = _decisions(state)
+        last = self._last_view
+        if last is not None and last[0] == decisions and self._seen is not None:
+            # The same decisions on a history that extends the last one: what was appended
+            # follows the last view as it is.
+            length = last[1]
+            if length == len(self._seen) <= len(history):
+                view, positions = (
+                    last[2] + history[length:],
+                    [*last[3], *range(length, len(history))],
+                )
+                self._last_view = (decisions, len(history), view, positions)
+                return view, positions
+        view, positions = self._build_view(history, state, leading, store, config)
+        self._last_view = (decisions, len(history), view, positions)
+        return view, positions
+
+    def _build_view(
+        self,
+        history: list[Any],
+        state: GovernanceState,
+        leading: int,
+        store: ResultStore | None,
+        config: GovernanceConfig,
+    ) -> tuple[list[Any], list[int]]:
         positions = list(range(leading))
         view = history[:leading]
         if state.steps_from is not None:
-            left_out = _steps_between(history, state.start + 1, state.steps_from)
-            view.append(with_steps_notice(history[state.start], left_out))
-            positions.append(state.start)
+            # The notice goes on the last of the user messages in a row the turn starts
+            # with (merge_user_turns makes them one); the steps after them were left out.
+            last = state.start
+            while last + 1 < state.steps_from and _role(history[last + 1]) == "user":
+                last += 1
+            left_out = _steps_between(history, last + 1, state.steps_from)
+            view += history[state.start : last]
+            view.append(with_steps_notice(history[last], left_out))
+            positions += range(state.start, last + 1)
             first = state.steps_from
         else:
             first = max(state.start, leading)
@@ -296,6 +345,9 @@ def _read_back(
         return GovernanceState(0, None, compacted, len(history))
     offset, position = mapped[0]
     start = _turn_start(history, position)
+    if offset > 0:  # the user message sent was rewritten: merged with those before it, maybe
+        while start > 0 and _role(history[start - 1]) == "user":
+            start -= 1
     steps_from = None
     # Steps were left out only where the task says so: a message a repair dropped between
     # the user message and the next one sent is no step cut.
@@ -311,9 +363,7 @@ def _read_back(
     return GovernanceState(start, steps_from, compacted, len(history))
 
 
-def _results_after(
-    history: list[Any], places: Sequence[int], last: int
-) -> dict[str, list[int]]:
+def _results_after(history: list[Any], places: Sequence[int], last: int) -> dict[str, list[int]]:
     """The history indices of the tool results in view after history index `last`, by call id."""
     by_call: dict[str, list[int]] = {}
     for index in places[bisect_right(places, last) :]:

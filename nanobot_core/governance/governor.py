@@ -29,6 +29,8 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable, Mapping, Sequence
+from itertools import compress, count, repeat
+from operator import and_, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,7 +39,7 @@ import attrs
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.governance import budget_first as cutting
-from nanobot_core.governance._handed import Handed
+from nanobot_core.governance._handed import Deferred, Handed
 from nanobot_core.governance.anthropic import (
     from_openai_shape,
     is_anthropic_shape,
@@ -210,6 +212,7 @@ class Governor:
         # only what was appended since the last call is read (messages are never edited in
         # place once handed to a governor: a changed message is a new dict).
         self._facts = FactsCache(self.counter)
+        self._shape_memo: list[Any] | None = None  # the last list found without Anthropic blocks
         for problem in placement.problems:
             log.warning("governance stage placement", problem=problem)
 
@@ -314,7 +317,9 @@ class Governor:
         Anthropic shape, whose indices do not carry over).
         """
         fixed = self._system_tokens(system), self._tools_tokens(tools)
-        if self._clean_path:
+        # The one-pass check is for histories new to this governor; one it has read
+        # before is known message by message, and the survey answers at once.
+        if self._clean_path and self._facts.known(view) is None:
             room = budget.limit - fixed[0] - fixed[1]
             tokens = clean_tokens(view, room, self.config.max_tool_result_chars)
             if tokens is not None:
@@ -334,18 +339,14 @@ class Governor:
         )
         self._facts.new_run()
         plan = self._cut_plan
-        ctx.cut = self._cut(view, ctx, plan) if plan is not None and plan.early else None
-        if ctx.cut is not None:
-            anthropic, current = False, ctx.cut.kept
-        else:
-            anthropic = is_anthropic_shape(view)
-            current = to_openai_shape(view) if anthropic else view
         report = GovernanceReport()
-        current, tokens, clean, cut = self._run_stages(current, ctx, report)
-        if ctx.cut is not None and plan is not None:
-            _report_cut(report, plan.snipper, ctx.cut.describe())
-        elif cut is not None and plan is not None:
-            _report_cut(report, plan.snipper, cut.describe("the budget stages"))
+        run = self._run_stages(view, ctx, report)
+        current, tokens, anthropic = run.current, run.tokens, run.anthropic
+        clean = not run.present
+        if run.early_cut is not None and plan is not None:
+            _report_cut(report, plan.snipper, run.early_cut.describe())
+        elif run.late_cut is not None and plan is not None:
+            _report_cut(report, plan.snipper, run.late_cut.describe("the budget stages"))
         ctx.cut = None  # the final step works on the snipped history
         current, after = self._finish(current, tokens, clean, ctx, report)
         working_fit = after <= budget.limit
@@ -396,38 +397,83 @@ class Governor:
             return None
         return find_cut(messages, ctx, dropped_early=plan.dropped_early)
 
-    def _run_stages(
-        self, current: list[Any], ctx: StageContext, report: GovernanceReport
-    ) -> tuple[list[Any], int, bool, HistoryCut | None]:
-        """Every stage in order: (the messages, their tokens, whether clean, a late cut)."""
-        tokens = ctx.request_tokens(current)
-        present = self._present(current, ctx)
+    def _run_stages(self, view: list[Any], ctx: StageContext, report: GovernanceReport) -> _Pass:
+        """Every stage in order over `view`, with the budget-first cut where it is safe.
+
+        The cut is made before every stage when they all declare their work
+        (`_CutPlan.early`). When some before the budget phase declare nothing,
+        the stages before each of those are deferred and it is handed a
+        `Deferred` list: if it hands its input on without reading it, it did
+        nothing whatever the history held, and the cut is made at the budget
+        phase as if it were not there (the stages deferred then run on what
+        is kept). If it reads, the deferred stages run then, on the whole
+        history, and the cut waits for the budget phase.
+        """
         plan = self._cut_plan
+        run = _Pass(self, ctx, report)
+        if plan is not None and plan.early:
+            ctx.cut = run.early_cut = self._cut(view, ctx, plan)
+        deferring = (
+            plan is not None
+            and not plan.early
+            and plan.deferrable
+            and len(view) >= cutting.MIN_MESSAGES
+        )
+        if ctx.cut is not None:
+            run.begin(ctx.cut.kept, shaped=True)
+        elif not deferring:
+            run.begin(view)
         late = plan is not None and not plan.early
-        cut: HistoryCut | None = None
-        for (stage, disabled), work in zip(self._pipeline, self._work, strict=True):
-            if disabled:
-                report.append(ReportEntry(stage.name, False, [_DISABLED_NOTE], tokens, tokens))
+        waiting: list[tuple[int, list[str] | None]] = []  # stages deferred, in order
+        for index, ((stage, disabled), work) in enumerate(
+            zip(self._pipeline, self._work, strict=True)
+        ):
+            if deferring and plan is not None and stage.phase == "budget":
+                deferring = late = False
+                ctx.cut = run.early_cut = self._cut(view, ctx, plan.deferred())
+                run.begin(ctx.cut.kept if ctx.cut is not None else view, ctx.cut is not None)
+                run.replay(waiting)
+            elif deferring:
+                if disabled or work is not None or stage.per_message:
+                    waiting.append((index, None))
+                    continue
+                deferred = Deferred(functools.partial(run.resume, view, waiting))
+                outcome = _call(stage, deferred, self._context(stage, ctx))
+                if not deferred.forced:
+                    if isinstance(outcome, str):
+                        waiting.append((index, [outcome]))
+                        continue
+                    if not outcome.changed or outcome.messages is deferred:
+                        waiting.append((index, outcome.details))
+                        continue
+                deferred.force()  # the deferred stages run, for what they report
+                deferring = False
+                run.take(stage, deferred, outcome)
                 continue
             if late and stage.phase == "budget" and plan is not None:
                 late = False
-                cut = self._cut(current, ctx, plan)
-                if cut is not None:
-                    current = cut.kept
-                    tokens = ctx.request_tokens(current)
-                    present = self._present(current, ctx)
-            if work is not None and not present & work:
-                report.append(ReportEntry(stage.name, False, [], tokens, tokens))
-                continue
-            if stage.per_message:
-                current, entry = self._run_per_message(stage, work, current, ctx, tokens)
-            else:
-                current, entry = self._run_stage(stage, work, current, ctx, tokens)
-            report.append(entry)
-            if entry.changed:
-                tokens = entry.tokens_after if entry.tokens_after is not None else tokens
-                present = self._present(current, ctx)
-        return current, tokens, not present, cut
+                run.late_cut = self._cut(run.current, ctx, plan)
+                if run.late_cut is not None:
+                    run.begin(run.late_cut.kept, shaped=True)
+            run.step(index)
+        if deferring:  # no budget phase: nothing to cut
+            run.begin(view)
+            run.replay(waiting)
+        return run
+
+    def _anthropic(self, messages: list[Any]) -> bool:
+        """`is_anthropic_shape`, reading only what follows the last list found without blocks."""
+        last = self._shape_memo
+        if (
+            last is not None
+            and len(messages) >= len(last)
+            and all(map(operator.is_, last, messages))
+        ):
+            found = is_anthropic_shape(messages[len(last) :])
+        else:
+            found = is_anthropic_shape(messages)
+        self._shape_memo = None if found else messages
+        return found
 
     def _present(self, messages: list[Any], ctx: StageContext) -> int:
         """The `Defect` bits of every kind of work present: 0 when clean and within budget."""
@@ -449,6 +495,18 @@ class Governor:
         """A whole-list stage: one that declares nothing reads copies (see `Handed`)."""
         handed = messages if work is not None else Handed(messages)
         outcome = _call(stage, handed, self._context(stage, ctx))
+        return self._taken(stage, handed, outcome, messages, ctx, tokens)
+
+    def _taken(
+        self,
+        stage: Stage,
+        handed: list[Any],
+        outcome: StageOutcome | str,
+        messages: list[Any],
+        ctx: StageContext,
+        tokens: int,
+    ) -> tuple[list[Any], ReportEntry]:
+        """What a whole-list stage handed `handed` (standing for `messages`) made of them."""
         if isinstance(outcome, str):
             return messages, ReportEntry(stage.name, False, [outcome], tokens, tokens)
         returned = outcome.messages if outcome.changed else None
@@ -479,7 +537,7 @@ class Governor:
         if work is None or work & ~Defect.OWN:
             chosen: Sequence[int] = range(len(messages))
         else:
-            chosen = [index for index, fact in enumerate(known) if fact[2] & work]
+            chosen = list(compress(count(), map(and_, map(_OWN_DEFECTS, known), repeat(work))))
         memo = self._memo.get(stage.name, {})
         kept: dict[int, _Remembered] = {}
         replaced: dict[int, list[Any]] = {}
@@ -513,10 +571,84 @@ class Governor:
         return result, ReportEntry(stage.name, True, details, tokens, after)
 
 
+class _Pass:
+    """One run of the stages: the messages so far, their tokens, the work present, the cuts."""
+
+    def __init__(self, governor: Governor, ctx: StageContext, report: GovernanceReport) -> None:
+        self.governor = governor
+        self.ctx = ctx
+        self.report = report
+        self.current: list[Any] = []
+        self.tokens = 0
+        self.present = 0
+        self.anthropic = False
+        self.early_cut: HistoryCut | None = None  # made before the stages ran
+        self.late_cut: HistoryCut | None = None  # made at the start of the budget phase
+
+    def begin(self, messages: list[Any], shaped: bool = False) -> None:
+        """Go on from `messages` (`shaped`: known to be in the OpenAI shape already)."""
+        if not shaped:
+            self.anthropic = self.governor._anthropic(messages)
+            if self.anthropic:
+                messages = to_openai_shape(messages)
+        self.current = messages
+        self.tokens = self.ctx.request_tokens(messages)
+        self.present = self.governor._present(messages, self.ctx)
+
+    def replay(self, waiting: list[tuple[int, list[str] | None]]) -> None:
+        """Run the deferred stages; those that read nothing report what they said."""
+        for index, details in waiting:
+            if details is None:
+                self.step(index)
+            else:
+                name = self.governor._pipeline[index][0].name
+                self.report.append(ReportEntry(name, False, details, self.tokens, self.tokens))
+        waiting.clear()
+
+    def resume(self, view: list[Any], waiting: list[tuple[int, list[str] | None]]) -> list[Any]:
+        """The input of the stage that looked at its `Deferred` list: the deferred stages run."""
+        self.begin(view)
+        self.replay(waiting)
+        return self.current
+
+    def step(self, index: int) -> None:
+        """Run the stage at `index` of the pipeline on the messages so far."""
+        governor, ctx = self.governor, self.ctx
+        (stage, disabled), work = governor._pipeline[index], governor._work[index]
+        tokens = self.tokens
+        if disabled:
+            self.report.append(ReportEntry(stage.name, False, [_DISABLED_NOTE], tokens, tokens))
+            return
+        if work is not None and not self.present & work:
+            self.report.append(ReportEntry(stage.name, False, [], tokens, tokens))
+            return
+        if stage.per_message:
+            current, entry = governor._run_per_message(stage, work, self.current, ctx, tokens)
+        else:
+            current, entry = governor._run_stage(stage, work, self.current, ctx, tokens)
+        self._record(current, entry)
+
+    def take(self, stage: Stage, handed: list[Any], outcome: StageOutcome | str) -> None:
+        """Record what a stage already called on `handed` (standing for the messages so far) did."""
+        governor = self.governor
+        current, entry = governor._taken(
+            stage, handed, outcome, self.current, self.ctx, self.tokens
+        )
+        self._record(current, entry)
+
+    def _record(self, current: list[Any], entry: ReportEntry) -> None:
+        self.report.append(entry)
+        if entry.changed:
+            self.current = current
+            self.tokens = entry.tokens_after if entry.tokens_after is not None else self.tokens
+            self.present = self.governor._present(current, self.ctx)
+
+
 #: What a per-message stage made of one message: (the message, what replaces it or None
 #: when it is kept, the report lines numbered as if it were messages[0]).
 _Remembered = tuple[Any, list[Any] | None, list[str]]
 
+_OWN_DEFECTS = itemgetter(2)
 _EVERY_KIND = functools.reduce(operator.or_, KIND_BITS.values())
 
 
@@ -576,6 +708,20 @@ class _CutPlan:
     early: bool
     dropped_early: Callable[[Any], bool]
     snipper: str  # the stage whose report entry tells of the cut
+    #: The plan as if the whole-list stages before the budget phase that declare nothing
+    #: were not there (they handed their input on unread), or None when another stage
+    #: there declares nothing.
+    speculative: _CutPlan | None = None
+
+    @property
+    def deferrable(self) -> bool:
+        """Whether the cut can still be made before the stages if those that declare nothing
+        turn out to read nothing."""
+        return self.speculative is not None
+
+    def deferred(self) -> _CutPlan:
+        """The plan to use once the stages that declare nothing read nothing."""
+        return self.speculative or self
 
     @classmethod
     def of(cls, pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> _CutPlan | None:
@@ -588,7 +734,15 @@ class _CutPlan:
             return None
         before = [w for s, w in active if s.phase != "budget"]
         if any(w is None for w in before):
-            return cls(False, _never, last.name)
+            unread = [s for s, w in active if s.phase != "budget" and w is None]
+            if any(s.per_message for s in unread):
+                return cls(False, _never, last.name)
+            ids = {id(s) for s in unread}
+            rest = [
+                (pair, w) for pair, w in zip(pipeline, work, strict=True) if id(pair[0]) not in ids
+            ]
+            speculative = cls.of([pair for pair, _ in rest], [w for _, w in rest])
+            return cls(False, _never, last.name, speculative)
         declared = 0
         for bits in before:
             declared |= bits or 0

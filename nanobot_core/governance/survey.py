@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import reduce
-from operator import itemgetter, or_
+from itertools import compress, count
+from operator import is_not, itemgetter, or_
 from typing import Any, TypeAlias
 
 import attrs
@@ -431,6 +432,9 @@ class FactsCache:
         self.estimate = is_default_counter(self.counter)
         self._facts: dict[int, MessageFacts] = {}
         self._lists: dict[int, _Listed] = {}
+        # The runs of the lists surveyed last, newest first: a new list goes on from the one
+        # it shares the longest start with.
+        self._followed: list[_Runs] = []
 
     def of(self, message: Any) -> MessageFacts:
         """Everything known of one entry on its own (computed once per object)."""
@@ -534,13 +538,24 @@ class FactsCache:
         self._facts = keep
 
     def known(self, messages: Sequence[Any]) -> list[MessageFacts] | None:
-        """The facts of every entry of `messages` when all are known already, else None.
+        """The facts of every entry of `messages` when nearly all are known already, else None.
 
-        Costs no Python-level work per message: for a history read on an earlier
-        call, what the next call can know at once.
+        For a history read on an earlier call, what the next call can know at
+        once: the known ones cost no Python-level work, and the few new ones
+        (at most an eighth) are learnt. None for a history mostly new to it.
         """
+        listed = self._lists.get(id(messages))
+        if (
+            listed is not None
+            and listed.messages is messages
+            and len(listed.known) == len(messages)
+        ):
+            return listed.known
         known: list[Any] = list(map(self._facts.get, map(id, messages)))
-        return None if None in known else known
+        unknown = known.count(None)
+        if unknown * 8 > len(known):
+            return None
+        return self.aligned(messages) if unknown else known
 
     def forget(self, message: Any) -> None:
         """Forget what is known of `message` (a stage edited it in place)."""
@@ -565,7 +580,15 @@ class FactsCache:
         """The survey of `messages` (computed once per list object and length)."""
         listed = self._listed(messages)
         if listed.survey is None:
-            listed.survey = _survey_known(listed.known)
+            known = listed.known
+            if not known:
+                listed.survey = _survey_known(known)
+                return listed.survey
+            followed = self._followed
+            runs = _Runs(known, _base(followed, known))
+            listed.survey = _survey_of(known, runs)
+            followed.insert(0, runs)
+            del followed[_FOLLOWED_KEPT:]
         return listed.survey
 
 
@@ -606,10 +629,14 @@ def survey_messages(messages: Sequence[Any], facts: FactsCache | None = None) ->
     return (facts or FactsCache()).survey(messages)
 
 
-def _survey_known(known: list[MessageFacts]) -> Survey:
+def _survey_known(known: list[MessageFacts], base: _Runs | None = None) -> Survey:
     if not known:
         return Survey(defects=Defect.NOT_USER_START, tokens=0, largest_result=0)
-    runs = _Runs(known)
+    runs = _Runs(known, base)
+    return _survey_of(known, runs)
+
+
+def _survey_of(known: list[MessageFacts], runs: _Runs) -> Survey:
     return Survey(
         defects=reduce(or_, map(_DEFECTS, known)) | runs.defects,
         tokens=sum(map(_TOKENS, known)),
@@ -620,58 +647,147 @@ def _survey_known(known: list[MessageFacts]) -> Survey:
     )
 
 
+def _base(followed: list[_Runs], known: list[MessageFacts]) -> _Runs | None:
+    """The runs, among those `followed`, sharing the longest start with `known`.
+
+    Newest first, and the first that shares all but the last stretch is taken
+    without looking further.
+    """
+    best, most = None, 0
+    for runs in followed:
+        shared = runs.shared(known)
+        if shared > most:
+            best, most = runs, shared
+            if shared + _CHECKPOINT_EVERY >= len(known):
+                break
+    return best
+
+
+#: How many lists' runs a cache keeps to go on from.
+_FOLLOWED_KEPT = 6
+
+#: How often `_Runs` records where it is, so that a list sharing a start with one
+#: followed before is followed from the last record inside that start.
+_CHECKPOINT_EVERY = 256
+
+#: Where `_Runs` was before an index: (index, defects, how many malformed, strays and
+#: open runs were found, the pending ids, the run, started, the kind before).
+_Checkpoint = tuple[int, int, int, int, int, frozenset[str], int, bool, int]
+
+
 class _Runs:
     """The part of the survey that follows the order of the messages: calls and their results.
 
     Finds results outside their call's run (or repeated in it), runs leaving
     calls unanswered, malformed calls, and a history not starting at a user.
+    Given the runs of a list whose facts start the same way (`base`), it goes
+    on from the last checkpoint within that common start: a history that only
+    grew, or was changed near its end, costs what changed.
     """
 
-    def __init__(self, known: list[MessageFacts]) -> None:
-        self.defects = 0
-        self.malformed: list[int] = []
-        self.strays: list[tuple[int, int | None]] = []
-        self.open_runs: list[tuple[int, int, frozenset[str]]] = []
-        self._follow(known)
+    def __init__(self, known: list[MessageFacts], base: _Runs | None = None) -> None:
+        self.known = known
+        self.checkpoints: list[_Checkpoint] = []
+        start = base._resume_point(known) if base is not None else None
+        if start is None:
+            self.defects = 0
+            self.malformed: list[int] = []
+            self.strays: list[tuple[int, int | None]] = []
+            self.open_runs: list[tuple[int, int, frozenset[str]]] = []
+            self._follow(known, 0, set(), -1, False, -1)
+            return
+        assert base is not None
+        index, defects, malformed, strays, open_runs, pending, run, started, previous = start
+        self.defects = defects
+        self.malformed = base.malformed[:malformed]
+        self.strays = base.strays[:strays]
+        self.open_runs = base.open_runs[:open_runs]
+        self.checkpoints = [c for c in base.checkpoints if c[0] <= index]
+        self._follow(known, index, set(pending), run, started, previous)
 
-    def _follow(self, known: list[MessageFacts]) -> None:
+    def shared(self, known: list[MessageFacts]) -> int:
+        """How many facts at the start of `known` are those of the list followed here."""
+        mine = self.known
+        return next(compress(count(), map(is_not, known, mine)), min(len(known), len(mine)))
+
+    def _resume_point(self, known: list[MessageFacts]) -> _Checkpoint | None:
+        """The last checkpoint inside the start `known` shares with the list followed here."""
+        shared = self.shared(known)
+        best = None
+        for checkpoint in self.checkpoints:
+            if checkpoint[0] > shared:
+                break
+            best = checkpoint
+        return best if best is not None and best[0] > 0 else None
+
+    def _follow(
+        self,
+        known: list[MessageFacts],
+        first: int,
+        pending: set[str],
+        run: int,
+        started: bool,
+        previous: int,
+    ) -> None:
+        """Follow `known` from `first`, with the state the messages before it left.
+
+        `pending`: ids of the current run still waiting (none outside runs);
+        `run`: the index of the current run's assistant message (-1: not in a
+        run); `started`: seen the first message after the system messages;
+        `previous`: the kind of the entry before.
+        """
         tool, assistant, system, user = _TOOL, _ASSISTANT, _SYSTEM, _USER
-        strays, open_runs = self.strays, self.open_runs
-        pending: set[str] = set()  # ids of the current run still waiting (none outside runs)
-        run = -1  # the index of the current run's assistant message (-1: not in a run)
-        started = False  # seen the first message after the system messages
-        previous = -1  # the kind of the entry before
-        for index, fact in enumerate(known):
-            kind = fact[3]
-            if kind == tool:
+        strays, open_runs, checkpoints = self.strays, self.open_runs, self.checkpoints
+        total = len(known)
+        for chunk in range(first, total, _CHECKPOINT_EVERY):
+            if not checkpoints or checkpoints[-1][0] < chunk:  # chunks start at multiples
+                checkpoints.append(
+                    (
+                        chunk,
+                        self.defects,
+                        len(self.malformed),
+                        len(strays),
+                        len(open_runs),
+                        frozenset(pending),
+                        run,
+                        started,
+                        previous,
+                    )
+                )
+            stop = min(total, chunk + _CHECKPOINT_EVERY)
+            for index in range(chunk, stop):
+                fact = known[index]
+                kind = fact[3]
+                if kind == tool:
+                    previous = kind
+                    if fact[4] in pending:
+                        pending.discard(fact[4])
+                    else:
+                        strays.append((index, run if run >= 0 else None))
+                        if not started:
+                            self.defects |= Defect.NOT_USER_START
+                            started = True
+                    continue
+                if kind == user and previous == user:
+                    self.defects |= Defect.USER_TURNS
                 previous = kind
-                if fact[4] in pending:
-                    pending.discard(fact[4])
-                else:
-                    strays.append((index, run if run >= 0 else None))
-                    if not started:
+                if pending:
+                    open_runs.append((run, index - 1, frozenset(pending)))
+                    pending = set()
+                run = -1
+                if not started and kind != system and kind:
+                    started = True
+                    if kind != user:
                         self.defects |= Defect.NOT_USER_START
-                        started = True
-                continue
-            if kind == user and previous == user:
-                self.defects |= Defect.USER_TURNS
-            previous = kind
-            if pending:
-                open_runs.append((run, index - 1, frozenset(pending)))
-                pending = set()
-            run = -1
-            if not started and kind != system and kind:
-                started = True
-                if kind != user:
-                    self.defects |= Defect.NOT_USER_START
-            if kind == assistant:
-                if fact[2] & _MALFORMED:
-                    self.malformed.append(index)
-                if fact[4]:
-                    pending = set(fact[4])
-                    run = index
+                if kind == assistant:
+                    if fact[2] & _MALFORMED:
+                        self.malformed.append(index)
+                    if fact[4]:
+                        pending = set(fact[4])
+                        run = index
+        # What only the end says: not kept in the checkpoints, which a longer list goes on from.
         if pending:
-            open_runs.append((run, len(known) - 1, frozenset(pending)))
+            open_runs.append((run, total - 1, frozenset(pending)))
         if not started:
             self.defects |= Defect.NOT_USER_START  # nothing but system messages: no user at all
         if strays:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import json
+import random
 from collections.abc import Callable
 from typing import Any
 
@@ -81,3 +83,76 @@ def run_pure(func: Stagefunc, messages: list[Any], ctx: StageContext | None = No
     assert messages == snapshot, "the stage mutated its input"
     assert [id(m) for m in messages] == identities, "the stage reordered its input list"
     return outcome
+
+
+class AgentSession:
+    """A long synthetic coding-agent session, with a little dirt of every kind now and then."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.messages: list[Any] = []
+        self.calls = 0
+
+    def text(self, low: int, high: int) -> str:
+        words = ("file", "test", "patch", "error", "token", "stage", "value", "naïve", "数据")
+        return " ".join(self.rng.choice(words) for _ in range(self.rng.randint(low, high)))
+
+    def call(self, name: str = "read_file") -> Message:
+        self.calls += 1
+        arguments = json.dumps({"path": f"src/f{self.calls}.py"})
+        function = {"name": name, "arguments": arguments}
+        return {"id": f"call_{self.calls}", "type": "function", "function": function}
+
+    def result(self, call: Message, content: str | None = None) -> Message:
+        text = self.text(10, 200) if content is None else content
+        if self.rng.random() < 0.03:
+            text = "line of output\n" * self.rng.randint(1_500, 5_000)  # offloaded
+        name = call["function"]["name"]
+        return {"role": "tool", "tool_call_id": call["id"], "name": name, "content": text}
+
+    def turn(self, number: int) -> None:
+        self.messages.append({"role": "user", "content": self.text(5, 60)})
+        for _ in range(self.rng.randint(1, 3)):
+            calls = [self.call() for _ in range(self.rng.randint(1, 3))]
+            assistant: Message = {"role": "assistant", "content": None, "tool_calls": calls}
+            if self.rng.random() < 0.3:
+                assistant["reasoning_content"] = self.text(5, 40)
+            self.messages.append(assistant)
+            self.messages += [self.result(call) for call in calls]
+        if number % 7 == 3:
+            self.dirt(number // 7)
+        self.messages.append({"role": "assistant", "content": self.text(5, 80)})
+
+    def dirt(self, kind: int) -> None:
+        good, bad = self.call(), self.call()
+        dirt = [
+            [{"role": "assistant", "content": "[Previous assistant message omitted.]"}],
+            [42, {"role": "critic", "content": "noise"}],
+            [{"role": "assistant", "content": "", "tool_calls": [good]}],  # unanswered
+            [{"role": "tool", "tool_call_id": "call_nobody", "content": "orphan"}],
+            [
+                {"role": "assistant", "content": None, "tool_calls": [good]},
+                self.result(good),
+                self.result(good),  # answered twice
+            ],
+            [
+                {"role": "assistant", "content": None, "tool_calls": [{**good, "id": ""}]},
+                {"role": "tool", "tool_call_id": "", "content": "no id"},
+            ],
+            [
+                {"role": "assistant", "content": None, "tool_calls": [good, bad]},
+                self.result(bad),  # out of order
+                self.result(good, ""),  # empty
+            ],
+            [{"role": "user", "content": "more \ud83d", "_meta": {"at": "t"}}],
+        ]
+        self.messages += dirt[kind % len(dirt)]
+
+
+def agent_session(turns: int, seed: int = 7) -> list[Any]:
+    """A long coding-agent history of `turns` user turns, dirty now and then, ending on a user."""
+    session = AgentSession(seed)
+    for number in range(turns):
+        session.turn(number)
+    session.messages.append({"role": "user", "content": "Please go on."})
+    return session.messages

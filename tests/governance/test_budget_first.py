@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import copy
-import json
-import random
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -26,6 +24,7 @@ from nanobot_core.governance.budget_first import early_drops, find_cut
 from nanobot_core.governance.context import StageContext
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.tokens import count_request
+from tests.governance.builders import agent_session as _session
 from tests.governance.strategies import (
     GOVERNANCE_CONFIGS,
     DirtyRequest,
@@ -37,78 +36,6 @@ Message = dict[str, Any]
 SYSTEM = "You are a coding agent. Use the tools."
 TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {}}}]
 LEFT_OUT = "ran: they cannot fit even with every tool result compacted"
-
-
-class _Session:
-    """A long synthetic coding-agent session, with a little dirt of every kind now and then."""
-
-    def __init__(self, seed: int) -> None:
-        self.rng = random.Random(seed)
-        self.messages: list[Any] = []
-        self.calls = 0
-
-    def text(self, low: int, high: int) -> str:
-        words = ("file", "test", "patch", "error", "token", "stage", "value", "naïve", "数据")
-        return " ".join(self.rng.choice(words) for _ in range(self.rng.randint(low, high)))
-
-    def call(self, name: str = "read_file") -> Message:
-        self.calls += 1
-        arguments = json.dumps({"path": f"src/f{self.calls}.py"})
-        function = {"name": name, "arguments": arguments}
-        return {"id": f"call_{self.calls}", "type": "function", "function": function}
-
-    def result(self, call: Message, content: str | None = None) -> Message:
-        text = self.text(10, 200) if content is None else content
-        if self.rng.random() < 0.03:
-            text = "line of output\n" * self.rng.randint(1_500, 5_000)  # offloaded
-        name = call["function"]["name"]
-        return {"role": "tool", "tool_call_id": call["id"], "name": name, "content": text}
-
-    def turn(self, number: int) -> None:
-        self.messages.append({"role": "user", "content": self.text(5, 60)})
-        for _ in range(self.rng.randint(1, 3)):
-            calls = [self.call() for _ in range(self.rng.randint(1, 3))]
-            assistant: Message = {"role": "assistant", "content": None, "tool_calls": calls}
-            if self.rng.random() < 0.3:
-                assistant["reasoning_content"] = self.text(5, 40)
-            self.messages.append(assistant)
-            self.messages += [self.result(call) for call in calls]
-        if number % 7 == 3:
-            self.dirt(number // 7)
-        self.messages.append({"role": "assistant", "content": self.text(5, 80)})
-
-    def dirt(self, kind: int) -> None:
-        good, bad = self.call(), self.call()
-        dirt = [
-            [{"role": "assistant", "content": "[Previous assistant message omitted.]"}],
-            [42, {"role": "critic", "content": "noise"}],
-            [{"role": "assistant", "content": "", "tool_calls": [good]}],  # unanswered
-            [{"role": "tool", "tool_call_id": "call_nobody", "content": "orphan"}],
-            [
-                {"role": "assistant", "content": None, "tool_calls": [good]},
-                self.result(good),
-                self.result(good),  # answered twice
-            ],
-            [
-                {"role": "assistant", "content": None, "tool_calls": [{**good, "id": ""}]},
-                {"role": "tool", "tool_call_id": "", "content": "no id"},
-            ],
-            [
-                {"role": "assistant", "content": None, "tool_calls": [good, bad]},
-                self.result(bad),  # out of order
-                self.result(good, ""),  # empty
-            ],
-            [{"role": "user", "content": "more \ud83d", "_meta": {"at": "t"}}],
-        ]
-        self.messages += dirt[kind % len(dirt)]
-
-
-def _session(turns: int, seed: int = 7) -> list[Any]:
-    session = _Session(seed)
-    for number in range(turns):
-        session.turn(number)
-    session.messages.append({"role": "user", "content": "Please go on."})
-    return session.messages
 
 
 def _pair(tmp_path: Path, **settings: Any) -> tuple[Governor, Governor]:
@@ -361,3 +288,115 @@ def test_any_dirty_history_governs_the_same_with_the_cut_at_every_length(
         whole = full.govern(request.messages, system=request.system, tools=request.tools)
         assert cut.messages == whole.messages, f"{request.source} {request.dirt} config {index}"
         assert (cut.tokens, cut.fits) == (whole.tokens, whole.fits)
+
+
+def _read_nothing(messages: list[Any], ctx: StageContext) -> StageOutcome:
+    return StageOutcome.unchanged(messages)
+
+
+@pytest.mark.parametrize(
+    "stage",
+    [
+        Stage("unchanged", _read_nothing),
+        Stage("handed_back", lambda messages, ctx: messages),
+        Stage("said_changed", lambda messages, ctx: StageOutcome(messages, changed=True)),
+    ],
+    ids=lambda stage: stage.name,
+)
+def test_a_transform_stage_that_reads_nothing_leaves_the_cut_before_the_stages(
+    tmp_path: Path, stage: Stage
+) -> None:
+    """Handing its input on unread, it is called once and the cut is made before every stage."""
+    calls: list[int] = []
+    func = stage.func
+
+    def counted(messages: list[Any], ctx: StageContext) -> Any:
+        calls.append(1)
+        return func(messages, ctx)
+
+    history = _session(300)
+    stages = [*builtin_stages(), Stage(stage.name, counted)]
+    config = GovernanceConfig(input_limit=20_000)
+    fast, full = (
+        Governor(stages, config=config, workspace=tmp_path, budget_first=first)
+        for first in (True, False)
+    )
+    result = fast.govern(history, system=SYSTEM, tools=TOOLS)
+    assert "before the stages ran" in _left_out(result)[0]
+    assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
+    assert len(calls) == 2  # once per governor
+    assert [entry.stage for entry in result.report] == [*fast.stage_names(), "final"]
+    assert check_invariants(result.messages, system=SYSTEM, tools=TOOLS, budget=20_000) == []
+
+
+def test_a_stage_that_only_counts_the_messages_sees_the_repaired_history(tmp_path: Path) -> None:
+    """Asking for the length is reading: the repairs before it run on the whole history first."""
+    lengths: list[int] = []
+
+    def count_them(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        lengths.append(len(messages))
+        return StageOutcome.unchanged(messages)
+
+    history = _session(300)
+    stages = [*builtin_stages(), Stage("count_them", count_them)]
+    config = GovernanceConfig(input_limit=20_000)
+    fast, full = (
+        Governor(stages, config=config, workspace=tmp_path, budget_first=first)
+        for first in (True, False)
+    )
+    result = fast.govern(history, system=SYSTEM, tools=TOOLS)
+    assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
+    assert lengths[0] == lengths[1] > 5 * len(result.messages)
+    assert "before the budget stages ran" in _left_out(result)[0]
+
+
+def test_a_stage_that_replaces_the_history_unread_gets_every_stage_reported(
+    tmp_path: Path,
+) -> None:
+    """A new list built without reading replaces the history; the stages before it still report."""
+    replacement = [{"role": "user", "content": "start over"}]
+
+    def replace(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        return StageOutcome([dict(m) for m in replacement], changed=True)
+
+    history = _session(300)
+    stages = [*builtin_stages(), Stage("replace", replace)]
+    config = GovernanceConfig(input_limit=20_000)
+    fast, full = (
+        Governor(stages, config=config, workspace=tmp_path, budget_first=first)
+        for first in (True, False)
+    )
+    result = fast.govern(history, system=SYSTEM, tools=TOOLS)
+    assert result.messages == replacement
+    assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
+    assert [entry.stage for entry in result.report] == [*fast.stage_names(), "final"]
+    repaired = result.report.entry("pair_results")
+    assert repaired is not None and repaired.changed  # the dirt before it was still repaired
+
+
+def test_an_undeclared_stage_before_a_declared_transform_stage_keeps_the_order(
+    tmp_path: Path,
+) -> None:
+    """Deferred stages run in pipeline order around the ones that read nothing."""
+    order: list[str] = []
+
+    def noted(name: str) -> Stage:
+        def func(messages: list[Any], ctx: StageContext) -> StageOutcome:
+            order.append(name)
+            return StageOutcome.unchanged(messages)
+
+        return Stage(name, func)
+
+    history = _session(300)
+    stages = [
+        *builtin_stages(),
+        noted("first"),
+        Stage("declared", _read_nothing, acts_on="large_results", after="first"),
+        noted("second"),
+    ]
+    governor = Governor(stages, config=GovernanceConfig(input_limit=20_000), workspace=tmp_path)
+    result = governor.govern(history, system=SYSTEM, tools=TOOLS)
+    assert order == ["first", "second"]
+    names = [entry.stage for entry in result.report]
+    assert names.index("first") < names.index("declared") < names.index("second")
+    assert "before the stages ran" in _left_out(result)[0]

@@ -16,10 +16,12 @@ from typing import Any
 import pytest
 
 from nanobot_core.config import GovernanceConfig
+from nanobot_core.governance import Stage, StageOutcome
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages.snip import left_out_steps
 from nanobot_core.governance.tokens import count_message
+from tests.governance.builders import agent_session
 from tests.governance.strategies import build_builtin_governor
 
 SYSTEM = "You are a coding agent."
@@ -205,3 +207,27 @@ def test_the_first_call_reports_nothing_sent_before(tmp_path: Path) -> None:
         "changed_at": None,
         "reason": "first request: nothing was sent before",
     }
+
+
+@pytest.mark.parametrize("extra", [(), ("noop",)], ids=["built-ins", "with-a-plugin-stage"])
+def test_a_long_dirty_session_matches_a_fresh_governor_on_every_call(
+    tmp_path: Path, extra: tuple[str, ...]
+) -> None:
+    """What one governor learns across calls never changes what it sends, dirt and all."""
+    history = agent_session(260, seed=11)
+    ends = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "user"]
+    stages = [Stage(name, lambda m, c: StageOutcome.unchanged(m)) for name in extra]
+    config = _config(24_000)
+    governor = build_builtin_governor(config, tmp_path, stages)
+    state = GovernanceState()
+    checked = 0
+    for end in [*ends[1:], len(history)]:
+        part = history[:end]
+        result = governor.govern(part, system=SYSTEM)
+        if (end > 600 and checked < 40) or end == len(history):
+            fresh = build_builtin_governor(config, tmp_path, stages)
+            fresh.restore(state)
+            assert fresh.govern(part, system=SYSTEM).messages == result.messages, end
+            checked += 1
+        state = result.state
+    assert len(history) > 2_000 and checked > 20
