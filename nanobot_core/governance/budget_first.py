@@ -44,7 +44,7 @@ from nanobot_core.governance.checks import is_placeholder_message
 from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
 from nanobot_core.governance.stages.compact import compact_notice
 from nanobot_core.governance.stages.offload import offload_notice
-from nanobot_core.governance.survey import Kind
+from nanobot_core.governance.survey import Kind, MessageFacts
 from nanobot_core.governance.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, utf8_length
 
 if TYPE_CHECKING:
@@ -148,11 +148,14 @@ def _bound_exceeded(
     room: int,
     ctx: StageContext,
     patterns: tuple[str, ...],
+    through: Callable[[Any], Any] | None = None,
 ) -> int | None:
     """Walking back from `index`, where the lower bound of what follows first exceeds `room`.
 
-    None when it never does. The loop is the whole cost of a cut, so it is
-    written out in one piece.
+    None when it never does. `through` gives, for a message with no defect of
+    its own, the message the budget phase will see (None: not known, counted
+    as nothing). The loop is the whole cost of a cut, so it is written out in
+    one piece.
     """
     of = ctx.facts.of
     estimate = ctx.facts.estimate
@@ -165,6 +168,12 @@ def _bound_exceeded(
     while index >= start:
         message = messages[index]
         fact = of(message)
+        if through is not None and not fact[2]:
+            seen = through(message)
+            if seen is None:
+                fact = _UNKNOWN[fact[3]]
+            elif seen is not message:
+                message, fact = seen, of(seen)
         kind = fact[3]
         if kind == tool:
             run.append(fact[4])
@@ -202,12 +211,21 @@ def _bound_exceeded(
     return None
 
 
+# What the walk counts for a message whose stages made something it does not know: a
+# defect, which counts nothing (and makes its run count nothing), by kind.
+_UNKNOWN: dict[int, MessageFacts] = {
+    kind: (None, 0, 1, kind, frozenset() if kind == Kind.ASSISTANT else None, 0, False)
+    for kind in (Kind.NON_MESSAGE, Kind.SYSTEM, Kind.USER, Kind.ASSISTANT, Kind.TOOL)
+}
+
+
 def find_cut(
     messages: Sequence[Any],
     ctx: StageContext,
     *,
     patterns: tuple[str, ...] = (),
     dropped_early: Callable[[Any], bool],
+    through: Callable[[Any], Any] | None = None,
 ) -> HistoryCut | None:
     """The oldest part of `messages` that cannot be in any request within budget, or None.
 
@@ -215,7 +233,7 @@ def find_cut(
     `dropped_early` tells the entries the repairs before `strip_malformed_calls`
     drop (see `HistoryCut`).
     """
-    if _fits_at_least(messages, ctx):
+    if through is None and _fits_at_least(messages, ctx):
         return None
     of = ctx.facts.of
     count = len(messages)
@@ -228,7 +246,8 @@ def find_cut(
     while index > start and not _is_user(messages[index]):
         index -= 1
     # The newest user message and what follows count nothing: they may be cut to a few tokens.
-    exceeded = _bound_exceeded(messages, start, index - 1, ctx.budget.limit - fixed, ctx, patterns)
+    room = ctx.budget.limit - fixed
+    exceeded = _bound_exceeded(messages, start, index - 1, room, ctx, patterns, through)
     if exceeded is None:
         return None  # all of it might fit
     return _at_turn_start(messages, start, exceeded, dropped_early)

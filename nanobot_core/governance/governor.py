@@ -317,6 +317,7 @@ class Governor:
         Anthropic shape, whose indices do not carry over).
         """
         fixed = self._system_tokens(system), self._tools_tokens(tools)
+        self._facts.new_run()
         # The one-pass check is for histories new to this governor; one it has read
         # before is known message by message, and the survey answers at once.
         if self._clean_path and self._facts.known(view) is None:
@@ -337,7 +338,6 @@ class Governor:
             tools_tokens=fixed[1],
             facts=self._facts,
         )
-        self._facts.new_run()
         plan = self._cut_plan
         report = GovernanceReport()
         run = self._run_stages(view, ctx, report)
@@ -395,7 +395,55 @@ class Governor:
         """The oldest history that cannot fit, when leaving it out is worth it."""
         if len(messages) < cutting.MIN_MESSAGES:
             return None
-        return find_cut(messages, ctx, dropped_early=plan.dropped_early)
+        through = self._through(plan.mapped, ctx) if plan.mapped else None
+        try:
+            return find_cut(messages, ctx, dropped_early=plan.dropped_early, through=through)
+        except _StageFailed:
+            return None  # it is skipped on the whole history: govern it whole, and report so
+
+    def _through(self, names: tuple[str, ...], ctx: StageContext) -> Callable[[Any], Any]:
+        """What the per-message stages `names` make of one message, in pipeline order.
+
+        None when they make something else than one message of the same kind and
+        links (the walk then counts it as nothing). Each outcome is remembered as
+        when the stage runs, so the messages the walk read are not read again.
+        """
+        chain = [
+            (stage, self._context(stage, ctx))
+            for stage, disabled in self._pipeline
+            if not disabled and stage.name in names
+        ]
+
+        def through(message: Any) -> Any:
+            for stage, context in chain:
+                memo = self._memo.setdefault(stage.name, {})
+                remembered = self._remember(stage, message, context, memo)
+                if isinstance(remembered, str):
+                    raise _StageFailed(remembered)
+                replacement = remembered[1]
+                if replacement is None:
+                    continue
+                if len(replacement) != 1 or not _same_links(message, replacement[0]):
+                    return None
+                message = replacement[0]
+            return message
+
+        return through
+
+    def _remember(
+        self, stage: Stage, message: Any, context: StageContext, memo: dict[int, _Remembered]
+    ) -> _Remembered | str:
+        """What the per-message `stage` makes of `message`, from `memo` or by running it."""
+        remembered = memo.get(id(message))
+        if remembered is not None and remembered[0] is message:
+            return remembered
+        outcome = _call(stage, [container_copy(message)], context)
+        if isinstance(outcome, str):
+            return outcome
+        changed = outcome.changed and not _same(outcome.messages, [message])
+        remembered = (message, outcome.messages if changed else None, outcome.details)
+        memo[id(message)] = remembered
+        return remembered
 
     def _run_stages(self, view: list[Any], ctx: StageContext, report: GovernanceReport) -> _Pass:
         """Every stage in order over `view`, with the budget-first cut where it is safe.
@@ -544,13 +592,9 @@ class Governor:
         details: list[str] = []
         for index in chosen:
             message = messages[index]
-            remembered = memo.get(id(message))
-            if remembered is None or remembered[0] is not message:
-                outcome = _call(stage, [container_copy(message)], context)
-                if isinstance(outcome, str):
-                    return messages, ReportEntry(stage.name, False, [outcome], tokens, tokens)
-                changed = outcome.changed and not _same(outcome.messages, [message])
-                remembered = (message, outcome.messages if changed else None, outcome.details)
+            remembered = self._remember(stage, message, context, memo)
+            if isinstance(remembered, str):
+                return messages, ReportEntry(stage.name, False, [remembered], tokens, tokens)
             kept[id(message)] = remembered
             if remembered[1] is not None:
                 replaced[index] = remembered[1]
@@ -712,6 +756,9 @@ class _CutPlan:
     #: were not there (they handed their input on unread), or None when another stage
     #: there declares nothing.
     speculative: _CutPlan | None = None
+    #: The per-message stages before the budget phase that may change a message with no
+    #: defect of its own: the walk that finds the cut counts each message as they leave it.
+    mapped: tuple[str, ...] = ()
 
     @property
     def deferrable(self) -> bool:
@@ -732,11 +779,16 @@ class _CutPlan:
         last, last_work = budget[-1]
         if last_work is None or not last_work & Defect.OVER_BUDGET:
             return None
-        before = [w for s, w in active if s.phase != "budget"]
-        if any(w is None for w in before):
-            unread = [s for s, w in active if s.phase != "budget" and w is None]
-            if any(s.per_message for s in unread):
-                return cls(False, _never, last.name)
+        before = [(s, w) for s, w in active if s.phase != "budget"]
+        mapped = tuple(
+            s.name for s, w in before if s.per_message and (w is None or w & ~Defect.OWN)
+        )
+        # A declared whole-list stage acting on these may shrink a message that has no defect
+        # of its own, before a mapped stage sees it: the walk could not know what it sees.
+        if mapped and any(not s.per_message and w and w & _SHRINKING for s, w in before):
+            return cls(False, _never, last.name)
+        unread = [s for s, w in before if w is None and not s.per_message]
+        if unread:
             ids = {id(s) for s in unread}
             rest = [
                 (pair, w) for pair, w in zip(pipeline, work, strict=True) if id(pair[0]) not in ids
@@ -744,18 +796,40 @@ class _CutPlan:
             speculative = cls.of([pair for pair, _ in rest], [w for _, w in rest])
             return cls(False, _never, last.name, speculative)
         declared = 0
-        for bits in before:
+        for _, bits in before:
             declared |= bits or 0
         dropped = early_drops(
             placeholders=bool(declared & Defect.PLACEHOLDERS),
             non_messages=bool(declared & Defect.NON_MESSAGES),
             patterns=(),
         )
-        return cls(True, dropped, last.name)
+        return cls(True, dropped, last.name, mapped=mapped)
+
+
+# Kinds of work that change messages with no defect of their own, possibly making them smaller.
+_SHRINKING = Defect.LARGE_RESULTS | Defect.OVER_BUDGET
 
 
 def _never(_entry: Any) -> bool:
     return False
+
+
+class _StageFailed(Exception):
+    """A per-message stage failed on a message the budget walk read."""
+
+
+def _same_links(message: Any, other: Any) -> bool:
+    """Whether `other` has the role of `message`, and the same call ids or the same result link."""
+    if type(message) is not dict or type(other) is not dict:
+        return False
+    role = message.get("role")
+    if other.get("role") != role:
+        return False
+    if role == "tool":
+        return bool(other.get("tool_call_id") == message.get("tool_call_id"))
+    if role == "assistant":
+        return bool(other.get("tool_calls") == message.get("tool_calls"))
+    return True
 
 
 def _report_cut(report: GovernanceReport, stage: str, line: str) -> None:

@@ -508,9 +508,15 @@ class FactsCache:
         ):
             return listed
         known: list[Any] = list(map(self._facts.get, map(id, messages)))
-        if None in known:
+        if None in known:  # found, and found again below, at C speed: most are known
             learn = self.of
-            known = [fact or learn(message) for message, fact in zip(messages, known, strict=True)]
+            index = known.index(None)
+            while True:
+                known[index] = learn(messages[index])
+                try:
+                    index = known.index(None, index + 1)
+                except ValueError:
+                    break
         listed = self._lists[id(messages)] = _Listed(messages, known)
         return listed
 
@@ -555,7 +561,10 @@ class FactsCache:
         unknown = known.count(None)
         if unknown * 8 > len(known):
             return None
-        return self.aligned(messages) if unknown else known
+        if unknown:
+            return self.aligned(messages)
+        self._lists[id(messages)] = _Listed(messages, known)
+        return known
 
     def forget(self, message: Any) -> None:
         """Forget what is known of `message` (a stage edited it in place)."""
@@ -668,7 +677,7 @@ _FOLLOWED_KEPT = 6
 
 #: How often `_Runs` records where it is, so that a list sharing a start with one
 #: followed before is followed from the last record inside that start.
-_CHECKPOINT_EVERY = 256
+_CHECKPOINT_EVERY = 64
 
 #: Where `_Runs` was before an index: (index, defects, how many malformed, strays and
 #: open runs were found, the pending ids, the run, started, the kind before).

@@ -400,3 +400,76 @@ def test_an_undeclared_stage_before_a_declared_transform_stage_keeps_the_order(
     names = [entry.stage for entry in result.report]
     assert names.index("first") < names.index("declared") < names.index("second")
     assert "before the stages ran" in _left_out(result)[0]
+
+
+def _per_message(name: str, edit: Any, seen: list[int] | None = None) -> Stage:
+    """An undeclared per-message stage applying `edit` to the text of each message."""
+
+    def func(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        if seen is not None:
+            seen.append(1)
+        message = messages[0]
+        content = message.get("content") if isinstance(message, dict) else None
+        if not isinstance(content, str):
+            return StageOutcome.unchanged(messages)
+        changed = edit(content)
+        if changed == content:
+            return StageOutcome.unchanged(messages)
+        return StageOutcome([{**message, "content": changed}], changed=True)
+
+    return Stage(name, func, per_message=True)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda text: text.replace("file", "F"),  # shrinks
+        lambda text: text.replace("test", "a much longer test"),  # grows
+        lambda text: "" if len(text) % 5 == 0 else text,  # empties some
+    ],
+    ids=["shrinks", "grows", "empties"],
+)
+def test_a_per_message_stage_that_declares_nothing_keeps_the_cut_before_the_stages(
+    tmp_path: Path, edit: Any
+) -> None:
+    """The walk counts each message as the stage leaves it: same result, old messages unread."""
+    seen: list[int] = []
+    history = _session(300)
+    stages = [*builtin_stages(), _per_message("edit", edit, seen)]
+    config = GovernanceConfig(input_limit=20_000)
+    fast = Governor(stages, config=config, workspace=tmp_path)
+    full = Governor(stages, config=config, workspace=tmp_path, budget_first=False)
+    result = fast.govern(history, system=SYSTEM, tools=TOOLS)
+    assert "before the stages ran" in _left_out(result)[0]
+    calls = len(seen)
+    assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
+    assert calls < len(history) / 2  # the messages that cannot fit were never handed to it
+    assert check_invariants(result.messages, system=SYSTEM, tools=TOOLS, budget=20_000) == []
+
+
+def test_a_per_message_stage_failing_on_an_old_message_is_skipped_as_without_the_cut(
+    tmp_path: Path,
+) -> None:
+    """A failure the walk meets gives up the cut: the stage is skipped, as on the whole history."""
+    history = _session(300)
+    doomed = history[-40]
+
+    def edit(text: str) -> str:
+        return text.replace("file", "F")
+
+    stage = _per_message("edit", edit)
+    func = stage.func
+
+    def failing(messages: list[Any], ctx: StageContext) -> Any:
+        if messages[0] == doomed:
+            raise RuntimeError("cannot read this one")
+        return func(messages, ctx)
+
+    stages = [*builtin_stages(), Stage("edit", failing, per_message=True)]
+    config = GovernanceConfig(input_limit=20_000)
+    fast = Governor(stages, config=config, workspace=tmp_path)
+    full = Governor(stages, config=config, workspace=tmp_path, budget_first=False)
+    result = fast.govern(history, system=SYSTEM, tools=TOOLS)
+    assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
+    entry = result.report.entry("edit")
+    assert entry is not None and "RuntimeError" in entry.details[0]
