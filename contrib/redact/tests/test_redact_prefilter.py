@@ -79,6 +79,20 @@ def test_the_prefilter_finds_what_running_every_rule_finds(text: str) -> None:
     assert SCANNER.redact(text) == FULL.redact(text)
 
 
+@settings(derandomize=True, deadline=None, max_examples=200)
+@given(
+    st.sets(st.integers(0, len(DEFAULT_PATTERNS) - 1), min_size=1),
+    st.one_of(texts_with_secrets(), st.sampled_from(WHOLE)),
+)
+def test_any_choice_of_rules_finds_what_running_those_rules_finds(
+    chosen: set[int], text: str
+) -> None:
+    """With kinds disabled, the gates of the rules left give the result of running them all."""
+    rules = tuple(DEFAULT_PATTERNS[i] for i in sorted(chosen))
+    full = Scanner(tuple(attrs.evolve(rule, requires=()) for rule in rules))
+    assert Scanner(rules).redact(text) == full.redact(text)
+
+
 def test_every_kind_of_secret_passes_the_prefilter() -> None:
     """Each sample secret, alone and inside prose, is found with the prefilter on."""
     for secret in [*SECRETS, *WHOLE]:
