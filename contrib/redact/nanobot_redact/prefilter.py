@@ -6,7 +6,7 @@ module costs. Each rule names conditions every text it matches meets
 *gate*, one character of its substring that is rare in prose and code (``z``
 for ``uthorization``, ``-`` for ``sk-``). A single-character test is one
 ``memchr`` over the text, at memory speed, so a text that holds none of the
-dozen or so gates is settled without any longer search, any regular
+ten or so gates is settled without any longer search, any regular
 expression or any allocation. A text that holds a gate has the conditions of
 the rules behind that gate checked in full (each substring behind its own
 gate; alternatives that share a first character in one pass of ``re``), and
@@ -15,7 +15,7 @@ start of a text are decided by what the text starts with.
 
 The tests are necessary conditions, never guesses: a rule the prefilter rules
 out cannot match the text, so the scan finds exactly what running every rule
-would find (the tests check this against a scanner without conditions).
+would find (the tests check this against a scanner whose rules have no `requires`).
 """
 
 from __future__ import annotations
