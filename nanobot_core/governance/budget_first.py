@@ -45,7 +45,7 @@ from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
 from nanobot_core.governance.stages.compact import compact_notice
 from nanobot_core.governance.stages.offload import offload_notice
 from nanobot_core.governance.survey import Kind, MessageFacts
-from nanobot_core.governance.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, utf8_length
+from nanobot_core.governance.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, estimate_tokens
 
 if TYPE_CHECKING:
     from nanobot_core.governance.context import StageContext
@@ -102,10 +102,6 @@ class HistoryCut:
             f"{self.stop - 1}]) before {before} ran: they cannot fit even with every tool "
             "result compacted"
         )
-
-
-def _text_tokens(text: str) -> int:
-    return (len(text) + 3) >> 2 if text.isascii() else -(-utf8_length(text) // 4)
 
 
 def _content_floors(offload_limit: int) -> tuple[int, int]:
@@ -182,7 +178,7 @@ def _bound_exceeded(
                 floors.append(0)
             elif estimate and type(content) is str:
                 size = len(content)
-                own = (size + 3) >> 2 if content.isascii() else _text_tokens(content)
+                own = (size + 3) >> 2 if content.isascii() else estimate_tokens(content)
                 least = short if size <= limit else longer
                 floors.append(fact[1] - own + (least if least < own else own))
             else:  # only the default estimate is known to add up this way

@@ -24,6 +24,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Mapping, Sequence
+from itertools import compress, count, islice, repeat
+from operator import is_, is_not
 from typing import Any
 
 import attrs
@@ -299,7 +301,8 @@ class Continuity:
         """Remember what `sent` decided and say whether the previous request's prefix was kept."""
         previous, before = self._sent, self.state
         if budget_acted:
-            self.state = _read_back(history, view, positions, sent)
+            copies = {id(copy) for _, copy in self._compacted.values()}
+            self.state = _read_back(history, view, positions, sent, copies)
         else:
             self.state = attrs.evolve(before, length=len(history))
         self._sent = sent
@@ -308,39 +311,48 @@ class Continuity:
 
 
 def _read_back(
-    history: list[Any], view: list[Any], positions: list[int], sent: list[Any]
+    history: list[Any],
+    view: list[Any],
+    positions: list[int],
+    sent: list[Any],
+    copies: set[int] | frozenset[int] = frozenset(),
 ) -> GovernanceState:
     """The decisions `sent` embodies, in history indices (linear in the messages sent).
 
-    Messages handed on as they were are found by identity (a C-speed map over
-    the view); a tool result a stage rewrote is found by its ``tool_call_id``
-    among the results after the last message found, looked up only in the part
-    of the view from there on, and only when one is needed.
+    Messages handed on as they were are found by identity, at C speed; only
+    the others (results a stage rewrote, a rewritten user message) are looked
+    at one by one: a tool result by its ``tool_call_id`` among the results
+    after the last message found. `copies` are the ids of the compacted copies
+    the view holds in place of their results.
     """
     places: Sequence[int] = positions or range(len(history))
     where = dict(zip(map(id, view), places, strict=True))
-    by_call: dict[str, list[int]] | None = None
     leading = leading_system_count(sent)
-    last = -1
-    mapped: list[tuple[int, int]] = []  # (offset in what was sent, history index)
-    compacted: list[int] = []
-    for offset, message in enumerate(sent[leading:]):
-        position = where.get(id(message))
-        if position is None and _role(message) == "tool":
-            if by_call is None:
-                by_call = _results_after(history, places, last)
-            found = by_call.get(message.get("tool_call_id"), [])
-            at = bisect_right(found, last)
-            position = found[at] if at < len(found) else None
-        if position is None:
+    body = sent[leading:]
+    found: list[int | None] = list(map(where.get, map(id, body)))
+    compacted = [found[k] for k in _offsets(body, copies)] if copies else []
+    by_call: dict[str, list[int]] | None = None
+    for offset in compress(count(), map(is_, found, repeat(None))):
+        message = body[offset]
+        if _role(message) != "tool":
             continue
-        mapped.append((offset, position))
-        last = position
-        text = message.get("content")
-        if _role(message) == "tool" and type(text) is str and text.startswith(COMPACT_PREFIX):
-            original = history[position].get("content")
-            if not (type(original) is str and original.startswith(COMPACT_PREFIX)):
-                compacted.append(position)
+        before = offset - 1  # the last one found before it (those before were looked up)
+        while before >= 0 and found[before] is None:
+            before -= 1
+        last = found[before] if before >= 0 else -1
+        assert last is not None
+        if by_call is None:
+            by_call = _results_after(history, places, last)
+        results = by_call.get(message.get("tool_call_id"), [])
+        at = bisect_right(results, last)
+        if at < len(results):
+            position = found[offset] = results[at]
+            text = message.get("content")
+            if type(text) is str and text.startswith(COMPACT_PREFIX):
+                original = history[position].get("content")
+                if not (type(original) is str and original.startswith(COMPACT_PREFIX)):
+                    compacted.append(position)
+    mapped = [(k, found[k] or 0) for k in _first_two(found)]
     if not mapped:
         return GovernanceState(0, None, compacted, len(history))
     offset, position = mapped[0]
@@ -361,6 +373,16 @@ def _read_back(
     if steps_from is None and start <= leading_system_count(history):
         start = 0
     return GovernanceState(start, steps_from, compacted, len(history))
+
+
+def _offsets(body: list[Any], ids: set[int] | frozenset[int]) -> list[int]:
+    """The offsets in `body` of the entries whose ids are in `ids`."""
+    return list(compress(count(), map(ids.__contains__, map(id, body))))
+
+
+def _first_two(found: list[int | None]) -> list[int]:
+    """The offsets of the first two entries of `found` that are not None."""
+    return list(islice(compress(count(), map(is_not, found, repeat(None))), 2))
 
 
 def _results_after(history: list[Any], places: Sequence[int], last: int) -> dict[str, list[int]]:

@@ -33,6 +33,7 @@ from nanobot_core.governance.tokens import (
     EstimateCounter,
     TokenCounter,
     count_message,
+    estimate_tokens,
     is_default_counter,
     keys_dirty,
     scan_text,
@@ -136,11 +137,6 @@ class Survey:
     def has(self, defect: int) -> bool:
         """Whether any of `defect` is present."""
         return bool(self.defects & defect)
-
-
-def _text_tokens(text: str) -> int:
-    """Tokens of one string by the default estimate."""
-    return (len(text) + 3) >> 2 if text.isascii() else -(-utf8_length(text) // 4)
 
 
 def _scan_calls(calls: list[Any]) -> tuple[int, bool, bool, frozenset[str]]:
@@ -477,7 +473,7 @@ class FactsCache:
             or not content.isascii()
         ):
             return self.of(changed)
-        own = (len(old) + 3) >> 2 if old.isascii() else _text_tokens(old)
+        own = (len(old) + 3) >> 2 if old.isascii() else estimate_tokens(old)
         tokens = known[1] - own + ((len(content) + 3) >> 2)
         blank = not content or content.isspace()
         defects = known[2] | _EMPTY if blank else known[2] & ~_EMPTY

@@ -10,7 +10,14 @@ from hypothesis import strategies as st
 
 from nanobot_core.governance import EstimateCounter, count_request
 from nanobot_core.governance.survey import FactsCache
-from nanobot_core.governance.tokens import MESSAGE_OVERHEAD, count_message, count_tools, scan_text
+from nanobot_core.governance.tokens import (
+    MESSAGE_OVERHEAD,
+    count_message,
+    count_tools,
+    estimate_tokens,
+    scan_text,
+    utf8_length,
+)
 from tests.governance.strategies import garbage_histories
 
 
@@ -108,3 +115,12 @@ def test_replacing_a_result_text_gives_the_facts_of_the_new_message(
     """A result whose text is replaced has the facts a fresh reading of it would give."""
     replaced = FactsCache().replace_content(message, text)
     assert replaced == FactsCache().of({**message, "content": text})
+
+
+@given(text=st.text())
+def test_the_one_estimate_is_what_the_default_counter_and_the_inlined_form_give(text: str) -> None:
+    """`estimate_tokens` is the default counter's count, and ``(len + 3) >> 2`` for ASCII."""
+    assert estimate_tokens(text) == EstimateCounter().count_text(text)
+    assert estimate_tokens(text) == -(-utf8_length(text) // 4)
+    if text.isascii():
+        assert estimate_tokens(text) == (len(text) + 3) >> 2
