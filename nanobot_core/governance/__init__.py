@@ -11,7 +11,6 @@ from nanobot_core.governance.anthropic import (
     MessagesRequest,
     to_messages_api,
 )
-from nanobot_core.governance.context import Budget, StageContext
 from nanobot_core.governance.governor import (
     GovernanceReport,
     GovernanceResult,
@@ -20,7 +19,7 @@ from nanobot_core.governance.governor import (
     build_governor,
 )
 from nanobot_core.governance.ordering import BUILTIN_ORDER, Placement, order_stages, place_stages
-from nanobot_core.governance.stage import PHASES, Stage, StageOutcome, stage
+from nanobot_core.governance.stage import PHASES, Budget, Stage, StageContext, StageOutcome, stage
 from nanobot_core.governance.stages import builtin_stages
 from nanobot_core.governance.store import DirectoryResultStore, ResultStore, default_store
 from nanobot_core.governance.tokens import EstimateCounter, TokenCounter, count_request

@@ -48,7 +48,7 @@ from nanobot_core.governance.survey import Kind, MessageFacts
 from nanobot_core.governance.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, estimate_tokens
 
 if TYPE_CHECKING:
-    from nanobot_core.governance.context import StageContext
+    from nanobot_core.governance.stage import StageContext
 
 __all__ = ["MIN_MESSAGES", "HistoryCut", "early_drops", "find_cut"]
 

@@ -13,8 +13,7 @@ from typing import Any
 
 import attrs
 
-from nanobot_core.governance.context import StageContext
-from nanobot_core.governance.stage import StageOutcome
+from nanobot_core.governance.stage import StageContext, StageOutcome
 from nanobot_core.governance.stages import final_stages
 from nanobot_core.governance.stages.start import ensure_user_start
 

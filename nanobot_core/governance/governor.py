@@ -47,12 +47,11 @@ from nanobot_core.governance.anthropic import (
 )
 from nanobot_core.governance.budget_first import HistoryCut, early_drops, find_cut
 from nanobot_core.governance.clean import clean_tokens
-from nanobot_core.governance.context import Budget, StageContext
 from nanobot_core.governance.continuity import FIRST_CALL, Continuity, GovernanceState, Prefix
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
 from nanobot_core.governance.messages import container_copy
 from nanobot_core.governance.ordering import place_stages
-from nanobot_core.governance.stage import Stage, StageOutcome
+from nanobot_core.governance.stage import Budget, Stage, StageContext, StageOutcome
 from nanobot_core.governance.stages import builtin_stages
 from nanobot_core.governance.store import ResultStore, default_store
 from nanobot_core.governance.survey import KIND_BITS, Defect, FactsCache, Splice

@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from nanobot_core.governance.context import StageContext
+    from nanobot_core.governance.stage import StageContext
 
 __all__ = ["cut_watermark_tokens", "low_watermark_tokens"]
 

@@ -21,8 +21,8 @@ from nanobot_core.governance import (
     builtin_stages,
 )
 from nanobot_core.governance.budget_first import early_drops, find_cut
-from nanobot_core.governance.context import StageContext
 from nanobot_core.governance.invariants import check_invariants
+from nanobot_core.governance.stage import StageContext
 from nanobot_core.governance.tokens import count_request
 from tests.governance.builders import agent_session as _session
 from tests.governance.strategies import (

@@ -15,7 +15,7 @@ from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.survey import Defect, Splice
 
 if TYPE_CHECKING:
-    from nanobot_core.governance.context import StageContext
+    from nanobot_core.governance.stage import StageContext
 
 __all__ = ["INTERRUPTED", "backfill_results", "synthesized_result"]
 

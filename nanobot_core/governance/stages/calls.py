@@ -44,7 +44,7 @@ from nanobot_core.governance.stages.arguments import normalise_arguments
 from nanobot_core.governance.survey import Defect, Splice
 
 if TYPE_CHECKING:
-    from nanobot_core.governance.context import StageContext
+    from nanobot_core.governance.stage import StageContext
 
 __all__ = ["generated_call_id", "strip_malformed_calls"]
 

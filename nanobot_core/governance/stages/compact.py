@@ -29,7 +29,7 @@ from nanobot_core.governance.survey import Kind
 from nanobot_core.governance.watermark import low_watermark_tokens
 
 if TYPE_CHECKING:
-    from nanobot_core.governance.context import StageContext
+    from nanobot_core.governance.stage import StageContext
 
 __all__ = ["COMPACT_PREFIX", "DEFAULT_KEEP", "compact_notice", "compact_results"]
 

@@ -19,7 +19,7 @@ from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.truncation import truncate_middle
 
 if TYPE_CHECKING:
-    from nanobot_core.governance.context import StageContext
+    from nanobot_core.governance.stage import StageContext
 
 __all__ = ["OFFLOAD_PREFIX", "offload_notice", "offload_results", "offloaded_path"]
 

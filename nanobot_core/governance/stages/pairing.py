@@ -18,7 +18,7 @@ from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.survey import Defect, Splice, Survey
 
 if TYPE_CHECKING:
-    from nanobot_core.governance.context import StageContext
+    from nanobot_core.governance.stage import StageContext
 
 __all__ = ["pair_results"]
 

@@ -16,7 +16,7 @@ from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.survey import Defect
 
 if TYPE_CHECKING:
-    from nanobot_core.governance.context import StageContext
+    from nanobot_core.governance.stage import StageContext
 
 __all__ = ["strip_placeholders"]
 

@@ -41,7 +41,7 @@ from nanobot_core.governance.truncation import fit_to_tokens
 from nanobot_core.governance.watermark import cut_watermark_tokens
 
 if TYPE_CHECKING:
-    from nanobot_core.governance.context import StageContext
+    from nanobot_core.governance.stage import StageContext
 
 __all__ = [
     "MIN_RESULT_TOKENS",

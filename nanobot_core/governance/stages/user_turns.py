@@ -20,7 +20,7 @@ from nanobot_core.governance.survey import Defect, Splice
 from nanobot_core.prompt.runtime import RUNTIME_BLOCK_CLOSE, RUNTIME_BLOCK_OPEN
 
 if TYPE_CHECKING:
-    from nanobot_core.governance.context import StageContext
+    from nanobot_core.governance.stage import StageContext
 
 __all__ = ["merge_user_turns"]
 
