@@ -30,7 +30,7 @@ import functools
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, count, repeat
-from operator import and_, itemgetter
+from operator import and_, gt, itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -54,7 +54,7 @@ from nanobot_core.governance.ordering import place_stages
 from nanobot_core.governance.stage import Budget, Stage, StageContext, StageOutcome
 from nanobot_core.governance.stages import builtin_stages
 from nanobot_core.governance.store import ResultStore, default_store
-from nanobot_core.governance.survey import KIND_BITS, Defect, FactsCache, Splice
+from nanobot_core.governance.survey import KIND_BITS, Defect, FactsCache, Kind, Splice, Survey
 from nanobot_core.governance.tokens import (
     EstimateCounter,
     TokenCounter,
@@ -184,8 +184,11 @@ class Governor:
         self.store = store
         self.placement_problems = placement.problems
         disabled = set(config.disabled)
-        self._pipeline = [(s, s.name in disabled) for s in placement.stages]
         self._options: dict[str, Mapping[str, Any]] = dict(config.stages)
+        self._pipeline = [
+            (_as_configured(s, self._options.get(s.name, {})), s.name in disabled)
+            for s in placement.stages
+        ]
         # The bits of the work each stage declares, or None when it always has work.
         self._work = [
             _work_bits(stage, self._options.get(stage.name, {})) for stage, _ in self._pipeline
@@ -207,6 +210,10 @@ class Governor:
             for (_, disabled), work in zip(self._pipeline, self._work, strict=True)
         )
         self._continuity = Continuity()
+        # The leading stages whose outcome on the history governed last time is reused when
+        # only messages without work were appended (`Stage.local`), and that outcome.
+        self._local_block = _local_block(self._pipeline, self._work)
+        self._block_memo: _Block | None = None
         # What is known of each message, kept across calls: a session's history grows, and
         # only what was appended since the last call is read (messages are never edited in
         # place once handed to a governor: a changed message is a new dict).
@@ -581,10 +588,13 @@ class Governor:
         """A per-message stage, on a copy of each message that has its work, remembered."""
         context = self._context(stage, ctx)
         known = ctx.facts.aligned(messages)
-        if work is None or work & ~Defect.OWN:
+        if work is None or work & ~(Defect.OWN | Defect.LARGE_RESULTS):
             chosen: Sequence[int] = range(len(messages))
         else:
             chosen = list(compress(count(), map(and_, map(_OWN_DEFECTS, known), repeat(work))))
+            if work & Defect.LARGE_RESULTS:  # a result's length is known of it alone
+                limit = repeat(self.config.max_tool_result_chars)
+                chosen = sorted({*chosen, *compress(count(), map(gt, map(_CHARS, known), limit))})
         memo = self._memo.get(stage.name, {})
         kept: dict[int, _Remembered] = {}
         replaced: dict[int, list[Any]] = {}
@@ -627,6 +637,9 @@ class _Pass:
         self.anthropic = False
         self.early_cut: HistoryCut | None = None  # made before the stages ran
         self.late_cut: HistoryCut | None = None  # made at the start of the budget phase
+        self._whole: list[Any] | None = None  # the history as given, when begun from it
+        self._skip = 0  # the stages before this index were done by reusing the last call's
+        self._block_input: tuple[list[Any], int] | None = None
 
     def begin(self, messages: list[Any], shaped: bool = False) -> None:
         """Go on from `messages` (`shaped`: known to be in the OpenAI shape already)."""
@@ -635,6 +648,7 @@ class _Pass:
             if self.anthropic:
                 messages = to_openai_shape(messages)
         self.current = messages
+        self._whole = None if shaped or self.anthropic else messages
         self.tokens = self.ctx.request_tokens(messages)
         self.present = self.governor._present(messages, self.ctx)
 
@@ -656,6 +670,49 @@ class _Pass:
 
     def step(self, index: int) -> None:
         """Run the stage at `index` of the pipeline on the messages so far."""
+        governor = self.governor
+        block = governor._local_block
+        if index < self._skip:
+            return
+        if index == 0 and block and self.current is self._whole:
+            if self._reuse(block):
+                return
+            self._block_input = (self.current, self.tokens)
+        self._run(index)
+        if index == block - 1 and self._block_input is not None:
+            given, tokens = self._block_input
+            self._block_input = None
+            entries = [_shifted(entry, 0) for entry in self.report[-block:]]
+            survey = self.ctx.survey(given)
+            governor._block_memo = _Block(given, self.current, entries, tokens, survey)
+
+    def _reuse(self, block: int) -> bool:
+        """Hand on what the local block made of the last history, plus what was appended."""
+        governor, ctx = self.governor, self.ctx
+        memo, given = governor._block_memo, self.current
+        if memo is None or not _extends(given, memo.given):
+            return False
+        known = ctx.facts.aligned(given)
+        count = len(memo.given)
+        appended = known[count:]
+        if any(map(_OWN_DEFECTS, appended)):
+            return False
+        survey = ctx.survey(given)
+        if not _same_work(survey, memo.survey, known, count):
+            return False
+        output = memo.output + given[count:]
+        ctx.facts.note(output, [*ctx.facts.aligned(memo.output), *appended])
+        shift, tokens = self.tokens - memo.tokens, self.tokens
+        entries = [_shifted(entry, shift) for entry in memo.entries]
+        self.report += [_shifted(entry, 0) for entry in entries]
+        self.current = output
+        self.tokens = ctx.request_tokens(output)
+        self.present = governor._present(output, ctx)
+        self._skip = block
+        governor._block_memo = _Block(given, output, entries, tokens, survey)
+        return True
+
+    def _run(self, index: int) -> None:
         governor, ctx = self.governor, self.ctx
         (stage, disabled), work = governor._pipeline[index], governor._work[index]
         tokens = self.tokens
@@ -687,12 +744,83 @@ class _Pass:
             self.present = self.governor._present(current, self.ctx)
 
 
+@attrs.frozen
+class _Block:
+    """What the leading local stages made of the history of a governor's last call."""
+
+    given: list[Any]  # their input (the history as given, with earlier decisions applied)
+    output: list[Any]
+    entries: list[ReportEntry]  # their report entries
+    tokens: int  # the request tokens of `given`
+    survey: Survey  # of `given`
+
+
+def _local_block(pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> int:
+    """How many stages at the start of the pipeline are local (`Stage.local`) or disabled."""
+    count = 0
+    for (stage, disabled), bits in zip(pipeline, work, strict=True):
+        local = stage.phase != "budget" and stage.local and (bits is not None or stage.per_message)
+        if not (disabled or local):
+            break
+        count += 1
+    return count
+
+
+def _extends(longer: list[Any], shorter: list[Any]) -> bool:
+    """Whether `longer` starts with the very objects of `shorter` (read at C speed)."""
+    return len(longer) >= len(shorter) and all(map(operator.is_, shorter, longer))
+
+
+def _same_work(survey: Survey, before: Survey, known: list[Any], count: int) -> bool:
+    """Whether what was appended after ``known[:count]`` leaves its work as `before` found it.
+
+    The same defects at the same places, no user message right after a user
+    message where they meet, and no call appended that a stray result before
+    names.
+    """
+    if (survey.defects, survey.strays, survey.open_runs, survey.malformed) != (
+        before.defects,
+        before.strays,
+        before.open_runs,
+        before.malformed,
+    ):
+        return False
+    if 0 < count < len(known) and known[count - 1][3] == Kind.USER == known[count][3]:
+        return False
+    if before.strays:
+        named = {known[index][4] for index, _ in before.strays}
+        for fact in known[count:]:
+            if fact[3] == Kind.ASSISTANT and fact[4] and not named.isdisjoint(fact[4]):
+                return False
+    return True
+
+
+def _shifted(entry: ReportEntry, shift: int) -> ReportEntry:
+    """A copy of `entry` with its token figures moved by `shift`."""
+    before = None if entry.tokens_before is None else entry.tokens_before + shift
+    after = None if entry.tokens_after is None else entry.tokens_after + shift
+    return ReportEntry(entry.stage, entry.changed, [*entry.details], before, after)
+
+
 #: What a per-message stage made of one message: (the message, what replaces it or None
 #: when it is kept, the report lines numbered as if it were messages[0]).
 _Remembered = tuple[Any, list[Any] | None, list[str]]
 
 _OWN_DEFECTS = itemgetter(2)
+_CHARS = itemgetter(5)
 _EVERY_KIND = functools.reduce(operator.or_, KIND_BITS.values())
+
+
+def _as_configured(stage: Stage, options: Mapping[str, Any]) -> Stage:
+    """`stage` as its options make it: a per-message one runs whole-list with `whole_list_with`.
+
+    Such an option makes its work on a message depend on other messages
+    (`offload_results` with ``exclude_tools`` reads the call a result answers
+    to learn the tool's name).
+    """
+    if stage.per_message and any(options.get(name) for name in stage.whole_list_with):
+        return attrs.evolve(stage, per_message=False)
+    return stage
 
 
 def _work_bits(stage: Stage, options: Mapping[str, Any]) -> int | None:

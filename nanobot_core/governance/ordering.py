@@ -79,7 +79,7 @@ def _edges(by_name: dict[str, Stage], problems: list[str]) -> set[tuple[str, str
 def _topological(
     phase_stages: list[Stage], edges: set[tuple[str, str]], problems: list[str]
 ) -> list[Stage]:
-    """Kahn's algorithm, always taking the ready stage with the smallest tie key."""
+    """Kahn's algorithm, always taking the ready stage with the smallest rank (see `_ranks`)."""
     names = {s.name for s in phase_stages}
     by_name = {s.name: s for s in phase_stages}
     incoming: dict[str, set[str]] = {name: set() for name in names}
@@ -88,14 +88,15 @@ def _topological(
         if earlier in names and later in names:
             incoming[later].add(earlier)
             outgoing[earlier].add(later)
-    ready = [(_tie_key(by_name[n]), n) for n in names if not incoming[n]]
+    rank = _ranks(by_name, outgoing)
+    ready = [(rank[n], n) for n in names if not incoming[n]]
     heapq.heapify(ready)
     placed: list[Stage] = []
     remaining = set(names)
     while remaining:
         if not ready:
             # A cycle: take the smallest stage still waiting and drop what it waits for.
-            _, name = min((_tie_key(by_name[n]), n) for n in remaining)
+            _, name = min((rank[n], n) for n in remaining)
             waited = sorted(incoming[name])
             problems.append(
                 f"the constraints among stages {', '.join(sorted(remaining))} form a cycle; "
@@ -104,15 +105,43 @@ def _topological(
             for earlier in waited:
                 outgoing[earlier].discard(name)
             incoming[name].clear()
-            heapq.heappush(ready, (_tie_key(by_name[name]), name))
+            heapq.heappush(ready, (rank[name], name))
         _, name = heapq.heappop(ready)
         remaining.discard(name)
         placed.append(by_name[name])
         for later in sorted(outgoing[name]):
             incoming[later].discard(name)
             if not incoming[later] and later in remaining:
-                heapq.heappush(ready, (_tie_key(by_name[later]), later))
+                heapq.heappush(ready, (rank[later], later))
     return placed
+
+
+_Rank = tuple[tuple[int, int, str], tuple[int, int, str]]
+
+
+def _ranks(by_name: dict[str, Stage], outgoing: dict[str, set[str]]) -> dict[str, _Rank]:
+    """Each stage's place among the ready ones: the smallest tie key of itself and of every
+    stage that must come after it, then its own.
+
+    A stage placed before another takes that one's place in the default order:
+    without it, the stage it is waiting for would let every stage with a
+    smaller tie key go first (a stage placed before ``compact_results`` must
+    not let ``snip_history`` run ahead of both).
+    """
+    lowest: dict[str, tuple[int, int, str]] = {}
+
+    def low(name: str, visiting: frozenset[str]) -> tuple[int, int, str]:
+        known = lowest.get(name)
+        if known is not None:
+            return known
+        key = _tie_key(by_name[name])
+        for later in outgoing[name]:
+            if later not in visiting:  # a cycle is broken later, by `_topological`
+                key = min(key, low(later, visiting | {name}))
+        lowest[name] = key
+        return key
+
+    return {name: (low(name, frozenset()), _tie_key(by_name[name])) for name in by_name}
 
 
 def place_stages(stages: Iterable[Stage]) -> Placement:

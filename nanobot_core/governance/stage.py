@@ -23,6 +23,16 @@ plugin (see docs/governance.md, "Declarations"):
   (and its options). The governor applies it one message at a time, to a copy
   of that message, only to the messages its `acts_on` kinds are found in, and
   remembers the outcome per message object for the governor's lifetime.
+- `whole_list_with`: options that make a `per_message` stage need other
+  messages than the one it works on (when one is configured, it is handed
+  the whole history instead).
+- `local` (with `acts_on`, before the budget phase): messages appended after
+  a history that bring none of the kinds of work and leave the work found in
+  it as it was (no stray result's call, no answer to an open call, no user
+  message right after a user message) leave what the stage makes of that
+  history as it was. A governor then reuses, for the history it governed on
+  its last call, what the leading local stages made of it, and hands on only
+  what was appended.
 """
 
 from __future__ import annotations
@@ -150,6 +160,8 @@ class Stage:
     acts_on: tuple[str, ...] = attrs.field(default=(), converter=_names, validator=_check_kinds)
     widened_by: tuple[str, ...] = attrs.field(default=(), converter=_names)
     per_message: bool = attrs.field(default=False, converter=bool)
+    local: bool = attrs.field(default=False, converter=bool)
+    whole_list_with: tuple[str, ...] = attrs.field(default=(), converter=_names)
 
     def work(self, options: Mapping[str, Any]) -> tuple[str, ...] | None:
         """The kinds of work the stage has with these options, or None when it always has work."""
@@ -172,6 +184,8 @@ def stage(
     acts_on: Iterable[str] | str = (),
     widened_by: Iterable[str] | str = (),
     per_message: bool = False,
+    local: bool = False,
+    whole_list_with: Iterable[str] | str = (),
 ) -> Callable[[StageFunc], Stage]:
     """Decorate a stage function into a `Stage` (name and description default to the function's)."""
 
@@ -188,6 +202,8 @@ def stage(
             acts_on=_names(acts_on),
             widened_by=_names(widened_by),
             per_message=per_message,
+            local=local,
+            whole_list_with=_names(whole_list_with),
         )
 
     return wrap

@@ -669,7 +669,7 @@ def _base(followed: list[_Runs], known: list[MessageFacts]) -> _Runs | None:
 
 
 #: How many lists' runs a cache keeps to go on from.
-_FOLLOWED_KEPT = 6
+_FOLLOWED_KEPT = 12
 
 #: How often `_Runs` records where it is, so that a list sharing a start with one
 #: followed before is followed from the last record inside that start.

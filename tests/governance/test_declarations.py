@@ -225,3 +225,79 @@ def test_a_stage_handing_back_a_renamed_dict_is_a_change() -> None:
     governed = _governor(Stage("rename", rename)).govern(history)
     assert governed.messages[0]["content"] == "x"
     assert all(a is b for a, b in zip(governed.messages[1:], history[1:], strict=True))
+
+
+def _watched_stray_repair(seen: list[int]) -> Stage:
+    """A local repair stage in front of the built-ins that drops stray results, counted."""
+
+    def drop_strays(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        seen.append(len(messages))
+        strays = {index for index, _ in ctx.survey(messages).strays}
+        if not strays:
+            return StageOutcome.unchanged(messages)
+        kept = [m for i, m in enumerate(messages) if i not in strays]
+        return StageOutcome(kept, changed=True, details=[f"dropped {len(strays)}"])
+
+    return Stage(
+        "drop_strays",
+        drop_strays,
+        phase="repair",
+        before="strip_placeholders",
+        acts_on="stray_results",
+        local=True,
+    )
+
+
+def _first(stage: Stage) -> Governor:
+    """The built-ins with `stage` placed first."""
+    governor = _governor(stage)
+    assert governor.stage_names()[0] == stage.name
+    return governor
+
+
+def test_a_local_stage_is_not_run_again_for_what_was_governed_before() -> None:
+    """Appending messages without work reuses its outcome; appending work runs it again."""
+    seen: list[int] = []
+    governor = _first(_watched_stray_repair(seen))
+    history = [user(), result("ghost", "stray"), *turn(1)]
+    first = governor.govern(history)
+    assert seen == [len(history)]
+    assert first.report.entry("drop_strays").changed  # type: ignore[union-attr]
+    grown = [*history, *turn(2)]
+    second = governor.govern(grown)
+    assert seen == [len(history)]  # reused: the turn appended has no work
+    assert second.report.entry("drop_strays").details == ["dropped 1"]  # type: ignore[union-attr]
+    fresh = _first(_watched_stray_repair([]))
+    assert second.messages == fresh.govern(grown).messages
+    with_work = [*grown, result("ghost2", "another stray"), user("go on")]
+    third = governor.govern(with_work)
+    assert len(seen) == 2  # the stray appended is work: it ran again
+    assert third.messages == _first(_watched_stray_repair([])).govern(with_work).messages
+
+
+def test_an_appended_call_named_by_an_old_stray_result_is_not_reused_past() -> None:
+    """A result before its call: once the call comes, the stages see the history anew."""
+    seen: list[int] = []
+    governor = _first(_watched_stray_repair(seen))
+    history = [user(), say(), result("late", "early answer"), *turn(1)]
+    governor.govern(history)
+    grown = [*history, calls(call("late")), result("late", "answer"), user("more")]
+    assert (
+        governor.govern(grown).messages == _first(_watched_stray_repair([])).govern(grown).messages
+    )
+    assert len(seen) == 2
+
+
+def test_offloading_is_remembered_per_result_and_exclude_tools_reads_the_call(
+    tmp_path: Any,
+) -> None:
+    """The offloaded copy is the same object on the next call; an excluded tool stays whole."""
+    big = "line of output\n" * 2_000
+    history = [user(), calls(call("c1", "read_file")), result("c1", big), say()]
+    governor = Governor(builtin_stages(), config=GovernanceConfig(), workspace=tmp_path)
+    first = governor.govern(history).messages[2]
+    assert first["content"].startswith("[Tool result saved to a file")
+    assert governor.govern([*history, user("again")]).messages[2] is first
+    excluded = GovernanceConfig(stages={"offload_results": {"exclude_tools": ["read_file"]}})
+    kept = Governor(builtin_stages(), config=excluded, workspace=tmp_path).govern(history)
+    assert kept.messages[2]["content"] == big

@@ -137,3 +137,27 @@ def test_stage_decorator_takes_name_and_description_from_the_function() -> None:
         ("pair_results",),
         "Tidy things up.",
     )
+
+
+@pytest.mark.parametrize(
+    ("placed", "expected"),
+    [
+        (
+            Stage("x", lambda m, c: m, phase="budget", before="compact_results"),
+            ["offload_results", "x", "compact_results", "snip_history"],
+        ),
+        (
+            Stage("x", lambda m, c: m, phase="repair", before="strip_placeholders"),
+            ["x", *BUILTIN_ORDER[:7]],
+        ),
+    ],
+    ids=["before-compact", "before-the-first"],
+)
+def test_a_stage_placed_before_a_builtin_takes_its_place_and_keeps_the_rest_in_order(
+    placed: Stage, expected: list[str]
+) -> None:
+    """The stage it must precede does not fall behind the built-ins that follow it."""
+    names = [s.name for s in order_stages([*builtin_stages(), placed])]
+    phase = [n for n in names if n in expected]
+    assert phase == expected
+    assert [n for n in names if n != "x"] == list(BUILTIN_ORDER)
