@@ -596,19 +596,28 @@ class Governor:
                 limit = repeat(self.config.max_tool_result_chars)
                 chosen = sorted({*chosen, *compress(count(), map(gt, map(_CHARS, known), limit))})
         memo = self._memo.get(stage.name, {})
-        kept: dict[int, _Remembered] = {}
-        replaced: dict[int, list[Any]] = {}
-        details: list[str] = []
-        for index in chosen:
-            message = messages[index]
-            remembered = self._remember(stage, message, context, memo)
+        handed = messages if isinstance(chosen, range) else [messages[i] for i in chosen]
+        # What is remembered is found at C speed (an entry holds its message, so its id is
+        # nobody else's); only the messages not seen before are handed to the stage.
+        found: list[Any] = list(map(memo.get, map(id, handed)))
+        for offset in compress(count(), map(operator.is_, found, repeat(None))):
+            remembered = self._remember(stage, handed[offset], context, memo)
             if isinstance(remembered, str):
                 return messages, ReportEntry(stage.name, False, [remembered], tokens, tokens)
-            kept[id(message)] = remembered
-            if remembered[1] is not None:
-                replaced[index] = remembered[1]
-            details += [_renumbered(line, index) for line in remembered[2]]
-        self._memo[stage.name] = kept  # only what this history holds: the memo never grows
+            found[offset] = remembered
+        # Only what this history holds: the memo never grows.
+        self._memo[stage.name] = dict(zip(map(id, handed), found, strict=True))
+        replaced = {
+            chosen[offset]: found[offset][1]
+            for offset in compress(
+                count(), map(operator.is_not, map(_REPLACEMENT, found), repeat(None))
+            )
+        }
+        details = [
+            _renumbered(line, chosen[offset])
+            for offset in compress(count(), map(_LINES, found))
+            for line in found[offset][2]
+        ]
         if not replaced:
             return messages, ReportEntry(stage.name, False, details, tokens, tokens)
         splice = Splice(messages, ctx.facts)
@@ -807,6 +816,8 @@ def _shifted(entry: ReportEntry, shift: int) -> ReportEntry:
 _Remembered = tuple[Any, list[Any] | None, list[str]]
 
 _OWN_DEFECTS = itemgetter(2)
+_REPLACEMENT = itemgetter(1)  # of a `_Remembered`
+_LINES = itemgetter(2)  # of a `_Remembered`
 _CHARS = itemgetter(5)
 _EVERY_KIND = functools.reduce(operator.or_, KIND_BITS.values())
 
@@ -982,6 +993,14 @@ def _call(stage: Stage, handed: list[Any], ctx: StageContext) -> StageOutcome | 
 
 def _as_outcome(returned: Any) -> StageOutcome | str:
     """The stage's return value as an outcome, or why it was ignored."""
+    if (
+        type(returned) is StageOutcome
+        and type(returned.messages) is list
+        and type(returned.changed) is bool
+        and type(returned.details) is list
+        and not returned.details
+    ):
+        return returned  # already what the governor works with, as most outcomes are
     if isinstance(returned, list):  # a bare list: whether it changed is found by looking
         return StageOutcome(returned, changed=True)
     if not isinstance(returned, StageOutcome):

@@ -163,6 +163,15 @@ def container_copy(value: Any) -> Any:
     Cheaper than a deep copy: strings, the bulk of a history, are never
     duplicated. Used to hand an untrusted stage something it may mutate.
     """
+    kind = type(value)
+    if kind is dict:  # the common case, copied at C speed and then mended where nested
+        copy = dict.copy(value)
+        for key, item in copy.items():
+            if type(item) is not str and isinstance(item, dict | list):
+                copy[key] = container_copy(item)
+        return copy
+    if kind is list:
+        return [item if type(item) is str else container_copy(item) for item in value]
     if isinstance(value, dict):
         return {key: container_copy(item) for key, item in value.items()}
     if isinstance(value, list):
