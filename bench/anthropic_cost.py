@@ -46,11 +46,12 @@ sys.path[:0] = [str(BENCH), str(BENCH.parent / "plugins" / "anthropic")]
 
 from histories import _TOOL_NAMES, SYSTEM_PROMPT, generate_history  # noqa: E402
 from nanobot_anthropic.provider import AnthropicProvider  # noqa: E402
+from report import ANTHROPIC_HEADING  # noqa: E402
 
 from nanobot_core.config import GovernanceConfig, ProviderConfig  # noqa: E402
 from nanobot_core.governance import Governor, builtin_stages  # noqa: E402
 
-HEADING = "## Anthropic prompt caching: cost of a 200-turn agent session"
+HEADING = ANTHROPIC_HEADING
 TURNS = 200
 REFERENCE_TURNS = 20
 WINDOW = 64_000

@@ -138,3 +138,23 @@ def render(
     if extra_notes:
         lines += ["## Notes", "", *(f"- {note}" for note in extra_notes), ""]
     return "\n".join(lines)
+
+
+#: The sections of RESULTS.md that other scripts write and `run.py` keeps as they are.
+SESSIONS_START = "<!-- sessions-bench:start -->"
+SESSIONS_END = "<!-- sessions-bench:end -->"
+ANTHROPIC_HEADING = "## Anthropic prompt caching: cost of a 200-turn agent session"
+
+
+def kept_sections(old: str) -> str:
+    """What `sessions_bench.py` and `anthropic_cost.py` wrote in RESULTS.md text `old`."""
+    kept: list[str] = []
+    start = old.find(SESSIONS_START)
+    end = old.find(SESSIONS_END, start)
+    if start >= 0 and end >= 0:
+        kept.append(old[start : end + len(SESSIONS_END)])
+    start = old.find(ANTHROPIC_HEADING)
+    if start >= 0:
+        end = old.find("\n## ", start + len(ANTHROPIC_HEADING))
+        kept.append(old[start : end if end >= 0 else len(old)].rstrip("\n"))
+    return "".join(f"\n{section}\n" for section in kept)

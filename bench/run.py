@@ -30,7 +30,7 @@ from governance_bench import rows_for_sizes, rows_for_tau, time_sizes, write_his
 from plugin_projects import PLUGIN_COUNT
 from redact_bench import bench_redact
 from repair_bench import bench_repair
-from report import Row, render
+from report import Row, kept_sections, render
 from session_bench import plugin_stage_rows, prefix_rows, session_rows
 from startup import bench_cli, bench_import
 from tools_bench import bench_concurrency, bench_prepare_call
@@ -189,6 +189,7 @@ def main() -> int:
     command = "python bench/run.py" + (" --quick" if options.quick else "")
     if selected != set(BENCHMARKS):
         command += f" --only {','.join(b for b in BENCHMARKS if b in selected)}"
+    old = options.out.read_text(encoding="utf-8") if options.out.is_file() else ""
     options.out.write_text(
         render(
             rows,
@@ -206,7 +207,8 @@ def main() -> int:
                 f"Machine load (1-minute load average) at the start: {load_before}; "
                 f"at the end: {_load()}.",
             ],
-        ),
+        )
+        + kept_sections(old),
         encoding="utf-8",
     )
     _log(f"wrote {options.out} in {seconds:.0f} s")

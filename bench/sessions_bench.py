@@ -34,12 +34,12 @@ from typing import Any
 
 from nanobot_postgres.chatserver import ScriptedChatServer
 from nanobot_postgres.testserver import TemporaryPostgres
-from report import machine_lines
+from report import SESSIONS_END, SESSIONS_START, machine_lines
 
 BENCH_DIR = Path(__file__).resolve().parent
 RESULTS = BENCH_DIR / "RESULTS.md"
-START = "<!-- sessions-bench:start -->"
-END = "<!-- sessions-bench:end -->"
+START = SESSIONS_START
+END = SESSIONS_END
 MODEL_DELAY = 0.05
 
 
