@@ -44,6 +44,8 @@ META_KIND = "governance"
 
 
 def _indices(value: Any) -> tuple[int, ...]:
+    if value == ():
+        return ()
     return tuple(sorted({int(i) for i in value}))
 
 
@@ -102,6 +104,10 @@ class GovernanceState:
             other.steps_from,
             other.compacted,
         )
+
+
+#: The state of a history governed afresh (frozen: one object serves every call).
+_AFRESH = GovernanceState()
 
 
 def latest_state(records: Sequence[Any]) -> GovernanceState | None:
@@ -191,12 +197,12 @@ class Continuity:
         # same objects compare at C speed; a store that hands out copies costs one deep compare.
         if seen is not None and (len(history) < len(seen) or history[: len(seen)] != seen):
             self._checked = self._last_view = None
-            return GovernanceState()
+            return _AFRESH
         decisions = _decisions(state)
         if seen is not None and decisions == self._checked:
             return state  # its indices lie in what was seen, which this history starts with
         if not _valid(state, history, leading):
-            return GovernanceState()
+            return _AFRESH
         self._checked = decisions
         return state
 
@@ -304,7 +310,13 @@ class Continuity:
             copies = {id(copy) for _, copy in self._compacted.values()}
             self.state = _read_back(history, view, positions, sent, copies)
         else:
-            self.state = attrs.evolve(before, length=len(history))
+            self.state = (
+                before
+                if before.length == len(history)
+                else GovernanceState(
+                    before.start, before.steps_from, before.compacted, len(history)
+                )
+            )
         self._sent = sent
         self._seen = list(history)
         return _compare(previous, sent, before, self.state)

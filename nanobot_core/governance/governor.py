@@ -147,6 +147,8 @@ class GovernanceResult:
 
 
 _DISABLED_NOTE = "disabled in config (governance.disabled)"
+# Shorter histories always take the one-pass check: asking what is known costs about as much.
+_KNOWN_FROM = 64
 # How many times a history answered in Anthropic blocks is governed again to fit.
 _REFITS = 3
 
@@ -219,6 +221,7 @@ class Governor:
         # place once handed to a governor: a changed message is a new dict).
         self._facts = FactsCache(self.counter)
         self._shape_memo: list[Any] | None = None  # the last list found without Anthropic blocks
+        self._last_view: tuple[list[Any], list[Any]] | None = None  # the last view, its facts
         for problem in placement.problems:
             log.warning("governance stage placement", problem=problem)
 
@@ -302,11 +305,21 @@ class Governor:
         if result.budget != limit:
             result = attrs.evolve(result, budget=limit, fits=result.tokens <= limit)
         self._facts.retain(given, result.messages)
+        known = self._facts.registered(view)
+        self._last_view = (view, known) if known is not None else None
         if acted is None:  # Anthropic blocks became other messages: indices would not carry over
             self._continuity.restore(None)
             return result
         prefix = self._continuity.learn(given, view, positions, result.messages, budget_acted=acted)
-        return attrs.evolve(result, prefix=prefix, state=self._continuity.state)
+        return GovernanceResult(  # built directly: attrs.evolve costs more than the call
+            result.messages,
+            result.report,
+            result.tokens,
+            result.budget,
+            result.fits,
+            prefix,
+            self._continuity.state,
+        )
 
     def _govern(
         self,
@@ -324,9 +337,12 @@ class Governor:
         """
         fixed = self._system_tokens(system), self._tools_tokens(tools)
         self._facts.new_run()
-        # The one-pass check is for histories new to this governor; one it has read
-        # before is known message by message, and the survey answers at once.
-        if self._clean_path and self._facts.known(view) is None:
+        last = self._last_view
+        if last is not None:
+            self._facts.extend(view, *last)
+        # The one-pass check is for histories new to this governor; one that extends the
+        # last one is known message by message, and the survey answers at once.
+        if self._clean_path and (len(view) < _KNOWN_FROM or self._facts.registered(view) is None):
             room = budget.limit - fixed[0] - fixed[1]
             tokens = clean_tokens(view, room, self.config.max_tool_result_chars)
             if tokens is not None:
@@ -693,7 +709,8 @@ class _Pass:
             self._block_input = None
             entries = [_shifted(entry, 0) for entry in self.report[-block:]]
             survey = self.ctx.survey(given)
-            governor._block_memo = _Block(given, self.current, entries, tokens, survey)
+            known = self.ctx.facts.aligned(self.current)
+            governor._block_memo = _Block(given, self.current, entries, tokens, survey, known)
 
     def _reuse(self, block: int) -> bool:
         """Hand on what the local block made of the last history, plus what was appended."""
@@ -710,7 +727,8 @@ class _Pass:
         if not _same_work(survey, memo.survey, known, count):
             return False
         output = memo.output + given[count:]
-        ctx.facts.note(output, [*ctx.facts.aligned(memo.output), *appended])
+        output_known = [*memo.known, *appended]
+        ctx.facts.note(output, output_known)
         shift, tokens = self.tokens - memo.tokens, self.tokens
         entries = [_shifted(entry, shift) for entry in memo.entries]
         self.report += [_shifted(entry, 0) for entry in entries]
@@ -718,7 +736,7 @@ class _Pass:
         self.tokens = ctx.request_tokens(output)
         self.present = governor._present(output, ctx)
         self._skip = block
-        governor._block_memo = _Block(given, output, entries, tokens, survey)
+        governor._block_memo = _Block(given, output, entries, tokens, survey, output_known)
         return True
 
     def _run(self, index: int) -> None:
@@ -762,6 +780,7 @@ class _Block:
     entries: list[ReportEntry]  # their report entries
     tokens: int  # the request tokens of `given`
     survey: Survey  # of `given`
+    known: list[Any]  # the facts of `output`
 
 
 def _local_block(pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> int:

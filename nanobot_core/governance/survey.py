@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import reduce
 from itertools import compress, count
-from operator import is_not, itemgetter, or_
+from operator import is_, is_not, itemgetter, or_
 from typing import Any, TypeAlias
 
 import attrs
@@ -539,13 +539,8 @@ class FactsCache:
                     keep[key] = known
         self._facts = keep
 
-    def known(self, messages: Sequence[Any]) -> list[MessageFacts] | None:
-        """The facts of every entry of `messages` when nearly all are known already, else None.
-
-        For a history read on an earlier call, what the next call can know at
-        once: the known ones cost no Python-level work, and the few new ones
-        (at most an eighth) are learnt. None for a history mostly new to it.
-        """
+    def registered(self, messages: Sequence[Any]) -> list[MessageFacts] | None:
+        """The facts of `messages` when this run knows the list already, else None."""
         listed = self._lists.get(id(messages))
         if (
             listed is not None
@@ -553,8 +548,33 @@ class FactsCache:
             and len(listed.known) == len(messages)
         ):
             return listed.known
+        return None
+
+    def extend(
+        self, messages: Sequence[Any], base: Sequence[Any], base_known: list[MessageFacts]
+    ) -> None:
+        """Know `messages` as `base` (whose facts are `base_known`) and what follows it.
+
+        Only when `messages` starts with the very objects of `base` (checked at
+        C speed): a session's history is the last one plus what was appended.
+        """
+        if len(messages) < len(base) or not all(map(is_, base, messages)):
+            return
+        known = [*base_known, *map(self.of, messages[len(base) :])]
+        self._lists[id(messages)] = _Listed(messages, known)
+
+    def known(self, messages: Sequence[Any]) -> list[MessageFacts] | None:
+        """The facts of every entry of `messages` when nearly all are known already, else None.
+
+        For a history read on an earlier call, what the next call can know at
+        once: the known ones cost no Python-level work, and the few new ones
+        (at most an eighth) are learnt. None for a history mostly new to it.
+        """
+        registered = self.registered(messages)
+        if registered is not None:
+            return registered
         known: list[Any] = list(map(self._facts.get, map(id, messages)))
-        unknown = known.count(None)
+        unknown = len(known) - sum(map(bool, known))  # truth, not equality: cheaper
         if unknown * 8 > len(known):
             return None
         if unknown:
@@ -655,15 +675,19 @@ def _survey_of(known: list[MessageFacts], runs: _Runs) -> Survey:
 def _base(followed: list[_Runs], known: list[MessageFacts]) -> _Runs | None:
     """The runs, among those `followed`, sharing the longest start with `known`.
 
-    Newest first, and the first that shares all but the last stretch is taken
+    Newest first, and the first that shares all but the last few stretches is taken
     without looking further.
     """
     best, most = None, 0
     for runs in followed:
+        mine = runs.known
+        # One that cannot share more than the best so far is passed over at once.
+        if len(mine) <= most or len(known) <= most or mine[most] is not known[most]:
+            continue
         shared = runs.shared(known)
         if shared > most:
             best, most = runs, shared
-            if shared + _CHECKPOINT_EVERY >= len(known):
+            if shared + 4 * _CHECKPOINT_EVERY >= len(known):
                 break
     return best
 
