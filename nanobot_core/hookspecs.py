@@ -63,9 +63,12 @@ def nanobot_governance_stages(ctx: PluginContext) -> list[Any]:
     the governor's final checks keep the request legal regardless. What makes
     a stage cheap is declared on it, the same way for built-ins and plugins:
     ``acts_on`` (the kinds of work it has; it is skipped when none is present),
-    ``widened_by`` (options that make it always run) and ``per_message`` (it
+    ``widened_by`` (options that make it always run), ``per_message`` (it
     is applied to a copy of one message at a time, only where its work is,
-    and remembered per message); see docs/governance.md, "Declarations".
+    and remembered per message), ``whole_list_with`` (options that make a
+    per-message stage need the whole history) and ``local`` (its outcome on
+    what was governed before is reused when only messages without work were
+    appended); see docs/governance.md, "Declarations".
     """
 
 
