@@ -2,6 +2,8 @@
 
 ``--which``: ``ours`` (the built-in stages), ``ours-stage`` (plus one third-party
 stage that changes nothing and declares nothing, registered as a plugin),
+``ours-copy`` (a built-in stage replaced by a copy of it, with the same
+declarations, under another name, registered as a plugin),
 ``ours-redact`` (plus contrib/redact's plugin, from the source tree), ``nanobot``
 (nanobot-ai 0.3.5, stateless: a new ``ContextGovernor`` per call).
 
@@ -38,6 +40,8 @@ from histories import SYSTEM_PROMPT, generate_history
 MAX_OUTPUT = 4_096
 MAX_TOOL_RESULT_CHARS = 16_000
 REDACT_SOURCE = BENCH_DIR.parent / "contrib" / "redact"
+#: The built-in stage ``ours-copy`` replaces with a copy under another name (same declarations).
+COPIED = "sanitize_content"
 
 Messages = list[dict[str, Any]]
 
@@ -52,6 +56,8 @@ def _ours(which: str, window: int, workspace: Path) -> Any:
             max_output=MAX_OUTPUT,
             safety_margin=0,
             max_tool_result_chars=MAX_TOOL_RESULT_CHARS,
+            # ours-copy: the built-in is replaced by its copy under another name.
+            disabled=[COPIED] if which == "ours-copy" else [],
         )
     )
     manager = nc.PluginManager(config, workspace=workspace, autoload=False)
@@ -63,6 +69,19 @@ def _ours(which: str, window: int, workspace: Path) -> Any:
                 return [nc.Stage("noop_third_party", lambda m, c: nc.StageOutcome.unchanged(m))]
 
         manager.register(NoopPlugin(), "noop-third-party", distribution="noop", version="1.0")
+    elif which == "ours-copy":
+        import attrs
+
+        from nanobot_core.governance.stages import BUILTIN_TABLE
+
+        builtin = next(row.stage for row in BUILTIN_TABLE if row.stage.name == COPIED)
+
+        class CopyPlugin:
+            @nc.hookimpl
+            def nanobot_governance_stages(self, ctx: Any) -> list[Any]:
+                return [attrs.evolve(builtin, name=f"{COPIED}_copy")]
+
+        manager.register(CopyPlugin(), "stage-copy", distribution="stage-copy", version="1.0")
     elif which == "ours-redact":
         if str(REDACT_SOURCE) not in sys.path:
             sys.path.insert(0, str(REDACT_SOURCE))
@@ -72,7 +91,11 @@ def _ours(which: str, window: int, workspace: Path) -> Any:
     from_plugins = getattr(getattr(nc, "Governor", None), "from_plugins", None)
     governor = from_plugins(manager) if from_plugins else manager.governor()
     names = [stage.name for stage in governor.stages]
-    wanted = {"ours-stage": "noop_third_party", "ours-redact": "redact_secrets"}.get(which)
+    wanted = {
+        "ours-stage": "noop_third_party",
+        "ours-redact": "redact_secrets",
+        "ours-copy": f"{COPIED}_copy",
+    }.get(which)
     if wanted and wanted not in names:
         raise SystemExit(f"{wanted} is not in the pipeline: {names}")
 
