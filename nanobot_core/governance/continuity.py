@@ -178,6 +178,7 @@ class Continuity:
         self._compacted: dict[int, tuple[Any, dict[str, Any]]] = {}
         # The decisions last found valid for a history that the current one extends.
         self._checked: tuple[Any, ...] | None = None
+        self._history: list[Any] = []  # the history of the current call, as `view` took it
         # The last view: (its decisions, the history length, the view, its positions).
         self._last_view: tuple[tuple[Any, ...], int, list[Any], list[int]] | None = None
 
@@ -189,6 +190,22 @@ class Continuity:
         self._compacted.clear()
         self._checked = None
         self._last_view = None
+
+    def _canonical(self, history: list[Any]) -> list[Any]:
+        """`history`, with the messages seen on the last call standing for equal copies of them.
+
+        A session store that hands out new objects on every load (a history
+        decoded again) gives equal messages that are not the same objects: once
+        they are found equal to what was seen (one compare), the objects seen
+        stand for them, so that everything known of those carries over.
+        """
+        seen = self._seen
+        if seen is None or len(history) < len(seen) or all(map(is_, seen, history)):
+            return history
+        count = len(seen)
+        if history[:count] == seen:
+            return [*seen, *history[count:]]
+        return history
 
     def _current(self, history: Sequence[Any], leading: int) -> GovernanceState:
         state = self.state
@@ -214,6 +231,7 @@ class Continuity:
         The view entry of the noticed user message (or a compacted result) maps
         to the index of the message it stands for.
         """
+        history = self._history = self._canonical(history)
         leading = leading_system_count(history)
         state = self.state = self._current(history, leading)
         if state.start <= leading and state.steps_from is None and not state.compacted:
@@ -318,7 +336,7 @@ class Continuity:
                 )
             )
         self._sent = sent
-        self._seen = list(history)
+        self._seen = list(self._history if len(self._history) == len(history) else history)
         return _compare(previous, sent, before, self.state)
 
 

@@ -222,6 +222,7 @@ class Governor:
         self._facts = FactsCache(self.counter)
         self._shape_memo: list[Any] | None = None  # the last list found without Anthropic blocks
         self._last_view: tuple[list[Any], list[Any]] | None = None  # the last view, its facts
+        self._untouched_as: list[Any] = []  # what the current call hands back when clean
         for problem in placement.problems:
             log.warning("governance stage placement", problem=problem)
 
@@ -290,6 +291,9 @@ class Governor:
         given = messages if isinstance(messages, list) else list(messages)
         tools = tools if type(tools) is list or type(tools) is tuple else list(tools)
         view, positions = self._continuity.view(given, self.store, self.config)
+        # With no earlier decision applied, the view is the history (or the equal messages
+        # seen before, standing for it): a history handed back untouched is the caller's.
+        self._untouched_as = given if not positions else view
         result, working_fit, acted = self._govern(given, view, system, tools, self.budget)
         limit = self.budget.limit
         # The stages budget the OpenAI shape; turned back into Anthropic blocks the history
@@ -346,7 +350,7 @@ class Governor:
             room = budget.limit - fixed[0] - fixed[1]
             tokens = clean_tokens(view, room, self.config.max_tool_result_chars)
             if tokens is not None:
-                result = self._untouched(view, fixed[0] + fixed[1] + tokens)
+                result = self._untouched(self._untouched_as, fixed[0] + fixed[1] + tokens)
                 if view is not given:
                     _report_kept(result.report, self._continuity.state)
                 return result, True, False

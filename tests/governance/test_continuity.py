@@ -231,3 +231,26 @@ def test_a_long_dirty_session_matches_a_fresh_governor_on_every_call(
             checked += 1
         state = result.state
     assert len(history) > 2_000 and checked > 20
+
+
+def test_a_history_decoded_again_is_governed_as_the_same_session(tmp_path: Path) -> None:
+    """Equal copies of what was seen keep the session: the same messages as with the originals."""
+    history = agent_session(200, seed=5)
+    config = _config(16_000)
+    governor = build_builtin_governor(config, tmp_path)
+    twin = build_builtin_governor(config, tmp_path)
+    ends = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "user"]
+    for end in [*ends[1:], len(history)][::5]:
+        part = history[:end]
+        copied = json.loads(json.dumps(part))  # what a store that decodes every load hands out
+        sent = governor.govern(part, system=SYSTEM)
+        again = twin.govern(copied, system=SYSTEM)
+        assert again.messages == sent.messages
+        assert again.state == sent.state
+    changed = [dict(m) if isinstance(m, dict) else m for m in history]
+    changed[3] = {"role": "user", "content": "another history altogether"}
+    fresh = build_builtin_governor(config, tmp_path)
+    assert (
+        twin.govern(changed, system=SYSTEM).messages
+        == fresh.govern(changed, system=SYSTEM).messages
+    )
