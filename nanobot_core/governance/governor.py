@@ -435,17 +435,21 @@ class Governor:
         when the stage runs, so the messages the walk read are not read again.
         """
         chain = [
-            (stage, self._context(stage, ctx))
+            (stage, self._context(stage, ctx), self._memo.setdefault(stage.name, {}))
             for stage, disabled in self._pipeline
             if not disabled and stage.name in names
         ]
+        remember = self._remember
 
         def through(message: Any) -> Any:
-            for stage, context in chain:
-                memo = self._memo.setdefault(stage.name, {})
-                remembered = self._remember(stage, message, context, memo)
-                if isinstance(remembered, str):
-                    raise _StageFailed(remembered)
+            for stage, context, memo in chain:
+                known = memo.get(id(message))  # the memo holds its messages: ids are theirs
+                if known is None:
+                    found = remember(stage, message, context, memo)
+                    if isinstance(found, str):
+                        raise _StageFailed(found)
+                    known = found
+                remembered = known
                 replacement = remembered[1]
                 if replacement is None:
                     continue
