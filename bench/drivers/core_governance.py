@@ -168,7 +168,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         govern = _governor(Path(scratch))
         if options.history is not None:
-            figures = _synthetic(govern, options.history, options.reps, options.memory)
+            # A governor per call: one governor keeps what it learnt of a history across
+            # calls (even of equal copies of it), which would time the second call of a
+            # session rather than one call on a history it has never seen.
+            def fresh(
+                messages: Messages, system: str | None, tools: list[dict[str, Any]]
+            ) -> Messages:
+                return _governor(Path(scratch))(messages, system, tools)
+
+            figures = _synthetic(fresh, options.history, options.reps, options.memory)
         else:
             figures = _tau(govern, options.tau, options.tools, options.reps, options.memory)
     write(options.out, figures)
