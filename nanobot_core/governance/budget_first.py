@@ -22,9 +22,10 @@ is left. The result is the one the full pipeline gives (see `HistoryCut` for
 the one thing that needs help), at a cost that grows with what fits rather
 than with the length of the history.
 
-The governor uses the cut only when every active stage is a built-in in its
-default place (a third-party stage could shrink or drop anything) and
-`snip_history` runs; it says what it left out in the `snip_history` entry.
+When the cut is safe is derived from what the stages declare (the governor's
+`_CutPlan`): per-message stages that declare nothing are applied in the walk
+(`find_cut`'s `through`), and the entry of the last budget stage says what was
+left out.
 A history whose kept part holds Anthropic tool blocks is governed whole. One
 that holds them only in the part left out is governed (and answered) in the
 OpenAI shape: the shape of what the model will see is what counts, and

@@ -31,7 +31,12 @@ from typing import Any
 import attrs
 
 from nanobot_core.config import GovernanceConfig
-from nanobot_core.governance.messages import CallNames, content_text, leading_system_count
+from nanobot_core.governance.messages import (
+    CallNames,
+    content_text,
+    leading_system_count,
+    starts_with,
+)
 from nanobot_core.governance.stages.compact import COMPACT_PREFIX, compact_notice
 from nanobot_core.governance.stages.offload import offload_notice
 from nanobot_core.governance.stages.snip import left_out_steps, with_steps_notice
@@ -200,7 +205,7 @@ class Continuity:
         stand for them, so that everything known of those carries over.
         """
         seen = self._seen
-        if seen is None or len(history) < len(seen) or all(map(is_, seen, history)):
+        if seen is None or len(history) < len(seen) or starts_with(history, seen):
             return history
         count = len(seen)
         if history[:count] == seen:

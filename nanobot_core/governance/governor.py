@@ -14,14 +14,17 @@ When no stage and no final check changed anything, the result *is* the input
 list.
 
 Every shortcut is derived from what the stages declare (`Stage.acts_on`,
-`widened_by`, `per_message`), never from which stage it is, and none changes
-any result: a stage is skipped when none of its kinds of work is present; a
-history that is already clean and fits is recognised in one pass and handed
-back at once when every stage declares its work (`clean.py`); history that
-cannot fit however the stages shrink it is left out before they run, or at
-the start of the budget phase when a stage before it declares nothing
-(`budget_first.py`); a per-message stage runs only on the messages that have
-its work, and its outcome per message object is remembered.
+`widened_by`, `per_message`, `whole_list_with`, `local`), never from which
+stage it is, and none changes any result: a stage is skipped when none of its
+kinds of work is present; a history that is already clean and fits is
+recognised in one pass and handed back at once when every stage declares its
+work (`clean.py`); history that cannot fit however the stages shrink it is left
+out before they run (`budget_first.py`), or at the start of the budget phase
+when a whole-list stage before it declares nothing and reads its `Deferred`
+list; a per-message stage runs only on the messages that have its work (that
+may reach the model, when it declares none), and its outcome per message
+object is remembered; what the leading local stages made of the last call's
+history is reused when only messages without work were appended (`_Pass`).
 """
 
 from __future__ import annotations
@@ -49,7 +52,7 @@ from nanobot_core.governance.budget_first import HistoryCut, early_drops, find_c
 from nanobot_core.governance.clean import clean_tokens
 from nanobot_core.governance.continuity import FIRST_CALL, Continuity, GovernanceState, Prefix
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
-from nanobot_core.governance.messages import container_copy
+from nanobot_core.governance.messages import container_copy, starts_with
 from nanobot_core.governance.ordering import place_stages
 from nanobot_core.governance.stage import Budget, Stage, StageContext, StageOutcome
 from nanobot_core.governance.stages import builtin_stages
@@ -222,7 +225,6 @@ class Governor:
         self._facts = FactsCache(self.counter)
         self._shape_memo: list[Any] | None = None  # the last list found without Anthropic blocks
         self._last_view: tuple[list[Any], list[Any]] | None = None  # the last view, its facts
-        self._untouched_as: list[Any] = []  # what the current call hands back when clean
         for problem in placement.problems:
             log.warning("governance stage placement", problem=problem)
 
@@ -293,8 +295,10 @@ class Governor:
         view, positions = self._continuity.view(given, self.store, self.config)
         # With no earlier decision applied, the view is the history (or the equal messages
         # seen before, standing for it): a history handed back untouched is the caller's.
-        self._untouched_as = given if not positions else view
-        result, working_fit, acted = self._govern(given, view, system, tools, self.budget)
+        untouched = given if not positions else view
+        result, working_fit, acted = self._govern(
+            given, view, untouched, system, tools, self.budget
+        )
         limit = self.budget.limit
         # The stages budget the OpenAI shape; turned back into Anthropic blocks the history
         # can take more (a lone tool_result block costs more than its tool message). What
@@ -305,7 +309,9 @@ class Governor:
             tighter = Budget(max(0, result.budget - (result.tokens - limit)))
             if tighter.limit >= result.budget:
                 break
-            result, working_fit, acted = self._govern(given, view, system, tools, tighter)
+            result, working_fit, acted = self._govern(
+                given, view, untouched, system, tools, tighter
+            )
         if result.budget != limit:
             result = attrs.evolve(result, budget=limit, fits=result.tokens <= limit)
         self._facts.retain(given, result.messages)
@@ -329,11 +335,14 @@ class Governor:
         self,
         given: list[Any],
         view: list[Any],
+        untouched: list[Any],
         system: str | None,
         tools: Sequence[Any],
         budget: Budget,
     ) -> tuple[GovernanceResult, bool, bool | None]:
         """One run of the pipeline over `view` (`given` with earlier decisions applied).
+
+        `untouched` is what to hand back when the view is clean and fits.
 
         Returns the result, whether the working copy fitted `budget`, and whether
         a budget stage decided anything new (None: the history was in the
@@ -350,7 +359,7 @@ class Governor:
             room = budget.limit - fixed[0] - fixed[1]
             tokens = clean_tokens(view, room, self.config.max_tool_result_chars)
             if tokens is not None:
-                result = self._untouched(self._untouched_as, fixed[0] + fixed[1] + tokens)
+                result = self._untouched(untouched, fixed[0] + fixed[1] + tokens)
                 if view is not given:
                     _report_kept(result.report, self._continuity.state)
                 return result, True, False
@@ -542,11 +551,7 @@ class Governor:
     def _anthropic(self, messages: list[Any]) -> bool:
         """`is_anthropic_shape`, reading only what follows the last list found without blocks."""
         last = self._shape_memo
-        if (
-            last is not None
-            and len(messages) >= len(last)
-            and all(map(operator.is_, last, messages))
-        ):
+        if last is not None and starts_with(messages, last):
             found = is_anthropic_shape(messages[len(last) :])
         else:
             found = is_anthropic_shape(messages)
@@ -724,7 +729,7 @@ class _Pass:
         """Hand on what the local block made of the last history, plus what was appended."""
         governor, ctx = self.governor, self.ctx
         memo, given = governor._block_memo, self.current
-        if memo is None or not _extends(given, memo.given):
+        if memo is None or not starts_with(given, memo.given):
             return False
         known = ctx.facts.aligned(given)
         count = len(memo.given)
@@ -800,11 +805,6 @@ def _local_block(pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> 
             break
         count += 1
     return count
-
-
-def _extends(longer: list[Any], shorter: list[Any]) -> bool:
-    """Whether `longer` starts with the very objects of `shorter` (read at C speed)."""
-    return len(longer) >= len(shorter) and all(map(operator.is_, shorter, longer))
 
 
 def _same_work(survey: Survey, before: Survey, known: list[Any], count: int) -> bool:

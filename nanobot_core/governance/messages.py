@@ -7,6 +7,7 @@ Nothing here mutates its arguments: a changed message is always a new dict
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from operator import is_
 from typing import Any
 
 __all__ = [
@@ -155,6 +156,14 @@ def leading_system_count(messages: Sequence[Any]) -> int:
             break
         count += 1
     return count
+
+
+def starts_with(longer: Sequence[Any], shorter: Sequence[Any]) -> bool:
+    """Whether `longer` starts with the very objects of `shorter` (by identity, at C speed).
+
+    How the governor tells that a list is an earlier one plus what was appended.
+    """
+    return len(longer) >= len(shorter) and all(map(is_, shorter, longer))
 
 
 def container_copy(value: Any) -> Any:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import reduce
 from itertools import compress, count
-from operator import is_, is_not, itemgetter, or_
+from operator import is_not, itemgetter, or_
 from typing import Any, TypeAlias
 
 import attrs
@@ -26,7 +26,7 @@ from nanobot_core.governance.checks import (
     is_blank_content,
     is_placeholder_message,
 )
-from nanobot_core.governance.messages import result_call_id
+from nanobot_core.governance.messages import result_call_id, starts_with
 from nanobot_core.governance.tokens import (
     MESSAGE_OVERHEAD,
     PLAIN_KEYS,
@@ -558,7 +558,7 @@ class FactsCache:
         Only when `messages` starts with the very objects of `base` (checked at
         C speed): a session's history is the last one plus what was appended.
         """
-        if len(messages) < len(base) or not all(map(is_, base, messages)):
+        if not starts_with(messages, base):
             return
         known = [*base_known, *map(self.of, messages[len(base) :])]
         self._lists[id(messages)] = _Listed(messages, known)

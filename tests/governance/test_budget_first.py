@@ -38,10 +38,12 @@ TOOLS = [{"type": "function", "function": {"name": "read_file", "parameters": {}
 LEFT_OUT = "ran: they cannot fit even with every tool result compacted"
 
 
-def _pair(tmp_path: Path, **settings: Any) -> tuple[Governor, Governor]:
+def _pair(
+    tmp_path: Path, stages: list[Stage] | None = None, **settings: Any
+) -> tuple[Governor, Governor]:
     """The same governor twice: leaving out first, and running every stage on everything."""
     config = GovernanceConfig(**settings)
-    stages = builtin_stages()
+    stages = builtin_stages() if stages is None else stages
     return (
         Governor(stages, config=config, workspace=tmp_path),
         Governor(stages, config=config, workspace=tmp_path, budget_first=False),
@@ -158,11 +160,7 @@ def test_a_transform_stage_that_declares_nothing_moves_the_cut_to_the_budget_pha
 
     history = _session(300)
     stages = [*builtin_stages(), Stage("keep_all", keep_all)]
-    config = GovernanceConfig(input_limit=20_000)
-    fast, full = (
-        Governor(stages, config=config, workspace=tmp_path, budget_first=first)
-        for first in (True, False)
-    )
+    fast, full = _pair(tmp_path, stages, input_limit=20_000)
     result = fast.govern(history, system=SYSTEM, tools=TOOLS)
     assert _left_out(result)
     assert "before the budget stages ran" in _left_out(result)[0]
@@ -316,11 +314,7 @@ def test_a_transform_stage_that_reads_nothing_leaves_the_cut_before_the_stages(
 
     history = _session(300)
     stages = [*builtin_stages(), Stage(stage.name, counted)]
-    config = GovernanceConfig(input_limit=20_000)
-    fast, full = (
-        Governor(stages, config=config, workspace=tmp_path, budget_first=first)
-        for first in (True, False)
-    )
+    fast, full = _pair(tmp_path, stages, input_limit=20_000)
     result = fast.govern(history, system=SYSTEM, tools=TOOLS)
     assert "before the stages ran" in _left_out(result)[0]
     assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
@@ -339,11 +333,7 @@ def test_a_stage_that_only_counts_the_messages_sees_the_repaired_history(tmp_pat
 
     history = _session(300)
     stages = [*builtin_stages(), Stage("count_them", count_them)]
-    config = GovernanceConfig(input_limit=20_000)
-    fast, full = (
-        Governor(stages, config=config, workspace=tmp_path, budget_first=first)
-        for first in (True, False)
-    )
+    fast, full = _pair(tmp_path, stages, input_limit=20_000)
     result = fast.govern(history, system=SYSTEM, tools=TOOLS)
     assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
     assert lengths[0] == lengths[1] > 5 * len(result.messages)
@@ -361,11 +351,7 @@ def test_a_stage_that_replaces_the_history_unread_gets_every_stage_reported(
 
     history = _session(300)
     stages = [*builtin_stages(), Stage("replace", replace)]
-    config = GovernanceConfig(input_limit=20_000)
-    fast, full = (
-        Governor(stages, config=config, workspace=tmp_path, budget_first=first)
-        for first in (True, False)
-    )
+    fast, full = _pair(tmp_path, stages, input_limit=20_000)
     result = fast.govern(history, system=SYSTEM, tools=TOOLS)
     assert result.messages == replacement
     assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
@@ -436,9 +422,7 @@ def test_a_per_message_stage_that_declares_nothing_keeps_the_cut_before_the_stag
     seen: list[int] = []
     history = _session(300)
     stages = [*builtin_stages(), _per_message("edit", edit, seen)]
-    config = GovernanceConfig(input_limit=20_000)
-    fast = Governor(stages, config=config, workspace=tmp_path)
-    full = Governor(stages, config=config, workspace=tmp_path, budget_first=False)
+    fast, full = _pair(tmp_path, stages, input_limit=20_000)
     result = fast.govern(history, system=SYSTEM, tools=TOOLS)
     assert "before the stages ran" in _left_out(result)[0]
     calls = len(seen)
@@ -466,9 +450,7 @@ def test_a_per_message_stage_failing_on_an_old_message_is_skipped_as_without_the
         return func(messages, ctx)
 
     stages = [*builtin_stages(), Stage("edit", failing, per_message=True)]
-    config = GovernanceConfig(input_limit=20_000)
-    fast = Governor(stages, config=config, workspace=tmp_path)
-    full = Governor(stages, config=config, workspace=tmp_path, budget_first=False)
+    fast, full = _pair(tmp_path, stages, input_limit=20_000)
     result = fast.govern(history, system=SYSTEM, tools=TOOLS)
     assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
     entry = result.report.entry("edit")
