@@ -49,18 +49,7 @@ def ecosystem(session: nox.Session) -> None:
     wheels.mkdir(exist_ok=True)
     session.install("pip", "hatchling")
     projects = [str(ROOT), *(str(p.parent) for p in PLUGIN_PROJECTS)]
-    session.run(
-        "python",
-        "-m",
-        "pip",
-        "wheel",
-        "--quiet",
-        "--no-deps",
-        "--no-build-isolation",
-        "--wheel-dir",
-        str(wheels),
-        *projects,
-    )
+    _build_wheels(session, wheels, projects)
     built = sorted(str(w) for w in wheels.glob("*.whl"))
     session.install(*built, *_test_requirements(PLUGIN_PROJECTS))
     for project in PLUGIN_PROJECTS:
@@ -98,10 +87,8 @@ def ecosystem(session: nox.Session) -> None:
     _nanobot_ai_tools(session, wheels)
 
 
-def _nanobot_ai_tools(session: nox.Session, wheels: Path) -> None:
-    """nanobot-ai 0.3.5 from PyPI with the core and nbtest-hkuds, in a venv of their own."""
-    own = Path(session.create_tmp()) / "nanobot-ai-wheels"
-    own.mkdir(exist_ok=True)
+def _build_wheels(session: nox.Session, into: Path, projects: list[str]) -> None:
+    """Build each project into a wheel in `into`, in one pip process (hatchling installed)."""
     session.run(
         "python",
         "-m",
@@ -111,9 +98,16 @@ def _nanobot_ai_tools(session: nox.Session, wheels: Path) -> None:
         "--no-deps",
         "--no-build-isolation",
         "--wheel-dir",
-        str(own),
-        str(NANOBOT_AI_TESTS / "nbtest-hkuds"),
+        str(into),
+        *projects,
     )
+
+
+def _nanobot_ai_tools(session: nox.Session, wheels: Path) -> None:
+    """nanobot-ai 0.3.5 from PyPI with the core and nbtest-hkuds, in a venv of their own."""
+    own = Path(session.create_tmp()) / "nanobot-ai-wheels"
+    own.mkdir(exist_ok=True)
+    _build_wheels(session, own, [str(NANOBOT_AI_TESTS / "nbtest-hkuds")])
     session.install("uv")
     env_dir = Path(session.create_tmp()) / "nanobot-ai-env"
     interpreter = Path(str(session.virtualenv.location)) / "bin" / "python"

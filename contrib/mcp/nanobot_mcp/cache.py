@@ -18,9 +18,14 @@ from typing import Any
 
 from nanobot_mcp.config import ServerConfig
 
-__all__ = ["ToolListCache", "write_json_atomically"]
+__all__ = ["ToolListCache", "cache_directory", "write_json_atomically"]
 
 _FORMAT = 1
+
+
+def cache_directory(workspace: Path) -> Path:
+    """Where a workspace keeps what this plugin remembers of its servers."""
+    return workspace / ".nanobot" / "cache" / "mcp"
 
 
 class ToolListCache:
@@ -32,7 +37,7 @@ class ToolListCache:
     @classmethod
     def for_workspace(cls, workspace: Path) -> ToolListCache:
         """The cache of a workspace."""
-        return cls(workspace / ".nanobot" / "cache" / "mcp")
+        return cls(cache_directory(workspace))
 
     def path(self, server: ServerConfig) -> Path:
         """The cache file of one server."""

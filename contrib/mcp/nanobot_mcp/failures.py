@@ -19,7 +19,7 @@ from pathlib import Path
 
 import attrs
 
-from nanobot_mcp.cache import write_json_atomically
+from nanobot_mcp.cache import cache_directory, write_json_atomically
 from nanobot_mcp.config import ServerConfig
 
 __all__ = ["FailureMemory", "RememberedFailure"]
@@ -53,7 +53,7 @@ class FailureMemory:
     @classmethod
     def for_workspace(cls, workspace: Path) -> FailureMemory:
         """The failure records of a workspace."""
-        return cls(workspace / ".nanobot" / "cache" / "mcp")
+        return cls(cache_directory(workspace))
 
     def path(self, server: ServerConfig) -> Path:
         """The failure record of one server."""
