@@ -52,12 +52,20 @@ from nanobot_core.governance.budget_first import HistoryCut, early_drops, find_c
 from nanobot_core.governance.clean import clean_tokens
 from nanobot_core.governance.continuity import FIRST_CALL, Continuity, GovernanceState, Prefix
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
-from nanobot_core.governance.messages import container_copy, starts_with
+from nanobot_core.governance.messages import container_copy
 from nanobot_core.governance.ordering import place_stages
 from nanobot_core.governance.stage import Budget, Stage, StageContext, StageOutcome
 from nanobot_core.governance.stages import builtin_stages
 from nanobot_core.governance.store import ResultStore, default_store
-from nanobot_core.governance.survey import KIND_BITS, Defect, FactsCache, Kind, Splice, Survey
+from nanobot_core.governance.survey import (
+    KIND_BITS,
+    Defect,
+    FactsCache,
+    Kind,
+    Listing,
+    Splice,
+    Survey,
+)
 from nanobot_core.governance.tokens import (
     EstimateCounter,
     TokenCounter,
@@ -224,7 +232,7 @@ class Governor:
         # place once handed to a governor: a changed message is a new dict).
         self._facts = FactsCache(self.counter)
         self._shape_memo: list[Any] | None = None  # the last list found without Anthropic blocks
-        self._last_view: tuple[list[Any], list[Any]] | None = None  # the last view, its facts
+        self._last_view: Listing | None = None  # what the last run knew of its view
         for problem in placement.problems:
             log.warning("governance stage placement", problem=problem)
 
@@ -315,8 +323,7 @@ class Governor:
         if result.budget != limit:
             result = attrs.evolve(result, budget=limit, fits=result.tokens <= limit)
         self._facts.retain(given, result.messages)
-        known = self._facts.registered(view)
-        self._last_view = (view, known) if known is not None else None
+        self._last_view = self._facts.listing(view)
         if acted is None:  # Anthropic blocks became other messages: indices would not carry over
             self._continuity.restore(None)
             return result
@@ -352,7 +359,7 @@ class Governor:
         self._facts.new_run()
         last = self._last_view
         if last is not None:
-            self._facts.extend(view, *last)
+            self._facts.extend(view, last)
         # The one-pass check is for histories new to this governor; one that extends the
         # last one is known message by message, and the survey answers at once.
         if self._clean_path and (len(view) < _KNOWN_FROM or self._facts.registered(view) is None):
@@ -551,7 +558,7 @@ class Governor:
     def _anthropic(self, messages: list[Any]) -> bool:
         """`is_anthropic_shape`, reading only what follows the last list found without blocks."""
         last = self._shape_memo
-        if last is not None and starts_with(messages, last):
+        if last is not None and self._facts.starts_with(messages, last):
             found = is_anthropic_shape(messages[len(last) :])
         else:
             found = is_anthropic_shape(messages)
@@ -722,14 +729,17 @@ class _Pass:
             self._block_input = None
             entries = [_shifted(entry, 0) for entry in self.report[-block:]]
             survey = self.ctx.survey(given)
-            known = self.ctx.facts.aligned(self.current)
-            governor._block_memo = _Block(given, self.current, entries, tokens, survey, known)
+            facts = self.ctx.facts
+            facts.aligned(self.current)
+            listing = facts.listing(self.current)
+            assert listing is not None  # just aligned
+            governor._block_memo = _Block(given, self.current, entries, tokens, survey, listing)
 
     def _reuse(self, block: int) -> bool:
         """Hand on what the local block made of the last history, plus what was appended."""
         governor, ctx = self.governor, self.ctx
         memo, given = governor._block_memo, self.current
-        if memo is None or not starts_with(given, memo.given):
+        if memo is None or not ctx.facts.starts_with(given, memo.given):
             return False
         known = ctx.facts.aligned(given)
         count = len(memo.given)
@@ -740,8 +750,7 @@ class _Pass:
         if not _same_work(survey, memo.survey, known, count):
             return False
         output = memo.output + given[count:]
-        output_known = [*memo.known, *appended]
-        ctx.facts.note(output, output_known)
+        ctx.facts.note(output, [*memo.output_facts.known, *appended], memo.output_facts)
         shift, tokens = self.tokens - memo.tokens, self.tokens
         entries = [_shifted(entry, shift) for entry in memo.entries]
         self.report += [_shifted(entry, 0) for entry in entries]
@@ -749,7 +758,9 @@ class _Pass:
         self.tokens = ctx.request_tokens(output)
         self.present = governor._present(output, ctx)
         self._skip = block
-        governor._block_memo = _Block(given, output, entries, tokens, survey, output_known)
+        listing = ctx.facts.listing(output)
+        assert listing is not None  # just noted
+        governor._block_memo = _Block(given, output, entries, tokens, survey, listing)
         return True
 
     def _run(self, index: int) -> None:
@@ -793,7 +804,7 @@ class _Block:
     entries: list[ReportEntry]  # their report entries
     tokens: int  # the request tokens of `given`
     survey: Survey  # of `given`
-    known: list[Any]  # the facts of `output`
+    output_facts: Listing  # what was known of `output`
 
 
 def _local_block(pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> int:

@@ -45,6 +45,7 @@ __all__ = [
     "Defect",
     "FactsCache",
     "Kind",
+    "Listing",
     "MessageFacts",
     "Splice",
     "Survey",
@@ -403,16 +404,59 @@ _DEFECTS = itemgetter(2)
 _RESULT_CHARS = itemgetter(5)
 
 
-class _Listed:
-    """What is known of one list of a run: its entries' facts, and later its total and survey."""
+class Listing:
+    """What is known of one list of a run: its entries' facts, and later its totals and survey.
 
-    __slots__ = ("known", "messages", "survey", "tokens")
+    A list known to start with another one (the same objects: a session's
+    history is the last one plus what was appended) carries what was worked
+    out for that one, so its totals and survey cost only what follows it.
+    """
 
-    def __init__(self, messages: Sequence[Any], known: list[MessageFacts]) -> None:
+    __slots__ = ("_after", "_sums", "known", "messages", "runs", "survey")
+
+    def __init__(
+        self, messages: Sequence[Any], known: list[MessageFacts], base: Listing | None = None
+    ) -> None:
         self.messages = messages  # held, so that its id stays its own
         self.known = known
-        self.tokens: int | None = None
         self.survey: Survey | None = None
+        self.runs: _Runs | None = None
+        self._sums: _Sums | None = None
+        # Of the list this one starts with: its totals, its runs, its length. Not the list
+        # itself, so that a session's lists never make a chain back to its first call.
+        self._after: tuple[_Sums | None, _Runs | None, int] | None = (
+            (base._sums, base.runs, len(base.known)) if base is not None else None
+        )
+
+    def sums(self) -> _Sums:
+        """(tokens, defects of the entries themselves, largest result) over every entry."""
+        if self._sums is None:
+            known, start, tokens, defects, largest = self.known, 0, 0, 0, 0
+            if self._after is not None and self._after[0] is not None:
+                (tokens, defects, largest), start = self._after[0], self._after[2]
+            rest = known[start:] if start else known
+            if rest:
+                tokens += sum(map(_TOKENS, rest))
+                defects |= reduce(or_, map(_DEFECTS, rest))
+                largest = max(largest, max(map(_RESULT_CHARS, rest)))
+            self._sums = (tokens, defects, largest)
+        return self._sums
+
+    def follow(self, followed: list[_Runs]) -> _Runs:
+        """The runs of this list, going on from those of the list it starts with if known."""
+        if self.runs is None:
+            after = self._after
+            if after is not None and after[1] is not None:
+                self.runs = _Runs(self.known, after[1], after[2])
+            else:
+                base, shared = _base(followed, self.known)
+                self.runs = _Runs(self.known, base, shared)
+            self._after = None
+        return self.runs
+
+
+#: (tokens, defects of the entries themselves, largest result) of a list.
+_Sums = tuple[int, int, int]
 
 
 class FactsCache:
@@ -427,7 +471,9 @@ class FactsCache:
         self.counter: TokenCounter = counter or EstimateCounter()
         self.estimate = is_default_counter(self.counter)
         self._facts: dict[int, MessageFacts] = {}
-        self._lists: dict[int, _Listed] = {}
+        self._lists: dict[int, Listing] = {}
+        # (longer, shorter, their lengths, the answer) per pair of list ids, for this run.
+        self._starts: dict[tuple[int, int], tuple[Any, Any, int, int, bool]] = {}
         # The runs of the lists surveyed last, newest first: a new list goes on from the one
         # it shares the longest start with.
         self._followed: list[_Runs] = []
@@ -495,7 +541,7 @@ class FactsCache:
         """Tokens of one message."""
         return self.of(message)[1]
 
-    def _listed(self, messages: Sequence[Any]) -> _Listed:
+    def _listed(self, messages: Sequence[Any]) -> Listing:
         listed = self._lists.get(id(messages))
         if (
             listed is not None
@@ -513,12 +559,33 @@ class FactsCache:
                     index = known.index(None, index + 1)
                 except ValueError:
                     break
-        listed = self._lists[id(messages)] = _Listed(messages, known)
+        listed = self._lists[id(messages)] = Listing(messages, known)
         return listed
 
     def new_run(self) -> None:
         """Start a run: lists are known within one run only; messages across runs."""
         self._lists.clear()
+        self._starts.clear()
+
+    def starts_with(self, longer: Sequence[Any], shorter: Sequence[Any]) -> bool:
+        """`messages.starts_with`, answered once per pair of lists in a run.
+
+        Several parts of one call ask it of the same history and the last one;
+        like everything in a run, it holds while the lists keep their length.
+        """
+        key = id(longer), id(shorter)
+        known = self._starts.get(key)
+        if (
+            known is not None
+            and known[0] is longer
+            and known[1] is shorter
+            and known[2] == len(longer)
+            and known[3] == len(shorter)
+        ):
+            return known[4]
+        found = starts_with(longer, shorter)
+        self._starts[key] = (longer, shorter, len(longer), len(shorter), found)
+        return found
 
     def retain(self, *kept: Sequence[Any]) -> None:
         """Forget the messages not in `kept`, once the memo holds twice as many as they do.
@@ -550,18 +617,27 @@ class FactsCache:
             return listed.known
         return None
 
-    def extend(
-        self, messages: Sequence[Any], base: Sequence[Any], base_known: list[MessageFacts]
-    ) -> None:
-        """Know `messages` as `base` (whose facts are `base_known`) and what follows it.
+    def listing(self, messages: Sequence[Any]) -> Listing | None:
+        """What this run knows of the list `messages`, to carry over to the next run."""
+        listed = self._lists.get(id(messages))
+        if (
+            listed is not None
+            and listed.messages is messages
+            and len(listed.known) == len(messages)
+        ):
+            return listed
+        return None
 
-        Only when `messages` starts with the very objects of `base` (checked at
-        C speed): a session's history is the last one plus what was appended.
+    def extend(self, messages: Sequence[Any], base: Listing) -> None:
+        """Know `messages` as the list of `base` (an earlier run's) and what follows it.
+
+        Only when `messages` starts with the very objects of that list (checked
+        at C speed): a session's history is the last one plus what was appended.
         """
-        if not starts_with(messages, base):
+        if not self.starts_with(messages, base.messages):
             return
-        known = [*base_known, *map(self.of, messages[len(base) :])]
-        self._lists[id(messages)] = _Listed(messages, known)
+        known = [*base.known, *map(self.of, messages[len(base.known) :])]
+        self._lists[id(messages)] = Listing(messages, known, base)
 
     def known(self, messages: Sequence[Any]) -> list[MessageFacts] | None:
         """The facts of every entry of `messages` when nearly all are known already, else None.
@@ -579,7 +655,7 @@ class FactsCache:
             return None
         if unknown:
             return self.aligned(messages)
-        self._lists[id(messages)] = _Listed(messages, known)
+        self._lists[id(messages)] = Listing(messages, known)
         return known
 
     def forget(self, message: Any) -> None:
@@ -590,28 +666,30 @@ class FactsCache:
         """The facts of every entry of `messages`, in order (memoised per list)."""
         return self._listed(messages).known
 
-    def note(self, messages: Sequence[Any], known: list[MessageFacts]) -> None:
-        """Record the facts of a list a stage just built from another one (same order)."""
-        self._lists[id(messages)] = _Listed(messages, known)
+    def note(
+        self, messages: Sequence[Any], known: list[MessageFacts], base: Listing | None = None
+    ) -> None:
+        """Record the facts of a list a stage just built from another one (same order).
+
+        `base`: a list `messages` starts with (the same objects), whose totals
+        and survey carry over.
+        """
+        self._lists[id(messages)] = Listing(messages, known, base)
 
     def list_tokens(self, messages: Sequence[Any]) -> int:
         """Tokens of every message of `messages` (memoised per list)."""
-        listed = self._listed(messages)
-        if listed.tokens is None:
-            listed.tokens = sum(map(_TOKENS, listed.known))
-        return listed.tokens
+        return self._listed(messages).sums()[0]
 
     def survey(self, messages: Sequence[Any]) -> Survey:
         """The survey of `messages` (computed once per list object and length)."""
         listed = self._listed(messages)
         if listed.survey is None:
-            known = listed.known
-            if not known:
-                listed.survey = _survey_known(known)
+            if not listed.known:
+                listed.survey = _survey_known(listed.known)
                 return listed.survey
             followed = self._followed
-            runs = _Runs(known, _base(followed, known))
-            listed.survey = _survey_of(known, runs)
+            runs = listed.follow(followed)
+            listed.survey = _survey_of(listed.sums(), runs)
             followed.insert(0, runs)
             del followed[_FOLLOWED_KEPT:]
         return listed.survey
@@ -654,26 +732,26 @@ def survey_messages(messages: Sequence[Any], facts: FactsCache | None = None) ->
     return (facts or FactsCache()).survey(messages)
 
 
-def _survey_known(known: list[MessageFacts], base: _Runs | None = None) -> Survey:
+def _survey_known(known: list[MessageFacts]) -> Survey:
     if not known:
         return Survey(defects=Defect.NOT_USER_START, tokens=0, largest_result=0)
-    runs = _Runs(known, base)
-    return _survey_of(known, runs)
+    return _survey_of(Listing(known, known).sums(), _Runs(known))
 
 
-def _survey_of(known: list[MessageFacts], runs: _Runs) -> Survey:
+def _survey_of(sums: _Sums, runs: _Runs) -> Survey:
+    tokens, defects, largest = sums
     return Survey(
-        defects=reduce(or_, map(_DEFECTS, known)) | runs.defects,
-        tokens=sum(map(_TOKENS, known)),
-        largest_result=max(map(_RESULT_CHARS, known)),
+        defects=defects | runs.defects,
+        tokens=tokens,
+        largest_result=largest,
         malformed=tuple(runs.malformed),
         strays=tuple(runs.strays),
         open_runs=tuple(runs.open_runs),
     )
 
 
-def _base(followed: list[_Runs], known: list[MessageFacts]) -> _Runs | None:
-    """The runs, among those `followed`, sharing the longest start with `known`.
+def _base(followed: list[_Runs], known: list[MessageFacts]) -> tuple[_Runs | None, int]:
+    """The runs, among those `followed`, sharing the longest start with `known`, and its length.
 
     Newest first, and the first that shares all but the last few stretches is taken
     without looking further.
@@ -689,7 +767,7 @@ def _base(followed: list[_Runs], known: list[MessageFacts]) -> _Runs | None:
             best, most = runs, shared
             if shared + 4 * _CHECKPOINT_EVERY >= len(known):
                 break
-    return best
+    return best, most
 
 
 #: How many lists' runs a cache keeps to go on from.
@@ -714,10 +792,13 @@ class _Runs:
     grew, or was changed near its end, costs what changed.
     """
 
-    def __init__(self, known: list[MessageFacts], base: _Runs | None = None) -> None:
+    def __init__(
+        self, known: list[MessageFacts], base: _Runs | None = None, shared: int | None = None
+    ) -> None:
+        """`shared`: how many facts `known` shares with `base` at its start, when known."""
         self.known = known
         self.checkpoints: list[_Checkpoint] = []
-        start = base._resume_point(known) if base is not None else None
+        start = base._resume_point(known, shared) if base is not None else None
         if start is None:
             self.defects = 0
             self.malformed: list[int] = []
@@ -739,9 +820,12 @@ class _Runs:
         mine = self.known
         return next(compress(count(), map(is_not, known, mine)), min(len(known), len(mine)))
 
-    def _resume_point(self, known: list[MessageFacts]) -> _Checkpoint | None:
+    def _resume_point(
+        self, known: list[MessageFacts], shared: int | None = None
+    ) -> _Checkpoint | None:
         """The last checkpoint inside the start `known` shares with the list followed here."""
-        shared = self.shared(known)
+        if shared is None:
+            shared = self.shared(known)
         best = None
         for checkpoint in self.checkpoints:
             if checkpoint[0] > shared:

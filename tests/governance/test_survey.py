@@ -5,9 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from nanobot_core.governance.survey import Defect, survey_messages
+from nanobot_core.governance.survey import Defect, FactsCache, survey_messages
 from tests.governance.builders import call, calls, result, say, system, turn, user
+from tests.governance.strategies import DirtyRequest, dirty_requests
 
 
 def test_clean_history_has_no_defect() -> None:
@@ -60,3 +63,48 @@ def test_survey_says_where_the_run_defects_are() -> None:
     assert survey.malformed == (6,)
     assert survey.strays == ((3, 1), (5, None))
     assert survey.open_runs == ((1, 3, frozenset({"b"})),)
+
+
+def _fields(survey: Any) -> tuple[Any, ...]:
+    return (
+        survey.defects,
+        survey.tokens,
+        survey.largest_result,
+        survey.malformed,
+        survey.strays,
+        survey.open_runs,
+    )
+
+
+@settings(max_examples=150, deadline=None)
+@given(dirty_requests(), st.data())
+def test_a_list_that_extends_a_known_one_is_surveyed_as_a_fresh_list(
+    request: DirtyRequest, data: st.DataObject
+) -> None:
+    """Totals and survey carried over from an earlier run's list equal those of a fresh cache."""
+    history = request.messages
+    split = data.draw(st.integers(0, len(history)), label="split")
+    facts = FactsCache()
+    base = history[:split]
+    facts.survey(base)
+    listing = facts.listing(base)
+    assert listing is not None
+    facts.new_run()
+    facts.extend(history, listing)
+    assert facts.registered(history) is not None
+    assert _fields(facts.survey(history)) == _fields(survey_messages(history))
+    assert facts.list_tokens(history) == FactsCache().list_tokens(history)
+
+
+def test_a_list_that_does_not_start_with_the_known_one_is_not_carried_over() -> None:
+    """A history whose start was replaced is learnt afresh, and surveyed as it is."""
+    history = [user(), calls(call("a")), result("a"), say()]
+    facts = FactsCache()
+    facts.survey(history)
+    listing = facts.listing(history)
+    assert listing is not None
+    facts.new_run()
+    changed = [user(), calls(call("a")), say(), *history[3:]]  # the result is gone
+    facts.extend(changed, listing)
+    assert facts.registered(changed) is None
+    assert facts.survey(changed).has(Defect.UNANSWERED_CALLS)
