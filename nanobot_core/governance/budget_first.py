@@ -35,7 +35,6 @@ checking the rest would read the whole history again.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -259,20 +258,14 @@ def _fits_at_least(messages: Sequence[Any], ctx: StageContext) -> bool:
     characters (at most its text's share, by the default estimate) plus the
     shortest text it can be replaced by.
     """
-    known = ctx.facts.known(messages)
-    if known is None:
+    totals = ctx.facts.fit_totals(messages)
+    if totals is None:
         return False
-    bound = sum(map(_TOKENS, known))
+    bound, tools, chars = totals
     if ctx.facts.estimate:
         short, longer = _content_floors(ctx.config.max_tool_result_chars)
-        tools = list(map(_KIND, known)).count(Kind.TOOL)
-        bound += tools * max(short, longer) - sum(map(_RESULT_CHARS, known)) // 4
+        bound += tools * max(short, longer) - chars // 4
     return bool(ctx.fixed_tokens + bound <= ctx.budget.limit)
-
-
-_TOKENS = itemgetter(1)
-_KIND = itemgetter(3)
-_RESULT_CHARS = itemgetter(5)
 
 
 def _at_turn_start(

@@ -401,6 +401,7 @@ def _assistant_facts(message: dict[Any, Any], content: Any, size: int) -> Messag
 
 _TOKENS = itemgetter(1)
 _DEFECTS = itemgetter(2)
+_KIND = itemgetter(3)
 _RESULT_CHARS = itemgetter(5)
 
 
@@ -412,7 +413,7 @@ class Listing:
     out for that one, so its totals and survey cost only what follows it.
     """
 
-    __slots__ = ("_after", "_sums", "known", "messages", "runs", "survey")
+    __slots__ = ("_after", "_results", "_sums", "known", "messages", "runs", "survey")
 
     def __init__(
         self, messages: Sequence[Any], known: list[MessageFacts], base: Listing | None = None
@@ -422,18 +423,20 @@ class Listing:
         self.survey: Survey | None = None
         self.runs: _Runs | None = None
         self._sums: _Sums | None = None
-        # Of the list this one starts with: its totals, its runs, its length. Not the list
-        # itself, so that a session's lists never make a chain back to its first call.
-        self._after: tuple[_Sums | None, _Runs | None, int] | None = (
-            (base._sums, base.runs, len(base.known)) if base is not None else None
+        self._results: tuple[int, int] | None = None
+        # Of the list this one starts with: its totals, results, runs and length. Not the
+        # list itself, so that a session's lists never make a chain back to its first call.
+        self._after: tuple[_Sums | None, tuple[int, int] | None, _Runs | None, int] | None = (
+            (base._sums, base._results, base.runs, len(base.known)) if base is not None else None
         )
 
     def sums(self) -> _Sums:
         """(tokens, defects of the entries themselves, largest result) over every entry."""
         if self._sums is None:
             known, start, tokens, defects, largest = self.known, 0, 0, 0, 0
-            if self._after is not None and self._after[0] is not None:
-                (tokens, defects, largest), start = self._after[0], self._after[2]
+            after = self._after
+            if after is not None and after[0] is not None:
+                (tokens, defects, largest), start = after[0], after[3]
             rest = known[start:] if start else known
             if rest:
                 tokens += sum(map(_TOKENS, rest))
@@ -442,16 +445,29 @@ class Listing:
             self._sums = (tokens, defects, largest)
         return self._sums
 
+    def results(self) -> tuple[int, int]:
+        """(how many entries are tool results, the characters of their texts)."""
+        if self._results is None:
+            known, start, tools, chars = self.known, 0, 0, 0
+            after = self._after
+            if after is not None and after[1] is not None:
+                (tools, chars), start = after[1], after[3]
+            rest = known[start:] if start else known
+            if rest:
+                tools += list(map(_KIND, rest)).count(_TOOL)
+                chars += sum(map(_RESULT_CHARS, rest))
+            self._results = (tools, chars)
+        return self._results
+
     def follow(self, followed: list[_Runs]) -> _Runs:
         """The runs of this list, going on from those of the list it starts with if known."""
         if self.runs is None:
             after = self._after
-            if after is not None and after[1] is not None:
-                self.runs = _Runs(self.known, after[1], after[2])
+            if after is not None and after[2] is not None:
+                self.runs = _Runs(self.known, after[2], after[3])
             else:
                 base, shared = _base(followed, self.known)
                 self.runs = _Runs(self.known, base, shared)
-            self._after = None
         return self.runs
 
 
@@ -657,6 +673,13 @@ class FactsCache:
             return self.aligned(messages)
         self._lists[id(messages)] = Listing(messages, known)
         return known
+
+    def fit_totals(self, messages: Sequence[Any]) -> tuple[int, int, int] | None:
+        """(tokens, tool results, their characters) of `messages` when `known` has its facts."""
+        if self.known(messages) is None:
+            return None
+        listed = self._listed(messages)
+        return (listed.sums()[0], *listed.results())
 
     def forget(self, message: Any) -> None:
         """Forget what is known of `message` (a stage edited it in place)."""
