@@ -1,7 +1,11 @@
 """Governance v2 benchmarks: a plugin stage, a growing session, and prompt-cache reuse.
 
 Each against nanobot-ai 0.3.5 in the same run, measured as the reference
-scripts measure (``drivers/governance_sessions.py`` holds both sides):
+scripts measure (``drivers/governance_sessions.py`` holds both sides), on two
+histories: the reference measurements' own (`reference_history`, on which the
+targets were set: its 5,000 messages make the 1,052-call session) and our
+dirtier, heavier one (`histories.generate_history`, 528 calls). Every target is
+judged on both.
 
 - ``plugin_stage``: govern 10,000 and 20,000 synthetic messages with one
   third-party no-op stage registered through a plugin, and with
@@ -27,10 +31,15 @@ from stats import summarize
 DRIVER = "governance_sessions.py"
 SESSION_MESSAGES = 5_000
 WINDOWS = (32_000, 128_000)
+#: The driver's ``--history`` values, and how a row names each.
+HISTORIES = {"reference": "reference history", "dirty": "dirty history"}
 
 
-def _run(python: Path | str, which: str, scenario: str, messages: int, **extra: Any) -> Any:
+def _run(
+    python: Path | str, which: str, scenario: str, messages: int, history: str, **extra: Any
+) -> Any:
     args = ["--which", which, "--scenario", scenario, "--messages", str(messages)]
+    args += ["--history", history]
     for key, value in extra.items():
         args += [f"--{key}", str(value)]
     return run_driver(python, DRIVER, args, timeout=1_800)
@@ -41,24 +50,29 @@ def _ms(samples: list[float], label: str) -> Measured:
 
 
 def plugin_stage_rows(ai_env: VirtualEnv, reps: int) -> list[Row]:
-    """A third-party no-op stage (and redact_secrets) against nanobot-ai at 10k and 20k."""
+    """A third-party no-op stage (and redact_secrets) against nanobot-ai, on each history."""
+    return [row for history in HISTORIES for row in _plugin_stage_rows(ai_env, reps, history)]
+
+
+def _plugin_stage_rows(ai_env: VirtualEnv, reps: int, history: str) -> list[Row]:
     ours = sys.executable
     theirs = ai_env.python
-    stage = {n: _run(ours, "ours-stage", "whole", n, reps=reps) for n in (10_000, 20_000)}
-    ai = {n: _run(theirs, "nanobot", "whole", n, reps=reps) for n in (10_000, 20_000)}
-    redact = _run(ours, "ours-redact", "whole", 10_000, reps=reps)
+    named = HISTORIES[history]
+    stage = {n: _run(ours, "ours-stage", "whole", n, history, reps=reps) for n in (10_000, 20_000)}
+    ai = {n: _run(theirs, "nanobot", "whole", n, history, reps=reps) for n in (10_000, 20_000)}
+    redact = _run(ours, "ours-redact", "whole", 10_000, history, reps=reps)
     # A renamed copy of a built-in, against the built-ins alone, in turn so drift hits both.
     builtin_only, copied = [], []
     for _ in range(3):
-        builtin_only += _run(ours, "ours", "whole", 10_000, reps=reps)["seconds"]
-        copied += _run(ours, "ours-copy", "whole", 10_000, reps=reps)["seconds"]
+        builtin_only += _run(ours, "ours", "whole", 10_000, history, reps=reps)["seconds"]
+        copied += _run(ours, "ours-copy", "whole", 10_000, history, reps=reps)["seconds"]
     rows = []
     for n in (10_000, 20_000):
         mine, other = _ms(stage[n]["seconds"], "no-op stage"), _ms(ai[n]["seconds"], "nanobot-ai")
         speedup = other.summary.median / mine.summary.median
         rows.append(
             Row(
-                f"govern {n:,} messages with a third-party no-op stage",
+                f"govern {n:,} messages with a third-party no-op stage, {named}",
                 mine,
                 speedup,
                 "nanobot-ai / ours",
@@ -70,7 +84,7 @@ def plugin_stage_rows(ai_env: VirtualEnv, reps: int) -> list[Row]:
     small, large = (summarize(stage[n]["seconds"]).median * 1000 for n in (10_000, 20_000))
     rows.append(
         Row(
-            "the same, 10,000 → 20,000 messages",
+            f"the same, 10,000 → 20,000 messages, {named}",
             _ms(stage[20_000]["seconds"], "20,000 messages"),
             large / small,
             "20k / 10k",
@@ -82,7 +96,7 @@ def plugin_stage_rows(ai_env: VirtualEnv, reps: int) -> list[Row]:
     with_redact = _ms(redact["seconds"], "redact_secrets")
     rows.append(
         Row(
-            "govern 10,000 messages with redact_secrets",
+            f"govern 10,000 messages with redact_secrets, {named}",
             with_redact,
             with_redact.summary.median / small,
             "redact / no-op stage",
@@ -95,7 +109,7 @@ def plugin_stage_rows(ai_env: VirtualEnv, reps: int) -> list[Row]:
     ratio = copy.summary.median / alone.summary.median
     rows.append(
         Row(
-            "govern 10,000 messages with a built-in replaced by its renamed copy",
+            f"govern 10,000 messages with a built-in replaced by its renamed copy, {named}",
             copy,
             ratio,
             "copy / built-in",
@@ -112,17 +126,22 @@ def plugin_stage_rows(ai_env: VirtualEnv, reps: int) -> list[Row]:
 
 
 def session_rows(ai_env: VirtualEnv) -> list[Row]:
-    """Per-call median over a growing session, with and without the stage, against nanobot-ai."""
-    ai = _run(ai_env.python, "nanobot", "session", SESSION_MESSAGES)
+    """Per-call median over a growing session, with and without the stage, on each history."""
+    return [row for history in HISTORIES for row in _session_rows(ai_env, history)]
+
+
+def _session_rows(ai_env: VirtualEnv, history: str) -> list[Row]:
+    ai = _run(ai_env.python, "nanobot", "session", SESSION_MESSAGES, history)
     other = _ms(ai["seconds"], "nanobot-ai")
     rows = []
     for which, label in (("ours", "built-in stages"), ("ours-stage", "with a no-op stage")):
-        figures = _run(sys.executable, which, "session", SESSION_MESSAGES)
+        figures = _run(sys.executable, which, "session", SESSION_MESSAGES, history)
         mine = _ms(figures["seconds"], label)
         share = mine.summary.median / other.summary.median
         rows.append(
             Row(
-                f"growing session of {SESSION_MESSAGES:,} messages, {label}, per call",
+                f"growing session of {SESSION_MESSAGES:,} messages, {label}, per call, "
+                f"{HISTORIES[history]}",
                 mine,
                 share,
                 "ours / nanobot-ai",
@@ -139,16 +158,16 @@ def session_rows(ai_env: VirtualEnv) -> list[Row]:
 
 
 def prefix_rows(ai_env: VirtualEnv) -> list[Row]:
-    """Prompt-cache reuse over the growing session at each window, against nanobot-ai."""
+    """Prompt-cache reuse over the growing session at each window, on each history."""
     rows = []
-    for window in WINDOWS:
-        mine = _run(sys.executable, "ours", "prefix", SESSION_MESSAGES, window=window)
-        ai = _run(ai_env.python, "nanobot", "prefix", SESSION_MESSAGES, window=window)
+    for history, window in ((h, w) for h in HISTORIES for w in WINDOWS):
+        mine = _run(sys.executable, "ours", "prefix", SESSION_MESSAGES, history, window=window)
+        ai = _run(ai_env.python, "nanobot", "prefix", SESSION_MESSAGES, history, window=window)
         under = mine["calls_under_half"] / mine["compared_calls"]
         passed = mine["mean_reuse"] >= 0.9 and under < 0.05 and mine["mean_fill"] >= 0.6
         rows.append(
             Row(
-                f"prompt-cache reuse at a {window // 1000}k window",
+                f"prompt-cache reuse at a {window // 1000}k window, {HISTORIES[history]}",
                 _ms(mine["seconds"], "per call"),
                 mine["mean_reuse"],
                 "mean prefix share",

@@ -17,6 +17,9 @@ declarations, under another name, registered as a plugin),
   messages sent that is a byte-identical prefix of the previous call's
   messages (what a provider's prompt cache reuses), and the fill of the budget.
 
+``--history``: ``reference`` (`reference_history`, the one the targets were set
+on) or ``dirty`` (`histories.generate_history`).
+
 Settings as the reference measurements take them: a ``--window`` token window,
 4,096 output tokens, no safety margin, results over 16,000 characters offloaded.
 """
@@ -36,6 +39,7 @@ from typing import Any
 
 from _common import BENCH_DIR, parser, write
 from histories import SYSTEM_PROMPT, generate_history
+from reference_history import reference_history
 
 MAX_OUTPUT = 4_096
 MAX_TOOL_RESULT_CHARS = 16_000
@@ -140,7 +144,10 @@ def _nanobot(window: int, workspace: Path) -> Any:
     return govern
 
 
-def _history(count: int) -> Messages:
+def _history(count: int, kind: str = "dirty") -> Messages:
+    """`count` messages of the `kind` of history, its system prompt first."""
+    if kind == "reference":
+        return reference_history(count)
     return [{"role": "system", "content": SYSTEM_PROMPT}, *generate_history(count - 1)]
 
 
@@ -156,6 +163,7 @@ def main() -> None:
     options.add_argument("--scenario", required=True, choices=["whole", "session", "prefix"])
     options.add_argument("--messages", type=int, required=True)
     options.add_argument("--window", type=int, default=128_000)
+    options.add_argument("--history", choices=["reference", "dirty"], default="reference")
     args = options.parse_args()
     workspace = Path(tempfile.mkdtemp())
 
@@ -164,7 +172,7 @@ def main() -> None:
             return _nanobot(args.window, workspace)
         return _ours(args.which, args.window, workspace)
 
-    text = json.dumps(_history(args.messages))
+    text = json.dumps(_history(args.messages, args.history))
     figures: dict[str, Any] = {"which": args.which, "scenario": args.scenario}
     if args.scenario == "whole":
         build()(json.loads(text))  # warm-up: imports, the offload store
