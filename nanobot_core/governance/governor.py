@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, count, repeat
 from operator import and_, gt, itemgetter
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 
@@ -155,6 +155,20 @@ class GovernanceResult:
     def changed(self) -> bool:
         """Whether the messages differ from the input."""
         return self.report.changed
+
+
+class _Run(NamedTuple):
+    """What one run of the pipeline gave: the first fields of its `GovernanceResult`.
+
+    A plain tuple until the call returns: a frozen attrs instance costs more to
+    build than governing a short clean history.
+    """
+
+    messages: list[Any]
+    report: GovernanceReport
+    tokens: int
+    budget: int
+    fits: bool
 
 
 _DISABLED_NOTE = "disabled in config (governance.disabled)"
@@ -321,22 +335,14 @@ class Governor:
                 given, view, untouched, system, tools, tighter
             )
         if result.budget != limit:
-            result = attrs.evolve(result, budget=limit, fits=result.tokens <= limit)
+            result = result._replace(budget=limit, fits=result.tokens <= limit)
         self._facts.retain(given, result.messages)
         self._last_view = self._facts.listing(view)
         if acted is None:  # Anthropic blocks became other messages: indices would not carry over
             self._continuity.restore(None)
-            return result
+            return GovernanceResult(*result)
         prefix = self._continuity.learn(given, view, positions, result.messages, budget_acted=acted)
-        return GovernanceResult(  # built directly: attrs.evolve costs more than the call
-            result.messages,
-            result.report,
-            result.tokens,
-            result.budget,
-            result.fits,
-            prefix,
-            self._continuity.state,
-        )
+        return GovernanceResult(*result, prefix, self._continuity.state)
 
     def _govern(
         self,
@@ -346,7 +352,7 @@ class Governor:
         system: str | None,
         tools: Sequence[Any],
         budget: Budget,
-    ) -> tuple[GovernanceResult, bool, bool | None]:
+    ) -> tuple[_Run, bool, bool | None]:
         """One run of the pipeline over `view` (`given` with earlier decisions applied).
 
         `untouched` is what to hand back when the view is clean and fits.
@@ -401,7 +407,7 @@ class Governor:
             current = from_openai_shape(current)
         if anthropic:
             after = ctx.request_tokens(current)  # the shape returned is the one that must fit
-        result = GovernanceResult(current, report, after, budget.limit, after <= budget.limit)
+        result = _Run(current, report, after, budget.limit, after <= budget.limit)
         return result, working_fit, (None if anthropic else acted)
 
     def _finish(
@@ -426,12 +432,12 @@ class Governor:
         report.append(ReportEntry(FINAL_STAGE, final.changed, details, tokens, after))
         return final.messages, after
 
-    def _untouched(self, messages: list[Any], tokens: int) -> GovernanceResult:
+    def _untouched(self, messages: list[Any], tokens: int) -> _Run:
         """The result for a history that is clean and fits: itself, every stage idle."""
         report = GovernanceReport(
             [ReportEntry(name, False, [*note], tokens, tokens) for name, note in self._idle_notes]
         )
-        return GovernanceResult(messages, report, tokens, self.budget.limit, True)
+        return _Run(messages, report, tokens, self.budget.limit, True)
 
     def _cut(self, messages: list[Any], ctx: StageContext, plan: _CutPlan) -> HistoryCut | None:
         """The oldest history that cannot fit, when leaving it out is worth it."""
