@@ -66,9 +66,12 @@ def nanobot_governance_stages(ctx: PluginContext) -> list[Any]:
     ``widened_by`` (options that make it always run), ``per_message`` (it
     is applied to a copy of one message at a time, only where its work is,
     and remembered per message), ``whole_list_with`` (options that make a
-    per-message stage need the whole history) and ``local`` (its outcome on
+    per-message stage need the whole history), ``local`` (its outcome on
     what was governed before is reused when only messages without work were
-    appended); see docs/governance.md, "Declarations".
+    appended) and ``cuts_to_watermark`` (a budget stage that, over budget,
+    keeps only the newest history within the cut watermark: history older
+    than that can hold is left out before the stages run); see
+    docs/governance.md, "Declarations".
     """
 
 

@@ -46,6 +46,7 @@ from nanobot_core.governance.stages.compact import compact_notice
 from nanobot_core.governance.stages.offload import offload_notice
 from nanobot_core.governance.survey import Kind, MessageFacts
 from nanobot_core.governance.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, estimate_tokens
+from nanobot_core.governance.watermark import cut_watermark_tokens
 
 if TYPE_CHECKING:
     from nanobot_core.governance.stage import StageContext
@@ -81,6 +82,9 @@ class HistoryCut:
     stop: int
     dropped_early: Callable[[Any], bool]
     kept: list[Any]
+    #: The least the messages left out cost (tokens) when the cut went down to the cut
+    #: watermark, else 0: counted in `StageContext.request_tokens`.
+    floor: int = 0
     _shift: int | None = None
 
     @property
@@ -97,11 +101,14 @@ class HistoryCut:
 
     def describe(self, before: str = "the stages") -> str:
         """The line for the report (`before`: what ran after the cut)."""
-        return (
+        line = (
             f"left out the {self.removed} oldest messages (messages[{self.start}.."
             f"{self.stop - 1}]) before {before} ran: they cannot fit even with every tool "
             "result compacted"
         )
+        if self.floor:
+            line += " into the cut watermark, all that is kept of a request over budget"
+        return line
 
 
 def _content_floors(offload_limit: int) -> tuple[int, int]:
@@ -145,13 +152,16 @@ def _bound_exceeded(
     ctx: StageContext,
     patterns: tuple[str, ...],
     through: Callable[[Any], Any] | None = None,
+    low: _Low | None = None,
 ) -> int | None:
     """Walking back from `index`, where the lower bound of what follows first exceeds `room`.
 
     None when it never does. `through` gives, for a message with no defect of
     its own, the message the budget phase will see (None: not known, counted
-    as nothing). The loop is the whole cost of a cut, so it is written out in
-    one piece.
+    as nothing). With `low`, it also records where the bound first exceeds
+    `low.room` and, from there on, the bound at each user message (all that
+    a cut there could keep), and the bound where it exceeds `room`. The loop
+    is the whole cost of a cut, so it is written out in one piece.
     """
     of = ctx.facts.of
     estimate = ctx.facts.estimate
@@ -161,6 +171,7 @@ def _bound_exceeded(
     total = 0
     run: list[Any] = []  # call ids of the results after `index`, newest first
     floors: list[int] = []  # their lower bounds
+    low_room = low.room if low is not None else None
     while index >= start:
         message = messages[index]
         fact = of(message)
@@ -201,10 +212,28 @@ def _bound_exceeded(
             and not (kind == user and _next_to_user(messages, index))
         ):
             total += fact[1]
+        if low_room is not None and total > low_room:
+            assert low is not None
+            if low.exceeded is None:
+                low.exceeded = index
+            if kind == user:
+                low.kept[index] = total
         if total > room:
+            if low is not None:
+                low.total = total
             return index
         index -= 1
     return None
+
+
+@attrs.define
+class _Low:
+    """What `_bound_exceeded` records for a cut down to the cut watermark (`room`)."""
+
+    room: int
+    exceeded: int | None = None  # where the bound first exceeds `room`
+    kept: dict[int, int] = attrs.field(factory=dict)  # user message -> bound from it on
+    total: int = 0  # the bound where the walk stopped
 
 
 # What the walk counts for a message whose stages made something it does not know: a
@@ -222,12 +251,18 @@ def find_cut(
     patterns: tuple[str, ...] = (),
     dropped_early: Callable[[Any], bool],
     through: Callable[[Any], Any] | None = None,
+    watermark: bool = False,
 ) -> HistoryCut | None:
     """The oldest part of `messages` that cannot be in any request within budget, or None.
 
     `patterns` are the extra placeholder texts of `strip_placeholders`;
     `dropped_early` tells the entries the repairs before `strip_malformed_calls`
-    drop (see `HistoryCut`).
+    drop (see `HistoryCut`). With `watermark` (the last budget stage declares
+    `cuts_to_watermark`), a history whose bound exceeds the budget is over
+    budget whatever the stages do, so that stage will keep no more than the
+    cut watermark: the cut then leaves out what cannot fit into that, and
+    `HistoryCut.floor` carries the bound of the part left out between the two
+    cuts, so that the request is still seen to be over budget.
     """
     if through is None and _fits_at_least(messages, ctx):
         return None
@@ -243,10 +278,19 @@ def find_cut(
         index -= 1
     # The newest user message and what follows count nothing: they may be cut to a few tokens.
     room = ctx.budget.limit - fixed
-    exceeded = _bound_exceeded(messages, start, index - 1, room, ctx, patterns, through)
+    low = _Low(cut_watermark_tokens(ctx) - fixed) if watermark else None
+    exceeded = _bound_exceeded(messages, start, index - 1, room, ctx, patterns, through, low)
     if exceeded is None:
         return None  # all of it might fit
-    return _at_turn_start(messages, start, exceeded, dropped_early)
+    cut = _at_turn_start(messages, start, exceeded, dropped_early)
+    if cut is None or low is None or low.exceeded is None:
+        return cut
+    stop = _turn_start(messages, cut.stop, low.exceeded)
+    if stop <= cut.stop or stop not in low.kept:
+        return cut
+    kept = [*messages[: cut.start], *messages[stop:]]
+    floor = low.total - low.kept[stop]
+    return HistoryCut(messages, cut.start, stop, dropped_early, kept, floor)
 
 
 def _fits_at_least(messages: Sequence[Any], ctx: StageContext) -> bool:
@@ -277,11 +321,7 @@ def _at_turn_start(
     after them before the first user message (a repair could drop what is in
     between and make it leading); histories where one does are governed whole.
     """
-    stop = index
-    while stop > start and not _is_user(messages[stop]):
-        stop -= 1
-    while stop > start and _is_user(messages[stop - 1]):
-        stop -= 1  # never between user messages in a row: they become one
+    stop = _turn_start(messages, start, index)
     first = start
     while first < stop and not _is_user(messages[first]):
         if _is_system(messages[first]):
@@ -293,6 +333,16 @@ def _at_turn_start(
     if is_anthropic_shape(kept):
         return None  # its tool blocks become other messages: the bounds above do not hold
     return HistoryCut(messages, start, stop, dropped_early, kept)
+
+
+def _turn_start(messages: Sequence[Any], start: int, index: int) -> int:
+    """The first of the user messages in a row at or before `index` (`start` at the least)."""
+    stop = index
+    while stop > start and not _is_user(messages[stop]):
+        stop -= 1
+    while stop > start and _is_user(messages[stop - 1]):
+        stop -= 1  # never between user messages in a row: they become one
+    return stop
 
 
 def early_drops(

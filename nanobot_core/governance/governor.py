@@ -445,7 +445,13 @@ class Governor:
             return None
         through = self._through(plan.mapped, ctx) if plan.mapped else None
         try:
-            return find_cut(messages, ctx, dropped_early=plan.dropped_early, through=through)
+            return find_cut(
+                messages,
+                ctx,
+                dropped_early=plan.dropped_early,
+                through=through,
+                watermark=plan.watermark,
+            )
         except _StageFailed:
             return None  # it is skipped on the whole history: govern it whole, and report so
 
@@ -554,6 +560,7 @@ class Governor:
                 late = False
                 run.late_cut = self._cut(run.current, ctx, plan)
                 if run.late_cut is not None:
+                    ctx.cut = run.late_cut  # for its floor: the repairs have run
                     run.begin(run.late_cut.kept, shaped=True)
             run.step(index)
         if deferring:  # no budget phase: nothing to cut
@@ -618,7 +625,7 @@ class Governor:
             returned = None
         if returned is None:
             return messages, ReportEntry(stage.name, False, outcome.details, tokens, tokens)
-        after = ctx.request_tokens(returned)
+        after = _sent_tokens(ctx, returned)
         log.info(
             "governance stage changed the history", stage=stage.name, changes=len(outcome.details)
         )
@@ -670,7 +677,7 @@ class Governor:
             copied = index + 1
         splice.copy(copied)
         result = splice.done()
-        after = ctx.request_tokens(result)
+        after = _sent_tokens(ctx, result)
         log.info("governance stage changed the history", stage=stage.name, changes=len(details))
         return result, ReportEntry(stage.name, True, details, tokens, after)
 
@@ -700,7 +707,7 @@ class _Pass:
                 messages = to_openai_shape(messages)
         self.current = messages
         self._whole = None if shaped or self.anthropic else messages
-        self.tokens = self.ctx.request_tokens(messages)
+        self.tokens = _sent_tokens(self.ctx, messages)
         self.present = self.governor._present(messages, self.ctx)
 
     def replay(self, waiting: list[tuple[int, list[str] | None]]) -> None:
@@ -761,7 +768,7 @@ class _Pass:
         entries = [_shifted(entry, shift) for entry in memo.entries]
         self.report += [_shifted(entry, 0) for entry in entries]
         self.current = output
-        self.tokens = ctx.request_tokens(output)
+        self.tokens = _sent_tokens(ctx, output)
         self.present = governor._present(output, ctx)
         self._skip = block
         listing = ctx.facts.listing(output)
@@ -941,6 +948,9 @@ class _CutPlan:
     #: The per-message stages before the budget phase that may change a message with no
     #: defect of its own: the walk that finds the cut counts each message as they leave it.
     mapped: tuple[str, ...] = ()
+    #: Whether the last budget stage declares `cuts_to_watermark`: the cut then goes down
+    #: to what the cut watermark can hold.
+    watermark: bool = False
 
     @property
     def deferrable(self) -> bool:
@@ -967,8 +977,9 @@ class _CutPlan:
         )
         # A declared whole-list stage acting on these may shrink a message that has no defect
         # of its own, before a mapped stage sees it: the walk could not know what it sees.
+        watermark = last.cuts_to_watermark
         if mapped and any(not s.per_message and w and w & _SHRINKING for s, w in before):
-            return cls(False, _never, last.name)
+            return cls(False, _never, last.name, watermark=watermark)
         unread = [s for s, w in before if w is None and not s.per_message]
         if unread:
             ids = {id(s) for s in unread}
@@ -976,7 +987,7 @@ class _CutPlan:
                 (pair, w) for pair, w in zip(pipeline, work, strict=True) if id(pair[0]) not in ids
             ]
             speculative = cls.of([pair for pair, _ in rest], [w for _, w in rest])
-            return cls(False, _never, last.name, speculative)
+            return cls(False, _never, last.name, speculative, watermark=watermark)
         declared = 0
         for _, bits in before:
             declared |= bits or 0
@@ -985,11 +996,16 @@ class _CutPlan:
             non_messages=bool(declared & Defect.NON_MESSAGES),
             patterns=(),
         )
-        return cls(True, dropped, last.name, mapped=mapped)
+        return cls(True, dropped, last.name, mapped=mapped, watermark=watermark)
 
 
 # Kinds of work that change messages with no defect of their own, possibly making them smaller.
 _SHRINKING = Defect.LARGE_RESULTS | Defect.OVER_BUDGET
+
+
+def _sent_tokens(ctx: StageContext, messages: list[Any]) -> int:
+    """The request tokens of `messages` themselves, for the report: without the cut's floor."""
+    return ctx.fixed_tokens + ctx.facts.list_tokens(messages)
 
 
 def _never(_entry: Any) -> bool:

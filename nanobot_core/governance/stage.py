@@ -33,6 +33,14 @@ plugin (see docs/governance.md, "Declarations"):
   history as it was. A governor then reuses, for the history it governed on
   its last call, what the leading local stages made of it, and hands on only
   what was appended.
+- `cuts_to_watermark` (with ``acts_on=("over_budget",)``, in the budget
+  phase): once over budget it keeps, of the history after the leading system
+  messages, only the newest part within the cut watermark
+  (`watermark.cut_watermark_tokens`): whole turns from a user message, or the
+  newest turn cut between its steps, chosen by what that part holds alone.
+  When the last budget stage declares it, the budget-first cut leaves out
+  everything older than the cut watermark could hold, not only what the
+  whole budget could.
 """
 
 from __future__ import annotations
@@ -162,6 +170,14 @@ class Stage:
     per_message: bool = attrs.field(default=False, converter=bool)
     local: bool = attrs.field(default=False, converter=bool)
     whole_list_with: tuple[str, ...] = attrs.field(default=(), converter=_names)
+    cuts_to_watermark: bool = attrs.field(default=False, converter=bool)
+
+    def __attrs_post_init__(self) -> None:
+        if self.cuts_to_watermark and (self.phase != "budget" or "over_budget" not in self.acts_on):
+            raise ValueError(
+                f"stage {self.name!r}: cuts_to_watermark needs phase='budget' and "
+                "'over_budget' in acts_on (it says what the stage keeps once over budget)"
+            )
 
     def work(self, options: Mapping[str, Any]) -> tuple[str, ...] | None:
         """The kinds of work the stage has with these options, or None when it always has work."""
@@ -186,6 +202,7 @@ def stage(
     per_message: bool = False,
     local: bool = False,
     whole_list_with: Iterable[str] | str = (),
+    cuts_to_watermark: bool = False,
 ) -> Callable[[StageFunc], Stage]:
     """Decorate a stage function into a `Stage` (name and description default to the function's)."""
 
@@ -204,6 +221,7 @@ def stage(
             per_message=per_message,
             local=local,
             whole_list_with=_names(whole_list_with),
+            cuts_to_watermark=cuts_to_watermark,
         )
 
     return wrap
@@ -232,8 +250,8 @@ class StageContext:
     governed; `survey`, `message_tokens` and `request_tokens` are memoised for
     the run, so stages can ask for them freely. Build one with no arguments in
     a test: the defaults are the default configuration. `cut` is the oldest
-    history the governor left out before the stages because it can never fit
-    (see `budget_first`), or None.
+    history the governor left out before the stages because it can never be
+    sent (see `budget_first`), or None.
     """
 
     options: Mapping[str, Any] = attrs.field(factory=dict)
@@ -271,8 +289,16 @@ class StageContext:
         return self.facts.with_content(message, content)
 
     def request_tokens(self, messages: Sequence[Any]) -> int:
-        """Tokens of the whole request with these messages."""
-        return self.fixed_tokens + self.facts.list_tokens(messages)
+        """Tokens of the whole request these messages stand for.
+
+        With history left out before the stages (`cut`) down to the cut
+        watermark, that includes the least the part left out costs
+        (`HistoryCut.floor`): a stage deciding by the request's size decides
+        as it would on the whole history.
+        """
+        cut = self.cut
+        floor = cut.floor if cut is not None else 0
+        return self.fixed_tokens + self.facts.list_tokens(messages) + floor
 
     def over_budget(self, messages: Sequence[Any]) -> bool:
         """Whether the request with these messages exceeds the budget."""

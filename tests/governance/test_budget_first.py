@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 from unittest import mock
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
@@ -455,3 +456,72 @@ def test_a_per_message_stage_failing_on_an_old_message_is_skipped_as_without_the
     assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
     entry = result.report.entry("edit")
     assert entry is not None and "RuntimeError" in entry.details[0]
+
+
+def _without_watermark(stages: list[Stage]) -> list[Stage]:
+    """The stages with `snip_history` no longer declaring `cuts_to_watermark`."""
+    return [
+        attrs.evolve(s, cuts_to_watermark=False) if s.name == "snip_history" else s for s in stages
+    ]
+
+
+def _left_out_count(result: GovernanceResult) -> int:
+    (line,) = _left_out(result)
+    return int(line.split()[3])
+
+
+@pytest.mark.parametrize(("seed", "limit"), [(1, 30_000), (2, 12_000), (5, 60_000)])
+def test_a_cut_to_the_watermark_leaves_out_more_and_governs_to_the_same_messages(
+    tmp_path: Path, seed: int, limit: int
+) -> None:
+    """With the last budget stage keeping the cut watermark, less is read; the result stays."""
+    history = _session(400, seed)
+    settings = {"input_limit": limit, "max_tool_result_chars": 8_000}
+    deep, full = _pair(tmp_path, **settings)
+    shallow, _ = _pair(tmp_path, _without_watermark(builtin_stages()), **settings)
+    deep_result, full_result = _both((deep, full), history)
+    shallow_result = shallow.govern(history, system=SYSTEM, tools=TOOLS)
+    assert deep_result.messages == full_result.messages == shallow_result.messages
+    assert (deep_result.tokens, deep_result.fits) == (full_result.tokens, full_result.fits)
+    assert _left_out_count(deep_result) > _left_out_count(shallow_result)
+    assert "into the cut watermark" in _left_out(deep_result)[0]
+    assert "into the cut watermark" not in _left_out(shallow_result)[0]
+
+
+def test_stages_after_a_cut_to_the_watermark_see_the_request_it_stands_for(
+    tmp_path: Path,
+) -> None:
+    """`request_tokens` counts at least what was left out; the report counts the list itself."""
+    seen: list[tuple[int, int, int]] = []
+
+    def watch(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        own = ctx.fixed_tokens + ctx.facts.list_tokens(messages)
+        floor = ctx.cut.floor if ctx.cut is not None else 0
+        seen.append((ctx.request_tokens(messages), own, floor))
+        return StageOutcome.unchanged(messages)
+
+    watcher = Stage(
+        "watch",
+        watch,
+        phase="budget",
+        after="compact_results",
+        before="snip_history",
+        acts_on="over_budget",
+    )
+    history = _session(400, 1)
+    fast, full = _pair(tmp_path, [*builtin_stages(), watcher], input_limit=30_000)
+    result, whole = _both((fast, full), history)
+    assert result.messages == whole.messages
+    (with_cut, _whole) = seen
+    requested, own, floor = with_cut
+    assert floor > 0 and requested == own + floor > 30_000
+    entry = result.report.entry("watch")
+    assert entry is not None and entry.tokens_before == own
+
+
+def test_cuts_to_watermark_needs_a_budget_stage_acting_on_over_budget() -> None:
+    """Declared on any other stage, it is refused with the stage's name."""
+    with pytest.raises(ValueError, match="'keep': cuts_to_watermark needs phase='budget'"):
+        Stage("keep", lambda m, c: StageOutcome(m), cuts_to_watermark=True)
+    with pytest.raises(ValueError, match="'over_budget' in acts_on"):
+        Stage("keep", lambda m, c: StageOutcome(m), phase="budget", cuts_to_watermark=True)

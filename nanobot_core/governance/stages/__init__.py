@@ -100,7 +100,13 @@ BUILTIN_TABLE: tuple[BuiltinStage, ...] = (
         whole_list_with=("exclude_tools",),
     ),
     _row(compact_results, phase="budget", acts_on=("over_budget",)),
-    _row(snip_history, phase="budget", acts_on=("over_budget",), final=True),
+    _row(
+        snip_history,
+        phase="budget",
+        acts_on=("over_budget",),
+        cuts_to_watermark=True,
+        final=True,
+    ),
 )
 
 #: The names of the built-in stages, in their default order.
