@@ -326,12 +326,17 @@ class Continuity:
         sent: list[Any],
         *,
         budget_acted: bool,
+        left_out: tuple[int, int] | None = None,
     ) -> Prefix:
-        """Remember what `sent` decided and say whether the previous request's prefix was kept."""
+        """Remember what `sent` decided and say whether the previous request's prefix was kept.
+
+        `left_out`: the view entries ``view[start:stop]`` the stages were never
+        handed (the budget-first cut), which `sent` cannot hold.
+        """
         previous, before = self._sent, self.state
         if budget_acted:
             copies = {id(copy) for _, copy in self._compacted.values()}
-            self.state = _read_back(history, view, positions, sent, copies)
+            self.state = _read_back(history, view, positions, sent, copies, left_out)
         else:
             self.state = (
                 before
@@ -351,6 +356,7 @@ def _read_back(
     positions: list[int],
     sent: list[Any],
     copies: set[int] | frozenset[int] = frozenset(),
+    left_out: tuple[int, int] | None = None,
 ) -> GovernanceState:
     """The decisions `sent` embodies, in history indices (linear in the messages sent).
 
@@ -358,10 +364,16 @@ def _read_back(
     the others (results a stage rewrote, a rewritten user message) are looked
     at one by one: a tool result by its ``tool_call_id`` among the results
     after the last message found. `copies` are the ids of the compacted copies
-    the view holds in place of their results.
+    the view holds in place of their results. The view entries `left_out`
+    (``start, stop``) are not looked among.
     """
     places: Sequence[int] = positions or range(len(history))
-    where = dict(zip(map(id, view), places, strict=True))
+    if left_out is None:
+        where = dict(zip(map(id, view), places, strict=True))
+    else:
+        start, stop = left_out
+        where = dict(zip(map(id, view[:start]), places[:start], strict=True))
+        where.update(zip(map(id, view[stop:]), places[stop:], strict=True))
     leading = leading_system_count(sent)
     body = sent[leading:]
     found: list[int | None] = list(map(where.get, map(id, body)))

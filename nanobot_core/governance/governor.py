@@ -318,7 +318,7 @@ class Governor:
         # With no earlier decision applied, the view is the history (or the equal messages
         # seen before, standing for it): a history handed back untouched is the caller's.
         untouched = given if not positions else view
-        result, working_fit, acted = self._govern(
+        result, working_fit, acted, left_out = self._govern(
             given, view, untouched, system, tools, self.budget
         )
         limit = self.budget.limit
@@ -331,7 +331,7 @@ class Governor:
             tighter = Budget(max(0, result.budget - (result.tokens - limit)))
             if tighter.limit >= result.budget:
                 break
-            result, working_fit, acted = self._govern(
+            result, working_fit, acted, left_out = self._govern(
                 given, view, untouched, system, tools, tighter
             )
         if result.budget != limit:
@@ -341,7 +341,9 @@ class Governor:
         if acted is None:  # Anthropic blocks became other messages: indices would not carry over
             self._continuity.restore(None)
             return GovernanceResult(*result)
-        prefix = self._continuity.learn(given, view, positions, result.messages, budget_acted=acted)
+        prefix = self._continuity.learn(
+            given, view, positions, result.messages, budget_acted=acted, left_out=left_out
+        )
         return GovernanceResult(*result, prefix, self._continuity.state)
 
     def _govern(
@@ -352,14 +354,15 @@ class Governor:
         system: str | None,
         tools: Sequence[Any],
         budget: Budget,
-    ) -> tuple[_Run, bool, bool | None]:
+    ) -> tuple[_Run, bool, bool | None, tuple[int, int] | None]:
         """One run of the pipeline over `view` (`given` with earlier decisions applied).
 
         `untouched` is what to hand back when the view is clean and fits.
 
-        Returns the result, whether the working copy fitted `budget`, and whether
+        Returns the result, whether the working copy fitted `budget`, whether
         a budget stage decided anything new (None: the history was in the
-        Anthropic shape, whose indices do not carry over).
+        Anthropic shape, whose indices do not carry over), and the view entries
+        left out before any stage saw them (``start, stop``), if any.
         """
         fixed = self._system_tokens(system), self._tools_tokens(tools)
         self._facts.new_run()
@@ -375,7 +378,7 @@ class Governor:
                 result = self._untouched(untouched, fixed[0] + fixed[1] + tokens)
                 if view is not given:
                     _report_kept(result.report, self._continuity.state)
-                return result, True, False
+                return result, True, False, None
         ctx = StageContext(
             budget=budget,
             counter=self.counter,
@@ -408,7 +411,9 @@ class Governor:
         if anthropic:
             after = ctx.request_tokens(current)  # the shape returned is the one that must fit
         result = _Run(current, report, after, budget.limit, after <= budget.limit)
-        return result, working_fit, (None if anthropic else acted)
+        cut = run.early_cut
+        left_out = (cut.start, cut.stop) if cut is not None and cut.messages is view else None
+        return result, working_fit, (None if anthropic else acted), left_out
 
     def _finish(
         self,

@@ -483,6 +483,8 @@ def test_a_cut_to_the_watermark_leaves_out_more_and_governs_to_the_same_messages
     shallow_result = shallow.govern(history, system=SYSTEM, tools=TOOLS)
     assert deep_result.messages == full_result.messages == shallow_result.messages
     assert (deep_result.tokens, deep_result.fits) == (full_result.tokens, full_result.fits)
+    # What is recorded for the next call is read back from what was sent alone.
+    assert deep_result.state == full_result.state == shallow_result.state
     assert _left_out_count(deep_result) > _left_out_count(shallow_result)
     assert "into the cut watermark" in _left_out(deep_result)[0]
     assert "into the cut watermark" not in _left_out(shallow_result)[0]
