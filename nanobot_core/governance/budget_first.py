@@ -214,14 +214,68 @@ def _bound_exceeded(
             total += fact[1]
         if low_room is not None and total > low_room:
             assert low is not None
-            if low.exceeded is None:
-                low.exceeded = index
+            low.exceeded = index
             if kind == user:
                 low.kept[index] = total
-        if total > room:
-            if low is not None:
+            if total > room:
                 low.total = total
+                return index
+            return _beyond_low(messages, start, index - 1, total, room, ctx, patterns, through, low)
+        if total > room:
             return index
+        index -= 1
+    return None
+
+
+def _beyond_low(
+    messages: Sequence[Any],
+    start: int,
+    index: int,
+    total: int,
+    room: int,
+    ctx: StageContext,
+    patterns: tuple[str, ...],
+    through: Callable[[Any], Any] | None,
+    low: _Low,
+) -> int | None:
+    """`_bound_exceeded` past the cut watermark: a lower bound read at less cost.
+
+    What lies here is left out whatever the bound says; it only has to show
+    that the request is over budget. So user messages and assistant messages
+    without calls count what they cost as the stages leave them (as above),
+    and tool results and messages with calls count nothing and are not read
+    (nor handed to `through`): the bound is lower, the walk goes further back
+    and each message costs less.
+    """
+    of = ctx.facts.of
+    assistant, user = Kind.ASSISTANT, Kind.USER
+    kept = low.kept
+    while index >= start:
+        message = messages[index]
+        role = message.get("role") if type(message) is dict else None
+        if role == "user" or (role == "assistant" and message.get("tool_calls") is None):
+            fact: MessageFacts | None = of(message)
+            assert fact is not None
+            if through is not None and not fact[2]:
+                seen = through(message)
+                if seen is None:
+                    fact = None
+                elif seen is not message:
+                    message, fact = seen, of(seen)
+            if (
+                fact is not None
+                and not fact[2]
+                and not (
+                    patterns and fact[3] == assistant and is_placeholder_message(message, patterns)
+                )
+                and not (fact[3] == user and _next_to_user(messages, index))
+            ):
+                total += fact[1]
+            if role == "user":
+                kept[index] = total
+            if total > room:
+                low.total = total
+                return index
         index -= 1
     return None
 
@@ -231,7 +285,7 @@ class _Low:
     """What `_bound_exceeded` records for a cut down to the cut watermark (`room`)."""
 
     room: int
-    exceeded: int | None = None  # where the bound first exceeds `room`
+    exceeded: int | None = None  # where the bound first exceeds `room` (the walk reads less)
     kept: dict[int, int] = attrs.field(factory=dict)  # user message -> bound from it on
     total: int = 0  # the bound where the walk stopped
 

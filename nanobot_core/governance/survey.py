@@ -665,6 +665,8 @@ class FactsCache:
         registered = self.registered(messages)
         if registered is not None:
             return registered
+        if len(self._facts) * 8 < len(messages) * 7:
+            return None  # fewer facts known than it takes, whichever messages they are of
         known: list[Any] = list(map(self._facts.get, map(id, messages)))
         unknown = len(known) - sum(map(bool, known))  # truth, not equality: cheaper
         if unknown * 8 > len(known):

@@ -527,3 +527,27 @@ def test_cuts_to_watermark_needs_a_budget_stage_acting_on_over_budget() -> None:
         Stage("keep", lambda m, c: StageOutcome(m), cuts_to_watermark=True)
     with pytest.raises(ValueError, match="'over_budget' in acts_on"):
         Stage("keep", lambda m, c: StageOutcome(m), phase="budget", cuts_to_watermark=True)
+
+
+def test_past_the_cut_watermark_no_result_or_call_is_handed_to_a_per_message_stage(
+    tmp_path: Path,
+) -> None:
+    """What only shows the request is over budget is read cheaply: results and calls unread."""
+    handed: list[Any] = []
+
+    def note(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        handed.append(messages[0])
+        return StageOutcome.unchanged(messages)
+
+    history = _session(400, 1)
+    stages = [*builtin_stages(), Stage("note", note, per_message=True)]
+    fast, full = _pair(tmp_path, stages, input_limit=30_000)
+    result = fast.govern(history, system=SYSTEM, tools=TOOLS)
+    (line,) = _left_out(result)
+    first, last = map(int, line.split("messages[")[1].split("]")[0].split(".."))
+    # The stage is handed copies: match each one back by equality, among the old ones only.
+    old = [m for m in handed if m in history[first : last + 1] and m not in history[last + 1 :]]
+    assert old, "the walk past the watermark still reads user and assistant text"
+    assert all(m.get("role") in ("user", "assistant") and not m.get("tool_calls") for m in old)
+    assert len(handed) < len(history) / 2
+    assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
