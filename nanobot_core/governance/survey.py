@@ -558,12 +558,8 @@ class FactsCache:
         return self.of(message)[1]
 
     def _listed(self, messages: Sequence[Any]) -> Listing:
-        listed = self._lists.get(id(messages))
-        if (
-            listed is not None
-            and listed.messages is messages
-            and len(listed.known) == len(messages)
-        ):
+        listed = self.listing(messages)
+        if listed is not None:
             return listed
         known: list[Any] = list(map(self._facts.get, map(id, messages)))
         if None in known:  # found, and found again below, at C speed: most are known
@@ -624,17 +620,11 @@ class FactsCache:
 
     def registered(self, messages: Sequence[Any]) -> list[MessageFacts] | None:
         """The facts of `messages` when this run knows the list already, else None."""
-        listed = self._lists.get(id(messages))
-        if (
-            listed is not None
-            and listed.messages is messages
-            and len(listed.known) == len(messages)
-        ):
-            return listed.known
-        return None
+        listed = self.listing(messages)
+        return listed.known if listed is not None else None
 
     def listing(self, messages: Sequence[Any]) -> Listing | None:
-        """What this run knows of the list `messages`, to carry over to the next run."""
+        """What this run knows of the list `messages` (a list is known while its length is)."""
         listed = self._lists.get(id(messages))
         if (
             listed is not None
