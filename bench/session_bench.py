@@ -31,6 +31,8 @@ from stats import summarize
 DRIVER = "governance_sessions.py"
 SESSION_MESSAGES = 5_000
 WINDOWS = (32_000, 128_000)
+#: Rounds of the whole-history benchmarks: each side runs once per round, in turn.
+ROUNDS = 3
 #: The driver's ``--history`` values, and how a row names each.
 HISTORIES = {"reference": "reference history", "dirty": "dirty history"}
 
@@ -58,17 +60,23 @@ def _plugin_stage_rows(ai_env: VirtualEnv, reps: int, history: str) -> list[Row]
     ours = sys.executable
     theirs = ai_env.python
     named = HISTORIES[history]
-    stage = {n: _run(ours, "ours-stage", "whole", n, history, reps=reps) for n in (10_000, 20_000)}
-    ai = {n: _run(theirs, "nanobot", "whole", n, history, reps=reps) for n in (10_000, 20_000)}
-    redact = _run(ours, "ours-redact", "whole", 10_000, history, reps=reps)
-    # A renamed copy of a built-in, against the built-ins alone, in turn so drift hits both.
-    builtin_only, copied = [], []
-    for _ in range(3):
+    # Every side in turn, round after round, so that a slow spell of the machine hits all.
+    stage: dict[int, list[float]] = {10_000: [], 20_000: []}
+    ai: dict[int, list[float]] = {10_000: [], 20_000: []}
+    redact: list[float] = []
+    builtin_only: list[float] = []
+    copied: list[float] = []
+    for _ in range(ROUNDS):
+        for n in (10_000, 20_000):
+            stage[n] += _run(ours, "ours-stage", "whole", n, history, reps=reps)["seconds"]
+            ai[n] += _run(theirs, "nanobot", "whole", n, history, reps=reps)["seconds"]
+        redact += _run(ours, "ours-redact", "whole", 10_000, history, reps=reps)["seconds"]
+        # A renamed copy of a built-in, against the built-ins alone.
         builtin_only += _run(ours, "ours", "whole", 10_000, history, reps=reps)["seconds"]
         copied += _run(ours, "ours-copy", "whole", 10_000, history, reps=reps)["seconds"]
     rows = []
     for n in (10_000, 20_000):
-        mine, other = _ms(stage[n]["seconds"], "no-op stage"), _ms(ai[n]["seconds"], "nanobot-ai")
+        mine, other = _ms(stage[n], "no-op stage"), _ms(ai[n], "nanobot-ai")
         speedup = other.summary.median / mine.summary.median
         rows.append(
             Row(
@@ -79,21 +87,26 @@ def _plugin_stage_rows(ai_env: VirtualEnv, reps: int, history: str) -> list[Row]
                 "≥ 5× faster at 10,000" if n == 10_000 else "(for information)",
                 speedup >= 5 if n == 10_000 else True,
                 other,
+                notes=[
+                    f"{ROUNDS} rounds of {reps} samples per side, the sides in turn; a fresh "
+                    "governor (ours) or ContextGovernor (nanobot-ai) and freshly decoded "
+                    "messages per sample"
+                ],
             )
         )
-    small, large = (summarize(stage[n]["seconds"]).median * 1000 for n in (10_000, 20_000))
+    small, large = (summarize(stage[n]).median * 1000 for n in (10_000, 20_000))
     rows.append(
         Row(
             f"the same, 10,000 → 20,000 messages, {named}",
-            _ms(stage[20_000]["seconds"], "20,000 messages"),
+            _ms(stage[20_000], "20,000 messages"),
             large / small,
             "20k / 10k",
             "≤ 2.2×",
             large / small <= 2.2,
-            _ms(stage[10_000]["seconds"], "10,000 messages"),
+            _ms(stage[10_000], "10,000 messages"),
         )
     )
-    with_redact = _ms(redact["seconds"], "redact_secrets")
+    with_redact = _ms(redact, "redact_secrets")
     rows.append(
         Row(
             f"govern 10,000 messages with redact_secrets, {named}",
@@ -102,7 +115,7 @@ def _plugin_stage_rows(ai_env: VirtualEnv, reps: int, history: str) -> list[Row]
             "redact / no-op stage",
             "≤ 1.5×",
             with_redact.summary.median / small <= 1.5,
-            _ms(stage[10_000]["seconds"], "no-op stage"),
+            _ms(stage[10_000], "no-op stage"),
         )
     )
     copy, alone = _ms(copied, "renamed copy"), _ms(builtin_only, "built-in stages")
@@ -118,7 +131,7 @@ def _plugin_stage_rows(ai_env: VirtualEnv, reps: int, history: str) -> list[Row]
             alone,
             notes=[
                 "the copy (sanitize_content under another name, the same declarations) comes "
-                "from a plugin and the built-in is disabled; 3 alternating runs of each"
+                f"from a plugin and the built-in is disabled; {ROUNDS} alternating runs of each"
             ],
         )
     )
