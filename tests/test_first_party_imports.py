@@ -9,7 +9,9 @@ import nanobot_core
 from tests.helpers import REPO_ROOT
 
 ALLOWED_MODULES = frozenset({"nanobot_core", "nanobot_core.testing"})
-TEST_KITS = frozenset({"nanobot_core.testing", "nanobot_core.testing_sessions"})
+TEST_KITS = frozenset(
+    {"nanobot_core.testing", "nanobot_core.testing_http", "nanobot_core.testing_sessions"}
+)
 
 # nanobot-postgres and nanobot-anthropic arrived using the session-store and provider
 # APIs before those had public names.

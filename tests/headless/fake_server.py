@@ -17,14 +17,14 @@ Usage::
 
 from __future__ import annotations
 
-import json
 import threading
 from collections.abc import Iterable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
 import attrs
+
+from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
 
 __all__ = [
     "FakeChatServer",
@@ -118,21 +118,17 @@ class FakeChatServer:
         self._lock = threading.Condition()
         self.requests: list[RecordedRequest] = []
         self.other_requests: list[RecordedRequest] = []
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
+        self._server = LoopbackServer(self._answer)
 
     @property
     def base_url(self) -> str:
         """The OpenAI-style base URL (``http://127.0.0.1:PORT/v1``)."""
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"{self._server.url}/v1"
 
     @property
     def root_url(self) -> str:
         """``http://127.0.0.1:PORT``."""
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return self._server.url
 
     def add(self, *replies: Reply) -> None:
         """Append replies to the script."""
@@ -145,7 +141,7 @@ class FakeChatServer:
             return [r.body for r in self.requests]
 
     def start(self) -> FakeChatServer:
-        self._thread.start()
+        self._server.start()
         return self
 
     def stop(self) -> None:
@@ -153,9 +149,7 @@ class FakeChatServer:
         for reply in [*self._script, *self._holds.values()]:
             if reply.release is not None:
                 reply.release.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=10)
+        self._server.stop()
 
     def __enter__(self) -> FakeChatServer:
         return self.start()
@@ -168,6 +162,19 @@ class FakeChatServer:
     ) -> None:
         self.stop()
 
+    def _answer(self, request: LoopbackRequest) -> LoopbackResponse:
+        recorded = RecordedRequest(
+            request.method, request.path, request.headers, request.json, request.raw
+        )
+        reply = self._next_reply(recorded)
+        if reply.received is not None:
+            reply.received.set()
+        if reply.release is not None:
+            reply.release.wait(timeout=60)
+        if reply.delay:
+            threading.Event().wait(reply.delay)
+        return LoopbackResponse(reply.status, reply.body, reply.headers)
+
     def _next_reply(self, request: RecordedRequest) -> Reply:
         with self._lock:
             if request.path == CHAT_PATH and request.method == "POST":
@@ -179,50 +186,3 @@ class FakeChatServer:
             self.other_requests.append(request)
             hold = self._holds.get(request.path)
             return hold if hold is not None else error_reply(404, f"no route {request.path}")
-
-
-def _handler_for(server: FakeChatServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:
-            self._answer()
-
-        def do_GET(self) -> None:
-            self._answer()
-
-        def _answer(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            try:
-                body = json.loads(raw) if raw else None
-            except ValueError:
-                body = None
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            reply = server._next_reply(RecordedRequest(self.command, self.path, headers, body, raw))
-            if reply.received is not None:
-                reply.received.set()
-            if reply.release is not None:
-                reply.release.wait(timeout=60)
-            if reply.delay:
-                threading.Event().wait(reply.delay)
-            payload = (
-                reply.body.encode()
-                if isinstance(reply.body, str)
-                else json.dumps(reply.body).encode()
-            )
-            try:
-                self.send_response(reply.status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for name, value in reply.headers.items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the client gave up (a timeout test) or was killed
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # keep test output clean
-
-    return Handler

@@ -13,11 +13,11 @@ import json
 import re
 import threading
 from collections.abc import Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
 
 import attrs
+from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
 
 API_KEY = "sk-ant-test-Hq4Zc8Vw2Lp6Nr0Tx"
 PATH = "/v1/messages"
@@ -200,16 +200,12 @@ class MessagesServer:
         self._lock = threading.Lock()
         self.requests: list[Recorded] = []
         self._answered = 0
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(self))
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
-        )
+        self._server = LoopbackServer(self._respond)
 
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT`` (the provider adds ``/v1/messages``)."""
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+        return self._server.url
 
     def add(self, *replies: Reply) -> None:
         """Append replies to the script."""
@@ -217,7 +213,7 @@ class MessagesServer:
             self._script.extend(replies)
 
     def __enter__(self) -> MessagesServer:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(
@@ -226,19 +222,21 @@ class MessagesServer:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._httpd.shutdown()
-        self._httpd.server_close()
-        self._thread.join(timeout=10)
+        self._server.stop()
 
-    def _answer(self, path: str, headers: dict[str, str], raw: bytes) -> Reply:
+    def _respond(self, request: LoopbackRequest) -> LoopbackResponse:
+        reply = self._answer(request.method, request.path, request.headers, request.raw)
+        return LoopbackResponse(reply.status, reply.body, reply.headers)
+
+    def _answer(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
         try:
             body = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as exc:
             body, problems = None, [f"body is not UTF-8 JSON: {exc}"]
         else:
             problems = check_request(headers, body)
-        if path != PATH:
-            problems.append(f"path {path!r}, expected {PATH!r}")
+        if method != "POST" or path != PATH:
+            problems.append(f"{method} {path!r}, expected POST {PATH!r}")
         with self._lock:
             self.requests.append(Recorded(headers, body, raw, problems))
             if problems:
@@ -248,27 +246,3 @@ class MessagesServer:
             if index < len(self._script):
                 return self._script[index]
         return error_reply(500, "api_error", f"no scripted reply for request {index + 1}")
-
-
-def _handler_for(server: MessagesServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            headers = {k.lower(): v for k, v in self.headers.items()}
-            reply = server._answer(self.path, headers, raw)
-            payload = json.dumps(reply.body).encode()
-            self.send_response(reply.status)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(payload)))
-            for name, value in reply.headers.items():
-                self.send_header(name, value)
-            self.end_headers()
-            self.wfile.write(payload)
-
-        def log_message(self, format: str, *args: Any) -> None:
-            pass  # keep test output clean
-
-    return Handler

@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import json
 import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
+
+from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
 
 __all__ = ["ScriptedChatServer", "turn_of"]
 
@@ -78,37 +79,12 @@ class ScriptedChatServer:
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        server = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-            def do_POST(self) -> None:
-                length = int(self.headers.get("content-length") or 0)
-                body = json.loads(self.rfile.read(length) or b"{}")
-                if server.record:
-                    with server._lock:
-                        server.requests.append(body)
-                if server.delay:
-                    server._stop.wait(server.delay)
-                data = json.dumps(_answer(body)).encode()
-                self.send_response(200)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._server = LoopbackServer(self._respond)
 
     @property
     def base_url(self) -> str:
         """The ``/v1`` URL to give the provider."""
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"{self._server.url}/v1"
 
     def requests_of(self, session: str) -> list[dict[str, Any]]:
         """The recorded request bodies whose newest user message belongs to `session`."""
@@ -116,8 +92,17 @@ class ScriptedChatServer:
             bodies = list(self.requests)
         return [b for b in bodies if (turn_of(b.get("messages") or []) or ("", 0))[0] == session]
 
+    def _respond(self, request: LoopbackRequest) -> LoopbackResponse:
+        body = json.loads(request.raw or b"{}")
+        if self.record:
+            with self._lock:
+                self.requests.append(body)
+        if self.delay:
+            self._stop.wait(self.delay)
+        return LoopbackResponse(200, _answer(body))
+
     def __enter__(self) -> ScriptedChatServer:
-        self._thread.start()
+        self._server.start()
         return self
 
     def __exit__(
@@ -127,5 +112,4 @@ class ScriptedChatServer:
         tb: TracebackType | None,
     ) -> None:
         self._stop.set()
-        self._httpd.shutdown()
-        self._httpd.server_close()
+        self._server.stop()

@@ -1,0 +1,144 @@
+"""A loopback HTTP server for tests: real sockets on 127.0.0.1, answers from a function.
+
+The provider tests of nanobot-core and of provider plugins talk to real
+servers that check what they receive; this is the part they share. Give it a
+function from the request received to the response to send; it runs in a
+thread pool behind ``http.server`` and is called on the handler's thread (it
+may wait there, to hold an answer back). Bodies are read whole by
+``Content-Length``; a client that goes away before the answer is written is
+not an error (a test of a timeout does that)::
+
+    def answer(request: LoopbackRequest) -> LoopbackResponse:
+        return LoopbackResponse(200, {"echo": request.json})
+
+    with LoopbackServer(answer) as server:
+        httpx.post(server.url + "/v1/x", json={...})
+
+Stdlib and attrs only (no pytest), so a plugin may use it in its benchmarks too.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from types import TracebackType
+from typing import Any
+
+import attrs
+
+__all__ = ["LoopbackRequest", "LoopbackResponse", "LoopbackServer"]
+
+
+@attrs.frozen
+class LoopbackRequest:
+    """One request received: method, path, headers (names lower-cased) and raw body."""
+
+    method: str
+    path: str
+    headers: dict[str, str]
+    raw: bytes
+
+    @property
+    def json(self) -> Any:
+        """The body as JSON, or None when it is empty or not UTF-8 JSON."""
+        if not self.raw:
+            return None
+        try:
+            return json.loads(self.raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            return None
+
+
+@attrs.frozen
+class LoopbackResponse:
+    """What to answer: a status, a body (JSON-encoded unless it is a str) and headers."""
+
+    status: int = 200
+    body: Any = attrs.field(factory=dict)
+    headers: dict[str, str] = attrs.field(factory=dict)
+
+    def payload(self) -> bytes:
+        """The body as sent."""
+        text = self.body if isinstance(self.body, str) else json.dumps(self.body)
+        return text.encode("utf-8")
+
+
+Answer = Callable[[LoopbackRequest], LoopbackResponse]
+
+
+class LoopbackServer:
+    """``with LoopbackServer(answer) as server:`` serves ``server.url`` until the block ends."""
+
+    def __init__(self, answer: Answer) -> None:
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(answer))
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+
+    @property
+    def port(self) -> int:
+        """The port it listens on (chosen by the system)."""
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``, without a trailing slash."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> LoopbackServer:
+        """Start serving (in a daemon thread)."""
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket; handlers still waiting are left to finish."""
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=10)
+
+    def __enter__(self) -> LoopbackServer:
+        return self.start()
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+
+def _handler_for(answer: Answer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_GET(self) -> None:
+            self._answer()
+
+        def do_POST(self) -> None:
+            self._answer()
+
+        def _answer(self) -> None:
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            headers = {name.lower(): value for name, value in self.headers.items()}
+            response = answer(LoopbackRequest(self.command, self.path, headers, raw))
+            payload = response.payload()
+            try:
+                self.send_response(response.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for name, value in response.headers.items():
+                    self.send_header(name, value)
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the client gave up (a timeout test) or was killed
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass  # keep test output clean
+
+    return Handler

@@ -1,0 +1,96 @@
+"""The loopback HTTP server of nanobot_core.testing_http, over real sockets."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+import pytest
+
+from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
+
+
+def _post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any, Any]:
+    request = urllib.request.Request(url, data=body, headers=headers or {}, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=10) as reply:
+            return reply.status, json.loads(reply.read()), reply.headers
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read()), error.headers
+
+
+def test_every_request_reaches_the_function_and_its_answer_is_sent() -> None:
+    """Method, path, lower-cased headers and body arrive; status, JSON and headers go back."""
+    seen: list[LoopbackRequest] = []
+
+    def answer(request: LoopbackRequest) -> LoopbackResponse:
+        seen.append(request)
+        return LoopbackResponse(201, {"echo": request.json}, {"X-Test": "yes"})
+
+    with LoopbackServer(answer) as server:
+        assert server.url == f"http://127.0.0.1:{server.port}"
+        status, body, headers = _post(
+            server.url + "/v1/things?q=1", b'{"a": [1, 2]}', {"X-Key": "k"}
+        )
+    assert (status, body, headers["X-Test"]) == (201, {"echo": {"a": [1, 2]}}, "yes")
+    (request,) = seen
+    assert (request.method, request.path) == ("POST", "/v1/things?q=1")
+    assert request.headers["x-key"] == "k" and request.raw == b'{"a": [1, 2]}'
+
+
+def test_a_body_that_is_not_json_reads_as_none_and_a_text_body_is_sent_as_is() -> None:
+    """`json` is None for bytes that do not decode; a str body is sent verbatim."""
+    seen: list[Any] = []
+
+    def answer(request: LoopbackRequest) -> LoopbackResponse:
+        seen.append(request.json)
+        return LoopbackResponse(400, '{"error": "raw"}')
+
+    with LoopbackServer(answer) as server:
+        status, body, _ = _post(server.url, b"\xff not json")
+    assert seen == [None]
+    assert (status, body) == (400, {"error": "raw"})
+
+
+def test_gets_are_answered_too() -> None:
+    """A GET has an empty body and the same function answers it."""
+    with (
+        LoopbackServer(lambda r: LoopbackResponse(200, {"method": r.method})) as server,
+        urllib.request.urlopen(server.url + "/hold/x", timeout=10) as reply,
+    ):
+        assert json.loads(reply.read()) == {"method": "GET"}
+
+
+def test_a_client_that_leaves_before_the_answer_does_not_break_the_server(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A held answer whose client has gone is dropped quietly; the next request is served."""
+    release = threading.Event()
+    calls: list[str] = []
+
+    def answer(request: LoopbackRequest) -> LoopbackResponse:
+        calls.append(request.path)
+        if request.path == "/slow":
+            release.wait(timeout=10)
+        return LoopbackResponse(200, {"path": request.path})
+
+    with LoopbackServer(answer) as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as client:
+            client.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+        release.set()
+        with urllib.request.urlopen(server.url + "/fast", timeout=10) as reply:
+            assert json.loads(reply.read()) == {"path": "/fast"}
+    assert calls[-1] == "/fast"
+    assert "Traceback" not in capsys.readouterr().err
+
+
+def test_after_the_block_nothing_listens() -> None:
+    """Leaving the block closes the socket."""
+    with LoopbackServer(lambda r: LoopbackResponse()) as server:
+        port = server.port
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=2).close()
