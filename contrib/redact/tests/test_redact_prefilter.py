@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanobot_redact import DEFAULT_PATTERNS, Scanner, marker
-from nanobot_redact.prefilter import gate
+from nanobot_redact.prefilter import _holds, _test, gate
 
 SCANNER = Scanner(DEFAULT_PATTERNS)
 #: Every rule on every text it applies to: what the scan must find with the prefilter too.
@@ -144,6 +144,16 @@ def test_gates_are_rare_characters_of_each_substring() -> None:
     assert gate("sk-") == "-"
     assert gate("-----BEGIN ") == "B"
     assert gate("ecret") == "ecret"  # only frequent letters: the substring itself is searched
+
+
+def test_a_substring_is_searched_only_where_its_rarest_character_is() -> None:
+    """A text missing that character rules the substring out by one memchr; others still match."""
+    pattern, needles = _test(("ecret", "ECRET"))
+    assert pattern is None and needles == (("ecret", "c"), ("ECRET", "E"))
+    assert not _holds((pattern, needles), "x = 1\n" * 1_000)  # no "c", no "E"
+    assert _holds((pattern, needles), "x = 1\n" * 1_000 + "secret")
+    key = "aws_secret_access_key = " + "A" * 40
+    assert SCANNER.redact("x = 1\n" * 1_000 + key)[1] == {"aws_secret_access_key": 1}
 
 
 def test_start_rules_skip_exactly_the_whitespace_that_their_regex_skips() -> None:
