@@ -117,8 +117,9 @@ def rows_for_sizes(timings: Sequence[SizeTimings], rounds: int, reps: int) -> li
         "nanobot-ai's "
         "fallback counts a token per UTF-8 byte, ours about four bytes per token, so it "
         "keeps fewer messages in the same budget. Ours first leaves out the history that "
-        "cannot fit even with every result compacted (`governance/budget_first.py`, same "
-        "governed messages), so its cost follows what fits rather than the history's length."
+        "cannot fit even with every result compacted, down to the cut watermark once the "
+        "request is over budget (`governance/budget_first.py`, same governed messages), so "
+        "its cost follows what is sent rather than the history's length."
     )
     return [
         Row(
