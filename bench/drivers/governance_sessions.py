@@ -167,23 +167,30 @@ def main() -> None:
     args = options.parse_args()
     workspace = Path(tempfile.mkdtemp())
 
-    def build() -> Any:
-        if args.which == "nanobot":
+    sides = args.which.split(",")
+
+    def build(which: str = sides[0]) -> Any:
+        if which == "nanobot":
             return _nanobot(args.window, workspace)
-        return _ours(args.which, args.window, workspace)
+        return _ours(which, args.window, workspace)
 
     text = json.dumps(_history(args.messages, args.history))
     figures: dict[str, Any] = {"which": args.which, "scenario": args.scenario}
     if args.scenario == "whole":
-        build()(json.loads(text))  # warm-up: imports, the offload store
-        samples = []
+        # Several sides in one process take their samples in turn, so that a ratio
+        # between them is not decided by how busy the machine was in between.
+        for which in sides:
+            build(which)(json.loads(text))  # warm-up: imports, the offload store
+        samples: dict[str, list[float]] = {which: [] for which in sides}
         for _ in range(args.reps):
-            govern, messages = build(), json.loads(text)
-            gc.collect()
-            started = time.perf_counter()
-            govern(messages)
-            samples.append(time.perf_counter() - started)
-        figures["seconds"] = samples
+            for which in sides:
+                govern, messages = build(which), json.loads(text)
+                gc.collect()
+                started = time.perf_counter()
+                govern(messages)
+                samples[which].append(time.perf_counter() - started)
+        figures["seconds"] = samples[sides[0]]
+        figures["by_which"] = samples
     else:
         history = json.loads(text)
         govern = build()
