@@ -205,13 +205,7 @@ def _bound_exceeded(
                     total += _answered(ids, run, floors)
             run = []
             floors = []
-        # A user message next to another one is merged with it, which costs less.
-        if (
-            not fact[2]
-            and not (patterns and kind == assistant and is_placeholder_message(message, patterns))
-            and not (kind == user and _next_to_user(messages, index))
-        ):
-            total += fact[1]
+        total += _own_bound(fact, message, messages, index, patterns)
         if low_room is not None and total > low_room:
             assert low is not None
             low.exceeded = index
@@ -248,29 +242,19 @@ def _beyond_low(
     and each message costs less.
     """
     of = ctx.facts.of
-    assistant, user = Kind.ASSISTANT, Kind.USER
     kept = low.kept
     while index >= start:
         message = messages[index]
         role = message.get("role") if type(message) is dict else None
         if role == "user" or (role == "assistant" and message.get("tool_calls") is None):
-            fact: MessageFacts | None = of(message)
-            assert fact is not None
+            fact = of(message)
             if through is not None and not fact[2]:
                 seen = through(message)
                 if seen is None:
-                    fact = None
+                    fact = _UNKNOWN[fact[3]]
                 elif seen is not message:
                     message, fact = seen, of(seen)
-            if (
-                fact is not None
-                and not fact[2]
-                and not (
-                    patterns and fact[3] == assistant and is_placeholder_message(message, patterns)
-                )
-                and not (fact[3] == user and _next_to_user(messages, index))
-            ):
-                total += fact[1]
+            total += _own_bound(fact, message, messages, index, patterns)
             if role == "user":
                 kept[index] = total
             if total > room:
@@ -278,6 +262,21 @@ def _beyond_low(
                 return index
         index -= 1
     return None
+
+
+def _own_bound(
+    fact: MessageFacts, message: Any, messages: Sequence[Any], index: int, patterns: tuple[str, ...]
+) -> int:
+    """What a message that is not a tool result counts on its own: nothing if a repair may
+    drop it, or merge it (a user message next to another one costs less, merged)."""
+    kind = fact[3]
+    if (
+        fact[2]
+        or (patterns and kind == Kind.ASSISTANT and is_placeholder_message(message, patterns))
+        or (kind == Kind.USER and _next_to_user(messages, index))
+    ):
+        return 0
+    return fact[1]
 
 
 @attrs.define

@@ -700,7 +700,7 @@ class FactsCache:
         listed = self._listed(messages)
         if listed.survey is None:
             if not listed.known:
-                listed.survey = _survey_known(listed.known)
+                listed.survey = _NOTHING
                 return listed.survey
             followed = self._followed
             runs = listed.follow(followed)
@@ -747,10 +747,8 @@ def survey_messages(messages: Sequence[Any], facts: FactsCache | None = None) ->
     return (facts or FactsCache()).survey(messages)
 
 
-def _survey_known(known: list[MessageFacts]) -> Survey:
-    if not known:
-        return Survey(defects=Defect.NOT_USER_START, tokens=0, largest_result=0)
-    return _survey_of(Listing(known, known).sums(), _Runs(known))
+#: The survey of an empty list: no user message to start it, and nothing else.
+_NOTHING = Survey(defects=Defect.NOT_USER_START, tokens=0, largest_result=0)
 
 
 def _survey_of(sums: _Sums, runs: _Runs) -> Survey:
