@@ -44,7 +44,7 @@ from nanobot_core.governance.checks import is_placeholder_message
 from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
 from nanobot_core.governance.stages.compact import compact_notice
 from nanobot_core.governance.stages.offload import offload_notice
-from nanobot_core.governance.survey import Kind, MessageFacts
+from nanobot_core.governance.survey import PLAIN_ASSISTANT, PLAIN_USER, Kind, MessageFacts
 from nanobot_core.governance.tokens import DEFAULT_COUNTER, MESSAGE_OVERHEAD, estimate_tokens
 from nanobot_core.governance.watermark import cut_watermark_tokens
 
@@ -243,9 +243,37 @@ def _beyond_low(
     """
     of = ctx.facts.of
     kept = low.kept
+    # Without stages to apply or placeholder texts to test, the commonest messages (a user's
+    # or an assistant's ASCII text and nothing else) count what `_plain_facts` says, worked
+    # out here and not remembered: the walk is all that reads them.
+    plain = through is None and not patterns and ctx.facts.estimate
+    last = len(messages) - 1
     while index >= start:
         message = messages[index]
         role = message.get("role") if type(message) is dict else None
+        if plain and role is not None and len(message) == 2:
+            content = message.get("content")
+            if type(content) is str and content.isascii():
+                if role == "user" and content:
+                    if (index > 0 and _is_user(messages[index - 1])) or (
+                        index < last and _is_user(messages[index + 1])
+                    ):
+                        kept[index] = total  # merged with its neighbour: counts nothing
+                    else:
+                        total += PLAIN_USER + ((len(content) + 3) >> 2)
+                        kept[index] = total
+                        if total > room:
+                            low.total = total
+                            return index
+                    index -= 1
+                    continue
+                if role == "assistant" and "[" not in content:
+                    total += PLAIN_ASSISTANT + ((len(content) + 3) >> 2)
+                    if total > room:
+                        low.total = total
+                        return index
+                    index -= 1
+                    continue
         if role == "user" or (role == "assistant" and message.get("tool_calls") is None):
             fact = of(message)
             if through is not None and not fact[2]:

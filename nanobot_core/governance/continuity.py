@@ -23,7 +23,7 @@ the wrong kind of message) is ignored and the history is governed whole.
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, count, islice, repeat
 from operator import is_, is_not
 from typing import Any
@@ -327,16 +327,19 @@ class Continuity:
         *,
         budget_acted: bool,
         left_out: tuple[int, int] | None = None,
+        origin: Callable[[Any], Any] | None = None,
     ) -> Prefix:
         """Remember what `sent` decided and say whether the previous request's prefix was kept.
 
         `left_out`: the view entries ``view[start:stop]`` the stages were never
-        handed (the budget-first cut), which `sent` cannot hold.
+        handed (the budget-first cut), which `sent` cannot hold. `origin` tells,
+        of a message a stage made from another by replacing its content, which
+        one that was (None when it does not know).
         """
         previous, before = self._sent, self.state
         if budget_acted:
             copies = {id(copy) for _, copy in self._compacted.values()}
-            self.state = _read_back(history, view, positions, sent, copies, left_out)
+            self.state = _read_back(history, view, positions, sent, copies, left_out, origin)
         else:
             self.state = (
                 before
@@ -357,15 +360,17 @@ def _read_back(
     sent: list[Any],
     copies: set[int] | frozenset[int] = frozenset(),
     left_out: tuple[int, int] | None = None,
+    origin: Callable[[Any], Any] | None = None,
 ) -> GovernanceState:
     """The decisions `sent` embodies, in history indices (linear in the messages sent).
 
     Messages handed on as they were are found by identity, at C speed; only
     the others (results a stage rewrote, a rewritten user message) are looked
-    at one by one: a tool result by its ``tool_call_id`` among the results
-    after the last message found. `copies` are the ids of the compacted copies
-    the view holds in place of their results. The view entries `left_out`
-    (``start, stop``) are not looked among.
+    at one by one: a tool result by the message it was made from (`origin`),
+    else by its ``tool_call_id`` among the results after the last message
+    found. `copies` are the ids of the compacted copies the view holds in place
+    of their results. The view entries `left_out` (``start, stop``) are not
+    looked among.
     """
     places: Sequence[int] = positions or range(len(history))
     if left_out is None:
@@ -383,17 +388,20 @@ def _read_back(
         message = body[offset]
         if _role(message) != "tool":
             continue
-        before = offset - 1  # the last one found before it (those before were looked up)
-        while before >= 0 and found[before] is None:
-            before -= 1
-        last = found[before] if before >= 0 else -1
-        assert last is not None
-        if by_call is None:
-            by_call = _results_after(history, places, last)
-        results = by_call.get(message.get("tool_call_id"), [])
-        at = bisect_right(results, last)
-        if at < len(results):
-            position = found[offset] = results[at]
+        position = _by_origin(message, where, origin) if origin is not None else None
+        if position is None:
+            before = offset - 1  # the last one found before it (those before were looked up)
+            while before >= 0 and found[before] is None:
+                before -= 1
+            last = found[before] if before >= 0 else -1
+            assert last is not None
+            if by_call is None:
+                by_call = _results_after(history, places, last)
+            results = by_call.get(message.get("tool_call_id"), [])
+            at = bisect_right(results, last)
+            position = results[at] if at < len(results) else None
+        if position is not None:
+            found[offset] = position
             text = message.get("content")
             if type(text) is str and text.startswith(COMPACT_PREFIX):
                 original = history[position].get("content")
@@ -420,6 +428,18 @@ def _read_back(
     if steps_from is None and start <= leading_system_count(history):
         start = 0
     return GovernanceState(start, steps_from, compacted, len(history))
+
+
+def _by_origin(message: Any, where: dict[int, int], origin: Callable[[Any], Any]) -> int | None:
+    """The history index of the view message `message` was made from, through any number of
+    content replacements (an offloaded result compacted), or None."""
+    made_from = origin(message)
+    while made_from is not None:
+        position = where.get(id(made_from))
+        if position is not None:
+            return position
+        made_from = origin(made_from)
+    return None
 
 
 def _offsets(body: list[Any], ids: set[int] | frozenset[int]) -> list[int]:

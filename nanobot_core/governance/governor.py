@@ -342,7 +342,13 @@ class Governor:
             self._continuity.restore(None)
             return GovernanceResult(*result)
         prefix = self._continuity.learn(
-            given, view, positions, result.messages, budget_acted=acted, left_out=left_out
+            given,
+            view,
+            positions,
+            result.messages,
+            budget_acted=acted,
+            left_out=left_out,
+            origin=self._facts.origin,
         )
         return GovernanceResult(*result, prefix, self._continuity.state)
 

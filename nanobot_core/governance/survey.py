@@ -341,6 +341,12 @@ def _learn_estimated(message: dict[Any, Any]) -> MessageFacts:
     return _learn(message, tokens + scanned[0], surrogates or scanned[1], scanned)
 
 
+#: What the plain messages of `_plain_facts` cost besides their texts, by the default
+#: estimate: the message overhead and the role, "user" and "tool" one token, "assistant" three.
+PLAIN_USER = PLAIN_TOOL = MESSAGE_OVERHEAD + 1
+PLAIN_ASSISTANT = MESSAGE_OVERHEAD + 3
+
+
 def _plain_facts(message: dict[Any, Any], content: Any) -> MessageFacts | None:
     """The facts of the commonest messages, read without a loop; None for any other.
 
@@ -356,13 +362,13 @@ def _plain_facts(message: dict[Any, Any], content: Any) -> MessageFacts | None:
     if type(content) is not str or not content or not content.isascii():
         return None
     if role == "user" and size == 2:
-        return (message, 5 + ((len(content) + 3) >> 2), 0, _USER, None, 0, False)
+        return (message, PLAIN_USER + ((len(content) + 3) >> 2), 0, _USER, None, 0, False)
     if role != "tool" or not 3 <= size <= 4 or content.isspace():
         return None
     identifier = message.get("tool_call_id")
     if type(identifier) is not str or not identifier.isascii():
         return None
-    tokens = 5 + ((len(content) + 3) >> 2) + ((len(identifier) + 3) >> 2)
+    tokens = PLAIN_TOOL + ((len(content) + 3) >> 2) + ((len(identifier) + 3) >> 2)
     if size == 4:
         name = message.get("name")
         if type(name) is not str or not name.isascii():
@@ -373,7 +379,7 @@ def _plain_facts(message: dict[Any, Any], content: Any) -> MessageFacts | None:
 
 def _assistant_facts(message: dict[Any, Any], content: Any, size: int) -> MessageFacts | None:
     """`_plain_facts` of an assistant message: role, content, and tool_calls or reasoning."""
-    tokens = 7
+    tokens = PLAIN_ASSISTANT
     if type(content) is str:
         if not content.isascii() or "[" in content:  # "[": maybe a placeholder
             return None
@@ -493,6 +499,8 @@ class FactsCache:
         # The runs of the lists surveyed last, newest first: a new list goes on from the one
         # it shares the longest start with.
         self._followed: list[_Runs] = []
+        # Per run, id of each dict `replace_content` made -> (that dict, the one it replaced).
+        self._origins: dict[int, tuple[Any, Any]] = {}
 
     def of(self, message: Any) -> MessageFacts:
         """Everything known of one entry on its own (computed once per object)."""
@@ -524,6 +532,7 @@ class FactsCache:
         """
         changed = dict.copy(message)  # a plain dict, keys in order: faster than {**message}
         changed["content"] = content
+        self._origins[id(changed)] = (changed, message)
         known = known or self.of(message)
         old = message.get("content")
         if (
@@ -578,6 +587,12 @@ class FactsCache:
         """Start a run: lists are known within one run only; messages across runs."""
         self._lists.clear()
         self._starts.clear()
+        self._origins.clear()
+
+    def origin(self, message: Any) -> Any:
+        """The message `message` replaces the content of (`replace_content`, this run), or None."""
+        made = self._origins.get(id(message))
+        return made[1] if made is not None and made[0] is message else None
 
     def starts_with(self, longer: Sequence[Any], shorter: Sequence[Any]) -> bool:
         """`messages.starts_with`, answered once per pair of lists in a run.

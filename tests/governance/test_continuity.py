@@ -254,3 +254,44 @@ def test_a_history_decoded_again_is_governed_as_the_same_session(tmp_path: Path)
         twin.govern(changed, system=SYSTEM).messages
         == fresh.govern(changed, system=SYSTEM).messages
     )
+
+
+def _reused_ids(turns: int, seed: int) -> list[dict[str, Any]]:
+    """Turns whose every call is "call_0" (as some servers number them), with repeated users."""
+    rnd = random.Random(seed)
+    history: list[dict[str, Any]] = []
+    for turn in range(turns):
+        history.append({"role": "user", "content": f"turn {turn} " + "u" * rnd.randint(1, 200)})
+        if rnd.random() < 0.3:
+            history.append({"role": "user", "content": "again"})
+        for _ in range(rnd.randint(1, 3)):
+            call = {"id": "call_0", "type": "function", "function": {"name": "read"}}
+            call["function"]["arguments"] = '{"p": 1}' if rnd.random() < 0.8 else "{bad"
+            history.append({"role": "assistant", "content": None, "tool_calls": [call]})
+            history.append(
+                {"role": "tool", "tool_call_id": "call_0", "content": "x" * rnd.randint(100, 3_000)}
+            )
+        history.append({"role": "assistant", "content": "done " * rnd.randint(1, 20)})
+    return history
+
+
+def test_results_compacted_under_reused_call_ids_are_read_back_where_they_are(
+    tmp_path: Path,
+) -> None:
+    """With one call id in every turn, the state names the results sent, not older namesakes."""
+    # This seed merges the user messages the request starts with: nothing before the
+    # first compacted result is the very message of the history.
+    history = _reused_ids(40, 8)
+    governor = build_builtin_governor(GovernanceConfig(input_limit=3_000), tmp_path)
+    result = governor.govern(history, system=SYSTEM)
+    first = result.messages[0]["content"].split("\n\n")[0]
+    start = next(i for i, m in enumerate(history) if m.get("content") == first)
+    assert result.state.start == start > 0
+    sent = [m for m in result.messages if m.get("role") == "tool"]
+    compacted = [m for m in sent if m["content"].startswith("[Tool result compacted")]
+    assert len(result.state.compacted) == len(compacted) > 0
+    assert all(history[i]["role"] == "tool" and i > start for i in result.state.compacted)
+    # A fresh governor given that state sends the same messages.
+    again = build_builtin_governor(GovernanceConfig(input_limit=3_000), tmp_path)
+    again.restore(result.state)
+    assert again.govern(history, system=SYSTEM).messages == result.messages
