@@ -247,7 +247,6 @@ def _beyond_low(
     # or an assistant's ASCII text and nothing else) count what `_plain_facts` says, worked
     # out here and not remembered: the walk is all that reads them.
     plain = through is None and not patterns and ctx.facts.estimate
-    last = len(messages) - 1
     while index >= start:
         message = messages[index]
         role = message.get("role") if type(message) is dict else None
@@ -255,9 +254,7 @@ def _beyond_low(
             content = message.get("content")
             if type(content) is str and content.isascii():
                 if role == "user" and content:
-                    if (index > 0 and _is_user(messages[index - 1])) or (
-                        index < last and _is_user(messages[index + 1])
-                    ):
+                    if _next_to_user(messages, index):
                         kept[index] = total  # merged with its neighbour: counts nothing
                     else:
                         total += PLAIN_USER + ((len(content) + 3) >> 2)

@@ -166,6 +166,10 @@ def starts_with(longer: Sequence[Any], shorter: Sequence[Any]) -> bool:
     return len(longer) >= len(shorter) and all(map(is_, shorter, longer))
 
 
+# Values a copy shares as they are: immutable, and never a container to mend.
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+
+
 def container_copy(value: Any) -> Any:
     """A copy of every dict and list inside `value`, sharing the (immutable) leaves.
 
@@ -175,12 +179,13 @@ def container_copy(value: Any) -> Any:
     kind = type(value)
     if kind is dict:  # the common case, copied at C speed and then mended where nested
         copy = dict.copy(value)
-        for key, item in copy.items():
-            if type(item) is not str and isinstance(item, dict | list):
-                copy[key] = container_copy(item)
+        if not _LEAVES.issuperset(map(type, copy.values())):  # a plain message: done
+            for key, item in copy.items():
+                if type(item) not in _LEAVES and isinstance(item, dict | list):
+                    copy[key] = container_copy(item)
         return copy
     if kind is list:
-        return [item if type(item) is str else container_copy(item) for item in value]
+        return [item if type(item) in _LEAVES else container_copy(item) for item in value]
     if isinstance(value, dict):
         return {key: container_copy(item) for key, item in value.items()}
     if isinstance(value, list):
