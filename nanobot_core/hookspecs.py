@@ -65,7 +65,9 @@ def nanobot_governance_stages(ctx: PluginContext) -> list[Any]:
     ``acts_on`` (the kinds of work it has; it is skipped when none is present),
     ``widened_by`` (options that make it always run), ``per_message`` (it
     is applied to a copy of one message at a time, only where its work is,
-    and remembered per message), ``whole_list_with`` (options that make a
+    and remembered per message), ``prefilter`` (a test of one text that
+    spares a per-message stage the messages it is false of throughout),
+    ``whole_list_with`` (options that make a
     per-message stage need the whole history), ``local`` (its outcome on
     what was governed before is reused when only messages without work were
     appended) and ``cuts_to_watermark`` (a budget stage that, over budget,

@@ -243,16 +243,20 @@ def _beyond_low(
     """
     of = ctx.facts.of
     kept = low.kept
-    # Without stages to apply or placeholder texts to test, the commonest messages (a user's
-    # or an assistant's ASCII text and nothing else) count what `_plain_facts` says, worked
-    # out here and not remembered: the walk is all that reads them.
-    plain = through is None and not patterns and ctx.facts.estimate
+    # Without placeholder texts to test, the commonest messages (a user's or an assistant's
+    # ASCII text and nothing else) that the stages leave as they are count what
+    # `_plain_facts` says, worked out here and not remembered: the walk is all that reads them.
+    plain = not patterns and ctx.facts.estimate
     while index >= start:
         message = messages[index]
         role = message.get("role") if type(message) is dict else None
-        if plain and role is not None and len(message) == 2:
+        if plain and (role == "user" or role == "assistant") and len(message) == 2:
             content = message.get("content")
-            if type(content) is str and content.isascii():
+            if (
+                type(content) is str
+                and content.isascii()
+                and (through is None or through(message) is message)
+            ):
                 if role == "user" and content:
                     if _next_to_user(messages, index):
                         kept[index] = total  # merged with its neighbour: counts nothing

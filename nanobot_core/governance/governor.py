@@ -52,7 +52,7 @@ from nanobot_core.governance.budget_first import HistoryCut, early_drops, find_c
 from nanobot_core.governance.clean import clean_tokens
 from nanobot_core.governance.continuity import FIRST_CALL, Continuity, GovernanceState, Prefix
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
-from nanobot_core.governance.messages import container_copy
+from nanobot_core.governance.messages import any_text_passes, container_copy
 from nanobot_core.governance.ordering import place_stages
 from nanobot_core.governance.stage import Budget, Stage, StageContext, StageOutcome
 from nanobot_core.governance.stages import builtin_stages
@@ -506,6 +506,15 @@ class Governor:
         remembered = memo.get(id(message))
         if remembered is not None and remembered[0] is message:
             return remembered
+        if stage.prefilter is not None and type(message) is dict:
+            try:
+                idle = not any_text_passes(message, stage.prefilter)
+            except Exception as exc:
+                log.warning("governance stage's prefilter raised; skipped", stage=stage.name)
+                return f"skipped: the stage's prefilter raised {type(exc).__name__}: {exc}"
+            if idle:  # declared: the stage would hand it on as it is, with nothing to say
+                remembered = memo[id(message)] = (message, None, _NO_LINES)
+                return remembered
         outcome = _call(stage, [container_copy(message)], context)
         if isinstance(outcome, str):
             return outcome
@@ -875,7 +884,8 @@ def _shifted(entry: ReportEntry, shift: int) -> ReportEntry:
 
 #: What a per-message stage made of one message: (the message, what replaces it or None
 #: when it is kept, the report lines numbered as if it were messages[0]).
-_Remembered = tuple[Any, list[Any] | None, list[str]]
+_Remembered = tuple[Any, list[Any] | None, Sequence[str]]
+_NO_LINES: tuple[str, ...] = ()  # the report lines of a message a prefilter spared
 
 _OWN_DEFECTS = itemgetter(2)
 _REPLACEMENT = itemgetter(1)  # of a `_Remembered`

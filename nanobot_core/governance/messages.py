@@ -6,15 +6,17 @@ Nothing here mutates its arguments: a changed message is always a new dict
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import is_
 from typing import Any
 
 __all__ = [
     "KNOWN_ROLES",
+    "STRUCTURAL_KEYS",
     "SYSTEM_ROLES",
     "CallNames",
     "Message",
+    "any_text_passes",
     "call_id",
     "call_name",
     "container_copy",
@@ -191,6 +193,49 @@ def container_copy(value: Any) -> Any:
     if isinstance(value, list):
         return [container_copy(item) for item in value]
     return value
+
+
+#: The keys a stage's prefilter is not asked about (nothing under them is a text it is
+#: given): what names and links a message, not what it says.
+STRUCTURAL_KEYS = frozenset({"role", "type", "name", "id", "tool_call_id", "tool_use_id"})
+# A message with only these keys holds one text at most: its content.
+_CONTENT_AND_STRUCTURE = STRUCTURAL_KEYS | {"content"}
+
+
+def any_text_passes(message: Any, test: Callable[[str], object]) -> bool:
+    """Whether `test` is true of a text in `message`: what a stage's prefilter is asked.
+
+    The texts are the string values at any depth, except what is under
+    `STRUCTURAL_KEYS`. Iterative, so a deeply nested entry costs its size and
+    never the recursion limit. A value of another type than a string, a dict, a
+    list, a number, a bool or None (a tuple, an object) counts as passing: what
+    it holds is not looked into.
+    """
+    if type(message) is dict and message.keys() <= _CONTENT_AND_STRUCTURE:
+        content = message.get("content")  # the commonest messages: one text or none
+        if type(content) is str:
+            return bool(test(content))
+        if content is None:
+            return False
+    pending = [message]
+    while pending:
+        container = pending.pop()
+        if isinstance(container, dict):
+            values: Any = (v for k, v in container.items() if k not in STRUCTURAL_KEYS)
+        elif isinstance(container, list):
+            values = container
+        else:
+            values = (container,)
+        for value in values:
+            kind = type(value)
+            if kind is str or (kind not in _LEAVES and isinstance(value, str)):
+                if test(value):
+                    return True
+            elif kind not in _LEAVES:
+                if not isinstance(value, dict | list):
+                    return True
+                pending.append(value)
+    return False
 
 
 def preview(value: Any, limit: int = 60) -> str:

@@ -23,6 +23,12 @@ plugin (see docs/governance.md, "Declarations"):
   (and its options). The governor applies it one message at a time, to a copy
   of that message, only to the messages its `acts_on` kinds are found in, and
   remembers the outcome per message object for the governor's lifetime.
+- `prefilter` (with `per_message`): a pure test of one text, true of every
+  text the stage could act on. The governor asks it of the string values of a
+  message at any depth, except those under the keys of `STRUCTURAL_KEYS`
+  (roles, types, names, ids); a message (a dict) it is false of throughout is
+  one the stage hands on as it is with nothing to report, and the governor
+  neither copies it nor calls the stage for it.
 - `whole_list_with`: options that make a `per_message` stage need other
   messages than the one it works on (when one is configured, it is handed
   the whole history instead).
@@ -52,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 import attrs
 
 from nanobot_core.config import GovernanceConfig
+from nanobot_core.governance.messages import STRUCTURAL_KEYS
 from nanobot_core.governance.store import ResultStore
 from nanobot_core.governance.survey import FactsCache, Survey
 from nanobot_core.governance.tokens import EstimateCounter, TokenCounter
@@ -61,6 +68,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "PHASES",
+    "STRUCTURAL_KEYS",
     "WORK_KINDS",
     "Budget",
     "Phase",
@@ -138,6 +146,11 @@ def _check_func(_instance: Any, _attribute: Any, value: Any) -> None:
         raise TypeError(f"a stage function must be callable, got {type(value).__name__}")
 
 
+def _check_prefilter(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value is not None and not callable(value):
+        raise TypeError(f"a stage's prefilter must be callable, got {type(value).__name__}")
+
+
 def _check_kinds(_instance: Any, _attribute: Any, value: tuple[str, ...]) -> None:
     unknown = [kind for kind in value if kind not in WORK_KINDS]
     if unknown:
@@ -171,8 +184,16 @@ class Stage:
     local: bool = attrs.field(default=False, converter=bool)
     whole_list_with: tuple[str, ...] = attrs.field(default=(), converter=_names)
     cuts_to_watermark: bool = attrs.field(default=False, converter=bool)
+    prefilter: Callable[[str], object] | None = attrs.field(
+        default=None, validator=_check_prefilter
+    )
 
     def __attrs_post_init__(self) -> None:
+        if self.prefilter is not None and not self.per_message:
+            raise ValueError(
+                f"stage {self.name!r}: a prefilter needs per_message=True (it tells, from one "
+                "message's texts, that the stage has nothing to do with that message)"
+            )
         if self.cuts_to_watermark and (self.phase != "budget" or "over_budget" not in self.acts_on):
             raise ValueError(
                 f"stage {self.name!r}: cuts_to_watermark needs phase='budget' and "
@@ -203,6 +224,7 @@ def stage(
     local: bool = False,
     whole_list_with: Iterable[str] | str = (),
     cuts_to_watermark: bool = False,
+    prefilter: Callable[[str], object] | None = None,
 ) -> Callable[[StageFunc], Stage]:
     """Decorate a stage function into a `Stage` (name and description default to the function's)."""
 
@@ -222,6 +244,7 @@ def stage(
             local=local,
             whole_list_with=_names(whole_list_with),
             cuts_to_watermark=cuts_to_watermark,
+            prefilter=prefilter,
         )
 
     return wrap

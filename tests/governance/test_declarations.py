@@ -301,3 +301,101 @@ def test_offloading_is_remembered_per_result_and_exclude_tools_reads_the_call(
     excluded = GovernanceConfig(stages={"offload_results": {"exclude_tools": ["read_file"]}})
     kept = Governor(builtin_stages(), config=excluded, workspace=tmp_path).govern(history)
     assert kept.messages[2]["content"] == big
+
+
+def _without_secret(value: Any) -> Any:
+    if isinstance(value, str):
+        return value.replace("SECRET", "[gone]")
+    if isinstance(value, dict):
+        return {key: _without_secret(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_without_secret(item) for item in value]
+    return value
+
+
+def _marked(messages: list[Any], ctx: StageContext) -> StageOutcome:
+    """Per message: replaces SECRET wherever it is in a text, as a redaction stage would."""
+    (message,) = messages
+    cleaned = _without_secret(message)
+    if cleaned == message:
+        return StageOutcome.unchanged(messages)
+    return StageOutcome([cleaned], changed=True, details=["messages[0]: SECRET removed"])
+
+
+def _secretive() -> list[Any]:
+    """A history with SECRET in a user text, call arguments, a result and an image URL."""
+    image = {"type": "image_url", "image_url": {"url": "https://x.test/a?k=SECRET"}}
+    return [
+        user("question 1"),
+        calls(call("call_1", "lookup", '{"token": "SECRET"}')),
+        result("call_1", "ok"),
+        say("answer 1"),
+        {"role": "user", "content": [{"type": "text", "text": "look"}, image]},
+        say("seen"),
+        user("my SECRET is out"),
+        calls(call("call_2", "lookup", '{"n": 2}')),
+        result("call_2", "the SECRET again"),
+        say("done"),
+    ]
+
+
+def test_a_prefilter_spares_the_stage_the_messages_it_rules_out() -> None:
+    """The stage is called only where a text passes; the result is the same as without it."""
+    handed: list[Any] = []
+
+    def marked(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        handed.append(messages[0])
+        return _marked(messages, ctx)
+
+    history = _secretive()
+    snapshot = copy.deepcopy(history)
+    with_filter = Stage("marked", marked, per_message=True, prefilter=lambda t: "SECRET" in t)
+    without = Stage("marked", _marked, per_message=True)
+    filtered, plain = _governor(with_filter).govern(history), _governor(without).govern(history)
+    assert filtered.messages == plain.messages
+    assert filtered.report.entry("marked") == plain.report.entry("marked")
+    assert history == snapshot
+    assert [m.get("role") for m in handed] == ["assistant", "user", "user", "tool"]
+    assert all("SECRET" in repr(m) for m in handed)
+    assert filtered.messages[0] is history[0]  # spared: the caller's own dict, no copy
+
+
+def test_a_prefilter_is_asked_of_texts_only_never_of_roles_ids_or_names() -> None:
+    """Roles, types, names and ids are not texts a stage acts on: the test never sees them."""
+    asked: list[str] = []
+
+    def note(text: str) -> bool:
+        asked.append(text)
+        return False
+
+    stage = Stage("quiet", lambda m, c: StageOutcome.unchanged(m), per_message=True, prefilter=note)
+    _governor(stage).govern(_secretive())
+    assert asked and not {"user", "assistant", "tool", "function", "text", "image_url"} & set(asked)
+    assert not {"call_1", "call_2", "lookup"} & set(asked)
+    assert '{"token": "SECRET"}' in asked and "https://x.test/a?k=SECRET" in asked
+
+
+def test_a_prefilter_that_raises_skips_its_stage_and_says_why() -> None:
+    """An error in the test is the stage's failure: skipped for that call, named in the report."""
+
+    def broken(text: str) -> bool:
+        raise RuntimeError("no patterns loaded")
+
+    history = _secretive()
+    snapshot = copy.deepcopy(history)
+    stage = Stage("marked", _marked, per_message=True, prefilter=broken)
+    governed = _governor(stage).govern(history)
+    entry = governed.report.entry("marked")
+    assert entry is not None and not entry.changed
+    assert entry.details == [
+        "skipped: the stage's prefilter raised RuntimeError: no patterns loaded"
+    ]
+    assert history == snapshot
+
+
+def test_a_prefilter_needs_a_per_message_stage_and_must_be_callable() -> None:
+    """Declared on a whole-list stage it is refused by name; a non-callable is refused too."""
+    with pytest.raises(ValueError, match="'whole': a prefilter needs per_message=True"):
+        Stage("whole", lambda m, c: m, prefilter=lambda t: True)
+    with pytest.raises(TypeError, match="prefilter must be callable"):
+        Stage("odd", lambda m, c: m, per_message=True, prefilter="SECRET")  # type: ignore[arg-type]

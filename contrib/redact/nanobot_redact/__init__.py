@@ -57,5 +57,8 @@ def nanobot_governance_stages(ctx: PluginContext) -> list[Stage]:
         phase="transform",
         before=("offload_results",),
         per_message=True,
+        # A message whose texts no rule could match is handed on as it is: the governor
+        # neither copies it nor calls the stage for it.
+        prefilter=scanner.could_change,
     )
     return [stage]

@@ -89,6 +89,20 @@ class Scanner:
         """Whether any pattern could find a secret in `text` (False: `redact` would find none)."""
         return bool(self.extras) or bool(self._prefilter.candidates(text))
 
+    def could_change(self, text: str) -> bool:
+        """Whether the stage could find a secret in `text`, wherever in a message it is.
+
+        The stage's prefilter: `could_match`, and true as well of what the stage
+        decodes before it scans (JSON arguments with escapes, a ``data:`` URL's
+        payload), whose secrets the raw text need not show.
+        """
+        return (
+            "\\" in text
+            or (self.images and text[:5].lower() == "data:")
+            or bool(self.extras)
+            or bool(self._prefilter.candidates(text))
+        )
+
     def _next(self, index: int, text: str, position: int) -> re.Match[str] | None:
         rule = self.rules[index]
         if rule.at_start:

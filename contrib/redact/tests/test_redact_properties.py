@@ -95,3 +95,11 @@ def test_output_grows_at_most_one_marker_per_secret(text: str) -> None:
     assert len(redacted) <= len(text) + LONGEST_MARKER * sum(found.values())
     if not found:
         assert redacted is text
+
+
+@settings(derandomize=True, deadline=None, max_examples=400)
+@given(st.one_of(TRICKY, st.text(max_size=80)))
+def test_the_prefilter_passes_every_text_with_a_secret(text: str) -> None:
+    """What the stage's prefilter rules out, a scan finds nothing in."""
+    if not SCANNER.could_change(text):
+        assert SCANNER.redact(text) == (text, {})

@@ -276,10 +276,11 @@ def test_a_governor_hands_the_stage_each_message_once_across_calls(tmp_path: Pat
     first = history()[:2]
     result = governor.govern(first)
     assert result.messages[1]["content"] == "my key is [REDACTED:openai_api_key], keep it safe"
-    assert seen == [1, 1]
+    # The system prompt holds nothing a rule could match: the prefilter spares it the call.
+    assert seen == [1]
     grown = [*first, {"role": "assistant", "content": f"use {GITHUB_TOKEN}"}]
     result = governor.govern(grown)
-    assert seen == [1, 1, 1]
+    assert seen == [1, 1]
     assert result.messages[2]["content"] == "use [REDACTED:github_token]"
     assert result.report.entry(STAGE_NAME).details == [
         "messages[1] content: openai_api_key redacted",
@@ -435,3 +436,28 @@ def test_each_message_is_redacted_on_its_own(messages: list[dict[str, Any]]) -> 
     scanner = scanner_for(DEFAULT_PATTERNS)
     together, _ = redact_messages(messages)
     assert together == [redact_message(message, scanner)[0] for message in messages]
+
+
+@settings(derandomize=True, deadline=None, max_examples=150)
+@given(messages_strategy)
+def test_the_prefilter_changes_nothing_but_which_messages_are_handed(
+    messages: list[dict[str, Any]],
+) -> None:
+    """With the stage's prefilter or without it, the request and the report are the same."""
+    (stage,) = nanobot_governance_stages(PluginContext(workspace=Path.cwd()))
+    assert stage.prefilter is not None
+    config = Config().governance
+    filtered = Governor([stage], config=config).govern(messages)
+    plain = Governor([attrs.evolve(stage, prefilter=None)], config=config).govern(messages)
+    assert filtered.messages == plain.messages
+    assert filtered.report.entry(STAGE_NAME) == plain.report.entry(STAGE_NAME)
+
+
+def test_the_prefilter_passes_what_is_decoded_before_it_is_scanned() -> None:
+    """Escaped JSON and text data: URLs can hide a secret from the raw text; they pass."""
+    scanner = scanner_for(DEFAULT_PATTERNS)
+    hidden = json.dumps({"key": "-----BEGIN RSA PRIVATE KEY-----\nAAAA"})
+    payload = base64.b64encode(OPENAI_KEY.encode()).decode()
+    assert scanner.could_change(hidden)
+    assert scanner.could_change("DATA:text/plain;base64," + payload)
+    assert not scanner.could_change("nothing to see in this plain sentence")
