@@ -333,8 +333,8 @@ class Continuity:
 
         `left_out`: the view entries ``view[start:stop]`` the stages were never
         handed (the budget-first cut), which `sent` cannot hold. `origin` tells,
-        of a message a stage made from another by replacing its content, which
-        one that was (None when it does not know).
+        of a message a stage made in place of another, which one that was (None
+        when it does not know).
         """
         previous, before = self._sent, self.state
         if budget_acted:

@@ -694,6 +694,8 @@ class Governor:
         for index in sorted(replaced):
             splice.copy(copied, index)
             splice.add(*replaced[index])
+            if len(replaced[index]) == 1:  # what was sent is read back through it
+                ctx.facts.made_from(replaced[index][0], messages[index])
             copied = index + 1
         splice.copy(copied)
         result = splice.done()

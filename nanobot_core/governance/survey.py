@@ -499,7 +499,7 @@ class FactsCache:
         # The runs of the lists surveyed last, newest first: a new list goes on from the one
         # it shares the longest start with.
         self._followed: list[_Runs] = []
-        # Per run, id of each dict `replace_content` made -> (that dict, the one it replaced).
+        # Per run, id of each message made in place of another -> (it, the other): `made_from`.
         self._origins: dict[int, tuple[Any, Any]] = {}
 
     def of(self, message: Any) -> MessageFacts:
@@ -532,7 +532,7 @@ class FactsCache:
         """
         changed = dict.copy(message)  # a plain dict, keys in order: faster than {**message}
         changed["content"] = content
-        self._origins[id(changed)] = (changed, message)
+        self._origins[id(changed)] = (changed, message)  # `made_from`, written out
         known = known or self.of(message)
         old = message.get("content")
         if (
@@ -589,8 +589,16 @@ class FactsCache:
         self._starts.clear()
         self._origins.clear()
 
+    def made_from(self, message: Any, original: Any) -> None:
+        """Record, for this run, that a stage made `message` in place of `original`."""
+        self._origins[id(message)] = (message, original)
+
     def origin(self, message: Any) -> Any:
-        """The message `message` replaces the content of (`replace_content`, this run), or None."""
+        """The message `message` was made in place of this run (`made_from`), or None.
+
+        Known of the messages `replace_content` made, and of those a per-message
+        stage replaced one message by.
+        """
         made = self._origins.get(id(message))
         return made[1] if made is not None and made[0] is message else None
 

@@ -295,3 +295,28 @@ def test_results_compacted_under_reused_call_ids_are_read_back_where_they_are(
     again = build_builtin_governor(GovernanceConfig(input_limit=3_000), tmp_path)
     again.restore(result.state)
     assert again.govern(history, system=SYSTEM).messages == result.messages
+
+
+def _retold(messages: list[Any], ctx: Any) -> StageOutcome:
+    """Per message: a plugin stage that rewrites every tool result (a new dict)."""
+    (message,) = messages
+    if message.get("role") != "tool":
+        return StageOutcome.unchanged(messages)
+    return StageOutcome([{**message, "content": message["content"] + "."}], changed=True)
+
+
+def test_results_a_plugin_stage_rewrote_and_compacted_are_read_back_where_they_are(
+    tmp_path: Path,
+) -> None:
+    """A result made by a per-message plugin stage is read back through it, ids reused or not."""
+    history = _reused_ids(40, 8)
+    retold = Stage("retold", _retold, per_message=True)
+    config = GovernanceConfig(input_limit=3_000)
+    result = build_builtin_governor(config, tmp_path, [retold]).govern(history, system=SYSTEM)
+    first = result.messages[0]["content"].split("\n\n")[0]
+    start = next(i for i, m in enumerate(history) if m.get("content") == first)
+    assert result.state.start == start > 0
+    sent = [m for m in result.messages if m.get("role") == "tool"]
+    compacted = [m for m in sent if m["content"].startswith("[Tool result compacted")]
+    assert len(result.state.compacted) == len(compacted) > 0
+    assert all(history[i]["role"] == "tool" and i > start for i in result.state.compacted)
