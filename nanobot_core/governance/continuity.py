@@ -432,12 +432,18 @@ def _read_back(
 
 def _by_origin(message: Any, where: dict[int, int], origin: Callable[[Any], Any]) -> int | None:
     """The history index of the view message `message` was made from, through any number of
-    content replacements (an offloaded result compacted), or None."""
+    replacements (an offloaded result compacted, then rewritten by a plugin), or None.
+
+    A stage that hands back a message it was handed before can close the chain
+    into a loop: the walk stops at a message it has seen.
+    """
+    seen = {id(message)}
     made_from = origin(message)
-    while made_from is not None:
+    while made_from is not None and id(made_from) not in seen:
         position = where.get(id(made_from))
         if position is not None:
             return position
+        seen.add(id(made_from))
         made_from = origin(made_from)
     return None
 

@@ -320,3 +320,35 @@ def test_results_a_plugin_stage_rewrote_and_compacted_are_read_back_where_they_a
     compacted = [m for m in sent if m["content"].startswith("[Tool result compacted")]
     assert len(result.state.compacted) == len(compacted) > 0
     assert all(history[i]["role"] == "tool" and i > start for i in result.state.compacted)
+
+
+def test_a_stage_that_hands_back_an_earlier_replacement_cannot_hang_the_read_back(
+    tmp_path: Path,
+) -> None:
+    """Replacements that lead back to one another end the walk: the call returns, legal."""
+    first: dict[str, dict[str, Any]] = {}
+    second: dict[str, dict[str, Any]] = {}
+
+    def stage(name: str, step: Any) -> Stage:
+        def run(messages: list[Any], ctx: Any) -> StageOutcome:
+            (message,) = messages
+            if message.get("role") != "tool":
+                return StageOutcome.unchanged(messages)
+            return StageOutcome([step(message)], changed=True)
+
+        return Stage(name, run, per_message=True)
+
+    def made(cache: dict[str, dict[str, Any]], message: dict[str, Any], mark: str) -> Any:
+        text = message["content"] + mark
+        return cache.setdefault(message["tool_call_id"], {**message, "content": text})
+
+    # a: result -> X; b: X -> Y; c: Y -> the very X of a, so X and Y each stand for the other.
+    stages = [
+        stage("a", lambda m: made(first, m, "x")),
+        stage("b", lambda m: made(second, m, "y")),
+        stage("c", lambda m: first[m["tool_call_id"]]),
+    ]
+    config = GovernanceConfig(input_limit=6_000)
+    result = build_builtin_governor(config, tmp_path, stages).govern(_session(40), system=SYSTEM)
+    assert result.fits and result.report.entry("compact_results").changed
+    assert check_invariants(result.messages, system=SYSTEM, budget=6_000) == []
