@@ -26,9 +26,10 @@ plugin (see docs/governance.md, "Declarations"):
 - `prefilter` (with `per_message`): a pure test of one text, true of every
   text the stage could act on. The governor asks it of the string values of a
   message at any depth, except those under the keys of `STRUCTURAL_KEYS`
-  (roles, types, names, ids); a message (a dict) it is false of throughout is
-  one the stage hands on as it is with nothing to report, and the governor
-  neither copies it nor calls the stage for it.
+  (roles, types, names, ids); a message (a dict) it is false of throughout,
+  one without any text included, is one the stage hands on as it is with
+  nothing to report, and the governor neither copies it nor calls the stage
+  for it.
 - `whole_list_with`: options that make a `per_message` stage need other
   messages than the one it works on (when one is configured, it is handed
   the whole history instead).
