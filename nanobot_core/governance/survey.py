@@ -532,7 +532,7 @@ class FactsCache:
         """
         changed = dict.copy(message)  # a plain dict, keys in order: faster than {**message}
         changed["content"] = content
-        self._origins[id(changed)] = (changed, message)  # `made_from`, written out
+        self.made_from(changed, message)
         known = known or self.of(message)
         old = message.get("content")
         if (

@@ -19,6 +19,7 @@ from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance import Stage, StageOutcome
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.governance.invariants import check_invariants
+from nanobot_core.governance.stages.compact import COMPACT_PREFIX
 from nanobot_core.governance.stages.snip import left_out_steps
 from nanobot_core.governance.tokens import count_message
 from tests.governance.builders import agent_session
@@ -275,6 +276,17 @@ def _reused_ids(turns: int, seed: int) -> list[dict[str, Any]]:
     return history
 
 
+def _assert_read_back_where_sent(history: list[dict[str, Any]], result: Any) -> None:
+    """The state starts where the request does, and names as compacted the results it sent so."""
+    first = result.messages[0]["content"].split("\n\n")[0]
+    start = next(i for i, m in enumerate(history) if m.get("content") == first)
+    assert result.state.start == start > 0
+    sent = [m for m in result.messages if m.get("role") == "tool"]
+    compacted = [m for m in sent if m["content"].startswith(COMPACT_PREFIX)]
+    assert len(result.state.compacted) == len(compacted) > 0
+    assert all(history[i]["role"] == "tool" and i > start for i in result.state.compacted)
+
+
 def test_results_compacted_under_reused_call_ids_are_read_back_where_they_are(
     tmp_path: Path,
 ) -> None:
@@ -284,13 +296,7 @@ def test_results_compacted_under_reused_call_ids_are_read_back_where_they_are(
     history = _reused_ids(40, 8)
     governor = build_builtin_governor(GovernanceConfig(input_limit=3_000), tmp_path)
     result = governor.govern(history, system=SYSTEM)
-    first = result.messages[0]["content"].split("\n\n")[0]
-    start = next(i for i, m in enumerate(history) if m.get("content") == first)
-    assert result.state.start == start > 0
-    sent = [m for m in result.messages if m.get("role") == "tool"]
-    compacted = [m for m in sent if m["content"].startswith("[Tool result compacted")]
-    assert len(result.state.compacted) == len(compacted) > 0
-    assert all(history[i]["role"] == "tool" and i > start for i in result.state.compacted)
+    _assert_read_back_where_sent(history, result)
     # A fresh governor given that state sends the same messages.
     again = build_builtin_governor(GovernanceConfig(input_limit=3_000), tmp_path)
     again.restore(result.state)
@@ -313,13 +319,7 @@ def test_results_a_plugin_stage_rewrote_and_compacted_are_read_back_where_they_a
     retold = Stage("retold", _retold, per_message=True)
     config = GovernanceConfig(input_limit=3_000)
     result = build_builtin_governor(config, tmp_path, [retold]).govern(history, system=SYSTEM)
-    first = result.messages[0]["content"].split("\n\n")[0]
-    start = next(i for i, m in enumerate(history) if m.get("content") == first)
-    assert result.state.start == start > 0
-    sent = [m for m in result.messages if m.get("role") == "tool"]
-    compacted = [m for m in sent if m["content"].startswith("[Tool result compacted")]
-    assert len(result.state.compacted) == len(compacted) > 0
-    assert all(history[i]["role"] == "tool" and i > start for i in result.state.compacted)
+    _assert_read_back_where_sent(history, result)
 
 
 def test_a_stage_that_hands_back_an_earlier_replacement_cannot_hang_the_read_back(

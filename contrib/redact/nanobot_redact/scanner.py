@@ -97,10 +97,7 @@ class Scanner:
         payload), whose secrets the raw text need not show.
         """
         return (
-            "\\" in text
-            or (self.images and text[:5].lower() == "data:")
-            or bool(self.extras)
-            or bool(self._prefilter.candidates(text))
+            "\\" in text or (self.images and text[:5].lower() == "data:") or self.could_match(text)
         )
 
     def _next(self, index: int, text: str, position: int) -> re.Match[str] | None:
