@@ -488,8 +488,7 @@ class Governor:
                     if isinstance(found, str):
                         raise _StageFailed(found)
                     known = found
-                remembered = known
-                replacement = remembered[1]
+                replacement = known[1]
                 if replacement is None:
                     continue
                 if len(replacement) != 1 or not _same_links(message, replacement[0]):
@@ -502,19 +501,18 @@ class Governor:
     def _remember(
         self, stage: Stage, message: Any, context: StageContext, memo: dict[int, _Remembered]
     ) -> _Remembered | str:
-        """What the per-message `stage` makes of `message`, from `memo` or by running it."""
-        remembered = memo.get(id(message))
-        if remembered is not None and remembered[0] is message:
-            return remembered
-        if stage.prefilter is not None and type(message) is dict:
+        """What the per-message `stage` makes of `message`, which `memo` does not hold yet."""
+        prefilter = stage.prefilter
+        if prefilter is not None and type(message) is dict:
             try:
-                idle = not any_text_passes(message, stage.prefilter)
+                idle = not any_text_passes(message, prefilter)
             except Exception as exc:
                 log.warning("governance stage's prefilter raised; skipped", stage=stage.name)
                 return f"skipped: the stage's prefilter raised {type(exc).__name__}: {exc}"
             if idle:  # declared: the stage would hand it on as it is, with nothing to say
-                remembered = memo[id(message)] = (message, None, _NO_LINES)
-                return remembered
+                spared: _Remembered = (message, None, _NO_LINES)
+                memo[id(message)] = spared
+                return spared
         outcome = _call(stage, [container_copy(message)], context)
         if isinstance(outcome, str):
             return outcome

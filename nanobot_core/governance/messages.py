@@ -211,7 +211,7 @@ def any_text_passes(message: Any, test: Callable[[str], object]) -> bool:
     list, a number, a bool or None (a tuple, an object) counts as passing: what
     it holds is not looked into.
     """
-    if type(message) is dict and message.keys() <= _CONTENT_AND_STRUCTURE:
+    if type(message) is dict and _CONTENT_AND_STRUCTURE.issuperset(message):
         content = message.get("content")  # the commonest messages: one text or none
         if type(content) is str:
             return bool(test(content))

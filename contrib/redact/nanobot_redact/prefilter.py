@@ -91,11 +91,22 @@ class Prefilter:
     _heads: frozenset[str]
     #: Rules without conditions: candidates for every text, in rule order.
     _always: tuple[int, ...]
+    #: For `admits`: per gate, in `_gates` order, the conditions still to test of each
+    #: rule behind it (as in `_tests`).
+    _behind_gate: tuple[tuple[str, tuple[tuple[_Test, ...], ...]], ...] = attrs.field(
+        init=False, eq=False
+    )
     #: The rules behind each set of gates met so far, in rule order (at most one
     #: entry per subset of the gates: bounded, and filled by the first texts).
     _behind: dict[tuple[str, ...], tuple[int, ...]] = attrs.field(
         init=False, factory=dict, eq=False
     )
+
+    @_behind_gate.default
+    def _gate_tests(self) -> tuple[tuple[str, tuple[tuple[_Test, ...], ...]], ...]:
+        return tuple(
+            (g, tuple(self._tests[index] for index in sorted(self._admits[g]))) for g in self._gates
+        )
 
     @classmethod
     def of(cls, rules: Sequence[Rule]) -> Prefilter:
@@ -122,6 +133,31 @@ class Prefilter:
             frozenset(prefix[:1] for _, prefixes, _ in starts for prefix in prefixes),
             tuple(i for i, rule in enumerate(rules) if not rule.conditions),
         )
+
+    def admits(self, text: str) -> bool:
+        """Whether any rule can match `text`: `candidates` is not empty, told at less cost.
+
+        It stops at the first rule whose conditions all hold, builds nothing, and
+        is what a text without a secret (nearly every text) costs the stage's prefilter.
+        """
+        if self._always:
+            return True
+        for gate_, behind in self._behind_gate:
+            if gate_ in text:
+                for tests in behind:
+                    for test in tests:
+                        if not _holds(test, text):
+                            break
+                    else:
+                        return True
+        head = text[:1]
+        if head in self._heads or (head.isspace() and bool(self._starts)):
+            stripped = text.lstrip()
+            return any(
+                stripped.startswith(prefixes) and all(_holds(t, text) for t in tests)
+                for _, prefixes, tests in self._starts
+            )
+        return False
 
     def candidates(self, text: str) -> Sequence[int]:
         """The rules that can match `text`, in rule order (empty: no rule can)."""

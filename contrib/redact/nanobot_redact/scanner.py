@@ -30,6 +30,8 @@ from nanobot_redact.prefilter import Prefilter
 
 __all__ = ["Scanner", "redact_text", "scanner_for"]
 
+_D = frozenset("dD")
+
 
 @attrs.frozen
 class Scanner:
@@ -87,7 +89,7 @@ class Scanner:
 
     def could_match(self, text: str) -> bool:
         """Whether any pattern could find a secret in `text` (False: `redact` would find none)."""
-        return bool(self.extras) or bool(self._prefilter.candidates(text))
+        return bool(self.extras) or self._prefilter.admits(text)
 
     def could_change(self, text: str) -> bool:
         """Whether the stage could find a secret in `text`, wherever in a message it is.
@@ -96,9 +98,12 @@ class Scanner:
         decodes before it scans (JSON arguments with escapes, a ``data:`` URL's
         payload), whose secrets the raw text need not show.
         """
-        return (
-            "\\" in text or (self.images and text[:5].lower() == "data:") or self.could_match(text)
-        )
+        if "\\" in text or self.extras:
+            return True
+        # A slice and a lower-casing only for a text that starts as "data:" can.
+        if self.images and text[:1] in _D and text[:5].lower() == "data:":
+            return True
+        return self._prefilter.admits(text)
 
     def _next(self, index: int, text: str, position: int) -> re.Match[str] | None:
         rule = self.rules[index]

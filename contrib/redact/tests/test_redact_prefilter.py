@@ -180,3 +180,11 @@ def test_a_scanner_is_hashable_and_equal_by_its_patterns_whatever_it_scanned() -
     assert used == fresh
     assert hash(used) == hash(fresh)
     assert {used: 1}[fresh] == 1
+
+
+def test_a_rule_without_conditions_is_admitted_for_every_text() -> None:
+    """Rules that need nothing of a text make `admits` true even of text without any gate."""
+    prefilter = FULL._prefilter
+    for text in ("", "plain words", "x = 1\n" * 50):
+        assert prefilter.candidates(text)
+        assert prefilter.admits(text)

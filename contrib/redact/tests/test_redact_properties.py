@@ -10,8 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanobot_redact import DEFAULT_PATTERNS, Scanner, marker
+from nanobot_redact.prefilter import Prefilter
 
 SCANNER = Scanner(DEFAULT_PATTERNS)
+PREFILTER = Prefilter.of(SCANNER.rules)
 LONGEST_MARKER = max(len(marker(rule.kind)) for rule in DEFAULT_PATTERNS)
 
 # (secret text, what it must become): realistic shapes, each replaced whole.
@@ -103,3 +105,10 @@ def test_the_prefilter_passes_every_text_with_a_secret(text: str) -> None:
     """What the stage's prefilter rules out, a scan finds nothing in."""
     if not SCANNER.could_change(text):
         assert SCANNER.redact(text) == (text, {})
+
+
+@settings(derandomize=True, deadline=None, max_examples=400)
+@given(st.one_of(TRICKY, TRICKY.map(lambda text: " \n" + text), st.text(max_size=80)))
+def test_admits_says_whether_any_rule_is_a_candidate(text: str) -> None:
+    """The prefilter's early-exit test agrees with the list of candidate rules."""
+    assert PREFILTER.admits(text) is bool(PREFILTER.candidates(text))
