@@ -247,6 +247,7 @@ def _beyond_low(
     # ASCII text and nothing else) that the stages leave as they are count what
     # `_plain_facts` says, worked out here and not remembered: the walk is all that reads them.
     plain = not patterns and ctx.facts.estimate
+    spares = low.spares
     while index >= start:
         message = messages[index]
         role = message.get("role") if type(message) is dict else None
@@ -255,7 +256,11 @@ def _beyond_low(
             if (
                 type(content) is str
                 and content.isascii()
-                and (through is None or through(message) is message)
+                and (
+                    through is None
+                    or (spares is not None and spares(content))
+                    or through(message) is message
+                )
             ):
                 if role == "user" and content:
                     if _next_to_user(messages, index):
@@ -316,6 +321,9 @@ class _Low:
     exceeded: int | None = None  # where the bound first exceeds `room` (the walk reads less)
     kept: dict[int, int] = attrs.field(factory=dict)  # user message -> bound from it on
     total: int = 0  # the bound where the walk stopped
+    #: Whether the stages `through` stands for leave a message whose one text is the
+    #: given one as it is (False: not known, ask `through`); see `find_cut`.
+    spares: Callable[[str], bool] | None = None
 
 
 # What the walk counts for a message whose stages made something it does not know: a
@@ -333,6 +341,7 @@ def find_cut(
     patterns: tuple[str, ...] = (),
     dropped_early: Callable[[Any], bool],
     through: Callable[[Any], Any] | None = None,
+    spares: Callable[[str], bool] | None = None,
     watermark: bool = False,
 ) -> HistoryCut | None:
     """The oldest part of `messages` that cannot be in any request within budget, or None.
@@ -344,7 +353,10 @@ def find_cut(
     budget whatever the stages do, so that stage will keep no more than the
     cut watermark: the cut then leaves out what cannot fit into that, and
     `HistoryCut.floor` carries the bound of the part left out between the two
-    cuts, so that the request is still seen to be over budget.
+    cuts, so that the request is still seen to be over budget. Past the cut
+    watermark, `spares` (when given) is asked first of a user's or an
+    assistant's message that holds one text: true when the stages `through`
+    stands for leave such a message as it is, at less cost than `through`.
     """
     if through is None and _fits_at_least(messages, ctx):
         return None
@@ -360,7 +372,7 @@ def find_cut(
         index -= 1
     # The newest user message and what follows count nothing: they may be cut to a few tokens.
     room = ctx.budget.limit - fixed
-    low = _Low(cut_watermark_tokens(ctx) - fixed) if watermark else None
+    low = _Low(cut_watermark_tokens(ctx) - fixed, spares=spares) if watermark else None
     exceeded = _bound_exceeded(messages, start, index - 1, room, ctx, patterns, through, low)
     if exceeded is None:
         return None  # all of it might fit

@@ -461,6 +461,7 @@ class Governor:
                 ctx,
                 dropped_early=plan.dropped_early,
                 through=through,
+                spares=self._spares(plan.mapped) if plan.mapped else None,
                 watermark=plan.watermark,
             )
         except _StageFailed:
@@ -497,6 +498,34 @@ class Governor:
             return message
 
         return through
+
+    def _spares(self, names: tuple[str, ...]) -> Callable[[str], bool] | None:
+        """Whether the per-message stages `names` leave a message whose one text is the given
+        one as it is, by their prefilters alone (None: one of them declares none).
+
+        For what the walk reads past the cut watermark and never sends, so nothing is
+        remembered. A prefilter that raises makes it False: `through` then runs that
+        stage's prefilter again, and the error is reported as it says.
+        """
+        tests = [
+            stage.prefilter
+            for stage, disabled in self._pipeline
+            if not disabled and stage.name in names
+        ]
+        known = [test for test in tests if test is not None]
+        if not known or len(known) < len(tests):
+            return None
+
+        def spares(text: str) -> bool:
+            try:
+                for test in known:
+                    if test(text):
+                        return False
+            except Exception:
+                return False
+            return True
+
+        return spares
 
     def _remember(
         self, stage: Stage, message: Any, context: StageContext, memo: dict[int, _Remembered]

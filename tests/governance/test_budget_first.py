@@ -551,3 +551,48 @@ def test_past_the_cut_watermark_no_result_or_call_is_handed_to_a_per_message_sta
     assert all(m.get("role") in ("user", "assistant") and not m.get("tool_calls") for m in old)
     assert len(handed) < len(history) / 2
     assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
+
+
+def test_a_prefilter_raising_on_a_message_past_the_cut_watermark_skips_its_stage(
+    tmp_path: Path,
+) -> None:
+    """Past the watermark the walk asks prefilters itself; an error there is still the stage's."""
+    history = _session(300)
+    asked: list[str] = []
+
+    def recording(text: str) -> bool:
+        asked.append(text)
+        return False
+
+    def quiet(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        return StageOutcome.unchanged(messages)
+
+    settings = {"input_limit": 20_000}
+    fast, _ = _pair(
+        tmp_path,
+        [*builtin_stages(), Stage("quiet", quiet, per_message=True, prefilter=recording)],
+        **settings,
+    )
+    sent = fast.govern(history, system=SYSTEM, tools=TOOLS)
+    assert "into the cut watermark" in _left_out(sent)[0]
+    # The oldest message asked about: one the walk reads past the watermark, never sent.
+    texts = [m.get("content") if isinstance(m, dict) else None for m in history]
+    # A text no other message holds, in ASCII: the walk's quickest reading of a plain message.
+    once = [t for t in asked if texts.count(t) == 1 and t.isascii()]
+    doomed = min(once, key=texts.index)
+    assert doomed not in {m.get("content") for m in sent.messages}
+
+    def raising(text: str) -> bool:
+        if text == doomed:
+            raise RuntimeError("cannot read this one")
+        return False
+
+    stages = [*builtin_stages(), Stage("quiet", quiet, per_message=True, prefilter=raising)]
+    fast, full = _pair(tmp_path, stages, **settings)
+    result = fast.govern(history, system=SYSTEM, tools=TOOLS)
+    assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
+    entry = result.report.entry("quiet")
+    assert entry is not None and not entry.changed
+    assert entry.details == [
+        "skipped: the stage's prefilter raised RuntimeError: cannot read this one"
+    ]
