@@ -172,6 +172,26 @@ def starts_with(longer: Sequence[Any], shorter: Sequence[Any]) -> bool:
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
+def _call_texts(message: dict[str, Any]) -> list[str] | None:
+    """The texts of a message with calls of the usual shape (None: another shape)."""
+    content = message.get("content")
+    calls = message.get("tool_calls")
+    if type(calls) is not list:
+        return None
+    texts = [content] if type(content) is str else []
+    if content is not None and not texts:
+        return None
+    for call in calls:
+        function = call.get("function") if type(call) is dict else None
+        if type(function) is not dict or not _CALL_KEYS.issuperset(call):
+            return None
+        arguments = function.get("arguments")
+        if type(arguments) is not str or not _FUNCTION_KEYS.issuperset(function):
+            return None
+        texts.append(arguments)
+    return texts
+
+
 def container_copy(value: Any) -> Any:
     """A copy of every dict and list inside `value`, sharing the (immutable) leaves.
 
@@ -200,6 +220,11 @@ def container_copy(value: Any) -> Any:
 STRUCTURAL_KEYS = frozenset({"role", "type", "name", "id", "tool_call_id", "tool_use_id"})
 # A message with only these keys holds one text at most: its content.
 _CONTENT_AND_STRUCTURE = STRUCTURAL_KEYS | {"content"}
+# An assistant message of the usual shape with calls: its texts are its content and the
+# arguments of each call (a call's id and type, a function's name are structure).
+_CALLING = _CONTENT_AND_STRUCTURE | {"tool_calls"}
+_CALL_KEYS = STRUCTURAL_KEYS | {"function"}
+_FUNCTION_KEYS = STRUCTURAL_KEYS | {"arguments"}
 
 
 def any_text_passes(message: Any, test: Callable[[str], object]) -> bool:
@@ -211,12 +236,17 @@ def any_text_passes(message: Any, test: Callable[[str], object]) -> bool:
     list, a number, a bool or None (a tuple, an object) counts as passing: what
     it holds is not looked into.
     """
-    if type(message) is dict and _CONTENT_AND_STRUCTURE.issuperset(message):
-        content = message.get("content")  # the commonest messages: one text or none
-        if type(content) is str:
-            return bool(test(content))
-        if content is None:
-            return False
+    if type(message) is dict:
+        if _CONTENT_AND_STRUCTURE.issuperset(message):
+            content = message.get("content")  # the commonest messages: one text or none
+            if type(content) is str:
+                return bool(test(content))
+            if content is None:
+                return False
+        elif _CALLING.issuperset(message):
+            texts = _call_texts(message)
+            if texts is not None:
+                return any(map(test, texts))
     pending = [message]
     while pending:
         container = pending.pop()

@@ -6,10 +6,12 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance import Governor, Stage, StageContext, StageOutcome, builtin_stages
-from nanobot_core.governance.messages import with_changes
+from nanobot_core.governance.messages import STRUCTURAL_KEYS, any_text_passes, with_changes
 from nanobot_core.governance.stage import WORK_KINDS
 from nanobot_core.governance.stages import BUILTIN_ORDER, BUILTIN_TABLE, sanitize_content
 from nanobot_core.governance.survey import KIND_BITS
@@ -399,3 +401,66 @@ def test_a_prefilter_needs_a_per_message_stage_and_must_be_callable() -> None:
         Stage("whole", lambda m, c: m, prefilter=lambda t: True)
     with pytest.raises(TypeError, match="prefilter must be callable"):
         Stage("odd", lambda m, c: m, per_message=True, prefilter="SECRET")  # type: ignore[arg-type]
+
+
+_TEXT = st.text(alphabet="ab0 ", max_size=6)  # small: a needle is often there, often not
+_KEYS = st.sampled_from(
+    ["role", "id", "name", "type", "content", "tool_calls", "function", "arguments", "note"]
+)
+_LEAF = st.one_of(_TEXT, st.none(), st.integers(), st.booleans(), st.just(("opaque",)))
+_VALUE = st.recursive(
+    _LEAF, lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_KEYS, inner, max_size=4)
+)
+_CALL = st.fixed_dictionaries(
+    {"id": _TEXT, "type": st.just("function")},
+    optional={
+        "function": st.fixed_dictionaries(
+            {"name": _TEXT},
+            optional={"arguments": _TEXT | _VALUE, "note": _VALUE},
+        ),
+        "note": _VALUE,
+    },
+)
+_CALLING_MESSAGE = st.fixed_dictionaries(
+    {"role": st.just("assistant"), "tool_calls": st.lists(_CALL, max_size=3) | _VALUE},
+    optional={"content": _TEXT | _VALUE, "name": _TEXT},
+)
+
+
+def _any_text_passes(value: Any, test: Any) -> bool:
+    """What `any_text_passes` is documented to do, written out plainly."""
+    if isinstance(value, str):
+        return bool(test(value))
+    if isinstance(value, dict):
+        return any(_any_text_passes(v, test) for k, v in value.items() if k not in STRUCTURAL_KEYS)
+    if isinstance(value, list):
+        return any(_any_text_passes(item, test) for item in value)
+    return not (value is None or isinstance(value, int | float))
+
+
+@settings(derandomize=True, max_examples=400, deadline=None)
+@given(st.one_of(_CALLING_MESSAGE, _VALUE), st.sampled_from(["", "a", "0", "ab"]))
+def test_any_text_passes_asks_of_exactly_the_texts_outside_structure(
+    message: Any, needle: str
+) -> None:
+    """Whatever the shape (calls of the usual shape or not), the answer is the plain walk's."""
+    asked: list[str] = []
+
+    def test(text: str) -> bool:
+        asked.append(text)
+        return needle in text if needle else False
+
+    assert any_text_passes(message, test) == _any_text_passes(
+        message, lambda t: needle and needle in t
+    )
+    assert set(asked) <= set(_texts(message))
+
+
+def _texts(value: Any) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [t for k, v in value.items() if k not in STRUCTURAL_KEYS for t in _texts(v)]
+    if isinstance(value, list):
+        return [t for item in value for t in _texts(item)]
+    return []
