@@ -172,26 +172,6 @@ def starts_with(longer: Sequence[Any], shorter: Sequence[Any]) -> bool:
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 
 
-def _call_texts(message: dict[str, Any]) -> list[str] | None:
-    """The texts of a message with calls of the usual shape (None: another shape)."""
-    content = message.get("content")
-    calls = message.get("tool_calls")
-    if type(calls) is not list:
-        return None
-    texts = [content] if type(content) is str else []
-    if content is not None and not texts:
-        return None
-    for call in calls:
-        function = call.get("function") if type(call) is dict else None
-        if type(function) is not dict or not _CALL_KEYS.issuperset(call):
-            return None
-        arguments = function.get("arguments")
-        if type(arguments) is not str or not _FUNCTION_KEYS.issuperset(function):
-            return None
-        texts.append(arguments)
-    return texts
-
-
 def container_copy(value: Any) -> Any:
     """A copy of every dict and list inside `value`, sharing the (immutable) leaves.
 
@@ -225,6 +205,26 @@ _CONTENT_AND_STRUCTURE = STRUCTURAL_KEYS | {"content"}
 _CALLING = _CONTENT_AND_STRUCTURE | {"tool_calls"}
 _CALL_KEYS = STRUCTURAL_KEYS | {"function"}
 _FUNCTION_KEYS = STRUCTURAL_KEYS | {"arguments"}
+
+
+def _call_texts(message: dict[str, Any]) -> list[str] | None:
+    """The texts of a message with calls of the usual shape (None: another shape)."""
+    content = message.get("content")
+    calls = message.get("tool_calls")
+    if type(calls) is not list:
+        return None
+    texts = [content] if type(content) is str else []
+    if content is not None and not texts:
+        return None
+    for call in calls:
+        function = call.get("function") if type(call) is dict else None
+        if type(function) is not dict or not _CALL_KEYS.issuperset(call):
+            return None
+        arguments = function.get("arguments")
+        if type(arguments) is not str or not _FUNCTION_KEYS.issuperset(function):
+            return None
+        texts.append(arguments)
+    return texts
 
 
 def any_text_passes(message: Any, test: Callable[[str], object]) -> bool:

@@ -21,7 +21,7 @@ would find (the tests check this against a scanner whose rules have no `requires
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import attrs
 
@@ -150,21 +150,27 @@ class Prefilter:
                             break
                     else:
                         return True
+        return self._may_start(text) and next(self._start_matches(text), None) is not None
+
+    def _may_start(self, text: str) -> bool:
+        """Whether a rule that matches only at the start of a text could match `text`."""
+        # The start rules skip leading whitespace with \s, which is str.isspace's.
         head = text[:1]
-        if head in self._heads or (head.isspace() and bool(self._starts)):
-            stripped = text.lstrip()
-            return any(
-                stripped.startswith(prefixes) and all(_holds(t, text) for t in tests)
-                for _, prefixes, tests in self._starts
-            )
-        return False
+        return head in self._heads or (head.isspace() and bool(self._starts))
+
+    def _start_matches(self, text: str) -> Iterator[int]:
+        """The start rules whose every condition `text` meets, in rule order."""
+        stripped = text.lstrip()
+        return (
+            index
+            for index, prefixes, tests in self._starts
+            if stripped.startswith(prefixes) and all(_holds(t, text) for t in tests)
+        )
 
     def candidates(self, text: str) -> Sequence[int]:
         """The rules that can match `text`, in rule order (empty: no rule can)."""
         met = tuple([g for g in self._gates if g in text])
-        # The start rules skip leading whitespace with \s, which is str.isspace's.
-        head = text[:1]
-        started = head in self._heads or (head.isspace() and bool(self._starts))
+        started = self._may_start(text)
         if not met and not started:
             return self._always
         chosen = [*self._always]
@@ -180,12 +186,7 @@ class Prefilter:
                 else:
                     chosen.append(index)
         if started:
-            stripped = text.lstrip()
-            chosen += (
-                index
-                for index, prefixes, tests in self._starts
-                if stripped.startswith(prefixes) and all(_holds(t, text) for t in tests)
-            )
+            chosen += self._start_matches(text)
         if started or self._always:
             chosen.sort()
         return chosen

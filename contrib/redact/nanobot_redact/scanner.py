@@ -98,12 +98,12 @@ class Scanner:
         decodes before it scans (JSON arguments with escapes, a ``data:`` URL's
         payload), whose secrets the raw text need not show.
         """
-        if "\\" in text or self.extras:
+        if "\\" in text:
             return True
         # A slice and a lower-casing only for a text that starts as "data:" can.
         if self.images and text[:1] in _D and text[:5].lower() == "data:":
             return True
-        return self._prefilter.admits(text)
+        return self.could_match(text)
 
     def _next(self, index: int, text: str, position: int) -> re.Match[str] | None:
         rule = self.rules[index]
