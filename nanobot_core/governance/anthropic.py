@@ -22,7 +22,12 @@ from typing import Any
 import attrs
 
 from nanobot_core.governance.checks import NO_OUTPUT, has_lone_surrogate
-from nanobot_core.governance.messages import Message
+from nanobot_core.governance.messages import (
+    TOOL_BLOCK_TYPES,
+    Message,
+    block_type,
+    has_tool_blocks,
+)
 from nanobot_core.governance.stages.content import without_surrogates
 
 __all__ = [
@@ -36,24 +41,20 @@ __all__ = [
     "to_openai_shape",
 ]
 
-_TOOL_BLOCKS = frozenset({"tool_use", "tool_result"})
 # Where the keys of a block the OpenAI shape has no place for wait for the way back.
 _EXTRA = "_anthropic_block"
 _USE_KEYS = frozenset({"type", "id", "name", "input"})
 _RESULT_KEYS = frozenset({"type", "tool_use_id", "content"})
 
 
-def _tool_blocks(message: Any) -> bool:
-    content = message.get("content") if type(message) is dict else None
-    return type(content) is list and any(
-        type(block) is dict and _kind(block) in _TOOL_BLOCKS for block in content
-    )
-
-
 def is_anthropic_shape(messages: Sequence[Any]) -> bool:
     """Whether any message holds an Anthropic ``tool_use`` or ``tool_result`` block."""
     for message in messages:  # a plain loop: this runs on every history, clean or not
-        if type(message) is dict and type(message.get("content")) is list and _tool_blocks(message):
+        if (
+            type(message) is dict
+            and type(message.get("content")) is list
+            and has_tool_blocks(message)
+        ):
             return True
     return False
 
@@ -87,18 +88,13 @@ def _result(block: dict[str, Any]) -> Message:
     }
 
 
-def _kind(block: Any) -> str | None:
-    kind = block.get("type") if isinstance(block, dict) else None
-    return kind if isinstance(kind, str) else None
-
-
 def _converted(message: Message) -> list[Message]:
     blocks = message["content"]
-    others = [block for block in blocks if _kind(block) not in _TOOL_BLOCKS]
+    others = [block for block in blocks if block_type(block) not in TOOL_BLOCK_TYPES]
     if message.get("role") == "assistant":
-        calls = [_call(block) for block in blocks if _kind(block) == "tool_use"]
+        calls = [_call(block) for block in blocks if block_type(block) == "tool_use"]
         return [{**message, "content": others or None, "tool_calls": calls}]
-    results = [_result(block) for block in blocks if _kind(block) == "tool_result"]
+    results = [_result(block) for block in blocks if block_type(block) == "tool_result"]
     rest = [{**message, "content": others}] if others else []
     return [*results, *rest]
 
@@ -107,7 +103,7 @@ def to_openai_shape(messages: Sequence[Any]) -> list[Any]:
     """The history in the OpenAI shape (messages without tool blocks are shared, not copied)."""
     converted: list[Any] = []
     for message in messages:
-        if _tool_blocks(message):
+        if has_tool_blocks(message):
             converted += _converted(message)
         else:
             converted.append(message)
@@ -232,7 +228,7 @@ def to_messages_api(messages: Sequence[Any]) -> MessagesRequest:
             continue
         role = message.get("role")
         if role in _SYSTEM_ROLES:
-            system += [b for b in _edge_blocks(message.get("content")) if _kind(b) == "text"]
+            system += [b for b in _edge_blocks(message.get("content")) if block_type(b) == "text"]
             continue
         if role == "assistant":
             blocks = _assistant_blocks(message)
@@ -274,7 +270,7 @@ def _with_api_ids(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if turn["role"] == "assistant":
             renamed = {}
             for number, block in enumerate(blocks):
-                if _kind(block) != "tool_use":
+                if block_type(block) != "tool_use":
                     continue
                 new = _api_id(block.get("id"), taken)
                 if new != block.get("id"):
@@ -282,7 +278,7 @@ def _with_api_ids(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     blocks[number] = {**block, "id": new}
             continue
         for number, block in enumerate(blocks):
-            if _kind(block) == "tool_result" and block.get("tool_use_id") in renamed:
+            if block_type(block) == "tool_result" and block.get("tool_use_id") in renamed:
                 blocks[number] = {**block, "tool_use_id": renamed[block["tool_use_id"]]}
         renamed = {}
     return turns
@@ -293,8 +289,8 @@ def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
     others = message.get(OTHER_BLOCKS_KEY)
     blocks = [b for b in thinking if isinstance(b, dict)] if isinstance(thinking, list) else []
     content = _edge_blocks(message.get("content"))
-    uses = [b for b in content if _kind(b) == "tool_use"]
-    blocks += [b for b in content if _kind(b) != "tool_use"]
+    uses = [b for b in content if block_type(b) == "tool_use"]
+    blocks += [b for b in content if block_type(b) != "tool_use"]
     blocks += [b for b in others if isinstance(b, dict)] if isinstance(others, list) else []
     return blocks + uses
 
@@ -302,8 +298,8 @@ def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
 def _user_blocks(content: Any) -> list[dict[str, Any]]:
     blocks = _edge_blocks(content)
     # The API wants a turn's tool results before anything else it says.
-    results = [b for b in blocks if _kind(b) == "tool_result"]
-    return results + [b for b in blocks if _kind(b) != "tool_result"] if results else blocks
+    results = [b for b in blocks if block_type(b) == "tool_result"]
+    return results + [b for b in blocks if block_type(b) != "tool_result"] if results else blocks
 
 
 def _edge_blocks(content: Any) -> list[dict[str, Any]]:
@@ -321,7 +317,7 @@ def _edge_block(part: Any) -> dict[str, Any] | None:
         part = {"type": "text", "text": part}
     if not isinstance(part, dict):
         return None
-    kind = _kind(part)
+    kind = block_type(part)
     if kind == "text":
         text = part.get("text")
         return part if isinstance(text, str) and text.strip() else None

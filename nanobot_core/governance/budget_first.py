@@ -39,7 +39,6 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from nanobot_core.governance.anthropic import is_anthropic_shape
 from nanobot_core.governance.checks import is_placeholder_message
 from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
 from nanobot_core.governance.stages.compact import compact_notice
@@ -329,7 +328,7 @@ class _Low:
 # What the walk counts for a message whose stages made something it does not know: a
 # defect, which counts nothing (and makes its run count nothing), by kind.
 _UNKNOWN: dict[int, MessageFacts] = {
-    kind: (None, 0, 1, kind, frozenset() if kind == Kind.ASSISTANT else None, 0, False)
+    kind: (None, 0, 1, kind, frozenset() if kind == Kind.ASSISTANT else None, 0, False, False)
     for kind in (Kind.NON_MESSAGE, Kind.SYSTEM, Kind.USER, Kind.ASSISTANT, Kind.TOOL)
 }
 
@@ -376,15 +375,26 @@ def find_cut(
     exceeded = _bound_exceeded(messages, start, index - 1, room, ctx, patterns, through, low)
     if exceeded is None:
         return None  # all of it might fit
-    cut = _at_turn_start(messages, start, exceeded, dropped_early)
-    if cut is None or low is None or low.exceeded is None:
-        return cut
-    stop = _turn_start(messages, cut.stop, low.exceeded)
-    if stop <= cut.stop or stop not in low.kept:
-        return cut
-    kept = [*messages[: cut.start], *messages[stop:]]
-    floor = low.total - low.kept[stop]
-    return HistoryCut(messages, cut.start, stop, dropped_early, kept, floor)
+    stop = _at_turn_start(messages, start, exceeded)
+    if stop is None:
+        return None
+    floor = 0
+    if low is not None and low.exceeded is not None:
+        lower = _turn_start(messages, stop, low.exceeded)
+        if lower > stop and lower in low.kept:
+            # Left out too, but its bound proves the request over budget: of what lies
+            # between the two cuts, what the bound counted must be in the OpenAI shape.
+            # It counted only what it learnt: the rest is not read again.
+            if ctx.facts.known_tool_blocks(messages[stop:lower]):
+                return None
+            floor = low.total - low.kept[lower]
+            stop = lower
+    kept = [*messages[:start], *messages[stop:]]
+    # From the facts, which the stages read next: touching every message again would
+    # cost a cache miss each on a long history.
+    if ctx.facts.tool_blocks(kept):
+        return None  # its tool blocks become other messages: the bounds above do not hold
+    return HistoryCut(messages, start, stop, dropped_early, kept, floor)
 
 
 def _fits_at_least(messages: Sequence[Any], ctx: StageContext) -> bool:
@@ -406,10 +416,8 @@ def _fits_at_least(messages: Sequence[Any], ctx: StageContext) -> bool:
     return bool(ctx.fixed_tokens + bound <= ctx.budget.limit)
 
 
-def _at_turn_start(
-    messages: Sequence[Any], start: int, index: int, dropped_early: Callable[[Any], bool]
-) -> HistoryCut | None:
-    """The cut moved back to the user message at or before `index`, or None if there is none.
+def _at_turn_start(messages: Sequence[Any], start: int, index: int) -> int | None:
+    """Where the cut at `index` moves back to (the user message at or before it), or None.
 
     The leading system messages stay the same only if no system message comes
     after them before the first user message (a repair could drop what is in
@@ -421,12 +429,7 @@ def _at_turn_start(
         if _is_system(messages[first]):
             return None
         first += 1
-    if stop <= first:
-        return None
-    kept = [*messages[:start], *messages[stop:]]
-    if is_anthropic_shape(kept):
-        return None  # its tool blocks become other messages: the bounds above do not hold
-    return HistoryCut(messages, start, stop, dropped_early, kept)
+    return stop if stop > first else None
 
 
 def _turn_start(messages: Sequence[Any], start: int, index: int) -> int:

@@ -14,13 +14,16 @@ __all__ = [
     "KNOWN_ROLES",
     "STRUCTURAL_KEYS",
     "SYSTEM_ROLES",
+    "TOOL_BLOCK_TYPES",
     "CallNames",
     "Message",
     "any_text_passes",
+    "block_type",
     "call_id",
     "call_name",
     "container_copy",
     "content_text",
+    "has_tool_blocks",
     "leading_system_count",
     "result_call_id",
     "role_of",
@@ -33,6 +36,24 @@ Message = dict[str, Any]
 
 SYSTEM_ROLES = frozenset({"system", "developer"})
 KNOWN_ROLES = SYSTEM_ROLES | {"user", "assistant", "tool"}
+
+
+#: The ``type`` of the Anthropic content blocks that carry a call or its result.
+TOOL_BLOCK_TYPES = frozenset({"tool_use", "tool_result"})
+
+
+def block_type(block: Any) -> str | None:
+    """The ``type`` of a content block, when it is a dict with a string type."""
+    kind = block.get("type") if isinstance(block, dict) else None
+    return kind if isinstance(kind, str) else None
+
+
+def has_tool_blocks(message: Any) -> bool:
+    """Whether a message's content holds an Anthropic ``tool_use`` or ``tool_result`` block."""
+    content = message.get("content") if type(message) is dict else None
+    return type(content) is list and any(
+        type(block) is dict and block_type(block) in TOOL_BLOCK_TYPES for block in content
+    )
 
 
 def role_of(message: Any) -> Any:

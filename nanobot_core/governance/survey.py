@@ -26,7 +26,7 @@ from nanobot_core.governance.checks import (
     is_blank_content,
     is_placeholder_message,
 )
-from nanobot_core.governance.messages import result_call_id, starts_with
+from nanobot_core.governance.messages import has_tool_blocks, result_call_id, starts_with
 from nanobot_core.governance.tokens import (
     MESSAGE_OVERHEAD,
     PLAIN_KEYS,
@@ -110,11 +110,11 @@ class Kind:
 
 
 #: What is known of one entry on its own: (the entry, tokens, its own `Defect` bits, `Kind`,
-#: link, result characters, holds lone surrogates). The link is, for an assistant message,
-#: the set of ids of its well-formed calls (empty when it makes none) and, for a tool
-#: message, its ``tool_call_id`` when that is a string; None otherwise. A plain tuple: it
-#: is read for every message of every survey.
-MessageFacts: TypeAlias = tuple[Any, int, int, int, Any, int, bool]
+#: link, result characters, holds lone surrogates, holds Anthropic tool blocks). The link
+#: is, for an assistant message, the set of ids of its well-formed calls (empty when it
+#: makes none) and, for a tool message, its ``tool_call_id`` when that is a string; None
+#: otherwise. A plain tuple: it is read for every message of every survey.
+MessageFacts: TypeAlias = tuple[Any, int, int, int, Any, int, bool, bool]
 
 
 @attrs.frozen(slots=True)
@@ -273,12 +273,14 @@ def _learn(
     the caller already scanned them.
     """
     if not isinstance(message, dict):
-        return (message, tokens, _NOT_MESSAGE, _NON_MESSAGE, None, 0, surrogates)
+        return (message, tokens, _NOT_MESSAGE, _NON_MESSAGE, None, 0, surrogates, False)
     role = message.get("role")
     content = message.get("content")
     defects = _DIRTY if surrogates else 0
+    blocks = False
     if content is not None and type(content) is not str:
         defects |= _content_defects(content)
+        blocks = has_tool_blocks(message)
     if "_meta" in message:
         defects |= _META
     if role == "tool":
@@ -292,9 +294,9 @@ def _learn(
                 defects |= _EMPTY
         if "tool_call_ids" in message:
             defects |= Defect.RESULT_LINK
-        return (message, tokens, defects, _TOOL, result_call_id(message), size, surrogates)
+        return (message, tokens, defects, _TOOL, result_call_id(message), size, surrogates, blocks)
     if role == "user":
-        return (message, tokens, defects, _USER, None, 0, surrogates)
+        return (message, tokens, defects, _USER, None, 0, surrogates, blocks)
     if role == "assistant":
         ids = _NO_CALLS
         if calls is not None:
@@ -309,10 +311,10 @@ def _learn(
         looks = content is not None and (type(content) is not str or "[" in content)
         if looks and is_placeholder_message(message):
             defects |= Defect.PLACEHOLDERS
-        return (message, tokens, defects, _ASSISTANT, ids, 0, surrogates)
+        return (message, tokens, defects, _ASSISTANT, ids, 0, surrogates, blocks)
     if role == "system" or role == "developer":
-        return (message, tokens, defects, _SYSTEM, None, 0, surrogates)
-    return (message, tokens, defects | _NOT_MESSAGE, _NON_MESSAGE, None, 0, surrogates)
+        return (message, tokens, defects, _SYSTEM, None, 0, surrogates, blocks)
+    return (message, tokens, defects | _NOT_MESSAGE, _NON_MESSAGE, None, 0, surrogates, blocks)
 
 
 def _learn_estimated(message: dict[Any, Any]) -> MessageFacts:
@@ -362,7 +364,7 @@ def _plain_facts(message: dict[Any, Any], content: Any) -> MessageFacts | None:
     if type(content) is not str or not content or not content.isascii():
         return None
     if role == "user" and size == 2:
-        return (message, PLAIN_USER + ((len(content) + 3) >> 2), 0, _USER, None, 0, False)
+        return (message, PLAIN_USER + ((len(content) + 3) >> 2), 0, _USER, None, 0, False, False)
     if role != "tool" or not 3 <= size <= 4 or content.isspace():
         return None
     identifier = message.get("tool_call_id")
@@ -374,7 +376,7 @@ def _plain_facts(message: dict[Any, Any], content: Any) -> MessageFacts | None:
         if type(name) is not str or not name.isascii():
             return None
         tokens += (len(name) + 3) >> 2
-    return (message, tokens, 0, _TOOL, identifier, len(content), False)
+    return (message, tokens, 0, _TOOL, identifier, len(content), False, False)
 
 
 def _assistant_facts(message: dict[Any, Any], content: Any, size: int) -> MessageFacts | None:
@@ -395,20 +397,25 @@ def _assistant_facts(message: dict[Any, Any], content: Any, size: int) -> Messag
         expected += 1
     calls = message.get("tool_calls")
     if calls is None:
-        return (message, tokens, 0, _ASSISTANT, _NO_CALLS, 0, False) if size == expected else None
+        return (
+            (message, tokens, 0, _ASSISTANT, _NO_CALLS, 0, False, False)
+            if size == expected
+            else None
+        )
     if type(calls) is not list or size != expected + 1:
         return None
     more, surrogates, well_formed, ids = _scan_calls(calls)
     if surrogates:
         return None
     defects = 0 if well_formed else _MALFORMED
-    return (message, tokens + more, defects, _ASSISTANT, ids, 0, False)
+    return (message, tokens + more, defects, _ASSISTANT, ids, 0, False, False)
 
 
 _TOKENS = itemgetter(1)
 _DEFECTS = itemgetter(2)
 _KIND = itemgetter(3)
 _RESULT_CHARS = itemgetter(5)
+_TOOL_BLOCKS = itemgetter(7)
 
 
 class Listing:
@@ -548,7 +555,7 @@ class FactsCache:
         tokens = known[1] - own + ((len(content) + 3) >> 2)
         blank = not content or content.isspace()
         defects = known[2] | _EMPTY if blank else known[2] & ~_EMPTY
-        learnt = (changed, tokens, defects, _TOOL, known[4], len(content), False)
+        learnt = (changed, tokens, defects, _TOOL, known[4], len(content), False, False)
         self._facts[id(changed)] = learnt
         return learnt
 
@@ -713,6 +720,14 @@ class FactsCache:
         and survey carry over.
         """
         self._lists[id(messages)] = Listing(messages, known, base)
+
+    def tool_blocks(self, messages: Sequence[Any]) -> bool:
+        """`is_anthropic_shape` from the facts (learnt where not known yet), at C speed."""
+        return any(map(_TOOL_BLOCKS, self.aligned(messages)))
+
+    def known_tool_blocks(self, messages: Sequence[Any]) -> bool:
+        """Whether any of `messages` known already holds Anthropic tool blocks (none is learnt)."""
+        return any(map(_TOOL_BLOCKS, filter(None, map(self._facts.get, map(id, messages)))))
 
     def list_tokens(self, messages: Sequence[Any]) -> int:
         """Tokens of every message of `messages` (memoised per list)."""

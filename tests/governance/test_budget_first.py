@@ -596,3 +596,32 @@ def test_a_prefilter_raising_on_a_message_past_the_cut_watermark_skips_its_stage
     assert entry.details == [
         "skipped: the stage's prefilter raised RuntimeError: cannot read this one"
     ]
+
+
+def test_tool_blocks_the_bound_counted_past_the_cut_watermark_turn_the_cut_off(
+    tmp_path: Path,
+) -> None:
+    """A tool_result block counted whole past the watermark proves nothing: governed whole."""
+    turns: list[Any] = []
+    for i in range(260):
+        turns += [
+            {"role": "user", "content": f"step {i}: " + "u" * 100},
+            {"role": "assistant", "content": f"done {i}: " + "a" * 150},
+        ]
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "r" * 100_000}
+    history = [
+        {"role": "user", "content": "Read the log."},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "t1", "name": "read_file", "input": {}}],
+        },
+        {"role": "user", "content": [result]},
+        {"role": "assistant", "content": "Read it."},
+        *turns,
+    ]
+    fast, full = _both(_pair(tmp_path, input_limit=30_000), history)
+    # Offloaded in the OpenAI shape, the old result is small: everything fits, nothing is cut.
+    assert not _left_out(full)
+    assert not _left_out(fast)
+    assert fast.messages == full.messages
+    assert fast.messages[0] == history[0]
