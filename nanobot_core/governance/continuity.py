@@ -22,7 +22,7 @@ the wrong kind of message) is ignored and the history is governed whole.
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, count, islice, repeat
 from operator import is_, is_not
@@ -367,10 +367,11 @@ def _read_back(
     Messages handed on as they were are found by identity, at C speed; only
     the others (results a stage rewrote, a rewritten user message) are looked
     at one by one: a tool result by the message it was made from (`origin`),
-    else by its ``tool_call_id`` among the results after the last message
-    found. `copies` are the ids of the compacted copies the view holds in place
-    of their results. The view entries `left_out` (``start, stop``) are not
-    looked among.
+    else by its ``tool_call_id``: among the results after the last message
+    found, or, before the first message found (or when none is), among those
+    before the next one, the nearest first. `copies` are the ids of the
+    compacted copies the view holds in place of their results. The view
+    entries `left_out` (``start, stop``) are not looked among.
     """
     places: Sequence[int] = positions or range(len(history))
     if left_out is None:
@@ -382,31 +383,46 @@ def _read_back(
     leading = leading_system_count(sent)
     body = sent[leading:]
     found: list[int | None] = list(map(where.get, map(id, body)))
-    compacted = [found[k] for k in _offsets(body, copies)] if copies else []
+    compacted: list[int | None] = [found[k] for k in _offsets(body, copies)] if copies else []
+    # The results no message before them was found for are matched from the first message
+    # found after them, newest first: a request is the newest part of the history, so
+    # under reused call ids the nearest namesake before it is theirs, not the oldest one.
+    anchor = next(compress(count(), map(is_not, found, repeat(None))), len(found))
+    every: dict[str, list[int]] | None = None
+    bound: int = found[anchor] or 0 if anchor < len(found) else (places[-1] + 1 if places else 0)
+    for offset in reversed(range(anchor)):
+        message = body[offset]
+        if _role(message) != "tool":
+            continue
+        position = _by_origin(message, where, origin) if origin is not None else None
+        if position is None:
+            if every is None:
+                every = _results_after(history, places, -1, left_out)
+            results = every.get(message.get("tool_call_id"), [])
+            at = bisect_left(results, bound) - 1
+            position = results[at] if at >= 0 else None
+        if position is not None:
+            bound = position
+            _take(found, offset, position, message, history, compacted)
     by_call: dict[str, list[int]] | None = None
-    for offset in compress(count(), map(is_, found, repeat(None))):
+    for offset in compress(count(anchor), map(is_, islice(found, anchor, None), repeat(None))):
         message = body[offset]
         if _role(message) != "tool":
             continue
         position = _by_origin(message, where, origin) if origin is not None else None
         if position is None:
             before = offset - 1  # the last one found before it (those before were looked up)
-            while before >= 0 and found[before] is None:
+            while found[before] is None:
                 before -= 1
-            last = found[before] if before >= 0 else -1
+            last = found[before]
             assert last is not None
             if by_call is None:
-                by_call = _results_after(history, places, last)
+                by_call = _results_after(history, places, last, left_out)
             results = by_call.get(message.get("tool_call_id"), [])
             at = bisect_right(results, last)
             position = results[at] if at < len(results) else None
         if position is not None:
-            found[offset] = position
-            text = message.get("content")
-            if type(text) is str and text.startswith(COMPACT_PREFIX):
-                original = history[position].get("content")
-                if not (type(original) is str and original.startswith(COMPACT_PREFIX)):
-                    compacted.append(position)
+            _take(found, offset, position, message, history, compacted)
     mapped = [(k, found[k] or 0) for k in _first_two(found)]
     if not mapped:
         return GovernanceState(0, None, compacted, len(history))
@@ -458,10 +474,41 @@ def _first_two(found: list[int | None]) -> list[int]:
     return list(islice(compress(count(), map(is_not, found, repeat(None))), 2))
 
 
-def _results_after(history: list[Any], places: Sequence[int], last: int) -> dict[str, list[int]]:
-    """The history indices of the tool results in view after history index `last`, by call id."""
+def _take(
+    found: list[int | None],
+    offset: int,
+    position: int,
+    message: Any,
+    history: list[Any],
+    compacted: list[int | None],
+) -> None:
+    """Record that the sent result at `offset` is history index `position` (and if compacted)."""
+    found[offset] = position
+    text = message.get("content")
+    if type(text) is str and text.startswith(COMPACT_PREFIX):
+        original = history[position].get("content")
+        if not (type(original) is str and original.startswith(COMPACT_PREFIX)):
+            compacted.append(position)
+
+
+def _results_after(
+    history: list[Any],
+    places: Sequence[int],
+    last: int,
+    left_out: tuple[int, int] | None = None,
+) -> dict[str, list[int]]:
+    """The history indices of the tool results in view after history index `last`, by call id.
+
+    The view entries `left_out` (``start, stop``) are not among them: nothing sent is one.
+    """
     by_call: dict[str, list[int]] = {}
-    for index in places[bisect_right(places, last) :]:
+    first = bisect_right(places, last)
+    if left_out is None:
+        looked: Sequence[int] = places[first:]
+    else:
+        start, stop = left_out
+        looked = [*places[first:start], *places[max(first, stop) :]]
+    for index in looked:
         message = history[index]
         if _role(message) == "tool" and isinstance(message.get("tool_call_id"), str):
             by_call.setdefault(message["tool_call_id"], []).append(index)

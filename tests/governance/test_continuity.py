@@ -276,14 +276,17 @@ def _reused_ids(turns: int, seed: int) -> list[dict[str, Any]]:
     return history
 
 
-def _assert_read_back_where_sent(history: list[dict[str, Any]], result: Any) -> None:
+def _assert_read_back_where_sent(
+    history: list[dict[str, Any]], result: Any, *, some_compacted: bool = True
+) -> None:
     """The state starts where the request does, and names as compacted the results it sent so."""
     first = result.messages[0]["content"].split("\n\n")[0]
     start = next(i for i, m in enumerate(history) if m.get("content") == first)
     assert result.state.start == start > 0
     sent = [m for m in result.messages if m.get("role") == "tool"]
     compacted = [m for m in sent if m["content"].startswith(COMPACT_PREFIX)]
-    assert len(result.state.compacted) == len(compacted) > 0
+    assert len(result.state.compacted) == len(compacted)
+    assert compacted or not some_compacted
     assert all(history[i]["role"] == "tool" and i > start for i in result.state.compacted)
 
 
@@ -352,3 +355,21 @@ def test_a_stage_that_hands_back_an_earlier_replacement_cannot_hang_the_read_bac
     result = build_builtin_governor(config, tmp_path, stages).govern(_session(40), system=SYSTEM)
     assert result.fits and result.report.entry("compact_results").changed
     assert check_invariants(result.messages, system=SYSTEM, budget=6_000) == []
+
+
+def _retold_all(messages: list[Any], ctx: Any) -> StageOutcome:
+    """A whole-list plugin stage that rewrites every tool result (new dicts, no origin told)."""
+    out = [{**m, "content": m["content"] + "."} if m.get("role") == "tool" else m for m in messages]
+    return StageOutcome(out, changed=True)
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_results_a_whole_list_stage_rewrote_are_read_back_where_they_are(
+    tmp_path: Path, seed: int
+) -> None:
+    """Under reused ids, results sent before any message found are matched from the next one."""
+    history = _reused_ids(40, seed)
+    retold = Stage("retold", _retold_all, phase="budget", before="compact_results")
+    config = GovernanceConfig(input_limit=3_000)
+    result = build_builtin_governor(config, tmp_path, [retold]).govern(history, system=SYSTEM)
+    _assert_read_back_where_sent(history, result, some_compacted=False)
