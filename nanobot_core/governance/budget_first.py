@@ -281,12 +281,16 @@ def _beyond_low(
                     continue
         if role == "user" or (role == "assistant" and message.get("tool_calls") is None):
             fact = of(message)
+            blocks = fact[7]
             if through is not None and not fact[2]:
                 seen = through(message)
                 if seen is None:
                     fact = _UNKNOWN[fact[3]]
                 elif seen is not message:
                     message, fact = seen, of(seen)
+                    blocks = blocks or fact[7]
+            if blocks:
+                low.blocks = True  # counted as it is, yet its blocks become other messages
             total += _own_bound(fact, message, messages, index, patterns)
             if role == "user":
                 kept[index] = total
@@ -320,6 +324,8 @@ class _Low:
     exceeded: int | None = None  # where the bound first exceeds `room` (the walk reads less)
     kept: dict[int, int] = attrs.field(factory=dict)  # user message -> bound from it on
     total: int = 0  # the bound where the walk stopped
+    #: Whether the walk past `exceeded` counted a message with Anthropic tool blocks.
+    blocks: bool = False
     #: Whether the stages `through` stands for leave a message whose one text is the
     #: given one as it is (False: not known, ask `through`); see `find_cut`.
     spares: Callable[[str], bool] | None = None
@@ -382,10 +388,9 @@ def find_cut(
     if low is not None and low.exceeded is not None:
         lower = _turn_start(messages, stop, low.exceeded)
         if lower > stop and lower in low.kept:
-            # Left out too, but its bound proves the request over budget: of what lies
-            # between the two cuts, what the bound counted must be in the OpenAI shape.
-            # It counted only what it learnt: the rest is not read again.
-            if ctx.facts.known_tool_blocks(messages[stop:lower]):
+            # Left out too, but its bound proves the request over budget: what the bound
+            # counted there must be in the OpenAI shape.
+            if low.blocks:
                 return None
             floor = low.total - low.kept[lower]
             stop = lower

@@ -687,10 +687,18 @@ class Governor:
         if work is None or work & ~(Defect.OWN | Defect.LARGE_RESULTS):
             chosen: Sequence[int] = range(len(messages))
         else:
-            chosen = list(compress(count(), map(and_, map(_OWN_DEFECTS, known), repeat(work))))
-            if work & Defect.LARGE_RESULTS:  # a result's length is known of it alone
-                limit = repeat(self.config.max_tool_result_chars)
-                chosen = sorted({*chosen, *compress(count(), map(gt, map(_CHARS, known), limit))})
+            # The totals of the list (its tokens are needed anyway) say whether any entry
+            # has the work at all: most lists need no pass for it.
+            _, own, largest = ctx.facts.totals(messages)
+            chosen = (
+                list(compress(count(), map(and_, map(_OWN_DEFECTS, known), repeat(work))))
+                if own & work
+                else []
+            )
+            limit = self.config.max_tool_result_chars
+            if work & Defect.LARGE_RESULTS and largest > limit:  # known of a result alone
+                large = compress(count(), map(gt, map(_CHARS, known), repeat(limit)))
+                chosen = sorted({*chosen, *large})
         memo = self._memo.get(stage.name, {})
         handed = messages if isinstance(chosen, range) else [messages[i] for i in chosen]
         # What is remembered is found at C speed (an entry holds its message, so its id is

@@ -725,9 +725,10 @@ class FactsCache:
         """`is_anthropic_shape` from the facts (learnt where not known yet), at C speed."""
         return any(map(_TOOL_BLOCKS, self.aligned(messages)))
 
-    def known_tool_blocks(self, messages: Sequence[Any]) -> bool:
-        """Whether any of `messages` known already holds Anthropic tool blocks (none is learnt)."""
-        return any(map(_TOOL_BLOCKS, filter(None, map(self._facts.get, map(id, messages)))))
+    def totals(self, messages: Sequence[Any]) -> tuple[int, int, int]:
+        """(tokens, the `Defect` bits of the entries themselves, characters of the largest
+        result) over `messages`, memoised per list: no survey of the runs."""
+        return self._listed(messages).sums()
 
     def list_tokens(self, messages: Sequence[Any]) -> int:
         """Tokens of every message of `messages` (memoised per list)."""
