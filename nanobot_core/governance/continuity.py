@@ -51,7 +51,7 @@ META_KIND = "governance"
 def _indices(value: Any) -> tuple[int, ...]:
     if value == ():
         return ()
-    return tuple(sorted({int(i) for i in value}))
+    return tuple(sorted(set(map(int, value))))
 
 
 @attrs.frozen
@@ -328,18 +328,20 @@ class Continuity:
         budget_acted: bool,
         left_out: tuple[int, int] | None = None,
         origin: Callable[[Any], Any] | None = None,
+        added: Callable[[Any], bool] | None = None,
     ) -> Prefix:
         """Remember what `sent` decided and say whether the previous request's prefix was kept.
 
         `left_out`: the view entries ``view[start:stop]`` the stages were never
         handed (the budget-first cut), which `sent` cannot hold. `origin` tells,
         of a message a stage made in place of another, which one that was (None
-        when it does not know).
+        when it does not know); `added`, whether a stage added it (it stands for
+        no message of the history).
         """
         previous, before = self._sent, self.state
         if budget_acted:
             copies = {id(copy) for _, copy in self._compacted.values()}
-            self.state = _read_back(history, view, positions, sent, copies, left_out, origin)
+            self.state = _read_back(history, view, positions, sent, copies, left_out, origin, added)
         else:
             self.state = (
                 before
@@ -361,6 +363,7 @@ def _read_back(
     copies: set[int] | frozenset[int] = frozenset(),
     left_out: tuple[int, int] | None = None,
     origin: Callable[[Any], Any] | None = None,
+    added: Callable[[Any], bool] | None = None,
 ) -> GovernanceState:
     """The decisions `sent` embodies, in history indices (linear in the messages sent).
 
@@ -369,9 +372,10 @@ def _read_back(
     at one by one: a tool result by the message it was made from (`origin`),
     else by its ``tool_call_id``: among the results after the last message
     found, or, before the first message found (or when none is), among those
-    before the next one, the nearest first. `copies` are the ids of the
-    compacted copies the view holds in place of their results. The view
-    entries `left_out` (``start, stop``) are not looked among.
+    before the next one, the nearest first; one a stage `added` is none of
+    them. `copies` are the ids of the compacted copies the view holds in place
+    of their results. The view entries `left_out` (``start, stop``) are not
+    looked among.
     """
     places: Sequence[int] = positions or range(len(history))
     if left_out is None:
@@ -395,7 +399,7 @@ def _read_back(
         if _role(message) != "tool":
             continue
         position = _by_origin(message, where, origin) if origin is not None else None
-        if position is None:
+        if position is None and not (added is not None and added(message)):
             if every is None:
                 every = _results_after(history, places, -1, left_out)
             results = every.get(message.get("tool_call_id"), [])
@@ -410,7 +414,7 @@ def _read_back(
         if _role(message) != "tool":
             continue
         position = _by_origin(message, where, origin) if origin is not None else None
-        if position is None:
+        if position is None and not (added is not None and added(message)):
             before = offset - 1  # the last one found before it (those before were looked up)
             while found[before] is None:
                 before -= 1

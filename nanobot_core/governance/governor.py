@@ -349,6 +349,7 @@ class Governor:
             budget_acted=acted,
             left_out=left_out,
             origin=self._facts.origin,
+            added=self._facts.added,
         )
         return GovernanceResult(*result, prefix, self._continuity.state)
 
@@ -485,6 +486,17 @@ class Governor:
             for stage, context, memo in chain:
                 known = memo.get(id(message))  # the memo holds its messages: ids are theirs
                 if known is None:
+                    # `_remember`'s commonest case, without a call: a prefilter that has
+                    # nothing to ask for (one that raises is left to it, which reports).
+                    prefilter = stage.prefilter
+                    if prefilter is not None and type(message) is dict:
+                        try:
+                            idle = not any_text_passes(message, prefilter)
+                        except Exception:
+                            idle = False
+                        if idle:
+                            memo[id(message)] = (message, None, _NO_LINES)
+                            continue
                     found = remember(stage, message, context, memo)
                     if isinstance(found, str):
                         raise _StageFailed(found)

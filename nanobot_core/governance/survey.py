@@ -597,8 +597,17 @@ class FactsCache:
         self._origins.clear()
 
     def made_from(self, message: Any, original: Any) -> None:
-        """Record, for this run, that a stage made `message` in place of `original`."""
+        """Record, for this run, that a stage made `message` in place of `original`.
+
+        None for `original`: it added `message`, which stands for no message of the
+        history (a placeholder result): see `added`.
+        """
         self._origins[id(message)] = (message, original)
+
+    def added(self, message: Any) -> bool:
+        """Whether a stage added `message` this run (`made_from` it and None)."""
+        made = self._origins.get(id(message))
+        return made is not None and made[0] is message and made[1] is None
 
     def origin(self, message: Any) -> Any:
         """The message `message` was made in place of this run (`made_from`), or None.

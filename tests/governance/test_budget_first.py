@@ -625,3 +625,43 @@ def test_tool_blocks_the_bound_counted_past_the_cut_watermark_turn_the_cut_off(
     assert not _left_out(fast)
     assert fast.messages == full.messages
     assert fast.messages[0] == history[0]
+
+
+def test_a_prefilter_raising_on_a_message_the_cut_keeps_skips_its_stage(tmp_path: Path) -> None:
+    """The walk asks prefilters of what it keeps too; an error there is the stage's, reported."""
+    history = _session(300)
+    last_user = max(
+        i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "user"
+    )
+    texts = [m.get("content") if isinstance(m, dict) else None for m in history]
+
+    def quiet(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        return StageOutcome.unchanged(messages)
+
+    def quiet_stage(prefilter: Any) -> Stage:
+        return Stage("quiet", quiet, per_message=True, prefilter=prefilter)
+
+    settings = {"input_limit": 20_000}
+    fast, _ = _pair(tmp_path, [*builtin_stages(), quiet_stage(lambda text: False)], **settings)
+    sent = fast.govern(history, system=SYSTEM, tools=TOOLS)
+    # A text sent as it is, from before the newest user message: one the walk read.
+    kept = [
+        m["content"]
+        for m in sent.messages
+        if type(m.get("content")) is str and texts.count(m["content"]) == 1
+    ]
+    doomed = next(t for t in kept if texts.index(t) < last_user)
+
+    def raising(text: str) -> bool:
+        if text == doomed:
+            raise RuntimeError("cannot read this one")
+        return False
+
+    fast, full = _pair(tmp_path, [*builtin_stages(), quiet_stage(raising)], **settings)
+    result = fast.govern(history, system=SYSTEM, tools=TOOLS)
+    assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
+    entry = result.report.entry("quiet")
+    assert entry is not None and not entry.changed
+    assert entry.details == [
+        "skipped: the stage's prefilter raised RuntimeError: cannot read this one"
+    ]

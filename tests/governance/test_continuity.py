@@ -373,3 +373,21 @@ def test_results_a_whole_list_stage_rewrote_are_read_back_where_they_are(
     config = GovernanceConfig(input_limit=3_000)
     result = build_builtin_governor(config, tmp_path, [retold]).govern(history, system=SYSTEM)
     _assert_read_back_where_sent(history, result, some_compacted=False)
+
+
+def test_a_placeholder_result_is_read_back_as_no_result_of_the_history(tmp_path: Path) -> None:
+    """A result backfill_results added is matched to no namesake, so the start stays its turn's."""
+    history = _reused_ids(30, 8)
+    start = len(history)
+    broken = {"id": "call_0", "type": "function", "function": {"name": "read", "arguments": "{"}}
+    history += [
+        {"role": "user", "content": "one more thing"},
+        {"role": "user", "content": "and quickly"},  # merged: no user message sent as it was
+        {"role": "assistant", "content": None, "tool_calls": [broken]},  # repaired, unanswered
+        {"role": "assistant", "content": "done"},
+    ]
+    config = GovernanceConfig(input_limit=1_000)
+    result = build_builtin_governor(config, tmp_path).govern(history, system=SYSTEM)
+    assert result.report.entry("backfill_results").changed
+    assert result.messages[0]["content"].startswith("one more thing")
+    assert result.state.start == start

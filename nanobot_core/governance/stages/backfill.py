@@ -51,7 +51,10 @@ def backfill_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
             if identifier in unanswered and identifier not in missing:
                 missing[identifier] = call_name(call)
         result.copy(copied, last + 1)
-        result.add(*(synthesized_result(identifier, name) for identifier, name in missing.items()))
+        added = [synthesized_result(identifier, name) for identifier, name in missing.items()]
+        for placeholder in added:  # read back as no result of the history, whatever its id
+            ctx.facts.made_from(placeholder, None)
+        result.add(*added)
         copied = last + 1
         details.append(
             f"messages[{assistant}]: no result for {', '.join(map(repr, missing))}: "

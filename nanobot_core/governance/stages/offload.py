@@ -58,7 +58,8 @@ def _tool_name(messages: list[Any], index: int, call_names: CallNames) -> str | 
 def offload_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
     """Save tool results over the size limit in the store; the copy keeps a reference."""
     limit = ctx.config.max_tool_result_chars
-    if ctx.survey(messages).largest_result <= limit:
+    # The largest result is among the list's totals: no survey of its runs is needed.
+    if ctx.facts.totals(messages)[2] <= limit:
         return StageOutcome.unchanged(messages)
     excluded = set(ctx.option("exclude_tools", ()))
     call_names = CallNames(messages)
