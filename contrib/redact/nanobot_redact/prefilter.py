@@ -13,6 +13,11 @@ gate; alternatives that share a first character in one pass of ``re``), and
 only the rules whose every condition holds run. Rules that match only at the
 start of a text are decided by what the text starts with.
 
+`Prefilter.admits` (is any rule a candidate: what a text without a secret
+costs) tests less still: not a rule whose conditions imply another's (a text
+that holds ``sk-ant-`` holds ``sk-``), and not a rule behind a second gate a
+text holds, when it was ruled out behind the first.
+
 The tests are necessary conditions, never guesses: a rule the prefilter rules
 out cannot match the text, so the scan finds exactly what running every rule
 would find (the tests check this against a scanner whose rules have no `requires`).
@@ -91,10 +96,12 @@ class Prefilter:
     _heads: frozenset[str]
     #: Rules without conditions: candidates for every text, in rule order.
     _always: tuple[int, ...]
-    #: For `admits`: per gate, in `_gates` order, the conditions still to test of each
-    #: rule behind it (as in `_tests`).
-    _behind_gate: tuple[tuple[str, tuple[tuple[_Test, ...], ...]], ...] = attrs.field(
-        init=False, eq=False
+    _implied: frozenset[int] = frozenset()
+    #: For `admits`: per gate, in `_gates` order, for each rule behind it that is not
+    #: `_implied`, the conditions still to test (as in `_tests`) and the earlier gates it
+    #: is behind: a text that holds one of those had the rule tested there already.
+    _behind_gate: tuple[tuple[str, tuple[tuple[tuple[_Test, ...], tuple[str, ...]], ...]], ...] = (
+        attrs.field(init=False, eq=False)
     )
     #: The rules behind each set of gates met so far, in rule order (at most one
     #: entry per subset of the gates: bounded, and filled by the first texts).
@@ -103,9 +110,22 @@ class Prefilter:
     )
 
     @_behind_gate.default
-    def _gate_tests(self) -> tuple[tuple[str, tuple[tuple[_Test, ...], ...]], ...]:
+    def _gate_tests(
+        self,
+    ) -> tuple[tuple[str, tuple[tuple[tuple[_Test, ...], tuple[str, ...]], ...]], ...]:
+        behind = {g: sorted(self._admits[g] - self._implied) for g in self._gates}
         return tuple(
-            (g, tuple(self._tests[index] for index in sorted(self._admits[g]))) for g in self._gates
+            (
+                g,
+                tuple(
+                    (
+                        self._tests[index],
+                        tuple(e for e in self._gates[:position] if index in behind[e]),
+                    )
+                    for index in behind[g]
+                ),
+            )
+            for position, g in enumerate(self._gates)
         )
 
     @classmethod
@@ -132,6 +152,7 @@ class Prefilter:
             tuple(starts),
             frozenset(prefix[:1] for _, prefixes, _ in starts for prefix in prefixes),
             tuple(i for i, rule in enumerate(rules) if not rule.conditions),
+            _implied_rules(rules),
         )
 
     def admits(self, text: str) -> bool:
@@ -144,7 +165,9 @@ class Prefilter:
             return True
         for gate_, behind in self._behind_gate:
             if gate_ in text:
-                for tests in behind:
+                for tests, earlier in behind:
+                    if earlier and _any_in(earlier, text):
+                        continue  # tested behind an earlier gate, and ruled out there
                     for test in tests:
                         if not _holds(test, text):
                             break
@@ -190,6 +213,38 @@ class Prefilter:
         if started or self._always:
             chosen.sort()
         return chosen
+
+
+def _any_in(needles: tuple[str, ...], text: str) -> bool:
+    for needle in needles:  # noqa: SIM110 - a loop costs less than any() of a generator
+        if needle in text:
+            return True
+    return False
+
+
+def _implies(stronger: Condition, weaker: Condition) -> bool:
+    """Whether a text that meets `stronger` meets `weaker`: each needle holds one of weaker's."""
+    return all(any(other in needle for other in weaker) for needle in stronger)
+
+
+def _implied_rules(rules: Sequence[Rule]) -> frozenset[int]:
+    """The rules behind gates whose conditions, all met, meet all of another such rule's.
+
+    Each one left out implies one that is kept (of rules that imply one another,
+    one is kept), so `admits` tests what it must.
+    """
+    gated = [i for i, rule in enumerate(rules) if rule.conditions and not rule.at_start]
+    implied: set[int] = set()
+    for index in gated:
+        mine = rules[index].conditions
+        for other in gated:
+            if other == index or other in implied:
+                continue
+            theirs = rules[other].conditions
+            if all(any(_implies(c, t) for c in mine) for t in theirs):
+                implied.add(index)
+                break
+    return frozenset(implied)
 
 
 def _holds(test: _Test, text: str) -> bool:

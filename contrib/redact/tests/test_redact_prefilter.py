@@ -16,7 +16,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanobot_redact import DEFAULT_PATTERNS, Scanner, marker
-from nanobot_redact.prefilter import _holds, _test, gate
+from nanobot_redact.patterns import Rule
+from nanobot_redact.prefilter import Prefilter, _holds, _test, gate
 
 SCANNER = Scanner(DEFAULT_PATTERNS)
 #: Every rule on every text it applies to: what the scan must find with the prefilter too.
@@ -188,3 +189,35 @@ def test_a_rule_without_conditions_is_admitted_for_every_text() -> None:
     for text in ("", "plain words", "x = 1\n" * 50):
         assert prefilter.candidates(text)
         assert prefilter.admits(text)
+
+
+def test_a_rule_whose_conditions_imply_another_rules_is_not_tested_by_admits() -> None:
+    """``sk-ant-`` holds ``sk-``: a text that fails the weaker rule cannot pass the stronger."""
+    specific = Rule.of("specific", r"sk-ant-\w+", "sk-ant-")
+    generic = Rule.of("generic", r"sk-\w+", "sk-")
+    unrelated = Rule.of("unrelated", r"xox\w+", "-", "xox")
+    prefilter = Prefilter.of([specific, generic, unrelated])
+    assert prefilter._implied == frozenset({0})
+    for text in ("sk-ant-abc", "sk-abc", "a-b", "-xoxb", "plain", "sk-ant", "ant-sk"):
+        assert prefilter.admits(text) is bool(prefilter.candidates(text))
+    # Rules that imply each other: one of them is still tested.
+    twins = Prefilter.of([generic, Rule.of("twin", r"sk-\d+", "sk-")])
+    assert len(twins._implied) == 1
+    assert twins.admits("sk-1") and not twins.admits("sk 1")
+
+
+def test_a_rule_behind_two_gates_is_tested_once_per_text() -> None:
+    """Behind the second gate a text holds, a rule already ruled out there is not tested again."""
+    asked: list[str] = []
+
+    class Recording(str):
+        def __contains__(self, needle: object) -> bool:
+            asked.append(str(needle))
+            return super().__contains__(needle)  # type: ignore[operator]
+
+    rule = Rule.of("pair", r"(?:key|KEY)[:=]\w+", (":", "="), ("key", "KEY"))
+    prefilter = Prefilter.of([rule])
+    text = Recording("a: b = c")
+    assert not prefilter.admits(text)
+    assert asked.count("k") == asked.count("K") == 1  # each needle's rarest character
+    assert prefilter.admits("key=1") and prefilter.admits("KEY:1")

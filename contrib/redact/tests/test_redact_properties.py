@@ -55,6 +55,7 @@ _TRICKY_PIECES = [
     *("sk-", "eyJ", "://", "Bearer ", "Basic ", "Authorization: ", "curl ", " -u "),
     *("-----BEGIN ", "PRIVATE KEY-----", "ghp_", "token=", "AKIA", "AIza", "A1b2C3d4"),
     *("aws_secret_access_key=", "[REDACTED:jwt]", "-----END PRIVATE KEY-----"),
+    *("sk-ant-", "AUTHORIZATION: ", "aws_secret_access_key: ", "=", ":"),
 ]
 TRICKY = st.lists(st.sampled_from(_TRICKY_PIECES), max_size=40).map("".join)
 
