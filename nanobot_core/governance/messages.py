@@ -221,21 +221,27 @@ def container_copy(value: Any) -> Any:
 STRUCTURAL_KEYS = frozenset({"role", "type", "name", "id", "tool_call_id", "tool_use_id"})
 # A message with only these keys holds one text at most: its content.
 _CONTENT_AND_STRUCTURE = STRUCTURAL_KEYS | {"content"}
-# An assistant message of the usual shape with calls: its texts are its content and the
-# arguments of each call (a call's id and type, a function's name are structure).
-_CALLING = _CONTENT_AND_STRUCTURE | {"tool_calls"}
+# An assistant message of the usual shape, with calls or reasoning: its texts are its
+# content, its reasoning and the arguments of each call (a call's id and type, a
+# function's name are structure).
+_CALLING = _CONTENT_AND_STRUCTURE | {"tool_calls", "reasoning_content"}
 _CALL_KEYS = STRUCTURAL_KEYS | {"function"}
 _FUNCTION_KEYS = STRUCTURAL_KEYS | {"arguments"}
 
 
 def _call_texts(message: dict[str, Any]) -> list[str] | None:
-    """The texts of a message with calls of the usual shape (None: another shape)."""
-    content = message.get("content")
+    """The texts of a message with calls or reasoning of the usual shape (None: another)."""
+    texts = []
+    for key in ("content", "reasoning_content"):
+        text = message.get(key)
+        if type(text) is str:
+            texts.append(text)
+        elif text is not None:
+            return None
     calls = message.get("tool_calls")
+    if calls is None:
+        return texts
     if type(calls) is not list:
-        return None
-    texts = [content] if type(content) is str else []
-    if content is not None and not texts:
         return None
     for call in calls:
         function = call.get("function") if type(call) is dict else None

@@ -405,7 +405,10 @@ def test_a_prefilter_needs_a_per_message_stage_and_must_be_callable() -> None:
 
 _TEXT = st.text(alphabet="ab0 ", max_size=6)  # small: a needle is often there, often not
 _KEYS = st.sampled_from(
-    ["role", "id", "name", "type", "content", "tool_calls", "function", "arguments", "note"]
+    [
+        *("role", "id", "name", "type", "content", "tool_calls", "function", "arguments"),
+        *("note", "reasoning_content"),
+    ]
 )
 _LEAF = st.one_of(_TEXT, st.none(), st.integers(), st.booleans(), st.just(("opaque",)))
 _VALUE = st.recursive(
@@ -422,8 +425,13 @@ _CALL = st.fixed_dictionaries(
     },
 )
 _CALLING_MESSAGE = st.fixed_dictionaries(
-    {"role": st.just("assistant"), "tool_calls": st.lists(_CALL, max_size=3) | _VALUE},
-    optional={"content": _TEXT | _VALUE, "name": _TEXT},
+    {"role": st.just("assistant")},
+    optional={
+        "tool_calls": st.lists(_CALL, max_size=3) | _VALUE,
+        "content": _TEXT | _VALUE,
+        "name": _TEXT,
+        "reasoning_content": _TEXT | _VALUE,
+    },
 )
 
 
