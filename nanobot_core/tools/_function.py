@@ -6,7 +6,6 @@ descriptions from the Google-style docstring.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import contextvars
 import copy
@@ -114,6 +113,10 @@ async def run_in_daemon_thread(func: Callable[[], T], *, name: str = "tool") -> 
     executor, so an abandoned call (cancelled or timed out) blocks neither
     ``asyncio.run`` nor interpreter shutdown.
     """
+    # Here, not at import: a loop runs already (so asyncio is loaded), and what only lists
+    # or checks tools (`nanobot-core tools`) never loads asyncio and the ssl it imports.
+    import asyncio
+
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
     context = contextvars.copy_context()

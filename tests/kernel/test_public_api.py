@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import nanobot_core
 from tests.helpers import REPO_ROOT
@@ -47,3 +48,17 @@ def test_errors_share_one_root() -> None:
     """Every exported error class derives from NanobotError."""
     errors = [getattr(nanobot_core, n) for n in nanobot_core.__all__ if n.endswith("Error")]
     assert errors and all(issubclass(e, nanobot_core.NanobotError) for e in errors)
+
+
+def test_listing_tools_loads_no_event_loop(tmp_path: Path) -> None:
+    """``nanobot-core tools --json`` runs no tool, so it loads neither asyncio nor ssl."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "nanobot_core", "tools", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=tmp_path,
+    )
+    imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()}
+    assert "nanobot_core.tools.registry" in imported  # the listing did run
+    assert imported.isdisjoint({"asyncio", "ssl"})
