@@ -564,13 +564,10 @@ def test_a_prefilter_raising_on_a_message_past_the_cut_watermark_skips_its_stage
         asked.append(text)
         return False
 
-    def quiet(messages: list[Any], ctx: StageContext) -> StageOutcome:
-        return StageOutcome.unchanged(messages)
-
     settings = {"input_limit": 20_000}
     fast, _ = _pair(
         tmp_path,
-        [*builtin_stages(), Stage("quiet", quiet, per_message=True, prefilter=recording)],
+        [*builtin_stages(), Stage("quiet", _quiet, per_message=True, prefilter=recording)],
         **settings,
     )
     sent = fast.govern(history, system=SYSTEM, tools=TOOLS)
@@ -582,12 +579,25 @@ def test_a_prefilter_raising_on_a_message_past_the_cut_watermark_skips_its_stage
     doomed = min(once, key=texts.index)
     assert doomed not in {m.get("content") for m in sent.messages}
 
+    _assert_raising_prefilter_skips_its_stage(tmp_path, history, doomed, settings)
+
+
+def _quiet(messages: list[Any], ctx: StageContext) -> StageOutcome:
+    return StageOutcome.unchanged(messages)
+
+
+def _assert_raising_prefilter_skips_its_stage(
+    tmp_path: Path, history: list[Any], doomed: str, settings: dict[str, Any]
+) -> None:
+    """A per-message stage whose prefilter raises on `doomed` is skipped, reported, and the
+    messages are the full pipeline's."""
+
     def raising(text: str) -> bool:
         if text == doomed:
             raise RuntimeError("cannot read this one")
         return False
 
-    stages = [*builtin_stages(), Stage("quiet", quiet, per_message=True, prefilter=raising)]
+    stages = [*builtin_stages(), Stage("quiet", _quiet, per_message=True, prefilter=raising)]
     fast, full = _pair(tmp_path, stages, **settings)
     result = fast.govern(history, system=SYSTEM, tools=TOOLS)
     assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
@@ -634,15 +644,9 @@ def test_a_prefilter_raising_on_a_message_the_cut_keeps_skips_its_stage(tmp_path
         i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "user"
     )
     texts = [m.get("content") if isinstance(m, dict) else None for m in history]
-
-    def quiet(messages: list[Any], ctx: StageContext) -> StageOutcome:
-        return StageOutcome.unchanged(messages)
-
-    def quiet_stage(prefilter: Any) -> Stage:
-        return Stage("quiet", quiet, per_message=True, prefilter=prefilter)
-
+    quiet = Stage("quiet", _quiet, per_message=True, prefilter=lambda text: False)
     settings = {"input_limit": 20_000}
-    fast, _ = _pair(tmp_path, [*builtin_stages(), quiet_stage(lambda text: False)], **settings)
+    fast, _ = _pair(tmp_path, [*builtin_stages(), quiet], **settings)
     sent = fast.govern(history, system=SYSTEM, tools=TOOLS)
     # A text sent as it is, from before the newest user message: one the walk read.
     kept = [
@@ -651,17 +655,4 @@ def test_a_prefilter_raising_on_a_message_the_cut_keeps_skips_its_stage(tmp_path
         if type(m.get("content")) is str and texts.count(m["content"]) == 1
     ]
     doomed = next(t for t in kept if texts.index(t) < last_user)
-
-    def raising(text: str) -> bool:
-        if text == doomed:
-            raise RuntimeError("cannot read this one")
-        return False
-
-    fast, full = _pair(tmp_path, [*builtin_stages(), quiet_stage(raising)], **settings)
-    result = fast.govern(history, system=SYSTEM, tools=TOOLS)
-    assert result.messages == full.govern(history, system=SYSTEM, tools=TOOLS).messages
-    entry = result.report.entry("quiet")
-    assert entry is not None and not entry.changed
-    assert entry.details == [
-        "skipped: the stage's prefilter raised RuntimeError: cannot read this one"
-    ]
+    _assert_raising_prefilter_skips_its_stage(tmp_path, history, doomed, settings)
