@@ -46,6 +46,10 @@ _Needle = tuple[str, str]
 _Test = tuple[re.Pattern[str] | None, tuple[_Needle, ...]]
 
 
+#: What `admits` tests behind one gate: per rule, its tests and the earlier gates it is
+#: behind too.
+_Behind = tuple[tuple[tuple[_Test, ...], tuple[str, ...]], ...]
+
 _RANK = {char: index for index, char in enumerate(_FREQUENT)}
 
 
@@ -96,13 +100,13 @@ class Prefilter:
     _heads: frozenset[str]
     #: Rules without conditions: candidates for every text, in rule order.
     _always: tuple[int, ...]
+    #: Rules `admits` need not test: every text that meets all of such a rule's
+    #: conditions meets all of another's (``sk-ant-`` holds ``sk-``), which is tested.
     _implied: frozenset[int] = frozenset()
     #: For `admits`: per gate, in `_gates` order, for each rule behind it that is not
     #: `_implied`, the conditions still to test (as in `_tests`) and the earlier gates it
     #: is behind: a text that holds one of those had the rule tested there already.
-    _behind_gate: tuple[tuple[str, tuple[tuple[tuple[_Test, ...], tuple[str, ...]], ...]], ...] = (
-        attrs.field(init=False, eq=False)
-    )
+    _behind_gate: tuple[tuple[str, _Behind], ...] = attrs.field(init=False, eq=False)
     #: The rules behind each set of gates met so far, in rule order (at most one
     #: entry per subset of the gates: bounded, and filled by the first texts).
     _behind: dict[tuple[str, ...], tuple[int, ...]] = attrs.field(
@@ -110,9 +114,7 @@ class Prefilter:
     )
 
     @_behind_gate.default
-    def _gate_tests(
-        self,
-    ) -> tuple[tuple[str, tuple[tuple[tuple[_Test, ...], tuple[str, ...]], ...]], ...]:
+    def _gate_tests(self) -> tuple[tuple[str, _Behind], ...]:
         behind = {g: sorted(self._admits[g] - self._implied) for g in self._gates}
         return tuple(
             (
