@@ -23,7 +23,7 @@ the wrong kind of message) is ignored and the history is governed whole.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import compress, count, islice, repeat
 from operator import is_, is_not
 from typing import Any
@@ -393,13 +393,11 @@ def _read_back(
     # under reused call ids the nearest namesake before it is theirs, not the oldest one.
     anchor = next(compress(count(), map(is_not, found, repeat(None))), len(found))
     every: dict[str, list[int]] | None = None
-    bound: int = found[anchor] or 0 if anchor < len(found) else (places[-1] + 1 if places else 0)
-    for offset in reversed(range(anchor)):
-        message = body[offset]
-        if _role(message) != "tool":
-            continue
-        position = _by_origin(message, where, origin) if origin is not None else None
-        if position is None and not (added is not None and added(message)):
+    # Those results lie before the first message found, or else before the end of the view.
+    end = places[-1] + 1 if places else 0
+    bound = (found[anchor] or 0) if anchor < len(found) else end
+    for offset, message, position in _to_place(body, reversed(range(anchor)), where, origin, added):
+        if position is None:
             if every is None:
                 every = _results_after(history, places, -1, left_out)
             results = every.get(message.get("tool_call_id"), [])
@@ -409,12 +407,9 @@ def _read_back(
             bound = position
             _take(found, offset, position, message, history, compacted)
     by_call: dict[str, list[int]] | None = None
-    for offset in compress(count(anchor), map(is_, islice(found, anchor, None), repeat(None))):
-        message = body[offset]
-        if _role(message) != "tool":
-            continue
-        position = _by_origin(message, where, origin) if origin is not None else None
-        if position is None and not (added is not None and added(message)):
+    unfound = compress(count(anchor), map(is_, islice(found, anchor, None), repeat(None)))
+    for offset, message, position in _to_place(body, unfound, where, origin, added):
+        if position is None:
             before = offset - 1  # the last one found before it (those before were looked up)
             while found[before] is None:
                 before -= 1
@@ -476,6 +471,22 @@ def _offsets(body: list[Any], ids: set[int] | frozenset[int]) -> list[int]:
 def _first_two(found: list[int | None]) -> list[int]:
     """The offsets of the first two entries of `found` that are not None."""
     return list(islice(compress(count(), map(is_not, found, repeat(None))), 2))
+
+
+def _to_place(
+    body: list[Any],
+    offsets: Iterable[int],
+    where: dict[int, int],
+    origin: Callable[[Any], Any] | None,
+    added: Callable[[Any], bool] | None,
+) -> Iterator[tuple[int, Any, int | None]]:
+    """Of the sent entries at `offsets`, the tool results that stand for one of the history
+    (not one a stage `added`): (offset, result, its history index by `origin` or None)."""
+    for offset in offsets:
+        message = body[offset]
+        if _role(message) != "tool" or (added is not None and added(message)):
+            continue
+        yield offset, message, _by_origin(message, where, origin) if origin is not None else None
 
 
 def _take(

@@ -222,6 +222,8 @@ class Governor:
         ]
         # Per-message stages: stage name -> {id(message): (message, replacement or None, details)}.
         self._memo: dict[str, dict[int, _Remembered]] = {}
+        # `_spares`, per tuple of stage names.
+        self._spares_of: dict[tuple[str, ...], Callable[[str], bool] | None] = {}
         self._tools_memo: tuple[tuple[Any, ...], int] | None = None
         self._system_memo: tuple[str | None, int] = (None, 0)
         self._cut_plan = _CutPlan.of(self._pipeline, self._work) if budget_first else None
@@ -517,8 +519,14 @@ class Governor:
 
         For what the walk reads past the cut watermark and never sends, so nothing is
         remembered. A prefilter that raises makes it False: `through` then runs that
-        stage's prefilter again, and the error is reported as it says.
+        stage's prefilter again, and the error is reported as it says. Built once per
+        set of stages: the pipeline does not change.
         """
+        if names not in self._spares_of:
+            self._spares_of[names] = self._build_spares(names)
+        return self._spares_of[names]
+
+    def _build_spares(self, names: tuple[str, ...]) -> Callable[[str], bool] | None:
         tests = [
             stage.prefilter
             for stage, disabled in self._pipeline
