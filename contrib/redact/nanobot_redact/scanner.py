@@ -21,7 +21,7 @@ from __future__ import annotations
 import functools
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 import attrs
 
@@ -30,7 +30,9 @@ from nanobot_redact.prefilter import Prefilter
 
 __all__ = ["Scanner", "redact_text", "scanner_for"]
 
-_D = frozenset("dD")
+
+def _always(_text: str) -> bool:
+    return True
 
 
 @attrs.frozen
@@ -44,9 +46,21 @@ class Scanner:
     #: Which rules can match a text, built once (from `rules`: not part of equality).
     _prefilter: Prefilter = attrs.field(init=False, eq=False)
 
+    #: Whether the stage could find a secret in a text, wherever in a message it is: the
+    #: stage's prefilter. `could_match`, and true as well of what the stage decodes before
+    #: it scans (JSON arguments with escapes, a ``data:`` URL's payload), whose secrets
+    #: the raw text need not show. One function, asked of every text of a history.
+    could_change: Callable[[str], bool] = attrs.field(init=False, eq=False, repr=False)
+
     @_prefilter.default
     def _build_prefilter(self) -> Prefilter:
         return Prefilter.of(self.rules)
+
+    @could_change.default
+    def _build_could_change(self) -> Callable[[str], bool]:
+        if self.extras:
+            return _always  # an extra pattern runs on every text
+        return self._prefilter.test(holding=("\\",), data_url=self.images)
 
     @classmethod
     def of(cls, patterns: Iterable[SecretPattern], *, images: bool = True) -> Scanner:
@@ -90,20 +104,6 @@ class Scanner:
     def could_match(self, text: str) -> bool:
         """Whether any pattern could find a secret in `text` (False: `redact` would find none)."""
         return bool(self.extras) or self._prefilter.admits(text)
-
-    def could_change(self, text: str) -> bool:
-        """Whether the stage could find a secret in `text`, wherever in a message it is.
-
-        The stage's prefilter: `could_match`, and true as well of what the stage
-        decodes before it scans (JSON arguments with escapes, a ``data:`` URL's
-        payload), whose secrets the raw text need not show.
-        """
-        if "\\" in text:
-            return True
-        # A slice and a lower-casing only for a text that starts as "data:" can.
-        if self.images and text[:1] in _D and text[:5].lower() == "data:":
-            return True
-        return self.could_match(text)
 
     def _next(self, index: int, text: str, position: int) -> re.Match[str] | None:
         rule = self.rules[index]

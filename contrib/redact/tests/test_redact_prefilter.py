@@ -221,3 +221,43 @@ def test_a_rule_behind_two_gates_is_tested_once_per_text() -> None:
     assert not prefilter.admits(text)
     assert asked.count("k") == asked.count("K") == 1  # each needle's rarest character
     assert prefilter.admits("key=1") and prefilter.admits("KEY:1")
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(
+    st.sets(st.integers(0, len(DEFAULT_PATTERNS) - 1)),
+    st.booleans(),
+    st.one_of(texts_with_secrets(), FILLER, FILLER.map(lambda text: "Data:" + text)),
+)
+def test_the_written_out_prefilter_of_any_choice_of_rules_agrees_with_the_candidates(
+    chosen: set[int], images: bool, text: str
+) -> None:
+    """The stage's one-function prefilter is true exactly when the tables say it must be."""
+    scanner = Scanner(tuple(DEFAULT_PATTERNS[i] for i in sorted(chosen)), images=images)
+    decoded = "\\" in text or (images and text[:5].lower() == "data:")
+    expected = decoded or bool(scanner._prefilter.candidates(text))
+    assert scanner.could_change(text) is expected
+    assert scanner._prefilter.admits(text) is bool(scanner._prefilter.candidates(text))
+
+
+def test_substrings_that_need_escaping_are_written_out_as_themselves() -> None:
+    """Quotes, backslashes, line breaks and braces in a rule's substrings test just those."""
+    odd = "'\"\\\n{x}"
+    rule = Rule.of("odd", re.escape(odd) + r"\w+", odd, ("?'", '"?'))
+    prefilter = Prefilter.of([rule])
+    source = prefilter._admits_source()
+    assert repr(odd) in source
+    for text in (odd + "a ?'", odd + 'b "?', odd, "?' \"?", "'\"\\ {x}?'", ""):
+        assert prefilter.admits(text) is bool(prefilter.candidates(text)), text
+    assert prefilter.admits(f"see {odd}1 ?'")
+    assert not prefilter.admits("'\"\\\n{y} ?'")
+
+
+def test_a_scanner_with_extra_patterns_asks_its_stage_about_every_text() -> None:
+    """An extra pattern from config has no conditions: the stage's prefilter passes all."""
+    from nanobot_redact.patterns import SecretPattern
+
+    scanner = Scanner(DEFAULT_PATTERNS, (SecretPattern.compile("ticket", r"TKT-\d+"),))
+    assert scanner.could_change("plain words")
+    assert scanner.could_change("")
+    assert not Scanner(DEFAULT_PATTERNS).could_change("plain words")
