@@ -124,44 +124,16 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-class _Verdicts:
-    """Arguments strings already judged, keyed by the string itself.
-
-    An agent loop governs the same history again every round, and the strings
-    are shared between rounds. Bounded in entries and in characters, so the
-    memo never pins much memory.
-    """
-
-    def __init__(self, entries: int = 50_000, chars: int = 20_000_000) -> None:
-        self._known: dict[str, bool] = {}
-        self._chars = 0
-        self._max_entries = entries
-        self._max_chars = chars
-        # The look-up itself, bound once: it runs for every call of every survey.
-        self.get = self._known.get
-
-    def put(self, text: str, verdict: bool) -> None:
-        if len(self._known) >= self._max_entries or self._chars >= self._max_chars:
-            self._known.clear()
-            self._chars = 0
-        self._known[text] = verdict
-        self._chars += len(text)
-
-
-_VERDICTS = _Verdicts()
-_known_verdict = _VERDICTS.get
+# Built once: json.loads with any option builds a new decoder on every call, which costs
+# more than decoding a short arguments string does.
+_STRICT = json.JSONDecoder(parse_constant=_reject_constant)
 
 
 def arguments_ok(arguments: Any) -> bool:
     """Whether `arguments` is a string holding a strict JSON object (no NaN or Infinity)."""
     if type(arguments) is not str:
         return False
-    known = _known_verdict(arguments)
-    if known is not None:
-        return known
     try:
-        verdict = isinstance(json.loads(arguments, parse_constant=_reject_constant), dict)
+        return isinstance(_STRICT.decode(arguments), dict)
     except (ValueError, RecursionError):
-        verdict = False
-    _VERDICTS.put(arguments, verdict)
-    return verdict
+        return False

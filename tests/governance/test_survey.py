@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nanobot_core.governance.checks import arguments_ok
 from nanobot_core.governance.survey import Defect, FactsCache, survey_messages
 from tests.governance.builders import call, calls, result, say, system, turn, user
 from tests.governance.strategies import DirtyRequest, dirty_requests
@@ -108,3 +110,59 @@ def test_a_list_that_does_not_start_with_the_known_one_is_not_carried_over() -> 
     facts.extend(changed, listing)
     assert facts.registered(changed) is None
     assert facts.survey(changed).has(Defect.UNANSWERED_CALLS)
+
+
+def _strict_object(text: str) -> bool:
+    """The oracle: json.loads with NaN and Infinity refused gives a dict."""
+
+    def refuse(name: str) -> Any:
+        raise ValueError(name)
+
+    try:
+        return isinstance(json.loads(text, parse_constant=refuse), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+_JSON_BITS = st.sampled_from(
+    [
+        '{"a": 1}',
+        "{",
+        "}",
+        "[",
+        "]",
+        '"',
+        ":",
+        ",",
+        " ",
+        "NaN",
+        "Infinity",
+        "-Infinity",
+        "1e5",
+        "\ufeff",
+        "\\u0000",
+        "null",
+        "true",
+        '"k"',
+        "{}",
+        "[]",
+        "\n",
+    ]
+)
+
+
+@settings(derandomize=True, deadline=None, max_examples=500)
+@given(st.one_of(st.lists(_JSON_BITS, max_size=8).map("".join), st.text(max_size=20)))
+def test_arguments_are_judged_as_json_loads_judges_them(text: str) -> None:
+    """A call's arguments are well formed exactly when json.loads reads a strict object."""
+    assert arguments_ok(text) is _strict_object(text)
+
+
+def test_a_byte_order_mark_or_a_constant_makes_arguments_malformed() -> None:
+    """A leading byte order mark, NaN or trailing data is refused; a bare object is not."""
+    assert arguments_ok('{"path": "a.py"}')
+    assert not arguments_ok('\ufeff{"path": "a.py"}')
+    assert not arguments_ok('{"n": NaN}')
+    assert not arguments_ok('{"n": 1} {}')
+    assert not arguments_ok("[1]")
+    assert not arguments_ok(None)

@@ -48,25 +48,13 @@ def compact_notice(tool: str | None, content: Any) -> str:
     return f'{_plain_notice(tool, len(text))} The full result is saved: read_file(path="{path}").'
 
 
-# Notices without a path, by (tool, characters): an agent compacts the same results turn
-# after turn. Bounded: cleared when full.
-_NOTICES: dict[tuple[str | None, int | None], str] = {}
-_NOTICES_KEPT = 8192
-
-
 def _plain_notice(tool: str | None, chars: int | None) -> str:
-    notice = _NOTICES.get((tool, chars))
-    if notice is None:
-        size = f"{chars} characters" if chars is not None else "non-text content"
-        source = f"{tool!r}" if tool else "the tool"
-        notice = (
-            f"{COMPACT_PREFIX}: {source} returned {size}. Call it again with narrower "
-            "arguments if you still need it.]"
-        )
-        if len(_NOTICES) >= _NOTICES_KEPT:
-            _NOTICES.clear()
-        _NOTICES[tool, chars] = notice
-    return notice
+    size = f"{chars} characters" if chars is not None else "non-text content"
+    source = f"{tool!r}" if tool else "the tool"
+    return (
+        f"{COMPACT_PREFIX}: {source} returned {size}. Call it again with narrower "
+        "arguments if you still need it.]"
+    )
 
 
 def _candidates(messages: list[Any], ctx: StageContext) -> list[tuple[int, int, str | None]]:
