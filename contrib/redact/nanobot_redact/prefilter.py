@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from itertools import count
 from typing import Any, cast
 
 import attrs
@@ -216,13 +217,12 @@ class Prefilter:
         lines += [f"    if {needle!r} in text: return True" for needle in holding]
         if data_url:
             lines.append("    if text[:1] in 'dD' and text[:5].lower() == 'data:': return True")
-        names = iter(range(len(self._patterns())))
+        names = count()  # the patterns' places in `_patterns`, in the order met below
         for gate_, behind in self._behind_gate:
             if not behind:
                 continue  # every rule behind it is implied by one tested elsewhere
             lines.append(f"    if {gate_!r} in text:")
             for tests, earlier in behind:
-                # Each pattern is named by its place in `_patterns`, which walks the same order.
                 condition = " and ".join(_expression(t, names, gate_) for t in tests) or "True"
                 if earlier:
                     ruled_out = " or ".join(f"{e!r} in text" for e in earlier)
