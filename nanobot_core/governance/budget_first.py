@@ -223,7 +223,7 @@ def _bound_exceeded(
 def _beyond_low(
     messages: Sequence[Any],
     start: int,
-    index: int,
+    first: int,
     total: int,
     room: int,
     ctx: StageContext,
@@ -247,9 +247,14 @@ def _beyond_low(
     # `_plain_facts` says, worked out here and not remembered: the walk is all that reads them.
     plain = not patterns and ctx.facts.estimate
     spares = low.spares
-    while index >= start:
+    # Whether the message after the one read is a user message: the walk goes back, so
+    # that message was read just before, and a user message's neighbours are one look back.
+    next_user = first + 1 < len(messages) and _is_user(messages[first + 1])
+    for index in range(first, start - 1, -1):
         message = messages[index]
         role = message.get("role") if type(message) is dict else None
+        later_user = next_user
+        next_user = role == "user" or (role is None and _is_user(message))
         if plain and (role == "user" or role == "assistant") and len(message) == 2:
             content = message.get("content")
             if (
@@ -262,7 +267,7 @@ def _beyond_low(
                 )
             ):
                 if role == "user" and content:
-                    if _next_to_user(messages, index):
+                    if later_user or (index > 0 and _is_user(messages[index - 1])):
                         kept[index] = total  # merged with its neighbour: counts nothing
                     else:
                         total += PLAIN_USER + ((len(content) + 3) >> 2)
@@ -270,14 +275,12 @@ def _beyond_low(
                         if total > room:
                             low.total = total
                             return index
-                    index -= 1
                     continue
                 if role == "assistant" and "[" not in content:
                     total += PLAIN_ASSISTANT + ((len(content) + 3) >> 2)
                     if total > room:
                         low.total = total
                         return index
-                    index -= 1
                     continue
         if role == "user" or (role == "assistant" and message.get("tool_calls") is None):
             fact = of(message)
@@ -297,7 +300,6 @@ def _beyond_low(
             if total > room:
                 low.total = total
                 return index
-        index -= 1
     return None
 
 

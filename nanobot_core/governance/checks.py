@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from nanobot_core.governance.messages import call_name, content_text
@@ -129,11 +129,21 @@ def _reject_constant(name: str) -> Any:
 _STRICT = json.JSONDecoder(parse_constant=_reject_constant)
 
 
+# The decoder's scanner, called directly for a string that opens an object: it skips
+# `decode`'s two whitespace matches and its extra-data check, which is most of the
+# cost of a short arguments string. Only JSON whitespace may follow the object.
+_SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = _STRICT.scan_once  # type: ignore[attr-defined]
+_JSON_WHITESPACE = " \t\n\r"
+
+
 def arguments_ok(arguments: Any) -> bool:
     """Whether `arguments` is a string holding a strict JSON object (no NaN or Infinity)."""
     if type(arguments) is not str:
         return False
     try:
+        if arguments[:1] == "{":
+            end = _SCAN_ONCE(arguments, 0)[1]
+            return end == len(arguments) or not arguments[end:].strip(_JSON_WHITESPACE)
         return isinstance(_STRICT.decode(arguments), dict)
-    except (ValueError, RecursionError):
+    except (ValueError, RecursionError, StopIteration):
         return False

@@ -484,9 +484,19 @@ def _to_place(
     (not one a stage `added`): (offset, result, its history index by `origin` or None)."""
     for offset in offsets:
         message = body[offset]
-        if _role(message) != "tool" or (added is not None and added(message)):
+        if _role(message) != "tool":
             continue
-        yield offset, message, _by_origin(message, where, origin) if origin is not None else None
+        # A message made from another was not added: ask `origin` first, and `added` only
+        # of the messages no stage made. Most are one replacement away from the history.
+        made_from = origin(message) if origin is not None else None
+        if made_from is None:
+            if added is None or not added(message):
+                yield offset, message, None
+            continue
+        position = where.get(id(made_from))
+        if position is None and origin is not None:
+            position = _by_origin(message, where, origin)
+        yield offset, message, position
 
 
 def _take(

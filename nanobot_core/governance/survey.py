@@ -453,7 +453,9 @@ class Listing:
             rest = known[start:] if start else known
             if rest:
                 tokens += sum(map(_TOKENS, rest))
-                defects |= reduce(or_, map(_DEFECTS, rest))
+                # Most entries have no defect: OR only the distinct values, when any is set.
+                if any(map(_DEFECTS, rest)):
+                    defects |= reduce(or_, set(map(_DEFECTS, rest)))
                 largest = max(largest, max(map(_RESULT_CHARS, rest)))
             self._sums = (tokens, defects, largest)
         return self._sums
@@ -539,7 +541,7 @@ class FactsCache:
         """
         changed = dict.copy(message)  # a plain dict, keys in order: faster than {**message}
         changed["content"] = content
-        self.made_from(changed, message)
+        self._origins[id(changed)] = (changed, message)  # made_from, inlined: called per result
         known = known or self.of(message)
         old = message.get("content")
         if (

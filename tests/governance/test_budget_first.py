@@ -656,3 +656,27 @@ def test_a_prefilter_raising_on_a_message_the_cut_keeps_skips_its_stage(tmp_path
     ]
     doomed = next(t for t in kept if texts.index(t) < last_user)
     _assert_raising_prefilter_skips_its_stage(tmp_path, history, doomed, settings)
+
+
+def test_past_the_cut_watermark_a_user_message_next_to_another_counts_nothing() -> None:
+    """Past the cut watermark, the shortcut for plain texts counts merged user messages as the
+    full walk does: nothing for each of two user messages in a row."""
+    history: list[Any] = []
+    for turn in range(600):
+        history.append({"role": "user", "content": f"question {turn} " + "q" * 200})
+        if turn % 3 == 0:
+            history.append({"role": "user", "content": f"and also {turn} " + "u" * (300 + turn)})
+        history.append({"role": "assistant", "content": f"answer {turn} " + "a" * 150})
+    history.append({"role": "user", "content": "The newest question."})
+    governor = build_governor(GovernanceConfig(input_limit=20_000))
+    ctx = StageContext(budget=governor.budget, config=governor.config)
+    dropped = early_drops(placeholders=True, non_messages=True, patterns=())
+    # A placeholder pattern no text holds turns the shortcut off: every message is counted
+    # through its facts, neighbours looked up both ways.
+    full = find_cut(
+        history, ctx, patterns=("[no such placeholder]",), dropped_early=dropped, watermark=True
+    )
+    plain = find_cut(history, ctx, dropped_early=dropped, watermark=True)
+    assert full is not None and plain is not None
+    assert full.floor > 0, "the walk went past the cut watermark"
+    assert (plain.start, plain.stop, plain.floor) == (full.start, full.stop, full.floor)

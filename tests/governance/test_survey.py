@@ -147,6 +147,10 @@ _JSON_BITS = st.sampled_from(
         "{}",
         "[]",
         "\n",
+        "\t",
+        "\r",
+        "\x0c",
+        "\u00a0",
     ]
 )
 
@@ -166,3 +170,11 @@ def test_a_byte_order_mark_or_a_constant_makes_arguments_malformed() -> None:
     assert not arguments_ok('{"n": 1} {}')
     assert not arguments_ok("[1]")
     assert not arguments_ok(None)
+
+
+def test_only_json_whitespace_may_follow_an_object() -> None:
+    """Spaces, tabs and line breaks may trail an object; a form feed or no-break space may not."""
+    assert arguments_ok('{"a": 1} \t\r\n')
+    assert not arguments_ok('{"a": 1}\x0c')
+    assert not arguments_ok('{"a": 1}\u00a0')
+    assert not arguments_ok('{"a": 1}\u2028')

@@ -20,12 +20,15 @@ default: every tool), ``clear_at_least`` (tokens; default 0).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from itertools import compress, count, repeat
+from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from nanobot_core.governance.messages import CallNames, content_text
 from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX, offloaded_path
-from nanobot_core.governance.survey import Kind
+from nanobot_core.governance.survey import Kind, MessageFacts
 from nanobot_core.governance.watermark import low_watermark_tokens
 
 if TYPE_CHECKING:
@@ -35,6 +38,9 @@ __all__ = ["COMPACT_PREFIX", "DEFAULT_KEEP", "compact_notice", "compact_results"
 
 COMPACT_PREFIX = "[Tool result compacted to save context"
 DEFAULT_KEEP = 3
+
+# A message's kind, the fourth of its facts.
+_KIND = itemgetter(3)
 
 
 def compact_notice(tool: str | None, content: Any) -> str:
@@ -57,17 +63,20 @@ def _plain_notice(tool: str | None, chars: int | None) -> str:
     )
 
 
-def _candidates(messages: list[Any], ctx: StageContext) -> list[tuple[int, int, str | None]]:
-    """(minus tokens, index, tool name) of every result that may be compacted, oldest first."""
+def _candidates(
+    messages: list[Any], ctx: StageContext, known: list[MessageFacts]
+) -> Iterator[tuple[int, int, str | None, str | None]]:
+    """(minus tokens, index, tool name, text) of each result that may be compacted, oldest first.
+
+    A generator: compaction usually stops after the first few results, so the
+    names and texts of the rest are never worked out.
+    """
     keep = max(0, int(ctx.option("keep", DEFAULT_KEEP)))
     excluded = set(ctx.option("exclude_tools", ()))
     only = ctx.option("tools", None)
     allowed = set(only) if only is not None else None
-    known = ctx.facts.aligned(messages)
-    tool = Kind.TOOL
-    results = [i for i, fact in enumerate(known) if fact[3] == tool]
+    results = list(compress(count(), map(eq, map(_KIND, known), repeat(Kind.TOOL))))
     call_names = CallNames(messages)
-    found = []
     for index in results[: len(results) - keep] if keep else results:
         message = messages[index]
         name = message.get("name")
@@ -79,8 +88,7 @@ def _candidates(messages: list[Any], ctx: StageContext) -> list[tuple[int, int, 
         text = content if type(content) is str else content_text(content)
         if text is not None and text.startswith(COMPACT_PREFIX):
             continue
-        found.append((-known[index][1], index, name))
-    return found
+        yield -known[index][1], index, name, text
 
 
 def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
@@ -96,11 +104,10 @@ def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
     replaced = list(known)
     details: list[str] = []
     cleared = 0
-    for minus_tokens, index, name in _candidates(messages, ctx):
+    for minus_tokens, index, name, text in _candidates(messages, ctx, known):
         if excess <= 0 and cleared >= clear_at_least:
             break
-        message = messages[index]
-        compacted = replace(message, compact_notice(name, message.get("content")), known[index])
+        compacted = replace(messages[index], compact_notice(name, text), known[index])
         saved = -minus_tokens - compacted[1]
         if saved <= 0:
             continue
