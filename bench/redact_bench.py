@@ -30,7 +30,7 @@ from typing import Any
 
 from histories import SYSTEM_PROMPT, TOOL_DEFINITIONS, generate_history, json_size
 from report import Measured, Row
-from stats import summarize
+from stats import paired_ratio, summarize
 
 REDACT_SOURCE = Path(__file__).resolve().parent.parent / "contrib" / "redact"
 MB = 1_000_000
@@ -187,7 +187,7 @@ def governance_row(histories: Sequence[tuple[int, str]], rounds: int) -> Row:
 
     noop = Stage("bench_noop", lambda messages, ctx: messages)
     notes = []
-    first: tuple[Any, Any] | None = None
+    first: tuple[Any, Any, float] | None = None
     with tempfile.TemporaryDirectory() as scratch:
         workspace = Path(scratch)
         redact = redact_stage(workspace)
@@ -199,16 +199,17 @@ def governance_row(histories: Sequence[tuple[int, str]], rounds: int) -> Row:
                 for side, stage in order if index % 2 == 0 else order[::-1]:
                     seconds[side].append(_govern_seconds(text, stage, workspace) * 1000)
             with_redact, without = summarize(seconds["redact"]), summarize(seconds["noop"])
+            paired = paired_ratio(seconds["redact"], seconds["noop"])
             notes.append(
                 f"{size:,} messages ({json_size(json.loads(text)) / MB:.1f} MB): with "
                 f"redact_secrets {with_redact.median:.1f} ms, with the no-op stage "
-                f"{without.median:.1f} ms, x{with_redact.median / without.median:.2f}"
+                f"{without.median:.1f} ms, x{paired:.2f} (ratio of the medians "
+                f"x{with_redact.median / without.median:.2f})"
             )
             if first is None:
-                first = (with_redact, without)
+                first = (with_redact, without, paired)
     assert first is not None
-    with_redact, without = first
-    ratio = with_redact.median / without.median
+    with_redact, without, ratio = first
     return Row(
         benchmark="Redaction: governing with redact_secrets",
         ours=Measured("Governor.govern with redact_secrets", with_redact, "ms"),
@@ -218,7 +219,8 @@ def governance_row(histories: Sequence[tuple[int, str]], rounds: int) -> Row:
         target="<= 1.5x",
         passed=ratio <= 1.5,
         notes=[
-            f"{rounds} rounds alternating the two sides, CPU time; each sample builds a fresh "
+            f"{rounds} rounds alternating the two sides, CPU time, the ratio the median of the "
+            "ratios of the pairs of one round; each sample builds a fresh "
             "governor "
             "(built-in stages plus the one third-party stage) and decodes the history afresh. "
             "Same settings as the governance benchmark (128,000-token window).",

@@ -26,13 +26,14 @@ from typing import Any
 from drivers_run import run_driver
 from envs import VirtualEnv
 from report import Measured, Row
-from stats import summarize
+from stats import paired_ratio, summarize
 
 DRIVER = "governance_sessions.py"
 SESSION_MESSAGES = 5_000
 WINDOWS = (32_000, 128_000)
-#: Rounds of the whole-history benchmarks: each side runs once per round, in turn.
-ROUNDS = 3
+#: Rounds of the whole-history benchmarks: each side runs once per round, in turn. Six,
+#: because on a shared machine a slow spell of a minute can take one of three rounds.
+ROUNDS = 6
 #: Our sides of the whole-history benchmarks at 10,000 messages, measured in one process.
 OUR_SIDES = ("ours-stage", "ours-redact", "ours", "ours-copy")
 #: The driver's ``--history`` values, and how a row names each.
@@ -112,19 +113,21 @@ def _plugin_stage_rows(ai_env: VirtualEnv, reps: int, history: str) -> list[Row]
         )
     )
     with_redact = _ms(redact, "redact_secrets")
+    redact_ratio = paired_ratio(redact, stage[10_000])
     rows.append(
         Row(
             f"govern 10,000 messages with redact_secrets, {named}",
             with_redact,
-            with_redact.summary.median / small,
+            redact_ratio,
             "redact / no-op stage",
             "≤ 1.5×",
-            with_redact.summary.median / small <= 1.5,
+            redact_ratio <= 1.5,
             _ms(stage[10_000], "no-op stage"),
+            notes=[_paired_note(len(redact), with_redact.summary.median / small)],
         )
     )
     copy, alone = _ms(copied, "renamed copy"), _ms(builtin_only, "built-in stages")
-    ratio = copy.summary.median / alone.summary.median
+    ratio = paired_ratio(copied, builtin_only)
     rows.append(
         Row(
             f"govern 10,000 messages with a built-in replaced by its renamed copy, {named}",
@@ -137,11 +140,19 @@ def _plugin_stage_rows(ai_env: VirtualEnv, reps: int, history: str) -> list[Row]
             notes=[
                 "the copy (sanitize_content under another name, the same declarations) comes "
                 f"from a plugin and the built-in is disabled; {ROUNDS} rounds, the two "
-                "sides sample by sample in one process"
+                "sides sample by sample in one process",
+                _paired_note(len(copied), copy.summary.median / alone.summary.median),
             ],
         )
     )
     return rows
+
+
+def _paired_note(pairs: int, of_medians: float) -> str:
+    return (
+        f"the ratio is the median of {pairs} ratios of samples taken in turn in one process "
+        f"(the ratio of the two medians: {of_medians:.2f}x)"
+    )
 
 
 def session_rows(ai_env: VirtualEnv) -> list[Row]:

@@ -38,3 +38,11 @@ def summarize(samples: Sequence[float]) -> Summary:
 def ratio(ours: Summary, theirs: Summary) -> float:
     """Ours over theirs, by medians (below 1 means ours is faster)."""
     return ours.median / theirs.median if theirs.median else float("inf")
+
+
+def paired_ratio(ours: Sequence[float], theirs: Sequence[float]) -> float:
+    """The median of ours[i] / theirs[i]: for sides sampled in turn, a slow spell cancels out."""
+    if not ours or len(ours) != len(theirs):
+        sizes = f"{len(ours)} and {len(theirs)}"
+        raise ValueError(f"paired samples need equal, non-empty series, not {sizes}")
+    return statistics.median(a / b for a, b in zip(ours, theirs, strict=True))
