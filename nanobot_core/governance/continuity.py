@@ -23,7 +23,7 @@ the wrong kind of message) is ignored and the history is governed whole.
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import compress, count, islice, repeat
 from operator import is_, is_not
 from typing import Any
@@ -41,6 +41,7 @@ from nanobot_core.governance.stages.compact import COMPACT_PREFIX, compact_notic
 from nanobot_core.governance.stages.offload import offload_notice
 from nanobot_core.governance.stages.snip import left_out_steps, with_steps_notice
 from nanobot_core.governance.store import ResultStore
+from nanobot_core.governance.survey import Origins
 
 __all__ = ["META_KIND", "Continuity", "GovernanceState", "Prefix", "latest_state"]
 
@@ -177,7 +178,9 @@ class Continuity:
     """The state of one session's governor and the last request it sent."""
 
     def __init__(self) -> None:
-        self.state = GovernanceState()
+        self._state = GovernanceState()
+        # The read-back of a first call, not done yet: see `learn`.
+        self._coming: ReadBack | None = None
         self._sent: list[Any] | None = None
         self._seen: list[Any] | None = None  # the history of the last call
         self._compacted: dict[int, tuple[Any, dict[str, Any]]] = {}
@@ -186,6 +189,23 @@ class Continuity:
         self._history: list[Any] = []  # the history of the current call, as `view` took it
         # The last view: (its decisions, the history length, the view, its positions).
         self._last_view: tuple[tuple[Any, ...], int, list[Any], list[int]] | None = None
+
+    @property
+    def state(self) -> GovernanceState:
+        """The decisions of the last call (read back now if that was put off)."""
+        if self._coming is not None:
+            self._state = self._coming()
+            self._coming = None
+        return self._state
+
+    @state.setter
+    def state(self, state: GovernanceState) -> None:
+        self._state = state
+        self._coming = None
+
+    def result_state(self) -> GovernanceState | ReadBack:
+        """What the result of the last call holds as its state: itself, or its read-back."""
+        return self._coming if self._coming is not None else self._state
 
     def restore(self, state: GovernanceState | None) -> None:
         """Continue from `state` (recorded by an earlier process); None starts afresh."""
@@ -327,21 +347,41 @@ class Continuity:
         *,
         budget_acted: bool,
         left_out: tuple[int, int] | None = None,
-        origin: Callable[[Any], Any] | None = None,
-        added: Callable[[Any], bool] | None = None,
+        origins: Origins | None = None,
     ) -> Prefix:
         """Remember what `sent` decided and say whether the previous request's prefix was kept.
 
         `left_out`: the view entries ``view[start:stop]`` the stages were never
-        handed (the budget-first cut), which `sent` cannot hold. `origin` tells,
-        of a message a stage made in place of another, which one that was (None
-        when it does not know); `added`, whether a stage added it (it stands for
-        no message of the history).
+        handed (the budget-first cut), which `sent` cannot hold. `origins` tell,
+        of a message a stage made in place of another, which one that was, and
+        whether a stage added it (it stands for no message of the history).
+
+        On a first call (nothing was sent before) the prefix says so whatever
+        was decided, so the decisions are read back only when they are first
+        asked for (`state`, the result's state, the next call): a caller that
+        governs each history once with a new governor never pays for them.
+        What they are read from is kept as it is now: the history and the
+        messages sent as lists of their own, the origins as taken here.
         """
         previous, before = self._sent, self.state
+        seen = list(self._history if len(self._history) == len(history) else history)
         if budget_acted:
             copies = {id(copy) for _, copy in self._compacted.values()}
-            self.state = _read_back(history, view, positions, sent, copies, left_out, origin, added)
+            shown = seen if view is history or view is self._history else view
+            read_back = ReadBack(
+                seen,
+                shown,
+                positions,
+                list(sent),
+                copies,
+                left_out,
+                origins.origin if origins is not None else None,
+                origins.added if origins is not None else None,
+            )
+            if previous is None:
+                self._state, self._coming = before, read_back
+            else:
+                self.state = read_back()
         else:
             self.state = (
                 before
@@ -351,8 +391,26 @@ class Continuity:
                 )
             )
         self._sent = sent
-        self._seen = list(self._history if len(self._history) == len(history) else history)
+        self._seen = seen
+        if previous is None:
+            return FIRST_CALL
         return _compare(previous, sent, before, self.state)
+
+
+class ReadBack:
+    """The decisions a call's messages embody, read back when first asked for (then kept)."""
+
+    __slots__ = ("_args", "_state")
+
+    def __init__(self, *args: Any) -> None:
+        self._args: tuple[Any, ...] = args  # those of `_read_back`, as learn was handed them
+        self._state: GovernanceState | None = None
+
+    def __call__(self) -> GovernanceState:
+        if self._state is None:
+            self._state = _read_back(*self._args)
+            self._args = ()
+        return self._state
 
 
 def _read_back(
@@ -392,36 +450,59 @@ def _read_back(
     # found after them, newest first: a request is the newest part of the history, so
     # under reused call ids the nearest namesake before it is theirs, not the oldest one.
     anchor = next(compress(count(), map(is_not, found, repeat(None))), len(found))
-    every: dict[str, list[int]] | None = None
     # Those results lie before the first message found, or else before the end of the view.
     end = places[-1] + 1 if places else 0
+    every: dict[str, list[int]] | None = None
+    # The nearest result placed after the one looked up bounds it: followed down from the
+    # anchor as the offsets go down, so that the walk is linear however many stay unplaced.
     bound = (found[anchor] or 0) if anchor < len(found) else end
-    for offset, message, position in _to_place(body, reversed(range(anchor)), where, origin, added):
-        if position is None:
-            if every is None:
-                every = _results_after(history, places, -1, left_out)
-            results = every.get(message.get("tool_call_id"), [])
-            at = bisect_left(results, bound) - 1
-            position = results[at] if at >= 0 else None
-        if position is not None:
-            bound = position
-            _take(found, offset, position, message, history, compacted)
+    below = anchor  # the offsets from here on were looked at for `bound`
+
+    def nearest_before(offset: int, message: Any) -> int | None:
+        nonlocal every, bound, below
+        for k in range(below - 1, offset, -1):
+            placed = found[k]
+            if placed is not None:
+                bound = placed
+        below = offset + 1
+        if every is None:
+            every = _results_after(history, places, -1, left_out)
+        results = every.get(message.get("tool_call_id"), [])
+        at = bisect_left(results, bound) - 1
+        return results[at] if at >= 0 else None
+
+    _place(
+        body,
+        reversed(range(anchor)),
+        where,
+        origin,
+        added,
+        found,
+        history,
+        compacted,
+        nearest_before,
+    )
     by_call: dict[str, list[int]] | None = None
+    # The last message found before the one looked up: followed up as the offsets go up.
+    last = found[anchor] if anchor < len(found) else None
+    above = anchor  # the offsets before this were looked at for `last`
+
+    def first_after(offset: int, message: Any) -> int | None:
+        nonlocal by_call, last, above
+        for k in range(above, offset):
+            placed = found[k]
+            if placed is not None:
+                last = placed
+        above = offset
+        assert last is not None  # the anchor is found, and comes before
+        if by_call is None:
+            by_call = _results_after(history, places, last, left_out)
+        results = by_call.get(message.get("tool_call_id"), [])
+        at = bisect_right(results, last)
+        return results[at] if at < len(results) else None
+
     unfound = compress(count(anchor), map(is_, islice(found, anchor, None), repeat(None)))
-    for offset, message, position in _to_place(body, unfound, where, origin, added):
-        if position is None:
-            before = offset - 1  # the last one found before it (those before were looked up)
-            while found[before] is None:
-                before -= 1
-            last = found[before]
-            assert last is not None
-            if by_call is None:
-                by_call = _results_after(history, places, last, left_out)
-            results = by_call.get(message.get("tool_call_id"), [])
-            at = bisect_right(results, last)
-            position = results[at] if at < len(results) else None
-        if position is not None:
-            _take(found, offset, position, message, history, compacted)
+    _place(body, unfound, where, origin, added, found, history, compacted, first_after)
     mapped = [(k, found[k] or 0) for k in _first_two(found)]
     if not mapped:
         return GovernanceState(0, None, compacted, len(history))
@@ -473,47 +554,50 @@ def _first_two(found: list[int | None]) -> list[int]:
     return list(islice(compress(count(), map(is_not, found, repeat(None))), 2))
 
 
-def _to_place(
+def _place(
     body: list[Any],
     offsets: Iterable[int],
     where: dict[int, int],
     origin: Callable[[Any], Any] | None,
     added: Callable[[Any], bool] | None,
-) -> Iterator[tuple[int, Any, int | None]]:
-    """Of the sent entries at `offsets`, the tool results that stand for one of the history
-    (not one a stage `added`): (offset, result, its history index by `origin` or None)."""
+    found: list[int | None],
+    history: list[Any],
+    compacted: list[int | None],
+    lookup: Callable[[int, Any], int | None],
+) -> None:
+    """Place the sent tool results at `offsets` (in that order) that stand for one of the
+    history: by the message `origin` says each was made from, else by `lookup` (offset,
+    result), but not one a stage `added`. Each placed is recorded in `found`, and in
+    `compacted` when it was sent compacted and its history message is not.
+
+    One loop with no call on the common path (a result one replacement away from
+    the history): it runs for every result a compaction rewrote.
+    """
     for offset in offsets:
         message = body[offset]
-        if _role(message) != "tool":
+        if not isinstance(message, dict) or message.get("role") != "tool":
             continue
         # A message made from another was not added: ask `origin` first, and `added` only
         # of the messages no stage made. Most are one replacement away from the history.
         made_from = origin(message) if origin is not None else None
         if made_from is None:
-            if added is None or not added(message):
-                yield offset, message, None
+            if added is not None and added(message):
+                continue
+            position = lookup(offset, message)
+        else:
+            position = where.get(id(made_from))
+            if position is None and origin is not None:
+                position = _by_origin(message, where, origin)
+            if position is None:
+                position = lookup(offset, message)
+        if position is None:
             continue
-        position = where.get(id(made_from))
-        if position is None and origin is not None:
-            position = _by_origin(message, where, origin)
-        yield offset, message, position
-
-
-def _take(
-    found: list[int | None],
-    offset: int,
-    position: int,
-    message: Any,
-    history: list[Any],
-    compacted: list[int | None],
-) -> None:
-    """Record that the sent result at `offset` is history index `position` (and if compacted)."""
-    found[offset] = position
-    text = message.get("content")
-    if type(text) is str and text.startswith(COMPACT_PREFIX):
-        original = history[position].get("content")
-        if not (type(original) is str and original.startswith(COMPACT_PREFIX)):
-            compacted.append(position)
+        found[offset] = position
+        text = message.get("content")
+        if type(text) is str and text.startswith(COMPACT_PREFIX):
+            original = history[position].get("content")
+            if not (type(original) is str and original.startswith(COMPACT_PREFIX)):
+                compacted.append(position)
 
 
 def _results_after(

@@ -50,7 +50,13 @@ from nanobot_core.governance.anthropic import (
 )
 from nanobot_core.governance.budget_first import HistoryCut, early_drops, find_cut
 from nanobot_core.governance.clean import clean_tokens
-from nanobot_core.governance.continuity import FIRST_CALL, Continuity, GovernanceState, Prefix
+from nanobot_core.governance.continuity import (
+    FIRST_CALL,
+    Continuity,
+    GovernanceState,
+    Prefix,
+    ReadBack,
+)
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
 from nanobot_core.governance.messages import any_text_passes, container_copy
 from nanobot_core.governance.ordering import place_stages
@@ -148,13 +154,28 @@ class GovernanceResult:
     fits: bool
     #: Whether the messages sent on this governor's previous call start these (prompt caches).
     prefix: Prefix = FIRST_CALL
-    #: The decisions to carry to the next call (and to record in the session).
-    state: GovernanceState = attrs.field(factory=GovernanceState)
+    # The decisions, or on a governor's first call their read-back, done when first asked
+    # for (`Continuity.learn`): compared and shown as the decisions either way.
+    _state: GovernanceState | ReadBack = attrs.field(
+        factory=GovernanceState,
+        alias="state",
+        eq=attrs.cmp_using(eq=lambda a, b: _decided(a) == _decided(b)),
+        repr=lambda state: repr(_decided(state)),
+    )
+
+    @property
+    def state(self) -> GovernanceState:
+        """The decisions to carry to the next call (and to record in the session)."""
+        return _decided(self._state)
 
     @property
     def changed(self) -> bool:
         """Whether the messages differ from the input."""
         return self.report.changed
+
+
+def _decided(state: GovernanceState | ReadBack) -> GovernanceState:
+    return state if isinstance(state, GovernanceState) else state()
 
 
 class _Run(NamedTuple):
@@ -350,10 +371,9 @@ class Governor:
             result.messages,
             budget_acted=acted,
             left_out=left_out,
-            origin=self._facts.origin,
-            added=self._facts.added,
+            origins=self._facts.origins(),
         )
-        return GovernanceResult(*result, prefix, self._continuity.state)
+        return GovernanceResult(*result, prefix, self._continuity.result_state())
 
     def _govern(
         self,

@@ -56,6 +56,7 @@ RECENT_SECONDS = 3_600
 
 _DAY = 86_400
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
+_START_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
 _READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 # How often a use renews an entry's time: renewing on every use would cost a write per call.
@@ -114,6 +115,10 @@ class DirectoryResultStore:
         self._used: set[str] = set()
         self._pruned = False
         self.last_prune: PruneReport | None = None
+        # Where the folders are walked from and how a path is shown, worked out once for
+        # the `root` and `relative_to` they were worked out for: pathlib costs more than
+        # the system calls of a `put`.
+        self._layout: tuple[Path, Path | None, Path, tuple[str, ...], str, str] | None = None
 
     def __repr__(self) -> str:
         return f"DirectoryResultStore({str(self.root)!r})"
@@ -126,7 +131,7 @@ class DirectoryResultStore:
         """
         key = (len(content), content[:64], content[-64:])
         known = self._written.get(key)
-        fresh = known is not None and _identity(self.root / known[1]) == known[2]
+        fresh = known is not None and _identity(self._paths()[4] + known[1]) == known[2]
         if known is not None and fresh and known[0] == content:
             self._written.move_to_end(key)
             return known[3]
@@ -140,7 +145,7 @@ class DirectoryResultStore:
             identity = _verified(fd, name, data)
             if identity is None:
                 identity = _write(fd, name, data)
-        shown = self._display(self.root / name)
+        shown = self._paths()[5] + name
         self._written[key] = (content, name, identity, shown)
         self._written.move_to_end(key)
         if len(self._written) > self._remember:
@@ -154,17 +159,33 @@ class DirectoryResultStore:
             self.last_prune = _prune(fd, self.limits, self._used)
         return self.last_prune
 
+    def _paths(self) -> tuple[Path, Path | None, Path, tuple[str, ...], str, str]:
+        """(root, relative_to, the trusted start, the folders below it, the root as a prefix
+        of a file's path, the prefix of the path `put` returns), for the current `root`."""
+        layout = self._layout
+        if layout is None or layout[0] is not self.root or layout[1] is not self.relative_to:
+            base, parts = self._walk()
+            # A file's name is a hash and ".txt": joined like any plain name.
+            placeholder = "x"
+            on_disk = str(self.root / placeholder)[: -len(placeholder)]
+            shown = self._display(self.root / placeholder)[: -len(placeholder)]
+            layout = self._layout = (self.root, self.relative_to, base, parts, on_disk, shown)
+        return layout
+
     @contextmanager
     def _directory(self) -> Iterator[int]:
         """A descriptor of the cache folder, reached without following any link."""
-        base, parts = self._walk()
-        base.mkdir(parents=True, exist_ok=True)  # the trusted start: the workspace itself
-        fd = os.open(base, os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0))
+        _, _, base, parts, _, _ = self._paths()
+        try:
+            fd = os.open(base, _START_FLAGS)  # the trusted start: the workspace itself
+        except FileNotFoundError:
+            base.mkdir(parents=True, exist_ok=True)
+            fd = os.open(base, _START_FLAGS)
         try:
             for index, part in enumerate(parts):
                 parent = fd
                 try:
-                    fd = _enter(parent, part, base.joinpath(*parts[: index + 1]))
+                    fd = _enter(parent, part, base, parts[: index + 1])
                 finally:
                     if fd != parent:
                         os.close(parent)
@@ -192,8 +213,9 @@ class DirectoryResultStore:
         return str(target)
 
 
-def _enter(parent: int, name: str, shown: Path) -> int:
-    """The descriptor of folder `name` in `parent` (created if missing)."""
+def _enter(parent: int, name: str, base: Path, parts: tuple[str, ...]) -> int:
+    """The descriptor of folder `name` in `parent` (created if missing); `base` joined with
+    `parts` is that folder, shown in the error (only then: pathlib costs more than the call)."""
     try:
         try:
             return os.open(name, _DIR_FLAGS, dir_fd=parent)
@@ -203,13 +225,14 @@ def _enter(parent: int, name: str, shown: Path) -> int:
             return os.open(name, _DIR_FLAGS, dir_fd=parent)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            shown = base.joinpath(*parts)
             raise OSError(
                 exc.errno, f"{shown} is a symbolic link or not a folder: the store refuses it"
             ) from None
         raise
 
 
-def _identity(path: Path) -> tuple[int, int, int] | None:
+def _identity(path: str | Path) -> tuple[int, int, int] | None:
     try:
         info = os.lstat(path)
     except OSError:
@@ -227,14 +250,25 @@ def _verified(fd: int, name: str, data: bytes) -> tuple[int, int, int] | None:
         info = os.fstat(handle)
         if not stat.S_ISREG(info.st_mode) or info.st_size != len(data):
             return None
-        with os.fdopen(os.dup(handle), "rb") as stream:
-            if stream.read(len(data) + 1) != data:
-                return None
+        if _read_at_most(handle, len(data) + 1) != data:
+            return None
         if time.time() - info.st_mtime > _RENEW_SECONDS:
             os.utime(handle)  # a use renews the entry for pruning by age
     finally:
         os.close(handle)
     return info.st_dev, info.st_ino, info.st_size
+
+
+def _read_at_most(handle: int, size: int) -> bytes:
+    """Up to `size` bytes from `handle`, fewer only at the end of the file."""
+    chunks = []
+    while size > 0:
+        chunk = os.read(handle, size)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size -= len(chunk)
+    return b"".join(chunks)
 
 
 def _write(fd: int, name: str, data: bytes) -> tuple[int, int, int]:

@@ -47,6 +47,7 @@ __all__ = [
     "Kind",
     "Listing",
     "MessageFacts",
+    "Origins",
     "Splice",
     "Survey",
     "survey_messages",
@@ -490,6 +491,33 @@ class Listing:
 _Sums = tuple[int, int, int]
 
 
+def _origin(made_from: dict[int, tuple[Any, Any]], message: Any) -> Any:
+    made = made_from.get(id(message))  # the entry holds the message: its id is its own
+    return made[1] if made is not None and made[0] is message else None
+
+
+def _added(made_from: dict[int, tuple[Any, Any]], message: Any) -> bool:
+    made = made_from.get(id(message))
+    return made is not None and made[0] is message and made[1] is None
+
+
+class Origins:
+    """What the messages stages made in one run were made from: `FactsCache.origins`."""
+
+    __slots__ = ("_made_from",)
+
+    def __init__(self, made_from: dict[int, tuple[Any, Any]]) -> None:
+        self._made_from = made_from
+
+    def origin(self, message: Any) -> Any:
+        """`FactsCache.origin`, as it was when these were taken."""
+        return _origin(self._made_from, message)
+
+    def added(self, message: Any) -> bool:
+        """`FactsCache.added`, as it was when these were taken."""
+        return _added(self._made_from, message)
+
+
 class FactsCache:
     """Per-run memo of message facts, and of the facts, totals and surveys of whole lists.
 
@@ -608,8 +636,7 @@ class FactsCache:
 
     def added(self, message: Any) -> bool:
         """Whether a stage added `message` this run (`made_from` it and None)."""
-        made = self._origins.get(id(message))
-        return made is not None and made[0] is message and made[1] is None
+        return _added(self._origins, message)
 
     def origin(self, message: Any) -> Any:
         """The message `message` was made in place of this run (`made_from`), or None.
@@ -617,8 +644,11 @@ class FactsCache:
         Known of the messages `replace_content` made, and of those a per-message
         stage replaced one message by.
         """
-        made = self._origins.get(id(message))
-        return made[1] if made is not None and made[0] is message else None
+        return _origin(self._origins, message)
+
+    def origins(self) -> Origins:
+        """`origin` and `added` of this run, kept as they are now (the next run forgets them)."""
+        return Origins(dict(self._origins))
 
     def starts_with(self, longer: Sequence[Any], shorter: Sequence[Any]) -> bool:
         """`messages.starts_with`, answered once per pair of lists in a run.

@@ -377,8 +377,18 @@ def test_results_a_whole_list_stage_rewrote_are_read_back_where_they_are(
 
 def test_a_placeholder_result_is_read_back_as_no_result_of_the_history(tmp_path: Path) -> None:
     """A result backfill_results added is matched to no namesake, so the start stays its turn's."""
+    history = _placeholder_history()
+    start = len(history) - 4
+    config = GovernanceConfig(input_limit=1_000)
+    result = build_builtin_governor(config, tmp_path).govern(history, system=SYSTEM)
+    assert result.report.entry("backfill_results").changed
+    assert result.messages[0]["content"].startswith("one more thing")
+    assert result.state.start == start
+
+
+def _placeholder_history() -> list[dict[str, Any]]:
+    """Reused call ids, and a newest turn whose repaired call gets a placeholder result."""
     history = _reused_ids(30, 8)
-    start = len(history)
     broken = {"id": "call_0", "type": "function", "function": {"name": "read", "arguments": "{"}}
     history += [
         {"role": "user", "content": "one more thing"},
@@ -386,8 +396,40 @@ def test_a_placeholder_result_is_read_back_as_no_result_of_the_history(tmp_path:
         {"role": "assistant", "content": None, "tool_calls": [broken]},  # repaired, unanswered
         {"role": "assistant", "content": "done"},
     ]
-    config = GovernanceConfig(input_limit=1_000)
-    result = build_builtin_governor(config, tmp_path).govern(history, system=SYSTEM)
-    assert result.report.entry("backfill_results").changed
-    assert result.messages[0]["content"].startswith("one more thing")
-    assert result.state.start == start
+    return history
+
+
+@pytest.mark.parametrize("limit", [1_000, 3_000])
+def test_a_first_call_state_read_late_is_the_one_read_at_once(tmp_path: Path, limit: int) -> None:
+    """A first call's decisions, asked for once the caller and governor moved on, are its own."""
+    history = _placeholder_history()
+    config = GovernanceConfig(input_limit=limit)
+    early = build_builtin_governor(config, tmp_path).govern(history, system=SYSTEM)
+    at_once = early.state  # asked for at once
+    assert at_once.start > 0
+    governor = build_builtin_governor(config, tmp_path)
+    late = governor.govern(history, system=SYSTEM)
+    # The caller's list grows, and the same governor starts afresh and governs another
+    # history (a new run, whose stages make other messages and forget what the first
+    # run's were made from) before anyone asks.
+    history.extend(_reused_ids(5, 9))
+    governor.restore(None)
+    governor.govern(_reused_ids(50, 11), system=SYSTEM)
+    assert late.state == at_once
+    assert late == early  # the results compare by their decisions
+    assert repr(at_once) in repr(late)
+
+
+def test_the_next_call_continues_from_a_first_call_state_nobody_asked_for(tmp_path: Path) -> None:
+    """A session whose first state is never read sends what one that read it at once sends."""
+    history = _session(60)
+    config = _config(12_000)
+    lazy, eager = (build_builtin_governor(config, tmp_path) for _ in range(2))
+    first = eager.govern(history[:-4], system=SYSTEM)
+    assert first.state == eager.state  # read at once
+    lazy.govern(history[:-4], system=SYSTEM)
+    assert (
+        lazy.govern(history, system=SYSTEM).messages
+        == eager.govern(history, system=SYSTEM).messages
+    )
+    assert lazy.state == eager.state
