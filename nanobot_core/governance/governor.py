@@ -497,41 +497,55 @@ class Governor:
         links (the walk then counts it as nothing). Each outcome is remembered as
         when the stage runs, so the messages the walk read are not read again.
         """
-        chain = [
-            (stage, self._context(stage, ctx), self._memo.setdefault(stage.name, {}))
+        steps = [
+            self._step(stage, self._context(stage, ctx), self._memo.setdefault(stage.name, {}))
             for stage, disabled in self._pipeline
             if not disabled and stage.name in names
         ]
-        remember = self._remember
+        if len(steps) == 1:
+            return steps[0]  # the walk calls it for every message it reads: no loop around it
 
         def through(message: Any) -> Any:
-            for stage, context, memo in chain:
-                known = memo.get(id(message))  # the memo holds its messages: ids are theirs
-                if known is None:
-                    # `_remember`'s commonest case, without a call: a prefilter that has
-                    # nothing to ask for (one that raises is left to it, which reports).
-                    prefilter = stage.prefilter
-                    if prefilter is not None and type(message) is dict:
-                        try:
-                            idle = not any_text_passes(message, prefilter)
-                        except Exception:
-                            idle = False
-                        if idle:
-                            memo[id(message)] = (message, None, _NO_LINES)
-                            continue
-                    found = remember(stage, message, context, memo)
-                    if isinstance(found, str):
-                        raise _StageFailed(found)
-                    known = found
-                replacement = known[1]
-                if replacement is None:
-                    continue
-                if len(replacement) != 1 or not _same_links(message, replacement[0]):
+            for step in steps:
+                message = step(message)
+                if message is None:
                     return None
-                message = replacement[0]
             return message
 
         return through
+
+    def _step(
+        self, stage: Stage, context: StageContext, memo: dict[int, _Remembered]
+    ) -> Callable[[Any], Any]:
+        """`_through` for one per-message `stage`: the message it leaves, or None (see there)."""
+        remember = self._remember
+        prefilter = stage.prefilter
+
+        def step(message: Any) -> Any:
+            known = memo.get(id(message))  # the memo holds its messages: ids are theirs
+            if known is None:
+                # `_remember`'s commonest case, without a call: a prefilter that has
+                # nothing to ask for (one that raises is left to it, which reports).
+                if prefilter is not None and type(message) is dict:
+                    try:
+                        idle = not any_text_passes(message, prefilter)
+                    except Exception:
+                        idle = False
+                    if idle:
+                        memo[id(message)] = (message, None, _NO_LINES)
+                        return message
+                found = remember(stage, message, context, memo)
+                if isinstance(found, str):
+                    raise _StageFailed(found)
+                known = found
+            replacement = known[1]
+            if replacement is None:
+                return message
+            if len(replacement) != 1 or not _same_links(message, replacement[0]):
+                return None
+            return replacement[0]
+
+        return step
 
     def _spares(self, names: tuple[str, ...]) -> Callable[[str], bool] | None:
         """Whether the per-message stages `names` leave a message whose one text is the given
@@ -555,6 +569,16 @@ class Governor:
         known = [test for test in tests if test is not None]
         if not known or len(known) < len(tests):
             return None
+        if len(known) == 1:  # asked of every message the walk reads: no loop around it
+            (only,) = known
+
+            def spares_one(text: str) -> bool:
+                try:
+                    return not only(text)
+                except Exception:
+                    return False
+
+            return spares_one
 
         def spares(text: str) -> bool:
             try:
