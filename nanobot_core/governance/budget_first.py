@@ -253,6 +253,9 @@ def _beyond_low(
     for index in range(first, start - 1, -1):
         message = messages[index]
         role = message.get("role") if type(message) is dict else None
+        if role == "tool":  # the commonest message here counts nothing: nothing else to ask
+            next_user = False
+            continue
         later_user = next_user
         next_user = role == "user" or (role is None and _is_user(message))
         if plain and (role == "user" or role == "assistant") and len(message) == 2:
