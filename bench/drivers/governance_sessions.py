@@ -5,7 +5,8 @@ stage that changes nothing and declares nothing, registered as a plugin),
 ``ours-copy`` (a built-in stage replaced by a copy of it, with the same
 declarations, under another name, registered as a plugin),
 ``ours-redact`` (plus contrib/redact's plugin, from the source tree), ``nanobot``
-(nanobot-ai 0.3.5, stateless: a new ``ContextGovernor`` per call).
+(nanobot-ai 0.3.5, stateless: a new ``ContextGovernor`` per call). Any of ours
+with ``-state`` appended also asks for the result's state in the timed call.
 
 ``--scenario``:
 
@@ -46,6 +47,9 @@ MAX_TOOL_RESULT_CHARS = 16_000
 REDACT_SOURCE = BENCH_DIR.parent / "contrib" / "redact"
 #: The built-in stage ``ours-copy`` replaces with a copy under another name (same declarations).
 COPIED = "sanitize_content"
+#: A side's name ends with this when it asks for the result's state too: on a governor's
+#: first call the state is read back only when asked for, as a session's next call does.
+ASKS_STATE = "-state"
 
 Messages = list[dict[str, Any]]
 
@@ -53,6 +57,10 @@ Messages = list[dict[str, Any]]
 def _ours(which: str, window: int, workspace: Path) -> Any:
     import nanobot_core as nc
     from nanobot_core.config import Config, GovernanceConfig
+
+    # "-state": the same side, asking for the result's state too (see ``ASKS_STATE``).
+    asks_state = which.endswith(ASKS_STATE)
+    which = which.removesuffix(ASKS_STATE)
 
     config = Config(
         governance=GovernanceConfig(
@@ -105,6 +113,8 @@ def _ours(which: str, window: int, workspace: Path) -> Any:
 
     def govern(messages: Messages) -> tuple[Messages, float]:
         result = governor.govern(messages[1:], system=messages[0]["content"])
+        if asks_state:
+            _ = result.state
         sent: Messages = [messages[0], *result.messages]
         return sent, (result.tokens / result.budget if result.budget else 0.0)
 
