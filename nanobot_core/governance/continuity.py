@@ -24,6 +24,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from functools import partial
 from itertools import compress, count, islice, repeat
 from operator import is_, is_not
 from typing import Any
@@ -369,14 +370,17 @@ class Continuity:
             copies = {id(copy) for _, copy in self._compacted.values()}
             shown = seen if view is history or view is self._history else view
             read_back = ReadBack(
-                seen,
-                shown,
-                positions,
-                list(sent),
-                copies,
-                left_out,
-                origins.origin if origins is not None else None,
-                origins.added if origins is not None else None,
+                partial(
+                    _read_back,
+                    seen,
+                    shown,
+                    positions,
+                    list(sent),
+                    copies,
+                    left_out,
+                    origins.origin if origins is not None else None,
+                    origins.added if origins is not None else None,
+                )
             )
             if previous is None:
                 self._state, self._coming = before, read_back
@@ -400,16 +404,17 @@ class Continuity:
 class ReadBack:
     """The decisions a call's messages embody, read back when first asked for (then kept)."""
 
-    __slots__ = ("_args", "_state")
+    __slots__ = ("_read", "_state")
 
-    def __init__(self, *args: Any) -> None:
-        self._args: tuple[Any, ...] = args  # those of `_read_back`, as learn was handed them
+    def __init__(self, read: Callable[[], GovernanceState]) -> None:
+        self._read: Callable[[], GovernanceState] | None = read
         self._state: GovernanceState | None = None
 
     def __call__(self) -> GovernanceState:
         if self._state is None:
-            self._state = _read_back(*self._args)
-            self._args = ()
+            assert self._read is not None
+            self._state = self._read()
+            self._read = None  # what it was read from can go
         return self._state
 
 

@@ -33,7 +33,7 @@ from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import attrs
 
@@ -86,6 +86,17 @@ class PruneReport:
 _Written = tuple[str, str, tuple[int, int, int], str]
 
 
+class _Layout(NamedTuple):
+    """A store's folders and the prefixes of its paths, for one `root` and `relative_to`."""
+
+    root: Path
+    relative_to: Path | None
+    base: Path  # the trusted start of the walk: the workspace itself
+    parts: tuple[str, ...]  # the folders from there down to the cache
+    on_disk: str  # a file's path is this and its name
+    shown: str  # the path `put` returns is this and the file's name
+
+
 class DirectoryResultStore:
     """Content-addressed text files in one directory.
 
@@ -118,7 +129,7 @@ class DirectoryResultStore:
         # Where the folders are walked from and how a path is shown, worked out once for
         # the `root` and `relative_to` they were worked out for: pathlib costs more than
         # the system calls of a `put`.
-        self._layout: tuple[Path, Path | None, Path, tuple[str, ...], str, str] | None = None
+        self._layout: _Layout | None = None
 
     def __repr__(self) -> str:
         return f"DirectoryResultStore({str(self.root)!r})"
@@ -131,7 +142,7 @@ class DirectoryResultStore:
         """
         key = (len(content), content[:64], content[-64:])
         known = self._written.get(key)
-        fresh = known is not None and _identity(self._paths()[4] + known[1]) == known[2]
+        fresh = known is not None and _identity(self._paths().on_disk + known[1]) == known[2]
         if known is not None and fresh and known[0] == content:
             self._written.move_to_end(key)
             return known[3]
@@ -145,7 +156,7 @@ class DirectoryResultStore:
             identity = _verified(fd, name, data)
             if identity is None:
                 identity = _write(fd, name, data)
-        shown = self._paths()[5] + name
+        shown = self._paths().shown + name
         self._written[key] = (content, name, identity, shown)
         self._written.move_to_end(key)
         if len(self._written) > self._remember:
@@ -159,23 +170,33 @@ class DirectoryResultStore:
             self.last_prune = _prune(fd, self.limits, self._used)
         return self.last_prune
 
-    def _paths(self) -> tuple[Path, Path | None, Path, tuple[str, ...], str, str]:
-        """(root, relative_to, the trusted start, the folders below it, the root as a prefix
-        of a file's path, the prefix of the path `put` returns), for the current `root`."""
+    def _paths(self) -> _Layout:
+        """Where the folders are walked from and how paths are written, for the current
+        `root` and `relative_to`."""
         layout = self._layout
-        if layout is None or layout[0] is not self.root or layout[1] is not self.relative_to:
+        if (
+            layout is None
+            or layout.root is not self.root
+            or layout.relative_to is not self.relative_to
+        ):
             base, parts = self._walk()
             # A file's name is a hash and ".txt": joined like any plain name.
             placeholder = "x"
-            on_disk = str(self.root / placeholder)[: -len(placeholder)]
-            shown = self._display(self.root / placeholder)[: -len(placeholder)]
-            layout = self._layout = (self.root, self.relative_to, base, parts, on_disk, shown)
+            layout = self._layout = _Layout(
+                self.root,
+                self.relative_to,
+                base,
+                parts,
+                str(self.root / placeholder)[: -len(placeholder)],
+                self._display(self.root / placeholder)[: -len(placeholder)],
+            )
         return layout
 
     @contextmanager
     def _directory(self) -> Iterator[int]:
         """A descriptor of the cache folder, reached without following any link."""
-        _, _, base, parts, _, _ = self._paths()
+        layout = self._paths()
+        base, parts = layout.base, layout.parts
         try:
             fd = os.open(base, _START_FLAGS)  # the trusted start: the workspace itself
         except FileNotFoundError:

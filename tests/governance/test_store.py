@@ -67,6 +67,22 @@ def test_a_planted_symlink_in_place_of_an_entry_is_replaced_not_followed(tmp_pat
     assert outside.read_text(encoding="utf-8") == content
 
 
+def test_paths_follow_the_root_and_workspace_the_store_has_now(tmp_path: Path) -> None:
+    """A store given another root or workspace after writing writes and shows paths there."""
+    content = "a result " * 300
+    store = DirectoryResultStore(tmp_path / "ws" / "cache", relative_to=tmp_path / "ws")
+    assert store.put(content) == f"cache/{_name(content)}"
+    store.root = tmp_path / "elsewhere"
+    shown = store.put(content)
+    assert shown == str(tmp_path / "elsewhere" / _name(content))  # outside the workspace
+    assert Path(shown).read_text(encoding="utf-8") == content
+    store.relative_to = tmp_path
+    assert store.put(content + ".") == f"elsewhere/{_name(content + '.')}"
+    assert DirectoryResultStore(tmp_path / "ws" / "cache").put(content) == str(
+        tmp_path / "ws" / "cache" / _name(content)
+    )
+
+
 @pytest.mark.parametrize("linked", [".nanobot", ".nanobot/cache", ".nanobot/cache/tool-results"])
 def test_a_symlinked_cache_folder_is_refused(tmp_path: Path, linked: str) -> None:
     """A linked folder on the way to the cache makes put raise; nothing is written outside."""
