@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance import Stage, StageOutcome
@@ -433,3 +435,35 @@ def test_the_next_call_continues_from_a_first_call_state_nobody_asked_for(tmp_pa
         == eager.govern(history, system=SYSTEM).messages
     )
     assert lazy.state == eager.state
+
+
+@settings(
+    max_examples=60,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    seed=st.integers(0, 10_000),
+    turns=st.integers(5, 40),
+    limit=st.sampled_from([1_000, 3_000]),
+    calls=st.integers(2, 5),
+)
+def test_a_session_is_the_same_whether_its_first_state_is_read_or_not(
+    tmp_path: Path, seed: int, turns: int, limit: int, calls: int
+) -> None:
+    """Reading a first call's state at once or never, every later call sends and decides alike."""
+    history = _reused_ids(turns, seed)
+    config = GovernanceConfig(input_limit=limit)
+    eager, lazy = (build_builtin_governor(config, tmp_path) for _ in range(2))
+    ends = sorted({max(1, len(history) * k // calls) for k in range(1, calls + 1)})
+    first = eager.govern(history[: ends[0]], system=SYSTEM)
+    assert first.state == eager.state  # read at once
+    lazy.govern(history[: ends[0]], system=SYSTEM)  # never read
+    for end in ends[1:]:
+        sent = eager.govern(history[:end], system=SYSTEM)
+        again = lazy.govern(history[:end], system=SYSTEM)
+        assert again.messages == sent.messages
+        assert again.prefix == sent.prefix
+        assert again.state == sent.state
