@@ -368,9 +368,11 @@ class Continuity:
         seen = list(self._history if len(self._history) == len(history) else history)
         if budget_acted:
             copies = {id(copy) for _, copy in self._compacted.values()}
-            shown = seen if view is history or view is self._history else view
-            read_back = ReadBack(
-                partial(
+            if previous is None:
+                # Read back later: from lists of its own and origins kept as they are now.
+                kept = origins.kept() if origins is not None else None
+                shown = seen if view is history or view is self._history else view
+                read_back = partial(
                     _read_back,
                     seen,
                     shown,
@@ -378,14 +380,21 @@ class Continuity:
                     list(sent),
                     copies,
                     left_out,
+                    kept.origin if kept is not None else None,
+                    kept.added if kept is not None else None,
+                )
+                self._state, self._coming = before, ReadBack(read_back)
+            else:
+                self.state = _read_back(
+                    history,
+                    view,
+                    positions,
+                    sent,
+                    copies,
+                    left_out,
                     origins.origin if origins is not None else None,
                     origins.added if origins is not None else None,
                 )
-            )
-            if previous is None:
-                self._state, self._coming = before, read_back
-            else:
-                self.state = read_back()
         else:
             self.state = (
                 before
@@ -575,8 +584,8 @@ def _place(
     result), but not one a stage `added`. Each placed is recorded in `found`, and in
     `compacted` when it was sent compacted and its history message is not.
 
-    One loop with no call on the common path (a result one replacement away from
-    the history): it runs for every result a compaction rewrote.
+    One loop whose common path (a result one replacement away from the history)
+    calls only `origin`: it runs for every result a compaction rewrote.
     """
     for offset in offsets:
         message = body[offset]

@@ -502,7 +502,10 @@ def _added(made_from: dict[int, tuple[Any, Any]], message: Any) -> bool:
 
 
 class Origins:
-    """What the messages stages made in one run were made from: `FactsCache.origins`."""
+    """What the messages stages made in one run were made from: `FactsCache.origins`.
+
+    Read through to the run's own record; `kept` copies it for a later reader.
+    """
 
     __slots__ = ("_made_from",)
 
@@ -516,6 +519,10 @@ class Origins:
     def added(self, message: Any) -> bool:
         """`FactsCache.added`, as it was when these were taken."""
         return _added(self._made_from, message)
+
+    def kept(self) -> Origins:
+        """These as they are now, for after the run (the next run forgets them)."""
+        return Origins(dict(self._made_from))
 
 
 class FactsCache:
@@ -647,8 +654,8 @@ class FactsCache:
         return _origin(self._origins, message)
 
     def origins(self) -> Origins:
-        """`origin` and `added` of this run, kept as they are now (the next run forgets them)."""
-        return Origins(dict(self._origins))
+        """`origin` and `added` of this run, as they stand (`Origins.kept` keeps them)."""
+        return Origins(self._origins)
 
     def starts_with(self, longer: Sequence[Any], shorter: Sequence[Any]) -> bool:
         """`messages.starts_with`, answered once per pair of lists in a run.

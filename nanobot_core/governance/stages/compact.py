@@ -43,33 +43,24 @@ DEFAULT_KEEP = 3
 _KIND = itemgetter(3)
 
 
-def compact_notice(tool: str | None, content: Any, heads: dict[Any, str] | None = None) -> str:
-    """The short text that replaces a compacted result (deterministic).
-
-    `heads`: where to keep the start of the notice per tool, for a caller that
-    writes many (it is the same for every result of one tool).
-    """
+def compact_notice(tool: str | None, content: Any) -> str:
+    """The short text that replaces a compacted result (deterministic)."""
     text = content if type(content) is str else content_text(content)
     if text is None:
-        return f"{_head(tool)}non-text content{_TAIL}"
-    head = heads.get(tool) if heads is not None else None
-    if head is None:
-        head = _head(tool)
-        if heads is not None:
-            heads[tool] = head
-    plain = f"{head}{len(text)} characters{_TAIL}"
+        return _plain_notice(tool, None)
     path = offloaded_path(text) if text.startswith(OFFLOAD_PREFIX) else None
     if path is None:
-        return plain
-    return f'{plain} The full result is saved: read_file(path="{path}").'
+        return _plain_notice(tool, len(text))
+    return f'{_plain_notice(tool, len(text))} The full result is saved: read_file(path="{path}").'
 
 
-def _head(tool: str | None) -> str:
+def _plain_notice(tool: str | None, chars: int | None) -> str:
+    size = f"{chars} characters" if chars is not None else "non-text content"
     source = f"{tool!r}" if tool else "the tool"
-    return f"{COMPACT_PREFIX}: {source} returned "
-
-
-_TAIL = ". Call it again with narrower arguments if you still need it.]"
+    return (
+        f"{COMPACT_PREFIX}: {source} returned {size}. Call it again with narrower "
+        "arguments if you still need it.]"
+    )
 
 
 def _candidates(
@@ -112,12 +103,11 @@ def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
     known = ctx.facts.aligned(messages)
     replaced = list(known)
     details: list[str] = []
-    heads: dict[Any, str] = {}
     cleared = 0
     for minus_tokens, index, name, text in _candidates(messages, ctx, known):
         if excess <= 0 and cleared >= clear_at_least:
             break
-        compacted = replace(messages[index], compact_notice(name, text, heads), known[index])
+        compacted = replace(messages[index], compact_notice(name, text), known[index])
         saved = -minus_tokens - compacted[1]
         if saved <= 0:
             continue
