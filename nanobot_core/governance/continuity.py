@@ -217,8 +217,9 @@ class Continuity:
         self._checked = None
         self._last_view = None
 
-    def _canonical(self, history: list[Any]) -> list[Any]:
-        """`history`, with the messages seen on the last call standing for equal copies of them.
+    def _canonical(self, history: list[Any]) -> tuple[list[Any], bool]:
+        """`history`, with the messages seen on the last call standing for equal copies of
+        them, and whether it extends what was seen (so the last state may apply).
 
         A session store that hands out new objects on every load (a history
         decoded again) gives equal messages that are not the same objects: once
@@ -226,23 +227,25 @@ class Continuity:
         stand for them, so that everything known of those carries over.
         """
         seen = self._seen
-        if seen is None or len(history) < len(seen) or starts_with(history, seen):
-            return history
+        if seen is None:
+            return history, True
         count = len(seen)
+        if len(history) < count:
+            return history, False
+        if starts_with(history, seen):
+            return history, True
         if history[:count] == seen:
-            return [*seen, *history[count:]]
-        return history
+            return [*seen, *history[count:]], True
+        return history, False
 
-    def _current(self, history: Sequence[Any], leading: int) -> GovernanceState:
+    def _current(self, history: Sequence[Any], leading: int, extends: bool) -> GovernanceState:
         state = self.state
-        seen = self._seen
-        # Another history than the one the state was worked out for: govern it afresh. The
-        # same objects compare at C speed; a store that hands out copies costs one deep compare.
-        if seen is not None and (len(history) < len(seen) or history[: len(seen)] != seen):
+        # Another history than the one the state was worked out for: govern it afresh.
+        if not extends:
             self._checked = self._last_view = None
             return _AFRESH
         decisions = _decisions(state)
-        if seen is not None and decisions == self._checked:
+        if self._seen is not None and decisions == self._checked:
             return state  # its indices lie in what was seen, which this history starts with
         if not _valid(state, history, leading):
             return _AFRESH
@@ -257,9 +260,10 @@ class Continuity:
         The view entry of the noticed user message (or a compacted result) maps
         to the index of the message it stands for.
         """
-        history = self._history = self._canonical(history)
+        history, extends = self._canonical(history)
+        self._history = history
         leading = leading_system_count(history)
-        state = self.state = self._current(history, leading)
+        state = self.state = self._current(history, leading, extends)
         if state.start <= leading and state.steps_from is None and not state.compacted:
             self._last_view = None
             return history, []

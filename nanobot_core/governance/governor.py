@@ -148,7 +148,13 @@ class GovernanceResult:
     """
 
     messages: list[Any]
-    report: GovernanceReport
+    # The report, or for a call that left the history alone its entries to build when
+    # first read (`_IdleReport`): compared and shown as the report either way.
+    _report: GovernanceReport | _IdleReport = attrs.field(
+        alias="report",
+        eq=attrs.cmp_using(eq=lambda a, b: _built(a) == _built(b), require_same_type=False),
+        repr=lambda report: repr(_built(report)),
+    )
     tokens: int
     budget: int
     fits: bool
@@ -159,7 +165,7 @@ class GovernanceResult:
     _state: GovernanceState | ReadBack = attrs.field(
         factory=GovernanceState,
         alias="state",
-        eq=attrs.cmp_using(eq=lambda a, b: _decided(a) == _decided(b)),
+        eq=attrs.cmp_using(eq=lambda a, b: _decided(a) == _decided(b), require_same_type=False),
         repr=lambda state: repr(_decided(state)),
     )
 
@@ -169,9 +175,43 @@ class GovernanceResult:
         return _decided(self._state)
 
     @property
+    def report(self) -> GovernanceReport:
+        """One entry per stage in pipeline order, then ``final``."""
+        return _built(self._report)
+
+    @property
     def changed(self) -> bool:
         """Whether the messages differ from the input."""
-        return self.report.changed
+        report = self._report
+        return False if isinstance(report, _IdleReport) else report.changed
+
+
+class _IdleReport:
+    """The report of a call whose stages all left the history alone, built when first read.
+
+    A clean history that fits is handed back in far less time than building
+    one entry per stage takes, so a caller that never reads the report does
+    not pay for it. Built once, then kept.
+    """
+
+    __slots__ = ("_notes", "_report", "_tokens")
+
+    def __init__(self, notes: Sequence[tuple[str, tuple[str, ...]]], tokens: int) -> None:
+        self._notes = notes
+        self._tokens = tokens
+        self._report: GovernanceReport | None = None
+
+    def __call__(self) -> GovernanceReport:
+        if self._report is None:
+            tokens = self._tokens
+            self._report = GovernanceReport(
+                [ReportEntry(name, False, [*note], tokens, tokens) for name, note in self._notes]
+            )
+        return self._report
+
+
+def _built(report: GovernanceReport | _IdleReport) -> GovernanceReport:
+    return report() if isinstance(report, _IdleReport) else report
 
 
 def _decided(state: GovernanceState | ReadBack) -> GovernanceState:
@@ -186,7 +226,7 @@ class _Run(NamedTuple):
     """
 
     messages: list[Any]
-    report: GovernanceReport
+    report: GovernanceReport | _IdleReport
     tokens: int
     budget: int
     fits: bool
@@ -406,7 +446,7 @@ class Governor:
             if tokens is not None:
                 result = self._untouched(untouched, fixed[0] + fixed[1] + tokens)
                 if view is not given:
-                    _report_kept(result.report, self._continuity.state)
+                    _report_kept(_built(result.report), self._continuity.state)
                 return result, True, False, None
         ctx = StageContext(
             budget=budget,
@@ -468,9 +508,7 @@ class Governor:
 
     def _untouched(self, messages: list[Any], tokens: int) -> _Run:
         """The result for a history that is clean and fits: itself, every stage idle."""
-        report = GovernanceReport(
-            [ReportEntry(name, False, [*note], tokens, tokens) for name, note in self._idle_notes]
-        )
+        report = _IdleReport(self._idle_notes, tokens)
         return _Run(messages, report, tokens, self.budget.limit, True)
 
     def _cut(self, messages: list[Any], ctx: StageContext, plan: _CutPlan) -> HistoryCut | None:

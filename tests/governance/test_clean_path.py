@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 
 from nanobot_core.config import GovernanceConfig
-from nanobot_core.governance import build_governor
+from nanobot_core.governance import GovernanceReport, build_governor
 from nanobot_core.governance.clean import clean_tokens
 from nanobot_core.governance.ordering import BUILTIN_ORDER
 from nanobot_core.governance.survey import FactsCache
@@ -103,6 +105,21 @@ def test_governor_reports_every_stage_idle_on_the_clean_path(tmp_path: Path) -> 
     assert not governed.report.changed
     disabled = governed.report.entry("sanitize_content")
     assert disabled is not None and "disabled" in disabled.details[0]
+
+
+def test_clean_path_report_is_built_once_and_equal_to_one_built_at_once(tmp_path: Path) -> None:
+    """The clean path's report, built when first read, is one object, equal in value and repr
+    to the report of an equal result whose entries were built at once."""
+    history = [system(), *turn(1), *turn(2)]
+    governed = build_governor(GovernanceConfig(), tmp_path).govern(history)
+    assert not governed.changed
+    first = governed.report
+    assert governed.report is first
+    first[0].details.append("noted by the caller")
+    assert governed.report[0].details == ["noted by the caller"]
+    built = attrs.evolve(governed, report=GovernanceReport(copy.deepcopy(list(first))))
+    assert built == governed and repr(built) == repr(governed)
+    assert built != attrs.evolve(governed, report=GovernanceReport(first[1:]))
 
 
 @settings(

@@ -13,6 +13,7 @@ import random
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -419,6 +420,7 @@ def test_a_first_call_state_read_late_is_the_one_read_at_once(tmp_path: Path, li
     governor.govern(_reused_ids(50, 11), system=SYSTEM)
     assert late.state == at_once
     assert late == early  # the results compare by their decisions
+    assert late == attrs.evolve(late, state=at_once)  # read back or given: the same
     assert repr(at_once) in repr(late)
 
 
