@@ -246,7 +246,7 @@ def _beyond_low(
     # ASCII text and nothing else) that the stages leave as they are count what
     # `_plain_facts` says, worked out here and not remembered: the walk is all that reads them.
     plain = not patterns and ctx.facts.estimate
-    spares = low.spares
+    passes = low.passes
     # Whether the message after the one read is a user message: the walk goes back, so
     # that message was read just before, and a user message's neighbours are one look back.
     next_user = first + 1 < len(messages) and _is_user(messages[first + 1])
@@ -260,15 +260,16 @@ def _beyond_low(
         next_user = role == "user" or (role is None and _is_user(message))
         if plain and (role == "user" or role == "assistant") and len(message) == 2:
             content = message.get("content")
-            if (
-                type(content) is str
-                and content.isascii()
-                and (
-                    through is None
-                    or (spares is not None and spares(content))
-                    or through(message) is message
-                )
-            ):
+            unchanged = type(content) is str and content.isascii()
+            if unchanged and through is not None:
+                unchanged = False
+                if passes is not None:
+                    try:  # one that raises says nothing: `through` runs it and reports
+                        unchanged = not passes(content)
+                    except Exception:
+                        unchanged = False
+                unchanged = unchanged or through(message) is message
+            if unchanged:
                 if role == "user" and content:
                     if later_user or (index > 0 and _is_user(messages[index - 1])):
                         kept[index] = total  # merged with its neighbour: counts nothing
@@ -331,9 +332,9 @@ class _Low:
     total: int = 0  # the bound where the walk stopped
     #: Whether the walk past `exceeded` counted a message with Anthropic tool blocks.
     blocks: bool = False
-    #: Whether the stages `through` stands for leave a message whose one text is the
-    #: given one as it is (False: not known, ask `through`); see `find_cut`.
-    spares: Callable[[str], bool] | None = None
+    #: Whether the stages `through` stands for may change a message whose one text is
+    #: the given one (true, or raising: ask `through`); see `find_cut`.
+    passes: Callable[[str], object] | None = None
 
 
 # What the walk counts for a message whose stages made something it does not know: a
@@ -351,7 +352,7 @@ def find_cut(
     patterns: tuple[str, ...] = (),
     dropped_early: Callable[[Any], bool],
     through: Callable[[Any], Any] | None = None,
-    spares: Callable[[str], bool] | None = None,
+    passes: Callable[[str], object] | None = None,
     watermark: bool = False,
 ) -> HistoryCut | None:
     """The oldest part of `messages` that cannot be in any request within budget, or None.
@@ -364,9 +365,10 @@ def find_cut(
     cut watermark: the cut then leaves out what cannot fit into that, and
     `HistoryCut.floor` carries the bound of the part left out between the two
     cuts, so that the request is still seen to be over budget. Past the cut
-    watermark, `spares` (when given) is asked first of a user's or an
-    assistant's message that holds one text: true when the stages `through`
-    stands for leave such a message as it is, at less cost than `through`.
+    watermark, `passes` (when given) is asked first of a user's or an
+    assistant's message that holds one text: false when the stages `through`
+    stands for leave such a message as it is (their prefilters), at less cost
+    than `through`; when it is true or raises, `through` is asked.
     """
     if through is None and _fits_at_least(messages, ctx):
         return None
@@ -382,7 +384,7 @@ def find_cut(
         index -= 1
     # The newest user message and what follows count nothing: they may be cut to a few tokens.
     room = ctx.budget.limit - fixed
-    low = _Low(cut_watermark_tokens(ctx) - fixed, spares=spares) if watermark else None
+    low = _Low(cut_watermark_tokens(ctx) - fixed, passes=passes) if watermark else None
     exceeded = _bound_exceeded(messages, start, index - 1, room, ctx, patterns, through, low)
     if exceeded is None:
         return None  # all of it might fit

@@ -58,7 +58,7 @@ from nanobot_core.governance.continuity import (
     ReadBack,
 )
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
-from nanobot_core.governance.messages import any_text_passes, container_copy
+from nanobot_core.governance.messages import ONE_TEXT_KEYS, any_text_passes, container_copy
 from nanobot_core.governance.ordering import place_stages
 from nanobot_core.governance.stage import Budget, Stage, StageContext, StageOutcome
 from nanobot_core.governance.stages import builtin_stages
@@ -283,8 +283,8 @@ class Governor:
         ]
         # Per-message stages: stage name -> {id(message): (message, replacement or None, details)}.
         self._memo: dict[str, dict[int, _Remembered]] = {}
-        # `_spares`, per tuple of stage names.
-        self._spares_of: dict[tuple[str, ...], Callable[[str], bool] | None] = {}
+        # `_passes`, per tuple of stage names.
+        self._passes_of: dict[tuple[str, ...], Callable[[str], object] | None] = {}
         self._tools_memo: tuple[tuple[Any, ...], int] | None = None
         self._system_memo: tuple[str | None, int] = (None, 0)
         self._cut_plan = _CutPlan.of(self._pipeline, self._work) if budget_first else None
@@ -522,7 +522,7 @@ class Governor:
                 ctx,
                 dropped_early=plan.dropped_early,
                 through=through,
-                spares=self._spares(plan.mapped) if plan.mapped else None,
+                passes=self._passes(plan.mapped) if plan.mapped else None,
                 watermark=plan.watermark,
             )
         except _StageFailed:
@@ -558,6 +558,7 @@ class Governor:
         """`_through` for one per-message `stage`: the message it leaves, or None (see there)."""
         remember = self._remember
         prefilter = stage.prefilter
+        one_text = ONE_TEXT_KEYS.issuperset
 
         def step(message: Any) -> Any:
             known = memo.get(id(message))  # the memo holds its messages: ids are theirs
@@ -566,7 +567,13 @@ class Governor:
                 # nothing to ask for (one that raises is left to it, which reports).
                 if prefilter is not None and type(message) is dict:
                     try:
-                        idle = not any_text_passes(message, prefilter)
+                        content = message.get("content")
+                        # `any_text_passes` of a message whose one text is its content,
+                        # without the call: the walk asks it of every message it reads.
+                        if type(content) is str and one_text(message):
+                            idle = not prefilter(content)
+                        else:
+                            idle = not any_text_passes(message, prefilter)
                     except Exception:
                         idle = False
                     if idle:
@@ -585,38 +592,31 @@ class Governor:
 
         return step
 
-    def _spares(self, names: tuple[str, ...]) -> Callable[[str], bool] | None:
-        """Whether the per-message stages `names` leave a message whose one text is the given
-        one as it is, by their prefilters alone (None: one of them declares none).
+    def _passes(self, names: tuple[str, ...]) -> Callable[[str], object] | None:
+        """Whether the per-message stages `names` may change a message whose one text is the
+        given one, by their prefilters alone (None: one of them declares none).
 
         For what the walk reads past the cut watermark and never sends, so nothing is
-        remembered. A prefilter that raises makes it False: `through` then runs that
-        stage's prefilter again, and the error is reported as it says. Built once per
-        set of stages: the pipeline does not change.
+        remembered. The walk asks `through` of a text this is true of, or that it
+        raises on: that runs the stage's prefilter again and reports the error as it
+        says. Built once per set of stages: the pipeline does not change.
         """
-        if names not in self._spares_of:
-            self._spares_of[names] = self._build_spares(names)
-        return self._spares_of[names]
-
-    def _build_spares(self, names: tuple[str, ...]) -> Callable[[str], bool] | None:
-        tests = [
-            stage.prefilter
-            for stage, disabled in self._pipeline
-            if not disabled and stage.name in names
-        ]
-        known = [test for test in tests if test is not None]
-        if not known or len(known) < len(tests):
-            return None
-        # Asked of every message the walk reads: one prefilter is called with no loop around it.
-        passes = known[0] if len(known) == 1 else (lambda text: any(t(text) for t in known))
-
-        def spares(text: str) -> bool:
-            try:
-                return not passes(text)
-            except Exception:
-                return False
-
-        return spares
+        if names not in self._passes_of:
+            tests = [
+                stage.prefilter
+                for stage, disabled in self._pipeline
+                if not disabled and stage.name in names
+            ]
+            known = [test for test in tests if test is not None]
+            self._passes_of[names] = (
+                None
+                if not known or len(known) < len(tests)
+                # Asked of every message the walk reads: one prefilter is called as it is.
+                else known[0]
+                if len(known) == 1
+                else (lambda text: any(test(text) for test in known))
+            )
+        return self._passes_of[names]
 
     def _remember(
         self, stage: Stage, message: Any, context: StageContext, memo: dict[int, _Remembered]
