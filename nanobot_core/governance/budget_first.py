@@ -262,12 +262,10 @@ def _beyond_low(
             content = message.get("content")
             unchanged = type(content) is str and content.isascii()
             if unchanged and through is not None:
-                unchanged = False
-                if passes is not None:
-                    try:  # one that raises says nothing: `through` runs it and reports
-                        unchanged = not passes(content)
-                    except Exception:
-                        unchanged = False
+                try:
+                    unchanged = passes is not None and not passes(content)
+                except Exception:  # says nothing: `through` runs it again, and reports
+                    unchanged = False
                 unchanged = unchanged or through(message) is message
             if unchanged:
                 if role == "user" and content:

@@ -32,6 +32,7 @@ from typing import Any
 import attrs
 
 from nanobot_core.config import GovernanceConfig
+from nanobot_core.governance._later import Later
 from nanobot_core.governance.messages import (
     CallNames,
     content_text,
@@ -181,7 +182,7 @@ class Continuity:
     def __init__(self) -> None:
         self._state = GovernanceState()
         # The read-back of a first call, not done yet: see `learn`.
-        self._coming: ReadBack | None = None
+        self._coming: Later[GovernanceState] | None = None
         self._sent: list[Any] | None = None
         self._seen: list[Any] | None = None  # the history of the last call
         self._compacted: dict[int, tuple[Any, dict[str, Any]]] = {}
@@ -204,7 +205,7 @@ class Continuity:
         self._state = state
         self._coming = None
 
-    def result_state(self) -> GovernanceState | ReadBack:
+    def result_state(self) -> GovernanceState | Later[GovernanceState]:
         """What the result of the last call holds as its state: itself, or its read-back."""
         return self._coming if self._coming is not None else self._state
 
@@ -387,7 +388,7 @@ class Continuity:
                     kept.origin if kept is not None else None,
                     kept.added if kept is not None else None,
                 )
-                self._state, self._coming = before, ReadBack(read_back)
+                self._state, self._coming = before, Later(read_back)
             else:
                 self.state = _read_back(
                     history,
@@ -412,23 +413,6 @@ class Continuity:
         if previous is None:
             return FIRST_CALL
         return _compare(previous, sent, before, self.state)
-
-
-class ReadBack:
-    """The decisions a call's messages embody, read back when first asked for (then kept)."""
-
-    __slots__ = ("_read", "_state")
-
-    def __init__(self, read: Callable[[], GovernanceState]) -> None:
-        self._read: Callable[[], GovernanceState] | None = read
-        self._state: GovernanceState | None = None
-
-    def __call__(self) -> GovernanceState:
-        if self._state is None:
-            assert self._read is not None
-            self._state = self._read()
-            self._read = None  # what it was read from can go
-        return self._state
 
 
 def _read_back(

@@ -43,6 +43,7 @@ from nanobot_core._logging import get_logger
 from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.governance import budget_first as cutting
 from nanobot_core.governance._handed import Deferred, Handed
+from nanobot_core.governance._later import Later, resolved
 from nanobot_core.governance.anthropic import (
     from_openai_shape,
     is_anthropic_shape,
@@ -55,10 +56,9 @@ from nanobot_core.governance.continuity import (
     Continuity,
     GovernanceState,
     Prefix,
-    ReadBack,
 )
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
-from nanobot_core.governance.messages import ONE_TEXT_KEYS, any_text_passes, container_copy
+from nanobot_core.governance.messages import any_text_passes, container_copy
 from nanobot_core.governance.ordering import place_stages
 from nanobot_core.governance.stage import Budget, Stage, StageContext, StageOutcome
 from nanobot_core.governance.stages import builtin_stages
@@ -136,6 +136,10 @@ class GovernanceReport(list[ReportEntry]):
         return [entry.to_json() for entry in self]
 
 
+# A field held as itself or as a `Later` standing for it compares by what it stands for.
+_BY_VALUE = attrs.cmp_using(eq=lambda a, b: resolved(a) == resolved(b), require_same_type=False)
+
+
 @attrs.frozen
 class GovernanceResult:
     """The model copy of the history and how it was obtained.
@@ -148,12 +152,10 @@ class GovernanceResult:
     """
 
     messages: list[Any]
-    # The report, or for a call that left the history alone its entries to build when
-    # first read (`_IdleReport`): compared and shown as the report either way.
-    _report: GovernanceReport | _IdleReport = attrs.field(
-        alias="report",
-        eq=attrs.cmp_using(eq=lambda a, b: _built(a) == _built(b), require_same_type=False),
-        repr=lambda report: repr(_built(report)),
+    # The report, or for a call whose stages all left the history alone its entries to
+    # build when first read (`_idle_report`): compared and shown as the report either way.
+    _report: GovernanceReport | Later[GovernanceReport] = attrs.field(
+        alias="report", eq=_BY_VALUE, repr=lambda report: repr(resolved(report))
     )
     tokens: int
     budget: int
@@ -162,60 +164,36 @@ class GovernanceResult:
     prefix: Prefix = FIRST_CALL
     # The decisions, or on a governor's first call their read-back, done when first asked
     # for (`Continuity.learn`): compared and shown as the decisions either way.
-    _state: GovernanceState | ReadBack = attrs.field(
+    _state: GovernanceState | Later[GovernanceState] = attrs.field(
         factory=GovernanceState,
         alias="state",
-        eq=attrs.cmp_using(eq=lambda a, b: _decided(a) == _decided(b), require_same_type=False),
-        repr=lambda state: repr(_decided(state)),
+        eq=_BY_VALUE,
+        repr=lambda state: repr(resolved(state)),
     )
 
     @property
     def state(self) -> GovernanceState:
         """The decisions to carry to the next call (and to record in the session)."""
-        return _decided(self._state)
+        return resolved(self._state)
 
     @property
     def report(self) -> GovernanceReport:
         """One entry per stage in pipeline order, then ``final``."""
-        return _built(self._report)
+        return resolved(self._report)
 
     @property
     def changed(self) -> bool:
         """Whether the messages differ from the input."""
         report = self._report
-        return False if isinstance(report, _IdleReport) else report.changed
+        # One still to build is of a call whose stages all left the history alone.
+        return False if isinstance(report, Later) else report.changed
 
 
-class _IdleReport:
-    """The report of a call whose stages all left the history alone, built when first read.
-
-    A clean history that fits is handed back in far less time than building
-    one entry per stage takes, so a caller that never reads the report does
-    not pay for it. Built once, then kept.
-    """
-
-    __slots__ = ("_notes", "_report", "_tokens")
-
-    def __init__(self, notes: Sequence[tuple[str, tuple[str, ...]]], tokens: int) -> None:
-        self._notes = notes
-        self._tokens = tokens
-        self._report: GovernanceReport | None = None
-
-    def __call__(self) -> GovernanceReport:
-        if self._report is None:
-            tokens = self._tokens
-            self._report = GovernanceReport(
-                [ReportEntry(name, False, [*note], tokens, tokens) for name, note in self._notes]
-            )
-        return self._report
-
-
-def _built(report: GovernanceReport | _IdleReport) -> GovernanceReport:
-    return report() if isinstance(report, _IdleReport) else report
-
-
-def _decided(state: GovernanceState | ReadBack) -> GovernanceState:
-    return state if isinstance(state, GovernanceState) else state()
+def _idle_report(notes: Sequence[tuple[str, tuple[str, ...]]], tokens: int) -> GovernanceReport:
+    """The report of a call whose stages (`notes`: name, what it says) all left it alone."""
+    return GovernanceReport(
+        [ReportEntry(name, False, [*note], tokens, tokens) for name, note in notes]
+    )
 
 
 class _Run(NamedTuple):
@@ -226,7 +204,7 @@ class _Run(NamedTuple):
     """
 
     messages: list[Any]
-    report: GovernanceReport | _IdleReport
+    report: GovernanceReport | Later[GovernanceReport]
     tokens: int
     budget: int
     fits: bool
@@ -445,8 +423,10 @@ class Governor:
             tokens = clean_tokens(view, room, self.config.max_tool_result_chars)
             if tokens is not None:
                 result = self._untouched(untouched, fixed[0] + fixed[1] + tokens)
-                if view is not given:
-                    _report_kept(_built(result.report), self._continuity.state)
+                if view is not given:  # it says so: built now, and changed
+                    report = resolved(result.report)
+                    _report_kept(report, self._continuity.state)
+                    result = result._replace(report=report)
                 return result, True, False, None
         ctx = StageContext(
             budget=budget,
@@ -508,7 +488,8 @@ class Governor:
 
     def _untouched(self, messages: list[Any], tokens: int) -> _Run:
         """The result for a history that is clean and fits: itself, every stage idle."""
-        report = _IdleReport(self._idle_notes, tokens)
+        # Built when first read: a caller that never reads it does not pay for it.
+        report = Later(functools.partial(_idle_report, self._idle_notes, tokens))
         return _Run(messages, report, tokens, self.budget.limit, True)
 
     def _cut(self, messages: list[Any], ctx: StageContext, plan: _CutPlan) -> HistoryCut | None:
@@ -558,7 +539,6 @@ class Governor:
         """`_through` for one per-message `stage`: the message it leaves, or None (see there)."""
         remember = self._remember
         prefilter = stage.prefilter
-        one_text = ONE_TEXT_KEYS.issuperset
 
         def step(message: Any) -> Any:
             known = memo.get(id(message))  # the memo holds its messages: ids are theirs
@@ -567,13 +547,7 @@ class Governor:
                 # nothing to ask for (one that raises is left to it, which reports).
                 if prefilter is not None and type(message) is dict:
                     try:
-                        content = message.get("content")
-                        # `any_text_passes` of a message whose one text is its content,
-                        # without the call: the walk asks it of every message it reads.
-                        if type(content) is str and one_text(message):
-                            idle = not prefilter(content)
-                        else:
-                            idle = not any_text_passes(message, prefilter)
+                        idle = not any_text_passes(message, prefilter)
                     except Exception:
                         idle = False
                     if idle:
@@ -608,14 +582,11 @@ class Governor:
                 if not disabled and stage.name in names
             ]
             known = [test for test in tests if test is not None]
-            self._passes_of[names] = (
-                None
-                if not known or len(known) < len(tests)
+            passes: Callable[[str], object] | None = None
+            if known and len(known) == len(tests):
                 # Asked of every message the walk reads: one prefilter is called as it is.
-                else known[0]
-                if len(known) == 1
-                else (lambda text: any(test(text) for test in known))
-            )
+                passes = known[0] if len(known) == 1 else lambda t: any(p(t) for p in known)
+            self._passes_of[names] = passes
         return self._passes_of[names]
 
     def _remember(

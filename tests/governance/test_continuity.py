@@ -25,6 +25,7 @@ from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages.compact import COMPACT_PREFIX
 from nanobot_core.governance.stages.snip import left_out_steps
 from nanobot_core.governance.tokens import count_message
+from tests.governance import builders
 from tests.governance.builders import agent_session
 from tests.governance.strategies import build_builtin_governor
 
@@ -422,6 +423,20 @@ def test_a_first_call_state_read_late_is_the_one_read_at_once(tmp_path: Path, li
     assert late == early  # the results compare by their decisions
     assert late == attrs.evolve(late, state=at_once)  # read back or given: the same
     assert repr(at_once) in repr(late)
+
+
+def test_a_call_that_keeps_an_earlier_cut_says_it_changed_the_history(tmp_path: Path) -> None:
+    """A later call whose history, with the cut and compactions sent before, is clean and
+    fits reports them kept, and the result says the messages differ from the input."""
+    history = [message for index in range(40) for message in builders.turn(index, "x" * 400)]
+    governor = build_builtin_governor(GovernanceConfig(input_limit=3_000), tmp_path)
+    assert governor.govern(history).state.start > 0
+    history += [builders.user("more"), builders.say("ok")]
+    again = governor.govern(history)
+    assert again.messages is not history
+    kept = [entry.stage for entry in again.report if entry.changed]
+    assert kept == ["compact_results", "snip_history"]
+    assert again.changed and again.report.changed
 
 
 def test_the_next_call_continues_from_a_first_call_state_nobody_asked_for(tmp_path: Path) -> None:
