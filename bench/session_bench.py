@@ -41,16 +41,10 @@ HISTORIES = {"reference": "reference history", "dirty": "dirty history"}
 
 
 def _run(
-    python: Path | str,
-    which: str,
-    scenario: str,
-    messages: int,
-    history: str,
-    *flags: str,
-    **extra: Any,
+    python: Path | str, which: str, scenario: str, messages: int, history: str, **extra: Any
 ) -> Any:
     args = ["--which", which, "--scenario", scenario, "--messages", str(messages)]
-    args += ["--history", history, *(f"--{flag}" for flag in flags)]
+    args += ["--history", history]
     for key, value in extra.items():
         args += [f"--{key}", str(value)]
     return run_driver(python, DRIVER, args, timeout=1_800)
@@ -76,9 +70,6 @@ def _plugin_stage_rows(ai_env: VirtualEnv, reps: int, history: str) -> list[Row]
     builtin_only: list[float] = []
     copied: list[float] = []
     with_state: list[float] = []  # the no-op stage side, asking for the state as well
-    # At 10,000 messages, the no-op stage side and nanobot-ai timed as the reference
-    # measurements time them too: the collector runs when it is due (see the driver).
-    as_reference: dict[str, list[float]] = {"ours": [], "nanobot": []}
     for _ in range(ROUNDS):
         # Our sides at 10,000 in one process, sample by sample in turn: the redact and
         # renamed-copy ratios compare what was measured moments apart.
@@ -89,10 +80,6 @@ def _plugin_stage_rows(ai_env: VirtualEnv, reps: int, history: str) -> list[Row]
         copied += mine["ours-copy"]
         with_state += mine["ours-stage-state"]
         ai[10_000] += _run(theirs, "nanobot", "whole", 10_000, history, reps=reps)["seconds"]
-        for side, python in (("ours", ours), ("nanobot", theirs)):
-            which = "ours-stage" if side == "ours" else "nanobot"
-            figures = _run(python, which, "whole", 10_000, history, "as-reference", reps=reps)
-            as_reference[side] += figures["seconds"]
         stage[20_000] += _run(ours, "ours-stage", "whole", 20_000, history, reps=reps)["seconds"]
         ai[20_000] += _run(theirs, "nanobot", "whole", 20_000, history, reps=reps)["seconds"]
     rows = []
@@ -105,33 +92,12 @@ def _plugin_stage_rows(ai_env: VirtualEnv, reps: int, history: str) -> list[Row]
             "messages per sample"
         ]
         if n == 10_000:
-            # The target is judged as the reference measurements take it (the way an agent
-            # runs: no collection forced before each call); the figure with the garbage
-            # collected before each sample (each side's own work alone) is in a note.
-            mine, other = (
-                _ms(as_reference["ours"], "no-op stage"),
-                _ms(as_reference["nanobot"], "nanobot-ai"),
-            )
-            collected = speedup
-            speedup = other.summary.median / mine.summary.median
-            notes = [
-                f"timed as the reference measurements time it: {ROUNDS} rounds of {reps} "
-                "samples per side, the sides in turn, each sample a fresh governor (ours) or "
-                "ContextGovernor (nanobot-ai) on a fresh copy of the history, which stays "
-                "alive (as an agent holds its session), and the garbage collector running "
-                "when it is due, so that the collections a side's allocations bring about "
-                "are part of its time",
-                "with the garbage collected before each sample instead (each side's own work "
-                f"alone): ours {summarize(stage[n]).median * 1000:.2f} ms, nanobot-ai "
-                f"{summarize(ai[n]).median * 1000:.1f} ms, {collected:.2f}x",
-            ]
             asked = summarize(with_state).median * 1000
             notes.append(
-                "the call alone, as the reference measurements time it (on a governor's "
-                "first call the state is read back only when asked for). Asking for it in "
-                f"the timed call too (as a session's next call does), garbage collected "
-                f"before each sample: median {asked:.2f} ms, "
-                f"{summarize(ai[n]).median * 1000 / asked:.2f}x faster than nanobot-ai"
+                "the call alone, as the reference measurements time it: on a governor's "
+                "first call the state is read back only when asked for. Asking for it in "
+                f"the timed call too (as a session's next call does): median {asked:.2f} ms, "
+                f"{other.summary.median / asked:.2f}x faster than nanobot-ai"
             )
         rows.append(
             Row(

@@ -167,25 +167,6 @@ def _turn_ends(history: Messages) -> list[int]:
     return [*users[1:], len(history)]
 
 
-def _as_reference(build: Any, history: Messages, reps: int) -> list[float]:
-    """Seconds per sample, taken as the reference measurements take them.
-
-    The history stays alive (as an agent holds its session), each sample
-    governs a fresh copy of it with a fresh governor, and the garbage
-    collector runs when it is due, not before each sample: the collections a
-    side's allocations bring about while it runs are part of its time. No
-    warm-up: the median of the samples leaves out the first one's imports.
-    """
-    seconds = []
-    for _ in range(reps):
-        fresh = json.loads(json.dumps(history))
-        govern = build()
-        started = time.perf_counter()
-        govern(fresh)
-        seconds.append(time.perf_counter() - started)
-    return seconds
-
-
 def main() -> None:
     options = parser(__doc__.splitlines()[0])
     options.add_argument("--which", required=True)
@@ -193,11 +174,6 @@ def main() -> None:
     options.add_argument("--messages", type=int, required=True)
     options.add_argument("--window", type=int, default=128_000)
     options.add_argument("--history", choices=["reference", "dirty"], default="reference")
-    options.add_argument(
-        "--as-reference",
-        action="store_true",
-        help="whole: time the samples as the reference measurements do (see `_as_reference`)",
-    )
     args = options.parse_args()
     workspace = Path(tempfile.mkdtemp())
 
@@ -208,12 +184,8 @@ def main() -> None:
             return _nanobot(args.window, workspace)
         return _ours(which, args.window, workspace)
 
-    figures: dict[str, Any] = {"which": args.which, "scenario": args.scenario}
-    if args.scenario == "whole" and args.as_reference:
-        figures["seconds"] = _as_reference(build, _history(args.messages, args.history), args.reps)
-        write(args.out, figures)
-        return
     text = json.dumps(_history(args.messages, args.history))
+    figures: dict[str, Any] = {"which": args.which, "scenario": args.scenario}
     if args.scenario == "whole":
         # Several sides in one process take their samples in turn, so that a ratio
         # between them is not decided by how busy the machine was in between.

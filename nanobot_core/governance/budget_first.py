@@ -204,13 +204,7 @@ def _bound_exceeded(
                     total += _answered(ids, run, floors)
             run = []
             floors = []
-        # `_own_bound`, written out: it is asked of every message the walk counts.
-        if not fact[2]:
-            if kind == user:
-                if not _next_to_user(messages, index):
-                    total += fact[1]
-            elif not (patterns and kind == assistant and is_placeholder_message(message, patterns)):
-                total += fact[1]
+        total += _own_bound(fact, message, messages, index, patterns)
         if low_room is not None and total > low_room:
             assert low is not None
             low.exceeded = index

@@ -55,11 +55,6 @@ def compact_notice(tool: str | None, content: Any) -> str:
 
 
 def _plain_notice(tool: str | None, chars: int | None) -> str:
-    if tool and chars is not None:  # the commonest notice, in one piece: one per result
-        return (
-            f"{COMPACT_PREFIX}: {tool!r} returned {chars} characters. Call it again with "
-            "narrower arguments if you still need it.]"
-        )
     size = f"{chars} characters" if chars is not None else "non-text content"
     source = f"{tool!r}" if tool else "the tool"
     return (
@@ -114,14 +109,15 @@ def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
             break
         compacted = replace(messages[index], compact_notice(name, text), known[index])
         saved = -minus_tokens - compacted[1]
-        if saved > 0:
-            result[index] = compacted[0]
-            replaced[index] = compacted
-            excess -= saved
-            cleared += saved
-            details.append(
-                f"messages[{index}]: compacted the result of {name or 'a tool'} ({saved} tokens)"
-            )
+        if saved <= 0:
+            continue
+        result[index] = compacted[0]
+        replaced[index] = compacted
+        excess -= saved
+        cleared += saved
+        details.append(
+            f"messages[{index}]: compacted the result of {name or 'a tool'} ({saved} tokens)"
+        )
     if not details:
         return StageOutcome.unchanged(messages)
     ctx.facts.note(result, replaced)
