@@ -427,16 +427,23 @@ class Listing:
     out for that one, so its totals and survey cost only what follows it.
     """
 
-    __slots__ = ("_after", "_results", "_sums", "known", "messages", "runs", "survey")
+    __slots__ = ("_after", "_results", "_sums", "_tokens", "known", "messages", "runs", "survey")
 
     def __init__(
-        self, messages: Sequence[Any], known: list[MessageFacts], base: Listing | None = None
+        self,
+        messages: Sequence[Any],
+        known: list[MessageFacts],
+        base: Listing | None = None,
+        derived: tuple[_Sums | None, int | None] = (None, None),
     ) -> None:
+        """`derived`: the totals of the list, or its tokens alone, when already worked out
+        (`derive`)."""
         self.messages = messages  # held, so that its id stays its own
         self.known = known
         self.survey: Survey | None = None
         self.runs: _Runs | None = None
-        self._sums: _Sums | None = None
+        self._sums: _Sums | None = derived[0]
+        self._tokens: int | None = derived[1]
         self._results: tuple[int, int] | None = None
         # Of the list this one starts with: its totals, results, runs and length. Not the
         # list itself, so that a session's lists never make a chain back to its first call.
@@ -453,13 +460,55 @@ class Listing:
                 (tokens, defects, largest), start = after[0], after[3]
             rest = known[start:] if start else known
             if rest:
-                tokens += sum(map(_TOKENS, rest))
+                if self._tokens is None:
+                    tokens += sum(map(_TOKENS, rest))
                 # Most entries have no defect: OR only the distinct values, when any is set.
                 if any(map(_DEFECTS, rest)):
                     defects |= reduce(or_, set(map(_DEFECTS, rest)))
                 largest = max(largest, max(map(_RESULT_CHARS, rest)))
+            if self._tokens is not None:
+                tokens = self._tokens
             self._sums = (tokens, defects, largest)
         return self._sums
+
+    def tokens(self) -> int:
+        """The tokens of every entry: `sums`' first, without the rest when only it is asked
+        (a list over budget is asked nothing else before the next stage changes it)."""
+        if self._sums is not None:
+            return self._sums[0]
+        if self._tokens is None:
+            after = self._after
+            if after is not None and after[0] is not None:
+                rest = self.known[after[3] :]
+                self._tokens = after[0][0] + sum(map(_TOKENS, rest))
+            else:
+                self._tokens = sum(map(_TOKENS, self.known))
+        return self._tokens
+
+    def derive(
+        self, removed: Sequence[MessageFacts], added: Sequence[MessageFacts]
+    ) -> tuple[_Sums | None, int | None]:
+        """What is known of the totals of a list made from this one by taking out the
+        entries `removed` and putting in `added` (for `Listing`'s `derived`).
+
+        The tokens add up whenever this list's are known. The defects and the
+        largest result carry over only when no entry taken out had a defect or
+        the largest result, which would have to be looked for again.
+        """
+        sums, tokens = self._sums, self._tokens
+        if sums is None and tokens is None:
+            return None, None
+        change = sum(map(_TOKENS, added)) - sum(map(_TOKENS, removed))
+        if sums is None:
+            assert tokens is not None
+            return None, tokens + change
+        total, defects, largest = sums
+        if any(map(_DEFECTS, removed)) or (removed and max(map(_RESULT_CHARS, removed)) >= largest):
+            return None, total + change
+        if added:
+            defects |= reduce(or_, map(_DEFECTS, added))
+            largest = max(largest, max(map(_RESULT_CHARS, added)))
+        return (total + change, defects, largest), None
 
     def results(self) -> tuple[int, int]:
         """(how many entries are tool results, the characters of their texts)."""
@@ -760,14 +809,25 @@ class FactsCache:
         return self._listed(messages).known
 
     def note(
-        self, messages: Sequence[Any], known: list[MessageFacts], base: Listing | None = None
+        self,
+        messages: Sequence[Any],
+        known: list[MessageFacts],
+        base: Listing | None = None,
+        *,
+        source: Sequence[Any] | None = None,
+        removed: Sequence[MessageFacts] = (),
+        added: Sequence[MessageFacts] = (),
     ) -> None:
         """Record the facts of a list a stage just built from another one (same order).
 
         `base`: a list `messages` starts with (the same objects), whose totals
-        and survey carry over.
+        and survey carry over. `source`: the list `messages` was made from by
+        taking out the entries `removed` and putting in `added`, whose totals
+        (where this run worked them out) carry over with that change.
         """
-        self._lists[id(messages)] = Listing(messages, known, base)
+        made_from = self.listing(source) if source is not None else None
+        derived = made_from.derive(removed, added) if made_from is not None else (None, None)
+        self._lists[id(messages)] = Listing(messages, known, base, derived)
 
     def tool_blocks(self, messages: Sequence[Any]) -> bool:
         """`is_anthropic_shape` from the facts (learnt where not known yet), at C speed."""
@@ -780,7 +840,7 @@ class FactsCache:
 
     def list_tokens(self, messages: Sequence[Any]) -> int:
         """Tokens of every message of `messages` (memoised per list)."""
-        return self._listed(messages).sums()[0]
+        return self._listed(messages).tokens()
 
     def survey(self, messages: Sequence[Any]) -> Survey:
         """The survey of `messages` (computed once per list object and length)."""
@@ -811,21 +871,46 @@ class Splice:
         self._known = facts.aligned(messages)
         self.messages: list[Any] = []
         self._result_known: list[MessageFacts] = []
+        # What the list is made of, when its stretches come in order: the entries passed
+        # over and those added, from which its totals follow (`Listing.derive`).
+        self._next: int | None = 0  # None: a stretch came out of order
+        self._removed: list[MessageFacts] = []
+        self._added: list[MessageFacts] = []
 
     def copy(self, start: int, stop: int | None = None) -> None:
         """Append ``messages[start:stop]``."""
         self.messages += self._messages[start:stop]
         self._result_known += self._known[start:stop]
+        end = len(self._known) if stop is None else min(stop, len(self._known))
+        if self._next is not None and 0 <= start <= end:
+            if start >= self._next:
+                self._removed += self._known[self._next : start]
+                self._next = end
+                return
+            if start == end:
+                return  # an empty stretch
+        self._next = None
 
     def add(self, *messages: Any) -> None:
         """Append new (or moved) messages."""
         for message in messages:
             self.messages.append(message)
-            self._result_known.append(self._facts.of(message))
+            fact = self._facts.of(message)
+            self._result_known.append(fact)
+            self._added.append(fact)
 
     def done(self) -> list[Any]:
         """The new list (its facts recorded)."""
-        self._facts.note(self.messages, self._result_known)
+        if self._next is None:
+            self._facts.note(self.messages, self._result_known)
+        else:
+            self._facts.note(
+                self.messages,
+                self._result_known,
+                source=self._messages,
+                removed=[*self._removed, *self._known[self._next :]],
+                added=self._added,
+            )
         return self.messages
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import Any
 
@@ -10,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.governance.checks import arguments_ok
-from nanobot_core.governance.survey import Defect, FactsCache, survey_messages
+from nanobot_core.governance.survey import Defect, FactsCache, Splice, survey_messages
 from tests.governance.builders import call, calls, result, say, system, turn, user
 from tests.governance.strategies import DirtyRequest, dirty_requests
 
@@ -96,6 +97,48 @@ def test_a_list_that_extends_a_known_one_is_surveyed_as_a_fresh_list(
     assert facts.registered(history) is not None
     assert _fields(facts.survey(history)) == _fields(survey_messages(history))
     assert facts.list_tokens(history) == FactsCache().list_tokens(history)
+
+
+@given(dirty_requests(), st.data())
+def test_a_spliced_list_carries_totals_equal_to_a_fresh_count(
+    request: DirtyRequest, data: st.DataObject
+) -> None:
+    """A list spliced from stretches of a totalled one, with messages added, has the totals
+    and tokens a fresh cache counts, whatever was taken out (defects, the largest result)."""
+    history = request.messages
+    facts = FactsCache()
+    asked = data.draw(st.sampled_from(["sums", "tokens", "nothing"]), label="asked of the source")
+    if asked == "sums":
+        facts.totals(history)
+    elif asked == "tokens":
+        facts.list_tokens(history)
+    cuts = sorted(data.draw(st.lists(st.integers(0, len(history)), max_size=6), label="cuts"))
+    bounds = [0, *cuts, len(history)]
+    splice = Splice(history, facts)
+    for index, (start, stop) in enumerate(itertools.pairwise(bounds)):
+        if data.draw(st.booleans(), label=f"keep stretch {index}"):
+            splice.copy(start, stop)
+        if data.draw(st.booleans(), label=f"add after stretch {index}"):
+            splice.add(result(f"added_{index}", "x" * data.draw(st.integers(0, 40))))
+    spliced = splice.done()
+    fresh = FactsCache()
+    assert facts.list_tokens(spliced) == fresh.list_tokens(spliced)
+    assert facts.totals(spliced) == fresh.totals(spliced)
+
+
+def test_a_spliced_list_counts_again_what_it_cannot_carry_over() -> None:
+    """Taking out the largest result or the only defect leaves neither in the spliced totals."""
+    history = [user(), calls(call("a"), call("b")), result("a", "x" * 900), result("b", "")]
+    facts = FactsCache()
+    tokens, defects, largest = facts.totals(history)
+    assert largest == 900
+    assert defects & Defect.EMPTY_RESULTS
+    splice = Splice(history, facts)
+    splice.copy(0, 2)  # both results left out
+    spliced = splice.done()
+    assert facts.totals(spliced) == FactsCache().totals(spliced)
+    assert facts.totals(spliced)[1:] == (0, 0)
+    assert facts.list_tokens(spliced) < tokens
 
 
 def test_a_list_that_does_not_start_with_the_known_one_is_not_carried_over() -> None:

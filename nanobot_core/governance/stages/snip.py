@@ -302,6 +302,6 @@ def snip_history(messages: list[Any], ctx: StageContext) -> StageOutcome:
     result = [*prefix, *kept]
     if len(result) == len(messages) and all(a is b for a, b in zip(result, messages, strict=True)):
         return StageOutcome.unchanged(messages)
-    if kept_known is not None:
-        ctx.facts.note(result, kept_known)
+    if kept_known is not None:  # the entries dropped are all that changed: totals carry over
+        ctx.facts.note(result, kept_known, source=working, removed=known[start : start + first])
     return StageOutcome(result, changed=True, details=details)
