@@ -454,21 +454,17 @@ class Listing:
     def sums(self) -> _Sums:
         """(tokens, defects of the entries themselves, largest result) over every entry."""
         if self._sums is None:
-            known, start, tokens, defects, largest = self.known, 0, 0, 0, 0
+            known, start, defects, largest = self.known, 0, 0, 0
             after = self._after
             if after is not None and after[0] is not None:
-                (tokens, defects, largest), start = after[0], after[3]
+                (_, defects, largest), start = after[0], after[3]
             rest = known[start:] if start else known
             if rest:
-                if self._tokens is None:
-                    tokens += sum(map(_TOKENS, rest))
                 # Most entries have no defect: OR only the distinct values, when any is set.
                 if any(map(_DEFECTS, rest)):
                     defects |= reduce(or_, set(map(_DEFECTS, rest)))
                 largest = max(largest, max(map(_RESULT_CHARS, rest)))
-            if self._tokens is not None:
-                tokens = self._tokens
-            self._sums = (tokens, defects, largest)
+            self._sums = (self.tokens(), defects, largest)
         return self._sums
 
     def tokens(self) -> int:
@@ -882,14 +878,13 @@ class Splice:
         self.messages += self._messages[start:stop]
         self._result_known += self._known[start:stop]
         end = len(self._known) if stop is None else min(stop, len(self._known))
-        if self._next is not None and 0 <= start <= end:
-            if start >= self._next:
-                self._removed += self._known[self._next : start]
-                self._next = end
-                return
-            if start == end:
-                return  # an empty stretch
-        self._next = None
+        if self._next is None:
+            return
+        if 0 <= start <= end and start >= self._next:
+            self._removed += self._known[self._next : start]
+            self._next = end
+        elif start != end:  # out of order (an empty stretch changes nothing)
+            self._next = None
 
     def add(self, *messages: Any) -> None:
         """Append new (or moved) messages."""
