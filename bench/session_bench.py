@@ -198,6 +198,17 @@ def _session_rows(ai_env: VirtualEnv, history: str) -> list[Row]:
     return rows
 
 
+def _loss_note(by_cause: dict[str, dict[str, float]]) -> str:
+    """Where our side's prefix share went, per cause its results gave (see the driver)."""
+    parts = [
+        f"{cause} {figures['mean_loss']:.3f} ({figures['calls']:.0f} calls)"
+        for cause, figures in sorted(by_cause.items(), key=lambda item: -item[1]["mean_loss"])
+    ]
+    return "ours, share lost per call by cause (adds up to 1 - mean): " + (
+        ", ".join(parts) or "not reported"
+    )
+
+
 def prefix_rows(ai_env: VirtualEnv) -> list[Row]:
     """Prompt-cache reuse over the growing session at each window, on each history."""
     rows = []
@@ -218,7 +229,8 @@ def prefix_rows(ai_env: VirtualEnv) -> list[Row]:
                 notes=[
                     f"ours: {mine['calls_under_half']} of {mine['compared_calls']} calls under "
                     f"half ({under:.1%}), mean fill {mine['mean_fill']:.2f}; nanobot-ai: mean "
-                    f"{ai['mean_reuse']:.2f}, {ai['calls_under_half']} calls under half"
+                    f"{ai['mean_reuse']:.2f}, {ai['calls_under_half']} calls under half",
+                    _loss_note(mine.get("loss_by_cause", {})),
                 ],
             )
         )

@@ -17,6 +17,9 @@ with ``-state`` appended also asks for the result's state in the timed call.
 - ``prefix``: the same session; per call, the share of the bytes of the
   messages sent that is a byte-identical prefix of the previous call's
   messages (what a provider's prompt cache reuses), and the fill of the budget.
+  Our side also says what each call lost that share to, as its result's
+  ``prefix.reason`` tells: messages appended to those sent before, a
+  compaction, a cut, or another change (``loss_by_cause``).
 
 ``--history``: ``reference`` (`reference_history`, the one the targets were set
 on) or ``dirty`` (`histories.generate_history`).
@@ -52,6 +55,9 @@ COPIED = "sanitize_content"
 ASKS_STATE = "-state"
 
 Messages = list[dict[str, Any]]
+#: What a side's ``govern`` returns: the messages sent, the fill of the budget (NaN when
+#: not known) and the result's ``prefix.reason`` (None when there is none).
+Governed = tuple[Messages, float, str | None]
 
 
 def _ours(which: str, window: int, workspace: Path) -> Any:
@@ -111,12 +117,14 @@ def _ours(which: str, window: int, workspace: Path) -> Any:
     if wanted and wanted not in names:
         raise SystemExit(f"{wanted} is not in the pipeline: {names}")
 
-    def govern(messages: Messages) -> tuple[Messages, float]:
+    def govern(messages: Messages) -> Governed:
         result = governor.govern(messages[1:], system=messages[0]["content"])
         if asks_state:
             _ = result.state
         sent: Messages = [messages[0], *result.messages]
-        return sent, (result.tokens / result.budget if result.budget else 0.0)
+        prefix = getattr(result, "prefix", None)  # older trees, measured for comparison
+        reason = prefix.reason if prefix is not None else None
+        return sent, (result.tokens / result.budget if result.budget else 0.0), reason
 
     return govern
 
@@ -134,7 +142,7 @@ def _nanobot(window: int, workspace: Path) -> Any:
     logger.remove()
     registry = ToolRegistry()
 
-    def govern(messages: Messages) -> tuple[Messages, float]:
+    def govern(messages: Messages) -> Governed:
         config = ContextGovernanceConfig(
             provider=SimpleNamespace(),
             model="bench",
@@ -149,7 +157,7 @@ def _nanobot(window: int, workspace: Path) -> Any:
         out = governor.prepare_for_model(config, messages)
         with contextlib.suppress(Exception):  # its own failure leaves the prepared copy
             out = governor.fit_to_budget(config, out, tool_definitions=[])
-        return out, float("nan")
+        return out, float("nan"), None
 
     return govern
 
@@ -159,6 +167,19 @@ def _history(count: int, kind: str = "dirty") -> Messages:
     if kind == "reference":
         return reference_history(count)
     return [{"role": "system", "content": SYSTEM_PROMPT}, *generate_history(count - 1)]
+
+
+def _cause(reason: str | None) -> str:
+    """What a call's `prefix.reason` says the request lost its prefix share to."""
+    if reason is None:
+        return "unknown"
+    if reason.startswith("the messages sent before are unchanged"):
+        return "appended"
+    if "cut" in reason:
+        return "cut"
+    if "compacted" in reason:
+        return "compaction"
+    return "other"
 
 
 def _turn_ends(history: Messages) -> list[int]:
@@ -205,10 +226,12 @@ def main() -> None:
         history = json.loads(text)
         govern = build()
         per_call, shares, fills = [], [], []
+        lost: dict[str, float] = {}  # cause -> the prefix share the calls lost to it
+        caused: dict[str, int] = {}  # cause -> how many calls
         previous: list[str] | None = None
         for end in _turn_ends(history):
             started = time.perf_counter()
-            sent, fill = govern(history[:end])
+            sent, fill, reason = govern(history[:end])
             per_call.append(time.perf_counter() - started)
             if args.scenario != "prefix":
                 continue
@@ -219,6 +242,9 @@ def main() -> None:
                 while same < min(len(encoded), len(previous)) and encoded[same] == previous[same]:
                     same += 1
                 shares.append(sum(map(len, encoded[:same])) / total if total else 1.0)
+                cause = _cause(reason)
+                lost[cause] = lost.get(cause, 0.0) + 1.0 - shares[-1]
+                caused[cause] = caused.get(cause, 0) + 1
             previous = encoded
             fills.append(fill)
         figures |= {
@@ -233,6 +259,14 @@ def main() -> None:
                 "calls_under_half": sum(share < 0.5 for share in shares),
                 "compared_calls": len(shares),
                 "mean_fill": statistics.fmean(fills) if args.which != "nanobot" else None,
+                # Per cause, the mean over all compared calls of the share lost to it (they
+                # add up to 1 - mean_reuse) and how many calls it was.
+                "loss_by_cause": {
+                    cause: {"mean_loss": share / len(shares), "calls": caused[cause]}
+                    for cause, share in sorted(lost.items())
+                }
+                if shares
+                else {},
             }
     write(args.out, figures)
 
