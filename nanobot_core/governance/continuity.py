@@ -41,7 +41,7 @@ from nanobot_core.governance.messages import (
 )
 from nanobot_core.governance.stages.compact import COMPACT_PREFIX, compact_notice
 from nanobot_core.governance.stages.offload import offload_notice
-from nanobot_core.governance.stages.snip import left_out_steps, with_steps_notice
+from nanobot_core.governance.stages.snip import left_out_steps, step_starts, with_steps_notice
 from nanobot_core.governance.store import ResultStore
 from nanobot_core.governance.survey import Origins
 
@@ -66,13 +66,18 @@ class GovernanceState:
     when set, is the first step of that turn that was sent, the steps between
     `start` and it being left out (a notice on the user message says so); `compacted` are the tool
     results sent compacted; `length` is the length of the history it was
-    worked out for.
+    worked out for. `steps_left_out`, with `steps_from`, is the count that
+    notice gave: the steps of the turn as the repairs left it, which the
+    history's own messages need not show (a stray result a repair dropped is
+    no step). None (a state recorded before it was kept) counts them in the
+    history.
     """
 
     start: int = 0
     steps_from: int | None = None
     compacted: tuple[int, ...] = attrs.field(default=(), converter=_indices)
     length: int = 0
+    steps_left_out: int | None = None
 
     def to_record(self) -> dict[str, Any]:
         """The session line that records this state (never sent to the model)."""
@@ -83,6 +88,7 @@ class GovernanceState:
                 "steps_from": self.steps_from,
                 "compacted": list(self.compacted),
                 "length": self.length,
+                "steps_left_out": self.steps_left_out,
             }
         }
 
@@ -92,26 +98,26 @@ class GovernanceState:
         meta = record.get("_meta") if isinstance(record, Mapping) else None
         if not isinstance(meta, Mapping) or meta.get("kind") != META_KIND:
             return None
-        start, steps, compacted, length = (
+        start, steps, compacted, length, left_out = (
             meta.get("start"),
             meta.get("steps_from"),
             meta.get("compacted"),
             meta.get("length"),
+            meta.get("steps_left_out"),
         )
         numbers = [start, length, *(compacted if isinstance(compacted, list) else [None])]
         if steps is not None:
             numbers.append(steps)
+        if left_out is not None:
+            # A notice counts one step at least, and only a cut between steps gives one.
+            numbers.append(left_out if steps is not None and left_out != 0 else None)
         if not all(type(n) is int and n >= 0 for n in numbers):
             return None
-        return cls(int(start), steps, compacted, int(length))  # type: ignore[arg-type]
+        return cls(int(start), steps, compacted, int(length), left_out)  # type: ignore[arg-type]
 
     def moved(self, other: GovernanceState) -> bool:
         """Whether `other` made other decisions (not just saw a longer history)."""
-        return (self.start, self.steps_from, self.compacted) != (
-            other.start,
-            other.steps_from,
-            other.compacted,
-        )
+        return _decisions(self) != _decisions(other)
 
 
 #: The state of a history governed afresh (frozen: one object serves every call).
@@ -168,12 +174,7 @@ def _valid(state: GovernanceState, history: Sequence[Any], leading: int) -> bool
 
 
 def _decisions(state: GovernanceState) -> tuple[Any, ...]:
-    return (state.start, state.steps_from, state.compacted)
-
-
-def _steps_between(history: Sequence[Any], first: int, stop: int) -> int:
-    """How many steps start in ``history[first:stop]`` (anything but a tool message starts one)."""
-    return sum(1 for i in range(first, stop) if i == first or _role(history[i]) != "tool")
+    return (state.start, state.steps_from, state.compacted, state.steps_left_out)
 
 
 class Continuity:
@@ -301,7 +302,9 @@ class Continuity:
             last = state.start
             while last + 1 < state.steps_from and _role(history[last + 1]) == "user":
                 last += 1
-            left_out = _steps_between(history, last + 1, state.steps_from)
+            left_out = state.steps_left_out
+            if left_out is None:  # recorded without it: the steps as the history holds them
+                left_out = len(step_starts(history, last + 1, state.steps_from))
             view += history[state.start : last]
             view.append(with_steps_notice(history[last], left_out))
             positions += range(state.start, last + 1)
@@ -405,7 +408,11 @@ class Continuity:
                 before
                 if before.length == len(history)
                 else GovernanceState(
-                    before.start, before.steps_from, before.compacted, len(history)
+                    before.start,
+                    before.steps_from,
+                    before.compacted,
+                    len(history),
+                    before.steps_left_out,
                 )
             )
         self._sent = sent
@@ -516,7 +523,8 @@ def _read_back(
     steps_from = None
     # Steps were left out only where the task says so: a message a repair dropped between
     # the user message and the next one sent is no step cut.
-    noticed = left_out_steps(sent[leading]) > 0 if leading < len(sent) else False
+    noticed_steps = left_out_steps(sent[leading]) if leading < len(sent) else 0
+    noticed = noticed_steps > 0
     if offset == 0 and position == start:  # the user message as it was, or with its notice
         after = mapped[1][1] if len(mapped) > 1 else None
         if noticed and after is not None and after > start + 1:
@@ -525,7 +533,10 @@ def _read_back(
         steps_from = position
     if steps_from is None and start <= leading_system_count(history):
         start = 0
-    return GovernanceState(start, steps_from, compacted, len(history))
+    # The count the notice gave is sent again as it was: the stage counted the steps of the
+    # repaired turn, which the history's messages alone do not tell.
+    steps_left_out = noticed_steps if steps_from is not None else None
+    return GovernanceState(start, steps_from, compacted, len(history), steps_left_out)
 
 
 def _by_origin(message: Any, where: dict[int, int], origin: Callable[[Any], Any]) -> int | None:

@@ -196,11 +196,39 @@ def test_another_history_on_the_same_governor_is_governed_afresh(tmp_path: Path)
         {"_meta": {"kind": "governance", "start": 1, "compacted": ["x"], "length": 2}},
         {"_meta": {"kind": "governance", "start": "1", "compacted": [], "length": 2}},
         {"_meta": "governance"},
+        {"_meta": {"kind": "governance", "start": 1, "steps_left_out": 3, "length": 9}},
+        {
+            "_meta": {
+                "kind": "governance",
+                "start": 1,
+                "steps_from": 4,
+                "steps_left_out": 0,
+                "length": 9,
+            }
+        },
+        {
+            "_meta": {
+                "kind": "governance",
+                "start": 1,
+                "steps_from": 4,
+                "steps_left_out": "1",
+                "length": 9,
+            }
+        },
     ],
 )
 def test_lines_that_are_not_governance_records_give_no_state(record: dict[str, Any]) -> None:
     """Only a well-formed governance record is read as a state."""
     assert GovernanceState.from_record(record) is None
+
+
+def test_a_record_from_before_the_notice_count_is_read() -> None:
+    """A line without ``steps_left_out`` gives a state whose notice counts the history's steps."""
+    meta = {"kind": "governance", "start": 1, "steps_from": 6, "compacted": [], "length": 9}
+    record = {"_meta": meta}
+    state = GovernanceState.from_record(record)
+    assert state == GovernanceState(1, 6, (), 9, None)
+    assert GovernanceState.from_record(state.to_record()) == state
 
 
 def test_the_first_call_reports_nothing_sent_before(tmp_path: Path) -> None:
@@ -484,3 +512,45 @@ def test_a_session_is_the_same_whether_its_first_state_is_read_or_not(
         assert again.messages == sent.messages
         assert again.prefix == sent.prefix
         assert again.state == sent.state
+
+
+def _task_after_a_repair(steps: int, before: dict[str, Any]) -> list[dict[str, Any]]:
+    """One task, then `before` (a message a repair drops), then `steps` steps of one call each
+    (their arguments long enough that compacting the results cannot make them all fit)."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": "fix the build " * 5}, before]
+    arguments = json.dumps({"pattern": "y" * 300})
+    for index in range(steps):
+        function = {"name": "grep", "arguments": arguments}
+        call = {"id": f"c{index}", "type": "function", "function": function}
+        history.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        history.append({"role": "tool", "tool_call_id": f"c{index}", "content": "x" * 900})
+    return history
+
+
+_DROPPED_BEFORE_THE_STEPS = [
+    pytest.param({"role": "tool", "tool_call_id": "gone", "content": "stale"}, id="orphan-result"),
+    pytest.param(
+        {"role": "assistant", "content": "[Previous assistant message omitted.]"}, id="placeholder"
+    ),
+    pytest.param({"role": "critic", "content": "looks wrong"}, id="unknown-role"),
+]
+
+
+@pytest.mark.parametrize("before", _DROPPED_BEFORE_THE_STEPS)
+def test_a_kept_step_cut_sends_the_notice_it_sent_first(
+    tmp_path: Path, before: dict[str, Any]
+) -> None:
+    """The notice counts the steps of the repaired turn, on the call that cut and on the next ones,
+    after a restart too: a message a repair drops before the steps is no step."""
+    history = _task_after_a_repair(30, before)
+    config = _config(3_000)
+    governor = build_builtin_governor(config, tmp_path)
+    first = governor.govern(history, system=SYSTEM)
+    sent_steps = sum(1 for m in first.messages if m["role"] == "assistant")
+    assert left_out_steps(first.messages[0]) == 30 - sent_steps > 0
+    again = governor.govern(history, system=SYSTEM)
+    assert again.messages == first.messages
+    assert again.prefix.kept
+    restarted = build_builtin_governor(config, tmp_path)
+    restarted.restore(GovernanceState.from_record(json.loads(json.dumps(first.state.to_record()))))
+    assert restarted.govern(history, system=SYSTEM).messages == first.messages

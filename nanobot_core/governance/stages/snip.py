@@ -26,6 +26,7 @@ on a legal history.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from nanobot_core.governance.messages import (
@@ -49,6 +50,7 @@ __all__ = [
     "NARROW_LABEL",
     "left_out_steps",
     "snip_history",
+    "step_starts",
     "steps_notice",
     "with_steps_notice",
 ]
@@ -190,17 +192,22 @@ def _cut_user(
     return with_changes(message, content=cut), note
 
 
-def _step_starts(history: list[Any], newest: int) -> list[int]:
-    """Where each step after the newest user message starts: an assistant message and its results.
+def step_starts(history: Sequence[Any], first: int, stop: int | None = None) -> list[int]:
+    """Where each step of ``history[first:stop]`` starts (`first` follows a user message).
 
-    Anything but a tool message starts a step, so a tool message is never
-    separated from the message it follows.
+    A step is an assistant message and its results. Anything but a tool
+    message starts one, and so does whatever comes first, so a tool message
+    is never separated from the message it follows.
     """
+    end = len(history) if stop is None else stop
     return [
-        index
-        for index in range(newest + 1, len(history))
-        if index == newest + 1 or role_of(history[index]) != "tool"
+        index for index in range(first, end) if index == first or role_of(history[index]) != "tool"
     ]
+
+
+def _step_starts(history: list[Any], newest: int) -> list[int]:
+    """Where each step after the newest user message starts."""
+    return step_starts(history, newest + 1)
 
 
 def _newest_steps(
