@@ -520,6 +520,11 @@ def _read_back(
     if offset > 0:  # the user message sent was rewritten: merged with those before it, maybe
         while start > 0 and _role(history[start - 1]) == "user":
             start -= 1
+        # A merge says which message it was made from (the first of the run): entries a
+        # repair dropped between the user messages it merged do not end the run there.
+        made = _by_origin(body[0], where, origin) if origin is not None else None
+        if made is not None and made < start and _role(history[made]) == "user":
+            start = made
     steps_from = None
     # Steps were left out only where the task says so: a message a repair dropped between
     # the user message and the next one sent is no step cut.

@@ -353,7 +353,10 @@ class Governor:
         same shape, unless the blocks are only in history too old to fit: see
         `budget_first`). Never raises on any content of `messages`.
         """
-        given = messages if isinstance(messages, list) else list(messages)
+        caller = messages if isinstance(messages, list) else None
+        # A list of its own: what the governor keeps for the next call must not change when
+        # the caller appends to or edits its list afterwards, as an agent's loop does.
+        given = list(messages)
         tools = tools if type(tools) is list or type(tools) is tuple else list(tools)
         view, positions = self._continuity.view(given, self.store, self.config)
         # With no earlier decision applied, the view is the history (or the equal messages
@@ -379,9 +382,14 @@ class Governor:
             result = result._replace(budget=limit, fits=result.tokens <= limit)
         self._facts.retain(given, result.messages)
         self._last_view = self._facts.listing(view)
+        # Handed out: the caller's own list when nothing changed, else a list nothing here
+        # keeps (the caller may edit it, and hand it back as the next history).
+        handed = (
+            caller if result.messages is given and caller is not None else list(result.messages)
+        )
         if acted is None:  # Anthropic blocks became other messages: indices would not carry over
             self._continuity.restore(None)
-            return GovernanceResult(*result)
+            return GovernanceResult(*result._replace(messages=handed))
         prefix = self._continuity.learn(
             given,
             view,
@@ -391,7 +399,9 @@ class Governor:
             left_out=left_out,
             origins=self._facts.origins(),
         )
-        return GovernanceResult(*result, prefix, self._continuity.result_state())
+        return GovernanceResult(
+            *result._replace(messages=handed), prefix, self._continuity.result_state()
+        )
 
     def _govern(
         self,

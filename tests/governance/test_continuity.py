@@ -27,7 +27,12 @@ from nanobot_core.governance.stages.snip import left_out_steps
 from nanobot_core.governance.tokens import count_message
 from tests.governance import builders
 from tests.governance.builders import agent_session
-from tests.governance.strategies import build_builtin_governor
+from tests.governance.strategies import (
+    GOVERNANCE_CONFIGS,
+    build_builtin_governor,
+    config_indices,
+    dirty_requests,
+)
 
 SYSTEM = "You are a coding agent."
 
@@ -554,3 +559,109 @@ def test_a_kept_step_cut_sends_the_notice_it_sent_first(
     restarted = build_builtin_governor(config, tmp_path)
     restarted.restore(GovernanceState.from_record(json.loads(json.dumps(first.state.to_record()))))
     assert restarted.govern(history, system=SYSTEM).messages == first.messages
+
+
+_DROPPED_BETWEEN_USER_MESSAGES = [
+    pytest.param(None, id="not-a-message"),
+    pytest.param({"role": "critic", "content": "looks wrong"}, id="unknown-role"),
+    pytest.param(
+        {"role": "assistant", "content": "[Previous assistant message omitted.]"}, id="placeholder"
+    ),
+    pytest.param({"role": "tool", "tool_call_id": "gone", "content": "stale"}, id="orphan-result"),
+]
+
+
+@pytest.mark.parametrize("between", _DROPPED_BETWEEN_USER_MESSAGES)
+def test_user_messages_merged_across_a_dropped_entry_stay_sent(
+    tmp_path: Path, between: Any
+) -> None:
+    """Two user messages a repair made adjacent are merged and sent on every later call: the
+    state starts the history at the first of them, not at the second."""
+
+    def step(name: str) -> list[dict[str, Any]]:
+        function = {"name": "grep", "arguments": "{}"}
+        call = {"id": name, "type": "function", "function": function}
+        return [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": name, "content": f"found {name}"},
+        ]
+
+    history = [{"role": "user", "content": "first ask"}, between]
+    governor = build_builtin_governor(_config(100_000), tmp_path)
+    governor.govern(history, system=SYSTEM)  # the session so far: an ask left unanswered
+    history = [*history, {"role": "user", "content": "second ask"}, *step("a")]
+    first = governor.govern(history, system=SYSTEM)
+    assert first.messages[0]["content"] == "first ask\n\nsecond ask"
+    assert governor.state.start == 0
+    grown = [*history, {"role": "user", "content": "third ask"}, *step("b")]
+    later = governor.govern(grown, system=SYSTEM)
+    assert later.prefix.kept
+    assert later.messages[: len(first.messages)] == first.messages
+
+
+def _edit(draw: st.DrawFn, history: list[Any], turn: int) -> None:
+    """One change an agent's loop makes to its history list in place, between two calls."""
+    kind = draw(st.sampled_from(["step", "step", "user", "replace", "pop"]))
+    if kind == "step":
+        name = f"edit{turn}"
+        function = {"name": "grep", "arguments": json.dumps({"q": "y" * draw(st.integers(0, 400))})}
+        history.append(
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [{"id": name, "type": "function", "function": function}],
+            }
+        )
+        history.append(
+            {"role": "tool", "tool_call_id": name, "content": "r" * draw(st.integers(1, 9_000))}
+        )
+    elif kind == "user":
+        history.append({"role": "user", "content": f"and then {turn}"})
+    elif kind == "replace" and history:
+        index = draw(st.integers(0, len(history) - 1))
+        entry = history[index]
+        history[index] = {**entry, "content": f"edited {turn}"} if isinstance(entry, dict) else None
+    elif history:
+        history.pop()
+
+
+@st.composite
+def _in_place_sessions(draw: st.DrawFn) -> tuple[Any, int, list[list[Any]]]:
+    """A dirty real history, a budget, and the lists an agent hands over call after call."""
+    request = draw(dirty_requests())
+    history = list(request.messages)
+    lists = [list(history)]
+    for turn in range(draw(st.integers(1, 6))):
+        _edit(draw, history, turn)
+        lists.append(list(history))
+    return request, draw(config_indices()), lists
+
+
+@settings(
+    max_examples=500,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(session=_in_place_sessions())
+def test_a_list_edited_in_place_between_calls_is_governed_as_a_new_one(
+    tmp_path_factory: pytest.TempPathFactory, session: tuple[Any, int, list[list[Any]]]
+) -> None:
+    """A governor handed one list the caller changes in place (appends, edits, removals)
+    between calls, whose results the caller edits too, sends what one handed new lists sends."""
+    request, config_index, lists = session
+    workspace = tmp_path_factory.mktemp("in-place")
+    config = GOVERNANCE_CONFIGS[config_index]
+    in_place = build_builtin_governor(config, workspace)
+    fresh_lists = build_builtin_governor(config, workspace)
+    edited: list[Any] = []
+    for contents in lists:
+        edited[:] = contents
+        mine = in_place.govern(edited, system=request.system, tools=request.tools)
+        theirs = fresh_lists.govern(list(contents), system=request.system, tools=request.tools)
+        assert mine.messages == theirs.messages
+        assert mine.prefix == theirs.prefix
+        assert mine.state == theirs.state
+        if mine.messages is not edited:
+            mine.messages.append({"role": "user", "content": "noise the caller added"})

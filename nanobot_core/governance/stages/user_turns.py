@@ -89,7 +89,11 @@ def merge_user_turns(messages: list[Any], ctx: StageContext) -> StageOutcome:
                 end += 1
         if end - index > 1:
             result.copy(copied, index)
-            result.add(_merged(messages[index:end]))
+            merged = _merged(messages[index:end])
+            result.add(merged)
+            # Read back as the first of them: the turn it opens starts there, whatever a
+            # repair dropped between them (see `FactsCache.made_from`).
+            ctx.facts.made_from(merged, messages[index])
             details.append(
                 f"messages[{index}..{end - 1}]: merged {end - index} user messages in a row "
                 "into one"
