@@ -297,11 +297,12 @@ class Continuity:
         positions = list(range(leading))
         view = history[:leading]
         if state.steps_from is not None:
-            # The notice goes on the last of the user messages in a row the turn starts
-            # with (merge_user_turns makes them one); the steps after them were left out.
-            last = state.start
-            while last + 1 < state.steps_from and _role(history[last + 1]) == "user":
-                last += 1
+            # The notice goes on the last of the user messages the turn starts with
+            # (merge_user_turns makes them one, whatever a repair drops between them);
+            # the steps after it were left out. A turn holds no later user message.
+            last = state.steps_from - 1
+            while last > state.start and _role(history[last]) != "user":
+                last -= 1
             left_out = state.steps_left_out
             if left_out is None:  # recorded without it: the steps as the history holds them
                 left_out = len(step_starts(history, last + 1, state.steps_from))

@@ -665,3 +665,26 @@ def test_a_list_edited_in_place_between_calls_is_governed_as_a_new_one(
         assert mine.state == theirs.state
         if mine.messages is not edited:
             mine.messages.append({"role": "user", "content": "noise the caller added"})
+
+
+@pytest.mark.parametrize("between", _DROPPED_BETWEEN_USER_MESSAGES)
+def test_a_task_merged_across_a_dropped_entry_keeps_its_notice_and_both_asks(
+    tmp_path: Path, between: Any
+) -> None:
+    """A step cut in a turn whose user messages a repair made adjacent sends the merged task,
+    noticed, on the call that cut, on the next one and after a restart."""
+    steps = _task_after_a_repair(30, {"role": "user", "content": "second ask"})
+    history = [{"role": "user", "content": "first ask " * 5}, between, *steps[1:]]
+    config = _config(3_000)
+    governor = build_builtin_governor(config, tmp_path)
+    first = governor.govern(history, system=SYSTEM)
+    task = first.messages[0]["content"]
+    assert (
+        task.startswith("first ask") and "second ask" in task and left_out_steps(first.messages[0])
+    )
+    again = governor.govern(history, system=SYSTEM)
+    assert again.messages == first.messages
+    assert again.prefix.kept
+    restarted = build_builtin_governor(config, tmp_path)
+    restarted.restore(GovernanceState.from_record(json.loads(json.dumps(first.state.to_record()))))
+    assert restarted.govern(history, system=SYSTEM).messages == first.messages

@@ -210,6 +210,14 @@ def _step_starts(history: list[Any], newest: int) -> list[int]:
     return step_starts(history, newest + 1)
 
 
+def _noticed(user: dict[str, Any], count: int, ctx: StageContext) -> dict[str, Any]:
+    """`with_steps_notice`, recorded as made from `user`: read back, the turn starts where
+    that message (or the first of those merged into it) does."""
+    noticed = with_steps_notice(user, count)
+    ctx.facts.made_from(noticed, user)
+    return noticed
+
+
 def _newest_steps(
     history: list[Any], newest: int, sizes: list[int], room: int, low: int, ctx: StageContext
 ) -> tuple[list[Any], list[str]] | None:
@@ -243,7 +251,7 @@ def _newest_steps(
         f"{len(starts) - left_out} steps, left out the {left_out} steps before them "
         "(a notice on the user message says so)"
     ]
-    return [with_steps_notice(user, earlier + left_out), *history[kept_from:]], notes
+    return [_noticed(user, earlier + left_out, ctx), *history[kept_from:]], notes
 
 
 def _newest_turn_only(
@@ -261,7 +269,7 @@ def _newest_turn_only(
         starts = _step_starts(history, newest)
         user = history[newest]
         left_out = len(starts) - 1
-        task = with_steps_notice(user, left_out_steps(user) + left_out) if left_out else user
+        task = _noticed(user, left_out_steps(user) + left_out, ctx) if left_out else user
         shrunk = _shrink_results([task, *history[starts[-1] :]], room, ctx)
         if shrunk is not None:
             kept, notes = shrunk
