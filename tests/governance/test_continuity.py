@@ -688,3 +688,29 @@ def test_a_task_merged_across_a_dropped_entry_keeps_its_notice_and_both_asks(
     restarted = build_builtin_governor(config, tmp_path)
     restarted.restore(GovernanceState.from_record(json.loads(json.dumps(first.state.to_record()))))
     assert restarted.govern(history, system=SYSTEM).messages == first.messages
+
+
+def test_results_renamed_for_a_repeated_call_id_and_compacted_stay_compacted(
+    tmp_path: Path,
+) -> None:
+    """Two results of one message's calls that share an id (the repair renames the second)
+    are both read back as compacted, so the next call sends them compacted again."""
+    function = {"name": "grep", "arguments": "{}"}
+    calls = [{"id": "twice", "type": "function", "function": function} for _ in range(2)]
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": "look twice"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "tool", "tool_call_id": "twice", "content": "a" * 6_000},
+        {"role": "tool", "tool_call_id": "twice", "content": "b" * 6_000},
+        {"role": "assistant", "content": "done"},
+    ]
+    for turn in range(4):  # results of their own, newer than the two: those are kept whole
+        history.append({"role": "user", "content": f"more {turn}"})
+        history += _task_after_a_repair(1, {"role": "assistant", "content": "ok"})[2:]
+    governor = build_builtin_governor(_config(3_000), tmp_path)
+    first = governor.govern(history, system=SYSTEM)
+    assert [m["content"].startswith(COMPACT_PREFIX) for m in first.messages[2:4]] == [True, True]
+    assert governor.state.compacted == (2, 3)
+    again = governor.govern(history, system=SYSTEM)
+    assert again.messages == first.messages
+    assert again.prefix.kept

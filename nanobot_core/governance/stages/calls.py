@@ -81,6 +81,8 @@ class _Repair:
     slots: dict[tuple[str, int], str | None] = attrs.field(factory=dict)
     # the first ``Error...`` result of a dropped call, if the run held one
     dropped_result: str | None = None
+    # (renamed result, the result it was made from): read back as the latter across calls
+    renamed: list[tuple[Any, Any]] = attrs.field(factory=list)
 
     def note(self, position: int | None, text: str) -> None:
         where = f"messages[{self.index}]" + (
@@ -191,7 +193,9 @@ def _repair_run(repair: _Repair, run: Sequence[Any]) -> list[Any]:
             new_id = repair.slots[slot]
             repair.details.append(f"{where}: result id {preview(original)} set to {new_id!r}")
             repair.changed = True
-            kept.append(with_changes(result, tool_call_id=new_id))
+            renamed = with_changes(result, tool_call_id=new_id)
+            repair.renamed.append((renamed, result))
+            kept.append(renamed)
         else:
             kept.append(result)
     return kept
@@ -263,6 +267,8 @@ def strip_malformed_calls(messages: list[Any], ctx: StageContext) -> StageOutcom
         while end < len(messages) and role_of(messages[end]) == "tool":
             end += 1
         replaced, repair = _repair_message(index, messages[index], messages[index + 1 : end], shift)
+        for renamed, original in repair.renamed:
+            ctx.facts.made_from(renamed, original)
         result.copy(copied, index)
         result.add(*replaced)
         details += repair.details
