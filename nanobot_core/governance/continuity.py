@@ -192,6 +192,8 @@ class Continuity:
         self._history: list[Any] = []  # the history of the current call, as `view` took it
         # The last view: (its decisions, the history length, the view, its positions).
         self._last_view: tuple[tuple[Any, ...], int, list[Any], list[int]] | None = None
+        # The history ranges (start, stop) the current view leaves out, oldest first.
+        self.left_out: tuple[tuple[int, int], ...] = ()
 
     @property
     def state(self) -> GovernanceState:
@@ -268,6 +270,7 @@ class Continuity:
         state = self.state = self._current(history, leading, extends)
         if state.start <= leading and state.steps_from is None and not state.compacted:
             self._last_view = None
+            self.left_out = ()
             return history, []
         decisions = _decisions(state)
         last = self._last_view
@@ -296,6 +299,7 @@ class Continuity:
     ) -> tuple[list[Any], list[int]]:
         positions = list(range(leading))
         view = history[:leading]
+        left_out = [(leading, state.start)] if state.start > leading else []
         if state.steps_from is not None:
             # The notice goes on the last of the user messages the turn starts with
             # (merge_user_turns makes them one, whatever a repair drops between them);
@@ -303,13 +307,14 @@ class Continuity:
             last = state.steps_from - 1
             while last > state.start and _role(history[last]) != "user":
                 last -= 1
-            left_out = state.steps_left_out
-            if left_out is None:  # recorded without it: the steps as the history holds them
-                left_out = len(step_starts(history, last + 1, state.steps_from))
+            steps = state.steps_left_out
+            if steps is None:  # recorded without it: the steps as the history holds them
+                steps = len(step_starts(history, last + 1, state.steps_from))
             view += history[state.start : last]
-            view.append(with_steps_notice(history[last], left_out))
+            view.append(with_steps_notice(history[last], steps))
             positions += range(state.start, last + 1)
             first = state.steps_from
+            left_out.append((last + 1, first))
         else:
             first = max(state.start, leading)
         view += history[first:]
@@ -320,6 +325,7 @@ class Continuity:
                 if index >= first:
                     at = len(view) - (len(history) - index)
                     view[at] = self._compacted_copy(history, index, names, store, config)
+        self.left_out = tuple(left_out)
         return view, positions
 
     def _compacted_copy(

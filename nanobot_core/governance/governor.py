@@ -282,6 +282,8 @@ class Governor:
         # only messages without work were appended (`Stage.local`), and that outcome.
         self._local_block = _local_block(self._pipeline, self._work)
         self._block_memo: _Block | None = None
+        # `_view_shift` of the ranges the session's view leaves out, and their first entries.
+        self._view_shift_memo: tuple[Any, int] | None = None
         # What is known of each message, kept across calls: a session's history grows, and
         # only what was appended since the last call is read (messages are never edited in
         # place once handed to a governor: a changed message is a new dict).
@@ -312,6 +314,7 @@ class Governor:
     def restore(self, state: GovernanceState | None) -> None:
         """Continue a session from a recorded `state` (None: start afresh)."""
         self._continuity.restore(state)
+        self._view_shift_memo = None
 
     @property
     def stages(self) -> list[Stage]:
@@ -336,6 +339,30 @@ class Governor:
         if memo is None or memo[0] != definitions:
             memo = self._tools_memo = (definitions, count_tools(definitions, self.counter))
         return memo[1]
+
+    def _view_shift(self, history: list[Any]) -> int:
+        """`StageContext.view_shift` for the view of `history` the session's state made.
+
+        The entries it leaves out, less those the stages before the cut drop (as a
+        `HistoryCut` counts them). Worked out once per decision: a session's history
+        only grows, so what the view leaves out stays as it was.
+        """
+        ranges = self._continuity.left_out
+        if not ranges:
+            return 0
+        key = (ranges, tuple(id(history[start]) for start, _ in ranges))
+        memo = self._view_shift_memo
+        if memo is not None and memo[0] == key:
+            return memo[1]
+        plan = self._cut_plan
+        dropped = plan.deferred().dropped_early if plan is not None else None
+        shift = 0
+        for start, stop in ranges:
+            shift += stop - start
+            if dropped is not None:
+                shift -= sum(map(dropped, history[start:stop]))
+        self._view_shift_memo = (key, shift)
+        return shift
 
     # -- one run ----------------------------------------------------------------------
 
@@ -447,6 +474,7 @@ class Governor:
             system_tokens=fixed[0],
             tools_tokens=fixed[1],
             facts=self._facts,
+            view_shift=self._view_shift(given) if view is not given else 0,
         )
         plan = self._cut_plan
         report = GovernanceReport()

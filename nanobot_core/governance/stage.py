@@ -275,7 +275,11 @@ class StageContext:
     the run, so stages can ask for them freely. Build one with no arguments in
     a test: the defaults are the default configuration. `cut` is the oldest
     history the governor left out before the stages because it can never be
-    sent (see `budget_first`), or None.
+    sent (see `budget_first`), or None. `view_shift` is how many of the
+    history's entries that the session's earlier decisions leave out (an
+    older cut kept) the stages would still see if they had been handed the
+    whole history: what makes a message's index in the list handed on its
+    index in the whole (as generated call ids need, see `index_shift`).
     """
 
     options: Mapping[str, Any] = attrs.field(factory=dict)
@@ -290,6 +294,12 @@ class StageContext:
         default=attrs.Factory(lambda self: FactsCache(self.counter), takes_self=True)
     )
     cut: HistoryCut | None = None
+    view_shift: int = 0
+
+    def index_shift(self) -> int:
+        """How many entries before the list handed on the whole history's pipeline would still
+        hold here: those the session's view and the budget-first cut left out."""
+        return self.view_shift + (self.cut.index_shift() if self.cut is not None else 0)
 
     def option(self, name: str, default: Any) -> Any:
         """One option of this stage, or `default` when it is not configured."""

@@ -714,3 +714,26 @@ def test_results_renamed_for_a_repeated_call_id_and_compacted_stay_compacted(
     again = governor.govern(history, system=SYSTEM)
     assert again.messages == first.messages
     assert again.prefix.kept
+
+
+@pytest.mark.parametrize("window", [3_000, 6_000])
+def test_an_id_made_for_a_call_without_one_stays_after_the_cut(tmp_path: Path, window: int) -> None:
+    """A call with an empty id gets the same made-up id on the call that cuts and on the
+    next ones, which start from the cut: it counts the entries the cut left out."""
+    history: list[dict[str, Any]] = []
+    for turn in range(30):
+        history.append({"role": "user", "content": f"turn {turn} " + "words " * 60})
+        history.append({"role": "assistant", "content": "answer " * 60})
+    call = {"id": "", "type": "function", "function": {"name": "grep", "arguments": "{}"}}
+    history.append({"role": "user", "content": "call it"})
+    history.append({"role": "assistant", "content": None, "tool_calls": [call]})
+    history.append({"role": "tool", "tool_call_id": "", "content": "found"})
+    governor = build_builtin_governor(_config(window), tmp_path)
+    first = governor.govern(history, system=SYSTEM)
+    assert governor.state.start > 0
+    again = governor.govern(history, system=SYSTEM)
+    assert again.messages == first.messages
+    assert again.prefix.kept
+    restarted = build_builtin_governor(_config(window), tmp_path)
+    restarted.restore(first.state)
+    assert restarted.govern(history, system=SYSTEM).messages == first.messages

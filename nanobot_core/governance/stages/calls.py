@@ -258,7 +258,7 @@ def strip_malformed_calls(messages: list[Any], ctx: StageContext) -> StageOutcom
     if not survey.has(Defect.MALFORMED_CALLS):
         return StageOutcome.unchanged(messages)
     # The ids it makes count the messages the governor left out first (see budget_first).
-    shift = ctx.cut.index_shift if ctx.cut is not None else _no_shift
+    shift = ctx.index_shift
     result = Splice(messages, ctx.facts)
     details: list[str] = []
     copied = 0  # messages[:copied] are handled; what lies between repairs is copied as is
