@@ -50,7 +50,7 @@ from nanobot_core.governance.watermark import cut_watermark_tokens
 if TYPE_CHECKING:
     from nanobot_core.governance.stage import StageContext
 
-__all__ = ["MIN_MESSAGES", "HistoryCut", "early_drops", "find_cut"]
+__all__ = ["MIN_MESSAGES", "HistoryCut", "early_drops", "find_cut", "still_held"]
 
 #: Shorter histories are governed whole: the walk would cost about what it saves.
 MIN_MESSAGES = 512
@@ -94,8 +94,7 @@ class HistoryCut:
     def index_shift(self) -> int:
         """How many of the left-out messages the full pipeline still has when ids are made."""
         if self._shift is None:
-            dropped = sum(map(self.dropped_early, self.messages[self.start : self.stop]))
-            self._shift = self.removed - dropped
+            self._shift = still_held(self.messages[self.start : self.stop], self.dropped_early)
         return self._shift
 
     def describe(self, before: str = "the stages") -> str:
@@ -108,6 +107,14 @@ class HistoryCut:
         if self.floor:
             line += " into the cut watermark, all that is kept of a request over budget"
         return line
+
+
+def still_held(left_out: Sequence[Any], dropped_early: Callable[[Any], bool] | None) -> int:
+    """How many of the `left_out` entries the full pipeline still holds when ids are made: all
+    but those the stages before the cut drop (`dropped_early`; None: none known)."""
+    if dropped_early is None:
+        return len(left_out)
+    return len(left_out) - sum(map(dropped_early, left_out))
 
 
 def _content_floors(offload_limit: int) -> tuple[int, int]:

@@ -49,7 +49,7 @@ from nanobot_core.governance.anthropic import (
     is_anthropic_shape,
     to_openai_shape,
 )
-from nanobot_core.governance.budget_first import HistoryCut, early_drops, find_cut
+from nanobot_core.governance.budget_first import HistoryCut, early_drops, find_cut, still_held
 from nanobot_core.governance.clean import clean_tokens
 from nanobot_core.governance.continuity import (
     FIRST_CALL,
@@ -356,11 +356,7 @@ class Governor:
             return memo[1]
         plan = self._cut_plan
         dropped = plan.deferred().dropped_early if plan is not None else None
-        shift = 0
-        for start, stop in ranges:
-            shift += stop - start
-            if dropped is not None:
-                shift -= sum(map(dropped, history[start:stop]))
+        shift = sum(still_held(history[start:stop], dropped) for start, stop in ranges)
         self._view_shift_memo = (key, shift)
         return shift
 
@@ -474,7 +470,7 @@ class Governor:
             system_tokens=fixed[0],
             tools_tokens=fixed[1],
             facts=self._facts,
-            view_shift=self._view_shift(given) if view is not given else 0,
+            view_shift=self._view_shift(given),
         )
         plan = self._cut_plan
         report = GovernanceReport()

@@ -532,6 +532,19 @@ def _task_after_a_repair(steps: int, before: dict[str, Any]) -> list[dict[str, A
     return history
 
 
+def _assert_sent_again(
+    history: list[Any], config: GovernanceConfig, governor: Any, first: Any, workspace: Path
+) -> None:
+    """The next call on the same history, and a governor restored from the recorded line,
+    send what `first` sent, the prefix kept."""
+    again = governor.govern(history, system=SYSTEM)
+    assert again.messages == first.messages
+    assert again.prefix.kept
+    restarted = build_builtin_governor(config, workspace)
+    restarted.restore(GovernanceState.from_record(json.loads(json.dumps(first.state.to_record()))))
+    assert restarted.govern(history, system=SYSTEM).messages == first.messages
+
+
 _DROPPED_BEFORE_THE_STEPS = [
     pytest.param({"role": "tool", "tool_call_id": "gone", "content": "stale"}, id="orphan-result"),
     pytest.param(
@@ -553,12 +566,7 @@ def test_a_kept_step_cut_sends_the_notice_it_sent_first(
     first = governor.govern(history, system=SYSTEM)
     sent_steps = sum(1 for m in first.messages if m["role"] == "assistant")
     assert left_out_steps(first.messages[0]) == 30 - sent_steps > 0
-    again = governor.govern(history, system=SYSTEM)
-    assert again.messages == first.messages
-    assert again.prefix.kept
-    restarted = build_builtin_governor(config, tmp_path)
-    restarted.restore(GovernanceState.from_record(json.loads(json.dumps(first.state.to_record()))))
-    assert restarted.govern(history, system=SYSTEM).messages == first.messages
+    _assert_sent_again(history, config, governor, first, tmp_path)
 
 
 _DROPPED_BETWEEN_USER_MESSAGES = [
@@ -682,12 +690,7 @@ def test_a_task_merged_across_a_dropped_entry_keeps_its_notice_and_both_asks(
     assert (
         task.startswith("first ask") and "second ask" in task and left_out_steps(first.messages[0])
     )
-    again = governor.govern(history, system=SYSTEM)
-    assert again.messages == first.messages
-    assert again.prefix.kept
-    restarted = build_builtin_governor(config, tmp_path)
-    restarted.restore(GovernanceState.from_record(json.loads(json.dumps(first.state.to_record()))))
-    assert restarted.govern(history, system=SYSTEM).messages == first.messages
+    _assert_sent_again(history, config, governor, first, tmp_path)
 
 
 def test_results_renamed_for_a_repeated_call_id_and_compacted_stay_compacted(

@@ -205,11 +205,6 @@ def step_starts(history: Sequence[Any], first: int, stop: int | None = None) -> 
     ]
 
 
-def _step_starts(history: list[Any], newest: int) -> list[int]:
-    """Where each step after the newest user message starts."""
-    return step_starts(history, newest + 1)
-
-
 def _noticed(user: dict[str, Any], count: int, ctx: StageContext) -> dict[str, Any]:
     """`with_steps_notice`, recorded as made from `user`: read back, the turn starts where
     that message (or the first of those merged into it) does."""
@@ -225,7 +220,7 @@ def _newest_steps(
 
     As many steps as fit `low` (the cut watermark), else the newest one alone if it fits `room`.
     """
-    starts = _step_starts(history, newest)
+    starts = step_starts(history, newest + 1)
     user = history[newest]
     earlier = left_out_steps(user)
     # The notice for every step left out is the longest it can be: count with it.
@@ -266,7 +261,7 @@ def _newest_turn_only(
         if stepped is not None:
             return newest, *stepped
         # Not even the newest step fits beside the task: cut the results of that step.
-        starts = _step_starts(history, newest)
+        starts = step_starts(history, newest + 1)
         user = history[newest]
         left_out = len(starts) - 1
         task = _noticed(user, left_out_steps(user) + left_out, ctx) if left_out else user
