@@ -987,18 +987,23 @@ def _local_block(pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> 
 def _same_work(survey: Survey, before: Survey, known: list[Any], count: int) -> bool:
     """Whether what was appended after ``known[:count]`` leaves its work as `before` found it.
 
-    The same defects at the same places, no user message right after a user
-    message where they meet, and no call appended that a stray result before
-    names.
+    The same defects at the same places (a user message appended right after a
+    user message is one more place), and no call appended that a stray result
+    before names.
     """
-    if (survey.defects, survey.strays, survey.open_runs, survey.malformed) != (
+    if (
+        survey.defects,
+        survey.strays,
+        survey.open_runs,
+        survey.malformed,
+        survey.user_turns,
+    ) != (
         before.defects,
         before.strays,
         before.open_runs,
         before.malformed,
+        before.user_turns,
     ):
-        return False
-    if 0 < count < len(known) and known[count - 1][3] == Kind.USER == known[count][3]:
         return False
     if before.strays:
         named = {known[index][4] for index, _ in before.strays}

@@ -135,6 +135,8 @@ class Survey:
     strays: tuple[tuple[int, int | None], ...] = ()
     #: Runs that leave calls unanswered: (assistant, index of the run's last message, the ids).
     open_runs: tuple[tuple[int, int, frozenset[str]], ...] = ()
+    #: User messages right after a user message.
+    user_turns: tuple[int, ...] = ()
 
     def has(self, defect: int) -> bool:
         """Whether any of `defect` is present."""
@@ -927,6 +929,7 @@ def _survey_of(sums: _Sums, runs: _Runs) -> Survey:
         malformed=tuple(runs.malformed),
         strays=tuple(runs.strays),
         open_runs=tuple(runs.open_runs),
+        user_turns=tuple(runs.user_turns),
     )
 
 
@@ -957,16 +960,17 @@ _FOLLOWED_KEPT = 12
 #: followed before is followed from the last record inside that start.
 _CHECKPOINT_EVERY = 64
 
-#: Where `_Runs` was before an index: (index, defects, how many malformed, strays and
-#: open runs were found, the pending ids, the run, started, the kind before).
-_Checkpoint = tuple[int, int, int, int, int, frozenset[str], int, bool, int]
+#: Where `_Runs` was before an index: (index, defects, how many malformed, strays, open
+#: runs and user turns were found, the pending ids, the run, started, the kind before).
+_Checkpoint = tuple[int, int, int, int, int, int, frozenset[str], int, bool, int]
 
 
 class _Runs:
     """The part of the survey that follows the order of the messages: calls and their results.
 
     Finds results outside their call's run (or repeated in it), runs leaving
-    calls unanswered, malformed calls, and a history not starting at a user.
+    calls unanswered, malformed calls, user messages in a row, and a history
+    not starting at a user.
     Given the runs of a list whose facts start the same way (`base`), it goes
     on from the last checkpoint within that common start: a history that only
     grew, or was changed near its end, costs what changed.
@@ -984,14 +988,17 @@ class _Runs:
             self.malformed: list[int] = []
             self.strays: list[tuple[int, int | None]] = []
             self.open_runs: list[tuple[int, int, frozenset[str]]] = []
+            self.user_turns: list[int] = []
             self._follow(known, 0, set(), -1, False, -1)
             return
         assert base is not None
-        index, defects, malformed, strays, open_runs, pending, run, started, previous = start
+        index, defects, malformed, strays, open_runs, user_turns = start[:6]
+        pending, run, started, previous = start[6:]
         self.defects = defects
         self.malformed = base.malformed[:malformed]
         self.strays = base.strays[:strays]
         self.open_runs = base.open_runs[:open_runs]
+        self.user_turns = base.user_turns[:user_turns]
         self.checkpoints = [c for c in base.checkpoints if c[0] <= index]
         self._follow(known, index, set(pending), run, started, previous)
 
@@ -1041,6 +1048,7 @@ class _Runs:
                         len(self.malformed),
                         len(strays),
                         len(open_runs),
+                        len(self.user_turns),
                         frozenset(pending),
                         run,
                         started,
@@ -1063,6 +1071,7 @@ class _Runs:
                     continue
                 if kind == user and previous == user:
                     self.defects |= Defect.USER_TURNS
+                    self.user_turns.append(index)
                 previous = kind
                 if pending:
                     open_runs.append((run, index - 1, frozenset(pending)))

@@ -290,6 +290,21 @@ def test_an_appended_call_named_by_an_old_stray_result_is_not_reused_past() -> N
     assert len(seen) == 2
 
 
+def test_user_messages_in_a_row_appended_after_earlier_ones_are_merged_by_the_repairs() -> None:
+    """A second pair of user messages, appended whole, is merged like the first, not left over."""
+    history = [user("first ask"), user("second ask"), *turn(1)]
+    governor = _governor()
+    governor.govern(history)
+    grown = [*history, user("third ask"), user("fourth ask"), *turn(2)]
+    second = governor.govern(grown)
+    fresh = _governor().govern(grown)
+    assert second.messages == fresh.messages
+    merged = second.report.entry("merge_user_turns")
+    assert merged is not None and len(merged.details) == 2
+    final = second.report.entry("final")
+    assert final is not None and not final.changed
+
+
 def test_offloading_is_remembered_per_result_and_exclude_tools_reads_the_call(
     tmp_path: Any,
 ) -> None:
