@@ -31,21 +31,21 @@ from typing import Any
 
 import attrs
 
-from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance._later import Later
 from nanobot_core.governance.messages import (
     CallNames,
-    content_text,
     leading_system_count,
     starts_with,
 )
 from nanobot_core.governance.stages.compact import COMPACT_PREFIX, compact_notice
-from nanobot_core.governance.stages.offload import offload_notice
 from nanobot_core.governance.stages.snip import left_out_steps, step_starts, with_steps_notice
-from nanobot_core.governance.store import ResultStore
 from nanobot_core.governance.survey import Origins
 
-__all__ = ["META_KIND", "Continuity", "GovernanceState", "Prefix", "latest_state"]
+__all__ = ["META_KIND", "Continuity", "GovernanceState", "Prefix", "Prepare", "latest_state"]
+
+#: What the stages before compaction make of one tool result of the history (the message,
+#: or one standing for it), as far as they can tell from the message alone.
+Prepare = Callable[[dict[str, Any]], Any]
 
 #: The ``kind`` of the session line that records a `GovernanceState`.
 META_KIND = "governance"
@@ -256,13 +256,13 @@ class Continuity:
         self._checked = decisions
         return state
 
-    def view(
-        self, history: list[Any], store: ResultStore | None, config: GovernanceConfig
-    ) -> tuple[list[Any], list[int]]:
+    def view(self, history: list[Any], prepare: Prepare) -> tuple[list[Any], list[int]]:
         """`history` with the last decisions applied, and the history index of each view entry.
 
         The view entry of the noticed user message (or a compacted result) maps
-        to the index of the message it stands for.
+        to the index of the message it stands for. A result compacted before is
+        compacted again from what `prepare` makes of it, as the compaction that
+        sent it saw it (a result redacted and offloaded first says so again).
         """
         history, extends = self._canonical(history)
         self._history = history
@@ -285,7 +285,7 @@ class Continuity:
                 )
                 self._last_view = (decisions, len(history), view, positions)
                 return view, positions
-        view, positions = self._build_view(history, state, leading, store, config)
+        view, positions = self._build_view(history, state, leading, prepare)
         self._last_view = (decisions, len(history), view, positions)
         return view, positions
 
@@ -294,8 +294,7 @@ class Continuity:
         history: list[Any],
         state: GovernanceState,
         leading: int,
-        store: ResultStore | None,
-        config: GovernanceConfig,
+        prepare: Prepare,
     ) -> tuple[list[Any], list[int]]:
         positions = list(range(leading))
         view = history[:leading]
@@ -324,7 +323,7 @@ class Continuity:
             for index in state.compacted:
                 if index >= first:
                     at = len(view) - (len(history) - index)
-                    view[at] = self._compacted_copy(history, index, names, store, config)
+                    view[at] = self._compacted_copy(history, index, names, prepare)
         self.left_out = tuple(left_out)
         return view, positions
 
@@ -333,24 +332,19 @@ class Continuity:
         history: list[Any],
         index: int,
         names: CallNames,
-        store: ResultStore | None,
-        config: GovernanceConfig,
+        prepare: Prepare,
     ) -> dict[str, Any]:
         message = history[index]
         memo = self._compacted.get(index)
         if memo is not None and memo[0] is message:
             return memo[1]
-        name = message.get("name")
+        # Never the history's own text: the stages before compaction may have redacted it,
+        # and an offloaded copy of what they made is the only one the model may be shown.
+        prepared = prepare(message)
+        shown = prepared if isinstance(prepared, dict) else message
+        name = shown.get("name")
         tool = name if isinstance(name, str) and name else names(index)
-        content = message.get("content")
-        text = content_text(content)
-        limit = config.max_tool_result_chars
-        if text is not None and len(text) > limit and store is not None:
-            try:  # what offload_results made of it before it was compacted
-                content = offload_notice(text, store.put(text), limit)
-            except Exception:
-                content = text
-        copy = {**message, "content": compact_notice(tool, content)}
+        copy = {**message, "content": compact_notice(tool, shown.get("content"))}
         self._compacted[index] = (message, copy)
         return copy
 

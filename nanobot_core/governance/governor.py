@@ -278,6 +278,9 @@ class Governor:
             for (_, disabled), work in zip(self._pipeline, self._work, strict=True)
         )
         self._continuity = Continuity()
+        # The per-message stages that come before the first stage that acts when over budget
+        # (a compaction): what they make of a result is what a compaction saw of it.
+        self._preparing = _preparing(self._pipeline, self._work)
         # The leading stages whose outcome on the history governed last time is reused when
         # only messages without work were appended (`Stage.local`), and that outcome.
         self._local_block = _local_block(self._pipeline, self._work)
@@ -360,6 +363,31 @@ class Governor:
         self._view_shift_memo = (key, shift)
         return shift
 
+    def _prepare(self, message: dict[str, Any]) -> Any:
+        """What the per-message stages before compaction make of `message` (`Prepare`).
+
+        Each as it runs in the pipeline: its prefilter asked, handed a copy,
+        and skipped when it raises or returns garbage. A stage that drops the
+        message or makes several of it ends the preparing with what it had.
+        """
+        ctx = StageContext(
+            budget=self.budget,
+            counter=self.counter,
+            store=self.store,
+            workspace=self.workspace,
+            config=self.config,
+        )
+        for stage in self._preparing:
+            remembered = self._remember(stage, message, self._context(stage, ctx), {})
+            if isinstance(remembered, str):
+                continue
+            replacement = remembered[1]
+            if replacement is not None:
+                if len(replacement) != 1:
+                    break
+                message = replacement[0]
+        return message
+
     # -- one run ----------------------------------------------------------------------
 
     def govern(
@@ -381,7 +409,7 @@ class Governor:
         # the caller appends to or edits its list afterwards, as an agent's loop does.
         given = list(messages)
         tools = tools if type(tools) is list or type(tools) is tuple else list(tools)
-        view, positions = self._continuity.view(given, self.store, self.config)
+        view, positions = self._continuity.view(given, self._prepare)
         # With no earlier decision applied, the view is the history (or the equal messages
         # seen before, standing for it): a history handed back untouched is the caller's.
         untouched = given if not positions else view
@@ -982,6 +1010,19 @@ def _local_block(pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> 
             break
         count += 1
     return count
+
+
+def _preparing(pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> list[Stage]:
+    """The enabled per-message stages before the first one that acts when over budget."""
+    stages = []
+    for (stage, disabled), bits in zip(pipeline, work, strict=True):
+        if disabled:
+            continue
+        if bits is not None and bits & Defect.OVER_BUDGET:
+            break
+        if stage.per_message:
+            stages.append(stage)
+    return stages
 
 
 def _same_work(survey: Survey, before: Survey, known: list[Any], count: int) -> bool:

@@ -740,3 +740,75 @@ def test_an_id_made_for_a_call_without_one_stays_after_the_cut(tmp_path: Path, w
     restarted = build_builtin_governor(_config(window), tmp_path)
     restarted.restore(first.state)
     assert restarted.govern(history, system=SYSTEM).messages == first.messages
+
+
+_SECRET = "sk-live-0123456789abcdef"
+
+
+def _redacted(messages: list[Any], ctx: Any) -> StageOutcome:
+    """Per message: a plugin stage that removes the secret from tool results, as redaction does."""
+    (message,) = messages
+    content = message.get("content")
+    if message.get("role") != "tool" or not isinstance(content, str) or _SECRET not in content:
+        return StageOutcome.unchanged(messages)
+    return StageOutcome([{**message, "content": content.replace(_SECRET, "[gone]")}], changed=True)
+
+
+def _files_holding(root: Path, text: str) -> list[Path]:
+    return [p for p in root.rglob("*") if p.is_file() and text in p.read_text(errors="replace")]
+
+
+def _logs_with_a_secret() -> list[dict[str, Any]]:
+    """Thirty steps of one call each; the first result is long and holds the secret."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": "look at the logs"}]
+    for index in range(30):
+        text = f"token={_SECRET}\n" * 200 if index == 0 else "y " * 900
+        call = {
+            "id": f"c{index}",
+            "type": "function",
+            "function": {"name": "exec", "arguments": "{}"},
+        }
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{index}", "name": "exec", "content": text},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": f"next {index}"},
+        ]
+    return history
+
+
+def test_a_redacted_offloaded_result_stays_redacted_once_compacted(tmp_path: Path) -> None:
+    """Compacted on a later call, an offloaded result points at what was offloaded, redacted."""
+    history = _logs_with_a_secret()
+    redact = Stage("redact", _redacted, per_message=True)
+    config = GovernanceConfig(input_limit=6_000, max_tool_result_chars=1_000)
+    governor = build_builtin_governor(config, tmp_path, [redact])
+    first = governor.govern(history, system=SYSTEM)
+    compacted = first.messages[2]["content"]
+    assert compacted.startswith(COMPACT_PREFIX) and "read_file(path=" in compacted
+    grown = [*history, {"role": "assistant", "content": "more"}, {"role": "user", "content": "go"}]
+    second = governor.govern(grown, system=SYSTEM)
+    assert second.messages[: len(first.messages)] == first.messages
+    assert second.prefix.kept
+    restarted = build_builtin_governor(config, tmp_path, [redact])
+    restarted.restore(GovernanceState.from_record(json.loads(json.dumps(first.state.to_record()))))
+    assert restarted.govern(history, system=SYSTEM).messages == first.messages
+    assert _SECRET not in json.dumps(second.messages)
+    assert _files_holding(tmp_path, _SECRET) == []
+    assert _files_holding(tmp_path, "token=[gone]")  # what was offloaded, and pointed at
+
+
+def test_a_compacted_result_named_with_a_lone_surrogate_is_sent_again_as_it_was(
+    tmp_path: Path,
+) -> None:
+    """The notice names the tool as the repairs leave it, on the call that compacts and after."""
+    history = _session(40)
+    for message in history:
+        if message["role"] == "tool":
+            message["name"] = "\ud83dgrep"
+    config = _config(6_000)
+    governor = build_builtin_governor(config, tmp_path)
+    first = governor.govern(history, system=SYSTEM)
+    notices = [m["content"] for m in first.messages if m["content"].startswith(COMPACT_PREFIX)]
+    assert notices and all("'\ufffdgrep'" in notice for notice in notices)
+    assert governor.govern(history, system=SYSTEM).messages == first.messages

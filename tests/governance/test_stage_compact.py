@@ -116,8 +116,8 @@ def test_notice_names_the_tool_and_how_to_narrow_the_call() -> None:
     assert "'grep'" in notice and "6000 characters" in notice and "narrower arguments" in notice
 
 
-def test_notice_of_an_offloaded_result_keeps_its_path() -> None:
-    """A compacted offload reference still tells the model where the full result is."""
+def test_notice_of_an_offloaded_result_keeps_its_path_and_size() -> None:
+    """A compacted offload reference still tells where the full result is, and its size."""
     offloaded = (
         "[Tool result saved to a file: 90000 characters, too long to show here. Read it with "
         'read_file(path=".nanobot/cache/tool-results/abc.txt"), using offset and limit to page '
@@ -125,7 +125,9 @@ def test_notice_of_an_offloaded_result_keeps_its_path() -> None:
     )
     history = [user(), calls(call("c")), result("c", offloaded)]
     outcome = run_pure(compact_results, history, context(budget=100, options={"keep": 0}))
-    assert 'read_file(path=".nanobot/cache/tool-results/abc.txt")' in outcome.messages[2]["content"]
+    notice = outcome.messages[2]["content"]
+    assert 'read_file(path=".nanobot/cache/tool-results/abc.txt")' in notice
+    assert "returned 90000 characters" in notice
 
 
 def test_a_needed_compaction_goes_down_to_the_low_watermark() -> None:

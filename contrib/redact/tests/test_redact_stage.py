@@ -12,9 +12,11 @@ from typing import Any
 import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nanobot_core import Config, Governor, PluginContext
+from nanobot_core import Config, Governor, PluginContext, PluginManager
+from nanobot_core.config import GovernanceConfig
 from nanobot_core.testing import govern_and_check
 
+import nanobot_redact
 from nanobot_redact import (
     DEFAULT_PATTERNS,
     STAGE_NAME,
@@ -461,3 +463,38 @@ def test_the_prefilter_passes_what_is_decoded_before_it_is_scanned() -> None:
     assert scanner.could_change(hidden)
     assert scanner.could_change("DATA:text/plain;base64," + payload)
     assert not scanner.could_change("nothing to see in this plain sentence")
+
+
+def _long_results_session(secret: str) -> list[dict[str, Any]]:
+    """Thirty steps of one call each; the first result is long and holds the secret."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": "read the logs"}]
+    for index in range(30):
+        text = f"export OPENAI_API_KEY={secret}\n" * 120 if index == 0 else "log line " * 200
+        function = {"name": "exec", "arguments": "{}"}
+        call = {"id": f"c{index}", "type": "function", "function": function}
+        messages += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{index}", "name": "exec", "content": text},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": f"next {index}"},
+        ]
+    return messages
+
+
+def test_an_offloaded_result_compacted_on_a_later_call_never_reaches_the_store_unredacted(
+    tmp_path: Path,
+) -> None:
+    """Across calls of one session, the offload cache and the request hold the result redacted."""
+    governance = GovernanceConfig(input_limit=6_000, max_tool_result_chars=1_000)
+    manager = PluginManager(Config(governance=governance), workspace=tmp_path, autoload=False)
+    manager.register(nanobot_redact, STAGE_NAME, distribution="nanobot-redact")
+    governor = Governor.from_plugins(manager)
+    session = _long_results_session(OPENAI_KEY)
+    first = governor.govern(session)
+    assert "read_file(path=" in first.messages[2]["content"]  # offloaded, then compacted
+    session += [{"role": "assistant", "content": "more"}, {"role": "user", "content": "go on"}]
+    second = governor.govern(session)
+    assert second.prefix.kept
+    assert OPENAI_KEY not in json.dumps(second.messages)
+    saved = [p.read_text() for p in tmp_path.rglob("*.txt")]
+    assert saved and all(OPENAI_KEY not in text for text in saved)

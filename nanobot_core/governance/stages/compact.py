@@ -27,7 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from nanobot_core.governance.messages import CallNames, content_text
 from nanobot_core.governance.stage import StageOutcome
-from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX, offloaded_path
+from nanobot_core.governance.stages.content import without_surrogates
+from nanobot_core.governance.stages.offload import (
+    OFFLOAD_PREFIX,
+    offloaded_chars,
+    offloaded_path,
+)
 from nanobot_core.governance.survey import Kind, MessageFacts
 from nanobot_core.governance.watermark import low_watermark_tokens
 
@@ -51,12 +56,15 @@ def compact_notice(tool: str | None, content: Any) -> str:
     path = offloaded_path(text) if text.startswith(OFFLOAD_PREFIX) else None
     if path is None:
         return _plain_notice(tool, len(text))
-    return f'{_plain_notice(tool, len(text))} The full result is saved: read_file(path="{path}").'
+    # The size of the result itself, which the offload notice gives, not of that notice.
+    chars = offloaded_chars(text) or len(text)
+    return f'{_plain_notice(tool, chars)} The full result is saved: read_file(path="{path}").'
 
 
 def _plain_notice(tool: str | None, chars: int | None) -> str:
     size = f"{chars} characters" if chars is not None else "non-text content"
-    source = f"{tool!r}" if tool else "the tool"
+    # The name as the repairs leave it, whether or not they ran on the message it came from.
+    source = f"{without_surrogates(tool)!r}" if tool else "the tool"
     return (
         f"{COMPACT_PREFIX}: {source} returned {size}. Call it again with narrower "
         "arguments if you still need it.]"

@@ -21,10 +21,17 @@ from nanobot_core.governance.truncation import truncate_middle
 if TYPE_CHECKING:
     from nanobot_core.governance.stage import StageContext
 
-__all__ = ["OFFLOAD_PREFIX", "offload_notice", "offload_results", "offloaded_path"]
+__all__ = [
+    "OFFLOAD_PREFIX",
+    "offload_notice",
+    "offload_results",
+    "offloaded_chars",
+    "offloaded_path",
+]
 
 OFFLOAD_PREFIX = "[Tool result saved to a file"
 _PATH_IN_NOTICE = re.compile(r'read_file\(path="([^"\n]+)"\)')
+_SIZE_IN_NOTICE = re.compile(re.escape(OFFLOAD_PREFIX) + r": (\d{1,20}) characters")
 # The part of a notice that previews the result, at most (head and tail together).
 PREVIEW_CHARS = 2_000
 
@@ -46,6 +53,12 @@ def offloaded_path(text: str) -> str | None:
         return None
     found = _PATH_IN_NOTICE.search(text, 0, 600)
     return found.group(1) if found else None
+
+
+def offloaded_chars(text: str) -> int | None:
+    """The size of the result an offload notice stands for, or None when `text` is not one."""
+    found = _SIZE_IN_NOTICE.match(text)
+    return int(found.group(1)) if found else None
 
 
 def _tool_name(messages: list[Any], index: int, call_names: CallNames) -> str | None:
