@@ -10,6 +10,8 @@ each message can cost once every stage has done its best:
   notice (or offloaded, or cut to the offload limit), unless it is smaller;
 - a message some repair may drop or rewrite (a defect of any kind, a result
   outside its call's run or repeated in it) counts nothing;
+- a user message `merge_user_turns` merges with another one counts nothing,
+  whatever a repair drops between them (`_Runs`);
 - the newest user message and everything after it count nothing, since they
   may be cut down to a few tokens;
 - any other message counts what it costs now: no stage changes it.
@@ -127,11 +129,100 @@ def _is_user(message: Any) -> bool:
     return isinstance(message, dict) and message.get("role") == "user"
 
 
-def _next_to_user(messages: Sequence[Any], index: int) -> bool:
-    """Whether the user message at `index` has a user message right before or after it."""
-    return (index > 0 and _is_user(messages[index - 1])) or (
-        index + 1 < len(messages) and _is_user(messages[index + 1])
-    )
+@attrs.define
+class _Runs:
+    """Which user messages of `messages` `merge_user_turns` makes one: those with nothing
+    between them but entries the stages before it take out.
+
+    The repairs run before it, so two user messages in a row in the raw list are not the
+    only ones merged: a stray result, a non-message, an entry of an unknown role, a
+    placeholder or a call without a name between them is dropped first. Counting each of
+    two such user messages what it costs alone counts more than is sent (one message; the
+    older runtime block left out), and a history that fits by a few tokens would be cut.
+    An entry is taken out here when it is a message the walk counts as nothing because a
+    repair may drop it (a defect of its own, a placeholder, or one the per-message stages
+    `through` stands for turn into something else), or a tool result: with nothing but
+    such entries between it and a user message, it is in no call's run, and `pair_results`
+    moves or drops it. Counting a user message as merged when it is not only lowers the
+    bound.
+
+    The one rule for which user messages are one, in both walks and for where a cut goes.
+    """
+
+    messages: Sequence[Any]
+    of: Callable[[Any], MessageFacts]
+    patterns: tuple[str, ...]
+    through: Callable[[Any], Any] | None
+    # The user message `merged` was last asked of, and the one before it merged with it.
+    _asked: int | None = attrs.field(default=None, init=False)
+    _before: int | None = attrs.field(default=None, init=False)
+
+    def merged(self, index: int) -> bool:
+        """Whether the user message at `index` is merged with another one.
+
+        The walks ask it of every user message they read, newest first. Merging
+        is mutual: whether this one is merged with the user message after it was
+        found when that one was asked, so only the first one asked looks forward.
+        Past the cut watermark, looking forward would read the call that opens
+        the user's turn, which the walk there does not read: most of its cost.
+        """
+        before = self.beyond(index, -1)
+        asked, merged_before = self._asked, self._before
+        if (
+            asked is not None
+            and asked > index
+            and (merged_before is None or merged_before <= index)
+        ):
+            after = merged_before == index
+        else:  # the first asked, or one read out of order: look
+            after = self.beyond(index, 1) is not None
+        self._asked, self._before = index, before
+        return before is not None or after
+
+    def beyond(self, index: int, step: int) -> int | None:
+        """The user message that the one at `index` is merged with, the nearest in the
+        direction `step` (-1: before it, 1: after it), or None."""
+        messages = self.messages
+        index += step
+        while 0 <= index < len(messages):
+            entry = messages[index]
+            if _is_user(entry):
+                return index
+            if not self._taken_out(entry):
+                return None
+            index += step
+        return None
+
+    def _taken_out(self, entry: Any) -> bool:
+        """Whether `entry`, between two user messages, is gone before they are merged."""
+        if type(entry) is dict and len(entry) == 2 and self.through is None and not self.patterns:
+            # The commonest entry before a user message, an assistant's answer in ASCII text
+            # and nothing else, has no defect (as `_plain_facts` says): told without working
+            # out its facts, which the walk past the cut watermark does not need.
+            content = entry.get("content")
+            if (
+                entry.get("role") == "assistant"
+                and type(content) is str
+                and content.isascii()
+                and "[" not in content
+            ):
+                return False
+        if isinstance(entry, dict) and entry.get("role") == "tool":
+            return True  # not read: past the cut watermark no result is
+        fact = self.of(entry)
+        kind = fact[3]
+        if fact[2] or (
+            self.patterns
+            and kind == Kind.ASSISTANT
+            and is_placeholder_message(entry, self.patterns)
+        ):
+            return True
+        through = self.through
+        if through is None:
+            return False
+        if kind == Kind.ASSISTANT and fact[4]:
+            return True  # not handed to `through`: past the cut watermark no call is
+        return through(entry) is None
 
 
 def _is_system(message: Any) -> bool:
@@ -157,6 +248,7 @@ def _bound_exceeded(
     room: int,
     ctx: StageContext,
     patterns: tuple[str, ...],
+    runs: _Runs,
     through: Callable[[Any], Any] | None = None,
     low: _Low | None = None,
 ) -> int | None:
@@ -166,8 +258,9 @@ def _bound_exceeded(
     its own, the message the budget phase will see (None: not known, counted
     as nothing). With `low`, it also records where the bound first exceeds
     `low.room` and, from there on, the bound at each user message (all that
-    a cut there could keep), and the bound where it exceeds `room`. The loop
-    is the whole cost of a cut, so it is written out in one piece.
+    a cut there could keep), and the bound where it exceeds `room`. `runs`
+    says which user messages are merged. The loop is the whole cost of a
+    cut, so it is written out in one piece.
     """
     of = ctx.facts.of
     estimate = ctx.facts.estimate
@@ -211,7 +304,7 @@ def _bound_exceeded(
                     total += _answered(ids, run, floors)
             run = []
             floors = []
-        total += _own_bound(fact, message, messages, index, patterns)
+        total += _own_bound(fact, message, index, patterns, runs)
         if low_room is not None and total > low_room:
             assert low is not None
             low.exceeded = index
@@ -220,7 +313,9 @@ def _bound_exceeded(
             if total > room:
                 low.total = total
                 return index
-            return _beyond_low(messages, start, index - 1, total, room, ctx, patterns, through, low)
+            return _beyond_low(
+                messages, start, index - 1, total, room, ctx, patterns, runs, through, low
+            )
         if total > room:
             return index
         index -= 1
@@ -235,6 +330,7 @@ def _beyond_low(
     room: int,
     ctx: StageContext,
     patterns: tuple[str, ...],
+    runs: _Runs,
     through: Callable[[Any], Any] | None,
     low: _Low,
 ) -> int | None:
@@ -254,17 +350,14 @@ def _beyond_low(
     # `_plain_facts` says, worked out here and not remembered: the walk is all that reads them.
     plain = not patterns and ctx.facts.estimate
     passes = low.passes
-    # Whether the message after the one read is a user message: the walk goes back, so
-    # that message was read just before, and a user message's neighbours are one look back.
-    next_user = first + 1 < len(messages) and _is_user(messages[first + 1])
     for index in range(first, start - 1, -1):
         message = messages[index]
         role = message.get("role") if type(message) is dict else None
         if role == "tool":  # the commonest message here counts nothing: nothing else to ask
-            next_user = False
             continue
-        later_user = next_user
-        next_user = role == "user" or (role is None and _is_user(message))
+        if role is None and _is_user(message):
+            runs.merged(index)  # not read, counts nothing; asked all the same (see there)
+            continue
         if plain and (role == "user" or role == "assistant") and len(message) == 2:
             content = message.get("content")
             unchanged = type(content) is str and content.isascii()
@@ -276,7 +369,7 @@ def _beyond_low(
                 unchanged = unchanged or through(message) is message
             if unchanged:
                 if role == "user" and content:
-                    if later_user or (index > 0 and _is_user(messages[index - 1])):
+                    if runs.merged(index):
                         kept[index] = total  # merged with its neighbour: counts nothing
                     else:
                         total += PLAIN_USER + ((len(content) + 3) >> 2)
@@ -303,7 +396,7 @@ def _beyond_low(
                     blocks = blocks or fact[7]
             if blocks:
                 low.blocks = True  # counted as it is, yet its blocks become other messages
-            total += _own_bound(fact, message, messages, index, patterns)
+            total += _own_bound(fact, message, index, patterns, runs)
             if role == "user":
                 kept[index] = total
             if total > room:
@@ -313,15 +406,15 @@ def _beyond_low(
 
 
 def _own_bound(
-    fact: MessageFacts, message: Any, messages: Sequence[Any], index: int, patterns: tuple[str, ...]
+    fact: MessageFacts, message: Any, index: int, patterns: tuple[str, ...], runs: _Runs
 ) -> int:
     """What a message that is not a tool result counts on its own: nothing if a repair may
-    drop it, or merge it (a user message next to another one costs less, merged)."""
+    drop it, or merge it (a user message merged with another one costs less, see `_Runs`)."""
     kind = fact[3]
-    if (
-        fact[2]
-        or (patterns and kind == Kind.ASSISTANT and is_placeholder_message(message, patterns))
-        or (kind == Kind.USER and _next_to_user(messages, index))
+    if kind == Kind.USER:  # asked of every user message read (see `_Runs.merged`)
+        return 0 if runs.merged(index) or fact[2] else fact[1]
+    if fact[2] or (
+        patterns and kind == Kind.ASSISTANT and is_placeholder_message(message, patterns)
     ):
         return 0
     return fact[1]
@@ -390,15 +483,16 @@ def find_cut(
     # The newest user message and what follows count nothing: they may be cut to a few tokens.
     room = ctx.budget.limit - fixed
     low = _Low(cut_watermark_tokens(ctx) - fixed, passes=passes) if watermark else None
-    exceeded = _bound_exceeded(messages, start, index - 1, room, ctx, patterns, through, low)
+    runs = _Runs(messages, of, patterns, through)
+    exceeded = _bound_exceeded(messages, start, index - 1, room, ctx, patterns, runs, through, low)
     if exceeded is None:
         return None  # all of it might fit
-    stop = _at_turn_start(messages, start, exceeded)
+    stop = _at_turn_start(messages, start, exceeded, runs)
     if stop is None:
         return None
     floor = 0
     if low is not None and low.exceeded is not None:
-        lower = _turn_start(messages, stop, low.exceeded)
+        lower = _turn_start(messages, stop, low.exceeded, runs)
         if lower > stop and lower in low.kept:
             # Left out too, but its bound proves the request over budget: what the bound
             # counted there must be in the OpenAI shape.
@@ -433,14 +527,14 @@ def _fits_at_least(messages: Sequence[Any], ctx: StageContext) -> bool:
     return bool(ctx.fixed_tokens + bound <= ctx.budget.limit)
 
 
-def _at_turn_start(messages: Sequence[Any], start: int, index: int) -> int | None:
+def _at_turn_start(messages: Sequence[Any], start: int, index: int, runs: _Runs) -> int | None:
     """Where the cut at `index` moves back to (the user message at or before it), or None.
 
     The leading system messages stay the same only if no system message comes
     after them before the first user message (a repair could drop what is in
     between and make it leading); histories where one does are governed whole.
     """
-    stop = _turn_start(messages, start, index)
+    stop = _turn_start(messages, start, index, runs)
     first = start
     while first < stop and not _is_user(messages[first]):
         if _is_system(messages[first]):
@@ -449,13 +543,15 @@ def _at_turn_start(messages: Sequence[Any], start: int, index: int) -> int | Non
     return stop if stop > first else None
 
 
-def _turn_start(messages: Sequence[Any], start: int, index: int) -> int:
-    """The first of the user messages in a row at or before `index` (`start` at the least)."""
+def _turn_start(messages: Sequence[Any], start: int, index: int, runs: _Runs) -> int:
+    """The first of the user messages merged into one (`_Runs`) at or before `index`
+    (`start` at the least)."""
     stop = index
     while stop > start and not _is_user(messages[stop]):
         stop -= 1
-    while stop > start and _is_user(messages[stop - 1]):
-        stop -= 1  # never between user messages in a row: they become one
+    # Never between user messages that become one, whatever a repair takes out between them.
+    while stop > start and (before := runs.beyond(stop, -1)) is not None and before >= start:
+        stop = before
     return stop
 
 

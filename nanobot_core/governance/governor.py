@@ -941,7 +941,7 @@ class _Pass:
         if any(map(_OWN_DEFECTS, appended)):
             return False
         survey = ctx.survey(given)
-        if not _same_work(survey, memo.survey, known, count):
+        if not _same_work(survey, memo, known, count):
             return False
         output = memo.output + given[count:]
         ctx.facts.note(output, [*memo.output_facts.known, *appended], memo.output_facts)
@@ -1025,13 +1025,16 @@ def _preparing(pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> li
     return stages
 
 
-def _same_work(survey: Survey, before: Survey, known: list[Any], count: int) -> bool:
-    """Whether what was appended after ``known[:count]`` leaves its work as `before` found it.
+def _same_work(survey: Survey, memo: _Block, known: list[Any], count: int) -> bool:
+    """Whether what was appended after ``known[:count]`` (`memo.given`) leaves its work as
+    `memo.survey` found it.
 
     The same defects at the same places (a user message appended right after a
-    user message is one more place), and no call appended that a stray result
-    before names.
+    user message is one more place), no user message appended right after the
+    one that ends what the stages made, and no call appended that a stray
+    result before names.
     """
+    before = memo.survey
     if (
         survey.defects,
         survey.strays,
@@ -1045,6 +1048,11 @@ def _same_work(survey: Survey, before: Survey, known: list[Any], count: int) -> 
         before.malformed,
         before.user_turns,
     ):
+        return False
+    # Where they meet is the end of what the stages made, not of what they were given: a
+    # user message there is merged with one appended, whatever a repair dropped after it.
+    made = memo.output_facts.known
+    if made and count < len(known) and made[-1][3] == Kind.USER == known[count][3]:
         return False
     if before.strays:
         named = {known[index][4] for index, _ in before.strays}

@@ -36,7 +36,8 @@ plugin (see docs/governance.md, "Declarations"):
 - `local` (with `acts_on`, before the budget phase): messages appended after
   a history that bring none of the kinds of work and leave the work found in
   it as it was (no stray result's call, no answer to an open call, no user
-  message right after a user message) leave what the stage makes of that
+  message right after one that ends what the stages made of the history,
+  whatever a repair dropped after it) leave what the stage makes of that
   history as it was. A governor then reuses, for the history it governed on
   its last call, what the leading local stages made of it, and hands on only
   what was appended.

@@ -8,6 +8,8 @@ import random
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance import Budget, StageContext, StageOutcome
 from nanobot_core.governance.store import ResultStore
@@ -70,6 +72,20 @@ def context(
         config=config,
         system_tokens=fixed_tokens,
     )
+
+
+#: Entries a repair takes out from between two user messages, which `merge_user_turns` then
+#: merges into one: not a message, an unknown role, a placeholder, a result no call awaits,
+#: an assistant message with no content whose one call has no name.
+DROPPED_BETWEEN_USER_MESSAGES = [
+    pytest.param(None, id="not-a-message"),
+    pytest.param({"role": "critic", "content": "looks wrong"}, id="unknown-role"),
+    pytest.param(
+        {"role": "assistant", "content": "[Previous assistant message omitted.]"}, id="placeholder"
+    ),
+    pytest.param({"role": "tool", "tool_call_id": "gone", "content": "stale"}, id="orphan-result"),
+    pytest.param(calls(call("nameless", name="")), id="nameless-call"),
+]
 
 
 Stagefunc = Callable[[list[Any], StageContext], StageOutcome]

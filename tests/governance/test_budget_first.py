@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -21,10 +22,12 @@ from nanobot_core.governance import (
     build_governor,
     builtin_stages,
 )
-from nanobot_core.governance.budget_first import early_drops, find_cut
+from nanobot_core.governance.budget_first import MIN_MESSAGES, early_drops, find_cut
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stage import StageContext
 from nanobot_core.governance.tokens import count_request
+from nanobot_core.prompt import append_runtime_block, build_runtime_block
+from tests.governance.builders import DROPPED_BETWEEN_USER_MESSAGES
 from tests.governance.builders import agent_session as _session
 from tests.governance.strategies import (
     GOVERNANCE_CONFIGS,
@@ -680,3 +683,123 @@ def test_past_the_cut_watermark_a_user_message_next_to_another_counts_nothing() 
     assert full is not None and plain is not None
     assert full.floor > 0, "the walk went past the cut watermark"
     assert (plain.start, plain.stop, plain.floor) == (full.start, full.stop, full.floor)
+
+
+def _asks_apart(between: Any) -> list[Any]:
+    """Many short turns, then two asks with `between` (an entry a repair takes out) between
+    them, an answer, and a short newest ask. Each of the two asks ends with its runtime block:
+    merged into one message, they keep only the newer block, so they cost less together than
+    apart by more than the newest ask costs."""
+    block = build_runtime_block(
+        now=datetime(2025, 1, 31, 9, 30, tzinfo=UTC), channel="cli", chat_id="1", lines=[]
+    )
+    history: list[Any] = []
+    for turn in range(300):
+        history += [
+            {"role": "user", "content": f"q {turn}"},
+            {"role": "assistant", "content": f"a {turn}"},
+        ]
+    return [
+        *history,
+        {"role": "user", "content": append_runtime_block("first ask", block)},
+        between,
+        {"role": "user", "content": append_runtime_block("second ask", block)},
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "go on"},
+    ]
+
+
+@pytest.mark.parametrize("between", DROPPED_BETWEEN_USER_MESSAGES)
+@pytest.mark.parametrize("margin", [0, 3])
+def test_user_messages_merged_across_a_dropped_entry_leave_nothing_out_that_fits(
+    tmp_path: Path, between: Any, margin: int
+) -> None:
+    """A history that fits within a few tokens is sent whole, as without the cut, although two
+    of its user messages merge only once a repair takes out the entry between them: on a
+    governor's first call, on a session grown call by call, and on a fresh governor given
+    that session's state."""
+    history = _asks_apart(between)
+    assert len(history) >= MIN_MESSAGES
+    settings = {"input_limit": 1_000_000}
+    whole = _pair(tmp_path, **settings)[1].govern(history, system=SYSTEM, tools=TOOLS)
+    settings["input_limit"] = whole.tokens + margin
+    fast, full = _both(_pair(tmp_path, **settings), history)
+    assert full.messages == whole.messages, "the full pipeline sends it all"
+    assert not _left_out(fast)
+    assert fast.messages == whole.messages
+    assert (fast.tokens, fast.fits) == (whole.tokens, True)
+
+    session, _ = _pair(tmp_path, **settings)
+    for end in range(2, len(history), 2):
+        session.govern(history[:end], system=SYSTEM, tools=TOOLS)
+    grown = session.govern(history, system=SYSTEM, tools=TOOLS)
+    assert not _left_out(grown)
+    assert grown.messages == whole.messages and grown.tokens <= grown.budget
+    fresh, _ = _pair(tmp_path, **settings)
+    fresh.restore(grown.state)
+    assert fresh.govern(history, system=SYSTEM, tools=TOOLS).messages == whole.messages
+
+
+@pytest.mark.parametrize("between", DROPPED_BETWEEN_USER_MESSAGES)
+@pytest.mark.parametrize("every", [1, 3])
+def test_user_messages_merged_across_a_dropped_entry_count_nothing_in_either_walk(
+    between: Any, every: int
+) -> None:
+    """Both walks (before the cut watermark and past it) count two user messages a repair makes
+    adjacent as they count two in a row, and the cut falls before the first of them: the cut
+    and its floor are the same as with nothing between them."""
+
+    def history(gap: list[Any]) -> list[Any]:
+        messages: list[Any] = []
+        for turn in range(600):
+            messages.append({"role": "user", "content": f"question {turn} " + "q" * 200})
+            if turn % every == 0:
+                messages += [*gap, {"role": "user", "content": f"and also {turn} " + "u" * 300}]
+            messages.append({"role": "assistant", "content": f"answer {turn} " + "a" * 150})
+        messages.append({"role": "user", "content": "The newest question."})
+        return messages
+
+    apart, together = history([between]), history([])
+    governor = build_governor(GovernanceConfig(input_limit=20_000))
+    ctx = StageContext(budget=governor.budget, config=governor.config)
+    dropped = early_drops(placeholders=True, non_messages=True, patterns=())
+    for patterns in [(), ("[no such placeholder]",)]:  # the shortcut for plain texts, or not
+        (cut, low), (cut_together, low_together) = (
+            [
+                find_cut(messages, ctx, patterns=patterns, dropped_early=dropped, watermark=down)
+                for down in (False, True)
+            ]
+            for messages in (apart, together)
+        )
+        assert low is not None and low_together is not None
+        assert low.floor > 0, "the walk went past the cut watermark"
+        for made, other in [(cut, cut_together), (low, low_together)]:
+            assert made is not None and other is not None
+            assert apart[made.stop] == together[other.stop]
+            assert made.floor == other.floor
+
+
+def _drop_notes(messages: list[Any], ctx: StageContext) -> StageOutcome:
+    """Per message: drops an assistant's note to itself, declaring nothing."""
+    if messages[0].get("content") == "note to self":
+        return StageOutcome([], changed=True)
+    return StageOutcome.unchanged(messages)
+
+
+def test_user_messages_merged_across_what_a_per_message_stage_drops_leave_nothing_out(
+    tmp_path: Path,
+) -> None:
+    """What a per-message stage before `merge_user_turns` drops between two user messages makes
+    them one as well: the walk asks it, and a history that fits merged is sent whole."""
+    notes = Stage(
+        "drop_notes", _drop_notes, per_message=True, phase="repair", before="merge_user_turns"
+    )
+    history = _asks_apart({"role": "assistant", "content": "note to self"})
+    stages = [*builtin_stages(), notes]
+    whole = _pair(tmp_path, stages, input_limit=1_000_000)[1].govern(
+        history, system=SYSTEM, tools=TOOLS
+    )
+    assert whole.messages[-3]["content"].startswith("first ask\n\nsecond ask")
+    fast, full = _both(_pair(tmp_path, stages, input_limit=whole.tokens), history)
+    assert not _left_out(fast)
+    assert fast.messages == full.messages == whole.messages

@@ -26,7 +26,7 @@ from nanobot_core.governance.stages.compact import COMPACT_PREFIX
 from nanobot_core.governance.stages.snip import left_out_steps
 from nanobot_core.governance.tokens import count_message
 from tests.governance import builders
-from tests.governance.builders import agent_session
+from tests.governance.builders import DROPPED_BETWEEN_USER_MESSAGES, agent_session
 from tests.governance.strategies import (
     GOVERNANCE_CONFIGS,
     build_builtin_governor,
@@ -569,17 +569,7 @@ def test_a_kept_step_cut_sends_the_notice_it_sent_first(
     _assert_sent_again(history, config, governor, first, tmp_path)
 
 
-_DROPPED_BETWEEN_USER_MESSAGES = [
-    pytest.param(None, id="not-a-message"),
-    pytest.param({"role": "critic", "content": "looks wrong"}, id="unknown-role"),
-    pytest.param(
-        {"role": "assistant", "content": "[Previous assistant message omitted.]"}, id="placeholder"
-    ),
-    pytest.param({"role": "tool", "tool_call_id": "gone", "content": "stale"}, id="orphan-result"),
-]
-
-
-@pytest.mark.parametrize("between", _DROPPED_BETWEEN_USER_MESSAGES)
+@pytest.mark.parametrize("between", DROPPED_BETWEEN_USER_MESSAGES)
 def test_user_messages_merged_across_a_dropped_entry_stay_sent(
     tmp_path: Path, between: Any
 ) -> None:
@@ -675,7 +665,7 @@ def test_a_list_edited_in_place_between_calls_is_governed_as_a_new_one(
             mine.messages.append({"role": "user", "content": "noise the caller added"})
 
 
-@pytest.mark.parametrize("between", _DROPPED_BETWEEN_USER_MESSAGES)
+@pytest.mark.parametrize("between", DROPPED_BETWEEN_USER_MESSAGES)
 def test_a_task_merged_across_a_dropped_entry_keeps_its_notice_and_both_asks(
     tmp_path: Path, between: Any
 ) -> None:

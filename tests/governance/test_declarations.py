@@ -15,7 +15,15 @@ from nanobot_core.governance.messages import STRUCTURAL_KEYS, any_text_passes, w
 from nanobot_core.governance.stage import WORK_KINDS
 from nanobot_core.governance.stages import BUILTIN_ORDER, BUILTIN_TABLE, sanitize_content
 from nanobot_core.governance.survey import KIND_BITS
-from tests.governance.builders import call, calls, result, say, turn, user
+from tests.governance.builders import (
+    DROPPED_BETWEEN_USER_MESSAGES,
+    call,
+    calls,
+    result,
+    say,
+    turn,
+    user,
+)
 
 LONE = "half an emoji \ud83d"
 
@@ -303,6 +311,27 @@ def test_user_messages_in_a_row_appended_after_earlier_ones_are_merged_by_the_re
     assert merged is not None and len(merged.details) == 2
     final = second.report.entry("final")
     assert final is not None and not final.changed
+
+
+@pytest.mark.parametrize("between", DROPPED_BETWEEN_USER_MESSAGES)
+def test_a_user_message_appended_after_one_a_repair_left_last_is_merged_with_it(
+    between: Any,
+) -> None:
+    """The last call's history ended on a user message and an entry a repair drops: the user
+    message appended next follows that one in what the local stages made of it, so they are
+    merged as on a fresh governor, and a request that fits merged is sent whole."""
+    history = [message for index in range(20) for message in turn(index)]
+    history += [user("first ask"), between]
+    grown = [*history, user("second ask")]
+    limit = _governor().govern(grown).tokens  # merged, within a few tokens of the budget
+    fresh = _governor(input_limit=limit).govern(grown)
+    assert fresh.messages[-1]["content"] == "first ask\n\nsecond ask"
+    assert len(fresh.messages) == len(grown) - 2 and fresh.fits
+    governor = _governor(input_limit=limit)
+    governor.govern(history)
+    again = governor.govern(grown)
+    assert again.messages == fresh.messages
+    assert (again.tokens, again.fits) == (fresh.tokens, True)
 
 
 def test_offloading_is_remembered_per_result_and_exclude_tools_reads_the_call(
