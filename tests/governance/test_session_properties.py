@@ -1,0 +1,158 @@
+"""Properties of one governor across the calls of a growing session, over real conversations.
+
+A session is several real conversations (τ-bench, LLaMA-Factory) one after the other,
+dirtied the ways real histories break, and governed at a series of call points by one
+governor, as the runner does. Whatever it remembers between calls must never change what it
+sends: a fresh governor handed the state recorded after the call before sends the same.
+The number of sessions is NANOBOT_SESSION_EXAMPLES (150 by default, the figure CI runs).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nanobot_core.config import GovernanceConfig
+from nanobot_core.governance import Stage, StageOutcome
+from nanobot_core.governance.continuity import GovernanceState
+from nanobot_core.governance.invariants import check_invariants
+from tests.governance.strategies import (
+    OPERATIONS,
+    build_builtin_governor,
+    llamafactory_conversations,
+    tau_bench_conversations,
+)
+
+EXAMPLES = int(os.environ.get("NANOBOT_SESSION_EXAMPLES", "150"))
+
+SYSTEM = "You are a careful assistant. " * 20
+
+# Windows in which these sessions compact, cut whole turns and cut between steps; one keeps
+# offloading busy, one cuts near the budget (a high watermark).
+SESSION_CONFIGS: tuple[GovernanceConfig, ...] = (
+    GovernanceConfig(context_window=6_000, max_output=0, safety_margin=0),
+    GovernanceConfig(
+        context_window=6_000, max_output=0, safety_margin=0, max_tool_result_chars=2_000
+    ),
+    GovernanceConfig(context_window=12_000, max_output=0, safety_margin=0),
+    GovernanceConfig(context_window=20_000, max_output=0, safety_margin=0, low_watermark=0.9),
+    GovernanceConfig(context_window=9_000, max_output=1_024, safety_margin=256),
+)
+
+
+def _unchanged(messages: list[Any], ctx: Any) -> StageOutcome:
+    return StageOutcome.unchanged(messages)
+
+
+# A plugin stage that declares nothing, and one that works message by message.
+PLUGIN_STAGES: tuple[tuple[Stage, ...], ...] = (
+    (),
+    (Stage("noop_plugin", _unchanged),),
+    (Stage("noop_per_message", _unchanged, per_message=True),),
+)
+
+Draw = Callable[[st.SearchStrategy[Any]], Any]
+
+
+@attrs.frozen
+class Session:
+    """A grown history, the points at which the model is called, and the governor's set-up."""
+
+    messages: list[Any] = attrs.field(repr=lambda m: f"<{len(m)} entries>")
+    ends: tuple[int, ...]
+    config: int
+    plugin: int
+    dirt: tuple[str, ...]
+
+
+def _is(message: Any, role: str) -> bool:
+    return isinstance(message, dict) and message.get("role") == role
+
+
+def _call_points(draw: Draw, messages: list[Any]) -> list[int]:
+    """Before each user message, after each run of results, or anywhere: how agents call."""
+    size = len(messages)
+    kind = draw(st.sampled_from(["turns", "steps", "anywhere"]))
+    if kind == "turns":
+        points = [i for i, m in enumerate(messages) if i and _is(m, "user")]
+    elif kind == "steps":
+        points = [
+            i + 1
+            for i, m in enumerate(messages)
+            if _is(m, "tool") and (i + 1 == size or not _is(messages[i + 1], "tool"))
+        ]
+    else:
+        points = draw(st.lists(st.integers(1, max(1, size)), min_size=1, max_size=12))
+    points = sorted({*points, size})
+    # Enough calls to grow across cuts, few enough to keep an example quick.
+    step = len(points) // 40 + 1
+    return sorted({*points[::step], size})
+
+
+@st.composite
+def sessions(draw: Draw) -> Session:
+    """Real conversations in a row, dirtied, with where the model is called."""
+    pool = draw(st.sampled_from([tau_bench_conversations(), llamafactory_conversations()]))
+    messages: list[Any] = []
+    for _ in range(draw(st.sampled_from([3, 12, 30, 60]))):
+        conversation = draw(st.sampled_from(pool))
+        messages += copy.deepcopy([m for m in conversation.messages if not _is(m, "system")])
+    applied = []
+    for _ in range(draw(st.integers(0, 10))):
+        operation = draw(st.sampled_from(OPERATIONS))
+        operation(draw, messages)
+        applied.append(operation.__name__)
+    return Session(
+        messages,
+        tuple(_call_points(draw, messages)),
+        draw(st.integers(0, len(SESSION_CONFIGS) - 1)),
+        draw(st.integers(0, len(PLUGIN_STAGES) - 1)),
+        tuple(applied),
+    )
+
+
+@settings(
+    max_examples=EXAMPLES,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
+@given(session=sessions())
+def test_a_session_sends_what_a_fresh_governor_with_its_state_sends(
+    tmp_path_factory: pytest.TempPathFactory, session: Session
+) -> None:
+    """Every call is legal, repeatable, and what a fresh governor sends from the recorded state."""
+    workspace = tmp_path_factory.mktemp("session")
+    config, plugin = SESSION_CONFIGS[session.config], PLUGIN_STAGES[session.plugin]
+    governor = build_builtin_governor(config, workspace, plugin)
+    state = GovernanceState()
+    for end in session.ends:
+        history = session.messages[:end]
+        where = f"{session.dirt} config {session.config} plugin {session.plugin} at {end}"
+        snapshot = copy.deepcopy(history)
+        sent = governor.govern(history, system=SYSTEM)
+        assert history == snapshot, where
+        violations = check_invariants(
+            sent.messages, system=SYSTEM, budget=sent.budget, budget_unreachable=not sent.fits
+        )
+        assert violations == [], f"{where}: {violations}"
+        fresh = build_builtin_governor(config, workspace, plugin)
+        fresh.restore(state)
+        assert fresh.govern(history, system=SYSTEM).messages == sent.messages, where
+        again = governor.govern(history, system=SYSTEM)
+        assert again.messages == sent.messages, where
+        assert again.prefix.kept, where
+        state = GovernanceState.from_record(json.loads(json.dumps(sent.state.to_record())))
