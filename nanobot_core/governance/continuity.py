@@ -41,11 +41,19 @@ from nanobot_core.governance.stages.compact import COMPACT_PREFIX, compact_notic
 from nanobot_core.governance.stages.snip import left_out_steps, step_starts, with_steps_notice
 from nanobot_core.governance.survey import Origins
 
-__all__ = ["META_KIND", "Continuity", "GovernanceState", "Prefix", "Prepare", "latest_state"]
+__all__ = ["META_KIND", "Continuity", "GovernanceState", "Prefix", "Recompaction", "latest_state"]
 
-#: What the stages before compaction make of one tool result of the history (the message,
-#: or one standing for it), as far as they can tell from the message alone.
-Prepare = Callable[[dict[str, Any]], Any]
+
+@attrs.frozen
+class Recompaction:
+    """How the session's view compacts again a result that was sent compacted."""
+
+    #: What the stages before compaction make of one tool result of the history (a message,
+    #: or something else when they drop it), as far as they can tell from it alone.
+    prepare: Callable[[dict[str, Any]], Any]
+    #: Told of each compacted copy made: those stages made it already, and leave it as it is.
+    made: Callable[[dict[str, Any]], None]
+
 
 #: The ``kind`` of the session line that records a `GovernanceState`.
 META_KIND = "governance"
@@ -256,13 +264,14 @@ class Continuity:
         self._checked = decisions
         return state
 
-    def view(self, history: list[Any], prepare: Prepare) -> tuple[list[Any], list[int]]:
+    def view(self, history: list[Any], recompaction: Recompaction) -> tuple[list[Any], list[int]]:
         """`history` with the last decisions applied, and the history index of each view entry.
 
         The view entry of the noticed user message (or a compacted result) maps
         to the index of the message it stands for. A result compacted before is
-        compacted again from what `prepare` makes of it, as the compaction that
-        sent it saw it (a result redacted and offloaded first says so again).
+        compacted again from what `recompaction.prepare` makes of it, as the
+        compaction that sent it saw it (a result redacted and offloaded first
+        says so again).
         """
         history, extends = self._canonical(history)
         self._history = history
@@ -285,7 +294,7 @@ class Continuity:
                 )
                 self._last_view = (decisions, len(history), view, positions)
                 return view, positions
-        view, positions = self._build_view(history, state, leading, prepare)
+        view, positions = self._build_view(history, state, leading, recompaction)
         self._last_view = (decisions, len(history), view, positions)
         return view, positions
 
@@ -294,7 +303,7 @@ class Continuity:
         history: list[Any],
         state: GovernanceState,
         leading: int,
-        prepare: Prepare,
+        recompaction: Recompaction,
     ) -> tuple[list[Any], list[int]]:
         positions = list(range(leading))
         view = history[:leading]
@@ -323,7 +332,7 @@ class Continuity:
             for index in state.compacted:
                 if index >= first:
                     at = len(view) - (len(history) - index)
-                    view[at] = self._compacted_copy(history, index, names, prepare)
+                    view[at] = self._compacted_copy(history, index, names, recompaction)
         self.left_out = tuple(left_out)
         return view, positions
 
@@ -332,7 +341,7 @@ class Continuity:
         history: list[Any],
         index: int,
         names: CallNames,
-        prepare: Prepare,
+        recompaction: Recompaction,
     ) -> dict[str, Any]:
         message = history[index]
         memo = self._compacted.get(index)
@@ -340,11 +349,12 @@ class Continuity:
             return memo[1]
         # Never the history's own text: the stages before compaction may have redacted it,
         # and an offloaded copy of what they made is the only one the model may be shown.
-        prepared = prepare(message)
+        prepared = recompaction.prepare(message)
         shown = prepared if isinstance(prepared, dict) else message
         name = shown.get("name")
         tool = name if isinstance(name, str) and name else names(index)
-        copy = {**message, "content": compact_notice(tool, shown.get("content"))}
+        copy = {**shown, "content": compact_notice(tool, shown.get("content"))}
+        recompaction.made(copy)
         self._compacted[index] = (message, copy)
         return copy
 

@@ -56,6 +56,7 @@ from nanobot_core.governance.continuity import (
     Continuity,
     GovernanceState,
     Prefix,
+    Recompaction,
 )
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
 from nanobot_core.governance.messages import any_text_passes, container_copy
@@ -281,6 +282,7 @@ class Governor:
         # The per-message stages that come before the first stage that acts when over budget
         # (a compaction): what they make of a result is what a compaction saw of it.
         self._preparing = _preparing(self._pipeline, self._work)
+        self._recompaction = Recompaction(self._prepare, self._spare)
         # The leading stages whose outcome on the history governed last time is reused when
         # only messages without work were appended (`Stage.local`), and that outcome.
         self._local_block = _local_block(self._pipeline, self._work)
@@ -364,7 +366,7 @@ class Governor:
         return shift
 
     def _prepare(self, message: dict[str, Any]) -> Any:
-        """What the per-message stages before compaction make of `message` (`Prepare`).
+        """What the per-message stages before compaction make of `message`.
 
         Each as it runs in the pipeline: its prefilter asked, handed a copy,
         and skipped when it raises or returns garbage. A stage that drops the
@@ -388,6 +390,13 @@ class Governor:
                 message = replacement[0]
         return message
 
+    def _spare(self, copy: dict[str, Any]) -> None:
+        """Remember a compacted copy as left as it is by the per-message stages before
+        compaction: it is what they made of its result, compacted (run again, a stage that
+        rewrites results would rewrite the notice, which the call that compacted did not)."""
+        for stage in self._preparing:
+            self._memo.setdefault(stage.name, {})[id(copy)] = (copy, None, _NO_LINES)
+
     # -- one run ----------------------------------------------------------------------
 
     def govern(
@@ -409,7 +418,7 @@ class Governor:
         # the caller appends to or edits its list afterwards, as an agent's loop does.
         given = list(messages)
         tools = tools if type(tools) is list or type(tools) is tuple else list(tools)
-        view, positions = self._continuity.view(given, self._prepare)
+        view, positions = self._continuity.view(given, self._recompaction)
         # With no earlier decision applied, the view is the history (or the equal messages
         # seen before, standing for it): a history handed back untouched is the caller's.
         untouched = given if not positions else view

@@ -802,3 +802,34 @@ def test_a_compacted_result_named_with_a_lone_surrogate_is_sent_again_as_it_was(
     notices = [m["content"] for m in first.messages if m["content"].startswith(COMPACT_PREFIX)]
     assert notices and all("'\ufffdgrep'" in notice for notice in notices)
     assert governor.govern(history, system=SYSTEM).messages == first.messages
+
+
+def _renamed_bookings(messages: list[Any], ctx: Any) -> StageOutcome:
+    """Per message: a plugin stage that rewrites a word wherever a text holds it, notices too."""
+    (message,) = messages
+    content = message.get("content")
+    if not isinstance(content, str) or "reservation" not in content:
+        return StageOutcome.unchanged(messages)
+    renamed = {**message, "content": content.replace("reservation", "booking")}
+    return StageOutcome([renamed], changed=True)
+
+
+def test_a_per_message_stage_is_not_run_again_on_a_result_it_helped_compact(
+    tmp_path: Path,
+) -> None:
+    """The notice naming the tool "book_reservation" is sent again as the compaction wrote it."""
+    history = _session(40)
+    for message in history:
+        if message["role"] == "tool":
+            message["name"] = "book_reservation"
+            message["content"] += " reservation"
+    rewrite = Stage("rewrite", _renamed_bookings, per_message=True)
+    config = _config(6_000)
+    governor = build_builtin_governor(config, tmp_path, [rewrite])
+    first = governor.govern(history, system=SYSTEM)
+    notices = [m["content"] for m in first.messages if m["content"].startswith(COMPACT_PREFIX)]
+    assert notices and all("'book_reservation'" in notice for notice in notices)
+    assert governor.govern(history, system=SYSTEM).messages == first.messages
+    restarted = build_builtin_governor(config, tmp_path, [rewrite])
+    restarted.restore(GovernanceState.from_record(json.loads(json.dumps(first.state.to_record()))))
+    assert restarted.govern(history, system=SYSTEM).messages == first.messages
