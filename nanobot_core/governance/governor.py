@@ -70,6 +70,7 @@ from nanobot_core.governance.survey import (
     FactsCache,
     Kind,
     Listing,
+    Origins,
     Splice,
     Survey,
 )
@@ -936,7 +937,10 @@ class _Pass:
             facts.aligned(self.current)
             listing = facts.listing(self.current)
             assert listing is not None  # just aligned
-            governor._block_memo = _Block(given, self.current, entries, tokens, survey, listing)
+            origins = facts.origins().kept()
+            governor._block_memo = _Block(
+                given, self.current, entries, tokens, survey, listing, origins
+            )
 
     def _reuse(self, block: int) -> bool:
         """Hand on what the local block made of the last history, plus what was appended."""
@@ -954,6 +958,7 @@ class _Pass:
             return False
         output = memo.output + given[count:]
         ctx.facts.note(output, [*memo.output_facts.known, *appended], memo.output_facts)
+        ctx.facts.carry(memo.origins)
         shift, tokens = self.tokens - memo.tokens, self.tokens
         entries = [_shifted(entry, shift) for entry in memo.entries]
         self.report += [_shifted(entry, 0) for entry in entries]
@@ -963,7 +968,7 @@ class _Pass:
         self._skip = block
         listing = ctx.facts.listing(output)
         assert listing is not None  # just noted
-        governor._block_memo = _Block(given, output, entries, tokens, survey, listing)
+        governor._block_memo = _Block(given, output, entries, tokens, survey, listing, memo.origins)
         return True
 
     def _run(self, index: int) -> None:
@@ -1008,6 +1013,7 @@ class _Block:
     tokens: int  # the request tokens of `given`
     survey: Survey  # of `given`
     output_facts: Listing  # what was known of `output`
+    origins: Origins  # what the messages they made were made from (`FactsCache.made_from`)
 
 
 def _local_block(pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> int:

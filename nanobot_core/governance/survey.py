@@ -692,6 +692,11 @@ class FactsCache:
         """Whether a stage added `message` this run (`made_from` it and None)."""
         return _added(self._origins, message)
 
+    def carry(self, origins: Origins) -> None:
+        """Record again, for this run, what an earlier run's `origins` (kept) say: its stages'
+        outcome is handed on again, and what was sent is read back through them."""
+        self._origins.update(origins._made_from)
+
     def origin(self, message: Any) -> Any:
         """The message `message` was made in place of this run (`made_from`), or None.
 

@@ -833,3 +833,35 @@ def test_a_per_message_stage_is_not_run_again_on_a_result_it_helped_compact(
     restarted = build_builtin_governor(config, tmp_path, [rewrite])
     restarted.restore(GovernanceState.from_record(json.loads(json.dumps(first.state.to_record()))))
     assert restarted.govern(history, system=SYSTEM).messages == first.messages
+
+
+def test_a_kept_cut_at_merged_user_messages_is_read_back_after_the_repairs_are_reused(
+    tmp_path: Path,
+) -> None:
+    """The merged first ask, rewritten by a plugin stage, still starts the turn read back."""
+    old = [{"role": "user", "content": "old ask"}, {"role": "assistant", "content": "old answer"}]
+    history: list[dict[str, Any]] = old * 5
+    start = len(history)
+    history += [
+        {"role": "user", "content": "thanks for the reservation"},
+        {"role": "user", "content": "now change my reservation"},
+        {"role": "assistant", "content": "which reservation?"},
+        {"role": "user", "content": "the reservation from May"},
+    ]
+    for index in range(12):
+        call = {"id": f"c{index}", "type": "function", "function": {"name": "lookup"}}
+        call["function"]["arguments"] = "{}"
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{index}", "content": "x" * 2_000},
+        ]
+    rewrite = Stage("rewrite", _renamed_bookings, per_message=True)
+    config = GovernanceConfig(input_limit=5_000)
+    governor = build_builtin_governor(config, tmp_path, [rewrite])
+    governor.restore(GovernanceState(start=start, length=start + 8))
+    first = governor.govern(history[: start + 8], system=SYSTEM)
+    assert first.fits and first.messages[0]["content"].startswith("thanks for the booking")
+    second = governor.govern(history, system=SYSTEM)  # the repairs' outcome is reused
+    assert second.report.entry("compact_results").changed  # type: ignore[union-attr]
+    assert second.state.start == start
+    assert governor.govern(history, system=SYSTEM).messages == second.messages

@@ -52,11 +52,22 @@ def _unchanged(messages: list[Any], ctx: Any) -> StageOutcome:
     return StageOutcome.unchanged(messages)
 
 
-# A plugin stage that declares nothing, and one that works message by message.
+def _renamed(messages: list[Any], ctx: Any) -> StageOutcome:
+    (message,) = messages
+    content = message.get("content") if isinstance(message, dict) else None
+    if not isinstance(content, str) or "reservation" not in content:
+        return StageOutcome.unchanged(messages)
+    renamed = {**message, "content": content.replace("reservation", "booking")}
+    return StageOutcome([renamed], changed=True)
+
+
+# A plugin stage that declares nothing, one that works message by message, and one that
+# rewrites a word τ-bench's texts (user, assistant and tool alike) are full of.
 PLUGIN_STAGES: tuple[tuple[Stage, ...], ...] = (
     (),
     (Stage("noop_plugin", _unchanged),),
     (Stage("noop_per_message", _unchanged, per_message=True),),
+    (Stage("renames", _renamed, per_message=True, prefilter=lambda text: "reservation" in text),),
 )
 
 Draw = Callable[[st.SearchStrategy[Any]], Any]
