@@ -523,6 +523,8 @@ def _read_back(
 
     unfound = compress(count(anchor), map(is_, islice(found, anchor, None), repeat(None)))
     _place(body, unfound, where, origin, added, found, history, compacted, first_after)
+    if origin is not None:
+        _place_leading(body, found, where, origin)
     mapped = [(k, found[k] or 0) for k in _first_two(found)]
     if not mapped:
         return GovernanceState(0, None, compacted, len(history))
@@ -571,6 +573,22 @@ def _by_origin(message: Any, where: dict[int, int], origin: Callable[[Any], Any]
         seen.add(id(made_from))
         made_from = origin(made_from)
     return None
+
+
+def _place_leading(
+    body: list[Any], found: list[int | None], where: dict[int, int], origin: Callable[[Any], Any]
+) -> None:
+    """Place, by the messages they were made from, the messages before the second one placed
+    that are not tool results (a user or assistant message a stage rewrote): where the turn
+    and its first step sent start is read from the first two."""
+    placed = 0
+    for offset, message in enumerate(body):
+        if found[offset] is None and _role(message) != "tool":
+            found[offset] = _by_origin(message, where, origin)
+        if found[offset] is not None:
+            placed += 1
+            if placed == 2:
+                return
 
 
 def _offsets(body: list[Any], ids: set[int] | frozenset[int]) -> list[int]:

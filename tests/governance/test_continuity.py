@@ -533,14 +533,19 @@ def _task_after_a_repair(steps: int, before: dict[str, Any]) -> list[dict[str, A
 
 
 def _assert_sent_again(
-    history: list[Any], config: GovernanceConfig, governor: Any, first: Any, workspace: Path
+    history: list[Any],
+    config: GovernanceConfig,
+    governor: Any,
+    first: Any,
+    workspace: Path,
+    stages: tuple[Stage, ...] = (),
 ) -> None:
-    """The next call on the same history, and a governor restored from the recorded line,
-    send what `first` sent, the prefix kept."""
+    """The next call on the same history, and a governor (with the same plugin `stages`)
+    restored from the recorded line, send what `first` sent, the prefix kept."""
     again = governor.govern(history, system=SYSTEM)
     assert again.messages == first.messages
     assert again.prefix.kept
-    restarted = build_builtin_governor(config, workspace)
+    restarted = build_builtin_governor(config, workspace, stages)
     restarted.restore(GovernanceState.from_record(json.loads(json.dumps(first.state.to_record()))))
     assert restarted.govern(history, system=SYSTEM).messages == first.messages
 
@@ -865,3 +870,24 @@ def test_a_kept_cut_at_merged_user_messages_is_read_back_after_the_repairs_are_r
     assert second.report.entry("compact_results").changed  # type: ignore[union-attr]
     assert second.state.start == start
     assert governor.govern(history, system=SYSTEM).messages == second.messages
+
+
+def test_a_step_cut_whose_first_step_a_plugin_stage_rewrote_is_kept_on_the_next_call(
+    tmp_path: Path,
+) -> None:
+    """The first step sent starts at its assistant message, rewritten or not, not at its result."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": "fix the reservation form"}]
+    for index in range(30):
+        function = {"name": "grep", "arguments": json.dumps({"pattern": "y" * 300})}
+        call = {"id": f"c{index}", "type": "function", "function": function}
+        history += [
+            {"role": "assistant", "content": "checking the reservation", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{index}", "content": "x" * 900},
+        ]
+    rewrite = Stage("rewrite", _renamed_bookings, per_message=True)
+    config = GovernanceConfig(input_limit=3_000)
+    governor = build_builtin_governor(config, tmp_path, [rewrite])
+    first = governor.govern(history, system=SYSTEM)
+    assert left_out_steps(first.messages[0]) > 0
+    assert first.messages[1]["content"] == "checking the booking"
+    _assert_sent_again(history, config, governor, first, tmp_path, (rewrite,))
