@@ -13,8 +13,7 @@ import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nanobot_core import Config, Governor, PluginContext, PluginManager
-from nanobot_core.config import GovernanceConfig
-from nanobot_core.testing import govern_and_check
+from nanobot_core.testing import govern_and_check, make_config
 
 import nanobot_redact
 from nanobot_redact import (
@@ -485,8 +484,8 @@ def test_an_offloaded_result_compacted_on_a_later_call_never_reaches_the_store_u
     tmp_path: Path,
 ) -> None:
     """Across calls of one session, the offload cache and the request hold the result redacted."""
-    governance = GovernanceConfig(input_limit=6_000, max_tool_result_chars=1_000)
-    manager = PluginManager(Config(governance=governance), workspace=tmp_path, autoload=False)
+    config = make_config({"governance": {"input_limit": 6_000, "max_tool_result_chars": 1_000}})
+    manager = PluginManager(config, workspace=tmp_path, autoload=False)
     manager.register(nanobot_redact, STAGE_NAME, distribution="nanobot-redact")
     governor = Governor.from_plugins(manager)
     session = _long_results_session(OPENAI_KEY)
