@@ -153,6 +153,16 @@ class _Runs:
     of: Callable[[Any], MessageFacts]
     patterns: tuple[str, ...]
     through: Callable[[Any], Any] | None
+    #: The prefilters of the stages `through` stands for, when each declares one (see
+    #: `find_cut`): false of a text those stages leave as it is.
+    passes: Callable[[str], object] | None = None
+    #: Whether the walk is past the cut watermark, where it asks the prefilters (`passes`)
+    #: of a plain answer rather than `through`, which remembers what it is asked.
+    past_watermark: bool = attrs.field(default=False, init=False)
+    #: The last plain answer whose prefilters were asked past the watermark, and what they
+    #: said: the walk, which reads it next, asks nothing again.
+    spared_index: int = attrs.field(default=-1, init=False)
+    spared: bool = attrs.field(default=False, init=False)
     # The user message `merged` was last asked of, and the one before it merged with it.
     _asked: int | None = attrs.field(default=None, init=False)
     _before: int | None = attrs.field(default=None, init=False)
@@ -166,7 +176,17 @@ class _Runs:
         Past the cut watermark, looking forward would read the call that opens
         the user's turn, which the walk there does not read: most of its cost.
         """
-        before = self.beyond(index, -1)
+        entry = self.messages[index - 1] if index else None
+        if (
+            type(entry) is dict
+            and len(entry) == 2
+            and not self.patterns
+            and entry.get("role") == "assistant"
+            and self._kept(index - 1, entry)
+        ):
+            before = None  # the commonest case, told without `beyond`
+        else:
+            before = self.beyond(index, -1)
         asked, merged_before = self._asked, self._before
         if (
             asked is not None
@@ -183,30 +203,49 @@ class _Runs:
         """The user message that the one at `index` is merged with, the nearest in the
         direction `step` (-1: before it, 1: after it), or None."""
         messages = self.messages
+        plain = not self.patterns
         index += step
         while 0 <= index < len(messages):
             entry = messages[index]
-            if _is_user(entry):
+            role = entry.get("role") if isinstance(entry, dict) else None
+            if role == "user":
                 return index
+            if plain and role == "assistant" and len(entry) == 2 and self._kept(index, entry):
+                return None
             if not self._taken_out(entry):
                 return None
             index += step
         return None
 
+    def _kept(self, index: int, entry: dict[str, Any]) -> bool:
+        """Whether the stages leave `entry`, an assistant message with a content and nothing
+        else, as one message, when that is quick to tell (False: not told here).
+
+        The commonest entry next to a user message, an assistant's answer in ASCII
+        text, has no defect (as `_plain_facts` says): told without working out its
+        facts. With per-message stages, what the walk asks of it next is asked
+        now: `through` inside the cut watermark (which remembers its answer), the
+        prefilters past it (their answer kept in `spared` for the walk).
+        """
+        content = entry.get("content")
+        if not (type(content) is str and content.isascii() and "[" not in content):
+            return False
+        through = self.through
+        if through is None:
+            return True
+        if not self.past_watermark:
+            return through(entry) is not None
+        spared = False
+        if self.passes is not None:
+            try:
+                spared = not self.passes(content)
+            except Exception:  # `through` asks again, and reports what it raises
+                spared = False
+        self.spared_index, self.spared = index, spared
+        return spared
+
     def _taken_out(self, entry: Any) -> bool:
         """Whether `entry`, between two user messages, is gone before they are merged."""
-        if type(entry) is dict and len(entry) == 2 and self.through is None and not self.patterns:
-            # The commonest entry before a user message, an assistant's answer in ASCII text
-            # and nothing else, has no defect (as `_plain_facts` says): told without working
-            # out its facts, which the walk past the cut watermark does not need.
-            content = entry.get("content")
-            if (
-                entry.get("role") == "assistant"
-                and type(content) is str
-                and content.isascii()
-                and "[" not in content
-            ):
-                return False
         if isinstance(entry, dict) and entry.get("role") == "tool":
             return True  # not read: past the cut watermark no result is
         fact = self.of(entry)
@@ -350,6 +389,7 @@ def _beyond_low(
     # `_plain_facts` says, worked out here and not remembered: the walk is all that reads them.
     plain = not patterns and ctx.facts.estimate
     passes = low.passes
+    runs.past_watermark = True
     for index in range(first, start - 1, -1):
         message = messages[index]
         role = message.get("role") if type(message) is dict else None
@@ -362,10 +402,13 @@ def _beyond_low(
             content = message.get("content")
             unchanged = type(content) is str and content.isascii()
             if unchanged and through is not None:
-                try:
-                    unchanged = passes is not None and not passes(content)
-                except Exception:  # says nothing: `through` runs it again, and reports
-                    unchanged = False
+                if runs.spared_index == index:  # asked already, for the user message after it
+                    unchanged = runs.spared
+                else:
+                    try:
+                        unchanged = passes is not None and not passes(content)
+                    except Exception:  # says nothing: `through` runs it again, and reports
+                        unchanged = False
                 unchanged = unchanged or through(message) is message
             if unchanged:
                 if role == "user" and content:
@@ -483,7 +526,7 @@ def find_cut(
     # The newest user message and what follows count nothing: they may be cut to a few tokens.
     room = ctx.budget.limit - fixed
     low = _Low(cut_watermark_tokens(ctx) - fixed, passes=passes) if watermark else None
-    runs = _Runs(messages, of, patterns, through)
+    runs = _Runs(messages, of, patterns, through, passes)
     exceeded = _bound_exceeded(messages, start, index - 1, room, ctx, patterns, runs, through, low)
     if exceeded is None:
         return None  # all of it might fit

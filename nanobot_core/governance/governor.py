@@ -283,7 +283,6 @@ class Governor:
         # The per-message stages that come before the first stage that acts when over budget
         # (a compaction): what they make of a result is what a compaction saw of it.
         self._preparing = _preparing(self._pipeline, self._work)
-        self._recompaction = Recompaction(self._prepare, self._spare)
         # The leading stages whose outcome on the history governed last time is reused when
         # only messages without work were appended (`Stage.local`), and that outcome.
         self._local_block = _local_block(self._pipeline, self._work)
@@ -419,7 +418,9 @@ class Governor:
         # the caller appends to or edits its list afterwards, as an agent's loop does.
         given = list(messages)
         tools = tools if type(tools) is list or type(tools) is tuple else list(tools)
-        view, positions = self._continuity.view(given, self._recompaction)
+        # Made per call: held by the governor, its bound methods would make it a cycle that
+        # only the garbage collector frees.
+        view, positions = self._continuity.view(given, Recompaction(self._prepare, self._spare))
         # With no earlier decision applied, the view is the history (or the equal messages
         # seen before, standing for it): a history handed back untouched is the caller's.
         untouched = given if not positions else view
