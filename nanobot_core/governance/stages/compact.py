@@ -64,7 +64,7 @@ def compact_notice(tool: str | None, content: Any) -> str:
 def _plain_notice(tool: str | None, chars: int | None) -> str:
     size = f"{chars} characters" if chars is not None else "non-text content"
     # The name as the repairs leave it, whether or not they ran on the message it came from.
-    source = f"{without_surrogates(tool)!r}" if tool else "the tool"
+    source = f"{tool if tool.isascii() else without_surrogates(tool)!r}" if tool else "the tool"
     return (
         f"{COMPACT_PREFIX}: {source} returned {size}. Call it again with narrower "
         "arguments if you still need it.]"
