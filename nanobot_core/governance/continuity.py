@@ -48,9 +48,10 @@ __all__ = ["META_KIND", "Continuity", "GovernanceState", "Prefix", "Recompaction
 class Recompaction:
     """How the session's view compacts again a result that was sent compacted."""
 
-    #: What the stages before compaction make of one tool result of the history (a message,
-    #: or something else when they drop it), as far as they can tell from it alone.
-    prepare: Callable[[dict[str, Any]], Any]
+    #: What the stages before compaction make of one tool result of the history, given the
+    #: name of its call (a message, or something else when they drop it), as far as they
+    #: can tell from it alone.
+    prepare: Callable[[dict[str, Any], str | None], Any]
     #: Told of each compacted copy made: those stages made it already, and leave it as it is.
     made: Callable[[dict[str, Any]], None]
 
@@ -349,10 +350,12 @@ class Continuity:
             return memo[1]
         # Never the history's own text: the stages before compaction may have redacted it,
         # and an offloaded copy of what they made is the only one the model may be shown.
-        prepared = recompaction.prepare(message)
+        name = message.get("name")
+        called = name if isinstance(name, str) and name else names(index)
+        prepared = recompaction.prepare(message, called)
         shown = prepared if isinstance(prepared, dict) else message
         name = shown.get("name")
-        tool = name if isinstance(name, str) and name else names(index)
+        tool = name if isinstance(name, str) and name else called
         copy = {**shown, "content": compact_notice(tool, shown.get("content"))}
         recompaction.made(copy)
         self._compacted[index] = (message, copy)

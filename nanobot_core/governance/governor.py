@@ -365,12 +365,15 @@ class Governor:
         self._view_shift_memo = (key, shift)
         return shift
 
-    def _prepare(self, message: dict[str, Any]) -> Any:
-        """What the per-message stages before compaction make of `message`.
+    def _prepare(self, message: dict[str, Any], tool: str | None) -> Any:
+        """What the stages before compaction make of `message`, a result of the call `tool`.
 
-        Each as it runs in the pipeline: its prefilter asked, handed a copy,
-        and skipped when it raises or returns garbage. A stage that drops the
-        message or makes several of it ends the preparing with what it had.
+        A per-message stage runs as in the pipeline: its prefilter asked,
+        handed a copy, skipped when it raises or returns garbage; one that drops
+        the message or makes several of it ends the preparing with what it had.
+        A whole-list stage past the repairs (one that offloads only some tools'
+        results, a plugin's) is handed a copy of the result alone, named after
+        its call, and only the text it makes of it is taken.
         """
         ctx = StageContext(
             budget=self.budget,
@@ -380,7 +383,17 @@ class Governor:
             config=self.config,
         )
         for stage in self._preparing:
-            remembered = self._remember(stage, message, self._context(stage, ctx), {})
+            context = self._context(stage, ctx)
+            if not stage.per_message:
+                named = message if message.get("name") or not tool else {**message, "name": tool}
+                outcome = _call(stage, [container_copy(named)], context)
+                if isinstance(outcome, str) or not outcome.changed:
+                    continue
+                made = outcome.messages
+                if len(made) == 1 and isinstance(made[0], dict):
+                    message = {**message, "content": made[0].get("content")}
+                continue
+            remembered = self._remember(stage, message, context, {})
             if isinstance(remembered, str):
                 continue
             replacement = remembered[1]
@@ -395,7 +408,8 @@ class Governor:
         compaction: it is what they made of its result, compacted (run again, a stage that
         rewrites results would rewrite the notice, which the call that compacted did not)."""
         for stage in self._preparing:
-            self._memo.setdefault(stage.name, {})[id(copy)] = (copy, None, _NO_LINES)
+            if stage.per_message:
+                self._memo.setdefault(stage.name, {})[id(copy)] = (copy, None, _NO_LINES)
 
     # -- one run ----------------------------------------------------------------------
 
@@ -1029,14 +1043,16 @@ def _local_block(pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> 
 
 
 def _preparing(pipeline: list[tuple[Stage, bool]], work: list[int | None]) -> list[Stage]:
-    """The enabled per-message stages before the first one that acts when over budget."""
+    """The enabled stages before the first one that acts when over budget that may change a
+    result's text: every per-message one, and the whole-list ones past the repairs (which
+    drop, move and pair results, but leave their text to `sanitize_content`)."""
     stages = []
     for (stage, disabled), bits in zip(pipeline, work, strict=True):
         if disabled:
             continue
         if bits is not None and bits & Defect.OVER_BUDGET:
             break
-        if stage.per_message:
+        if stage.per_message or stage.phase != "repair":
             stages.append(stage)
     return stages
 

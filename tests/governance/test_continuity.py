@@ -891,3 +891,31 @@ def test_a_step_cut_whose_first_step_a_plugin_stage_rewrote_is_kept_on_the_next_
     assert left_out_steps(first.messages[0]) > 0
     assert first.messages[1]["content"] == "checking the booking"
     _assert_sent_again(history, config, governor, first, tmp_path, (rewrite,))
+
+
+def test_results_offloaded_with_excluded_tools_are_compacted_again_as_sent(tmp_path: Path) -> None:
+    """With `exclude_tools`, an offloaded result keeps its file and an excluded one gets none."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": "look at the logs"}]
+    for index in range(30):
+        name = "cat" if index % 2 else "exec"
+        call = {"id": f"c{index}", "type": "function", "function": {"name": name}}
+        call["function"]["arguments"] = "{}"
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{index}", "content": f"line {index}\n" * 300},
+            {"role": "assistant", "content": "ok"},
+            {"role": "user", "content": f"next {index}"},
+        ]
+    config = GovernanceConfig(
+        input_limit=6_000,
+        max_tool_result_chars=1_000,
+        stages={"offload_results": {"exclude_tools": ["cat"]}},
+    )
+    governor = build_builtin_governor(config, tmp_path)
+    first = governor.govern(history, system=SYSTEM)
+    results = [m["content"] for m in first.messages if m["role"] == "tool"]
+    notices = [text for text in results if text.startswith(COMPACT_PREFIX)]
+    saved = [notice for notice in notices if "read_file(path=" in notice]
+    assert saved and all("'exec'" in notice for notice in saved)
+    assert any("'cat'" in notice for notice in notices)
+    _assert_sent_again(history, config, governor, first, tmp_path)
