@@ -36,7 +36,7 @@ EXAMPLES = int(os.environ.get("NANOBOT_SESSION_EXAMPLES", "150"))
 SYSTEM = "You are a careful assistant. " * 20
 
 # Windows in which these sessions compact, cut whole turns and cut between steps; one keeps
-# offloading busy, one cuts near the budget (a high watermark).
+# offloading busy, one cuts near the budget (a high watermark), two change the pipeline.
 SESSION_CONFIGS: tuple[GovernanceConfig, ...] = (
     GovernanceConfig(context_window=6_000, max_output=0, safety_margin=0),
     GovernanceConfig(
@@ -45,6 +45,21 @@ SESSION_CONFIGS: tuple[GovernanceConfig, ...] = (
     GovernanceConfig(context_window=12_000, max_output=0, safety_margin=0),
     GovernanceConfig(context_window=20_000, max_output=0, safety_margin=0, low_watermark=0.9),
     GovernanceConfig(context_window=9_000, max_output=1_024, safety_margin=256),
+    # Offloading made a whole-list stage by its options; two built-ins turned off.
+    GovernanceConfig(
+        context_window=8_000,
+        max_output=0,
+        safety_margin=0,
+        max_tool_result_chars=1_000,
+        stages={"offload_results": {"exclude_tools": ["get_user_details"]}},
+    ),
+    GovernanceConfig(
+        context_window=8_000,
+        max_output=0,
+        safety_margin=0,
+        max_tool_result_chars=800,
+        disabled=["merge_user_turns", "sanitize_content"],
+    ),
 )
 
 
