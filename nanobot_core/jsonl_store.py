@@ -3,11 +3,13 @@
 ``<workspace>/.nanobot/sessions/<name>.jsonl`` holds one line per message or
 record. The file is the truth and is only ever appended to: a batch of lines
 is written with one ``write`` and fsynced before the append returns, so a
-process killed at any moment leaves at most a torn last line. Taking the
-lease heals that: the torn bytes are appended to ``<name>.jsonl.torn`` (never
-overwritten) and the file is cut back to its last complete line. A complete
-line that is not a JSON object stays in the file and is skipped with a
-warning naming its line number. Nothing is dropped silently.
+process killed at any moment leaves at most a torn last line (a write that
+fails part way, on a full disk, is cut off again: a batch is stored whole or
+not at all). Taking the lease heals that: the torn bytes are appended to
+``<name>.jsonl.torn`` (never overwritten) and the file is cut back to its
+last complete line. A complete line that is not a JSON object stays in the
+file and is skipped with a warning naming its line number. Nothing is
+dropped silently.
 
 The lease is an exclusive lock on ``<name>.lock`` (``flock``), held by the
 descriptor: it is freed when the process ends, however it ends. The lock file
@@ -161,14 +163,32 @@ class JsonlLease:
                 f"{expected_seq}; nothing was appended"
             )
         data = "".join(f"{line}\n" for line in lines).encode("utf-8")
-        view = memoryview(data)
-        while view:
-            written = os.write(self._fd, view)
-            view = view[written:]
-        os.fsync(self._fd)
+        try:
+            view = memoryview(data)
+            while view:
+                written = os.write(self._fd, view)
+                view = view[written:]
+            os.fsync(self._fd)
+        except OSError as exc:
+            raise self._undo_append(self._fd, exc) from None
         self._size += len(data)
         self._seq += len(lines)
         return self._seq
+
+    def _undo_append(self, fd: int, exc: OSError) -> SessionError:
+        """Cut off what part of a failed batch reached the file; the error to raise."""
+        try:  # a batch is stored whole or not at all: a disk that filled up took part of it
+            os.ftruncate(fd, self._size)
+            os.fsync(fd)
+        except OSError as undo:
+            return SessionError(
+                f"cannot append to session {self.session!r} ({self.path}): {exc.strerror or exc}; "
+                f"the part written could not be removed ({undo.strerror or undo})"
+            )
+        return SessionError(
+            f"cannot append to session {self.session!r} ({self.path}): {exc.strerror or exc}; "
+            "nothing was appended"
+        )
 
     def release(self) -> None:
         """Close the file and release the lock (idempotent)."""

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -173,6 +175,36 @@ def test_second_writer_fails_at_once(tmp_path: Path) -> None:
     finally:
         first.close()
     store.open("busy").close()  # released on close
+
+
+def test_a_batch_the_disk_could_not_hold_is_taken_back_whole(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A write that fails part way (a full disk) leaves none of the batch, and the lease goes on."""
+    store = JsonlSessionStore(tmp_path)
+    real_write = os.write
+    with store.open("s") as session:
+        session.append(USER)
+        before = store.path("s").read_bytes()
+        calls = iter(range(1_000))
+
+        def disk_fills_up(fd: int, data: bytes | memoryview) -> int:
+            if next(calls):  # the first write lands in part, the next finds the disk full
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return real_write(fd, bytes(data)[: len(data) // 2])
+
+        monkeypatch.setattr(os, "write", disk_fills_up)
+        batch = [
+            ({"role": "tool", "tool_call_id": f"c{n}", "content": "x" * 100}, None)
+            for n in range(20)
+        ]
+        with pytest.raises(SessionError, match="No space left on device; nothing was appended"):
+            session.append_many(batch)
+        monkeypatch.setattr(os, "write", real_write)
+        assert store.path("s").read_bytes() == before
+        assert session.seq == 1
+        session.append(ANSWER)
+    assert store.load("s").messages() == [USER, ANSWER]
 
 
 def test_closed_session_refuses_appends(tmp_path: Path) -> None:
