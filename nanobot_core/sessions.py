@@ -247,8 +247,12 @@ def record_text(record: Mapping[str, Any]) -> str:
 
 
 def check_line(text: str, where: str) -> None:
-    """Raise SessionError unless `text` is one JSON object on one line, encodable as UTF-8."""
-    if "\n" in text or "\r" in text:
+    """Raise SessionError unless `text` is one JSON object on one line, encodable as UTF-8.
+
+    Lines end at ``\n`` only (`nanobot_core._jsonl`): a ``\r`` is JSON whitespace, as in
+    the lines of a file written with CRLF endings, which are kept as they are.
+    """
+    if "\n" in text:
         raise SessionError(f"{where}: a session line must not contain a line break")
     try:
         text.encode("utf-8")

@@ -6,9 +6,12 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nanobot_core.config import Config, SessionsConfig, load_config
 from nanobot_core.errors import ConfigError, SessionError
@@ -127,6 +130,56 @@ def test_export_import_round_trip_is_byte_identical(tmp_path: Path) -> None:
     assert again.read_bytes() == export.read_bytes()
     first = json.loads(export.read_text().splitlines()[0])
     assert first == EXPORT_HEADER
+
+
+def test_a_session_with_crlf_endings_exports_and_imports_byte_identical(tmp_path: Path) -> None:
+    """Lines ending in CRLF (a file edited on Windows) export, import and keep their bytes."""
+    source = JsonlSessionStore(tmp_path / "a")
+    source.directory.mkdir(parents=True)
+    content = b'{"role":"user","content":"hi"}\r\n{"role":"assistant","content":"yo"}\r\n'
+    source.path("crlf").write_bytes(content)
+    export = tmp_path / "export.jsonl"
+    export_sessions(source, [], export)
+    target = JsonlSessionStore(tmp_path / "b")
+    import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
+    assert target.path("crlf").read_bytes() == content
+
+
+_PIECES = [
+    b'{"role":"user","content":"x"}',
+    b'{"a":NaN}',
+    b'{"a":"\\ud800"}',
+    b'{"_meta":{"kind":"governance"}}',
+    b'{"b":"\xe2\x80\xa8"}',
+    b"[1]",
+    b"\xff",
+    b"\xef\xbb\xbf",
+    b"\r\n",
+    b"\r",
+    b" ",
+    b"\t",
+    b"\x0c",
+    b"\n",
+]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=12))
+@settings(max_examples=60, deadline=None, database=None)
+def test_whatever_a_session_file_holds_its_export_imports_and_exports_again_the_same(
+    parts: list[bytes],
+) -> None:
+    """Any session file exports to a file that imports, and exporting again gives the same bytes."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        source = JsonlSessionStore(root / "a")
+        source.directory.mkdir(parents=True)
+        source.path("s").write_bytes(b"".join(parts))
+        export, again = root / "export.jsonl", root / "again.jsonl"
+        export_sessions(source, [], export)
+        target = JsonlSessionStore(root / "b")
+        import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
+        export_sessions(target, [], again)
+        assert again.read_bytes() == export.read_bytes()
 
 
 def test_import_refuses_existing_sessions(tmp_path: Path) -> None:
