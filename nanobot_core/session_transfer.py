@@ -22,6 +22,7 @@ from typing import Any
 
 import attrs
 
+from nanobot_core._json_boundary import JSONBoundaryError, loads
 from nanobot_core.errors import SessionError
 from nanobot_core.sessions import LoadProblem, SessionStore, check_line, validate_session_name
 
@@ -85,9 +86,12 @@ def read_export(data: bytes, source: str) -> list[ExportedSession]:
     for number, raw in enumerate(raw_lines, start=1):
         where = f"{source}:{number}"
         try:
-            value = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            decoded = loads(raw)
+        except JSONBoundaryError as exc:
             raise SessionError(f"{where}: not a JSON line ({exc})") from None
+        if decoded.replaced:  # a line is imported exactly as it is, or not at all
+            raise SessionError(f"{where}: not a line as stored ({', '.join(decoded.replaced)})")
+        value = decoded.value
         if number == 1:
             if value != EXPORT_HEADER:
                 raise SessionError(

@@ -209,12 +209,31 @@ def test_import_refuses_existing_sessions(tmp_path: Path) -> None:
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a b","line":"{}"}'], "x:2: invalid"),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","line":"[]"}'], "x:2: .*not an obj"),
         ([json.dumps(EXPORT_HEADER).encode(), b"\xff"], "x:2: not a JSON line"),
+        ([json.dumps(EXPORT_HEADER).encode(), b"[" * 100_000], "x:2: .*nested deeper"),
+        ([json.dumps(EXPORT_HEADER).encode(), b'{"n":' + b"1" * 5_000 + b"}"], "x:2: .*digits"),
+        (
+            [
+                json.dumps(EXPORT_HEADER).encode(),
+                b'{"session":"a","line":"{\\"a\\":\\"\\ud800\\"}"}',
+            ],
+            "x:2: .*surrogate",
+        ),
     ],
 )
 def test_bad_export_files_name_the_line(lines: list[bytes], message: str) -> None:
     """An export file that is not one fails with the line number and what is wrong."""
     with pytest.raises(SessionError, match=message):
         read_export(b"\n".join(lines), "x")
+
+
+@given(st.lists(st.binary(max_size=40) | st.sampled_from([b"[" * 2_000, b"9" * 5_000])))
+@settings(max_examples=200, deadline=None, database=None)
+def test_any_export_file_is_read_or_refused_naming_its_line(lines: list[bytes]) -> None:
+    """Whatever bytes follow the header, reading the export returns sessions or names a line."""
+    try:
+        read_export(b"\n".join([json.dumps(EXPORT_HEADER).encode(), *lines]), "x")
+    except SessionError as exc:
+        assert str(exc).startswith("x:")
 
 
 def _cli(
