@@ -80,8 +80,11 @@ class JsonlSessionStore:
     def lease(self, session: str, *, wait: float = 0.0) -> JsonlLease:
         """Lock session `session` for writing, waiting up to `wait` seconds for another writer."""
         path = self.path(session)
-        self.directory.mkdir(parents=True, exist_ok=True)
-        lock_fd = _acquire_lock(self.directory / f"{session}{LOCK_SUFFIX}", session, wait)
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            lock_fd = _acquire_lock(self.directory / f"{session}{LOCK_SUFFIX}", session, wait)
+        except OSError as exc:
+            raise _file_error(f"cannot lease session {session!r}", exc) from None
         return JsonlLease(session, path, self.directory / f"{session}{TORN_SUFFIX}", lock_fd)
 
     def open(self, name: str = DEFAULT_SESSION, *, wait: float = 0.0) -> Session:
@@ -93,7 +96,10 @@ class JsonlSessionStore:
         path = self.path(session)
         if not path.is_file():
             raise SessionError(f"no session named {session!r} in {self.directory}")
-        data = path.read_bytes()
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise _file_error(f"cannot read session {session!r}", exc) from None
         records, texts, problems = split_session_lines(data)
         return SessionLog(session, str(path), records, texts, problems, _count_lines(data))
 
@@ -104,10 +110,14 @@ class JsonlSessionStore:
         infos: list[SessionInfo] = []
         for path in sorted(self.directory.glob(f"*{SUFFIX}")):
             name = path.name[: -len(SUFFIX)]
-            if not is_session_name(name):
+            if not is_session_name(name) or not path.is_file():
                 continue
-            stat = path.stat()
-            records, _, _ = split_session_lines(path.read_bytes())
+            try:
+                stat = path.stat()
+                data = path.read_bytes()
+            except OSError as exc:
+                raise _file_error(f"cannot read session {name!r}", exc) from None
+            records, _, _ = split_session_lines(data)
             modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
             count = sum(1 for r in records if not is_meta_record(r))
             infos.append(SessionInfo(name, str(path), count, stat.st_size, modified))
@@ -138,13 +148,16 @@ class JsonlLease:
         """Heal a torn tail, open the file for appending (creating it), and read it."""
         if self._lock_fd is None:
             raise SessionError(f"the lease on session {self.session!r} was released")
-        _heal_torn_tail(self.path, self.torn_path)
-        created = not self.path.exists()
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-        if created:
-            _fsync_directory(self.path.parent)
-        data = self.path.read_bytes()
+        try:
+            _heal_torn_tail(self.path, self.torn_path)
+            created = not self.path.exists()
+            if self._fd is None:
+                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            if created:
+                _fsync_directory(self.path.parent)
+            data = self.path.read_bytes()
+        except OSError as exc:
+            raise _file_error(f"cannot open session {self.session!r}", exc) from None
         records, texts, problems = split_session_lines(data)
         self._size, self._seq = len(data), _count_lines(data)
         return SessionLog(self.session, str(self.path), records, texts, problems, self._seq)
@@ -153,10 +166,12 @@ class JsonlLease:
         """Write `lines` with one write and fsync; SessionConflictError if the count is off."""
         if self._lock_fd is None or self._fd is None:
             raise SessionError(f"session {self.session!r} is not open for writing")
-        size = os.fstat(self._fd).st_size
-        if size != self._size:
-            data = self.path.read_bytes()
-            self._size, self._seq = len(data), _count_lines(data)
+        try:
+            if os.fstat(self._fd).st_size != self._size:
+                data = self.path.read_bytes()
+                self._size, self._seq = len(data), _count_lines(data)
+        except OSError as exc:
+            raise _file_error(f"cannot append to session {self.session!r}", exc) from None
         if self._seq != expected_seq:
             raise SessionConflictError(
                 f"session {self.session!r} holds {self._seq} lines, the writer expected "
@@ -198,6 +213,12 @@ class JsonlLease:
         if self._lock_fd is not None:
             os.close(self._lock_fd)  # closing the descriptor releases the lock
             self._lock_fd = None
+
+
+def _file_error(what: str, exc: OSError) -> SessionError:
+    """A SessionError saying what could not be done, to which file and why."""
+    where = f" ({exc.filename})" if exc.filename else ""
+    return SessionError(f"{what}: {exc.strerror or exc}{where}")
 
 
 def _count_lines(data: bytes) -> int:

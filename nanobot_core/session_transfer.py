@@ -66,12 +66,16 @@ def export_sessions(
 ) -> tuple[list[ExportedSession], list[tuple[str, LoadProblem]]]:
     """Write the sessions `names` (all when empty) of `store` to `output`, atomically.
 
-    Returns what was written and the lines left out (torn or invalid in the store).
+    Returns what was written and the lines left out (torn or invalid in the store);
+    raises SessionError when `output` cannot be written.
     """
     from nanobot_core.governance.history_file import write_jsonl_atomic
 
     sessions, problems = collect_sessions(store, names)
-    write_jsonl_atomic(output, export_lines(sessions))
+    try:
+        write_jsonl_atomic(output, export_lines(sessions))
+    except OSError as exc:
+        raise SessionError(f"cannot write {output}: {exc.strerror or exc}") from None
     return sessions, problems
 
 

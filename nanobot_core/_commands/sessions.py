@@ -165,6 +165,8 @@ def import_(ctx: click.Context, path: str, workspace: str | None) -> None:
     root = state.workspace(workspace or ctx.meta.get("sessions.workspace"))
     try:
         sessions = read_export(Path(path).read_bytes(), path)
+    except OSError as exc:
+        raise _InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     except SessionError as exc:
         raise _InputError(str(exc)) from None
     store = _store(root)

@@ -10,9 +10,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nanobot_core.cli import cli
 from nanobot_core.config import Config, SessionsConfig, load_config
 from nanobot_core.errors import ConfigError, SessionError
 from nanobot_core.hookspecs import hookimpl
@@ -273,6 +275,38 @@ def test_cli_export_and_import(tmp_path: Path) -> None:
     assert "already has session(s) 'keep'" in twice.stderr and "Traceback" not in twice.stderr
     missing = _cli(tmp_path / "a", "sessions", "export", "ghost", "--output", str(out))
     assert missing.returncode == 2 and "'ghost'" in missing.stderr
+
+
+def test_cli_reports_files_it_cannot_use_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Files the CLI cannot use (a folder as a session, a missing folder): errors, no traceback."""
+    store = JsonlSessionStore(tmp_path)
+    _write_session(store, "ok", ['{"role":"user","content":"x"}'])
+    store.path("folder").mkdir()
+    listed = _cli(tmp_path, "sessions", "--json")
+    assert listed.returncode == 0, listed.stderr
+    assert [info["name"] for info in json.loads(listed.stdout)] == ["ok"]
+    run = _cli(tmp_path, "run", "hi", "--session", "folder", "--base-url", "http://127.0.0.1:9")
+    assert run.returncode == 1 and "cannot open session 'folder'" in run.stderr
+    missing = tmp_path / "missing" / "out.jsonl"
+    exported = _cli(tmp_path, "sessions", "export", "--output", str(missing))
+    assert exported.returncode == 2 and f"cannot write {missing}" in exported.stderr
+    for result in (run, exported):
+        assert "Traceback" not in result.stderr
+    export = tmp_path / "export.jsonl"
+    export.write_text(json.dumps(EXPORT_HEADER) + "\n")
+    real_read_bytes = Path.read_bytes
+
+    def unreadable(path: Path) -> bytes:
+        if path == export:
+            raise PermissionError(13, "Permission denied")
+        return real_read_bytes(path)
+
+    monkeypatch.setattr(Path, "read_bytes", unreadable)
+    imported = CliRunner().invoke(cli, ["sessions", "import", str(export)])
+    assert imported.exit_code == 2
+    assert f"cannot read {export}: Permission denied" in imported.output
 
 
 def test_cli_unknown_store_is_a_config_error(tmp_path: Path) -> None:

@@ -207,6 +207,19 @@ def test_a_batch_the_disk_could_not_hold_is_taken_back_whole(
     assert store.load("s").messages() == [USER, ANSWER]
 
 
+def test_a_folder_where_a_session_file_belongs_is_a_session_error(tmp_path: Path) -> None:
+    """A session or lock path that is a folder fails with SessionError naming it, no OSError."""
+    store = JsonlSessionStore(tmp_path)
+    store.path("s").mkdir(parents=True)
+    with pytest.raises(SessionError, match=r"cannot open session 's': .*s\.jsonl"):
+        store.open("s")
+    (store.directory / "t.lock").mkdir()
+    with pytest.raises(SessionError, match=r"cannot lease session 't': .*t\.lock"):
+        store.open("t")
+    store.open("s2").close()  # the other sessions are not affected
+    assert [info.name for info in store.list_sessions()] == ["s2"]
+
+
 def test_closed_session_refuses_appends(tmp_path: Path) -> None:
     """Appending after close is a SessionError, not a silent loss."""
     session = JsonlSessionStore(tmp_path).open()
