@@ -11,7 +11,8 @@ below turns it into a value of a wanted type:
 - boolean: ``"true"``, ``"yes"``, ``"1"`` and ``"false"``, ``"no"``, ``"0"`` (any case, trimmed).
   Numbers are never booleans, and booleans never numbers.
 - string: an int or float, written as JSON writes it (``3`` -> ``"3"``, ``2.5`` -> ``"2.5"``).
-- array / object: a string holding a JSON array / object.
+- array / object: a string holding a JSON array / object, within the JSON boundary's limits
+  (nesting, integer digits; see ``docs/limits.md``).
 
 The walk follows ``properties``, ``patternProperties``, ``additionalProperties``, ``items``,
 ``prefixItems``, local ``$ref`` (``#``, ``#/$defs/..``, ``#/definitions/..``) and ``allOf``.
@@ -31,6 +32,7 @@ from typing import Any
 
 import attrs
 
+from nanobot_core._json_boundary import JSONBoundaryError, loads
 from nanobot_core.schema.validation import (
     SchemaValidator,
     compile_schema,
@@ -232,9 +234,9 @@ def _from_text(text: str, json_type: str) -> Any:
         if word in _FALSE_WORDS:
             return False
     if json_type in ("array", "object") and stripped[:1] in ("[", "{"):
-        try:
-            parsed = json.loads(stripped)
-        except ValueError:
+        try:  # the boundary's limits: a model's text nested 100,000 deep is refused, not recursed
+            parsed = loads(stripped, keep_nonfinite=True).value
+        except JSONBoundaryError:
             return _NO_CAST
         if _is_of_type(parsed, json_type):
             return parsed

@@ -6,7 +6,10 @@ import copy
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from nanobot_core._json_boundary import check_depth
 from nanobot_core.schema import (
     InvalidSchemaError,
     cast_arguments,
@@ -89,15 +92,36 @@ REFUSALS = [
     ("array", "[1, 2"),
     ("object", "[1]"),
     ("object", "a=1"),
+    ("array", "[" * 101 + "]" * 101),  # deeper than the JSON boundary allows
+    ("array", "[" * 100_000 + "]" * 100_000),  # deeper than Python's recursion limit
+    ("object", '{"a":' * 100_000 + "1" + "}" * 100_000),
+    ("array", "[" + "1" * 5_000 + "]"),  # more integer digits than the boundary allows
     ("null", "null"),
     ("null", ""),
 ]
 
 
-@pytest.mark.parametrize(("json_type", "value"), REFUSALS, ids=repr)
+@pytest.mark.parametrize(("json_type", "value"), REFUSALS, ids=lambda v: repr(v)[:40])
 def test_lossy_or_unclear_values_are_left_alone(json_type: str, value: Any) -> None:
     """A value no rule converts without loss or guessing is returned as it was."""
     assert _same(_cast_one({"type": json_type}, value), value)
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(
+    depth=st.integers(min_value=1, max_value=3_000),
+    opener=st.sampled_from(["[", '{"a":']),
+    closed=st.booleans(),
+)
+def test_json_text_cast_stays_within_the_boundary(depth: int, opener: str, closed: bool) -> None:
+    """Text cast to an array or object never raises and never nests deeper than the boundary."""
+    closer = "]" if opener == "[" else "}"
+    text = opener * depth + ("1" if opener != "[" else "") + (closer * depth if closed else "")
+    cast = _cast_one({"type": ["array", "object"]}, text)
+    if isinstance(cast, str):
+        assert cast == text
+    else:
+        check_depth(cast)
 
 
 def test_enum_values_are_never_case_folded() -> None:
