@@ -34,6 +34,7 @@ import attrs
 
 from nanobot_core._json_boundary import JSONBoundaryError, loads
 from nanobot_core.schema.validation import (
+    InvalidSchemaError,
     SchemaValidator,
     compile_schema,
     format_instance_path,
@@ -148,8 +149,8 @@ class _Walk:
             applicable: list[tuple[Any, Path]] = []
             if isinstance(key, str) and key in properties:
                 applicable.append((properties[key], (*where, "properties", key)))
-            for pattern, source, schema in patterns:
-                if isinstance(key, str) and pattern.search(key):
+            for matcher, source, schema in patterns:
+                if isinstance(key, str) and matcher.is_valid(key):
                     applicable.append((schema, (*where, "patternProperties", source)))
             if not applicable and additional is not None:
                 applicable.append((additional, (*where, "additionalProperties")))
@@ -277,16 +278,23 @@ def _schemas(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _pattern_schemas(value: Any) -> list[tuple[re.Pattern[str], str, Any]]:
+def _pattern_schemas(value: Any) -> list[tuple[SchemaValidator, str, Any]]:
+    """Each pattern of ``patternProperties`` as a validator of ``{"pattern": ...}``, and its schema.
+
+    The keys are the model's: they are matched by the validator's own regex engine, which runs
+    in time linear in the key (Python's ``re`` backtracks exponentially on patterns such as
+    ``^(a|aa)+$``) and reads the pattern as validation does.
+    """
     if not isinstance(value, Mapping):
         return []
     compiled = []
     for source, schema in value.items():
+        matcher = compile_schema({"pattern": source})
         try:
-            # ECMA-262 classes such as \d and \w are ASCII-only; so is re.ASCII.
-            compiled.append((re.compile(source, re.ASCII), source, schema))
-        except re.error:
+            matcher.compile()
+        except InvalidSchemaError:
             continue
+        compiled.append((matcher, source, schema))
     return compiled
 
 

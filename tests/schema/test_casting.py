@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -229,6 +231,28 @@ def test_additional_and_pattern_properties_are_followed() -> None:
     }
     cast, _ = cast_arguments(schema, {"name": 5, "n_total": "7", "verbose": "no"})
     assert cast == {"name": "5", "n_total": 7, "verbose": False}
+
+
+def test_pattern_properties_match_keys_as_validation_does() -> None:
+    """A key is cast under a pattern exactly when validation applies that pattern to it."""
+    schema = {"type": "object", "patternProperties": {"^\\p{Lu}": {"type": "integer"}}}
+    assert validate(schema, {"Count": "3"}) == ['$.Count: "3" is not of type "integer"']
+    assert cast_arguments(schema, {"Count": "3", "count": "4"})[0] == {"Count": 3, "count": "4"}
+
+
+def test_pattern_properties_match_a_hostile_key_in_linear_time() -> None:
+    """A pattern that backtracks exponentially in Python's ``re`` does not stall on a long key."""
+    code = (
+        "from nanobot_core.schema import cast_arguments\n"
+        "schema = {'properties': {'n': {'type': 'integer'}},\n"
+        "          'patternProperties': {'^(a|aa)+$': {'type': 'integer'}}}\n"
+        "cast, _ = cast_arguments(schema, {'n': '1', 'a' * 5000 + '!': '2', 'aaaa': '3'})\n"
+        "assert cast == {'n': 1, 'a' * 5000 + '!': '2', 'aaaa': 3}, cast\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_prefix_items_then_items() -> None:
