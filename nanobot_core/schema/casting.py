@@ -11,7 +11,8 @@ below turns it into a value of a wanted type:
 - boolean: ``"true"``, ``"yes"``, ``"1"`` and ``"false"``, ``"no"``, ``"0"`` (any case, trimmed).
   Numbers are never booleans, and booleans never numbers.
 - string: an int or float, written as JSON writes it (``3`` -> ``"3"``, ``2.5`` -> ``"2.5"``).
-- array / object: a string holding a JSON array / object.
+- array / object: a string holding a JSON array / object, within the JSON boundary's limits
+  (nesting, integer digits; see ``docs/limits.md``).
 
 The walk follows ``properties``, ``patternProperties``, ``additionalProperties``, ``items``,
 ``prefixItems``, local ``$ref`` (``#``, ``#/$defs/..``, ``#/definitions/..``) and ``allOf``.
@@ -31,7 +32,9 @@ from typing import Any
 
 import attrs
 
+from nanobot_core._json_boundary import JSONBoundaryError, loads
 from nanobot_core.schema.validation import (
+    InvalidSchemaError,
     SchemaValidator,
     compile_schema,
     format_instance_path,
@@ -146,8 +149,8 @@ class _Walk:
             applicable: list[tuple[Any, Path]] = []
             if isinstance(key, str) and key in properties:
                 applicable.append((properties[key], (*where, "properties", key)))
-            for pattern, source, schema in patterns:
-                if isinstance(key, str) and pattern.search(key):
+            for matcher, source, schema in patterns:
+                if isinstance(key, str) and matcher.is_valid(key):
                     applicable.append((schema, (*where, "patternProperties", source)))
             if not applicable and additional is not None:
                 applicable.append((additional, (*where, "additionalProperties")))
@@ -232,9 +235,9 @@ def _from_text(text: str, json_type: str) -> Any:
         if word in _FALSE_WORDS:
             return False
     if json_type in ("array", "object") and stripped[:1] in ("[", "{"):
-        try:
-            parsed = json.loads(stripped)
-        except ValueError:
+        try:  # the boundary's limits: a model's text nested 100,000 deep is refused, not recursed
+            parsed = loads(stripped, keep_nonfinite=True).value
+        except JSONBoundaryError:
             return _NO_CAST
         if _is_of_type(parsed, json_type):
             return parsed
@@ -275,16 +278,23 @@ def _schemas(value: Any) -> list[Any]:
     return value if isinstance(value, list) else []
 
 
-def _pattern_schemas(value: Any) -> list[tuple[re.Pattern[str], str, Any]]:
+def _pattern_schemas(value: Any) -> list[tuple[SchemaValidator, str, Any]]:
+    """Each pattern of ``patternProperties`` as a validator of ``{"pattern": ...}``, and its schema.
+
+    The keys are the model's: they are matched by the validator's own regex engine, which runs
+    in time linear in the key (Python's ``re`` backtracks exponentially on patterns such as
+    ``^(a|aa)+$``) and reads the pattern as validation does.
+    """
     if not isinstance(value, Mapping):
         return []
     compiled = []
     for source, schema in value.items():
+        matcher = compile_schema({"pattern": source})
         try:
-            # ECMA-262 classes such as \d and \w are ASCII-only; so is re.ASCII.
-            compiled.append((re.compile(source, re.ASCII), source, schema))
-        except re.error:
+            matcher.compile()
+        except InvalidSchemaError:
             continue
+        compiled.append((matcher, source, schema))
     return compiled
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import abc
 import copy
 import inspect
+import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
@@ -208,7 +209,7 @@ def _render_blocks(blocks: Sequence[Mapping[str, Any]]) -> str:
 
 
 def check_tool(candidate: Tool) -> Tool:
-    """Raise TypeError/ValueError unless the tool's name, description and parameters are usable."""
+    """Raise TypeError/ValueError unless name, description, parameters and timeout are usable."""
     name = candidate.name
     if not isinstance(name, str) or not _TOOL_NAME.match(name):
         raise ValueError(f"tool name {name!r} is invalid: use 1 to 64 letters, digits, '_' or '-'")
@@ -216,6 +217,17 @@ def check_tool(candidate: Tool) -> Tool:
         raise TypeError(f"tool {name!r}: description must be a str")
     if not isinstance(candidate.parameters, dict):
         raise TypeError(f"tool {name!r}: parameters must be a JSON Schema dict")
+    timeout = candidate.timeout
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, int | float)
+        or math.isnan(timeout)
+        or timeout <= 0
+    ):
+        raise ValueError(
+            f"tool {name!r}: timeout must be a positive number of seconds or None (the "
+            f"configured default), got {timeout!r}"
+        )
     return candidate
 
 

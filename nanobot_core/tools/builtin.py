@@ -15,7 +15,7 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar
@@ -79,13 +79,7 @@ class WorkspaceTool(Tool):
         return await run_in_daemon_thread(work, name=self.name)
 
     def _guarded(self, *args: Any, **kwargs: Any) -> ToolResult:
-        try:
-            return self.run(*args, **kwargs)
-        except WorkspaceEscapeError as exc:
-            return ToolResult.error(str(exc))
-        except OSError as exc:
-            where = f": {exc.filename}" if exc.filename else ""
-            return ToolResult.error(f"{exc.strerror or exc}{where}")
+        return _contained(self.run, *args, **kwargs)
 
     @abc.abstractmethod
     def run(self, *args: Any, **kwargs: Any) -> ToolResult:
@@ -107,6 +101,17 @@ class WorkspaceTool(Tool):
         """Whether the file holds a NUL byte in its first bytes."""
         with self.open(target, "rb") as handle:
             return b"\0" in handle.read(BINARY_SNIFF_BYTES)
+
+
+def _contained(work: Callable[..., ToolResult], *args: Any, **kwargs: Any) -> ToolResult:
+    """`work` called; a path out of the workspace or an OS error becomes its Error result."""
+    try:
+        return work(*args, **kwargs)
+    except WorkspaceEscapeError as exc:
+        return ToolResult.error(str(exc))
+    except OSError as exc:
+        where = f": {exc.filename}" if exc.filename else ""
+        return ToolResult.error(f"{exc.strerror or exc}{where}")
 
 
 def _path_property(what: str, default: str | None = None) -> dict[str, Any]:
@@ -623,7 +628,8 @@ def _search_in_child() -> None:
     tool = GrepTool(
         Path(request.pop("workspace")), max_output_chars=request.pop("max_output_chars")
     )
-    result = tool.search(**request)
+    # The search resolves the path here, in the child: an escape is answered like every tool's.
+    result = _contained(tool.search, **request)
     sys.stdout.write(dumps({"text": str(result), "error": result.is_error}))
 
 

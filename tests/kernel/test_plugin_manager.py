@@ -107,3 +107,30 @@ def test_unknown_hook_name_fails_the_plugin(tmp_path: Path) -> None:
     record = manager.register(Typo(), "typo")
     assert record.status == "failed"
     assert "nanobot_tool" in (record.error or "")
+
+
+class _TimedTools:
+    @hookimpl
+    def nanobot_tools(self, ctx: Any) -> list[Any]:
+        from nanobot_core import Tool
+
+        class Slow(Tool):
+            name = "slow"
+            description = "Slow."
+            parameters: dict[str, Any] = {"type": "object"}
+            timeout = "30"  # type: ignore[assignment]
+
+            async def execute(self, **kwargs: Any) -> str:
+                return "done"
+
+        return [Slow]
+
+
+def test_tool_with_an_unusable_timeout_fails_its_plugin_by_name(tmp_path: Path) -> None:
+    """A tool whose timeout is no number fails its plugin, reported with name and version."""
+    manager = _manager(tmp_path)
+    manager.register(_TimedTools(), "timed", distribution="timed-dist", version="2.1")
+    assert "slow" not in manager.tool_registry()
+    (failed,) = manager.failures()
+    assert failed.info.describe() == "plugin 'timed' from timed-dist 2.1"
+    assert "tool 'slow': timeout must be a positive number of seconds" in (failed.error or "")

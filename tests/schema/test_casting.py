@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import copy
+import subprocess
+import sys
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from nanobot_core._json_boundary import check_depth
 from nanobot_core.schema import (
     InvalidSchemaError,
     cast_arguments,
@@ -89,15 +94,36 @@ REFUSALS = [
     ("array", "[1, 2"),
     ("object", "[1]"),
     ("object", "a=1"),
+    ("array", "[" * 101 + "]" * 101),  # deeper than the JSON boundary allows
+    ("array", "[" * 100_000 + "]" * 100_000),  # deeper than Python's recursion limit
+    ("object", '{"a":' * 100_000 + "1" + "}" * 100_000),
+    ("array", "[" + "1" * 5_000 + "]"),  # more integer digits than the boundary allows
     ("null", "null"),
     ("null", ""),
 ]
 
 
-@pytest.mark.parametrize(("json_type", "value"), REFUSALS, ids=repr)
+@pytest.mark.parametrize(("json_type", "value"), REFUSALS, ids=lambda v: repr(v)[:40])
 def test_lossy_or_unclear_values_are_left_alone(json_type: str, value: Any) -> None:
     """A value no rule converts without loss or guessing is returned as it was."""
     assert _same(_cast_one({"type": json_type}, value), value)
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(
+    depth=st.integers(min_value=1, max_value=3_000),
+    opener=st.sampled_from(["[", '{"a":']),
+    closed=st.booleans(),
+)
+def test_json_text_cast_stays_within_the_boundary(depth: int, opener: str, closed: bool) -> None:
+    """Text cast to an array or object never raises and never nests deeper than the boundary."""
+    closer = "]" if opener == "[" else "}"
+    text = opener * depth + ("1" if opener != "[" else "") + (closer * depth if closed else "")
+    cast = _cast_one({"type": ["array", "object"]}, text)
+    if isinstance(cast, str):
+        assert cast == text
+    else:
+        check_depth(cast)
 
 
 def test_enum_values_are_never_case_folded() -> None:
@@ -205,6 +231,28 @@ def test_additional_and_pattern_properties_are_followed() -> None:
     }
     cast, _ = cast_arguments(schema, {"name": 5, "n_total": "7", "verbose": "no"})
     assert cast == {"name": "5", "n_total": 7, "verbose": False}
+
+
+def test_pattern_properties_match_keys_as_validation_does() -> None:
+    """A key is cast under a pattern exactly when validation applies that pattern to it."""
+    schema = {"type": "object", "patternProperties": {"^\\p{Lu}": {"type": "integer"}}}
+    assert validate(schema, {"Count": "3"}) == ['$.Count: "3" is not of type "integer"']
+    assert cast_arguments(schema, {"Count": "3", "count": "4"})[0] == {"Count": 3, "count": "4"}
+
+
+def test_pattern_properties_match_a_hostile_key_in_linear_time() -> None:
+    """A pattern that backtracks exponentially in Python's ``re`` does not stall on a long key."""
+    code = (
+        "from nanobot_core.schema import cast_arguments\n"
+        "schema = {'properties': {'n': {'type': 'integer'}},\n"
+        "          'patternProperties': {'^(a|aa)+$': {'type': 'integer'}}}\n"
+        "cast, _ = cast_arguments(schema, {'n': '1', 'a' * 5000 + '!': '2', 'aaaa': '3'})\n"
+        "assert cast == {'n': 1, 'a' * 5000 + '!': '2', 'aaaa': 3}, cast\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_prefix_items_then_items() -> None:

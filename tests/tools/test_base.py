@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import enum
 import json
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -500,6 +501,34 @@ def test_as_tool_rejects_invalid_names(ctx: PluginContext) -> None:
 
     with pytest.raises(ValueError, match="tool name 'two words' is invalid"):
         as_tool(Spaced, ctx)
+
+
+@pytest.mark.parametrize("timeout", ["30", True, 0, -1.5, math.nan, [5]], ids=repr)
+def test_as_tool_rejects_a_timeout_that_is_no_positive_number(
+    timeout: Any, ctx: PluginContext
+) -> None:
+    """A timeout the executor could not honour is refused at load time, naming the tool."""
+
+    class Timed(Weather):
+        pass
+
+    Timed.timeout = timeout
+    with pytest.raises(ValueError, match=r"tool 'weather': timeout must be a positive number"):
+        as_tool(Timed, ctx)
+
+
+@pytest.mark.parametrize("timeout", [None, 0.05, 1, 600.0, math.inf])
+def test_as_tool_accepts_a_positive_timeout_or_none(
+    timeout: float | None, ctx: PluginContext
+) -> None:
+    """None (the configured default) and any positive number of seconds (inf: no limit) are kept."""
+
+    class Timed(Weather):
+        pass
+
+    Timed.timeout = timeout
+    built = as_tool(Timed, ctx)
+    assert built is not None and built.timeout == timeout
 
 
 class ScopedTool(QuackTool):

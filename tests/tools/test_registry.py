@@ -432,3 +432,15 @@ def test_nan_and_infinity_are_refused_as_not_finite(raw: Any, where: str) -> Non
     assert prepared.error is not None
     assert f"{where}: must be a finite number" in prepared.error
     assert "null" not in prepared.error
+
+
+@pytest.mark.parametrize("depth", [101, 100_000])
+def test_deeply_nested_json_text_for_an_array_is_an_error_not_an_exception(depth: int) -> None:
+    """A string holding JSON nested past the boundary's limit is refused like any invalid value."""
+    schema = {"type": "object", "properties": {"items": {"type": "array"}}}
+    registry = _registry(SchemaTool("collect", schema))
+    raw = json.dumps({"items": "[" * depth + "]" * depth})
+    prepared = registry.prepare_call("collect", raw)
+    assert prepared.error is not None
+    assert prepared.error.startswith('Error: invalid arguments for tool "collect": $.items: "[[[')
+    assert 'is not of type "array"' in prepared.error

@@ -71,9 +71,22 @@ def test_every_builtin_refuses_escapes(tool_name: str, ctx: PluginContext, outsi
         result = run(tool.execute(**arguments))
         assert result.is_error, (tool_name, arguments, str(result))
         assert "outside the workspace" in result or "must be relative" in result
+        assert "Traceback" not in result, (tool_name, arguments, str(result))
         assert SECRET not in result
     assert (outside / "secret.txt").read_text(encoding="utf-8") == f"{SECRET}\n"
     assert sorted(p.name for p in outside.iterdir()) == ["secret.txt"]
+
+
+@pytest.mark.parametrize("user_path", ["..", "link_dir", "a\x00b"])
+def test_grep_refuses_an_escape_with_the_resolvers_message(
+    ctx: PluginContext, user_path: str
+) -> None:
+    """grep's search process answers a path out of the workspace as the other tools do."""
+    with pytest.raises(WorkspaceEscapeError) as refused:
+        resolve_in_workspace(ctx.workspace, user_path)
+    result = run(_tools(ctx)["grep"].execute(pattern="SECRET", path=user_path))
+    assert result.is_error
+    assert result == f"Error: {refused.value}"
 
 
 def test_search_from_the_root_skips_links_out(ctx: PluginContext) -> None:
