@@ -103,11 +103,18 @@ async def send_with_retries(
 
 
 def transport_failure(exc: Exception, timeout: float, secret: str | None) -> Retryable:
-    """The Retryable for an httpx timeout or connection error (the secret masked)."""
+    """The Retryable for any ``httpx.RequestError`` of an attempt (the secret masked).
+
+    A timeout, a connection that failed or broke off, and a reply body that
+    cannot be decompressed (its ``Content-Encoding`` lies or it arrived
+    damaged) are all faults of the transfer, not of the request: worth another try.
+    """
     import httpx
 
     if isinstance(exc, httpx.TimeoutException):
         return Retryable(f"timed out after {timeout:g}s ({type(exc).__name__})")
+    if isinstance(exc, httpx.DecodingError):
+        return Retryable(mask_secret(f"the reply body could not be decompressed: {exc}", secret))
     return Retryable(mask_secret(f"connection failed: {type(exc).__name__}: {exc}", secret))
 
 

@@ -130,7 +130,7 @@ class OpenAIProvider:
             response = await client.post(
                 self.endpoint, content=request_content(body), headers=headers
             )
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
+        except httpx.RequestError as exc:  # transport, timeout, undecodable body
             raise transport_failure(exc, self.timeout, self._api_key) from None
         if 200 <= response.status_code < 300:
             return self._parse_reply(response, salt=str(len(body["messages"])))

@@ -172,6 +172,23 @@ def test_connection_refused_is_retried_then_reported() -> None:
     assert len(notices) == 1
 
 
+@pytest.mark.parametrize("status", [200, 503])
+def test_a_body_that_cannot_be_decompressed_is_retried_then_reported(
+    server: FakeChatServer, status: int
+) -> None:
+    """A body sent as gzip that is not gzip is retried, then a ProviderError (no httpx error)."""
+    broken = Reply(status=status, body="not gzip", headers={"Content-Encoding": "gzip"})
+    server.add(broken, broken, text_reply("ok"))
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server, notices, max_retries=1))
+    assert len(server.requests) == 2
+    assert "could not be decompressed" in notices[0].reason
+    assert "gave up after 2 attempt(s)" in str(caught.value)
+    assert "could not be decompressed" in str(caught.value)
+    assert _complete(_provider(server)).content == "ok"
+
+
 def test_malformed_success_bodies_are_provider_errors(server: FakeChatServer) -> None:
     """A 200 that is not JSON, or that carries only an error object, is a ProviderError."""
     server.add(Reply(body="<html>gateway</html>"), Reply(body={"error": {"message": "quota gone"}}))

@@ -205,7 +205,7 @@ class AnthropicProvider:
             async def attempt() -> ProviderReply:
                 try:
                     response = await client.post(self.endpoint, content=payload, headers=headers)
-                except (httpx.TimeoutException, httpx.TransportError) as exc:
+                except httpx.RequestError as exc:  # transport, timeout, undecodable body
                     raise transport_failure(exc, self.timeout, self._api_key) from None
                 if 200 <= response.status_code < 300:
                     return self._parse(response, salt)

@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 from conftest import config_for
-from messages_server import API_KEY, MessagesServer, error_reply, message_reply, text_reply
+from messages_server import (
+    API_KEY,
+    MessagesServer,
+    Reply,
+    error_reply,
+    message_reply,
+    text_reply,
+)
 from nanobot_core import ProviderError
 from nanobot_core.providers import ProviderReply, RetryNotice
 
@@ -180,6 +187,20 @@ def test_529_overloaded_is_retried_and_then_given_up(server: MessagesServer) -> 
     assert "gave up after 3 attempt(s)" in str(raised.value)
     assert "HTTP 529: Overloaded (overloaded_error)" in str(raised.value)
     assert len(server.requests) == 3
+
+
+def test_a_body_that_cannot_be_decompressed_is_retried_then_reported(
+    server: MessagesServer,
+) -> None:
+    """A reply sent as gzip that is not gzip is retried, then a ProviderError (no httpx error)."""
+    broken = Reply(body="not gzip", headers={"Content-Encoding": "gzip"})
+    server.add(broken, broken, broken)
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as raised:
+        _complete(_provider(server, notices), [{"role": "user", "content": "hi"}])
+    assert "gave up after 3 attempt(s)" in str(raised.value)
+    assert "could not be decompressed" in str(raised.value)
+    assert [n.attempt for n in notices] == [1, 2]
 
 
 def test_400_shows_anthropics_message_and_is_not_retried(server: MessagesServer) -> None:
