@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Retryable",
+    "describe_body",
     "error_text",
     "excerpt",
     "failure_for_status",
@@ -186,6 +187,23 @@ def excerpt(text: str) -> str:
     if len(text) <= _MAX_MESSAGE_CHARS:
         return text
     return text[:_MAX_MESSAGE_CHARS] + f"... ({len(text)} characters)"
+
+
+def describe_body(data: Mapping[str, Any]) -> str:
+    """What a 200 reply of the wrong kind held, briefly: its keys and its ``object`` kind.
+
+    For the error of a provider whose reply lacks the part it needs (OpenAI's
+    ``choices``, Anthropic's ``content``): usually a body of another API
+    behind a misconfigured base URL.
+    """
+    keys = ", ".join(sorted(str(key) for key in data)[:12]) or "(none)"
+    if len(data) > 12:
+        keys += f", ... ({len(data)} keys)"
+    kind = data.get("object")
+    described = f"top-level keys: {keys}"
+    if isinstance(kind, str) and kind:
+        described += f"; object: {excerpt(kind)!r}"
+    return excerpt(described)
 
 
 def without_credentials(url: str) -> str:

@@ -23,8 +23,8 @@ from nanobot_core.providers.base import (
 )
 from nanobot_core.providers.endpoint import check_endpoint
 from nanobot_core.providers.http import (
+    describe_body,
     error_text,
-    excerpt,
     failure_for_status,
     mask_secret,
     reply_json,
@@ -152,7 +152,7 @@ class OpenAIProvider:
             # empty answer here would end the run as a success with nothing said.
             raise ProviderError(
                 f"{self.display_url} sent a 200 reply that is not a chat completion "
-                f"(no 'choices' list): {mask_secret(_describe_body(data), self._api_key)}"
+                f"(no 'choices' list): {mask_secret(describe_body(data), self._api_key)}"
             )
         choice = choices[0] if choices else {}
         choice = choice if isinstance(choice, Mapping) else {}
@@ -164,15 +164,3 @@ class OpenAIProvider:
             model=model if isinstance(model, str) else None,
             finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         )
-
-
-def _describe_body(data: Mapping[str, Any]) -> str:
-    """What a reply held instead of choices: its keys and its ``object`` kind, briefly."""
-    keys = ", ".join(sorted(str(key) for key in data)[:12]) or "(none)"
-    if len(data) > 12:
-        keys += f", ... ({len(data)} keys)"
-    kind = data.get("object")
-    described = f"top-level keys: {keys}"
-    if isinstance(kind, str) and kind:
-        described += f"; object: {excerpt(kind)!r}"
-    return excerpt(described)

@@ -23,6 +23,7 @@ from nanobot_core.providers import (
     ProgressCallback,
     ProviderReply,
     RetryPolicy,
+    describe_body,
     error_text,
     failure_for_status,
     mask_secret,
@@ -223,5 +224,12 @@ class AnthropicProvider:
             raise ProviderError(
                 f"{self.display_url} answered with an error: "
                 f"{mask_secret(error_text(data.get('error')), self._api_key)}"
+            )
+        if not isinstance(data.get("content"), list):
+            # An OpenAI or other API's body behind a misconfigured URL: an empty
+            # answer here would end the run as a success with nothing said.
+            raise ProviderError(
+                f"{self.display_url} sent a 200 reply that is not a Messages API response "
+                f"(no 'content' list): {mask_secret(describe_body(data), self._api_key)}"
             )
         return parse_reply(data, salt=salt)

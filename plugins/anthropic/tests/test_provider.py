@@ -203,6 +203,36 @@ def test_a_body_that_cannot_be_decompressed_is_retried_then_reported(
     assert [n.attempt for n in notices] == [1, 2]
 
 
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        (
+            {"object": "chat.completion", "choices": [{"message": {"content": "hi"}}]},
+            "top-level keys: choices, object; object: 'chat.completion'",
+        ),
+        ({"type": "message", "content": "hi"}, "top-level keys: content, type"),
+        ({}, "top-level keys: (none)"),
+    ],
+)
+def test_a_200_without_a_content_list_is_a_provider_error_naming_what_came_back(
+    server: MessagesServer, body: dict[str, Any], named: str
+) -> None:
+    """A 200 body that is not a Messages API response fails at once instead of an empty answer."""
+    server.add(Reply(body=body))
+    with pytest.raises(ProviderError) as raised:
+        _complete(_provider(server), [{"role": "user", "content": "hi"}])
+    assert "not a Messages API response (no 'content' list)" in str(raised.value)
+    assert named in str(raised.value)
+    assert len(server.requests) == 1
+
+
+def test_an_empty_content_list_is_an_empty_reply(server: MessagesServer) -> None:
+    """A Messages API response with no blocks is an empty reply, not an error."""
+    server.add(message_reply([]))
+    reply = _complete(_provider(server), [{"role": "user", "content": "hi"}])
+    assert reply.message == {"role": "assistant", "content": ""}
+
+
 def test_400_shows_anthropics_message_and_is_not_retried(server: MessagesServer) -> None:
     """A 400 is a ProviderError quoting the server's own message, after one attempt."""
     server.add(
