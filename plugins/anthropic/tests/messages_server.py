@@ -149,6 +149,10 @@ def check_request(headers: dict[str, str], body: Any) -> list[str]:
                 marks += 1
                 if kind in _UNMARKABLE:
                     problems.append(f"{at}: cache_control on a {kind} block")
+            if kind == "tool_result" and isinstance(block.get("content"), list):
+                marks += sum(
+                    isinstance(part, dict) and "cache_control" in part for part in block["content"]
+                )
             if kind == "text" and not str(block.get("text", "")).strip():
                 problems.append(f"{at}: text content blocks must contain non-whitespace text")
             if kind in ("thinking", "redacted_thinking") and not (

@@ -346,6 +346,43 @@ def test_marks_already_in_the_history_are_replaced(server: MessagesServer) -> No
     assert _marked(request.body) == []  # six short blocks: nothing long enough to cache
 
 
+def test_marks_inside_stored_tool_results_are_removed_too(server: MessagesServer) -> None:
+    """Marks on the blocks a stored tool_result holds are removed, so four is never exceeded."""
+    server.add(text_reply("ok"))
+    mark = {"type": "ephemeral"}
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": LONG_SYSTEM},
+        {"role": "user", "content": "task"},
+    ]
+    for n in range(4):
+        history += [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{n}", "name": "get_order", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"t{n}",
+                        "content": [{"type": "text", "text": f"order {n}", "cache_control": mark}],
+                    }
+                ],
+            },
+        ]
+    _complete(_provider(server), history)
+    (request,) = server.requests
+    assert request.problems == []
+    assert request.raw.count(b"cache_control") == len(_marked(request.body)) <= 4
+    results = [
+        b for m in request.body["messages"] for b in m["content"] if b["type"] == "tool_result"
+    ]
+    assert [r["content"] for r in results] == [
+        [{"type": "text", "text": f"order {n}"}] for n in range(4)
+    ]
+
+
 def test_an_openai_key_is_never_sent_to_anthropic() -> None:
     """A key the core took from OPENAI_API_KEY is not used; ANTHROPIC_API_KEY wins."""
     from nanobot_core.config import ProviderConfig
