@@ -12,6 +12,7 @@ providers use the same loop, so they retry the same way.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -63,8 +64,14 @@ async def send_with_retries(
     *,
     url: str,
     progress: ProgressCallback | None = None,
+    timeout: float | None = None,
 ) -> T:
     """`attempt()` until it returns, retrying on :class:`Retryable` as `policy` says.
+
+    `timeout` bounds each attempt as a whole, from connecting to the last byte
+    of the reply (httpx's own timeouts bound each network operation only, so a
+    server that trickles its reply a byte at a time would never time out); an
+    attempt that overruns it is retried like any other timeout.
 
     Raises ProviderError ``"{url}: gave up after N attempt(s); last error: ..."``
     when the retries are used up; any other exception of `attempt` passes through.
@@ -73,7 +80,7 @@ async def send_with_retries(
     for number in range(retries + 1):
         started = time.monotonic()
         try:
-            result = await attempt()
+            result = await _within(attempt, timeout)
         except Retryable as failure:
             if number == retries:
                 raise ProviderError(
@@ -101,6 +108,20 @@ async def send_with_retries(
         )
         return result
     raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+
+async def _within(attempt: Callable[[], Awaitable[T]], timeout: float | None) -> T:
+    """`attempt()`, cancelled with a Retryable when it takes longer than `timeout` seconds."""
+    if timeout is None or not math.isfinite(timeout):
+        return await attempt()
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            return await attempt()
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        raise Retryable(f"timed out after {timeout:g}s (no complete reply in that time)") from None
 
 
 def transport_failure(exc: Exception, timeout: float, secret: str | None) -> Retryable:

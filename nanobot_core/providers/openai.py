@@ -112,6 +112,7 @@ class OpenAIProvider:
                 self.policy,
                 url=self.display_url,
                 progress=self._progress,
+                timeout=self.timeout,
             )
         log.debug("provider usage", model=reply.model, usage=reply.usage.to_json())
         return reply

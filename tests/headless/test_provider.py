@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from nanobot_core.errors import ProviderError
 from nanobot_core.providers import OpenAIProvider, ProviderReply, RetryNotice, Usage
+from nanobot_core.testing_http import LoopbackResponse, LoopbackServer
 from tests.headless.conftest import API_KEY, provider_config
 from tests.headless.fake_server import (
     FakeChatServer,
@@ -157,6 +159,28 @@ def test_timeout_is_retried_then_reported(server: FakeChatServer) -> None:
     assert len(server.requests) == 2
     assert "timed out" in str(caught.value)
     assert "timed out" in notices[0].reason
+
+
+def test_a_reply_trickled_past_the_timeout_is_cut_off_and_retried() -> None:
+    """`provider.timeout` bounds the whole attempt: a byte every 20 ms does not keep it alive."""
+    body = " " * 300 + json.dumps({"choices": [{"message": {"content": "late"}}]})
+    answers = iter(
+        [
+            LoopbackResponse(200, body, pace=0.02),
+            LoopbackResponse(200, {"choices": [{"message": {"content": "ok"}}]}),
+        ]
+    )
+    notices: list[RetryNotice] = []
+    with LoopbackServer(lambda request: next(answers)) as server:
+        config = provider_config(server.url + "/v1", timeout=0.5, max_retries=1)
+        started = time.monotonic()
+        reply = asyncio.run(
+            OpenAIProvider(config, progress=notices.append).complete(MESSAGES, [])  # type: ignore[arg-type]
+        )
+    assert reply.content == "ok"
+    assert time.monotonic() - started < 3.0  # the trickle alone would take over 6 s
+    (notice,) = notices
+    assert "timed out after 0.5s" in notice.reason
 
 
 def test_connection_refused_is_retried_then_reported() -> None:

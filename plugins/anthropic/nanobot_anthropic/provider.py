@@ -213,7 +213,11 @@ class AnthropicProvider:
                 raise failure_for_status(response, self.display_url, self._api_key)
 
             return await send_with_retries(
-                attempt, self.policy, url=self.display_url, progress=self._progress
+                attempt,
+                self.policy,
+                url=self.display_url,
+                progress=self._progress,
+                timeout=self.timeout,
             )
 
     def _parse(self, response: httpx.Response, salt: str) -> ProviderReply:

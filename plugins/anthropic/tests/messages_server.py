@@ -39,11 +39,12 @@ _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 
 @attrs.define
 class Reply:
-    """One scripted answer: status, JSON body and headers."""
+    """One scripted answer: status, JSON body, headers, and the pace of its bytes (0: at once)."""
 
     status: int = 200
     body: Any = attrs.field(factory=dict)
     headers: dict[str, str] = attrs.field(factory=dict)
+    pace: float = 0.0
 
 
 @attrs.frozen
@@ -230,7 +231,7 @@ class MessagesServer:
 
     def _respond(self, request: LoopbackRequest) -> LoopbackResponse:
         reply = self._answer(request.method, request.path, request.headers, request.raw)
-        return LoopbackResponse(reply.status, reply.body, reply.headers)
+        return LoopbackResponse(reply.status, reply.body, reply.headers, reply.pace)
 
     def _answer(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
         try:

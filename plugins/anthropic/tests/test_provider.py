@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
@@ -231,6 +232,22 @@ def test_an_empty_content_list_is_an_empty_reply(server: MessagesServer) -> None
     server.add(message_reply([]))
     reply = _complete(_provider(server), [{"role": "user", "content": "hi"}])
     assert reply.message == {"role": "assistant", "content": ""}
+
+
+def test_a_reply_trickled_past_the_timeout_is_cut_off_and_retried(
+    server: MessagesServer,
+) -> None:
+    """`provider.timeout` bounds the whole attempt: a byte every 20 ms does not keep it alive."""
+    trickled = text_reply("late")
+    trickled.pace = 0.02
+    server.add(trickled, text_reply("ok"))
+    notices: list[RetryNotice] = []
+    started = time.monotonic()
+    reply = _complete(_provider(server, notices, timeout=0.5), [{"role": "user", "content": "hi"}])
+    assert reply.content == "ok"
+    assert time.monotonic() - started < 3.0  # the trickle alone would take over 3 s
+    (notice,) = notices
+    assert "timed out after 0.5s" in notice.reason
 
 
 def test_400_shows_anthropics_message_and_is_not_retried(server: MessagesServer) -> None:
