@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
@@ -53,11 +54,16 @@ class LoopbackRequest:
 
 @attrs.frozen
 class LoopbackResponse:
-    """What to answer: a status, a body (JSON-encoded unless it is a str) and headers."""
+    """What to answer: a status, a body (JSON-encoded unless it is a str) and headers.
+
+    With `pace` (seconds) the body is written one byte at a time, `pace` apart:
+    a server that trickles its reply, which no per-read timeout ever catches.
+    """
 
     status: int = 200
     body: Any = attrs.field(factory=dict)
     headers: dict[str, str] = attrs.field(factory=dict)
+    pace: float = 0.0
 
     def payload(self) -> bytes:
         """The body as sent."""
@@ -134,7 +140,13 @@ def _handler_for(answer: Answer) -> type[BaseHTTPRequestHandler]:
                 for name, value in response.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                self.wfile.write(payload)
+                if response.pace > 0:
+                    for index in range(len(payload)):
+                        self.wfile.write(payload[index : index + 1])
+                        self.wfile.flush()
+                        time.sleep(response.pace)
+                else:
+                    self.wfile.write(payload)
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the client gave up (a timeout test) or was killed
 

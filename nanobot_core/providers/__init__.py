@@ -16,6 +16,7 @@ from nanobot_core.providers.base import (
 )
 from nanobot_core.providers.http import (
     Retryable,
+    describe_body,
     error_text,
     excerpt,
     failure_for_status,
@@ -41,6 +42,7 @@ __all__ = [
     "RetryPolicy",
     "Retryable",
     "Usage",
+    "describe_body",
     "error_text",
     "excerpt",
     "failure_for_status",

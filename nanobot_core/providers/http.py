@@ -12,6 +12,7 @@ providers use the same loop, so they retry the same way.
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -28,6 +29,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Retryable",
+    "describe_body",
     "error_text",
     "excerpt",
     "failure_for_status",
@@ -62,8 +64,14 @@ async def send_with_retries(
     *,
     url: str,
     progress: ProgressCallback | None = None,
+    timeout: float | None = None,
 ) -> T:
     """`attempt()` until it returns, retrying on :class:`Retryable` as `policy` says.
+
+    `timeout` bounds each attempt as a whole, from connecting to the last byte
+    of the reply (httpx's own timeouts bound each network operation only, so a
+    server that trickles its reply a byte at a time would never time out); an
+    attempt that overruns it is retried like any other timeout.
 
     Raises ProviderError ``"{url}: gave up after N attempt(s); last error: ..."``
     when the retries are used up; any other exception of `attempt` passes through.
@@ -72,7 +80,7 @@ async def send_with_retries(
     for number in range(retries + 1):
         started = time.monotonic()
         try:
-            result = await attempt()
+            result = await _within(attempt, timeout)
         except Retryable as failure:
             if number == retries:
                 raise ProviderError(
@@ -102,12 +110,33 @@ async def send_with_retries(
     raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
 
 
+async def _within(attempt: Callable[[], Awaitable[T]], timeout: float | None) -> T:
+    """`attempt()`, cancelled with a Retryable when it takes longer than `timeout` seconds."""
+    if timeout is None or not math.isfinite(timeout):
+        return await attempt()
+    scope = asyncio.timeout(timeout)
+    try:
+        async with scope:
+            return await attempt()
+    except TimeoutError:
+        if not scope.expired():
+            raise
+        raise Retryable(f"timed out after {timeout:g}s (no complete reply in that time)") from None
+
+
 def transport_failure(exc: Exception, timeout: float, secret: str | None) -> Retryable:
-    """The Retryable for an httpx timeout or connection error (the secret masked)."""
+    """The Retryable for any ``httpx.RequestError`` of an attempt (the secret masked).
+
+    A timeout, a connection that failed or broke off, and a reply body that
+    cannot be decompressed (its ``Content-Encoding`` lies or it arrived
+    damaged) are all faults of the transfer, not of the request: worth another try.
+    """
     import httpx
 
     if isinstance(exc, httpx.TimeoutException):
         return Retryable(f"timed out after {timeout:g}s ({type(exc).__name__})")
+    if isinstance(exc, httpx.DecodingError):
+        return Retryable(mask_secret(f"the reply body could not be decompressed: {exc}", secret))
     return Retryable(mask_secret(f"connection failed: {type(exc).__name__}: {exc}", secret))
 
 
@@ -179,6 +208,23 @@ def excerpt(text: str) -> str:
     if len(text) <= _MAX_MESSAGE_CHARS:
         return text
     return text[:_MAX_MESSAGE_CHARS] + f"... ({len(text)} characters)"
+
+
+def describe_body(data: Mapping[str, Any]) -> str:
+    """What a 200 reply of the wrong kind held, briefly: its keys and its ``object`` kind.
+
+    For the error of a provider whose reply lacks the part it needs (OpenAI's
+    ``choices``, Anthropic's ``content``): usually a body of another API
+    behind a misconfigured base URL.
+    """
+    keys = ", ".join(sorted(str(key) for key in data)[:12]) or "(none)"
+    if len(data) > 12:
+        keys += f", ... ({len(data)} keys)"
+    kind = data.get("object")
+    described = f"top-level keys: {keys}"
+    if isinstance(kind, str) and kind:
+        described += f"; object: {excerpt(kind)!r}"
+    return excerpt(described)
 
 
 def without_credentials(url: str) -> str:

@@ -23,8 +23,8 @@ from nanobot_core.providers.base import (
 )
 from nanobot_core.providers.endpoint import check_endpoint
 from nanobot_core.providers.http import (
+    describe_body,
     error_text,
-    excerpt,
     failure_for_status,
     mask_secret,
     reply_json,
@@ -112,6 +112,7 @@ class OpenAIProvider:
                 self.policy,
                 url=self.display_url,
                 progress=self._progress,
+                timeout=self.timeout,
             )
         log.debug("provider usage", model=reply.model, usage=reply.usage.to_json())
         return reply
@@ -130,7 +131,7 @@ class OpenAIProvider:
             response = await client.post(
                 self.endpoint, content=request_content(body), headers=headers
             )
-        except (httpx.TimeoutException, httpx.TransportError) as exc:
+        except httpx.RequestError as exc:  # transport, timeout, undecodable body
             raise transport_failure(exc, self.timeout, self._api_key) from None
         if 200 <= response.status_code < 300:
             return self._parse_reply(response, salt=str(len(body["messages"])))
@@ -152,7 +153,7 @@ class OpenAIProvider:
             # empty answer here would end the run as a success with nothing said.
             raise ProviderError(
                 f"{self.display_url} sent a 200 reply that is not a chat completion "
-                f"(no 'choices' list): {mask_secret(_describe_body(data), self._api_key)}"
+                f"(no 'choices' list): {mask_secret(describe_body(data), self._api_key)}"
             )
         choice = choices[0] if choices else {}
         choice = choice if isinstance(choice, Mapping) else {}
@@ -164,15 +165,3 @@ class OpenAIProvider:
             model=model if isinstance(model, str) else None,
             finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         )
-
-
-def _describe_body(data: Mapping[str, Any]) -> str:
-    """What a reply held instead of choices: its keys and its ``object`` kind, briefly."""
-    keys = ", ".join(sorted(str(key) for key in data)[:12]) or "(none)"
-    if len(data) > 12:
-        keys += f", ... ({len(data)} keys)"
-    kind = data.get("object")
-    described = f"top-level keys: {keys}"
-    if isinstance(kind, str) and kind:
-        described += f"; object: {excerpt(kind)!r}"
-    return excerpt(described)

@@ -1,6 +1,7 @@
 """When to retry a model request, and how long to wait: pure functions, no I/O.
 
-Retried: HTTP 408, 429 and every 5xx, plus connection errors and timeouts.
+Retried: HTTP 408, 429 and every 5xx, plus connection errors, timeouts and
+reply bodies that cannot be decompressed.
 The wait is the server's ``Retry-After`` (or OpenAI's ``retry-after-ms``)
 when it sends one, else exponential backoff with jitter; either way never
 more than the cap (``provider.retry_after_cap``).

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import pytest
 
 from nanobot_core.errors import ProviderError
 from nanobot_core.providers import OpenAIProvider, ProviderReply, RetryNotice, Usage
+from nanobot_core.testing_http import LoopbackResponse, LoopbackServer
 from tests.headless.conftest import API_KEY, provider_config
 from tests.headless.fake_server import (
     FakeChatServer,
@@ -159,6 +161,28 @@ def test_timeout_is_retried_then_reported(server: FakeChatServer) -> None:
     assert "timed out" in notices[0].reason
 
 
+def test_a_reply_trickled_past_the_timeout_is_cut_off_and_retried() -> None:
+    """`provider.timeout` bounds the whole attempt: a byte every 20 ms does not keep it alive."""
+    body = " " * 300 + json.dumps({"choices": [{"message": {"content": "late"}}]})
+    answers = iter(
+        [
+            LoopbackResponse(200, body, pace=0.02),
+            LoopbackResponse(200, {"choices": [{"message": {"content": "ok"}}]}),
+        ]
+    )
+    notices: list[RetryNotice] = []
+    with LoopbackServer(lambda request: next(answers)) as server:
+        config = provider_config(server.url + "/v1", timeout=0.5, max_retries=1)
+        started = time.monotonic()
+        reply = asyncio.run(
+            OpenAIProvider(config, progress=notices.append).complete(MESSAGES, [])  # type: ignore[arg-type]
+        )
+    assert reply.content == "ok"
+    assert time.monotonic() - started < 3.0  # the trickle alone would take over 6 s
+    (notice,) = notices
+    assert "timed out after 0.5s" in notice.reason
+
+
 def test_connection_refused_is_retried_then_reported() -> None:
     """A closed port gives connection errors, retried and then reported."""
     with socket.socket() as probe:
@@ -170,6 +194,23 @@ def test_connection_refused_is_retried_then_reported() -> None:
         asyncio.run(OpenAIProvider(config, progress=notices.append).complete(MESSAGES, []))  # type: ignore[arg-type]
     assert "connection failed" in str(caught.value)
     assert len(notices) == 1
+
+
+@pytest.mark.parametrize("status", [200, 503])
+def test_a_body_that_cannot_be_decompressed_is_retried_then_reported(
+    server: FakeChatServer, status: int
+) -> None:
+    """A body sent as gzip that is not gzip is retried, then a ProviderError (no httpx error)."""
+    broken = Reply(status=status, body="not gzip", headers={"Content-Encoding": "gzip"})
+    server.add(broken, broken, text_reply("ok"))
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server, notices, max_retries=1))
+    assert len(server.requests) == 2
+    assert "could not be decompressed" in notices[0].reason
+    assert "gave up after 2 attempt(s)" in str(caught.value)
+    assert "could not be decompressed" in str(caught.value)
+    assert _complete(_provider(server)).content == "ok"
 
 
 def test_malformed_success_bodies_are_provider_errors(server: FakeChatServer) -> None:

@@ -94,3 +94,20 @@ def test_after_the_block_nothing_listens() -> None:
         port = server.port
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=2).close()
+
+
+def test_a_paced_body_arrives_a_byte_at_a_time() -> None:
+    """With `pace` the body is written byte by byte, each after the wait; it arrives whole."""
+    paced = LoopbackServer(lambda request: LoopbackResponse(200, {"a": 1}, pace=0.01))
+    with (
+        paced as server,
+        socket.create_connection(("127.0.0.1", server.port), timeout=10) as client,
+    ):
+        client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = b""
+        reads = 0
+        while not received.endswith(b"}"):
+            received += client.recv(65536)
+            reads += 1
+    assert received.endswith(b'\r\n\r\n{"a": 1}')
+    assert reads > 1

@@ -17,7 +17,8 @@ marks. So, in order of worth, marks go on:
 4. the system prompt, and 5. the tool definitions: stable across sessions.
 
 The first four that apply are placed. Marks already in the history are
-removed first, so there are never more than four. Thinking blocks cannot
+removed first (those on the blocks a ``tool_result`` holds too, which the
+API counts alike), so there are never more than four. Thinking blocks cannot
 carry a mark; the nearest block before them does.
 """
 
@@ -84,7 +85,17 @@ def _tokens(value: Any) -> int:
 
 
 def _unmarked(block: Any) -> Any:
-    if isinstance(block, dict) and "cache_control" in block:
+    """`block` without a mark, and a ``tool_result`` without marks on the blocks it holds."""
+    if not isinstance(block, dict):
+        return block
+    inner = block.get("content")
+    if (
+        block.get("type") == "tool_result"
+        and isinstance(inner, list)
+        and any(isinstance(part, dict) and "cache_control" in part for part in inner)
+    ):
+        block = {**block, "content": [_unmarked(part) for part in inner]}
+    if "cache_control" in block:
         return {k: v for k, v in block.items() if k != "cache_control"}
     return block
 

@@ -23,6 +23,7 @@ from nanobot_core.providers import (
     ProgressCallback,
     ProviderReply,
     RetryPolicy,
+    describe_body,
     error_text,
     failure_for_status,
     mask_secret,
@@ -205,14 +206,18 @@ class AnthropicProvider:
             async def attempt() -> ProviderReply:
                 try:
                     response = await client.post(self.endpoint, content=payload, headers=headers)
-                except (httpx.TimeoutException, httpx.TransportError) as exc:
+                except httpx.RequestError as exc:  # transport, timeout, undecodable body
                     raise transport_failure(exc, self.timeout, self._api_key) from None
                 if 200 <= response.status_code < 300:
                     return self._parse(response, salt)
                 raise failure_for_status(response, self.display_url, self._api_key)
 
             return await send_with_retries(
-                attempt, self.policy, url=self.display_url, progress=self._progress
+                attempt,
+                self.policy,
+                url=self.display_url,
+                progress=self._progress,
+                timeout=self.timeout,
             )
 
     def _parse(self, response: httpx.Response, salt: str) -> ProviderReply:
@@ -223,5 +228,12 @@ class AnthropicProvider:
             raise ProviderError(
                 f"{self.display_url} answered with an error: "
                 f"{mask_secret(error_text(data.get('error')), self._api_key)}"
+            )
+        if not isinstance(data.get("content"), list):
+            # An OpenAI or other API's body behind a misconfigured URL: an empty
+            # answer here would end the run as a success with nothing said.
+            raise ProviderError(
+                f"{self.display_url} sent a 200 reply that is not a Messages API response "
+                f"(no 'content' list): {mask_secret(describe_body(data), self._api_key)}"
             )
         return parse_reply(data, salt=salt)

@@ -39,11 +39,12 @@ _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 
 @attrs.define
 class Reply:
-    """One scripted answer: status, JSON body and headers."""
+    """One scripted answer: status, JSON body, headers, and the pace of its bytes (0: at once)."""
 
     status: int = 200
     body: Any = attrs.field(factory=dict)
     headers: dict[str, str] = attrs.field(factory=dict)
+    pace: float = 0.0
 
 
 @attrs.frozen
@@ -149,6 +150,10 @@ def check_request(headers: dict[str, str], body: Any) -> list[str]:
                 marks += 1
                 if kind in _UNMARKABLE:
                     problems.append(f"{at}: cache_control on a {kind} block")
+            if kind == "tool_result" and isinstance(block.get("content"), list):
+                marks += sum(
+                    isinstance(part, dict) and "cache_control" in part for part in block["content"]
+                )
             if kind == "text" and not str(block.get("text", "")).strip():
                 problems.append(f"{at}: text content blocks must contain non-whitespace text")
             if kind in ("thinking", "redacted_thinking") and not (
@@ -226,7 +231,7 @@ class MessagesServer:
 
     def _respond(self, request: LoopbackRequest) -> LoopbackResponse:
         reply = self._answer(request.method, request.path, request.headers, request.raw)
-        return LoopbackResponse(reply.status, reply.body, reply.headers)
+        return LoopbackResponse(reply.status, reply.body, reply.headers, reply.pace)
 
     def _answer(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
         try:

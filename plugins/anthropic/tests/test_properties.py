@@ -61,3 +61,55 @@ def test_every_governed_history_makes_a_legal_request(
     body = provider.request_body([*system, *governed.messages], [])
     assert check_request(HEADERS, body) == []
     json.dumps(body, ensure_ascii=False).encode("utf-8")  # raises on a lone surrogate
+
+
+_MARK = {"type": "ephemeral"}
+
+
+@st.composite
+def _marked_block(draw: st.DrawFn) -> dict[str, Any]:
+    block: dict[str, Any] = {"type": "text", "text": draw(st.sampled_from(["ok", "word " * 600]))}
+    if draw(st.booleans()):
+        block["cache_control"] = _MARK
+    return block
+
+
+@st.composite
+def _anthropic_step(draw: st.DrawFn, number: int) -> list[dict[str, Any]]:
+    """A tool_use turn and its results, with marks anywhere a stored history may hold them."""
+    ids = [f"t{number}_{k}" for k in range(draw(st.integers(1, 3)))]
+    uses = [{"type": "tool_use", "id": i, "name": "get", "input": {}} for i in ids]
+    results = [
+        {
+            "type": "tool_result",
+            "tool_use_id": i,
+            "content": draw(st.lists(_marked_block(), min_size=1, max_size=3)),
+            **({"cache_control": _MARK} if draw(st.booleans()) else {}),
+        }
+        for i in ids
+    ]
+    return [
+        {"role": "assistant", "content": [*draw(st.lists(_marked_block(), max_size=1)), *uses]},
+        {"role": "user", "content": results},
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data(), st.integers(0, 8), st.sampled_from(["5m", "1h"]))
+def test_marks_stored_anywhere_in_a_history_never_add_up_past_four(
+    data: st.DataObject, steps: int, ttl: str
+) -> None:
+    """Whatever marks a stored Anthropic-shape history holds, a request carries at most four."""
+    history: list[Any] = [
+        {"role": "system", "content": data.draw(st.lists(_marked_block(), min_size=1, max_size=2))},
+        {"role": "user", "content": data.draw(st.lists(_marked_block(), min_size=1, max_size=3))},
+    ]
+    for number in range(steps):
+        history += data.draw(_anthropic_step(number))
+    provider = AnthropicProvider(
+        ProviderConfig(model="claude-sonnet-4-5", cache=ttl),  # type: ignore[arg-type]
+        environ={},
+    )
+    body = provider.request_body(history, [])
+    assert check_request(HEADERS, body) == []
+    assert json.dumps(body).count("cache_control") <= 4

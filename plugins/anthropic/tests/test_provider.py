@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from typing import Any
 
 import pytest
 from conftest import config_for
-from messages_server import API_KEY, MessagesServer, error_reply, message_reply, text_reply
+from messages_server import (
+    API_KEY,
+    MessagesServer,
+    Reply,
+    error_reply,
+    message_reply,
+    text_reply,
+)
 from nanobot_core import ProviderError
 from nanobot_core.providers import ProviderReply, RetryNotice
 
@@ -182,6 +190,66 @@ def test_529_overloaded_is_retried_and_then_given_up(server: MessagesServer) -> 
     assert len(server.requests) == 3
 
 
+def test_a_body_that_cannot_be_decompressed_is_retried_then_reported(
+    server: MessagesServer,
+) -> None:
+    """A reply sent as gzip that is not gzip is retried, then a ProviderError (no httpx error)."""
+    broken = Reply(body="not gzip", headers={"Content-Encoding": "gzip"})
+    server.add(broken, broken, broken)
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as raised:
+        _complete(_provider(server, notices), [{"role": "user", "content": "hi"}])
+    assert "gave up after 3 attempt(s)" in str(raised.value)
+    assert "could not be decompressed" in str(raised.value)
+    assert [n.attempt for n in notices] == [1, 2]
+
+
+@pytest.mark.parametrize(
+    ("body", "named"),
+    [
+        (
+            {"object": "chat.completion", "choices": [{"message": {"content": "hi"}}]},
+            "top-level keys: choices, object; object: 'chat.completion'",
+        ),
+        ({"type": "message", "content": "hi"}, "top-level keys: content, type"),
+        ({}, "top-level keys: (none)"),
+    ],
+)
+def test_a_200_without_a_content_list_is_a_provider_error_naming_what_came_back(
+    server: MessagesServer, body: dict[str, Any], named: str
+) -> None:
+    """A 200 body that is not a Messages API response fails at once instead of an empty answer."""
+    server.add(Reply(body=body))
+    with pytest.raises(ProviderError) as raised:
+        _complete(_provider(server), [{"role": "user", "content": "hi"}])
+    assert "not a Messages API response (no 'content' list)" in str(raised.value)
+    assert named in str(raised.value)
+    assert len(server.requests) == 1
+
+
+def test_an_empty_content_list_is_an_empty_reply(server: MessagesServer) -> None:
+    """A Messages API response with no blocks is an empty reply, not an error."""
+    server.add(message_reply([]))
+    reply = _complete(_provider(server), [{"role": "user", "content": "hi"}])
+    assert reply.message == {"role": "assistant", "content": ""}
+
+
+def test_a_reply_trickled_past_the_timeout_is_cut_off_and_retried(
+    server: MessagesServer,
+) -> None:
+    """`provider.timeout` bounds the whole attempt: a byte every 20 ms does not keep it alive."""
+    trickled = text_reply("late")
+    trickled.pace = 0.02
+    server.add(trickled, text_reply("ok"))
+    notices: list[RetryNotice] = []
+    started = time.monotonic()
+    reply = _complete(_provider(server, notices, timeout=0.5), [{"role": "user", "content": "hi"}])
+    assert reply.content == "ok"
+    assert time.monotonic() - started < 3.0  # the trickle alone would take over 3 s
+    (notice,) = notices
+    assert "timed out after 0.5s" in notice.reason
+
+
 def test_400_shows_anthropics_message_and_is_not_retried(server: MessagesServer) -> None:
     """A 400 is a ProviderError quoting the server's own message, after one attempt."""
     server.add(
@@ -293,6 +361,43 @@ def test_marks_already_in_the_history_are_replaced(server: MessagesServer) -> No
     (request,) = server.requests
     assert request.problems == []
     assert _marked(request.body) == []  # six short blocks: nothing long enough to cache
+
+
+def test_marks_inside_stored_tool_results_are_removed_too(server: MessagesServer) -> None:
+    """Marks on the blocks a stored tool_result holds are removed, so four is never exceeded."""
+    server.add(text_reply("ok"))
+    mark = {"type": "ephemeral"}
+    history: list[dict[str, Any]] = [
+        {"role": "system", "content": LONG_SYSTEM},
+        {"role": "user", "content": "task"},
+    ]
+    for n in range(4):
+        history += [
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": f"t{n}", "name": "get_order", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": f"t{n}",
+                        "content": [{"type": "text", "text": f"order {n}", "cache_control": mark}],
+                    }
+                ],
+            },
+        ]
+    _complete(_provider(server), history)
+    (request,) = server.requests
+    assert request.problems == []
+    assert request.raw.count(b"cache_control") == len(_marked(request.body)) <= 4
+    results = [
+        b for m in request.body["messages"] for b in m["content"] if b["type"] == "tool_result"
+    ]
+    assert [r["content"] for r in results] == [
+        [{"type": "text", "text": f"order {n}"}] for n in range(4)
+    ]
 
 
 def test_an_openai_key_is_never_sent_to_anthropic() -> None:
