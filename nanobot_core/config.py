@@ -185,12 +185,40 @@ def _env_bool(name: str, value: str) -> bool:
     )
 
 
-def _env_value(value: str) -> Any:
-    """Read an environment value as a TOML literal when it is one, else as a string."""
+def _env_value(value: str, path: tuple[str, ...]) -> Any:
+    """Read an environment value as a TOML literal when it is one, else as a string.
+
+    For a key that takes a string (``runner.session``, ``provider.model``) a literal of
+    another type (``2024-01-01``, ``123``, ``true``, ``inf``) is the string as written.
+    """
     try:
-        return tomllib.loads(f"v = {value}")["v"]
+        parsed = tomllib.loads(f"v = {value}")["v"]
     except tomllib.TOMLDecodeError:
         return value
+    if not isinstance(parsed, str) and _takes_string(path):
+        return value
+    return parsed
+
+
+def _takes_string(path: tuple[str, ...]) -> bool:
+    """Whether the config key at `path` accepts a string (False for an unknown key)."""
+    import types
+    import typing
+
+    cls: Any = Config
+    tp: Any = None
+    for part in path:
+        if not attrs.has(cls):
+            return False
+        hints = typing.get_type_hints(cls)
+        if part not in hints:
+            return False
+        tp = cls = hints[part]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return str in typing.get_args(tp)
+    if typing.get_origin(tp) is Literal:
+        return all(isinstance(choice, str) for choice in typing.get_args(tp))
+    return tp is str
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -215,7 +243,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
             path = tuple(part.lower() for part in name[len("NANOBOT_") :].split("__"))
             if not all(path):
                 raise ConfigError(f"environment variable {name}: empty key segment")
-            put(path, _env_value(value))
+            put(path, _env_value(value, path))
     if "api_key" not in tree.get("provider", {}) and environ.get("OPENAI_API_KEY"):
         put(("provider", "api_key"), environ["OPENAI_API_KEY"])
     return tree

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.config import Config, load_config
@@ -345,3 +345,51 @@ def test_run_refuses_a_number_outside_its_range_with_exit_2(tmp_path: Path, vari
     key = name.removeprefix("NANOBOT_").replace("__", ".").lower()
     assert f"environment: {key}: must be" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("NANOBOT_RUNNER__SESSION", "2024-01-01"),
+        ("NANOBOT_RUNNER__SESSION", "42"),
+        ("NANOBOT_PROVIDER__MODEL", "1.5"),
+        ("NANOBOT_PROVIDER__MODEL", "true"),
+        ("NANOBOT_PROVIDER__API_KEY", "12345678"),
+        ("NANOBOT_PROVIDER__BASE_URL", "inf"),
+    ],
+)
+def test_a_string_key_from_the_environment_keeps_the_text_as_written(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    """A string key's variable that reads as another TOML literal (a date, a number) is the text."""
+    config = load_config(cwd=tmp_path, environ={variable: value})
+    section, key = variable.removeprefix("NANOBOT_").lower().split("__")
+    assert getattr(getattr(config, section), key) == value
+
+
+def test_other_keys_from_the_environment_are_still_toml_literals(tmp_path: Path) -> None:
+    """Numbers, lists and quoted strings in variables are read as TOML, as before."""
+    config = load_config(
+        cwd=tmp_path,
+        environ={
+            "NANOBOT_GOVERNANCE__CONTEXT_WINDOW": "32000",
+            "NANOBOT_TOOLS__DISABLED": '["write_file"]',
+            "NANOBOT_PROVIDER__MODEL": '"quoted"',
+            "NANOBOT_PROVIDER__TEMPERATURE": "0.5",
+        },
+    )
+    assert config.governance.context_window == 32_000
+    assert config.tools.disabled == ["write_file"]
+    assert config.provider.model == "quoted"
+    assert config.provider.temperature == 0.5
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), min_size=1))
+def test_a_model_name_from_the_environment_is_taken_as_written(text: str) -> None:
+    """Any text that is not a quoted TOML string becomes NANOBOT_PROVIDER__MODEL exactly."""
+    assume(not text.lstrip().startswith(('"', "'")))
+    config = load_config(
+        cwd=Path("/nonexistent-nanobot-dir"), environ={"NANOBOT_PROVIDER__MODEL": text}
+    )
+    assert config.provider.model == text
