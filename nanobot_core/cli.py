@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from nanobot_core.config import Config
     from nanobot_core.kernel.manager import PluginManager
 
-__all__ = ["CliState", "get_state", "main", "workspace_option"]
+__all__ = ["CliState", "check_output_folder", "get_state", "main", "workspace_option"]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -53,6 +53,13 @@ def workspace_option(
 
 
 _VALUE_OPTIONS = {"--config", "--log-format", "--log-level"}
+
+
+def check_output_folder(output: str) -> None:
+    """Refuse an ``--output`` whose folder does not exist before any work is done (exit 2)."""
+    folder = Path(output).parent
+    if not folder.is_dir():
+        raise click.BadParameter(f"the folder {folder} does not exist", param_hint="'--output'")
 
 
 class CliState:

@@ -8,6 +8,7 @@ directory, defaults.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -184,12 +185,40 @@ def _env_bool(name: str, value: str) -> bool:
     )
 
 
-def _env_value(value: str) -> Any:
-    """Read an environment value as a TOML literal when it is one, else as a string."""
+def _env_value(value: str, path: tuple[str, ...]) -> Any:
+    """Read an environment value as a TOML literal when it is one, else as a string.
+
+    For a key that takes a string (``runner.session``, ``provider.model``) a literal of
+    another type (``2024-01-01``, ``123``, ``true``, ``inf``) is the string as written.
+    """
     try:
-        return tomllib.loads(f"v = {value}")["v"]
+        parsed = tomllib.loads(f"v = {value}")["v"]
     except tomllib.TOMLDecodeError:
         return value
+    if not isinstance(parsed, str) and _takes_string(path):
+        return value
+    return parsed
+
+
+def _takes_string(path: tuple[str, ...]) -> bool:
+    """Whether the config key at `path` accepts a string (False for an unknown key)."""
+    import types
+    import typing
+
+    cls: Any = Config
+    tp: Any = None
+    for part in path:
+        if not attrs.has(cls):
+            return False
+        hints = typing.get_type_hints(cls)
+        if part not in hints:
+            return False
+        tp = cls = hints[part]
+    if typing.get_origin(tp) in (typing.Union, types.UnionType):
+        return str in typing.get_args(tp)
+    if typing.get_origin(tp) is Literal:
+        return all(isinstance(choice, str) for choice in typing.get_args(tp))
+    return tp is str
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -214,7 +243,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
             path = tuple(part.lower() for part in name[len("NANOBOT_") :].split("__"))
             if not all(path):
                 raise ConfigError(f"environment variable {name}: empty key segment")
-            put(path, _env_value(value))
+            put(path, _env_value(value, path))
     if "api_key" not in tree.get("provider", {}) and environ.get("OPENAI_API_KEY"):
         put(("provider", "api_key"), environ["OPENAI_API_KEY"])
     return tree
@@ -265,26 +294,77 @@ def structure_config(data: Mapping[str, Any], *, source: str = "config") -> Conf
     return config
 
 
+class _RangeError(ConfigError):
+    """A value of the right type outside its range; `path` is the key it was given for."""
+
+    def __init__(self, path: str, message: str) -> None:
+        super().__init__(f"{path}: {message}")
+        self.path = path
+
+
+# The numbers that must be finite and at least (">=") or more than (">") a bound, by key path:
+# values that type-check but stop the core at use (every tool call timing out, a request with
+# a NaN deadline, a turn of no rounds) or make the budget larger than the window.
+_BOUNDS: tuple[tuple[str, str, float], ...] = (
+    ("tools.timeout", ">", 0),
+    ("tools.max_identical_calls", ">=", 0),
+    ("governance.max_output", ">=", 0),
+    ("governance.safety_margin", ">=", 0),
+    ("provider.timeout", ">", 0),
+    ("provider.max_retries", ">=", 0),
+    ("provider.backoff_base", ">=", 0),
+    ("provider.retry_after_cap", ">=", 0),
+    ("provider.temperature", ">=", 0),
+    ("provider.max_tokens", ">", 0),
+    ("runner.max_iterations", ">", 0),
+    ("sessions.lease_wait", ">=", 0),
+    ("sessions.postgres.pool_size", ">", 0),
+    ("sessions.postgres.connect_timeout", ">", 0),
+)
+
+
+def _check_bounds(config: Config) -> None:
+    """Refuse a number of `_BOUNDS` that is NaN, infinite or on the wrong side of its bound."""
+    for path, relation, bound in _BOUNDS:
+        value: Any = config
+        for part in path.split("."):
+            value = getattr(value, part)
+        if value is None:  # an optional key left unset
+            continue
+        inside = value > bound if relation == ">" else value >= bound
+        if not inside or (isinstance(value, float) and not math.isfinite(value)):
+            what = "more than" if relation == ">" else "at least"
+            finite = " (a finite number)" if isinstance(value, float) else ""
+            raise _RangeError(path, f"must be {what} {bound:g}{finite}, got {value}")
+    for name, position in config.prompt.order.items():
+        if not math.isfinite(position):
+            raise _RangeError(f"prompt.order.{name}", f"must be a finite number, got {position}")
+
+
 def _check_ranges(config: Config) -> None:
-    """Refuse values that type-check but would make the core lose data."""
+    """Refuse values that type-check but would make the core lose data or fail at use."""
+    _check_bounds(config)
     governance = config.governance
     if governance.max_tool_result_chars < MIN_TOOL_RESULT_CHARS:
-        raise ConfigError(
-            f"governance.max_tool_result_chars: {governance.max_tool_result_chars} is below "
-            f"{MIN_TOOL_RESULT_CHARS}, where tool results would be lost entirely"
+        raise _RangeError(
+            "governance.max_tool_result_chars",
+            f"{governance.max_tool_result_chars} is below "
+            f"{MIN_TOOL_RESULT_CHARS}, where tool results would be lost entirely",
         )
     if not 0 < governance.low_watermark <= 1:
-        raise ConfigError(
-            "governance.low_watermark: expected a share of the budget above 0 and at most 1, "
-            f"got {governance.low_watermark}"
+        raise _RangeError(
+            "governance.low_watermark",
+            f"expected a share of the budget above 0 and at most 1, got {governance.low_watermark}",
         )
     store = governance.store
     if not store.max_age_days > 0:
-        raise ConfigError(
-            f"governance.store.max_age_days: must be more than 0, got {store.max_age_days}"
+        raise _RangeError(
+            "governance.store.max_age_days", f"must be more than 0, got {store.max_age_days}"
         )
     if store.max_bytes <= 0:
-        raise ConfigError(f"governance.store.max_bytes: must be more than 0, got {store.max_bytes}")
+        raise _RangeError(
+            "governance.store.max_bytes", f"must be more than 0, got {store.max_bytes}"
+        )
 
 
 def _describe_type(tp: Any) -> str:
@@ -339,7 +419,9 @@ def _mismatch(value: Any, tp: Any, path: str) -> tuple[str, Any, Any] | None:
     elif tp is int:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif tp is float:
-        ok = isinstance(value, int | float) and not isinstance(value, bool)
+        ok = isinstance(value, float) or (
+            isinstance(value, int) and not isinstance(value, bool) and _fits_float(value)
+        )
     elif tp is str:
         ok = isinstance(value, str)
     elif origin is list:
@@ -361,6 +443,15 @@ def _mismatch(value: Any, tp: Any, path: str) -> tuple[str, Any, Any] | None:
     else:
         ok = True
     return None if ok else (path, value, tp)
+
+
+def _fits_float(value: int) -> bool:
+    """Whether the integer `value` converts to a float (a TOML integer may have any size)."""
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True
 
 
 def _check_types(data: Mapping[str, Any], cls: type, prefix: str) -> None:
@@ -426,6 +517,16 @@ def check_budget(governance: GovernanceConfig) -> None:
         )
 
 
+def _sets(layer: Mapping[str, Any], path: str) -> bool:
+    """Whether `layer` gives a value for the dotted key `path`."""
+    node: Any = layer
+    for part in path.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
 def load_config(
     *,
     config_file: Path | str | None = None,
@@ -459,6 +560,12 @@ def load_config(
         merged = deep_merge(merged, layer)
     if not merged:  # nothing to structure: skip importing cattrs, which costs start-up time
         return Config()
-    config = structure_config(merged)
+    try:
+        config = structure_config(merged)
+    except _RangeError as exc:
+        setters = [name for name, layer in layers if _sets(layer, exc.path)]
+        if not setters:
+            raise
+        raise ConfigError(f"{setters[-1]}: {exc}") from None
     check_budget(config.governance)
     return config

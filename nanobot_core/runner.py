@@ -30,8 +30,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 
+from nanobot_core._containment import plugin_code
 from nanobot_core._logging import get_logger
-from nanobot_core.errors import ConfigError
+from nanobot_core.errors import ConfigError, NanobotError, PluginError, ProviderError
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
 from nanobot_core.providers.base import ProgressCallback, Provider, ProviderReply, Usage
@@ -361,6 +362,7 @@ class Runner:
         channel: str | None = None,
         chat_id: str | None = None,
         clock: Callable[[], datetime] = _local_now,
+        provider_owner: str | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be at least 1, got {max_iterations}")
@@ -378,6 +380,8 @@ class Runner:
         self.channel = channel
         self.chat_id = chat_id
         self.clock = clock
+        # Who contributed the provider (``plugin 'x' from dist 1.0``), named when it raises.
+        self.provider_owner = provider_owner
         self._governance_state = _restore_governance(governor, session)
 
     @classmethod
@@ -398,11 +402,21 @@ class Runner:
         """
         config = pm.config
         name = provider_name or config.provider.name
-        factories = pm.providers()
-        if name not in factories:
-            known = ", ".join(sorted(factories)) or "none"
+        contributions = {c.name: c for c in pm.contributions("provider")}
+        if name not in contributions:
+            known = ", ".join(sorted(contributions)) or "none"
             raise ConfigError(f"provider.name: no provider named {name!r} (available: {known})")
-        provider = factories[name](config.provider, progress=progress)
+        owner = contributions[name].plugin.describe()
+        try:
+            with plugin_code(owner):
+                provider = contributions[name].item(config.provider, progress=progress)
+        except NanobotError:
+            raise
+        except Exception as exc:
+            raise PluginError(
+                f"{owner} failed: provider {name!r} could not be created: "
+                f"{type(exc).__name__}: {exc}"
+            ) from None
         registry = pm.tool_registry()
         return cls(
             provider,
@@ -419,6 +433,7 @@ class Runner:
             max_identical_calls=config.tools.max_identical_calls,
             progress=progress,
             channel=channel,
+            provider_owner=owner,
         )
 
     def run_turn(self, user_text: str) -> TurnResult:
@@ -510,14 +525,23 @@ class Runner:
         from the previous call's (None when the prefix was kept or nothing says):
         what a provider with an explicit prompt cache needs to place its marks.
         """
-        if not getattr(self.provider, "accepts_prefix", False):
-            return await self.provider.complete(messages, tools)
-        changed_at = _changed_at(governed)
-        if changed_at is not None and len(messages) > len(governed.messages):
-            changed_at += 1  # the system prompt goes first
-        complete: Any = self.provider.complete
-        reply: ProviderReply = await complete(messages, tools, prefix=changed_at)
-        return reply
+        try:
+            if not getattr(self.provider, "accepts_prefix", False):
+                return await self.provider.complete(messages, tools)
+            changed_at = _changed_at(governed)
+            if changed_at is not None and len(messages) > len(governed.messages):
+                changed_at += 1  # the system prompt goes first
+            complete: Any = self.provider.complete
+            reply: ProviderReply = await complete(messages, tools, prefix=changed_at)
+            return reply
+        except NanobotError:
+            raise
+        except Exception as exc:  # a provider's own bug: named, not a traceback
+            name = getattr(self.provider, "name", None) or type(self.provider).__name__
+            owner = f" of {self.provider_owner}" if self.provider_owner else ""
+            raise ProviderError(
+                f"provider {name!r}{owner} raised {type(exc).__name__}: {exc}"
+            ) from exc
 
     async def _run_tools(self, turn: _Turn, iteration: int, calls: list[dict[str, Any]]) -> None:
         requests = [_request(call) for call in calls]

@@ -16,7 +16,7 @@ from typing import Any
 
 import click
 
-from nanobot_core.cli import EXIT_USAGE, get_state, workspace_option
+from nanobot_core.cli import EXIT_USAGE, check_output_folder, get_state, workspace_option
 
 # Detail lines shown per stage in the readable summary (--json has them all).
 SHOWN_DETAILS = 8
@@ -30,13 +30,6 @@ def _read_input(session: str) -> bytes:
     except OSError as exc:
         click.echo(f"Error: cannot read {session}: {exc.strerror or exc}", err=True)
         raise click.exceptions.Exit(EXIT_USAGE) from exc
-
-
-def _check_output(output: str) -> None:
-    """Refuse an --output whose folder does not exist before any work is done (exit 2)."""
-    folder = Path(output).parent
-    if not folder.is_dir():
-        raise click.BadParameter(f"the folder {folder} does not exist", param_hint="'--output'")
 
 
 def _same_file(output: Path, session: str) -> bool:
@@ -118,7 +111,7 @@ def command(
     )
 
     if output is not None:
-        _check_output(output)
+        check_output_folder(output)
         if _same_file(Path(output), session):
             raise click.UsageError(
                 "--output must not be the input file: the input is never written"

@@ -48,7 +48,12 @@ def command(name: str, kind: str, directory: str | None) -> None:
             f"unless [plugins] overrides names this plugin (see the README)",
             err=True,
         )
-    written = write_project(project, target)
+    try:
+        written = write_project(project, target)
+    except OSError as exc:
+        raise click.ClickException(
+            f"cannot create the project in {target}: {exc.strerror or exc}"
+        ) from None
     for path in written:
         click.echo(f"created {path}")
     click.echo(f"next: pip install -e '{target}[test]' && nanobot-core plugins && pytest {target}")

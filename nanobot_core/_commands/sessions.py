@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from nanobot_core.cli import EXIT_USAGE, get_state, workspace_option
+from nanobot_core.cli import EXIT_USAGE, check_output_folder, get_state, workspace_option
 
 if TYPE_CHECKING:
     from nanobot_core.sessions import SessionStore
@@ -131,6 +131,7 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
             validate_session_name(name)
     except SessionError as exc:
         raise _InputError(str(exc)) from None
+    check_output_folder(output)
     store = _store(root)
     try:
         sessions, problems = export_sessions(store, names, Path(output))

@@ -374,6 +374,51 @@ def test_unknown_provider_is_a_config_error(harness: Harness) -> None:
         Runner.from_plugins(harness.manager(), "nope", session=opened)
 
 
+class _BrokenProvider:
+    """A provider whose constructor or reply raises what a buggy plugin would."""
+
+    name = "broken"
+    fail_in_init = False
+
+    def __init__(self, config: Any, progress: Any = None) -> None:
+        if self.fail_in_init:
+            raise RuntimeError("no client for you")
+
+    async def complete(self, messages: Any, tools: Any) -> Any:
+        raise KeyError("choices")
+
+
+class _BrokenProviderPlugin:
+    def __init__(self, provider: type[_BrokenProvider]) -> None:
+        self.provider = provider
+
+    @hookimpl
+    def nanobot_providers(self, ctx: PluginContext) -> list[Any]:
+        return [self.provider]
+
+
+@pytest.mark.parametrize("fail_in_init", [True, False])
+def test_a_plugin_provider_that_raises_is_named_with_its_version(
+    harness: Harness, fail_in_init: bool
+) -> None:
+    """A provider raising when made or when asked is a NanobotError naming plugin and version."""
+    from nanobot_core.errors import PluginError
+
+    provider = type("Provider", (_BrokenProvider,), {"fail_in_init": fail_in_init})
+    manager = harness.manager()
+    manager.register(
+        _BrokenProviderPlugin(provider), "broken-llm", distribution="broken-llm", version="0.4.2"
+    )
+    expected = PluginError if fail_in_init else ProviderError
+    message = "could not be created: RuntimeError" if fail_in_init else "raised KeyError"
+    with harness.open() as opened, pytest.raises(expected) as info:
+        Runner.from_plugins(manager, "broken", session=opened).run_turn("hi")
+    assert "plugin 'broken-llm' from broken-llm 0.4.2" in str(info.value)
+    assert message in str(info.value)
+    if not fail_in_init:  # the user's message is kept, as after any provider failure
+        assert [line["role"] for line in harness.lines()] == ["user"]
+
+
 def test_parts_can_be_given_explicitly(workspace: Path, server: FakeChatServer) -> None:
     """A runner built from hand-picked parts uses them: its clock, channel, lines and prompt."""
     from datetime import datetime, timedelta, timezone

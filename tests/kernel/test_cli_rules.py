@@ -100,6 +100,55 @@ def test_govern_output_that_cannot_be_written_is_a_usage_error(tmp_path: Path) -
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("folder", ["missing", "a-file"])
+def test_sessions_export_to_a_folder_that_is_not_one_is_a_usage_error(
+    tmp_path: Path, folder: str
+) -> None:
+    """`sessions export --output` into a missing folder (or a file) exits 2 naming --output."""
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    output = tmp_path / folder / "out.jsonl"
+    result = nanobot("sessions", "export", "--output", str(output), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert f"--output': the folder {output.parent} does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_sessions_export_that_cannot_be_written_is_a_usage_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An export file the system refuses to write (a full disk) is exit 2 with its reason."""
+    import errno
+
+    from click.testing import CliRunner
+
+    from nanobot_core.cli import cli
+    from nanobot_core.governance import history_file
+
+    def full_disk(path: Path, lines: object) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(history_file, "write_jsonl_atomic", full_disk)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    output = tmp_path / "out.jsonl"
+    result = CliRunner().invoke(
+        cli, ["sessions", "export", "--workspace", str(tmp_path), "--output", str(output)]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"cannot write {output}: No space left on device" in result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+
+
+def test_new_plugin_in_a_directory_that_cannot_be_made_fails_without_a_traceback(
+    tmp_path: Path,
+) -> None:
+    """`new-plugin --directory` under a file exits 1 naming the directory and why."""
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    result = nanobot("new-plugin", "acme-words", "--directory", "a-file/acme", cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert "cannot create the project in a-file/acme: Not a directory" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 def test_a_json_array_with_a_trailing_comma_is_refused_naming_the_position(
     tmp_path: Path,
 ) -> None:

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 
 from nanobot_core.config import Config, load_config
 from nanobot_core.errors import ConfigError
@@ -228,3 +231,165 @@ def test_every_command_refuses_a_too_small_window_with_exit_2(
     assert done.returncode == 2, done.stderr
     assert "smallest window that works with them is 9217" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("toml", "path"),
+    [
+        ("[tools]\ntimeout = 0\n", "tools.timeout"),
+        ("[tools]\ntimeout = nan\n", "tools.timeout"),
+        ("[tools]\nmax_identical_calls = -1\n", "tools.max_identical_calls"),
+        ("[governance]\nmax_output = -100\n", "governance.max_output"),
+        ("[governance]\nsafety_margin = -1\n", "governance.safety_margin"),
+        ("[provider]\ntimeout = nan\n", "provider.timeout"),
+        ("[provider]\ntimeout = -1\n", "provider.timeout"),
+        ("[provider]\nmax_retries = -1\n", "provider.max_retries"),
+        ("[provider]\nbackoff_base = inf\n", "provider.backoff_base"),
+        ("[provider]\nretry_after_cap = -1\n", "provider.retry_after_cap"),
+        ("[provider]\ntemperature = nan\n", "provider.temperature"),
+        ("[provider]\nmax_tokens = 0\n", "provider.max_tokens"),
+        ("[runner]\nmax_iterations = 0\n", "runner.max_iterations"),
+        ("[sessions]\nlease_wait = nan\n", "sessions.lease_wait"),
+        ("[sessions.postgres]\npool_size = 0\n", "sessions.postgres.pool_size"),
+        ("[prompt]\norder = { memory = nan }\n", "prompt.order.memory"),
+    ],
+)
+def test_a_number_outside_its_range_names_the_key_and_the_file(
+    tmp_path: Path, toml: str, path: str
+) -> None:
+    """A NaN, infinite, negative or zero value where none works is refused, naming its file."""
+    (tmp_path / "nanobot.toml").write_text(toml, encoding="utf-8")
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path, environ={})
+    assert f"nanobot.toml: {path}: must be" in str(info.value)
+
+
+def test_a_range_error_names_the_layer_that_set_the_value(tmp_path: Path) -> None:
+    """Of several sources, the message names the one whose value is used (here the environment)."""
+    (tmp_path / "nanobot.toml").write_text("[provider]\nmax_retries = -1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"^environment: provider\.max_retries: must be"):
+        load_config(cwd=tmp_path, environ={"NANOBOT_PROVIDER__MAX_RETRIES": "-2"})
+    (tmp_path / "nanobot.toml").write_text("[provider]\nmax_retries = 0\n", encoding="utf-8")
+    assert load_config(cwd=tmp_path, environ={}).provider.max_retries == 0
+
+
+def test_an_integer_too_large_for_a_float_is_a_type_error(tmp_path: Path) -> None:
+    """A float key given an integer no float can hold names the key, not an "unknown error"."""
+    (tmp_path / "nanobot.toml").write_text(
+        "[provider]\ntimeout = 1" + "0" * 400 + "\n", encoding="utf-8"
+    )
+    with pytest.raises(ConfigError, match=r"provider\.timeout: expected a number"):
+        load_config(cwd=tmp_path, environ={})
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    key=st.sampled_from(
+        [
+            ("tools", "timeout"),
+            ("provider", "timeout"),
+            ("provider", "backoff_base"),
+            ("provider", "retry_after_cap"),
+            ("sessions", "lease_wait"),
+            ("runner", "max_iterations"),
+            ("provider", "max_retries"),
+            ("governance", "max_output"),
+        ]
+    ),
+    value=st.one_of(st.floats(), st.integers()),
+)
+def test_any_number_from_the_environment_loads_or_is_a_config_error(
+    key: tuple[str, str], value: float
+) -> None:
+    """Whatever number a variable holds, loading gives a usable value or a ConfigError naming it."""
+    name = f"NANOBOT_{key[0].upper()}__{key[1].upper()}"
+    text = {math.inf: "inf", -math.inf: "-inf"}.get(value, repr(value))
+    if isinstance(value, float) and math.isnan(value):
+        text = "nan"
+    try:
+        config = load_config(cwd=Path("/nonexistent-nanobot-dir"), environ={name: text})
+    except ConfigError as exc:
+        assert ".".join(key) in str(exc)
+        return
+    loaded = getattr(getattr(config, key[0]), key[1])
+    assert math.isfinite(loaded) and loaded >= 0
+
+
+@pytest.mark.parametrize(
+    "variable",
+    [
+        "NANOBOT_PROVIDER__TIMEOUT=nan",
+        "NANOBOT_PROVIDER__MAX_RETRIES=-1",
+        "NANOBOT_RUNNER__MAX_ITERATIONS=0",
+    ],
+)
+def test_run_refuses_a_number_outside_its_range_with_exit_2(tmp_path: Path, variable: str) -> None:
+    """`run` exits 2 naming the key before any request, instead of a traceback mid-turn."""
+    name, value = variable.split("=")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+    env.update(
+        {name: value},
+        NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
+        NANOBOT_BASE_URL="http://127.0.0.1:9/v1",
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "nanobot_core", "run", "hi"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 2, done.stderr
+    key = name.removeprefix("NANOBOT_").replace("__", ".").lower()
+    assert f"environment: {key}: must be" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("NANOBOT_RUNNER__SESSION", "2024-01-01"),
+        ("NANOBOT_RUNNER__SESSION", "42"),
+        ("NANOBOT_PROVIDER__MODEL", "1.5"),
+        ("NANOBOT_PROVIDER__MODEL", "true"),
+        ("NANOBOT_PROVIDER__API_KEY", "12345678"),
+        ("NANOBOT_PROVIDER__BASE_URL", "inf"),
+    ],
+)
+def test_a_string_key_from_the_environment_keeps_the_text_as_written(
+    tmp_path: Path, variable: str, value: str
+) -> None:
+    """A string key's variable that reads as another TOML literal (a date, a number) is the text."""
+    config = load_config(cwd=tmp_path, environ={variable: value})
+    section, key = variable.removeprefix("NANOBOT_").lower().split("__")
+    assert getattr(getattr(config, section), key) == value
+
+
+def test_other_keys_from_the_environment_are_still_toml_literals(tmp_path: Path) -> None:
+    """Numbers, lists and quoted strings in variables are read as TOML, as before."""
+    config = load_config(
+        cwd=tmp_path,
+        environ={
+            "NANOBOT_GOVERNANCE__CONTEXT_WINDOW": "32000",
+            "NANOBOT_TOOLS__DISABLED": '["write_file"]',
+            "NANOBOT_PROVIDER__MODEL": '"quoted"',
+            "NANOBOT_PROVIDER__TEMPERATURE": "0.5",
+        },
+    )
+    assert config.governance.context_window == 32_000
+    assert config.tools.disabled == ["write_file"]
+    assert config.provider.model == "quoted"
+    assert config.provider.temperature == 0.5
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), min_size=1))
+def test_a_model_name_from_the_environment_is_taken_as_written(text: str) -> None:
+    """Any text that is not a quoted TOML string becomes NANOBOT_PROVIDER__MODEL exactly."""
+    assume(not text.lstrip().startswith(('"', "'")))
+    config = load_config(
+        cwd=Path("/nonexistent-nanobot-dir"), environ={"NANOBOT_PROVIDER__MODEL": text}
+    )
+    assert config.provider.model == text
