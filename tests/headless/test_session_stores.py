@@ -291,7 +291,8 @@ def test_cli_reports_files_it_cannot_use_without_a_traceback(
     assert run.returncode == 1 and "cannot open session 'folder'" in run.stderr
     missing = tmp_path / "missing" / "out.jsonl"
     exported = _cli(tmp_path, "sessions", "export", "--output", str(missing))
-    assert exported.returncode == 2 and f"the folder {missing.parent} does not exist" in exported.stderr
+    assert exported.returncode == 2
+    assert f"the folder {missing.parent} does not exist" in exported.stderr
     for result in (run, exported):
         assert "Traceback" not in result.stderr
     export = tmp_path / "export.jsonl"
