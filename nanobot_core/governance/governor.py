@@ -251,7 +251,15 @@ class Governor:
             store = default_store(self.workspace, config.store)
         self.store = store
         self.placement_problems = placement.problems
+        for problem in placement.problems:
+            log.warning("governance stage constraint ignored", problem=problem)
         disabled = set(config.disabled)
+        names = {stage.name for stage in placement.stages}
+        # A name that matches no stage is most likely a typo: said, as tools.disabled does.
+        for name in sorted(disabled - names):
+            log.warning("unknown stage name in governance.disabled", name=name)
+        for name in sorted(set(config.stages) - names):
+            log.warning("options for an unknown stage in governance.stages", name=name)
         self._options: dict[str, Mapping[str, Any]] = dict(config.stages)
         self._pipeline = [
             (_as_configured(s, self._options.get(s.name, {})), s.name in disabled)

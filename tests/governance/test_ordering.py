@@ -161,3 +161,52 @@ def test_a_stage_placed_before_a_builtin_takes_its_place_and_keeps_the_rest_in_o
     phase = [n for n in names if n in expected]
     assert phase == expected
     assert [n for n in names if n != "x"] == list(BUILTIN_ORDER)
+
+
+def test_the_governor_logs_each_ignored_constraint() -> None:
+    """Every constraint the placement ignores is logged as a warning, as the docs promise."""
+    from structlog.testing import capture_logs
+
+    from nanobot_core.config import GovernanceConfig
+    from nanobot_core.governance import Governor
+
+    with capture_logs() as logs:
+        governor = Governor(
+            [*builtin_stages(), _stage("a", before=("ghost",))], config=GovernanceConfig()
+        )
+    warned = [e for e in logs if e["event"] == "governance stage constraint ignored"]
+    assert [e["problem"] for e in warned] == governor.placement_problems
+    assert "'ghost' names no stage" in warned[0]["problem"]
+
+
+def test_the_governor_warns_of_config_naming_no_stage() -> None:
+    """A typo in governance.disabled or a governance.stages table is a warning naming it."""
+    from structlog.testing import capture_logs
+
+    from nanobot_core.config import GovernanceConfig
+    from nanobot_core.governance import Governor
+
+    config = GovernanceConfig(
+        disabled=["compact_result", "snip_history"],
+        stages={"offload_result": {"threshold": 1}, "compact_results": {}},
+    )
+    with capture_logs() as logs:
+        Governor(builtin_stages(), config=config)
+    warned = [(e["event"], e["name"]) for e in logs if e["log_level"] == "warning"]
+    assert warned == [
+        ("unknown stage name in governance.disabled", "compact_result"),
+        ("options for an unknown stage in governance.stages", "offload_result"),
+    ]
+
+
+def test_a_governor_whose_config_names_its_stages_warns_of_nothing() -> None:
+    """Config naming only stages of the pipeline, with no constraint ignored, logs no warning."""
+    from structlog.testing import capture_logs
+
+    from nanobot_core.config import GovernanceConfig
+    from nanobot_core.governance import Governor
+
+    config = GovernanceConfig(disabled=["snip_history"], stages={"compact_results": {}})
+    with capture_logs() as logs:
+        Governor(builtin_stages(), config=config)
+    assert [e for e in logs if e["log_level"] == "warning"] == []
