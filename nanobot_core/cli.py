@@ -26,6 +26,8 @@ __all__ = ["CliState", "check_output_folder", "get_state", "main", "workspace_op
 EXIT_OK = 0
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+#: Ctrl-C (SIGINT), as shells report a process a SIGINT ended: 128 + 2.
+EXIT_INTERRUPTED = 130
 
 # Subcommand name -> module in nanobot_core._commands exposing `command`.
 COMMANDS: dict[str, str] = {
@@ -247,7 +249,12 @@ def main(argv: Sequence[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except click.exceptions.Abort as exc:
+        if isinstance(exc.__context__, KeyboardInterrupt):
+            # click turns Ctrl-C into Abort; a caller (a shell, a supervisor) tells an
+            # interrupted run from a failed one by the code a SIGINT gives.
+            click.echo("Interrupted.", err=True)
+            sys.exit(EXIT_INTERRUPTED)
         click.echo("Aborted.", err=True)
         sys.exit(EXIT_FAILED)
     except ConfigError as exc:

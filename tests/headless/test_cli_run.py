@@ -364,6 +364,31 @@ def test_kill_9_during_the_model_request_then_resume(
     assert _session_lines(workspace)[:3] == before
 
 
+def test_ctrl_c_during_the_model_request_exits_130_and_keeps_the_session(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """Ctrl-C while the model is asked: exit 130 (not a failure's 1), every line kept whole."""
+    received, release = threading.Event(), threading.Event()
+    server.add(
+        tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]),
+        Reply(body=text_reply("too late").body, received=received, release=release),
+    )
+    process = _start(server, workspace, "run", "read notes")
+    try:
+        assert received.wait(TIMEOUT), "the second model request never arrived"
+        os.kill(process.pid, signal.SIGINT)
+        _, stderr = process.communicate(timeout=TIMEOUT)
+    finally:
+        release.set()
+    assert process.returncode == 130, stderr
+    assert "Interrupted." in stderr and "Traceback" not in stderr
+    assert [m["role"] for m in _session_lines(workspace)] == ["user", "assistant", "tool"]
+    server.add(text_reply("resumed"))
+    result = _cli(server, workspace, "run", "go on")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "resumed\n"
+
+
 def test_kill_9_during_a_tool_then_resume_backfills_the_dangling_call(
     server: FakeChatServer, workspace: Path
 ) -> None:
