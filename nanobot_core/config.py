@@ -17,7 +17,7 @@ from typing import Any, Literal
 
 import attrs
 
-from nanobot_core.errors import ConfigError
+from nanobot_core.errors import ConfigError, SessionError
 
 __all__ = [
     "Config",
@@ -356,6 +356,13 @@ def _check_ranges(config: Config) -> None:
             "governance.low_watermark",
             f"expected a share of the budget above 0 and at most 1, got {governance.low_watermark}",
         )
+    if config.runner.session != attrs.fields(RunnerConfig).session.default:
+        from nanobot_core.sessions import validate_session_name  # only for a name not the default
+
+        try:
+            validate_session_name(config.runner.session)
+        except SessionError as exc:
+            raise _RangeError("runner.session", str(exc)) from None
     store = governance.store
     if not store.max_age_days > 0:
         raise _RangeError(

@@ -66,13 +66,14 @@ def command(
     text = sys.stdin.read() if prompt == "-" else prompt
     if not text.strip():
         raise click.BadParameter("the prompt is empty", param_hint="PROMPT")
+    if session is not None:  # a name from a file or the environment is checked at load
+        try:
+            validate_session_name(session)
+        except SessionError as exc:
+            raise click.BadParameter(str(exc), param_hint="--session") from None
     state = get_state()
     state.set_overrides(_flag_overrides(provider, base_url, model, session, max_iterations))
     config = state.config
-    try:
-        validate_session_name(config.runner.session)
-    except SessionError as exc:
-        raise click.BadParameter(str(exc), param_hint="--session") from None
     root = state.workspace(workspace)
     manager = state.plugin_manager(root)
     store = select_session_store(manager)

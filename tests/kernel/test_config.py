@@ -264,6 +264,18 @@ def test_a_number_outside_its_range_names_the_key_and_the_file(
     assert f"nanobot.toml: {path}: must be" in str(info.value)
 
 
+@pytest.mark.parametrize("name", ["../x", "a b", "", "..", "x" * 201])
+def test_a_session_name_no_store_can_hold_names_the_key_and_the_file(
+    tmp_path: Path, name: str
+) -> None:
+    """runner.session from a file is refused at load, naming the key and the file, not a flag."""
+    (tmp_path / "nanobot.toml").write_text(f"[runner]\nsession = {name!r}\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match=r"nanobot\.toml: runner\.session: .*session name"):
+        load_config(cwd=tmp_path, environ={})
+    (tmp_path / "nanobot.toml").write_text("[runner]\nsession = 'ok.name-1'\n", encoding="utf-8")
+    assert load_config(cwd=tmp_path, environ={}).runner.session == "ok.name-1"
+
+
 def test_a_range_error_names_the_layer_that_set_the_value(tmp_path: Path) -> None:
     """Of several sources, the message names the one whose value is used (here the environment)."""
     (tmp_path / "nanobot.toml").write_text("[provider]\nmax_retries = -1\n", encoding="utf-8")
