@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import attrs
 
+from nanobot_core._session_names import validate_session_name
 from nanobot_core.errors import ConfigError, SessionError
 
 __all__ = [
@@ -357,8 +358,6 @@ def _check_ranges(config: Config) -> None:
             f"expected a share of the budget above 0 and at most 1, got {governance.low_watermark}",
         )
     if config.runner.session != attrs.fields(RunnerConfig).session.default:
-        from nanobot_core.sessions import validate_session_name  # only for a name not the default
-
         try:
             validate_session_name(config.runner.session)
         except SessionError as exc:

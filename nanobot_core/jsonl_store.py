@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from nanobot_core._logging import get_logger
+from nanobot_core._session_names import is_session_name
 from nanobot_core.errors import SessionConflictError, SessionError, SessionLockedError
 from nanobot_core.sessions import (
     DEFAULT_SESSION,
@@ -34,7 +35,6 @@ from nanobot_core.sessions import (
     SessionInfo,
     SessionLog,
     is_meta_record,
-    is_session_name,
     open_session,
     parse_line,
     split_session_lines,

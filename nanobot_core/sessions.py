@@ -27,7 +27,6 @@ It promises, whatever the backend:
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
@@ -37,6 +36,7 @@ import attrs
 
 from nanobot_core._jsonl import split_lines
 from nanobot_core._logging import get_logger
+from nanobot_core._session_names import validate_session_name
 from nanobot_core.errors import ConfigError, SessionError
 
 if TYPE_CHECKING:
@@ -68,32 +68,6 @@ log = get_logger("nanobot_core.sessions")
 DEFAULT_SESSION = "default"
 DEFAULT_STORE = "jsonl"
 META_KEY = "_meta"
-
-_NAME = re.compile(r"[A-Za-z0-9._-]+")
-# Leaves room for the longest suffix within the usual 255-byte file-name limit.
-_MAX_NAME_LENGTH = 200
-
-
-def validate_session_name(name: str) -> str:
-    """Return `name` if it can name a session, else raise SessionError saying why."""
-    if not isinstance(name, str) or not name:
-        raise SessionError("a session name must not be empty")
-    if name in (".", ".."):
-        raise SessionError(f"invalid session name {name!r}: '.' and '..' are not allowed")
-    if not _NAME.fullmatch(name):
-        bad = sorted({c for c in name if not _NAME.fullmatch(c)})
-        raise SessionError(
-            f"invalid session name {name!r}: only letters, digits, '.', '_' and '-' are allowed "
-            f"(found {', '.join(repr(c) for c in bad)})"
-        )
-    if len(name) > _MAX_NAME_LENGTH:
-        raise SessionError(f"invalid session name: longer than {_MAX_NAME_LENGTH} characters")
-    return name
-
-
-def is_session_name(name: str) -> bool:
-    """Whether `name` is a valid session name (for listings, which skip the others)."""
-    return bool(_NAME.fullmatch(name)) and name not in (".", "..") and len(name) <= _MAX_NAME_LENGTH
 
 
 def strip_meta(record: Mapping[str, Any]) -> dict[str, Any]:
