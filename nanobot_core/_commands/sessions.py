@@ -190,7 +190,12 @@ def _store(root: Any) -> SessionStore:
 
 
 def _render(index: int, message: dict[str, Any]) -> str:
-    """One message as a few readable lines."""
+    """One message as a few readable lines; a bookkeeping record as its kind and what it holds."""
+    meta = message.get("_meta")
+    if "role" not in message and isinstance(meta, dict):
+        details = {key: value for key, value in meta.items() if key != "kind"}
+        summary = _preview(json.dumps(details, ensure_ascii=False)) if details else ""
+        return f"[{index}] ({meta.get('kind', '?')} record) {summary}".rstrip()
     role = message.get("role", "?")
     head = f"[{index}] {role}"
     if role == "tool":

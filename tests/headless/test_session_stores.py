@@ -328,3 +328,23 @@ def test_cli_run_busy_session_names_the_holder(tmp_path: Path) -> None:
         )
     assert result.returncode == 1
     assert f"pid {os.getpid()}" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_sessions_show_names_a_bookkeeping_record_by_its_kind(tmp_path: Path) -> None:
+    """A `_meta` line is shown as its kind and what it holds, not as a message of role '?'."""
+    store = JsonlSessionStore(tmp_path)
+    _write_session(
+        store,
+        "s",
+        [
+            '{"role":"user","content":"hi"}',
+            '{"_meta":{"kind":"usage","input_tokens":12}}',
+            '{"role":"assistant","content":"hello"}',
+        ],
+    )
+    shown = _cli(tmp_path, "sessions", "show", "s")
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert '[2] (usage record) {"input_tokens": 12}' in lines
+    assert "?" not in shown.stdout
+    assert "[1] user" in lines and "[3] assistant" in lines
