@@ -81,6 +81,29 @@ def test_a_raising_section_is_skipped_with_its_error_and_the_rest_still_render()
     assert "RuntimeError" in bad.reason and "disk on fire" in bad.reason
 
 
+def test_a_section_that_exits_is_skipped_and_the_process_goes_on() -> None:
+    """SystemExit in render costs only that section; the report says what it raised."""
+
+    def leaving(ctx: SectionContext) -> str:
+        raise SystemExit(3)
+
+    text, reports = _build([Section("bye", 1, leaving), Section("c", 2, _const("C"))])
+    assert text == "C"
+    assert (reports[0].skipped, reports[0].reason) == (True, "raised SystemExit(3)")
+
+
+def test_what_a_section_prints_stays_off_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    """A render that prints does not write to stdout (where --json output goes)."""
+
+    def chatty(ctx: SectionContext) -> str:
+        print("rendering now")
+        return "text"
+
+    text, _ = _build([Section("chatty", 1, chatty)])
+    assert text == "text"
+    assert capsys.readouterr().out == ""
+
+
 def test_a_section_returning_a_non_string_is_skipped() -> None:
     """A render that returns a number or a list is reported, not str()-ed into the prompt."""
     sections = [Section("num", 1, lambda ctx: 42), Section("ok", 2, _const("fine"))]  # type: ignore[arg-type,return-value]
