@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from nanobot_core._containment import PluginEscapeError, plugin_code
+from nanobot_core._json_boundary import without_lone_surrogates
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config
 from nanobot_core.prompt.section import Section, SectionContext
@@ -153,7 +154,9 @@ def _render(placed: _Placed, ctx: SectionContext) -> tuple[str | None, str]:
             returned=reason,
         )
         return None, reason
-    text = value.strip()
+    # A lone surrogate (a file name that is not UTF-8, half of an emoji) cannot be
+    # encoded: it becomes U+FFFD here, as the request would carry it.
+    text = without_lone_surrogates(value.strip())
     return (text, "") if text else (None, "rendered nothing")
 
 

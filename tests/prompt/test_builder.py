@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nanobot_core.config import Config, PromptConfig
 from nanobot_core.prompt import PromptBuilder, Section, SectionContext, SectionReport
@@ -102,6 +104,23 @@ def test_what_a_section_prints_stays_off_stdout(capsys: pytest.CaptureFixture[st
     text, _ = _build([Section("chatty", 1, chatty)])
     assert text == "text"
     assert capsys.readouterr().out == ""
+
+
+_SURROGATES = st.integers(0xD800, 0xDFFF).map(chr)
+
+
+@given(st.text(st.characters(codec=None, exclude_categories=()) | _SURROGATES, max_size=20))
+def test_the_prompt_is_always_text_that_encodes_as_utf8(rendered: str) -> None:
+    """Whatever text a section returns, lone surrogates included, the prompt encodes as UTF-8."""
+    text, reports = _build([Section("any", 1, _const(rendered))])
+    assert text.encode("utf-8").decode("utf-8") == text
+    assert reports[0].chars == len(text)
+
+
+def test_a_lone_surrogate_becomes_a_replacement_character() -> None:
+    """A section listing a file name that is not UTF-8 shows U+FFFD where the bad byte was."""
+    text, _ = _build([Section("files", 1, _const("- caf\udce9.txt\n- \ud83d\ude00"))])
+    assert text == "- caf\ufffd.txt\n- \U0001f600"
 
 
 def test_a_section_returning_a_non_string_is_skipped() -> None:
