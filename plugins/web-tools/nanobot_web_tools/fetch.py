@@ -47,6 +47,11 @@ def _positive(instance: Any, attribute: attrs.Attribute[Any], value: float) -> N
         raise ValueError(f"web_fetch option {attribute.name!r} must be a positive number")
 
 
+def _positive_int(instance: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"web_fetch option {attribute.name!r} must be a positive integer")
+
+
 def _non_negative_int(instance: Any, attribute: attrs.Attribute[Any], value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"web_fetch option {attribute.name!r} must be an integer >= 0")
@@ -56,7 +61,7 @@ def _non_negative_int(instance: Any, attribute: attrs.Attribute[Any], value: int
 class FetchLimits:
     """How much one fetch may take: bytes read, seconds in total, redirects followed."""
 
-    max_bytes: int = attrs.field(default=2_000_000, validator=_positive)
+    max_bytes: int = attrs.field(default=2_000_000, validator=_positive_int)
     timeout: float = attrs.field(default=20.0, validator=_positive)
     max_redirects: int = attrs.field(default=5, validator=_non_negative_int)
 
