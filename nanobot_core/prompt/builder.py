@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from nanobot_core._containment import PluginEscapeError, plugin_code
+from nanobot_core._json_boundary import without_lone_surrogates
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config
 from nanobot_core.prompt.section import Section, SectionContext
@@ -128,9 +130,12 @@ def _place(sections: Iterable[tuple[Section, str]], config: Config) -> list[_Pla
 def _render(placed: _Placed, ctx: SectionContext) -> tuple[str | None, str]:
     """The section's text with surrounding whitespace removed, or None and the reason why not."""
     try:
-        value = placed.section.render(ctx)
+        # Plugin code: what it prints goes to the log, and SystemExit is stopped here.
+        with plugin_code(f"prompt section {placed.section.name!r} of {placed.plugin}"):
+            value = placed.section.render(ctx)
     except Exception as exc:  # a broken section must not break the prompt
-        reason = f"raised {type(exc).__name__}: {exc}"
+        escaped = isinstance(exc, PluginEscapeError)
+        reason = str(exc) if escaped else f"raised {type(exc).__name__}: {exc}"
         log.error(
             "prompt section raised; left out",
             section=placed.section.name,
@@ -149,7 +154,9 @@ def _render(placed: _Placed, ctx: SectionContext) -> tuple[str | None, str]:
             returned=reason,
         )
         return None, reason
-    text = value.strip()
+    # A lone surrogate (a file name that is not UTF-8, half of an emoji) cannot be
+    # encoded: it becomes U+FFFD here, as the request would carry it.
+    text = without_lone_surrogates(value.strip())
     return (text, "") if text else (None, "rendered nothing")
 
 

@@ -6,6 +6,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nanobot_core.config import Config, PromptConfig
 from nanobot_core.prompt import PromptBuilder, Section, SectionContext, SectionReport
@@ -79,6 +81,46 @@ def test_a_raising_section_is_skipped_with_its_error_and_the_rest_still_render()
     assert (bad.name, bad.skipped, bad.chars) == ("bad", True, 0)
     assert bad.reason is not None
     assert "RuntimeError" in bad.reason and "disk on fire" in bad.reason
+
+
+def test_a_section_that_exits_is_skipped_and_the_process_goes_on() -> None:
+    """SystemExit in render costs only that section; the report says what it raised."""
+
+    def leaving(ctx: SectionContext) -> str:
+        raise SystemExit(3)
+
+    text, reports = _build([Section("bye", 1, leaving), Section("c", 2, _const("C"))])
+    assert text == "C"
+    assert (reports[0].skipped, reports[0].reason) == (True, "raised SystemExit(3)")
+
+
+def test_what_a_section_prints_stays_off_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    """A render that prints does not write to stdout (where --json output goes)."""
+
+    def chatty(ctx: SectionContext) -> str:
+        print("rendering now")
+        return "text"
+
+    text, _ = _build([Section("chatty", 1, chatty)])
+    assert text == "text"
+    assert capsys.readouterr().out == ""
+
+
+_SURROGATES = st.integers(0xD800, 0xDFFF).map(chr)
+
+
+@given(st.text(st.characters(codec=None, exclude_categories=()) | _SURROGATES, max_size=20))
+def test_the_prompt_is_always_text_that_encodes_as_utf8(rendered: str) -> None:
+    """Whatever text a section returns, lone surrogates included, the prompt encodes as UTF-8."""
+    text, reports = _build([Section("any", 1, _const(rendered))])
+    assert text.encode("utf-8").decode("utf-8") == text
+    assert reports[0].chars == len(text)
+
+
+def test_a_lone_surrogate_becomes_a_replacement_character() -> None:
+    """A section listing a file name that is not UTF-8 shows U+FFFD where the bad byte was."""
+    text, _ = _build([Section("files", 1, _const("- caf\udce9.txt\n- \ud83d\ude00"))])
+    assert text == "- caf\ufffd.txt\n- \U0001f600"
 
 
 def test_a_section_returning_a_non_string_is_skipped() -> None:

@@ -103,6 +103,9 @@ class ServerConnection:
             args=list(self.config.args),
             env=dict(self.config.env) or None,
             cwd=self.config.cwd,
+            # A byte that is not UTF-8 must not end the reader: under "strict" it stops
+            # reading for good while the process lives on, and every call then hangs.
+            encoding_error_handler="replace",
         )
         self.stderr_log.parent.mkdir(parents=True, exist_ok=True)
         try:

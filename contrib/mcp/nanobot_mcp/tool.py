@@ -54,8 +54,11 @@ class McpTool(NanobotTool):
     def parameters(self) -> dict[str, Any]:
         return self._parameters
 
-    async def execute(self, **arguments: Any) -> ToolResult:
-        """Call the MCP tool; protocol failures and error results become error results."""
+    async def execute(self, /, **arguments: Any) -> ToolResult:
+        """Call the MCP tool; protocol failures and error results become error results.
+
+        ``self`` is positional-only, so an argument of the server's tool may be named ``self``.
+        """
         try:
             result = await self.bridge.call_tool(self.handle, self.remote_name, arguments)
         except McpServerError as exc:

@@ -26,6 +26,8 @@ from nanobot_mcp import (
 if TYPE_CHECKING:
     from conftest import Workspace
 
+RAW_SERVER = Path(__file__).parent / "servers" / "raw_server.py"
+
 
 def bridged(workspace: Workspace) -> dict[str, McpTool]:
     """The tools the plugin contributes for this workspace, by name."""
@@ -246,6 +248,20 @@ def test_a_server_that_dies_is_started_again_on_the_next_call(workspace: Workspa
     assert "'notes'" in died
     assert run_tool(tools["mcp_notes_add"], {"a": 20, "b": 22}) == "42"
     assert workspace.spawns() == 2
+
+
+def test_a_byte_that_is_not_utf8_on_stdout_does_not_wedge_the_server(
+    workspace: Workspace,
+) -> None:
+    """A non-UTF-8 byte from the server is replaced: the call and the next one are answered."""
+    workspace.configure(
+        raw={"args": [str(RAW_SERVER)], "env": {"RAW_SERVER_LATIN1": "1"}, "call_timeout": 20}
+    )
+    echo = bridged(workspace)["mcp_raw_echo"]
+    started = time.monotonic()
+    assert run_tool(echo, {"text": "one"}) == "caf\ufffd one"
+    assert run_tool(echo, {"text": "two"}) == "caf\ufffd two"
+    assert time.monotonic() - started < 30
 
 
 def test_no_config_file_means_no_tools(workspace: Workspace) -> None:

@@ -9,8 +9,17 @@ from typing import Any
 
 import pytest
 from nanobot_core import ConfigError
+from nanobot_core.testing import run_tool
 
-from nanobot_mcp import ServerConfig, ToolListCache, bridged_name, to_tool_result
+from nanobot_mcp import (
+    McpBridge,
+    McpTool,
+    ServerConfig,
+    ServerHandle,
+    ToolListCache,
+    bridged_name,
+    to_tool_result,
+)
 from nanobot_mcp.config import parse_servers
 
 
@@ -166,3 +175,34 @@ def test_an_empty_error_still_says_it_failed() -> None:
     result = to_tool_result({"content": [], "isError": True})
     assert result.is_error
     assert "without saying why" in result
+
+
+class _RecordingBridge(McpBridge):
+    """A bridge that answers every call itself and remembers the arguments."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+
+    async def call_tool(
+        self, handle: ServerHandle, tool: str, arguments: dict[str, Any]
+    ) -> dict[str, Any]:
+        self.calls.append((tool, arguments))
+        return {"content": [{"type": "text", "text": "done"}]}
+
+
+@pytest.mark.parametrize("argument", ["self", "arguments", "handle", "tool", "kwargs"])
+def test_any_argument_name_of_the_server_reaches_it(argument: str) -> None:
+    """An MCP tool may name its parameter `self` (or anything else): the call passes it on."""
+    bridge = _RecordingBridge()
+    spec = {
+        "name": "t",
+        "inputSchema": {
+            "type": "object",
+            "properties": {argument: {"type": "string"}},
+            "required": [argument],
+        },
+    }
+    tool = McpTool(ServerHandle(ServerConfig(name="s", command="c"), Path("/ws")), spec, bridge)
+    assert run_tool(tool, {argument: "value"}) == "done"
+    assert bridge.calls == [("t", {argument: "value"})]

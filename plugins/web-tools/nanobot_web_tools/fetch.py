@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import contextlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +47,11 @@ def _positive(instance: Any, attribute: attrs.Attribute[Any], value: float) -> N
         raise ValueError(f"web_fetch option {attribute.name!r} must be a positive number")
 
 
+def _positive_int(instance: Any, attribute: attrs.Attribute[Any], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ValueError(f"web_fetch option {attribute.name!r} must be a positive integer")
+
+
 def _non_negative_int(instance: Any, attribute: attrs.Attribute[Any], value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"web_fetch option {attribute.name!r} must be an integer >= 0")
@@ -57,7 +61,7 @@ def _non_negative_int(instance: Any, attribute: attrs.Attribute[Any], value: int
 class FetchLimits:
     """How much one fetch may take: bytes read, seconds in total, redirects followed."""
 
-    max_bytes: int = attrs.field(default=2_000_000, validator=_positive)
+    max_bytes: int = attrs.field(default=2_000_000, validator=_positive_int)
     timeout: float = attrs.field(default=20.0, validator=_positive)
     max_redirects: int = attrs.field(default=5, validator=_non_negative_int)
 
@@ -111,13 +115,41 @@ def is_textual(mime: str) -> bool:
     return mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml"))
 
 
+# Codecs Python has that are no character set of a page: host-name label codecs (punycode
+# takes quadratic time, idna refuses errors="replace") and one that fails on any input.
+_NOT_CHARSETS = frozenset({"idna", "punycode", "undefined"})
+# UTF-16 and UTF-32 without a byte order mark are read little-endian, as browsers read them.
+_BOM_OR_LITTLE_ENDIAN = {
+    "utf-16": ((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE), "utf-16-le"),
+    "utf-32": ((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE), "utf-32-le"),
+}
+
+
+def body_encoding(charset: str | None, body: bytes) -> str:
+    """The codec that decodes `body` declared in `charset`: UTF-8 unless it names a text one.
+
+    A charset the page (whoever wrote it) declares must not pick a codec that is
+    not a character set: ``zlib``, ``base64`` or ``rot13`` (no text encodings at
+    all), or the codecs in `_NOT_CHARSETS`. Those, and unknown names, mean UTF-8.
+    """
+    if not charset:
+        return "utf-8"
+    try:
+        encoding = codecs.lookup(charset).name
+        if encoding in _NOT_CHARSETS:
+            return "utf-8"
+        b"a".decode(encoding, "replace")  # LookupError when it is no text encoding
+    except (LookupError, ValueError):  # ValueError: a name holding NUL
+        return "utf-8"
+    if encoding in _BOM_OR_LITTLE_ENDIAN:
+        marks, little_endian = _BOM_OR_LITTLE_ENDIAN[encoding]
+        return encoding if body.startswith(marks) else little_endian
+    return encoding
+
+
 def decode_body(body: bytes, charset: str | None, *, truncated: bool) -> str:
     """Decode `body`, dropping a multi-byte character cut in half by truncation."""
-    encoding = "utf-8"
-    if charset:
-        with contextlib.suppress(LookupError):
-            encoding = codecs.lookup(charset).name
-    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+    decoder = codecs.getincrementaldecoder(body_encoding(charset, body))(errors="replace")
     return decoder.decode(body, final=not truncated)
 
 

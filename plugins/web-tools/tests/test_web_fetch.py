@@ -8,16 +8,20 @@ fetch that succeeds proves the fetcher connected to the address it checked.
 from __future__ import annotations
 
 import asyncio
+import codecs
+import encodings.aliases
 import ipaddress
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nanobot_web_tools import FetchedPage, FetchFailed, FetchLimits, FetchRefused, PinnedFetcher
-from nanobot_web_tools.fetch import pinned_request_parts
+from nanobot_web_tools.fetch import decode_body, pinned_request_parts
 
 if TYPE_CHECKING:
     import ssl
@@ -44,7 +48,7 @@ def fetch(fetcher: PinnedFetcher, url: str) -> FetchedPage:
     return asyncio.run(fetcher.fetch(url))
 
 
-def local_fetcher(**limits: float) -> PinnedFetcher:
+def local_fetcher(**limits: Any) -> PinnedFetcher:
     return PinnedFetcher(FetchLimits(**limits), resolver=to_loopback, allow_loopback=True)
 
 
@@ -241,6 +245,36 @@ def test_json_and_declared_charsets_come_back_as_text(site: LocalSite) -> None:
     assert fetch(local_fetcher(), f"http://site.test:{site.port}/latin1.txt").text == "café"
     json_page = fetch(local_fetcher(), f"http://site.test:{site.port}/data.json")
     assert json_page.content_type == "application/json"
+
+
+_CODEC_NAMES = sorted(set(encodings.aliases.aliases) | set(encodings.aliases.aliases.values()))
+
+
+@given(
+    charset=st.sampled_from(_CODEC_NAMES) | st.text(max_size=12),
+    body=st.binary(max_size=64),
+    truncated=st.booleans(),
+)
+def test_any_declared_charset_decodes_the_body_to_text(
+    charset: str, body: bytes, truncated: bool
+) -> None:
+    """Whatever charset a page declares, its body decodes to text and decoding never raises."""
+    assert isinstance(decode_body(body, charset, truncated=truncated), str)
+
+
+@pytest.mark.parametrize("charset", ["zlib", "base64", "rot13", "punycode", "idna", "undefined"])
+def test_a_charset_that_is_no_character_set_decodes_as_utf8(charset: str) -> None:
+    """A codec name that is no character set (or a slow or failing one) means UTF-8."""
+    body = "café ".encode() * 50_000  # punycode would take minutes over this
+    assert decode_body(body, charset, truncated=False) == "café " * 50_000
+
+
+def test_utf16_without_a_byte_order_mark_is_read_little_endian() -> None:
+    """charset=utf-16 with no BOM is little-endian, as browsers read it; a BOM decides."""
+    assert decode_body("héllo".encode("utf-16-le"), "utf-16", truncated=False) == "héllo"
+    big = codecs.BOM_UTF16_BE + "héllo".encode("utf-16-be")
+    assert decode_body(big, "UTF-16", truncated=False) == "héllo"
+    assert decode_body("ok".encode("utf-32-le"), "utf-32", truncated=False) == "ok"
 
 
 def test_http_errors_fail_with_the_status(site: LocalSite) -> None:

@@ -92,6 +92,8 @@ def test_options_come_from_tools_options(tmp_path: Path) -> None:
         ({"max_byte": 10}, "unknown option"),
         ({"timeout": "fast"}, "timeout"),
         ({"max_redirects": -1}, "max_redirects"),
+        ({"max_bytes": 2e6}, "'max_bytes' must be a positive integer"),
+        ({"max_bytes": 0}, "'max_bytes' must be a positive integer"),
         ({"max_chars": 0}, "max_chars"),
     ],
 )

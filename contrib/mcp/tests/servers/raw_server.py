@@ -1,0 +1,66 @@
+"""A hand-written MCP server over stdio (no SDK), for what the SDK's own server never sends.
+
+It answers ``initialize``, ``tools/list`` and ``tools/call`` one JSON line at a
+time. Its one tool, ``echo``, answers with its ``text`` argument. Environment
+switches:
+
+- ``RAW_SERVER_LATIN1``: every answer of ``echo`` holds a byte that is not UTF-8.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+TOOLS = [
+    {
+        "name": "echo",
+        "description": "Answer with the text.",
+        "inputSchema": {
+            "type": "object",
+            "properties": {"text": {"type": "string"}},
+            "required": ["text"],
+        },
+    }
+]
+
+
+def send(message: dict[str, object]) -> None:
+    sys.stdout.buffer.write(json.dumps(message).encode() + b"\n")
+    sys.stdout.buffer.flush()
+
+
+def answer(request: dict[str, object]) -> None:
+    method, ident = request.get("method"), request.get("id")
+    if ident is None:
+        return  # a notification
+    if method == "initialize":
+        params = request["params"]
+        assert isinstance(params, dict)
+        result: dict[str, object] = {
+            "protocolVersion": params["protocolVersion"],
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "raw", "version": "0"},
+        }
+    elif method == "tools/list":
+        result = {"tools": TOOLS}
+    elif method == "tools/call":
+        params = request["params"]
+        assert isinstance(params, dict)
+        text = str(params["arguments"]["text"])
+        if os.environ.get("RAW_SERVER_LATIN1"):
+            line = {"jsonrpc": "2.0", "id": ident, "result": {"content": "@"}}
+            head, tail = json.dumps(line).encode().split(b'"@"')
+            body = b'[{"type": "text", "text": "caf\xe9 ' + text.encode() + b'"}]'
+            sys.stdout.buffer.write(head + body + tail + b"\n")
+            sys.stdout.buffer.flush()
+            return
+        result = {"content": [{"type": "text", "text": text}]}
+    else:
+        result = {}
+    send({"jsonrpc": "2.0", "id": ident, "result": result})
+
+
+for raw in sys.stdin.buffer:
+    answer(json.loads(raw))
