@@ -116,6 +116,9 @@ class ProviderConfig:
     cache: Literal["off", "5m", "1h"] = "5m"
     # The most output tokens a reply may take, for APIs that require the number.
     max_tokens: int | None = None
+    # The most bytes a reply body may hold, as sent and once decompressed (64 MiB): a reply
+    # with a long answer and tool calls is a few MB; beyond this it is refused, not read.
+    max_reply_bytes: int = 64 * 1024 * 1024
 
 
 @attrs.define
@@ -317,6 +320,7 @@ _BOUNDS: tuple[tuple[str, str, float], ...] = (
     ("provider.retry_after_cap", ">=", 0),
     ("provider.temperature", ">=", 0),
     ("provider.max_tokens", ">", 0),
+    ("provider.max_reply_bytes", ">", 0),
     ("runner.max_iterations", ">", 0),
     ("sessions.lease_wait", ">=", 0),
     ("sessions.postgres.pool_size", ">", 0),

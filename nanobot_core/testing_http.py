@@ -6,7 +6,7 @@ function from the request received to the response to send; it runs in a
 thread pool behind ``http.server`` and is called on the handler's thread (it
 may wait there, to hold an answer back). Bodies are read whole by
 ``Content-Length``; a client that goes away before the answer is written is
-not an error (a test of a timeout does that)::
+not an error (a test of a timeout, or of a reply too large to read, does that)::
 
     def answer(request: LoopbackRequest) -> LoopbackResponse:
         return LoopbackResponse(200, {"echo": request.json})
@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -54,19 +54,26 @@ class LoopbackRequest:
 
 @attrs.frozen
 class LoopbackResponse:
-    """What to answer: a status, a body (JSON-encoded unless it is a str) and headers.
+    """What to answer: a status, a body (JSON-encoded unless it is a str or bytes) and headers.
 
     With `pace` (seconds) the body is written one byte at a time, `pace` apart:
     a server that trickles its reply, which no per-read timeout ever catches.
+    With `chunks` the body is those bytes instead, each sent as it comes with
+    ``Transfer-Encoding: chunked`` (an endless iterator: a body that never
+    ends). A ``Content-Length`` in `headers` is sent in place of the body's
+    real length (a server that announces more than it sends).
     """
 
     status: int = 200
     body: Any = attrs.field(factory=dict)
     headers: dict[str, str] = attrs.field(factory=dict)
     pace: float = 0.0
+    chunks: Iterable[bytes] | None = None
 
     def payload(self) -> bytes:
-        """The body as sent."""
+        """The body as sent (without `chunks`)."""
+        if isinstance(self.body, bytes):
+            return self.body
         text = self.body if isinstance(self.body, str) else json.dumps(self.body)
         return text.encode("utf-8")
 
@@ -133,14 +140,23 @@ def _handler_for(answer: Answer) -> type[BaseHTTPRequestHandler]:
             headers = {name.lower(): value for name, value in self.headers.items()}
             response = answer(LoopbackRequest(self.command, self.path, headers, raw))
             payload = response.payload()
+            named = {name.lower() for name in response.headers}
             try:
                 self.send_response(response.status)
                 self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
+                if response.chunks is not None:
+                    self.send_header("Transfer-Encoding", "chunked")
+                elif "content-length" not in named:
+                    self.send_header("Content-Length", str(len(payload)))
                 for name, value in response.headers.items():
                     self.send_header(name, value)
                 self.end_headers()
-                if response.pace > 0:
+                if response.chunks is not None:
+                    for chunk in response.chunks:
+                        if chunk:
+                            self.wfile.write(b"%x\r\n%b\r\n" % (len(chunk), chunk))
+                    self.wfile.write(b"0\r\n\r\n")
+                elif response.pace > 0:
                     for index in range(len(payload)):
                         self.wfile.write(payload[index : index + 1])
                         self.wfile.flush()

@@ -1,12 +1,14 @@
-"""The HTTP side every provider shares: the retry loop, the server's error text, secret masking.
+"""The HTTP side every provider shares: the retry loop, the reply's size, secret masking.
 
-A provider supplies one attempt (an async function that posts the request and
-parses the reply, raising :class:`Retryable` for what is worth another try and
-:class:`~nanobot_core.errors.ProviderError` for the rest); :func:`send_with_retries`
-runs it under a :class:`~nanobot_core.providers.retry.RetryPolicy`, tells the
-progress callback about each retry and gives up with a ProviderError naming the
-endpoint and the last failure. The built-in ``openai`` provider and plugin
-providers use the same loop, so they retry the same way.
+A provider supplies one attempt (an async function that posts the request with
+:func:`post_request` and parses the reply, raising :class:`Retryable` for what
+is worth another try and :class:`~nanobot_core.errors.ProviderError` for the
+rest); :func:`send_with_retries` runs it under a
+:class:`~nanobot_core.providers.retry.RetryPolicy`, tells the progress callback
+about each retry and gives up with a ProviderError naming the endpoint and the
+last failure. The built-in ``openai`` provider and plugin providers use the
+same loop and the same reading of the reply, so they retry the same way and
+refuse the same oversized replies.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from __future__ import annotations
 import asyncio
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+import zlib
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -34,6 +37,7 @@ __all__ = [
     "excerpt",
     "failure_for_status",
     "mask_secret",
+    "post_request",
     "reply_json",
     "request_content",
     "send_with_retries",
@@ -45,6 +49,12 @@ __all__ = [
 log = get_logger("nanobot_core.providers.http")
 
 _MAX_MESSAGE_CHARS = 1_000
+
+# The content codings asked for, and decoded here a piece at a time (see `post_request`).
+ACCEPT_ENCODING = "gzip, deflate"
+_PIECE = 64 * 1024
+# Headers that describe the body as sent, not the decoded body `post_request` returns.
+_BODY_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encoding"})
 
 T = TypeVar("T")
 
@@ -122,6 +132,188 @@ async def _within(attempt: Callable[[], Awaitable[T]], timeout: float | None) ->
         if not scope.expired():
             raise
         raise Retryable(f"timed out after {timeout:g}s (no complete reply in that time)") from None
+
+
+async def post_request(
+    client: httpx.AsyncClient,
+    url: str,
+    *,
+    content: bytes,
+    headers: Mapping[str, str],
+    max_bytes: int,
+    timeout: float,
+    secret: str | None,
+) -> httpx.Response:
+    """POST `content` to `url` and read the whole reply, refusing one of more than `max_bytes`.
+
+    The body is read as it arrives and counted both as sent and as decoded:
+    ``gzip`` and ``deflate`` (the codings asked for) are decoded here 64 KiB
+    at a time, so a small compressed body that would decode to gigabytes is
+    stopped at the limit like an endless one. A ``Content-Length`` over the
+    limit is refused before any of the body is read. The response returned
+    holds the decoded body (``content``, ``text``) and the server's headers,
+    less those that describe the body as sent (``Content-Encoding``,
+    ``Content-Length``, ``Transfer-Encoding``).
+
+    Raises ProviderError ``"the reply from {url} was larger than N bytes ..."``
+    (not worth retrying: a server that sent too much would do it again), and
+    the Retryable of :func:`transport_failure` when the transfer fails.
+    """
+    import httpx
+
+    sent = httpx.Headers(headers)
+    sent["Accept-Encoding"] = ACCEPT_ENCODING
+    request = client.build_request("POST", url, content=content, headers=sent)
+    try:
+        response = await client.send(request, stream=True)
+        try:
+            body = await _read_body(response, max_bytes, without_credentials(url))
+        finally:
+            await response.aclose()
+    except httpx.RequestError as exc:  # transport, timeout, undecodable body
+        raise transport_failure(exc, timeout, secret) from None
+    return httpx.Response(
+        response.status_code,
+        headers=[
+            (name, value)
+            for name, value in response.headers.multi_items()
+            if name.lower() not in _BODY_HEADERS
+        ],
+        content=body,
+        request=request,
+        extensions={
+            key: response.extensions[key]
+            for key in ("http_version", "reason_phrase")
+            if key in response.extensions
+        },
+    )
+
+
+async def _read_body(response: httpx.Response, limit: int, url: str) -> bytes:
+    """The decoded body of `response`, or a ProviderError once more than `limit` bytes came."""
+    status = f"HTTP {response.status_code}"
+    declared = response.headers.get("content-length", "")
+    if declared.isascii() and declared.isdigit() and int(declared) > limit:
+        raise _too_large(url, limit, f"{status} with Content-Length {declared}; none of it read")
+    codings = response.headers.get_list("content-encoding", split_commas=True)
+    decoder = _Decoder(codings, limit)
+    pieces: list[bytes] = []
+    received = 0
+    try:
+        async for chunk in response.aiter_raw():
+            received += len(chunk)
+            if received > limit:
+                raise _too_large(url, limit, f"{status}; reading stopped at the limit")
+            pieces.extend(decoder.decode(chunk))
+        pieces.extend(decoder.flush())
+    except _Overflow:
+        coding = ", ".join(codings)
+        raise _too_large(url, limit, f"{status}, {coding}; decoding stopped at the limit") from None
+    return b"".join(pieces)
+
+
+def _too_large(url: str, limit: int, seen: str) -> ProviderError:
+    return ProviderError(
+        f"the reply from {url} was larger than {limit} bytes ({seen}). A model's reply is "
+        "a few MB at most, so this is not one; not retried (the limit is "
+        "provider.max_reply_bytes)"
+    )
+
+
+class _Overflow(Exception):
+    """A coding of the body decoded to more than the limit."""
+
+
+_INFLATED = {"gzip": zlib.MAX_WBITS | 16, "x-gzip": zlib.MAX_WBITS | 16, "deflate": zlib.MAX_WBITS}
+_MAX_CODINGS = 3
+
+
+class _Decoder:
+    """A body's content codings undone in pieces of at most 64 KiB, never all at once.
+
+    ``gzip``, ``x-gzip`` and ``deflate`` (zlib-wrapped or raw, as httpx reads
+    it) are decoded; ``identity`` and codings it does not know are passed
+    through, as httpx does. What each coding decodes to counts against
+    `limit` (`_Overflow` past it), so the work is bounded too. Raises
+    ``httpx.DecodingError`` for a body that is not in the codings it claims,
+    and for more than three of them.
+    """
+
+    def __init__(self, codings: Iterable[str], limit: int) -> None:
+        names = [name for name in (c.strip().lower() for c in codings) if name in _INFLATED]
+        if len(names) > _MAX_CODINGS:
+            import httpx
+
+            raise httpx.DecodingError(f"more than {_MAX_CODINGS} content codings: {names}")
+        # The codings are listed in the order they were applied: undo them last first.
+        self._layers = [_Inflater(name, limit) for name in reversed(names)]
+
+    def decode(self, chunk: bytes) -> Iterator[bytes]:
+        return self._through(0, (chunk,))
+
+    def flush(self) -> Iterator[bytes]:
+        for index, layer in enumerate(self._layers):
+            yield from self._through(index + 1, layer.flush())
+
+    def _through(self, start: int, pieces: Iterable[bytes]) -> Iterator[bytes]:
+        for layer in self._layers[start:]:
+            pieces = layer.decode_all(pieces)
+        return iter(pieces)
+
+
+class _Inflater:
+    """One zlib coding, decoded with its output bounded per call and in all."""
+
+    def __init__(self, coding: str, limit: int) -> None:
+        self._inflate = zlib.decompressobj(_INFLATED[coding])
+        # Some servers send raw deflate data as "deflate": which it is shows in the first
+        # two bytes (a zlib header or not), so those are held until both have come.
+        self._head: bytes | None = b"" if coding == "deflate" else None
+        self._raw_allowed = False
+        self._room = limit
+
+    def decode_all(self, pieces: Iterable[bytes]) -> Iterator[bytes]:
+        for piece in pieces:
+            yield from self.decode(piece)
+
+    def decode(self, data: bytes) -> Iterator[bytes]:
+        if self._head is not None:
+            self._head += data
+            if len(self._head) < 2:
+                return
+            data, self._head, self._raw_allowed = self._head, None, True
+        pending = data
+        while True:
+            try:
+                out = self._inflate.decompress(pending, _PIECE)
+            except zlib.error as exc:
+                if self._raw_allowed:
+                    self._raw_allowed = False
+                    self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                import httpx
+
+                raise httpx.DecodingError(str(exc)) from None
+            self._raw_allowed = False
+            pending = self._inflate.unconsumed_tail
+            if out:
+                yield self._counted(out)
+            if not pending and len(out) < _PIECE:  # all input used, no output held back
+                return
+
+    def flush(self) -> Iterator[bytes]:
+        if self._head:  # a one-byte body
+            head, self._head, self._raw_allowed = self._head, None, True
+            yield from self.decode(head)
+        rest = self._inflate.flush()
+        if rest:
+            yield self._counted(rest)
+
+    def _counted(self, out: bytes) -> bytes:
+        self._room -= len(out)
+        if self._room < 0:
+            raise _Overflow
+        return out
 
 
 def transport_failure(exc: Exception, timeout: float, secret: str | None) -> Retryable:

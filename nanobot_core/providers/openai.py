@@ -27,10 +27,10 @@ from nanobot_core.providers.http import (
     error_text,
     failure_for_status,
     mask_secret,
+    post_request,
     reply_json,
     request_content,
     send_with_retries,
-    transport_failure,
     without_credentials,
 )
 from nanobot_core.providers.retry import RetryPolicy
@@ -64,6 +64,7 @@ class OpenAIProvider:
         self.base_url = config.base_url.rstrip("/")
         self.model = config.model
         self.timeout = config.timeout
+        self.max_reply_bytes = config.max_reply_bytes
         self.temperature = config.temperature
         self.policy = RetryPolicy(config.max_retries, config.backoff_base, config.retry_after_cap)
         self._api_key = config.api_key or None
@@ -123,16 +124,17 @@ class OpenAIProvider:
         """One HTTP exchange and its reply.
 
         Raises `Retryable` for failures worth another attempt, ProviderError for
-        the others (a request the server refuses, a reply that is not JSON).
+        the others (a request the server refuses, a reply too large or not JSON).
         """
-        import httpx
-
-        try:
-            response = await client.post(
-                self.endpoint, content=request_content(body), headers=headers
-            )
-        except httpx.RequestError as exc:  # transport, timeout, undecodable body
-            raise transport_failure(exc, self.timeout, self._api_key) from None
+        response = await post_request(
+            client,
+            self.endpoint,
+            content=request_content(body),
+            headers=headers,
+            max_bytes=self.max_reply_bytes,
+            timeout=self.timeout,
+            secret=self._api_key,
+        )
         if 200 <= response.status_code < 300:
             return self._parse_reply(response, salt=str(len(body["messages"])))
         raise failure_for_status(response, self.display_url, self._api_key)

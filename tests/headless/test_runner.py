@@ -31,7 +31,13 @@ from nanobot_core.runner import (
 )
 from nanobot_core.sessions import Session
 from tests.headless.conftest import API_KEY, provider_config
-from tests.headless.fake_server import FakeChatServer, error_reply, text_reply, tool_call_reply
+from tests.headless.fake_server import (
+    FakeChatServer,
+    Reply,
+    error_reply,
+    text_reply,
+    tool_call_reply,
+)
 
 NOTES = "alpha line\nbeta line\n"
 MARKER = "Always answer in the voice of HEADLESS-TEST-MARKER."
@@ -327,6 +333,23 @@ def test_provider_failure_keeps_the_session_and_the_next_turn_continues(
     assert check_tool_pairing(sent) == []
     assert sent[-1]["role"] == "user" and sent[-1]["content"].startswith("second")
     assert any(m.get("tool_call_id") == "k1" for m in sent)
+
+
+def test_a_reply_too_large_to_read_keeps_the_users_message(
+    harness: Harness, server: FakeChatServer
+) -> None:
+    """A reply over the limit fails at once; the user's message stays for the next turn."""
+    server.add(Reply(body={}, headers={"Content-Length": str(10**12)}))
+    with pytest.raises(ProviderError, match=r"was larger than 67108864 bytes \(HTTP 200"):
+        harness.turn("first")
+    assert len(server.requests) == 1
+    (kept,) = harness.lines()
+    assert kept["role"] == "user" and kept["content"].startswith("first")
+
+    server.add(text_reply("second answer"))
+    assert harness.turn("second").answer == "second answer"
+    sent = [m["content"] for m in server.requests[1].body["messages"] if m["role"] == "user"]
+    assert sent[0].startswith("first") and "second" in sent[-1]
 
 
 def test_a_wedged_session_is_healed_in_the_copy_only(

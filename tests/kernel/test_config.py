@@ -248,6 +248,8 @@ def test_every_command_refuses_a_too_small_window_with_exit_2(
         ("[provider]\nretry_after_cap = -1\n", "provider.retry_after_cap"),
         ("[provider]\ntemperature = nan\n", "provider.temperature"),
         ("[provider]\nmax_tokens = 0\n", "provider.max_tokens"),
+        ("[provider]\nmax_reply_bytes = 0\n", "provider.max_reply_bytes"),
+        ("[provider]\nmax_reply_bytes = -1\n", "provider.max_reply_bytes"),
         ("[runner]\nmax_iterations = 0\n", "runner.max_iterations"),
         ("[sessions]\nlease_wait = nan\n", "sessions.lease_wait"),
         ("[sessions.postgres]\npool_size = 0\n", "sessions.postgres.pool_size"),
@@ -305,6 +307,7 @@ def test_an_integer_too_large_for_a_float_is_a_type_error(tmp_path: Path) -> Non
             ("sessions", "lease_wait"),
             ("runner", "max_iterations"),
             ("provider", "max_retries"),
+            ("provider", "max_reply_bytes"),
             ("governance", "max_output"),
         ]
     ),

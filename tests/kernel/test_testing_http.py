@@ -111,3 +111,33 @@ def test_a_paced_body_arrives_a_byte_at_a_time() -> None:
             reads += 1
     assert received.endswith(b'\r\n\r\n{"a": 1}')
     assert reads > 1
+
+
+def _raw_exchange(server: LoopbackServer, until: bytes) -> bytes:
+    """What the server sends for one GET, read until the bytes end with `until`."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as client:
+        client.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        received = b""
+        while not received.endswith(until):
+            received += client.recv(65536)
+    return received
+
+
+def test_chunks_are_sent_with_chunked_transfer_encoding_as_they_come() -> None:
+    """With `chunks` the body is those bytes in chunked framing, with no Content-Length."""
+    answer = LoopbackResponse(200, chunks=iter([b'{"a": ', b"", b"1}"]))
+    with LoopbackServer(lambda request: answer) as server:
+        received = _raw_exchange(server, b"0\r\n\r\n")
+    head, body = received.split(b"\r\n\r\n", 1)
+    assert b"Transfer-Encoding: chunked" in head and b"Content-Length" not in head
+    assert body == b'6\r\n{"a": \r\n2\r\n1}\r\n0\r\n\r\n'
+
+
+def test_a_content_length_given_is_sent_instead_and_bytes_go_as_they_are() -> None:
+    """A `Content-Length` header replaces the real one (a lying server); a bytes body is raw."""
+    answer = LoopbackResponse(200, b"\x1f\x8b raw", headers={"Content-Length": "99"})
+    with LoopbackServer(lambda request: answer) as server:
+        received = _raw_exchange(server, b"raw")
+    head, body = received.split(b"\r\n\r\n", 1)
+    assert head.count(b"Content-Length") == 1 and b"Content-Length: 99" in head
+    assert body == b"\x1f\x8b raw"

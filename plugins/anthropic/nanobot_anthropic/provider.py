@@ -6,7 +6,9 @@ text built from server replies has it masked, and the repr leaves it out.
 Retries are the core's (:func:`nanobot_core.providers.send_with_retries`):
 408, 429, 5xx (529 "overloaded" included) and connection failures, with
 backoff, jitter and ``retry-after``; any other 4xx is a ProviderError quoting
-Anthropic's own message.
+Anthropic's own message. So is the reading of the reply
+(:func:`nanobot_core.providers.post_request`): one larger than
+``provider.max_reply_bytes`` is refused, not retried.
 """
 
 from __future__ import annotations
@@ -27,10 +29,10 @@ from nanobot_core.providers import (
     error_text,
     failure_for_status,
     mask_secret,
+    post_request,
     reply_json,
     request_content,
     send_with_retries,
-    transport_failure,
     without_credentials,
 )
 
@@ -118,6 +120,7 @@ class AnthropicProvider:
         self.model = config.model if config.model != _CORE_DEFAULTS.model else DEFAULT_MODEL
         self.max_tokens = config.max_tokens or DEFAULT_MAX_TOKENS
         self.timeout = config.timeout
+        self.max_reply_bytes = config.max_reply_bytes
         self.temperature = config.temperature
         self.cache = config.cache
         self.policy = RetryPolicy(config.max_retries, config.backoff_base, config.retry_after_cap)
@@ -204,10 +207,15 @@ class AnthropicProvider:
         ) as client:
 
             async def attempt() -> ProviderReply:
-                try:
-                    response = await client.post(self.endpoint, content=payload, headers=headers)
-                except httpx.RequestError as exc:  # transport, timeout, undecodable body
-                    raise transport_failure(exc, self.timeout, self._api_key) from None
+                response = await post_request(
+                    client,
+                    self.endpoint,
+                    content=payload,
+                    headers=headers,
+                    max_bytes=self.max_reply_bytes,
+                    timeout=self.timeout,
+                    secret=self._api_key,
+                )
                 if 200 <= response.status_code < 300:
                     return self._parse(response, salt)
                 raise failure_for_status(response, self.display_url, self._api_key)

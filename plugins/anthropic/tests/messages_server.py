@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from types import TracebackType
 from typing import Any
 
@@ -39,12 +39,16 @@ _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 
 @attrs.define
 class Reply:
-    """One scripted answer: status, JSON body, headers, and the pace of its bytes (0: at once)."""
+    """One scripted answer: status, JSON body, headers, and the pace of its bytes (0: at once).
+
+    With `chunks` the body is those bytes instead, sent chunked as they come.
+    """
 
     status: int = 200
     body: Any = attrs.field(factory=dict)
     headers: dict[str, str] = attrs.field(factory=dict)
     pace: float = 0.0
+    chunks: Iterable[bytes] | None = None
 
 
 @attrs.frozen
@@ -231,7 +235,7 @@ class MessagesServer:
 
     def _respond(self, request: LoopbackRequest) -> LoopbackResponse:
         reply = self._answer(request.method, request.path, request.headers, request.raw)
-        return LoopbackResponse(reply.status, reply.body, reply.headers, reply.pace)
+        return LoopbackResponse(reply.status, reply.body, reply.headers, reply.pace, reply.chunks)
 
     def _answer(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
         try:

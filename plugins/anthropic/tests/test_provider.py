@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import gzip
+import itertools
 import json
 import time
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -202,6 +205,47 @@ def test_a_body_that_cannot_be_decompressed_is_retried_then_reported(
     assert "gave up after 3 attempt(s)" in str(raised.value)
     assert "could not be decompressed" in str(raised.value)
     assert [n.attempt for n in notices] == [1, 2]
+
+
+@pytest.mark.parametrize("status", [200, 529])
+def test_an_endless_reply_stops_at_the_limit_with_bounded_memory(
+    server: MessagesServer, status: int
+) -> None:
+    """An endless body is a ProviderError at `max_reply_bytes`, not retried, memory bounded."""
+    limit = 1024 * 1024
+    server.add(text_reply("warm"), Reply(status, chunks=itertools.repeat(b" " * 65_536)))
+    provider = _provider(server, max_reply_bytes=limit)
+    assert _complete(provider, [{"role": "user", "content": "hi"}]).content == "warm"
+    tracemalloc.start()
+    try:
+        with pytest.raises(ProviderError) as raised:
+            _complete(provider, [{"role": "user", "content": "hi"}])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert f"was larger than {limit} bytes (HTTP {status}; reading stopped" in str(raised.value)
+    assert len(server.requests) == 2
+    assert peak < 8 * limit
+
+
+def test_a_huge_content_length_is_refused_before_the_body_is_read(server: MessagesServer) -> None:
+    """A Content-Length over the limit (64 MiB by default) fails at once, naming it."""
+    server.add(Reply(body=text_reply("x").body, headers={"Content-Length": str(10**12)}))
+    with pytest.raises(ProviderError) as raised:
+        _complete(_provider(server), [{"role": "user", "content": "hi"}])
+    assert (
+        "was larger than 67108864 bytes (HTTP 200 with Content-Length 1000000000000; "
+        "none of it read)"
+    ) in str(raised.value)
+    assert len(server.requests) == 1
+
+
+def test_a_gzip_reply_within_the_limit_is_decoded(server: MessagesServer) -> None:
+    """A gzip-encoded reply is decoded as before; its decoded size is what the limit counts."""
+    plain = json.dumps(text_reply("packed").body).encode()
+    server.add(Reply(body=gzip.compress(plain), headers={"Content-Encoding": "gzip"}))
+    provider = _provider(server, max_reply_bytes=len(plain))
+    assert _complete(provider, [{"role": "user", "content": "hi"}]).content == "packed"
 
 
 @pytest.mark.parametrize(
