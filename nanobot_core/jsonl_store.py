@@ -28,7 +28,12 @@ from pathlib import Path
 
 from nanobot_core._logging import get_logger
 from nanobot_core._session_names import is_session_name
-from nanobot_core.errors import SessionConflictError, SessionError, SessionLockedError
+from nanobot_core.errors import (
+    SessionConflictError,
+    SessionError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from nanobot_core.sessions import (
     DEFAULT_SESSION,
     Session,
@@ -95,7 +100,7 @@ class JsonlSessionStore:
         """Read session `session` without locking or changing it."""
         path = self.path(session)
         if not path.is_file():
-            raise SessionError(f"no session named {session!r} in {self.directory}")
+            raise SessionNotFoundError(f"no session named {session!r} in {self.directory}")
         try:
             data = path.read_bytes()
         except OSError as exc:

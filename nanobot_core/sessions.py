@@ -282,7 +282,10 @@ class SessionStore(Protocol):
         ...
 
     def load(self, session: str) -> SessionLog:
-        """Read session `session` without a lease; raises SessionError if there is none."""
+        """Read session `session` without a lease.
+
+        Raises SessionNotFoundError if there is none, SessionError if the store failed.
+        """
         ...
 
     def lease(self, session: str, *, wait: float = 0.0) -> Lease:

@@ -25,7 +25,12 @@ from typing import Any
 
 import pytest
 
-from nanobot_core.errors import SessionConflictError, SessionError, SessionLockedError
+from nanobot_core.errors import (
+    SessionConflictError,
+    SessionError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from nanobot_core.sessions import SessionStore, open_session, record_text
 
 __all__ = ["SessionStoreContract"]
@@ -138,8 +143,8 @@ class SessionStoreContract:
             lease.append(['{"late":true}'], expected_seq=0)
 
     def test_unknown_session_is_an_error(self, store: SessionStore) -> None:
-        """Loading a session that was never written raises SessionError naming it."""
-        with pytest.raises(SessionError, match="nothing-here"):
+        """Loading a session that was never written raises SessionNotFoundError naming it."""
+        with pytest.raises(SessionNotFoundError, match="nothing-here"):
             store.load("nothing-here")
 
     def test_list_sessions(self, store: SessionStore) -> None:

@@ -24,7 +24,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from nanobot_core.errors import ConfigError, SessionConflictError, SessionError, SessionLockedError
+from nanobot_core.errors import (
+    ConfigError,
+    SessionConflictError,
+    SessionError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from nanobot_core.sessions import (
     LoadProblem,
     SessionInfo,
@@ -202,7 +208,7 @@ class PostgresSessionStore:
         finally:
             self._put(conn)
         if loaded is None:
-            raise SessionError(f"no session named {session!r} in {self.describe()}")
+            raise SessionNotFoundError(f"no session named {session!r} in {self.describe()}")
         return loaded
 
     def lease(self, session: str, *, wait: float = 0.0) -> PostgresLease:

@@ -167,6 +167,22 @@ def test_cli_run_sessions_show_and_busy(cli_env: dict[str, str], tmp_path: Path,
         assert "nope" not in failed.stderr and "Traceback" not in failed.stderr
 
 
+def test_cli_database_failure_is_exit_1_not_an_unknown_session(
+    cli_env: dict[str, str], tmp_path: Path, dsn: str
+) -> None:
+    """`sessions show` and `export` exit 1 when the database refuses them, 2 for no such session."""
+    password = _password(dsn)
+    out = str(tmp_path / "out.jsonl")
+    missing = _cli(cli_env, tmp_path, "sessions", "show", "ghost")
+    assert missing.returncode == 2 and "no session named 'ghost'" in missing.stderr
+    wrong = {**cli_env, "NANOBOT_POSTGRES_DSN": dsn.replace(password, "nope")}
+    for args in (("show", "ghost"), ("export", "ghost", "-o", out), ("export", "-o", out)):
+        failed = _cli(wrong, tmp_path, "sessions", *args)
+        assert failed.returncode == 1, (args, failed.stderr)
+        assert "password authentication failed" in failed.stderr
+        assert "Traceback" not in failed.stderr and "nope" not in failed.stderr
+
+
 def test_export_to_jsonl_and_back_is_byte_identical(
     cli_env: dict[str, str], tmp_path: Path, dsn: str
 ) -> None:
