@@ -126,7 +126,8 @@ class JsonlSessionStore:
             modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
             count = sum(1 for r in records if not is_meta_record(r))
             infos.append(SessionInfo(name, str(path), count, stat.st_size, modified))
-        return infos
+        # By name, not by file name: "a-b.jsonl" sorts before "a.jsonl", session "a" before "a-b".
+        return sorted(infos, key=lambda info: info.name)
 
     def close(self) -> None:
         """Nothing to release: leases hold their own descriptors."""

@@ -278,7 +278,7 @@ class SessionStore(Protocol):
         ...
 
     def list_sessions(self) -> list[SessionInfo]:
-        """Every session, by name."""
+        """Every session, sorted by name (by code point, as Python sorts strings)."""
         ...
 
     def load(self, session: str) -> SessionLog:

@@ -159,6 +159,18 @@ class SessionStoreContract:
         assert [(i.name, i.messages) for i in infos] == [("a", 1), ("b", 2)]
         assert all(i.size > 0 for i in infos)
 
+    def test_list_sessions_sorts_by_name(self, store: SessionStore) -> None:
+        """Sessions are listed in the order Python sorts their names, so exports agree."""
+        names = ["b", "a-b", "B", "a", "a.b", "a_b", "ab", "A-1"]
+        for name in names:
+            lease = store.lease(name)
+            try:
+                lease.load()
+                lease.append(['{"role":"user","content":"x"}'], expected_seq=0)
+            finally:
+                lease.release()
+        assert [info.name for info in store.list_sessions()] == sorted(names)
+
     def test_open_session_persists_messages_and_meta(
         self, store: SessionStore, second_store: SessionStore
     ) -> None:

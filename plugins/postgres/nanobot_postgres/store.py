@@ -191,8 +191,10 @@ class PostgresSessionStore:
 
     def list_sessions(self) -> list[SessionInfo]:
         """Every session, by name, with its message count (records left out) and size."""
+        # By code point, as every store sorts, whatever the database's collation.
         rows = self.run(
-            "SELECT name, messages, bytes, updated_at FROM nanobot_sessions ORDER BY name"
+            "SELECT name, messages, bytes, updated_at FROM nanobot_sessions "
+            'ORDER BY name COLLATE "C"'
         )
         return [
             SessionInfo(name, self._location(name), int(messages), int(size), _utc(updated))

@@ -221,6 +221,29 @@ def test_export_to_jsonl_and_back_is_byte_identical(
     copied.close()
 
 
+def test_listing_ignores_the_database_collation(dsn: str, tmp_path: Path) -> None:
+    """In a database collated for English, sessions list (and export) in the JSONL store's order."""
+    english = dsn.rsplit("/", 1)[1] + "_en"
+    with psycopg.connect(dsn.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        try:
+            conn.execute(
+                f"CREATE DATABASE \"{english}\" LOCALE_PROVIDER icu ICU_LOCALE 'en-US' "
+                "TEMPLATE template0"
+            )
+        except psycopg.Error as exc:  # a server built without ICU
+            pytest.skip(f"no ICU collation: {exc}")
+    names = ["b", "a-b", "B", "a", "a.b", "ab"]
+    files = JsonlSessionStore(tmp_path)
+    store = PostgresSessionStore(dsn.rsplit("/", 1)[0] + "/" + english)
+    for each in (files, store):
+        for name in names:
+            with open_session(each, name) as session:
+                session.append({"role": "user", "content": name})
+    assert [i.name for i in store.list_sessions()] == sorted(names)
+    assert [i.name for i in store.list_sessions()] == [i.name for i in files.list_sessions()]
+    store.close()
+
+
 def test_offloaded_result_resolves_on_another_worker(dsn: str, tmp_path: Path) -> None:
     """A result offloaded on one machine is fetched by hash into another's cache for read_file."""
     first, second = tmp_path / "first", tmp_path / "second"
