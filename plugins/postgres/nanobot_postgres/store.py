@@ -148,6 +148,9 @@ class PostgresSessionStore:
                 kwargs=settings,
                 timeout=self.connect_timeout,
                 name="nanobot-sessions",
+                # An idle connection the server dropped (a restart, a failover, an idle
+                # timeout) is replaced when handed out, not given to a turn to fail on.
+                check=ConnectionPool.check_connection,
                 open=True,
             )
             self._pid = os.getpid()

@@ -119,6 +119,25 @@ def test_kill_9_frees_the_lease_at_once(dsn: str) -> None:
             holder.wait()
 
 
+def test_connections_the_server_dropped_are_replaced(dsn: str) -> None:
+    """After the server ends the pool's idle connections, the next turns work at once."""
+    store = PostgresSessionStore(dsn, pool_size=3)
+    leases = [store.lease(f"s{index}") for index in range(3)]
+    for lease in leases:
+        lease.release()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ended = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    assert len(ended) == 3
+    for index in range(3):
+        with open_session(store, f"s{index}") as session:
+            session.append({"role": "user", "content": "after the restart"})
+    assert [info.messages for info in store.list_sessions()] == [1, 1, 1]
+    store.close()
+
+
 def _cli(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["nanobot-core", *args],
