@@ -23,7 +23,7 @@ from nanobot_core.sessions import open_session
 import nanobot_postgres
 from nanobot_postgres.chatserver import ScriptedChatServer
 from nanobot_postgres.migrations import SCHEMA_VERSION, apply_migrations
-from nanobot_postgres.results import PostgresResultStore, reference_hash
+from nanobot_postgres.results import PostgresResultStore, fetch_into_cache, reference_hash
 from nanobot_postgres.store import PostgresSessionStore
 
 TIMEOUT = 120
@@ -279,6 +279,18 @@ def test_offloaded_result_resolves_on_another_worker(dsn: str, tmp_path: Path) -
     assert nanobot_postgres.nanobot_before_tool_call(PluginContext(second, config), call) is None
     assert (second / CACHE_DIR / f"{digest}.txt").read_text() == content
     nanobot_postgres.store_for(PluginContext(first, config)).close()
+
+
+def test_result_with_a_lone_surrogate_resolves_on_another_worker(dsn: str, tmp_path: Path) -> None:
+    """A result holding a lone surrogate is offloaded as the workspace cache writes it."""
+    store = PostgresSessionStore(dsn)
+    content = "half a pair: \ud800 " * 500
+    shown = PostgresResultStore(store, tmp_path / "a").put(content)
+    assert (tmp_path / "a" / shown).read_text() == content.replace("\ud800", "?")
+    other = PostgresResultStore(store, tmp_path / "b")
+    assert fetch_into_cache(other, tmp_path / "b", shown)
+    assert (tmp_path / "b" / shown).read_bytes() == (tmp_path / "a" / shown).read_bytes()
+    store.close()
 
 
 def test_tampered_result_is_not_served(dsn: str, tmp_path: Path) -> None:
