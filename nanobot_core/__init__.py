@@ -18,6 +18,7 @@ if TYPE_CHECKING:
         ProviderError,
         SessionError,
         SessionLockedError,
+        SessionNotFoundError,
         ToolError,
         WorkspaceEscapeError,
     )
@@ -49,6 +50,7 @@ __all__ = [
     "SectionContext",
     "SessionError",
     "SessionLockedError",
+    "SessionNotFoundError",
     "Stage",
     "StageContext",
     "StageOutcome",
@@ -76,6 +78,7 @@ _LOCATIONS: dict[str, str] = {
     "ProviderError": "nanobot_core.errors",
     "SessionError": "nanobot_core.errors",
     "SessionLockedError": "nanobot_core.errors",
+    "SessionNotFoundError": "nanobot_core.errors",
     "ToolError": "nanobot_core.errors",
     "WorkspaceEscapeError": "nanobot_core.errors",
     "Governor": "nanobot_core.governance",

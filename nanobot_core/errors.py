@@ -10,6 +10,7 @@ __all__ = [
     "SessionConflictError",
     "SessionError",
     "SessionLockedError",
+    "SessionNotFoundError",
     "ToolError",
     "WorkspaceEscapeError",
 ]
@@ -36,11 +37,15 @@ class WorkspaceEscapeError(ToolError):
 
 
 class SessionError(NanobotError):
-    """A session file or name is invalid."""
+    """A session file or name is invalid, or the session store failed."""
 
 
 class SessionLockedError(SessionError):
     """Another process is writing this session."""
+
+
+class SessionNotFoundError(SessionError):
+    """The store holds no session of that name (any other store failure is a SessionError)."""
 
 
 class SessionConflictError(SessionError):

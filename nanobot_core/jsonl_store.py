@@ -28,7 +28,12 @@ from pathlib import Path
 
 from nanobot_core._logging import get_logger
 from nanobot_core._session_names import is_session_name
-from nanobot_core.errors import SessionConflictError, SessionError, SessionLockedError
+from nanobot_core.errors import (
+    SessionConflictError,
+    SessionError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from nanobot_core.sessions import (
     DEFAULT_SESSION,
     Session,
@@ -95,7 +100,7 @@ class JsonlSessionStore:
         """Read session `session` without locking or changing it."""
         path = self.path(session)
         if not path.is_file():
-            raise SessionError(f"no session named {session!r} in {self.directory}")
+            raise SessionNotFoundError(f"no session named {session!r} in {self.directory}")
         try:
             data = path.read_bytes()
         except OSError as exc:
@@ -121,7 +126,8 @@ class JsonlSessionStore:
             modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
             count = sum(1 for r in records if not is_meta_record(r))
             infos.append(SessionInfo(name, str(path), count, stat.st_size, modified))
-        return infos
+        # By name, not by file name: "a-b.jsonl" sorts before "a.jsonl", session "a" before "a-b".
+        return sorted(infos, key=lambda info: info.name)
 
     def close(self) -> None:
         """Nothing to release: leases hold their own descriptors."""

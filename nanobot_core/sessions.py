@@ -278,11 +278,14 @@ class SessionStore(Protocol):
         ...
 
     def list_sessions(self) -> list[SessionInfo]:
-        """Every session, by name."""
+        """Every session, sorted by name (by code point, as Python sorts strings)."""
         ...
 
     def load(self, session: str) -> SessionLog:
-        """Read session `session` without a lease; raises SessionError if there is none."""
+        """Read session `session` without a lease.
+
+        Raises SessionNotFoundError if there is none, SessionError if the store failed.
+        """
         ...
 
     def lease(self, session: str, *, wait: float = 0.0) -> Lease:

@@ -25,7 +25,12 @@ from typing import Any
 
 import pytest
 
-from nanobot_core.errors import SessionConflictError, SessionError, SessionLockedError
+from nanobot_core.errors import (
+    SessionConflictError,
+    SessionError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from nanobot_core.sessions import SessionStore, open_session, record_text
 
 __all__ = ["SessionStoreContract"]
@@ -138,8 +143,8 @@ class SessionStoreContract:
             lease.append(['{"late":true}'], expected_seq=0)
 
     def test_unknown_session_is_an_error(self, store: SessionStore) -> None:
-        """Loading a session that was never written raises SessionError naming it."""
-        with pytest.raises(SessionError, match="nothing-here"):
+        """Loading a session that was never written raises SessionNotFoundError naming it."""
+        with pytest.raises(SessionNotFoundError, match="nothing-here"):
             store.load("nothing-here")
 
     def test_list_sessions(self, store: SessionStore) -> None:
@@ -153,6 +158,18 @@ class SessionStoreContract:
         infos = store.list_sessions()
         assert [(i.name, i.messages) for i in infos] == [("a", 1), ("b", 2)]
         assert all(i.size > 0 for i in infos)
+
+    def test_list_sessions_sorts_by_name(self, store: SessionStore) -> None:
+        """Sessions are listed in the order Python sorts their names, so exports agree."""
+        names = ["b", "a-b", "B", "a", "a.b", "a_b", "ab", "A-1"]
+        for name in names:
+            lease = store.lease(name)
+            try:
+                lease.load()
+                lease.append(['{"role":"user","content":"x"}'], expected_seq=0)
+            finally:
+                lease.release()
+        assert [info.name for info in store.list_sessions()] == sorted(names)
 
     def test_open_session_persists_messages_and_meta(
         self, store: SessionStore, second_store: SessionStore

@@ -67,7 +67,7 @@ def command(ctx: click.Context, workspace: str | None, as_json: bool) -> None:
 @click.pass_context
 def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) -> None:
     """Print session NAME: every message, with its bookkeeping under `_meta` in JSON."""
-    from nanobot_core.errors import SessionError
+    from nanobot_core.errors import SessionError, SessionNotFoundError
     from nanobot_core.sessions import validate_session_name
 
     state = get_state()
@@ -79,10 +79,8 @@ def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) ->
     store = _store(root)
     try:
         session = store.load(name)
-    except SessionError as exc:
-        if type(exc) is SessionError:  # no such session: bad input, not a store failure
-            raise _InputError(str(exc)) from None
-        raise
+    except SessionNotFoundError as exc:  # bad input; any other SessionError is a store failure
+        raise _InputError(str(exc)) from None
     finally:
         store.close()
     for problem in session.problems:
@@ -120,7 +118,7 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
     """Write sessions NAME... (default: all) of the store to an export file."""
     from pathlib import Path
 
-    from nanobot_core.errors import SessionError
+    from nanobot_core.errors import SessionError, SessionNotFoundError
     from nanobot_core.session_transfer import export_sessions
     from nanobot_core.sessions import validate_session_name
 
@@ -135,10 +133,8 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
     store = _store(root)
     try:
         sessions, problems = export_sessions(store, names, Path(output))
-    except SessionError as exc:
-        if type(exc) is SessionError:  # no such session
-            raise _InputError(str(exc)) from None
-        raise
+    except SessionNotFoundError as exc:  # bad input; any other SessionError is a store failure
+        raise _InputError(str(exc)) from None
     finally:
         store.close()
     for name, problem in problems:

@@ -239,12 +239,15 @@ def test_any_export_file_is_read_or_refused_naming_its_line(lines: list[bytes]) 
 
 
 def _cli(
-    cwd: Path, *args: str, env: dict[str, str] | None = None
+    cwd: Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    program: tuple[str, ...] = ("-m", "nanobot_core"),
 ) -> subprocess.CompletedProcess[str]:
     environ = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
     environ.update(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", **(env or {}))
     return subprocess.run(
-        [sys.executable, "-m", "nanobot_core", *args],
+        [sys.executable, *program, *args],
         cwd=cwd,
         env=environ,
         capture_output=True,
@@ -348,3 +351,46 @@ def test_sessions_show_names_a_bookkeeping_record_by_its_kind(tmp_path: Path) ->
     assert '[2] (usage record) {"input_tokens": 12}' in lines
     assert "?" not in shown.stdout
     assert "[1] user" in lines and "[3] assistant" in lines
+
+
+# `nanobot-core` with a JSONL store that cannot read any session file.
+_FAILING_STORE = """
+import sys
+from nanobot_core.cli import main
+from nanobot_core.errors import SessionError
+from nanobot_core.jsonl_store import JsonlSessionStore
+
+def load(self, session):
+    raise SessionError(f"cannot read session {session!r}: Input/output error")
+
+JsonlSessionStore.load = load
+main(sys.argv[1:])
+"""
+
+
+def test_cli_store_failure_is_exit_1_and_an_unknown_session_exit_2(tmp_path: Path) -> None:
+    """`sessions show` and `export` exit 2 for a session the store lacks, 1 when the store fails."""
+    _write_session(JsonlSessionStore(tmp_path), "kept", ['{"role":"user","content":"x"}'])
+    out = str(tmp_path / "out.jsonl")
+    commands = (("show", "NAME"), ("export", "NAME", "-o", out), ("export", "-o", out))
+
+    def run(name: str, *program: str) -> list[subprocess.CompletedProcess[str]]:
+        return [
+            _cli(
+                tmp_path,
+                "sessions",
+                *[name if a == "NAME" else a for a in args],
+                program=program or ("-m", "nanobot_core"),
+            )
+            for args in commands
+        ]
+
+    assert [r.returncode for r in run("kept")] == [0, 0, 0]
+    missing = run("ghost")
+    assert [r.returncode for r in missing] == [2, 2, 0]
+    assert "no session named 'ghost'" in missing[0].stderr
+    failed = run("kept", "-c", _FAILING_STORE)
+    assert [r.returncode for r in failed] == [1, 1, 1]
+    for result in failed:
+        assert "cannot read session 'kept': Input/output error" in result.stderr
+        assert "Traceback" not in result.stderr

@@ -49,14 +49,16 @@ class PostgresResultStore:
     def put(self, content: str) -> str:
         """Save `content` in the workspace cache and the database; return the path to read."""
         shown = self.local.put(content)
-        data = content.encode("utf-8")
+        # Encoded as the workspace cache encodes it (a lone surrogate becomes "?"), so the
+        # text in the database has the hash the file is named by.
+        data = content.encode("utf-8", "replace")
         digest = hashlib.sha256(data).hexdigest()
         if digest not in self._stored:
             try:
                 self.sessions.run(
                     "INSERT INTO nanobot_results (sha256, content, bytes) VALUES (%s, %s, %s) "
                     "ON CONFLICT (sha256) DO NOTHING",
-                    (digest, content, len(data)),
+                    (digest, data.decode("utf-8"), len(data)),
                 )
             except SessionError as exc:
                 # The hook's contract: OSError makes governance truncate instead of offloading.

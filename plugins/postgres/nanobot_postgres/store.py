@@ -24,7 +24,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from nanobot_core.errors import ConfigError, SessionConflictError, SessionError, SessionLockedError
+from nanobot_core.errors import (
+    ConfigError,
+    SessionConflictError,
+    SessionError,
+    SessionLockedError,
+    SessionNotFoundError,
+)
 from nanobot_core.sessions import (
     LoadProblem,
     SessionInfo,
@@ -142,6 +148,9 @@ class PostgresSessionStore:
                 kwargs=settings,
                 timeout=self.connect_timeout,
                 name="nanobot-sessions",
+                # An idle connection the server dropped (a restart, a failover, an idle
+                # timeout) is replaced when handed out, not given to a turn to fail on.
+                check=ConnectionPool.check_connection,
                 open=True,
             )
             self._pid = os.getpid()
@@ -185,8 +194,10 @@ class PostgresSessionStore:
 
     def list_sessions(self) -> list[SessionInfo]:
         """Every session, by name, with its message count (records left out) and size."""
+        # By code point, as every store sorts, whatever the database's collation.
         rows = self.run(
-            "SELECT name, messages, bytes, updated_at FROM nanobot_sessions ORDER BY name"
+            "SELECT name, messages, bytes, updated_at FROM nanobot_sessions "
+            'ORDER BY name COLLATE "C"'
         )
         return [
             SessionInfo(name, self._location(name), int(messages), int(size), _utc(updated))
@@ -202,7 +213,7 @@ class PostgresSessionStore:
         finally:
             self._put(conn)
         if loaded is None:
-            raise SessionError(f"no session named {session!r} in {self.describe()}")
+            raise SessionNotFoundError(f"no session named {session!r} in {self.describe()}")
         return loaded
 
     def lease(self, session: str, *, wait: float = 0.0) -> PostgresLease:

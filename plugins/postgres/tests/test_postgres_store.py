@@ -23,7 +23,7 @@ from nanobot_core.sessions import open_session
 import nanobot_postgres
 from nanobot_postgres.chatserver import ScriptedChatServer
 from nanobot_postgres.migrations import SCHEMA_VERSION, apply_migrations
-from nanobot_postgres.results import PostgresResultStore, reference_hash
+from nanobot_postgres.results import PostgresResultStore, fetch_into_cache, reference_hash
 from nanobot_postgres.store import PostgresSessionStore
 
 TIMEOUT = 120
@@ -119,6 +119,25 @@ def test_kill_9_frees_the_lease_at_once(dsn: str) -> None:
             holder.wait()
 
 
+def test_connections_the_server_dropped_are_replaced(dsn: str) -> None:
+    """After the server ends the pool's idle connections, the next turns work at once."""
+    store = PostgresSessionStore(dsn, pool_size=3)
+    leases = [store.lease(f"s{index}") for index in range(3)]
+    for lease in leases:
+        lease.release()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        ended = conn.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        ).fetchall()
+    assert len(ended) == 3
+    for index in range(3):
+        with open_session(store, f"s{index}") as session:
+            session.append({"role": "user", "content": "after the restart"})
+    assert [info.messages for info in store.list_sessions()] == [1, 1, 1]
+    store.close()
+
+
 def _cli(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         ["nanobot-core", *args],
@@ -167,6 +186,22 @@ def test_cli_run_sessions_show_and_busy(cli_env: dict[str, str], tmp_path: Path,
         assert "nope" not in failed.stderr and "Traceback" not in failed.stderr
 
 
+def test_cli_database_failure_is_exit_1_not_an_unknown_session(
+    cli_env: dict[str, str], tmp_path: Path, dsn: str
+) -> None:
+    """`sessions show` and `export` exit 1 when the database refuses them, 2 for no such session."""
+    password = _password(dsn)
+    out = str(tmp_path / "out.jsonl")
+    missing = _cli(cli_env, tmp_path, "sessions", "show", "ghost")
+    assert missing.returncode == 2 and "no session named 'ghost'" in missing.stderr
+    wrong = {**cli_env, "NANOBOT_POSTGRES_DSN": dsn.replace(password, "nope")}
+    for args in (("show", "ghost"), ("export", "ghost", "-o", out), ("export", "-o", out)):
+        failed = _cli(wrong, tmp_path, "sessions", *args)
+        assert failed.returncode == 1, (args, failed.stderr)
+        assert "password authentication failed" in failed.stderr
+        assert "Traceback" not in failed.stderr and "nope" not in failed.stderr
+
+
 def test_export_to_jsonl_and_back_is_byte_identical(
     cli_env: dict[str, str], tmp_path: Path, dsn: str
 ) -> None:
@@ -205,6 +240,29 @@ def test_export_to_jsonl_and_back_is_byte_identical(
     copied.close()
 
 
+def test_listing_ignores_the_database_collation(dsn: str, tmp_path: Path) -> None:
+    """In a database collated for English, sessions list (and export) in the JSONL store's order."""
+    english = dsn.rsplit("/", 1)[1] + "_en"
+    with psycopg.connect(dsn.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        try:
+            conn.execute(
+                f"CREATE DATABASE \"{english}\" LOCALE_PROVIDER icu ICU_LOCALE 'en-US' "
+                "TEMPLATE template0"
+            )
+        except psycopg.Error as exc:  # a server built without ICU
+            pytest.skip(f"no ICU collation: {exc}")
+    names = ["b", "a-b", "B", "a", "a.b", "ab"]
+    files = JsonlSessionStore(tmp_path)
+    store = PostgresSessionStore(dsn.rsplit("/", 1)[0] + "/" + english)
+    for each in (files, store):
+        for name in names:
+            with open_session(each, name) as session:
+                session.append({"role": "user", "content": name})
+    assert [i.name for i in store.list_sessions()] == sorted(names)
+    assert [i.name for i in store.list_sessions()] == [i.name for i in files.list_sessions()]
+    store.close()
+
+
 def test_offloaded_result_resolves_on_another_worker(dsn: str, tmp_path: Path) -> None:
     """A result offloaded on one machine is fetched by hash into another's cache for read_file."""
     first, second = tmp_path / "first", tmp_path / "second"
@@ -221,6 +279,18 @@ def test_offloaded_result_resolves_on_another_worker(dsn: str, tmp_path: Path) -
     assert nanobot_postgres.nanobot_before_tool_call(PluginContext(second, config), call) is None
     assert (second / CACHE_DIR / f"{digest}.txt").read_text() == content
     nanobot_postgres.store_for(PluginContext(first, config)).close()
+
+
+def test_result_with_a_lone_surrogate_resolves_on_another_worker(dsn: str, tmp_path: Path) -> None:
+    """A result holding a lone surrogate is offloaded as the workspace cache writes it."""
+    store = PostgresSessionStore(dsn)
+    content = "half a pair: \ud800 " * 500
+    shown = PostgresResultStore(store, tmp_path / "a").put(content)
+    assert (tmp_path / "a" / shown).read_text() == content.replace("\ud800", "?")
+    other = PostgresResultStore(store, tmp_path / "b")
+    assert fetch_into_cache(other, tmp_path / "b", shown)
+    assert (tmp_path / "b" / shown).read_bytes() == (tmp_path / "a" / shown).read_bytes()
+    store.close()
 
 
 def test_tampered_result_is_not_served(dsn: str, tmp_path: Path) -> None:
