@@ -113,15 +113,13 @@ def test_sessions_export_to_a_folder_that_is_not_one_is_a_usage_error(
     assert "Traceback" not in result.stderr
 
 
-def test_sessions_export_that_cannot_be_written_is_a_usage_error(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+def test_sessions_export_that_cannot_be_written_is_a_failure_with_its_reason(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """An export file the system refuses to write (a full disk) is exit 2 with its reason."""
+    """An export file the system refuses to write (a full disk) is exit 1 with its reason."""
     import errno
 
-    from click.testing import CliRunner
-
-    from nanobot_core.cli import cli
+    from nanobot_core.cli import main
     from nanobot_core.governance import history_file
 
     def full_disk(path: Path, lines: object) -> None:
@@ -130,12 +128,12 @@ def test_sessions_export_that_cannot_be_written_is_a_usage_error(
     monkeypatch.setattr(history_file, "write_jsonl_atomic", full_disk)
     monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
     output = tmp_path / "out.jsonl"
-    result = CliRunner().invoke(
-        cli, ["sessions", "export", "--workspace", str(tmp_path), "--output", str(output)]
-    )
-    assert result.exit_code == 2, result.output
-    assert f"cannot write {output}: No space left on device" in result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
+    with pytest.raises(SystemExit) as exited:
+        main(["sessions", "export", "--workspace", str(tmp_path), "--output", str(output)])
+    assert exited.value.code == 1
+    stderr = capsys.readouterr().err
+    assert f"Error: cannot write {output}: No space left on device" in stderr
+    assert "Traceback" not in stderr
 
 
 def test_new_plugin_in_a_directory_that_cannot_be_made_fails_without_a_traceback(
