@@ -245,7 +245,7 @@ def _result_of(task: asyncio.Task[ToolResult], name: str) -> ToolResult:
         return task.result()
     except asyncio.CancelledError:
         return ToolResult.error(f'tool "{name}" was cancelled before it finished.')
-    except (Exception, SystemExit) as exc:  # a tool never breaks the caller
+    except Exception as exc:  # a tool never breaks the caller (plugin_code made it an Exception)
         log.info("tool raised", tool=name, error=f"{type(exc).__name__}: {exc}")
         return ToolResult.error(f'tool "{name}" failed: {type(exc).__name__}: {exc}')
 

@@ -209,6 +209,22 @@ async def _cancels_itself() -> str:
     raise asyncio.CancelledError
 
 
+class _Escape(BaseException):
+    """Not an Exception, as some libraries' own escapes are."""
+
+
+async def _raises_base_exception() -> str:
+    raise _Escape("out of here")
+
+
+async def _raises_generator_exit() -> str:
+    raise GeneratorExit
+
+
+async def _raises_system_exit() -> str:
+    raise SystemExit(3)
+
+
 async def _returns_object() -> object:
     return object()
 
@@ -226,14 +242,29 @@ async def _returns_unprefixed_error() -> ToolResult:
     [
         (_raises, 'Error: tool "t" failed: ValueError: bad input'),
         (_cancels_itself, 'Error: tool "t" was cancelled before it finished.'),
+        (
+            _raises_base_exception,
+            'Error: tool "t" failed: PluginEscapeError: raised _Escape: out of here',
+        ),
+        (_raises_generator_exit, 'Error: tool "t" failed: PluginEscapeError: raised GeneratorExit'),
+        (_raises_system_exit, 'Error: tool "t" failed: PluginEscapeError: raised SystemExit(3)'),
         (_returns_object, "Error: the tool returned a object, which cannot be turned into text"),
         (_returns_error_text, "Error: quota exceeded"),
         (_returns_unprefixed_error, "Error: quota exceeded"),
     ],
-    ids=["raises", "cancelled", "unconvertible", "error-text", "unprefixed-error"],
+    ids=[
+        "raises",
+        "cancelled",
+        "base-exception",
+        "generator-exit",
+        "system-exit",
+        "unconvertible",
+        "error-text",
+        "unprefixed-error",
+    ],
 )
 def test_failures_become_error_results_with_a_hint(body: Body, expected: str) -> None:
-    """Raising, being cancelled, or returning garbage gives an Error result ending in the hint."""
+    """Raising (any BaseException), being cancelled, or returning garbage gives an Error result."""
     outcome = _single(body)
     assert outcome.result.is_error
     assert outcome.result.startswith(expected)
@@ -295,6 +326,23 @@ def test_caller_cancellation_propagates() -> None:
             await task
 
     run(scenario())
+
+
+def test_keyboard_interrupt_outside_plugin_code_still_stops_the_run() -> None:
+    """Containment is for plugin code: a Ctrl-C landing in the core is not made a result."""
+
+    class Interrupting:
+        def before(self, call: ToolCallEvent) -> str | None:
+            raise KeyboardInterrupt
+
+        def after(self, call: ToolCallEvent, result: ToolResult) -> None:
+            pass
+
+    async def body() -> str:
+        return "ran"
+
+    with pytest.raises(KeyboardInterrupt):
+        run(_executor(FakeTool("t", body), hooks=Interrupting()).run(_calls("t")))
 
 
 def test_sync_tool_timeout_abandons_its_thread() -> None:
