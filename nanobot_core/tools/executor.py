@@ -236,7 +236,14 @@ async def _call(tool: Tool, arguments: dict[str, Any]) -> ToolResult:
     # What the tool prints goes to the log, not into --json output.
     with plugin_code(f"tool {tool.name!r}"):
         value = await tool.execute(**arguments)
-    return ToolResult.of(value)
+        # Still the tool's code: reading what it returned may run its own methods.
+        try:
+            return ToolResult.of(value)
+        except Exception as exc:
+            return ToolResult.error(
+                f'tool "{tool.name}" returned a {type(value).__name__} that could not be read '
+                f"as a result: {type(exc).__name__}: {exc}"
+            )
 
 
 def _result_of(task: asyncio.Task[ToolResult], name: str) -> ToolResult:

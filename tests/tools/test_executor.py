@@ -271,6 +271,57 @@ def test_failures_become_error_results_with_a_hint(body: Body, expected: str) ->
     assert outcome.result.endswith(ERROR_HINT)
 
 
+class _FlagRaises(str):
+    @property
+    def is_error(self) -> bool:
+        raise RuntimeError("flag unreadable")
+
+
+class _FlagEscapes(str):
+    @property
+    def is_error(self) -> bool:
+        raise _Escape("flag escaped")
+
+
+class _ItemsRaise(dict[str, Any]):
+    def items(self) -> Any:
+        raise RuntimeError("items unreadable")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (
+            _FlagRaises("text"),
+            'Error: tool "t" returned a _FlagRaises that could not be read as a result: '
+            "RuntimeError: flag unreadable",
+        ),
+        (
+            _ItemsRaise(a=1),
+            'Error: tool "t" returned a _ItemsRaise that could not be read as a result: '
+            "RuntimeError: items unreadable",
+        ),
+        (
+            _FlagEscapes("text"),
+            'Error: tool "t" failed: PluginEscapeError: raised _Escape: flag escaped',
+        ),
+    ],
+    ids=["raising-flag", "raising-dict", "escaping-flag"],
+)
+def test_a_return_value_that_raises_when_read_is_an_error_naming_the_tool(
+    value: Any, expected: str
+) -> None:
+    """Reading what a tool returned runs its code too: a failure there is the tool's error."""
+
+    async def returns() -> Any:
+        return value
+
+    outcome = _single(returns)
+    assert outcome.is_error
+    assert outcome.result.startswith(expected)
+    assert outcome.result.endswith(ERROR_HINT)
+
+
 def test_timeout_becomes_an_error_result() -> None:
     """A tool that overruns its own timeout is stopped and reported."""
 
