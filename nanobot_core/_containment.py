@@ -8,11 +8,13 @@ Everything a plugin runs (its import, its hooks, its tools) goes through
   a context variable read by a stand-in for ``sys.stdout``, so the core's
   own output, other threads and other tasks are unaffected; it follows the
   code into worker threads started with a copied context (``asyncio.to_thread``).
-- ``SystemExit`` and ``KeyboardInterrupt`` raised inside become a
-  `PluginEscapeError` (an ``Exception``), which the callers treat like any
-  plugin failure: the plugin is reported by name, the process goes on. (A
-  Ctrl-C that lands while plugin code runs is contained the same way; the
-  next one reaches the core.)
+- ``SystemExit``, ``KeyboardInterrupt`` and every other ``BaseException``
+  that is not an ``Exception`` (``GeneratorExit``, a plugin's own) raised
+  inside become a `PluginEscapeError` (an ``Exception``), which the callers
+  treat like any plugin failure: the plugin is reported by name, the process
+  goes on. (A Ctrl-C that lands while plugin code runs is contained the same
+  way; the next one reaches the core.) ``asyncio.CancelledError`` passes: it
+  is how the caller stops an async tool, and the caller decides what it means.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ _SHOWN_CHARS = 2_000
 
 
 class PluginEscapeError(Exception):
-    """Plugin code raised ``SystemExit`` or ``KeyboardInterrupt``; it was stopped there."""
+    """Plugin code raised ``SystemExit``, ``KeyboardInterrupt`` or another ``BaseException``."""
 
 
 class _Stdout:
@@ -76,8 +78,24 @@ def plugin_code(owner: str) -> Iterator[None]:
     token = _OWNER.set(owner)
     try:
         yield
-    except (SystemExit, KeyboardInterrupt) as exc:
-        detail = f"({exc.code!r})" if isinstance(exc, SystemExit) else ""
-        raise PluginEscapeError(f"raised {type(exc).__name__}{detail}") from None
+    except BaseException as exc:
+        if isinstance(exc, Exception) or _is_cancellation(exc):
+            raise
+        raise PluginEscapeError(f"raised {_describe(exc)}") from None
     finally:
         _OWNER.reset(token)
+
+
+def _is_cancellation(exc: BaseException) -> bool:
+    # Looked up, not imported: code that never loaded asyncio cannot be cancelled by it.
+    asyncio = sys.modules.get("asyncio")
+    return asyncio is not None and isinstance(exc, asyncio.CancelledError)
+
+
+def _describe(exc: BaseException) -> str:
+    """``SystemExit(3)``, ``KeyboardInterrupt``, ``MyEscape: its message``."""
+    name = type(exc).__name__
+    if isinstance(exc, SystemExit):
+        return f"{name}({exc.code!r})"
+    text = str(exc)
+    return f"{name}: {text}" if text else name

@@ -21,7 +21,6 @@ builds them from a plugin manager.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -37,7 +36,7 @@ from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
 from nanobot_core.providers.base import ProgressCallback, Provider, ProviderReply, Usage
 from nanobot_core.tools._repeats import RepeatedCalls
-from nanobot_core.tools.executor import Executor, ToolCallOutcome, ToolCallRequest
+from nanobot_core.tools.executor import Executor, ToolCallOutcome, ToolCallRequest, run_calls
 
 if TYPE_CHECKING:
     from nanobot_core.kernel.manager import PluginManager
@@ -438,7 +437,7 @@ class Runner:
 
     def run_turn(self, user_text: str) -> TurnResult:
         """Run one turn to its end (blocking); see :meth:`run_turn_async`."""
-        return asyncio.run(self.run_turn_async(user_text))
+        return run_calls(self.run_turn_async(user_text))
 
     async def run_turn_async(self, user_text: str) -> TurnResult:
         """Persist the user's message, then call the model and run tools until it answers."""

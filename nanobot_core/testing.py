@@ -26,7 +26,6 @@ Functions (usable without pytest too):
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 import re
@@ -134,7 +133,7 @@ def run_tool(
     """
     from nanobot_core.kernel.context import PluginContext
     from nanobot_core.tools.base import as_tool
-    from nanobot_core.tools.executor import Executor, ToolCallRequest
+    from nanobot_core.tools.executor import Executor, ToolCallRequest, run_calls
     from nanobot_core.tools.registry import ToolRegistry
 
     if isinstance(tool, ToolRegistry):
@@ -147,7 +146,7 @@ def run_tool(
         registry.add(built)
     call_name = name or registry.names()[0]
     executor = Executor(registry, default_timeout=timeout)
-    outcomes = asyncio.run(
+    outcomes = run_calls(
         executor.run([ToolCallRequest(id="call_test", name=call_name, arguments=raw_arguments)])
     )
     return outcomes[0].result

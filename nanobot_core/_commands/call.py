@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import sys
 
 import click
@@ -25,7 +24,7 @@ def command(
     succeeded, 1 it returned an error, 2 the call itself was invalid (unknown
     tool, arguments that are not a valid object).
     """
-    from nanobot_core.tools.executor import Executor, ToolCallRequest
+    from nanobot_core.tools.executor import Executor, ToolCallRequest, run_calls
 
     if raw_arguments == "-":
         raw_arguments = sys.stdin.read()
@@ -37,7 +36,7 @@ def command(
         registry, default_timeout=state.config.tools.timeout, hooks=manager.tool_call_hooks()
     )
     request = ToolCallRequest(id="call-1", name=tool_name, arguments=raw_arguments)
-    outcome = asyncio.run(executor.run([request]))[0]
+    outcome = run_calls(executor.run([request]))[0]
     if as_json:
         state.echo_json(
             {

@@ -150,19 +150,29 @@ class ToolResult(str):
         ToolResult) keeps its flag; dicts and lists become JSON text; a list of
         content blocks is kept in ``blocks`` with a text rendering; None means
         no output. Anything else is an error result saying what was returned.
+
+        The result is always a plain `ToolResult`: the text of a str (or
+        bytes) subclass is read as plain text, so its own methods (a
+        ``startswith`` or ``__str__`` of its own) are not called. What is
+        still the value's own code (an ``is_error`` property, a dict
+        subclass's methods) may raise; the executor reports that as an error
+        of the tool.
         """
-        if isinstance(value, ToolResult):
+        if type(value) is ToolResult:
             return value
         if isinstance(value, str):
+            text = str.__str__(value)
             flag = getattr(value, "is_error", None)
+            if isinstance(value, ToolResult):  # a subclass: its flag and blocks, in a plain one
+                return cls(text, is_error=flag is True, blocks=value.blocks)
             if isinstance(flag, bool):
-                return cls.error(str(value)) if flag else cls(str(value))
-            return cls(str(value), is_error=value.startswith("Error"))
+                return cls.error(text) if flag else cls(text)
+            return cls(text, is_error=text.startswith("Error"))
         if value is None:
             return cls(NO_OUTPUT)
         if isinstance(value, bytes):
             try:
-                return cls(value.decode("utf-8"))
+                return cls(bytes.decode(value, "utf-8"))
             except UnicodeDecodeError:
                 return cls.error("the tool returned bytes that are not UTF-8 text")
         if _is_content_blocks(value):

@@ -4,15 +4,26 @@ Consecutive concurrency-safe calls run together; every other call runs on
 its own, in order; exclusive tools always run alone. Whatever a tool does
 (raise, overrun its timeout, get cancelled, return something that is not
 text), the caller gets an "Error..." result ending with a hint for the model.
+
+Each call runs in a task of its own. At its timeout the task is cancelled and
+gets `STOP_GRACE` seconds to stop; a tool that ignores the cancellation is
+abandoned: the model is told at once, a warning names the tool and its plugin,
+and the task is kept (so it is not garbage-collected while it runs) until it
+ends. An abandoned tool may still be running when the next call starts; when
+either of them must not run alongside others, a warning says so (the call
+still runs: one stuck tool must not disable the others for good). `run_calls`
+runs a coroutine on a new event loop like ``asyncio.run``, except that tools
+still abandoned at its end are left unfinished instead of waited for.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import copy
 import time
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Coroutine, Sequence
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
@@ -23,11 +34,39 @@ from nanobot_core.tools._repeats import RepeatedCalls
 from nanobot_core.tools.base import Tool, ToolResult
 from nanobot_core.tools.registry import PreparedCall, ToolRegistry
 
-__all__ = ["ERROR_HINT", "Executor", "ToolCallHooks", "ToolCallOutcome", "ToolCallRequest"]
+__all__ = [
+    "ERROR_HINT",
+    "STOP_GRACE",
+    "Executor",
+    "ToolCallHooks",
+    "ToolCallOutcome",
+    "ToolCallRequest",
+    "run_calls",
+]
 
 log = get_logger("nanobot_core.tools")
 
+T = TypeVar("T")
+
 ERROR_HINT = "\n\n[Analyze the error above and try a different approach.]"
+
+#: Seconds a cancelled tool (timed out, or its caller cancelled) gets to stop before it is
+#: abandoned: enough for a cleanup that kills a child process, not for ignoring the request.
+STOP_GRACE = 1.0
+
+
+@attrs.frozen
+class _Abandoned:
+    """A tool call that did not stop when cancelled."""
+
+    tool: str
+    plugin: str  # empty when not known
+    alone: bool  # not concurrency-safe: nothing may run alongside it
+
+
+# Kept here so that an abandoned task is not garbage-collected while it runs; each one
+# leaves when it ends (see `_abandon`).
+_ABANDONED: dict[asyncio.Task[ToolResult], _Abandoned] = {}
 
 
 @attrs.frozen
@@ -126,7 +165,7 @@ class Executor:
             self._after(event, result)
             return outcome(result)
         started = time.perf_counter()
-        result = await self._execute(tool, prepared.arguments)
+        result = await self._execute(tool, prepared.arguments, event.plugin)
         duration = time.perf_counter() - started
         event.duration = duration
         result = _with_hint(result)
@@ -140,31 +179,31 @@ class Executor:
         )
         return outcome(result, duration)
 
-    async def _execute(self, tool: Tool, arguments: dict[str, Any]) -> ToolResult:
+    async def _execute(self, tool: Tool, arguments: dict[str, Any], plugin: str) -> ToolResult:
         timeout = tool.timeout if tool.timeout is not None else self.default_timeout
+        alone = not _may_run_alongside(tool)
+        _warn_if_abandoned_alongside(tool.name, alone)
+        task = asyncio.create_task(_call(tool, arguments), name=f"nanobot-tool-{tool.name}")
+        abandoned = _Abandoned(tool.name, plugin, alone)
         try:
-            async with asyncio.timeout(timeout):
-                # What the tool prints goes to the log, not into --json output.
-                with plugin_code(f"tool {tool.name!r}"):
-                    value = await tool.execute(**arguments)
-        except TimeoutError:
-            abandoned = (
-                " Its worker thread was abandoned and may still finish in the background."
-                if getattr(tool, "blocking", False)
-                else ""
-            )
+            await asyncio.wait((task,), timeout=timeout)
+        except asyncio.CancelledError:  # our caller is being cancelled: stop the tool, go on
+            await _stop(task, abandoned, "its caller was cancelled")
+            raise
+        if task.done():
+            return _result_of(task, tool.name)
+        said = f'tool "{tool.name}" timed out after {timeout:g}s'
+        if not await _stop(task, abandoned, f"it timed out after {timeout:g}s"):
             return ToolResult.error(
-                f'tool "{tool.name}" timed out after {timeout:g}s and was stopped.{abandoned}'
+                f"{said} and did not stop when cancelled: it was abandoned and may still be "
+                "running in the background."
             )
-        except asyncio.CancelledError:
-            task = asyncio.current_task()
-            if task is not None and task.cancelling():
-                raise  # our caller is being cancelled: that is not the tool's business
-            return ToolResult.error(f'tool "{tool.name}" was cancelled before it finished.')
-        except (Exception, SystemExit) as exc:  # a tool never breaks the caller
-            log.info("tool raised", tool=tool.name, error=f"{type(exc).__name__}: {exc}")
-            return ToolResult.error(f'tool "{tool.name}" failed: {type(exc).__name__}: {exc}')
-        return ToolResult.of(value)
+        thread = (
+            " Its worker thread was abandoned and may still finish in the background."
+            if getattr(tool, "blocking", False)
+            else ""
+        )
+        return ToolResult.error(f"{said} and was stopped.{thread}")
 
     def _before(self, event: ToolCallEvent) -> str | None:
         if self.hooks is None:
@@ -192,6 +231,175 @@ class Executor:
             )
 
 
+async def _call(tool: Tool, arguments: dict[str, Any]) -> ToolResult:
+    """The task of one call: the tool's own code, contained, and its value made a result."""
+    # What the tool prints goes to the log, not into --json output.
+    with plugin_code(f"tool {tool.name!r}"):
+        value = await tool.execute(**arguments)
+        # Still the tool's code: reading what it returned may run its own methods.
+        try:
+            return ToolResult.of(value)
+        except Exception as exc:
+            return ToolResult.error(
+                f'tool "{tool.name}" returned a {type(value).__name__} that could not be read '
+                f"as a result: {type(exc).__name__}: {exc}"
+            )
+
+
+def _result_of(task: asyncio.Task[ToolResult], name: str) -> ToolResult:
+    """The result of a finished call task; a failure becomes an error result naming the tool."""
+    try:
+        return task.result()
+    except asyncio.CancelledError:
+        return ToolResult.error(f'tool "{name}" was cancelled before it finished.')
+    except Exception as exc:  # a tool never breaks the caller (plugin_code made it an Exception)
+        log.info("tool raised", tool=name, error=f"{type(exc).__name__}: {exc}")
+        return ToolResult.error(f'tool "{name}" failed: {type(exc).__name__}: {exc}')
+
+
+async def _stop(task: asyncio.Task[ToolResult], call: _Abandoned, why: str) -> bool:
+    """Cancel the task and give it `STOP_GRACE` seconds to end; False when it is abandoned.
+
+    What it returned or raised meanwhile is dropped: the call is reported as
+    timed out (or its caller is cancelled) either way.
+    """
+    task.cancel()
+    try:
+        await asyncio.wait((task,), timeout=STOP_GRACE)
+    finally:  # also when our caller is cancelled (again) meanwhile
+        if not task.done():
+            _abandon(task, call, why)
+    if not task.done():
+        return False
+    if not task.cancelled():
+        task.exception()  # retrieved, so that asyncio does not report it as lost
+    return True
+
+
+def _abandon(task: asyncio.Task[ToolResult], call: _Abandoned, why: str) -> None:
+    """Keep a task that ignored cancellation until it ends, and say so."""
+    log.warning(
+        "tool ignored cancellation and was abandoned; it may still be running",
+        tool=call.tool,
+        plugin=call.plugin,
+        why=why,
+    )
+    _ABANDONED[task] = call
+    task.add_done_callback(_forget)
+
+
+def _forget(task: asyncio.Task[ToolResult]) -> None:
+    """An abandoned task ended: let it go, and log how."""
+    call = _ABANDONED.pop(task, None)
+    error = None if task.cancelled() else task.exception()
+    log.info(
+        "abandoned tool ended",
+        tool=call.tool if call else task.get_name(),
+        error=None if error is None else f"{type(error).__name__}: {error}",
+    )
+
+
+def _may_run_alongside(tool: Tool) -> bool:
+    return bool(tool.concurrency_safe) and not bool(tool.exclusive)
+
+
+def _warn_if_abandoned_alongside(name: str, alone: bool) -> None:
+    """Warn when a call starts next to an abandoned one and either of them must run alone."""
+    loop = asyncio.get_running_loop()
+    for task, call in list(_ABANDONED.items()):
+        if task.get_loop() is loop and not task.done() and (alone or call.alone):
+            log.warning(
+                "tool starts while an abandoned tool may still be running, although one of "
+                "them must run alone",
+                tool=name,
+                abandoned=call.tool,
+                plugin=call.plugin,
+            )
+
+
+def run_calls(main: Coroutine[Any, Any, T]) -> T:
+    """Run `main` on a new event loop like ``asyncio.run``, but never wait for abandoned tools.
+
+    ``asyncio.run`` cancels what is left running when `main` ends and waits for
+    it without limit, so a tool that ignores cancellation would hang it. Here
+    every task left is cancelled; abandoned tool tasks get `STOP_GRACE` seconds,
+    then are left unfinished (their coroutines closed) when the loop closes.
+    Ctrl-C behaves as under ``asyncio.run``.
+    """
+    runner = asyncio.Runner()
+    loop = runner.get_loop()
+    try:
+        return runner.run(main)
+    finally:
+        stuck: list[asyncio.Task[ToolResult]] = []
+        try:
+            stuck = _end_leftovers(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+            _leave_unfinished(loop, stuck)
+
+
+def _end_leftovers(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[ToolResult]]:
+    """What ``asyncio.run`` does with the tasks left, with a time limit for abandoned tools.
+
+    Returns the abandoned tool tasks that are still running.
+    """
+    leftovers = asyncio.all_tasks(loop)
+    if not leftovers:
+        return []
+    for task in leftovers:
+        task.cancel()
+    abandoned = {task for task in leftovers if task in _ABANDONED}
+    if abandoned:
+        loop.run_until_complete(asyncio.wait(abandoned, timeout=STOP_GRACE))
+    others = leftovers - abandoned
+    if others:
+        loop.run_until_complete(asyncio.gather(*others, return_exceptions=True))
+    for task in others:
+        if not task.cancelled() and task.exception() is not None:
+            loop.call_exception_handler(
+                {
+                    "message": "unhandled exception during shutdown",
+                    "exception": task.exception(),
+                    "task": task,
+                }
+            )
+    return [task for task in abandoned if not task.done()]
+
+
+def _leave_unfinished(
+    loop: asyncio.AbstractEventLoop, stuck: list[asyncio.Task[ToolResult]]
+) -> None:
+    """Close the coroutines of abandoned tasks that outlived their (closed) loop, quietly."""
+    if not stuck:
+        return
+    default = loop.get_exception_handler()
+
+    def handler(owner: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if context.get("task") in stuck:  # "destroyed but it is pending": already warned
+            return
+        if default is None:
+            owner.default_exception_handler(context)
+        else:
+            default(owner, context)
+
+    loop.set_exception_handler(handler)
+    for task in stuck:
+        call = _ABANDONED.pop(task, None)
+        log.warning(
+            "abandoned tool still running when its event loop closed; left unfinished",
+            tool=call.tool if call else task.get_name(),
+            plugin=call.plugin if call else "",
+        )
+        # Runs what the tool has in `finally` (outside its task's context); whatever that
+        # raises is the abandoned tool's and is dropped.
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            task.get_coro().close()
+
+
 def _unless_repeated(prepared: PreparedCall, repeats: RepeatedCalls) -> PreparedCall:
     tool = prepared.tool
     if prepared.error is not None or tool is None or not tool.read_only:
@@ -205,7 +413,7 @@ def _runs_with_others(prepared: PreparedCall) -> bool:
     tool = prepared.tool
     if prepared.error is not None or tool is None:
         return True
-    return bool(tool.concurrency_safe) and not bool(tool.exclusive)
+    return _may_run_alongside(tool)
 
 
 def _batches(

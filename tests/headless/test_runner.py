@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -63,12 +66,26 @@ def big(lines: int) -> str:
     return "".join(f"line {n} of a very large tool result\n" for n in range(lines))
 
 
+# Far longer than a turn with `stubborn` in it may take.
+STUBBORN_SECONDS = 5.0
+
+
+@tool(timeout=0.2)
+async def stubborn() -> str:
+    """Run on, swallowing every cancellation."""
+    deadline = time.monotonic() + STUBBORN_SECONDS
+    while time.monotonic() < deadline:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0.01)
+    return "finished anyway"
+
+
 class HeadlessTestPlugin:
-    """Two tools and a runtime-context line."""
+    """Three tools and a runtime-context line."""
 
     @hookimpl
     def nanobot_tools(self, ctx: PluginContext) -> list[Any]:
-        return [explode, big]
+        return [explode, big, stubborn]
 
     @hookimpl
     def nanobot_runtime_context(self, ctx: PluginContext) -> list[str]:
@@ -257,6 +274,22 @@ def test_malformed_calls_are_answered_and_the_loop_goes_on(
     assert check_tool_pairing(sent) == []
     sent_results = {m["tool_call_id"]: m["content"] for m in sent if m["role"] == "tool"}
     assert "kaboom" in sent_results["c_fail"] and "no_such_tool" in sent_results["c_unknown"]
+
+
+def test_a_tool_that_ignores_its_timeout_does_not_hold_up_the_turn(
+    harness: Harness, server: FakeChatServer
+) -> None:
+    """The model gets the timeout error at once and the turn ends long before the tool would."""
+    server.add(tool_call_reply([("c1", "stubborn", "{}")]), text_reply("moved on"))
+    started = time.monotonic()
+    result = harness.turn("try the stubborn tool")
+    assert time.monotonic() - started < STUBBORN_SECONDS
+    assert result.answer == "moved on"
+    (stored,) = [m for m in harness.lines() if m["role"] == "tool"]
+    assert stored["content"].startswith(
+        'Error: tool "stubborn" timed out after 0.2s and did not stop when cancelled'
+    )
+    assert stored["_meta"]["error"] is True
 
 
 def test_missing_ids_get_derived_ids_shared_by_call_and_result(

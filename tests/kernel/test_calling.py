@@ -88,6 +88,43 @@ def test_a_bad_contribution_does_not_recollect_the_others(tmp_path: Path) -> Non
     assert record.error == "nanobot_tools returned str, expected a list"
 
 
+class _Escape(BaseException):
+    """Not an Exception, as some libraries' own escapes are."""
+
+
+class _EscapingLines:
+    def __init__(self, escape: BaseException) -> None:
+        self.escape = escape
+
+    @hookimpl
+    def nanobot_runtime_context(self, ctx: Any) -> list[str]:
+        raise self.escape
+
+
+@pytest.mark.parametrize(
+    ("escape", "said"),
+    [
+        (_Escape("out"), "_Escape: out"),
+        (GeneratorExit(), "GeneratorExit"),
+        (SystemExit(3), "SystemExit(3)"),
+        (KeyboardInterrupt(), "KeyboardInterrupt"),
+    ],
+    ids=["custom", "generator-exit", "system-exit", "keyboard-interrupt"],
+)
+def test_a_hook_raising_any_base_exception_fails_only_its_plugin(
+    tmp_path: Path, escape: BaseException, said: str
+) -> None:
+    """A BaseException that is no Exception fails the plugin by name; the others still run."""
+    manager = _manager(tmp_path)
+    manager.register(_EscapingLines(escape), "escaping", distribution="a-escaping")
+    manager.register(_CountingLines("kept"), "kept", distribution="b-kept")
+    assert manager.runtime_lines() == ["kept"]
+    failed = {r.info.name: r.error for r in manager.records() if r.status == "failed"}
+    assert failed == {
+        "escaping": f"raised in nanobot_runtime_context: PluginEscapeError: raised {said}"
+    }
+
+
 class _Wrapper:
     @hookimpl(wrapper=True)
     def nanobot_runtime_context(self, ctx: Any) -> Iterator[None]:

@@ -10,6 +10,8 @@ from typing import Annotated, Any, Literal, TypedDict
 
 import attrs
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools._foreign import ForeignTool, ForeignToolContext
@@ -324,6 +326,47 @@ def test_tool_result_honours_a_foreign_error_flag() -> None:
     assert ToolResult.of(TheirResult("Error-free text about Errors")).is_error is False
     failure = ToolResult.of(TheirFailure("quota exceeded"))
     assert failure.is_error and failure == "Error: quota exceeded"
+
+
+class _Lying(str):
+    """A str whose own methods say something else than its text."""
+
+    def __str__(self) -> str:
+        return "Error: made up"
+
+    def startswith(self, *args: Any, **kwargs: Any) -> Any:
+        return "not a bool"
+
+
+class _LyingBytes(bytes):
+    def decode(self, *args: Any, **kwargs: Any) -> Any:
+        return 42
+
+
+class _OwnResult(ToolResult):
+    def endswith(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("not called")
+
+
+@settings(derandomize=True, deadline=None, max_examples=200)
+@given(st.text())
+def test_tool_result_of_reads_a_str_subclass_as_its_text(text: str) -> None:
+    """Whatever a str subclass's own methods say, the result is a plain ToolResult of its text."""
+    result = ToolResult.of(_Lying(text))
+    assert type(result) is ToolResult
+    assert str.__str__(result) == text
+    assert result.is_error is text.startswith("Error")
+
+
+def test_tool_result_of_reads_bytes_and_result_subclasses_plainly() -> None:
+    """A bytes subclass is decoded as bytes; a ToolResult subclass becomes a plain ToolResult."""
+    decoded = ToolResult.of(_LyingBytes(b"caf\xc3\xa9"))
+    assert (type(decoded), str(decoded)) == (ToolResult, "café")
+    blocks = [{"type": "text", "text": "t"}]
+    own = ToolResult.of(_OwnResult("Error: x", is_error=True, blocks=blocks))
+    assert type(own) is ToolResult
+    assert (str(own), own.is_error, own.blocks) == ("Error: x", True, tuple(blocks))
+    assert own.endswith("x")
 
 
 @pytest.mark.parametrize("value", [object(), {1, 2}, b"\xff\xfe", {"a": object()}])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import subprocess
 import sys
 import textwrap
@@ -12,6 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from nanobot_core import Tool, ToolResult, tool
 from nanobot_core.kernel.context import ToolCallEvent
@@ -20,6 +22,7 @@ from nanobot_core.tools.executor import (
     Executor,
     ToolCallOutcome,
     ToolCallRequest,
+    run_calls,
 )
 from nanobot_core.tools.registry import ToolRegistry
 from tests.helpers import REPO_ROOT
@@ -206,6 +209,22 @@ async def _cancels_itself() -> str:
     raise asyncio.CancelledError
 
 
+class _Escape(BaseException):
+    """Not an Exception, as some libraries' own escapes are."""
+
+
+async def _raises_base_exception() -> str:
+    raise _Escape("out of here")
+
+
+async def _raises_generator_exit() -> str:
+    raise GeneratorExit
+
+
+async def _raises_system_exit() -> str:
+    raise SystemExit(3)
+
+
 async def _returns_object() -> object:
     return object()
 
@@ -223,16 +242,82 @@ async def _returns_unprefixed_error() -> ToolResult:
     [
         (_raises, 'Error: tool "t" failed: ValueError: bad input'),
         (_cancels_itself, 'Error: tool "t" was cancelled before it finished.'),
+        (
+            _raises_base_exception,
+            'Error: tool "t" failed: PluginEscapeError: raised _Escape: out of here',
+        ),
+        (_raises_generator_exit, 'Error: tool "t" failed: PluginEscapeError: raised GeneratorExit'),
+        (_raises_system_exit, 'Error: tool "t" failed: PluginEscapeError: raised SystemExit(3)'),
         (_returns_object, "Error: the tool returned a object, which cannot be turned into text"),
         (_returns_error_text, "Error: quota exceeded"),
         (_returns_unprefixed_error, "Error: quota exceeded"),
     ],
-    ids=["raises", "cancelled", "unconvertible", "error-text", "unprefixed-error"],
+    ids=[
+        "raises",
+        "cancelled",
+        "base-exception",
+        "generator-exit",
+        "system-exit",
+        "unconvertible",
+        "error-text",
+        "unprefixed-error",
+    ],
 )
 def test_failures_become_error_results_with_a_hint(body: Body, expected: str) -> None:
-    """Raising, being cancelled, or returning garbage gives an Error result ending in the hint."""
+    """Raising (any BaseException), being cancelled, or returning garbage gives an Error result."""
     outcome = _single(body)
     assert outcome.result.is_error
+    assert outcome.result.startswith(expected)
+    assert outcome.result.endswith(ERROR_HINT)
+
+
+class _FlagRaises(str):
+    @property
+    def is_error(self) -> bool:
+        raise RuntimeError("flag unreadable")
+
+
+class _FlagEscapes(str):
+    @property
+    def is_error(self) -> bool:
+        raise _Escape("flag escaped")
+
+
+class _ItemsRaise(dict[str, Any]):
+    def items(self) -> Any:
+        raise RuntimeError("items unreadable")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (
+            _FlagRaises("text"),
+            'Error: tool "t" returned a _FlagRaises that could not be read as a result: '
+            "RuntimeError: flag unreadable",
+        ),
+        (
+            _ItemsRaise(a=1),
+            'Error: tool "t" returned a _ItemsRaise that could not be read as a result: '
+            "RuntimeError: items unreadable",
+        ),
+        (
+            _FlagEscapes("text"),
+            'Error: tool "t" failed: PluginEscapeError: raised _Escape: flag escaped',
+        ),
+    ],
+    ids=["raising-flag", "raising-dict", "escaping-flag"],
+)
+def test_a_return_value_that_raises_when_read_is_an_error_naming_the_tool(
+    value: Any, expected: str
+) -> None:
+    """Reading what a tool returned runs its code too: a failure there is the tool's error."""
+
+    async def returns() -> Any:
+        return value
+
+    outcome = _single(returns)
+    assert outcome.is_error
     assert outcome.result.startswith(expected)
     assert outcome.result.endswith(ERROR_HINT)
 
@@ -294,6 +379,23 @@ def test_caller_cancellation_propagates() -> None:
     run(scenario())
 
 
+def test_keyboard_interrupt_outside_plugin_code_still_stops_the_run() -> None:
+    """Containment is for plugin code: a Ctrl-C landing in the core is not made a result."""
+
+    class Interrupting:
+        def before(self, call: ToolCallEvent) -> str | None:
+            raise KeyboardInterrupt
+
+        def after(self, call: ToolCallEvent, result: ToolResult) -> None:
+            pass
+
+    async def body() -> str:
+        return "ran"
+
+    with pytest.raises(KeyboardInterrupt):
+        run(_executor(FakeTool("t", body), hooks=Interrupting()).run(_calls("t")))
+
+
 def test_sync_tool_timeout_abandons_its_thread() -> None:
     """A sync tool past its timeout is reported, and its worker thread is left running."""
     release = threading.Event()
@@ -344,6 +446,193 @@ def test_abandoned_thread_does_not_block_interpreter_exit() -> None:
         timeout=60, check=True,
     )  # fmt: skip
     assert completed.stdout.strip().splitlines()[-1] == "True"
+
+
+# -- tools that do not stop ----------------------------------------------------------------
+
+# How long the stubborn tools below would run: far longer than any bound the tests accept.
+STUBBORN_SECONDS = 5.0
+
+
+async def _ignores_cancellation() -> str:
+    """Run for STUBBORN_SECONDS, swallowing every cancellation on the way."""
+    deadline = time.monotonic() + STUBBORN_SECONDS
+    while time.monotonic() < deadline:
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.sleep(0.01)
+    return "finished anyway"
+
+
+def test_tool_that_ignores_cancellation_is_reported_at_its_timeout() -> None:
+    """A tool that swallows cancellation is abandoned: the model hears of the timeout at once."""
+    started = time.monotonic()
+    with capture_logs() as logs:
+        (outcome,) = run_calls(
+            _executor(FakeTool("t", _ignores_cancellation, timeout=0.2)).run(_calls("t"))
+        )
+    assert time.monotonic() - started < STUBBORN_SECONDS
+    assert outcome.is_error
+    assert outcome.result.startswith(
+        'Error: tool "t" timed out after 0.2s and did not stop when cancelled: it was abandoned'
+    )
+    warnings = [e for e in logs if e["log_level"] == "warning"]
+    assert any("ignored cancellation" in e["event"] and e["tool"] == "t" for e in warnings)
+
+
+def test_abandoned_tool_names_its_plugin_and_is_kept_until_it_ends() -> None:
+    """The warning names tool and plugin; the task is referenced while it runs, then let go."""
+    from nanobot_core.tools import executor as module
+
+    release = asyncio.Event()
+
+    async def stubborn() -> str:
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await release.wait()
+        return "late"
+
+    registry = ToolRegistry()
+    registry.add(FakeTool("t", stubborn, timeout=0.2), plugin="slow-plugin 1.2")
+    executor = Executor(registry, default_timeout=5)
+
+    async def scenario() -> tuple[int, int]:
+        (outcome,) = await executor.run(_calls("t"))
+        assert "abandoned" in outcome.result
+        kept = len(module._ABANDONED)
+        release.set()
+        for _ in range(20):
+            await asyncio.sleep(0)
+        return kept, len(module._ABANDONED)
+
+    with capture_logs() as logs:
+        kept, left = run_calls(scenario())
+    assert (kept, left) == (1, 0)
+    (warning,) = [e for e in logs if "ignored cancellation" in e["event"]]
+    assert (warning["tool"], warning["plugin"]) == ("t", "slow-plugin 1.2")
+
+
+def test_tool_that_cleans_up_when_cancelled_is_stopped_before_the_next_call() -> None:
+    """A tool whose cancellation cleanup awaits is waited for, so exclusivity still holds."""
+    journal: list[str] = []
+
+    async def cooperative() -> str:
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0.05)  # e.g. waiting for a killed child process
+            journal.append("cleaned up")
+        return "unreachable"
+
+    async def after() -> str:
+        journal.append("next started")
+        return "ok"
+
+    tools = [FakeTool("slow", cooperative, timeout=0.2), FakeTool("next", after, read_only=False)]
+    first, second = run_calls(_executor(*tools).run(_calls("slow", "next")))
+    assert first.result.startswith('Error: tool "slow" timed out after 0.2s and was stopped.')
+    assert second.result == "ok"
+    assert journal == ["cleaned up", "next started"]
+
+
+def test_exclusive_tool_next_to_an_abandoned_one_runs_with_a_warning() -> None:
+    """One stuck tool does not disable the others; running beside it is logged, naming both."""
+    ran: list[str] = []
+
+    async def exclusive() -> str:
+        ran.append("x")
+        return "x done"
+
+    tools = [
+        FakeTool("stuck", _ignores_cancellation, timeout=0.2, read_only=False),
+        FakeTool("x", exclusive, exclusive=True),
+    ]
+    with capture_logs() as logs:
+        stuck, x = run_calls(_executor(*tools).run(_calls("stuck", "x")))
+    assert "abandoned" in stuck.result and x.result == "x done" and ran == ["x"]
+    (warning,) = [e for e in logs if "abandoned tool may still be running" in e["event"]]
+    assert (warning["tool"], warning["abandoned"]) == ("x", "stuck")
+
+
+def test_read_only_calls_do_not_warn_beside_an_abandoned_read_only_tool() -> None:
+    """Concurrency-safe tools may overlap: an abandoned one among them is no broken rule."""
+
+    async def quick() -> str:
+        return "quick"
+
+    executor = _executor(
+        FakeTool("stuck", _ignores_cancellation, timeout=0.2), FakeTool("q", quick)
+    )
+
+    async def scenario() -> ToolCallOutcome:
+        (stuck,) = await executor.run(_calls("stuck"))
+        assert "abandoned" in stuck.result
+        (quick_outcome,) = await executor.run(_calls("q"))  # the stuck one still runs
+        return quick_outcome
+
+    with capture_logs() as logs:
+        assert run_calls(scenario()).result == "quick"
+    assert not [e for e in logs if "starts while" in e["event"]]
+
+
+def test_caller_cancellation_is_not_held_up_by_a_tool_that_ignores_it() -> None:
+    """Cancelling the executor's task cancels it within the grace, whatever the tool does."""
+    started = asyncio.Event()
+
+    async def stubborn() -> str:
+        started.set()
+        return await _ignores_cancellation()
+
+    async def scenario() -> float:
+        task = asyncio.create_task(_executor(FakeTool("t", stubborn)).run(_calls("t")))
+        await started.wait()
+        began = time.monotonic()
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - began
+
+    assert run_calls(scenario()) < STUBBORN_SECONDS
+
+
+def test_abandoned_tool_does_not_hold_up_the_end_of_the_process() -> None:
+    """A process whose tool never stops ends promptly and prints no traceback or asyncio noise."""
+    script = textwrap.dedent(
+        """
+        import asyncio, time
+        from nanobot_core import Tool
+        from nanobot_core.tools import ToolRegistry
+        from nanobot_core.tools.executor import Executor, ToolCallRequest, run_calls
+
+        class Forever(Tool):
+            name = "forever"
+            description = "never stops"
+            parameters = {"type": "object"}
+            timeout = 0.2
+
+            async def execute(self):
+                while True:
+                    try:
+                        await asyncio.sleep(0.01)
+                    except asyncio.CancelledError:
+                        pass
+
+        registry = ToolRegistry()
+        registry.add(Forever())
+        started = time.monotonic()
+        (outcome,) = run_calls(Executor(registry, default_timeout=5).run(
+            [ToolCallRequest("1", "forever", None)]
+        ))
+        print("abandoned" in outcome.result, time.monotonic() - started < 30)
+        """
+    )
+    completed = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT,
+        timeout=60, check=True,
+    )  # fmt: skip
+    assert completed.stdout.strip().splitlines()[-1] == "True True"
+    assert "Traceback" not in completed.stderr
+    assert "destroyed but it is pending" not in completed.stderr
+    assert "left unfinished" in completed.stderr
 
 
 # -- hooks ----------------------------------------------------------------------------------
