@@ -45,10 +45,21 @@ def _apply() -> None:
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(_LEVELS[_settings["level"]]),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
+        logger_factory=_stderr_logger,
         cache_logger_on_first_use=False,
     )
     _configured_by_us = True
+
+
+def _stderr_logger(*_args: Any) -> Any:
+    """A logger writing to `sys.stderr` as it is now, not as it was when logging was set up.
+
+    A stream bound once would outlive a redirection (``contextlib.redirect_stderr``, a
+    test's capture) and later records would go to a closed file.
+    """
+    import structlog
+
+    return structlog.PrintLogger(sys.stderr)
 
 
 def _application_configured() -> bool:
