@@ -215,7 +215,12 @@ def _convert(value: Any, json_type: str) -> Any:
     if isinstance(value, str):
         return _from_text(value, json_type)
     if json_type == "string" and isinstance(value, int | float) and not isinstance(value, bool):
-        return json.dumps(value) if math.isfinite(value) else _NO_CAST
+        if isinstance(value, float) and not math.isfinite(value):
+            return _NO_CAST
+        try:  # an int beyond float range is exact; beyond Python's digit limit it has no text
+            return json.dumps(value)
+        except ValueError:
+            return _NO_CAST
     return _NO_CAST
 
 

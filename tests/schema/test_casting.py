@@ -109,6 +109,17 @@ def test_lossy_or_unclear_values_are_left_alone(json_type: str, value: Any) -> N
     assert _same(_cast_one({"type": json_type}, value), value)
 
 
+def test_int_beyond_float_range_is_written_exactly() -> None:
+    """An int too large for a float is written out digit for digit, not refused with a raise."""
+    assert _cast_one({"type": "string"}, 10**400) == "1" + "0" * 400
+
+
+def test_int_beyond_the_digit_limit_is_left_alone() -> None:
+    """An int with more digits than Python writes as text stays an int instead of raising."""
+    value = 10**5_000
+    assert _cast_one({"type": "string"}, value) is value
+
+
 @settings(derandomize=True, deadline=None, max_examples=60)
 @given(
     depth=st.integers(min_value=1, max_value=3_000),

@@ -154,6 +154,15 @@ def test_cast_result_is_validated_again(monkeypatch: pytest.MonkeyPatch) -> None
     )
 
 
+def test_integer_beyond_float_range_is_cast_to_its_digits() -> None:
+    """A 400-digit JSON integer for a string parameter reaches the tool as its digits."""
+    digits = "9" * 400
+    prepared = _registry(SchemaTool("count", COUNTER_SCHEMA)).prepare_call(
+        "count", '{"label": ' + digits + "}"
+    )
+    assert (prepared.error, prepared.arguments) == (None, {"label": digits})
+
+
 def test_uncastable_arguments_are_an_error_with_paths() -> None:
     """Arguments that stay invalid after casting give every problem with its path."""
     prepared = _registry(SchemaTool("count", COUNTER_SCHEMA)).prepare_call(
