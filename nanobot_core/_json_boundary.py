@@ -12,6 +12,13 @@ again:
 - a lone surrogate (``"\\ud800"``, a legal JSON escape that no UTF-8 text can
   hold) is replaced by U+FFFD; escaped pairs stay the character they encode.
 
+With ``written_numbers`` the numbers decode as `WrittenFloat` and `WrittenInt`:
+a float or int that keeps the text it was written as (``3.10``, ``1e2``,
+``-0``), for a caller that must cast a number to a string without losing a
+digit. They are for that caller only: `plain_numbers` turns them back into
+plain numbers before anything else sees them (jsonschema-rs, for one, refuses
+subclasses of float and int).
+
 A refusal is a `JSONSyntaxError` or a `JSONLimitError` (both
 `JSONBoundaryError`, a ``ValueError``) whose message says what was wrong;
 every replacement is listed in `Decoded.replaced`, for the caller
@@ -41,9 +48,12 @@ __all__ = [
     "JSONBoundaryError",
     "JSONLimitError",
     "JSONSyntaxError",
+    "WrittenFloat",
+    "WrittenInt",
     "check_depth",
     "dumps",
     "loads",
+    "plain_numbers",
     "sanitized",
     "without_lone_surrogates",
 ]
@@ -79,6 +89,29 @@ class Decoded:
     replaced: tuple[str, ...] = ()
 
 
+class WrittenFloat(float):
+    """A float decoded by `loads` with ``written_numbers``: ``text`` is how the JSON wrote it."""
+
+    __slots__ = ("text",)
+    text: str
+
+    def __new__(cls, text: str) -> WrittenFloat:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+class WrittenInt(int):
+    """An int decoded by `loads` with ``written_numbers``: ``text`` is how the JSON wrote it."""
+
+    text: str  # int is of variable size: no __slots__ beyond its own
+
+    def __new__(cls, text: str) -> WrittenInt:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
 def without_lone_surrogates(text: str) -> str:
     """`text` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
     if text.isascii() or _SURROGATE.search(text) is None:
@@ -86,13 +119,15 @@ def without_lone_surrogates(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def _nonfinite(keep: bool, found: list[str]) -> tuple[Callable[[str], Any], Callable[[str], Any]]:
+def _nonfinite(
+    keep: bool, found: list[str], make: Callable[[str], float] = float
+) -> tuple[Callable[[str], Any], Callable[[str], Any]]:
     def constant(name: str) -> Any:
         found.append(name)
         return float(name) if keep else None
 
     def number(text: str) -> Any:
-        value = float(text)
+        value = make(text)
         if math.isfinite(value):
             return value
         found.append(text if len(text) <= 20 else text[:17] + "...")
@@ -102,14 +137,21 @@ def _nonfinite(keep: bool, found: list[str]) -> tuple[Callable[[str], Any], Call
 
 
 def loads(
-    text: str | bytes, *, keep_nonfinite: bool = False, depth_checked: bool = False
+    text: str | bytes,
+    *,
+    keep_nonfinite: bool = False,
+    depth_checked: bool = False,
+    written_numbers: bool = False,
 ) -> Decoded:
     """Decode JSON `text` within the limits; raises `JSONSyntaxError` or `JSONLimitError`.
 
     Bytes must be UTF-8. With `keep_nonfinite` non-finite numbers stay floats
     (the caller must refuse them before they are encoded); otherwise they
     become ``None`` and are listed as replaced. `depth_checked` skips the
-    depth walk, for a caller that has already counted the brackets.
+    depth walk, for a caller that has already counted the brackets. With
+    `written_numbers` every number is a `WrittenFloat` or `WrittenInt` that
+    keeps its text (the limits are the same: an integer of more than
+    `MAX_INT_DIGITS` digits is still refused); see `plain_numbers`.
     """
     if isinstance(text, bytes | bytearray):
         try:
@@ -117,9 +159,15 @@ def loads(
         except UnicodeDecodeError as exc:
             raise JSONSyntaxError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
     found: list[str] = []
-    constant, number = _nonfinite(keep_nonfinite, found)
     try:
-        value = json.loads(text, parse_constant=constant, parse_float=number)
+        if written_numbers:
+            constant, number = _nonfinite(keep_nonfinite, found, WrittenFloat)
+            value = json.loads(
+                text, parse_constant=constant, parse_float=number, parse_int=WrittenInt
+            )
+        else:
+            constant, number = _nonfinite(keep_nonfinite, found)
+            value = json.loads(text, parse_constant=constant, parse_float=number)
     except RecursionError:
         raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:
@@ -145,6 +193,58 @@ def check_depth(value: Any) -> None:
     """Raise `JSONLimitError` when the dicts and lists of `value` nest deeper than `MAX_DEPTH`."""
     if isinstance(value, dict | list) and _too_deep(value):
         raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels")
+
+
+def plain_numbers(value: Any) -> Any:
+    """`value` with every `WrittenFloat` and `WrittenInt` made a plain float and int.
+
+    `value` itself when it holds none; otherwise a copy of its dicts, lists and
+    tuples. Iterative, so depth costs no recursion.
+    """
+    if not _holds_written(value):
+        return value
+    top: list[Any] = [None]
+    stack: list[tuple[Any, Any]] = []
+    tuples: list[tuple[Any, Any, list[Any]]] = []  # (container, key, items), parents first
+
+    def copy(item: Any, container: Any, key: Any) -> Any:
+        if isinstance(item, WrittenFloat):
+            return float(item)
+        if isinstance(item, WrittenInt):
+            return int(item)
+        if not isinstance(item, dict | list | tuple):
+            return item
+        shell: Any = {} if isinstance(item, dict) else []
+        if isinstance(item, tuple):
+            tuples.append((container, key, shell))
+        stack.append((item, shell))
+        return shell
+
+    top[0] = copy(value, top, 0)
+    while stack:
+        source, target = stack.pop()
+        if isinstance(source, dict):
+            for key, item in source.items():
+                target[key] = copy(item, target, key)
+        else:
+            for item in source:
+                target.append(copy(item, target, len(target)))
+    for container, key, items in reversed(tuples):  # children before their parents
+        container[key] = tuple(items)
+    return top[0]
+
+
+def _holds_written(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, WrittenFloat | WrittenInt):
+            return True
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list | tuple):
+            stack.extend(node)
+    return False
 
 
 def _too_deep(value: Any) -> bool:

@@ -40,13 +40,20 @@ _TOKEN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+(?P<closed>")?|[\[\]{},]', re.DO
 _CLOSER = {"[": "]", "{": "}"}
 
 
-def repair(text: str, *, keep_nonfinite: bool = False) -> tuple[Any, str]:
+def repair(
+    text: str, *, keep_nonfinite: bool = False, written_numbers: bool = False
+) -> tuple[Any, str]:
     """(the value `text` most likely meant, what was done).
 
     Raises `JSONSyntaxError` when nothing sensible can be made of `text`, and
-    `JSONLimitError` when it is too deep or too long to repair.
+    `JSONLimitError` when it is too deep or too long to repair. The options
+    are the JSON boundary's (`loads`). With `written_numbers`, a cut-off text
+    keeps every number as the model wrote it; json-repair writes the numbers
+    of what it repairs again, as Python's ``json`` writes them (``3.10`` as
+    ``3.1``).
     """
-    truncated = _close_truncation(text, keep_nonfinite)
+    options = {"keep_nonfinite": keep_nonfinite, "written_numbers": written_numbers}
+    truncated = _close_truncation(text, options)
     if truncated is not None:
         return truncated
     if len(text) > MAX_REPAIR_CHARS:
@@ -63,10 +70,10 @@ def repair(text: str, *, keep_nonfinite: bool = False) -> tuple[Any, str]:
         raise JSONSyntaxError(f"broken JSON that cannot be repaired ({reason})") from None
     if not isinstance(repaired, str) or repaired.strip() in ("", '""', "null"):
         raise JSONSyntaxError("text that is not JSON")
-    return loads(repaired, keep_nonfinite=keep_nonfinite).value, "repaired malformed JSON"
+    return loads(repaired, **options).value, "repaired malformed JSON"
 
 
-def _close_truncation(text: str, keep_nonfinite: bool) -> tuple[Any, str] | None:
+def _close_truncation(text: str, options: dict[str, bool]) -> tuple[Any, str] | None:
     """The value of `text` completed at its end, or None when `text` is not a cut-off value."""
     stack: list[str] = []
     # For each open container, where its last member began (just after "[", "{" or ",").
@@ -105,7 +112,7 @@ def _close_truncation(text: str, keep_nonfinite: bool) -> tuple[Any, str] | None
     for candidate in candidates:
         try:
             # The scan bounded the depth: every bracket of a candidate was on the stack.
-            decoded = loads(candidate + closers, keep_nonfinite=keep_nonfinite, depth_checked=True)
+            decoded = loads(candidate + closers, depth_checked=True, **options)
         except JSONSyntaxError:
             continue
         return decoded.value, "repaired malformed JSON"

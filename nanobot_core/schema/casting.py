@@ -10,9 +10,19 @@ below turns it into a value of a wanted type:
 - number: a string in JSON number syntax, ``"2.5"`` -> 2.5, ``"3"`` -> 3; never inf or nan.
 - boolean: ``"true"``, ``"yes"``, ``"1"`` and ``"false"``, ``"no"``, ``"0"`` (any case, trimmed).
   Numbers are never booleans, and booleans never numbers.
-- string: an int or float, written as JSON writes it (``3`` -> ``"3"``, ``2.5`` -> ``"2.5"``).
+- string: an int or float, as the model wrote it (``3.10`` -> ``"3.10"``, ``1e2`` -> ``"1e2"``,
+  ``-0`` -> ``"-0"``), at any length; never inf or nan. The written form is known for numbers
+  the JSON boundary decoded with ``written_numbers`` (`WrittenFloat`, `WrittenInt`): the
+  registry decodes a call's argument text so when it must cast. A number that arrived
+  already decoded (a provider's object, a plugin's Python value), or was written again by
+  json-repair while repairing broken JSON, has no written form: it is written as JSON writes
+  it (``3.1`` -> ``"3.1"``, ``100.0`` -> ``"100.0"``), as is a written form that is not JSON
+  number text (the boundary never makes one).
 - array / object: a string holding a JSON array / object, within the JSON boundary's limits
-  (nesting, integer digits; see ``docs/limits.md``).
+  (nesting, integer digits; see ``docs/limits.md``); its numbers keep their written form.
+
+The result holds plain floats and ints only: written numbers never leave casting, nor reach
+the validator (jsonschema-rs refuses subclasses of float and int).
 
 The walk follows ``properties``, ``patternProperties``, ``additionalProperties``, ``items``,
 ``prefixItems``, local ``$ref`` (``#``, ``#/$defs/..``, ``#/definitions/..``) and ``allOf``.
@@ -32,7 +42,13 @@ from typing import Any
 
 import attrs
 
-from nanobot_core._json_boundary import JSONBoundaryError, loads
+from nanobot_core._json_boundary import (
+    JSONBoundaryError,
+    WrittenFloat,
+    WrittenInt,
+    loads,
+    plain_numbers,
+)
 from nanobot_core.schema.validation import (
     InvalidSchemaError,
     SchemaValidator,
@@ -61,8 +77,9 @@ def cast_arguments(
 ) -> tuple[Any, list[str]]:
     """Cast what the schema plainly means and the model wrote loosely (``"3"`` for an integer).
 
-    Returns the new value (``value`` itself when nothing was cast; the input is never mutated) and
-    one note per cast, e.g. ``$.count: "3" -> 3``. The rules are below.
+    Returns the new value (``value`` itself when nothing was cast and it holds no written
+    numbers; the input is never mutated) and one note per cast, e.g. ``$.count: "3" -> 3``. The
+    rules are below.
     """
     return cast_value(compile_schema(schema), value)
 
@@ -74,7 +91,7 @@ def cast_value(validator: SchemaValidator, value: Any) -> tuple[Any, list[str]]:
     dialect = root.get("$schema") if isinstance(root, Mapping) else None
     legacy = isinstance(dialect, str) and any(d in dialect for d in _LEGACY_REF_DIALECTS)
     walk = _Walk(validator=validator, root=root, ref_hides_siblings=legacy)
-    return walk.cast(root, value, (), ()), walk.notes
+    return plain_numbers(walk.cast(root, value, (), ())), walk.notes
 
 
 @attrs.define
@@ -189,13 +206,14 @@ class _Walk:
         self, branches: list[Any], keyword: str, value: Any, path: Path, where: Path
     ) -> Any:
         pointers = [json_pointer((*where, keyword, index)) for index in range(len(branches))]
-        if any(self.validator.is_valid_at(pointer, value) for pointer in pointers):
+        plain = plain_numbers(value)
+        if any(self.validator.is_valid_at(pointer, plain) for pointer in pointers):
             return value
         accepted: dict[str, tuple[Any, list[str]]] = {}
         for index, (branch, pointer) in enumerate(zip(branches, pointers, strict=True)):
             attempt = attrs.evolve(self, notes=[], following=set(self.following))
             result = attempt.cast(branch, value, path, (*where, keyword, index))
-            if result is not value and self.validator.is_valid_at(pointer, result):
+            if result is not value and self.validator.is_valid_at(pointer, plain_numbers(result)):
                 accepted.setdefault(_canonical(result), (result, attempt.notes))
         if len(accepted) != 1:
             return value
@@ -215,8 +233,23 @@ def _convert(value: Any, json_type: str) -> Any:
     if isinstance(value, str):
         return _from_text(value, json_type)
     if json_type == "string" and isinstance(value, int | float) and not isinstance(value, bool):
-        return json.dumps(value) if math.isfinite(value) else _NO_CAST
+        if isinstance(value, float) and not math.isfinite(value):
+            return _NO_CAST
+        written = _written_text(value)
+        if written is not None:
+            return written
+        try:  # an int beyond float range is exact; beyond Python's digit limit it has no text
+            return json.dumps(value)
+        except ValueError:
+            return _NO_CAST
     return _NO_CAST
+
+
+def _written_text(value: Any) -> str | None:
+    """The text a number was written as, when the boundary kept it and it is JSON number text."""
+    if isinstance(value, WrittenFloat | WrittenInt) and _NUMBER_TEXT.fullmatch(value.text):
+        return value.text
+    return None
 
 
 def _from_text(text: str, json_type: str) -> Any:
@@ -236,7 +269,7 @@ def _from_text(text: str, json_type: str) -> Any:
             return False
     if json_type in ("array", "object") and stripped[:1] in ("[", "{"):
         try:  # the boundary's limits: a model's text nested 100,000 deep is refused, not recursed
-            parsed = loads(stripped, keep_nonfinite=True).value
+            parsed = loads(stripped, keep_nonfinite=True, written_numbers=True).value
         except JSONBoundaryError:
             return _NO_CAST
         if _is_of_type(parsed, json_type):
@@ -332,7 +365,8 @@ def _canonical(value: Any) -> str:
 
 
 def _show(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, default=repr)
+    written = _written_text(value)
+    text = written if written is not None else json.dumps(value, ensure_ascii=False, default=repr)
     if len(text) <= NOTE_VALUE_CHARS:
         return text
     return text[: NOTE_VALUE_CHARS - 3] + "..."

@@ -216,7 +216,8 @@ class ToolRegistry:
             validator = self._validator(entry)
             errors = validator.errors(arguments)
             if errors:
-                cast, notes = cast_arguments(validator, arguments)
+                written = _written(raw_arguments, not takes_arguments_key, arguments)
+                cast, notes = cast_arguments(validator, written)
                 cast_errors = validator.errors(cast)
                 if cast_errors:
                     errors = cast_errors
@@ -273,7 +274,9 @@ class ParsedArguments:
     error: str | None = None
 
 
-def parse_arguments(raw: Any, *, unwrap: bool = True) -> ParsedArguments:
+def parse_arguments(
+    raw: Any, *, unwrap: bool = True, written_numbers: bool = False
+) -> ParsedArguments:
     """Read raw call arguments into an object, noting every repair.
 
     Accepts an object; JSON text (also double-encoded, also broken: repaired
@@ -282,13 +285,16 @@ def parse_arguments(raw: Any, *, unwrap: bool = True) -> ParsedArguments:
     whose inner value may itself be JSON text. Text and objects outside the
     JSON boundary's limits (depth, integer digits) are refused with the
     reason; non-finite numbers are kept, for validation to refuse by name.
+    With `written_numbers`, the numbers of JSON text are the JSON boundary's
+    `WrittenFloat` and `WrittenInt`, which keep the text the model wrote: for
+    casting only, which `ToolRegistry.prepare_call` asks for when it must cast.
     """
     repairs: list[str] = []
     try:
-        value = _decode(raw, repairs)
+        value = _decode(raw, repairs, written_numbers)
         if unwrap and isinstance(value, dict) and list(value) == ["arguments"]:
             repairs.append('unwrapped an {"arguments": ...} wrapper')
-            value = _decode(value["arguments"], repairs)
+            value = _decode(value["arguments"], repairs, written_numbers)
     except JSONLimitError as exc:
         return ParsedArguments(repairs=tuple(repairs), error=f"cannot be used: {exc}")
     if not isinstance(value, dict):
@@ -301,7 +307,21 @@ def parse_arguments(raw: Any, *, unwrap: bool = True) -> ParsedArguments:
 _UNPARSABLE = object()
 
 
-def _decode(raw: Any, repairs: list[str]) -> Any:
+def _written(raw: Any, unwrap: bool, arguments: dict[str, Any]) -> Any:
+    """``arguments`` read again from ``raw`` with their numbers as written, for casting.
+
+    Only a call that must be cast pays for this second reading. The numbers
+    keep their text only where ``raw`` held them as JSON text: arguments that
+    came as an object have none. Casting returns plain numbers, so no
+    `WrittenFloat` reaches validation or the tool. ``arguments`` itself when
+    the second reading differs (a NaN, never equal to itself; a tool's own
+    check that changed ``arguments`` in place).
+    """
+    written = parse_arguments(raw, unwrap=unwrap, written_numbers=True).value
+    return written if written == arguments else arguments
+
+
+def _decode(raw: Any, repairs: list[str], written: bool) -> Any:
     if raw is None:
         return {}
     if not isinstance(raw, str):
@@ -309,20 +329,22 @@ def _decode(raw: Any, repairs: list[str]) -> Any:
         return raw
     if not raw.strip():
         return {}
-    value = _loads(raw, repairs)
+    value = _loads(raw, repairs, written)
     if isinstance(value, str) and value.strip()[:1] in ("{", "["):
         repairs.append("decoded double-encoded JSON")
-        value = _loads(value, repairs)
+        value = _loads(value, repairs, written)
     return value
 
 
-def _loads(text: str, repairs: list[str]) -> Any:
+def _loads(text: str, repairs: list[str], written: bool) -> Any:
     try:
+        if written:
+            return loads(text, keep_nonfinite=True, written_numbers=True).value
         return loads(text, keep_nonfinite=True).value
     except JSONSyntaxError:
         pass
     try:
-        value, done = repair(text, keep_nonfinite=True)
+        value, done = repair(text, keep_nonfinite=True, written_numbers=written)
     except JSONSyntaxError:
         return _UNPARSABLE
     repairs.append(done)

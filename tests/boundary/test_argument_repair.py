@@ -65,6 +65,14 @@ def test_each_kind_of_cut_off_tail_is_dropped(text: str, expected: dict[str, Any
     assert repair(text)[0] == expected
 
 
+def test_a_cut_off_text_keeps_its_numbers_as_written() -> None:
+    """With written_numbers, a closed truncation keeps each number's text; json-repair does not."""
+    value, _ = repair('{"a": 3.10, "b": [1E+2', written_numbers=True)
+    assert (value["a"].text, value["b"][0].text) == ("3.10", "1E+2")
+    value, _ = repair("{'a': 3.10}", written_numbers=True)
+    assert value["a"].text == "3.1"  # json-repair wrote the number again
+
+
 def test_other_breakage_is_repaired_below_the_limit() -> None:
     """Single quotes, comments and trailing text are repaired when short."""
     assert repair("{'a': 1}")[0] == {"a": 1}

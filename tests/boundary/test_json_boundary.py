@@ -15,9 +15,12 @@ from nanobot_core._json_boundary import (
     MAX_INT_DIGITS,
     JSONLimitError,
     JSONSyntaxError,
+    WrittenFloat,
+    WrittenInt,
     check_depth,
     dumps,
     loads,
+    plain_numbers,
     sanitized,
     without_lone_surrogates,
 )
@@ -88,6 +91,63 @@ def test_non_finite_numbers_are_kept_when_asked() -> None:
     """keep_nonfinite leaves NaN a float, for argument validation to refuse by name."""
     value = loads('{"x": NaN, "y": 1e999}', keep_nonfinite=True).value
     assert math.isnan(value["x"]) and value["y"] == math.inf
+
+
+def test_written_numbers_keep_their_text() -> None:
+    """With written_numbers every number keeps the text it was written as, in any container."""
+    value = loads('{"a": [3.10, 1E+2, -0], "b": {"c": 0.30000000000000001}}', written_numbers=True)
+    (a, e, z), c = value.value["a"], value.value["b"]["c"]
+    assert (a.text, e.text, z.text, c.text) == ("3.10", "1E+2", "-0", "0.30000000000000001")
+    assert (a, e, z, c) == (3.1, 100.0, 0, 0.3)
+    assert [type(n) for n in (a, e, z, c)] == [WrittenFloat, WrittenFloat, WrittenInt, WrittenFloat]
+
+
+def test_written_numbers_keep_the_limits() -> None:
+    """Written numbers change no limit: too many integer digits are refused, non-finite kept."""
+    with pytest.raises(JSONLimitError, match=f"more than {MAX_INT_DIGITS} digits"):
+        loads("[" + "9" * 5_000 + "]", written_numbers=True)
+    assert loads("[1e999]", written_numbers=True).value == [None]
+    assert loads("[1e999]", keep_nonfinite=True, written_numbers=True).value == [math.inf]
+
+
+def test_written_numbers_survive_the_surrogate_walk() -> None:
+    """A text with a lone surrogate is walked and copied; its numbers still keep their text."""
+    value = loads('{"\\ud800": [2.50]}', written_numbers=True).value
+    assert value["\ufffd"][0].text == "2.50"
+
+
+def test_plain_numbers_leaves_no_written_number() -> None:
+    """plain_numbers makes plain floats and ints in dicts, lists and tuples, keeping the shape."""
+    value = {"a": [WrittenFloat("2.50"), (WrittenInt("-0"), [WrittenFloat("1e2")])], "b": "x"}
+    plain = plain_numbers(value)
+    assert plain == {"a": [2.5, (0, [100.0])], "b": "x"}
+    inner = plain["a"][1]
+    assert [type(plain["a"][0]), type(inner), type(inner[0]), type(inner[1][0])] == [
+        float,
+        tuple,
+        int,
+        float,
+    ]
+    assert type(plain_numbers(WrittenFloat("0.5"))) is float
+
+
+def test_plain_numbers_returns_a_plain_value_itself() -> None:
+    """A value holding no written number comes back as the same object, however deep."""
+    value: list[Any] = [1, 2.5, {"a": (3,)}]
+    for _ in range(100_000):
+        value = [value]
+    assert plain_numbers(value) is value
+
+
+def test_plain_numbers_copies_deep_values_without_recursion() -> None:
+    """A written number 100,000 lists deep is made plain without a RecursionError."""
+    value: Any = [WrittenFloat("1.50")]
+    for _ in range(100_000):
+        value = [value]
+    plain = plain_numbers(value)
+    for _ in range(100_000):
+        plain = plain[0]
+    assert type(plain[0]) is float and plain == [1.5]
 
 
 def test_lone_surrogate_escapes_become_replacement_characters() -> None:

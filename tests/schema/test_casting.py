@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nanobot_core._json_boundary import check_depth
+from nanobot_core._json_boundary import WrittenFloat, check_depth, loads
 from nanobot_core.schema import (
     InvalidSchemaError,
     cast_arguments,
@@ -107,6 +107,58 @@ REFUSALS = [
 def test_lossy_or_unclear_values_are_left_alone(json_type: str, value: Any) -> None:
     """A value no rule converts without loss or guessing is returned as it was."""
     assert _same(_cast_one({"type": json_type}, value), value)
+
+
+def test_int_beyond_float_range_is_written_exactly() -> None:
+    """An int too large for a float is written out digit for digit, not refused with a raise."""
+    assert _cast_one({"type": "string"}, 10**400) == "1" + "0" * 400
+
+
+def test_written_number_is_cast_to_its_text() -> None:
+    """A number decoded with its text becomes that text, and the note shows it as written."""
+    value = loads('{"x": 3.10, "y": [1E+2, -0]}', written_numbers=True).value
+    schema = {"properties": {"x": {"type": "string"}, "y": {"items": {"type": "string"}}}}
+    cast, notes = cast_arguments(schema, value)
+    assert cast == {"x": "3.10", "y": ["1E+2", "-0"]}
+    assert notes == ['$.x: 3.10 -> "3.10"', '$.y[0]: 1E+2 -> "1E+2"', '$.y[1]: -0 -> "-0"']
+
+
+def test_written_text_that_is_not_a_json_number_is_not_used() -> None:
+    """A written form that is not JSON number text is ignored: JSON writes the number."""
+    assert _cast_one({"type": "string"}, WrittenFloat(" 2.50")) == "2.5"
+
+
+def test_cast_result_holds_no_written_number() -> None:
+    """Numbers left alone, in unions, or parsed from a JSON string come back as plain numbers."""
+    value = loads('{"x": 3.10, "n": 2.50, "u": 1.50, "a": "[0.50]"}', written_numbers=True).value
+    schema = {
+        "properties": {
+            "x": {"type": "string"},
+            "u": {"anyOf": [{"type": "number", "maximum": 1}, {"type": "boolean"}]},
+            "a": {"type": "array", "items": {"type": "number"}},
+        }
+    }
+    cast, _ = cast_arguments(schema, value)
+    assert cast == {"x": "3.10", "n": 2.5, "u": 1.5, "a": [0.5]}
+    assert [type(cast["n"]), type(cast["u"]), type(cast["a"][0])] == [float, float, float]
+
+
+def test_union_branch_sees_the_written_text() -> None:
+    """In anyOf, a branch's string keywords judge the text as written (3.10 is four characters)."""
+    value = loads('{"x": 3.10}', written_numbers=True).value
+
+    def schema(longest: int) -> dict[str, Any]:
+        branches = [{"type": "string", "maxLength": longest}, {"type": "null"}]
+        return {"properties": {"x": {"anyOf": branches}}}
+
+    assert cast_arguments(schema(3), value)[0] == {"x": 3.1}
+    assert cast_arguments(schema(4), value)[0] == {"x": "3.10"}
+
+
+def test_int_beyond_the_digit_limit_is_left_alone() -> None:
+    """An int with more digits than Python writes as text stays an int instead of raising."""
+    value = 10**5_000
+    assert _cast_one({"type": "string"}, value) is value
 
 
 @settings(derandomize=True, deadline=None, max_examples=60)

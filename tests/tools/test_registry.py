@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nanobot_core import Tool, tool
 from nanobot_core.tools import registry as registry_module
@@ -152,6 +154,134 @@ def test_cast_result_is_validated_again(monkeypatch: pytest.MonkeyPatch) -> None
         prepared.error
         == 'Error: invalid arguments for tool "count": $.label: 5 is not of type "string"'
     )
+
+
+def test_integer_beyond_float_range_is_cast_to_its_digits() -> None:
+    """A 400-digit JSON integer for a string parameter reaches the tool as its digits."""
+    digits = "9" * 400
+    prepared = _registry(SchemaTool("count", COUNTER_SCHEMA)).prepare_call(
+        "count", '{"label": ' + digits + "}"
+    )
+    assert (prepared.error, prepared.arguments) == (None, {"label": digits})
+
+
+VERSION_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "version": {"type": "string"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "ratio": {"type": "number"},
+        "count": {"type": "integer"},
+    },
+}
+
+
+def _version_call(raw: Any) -> Any:
+    prepared = _registry(SchemaTool("pin", VERSION_SCHEMA)).prepare_call("pin", raw)
+    assert prepared.error is None
+    return prepared
+
+
+@pytest.mark.parametrize(
+    "literal", ["3.10", "1e2", "0.30000000000000001", "1.0E+2", "-0", "-0.0", "2.50e-3"]
+)
+def test_number_for_a_string_is_cast_as_the_model_wrote_it(literal: str) -> None:
+    """A JSON number for a string parameter reaches the tool with the digits the model wrote."""
+    target = SchemaTool("pin", VERSION_SCHEMA)
+    executor = Executor(_registry(target), default_timeout=5)
+    (outcome,) = run(executor.run([ToolCallRequest("c1", "pin", f'{{"version": {literal}}}')]))
+    assert not outcome.result.is_error
+    assert target.calls == [{"version": literal}]
+    assert outcome.repairs == [f'cast $.version: {literal} -> "{literal}"']
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        '"{\\"version\\": 3.10}"',
+        '{"version": 3.10',
+        '{"version": 3.10,',
+        '{"arguments": {"version": 3.10}}',
+        {"arguments": '{"version": 3.10}'},
+    ],
+    ids=["double-encoded", "truncated", "truncated-comma", "wrapper-in-json", "wrapper-json"],
+)
+def test_written_form_survives_every_text_form(raw: Any) -> None:
+    """Double-encoded, cut-off and wrapped argument text keep a number's written form too."""
+    assert _version_call(raw).arguments == {"version": "3.10"}
+
+
+def test_numbers_in_a_json_string_for_an_array_keep_their_text() -> None:
+    """A JSON string cast to an array of strings writes its numbers as the model wrote them."""
+    arguments = _version_call('{"tags": "[3.10, 1e2, 7]"}').arguments
+    assert arguments == {"tags": ["3.10", "1e2", "7"]}
+
+
+def test_numbers_reaching_the_tool_are_plain_floats_and_ints() -> None:
+    """A cast call gives the tool plain floats, ints and strings: no number remembering its text."""
+    arguments = _version_call(
+        '{"version": 3.10, "ratio": 0.50, "count": 2, "extra": [1.5, {"x": -0}]}'
+    ).arguments
+    assert arguments == {"version": "3.10", "ratio": 0.5, "count": 2, "extra": [1.5, {"x": 0}]}
+    assert type(arguments["ratio"]) is float and type(arguments["count"]) is int
+    assert type(arguments["extra"][0]) is float and type(arguments["extra"][1]["x"]) is int
+
+
+def test_a_decoded_object_has_no_written_form() -> None:
+    """Arguments that arrive as an object are cast as JSON writes the number (3.10 is 3.1)."""
+    assert _version_call({"version": 3.10}).arguments == {"version": "3.1"}
+
+
+def test_json_repair_rewrites_numbers_before_casting() -> None:
+    """Broken JSON that json-repair rewrites loses the written form: 3.10 arrives as "3.1"."""
+    assert _version_call("{'version': 3.10}").arguments == {"version": "3.1"}
+
+
+def test_a_written_form_that_does_not_decode_to_the_arguments_is_not_used() -> None:
+    """A tool's own check that changes the arguments in place is kept over the text."""
+
+    class Rewriting(SchemaTool):
+        def validate_arguments(self, arguments: dict[str, Any]) -> None:
+            arguments["version"] = 4.25
+
+    registry = _registry(Rewriting("pin", VERSION_SCHEMA))
+    prepared = registry.prepare_call("pin", '{"version": 3.10}')
+    assert (prepared.error, prepared.arguments) == (None, {"version": "4.25"})
+
+
+def _float_literals() -> st.SearchStrategy[str]:
+    digits = st.text("0123456789", min_size=1, max_size=25)
+    whole = st.just("0") | st.builds(lambda d, r: d + r, st.sampled_from("123456789"), digits)
+    fraction = st.none() | digits.map(lambda d: "." + d)
+    exponent = st.none() | st.builds(
+        lambda e, sign, d: e + sign + d,
+        st.sampled_from("eE"),
+        st.sampled_from(["", "+", "-"]),
+        st.text("0123456789", min_size=1, max_size=3),
+    )
+    literal = st.builds(
+        lambda sign, w, f, e: sign + w + (f or "") + (e or ""),
+        st.sampled_from(["", "-"]),
+        whole,
+        fraction,
+        exponent,
+    )
+    return literal.filter(lambda text: ("." in text or "e" in text.lower()) and _finite(text))
+
+
+def _finite(text: str) -> bool:
+    return float(text) not in (float("inf"), float("-inf"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(literal=_float_literals(), form=st.sampled_from(["plain", "double", "truncated"]))
+def test_any_finite_float_literal_reaches_a_string_parameter_as_written(
+    literal: str, form: str
+) -> None:
+    """Any finite JSON float literal sent for a string parameter is exactly that text."""
+    text = f'{{"version": {literal}}}'
+    raw = {"plain": text, "double": json.dumps(text), "truncated": text[:-1] + ","}[form]
+    assert _version_call(raw).arguments == {"version": literal}
 
 
 def test_uncastable_arguments_are_an_error_with_paths() -> None:
