@@ -141,7 +141,7 @@ class McpBridge:
             self._connections[handle] = connection
             # Every start refreshes the cache, so a server that changed its tools is
             # listed correctly from the next process on.
-            handle.cache.store(handle.config, tools)
+            handle.cache.store(handle.config, tools, connection.rejected)
             return connection
 
     async def _tools_of(self, handle: ServerHandle) -> list[dict[str, Any]]:

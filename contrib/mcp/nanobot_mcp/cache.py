@@ -2,7 +2,8 @@
 
 One JSON file per server, ``<workspace>/.nanobot/cache/mcp/<server>.json``,
 holding the hash of the server's config and its tools as MCP sends them
-(``name``, ``description``, ``inputSchema``, ``annotations``). A file whose
+(``name``, ``description``, ``inputSchema``, ``annotations``), and the tools
+it listed that were left out as invalid, with why (``rejected``). A file whose
 hash does not match the current config is ignored, so editing the command,
 its arguments, environment or directory forces a fresh listing. The cache is
 refreshed each time a server actually starts.
@@ -13,10 +14,12 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from nanobot_mcp.config import ServerConfig
+from nanobot_mcp.connection import RejectedTool
 
 __all__ = ["ToolListCache", "cache_directory", "write_json_atomically"]
 
@@ -45,6 +48,39 @@ class ToolListCache:
 
     def load(self, server: ServerConfig) -> list[dict[str, Any]] | None:
         """The cached tools of `server`, or None when missing, stale or unreadable."""
+        data = self._read(server)
+        return None if data is None else data["tools"]
+
+    def rejected(self, server: ServerConfig) -> list[RejectedTool]:
+        """The tools `server` listed that were left out as invalid (none when not cached)."""
+        data = self._read(server)
+        entries = [] if data is None else data.get("rejected", [])
+        if not isinstance(entries, list):
+            return []
+        return [
+            RejectedTool(e.get("tool") if isinstance(e.get("tool"), str) else None, e["reason"])
+            for e in entries
+            if isinstance(e, dict) and isinstance(e.get("reason"), str)
+        ]
+
+    def store(
+        self,
+        server: ServerConfig,
+        tools: list[dict[str, Any]],
+        rejected: Sequence[RejectedTool] = (),
+    ) -> None:
+        """Write the tools of `server` atomically (a reader never sees half a file)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        payload = {
+            "format": _FORMAT,
+            "server": server.name,
+            "config_hash": server.config_hash,
+            "tools": tools,
+            "rejected": [{"tool": r.tool, "reason": r.reason} for r in rejected],
+        }
+        write_json_atomically(self.path(server), payload)
+
+    def _read(self, server: ServerConfig) -> dict[str, Any] | None:
         try:
             data = json.loads(self.path(server).read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -59,18 +95,7 @@ class ToolListCache:
             )
         ):
             return None
-        return data["tools"]  # type: ignore[no-any-return]
-
-    def store(self, server: ServerConfig, tools: list[dict[str, Any]]) -> None:
-        """Write the tools of `server` atomically (a reader never sees half a file)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        payload = {
-            "format": _FORMAT,
-            "server": server.name,
-            "config_hash": server.config_hash,
-            "tools": tools,
-        }
-        write_json_atomically(self.path(server), payload)
+        return data
 
 
 def write_json_atomically(path: Path, payload: Any) -> None:

@@ -4,28 +4,58 @@ The MCP SDK is built on anyio, whose task groups must be entered and left by
 the same task. So each connection has an *owner* task that opens the stdio
 transport and the session, reports the tool list, then waits until it is told
 to close; other tasks use the session meanwhile (MCP multiplexes requests).
+
+The SDK validates a ``tools/list`` answer as a whole: one tool it refuses (no
+name, an ``inputSchema`` whose ``type`` is not ``object``, a property schema
+that is not an object) would lose every tool of the server. So the answers to
+``tools/list`` are screened on their way in: a tool the SDK would refuse is
+taken out of the list and remembered with the reason (`RejectedTool`), and
+the SDK sees the good ones.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
+import attrs
 
 from nanobot_mcp.config import ServerConfig
 
-__all__ = ["CONNECTION_CLOSED", "McpServerError", "ServerConnection"]
+__all__ = [
+    "CONNECTION_CLOSED",
+    "McpServerError",
+    "RejectedTool",
+    "ServerConnection",
+    "screen_tools",
+]
 
 #: The JSON-RPC error code the MCP SDK raises when the server's pipe is gone.
 CONNECTION_CLOSED = -32000
 _MAX_PAGES = 100
 _STDERR_TAIL = 800
+_FALLBACK_VERSION = "2025-11-25"
 
 
 class McpServerError(Exception):
     """An MCP server could not be started, or stopped answering."""
+
+
+@attrs.frozen
+class RejectedTool:
+    """A tool a server listed that cannot be used: its name (None when it had none) and why."""
+
+    tool: str | None
+    reason: str
+
+    def describe(self, server: str) -> str:
+        """One line naming the server and the tool, and what is wrong with it."""
+        tool = "a tool without a name" if self.tool is None else f"tool {self.tool!r}"
+        return f"MCP server {server!r}: {tool} left out: its definition is invalid ({self.reason})"
 
 
 class ServerConnection:
@@ -35,7 +65,11 @@ class ServerConnection:
         self.config = config
         self.stderr_log = stderr_log
         self.tools: list[dict[str, Any]] = []
+        #: The tools of the last listing that were left out, and why.
+        self.rejected: list[RejectedTool] = []
         self._session: Any = None
+        self._protocol_version: Any = None  # the session's negotiated version, once known
+        self._listing_ids: set[Any] = set()  # ids of tools/list requests not answered yet
         self._closing = asyncio.Event()
         self._owner: asyncio.Task[None] | None = None
 
@@ -117,10 +151,16 @@ class ServerConnection:
                     # The session reads through a relay that notices the server's end of
                     # output, so a server that died while idle is known dead before the
                     # next call instead of failing it.
+                    # Requests go out through a relay too, which notes the ids of
+                    # tools/list requests, so their answers can be screened.
                     relay_send, relay_receive = anyio.create_memory_object_stream[Any](0)
+                    out_send, out_receive = anyio.create_memory_object_stream[Any](0)
                     group.start_soon(self._relay, read, relay_send)
-                    async with ClientSession(relay_receive, write) as session:
+                    group.start_soon(self._relay_out, out_receive, write)
+                    async with ClientSession(relay_receive, out_send) as session:
+                        self._protocol_version = lambda: session.protocol_version
                         await session.initialize()
+                        self.rejected = []
                         tools = await _list_all_tools(session)
                         self._session = session
                         ready.set_result(tools)
@@ -142,11 +182,46 @@ class ServerConnection:
         try:
             async with sink:
                 async for item in source:
-                    await sink.send(item)
+                    await sink.send(self._screen(item))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the session closed its end first: we are shutting down
         finally:
             self._closing.set()
+
+    async def _relay_out(self, source: Any, sink: Any) -> None:
+        """Pass the session's messages on to the server, noting the ids of tools/list requests."""
+        try:
+            async with sink:
+                async for item in source:
+                    message = getattr(item, "message", None)
+                    if getattr(message, "method", None) == "tools/list":
+                        self._listing_ids.add(message.id)  # type: ignore[union-attr]
+                    await sink.send(item)
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+            pass  # the process is gone; the inbound relay notices its end of output
+
+    def _screen(self, item: Any) -> Any:
+        """The item, with the tools the SDK would refuse taken out when it answers tools/list."""
+        message = getattr(item, "message", None)
+        ident = getattr(message, "id", None)
+        if ident is None or ident not in self._listing_ids:
+            return item
+        self._listing_ids.discard(ident)
+        result = getattr(message, "result", None)
+        if not isinstance(result, dict):
+            return item  # an error answer: the SDK raises it as usual
+        # Before the handshake the SDK checks answers against this revision, so do we.
+        version = (self._protocol_version and self._protocol_version()) or _FALLBACK_VERSION
+        try:
+            kept, rejected = screen_tools(result, version)
+        except Exception:  # screening must never stop the relay: the SDK judges as before
+            return item
+        if not rejected:
+            return item
+        if self._session is None:  # the listing at start-up (the SDK may list again later)
+            self.rejected += rejected
+        message.result = kept  # type: ignore[union-attr]
+        return item
 
     def _stderr_tail(self) -> str:
         try:
@@ -172,6 +247,69 @@ async def _list_all_tools(session: Any) -> list[dict[str, Any]]:
         if not cursor:
             break
     return tools
+
+
+def screen_tools(result: dict[str, Any], version: str) -> tuple[dict[str, Any], list[RejectedTool]]:
+    """A ``tools/list`` result without the tools the SDK would refuse, and those tools.
+
+    Each tool is checked as the SDK checks the whole answer (against the
+    negotiated protocol version's schema, then the SDK's ``ListToolsResult``),
+    but on its own, so one bad tool does not take the others with it. An answer
+    that is valid as a whole, or that is wrong outside its tools, is left as it is.
+    """
+    tools = result.get("tools")
+    if (
+        not isinstance(tools, list)
+        or _refusal(result, version) is None
+        or _refusal({**result, "tools": []}, version) is not None  # wrong outside the tools
+    ):
+        return result, []
+    kept: list[Any] = []
+    rejected: list[RejectedTool] = []
+    for tool in tools:
+        reason = _refusal({**result, "tools": [tool]}, version)
+        if reason is None:
+            kept.append(tool)
+            continue
+        name = tool.get("name") if isinstance(tool, Mapping) else None
+        rejected.append(RejectedTool(name if isinstance(name, str) else None, reason))
+    return {**result, "tools": kept}, rejected
+
+
+def _refusal(result: dict[str, Any], version: str) -> str | None:
+    """Why the SDK would refuse this ``tools/list`` result, or None when it would accept it."""
+    from mcp.types import ListToolsResult
+    from mcp_types import methods
+    from pydantic import ValidationError
+
+    try:
+        # No table for this version and method: the SDK skips this check too.
+        with contextlib.suppress(KeyError):
+            methods.validate_server_result("tools/list", version, result)
+        ListToolsResult.model_validate(result, by_name=False)
+    except ValidationError as exc:
+        return _validation_summary(exc)
+    return None
+
+
+def _validation_summary(exc: Any) -> str:
+    """The first few problems of a pydantic error, as ``where: what`` (one per place)."""
+    problems: dict[str, str] = {}
+    for error in exc.errors():
+        location = [str(part) for part in error.get("loc", ())]
+        if location[:2] == ["tools", "0"]:
+            location = location[2:]
+        # A union reports each of its arms (``b.dict[str,any]``, ``b.bool``): keep the first.
+        where = ".".join(part for part in location if not _is_union_arm(part)) or "the tool"
+        problems.setdefault(where, str(error.get("msg", "invalid")))
+    shown = [f"{where}: {what}" for where, what in list(problems.items())[:3]]
+    more = len(problems) - len(shown)
+    return "; ".join(shown) + (f" (and {more} more)" if more > 0 else "")
+
+
+def _is_union_arm(part: str) -> bool:
+    """Whether a part of a pydantic error location names a union's arm, not a field."""
+    return "[" in part or part in {"bool", "int", "str", "float", "list", "dict", "none"}
 
 
 def _describe(exc: BaseException) -> str:

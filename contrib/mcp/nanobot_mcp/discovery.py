@@ -4,7 +4,9 @@ Servers are isolated from each other: one that fails to start (crashes,
 exits, hangs past its ``startup_timeout``) loses only its own tools, and is
 reported by name on stderr (a warning of the ``nanobot_mcp`` logger). Its
 failure is remembered for its ``retry_after`` seconds, during which it is
-not started again (see `nanobot_mcp.failures`).
+not started again (see `nanobot_mcp.failures`). A tool a server lists with an
+invalid definition loses only itself, and is reported with its server, its
+name and what is wrong (from the server's start or its cached listing alike).
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ def discover_tools(
             _left_out(str(outcome))
         else:
             tools += [McpTool(handle, spec, bridge) for spec in outcome or []]
+            for rejected in handle.cache.rejected(handle.config):
+                log.warning("nanobot-mcp: %s", rejected.describe(handle.config.name))
     return tools
 
 

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from conftest import Workspace
 
 RAW_SERVER = Path(__file__).parent / "servers" / "raw_server.py"
+RAW_EXTRA = "RAW_SERVER_EXTRA_TOOLS"
 
 
 def bridged(workspace: Workspace) -> dict[str, McpTool]:
@@ -262,6 +263,37 @@ def test_a_byte_that_is_not_utf8_on_stdout_does_not_wedge_the_server(
     assert run_tool(echo, {"text": "one"}) == "caf\ufffd one"
     assert run_tool(echo, {"text": "two"}) == "caf\ufffd two"
     assert time.monotonic() - started < 30
+
+
+def test_a_tool_with_an_invalid_definition_loses_only_itself(
+    workspace: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The server's good tools are listed and called; each bad one is named with its fault."""
+    empty = {"type": "object", "properties": {}}
+    extra = [
+        {"name": "good", "inputSchema": empty},
+        {"name": "props", "inputSchema": {"type": "object", "properties": {"b": 5}}},
+        {"name": "scalar", "inputSchema": {"type": "string"}},
+        {"inputSchema": empty},
+        {"name": "later", "inputSchema": empty},
+    ]
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": {RAW_EXTRA: json.dumps(extra)}})
+    expected = [
+        "MCP server 'raw': tool 'props' left out: its definition is invalid "
+        "(inputSchema.properties.b: Input should be a valid dictionary)",
+        "MCP server 'raw': tool 'scalar' left out: its definition is invalid "
+        "(inputSchema.type: Input should be 'object')",
+        "MCP server 'raw': a tool without a name left out: its definition is invalid "
+        "(name: Field required)",
+    ]
+    for _ in range(2):  # started, then from the cached listing in a new process
+        caplog.clear()
+        tools = bridged(workspace)
+        assert list(tools) == ["mcp_raw_echo", "mcp_raw_good", "mcp_raw_later"]
+        message = _warnings(caplog)
+        assert all(line in message for line in expected), message
+        assert run_tool(tools["mcp_raw_later"], {}) == "later"
+        reset_default_bridge()
 
 
 def test_no_config_file_means_no_tools(workspace: Workspace) -> None:

@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nanobot_core import ConfigError
 from nanobot_core.testing import run_tool
 
@@ -21,6 +23,7 @@ from nanobot_mcp import (
     to_tool_result,
 )
 from nanobot_mcp.config import parse_servers
+from nanobot_mcp.connection import RejectedTool, screen_tools
 
 
 def parse(servers: dict[str, Any], workspace: Path = Path("/ws")) -> list[ServerConfig]:
@@ -206,3 +209,78 @@ def test_any_argument_name_of_the_server_reaches_it(argument: str) -> None:
     tool = McpTool(ServerHandle(ServerConfig(name="s", command="c"), Path("/ws")), spec, bridge)
     assert run_tool(tool, {argument: "value"}) == "done"
     assert bridge.calls == [("t", {argument: "value"})]
+
+
+_GOOD_TOOL = {"name": "good", "inputSchema": {"type": "object", "properties": {}}}
+_BAD_TOOLS: list[Any] = [
+    {"name": "props", "inputSchema": {"type": "object", "properties": {"b": 5}}},
+    {"name": "scalar", "inputSchema": {"type": "string"}},
+    {"inputSchema": {"type": "object"}},
+    {"name": 7, "inputSchema": {"type": "object"}},
+    {"name": "no_schema"},
+    "not a tool",
+]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.sampled_from(["2025-06-18", "2025-11-25"]),
+    st.lists(
+        st.one_of(
+            st.builds(
+                lambda name, described: {
+                    "name": name,
+                    "inputSchema": {"type": "object", "properties": {"x": {"type": "string"}}},
+                    **({"description": "d"} if described else {}),
+                },
+                st.text(max_size=8),
+                st.booleans(),
+            ),
+            st.sampled_from(_BAD_TOOLS),
+        ),
+        max_size=8,
+    ),
+)
+def test_screening_keeps_exactly_the_valid_tools_in_order(version: str, tools: list[Any]) -> None:
+    """Screening keeps each tool the SDK accepts, in order, and names each one it refuses."""
+    from mcp.types import ListToolsResult
+
+    result, rejected = screen_tools({"tools": tools}, version)
+    valid = [t for t in tools if t not in _BAD_TOOLS]
+    assert result["tools"] == valid
+    assert len(rejected) == len(tools) - len(valid)
+    ListToolsResult.model_validate(result)  # the SDK now accepts the answer
+    wrong_outside = {"tools": tools, "nextCursor": 5}
+    assert screen_tools(wrong_outside, version) == (wrong_outside, [])
+    assert all(r.reason for r in rejected)
+
+
+def test_a_refused_tool_is_named_with_what_is_wrong() -> None:
+    """Each refused tool keeps its name (None without one) and the place and kind of its fault."""
+    answer = {"tools": [_GOOD_TOOL, *_BAD_TOOLS[:3]], "nextCursor": "2"}
+    result, rejected = screen_tools(answer, "2025-11-25")
+    assert result == {"tools": [_GOOD_TOOL], "nextCursor": "2"}
+    assert [r.tool for r in rejected] == ["props", "scalar", None]
+    assert "inputSchema.properties.b: Input should be a valid dictionary" in rejected[0].reason
+    assert "inputSchema.type: Input should be 'object'" in rejected[1].reason
+    assert rejected[2].describe("s") == (
+        "MCP server 's': a tool without a name left out: its definition is invalid "
+        "(name: Field required)"
+    )
+    valid = {"tools": [_GOOD_TOOL]}
+    assert screen_tools(valid, "2025-11-25") == (valid, [])
+    # The newest revision's answers carry cache hints, which stay.
+    hints = {"resultType": "complete", "cacheScope": "private", "ttlMs": 0}
+    result, rejected = screen_tools({"tools": [_GOOD_TOOL, _BAD_TOOLS[1]], **hints}, "2026-07-28")
+    assert result == {"tools": [_GOOD_TOOL], **hints}
+    assert [r.tool for r in rejected] == ["scalar"]
+
+
+def test_the_cache_keeps_the_refused_tools(tmp_path: Path) -> None:
+    """A cached listing remembers which tools were left out and why, for the next process."""
+    cache = ToolListCache(tmp_path)
+    server = ServerConfig(name="s", command="c")
+    cache.store(server, [_GOOD_TOOL], [RejectedTool("bad", "why"), RejectedTool(None, "no name")])
+    assert cache.load(server) == [_GOOD_TOOL]
+    assert cache.rejected(server) == [RejectedTool("bad", "why"), RejectedTool(None, "no name")]
+    assert cache.rejected(ServerConfig(name="s", command="other")) == []

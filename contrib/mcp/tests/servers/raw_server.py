@@ -5,6 +5,8 @@ time. Its one tool, ``echo``, answers with its ``text`` argument. Environment
 switches:
 
 - ``RAW_SERVER_LATIN1``: every answer of ``echo`` holds a byte that is not UTF-8.
+- ``RAW_SERVER_EXTRA_TOOLS``: a JSON list of tool definitions listed after ``echo``, sent as
+  they are (invalid ones included); calling any of them answers like ``echo``.
 """
 
 from __future__ import annotations
@@ -44,11 +46,11 @@ def answer(request: dict[str, object]) -> None:
             "serverInfo": {"name": "raw", "version": "0"},
         }
     elif method == "tools/list":
-        result = {"tools": TOOLS}
+        result = {"tools": TOOLS + json.loads(os.environ.get("RAW_SERVER_EXTRA_TOOLS", "[]"))}
     elif method == "tools/call":
         params = request["params"]
         assert isinstance(params, dict)
-        text = str(params["arguments"]["text"])
+        text = str(params["arguments"].get("text", params["name"]))
         if os.environ.get("RAW_SERVER_LATIN1"):
             line = {"jsonrpc": "2.0", "id": ident, "result": {"content": "@"}}
             head, tail = json.dumps(line).encode().split(b'"@"')
