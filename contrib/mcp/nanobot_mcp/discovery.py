@@ -39,7 +39,8 @@ def discover_tools(
     usable = [h for h in handles if remembered[h] is None]
     listed = {h: h.cache.load(h.config) for h in usable}
     started = bridge.start_servers([h for h in usable if listed[h] is None])
-    tools: list[McpTool] = []
+    names = [h.config.name for h in handles]
+    tools: dict[str, McpTool] = {}
     for handle in handles:
         failure = remembered[handle]
         outcome = listed.get(handle) or started.get(handle)
@@ -48,10 +49,35 @@ def discover_tools(
         elif isinstance(outcome, Exception):
             _left_out(str(outcome))
         else:
-            tools += [McpTool(handle, spec, bridge) for spec in outcome or []]
+            for spec in outcome or []:
+                _add(tools, McpTool(handle, spec, bridge, names))
             for rejected in handle.cache.rejected(handle.config):
                 log.warning("nanobot-mcp: %s", rejected.describe(handle.config.name))
-    return tools
+    return list(tools.values())
+
+
+def _add(tools: dict[str, McpTool], tool: McpTool) -> None:
+    """Add `tool` unless its name is taken (a server that lists a tool twice): then say so."""
+    first = tools.setdefault(tool.name, tool)
+    if first is tool:
+        return
+    server, remote = tool.handle.config.name, tool.remote_name
+    if (first.handle.config.name, first.remote_name) == (server, remote):
+        log.warning(
+            "nanobot-mcp: MCP server %r lists tool %r more than once; the first is kept",
+            server,
+            remote,
+        )
+    else:
+        log.warning(
+            "nanobot-mcp: MCP server %r: tool %r left out: its name %r is taken by "
+            "MCP server %r, tool %r",
+            server,
+            remote,
+            tool.name,
+            first.handle.config.name,
+            first.remote_name,
+        )
 
 
 def _left_out(reason: str) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from typing import Any
 
 from nanobot_core import Tool as NanobotTool
@@ -25,12 +25,19 @@ class McpTool(NanobotTool):
     timeout (the executor's) is only a backstop above both.
     """
 
-    def __init__(self, handle: ServerHandle, spec: Mapping[str, Any], bridge: McpBridge) -> None:
+    def __init__(
+        self,
+        handle: ServerHandle,
+        spec: Mapping[str, Any],
+        bridge: McpBridge,
+        servers: Collection[str] = (),
+    ) -> None:
+        """`servers` names every configured server (it decides the name; see `bridged_name`)."""
         self.handle = handle
         self.bridge = bridge
         self.remote_name = str(spec["name"])
         server = handle.config.name
-        self._name = bridged_name(server, self.remote_name)
+        self._name = bridged_name(server, self.remote_name, servers)
         summary = str(spec.get("description") or "").strip()
         self._description = (
             f"{summary}\n\n(MCP server {server!r}, tool {self.remote_name!r})".strip()

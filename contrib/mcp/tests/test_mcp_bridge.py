@@ -8,7 +8,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from nanobot_core import Config, PluginContext
@@ -293,6 +293,29 @@ def test_a_tool_with_an_invalid_definition_loses_only_itself(
         message = _warnings(caplog)
         assert all(line in message for line in expected), message
         assert run_tool(tools["mcp_raw_later"], {}) == "later"
+        reset_default_bridge()
+
+
+def test_tools_of_servers_with_overlapping_names_all_stay_apart(
+    workspace: Workspace, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Server a_b's tool c and server a's tool b_c are two tools; a duplicate is named."""
+    empty = {"type": "object", "properties": {}}
+
+    def raw(*tools: str) -> dict[str, Any]:
+        listed = json.dumps([{"name": tool, "inputSchema": empty} for tool in tools])
+        return {"args": [str(RAW_SERVER)], "env": {RAW_EXTRA: listed}}
+
+    workspace.configure(a=raw("b_c"), a_b=raw("c", "c"))
+    for _ in range(2):  # the same names in a new process, from the cache
+        caplog.clear()
+        tools = bridged(workspace)
+        assert tools["mcp_a_b_c"].handle.config.name == "a_b"
+        (moved,) = [name for name in tools if name.startswith("mcp_a_b_c_")]
+        assert sorted(tools) == sorted(["mcp_a_echo", moved, "mcp_a_b_echo", "mcp_a_b_c"])
+        assert run_tool(tools["mcp_a_b_c"], {}) == "c"
+        assert run_tool(tools[moved], {}) == "b_c"
+        assert "MCP server 'a_b' lists tool 'c' more than once" in _warnings(caplog)
         reset_default_bridge()
 
 

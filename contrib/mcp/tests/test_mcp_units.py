@@ -132,6 +132,35 @@ def test_distinct_tool_names_never_share_a_bridged_name() -> None:
     assert all(re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name) for name in names)
 
 
+def test_a_tool_in_another_servers_namespace_gets_a_digest() -> None:
+    """Server a's tool b_c and server a_b's tool c get two names; names with no overlap stay."""
+    servers = ["a", "a_b", "notes"]
+    assert bridged_name("a_b", "c", servers) == "mcp_a_b_c"
+    assert re.fullmatch(r"mcp_a_b_c_[0-9a-f]{16}", bridged_name("a", "b_c", servers))
+    assert bridged_name("a", "bc", servers) == "mcp_a_bc"
+    assert bridged_name("a", "b", servers) == "mcp_a_b"
+    assert bridged_name("notes", "add_note", servers) == "mcp_notes_add_note"
+    assert bridged_name("a", "b_c", ["a", "notes"]) == "mcp_a_b_c"
+
+
+_PART = st.text("ab_", min_size=1, max_size=4)
+
+
+@given(st.lists(_PART, min_size=1, max_size=5, unique=True), st.lists(_PART, max_size=8))
+def test_no_two_tools_of_any_servers_share_a_name(servers: list[str], tools: list[str]) -> None:
+    """Every (server, tool) pair of a config maps to its own name, and only overlaps change."""
+    pairs = [(server, tool) for server in servers for tool in tools]
+    names = [bridged_name(server, tool, servers) for server, tool in pairs]
+    assert len(set(names)) == len(set(pairs))
+    for (server, tool), name in zip(pairs, names, strict=True):
+        overlaps = any(
+            other != server and f"mcp_{server}_{tool}".startswith(f"mcp_{other}_")
+            for other in servers
+        )
+        if not overlaps:
+            assert name == bridged_name(server, tool)  # as before: no other server in sight
+
+
 def test_the_cache_round_trips_and_rejects_stale_entries(tmp_path: Path) -> None:
     """A stored list reads back for the same config, and not for a changed one or a broken file."""
     cache = ToolListCache(tmp_path)
@@ -284,3 +313,24 @@ def test_the_cache_keeps_the_refused_tools(tmp_path: Path) -> None:
     assert cache.load(server) == [_GOOD_TOOL]
     assert cache.rejected(server) == [RejectedTool("bad", "why"), RejectedTool(None, "no name")]
     assert cache.rejected(ServerConfig(name="s", command="other")) == []
+
+
+def test_a_name_clash_names_both_servers_and_tools(caplog: pytest.LogCaptureFixture) -> None:
+    """Should two tools still meet on one name, the warning says which server's tool was lost."""
+    from nanobot_mcp.discovery import _add
+
+    def tool(server: str, name: str) -> McpTool:
+        handle = ServerHandle(ServerConfig(name=server, command="c"), Path("/ws"))
+        made = McpTool(handle, {"name": name}, McpBridge())
+        made._name = "mcp_same"
+        return made
+
+    tools: dict[str, McpTool] = {}
+    first, second = tool("one", "x"), tool("two", "y")
+    _add(tools, first)
+    _add(tools, second)
+    assert tools == {"mcp_same": first}
+    assert (
+        "MCP server 'two': tool 'y' left out: its name 'mcp_same' is taken by "
+        "MCP server 'one', tool 'x'"
+    ) in caplog.text
