@@ -52,6 +52,7 @@ __all__ = [
     "SessionInfo",
     "SessionLog",
     "SessionStore",
+    "check_line",
     "encode_record",
     "is_meta_record",
     "open_session",
@@ -220,11 +221,13 @@ def record_text(record: Mapping[str, Any]) -> str:
     return encode_record(record)[:-1].decode("utf-8")
 
 
-def check_line(text: str, where: str) -> None:
-    """Raise SessionError unless `text` is one JSON object on one line, encodable as UTF-8.
+def check_line(text: str, where: str) -> dict[str, Any]:
+    """The record of `text`; SessionError unless it is one JSON object on one line, in UTF-8.
 
-    Lines end at ``\n`` only (`nanobot_core._jsonl`): a ``\r`` is JSON whitespace, as in
-    the lines of a file written with CRLF endings, which are kept as they are.
+    The rule for a line a store is given to keep (`where` begins the error: which session
+    and line). Lines end at ``\n`` only (`nanobot_core._jsonl`): a ``\r`` is JSON
+    whitespace, as in the lines of a file written with CRLF endings, which are kept as
+    they are.
     """
     if "\n" in text:
         raise SessionError(f"{where}: a session line must not contain a line break")
@@ -235,6 +238,7 @@ def check_line(text: str, where: str) -> None:
     record, error = parse_line(text)
     if record is None:
         raise SessionError(f"{where}: {error}")
+    return record
 
 
 # -- the protocol ------------------------------------------------------------------------------

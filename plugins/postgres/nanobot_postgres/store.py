@@ -35,6 +35,7 @@ from nanobot_core.sessions import (
     LoadProblem,
     SessionInfo,
     SessionLog,
+    check_line,
     is_meta_record,
     parse_line,
     validate_session_name,
@@ -328,17 +329,25 @@ class PostgresLease:
         return loaded
 
     def append(self, lines: Sequence[str], *, expected_seq: int) -> int:
-        """Append `lines` in one statement, only if the session holds `expected_seq` lines."""
+        """Append `lines` in one statement, only if the session holds `expected_seq` lines.
+
+        SessionError, appending nothing, names the first line that is not one JSON
+        object on one line encodable as UTF-8 (the core's rule, `check_line`).
+        """
         import psycopg
 
         conn = self._live()
         if not lines:
             return expected_seq
-        parsed = [parse_line(line)[0] for line in lines]
+        # A batch is stored whole or not at all: every line is checked before any is sent.
+        parsed = [
+            check_line(line, f"session {self.session!r}, line {expected_seq + number}")
+            for number, line in enumerate(lines, 1)
+        ]
         params = {
             "name": self.session,
             "n": len(lines),
-            "messages": sum(1 for r in parsed if r is not None and not is_meta_record(r)),
+            "messages": sum(1 for r in parsed if not is_meta_record(r)),
             "bytes": sum(len(line.encode("utf-8")) + 1 for line in lines),
             "lines": list(lines),
             "expected": expected_seq,

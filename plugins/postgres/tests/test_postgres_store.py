@@ -13,12 +13,14 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from nanobot_core import PluginContext, ToolCallEvent
 from nanobot_core.config import Config, PostgresConfig, SessionsConfig
 from nanobot_core.errors import ConfigError, SessionError, SessionLockedError
 from nanobot_core.governance.store import CACHE_DIR
 from nanobot_core.jsonl_store import JsonlSessionStore
-from nanobot_core.sessions import open_session
+from nanobot_core.sessions import check_line, open_session
 
 import nanobot_postgres
 from nanobot_postgres.chatserver import ScriptedChatServer
@@ -311,3 +313,58 @@ def test_results_stay_in_the_workspace_without_the_postgres_store(tmp_path: Path
     assert nanobot_postgres.nanobot_result_store(ctx) is None
     event = ToolCallEvent(tool="read_file", arguments={"path": ".nanobot/cache/tool-results/x.txt"})
     assert nanobot_postgres.nanobot_before_tool_call(ctx, event) is None
+
+
+@pytest.mark.parametrize(
+    ("line", "reason"),
+    [
+        ("not json", "not JSON"),
+        ("[1, 2]", "not an object"),
+        ('{"a": 1}\n{"b": 2}', "must not contain a line break"),
+        ('{"a": "\ud800"}', "not encodable as UTF-8"),
+    ],
+)
+def test_append_refuses_a_line_the_store_could_not_keep(dsn: str, line: str, reason: str) -> None:
+    """A bad line in a batch fails with SessionError naming it, and nothing is stored."""
+    store = PostgresSessionStore(dsn)
+    lease = store.lease("s")
+    try:
+        assert lease.append(['{"kept": 1}'], expected_seq=0) == 1
+        with pytest.raises(SessionError, match=rf"session 's', line 3: .*{reason}"):
+            lease.append(['{"good": 2}', line], expected_seq=1)
+        assert lease.load().lines == ['{"kept": 1}']
+        assert lease.append(['{"next": 3}'], expected_seq=1) == 2
+        assert [info.messages for info in store.list_sessions()] == [2]
+    finally:
+        lease.release()
+        store.close()
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    text=st.text(max_size=20)
+    | st.builds(json.dumps, st.dictionaries(st.text(max_size=5), st.text(max_size=5), max_size=2))
+)
+def test_append_keeps_exactly_the_lines_the_core_accepts(dsn: str, text: str) -> None:
+    """Any text is either stored byte for byte or refused storing nothing, as `check_line` rules."""
+    try:
+        check_line(text, "line")
+        accepted = True
+    except SessionError:
+        accepted = False
+    store = PostgresSessionStore(dsn)
+    lease = store.lease("prop")
+    try:
+        before = lease.load()
+        if accepted:
+            assert lease.append([text], expected_seq=before.seq) == before.seq + 1
+            assert lease.load().lines == [*before.lines, text]
+        else:
+            with pytest.raises(SessionError):
+                lease.append([text], expected_seq=before.seq)
+            assert lease.load().lines == before.lines
+    finally:
+        lease.release()
+        store.close()
