@@ -82,6 +82,10 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
 """
 
 
+# The longest lock_timeout PostgreSQL takes (an int of milliseconds, about 24.8 days).
+_MAX_WAIT = (2**31 - 1) / 1000
+
+
 def application_name() -> str:
     """What every connection of this process calls itself: host and pid (at most 63 bytes)."""
     return f"nanobot-core {socket.gethostname()[:32]} pid {os.getpid()}"
@@ -218,17 +222,21 @@ class PostgresSessionStore:
         return loaded
 
     def lease(self, session: str, *, wait: float = 0.0) -> PostgresLease:
-        """Take the advisory lock of `session` on a connection of its own, for the turn."""
+        """Take the advisory lock of `session` on a connection of its own, for the turn.
+
+        A `wait` over PostgreSQL's longest ``lock_timeout`` (about 24.8 days) waits that
+        long; when the time is up, SessionLockedError names the holder.
+        """
         import psycopg
 
         validate_session_name(session)
         key = lease_key(session)
         conn = self._connection()
         try:
-            if wait <= 0:
+            if not wait > 0:
                 got = bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
             else:
-                timeout = f"{max(1, round(wait * 1000))}ms"
+                timeout = f"{max(1, round(min(wait, _MAX_WAIT) * 1000))}ms"
                 conn.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
                 try:
                     conn.execute("SELECT pg_advisory_lock(%s)", (key,))

@@ -368,3 +368,15 @@ def test_append_keeps_exactly_the_lines_the_core_accepts(dsn: str, text: str) ->
     finally:
         lease.release()
         store.close()
+
+
+@pytest.mark.parametrize("wait", [30 * 86400.0, 1e300, float("inf")])
+def test_lease_wait_longer_than_lock_timeout_takes_a_free_session(dsn: str, wait: float) -> None:
+    """A lease_wait past PostgreSQL's longest lock_timeout still leases a free session."""
+    store = PostgresSessionStore(dsn)
+    try:
+        lease = store.lease("long", wait=wait)
+        assert lease.append(['{"role":"user","content":"hi"}'], expected_seq=0) == 1
+        lease.release()
+    finally:
+        store.close()
