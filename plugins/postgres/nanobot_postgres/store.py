@@ -225,7 +225,8 @@ class PostgresSessionStore:
         """Take the advisory lock of `session` on a connection of its own, for the turn.
 
         A `wait` over PostgreSQL's longest ``lock_timeout`` (about 24.8 days) waits that
-        long; when the time is up, SessionLockedError names the holder.
+        long. The wait ends only when the lock is free or the time is up (a server
+        ``statement_timeout`` does not cut it short): SessionLockedError names the holder.
         """
         import psycopg
 
@@ -237,14 +238,19 @@ class PostgresSessionStore:
                 got = bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
             else:
                 timeout = f"{max(1, round(min(wait, _MAX_WAIT) * 1000))}ms"
-                conn.execute("SELECT set_config('lock_timeout', %s, false)", (timeout,))
                 try:
-                    conn.execute("SELECT pg_advisory_lock(%s)", (key,))
+                    # Settings local to the transaction: the connection goes back to the
+                    # pool with the ones it came with. The lock outlives the transaction.
+                    with conn.transaction():
+                        conn.execute(
+                            "SELECT set_config('lock_timeout', %s, true), "
+                            "set_config('statement_timeout', '0', true)",
+                            (timeout,),
+                        )
+                        conn.execute("SELECT pg_advisory_lock(%s)", (key,))
                     got = True
                 except psycopg.errors.LockNotAvailable:
                     got = False
-                finally:
-                    conn.execute("SELECT set_config('lock_timeout', '0', false)")
             if not got:
                 waited = f" after waiting {wait:g}s" if wait > 0 else ""
                 raise SessionLockedError(

@@ -380,3 +380,29 @@ def test_lease_wait_longer_than_lock_timeout_takes_a_free_session(dsn: str, wait
         lease.release()
     finally:
         store.close()
+
+
+def test_server_statement_timeout_does_not_cut_the_lease_wait(dsn: str) -> None:
+    """A busy session waits out lease_wait despite a short statement_timeout, naming the holder."""
+    database = dsn.rsplit("/", 1)[1]
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"ALTER DATABASE {database} SET statement_timeout = '200ms'")
+        conn.execute(f"ALTER DATABASE {database} SET lock_timeout = '7s'")
+    holder, waiter = PostgresSessionStore(dsn), PostgresSessionStore(dsn, pool_size=1)
+    try:
+        held = holder.lease("busy")
+        started = time.monotonic()
+        with pytest.raises(
+            SessionLockedError, match=r"in use by another worker \(.*after waiting 1s"
+        ):
+            waiter.lease("busy", wait=1.0)
+        assert time.monotonic() - started >= 0.9
+        # The connection went back to the pool with the server's settings.
+        assert waiter.run("SHOW statement_timeout") == [("200ms",)]
+        assert waiter.run("SHOW lock_timeout") == [("7s",)]
+        held.release()
+        waiter.lease("busy", wait=1.0).release()
+        assert waiter.run("SHOW lock_timeout") == [("7s",)]
+    finally:
+        holder.close()
+        waiter.close()
