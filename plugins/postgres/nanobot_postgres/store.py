@@ -20,6 +20,7 @@ import hashlib
 import os
 import socket
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
@@ -111,6 +112,7 @@ class PostgresSessionStore:
         self._pool: Any = None
         self._pid = 0
         self._guard = threading.Lock()
+        self._leased: Counter[str] = Counter()  # the live leases of this process, by session
 
     def __repr__(self) -> str:
         return f"PostgresSessionStore({self.describe()!r})"
@@ -159,13 +161,32 @@ class PostgresSessionStore:
                 open=True,
             )
             self._pid = os.getpid()
+            self._leased.clear()  # a forked child holds none of its parent's leases
             return self._pool
 
-    def _connection(self) -> Any:
+    def _connection(self, session: str | None = None) -> Any:
         pool = self.pool()
         try:
             return pool.getconn(timeout=self.connect_timeout)
         except Exception as exc:
+            with self._guard:
+                leased = Counter(self._leased)
+            if leased.total() >= self.pool_size:
+                # Not the server: this process's own leases hold every connection.
+                busy = (
+                    f"this process's leases on {', '.join(map(repr, sorted(leased)))} hold "
+                    f"every connection of the pool (pool_size {self.pool_size}) and none "
+                    f"was released within {self.connect_timeout:g}s ({self.describe()})"
+                )
+                if session in leased:
+                    raise SessionLockedError(
+                        f"session {session!r} is in use by another lease of this process: "
+                        f"{busy}; release that lease first"
+                    ) from None
+                raise SessionError(
+                    f"no free database connection: {busy}; release a lease first or raise "
+                    "[sessions.postgres] pool_size"
+                ) from None
             raise self.error(
                 f"no database connection within {self.connect_timeout:g}s "
                 f"(pool_size {self.pool_size})",
@@ -181,6 +202,12 @@ class PostgresSessionStore:
             pool.putconn(conn)
         except Exception:
             conn.close()
+
+    def _unleased(self, session: str) -> None:
+        with self._guard:
+            self._leased[session] -= 1
+            if self._leased[session] <= 0:
+                del self._leased[session]
 
     def run(self, sql: str, params: Sequence[Any] | dict[str, Any] = ()) -> list[tuple[Any, ...]]:
         """Run one statement on a pooled connection and return its rows."""
@@ -232,7 +259,7 @@ class PostgresSessionStore:
 
         validate_session_name(session)
         key = lease_key(session)
-        conn = self._connection()
+        conn = self._connection(session)
         try:
             if not wait > 0:
                 got = bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
@@ -264,6 +291,8 @@ class PostgresSessionStore:
         except BaseException:
             self._put(conn)
             raise
+        with self._guard:
+            self._leased[session] += 1
         return PostgresLease(self, session, conn, key)
 
     def close(self) -> None:
@@ -386,6 +415,7 @@ class PostgresLease:
         conn, self._conn = self._conn, None
         if conn is None:
             return
+        self.store._unleased(self.session)
         try:
             conn.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
         except Exception:

@@ -406,3 +406,21 @@ def test_server_statement_timeout_does_not_cut_the_lease_wait(dsn: str) -> None:
     finally:
         holder.close()
         waiter.close()
+
+
+def test_pool_held_by_this_process_leases_is_named_not_the_database(dsn: str) -> None:
+    """With every pooled connection leased, a lease says so, not that the database is gone."""
+    store = PostgresSessionStore(dsn, pool_size=1, connect_timeout=1.0)
+    try:
+        held = store.lease("a")
+        with pytest.raises(SessionLockedError, match=r"session 'a' is in use by another lease of"):
+            store.lease("a")
+        with pytest.raises(
+            SessionError, match=r"leases on 'a' hold every connection .*pool_size 1"
+        ):
+            store.lease("b")
+        held.release()
+        held.release()
+        store.lease("b").release()
+    finally:
+        store.close()
