@@ -39,6 +39,7 @@ from nanobot_core.sessions import (
     Session,
     SessionInfo,
     SessionLog,
+    check_line,
     is_meta_record,
     open_session,
     parse_line,
@@ -183,6 +184,9 @@ class JsonlLease:
                 f"session {self.session!r} holds {self._seq} lines, the writer expected "
                 f"{expected_seq}; nothing was appended"
             )
+        # A batch is stored whole or not at all: every line is checked before any is written.
+        for number, line in enumerate(lines, 1):
+            check_line(line, f"session {self.session!r}, line {expected_seq + number}")
         data = "".join(f"{line}\n" for line in lines).encode("utf-8")
         try:
             view = memoryview(data)

@@ -92,6 +92,26 @@ class SessionStoreContract:
             lease.release()
         assert store.load("conflict").lines == ['{"n":1}', '{"n":2}']
 
+    @pytest.mark.parametrize(
+        "bad",
+        ["not json", "[1]", '{"a":1}\n{"b":2}', '{"a":"\ud800"}'],
+        ids=["not-json", "not-an-object", "line-break", "lone-surrogate"],
+    )
+    def test_append_refuses_a_line_the_store_could_not_keep(
+        self, store: SessionStore, bad: str
+    ) -> None:
+        """A batch holding a line that is not one JSON object in UTF-8 is refused whole."""
+        lease = store.lease("refused")
+        try:
+            lease.load()
+            lease.append(['{"n":1}'], expected_seq=0)
+            with pytest.raises(SessionError, match="line 3"):
+                lease.append(['{"n":2}', bad], expected_seq=1)
+            assert lease.append(['{"n":2}'], expected_seq=1) == 2
+        finally:
+            lease.release()
+        assert store.load("refused").lines == ['{"n":1}', '{"n":2}']
+
     def test_second_writer_is_refused_naming_the_holder(
         self, store: SessionStore, second_store: SessionStore
     ) -> None:
