@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nanobot_core.builtins.workspace_tools import nanobot_tools
 from nanobot_core.config import Config, GovernanceConfig
@@ -138,6 +140,31 @@ def test_find_files_without_match_is_not_an_error(workspace: Path) -> None:
     """No match is a plain answer, not a failure."""
     result = run(FindFilesTool(workspace).execute(pattern="*.rs"))
     assert result == "No files match '*.rs' in the workspace." and not result.is_error
+
+
+@pytest.mark.parametrize("pattern", ["***", "a**", "**.py", "src/***/x"])
+def test_find_files_names_a_misplaced_double_star(workspace: Path, pattern: str) -> None:
+    """'**' inside a name is an Error result naming the pattern and the rule, not a ValueError."""
+    result = run(FindFilesTool(workspace).execute(pattern=pattern))
+    assert result.is_error
+    assert f"invalid pattern {pattern!r}: '**' must be a whole path component" in result
+
+
+@pytest.mark.parametrize("pattern", [".", "./", "./."])
+def test_find_files_refuses_a_pattern_that_names_no_file(workspace: Path, pattern: str) -> None:
+    """A pattern of only '.' is an Error result, not pathlib's internal error."""
+    result = run(FindFilesTool(workspace).execute(pattern=pattern))
+    assert result.is_error and f"pattern {pattern!r} names no file" in result
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(pattern=st.text(alphabet="*?[]!/.ax\\-", max_size=10))
+def test_find_files_answers_any_pattern(workspace: Path, pattern: str) -> None:
+    """Whatever pattern the model sends, find_files answers with a result and never raises."""
+    result = run(FindFilesTool(workspace).execute(pattern=pattern))
+    assert isinstance(str(result), str)
 
 
 # -- grep -----------------------------------------------------------------------------------
