@@ -221,6 +221,20 @@ def test_write_file_onto_a_directory_is_an_error(workspace: Path) -> None:
     assert run(WriteFileTool(workspace).execute(path="src", content="x")).is_error
 
 
+@pytest.mark.parametrize("path", ["notes.txt/x.txt", "notes.txt/deeper/x.txt"])
+def test_write_file_under_a_file_says_it_is_not_a_folder(workspace: Path, path: str) -> None:
+    """A file named as a folder of the path is the reason given, not a changed path."""
+    result = run(WriteFileTool(workspace).execute(path=path, content="x"))
+    assert result == "Error: 'notes.txt' is a file, not a folder"
+    assert (workspace / "notes.txt").read_text(encoding="utf-8") == "alpha\nbeta\ngamma\n"
+
+
+def test_write_file_names_the_file_deeper_in_the_path(workspace: Path) -> None:
+    """The file in the way is named by its workspace path."""
+    result = run(WriteFileTool(workspace).execute(path="src/main.py/x.txt", content="x"))
+    assert result == "Error: 'src/main.py' is a file, not a folder"
+
+
 def test_edit_file_replaces_a_unique_match(workspace: Path) -> None:
     """A unique old_text is replaced once."""
     result = run(
