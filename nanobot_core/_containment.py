@@ -27,7 +27,7 @@ from typing import Any
 
 from nanobot_core._logging import get_logger
 
-__all__ = ["PluginEscapeError", "plugin_code"]
+__all__ = ["PluginEscapeError", "escape_error", "plugin_code"]
 
 log = get_logger(__name__)
 
@@ -81,9 +81,18 @@ def plugin_code(owner: str) -> Iterator[None]:
     except BaseException as exc:
         if isinstance(exc, Exception) or _is_cancellation(exc):
             raise
-        raise PluginEscapeError(f"raised {_describe(exc)}") from None
+        raise escape_error(exc) from None
     finally:
         _OWNER.reset(token)
+
+
+def escape_error(exc: BaseException) -> PluginEscapeError:
+    """The `PluginEscapeError` that stands for `exc`, which plugin code raised.
+
+    `plugin_code` uses it; so does a worker thread running plugin code, where
+    such an exception must not end the thread unreported.
+    """
+    return PluginEscapeError(f"raised {_describe(exc)}")
 
 
 def _is_cancellation(exc: BaseException) -> bool:

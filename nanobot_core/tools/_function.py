@@ -117,6 +117,8 @@ async def run_in_daemon_thread(func: Callable[[], T], *, name: str = "tool") -> 
     # or checks tools (`nanobot-core tools`) never loads asyncio and the ssl it imports.
     import asyncio
 
+    from nanobot_core._containment import escape_error  # and what `@tool` loads stays small
+
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
     context = contextvars.copy_context()
@@ -131,7 +133,7 @@ async def run_in_daemon_thread(func: Callable[[], T], *, name: str = "tool") -> 
         except Exception as exc:  # handed to the awaiting coroutine
             report = functools.partial(settle, functools.partial(future.set_exception, exc))
         except BaseException as exc:  # SystemExit and friends must not escape a worker thread
-            error = RuntimeError(f"{type(exc).__name__}: {exc}")
+            error = escape_error(exc)
             report = functools.partial(settle, functools.partial(future.set_exception, error))
         else:
             report = functools.partial(settle, functools.partial(future.set_result, value))

@@ -321,14 +321,20 @@ class FindFilesTool(WorkspaceTool):
     read_only = True
 
     def run(self, pattern: str, path: str = ".") -> ToolResult:
-        if (
-            not pattern
-            or PurePosixPath(pattern).is_absolute()
-            or ".." in PurePosixPath(pattern).parts
-        ):
+        parts = PurePosixPath(pattern).parts
+        if not pattern or PurePosixPath(pattern).is_absolute() or ".." in parts:
             return ToolResult.error(
                 f"pattern {pattern!r} must be relative and must not contain '..'; "
                 "use `path` to choose where to search"
+            )
+        if not parts:  # '.', './': pathlib's glob fails on them with an internal error
+            return ToolResult.error(
+                f"pattern {pattern!r} names no file; use e.g. '*' for everything in `path`"
+            )
+        if any("**" in part and part != "**" for part in parts):
+            return ToolResult.error(
+                f"invalid pattern {pattern!r}: '**' must be a whole path component "
+                "(as in '**/*.py'); use '*' to match within a name"
             )
         base = self.resolve(path)
         if not base.is_dir():

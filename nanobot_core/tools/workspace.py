@@ -72,7 +72,13 @@ def open_resolved(
     try:
         for index, part in enumerate(parts[:-1]):
             parent = fd
-            fd = _enter(parent, part, make_parents, root.joinpath(*parts[: index + 1]), target)
+            try:
+                fd = _enter(parent, part, make_parents, root.joinpath(*parts[: index + 1]), target)
+            except NotADirectoryError:
+                shown = "/".join(parts[: index + 1])
+                raise NotADirectoryError(
+                    errno.ENOTDIR, f"{shown!r} is a file, not a folder"
+                ) from None
             os.close(parent)
         try:
             leaf = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
@@ -108,9 +114,19 @@ def _enter(parent: int, name: str, make: bool, shown: Path, target: Path) -> int
             os.mkdir(name, 0o755, dir_fd=parent)
         return _enter(parent, name, False, shown, target)
     except OSError as exc:
+        if exc.errno == errno.ENOTDIR and not _is_link(parent, name):
+            raise  # a file where a folder is named: the caller says which
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             raise _changed(target) from None
         raise
+
+
+def _is_link(parent: int, name: str) -> bool:
+    """Whether `name` in folder `parent` is a symbolic link (or is gone: it changed)."""
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=parent, follow_symlinks=False).st_mode)
+    except OSError:
+        return True
 
 
 def _changed(target: Path) -> WorkspaceEscapeError:

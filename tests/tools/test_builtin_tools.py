@@ -5,6 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nanobot_core.builtins.workspace_tools import nanobot_tools
 from nanobot_core.config import Config, GovernanceConfig
@@ -140,6 +142,31 @@ def test_find_files_without_match_is_not_an_error(workspace: Path) -> None:
     assert result == "No files match '*.rs' in the workspace." and not result.is_error
 
 
+@pytest.mark.parametrize("pattern", ["***", "a**", "**.py", "src/***/x"])
+def test_find_files_names_a_misplaced_double_star(workspace: Path, pattern: str) -> None:
+    """'**' inside a name is an Error result naming the pattern and the rule, not a ValueError."""
+    result = run(FindFilesTool(workspace).execute(pattern=pattern))
+    assert result.is_error
+    assert f"invalid pattern {pattern!r}: '**' must be a whole path component" in result
+
+
+@pytest.mark.parametrize("pattern", [".", "./", "./."])
+def test_find_files_refuses_a_pattern_that_names_no_file(workspace: Path, pattern: str) -> None:
+    """A pattern of only '.' is an Error result, not pathlib's internal error."""
+    result = run(FindFilesTool(workspace).execute(pattern=pattern))
+    assert result.is_error and f"pattern {pattern!r} names no file" in result
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(pattern=st.text(alphabet="*?[]!/.ax\\-", max_size=10))
+def test_find_files_answers_any_pattern(workspace: Path, pattern: str) -> None:
+    """Whatever pattern the model sends, find_files answers with a result and never raises."""
+    result = run(FindFilesTool(workspace).execute(pattern=pattern))
+    assert isinstance(str(result), str)
+
+
 # -- grep -----------------------------------------------------------------------------------
 
 
@@ -192,6 +219,20 @@ def test_write_file_creates_parents_and_keeps_content_exact(workspace: Path) -> 
 def test_write_file_onto_a_directory_is_an_error(workspace: Path) -> None:
     """Writing over a directory is refused."""
     assert run(WriteFileTool(workspace).execute(path="src", content="x")).is_error
+
+
+@pytest.mark.parametrize("path", ["notes.txt/x.txt", "notes.txt/deeper/x.txt"])
+def test_write_file_under_a_file_says_it_is_not_a_folder(workspace: Path, path: str) -> None:
+    """A file named as a folder of the path is the reason given, not a changed path."""
+    result = run(WriteFileTool(workspace).execute(path=path, content="x"))
+    assert result == "Error: 'notes.txt' is a file, not a folder"
+    assert (workspace / "notes.txt").read_text(encoding="utf-8") == "alpha\nbeta\ngamma\n"
+
+
+def test_write_file_names_the_file_deeper_in_the_path(workspace: Path) -> None:
+    """The file in the way is named by its workspace path."""
+    result = run(WriteFileTool(workspace).execute(path="src/main.py/x.txt", content="x"))
+    assert result == "Error: 'src/main.py' is a file, not a folder"
 
 
 def test_edit_file_replaces_a_unique_match(workspace: Path) -> None:

@@ -271,6 +271,29 @@ def test_failures_become_error_results_with_a_hint(body: Body, expected: str) ->
     assert outcome.result.endswith(ERROR_HINT)
 
 
+@pytest.mark.parametrize(
+    ("escape", "said"),
+    [
+        (SystemExit(3), "raised SystemExit(3)"),
+        (KeyboardInterrupt(), "raised KeyboardInterrupt"),
+        (_Escape("out of here"), "raised _Escape: out of here"),
+        (asyncio.CancelledError(), "raised CancelledError"),
+    ],
+    ids=["system-exit", "keyboard-interrupt", "base-exception", "cancelled-error"],
+)
+def test_a_sync_tool_escape_is_worded_as_an_async_one(escape: BaseException, said: str) -> None:
+    """A sync tool's BaseException (run in its worker thread) reads like an async tool's."""
+
+    @tool
+    def quits() -> str:
+        """Raises what the test gives."""
+        raise escape
+
+    (outcome,) = run(_executor(quits).run(_calls("quits")))
+    assert outcome.result.is_error
+    assert outcome.result.startswith(f'Error: tool "quits" failed: PluginEscapeError: {said}')
+
+
 class _FlagRaises(str):
     @property
     def is_error(self) -> bool:

@@ -97,6 +97,25 @@ def test_write_file_never_creates_an_outside_file_while_a_folder_is_swapped(
     assert (outside / "f.txt").read_text(encoding="utf-8") == "OUTSIDE SECRET\n"
 
 
+def test_a_folder_swapped_for_a_link_to_a_file_is_still_a_changed_path(tmp_path: Path) -> None:
+    """A link where a checked folder was is refused as a changed path, not called a file."""
+    from nanobot_core.errors import WorkspaceEscapeError
+    from nanobot_core.tools.workspace import open_in_workspace
+
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    outside = tmp_path / "outside.txt"
+    outside.write_text("keep", encoding="utf-8")
+    target = workspace / "d" / "f.txt"  # checked while d was a folder (or missing)
+    (workspace / "d").symlink_to(outside)  # then planted
+    with (
+        pytest.raises(WorkspaceEscapeError, match="changed"),
+        open_in_workspace(workspace, target, "w"),
+    ):
+        pass
+    assert outside.read_text(encoding="utf-8") == "keep"
+
+
 def test_a_symlinked_file_is_refused_by_write_when_it_appears_after_the_check(
     tmp_path: Path,
 ) -> None:

@@ -12,8 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import contextlib
+import contextvars
+import functools
+import threading
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import attrs
 
@@ -27,6 +31,8 @@ if TYPE_CHECKING:
     import httpx
 
 __all__ = ["FetchLimits", "FetchedPage", "PinnedFetcher", "pinned_request_parts"]
+
+T = TypeVar("T")
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _TEXT_TYPES = frozenset(
@@ -153,6 +159,35 @@ def decode_body(body: bytes, charset: str | None, *, truncated: bool) -> str:
     return decoder.decode(body, final=not truncated)
 
 
+async def _in_daemon_thread(func: Callable[[], T], *, name: str) -> T:
+    """`func` run in a new daemon thread, awaited.
+
+    Not ``asyncio.to_thread``: a resolver that hangs would hold a thread of the
+    loop's default executor, and ``asyncio.run`` waits for those when it ends,
+    long after the fetch gave up at its timeout. A daemon thread is left behind.
+    """
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
+    context = contextvars.copy_context()  # as to_thread does: the caller's context variables
+
+    def settle(outcome: Callable[[], None]) -> None:
+        if not future.done():  # not when the fetch was cancelled meanwhile
+            outcome()
+
+    def work() -> None:
+        try:
+            value = context.run(func)
+        except BaseException as exc:  # handed to the awaiting coroutine, as to_thread does
+            report = functools.partial(settle, functools.partial(future.set_exception, exc))
+        else:
+            report = functools.partial(settle, functools.partial(future.set_result, value))
+        with contextlib.suppress(RuntimeError):  # the loop closed while the thread worked
+            loop.call_soon_threadsafe(report)
+
+    threading.Thread(target=work, name=f"nanobot-web-tools {name}", daemon=True).start()
+    return await future
+
+
 class PinnedFetcher:
     """Fetches http(s) URLs while refusing internal addresses on every hop.
 
@@ -214,12 +249,15 @@ class PinnedFetcher:
     async def _resolve(self, target: httpx.URL) -> tuple[IPAddress, ...]:
         port = target.port or (443 if target.scheme == "https" else 80)
         host = target.raw_host.decode("ascii")
-        return await asyncio.to_thread(
-            resolve_checked,
-            host,
-            port,
-            resolver=self.resolver,
-            allow_loopback=self.allow_loopback,
+        return await _in_daemon_thread(
+            functools.partial(
+                resolve_checked,
+                host,
+                port,
+                resolver=self.resolver,
+                allow_loopback=self.allow_loopback,
+            ),
+            name=f"resolve {host}",
         )
 
     async def _send(

@@ -11,6 +11,9 @@ import asyncio
 import codecs
 import encodings.aliases
 import ipaddress
+import socket
+import threading
+import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -20,7 +23,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from nanobot_web_tools import FetchedPage, FetchFailed, FetchLimits, FetchRefused, PinnedFetcher
+from nanobot_web_tools import (
+    FetchedPage,
+    FetchFailed,
+    FetchLimits,
+    FetchRefused,
+    PinnedFetcher,
+)
 from nanobot_web_tools.fetch import decode_body, pinned_request_parts
 
 if TYPE_CHECKING:
@@ -229,6 +238,30 @@ def test_a_stalled_server_hits_the_time_limit(site: LocalSite) -> None:
     """A server that stops sending mid-body makes the fetch fail with a timeout."""
     with pytest.raises(FetchFailed, match="timed out"):
         fetch(local_fetcher(timeout=0.3), f"http://site.test:{site.port}/slow")
+
+
+def test_a_hanging_resolver_holds_up_neither_the_fetch_nor_the_loop_shutdown(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A DNS lookup that never answers fails the fetch at its timeout, and asyncio.run ends then."""
+    release = threading.Event()
+    started = threading.Event()
+
+    def hanging(*args: Any, **kwargs: Any) -> Any:
+        started.set()
+        release.wait(30)
+        raise socket.gaierror("no answer")
+
+    monkeypatch.setattr("nanobot_web_tools.addresses.socket.getaddrinfo", hanging)
+    began = time.monotonic()
+    try:
+        with pytest.raises(FetchFailed, match=r"timed out after 0\.3 s"):
+            fetch(PinnedFetcher(FetchLimits(timeout=0.3)), "http://hangs.test/")
+        elapsed = time.monotonic() - began
+    finally:
+        release.set()
+    assert started.is_set()
+    assert elapsed < 5
 
 
 @pytest.mark.parametrize(
