@@ -32,6 +32,10 @@ __all__ = ["PluginEscapeError", "escape_error", "plugin_code"]
 log = get_logger(__name__)
 
 _OWNER: ContextVar[str | None] = ContextVar("nanobot_plugin_code", default=None)
+# Set while a plugin's print is being logged: a log that itself writes to stdout (an
+# application's structlog set up with structlog's default, stdout) goes through, instead
+# of being logged again, and again (the logger's lock made that a deadlock).
+_LOGGING: ContextVar[bool] = ContextVar("nanobot_plugin_print_logging", default=False)
 # Printed text kept per warning: enough to recognise it, not a flood.
 _SHOWN_CHARS = 2_000
 
@@ -52,11 +56,17 @@ class _Stdout:
 
     def write(self, text: str) -> int:
         owner = _OWNER.get()
-        if owner is None:
+        if owner is None or _LOGGING.get():
             written: int = self._real.write(text)
             return written
         if text.strip():
-            log.warning("plugin wrote to stdout", plugin=owner, text=text.rstrip()[:_SHOWN_CHARS])
+            token = _LOGGING.set(True)
+            try:
+                log.warning(
+                    "plugin wrote to stdout", plugin=owner, text=text.rstrip()[:_SHOWN_CHARS]
+                )
+            finally:
+                _LOGGING.reset(token)
         return len(text)
 
     def flush(self) -> None:

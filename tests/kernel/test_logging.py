@@ -48,3 +48,35 @@ def test_records_below_the_level_are_dropped(fresh_logging: None) -> None:
         _logging.get_logger("test").warning("quiet")
         _logging.get_logger("test").error("loud")
     assert "quiet" not in stream.getvalue() and "loud" in stream.getvalue()
+
+
+def test_a_plugin_print_under_an_application_logging_to_stdout_is_logged_once(
+    fresh_logging: None,
+) -> None:
+    """With structlog set up by the application to print to stdout, a plugin's print is one
+    record on the real stdout; logging it does not print into the stand-in again (a deadlock)."""
+    import sys
+    import threading
+
+    from nanobot_core._containment import plugin_code
+
+    real = io.StringIO()
+    done = threading.Event()
+
+    def chatty_plugin() -> None:
+        with contextlib.redirect_stdout(real):
+            structlog.configure(
+                processors=[structlog.processors.JSONRenderer()],
+                logger_factory=lambda *_: structlog.PrintLogger(sys.stdout),
+            )
+            with plugin_code("plugin 'chatty' 1.0"):
+                print("hello from a plugin")
+        done.set()
+
+    worker = threading.Thread(target=chatty_plugin, daemon=True)
+    worker.start()
+    worker.join(10)
+    assert done.is_set(), "printing from plugin code under stdout logging never returned"
+    lines = real.getvalue().splitlines()
+    assert len(lines) == 1
+    assert '"plugin wrote to stdout"' in lines[0] and "hello from a plugin" in lines[0]

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from nanobot_core.config import Config, PromptConfig
 from nanobot_core.prompt import PromptBuilder, Section, SectionContext, SectionReport
@@ -101,9 +102,12 @@ def test_what_a_section_prints_stays_off_stdout(capsys: pytest.CaptureFixture[st
         print("rendering now")
         return "text"
 
-    text, _ = _build([Section("chatty", 1, chatty)])
+    with capture_logs() as logs:  # where the record goes is the logging set-up's business
+        text, _ = _build([Section("chatty", 1, chatty)])
     assert text == "text"
     assert capsys.readouterr().out == ""
+    printed = [entry["text"] for entry in logs if entry["event"] == "plugin wrote to stdout"]
+    assert printed == ["rendering now"]
 
 
 _SURROGATES = st.integers(0xD800, 0xDFFF).map(chr)
