@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from nanobot_core.prompt import PromptBuilder, Section, SectionContext
     from nanobot_core.runner import Runner
     from nanobot_core.schema import validate
-    from nanobot_core.tools._function import tool
+    from nanobot_core.tools._function import run_in_daemon_thread, tool
     from nanobot_core.tools.base import Tool, ToolResult
     from nanobot_core.tools.executor import Executor
     from nanobot_core.tools.registry import ToolRegistry
@@ -62,6 +62,7 @@ __all__ = [
     "WorkspaceEscapeError",
     "hookimpl",
     "load_config",
+    "run_in_daemon_thread",
     "stage",
     "tool",
     "validate",
@@ -95,6 +96,7 @@ _LOCATIONS: dict[str, str] = {
     "Tool": "nanobot_core.tools.base",
     "ToolResult": "nanobot_core.tools.base",
     "tool": "nanobot_core.tools._function",
+    "run_in_daemon_thread": "nanobot_core.tools._function",
     "Executor": "nanobot_core.tools.executor",
     "ToolRegistry": "nanobot_core.tools.registry",
     "validate": "nanobot_core.schema",

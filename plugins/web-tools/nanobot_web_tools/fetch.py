@@ -12,14 +12,12 @@ from __future__ import annotations
 
 import asyncio
 import codecs
-import contextlib
-import contextvars
 import functools
-import threading
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import attrs
+from nanobot_core import run_in_daemon_thread
 
 from nanobot_web_tools.addresses import IPAddress, Resolver, resolve_checked, system_resolver
 from nanobot_web_tools.errors import FetchFailed, FetchRefused
@@ -32,7 +30,6 @@ if TYPE_CHECKING:
 
 __all__ = ["FetchLimits", "FetchedPage", "PinnedFetcher", "pinned_request_parts"]
 
-T = TypeVar("T")
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
 _TEXT_TYPES = frozenset(
@@ -159,35 +156,6 @@ def decode_body(body: bytes, charset: str | None, *, truncated: bool) -> str:
     return decoder.decode(body, final=not truncated)
 
 
-async def _in_daemon_thread(func: Callable[[], T], *, name: str) -> T:
-    """`func` run in a new daemon thread, awaited.
-
-    Not ``asyncio.to_thread``: a resolver that hangs would hold a thread of the
-    loop's default executor, and ``asyncio.run`` waits for those when it ends,
-    long after the fetch gave up at its timeout. A daemon thread is left behind.
-    """
-    loop = asyncio.get_running_loop()
-    future: asyncio.Future[T] = loop.create_future()
-    context = contextvars.copy_context()  # as to_thread does: the caller's context variables
-
-    def settle(outcome: Callable[[], None]) -> None:
-        if not future.done():  # not when the fetch was cancelled meanwhile
-            outcome()
-
-    def work() -> None:
-        try:
-            value = context.run(func)
-        except BaseException as exc:  # handed to the awaiting coroutine, as to_thread does
-            report = functools.partial(settle, functools.partial(future.set_exception, exc))
-        else:
-            report = functools.partial(settle, functools.partial(future.set_result, value))
-        with contextlib.suppress(RuntimeError):  # the loop closed while the thread worked
-            loop.call_soon_threadsafe(report)
-
-    threading.Thread(target=work, name=f"nanobot-web-tools {name}", daemon=True).start()
-    return await future
-
-
 class PinnedFetcher:
     """Fetches http(s) URLs while refusing internal addresses on every hop.
 
@@ -249,7 +217,8 @@ class PinnedFetcher:
     async def _resolve(self, target: httpx.URL) -> tuple[IPAddress, ...]:
         port = target.port or (443 if target.scheme == "https" else 80)
         host = target.raw_host.decode("ascii")
-        return await _in_daemon_thread(
+        # Not asyncio.to_thread: a hung lookup would hold up the end of asyncio.run.
+        return await run_in_daemon_thread(
             functools.partial(
                 resolve_checked,
                 host,
