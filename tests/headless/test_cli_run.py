@@ -334,10 +334,10 @@ def test_sessions_list_and_show(server: FakeChatServer, workspace: Path) -> None
     assert _cli(server, workspace, "sessions", "show", "../x").returncode == 2
 
 
-def test_kill_9_during_the_model_request_then_resume(
-    server: FakeChatServer, workspace: Path
-) -> None:
-    """Killed while the server holds its request, a run leaves whole lines; the next continues."""
+def _signal_during_the_second_model_request(
+    server: FakeChatServer, workspace: Path, signum: int
+) -> tuple[subprocess.Popen[str], str]:
+    """`run` reads a file, then gets `signum` while the server holds its second request."""
     received, release = threading.Event(), threading.Event()
     server.add(
         tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]),
@@ -346,10 +346,18 @@ def test_kill_9_during_the_model_request_then_resume(
     process = _start(server, workspace, "run", "read notes")
     try:
         assert received.wait(TIMEOUT), "the second model request never arrived"
-        os.kill(process.pid, signal.SIGKILL)
-        process.communicate(timeout=TIMEOUT)
+        os.kill(process.pid, signum)
+        _, stderr = process.communicate(timeout=TIMEOUT)
     finally:
         release.set()
+    return process, stderr
+
+
+def test_kill_9_during_the_model_request_then_resume(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """Killed while the server holds its request, a run leaves whole lines; the next continues."""
+    process, _ = _signal_during_the_second_model_request(server, workspace, signal.SIGKILL)
     assert process.returncode == -signal.SIGKILL
     before = _session_lines(workspace)
     assert [m["role"] for m in before] == ["user", "assistant", "tool"]
@@ -368,18 +376,7 @@ def test_ctrl_c_during_the_model_request_exits_130_and_keeps_the_session(
     server: FakeChatServer, workspace: Path
 ) -> None:
     """Ctrl-C while the model is asked: exit 130 (not a failure's 1), every line kept whole."""
-    received, release = threading.Event(), threading.Event()
-    server.add(
-        tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]),
-        Reply(body=text_reply("too late").body, received=received, release=release),
-    )
-    process = _start(server, workspace, "run", "read notes")
-    try:
-        assert received.wait(TIMEOUT), "the second model request never arrived"
-        os.kill(process.pid, signal.SIGINT)
-        _, stderr = process.communicate(timeout=TIMEOUT)
-    finally:
-        release.set()
+    process, stderr = _signal_during_the_second_model_request(server, workspace, signal.SIGINT)
     assert process.returncode == 130, stderr
     assert "Interrupted." in stderr and "Traceback" not in stderr
     assert [m["role"] for m in _session_lines(workspace)] == ["user", "assistant", "tool"]

@@ -64,6 +64,21 @@ def _peak_bytes(call: Callable[[], object]) -> int:
     return peak
 
 
+def _refused_at_peak(config: ProviderConfig) -> tuple[ProviderError, int]:
+    """The error a completion under `config` ends with, and the peak memory it took."""
+    caught: list[ProviderError] = []
+
+    def run() -> None:
+        try:
+            _complete(config)
+        except ProviderError as exc:
+            caught.append(exc)
+
+    peak = _peak_bytes(run)
+    (error,) = caught
+    return error, peak
+
+
 def _endless_spaces() -> Iterator[bytes]:
     return itertools.repeat(b" " * 65_536)
 
@@ -96,16 +111,7 @@ def test_an_endless_body_stops_at_the_limit_with_bounded_memory(status: int) -> 
     with LoopbackServer(script) as server:
         config = _config(server)
         assert _complete(config).content == "fine"  # and the modules are imported
-        caught: list[ProviderError] = []
-
-        def run() -> None:
-            try:
-                _complete(config)
-            except ProviderError as exc:
-                caught.append(exc)
-
-        peak = _peak_bytes(run)
-    (error,) = caught
+        error, peak = _refused_at_peak(config)
     assert f"was larger than {LIMIT} bytes (HTTP {status}; reading stopped" in str(error)
     assert "provider.max_reply_bytes" in str(error)
     assert script.count == 2  # not retried
@@ -128,16 +134,7 @@ def test_a_compressed_body_is_limited_by_its_decoded_size(bomb: str) -> None:
     with LoopbackServer(script) as server:
         config = _config(server)
         _complete(config)
-        caught: list[ProviderError] = []
-
-        def run() -> None:
-            try:
-                _complete(config)
-            except ProviderError as exc:
-                caught.append(exc)
-
-        peak = _peak_bytes(run)
-    (error,) = caught
+        error, peak = _refused_at_peak(config)
     assert f"larger than {LIMIT} bytes (HTTP 200, {coding}; decoding stopped" in str(error)
     assert script.count == 2
     assert peak < 8 * LIMIT
