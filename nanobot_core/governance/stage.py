@@ -230,9 +230,11 @@ class StageOption:
             return problem
         least = self.at_least
         number = isinstance(value, int | float) and not isinstance(value, bool)
-        if least is not None and number and not (value >= least and math.isfinite(value)):
-            finite = " (a finite number)" if isinstance(value, float) else ""
-            return f"{path}: must be at least {least:g}{finite}, got {value!r}"
+        # An integer of any size is finite (math.isfinite cannot take one too large for a float).
+        finite = not isinstance(value, float) or math.isfinite(value)
+        if least is not None and number and not (value >= least and finite):
+            note = " (a finite number)" if isinstance(value, float) else ""
+            return f"{path}: must be at least {least:g}{note}, got {value!r}"
         if self.check is not None:
             try:
                 self.check(value)

@@ -224,7 +224,7 @@ def test_a_check_says_why_it_refuses_a_value() -> None:
 
 
 def test_literal_optional_float_and_table_types_are_checked() -> None:
-    """Choices, `T | None`, floats (integers accepted) and `dict[str, T]` check like config keys."""
+    """Choices, `T | None`, numbers and `dict[str, T]` are checked as config keys are."""
     spy = Stage(
         "spy",
         _noop,
@@ -232,6 +232,7 @@ def test_literal_optional_float_and_table_types_are_checked() -> None:
             "mode": StageOption(Literal["fast", "exact"], "how to look"),
             "label": StageOption(str | None, "a label"),
             "ratio": StageOption(float, "a share", at_least=0.0),
+            "count": StageOption(int, "a count of any size", at_least=0),
             "weights": StageOption(dict[str, int], "per tool"),
             "raw": StageOption(Any, "anything, checked by the stage"),
         },
@@ -239,10 +240,12 @@ def test_literal_optional_float_and_table_types_are_checked() -> None:
     spy.check_options(
         {"mode": "fast", "label": "x", "ratio": 1, "weights": {"a": 1}, "raw": [object()]}
     )
+    spy.check_options({"count": 10**400})
     refused = [
         ({"mode": "slow"}, r"\.mode: expected one of 'fast', 'exact', got str 'slow'"),
         ({"label": 3}, r"\.label: expected a string"),
         ({"ratio": float("nan")}, r"\.ratio: must be at least 0 \(a finite number\), got nan"),
+        ({"count": -(10**400)}, r"\.count: must be at least 0, got -1000"),
         ({"weights": {"a": "1"}}, r"\.weights\.a: expected an integer"),
     ]
     for table, expected in refused:
