@@ -22,7 +22,14 @@ if TYPE_CHECKING:
         ToolError,
         WorkspaceEscapeError,
     )
-    from nanobot_core.governance import Governor, Stage, StageContext, StageOutcome, stage
+    from nanobot_core.governance import (
+        Governor,
+        Stage,
+        StageContext,
+        StageOption,
+        StageOutcome,
+        stage,
+    )
     from nanobot_core.hookspecs import hookimpl
     from nanobot_core.kernel.context import PluginContext, ToolCallEvent
     from nanobot_core.kernel.manager import PluginManager
@@ -53,6 +60,7 @@ __all__ = [
     "SessionNotFoundError",
     "Stage",
     "StageContext",
+    "StageOption",
     "StageOutcome",
     "Tool",
     "ToolCallEvent",
@@ -85,6 +93,7 @@ _LOCATIONS: dict[str, str] = {
     "Governor": "nanobot_core.governance",
     "Stage": "nanobot_core.governance",
     "StageContext": "nanobot_core.governance",
+    "StageOption": "nanobot_core.governance",
     "StageOutcome": "nanobot_core.governance",
     "stage": "nanobot_core.governance",
     "hookimpl": "nanobot_core.hookspecs",

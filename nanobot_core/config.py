@@ -32,7 +32,9 @@ __all__ = [
     "StoreConfig",
     "ToolsConfig",
     "check_budget",
+    "is_option_type",
     "load_config",
+    "type_problem",
 ]
 
 
@@ -455,6 +457,28 @@ def _mismatch(value: Any, tp: Any, path: str) -> tuple[str, Any, Any] | None:
     return None if ok else (path, value, tp)
 
 
+def is_option_type(tp: Any) -> bool:
+    """Whether `type_problem` can check values against `tp`: the types config keys have.
+
+    ``bool``, ``int``, ``float``, ``str``, ``Any`` (every value), a ``Literal`` of choices,
+    ``list[T]``, ``dict[str, T]`` and ``T | None`` of these.
+    """
+    import types
+    import typing
+
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        rest = [a for a in args if a is not type(None)]
+        return len(rest) == 1 and len(args) == 2 and is_option_type(rest[0])
+    if origin is Literal:
+        return all(isinstance(choice, bool | int | float | str) for choice in args)
+    if origin is list:
+        return len(args) == 1 and is_option_type(args[0])
+    if origin is dict:
+        return len(args) == 2 and args[0] is str and is_option_type(args[1])
+    return tp in (bool, int, float, str, Any)
+
+
 def _fits_float(value: int) -> bool:
     """Whether the integer `value` converts to a float (a TOML integer may have any size)."""
     try:
@@ -481,17 +505,28 @@ def _check_types(data: Mapping[str, Any], cls: type, prefix: str) -> None:
                 raise ConfigError(f"{path}: expected a table, got {type(value).__name__}")
             _check_types(value, tp, path + ".")
             continue
-        found = _mismatch(value, tp, path)
-        if found is not None:
-            where, bad, expected = found
-            # The Python spelling adds nothing to a list of choices.
-            spelling = (
-                "" if typing.get_origin(expected) is Literal else f" ({_type_name(expected)})"
-            )
-            raise ConfigError(
-                f"{where}: expected {_describe_type(expected)}{spelling}, "
-                f"got {type(bad).__name__} {bad!r}"
-            )
+        problem = type_problem(value, tp, path)
+        if problem is not None:
+            raise ConfigError(problem)
+
+
+def type_problem(value: Any, tp: Any, path: str) -> str | None:
+    """Why `value`, given for the key `path`, is not a `tp`, as a config error says it, or None.
+
+    The message names the key or the entry inside it that is wrong and the type
+    expected there (``prompt.order.memory: expected a number (float), got str 'late'``).
+    """
+    import typing
+
+    found = _mismatch(value, tp, path)
+    if found is None:
+        return None
+    where, bad, expected = found
+    # The Python spelling adds nothing to a list of choices.
+    spelling = "" if typing.get_origin(expected) is Literal else f" ({_type_name(expected)})"
+    return (
+        f"{where}: expected {_describe_type(expected)}{spelling}, got {type(bad).__name__} {bad!r}"
+    )
 
 
 def _type_name(tp: Any) -> str:

@@ -73,7 +73,18 @@ def nanobot_governance_stages(ctx: PluginContext) -> list[Any]:
     appended) and ``cuts_to_watermark`` (a budget stage that, over budget,
     keeps only the newest history within the cut watermark: history older
     than that can hold is left out before the stages run); see
-    docs/governance.md, "Declarations".
+    docs/governance.md, "Declarations". A stage declares what its
+    ``[governance.stages.<name>]`` table may hold the same way:
+    ``options={name: StageOption(type, description, at_least=None,
+    check=None)}``. When the governor is built, the table of every stage that
+    declares options is checked once: an unknown key, a wrong type, a number
+    below ``at_least`` or a value ``check`` refuses (with ValueError) is a
+    ``ConfigError`` naming the key's path, the stage and this plugin's name
+    and version (the CLI exits 2). A stage without ``options`` accepts any
+    table. A hook that reads the options itself (to build the stage from
+    them) should not raise on ones it cannot use, which only leaves the
+    plugin out: it returns the stage with its declaration, and the governor
+    names the key.
     """
 
 

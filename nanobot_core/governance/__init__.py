@@ -19,7 +19,15 @@ from nanobot_core.governance.governor import (
     build_governor,
 )
 from nanobot_core.governance.ordering import BUILTIN_ORDER, Placement, order_stages, place_stages
-from nanobot_core.governance.stage import PHASES, Budget, Stage, StageContext, StageOutcome, stage
+from nanobot_core.governance.stage import (
+    PHASES,
+    Budget,
+    Stage,
+    StageContext,
+    StageOption,
+    StageOutcome,
+    stage,
+)
 from nanobot_core.governance.stages import builtin_stages
 from nanobot_core.governance.store import DirectoryResultStore, ResultStore, default_store
 from nanobot_core.governance.tokens import EstimateCounter, TokenCounter, count_request
@@ -41,6 +49,7 @@ __all__ = [
     "ResultStore",
     "Stage",
     "StageContext",
+    "StageOption",
     "StageOutcome",
     "TokenCounter",
     "build_governor",

@@ -230,6 +230,11 @@ class Governor:
     With `budget_first` (the default), history that cannot fit whatever the
     stages do is left out before they run, or at the start of the budget
     phase (see `_CutPlan`); the messages are the same either way.
+
+    The ``config.stages`` table of every stage that declares its options is
+    checked here, once (`Stage.check_options`): a `ConfigError` names the key,
+    the stage and, from `origins` (stage name -> the plugin that contributed
+    it), its plugin.
     """
 
     def __init__(
@@ -241,7 +246,9 @@ class Governor:
         store: ResultStore | None = None,
         workspace: Path | None = None,
         budget_first: bool = True,
+        origins: Mapping[str, str] | None = None,
     ) -> None:
+        _check_stage_options(stages, config, origins or {})
         placement = place_stages(stages)
         self.config = config
         self.budget = Budget.from_config(config)
@@ -309,12 +316,14 @@ class Governor:
     @classmethod
     def from_plugins(cls, pm: PluginManager) -> Governor:
         """The governor over every plugin's stages, counter and store: `build_governor`'s code."""
+        contributions = pm.contributions("stage")
         return build_governor(
             pm.config,
             pm.context.workspace,
-            [c.item for c in pm.contributions("stage")],
+            [c.item for c in contributions],
             counter=pm.token_counter(),
             store=pm.result_store(),
+            origins={c.name: c.plugin.origin() for c in contributions},
         )
 
     # -- the session: what was decided on earlier calls --------------------------------
@@ -1121,6 +1130,15 @@ _CHARS = itemgetter(5)
 _EVERY_KIND = functools.reduce(operator.or_, KIND_BITS.values())
 
 
+def _check_stage_options(
+    stages: Sequence[Stage], config: GovernanceConfig, origins: Mapping[str, str]
+) -> None:
+    """Refuse, naming the key, a configured options table its stage's declarations do not allow."""
+    for stage in stages:
+        if stage.options is not None and stage.name in config.stages:
+            stage.check_options(config.stages[stage.name], origin=origins.get(stage.name))
+
+
 def _as_configured(stage: Stage, options: Mapping[str, Any]) -> Stage:
     """`stage` as its options make it: a per-message one runs whole-list with `whole_list_with`.
 
@@ -1334,8 +1352,20 @@ def build_governor(
     *,
     counter: TokenCounter | None = None,
     store: ResultStore | None = None,
+    origins: Mapping[str, str] | None = None,
 ) -> Governor:
-    """A governor with the built-in stages (or `stages`), offloading into `workspace`."""
+    """A governor with the built-in stages (or `stages`), offloading into `workspace`.
+
+    `origins` names, per stage name, the plugin that contributed the stage (for
+    the errors about its options).
+    """
     settings = config.governance if isinstance(config, Config) else config or GovernanceConfig()
     chosen = builtin_stages() if stages is None else list(stages)
-    return Governor(chosen, config=settings, counter=counter, store=store, workspace=workspace)
+    return Governor(
+        chosen,
+        config=settings,
+        counter=counter,
+        store=store,
+        workspace=workspace,
+        origins=origins,
+    )

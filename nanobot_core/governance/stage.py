@@ -49,17 +49,31 @@ plugin (see docs/governance.md, "Declarations"):
   When the last budget stage declares it, the budget-first cut leaves out
   everything older than the cut watermark could hold, not only what the
   whole budget could.
+
+What a stage may be configured with is declared on it too: `options`, a
+mapping of each option's name to a `StageOption` (its type, a one-line
+description, and optionally a least value or a check). When a governor is
+built, the ``[governance.stages.<name>]`` table of every stage that declares
+its options is checked against them once (`Stage.check_options`): an unknown
+key, a value of the wrong type or out of range is a `ConfigError` naming the
+key's path, the stage and the plugin that contributed it. A stage that
+declares no options (``options=None``, the default) accepts any table.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import attrs
 
-from nanobot_core.config import GovernanceConfig
+from nanobot_core.config import GovernanceConfig, is_option_type, type_problem
+from nanobot_core.errors import ConfigError
 from nanobot_core.governance.messages import STRUCTURAL_KEYS
 from nanobot_core.governance.store import ResultStore
 from nanobot_core.governance.survey import FactsCache, Survey
@@ -77,6 +91,7 @@ __all__ = [
     "Stage",
     "StageContext",
     "StageFunc",
+    "StageOption",
     "StageOutcome",
     "stage",
 ]
@@ -162,6 +177,100 @@ def _check_kinds(_instance: Any, _attribute: Any, value: tuple[str, ...]) -> Non
         )
 
 
+# What TOML writes without quotes in a dotted key.
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+def _check_description(_instance: Any, _attribute: Any, value: Any) -> None:
+    if not isinstance(value, str) or not value.strip() or "\n" in value.strip():
+        raise ValueError(f"an option's description must be one non-empty line, got {value!r}")
+
+
+def _check_option_type(_instance: Any, _attribute: Any, value: Any) -> None:
+    if not is_option_type(value):
+        raise TypeError(
+            f"an option's type must be one config keys have (bool, int, float, str, Any, a "
+            f"Literal, list[T], dict[str, T] or T | None of these), got {value!r}"
+        )
+
+
+def _check_least(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value is not None and (
+        isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+    ):
+        raise TypeError(f"an option's at_least must be a finite number or None, got {value!r}")
+
+
+def _check_callable(_instance: Any, _attribute: Any, value: Any) -> None:
+    if value is not None and not callable(value):
+        raise TypeError(f"an option's check must be callable, got {type(value).__name__}")
+
+
+@attrs.frozen
+class StageOption:
+    """One option a stage reads from its ``[governance.stages.<name>]`` table.
+
+    `type` is a type as config keys have them (``bool``, ``int``, ``float``,
+    ``str``, ``Any``, a ``Literal`` of choices, ``list[T]``, ``dict[str, T]``,
+    ``T | None``); `description` says in one line what the option does.
+    `at_least` refuses a smaller number (and NaN or infinity). `check`, called
+    with a value of the right type, raises ValueError (or TypeError) saying why
+    it refuses it; its message follows the key's path in the error.
+    """
+
+    type: Any = attrs.field(validator=_check_option_type)
+    description: str = attrs.field(validator=_check_description)
+    at_least: float | None = attrs.field(default=None, validator=_check_least)
+    check: Callable[[Any], object] | None = attrs.field(default=None, validator=_check_callable)
+
+    def problem(self, value: Any, path: str) -> str | None:
+        """Why `value`, configured for the key `path`, is refused, or None when it is accepted."""
+        problem = type_problem(value, self.type, path)
+        if problem is not None:
+            return problem
+        least = self.at_least
+        number = isinstance(value, int | float) and not isinstance(value, bool)
+        # An integer of any size is finite (math.isfinite cannot take one too large for a float).
+        finite = not isinstance(value, float) or math.isfinite(value)
+        if least is not None and number and not (value >= least and finite):
+            note = " (a finite number)" if isinstance(value, float) else ""
+            return f"{path}: must be at least {least:g}{note}, got {value!r}"
+        if self.check is not None:
+            try:
+                self.check(value)
+            except (ValueError, TypeError) as exc:
+                return f"{path}: {exc}"
+            except Exception as exc:  # a broken check is the stage's fault, said as such
+                return (
+                    f"{path}: the stage's check of this option failed: {type(exc).__name__}: {exc}"
+                )
+        return None
+
+
+def _toml_key(name: str) -> str:
+    """`name` as one part of a dotted TOML key: bare when it can be, else quoted."""
+    return name if _BARE_KEY.fullmatch(name) else json.dumps(name, ensure_ascii=False)
+
+
+def _declared_options(value: Any) -> Mapping[str, StageOption] | None:
+    """The `Stage.options` declared, as a read-only mapping (None: nothing declared)."""
+    if value is None:
+        return None
+    if not isinstance(value, Mapping):
+        raise TypeError(
+            "a stage's options must be a mapping of names to StageOption, "
+            f"got {type(value).__name__}"
+        )
+    for name, option in value.items():
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"an option name must be a non-empty string, got {name!r}")
+        if not isinstance(option, StageOption):
+            raise TypeError(
+                f"option {name!r} must be declared with a StageOption, got {type(option).__name__}"
+            )
+    return MappingProxyType(dict(value))
+
+
 @attrs.frozen
 class Stage:
     """A named governance stage, placed by `phase` and optional `before`/`after` stage names.
@@ -171,7 +280,9 @@ class Stage:
     belong in ``transform`` unless they have a reason to sit elsewhere.
     `acts_on`, `widened_by` and `per_message` are the declarations described
     in the module docstring; a stage that declares nothing runs on every call,
-    over the whole history.
+    over the whole history. `options` declares what its
+    ``[governance.stages.<name>]`` table may hold (None: anything; ``{}``:
+    nothing), checked once when a governor is built.
     """
 
     name: str = attrs.field(validator=_check_name)
@@ -188,6 +299,9 @@ class Stage:
     cuts_to_watermark: bool = attrs.field(default=False, converter=bool)
     prefilter: Callable[[str], object] | None = attrs.field(
         default=None, validator=_check_prefilter
+    )
+    options: Mapping[str, StageOption] | None = attrs.field(
+        default=None, converter=_declared_options, hash=False
     )
 
     def __attrs_post_init__(self) -> None:
@@ -208,6 +322,37 @@ class Stage:
             return None
         return self.acts_on
 
+    def check_options(self, table: Any, *, origin: str | None = None) -> None:
+        """Refuse a ``[governance.stages.<name>]`` table that the declared `options` do not allow.
+
+        Raises `ConfigError` naming the key's path, the stage and `origin` (the
+        plugin that contributed it, when known). A stage that declares no
+        options accepts any table.
+        """
+        declared = self.options
+        if declared is None:
+            return
+        prefix = f"governance.stages.{_toml_key(self.name)}"
+        whose = f"stage {self.name!r}" + (f" ({origin})" if origin else "")
+        if not isinstance(table, Mapping):
+            raise ConfigError(
+                f"{prefix}: expected a table, got {type(table).__name__} {table!r}; "
+                f"the options of {whose}"
+            )
+        for key, value in table.items():
+            path = f"{prefix}.{_toml_key(str(key))}"
+            option = declared.get(key) if isinstance(key, str) else None
+            if option is None:
+                known = (
+                    f"its options: {', '.join(sorted(declared))}"
+                    if declared
+                    else "it takes no options"
+                )
+                raise ConfigError(f"{path}: unknown option of {whose}; {known}")
+            problem = option.problem(value, path)
+            if problem is not None:
+                raise ConfigError(f"{problem}; an option of {whose}: {option.description}")
+
     def __call__(self, messages: list[Any], ctx: StageContext) -> StageOutcome | list[Any]:
         """Run the stage function."""
         return self.func(messages, ctx)
@@ -227,6 +372,7 @@ def stage(
     whole_list_with: Iterable[str] | str = (),
     cuts_to_watermark: bool = False,
     prefilter: Callable[[str], object] | None = None,
+    options: Mapping[str, StageOption] | None = None,
 ) -> Callable[[StageFunc], Stage]:
     """Decorate a stage function into a `Stage` (name and description default to the function's)."""
 
@@ -247,6 +393,7 @@ def stage(
             whole_list_with=_names(whole_list_with),
             cuts_to_watermark=cuts_to_watermark,
             prefilter=prefilter,
+            options=options,
         )
 
     return wrap

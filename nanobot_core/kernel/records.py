@@ -73,6 +73,18 @@ class PluginInfo:
             return (0, f"{rank:03d}", self.name)
         return (1, canonical_name(self.distribution or ""), self.name)
 
+    def origin(self) -> str:
+        """The plugin with its distribution and version, for errors about what it contributed.
+
+        ``built-in plugin 'builtin:governance', nanobot-core 0.1.0`` or
+        ``plugin 'redact', nanobot-redact 0.1.0``.
+        """
+        kind = "built-in plugin" if self.builtin else "plugin"
+        where = " ".join(part for part in (self.distribution, self.version) if part)
+        if self.distribution is None and self.version:
+            where = f"version {self.version}"
+        return f"{kind} {self.name!r}" + (f", {where}" if where else "")
+
     def describe(self) -> str:
         """A short label naming the plugin, its distribution and version, for messages."""
         if self.builtin:

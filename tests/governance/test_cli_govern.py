@@ -188,3 +188,94 @@ def test_a_request_that_does_not_fit_is_a_warning_on_stderr(
     monkeypatch.delenv("NANOBOT_GOVERNANCE__INPUT_LIMIT")
     code, _out, err = _run("-", "--json", stdin=history)
     assert code == 0 and "warning" not in err
+
+
+def _govern_process(cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """`python -m nanobot_core govern -` on an empty history, in a fresh process."""
+    base = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+    base.update(env)
+    return subprocess.run(
+        [sys.executable, "-m", "nanobot_core", "govern", "-"],
+        capture_output=True,
+        text=True,
+        cwd=cwd,
+        env=base,
+        input="[]",
+        check=False,
+        timeout=120,
+    )
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        (
+            "kep = 3",
+            "governance.stages.compact_results.kep: unknown option of stage 'compact_results'",
+        ),
+        (
+            'exclude_tools = "read_file"',
+            "governance.stages.compact_results.exclude_tools: expected a list of strings",
+        ),
+        ("keep = -1", "governance.stages.compact_results.keep: must be at least 0, got -1"),
+    ],
+)
+def test_a_bad_stage_option_exits_2_naming_the_key(
+    tmp_path: Path, table: str, message: str
+) -> None:
+    """A typo, a string for a list or a negative count in a stage's table: exit 2, no traceback."""
+    (tmp_path / "nanobot.toml").write_text(
+        f"[governance.stages.compact_results]\n{table}\n", encoding="utf-8"
+    )
+    done = _govern_process(tmp_path, NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(f"Error: configuration: {message}")
+    assert "(built-in plugin 'builtin:governance', nanobot-core " in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+NOTES_PLUGIN = '''
+from nanobot_core import Stage, StageOption, StageOutcome, hookimpl
+
+
+def find_notes(messages, ctx):
+    """Hand the history on as it is."""
+    return StageOutcome.unchanged(messages)
+
+
+@hookimpl
+def nanobot_governance_stages(ctx):
+    level = StageOption(int, "how many passes", at_least=1)
+    return [Stage("find_notes", find_notes, options={"level": level})]
+'''
+
+
+def test_a_plugin_stage_with_a_bad_option_exits_2_naming_the_plugin(tmp_path: Path) -> None:
+    """An installed plugin's stage declares `level`; a string for it names the plugin's version."""
+    site = tmp_path / "site"
+    info = site / "nanobot_notes-2.1.0.dist-info"
+    info.mkdir(parents=True)
+    (site / "notes_plugin.py").write_text(NOTES_PLUGIN, encoding="utf-8")
+    (info / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: nanobot-notes\nVersion: 2.1.0\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(
+        "[nanobot.plugins]\nnotes = notes_plugin\n", encoding="utf-8"
+    )
+    work = tmp_path / "work"
+    work.mkdir()
+    path = os.pathsep.join(p for p in (str(site), os.environ.get("PYTHONPATH", "")) if p)
+    (work / "nanobot.toml").write_text(
+        '[governance.stages.find_notes]\nlevel = "2"\n', encoding="utf-8"
+    )
+    done = _govern_process(work, PYTHONPATH=path, NANOBOT_PLUGINS="nanobot-notes")
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        "Error: configuration: governance.stages.find_notes.level: expected an integer (int), "
+        "got str '2'; an option of stage 'find_notes' (plugin 'notes', nanobot-notes 2.1.0): "
+        "how many passes\n"
+    )
+    (work / "nanobot.toml").write_text("[governance.stages.find_notes]\nlevel = 2\n", "utf-8")
+    done = _govern_process(work, PYTHONPATH=path, NANOBOT_PLUGINS="nanobot-notes")
+    assert done.returncode == 0, done.stderr
+    assert "find_notes" in done.stdout

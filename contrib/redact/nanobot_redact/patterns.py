@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from typing import cast
 
 import attrs
 
@@ -28,6 +29,8 @@ __all__ = [
     "Condition",
     "Rule",
     "SecretPattern",
+    "check_disabled_kinds",
+    "extra_patterns",
     "images_enabled",
     "marker",
     "patterns_from_options",
@@ -237,23 +240,42 @@ def patterns_from_options(options: Mapping[str, object]) -> tuple[SecretPattern,
             f"unknown option(s) {unknown_keys} (known: disabled_kinds, extra_patterns)"
         )
     disabled = options.get("disabled_kinds", [])
+    try:
+        check_disabled_kinds(disabled)
+    except ValueError as exc:
+        raise ValueError(f"disabled_kinds: {exc}") from exc
+    kinds = frozenset(cast("list[str]", disabled))
+    try:
+        compiled = extra_patterns(options.get("extra_patterns", {}))
+    except ValueError as exc:
+        raise ValueError(f"extra_patterns: {exc}") from exc
+    return (*(p for p in DEFAULT_PATTERNS if p.kind not in kinds), *compiled)
+
+
+def check_disabled_kinds(disabled: object) -> None:
+    """Refuse a ``disabled_kinds`` that is not a list of known kind names (ValueError)."""
     if not isinstance(disabled, list) or not all(isinstance(k, str) for k in disabled):
-        raise ValueError("disabled_kinds must be a list of kind names")
+        raise ValueError("must be a list of kind names")
     known = {p.kind for p in DEFAULT_PATTERNS} | {IMAGE_KIND}
     if set(disabled) - known:
-        raise ValueError(f"unknown kind(s) {sorted(set(disabled) - known)} in disabled_kinds")
-    extra = options.get("extra_patterns", {})
+        raise ValueError(
+            f"unknown kind(s) {sorted(set(disabled) - known)} (known: {', '.join(sorted(known))})"
+        )
+
+
+def extra_patterns(extra: object) -> list[SecretPattern]:
+    """The patterns of an ``extra_patterns`` table (kind = regex); ValueError when one is bad."""
     if not isinstance(extra, Mapping):
-        raise ValueError("extra_patterns must be a table of kind = regex")
+        raise ValueError("must be a table of kind = regex")
     compiled: list[SecretPattern] = []
     for kind, regex in extra.items():
         if not isinstance(regex, str) or not re.fullmatch(r"[a-z0-9_]+", str(kind)):
-            raise ValueError(f"extra_patterns.{kind}: need a lower_snake kind and a regex string")
+            raise ValueError(f"entry {kind!r}: need a lower_snake kind and a regex string")
         try:
             compiled.append(SecretPattern.compile(str(kind), regex))
         except re.error as exc:
-            raise ValueError(f"extra_patterns.{kind}: invalid regex: {exc}") from exc
-    return (*(p for p in DEFAULT_PATTERNS if p.kind not in disabled), *compiled)
+            raise ValueError(f"entry {kind!r}: invalid regex: {exc}") from exc
+    return compiled
 
 
 def images_enabled(options: Mapping[str, object]) -> bool:

@@ -10,9 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import attrs
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nanobot_core import Config, Governor, PluginContext, PluginManager
+from nanobot_core import Config, ConfigError, Governor, PluginContext, PluginManager
 from nanobot_core.testing import govern_and_check, make_config
 
 import nanobot_redact
@@ -176,6 +177,51 @@ def test_config_options_reach_the_stage(tmp_path: Path) -> None:
     (stage,) = nanobot_governance_stages(PluginContext(workspace=tmp_path, config=config))
     outcome = stage.func([{"role": "user", "content": OPENAI_KEY}], None)
     assert not outcome.changed
+
+
+def _governor_with(tmp_path: Path, options: dict[str, Any]) -> Governor:
+    """The governor of a plugin manager with this plugin registered and these options."""
+    config = make_config({"governance": {"stages": {STAGE_NAME: options}}})
+    manager = PluginManager(config, workspace=tmp_path, autoload=False)
+    manager.register(nanobot_redact, "redact", distribution="nanobot-redact", version="0.1.0")
+    return manager.governor()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"disabled_kind": ["jwt"]}, r"\.disabled_kind: unknown option of stage 'redact_secrets'"),
+        ({"disabled_kinds": "jwt"}, r"\.disabled_kinds: expected a list of strings"),
+        ({"disabled_kinds": ["no_such_kind"]}, r"\.disabled_kinds: unknown kind\(s\)"),
+        ({"extra_patterns": {"bad": "("}}, r"\.extra_patterns: entry 'bad': invalid regex"),
+        ({"extra_patterns": {"Bad Kind": "x"}}, r"\.extra_patterns: entry 'Bad Kind': need"),
+    ],
+)
+def test_bad_options_stop_the_governor_naming_the_key_and_the_plugin(
+    tmp_path: Path, options: dict[str, Any], message: str
+) -> None:
+    """Options the stage cannot use are a ConfigError once the governor is built, naming them."""
+    with pytest.raises(
+        ConfigError, match=rf"^governance\.stages\.redact_secrets{message}"
+    ) as caught:
+        _governor_with(tmp_path, options)
+    assert "(plugin 'redact', nanobot-redact 0.1.0)" in str(caught.value)
+
+
+def test_good_options_build_a_governor_that_redacts(tmp_path: Path) -> None:
+    """Declared options that pass the checks reach the stage through the governor."""
+    governor = _governor_with(tmp_path, {"extra_patterns": {"internal_token": "itk=[0-9]{4}"}})
+    result = governor.govern([{"role": "user", "content": "token itk=1234 here"}])
+    assert result.messages[0]["content"] == "token [REDACTED:internal_token] here"
+
+
+def test_a_stage_made_from_bad_options_never_runs_with_them(tmp_path: Path) -> None:
+    """The hook returns a stage that raises the options' error rather than redacting otherwise."""
+    config = make_config({"governance": {"stages": {STAGE_NAME: {"disabled_kinds": ["nope"]}}}})
+    (stage,) = nanobot_governance_stages(PluginContext(workspace=tmp_path, config=config))
+    assert stage.options == nanobot_redact.OPTIONS
+    with pytest.raises(ConfigError, match=r"redact_secrets: disabled_kinds: unknown kind"):
+        stage.func([{"role": "user", "content": OPENAI_KEY}], None)
 
 
 json_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=20)

@@ -3,22 +3,26 @@
 `BUILTIN_TABLE` is the one list of them: the default order (`BUILTIN_ORDER`),
 each stage's phase and declarations, and which of them the governor's final
 step runs again (`final`) are all read from it. A new built-in stage is its
-module, one row here, and its tests.
+module, one row here, and its tests. Every row declares the stage's options,
+as a plugin's stage does: ``{}`` for a stage that reads none, so that a
+``[governance.stages.<name>]`` table with any key is refused.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import attrs
 
-from nanobot_core.governance.stage import Stage, StageFunc
+from nanobot_core.governance.stage import Stage, StageFunc, StageOption
 from nanobot_core.governance.stages.backfill import backfill_results
 from nanobot_core.governance.stages.calls import strip_malformed_calls
-from nanobot_core.governance.stages.compact import compact_results
+from nanobot_core.governance.stages.compact import COMPACT_OPTIONS, compact_results
 from nanobot_core.governance.stages.content import sanitize_content
 from nanobot_core.governance.stages.non_messages import drop_non_messages
-from nanobot_core.governance.stages.offload import offload_results
+from nanobot_core.governance.stages.offload import OFFLOAD_OPTIONS, offload_results
 from nanobot_core.governance.stages.pairing import pair_results
-from nanobot_core.governance.stages.placeholders import strip_placeholders
+from nanobot_core.governance.stages.placeholders import PLACEHOLDER_OPTIONS, strip_placeholders
 from nanobot_core.governance.stages.snip import snip_history
 from nanobot_core.governance.stages.user_turns import merge_user_turns
 
@@ -49,10 +53,22 @@ class BuiltinStage:
     final: bool = False
 
 
-def _row(func: StageFunc, *, final: bool = False, **declared: object) -> BuiltinStage:
+def _row(
+    func: StageFunc,
+    *,
+    final: bool = False,
+    options: Mapping[str, StageOption] | None = None,
+    **declared: object,
+) -> BuiltinStage:
     doc = (func.__doc__ or "").strip().splitlines()
     name: str = getattr(func, "__name__", "")
-    stage = Stage(name=name, func=func, description=doc[0] if doc else "", **declared)  # type: ignore[arg-type]
+    stage = Stage(
+        name=name,
+        func=func,
+        description=doc[0] if doc else "",
+        options={} if options is None else options,
+        **declared,  # type: ignore[arg-type]
+    )
     return BuiltinStage(stage, final)
 
 
@@ -65,6 +81,7 @@ BUILTIN_TABLE: tuple[BuiltinStage, ...] = (
         widened_by=("patterns",),
         per_message=True,
         local=True,
+        options=PLACEHOLDER_OPTIONS,
     ),
     _row(
         drop_non_messages,
@@ -98,8 +115,9 @@ BUILTIN_TABLE: tuple[BuiltinStage, ...] = (
         acts_on=("large_results",),
         per_message=True,
         whole_list_with=("exclude_tools",),
+        options=OFFLOAD_OPTIONS,
     ),
-    _row(compact_results, phase="budget", acts_on=("over_budget",)),
+    _row(compact_results, phase="budget", acts_on=("over_budget",), options=COMPACT_OPTIONS),
     _row(
         snip_history,
         phase="budget",

@@ -26,7 +26,7 @@ from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from nanobot_core.governance.messages import CallNames, content_text
-from nanobot_core.governance.stage import StageOutcome
+from nanobot_core.governance.stage import StageOption, StageOutcome
 from nanobot_core.governance.stages.content import without_surrogates
 from nanobot_core.governance.stages.offload import (
     OFFLOAD_PREFIX,
@@ -39,10 +39,28 @@ from nanobot_core.governance.watermark import low_watermark_tokens
 if TYPE_CHECKING:
     from nanobot_core.governance.stage import StageContext
 
-__all__ = ["COMPACT_PREFIX", "DEFAULT_KEEP", "compact_notice", "compact_results"]
+__all__ = [
+    "COMPACT_OPTIONS",
+    "COMPACT_PREFIX",
+    "DEFAULT_KEEP",
+    "compact_notice",
+    "compact_results",
+]
 
 COMPACT_PREFIX = "[Tool result compacted to save context"
 DEFAULT_KEEP = 3
+
+#: What ``[governance.stages.compact_results]`` may hold (see `Stage.options`).
+COMPACT_OPTIONS: dict[str, StageOption] = {
+    "keep": StageOption(
+        int, f"the newest N tool results are never compacted (default {DEFAULT_KEEP})", at_least=0
+    ),
+    "exclude_tools": StageOption(list[str], "tools whose results are never compacted"),
+    "tools": StageOption(list[str], "only these tools' results are compacted (default: all)"),
+    "clear_at_least": StageOption(
+        int, "tokens cleared at least, once compacting (default 0)", at_least=0
+    ),
+}
 
 # A message's kind, the fourth of its facts.
 _KIND = itemgetter(3)

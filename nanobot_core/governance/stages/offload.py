@@ -15,13 +15,14 @@ import re
 from typing import TYPE_CHECKING, Any
 
 from nanobot_core.governance.messages import CallNames, content_text
-from nanobot_core.governance.stage import StageOutcome
+from nanobot_core.governance.stage import StageOption, StageOutcome
 from nanobot_core.governance.truncation import truncate_middle
 
 if TYPE_CHECKING:
     from nanobot_core.governance.stage import StageContext
 
 __all__ = [
+    "OFFLOAD_OPTIONS",
     "OFFLOAD_PREFIX",
     "offload_notice",
     "offload_results",
@@ -34,6 +35,11 @@ _PATH_IN_NOTICE = re.compile(r'read_file\(path="([^"\n]+)"\)')
 _SIZE_IN_NOTICE = re.compile(re.escape(OFFLOAD_PREFIX) + r": (\d{1,20}) characters")
 # The part of a notice that previews the result, at most (head and tail together).
 PREVIEW_CHARS = 2_000
+
+#: What ``[governance.stages.offload_results]`` may hold (see `Stage.options`).
+OFFLOAD_OPTIONS: dict[str, StageOption] = {
+    "exclude_tools": StageOption(list[str], "tools whose results are never offloaded"),
+}
 
 
 def offload_notice(text: str, path: str, limit: int) -> str:

@@ -12,13 +12,20 @@ from typing import TYPE_CHECKING, Any
 
 from nanobot_core.governance.checks import is_placeholder_message
 from nanobot_core.governance.messages import preview
-from nanobot_core.governance.stage import StageOutcome
+from nanobot_core.governance.stage import StageOption, StageOutcome
 from nanobot_core.governance.survey import Defect
 
 if TYPE_CHECKING:
     from nanobot_core.governance.stage import StageContext
 
-__all__ = ["strip_placeholders"]
+__all__ = ["PLACEHOLDER_OPTIONS", "strip_placeholders"]
+
+#: What ``[governance.stages.strip_placeholders]`` may hold (see `Stage.options`).
+PLACEHOLDER_OPTIONS: dict[str, StageOption] = {
+    "patterns": StageOption(
+        list[str], "more exact texts that make an assistant message a placeholder"
+    ),
+}
 
 
 def strip_placeholders(messages: list[Any], ctx: StageContext) -> StageOutcome:
