@@ -31,6 +31,7 @@ from nanobot_core._containment import plugin_code
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.tools._repeats import RepeatedCalls
+from nanobot_core.tools._threads import CALL, ToolCall, WorkerThreads, running_threads
 from nanobot_core.tools.base import Tool, ToolResult
 from nanobot_core.tools.registry import PreparedCall, ToolRegistry
 
@@ -183,24 +184,27 @@ class Executor:
         timeout = tool.timeout if tool.timeout is not None else self.default_timeout
         alone = not _may_run_alongside(tool)
         _warn_if_abandoned_alongside(tool.name, alone)
-        task = asyncio.create_task(_call(tool, arguments), name=f"nanobot-tool-{tool.name}")
+        owner = ToolCall(tool.name, plugin)
+        task = asyncio.create_task(_call(tool, arguments, owner), name=f"nanobot-tool-{tool.name}")
         abandoned = _Abandoned(tool.name, plugin, alone)
         try:
             await asyncio.wait((task,), timeout=timeout)
         except asyncio.CancelledError:  # our caller is being cancelled: stop the tool, go on
-            await _stop(task, abandoned, "its caller was cancelled")
+            if await _stop(task, abandoned, "its caller was cancelled"):
+                _left_threads(owner, "its caller was cancelled")
             raise
         if task.done():
             return _result_of(task, tool.name)
         said = f'tool "{tool.name}" timed out after {timeout:g}s'
-        if not await _stop(task, abandoned, f"it timed out after {timeout:g}s"):
+        why = f"it timed out after {timeout:g}s"
+        if not await _stop(task, abandoned, why):
             return ToolResult.error(
                 f"{said} and did not stop when cancelled: it was abandoned and may still be "
                 "running in the background."
             )
         thread = (
             " Its worker thread was abandoned and may still finish in the background."
-            if getattr(tool, "blocking", False)
+            if _left_threads(owner, why)
             else ""
         )
         return ToolResult.error(f"{said} and was stopped.{thread}")
@@ -231,8 +235,9 @@ class Executor:
             )
 
 
-async def _call(tool: Tool, arguments: dict[str, Any]) -> ToolResult:
+async def _call(tool: Tool, arguments: dict[str, Any], owner: ToolCall) -> ToolResult:
     """The task of one call: the tool's own code, contained, and its value made a result."""
+    CALL.set(owner)  # the task's own context: the threads it starts are counted under it
     # What the tool prints goes to the log, not into --json output.
     with plugin_code(f"tool {tool.name!r}"):
         value = await tool.execute(**arguments)
@@ -288,6 +293,25 @@ def _abandon(task: asyncio.Task[ToolResult], call: _Abandoned, why: str) -> None
     task.add_done_callback(_forget)
 
 
+def _left_threads(owner: ToolCall, why: str) -> bool:
+    """Whether a stopped call left threads working (a blocked ``asyncio.to_thread``); warn if so.
+
+    Cancelling a task that awaits a thread ends the task at once, but not the
+    thread: its work is abandoned, like a tool that ignores cancellation.
+    """
+    threads = running_threads(owner)
+    if threads:
+        log.warning(
+            "tool was stopped but left work running in a thread; the thread was abandoned "
+            "and may still be running",
+            tool=owner.tool,
+            plugin=owner.plugin,
+            why=why,
+            threads=threads,
+        )
+    return threads > 0
+
+
 def _forget(task: asyncio.Task[ToolResult]) -> None:
     """An abandoned task ended: let it go, and log how."""
     call = _ABANDONED.pop(task, None)
@@ -324,10 +348,16 @@ def run_calls(main: Coroutine[Any, Any, T]) -> T:
     it without limit, so a tool that ignores cancellation would hang it. Here
     every task left is cancelled; abandoned tool tasks get `STOP_GRACE` seconds,
     then are left unfinished (their coroutines closed) when the loop closes.
+    The loop's default executor (``asyncio.to_thread``,
+    ``run_in_executor(None, ...)``) is a `WorkerThreads`, whose daemon threads
+    get `STOP_GRACE` seconds too and are then left running, named in a
+    warning, instead of being joined forever at loop shutdown and at exit.
     Ctrl-C behaves as under ``asyncio.run``.
     """
     runner = asyncio.Runner()
     loop = runner.get_loop()
+    workers = WorkerThreads()
+    loop.set_default_executor(workers)
     try:
         return runner.run(main)
     finally:
@@ -335,7 +365,7 @@ def run_calls(main: Coroutine[Any, Any, T]) -> T:
         try:
             stuck = _end_leftovers(loop)
             loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
+            _end_worker_threads(workers)
         finally:
             asyncio.set_event_loop(None)
             loop.close()
@@ -368,6 +398,17 @@ def _end_leftovers(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[ToolRes
                 }
             )
     return [task for task in abandoned if not task.done()]
+
+
+def _end_worker_threads(workers: WorkerThreads) -> None:
+    """Take no more jobs; give those running `STOP_GRACE` seconds, then leave them, warning."""
+    workers.shutdown(wait=False)
+    for owner in workers.wait(STOP_GRACE):
+        log.warning(
+            "work in a thread still running when its event loop closed; left unfinished",
+            tool=owner.tool if owner else "",
+            plugin=owner.plugin if owner else "",
+        )
 
 
 def _leave_unfinished(
