@@ -27,7 +27,7 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from nanobot_core._containment import plugin_code
+from nanobot_core._containment import default_sigint, plugin_code
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.tools._repeats import RepeatedCalls
@@ -359,7 +359,8 @@ def run_calls(main: Coroutine[Any, Any, T]) -> T:
     workers = WorkerThreads()
     loop.set_default_executor(workers)
     try:
-        return runner.run(main)
+        with default_sigint():  # so that the Runner puts its own in place
+            return runner.run(main)
     finally:
         stuck: list[asyncio.Task[ToolResult]] = []
         try:

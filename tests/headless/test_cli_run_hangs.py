@@ -96,6 +96,15 @@ def _finish(process: subprocess.Popen[str]) -> tuple[str, str]:
         pytest.fail(f"the run did not end within {TIMEOUT}s; stderr:\n{err}")
 
 
+def _wait_until_entered(process: subprocess.Popen[str], workspace: Path) -> None:
+    """Wait until the plugin code under test has written ``entered`` (it then blocks)."""
+    deadline = time.monotonic() + TIMEOUT
+    while not (workspace / "entered").exists():
+        assert process.poll() is None, process.communicate()[1]
+        assert time.monotonic() < deadline, "the plugin code never started"
+        time.sleep(0.05)
+
+
 def _stuck_tool(tmp_path: Path, how: str, timeout: float) -> Path:
     source = STUCK_TOOL.replace("TOOL_TIMEOUT", repr(timeout)).replace("HOW", repr(how))
     return install_plugin(tmp_path / "site", source)
@@ -136,11 +145,7 @@ def test_ctrl_c_while_a_tool_is_stuck_in_a_thread_exits_130_promptly(
     plugin = _stuck_tool(tmp_path, "to_thread", timeout=600)
     server.add(tool_call_reply([("c1", "stuck", "{}")]))
     process = _start(server, plugin, workspace)
-    deadline = time.monotonic() + TIMEOUT
-    while not (workspace / "entered").exists():
-        assert process.poll() is None, process.communicate()[1]
-        assert time.monotonic() < deadline, "the tool never started"
-        time.sleep(0.05)
+    _wait_until_entered(process, workspace)
     process.send_signal(signal.SIGINT)
     started = time.monotonic()
     _, err = _finish(process)
@@ -148,3 +153,33 @@ def test_ctrl_c_while_a_tool_is_stuck_in_a_thread_exits_130_promptly(
     assert process.returncode == 130, err
     assert "Interrupted." in err and "Traceback" not in err
     assert "tool=stuck" in err and f"plugin={PLUGIN}" in err
+
+
+# A plugin whose tools hook blocks: the run hangs at load, before any model request.
+STUCK_HOOK = """
+import pathlib, time
+from nanobot_core import hookimpl
+
+@hookimpl
+def nanobot_tools(ctx):
+    pathlib.Path("entered").write_text("yes")
+    time.sleep(600)
+    return []
+"""
+
+
+def test_ctrl_c_while_a_hook_hangs_at_load_stops_the_run(
+    tmp_path: Path, workspace: Path, server: FakeChatServer
+) -> None:
+    """One SIGINT in a hook that blocks stops the command with 130 instead of failing the plugin."""
+    plugin = install_plugin(tmp_path / "site", STUCK_HOOK)
+    server.add(text_reply("should not be asked"))
+    process = _start(server, plugin, workspace)
+    _wait_until_entered(process, workspace)
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    out, err = _finish(process)
+    assert time.monotonic() - started < PROMPT_EXIT, err
+    assert process.returncode == 130, err
+    assert "Interrupted." in err and "Traceback" not in err
+    assert out == "" and server.requests == []
