@@ -42,6 +42,7 @@ __all__ = [
     "ToolCallHooks",
     "ToolCallOutcome",
     "ToolCallRequest",
+    "abandon",
     "run_calls",
 ]
 
@@ -67,7 +68,7 @@ class _Abandoned:
 
 # Kept here so that an abandoned task is not garbage-collected while it runs; each one
 # leaves when it ends (see `_abandon`).
-_ABANDONED: dict[asyncio.Task[ToolResult], _Abandoned] = {}
+_ABANDONED: dict[asyncio.Task[Any], _Abandoned] = {}
 
 
 @attrs.frozen
@@ -262,7 +263,7 @@ def _result_of(task: asyncio.Task[ToolResult], name: str) -> ToolResult:
         return ToolResult.error(f'tool "{name}" failed: {type(exc).__name__}: {exc}')
 
 
-async def _stop(task: asyncio.Task[ToolResult], call: _Abandoned, why: str) -> bool:
+async def _stop(task: asyncio.Task[Any], call: _Abandoned, why: str) -> bool:
     """Cancel the task and give it `STOP_GRACE` seconds to end; False when it is abandoned.
 
     What it returned or raised meanwhile is dropped: the call is reported as
@@ -281,7 +282,7 @@ async def _stop(task: asyncio.Task[ToolResult], call: _Abandoned, why: str) -> b
     return True
 
 
-def _abandon(task: asyncio.Task[ToolResult], call: _Abandoned, why: str) -> None:
+def _abandon(task: asyncio.Task[Any], call: _Abandoned, why: str) -> None:
     """Keep a task that ignored cancellation until it ends, and say so."""
     log.warning(
         "tool ignored cancellation and was abandoned; it may still be running",
@@ -291,6 +292,14 @@ def _abandon(task: asyncio.Task[ToolResult], call: _Abandoned, why: str) -> None
     )
     _ABANDONED[task] = call
     task.add_done_callback(_forget)
+
+
+def abandon(task: asyncio.Task[Any], name: str, plugin: str, why: str) -> None:
+    """Leave a task that ignored cancellation running, like a tool: warned, kept, not waited for.
+
+    `run_calls` gives it `STOP_GRACE` seconds at its end, then leaves it unfinished.
+    """
+    _abandon(task, _Abandoned(name, plugin, alone=False), why)
 
 
 def _left_threads(owner: ToolCall, why: str) -> bool:
@@ -312,7 +321,7 @@ def _left_threads(owner: ToolCall, why: str) -> bool:
     return threads > 0
 
 
-def _forget(task: asyncio.Task[ToolResult]) -> None:
+def _forget(task: asyncio.Task[Any]) -> None:
     """An abandoned task ended: let it go, and log how."""
     call = _ABANDONED.pop(task, None)
     error = None if task.cancelled() else task.exception()
@@ -362,7 +371,7 @@ def run_calls(main: Coroutine[Any, Any, T]) -> T:
         with default_sigint():  # so that the Runner puts its own in place
             return runner.run(main)
     finally:
-        stuck: list[asyncio.Task[ToolResult]] = []
+        stuck: list[asyncio.Task[Any]] = []
         try:
             stuck = _end_leftovers(loop)
             loop.run_until_complete(loop.shutdown_asyncgens())
@@ -373,7 +382,7 @@ def run_calls(main: Coroutine[Any, Any, T]) -> T:
             _leave_unfinished(loop, stuck)
 
 
-def _end_leftovers(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[ToolResult]]:
+def _end_leftovers(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[Any]]:
     """What ``asyncio.run`` does with the tasks left, with a time limit for abandoned tools.
 
     Returns the abandoned tool tasks that are still running.
@@ -412,9 +421,7 @@ def _end_worker_threads(workers: WorkerThreads) -> None:
         )
 
 
-def _leave_unfinished(
-    loop: asyncio.AbstractEventLoop, stuck: list[asyncio.Task[ToolResult]]
-) -> None:
+def _leave_unfinished(loop: asyncio.AbstractEventLoop, stuck: list[asyncio.Task[Any]]) -> None:
     """Close the coroutines of abandoned tasks that outlived their (closed) loop, quietly."""
     if not stuck:
         return

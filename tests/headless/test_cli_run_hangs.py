@@ -183,3 +183,41 @@ def test_ctrl_c_while_a_hook_hangs_at_load_stops_the_run(
     assert process.returncode == 130, err
     assert "Interrupted." in err and "Traceback" not in err
     assert out == "" and server.requests == []
+
+
+# A provider whose call never returns.
+SILENT_PROVIDER = """
+import asyncio
+from nanobot_core import hookimpl
+
+class Silent:
+    name = "silent"
+
+    def __init__(self, config, progress=None):
+        pass
+
+    async def complete(self, messages, tools, **options):
+        await asyncio.Event().wait()
+
+@hookimpl
+def nanobot_providers(ctx):
+    return [Silent]
+"""
+
+
+def test_a_provider_that_never_answers_fails_at_its_deadline(
+    tmp_path: Path, workspace: Path, server: FakeChatServer
+) -> None:
+    """A plugin's provider past provider.timeout (per attempt) ends the run with exit 1, named."""
+    plugin = install_plugin(tmp_path / "site", SILENT_PROVIDER)
+    env = _env(server, plugin) | {"NANOBOT_PROVIDER__TIMEOUT": "1"}
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "nanobot_core", "run", "go", "--provider", "silent"],
+        cwd=workspace, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert time.monotonic() - started < PROMPT_EXIT, result.stderr
+    assert result.returncode == 1, result.stderr
+    assert "Error: provider 'silent' of plugin 'hangplug'" in result.stderr
+    assert "did not answer within 1s" in result.stderr
+    assert "Traceback" not in result.stderr
