@@ -12,22 +12,32 @@ Everything a plugin runs (its import, its hooks, its tools) goes through
   that is not an ``Exception`` (``GeneratorExit``, a plugin's own) raised
   inside become a `PluginEscapeError` (an ``Exception``), which the callers
   treat like any plugin failure: the plugin is reported by name, the process
-  goes on. (A Ctrl-C that lands while plugin code runs is contained the same
-  way; the next one reaches the core.) ``asyncio.CancelledError`` passes: it
-  is how the caller stops an async tool, and the caller decides what it means.
+  goes on. ``asyncio.CancelledError`` passes: it is how the caller stops an
+  async tool, and the caller decides what it means. So does the
+  ``KeyboardInterrupt`` of a real Ctrl-C, raised by a SIGINT handler (the
+  CLI's, `interrupt_on_sigint`, or the one of ``asyncio.Runner``): a user
+  stopping a hook that hangs stops the command, not just that plugin.
 """
 
 from __future__ import annotations
 
+import signal
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from types import CodeType, FrameType
 from typing import Any
 
 from nanobot_core._logging import get_logger
 
-__all__ = ["PluginEscapeError", "escape_error", "plugin_code"]
+__all__ = [
+    "PluginEscapeError",
+    "default_sigint",
+    "escape_error",
+    "interrupt_on_sigint",
+    "plugin_code",
+]
 
 log = get_logger(__name__)
 
@@ -89,7 +99,7 @@ def plugin_code(owner: str) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
-        if isinstance(exc, Exception) or _is_cancellation(exc):
+        if isinstance(exc, Exception) or _is_cancellation(exc) or _is_ctrl_c(exc):
             raise
         raise escape_error(exc) from None
     finally:
@@ -109,6 +119,54 @@ def _is_cancellation(exc: BaseException) -> bool:
     # Looked up, not imported: code that never loaded asyncio cannot be cancelled by it.
     asyncio = sys.modules.get("asyncio")
     return asyncio is not None and isinstance(exc, asyncio.CancelledError)
+
+
+def _on_sigint(signum: int, frame: FrameType | None) -> None:
+    """Ctrl-C: a ``KeyboardInterrupt`` that `plugin_code` lets through (it names this frame)."""
+    raise KeyboardInterrupt
+
+
+def interrupt_on_sigint() -> None:
+    """Make SIGINT raise a ``KeyboardInterrupt`` that plugin code cannot contain (main thread)."""
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _on_sigint)
+
+
+@contextmanager
+def default_sigint() -> Iterator[None]:
+    """Python's own SIGINT handler inside the block, where `interrupt_on_sigint` installed ours.
+
+    ``asyncio.Runner`` replaces only that handler with its own (the first
+    Ctrl-C cancels the main task; the next raises ``KeyboardInterrupt``).
+    """
+    if signal.getsignal(signal.SIGINT) is not _on_sigint:
+        yield
+        return
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, _on_sigint)
+
+
+def _is_ctrl_c(exc: BaseException) -> bool:
+    """Whether `exc` is a ``KeyboardInterrupt`` raised by a SIGINT handler that knows it."""
+    if not isinstance(exc, KeyboardInterrupt):
+        return False
+    last = exc.__traceback__
+    while last is not None and last.tb_next is not None:
+        last = last.tb_next
+    return last is not None and last.tb_frame.f_code in _handler_codes()
+
+
+def _handler_codes() -> set[CodeType]:
+    codes = {_on_sigint.__code__}
+    runners = sys.modules.get("asyncio.runners")  # looked up: loaded with any event loop
+    handler = getattr(getattr(runners, "Runner", None), "_on_sigint", None)
+    code = getattr(handler, "__code__", None)
+    if isinstance(code, CodeType):
+        codes.add(code)
+    return codes
 
 
 def _describe(exc: BaseException) -> str:

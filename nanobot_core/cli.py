@@ -238,9 +238,11 @@ def hoist_global_options(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI; maps library errors to exit codes and one-line messages on stderr."""
+    from nanobot_core._containment import interrupt_on_sigint
     from nanobot_core.errors import ConfigError, NanobotError
 
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
+    interrupt_on_sigint()  # Ctrl-C in a plugin's hook stops the command, not the plugin
     try:
         # With standalone_mode=False click returns the code of `ctx.exit(code)` instead of exiting.
         code = cli.main(args=args, prog_name="nanobot-core", standalone_mode=False)

@@ -21,6 +21,8 @@ builds them from a plugin manager.
 
 from __future__ import annotations
 
+import asyncio
+import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -31,12 +33,20 @@ import attrs
 
 from nanobot_core._containment import plugin_code
 from nanobot_core._logging import get_logger
+from nanobot_core.config import ProviderConfig
 from nanobot_core.errors import ConfigError, NanobotError, PluginError, ProviderError
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
 from nanobot_core.providers.base import ProgressCallback, Provider, ProviderReply, Usage
 from nanobot_core.tools._repeats import RepeatedCalls
-from nanobot_core.tools.executor import Executor, ToolCallOutcome, ToolCallRequest, run_calls
+from nanobot_core.tools.executor import (
+    STOP_GRACE,
+    Executor,
+    ToolCallOutcome,
+    ToolCallRequest,
+    abandon,
+    run_calls,
+)
 
 if TYPE_CHECKING:
     from nanobot_core.kernel.manager import PluginManager
@@ -362,6 +372,7 @@ class Runner:
         chat_id: str | None = None,
         clock: Callable[[], datetime] = _local_now,
         provider_owner: str | None = None,
+        provider_deadline: float | None = None,
     ) -> None:
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be at least 1, got {max_iterations}")
@@ -381,6 +392,8 @@ class Runner:
         self.clock = clock
         # Who contributed the provider (``plugin 'x' from dist 1.0``), named when it raises.
         self.provider_owner = provider_owner
+        # The longest one model call may take (None: no limit); a provider past it is stopped.
+        self.provider_deadline = provider_deadline
         self._governance_state = _restore_governance(governor, session)
 
     @classmethod
@@ -433,6 +446,7 @@ class Runner:
             progress=progress,
             channel=channel,
             provider_owner=owner,
+            provider_deadline=provider_deadline(config.provider),
         )
 
     def run_turn(self, user_text: str) -> TurnResult:
@@ -518,6 +532,36 @@ class Runner:
     async def _complete(
         self, messages: list[Mapping[str, Any]], tools: list[dict[str, Any]], governed: Governed
     ) -> ProviderReply:
+        """One provider call, ended with a ProviderError at `provider_deadline`."""
+        deadline = self.provider_deadline
+        if deadline is None:
+            return await self._call_provider(messages, tools, governed)
+        task = asyncio.create_task(self._call_provider(messages, tools, governed))
+        try:
+            await asyncio.wait((task,), timeout=deadline)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if task.done():
+            return task.result()
+        task.cancel()
+        await asyncio.wait((task,), timeout=STOP_GRACE)
+        name = self._provider_name()
+        if not task.done():
+            abandon(task, f"provider {name!r}", self.provider_owner or "", "it did not answer")
+        owner = f" of {self.provider_owner}" if self.provider_owner else ""
+        raise ProviderError(
+            f"provider {name!r}{owner} did not answer within {deadline:g}s (provider.timeout "
+            "for each of 1 + provider.max_retries attempts, and provider.retry_after_cap "
+            "between them)"
+        )
+
+    def _provider_name(self) -> str:
+        return str(getattr(self.provider, "name", None) or type(self.provider).__name__)
+
+    async def _call_provider(
+        self, messages: list[Mapping[str, Any]], tools: list[dict[str, Any]], governed: Governed
+    ) -> ProviderReply:
         """One provider call; a provider that declares ``accepts_prefix`` hears where it changed.
 
         ``prefix`` is the index, in `messages`, of the first message that differs
@@ -536,7 +580,7 @@ class Runner:
         except NanobotError:
             raise
         except Exception as exc:  # a provider's own bug: named, not a traceback
-            name = getattr(self.provider, "name", None) or type(self.provider).__name__
+            name = self._provider_name()
             owner = f" of {self.provider_owner}" if self.provider_owner else ""
             raise ProviderError(
                 f"provider {name!r}{owner} raised {type(exc).__name__}: {exc}"
@@ -639,6 +683,19 @@ class _Turn:
             stop_reason=stop_reason,
             calls=list(self.calls),
         )
+
+
+def provider_deadline(config: ProviderConfig) -> float | None:
+    """The longest one model call may take: what the built-in provider's own limits allow.
+
+    ``provider.timeout`` for each of ``1 + provider.max_retries`` attempts, and
+    ``provider.retry_after_cap`` before each retry. The built-in provider ends
+    within it on its own; it bounds a plugin's provider that never answers.
+    None (no limit) when ``provider.timeout`` is infinite.
+    """
+    retries = max(config.max_retries, 0)
+    deadline = config.timeout * (retries + 1) + config.retry_after_cap * retries
+    return deadline if math.isfinite(deadline) else None
 
 
 def _changed_at(governed: Governed) -> int | None:

@@ -118,6 +118,7 @@ async def run_in_daemon_thread(func: Callable[[], T], *, name: str = "tool") -> 
     import asyncio
 
     from nanobot_core._containment import escape_error  # and what `@tool` loads stays small
+    from nanobot_core.tools._threads import counted
 
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
@@ -141,7 +142,8 @@ async def run_in_daemon_thread(func: Callable[[], T], *, name: str = "tool") -> 
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(report)
 
-    threading.Thread(target=work, name=f"nanobot-tool-{name}", daemon=True).start()
+    # Counted under the tool call, which can then tell that its thread outlived it.
+    threading.Thread(target=counted(work), name=f"nanobot-tool-{name}", daemon=True).start()
     return await future
 
 

@@ -27,10 +27,11 @@ from typing import Any, Protocol, TypeVar
 
 import attrs
 
-from nanobot_core._containment import plugin_code
+from nanobot_core._containment import default_sigint, plugin_code
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.tools._repeats import RepeatedCalls
+from nanobot_core.tools._threads import CALL, ToolCall, WorkerThreads, running_threads
 from nanobot_core.tools.base import Tool, ToolResult
 from nanobot_core.tools.registry import PreparedCall, ToolRegistry
 
@@ -41,6 +42,7 @@ __all__ = [
     "ToolCallHooks",
     "ToolCallOutcome",
     "ToolCallRequest",
+    "abandon",
     "run_calls",
 ]
 
@@ -66,7 +68,7 @@ class _Abandoned:
 
 # Kept here so that an abandoned task is not garbage-collected while it runs; each one
 # leaves when it ends (see `_abandon`).
-_ABANDONED: dict[asyncio.Task[ToolResult], _Abandoned] = {}
+_ABANDONED: dict[asyncio.Task[Any], _Abandoned] = {}
 
 
 @attrs.frozen
@@ -183,24 +185,27 @@ class Executor:
         timeout = tool.timeout if tool.timeout is not None else self.default_timeout
         alone = not _may_run_alongside(tool)
         _warn_if_abandoned_alongside(tool.name, alone)
-        task = asyncio.create_task(_call(tool, arguments), name=f"nanobot-tool-{tool.name}")
+        owner = ToolCall(tool.name, plugin)
+        task = asyncio.create_task(_call(tool, arguments, owner), name=f"nanobot-tool-{tool.name}")
         abandoned = _Abandoned(tool.name, plugin, alone)
         try:
             await asyncio.wait((task,), timeout=timeout)
         except asyncio.CancelledError:  # our caller is being cancelled: stop the tool, go on
-            await _stop(task, abandoned, "its caller was cancelled")
+            if await _stop(task, abandoned, "its caller was cancelled"):
+                _left_threads(owner, "its caller was cancelled")
             raise
         if task.done():
             return _result_of(task, tool.name)
         said = f'tool "{tool.name}" timed out after {timeout:g}s'
-        if not await _stop(task, abandoned, f"it timed out after {timeout:g}s"):
+        why = f"it timed out after {timeout:g}s"
+        if not await _stop(task, abandoned, why):
             return ToolResult.error(
                 f"{said} and did not stop when cancelled: it was abandoned and may still be "
                 "running in the background."
             )
         thread = (
             " Its worker thread was abandoned and may still finish in the background."
-            if getattr(tool, "blocking", False)
+            if _left_threads(owner, why)
             else ""
         )
         return ToolResult.error(f"{said} and was stopped.{thread}")
@@ -231,8 +236,9 @@ class Executor:
             )
 
 
-async def _call(tool: Tool, arguments: dict[str, Any]) -> ToolResult:
+async def _call(tool: Tool, arguments: dict[str, Any], owner: ToolCall) -> ToolResult:
     """The task of one call: the tool's own code, contained, and its value made a result."""
+    CALL.set(owner)  # the task's own context: the threads it starts are counted under it
     # What the tool prints goes to the log, not into --json output.
     with plugin_code(f"tool {tool.name!r}"):
         value = await tool.execute(**arguments)
@@ -257,7 +263,7 @@ def _result_of(task: asyncio.Task[ToolResult], name: str) -> ToolResult:
         return ToolResult.error(f'tool "{name}" failed: {type(exc).__name__}: {exc}')
 
 
-async def _stop(task: asyncio.Task[ToolResult], call: _Abandoned, why: str) -> bool:
+async def _stop(task: asyncio.Task[Any], call: _Abandoned, why: str) -> bool:
     """Cancel the task and give it `STOP_GRACE` seconds to end; False when it is abandoned.
 
     What it returned or raised meanwhile is dropped: the call is reported as
@@ -276,7 +282,7 @@ async def _stop(task: asyncio.Task[ToolResult], call: _Abandoned, why: str) -> b
     return True
 
 
-def _abandon(task: asyncio.Task[ToolResult], call: _Abandoned, why: str) -> None:
+def _abandon(task: asyncio.Task[Any], call: _Abandoned, why: str) -> None:
     """Keep a task that ignored cancellation until it ends, and say so."""
     log.warning(
         "tool ignored cancellation and was abandoned; it may still be running",
@@ -288,7 +294,34 @@ def _abandon(task: asyncio.Task[ToolResult], call: _Abandoned, why: str) -> None
     task.add_done_callback(_forget)
 
 
-def _forget(task: asyncio.Task[ToolResult]) -> None:
+def abandon(task: asyncio.Task[Any], name: str, plugin: str, why: str) -> None:
+    """Leave a task that ignored cancellation running, like a tool: warned, kept, not waited for.
+
+    `run_calls` gives it `STOP_GRACE` seconds at its end, then leaves it unfinished.
+    """
+    _abandon(task, _Abandoned(name, plugin, alone=False), why)
+
+
+def _left_threads(owner: ToolCall, why: str) -> bool:
+    """Whether a stopped call left threads working (a blocked ``asyncio.to_thread``); warn if so.
+
+    Cancelling a task that awaits a thread ends the task at once, but not the
+    thread: its work is abandoned, like a tool that ignores cancellation.
+    """
+    threads = running_threads(owner)
+    if threads:
+        log.warning(
+            "tool was stopped but left work running in a thread; the thread was abandoned "
+            "and may still be running",
+            tool=owner.tool,
+            plugin=owner.plugin,
+            why=why,
+            threads=threads,
+        )
+    return threads > 0
+
+
+def _forget(task: asyncio.Task[Any]) -> None:
     """An abandoned task ended: let it go, and log how."""
     call = _ABANDONED.pop(task, None)
     error = None if task.cancelled() else task.exception()
@@ -324,25 +357,32 @@ def run_calls(main: Coroutine[Any, Any, T]) -> T:
     it without limit, so a tool that ignores cancellation would hang it. Here
     every task left is cancelled; abandoned tool tasks get `STOP_GRACE` seconds,
     then are left unfinished (their coroutines closed) when the loop closes.
+    The loop's default executor (``asyncio.to_thread``,
+    ``run_in_executor(None, ...)``) is a `WorkerThreads`, whose daemon threads
+    get `STOP_GRACE` seconds too and are then left running, named in a
+    warning, instead of being joined forever at loop shutdown and at exit.
     Ctrl-C behaves as under ``asyncio.run``.
     """
     runner = asyncio.Runner()
     loop = runner.get_loop()
+    workers = WorkerThreads()
+    loop.set_default_executor(workers)
     try:
-        return runner.run(main)
+        with default_sigint():  # so that the Runner puts its own in place
+            return runner.run(main)
     finally:
-        stuck: list[asyncio.Task[ToolResult]] = []
+        stuck: list[asyncio.Task[Any]] = []
         try:
             stuck = _end_leftovers(loop)
             loop.run_until_complete(loop.shutdown_asyncgens())
-            loop.run_until_complete(loop.shutdown_default_executor())
+            _end_worker_threads(workers)
         finally:
             asyncio.set_event_loop(None)
             loop.close()
             _leave_unfinished(loop, stuck)
 
 
-def _end_leftovers(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[ToolResult]]:
+def _end_leftovers(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[Any]]:
     """What ``asyncio.run`` does with the tasks left, with a time limit for abandoned tools.
 
     Returns the abandoned tool tasks that are still running.
@@ -370,9 +410,18 @@ def _end_leftovers(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[ToolRes
     return [task for task in abandoned if not task.done()]
 
 
-def _leave_unfinished(
-    loop: asyncio.AbstractEventLoop, stuck: list[asyncio.Task[ToolResult]]
-) -> None:
+def _end_worker_threads(workers: WorkerThreads) -> None:
+    """Take no more jobs; give those running `STOP_GRACE` seconds, then leave them, warning."""
+    workers.shutdown(wait=False)
+    for owner in workers.wait(STOP_GRACE):
+        log.warning(
+            "work in a thread still running when its event loop closed; left unfinished",
+            tool=owner.tool if owner else "",
+            plugin=owner.plugin if owner else "",
+        )
+
+
+def _leave_unfinished(loop: asyncio.AbstractEventLoop, stuck: list[asyncio.Task[Any]]) -> None:
     """Close the coroutines of abandoned tasks that outlived their (closed) loop, quietly."""
     if not stuck:
         return

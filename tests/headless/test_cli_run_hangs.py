@@ -1,0 +1,223 @@
+"""`nanobot-core run` with plugin code that never returns: the process still ends, and says why."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.headless.conftest import API_KEY
+from tests.headless.fake_server import FakeChatServer, text_reply, tool_call_reply
+
+TIMEOUT = 60
+# Generous: the hangs below would last forever; a run that ends at all ends in a few seconds.
+PROMPT_EXIT = 20.0
+
+PLUGIN = "hangplug"
+
+# A tool that blocks forever in a thread of the event loop's default executor.
+STUCK_TOOL = """
+import asyncio, pathlib, threading
+from nanobot_core import Tool, hookimpl
+
+class Stuck(Tool):
+    name = "stuck"
+    description = "Blocks forever in a thread."
+    parameters = {"type": "object", "properties": {}}
+    timeout = TOOL_TIMEOUT
+
+    async def execute(self):
+        pathlib.Path("entered").write_text("yes")
+        forever = threading.Event().wait
+        if HOW == "to_thread":
+            await asyncio.to_thread(forever)
+        else:
+            await asyncio.get_running_loop().run_in_executor(None, forever)
+        return "never"
+
+@hookimpl
+def nanobot_tools(ctx):
+    return [Stuck]
+"""
+
+
+def install_plugin(folder: Path, source: str) -> Path:
+    """Write module `hangplug` and a distribution naming it a ``nanobot.plugins`` entry point."""
+    folder.mkdir()
+    (folder / f"{PLUGIN}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    info = folder / f"{PLUGIN}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {PLUGIN}\nVersion: 0.1\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(
+        f"[nanobot.plugins]\n{PLUGIN} = {PLUGIN}\n", encoding="utf-8"
+    )
+    return folder
+
+
+def _env(server: FakeChatServer, plugin: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
+    path = [str(plugin), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env.update(
+        PYTHONPATH=os.pathsep.join(path),
+        NANOBOT_PLUGINS=PLUGIN,  # of whatever is installed, only the plugin under test
+        NANOBOT_BASE_URL=server.base_url,
+        NANOBOT_MODEL="fake-model",
+        NANOBOT_API_KEY=API_KEY,
+        NANOBOT_PROVIDER__MAX_RETRIES="0",
+    )
+    return env
+
+
+def _start(server: FakeChatServer, plugin: Path, workspace: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen(
+        [sys.executable, "-m", "nanobot_core", "run", "go"],
+        cwd=workspace,
+        env=_env(server, plugin),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _finish(process: subprocess.Popen[str]) -> tuple[str, str]:
+    try:
+        return process.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        _, err = process.communicate()
+        pytest.fail(f"the run did not end within {TIMEOUT}s; stderr:\n{err}")
+
+
+def _wait_until_entered(process: subprocess.Popen[str], workspace: Path) -> None:
+    """Wait until the plugin code under test has written ``entered`` (it then blocks)."""
+    deadline = time.monotonic() + TIMEOUT
+    while not (workspace / "entered").exists():
+        assert process.poll() is None, process.communicate()[1]
+        assert time.monotonic() < deadline, "the plugin code never started"
+        time.sleep(0.05)
+
+
+def _stuck_tool(tmp_path: Path, how: str, timeout: float) -> Path:
+    source = STUCK_TOOL.replace("TOOL_TIMEOUT", repr(timeout)).replace("HOW", repr(how))
+    return install_plugin(tmp_path / "site", source)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    """An empty workspace folder."""
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    return folder
+
+
+@pytest.mark.parametrize("how", ["to_thread", "run_in_executor"])
+def test_a_tool_stuck_in_a_default_executor_thread_does_not_hold_the_process(
+    tmp_path: Path, workspace: Path, server: FakeChatServer, how: str
+) -> None:
+    """The turn ends, a warning names the tool and its plugin, and the run exits 0 promptly."""
+    plugin = _stuck_tool(tmp_path, how, timeout=0.5)
+    server.add(tool_call_reply([("c1", "stuck", "{}")]), text_reply("gave up on it"))
+    started = time.monotonic()
+    out, err = _finish(_start(server, plugin, workspace))
+    assert time.monotonic() - started < PROMPT_EXIT, err
+    assert out == "gave up on it\n", err
+    assert "left work running in a thread" in err and "tool=stuck" in err
+    assert f"plugin={PLUGIN}" in err
+    result = server.requests[1].body["messages"][-1]
+    assert result["role"] == "tool"
+    assert "timed out after 0.5s" in result["content"]
+    assert "worker thread was abandoned" in result["content"]
+    assert "Traceback" not in err
+
+
+def test_ctrl_c_while_a_tool_is_stuck_in_a_thread_exits_130_promptly(
+    tmp_path: Path, workspace: Path, server: FakeChatServer
+) -> None:
+    """SIGINT during a tool blocked in ``asyncio.to_thread`` ends the run with 130 at once."""
+    plugin = _stuck_tool(tmp_path, "to_thread", timeout=600)
+    server.add(tool_call_reply([("c1", "stuck", "{}")]))
+    process = _start(server, plugin, workspace)
+    _wait_until_entered(process, workspace)
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    _, err = _finish(process)
+    assert time.monotonic() - started < PROMPT_EXIT, err
+    assert process.returncode == 130, err
+    assert "Interrupted." in err and "Traceback" not in err
+    assert "tool=stuck" in err and f"plugin={PLUGIN}" in err
+
+
+# A plugin whose tools hook blocks: the run hangs at load, before any model request.
+STUCK_HOOK = """
+import pathlib, time
+from nanobot_core import hookimpl
+
+@hookimpl
+def nanobot_tools(ctx):
+    pathlib.Path("entered").write_text("yes")
+    time.sleep(600)
+    return []
+"""
+
+
+def test_ctrl_c_while_a_hook_hangs_at_load_stops_the_run(
+    tmp_path: Path, workspace: Path, server: FakeChatServer
+) -> None:
+    """One SIGINT in a hook that blocks stops the command with 130 instead of failing the plugin."""
+    plugin = install_plugin(tmp_path / "site", STUCK_HOOK)
+    server.add(text_reply("should not be asked"))
+    process = _start(server, plugin, workspace)
+    _wait_until_entered(process, workspace)
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    out, err = _finish(process)
+    assert time.monotonic() - started < PROMPT_EXIT, err
+    assert process.returncode == 130, err
+    assert "Interrupted." in err and "Traceback" not in err
+    assert out == "" and server.requests == []
+
+
+# A provider whose call never returns.
+SILENT_PROVIDER = """
+import asyncio
+from nanobot_core import hookimpl
+
+class Silent:
+    name = "silent"
+
+    def __init__(self, config, progress=None):
+        pass
+
+    async def complete(self, messages, tools, **options):
+        await asyncio.Event().wait()
+
+@hookimpl
+def nanobot_providers(ctx):
+    return [Silent]
+"""
+
+
+def test_a_provider_that_never_answers_fails_at_its_deadline(
+    tmp_path: Path, workspace: Path, server: FakeChatServer
+) -> None:
+    """A plugin's provider past provider.timeout (per attempt) ends the run with exit 1, named."""
+    plugin = install_plugin(tmp_path / "site", SILENT_PROVIDER)
+    env = _env(server, plugin) | {"NANOBOT_PROVIDER__TIMEOUT": "1"}
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "nanobot_core", "run", "go", "--provider", "silent"],
+        cwd=workspace, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False,
+    )  # fmt: skip
+    assert time.monotonic() - started < PROMPT_EXIT, result.stderr
+    assert result.returncode == 1, result.stderr
+    assert "Error: provider 'silent' of plugin 'hangplug'" in result.stderr
+    assert "did not answer within 1s" in result.stderr
+    assert "Traceback" not in result.stderr
