@@ -33,9 +33,12 @@ from nanobot_core._logging import get_logger
 
 __all__ = [
     "PluginEscapeError",
+    "contained",
     "default_sigint",
+    "describe",
     "escape_error",
     "interrupt_on_sigint",
+    "passes_through",
     "plugin_code",
 ]
 
@@ -99,11 +102,23 @@ def plugin_code(owner: str) -> Iterator[None]:
     try:
         yield
     except BaseException as exc:
-        if isinstance(exc, Exception) or _is_cancellation(exc) or _is_ctrl_c(exc):
+        if isinstance(exc, Exception) or passes_through(exc):
             raise
         raise escape_error(exc) from None
     finally:
         _OWNER.reset(token)
+
+
+def passes_through(exc: BaseException) -> bool:
+    """Whether `exc`, raised by plugin code, goes on to the caller rather than being contained.
+
+    Cancellation (how a caller stops an async tool) and a real Ctrl-C do;
+    every other ``BaseException`` is the plugin's failure (`escape_error`).
+    Code that calls a plugin's function without `plugin_code` (a governance
+    stage, called per message where a context manager would cost too much)
+    asks this in its own ``except BaseException``.
+    """
+    return _is_cancellation(exc) or _is_ctrl_c(exc)
 
 
 def escape_error(exc: BaseException) -> PluginEscapeError:
@@ -112,7 +127,7 @@ def escape_error(exc: BaseException) -> PluginEscapeError:
     `plugin_code` uses it; so does a worker thread running plugin code, where
     such an exception must not end the thread unreported.
     """
-    return PluginEscapeError(f"raised {_describe(exc)}")
+    return PluginEscapeError(f"raised {describe(exc)}")
 
 
 def _is_cancellation(exc: BaseException) -> bool:
@@ -169,7 +184,19 @@ def _handler_codes() -> set[CodeType]:
     return codes
 
 
-def _describe(exc: BaseException) -> str:
+def contained(exc: BaseException) -> str:
+    """`describe` of `exc`, which plugin code raised, for a report; `exc` raised on if it passes.
+
+    For code that calls a plugin's function without `plugin_code`, in its own
+    ``except BaseException`` (a governance stage or prefilter, called per
+    message, where a context manager would cost more than most stages).
+    """
+    if not isinstance(exc, Exception) and passes_through(exc):
+        raise exc
+    return describe(exc)
+
+
+def describe(exc: BaseException) -> str:
     """``SystemExit(3)``, ``KeyboardInterrupt``, ``MyEscape: its message``."""
     name = type(exc).__name__
     if isinstance(exc, SystemExit):

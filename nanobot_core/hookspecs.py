@@ -59,7 +59,9 @@ def nanobot_governance_stages(ctx: PluginContext) -> list[Any]:
     ``budget``; third-party stages default to ``transform``) and optional
     ``before``/``after`` names. Names of built-in stages are protected. Raising
     or returning something other than a list of stages marks the plugin failed.
-    A stage that raises *while governing* is skipped for that run and reported;
+    A stage that raises *while governing* (any exception, ``SystemExit`` and
+    other ``BaseException`` included; only cancellation and a real Ctrl-C go
+    on) is skipped for that run and reported, as is one whose prefilter raises;
     the governor's final checks keep the request legal regardless. What makes
     a stage cheap is declared on it, the same way for built-ins and plugins:
     ``acts_on`` (the kinds of work it has; it is skipped when none is present),

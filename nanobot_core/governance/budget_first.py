@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from nanobot_core._containment import contained
 from nanobot_core.governance.checks import is_placeholder_message
 from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
 from nanobot_core.governance.stages.compact import compact_notice
@@ -239,7 +240,8 @@ class _Runs:
         if self.passes is not None:
             try:
                 spared = not self.passes(content)
-            except Exception:  # `through` asks again, and reports what it raises
+            except BaseException as exc:  # `through` asks again, and reports what it raises
+                contained(exc)
                 spared = False
         self.spared_index, self.spared = index, spared
         return spared
@@ -407,7 +409,8 @@ def _beyond_low(
                 else:
                     try:
                         unchanged = passes is not None and not passes(content)
-                    except Exception:  # says nothing: `through` runs it again, and reports
+                    except BaseException as exc:  # `through` runs it again, and reports
+                        contained(exc)
                         unchanged = False
                 unchanged = unchanged or through(message) is message
             if unchanged:

@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import attrs
 
+from nanobot_core._containment import contained
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.governance import budget_first as cutting
@@ -652,7 +653,8 @@ class Governor:
                 if prefilter is not None and type(message) is dict:
                     try:
                         idle = not any_text_passes(message, prefilter)
-                    except Exception:
+                    except BaseException as exc:  # `remember` asks again, and reports
+                        contained(exc)
                         idle = False
                     if idle:
                         memo[id(message)] = (message, None, _NO_LINES)
@@ -701,9 +703,10 @@ class Governor:
         if prefilter is not None and type(message) is dict:
             try:
                 idle = not any_text_passes(message, prefilter)
-            except Exception as exc:
+            except BaseException as exc:  # plugin code (see `_call`)
+                said = contained(exc)
                 log.warning("governance stage's prefilter raised; skipped", stage=stage.name)
-                return f"skipped: the stage's prefilter raised {type(exc).__name__}: {exc}"
+                return f"skipped: the stage's prefilter raised {said}"
             if idle:  # declared: the stage would hand it on as it is, with nothing to say
                 spared: _Remembered = (message, None, _NO_LINES)
                 memo[id(message)] = spared
@@ -1308,9 +1311,10 @@ def _call(stage: Stage, handed: list[Any], ctx: StageContext) -> StageOutcome | 
     """The stage's outcome on `handed`, or why it was skipped or ignored."""
     try:
         returned = stage.func(handed, ctx)
-    except Exception as exc:
-        log.warning("governance stage raised; skipped", stage=stage.name, error=repr(exc))
-        return f"skipped: the stage raised {type(exc).__name__}: {exc}"
+    except BaseException as exc:  # plugin code called per message, so without `plugin_code`
+        said = contained(exc)
+        log.warning("governance stage raised; skipped", stage=stage.name, error=said)
+        return f"skipped: the stage raised {said}"
     outcome = _as_outcome(returned)
     if isinstance(outcome, str):
         log.warning("governance stage returned garbage; ignored", stage=stage.name)

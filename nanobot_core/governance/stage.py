@@ -72,6 +72,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeAlias
 
 import attrs
 
+from nanobot_core._containment import contained
 from nanobot_core.config import GovernanceConfig, is_option_type, type_problem
 from nanobot_core.errors import ConfigError
 from nanobot_core.governance.messages import STRUCTURAL_KEYS
@@ -240,10 +241,8 @@ class StageOption:
                 self.check(value)
             except (ValueError, TypeError) as exc:
                 return f"{path}: {exc}"
-            except Exception as exc:  # a broken check is the stage's fault, said as such
-                return (
-                    f"{path}: the stage's check of this option failed: {type(exc).__name__}: {exc}"
-                )
+            except BaseException as exc:  # a broken check is the stage's fault, said as such
+                return f"{path}: the stage's check of this option failed: {contained(exc)}"
         return None
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING, Any
 
+from nanobot_core._containment import contained
 from nanobot_core.governance.messages import CallNames, content_text
 from nanobot_core.governance.stage import StageOption, StageOutcome
 from nanobot_core.governance.truncation import truncate_middle
@@ -110,8 +111,8 @@ def _offloaded(text: str, limit: int, ctx: StageContext) -> tuple[str, str]:
     else:
         try:
             path = ctx.store.put(text)
-        except Exception as exc:
-            reason = f"the store failed: {type(exc).__name__}: {exc}"
+        except BaseException as exc:  # a plugin's store: contained like any plugin code
+            reason = f"the store failed: {contained(exc)}"
         else:
             return offload_notice(text, path, limit), f"{len(text)} characters saved to {path}"
     cut = truncate_middle(text, limit, f"cut: the full result could not be saved ({reason})")
