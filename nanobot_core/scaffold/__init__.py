@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import keyword
 import re
 import string
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -23,6 +25,8 @@ __all__ = [
 
 KINDS = ("tool", "stage", "section")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*$")
+#: Folders hatchling leaves out of every build, whatever `packages` says (its output folder).
+_EXCLUDED_BY_HATCHLING = frozenset({"dist"})
 
 
 @attrs.frozen
@@ -61,6 +65,9 @@ def validate_name(name: str) -> str | None:
         )
     if len(name) > 64:
         return "must be at most 64 characters"
+    package = PluginProject(distribution=name, kind="tool").package
+    if keyword.iskeyword(package):
+        return f"is a Python keyword: its package {package!r} could not be imported"
     return None
 
 
@@ -68,7 +75,9 @@ def name_taken(name: str) -> str | None:
     """Why `name` would clash with something installed, or None when it is free.
 
     A new project installed under the core's name, an installed distribution's
-    name, or an importable module's name would replace or shadow it.
+    name, or an importable module's name would replace or shadow it; so would
+    a standard-library module of another platform (``winreg``). A package
+    named ``dist`` would be left out of the wheel by hatchling.
     """
     canonical = re.sub(r"[-_.]+", "-", name).lower()
     package = PluginProject(distribution=name, kind="tool").package
@@ -86,6 +95,10 @@ def name_taken(name: str) -> str | None:
         spec = None
     if spec is not None:
         return f"would install the package {package!r}, which is already importable"
+    if package in sys.stdlib_module_names:
+        return f"is the name of the standard library module {package!r}"
+    if package in _EXCLUDED_BY_HATCHLING:
+        return f"would install the package {package!r}, a folder hatchling leaves out of the wheel"
     return None
 
 

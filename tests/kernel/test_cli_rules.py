@@ -188,10 +188,13 @@ def test_jsonl_with_one_bad_line_is_governed_and_the_line_reported(tmp_path: Pat
         ("Nanobot_Core", "is nanobot-core's own name"),
         ("click", "is the name of the installed distribution click"),
         ("json", "would install the package 'json', which is already importable"),
+        ("class", "is a Python keyword: its package 'class' could not be imported"),
+        ("winreg", "is the name of the standard library module 'winreg'"),
+        ("dist", "would install the package 'dist', a folder hatchling leaves out of the wheel"),
     ],
 )
 def test_new_plugin_refuses_a_name_that_is_taken(tmp_path: Path, name: str, reason: str) -> None:
-    """new-plugin exits 2 for the core's name, an installed distribution's or a module's."""
+    """new-plugin exits 2, writing nothing, for a name taken or whose project could not work."""
     result = nanobot("new-plugin", name, cwd=tmp_path)
     assert result.returncode == 2
     assert f"plugin name {name!r} {reason}" in result.stderr
