@@ -18,6 +18,7 @@ __all__ = [
     "PluginProject",
     "name_taken",
     "render_project",
+    "shadowed_builtin",
     "shadowed_tool",
     "validate_name",
     "write_project",
@@ -111,6 +112,21 @@ def shadowed_tool(project: PluginProject) -> str | None:
     # The built-ins set `name` as a class attribute (a string), not the base class's property.
     builtin: set[object] = {tool_class.name for tool_class in BUILTIN_TOOLS}
     return project.package if project.package in builtin else None
+
+
+def shadowed_builtin(project: PluginProject) -> str | None:
+    """The built-in tool, stage or section whose name the project's contribution would take."""
+    if project.kind == "tool":
+        return shadowed_tool(project)
+    if project.kind == "stage":
+        from nanobot_core.governance.stages import builtin_stages
+
+        names = {stage.name for stage in builtin_stages()}
+    else:
+        from nanobot_core.prompt import builtin_sections
+
+        names = {section.name for section in builtin_sections()}
+    return project.package if project.package in names else None
 
 
 def render_project(project: PluginProject) -> dict[str, str]:

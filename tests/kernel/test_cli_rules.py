@@ -209,6 +209,22 @@ def test_new_plugin_warns_when_a_tool_takes_a_builtin_name(tmp_path: Path) -> No
     assert (tmp_path / "read_file" / "pyproject.toml").is_file()
 
 
+def test_new_plugin_refuses_a_stage_named_like_a_builtin_stage(tmp_path: Path) -> None:
+    """A stage project named like a built-in stage (whose own tests would fail) is exit 2."""
+    result = nanobot("new-plugin", "snip_history", "--kind", "stage", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "would name its stage 'snip_history', a built-in stage's" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_plugin_warns_when_a_section_takes_a_builtin_name(tmp_path: Path) -> None:
+    """A section plugin named like a built-in section is created, with a warning that it loses."""
+    result = nanobot("new-plugin", "memory", "--kind", "section", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "the section name 'memory' is a built-in section's" in result.stderr
+    assert (tmp_path / "memory" / "pyproject.toml").is_file()
+
+
 def test_new_plugin_says_to_install_the_test_extra(tmp_path: Path) -> None:
     """The printed next step and the project's README install the [test] extra (pytest)."""
     result = nanobot("new-plugin", "acme-words", cwd=tmp_path)

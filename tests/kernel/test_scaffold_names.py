@@ -5,12 +5,22 @@ from __future__ import annotations
 import ast
 import keyword
 from pathlib import PurePosixPath
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nanobot_core.scaffold import KINDS, PluginProject, name_taken, render_project, validate_name
+from nanobot_core.governance.stages import builtin_stages
+from nanobot_core.scaffold import (
+    KINDS,
+    PluginProject,
+    name_taken,
+    render_project,
+    shadowed_builtin,
+    validate_name,
+)
+from nanobot_core.testing import govern_and_check
 
 # Names a user may well type: keywords, standard-library modules of any platform, build folders.
 _HOSTILE = [
@@ -19,6 +29,8 @@ _HOSTILE = [
     "msvcrt",
     "winsound",
     "nt",
+    "snip_history",
+    "sanitize_content",
     "dist",
     "Dist",
     "os",
@@ -73,3 +85,23 @@ def test_an_accepted_name_makes_a_project_that_compiles(name: str) -> None:
     """Any name is refused with a reason, or every file of its projects is safe and compiles."""
     if _refusal(name) is None:
         _check_project(name)
+
+
+@settings(derandomize=True, deadline=None, max_examples=100)
+@given(
+    st.one_of(
+        st.sampled_from([stage.name for stage in builtin_stages()]),
+        st.from_regex(r"[a-z][a-z0-9]{0,8}(?:_[a-z0-9]{1,8}){0,2}", fullmatch=True),
+    )
+)
+def test_a_stage_project_that_is_not_refused_does_its_work(name: str) -> None:
+    """A stage project new-plugin would write trims user text, as its own test expects."""
+    project = PluginProject(distribution=name, kind="stage")
+    if _refusal(name) is not None or shadowed_builtin(project) is not None:
+        return
+    namespace: dict[str, Any] = {}
+    source = render_project(project)[f"{project.package}/__init__.py"]
+    exec(compile(source, f"{project.package}/__init__.py", "exec"), namespace)
+    stages = namespace["nanobot_governance_stages"](None)
+    result = govern_and_check([{"role": "user", "content": "hello   "}], stages=stages)
+    assert result.messages[-1]["content"] == "hello"
