@@ -108,6 +108,8 @@ ADVERSARIAL: list[tuple[str, Any, Any]] = [
     ),
     ("aws labels", lambda n: "aws_secret_access_key=" * n, None),
     ("github prefixes", lambda n: "ghp_" * n, None),
+    ("stripe prefixes", lambda n: "sk_live_" * n, None),
+    ("a stripe key glued to the next", lambda n: "rk_test_" + "a1B2" * n + "_x", None),
     ("bearer then a long word", lambda n: "Bearer " + "a" * n + " x", None),
     ("header spaces and quotes", lambda n: "authorization" + ' "' * n, None),
     ("query marks", lambda n: "?&=" * n, None),

@@ -30,6 +30,10 @@ PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n"
         (fake("github_" + "pat_", 60, "a1_B2"), "github_token"),
         (fake("xo" + "xb-", 40, "12345-abc"), "slack_token"),
         (fake("AI" + "za", 35), "google_api_key"),
+        (fake("sk_" + "live_", 24), "stripe_api_key"),
+        (fake("sk_" + "test_", 99), "stripe_api_key"),
+        (fake("rk_" + "live_", 24), "stripe_api_key"),
+        (fake("rk_" + "test_", 34), "stripe_api_key"),
     ],
 )
 def test_api_keys_are_replaced_by_a_marker_naming_the_kind(secret: str, kind: str) -> None:
@@ -278,3 +282,17 @@ def test_bad_options_are_refused(options: dict[str, object], message: str) -> No
     """Every malformed option is a ValueError that says what is wrong."""
     with pytest.raises(ValueError, match=message):
         patterns_from_options(options)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the task_live_status and disk_test_run flags",
+        "pk_" + "live_" + "aB3dE6gH9jK2mN5pQ8sT1vW4",  # a publishable key: meant to be public
+        "mask_" + "live_" + "aB3dE6gH9jK2mN5pQ8sT1vW4",  # glued to a longer word
+        "sk_" + "live_" + "short",
+    ],
+)
+def test_stripe_look_alikes_are_kept(text: str) -> None:
+    """Words that merely contain sk_live_, publishable keys and short tails are not secrets."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
