@@ -182,8 +182,16 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         "-u",
         context=("curl",),
     ),
-    # The user part may be empty (redis://:password@host).
-    Rule.of("url_password", r"://[^\s:/@\"'<>]*+:(?P<secret>[^\s@/\"'<>]++)@", "@", "://"),
+    # The user part may be empty (redis://:password@host). An unencoded @ in the password
+    # ends it only at the last @ before the host, as URL parsers read it: a piece after an
+    # @ is taken only when another @ follows it (one character of look-ahead), so a try
+    # still reads each character once.
+    Rule.of(
+        "url_password",
+        r"://[^\s:/@\"'<>]*+:(?P<secret>[^\s@/\"'<>]++(?:@[^\s@/\"'<>]*+(?=@))*+)@",
+        "@",
+        "://",
+    ),
     Rule.of(
         "url_token",
         r"[?&](?i:" + _QUERY_SECRET_NAMES + r")=(?P<secret>[^&#;\s\"'<>()\[\]{}`,]++)",

@@ -97,6 +97,17 @@ ADVERSARIAL: list[tuple[str, Any, Any]] = [
     ("query secret repeated", lambda n: "?token=" * n, lambda n: "?token=" + M("url_token")),
     ("scheme and colon repeated", lambda n: "://a:" * n, None),
     ("colons after a scheme", lambda n: "x://" + ":" * n, None),
+    (
+        "at signs in a url password",
+        lambda n: "x://a:" + "b@" * n,
+        lambda n: "x://a:" + M("url_password") + "@",
+    ),
+    ("at signs after a scheme and colon", lambda n: "x://a:" + "@" * n, None),
+    (
+        "url passwords without a host",
+        lambda n: "://a:b@c " * n,
+        lambda n: "://a:[REDACTED:url_password]@c " * n,
+    ),
     ("jwt segments", lambda n: "eyJaaaaa." * (3 * n), lambda n: (M("jwt") + ".") * n),
     ("curl options", lambda n: "curl" + " -u" * n, None),
     ("curl users", lambda n: "curl -u " * n, None),

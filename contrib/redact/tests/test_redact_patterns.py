@@ -7,6 +7,8 @@ scanner mistakes this file for a leak.
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nanobot_redact import DEFAULT_PATTERNS, patterns_from_options, redact_text
 
@@ -212,6 +214,33 @@ def test_passwords_in_urls_keep_user_and_host() -> None:
     """In scheme://user:pass@host only the password is replaced."""
     text, found = redact_text("postgres://app:s3cr%40t@db.internal:5432/main", DEFAULT_PATTERNS)
     assert text == "postgres://app:[REDACTED:url_password]@db.internal:5432/main"
+    assert found == {"url_password": 1}
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgres://app:p@ss@db:5432/main", "postgres://app:{}@db:5432/main"),
+        ("redis://:a@b@c@cache", "redis://:{}@cache"),
+        ('"mysql://root:Xy7@k9:Lm@db/x"', '"mysql://root:{}@db/x"'),
+    ],
+)
+def test_a_password_holding_at_signs_goes_whole(url: str, expected: str) -> None:
+    """An unencoded @ in a password ends it only at the last @ before the host, as URLs read."""
+    text, found = redact_text(url, DEFAULT_PATTERNS)
+    assert text == expected.format("[REDACTED:url_password]")
+    assert found == {"url_password": 1}
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(
+    st.text(alphabet="ab1@:%!-_.~", min_size=1, max_size=20).filter(lambda p: p[0] != "@"),
+    st.sampled_from(["/x", ":5432/db", "", " next", '"', "?a=1"]),
+)
+def test_no_part_of_a_url_password_is_left(password: str, rest: str) -> None:
+    """Whatever characters a URL password holds, none of it is left, and user and host stay."""
+    text, found = redact_text(f"see postgres://app:{password}@db.internal{rest}", DEFAULT_PATTERNS)
+    assert text == f"see postgres://app:[REDACTED:url_password]@db.internal{rest}"
     assert found == {"url_password": 1}
 
 
