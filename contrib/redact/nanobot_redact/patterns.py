@@ -182,15 +182,16 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         "-u",
         context=("curl",),
     ),
-    # The user part may be empty (redis://:password@host). An unencoded @ in the password
+    # The user part may be empty (redis://:password@host); JSON text may write the
+    # slashes escaped (https:\/\/). An unencoded @ in the password
     # ends it only at the last @ before the host, as URL parsers read it: a piece after an
     # @ is taken only when another @ follows it (one character of look-ahead), so a try
     # still reads each character once.
     Rule.of(
         "url_password",
-        r"://[^\s:/@\"'<>]*+:(?P<secret>[^\s@/\"'<>]++(?:@[^\s@/\"'<>]*+(?=@))*+)@",
+        r":(?://|\\/\\/)[^\s:/@\"'<>]*+:(?P<secret>[^\s@/\"'<>]++(?:@[^\s@/\"'<>]*+(?=@))*+)@",
         "@",
-        "://",
+        ("://", ":\\/\\/"),  # JSON text may escape the slashes
     ),
     Rule.of(
         "url_token",

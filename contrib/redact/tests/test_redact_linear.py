@@ -97,6 +97,7 @@ ADVERSARIAL: list[tuple[str, Any, Any]] = [
     ("query secret repeated", lambda n: "?token=" * n, lambda n: "?token=" + M("url_token")),
     ("scheme and colon repeated", lambda n: "://a:" * n, None),
     ("colons after a scheme", lambda n: "x://" + ":" * n, None),
+    ("escaped schemes and colons", lambda n: ":\\/\\/a:" * n + "@", None),
     (
         "at signs in a url password",
         lambda n: "x://a:" + "b@" * n,

@@ -6,6 +6,8 @@ scanner mistakes this file for a leak.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -242,6 +244,28 @@ def test_no_part_of_a_url_password_is_left(password: str, rest: str) -> None:
     text, found = redact_text(f"see postgres://app:{password}@db.internal{rest}", DEFAULT_PATTERNS)
     assert text == f"see postgres://app:[REDACTED:url_password]@db.internal{rest}"
     assert found == {"url_password": 1}
+
+
+def test_a_url_password_in_json_with_escaped_slashes_is_replaced() -> None:
+    """JSON text that escapes its slashes (``https:\\/\\/``), as some encoders do, loses it too."""
+    text, found = redact_text('{"dsn": "postgres:\\/\\/app:s3cret@db\\/x"}', DEFAULT_PATTERNS)
+    assert text == '{"dsn": "postgres:\\/\\/app:[REDACTED:url_password]@db\\/x"}'
+    assert found == {"url_password": 1}
+
+
+@settings(derandomize=True, deadline=None, max_examples=200)
+@given(
+    st.text(alphabet="ab1@:%!-_.~", min_size=1, max_size=20).filter(lambda p: p[0] != "@"),
+    st.sampled_from(["/x", ":5432/db", "", "?a=1"]),
+)
+def test_a_url_password_is_gone_from_any_json_encoding(password: str, rest: str) -> None:
+    """Whether JSON escapes the slashes or not, no part of a URL password is left in the text."""
+    encoded = json.dumps({"dsn": f"postgres://app:{password}@db.internal{rest}"})
+    for text in (encoded, encoded.replace("/", "\\/")):
+        redacted, found = redact_text(text, DEFAULT_PATTERNS)
+        assert found == {"url_password": 1}
+        decoded = json.loads(redacted)["dsn"]
+        assert decoded == f"postgres://app:[REDACTED:url_password]@db.internal{rest}"
 
 
 def test_aws_secret_keys_are_found_by_their_label() -> None:
