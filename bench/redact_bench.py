@@ -49,6 +49,7 @@ ADVERSARIAL: tuple[tuple[str, Callable[[int], str]], ...] = (
     ('"eyJaaaaa." repeated (JWTs)', lambda n: "eyJaaaaa." * (n // 9)),
     ('"aws_secret_access_key=" repeated', lambda n: "aws_secret_access_key=" * (n // 22)),
     ('"Bearer " + letters + " x"', lambda n: "Bearer " + "a" * n + " x"),
+    ('"sk_live_" repeated', lambda n: "sk_live_" * (n // 8)),
 )
 
 

@@ -11,7 +11,7 @@ from nanobot_core.scaffold import (
     KINDS,
     PluginProject,
     name_taken,
-    shadowed_tool,
+    shadowed_builtin,
     validate_name,
     write_project,
 )
@@ -41,10 +41,19 @@ def command(name: str, kind: str, directory: str | None) -> None:
     if target.exists():
         raise click.UsageError(f"{target} already exists; choose another --directory")
     project = PluginProject(distribution=name, kind=kind)
-    shadowed = shadowed_tool(project)
+    shadowed = shadowed_builtin(project)
+    if shadowed and kind == "stage":
+        # The project's own test governs with the built-in stages: the built-in would win.
+        click.echo(
+            f"Error: plugin name {name!r} would name its stage {shadowed!r}, a built-in "
+            f"stage's: the built-in runs instead and the project's tests fail; "
+            f"choose another NAME",
+            err=True,
+        )
+        raise click.exceptions.Exit(EXIT_USAGE)
     if shadowed:
         click.echo(
-            f"Warning: the tool name {shadowed!r} is a built-in tool's; the built-in wins "
+            f"Warning: the {kind} name {shadowed!r} is a built-in {kind}'s; the built-in wins "
             f"unless [plugins] overrides names this plugin (see the README)",
             err=True,
         )

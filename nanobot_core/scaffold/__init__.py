@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import importlib.metadata
 import importlib.util
+import keyword
 import re
 import string
+import sys
 from importlib import resources
 from pathlib import Path
 
@@ -16,6 +18,7 @@ __all__ = [
     "PluginProject",
     "name_taken",
     "render_project",
+    "shadowed_builtin",
     "shadowed_tool",
     "validate_name",
     "write_project",
@@ -23,6 +26,8 @@ __all__ = [
 
 KINDS = ("tool", "stage", "section")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*$")
+#: Folders hatchling leaves out of every build, whatever `packages` says (its output folder).
+_EXCLUDED_BY_HATCHLING = frozenset({"dist"})
 
 
 @attrs.frozen
@@ -61,6 +66,9 @@ def validate_name(name: str) -> str | None:
         )
     if len(name) > 64:
         return "must be at most 64 characters"
+    package = PluginProject(distribution=name, kind="tool").package
+    if keyword.iskeyword(package):
+        return f"is a Python keyword: its package {package!r} could not be imported"
     return None
 
 
@@ -68,7 +76,9 @@ def name_taken(name: str) -> str | None:
     """Why `name` would clash with something installed, or None when it is free.
 
     A new project installed under the core's name, an installed distribution's
-    name, or an importable module's name would replace or shadow it.
+    name, or an importable module's name would replace or shadow it; so would
+    a standard-library module of another platform (``winreg``). A package
+    named ``dist`` would be left out of the wheel by hatchling.
     """
     canonical = re.sub(r"[-_.]+", "-", name).lower()
     package = PluginProject(distribution=name, kind="tool").package
@@ -86,6 +96,10 @@ def name_taken(name: str) -> str | None:
         spec = None
     if spec is not None:
         return f"would install the package {package!r}, which is already importable"
+    if package in sys.stdlib_module_names:
+        return f"is the name of the standard library module {package!r}"
+    if package in _EXCLUDED_BY_HATCHLING:
+        return f"would install the package {package!r}, a folder hatchling leaves out of the wheel"
     return None
 
 
@@ -98,6 +112,21 @@ def shadowed_tool(project: PluginProject) -> str | None:
     # The built-ins set `name` as a class attribute (a string), not the base class's property.
     builtin: set[object] = {tool_class.name for tool_class in BUILTIN_TOOLS}
     return project.package if project.package in builtin else None
+
+
+def shadowed_builtin(project: PluginProject) -> str | None:
+    """The built-in tool, stage or section whose name the project's contribution would take."""
+    if project.kind == "tool":
+        return shadowed_tool(project)
+    if project.kind == "stage":
+        from nanobot_core.governance.stages import builtin_stages
+
+        names = {stage.name for stage in builtin_stages()}
+    else:
+        from nanobot_core.prompt import builtin_sections
+
+        names = {section.name for section in builtin_sections()}
+    return project.package if project.package in names else None
 
 
 def render_project(project: PluginProject) -> dict[str, str]:

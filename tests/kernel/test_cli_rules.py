@@ -188,10 +188,13 @@ def test_jsonl_with_one_bad_line_is_governed_and_the_line_reported(tmp_path: Pat
         ("Nanobot_Core", "is nanobot-core's own name"),
         ("click", "is the name of the installed distribution click"),
         ("json", "would install the package 'json', which is already importable"),
+        ("class", "is a Python keyword: its package 'class' could not be imported"),
+        ("winreg", "is the name of the standard library module 'winreg'"),
+        ("dist", "would install the package 'dist', a folder hatchling leaves out of the wheel"),
     ],
 )
 def test_new_plugin_refuses_a_name_that_is_taken(tmp_path: Path, name: str, reason: str) -> None:
-    """new-plugin exits 2 for the core's name, an installed distribution's or a module's."""
+    """new-plugin exits 2, writing nothing, for a name taken or whose project could not work."""
     result = nanobot("new-plugin", name, cwd=tmp_path)
     assert result.returncode == 2
     assert f"plugin name {name!r} {reason}" in result.stderr
@@ -204,6 +207,22 @@ def test_new_plugin_warns_when_a_tool_takes_a_builtin_name(tmp_path: Path) -> No
     assert result.returncode == 0, result.stderr
     assert "the tool name 'read_file' is a built-in tool's" in result.stderr
     assert (tmp_path / "read_file" / "pyproject.toml").is_file()
+
+
+def test_new_plugin_refuses_a_stage_named_like_a_builtin_stage(tmp_path: Path) -> None:
+    """A stage project named like a built-in stage (whose own tests would fail) is exit 2."""
+    result = nanobot("new-plugin", "snip_history", "--kind", "stage", cwd=tmp_path)
+    assert result.returncode == 2
+    assert "would name its stage 'snip_history', a built-in stage's" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_new_plugin_warns_when_a_section_takes_a_builtin_name(tmp_path: Path) -> None:
+    """A section plugin named like a built-in section is created, with a warning that it loses."""
+    result = nanobot("new-plugin", "memory", "--kind", "section", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert "the section name 'memory' is a built-in section's" in result.stderr
+    assert (tmp_path / "memory" / "pyproject.toml").is_file()
 
 
 def test_new_plugin_says_to_install_the_test_extra(tmp_path: Path) -> None:

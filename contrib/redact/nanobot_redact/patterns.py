@@ -185,8 +185,17 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         "-u",
         context=("curl",),
     ),
-    # The user part may be empty (redis://:password@host).
-    Rule.of("url_password", r"://[^\s:/@\"'<>]*+:(?P<secret>[^\s@/\"'<>]++)@", "@", "://"),
+    # The user part may be empty (redis://:password@host); JSON text may write the
+    # slashes escaped (https:\/\/). An unencoded @ in the password
+    # ends it only at the last @ before the host, as URL parsers read it: a piece after an
+    # @ is taken only when another @ follows it (one character of look-ahead), so a try
+    # still reads each character once.
+    Rule.of(
+        "url_password",
+        r":(?://|\\/\\/)[^\s:/@\"'<>]*+:(?P<secret>[^\s@/\"'<>]++(?:@[^\s@/\"'<>]*+(?=@))*+)@",
+        "@",
+        ("://", ":\\/\\/"),  # JSON text may escape the slashes
+    ),
     Rule.of(
         "url_token",
         r"[?&](?i:" + _QUERY_SECRET_NAMES + r")=(?P<secret>[^&#;\s\"'<>()\[\]{}`,]++)",
@@ -216,6 +225,13 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
     # "-" first: rarer in prose than the "x" of "xox".
     Rule.of("slack_token", _token_start("xox") + r"[a-z]-[A-Za-z0-9-]{10,}+" + _AFTER, "-", "xox"),
     Rule.of("google_api_key", _token_start("AIza") + r"[0-9A-Za-z_-]{35}" + _AFTER, "AIza"),
+    # Stripe's secret (sk_) and restricted (rk_) keys, live or test; the publishable
+    # pk_ keys are meant to be public. The look-behind spans the 8-character prefix.
+    Rule.of(
+        "stripe_api_key",
+        r"[sr]k_(?:live|test)_(?<![A-Za-z0-9_-].{8})[0-9A-Za-z]{16,}+" + _AFTER,
+        ("k_live_", "k_test_"),
+    ),
     # A JSON Web Token: base64url header and payload, both JSON objects (so "eyJ"),
     # and a signature that is empty for unsigned tokens.
     Rule.of(

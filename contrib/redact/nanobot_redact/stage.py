@@ -194,6 +194,27 @@ def _redact_arguments(arguments: Any, scanner: Scanner) -> tuple[Any, Counter[st
     return encoded, found
 
 
+def _redact_key(
+    key: Any, keys: dict[Any, Any], taken: dict[Any, Any], scanner: Scanner, found: Counter[str]
+) -> Any:
+    """An object key with its secrets replaced, made unique among `keys` and those `taken`.
+
+    Two keys that hold secrets of one kind become the same marker; a number is
+    appended to the later ones so that no entry of the object is lost.
+    """
+    if not isinstance(key, str):
+        return key
+    text, kinds = scanner.scan(key)
+    if not kinds:
+        return key
+    found.update(kinds)
+    unique, number = text, 1
+    while unique in taken or unique in keys:
+        number += 1
+        unique = f"{text} ({number})"
+    return unique
+
+
 def _redact_json(value: Any, scanner: Scanner, found: Counter[str]) -> Any:
     if isinstance(value, str):
         text, kinds = scanner.scan(value)
@@ -201,7 +222,12 @@ def _redact_json(value: Any, scanner: Scanner, found: Counter[str]) -> Any:
             found.update(kinds)
         return text
     if isinstance(value, dict):
-        return {key: _redact_json(item, scanner, found) for key, item in value.items()}
+        result: dict[Any, Any] = {}
+        for key, item in value.items():
+            result[_redact_key(key, value, result, scanner, found)] = _redact_json(
+                item, scanner, found
+            )
+        return result
     if isinstance(value, list):
         return [_redact_json(item, scanner, found) for item in value]
     return value

@@ -6,7 +6,11 @@ scanner mistakes this file for a leak.
 
 from __future__ import annotations
 
+import json
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nanobot_redact import DEFAULT_PATTERNS, patterns_from_options, redact_text
 
@@ -30,6 +34,10 @@ PEM_BODY = "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC\nBKcwggSjAgEAAoIBAQC7\n"
         (fake("github_" + "pat_", 60, "a1_B2"), "github_token"),
         (fake("xo" + "xb-", 40, "12345-abc"), "slack_token"),
         (fake("AI" + "za", 35), "google_api_key"),
+        (fake("sk_" + "live_", 24), "stripe_api_key"),
+        (fake("sk_" + "test_", 99), "stripe_api_key"),
+        (fake("rk_" + "live_", 24), "stripe_api_key"),
+        (fake("rk_" + "test_", 34), "stripe_api_key"),
     ],
 )
 def test_api_keys_are_replaced_by_a_marker_naming_the_kind(secret: str, kind: str) -> None:
@@ -211,6 +219,55 @@ def test_passwords_in_urls_keep_user_and_host() -> None:
     assert found == {"url_password": 1}
 
 
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgres://app:p@ss@db:5432/main", "postgres://app:{}@db:5432/main"),
+        ("redis://:a@b@c@cache", "redis://:{}@cache"),
+        ('"mysql://root:Xy7@k9:Lm@db/x"', '"mysql://root:{}@db/x"'),
+    ],
+)
+def test_a_password_holding_at_signs_goes_whole(url: str, expected: str) -> None:
+    """An unencoded @ in a password ends it only at the last @ before the host, as URLs read."""
+    text, found = redact_text(url, DEFAULT_PATTERNS)
+    assert text == expected.format("[REDACTED:url_password]")
+    assert found == {"url_password": 1}
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(
+    st.text(alphabet="ab1@:%!-_.~", min_size=1, max_size=20).filter(lambda p: p[0] != "@"),
+    st.sampled_from(["/x", ":5432/db", "", " next", '"', "?a=1"]),
+)
+def test_no_part_of_a_url_password_is_left(password: str, rest: str) -> None:
+    """Whatever characters a URL password holds, none of it is left, and user and host stay."""
+    text, found = redact_text(f"see postgres://app:{password}@db.internal{rest}", DEFAULT_PATTERNS)
+    assert text == f"see postgres://app:[REDACTED:url_password]@db.internal{rest}"
+    assert found == {"url_password": 1}
+
+
+def test_a_url_password_in_json_with_escaped_slashes_is_replaced() -> None:
+    """JSON text that escapes its slashes (``https:\\/\\/``), as some encoders do, loses it too."""
+    text, found = redact_text('{"dsn": "postgres:\\/\\/app:s3cret@db\\/x"}', DEFAULT_PATTERNS)
+    assert text == '{"dsn": "postgres:\\/\\/app:[REDACTED:url_password]@db\\/x"}'
+    assert found == {"url_password": 1}
+
+
+@settings(derandomize=True, deadline=None, max_examples=200)
+@given(
+    st.text(alphabet="ab1@:%!-_.~", min_size=1, max_size=20).filter(lambda p: p[0] != "@"),
+    st.sampled_from(["/x", ":5432/db", "", "?a=1"]),
+)
+def test_a_url_password_is_gone_from_any_json_encoding(password: str, rest: str) -> None:
+    """Whether JSON escapes the slashes or not, no part of a URL password is left in the text."""
+    encoded = json.dumps({"dsn": f"postgres://app:{password}@db.internal{rest}"})
+    for text in (encoded, encoded.replace("/", "\\/")):
+        redacted, found = redact_text(text, DEFAULT_PATTERNS)
+        assert found == {"url_password": 1}
+        decoded = json.loads(redacted)["dsn"]
+        assert decoded == f"postgres://app:[REDACTED:url_password]@db.internal{rest}"
+
+
 def test_aws_secret_keys_are_found_by_their_label() -> None:
     """A 40-character AWS secret is redacted when it is labelled as one."""
     secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLEKEY"
@@ -278,3 +335,17 @@ def test_bad_options_are_refused(options: dict[str, object], message: str) -> No
     """Every malformed option is a ValueError that says what is wrong."""
     with pytest.raises(ValueError, match=message):
         patterns_from_options(options)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the task_live_status and disk_test_run flags",
+        "pk_" + "live_" + "aB3dE6gH9jK2mN5pQ8sT1vW4",  # a publishable key: meant to be public
+        "mask_" + "live_" + "aB3dE6gH9jK2mN5pQ8sT1vW4",  # glued to a longer word
+        "sk_" + "live_" + "short",
+    ],
+)
+def test_stripe_look_alikes_are_kept(text: str) -> None:
+    """Words that merely contain sk_live_, publishable keys and short tails are not secrets."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (text, {})

@@ -25,6 +25,8 @@ SECRETS: list[tuple[str, str]] = [
     ("github_" + "pat_" + "11ABCDEFG0" * 4, marker("github_token")),
     ("xo" + "xb-" + "1234-5678-abcdefghij", marker("slack_token")),
     ("AI" + "za" + "Sy" + "B" * 33, marker("google_api_key")),
+    ("sk_" + "live_" + "4eC39HqLyjWDarjtT1zdp7dc", marker("stripe_api_key")),
+    ("rk_" + "test_" + "51H8aBcDeFgHiJkLmNoPqRsT", marker("stripe_api_key")),
     ("eyJhbGciOiJIUzI1NiJ9" + ".eyJzdWIiOiIxIn0" + ".c2lnbmF0dXJl", marker("jwt")),
     (
         "-----BEGIN EC PRIVATE KEY-----\nMHcCAQEEIB\n-----END EC PRIVATE KEY-----",
@@ -56,6 +58,7 @@ _TRICKY_PIECES = [
     *("-----BEGIN ", "PRIVATE KEY-----", "ghp_", "token=", "AKIA", "AIza", "A1b2C3d4"),
     *("aws_secret_access_key=", "[REDACTED:jwt]", "-----END PRIVATE KEY-----"),
     *("sk-ant-", "AUTHORIZATION: ", "aws_secret_access_key: ", "=", ":"),
+    *("sk_live_", "rk_test_", "_"),
 ]
 TRICKY = st.lists(st.sampled_from(_TRICKY_PIECES), max_size=40).map("".join)
 

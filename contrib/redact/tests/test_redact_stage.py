@@ -543,3 +543,62 @@ def test_an_offloaded_result_compacted_on_a_later_call_never_reaches_the_store_u
     assert OPENAI_KEY not in json.dumps(second.messages)
     saved = [p.read_text() for p in tmp_path.rglob("*.txt")]
     assert saved and all(OPENAI_KEY not in text for text in saved)
+
+
+def test_a_secret_in_a_json_key_of_the_arguments_is_removed() -> None:
+    """Decoded arguments are scanned in their object keys too, not only in their values."""
+    arguments = json.dumps({"tokens": {GITHUB_TOKEN: "ci", "other": 1}})
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    messages, findings = redact_messages([{"role": "assistant", "tool_calls": [call]}])
+    assert json.loads(messages[0]["tool_calls"][0]["function"]["arguments"]) == {
+        "tokens": {"[REDACTED:github_token]": "ci", "other": 1}
+    }
+    assert findings == [(0, "tool_calls[0].function.arguments", "github_token", 1)]
+
+
+def test_keys_redacted_alike_keep_every_entry() -> None:
+    """Two keys that become the same marker both stay, so no entry of the arguments is lost."""
+    other = "gh" + "p_" + "z9Y8x7" * 6
+    arguments = {GITHUB_TOKEN: 1, other: 2}
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": arguments}}
+    messages, findings = redact_messages([{"role": "assistant", "tool_calls": [call]}])
+    redacted = messages[0]["tool_calls"][0]["function"]["arguments"]
+    assert sorted(redacted.values()) == [1, 2]
+    assert all(key.startswith("[REDACTED:github_token]") for key in redacted)
+    assert findings == [(0, "tool_calls[0].function.arguments", "github_token", 2)]
+
+
+_JSON_KEYS = st.one_of(st.text(max_size=12), st.sampled_from([GITHUB_TOKEN, OPENAI_KEY, PEM]))
+_JSON_VALUES = st.recursive(
+    st.one_of(st.none(), st.integers(), st.text(max_size=12), st.just(OPENAI_KEY)),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(_JSON_KEYS, inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@settings(derandomize=True, deadline=None, max_examples=200)
+@given(st.dictionaries(_JSON_KEYS, _JSON_VALUES, max_size=4))
+def test_no_secret_in_json_arguments_reaches_the_model(arguments: dict[str, Any]) -> None:
+    """Whatever JSON the model sent as arguments, no secret is left in keys or values."""
+    for sent in (json.dumps(arguments), arguments):
+        call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": sent}}
+        messages, _ = redact_messages([{"role": "assistant", "tool_calls": [call]}])
+        text = json.dumps(messages[0]["tool_calls"][0]["function"]["arguments"])
+        for secret in (GITHUB_TOKEN, OPENAI_KEY, "b3BlbnNzaC1rZXktdjEAAAAA"):
+            assert secret not in text
+        if isinstance(sent, dict):
+            decoded = messages[0]["tool_calls"][0]["function"]["arguments"]
+        else:
+            decoded = json.loads(messages[0]["tool_calls"][0]["function"]["arguments"])
+        assert _entry_count(decoded) == _entry_count(arguments)
+
+
+def _entry_count(value: Any) -> int:
+    """How many entries a JSON value holds, nested ones included."""
+    if isinstance(value, dict):
+        return len(value) + sum(_entry_count(item) for item in value.values())
+    if isinstance(value, list):
+        return len(value) + sum(_entry_count(item) for item in value)
+    return 0

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from nanobot_core import ConfigError, hookimpl
 
-from nanobot_tokenizer.counter import BpeTokenCounter
+from nanobot_tokenizer.counter import BpeTokenCounter, TokenizerUnavailable
 from nanobot_tokenizer.encodings import ENCODING_ENV, ENCODINGS, choose_encoding, encoding_for_model
 
 if TYPE_CHECKING:
@@ -22,6 +22,7 @@ __all__ = [
     "ENCODINGS",
     "ENCODING_ENV",
     "BpeTokenCounter",
+    "TokenizerUnavailable",
     "choose_encoding",
     "encoding_for_model",
     "nanobot_token_counter",
@@ -30,9 +31,15 @@ __all__ = [
 
 @hookimpl
 def nanobot_token_counter(ctx: PluginContext) -> BpeTokenCounter:
-    """A counter for the configured model's encoding (or the one named in the environment)."""
+    """A counter for the configured model's encoding (or the one named in the environment).
+
+    The encoding is loaded here, so a backend that cannot load fails the plugin
+    (reported by ``nanobot-core plugins``) and the core keeps its estimate.
+    """
     try:
         encoding = choose_encoding(ctx.config.provider.model, os.environ)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-    return BpeTokenCounter(encoding)
+    counter = BpeTokenCounter(encoding)
+    counter.load()
+    return counter

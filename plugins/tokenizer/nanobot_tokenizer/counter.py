@@ -3,19 +3,32 @@
 Nothing is downloaded, ever: the cl100k and o200k rank files are package data
 of bpe-openai, and the merging runs in its Rust extension. Importing bpe-openai
 takes about half a second (it builds its model tables), so the encoding is
-loaded on the first count, not when the plugin is discovered.
+loaded when the governor asks for a counter, not when the plugin is discovered.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import warnings
+from importlib import metadata
 from typing import Any
+
+from nanobot_core.governance import EstimateCounter
 
 from nanobot_tokenizer.encodings import ENCODINGS
 from nanobot_tokenizer.segments import pieces_for_counting
 
-__all__ = ["BpeTokenCounter", "load_encoding"]
+__all__ = ["BpeTokenCounter", "TokenizerUnavailable", "load_encoding"]
+
+log = logging.getLogger("nanobot_tokenizer")
+
+#: What a text counts when the backend fails on it: the core's own estimate.
+_FALLBACK = EstimateCounter()
+
+
+class TokenizerUnavailable(RuntimeError):
+    """The bpe-openai backend cannot load an encoding (a missing or broken install)."""
 
 
 @functools.cache
@@ -29,11 +42,20 @@ def load_encoding(name: str) -> Any:
         return bpe_openai.get_encoding(name)
 
 
+def _plugin_version() -> str:
+    try:
+        return metadata.version("nanobot-tokenizer")
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 class BpeTokenCounter:
     """Counts tokens exactly as the OpenAI tokenizer of one encoding would.
 
     Special-token markers such as ``<|endoftext|>`` in the text are counted as
     the ordinary text they are, which is how a chat API treats user content.
+    Should the backend raise while counting, the text gets the core's estimate
+    and the first such failure is logged as an error naming the plugin.
     """
 
     def __init__(self, encoding: str = "o200k_base") -> None:
@@ -41,13 +63,36 @@ class BpeTokenCounter:
             raise ValueError(f"unknown encoding {encoding!r}: choose one of {', '.join(ENCODINGS)}")
         self.encoding = encoding
         self.name = f"bpe-openai:{encoding}"
+        self._failed = False
 
     def __repr__(self) -> str:
         return f"BpeTokenCounter({self.encoding!r})"
 
+    def load(self) -> None:
+        """Load the encoding now; raises `TokenizerUnavailable` saying why it cannot be."""
+        try:
+            load_encoding(self.encoding)
+        except Exception as exc:
+            raise TokenizerUnavailable(
+                f"bpe-openai cannot load the {self.encoding} encoding: {type(exc).__name__}: {exc}"
+            ) from exc
+
     def count_text(self, text: str) -> int:
-        """The number of tokens in `text`."""
+        """The number of tokens in `text` (the core's estimate if the backend fails)."""
         if not text:
             return 0
-        encoder = load_encoding(self.encoding)
-        return sum(len(encoder.encode_ordinary(piece)) for piece in pieces_for_counting(text))
+        try:
+            encoder = load_encoding(self.encoding)
+            return sum(len(encoder.encode_ordinary(piece)) for piece in pieces_for_counting(text))
+        except Exception as exc:
+            if not self._failed:
+                self._failed = True
+                log.error(
+                    "nanobot-tokenizer %s: bpe-openai failed to count with %s (%s: %s); "
+                    "texts it fails on are counted with the core's estimate",
+                    _plugin_version(),
+                    self.encoding,
+                    type(exc).__name__,
+                    exc,
+                )
+            return _FALLBACK.count_text(text)

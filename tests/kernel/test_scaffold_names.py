@@ -1,0 +1,107 @@
+"""`new-plugin` names: whatever the user types, it is refused or makes a project that imports."""
+
+from __future__ import annotations
+
+import ast
+import keyword
+from pathlib import PurePosixPath
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nanobot_core.governance.stages import builtin_stages
+from nanobot_core.scaffold import (
+    KINDS,
+    PluginProject,
+    name_taken,
+    render_project,
+    shadowed_builtin,
+    validate_name,
+)
+from nanobot_core.testing import govern_and_check
+
+# Names a user may well type: keywords, standard-library modules of any platform, build folders.
+_HOSTILE = [
+    *keyword.kwlist,
+    "winreg",
+    "msvcrt",
+    "winsound",
+    "nt",
+    "snip_history",
+    "sanitize_content",
+    "dist",
+    "Dist",
+    "os",
+    "tests",
+    "acme-tool",
+]
+
+
+def _refusal(name: str) -> str | None:
+    return validate_name(name) or name_taken(name)
+
+
+def _check_project(name: str) -> None:
+    """Every file stays inside the project, and every Python file compiles."""
+    for kind in KINDS:
+        project = PluginProject(distribution=name, kind=kind)
+        assert project.package.isidentifier()
+        assert not keyword.iskeyword(project.package)
+        for relative, content in render_project(project).items():
+            path = PurePosixPath(relative)
+            assert not path.is_absolute() and ".." not in path.parts
+            assert path.parts[0] != "dist"
+            if relative.endswith(".py"):
+                ast.parse(content, filename=relative)
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("class", "is a Python keyword: its package 'class' could not be imported"),
+        ("lambda", "is a Python keyword: its package 'lambda' could not be imported"),
+        ("winreg", "is the name of the standard library module 'winreg'"),
+        ("msvcrt", "is the name of the standard library module 'msvcrt'"),
+        ("dist", "would install the package 'dist', a folder hatchling leaves out of the wheel"),
+        ("DIST", "would install the package 'dist', a folder hatchling leaves out of the wheel"),
+    ],
+)
+def test_a_name_whose_project_cannot_work_is_refused(name: str, reason: str) -> None:
+    """Keywords, standard-library modules of any platform and `dist` are refused, saying why."""
+    assert _refusal(name) == reason
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(
+    st.one_of(
+        st.sampled_from(_HOSTILE),
+        st.text(max_size=80),
+        st.from_regex(r"[A-Za-z][A-Za-z0-9]{0,12}(?:[-_][A-Za-z0-9]{1,8}){0,3}", fullmatch=True),
+    )
+)
+def test_an_accepted_name_makes_a_project_that_compiles(name: str) -> None:
+    """Any name is refused with a reason, or every file of its projects is safe and compiles."""
+    if _refusal(name) is None:
+        _check_project(name)
+
+
+@settings(derandomize=True, deadline=None, max_examples=100)
+@given(
+    st.one_of(
+        st.sampled_from([stage.name for stage in builtin_stages()]),
+        st.from_regex(r"[a-z][a-z0-9]{0,8}(?:_[a-z0-9]{1,8}){0,2}", fullmatch=True),
+    )
+)
+def test_a_stage_project_that_is_not_refused_does_its_work(name: str) -> None:
+    """A stage project new-plugin would write trims user text, as its own test expects."""
+    project = PluginProject(distribution=name, kind="stage")
+    if _refusal(name) is not None or shadowed_builtin(project) is not None:
+        return
+    namespace: dict[str, Any] = {}
+    source = render_project(project)[f"{project.package}/__init__.py"]
+    exec(compile(source, f"{project.package}/__init__.py", "exec"), namespace)
+    stages = namespace["nanobot_governance_stages"](None)
+    result = govern_and_check([{"role": "user", "content": "hello   "}], stages=stages)
+    assert result.messages[-1]["content"] == "hello"
