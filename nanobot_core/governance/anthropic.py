@@ -218,7 +218,9 @@ def to_messages_api(messages: Sequence[Any]) -> MessagesRequest:
     as they came, signatures included) and text; each run of tool results
     becomes ``tool_result`` blocks at the head of one user turn; images and
     files become ``image`` and ``document`` blocks; consecutive turns of one
-    role are merged, and blank text (which the API refuses) is left out.
+    role are merged, and blank text (which the API refuses) is left out. The
+    turns open with a user turn (`CONTINUED` when the history has none first,
+    or no turn at all).
     Nothing in `messages` is changed; blocks are shared, not copied.
     """
     system: list[dict[str, Any]] = []
@@ -240,7 +242,9 @@ def to_messages_api(messages: Sequence[Any]) -> MessagesRequest:
             turns[-1]["content"] = [*turns[-1]["content"], *blocks]
         else:
             turns.append({"role": role, "content": blocks})
-    if turns and turns[0]["role"] == "assistant":
+    if not turns or turns[0]["role"] == "assistant":
+        # The API wants a user turn first, and at least one turn: a history whose every
+        # user message was blank (left out above) would otherwise send none.
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUED}]})
     return MessagesRequest(system, _with_api_ids(turns))
 

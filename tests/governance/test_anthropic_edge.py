@@ -145,6 +145,19 @@ def test_a_history_opening_with_the_assistant_gets_a_user_turn_first() -> None:
     assert [m["role"] for m in request.messages] == ["user", "assistant"]
 
 
+def test_a_history_with_only_blank_user_text_still_sends_a_user_turn() -> None:
+    """When every user message is blank (left out), the request still holds one user turn."""
+    for history in (
+        [{"role": "user", "content": " "}],
+        [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text"}]}],
+        [{"role": "user", "content": []}, {"role": "user", "content": "\n"}],
+    ):
+        request = to_messages_api(history)
+        assert request.messages == [
+            {"role": "user", "content": [{"type": "text", "text": CONTINUED}]}
+        ]
+
+
 def test_anthropic_blocks_in_the_history_pass_through() -> None:
     """A stored Anthropic-shape history converts with its own blocks untouched."""
     use = {"type": "tool_use", "id": "t1", "name": "get", "input": {"a": 1}}

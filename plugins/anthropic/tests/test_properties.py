@@ -113,3 +113,32 @@ def test_marks_stored_anywhere_in_a_history_never_add_up_past_four(
     body = provider.request_body(history, [])
     assert check_request(HEADERS, body) == []
     assert json.dumps(body).count("cache_control") <= 4
+
+
+_BLANKISH = st.one_of(
+    _TEXT,
+    st.lists(
+        st.sampled_from(
+            [
+                {"type": "text", "text": " "},
+                {"type": "text"},
+                {"type": "image_url", "image_url": {"url": ""}},
+                {"type": "file", "file": {}},
+                "",
+            ]
+        ),
+        max_size=3,
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "system"]), _BLANKISH), max_size=5))
+def test_a_history_of_blank_user_turns_still_makes_a_legal_request(
+    entries: list[tuple[str, Any]],
+) -> None:
+    """However blank the user's messages are, the request holds a user turn the API takes."""
+    history = [{"role": role, "content": content} for role, content in entries]
+    governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
+    provider = AnthropicProvider(ProviderConfig(model="claude-sonnet-4-5"), environ={})
+    assert check_request(HEADERS, provider.request_body(governed.messages, [])) == []
