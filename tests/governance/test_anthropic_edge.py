@@ -158,6 +158,44 @@ def test_a_history_with_only_blank_user_text_still_sends_a_user_turn() -> None:
         ]
 
 
+def test_blocks_the_api_refuses_in_their_turn_are_left_out() -> None:
+    """Untyped and unsigned blocks go; so does what only the other role may send."""
+    use = {"type": "tool_use", "id": "t1", "name": "get", "input": {}}
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    history = [
+        {
+            "role": "user",
+            "content": [{"text": "untyped"}, THINKING, use, {"type": "text", "text": "go"}],
+        },
+        {
+            "role": "assistant",
+            "content": [image, {"type": "text", "text": "ok"}, {"type": 7}],
+            "thinking_blocks": [{"type": "thinking", "thinking": "unsigned"}, use, THINKING],
+            "anthropic_blocks": [use, {"type": "tool_result", "tool_use_id": "t1"}, REDACTED],
+            "tool_calls": [_call("c1")],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": [THINKING, {"x": 1}]},
+                {"type": "web_search_tool_result", "tool_use_id": "s1", "content": []},
+            ],
+        },
+    ]
+    messages = to_messages_api(history).messages
+    assert messages[0]["content"] == [{"type": "text", "text": "go"}]
+    assert messages[1]["content"] == [
+        THINKING,
+        {"type": "text", "text": "[image left out: the Messages API takes it from the user]"},
+        {"type": "text", "text": "ok"},
+        REDACTED,
+        {"type": "tool_use", "id": "c1", "name": "get", "input": {"order": 7}},
+    ]
+    assert messages[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "c1", "content": "(no output)"}
+    ]
+
+
 def test_anthropic_blocks_in_the_history_pass_through() -> None:
     """A stored Anthropic-shape history converts with its own blocks untouched."""
     use = {"type": "tool_use", "id": "t1", "name": "get", "input": {"a": 1}}
