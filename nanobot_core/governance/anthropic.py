@@ -27,6 +27,7 @@ from nanobot_core.governance.messages import (
     Message,
     block_type,
     has_tool_blocks,
+    tool_calls_of,
 )
 from nanobot_core.governance.stages.content import without_surrogates
 
@@ -93,6 +94,8 @@ def _converted(message: Message) -> list[Message]:
     others = [block for block in blocks if block_type(block) not in TOOL_BLOCK_TYPES]
     if message.get("role") == "assistant":
         calls = [_call(block) for block in blocks if block_type(block) == "tool_use"]
+        # Calls the message also holds in the OpenAI form are governed (and sent) too.
+        calls = [*tool_calls_of(message), *calls]
         return [{**message, "content": others or None, "tool_calls": calls}]
     results = [_result(block) for block in blocks if block_type(block) == "tool_result"]
     rest = [{**message, "content": others}] if others else []

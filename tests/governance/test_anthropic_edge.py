@@ -196,6 +196,23 @@ def test_blocks_the_api_refuses_in_their_turn_are_left_out() -> None:
     ]
 
 
+def test_calls_in_both_forms_in_one_message_are_all_governed() -> None:
+    """tool_calls beside tool_use blocks are answered too, so no call goes out without a result."""
+    use = {"type": "tool_use", "id": "t1", "name": "get", "input": {}}
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [use], "tool_calls": [_call("c1")]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]},
+    ]
+    governor = Governor(builtin_stages(), config=GovernanceConfig())
+    governed = governor.govern(history).messages
+    messages = to_messages_api(governed).messages
+    uses = [b["id"] for b in messages[1]["content"] if b["type"] == "tool_use"]
+    answered = [b["tool_use_id"] for b in messages[2]["content"] if b["type"] == "tool_result"]
+    assert sorted(uses) == sorted(answered) == ["c1", "t1"]
+    assert governor.govern(governed).messages == governed
+
+
 def test_anthropic_blocks_in_the_history_pass_through() -> None:
     """A stored Anthropic-shape history converts with its own blocks untouched."""
     use = {"type": "tool_use", "id": "t1", "name": "get", "input": {"a": 1}}

@@ -180,8 +180,7 @@ def _odd_message(draw: st.DrawFn) -> dict[str, Any]:
     if role != "user":
         message["thinking_blocks"] = draw(blocks)
         message["anthropic_blocks"] = draw(blocks)
-    if role == "calls":  # calls in one form only: tool_calls, no tool_use blocks
-        message["content"] = [b for b in message["content"] if b != _STRAY_USE]
+    if role == "calls":  # beside any tool_use blocks the content holds
         call = {
             "id": draw(_IDS),
             "type": "function",
