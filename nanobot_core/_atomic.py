@@ -4,11 +4,18 @@ The data goes to a temporary file in the target's directory (same file system),
 is flushed and fsynced, then ``os.replace`` puts it in place; a reader sees the
 old file or the new one, never a part. On any failure the temporary file is
 removed and the target is left as it was.
+
+A symbolic link stays a link: the file it points to is the one replaced (a
+dangling link gets its file). A target that exists and is not a regular file
+(a device such as ``/dev/stdout`` or ``/dev/null``, a named pipe) cannot be
+replaced without putting a regular file where it was, so it is written into
+directly, as a shell redirection would; such a write is not atomic.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from collections.abc import Iterable
 from pathlib import Path
@@ -16,15 +23,28 @@ from pathlib import Path
 __all__ = ["write_atomic"]
 
 
+def _chunks(data: bytes | Iterable[bytes]) -> Iterable[bytes]:
+    return [data] if isinstance(data, bytes | bytearray) else data
+
+
 def write_atomic(path: Path | str, data: bytes | Iterable[bytes]) -> None:
     """Replace `path` with `data` (bytes, or chunks of bytes) atomically and durably."""
-    target = Path(path)
+    try:
+        mode: int | None = os.stat(path).st_mode  # through links
+    except (OSError, ValueError):
+        mode = None  # not there yet (or a dangling link): a new regular file
+    if mode is not None and not stat.S_ISREG(mode):
+        with open(path, "wb") as stream:  # a device or a pipe; a folder raises here
+            for chunk in _chunks(data):
+                stream.write(chunk)
+        return
+    target = Path(os.path.realpath(path))
     handle, temporary = tempfile.mkstemp(
         dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
     )
     try:
         with os.fdopen(handle, "wb") as stream:
-            for chunk in [data] if isinstance(data, bytes | bytearray) else data:
+            for chunk in _chunks(data):
                 stream.write(chunk)
             stream.flush()
             os.fsync(stream.fileno())

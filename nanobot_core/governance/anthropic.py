@@ -27,6 +27,7 @@ from nanobot_core.governance.messages import (
     Message,
     block_type,
     has_tool_blocks,
+    tool_calls_of,
 )
 from nanobot_core.governance.stages.content import without_surrogates
 
@@ -93,6 +94,8 @@ def _converted(message: Message) -> list[Message]:
     others = [block for block in blocks if block_type(block) not in TOOL_BLOCK_TYPES]
     if message.get("role") == "assistant":
         calls = [_call(block) for block in blocks if block_type(block) == "tool_use"]
+        # Calls the message also holds in the OpenAI form are governed (and sent) too.
+        calls = [*tool_calls_of(message), *calls]
         return [{**message, "content": others or None, "tool_calls": calls}]
     results = [_result(block) for block in blocks if block_type(block) == "tool_result"]
     rest = [{**message, "content": others}] if others else []
@@ -200,6 +203,18 @@ _ID_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 _NO_AUDIO = "[audio left out: the Messages API takes no audio]"
 # Sent when a history opens with the assistant: the Messages API wants a user turn first.
 CONTINUED = "(continued)"
+# Blocks the Messages API takes only in user turns, and only in assistant turns (server
+# tools' blocks too: ``server_tool_use``, ``web_search_tool_result``, ...).
+_USER_ONLY = frozenset({"image", "document", "tool_result", "search_result"})
+_THINKING = frozenset({"thinking", "redacted_thinking"})
+# What a thinking block must carry to be sent back: the API checks it, and refuses it absent.
+_PROOF = {"thinking": "signature", "redacted_thinking": "data"}
+
+
+def _assistant_only(kind: str | None) -> bool:
+    return (
+        kind in _THINKING or kind == "tool_use" or str(kind).endswith(("_tool_use", "_tool_result"))
+    )
 
 
 @attrs.frozen
@@ -218,7 +233,13 @@ def to_messages_api(messages: Sequence[Any]) -> MessagesRequest:
     as they came, signatures included) and text; each run of tool results
     becomes ``tool_result`` blocks at the head of one user turn; images and
     files become ``image`` and ``document`` blocks; consecutive turns of one
-    role are merged, and blank text (which the API refuses) is left out.
+    role are merged, and blank text (which the API refuses) is left out, as
+    is any block the API refuses in that turn: one without a type, thinking
+    without its signature, the assistant's own blocks in a user turn, and in
+    an assistant turn a call that is not one of its ``tool_calls`` or a tool
+    result (an image or a document there becomes a text saying so). The
+    turns open with a user turn (`CONTINUED` when the history has none first,
+    or no turn at all).
     Nothing in `messages` is changed; blocks are shared, not copied.
     """
     system: list[dict[str, Any]] = []
@@ -240,7 +261,9 @@ def to_messages_api(messages: Sequence[Any]) -> MessagesRequest:
             turns[-1]["content"] = [*turns[-1]["content"], *blocks]
         else:
             turns.append({"role": role, "content": blocks})
-    if turns and turns[0]["role"] == "assistant":
+    if not turns or turns[0]["role"] == "assistant":
+        # The API wants a user turn first, and at least one turn: a history whose every
+        # user message was blank (left out above) would otherwise send none.
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUED}]})
     return MessagesRequest(system, _with_api_ids(turns))
 
@@ -284,19 +307,44 @@ def _with_api_ids(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return turns
 
 
+def _kept_blocks(value: Any) -> list[dict[str, Any]]:
+    """The blocks of a list kept beside the content (`THINKING_KEY`, `OTHER_BLOCKS_KEY`)."""
+    return _edge_blocks(value) if isinstance(value, list) else []
+
+
 def _assistant_blocks(message: dict[str, Any]) -> list[dict[str, Any]]:
-    thinking = message.get(THINKING_KEY)
-    others = message.get(OTHER_BLOCKS_KEY)
-    blocks = [b for b in thinking if isinstance(b, dict)] if isinstance(thinking, list) else []
-    content = _edge_blocks(message.get("content"))
-    uses = [b for b in content if block_type(b) == "tool_use"]
-    blocks += [b for b in content if block_type(b) != "tool_use"]
-    blocks += [b for b in others if isinstance(b, dict)] if isinstance(others, list) else []
-    return blocks + uses
+    thinking = [b for b in _kept_blocks(message.get(THINKING_KEY)) if block_type(b) in _THINKING]
+    content = [_from_assistant(b) for b in _edge_blocks(message.get("content"))]
+    uses = [b for b in content if b is not None and block_type(b) == "tool_use"]
+    # A call is sent only from tool_calls, whose results governance has paired: one
+    # elsewhere would have none.
+    others = [
+        _from_assistant(b)
+        for b in _kept_blocks(message.get(OTHER_BLOCKS_KEY))
+        if block_type(b) != "tool_use"
+    ]
+    rest = [b for b in [*content, *others] if b is not None and block_type(b) != "tool_use"]
+    return thinking + rest + uses
+
+
+def _from_assistant(block: dict[str, Any]) -> dict[str, Any] | None:
+    """`block` as the assistant may send it: what only a user may send is named in text."""
+    kind = block_type(block)
+    if kind in ("image", "document"):
+        return {
+            "type": "text",
+            "text": f"[{kind} left out: the Messages API takes it from the user]",
+        }
+    return None if kind in _USER_ONLY else block
+
+
+def _user_side(blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`blocks` without those only the assistant may send (reasoning, calls, server tools)."""
+    return [b for b in blocks if not _assistant_only(block_type(b))]
 
 
 def _user_blocks(content: Any) -> list[dict[str, Any]]:
-    blocks = _edge_blocks(content)
+    blocks = _user_side(_edge_blocks(content))
     # The API wants a turn's tool results before anything else it says.
     results = [b for b in blocks if block_type(b) == "tool_result"]
     return results + [b for b in blocks if block_type(b) != "tool_result"] if results else blocks
@@ -318,6 +366,11 @@ def _edge_block(part: Any) -> dict[str, Any] | None:
     if not isinstance(part, dict):
         return None
     kind = block_type(part)
+    if kind is None:
+        return None  # a block must say its type
+    if kind in _PROOF:
+        proof = part.get(_PROOF[kind])
+        return part if isinstance(proof, str) and proof else None
     if kind == "text":
         text = part.get("text")
         return part if isinstance(text, str) and text.strip() else None
@@ -335,7 +388,7 @@ def _edge_block(part: Any) -> dict[str, Any] | None:
 def _edge_result(block: dict[str, Any]) -> dict[str, Any]:
     content = block.get("content")
     if isinstance(content, list):
-        parts = _edge_blocks(content)
+        parts = _user_side(_edge_blocks(content))
         return {**block, "content": parts or NO_OUTPUT}
     if not isinstance(content, str) or not content.strip():
         return {**block, "content": NO_OUTPUT}

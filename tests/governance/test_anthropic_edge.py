@@ -145,6 +145,74 @@ def test_a_history_opening_with_the_assistant_gets_a_user_turn_first() -> None:
     assert [m["role"] for m in request.messages] == ["user", "assistant"]
 
 
+def test_a_history_with_only_blank_user_text_still_sends_a_user_turn() -> None:
+    """When every user message is blank (left out), the request still holds one user turn."""
+    for history in (
+        [{"role": "user", "content": " "}],
+        [{"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text"}]}],
+        [{"role": "user", "content": []}, {"role": "user", "content": "\n"}],
+    ):
+        request = to_messages_api(history)
+        assert request.messages == [
+            {"role": "user", "content": [{"type": "text", "text": CONTINUED}]}
+        ]
+
+
+def test_blocks_the_api_refuses_in_their_turn_are_left_out() -> None:
+    """Untyped and unsigned blocks go; so does what only the other role may send."""
+    use = {"type": "tool_use", "id": "t1", "name": "get", "input": {}}
+    image = {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}}
+    history = [
+        {
+            "role": "user",
+            "content": [{"text": "untyped"}, THINKING, use, {"type": "text", "text": "go"}],
+        },
+        {
+            "role": "assistant",
+            "content": [image, {"type": "text", "text": "ok"}, {"type": 7}],
+            "thinking_blocks": [{"type": "thinking", "thinking": "unsigned"}, use, THINKING],
+            "anthropic_blocks": [use, {"type": "tool_result", "tool_use_id": "t1"}, REDACTED],
+            "tool_calls": [_call("c1")],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "c1", "content": [THINKING, {"x": 1}]},
+                {"type": "web_search_tool_result", "tool_use_id": "s1", "content": []},
+            ],
+        },
+    ]
+    messages = to_messages_api(history).messages
+    assert messages[0]["content"] == [{"type": "text", "text": "go"}]
+    assert messages[1]["content"] == [
+        THINKING,
+        {"type": "text", "text": "[image left out: the Messages API takes it from the user]"},
+        {"type": "text", "text": "ok"},
+        REDACTED,
+        {"type": "tool_use", "id": "c1", "name": "get", "input": {"order": 7}},
+    ]
+    assert messages[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "c1", "content": "(no output)"}
+    ]
+
+
+def test_calls_in_both_forms_in_one_message_are_all_governed() -> None:
+    """tool_calls beside tool_use blocks are answered too, so no call goes out without a result."""
+    use = {"type": "tool_use", "id": "t1", "name": "get", "input": {}}
+    history = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [use], "tool_calls": [_call("c1")]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]},
+    ]
+    governor = Governor(builtin_stages(), config=GovernanceConfig())
+    governed = governor.govern(history).messages
+    messages = to_messages_api(governed).messages
+    uses = [b["id"] for b in messages[1]["content"] if b["type"] == "tool_use"]
+    answered = [b["tool_use_id"] for b in messages[2]["content"] if b["type"] == "tool_result"]
+    assert sorted(uses) == sorted(answered) == ["c1", "t1"]
+    assert governor.govern(governed).messages == governed
+
+
 def test_anthropic_blocks_in_the_history_pass_through() -> None:
     """A stored Anthropic-shape history converts with its own blocks untouched."""
     use = {"type": "tool_use", "id": "t1", "name": "get", "input": {"a": 1}}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -279,3 +280,30 @@ def test_a_plugin_stage_with_a_bad_option_exits_2_naming_the_plugin(tmp_path: Pa
     done = _govern_process(work, PYTHONPATH=path, NANOBOT_PLUGINS="nanobot-notes")
     assert done.returncode == 0, done.stderr
     assert "find_notes" in done.stdout
+
+
+def test_output_through_a_link_writes_the_linked_file(tmp_path: Path) -> None:
+    """--output naming a symbolic link writes the file it points to; the link stays a link."""
+    real = tmp_path / "healed.jsonl"
+    real.write_text("old\n", encoding="utf-8")
+    link = tmp_path / "latest.jsonl"
+    link.symlink_to(real)
+    data = _json(str(EXAMPLE), "--workspace", str(tmp_path), "--output", str(link))
+    assert link.is_symlink()
+    written = [json.loads(line) for line in real.read_text(encoding="utf-8").splitlines()]
+    assert written == data["messages"]
+
+
+def test_output_to_a_named_pipe_writes_into_it(tmp_path: Path) -> None:
+    """--output naming a pipe (like /dev/stdout) sends the lines through it, never replacing it."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        code, _out, err = _run(str(EXAMPLE), "--workspace", str(tmp_path), "--output", str(pipe))
+        assert code == 0, err
+        assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+        lines = os.read(reader, 1 << 16).decode("utf-8").splitlines()
+    finally:
+        os.close(reader)
+    assert lines and all(isinstance(json.loads(line), dict) for line in lines)

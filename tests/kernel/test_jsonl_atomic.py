@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import stat
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -70,3 +72,50 @@ def test_a_failed_atomic_write_leaves_the_old_file(tmp_path: Path) -> None:
         write_atomic(target, chunks())
     assert target.read_bytes() == b"old\n"
     assert os.listdir(tmp_path) == ["out.jsonl"]
+
+
+def test_a_symbolic_link_stays_a_link_and_its_file_is_replaced(tmp_path: Path) -> None:
+    """Writing through a link replaces the file it points to, not the link itself."""
+    real = tmp_path / "real.jsonl"
+    real.write_bytes(b"old\n")
+    link = tmp_path / "link.jsonl"
+    link.symlink_to(real)
+    write_atomic(link, b"new\n")
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_bytes() == b"new\n"
+    assert sorted(os.listdir(tmp_path)) == ["link.jsonl", "real.jsonl"]
+
+
+def test_a_named_pipe_is_written_into_and_stays_a_pipe(tmp_path: Path) -> None:
+    """A target that is not a regular file (a pipe, a device) gets the data, and is not replaced."""
+    pipe = tmp_path / "pipe"
+    os.mkfifo(pipe)
+    reader = os.open(pipe, os.O_RDONLY | os.O_NONBLOCK)  # a reader is there: the write won't block
+    try:
+        write_atomic(pipe, [b"one\n", b"two\n"])
+        assert stat.S_ISFIFO(os.lstat(pipe).st_mode)
+        assert os.read(reader, 100) == b"one\ntwo\n"
+    finally:
+        os.close(reader)
+    assert os.listdir(tmp_path) == ["pipe"]
+
+
+@given(st.integers(0, 3), st.booleans(), st.lists(st.binary(max_size=20), max_size=3))
+def test_writing_through_any_chain_of_links_keeps_every_link(
+    links: int, exists: bool, chunks: list[bytes]
+) -> None:
+    """However many links lead to the file (and whether it exists yet), only the file changes."""
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        real = root / "real"
+        if exists:
+            real.write_bytes(b"old")
+        path = real
+        for number in range(links):
+            link = root / f"link{number}"
+            link.symlink_to(path)
+            path = link
+        write_atomic(path, chunks)
+        assert real.read_bytes() == b"".join(chunks)
+        assert all((root / f"link{n}").is_symlink() for n in range(links))
+        assert len(os.listdir(root)) == links + 1

@@ -113,3 +113,88 @@ def test_marks_stored_anywhere_in_a_history_never_add_up_past_four(
     body = provider.request_body(history, [])
     assert check_request(HEADERS, body) == []
     assert json.dumps(body).count("cache_control") <= 4
+
+
+_BLANKISH = st.one_of(
+    _TEXT,
+    st.lists(
+        st.sampled_from(
+            [
+                {"type": "text", "text": " "},
+                {"type": "text"},
+                {"type": "image_url", "image_url": {"url": ""}},
+                {"type": "file", "file": {}},
+                "",
+            ]
+        ),
+        max_size=3,
+    ),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["user", "system"]), _BLANKISH), max_size=5))
+def test_a_history_of_blank_user_turns_still_makes_a_legal_request(
+    entries: list[tuple[str, Any]],
+) -> None:
+    """However blank the user's messages are, the request holds a user turn the API takes."""
+    history = [{"role": role, "content": content} for role, content in entries]
+    governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
+    provider = AnthropicProvider(ProviderConfig(model="claude-sonnet-4-5"), environ={})
+    assert check_request(HEADERS, provider.request_body(governed.messages, [])) == []
+
+
+_STRAY_USE = {"type": "tool_use", "id": "stray", "name": "get", "input": {}}
+_ODD_BLOCKS = st.sampled_from(
+    [
+        {"type": "text", "text": "ok"},
+        {"type": "text", "text": " "},
+        {"text": "no type"},
+        {"type": None},
+        {"type": "thinking", "thinking": "unsigned"},
+        {"type": "thinking", "thinking": "signed", "signature": "c2ln"},
+        {"type": "redacted_thinking"},
+        _STRAY_USE,
+        {"type": "tool_result", "tool_use_id": "stray", "content": "x"},
+        {"type": "server_tool_use", "id": "srv", "name": "web_search", "input": {}},
+        {"type": "web_search_tool_result", "tool_use_id": "srv", "content": []},
+        {"type": "image", "source": {"type": "url", "url": "https://example.com/a.png"}},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}},
+        {"type": "document", "source": {"type": "file", "file_id": "file_1"}},
+        {"type": "search_result", "source": "s", "title": "t", "content": []},
+        "plain text",
+        7,
+    ]
+)
+
+
+@st.composite
+def _odd_message(draw: st.DrawFn) -> dict[str, Any]:
+    blocks = st.lists(_ODD_BLOCKS, max_size=3)
+    role = draw(st.sampled_from(["user", "assistant", "calls", "tool"]))
+    if role == "tool":
+        content = draw(st.one_of(_TEXT, blocks))
+        return {"role": "tool", "tool_call_id": draw(_IDS), "content": content}
+    message: dict[str, Any] = {"role": "assistant" if role == "calls" else role}
+    message["content"] = draw(blocks)
+    if role != "user":
+        message["thinking_blocks"] = draw(blocks)
+        message["anthropic_blocks"] = draw(blocks)
+    if role == "calls":  # beside any tool_use blocks the content holds
+        call = {
+            "id": draw(_IDS),
+            "type": "function",
+            "function": {"name": "get", "arguments": "{}"},
+        }
+        message["tool_calls"] = [call]
+    return message
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_odd_message(), max_size=8))
+def test_blocks_of_any_kind_anywhere_make_a_legal_request(history: list[Any]) -> None:
+    """Untyped, unsigned or wrong-role blocks in any message never reach the API."""
+    history.append({"role": "user", "content": "go on"})
+    governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
+    provider = AnthropicProvider(ProviderConfig(model="claude-sonnet-4-5"), environ={})
+    assert check_request(HEADERS, provider.request_body(governed.messages, [])) == []

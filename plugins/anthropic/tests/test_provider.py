@@ -470,3 +470,32 @@ def test_default_base_url_and_model_are_anthropics() -> None:
     assert AnthropicProvider(
         ProviderConfig(base_url="http://127.0.0.1:9/v1"), environ={}
     ).endpoint == ("http://127.0.0.1:9/v1/messages")
+
+
+def test_a_history_whose_only_user_text_is_blank_is_sent_legally(server: MessagesServer) -> None:
+    """A blank user message is left out, yet the request still opens with a user turn."""
+    server.add(text_reply("hello"))
+    reply = _complete(_provider(server), [{"role": "user", "content": "  "}])
+    assert reply.content == "hello"
+    assert server.requests[0].problems == []
+    assert server.requests[0].body["messages"][0]["role"] == "user"
+
+
+def test_a_stored_history_with_blocks_of_the_wrong_turn_is_sent_legally(
+    server: MessagesServer,
+) -> None:
+    """Unsigned thinking, stray calls and user-only blocks in an assistant turn are not sent."""
+    server.add(text_reply("done"))
+    history: list[dict[str, Any]] = [
+        {"role": "user", "content": [{"type": "text", "text": "look"}, THINKING]},
+        {
+            "role": "assistant",
+            "content": [{"type": "image", "source": {"type": "url", "url": "https://a.test/x"}}],
+            "thinking_blocks": [{"type": "thinking", "thinking": "no signature"}],
+            "anthropic_blocks": [{"type": "tool_use", "id": "t9", "name": "x", "input": {}}],
+        },
+        {"role": "user", "content": "and now?"},
+    ]
+    reply = _complete(_provider(server), history)
+    assert reply.content == "done"
+    assert server.requests[0].problems == []
