@@ -119,7 +119,12 @@ def nanobot_token_counter(ctx: PluginContext) -> Any:
 
     First result wins; plugins are asked before the built-in default, which is
     a fast offline estimator. A counter has ``count_text(text: str) -> int``.
-    Raising marks the plugin failed and the next implementation is asked.
+    Raising, or returning something without ``count_text``, marks the plugin
+    failed and the next implementation is asked. Every count is checked: a
+    text the counter raises on, or gets an answer for that is not a whole
+    number of at least 0, counts the default estimate instead, and the first
+    such failure is logged naming the plugin (a tokenizer that cannot read one
+    text must not end governance, nor make a request look free).
     """
 
 
@@ -129,8 +134,10 @@ def nanobot_result_store(ctx: PluginContext) -> Any:
 
     First result wins; the built-in default is a content-addressed directory in
     the workspace. A store has ``put(content: str) -> str`` (the path to read it
-    back) and may raise ``OSError``, in which case governance truncates the
-    result instead. Raising here marks the plugin failed.
+    back, on one line and without ``"``) and may raise ``OSError``, in which
+    case governance truncates the result instead, as it does when ``put``
+    raises anything else or answers no such path. Raising here, or returning
+    something without ``put``, marks the plugin failed.
     """
 
 

@@ -11,15 +11,20 @@ the budget checks of the tests both use it.
 from __future__ import annotations
 
 import json
+import operator
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from nanobot_core._containment import contained
+from nanobot_core._logging import get_logger
+
 __all__ = [
     "MESSAGE_OVERHEAD",
     "PLAIN_KEYS",
+    "CheckedCounter",
     "EstimateCounter",
     "TokenCounter",
     "count_message",
@@ -36,6 +41,7 @@ __all__ = [
 MESSAGE_OVERHEAD = 4
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_log = get_logger(__name__)
 
 
 @runtime_checkable
@@ -80,6 +86,52 @@ class EstimateCounter:
 
 
 DEFAULT_COUNTER = EstimateCounter()
+
+
+@attrs.define(eq=False)
+class CheckedCounter:
+    """A plugin's counter, each of whose answers is checked before the budget trusts it.
+
+    A count that raises (``SystemExit`` and the like included: it is plugin
+    code) or that is not a whole number of at least 0 would end the call or
+    make a request of any size "fit"; that text counts the default estimate
+    instead, and the first such failure is logged naming `owner` (the plugin
+    and its version). Governance goes on: a tokenizer that cannot read one
+    text must not wedge the session.
+    """
+
+    counter: TokenCounter
+    owner: str
+    #: How many texts got the estimate because the counter failed on them.
+    failures: int = attrs.field(default=0, init=False)
+
+    def count_text(self, text: str) -> int:
+        """The plugin's count of `text`, or the default estimate when it cannot give one."""
+        try:
+            counted: Any = self.counter.count_text(text)
+        except BaseException as exc:  # plugin code, called per text: see `contained`
+            return self._estimate(text, f"raised {contained(exc)}")
+        if type(counted) is not int:
+            try:  # a whole number of another type (numpy's, say) is one
+                counted = None if isinstance(counted, bool) else operator.index(counted)
+            except Exception:
+                counted = None
+            if counted is None:
+                return self._estimate(text, "answered something that is not a whole number")
+        if counted < 0:
+            return self._estimate(text, f"answered {counted}, less than 0")
+        return int(counted)
+
+    def _estimate(self, text: str, why: str) -> int:
+        self.failures += 1
+        if self.failures == 1:
+            _log.warning(
+                "token counter failed; the default estimate counts the text instead",
+                plugin=self.owner,
+                why=why,
+                text_chars=len(text),
+            )
+        return estimate_tokens(text)
 
 
 def _has_surrogate(text: str) -> bool:

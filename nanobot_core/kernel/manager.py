@@ -17,6 +17,7 @@ mode the failure is raised as :class:`~nanobot_core.errors.PluginError` instead.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -228,6 +229,20 @@ class PluginManager:
 
     def first_result(self, hook_name: str, **kwargs: Any) -> Any:
         """The first non-None answer of a firstresult hook: external plugins before built-ins."""
+        found = self._first_usable(hook_name, kwargs)
+        return found[1] if found is not None else None
+
+    def _first_usable(
+        self,
+        hook_name: str,
+        kwargs: dict[str, Any],
+        unusable: Callable[[Any], str | None] = lambda value: None,
+    ) -> tuple[PluginRecord, Any] | None:
+        """The plugin and its answer, the first non-None one `unusable` has nothing against.
+
+        External plugins are asked before built-ins. A plugin that raises, or
+        whose answer `unusable` describes, is marked failed and the next asked.
+        """
         self.load()
         records = self._loaded_records()
         ordered = [r for r in records if not r.info.builtin] + [
@@ -237,8 +252,13 @@ class PluginManager:
             if outcome.failed:
                 self._fail_in_hook(outcome, hook_name)
                 continue
-            if outcome.value is not None:
-                return outcome.value
+            if outcome.value is None:
+                continue
+            problem = unusable(outcome.value)
+            if problem is not None:
+                self._fail(outcome.record, f"{hook_name} returned {problem}")
+                continue
+            return outcome.record, outcome.value
         return None
 
     def _fail_in_hook(self, outcome: Outcome, hook_name: str) -> None:
@@ -298,12 +318,31 @@ class PluginManager:
         return _ToolCallHooks(self)
 
     def token_counter(self) -> Any:
-        """The token counter: the first plugin that offers one, else the built-in estimator."""
-        return self.first_result("nanobot_token_counter", ctx=self.context)
+        """The token counter: the first plugin that offers one, else the built-in estimator.
+
+        A plugin's counter is wrapped in a `CheckedCounter`, so that a count it
+        cannot give (it raises, or answers something that is not a count) is
+        the estimate's, said once naming the plugin; the core's own estimate
+        needs no check, whoever returns it.
+        """
+        from nanobot_core.governance.tokens import CheckedCounter, EstimateCounter
+
+        found = self._first_usable(
+            "nanobot_token_counter", {"ctx": self.context}, partial(_lacks, "count_text")
+        )
+        if found is None:
+            return None
+        record, counter = found
+        if type(counter) is EstimateCounter:
+            return counter
+        return CheckedCounter(counter, record.info.describe())
 
     def result_store(self) -> Any:
-        """The offload cache for huge tool results."""
-        return self.first_result("nanobot_result_store", ctx=self.context)
+        """The offload cache for huge tool results (the first plugin's with a ``put`` method)."""
+        found = self._first_usable(
+            "nanobot_result_store", {"ctx": self.context}, partial(_lacks, "put")
+        )
+        return found[1] if found is not None else None
 
     def governor(self) -> Governor:
         """The governor over every stage, disabled ones reported: `Governor.from_plugins`."""
@@ -372,3 +411,10 @@ class _ToolCallHooks:
         self._manager._tool_call_outcomes(
             "nanobot_after_tool_call", {"call": call, "result": result}
         )
+
+
+def _lacks(method: str, value: Any) -> str | None:
+    """What is wrong with `value`, which a hook returned to be used through `method`."""
+    if callable(getattr(value, method, None)):
+        return None
+    return f"a {type(value).__name__}, which has no {method}() method"

@@ -35,13 +35,21 @@ class _Raises:
         raise RuntimeError("boom")
 
 
+class _LabelledCounter:
+    def __init__(self, label: str) -> None:
+        self.label = label
+
+    def count_text(self, text: str) -> int:
+        return len(text)
+
+
 class _Counter:
     def __init__(self, label: str) -> None:
         self.label = label
 
     @hookimpl
-    def nanobot_token_counter(self, ctx: Any) -> str:
-        return self.label
+    def nanobot_token_counter(self, ctx: Any) -> _LabelledCounter:
+        return _LabelledCounter(self.label)
 
 
 def test_builtins_are_registered_first(tmp_path: Path) -> None:
@@ -92,7 +100,7 @@ def test_firstresult_asks_plugins_in_canonical_order_before_builtins(tmp_path: P
     manager = _manager(tmp_path)
     manager.register(_Counter("zeta"), "z", distribution="zeta")
     manager.register(_Counter("beta"), "b", distribution="beta")
-    assert manager.token_counter() == "beta"
+    assert manager.token_counter().counter.label == "beta"
 
 
 def test_unknown_hook_name_fails_the_plugin(tmp_path: Path) -> None:
@@ -152,3 +160,54 @@ def test_origin_names_the_plugin_its_distribution_and_version() -> None:
         "plugin 'notes', nanobot-notes"
     )
     assert PluginInfo("notes", "nanobot.plugins").origin() == "plugin 'notes'"
+
+
+class _Answers:
+    """A plugin whose token counter and result store answer what it is given."""
+
+    def __init__(self, counter: Any = None, store: Any = None) -> None:
+        self.counter, self.store = counter, store
+
+    @hookimpl
+    def nanobot_token_counter(self, ctx: Any) -> Any:
+        return self.counter
+
+    @hookimpl
+    def nanobot_result_store(self, ctx: Any) -> Any:
+        return self.store
+
+
+@pytest.mark.parametrize("answer", ["tiktoken", 42, object()])
+def test_a_counter_without_count_text_fails_its_plugin(tmp_path: Path, answer: Any) -> None:
+    """A counter the budget cannot call fails its plugin by name; the next counter is used."""
+    from nanobot_core.governance.tokens import EstimateCounter
+
+    manager = _manager(tmp_path)
+    manager.register(_Answers(counter=answer), "odd", distribution="odd-counter", version="0.3")
+    assert type(manager.token_counter()) is EstimateCounter
+    failed = {r.info.name: r.error for r in manager.failures()}
+    assert "nanobot_token_counter returned a" in (failed["odd"] or "")
+    assert "has no count_text() method" in (failed["odd"] or "")
+
+
+def test_a_store_without_put_fails_its_plugin(tmp_path: Path) -> None:
+    """A result store without ``put`` fails its plugin; the built-in store is used instead."""
+    from nanobot_core.governance.store import DirectoryResultStore
+
+    manager = _manager(tmp_path)
+    manager.register(_Answers(store="s3://bucket"), "odd", distribution="odd-store")
+    assert isinstance(manager.result_store(), DirectoryResultStore)
+    failed = {r.info.name: r.error for r in manager.failures()}
+    assert failed["odd"] == "nanobot_result_store returned a str, which has no put() method"
+
+
+def test_a_plugin_counter_is_checked_and_named(tmp_path: Path) -> None:
+    """A plugin's counter comes wrapped in the check that names the plugin and its version."""
+    from nanobot_core.governance.tokens import CheckedCounter
+
+    manager = _manager(tmp_path)
+    counter = _LabelledCounter("mine")
+    manager.register(_Answers(counter=counter), "mine", distribution="my-counter", version="2.0")
+    checked = manager.token_counter()
+    assert type(checked) is CheckedCounter and checked.counter is counter
+    assert checked.owner == "plugin 'mine' from my-counter 2.0"

@@ -12,6 +12,7 @@ the report says why. Option ``exclude_tools``: tool names never offloaded.
 from __future__ import annotations
 
 import re
+import reprlib
 from typing import TYPE_CHECKING, Any
 
 from nanobot_core._containment import contained
@@ -114,6 +115,16 @@ def _offloaded(text: str, limit: int, ctx: StageContext) -> tuple[str, str]:
         except BaseException as exc:  # a plugin's store: contained like any plugin code
             reason = f"the store failed: {contained(exc)}"
         else:
-            return offload_notice(text, path, limit), f"{len(text)} characters saved to {path}"
+            if type(path) is str and _PATH_IN_NOTICE.fullmatch(f'read_file(path="{path}")'):
+                return offload_notice(text, path, limit), f"{len(text)} characters saved to {path}"
+            # The notice must hand the model a path it can read, and `offloaded_path` read back.
+            reason = f"the store answered {_shown(path)}, not a path"
     cut = truncate_middle(text, limit, f"cut: the full result could not be saved ({reason})")
     return cut, f"{len(text)} characters truncated head and tail to {len(cut)}: {reason}"
+
+
+def _shown(value: Any) -> str:
+    """A store's answer as a report shows it: short, on one line."""
+    if type(value) is not str:
+        return f"{type(value).__name__} {reprlib.repr(value)}"
+    return "an empty path" if not value else reprlib.repr(value)
