@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         stage,
     )
     from nanobot_core.hookspecs import hookimpl
+    from nanobot_core.kernel.calling import report_problem
     from nanobot_core.kernel.context import PluginContext, ToolCallEvent
     from nanobot_core.kernel.manager import PluginManager
     from nanobot_core.prompt import PromptBuilder, Section, SectionContext
@@ -70,6 +71,7 @@ __all__ = [
     "WorkspaceEscapeError",
     "hookimpl",
     "load_config",
+    "report_problem",
     "run_in_daemon_thread",
     "stage",
     "tool",
@@ -98,6 +100,7 @@ _LOCATIONS: dict[str, str] = {
     "stage": "nanobot_core.governance",
     "hookimpl": "nanobot_core.hookspecs",
     "PluginManager": "nanobot_core.kernel.manager",
+    "report_problem": "nanobot_core.kernel.calling",
     "PromptBuilder": "nanobot_core.prompt",
     "Section": "nanobot_core.prompt",
     "SectionContext": "nanobot_core.prompt",

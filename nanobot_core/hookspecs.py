@@ -45,7 +45,10 @@ def nanobot_tools(ctx: PluginContext) -> list[Any]:
     shadowed (unless config allows this plugin to override it); a clash between
     two plugins is won by the first distribution name, then entry-point name.
     Raising, returning a non-list, or returning an item that cannot become a
-    tool marks the whole plugin failed.
+    tool marks the whole plugin failed. A tool whose parameters schema is
+    invalid is left out alone and listed under the plugin's ``problems``; so is
+    anything the plugin itself leaves out and reports with
+    :func:`nanobot_core.report_problem` (a remote tool it cannot offer, say).
     """
 
 

@@ -60,6 +60,8 @@ def command(workspace: str | None, as_json: bool) -> None:
             for item in row["contributions"]:
                 lost = f"  (shadowed by {item['shadowed_by']})" if "shadowed_by" in item else ""
                 click.echo(f"    {item['kind']} {item['name']}{lost}")
+            for problem in row["problems"]:
+                click.echo(f"    problem: {problem}")
         click.echo("governance pipeline: " + " -> ".join(manager.governor().stage_names()))
         click.echo("prompt sections: " + " -> ".join(manager.prompt_builder().section_names()))
     if manager.strict and any(r.status == "failed" for r in records):

@@ -28,7 +28,7 @@ from nanobot_core._containment import PluginEscapeError, plugin_code
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config
 from nanobot_core.errors import PluginError
-from nanobot_core.kernel.calling import Outcome, call_in_order, refused_markers
+from nanobot_core.kernel.calling import Outcome, call_in_order, note_problem, refused_markers
 from nanobot_core.kernel.context import PluginContext, ToolCallEvent
 from nanobot_core.kernel.contributions import (
     KIND_HOOKS,
@@ -288,9 +288,7 @@ class PluginManager:
                     # This tool alone: one bad schema (say from an MCP server) must not take
                     # the plugin's other tools with it, nor reach the model.
                     line = f"tool {name!r} left out: its parameters schema is invalid ({problem})"
-                    if line not in record.problems:
-                        record.problems.append(line)
-                        log.warning("tool left out", plugin=record.info.describe(), problem=line)
+                    note_problem(record, line)
                     continue
                 gathered.append(Contribution(kind, name, item, record.info))
         # A plugin failed on the way is left out entirely, also from what it gave before failing.

@@ -121,7 +121,8 @@ class PluginRecord:
     hooks: list[str] = attrs.field(factory=list)
     contributions: list[Contribution] = attrs.field(factory=list)
     obj: Any = attrs.field(default=None, repr=False)
-    #: What was left out of a loaded plugin (a tool with an invalid schema), one line each.
+    #: What was left out of a loaded plugin, one line each: a tool the core refused (an
+    #: invalid schema), or what the plugin reported with `nanobot_core.report_problem`.
     problems: list[str] = attrs.field(factory=list)
 
     def to_json(self) -> dict[str, Any]:
@@ -138,3 +139,10 @@ class PluginRecord:
             "contributions": [c.to_json() for c in self.contributions],
             "problems": list(self.problems),
         }
+
+    def add_problem(self, problem: str) -> bool:
+        """Add `problem` to `problems` unless it is listed already; whether it was new."""
+        if problem in self.problems:
+            return False
+        self.problems.append(problem)
+        return True

@@ -2,26 +2,29 @@
 
 Servers are isolated from each other: one that fails to start (crashes,
 exits, hangs past its ``startup_timeout``) loses only its own tools, and is
-reported by name on stderr (a warning of the ``nanobot_mcp`` logger). Its
-failure is remembered for its ``retry_after`` seconds, during which it is
-not started again (see `nanobot_mcp.failures`). A tool a server lists with an
-invalid definition loses only itself, and is reported with its server, its
-name and what is wrong (from the server's start or its cached listing alike).
+reported by name. Its failure is remembered for its ``retry_after`` seconds,
+during which it is not started again (see `nanobot_mcp.failures`). A tool a
+server lists with an invalid definition, or twice, or under a name another
+tool took, loses only itself, and is reported with its server, its name and
+what is wrong (from the server's start or its cached listing alike).
+
+Each of these is reported with `nanobot_core.report_problem`: a warning on
+stderr, and one line under this plugin's ``problems`` in ``nanobot-core
+plugins`` (and ``--json``), as for a tool the core itself leaves out.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from pathlib import Path
+
+from nanobot_core import report_problem
 
 from nanobot_mcp.bridge import McpBridge, ServerHandle
 from nanobot_mcp.config import ServerConfig
 from nanobot_mcp.tool import McpTool
 
 __all__ = ["discover_tools"]
-
-log = logging.getLogger("nanobot_mcp")
 
 
 def discover_tools(
@@ -32,7 +35,7 @@ def discover_tools(
     A server whose cached tool list matches its config is not started (it
     starts on its first call); the others are started side by side. A server
     that failed, now or within its ``retry_after``, contributes no tools and is
-    reported by name.
+    reported by name (see the module's docstring).
     """
     handles = [ServerHandle(config, workspace) for config in servers]
     remembered = {h: h.failures.recent(h.config) for h in handles}
@@ -52,7 +55,7 @@ def discover_tools(
             for spec in outcome or []:
                 _add(tools, McpTool(handle, spec, bridge, names))
             for rejected in handle.cache.rejected(handle.config):
-                log.warning("nanobot-mcp: %s", rejected.describe(handle.config.name))
+                report_problem(rejected.describe(handle.config.name))
     return list(tools.values())
 
 
@@ -63,22 +66,15 @@ def _add(tools: dict[str, McpTool], tool: McpTool) -> None:
         return
     server, remote = tool.handle.config.name, tool.remote_name
     if (first.handle.config.name, first.remote_name) == (server, remote):
-        log.warning(
-            "nanobot-mcp: MCP server %r lists tool %r more than once; the first is kept",
-            server,
-            remote,
+        report_problem(
+            f"MCP server {server!r} lists tool {remote!r} more than once; the first is kept"
         )
     else:
-        log.warning(
-            "nanobot-mcp: MCP server %r: tool %r left out: its name %r is taken by "
-            "MCP server %r, tool %r",
-            server,
-            remote,
-            tool.name,
-            first.handle.config.name,
-            first.remote_name,
+        report_problem(
+            f"MCP server {server!r}: tool {remote!r} left out: its name {tool.name!r} is taken "
+            f"by MCP server {first.handle.config.name!r}, tool {first.remote_name!r}"
         )
 
 
 def _left_out(reason: str) -> None:
-    log.warning("nanobot-mcp: %s; its tools are left out", reason)
+    report_problem(f"{reason}; its tools are left out")

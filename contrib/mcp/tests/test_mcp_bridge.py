@@ -11,9 +11,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from nanobot_core import Config, PluginContext
+from nanobot_core import Config, PluginContext, PluginManager
 from nanobot_core.testing import run_tool
 
+import nanobot_mcp
 from nanobot_mcp import (
     FailureMemory,
     McpTool,
@@ -34,6 +35,15 @@ def bridged(workspace: Workspace) -> dict[str, McpTool]:
     """The tools the plugin contributes for this workspace, by name."""
     tools = nanobot_tools(PluginContext(workspace=workspace.root))
     return {tool.name: tool for tool in tools}
+
+
+def through_the_core(workspace: Workspace) -> tuple[dict[str, McpTool], list[str]]:
+    """The plugin's tools as the core's plugin manager collects them, and its problems."""
+    manager = PluginManager(Config(), workspace=workspace.root, autoload=False)
+    record = manager.register(nanobot_mcp, "mcp", distribution="nanobot-mcp", version="0.1.0")
+    tools = {c.name: c.item for c in manager.contributions("tool") if c.plugin == record.info}
+    assert record.status == "loaded", record.error
+    return tools, record.problems
 
 
 def test_server_tools_appear_with_prefixed_names_and_schemas(workspace: Workspace) -> None:
@@ -119,39 +129,30 @@ def test_a_stale_cache_entry_gives_an_error_result_not_a_crash(workspace: Worksp
     assert "vanished" in result
 
 
-def _warnings(caplog: pytest.LogCaptureFixture) -> str:
-    return "\n".join(r.getMessage() for r in caplog.records if r.name == "nanobot_mcp")
-
-
-def test_a_server_that_fails_to_start_loses_only_its_own_tools(
-    workspace: Workspace, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_server_that_fails_to_start_loses_only_its_own_tools(workspace: Workspace) -> None:
     """A crashing server is reported by name with its stderr; the other server's tools stay."""
     workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}}, notes={})
-    tools = bridged(workspace)
+    tools, problems = through_the_core(workspace)
     assert "mcp_notes_add" in tools
     assert not any(name.startswith("mcp_broken_") for name in tools)
-    message = _warnings(caplog)
-    assert "MCP server 'broken' failed to start" in message
+    (message,) = problems
+    assert message.startswith("MCP server 'broken' failed to start")
     assert "cannot open the notes database" in message
     assert "its tools are left out" in message
     assert run_tool(tools["mcp_notes_add"], {"a": 1, "b": 2}) == "3"
 
 
-def test_a_server_that_never_answers_hits_the_startup_timeout(
-    workspace: Workspace, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_server_that_never_answers_hits_the_startup_timeout(workspace: Workspace) -> None:
     """A server slower than startup_timeout is reported as not started, by name, and left out."""
     workspace.configure(
         sleepy={"startup_timeout": 0.5, "env": {"NOTES_SERVER_STARTUP_DELAY": "30"}}
     )
-    assert bridged(workspace) == {}
-    assert "MCP server 'sleepy' did not start within 0.5 s" in _warnings(caplog)
+    tools, problems = through_the_core(workspace)
+    assert tools == {}
+    assert [p for p in problems if "MCP server 'sleepy' did not start within 0.5 s" in p]
 
 
-def test_a_failed_start_is_remembered_for_retry_after(
-    workspace: Workspace, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_failed_start_is_remembered_for_retry_after(workspace: Workspace) -> None:
     """Within retry_after a failed server is not started again, in this process or the next."""
     workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}})
     assert bridged(workspace) == {}
@@ -159,10 +160,10 @@ def test_a_failed_start_is_remembered_for_retry_after(
     record = workspace.root / ".nanobot" / "cache" / "mcp" / "broken.failed.json"
     assert "cannot open the notes database" in json.loads(record.read_text())["reason"]
     reset_default_bridge()  # as if the process had ended
-    caplog.clear()
-    assert bridged(workspace) == {}
+    tools, (problem,) = through_the_core(workspace)
+    assert tools == {}
     assert workspace.spawns() == 1
-    assert "retry_after" in _warnings(caplog) and "'broken'" in _warnings(caplog)
+    assert "retry_after" in problem and "'broken'" in problem
 
     workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}, "retry_after": 0})
     assert bridged(workspace) == {}
@@ -265,9 +266,7 @@ def test_a_byte_that_is_not_utf8_on_stdout_does_not_wedge_the_server(
     assert time.monotonic() - started < 30
 
 
-def test_a_tool_with_an_invalid_definition_loses_only_itself(
-    workspace: Workspace, caplog: pytest.LogCaptureFixture
-) -> None:
+def test_a_tool_with_an_invalid_definition_loses_only_itself(workspace: Workspace) -> None:
     """The server's good tools are listed and called; each bad one is named with its fault."""
     empty = {"type": "object", "properties": {}}
     extra = [
@@ -287,18 +286,56 @@ def test_a_tool_with_an_invalid_definition_loses_only_itself(
         "(name: Field required)",
     ]
     for _ in range(2):  # started, then from the cached listing in a new process
-        caplog.clear()
-        tools = bridged(workspace)
+        tools, problems = through_the_core(workspace)
         assert list(tools) == ["mcp_raw_echo", "mcp_raw_good", "mcp_raw_later"]
-        message = _warnings(caplog)
-        assert all(line in message for line in expected), message
+        assert problems == expected
         assert run_tool(tools["mcp_raw_later"], {}) == "later"
         reset_default_bridge()
 
 
-def test_tools_of_servers_with_overlapping_names_all_stay_apart(
-    workspace: Workspace, caplog: pytest.LogCaptureFixture
+def _cli(workspace: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+    command = [sys.executable, "-m", "nanobot_core", *args]
+    return subprocess.run(
+        command, cwd=workspace.root, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.mark.parametrize("strict", [[], ["--strict"]])
+def test_the_plugins_command_lists_the_tools_left_out(
+    workspace: Workspace, strict: list[str]
 ) -> None:
+    """`plugins` names the server and tool the plugin refused, beside the core's own refusal."""
+    extra = [
+        {"name": "good", "inputSchema": {"type": "object", "properties": {}}},
+        {"name": "scalar", "inputSchema": {"type": "string"}},
+        {"name": "regex", "inputSchema": {"type": "object", "properties": {"p": {"pattern": "("}}}},
+    ]
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": {RAW_EXTRA: json.dumps(extra)}})
+    refused = (
+        "MCP server 'raw': tool 'scalar' left out: its definition is invalid "
+        "(inputSchema.type: Input should be 'object')"
+    )
+    for _ in range(2):  # the server started, then its cached listing
+        listed = _cli(workspace, *strict, "plugins", "--json")
+        assert listed.returncode == 0, listed.stderr
+        (row,) = [row for row in json.loads(listed.stdout) if row["distribution"] == "nanobot-mcp"]
+        assert row["status"] == "loaded" and row["version"]
+        tools = [c["name"] for c in row["contributions"] if c["kind"] == "tool"]
+        assert tools == ["mcp_raw_echo", "mcp_raw_good"]
+        assert row["problems"][0] == refused
+        assert row["problems"][1].startswith(
+            "tool 'mcp_raw_regex' left out: its parameters schema is invalid"
+        )
+        assert len(row["problems"]) == 2
+        assert refused in listed.stderr and f"from nanobot-mcp {row['version']}" in listed.stderr
+    shown = _cli(workspace, *strict, "plugins")
+    assert shown.returncode == 0, shown.stderr
+    assert f"    problem: {refused}\n" in shown.stdout
+    assert "    tool mcp_raw_good\n" in shown.stdout
+
+
+def test_tools_of_servers_with_overlapping_names_all_stay_apart(workspace: Workspace) -> None:
     """Server a_b's tool c and server a's tool b_c are two tools; a duplicate is named."""
     empty = {"type": "object", "properties": {}}
 
@@ -308,14 +345,13 @@ def test_tools_of_servers_with_overlapping_names_all_stay_apart(
 
     workspace.configure(a=raw("b_c"), a_b=raw("c", "c"))
     for _ in range(2):  # the same names in a new process, from the cache
-        caplog.clear()
-        tools = bridged(workspace)
+        tools, problems = through_the_core(workspace)
         assert tools["mcp_a_b_c"].handle.config.name == "a_b"
         (moved,) = [name for name in tools if name.startswith("mcp_a_b_c_")]
         assert sorted(tools) == sorted(["mcp_a_echo", moved, "mcp_a_b_echo", "mcp_a_b_c"])
         assert run_tool(tools["mcp_a_b_c"], {}) == "c"
         assert run_tool(tools[moved], {}) == "b_c"
-        assert "MCP server 'a_b' lists tool 'c' more than once" in _warnings(caplog)
+        assert problems == ["MCP server 'a_b' lists tool 'c' more than once; the first is kept"]
         reset_default_bridge()
 
 

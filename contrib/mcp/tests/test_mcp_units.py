@@ -315,7 +315,7 @@ def test_the_cache_keeps_the_refused_tools(tmp_path: Path) -> None:
     assert cache.rejected(ServerConfig(name="s", command="other")) == []
 
 
-def test_a_name_clash_names_both_servers_and_tools(caplog: pytest.LogCaptureFixture) -> None:
+def test_a_name_clash_names_both_servers_and_tools(capsys: pytest.CaptureFixture[str]) -> None:
     """Should two tools still meet on one name, the warning says which server's tool was lost."""
     from nanobot_mcp.discovery import _add
 
@@ -333,4 +333,4 @@ def test_a_name_clash_names_both_servers_and_tools(caplog: pytest.LogCaptureFixt
     assert (
         "MCP server 'two': tool 'y' left out: its name 'mcp_same' is taken by "
         "MCP server 'one', tool 'x'"
-    ) in caplog.text
+    ) in capsys.readouterr().err

@@ -54,16 +54,31 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
             )""",
         ],
     ),
+    (
+        2,
+        "offloaded results as bytes (a text column refuses U+0000)",
+        [
+            # New results are stored in `data`, the exact UTF-8 bytes the workspace cache
+            # holds. Rows written before (and by workers of the previous version still
+            # running) keep their text in `content`; readers take whichever is set. No row
+            # is rewritten, so the migration costs no copy of the table.
+            "ALTER TABLE nanobot_results ALTER COLUMN content DROP NOT NULL",
+            "ALTER TABLE nanobot_results ADD COLUMN data bytea",
+            """ALTER TABLE nanobot_results ADD CONSTRAINT nanobot_results_one_body
+                CHECK ((content IS NULL) <> (data IS NULL))""",
+        ],
+    ),
 ]
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
 
-def apply_migrations(conn: Any) -> list[int]:
-    """Bring the database to :data:`SCHEMA_VERSION`; return the versions applied now.
+def apply_migrations(conn: Any, *, target: int = SCHEMA_VERSION) -> list[int]:
+    """Bring the database to `target` (:data:`SCHEMA_VERSION`); return the versions applied now.
 
     `conn` is a psycopg connection in autocommit mode. Raises RuntimeError when
-    the database is newer than this plugin.
+    the database is newer than this plugin. A lower `target` stops at that
+    version (to test an upgrade from it).
     """
     applied_now: list[int] = []
     with conn.transaction():
@@ -82,7 +97,7 @@ def apply_migrations(conn: Any) -> list[int]:
                 f"nanobot-postgres knows ({SCHEMA_VERSION}); upgrade nanobot-postgres"
             )
         for version, name, statements in MIGRATIONS:
-            if version in done:
+            if version in done or version > target:
                 continue
             for statement in statements:
                 conn.execute(statement)

@@ -7,6 +7,11 @@ with ``read_file``. With this store the text also goes into
 file, the plugin's ``nanobot_before_tool_call`` hook fetches it by its hash
 before ``read_file`` runs (a read-through cache), checks the hash, and
 writes the file. So the reference in the notice resolves on every worker.
+
+The database holds the exact bytes of the cache file (``bytea``): a result may
+hold U+0000, which a PostgreSQL text column refuses, and what is read back must
+be the file byte for byte. Rows stored as text before (schema version 1, or a
+worker of that version during an upgrade) are still read.
 """
 
 from __future__ import annotations
@@ -56,9 +61,9 @@ class PostgresResultStore:
         if digest not in self._stored:
             try:
                 self.sessions.run(
-                    "INSERT INTO nanobot_results (sha256, content, bytes) VALUES (%s, %s, %s) "
+                    "INSERT INTO nanobot_results (sha256, data, bytes) VALUES (%s, %s, %s) "
                     "ON CONFLICT (sha256) DO NOTHING",
-                    (digest, data.decode("utf-8"), len(data)),
+                    (digest, data, len(data)),
                 )
             except SessionError as exc:
                 # The hook's contract: OSError makes governance truncate instead of offloading.
@@ -70,13 +75,24 @@ class PostgresResultStore:
 
     def get(self, digest: str) -> str | None:
         """The text stored under `digest`, if its hash checks out."""
-        rows = self.sessions.run("SELECT content FROM nanobot_results WHERE sha256 = %s", (digest,))
+        rows = self.sessions.run(
+            "SELECT data, content FROM nanobot_results WHERE sha256 = %s", (digest,)
+        )
         if not rows:
             return None
-        content = str(rows[0][0])
-        if hashlib.sha256(content.encode("utf-8")).hexdigest() != digest:
+        data, content = rows[0]
+        if data is not None:
+            body = bytes(data)
+        elif isinstance(content, str):  # stored as text before schema version 2
+            body = content.encode("utf-8", "replace")
+        else:
             return None
-        return content
+        if hashlib.sha256(body).hexdigest() != digest:
+            return None
+        try:
+            return body.decode("utf-8")
+        except UnicodeDecodeError:  # bytes that match the hash but are not UTF-8: not ours
+            return None
 
 
 def fetch_into_cache(store: PostgresResultStore, workspace: Path, path: Any) -> bool:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
-from nanobot_core import PluginContext, ToolCallEvent
-from nanobot_core.config import Config, PostgresConfig, SessionsConfig
+from nanobot_core import PluginContext, PluginManager, ToolCallEvent
+from nanobot_core.config import Config, GovernanceConfig, PostgresConfig, SessionsConfig
 from nanobot_core.errors import ConfigError, SessionError, SessionLockedError
 from nanobot_core.governance.store import CACHE_DIR
 from nanobot_core.jsonl_store import JsonlSessionStore
@@ -294,6 +294,107 @@ def test_result_with_a_lone_surrogate_resolves_on_another_worker(dsn: str, tmp_p
     store.close()
 
 
+def test_result_with_nul_resolves_on_another_worker_byte_for_byte(dsn: str, tmp_path: Path) -> None:
+    """A result holding U+0000 (a text column refuses it) is stored and read back exactly."""
+    store = PostgresSessionStore(dsn)
+    content = "before\x00after \ud800 caf\u00e9 \x00\x00 \U0001f600 " * 300
+    shown = PostgresResultStore(store, tmp_path / "a").put(content)
+    local = (tmp_path / "a" / shown).read_bytes()
+    assert local == content.encode("utf-8", "replace") and b"\x00" in local
+    digest = reference_hash(shown)
+    assert digest is not None
+    rows = store.run(
+        "SELECT data, content, bytes FROM nanobot_results WHERE sha256 = %s", (digest,)
+    )
+    assert rows == [(local, None, len(local))]
+    other = PostgresResultStore(store, tmp_path / "b")
+    assert fetch_into_cache(other, tmp_path / "b", shown)
+    assert (tmp_path / "b" / shown).read_bytes() == local
+    store.close()
+
+
+def test_governance_offloads_a_result_with_nul_instead_of_truncating(
+    dsn: str, tmp_path: Path
+) -> None:
+    """Through the plugin's result store, a huge result with U+0000 becomes a reference."""
+    config = Config(
+        sessions=SessionsConfig(store="postgres", postgres=PostgresConfig(dsn=dsn)),
+        governance=GovernanceConfig(max_tool_result_chars=1_000),
+    )
+    (tmp_path / "a").mkdir()
+    manager = PluginManager(config, workspace=tmp_path / "a", autoload=False)
+    manager.register(nanobot_postgres, "postgres", distribution="nanobot-postgres")
+    content = "row\x00" * 5_000
+    call = {"id": "c1", "type": "function", "function": {"name": "dump", "arguments": "{}"}}
+    history = [
+        {"role": "user", "content": "dump it"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": content},
+    ]
+    notice = manager.governor().govern(history).messages[2]["content"]
+    shown = f".nanobot/cache/tool-results/{hashlib.sha256(content.encode()).hexdigest()}.txt"
+    assert shown in notice and len(notice) <= 1_000
+    store = nanobot_postgres.store_for(manager.context)
+    assert fetch_into_cache(PostgresResultStore(store, tmp_path / "b"), tmp_path / "b", shown)
+    assert (tmp_path / "b" / shown).read_text(encoding="utf-8") == content
+    store.close()
+
+
+# Characters that stress the store: U+0000, lone surrogates, the highest code point,
+# then anything at all (surrogates included).
+_AWKWARD = st.sampled_from(["\x00", "\ud800", "\udfff", "\U0010ffff", "\u00e9"])
+_ANY = st.characters(codec=None, exclude_categories=())
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(content=st.text(_AWKWARD | _ANY, min_size=1, max_size=200))
+@example(content="\x00")
+@example(content="a\x00\ud800b\udfff\x00")
+def test_every_result_round_trips_byte_for_byte(
+    dsn: str, tmp_path_factory: pytest.TempPathFactory, content: str
+) -> None:
+    """Whatever the text, the worker without the file gets exactly the bytes of the one with it."""
+    store = PostgresSessionStore(dsn)
+    try:
+        first, second = tmp_path_factory.mktemp("first"), tmp_path_factory.mktemp("second")
+        shown = PostgresResultStore(store, first).put(content)
+        digest = reference_hash(shown)
+        assert digest is not None
+        expected = content.encode("utf-8", "replace")
+        assert PostgresResultStore(store, second).get(digest) == expected.decode("utf-8")
+        assert fetch_into_cache(PostgresResultStore(store, second), second, shown)
+        assert (second / shown).read_bytes() == (first / shown).read_bytes() == expected
+    finally:
+        store.close()
+
+
+def test_results_stored_as_text_before_the_upgrade_are_still_served(
+    dsn: str, tmp_path: Path
+) -> None:
+    """Rows of schema version 1, and rows a not yet upgraded worker writes, stay readable."""
+    old = "stored by version 1 \u00e9"
+    older = hashlib.sha256(old.encode()).hexdigest()
+    insert = "INSERT INTO nanobot_results (sha256, content, bytes) VALUES (%s, %s, %s)"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert apply_migrations(conn, target=1) == [1]
+        conn.execute(insert, (older, old, len(old.encode())))
+    store = PostgresSessionStore(dsn)
+    results = PostgresResultStore(store, tmp_path / "a")
+    assert results.get(older) == old  # the first use migrated the database to version 2
+    late = "written by a worker of version 1 during the upgrade"
+    later = hashlib.sha256(late.encode()).hexdigest()
+    store.run(insert, (later, late, len(late)))
+    assert results.get(later) == late
+    with pytest.raises(SessionError, match="nanobot_results_one_body"):
+        store.run("UPDATE nanobot_results SET data = 'x'::bytea WHERE sha256 = %s", (older,))
+    fresh = reference_hash(results.put("\x00 new"))
+    assert fresh == hashlib.sha256(b"\x00 new").hexdigest()
+    assert results.get(fresh) == "\x00 new"
+    store.close()
+
+
 def test_tampered_result_is_not_served(dsn: str, tmp_path: Path) -> None:
     """A stored text that no longer matches its hash is not written into any cache."""
     store = PostgresSessionStore(dsn)
@@ -301,9 +402,28 @@ def test_tampered_result_is_not_served(dsn: str, tmp_path: Path) -> None:
     shown = results.put("original text")
     digest = reference_hash(shown)
     assert digest is not None
-    store.run("UPDATE nanobot_results SET content = 'forged' WHERE sha256 = %s", (digest,))
+    store.run("UPDATE nanobot_results SET data = 'forged'::bytea WHERE sha256 = %s", (digest,))
     assert results.get(digest) is None
+    assert not fetch_into_cache(results, tmp_path / "b", f"{CACHE_DIR}/{digest}.txt")
     store.close()
+
+
+def test_session_lines_keep_an_escaped_nul_and_refuse_a_raw_one(dsn: str) -> None:
+    """U+0000 in a message is stored as JSON's escape and read back; a raw NUL line is refused."""
+    store = PostgresSessionStore(dsn)
+    with open_session(store, "nul") as session:
+        session.append({"role": "user", "content": "a\x00b"})
+    loaded = store.load("nul")
+    (line,) = [line for line in loaded.lines if "\\u0000" in line]
+    assert "\x00" not in line
+    assert [r["content"] for r in loaded.records if "content" in r] == ["a\x00b"]
+    lease = store.lease("nul")
+    try:
+        with pytest.raises(SessionError, match="not JSON"):
+            lease.append(['{"a": "x\x00y"}'], expected_seq=lease.load().seq)
+    finally:
+        lease.release()
+        store.close()
 
 
 def test_results_stay_in_the_workspace_without_the_postgres_store(tmp_path: Path) -> None:

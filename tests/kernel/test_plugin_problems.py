@@ -1,0 +1,170 @@
+"""Problems of loaded plugins: what the core leaves out and what plugins report, on one path."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from nanobot_core import report_problem, tool
+from nanobot_core.cli import cli
+from nanobot_core.config import Config, PluginsConfig
+from nanobot_core.hookspecs import hookimpl
+from nanobot_core.kernel import manager as manager_module
+from nanobot_core.kernel.discovery import Candidate
+from nanobot_core.kernel.manager import PluginManager
+from nanobot_core.kernel.records import PluginInfo
+
+BAD_SCHEMA = "tool 'bad_pattern' left out: its parameters schema is invalid"
+
+
+@tool
+def kept(text: str) -> str:
+    """Answer with the text."""
+    return text
+
+
+class _BadPattern:
+    """A tool whose parameters schema holds a pattern that is not a regular expression."""
+
+    name = "bad_pattern"
+    description = "Never offered."
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {"x": {"type": "string", "pattern": "("}},
+    }
+
+    async def execute(self, **kwargs: Any) -> str:
+        return "never"
+
+
+class _Reporter:
+    """A plugin that offers one tool, reports one it leaves out, and has a bad one."""
+
+    def __init__(self, *problems: str) -> None:
+        self.problems = problems
+        self.calls = 0
+
+    @hookimpl
+    def nanobot_tools(self, ctx: Any) -> list[Any]:
+        self.calls += 1
+        for problem in self.problems:
+            report_problem(problem)
+        return [kept, _BadPattern()]
+
+
+def _manager(tmp_path: Path, *, strict: bool = False) -> PluginManager:
+    config = Config(plugins=PluginsConfig(disable_autoload=True, strict=strict))
+    return PluginManager(config, workspace=tmp_path).load()
+
+
+def _problems(manager: PluginManager, name: str) -> list[str]:
+    (record,) = [r for r in manager.records() if r.info.name == name]
+    assert record.status == "loaded"
+    return record.to_json()["problems"]  # type: ignore[no-any-return]
+
+
+def test_a_reported_problem_is_listed_under_the_calling_plugin(tmp_path: Path) -> None:
+    """What a hook reports joins the core's own problem of that plugin; its good tool stays."""
+    manager = _manager(tmp_path)
+    manager.register(_Reporter("remote tool 'x' left out: no name"), "reporter", version="1.2")
+    problems = _problems(manager, "reporter")
+    assert problems[0] == "remote tool 'x' left out: no name"
+    assert problems[1].startswith(BAD_SCHEMA)
+    assert [c.name for c in manager.contributions("tool") if c.plugin.name == "reporter"] == [
+        "kept"
+    ]
+
+
+def test_a_problem_reported_again_is_listed_once(tmp_path: Path) -> None:
+    """The same line reported twice, and again when tools are collected anew, is listed once."""
+    manager = _manager(tmp_path)
+    reporter = _Reporter("left out: a", "left out: a", "left out: b")
+    manager.register(reporter, "reporter")
+    manager.records()
+    manager.register(_Reporter(), "other")  # the contributions are collected again
+    problems = _problems(manager, "reporter")
+    assert reporter.calls == 2
+    assert [p for p in problems if p.startswith("left out")] == ["left out: a", "left out: b"]
+
+
+def test_each_problem_is_logged_naming_the_plugin_and_its_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A reported problem and a schema the core refuses give the same warning, with the version."""
+    manager = _manager(tmp_path)
+    manager.register(_Reporter("left out: a"), "reporter", distribution="nb-rep", version="1.2")
+    manager.records()
+    warnings = [line for line in capsys.readouterr().err.splitlines() if "plugin problem" in line]
+    assert len(warnings) == 2
+    assert all("plugin 'reporter' from nb-rep 1.2" in line for line in warnings)
+    assert "left out: a" in warnings[0] and "bad_pattern" in warnings[1]
+
+
+def test_a_problem_is_one_line_of_text(tmp_path: Path) -> None:
+    """Line breaks become spaces; an empty problem or one that is not text is refused."""
+    manager = _manager(tmp_path)
+    manager.register(_Reporter("tool 'x'\n  left out:\tbroken "), "reporter")
+    assert _problems(manager, "reporter")[0] == "tool 'x' left out: broken"
+    with pytest.raises(ValueError, match="empty"):
+        report_problem(" \n ")
+    with pytest.raises(TypeError, match="not int"):
+        report_problem(3)  # type: ignore[arg-type]
+
+
+def test_outside_a_hook_a_problem_is_only_logged(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """With no hook running, nothing is attributed: the answer is False and a warning says it."""
+    manager = _manager(tmp_path)
+    manager.register(_Reporter(), "reporter")
+    assert report_problem("left out: stray") is False
+    assert "left out: stray" in capsys.readouterr().err
+    assert all("left out: stray" not in p for r in manager.records() for p in r.problems)
+
+
+def test_strict_mode_treats_a_reported_problem_like_the_cores_own(tmp_path: Path) -> None:
+    """In strict mode neither a reported problem nor a refused schema fails the plugin."""
+    manager = _manager(tmp_path, strict=True)
+    manager.register(_Reporter("left out: a"), "reporter")
+    assert len(_problems(manager, "reporter")) == 2
+    assert manager.failures() == []
+
+
+@pytest.fixture
+def reporter_installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The CLI discovers `_Reporter` as if it were an installed ``nanobot.plugins`` entry point."""
+    info = PluginInfo(
+        name="reporter", source="nanobot.plugins", distribution="nb-rep", version="1.2"
+    )
+
+    def candidates(settings: Any, *, autoload: bool) -> Iterator[Candidate]:
+        yield Candidate(info, lambda: _Reporter("remote tool 'x' left out: no name"))
+
+    monkeypatch.setattr(manager_module, "entry_point_candidates", candidates)
+    yield
+
+
+@pytest.mark.usefixtures("reporter_installed")
+@pytest.mark.parametrize("strict", [[], ["--strict"]])
+def test_the_plugins_command_lists_problems(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, strict: list[str]
+) -> None:
+    """``plugins`` prints each problem under its plugin, ``--json`` lists them, both exit 0."""
+    monkeypatch.chdir(tmp_path)
+    text = CliRunner().invoke(cli, [*strict, "plugins"])
+    assert text.exit_code == 0, text.output
+    block = text.stdout.split("reporter (nb-rep 1.2) [nanobot.plugins] loaded\n", 1)[1]
+    lines = block.splitlines()
+    assert lines[:2] == ["    tool kept", "    problem: remote tool 'x' left out: no name"]
+    assert lines[2].startswith(f"    problem: {BAD_SCHEMA} (")
+    listed = CliRunner().invoke(cli, [*strict, "plugins", "--json"])
+    assert listed.exit_code == 0, listed.output
+    (row,) = [row for row in json.loads(listed.stdout) if row["name"] == "reporter"]
+    assert row["version"] == "1.2" and row["status"] == "loaded"
+    assert row["problems"][0] == "remote tool 'x' left out: no name"
+    assert row["problems"][1].startswith(BAD_SCHEMA)
