@@ -9,22 +9,13 @@ loaded when the governor asks for a counter, not when the plugin is discovered.
 from __future__ import annotations
 
 import functools
-import logging
 import warnings
-from importlib import metadata
 from typing import Any
-
-from nanobot_core.governance import EstimateCounter
 
 from nanobot_tokenizer.encodings import ENCODINGS
 from nanobot_tokenizer.segments import pieces_for_counting
 
 __all__ = ["BpeTokenCounter", "TokenizerUnavailable", "load_encoding"]
-
-log = logging.getLogger("nanobot_tokenizer")
-
-#: What a text counts when the backend fails on it: the core's own estimate.
-_FALLBACK = EstimateCounter()
 
 
 class TokenizerUnavailable(RuntimeError):
@@ -42,20 +33,14 @@ def load_encoding(name: str) -> Any:
         return bpe_openai.get_encoding(name)
 
 
-def _plugin_version() -> str:
-    try:
-        return metadata.version("nanobot-tokenizer")
-    except metadata.PackageNotFoundError:
-        return "(not installed)"
-
-
 class BpeTokenCounter:
     """Counts tokens exactly as the OpenAI tokenizer of one encoding would.
 
     Special-token markers such as ``<|endoftext|>`` in the text are counted as
     the ordinary text they are, which is how a chat API treats user content.
-    Should the backend raise while counting, the text gets the core's estimate
-    and the first such failure is logged as an error naming the plugin.
+    Should the backend raise while counting, the error goes to the core, which
+    checks every count of a plugin's counter: that text gets the core's
+    estimate, and the first such failure is logged naming this plugin.
     """
 
     def __init__(self, encoding: str = "o200k_base") -> None:
@@ -63,7 +48,6 @@ class BpeTokenCounter:
             raise ValueError(f"unknown encoding {encoding!r}: choose one of {', '.join(ENCODINGS)}")
         self.encoding = encoding
         self.name = f"bpe-openai:{encoding}"
-        self._failed = False
 
     def __repr__(self) -> str:
         return f"BpeTokenCounter({self.encoding!r})"
@@ -78,21 +62,8 @@ class BpeTokenCounter:
             ) from exc
 
     def count_text(self, text: str) -> int:
-        """The number of tokens in `text` (the core's estimate if the backend fails)."""
+        """The number of tokens in `text`."""
         if not text:
             return 0
-        try:
-            encoder = load_encoding(self.encoding)
-            return sum(len(encoder.encode_ordinary(piece)) for piece in pieces_for_counting(text))
-        except Exception as exc:
-            if not self._failed:
-                self._failed = True
-                log.error(
-                    "nanobot-tokenizer %s: bpe-openai failed to count with %s (%s: %s); "
-                    "texts it fails on are counted with the core's estimate",
-                    _plugin_version(),
-                    self.encoding,
-                    type(exc).__name__,
-                    exc,
-                )
-            return _FALLBACK.count_text(text)
+        encoder = load_encoding(self.encoding)
+        return sum(len(encoder.encode_ordinary(piece)) for piece in pieces_for_counting(text))

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from collections.abc import Iterator
 from importlib import metadata
@@ -12,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nanobot_core import PluginContext, PluginManager
-from nanobot_core.governance import EstimateCounter
 from nanobot_core.testing import builtin_governor, make_config
+from structlog.testing import capture_logs
 
 import nanobot_tokenizer.counter as counter_module
 from nanobot_tokenizer import BpeTokenCounter, TokenizerUnavailable, nanobot_token_counter
@@ -54,7 +53,7 @@ def test_a_backend_that_cannot_load_fails_the_hook(tmp_path: Path) -> None:
 def test_a_backend_that_cannot_load_leaves_the_estimate(tmp_path: Path) -> None:
     """Installed but unloadable, the plugin is listed as failed; the governor uses the estimate."""
     manager = PluginManager(make_config({}), workspace=tmp_path).load()
-    assert isinstance(manager.token_counter(), EstimateCounter)
+    assert manager.token_counter() == builtin_governor(make_config({})).counter  # the estimate
     mine = [r for r in manager.records() if r.info.distribution == "nanobot-tokenizer"]
     assert [r.status for r in mine] == ["failed"]
     assert "bpe-openai cannot load the o200k_base encoding" in (mine[0].error or "")
@@ -63,16 +62,16 @@ def test_a_backend_that_cannot_load_leaves_the_estimate(tmp_path: Path) -> None:
 
 
 @pytest.mark.usefixtures("failing_backend")
-def test_a_count_that_fails_falls_back_to_the_estimate(caplog: pytest.LogCaptureFixture) -> None:
-    """A backend raising while counting gives the estimate and logs an error naming the plugin."""
-    counter = BpeTokenCounter("cl100k_base")
-    with caplog.at_level(logging.ERROR, logger="nanobot_tokenizer"):
-        result = builtin_governor(make_config({}), counter=counter).govern(HISTORY, system="hi")
+def test_a_count_that_fails_falls_back_to_the_estimate(tmp_path: Path) -> None:
+    """A backend raising while counting gives the estimate, logged once naming the plugin."""
+    manager = PluginManager(make_config({}), workspace=tmp_path).load()
+    with capture_logs() as logs:
+        result = manager.governor().govern(HISTORY, system="hi")
     assert result.tokens == builtin_governor(make_config({})).govern(HISTORY, system="hi").tokens
-    messages = [r.getMessage() for r in caplog.records if r.levelno >= logging.ERROR]
-    assert len(messages) == 1
-    assert f"nanobot-tokenizer {metadata.version('nanobot-tokenizer')}" in messages[0]
-    assert "RuntimeError: backend fault" in messages[0]
+    warned = [e for e in logs if e["event"].startswith("token counter failed")]
+    assert len(warned) == 1
+    assert f"nanobot-tokenizer {metadata.version('nanobot-tokenizer')}" in warned[0]["plugin"]
+    assert warned[0]["why"] == "raised RuntimeError: backend fault"
 
 
 @pytest.mark.usefixtures("failing_backend")
@@ -80,7 +79,9 @@ def test_a_count_that_fails_falls_back_to_the_estimate(caplog: pytest.LogCapture
 @given(st.text(max_size=200))
 def test_a_failing_count_is_always_the_estimate(text: str) -> None:
     """Whatever the text, lone surrogates included, a failing backend yields the estimate."""
-    assert BpeTokenCounter().count_text(text) == EstimateCounter().count_text(text)
+    manager = PluginManager(make_config({}), workspace=Path.cwd()).load()
+    counted = manager.token_counter().count_text(text)
+    assert counted == builtin_governor(make_config({})).counter.count_text(text)
 
 
 @settings(derandomize=True, deadline=None, max_examples=300)
