@@ -235,6 +235,28 @@ def test_a_bad_stage_option_exits_2_naming_the_key(
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
+@pytest.mark.parametrize(("command", "code"), [("plugins", 2), ("tools", 0)])
+def test_a_bad_stage_option_stops_the_commands_that_build_a_governor(
+    tmp_path: Path, command: str, code: int
+) -> None:
+    """`plugins` builds a governor and exits 2 on a bad stage table; `tools` builds none."""
+    (tmp_path / "nanobot.toml").write_text(
+        "[governance.stages.compact_results]\nkep = 3\n", encoding="utf-8"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+    env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    done = subprocess.run(
+        [sys.executable, "-m", "nanobot_core", command],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    assert done.returncode == code, done.stderr
+
+
 NOTES_PLUGIN = '''
 from nanobot_core import Stage, StageOption, StageOutcome, hookimpl
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import re
 import subprocess
 import sys
@@ -27,6 +28,26 @@ def test_api_page_lists_exactly_all() -> None:
     text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^### `([A-Za-z_]+)`", text, flags=re.MULTILINE))
     assert documented == set(nanobot_core.__all__)
+
+
+def _other_public_modules() -> dict[str, list[str]]:
+    """Each module of docs/api.md's "Other public modules" and the names listed for it."""
+    text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    section = text.split("## Other public modules", 1)[1]
+    listed: dict[str, list[str]] = {}
+    for line in section.splitlines():
+        found = re.match(r"^- `([^`]+)`[^:]*: (.*)$", line)
+        if found:
+            listed[found.group(1)] = re.findall(r"`([A-Za-z_][A-Za-z0-9_]*)`", found.group(2))
+    return listed
+
+
+def test_api_page_lists_the_other_public_modules_exactly() -> None:
+    """Each other public module on docs/api.md is listed with exactly its `__all__`, in order."""
+    listed = _other_public_modules()
+    assert "nanobot_core.sessions" in listed and "nanobot_core.testing" in listed
+    for module, names in listed.items():
+        assert names == list(importlib.import_module(module).__all__), module
 
 
 def test_import_is_lazy() -> None:
