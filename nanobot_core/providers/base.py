@@ -3,7 +3,8 @@
 A reply is normalised before anything else sees it, because the assistant
 message is persisted as it comes back and the session file must stay
 loadable by any OpenAI-compatible endpoint: every tool call gets a non-empty
-id that is unique within its message (derived from the call itself, so the
+id of at most 40 characters that is unique within its message (derived from
+the call itself when the reply's own is missing, too long or repeated, so the
 same reply always gets the same ids), arguments become a JSON string, and
 missing content becomes ``""``. Keys the core does not know
 (``reasoning_content``, provider signatures, ...) are kept untouched.
@@ -22,6 +23,7 @@ from nanobot_core._json_boundary import dumps
 from nanobot_core.config import ProviderConfig
 
 __all__ = [
+    "MAX_CALL_ID_LENGTH",
     "ProgressCallback",
     "ProgressEvent",
     "Provider",
@@ -36,6 +38,9 @@ __all__ = [
 ]
 
 Message = dict[str, Any]
+
+#: The longest tool-call id kept as sent: OpenAI refuses a request holding a longer one.
+MAX_CALL_ID_LENGTH = 40
 
 
 @runtime_checkable
@@ -231,7 +236,12 @@ def _normalise_calls(calls: list[Any], salt: str) -> list[dict[str, Any]]:
         call["function"] = function
         call["type"] = "function"
         call_id = call.get("id")
-        if not isinstance(call_id, str) or not call_id or call_id in seen:
+        if (
+            not isinstance(call_id, str)
+            or not call_id
+            or len(call_id) > MAX_CALL_ID_LENGTH
+            or call_id in seen
+        ):
             call_id = derive_call_id(salt, index, function.get("name"), function["arguments"])
         seen.add(call_id)
         call["id"] = call_id

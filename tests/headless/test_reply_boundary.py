@@ -16,6 +16,7 @@ from nanobot_core.governance.invariants import check_tool_pairing
 from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.prompt import PromptBuilder, Section, SectionContext
 from nanobot_core.providers import OpenAIProvider
+from nanobot_core.providers.base import MAX_CALL_ID_LENGTH
 from nanobot_core.runner import ReplyCutOff, Runner, TurnResult
 from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
 from nanobot_core.tools.executor import Executor
@@ -144,3 +145,22 @@ def test_a_cut_reply_runs_only_calls_whose_arguments_are_whole(
     assert [m["tool_call_id"] for m in results] == ["c"]
     assert check_tool_pairing(model.requests[1]["messages"]) == []
     assert result.answer == "done"
+
+
+def test_over_long_call_ids_are_replaced_before_they_are_stored(tmp_path: Path) -> None:
+    """Ids OpenAI would refuse (over 40 characters, or a megabyte) never reach the session."""
+    writes.clear()
+    long_ids = ["y" * 41, "z" * 1_000_000]
+    model = Scripted(
+        [_reply([_call(i, json.dumps({"path": i[:3], "content": "x"})) for i in long_ids], "stop")]
+    )
+    result, _ = _turn(tmp_path, model)
+    assert result.answer == "done"
+    assert len(writes) == 2
+    stored = [line for line in _lines(tmp_path) if line.get("role")]
+    ids = [call["id"] for call in stored[1]["tool_calls"]]
+    assert all(len(i) <= MAX_CALL_ID_LENGTH for i in ids) and len(set(ids)) == 2
+    assert [m["tool_call_id"] for m in stored[2:4]] == ids
+    sent = model.requests[1]["messages"]
+    assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
+    assert check_tool_pairing(sent) == []
