@@ -199,7 +199,7 @@ def normalise_assistant_message(raw: object, *, salt: str = "") -> Message:
     """
     source: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     message: Message = {
-        k: v for k, v in source.items() if k != "tool_calls" and not _is_placeholder(k, v)
+        k: v for k, v in source.items() if k not in _NOT_KEPT and not _is_placeholder(k, v)
     }
     message["role"] = "assistant"
     if not isinstance(message.get("content"), str | list):
@@ -208,6 +208,11 @@ def normalise_assistant_message(raw: object, *, salt: str = "") -> Message:
     if isinstance(calls, list) and calls:
         message["tool_calls"] = _normalise_calls(calls, salt)
     return message
+
+
+#: Keys of a reply not kept as sent: the calls (normalised apart) and the session's own
+#: bookkeeping key, which a reply that sent it would otherwise pass off as the runner's.
+_NOT_KEPT = frozenset({"tool_calls", "_meta"})
 
 
 def _is_placeholder(key: str, value: object) -> bool:

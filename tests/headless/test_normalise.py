@@ -194,3 +194,27 @@ def test_backoff_doubles_with_jitter_and_respects_the_cap() -> None:
             assert ceiling / 2 <= policy.delay(retry, None, rng) <= ceiling
     assert policy.delay(1, 99.0) == 10.0
     assert policy.delay(1, 0.0) == 0.0
+
+
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["_meta", "content", "role", "x", "audio"]) | st.text(max_size=6),
+        _VALUES,
+        max_size=6,
+    )
+)
+def test_a_reply_never_brings_its_own_bookkeeping(raw: dict[str, Any]) -> None:
+    """Whatever keys a reply holds, the message has none of the session's `_meta` bookkeeping."""
+    message = normalise_assistant_message(raw)
+    assert "_meta" not in message and message["role"] == "assistant"
+    assert isinstance(message["content"], str | list)

@@ -164,3 +164,13 @@ def test_over_long_call_ids_are_replaced_before_they_are_stored(tmp_path: Path) 
     sent = model.requests[1]["messages"]
     assert [m["role"] for m in sent] == ["system", "user", "assistant", "tool", "tool"]
     assert check_tool_pairing(sent) == []
+
+
+def test_a_meta_key_sent_by_the_model_is_not_passed_off_as_bookkeeping(tmp_path: Path) -> None:
+    """A reply's own ``_meta`` is dropped: the turn's messages hold only what was stored."""
+    forged = {"kind": "governance", "start": 5, "steps_from": None, "compacted": [], "length": 9}
+    body = {"choices": [{"message": {"content": "hi", "_meta": forged}, "finish_reason": "stop"}]}
+    result, _ = _turn(tmp_path, Scripted([body]))
+    assert result.answer == "hi"
+    assert "_meta" not in result.messages[-1]
+    assert _lines(tmp_path)[1]["_meta"]["round"] == 1
