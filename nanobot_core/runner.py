@@ -22,6 +22,7 @@ builds them from a plugin manager.
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -39,7 +40,9 @@ from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
 from nanobot_core.providers.base import ProgressCallback, Provider, ProviderReply, Usage
 from nanobot_core.tools._repeats import RepeatedCalls
+from nanobot_core.tools.base import ToolResult
 from nanobot_core.tools.executor import (
+    ERROR_HINT,
     STOP_GRACE,
     Executor,
     ToolCallOutcome,
@@ -57,6 +60,7 @@ __all__ = [
     "IterationLimitReached",
     "ModelReplied",
     "ModelWaiting",
+    "ReplyCutOff",
     "RequestTooLarge",
     "RoundReport",
     "Runner",
@@ -70,6 +74,9 @@ log = get_logger("nanobot_core.runner")
 
 Message = dict[str, Any]
 StopReason = Literal["answer", "empty_reply", "max_iterations"]
+
+#: The finish reasons that say the reply was cut off at the output limit (OpenAI, Anthropic).
+CUT_OFF = frozenset({"length", "max_tokens"})
 
 
 # -- the parts, as the loop needs them -------------------------------------------------------
@@ -198,6 +205,21 @@ class EmptyReply:
 
     def describe(self) -> str:
         return "model: empty reply (no text, no tool calls); the turn ends without an answer"
+
+
+@attrs.frozen
+class ReplyCutOff:
+    """The model's reply to round `round` stopped at the output limit (`finish_reason`)."""
+
+    round: int
+    finish_reason: str
+
+    def describe(self) -> str:
+        return (
+            f"model: the reply to round {self.round} was cut off at the output limit "
+            f"(finish_reason {self.finish_reason!r}; provider.max_tokens or the server's own); "
+            "a call whose arguments it cut short is not run"
+        )
 
 
 @attrs.frozen
@@ -349,7 +371,7 @@ class Runner:
 
     `runtime_lines` is called once per turn for the plugin lines of the
     runtime block; `progress` receives :class:`ToolStarted`,
-    :class:`ToolFinished`, :class:`EmptyReply`, :class:`RequestTooLarge` and
+    :class:`ToolFinished`, :class:`EmptyReply`, :class:`ReplyCutOff`, :class:`RequestTooLarge` and
     :class:`IterationLimitReached` (the provider reports its retries to its
     own callback). `prompt_context` is what the sections render from.
     """
@@ -468,7 +490,7 @@ class Runner:
                     return turn.result(reply.content, "answer")
                 self._emit(EmptyReply())
                 return turn.result(reply.content, "empty_reply")
-            await self._run_tools(turn, iteration, reply.tool_calls)
+            await self._run_tools(turn, iteration, reply.tool_calls, reply.finish_reason)
         self._emit(IterationLimitReached(self.max_iterations))
         log.info(
             "turn stopped at max_iterations",
@@ -503,6 +525,8 @@ class Runner:
         self._emit(ModelWaiting(iteration))
         reply = await self._complete(_with_system(system, governed.messages), tools, governed)
         self._emit(ModelReplied(iteration, time.monotonic() - started))
+        if reply.finish_reason in CUT_OFF:
+            self._emit(ReplyCutOff(iteration, reply.finish_reason))
         turn.usage += reply.usage
         turn.calls.append(CallRecord(iteration, reply.model, reply.finish_reason, reply.usage))
         turn.append(
@@ -586,12 +610,26 @@ class Runner:
                 f"provider {name!r}{owner} raised {type(exc).__name__}: {exc}"
             ) from exc
 
-    async def _run_tools(self, turn: _Turn, iteration: int, calls: list[dict[str, Any]]) -> None:
+    async def _run_tools(
+        self,
+        turn: _Turn,
+        iteration: int,
+        calls: list[dict[str, Any]],
+        finish_reason: str | None = None,
+    ) -> None:
         requests = [_request(call) for call in calls]
         for request in requests:
             self._emit(ToolStarted(request.name, request.id))
-        done = await self.executor.run(requests, repeats=turn.repeats)
-        outcomes = {outcome.call_id: outcome for outcome in done}
+        # A reply cut off at the output limit may end inside a call's arguments: repaired,
+        # they would run with a guess (a file written half), so such a call is not run.
+        cut = {
+            request.id: _cut_off_outcome(request, finish_reason)
+            for request in requests
+            if finish_reason in CUT_OFF and not _complete_arguments(request.arguments)
+        }
+        runnable = [request for request in requests if request.id not in cut]
+        done = await self.executor.run(runnable, repeats=turn.repeats) if runnable else []
+        outcomes = {**cut, **{outcome.call_id: outcome for outcome in done}}
         # One result per call, in call order, even if the executor broke its contract; the
         # results of a round are persisted as one batch, so a turn cut off here leaves either
         # all of them or none (the next call's governance backfills the missing ones).
@@ -743,6 +781,32 @@ def _result_message(outcome: ToolCallOutcome) -> Message:
         # Gemini-backed endpoints reject a function response without its name.
         message["name"] = outcome.name
     return message
+
+
+def _complete_arguments(arguments: object) -> bool:
+    """Whether a call's arguments are whole: not text that stops short of a JSON document."""
+    if not isinstance(arguments, str):
+        return True
+    try:
+        json.loads(arguments)
+    except ValueError:
+        return False
+    return True
+
+
+def _cut_off_outcome(request: ToolCallRequest, finish_reason: str | None) -> ToolCallOutcome:
+    """The answer to a call whose arguments the output limit cut short: not run, and why."""
+    name = f'to tool "{request.name}" ' if request.name else ""
+    text = str(
+        ToolResult.error(
+            f"the reply was cut off at the output limit (finish_reason {finish_reason!r}) "
+            f"before the arguments of this call {name}were complete, so it was not run. "
+            "Make the call again with shorter arguments, or split the work into smaller calls."
+        )
+    )
+    return ToolCallOutcome(
+        request.id, request.name, {}, ToolResult(text + ERROR_HINT, is_error=True)
+    )
 
 
 def _missing_result(request: ToolCallRequest) -> Message:

@@ -3,7 +3,8 @@
 A reply is normalised before anything else sees it, because the assistant
 message is persisted as it comes back and the session file must stay
 loadable by any OpenAI-compatible endpoint: every tool call gets a non-empty
-id that is unique within its message (derived from the call itself, so the
+id of at most 40 characters that is unique within its message (derived from
+the call itself when the reply's own is missing, too long or repeated, so the
 same reply always gets the same ids), arguments become a JSON string, and
 missing content becomes ``""``. Keys the core does not know
 (``reasoning_content``, provider signatures, ...) are kept untouched.
@@ -22,6 +23,7 @@ from nanobot_core._json_boundary import dumps
 from nanobot_core.config import ProviderConfig
 
 __all__ = [
+    "MAX_CALL_ID_LENGTH",
     "ProgressCallback",
     "ProgressEvent",
     "Provider",
@@ -36,6 +38,9 @@ __all__ = [
 ]
 
 Message = dict[str, Any]
+
+#: The longest tool-call id kept as sent: OpenAI refuses a request holding a longer one.
+MAX_CALL_ID_LENGTH = 40
 
 
 @runtime_checkable
@@ -194,7 +199,7 @@ def normalise_assistant_message(raw: object, *, salt: str = "") -> Message:
     """
     source: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
     message: Message = {
-        k: v for k, v in source.items() if k != "tool_calls" and not _is_placeholder(k, v)
+        k: v for k, v in source.items() if k not in _NOT_KEPT and not _is_placeholder(k, v)
     }
     message["role"] = "assistant"
     if not isinstance(message.get("content"), str | list):
@@ -203,6 +208,11 @@ def normalise_assistant_message(raw: object, *, salt: str = "") -> Message:
     if isinstance(calls, list) and calls:
         message["tool_calls"] = _normalise_calls(calls, salt)
     return message
+
+
+#: Keys of a reply not kept as sent: the calls (normalised apart) and the session's own
+#: bookkeeping key, which a reply that sent it would otherwise pass off as the runner's.
+_NOT_KEPT = frozenset({"tool_calls", "_meta"})
 
 
 def _is_placeholder(key: str, value: object) -> bool:
@@ -231,7 +241,12 @@ def _normalise_calls(calls: list[Any], salt: str) -> list[dict[str, Any]]:
         call["function"] = function
         call["type"] = "function"
         call_id = call.get("id")
-        if not isinstance(call_id, str) or not call_id or call_id in seen:
+        if (
+            not isinstance(call_id, str)
+            or not call_id
+            or len(call_id) > MAX_CALL_ID_LENGTH
+            or call_id in seen
+        ):
             call_id = derive_call_id(salt, index, function.get("name"), function["arguments"])
         seen.add(call_id)
         call["id"] = call_id

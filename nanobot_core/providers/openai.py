@@ -157,8 +157,15 @@ class OpenAIProvider:
                 f"{self.display_url} sent a 200 reply that is not a chat completion "
                 f"(no 'choices' list): {mask_secret(describe_body(data), self._api_key)}"
             )
-        choice = choices[0] if choices else {}
-        choice = choice if isinstance(choice, Mapping) else {}
+        choice = choices[0] if choices else {"message": {}}
+        if not _chat_choice(choice):
+            # A legacy completion (`choices[0].text`) or a choice of another shape: its text
+            # would be lost and the turn end as a success with an empty answer.
+            raise ProviderError(
+                f"{self.display_url} sent a 200 reply that is not a chat completion "
+                f"(no 'message' object in choices[0]): "
+                f"{mask_secret(_describe_choice(choice), self._api_key)}"
+            )
         finish_reason = choice.get("finish_reason")
         model = data.get("model")
         return ProviderReply(
@@ -167,3 +174,28 @@ class OpenAIProvider:
             model=model if isinstance(model, str) else None,
             finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         )
+
+
+def _chat_choice(choice: object) -> bool:
+    """Whether the first choice of a reply is a chat completion's: one with a message object.
+
+    A choice without a message that says why it stopped (a ``content_filter``)
+    and holds no legacy ``text`` counts as one, with an empty message.
+    """
+    if not isinstance(choice, Mapping):
+        return False
+    message = choice.get("message")
+    if isinstance(message, Mapping):
+        return True
+    return message is None and "text" not in choice and isinstance(choice.get("finish_reason"), str)
+
+
+_JSON_TYPES = {dict: "an object", list: "an array", str: "a string", bool: "a boolean"}
+
+
+def _describe_choice(choice: object) -> str:
+    """What ``choices[0]`` held instead of a chat completion's choice, briefly."""
+    if isinstance(choice, Mapping):
+        return "choices[0] " + describe_body(choice).removeprefix("top-level ")
+    kind = "null" if choice is None else _JSON_TYPES.get(type(choice), "a number")
+    return f"choices[0] is {kind}"

@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nanobot_core.providers import (
     RetryPolicy,
@@ -17,7 +19,7 @@ from nanobot_core.providers import (
     normalise_usage,
     retry_after_seconds,
 )
-from nanobot_core.providers.base import Usage
+from nanobot_core.providers.base import MAX_CALL_ID_LENGTH, Usage
 
 
 def _real_reply_messages(data_folder: Path) -> list[dict[str, Any]]:
@@ -93,6 +95,47 @@ def test_empty_and_duplicate_ids_get_distinct_derived_ids() -> None:
     assert other[0] != first[0]
 
 
+def test_an_id_longer_than_openai_takes_gets_a_derived_id() -> None:
+    """An id over 40 characters would make OpenAI refuse every later request: it is replaced."""
+    raw = {
+        "tool_calls": [
+            {"id": "x" * 40, "function": {"name": "t", "arguments": "{}"}},
+            {"id": "y" * 41, "function": {"name": "t", "arguments": "{}"}},
+            {"id": "z" * 8_000_000, "function": {"name": "t", "arguments": "{}"}},
+        ]
+    }
+    ids = [c["id"] for c in normalise_assistant_message(raw, salt="1")["tool_calls"]]
+    assert ids[0] == "x" * 40
+    assert all(i.startswith("call_") and len(i) <= MAX_CALL_ID_LENGTH for i in ids[1:])
+    assert len(set(ids)) == 3
+
+
+_IDS = st.one_of(
+    st.none(),
+    st.integers(),
+    st.text(max_size=60),
+    st.sampled_from(["", "a", "call_1", "x" * 40, "x" * 41]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_IDS, st.text(max_size=5)), max_size=12), st.text(max_size=4))
+def test_call_ids_are_always_sendable_and_kept_when_they_can_be(
+    calls: list[tuple[object, str]], salt: str
+) -> None:
+    """Whatever ids a reply holds, each call ends with a unique id of 1 to 40 characters."""
+    raw = {"tool_calls": [{"id": i, "function": {"name": n, "arguments": "{}"}} for i, n in calls]}
+    message = normalise_assistant_message(raw, salt=salt)
+    ids = [call["id"] for call in message.get("tool_calls", [])]
+    assert len(ids) == len(calls)
+    assert len(set(ids)) == len(ids)
+    assert all(isinstance(i, str) and 1 <= len(i) <= MAX_CALL_ID_LENGTH for i in ids)
+    for position, (sent, _) in enumerate(calls):
+        first = [i for i, _ in calls].index(sent) == position
+        if isinstance(sent, str) and 1 <= len(sent) <= MAX_CALL_ID_LENGTH and first:
+            assert ids[position] == sent
+
+
 def test_arguments_become_json_strings() -> None:
     """Object, list and missing arguments become JSON text; broken text is kept as sent."""
     raw = {
@@ -151,3 +194,27 @@ def test_backoff_doubles_with_jitter_and_respects_the_cap() -> None:
             assert ceiling / 2 <= policy.delay(retry, None, rng) <= ceiling
     assert policy.delay(1, 99.0) == 10.0
     assert policy.delay(1, 0.0) == 0.0
+
+
+_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["_meta", "content", "role", "x", "audio"]) | st.text(max_size=6),
+        _VALUES,
+        max_size=6,
+    )
+)
+def test_a_reply_never_brings_its_own_bookkeeping(raw: dict[str, Any]) -> None:
+    """Whatever keys a reply holds, the message has none of the session's `_meta` bookkeeping."""
+    message = normalise_assistant_message(raw)
+    assert "_meta" not in message and message["role"] == "assistant"
+    assert isinstance(message["content"], str | list)

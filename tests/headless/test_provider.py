@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nanobot_core.errors import ProviderError
 from nanobot_core.providers import OpenAIProvider, ProviderReply, RetryNotice, Usage
@@ -264,6 +266,63 @@ def test_a_responses_api_body_is_named_by_its_object_kind(server: FakeChatServer
     assert API_KEY not in str(caught.value)
     with pytest.raises(ProviderError, match="no 'choices' list"):
         _complete(provider)
+
+
+@pytest.mark.parametrize(
+    ("choice", "named"),
+    [
+        ({"text": "The answer is 42.", "index": 0, "finish_reason": "stop"}, "keys: finish_reason"),
+        (None, "choices[0] is null"),
+        ("hello", "choices[0] is a string"),
+        ({"message": "hello"}, "choices[0] keys: message"),
+        ({"index": 0}, "choices[0] keys: index"),
+    ],
+)
+def test_a_choice_without_a_message_is_a_provider_error(
+    server: FakeChatServer, choice: Any, named: str
+) -> None:
+    """A legacy completion or a choice of another shape fails at once instead of an empty answer."""
+    server.add(Reply(body={"object": "text_completion", "choices": [choice]}))
+    with pytest.raises(ProviderError, match="no 'message' object in choices") as caught:
+        _complete(_provider(server))
+    assert named in str(caught.value)
+    assert len(server.requests) == 1
+
+
+def test_a_filtered_choice_without_a_message_is_an_empty_reply(server: FakeChatServer) -> None:
+    """A choice that says why it holds nothing (content filtered) is an empty reply, no error."""
+    server.add(Reply(body={"choices": [{"index": 0, "finish_reason": "content_filter"}]}))
+    reply = _complete(_provider(server))
+    assert reply.message == {"role": "assistant", "content": ""}
+    assert reply.finish_reason == "content_filter"
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    choice=_JSON | st.fixed_dictionaries({"text": st.text(max_size=8)}, optional={"message": _JSON})
+)
+def test_any_first_choice_is_a_reply_or_a_provider_error(choice: Any) -> None:
+    """Whatever `choices[0]` holds, the provider returns a reply or raises ProviderError."""
+    with FakeChatServer([Reply(body={"choices": [choice]})]) as server:
+        try:
+            reply = _complete(_provider(server, max_retries=0))
+        except ProviderError as exc:
+            assert "not a chat completion" in str(exc)
+        else:
+            assert isinstance(choice, dict)
+            message = choice.get("message")
+            filtered = message is None and isinstance(choice.get("finish_reason"), str)
+            assert isinstance(message, dict) or (filtered and "text" not in choice)
+            assert reply.message["role"] == "assistant"
 
 
 def test_empty_choices_is_an_empty_reply_not_an_error(server: FakeChatServer) -> None:
