@@ -601,6 +601,13 @@ class Runner:
             complete: Any = self.provider.complete
             reply: ProviderReply = await complete(messages, tools, prefix=changed_at)
             return reply
+        except ProviderError as exc:
+            # The user is told which provider failed, whatever its own message names (most
+            # name the URL they sent to): said once, at the one place every call goes through.
+            name = self._provider_name()
+            if str(exc).startswith(f"provider {name!r}"):
+                raise
+            raise ProviderError(f"provider {name!r}: {exc}") from exc
         except NanobotError:
             raise
         except Exception as exc:  # a provider's own bug: named, not a traceback

@@ -189,6 +189,15 @@ def test_provider_refusal_exits_1_with_the_server_message_and_no_key(
     assert result.stdout == ""
 
 
+def test_a_provider_error_names_the_provider(server: FakeChatServer, workspace: Path) -> None:
+    """The error line says which provider failed before what its message says."""
+    server.add(error_reply(400, "unknown model"))
+    result = _cli(server, workspace, "run", "hi")
+    assert result.returncode == 1
+    (line, *_) = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
+    assert line.startswith(f"Error: provider 'openai': {server.base_url}")
+
+
 def test_a_reply_that_is_not_a_chat_completion_exits_1(
     server: FakeChatServer, workspace: Path
 ) -> None:
