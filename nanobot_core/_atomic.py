@@ -10,13 +10,18 @@ dangling link gets its file). A target that exists and is not a regular file
 (a device such as ``/dev/stdout`` or ``/dev/null``, a named pipe) cannot be
 replaced without putting a regular file where it was, so it is written into
 directly, as a shell redirection would; such a write is not atomic.
+
+The new file gets the mode the file it replaces had, or, for a new file, the
+one ``open()`` gives (0o666 less the umask): a temporary file made by the
+``tempfile`` module is 0o600, which would leave an output its owner asked for
+unreadable to the group that could read the file before.
 """
 
 from __future__ import annotations
 
 import os
+import secrets
 import stat
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -39,10 +44,10 @@ def write_atomic(path: Path | str, data: bytes | Iterable[bytes]) -> None:
                 stream.write(chunk)
         return
     target = Path(os.path.realpath(path))
-    handle, temporary = tempfile.mkstemp(
-        dir=target.parent, prefix=f".{target.name}.", suffix=".tmp"
-    )
+    handle, temporary = _create_beside(target)
     try:
+        if mode is not None:
+            os.fchmod(handle, stat.S_IMODE(mode))  # the mode of the file it replaces
         with os.fdopen(handle, "wb") as stream:
             for chunk in _chunks(data):
                 stream.write(chunk)
@@ -52,3 +57,18 @@ def write_atomic(path: Path | str, data: bytes | Iterable[bytes]) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
+
+
+#: Open flags of the temporary file: new, written, not inherited by child processes.
+_CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+
+def _create_beside(target: Path) -> tuple[int, str]:
+    """A new, empty file beside `target`, made as ``open()`` makes one (0o666 less the umask)."""
+    for _ in range(100):
+        name = str(target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp")
+        try:
+            return os.open(name, _CREATE, 0o666), name
+        except FileExistsError:  # a name already taken: another one
+            continue
+    raise FileExistsError(f"no free temporary name beside {target}")

@@ -119,3 +119,29 @@ def test_writing_through_any_chain_of_links_keeps_every_link(
         assert real.read_bytes() == b"".join(chunks)
         assert all((root / f"link{n}").is_symlink() for n in range(links))
         assert len(os.listdir(root)) == links + 1
+
+
+@pytest.mark.parametrize(("umask", "expected"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_a_new_file_gets_the_mode_open_gives(tmp_path: Path, umask: int, expected: int) -> None:
+    """A file the write creates has 0o666 less the umask, as a shell redirection would give."""
+    previous = os.umask(umask)
+    try:
+        write_atomic(tmp_path / "out.jsonl", b"{}\n")
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "out.jsonl").stat().st_mode) == expected
+
+
+def test_a_replaced_file_keeps_its_mode(tmp_path: Path) -> None:
+    """Replacing a file keeps the mode it had, whatever the umask."""
+    target = tmp_path / "out.jsonl"
+    target.write_bytes(b"old\n")
+    target.chmod(0o640)
+    previous = os.umask(0o077)
+    try:
+        write_atomic(target, b"new\n")
+    finally:
+        os.umask(previous)
+    assert target.read_bytes() == b"new\n"
+    assert stat.S_IMODE(target.stat().st_mode) == 0o640
+    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]  # no temporary left
