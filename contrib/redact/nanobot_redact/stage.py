@@ -3,8 +3,8 @@
 The stage works message by message: what it makes of a message depends on that
 message alone (`redact_message`). It never touches the list or the dicts it is
 given; a message that contains a secret is copied (and within it only the
-content part or tool call that changed), every other message is passed on as
-the same object. The persisted history keeps the secrets; only the model copy
+part, block or call that changed), every other message is passed on as the
+same object. The persisted history keeps the secrets; only the model copy
 loses them.
 """
 
@@ -14,6 +14,8 @@ import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from nanobot_core.governance.stage import STRUCTURAL_KEYS
 
 from nanobot_redact.images import image_url_of, redact_image_part
 from nanobot_redact.patterns import DEFAULT_PATTERNS, SecretPattern
@@ -98,65 +100,119 @@ def make_stage_func(
 
 
 def redact_message(message: Any, scanner: Scanner) -> tuple[Any, FieldFindings]:
-    """One message with its secrets replaced (the same object when it has none), and where."""
+    """One message with its secrets replaced (the same object when it has none), and where.
+
+    Every text in it is scanned, at any depth, except what is under the keys the
+    pipeline pairs and names messages by (`STRUCTURAL_KEYS`) and the opaque
+    values a provider checks (`_opaque`): the content and its parts, the
+    reasoning (``reasoning_content``, thinking blocks), a ``refusal``, the
+    arguments of every call (decoded first when they are JSON), and any other
+    key a provider or an agent adds.
+    """
     found: FieldFindings = []
     if not isinstance(message, dict):
         return message, found
-    content = message.get("content")
-    calls = message.get("tool_calls")
-    if isinstance(content, str):
-        text, kinds = scanner.scan(content)
-        if kinds:
-            content = text
-            found.append(("content", kinds))
-    elif isinstance(content, list):
-        content = _redact_parts(content, scanner, found)
-    if isinstance(calls, list) and calls:
-        calls = _redact_calls(calls, scanner, found)
-    if not found:  # the common case: nothing copied, nothing changed
-        return message, found
-    updates: dict[str, Any] = {}
-    if content is not message.get("content"):
-        updates["content"] = content
-    if calls is not message.get("tool_calls"):
-        updates["tool_calls"] = calls
-    return {**message, **updates}, found
+    return _redact_dict(message, scanner, found, "", None), found
 
 
-def _redact_parts(parts: list[Any], scanner: Scanner, found: FieldFindings) -> list[Any]:
-    result = parts
-    for position, part in enumerate(parts):
-        new_part: Any
-        if isinstance(part, dict) and isinstance(part.get("text"), str):
-            text, kinds = scanner.scan(part["text"])
-            new_part, field = {**part, "text": text}, f"content[{position}].text"
-        elif isinstance(part, str):
-            text, kinds = scanner.scan(part)
-            new_part, field = text, f"content[{position}]"
-        elif scanner.images and isinstance(part, dict) and (image := image_url_of(part)):
-            url, path = image
-            new_part, kinds = redact_image_part(part, url, scanner)
-            field = f"content[{position}].{path}"
+def _opaque(key: Any, container: dict[Any, Any], parent: Any) -> bool:
+    """Whether `container[key]` is a value no one wrote as text: a proof or an encoded payload.
+
+    A provider's signature over a thinking block, encrypted reasoning, and
+    base64 payloads (an image or document ``source``, a ``redacted_thinking``
+    block's ``data``, ``input_audio``, a file's ``file_data``) are sent back as
+    they came: changed, the provider refuses them, and scanning base64 only
+    finds look-alikes.
+    """
+    if key in _OPAQUE_KEYS:
+        return True
+    return key == "data" and (container.get("type") in _OPAQUE_DATA or parent == "input_audio")
+
+
+_OPAQUE_KEYS = frozenset(
+    {"signature", "encrypted_content", "thought_signature", "thoughtSignature", "file_data"}
+)
+_OPAQUE_DATA = frozenset({"base64", "redacted_thinking"})
+#: Keys never scanned: what names and pairs messages, and image URLs, which `_redact_list`
+#: handles whole (cutting a secret out of a URL would leave an image that does not load).
+_SKIPPED = STRUCTURAL_KEYS | {"image_url"}
+
+
+def _redact_dict(
+    value: dict[Any, Any], scanner: Scanner, found: FieldFindings, path: str, parent: Any
+) -> dict[Any, Any]:
+    result = value
+    for key, item in value.items():
+        if key in _SKIPPED or _opaque(key, value, parent):
+            continue
+        where = f"{path}.{key}" if path else str(key)
+        if key == "arguments" and isinstance(item, str | dict):
+            new, kinds = _redact_arguments(item, scanner)
+            if kinds:
+                found.append((where, kinds))
+        elif isinstance(item, str):
+            new, kinds = scanner.scan(item)
+            if kinds:
+                found.append((where, kinds))
+        elif isinstance(item, dict):
+            new = _redact_nested(item, scanner, found, where, key, _redact_dict)
+        elif isinstance(item, list):
+            new = _redact_nested(item, scanner, found, where, key, _redact_list)
         else:
             continue
-        if kinds:
-            result = list(parts) if result is parts else result
-            result[position] = new_part
-            found.append((field, kinds))
+        if new is not item:
+            result = dict(value) if result is value else result
+            result[key] = new
+    if result is not value and value.get("type") == "thinking" and "signature" in result:
+        # The signature covers the text as the provider wrote it: sent with another
+        # text it is refused on every later call. Unsigned, the block is left out.
+        del result["signature"]
     return result
 
 
-def _redact_calls(calls: list[Any], scanner: Scanner, found: FieldFindings) -> list[Any]:
-    result = calls
-    for position, call in enumerate(calls):
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict):
+def _redact_nested(
+    item: Any,
+    scanner: Scanner,
+    found: FieldFindings,
+    where: str,
+    key: Any,
+    walk: Callable[[Any, Scanner, FieldFindings, str, Any], Any],
+) -> Any:
+    """`walk` of a nested value; one nested too deep to walk is kept as it is."""
+    try:
+        return walk(item, scanner, found, where, key)
+    except RecursionError:
+        return item
+
+
+def _redact_list(
+    items: list[Any], scanner: Scanner, found: FieldFindings, path: str, parent: Any
+) -> list[Any]:
+    result = items
+    for position, item in enumerate(items):
+        where = f"{path}[{position}]"
+        new: Any
+        if isinstance(item, str):
+            new, kinds = scanner.scan(item)
+            if kinds:
+                found.append((where, kinds))
+        elif isinstance(item, dict):
+            if scanner.images and (image := image_url_of(item)):
+                url, field = image
+                new, kinds = redact_image_part(item, url, scanner)
+                if kinds:  # replaced whole: nothing else in the part is sent
+                    found.append((f"{where}.{field}", kinds))
+                else:
+                    new = _redact_dict(item, scanner, found, where, parent)
+            else:
+                new = _redact_dict(item, scanner, found, where, parent)
+        elif isinstance(item, list):
+            new = _redact_list(item, scanner, found, where, parent)
+        else:
             continue
-        arguments, kinds = _redact_arguments(function.get("arguments"), scanner)
-        if kinds:
-            result = list(calls) if result is calls else result
-            result[position] = {**call, "function": {**function, "arguments": arguments}}
-            found.append((f"tool_calls[{position}].function.arguments", kinds))
+        if new is not item:
+            result = list(items) if result is items else result
+            result[position] = new
     return result
 
 
