@@ -110,13 +110,14 @@ class Rule(SecretPattern):
     """A built-in pattern, written to be linear, with what a text must hold for it to match.
 
     `requires` are conditions that every text the rule matches meets: for each
-    one, the text holds at least one of its substrings (no conditions: the rule
-    always runs). They only save work, and change nothing the rule finds. The
-    first condition is what the scanner tests on every text, so it is the one
-    that rules out the most for the least work (a substring with a character
-    that is rare in prose and code). With `at_start`, the rule matches only at
-    the start of a text, and its first condition names what the text starts
-    with once leading whitespace is skipped.
+    one, the text holds at least one of its substrings, a `Caseless` one in any
+    case (no conditions: the rule always runs). They only save work, and change
+    nothing the rule finds. The first condition is what the scanner tests on
+    every text, so it is the one that rules out the most for the least work (a
+    substring with a character that is rare in prose and code). With
+    `at_start`, the rule matches only at the start of a text, and its first
+    condition names what the text starts with once leading whitespace is
+    skipped.
 
     `context` is part of what the rule means: substrings the text must hold,
     every one, for the rule to apply at all (``curl``: curl's ``-u user:password``

@@ -3,8 +3,8 @@
 Most text holds no secret, so what a text without one costs is what this
 module costs. Each rule names conditions every text it matches meets
 (`patterns.Rule.requires`); the first condition of each rule is reduced to a
-*gate*, one character of its substring that is rare in prose and code (``z``
-for ``uthorization``, ``-`` for ``sk-``). A single-character test is one
+*gate*, one character of its substring that is rare in prose and code (``-``
+for ``sk-``, ``B`` for ``-----BEGIN ``). A single-character test is one
 ``memchr`` over the text, at memory speed, so a text that holds none of the
 ten or so gates is settled without any longer search, any regular
 expression or any allocation. A text that holds a gate has the conditions of
