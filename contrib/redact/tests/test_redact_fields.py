@@ -218,3 +218,15 @@ def test_the_prefilter_still_changes_nothing_but_which_messages_are_handed(
     plain = Governor([attrs.evolve(stage, prefilter=None)], config=config).govern(messages)
     assert filtered.messages == plain.messages
     assert filtered.report.entry(STAGE_NAME) == plain.report.entry(STAGE_NAME)
+
+
+def test_a_value_nested_too_deep_to_walk_is_kept_and_the_rest_redacted() -> None:
+    """A key whose value nests past the recursion limit is sent as it is; the others are scanned."""
+    deep: Any = OPENAI_KEY
+    for _ in range(100_000):
+        deep = {"x": deep}
+    message = {"role": "user", "content": [f"key {OPENAI_KEY}"], "extra": deep}
+    redacted, found = redact_message(message, SCANNER)
+    assert redacted["content"] == [f"key {marker('openai_api_key')}"]
+    assert redacted["extra"] is deep
+    assert [field for field, _ in found] == ["content[0]"]
