@@ -50,6 +50,15 @@ ADVERSARIAL: tuple[tuple[str, Callable[[int], str]], ...] = (
     ('"aws_secret_access_key=" repeated', lambda n: "aws_secret_access_key=" * (n // 22)),
     ('"Bearer " + letters + " x"', lambda n: "Bearer " + "a" * n + " x"),
     ('"sk_live_" repeated', lambda n: "sk_live_" * (n // 8)),
+    ('"glpat-" repeated', lambda n: "glpat-" * (n // 6)),
+    ('"hf_" repeated', lambda n: "hf_" * (n // 3)),
+    ('"npm_" repeated', lambda n: "npm_" * (n // 4)),
+    ('"_authToken" + spaces + "x"', lambda n: "_authToken" + " " * n + "x"),
+    ('"hooks.slack.com/services/T" repeated', lambda n: "hooks.slack.com/services/T" * (n // 26)),
+    ('"aUTHORIZATION:" + spaces + "x"', lambda n: "aUTHORIZATION:" + " " * n + "x"),
+    ('"SecretAccessKey=" repeated', lambda n: "SecretAccessKey=" * (n // 16)),
+    ('"x://a:" + "b/" repeated', lambda n: "x://a:" + "b/" * (n // 2)),
+    ('"://a:@" repeated', lambda n: "://a:@" * (n // 6)),
 )
 
 

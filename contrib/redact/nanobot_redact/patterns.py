@@ -26,6 +26,7 @@ __all__ = [
     "DEFAULT_PATTERNS",
     "IMAGE_KIND",
     "MARKER",
+    "Caseless",
     "Condition",
     "Rule",
     "SecretPattern",
@@ -56,13 +57,10 @@ def _token_start(literal: str) -> str:
 
 
 # `Authorization: `, `"authorization": "`, `authorization=`: the header name and separator.
-# Possessive: whitespace around an optional quote can be split only one way. The name
-# is matched in the three usual spellings, which its `requires` cover.
-_HEADER = (
-    r"(?:uthorization(?<=[Aa]uthorization)|UTHORIZATION(?<=AUTHORIZATION))"
-    r"[\"']?+\s*+[:=]\s*+[\"']?+\s*+"
-)
-_HEADER_NAMES = ("uthorization", "UTHORIZATION")  # one condition: either
+# Possessive: whitespace around an optional quote can be split only one way. Header
+# names are read in any case (HTTP says so), which its `requires` cover: any spelling
+# holds a z or a Z, and the name in some case.
+_HEADER = r"(?i:authorization)[\"']?+\s*+[:=]\s*+[\"']?+\s*+"
 _BEARER_VALUE = r"(?P<secret>[A-Za-z0-9._~+/=-]{8,}+)"
 _BASIC_VALUE = r"(?P<secret>[A-Za-z0-9+/]{8,}+={0,2}+)"
 # Query parameters whose value is a credential (presigned URLs, OAuth redirects, API calls).
@@ -94,8 +92,17 @@ def marker(kind: str) -> str:
     return f"{_MARKER_PREFIX}{kind}]"
 
 
-#: One condition on a text a rule can match: the text holds at least one of these substrings.
+class Caseless(str):
+    """A substring a text holds in any mix of cases (written in lower case)."""
+
+    __slots__ = ()
+
+
+#: One condition on a text a rule can match: the text holds at least one of these substrings
+#: (a `Caseless` one in any case).
 Condition = tuple[str, ...]
+
+_HEADER_NAME: tuple[Condition, ...] = (("z", "Z"), (Caseless("authorization"),))
 
 
 @attrs.frozen
@@ -103,13 +110,14 @@ class Rule(SecretPattern):
     """A built-in pattern, written to be linear, with what a text must hold for it to match.
 
     `requires` are conditions that every text the rule matches meets: for each
-    one, the text holds at least one of its substrings (no conditions: the rule
-    always runs). They only save work, and change nothing the rule finds. The
-    first condition is what the scanner tests on every text, so it is the one
-    that rules out the most for the least work (a substring with a character
-    that is rare in prose and code). With `at_start`, the rule matches only at
-    the start of a text, and its first condition names what the text starts
-    with once leading whitespace is skipped.
+    one, the text holds at least one of its substrings, a `Caseless` one in any
+    case (no conditions: the rule always runs). They only save work, and change
+    nothing the rule finds. The first condition is what the scanner tests on
+    every text, so it is the one that rules out the most for the least work (a
+    substring with a character that is rare in prose and code). With
+    `at_start`, the rule matches only at the start of a text, and its first
+    condition names what the text starts with once leading whitespace is
+    skipped.
 
     `context` is part of what the rule means: substrings the text must hold,
     every one, for the rule to apply at all (``curl``: curl's ``-u user:password``
@@ -161,8 +169,8 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         r"(?s:.*?)(?:-----END PGP (?P=word) KEY BLOCK-----|\Z)",
         "-----BEGIN PGP ",
     ),
-    Rule.of("bearer_token", _HEADER + r"(?i:bearer|token)\s++" + _BEARER_VALUE, _HEADER_NAMES),
-    Rule.of("basic_auth", _HEADER + r"(?i:basic)\s++" + _BASIC_VALUE, _HEADER_NAMES),
+    Rule.of("bearer_token", _HEADER + r"(?i:bearer|token)\s++" + _BEARER_VALUE, *_HEADER_NAME),
+    Rule.of("basic_auth", _HEADER + r"(?i:basic)\s++" + _BASIC_VALUE, *_HEADER_NAME),
     # A whole string that is just "Bearer <token>" or "Basic <credentials>": an
     # Authorization value on its own, as in a JSON headers object.
     Rule.of(
@@ -186,13 +194,21 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         context=("curl",),
     ),
     # The user part may be empty (redis://:password@host); JSON text may write the
-    # slashes escaped (https:\/\/). An unencoded @ in the password
-    # ends it only at the last @ before the host, as URL parsers read it: a piece after an
-    # @ is taken only when another @ follows it (one character of look-ahead), so a try
-    # still reads each character once.
+    # slashes escaped (https:\/\/). The password may hold a / and begin with an @ (as
+    # lenient DSN parsers read it), but not where a port and path stand (host:8080/x@y:
+    # digits, or nothing, then a slash). An unencoded @ in the password ends it only at
+    # the last @ before the host, as URL parsers read it: a piece after an @ is taken only
+    # when another @ follows it (one character of look-ahead), and a piece holds no /
+    # (there the path has begun). The password stops before another scheme's ://, so a
+    # try reads each character once.
     Rule.of(
         "url_password",
-        r":(?://|\\/\\/)[^\s:/@\"'<>]*+:(?P<secret>[^\s@/\"'<>]++(?:@[^\s@/\"'<>]*+(?=@))*+)@",
+        r":(?://|\\/\\/)[^\s:/@\"'<>]*+:(?P<secret>"
+        r"(?!\d*+(?:/|\\/))(?:[^\s@\"'<>:]++|:(?!//|\\/\\/))++(?:@[^\s@/\"'<>]*+(?=@))*+"
+        # From an @: its first piece may hold a / too, and a host must follow.
+        r"|@(?:[^\s@\"'<>:]++|:(?!//|\\/\\/))*+(?=@)(?:@[^\s@/\"'<>]*+(?=@))*+"
+        r"(?=@[^\s@/\"'<>:?#])"
+        r")@",
         "@",
         ("://", ":\\/\\/"),  # JSON text may escape the slashes
     ),
@@ -211,7 +227,9 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
     ),
     Rule.of(
         "aws_secret_access_key",
-        r"(?:aws|AWS|Aws)_?+(?:secret|SECRET|Secret)_?+(?:access|ACCESS|Access)_?+(?:key|KEY|Key)"
+        # The label with or without its "aws" (an STS reply's "SecretAccessKey", rclone's
+        # secret_access_key), in snake, upper and camel case.
+        r"(?:secret|SECRET|Secret)_?+(?:access|ACCESS|Access)_?+(?:key|KEY|Key)"
         r"[\"']?+\s*+[:=]\s*+[\"']?+(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
         # The separator first: a memchr each, where "ecret" is a slower search.
         (":", "="),
@@ -231,6 +249,32 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         "stripe_api_key",
         r"[sr]k_(?:live|test)_(?<![A-Za-z0-9_-].{8})[0-9A-Za-z]{16,}+" + _AFTER,
         ("k_live_", "k_test_"),
+    ),
+    # GitLab personal access tokens: glpat- and 20 characters, or the routable form's
+    # longer payload with its version and checksum after dots.
+    Rule.of(
+        "gitlab_token",
+        _token_start("glpat-") + r"[A-Za-z0-9_-]{20,}+(?:\.[0-9a-z]{2}\.?+[0-9a-z]{7,}+)?+",
+        "glpat-",
+    ),
+    # Hugging Face access tokens: hf_ and 34 letters (digits allowed, at least 30).
+    Rule.of("huggingface_token", _token_start("hf_") + r"[A-Za-z0-9]{30,}+" + _AFTER, "hf_"),
+    # npm access tokens (npm_ and 36 letters and digits), and the value of an .npmrc
+    # ``_authToken=`` (older tokens are UUIDs); a ${VARIABLE} holds none.
+    Rule.of("npm_token", _token_start("npm_") + r"[A-Za-z0-9]{36}" + _AFTER, "npm_"),
+    Rule.of(
+        "npm_token",
+        r"_authToken[\"']?+\s*+=\s*+[\"']?+(?P<secret>[A-Za-z0-9._~+/=-]{8,}+)",
+        "=",  # first: a gate other rules have, where "_authToken" would be a new one
+        "_authToken",
+    ),
+    # Slack incoming webhooks: hooks.slack.com/services/T.../B.../secret; the host stays.
+    Rule.of(
+        "slack_webhook",
+        r"hooks\.slack\.com(?:/|\\/)services(?:/|\\/)"
+        r"(?P<secret>T[A-Z0-9]{6,}+(?:/|\\/)B[A-Z0-9]{6,}+(?:/|\\/)[A-Za-z0-9]{16,}+)",
+        "/B",  # first: B is a gate already (-----BEGIN)
+        "hooks.slack.com",
     ),
     # A JSON Web Token: base64url header and payload, both JSON objects (so "eyJ"),
     # and a signature that is empty for unsigned tokens.

@@ -3,8 +3,8 @@
 Most text holds no secret, so what a text without one costs is what this
 module costs. Each rule names conditions every text it matches meets
 (`patterns.Rule.requires`); the first condition of each rule is reduced to a
-*gate*, one character of its substring that is rare in prose and code (``z``
-for ``uthorization``, ``-`` for ``sk-``). A single-character test is one
+*gate*, one character of its substring that is rare in prose and code (``-``
+for ``sk-``, ``B`` for ``-----BEGIN ``). A single-character test is one
 ``memchr`` over the text, at memory speed, so a text that holds none of the
 ten or so gates is settled without any longer search, any regular
 expression or any allocation. A text that holds a gate has the conditions of
@@ -35,7 +35,7 @@ from typing import Any, cast
 
 import attrs
 
-from nanobot_redact.patterns import Condition, Rule
+from nanobot_redact.patterns import Caseless, Condition, Rule
 
 __all__ = ["Prefilter"]
 
@@ -76,6 +76,10 @@ def gate(needle: str) -> str:
 
 
 def _test(condition: Condition) -> _Test:
+    # A `Caseless` substring is looked for in the text put in lower case (its rarest
+    # character is then no test: "" stands for none).
+    if any(isinstance(needle, Caseless) for needle in condition):
+        return None, tuple((n, "") for n in condition)
     # Each substring is searched only where its rarest character is: one memchr that,
     # when the character is missing (no "c" in a text, no "C" in lower-case code),
     # saves a substring search that costs forty times as much.
@@ -153,6 +157,8 @@ class Prefilter:
                 starts.append((index, first, tuple(map(_test, rest))))
                 first, rest = (), []  # tested apart, never behind a gate
             elif first:
+                if any(isinstance(needle, Caseless) for needle in first):
+                    raise ValueError(f"{rule.kind}: a first condition has no caseless substring")
                 for needle in first:
                     admits.setdefault(gate(needle), set()).add(index)
                 if all(len(needle) == 1 for needle in first):
@@ -287,7 +293,9 @@ def _expression(test: _Test, names: Iterator[int], held: str) -> str:
     if pattern is not None:
         return f"_p{next(names)}.search(text) is not None"
     either = [
-        f"({first!r} in text and {needle!r} in text)"
+        f"{str(needle)!r} in text.lower()"
+        if isinstance(needle, Caseless)
+        else f"({first!r} in text and {needle!r} in text)"
         if first and first != held
         else f"{needle!r} in text"
         for needle, first in needles
@@ -305,7 +313,14 @@ def _compiled(source: str, namespace: dict[str, Any]) -> Callable[[str], bool]:
 
 def _implies(stronger: Condition, weaker: Condition) -> bool:
     """Whether a text that meets `stronger` meets `weaker`: each needle holds one of weaker's."""
-    return all(any(other in needle for other in weaker) for needle in stronger)
+    return all(any(_holds_needle(needle, other) for other in weaker) for needle in stronger)
+
+
+def _holds_needle(needle: str, other: str) -> bool:
+    """Whether every text that holds `needle` holds `other` (each `Caseless` or not)."""
+    if isinstance(needle, Caseless):  # held in some case: only a caseless `other` is sure
+        return isinstance(other, Caseless) and other in needle
+    return (other in needle.lower()) if isinstance(other, Caseless) else other in needle
 
 
 def _implied_rules(rules: Sequence[Rule]) -> frozenset[int]:
@@ -332,7 +347,10 @@ def _holds(test: _Test, text: str) -> bool:
     pattern, needles = test
     if pattern is not None:
         return pattern.search(text) is not None
-    for needle, first in needles:  # noqa: SIM110 - a loop costs less than any() of a generator
-        if (not first or first in text) and needle in text:
+    for needle, first in needles:  # a loop costs less than any() of a generator
+        if isinstance(needle, Caseless):
+            if needle in text.lower():
+                return True
+        elif (not first or first in text) and needle in text:
             return True
     return False

@@ -3,8 +3,8 @@
 The stage works message by message: what it makes of a message depends on that
 message alone (`redact_message`). It never touches the list or the dicts it is
 given; a message that contains a secret is copied (and within it only the
-content part or tool call that changed), every other message is passed on as
-the same object. The persisted history keeps the secrets; only the model copy
+part, block or call that changed), every other message is passed on as the
+same object. The persisted history keeps the secrets; only the model copy
 loses them.
 """
 
@@ -14,6 +14,8 @@ import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
+
+from nanobot_core.governance.stage import STRUCTURAL_KEYS
 
 from nanobot_redact.images import image_url_of, redact_image_part
 from nanobot_redact.patterns import DEFAULT_PATTERNS, SecretPattern
@@ -98,66 +100,172 @@ def make_stage_func(
 
 
 def redact_message(message: Any, scanner: Scanner) -> tuple[Any, FieldFindings]:
-    """One message with its secrets replaced (the same object when it has none), and where."""
+    """One message with its secrets replaced (the same object when it has none), and where.
+
+    Every text in it is scanned, at any depth, except what is under the keys the
+    pipeline pairs and names messages by (`STRUCTURAL_KEYS`) and the opaque
+    values a provider checks (`_OPAQUE_KEYS`): the content and its parts, the
+    reasoning (``reasoning_content``, thinking blocks), a ``refusal``, the
+    arguments of every call (decoded first when they are JSON), and any other
+    key a provider or an agent adds.
+    """
     found: FieldFindings = []
     if not isinstance(message, dict):
         return message, found
     content = message.get("content")
-    calls = message.get("tool_calls")
-    if isinstance(content, str):
+    if type(content) is str and _CONTENT_AND_STRUCTURE.issuperset(message):
+        # The commonest message, one text and its names: told at the cost of one scan.
         text, kinds = scanner.scan(content)
-        if kinds:
-            content = text
-            found.append(("content", kinds))
-    elif isinstance(content, list):
-        content = _redact_parts(content, scanner, found)
-    if isinstance(calls, list) and calls:
-        calls = _redact_calls(calls, scanner, found)
-    if not found:  # the common case: nothing copied, nothing changed
-        return message, found
-    updates: dict[str, Any] = {}
-    if content is not message.get("content"):
-        updates["content"] = content
-    if calls is not message.get("tool_calls"):
-        updates["tool_calls"] = calls
-    return {**message, **updates}, found
+        if not kinds:
+            return message, found
+        found.append(("content", kinds))
+        return {**message, "content": text}, found
+    try:
+        return _redact_dict(message, scanner, found, "", None), found
+    except RecursionError:  # a value nested too deep to walk: kept as it is, the rest redacted
+        found = []
+        return _redact_dict(message, scanner, found, "", None, guarded=True), found
 
 
-def _redact_parts(parts: list[Any], scanner: Scanner, found: FieldFindings) -> list[Any]:
-    result = parts
-    for position, part in enumerate(parts):
-        new_part: Any
-        if isinstance(part, dict) and isinstance(part.get("text"), str):
-            text, kinds = scanner.scan(part["text"])
-            new_part, field = {**part, "text": text}, f"content[{position}].text"
-        elif isinstance(part, str):
-            text, kinds = scanner.scan(part)
-            new_part, field = text, f"content[{position}]"
-        elif scanner.images and isinstance(part, dict) and (image := image_url_of(part)):
-            url, path = image
-            new_part, kinds = redact_image_part(part, url, scanner)
-            field = f"content[{position}].{path}"
+def _opaque_data(container: dict[Any, Any], parent: Any) -> bool:
+    """Whether `container`'s ``data`` is an encoded payload (see `_OPAQUE_KEYS`), not text."""
+    return container.get("type") in _OPAQUE_DATA or parent == "input_audio"
+
+
+#: Keys whose value is no text anyone wrote: a provider's signature over a thinking
+#: block, encrypted reasoning, a file's base64 (and ``data``, where `_opaque_data` says).
+#: They are sent back as they came: changed, the provider refuses them, and scanning
+#: base64 only finds look-alikes.
+_OPAQUE_KEYS = frozenset(
+    {"signature", "encrypted_content", "thought_signature", "thoughtSignature", "file_data"}
+)
+#: The types of a container whose ``data`` is base64: an image or document ``source``, a
+#: ``redacted_thinking`` block (and the ``input_audio`` of an audio part).
+_OPAQUE_DATA = frozenset({"base64", "redacted_thinking"})
+#: Keys never scanned: what names and pairs messages, and image URLs, which `_redact_list`
+#: handles whole (cutting a secret out of a URL would leave an image that does not load).
+_SKIPPED = STRUCTURAL_KEYS | {"image_url"}
+_CONTENT_AND_STRUCTURE = STRUCTURAL_KEYS | {"content"}
+# A call of the usual shape: its one text is its arguments (see the core's `_call_texts`).
+_CALL_KEYS = STRUCTURAL_KEYS | {"function"}
+_FUNCTION_KEYS = STRUCTURAL_KEYS | {"arguments"}
+#: Keys whose string value is not scanned as it is: opaque, or arguments (decoded first).
+_SPECIAL = _OPAQUE_KEYS | {"data", "arguments"}
+
+
+def _redact_dict(
+    value: dict[Any, Any],
+    scanner: Scanner,
+    found: FieldFindings,
+    path: str,
+    parent: Any,
+    guarded: bool = False,
+) -> dict[Any, Any]:
+    """`value` with the secrets of its texts replaced (itself when none), found noted by path.
+
+    With `guarded`, a nested value too deep to walk is kept as it is.
+    """
+    result = value
+    for key, item in value.items():
+        if key in _SKIPPED:
+            continue
+        new: Any
+        if isinstance(item, str):
+            if key not in _SPECIAL:  # the common case: one test
+                new, kinds = scanner.scan(item)
+            elif key == "arguments":
+                new, kinds = _redact_arguments(item, scanner)
+            elif key in _OPAQUE_KEYS or _opaque_data(value, parent):
+                continue
+            else:
+                new, kinds = scanner.scan(item)
+            if not kinds:
+                continue
+            found.append((f"{path}.{key}" if path else str(key), kinds))
+        elif isinstance(item, dict | list):
+            where = f"{path}.{key}" if path else str(key)
+            try:
+                if key == "arguments" and isinstance(item, dict):
+                    new, kinds = _redact_arguments(item, scanner)
+                    if kinds:
+                        found.append((where, kinds))
+                elif isinstance(item, dict):
+                    new = _redact_dict(item, scanner, found, where, key)
+                elif key == "tool_calls":
+                    new = _redact_calls(item, scanner, found, where)
+                else:
+                    new = _redact_list(item, scanner, found, where, key)
+            except RecursionError:
+                if not guarded:
+                    raise
+                continue
+            if new is item:
+                continue
         else:
             continue
-        if kinds:
-            result = list(parts) if result is parts else result
-            result[position] = new_part
-            found.append((field, kinds))
+        result = dict(value) if result is value else result
+        result[key] = new
+    if result is not value and value.get("type") == "thinking" and "signature" in result:
+        # The signature covers the text as the provider wrote it: sent with another
+        # text it is refused on every later call. Unsigned, the block is left out.
+        del result["signature"]
     return result
 
 
-def _redact_calls(calls: list[Any], scanner: Scanner, found: FieldFindings) -> list[Any]:
+def _redact_calls(calls: list[Any], scanner: Scanner, found: FieldFindings, path: str) -> list[Any]:
+    """`_redact_list` of tool calls: a call of the usual shape costs what its arguments do."""
     result = calls
     for position, call in enumerate(calls):
-        function = call.get("function") if isinstance(call, dict) else None
-        if not isinstance(function, dict):
-            continue
-        arguments, kinds = _redact_arguments(function.get("arguments"), scanner)
-        if kinds:
+        function = call.get("function") if type(call) is dict else None
+        if (
+            type(function) is dict
+            and _CALL_KEYS.issuperset(call)
+            and _FUNCTION_KEYS.issuperset(function)
+        ):
+            arguments, kinds = _redact_arguments(function.get("arguments"), scanner)
+            if not kinds:
+                continue
+            new = {**call, "function": {**function, "arguments": arguments}}
+            found.append((f"{path}[{position}].function.arguments", kinds))
+        else:
+            new = _redact_item(call, scanner, found, f"{path}[{position}]", "tool_calls")
+        if new is not call:
             result = list(calls) if result is calls else result
-            result[position] = {**call, "function": {**function, "arguments": arguments}}
-            found.append((f"tool_calls[{position}].function.arguments", kinds))
+            result[position] = new
     return result
+
+
+def _redact_list(
+    items: list[Any], scanner: Scanner, found: FieldFindings, path: str, parent: Any
+) -> list[Any]:
+    result = items
+    for position, item in enumerate(items):
+        new = _redact_item(item, scanner, found, f"{path}[{position}]", parent)
+        if new is not item:
+            result = list(items) if result is items else result
+            result[position] = new
+    return result
+
+
+def _redact_item(item: Any, scanner: Scanner, found: FieldFindings, where: str, parent: Any) -> Any:
+    """An item of a list with its secrets replaced (itself when none); an image part whose URL
+    holds one becomes a text part."""
+    if isinstance(item, str):
+        new, kinds = scanner.scan(item)
+        if kinds:
+            found.append((where, kinds))
+        return new
+    if isinstance(item, dict):
+        if scanner.images and (image := image_url_of(item)):
+            url, field = image
+            part, kinds = redact_image_part(item, url, scanner)
+            if kinds:  # replaced whole: nothing else in the part is sent
+                found.append((f"{where}.{field}", kinds))
+                return part
+        return _redact_dict(item, scanner, found, where, parent)
+    if isinstance(item, list):
+        return _redact_list(item, scanner, found, where, parent)
+    return item
 
 
 def _redact_arguments(arguments: Any, scanner: Scanner) -> tuple[Any, Counter[str] | None]:

@@ -126,6 +126,31 @@ ADVERSARIAL: list[tuple[str, Any, Any]] = [
     ("header spaces and quotes", lambda n: "authorization" + ' "' * n, None),
     ("query marks", lambda n: "?&=" * n, None),
     ("every gate character, no substring behind one", lambda n: "Bz-U@?&A:=_J " * n, None),
+    ("every gate character, the new ones too", lambda n: "BzZ-U@?&A:=_J/BT " * n, None),
+    ("gitlab prefixes", lambda n: "glpat-" * n, lambda n: M("gitlab_token")),
+    (
+        "a gitlab token then dots",
+        lambda n: "glpat-" + "a" * 20 + ".0" * n,
+        lambda n: M("gitlab_token") + ".0" * n,
+    ),
+    ("hugging face prefixes", lambda n: "hf_" * n, None),
+    ("a hugging face token glued to the next", lambda n: "hf_" + "aB" * n + "_x", None),
+    ("npm prefixes", lambda n: "npm_" * n, None),
+    ("npmrc labels", lambda n: "_authToken=" * n, lambda n: "_authToken=" + M("npm_token")),
+    ("npmrc label then spaces", lambda n: "_authToken" + " " * n + "x", None),
+    ("slack webhook hosts", lambda n: "hooks.slack.com/services/T" * n, None),
+    ("slack webhook ids", lambda n: "hooks.slack.com/services/T" + "A1/B" * n, None),
+    ("mixed-case header names", lambda n: "AuThOrIzAtIoN" * n, None),
+    ("mixed-case header then spaces", lambda n: "aUTHORIZATION:" + " " * n + "x", None),
+    ("camel-case aws labels", lambda n: "SecretAccessKey=" * n, None),
+    ("slashes in a url password without an at sign", lambda n: "x://a:" + "b/" * n, None),
+    ("slashes and at signs in a url password", lambda n: "x://a:" + "/@" * n, None),
+    ("schemes with an at sign as password", lambda n: "://a:@" * n, None),
+    (
+        "a url password of at signs and slashes",
+        lambda n: "x://a:" + "b/@" * n,
+        lambda n: "x://a:[REDACTED:url_password]@" + "b/@" * (n - 1),
+    ),
 ]
 
 

@@ -349,3 +349,129 @@ def test_bad_options_are_refused(options: dict[str, object], message: str) -> No
 def test_stripe_look_alikes_are_kept(text: str) -> None:
     """Words that merely contain sk_live_, publishable keys and short tails are not secrets."""
     assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
+
+
+SLACK_HOOK_PATH = "T0A1B2C3D/" + "B0A1B2C3D4E/" + "Xy9aB3dE6gH9jK2mN5pQ8sT1"
+
+
+@pytest.mark.parametrize(
+    ("secret", "kind"),
+    [
+        (fake("glpat-", 20, "aB3dE6gH9jK2_-"), "gitlab_token"),
+        (fake("glpat-", 27) + ".01.0" + "a1b2c3d4", "gitlab_token"),  # the routable form
+        (fake("hf_", 34, "aBcDeFgHiJkLmN"), "huggingface_token"),
+        (fake("npm_", 36), "npm_token"),
+    ],
+)
+def test_gitlab_hugging_face_and_npm_tokens_are_replaced(secret: str, kind: str) -> None:
+    """GitLab personal access tokens, Hugging Face and npm tokens go whole, by their prefix."""
+    text, found = redact_text(f"use {secret} for this", DEFAULT_PATTERNS)
+    assert text == f"use [REDACTED:{kind}] for this"
+    assert found == {kind: 1}
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "//registry.npmjs.org/:_authToken={}",
+        '"//npm.pkg.github.com/:_authToken" = "{}"',
+        "//gitlab.example.com/api/v4/projects/7/packages/npm/:_authToken = {}",
+    ],
+)
+def test_an_npmrc_auth_token_is_replaced(line: str) -> None:
+    """The value of an .npmrc ``_authToken=`` goes, whatever its shape (old tokens are UUIDs)."""
+    token = "3f1c2b9a-5d4e-4f6a-9b8c-7d6e5f4a3b2c"
+    text, found = redact_text(line.format(token), DEFAULT_PATTERNS)
+    assert text == line.format("[REDACTED:npm_token]")
+    assert found == {"npm_token": 1}
+
+
+def test_a_slack_webhook_url_keeps_its_host() -> None:
+    """An incoming-webhook URL loses its path, which is the credential; the host stays."""
+    url = "https://hooks.slack.com/services/" + SLACK_HOOK_PATH
+    text, found = redact_text(f'curl -X POST -d "{{}}" {url}', DEFAULT_PATTERNS)
+    assert text == 'curl -X POST -d "{}" https://hooks.slack.com/services/[REDACTED:slack_webhook]'
+    assert found == {"slack_webhook": 1}
+    escaped = json.dumps({"url": url}).replace("/", "\\/")
+    redacted, found = redact_text(escaped, DEFAULT_PATTERNS)
+    assert SLACK_HOOK_PATH.split("/")[2] not in redacted
+    assert found == {"slack_webhook": 1}
+
+
+@pytest.mark.parametrize(
+    "name", ["AUTHORIZATION", "authorization", "AuthoriZation", "aUTHORIZATION", "AuThOrIzAtIoN"]
+)
+def test_the_header_name_is_found_in_any_case(name: str) -> None:
+    """HTTP header names are case-insensitive, and so is the rule: any spelling is found."""
+    for scheme, kind in (
+        ("Bearer abcdefghijklmnop", "bearer_token"),
+        ("Basic dXNlcjpwYXNz", "basic_auth"),
+    ):
+        text, found = redact_text(f"-H '{name}: {scheme}'", DEFAULT_PATTERNS)
+        assert text == f"-H '{name}: {scheme.split()[0]} [REDACTED:{kind}]'"
+        assert found == {kind: 1}
+
+
+@pytest.mark.parametrize("label", ["SecretAccessKey", "AWSSecretAccessKey", "secret_access_key"])
+def test_aws_secret_keys_are_found_under_camel_case_and_bare_labels(label: str) -> None:
+    """An STS reply's ``"SecretAccessKey"`` (with or without AWS before it) is a label too."""
+    secret = "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLEKEY"
+    text, found = redact_text(json.dumps({label: secret, "Expiration": "x"}), DEFAULT_PATTERNS)
+    assert json.loads(text)[label] == "[REDACTED:aws_secret_access_key]"
+    assert found == {"aws_secret_access_key": 1}
+
+
+@pytest.mark.parametrize(
+    ("url", "expected"),
+    [
+        ("postgres://app:ab/cd@db:5432/main", "postgres://app:{}@db:5432/main"),
+        ("mysql://root:@bc1@db/x", "mysql://root:{}@db/x"),
+        ("redis://:@pw/1@cache:6379", "redis://:{}@cache:6379"),
+        ("https://u:pa/ss@w@rd@host/x", "https://u:{}@host/x"),
+        ('{"dsn": "postgres:\\/\\/app:ab\\/cd@db\\/x"}', '{"dsn": "postgres:\\/\\/app:{}@db\\/x"}'),
+    ],
+)
+def test_a_url_password_holding_a_slash_or_starting_with_an_at_sign_goes_whole(
+    url: str, expected: str
+) -> None:
+    """Passwords with a / (as lenient DSN parsers read them) or a leading @ go whole."""
+    text, found = redact_text(url, DEFAULT_PATTERNS)
+    assert text == expected.replace("{}", "[REDACTED:url_password]")
+    assert found == {"url_password": 1}
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(
+    st.text(alphabet="ab1@:%!-_.~/", min_size=1, max_size=20).filter(
+        lambda p: "://" not in p and not p.lstrip("0123456789").startswith("/")
+    ),
+    st.sampled_from([":5432/db", "", " next", '"', "?a=1"]),
+)
+def test_no_part_of_a_url_password_with_slashes_is_left(password: str, rest: str) -> None:
+    """A password holding / and @ anywhere (but an @ later followed by a /) goes whole."""
+    if "@" in password and "/" in password.split("@", 1)[1]:
+        password = password.replace("/", "_")  # there the path would begin: see the README
+    text, found = redact_text(f"see postgres://app:{password}@db.internal{rest}", DEFAULT_PATTERNS)
+    assert text == f"see postgres://app:[REDACTED:url_password]@db.internal{rest}"
+    assert found == {"url_password": 1}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "from huggingface_hub import hf_hub_download; hf_hub_download(repo_id='x')",
+        "npm_config_cache=/tmp/npm and npm_package_version, npm_lifecycle_event",
+        "the glpat- prefix alone, glpat-short, and my_glpat-" + "a" * 24,
+        "_authToken=${NPM_TOKEN} and _authToken=",
+        "see https://api.slack.com/messaging/webhooks and hooks.slack.com/services/",
+        "https://example.com:8080/path@v2, http://localhost:3000/users/@me",
+        "https://registry.npmjs.org:443/@types/node and https://host:/x@y",
+        "pip install git+https://github.com/org/repo.git@v1.0#egg=repo",
+        "the authorization header, Authorization: none given, unauthorized",
+        "SecretAccessKey is the field, SecretAccessKey: short",
+        "aliases: {'hf_': 'huggingface', 'npm_': 'npm'}",
+    ],
+)
+def test_ordinary_text_about_the_new_kinds_is_left_alone(text: str) -> None:
+    """Code and prose that mention the new prefixes, hosts and labels are not secrets."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (text, {})

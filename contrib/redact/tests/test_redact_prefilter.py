@@ -51,6 +51,16 @@ SECRETS = [
     "aws_secret_access_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     'AWS_SECRET_ACCESS_KEY: "' + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" + '"',
     "AwsSecretAccessKey=" + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    '"SecretAccessKey": "' + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" + '"',
+    "AuthoriZation: Bearer abc.def-ghi_jkl",
+    "aUTHORIZATION: basic dXNlcjpwYXNz",
+    "glpat-" + "aB3dE6gH9jK2mN5pQ8sT",
+    "hf_" + "aBcDeFgHiJ" * 3 + "kLmN",
+    "npm_" + "a1B2c3" * 6,
+    "//registry.npmjs.org/:_authToken=" + "3f1c2b9a-5d4e-4f6a",
+    "https://hooks.slack.com/services/" + "T0A1B2C3D/B0A1B2C3D/" + "Xy9" * 8,
+    "https://app:ab/cd@db.example.com/x",
+    "mysql://root:@bc1@db/x",
 ]
 # Whole texts for the rules that match only a text that is just the header value.
 WHOLE = ["Bearer abcdefghijklmnop", " \tbasic dXNlcjpwYXNz\n", "\u3000BEARER abcdefghijkl"]
@@ -60,6 +70,8 @@ PIECES = [
     *("sk-", "eyJ", "://", "Bearer ", "Basic ", "Authorization: ", "curl ", " -u "),
     *("-----BEGIN ", "PRIVATE KEY-----", "ghp_", "token=", "AKIA", "AIza", "A1b2C3d4"),
     *("aws_secret_access_key=", "SECRET", "[REDACTED:jwt]", "-----END PRIVATE KEY-----"),
+    *("glpat-", "hf_", "npm_", "_authToken=", "hooks.slack.com/services/T", "/B", "Z", "z"),
+    *("AuThOrIzAtIoN: ", "SecretAccessKey=", "x://a:@", "b/"),
 ]
 FILLER = st.one_of(st.text(max_size=30), st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
 

@@ -43,6 +43,23 @@ SECRETS: list[tuple[str, str]] = [
         "https://app:" + marker("url_password") + "@db.example.com/x",
     ),
     ("https://x.io/a?sig=Zm9v&n=1", "https://x.io/a?sig=" + marker("url_token") + "&n=1"),
+    ("glpat-" + "aB3dE6gH9jK2mN5pQ8sT", marker("gitlab_token")),
+    ("hf_" + "aBcDeFgHiJ" * 3 + "kLmN", marker("huggingface_token")),
+    ("npm_" + "a1B2c3" * 6, marker("npm_token")),
+    ("_authToken=" + "3f1c2b9a-5d4e-4f6a", "_authToken=" + marker("npm_token")),
+    (
+        "https://hooks.slack.com/services/" + "T0A1B2C3D/B0A1B2C3D/" + "Xy9" * 8,
+        "https://hooks.slack.com/services/" + marker("slack_webhook"),
+    ),
+    ("AuthoriZation: Bearer abc.def-ghi_jkl", "AuthoriZation: Bearer " + marker("bearer_token")),
+    (
+        '"SecretAccessKey": "' + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" + '"',
+        '"SecretAccessKey": "' + marker("aws_secret_access_key") + '"',
+    ),
+    (
+        "https://app:@s3/cr@db.example.com/x",
+        "https://app:" + marker("url_password") + "@db.example.com/x",
+    ),
 ]
 
 # Words with none of the rules' required substrings: they can never be (part of) a secret.
@@ -59,6 +76,8 @@ _TRICKY_PIECES = [
     *("aws_secret_access_key=", "[REDACTED:jwt]", "-----END PRIVATE KEY-----"),
     *("sk-ant-", "AUTHORIZATION: ", "aws_secret_access_key: ", "=", ":"),
     *("sk_live_", "rk_test_", "_"),
+    *("glpat-", "hf_", "npm_", "_authToken=", "hooks.slack.com/services/T", "/B"),
+    *("aUTHORIZATION: ", "SecretAccessKey: ", "Z", "z"),
 ]
 TRICKY = st.lists(st.sampled_from(_TRICKY_PIECES), max_size=40).map("".join)
 
