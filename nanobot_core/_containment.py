@@ -10,8 +10,8 @@ Everything a plugin runs (its import, its hooks, its tools) goes through
   code into worker threads started with a copied context (``asyncio.to_thread``).
 - ``SystemExit``, ``KeyboardInterrupt`` and every other ``BaseException``
   that is not an ``Exception`` (``GeneratorExit``, a plugin's own) raised
-  inside become a `PluginEscapeError` (an ``Exception``), which the callers
-  treat like any plugin failure: the plugin is reported by name, the process
+  inside become a `PluginEscapeError` (a `PluginError`, so an ``Exception``),
+  which the callers treat like any plugin failure: the plugin is reported by name, the process
   goes on. ``asyncio.CancelledError`` passes: it is how the caller stops an
   async tool, and the caller decides what it means. So does the
   ``KeyboardInterrupt`` of a real Ctrl-C, raised by a SIGINT handler (the
@@ -30,6 +30,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from nanobot_core._logging import get_logger
+from nanobot_core.errors import PluginEscapeError
 
 __all__ = [
     "PluginEscapeError",
@@ -51,10 +52,6 @@ _OWNER: ContextVar[str | None] = ContextVar("nanobot_plugin_code", default=None)
 _LOGGING: ContextVar[bool] = ContextVar("nanobot_plugin_print_logging", default=False)
 # Printed text kept per warning: enough to recognise it, not a flood.
 _SHOWN_CHARS = 2_000
-
-
-class PluginEscapeError(Exception):
-    """Plugin code raised ``SystemExit``, ``KeyboardInterrupt`` or another ``BaseException``."""
 
 
 class _Stdout:

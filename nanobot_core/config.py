@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -572,6 +572,37 @@ def _sets(layer: Mapping[str, Any], path: str) -> bool:
     return True
 
 
+class _SourcedTable(dict[str, Any]):
+    """A ``[governance.stages.<name>]`` table that knows the source that set each key.
+
+    Equal to a plain dict of the same items, so `Config` equality is unchanged.
+    """
+
+    sources: dict[str, str]
+
+
+def option_source(table: Mapping[str, Any], key: str) -> str | None:
+    """The config source that set `key` of a stage's options table, when `load_config` knows."""
+    sources = getattr(table, "sources", None)
+    return sources.get(key) if isinstance(sources, dict) else None
+
+
+def _note_stage_sources(
+    governance: GovernanceConfig, layers: Sequence[tuple[str, Mapping[str, Any]]]
+) -> None:
+    """Make each stage table of `governance` name the source that set each of its keys."""
+    for name, table in governance.stages.items():
+        if not isinstance(table, dict):
+            continue
+        sourced = _SourcedTable(table)
+        sourced.sources = {}
+        for source, layer in layers:
+            given = layer.get("governance", {}).get("stages", {}).get(name)
+            if isinstance(given, Mapping):
+                sourced.sources.update(dict.fromkeys(map(str, given), source))
+        governance.stages[name] = sourced
+
+
 def load_config(
     *,
     config_file: Path | str | None = None,
@@ -612,5 +643,7 @@ def load_config(
         if not setters:
             raise
         raise ConfigError(f"{setters[-1]}: {exc}") from None
+    if config.governance.stages:  # the source of a bad option is named when the governor is built
+        _note_stage_sources(config.governance, layers)
     check_budget(config.governance)
     return config

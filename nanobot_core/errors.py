@@ -6,6 +6,7 @@ __all__ = [
     "ConfigError",
     "NanobotError",
     "PluginError",
+    "PluginEscapeError",
     "ProviderError",
     "SessionConflictError",
     "SessionError",
@@ -26,6 +27,15 @@ class ConfigError(NanobotError):
 
 class PluginError(NanobotError):
     """A plugin failed to load or misbehaved (raised only in strict mode; otherwise reported)."""
+
+
+class PluginEscapeError(PluginError):
+    """Plugin code raised ``SystemExit``, ``KeyboardInterrupt`` or another ``BaseException``.
+
+    Raised where the plugin's code ran (by `run_in_daemon_thread`, and inside
+    the core, which reports it naming the plugin): its message says only what
+    was raised, so a caller that lets it go on names the plugin itself.
+    """
 
 
 class ToolError(NanobotError):

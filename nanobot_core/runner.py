@@ -35,7 +35,13 @@ import attrs
 from nanobot_core._containment import plugin_code
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig
-from nanobot_core.errors import ConfigError, NanobotError, PluginError, ProviderError
+from nanobot_core.errors import (
+    ConfigError,
+    NanobotError,
+    PluginError,
+    PluginEscapeError,
+    ProviderError,
+)
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
 from nanobot_core.providers.base import ProgressCallback, Provider, ProviderReply, Usage
@@ -444,9 +450,11 @@ class Runner:
         try:
             with plugin_code(owner):
                 provider = contributions[name].item(config.provider, progress=progress)
-        except NanobotError:
-            raise
         except Exception as exc:
+            # The factory's own NanobotError (a ConfigError about its settings) goes on as
+            # it is; a PluginEscapeError says only what was raised, so it is named here.
+            if isinstance(exc, NanobotError) and not isinstance(exc, PluginEscapeError):
+                raise
             raise PluginError(
                 f"{owner} failed: provider {name!r} could not be created: "
                 f"{type(exc).__name__}: {exc}"
@@ -593,14 +601,20 @@ class Runner:
         what a provider with an explicit prompt cache needs to place its marks.
         """
         try:
-            if not getattr(self.provider, "accepts_prefix", False):
-                return await self.provider.complete(messages, tools)
-            changed_at = _changed_at(governed)
-            if changed_at is not None and len(messages) > len(governed.messages):
-                changed_at += 1  # the system prompt goes first
-            complete: Any = self.provider.complete
-            reply: ProviderReply = await complete(messages, tools, prefix=changed_at)
-            return reply
+            # A provider's SystemExit (or other BaseException) must not end the process.
+            with plugin_code(self.provider_owner or f"provider {self._provider_name()!r}"):
+                if not getattr(self.provider, "accepts_prefix", False):
+                    return await self.provider.complete(messages, tools)
+                changed_at = _changed_at(governed)
+                if changed_at is not None and len(messages) > len(governed.messages):
+                    changed_at += 1  # the system prompt goes first
+                complete: Any = self.provider.complete
+                reply: ProviderReply = await complete(messages, tools, prefix=changed_at)
+                return reply
+        except PluginEscapeError as exc:  # said only what was raised: named here
+            name = self._provider_name()
+            owner = f" of {self.provider_owner}" if self.provider_owner else ""
+            raise ProviderError(f"provider {name!r}{owner} {exc}") from None
         except ProviderError as exc:
             # The user is told which provider failed, whatever its own message names (most
             # name the URL they sent to): said once, at the one place every call goes through.

@@ -41,7 +41,8 @@ import attrs
 
 from nanobot_core._containment import contained
 from nanobot_core._logging import get_logger
-from nanobot_core.config import Config, GovernanceConfig
+from nanobot_core.config import Config, GovernanceConfig, option_source
+from nanobot_core.errors import ConfigError
 from nanobot_core.governance import budget_first as cutting
 from nanobot_core.governance._handed import Deferred, Handed
 from nanobot_core.governance._later import Later, resolved
@@ -1136,10 +1137,33 @@ _EVERY_KIND = functools.reduce(operator.or_, KIND_BITS.values())
 def _check_stage_options(
     stages: Sequence[Stage], config: GovernanceConfig, origins: Mapping[str, str]
 ) -> None:
-    """Refuse, naming the key, a configured options table its stage's declarations do not allow."""
+    """Refuse, naming the key, a configured options table its stage's declarations do not allow.
+
+    When `load_config` knows which config source set the key, the message starts with it.
+    """
     for stage in stages:
         if stage.options is not None and stage.name in config.stages:
-            stage.check_options(config.stages[stage.name], origin=origins.get(stage.name))
+            table = config.stages[stage.name]
+            origin = origins.get(stage.name)
+            try:
+                stage.check_options(table, origin=origin)
+            except ConfigError as exc:
+                source = _bad_option_source(stage, table, origin)
+                if source is None:
+                    raise
+                raise ConfigError(f"{source}: {exc}") from None
+
+
+def _bad_option_source(stage: Stage, table: Any, origin: str | None) -> str | None:
+    """The source that set the first key of `table` that `stage` refuses, when known."""
+    if not isinstance(table, Mapping):
+        return None
+    for key, value in table.items():
+        try:
+            stage.check_options({key: value}, origin=origin)
+        except ConfigError:
+            return option_source(table, key)
+    return None
 
 
 def _as_configured(stage: Stage, options: Mapping[str, Any]) -> Stage:

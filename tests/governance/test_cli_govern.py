@@ -230,9 +230,47 @@ def test_a_bad_stage_option_exits_2_naming_the_key(
     )
     done = _govern_process(tmp_path, NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1")
     assert done.returncode == 2, done.stderr
-    assert done.stderr.startswith(f"Error: configuration: {message}")
+    source = tmp_path / "nanobot.toml"
+    assert done.stderr.startswith(f"Error: configuration: {source}: {message}")
     assert "(built-in plugin 'builtin:governance', nanobot-core " in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_a_bad_stage_option_from_the_environment_names_the_environment(tmp_path: Path) -> None:
+    """A negative count the environment sets over a file's good one names the environment."""
+    (tmp_path / "nanobot.toml").write_text(
+        "[governance.stages.compact_results]\nkeep = 2\n", encoding="utf-8"
+    )
+    done = _govern_process(
+        tmp_path,
+        NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
+        NANOBOT_GOVERNANCE__STAGES__COMPACT_RESULTS__KEEP="-1",
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(
+        "Error: configuration: environment: "
+        "governance.stages.compact_results.keep: must be at least 0, got -1"
+    )
+    assert "Traceback" not in done.stderr and done.stdout == ""
+
+
+def test_a_bad_stage_option_names_the_file_that_set_it_not_a_later_source(
+    tmp_path: Path,
+) -> None:
+    """A file's typo is named by the file though the environment sets another key of the table."""
+    (tmp_path / "nanobot.toml").write_text(
+        "[governance.stages.compact_results]\nkep = 3\n", encoding="utf-8"
+    )
+    done = _govern_process(
+        tmp_path,
+        NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
+        NANOBOT_GOVERNANCE__STAGES__COMPACT_RESULTS__KEEP="2",
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(
+        f"Error: configuration: {tmp_path / 'nanobot.toml'}: "
+        "governance.stages.compact_results.kep: unknown option"
+    )
 
 
 @pytest.mark.parametrize(("command", "code"), [("plugins", 2), ("tools", 0)])
@@ -294,7 +332,8 @@ def test_a_plugin_stage_with_a_bad_option_exits_2_naming_the_plugin(tmp_path: Pa
     done = _govern_process(work, PYTHONPATH=path, NANOBOT_PLUGINS="nanobot-notes")
     assert done.returncode == 2, done.stderr
     assert done.stderr == (
-        "Error: configuration: governance.stages.find_notes.level: expected an integer (int), "
+        f"Error: configuration: {work / 'nanobot.toml'}: "
+        "governance.stages.find_notes.level: expected an integer (int), "
         "got str '2'; an option of stage 'find_notes' (plugin 'notes', nanobot-notes 2.1.0): "
         "how many passes\n"
     )

@@ -408,3 +408,15 @@ def test_a_model_name_from_the_environment_is_taken_as_written(text: str) -> Non
         cwd=Path("/nonexistent-nanobot-dir"), environ={"NANOBOT_PROVIDER__MODEL": text}
     )
     assert config.provider.model == text
+
+
+def test_a_stage_table_from_a_file_leaves_config_equality_alone(tmp_path: Path) -> None:
+    """A config whose stage table was read from a file equals one made from the same mapping."""
+    from nanobot_core.testing import make_config
+
+    (tmp_path / "nanobot.toml").write_text(
+        "[governance.stages.compact_results]\nkeep = 2\n", encoding="utf-8"
+    )
+    loaded = load_config(cwd=tmp_path, environ={})
+    made = make_config({"governance": {"stages": {"compact_results": {"keep": 2}}}})
+    assert loaded == made and loaded.governance.stages == made.governance.stages

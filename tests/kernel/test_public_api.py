@@ -71,6 +71,60 @@ def test_errors_share_one_root() -> None:
     assert errors and all(issubclass(e, nanobot_core.NanobotError) for e in errors)
 
 
+def _error_tree() -> dict[str, str | None]:
+    """Each class of `nanobot_core.errors` and the name of its base in the tree."""
+    from nanobot_core import errors
+
+    tree: dict[str, str | None] = {}
+    for name in errors.__all__:
+        cls = getattr(errors, name)
+        assert issubclass(cls, errors.NanobotError), name
+        tree[name] = None if cls is errors.NanobotError else cls.__base__.__name__
+    return tree
+
+
+def test_the_escape_of_plugin_code_is_in_the_tree() -> None:
+    """What `plugin_code` and `run_in_daemon_thread` raise is the tree's `PluginEscapeError`."""
+    from nanobot_core import _containment, errors
+
+    assert _containment.PluginEscapeError is errors.PluginEscapeError
+    assert _error_tree()["PluginEscapeError"] == "PluginError"
+
+
+def test_api_page_draws_the_error_tree() -> None:
+    """The tree on docs/api.md is exactly the classes of `nanobot_core.errors` and their bases."""
+    text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    drawing = text.split("## Errors", 1)[1].split("```", 2)[1]
+    drawn: dict[str, str | None] = {}
+    parents: list[str] = []
+    for line in drawing.strip().splitlines():
+        found = re.match(r"^([│├└─ ]*)([A-Za-z]+)", line)
+        assert found, line
+        depth = len(found.group(1)) // 4
+        del parents[depth:]
+        drawn[found.group(2)] = parents[-1] if parents else None
+        parents.append(found.group(2))
+    assert drawn == _error_tree()
+
+
+def test_every_error_of_the_tree_is_raised_somewhere() -> None:
+    """Each class of the tree is made by nanobot-core's code, or is the base of one that is."""
+    sources = [
+        path.read_text(encoding="utf-8")
+        for path in (REPO_ROOT / "nanobot_core").rglob("*.py")
+        if path.name != "errors.py"
+    ]
+    tree = _error_tree()
+    made = {name for name in tree if any(re.search(rf"\b{name}\(", s) for s in sources)}
+    covered = set(made)
+    for name in made:
+        base = tree[name]
+        while base is not None:
+            covered.add(base)
+            base = tree[base]
+    assert covered == set(tree)
+
+
 def test_listing_tools_loads_no_event_loop(tmp_path: Path) -> None:
     """``nanobot-core tools --json`` runs no tool, so it loads neither asyncio nor ssl."""
     result = subprocess.run(

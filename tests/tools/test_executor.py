@@ -294,6 +294,17 @@ def test_a_sync_tool_escape_is_worded_as_an_async_one(escape: BaseException, sai
     assert outcome.result.startswith(f'Error: tool "quits" failed: PluginEscapeError: {said}')
 
 
+def test_run_in_daemon_thread_gives_an_escape_back_as_a_plugin_error() -> None:
+    """A SystemExit in `run_in_daemon_thread` comes back as a PluginError of the one tree."""
+    from nanobot_core import PluginError, run_in_daemon_thread
+
+    def quits() -> None:
+        raise SystemExit(3)
+
+    with pytest.raises(PluginError, match=r"^raised SystemExit\(3\)$"):
+        run(run_in_daemon_thread(quits))
+
+
 class _FlagRaises(str):
     @property
     def is_error(self) -> bool:
