@@ -6,7 +6,10 @@ loadable by any OpenAI-compatible endpoint: every tool call gets a non-empty
 id of at most 40 characters that is unique within its message (derived from
 the call itself when the reply's own is missing, too long or repeated, so the
 same reply always gets the same ids), arguments become a JSON string, and
-missing content becomes ``""``. Keys the core does not know
+missing content becomes ``""``. A legacy ``function_call`` (the reply of a
+server that still speaks OpenAI's functions API) becomes the message's one
+tool call, so that it is run and answered like any other; ``function_call``
+itself is never kept. Keys the core does not know
 (``reasoning_content``, provider signatures, ...) are kept untouched.
 """
 
@@ -205,28 +208,46 @@ def normalise_assistant_message(raw: object, *, salt: str = "") -> Message:
     if not isinstance(message.get("content"), str | list):
         message["content"] = ""
     calls = source.get("tool_calls")
-    if isinstance(calls, list) and calls:
+    if not (isinstance(calls, list) and calls):
+        calls = _legacy_call(source.get("function_call"))
+    if calls:
         message["tool_calls"] = _normalise_calls(calls, salt)
     return message
 
 
-#: Keys of a reply not kept as sent: the calls (normalised apart) and the session's own
-#: bookkeeping key, which a reply that sent it would otherwise pass off as the runner's.
-_NOT_KEPT = frozenset({"tool_calls", "_meta"})
+#: Keys of a reply not kept as sent: the calls (normalised apart), the legacy call (read as
+#: one, or dropped: no endpoint need get it back) and the session's own bookkeeping key,
+#: which a reply that sent it would otherwise pass off as the runner's.
+_NOT_KEPT = frozenset({"tool_calls", "function_call", "_meta"})
+
+
+def _legacy_call(function_call: object) -> list[dict[str, Any]]:
+    """The legacy ``function_call`` of a message as a ``tool_calls`` list without an id.
+
+    ``{"name": N, "arguments": A}`` becomes ``[{"type": "function", "function":
+    {"name": N, "arguments": A}}]``; anything without a non-blank name (null,
+    Snowflake's ``{"name": ""}``) calls nothing and gives ``[]``.
+    """
+    if not isinstance(function_call, Mapping):
+        return []
+    name = function_call.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return []
+    function = {"name": name, "arguments": function_call.get("arguments")}
+    return [{"type": "function", "function": function}]
 
 
 def _is_placeholder(key: str, value: object) -> bool:
     """Whether a reply key carries nothing, so sending it back could only cause trouble.
 
     Servers fill unused fields with null, and some (Snowflake) with empty
-    objects: ``"audio": {"id": ""}``, ``"function_call": {"name": ""}``.
+    objects: ``"audio": {"id": ""}`` (and ``"function_call": {"name": ""}``,
+    which `_legacy_call` reads as no call).
     """
     if value is None:
         return True
     if key == "audio" and isinstance(value, Mapping):
         return not value.get("id")
-    if key == "function_call" and isinstance(value, Mapping):
-        return not value.get("name")
     return False
 
 

@@ -230,6 +230,39 @@ def test_a_reply_whose_every_call_is_nameless_is_explained_in_the_next_request(
     assert "read_file" in note  # the error lists the tools that do exist
 
 
+def _legacy_function_call_reply(name: str, arguments: str) -> Reply:
+    """A 200 reply in the shape of OpenAI's old functions API: `function_call`, no `tool_calls`."""
+    message = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": name, "arguments": arguments},
+    }
+    choice = {"index": 0, "message": message, "finish_reason": "function_call"}
+    return Reply(body={"object": "chat.completion", "model": "fake-model", "choices": [choice]})
+
+
+def test_a_legacy_function_call_is_run_and_answered(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """A reply holding only `function_call` runs that tool; the next request pairs it by id."""
+    server.add(
+        _legacy_function_call_reply("read_file", '{"path": "notes.txt"}'), text_reply("Two lines.")
+    )
+    result = _cli(server, workspace, "run", "What is in notes.txt?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Two lines.\n"
+    assert "tool read_file: done in" in result.stderr
+    second = server.requests[1].body["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool"]
+    assert all("function_call" not in m for m in second)
+    (call,) = second[2]["tool_calls"]
+    assert call["function"]["name"] == "read_file"
+    assert second[3]["tool_call_id"] == call["id"] and "alpha line" in second[3]["content"]
+    assert check_tool_pairing(second) == []
+    stored = _session_lines(workspace)
+    assert "function_call" not in stored[1] and stored[1]["tool_calls"][0]["id"] == call["id"]
+
+
 def test_a_request_over_the_budget_is_a_warning_on_stderr(
     server: FakeChatServer, workspace: Path
 ) -> None:

@@ -218,3 +218,56 @@ def test_a_reply_never_brings_its_own_bookkeeping(raw: dict[str, Any]) -> None:
     message = normalise_assistant_message(raw)
     assert "_meta" not in message and message["role"] == "assistant"
     assert isinstance(message["content"], str | list)
+
+
+def test_a_legacy_function_call_becomes_one_tool_call() -> None:
+    """OpenAI's old `function_call` is run like a tool call: one call with a derived id."""
+    raw = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
+    }
+    message = normalise_assistant_message(raw, salt="3")
+    (call,) = message["tool_calls"]
+    assert call["function"] == {"name": "read_file", "arguments": '{"path": "a.txt"}'}
+    assert call["type"] == "function" and call["id"].startswith("call_")
+    assert "function_call" not in message and message["content"] == ""
+    assert normalise_assistant_message(raw, salt="3") == message
+    assert normalise_assistant_message(raw, salt="4")["tool_calls"][0]["id"] != call["id"]
+
+
+def test_a_legacy_function_call_beside_tool_calls_is_not_kept() -> None:
+    """A reply with both shapes runs its `tool_calls` only and never sends `function_call` back."""
+    call = {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+    raw = {"tool_calls": [call], "function_call": {"name": "t", "arguments": "{}"}}
+    message = normalise_assistant_message(raw)
+    assert message == {"role": "assistant", "content": "", "tool_calls": [call]}
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    function_call=_JSON | st.fixed_dictionaries({"name": _JSON}, optional={"arguments": _JSON}),
+    tool_calls=st.none() | st.just([]),
+)
+def test_any_legacy_function_call_is_a_call_or_nothing(function_call: Any, tool_calls: Any) -> None:
+    """Whatever a server puts in `function_call`, it is never kept: one call if it names one."""
+    raw = {"role": "assistant", "content": "x", "function_call": function_call}
+    if tool_calls is not None:
+        raw["tool_calls"] = tool_calls
+    message = normalise_assistant_message(raw, salt="1")
+    assert "function_call" not in message
+    name = function_call.get("name") if isinstance(function_call, dict) else None
+    if isinstance(name, str) and name.strip():
+        (call,) = message["tool_calls"]
+        assert call["function"]["name"] == name
+        assert isinstance(call["function"]["arguments"], str)
+        assert 0 < len(call["id"]) <= MAX_CALL_ID_LENGTH
+    else:
+        assert "tool_calls" not in message
