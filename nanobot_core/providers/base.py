@@ -37,7 +37,9 @@ __all__ = [
     "derive_call_id",
     "normalise_assistant_message",
     "normalise_usage",
+    "sendable_call_id",
     "token_count",
+    "with_sendable_call_ids",
 ]
 
 Message = dict[str, Any]
@@ -288,3 +290,58 @@ def derive_call_id(salt: str, index: int, name: object, arguments: str) -> str:
     """A tool-call id computed from the call, for servers that send none (or a duplicate)."""
     seed = json.dumps([salt, index, name, arguments], ensure_ascii=True)
     return "call_" + hashlib.sha256(seed.encode("ascii")).hexdigest()[:24]
+
+
+def sendable_call_id(call_id: str) -> str:
+    """`call_id` as OpenAI takes it: itself up to `MAX_CALL_ID_LENGTH` characters, else
+    ``call_`` and 24 hex digits of its hash.
+
+    A function of the id alone, so that a call and its result, wherever they
+    are, get the same replacement; an id it returns is returned as it is.
+    """
+    if len(call_id) <= MAX_CALL_ID_LENGTH:
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return "call_" + digest[:24]
+
+
+def with_sendable_call_ids(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """`messages` with every call id OpenAI would refuse replaced by `sendable_call_id`.
+
+    A session stored before replies were normalised, or imported, may hold
+    ids longer than 40 characters, and OpenAI refuses every request holding
+    one. The ids of calls and the ``tool_call_id`` of results get the same
+    replacement, so each result still answers its call. Messages without such
+    an id are shared, not copied; nothing in `messages` is changed.
+    """
+    sendable: list[Mapping[str, Any]] = list(messages)
+    longest = MAX_CALL_ID_LENGTH
+    for index, message in enumerate(sendable):
+        if type(message) is not dict and not isinstance(message, Mapping):
+            continue
+        result_id = message.get("tool_call_id")
+        if result_id is not None:
+            if type(result_id) is str and len(result_id) > longest:
+                sendable[index] = {**message, "tool_call_id": sendable_call_id(result_id)}
+            continue
+        calls = message.get("tool_calls")
+        if not calls or type(calls) is not list:
+            continue
+        for call in calls:  # a plain loop: this runs on every request
+            if _long_id(call):
+                break
+        else:
+            continue
+        shortened = [
+            {**call, "id": sendable_call_id(call["id"])} if _long_id(call) else call
+            for call in calls
+        ]
+        sendable[index] = {**message, "tool_calls": shortened}
+    return sendable
+
+
+def _long_id(call: object) -> bool:
+    if not isinstance(call, Mapping):
+        return False
+    call_id = call.get("id")
+    return type(call_id) is str and len(call_id) > MAX_CALL_ID_LENGTH

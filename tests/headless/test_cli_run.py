@@ -263,6 +263,44 @@ def test_a_legacy_function_call_is_run_and_answered(
     assert "function_call" not in stored[1] and stored[1]["tool_calls"][0]["id"] == call["id"]
 
 
+def test_a_stored_call_id_too_long_for_openai_is_sent_shortened_and_paired(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """A session holding a 64-character call id (stored before replies were normalised) goes on."""
+    long_id = "functions.read_file:0:" + "7" * 42
+    stored = [
+        {"role": "user", "content": "What is in notes.txt?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": long_id,
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "notes.txt"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": long_id, "name": "read_file", "content": NOTES},
+        {"role": "assistant", "content": "Two lines."},
+    ]
+    sessions = workspace / ".nanobot" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "default.jsonl").write_text(
+        "".join(json.dumps(m) + "\n" for m in stored), encoding="utf-8"
+    )
+    server.add(text_reply("Still two lines."))
+    result = _cli(server, workspace, "run", "And now?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Still two lines.\n"
+    sent = server.requests[0].body["messages"]
+    (call,) = sent[2]["tool_calls"]
+    assert call["id"].startswith("call_") and len(call["id"]) <= 40
+    assert sent[3]["tool_call_id"] == call["id"]
+    assert check_tool_pairing(sent) == []
+    assert _session_lines(workspace)[1]["tool_calls"][0]["id"] == long_id  # the file is untouched
+
+
 def test_a_request_over_the_budget_is_a_warning_on_stderr(
     server: FakeChatServer, workspace: Path
 ) -> None:
