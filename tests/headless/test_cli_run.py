@@ -134,6 +134,7 @@ def test_run_json_prints_the_whole_turn(server: FakeChatServer, workspace: Path)
     turn = json.loads(result.stdout)
     assert turn["answer"] == "Done." and turn["session"] == "json-test"
     assert turn["stop_reason"] == "answer" and turn["max_iterations_reached"] is False
+    assert turn["cut_off"] is False
     assert turn["usage"] == {
         "prompt_tokens": 30,
         "completion_tokens": 5,
@@ -299,6 +300,30 @@ def test_a_stored_call_id_too_long_for_openai_is_sent_shortened_and_paired(
     assert sent[3]["tool_call_id"] == call["id"]
     assert check_tool_pairing(sent) == []
     assert _session_lines(workspace)[1]["tool_calls"][0]["id"] == long_id  # the file is untouched
+
+
+def _cut_off_reply(content: str) -> Reply:
+    """A 200 text reply that stopped at the output limit (`finish_reason` `length`)."""
+    choice = {"index": 0, "message": {"role": "assistant", "content": content}}
+    choice["finish_reason"] = "length"
+    return Reply(body={"object": "chat.completion", "model": "fake-model", "choices": [choice]})
+
+
+def test_an_answer_cut_off_at_the_output_limit_is_marked(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """The partial answer is printed, exit 0; stderr says it is incomplete; --json has cut_off."""
+    server.add(_cut_off_reply("The steps are: first"), _cut_off_reply("The steps are: first"))
+    plain = _cli(server, workspace, "run", "List the steps.")
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout == "The steps are: first\n"
+    assert "cut off at the output limit" in plain.stderr
+    assert "the answer is incomplete" in plain.stderr
+    as_json = _cli(server, workspace, "run", "List the steps.", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    turn = json.loads(as_json.stdout)
+    assert turn["cut_off"] is True and turn["stop_reason"] == "answer"
+    assert turn["answer"] == "The steps are: first"
 
 
 def test_a_request_over_the_budget_is_a_warning_on_stderr(
