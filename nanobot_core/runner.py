@@ -215,17 +215,24 @@ class EmptyReply:
 
 @attrs.frozen
 class ReplyCutOff:
-    """The model's reply to round `round` stopped at the output limit (`finish_reason`)."""
+    """The model's reply to round `round` stopped at the output limit (`finish_reason`).
+
+    `answer` says the reply made no tool call, so it ends the turn and its text
+    (the answer) is incomplete.
+    """
 
     round: int
     finish_reason: str
+    answer: bool = False
 
     def describe(self) -> str:
-        return (
+        limit = (
             f"model: the reply to round {self.round} was cut off at the output limit "
-            f"(finish_reason {self.finish_reason!r}; provider.max_tokens or the server's own); "
-            "a call whose arguments it cut short is not run"
+            f"(finish_reason {self.finish_reason!r}; provider.max_tokens or the server's own)"
         )
+        if self.answer:
+            return f"{limit}; the answer is incomplete"
+        return f"{limit}; a call whose arguments it cut short is not run"
 
 
 @attrs.frozen
@@ -334,6 +341,8 @@ class TurnResult:
     iterations: int
     stop_reason: StopReason
     calls: list[CallRecord] = attrs.field(factory=list)
+    #: Whether the reply that ended the turn stopped at the output limit: its text is incomplete.
+    cut_off: bool = False
 
     @property
     def max_iterations_reached(self) -> bool:
@@ -348,6 +357,7 @@ class TurnResult:
             "stop_reason": self.stop_reason,
             "iterations": self.iterations,
             "max_iterations_reached": self.max_iterations_reached,
+            "cut_off": self.cut_off,
             "usage": self.usage.to_json(),
             "calls": [call.to_json() for call in self.calls],
             "messages": self.messages,
@@ -494,10 +504,11 @@ class Runner:
             turn.iterations = iteration
             reply = await self._model_round(turn, iteration, system, tools)
             if not reply.tool_calls:
+                cut_off = reply.finish_reason in CUT_OFF
                 if reply.content.strip():
-                    return turn.result(reply.content, "answer")
+                    return turn.result(reply.content, "answer", cut_off=cut_off)
                 self._emit(EmptyReply())
-                return turn.result(reply.content, "empty_reply")
+                return turn.result(reply.content, "empty_reply", cut_off=cut_off)
             await self._run_tools(turn, iteration, reply.tool_calls, reply.finish_reason)
         self._emit(IterationLimitReached(self.max_iterations))
         log.info(
@@ -534,7 +545,7 @@ class Runner:
         reply = await self._complete(_with_system(system, governed.messages), tools, governed)
         self._emit(ModelReplied(iteration, time.monotonic() - started))
         if reply.finish_reason in CUT_OFF:
-            self._emit(ReplyCutOff(iteration, reply.finish_reason))
+            self._emit(ReplyCutOff(iteration, reply.finish_reason, answer=not reply.tool_calls))
         turn.usage += reply.usage
         turn.calls.append(CallRecord(iteration, reply.model, reply.finish_reason, reply.usage))
         turn.append(
@@ -730,7 +741,7 @@ class _Turn:
         self.session.append_many(items)
         self.messages.extend(message for message, _ in items)
 
-    def result(self, answer: str, stop_reason: StopReason) -> TurnResult:
+    def result(self, answer: str, stop_reason: StopReason, *, cut_off: bool = False) -> TurnResult:
         return TurnResult(
             session=self.session.name,
             answer=answer,
@@ -741,6 +752,7 @@ class _Turn:
             iterations=self.iterations,
             stop_reason=stop_reason,
             calls=list(self.calls),
+            cut_off=cut_off,
         )
 
 

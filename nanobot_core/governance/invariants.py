@@ -246,7 +246,10 @@ def _first_position(calls: list[Any], call_id: str) -> int:
 
 
 def check_tool_pairing(messages: Sequence[Any]) -> list[str]:
-    """Invariant 2: well-formed calls, each answered exactly once by the tool run right after it."""
+    """Invariant 2: well-formed calls, each answered exactly once by the tool run right after it.
+
+    An assistant's legacy ``function_call`` is a violation too: nothing can answer it by id.
+    """
     violations: list[str] = []
     index = 0
     while index < len(messages):
@@ -261,6 +264,11 @@ def check_tool_pairing(messages: Sequence[Any]) -> list[str]:
             continue
         calls = _calls_of(message)
         index += 1
+        if _role(message) == "assistant" and "function_call" in message:
+            violations.append(
+                f"messages[{index - 1}] (assistant): holds a legacy function_call, "
+                "a call no tool result can answer"
+            )
         if calls is None:
             continue
         if not isinstance(calls, list):

@@ -65,7 +65,7 @@ class Defect:
     NON_MESSAGES = 1  # entries that are not dicts, or that have an unknown role
     META = 2  # session bookkeeping (`_meta`) that must not reach the model
     PLACEHOLDERS = 4  # assistant messages that only say "[... omitted]"
-    MALFORMED_CALLS = 8  # calls without a name, id, JSON-object arguments or unique id
+    MALFORMED_CALLS = 8  # calls without a name, id, JSON-object arguments or unique id, or legacy
     STRAY_RESULTS = 16  # tool results outside their call's run, unknown or duplicated
     UNANSWERED_CALLS = 32  # calls with no result in the run after them
     DIRTY_TEXT = 64  # lone surrogates, content of a type providers reject
@@ -310,6 +310,8 @@ def _learn(
             well_formed, ids = _check_calls(message["tool_calls"])
             if not well_formed:
                 defects |= _MALFORMED
+        if "function_call" in message:  # legacy: made a tool call, or dropped (never sent)
+            defects |= _MALFORMED
         # None is never a placeholder; most texts are not even worth a look.
         looks = content is not None and (type(content) is not str or "[" in content)
         if looks and is_placeholder_message(message):

@@ -12,7 +12,9 @@ from nanobot_core.providers.base import (
     Usage,
     normalise_assistant_message,
     normalise_usage,
+    sendable_call_id,
     token_count,
+    with_sendable_call_ids,
 )
 from nanobot_core.providers.http import (
     Retryable,
@@ -56,8 +58,10 @@ __all__ = [
     "request_content",
     "retry_after_seconds",
     "send_with_retries",
+    "sendable_call_id",
     "server_message",
     "token_count",
     "transport_failure",
+    "with_sendable_call_ids",
     "without_credentials",
 ]

@@ -6,7 +6,10 @@ loadable by any OpenAI-compatible endpoint: every tool call gets a non-empty
 id of at most 40 characters that is unique within its message (derived from
 the call itself when the reply's own is missing, too long or repeated, so the
 same reply always gets the same ids), arguments become a JSON string, and
-missing content becomes ``""``. Keys the core does not know
+missing content becomes ``""``. A legacy ``function_call`` (the reply of a
+server that still speaks OpenAI's functions API) becomes the message's one
+tool call, so that it is run and answered like any other; ``function_call``
+itself is never kept. Keys the core does not know
 (``reasoning_content``, provider signatures, ...) are kept untouched.
 """
 
@@ -34,7 +37,9 @@ __all__ = [
     "derive_call_id",
     "normalise_assistant_message",
     "normalise_usage",
+    "sendable_call_id",
     "token_count",
+    "with_sendable_call_ids",
 ]
 
 Message = dict[str, Any]
@@ -205,28 +210,46 @@ def normalise_assistant_message(raw: object, *, salt: str = "") -> Message:
     if not isinstance(message.get("content"), str | list):
         message["content"] = ""
     calls = source.get("tool_calls")
-    if isinstance(calls, list) and calls:
+    if not (isinstance(calls, list) and calls):
+        calls = _legacy_call(source.get("function_call"))
+    if calls:
         message["tool_calls"] = _normalise_calls(calls, salt)
     return message
 
 
-#: Keys of a reply not kept as sent: the calls (normalised apart) and the session's own
-#: bookkeeping key, which a reply that sent it would otherwise pass off as the runner's.
-_NOT_KEPT = frozenset({"tool_calls", "_meta"})
+#: Keys of a reply not kept as sent: the calls (normalised apart), the legacy call (read as
+#: one, or dropped: no endpoint need get it back) and the session's own bookkeeping key,
+#: which a reply that sent it would otherwise pass off as the runner's.
+_NOT_KEPT = frozenset({"tool_calls", "function_call", "_meta"})
+
+
+def _legacy_call(function_call: object) -> list[dict[str, Any]]:
+    """The legacy ``function_call`` of a message as a ``tool_calls`` list without an id.
+
+    ``{"name": N, "arguments": A}`` becomes ``[{"type": "function", "function":
+    {"name": N, "arguments": A}}]``; anything without a non-blank name (null,
+    Snowflake's ``{"name": ""}``) calls nothing and gives ``[]``.
+    """
+    if not isinstance(function_call, Mapping):
+        return []
+    name = function_call.get("name")
+    if not isinstance(name, str) or not name.strip():
+        return []
+    function = {"name": name, "arguments": function_call.get("arguments")}
+    return [{"type": "function", "function": function}]
 
 
 def _is_placeholder(key: str, value: object) -> bool:
     """Whether a reply key carries nothing, so sending it back could only cause trouble.
 
     Servers fill unused fields with null, and some (Snowflake) with empty
-    objects: ``"audio": {"id": ""}``, ``"function_call": {"name": ""}``.
+    objects: ``"audio": {"id": ""}`` (and ``"function_call": {"name": ""}``,
+    which `_legacy_call` reads as no call).
     """
     if value is None:
         return True
     if key == "audio" and isinstance(value, Mapping):
         return not value.get("id")
-    if key == "function_call" and isinstance(value, Mapping):
-        return not value.get("name")
     return False
 
 
@@ -267,3 +290,58 @@ def derive_call_id(salt: str, index: int, name: object, arguments: str) -> str:
     """A tool-call id computed from the call, for servers that send none (or a duplicate)."""
     seed = json.dumps([salt, index, name, arguments], ensure_ascii=True)
     return "call_" + hashlib.sha256(seed.encode("ascii")).hexdigest()[:24]
+
+
+def sendable_call_id(call_id: str) -> str:
+    """`call_id` as OpenAI takes it: itself up to `MAX_CALL_ID_LENGTH` characters, else
+    ``call_`` and 24 hex digits of its hash.
+
+    A function of the id alone, so that a call and its result, wherever they
+    are, get the same replacement; an id it returns is returned as it is.
+    """
+    if len(call_id) <= MAX_CALL_ID_LENGTH:
+        return call_id
+    digest = hashlib.sha256(call_id.encode("utf-8", "surrogatepass")).hexdigest()
+    return "call_" + digest[:24]
+
+
+def with_sendable_call_ids(messages: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """`messages` with every call id OpenAI would refuse replaced by `sendable_call_id`.
+
+    A session stored before replies were normalised, or imported, may hold
+    ids longer than 40 characters, and OpenAI refuses every request holding
+    one. The ids of calls and the ``tool_call_id`` of results get the same
+    replacement, so each result still answers its call. Messages without such
+    an id are shared, not copied; nothing in `messages` is changed.
+    """
+    sendable: list[Mapping[str, Any]] = list(messages)
+    longest = MAX_CALL_ID_LENGTH
+    for index, message in enumerate(sendable):
+        if type(message) is not dict and not isinstance(message, Mapping):
+            continue
+        result_id = message.get("tool_call_id")
+        if result_id is not None:
+            if type(result_id) is str and len(result_id) > longest:
+                sendable[index] = {**message, "tool_call_id": sendable_call_id(result_id)}
+            continue
+        calls = message.get("tool_calls")
+        if not calls or type(calls) is not list:
+            continue
+        for call in calls:  # a plain loop: this runs on every request
+            if _long_id(call):
+                break
+        else:
+            continue
+        shortened = [
+            {**call, "id": sendable_call_id(call["id"])} if _long_id(call) else call
+            for call in calls
+        ]
+        sendable[index] = {**message, "tool_calls": shortened}
+    return sendable
+
+
+def _long_id(call: object) -> bool:
+    if not isinstance(call, Mapping):
+        return False
+    call_id = call.get("id")
+    return type(call_id) is str and len(call_id) > MAX_CALL_ID_LENGTH

@@ -20,6 +20,7 @@ from nanobot_core.providers.base import (
     ProviderReply,
     normalise_assistant_message,
     normalise_usage,
+    with_sendable_call_ids,
 )
 from nanobot_core.providers.endpoint import check_endpoint
 from nanobot_core.providers.http import (
@@ -87,8 +88,17 @@ class OpenAIProvider:
     def request_body(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
     ) -> dict[str, Any]:
-        """The JSON body of one request (``tools`` is left out when there are none)."""
-        body: dict[str, Any] = {"model": self.model, "messages": list(messages), "stream": False}
+        """The JSON body of one request (``tools`` is left out when there are none).
+
+        Call ids longer than OpenAI takes (from a session stored before replies
+        were normalised, or imported) are replaced on both sides of each call
+        (`with_sendable_call_ids`).
+        """
+        body: dict[str, Any] = {
+            "model": self.model,
+            "messages": with_sendable_call_ids(messages),
+            "stream": False,
+        }
         if tools:
             body["tools"] = list(tools)
         if self.temperature is not None:

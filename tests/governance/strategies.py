@@ -334,6 +334,31 @@ def corrupt_result_id(draw: Draw, messages: Messages) -> None:
         messages[index]["tool_call_id"] = value
 
 
+def legacy_function_call(draw: Draw, messages: Messages) -> None:
+    """Turn a call message into the legacy shape: its first call as `function_call`, or junk.
+
+    Its results stay or go: a legacy call was answered by a `function` message, if at all.
+    """
+    index = _pick(draw, messages, lambda m: bool(_calls(m)))
+    if index is None:
+        return
+    message = messages[index]
+    first = message["tool_calls"][0]
+    function = first.get("function") if isinstance(first, dict) else None
+    value = draw(st.sampled_from(["call", "call", None, {"name": ""}, "junk", "both"]))
+    if value == "call":
+        message["function_call"] = function
+    elif value == "both":
+        message["function_call"] = function
+        return
+    else:
+        message["function_call"] = value
+    del message["tool_calls"]
+    if draw(st.booleans()):
+        while index + 1 < len(messages) and _role(messages[index + 1]) == "tool":
+            del messages[index + 1]
+
+
 def empty_tool_result(draw: Draw, messages: Messages) -> None:
     """Make a tool result empty: null, "", no parts, or no content key."""
     index = _pick(draw, messages, lambda m: _role(m) == "tool")
@@ -454,6 +479,7 @@ OPERATIONS: tuple[Operation, ...] = (
     empty_id,
     duplicate_id,
     corrupt_result_id,
+    legacy_function_call,
     empty_tool_result,
     huge_tool_result,
     content_to_parts,
@@ -506,6 +532,9 @@ def _message_like() -> st.SearchStrategy[dict[str, Any]]:
             "content": junk,
             "tool_calls": st.one_of(st.lists(call, max_size=3), junk),
             "tool_call_id": st.one_of(st.sampled_from(["call_1", "call_2"]), junk),
+            "function_call": st.one_of(
+                st.fixed_dictionaries({}, optional={"name": junk, "arguments": junk}), junk
+            ),
         },
     )
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 from hypothesis import given, settings
@@ -361,3 +362,48 @@ def test_a_history_that_fits_as_worked_on_fits_as_returned() -> None:
     assert result.fits and result.budget == 36
     assert result.tokens == count_request(None, result.messages) <= 36
     assert result.messages[-1]["role"] == "user"
+
+
+_STORED_IDS = st.text(min_size=1, max_size=6) | st.text(alphabet="ab.:_-/", min_size=1, max_size=70)
+
+
+@settings(max_examples=500, deadline=None, database=None)
+@given(st.lists(st.lists(_STORED_IDS, min_size=1, max_size=3, unique=True), min_size=1, max_size=4))
+def test_stored_ids_the_api_refuses_are_sent_valid_unique_and_paired(
+    turns: list[list[str]],
+) -> None:
+    """Ids of other providers (dots, colons, any length, reused) reach the API valid and paired."""
+    history: list[Any] = []
+    for ids in turns:
+        history.append({"role": "user", "content": "go"})
+        history.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {"id": i, "type": "function", "function": {"name": "t", "arguments": "{}"}}
+                    for i in ids
+                ],
+            }
+        )
+        history += [{"role": "tool", "tool_call_id": i, "content": f"r{i}"} for i in ids]
+    governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history).messages
+    originals = [
+        [call["id"] for call in message["tool_calls"]]
+        for message in governed
+        if message["role"] == "assistant" and message.get("tool_calls")
+    ]
+    sent = to_messages_api(governed).messages
+    seen: set[str] = set()
+    for number, turn in enumerate(sent):
+        uses = [block["id"] for block in turn["content"] if block["type"] == "tool_use"]
+        if not uses:
+            continue
+        assert all(re.fullmatch(r"[a-zA-Z0-9_-]+", i) for i in uses)
+        assert seen.isdisjoint(uses) and len(set(uses)) == len(uses)
+        seen.update(uses)
+        answers = sent[number + 1]["content"][: len(uses)]
+        assert [(b["tool_use_id"], b["content"]) for b in answers] == [
+            (new, f"r{old}") for new, old in zip(uses, originals.pop(0), strict=True)
+        ]
+    assert not originals

@@ -164,6 +164,7 @@ DEFECTS = {
     "empty tool results": "empty result",
     "non-message entries": "not a message dict",
     "unknown roles": "unknown role",
+    "legacy function calls": "legacy function_call",
 }
 
 

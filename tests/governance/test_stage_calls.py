@@ -7,6 +7,9 @@ from typing import Any
 
 import pytest
 
+from nanobot_core.config import GovernanceConfig
+from nanobot_core.governance import Governor, builtin_stages
+from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages import strip_malformed_calls
 from nanobot_core.governance.stages.calls import generated_call_id
 from tests.governance.builders import call, calls, result, run_pure, say, user
@@ -179,3 +182,49 @@ def test_well_formed_history_is_returned_as_is() -> None:
     history = [user(), calls(call("a"), call("b")), result("b"), result("a")]
     outcome = run_pure(strip_malformed_calls, history)
     assert outcome.messages is history and not outcome.changed
+
+
+def test_a_legacy_function_call_becomes_a_tool_call_and_is_answered() -> None:
+    """A stored `function_call` nobody answered is sent as a tool call with a placeholder result."""
+    legacy = {
+        "role": "assistant",
+        "content": "",
+        "function_call": {"name": "get_user", "arguments": '{"id": 1}'},
+    }
+    history = [user(), legacy, user("still there?")]
+    governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
+    expected = generated_call_id(1, 0, "get_user", '{"id": 1}')
+    assert governed.messages[1] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "type": "function",
+                "function": {"name": "get_user", "arguments": '{"id": 1}'},
+                "id": expected,
+            }
+        ],
+    }
+    assert governed.messages[2]["role"] == "tool"
+    assert governed.messages[2]["tool_call_id"] == expected
+    assert check_invariants(governed.messages) == []
+    again = Governor(builtin_stages(), config=GovernanceConfig()).govern(governed.messages)
+    assert again.messages == governed.messages
+
+
+@pytest.mark.parametrize("value", [None, {"name": ""}, {"name": "  "}, "get_user", [], {"x": 1}])
+def test_a_legacy_function_call_that_names_nothing_is_removed(value: Any) -> None:
+    """A `function_call` without a function name is not sent: the message keeps only its text."""
+    history = [user(), {"role": "assistant", "content": "Hello.", "function_call": value}]
+    outcome = run_pure(strip_malformed_calls, history)
+    assert outcome.messages == [user(), say("Hello.")]
+    assert any("function_call" in line for line in outcome.details)
+
+
+def test_a_legacy_function_call_beside_tool_calls_is_removed() -> None:
+    """When the message also holds `tool_calls`, those are sent and `function_call` is not."""
+    message = calls(call("c1"))
+    message["function_call"] = {"name": "get_user", "arguments": '{"id": 1}'}
+    history = [user(), message, result("c1")]
+    outcome = run_pure(strip_malformed_calls, history)
+    assert outcome.messages == [user(), calls(call("c1")), result("c1")]

@@ -134,6 +134,7 @@ def test_run_json_prints_the_whole_turn(server: FakeChatServer, workspace: Path)
     turn = json.loads(result.stdout)
     assert turn["answer"] == "Done." and turn["session"] == "json-test"
     assert turn["stop_reason"] == "answer" and turn["max_iterations_reached"] is False
+    assert turn["cut_off"] is False
     assert turn["usage"] == {
         "prompt_tokens": 30,
         "completion_tokens": 5,
@@ -228,6 +229,101 @@ def test_a_reply_whose_every_call_is_nameless_is_explained_in_the_next_request(
     assert note.count("could run") == 1
     assert "None of the 2 tool call(s)" in note and "has no tool name" in note
     assert "read_file" in note  # the error lists the tools that do exist
+
+
+def _legacy_function_call_reply(name: str, arguments: str) -> Reply:
+    """A 200 reply in the shape of OpenAI's old functions API: `function_call`, no `tool_calls`."""
+    message = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": name, "arguments": arguments},
+    }
+    choice = {"index": 0, "message": message, "finish_reason": "function_call"}
+    return Reply(body={"object": "chat.completion", "model": "fake-model", "choices": [choice]})
+
+
+def test_a_legacy_function_call_is_run_and_answered(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """A reply holding only `function_call` runs that tool; the next request pairs it by id."""
+    server.add(
+        _legacy_function_call_reply("read_file", '{"path": "notes.txt"}'), text_reply("Two lines.")
+    )
+    result = _cli(server, workspace, "run", "What is in notes.txt?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Two lines.\n"
+    assert "tool read_file: done in" in result.stderr
+    second = server.requests[1].body["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "tool"]
+    assert all("function_call" not in m for m in second)
+    (call,) = second[2]["tool_calls"]
+    assert call["function"]["name"] == "read_file"
+    assert second[3]["tool_call_id"] == call["id"] and "alpha line" in second[3]["content"]
+    assert check_tool_pairing(second) == []
+    stored = _session_lines(workspace)
+    assert "function_call" not in stored[1] and stored[1]["tool_calls"][0]["id"] == call["id"]
+
+
+def test_a_stored_call_id_too_long_for_openai_is_sent_shortened_and_paired(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """A session holding a 64-character call id (stored before replies were normalised) goes on."""
+    long_id = "functions.read_file:0:" + "7" * 42
+    stored = [
+        {"role": "user", "content": "What is in notes.txt?"},
+        {
+            "role": "assistant",
+            "content": "",
+            "tool_calls": [
+                {
+                    "id": long_id,
+                    "type": "function",
+                    "function": {"name": "read_file", "arguments": '{"path": "notes.txt"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": long_id, "name": "read_file", "content": NOTES},
+        {"role": "assistant", "content": "Two lines."},
+    ]
+    sessions = workspace / ".nanobot" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "default.jsonl").write_text(
+        "".join(json.dumps(m) + "\n" for m in stored), encoding="utf-8"
+    )
+    server.add(text_reply("Still two lines."))
+    result = _cli(server, workspace, "run", "And now?")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Still two lines.\n"
+    sent = server.requests[0].body["messages"]
+    (call,) = sent[2]["tool_calls"]
+    assert call["id"].startswith("call_") and len(call["id"]) <= 40
+    assert sent[3]["tool_call_id"] == call["id"]
+    assert check_tool_pairing(sent) == []
+    assert _session_lines(workspace)[1]["tool_calls"][0]["id"] == long_id  # the file is untouched
+
+
+def _cut_off_reply(content: str) -> Reply:
+    """A 200 text reply that stopped at the output limit (`finish_reason` `length`)."""
+    choice = {"index": 0, "message": {"role": "assistant", "content": content}}
+    choice["finish_reason"] = "length"
+    return Reply(body={"object": "chat.completion", "model": "fake-model", "choices": [choice]})
+
+
+def test_an_answer_cut_off_at_the_output_limit_is_marked(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """The partial answer is printed, exit 0; stderr says it is incomplete; --json has cut_off."""
+    server.add(_cut_off_reply("The steps are: first"), _cut_off_reply("The steps are: first"))
+    plain = _cli(server, workspace, "run", "List the steps.")
+    assert plain.returncode == 0, plain.stderr
+    assert plain.stdout == "The steps are: first\n"
+    assert "cut off at the output limit" in plain.stderr
+    assert "the answer is incomplete" in plain.stderr
+    as_json = _cli(server, workspace, "run", "List the steps.", "--json")
+    assert as_json.returncode == 0, as_json.stderr
+    turn = json.loads(as_json.stdout)
+    assert turn["cut_off"] is True and turn["stop_reason"] == "answer"
+    assert turn["answer"] == "The steps are: first"
 
 
 def test_a_request_over_the_budget_is_a_warning_on_stderr(

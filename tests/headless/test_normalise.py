@@ -19,7 +19,12 @@ from nanobot_core.providers import (
     normalise_usage,
     retry_after_seconds,
 )
-from nanobot_core.providers.base import MAX_CALL_ID_LENGTH, Usage
+from nanobot_core.providers.base import (
+    MAX_CALL_ID_LENGTH,
+    Usage,
+    sendable_call_id,
+    with_sendable_call_ids,
+)
 
 
 def _real_reply_messages(data_folder: Path) -> list[dict[str, Any]]:
@@ -218,3 +223,117 @@ def test_a_reply_never_brings_its_own_bookkeeping(raw: dict[str, Any]) -> None:
     message = normalise_assistant_message(raw)
     assert "_meta" not in message and message["role"] == "assistant"
     assert isinstance(message["content"], str | list)
+
+
+def test_a_legacy_function_call_becomes_one_tool_call() -> None:
+    """OpenAI's old `function_call` is run like a tool call: one call with a derived id."""
+    raw = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": "read_file", "arguments": '{"path": "a.txt"}'},
+    }
+    message = normalise_assistant_message(raw, salt="3")
+    (call,) = message["tool_calls"]
+    assert call["function"] == {"name": "read_file", "arguments": '{"path": "a.txt"}'}
+    assert call["type"] == "function" and call["id"].startswith("call_")
+    assert "function_call" not in message and message["content"] == ""
+    assert normalise_assistant_message(raw, salt="3") == message
+    assert normalise_assistant_message(raw, salt="4")["tool_calls"][0]["id"] != call["id"]
+
+
+def test_a_legacy_function_call_beside_tool_calls_is_not_kept() -> None:
+    """A reply with both shapes runs its `tool_calls` only and never sends `function_call` back."""
+    call = {"id": "c1", "type": "function", "function": {"name": "t", "arguments": "{}"}}
+    raw = {"tool_calls": [call], "function_call": {"name": "t", "arguments": "{}"}}
+    message = normalise_assistant_message(raw)
+    assert message == {"role": "assistant", "content": "", "tool_calls": [call]}
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(
+    function_call=_JSON | st.fixed_dictionaries({"name": _JSON}, optional={"arguments": _JSON}),
+    tool_calls=st.none() | st.just([]),
+)
+def test_any_legacy_function_call_is_a_call_or_nothing(function_call: Any, tool_calls: Any) -> None:
+    """Whatever a server puts in `function_call`, it is never kept: one call if it names one."""
+    raw = {"role": "assistant", "content": "x", "function_call": function_call}
+    if tool_calls is not None:
+        raw["tool_calls"] = tool_calls
+    message = normalise_assistant_message(raw, salt="1")
+    assert "function_call" not in message
+    name = function_call.get("name") if isinstance(function_call, dict) else None
+    if isinstance(name, str) and name.strip():
+        (call,) = message["tool_calls"]
+        assert call["function"]["name"] == name
+        assert isinstance(call["function"]["arguments"], str)
+        assert 0 < len(call["id"]) <= MAX_CALL_ID_LENGTH
+    else:
+        assert "tool_calls" not in message
+
+
+def _exchange(*ids: str) -> list[dict[str, Any]]:
+    """A user message, one assistant message calling with `ids`, and a result for each."""
+    calls = [
+        {"id": i, "type": "function", "function": {"name": "t", "arguments": "{}"}} for i in ids
+    ]
+    results = [
+        {"role": "tool", "tool_call_id": i, "content": f"result {n}"} for n, i in enumerate(ids)
+    ]
+    return [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": calls},
+        *results,
+    ]
+
+
+def test_stored_ids_too_long_for_openai_are_replaced_on_both_sides() -> None:
+    """A stored call id over 40 characters is sent as call_<hash>, and so is its result's."""
+    long_id = "functions.read_file:0/" + "x" * 60
+    history = _exchange("short", long_id)
+    snapshot = json.loads(json.dumps(history))
+    sent = with_sendable_call_ids(history)
+    assert history == snapshot  # nothing changed in place
+    assert sent[0] is history[0] and sent[2] is history[2]  # untouched messages are shared
+    ids = [call["id"] for call in sent[1]["tool_calls"]]
+    assert ids[0] == "short" and ids[1] == sendable_call_id(long_id)
+    assert ids[1].startswith("call_") and len(ids[1]) <= MAX_CALL_ID_LENGTH
+    assert [m["tool_call_id"] for m in sent[2:]] == ids
+    assert with_sendable_call_ids(sent) == sent
+
+
+_ANY_IDS = st.text(min_size=1, max_size=8) | st.text(min_size=38, max_size=90)
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(st.lists(_ANY_IDS, min_size=1, max_size=4, unique=True), max_size=4))
+def test_sent_call_ids_fit_stay_paired_and_are_stable(turns: list[list[str]]) -> None:
+    """Any stored ids: each sent id fits and keeps its result; sending again changes nothing."""
+    history = [message for ids in turns for message in _exchange(*ids)]
+    sent = with_sendable_call_ids(history)
+    assert sent == with_sendable_call_ids(history)
+    assert with_sendable_call_ids(sent) == sent
+    for before, after in zip(history, sent, strict=True):
+        if before["role"] == "assistant":
+            new_ids = [call["id"] for call in after["tool_calls"]]
+            assert all(0 < len(i) <= MAX_CALL_ID_LENGTH for i in new_ids)
+            assert len(set(new_ids)) == len(new_ids)
+            old = [call["id"] for call in before["tool_calls"]]
+            assert [
+                i for i, o in zip(new_ids, old, strict=True) if len(o) <= MAX_CALL_ID_LENGTH
+            ] == [o for o in old if len(o) <= MAX_CALL_ID_LENGTH]
+        elif before["role"] == "tool":
+            assert after["tool_call_id"] == sendable_call_id(before["tool_call_id"])
+        else:
+            assert after is before
+    for index, message in enumerate(sent):
+        if message["role"] == "assistant":
+            calls = [call["id"] for call in message["tool_calls"]]
+            answered = [m["tool_call_id"] for m in sent[index + 1 : index + 1 + len(calls)]]
+            assert answered == calls

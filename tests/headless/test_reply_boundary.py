@@ -174,3 +174,49 @@ def test_a_meta_key_sent_by_the_model_is_not_passed_off_as_bookkeeping(tmp_path:
     assert result.answer == "hi"
     assert "_meta" not in result.messages[-1]
     assert _lines(tmp_path)[1]["_meta"]["round"] == 1
+
+
+def _text(content: Any, finish_reason: Any) -> dict[str, Any]:
+    message = {"role": "assistant", "content": content}
+    return {"model": "m", "choices": [{"message": message, "finish_reason": finish_reason}]}
+
+
+def test_an_answer_cut_off_at_the_output_limit_says_so(tmp_path: Path) -> None:
+    """A text-only reply stopped by the output limit ends the turn marked cut off, and says why."""
+    result, events = _turn(tmp_path, Scripted([_text("The three steps are: first, you", "length")]))
+    assert result.stop_reason == "answer" and result.answer == "The three steps are: first, you"
+    assert result.cut_off is True and result.to_json()["cut_off"] is True
+    (notice,) = [event for event in events if isinstance(event, ReplyCutOff)]
+    assert notice == ReplyCutOff(1, "length", answer=True)
+    assert "the answer is incomplete" in notice.describe()
+    assert "not run" not in notice.describe()
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    content=st.one_of(st.none(), st.text(max_size=20)),
+    reason=st.one_of(
+        st.none(),
+        st.integers(),
+        st.sampled_from(["stop", "length", "max_tokens", "content_filter", "end_turn"]),
+        st.text(max_size=10),
+    ),
+)
+def test_cut_off_is_true_exactly_when_the_last_reply_hit_the_limit(
+    tmp_path_factory: Any, content: Any, reason: Any
+) -> None:
+    """Whatever a server says, `cut_off` is set by an output-limit finish reason alone."""
+    result, _ = _turn(tmp_path_factory.mktemp("cut"), Scripted([_text(content, reason)]))
+    assert result.cut_off is (reason in ("length", "max_tokens"))
+    assert result.stop_reason == ("answer" if (content or "").strip() else "empty_reply")
+    assert result.to_json()["cut_off"] is result.cut_off
+
+
+def test_a_turn_that_ends_after_a_cut_tool_round_is_not_cut_off(tmp_path: Path) -> None:
+    """Only the reply that ends the turn counts: a cut round of calls before it does not."""
+    writes.clear()
+    model = Scripted([_reply([_call("c", '{"path": "a", "content": "x"}')], "length")])
+    result, _ = _turn(tmp_path, model)
+    assert result.answer == "done" and result.cut_off is False

@@ -14,6 +14,12 @@ Everything else is repaired in place, deterministically:
 - ``type`` becomes ``"function"``; a flat ``{"name", "arguments"}`` call gets
   its ``function`` object.
 
+A legacy ``function_call`` (OpenAI's functions API, which some servers still
+answer with) becomes the message's one call when it has no ``tool_calls``,
+with an id made as for a missing one, so that it is paired with a result (a
+placeholder, when nobody answered it) instead of being sent back unanswered;
+otherwise, or when it names no function, it is removed.
+
 An assistant message left with no calls loses its ``tool_calls`` key, and is
 dropped when it has no content either. When its run held an ``Error...``
 result for a dropped call (what the runner gives a nameless call), the first
@@ -228,6 +234,10 @@ def _repair_message(
 ) -> tuple[list[Any], _Repair]:
     """The messages replacing `message` and its run."""
     repair = _Repair(index, index_shift)
+    if "function_call" in message:
+        message = _without_legacy_call(repair, message)
+        if "tool_calls" not in message:  # the legacy call named no function
+            return _left_without_calls(repair, message, [], run)
     raw_calls = message["tool_calls"]
     if not isinstance(raw_calls, list):
         repair.note(None, f"tool_calls is a {type(raw_calls).__name__}, not a list: removed")
@@ -241,6 +251,13 @@ def _repair_message(
         repair.note(None, "tool_calls is an empty list: removed")
     if repair.calls:
         return [with_changes(message, tool_calls=repair.calls), *new_run], repair
+    return _left_without_calls(repair, message, raw_calls, new_run)
+
+
+def _left_without_calls(
+    repair: _Repair, message: Message, raw_calls: list[Any], new_run: Sequence[Any]
+) -> tuple[list[Any], _Repair]:
+    """The messages replacing a message none of whose calls is left, and its run."""
     bare = without_key(message, "tool_calls")
     if repair.dropped_result is not None:
         note = _unrun_note(len(raw_calls), repair.dropped_result)
@@ -249,7 +266,28 @@ def _repair_message(
     if _has_content(bare):
         return [bare, *new_run], repair
     repair.note(None, "dropped: no call left and no content")
-    return new_run, repair
+    return list(new_run), repair
+
+
+def _without_legacy_call(repair: _Repair, message: Message) -> Message:
+    """`message` without its legacy ``function_call``: made its call when it has no other.
+
+    The call gets no id here: `_assign_ids` makes one as for a missing id.
+    """
+    legacy = message["function_call"]
+    bare = without_key(message, "function_call")
+    calls = message.get("tool_calls")
+    if isinstance(calls, list) and calls:
+        repair.note(None, "legacy function_call removed: the message's tool_calls are sent")
+        return bare
+    function = legacy if isinstance(legacy, dict) else {}
+    name = function.get("name")
+    if not isinstance(name, str) or not name.strip():
+        repair.note(None, f"legacy function_call {preview(legacy)} names no function: removed")
+        return without_key(bare, "tool_calls")
+    call = {"type": "function", "function": {"name": name, "arguments": function.get("arguments")}}
+    repair.note(None, f"legacy function_call of {name!r} made a tool call")
+    return with_changes(bare, tool_calls=[call])
 
 
 def strip_malformed_calls(messages: list[Any], ctx: StageContext) -> StageOutcome:
