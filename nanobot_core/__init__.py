@@ -24,6 +24,7 @@ if TYPE_CHECKING:
         WorkspaceEscapeError,
     )
     from nanobot_core.governance import (
+        STRUCTURAL_KEYS,
         Governor,
         Stage,
         StageContext,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from nanobot_core.tools.registry import ToolRegistry
 
 __all__ = [
+    "STRUCTURAL_KEYS",
     "Config",
     "ConfigError",
     "Executor",
@@ -96,6 +98,7 @@ _LOCATIONS: dict[str, str] = {
     "ToolError": "nanobot_core.errors",
     "WorkspaceEscapeError": "nanobot_core.errors",
     "Governor": "nanobot_core.governance",
+    "STRUCTURAL_KEYS": "nanobot_core.governance",
     "Stage": "nanobot_core.governance",
     "StageContext": "nanobot_core.governance",
     "StageOption": "nanobot_core.governance",

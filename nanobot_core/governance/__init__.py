@@ -21,6 +21,7 @@ from nanobot_core.governance.governor import (
 from nanobot_core.governance.ordering import BUILTIN_ORDER, Placement, order_stages, place_stages
 from nanobot_core.governance.stage import (
     PHASES,
+    STRUCTURAL_KEYS,
     Budget,
     Stage,
     StageContext,
@@ -36,6 +37,7 @@ __all__ = [
     "BUILTIN_ORDER",
     "OTHER_BLOCKS_KEY",
     "PHASES",
+    "STRUCTURAL_KEYS",
     "THINKING_KEY",
     "Budget",
     "DirectoryResultStore",

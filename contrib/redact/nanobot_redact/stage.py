@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nanobot_core.governance.stage import STRUCTURAL_KEYS
+from nanobot_core import STRUCTURAL_KEYS
 
 from nanobot_redact.images import image_url_of, redact_image_part
 from nanobot_redact.patterns import DEFAULT_PATTERNS, SecretPattern

@@ -14,8 +14,7 @@ from typing import Any
 import attrs
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from nanobot_core import Config, Governor, PluginContext
-from nanobot_core.governance.stage import STRUCTURAL_KEYS
+from nanobot_core import STRUCTURAL_KEYS, Config, Governor, PluginContext
 from nanobot_core.testing import govern_and_check
 
 from nanobot_redact import (
