@@ -1305,6 +1305,7 @@ def _never(_entry: Any) -> bool:
     return False
 
 
+# Internal: raised and caught within this module only, never public, so outside the tree.
 class _StageFailed(Exception):
     """A per-message stage failed on a message the budget walk read."""
 
