@@ -74,6 +74,18 @@ def _start(server: FakeChatServer, plugin: Path, workspace: Path) -> subprocess.
     )
 
 
+def _interrupted(process: subprocess.Popen[str], workspace: Path) -> tuple[str, str]:
+    """Once the plugin is entered, SIGINT the run: it ends promptly, exit 130, "Interrupted."."""
+    _wait_until_entered(process, workspace)
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    out, err = _finish(process)
+    assert time.monotonic() - started < PROMPT_EXIT, err
+    assert process.returncode == 130, err
+    assert "Interrupted." in err and "Traceback" not in err
+    return out, err
+
+
 def _finish(process: subprocess.Popen[str]) -> tuple[str, str]:
     try:
         return process.communicate(timeout=TIMEOUT)
@@ -132,13 +144,7 @@ def test_ctrl_c_while_a_tool_is_stuck_in_a_thread_exits_130_promptly(
     plugin = _stuck_tool(tmp_path, "to_thread", timeout=600)
     server.add(tool_call_reply([("c1", "stuck", "{}")]))
     process = _start(server, plugin, workspace)
-    _wait_until_entered(process, workspace)
-    process.send_signal(signal.SIGINT)
-    started = time.monotonic()
-    _, err = _finish(process)
-    assert time.monotonic() - started < PROMPT_EXIT, err
-    assert process.returncode == 130, err
-    assert "Interrupted." in err and "Traceback" not in err
+    _, err = _interrupted(process, workspace)
     assert "tool=stuck" in err and f"plugin={PLUGIN}" in err
 
 
@@ -162,13 +168,7 @@ def test_ctrl_c_while_a_hook_hangs_at_load_stops_the_run(
     plugin = install_plugin(tmp_path / "site", STUCK_HOOK)
     server.add(text_reply("should not be asked"))
     process = _start(server, plugin, workspace)
-    _wait_until_entered(process, workspace)
-    process.send_signal(signal.SIGINT)
-    started = time.monotonic()
-    out, err = _finish(process)
-    assert time.monotonic() - started < PROMPT_EXIT, err
-    assert process.returncode == 130, err
-    assert "Interrupted." in err and "Traceback" not in err
+    out, _ = _interrupted(process, workspace)
     assert out == "" and server.requests == []
 
 
