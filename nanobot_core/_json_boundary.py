@@ -69,6 +69,8 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89abcdefABCDEF]")
 
 
+# Outside the NanobotError tree: a private module's, and each caller turns a refusal
+# into its own error (SessionError, ProviderError, a tool's error result) or a ValueError.
 class JSONBoundaryError(ValueError):
     """JSON text that cannot enter the core: not JSON, or outside the limits."""
 

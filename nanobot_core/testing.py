@@ -231,6 +231,9 @@ def _purity_probe(stage: Stage, problems: list[str]) -> Callable[..., Any]:
     return probe
 
 
+# Outside the NanobotError tree on purpose, and not public: it stands in for the
+# ``OSError`` a real unreachable host gives, so the code under test must handle it
+# exactly as that one (a NanobotError would pass through the runner unwrapped).
 class NetworkBlockedError(OSError):
     """A test tried to reach something other than the loopback interface."""
 

@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -11,3 +16,49 @@ TEST_DATA = REPO_ROOT / "tests" / "data"
 def data_dir() -> Path:
     """The repository's folder of third-party test data (see ``tests/data/README.md``)."""
     return TEST_DATA
+
+
+def run_cli(
+    *args: str,
+    cwd: Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    program: Sequence[str] | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """``nanobot-core ARGS`` in a child process (`program`, else ``python -m nanobot_core``)."""
+    command = [*program] if program is not None else [sys.executable, "-m", "nanobot_core"]
+    return subprocess.run(
+        [*command, *args],
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+def install_plugin(folder: Path, name: str, source: str) -> Path:
+    """Write module `name` and a distribution naming it a ``nanobot.plugins`` entry point."""
+    folder.mkdir()
+    (folder / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    info = folder / f"{name}-0.1.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n", encoding="utf-8"
+    )
+    (info / "entry_points.txt").write_text(
+        f"[nanobot.plugins]\n{name} = {name}\n", encoding="utf-8"
+    )
+    return folder
+
+
+def plugin_env(site: Path, name: str, **extra: str) -> dict[str, str]:
+    """This environment without NANOBOT_/OPENAI_ settings, `site` first on PYTHONPATH.
+
+    Of whatever is installed, only the plugin `name` (installed in `site`) is loaded.
+    """
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
+    path = [str(site), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
+    env.update(PYTHONPATH=os.pathsep.join(path), NANOBOT_PLUGINS=name, **extra)
+    return env

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 _PREVIEW_CHARS = 200
 
 
+# Internal: click's way to print an error and exit 2, raised and handled within the
+# command; not public, so outside the tree (the NanobotError it wraps is).
 class _InputError(click.ClickException):
     """A bad or unknown session name: printed as ``Error: ...``, exit code 2."""
 

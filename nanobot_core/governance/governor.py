@@ -251,6 +251,8 @@ class Governor:
         origins: Mapping[str, str] | None = None,
     ) -> None:
         _check_stage_options(stages, config, origins or {})
+        # Read only when a stage fails, to name its plugin in the warning.
+        self._origins: Mapping[str, str] = dict(origins or {})
         placement = place_stages(stages)
         self.config = config
         self.budget = Budget.from_config(config)
@@ -405,7 +407,7 @@ class Governor:
             context = self._context(stage, ctx)
             if not stage.per_message:
                 named = message if message.get("name") or not tool else {**message, "name": tool}
-                outcome = _call(stage, [container_copy(named)], context)
+                outcome = _call(stage, [container_copy(named)], context, self._origins)
                 if isinstance(outcome, str) or not outcome.changed:
                     continue
                 made = outcome.messages
@@ -706,13 +708,17 @@ class Governor:
                 idle = not any_text_passes(message, prefilter)
             except BaseException as exc:  # plugin code (see `_call`)
                 said = contained(exc)
-                log.warning("governance stage's prefilter raised; skipped", stage=stage.name)
+                log.warning(
+                    "governance stage's prefilter raised; skipped",
+                    **_named(stage, self._origins),
+                    error=said,
+                )
                 return f"skipped: the stage's prefilter raised {said}"
             if idle:  # declared: the stage would hand it on as it is, with nothing to say
                 spared: _Remembered = (message, None, _NO_LINES)
                 memo[id(message)] = spared
                 return spared
-        outcome = _call(stage, [container_copy(message)], context)
+        outcome = _call(stage, [container_copy(message)], context, self._origins)
         if isinstance(outcome, str):
             return outcome
         changed = outcome.changed and not _same(outcome.messages, [message])
@@ -761,7 +767,7 @@ class Governor:
                     waiting.append((index, None))
                     continue
                 deferred = Deferred(functools.partial(run.resume, view, waiting))
-                outcome = _call(stage, deferred, self._context(stage, ctx))
+                outcome = _call(stage, deferred, self._context(stage, ctx), self._origins)
                 if not deferred.forced:
                     if isinstance(outcome, str):
                         waiting.append((index, [outcome]))
@@ -814,7 +820,7 @@ class Governor:
     ) -> tuple[list[Any], ReportEntry]:
         """A whole-list stage: one that declares nothing reads copies (see `Handed`)."""
         handed = messages if work is not None else Handed(messages)
-        outcome = _call(stage, handed, self._context(stage, ctx))
+        outcome = _call(stage, handed, self._context(stage, ctx), self._origins)
         return self._taken(stage, handed, outcome, messages, ctx, tokens)
 
     def _taken(
@@ -1305,6 +1311,7 @@ def _never(_entry: Any) -> bool:
     return False
 
 
+# Internal: raised and caught within this module only, never public, so outside the tree.
 class _StageFailed(Exception):
     """A per-message stage failed on a message the budget walk read."""
 
@@ -1331,18 +1338,32 @@ def _report_cut(report: GovernanceReport, stage: str, line: str) -> None:
         entry.changed = True
 
 
-def _call(stage: Stage, handed: list[Any], ctx: StageContext) -> StageOutcome | str:
-    """The stage's outcome on `handed`, or why it was skipped or ignored."""
+def _call(
+    stage: Stage, handed: list[Any], ctx: StageContext, origins: Mapping[str, str]
+) -> StageOutcome | str:
+    """The stage's outcome on `handed`, or why it was skipped or ignored.
+
+    A warning about the stage names the plugin that contributed it (from
+    `origins`, looked up only then).
+    """
     try:
         returned = stage.func(handed, ctx)
     except BaseException as exc:  # plugin code called per message, so without `plugin_code`
         said = contained(exc)
-        log.warning("governance stage raised; skipped", stage=stage.name, error=said)
+        log.warning("governance stage raised; skipped", **_named(stage, origins), error=said)
         return f"skipped: the stage raised {said}"
     outcome = _as_outcome(returned)
     if isinstance(outcome, str):
-        log.warning("governance stage returned garbage; ignored", stage=stage.name)
+        log.warning(
+            "governance stage returned garbage; ignored", **_named(stage, origins), why=outcome
+        )
     return outcome
+
+
+def _named(stage: Stage, origins: Mapping[str, str]) -> dict[str, str]:
+    """The stage's name and, when known, the plugin (name and version) that contributed it."""
+    origin = origins.get(stage.name)
+    return {"stage": stage.name} if origin is None else {"stage": stage.name, "plugin": origin}
 
 
 def _as_outcome(returned: Any) -> StageOutcome | str:

@@ -19,6 +19,7 @@ from nanobot_core._atomic import write_atomic
 from nanobot_core._json_boundary import loads
 from nanobot_core._jsonl import encode_lines
 from nanobot_core._logging import get_logger
+from nanobot_core.errors import SessionError
 
 __all__ = ["HistoryFormatError", "LoadedHistory", "parse_history", "write_jsonl_atomic"]
 
@@ -27,8 +28,12 @@ log = get_logger(__name__)
 Shape = Literal["jsonl", "json-array", "json-object"]
 
 
-class HistoryFormatError(ValueError):
-    """The history does not parse; the message names the line and column."""
+class HistoryFormatError(SessionError, ValueError):
+    """The history does not parse; the message names the line and column.
+
+    A `SessionError` (the file given as a session is invalid) and, as before, a
+    ``ValueError``.
+    """
 
 
 @attrs.frozen

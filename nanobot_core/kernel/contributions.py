@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from nanobot_core._logging import get_logger
+from nanobot_core.errors import PluginError
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.kernel.records import Contribution, Kind, PluginInfo, canonical_name
 
@@ -29,7 +30,7 @@ KIND_HOOKS: dict[Kind, str] = {
 }
 
 
-class ContributionError(Exception):
+class ContributionError(PluginError):
     """A plugin's contribution is unusable; the message says which item and why."""
 
 

@@ -25,6 +25,8 @@ from pathlib import Path
 
 import attrs
 
+from nanobot_core.errors import ConfigError
+
 __all__ = [
     "SKILLS_DIR",
     "SKILL_FILE",
@@ -47,8 +49,12 @@ _BLOCK_INDICATORS = frozenset({">", "|", ">-", "|-", ">+", "|+"})
 _BOOLEANS = {"true": True, "false": False}
 
 
-class FrontMatterError(ValueError):
-    """The front matter of a SKILL.md cannot be read; the message says why."""
+class FrontMatterError(ConfigError, ValueError):
+    """The front matter of a SKILL.md cannot be read; the message says why.
+
+    A `ConfigError` (the front matter configures the skill) and, as before, a
+    ``ValueError``.
+    """
 
 
 def _unquote(value: str) -> str:

@@ -59,8 +59,12 @@ _BODY_HEADERS = frozenset({"content-encoding", "content-length", "transfer-encod
 T = TypeVar("T")
 
 
-class Retryable(Exception):
-    """An attempt failed in a way worth another; `server_wait` is what the server asked for."""
+class Retryable(ProviderError):
+    """An attempt failed in a way worth another; `server_wait` is what the server asked for.
+
+    A `ProviderError`: `send_with_retries` catches it to try again, and one
+    raised outside it (or let go by a provider) is the provider's failure.
+    """
 
     def __init__(self, reason: str, server_wait: float | None = None) -> None:
         super().__init__(reason)
@@ -220,6 +224,7 @@ def _too_large(url: str, limit: int, seen: str) -> ProviderError:
     )
 
 
+# Internal: raised and caught within this module only, never public, so outside the tree.
 class _Overflow(Exception):
     """A coding of the body decoded to more than the limit."""
 

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.headless.test_cli_run_hangs import install_plugin
+from tests.helpers import install_plugin, plugin_env, run_cli
 
 TIMEOUT = 60
 PLUGIN = "hangplug"  # the module and distribution `install_plugin` writes, version 0.1
@@ -84,27 +82,12 @@ def nanobot_runtime_context(ctx):
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The escaping plugin, installed in a folder put on PYTHONPATH."""
-    return install_plugin(tmp_path_factory.mktemp("escapes") / "site", ESCAPING)
+    return install_plugin(tmp_path_factory.mktemp("escapes") / "site", PLUGIN, ESCAPING)
 
 
 def _run(site: Path, workspace: Path, at: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
-    path = [str(site), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    env.update(
-        PYTHONPATH=os.pathsep.join(path),
-        NANOBOT_PLUGINS=PLUGIN,
-        NANOBOT_PROVIDER__NAME="escaping",
-        ESCAPE_AT=at,
-    )
-    return subprocess.run(
-        [sys.executable, "-m", "nanobot_core", "run", "go"],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    env = plugin_env(site, PLUGIN, NANOBOT_PROVIDER__NAME="escaping", ESCAPE_AT=at)
+    return run_cli("run", "go", cwd=workspace, env=env, timeout=TIMEOUT)
 
 
 @pytest.mark.parametrize(

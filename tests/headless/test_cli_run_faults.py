@@ -12,6 +12,7 @@ import pytest
 
 from tests.headless.conftest import API_KEY
 from tests.headless.fake_server import FakeChatServer, error_reply, text_reply
+from tests.helpers import run_cli
 
 TIMEOUT = 60
 
@@ -27,15 +28,7 @@ def _run(workspace: Path, *args: str, env: dict[str, str]) -> subprocess.Complet
         NANOBOT_PROVIDER__BACKOFF_BASE="0.001",
         **env,
     )
-    return subprocess.run(
-        [script, "run", *args],
-        cwd=workspace,
-        env=base,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    return run_cli("run", *args, cwd=workspace, env=base, timeout=TIMEOUT, program=[script])
 
 
 @pytest.mark.parametrize(

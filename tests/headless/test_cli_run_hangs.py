@@ -2,18 +2,18 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 
 import pytest
 
+from tests import helpers
 from tests.headless.conftest import API_KEY
 from tests.headless.fake_server import FakeChatServer, text_reply, tool_call_reply
+from tests.helpers import plugin_env
 
 TIMEOUT = 60
 # Generous: the hangs below would last forever; a run that ends at all ends in a few seconds.
@@ -49,31 +49,18 @@ def nanobot_tools(ctx):
 
 def install_plugin(folder: Path, source: str) -> Path:
     """Write module `hangplug` and a distribution naming it a ``nanobot.plugins`` entry point."""
-    folder.mkdir()
-    (folder / f"{PLUGIN}.py").write_text(textwrap.dedent(source), encoding="utf-8")
-    info = folder / f"{PLUGIN}-0.1.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {PLUGIN}\nVersion: 0.1\n", encoding="utf-8"
-    )
-    (info / "entry_points.txt").write_text(
-        f"[nanobot.plugins]\n{PLUGIN} = {PLUGIN}\n", encoding="utf-8"
-    )
-    return folder
+    return helpers.install_plugin(folder, PLUGIN, source)
 
 
 def _env(server: FakeChatServer, plugin: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
-    path = [str(plugin), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    env.update(
-        PYTHONPATH=os.pathsep.join(path),
-        NANOBOT_PLUGINS=PLUGIN,  # of whatever is installed, only the plugin under test
+    return plugin_env(
+        plugin,
+        PLUGIN,
         NANOBOT_BASE_URL=server.base_url,
         NANOBOT_MODEL="fake-model",
         NANOBOT_API_KEY=API_KEY,
         NANOBOT_PROVIDER__MAX_RETRIES="0",
     )
-    return env
 
 
 def _start(server: FakeChatServer, plugin: Path, workspace: Path) -> subprocess.Popen[str]:
@@ -85,6 +72,18 @@ def _start(server: FakeChatServer, plugin: Path, workspace: Path) -> subprocess.
         stderr=subprocess.PIPE,
         text=True,
     )
+
+
+def _interrupted(process: subprocess.Popen[str], workspace: Path) -> tuple[str, str]:
+    """Once the plugin is entered, SIGINT the run: it ends promptly, exit 130, "Interrupted."."""
+    _wait_until_entered(process, workspace)
+    process.send_signal(signal.SIGINT)
+    started = time.monotonic()
+    out, err = _finish(process)
+    assert time.monotonic() - started < PROMPT_EXIT, err
+    assert process.returncode == 130, err
+    assert "Interrupted." in err and "Traceback" not in err
+    return out, err
 
 
 def _finish(process: subprocess.Popen[str]) -> tuple[str, str]:
@@ -145,13 +144,7 @@ def test_ctrl_c_while_a_tool_is_stuck_in_a_thread_exits_130_promptly(
     plugin = _stuck_tool(tmp_path, "to_thread", timeout=600)
     server.add(tool_call_reply([("c1", "stuck", "{}")]))
     process = _start(server, plugin, workspace)
-    _wait_until_entered(process, workspace)
-    process.send_signal(signal.SIGINT)
-    started = time.monotonic()
-    _, err = _finish(process)
-    assert time.monotonic() - started < PROMPT_EXIT, err
-    assert process.returncode == 130, err
-    assert "Interrupted." in err and "Traceback" not in err
+    _, err = _interrupted(process, workspace)
     assert "tool=stuck" in err and f"plugin={PLUGIN}" in err
 
 
@@ -175,13 +168,7 @@ def test_ctrl_c_while_a_hook_hangs_at_load_stops_the_run(
     plugin = install_plugin(tmp_path / "site", STUCK_HOOK)
     server.add(text_reply("should not be asked"))
     process = _start(server, plugin, workspace)
-    _wait_until_entered(process, workspace)
-    process.send_signal(signal.SIGINT)
-    started = time.monotonic()
-    out, err = _finish(process)
-    assert time.monotonic() - started < PROMPT_EXIT, err
-    assert process.returncode == 130, err
-    assert "Interrupted." in err and "Traceback" not in err
+    out, _ = _interrupted(process, workspace)
     assert out == "" and server.requests == []
 
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from nanobot_core.cli import hoist_global_options
+from tests.helpers import run_cli
 
 
 def _cli(
@@ -20,14 +20,7 @@ def _cli(
     base = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
     base["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
     base.update(env or {})
-    return subprocess.run(
-        [sys.executable, "-m", "nanobot_core", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=base,
-        check=False,
-    )
+    return run_cli(*args, cwd=cwd, env=base)
 
 
 @pytest.mark.parametrize(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import re
 import subprocess
 import sys
@@ -77,16 +79,92 @@ def test_errors_share_one_root() -> None:
     assert errors and all(issubclass(e, nanobot_core.NanobotError) for e in errors)
 
 
+def _public_modules() -> list[str]:
+    """`nanobot_core` and each of its modules with no private (``_``) part in its name."""
+    import pkgutil
+
+    names = [
+        found.name
+        for found in pkgutil.walk_packages(nanobot_core.__path__, "nanobot_core.")
+        if not any(part.startswith("_") for part in found.name.split("."))
+    ]
+    return ["nanobot_core", *names]
+
+
+def _public_errors() -> dict[str, type[BaseException]]:
+    """Each exception class named in the `__all__` of a public module of nanobot-core."""
+    found: dict[str, type[BaseException]] = {}
+    for module_name in _public_modules():
+        module = importlib.import_module(module_name)
+        for name in getattr(module, "__all__", ()):
+            value = getattr(module, name)
+            if isinstance(value, type) and issubclass(value, BaseException):
+                assert found.setdefault(name, value) is value, name
+    return found
+
+
 def _error_tree() -> dict[str, str | None]:
-    """Each class of `nanobot_core.errors` and the name of its base in the tree."""
+    """Each public exception class of nanobot-core and the name of its base in the tree."""
     from nanobot_core import errors
 
     tree: dict[str, str | None] = {}
-    for name in errors.__all__:
-        cls = getattr(errors, name)
+    for name, cls in _public_errors().items():
         assert issubclass(cls, errors.NanobotError), name
-        tree[name] = None if cls is errors.NanobotError else cls.__base__.__name__
+        bases = [b for b in cls.__bases__ if issubclass(b, errors.NanobotError)]
+        tree[name] = None if cls is errors.NanobotError else bases[0].__name__
     return tree
+
+
+def test_every_public_error_is_in_the_tree() -> None:
+    """Every exception class in a public `__all__` of nanobot-core derives from NanobotError."""
+    errors = _public_errors()
+    assert {"NanobotError", "HistoryFormatError", "Retryable"} <= set(errors)
+    root = nanobot_core.NanobotError
+    outside = [name for name, cls in errors.items() if not issubclass(cls, root)]
+    assert outside == []
+
+
+def test_every_public_error_of_the_plugins_is_in_the_tree() -> None:
+    """Every exception class in a public `__all__` of a first-party plugin is a NanobotError."""
+    folders = sorted(
+        folder
+        for group in ("plugins", "contrib")
+        for folder in (REPO_ROOT / group).iterdir()
+        if any(child.name.startswith("nanobot_") for child in folder.iterdir())
+    )
+    code = (
+        "import importlib, json, pkgutil, sys\n"
+        "from nanobot_core import NanobotError\n"
+        "seen, outside = [], []\n"
+        "for folder in sys.argv[1:]:\n"
+        "    for package in pkgutil.iter_modules([folder]):\n"
+        "        if not package.name.startswith('nanobot_'):\n"
+        "            continue\n"
+        "        top = importlib.import_module(package.name)\n"
+        "        inside = pkgutil.walk_packages(top.__path__, package.name + '.')\n"
+        "        for found in [package, *inside]:\n"
+        "            if any(p.startswith('_') for p in found.name.split('.')):\n"
+        "                continue\n"
+        "            module = importlib.import_module(found.name)\n"
+        "            for name in getattr(module, '__all__', ()):\n"
+        "                value = getattr(module, name)\n"
+        "                if isinstance(value, type) and issubclass(value, BaseException):\n"
+        "                    seen.append(name)\n"
+        "                    if not issubclass(value, NanobotError):\n"
+        "                        outside.append(found.name + '.' + name)\n"
+        "print(json.dumps([sorted(set(seen)), sorted(set(outside))]))\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *map(str, folders)])}
+    result = subprocess.run(
+        [sys.executable, "-c", code, *map(str, folders)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env=env,
+    )
+    seen, outside = json.loads(result.stdout)
+    assert {"McpServerError", "TokenizerUnavailable"} <= set(seen)
+    assert outside == []
 
 
 def test_the_escape_of_plugin_code_is_in_the_tree() -> None:
@@ -98,7 +176,7 @@ def test_the_escape_of_plugin_code_is_in_the_tree() -> None:
 
 
 def test_api_page_draws_the_error_tree() -> None:
-    """The tree on docs/api.md is exactly the classes of `nanobot_core.errors` and their bases."""
+    """The tree on docs/api.md is exactly the public exception classes and their bases."""
     text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
     drawing = text.split("## Errors", 1)[1].split("```", 2)[1]
     drawn: dict[str, str | None] = {}
@@ -121,7 +199,7 @@ def test_every_error_of_the_tree_is_raised_somewhere() -> None:
         if path.name != "errors.py"
     ]
     tree = _error_tree()
-    made = {name for name in tree if any(re.search(rf"\b{name}\(", s) for s in sources)}
+    made = {name for name in tree if any(re.search(rf"(?<!class )\b{name}\(", s) for s in sources)}
     covered = set(made)
     for name in made:
         base = tree[name]

@@ -23,6 +23,7 @@ from typing import Any
 
 import anyio
 import attrs
+from nanobot_core import PluginError
 
 from nanobot_mcp.config import ServerConfig
 
@@ -41,7 +42,7 @@ _STDERR_TAIL = 800
 _FALLBACK_VERSION = "2025-11-25"
 
 
-class McpServerError(Exception):
+class McpServerError(PluginError):
     """An MCP server could not be started, or stopped answering."""
 
 

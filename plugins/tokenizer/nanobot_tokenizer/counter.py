@@ -12,13 +12,15 @@ import functools
 import warnings
 from typing import Any
 
+from nanobot_core import PluginError
+
 from nanobot_tokenizer.encodings import ENCODINGS
 from nanobot_tokenizer.segments import pieces_for_counting
 
 __all__ = ["BpeTokenCounter", "TokenizerUnavailable", "load_encoding"]
 
 
-class TokenizerUnavailable(RuntimeError):
+class TokenizerUnavailable(PluginError, RuntimeError):
     """The bpe-openai backend cannot load an encoding (a missing or broken install)."""
 
 
