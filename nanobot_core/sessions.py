@@ -27,17 +27,18 @@ It promises, whatever the backend:
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
+from nanobot_core._containment import describe, plugin_code
 from nanobot_core._jsonl import split_lines
 from nanobot_core._logging import get_logger
 from nanobot_core._session_names import validate_session_name
-from nanobot_core.errors import ConfigError, SessionError
+from nanobot_core.errors import ConfigError, NanobotError, PluginEscapeError, SessionError
 
 if TYPE_CHECKING:
     from nanobot_core.kernel.manager import PluginManager
@@ -46,6 +47,7 @@ __all__ = [
     "DEFAULT_SESSION",
     "DEFAULT_STORE",
     "META_KEY",
+    "ContainedStore",
     "Lease",
     "LoadProblem",
     "Session",
@@ -69,6 +71,8 @@ log = get_logger("nanobot_core.sessions")
 DEFAULT_SESSION = "default"
 DEFAULT_STORE = "jsonl"
 META_KEY = "_meta"
+
+_T = TypeVar("_T")
 
 
 def strip_meta(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -423,32 +427,143 @@ def open_session(store: SessionStore, name: str = DEFAULT_SESSION, *, wait: floa
 # -- choosing the store --------------------------------------------------------------------------
 
 
-def session_stores(pm: PluginManager) -> dict[str, SessionStore]:
+def session_stores(pm: PluginManager) -> dict[str, ContainedStore]:
     """The stores the ``nanobot_session_stores`` hook returns, by name; first one wins.
 
     Built-ins answer first, so no plugin can take the name ``jsonl``; an item
     without a string ``name`` is left out with a warning naming its plugin.
+    Each store is returned contained (`ContainedStore`): its methods run as its
+    plugin's code, the built-in ``jsonl`` store's too.
     """
-    stores: dict[str, SessionStore] = {}
+    stores: dict[str, ContainedStore] = {}
     for record, value in pm.call_each("nanobot_session_stores", ctx=pm.context):
+        owner = record.info.describe()
         for item in value if isinstance(value, list | tuple) else []:
-            name = getattr(item, "name", None)
-            if not isinstance(name, str) or not name or not isinstance(item, SessionStore):
+            try:
+                with plugin_code(owner):  # `name` may be a property; the check reads each member
+                    name = getattr(item, "name", None)
+                    usable = isinstance(name, str) and bool(name) and isinstance(item, SessionStore)
+            except Exception:
+                name, usable = None, False
+            if not usable:
                 log.warning(
                     "session store left out: not a SessionStore with a name",
-                    plugin=record.info.describe(),
+                    plugin=owner,
                     item=type(item).__name__,
                 )
                 continue
-            stores.setdefault(name, item)
+            assert isinstance(name, str)
+            stores.setdefault(name, ContainedStore(item, name, owner))
     return stores
 
 
-def select_session_store(pm: PluginManager) -> SessionStore:
-    """The store named by ``[sessions] store``; ConfigError naming the known ones otherwise."""
+def select_session_store(pm: PluginManager) -> ContainedStore:
+    """The store named by ``[sessions] store``; ConfigError naming the known ones otherwise.
+
+    It is returned contained (a `ContainedStore`); the plugin's own object is its ``store``.
+    """
     wanted = pm.config.sessions.store
     stores = session_stores(pm)
     if wanted not in stores:
         known = ", ".join(sorted(stores)) or "none"
         raise ConfigError(f"sessions.store: no session store named {wanted!r} (known: {known})")
     return stores[wanted]
+
+
+# -- a plugin's store, called as plugin code -----------------------------------------------------
+
+
+def _store_call(store: ContainedStore, method: str, call: Callable[[], _T], kind: type[_T]) -> _T:
+    """`call` (`store`'s `method`) run as its plugin's code; what it returns must be a `kind`.
+
+    Prints go to the log. The store's own NanobotError (SessionLockedError,
+    SessionNotFoundError, SessionError...) goes on as it is; anything else it raises
+    (``SystemExit``, a ``RuntimeError``) or a value of another type is a SessionError
+    naming the store and its plugin, so the CLI reports it in one line and exits 1.
+    """
+    try:
+        with plugin_code(store.owner):
+            value = call()
+    except NanobotError as exc:
+        if not isinstance(exc, PluginEscapeError):
+            raise
+        raise SessionError(f"{store.label}: {method} {exc}") from None
+    except Exception as exc:
+        raise SessionError(f"{store.label}: {method} raised {describe(exc)}") from exc
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        raise SessionError(
+            f"{store.label}: {method} returned {type(value).__name__}, not {kind.__name__}"
+        )
+    return value
+
+
+class ContainedStore:
+    """A store of the ``nanobot_session_stores`` hook whose every call runs as its plugin's code.
+
+    What `select_session_store` returns: the methods of `SessionStore`, and those
+    of the leases it gives, go through `_store_call`. The store itself is ``store``.
+    """
+
+    def __init__(self, store: SessionStore, name: str, owner: str) -> None:
+        self.store = store
+        self.name = name
+        #: The plugin that returned the store, with its distribution and version.
+        self.owner = owner
+        self.label = f"session store {name!r} of {owner}"
+
+    def __repr__(self) -> str:
+        return f"ContainedStore({self.store!r})"
+
+    def describe(self) -> str:
+        """The store's own `describe`, contained."""
+        return _store_call(self, "describe", self.store.describe, str)
+
+    def list_sessions(self) -> list[SessionInfo]:
+        """The store's own `list_sessions`, contained; every item must be a SessionInfo."""
+        infos = _store_call(self, "list_sessions", self.store.list_sessions, list)
+        for info in infos:
+            if not isinstance(info, SessionInfo):
+                raise SessionError(
+                    f"{self.label}: list_sessions returned a {type(info).__name__}, "
+                    "not a SessionInfo"
+                )
+        return infos
+
+    def load(self, session: str) -> SessionLog:
+        """The store's own `load`, contained."""
+        return _store_call(self, "load", lambda: self.store.load(session), SessionLog)
+
+    def lease(self, session: str, *, wait: float = 0.0) -> Lease:
+        """The store's own `lease`, contained, and the lease it gives contained too."""
+        lease = _store_call(self, "lease", lambda: self.store.lease(session, wait=wait), object)
+        if not isinstance(lease, Lease):
+            raise SessionError(f"{self.label}: lease returned {type(lease).__name__}, not a Lease")
+        return _ContainedLease(self, lease, session)
+
+    def close(self) -> None:
+        """The store's own `close`, contained."""
+        _store_call(self, "close", self.store.close, object)
+
+
+class _ContainedLease:
+    """A lease of a `ContainedStore`: its methods run as the store's plugin's code."""
+
+    def __init__(self, store: ContainedStore, lease: Lease, session: str) -> None:
+        self.session = session
+        self._store = store
+        self._lease = lease
+
+    def __repr__(self) -> str:
+        return f"_ContainedLease({self._lease!r})"
+
+    def load(self) -> SessionLog:
+        return _store_call(self._store, "load", self._lease.load, SessionLog)
+
+    def append(self, lines: Sequence[str], *, expected_seq: int) -> int:
+        def call() -> int:
+            return self._lease.append(lines, expected_seq=expected_seq)
+
+        return _store_call(self._store, "append", call, int)
+
+    def release(self) -> None:
+        _store_call(self._store, "release", self._lease.release, object)

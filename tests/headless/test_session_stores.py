@@ -26,7 +26,12 @@ from nanobot_core.session_transfer import (
     import_sessions,
     read_export,
 )
-from nanobot_core.sessions import open_session, select_session_store, session_stores
+from nanobot_core.sessions import (
+    ContainedStore,
+    open_session,
+    select_session_store,
+    session_stores,
+)
 from nanobot_core.testing_sessions import SessionStoreContract
 
 TIMEOUT = 60
@@ -66,7 +71,10 @@ def _manager(tmp_path: Path, store: str = "jsonl") -> PluginManager:
 
 def test_default_store_is_the_builtin_jsonl(tmp_path: Path) -> None:
     """With no config the store is the workspace's JSONL store, which no plugin can replace."""
-    store = select_session_store(_manager(tmp_path))
+    contained = select_session_store(_manager(tmp_path))
+    assert isinstance(contained, ContainedStore)
+    assert contained.owner == "built-in plugin 'builtin:sessions'"
+    store = contained.store
     assert isinstance(store, JsonlSessionStore)
     assert store.directory == tmp_path / ".nanobot" / "sessions"
 
@@ -74,7 +82,7 @@ def test_default_store_is_the_builtin_jsonl(tmp_path: Path) -> None:
 def test_plugin_store_is_picked_by_name(tmp_path: Path) -> None:
     """`[sessions] store` picks a plugin's store; items that are not stores are left out."""
     assert sorted(session_stores(_manager(tmp_path))) == ["jsonl", "other"]
-    assert isinstance(select_session_store(_manager(tmp_path, "other")), _OtherStore)
+    assert isinstance(select_session_store(_manager(tmp_path, "other")).store, _OtherStore)
 
 
 def test_unknown_store_names_the_known_ones(tmp_path: Path) -> None:
