@@ -61,7 +61,8 @@ from nanobot_core.governance.continuity import (
     Recompaction,
 )
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
-from nanobot_core.governance.messages import any_text_passes, container_copy
+from nanobot_core.governance.history_file import HistoryFormatError
+from nanobot_core.governance.messages import any_text_passes, container_copy, nesting_fault
 from nanobot_core.governance.ordering import place_stages
 from nanobot_core.governance.stage import Budget, Stage, StageContext, StageOutcome
 from nanobot_core.governance.stages import builtin_stages
@@ -411,7 +412,7 @@ class Governor:
                 if isinstance(outcome, str) or not outcome.changed:
                     continue
                 made = outcome.messages
-                if len(made) == 1 and isinstance(made[0], dict):
+                if len(made) == 1 and isinstance(made[0], dict) and nesting_fault(made[0]) is None:
                     message = {**message, "content": made[0].get("content")}
                 continue
             remembered = self._remember(stage, message, context, {})
@@ -446,13 +447,46 @@ class Governor:
         The input is never modified. Messages may be in the OpenAI shape or
         hold Anthropic ``tool_use``/``tool_result`` blocks (answered in the
         same shape, unless the blocks are only in history too old to fit: see
-        `budget_first`). Never raises on any content of `messages`.
+        `budget_first`). Never raises on any content of `messages` but one
+        that no JSON can hold: a message read that holds a dict or list
+        containing itself, or whose dicts and lists nest deeper than
+        `MAX_DEPTH` (100) levels, as no session line may, raises
+        `HistoryFormatError` naming its index. The governor is then as it was
+        before the call.
         """
         caller = messages if isinstance(messages, list) else None
         # A list of its own: what the governor keeps for the next call must not change when
         # the caller appends to or edits its list afterwards, as an agent's loop does.
         given = list(messages)
         tools = tools if type(tools) is list or type(tools) is tuple else list(tools)
+        before = dict(vars(self._continuity))  # a refused history leaves the session as it was
+        try:
+            return self._governed(caller, given, system, tools)
+        except (HistoryFormatError, RecursionError) as exc:
+            refusal = _refusal(given, exc)  # iterative: the recursion limit may be near
+            vars(self._continuity).update(before)
+            self._forget_run()
+            if refusal is None:
+                raise
+        raise refusal from None
+
+    def _forget_run(self) -> None:
+        """Drop what a run that ended in an error may have left half-known: the next call
+        works it out again (none of it changes a result)."""
+        self._facts.new_run()
+        self._last_view = None
+        self._block_memo = None
+        self._shape_memo = None
+        self._view_shift_memo = None
+
+    def _governed(
+        self,
+        caller: list[Any] | None,
+        given: list[Any],
+        system: str | None,
+        tools: Sequence[Any],
+    ) -> GovernanceResult:
+        """`govern` of `given` (the caller's list, when it is one, is `caller`)."""
         # Made per call: held by the governor, its bound methods would make it a cycle that
         # only the garbage collector frees.
         view, positions = self._continuity.view(given, Recompaction(self._prepare, self._spare))
@@ -699,9 +733,15 @@ class Governor:
         return self._passes_of[names]
 
     def _remember(
-        self, stage: Stage, message: Any, context: StageContext, memo: dict[int, _Remembered]
+        self,
+        stage: Stage,
+        message: Any,
+        context: StageContext,
+        memo: dict[int, _Remembered],
+        index: int = 0,
     ) -> _Remembered | str:
-        """What the per-message `stage` makes of `message`, which `memo` does not hold yet."""
+        """What the per-message `stage` makes of `message` (at `index` of the history, for
+        the report), which `memo` does not hold yet."""
         prefilter = stage.prefilter
         if prefilter is not None and type(message) is dict:
             try:
@@ -722,6 +762,20 @@ class Governor:
         if isinstance(outcome, str):
             return outcome
         changed = outcome.changed and not _same(outcome.messages, [message])
+        if changed:
+            try:  # learnt now rather than when spliced in: what cannot be read is not kept
+                for made in outcome.messages:
+                    context.facts.of(made)
+            except (HistoryFormatError, RecursionError) as exc:
+                why = _unreadable(
+                    outcome.messages, exc, f"the stage's outcome for messages[{index}] holds"
+                )
+                log.warning(
+                    "governance stage returned garbage; ignored",
+                    **_named(stage, self._origins),
+                    why=why,
+                )
+                return why
         remembered = (message, outcome.messages if changed else None, outcome.details)
         memo[id(message)] = remembered
         return remembered
@@ -848,7 +902,16 @@ class Governor:
             returned = None
         if returned is None:
             return messages, ReportEntry(stage.name, False, outcome.details, tokens, tokens)
-        after = _sent_tokens(ctx, returned)
+        try:
+            after = _sent_tokens(ctx, returned)  # the first read of what the stage made
+        except (HistoryFormatError, RecursionError) as exc:
+            why = _unreadable(returned, exc, "the stage's outcome holds")
+            log.warning(
+                "governance stage returned garbage; ignored",
+                **_named(stage, self._origins),
+                why=why,
+            )
+            return messages, ReportEntry(stage.name, False, [why], tokens, tokens)
         log.info(
             "governance stage changed the history", stage=stage.name, changes=len(outcome.details)
         )
@@ -881,7 +944,7 @@ class Governor:
         # nobody else's); only the messages not seen before are handed to the stage.
         found: list[Any] = list(map(memo.get, map(id, handed)))
         for offset in compress(count(), map(operator.is_, found, repeat(None))):
-            remembered = self._remember(stage, handed[offset], context, memo)
+            remembered = self._remember(stage, handed[offset], context, memo, chosen[offset])
             if isinstance(remembered, str):
                 return messages, ReportEntry(stage.name, False, [remembered], tokens, tokens)
             found[offset] = remembered
@@ -1385,6 +1448,25 @@ def _as_outcome(returned: Any) -> StageOutcome | str:
         return f"ignored: the stage's outcome holds a {kind}, not a list of messages"
     details = returned.details if isinstance(returned.details, list | tuple) else [returned.details]
     return StageOutcome(returned.messages, bool(returned.changed), [str(d) for d in details])
+
+
+def _refusal(given: list[Any], exc: BaseException) -> HistoryFormatError | None:
+    """The error naming the first message of `given` that no JSON can hold, which `exc`
+    (raised where a message was read) stands for; None when every message can be held."""
+    for index, message in enumerate(given):
+        why = nesting_fault(message)
+        if why is not None:
+            return HistoryFormatError(f"messages[{index}] {why}")
+    return None
+
+
+def _unreadable(messages: list[Any], exc: BaseException, holds: str) -> str:
+    """Why a stage's outcome `messages`, which raised `exc` when read, is ignored."""
+    for index, message in enumerate(messages):
+        why = nesting_fault(message)
+        if why is not None:
+            return f"ignored: {holds} messages[{index}], which {why}"
+    return f"ignored: {holds} messages that could not be read ({type(exc).__name__})"
 
 
 def _same(left: list[Any], right: list[Any]) -> bool:

@@ -29,7 +29,8 @@ Shape = Literal["jsonl", "json-array", "json-object"]
 
 
 class HistoryFormatError(SessionError, ValueError):
-    """The history does not parse; the message names the line and column.
+    """The history does not parse (the message names the line and column), or holds a
+    message no JSON can hold (`Governor.govern`: the message names its index).
 
     A `SessionError` (the file given as a session is invalid) and, as before, a
     ``ValueError``.

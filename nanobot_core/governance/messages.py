@@ -6,9 +6,11 @@ Nothing here mutates its arguments: a changed message is always a new dict
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from operator import is_
 from typing import Any
+
+from nanobot_core._json_boundary import MAX_DEPTH
 
 __all__ = [
     "KNOWN_ROLES",
@@ -25,6 +27,7 @@ __all__ = [
     "content_text",
     "has_tool_blocks",
     "leading_system_count",
+    "nesting_fault",
     "result_call_id",
     "role_of",
     "tool_calls_of",
@@ -299,3 +302,55 @@ def preview(value: Any, limit: int = 60) -> str:
     """A short repr of `value` for the report."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _inside(value: Any) -> Iterable[Any] | None:
+    """What a dict or list (as the token count reads them: mappings, tuples) holds, else None."""
+    if isinstance(value, str):
+        return None
+    if isinstance(value, Mapping):
+        return value.values()
+    if isinstance(value, list | tuple):
+        return value
+    return None
+
+
+def nesting_fault(value: Any) -> str | None:
+    """Why no JSON can hold `value`, or None: a dict or list in it holds itself, or its dicts
+    and lists nest deeper than `MAX_DEPTH` levels (`value` itself is the first).
+
+    Iterative, and each container is read once however often it is shared: it
+    answers for any value, even where the recursion limit is near.
+    """
+    children = _inside(value)
+    if children is None:
+        return None
+    heights: dict[int, int] = {}  # id -> levels, of each container read to its end
+    path = {id(value)}  # the containers being read: one met again holds itself
+    # Per container being read: it, what is left of it, its tallest child so far.
+    stack: list[list[Any]] = [[value, iter(children), 0]]
+    while stack:
+        top = stack[-1]
+        for child in top[1]:
+            inner = _inside(child)
+            if inner is None:
+                continue
+            key = id(child)
+            if key in path:
+                return "holds a dict or list that contains itself (no JSON can)"
+            known = heights.get(key)
+            if known is None:
+                path.add(key)
+                stack.append([child, iter(inner), 0])
+                break
+            top[2] = max(top[2], known)
+        else:
+            stack.pop()
+            path.discard(id(top[0]))
+            height = heights[id(top[0])] = top[2] + 1
+            if stack:
+                stack[-1][2] = max(stack[-1][2], height)
+    levels = heights[id(value)]
+    if levels > MAX_DEPTH:
+        return f"nests {levels} levels deep (a session line may nest {MAX_DEPTH})"
+    return None

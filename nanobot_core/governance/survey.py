@@ -32,7 +32,7 @@ from nanobot_core.governance.tokens import (
     PLAIN_KEYS,
     EstimateCounter,
     TokenCounter,
-    count_message,
+    count_scanned,
     estimate_tokens,
     is_default_counter,
     keys_dirty,
@@ -182,7 +182,7 @@ def _scan_calls(calls: list[Any]) -> tuple[int, bool, bool, frozenset[str]]:
                     if not name.strip() or not arguments_ok(arguments):
                         well_formed = False
                     continue
-        more, bad = scan_text(call)
+        more, bad = scan_text(call, 3)
         tokens += more
         surrogates = surrogates or bad
         if not _call_ok(call, ids):
@@ -337,7 +337,7 @@ def _learn_estimated(message: dict[Any, Any]) -> MessageFacts:
                 tokens += -(-utf8_length(item) // 4)
                 surrogates = surrogates or has_lone_surrogate(item)
         elif item is not None and item is not calls:
-            more, bad = scan_text(item)
+            more, bad = scan_text(item, 2)
             tokens += more
             surrogates = surrogates or bad
     if not PLAIN_KEYS.issuperset(message) and keys_dirty(message):
@@ -603,13 +603,7 @@ class FactsCache:
         if self.estimate and type(message) is dict:
             learnt = _plain_facts(message, message.get("content")) or _learn_estimated(message)
         else:
-            if self.estimate:
-                tokens, surrogates = scan_text(message)
-                tokens += MESSAGE_OVERHEAD
-            else:
-                tokens = count_message(message, self.counter)
-                surrogates = scan_text(message)[1]
-            learnt = _learn(message, tokens, surrogates)
+            learnt = _learn(message, *count_scanned(message, self.counter))
         self._facts[id(message)] = learnt
         return learnt
 

@@ -19,16 +19,20 @@ from typing import Any, Protocol, runtime_checkable
 import attrs
 
 from nanobot_core._containment import contained
+from nanobot_core._json_boundary import MAX_DEPTH
 from nanobot_core._logging import get_logger
+from nanobot_core.governance.history_file import HistoryFormatError
 
 __all__ = [
     "MESSAGE_OVERHEAD",
     "PLAIN_KEYS",
+    "TOO_DEEP",
     "CheckedCounter",
     "EstimateCounter",
     "TokenCounter",
     "count_message",
     "count_request",
+    "count_scanned",
     "count_system",
     "count_tools",
     "is_default_counter",
@@ -166,7 +170,9 @@ def keys_dirty(value: dict[Any, Any]) -> bool:
     return any(isinstance(key, str) and _has_surrogate(key) for key in value)
 
 
-def _scan_dict(value: dict[Any, Any]) -> tuple[int, bool]:
+def _scan_dict(value: dict[Any, Any], depth: int) -> tuple[int, bool]:
+    if depth > MAX_DEPTH:
+        raise HistoryFormatError(TOO_DEEP)
     tokens = 0
     dirty = keys_dirty(value)
     for item in value.values():
@@ -180,40 +186,50 @@ def _scan_dict(value: dict[Any, Any]) -> tuple[int, bool]:
         elif item is None or kind is bool or kind is int or kind is float:
             continue
         else:
-            more, bad = scan_text(item)
+            more, bad = scan_text(item, depth + 1)
             tokens += more
             dirty = dirty or bad
     return tokens, dirty
 
 
-def scan_text(value: Any) -> tuple[int, bool]:
+#: What `scan_text` says of a value that nests too deep (or holds itself).
+TOO_DEEP = f"nested deeper than {MAX_DEPTH} levels (or holding itself)"
+
+
+def scan_text(value: Any, depth: int = 1) -> tuple[int, bool]:
     """(tokens of every string inside `value` by the default estimate, any lone surrogate).
 
     One walk answers both questions the survey asks of every message; it is
     written for speed because it is the only per-message work on a clean
-    history.
+    history. `depth` is the level `value` is at in its message (1: the
+    message itself): dicts and lists nested deeper than `MAX_DEPTH` levels, as
+    no session line may be, raise `HistoryFormatError` (`TOO_DEEP`), so a
+    value that holds itself does too, long before the recursion limit.
     """
     kind = type(value)
     if kind is dict:
-        return _scan_dict(value)
+        return _scan_dict(value, depth)
     if kind is str:
         if value.isascii():
             return (len(value) + 3) >> 2, False
         return -(-utf8_length(value) // 4), _SURROGATE.search(value) is not None
     if kind is list or kind is tuple:
+        if depth > MAX_DEPTH:
+            raise HistoryFormatError(TOO_DEEP)
         tokens = 0
         dirty = False
+        depth += 1
         for item in value:
-            more, bad = scan_text(item)
+            more, bad = scan_text(item, depth)
             tokens += more
             dirty = dirty or bad
         return tokens, dirty
     if isinstance(value, str):
         return scan_text(str(value))
     if isinstance(value, Mapping):
-        return _scan_dict(dict(value))
+        return _scan_dict(dict(value), depth)
     if isinstance(value, list | tuple):
-        return scan_text(list(value))
+        return scan_text(list(value), depth)
     return 0, False
 
 
@@ -234,11 +250,21 @@ def is_default_counter(counter: TokenCounter | None) -> bool:
 
 
 def count_message(message: Any, counter: TokenCounter | None = None) -> int:
-    """Tokens of one message (any value: entries that are not dicts are counted as well)."""
+    """Tokens of one message (any value: entries that are not dicts are counted as well).
+
+    Raises `HistoryFormatError` for a message nested deeper than `MAX_DEPTH`
+    levels or holding itself (`scan_text`).
+    """
+    return count_scanned(message, counter)[0]
+
+
+def count_scanned(message: Any, counter: TokenCounter | None = None) -> tuple[int, bool]:
+    """(`count_message`, whether `message` holds a lone surrogate), in as few walks as may be."""
+    tokens, dirty = scan_text(message)  # first: it refuses what the counter's walk cannot end
     if is_default_counter(counter):
-        return MESSAGE_OVERHEAD + scan_text(message)[0]
+        return MESSAGE_OVERHEAD + tokens, dirty
     assert counter is not None
-    return MESSAGE_OVERHEAD + _value_tokens(message, counter)
+    return MESSAGE_OVERHEAD + _value_tokens(message, counter), dirty
 
 
 def count_system(system: str | None, counter: TokenCounter | None = None) -> int:
