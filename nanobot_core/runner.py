@@ -595,8 +595,8 @@ class Runner:
         owner = f" of {self.provider_owner}" if self.provider_owner else ""
         raise ProviderError(
             f"provider {name!r}{owner} did not answer within {deadline:g}s (provider.timeout "
-            "for each of 1 + provider.max_retries attempts, and provider.retry_after_cap "
-            "between them)"
+            "for each of 1 + provider.max_retries attempts, provider.retry_after_cap "
+            f"between them, and {PROVIDER_DEADLINE_MARGIN:g}s more)"
         )
 
     def _provider_name(self) -> str:
@@ -756,17 +756,24 @@ class _Turn:
         )
 
 
+#: Seconds past the built-in provider's own limits before a model call is stopped: a
+#: provider that keeps to them (its last attempt times out right at the sum) must end
+#: first, with its own error ("gave up after N attempt(s)"), not be cut off at the same time.
+PROVIDER_DEADLINE_MARGIN = 2.0
+
+
 def provider_deadline(config: ProviderConfig) -> float | None:
     """The longest one model call may take: what the built-in provider's own limits allow.
 
     ``provider.timeout`` for each of ``1 + provider.max_retries`` attempts, and
-    ``provider.retry_after_cap`` before each retry. The built-in provider ends
-    within it on its own; it bounds a plugin's provider that never answers.
-    None (no limit) when ``provider.timeout`` is infinite.
+    ``provider.retry_after_cap`` before each retry, and `PROVIDER_DEADLINE_MARGIN`.
+    The built-in provider ends within it on its own, with its own error; it
+    bounds a plugin's provider that never answers. None (no limit) when
+    ``provider.timeout`` is infinite.
     """
     retries = max(config.max_retries, 0)
     deadline = config.timeout * (retries + 1) + config.retry_after_cap * retries
-    return deadline if math.isfinite(deadline) else None
+    return deadline + PROVIDER_DEADLINE_MARGIN if math.isfinite(deadline) else None
 
 
 def _changed_at(governed: Governed) -> int | None:
