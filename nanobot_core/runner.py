@@ -22,7 +22,6 @@ builds them from a plugin manager.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import attrs
 
 from nanobot_core._containment import plugin_code
+from nanobot_core._json_boundary import JSONLimitError, JSONSyntaxError, loads
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig
 from nanobot_core.errors import (
@@ -824,13 +824,21 @@ def _result_message(outcome: ToolCallOutcome) -> Message:
 
 
 def _complete_arguments(arguments: object) -> bool:
-    """Whether a call's arguments are whole: not text that stops short of a JSON document."""
+    """Whether a call's arguments are whole: not text that stops short of a JSON document.
+
+    Read within the core's JSON limits, as the executor reads them: text nested too
+    deep for Python's parser (a model looping on brackets until the output limit)
+    is no RecursionError here. Whole JSON outside the limits counts as whole: the
+    executor refuses it, saying why.
+    """
     if not isinstance(arguments, str):
         return True
     try:
-        json.loads(arguments)
-    except ValueError:
+        loads(arguments, keep_nonfinite=True)
+    except JSONSyntaxError:
         return False
+    except JSONLimitError:
+        return True
     return True
 
 
