@@ -46,9 +46,9 @@ def write_atomic(path: Path | str, data: bytes | Iterable[bytes]) -> None:
     target = Path(os.path.realpath(path))
     handle, temporary = _create_beside(target)
     try:
-        if mode is not None:
-            os.fchmod(handle, stat.S_IMODE(mode))  # the mode of the file it replaces
-        with os.fdopen(handle, "wb") as stream:
+        with os.fdopen(handle, "wb") as stream:  # owns the descriptor from here on
+            if mode is not None:
+                os.fchmod(handle, stat.S_IMODE(mode))  # the mode of the file it replaces
             for chunk in _chunks(data):
                 stream.write(chunk)
             stream.flush()

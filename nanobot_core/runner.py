@@ -22,7 +22,6 @@ builds them from a plugin manager.
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -33,6 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import attrs
 
 from nanobot_core._containment import plugin_code
+from nanobot_core._json_boundary import JSONLimitError, JSONSyntaxError, loads
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig
 from nanobot_core.errors import (
@@ -595,8 +595,8 @@ class Runner:
         owner = f" of {self.provider_owner}" if self.provider_owner else ""
         raise ProviderError(
             f"provider {name!r}{owner} did not answer within {deadline:g}s (provider.timeout "
-            "for each of 1 + provider.max_retries attempts, and provider.retry_after_cap "
-            "between them)"
+            "for each of 1 + provider.max_retries attempts, provider.retry_after_cap "
+            f"between them, and {PROVIDER_DEADLINE_MARGIN:g}s more)"
         )
 
     def _provider_name(self) -> str:
@@ -756,17 +756,24 @@ class _Turn:
         )
 
 
+#: Seconds past the built-in provider's own limits before a model call is stopped: a
+#: provider that keeps to them (its last attempt times out right at the sum) must end
+#: first, with its own error ("gave up after N attempt(s)"), not be cut off at the same time.
+PROVIDER_DEADLINE_MARGIN = 2.0
+
+
 def provider_deadline(config: ProviderConfig) -> float | None:
     """The longest one model call may take: what the built-in provider's own limits allow.
 
     ``provider.timeout`` for each of ``1 + provider.max_retries`` attempts, and
-    ``provider.retry_after_cap`` before each retry. The built-in provider ends
-    within it on its own; it bounds a plugin's provider that never answers.
-    None (no limit) when ``provider.timeout`` is infinite.
+    ``provider.retry_after_cap`` before each retry, and `PROVIDER_DEADLINE_MARGIN`.
+    The built-in provider ends within it on its own, with its own error; it
+    bounds a plugin's provider that never answers. None (no limit) when
+    ``provider.timeout`` is infinite.
     """
     retries = max(config.max_retries, 0)
     deadline = config.timeout * (retries + 1) + config.retry_after_cap * retries
-    return deadline if math.isfinite(deadline) else None
+    return deadline + PROVIDER_DEADLINE_MARGIN if math.isfinite(deadline) else None
 
 
 def _changed_at(governed: Governed) -> int | None:
@@ -817,13 +824,21 @@ def _result_message(outcome: ToolCallOutcome) -> Message:
 
 
 def _complete_arguments(arguments: object) -> bool:
-    """Whether a call's arguments are whole: not text that stops short of a JSON document."""
+    """Whether a call's arguments are whole: not text that stops short of a JSON document.
+
+    Read within the core's JSON limits, as the executor reads them: text nested too
+    deep for Python's parser (a model looping on brackets until the output limit)
+    is no RecursionError here. Whole JSON outside the limits counts as whole: the
+    executor refuses it, saying why.
+    """
     if not isinstance(arguments, str):
         return True
     try:
-        json.loads(arguments)
-    except ValueError:
+        loads(arguments, keep_nonfinite=True)
+    except JSONSyntaxError:
         return False
+    except JSONLimitError:
+        return True
     return True
 
 

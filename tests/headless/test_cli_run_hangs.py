@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import attrs
 import pytest
 
 from tests import helpers
@@ -206,5 +207,31 @@ def test_a_provider_that_never_answers_fails_at_its_deadline(
     assert time.monotonic() - started < PROMPT_EXIT, result.stderr
     assert result.returncode == 1, result.stderr
     assert "Error: provider 'silent' of plugin 'hangplug'" in result.stderr
-    assert "did not answer within 1s" in result.stderr
+    assert "did not answer within 3s" in result.stderr  # 1 s, and the margin
     assert "Traceback" not in result.stderr
+
+
+def test_the_built_in_provider_past_its_timeout_reports_its_own_error(
+    tmp_path: Path, workspace: Path, server: FakeChatServer
+) -> None:
+    """A server that never answers in time: the built-in provider gives up on its own, named.
+
+    The runner's bound on a model call is the built-in provider's own, and a margin:
+    its last attempt times out first, so the user reads which attempt timed out, not
+    that the provider "did not answer".
+    """
+    server.add(attrs.evolve(text_reply("too late"), delay=10))
+    env = helpers.plugin_env(
+        tmp_path,
+        "none",
+        NANOBOT_BASE_URL=server.base_url,
+        NANOBOT_MODEL="fake-model",
+        NANOBOT_API_KEY=API_KEY,
+        NANOBOT_PROVIDER__MAX_RETRIES="0",
+        NANOBOT_PROVIDER__TIMEOUT="1",
+    )
+    result = helpers.run_cli("run", "go", cwd=workspace, env=env, timeout=TIMEOUT)
+    assert result.returncode == 1, result.stderr
+    assert "Error: provider 'openai': " in result.stderr
+    assert "gave up after 1 attempt(s); last error: timed out after 1s" in result.stderr
+    assert "did not answer" not in result.stderr

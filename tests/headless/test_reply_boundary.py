@@ -108,6 +108,26 @@ def test_a_call_cut_off_at_the_output_limit_is_not_run(tmp_path: Path) -> None:
     assert check_tool_pairing(model.requests[1]["messages"]) == []
 
 
+def test_a_cut_call_of_deeply_nested_arguments_is_answered_not_a_crash(tmp_path: Path) -> None:
+    """A model that loops on brackets until the output limit: the turn goes on, nothing runs.
+
+    Arguments nested past Python's recursion limit are read within the core's JSON
+    limits (as the executor reads them), not with a RecursionError out of the turn.
+    """
+    writes.clear()
+    model = Scripted(
+        [_reply([_call("open", "[" * 5_000), _call("deep", "[" * 5_000 + "]" * 5_000)], "length")]
+    )
+    result, _ = _turn(tmp_path, model)
+    assert writes == [] and result.answer == "done"
+    results = {m["tool_call_id"]: m for m in _lines(tmp_path) if m.get("role") == "tool"}
+    # Past the limits, whether cut or whole: the executor refuses them, saying why.
+    for refused in (results["open"], results["deep"]):
+        assert refused["_meta"]["error"] is True
+        assert "nested deeper than 100 levels" in refused["content"]
+    assert check_tool_pairing(model.requests[1]["messages"]) == []
+
+
 def test_broken_arguments_without_a_cut_are_still_repaired(tmp_path: Path) -> None:
     """A reply that ended on its own keeps the repair of broken JSON: only a cut stops a call."""
     writes.clear()

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -83,6 +84,34 @@ def test_plugin_store_is_picked_by_name(tmp_path: Path) -> None:
     """`[sessions] store` picks a plugin's store; items that are not stores are left out."""
     assert sorted(session_stores(_manager(tmp_path))) == ["jsonl", "other"]
     assert isinstance(select_session_store(_manager(tmp_path, "other")).store, _OtherStore)
+
+
+class _Refusing(JsonlSessionStore):
+    """A store whose `load` raises what `raised` holds."""
+
+    name = "refusing"
+    raised: BaseException = RuntimeError("disk on fire")
+
+    def load(self, session: str) -> Any:
+        raise self.raised
+
+
+def test_a_store_lets_the_cores_own_errors_through_and_names_itself_for_others(
+    tmp_path: Path,
+) -> None:
+    """A store's NanobotError (a ConfigError: an unset DSN) goes on as it is, exit 2 kept;
+    anything else is a SessionError naming the store and its plugin."""
+    store = _Refusing(tmp_path)
+    contained = ContainedStore(store, "refusing", "plugin 'p' from p 1.0")
+    store.raised = ConfigError("sessions.postgres.dsn: not set")
+    with pytest.raises(ConfigError, match=r"^sessions\.postgres\.dsn: not set$"):
+        contained.load("default")
+    store.raised = RuntimeError("disk on fire")
+    with pytest.raises(SessionError) as caught:
+        contained.load("default")
+    assert str(caught.value) == (
+        "session store 'refusing' of plugin 'p' from p 1.0: load raised RuntimeError: disk on fire"
+    )
 
 
 def test_unknown_store_names_the_known_ones(tmp_path: Path) -> None:

@@ -145,3 +145,33 @@ def test_a_replaced_file_keeps_its_mode(tmp_path: Path) -> None:
     assert target.read_bytes() == b"new\n"
     assert stat.S_IMODE(target.stat().st_mode) == 0o640
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]  # no temporary left
+
+
+def test_a_mode_that_cannot_be_set_leaks_no_descriptor_and_leaves_the_old_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file system refusing chmod fails the write cleanly: its file closed, the old one kept."""
+    import nanobot_core._atomic as atomic
+
+    target = tmp_path / "out.jsonl"
+    target.write_bytes(b"old\n")
+    made: list[int] = []
+    create = atomic._create_beside
+
+    def spied(path: Path) -> tuple[int, str]:
+        handle, name = create(path)
+        made.append(handle)
+        return handle, name
+
+    def refused(fd: int, mode: int) -> None:
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(atomic, "_create_beside", spied)
+    monkeypatch.setattr(atomic.os, "fchmod", refused)
+    with pytest.raises(PermissionError):
+        write_atomic(target, b"new\n")
+    (handle,) = made
+    with pytest.raises(OSError):  # closed: EBADF
+        os.fstat(handle)
+    assert target.read_bytes() == b"old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]

@@ -11,9 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from nanobot_core import PluginContext, PluginManager
+from nanobot_core.governance import EstimateCounter
 from nanobot_core.testing import builtin_governor, make_config
 from structlog.testing import capture_logs
 
+import nanobot_tokenizer
 import nanobot_tokenizer.counter as counter_module
 from nanobot_tokenizer import BpeTokenCounter, TokenizerUnavailable, nanobot_token_counter
 
@@ -78,9 +80,17 @@ def test_a_count_that_fails_falls_back_to_the_estimate(tmp_path: Path) -> None:
 @settings(derandomize=True, deadline=None, max_examples=200)
 @given(st.text(max_size=200))
 def test_a_failing_count_is_always_the_estimate(text: str) -> None:
-    """Whatever the text, lone surrogates included, a failing backend yields the estimate."""
-    manager = PluginManager(make_config({}), workspace=Path.cwd()).load()
-    counted = manager.token_counter().count_text(text)
+    """Whatever the text, lone surrogates included, a failing backend yields the estimate.
+
+    The plugin is registered here, not discovered: were it not installed, the
+    built-in estimate would answer and the test would pass whatever the core did.
+    """
+    manager = PluginManager(make_config({}), workspace=Path.cwd(), autoload=False)
+    record = manager.register(nanobot_tokenizer, "tokenizer")
+    counter = manager.token_counter()
+    assert record.status == "loaded"
+    assert not isinstance(counter, EstimateCounter)  # the plugin's, checked by the core
+    counted = counter.count_text(text)
     assert counted == builtin_governor(make_config({})).counter.count_text(text)
 
 
