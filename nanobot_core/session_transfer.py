@@ -24,7 +24,13 @@ import attrs
 
 from nanobot_core._json_boundary import JSONBoundaryError, loads
 from nanobot_core.errors import SessionError
-from nanobot_core.sessions import LoadProblem, SessionStore, check_line, validate_session_name
+from nanobot_core.sessions import (
+    LoadProblem,
+    SessionStore,
+    check_line,
+    close_beneath,
+    validate_session_name,
+)
 
 __all__ = ["EXPORT_HEADER", "ExportedSession", "export_sessions", "import_sessions", "read_export"]
 
@@ -142,7 +148,9 @@ def import_sessions(
                 )
             if session.lines:
                 lease.append(session.lines, expected_seq=0)
-        finally:
-            lease.release()
+        except BaseException:
+            close_beneath(lease.release, f"the lease on session {session.name!r}")
+            raise
+        lease.release()
         done.append(session)
     return done

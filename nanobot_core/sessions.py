@@ -27,7 +27,8 @@ It promises, whatever the backend:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeVar, runtime_checkable
@@ -73,6 +74,13 @@ DEFAULT_STORE = "jsonl"
 META_KEY = "_meta"
 
 _T = TypeVar("_T")
+
+
+class _Closable(Protocol):
+    def close(self) -> None: ...
+
+
+_Store = TypeVar("_Store", bound=_Closable)
 
 
 def strip_meta(record: Mapping[str, Any]) -> dict[str, Any]:
@@ -401,7 +409,33 @@ class Session:
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self.close()
+        if exc is None:
+            self.close()
+        else:
+            close_beneath(self.close, f"session {self.name!r}")
+
+
+def close_beneath(close: Callable[[], object], what: str) -> None:
+    """Call `close` while another error is on its way out: a failure of its own is logged.
+
+    Raised, it would replace that error (a provider's, say) with one about
+    closing, and the user would be told the wrong thing went wrong.
+    """
+    try:
+        close()
+    except Exception as exc:
+        log.warning("could not close after an error", what=what, error=describe(exc))
+
+
+@contextmanager
+def closing_store(store: _Store) -> Iterator[_Store]:
+    """`store` for the block, closed after it (`close_beneath` when the block raised)."""
+    try:
+        yield store
+    except BaseException:
+        close_beneath(store.close, f"the {getattr(store, 'name', 'session')} store")
+        raise
+    store.close()
 
 
 def open_session(store: SessionStore, name: str = DEFAULT_SESSION, *, wait: float = 0.0) -> Session:
@@ -411,7 +445,7 @@ def open_session(store: SessionStore, name: str = DEFAULT_SESSION, *, wait: floa
     try:
         loaded = lease.load()
     except BaseException:
-        lease.release()
+        close_beneath(lease.release, f"the lease on session {name!r}")
         raise
     for problem in loaded.problems:
         log.warning(

@@ -61,7 +61,12 @@ def command(
     from nanobot_core._commands._waiting import WaitDisplay
     from nanobot_core.errors import SessionError
     from nanobot_core.runner import IterationLimitReached, Runner
-    from nanobot_core.sessions import open_session, select_session_store, validate_session_name
+    from nanobot_core.sessions import (
+        closing_store,
+        open_session,
+        select_session_store,
+        validate_session_name,
+    )
 
     text = sys.stdin.read() if prompt == "-" else prompt
     if not text.strip():
@@ -85,12 +90,14 @@ def command(
 
     # SessionLockedError and ProviderError propagate: the CLI prints them and exits 1.
     try:
-        with open_session(store, config.runner.session, wait=config.sessions.lease_wait) as opened:
+        with (
+            closing_store(store),
+            open_session(store, config.runner.session, wait=config.sessions.lease_wait) as opened,
+        ):
             runner = Runner.from_plugins(manager, session=opened, progress=progress)
             result = runner.run_turn(text)
     finally:
         display.stop()
-        store.close()
     if as_json:
         state.echo_json(result.to_json())
     elif not result.max_iterations_reached:

@@ -45,11 +45,11 @@ def command(ctx: click.Context, workspace: str | None, as_json: bool) -> None:
     if ctx.invoked_subcommand is not None:
         return
     state = get_state()
+    from nanobot_core.sessions import closing_store
+
     store = _store(state.workspace(workspace))
-    try:
+    with closing_store(store):
         infos = store.list_sessions()
-    finally:
-        store.close()
     if as_json:
         state.echo_json([info.to_json() for info in infos])
         return
@@ -78,13 +78,14 @@ def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) ->
         validate_session_name(name)
     except SessionError as exc:
         raise _InputError(str(exc)) from None
+    from nanobot_core.sessions import closing_store
+
     store = _store(root)
     try:
-        session = store.load(name)
+        with closing_store(store):
+            session = store.load(name)
     except SessionNotFoundError as exc:  # bad input; any other SessionError is a store failure
         raise _InputError(str(exc)) from None
-    finally:
-        store.close()
     for problem in session.problems:
         click.echo(
             f"warning: {session.location}:{problem.line}: {problem.kind} line skipped: "
@@ -132,13 +133,14 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
     except SessionError as exc:
         raise _InputError(str(exc)) from None
     check_output_folder(output)
+    from nanobot_core.sessions import closing_store
+
     store = _store(root)
     try:
-        sessions, problems = export_sessions(store, names, Path(output))
+        with closing_store(store):
+            sessions, problems = export_sessions(store, names, Path(output))
     except SessionNotFoundError as exc:  # bad input; any other SessionError is a store failure
         raise _InputError(str(exc)) from None
-    finally:
-        store.close()
     for name, problem in problems:
         click.echo(
             f"warning: session {name!r} line {problem.line}: {problem.kind} line not exported: "
@@ -168,11 +170,11 @@ def import_(ctx: click.Context, path: str, workspace: str | None) -> None:
         raise _InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     except SessionError as exc:
         raise _InputError(str(exc)) from None
+    from nanobot_core.sessions import closing_store
+
     store = _store(root)
-    try:
+    with closing_store(store):
         done = import_sessions(store, sessions, wait=state.config.sessions.lease_wait)
-    finally:
-        store.close()
     lines = sum(len(s.lines) for s in done)
     click.echo(
         f"imported {len(done)} session(s), {lines} line(s) into the {store.name} store",

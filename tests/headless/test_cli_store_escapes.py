@@ -26,7 +26,7 @@ from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.providers import ProviderReply
 
 def fail(where):
-    if os.environ.get("FAIL_AT") != where:
+    if where not in os.environ.get("FAIL_AT", "").split(","):
         return
     how = os.environ["FAIL_HOW"]
     if how == "exit":
@@ -218,3 +218,27 @@ def test_a_run_whose_store_prints_stores_the_whole_turn(site: Path, workspace: P
     assert log.lines[:2] == KEPT
     user, answer = log.messages()[2:]
     assert user["content"].startswith("hi\n") and answer["content"] == "ok"
+
+
+@pytest.mark.parametrize(
+    ("command", "at", "first", "then"),
+    [
+        ("run", "append,release,close", "append", "release"),
+        ("run", "lease.load,release", "load", "release"),
+        ("sessions", "list_sessions,close", "list_sessions", "close"),
+        ("show", "load,close", "load", "close"),
+        ("export", "load,close", "load", "close"),
+        ("import", "append,release,close", "append", "release"),
+    ],
+)
+def test_a_store_failing_to_close_after_an_error_does_not_hide_it(
+    site: Path, workspace: Path, command: str, at: str, first: str, then: str
+) -> None:
+    """The error the user sees is the first one; the store's failure to close is logged."""
+    result = _cli(site, workspace, *COMMANDS[command], at=at, how="error")
+    assert result.returncode == 1, result.stderr
+    (line,) = [x for x in result.stderr.splitlines() if x.startswith("Error:")]
+    assert line == f"Error: {STORE}: {first} raised RuntimeError: disk on fire"
+    assert "could not close after an error" in result.stderr
+    assert f"{then} raised RuntimeError" in result.stderr  # logged, not lost
+    assert "Traceback" not in result.stderr
