@@ -328,7 +328,7 @@ class Governor:
             [c.item for c in contributions],
             counter=pm.token_counter(),
             store=pm.result_store(),
-            origins={c.name: c.plugin.origin() for c in contributions},
+            origins={c.name: c.plugin.describe() for c in contributions},
         )
 
     # -- the session: what was decided on earlier calls --------------------------------

@@ -73,24 +73,19 @@ class PluginInfo:
             return (0, f"{rank:03d}", self.name)
         return (1, canonical_name(self.distribution or ""), self.name)
 
-    def origin(self) -> str:
-        """The plugin with its distribution and version, for errors about what it contributed.
+    def describe(self) -> str:
+        """The plugin, its distribution and version, as every message names a plugin.
 
-        ``built-in plugin 'builtin:governance', nanobot-core 0.1.0`` or
-        ``plugin 'redact', nanobot-redact 0.1.0``.
+        ``plugin 'redact' from nanobot-redact 0.1.0``, ``built-in plugin
+        'builtin:governance' from nanobot-core 0.1.0``; what is not known is
+        left out (``plugin 'notes' version 2.1.0``, ``plugin 'notes'``).
         """
         kind = "built-in plugin" if self.builtin else "plugin"
-        where = " ".join(part for part in (self.distribution, self.version) if part)
-        if self.distribution is None and self.version:
-            where = f"version {self.version}"
-        return f"{kind} {self.name!r}" + (f", {where}" if where else "")
-
-    def describe(self) -> str:
-        """A short label naming the plugin, its distribution and version, for messages."""
-        if self.builtin:
-            return f"built-in plugin {self.name!r}"
-        dist = f" from {self.distribution} {self.version}" if self.distribution else ""
-        return f"plugin {self.name!r}{dist}"
+        if self.distribution:
+            where = " ".join(part for part in ("from", self.distribution, self.version) if part)
+        else:
+            where = f"version {self.version}" if self.version else ""
+        return f"{kind} {self.name!r}" + (f" {where}" if where else "")
 
 
 @attrs.frozen

@@ -232,7 +232,7 @@ def test_a_bad_stage_option_exits_2_naming_the_key(
     assert done.returncode == 2, done.stderr
     source = tmp_path / "nanobot.toml"
     assert done.stderr.startswith(f"Error: configuration: {source}: {message}")
-    assert "(built-in plugin 'builtin:governance', nanobot-core " in done.stderr
+    assert "(built-in plugin 'builtin:governance' from nanobot-core " in done.stderr
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
@@ -334,7 +334,7 @@ def test_a_plugin_stage_with_a_bad_option_exits_2_naming_the_plugin(tmp_path: Pa
     assert done.stderr == (
         f"Error: configuration: {work / 'nanobot.toml'}: "
         "governance.stages.find_notes.level: expected an integer (int), "
-        "got str '2'; an option of stage 'find_notes' (plugin 'notes', nanobot-notes 2.1.0): "
+        "got str '2'; an option of stage 'find_notes' (plugin 'notes' from nanobot-notes 2.1.0): "
         "how many passes\n"
     )
     (work / "nanobot.toml").write_text("[governance.stages.find_notes]\nlevel = 2\n", "utf-8")

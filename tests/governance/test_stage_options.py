@@ -29,7 +29,7 @@ from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.kernel.records import core_version
 from tests.governance.builders import turn
 
-BUILTIN = f"built-in plugin 'builtin:governance', nanobot-core {core_version()}"
+BUILTIN = f"built-in plugin 'builtin:governance' from nanobot-core {core_version()}"
 
 
 def _builtins_with(**tables: dict[str, Any]) -> Governor:
@@ -341,7 +341,7 @@ def test_a_plugin_stage_has_its_declared_options_checked(tmp_path: Path) -> None
         manager.governor()
     assert str(caught.value) == (
         "governance.stages.find_notes.level: must be at least 1, got 0; an option of stage "
-        "'find_notes' (plugin 'notes', nanobot-notes 2.1.0): how many passes"
+        "'find_notes' (plugin 'notes' from nanobot-notes 2.1.0): how many passes"
     )
 
 
@@ -360,8 +360,8 @@ def test_a_stage_built_without_plugins_is_named_without_one() -> None:
     config = GovernanceConfig(stages={"spy": {"x": 1}})
     with pytest.raises(ConfigError, match=r"unknown option of stage 'spy'; it takes no options$"):
         build_governor(config, stages=[spy])
-    with pytest.raises(ConfigError, match=r"stage 'spy' \(plugin 'p', version 1\.0\); it takes"):
-        build_governor(config, stages=[spy], origins={"spy": "plugin 'p', version 1.0"})
+    with pytest.raises(ConfigError, match=r"stage 'spy' \(plugin 'p' version 1\.0\); it takes"):
+        build_governor(config, stages=[spy], origins={"spy": "plugin 'p' version 1.0"})
 
 
 # -- any table --------------------------------------------------------------------------------

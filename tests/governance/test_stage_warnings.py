@@ -11,7 +11,7 @@ from nanobot_core.governance import Governor, Stage, StageOutcome
 from nanobot_core.governance.stages import builtin_stages
 from tests.governance.builders import turn, user
 
-_ORIGIN = "plugin 'shaky', nanobot-shaky 1.2.3"
+_ORIGIN = "plugin 'shaky' from nanobot-shaky 1.2.3"
 
 
 def _raising(*_args: Any) -> NoReturn:

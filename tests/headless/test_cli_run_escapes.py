@@ -117,7 +117,10 @@ def test_a_provider_raising_system_exit_fails_the_run_naming_it(
     [
         ("hook", "raised in nanobot_runtime_context: PluginEscapeError: raised SystemExit(3)"),
         ("section", "error='raised SystemExit(3)' plugin=hangplug section=quitting"),
-        ("stage", "error=SystemExit(3) plugin=\"plugin 'hangplug', hangplug 0.1\" stage=quitting"),
+        (
+            "stage",
+            "error=SystemExit(3) plugin=\"plugin 'hangplug' from hangplug 0.1\" stage=quitting",
+        ),
     ],
 )
 def test_a_part_raising_system_exit_is_reported_and_the_run_goes_on(

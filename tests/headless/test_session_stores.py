@@ -74,7 +74,7 @@ def test_default_store_is_the_builtin_jsonl(tmp_path: Path) -> None:
     """With no config the store is the workspace's JSONL store, which no plugin can replace."""
     contained = select_session_store(_manager(tmp_path))
     assert isinstance(contained, ContainedStore)
-    assert contained.owner == "built-in plugin 'builtin:sessions'"
+    assert contained.owner.startswith("built-in plugin 'builtin:sessions' from nanobot-core ")
     store = contained.store
     assert isinstance(store, JsonlSessionStore)
     assert store.directory == tmp_path / ".nanobot" / "sessions"

@@ -144,22 +144,22 @@ def test_tool_with_an_unusable_timeout_fails_its_plugin_by_name(tmp_path: Path) 
     assert "tool 'slow': timeout must be a positive number of seconds" in (failed.error or "")
 
 
-def test_origin_names_the_plugin_its_distribution_and_version() -> None:
-    """`PluginInfo.origin` gives the name with what is known of where it comes from."""
+def test_describe_names_the_plugin_its_distribution_and_version() -> None:
+    """`PluginInfo.describe` gives the name with what is known of where it comes from."""
     from nanobot_core.kernel.records import PluginInfo
 
-    assert PluginInfo("builtin:governance", "builtin", "nanobot-core", "1.0").origin() == (
-        "built-in plugin 'builtin:governance', nanobot-core 1.0"
+    assert PluginInfo("builtin:governance", "builtin", "nanobot-core", "1.0").describe() == (
+        "built-in plugin 'builtin:governance' from nanobot-core 1.0"
     )
     full = PluginInfo("notes", "nanobot.plugins", "nanobot-notes", "2.1.0")
-    assert full.origin() == "plugin 'notes', nanobot-notes 2.1.0"
-    assert PluginInfo("notes", "nanobot.plugins", None, "2.1.0").origin() == (
-        "plugin 'notes', version 2.1.0"
+    assert full.describe() == "plugin 'notes' from nanobot-notes 2.1.0"
+    assert PluginInfo("notes", "nanobot.plugins", None, "2.1.0").describe() == (
+        "plugin 'notes' version 2.1.0"
     )
-    assert PluginInfo("notes", "nanobot.plugins", "nanobot-notes").origin() == (
-        "plugin 'notes', nanobot-notes"
+    assert PluginInfo("notes", "nanobot.plugins", "nanobot-notes").describe() == (
+        "plugin 'notes' from nanobot-notes"
     )
-    assert PluginInfo("notes", "nanobot.plugins").origin() == "plugin 'notes'"
+    assert PluginInfo("notes", "nanobot.plugins").describe() == "plugin 'notes'"
 
 
 class _Answers:

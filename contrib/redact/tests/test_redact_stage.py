@@ -205,7 +205,7 @@ def test_bad_options_stop_the_governor_naming_the_key_and_the_plugin(
         ConfigError, match=rf"^governance\.stages\.redact_secrets{message}"
     ) as caught:
         _governor_with(tmp_path, options)
-    assert "(plugin 'redact', nanobot-redact 0.1.0)" in str(caught.value)
+    assert "(plugin 'redact' from nanobot-redact 0.1.0)" in str(caught.value)
 
 
 def test_good_options_build_a_governor_that_redacts(tmp_path: Path) -> None:
