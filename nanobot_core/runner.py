@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import attrs
 
 from nanobot_core._containment import plugin_code
+from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, JSONLimitError, check_values
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig
 from nanobot_core.errors import (
@@ -817,8 +818,16 @@ def _result_message(outcome: ToolCallOutcome) -> Message:
 
 
 def _complete_arguments(arguments: object) -> bool:
-    """Whether a call's arguments are whole: not text that stops short of a JSON document."""
+    """Whether a call's arguments are whole: not text that stops short of a JSON document.
+
+    Arguments of more than `MAX_ARGUMENT_VALUES` values are not decoded: whole or not, the
+    call is refused by that limit when it is prepared.
+    """
     if not isinstance(arguments, str):
+        return True
+    try:
+        check_values(arguments, MAX_ARGUMENT_VALUES)
+    except JSONLimitError:
         return True
     try:
         json.loads(arguments)
