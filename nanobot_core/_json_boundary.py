@@ -6,6 +6,9 @@ again:
 
 - nesting deeper than `MAX_DEPTH` arrays and objects is refused,
 - an integer of more than `MAX_INT_DIGITS` digits is refused,
+- a text of more than `MAX_VALUES` values (tool arguments: `MAX_ARGUMENT_VALUES`)
+  is refused before it is decoded, so that memory stays proportional to the
+  text (an empty ``{}`` of 3 bytes decodes to a dict of 64),
 - ``NaN``, ``Infinity`` and numbers too large for a float (``1e999``) are
   replaced by ``null``, unless the caller keeps them (tool arguments keep
   them, so that validation refuses them by name),
@@ -26,6 +29,14 @@ to report. Encoding (`dumps`) never fails on such values either: it makes the
 same replacements, so what leaves the core (request bodies, ``--json``
 output, session files) is always strict JSON in valid UTF-8.
 
+The values are counted, before decoding, as the commas, ``[`` and ``{``
+outside strings, plus one: exactly the number of values when every array and
+object holds at least one (an empty one counts as holding one). A text shorter
+than the limit cannot exceed it and is not counted; a longer one has the three
+characters counted in one pass over its bytes (an upper bound), and only a
+text over the limit by that count has its strings cut out (one linear
+regular-expression pass) to count exactly.
+
 Both directions cost time linear in the size of the text: the fast paths are
 the standard library's C code, and the walk that finds replacements is
 iterative, so depth never reaches Python's recursion limit.
@@ -42,8 +53,10 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "MAX_ARGUMENT_VALUES",
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
+    "MAX_VALUES",
     "Decoded",
     "JSONBoundaryError",
     "JSONLimitError",
@@ -51,6 +64,7 @@ __all__ = [
     "WrittenFloat",
     "WrittenInt",
     "check_depth",
+    "check_values",
     "dumps",
     "loads",
     "plain_numbers",
@@ -63,10 +77,19 @@ MAX_DEPTH = 100
 #: Integers with more digits than this are refused: Python's own limit on converting
 #: integers to and from text, so what decodes can always be encoded again.
 MAX_INT_DIGITS = 4_300
+#: A text of more values than this (counted as in the module docstring) is refused: each value
+#: is a Python object of tens of bytes, more than the text it was written in.
+MAX_VALUES = 1_000_000
+#: The same limit for the arguments of a tool call, lower because validating and casting them
+#: costs more memory a value than decoding does.
+MAX_ARGUMENT_VALUES = 100_000
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # An escaped surrogate in JSON text (an escaped pair decodes to one character; a lone one does not).
 _ESCAPED_SURROGATE = re.compile(r"\\u[dD][89abcdefABCDEF]")
+# A string, closed or open up to the end of the text: possessive, so it never backtracks, and an
+# open one is matched once, to the end (the scan is linear whatever the quotes).
+_STRING = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+"?', re.DOTALL)
 
 
 # Outside the NanobotError tree: a private module's, and each caller turns a refusal
@@ -144,6 +167,7 @@ def loads(
     keep_nonfinite: bool = False,
     depth_checked: bool = False,
     written_numbers: bool = False,
+    max_values: int = MAX_VALUES,
 ) -> Decoded:
     """Decode JSON `text` within the limits; raises `JSONSyntaxError` or `JSONLimitError`.
 
@@ -153,13 +177,20 @@ def loads(
     depth walk, for a caller that has already counted the brackets. With
     `written_numbers` every number is a `WrittenFloat` or `WrittenInt` that
     keeps its text (the limits are the same: an integer of more than
-    `MAX_INT_DIGITS` digits is still refused); see `plain_numbers`.
+    `MAX_INT_DIGITS` digits is still refused); see `plain_numbers`. A text of
+    more than `max_values` values is refused before it is decoded.
     """
+    raw = None
     if isinstance(text, bytes | bytearray):
+        raw = bytes(text)
         try:
-            text = bytes(text).decode("utf-8")
+            text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise JSONSyntaxError(f"not UTF-8 ({exc.reason} at byte {exc.start})") from None
+    # Each value but the first needs a character of its own: a shorter text needs no count.
+    long = len(text) >= max_values
+    if long:
+        _check_values(text, max_values, raw)
     found: list[str] = []
     try:
         if written_numbers:
@@ -180,8 +211,10 @@ def loads(
         raise JSONLimitError(f"an integer of more than {MAX_INT_DIGITS} digits") from None
     replaced = [] if keep_nonfinite else [f"non-finite number {n} replaced by null" for n in found]
     # Brackets can only nest as deep as there are brackets: most texts need no walk for depth.
-    deep = not depth_checked and text.count("[") + text.count("{") > MAX_DEPTH
-    if deep and _too_deep(value):
+    # A long text is walked without counting (the walk visits containers only, and there are
+    # fewer of them than the limit): cheaper than counting its brackets.
+    deep = not depth_checked and (long or text.count("[") + text.count("{") > MAX_DEPTH)
+    if deep and isinstance(value, dict | list) and _too_deep(value):
         raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels")
     if _ESCAPED_SURROGATE.search(text) is not None or (
         not text.isascii() and _SURROGATE.search(text) is not None
@@ -189,6 +222,33 @@ def loads(
         value, fixed = _walk(value, check_depth=False)
         replaced.extend(fixed)
     return Decoded(value, tuple(replaced))
+
+
+def check_values(text: str, limit: int = MAX_VALUES) -> None:
+    """Raise `JSONLimitError` when the JSON `text` holds more than `limit` values.
+
+    Values are counted as in the module docstring; linear in the length of `text`.
+    """
+    if len(text) >= limit:
+        _check_values(text, limit, None)
+
+
+def _check_values(text: str, limit: int, raw: bytes | None) -> None:
+    """`check_values`, on `raw` (the UTF-8 bytes of `text`) when the caller has them."""
+    if _counted(text if raw is None else raw) < limit:
+        return
+    if _counted(_STRING.sub("", text)) >= limit:
+        raise JSONLimitError(f"more than {limit:,} values (each comma, [ and {{ counts one)")
+
+
+# Every byte but the three that are counted: deleting them leaves those to count, in one pass.
+_NOT_COUNTED = bytes(byte for byte in range(256) if byte not in b",[{")
+
+
+def _counted(text: str | bytes) -> int:
+    """How many commas, ``[`` and ``{`` `text` holds (anywhere, strings included)."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    return len(data.translate(None, _NOT_COUNTED))
 
 
 def check_depth(value: Any) -> None:

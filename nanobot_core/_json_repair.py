@@ -22,6 +22,7 @@ import re
 from typing import Any
 
 from nanobot_core._json_boundary import (
+    MAX_ARGUMENT_VALUES,
     MAX_DEPTH,
     JSONLimitError,
     JSONSyntaxError,
@@ -41,18 +42,27 @@ _CLOSER = {"[": "]", "{": "}"}
 
 
 def repair(
-    text: str, *, keep_nonfinite: bool = False, written_numbers: bool = False
+    text: str,
+    *,
+    keep_nonfinite: bool = False,
+    written_numbers: bool = False,
+    max_values: int = MAX_ARGUMENT_VALUES,
 ) -> tuple[Any, str]:
     """(the value `text` most likely meant, what was done).
 
     Raises `JSONSyntaxError` when nothing sensible can be made of `text`, and
     `JSONLimitError` when it is too deep or too long to repair. The options
-    are the JSON boundary's (`loads`). With `written_numbers`, a cut-off text
+    are the JSON boundary's (`loads`); `max_values` defaults to the limit for
+    tool arguments. With `written_numbers`, a cut-off text
     keeps every number as the model wrote it; json-repair writes the numbers
     of what it repairs again, as Python's ``json`` writes them (``3.10`` as
     ``3.1``).
     """
-    options = {"keep_nonfinite": keep_nonfinite, "written_numbers": written_numbers}
+    options: dict[str, Any] = {
+        "keep_nonfinite": keep_nonfinite,
+        "written_numbers": written_numbers,
+        "max_values": max_values,
+    }
     truncated = _close_truncation(text, options)
     if truncated is not None:
         return truncated
@@ -73,7 +83,7 @@ def repair(
     return loads(repaired, **options).value, "repaired malformed JSON"
 
 
-def _close_truncation(text: str, options: dict[str, bool]) -> tuple[Any, str] | None:
+def _close_truncation(text: str, options: dict[str, Any]) -> tuple[Any, str] | None:
     """The value of `text` completed at its end, or None when `text` is not a cut-off value."""
     stack: list[str] = []
     # For each open container, where its last member began (just after "[", "{" or ",").

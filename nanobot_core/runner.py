@@ -32,7 +32,13 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 import attrs
 
 from nanobot_core._containment import plugin_code
-from nanobot_core._json_boundary import JSONLimitError, JSONSyntaxError, loads
+from nanobot_core._json_boundary import (
+    MAX_ARGUMENT_VALUES,
+    JSONLimitError,
+    JSONSyntaxError,
+    check_values,
+    loads,
+)
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig
 from nanobot_core.errors import (
@@ -828,12 +834,14 @@ def _complete_arguments(arguments: object) -> bool:
 
     Read within the core's JSON limits, as the executor reads them: text nested too
     deep for Python's parser (a model looping on brackets until the output limit)
-    is no RecursionError here. Whole JSON outside the limits counts as whole: the
+    is no RecursionError here, and arguments of more than `MAX_ARGUMENT_VALUES`
+    values are not decoded. Whole JSON outside the limits counts as whole: the
     executor refuses it, saying why.
     """
     if not isinstance(arguments, str):
         return True
     try:
+        check_values(arguments, MAX_ARGUMENT_VALUES)
         loads(arguments, keep_nonfinite=True)
     except JSONSyntaxError:
         return False

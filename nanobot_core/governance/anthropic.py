@@ -21,6 +21,7 @@ from typing import Any
 
 import attrs
 
+from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, check_values
 from nanobot_core.governance.checks import NO_OUTPUT, has_lone_surrogate
 from nanobot_core.governance.messages import (
     TOOL_BLOCK_TYPES,
@@ -118,9 +119,12 @@ def _input(arguments: Any) -> dict[str, Any]:
 
     An escaped lone surrogate (``"\\ud800"``, legal JSON) would decode into a raw
     one, which UTF-8 cannot encode: those become U+FFFD, so the blocks can be
-    sent and converting them again gives the same text.
+    sent and converting them again gives the same text. Arguments of more than
+    `MAX_ARGUMENT_VALUES` values are not decoded: ``{}``.
     """
     try:
+        if isinstance(arguments, str):
+            check_values(arguments, MAX_ARGUMENT_VALUES)
         value = json.loads(arguments)
         if not isinstance(value, dict):
             return {}

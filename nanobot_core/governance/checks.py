@@ -11,6 +11,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, check_values
 from nanobot_core.governance.messages import call_name, content_text
 
 __all__ = [
@@ -137,10 +138,14 @@ _JSON_WHITESPACE = " \t\n\r"
 
 
 def arguments_ok(arguments: Any) -> bool:
-    """Whether `arguments` is a string holding a strict JSON object (no NaN or Infinity)."""
+    """Whether `arguments` is a string holding a strict JSON object (no NaN or Infinity).
+
+    Not when it holds more than `MAX_ARGUMENT_VALUES` values: those are never decoded.
+    """
     if type(arguments) is not str:
         return False
     try:
+        check_values(arguments, MAX_ARGUMENT_VALUES)
         if arguments[:1] == "{":
             end = _SCAN_ONCE(arguments, 0)[1]
             return end == len(arguments) or not arguments[end:].strip(_JSON_WHITESPACE)

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, JSONLimitError, check_values
 from nanobot_core.governance.checks import is_empty_result
 from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
 from nanobot_core.governance.tokens import TokenCounter, count_request
@@ -158,6 +159,10 @@ def _arguments_problem(arguments: Any) -> str | None:
     def reject_constant(name: str) -> Any:
         raise ValueError(f"{name} is not JSON")
 
+    try:
+        check_values(arguments, MAX_ARGUMENT_VALUES)
+    except JSONLimitError as exc:
+        return f"arguments cannot be used (they hold {exc}): {_preview(arguments)}"
     try:
         parsed = json.loads(arguments, parse_constant=reject_constant)
     except ValueError as exc:

@@ -43,6 +43,7 @@ from typing import Any
 import attrs
 
 from nanobot_core._json_boundary import (
+    MAX_ARGUMENT_VALUES,
     JSONBoundaryError,
     WrittenFloat,
     WrittenInt,
@@ -269,7 +270,9 @@ def _from_text(text: str, json_type: str) -> Any:
             return False
     if json_type in ("array", "object") and stripped[:1] in ("[", "{"):
         try:  # the boundary's limits: a model's text nested 100,000 deep is refused, not recursed
-            parsed = loads(stripped, keep_nonfinite=True, written_numbers=True).value
+            parsed = loads(
+                stripped, keep_nonfinite=True, written_numbers=True, max_values=MAX_ARGUMENT_VALUES
+            ).value
         except JSONBoundaryError:
             return _NO_CAST
         if _is_of_type(parsed, json_type):

@@ -16,7 +16,13 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from nanobot_core._json_boundary import JSONLimitError, JSONSyntaxError, check_depth, loads
+from nanobot_core._json_boundary import (
+    MAX_ARGUMENT_VALUES,
+    JSONLimitError,
+    JSONSyntaxError,
+    check_depth,
+    loads,
+)
 from nanobot_core._json_repair import repair
 from nanobot_core._logging import get_logger
 from nanobot_core.schema import cast_arguments, compile_schema, normalise_schema
@@ -283,8 +289,9 @@ def parse_arguments(
     in linear time, see `nanobot_core._json_repair`); None or "" for no
     arguments; and, when ``unwrap``, a lone ``{"arguments": ...}`` wrapper
     whose inner value may itself be JSON text. Text and objects outside the
-    JSON boundary's limits (depth, integer digits) are refused with the
-    reason; non-finite numbers are kept, for validation to refuse by name.
+    JSON boundary's limits (depth, integer digits; text of more than
+    `MAX_ARGUMENT_VALUES` values) are refused with the reason; non-finite
+    numbers are kept, for validation to refuse by name.
     With `written_numbers`, the numbers of JSON text are the JSON boundary's
     `WrittenFloat` and `WrittenInt`, which keep the text the model wrote: for
     casting only, which `ToolRegistry.prepare_call` asks for when it must cast.
@@ -339,8 +346,10 @@ def _decode(raw: Any, repairs: list[str], written: bool) -> Any:
 def _loads(text: str, repairs: list[str], written: bool) -> Any:
     try:
         if written:
-            return loads(text, keep_nonfinite=True, written_numbers=True).value
-        return loads(text, keep_nonfinite=True).value
+            return loads(
+                text, keep_nonfinite=True, written_numbers=True, max_values=MAX_ARGUMENT_VALUES
+            ).value
+        return loads(text, keep_nonfinite=True, max_values=MAX_ARGUMENT_VALUES).value
     except JSONSyntaxError:
         pass
     try:

@@ -134,7 +134,11 @@ def test_any_text_as_arguments_is_an_object_or_an_error(text: str) -> None:
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [
-        ("[" * 100_000 + "]" * 100_000, "cannot be used: nested deeper than 100 levels"),
+        ("[" * 50_000 + "]" * 50_000, "cannot be used: nested deeper than 100 levels"),
+        (
+            "[" * 100_000 + "]" * 100_000,
+            "cannot be used: more than 100,000 values (each comma, [ and { counts one)",
+        ),
         ("[{" * 20_000, "cannot be used: nested deeper than 100 levels"),
         ('{"text": ' + "1" * 5_000 + "}", "cannot be used: an integer of more than 4300 digits"),
     ],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, JSONLimitError, check_values
 from nanobot_core.governance.checks import arguments_ok
 from nanobot_core.governance.messages import preview
 
@@ -49,6 +50,10 @@ def _repair(text: str) -> Any:
 def _from_text(text: str) -> tuple[str, str]:
     if not text.strip():
         return EMPTY_OBJECT, "empty arguments replaced with {}"
+    try:
+        check_values(text, MAX_ARGUMENT_VALUES)
+    except JSONLimitError as exc:
+        return EMPTY_OBJECT, f"arguments {preview(text)} hold {exc}: replaced with {{}}"
     valid, decoded = _decode(text)
     if valid:
         if isinstance(decoded, str) and arguments_ok(decoded):

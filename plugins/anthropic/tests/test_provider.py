@@ -499,3 +499,21 @@ def test_a_stored_history_with_blocks_of_the_wrong_turn_is_sent_legally(
     reply = _complete(_provider(server), history)
     assert reply.content == "done"
     assert server.requests[0].problems == []
+
+
+def test_a_reply_of_millions_of_empty_objects_is_refused_with_bounded_memory(
+    server: MessagesServer,
+) -> None:
+    """A 9 MB reply of empty objects is a ProviderError naming the value limit, not retried."""
+    text = json.dumps(text_reply("x").body)
+    server.add(Reply(body=(text[:-1] + ', "extra": [' + "{}," * 3_000_000 + "{}]}").encode()))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ProviderError) as raised:
+            _complete(_provider(server), [{"role": "user", "content": "hi"}])
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert "sent a reply that cannot be used: more than 1,000,000 values" in str(raised.value)
+    assert len(server.requests) == 1
+    assert peak < 150 * 1024 * 1024, peak  # decoded, it took about 430 MB
