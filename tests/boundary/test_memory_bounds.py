@@ -71,18 +71,40 @@ def _values(value: Any) -> int:
     return 1
 
 
+# Runs the command given after the report path and, at exit, writes the peak resident
+# memory of this process alone (VmHWM, kB) to that path. The peak the parent learns from
+# `wait4` would not do: on Linux a child's ru_maxrss starts from the parent's resident
+# size at fork, so a test process grown large by earlier tests looked like a leak.
+_REPORT_PEAK = """
+import atexit, runpy, sys
+report, mode, target, *rest = sys.argv[1:]
+
+def _write_peak():
+    with open("/proc/self/status") as status:
+        peak = next(line.split()[1] for line in status if line.startswith("VmHWM:"))
+    with open(report, "w") as out:
+        out.write(peak)
+
+atexit.register(_write_peak)
+if mode == "-m":
+    sys.argv = [target, *rest]
+    runpy.run_module(target, run_name="__main__", alter_sys=True)
+else:
+    sys.argv = ["-c", *rest]
+    exec(compile(target, "<string>", "exec"), {"__name__": "__main__"})
+"""
+
+
 def _peak_mib(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str, float]:
-    """(exit code, stdout, stderr, peak resident MiB) of `argv` run in a child process."""
-    out, err = cwd / "stdout", cwd / "stderr"
+    """(exit code, stdout, stderr, peak resident MiB) of `argv` (``python -m M ...`` or
+    ``python -c CODE``) run in a child process, the peak being that process's own."""
+    out, err, report = cwd / "stdout", cwd / "stderr", cwd / "peak"
+    wrapped = [argv[0], "-c", _REPORT_PEAK, str(report), *argv[1:]]
     with out.open("w") as stdout, err.open("w") as stderr:
-        child = subprocess.Popen(argv, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
-        try:
-            _, status, usage = os.wait4(child.pid, 0)
-        except BaseException:
-            child.kill()
-            raise
-        child.returncode = os.waitstatus_to_exitcode(status)
-    return child.returncode, out.read_text(), err.read_text(), usage.ru_maxrss / 1024
+        child = subprocess.run(
+            wrapped, cwd=cwd, env=env, stdout=stdout, stderr=stderr, timeout=TIMEOUT, check=False
+        )
+    return child.returncode, out.read_text(), err.read_text(), int(report.read_text()) / 1024
 
 
 def _env(**changes: str) -> dict[str, str]:
