@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from nanobot_core.jsonl_store import JsonlSessionStore
-from tests.headless.test_cli_run_hangs import install_plugin
+from tests.helpers import install_plugin, plugin_env, run_cli
 
 TIMEOUT = 60
 PLUGIN = "hangplug"  # the module and distribution `install_plugin` writes, version 0.1
@@ -101,7 +99,7 @@ KEPT = ['{"role":"user","content":"before"}', '{"role":"assistant","content":"ke
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The flaky store's plugin, installed in a folder put on PYTHONPATH."""
-    return install_plugin(tmp_path_factory.mktemp("stores") / "site", FLAKY)
+    return install_plugin(tmp_path_factory.mktemp("stores") / "site", PLUGIN, FLAKY)
 
 
 @pytest.fixture
@@ -122,25 +120,15 @@ def workspace(tmp_path: Path) -> Path:
 def _cli(
     site: Path, workspace: Path, *args: str, at: str = "", how: str = ""
 ) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
-    path = [str(site), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
-    env.update(
-        PYTHONPATH=os.pathsep.join(path),
-        NANOBOT_PLUGINS=PLUGIN,
+    env = plugin_env(
+        site,
+        PLUGIN,
         NANOBOT_PROVIDER__NAME="stub",
         NANOBOT_SESSIONS__STORE="flaky",
         FAIL_AT=at,
         FAIL_HOW=how,
     )
-    return subprocess.run(
-        [sys.executable, "-m", "nanobot_core", *args],
-        cwd=workspace,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    return run_cli(*args, cwd=workspace, env=env, timeout=TIMEOUT)
 
 
 COMMANDS = {
