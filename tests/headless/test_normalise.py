@@ -249,16 +249,10 @@ def test_a_legacy_function_call_beside_tool_calls_is_not_kept() -> None:
     assert message == {"role": "assistant", "content": "", "tool_calls": [call]}
 
 
-_JSON = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.text(max_size=8),
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner),
-    max_leaves=6,
-)
-
-
 @settings(max_examples=300, deadline=None, database=None)
 @given(
-    function_call=_JSON | st.fixed_dictionaries({"name": _JSON}, optional={"arguments": _JSON}),
+    function_call=_VALUES
+    | st.fixed_dictionaries({"name": _VALUES}, optional={"arguments": _VALUES}),
     tool_calls=st.none() | st.just([]),
 )
 def test_any_legacy_function_call_is_a_call_or_nothing(function_call: Any, tool_calls: Any) -> None:
