@@ -24,13 +24,16 @@ def run_cli(
     env: Mapping[str, str] | None = None,
     timeout: float | None = None,
     program: Sequence[str] | None = None,
+    stdin: str | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """``nanobot-core ARGS`` in a child process (`program`, else ``python -m nanobot_core``)."""
+    """``nanobot-core ARGS`` in a child process (`program`, else ``python -m nanobot_core``),
+    reading `stdin` when given."""
     command = [*program] if program is not None else [sys.executable, "-m", "nanobot_core"]
     return subprocess.run(
         [*command, *args],
         cwd=cwd,
         env=None if env is None else dict(env),
+        input=stdin,
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from nanobot_core.cli import cli
 from nanobot_core.governance.invariants import check_invariants
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, run_cli
 
 EXAMPLE = REPO_ROOT / "examples" / "wedged-session.jsonl"
 STAGES = [
@@ -195,16 +195,7 @@ def _govern_process(cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """`python -m nanobot_core govern -` on an empty history, in a fresh process."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
     base.update(env)
-    return subprocess.run(
-        [sys.executable, "-m", "nanobot_core", "govern", "-"],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        env=base,
-        input="[]",
-        check=False,
-        timeout=120,
-    )
+    return run_cli("govern", "-", cwd=cwd, env=base, stdin="[]", timeout=120)
 
 
 @pytest.mark.parametrize(
@@ -283,15 +274,7 @@ def test_a_bad_stage_option_stops_the_commands_that_build_a_governor(
     )
     env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
     env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    done = subprocess.run(
-        [sys.executable, "-m", "nanobot_core", command],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        env=env,
-        check=False,
-        timeout=120,
-    )
+    done = run_cli(command, cwd=tmp_path, env=env, timeout=120)
     assert done.returncode == code, done.stderr
 
 
