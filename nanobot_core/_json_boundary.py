@@ -193,14 +193,12 @@ def loads(
         _check_values(text, max_values, raw)
     found: list[str] = []
     try:
-        if written_numbers:
-            constant, number = _nonfinite(keep_nonfinite, found, WrittenFloat)
-            value = json.loads(
-                text, parse_constant=constant, parse_float=number, parse_int=WrittenInt
-            )
-        else:
-            constant, number = _nonfinite(keep_nonfinite, found)
-            value = json.loads(text, parse_constant=constant, parse_float=number)
+        # parse_int=None is the decoder's own int (and its C fast path).
+        constant, number = _nonfinite(
+            keep_nonfinite, found, WrittenFloat if written_numbers else float
+        )
+        whole = WrittenInt if written_numbers else None
+        value = json.loads(text, parse_constant=constant, parse_float=number, parse_int=whole)
     except RecursionError:
         raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:

@@ -462,8 +462,8 @@ class Governor:
         before = dict(vars(self._continuity))  # a refused history leaves the session as it was
         try:
             return self._governed(caller, given, system, tools)
-        except (HistoryFormatError, RecursionError) as exc:
-            refusal = _refusal(given, exc)  # iterative: the recursion limit may be near
+        except (HistoryFormatError, RecursionError):
+            refusal = _refusal(given)  # iterative: the recursion limit may be near
             vars(self._continuity).update(before)
             self._forget_run()
             if refusal is None:
@@ -1450,22 +1450,27 @@ def _as_outcome(returned: Any) -> StageOutcome | str:
     return StageOutcome(returned.messages, bool(returned.changed), [str(d) for d in details])
 
 
-def _refusal(given: list[Any], exc: BaseException) -> HistoryFormatError | None:
-    """The error naming the first message of `given` that no JSON can hold, which `exc`
-    (raised where a message was read) stands for; None when every message can be held."""
-    for index, message in enumerate(given):
+def _first_fault(messages: list[Any]) -> tuple[int, str] | None:
+    """The index of the first of `messages` that no JSON can hold, and why (`nesting_fault`)."""
+    for index, message in enumerate(messages):
         why = nesting_fault(message)
         if why is not None:
-            return HistoryFormatError(f"messages[{index}] {why}")
+            return index, why
     return None
+
+
+def _refusal(given: list[Any]) -> HistoryFormatError | None:
+    """The error naming the first message of `given` that no JSON can hold (what an error
+    raised where a message was read stands for); None when every message can be held."""
+    fault = _first_fault(given)
+    return None if fault is None else HistoryFormatError(f"messages[{fault[0]}] {fault[1]}")
 
 
 def _unreadable(messages: list[Any], exc: BaseException, holds: str) -> str:
     """Why a stage's outcome `messages`, which raised `exc` when read, is ignored."""
-    for index, message in enumerate(messages):
-        why = nesting_fault(message)
-        if why is not None:
-            return f"ignored: {holds} messages[{index}], which {why}"
+    fault = _first_fault(messages)
+    if fault is not None:
+        return f"ignored: {holds} messages[{fault[0]}], which {fault[1]}"
     return f"ignored: {holds} messages that could not be read ({type(exc).__name__})"
 
 
