@@ -36,7 +36,6 @@ from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
     JSONLimitError,
     JSONSyntaxError,
-    check_values,
     loads,
 )
 from nanobot_core._logging import get_logger
@@ -841,8 +840,7 @@ def _complete_arguments(arguments: object) -> bool:
     if not isinstance(arguments, str):
         return True
     try:
-        check_values(arguments, MAX_ARGUMENT_VALUES)
-        loads(arguments, keep_nonfinite=True)
+        loads(arguments, keep_nonfinite=True, max_values=MAX_ARGUMENT_VALUES)
     except JSONSyntaxError:
         return False
     except JSONLimitError:
