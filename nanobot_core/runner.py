@@ -36,7 +36,6 @@ from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
     JSONLimitError,
     JSONSyntaxError,
-    check_values,
     loads,
 )
 from nanobot_core._logging import get_logger
@@ -595,18 +594,22 @@ class Runner:
             return task.result()
         task.cancel()
         await asyncio.wait((task,), timeout=STOP_GRACE)
-        name = self._provider_name()
         if not task.done():
-            abandon(task, f"provider {name!r}", self.provider_owner or "", "it did not answer")
-        owner = f" of {self.provider_owner}" if self.provider_owner else ""
+            name = f"provider {self._provider_name()!r}"
+            abandon(task, name, self.provider_owner or "", "it did not answer")
         raise ProviderError(
-            f"provider {name!r}{owner} did not answer within {deadline:g}s (provider.timeout "
+            f"{self._provider_label()} did not answer within {deadline:g}s (provider.timeout "
             "for each of 1 + provider.max_retries attempts, provider.retry_after_cap "
             f"between them, and {PROVIDER_DEADLINE_MARGIN:g}s more)"
         )
 
     def _provider_name(self) -> str:
         return str(getattr(self.provider, "name", None) or type(self.provider).__name__)
+
+    def _provider_label(self) -> str:
+        """``provider 'openai'``, and ``of <its plugin>`` when that is known: for its errors."""
+        owner = f" of {self.provider_owner}" if self.provider_owner else ""
+        return f"provider {self._provider_name()!r}{owner}"
 
     async def _call_provider(
         self, messages: list[Mapping[str, Any]], tools: list[dict[str, Any]], governed: Governed
@@ -629,9 +632,7 @@ class Runner:
                 reply: ProviderReply = await complete(messages, tools, prefix=changed_at)
                 return reply
         except PluginEscapeError as exc:  # said only what was raised: named here
-            name = self._provider_name()
-            owner = f" of {self.provider_owner}" if self.provider_owner else ""
-            raise ProviderError(f"provider {name!r}{owner} {exc}") from None
+            raise ProviderError(f"{self._provider_label()} {exc}") from None
         except ProviderError as exc:
             # The user is told which provider failed, whatever its own message names (most
             # name the URL they sent to): said once, at the one place every call goes through.
@@ -642,10 +643,8 @@ class Runner:
         except NanobotError:
             raise
         except Exception as exc:  # a provider's own bug: named, not a traceback
-            name = self._provider_name()
-            owner = f" of {self.provider_owner}" if self.provider_owner else ""
             raise ProviderError(
-                f"provider {name!r}{owner} raised {type(exc).__name__}: {exc}"
+                f"{self._provider_label()} raised {type(exc).__name__}: {exc}"
             ) from exc
 
     async def _run_tools(
@@ -841,8 +840,7 @@ def _complete_arguments(arguments: object) -> bool:
     if not isinstance(arguments, str):
         return True
     try:
-        check_values(arguments, MAX_ARGUMENT_VALUES)
-        loads(arguments, keep_nonfinite=True)
+        loads(arguments, keep_nonfinite=True, max_values=MAX_ARGUMENT_VALUES)
     except JSONSyntaxError:
         return False
     except JSONLimitError:

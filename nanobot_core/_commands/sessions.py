@@ -70,7 +70,7 @@ def command(ctx: click.Context, workspace: str | None, as_json: bool) -> None:
 def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) -> None:
     """Print session NAME: every message, with its bookkeeping under `_meta` in JSON."""
     from nanobot_core.errors import SessionError, SessionNotFoundError
-    from nanobot_core.sessions import validate_session_name
+    from nanobot_core.sessions import closing_store, validate_session_name
 
     state = get_state()
     root = state.workspace(workspace or ctx.meta.get("sessions.workspace"))
@@ -78,8 +78,6 @@ def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) ->
         validate_session_name(name)
     except SessionError as exc:
         raise _InputError(str(exc)) from None
-    from nanobot_core.sessions import closing_store
-
     store = _store(root)
     try:
         with closing_store(store):
@@ -123,7 +121,7 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
 
     from nanobot_core.errors import SessionError, SessionNotFoundError
     from nanobot_core.session_transfer import export_sessions
-    from nanobot_core.sessions import validate_session_name
+    from nanobot_core.sessions import closing_store, validate_session_name
 
     state = get_state()
     root = state.workspace(workspace or ctx.meta.get("sessions.workspace"))
@@ -133,8 +131,6 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
     except SessionError as exc:
         raise _InputError(str(exc)) from None
     check_output_folder(output)
-    from nanobot_core.sessions import closing_store
-
     store = _store(root)
     try:
         with closing_store(store):
@@ -161,6 +157,7 @@ def import_(ctx: click.Context, path: str, workspace: str | None) -> None:
 
     from nanobot_core.errors import SessionError
     from nanobot_core.session_transfer import import_sessions, read_export
+    from nanobot_core.sessions import closing_store
 
     state = get_state()
     root = state.workspace(workspace or ctx.meta.get("sessions.workspace"))
@@ -170,8 +167,6 @@ def import_(ctx: click.Context, path: str, workspace: str | None) -> None:
         raise _InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     except SessionError as exc:
         raise _InputError(str(exc)) from None
-    from nanobot_core.sessions import closing_store
-
     store = _store(root)
     with closing_store(store):
         done = import_sessions(store, sessions, wait=state.config.sessions.lease_wait)

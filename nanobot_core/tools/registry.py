@@ -345,11 +345,9 @@ def _decode(raw: Any, repairs: list[str], written: bool) -> Any:
 
 def _loads(text: str, repairs: list[str], written: bool) -> Any:
     try:
-        if written:
-            return loads(
-                text, keep_nonfinite=True, written_numbers=True, max_values=MAX_ARGUMENT_VALUES
-            ).value
-        return loads(text, keep_nonfinite=True, max_values=MAX_ARGUMENT_VALUES).value
+        return loads(
+            text, keep_nonfinite=True, written_numbers=written, max_values=MAX_ARGUMENT_VALUES
+        ).value
     except JSONSyntaxError:
         pass
     try:
