@@ -70,17 +70,22 @@ def test_a_client_that_leaves_before_the_answer_does_not_break_the_server(
 ) -> None:
     """A held answer whose client has gone is dropped quietly; the next request is served."""
     release = threading.Event()
+    received = threading.Event()  # the held request reached the handler
     calls: list[str] = []
 
     def answer(request: LoopbackRequest) -> LoopbackResponse:
         calls.append(request.path)
         if request.path == "/slow":
+            received.set()
             release.wait(timeout=10)
         return LoopbackResponse(200, {"path": request.path})
 
     with LoopbackServer(answer) as server:
         with socket.create_connection(("127.0.0.1", server.port), timeout=10) as client:
             client.sendall(b"GET /slow HTTP/1.1\r\nHost: x\r\n\r\n")
+            # Left only once it is being answered: on a busy machine the server could
+            # otherwise read it after the next request, and the order would say nothing.
+            assert received.wait(timeout=10)
         release.set()
         with urllib.request.urlopen(server.url + "/fast", timeout=10) as reply:
             assert json.loads(reply.read()) == {"path": "/fast"}
