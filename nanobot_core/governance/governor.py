@@ -30,6 +30,7 @@ history is reused when only messages without work were appended (`_Pass`).
 from __future__ import annotations
 
 import functools
+import gc
 import operator
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, count, repeat
@@ -452,7 +453,8 @@ class Governor:
         containing itself, or whose dicts and lists nest deeper than
         `MAX_DEPTH` (100) levels, as no session line may, raises
         `HistoryFormatError` naming its index. The governor is then as it was
-        before the call.
+        before the call. The cyclic garbage collector is paused while it runs
+        (docs/governance.md, "Performance").
         """
         caller = messages if isinstance(messages, list) else None
         # A list of its own: what the governor keeps for the next call must not change when
@@ -460,6 +462,13 @@ class Governor:
         given = list(messages)
         tools = tools if type(tools) is list or type(tools) is tuple else list(tools)
         before = dict(vars(self._continuity))  # a refused history leaves the session as it was
+        # The cyclic garbage collector is paused for the call: a call on a long history makes
+        # tens of thousands of small objects, all alive until it returns, so the collections
+        # they would trigger find nothing to free and cost about 6% of the call. Restored on
+        # every way out; left off when the caller had turned it off (or another call has).
+        collecting = gc.isenabled()
+        if collecting:
+            gc.disable()
         try:
             return self._governed(caller, given, system, tools)
         except (HistoryFormatError, RecursionError):
@@ -468,6 +477,9 @@ class Governor:
             self._forget_run()
             if refusal is None:
                 raise
+        finally:
+            if collecting:
+                gc.enable()
         raise refusal from None
 
     def _forget_run(self) -> None:

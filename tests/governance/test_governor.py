@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
+import gc
 import json
 from pathlib import Path
 from typing import Any
@@ -11,6 +13,7 @@ import pytest
 
 from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.governance import Governor, Stage, StageOutcome, build_governor, builtin_stages
+from nanobot_core.governance.history_file import HistoryFormatError
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.ordering import BUILTIN_ORDER
 from nanobot_core.governance.tokens import count_request
@@ -267,3 +270,54 @@ def test_build_governor_uses_the_builtins_and_the_workspace_store(tmp_path: Path
 
 def result_message(call_id: str, content: str) -> Message:
     return result(call_id, content)
+
+
+@pytest.fixture
+def collecting() -> Any:
+    """The garbage collector on, as a process starts, and on again after the test."""
+    gc.enable()
+    yield
+    gc.enable()
+
+
+def _watching(seen: list[bool]) -> Stage:
+    def watch(messages: list[Any], ctx: Any) -> StageOutcome:
+        seen.append(gc.isenabled())
+        return StageOutcome.unchanged(messages)
+
+    return Stage("watch_collector", watch)
+
+
+def test_the_collector_is_paused_while_governing_and_on_again_after(collecting: None) -> None:
+    """Stages run with the cyclic garbage collector paused; govern turns it back on."""
+    seen: list[bool] = []
+    _governor(_watching(seen)).govern(_dirty())
+    assert seen == [False]
+    assert gc.isenabled()
+
+
+def test_a_collector_the_caller_turned_off_stays_off(collecting: None) -> None:
+    """Govern never turns on a collector the caller had turned off."""
+    gc.disable()
+    _governor().govern(_dirty())
+    assert not gc.isenabled()
+
+
+def test_the_collector_is_on_again_when_a_history_is_refused(collecting: None) -> None:
+    """A history govern refuses (a message holding itself) leaves the collector on."""
+    looped: dict[str, Any] = {"role": "user", "content": "hi"}
+    looped["extra"] = looped
+    with pytest.raises(HistoryFormatError):
+        _governor().govern([looped])
+    assert gc.isenabled()
+
+
+def test_the_collector_is_on_again_when_a_cancellation_ends_a_stage(collecting: None) -> None:
+    """A cancellation raised in a stage passes through govern and leaves the collector on."""
+
+    def interrupted(messages: list[Any], ctx: Any) -> StageOutcome:
+        raise asyncio.CancelledError
+
+    with pytest.raises(asyncio.CancelledError):
+        _governor(Stage("interrupted", interrupted)).govern(_dirty())
+    assert gc.isenabled()
