@@ -212,6 +212,31 @@ def test_a_legacy_function_call_becomes_a_tool_call_and_is_answered() -> None:
     assert again.messages == governed.messages
 
 
+def test_a_legacy_function_call_gets_the_result_its_function_message_holds() -> None:
+    """The legacy `function` message answering a `function_call` is sent as that call's result."""
+    legacy = {
+        "role": "assistant",
+        "content": None,
+        "function_call": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+    }
+    answer = {"role": "function", "name": "get_weather", "content": "sunny, 21C"}
+    stray = {"role": "function", "name": "get_time", "content": "noon"}
+    history = [user(), legacy, answer, say("It is sunny."), stray, user("thanks")]
+    governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
+    expected = generated_call_id(1, 0, "get_weather", '{"city": "Paris"}')
+    assert governed.messages[1]["tool_calls"][0]["id"] == expected
+    assert governed.messages[2] == {
+        "role": "tool",
+        "tool_call_id": expected,
+        "name": "get_weather",
+        "content": "sunny, 21C",
+    }
+    assert governed.messages[3:] == [say("It is sunny."), user("thanks")]  # the stray is dropped
+    assert check_invariants(governed.messages) == []
+    again = Governor(builtin_stages(), config=GovernanceConfig()).govern(governed.messages)
+    assert again.messages == governed.messages
+
+
 @pytest.mark.parametrize("value", [None, {"name": ""}, {"name": "  "}, "get_user", [], {"x": 1}])
 def test_a_legacy_function_call_that_names_nothing_is_removed(value: Any) -> None:
     """A `function_call` without a function name is not sent: the message keeps only its text."""

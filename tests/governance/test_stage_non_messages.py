@@ -19,7 +19,6 @@ from tests.governance.builders import run_pure, say, user
         [],
         {"content": "no role"},
         {"role": None},
-        {"role": "function", "content": "{}"},
         {"role": "critic", "content": "fine"},
         {"role": "", "content": "?"},
     ],
@@ -60,3 +59,15 @@ def test_unknown_keys_pass_through() -> None:
     message = {"role": "assistant", "content": "x", "reasoning_content": "why", "signature": "abc"}
     outcome = run_pure(drop_non_messages, [user(), message, 7])
     assert outcome.messages[1] is message
+
+
+def test_a_legacy_function_message_becomes_a_tool_result_without_an_id() -> None:
+    """The answer to a legacy function_call is kept as a tool result, its name and text whole."""
+    answer = {"role": "function", "name": "get_weather", "content": "sunny", "_meta": {"t": 1}}
+    outcome = run_pure(drop_non_messages, [user(), answer])
+    assert outcome.messages == [
+        user(),
+        {"role": "tool", "tool_call_id": "", "name": "get_weather", "content": "sunny"},
+    ]
+    assert answer["role"] == "function" and "_meta" in answer
+    assert outcome.details[0].startswith("messages[1]: a legacy function message became")

@@ -1,9 +1,15 @@
 """`drop_non_messages`: entries that are not chat messages, and session bookkeeping.
 
 A session file can hold stray values (a number, a string, a dict without a
-role) or messages of roles no provider knows (the legacy ``function`` role, a
-tool's private ``critic`` notes). They are left out of the model copy. The
-``_meta`` key (session bookkeeping: times, usage, rounds) is never sent either.
+role) or messages of roles no provider knows (a tool's private ``critic``
+notes). They are left out of the model copy. The ``_meta`` key (session
+bookkeeping: times, usage, rounds) is never sent either.
+
+A message of the legacy ``function`` role (OpenAI's functions API: the answer
+to a ``function_call``) holds a real result, so it is not dropped: it becomes
+a tool result without an id, which `strip_malformed_calls` pairs with the
+legacy call it answers (made a tool call with an id), as it pairs any result
+without an id. One that answers nothing is then dropped by `pair_results`.
 """
 
 from __future__ import annotations
@@ -36,7 +42,13 @@ def drop_non_messages(messages: list[Any], ctx: StageContext) -> StageOutcome:
             )
             continue
         role = message.get("role")
-        if not (isinstance(role, str) and role in KNOWN_ROLES):
+        if role == "function":
+            message = _legacy_result(message)
+            details.append(
+                f"messages[{index}]: a legacy function message became a tool result "
+                "without an id, to be paired with the legacy call it answers"
+            )
+        elif not (isinstance(role, str) and role in KNOWN_ROLES):
             details.append(
                 f"messages[{index}]: dropped a message with unknown role {preview(role)}"
             )
@@ -48,3 +60,9 @@ def drop_non_messages(messages: list[Any], ctx: StageContext) -> StageOutcome:
     if not details:
         return StageOutcome.unchanged(messages)
     return StageOutcome(kept, changed=True, details=details)
+
+
+def _legacy_result(message: dict[Any, Any]) -> dict[Any, Any]:
+    """A legacy ``function`` message as a tool result without an id (its other keys kept)."""
+    result = {key: value for key, value in message.items() if key not in ("role", "tool_call_id")}
+    return {"role": "tool", "tool_call_id": "", **result}
