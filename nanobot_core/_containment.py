@@ -3,11 +3,16 @@
 Everything a plugin runs (its import, its hooks, its tools) goes through
 `plugin_code`:
 
-- what it prints goes to the log (a warning naming the plugin), never to
-  stdout, where ``--json`` output must stay one JSON document. The switch is
-  a context variable read by a stand-in for ``sys.stdout``, so the core's
-  own output, other threads and other tasks are unaffected; it follows the
-  code into worker threads started with a copied context (``asyncio.to_thread``).
+- what it prints goes to the log (one warning naming the plugin, when its
+  code returns), never to stdout, where ``--json`` output must stay one JSON
+  document. The switch is a context variable read by a stand-in for
+  ``sys.stdout``, so the core's own output, other threads and other tasks are
+  unaffected; it follows the code into worker threads started with a copied
+  context (``asyncio.to_thread``). The print is only collected while the
+  code runs: a print may come from inside a log call that holds its logger's
+  lock (a plugin's structlog writing to stdout), where logging it at once
+  would wait for that lock forever. Records of the core's own logger pass
+  through (`EMITTING`): where they go is the logging set-up's choice.
 - ``SystemExit``, ``KeyboardInterrupt`` and every other ``BaseException``
   that is not an ``Exception`` (``GeneratorExit``, a plugin's own) raised
   inside become a `PluginEscapeError` (a `PluginError`, so an ``Exception``),
@@ -23,13 +28,14 @@ from __future__ import annotations
 
 import signal
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import CodeType, FrameType
 from typing import Any
 
-from nanobot_core._logging import get_logger
+from nanobot_core._logging import EMITTING, get_logger
 from nanobot_core.errors import PluginEscapeError
 
 __all__ = [
@@ -45,13 +51,47 @@ __all__ = [
 
 log = get_logger(__name__)
 
-_OWNER: ContextVar[str | None] = ContextVar("nanobot_plugin_code", default=None)
-# Set while a plugin's print is being logged: a log that itself writes to stdout (an
-# application's structlog set up with structlog's default, stdout) goes through, instead
-# of being logged again, and again (the logger's lock made that a deadlock).
-_LOGGING: ContextVar[bool] = ContextVar("nanobot_plugin_print_logging", default=False)
 # Printed text kept per warning: enough to recognise it, not a flood.
 _SHOWN_CHARS = 2_000
+
+
+class _Printed:
+    """What the plugin code of one `plugin_code` block printed, logged when the block ends.
+
+    A thread the code started may print after that (an abandoned tool's): such a
+    print is logged from a thread of its own, which waits for any lock its
+    printer holds to be released rather than for itself.
+    """
+
+    __slots__ = ("_texts", "kept", "open", "owner")
+
+    def __init__(self, owner: str) -> None:
+        self.owner = owner
+        self.open = True
+        self.kept = 0  # characters kept in `_texts`
+        self._texts: list[str] = []
+
+    def add(self, text: str) -> None:
+        if not self.open:
+            late = threading.Thread(target=_log_print, args=(self.owner, text), daemon=True)
+            late.start()
+            return
+        if self.kept < _SHOWN_CHARS:  # past that, the warning shows no more of it
+            self._texts.append(text)
+            self.kept += len(text)
+
+    def close(self) -> None:
+        """Log what was printed, once; later prints are logged one by one."""
+        self.open = False
+        if self._texts:
+            _log_print(self.owner, "".join(self._texts))
+
+
+def _log_print(owner: str, text: str) -> None:
+    log.warning("plugin wrote to stdout", plugin=owner, text=text.rstrip()[:_SHOWN_CHARS])
+
+
+_OWNER: ContextVar[_Printed | None] = ContextVar("nanobot_plugin_code", default=None)
 
 
 class _Stdout:
@@ -65,18 +105,12 @@ class _Stdout:
         self._real = real
 
     def write(self, text: str) -> int:
-        owner = _OWNER.get()
-        if owner is None or _LOGGING.get():
+        printed = _OWNER.get()
+        if printed is None or EMITTING.get():
             written: int = self._real.write(text)
             return written
         if text.strip():
-            token = _LOGGING.set(True)
-            try:
-                log.warning(
-                    "plugin wrote to stdout", plugin=owner, text=text.rstrip()[:_SHOWN_CHARS]
-                )
-            finally:
-                _LOGGING.reset(token)
+            printed.add(text)
         return len(text)
 
     def flush(self) -> None:
@@ -95,7 +129,8 @@ def _install() -> None:
 def plugin_code(owner: str) -> Iterator[None]:
     """Run the block as code of plugin `owner` (a description naming it and its version)."""
     _install()
-    token = _OWNER.set(owner)
+    printed = _Printed(owner)
+    token = _OWNER.set(printed)
     try:
         yield
     except BaseException as exc:
@@ -104,6 +139,7 @@ def plugin_code(owner: str) -> Iterator[None]:
         raise escape_error(exc) from None
     finally:
         _OWNER.reset(token)
+        printed.close()
 
 
 def passes_through(exc: BaseException) -> bool:

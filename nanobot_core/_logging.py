@@ -11,9 +11,15 @@ JSON output), rendered for a terminal or as JSON lines.
 from __future__ import annotations
 
 import sys
+from contextvars import ContextVar
 from typing import Any
 
-__all__ = ["configure_logging", "get_logger"]
+__all__ = ["EMITTING", "configure_logging", "get_logger"]
+
+#: True while a record of ours is being written: what the logging set-up writes to stdout
+#: then (an application's structlog left at its default, stdout) is the log itself, which
+#: the stand-in for stdout that catches plugins' prints lets through as it is.
+EMITTING: ContextVar[bool] = ContextVar("nanobot_log_emitting", default=False)
 
 _LEVELS = {"debug": 10, "info": 20, "warning": 30, "error": 40, "critical": 50}
 
@@ -83,7 +89,11 @@ class _Logger:
                 _apply()
         import structlog
 
-        getattr(structlog.get_logger(self._name), level)(event, **fields)
+        token = EMITTING.set(True)
+        try:
+            getattr(structlog.get_logger(self._name), level)(event, **fields)
+        finally:
+            EMITTING.reset(token)
 
     def debug(self, event: str, **fields: Any) -> None:
         self._emit("debug", event, fields)

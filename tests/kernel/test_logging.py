@@ -80,3 +80,66 @@ def test_a_plugin_print_under_an_application_logging_to_stdout_is_logged_once(
     lines = real.getvalue().splitlines()
     assert len(lines) == 1
     assert '"plugin wrote to stdout"' in lines[0] and "hello from a plugin" in lines[0]
+
+
+# An application that set structlog up with its default output, stdout, then runs plugin
+# code that logs. Run in a process of its own: a deadlock there fails the test at its
+# timeout instead of hanging the suite.
+_STDOUT_APP = """
+import contextvars, sys, threading, time, structlog
+from nanobot_core._containment import plugin_code
+from nanobot_core._logging import get_logger
+structlog.configure(processors=[structlog.processors.KeyValueRenderer(sort_keys=True)])
+case = sys.argv[1]
+with plugin_code("plugin 'chatty' from chatty 1.0"):
+    if case == "core":
+        get_logger("nanobot_core.test").warning("a record of the core")
+    elif case == "plugin":
+        structlog.get_logger("chatty").info("a record of the plugin")
+    else:
+        # Started with a copy of the context, as asyncio.to_thread starts its work.
+        work = contextvars.copy_context()
+        chatter = lambda: (time.sleep(0.3), print("printed late"))
+        late = threading.Thread(target=work.run, args=(chatter,))
+        late.start()
+late.join() if case == "late" else None
+time.sleep(0.5)  # the late print is logged from a thread of its own
+print("the end", file=sys.stderr)
+"""
+
+
+def _stdout_app(case: str) -> list[str]:
+    """The stdout lines of `_STDOUT_APP` run for `case`; it must end on its own."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", _STDOUT_APP, case],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0 and "the end" in done.stderr, done.stderr
+    return done.stdout.splitlines()
+
+
+def test_a_core_record_inside_plugin_code_goes_where_the_application_sends_it() -> None:
+    """The core's own record, written to stdout by the application's set-up, passes as is."""
+    assert _stdout_app("core") == ["event='a record of the core'"]
+
+
+def test_a_plugins_own_structlog_record_to_stdout_is_logged_without_a_deadlock() -> None:
+    """A plugin's structlog print to stdout, under its logger's lock, is logged once its code
+    returns (logged at once, it waited for that lock forever)."""
+    (line,) = _stdout_app("plugin")
+    assert "event='plugin wrote to stdout'" in line
+    assert "plugin=\"plugin 'chatty' from chatty 1.0\"" in line
+    assert "a record of the plugin" in line
+
+
+def test_a_print_after_the_plugin_code_returned_is_logged_too() -> None:
+    """A thread of the plugin's (with its context) that prints after its code returned is
+    still logged."""
+    (line,) = _stdout_app("late")
+    assert "event='plugin wrote to stdout'" in line and "printed late" in line
