@@ -54,12 +54,11 @@ from nanobot_core.tools._repeats import RepeatedCalls
 from nanobot_core.tools.base import ToolResult
 from nanobot_core.tools.executor import (
     ERROR_HINT,
-    STOP_GRACE,
     Executor,
     ToolCallOutcome,
     ToolCallRequest,
-    abandon,
     run_calls,
+    stop_task,
 )
 
 if TYPE_CHECKING:
@@ -585,18 +584,15 @@ class Runner:
         if deadline is None:
             return await self._call_provider(messages, tools, governed)
         task = asyncio.create_task(self._call_provider(messages, tools, governed))
+        name, owner = f"provider {self._provider_name()!r}", self.provider_owner or ""
         try:
             await asyncio.wait((task,), timeout=deadline)
-        except asyncio.CancelledError:
-            task.cancel()
+        except asyncio.CancelledError:  # our caller is being cancelled: stop the call, go on
+            await stop_task(task, name, owner, "its caller was cancelled")
             raise
         if task.done():
             return task.result()
-        task.cancel()
-        await asyncio.wait((task,), timeout=STOP_GRACE)
-        if not task.done():
-            name = f"provider {self._provider_name()!r}"
-            abandon(task, name, self.provider_owner or "", "it did not answer")
+        await stop_task(task, name, owner, "it did not answer")
         raise ProviderError(
             f"{self._provider_label()} did not answer within {deadline:g}s (provider.timeout "
             "for each of 1 + provider.max_retries attempts, provider.retry_after_cap "

@@ -42,8 +42,8 @@ __all__ = [
     "ToolCallHooks",
     "ToolCallOutcome",
     "ToolCallRequest",
-    "abandon",
     "run_calls",
+    "stop_task",
 ]
 
 log = get_logger("nanobot_core.tools")
@@ -294,12 +294,16 @@ def _abandon(task: asyncio.Task[Any], call: _Abandoned, why: str) -> None:
     task.add_done_callback(_forget)
 
 
-def abandon(task: asyncio.Task[Any], name: str, plugin: str, why: str) -> None:
-    """Leave a task that ignored cancellation running, like a tool: warned, kept, not waited for.
+async def stop_task(task: asyncio.Task[Any], name: str, plugin: str, why: str) -> bool:
+    """Stop plugin code running in `task` as a tool is stopped; False when it is abandoned.
 
-    `run_calls` gives it `STOP_GRACE` seconds at its end, then leaves it unfinished.
+    The one stop sequence for every task that runs plugin code (a tool, a
+    provider's call): cancelled, given `STOP_GRACE` seconds, then left running,
+    warned and kept (`run_calls` gives it `STOP_GRACE` seconds more at its end)
+    when it ignores the cancellation, also when our caller is cancelled meanwhile.
+    What it returned or raised is dropped, never reported as lost.
     """
-    _abandon(task, _Abandoned(name, plugin, alone=False), why)
+    return await _stop(task, _Abandoned(name, plugin, alone=False), why)
 
 
 def _left_threads(owner: ToolCall, why: str) -> bool:
