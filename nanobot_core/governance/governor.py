@@ -63,7 +63,12 @@ from nanobot_core.governance.continuity import (
 )
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
 from nanobot_core.governance.history_file import HistoryFormatError
-from nanobot_core.governance.messages import any_text_passes, container_copy, nesting_fault
+from nanobot_core.governance.messages import (
+    ONE_TEXT_KEYS,
+    any_text_passes,
+    container_copy,
+    nesting_fault,
+)
 from nanobot_core.governance.ordering import place_stages
 from nanobot_core.governance.stage import Budget, Stage, StageContext, StageOutcome
 from nanobot_core.governance.stages import builtin_stages
@@ -693,20 +698,29 @@ class Governor:
         """`_through` for one per-message `stage`: the message it leaves, or None (see there)."""
         remember = self._remember
         prefilter = stage.prefilter
+        recall = memo.get
+        one_text = ONE_TEXT_KEYS.issuperset
 
         def step(message: Any) -> Any:
-            known = memo.get(id(message))  # the memo holds its messages: ids are theirs
+            key = id(message)
+            known = recall(key)  # the memo holds its messages: ids are theirs
             if known is None:
                 # `_remember`'s commonest case, without a call: a prefilter that has
                 # nothing to ask for (one that raises is left to it, which reports).
                 if prefilter is not None and type(message) is dict:
                     try:
-                        idle = not any_text_passes(message, prefilter)
+                        # A message of one text (most of them) is asked of it here:
+                        # `any_text_passes` would, at the cost of one more call.
+                        content = message.get("content")
+                        if type(content) is str and one_text(message):
+                            idle = not prefilter(content)
+                        else:
+                            idle = not any_text_passes(message, prefilter)
                     except BaseException as exc:  # `remember` asks again, and reports
                         contained(exc)
                         idle = False
                     if idle:
-                        memo[id(message)] = (message, None, _NO_LINES)
+                        memo[key] = (message, None, _NO_LINES)
                         return message
                 found = remember(stage, message, context, memo)
                 if isinstance(found, str):

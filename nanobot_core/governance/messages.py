@@ -14,6 +14,7 @@ from nanobot_core._json_boundary import MAX_DEPTH
 
 __all__ = [
     "KNOWN_ROLES",
+    "ONE_TEXT_KEYS",
     "STRUCTURAL_KEYS",
     "SYSTEM_ROLES",
     "TOOL_BLOCK_TYPES",
@@ -222,12 +223,12 @@ def container_copy(value: Any) -> Any:
 #: The keys a stage's prefilter is not asked about (nothing under them is a text it is
 #: given): what names and links a message, not what it says.
 STRUCTURAL_KEYS = frozenset({"role", "type", "name", "id", "tool_call_id", "tool_use_id"})
-# A message with only these keys holds one text at most: its content.
-_CONTENT_AND_STRUCTURE = STRUCTURAL_KEYS | {"content"}
+#: A message with only these keys holds one text at most: its content.
+ONE_TEXT_KEYS = STRUCTURAL_KEYS | {"content"}
 # An assistant message of the usual shape, with calls or reasoning: its texts are its
 # content, its reasoning and the arguments of each call (a call's id and type, a
 # function's name are structure).
-_CALLING = _CONTENT_AND_STRUCTURE | {"tool_calls", "reasoning_content"}
+_CALLING = ONE_TEXT_KEYS | {"tool_calls", "reasoning_content"}
 _CALL_KEYS = STRUCTURAL_KEYS | {"function"}
 _FUNCTION_KEYS = STRUCTURAL_KEYS | {"arguments"}
 
@@ -267,7 +268,7 @@ def any_text_passes(message: Any, test: Callable[[str], object]) -> bool:
     it holds is not looked into.
     """
     if type(message) is dict:
-        if _CONTENT_AND_STRUCTURE.issuperset(message):
+        if ONE_TEXT_KEYS.issuperset(message):
             content = message.get("content")  # the commonest messages: one text or none
             if type(content) is str:
                 return bool(test(content))

@@ -102,7 +102,10 @@ class Caseless(str):
 #: (a `Caseless` one in any case).
 Condition = tuple[str, ...]
 
-_HEADER_NAME: tuple[Condition, ...] = (("z", "Z"), (Caseless("authorization"),))
+# The separator first (`_HEADER` needs a : or an =): gates other rules have, so the header
+# name costs a text that holds neither no pass of its own; then a z or a Z (any spelling
+# of the name holds one), then the name in the text put in lower case.
+_HEADER_NAME: tuple[Condition, ...] = ((":", "="), ("z", "Z"), (Caseless("authorization"),))
 
 
 @attrs.frozen
@@ -209,6 +212,7 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         r"|@(?:[^\s@\"'<>:]++|:(?!//|\\/\\/))*+(?=@)(?:@[^\s@/\"'<>]*+(?=@))*+"
         r"(?=@[^\s@/\"'<>:?#])"
         r")@",
+        ":",  # first: a gate other rules have, where "@" would be one more pass of every text
         "@",
         ("://", ":\\/\\/"),  # JSON text may escape the slashes
     ),

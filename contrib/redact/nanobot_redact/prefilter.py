@@ -6,12 +6,15 @@ module costs. Each rule names conditions every text it matches meets
 *gate*, one character of its substring that is rare in prose and code (``-``
 for ``sk-``, ``B`` for ``-----BEGIN ``). A single-character test is one
 ``memchr`` over the text, at memory speed, so a text that holds none of the
-ten or so gates is settled without any longer search, any regular
-expression or any allocation. A text that holds a gate has the conditions of
+seven or so gates is settled without any longer search, any regular
+expression or any allocation: each gate is one more pass over every text,
+so a rule whose match holds a character that is another rule's gate names it
+first and goes behind it. A text that holds a gate has the conditions of
 the rules behind that gate checked in full (each substring behind its own
-gate; alternatives that share a first character in one pass of ``re``), and
-only the rules whose every condition holds run. Rules that match only at the
-start of a text are decided by what the text starts with.
+gate; alternatives that share a first character in one pass of ``re``, after
+one ``in`` test of what they start with), and only the rules whose every
+condition holds run. Rules that match only at the start of a text are
+decided by what the text starts with.
 
 `Prefilter.admits` (is any rule a candidate: what a text without a secret
 costs) tests less still: not a rule whose conditions imply another's (a text
@@ -56,6 +59,8 @@ _Test = tuple[re.Pattern[str] | None, tuple[_Needle, ...]]
 _Behind = tuple[tuple[tuple[_Test, ...], tuple[str, ...]], ...]
 
 _RANK = {char: index for index, char in enumerate(_FREQUENT)}
+#: The ASCII characters str.isspace (and so str.lstrip and re's \s) takes for whitespace.
+_ASCII_SPACE = frozenset(char for char in map(chr, range(128)) if char.isspace())
 
 
 def _rarest(needle: str) -> str:
@@ -197,7 +202,10 @@ class Prefilter:
 
     def _namespace(self) -> dict[str, Any]:
         patterns = {f"_p{index}": pattern for index, pattern in enumerate(self._patterns())}
-        return {**patterns, "_heads": self._heads, "_start": self._start_admits}
+        # The first characters that call for a closer look: a start rule's (leading
+        # whitespace too) and a data: URL's (the stage's prefilter only asks of those).
+        firsts = (self._heads | _ASCII_SPACE if self._starts else frozenset()) | {"d", "D"}
+        return {**patterns, "_heads": self._heads, "_firsts": firsts, "_start": self._start_admits}
 
     def _patterns(self) -> list[re.Pattern[str]]:
         """Every pattern `admits` tests, in the order `_admits_source` names them."""
@@ -221,24 +229,40 @@ class Prefilter:
             lines.append("    return True")
             return "\n".join(lines)
         lines += [f"    if {needle!r} in text: return True" for needle in holding]
-        if data_url:
-            lines.append("    if text[:1] in 'dD' and text[:5].lower() == 'data:': return True")
+        if data_url or self._starts:
+            # What a text starts with is read once, and one set test (`_firsts`) rules out
+            # both a data: URL and a start rule for nearly every text; only a first
+            # character past ASCII is asked whether it is whitespace too.
+            lines.append("    head = text[:1]")
+            ahead = "head in _firsts"
+            if self._starts:
+                ahead += " or (head > '\\x7f' and head.isspace())"
+            lines.append(f"    if {ahead}:")
+            if data_url:
+                lines.append("        if head in 'dD' and text[:5].lower() == 'data:': return True")
+            if self._starts:
+                lines.append(
+                    "        if (head in _heads or head.isspace()) and _start(text): return True"
+                )
         names = count()  # the patterns' places in `_patterns`, in the order met below
+        # A gate that a later gate's rules look back at is kept in a local when first tested:
+        # a text without it would otherwise be read through once more for each look.
+        looked_back = {e for _, rules in self._behind_gate for _, earlier in rules for e in earlier}
+        held: dict[str, str] = {}  # gate -> the local that says whether the text holds it
         for gate_, behind in self._behind_gate:
             if not behind:
                 continue  # every rule behind it is implied by one tested elsewhere
-            lines.append(f"    if {gate_!r} in text:")
+            test = f"{gate_!r} in text"
+            if gate_ in looked_back:
+                held[gate_] = local = f"_held{len(held)}"
+                test = f"({local} := {test})"
+            lines.append(f"    if {test}:")
             for tests, earlier in behind:
                 condition = " and ".join(_expression(t, names, gate_) for t in tests) or "True"
                 if earlier:
-                    ruled_out = " or ".join(f"{e!r} in text" for e in earlier)
+                    ruled_out = " or ".join(held.get(e, f"{e!r} in text") for e in earlier)
                     condition = f"not ({ruled_out}) and {condition}"
                 lines.append(f"        if {condition}: return True")
-        if self._starts:
-            lines += [
-                "    head = text[:1]",
-                "    if head in _heads or head.isspace(): return _start(text)",
-            ]
         lines.append("    return False")
         return "\n".join(lines)
 
@@ -291,7 +315,11 @@ def _expression(test: _Test, names: Iterator[int], held: str) -> str:
     pattern is named by the next of `names`)."""
     pattern, needles = test
     if pattern is not None:
-        return f"_p{next(names)}.search(text) is not None"
+        search = f"_p{next(names)}.search(text) is not None"
+        # What the alternatives start with (their first character at least) is one ``in``
+        # test, where a search costs a call into ``re``: a text without it is spared the call.
+        shared = _shared_start([needle for needle, _ in needles])
+        return search if shared == held else f"({shared!r} in text and {search})"
     either = [
         f"{str(needle)!r} in text.lower()"
         if isinstance(needle, Caseless)
@@ -301,6 +329,13 @@ def _expression(test: _Test, names: Iterator[int], held: str) -> str:
         for needle, first in needles
     ]
     return either[0] if len(either) == 1 else f"({' or '.join(either)})"
+
+
+def _shared_start(needles: list[str]) -> str:
+    """What every one of `needles` starts with (the first and last in order differ first)."""
+    first, last = min(needles), max(needles)
+    same = next((i for i, (a, b) in enumerate(zip(first, last, strict=False)) if a != b), None)
+    return first if same is None else first[:same]
 
 
 def _compiled(source: str, namespace: dict[str, Any]) -> Callable[[str], bool]:

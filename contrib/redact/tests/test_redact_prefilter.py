@@ -178,7 +178,9 @@ def test_start_rules_skip_exactly_the_whitespace_that_their_regex_skips() -> Non
         if (space.match(chr(code)) is not None) != chr(code).isspace()
     ]
     assert disagree == []
-    for char in ("\x1c", "\x85", "\u2003", "\u3000"):
+    for char in ("\x1c", "\x85", "\u2003", "\u3000", "\t", "\x0b"):
+        assert SCANNER.could_change(f"{char}Bearer abcdefghijkl")  # the first character's set
+        assert SCANNER._prefilter.admits(f"{char}Bearer abcdefghijkl")
         redacted, found = SCANNER.redact(f"{char}Bearer abcdefghijkl")
         assert redacted == f"{char}Bearer {marker('bearer_token')}"
         assert found == {"bearer_token": 1}
@@ -273,3 +275,20 @@ def test_a_scanner_with_extra_patterns_asks_its_stage_about_every_text() -> None
     assert scanner.could_change("plain words")
     assert scanner.could_change("")
     assert not Scanner(DEFAULT_PATTERNS).could_change("plain words")
+
+
+def test_a_rule_whose_match_holds_another_rules_gate_goes_behind_it() -> None:
+    """The header name and a URL password cost a text without ``:`` and ``=`` no pass."""
+    assert SCANNER._prefilter._gates == ("B", ":", "=", "-", "A", "_", "J")
+    asked: list[str] = []
+
+    class Recording(str):
+        def __contains__(self, needle: object) -> bool:
+            asked.append(str(needle))
+            return super().__contains__(needle)  # type: ignore[operator]
+
+    assert not SCANNER.could_change(Recording("plain words, nothing else"))
+    assert not {"z", "Z", "@"} & set(asked)
+    for text in ("Authorization: Bearer abcdefghijkl", "AUTHORIZATION=token abcdefghijkl"):
+        assert SCANNER.could_change(text)
+    assert SCANNER.could_change("https://app:s3cr3t@db.example.com/x")
