@@ -73,8 +73,9 @@ class _Printed:
 
     def add(self, text: str) -> None:
         if not self.open:
-            late = threading.Thread(target=_log_print, args=(self.owner, text), daemon=True)
-            late.start()
+            if text.strip():  # a print's own line end is a write of its own
+                late = threading.Thread(target=_log_print, args=(self.owner, text), daemon=True)
+                late.start()
             return
         if self.kept < _SHOWN_CHARS:  # past that, the warning shows no more of it
             self._texts.append(text)
@@ -83,8 +84,9 @@ class _Printed:
     def close(self) -> None:
         """Log what was printed, once; later prints are logged one by one."""
         self.open = False
-        if self._texts:
-            _log_print(self.owner, "".join(self._texts))
+        text = "".join(self._texts)  # the spaces and line ends between prints kept
+        if text.strip():
+            _log_print(self.owner, text)
 
 
 def _log_print(owner: str, text: str) -> None:
@@ -109,8 +111,7 @@ class _Stdout:
         if printed is None or EMITTING.get():
             written: int = self._real.write(text)
             return written
-        if text.strip():
-            printed.add(text)
+        printed.add(text)
         return len(text)
 
     def flush(self) -> None:

@@ -143,3 +143,16 @@ def test_a_print_after_the_plugin_code_returned_is_logged_too() -> None:
     still logged."""
     (line,) = _stdout_app("late")
     assert "event='plugin wrote to stdout'" in line and "printed late" in line
+
+
+def test_a_plugins_prints_are_logged_with_the_spaces_and_line_ends_between_them() -> None:
+    """Several prints of plugin code make one warning that reads as they were printed."""
+    from structlog.testing import capture_logs
+
+    from nanobot_core._containment import plugin_code
+
+    with capture_logs() as logs, plugin_code("plugin 'chatty' from chatty 1.0"):
+        print("PLUGIN PRINT", "hi")
+        print("second line")
+    (record,) = [entry for entry in logs if entry["event"] == "plugin wrote to stdout"]
+    assert record["text"] == "PLUGIN PRINT hi\nsecond line"
