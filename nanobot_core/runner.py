@@ -494,7 +494,11 @@ class Runner:
         )
 
     def run_turn(self, user_text: str) -> TurnResult:
-        """Run one turn to its end (blocking); see :meth:`run_turn_async`."""
+        """Run one turn to its end (blocking); see :meth:`run_turn_async`.
+
+        Runs on an event loop of its own, so it raises RuntimeError where a loop
+        already runs in this thread: await `run_turn_async` there.
+        """
         return run_calls(self.run_turn_async(user_text))
 
     async def run_turn_async(self, user_text: str) -> TurnResult:

@@ -1,0 +1,69 @@
+"""The runner embedded in a host application: its event loop, its threads, its streams."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from nanobot_core.config import Config
+from nanobot_core.governance import Governor, builtin_stages
+from nanobot_core.jsonl_store import JsonlSessionStore
+from nanobot_core.prompt import PromptBuilder, Section
+from nanobot_core.providers.base import ProviderReply
+from nanobot_core.runner import Runner
+from nanobot_core.sessions import Session
+from nanobot_core.tools.executor import Executor
+from nanobot_core.tools.registry import ToolRegistry
+
+
+class Answering:
+    """Answers every request with one text, after a short wait that lets other tasks run."""
+
+    name = "answering"
+
+    async def complete(self, messages: Any, tools: Any) -> ProviderReply:
+        await asyncio.sleep(0.01)
+        return ProviderReply({"role": "assistant", "content": "done"}, finish_reason="stop")
+
+
+@pytest.fixture
+def session(tmp_path: Path) -> Iterator[Session]:
+    with JsonlSessionStore(tmp_path).open("embedded") as opened:
+        yield opened
+
+
+def _runner(session: Session, tmp_path: Path) -> Runner:
+    config = Config()
+    registry = ToolRegistry()
+    return Runner(
+        Answering(),
+        registry,
+        Executor(registry, default_timeout=5.0),
+        Governor(builtin_stages(), config=config.governance, workspace=tmp_path),
+        PromptBuilder([(Section("only", 1, lambda ctx: "Be brief."), "test")], config=config),
+        session,
+    )
+
+
+def test_run_turn_inside_a_running_event_loop_says_to_await_the_async_form(
+    session: Session, tmp_path: Path
+) -> None:
+    """run_turn in a thread whose loop runs (a notebook) fails clearly, leaving nothing behind."""
+    runner = _runner(session, tmp_path)
+
+    async def host() -> str:
+        with pytest.raises(RuntimeError, match="run_turn_async"):
+            runner.run_turn("hello")
+        return (await runner.run_turn_async("hello")).answer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a coroutine never awaited is a RuntimeWarning
+        assert asyncio.run(host()) == "done"
+        gc.collect()
+    assert [m["role"] for m in session.history()] == ["user", "assistant"]
