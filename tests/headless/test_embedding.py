@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import threading
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -12,11 +13,12 @@ from typing import Any
 import pytest
 
 from nanobot_core.config import Config
+from nanobot_core.errors import SessionLockedError
 from nanobot_core.governance import Governor, builtin_stages
 from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.prompt import PromptBuilder, Section
 from nanobot_core.providers.base import ProviderReply
-from nanobot_core.runner import Runner
+from nanobot_core.runner import Runner, TurnResult
 from nanobot_core.sessions import Session
 from nanobot_core.tools.executor import Executor
 from nanobot_core.tools.registry import ToolRegistry
@@ -66,4 +68,53 @@ def test_run_turn_inside_a_running_event_loop_says_to_await_the_async_form(
         warnings.simplefilter("error")  # a coroutine never awaited is a RuntimeWarning
         assert asyncio.run(host()) == "done"
         gc.collect()
+    assert [m["role"] for m in session.history()] == ["user", "assistant"]
+
+
+def test_a_second_turn_while_one_runs_on_the_same_runner_is_refused(
+    session: Session, tmp_path: Path
+) -> None:
+    """Two turns at once on one runner would interleave in the session: the second is refused."""
+    runner = _runner(session, tmp_path)
+
+    async def host() -> list[Any]:
+        return await asyncio.gather(
+            runner.run_turn_async("first"), runner.run_turn_async("second"), return_exceptions=True
+        )
+
+    first, second = asyncio.run(host())
+    assert isinstance(first, TurnResult) and first.answer == "done"
+    assert isinstance(second, SessionLockedError)
+    assert "another turn of this Runner" in str(second)
+    assert [m["role"] for m in session.history()] == ["user", "assistant"]
+    assert runner.run_turn("third").answer == "done"  # the runner is free again
+
+
+def test_a_turn_from_another_thread_while_one_runs_is_refused(
+    session: Session, tmp_path: Path
+) -> None:
+    """A host's worker thread cannot start a turn on a runner whose turn runs elsewhere."""
+    runner = _runner(session, tmp_path)
+    started = threading.Event()
+    release = threading.Event()
+    outcome: list[Any] = []
+
+    class Waiting(Answering):
+        async def complete(self, messages: Any, tools: Any) -> ProviderReply:
+            started.set()
+            while not release.is_set():
+                await asyncio.sleep(0.01)
+            return await super().complete(messages, tools)
+
+    runner.provider = Waiting()
+    worker = threading.Thread(target=lambda: outcome.append(runner.run_turn("in a thread")))
+    worker.start()
+    assert started.wait(10)
+    try:
+        with pytest.raises(SessionLockedError):
+            runner.run_turn("meanwhile")
+    finally:
+        release.set()
+        worker.join(10)
+    assert [result.answer for result in outcome] == ["done"]
     assert [m["role"] for m in session.history()] == ["user", "assistant"]
