@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import subprocess
+import sys
 import threading
 import warnings
 from collections.abc import Iterator
@@ -118,3 +120,31 @@ def test_a_turn_from_another_thread_while_one_runs_is_refused(
         worker.join(10)
     assert [result.answer for result in outcome] == ["done"]
     assert [m["role"] for m in session.history()] == ["user", "assistant"]
+
+
+WITHOUT_STREAMS = """
+import sys
+from nanobot_core._containment import plugin_code
+from nanobot_core._logging import get_logger
+
+report = sys.__stderr__
+sys.stdout = None  # pythonw, a service: no console
+with plugin_code("plugin 'chatty' from chatty 1.0"):
+    print("a plugin's print")
+print("the host's print")
+sys.stderr = None
+get_logger("host").warning("a record with nowhere to go")
+report.write("ok")
+"""
+
+
+def test_no_stdout_or_stderr_as_under_pythonw_breaks_nothing() -> None:
+    """With sys.stdout and sys.stderr None, prints and records go nowhere instead of raising."""
+    done = subprocess.run(
+        [sys.executable, "-c", WITHOUT_STREAMS],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert (done.returncode, done.stderr) == (0, "ok")
