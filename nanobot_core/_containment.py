@@ -122,7 +122,9 @@ class _Stdout:
 
 
 def _install() -> None:
-    if not isinstance(sys.stdout, _Stdout):
+    # No stdout (pythonw, a service): print writes nothing, as it did; a stand-in
+    # for None would make every print of the host fail.
+    if sys.stdout is not None and not isinstance(sys.stdout, _Stdout):
         sys.stdout = _Stdout(sys.stdout)
 
 

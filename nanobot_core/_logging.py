@@ -65,6 +65,8 @@ def _stderr_logger(*_args: Any) -> Any:
     """
     import structlog
 
+    if sys.stderr is None:  # pythonw: nowhere to write (PrintLogger would pick stdout)
+        return structlog.ReturnLogger()
     return structlog.PrintLogger(sys.stderr)
 
 

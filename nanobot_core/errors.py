@@ -51,7 +51,7 @@ class SessionError(NanobotError):
 
 
 class SessionLockedError(SessionError):
-    """Another process is writing this session."""
+    """Another process, or another turn of the same `Runner`, is writing this session."""
 
 
 class SessionNotFoundError(SessionError):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
@@ -46,6 +47,7 @@ from nanobot_core.errors import (
     PluginError,
     PluginEscapeError,
     ProviderError,
+    SessionLockedError,
 )
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
@@ -437,6 +439,7 @@ class Runner:
         # The longest one model call may take (None: no limit); a provider past it is stopped.
         self.provider_deadline = provider_deadline
         self._governance_state = _restore_governance(governor, session)
+        self._turn_lock = threading.Lock()  # held by the turn running, if any
 
     @classmethod
     def from_plugins(
@@ -494,11 +497,32 @@ class Runner:
         )
 
     def run_turn(self, user_text: str) -> TurnResult:
-        """Run one turn to its end (blocking); see :meth:`run_turn_async`."""
+        """Run one turn to its end (blocking); see :meth:`run_turn_async`.
+
+        Runs on an event loop of its own, so it raises RuntimeError where a loop
+        already runs in this thread: await `run_turn_async` there.
+        """
         return run_calls(self.run_turn_async(user_text))
 
     async def run_turn_async(self, user_text: str) -> TurnResult:
-        """Persist the user's message, then call the model and run tools until it answers."""
+        """Persist the user's message, then call the model and run tools until it answers.
+
+        A runner runs one turn at a time: called while one of its turns runs (on
+        this loop or in another thread), it raises `SessionLockedError` at once,
+        storing nothing, since the two turns' messages would interleave in the
+        session.
+        """
+        if not self._turn_lock.acquire(blocking=False):
+            raise SessionLockedError(
+                f"session {self.session.name!r} is in use by another turn of this Runner; "
+                "a Runner runs one turn at a time (wait for it, or use a Runner per session)"
+            )
+        try:
+            return await self._run_turn(user_text)
+        finally:
+            self._turn_lock.release()
+
+    async def _run_turn(self, user_text: str) -> TurnResult:
         turn = _Turn(self.session, RepeatedCalls(self.max_identical_calls))
         system = self.prompt_builder.build(self.prompt_context).text
         tools = self.registry.definitions()

@@ -366,7 +366,18 @@ def run_calls(main: Coroutine[Any, Any, T]) -> T:
     get `STOP_GRACE` seconds too and are then left running, named in a
     warning, instead of being joined forever at loop shutdown and at exit.
     Ctrl-C behaves as under ``asyncio.run``.
+
+    Raises RuntimeError, with `main` closed and nothing else touched, when an
+    event loop is already running in this thread (a notebook, an async host):
+    such a caller awaits the coroutine function instead.
     """
+    if _loop_running():
+        main.close()
+        raise RuntimeError(
+            "an event loop is already running in this thread, so a turn cannot run on a "
+            "loop of its own here: await the async form instead (Runner.run_turn_async, "
+            "Executor.run), or call this from another thread"
+        )
     runner = asyncio.Runner()
     loop = runner.get_loop()
     workers = WorkerThreads()
@@ -384,6 +395,14 @@ def run_calls(main: Coroutine[Any, Any, T]) -> T:
             asyncio.set_event_loop(None)
             loop.close()
             _leave_unfinished(loop, stuck)
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
 
 
 def _end_leftovers(loop: asyncio.AbstractEventLoop) -> list[asyncio.Task[Any]]:
