@@ -392,3 +392,46 @@ def test_the_governor_is_free_again_however_a_call_ends() -> None:
     with pytest.raises(TypeError):
         governor.govern(42)  # type: ignore[arg-type]
     assert governor.govern([user()]).messages == [user()]
+
+
+def test_a_stage_governing_with_another_governor_leaves_the_collector_paused(
+    collecting: None,
+) -> None:
+    """A call inside another (a stage calling another governor) leaves the collector as the
+    outer call paused it, even when the inner history is refused."""
+    seen: list[bool] = []
+    inner = _governor()
+    looped: dict[str, Any] = {"role": "user", "content": "hi"}
+    looped["extra"] = looped
+
+    def nested(messages: list[Any], ctx: Any) -> StageOutcome:
+        inner.govern(_dirty())
+        seen.append(gc.isenabled())
+        with pytest.raises(HistoryFormatError):
+            inner.govern([looped])
+        seen.append(gc.isenabled())
+        return StageOutcome.unchanged(messages)
+
+    _governor(Stage("nested", nested)).govern(_dirty())
+    assert seen == [False, False]
+    assert gc.isenabled()
+
+
+@pytest.mark.parametrize("ending", ["raises", "refused"])
+def test_a_collector_the_caller_turned_off_stays_off_however_a_call_ends(
+    collecting: None, ending: str
+) -> None:
+    """A stage that raises, or a refused history, never turns on a collector left off."""
+
+    def raising(messages: list[Any], ctx: Any) -> StageOutcome:
+        raise ValueError("boom")
+
+    looped: dict[str, Any] = {"role": "user", "content": "hi"}
+    looped["extra"] = looped
+    gc.disable()
+    if ending == "raises":
+        _governor(Stage("raising", raising)).govern(_dirty())
+    else:
+        with pytest.raises(HistoryFormatError):
+            _governor().govern([looped])
+    assert not gc.isenabled()
