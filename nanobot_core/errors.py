@@ -51,7 +51,11 @@ class SessionError(NanobotError):
 
 
 class SessionLockedError(SessionError):
-    """Another process, or another turn of the same `Runner`, is writing this session."""
+    """Another process, or another turn of the same `Runner`, is writing this session.
+
+    Also raised by `Governor.govern` (and `restore`) called while a call of the
+    same governor runs: a governor keeps one session's state and runs one call at a time.
+    """
 
 
 class SessionNotFoundError(SessionError):

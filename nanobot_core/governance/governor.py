@@ -32,6 +32,7 @@ from __future__ import annotations
 import functools
 import gc
 import operator
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from itertools import compress, count, repeat
 from operator import and_, gt, itemgetter
@@ -43,7 +44,7 @@ import attrs
 from nanobot_core._containment import contained
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config, GovernanceConfig, option_source
-from nanobot_core.errors import ConfigError
+from nanobot_core.errors import ConfigError, SessionLockedError
 from nanobot_core.governance import budget_first as cutting
 from nanobot_core.governance._handed import Deferred, Handed
 from nanobot_core.governance._later import Later, resolved
@@ -306,6 +307,9 @@ class Governor:
             for (_, disabled), work in zip(self._pipeline, self._work, strict=True)
         )
         self._continuity = Continuity()
+        # Held by the call running, if any: a governor keeps one session's state across
+        # calls, so a second call meanwhile (another thread, a stage) is refused at once.
+        self._running = threading.Lock()
         # The per-message stages that come before the first stage that acts when over budget
         # (a compaction): what they make of a result is what a compaction saw of it.
         self._preparing = _preparing(self._pipeline, self._work)
@@ -345,9 +349,17 @@ class Governor:
         return self._continuity.state
 
     def restore(self, state: GovernanceState | None) -> None:
-        """Continue a session from a recorded `state` (None: start afresh)."""
-        self._continuity.restore(state)
-        self._view_shift_memo = None
+        """Continue a session from a recorded `state` (None: start afresh).
+
+        Raises `SessionLockedError` while a `govern` of this governor runs.
+        """
+        if not self._running.acquire(blocking=False):
+            raise _busy()
+        try:
+            self._continuity.restore(state)
+            self._view_shift_memo = None
+        finally:
+            self._running.release()
 
     @property
     def stages(self) -> list[Stage]:
@@ -460,7 +472,23 @@ class Governor:
         `HistoryFormatError` naming its index. The governor is then as it was
         before the call. The cyclic garbage collector is paused while it runs
         (docs/governance.md, "Performance").
+
+        A governor governs one history at a time: called while one of its calls
+        runs (from another thread, or from a stage of that call), it raises
+        `SessionLockedError` at once, having done nothing; use a governor per
+        session (or per thread).
         """
+        if not self._running.acquire(blocking=False):
+            raise _busy()
+        try:
+            return self._govern_one(messages, system, tools)
+        finally:
+            self._running.release()
+
+    def _govern_one(
+        self, messages: Sequence[Any], system: str | None, tools: Sequence[Any]
+    ) -> GovernanceResult:
+        """`govern`, holding the governor."""
         caller = messages if isinstance(messages, list) else None
         # A list of its own: what the governor keeps for the next call must not change when
         # the caller appends to or edits its list afterwards, as an agent's loop does.
@@ -1403,6 +1431,15 @@ def _never(_entry: Any) -> bool:
 # Internal: raised and caught within this module only, never public, so outside the tree.
 class _StageFailed(Exception):
     """A per-message stage failed on a message the budget walk read."""
+
+
+def _busy() -> SessionLockedError:
+    """The error of a call on a governor while one of its calls runs."""
+    return SessionLockedError(
+        "this Governor is governing another history: it runs one call at a time, and "
+        "keeps one session's state across calls (wait for it, or use a governor per "
+        "session or thread)"
+    )
 
 
 def _same_links(message: Any, other: Any) -> bool:

@@ -6,12 +6,14 @@ import asyncio
 import copy
 import gc
 import json
+import threading
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from nanobot_core.config import Config, GovernanceConfig
+from nanobot_core.errors import SessionLockedError
 from nanobot_core.governance import Governor, Stage, StageOutcome, build_governor, builtin_stages
 from nanobot_core.governance.history_file import HistoryFormatError
 from nanobot_core.governance.invariants import check_invariants
@@ -321,3 +323,115 @@ def test_the_collector_is_on_again_when_a_cancellation_ends_a_stage(collecting: 
     with pytest.raises(asyncio.CancelledError):
         _governor(Stage("interrupted", interrupted)).govern(_dirty())
     assert gc.isenabled()
+
+
+def test_a_second_call_while_one_runs_is_refused_at_once() -> None:
+    """Two threads sharing one governor: the call made while another runs raises
+    SessionLockedError at once, and the governor goes on as if it had not been made."""
+    entered, release = threading.Event(), threading.Event()
+
+    def hold(messages: list[Any], ctx: Any) -> StageOutcome:
+        if threading.current_thread() is not threading.main_thread():
+            entered.set()
+            release.wait(10)
+        return StageOutcome.unchanged(messages)
+
+    governor = _governor(Stage("hold", hold))
+    history = _dirty()
+    results: list[Any] = []
+    worker = threading.Thread(target=lambda: results.append(governor.govern(history)))
+    worker.start()
+    try:
+        assert entered.wait(10)
+        with pytest.raises(SessionLockedError, match="one call at a time"):
+            governor.govern([user("another session")])
+        with pytest.raises(SessionLockedError, match="one call at a time"):
+            governor.restore(None)
+    finally:
+        release.set()
+        worker.join(10)
+    expected = _governor(Stage("hold", hold)).govern(history)
+    assert results[0].messages == expected.messages
+    assert results[0].state == expected.state
+    assert governor.govern(history).messages == expected.messages
+
+
+def test_a_stage_that_calls_its_own_governor_is_skipped() -> None:
+    """A stage calling govern on the governor running it gets SessionLockedError: the stage is
+    skipped as any stage that raises, and the call's result is that of the other stages."""
+    governors: list[Governor] = []
+
+    def again(messages: list[Any], ctx: Any) -> StageOutcome:
+        governors[0].govern([user("nested")])
+        return StageOutcome.unchanged(messages)
+
+    governors.append(_governor(Stage("again", again)))
+    history = _dirty()
+    got = governors[0].govern(history)
+    entry = got.report.entry("again")
+    assert entry is not None and "SessionLockedError" in " ".join(entry.details)
+    assert got.messages == _governor().govern(history).messages
+    assert governors[0].govern(history).prefix.kept
+
+
+def test_the_governor_is_free_again_however_a_call_ends() -> None:
+    """A refused history, a cancellation and an unreadable argument all release the governor."""
+    looped: dict[str, Any] = {"role": "user", "content": "hi"}
+    looped["extra"] = looped
+
+    def interrupted(messages: list[Any], ctx: Any) -> StageOutcome:
+        if len(messages) > 1:
+            raise asyncio.CancelledError
+        return StageOutcome.unchanged(messages)
+
+    governor = _governor(Stage("interrupted", interrupted))
+    with pytest.raises(HistoryFormatError):
+        governor.govern([looped])
+    with pytest.raises(asyncio.CancelledError):
+        governor.govern(_dirty())
+    with pytest.raises(TypeError):
+        governor.govern(42)  # type: ignore[arg-type]
+    assert governor.govern([user()]).messages == [user()]
+
+
+def test_a_stage_governing_with_another_governor_leaves_the_collector_paused(
+    collecting: None,
+) -> None:
+    """A call inside another (a stage calling another governor) leaves the collector as the
+    outer call paused it, even when the inner history is refused."""
+    seen: list[bool] = []
+    inner = _governor()
+    looped: dict[str, Any] = {"role": "user", "content": "hi"}
+    looped["extra"] = looped
+
+    def nested(messages: list[Any], ctx: Any) -> StageOutcome:
+        inner.govern(_dirty())
+        seen.append(gc.isenabled())
+        with pytest.raises(HistoryFormatError):
+            inner.govern([looped])
+        seen.append(gc.isenabled())
+        return StageOutcome.unchanged(messages)
+
+    _governor(Stage("nested", nested)).govern(_dirty())
+    assert seen == [False, False]
+    assert gc.isenabled()
+
+
+@pytest.mark.parametrize("ending", ["raises", "refused"])
+def test_a_collector_the_caller_turned_off_stays_off_however_a_call_ends(
+    collecting: None, ending: str
+) -> None:
+    """A stage that raises, or a refused history, never turns on a collector left off."""
+
+    def raising(messages: list[Any], ctx: Any) -> StageOutcome:
+        raise ValueError("boom")
+
+    looped: dict[str, Any] = {"role": "user", "content": "hi"}
+    looped["extra"] = looped
+    gc.disable()
+    if ending == "raises":
+        _governor(Stage("raising", raising)).govern(_dirty())
+    else:
+        with pytest.raises(HistoryFormatError):
+            _governor().govern([looped])
+    assert not gc.isenabled()

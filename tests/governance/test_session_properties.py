@@ -182,3 +182,46 @@ def test_a_session_sends_what_a_fresh_governor_with_its_state_sends(
         assert again.messages == sent.messages, where
         assert again.prefix.kept, where
         state = GovernanceState.from_record(json.loads(json.dumps(sent.state.to_record())))
+
+
+@settings(
+    max_examples=max(1, EXAMPLES // 3),
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
+@given(first=sessions(), second=sessions(), order=st.lists(st.booleans(), min_size=2, max_size=30))
+def test_a_governor_used_for_two_sessions_in_turn_sends_what_a_fresh_one_sends(
+    tmp_path_factory: pytest.TempPathFactory, first: Session, second: Session, order: list[bool]
+) -> None:
+    """One governor used alternately for two sessions: a call whose history does not extend
+    the one governed last sends what a fresh governor sends for it (no state of the other
+    session leaks in), and each call is legal."""
+    workspace = tmp_path_factory.mktemp("sessions")
+    config, plugin = SESSION_CONFIGS[first.config], PLUGIN_STAGES[first.plugin]
+    governor = build_builtin_governor(config, workspace, plugin)
+    both, calls = (first, second), [0, 0]
+    previous: list[Any] = []
+    for which in map(int, order):
+        session = both[which]
+        if calls[which] == len(session.ends):
+            continue
+        end = session.ends[calls[which]]
+        calls[which] += 1
+        history = session.messages[:end]
+        sent = governor.govern(history, system=SYSTEM)
+        where = f"session {which} at {end}: {first.dirt} / {second.dirt}"
+        violations = check_invariants(
+            sent.messages, system=SYSTEM, budget=sent.budget, budget_unreachable=not sent.fits
+        )
+        assert violations == [], f"{where}: {violations}"
+        # Equal to the start of the last history, it is taken as its continuation.
+        if history[: len(previous)] != previous:
+            fresh = build_builtin_governor(config, workspace, plugin)
+            assert fresh.govern(history, system=SYSTEM).messages == sent.messages, where
+        previous = history
