@@ -60,8 +60,20 @@ _VALUE_OPTIONS = {"--config", "--log-format", "--log-level"}
 def check_output_folder(output: str) -> None:
     """Refuse an ``--output`` whose folder does not exist before any work is done (exit 2)."""
     folder = Path(output).parent
-    if not folder.is_dir():
-        raise click.BadParameter(f"the folder {folder} does not exist", param_hint="'--output'")
+    try:
+        if folder.is_dir():
+            return
+        problem = "does not exist"
+    except OSError as exc:  # a name too long, a folder that cannot be searched
+        problem = f"cannot be used: {_reason(exc)}"
+    raise click.BadParameter(f"the folder {folder} {problem}", param_hint="'--output'")
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong with a path, without repeating the path (the message names it)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
 
 
 class CliState:
@@ -109,11 +121,15 @@ class CliState:
         directory is a usage error (exit 2), except where the command creates it
         (`create`, only ``init``).
         """
-        root = Path(path).resolve() if path is not None else Path.cwd().resolve()
-        if not create and not root.is_dir():
+        try:
+            root = Path(path).resolve() if path is not None else Path.cwd().resolve()
+            if create or root.is_dir():
+                return root
             what = "is not a directory" if root.exists() else "does not exist"
-            raise click.BadParameter(f"{path} {what}", param_hint="'--workspace'")
-        return root
+        except (OSError, RuntimeError) as exc:  # a name too long, a symlink loop, a deleted cwd
+            what = f"cannot be used: {_reason(exc)}"
+        shown = path if path is not None else "the working directory"
+        raise click.BadParameter(f"{shown} {what}", param_hint="'--workspace'")
 
     def plugin_manager(self, workspace: str | Path | None = None) -> PluginManager:
         """A loaded plugin manager for `workspace` (one per workspace per process)."""

@@ -33,10 +33,10 @@ def _read_input(session: str) -> bytes:
 
 
 def _same_file(output: Path, session: str) -> bool:
-    if session == "-" or not output.exists():
+    if session == "-":
         return False
-    try:
-        return output.samefile(session)
+    try:  # an --output that cannot be looked at is no input file: writing it reports why
+        return output.exists() and output.samefile(session)
     except OSError:
         return False
 

@@ -1,0 +1,86 @@
+"""The CLI in a hostile environment: unusable paths and broken standard streams.
+
+Whatever is wrong, the command names what and where on stderr and exits 1 or 2,
+never with a Python traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from tests.helpers import run_cli
+
+# One path component longer than any file system allows (NAME_MAX is 255): every
+# look at such a path fails with ENAMETOOLONG, for root as for anyone.
+TOO_LONG = "n" * 300
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
+    env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return env
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, cwd=cwd, env=_env(), timeout=60)
+
+
+def _history(folder: Path) -> Path:
+    path = folder / "history.jsonl"
+    path.write_text('{"role": "user", "content": "hi"}\n', encoding="utf-8")
+    return path
+
+
+def test_a_workspace_that_cannot_be_looked_at_is_a_usage_error(tmp_path: Path) -> None:
+    """A --workspace whose name is too long or that loops exits 2 naming it, no traceback."""
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for workspace in (str(tmp_path / TOO_LONG), str(tmp_path / "loop" / "inside")):
+        for command in (["tools"], ["plugins"], ["sessions"], ["prompt"]):
+            result = _cli(*command, "--workspace", workspace, cwd=tmp_path)
+            assert result.returncode == 2, (command, result.stderr)
+            assert "Traceback" not in result.stderr
+            assert "--workspace" in result.stderr
+            assert "cannot be used" in result.stderr
+
+
+def test_a_deleted_working_directory_is_a_usage_error(tmp_path: Path) -> None:
+    """Run from a folder that was removed, a command exits 2 saying so, no traceback."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f"import os, runpy, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
+    script += "sys.argv = ['nanobot-core', 'tools']; runpy.run_module('nanobot_core', "
+    script += "run_name='__main__')"
+    result = subprocess.run(
+        [__import__("sys").executable, "-c", script],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "the working directory cannot be used" in result.stderr
+
+
+def test_an_output_path_that_cannot_be_looked_at_is_an_error(tmp_path: Path) -> None:
+    """govern --output in a folder or with a name too long exits 2 naming it, no traceback."""
+    history = _history(tmp_path)
+    for output in (tmp_path / TOO_LONG / "out.jsonl", tmp_path / TOO_LONG):
+        result = _cli("govern", str(history), "--output", str(output), cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        assert "File name too long" in result.stderr
+        assert "--output" in result.stderr
+
+
+def test_new_plugin_into_a_directory_that_cannot_be_looked_at(tmp_path: Path) -> None:
+    """new-plugin --directory with a name too long exits 2 naming it, no traceback."""
+    target = tmp_path / TOO_LONG
+    result = _cli("new-plugin", "nanobot-hostile", "--directory", str(target), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "File name too long" in result.stderr
+    assert "--directory" in result.stderr
