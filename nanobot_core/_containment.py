@@ -121,7 +121,9 @@ class _Stdout:
 
 
 def _install() -> None:
-    if not isinstance(sys.stdout, _Stdout):
+    # No stdout at all (the process was started with it closed): nothing to protect,
+    # and a print of plugin code goes nowhere, as any print does.
+    if sys.stdout is not None and not isinstance(sys.stdout, _Stdout):
         sys.stdout = _Stdout(sys.stdout)
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 from tests.helpers import run_cli
@@ -53,7 +54,7 @@ def test_a_deleted_working_directory_is_a_usage_error(tmp_path: Path) -> None:
     script += "sys.argv = ['nanobot-core', 'tools']; runpy.run_module('nanobot_core', "
     script += "run_name='__main__')"
     result = subprocess.run(
-        [__import__("sys").executable, "-c", script],
+        [sys.executable, "-c", script],
         env=_env(),
         capture_output=True,
         text=True,
@@ -84,3 +85,31 @@ def test_new_plugin_into_a_directory_that_cannot_be_looked_at(tmp_path: Path) ->
     assert "Traceback" not in result.stderr
     assert "File name too long" in result.stderr
     assert "--directory" in result.stderr
+
+
+def _with_stdout_closed(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``nanobot-core ARGS`` started with no file descriptor 1 at all (``>&-`` in a shell)."""
+    return subprocess.run(
+        [sys.executable, "-m", "nanobot_core", *args],
+        cwd=cwd,
+        env=_env(),
+        stdout=None,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+
+
+def test_a_closed_stdout_discards_the_output_without_a_traceback(tmp_path: Path) -> None:
+    """With stdout closed, the command runs, its output goes nowhere, its exit code stands."""
+    history = _history(tmp_path)
+    for args in (["tools"], ["tools", "--json"], ["govern", str(history), "--json"]):
+        result = _with_stdout_closed(*args, cwd=tmp_path)
+        assert result.returncode == 0, (args, result.stderr)
+        assert result.stderr == "", args
+    failed = _with_stdout_closed("govern", str(tmp_path / "missing.jsonl"), cwd=tmp_path)
+    assert failed.returncode == 2
+    assert "Traceback" not in failed.stderr
+    assert "cannot read" in failed.stderr
