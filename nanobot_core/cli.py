@@ -254,11 +254,12 @@ def hoist_global_options(argv: Sequence[str]) -> list[str]:
 
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI; maps library errors to exit codes and one-line messages on stderr."""
-    from nanobot_core._containment import interrupt_on_sigint
+    from nanobot_core._containment import StdoutError, guard_stdout, interrupt_on_sigint
     from nanobot_core.errors import ConfigError, NanobotError
 
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     interrupt_on_sigint()  # Ctrl-C in a plugin's hook stops the command, not the plugin
+    guard_stdout()  # a write to stdout that fails raises StdoutError
     try:
         # With standalone_mode=False click returns the code of `ctx.exit(code)` instead of exiting.
         code = cli.main(args=args, prog_name="nanobot-core", standalone_mode=False)
@@ -275,6 +276,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit(EXIT_INTERRUPTED)
         click.echo("Aborted.", err=True)
         sys.exit(EXIT_FAILED)
+    except StdoutError as exc:
+        click.echo(f"Error: cannot write to stdout: {exc.strerror}", err=True)
+        _discard_stdout()
+        sys.exit(EXIT_FAILED)
     except ConfigError as exc:
         click.echo(f"Error: configuration: {exc}", err=True)
         sys.exit(EXIT_USAGE)
@@ -282,3 +287,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_FAILED)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device: the output left in its buffer cannot fail again at exit."""
+    import os
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # no descriptor to replace
+        pass

@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import run_cli
 
 # One path component longer than any file system allows (NAME_MAX is 255): every
@@ -113,3 +115,23 @@ def test_a_closed_stdout_discards_the_output_without_a_traceback(tmp_path: Path)
     assert failed.returncode == 2
     assert "Traceback" not in failed.stderr
     assert "cannot read" in failed.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_a_stdout_that_cannot_be_written_is_an_error(tmp_path: Path) -> None:
+    """Output to a full disk exits 1 with one line naming stdout and why, no traceback."""
+    history = _history(tmp_path)
+    for args in (["tools"], ["--version"], ["govern", str(history), "--json"]):
+        with open("/dev/full", "w") as full:
+            result = subprocess.run(
+                [sys.executable, "-m", "nanobot_core", *args],
+                cwd=tmp_path,
+                env=_env(),
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        assert result.returncode == 1, (args, result.stderr)
+        assert result.stderr == "Error: cannot write to stdout: No space left on device\n", args
