@@ -252,6 +252,45 @@ def hoist_global_options(argv: Sequence[str]) -> list[str]:
     return front + rest
 
 
+_LENIENT = "nanobot-core-lenient"
+
+
+def _lenient_errors(exc: UnicodeError) -> tuple[str | bytes, int]:
+    """Encode what stdout's encoding cannot carry instead of failing the command.
+
+    The undecodable bytes of a file name (Python holds them as lone surrogates)
+    are written as they were, as ``ls`` does; anything else unencodable (a lone
+    surrogate of another kind) as a Python escape, as stderr writes it.
+    """
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    import codecs
+
+    try:
+        return codecs.lookup_error("surrogateescape")(exc)
+    except UnicodeEncodeError:
+        return codecs.backslashreplace_errors(exc)
+
+
+def _lenient_stdio() -> None:
+    """Text on stdin or stdout the locale's encoding does not fit is never a traceback.
+
+    In a UTF-8 locale (not the C locale, where Python does this itself) stdin
+    and stdout are strict: bytes on stdin that are not UTF-8 failed ``run -``
+    and ``call TOOL -``, a file name that is not UTF-8 failed the output that
+    names it. Stdin now decodes them as Python does file names (the core turns
+    them into U+FFFD where it keeps text); stdout encodes with `_lenient_errors`.
+    """
+    import codecs
+
+    codecs.register_error(_LENIENT, _lenient_errors)
+    for stream, errors in ((sys.stdin, "surrogateescape"), (sys.stdout, _LENIENT)):
+        if getattr(stream, "errors", None) in ("strict", "surrogateescape"):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors=errors)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI; maps library errors to exit codes and one-line messages on stderr."""
     from nanobot_core._containment import StdoutError, guard_stdout, interrupt_on_sigint
@@ -259,6 +298,7 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     interrupt_on_sigint()  # Ctrl-C in a plugin's hook stops the command, not the plugin
+    _lenient_stdio()
     guard_stdout()  # a write to stdout that fails raises StdoutError
     try:
         # With standalone_mode=False click returns the code of `ctx.exit(code)` instead of exiting.

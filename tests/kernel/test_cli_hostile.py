@@ -135,3 +135,48 @@ def test_a_stdout_that_cannot_be_written_is_an_error(tmp_path: Path) -> None:
             )
         assert result.returncode == 1, (args, result.stderr)
         assert result.stderr == "Error: cannot write to stdout: No space left on device\n", args
+
+
+def _strict_utf8(*args: str, cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """``nanobot-core ARGS`` with the strict UTF-8 stdin and stdout of a locale like en_US.UTF-8.
+
+    Python makes them strict in any UTF-8 locale but C.UTF-8; PYTHONIOENCODING
+    gives the same streams on a machine that has no such locale installed.
+    """
+    env = {**_env(), "PYTHONIOENCODING": "utf-8:strict"}
+    return subprocess.run(
+        [sys.executable, "-m", "nanobot_core", *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_bytes_on_stdin_that_are_not_utf8_are_no_traceback(tmp_path: Path) -> None:
+    """`call TOOL -` and `run -` read arguments and prompt that are not UTF-8 as any other."""
+    called = _strict_utf8("call", "find_files", "-", cwd=tmp_path, stdin=b'{"pattern": "\xff"}')
+    assert called.returncode == 0, called.stderr
+    assert b"Traceback" not in called.stderr
+    assert b"No files match" in called.stdout
+    # A remote server and no API key: exit 2 once the prompt is read, before any request.
+    ran = _strict_utf8(
+        "run", "-", "--base-url", "https://example.invalid/v1", cwd=tmp_path, stdin=b"hi \xff"
+    )
+    assert ran.returncode == 2, ran.stderr
+    assert b"Traceback" not in ran.stderr
+    assert b"provider.api_key is not set" in ran.stderr
+
+
+def test_file_names_that_are_not_utf8_are_printed_as_they_are(tmp_path: Path) -> None:
+    """A file name's undecodable bytes reach stdout unchanged, as `ls` prints them."""
+    name = os.fsdecode(b"h\xff.jsonl")
+    (tmp_path / name).write_text('{"role": "user", "content": "hi"}\n', encoding="utf-8")
+    governed = _strict_utf8("govern", name, cwd=tmp_path)
+    assert governed.returncode == 0, governed.stderr
+    assert b"h\xff.jsonl: 1 -> 1 messages" in governed.stdout
+    found = _strict_utf8("call", "find_files", '{"pattern": "*"}', cwd=tmp_path)
+    assert found.returncode == 0, found.stderr
+    assert b"h\xff.jsonl" in found.stdout.splitlines()
