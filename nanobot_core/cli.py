@@ -9,11 +9,12 @@ Subcommands live in ``nanobot_core._commands`` and are imported only when run.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import click
 
@@ -21,7 +22,16 @@ if TYPE_CHECKING:
     from nanobot_core.config import Config
     from nanobot_core.kernel.manager import PluginManager
 
-__all__ = ["CliState", "check_output_folder", "get_state", "main", "workspace_option"]
+__all__ = [
+    "MAX_INPUT_BYTES",
+    "CliState",
+    "check_output_folder",
+    "get_state",
+    "main",
+    "read_bounded",
+    "read_stdin_text",
+    "workspace_option",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -41,6 +51,12 @@ COMMANDS: dict[str, str] = {
     "sessions": "sessions",
     "tools": "tools",
 }
+
+#: The most read of one input (a history, an export file, a prompt or arguments on
+#: stdin): a source that goes on past it (/dev/zero, ``yes |``) is no input, and
+#: reading it whole would fill the memory.
+MAX_INPUT_BYTES = 1 << 30
+_READ_CHUNK = 1 << 20
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -67,6 +83,34 @@ def check_output_folder(output: str) -> None:
     except OSError as exc:  # a name too long, a folder that cannot be searched
         problem = f"cannot be used: {_reason(exc)}"
     raise click.BadParameter(f"the folder {folder} {problem}", param_hint="'--output'")
+
+
+def read_bounded(source: BinaryIO) -> bytes:
+    """All of `source`; an ``OSError`` (``EFBIG``) once it gives more than `MAX_INPUT_BYTES`."""
+    chunks: list[bytes] = []
+    total = 0
+    while chunk := source.read(_READ_CHUNK):
+        total += len(chunk)
+        if total > MAX_INPUT_BYTES:
+            raise OSError(
+                errno.EFBIG,
+                f"more than {MAX_INPUT_BYTES} bytes, the most read of one input "
+                f"(stopped reading there)",
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def read_stdin_text(param_hint: str) -> str:
+    """All of stdin as text; a usage error (exit 2) past `MAX_INPUT_BYTES` characters."""
+    text = sys.stdin.read(MAX_INPUT_BYTES + 1)
+    if len(text) > MAX_INPUT_BYTES:
+        raise click.BadParameter(
+            f"stdin gave more than {MAX_INPUT_BYTES} characters, the most read of one "
+            f"input (stopped reading there)",
+            param_hint=param_hint,
+        )
+    return text
 
 
 def _reason(exc: BaseException) -> str:

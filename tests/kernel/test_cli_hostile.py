@@ -180,3 +180,49 @@ def test_file_names_that_are_not_utf8_are_printed_as_they_are(tmp_path: Path) ->
     found = _strict_utf8("call", "find_files", '{"pattern": "*"}', cwd=tmp_path)
     assert found.returncode == 0, found.stderr
     assert b"h\xff.jsonl" in found.stdout.splitlines()
+
+
+def _with_small_input_limit(
+    *args: str, cwd: Path, stdin: bytes = b""
+) -> subprocess.CompletedProcess[bytes]:
+    """``nanobot-core ARGS`` reading at most 1000 bytes of one input (not 1 GiB: a quick test)."""
+    script = "import sys; import nanobot_core.cli as cli; cli.MAX_INPUT_BYTES = 1000; "
+    script += "cli.main(sys.argv[1:])"
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=cwd,
+        env=_env(),
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_input_is_refused_at_the_limit(tmp_path: Path) -> None:
+    """/dev/zero as a history or export, or a flood on stdin, is refused, not read forever."""
+    for args in (["govern", "/dev/zero"], ["sessions", "import", "/dev/zero"]):
+        result = _with_small_input_limit(*args, cwd=tmp_path)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.decode() == (
+            "Error: cannot read /dev/zero: more than 1000 bytes, the most read of one input "
+            "(stopped reading there)\n"
+        )
+    flood = b"y\n" * 1000
+    governed = _with_small_input_limit("govern", "-", cwd=tmp_path, stdin=flood)
+    assert governed.returncode == 2
+    assert b"Error: cannot read stdin: more than 1000 bytes" in governed.stderr
+    for args in (["run", "-"], ["call", "read_file", "-"]):
+        result = _with_small_input_limit(*args, cwd=tmp_path, stdin=flood)
+        assert result.returncode == 2, (args, result.stderr)
+        assert b"stdin gave more than 1000 characters" in result.stderr
+        assert b"Traceback" not in result.stderr
+
+
+def test_an_input_within_the_limit_is_read_whole(tmp_path: Path) -> None:
+    """Reading in pieces changes nothing for an input below the limit."""
+    history = _history(tmp_path)
+    result = _with_small_input_limit("govern", str(history), "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert b'"content": "hi"' in result.stdout
