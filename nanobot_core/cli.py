@@ -285,8 +285,12 @@ def hoist_global_options(argv: Sequence[str]) -> list[str]:
         if seen_command and token in _FLAG_OPTIONS:
             front.append(token)
         elif seen_command and name in _VALUE_OPTIONS:
+            if "=" not in token and index + 1 == len(argv):
+                # The last word and no value: alone at the end, click says it needs one
+                # (in front of the subcommand it would take the subcommand's name).
+                return [*front, token]
             front.append(token)
-            if "=" not in token and index + 1 < len(argv):
+            if "=" not in token:
                 index += 1
                 front.append(argv[index])
         else:

@@ -226,3 +226,11 @@ def test_an_input_within_the_limit_is_read_whole(tmp_path: Path) -> None:
     result = _with_small_input_limit("govern", str(history), "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert b'"content": "hi"' in result.stdout
+
+
+def test_a_global_option_without_its_value_after_the_subcommand(tmp_path: Path) -> None:
+    """`tools --config` says --config needs a value, not that the command is missing."""
+    for option in ("--config", "--log-format", "--log-level"):
+        result = _cli("tools", option, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert f"Error: Option '{option}' requires an argument." in result.stderr
