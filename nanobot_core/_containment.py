@@ -26,6 +26,7 @@ Everything a plugin runs (its import, its hooks, its tools) goes through
 
 from __future__ import annotations
 
+import errno
 import signal
 import sys
 import threading
@@ -40,10 +41,12 @@ from nanobot_core.errors import PluginEscapeError
 
 __all__ = [
     "PluginEscapeError",
+    "StdoutError",
     "contained",
     "default_sigint",
     "describe",
     "escape_error",
+    "guard_stdout",
     "interrupt_on_sigint",
     "passes_through",
     "plugin_code",
@@ -96,11 +99,26 @@ def _log_print(owner: str, text: str) -> None:
 _OWNER: ContextVar[_Printed | None] = ContextVar("nanobot_plugin_code", default=None)
 
 
+class StdoutError(OSError):
+    """Writing to stdout failed (a full disk, an I/O error); a closed pipe is no such failure.
+
+    An ``OSError`` with the errno of the failure, so the CLI tells it from any
+    other ``OSError`` and says "cannot write to stdout".
+    """
+
+
+def _stdout_failed(exc: OSError) -> OSError:
+    if exc.errno == errno.EPIPE or isinstance(exc, StdoutError):
+        return exc  # click ends a command whose reader went away quietly, exit 1
+    return StdoutError(exc.errno, exc.strerror or str(exc))
+
+
 class _Stdout:
     """Stands in for ``sys.stdout``: the core's writes pass through, plugin code's are logged.
 
-    Not an ``io`` subclass: those define ``encoding``, ``fileno`` and ``isatty``
-    themselves, where the real stream's answers are wanted.
+    A write of the core's that fails raises `StdoutError`. Not an ``io``
+    subclass: those define ``encoding``, ``fileno`` and ``isatty`` themselves,
+    where the real stream's answers are wanted.
     """
 
     def __init__(self, real: Any) -> None:
@@ -109,23 +127,34 @@ class _Stdout:
     def write(self, text: str) -> int:
         printed = _OWNER.get()
         if printed is None or EMITTING.get():
-            written: int = self._real.write(text)
+            try:
+                written: int = self._real.write(text)
+            except OSError as exc:
+                raise _stdout_failed(exc) from None
             return written
         printed.add(text)
         return len(text)
 
     def flush(self) -> None:
-        self._real.flush()
+        try:
+            self._real.flush()
+        except OSError as exc:
+            raise _stdout_failed(exc) from None
 
     def __getattr__(self, name: str) -> Any:  # encoding, buffer, fileno, isatty...
         return getattr(self._real, name)
 
 
 def _install() -> None:
-    # No stdout (pythonw, a service): print writes nothing, as it did; a stand-in
-    # for None would make every print of the host fail.
+    # No stdout (pythonw, a service, a process started with it closed): print writes
+    # nothing, as it did; a stand-in for None would make every print of the host fail.
     if sys.stdout is not None and not isinstance(sys.stdout, _Stdout):
         sys.stdout = _Stdout(sys.stdout)
+
+
+def guard_stdout() -> None:
+    """Put the stand-in for stdout in place now (the CLI, before any output): see `_Stdout`."""
+    _install()
 
 
 @contextmanager

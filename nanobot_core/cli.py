@@ -9,11 +9,12 @@ Subcommands live in ``nanobot_core._commands`` and are imported only when run.
 
 from __future__ import annotations
 
+import errno
 import importlib
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import click
 
@@ -21,7 +22,16 @@ if TYPE_CHECKING:
     from nanobot_core.config import Config
     from nanobot_core.kernel.manager import PluginManager
 
-__all__ = ["CliState", "check_output_folder", "get_state", "main", "workspace_option"]
+__all__ = [
+    "MAX_INPUT_BYTES",
+    "CliState",
+    "check_output_folder",
+    "get_state",
+    "main",
+    "read_bounded",
+    "read_stdin_text",
+    "workspace_option",
+]
 
 EXIT_OK = 0
 EXIT_FAILED = 1
@@ -42,6 +52,12 @@ COMMANDS: dict[str, str] = {
     "tools": "tools",
 }
 
+#: The most read of one input (a history, an export file, a prompt or arguments on
+#: stdin): a source that goes on past it (/dev/zero, ``yes |``) is no input, and
+#: reading it whole would fill the memory.
+MAX_INPUT_BYTES = 1 << 30
+_READ_CHUNK = 1 << 20
+
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 _FLAG_OPTIONS = {"--strict", "--version"}
@@ -60,8 +76,48 @@ _VALUE_OPTIONS = {"--config", "--log-format", "--log-level"}
 def check_output_folder(output: str) -> None:
     """Refuse an ``--output`` whose folder does not exist before any work is done (exit 2)."""
     folder = Path(output).parent
-    if not folder.is_dir():
-        raise click.BadParameter(f"the folder {folder} does not exist", param_hint="'--output'")
+    try:
+        if folder.is_dir():
+            return
+        problem = "does not exist"
+    except OSError as exc:  # a name too long, a folder that cannot be searched
+        problem = f"cannot be used: {_reason(exc)}"
+    raise click.BadParameter(f"the folder {folder} {problem}", param_hint="'--output'")
+
+
+def read_bounded(source: BinaryIO) -> bytes:
+    """All of `source`; an ``OSError`` (``EFBIG``) once it gives more than `MAX_INPUT_BYTES`."""
+    chunks: list[bytes] = []
+    total = 0
+    while chunk := source.read(_READ_CHUNK):
+        total += len(chunk)
+        if total > MAX_INPUT_BYTES:
+            raise OSError(
+                errno.EFBIG,
+                f"more than {MAX_INPUT_BYTES} bytes, the most read of one input "
+                f"(stopped reading there)",
+            )
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def read_stdin_text(param_hint: str) -> str:
+    """All of stdin as text; a usage error (exit 2) past `MAX_INPUT_BYTES` characters."""
+    text = sys.stdin.read(MAX_INPUT_BYTES + 1)
+    if len(text) > MAX_INPUT_BYTES:
+        raise click.BadParameter(
+            f"stdin gave more than {MAX_INPUT_BYTES} characters, the most read of one "
+            f"input (stopped reading there)",
+            param_hint=param_hint,
+        )
+    return text
+
+
+def _reason(exc: BaseException) -> str:
+    """What went wrong with a path, without repeating the path (the message names it)."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
 
 
 class CliState:
@@ -109,11 +165,15 @@ class CliState:
         directory is a usage error (exit 2), except where the command creates it
         (`create`, only ``init``).
         """
-        root = Path(path).resolve() if path is not None else Path.cwd().resolve()
-        if not create and not root.is_dir():
+        try:
+            root = Path(path).resolve() if path is not None else Path.cwd().resolve()
+            if create or root.is_dir():
+                return root
             what = "is not a directory" if root.exists() else "does not exist"
-            raise click.BadParameter(f"{path} {what}", param_hint="'--workspace'")
-        return root
+        except (OSError, RuntimeError) as exc:  # a name too long, a symlink loop, a deleted cwd
+            what = f"cannot be used: {_reason(exc)}"
+        shown = path if path is not None else "the working directory"
+        raise click.BadParameter(f"{shown} {what}", param_hint="'--workspace'")
 
     def plugin_manager(self, workspace: str | Path | None = None) -> PluginManager:
         """A loaded plugin manager for `workspace` (one per workspace per process)."""
@@ -225,8 +285,12 @@ def hoist_global_options(argv: Sequence[str]) -> list[str]:
         if seen_command and token in _FLAG_OPTIONS:
             front.append(token)
         elif seen_command and name in _VALUE_OPTIONS:
+            if "=" not in token and index + 1 == len(argv):
+                # The last word and no value: alone at the end, click says it needs one
+                # (in front of the subcommand it would take the subcommand's name).
+                return [*front, token]
             front.append(token)
-            if "=" not in token and index + 1 < len(argv):
+            if "=" not in token:
                 index += 1
                 front.append(argv[index])
         else:
@@ -236,13 +300,54 @@ def hoist_global_options(argv: Sequence[str]) -> list[str]:
     return front + rest
 
 
+_LENIENT = "nanobot-core-lenient"
+
+
+def _lenient_errors(exc: UnicodeError) -> tuple[str | bytes, int]:
+    """Encode what stdout's encoding cannot carry instead of failing the command.
+
+    The undecodable bytes of a file name (Python holds them as lone surrogates)
+    are written as they were, as ``ls`` does; anything else unencodable (a lone
+    surrogate of another kind) as a Python escape, as stderr writes it.
+    """
+    if not isinstance(exc, UnicodeEncodeError):
+        raise exc
+    import codecs
+
+    try:
+        return codecs.lookup_error("surrogateescape")(exc)
+    except UnicodeEncodeError:
+        return codecs.backslashreplace_errors(exc)
+
+
+def _lenient_stdio() -> None:
+    """Text on stdin or stdout the locale's encoding does not fit is never a traceback.
+
+    In a UTF-8 locale (not the C locale, where Python does this itself) stdin
+    and stdout are strict: bytes on stdin that are not UTF-8 failed ``run -``
+    and ``call TOOL -``, a file name that is not UTF-8 failed the output that
+    names it. Stdin now decodes them as Python does file names (the core turns
+    them into U+FFFD where it keeps text); stdout encodes with `_lenient_errors`.
+    """
+    import codecs
+
+    codecs.register_error(_LENIENT, _lenient_errors)
+    for stream, errors in ((sys.stdin, "surrogateescape"), (sys.stdout, _LENIENT)):
+        if getattr(stream, "errors", None) in ("strict", "surrogateescape"):
+            reconfigure = getattr(stream, "reconfigure", None)
+            if reconfigure is not None:
+                reconfigure(errors=errors)
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Run the CLI; maps library errors to exit codes and one-line messages on stderr."""
-    from nanobot_core._containment import interrupt_on_sigint
+    from nanobot_core._containment import StdoutError, guard_stdout, interrupt_on_sigint
     from nanobot_core.errors import ConfigError, NanobotError
 
     args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     interrupt_on_sigint()  # Ctrl-C in a plugin's hook stops the command, not the plugin
+    _lenient_stdio()
+    guard_stdout()  # a write to stdout that fails raises StdoutError
     try:
         # With standalone_mode=False click returns the code of `ctx.exit(code)` instead of exiting.
         code = cli.main(args=args, prog_name="nanobot-core", standalone_mode=False)
@@ -259,6 +364,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             sys.exit(EXIT_INTERRUPTED)
         click.echo("Aborted.", err=True)
         sys.exit(EXIT_FAILED)
+    except StdoutError as exc:
+        click.echo(f"Error: cannot write to stdout: {exc.strerror}", err=True)
+        _discard_stdout()
+        sys.exit(EXIT_FAILED)
     except ConfigError as exc:
         click.echo(f"Error: configuration: {exc}", err=True)
         sys.exit(EXIT_USAGE)
@@ -266,3 +375,15 @@ def main(argv: Sequence[str] | None = None) -> None:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_FAILED)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _discard_stdout() -> None:
+    """Point stdout at the null device: the output left in its buffer cannot fail again at exit."""
+    import os
+
+    try:
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, sys.stdout.fileno())
+        os.close(null)
+    except (OSError, ValueError, AttributeError):  # no descriptor to replace
+        pass

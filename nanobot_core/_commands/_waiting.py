@@ -3,7 +3,9 @@
 On a terminal one line is rewritten in place every `TTY_INTERVAL` seconds; otherwise
 (a pipe, a log file) a line is written every `LOG_INTERVAL` seconds, so a log shows
 the run is alive without filling up. Every other progress line is printed through
-`WaitDisplay.show`, which clears the live line first.
+`WaitDisplay.show`, which clears the live line first. Progress is only shown: a
+stderr that is closed or cannot be written (its reader went away) ends the display,
+never the turn.
 """
 
 from __future__ import annotations
@@ -23,9 +25,10 @@ LOG_INTERVAL = 2.0
 class WaitDisplay:
     """A progress callback that prints events and ticks while a model request is out."""
 
-    def __init__(self, stream: TextIO, *, live: bool | None = None) -> None:
+    def __init__(self, stream: TextIO | None, *, live: bool | None = None) -> None:
         self._stream = stream
-        self._live = stream.isatty() if live is None else live
+        self._broken = stream is None  # no stderr at all (started with it closed)
+        self._live = (stream is not None and stream.isatty()) if live is None else live
         self._lock = threading.Lock()
         self._stop: threading.Event | None = None
         self._ticker: threading.Thread | None = None
@@ -44,8 +47,7 @@ class WaitDisplay:
         """Print one line, clearing the live line first (it comes back on the next tick)."""
         with self._lock:
             self._clear()
-            self._stream.write(line + "\n")
-            self._stream.flush()
+            self._write(line + "\n")
 
     def stop(self) -> None:
         """Stop ticking and clear the live line."""
@@ -55,7 +57,6 @@ class WaitDisplay:
         self._stop = self._ticker = None
         with self._lock:
             self._clear()
-            self._stream.flush()
 
     def _start(self, round_number: int) -> None:
         self.stop()
@@ -76,13 +77,22 @@ class WaitDisplay:
                 if stop.is_set():
                     return
                 if self._live:
-                    self._stream.write("\r\x1b[2K" + text)
+                    self._write("\r\x1b[2K" + text)
                     self._shown = True
                 else:
-                    self._stream.write(text + "\n")
-                self._stream.flush()
+                    self._write(text + "\n")
 
     def _clear(self) -> None:
         if self._shown:
-            self._stream.write("\r\x1b[2K")
+            self._write("\r\x1b[2K")
             self._shown = False
+
+    def _write(self, text: str) -> None:
+        """Write and flush; once the stream fails, nothing more is written to it."""
+        if self._broken or self._stream is None:
+            return
+        try:
+            self._stream.write(text)
+            self._stream.flush()
+        except (OSError, ValueError):  # a reader gone (EPIPE), a full disk, a closed file
+            self._broken = True

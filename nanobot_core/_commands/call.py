@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
-import sys
-
 import click
 
-from nanobot_core.cli import EXIT_FAILED, EXIT_USAGE, get_state, workspace_option
+from nanobot_core.cli import (
+    EXIT_FAILED,
+    EXIT_USAGE,
+    get_state,
+    read_stdin_text,
+    workspace_option,
+)
 
 
 @click.command("call")
@@ -27,7 +31,7 @@ def command(
     from nanobot_core.tools.executor import Executor, ToolCallRequest, run_calls
 
     if raw_arguments == "-":
-        raw_arguments = sys.stdin.read()
+        raw_arguments = read_stdin_text("ARGS")
     state = get_state()
     manager = state.plugin_manager(workspace)
     registry = manager.tool_registry()

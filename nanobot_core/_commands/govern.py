@@ -16,27 +16,35 @@ from typing import Any
 
 import click
 
-from nanobot_core.cli import EXIT_USAGE, check_output_folder, get_state, workspace_option
+from nanobot_core.cli import (
+    EXIT_USAGE,
+    check_output_folder,
+    get_state,
+    read_bounded,
+    workspace_option,
+)
 
 # Detail lines shown per stage in the readable summary (--json has them all).
 SHOWN_DETAILS = 8
 
 
 def _read_input(session: str) -> bytes:
-    if session == "-":
-        return sys.stdin.buffer.read()
     try:
-        return Path(session).read_bytes()
+        if session == "-":
+            return read_bounded(sys.stdin.buffer)
+        with open(session, "rb") as handle:
+            return read_bounded(handle)
     except OSError as exc:
-        click.echo(f"Error: cannot read {session}: {exc.strerror or exc}", err=True)
+        source = "stdin" if session == "-" else session
+        click.echo(f"Error: cannot read {source}: {exc.strerror or exc}", err=True)
         raise click.exceptions.Exit(EXIT_USAGE) from exc
 
 
 def _same_file(output: Path, session: str) -> bool:
-    if session == "-" or not output.exists():
+    if session == "-":
         return False
-    try:
-        return output.samefile(session)
+    try:  # an --output that cannot be looked at is no input file: writing it reports why
+        return output.exists() and output.samefile(session)
     except OSError:
         return False
 

@@ -38,7 +38,13 @@ def command(name: str, kind: str, directory: str | None) -> None:
         click.echo(f"Error: plugin name {name!r} {problem}; choose another NAME", err=True)
         raise click.exceptions.Exit(EXIT_USAGE)
     target = Path(directory) if directory else Path.cwd() / name
-    if target.exists():
+    try:
+        taken = target.exists()
+    except OSError as exc:  # a name too long, a folder that cannot be searched
+        raise click.UsageError(
+            f"cannot use {target}: {exc.strerror or exc}; choose another --directory"
+        ) from None
+    if taken:
         raise click.UsageError(f"{target} already exists; choose another --directory")
     project = PluginProject(distribution=name, kind=kind)
     shadowed = shadowed_builtin(project)

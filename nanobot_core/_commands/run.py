@@ -17,7 +17,7 @@ from typing import Any
 
 import click
 
-from nanobot_core.cli import EXIT_FAILED, get_state, workspace_option
+from nanobot_core.cli import EXIT_FAILED, get_state, read_stdin_text, workspace_option
 
 
 def _flag_overrides(
@@ -68,7 +68,7 @@ def command(
         validate_session_name,
     )
 
-    text = sys.stdin.read() if prompt == "-" else prompt
+    text = read_stdin_text("PROMPT") if prompt == "-" else prompt
     if not text.strip():
         raise click.BadParameter("the prompt is empty", param_hint="PROMPT")
     if session is not None:  # a name from a file or the environment is checked at load

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from nanobot_core.cli import EXIT_USAGE, check_output_folder, get_state, workspace_option
+from nanobot_core.cli import (
+    EXIT_USAGE,
+    check_output_folder,
+    get_state,
+    read_bounded,
+    workspace_option,
+)
 
 if TYPE_CHECKING:
     from nanobot_core.sessions import SessionStore
@@ -162,7 +168,8 @@ def import_(ctx: click.Context, path: str, workspace: str | None) -> None:
     state = get_state()
     root = state.workspace(workspace or ctx.meta.get("sessions.workspace"))
     try:
-        sessions = read_export(Path(path).read_bytes(), path)
+        with Path(path).open("rb") as handle:
+            sessions = read_export(read_bounded(handle), path)
     except OSError as exc:
         raise _InputError(f"cannot read {path}: {exc.strerror or exc}") from None
     except SessionError as exc:

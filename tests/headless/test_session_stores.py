@@ -337,14 +337,14 @@ def test_cli_reports_files_it_cannot_use_without_a_traceback(
         assert "Traceback" not in result.stderr
     export = tmp_path / "export.jsonl"
     export.write_text(json.dumps(EXPORT_HEADER) + "\n")
-    real_read_bytes = Path.read_bytes
+    real_open = Path.open
 
-    def unreadable(path: Path) -> bytes:
+    def unreadable(path: Path, *args: Any, **kwargs: Any) -> Any:
         if path == export:
             raise PermissionError(13, "Permission denied")
-        return real_read_bytes(path)
+        return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", unreadable)
+    monkeypatch.setattr(Path, "open", unreadable)
     imported = CliRunner().invoke(cli, ["sessions", "import", str(export)])
     assert imported.exit_code == 2
     assert f"cannot read {export}: Permission denied" in imported.output

@@ -31,6 +31,7 @@ def _cli(
         (["tools", "--log-format=json"], ["--log-format=json", "tools"]),
         (["--strict", "tools"], ["--strict", "tools"]),
         (["call", "x", "--", "--strict"], ["call", "x", "--", "--strict"]),
+        (["tools", "--json", "--config"], ["--config"]),
     ],
 )
 def test_global_options_are_hoisted(argv: list[str], expected: list[str]) -> None:

@@ -1,0 +1,236 @@
+"""The CLI in a hostile environment: unusable paths and broken standard streams.
+
+Whatever is wrong, the command names what and where on stderr and exits 1 or 2,
+never with a Python traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_cli
+
+# One path component longer than any file system allows (NAME_MAX is 255): every
+# look at such a path fails with ENAMETOOLONG, for root as for anyone.
+TOO_LONG = "n" * 300
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
+    env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    return env
+
+
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return run_cli(*args, cwd=cwd, env=_env(), timeout=60)
+
+
+def _history(folder: Path) -> Path:
+    path = folder / "history.jsonl"
+    path.write_text('{"role": "user", "content": "hi"}\n', encoding="utf-8")
+    return path
+
+
+def test_a_workspace_that_cannot_be_looked_at_is_a_usage_error(tmp_path: Path) -> None:
+    """A --workspace whose name is too long or that loops exits 2 naming it, no traceback."""
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")
+    for workspace in (str(tmp_path / TOO_LONG), str(tmp_path / "loop" / "inside")):
+        for command in (["tools"], ["plugins"], ["sessions"], ["prompt"]):
+            result = _cli(*command, "--workspace", workspace, cwd=tmp_path)
+            assert result.returncode == 2, (command, result.stderr)
+            assert "Traceback" not in result.stderr
+            assert "--workspace" in result.stderr
+            assert "cannot be used" in result.stderr
+
+
+def test_a_deleted_working_directory_is_a_usage_error(tmp_path: Path) -> None:
+    """Run from a folder that was removed, a command exits 2 saying so, no traceback."""
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    script = f"import os, runpy, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
+    script += "sys.argv = ['nanobot-core', 'tools']; runpy.run_module('nanobot_core', "
+    script += "run_name='__main__')"
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        env=_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "the working directory cannot be used" in result.stderr
+
+
+def test_an_output_path_that_cannot_be_looked_at_is_an_error(tmp_path: Path) -> None:
+    """govern --output in a folder or with a name too long exits 2 naming it, no traceback."""
+    history = _history(tmp_path)
+    for output in (tmp_path / TOO_LONG / "out.jsonl", tmp_path / TOO_LONG):
+        result = _cli("govern", str(history), "--output", str(output), cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        assert "File name too long" in result.stderr
+        assert "--output" in result.stderr
+
+
+def test_new_plugin_into_a_directory_that_cannot_be_looked_at(tmp_path: Path) -> None:
+    """new-plugin --directory with a name too long exits 2 naming it, no traceback."""
+    target = tmp_path / TOO_LONG
+    result = _cli("new-plugin", "nanobot-hostile", "--directory", str(target), cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    assert "File name too long" in result.stderr
+    assert "--directory" in result.stderr
+
+
+def _with_stdout_closed(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``nanobot-core ARGS`` started with no file descriptor 1 at all (``>&-`` in a shell)."""
+    return subprocess.run(
+        [sys.executable, "-m", "nanobot_core", *args],
+        cwd=cwd,
+        env=_env(),
+        stdout=None,
+        stderr=subprocess.PIPE,
+        text=True,
+        timeout=60,
+        check=False,
+        preexec_fn=lambda: os.close(1),
+    )
+
+
+def test_a_closed_stdout_discards_the_output_without_a_traceback(tmp_path: Path) -> None:
+    """With stdout closed, the command runs, its output goes nowhere, its exit code stands."""
+    history = _history(tmp_path)
+    for args in (["tools"], ["tools", "--json"], ["govern", str(history), "--json"]):
+        result = _with_stdout_closed(*args, cwd=tmp_path)
+        assert result.returncode == 0, (args, result.stderr)
+        assert result.stderr == "", args
+    failed = _with_stdout_closed("govern", str(tmp_path / "missing.jsonl"), cwd=tmp_path)
+    assert failed.returncode == 2
+    assert "Traceback" not in failed.stderr
+    assert "cannot read" in failed.stderr
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full (Linux)")
+def test_a_stdout_that_cannot_be_written_is_an_error(tmp_path: Path) -> None:
+    """Output to a full disk exits 1 with one line naming stdout and why, no traceback."""
+    history = _history(tmp_path)
+    for args in (["tools"], ["--version"], ["govern", str(history), "--json"]):
+        with open("/dev/full", "w") as full:
+            result = subprocess.run(
+                [sys.executable, "-m", "nanobot_core", *args],
+                cwd=tmp_path,
+                env=_env(),
+                stdout=full,
+                stderr=subprocess.PIPE,
+                text=True,
+                timeout=60,
+                check=False,
+            )
+        assert result.returncode == 1, (args, result.stderr)
+        assert result.stderr == "Error: cannot write to stdout: No space left on device\n", args
+
+
+def _strict_utf8(*args: str, cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """``nanobot-core ARGS`` with the strict UTF-8 stdin and stdout of a locale like en_US.UTF-8.
+
+    Python makes them strict in any UTF-8 locale but C.UTF-8; PYTHONIOENCODING
+    gives the same streams on a machine that has no such locale installed.
+    """
+    env = {**_env(), "PYTHONIOENCODING": "utf-8:strict"}
+    return subprocess.run(
+        [sys.executable, "-m", "nanobot_core", *args],
+        cwd=cwd,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def test_bytes_on_stdin_that_are_not_utf8_are_no_traceback(tmp_path: Path) -> None:
+    """`call TOOL -` and `run -` read arguments and prompt that are not UTF-8 as any other."""
+    called = _strict_utf8("call", "find_files", "-", cwd=tmp_path, stdin=b'{"pattern": "\xff"}')
+    assert called.returncode == 0, called.stderr
+    assert b"Traceback" not in called.stderr
+    assert b"No files match" in called.stdout
+    # A remote server and no API key: exit 2 once the prompt is read, before any request.
+    ran = _strict_utf8(
+        "run", "-", "--base-url", "https://example.invalid/v1", cwd=tmp_path, stdin=b"hi \xff"
+    )
+    assert ran.returncode == 2, ran.stderr
+    assert b"Traceback" not in ran.stderr
+    assert b"provider.api_key is not set" in ran.stderr
+
+
+def test_file_names_that_are_not_utf8_are_printed_as_they_are(tmp_path: Path) -> None:
+    """A file name's undecodable bytes reach stdout unchanged, as `ls` prints them."""
+    name = os.fsdecode(b"h\xff.jsonl")
+    (tmp_path / name).write_text('{"role": "user", "content": "hi"}\n', encoding="utf-8")
+    governed = _strict_utf8("govern", name, cwd=tmp_path)
+    assert governed.returncode == 0, governed.stderr
+    assert b"h\xff.jsonl: 1 -> 1 messages" in governed.stdout
+    found = _strict_utf8("call", "find_files", '{"pattern": "*"}', cwd=tmp_path)
+    assert found.returncode == 0, found.stderr
+    assert b"h\xff.jsonl" in found.stdout.splitlines()
+
+
+def _with_small_input_limit(
+    *args: str, cwd: Path, stdin: bytes = b""
+) -> subprocess.CompletedProcess[bytes]:
+    """``nanobot-core ARGS`` reading at most 1000 bytes of one input (not 1 GiB: a quick test)."""
+    script = "import sys; import nanobot_core.cli as cli; cli.MAX_INPUT_BYTES = 1000; "
+    script += "cli.main(sys.argv[1:])"
+    return subprocess.run(
+        [sys.executable, "-c", script, *args],
+        cwd=cwd,
+        env=_env(),
+        input=stdin,
+        capture_output=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
+def test_an_endless_input_is_refused_at_the_limit(tmp_path: Path) -> None:
+    """/dev/zero as a history or export, or a flood on stdin, is refused, not read forever."""
+    for args in (["govern", "/dev/zero"], ["sessions", "import", "/dev/zero"]):
+        result = _with_small_input_limit(*args, cwd=tmp_path)
+        assert result.returncode == 2, (args, result.stderr)
+        assert result.stderr.decode() == (
+            "Error: cannot read /dev/zero: more than 1000 bytes, the most read of one input "
+            "(stopped reading there)\n"
+        )
+    flood = b"y\n" * 1000
+    governed = _with_small_input_limit("govern", "-", cwd=tmp_path, stdin=flood)
+    assert governed.returncode == 2
+    assert b"Error: cannot read stdin: more than 1000 bytes" in governed.stderr
+    for args in (["run", "-"], ["call", "read_file", "-"]):
+        result = _with_small_input_limit(*args, cwd=tmp_path, stdin=flood)
+        assert result.returncode == 2, (args, result.stderr)
+        assert b"stdin gave more than 1000 characters" in result.stderr
+        assert b"Traceback" not in result.stderr
+
+
+def test_an_input_within_the_limit_is_read_whole(tmp_path: Path) -> None:
+    """Reading in pieces changes nothing for an input below the limit."""
+    history = _history(tmp_path)
+    result = _with_small_input_limit("govern", str(history), "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert b'"content": "hi"' in result.stdout
+
+
+def test_a_global_option_without_its_value_after_the_subcommand(tmp_path: Path) -> None:
+    """`tools --config` says --config needs a value, not that the command is missing."""
+    for option in ("--config", "--log-format", "--log-level"):
+        result = _cli("tools", option, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert f"Error: Option '{option}' requires an argument." in result.stderr
