@@ -218,8 +218,13 @@ def default_sigint() -> Iterator[None]:
 
     ``asyncio.Runner`` replaces only that handler with its own (the first
     Ctrl-C cancels the main task; the next raises ``KeyboardInterrupt``).
+    Off the main thread, where no handler can be set (and ``asyncio.Runner``
+    sets none), nothing changes.
     """
-    if signal.getsignal(signal.SIGINT) is not _on_sigint:
+    if (
+        signal.getsignal(signal.SIGINT) is not _on_sigint
+        or threading.current_thread() is not threading.main_thread()
+    ):
         yield
         return
     signal.signal(signal.SIGINT, signal.default_int_handler)

@@ -148,3 +148,33 @@ def test_no_stdout_or_stderr_as_under_pythonw_breaks_nothing() -> None:
         check=False,
     )
     assert (done.returncode, done.stderr) == (0, "ok")
+
+
+IN_A_THREAD_AFTER_THE_CLI = """
+import threading
+from nanobot_core._containment import interrupt_on_sigint
+from nanobot_core.tools.executor import run_calls
+
+interrupt_on_sigint()  # as the CLI's main() does, run in-process by a host before
+
+async def turn():
+    return "done"
+
+outcome = []
+worker = threading.Thread(target=lambda: outcome.append(run_calls(turn())))
+worker.start()
+worker.join(30)
+print(outcome)
+"""
+
+
+def test_a_turn_in_a_thread_runs_after_the_cli_ran_in_the_same_process() -> None:
+    """With the CLI's Ctrl-C handler in place, a worker thread's turn runs (no signal is set)."""
+    done = subprocess.run(
+        [sys.executable, "-c", IN_A_THREAD_AFTER_THE_CLI],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.stdout.strip() == "['done']", done.stderr
