@@ -266,9 +266,21 @@ def deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
+#: The most read of one config file: far more than any configuration holds, so that a
+#: path to an endless input (``--config /dev/zero``) fails at once instead of filling memory.
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+
+
 def _read_toml(path: Path, *, table: tuple[str, ...] = ()) -> dict[str, Any]:
     try:
-        data: Any = tomllib.loads(path.read_text(encoding="utf-8"))
+        with path.open("rb") as handle:
+            raw = handle.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise ConfigError(
+                f"{path}: larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB, the most read "
+                "of a config file: not a config file"
+            )
+        data: Any = tomllib.loads(raw.decode("utf-8"))
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

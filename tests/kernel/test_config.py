@@ -420,3 +420,22 @@ def test_a_stage_table_from_a_file_leaves_config_equality_alone(tmp_path: Path) 
     loaded = load_config(cwd=tmp_path, environ={})
     made = make_config({"governance": {"stages": {"compact_results": {"keep": 2}}}})
     assert loaded == made and loaded.governance.stages == made.governance.stages
+
+
+def test_an_endless_config_file_is_refused_at_its_limit(tmp_path: Path) -> None:
+    """--config naming an endless input (/dev/zero) fails naming it, not filling memory."""
+    with pytest.raises(ConfigError, match=r"^/dev/zero: larger than 16 MiB"):
+        load_config(cwd=tmp_path, config_file=Path("/dev/zero"), environ={})
+
+
+def test_a_config_file_at_the_limit_is_read(tmp_path: Path) -> None:
+    """A config file of exactly the most read is still read whole."""
+    from nanobot_core.config import MAX_CONFIG_BYTES
+
+    line = "# padding\n"
+    text = "[runner]\nmax_iterations = 7\n"
+    padded = text + line * ((MAX_CONFIG_BYTES - len(text)) // len(line))
+    padded += "#" * (MAX_CONFIG_BYTES - len(padded))
+    assert len(padded) == MAX_CONFIG_BYTES
+    (tmp_path / "nanobot.toml").write_text(padded, encoding="utf-8")
+    assert load_config(cwd=tmp_path, environ={}).runner.max_iterations == 7
