@@ -271,6 +271,20 @@ def deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
 MAX_CONFIG_BYTES = 16 * 1024 * 1024
 
 
+def _found(path: Path) -> bool:
+    """Whether a config file looked for by name is there to read.
+
+    Something else under that name (a folder, a link to nothing, a pipe) is a
+    `ConfigError`, not a file silently passed over: it was meant as one.
+    Nothing is opened to tell, so a pipe is never waited on.
+    """
+    if path.is_file():
+        return True
+    if os.path.lexists(path):
+        raise ConfigError(f"{path}: not a regular file, so it cannot be read as config")
+    return False
+
+
 def _read_toml(path: Path, *, table: tuple[str, ...] = ()) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
@@ -627,12 +641,12 @@ def load_config(
     env = os.environ if environ is None else environ
     layers: list[tuple[str, dict[str, Any]]] = []
     pyproject = here / "pyproject.toml"
-    if pyproject.is_file():
+    if _found(pyproject):
         layers.append(
             (f"{pyproject} [tool.nanobot]", _read_toml(pyproject, table=("tool", "nanobot")))
         )
     local = here / "nanobot.toml"
-    if local.is_file():
+    if _found(local):
         layers.append((str(local), _read_toml(local)))
     if config_file is not None:
         layers.append((str(config_file), _read_toml(Path(config_file))))

@@ -439,3 +439,15 @@ def test_a_config_file_at_the_limit_is_read(tmp_path: Path) -> None:
     assert len(padded) == MAX_CONFIG_BYTES
     (tmp_path / "nanobot.toml").write_text(padded, encoding="utf-8")
     assert load_config(cwd=tmp_path, environ={}).runner.max_iterations == 7
+
+
+@pytest.mark.parametrize("kind", ["folder", "dangling link"])
+def test_a_nanobot_toml_that_is_not_a_file_is_an_error(tmp_path: Path, kind: str) -> None:
+    """A nanobot.toml that is a folder or a link to nothing fails naming it, not ignored."""
+    local = tmp_path / "nanobot.toml"
+    if kind == "folder":
+        local.mkdir()
+    else:
+        local.symlink_to(tmp_path / "missing.toml")
+    with pytest.raises(ConfigError, match=r"nanobot\.toml: not a regular file"):
+        load_config(cwd=tmp_path, environ={})
