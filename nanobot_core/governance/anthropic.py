@@ -61,6 +61,21 @@ def is_anthropic_shape(messages: Sequence[Any]) -> bool:
     return False
 
 
+def misplaced_tool_blocks(messages: Sequence[Any]) -> bool:
+    """Whether a message holds a tool block its role cannot send, which the OpenAI shape
+    leaves out: a ``tool_use`` block outside an assistant message, a ``tool_result`` block
+    in one. Governing then changed the history even when no stage did."""
+    for message in messages:
+        if type(message) is not dict or type(message.get("content")) is not list:
+            continue
+        misplaced = "tool_result" if message.get("role") == "assistant" else "tool_use"
+        if any(
+            type(block) is dict and block_type(block) == misplaced for block in message["content"]
+        ):
+            return True
+    return False
+
+
 def _extras(block: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:
     extra = {k: v for k, v in block.items() if k not in known}
     return {_EXTRA: extra} if extra else {}

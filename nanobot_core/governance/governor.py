@@ -51,6 +51,7 @@ from nanobot_core.governance._later import Later, resolved
 from nanobot_core.governance.anthropic import (
     from_openai_shape,
     is_anthropic_shape,
+    misplaced_tool_blocks,
     to_openai_shape,
 )
 from nanobot_core.governance.budget_first import HistoryCut, early_drops, find_cut, still_held
@@ -640,7 +641,9 @@ class Governor:
         acted = any(entry.changed and entry.stage in _BUDGET_ENTRIES for entry in report)
         if view is not given:
             _report_kept(report, self._continuity.state)
-        if not report.changed:
+        # Tool blocks a role cannot send are left out by the OpenAI shape stages work on: the
+        # history then changed even when no stage says so, and must not be handed back as is.
+        if not report.changed and not (anthropic and misplaced_tool_blocks(given)):
             current = given
         elif anthropic:
             current = from_openai_shape(current)

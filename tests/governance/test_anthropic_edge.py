@@ -6,6 +6,7 @@ import json
 import re
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -407,3 +408,41 @@ def test_stored_ids_the_api_refuses_are_sent_valid_unique_and_paired(
             (new, f"r{old}") for new, old in zip(uses, originals.pop(0), strict=True)
         ]
     assert not originals
+
+
+_STRAY_USE = {"type": "tool_use", "id": "stray", "name": "get", "input": {}}
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        [{"role": "tool", "tool_call_id": "c1", "content": [_STRAY_USE]}],
+        [
+            {"role": "user", "content": [{"type": "text", "text": "hi"}, _STRAY_USE]},
+            {"role": "assistant", "content": "ok"},
+        ],
+        [
+            {"role": "user", "content": "hi"},
+            {
+                "role": "assistant",
+                "content": [
+                    {"type": "text", "text": "ok"},
+                    {"type": "tool_result", "tool_use_id": "stray", "content": "x"},
+                ],
+            },
+        ],
+    ],
+)
+def test_a_tool_block_its_role_cannot_send_is_never_handed_back(history: list[Any]) -> None:
+    """A history whose only defect is a tool block in the wrong role comes back without it."""
+    history.append({"role": "user", "content": "go on"})
+    governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
+    assert governed.messages is not history
+    blocks = [
+        block
+        for message in governed.messages
+        if isinstance(message.get("content"), list)
+        for block in message["content"]
+    ]
+    assert not [b for b in blocks if "stray" in (b.get("id"), b.get("tool_use_id"))]
+    assert not any(m.get("tool_call_id") == "c1" for m in governed.messages)
