@@ -6,6 +6,7 @@ never with a Python traceback.
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -46,6 +47,55 @@ def test_a_workspace_that_cannot_be_looked_at_is_a_usage_error(tmp_path: Path) -
             assert "Traceback" not in result.stderr
             assert "--workspace" in result.stderr
             assert "cannot be used" in result.stderr
+
+
+def test_a_workspace_that_is_a_link_loop_says_so(tmp_path: Path) -> None:
+    """A --workspace that is a symbolic link loop is exit 2 saying so, for every command."""
+    (tmp_path / "loop").symlink_to("loop")
+    loop = os.strerror(errno.ELOOP)  # "Too many levels of symbolic links"
+    history = _history(tmp_path)
+    commands = (
+        ["tools"],
+        ["plugins"],
+        ["prompt"],
+        ["init"],
+        ["call", "read_file", "{}"],
+        ["govern", str(history)],
+        ["run", "hi"],
+        ["sessions"],
+        ["sessions", "show", "default"],
+        ["sessions", "export", "--output", str(tmp_path / "out.jsonl")],
+        ["sessions", "import", str(history)],
+    )
+    for command in commands:
+        for workspace in ("loop", "loop/inside"):
+            result = _cli(*command, "--workspace", workspace, cwd=tmp_path)
+            assert result.returncode == 2, (command, result.stderr)
+            assert result.stderr.endswith(
+                f"Error: Invalid value for '--workspace': {workspace} cannot be used: {loop}\n"
+            ), (command, result.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl", "loop"]
+
+
+def test_an_output_or_directory_under_a_link_loop_says_so(tmp_path: Path) -> None:
+    """--output and --directory in a symbolic link loop are exit 2 saying so, not missing."""
+    (tmp_path / "loop").symlink_to("loop")
+    loop = os.strerror(errno.ELOOP)
+    history = _history(tmp_path)
+    for command in (["govern", str(history)], ["sessions", "export"]):
+        result = _cli(*command, "--output", "loop/out.jsonl", cwd=tmp_path)
+        assert result.returncode == 2, (command, result.stderr)
+        assert result.stderr.endswith(
+            f"Error: Invalid value for '--output': the folder loop cannot be used: {loop}\n"
+        ), (command, result.stderr)
+    inside = _cli("new-plugin", "nanobot-hostile", "--directory", "loop/inside", cwd=tmp_path)
+    assert inside.returncode == 2, inside.stderr
+    assert inside.stderr.endswith(
+        f"Error: cannot use loop/inside: {loop}; choose another --directory\n"
+    )
+    taken = _cli("new-plugin", "nanobot-hostile", "--directory", "loop", cwd=tmp_path)
+    assert taken.returncode == 2, taken.stderr
+    assert taken.stderr.endswith("Error: loop already exists; choose another --directory\n")
 
 
 def test_a_deleted_working_directory_is_a_usage_error(tmp_path: Path) -> None:
