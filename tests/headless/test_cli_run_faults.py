@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 
 from tests.headless.conftest import API_KEY
 from tests.headless.fake_server import FakeChatServer, error_reply, text_reply
-from tests.helpers import run_cli
+from tests.helpers import clean_env, run_cli
 
 TIMEOUT = 60
 
@@ -20,8 +19,7 @@ TIMEOUT = 60
 def _run(workspace: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     script = shutil.which("nanobot-core")
     assert script is not None, "the nanobot-core script is not on PATH"
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
-    base.update(
+    base = clean_env(
         NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
         NANOBOT_MODEL="fake-model",
         NANOBOT_PROVIDER__MAX_RETRIES="3",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import clean_env, run_cli, run_python
 
 # One path component longer than any file system allows (NAME_MAX is 255): every
 # look at such a path fails with ENAMETOOLONG, for root as for anyone.
@@ -22,9 +22,7 @@ TOO_LONG = "n" * 300
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
-    env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    return env
+    return clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1")
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -105,14 +103,7 @@ def test_a_deleted_working_directory_is_a_usage_error(tmp_path: Path) -> None:
     script = f"import os, runpy, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
     script += "sys.argv = ['nanobot-core', 'tools']; runpy.run_module('nanobot_core', "
     script += "run_name='__main__')"
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_python(script, env=_env())
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert "the working directory cannot be used" in result.stderr
@@ -238,15 +229,7 @@ def _with_small_input_limit(
     """``nanobot-core ARGS`` reading at most 1000 bytes of one input (not 1 GiB: a quick test)."""
     script = "import sys; import nanobot_core.cli as cli; cli.MAX_INPUT_BYTES = 1000; "
     script += "cli.main(sys.argv[1:])"
-    return subprocess.run(
-        [sys.executable, "-c", script, *args],
-        cwd=cwd,
-        env=_env(),
-        input=stdin,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    return run_python(script, *args, cwd=cwd, env=_env(), stdin=stdin)
 
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")
