@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import errno
 import importlib
+import os
+import stat
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -26,6 +28,7 @@ __all__ = [
     "MAX_INPUT_BYTES",
     "CliState",
     "check_output_folder",
+    "directory_problem",
     "get_state",
     "main",
     "read_bounded",
@@ -76,13 +79,26 @@ _VALUE_OPTIONS = {"--config", "--log-format", "--log-level"}
 def check_output_folder(output: str) -> None:
     """Refuse an ``--output`` whose folder does not exist before any work is done (exit 2)."""
     folder = Path(output).parent
+    problem = directory_problem(folder)
+    if problem is not None:
+        raise click.BadParameter(f"the folder {folder} {problem}", param_hint="'--output'")
+
+
+def directory_problem(path: Path, *, create: bool = False) -> str | None:
+    """Why `path` is no usable directory, for a message naming it; None when it is one.
+
+    "does not exist" (None with `create`: the command creates it), "is not a
+    directory", or "cannot be used: REASON" for a path that cannot be looked at
+    (a symbolic link loop, a name too long, a folder that cannot be searched),
+    which `Path.is_dir` and `Path.exists` would call missing.
+    """
     try:
-        if folder.is_dir():
-            return
-        problem = "does not exist"
-    except OSError as exc:  # a name too long, a folder that cannot be searched
-        problem = f"cannot be used: {_reason(exc)}"
-    raise click.BadParameter(f"the folder {folder} {problem}", param_hint="'--output'")
+        status = path.stat()
+    except FileNotFoundError:
+        return None if create else "does not exist"
+    except OSError as exc:
+        return f"cannot be used: {_reason(exc)}"
+    return None if stat.S_ISDIR(status.st_mode) else "is not a directory"
 
 
 def read_bounded(source: BinaryIO) -> bytes:
@@ -166,12 +182,15 @@ class CliState:
         (`create`, only ``init``).
         """
         try:
-            root = Path(path).resolve() if path is not None else Path.cwd().resolve()
-            if create or root.is_dir():
-                return root
-            what = "is not a directory" if root.exists() else "does not exist"
-        except (OSError, RuntimeError) as exc:  # a name too long, a symlink loop, a deleted cwd
+            # realpath, not Path.resolve: on a symbolic link loop resolve raises a
+            # RuntimeError on some Pythons and passes it over on others; the loop is
+            # then the ELOOP of `directory_problem`, on every Python alike.
+            root = Path(os.path.realpath(path)) if path is not None else Path.cwd().resolve()
+            what = directory_problem(root, create=create)
+        except OSError as exc:  # a deleted working directory
             what = f"cannot be used: {_reason(exc)}"
+        if what is None:
+            return root
         shown = path if path is not None else "the working directory"
         raise click.BadParameter(f"{shown} {what}", param_hint="'--workspace'")
 
@@ -379,8 +398,6 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _discard_stdout() -> None:
     """Point stdout at the null device: the output left in its buffer cannot fail again at exit."""
-    import os
-
     try:
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, sys.stdout.fileno())

@@ -455,7 +455,30 @@ class Runner:
         """A runner whose every part comes from the plugin manager and its config.
 
         Raises ConfigError when no plugin provides `provider_name`
-        (default: ``config.provider.name``).
+        (default: ``config.provider.name``). Same as
+        ``prepare_from_plugins(...)(session)``.
+        """
+        build = cls.prepare_from_plugins(
+            pm, provider_name, max_iterations=max_iterations, progress=progress, channel=channel
+        )
+        return build(session)
+
+    @classmethod
+    def prepare_from_plugins(
+        cls,
+        pm: PluginManager,
+        provider_name: str | None = None,
+        *,
+        max_iterations: int | None = None,
+        progress: ProgressCallback | None = None,
+        channel: str | None = "cli",
+    ) -> Callable[[SessionLike], Runner]:
+        """Every part of `from_plugins` built now; the runner when given its session.
+
+        Whatever a bad config fails (the provider, its base URL, a stage's options)
+        fails here, so a caller can check it all before it opens (and so creates)
+        the session. Call the result once: its parts, the governor among them,
+        are one runner's.
         """
         config = pm.config
         name = provider_name or config.provider.name
@@ -477,24 +500,37 @@ class Runner:
                 f"{type(exc).__name__}: {exc}"
             ) from None
         registry = pm.tool_registry()
-        return cls(
-            provider,
-            registry,
-            Executor(registry, default_timeout=config.tools.timeout, hooks=pm.tool_call_hooks()),
-            pm.governor(),
-            pm.prompt_builder(),
-            session,
-            prompt_context=SectionContext(
-                workspace=pm.context.workspace, channel=channel, session=session.name, config=config
-            ),
-            runtime_lines=pm.runtime_lines,
-            max_iterations=max_iterations or config.runner.max_iterations,
-            max_identical_calls=config.tools.max_identical_calls,
-            progress=progress,
-            channel=channel,
-            provider_owner=owner,
-            provider_deadline=provider_deadline(config.provider),
+        executor = Executor(
+            registry, default_timeout=config.tools.timeout, hooks=pm.tool_call_hooks()
         )
+        governor = pm.governor()
+        prompt_builder = pm.prompt_builder()
+        deadline = provider_deadline(config.provider)
+
+        def build(session: SessionLike) -> Runner:
+            return cls(
+                provider,
+                registry,
+                executor,
+                governor,
+                prompt_builder,
+                session,
+                prompt_context=SectionContext(
+                    workspace=pm.context.workspace,
+                    channel=channel,
+                    session=session.name,
+                    config=config,
+                ),
+                runtime_lines=pm.runtime_lines,
+                max_iterations=max_iterations or config.runner.max_iterations,
+                max_identical_calls=config.tools.max_identical_calls,
+                progress=progress,
+                channel=channel,
+                provider_owner=owner,
+                provider_deadline=deadline,
+            )
+
+        return build
 
     def run_turn(self, user_text: str) -> TurnResult:
         """Run one turn to its end (blocking); see :meth:`run_turn_async`.

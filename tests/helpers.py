@@ -8,6 +8,7 @@ import sys
 import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any, overload
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA = REPO_ROOT / "tests" / "data"
@@ -16,6 +17,57 @@ TEST_DATA = REPO_ROOT / "tests" / "data"
 def data_dir() -> Path:
     """The repository's folder of third-party test data (see ``tests/data/README.md``)."""
     return TEST_DATA
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """This environment without its NANOBOT_/OPENAI_ settings (a developer's own), plus `extra`."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
+    env.update(extra)
+    return env
+
+
+@overload
+def run_python(
+    code: str,
+    *args: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[str]: ...
+
+
+@overload
+def run_python(
+    code: str,
+    *args: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[bytes]: ...
+
+
+def run_python(
+    code: str,
+    *args: str,
+    cwd: Path | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: str | bytes | None = None,
+    timeout: float = 60,
+) -> subprocess.CompletedProcess[Any]:
+    """``python -c CODE ARGS`` in a child process, its output captured: text, bytes when
+    `stdin` is bytes."""
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        input=stdin,
+        capture_output=True,
+        text=not isinstance(stdin, bytes),
+        timeout=timeout,
+        check=False,
+    )
 
 
 def run_cli(
@@ -61,7 +113,7 @@ def plugin_env(site: Path, name: str, **extra: str) -> dict[str, str]:
 
     Of whatever is installed, only the plugin `name` (installed in `site`) is loaded.
     """
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
+    env = clean_env()
     path = [str(site), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env.update(PYTHONPATH=os.pathsep.join(path), NANOBOT_PLUGINS=name, **extra)
     return env

@@ -39,8 +39,13 @@ def command(name: str, kind: str, directory: str | None) -> None:
         raise click.exceptions.Exit(EXIT_USAGE)
     target = Path(directory) if directory else Path.cwd() / name
     try:
-        taken = target.exists()
-    except OSError as exc:  # a name too long, a folder that cannot be searched
+        # lstat, not exists: a link there (one to nothing, a link loop) takes the name
+        # too, and exists would call a path it cannot look at (a loop above) free.
+        target.lstat()
+        taken = True
+    except (FileNotFoundError, NotADirectoryError):  # under a file: creating it says so
+        taken = False
+    except OSError as exc:  # a name too long, a folder that cannot be searched, a link loop
         raise click.UsageError(
             f"cannot use {target}: {exc.strerror or exc}; choose another --directory"
         ) from None

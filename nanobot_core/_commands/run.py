@@ -81,20 +81,23 @@ def command(
     config = state.config
     root = state.workspace(workspace)
     manager = state.plugin_manager(root)
-    store = select_session_store(manager)
     display = WaitDisplay(sys.stderr)
 
     def progress(event: Any) -> None:
         if not isinstance(event, IterationLimitReached):  # said once, as the error below
             display(event)
 
+    # Every part is built before the session is opened: a config that fails them
+    # (a provider, its base URL, a stage's options) leaves no session file or lock.
+    build = Runner.prepare_from_plugins(manager, progress=progress)
+    store = select_session_store(manager)
     # SessionLockedError and ProviderError propagate: the CLI prints them and exits 1.
     try:
         with (
             closing_store(store),
             open_session(store, config.runner.session, wait=config.sessions.lease_wait) as opened,
         ):
-            runner = Runner.from_plugins(manager, session=opened, progress=progress)
+            runner = build(opened)
             result = runner.run_turn(text)
     finally:
         display.stop()

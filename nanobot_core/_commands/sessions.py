@@ -119,7 +119,7 @@ def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) ->
     type=click.Path(dir_okay=False, writable=True),
     help="The export file to write (replaced atomically).",
 )
-@click.option("--workspace", type=click.Path(file_okay=False), help="Workspace directory.")
+@workspace_option("Workspace directory.")
 @click.pass_context
 def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: str | None) -> None:
     """Write sessions NAME... (default: all) of the store to an export file."""
@@ -155,7 +155,7 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
 
 @command.command("import")
 @click.argument("path", type=click.Path(dir_okay=False, exists=True))
-@click.option("--workspace", type=click.Path(file_okay=False), help="Workspace directory.")
+@workspace_option("Workspace directory.")
 @click.pass_context
 def import_(ctx: click.Context, path: str, workspace: str | None) -> None:
     """Write every session of the export file PATH into the store (none may exist there)."""

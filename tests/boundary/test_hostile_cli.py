@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -11,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from tests.boundary.strict import strict_lines, strict_loads
-from tests.headless.conftest import API_KEY
+from tests.headless.conftest import cli_env
 from tests.headless.fake_server import FakeChatServer, Reply, text_reply
 
 TIMEOUT = 120
@@ -36,15 +35,7 @@ def server() -> Iterator[FakeChatServer]:
 def _cli(
     server: FakeChatServer, workspace: Path, *args: str, stdin: str | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
-    env.update(
-        NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
-        NANOBOT_BASE_URL=server.base_url,
-        NANOBOT_MODEL="fake-model",
-        NANOBOT_API_KEY=API_KEY,
-        NANOBOT_PROVIDER__MAX_RETRIES="0",
-        PYTHONIOENCODING="utf-8",
-    )
+    env = {**cli_env(server), "NANOBOT_PROVIDER__MAX_RETRIES": "0", "PYTHONIOENCODING": "utf-8"}
     return subprocess.run(
         [sys.executable, "-m", "nanobot_core", *args],
         cwd=workspace,

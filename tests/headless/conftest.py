@@ -8,6 +8,7 @@ import pytest
 
 from nanobot_core.config import ProviderConfig
 from tests.headless.fake_server import FakeChatServer
+from tests.helpers import clean_env
 
 API_KEY = "sk-test-Zq8VbN3kWm5Lr7Xy2PaS9TuE"
 
@@ -32,3 +33,16 @@ def provider_config(base_url: str, **changes: object) -> ProviderConfig:
     }
     settings.update(changes)
     return ProviderConfig(**settings)  # type: ignore[arg-type]
+
+
+def cli_env(server: FakeChatServer) -> dict[str, str]:
+    """The environment of a CLI child aimed at `server`: its key, one retry, very short waits."""
+    return clean_env(
+        NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
+        NANOBOT_BASE_URL=server.base_url,
+        NANOBOT_MODEL="fake-model",
+        NANOBOT_API_KEY=API_KEY,
+        NANOBOT_PROVIDER__MAX_RETRIES="1",
+        NANOBOT_PROVIDER__BACKOFF_BASE="0.001",
+        NANOBOT_PROVIDER__RETRY_AFTER_CAP="0.01",
+    )

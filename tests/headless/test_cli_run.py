@@ -14,7 +14,7 @@ from typing import IO, Any
 import pytest
 
 from nanobot_core.governance.invariants import check_tool_pairing
-from tests.headless.conftest import API_KEY
+from tests.headless.conftest import API_KEY, cli_env
 from tests.headless.fake_server import (
     FakeChatServer,
     Reply,
@@ -27,20 +27,6 @@ NOTES = "alpha line\nbeta line\n"
 TIMEOUT = 60
 
 
-def _env(server: FakeChatServer) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
-    env.update(
-        NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
-        NANOBOT_BASE_URL=server.base_url,
-        NANOBOT_MODEL="fake-model",
-        NANOBOT_API_KEY=API_KEY,
-        NANOBOT_PROVIDER__MAX_RETRIES="1",
-        NANOBOT_PROVIDER__BACKOFF_BASE="0.001",
-        NANOBOT_PROVIDER__RETRY_AFTER_CAP="0.01",
-    )
-    return env
-
-
 def _command(*args: str) -> list[str]:
     return [sys.executable, "-m", "nanobot_core", *args]
 
@@ -51,7 +37,7 @@ def _cli(
     result = subprocess.run(
         _command(*args),
         cwd=workspace,
-        env=_env(server),
+        env=cli_env(server),
         input=stdin,
         capture_output=True,
         text=True,
@@ -66,7 +52,7 @@ def _start(server: FakeChatServer, workspace: Path, *args: str) -> subprocess.Po
     return subprocess.Popen(
         _command(*args),
         cwd=workspace,
-        env=_env(server),
+        env=cli_env(server),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -334,7 +320,7 @@ def test_a_request_over_the_budget_is_a_warning_on_stderr(
     done = subprocess.run(
         _command("run", "word " * 2_000),
         cwd=workspace,
-        env={**_env(server), "NANOBOT_GOVERNANCE__INPUT_LIMIT": "50"},
+        env={**cli_env(server), "NANOBOT_GOVERNANCE__INPUT_LIMIT": "50"},
         capture_output=True,
         text=True,
         timeout=TIMEOUT,

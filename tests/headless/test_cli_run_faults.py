@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +11,7 @@ import pytest
 
 from tests.headless.conftest import API_KEY
 from tests.headless.fake_server import FakeChatServer, error_reply, text_reply
-from tests.helpers import run_cli
+from tests.helpers import clean_env, run_cli
 
 TIMEOUT = 60
 
@@ -20,8 +19,7 @@ TIMEOUT = 60
 def _run(workspace: Path, *args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     script = shutil.which("nanobot-core")
     assert script is not None, "the nanobot-core script is not on PATH"
-    base = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
-    base.update(
+    base = clean_env(
         NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
         NANOBOT_MODEL="fake-model",
         NANOBOT_PROVIDER__MAX_RETRIES="3",
@@ -51,6 +49,46 @@ def test_a_remote_server_without_a_key_is_a_config_fault(tmp_path: Path) -> None
     assert "provider.api_key is not set" in result.stderr
     assert "NANOBOT_API_KEY" in result.stderr
     assert "https://api.openai.com/v1" in result.stderr
+
+
+BAD_CONFIGS = {
+    "invalid TOML": ("x = [\n", {}),
+    "unknown key": ("[bogus]\na = 1\n", {}),
+    "bad value": ('[runner]\nmax_iterations = "x"\n', {}),
+    "unknown provider": ('[provider]\nname = "nope"\n', {}),
+    "base URL not http": ('[provider]\nbase_url = "ftp://127.0.0.1/v1"\n', {}),
+    "remote server without a key": ("", {"NANOBOT_API_KEY": ""}),
+    "unknown session store": ('[sessions]\nstore = "nope"\n', {}),
+    "unknown stage option": ("[governance.stages.compact_results]\nkep = 1\n", {}),
+}
+
+
+def _tree(root: Path) -> dict[str, bytes | None]:
+    """Every path under `root`, relative, with a file's bytes (None for a folder)."""
+    return {
+        str(path.relative_to(root)): None if path.is_dir() else path.read_bytes()
+        for path in sorted(root.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize("existing", [False, True], ids=["new workspace", "existing session"])
+@pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
+def test_a_bad_config_leaves_the_workspace_as_it_was(
+    tmp_path: Path, case: str, existing: bool
+) -> None:
+    """A run that fails on its config (exit 2) creates no session, lock or folder, changes none."""
+    text, env = BAD_CONFIGS[case]
+    (tmp_path / "nanobot.toml").write_text(text, encoding="utf-8")
+    if existing:
+        sessions = tmp_path / ".nanobot" / "sessions"
+        sessions.mkdir(parents=True)
+        (sessions / "default.jsonl").write_bytes(b'{"role": "user", "content": "kept"}\n')
+    before = _tree(tmp_path)
+    result = _run(tmp_path, "hi", env={"NANOBOT_API_KEY": API_KEY, **env})
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("Error: configuration: ")
+    assert "Traceback" not in result.stderr
+    assert _tree(tmp_path) == before
 
 
 def test_a_local_server_needs_no_key(tmp_path: Path, server: FakeChatServer) -> None:

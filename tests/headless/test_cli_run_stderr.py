@@ -12,21 +12,10 @@ from typing import Any
 
 import pytest
 
-from tests.headless.conftest import API_KEY
+from tests.headless.conftest import cli_env
 from tests.headless.fake_server import FakeChatServer, text_reply, tool_call_reply
 
 TIMEOUT = 60
-
-
-def _env(server: FakeChatServer) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
-    env.update(
-        NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
-        NANOBOT_BASE_URL=server.base_url,
-        NANOBOT_MODEL="fake-model",
-        NANOBOT_API_KEY=API_KEY,
-    )
-    return env
 
 
 def _script(server: FakeChatServer) -> None:
@@ -41,7 +30,7 @@ def _run(
 ) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "nanobot_core", "run", "read a.txt", "--workspace", str(workspace)],
-        env=_env(server),
+        env=cli_env(server),
         stdout=subprocess.PIPE,
         text=True,
         timeout=TIMEOUT,

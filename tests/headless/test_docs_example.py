@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.headless.conftest import API_KEY
 from tests.headless.fake_server import FakeChatServer, text_reply
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, clean_env, run_python
 
 
 def _example() -> str:
@@ -32,17 +29,8 @@ def test_the_python_example_uses_nanobot_toml_and_the_environment(
         f'[provider]\nbase_url = "{server.base_url}"\nmodel = "model-from-toml"\n',
         encoding="utf-8",
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
-    env.update(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", NANOBOT_API_KEY=API_KEY)
-    result = subprocess.run(
-        [sys.executable, "-c", _example()],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    env = clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", NANOBOT_API_KEY=API_KEY)
+    result = run_python(_example(), cwd=tmp_path, env=env)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("a summary ")
     (request,) = server.requests

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import subprocess
-import sys
 import threading
 import warnings
 from collections.abc import Iterator
@@ -24,6 +22,7 @@ from nanobot_core.runner import Runner, TurnResult
 from nanobot_core.sessions import Session
 from nanobot_core.tools.executor import Executor
 from nanobot_core.tools.registry import ToolRegistry
+from tests.helpers import run_python
 
 
 class Answering:
@@ -140,13 +139,7 @@ report.write("ok")
 
 def test_no_stdout_or_stderr_as_under_pythonw_breaks_nothing() -> None:
     """With sys.stdout and sys.stderr None, prints and records go nowhere instead of raising."""
-    done = subprocess.run(
-        [sys.executable, "-c", WITHOUT_STREAMS],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_python(WITHOUT_STREAMS)
     assert (done.returncode, done.stderr) == (0, "ok")
 
 
@@ -170,11 +163,5 @@ print(outcome)
 
 def test_a_turn_in_a_thread_runs_after_the_cli_ran_in_the_same_process() -> None:
     """With the CLI's Ctrl-C handler in place, a worker thread's turn runs (no signal is set)."""
-    done = subprocess.run(
-        [sys.executable, "-c", IN_A_THREAD_AFTER_THE_CLI],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_python(IN_A_THREAD_AFTER_THE_CLI)
     assert done.stdout.strip() == "['done']", done.stderr

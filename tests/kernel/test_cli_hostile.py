@@ -6,6 +6,7 @@ never with a Python traceback.
 
 from __future__ import annotations
 
+import errno
 import os
 import subprocess
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli
+from tests.helpers import clean_env, run_cli, run_python
 
 # One path component longer than any file system allows (NAME_MAX is 255): every
 # look at such a path fails with ENAMETOOLONG, for root as for anyone.
@@ -21,9 +22,7 @@ TOO_LONG = "n" * 300
 
 
 def _env() -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
-    env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    return env
+    return clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1")
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -48,6 +47,55 @@ def test_a_workspace_that_cannot_be_looked_at_is_a_usage_error(tmp_path: Path) -
             assert "cannot be used" in result.stderr
 
 
+def test_a_workspace_that_is_a_link_loop_says_so(tmp_path: Path) -> None:
+    """A --workspace that is a symbolic link loop is exit 2 saying so, for every command."""
+    (tmp_path / "loop").symlink_to("loop")
+    loop = os.strerror(errno.ELOOP)  # "Too many levels of symbolic links"
+    history = _history(tmp_path)
+    commands = (
+        ["tools"],
+        ["plugins"],
+        ["prompt"],
+        ["init"],
+        ["call", "read_file", "{}"],
+        ["govern", str(history)],
+        ["run", "hi"],
+        ["sessions"],
+        ["sessions", "show", "default"],
+        ["sessions", "export", "--output", str(tmp_path / "out.jsonl")],
+        ["sessions", "import", str(history)],
+    )
+    for command in commands:
+        for workspace in ("loop", "loop/inside"):
+            result = _cli(*command, "--workspace", workspace, cwd=tmp_path)
+            assert result.returncode == 2, (command, result.stderr)
+            assert result.stderr.endswith(
+                f"Error: Invalid value for '--workspace': {workspace} cannot be used: {loop}\n"
+            ), (command, result.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl", "loop"]
+
+
+def test_an_output_or_directory_under_a_link_loop_says_so(tmp_path: Path) -> None:
+    """--output and --directory in a symbolic link loop are exit 2 saying so, not missing."""
+    (tmp_path / "loop").symlink_to("loop")
+    loop = os.strerror(errno.ELOOP)
+    history = _history(tmp_path)
+    for command in (["govern", str(history)], ["sessions", "export"]):
+        result = _cli(*command, "--output", "loop/out.jsonl", cwd=tmp_path)
+        assert result.returncode == 2, (command, result.stderr)
+        assert result.stderr.endswith(
+            f"Error: Invalid value for '--output': the folder loop cannot be used: {loop}\n"
+        ), (command, result.stderr)
+    inside = _cli("new-plugin", "nanobot-hostile", "--directory", "loop/inside", cwd=tmp_path)
+    assert inside.returncode == 2, inside.stderr
+    assert inside.stderr.endswith(
+        f"Error: cannot use loop/inside: {loop}; choose another --directory\n"
+    )
+    taken = _cli("new-plugin", "nanobot-hostile", "--directory", "loop", cwd=tmp_path)
+    assert taken.returncode == 2, taken.stderr
+    assert taken.stderr.endswith("Error: loop already exists; choose another --directory\n")
+
+
 def test_a_deleted_working_directory_is_a_usage_error(tmp_path: Path) -> None:
     """Run from a folder that was removed, a command exits 2 saying so, no traceback."""
     gone = tmp_path / "gone"
@@ -55,14 +103,7 @@ def test_a_deleted_working_directory_is_a_usage_error(tmp_path: Path) -> None:
     script = f"import os, runpy, sys; os.chdir({str(gone)!r}); os.rmdir({str(gone)!r}); "
     script += "sys.argv = ['nanobot-core', 'tools']; runpy.run_module('nanobot_core', "
     script += "run_name='__main__')"
-    result = subprocess.run(
-        [sys.executable, "-c", script],
-        env=_env(),
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    result = run_python(script, env=_env())
     assert result.returncode == 2, result.stderr
     assert "Traceback" not in result.stderr
     assert "the working directory cannot be used" in result.stderr
@@ -188,15 +229,7 @@ def _with_small_input_limit(
     """``nanobot-core ARGS`` reading at most 1000 bytes of one input (not 1 GiB: a quick test)."""
     script = "import sys; import nanobot_core.cli as cli; cli.MAX_INPUT_BYTES = 1000; "
     script += "cli.main(sys.argv[1:])"
-    return subprocess.run(
-        [sys.executable, "-c", script, *args],
-        cwd=cwd,
-        env=_env(),
-        input=stdin,
-        capture_output=True,
-        timeout=60,
-        check=False,
-    )
+    return run_python(script, *args, cwd=cwd, env=_env(), stdin=stdin)
 
 
 @pytest.mark.skipif(not Path("/dev/zero").exists(), reason="needs /dev/zero")

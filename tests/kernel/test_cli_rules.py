@@ -100,16 +100,18 @@ def test_govern_output_that_cannot_be_written_is_a_usage_error(tmp_path: Path) -
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.parametrize("folder", ["missing", "a-file"])
+@pytest.mark.parametrize(
+    ("folder", "problem"), [("missing", "does not exist"), ("a-file", "is not a directory")]
+)
 def test_sessions_export_to_a_folder_that_is_not_one_is_a_usage_error(
-    tmp_path: Path, folder: str
+    tmp_path: Path, folder: str, problem: str
 ) -> None:
     """`sessions export --output` into a missing folder (or a file) exits 2 naming --output."""
     (tmp_path / "a-file").write_text("", encoding="utf-8")
     output = tmp_path / folder / "out.jsonl"
     result = nanobot("sessions", "export", "--output", str(output), cwd=tmp_path)
     assert result.returncode == 2, result.stderr
-    assert f"--output': the folder {output.parent} does not exist" in result.stderr
+    assert f"--output': the folder {output.parent} {problem}" in result.stderr
     assert "Traceback" not in result.stderr
 
 
