@@ -55,6 +55,11 @@ ADVERSARIAL: tuple[tuple[str, Callable[[int], str]], ...] = (
     ('"npm_" repeated', lambda n: "npm_" * (n // 4)),
     ('"_authToken" + spaces + "x"', lambda n: "_authToken" + " " * n + "x"),
     ('"hooks.slack.com/services/T" repeated', lambda n: "hooks.slack.com/services/T" * (n // 26)),
+    ('"gldt- glrtr- glagent- " repeated', lambda n: "gldt- glrtr- glagent- " * (n // 22)),
+    (
+        '"://hooks.slack.com/triggers/T" repeated',
+        lambda n: "://hooks.slack.com/triggers/T" * (n // 29),
+    ),
     ('"aUTHORIZATION:" + spaces + "x"', lambda n: "aUTHORIZATION:" + " " * n + "x"),
     ('"SecretAccessKey=" repeated', lambda n: "SecretAccessKey=" * (n // 16)),
     ('"x://a:" + "b/" repeated', lambda n: "x://a:" + "b/" * (n // 2)),

@@ -155,6 +155,27 @@ class Rule(SecretPattern):
         return (*self.requires, *((needle,) for needle in self.context))
 
 
+#: The prefixes of GitLab's tokens (see the gitlab_token rule).
+_GITLAB_PREFIXES: Condition = tuple(
+    f"gl{kind}-"
+    for kind in (
+        "pat",
+        "oas",
+        "dt",
+        "rt",
+        "rtr",
+        "cbt",
+        "ptt",
+        "ft",
+        "imt",
+        "agent",
+        "wt",
+        "soat",
+        "ffct",
+    )
+)
+
+
 # Where two rules match at the same place, the earlier one wins, so the specific
 # forms (sk-ant-) come before the generic (sk-). Flags are inline.
 DEFAULT_PATTERNS: tuple[Rule, ...] = (
@@ -254,12 +275,20 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         r"[sr]k_(?:live|test)_(?<![A-Za-z0-9_-].{8})[0-9A-Za-z]{16,}+" + _AFTER,
         ("k_live_", "k_test_"),
     ),
-    # GitLab personal access tokens: glpat- and 20 characters, or the routable form's
-    # longer payload with its version and checksum after dots.
+    # GitLab tokens, by the prefixes GitLab documents (personal, project and group access
+    # glpat-, OAuth application secret gloas-, deploy gldt-, runner glrt- and glrtr-, CI/CD
+    # job glcbt-, trigger glptt-, feed glft-, incoming mail glimt-, agent for Kubernetes
+    # glagent-, workspace glwt-, SCIM glsoat-, feature flags client glffct-) and at least 20
+    # characters (the shortest any of them has), or the routable form's longer payload with
+    # its version and checksum after dots.
     Rule.of(
         "gitlab_token",
-        _token_start("glpat-") + r"[A-Za-z0-9_-]{20,}+(?:\.[0-9a-z]{2}\.?+[0-9a-z]{7,}+)?+",
-        "glpat-",
+        _token_start("gl")
+        + r"(?:pat|oas|dt|rtr?+|cbt|ptt|ft|imt|agent|wt|soat|ffct)-"
+        + r"[A-Za-z0-9_-]{20,}+(?:\.[0-9a-z]{2}\.?+[0-9a-z]{7,}+)?+",
+        # One condition: alternatives that share their first character are one pass of
+        # re, after one test of the "gl" they start with (behind the "-" gate they share).
+        _GITLAB_PREFIXES,
     ),
     # Hugging Face access tokens: hf_ and 34 letters (digits allowed, at least 30).
     Rule.of("huggingface_token", _token_start("hf_") + r"[A-Za-z0-9]{30,}+" + _AFTER, "hf_"),
@@ -278,6 +307,20 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         r"hooks\.slack\.com(?:/|\\/)services(?:/|\\/)"
         r"(?P<secret>T[A-Z0-9]{6,}+(?:/|\\/)B[A-Z0-9]{6,}+(?:/|\\/)[A-Za-z0-9]{16,}+)",
         "/B",  # first: B is a gate already (-----BEGIN)
+        "hooks.slack.com",
+    ),
+    # Slack workflow webhooks: hooks.slack.com/workflows/T.../A.../<id>/secret and
+    # hooks.slack.com/triggers/T.../<id>/secret; the host stays. Neither path holds a gate
+    # character of its own, so the rule asks for the scheme's ":" before the host (a gate
+    # already): a URL written without its scheme is not found (see the README).
+    Rule.of(
+        "slack_webhook",
+        r"hooks\.slack\.com(?:(?<=://hooks\.slack\.com)|(?<=:\\/\\/hooks\.slack\.com))"
+        r"(?:/|\\/)(?:workflows|triggers)(?:/|\\/)"
+        r"(?P<secret>T[A-Z0-9]{6,}+(?:/|\\/)(?:A[A-Z0-9]{6,}+(?:/|\\/))?+[0-9]{6,}+(?:/|\\/)"
+        r"[A-Za-z0-9]{16,}+)",
+        ":",  # first: the scheme's, a gate other rules have
+        "T",  # every path starts with the team ID (T...): one memchr rules out most text
         "hooks.slack.com",
     ),
     # A JSON Web Token: base64url header and payload, both JSON objects (so "eyJ"),

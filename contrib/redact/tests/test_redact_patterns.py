@@ -398,6 +398,101 @@ def test_a_slack_webhook_url_keeps_its_host() -> None:
     assert found == {"slack_webhook": 1}
 
 
+#: A workspace (team) ID, an app ID, a trigger ID and a secret, shaped as Slack issues them.
+SLACK_TEAM, SLACK_APP, SLACK_TRIGGER = (
+    "T0" + "16M3G1GHZ",
+    "A0" + "4J3BAF7AA",
+    "44266023" + "1806210747",
+)
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"workflows/{SLACK_TEAM}/{SLACK_APP}/{SLACK_TRIGGER}/" + fake("", 24),
+        f"triggers/{SLACK_TEAM}/{SLACK_TRIGGER[:13]}/" + fake("", 32, "0123456789abcdef"),
+    ],
+)
+@pytest.mark.parametrize("scheme", ["https://", "http://"])
+def test_a_slack_workflow_webhook_url_keeps_its_host(scheme: str, path: str) -> None:
+    """Workflow Builder webhooks (workflows/ and triggers/) lose their path; the host stays."""
+    kind, _ = path.split("/", 1)
+    url = f"{scheme}hooks.slack.com/{path}"
+    text, found = redact_text(f"SLACK_WEBHOOK_URL={url} # alerts", DEFAULT_PATTERNS)
+    assert (
+        text
+        == f"SLACK_WEBHOOK_URL={scheme}hooks.slack.com/{kind}/[REDACTED:slack_webhook] # alerts"
+    )
+    assert found == {"slack_webhook": 1}
+    escaped = json.dumps({"url": url}).replace("/", "\\/")  # JSON that escapes its slashes
+    redacted, found = redact_text(escaped, DEFAULT_PATTERNS)
+    assert json.loads(redacted) == {
+        "url": f"{scheme}hooks.slack.com/{kind}/[REDACTED:slack_webhook]"
+    }
+    assert found == {"slack_webhook": 1}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Set SLACK_WEBHOOK_URL=https://hooks.slack.com/triggers/T.../... in .env",
+        "https://hooks.slack.com/workflows/{team}/{app}/{id}/{secret} is the shape",
+        f"https://hooks.slack.com/triggers/{SLACK_TEAM}/{SLACK_TRIGGER[:13]}/short",
+        f"https://api.slack.com/triggers/{SLACK_TEAM}/{SLACK_TRIGGER}/" + fake("", 32),
+        f"https://hooks.slack.com/workflows/{SLACK_TEAM.lower()}/{SLACK_TRIGGER}/" + fake("", 24),
+        "https://slack.com/help/articles/360041352714-Build-a-workflow and /triggers/",
+    ],
+)
+def test_slack_workflow_look_alikes_are_kept(text: str) -> None:
+    """Placeholders, other Slack hosts, short tails and a lower-case team ID are not webhooks."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
+
+
+#: GitLab's token prefixes (its token overview) with a body of the length each is issued with.
+GITLAB_TOKENS = [
+    fake("glpat-", 20, "aB3dE6gH9jK2_-"),
+    fake("gloas-", 64),
+    fake("gldt-", 20),
+    fake("glrt-", 20),
+    fake("glrt-" + "t1_", 27) + ".01.0" + "a1b2c3d4",  # a runner token in the routable form
+    fake("glrtr-", 20),
+    fake("glcbt-" + "64_", 20),
+    fake("glptt-", 40, "0123456789abcdef"),
+    fake("glft-", 20),
+    fake("glimt-", 25),
+    fake("glagent-", 50),
+    fake("glwt-", 20),
+    fake("glsoat-", 20),
+    fake("glffct-", 20),
+]
+
+
+@pytest.mark.parametrize("token", GITLAB_TOKENS, ids=lambda t: t.split("-")[0])
+def test_every_kind_of_gitlab_token_is_replaced(token: str) -> None:
+    """Each prefix GitLab documents (deploy, runner, trigger, feed, SCIM ...) goes whole."""
+    for text, expected in (
+        (f"use {token} for this", "use [REDACTED:gitlab_token] for this"),
+        (f'{{"token": "{token}"}}', '{"token": "[REDACTED:gitlab_token]"}'),
+        (f"GITLAB_TOKEN={token}\n", "GITLAB_TOKEN=[REDACTED:gitlab_token]\n"),
+    ):
+        assert redact_text(text, DEFAULT_PATTERNS) == (expected, {"gitlab_token": 1})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the gldt- prefix alone, glrt-short, glsoat-" + "a" * 19,  # too short
+        "my_gldt-" + "a" * 24 + " and x-glft-" + "a" * 24,  # glued to a longer word
+        "glob-" + "a" * 30 + " glad-" + "a" * 30 + " glrtx-" + "a" * 30,  # not a prefix
+        "English-speaking, single-threaded, ugly-looking, glpat_" + "a" * 24,
+        "GLDT-" + "A" * 24,  # prefixes are lower case
+    ],
+)
+def test_gitlab_look_alikes_are_kept(text: str) -> None:
+    """Words that start like GitLab prefixes, short tails and glued words are not tokens."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
+
+
 @pytest.mark.parametrize(
     "name", ["AUTHORIZATION", "authorization", "AuthoriZation", "aUTHORIZATION", "AuThOrIzAtIoN"]
 )

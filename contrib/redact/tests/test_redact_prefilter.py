@@ -59,6 +59,11 @@ SECRETS = [
     "npm_" + "a1B2c3" * 6,
     "//registry.npmjs.org/:_authToken=" + "3f1c2b9a-5d4e-4f6a",
     "https://hooks.slack.com/services/" + "T0A1B2C3D/B0A1B2C3D/" + "Xy9" * 8,
+    "https://hooks.slack.com/triggers/" + "T0A1B2C3D/" + "5614161463698/" + "4d1696b2" * 4,
+    "http://hooks.slack.com/workflows/" + "T0A1B2C3D/A0B1C2D3E/" + "442660231806/" + "Xy9" * 8,
+    "gldt-" + "aB3dE6gH9jK2mN5pQ8sT",
+    "glcbt-" + "64_" + "aB3dE6gH9jK2mN5pQ8sT",
+    "glrtr-" + "aB3dE6gH9jK2mN5pQ8sT",
     "https://app:ab/cd@db.example.com/x",
     "mysql://root:@bc1@db/x",
 ]
@@ -72,6 +77,8 @@ PIECES = [
     *("aws_secret_access_key=", "SECRET", "[REDACTED:jwt]", "-----END PRIVATE KEY-----"),
     *("glpat-", "hf_", "npm_", "_authToken=", "hooks.slack.com/services/T", "/B", "Z", "z"),
     *("AuThOrIzAtIoN: ", "SecretAccessKey=", "x://a:@", "b/"),
+    *("gldt-", "glrtr-", "glagent-", "gl", "https://hooks.slack.com/triggers/T", "/A", "T"),
+    *("hooks.slack.com/workflows/T", ":\\/\\/", "4426602318062/"),
 ]
 FILLER = st.one_of(st.text(max_size=30), st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
 
@@ -167,6 +174,22 @@ def test_a_substring_is_searched_only_where_its_rarest_character_is() -> None:
     assert _holds((pattern, needles), "x = 1\n" * 1_000 + "secret")
     key = "aws_secret_access_key = " + "A" * 40
     assert SCANNER.redact("x = 1\n" * 1_000 + key)[1] == {"aws_secret_access_key": 1}
+
+
+def test_alternatives_are_looked_for_by_a_rare_character_of_their_shared_start() -> None:
+    """GitLab's prefixes all start with "gl": a memchr for its "g", not a slower search for "gl"."""
+    asked: list[str] = []
+
+    class Recording(str):
+        def __contains__(self, needle: object) -> bool:
+            asked.append(str(needle))
+            return super().__contains__(needle)  # type: ignore[operator]
+
+    gitlab = Scanner(tuple(rule for rule in DEFAULT_PATTERNS if rule.kind == "gitlab_token"))
+    assert not gitlab._prefilter.admits(Recording("a-b, single-line"))
+    assert asked == ["-", "g"]
+    assert gitlab._prefilter.admits("gldt-" + "aB3dE6gH9jK2mN5pQ8sT")
+    assert not gitlab._prefilter.admits("single-line, glob-" + "a" * 30)
 
 
 def test_start_rules_skip_exactly_the_whitespace_that_their_regex_skips() -> None:

@@ -51,6 +51,12 @@ SECRETS: list[tuple[str, str]] = [
         "https://hooks.slack.com/services/" + "T0A1B2C3D/B0A1B2C3D/" + "Xy9" * 8,
         "https://hooks.slack.com/services/" + marker("slack_webhook"),
     ),
+    (
+        "https://hooks.slack.com/triggers/" + "T0A1B2C3D/" + "5614161463698/" + "4d1696b2" * 4,
+        "https://hooks.slack.com/triggers/" + marker("slack_webhook"),
+    ),
+    ("gldt-" + "aB3dE6gH9jK2mN5pQ8sT", marker("gitlab_token")),
+    ("glcbt-" + "64_" + "aB3dE6gH9jK2mN5pQ8sT", marker("gitlab_token")),
     ("AuthoriZation: Bearer abc.def-ghi_jkl", "AuthoriZation: Bearer " + marker("bearer_token")),
     (
         '"SecretAccessKey": "' + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" + '"',
@@ -78,6 +84,7 @@ _TRICKY_PIECES = [
     *("sk_live_", "rk_test_", "_"),
     *("glpat-", "hf_", "npm_", "_authToken=", "hooks.slack.com/services/T", "/B"),
     *("aUTHORIZATION: ", "SecretAccessKey: ", "Z", "z"),
+    *("gldt-", "glrtr-", "glagent-", "https://hooks.slack.com/triggers/T", "T0A1B2C3D/", "/A"),
 ]
 TRICKY = st.lists(st.sampled_from(_TRICKY_PIECES), max_size=40).map("".join)
 
