@@ -18,6 +18,7 @@ from nanobot_core.governance.governor import (
     ReportEntry,
     build_governor,
 )
+from nanobot_core.governance.messages import nesting_fault
 from nanobot_core.governance.ordering import BUILTIN_ORDER, Placement, order_stages, place_stages
 from nanobot_core.governance.stage import (
     PHASES,
@@ -58,6 +59,7 @@ __all__ = [
     "builtin_stages",
     "count_request",
     "default_store",
+    "nesting_fault",
     "order_stages",
     "place_stages",
     "stage",

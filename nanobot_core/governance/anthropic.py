@@ -28,6 +28,7 @@ from nanobot_core.governance.messages import (
     Message,
     block_type,
     has_tool_blocks,
+    preview,
     tool_calls_of,
 )
 from nanobot_core.governance.stages.content import without_surrogates
@@ -61,19 +62,27 @@ def is_anthropic_shape(messages: Sequence[Any]) -> bool:
     return False
 
 
-def misplaced_tool_blocks(messages: Sequence[Any]) -> bool:
-    """Whether a message holds a tool block its role cannot send, which the OpenAI shape
-    leaves out: a ``tool_use`` block outside an assistant message, a ``tool_result`` block
-    in one. Governing then changed the history even when no stage did."""
-    for message in messages:
+def misplaced_tool_blocks(messages: Sequence[Any]) -> list[str]:
+    """A report line for each tool block a message holds that its role cannot send, which
+    the OpenAI shape leaves out: a ``tool_use`` block outside an assistant message, a
+    ``tool_result`` block in one. Governing then changed the history even when no stage did.
+    """
+    lines: list[str] = []
+    for index, message in enumerate(messages):
         if type(message) is not dict or type(message.get("content")) is not list:
             continue
-        misplaced = "tool_result" if message.get("role") == "assistant" else "tool_use"
-        if any(
-            type(block) is dict and block_type(block) == misplaced for block in message["content"]
-        ):
-            return True
-    return False
+        role = message.get("role")
+        misplaced, key = (
+            ("tool_result", "tool_use_id") if role == "assistant" else ("tool_use", "id")
+        )
+        for number, block in enumerate(message["content"]):
+            if type(block) is dict and block_type(block) == misplaced:
+                lines.append(
+                    f"messages[{index}]: left out the {misplaced} block content[{number}] "
+                    f"(id {preview(block.get(key))}): a message with role {preview(role)} "
+                    "cannot send it"
+                )
+    return lines
 
 
 def _extras(block: dict[str, Any], known: frozenset[str]) -> dict[str, Any]:

@@ -643,7 +643,9 @@ class Governor:
             _report_kept(report, self._continuity.state)
         # Tool blocks a role cannot send are left out by the OpenAI shape stages work on: the
         # history then changed even when no stage says so, and must not be handed back as is.
-        if not report.changed and not (anthropic and misplaced_tool_blocks(given)):
+        if anthropic:
+            _report_stray_blocks(report, misplaced_tool_blocks(given))
+        if not report.changed:
             current = given
         elif anthropic:
             current = from_openai_shape(current)
@@ -1457,6 +1459,15 @@ def _same_links(message: Any, other: Any) -> bool:
     if role == "assistant":
         return bool(other.get("tool_calls") == message.get("tool_calls"))
     return True
+
+
+def _report_stray_blocks(report: GovernanceReport, lines: list[str]) -> None:
+    """Say in the final entry which tool blocks the conversion from Anthropic blocks left out
+    (not a stage: the final step, which keeps the request legal, is where repairs are told)."""
+    entry = report.entry(FINAL_STAGE)
+    if lines and entry is not None:
+        entry.details[:0] = lines
+        entry.changed = True
 
 
 def _report_cut(report: GovernanceReport, stage: str, line: str) -> None:

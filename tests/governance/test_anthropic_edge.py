@@ -446,3 +446,90 @@ def test_a_tool_block_its_role_cannot_send_is_never_handed_back(history: list[An
     ]
     assert not [b for b in blocks if "stray" in (b.get("id"), b.get("tool_use_id"))]
     assert not any(m.get("tool_call_id") == "c1" for m in governed.messages)
+
+
+_LEFT_OUT = re.compile(
+    r"messages\[(\d+)\]: left out the (tool_use|tool_result) block content\[(\d+)\]"
+)
+
+
+def _left_out(governed: Any) -> set[tuple[int, str, int]]:
+    """(message index, block kind, content index) of every block the report says was left out."""
+    return {
+        (int(found[1]), found[2], int(found[3]))
+        for entry in governed.report
+        for line in entry.details
+        if (found := _LEFT_OUT.match(line))
+    }
+
+
+def test_the_final_entry_names_each_tool_block_left_out() -> None:
+    """Each block a role cannot send has a line in the final entry: message, kind, position."""
+    history: list[Any] = [
+        {"role": "user", "content": [{"type": "text", "text": "hi"}, _STRAY_USE]},
+        {
+            "role": "assistant",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "gone", "content": "x"},
+                {"type": "text", "text": "ok"},
+            ],
+        },
+        {"role": "user", "content": "go on"},
+    ]
+    governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
+    final = governed.report.entry("final")
+    assert final is not None and final.changed and governed.changed
+    assert final.details[:2] == [
+        "messages[0]: left out the tool_use block content[1] (id 'stray'): "
+        "a message with role 'user' cannot send it",
+        "messages[1]: left out the tool_result block content[0] (id 'gone'): "
+        "a message with role 'assistant' cannot send it",
+    ]
+    assert [e.stage for e in governed.report if _LEFT_OUT.search(" ".join(e.details))] == ["final"]
+
+
+@st.composite
+def _history_with_strays(draw: st.DrawFn) -> tuple[list[Any], set[tuple[int, str, int]]]:
+    """A clean Anthropic-style history, then stray tool blocks put anywhere; where they went."""
+    history: list[Any] = [{"role": "user", "content": [{"type": "text", "text": "start"}]}]
+    for step in range(draw(st.integers(1, 4))):
+        use = {"type": "tool_use", "id": f"t{step}", "name": "get", "input": {"n": step}}
+        result = {"type": "tool_result", "tool_use_id": f"t{step}", "content": "done"}
+        history += [
+            {"role": "assistant", "content": [{"type": "text", "text": "looking"}, use]},
+            {"role": "user", "content": [result]},
+        ]
+    history.append({"role": "user", "content": "go on"})
+    strays: set[tuple[int, str, int]] = set()
+    for number in range(draw(st.integers(0, 4))):
+        index = draw(st.integers(0, len(history) - 1))
+        message = history[index]
+        content = message["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        if message["role"] == "assistant":
+            kind, block = "tool_result", {"type": "tool_result", "tool_use_id": f"s{number}"}
+        else:
+            kind, block = "tool_use", {"type": "tool_use", "id": f"s{number}", "name": "x"}
+        at = draw(st.integers(0, len(blocks)))
+        # Blocks after the new one move up by one: the strays put there before move too.
+        strays = {(i, k, c + 1 if i == index and c >= at else c) for i, k, c in strays}
+        strays.add((index, kind, at))
+        history[index] = {**message, "content": [*blocks[:at], block, *blocks[at:]]}
+    return history, strays
+
+
+@settings(max_examples=150, deadline=None)
+@given(_history_with_strays())
+def test_every_tool_block_left_out_is_reported_and_no_other(
+    drawn: tuple[list[Any], set[tuple[int, str, int]]],
+) -> None:
+    """The report names exactly the stray blocks, none in a clean history, and none is sent."""
+    history, strays = drawn
+    governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
+    assert _left_out(governed) == strays
+    if not strays:
+        assert governed.messages is history and not governed.changed
+        return
+    assert governed.changed
+    sent = json.dumps(governed.messages)
+    assert not re.search(r'"s\d+"', sent)

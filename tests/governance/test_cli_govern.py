@@ -351,3 +351,28 @@ def test_output_to_a_named_pipe_writes_into_it(tmp_path: Path) -> None:
     finally:
         os.close(reader)
     assert lines and all(isinstance(json.loads(line), dict) for line in lines)
+
+
+def test_json_report_names_an_anthropic_tool_block_left_out(tmp_path: Path) -> None:
+    """`govern --json` shows, under final, the tool_use block a user message could not send."""
+    history = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "tool_use", "id": "stray", "name": "get", "input": {}},
+            ],
+        },
+        {"role": "assistant", "content": "ok"},
+        {"role": "user", "content": "go on"},
+    ]
+    path = tmp_path / "history.jsonl"
+    path.write_text("".join(json.dumps(m) + "\n" for m in history), encoding="utf-8")
+    data = _json(str(path), "--workspace", str(tmp_path))
+    final = data["report"][-1]
+    assert final["stage"] == "final" and final["changed"]
+    assert final["details"][0] == (
+        "messages[0]: left out the tool_use block content[1] (id 'stray'): "
+        "a message with role 'user' cannot send it"
+    )
+    assert data["messages"][0] == {"role": "user", "content": [{"type": "text", "text": "hi"}]}

@@ -13,14 +13,16 @@ Anthropic's own message. So is the reading of the reply
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
+from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import attrs
 from nanobot_core import ProviderError
 from nanobot_core.config import ProviderConfig
-from nanobot_core.governance import to_messages_api
+from nanobot_core.governance import nesting_fault, to_messages_api
 from nanobot_core.providers import (
     ProgressCallback,
     ProviderReply,
@@ -42,7 +44,13 @@ from nanobot_anthropic.reply import parse_reply
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["API_VERSION", "DEFAULT_BASE_URL", "DEFAULT_MODEL", "AnthropicProvider", "resolve_key"]
+__all__ = [
+    "API_VERSION",
+    "DEFAULT_BASE_URL",
+    "DEFAULT_MODEL",
+    "AnthropicProvider",
+    "resolve_key",
+]
 
 API_VERSION = "2023-06-01"
 DEFAULT_BASE_URL = "https://api.anthropic.com"
@@ -84,6 +92,46 @@ def _tool(definition: Mapping[str, Any]) -> dict[str, Any]:
     schema = function.get("parameters")
     tool["input_schema"] = schema if isinstance(schema, Mapping) else {"type": "object"}
     return tool
+
+
+def _plugin() -> str:
+    """This plugin's distribution and version, as its errors name it."""
+    try:
+        return f"nanobot-anthropic {metadata.version('nanobot-anthropic')}"
+    except metadata.PackageNotFoundError:  # imported from a checkout, not installed
+        return "nanobot-anthropic"
+
+
+def _tool_fault(tool: Any) -> str | None:
+    """Why JSON cannot encode the tool definition `tool`, or None when it can."""
+    try:
+        json.dumps(tool, ensure_ascii=False)
+    except ValueError:  # the only one the encoder raises with these options: a cycle
+        return "holds a dict or list that contains itself (no JSON can)"
+    except RecursionError:
+        return "nests too deep to be encoded as JSON"
+    except TypeError:
+        return None  # not a JSON type: the body's encoder says which
+    return None
+
+
+def _unsendable(messages: Sequence[Any], tools: Sequence[Any]) -> str | None:
+    """Where the first message or tool definition no request can carry is, and why.
+
+    A message is held to the core's rule for a history (`nesting_fault`: no dict or
+    list containing itself, nothing nested deeper than 100 levels), which governance
+    already enforces, so a governed history always passes. A tool definition the core
+    accepted may nest deeper, so only one JSON cannot encode at all is refused.
+    """
+    for index, message in enumerate(messages):
+        why = nesting_fault(message)
+        if why is not None:
+            return f"messages[{index}] {why}"
+    for index, tool in enumerate(tools):
+        why = _tool_fault(tool)
+        if why is not None:
+            return f"tools[{index}] {why}"
+    return None
 
 
 @attrs.frozen
@@ -163,7 +211,15 @@ class AnthropicProvider:
         *,
         prefix: int | None = None,
     ) -> dict[str, Any]:
-        """The JSON body of one request, with its cache marks placed."""
+        """The JSON body of one request, with its cache marks placed.
+
+        Raises ProviderError naming the first message or tool definition no request
+        can carry (`_unsendable`), before anything is built from it: building or
+        encoding the body would recurse into it until `RecursionError`.
+        """
+        fault = _unsendable(messages, tools)
+        if fault is not None:
+            raise ProviderError(f"{_plugin()} sends no request: {fault}")
         converted = to_messages_api(messages)
         plan = place_breakpoints(
             [_tool(t) for t in tools],

@@ -8,10 +8,13 @@ import itertools
 import json
 import time
 import tracemalloc
+from importlib import metadata
 from typing import Any
 
 import pytest
 from conftest import config_for
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from messages_server import (
     API_KEY,
     MessagesServer,
@@ -517,3 +520,114 @@ def test_a_reply_of_millions_of_empty_objects_is_refused_with_bounded_memory(
     assert "sent a reply that cannot be used: more than 1,000,000 values" in str(raised.value)
     assert len(server.requests) == 1
     assert peak < 150 * 1024 * 1024, peak  # decoded, it took about 430 MB
+
+
+def _nested(levels: int) -> Any:
+    """A value whose lists nest `levels` deep around one string (built without recursion)."""
+    value: Any = "x"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+def _with_deep_value(place: str, deep: Any) -> dict[str, Any]:
+    """A message holding `deep` where a stored or hand-built history may hold a value."""
+    if place == "text block key":
+        return {"role": "user", "content": [{"type": "text", "text": "a", "meta": deep}]}
+    if place == "tool_use input":
+        use = {"type": "tool_use", "id": "u1", "name": "get_order", "input": {"order": deep}}
+        return {"role": "assistant", "content": [use]}
+    if place == "tool_result content":
+        return {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": "u1", "content": deep}],
+        }
+    if place == "call arguments":
+        function = {"name": "get_order", "arguments": {"order": deep}}
+        return {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [{"id": "c1", "type": "function", "function": function}],
+        }
+    if place == "tool message content":
+        return {"role": "tool", "tool_call_id": "c1", "content": deep}
+    return {"role": "user", "content": "hi", "extra": deep}
+
+
+_PLACES = st.sampled_from(
+    [
+        "text block key",
+        "tool_use input",
+        "tool_result content",
+        "call arguments",
+        "tool message content",
+        "message key",
+    ]
+)
+
+
+def test_a_message_nested_too_deep_is_refused_naming_it_before_anything_is_sent(
+    server: MessagesServer,
+) -> None:
+    """Nesting past 100 levels anywhere in a message is a ProviderError naming it; none is sent."""
+    provider = _provider(server)
+    plugin = f"nanobot-anthropic {metadata.version('nanobot-anthropic')}"
+
+    @settings(max_examples=40, deadline=None)
+    @given(_PLACES, st.integers(0, 3), st.one_of(st.integers(100, 2000), st.just(100_000)))
+    def check(place: str, index: int, levels: int) -> None:
+        history: list[dict[str, Any]] = [{"role": "user", "content": f"q{n}"} for n in range(4)]
+        history[index] = _with_deep_value(place, _nested(levels))
+        with pytest.raises(ProviderError) as raised:
+            _complete(provider, history)
+        assert str(raised.value).startswith(f"{plugin} sends no request: messages[{index}] nests ")
+        assert not server.requests
+
+    check()
+
+
+def test_a_message_nested_exactly_100_levels_deep_is_sent(server: MessagesServer) -> None:
+    """The limit is the core's: a message of 100 levels (as a session line may be) goes out."""
+    server.add(text_reply("ok"))
+    reply = _complete(_provider(server), [_with_deep_value("message key", _nested(99))])
+    assert reply.content == "ok" and len(server.requests) == 1
+
+
+def test_a_message_that_holds_itself_is_refused_naming_it(server: MessagesServer) -> None:
+    """A block holding its own message is named, not a ValueError from the JSON encoder."""
+    looped: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": "a"}]}
+    looped["content"][0]["meta"] = looped
+    with pytest.raises(ProviderError) as raised:
+        _complete(_provider(server), [{"role": "user", "content": "hi"}, looped])
+    assert "sends no request: messages[1] holds a dict or list that contains itself" in str(
+        raised.value
+    )
+    assert not server.requests
+
+
+@pytest.mark.parametrize("key", ["parameters", "description", "name"])
+def test_a_tool_definition_json_cannot_encode_is_refused_naming_it(
+    server: MessagesServer, key: str
+) -> None:
+    """A tool definition nested 100,000 deep is a ProviderError naming tools[1]; none is sent."""
+    deep_tool = {"type": "function", "function": {"name": "deep", key: _nested(100_000)}}
+    provider = _provider(server)
+    with pytest.raises(ProviderError) as raised:
+        asyncio.run(provider.complete([{"role": "user", "content": "hi"}], [*TOOLS, deep_tool]))
+    assert str(raised.value).endswith(
+        "sends no request: tools[1] nests too deep to be encoded as JSON"
+    )
+    assert not server.requests
+
+
+def test_a_tool_schema_deeper_than_a_message_may_be_is_still_sent(server: MessagesServer) -> None:
+    """A schema past 100 levels that the core compiles and JSON encodes is sent as it is."""
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(60):  # 121 levels, and 124 inside its definition
+        schema = {"type": "object", "properties": {"a": schema}}
+    tool = {"type": "function", "function": {"name": "tall", "parameters": schema}}
+    server.add(text_reply("ok"))
+    provider = _provider(server)
+    reply = asyncio.run(provider.complete([{"role": "user", "content": "hi"}], [tool]))
+    assert reply.content == "ok"
+    assert server.requests[0].body["tools"][0]["input_schema"] == schema
