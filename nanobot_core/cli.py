@@ -70,7 +70,9 @@ def workspace_option(
     help: str = "Workspace directory (must exist; default: the working directory).",
 ) -> Callable[[_F], _F]:
     """The ``--workspace`` option every command shares; `CliState.workspace` checks it."""
-    return click.option("--workspace", type=click.Path(file_okay=False), help=help)
+    # No file_okay=False: click would refuse a file in its own words ("Directory 'x' is
+    # a file."), unlike every other unusable workspace, which CliState.workspace reports.
+    return click.option("--workspace", type=click.Path(), help=help)
 
 
 _VALUE_OPTIONS = {"--config", "--log-format", "--log-level"}

@@ -75,6 +75,32 @@ def test_a_workspace_that_is_a_link_loop_says_so(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl", "loop"]
 
 
+def test_a_workspace_that_is_a_file_says_it_is_not_a_directory(tmp_path: Path) -> None:
+    """A --workspace that is a regular file is exit 2 in the CLI's words, for every command."""
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    history = _history(tmp_path)
+    commands = (
+        ["tools"],
+        ["plugins"],
+        ["prompt"],
+        ["init"],
+        ["call", "read_file", "{}"],
+        ["govern", str(history)],
+        ["run", "hi"],
+        ["sessions"],
+        ["sessions", "show", "default"],
+        ["sessions", "export", "--output", str(tmp_path / "out.jsonl")],
+        ["sessions", "import", str(history)],
+    )
+    for command in commands:
+        result = _cli(*command, "--workspace", "a-file", cwd=tmp_path)
+        assert result.returncode == 2, (command, result.stderr)
+        assert result.stderr.endswith(
+            "Error: Invalid value for '--workspace': a-file is not a directory\n"
+        ), (command, result.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "history.jsonl"]
+
+
 def test_an_output_or_directory_under_a_link_loop_says_so(tmp_path: Path) -> None:
     """--output and --directory in a symbolic link loop are exit 2 saying so, not missing."""
     (tmp_path / "loop").symlink_to("loop")

@@ -62,13 +62,12 @@ def test_a_missing_workspace_is_a_usage_error_everywhere(
 
 
 def test_a_workspace_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
-    """A --workspace naming a file is refused with exit 2."""
+    """A --workspace naming a file is refused with exit 2 saying it is not a directory."""
     target = tmp_path / "file.txt"
     target.write_text("x", encoding="utf-8")
     result = nanobot("tools", "--workspace", str(target), cwd=tmp_path)
     assert result.returncode == 2
-    assert "--workspace" in result.stderr
-    assert "is a file" in result.stderr
+    assert f"Invalid value for '--workspace': {target} is not a directory" in result.stderr
 
 
 def test_init_creates_a_missing_workspace(tmp_path: Path) -> None:
