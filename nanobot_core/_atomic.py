@@ -5,8 +5,10 @@ is flushed and fsynced, then ``os.replace`` puts it in place; a reader sees the
 old file or the new one, never a part. On any failure the temporary file is
 removed and the target is left as it was.
 
-A symbolic link stays a link: the file it points to is the one replaced (a
-dangling link gets its file). A target that exists and is not a regular file
+A symbolic link stays a link, as with ``cp`` or a shell redirection: the file
+it points to is the one replaced (a dangling link gets its file). A link that
+cannot be followed (a loop) raises ``OSError`` (``ELOOP``): the link cannot be
+written through and is never replaced by a file. A target that exists and is not a regular file
 (a device such as ``/dev/stdout`` or ``/dev/null``, a named pipe) cannot be
 replaced without putting a regular file where it was, so it is written into
 directly, as a shell redirection would; such a write is not atomic.
@@ -36,8 +38,10 @@ def write_atomic(path: Path | str, data: bytes | Iterable[bytes]) -> None:
     """Replace `path` with `data` (bytes, or chunks of bytes) atomically and durably."""
     try:
         mode: int | None = os.stat(path).st_mode  # through links
-    except (OSError, ValueError):
+    except (FileNotFoundError, ValueError):
         mode = None  # not there yet (or a dangling link): a new regular file
+    # Any other OSError (a link loop above all) propagates: realpath would hand the
+    # loop back unresolved and os.replace would put a file where the link was.
     if mode is not None and not stat.S_ISREG(mode):
         with open(path, "wb") as stream:  # a device or a pipe; a folder raises here
             for chunk in _chunks(data):

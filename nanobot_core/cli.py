@@ -70,18 +70,42 @@ def workspace_option(
     help: str = "Workspace directory (must exist; default: the working directory).",
 ) -> Callable[[_F], _F]:
     """The ``--workspace`` option every command shares; `CliState.workspace` checks it."""
-    return click.option("--workspace", type=click.Path(file_okay=False), help=help)
+    # No file_okay=False: click would refuse a file in its own words ("Directory 'x' is
+    # a file."), unlike every other unusable workspace, which CliState.workspace reports.
+    return click.option("--workspace", type=click.Path(), help=help)
 
 
 _VALUE_OPTIONS = {"--config", "--log-format", "--log-level"}
 
 
 def check_output_folder(output: str) -> None:
-    """Refuse an ``--output`` whose folder does not exist before any work is done (exit 2)."""
-    folder = Path(output).parent
+    """Refuse an ``--output`` that cannot be written before any work is done (exit 2).
+
+    Its folder must be a directory. The path is written as `write_atomic` writes,
+    through symbolic links: a link that loops is refused, and so is a link to
+    nothing whose file would go in a folder that is not there.
+    """
+    path = Path(output)
+    folder = path.parent
     problem = directory_problem(folder)
     if problem is not None:
         raise click.BadParameter(f"the folder {folder} {problem}", param_hint="'--output'")
+    try:
+        path.stat()  # through links, as the write goes
+    except FileNotFoundError:
+        # A new file, or a link to nothing, which the write creates the file of (as a
+        # shell redirection does): that file's folder must be there.
+        target = Path(os.path.realpath(path))
+        problem = directory_problem(target.parent)
+        if problem is not None:
+            raise click.BadParameter(
+                f"{output} links to {target}, and the folder {target.parent} {problem}",
+                param_hint="'--output'",
+            ) from None
+    except OSError as exc:  # a link loop, a name too long
+        raise click.BadParameter(
+            f"{output} cannot be used: {_reason(exc)}", param_hint="'--output'"
+        ) from None
 
 
 def directory_problem(path: Path, *, create: bool = False) -> str | None:

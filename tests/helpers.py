@@ -34,6 +34,7 @@ def run_python(
     env: Mapping[str, str] | None = None,
     stdin: str | None = None,
     timeout: float = 60,
+    check: bool = False,
 ) -> subprocess.CompletedProcess[str]: ...
 
 
@@ -45,6 +46,7 @@ def run_python(
     env: Mapping[str, str] | None = None,
     stdin: bytes,
     timeout: float = 60,
+    check: bool = False,
 ) -> subprocess.CompletedProcess[bytes]: ...
 
 
@@ -55,9 +57,10 @@ def run_python(
     env: Mapping[str, str] | None = None,
     stdin: str | bytes | None = None,
     timeout: float = 60,
+    check: bool = False,
 ) -> subprocess.CompletedProcess[Any]:
     """``python -c CODE ARGS`` in a child process, its output captured: text, bytes when
-    `stdin` is bytes."""
+    `stdin` is bytes; with `check`, a non-zero exit raises ``CalledProcessError``."""
     return subprocess.run(
         [sys.executable, "-c", code, *args],
         cwd=cwd,
@@ -66,7 +69,7 @@ def run_python(
         capture_output=True,
         text=not isinstance(stdin, bytes),
         timeout=timeout,
-        check=False,
+        check=check,
     )
 
 

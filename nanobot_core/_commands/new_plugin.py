@@ -6,7 +6,7 @@ from pathlib import Path
 
 import click
 
-from nanobot_core.cli import EXIT_USAGE
+from nanobot_core.cli import EXIT_USAGE, directory_problem
 from nanobot_core.scaffold import (
     KINDS,
     PluginProject,
@@ -28,7 +28,9 @@ from nanobot_core.scaffold import (
 )
 @click.option(
     "--directory",
-    type=click.Path(file_okay=False),
+    # No file_okay=False: click would refuse a file in its own words; the check below
+    # says it is taken, as it says of anything already there.
+    type=click.Path(),
     help="Where to create the project (default: ./NAME).",
 )
 def command(name: str, kind: str, directory: str | None) -> None:
@@ -43,11 +45,11 @@ def command(name: str, kind: str, directory: str | None) -> None:
         # too, and exists would call a path it cannot look at (a loop above) free.
         target.lstat()
         taken = True
-    except (FileNotFoundError, NotADirectoryError):  # under a file: creating it says so
+    except FileNotFoundError:  # free: the project's folders are made
         taken = False
-    except OSError as exc:  # a name too long, a folder that cannot be searched, a link loop
+    except OSError as exc:  # under a file, a name too long, a folder not searchable, a loop
         raise click.UsageError(
-            f"cannot use {target}: {exc.strerror or exc}; choose another --directory"
+            f"cannot use {target}: {_why_unusable(target, exc)}; choose another --directory"
         ) from None
     if taken:
         raise click.UsageError(f"{target} already exists; choose another --directory")
@@ -77,3 +79,12 @@ def command(name: str, kind: str, directory: str | None) -> None:
     for path in written:
         click.echo(f"created {path}")
     click.echo(f"next: pip install -e '{target}[test]' && nanobot-core plugins && pytest {target}")
+
+
+def _why_unusable(target: Path, exc: OSError) -> str:
+    """Why `target` cannot be looked at; under a file, which file is in the way."""
+    if isinstance(exc, NotADirectoryError):
+        for folder in target.parents:
+            if directory_problem(folder) == "is not a directory":
+                return f"{folder} is not a directory"
+    return exc.strerror or str(exc)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -33,7 +32,7 @@ from tests.headless.fake_server import (
     text_reply,
     tool_call_reply,
 )
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, run_python
 
 # Three million empty objects: 9 MB of text that decoded to about 430 MB (replies) and
 # 900 MB (tool arguments) before the limit; each ceiling below is far from both.
@@ -95,16 +94,12 @@ else:
 """
 
 
-def _peak_mib(argv: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str, float]:
-    """(exit code, stdout, stderr, peak resident MiB) of `argv` (``python -m M ...`` or
-    ``python -c CODE``) run in a child process, the peak being that process's own."""
-    out, err, report = cwd / "stdout", cwd / "stderr", cwd / "peak"
-    wrapped = [argv[0], "-c", _REPORT_PEAK, str(report), *argv[1:]]
-    with out.open("w") as stdout, err.open("w") as stderr:
-        child = subprocess.run(
-            wrapped, cwd=cwd, env=env, stdout=stdout, stderr=stderr, timeout=TIMEOUT, check=False
-        )
-    return child.returncode, out.read_text(), err.read_text(), int(report.read_text()) / 1024
+def _peak_mib(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str, str, float]:
+    """(exit code, stdout, stderr, peak resident MiB) of ``python ARGS`` (``-m M ...`` or
+    ``-c CODE``) run in a child process, the peak being that process's own."""
+    report = cwd / "peak"
+    child = run_python(_REPORT_PEAK, str(report), *args, cwd=cwd, env=env, timeout=TIMEOUT)
+    return child.returncode, child.stdout, child.stderr, int(report.read_text()) / 1024
 
 
 def _env(**changes: str) -> dict[str, str]:
@@ -115,19 +110,18 @@ def _env(**changes: str) -> dict[str, str]:
 
 def _run(tmp_path: Path, replies: list[Reply]) -> tuple[int, str, str, float]:
     with FakeChatServer(replies) as server:
-        argv = [sys.executable, "-m", "nanobot_core", "run", "hi", "--base-url", server.base_url]
+        args = ["-m", "nanobot_core", "run", "hi", "--base-url", server.base_url]
         env = _env(
             NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
             NANOBOT_MODEL="fake-model",
             NANOBOT_PROVIDER__MAX_RETRIES="0",
         )
-        return _peak_mib(argv, tmp_path, env)
+        return _peak_mib(args, tmp_path, env)
 
 
 def _python_peak(tmp_path: Path, code: str) -> tuple[str, float]:
     """(stdout, peak resident MiB) of `code` run by a fresh interpreter."""
-    argv = [sys.executable, "-c", textwrap.dedent(code)]
-    status, stdout, stderr, peak = _peak_mib(argv, tmp_path, _env())
+    status, stdout, stderr, peak = _peak_mib(["-c", textwrap.dedent(code)], tmp_path, _env())
     assert status == 0, stderr
     return stdout, peak
 

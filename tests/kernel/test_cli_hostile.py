@@ -75,6 +75,32 @@ def test_a_workspace_that_is_a_link_loop_says_so(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl", "loop"]
 
 
+def test_a_workspace_that_is_a_file_says_it_is_not_a_directory(tmp_path: Path) -> None:
+    """A --workspace that is a regular file is exit 2 in the CLI's words, for every command."""
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    history = _history(tmp_path)
+    commands = (
+        ["tools"],
+        ["plugins"],
+        ["prompt"],
+        ["init"],
+        ["call", "read_file", "{}"],
+        ["govern", str(history)],
+        ["run", "hi"],
+        ["sessions"],
+        ["sessions", "show", "default"],
+        ["sessions", "export", "--output", str(tmp_path / "out.jsonl")],
+        ["sessions", "import", str(history)],
+    )
+    for command in commands:
+        result = _cli(*command, "--workspace", "a-file", cwd=tmp_path)
+        assert result.returncode == 2, (command, result.stderr)
+        assert result.stderr.endswith(
+            "Error: Invalid value for '--workspace': a-file is not a directory\n"
+        ), (command, result.stderr)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "history.jsonl"]
+
+
 def test_an_output_or_directory_under_a_link_loop_says_so(tmp_path: Path) -> None:
     """--output and --directory in a symbolic link loop are exit 2 saying so, not missing."""
     (tmp_path / "loop").symlink_to("loop")
@@ -94,6 +120,51 @@ def test_an_output_or_directory_under_a_link_loop_says_so(tmp_path: Path) -> Non
     taken = _cli("new-plugin", "nanobot-hostile", "--directory", "loop", cwd=tmp_path)
     assert taken.returncode == 2, taken.stderr
     assert taken.stderr.endswith("Error: loop already exists; choose another --directory\n")
+
+
+def _output_commands(folder: Path) -> tuple[list[str], ...]:
+    """Every command with an --output option, ready for ``--output PATH``."""
+    return (["govern", str(_history(folder))], ["sessions", "export"])
+
+
+def test_an_output_link_is_written_through_and_stays_a_link(tmp_path: Path) -> None:
+    """--output through a link to a file, or to nothing, writes that file as cp would."""
+    for command in _output_commands(tmp_path):
+        assert _cli(*command, "--output", "plain.jsonl", cwd=tmp_path).returncode == 0
+        expected = (tmp_path / "plain.jsonl").read_bytes()
+        (tmp_path / "real.jsonl").write_bytes(b"old\n")
+        for link, target in (("to-file", "real.jsonl"), ("to-nothing", "new.jsonl")):
+            (tmp_path / link).symlink_to(target)
+            result = _cli(*command, "--output", link, cwd=tmp_path)
+            assert result.returncode == 0, (command, result.stderr)
+            assert os.readlink(tmp_path / link) == target
+            assert (tmp_path / target).read_bytes() == expected, command
+            (tmp_path / link).unlink()
+        for name in ("plain.jsonl", "real.jsonl", "new.jsonl"):
+            (tmp_path / name).unlink()
+
+
+def test_an_output_link_that_cannot_be_written_through_is_a_usage_error(tmp_path: Path) -> None:
+    """--output as a link loop, or a link to nothing in a missing folder, is exit 2, link kept."""
+    (tmp_path / "loop").symlink_to("loop")
+    (tmp_path / "astray").symlink_to("gone/out.jsonl")
+    loop = os.strerror(errno.ELOOP)
+    gone = tmp_path / "gone"
+    for command in _output_commands(tmp_path):
+        result = _cli(*command, "--output", "loop", cwd=tmp_path)
+        assert result.returncode == 2, (command, result.stderr)
+        assert result.stderr.endswith(
+            f"Error: Invalid value for '--output': loop cannot be used: {loop}\n"
+        ), (command, result.stderr)
+        result = _cli(*command, "--output", "astray", cwd=tmp_path)
+        assert result.returncode == 2, (command, result.stderr)
+        assert result.stderr.endswith(
+            f"Error: Invalid value for '--output': astray links to {gone / 'out.jsonl'}, "
+            f"and the folder {gone} does not exist\n"
+        ), (command, result.stderr)
+    assert os.readlink(tmp_path / "loop") == "loop"
+    assert os.readlink(tmp_path / "astray") == "gone/out.jsonl"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["astray", "history.jsonl", "loop"]
 
 
 def test_a_deleted_working_directory_is_a_usage_error(tmp_path: Path) -> None:

@@ -62,13 +62,12 @@ def test_a_missing_workspace_is_a_usage_error_everywhere(
 
 
 def test_a_workspace_that_is_a_file_is_a_usage_error(tmp_path: Path) -> None:
-    """A --workspace naming a file is refused with exit 2."""
+    """A --workspace naming a file is refused with exit 2 saying it is not a directory."""
     target = tmp_path / "file.txt"
     target.write_text("x", encoding="utf-8")
     result = nanobot("tools", "--workspace", str(target), cwd=tmp_path)
     assert result.returncode == 2
-    assert "--workspace" in result.stderr
-    assert "is a file" in result.stderr
+    assert f"Invalid value for '--workspace': {target} is not a directory" in result.stderr
 
 
 def test_init_creates_a_missing_workspace(tmp_path: Path) -> None:
@@ -138,15 +137,25 @@ def test_sessions_export_that_cannot_be_written_is_a_failure_with_its_reason(
     assert "Traceback" not in stderr
 
 
-def test_new_plugin_in_a_directory_that_cannot_be_made_fails_without_a_traceback(
-    tmp_path: Path,
-) -> None:
-    """`new-plugin --directory` under a file exits 1 naming the directory and why."""
+def test_new_plugin_in_a_directory_under_a_file_is_a_usage_error(tmp_path: Path) -> None:
+    """`new-plugin --directory` under a file (however deep) exits 2 naming the file in the way."""
     (tmp_path / "a-file").write_text("", encoding="utf-8")
-    result = nanobot("new-plugin", "acme-words", "--directory", "a-file/acme", cwd=tmp_path)
-    assert result.returncode == 1, result.stderr
-    assert "cannot create the project in a-file/acme: Not a directory" in result.stderr
-    assert "Traceback" not in result.stderr
+    for directory in ("a-file/acme", "a-file/deeper/acme"):
+        result = nanobot("new-plugin", "acme-words", "--directory", directory, cwd=tmp_path)
+        assert result.returncode == 2, result.stderr
+        assert result.stderr.endswith(
+            f"Error: cannot use {directory}: a-file is not a directory; "
+            f"choose another --directory\n"
+        ), result.stderr
+    assert [p.name for p in tmp_path.iterdir()] == ["a-file"]
+
+
+def test_new_plugin_in_a_directory_that_is_a_file_says_it_is_taken(tmp_path: Path) -> None:
+    """`new-plugin --directory FILE` is exit 2 in the CLI's words, not click's "is a file"."""
+    (tmp_path / "a-file").write_text("", encoding="utf-8")
+    result = nanobot("new-plugin", "acme-words", "--directory", "a-file", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.endswith("Error: a-file already exists; choose another --directory\n")
 
 
 def test_a_json_array_with_a_trailing_comma_is_refused_naming_the_position(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
@@ -84,6 +85,17 @@ def test_a_symbolic_link_stays_a_link_and_its_file_is_replaced(tmp_path: Path) -
     assert link.is_symlink() and os.readlink(link) == str(real)
     assert real.read_bytes() == b"new\n"
     assert sorted(os.listdir(tmp_path)) == ["link.jsonl", "real.jsonl"]
+
+
+def test_a_link_loop_is_refused_and_stays_a_link(tmp_path: Path) -> None:
+    """A link that loops cannot be written through: ELOOP, and the link is not replaced."""
+    loop = tmp_path / "loop"
+    loop.symlink_to("loop")
+    with pytest.raises(OSError) as raised:
+        write_atomic(loop, b"new\n")
+    assert raised.value.errno == errno.ELOOP
+    assert os.readlink(loop) == "loop"
+    assert os.listdir(tmp_path) == ["loop"]
 
 
 def test_a_named_pipe_is_written_into_and_stays_a_pipe(tmp_path: Path) -> None:

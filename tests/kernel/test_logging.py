@@ -10,6 +10,7 @@ import pytest
 import structlog
 
 from nanobot_core import _logging
+from tests.helpers import run_python
 
 
 @pytest.fixture
@@ -110,16 +111,7 @@ print("the end", file=sys.stderr)
 
 def _stdout_app(case: str) -> list[str]:
     """The stdout lines of `_STDOUT_APP` run for `case`; it must end on its own."""
-    import subprocess
-    import sys
-
-    done = subprocess.run(
-        [sys.executable, "-c", _STDOUT_APP, case],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    done = run_python(_STDOUT_APP, case)
     assert done.returncode == 0 and "the end" in done.stderr, done.stderr
     return done.stdout.splitlines()
 

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 import nanobot_core
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, run_python
 
 
 def _isort_key(name: str) -> tuple[int, str]:
@@ -67,9 +67,7 @@ def test_import_is_lazy() -> None:
         "'nanobot_core.schema') "
         "if m in sys.modules]; print(heavy)"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=True
-    )
+    result = run_python(code, check=True)
     assert result.stdout.strip() == "[]"
 
 
@@ -155,13 +153,7 @@ def test_every_public_error_of_the_plugins_is_in_the_tree() -> None:
         "print(json.dumps([sorted(set(seen)), sorted(set(outside))]))\n"
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), *map(str, folders)])}
-    result = subprocess.run(
-        [sys.executable, "-c", code, *map(str, folders)],
-        capture_output=True,
-        text=True,
-        check=True,
-        env=env,
-    )
+    result = run_python(code, *map(str, folders), env=env, check=True)
     seen, outside = json.loads(result.stdout)
     assert {"McpServerError", "TokenizerUnavailable"} <= set(seen)
     assert outside == []

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from nanobot_core.config import Config
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.prompt import SectionContext
+from tests.helpers import run_python
 
 # Builds the prompt the way the runner does (through the plugin manager) and writes its bytes
 # to a file (stdout may carry log lines).
@@ -48,12 +47,7 @@ def _populate(workspace: Path) -> None:
 
 def _prompt_in_subprocess(workspace: Path, hash_seed: str, out: Path) -> bytes:
     env = {**os.environ, "PYTHONHASHSEED": hash_seed}
-    subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(workspace), str(out)],
-        env=env,
-        capture_output=True,
-        check=True,
-    )
+    run_python(SCRIPT, str(workspace), str(out), env=env, check=True)
     return out.read_bytes()
 
 

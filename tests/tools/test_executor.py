@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import subprocess
-import sys
 import textwrap
 import threading
 import time
@@ -25,7 +23,7 @@ from nanobot_core.tools.executor import (
     run_calls,
 )
 from nanobot_core.tools.registry import ToolRegistry
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, run_python
 from tests.tools.support import run
 
 Body = Callable[..., Awaitable[Any]]
@@ -475,10 +473,7 @@ def test_abandoned_thread_does_not_block_interpreter_exit() -> None:
         print("timed out" in outcome.result)
         """
     )
-    completed = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT,
-        timeout=60, check=True,
-    )  # fmt: skip
+    completed = run_python(script, cwd=REPO_ROOT, check=True)
     assert completed.stdout.strip().splitlines()[-1] == "True"
 
 
@@ -659,10 +654,7 @@ def test_abandoned_tool_does_not_hold_up_the_end_of_the_process() -> None:
         print("abandoned" in outcome.result, time.monotonic() - started < 30)
         """
     )
-    completed = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, cwd=REPO_ROOT,
-        timeout=60, check=True,
-    )  # fmt: skip
+    completed = run_python(script, cwd=REPO_ROOT, check=True)
     assert completed.stdout.strip().splitlines()[-1] == "True True"
     assert "Traceback" not in completed.stderr
     assert "destroyed but it is pending" not in completed.stderr

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +15,7 @@ from nanobot_core import Tool, tool
 from nanobot_core.tools import registry as registry_module
 from nanobot_core.tools.executor import Executor, ToolCallRequest
 from nanobot_core.tools.registry import ToolRegistry, suggest_name
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, run_python
 from tests.tools.support import run
 
 
@@ -431,10 +429,7 @@ def test_definitions_are_byte_identical_across_hash_seeds(tmp_path: Path) -> Non
     digests = set()
     for seed in ("1", "4242"):
         env = {**os.environ, "PYTHONHASHSEED": seed}
-        completed = subprocess.run(
-            [sys.executable, "-c", _STABILITY_SCRIPT, str(tmp_path)],
-            capture_output=True, text=True, cwd=REPO_ROOT, env=env, check=True,
-        )  # fmt: skip
+        completed = run_python(_STABILITY_SCRIPT, str(tmp_path), cwd=REPO_ROOT, env=env, check=True)
         digests.add(completed.stdout.split()[0])
     assert len(digests) == 1
 
