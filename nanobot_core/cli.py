@@ -88,13 +88,19 @@ def output_option(help: str, *, short: bool = False, required: bool = False) -> 
     return click.option(*names, required=required, type=click.Path(), help=help)
 
 
+#: Why an ``--output`` is replaced only where its folder can be written.
+_ATOMIC_WHY = "the output is replaced atomically, by a new file made in that folder"
+
+
 def check_output_folder(output: str) -> None:
     """Refuse an ``--output`` that cannot be written before any work is done (exit 2).
 
     Its folder must be a directory. The path is written as `write_atomic` writes,
     through symbolic links: a link that loops is refused, and so is a link to
     nothing whose file would go in a folder that is not there. A directory is
-    refused, and so is a file that is not writable.
+    refused, and so is a file that is not writable. A regular file (or a new one)
+    is replaced by a new file made beside it, so the folder it is in, the one its
+    link points into, must be writable; a device or a pipe is written into.
     """
     path = Path(output)
     folder = path.parent
@@ -122,6 +128,16 @@ def check_output_folder(output: str) -> None:
                 target = Path(os.path.realpath(path))
                 raise _output_error(f"{output} links to {target}, which is not writable")
             raise _output_error(f"{output} is not writable")
+        if not stat.S_ISREG(status.st_mode):
+            return  # a device or a pipe: written into, no new file beside it
+        target = Path(os.path.realpath(path))
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        where = (
+            f"{output} links to {target}, and the folder {target.parent}"
+            if path.is_symlink()
+            else f"the folder {folder}"
+        )
+        raise _output_error(f"{where} is not writable: {_ATOMIC_WHY}")
 
 
 def _output_error(message: str) -> click.BadParameter:

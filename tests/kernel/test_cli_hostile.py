@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -199,7 +200,7 @@ def test_an_output_that_is_a_directory_says_so(tmp_path: Path) -> None:
 
 
 # A regular file that nobody may write, root included: the kernel checks the mode
-# bits of a /proc/sys file itself.
+# bits of a /proc/sys file itself. Its folder cannot be written either.
 READ_ONLY_FILE = "/proc/sys/kernel/osrelease"
 
 
@@ -220,6 +221,29 @@ def test_an_output_that_is_not_writable_is_refused_before_any_work(tmp_path: Pat
             )
             assert result.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl", "to-read-only"]
+
+
+def test_an_output_in_a_folder_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path: Path,
+) -> None:
+    """A file replaced atomically needs a writable folder: exit 2 naming it, before any work."""
+    # /proc/self is a folder no one can make a file in, root included; the command's
+    # own /proc/self/comm is a file it may write. The link resolves in the command.
+    (tmp_path / "to-comm").symlink_to("/proc/self/comm")
+    why = "is not writable: the output is replaced atomically, by a new file made in that folder"
+    expected = {
+        "/proc/self/new.jsonl": re.escape(f"the folder /proc/self {why}"),
+        "to-comm": r"to-comm links to /proc/(\d+)/comm, and the folder /proc/\1 " + re.escape(why),
+    }
+    for command in _output_commands(tmp_path):
+        for output, problem in expected.items():
+            result = _cli(*command, "--output", output, cwd=tmp_path)
+            assert result.returncode == 2, (command, result.stderr)
+            assert re.search(
+                f"Error: Invalid value for '--output': {problem}\n\\Z", result.stderr
+            ), (command, result.stderr)
+            assert result.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl", "to-comm"]
 
 
 def test_a_deleted_working_directory_is_a_usage_error(tmp_path: Path) -> None:
