@@ -31,6 +31,7 @@ __all__ = [
     "directory_problem",
     "get_state",
     "main",
+    "output_option",
     "read_bounded",
     "read_stdin_text",
     "workspace_option",
@@ -78,34 +79,69 @@ def workspace_option(
 _VALUE_OPTIONS = {"--config", "--log-format", "--log-level"}
 
 
+def output_option(help: str, *, short: bool = False, required: bool = False) -> Callable[[_F], _F]:
+    """The ``--output`` option of every command writing a file; `check_output_folder` checks it."""
+    # A plain click.Path: dir_okay=False and writable=True would refuse in click's own
+    # words ("File 'x' is a directory.", "... is not writable."), and only some of
+    # what cannot be written; check_output_folder says all of it, the same everywhere.
+    names = ("--output", "-o") if short else ("--output",)
+    return click.option(*names, required=required, type=click.Path(), help=help)
+
+
+#: Why an ``--output`` is replaced only where its folder can be written.
+_ATOMIC_WHY = "the output is replaced atomically, by a new file made in that folder"
+
+
 def check_output_folder(output: str) -> None:
     """Refuse an ``--output`` that cannot be written before any work is done (exit 2).
 
     Its folder must be a directory. The path is written as `write_atomic` writes,
     through symbolic links: a link that loops is refused, and so is a link to
-    nothing whose file would go in a folder that is not there.
+    nothing whose file would go in a folder that is not there. A directory is
+    refused, and so is a file that is not writable. A regular file (or a new one)
+    is replaced by a new file made beside it, so the folder it is in, the one its
+    link points into, must be writable; a device or a pipe is written into.
     """
     path = Path(output)
     folder = path.parent
     problem = directory_problem(folder)
     if problem is not None:
-        raise click.BadParameter(f"the folder {folder} {problem}", param_hint="'--output'")
+        raise _output_error(f"the folder {folder} {problem}")
     try:
-        path.stat()  # through links, as the write goes
+        status = path.stat()  # through links, as the write goes
     except FileNotFoundError:
         # A new file, or a link to nothing, which the write creates the file of (as a
         # shell redirection does): that file's folder must be there.
         target = Path(os.path.realpath(path))
         problem = directory_problem(target.parent)
         if problem is not None:
-            raise click.BadParameter(
-                f"{output} links to {target}, and the folder {target.parent} {problem}",
-                param_hint="'--output'",
+            raise _output_error(
+                f"{output} links to {target}, and the folder {target.parent} {problem}"
             ) from None
     except OSError as exc:  # a link loop, a name too long
-        raise click.BadParameter(
-            f"{output} cannot be used: {_reason(exc)}", param_hint="'--output'"
-        ) from None
+        raise _output_error(f"{output} cannot be used: {_reason(exc)}") from None
+    else:
+        if stat.S_ISDIR(status.st_mode):
+            raise _output_error(f"{output} is a directory")
+        if not os.access(path, os.W_OK):
+            if path.is_symlink():
+                target = Path(os.path.realpath(path))
+                raise _output_error(f"{output} links to {target}, which is not writable")
+            raise _output_error(f"{output} is not writable")
+        if not stat.S_ISREG(status.st_mode):
+            return  # a device or a pipe: written into, no new file beside it
+        target = Path(os.path.realpath(path))
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        where = (
+            f"{output} links to {target}, and the folder {target.parent}"
+            if path.is_symlink()
+            else f"the folder {folder}"
+        )
+        raise _output_error(f"{where} is not writable: {_ATOMIC_WHY}")
+
+
+def _output_error(message: str) -> click.BadParameter:
+    return click.BadParameter(message, param_hint="'--output'")
 
 
 def directory_problem(path: Path, *, create: bool = False) -> str | None:

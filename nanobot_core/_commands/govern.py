@@ -20,6 +20,7 @@ from nanobot_core.cli import (
     EXIT_USAGE,
     check_output_folder,
     get_state,
+    output_option,
     read_bounded,
     workspace_option,
 )
@@ -92,11 +93,7 @@ def _echo_summary(report: list[dict[str, Any]], before: int, result: Any, source
 @workspace_option(
     "Workspace for the offload cache and the installed tools (must exist; default: cwd)."
 )
-@click.option(
-    "--output",
-    type=click.Path(dir_okay=False),
-    help="Write the governed messages here as JSONL (atomically).",
-)
+@output_option("Write the governed messages here as JSONL (atomically).")
 @click.option("--json", "as_json", is_flag=True, help="Print {messages, report, ...} as JSON.")
 def command(
     session: str,

@@ -21,6 +21,7 @@ from nanobot_core.cli import (
     EXIT_USAGE,
     check_output_folder,
     get_state,
+    output_option,
     read_bounded,
     workspace_option,
 )
@@ -112,13 +113,7 @@ def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) ->
 
 @command.command("export")
 @click.argument("names", nargs=-1)
-@click.option(
-    "--output",
-    "-o",
-    required=True,
-    type=click.Path(dir_okay=False, writable=True),
-    help="The export file to write (replaced atomically).",
-)
+@output_option("The export file to write (replaced atomically).", short=True, required=True)
 @workspace_option("Workspace directory.")
 @click.pass_context
 def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: str | None) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers import clean_env, run_cli, run_python
+from tests.kernel.test_readme_cli import _commands
 
 # One path component longer than any file system allows (NAME_MAX is 255): every
 # look at such a path fails with ENAMETOOLONG, for root as for anyone.
@@ -165,6 +167,83 @@ def test_an_output_link_that_cannot_be_written_through_is_a_usage_error(tmp_path
     assert os.readlink(tmp_path / "loop") == "loop"
     assert os.readlink(tmp_path / "astray") == "gone/out.jsonl"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["astray", "history.jsonl", "loop"]
+
+
+def test_every_output_option_is_among_the_output_commands(tmp_path: Path) -> None:
+    """The commands the --output tests run are every command that has an --output option."""
+    with_output = {
+        path
+        for path, command in _commands().items()
+        if any("--output" in param.opts for param in command.params)
+    }
+    tested = {
+        " ".join(word for word in command if not word.startswith(str(tmp_path)))
+        for command in _output_commands(tmp_path)
+    }
+    assert with_output == tested
+
+
+def test_an_output_that_is_a_directory_says_so(tmp_path: Path) -> None:
+    """--output naming a directory, or a link to one, is exit 2 in the CLI's words."""
+    (tmp_path / "adir").mkdir()
+    (tmp_path / "to-dir").symlink_to("adir")
+    for command in _output_commands(tmp_path):
+        for output in ("adir", "to-dir", "adir/"):
+            result = _cli(*command, "--output", output, cwd=tmp_path)
+            assert result.returncode == 2, (command, result.stderr)
+            assert result.stderr.endswith(
+                f"Error: Invalid value for '--output': {output} is a directory\n"
+            ), (command, result.stderr)
+            assert result.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "history.jsonl", "to-dir"]
+    assert list((tmp_path / "adir").iterdir()) == []
+
+
+# A regular file that nobody may write, root included: the kernel checks the mode
+# bits of a /proc/sys file itself. Its folder cannot be written either.
+READ_ONLY_FILE = "/proc/sys/kernel/osrelease"
+
+
+def test_an_output_that_is_not_writable_is_refused_before_any_work(tmp_path: Path) -> None:
+    """--output naming a file, or a link to one, that cannot be written is exit 2 before work."""
+    (tmp_path / "to-read-only").symlink_to(READ_ONLY_FILE)
+    expected = {
+        READ_ONLY_FILE: f"{READ_ONLY_FILE} is not writable",
+        "to-read-only": f"to-read-only links to {READ_ONLY_FILE}, which is not writable",
+    }
+    for command in _output_commands(tmp_path):
+        for output, problem in expected.items():
+            result = _cli(*command, "--output", output, cwd=tmp_path)
+            assert result.returncode == 2, (command, result.stderr)
+            assert result.stderr.endswith(f"Error: Invalid value for '--output': {problem}\n"), (
+                command,
+                result.stderr,
+            )
+            assert result.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl", "to-read-only"]
+
+
+def test_an_output_in_a_folder_that_cannot_be_written_is_refused_before_any_work(
+    tmp_path: Path,
+) -> None:
+    """A file replaced atomically needs a writable folder: exit 2 naming it, before any work."""
+    # /proc/self is a folder no one can make a file in, root included; the command's
+    # own /proc/self/comm is a file it may write. The link resolves in the command.
+    (tmp_path / "to-comm").symlink_to("/proc/self/comm")
+    why = "is not writable: the output is replaced atomically, by a new file made in that folder"
+    expected = {
+        "/proc/self/new.jsonl": re.escape(f"the folder /proc/self {why}"),
+        "to-comm": r"to-comm links to /proc/(\d+)/comm, and the folder /proc/\1 " + re.escape(why),
+    }
+    for command in _output_commands(tmp_path):
+        for output, problem in expected.items():
+            result = _cli(*command, "--output", output, cwd=tmp_path)
+            assert result.returncode == 2, (command, result.stderr)
+            assert re.search(
+                f"Error: Invalid value for '--output': {problem}\n\\Z", result.stderr
+            ), (command, result.stderr)
+            assert result.stdout == ""
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["history.jsonl", "to-comm"]
 
 
 def test_a_deleted_working_directory_is_a_usage_error(tmp_path: Path) -> None:
