@@ -50,6 +50,7 @@ from nanobot_core.errors import (
     SessionLockedError,
 )
 from nanobot_core.governance.continuity import GovernanceState, latest_state
+from nanobot_core.governance.messages import container_copy
 from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
 from nanobot_core.providers.base import ProgressCallback, Provider, ProviderReply, Usage
 from nanobot_core.tools._repeats import RepeatedCalls
@@ -149,7 +150,12 @@ class SystemPromptBuilder(Protocol):
 
 
 class SessionLike(Protocol):
-    """Where the turn is persisted (a :class:`nanobot_core.sessions.Session`, over any store)."""
+    """Where the turn is persisted (a :class:`nanobot_core.sessions.Session`, over any store).
+
+    Before each model call the runner reads the history with ``shared_history()``
+    when the session has it (a `Session` does: the same message objects every
+    call, never changed), else with ``history()``.
+    """
 
     name: str
 
@@ -591,7 +597,7 @@ class Runner:
     async def _model_round(
         self, turn: _Turn, iteration: int, system: str, tools: list[dict[str, Any]]
     ) -> ProviderReply:
-        governed = self.governor.govern(self.session.history(), system=system, tools=tools)
+        governed = self.governor.govern(self._history(), system=system, tools=tools)
         self._record_governance(getattr(governed, "state", None))
         turn.governance.append(
             RoundReport(
@@ -636,6 +642,18 @@ class Runner:
         )
         return reply
 
+    def _history(self) -> Sequence[Mapping[str, Any]]:
+        """The history to govern: the session's shared messages when it gives them out.
+
+        Not a copy per call: a copy costs the whole session, and the governor, which
+        remembers what it learned of each message by the object, would learn it all again.
+        """
+        shared = getattr(self.session, "shared_history", None)
+        if callable(shared):
+            messages: Sequence[Mapping[str, Any]] = shared()
+            return messages
+        return self.session.history()
+
     async def _complete(
         self, messages: list[Mapping[str, Any]], tools: list[dict[str, Any]], governed: Governed
     ) -> ProviderReply:
@@ -672,6 +690,9 @@ class Runner:
     ) -> ProviderReply:
         """One provider call; a provider that declares ``accepts_prefix`` hears where it changed.
 
+        It is handed copies of `messages` and `tools`, unless it declares
+        ``leaves_input_unchanged`` (it only reads them), as the built-in one does.
+
         ``prefix`` is the index, in `messages`, of the first message that differs
         from the previous call's (None when the prefix was kept or nothing says):
         what a provider with an explicit prompt cache needs to place its marks.
@@ -679,6 +700,12 @@ class Runner:
         try:
             # A provider's SystemExit (or other BaseException) must not end the process.
             with plugin_code(self.provider_owner or f"provider {self._provider_name()!r}"):
+                if getattr(self.provider, "leaves_input_unchanged", False) is not True:
+                    # Copies (every dict and list; strings are shared), costing what is sent:
+                    # where governance left a message alone it hands back the session's own
+                    # object, and what it made it keeps for the next call, so a provider
+                    # that edited what it was given would change every later request.
+                    messages, tools = container_copy(messages), container_copy(tools)
                 if not getattr(self.provider, "accepts_prefix", False):
                     return await self.provider.complete(messages, tools)
                 changed_at = _changed_at(governed)

@@ -27,7 +27,7 @@ It promises, whatever the backend:
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from types import TracebackType
@@ -331,6 +331,9 @@ class Session:
         self.problems = log_.problems
         self._lease: Lease | None = lease
         self._records = list(log_.records)
+        # The messages `shared_history` gives out: made once per line, here and on each
+        # append, so that a model call costs what was appended, not a copy of the session.
+        self._shared = _shared_messages(self._records)
         self._seq = log_.seq
 
     def __repr__(self) -> str:
@@ -347,8 +350,24 @@ class Session:
         return copy.deepcopy(self._records)
 
     def history(self) -> list[dict[str, Any]]:
-        """The messages in order, without ``_meta``: what governance and the model may see."""
+        """The messages in order, without ``_meta``: what governance and the model may see.
+
+        Copies, which the caller may change freely (see `shared_history` for a reader).
+        """
         return [strip_meta(r) for r in self._records if not is_meta_record(r)]
+
+    def shared_history(self) -> list[Mapping[str, Any]]:
+        """The messages of `history`, as the same objects on every call: read-only.
+
+        Each message is made once, when its line is loaded or appended, and given
+        out again on every later call (the list is new each time). What the runner
+        governs before each model call: a governor remembers what it learned of a
+        message by the object, so handing it the same ones again is what keeps a
+        call on a long session cheap. Changing one would change what governance
+        and the model see from then on (never the lines stored, nor `history` or
+        `records`, which are kept apart): copy what you mean to change.
+        """
+        return list(self._shared)
 
     def append(self, message: Mapping[str, Any], meta: Mapping[str, Any] | None = None) -> None:
         """Persist one message (and its bookkeeping) before returning."""
@@ -393,6 +412,7 @@ class Session:
                 kept.append(copy.deepcopy(dict(record)))
         self._seq = self._lease.append(texts, expected_seq=self._seq)
         self._records.extend(kept)
+        self._shared += _shared_messages(kept)
 
     def close(self) -> None:
         """Release the lease (idempotent)."""
@@ -413,6 +433,21 @@ class Session:
             self.close()
         else:
             close_beneath(self.close, f"session {self.name!r}")
+
+
+def _shared_messages(records: Iterable[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The messages of `records` for `Session.shared_history`: without ``_meta``, apart.
+
+    Every dict and list is their own (strings, which cannot change, are shared), so a
+    reader that breaks the read-only rule cannot reach the lines `history` copies.
+    """
+    from nanobot_core.governance.messages import container_copy
+
+    return [
+        container_copy({k: v for k, v in record.items() if k != META_KEY})
+        for record in records
+        if not is_meta_record(record)
+    ]
 
 
 def close_beneath(close: Callable[[], object], what: str) -> None:

@@ -149,6 +149,13 @@ class Provider(Protocol):
     ``complete(messages, tools, prefix=N)``, where N is the index in `messages`
     of the first message that differs from the previous call's when governance
     could not keep the prefix (``GovernanceResult.prefix``), else None.
+
+    The runner hands a provider copies of the messages and tool definitions, which
+    it may change as it likes. One that never changes what it is handed (it only
+    reads it, as the built-in ``openai`` provider does) may set the class attribute
+    ``leaves_input_unchanged = True`` to be handed the runner's own, and spare a
+    copy of the request on every call: the session's messages, which every later
+    request is made from.
     """
 
     name: str

@@ -53,6 +53,9 @@ class OpenAIProvider:
     """
 
     name = "openai"
+    #: It only encodes what it is handed (`with_sendable_call_ids` builds new dicts for
+    #: what it changes), so the runner need not copy the request for it.
+    leaves_input_unchanged = True
 
     def __init__(
         self,
