@@ -241,7 +241,8 @@ class AnthropicProvider:
         """The JSON body of one request, with its cache marks placed.
 
         Raises ProviderError naming the message or tool definition the body cannot be
-        built from (one holding itself, or nested past the recursion limit).
+        built from (one holding itself, or nested past the recursion limit), or the
+        message and call whose arguments cannot be its input (`to_messages_api`).
         """
         try:
             return self._body(messages, tools, prefix=prefix)
@@ -256,7 +257,10 @@ class AnthropicProvider:
         *,
         prefix: int | None,
     ) -> dict[str, Any]:
-        converted = to_messages_api(messages)
+        try:
+            converted = to_messages_api(messages)
+        except ValueError as exc:  # a call whose arguments cannot be its input: never sent empty
+            raise ProviderError(f"{_plugin()} sends no request: {exc}") from None
         plan = place_breakpoints(
             [_tool(t) for t in tools],
             converted.system,

@@ -575,6 +575,12 @@ def _legal_around(place: str, message: dict[str, Any]) -> list[dict[str, Any]]:
             {"role": "assistant", "content": None, "tool_calls": [call]},
             message,
         ]
+    if place == "call arguments":
+        return [
+            {"role": "user", "content": "q"},
+            message,
+            {"role": "tool", "tool_call_id": "c1", "content": "done"},
+        ]
     return [message]
 
 
@@ -586,6 +592,7 @@ _PLACES = st.sampled_from(
         "tool_use input",
         "tool_result content",
         "tool message content",
+        "call arguments",
     ]
 )
 
@@ -694,3 +701,63 @@ def test_a_tool_schema_deeper_than_a_message_may_be_is_still_sent(server: Messag
     reply = asyncio.run(provider.complete([{"role": "user", "content": "hi"}], [tool]))
     assert reply.content == "ok"
     assert server.requests[0].body["tools"][0]["input_schema"] == schema
+
+
+def test_call_arguments_given_as_a_dict_are_sent_as_the_input(server: MessagesServer) -> None:
+    """Arguments handed over as a dict (not as JSON text) are the call's input, not {}."""
+    arguments = {"order": 7, "notes": ["rush", {"gift": True}]}
+    function = {"name": "get_order", "arguments": arguments}
+    call = {"id": "c1", "type": "function", "function": function}
+    history = [
+        {"role": "user", "content": "where is 7?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "shipped"},
+    ]
+    server.add(text_reply("ok"))
+    assert _complete(_provider(server), history).content == "ok"
+    use = server.requests[0].body["messages"][1]["content"][0]
+    assert use == {"type": "tool_use", "id": "c1", "name": "get_order", "input": arguments}
+
+
+def test_call_arguments_that_cannot_be_the_input_are_refused_naming_the_call(
+    server: MessagesServer,
+) -> None:
+    """Arguments that are no JSON object are a ProviderError naming message and call; none sent."""
+    provider = _provider(server)
+    plugin = f"nanobot-anthropic {metadata.version('nanobot-anthropic')}"
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        st.one_of(
+            st.text(min_size=1).filter(lambda text: text.strip() and not _is_object_text(text)),
+            st.sampled_from(["[" * 50_000, "[" * 200_000, '{"order": [7]', "[7]", "null"]),
+        ),
+        st.integers(1, 3),
+    )
+    def check(arguments: str, index: int) -> None:
+        call = {
+            "id": "call_9",
+            "type": "function",
+            "function": {"name": "get_order", "arguments": arguments},
+        }
+        history: list[dict[str, Any]] = [{"role": "user", "content": "q"}] * index
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_9", "content": "shipped"},
+        ]
+        with pytest.raises(ProviderError) as raised:
+            _complete(provider, history)
+        assert str(raised.value).startswith(
+            f"{plugin} sends no request: messages[{index}]: the arguments of call 'call_9' "
+        )
+        assert not server.requests
+
+    check()
+
+
+def _is_object_text(text: str) -> bool:
+    """Whether `text` is the JSON of an object."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
