@@ -21,7 +21,7 @@ from typing import Any
 
 import attrs
 
-from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, check_values
+from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, JSONLimitError, check_values
 from nanobot_core.governance.checks import NO_OUTPUT, has_lone_surrogate
 from nanobot_core.governance.messages import (
     TOOL_BLOCK_TYPES,
@@ -138,36 +138,71 @@ def to_openai_shape(messages: Sequence[Any]) -> list[Any]:
     return converted
 
 
-def _input(arguments: Any) -> dict[str, Any]:
-    """The ``input`` object of a call's arguments (``{}`` when they are not a JSON object).
+def _decoded_input(arguments: Any) -> dict[str, Any] | str:
+    """The ``input`` object of a call's arguments, or why they cannot be one (a reason to name).
 
-    An escaped lone surrogate (``"\\ud800"``, legal JSON) would decode into a raw
-    one, which UTF-8 cannot encode: those become U+FFFD, so the blocks can be
-    sent and converting them again gives the same text. Arguments of more than
-    `MAX_ARGUMENT_VALUES` values are not decoded: ``{}``.
+    Arguments given as a dict are the input itself. None and blank text are no
+    arguments: ``{}``, with nothing lost. An escaped lone surrogate
+    (``"\\ud800"``, legal JSON) would decode into a raw one, which UTF-8 cannot
+    encode: those become U+FFFD, so the blocks can be sent and converting them
+    again gives the same text. Arguments of more than `MAX_ARGUMENT_VALUES`
+    values are not decoded.
     """
+    if isinstance(arguments, dict):
+        return arguments
+    if arguments is None or (isinstance(arguments, str) and not arguments.strip()):
+        return {}
+    if not isinstance(arguments, str):
+        return f"are neither a JSON object nor its text (type {type(arguments).__name__})"
     try:
-        if isinstance(arguments, str):
-            check_values(arguments, MAX_ARGUMENT_VALUES)
+        check_values(arguments, MAX_ARGUMENT_VALUES)
         value = json.loads(arguments)
-        if not isinstance(value, dict):
-            return {}
+    except JSONLimitError as exc:
+        return f"hold {exc}"
+    except ValueError as exc:
+        return f"are not JSON ({exc})"
+    except RecursionError:
+        return "nest too deep to be decoded"
+    if not isinstance(value, dict):
+        return f"are {_json_kind(value)} in JSON, not an object"
+    # Nested too deep to encode again, the value has no raw surrogate to find: it goes
+    # as it is, and the provider names it if the request cannot be encoded.
+    with contextlib.suppress(RecursionError):
         text = json.dumps(value, ensure_ascii=False)
         if has_lone_surrogate(text):
             value = json.loads(without_surrogates(text))
-    except (TypeError, ValueError, RecursionError):
-        return {}
     decoded: dict[str, Any] = value
     return decoded
 
 
-def _use_block(call: dict[str, Any]) -> dict[str, Any]:
+def _json_kind(value: Any) -> str:
+    """What decoded JSON `value` is, in JSON's words (``an array``, ``null``, ...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "a string" if isinstance(value, str) else "an array"
+
+
+def _use_block(call: dict[str, Any], index: int | None = None) -> dict[str, Any]:
+    """The ``tool_use`` block of `call`. With the `index` of its message (at the provider's
+    edge), arguments that cannot be its input raise ValueError naming the message and the
+    call; without, they become ``{}`` (governance repaired and reported them already)."""
     function = call.get("function") or {}
+    decoded = _decoded_input(function.get("arguments"))
+    if isinstance(decoded, str):
+        if index is not None:
+            raise ValueError(
+                f"messages[{index}]: the arguments of call {preview(call.get('id'))} {decoded}"
+            )
+        decoded = {}
     block = {
         "type": "tool_use",
         "id": call.get("id"),
         "name": function.get("name"),
-        "input": _input(function.get("arguments")),
+        "input": decoded,
     }
     return {**block, **call.get(_EXTRA, {})}
 
@@ -191,9 +226,14 @@ def _as_blocks(content: Any) -> list[Any]:
 
 def from_openai_shape(messages: Sequence[Any]) -> list[Any]:
     """Back to Anthropic blocks: calls become ``tool_use``, each run of results one user message."""
+    return _restored(messages, at_edge=False)
+
+
+def _restored(messages: Sequence[Any], *, at_edge: bool) -> list[Any]:
+    """`from_openai_shape`; `at_edge`: arguments that cannot be an input raise ValueError."""
     restored: list[Any] = []
     results: list[dict[str, Any]] = []
-    for message in messages:
+    for index, message in enumerate(messages):
         role = message.get("role") if isinstance(message, dict) else None
         if role == "tool":
             results.append(_result_block(message))
@@ -207,7 +247,7 @@ def from_openai_shape(messages: Sequence[Any]) -> list[Any]:
             results = []
         if role == "assistant" and isinstance(message.get("tool_calls"), list):
             blocks = _as_blocks(message.get("content")) + [
-                _use_block(c) for c in message["tool_calls"]
+                _use_block(c, index if at_edge else None) for c in message["tool_calls"]
             ]
             restored.append(
                 {k: v for k, v in message.items() if k != "tool_calls"} | {"content": blocks}
@@ -269,10 +309,17 @@ def to_messages_api(messages: Sequence[Any]) -> MessagesRequest:
     turns open with a user turn (`CONTINUED` when the history has none first,
     or no turn at all).
     Nothing in `messages` is changed; blocks are shared, not copied.
+
+    A call's arguments given as a dict are its input; absent, null or blank,
+    the input is ``{}``. Arguments that cannot be an input (text that is not
+    JSON, nests too deep to decode, holds more than `MAX_ARGUMENT_VALUES`
+    values or is not an object) raise ValueError naming the message's index and
+    the call's id, rather than send the call without them: governance repairs
+    such arguments, and reports it, before they get here.
     """
     system: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
-    for message in from_openai_shape(messages):
+    for message in _restored(messages, at_edge=True):
         if not isinstance(message, dict):
             continue
         role = message.get("role")

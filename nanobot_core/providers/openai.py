@@ -12,9 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from nanobot_core._json_boundary import JSONLimitError
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig
 from nanobot_core.errors import ProviderError
+from nanobot_core.governance.messages import nesting_fault
+from nanobot_core.kernel.records import core_version
 from nanobot_core.providers.base import (
     ProgressCallback,
     ProviderReply,
@@ -111,10 +114,23 @@ class OpenAIProvider:
     async def complete(
         self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
     ) -> ProviderReply:
-        """Send one request, retrying what is worth retrying; return the normalised reply."""
+        """Send one request, retrying what is worth retrying; return the normalised reply.
+
+        A body that cannot be encoded (a message nested past what the encoder walks,
+        holding itself, or holding an integer too long to write) is a ProviderError
+        naming the message or tool definition, before anything is sent.
+        """
         import httpx
 
         body = self.request_body(messages, tools)
+        try:
+            content = request_content(body)
+        except JSONLimitError:  # nested past what the encoder walks, or holding itself
+            fault = _unsendable(messages, tools)
+            if fault is None:
+                raise
+            plugin = f"nanobot-core {core_version()}"
+            raise ProviderError(f"{plugin} sends no request: {fault}") from None
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
@@ -122,7 +138,7 @@ class OpenAIProvider:
             timeout=httpx.Timeout(self.timeout), transport=self._transport
         ) as client:
             reply = await send_with_retries(
-                lambda: self._attempt(client, body, headers),
+                lambda: self._attempt(client, content, headers, salt=str(len(messages))),
                 self.policy,
                 url=self.display_url,
                 progress=self._progress,
@@ -132,7 +148,7 @@ class OpenAIProvider:
         return reply
 
     async def _attempt(
-        self, client: httpx.AsyncClient, body: dict[str, Any], headers: dict[str, str]
+        self, client: httpx.AsyncClient, content: bytes, headers: dict[str, str], *, salt: str
     ) -> ProviderReply:
         """One HTTP exchange and its reply.
 
@@ -142,14 +158,14 @@ class OpenAIProvider:
         response = await post_request(
             client,
             self.endpoint,
-            content=request_content(body),
+            content=content,
             headers=headers,
             max_bytes=self.max_reply_bytes,
             timeout=self.timeout,
             secret=self._api_key,
         )
         if 200 <= response.status_code < 300:
-            return self._parse_reply(response, salt=str(len(body["messages"])))
+            return self._parse_reply(response, salt=salt)
         raise failure_for_status(response, self.display_url, self._api_key)
 
     def _parse_reply(self, response: httpx.Response, *, salt: str) -> ProviderReply:
@@ -187,6 +203,29 @@ class OpenAIProvider:
             model=model if isinstance(model, str) else None,
             finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         )
+
+
+def _unsendable(messages: Sequence[Any], tools: Sequence[Any]) -> str | None:
+    """Where the message or tool definition the request body could not be encoded for is,
+    and why (`nesting_fault`); None when none is to blame.
+
+    Only called once encoding failed, so that a request that goes out costs no walk of
+    its messages: the encoder walks a body, and refuses nesting past `MAX_DEPTH` or a
+    value holding itself, only when JSON cannot encode it as it is.
+    """
+    parts = (("messages", messages), ("tools", tools))
+    for place, values in parts:
+        for index, value in enumerate(values):
+            why = nesting_fault(value)
+            if why is not None:
+                return f"{place}[{index}] {why}"
+    for place, values in parts:  # the encoder's other limit: an integer too long to write
+        for index, value in enumerate(values):
+            try:
+                request_content(value)
+            except JSONLimitError as exc:
+                return f"{place}[{index}] cannot be encoded: {exc}"
+    return None
 
 
 def _chat_choice(choice: object) -> bool:

@@ -533,3 +533,56 @@ def test_every_tool_block_left_out_is_reported_and_no_other(
     assert governed.changed
     sent = json.dumps(governed.messages)
     assert not re.search(r'"s\d+"', sent)
+
+
+def _one_call(arguments: Any) -> list[dict[str, Any]]:
+    """A history whose message 1 makes call 'c1' with `arguments` (not necessarily a string)."""
+    call = {"id": "c1", "type": "function", "function": {"name": "get", "arguments": arguments}}
+    return [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "done"},
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), st.integers() | st.text(max_size=8), max_size=4))
+def test_arguments_given_as_a_dict_are_the_input(arguments: dict[str, Any]) -> None:
+    """A dict of arguments is sent as the input itself, not replaced by an empty one."""
+    request = to_messages_api(_one_call(arguments))
+    assert request.messages[1]["content"] == [
+        {"type": "tool_use", "id": "c1", "name": "get", "input": arguments}
+    ]
+
+
+@pytest.mark.parametrize("arguments", [None, "", "  \n"])
+def test_no_arguments_are_an_empty_input(arguments: Any) -> None:
+    """Absent, null or blank arguments lose nothing: the input is {}."""
+    assert to_messages_api(_one_call(arguments)).messages[1]["content"][0]["input"] == {}
+
+
+_NOT_AN_INPUT = st.one_of(
+    st.text(min_size=1).filter(lambda text: text.strip() and not _decodes_to_object(text)),
+    st.sampled_from(["[" * 50_000, '{"a": ' * 30_000, "[1, 2]", '"text"', "7", "null"]),
+    st.just("[" + "0," * 100_000 + "0]"),
+    st.integers() | st.lists(st.integers(), max_size=3),
+)
+
+
+def _decodes_to_object(text: str) -> bool:
+    """Whether `text` is the JSON of an object."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
+
+
+@settings(max_examples=200, deadline=None)
+@given(_NOT_AN_INPUT)
+def test_arguments_that_cannot_be_the_input_are_named_at_the_edge(arguments: Any) -> None:
+    """Arguments that are not a JSON object raise ValueError naming the message and the call."""
+    with pytest.raises(ValueError, match=r"^messages\[1\]: the arguments of call 'c1' "):
+        to_messages_api(_one_call(arguments))
+    # Converting back after governance (which repaired and reported them) still gives {}.
+    restored = from_openai_shape(_one_call(arguments))
+    assert restored[1]["content"][0]["input"] == {}

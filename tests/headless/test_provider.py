@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.errors import ProviderError
+from nanobot_core.kernel.records import core_version
 from nanobot_core.providers import OpenAIProvider, ProviderReply, RetryNotice, Usage
 from nanobot_core.testing_http import LoopbackResponse, LoopbackServer
 from tests.headless.conftest import API_KEY, provider_config
@@ -366,3 +367,73 @@ def _real_interaction(data_folder: Any, cassette: str, index: int) -> dict[str, 
         if row["source_path"].endswith(cassette) and row["interaction_index"] == index:
             return row  # type: ignore[no-any-return]
     raise LookupError(f"{cassette} #{index} not in {path}")
+
+
+def _nested(levels: int) -> Any:
+    """Lists nested `levels` deep around one string (built without recursion)."""
+    value: Any = "x"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@settings(max_examples=30, deadline=None)
+@given(index=st.integers(0, 3), levels=st.integers(3_000, 20_000) | st.just(100_000))
+def test_a_message_too_deep_to_encode_is_a_provider_error_naming_it_and_nothing_is_sent(
+    index: int, levels: int
+) -> None:
+    """A message JSON cannot encode is a ProviderError naming its index, not a JSONLimitError."""
+    history: list[dict[str, Any]] = [{"role": "user", "content": f"q{n}"} for n in range(4)]
+    history[index] = {
+        "role": "user",
+        "content": [{"type": "text", "text": "a", "meta": _nested(levels)}],
+    }
+    with FakeChatServer() as server:
+        with pytest.raises(ProviderError) as raised:
+            asyncio.run(_provider(server).complete(history, TOOLS))
+        assert not server.requests
+    assert str(raised.value) == (
+        f"nanobot-core {core_version()} sends no request: messages[{index}] nests "
+        f"{levels + 3} levels deep (a session line may nest 100)"
+    )
+
+
+def test_a_message_holding_itself_is_a_provider_error_naming_it(server: FakeChatServer) -> None:
+    """A message that contains itself is named, and nothing is sent."""
+    looped: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": "a"}]}
+    looped["content"][0]["meta"] = looped
+    with pytest.raises(ProviderError) as raised:
+        asyncio.run(_provider(server).complete([*MESSAGES, looped], TOOLS))
+    assert str(raised.value).endswith(
+        "sends no request: messages[2] holds a dict or list that contains itself (no JSON can)"
+    )
+    assert not server.requests
+
+
+def test_a_tool_definition_too_deep_to_encode_is_named(server: FakeChatServer) -> None:
+    """A tool definition JSON cannot encode is named as tools[i], and nothing is sent."""
+    deep = {"type": "function", "function": {"name": "deep", "parameters": _nested(50_000)}}
+    with pytest.raises(ProviderError, match=r"sends no request: tools\[1\] nests 50002 levels"):
+        asyncio.run(_provider(server).complete(MESSAGES, [*TOOLS, deep]))
+    assert not server.requests
+
+
+def test_a_message_deeper_than_a_session_line_but_encodable_is_sent_as_it_is(
+    server: FakeChatServer,
+) -> None:
+    """Past 100 levels but encodable, a message goes out unchanged: the server decides."""
+    message = {"role": "user", "content": [{"type": "text", "text": "a", "meta": _nested(300)}]}
+    server.add(text_reply("ok"))
+    assert asyncio.run(_provider(server).complete([message], TOOLS)).content == "ok"
+    assert server.requests[0].body["messages"] == [message]
+
+
+def test_a_message_holding_an_integer_too_long_to_write_is_named(server: FakeChatServer) -> None:
+    """An integer of more than 4,300 digits in a message is named with the encoder's reason."""
+    message = {"role": "user", "content": "hi", "meta": 10**5000}
+    with pytest.raises(ProviderError) as raised:
+        asyncio.run(_provider(server).complete([*MESSAGES, message], TOOLS))
+    assert str(raised.value).endswith(
+        "sends no request: messages[2] cannot be encoded: an integer of more than 4300 digits"
+    )
+    assert not server.requests

@@ -115,23 +115,50 @@ def _tool_fault(tool: Any) -> str | None:
     return None
 
 
-def _unsendable(messages: Sequence[Any], tools: Sequence[Any]) -> str | None:
-    """Where the first message or tool definition no request can carry is, and why.
+def _message_fault(message: Any) -> str | None:
+    """Why JSON cannot encode `message` at all (nested past the recursion limit, holding
+    itself, an integer too long to write), or None when it can."""
+    try:
+        json.dumps(message, ensure_ascii=False)
+    except (ValueError, RecursionError) as exc:
+        return nesting_fault(message) or f"cannot be encoded as JSON: {exc}"
+    except TypeError:
+        return None  # not a JSON type: the body's encoder says which
+    return None
 
-    A message is held to the core's rule for a history (`nesting_fault`: no dict or
-    list containing itself, nothing nested deeper than 100 levels), which governance
-    already enforces, so a governed history always passes. A tool definition the core
-    accepted may nest deeper, so only one JSON cannot encode at all is refused.
+
+def _unsendable(messages: Sequence[Any], tools: Sequence[Any]) -> str | None:
+    """Where the message or tool definition that stopped the request from being built or
+    encoded is, and why; None when none is to blame.
+
+    Only called once building or encoding failed, so that a request that goes out
+    costs no walk of its messages. First what JSON cannot encode at all (what
+    building the body recursed into), then what the core's encoder refuses
+    (`nesting_fault`: deeper than 100 levels; `request_content` walks a body, and
+    refuses such nesting, only when something in it must be replaced, such as NaN).
     """
     for index, message in enumerate(messages):
-        why = nesting_fault(message)
+        why = _message_fault(message)
         if why is not None:
             return f"messages[{index}] {why}"
     for index, tool in enumerate(tools):
         why = _tool_fault(tool)
         if why is not None:
             return f"tools[{index}] {why}"
+    for place, values in (("messages", messages), ("tools", tools)):
+        for index, value in enumerate(values):
+            why = nesting_fault(value)
+            if why is not None:
+                return f"{place}[{index}] {why}"
     return None
+
+
+def _refuse_unsendable(messages: Sequence[Any], tools: Sequence[Any]) -> None:
+    """Raise the ProviderError naming the message or tool definition to blame for a body
+    that failed to build or encode; return when none is (the caller re-raises its error)."""
+    fault = _unsendable(messages, tools)
+    if fault is not None:
+        raise ProviderError(f"{_plugin()} sends no request: {fault}") from None
 
 
 @attrs.frozen
@@ -213,14 +240,27 @@ class AnthropicProvider:
     ) -> dict[str, Any]:
         """The JSON body of one request, with its cache marks placed.
 
-        Raises ProviderError naming the first message or tool definition no request
-        can carry (`_unsendable`), before anything is built from it: building or
-        encoding the body would recurse into it until `RecursionError`.
+        Raises ProviderError naming the message or tool definition the body cannot be
+        built from (one holding itself, or nested past the recursion limit), or the
+        message and call whose arguments cannot be its input (`to_messages_api`).
         """
-        fault = _unsendable(messages, tools)
-        if fault is not None:
-            raise ProviderError(f"{_plugin()} sends no request: {fault}")
-        converted = to_messages_api(messages)
+        try:
+            return self._body(messages, tools, prefix=prefix)
+        except (RecursionError, ValueError):  # a cycle, or nesting past the recursion limit
+            _refuse_unsendable(messages, tools)
+            raise
+
+    def _body(
+        self,
+        messages: Sequence[Mapping[str, Any]],
+        tools: Sequence[Mapping[str, Any]],
+        *,
+        prefix: int | None,
+    ) -> dict[str, Any]:
+        try:
+            converted = to_messages_api(messages)
+        except ValueError as exc:  # a call whose arguments cannot be its input: never sent empty
+            raise ProviderError(f"{_plugin()} sends no request: {exc}") from None
         plan = place_breakpoints(
             [_tool(t) for t in tools],
             converted.system,
@@ -255,7 +295,11 @@ class AnthropicProvider:
         import httpx
 
         body = self.request_body(messages, tools, prefix=prefix)
-        payload = request_content(body)  # strict UTF-8 JSON, as every provider sends
+        try:
+            payload = request_content(body)  # strict UTF-8 JSON, as every provider sends
+        except ValueError:  # the core's JSONLimitError: nested deeper than it walks
+            _refuse_unsendable(messages, tools)
+            raise
         headers = self.headers()
         salt = str(len(messages))
         async with httpx.AsyncClient(

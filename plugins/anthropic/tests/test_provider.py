@@ -538,9 +538,10 @@ def _with_deep_value(place: str, deep: Any) -> dict[str, Any]:
         use = {"type": "tool_use", "id": "u1", "name": "get_order", "input": {"order": deep}}
         return {"role": "assistant", "content": [use]}
     if place == "tool_result content":
+        inner = [{"type": "text", "text": "r", "meta": deep}]
         return {
             "role": "user",
-            "content": [{"type": "tool_result", "tool_use_id": "u1", "content": deep}],
+            "content": [{"type": "tool_result", "tool_use_id": "u1", "content": inner}],
         }
     if place == "call arguments":
         function = {"name": "get_order", "arguments": {"order": deep}}
@@ -550,55 +551,121 @@ def _with_deep_value(place: str, deep: Any) -> dict[str, Any]:
             "tool_calls": [{"id": "c1", "type": "function", "function": function}],
         }
     if place == "tool message content":
-        return {"role": "tool", "tool_call_id": "c1", "content": deep}
+        inner = [{"type": "text", "text": "r", "meta": deep}]
+        return {"role": "tool", "tool_call_id": "c1", "content": inner}
     return {"role": "user", "content": "hi", "extra": deep}
 
 
+def _legal_around(place: str, message: dict[str, Any]) -> list[dict[str, Any]]:
+    """A history the Messages API takes with `message` (from `_with_deep_value`) in it."""
+    use = {"type": "tool_use", "id": "u1", "name": "get_order", "input": {}}
+    call = {"id": "c1", "type": "function", "function": {"name": "get_order", "arguments": "{}"}}
+    if place == "tool_use input":
+        result = {"type": "tool_result", "tool_use_id": "u1", "content": "done"}
+        return [{"role": "user", "content": "q"}, message, {"role": "user", "content": [result]}]
+    if place == "tool_result content":
+        return [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": [use]},
+            message,
+        ]
+    if place == "tool message content":
+        return [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            message,
+        ]
+    if place == "call arguments":
+        return [
+            {"role": "user", "content": "q"},
+            message,
+            {"role": "tool", "tool_call_id": "c1", "content": "done"},
+        ]
+    return [message]
+
+
+# Where a message's value reaches the request body as it is (a key of the message itself
+# does not: the Messages API turn holds only the role and the blocks).
 _PLACES = st.sampled_from(
     [
         "text block key",
         "tool_use input",
         "tool_result content",
-        "call arguments",
         "tool message content",
-        "message key",
+        "call arguments",
     ]
 )
 
 
-def test_a_message_nested_too_deep_is_refused_naming_it_before_anything_is_sent(
+def test_a_message_nested_too_deep_to_encode_is_refused_naming_it_before_anything_is_sent(
     server: MessagesServer,
 ) -> None:
-    """Nesting past 100 levels anywhere in a message is a ProviderError naming it; none is sent."""
-    provider = _provider(server)
+    """Nesting JSON cannot encode is a ProviderError naming the message; none is sent."""
     plugin = f"nanobot-anthropic {metadata.version('nanobot-anthropic')}"
 
     @settings(max_examples=40, deadline=None)
-    @given(_PLACES, st.integers(0, 3), st.one_of(st.integers(100, 2000), st.just(100_000)))
-    def check(place: str, index: int, levels: int) -> None:
+    @given(
+        _PLACES,
+        st.integers(0, 3),
+        st.one_of(st.integers(3000, 20_000), st.just(100_000)),
+        st.sampled_from(["5m", "off"]),  # with marks the build recurses; without, the encoding
+    )
+    def check(place: str, index: int, levels: int, cache: str) -> None:
+        provider = _provider(server, cache=cache)
         history: list[dict[str, Any]] = [{"role": "user", "content": f"q{n}"} for n in range(4)]
         history[index] = _with_deep_value(place, _nested(levels))
         with pytest.raises(ProviderError) as raised:
             _complete(provider, history)
         assert str(raised.value).startswith(f"{plugin} sends no request: messages[{index}] nests ")
+        assert "levels deep" in str(raised.value)
         assert not server.requests
 
     check()
 
 
-def test_a_message_nested_exactly_100_levels_deep_is_sent(server: MessagesServer) -> None:
-    """The limit is the core's: a message of 100 levels (as a session line may be) goes out."""
+def test_a_message_deeper_than_a_session_line_but_encodable_is_sent_as_it_is(
+    server: MessagesServer,
+) -> None:
+    """Past 100 levels but encodable, a message goes out as it is: the API decides on it."""
+    provider = _provider(server)
+
+    @settings(max_examples=15, deadline=None)
+    @given(_PLACES, st.integers(99, 400))
+    def check(place: str, levels: int) -> None:
+        server.requests.clear()
+        server.add(text_reply("ok"))
+        deep = _nested(levels)
+        reply = _complete(provider, _legal_around(place, _with_deep_value(place, deep)))
+        assert reply.content == "ok" and len(server.requests) == 1
+        assert json.dumps(deep) in json.dumps(server.requests[0].body["messages"])
+
+    check()
+
+
+def test_a_request_that_builds_walks_no_message_for_faults(
+    server: MessagesServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The faults are looked for only when building fails: a clean request pays no walk."""
+    import nanobot_anthropic.provider as module
+
+    walked: list[Any] = []
+    monkeypatch.setattr(module, "nesting_fault", walked.append)
     server.add(text_reply("ok"))
-    reply = _complete(_provider(server), [_with_deep_value("message key", _nested(99))])
-    assert reply.content == "ok" and len(server.requests) == 1
+    history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}] * 20
+    history.append({"role": "user", "content": "go"})
+    assert _complete(_provider(server), history).content == "ok"
+    assert walked == []
 
 
-def test_a_message_that_holds_itself_is_refused_naming_it(server: MessagesServer) -> None:
+@pytest.mark.parametrize("cache", ["5m", "off"])
+def test_a_message_that_holds_itself_is_refused_naming_it(
+    server: MessagesServer, cache: str
+) -> None:
     """A block holding its own message is named, not a ValueError from the JSON encoder."""
     looped: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": "a"}]}
     looped["content"][0]["meta"] = looped
     with pytest.raises(ProviderError) as raised:
-        _complete(_provider(server), [{"role": "user", "content": "hi"}, looped])
+        _complete(_provider(server, cache=cache), [{"role": "user", "content": "hi"}, looped])
     assert "sends no request: messages[1] holds a dict or list that contains itself" in str(
         raised.value
     )
@@ -610,7 +677,10 @@ def test_a_tool_definition_json_cannot_encode_is_refused_naming_it(
     server: MessagesServer, key: str
 ) -> None:
     """A tool definition nested 100,000 deep is a ProviderError naming tools[1]; none is sent."""
-    deep_tool = {"type": "function", "function": {"name": "deep", key: _nested(100_000)}}
+    deep: Any = _nested(100_000)
+    if key == "parameters":  # a schema that is not an object is replaced, not sent
+        deep = {"type": "object", "properties": {"a": deep}}
+    deep_tool = {"type": "function", "function": {"name": "deep", key: deep}}
     provider = _provider(server)
     with pytest.raises(ProviderError) as raised:
         asyncio.run(provider.complete([{"role": "user", "content": "hi"}], [*TOOLS, deep_tool]))
@@ -631,3 +701,63 @@ def test_a_tool_schema_deeper_than_a_message_may_be_is_still_sent(server: Messag
     reply = asyncio.run(provider.complete([{"role": "user", "content": "hi"}], [tool]))
     assert reply.content == "ok"
     assert server.requests[0].body["tools"][0]["input_schema"] == schema
+
+
+def test_call_arguments_given_as_a_dict_are_sent_as_the_input(server: MessagesServer) -> None:
+    """Arguments handed over as a dict (not as JSON text) are the call's input, not {}."""
+    arguments = {"order": 7, "notes": ["rush", {"gift": True}]}
+    function = {"name": "get_order", "arguments": arguments}
+    call = {"id": "c1", "type": "function", "function": function}
+    history = [
+        {"role": "user", "content": "where is 7?"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "shipped"},
+    ]
+    server.add(text_reply("ok"))
+    assert _complete(_provider(server), history).content == "ok"
+    use = server.requests[0].body["messages"][1]["content"][0]
+    assert use == {"type": "tool_use", "id": "c1", "name": "get_order", "input": arguments}
+
+
+def test_call_arguments_that_cannot_be_the_input_are_refused_naming_the_call(
+    server: MessagesServer,
+) -> None:
+    """Arguments that are no JSON object are a ProviderError naming message and call; none sent."""
+    provider = _provider(server)
+    plugin = f"nanobot-anthropic {metadata.version('nanobot-anthropic')}"
+
+    @settings(max_examples=60, deadline=None)
+    @given(
+        st.one_of(
+            st.text(min_size=1).filter(lambda text: text.strip() and not _is_object_text(text)),
+            st.sampled_from(["[" * 50_000, "[" * 200_000, '{"order": [7]', "[7]", "null"]),
+        ),
+        st.integers(1, 3),
+    )
+    def check(arguments: str, index: int) -> None:
+        call = {
+            "id": "call_9",
+            "type": "function",
+            "function": {"name": "get_order", "arguments": arguments},
+        }
+        history: list[dict[str, Any]] = [{"role": "user", "content": "q"}] * index
+        history += [
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_9", "content": "shipped"},
+        ]
+        with pytest.raises(ProviderError) as raised:
+            _complete(provider, history)
+        assert str(raised.value).startswith(
+            f"{plugin} sends no request: messages[{index}]: the arguments of call 'call_9' "
+        )
+        assert not server.requests
+
+    check()
+
+
+def _is_object_text(text: str) -> bool:
+    """Whether `text` is the JSON of an object."""
+    try:
+        return isinstance(json.loads(text), dict)
+    except (ValueError, RecursionError):
+        return False
