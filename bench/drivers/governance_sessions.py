@@ -4,7 +4,9 @@
 stage that changes nothing and declares nothing, registered as a plugin),
 ``ours-copy`` (a built-in stage replaced by a copy of it, with the same
 declarations, under another name, registered as a plugin),
-``ours-redact`` (plus contrib/redact's plugin, from the source tree), ``nanobot``
+``ours-redact`` (plus contrib/redact's plugin, from the source tree),
+``ours-session`` (the built-in stages, the history read from a JSONL session before
+each call as the runner reads it: see ``_ours_session``), ``nanobot``
 (nanobot-ai 0.3.5, stateless: a new ``ContextGovernor`` per call). Any of ours
 with ``-state`` appended also asks for the result's state in the timed call.
 
@@ -60,24 +62,44 @@ Messages = list[dict[str, Any]]
 Governed = tuple[Messages, float, str | None]
 
 
-def _ours(which: str, window: int, workspace: Path) -> Any:
-    import nanobot_core as nc
+def _config(window: int, disabled: list[str] | None = None) -> Any:
+    """Our settings, as the reference measurements take them."""
     from nanobot_core.config import Config, GovernanceConfig
 
-    # "-state": the same side, asking for the result's state too (see ``ASKS_STATE``).
-    asks_state = which.endswith(ASKS_STATE)
-    which = which.removesuffix(ASKS_STATE)
-
-    config = Config(
+    return Config(
         governance=GovernanceConfig(
             context_window=window,
             max_output=MAX_OUTPUT,
             safety_margin=0,
             max_tool_result_chars=MAX_TOOL_RESULT_CHARS,
-            # ours-copy: the built-in is replaced by its copy under another name.
-            disabled=[COPIED] if which == "ours-copy" else [],
+            disabled=disabled or [],
         )
     )
+
+
+def _ours(which: str, window: int, workspace: Path) -> Any:
+    # "-state": the same side, asking for the result's state too (see ``ASKS_STATE``).
+    asks_state = which.endswith(ASKS_STATE)
+    governor = _governor(which.removesuffix(ASKS_STATE), window, workspace)
+
+    def govern(messages: Messages) -> Governed:
+        result = governor.govern(messages[1:], system=messages[0]["content"])
+        if asks_state:
+            _ = result.state
+        sent: Messages = [messages[0], *result.messages]
+        prefix = getattr(result, "prefix", None)  # older trees, measured for comparison
+        reason = prefix.reason if prefix is not None else None
+        return sent, (result.tokens / result.budget if result.budget else 0.0), reason
+
+    return govern
+
+
+def _governor(which: str, window: int, workspace: Path) -> Any:
+    """Our governor for the side `which`, built through the plugin manager."""
+    import nanobot_core as nc
+
+    # ours-copy: the built-in is replaced by its copy under another name.
+    config = _config(window, disabled=[COPIED] if which == "ours-copy" else [])
     manager = nc.PluginManager(config, workspace=workspace, autoload=False)
     if which == "ours-stage":
 
@@ -116,16 +138,43 @@ def _ours(which: str, window: int, workspace: Path) -> Any:
     }.get(which)
     if wanted and wanted not in names:
         raise SystemExit(f"{wanted} is not in the pipeline: {names}")
+    return governor
+
+
+def _ours_session(window: int, workspace: Path) -> Any:
+    """``ours``, as the runner calls it: the messages read from a JSONL session, the
+    governance record appended when the state moved.
+
+    Before each call, ``feed`` appends what the turn added to the session (untimed, as
+    nanobot-ai's side persists nothing); the timed call reads the session's messages,
+    governs them, and records the state when it moved, as ``Runner`` does before every
+    model call.
+    """
+    from nanobot_core.jsonl_store import JsonlSessionStore
+
+    governor = _governor("ours", window, workspace)
+    session = contextlib.ExitStack().enter_context(JsonlSessionStore(workspace).open("bench"))
+    fed = 1  # the system prompt is passed apart, as the runner passes it
+    recorded: Any = None
+
+    def feed(messages: Messages) -> None:
+        nonlocal fed
+        session.append_many([(message, None) for message in messages[fed:]])
+        fed = len(messages)
 
     def govern(messages: Messages) -> Governed:
-        result = governor.govern(messages[1:], system=messages[0]["content"])
-        if asks_state:
-            _ = result.state
+        nonlocal recorded
+        result = governor.govern(session.shared_history(), system=messages[0]["content"])
+        state = result.state
+        if (recorded is None and (state.start or state.steps_from or state.compacted)) or (
+            recorded is not None and recorded.moved(state)
+        ):
+            session.append({}, state.to_record()["_meta"])
+            recorded = state
         sent: Messages = [messages[0], *result.messages]
-        prefix = getattr(result, "prefix", None)  # older trees, measured for comparison
-        reason = prefix.reason if prefix is not None else None
-        return sent, (result.tokens / result.budget if result.budget else 0.0), reason
+        return sent, result.tokens / result.budget, result.prefix.reason
 
+    govern.feed = feed  # type: ignore[attr-defined]
     return govern
 
 
@@ -203,6 +252,8 @@ def main() -> None:
     def build(which: str = sides[0]) -> Any:
         if which == "nanobot":
             return _nanobot(args.window, workspace)
+        if which == "ours-session":
+            return _ours_session(args.window, workspace)
         return _ours(which, args.window, workspace)
 
     text = json.dumps(_history(args.messages, args.history))
@@ -229,7 +280,10 @@ def main() -> None:
         lost: dict[str, float] = {}  # cause -> the prefix share the calls lost to it
         caused: dict[str, int] = {}  # cause -> how many calls
         previous: list[str] | None = None
+        feed = getattr(govern, "feed", None)
         for end in _turn_ends(history):
+            if feed is not None:
+                feed(history[:end])
             started = time.perf_counter()
             sent, fill, reason = govern(history[:end])
             per_call.append(time.perf_counter() - started)
