@@ -178,6 +178,10 @@ class AnthropicProvider:
 
     name = "anthropic"
     accepts_prefix = True
+    #: It only reads the messages and tool definitions it is handed: the request is built
+    #: of new lists and dicts (what is unchanged shared, never altered), so the runner need
+    #: not copy the request for it.
+    leaves_input_unchanged = True
 
     def __init__(
         self,
