@@ -437,3 +437,31 @@ def test_a_message_holding_an_integer_too_long_to_write_is_named(server: FakeCha
         "sends no request: messages[2] cannot be encoded: an integer of more than 4300 digits"
     )
     assert not server.requests
+
+
+def test_the_message_that_cannot_be_encoded_is_named_not_an_earlier_deep_one(
+    server: FakeChatServer,
+) -> None:
+    """An encodable message past 100 levels is not blamed for a later one's long integer."""
+    deep = {"role": "user", "content": [{"type": "text", "text": "a", "meta": _nested(150)}]}
+    message = {"role": "user", "content": "hi", "meta": 10**5000}
+    with pytest.raises(ProviderError) as raised:
+        asyncio.run(_provider(server).complete([deep, *MESSAGES, message], TOOLS))
+    assert str(raised.value).endswith(
+        "sends no request: messages[3] cannot be encoded: an integer of more than 4300 digits"
+    )
+    assert not server.requests
+
+
+def test_a_deep_message_is_named_when_a_nan_elsewhere_has_the_body_walked(
+    server: FakeChatServer,
+) -> None:
+    """Each encodes alone, but a body walked for a NaN is refused: the deep message is named."""
+    deep = {"role": "user", "content": [{"type": "text", "text": "a", "meta": _nested(150)}]}
+    message = {"role": "user", "content": "hi", "meta": float("nan")}
+    with pytest.raises(ProviderError) as raised:
+        asyncio.run(_provider(server).complete([*MESSAGES, message, deep], TOOLS))
+    assert str(raised.value).endswith(
+        "sends no request: messages[3] nests 153 levels deep (a session line may nest 100)"
+    )
+    assert not server.requests
