@@ -124,6 +124,20 @@ def test_an_output_or_directory_under_a_link_loop_says_so(tmp_path: Path) -> Non
     assert taken.stderr.endswith("Error: loop already exists; choose another --directory\n")
 
 
+def test_an_input_file_that_is_a_link_loop_says_so(tmp_path: Path) -> None:
+    """The file govern and sessions import read, as a link loop, is exit 2 saying so."""
+    (tmp_path / "loop").symlink_to("loop")
+    loop = os.strerror(errno.ELOOP)
+    for command in (["govern", "loop"], ["sessions", "import", "loop"]):
+        result = _cli(*command, cwd=tmp_path)
+        assert result.returncode == 2, (command, result.stderr)
+        assert result.stderr.endswith(f"Error: cannot read loop: {loop}\n"), (
+            command,
+            result.stderr,
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop"]
+
+
 def _output_commands(folder: Path) -> tuple[list[str], ...]:
     """Every command with an --output option, ready for ``--output PATH``."""
     return (["govern", str(_history(folder))], ["sessions", "export"])
