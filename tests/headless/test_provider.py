@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from nanobot_core.errors import ProviderError
 from nanobot_core.kernel.records import core_version
-from nanobot_core.providers import OpenAIProvider, ProviderReply, RetryNotice, Usage
+from nanobot_core.providers import (
+    OpenAIProvider,
+    ProviderReply,
+    RetryNotice,
+    Usage,
+    request_content,
+)
 from nanobot_core.testing_http import LoopbackResponse, LoopbackServer
 from tests.headless.conftest import API_KEY, provider_config
 from tests.headless.fake_server import (
@@ -465,3 +471,26 @@ def test_a_deep_message_is_named_when_a_nan_elsewhere_has_the_body_walked(
         "sends no request: messages[3] nests 153 levels deep (a session line may nest 100)"
     )
     assert not server.requests
+
+
+def test_the_body_is_encoded_once_and_a_request_that_goes_out_walks_no_message(
+    server: FakeChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retried twice, the request is encoded once, and no message is looked through for faults."""
+    import nanobot_core.providers.openai as module
+
+    encoded: list[Any] = []
+    walked: list[Any] = []
+
+    def counting(body: Any) -> bytes:
+        encoded.append(body)
+        return request_content(body)
+
+    monkeypatch.setattr(module, "request_content", counting)
+    monkeypatch.setattr(module, "nesting_fault", walked.append)
+    server.add(error_reply(503, "overloaded"), error_reply(500, "oops"), text_reply("finally"))
+    reply = asyncio.run(_provider(server, max_retries=3).complete(MESSAGES, TOOLS))
+    assert reply.content == "finally"
+    assert len(server.requests) == 3
+    assert len(encoded) == 1 and walked == []
+    assert all(request.body == server.requests[0].body for request in server.requests)
