@@ -459,12 +459,13 @@ def test_the_message_that_cannot_be_encoded_is_named_not_an_earlier_deep_one(
     assert not server.requests
 
 
+@pytest.mark.parametrize("replaced", [float("nan"), "\ud800"])
 def test_a_deep_message_is_named_when_a_nan_elsewhere_has_the_body_walked(
-    server: FakeChatServer,
+    server: FakeChatServer, replaced: Any
 ) -> None:
-    """Each encodes alone, but a body walked for a NaN is refused: the deep message is named."""
+    """Each encodes alone, but a body walked for a NaN or a lone surrogate names the deep one."""
     deep = {"role": "user", "content": [{"type": "text", "text": "a", "meta": _nested(150)}]}
-    message = {"role": "user", "content": "hi", "meta": float("nan")}
+    message = {"role": "user", "content": "hi", "meta": replaced}
     with pytest.raises(ProviderError) as raised:
         asyncio.run(_provider(server).complete([*MESSAGES, message, deep], TOOLS))
     assert str(raised.value).endswith(
