@@ -108,8 +108,14 @@ def check_output_folder(output: str) -> None:
     if problem is not None:
         raise _output_error(f"the folder {folder} {problem}")
     try:
-        status = path.stat()  # through links, as the write goes
+        # Through links, as the write goes; the text as given, since Path drops a
+        # trailing slash, which asks for a folder (as in a shell redirection).
+        status = os.stat(output)
     except FileNotFoundError:
+        if output.endswith(("/", os.sep)):
+            raise _output_error(
+                f"{output} names a folder (it ends with a slash), and the output is a file"
+            ) from None
         # A new file, or a link to nothing, which the write creates the file of (as a
         # shell redirection does): that file's folder must be there.
         target = Path(os.path.realpath(path))

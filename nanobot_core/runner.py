@@ -700,7 +700,7 @@ class Runner:
         try:
             # A provider's SystemExit (or other BaseException) must not end the process.
             with plugin_code(self.provider_owner or f"provider {self._provider_name()!r}"):
-                if getattr(self.provider, "leaves_input_unchanged", False) is not True:
+                if not _leaves_input_unchanged(self.provider):
                     # Copies (every dict and list; strings are shared), costing what is sent:
                     # where governance left a message alone it hands back the session's own
                     # object, and what it made it keeps for the next call, so a provider
@@ -862,6 +862,17 @@ def provider_deadline(config: ProviderConfig) -> float | None:
     retries = max(config.max_retries, 0)
     deadline = config.timeout * (retries + 1) + config.retry_after_cap * retries
     return deadline + PROVIDER_DEADLINE_MARGIN if math.isfinite(deadline) else None
+
+
+def _leaves_input_unchanged(provider: object) -> bool:
+    """Whether `provider` declares ``leaves_input_unchanged = True`` itself: on its own
+    class or on the object, not inherited. A subclass of a provider that declares it (of
+    ``OpenAIProvider``, say) may change what the parent only read: it is handed copies
+    unless it declares it again."""
+    key = "leaves_input_unchanged"
+    own = getattr(provider, "__dict__", {})
+    declared = own[key] if key in own else vars(type(provider)).get(key)
+    return declared is True
 
 
 def _changed_at(governed: Governed) -> int | None:

@@ -149,7 +149,9 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
 
 
 @command.command("import")
-@click.argument("path", type=click.Path(dir_okay=False, exists=True))
+# A plain click.Path: exists=True would call a symbolic link loop missing; opening the
+# file below says what is wrong with it ("cannot read PATH: REASON"), as govern does.
+@click.argument("path", type=click.Path())
 @workspace_option("Workspace directory.")
 @click.pass_context
 def import_(ctx: click.Context, path: str, workspace: str | None) -> None:

@@ -155,7 +155,8 @@ class Provider(Protocol):
     reads it, as the built-in ``openai`` provider does) may set the class attribute
     ``leaves_input_unchanged = True`` to be handed the runner's own, and spare a
     copy of the request on every call: the session's messages, which every later
-    request is made from.
+    request is made from. It is not inherited: a subclass (of ``OpenAIProvider``,
+    say) is handed copies unless its own class declares it again.
     """
 
     name: str

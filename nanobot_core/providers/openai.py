@@ -212,19 +212,25 @@ def _unsendable(messages: Sequence[Any], tools: Sequence[Any]) -> str | None:
     Only called once encoding failed, so that a request that goes out costs no walk of
     its messages: the encoder walks a body, and refuses nesting past `MAX_DEPTH` or a
     value holding itself, only when JSON cannot encode it as it is.
+
+    First the value that cannot be encoded on its own (nested too deep, holding itself,
+    an integer too long to write): a message past `MAX_DEPTH` that JSON encodes is not
+    to blame for another's integer. Then, when each can be on its own (the body was
+    walked for another reason, a NaN), the one nested past `MAX_DEPTH`.
     """
     parts = (("messages", messages), ("tools", tools))
     for place, values in parts:
         for index, value in enumerate(values):
-            why = nesting_fault(value)
-            if why is not None:
-                return f"{place}[{index}] {why}"
-    for place, values in parts:  # the encoder's other limit: an integer too long to write
-        for index, value in enumerate(values):
             try:
                 request_content(value)
             except JSONLimitError as exc:
-                return f"{place}[{index}] cannot be encoded: {exc}"
+                why = nesting_fault(value) or f"cannot be encoded: {exc}"
+                return f"{place}[{index}] {why}"
+    for place, values in parts:
+        for index, value in enumerate(values):
+            fault = nesting_fault(value)
+            if fault is not None:
+                return f"{place}[{index}] {fault}"
     return None
 
 

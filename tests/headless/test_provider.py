@@ -15,7 +15,13 @@ from hypothesis import strategies as st
 
 from nanobot_core.errors import ProviderError
 from nanobot_core.kernel.records import core_version
-from nanobot_core.providers import OpenAIProvider, ProviderReply, RetryNotice, Usage
+from nanobot_core.providers import (
+    OpenAIProvider,
+    ProviderReply,
+    RetryNotice,
+    Usage,
+    request_content,
+)
 from nanobot_core.testing_http import LoopbackResponse, LoopbackServer
 from tests.headless.conftest import API_KEY, provider_config
 from tests.headless.fake_server import (
@@ -437,3 +443,55 @@ def test_a_message_holding_an_integer_too_long_to_write_is_named(server: FakeCha
         "sends no request: messages[2] cannot be encoded: an integer of more than 4300 digits"
     )
     assert not server.requests
+
+
+def test_the_message_that_cannot_be_encoded_is_named_not_an_earlier_deep_one(
+    server: FakeChatServer,
+) -> None:
+    """An encodable message past 100 levels is not blamed for a later one's long integer."""
+    deep = {"role": "user", "content": [{"type": "text", "text": "a", "meta": _nested(150)}]}
+    message = {"role": "user", "content": "hi", "meta": 10**5000}
+    with pytest.raises(ProviderError) as raised:
+        asyncio.run(_provider(server).complete([deep, *MESSAGES, message], TOOLS))
+    assert str(raised.value).endswith(
+        "sends no request: messages[3] cannot be encoded: an integer of more than 4300 digits"
+    )
+    assert not server.requests
+
+
+@pytest.mark.parametrize("replaced", [float("nan"), "\ud800"])
+def test_a_deep_message_is_named_when_a_nan_elsewhere_has_the_body_walked(
+    server: FakeChatServer, replaced: Any
+) -> None:
+    """Each encodes alone, but a body walked for a NaN or a lone surrogate names the deep one."""
+    deep = {"role": "user", "content": [{"type": "text", "text": "a", "meta": _nested(150)}]}
+    message = {"role": "user", "content": "hi", "meta": replaced}
+    with pytest.raises(ProviderError) as raised:
+        asyncio.run(_provider(server).complete([*MESSAGES, message, deep], TOOLS))
+    assert str(raised.value).endswith(
+        "sends no request: messages[3] nests 153 levels deep (a session line may nest 100)"
+    )
+    assert not server.requests
+
+
+def test_the_body_is_encoded_once_and_a_request_that_goes_out_walks_no_message(
+    server: FakeChatServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Retried twice, the request is encoded once, and no message is looked through for faults."""
+    import nanobot_core.providers.openai as module
+
+    encoded: list[Any] = []
+    walked: list[Any] = []
+
+    def counting(body: Any) -> bytes:
+        encoded.append(body)
+        return request_content(body)
+
+    monkeypatch.setattr(module, "request_content", counting)
+    monkeypatch.setattr(module, "nesting_fault", walked.append)
+    server.add(error_reply(503, "overloaded"), error_reply(500, "oops"), text_reply("finally"))
+    reply = asyncio.run(_provider(server, max_retries=3).complete(MESSAGES, TOOLS))
+    assert reply.content == "finally"
+    assert len(server.requests) == 3
+    assert len(encoded) == 1 and walked == []
+    assert all(request.body == server.requests[0].body for request in server.requests)

@@ -197,3 +197,38 @@ def test_the_built_in_provider_leaves_what_it_is_handed_unchanged(
     server.add(text_reply("ok"))
     asyncio.run(OpenAIProvider(provider_config(server.base_url)).complete(messages, tools))
     assert (messages, tools) == expected
+
+
+class _EditingSubclass(OpenAIProvider):
+    """A subclass of the built-in provider that edits what it was handed once it is sent."""
+
+    name = "editing-subclass"
+
+    def __init__(self, config: ProviderConfig, progress: Any = None) -> None:
+        super().__init__(config, progress=progress)
+
+    async def complete(
+        self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]]
+    ) -> ProviderReply:
+        reply = await super().complete(messages, tools)
+        for message in messages:
+            assert isinstance(message, dict)
+            message["content"] = MUTATED
+        return reply
+
+
+def test_a_subclass_of_a_declaring_provider_is_handed_copies_unless_it_declares_it_too(
+    harness: Harness, server: FakeChatServer
+) -> None:
+    """The declaration is not inherited: a subclass's edits reach no later request."""
+    server.add(
+        tool_call_reply([("r1", "read_file", '{"path": "notes.txt"}')]),
+        text_reply("done"),
+    )
+    plugin = _ProviderPlugin(_EditingSubclass)  # type: ignore[arg-type]
+    _turn(harness, plugin, "read it")
+    bodies = server.bodies()
+    assert len(bodies) == 2
+    assert bodies[1]["messages"][: len(bodies[0]["messages"])] == bodies[0]["messages"]
+    assert MUTATED not in json.dumps(bodies)
+    assert MUTATED not in json.dumps(_session_records(harness.workspace, "default"))

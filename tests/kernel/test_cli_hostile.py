@@ -124,6 +124,20 @@ def test_an_output_or_directory_under_a_link_loop_says_so(tmp_path: Path) -> Non
     assert taken.stderr.endswith("Error: loop already exists; choose another --directory\n")
 
 
+def test_an_input_file_that_is_a_link_loop_says_so(tmp_path: Path) -> None:
+    """The file govern and sessions import read, as a link loop, is exit 2 saying so."""
+    (tmp_path / "loop").symlink_to("loop")
+    loop = os.strerror(errno.ELOOP)
+    for command in (["govern", "loop"], ["sessions", "import", "loop"]):
+        result = _cli(*command, cwd=tmp_path)
+        assert result.returncode == 2, (command, result.stderr)
+        assert result.stderr.endswith(f"Error: cannot read loop: {loop}\n"), (
+            command,
+            result.stderr,
+        )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["loop"]
+
+
 def _output_commands(folder: Path) -> tuple[list[str], ...]:
     """Every command with an --output option, ready for ``--output PATH``."""
     return (["govern", str(_history(folder))], ["sessions", "export"])
@@ -197,6 +211,26 @@ def test_an_output_that_is_a_directory_says_so(tmp_path: Path) -> None:
             assert result.stdout == ""
     assert sorted(p.name for p in tmp_path.iterdir()) == ["adir", "history.jsonl", "to-dir"]
     assert list((tmp_path / "adir").iterdir()) == []
+
+
+def test_an_output_ending_with_a_slash_is_never_written_as_a_file(tmp_path: Path) -> None:
+    """--output FILE/ or NEW/ names a folder: exit 2 before any work, FILE kept, NEW not made."""
+    (tmp_path / "a-file").write_bytes(b"old\n")
+    expected = {
+        "a-file/": f"a-file/ cannot be used: {os.strerror(errno.ENOTDIR)}",
+        "new/": "new/ names a folder (it ends with a slash), and the output is a file",
+    }
+    for command in _output_commands(tmp_path):
+        for output, problem in expected.items():
+            result = _cli(*command, "--output", output, cwd=tmp_path)
+            assert result.returncode == 2, (command, result.stderr)
+            assert result.stderr.endswith(f"Error: Invalid value for '--output': {problem}\n"), (
+                command,
+                result.stderr,
+            )
+            assert result.stdout == ""
+    assert (tmp_path / "a-file").read_bytes() == b"old\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file", "history.jsonl"]
 
 
 # A regular file that nobody may write, root included: the kernel checks the mode

@@ -106,8 +106,8 @@ def _tool_fault(tool: Any) -> str | None:
     """Why JSON cannot encode the tool definition `tool`, or None when it can."""
     try:
         json.dumps(tool, ensure_ascii=False)
-    except ValueError:  # the only one the encoder raises with these options: a cycle
-        return "holds a dict or list that contains itself (no JSON can)"
+    except ValueError as exc:  # a cycle, or an integer too long to write
+        return nesting_fault(tool) or f"cannot be encoded as JSON: {exc}"
     except RecursionError:
         return "nests too deep to be encoded as JSON"
     except TypeError:

@@ -690,6 +690,29 @@ def test_a_tool_definition_json_cannot_encode_is_refused_naming_it(
     assert not server.requests
 
 
+def _complete_with(provider: AnthropicProvider, tools: list[dict[str, Any]]) -> ProviderReply:
+    return asyncio.run(provider.complete([{"role": "user", "content": "hi"}], tools))
+
+
+def test_a_tool_definition_json_cannot_encode_is_refused_with_the_encoders_reason(
+    server: MessagesServer,
+) -> None:
+    """A schema holding a 5,000-digit integer is named with that reason, not as a cycle."""
+    looped: dict[str, Any] = {"type": "object"}
+    looped["properties"] = {"a": looped}
+    huge = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 10**5000}}}
+    expected = {
+        "huge": "tools[1] cannot be encoded as JSON: Exceeds the limit (4300 digits)",
+        "looped": "tools[1] holds a dict or list that contains itself (no JSON can)",
+    }
+    for name, schema in (("huge", huge), ("looped", looped)):
+        tool = {"type": "function", "function": {"name": name, "parameters": schema}}
+        with pytest.raises(ProviderError) as raised:
+            _complete_with(_provider(server), [*TOOLS, tool])
+        assert f"sends no request: {expected[name]}" in str(raised.value), name
+    assert not server.requests
+
+
 def test_a_tool_schema_deeper_than_a_message_may_be_is_still_sent(server: MessagesServer) -> None:
     """A schema past 100 levels that the core compiles and JSON encodes is sent as it is."""
     schema: dict[str, Any] = {"type": "string"}
