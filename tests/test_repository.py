@@ -60,3 +60,12 @@ def test_every_data_set_has_its_provenance_beside_it() -> None:
         source = (folder / "SOURCE.md").read_text(encoding="utf-8")
         assert "Origin" in source or "origin" in source, folder.name
         assert re.search(r"licen[cs]e", source, re.IGNORECASE), folder.name
+
+
+def test_the_unreleased_changelog_has_each_kind_of_change_once() -> None:
+    """The Unreleased part of CHANGELOG.md has one heading per kind of change."""
+    text = (REPO_ROOT / "CHANGELOG.md").read_text(encoding="utf-8")
+    unreleased = text.split("## Unreleased\n", 1)[1].split("\n## ", 1)[0]
+    headings = re.findall(r"^### (.+)$", unreleased, flags=re.MULTILINE)
+    assert headings, "no headings under Unreleased"
+    assert sorted(headings) == sorted(set(headings)), headings
