@@ -90,7 +90,11 @@ def test_init_reports_written_then_kept_files(tmp_path: Path) -> None:
 
 
 def test_init_fails_cleanly_when_the_workspace_cannot_be_created(tmp_path: Path) -> None:
-    """A workspace under a regular file cannot be created: exit code 1, nothing raised."""
+    """A workspace under a regular file cannot be created: exit 2 naming the option."""
     (tmp_path / "file").write_text("")
-    code, _ = _run("init", "--workspace", str(tmp_path / "file" / "ws"))
-    assert code == 1
+    result = CliRunner().invoke(cli, ["init", "--workspace", str(tmp_path / "file" / "ws")])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert "'--workspace'" in result.stderr
+    assert "Not a directory" in result.stderr
+    assert (tmp_path / "file").read_text() == ""
