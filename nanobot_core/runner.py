@@ -484,7 +484,9 @@ class Runner:
         Whatever a bad config fails (the provider, its base URL, a stage's options)
         fails here, so a caller can check it all before it opens (and so creates)
         the session. Call the result once: its parts, the governor among them,
-        are one runner's.
+        are one runner's (a governor remembers one session's history from call to
+        call). A second call raises RuntimeError, building nothing: call
+        `prepare_from_plugins` again for another session, or another runner.
         """
         config = pm.config
         name = provider_name or config.provider.name
@@ -512,8 +514,15 @@ class Runner:
         governor = pm.governor()
         prompt_builder = pm.prompt_builder()
         deadline = provider_deadline(config.provider)
+        unused = threading.Lock()  # taken by the one call of `build`, never given back
 
         def build(session: SessionLike) -> Runner:
+            if not unused.acquire(blocking=False):
+                raise RuntimeError(
+                    "the build function of Runner.prepare_from_plugins was called already: "
+                    "its parts (the governor among them) belong to one runner of one session; "
+                    "call prepare_from_plugins again for another session"
+                )
             return cls(
                 provider,
                 registry,
