@@ -894,15 +894,30 @@ def _changed_at(governed: Governed) -> int | None:
 
 
 def _restore_governance(governor: Any, session: Any) -> GovernanceState | None:
-    """Hand the governor the newest governance record of the session, if any."""
+    """Hand the governor the newest governance record of the session, if any.
+
+    Found with the session's ``newest_record`` when it has one (a `Session` does:
+    only that record is copied), else among its ``records``.
+    """
     restore = getattr(governor, "restore", None)
-    records = getattr(session, "records", None)
-    if not callable(restore) or not isinstance(records, list):
+    if not callable(restore):
         return None
-    state = latest_state(records)
+    newest = getattr(session, "newest_record", None)
+    if callable(newest):
+        record = newest(_is_governance_record)
+        state = GovernanceState.from_record(record) if record is not None else None
+    else:
+        records = getattr(session, "records", None)
+        if not isinstance(records, list):
+            return None
+        state = latest_state(records)
     if state is not None:
         restore(state)
     return state
+
+
+def _is_governance_record(record: Mapping[str, Any]) -> bool:
+    return GovernanceState.from_record(record) is not None
 
 
 def _with_system(system: str, governed: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
