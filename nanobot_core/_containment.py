@@ -50,6 +50,7 @@ __all__ = [
     "interrupt_on_sigint",
     "passes_through",
     "plugin_code",
+    "stdout_failed",
 ]
 
 log = get_logger(__name__)
@@ -107,7 +108,8 @@ class StdoutError(OSError):
     """
 
 
-def _stdout_failed(exc: OSError) -> OSError:
+def stdout_failed(exc: OSError) -> OSError:
+    """`exc`, from a write to stdout, as the CLI reports it: a `StdoutError`, or as it is."""
     if exc.errno == errno.EPIPE or isinstance(exc, StdoutError):
         return exc  # click ends a command whose reader went away quietly, exit 1
     return StdoutError(exc.errno, exc.strerror or str(exc))
@@ -130,7 +132,7 @@ class _Stdout:
             try:
                 written: int = self._real.write(text)
             except OSError as exc:
-                raise _stdout_failed(exc) from None
+                raise stdout_failed(exc) from None
             return written
         printed.add(text)
         return len(text)
@@ -139,7 +141,7 @@ class _Stdout:
         try:
             self._real.flush()
         except OSError as exc:
-            raise _stdout_failed(exc) from None
+            raise stdout_failed(exc) from None
 
     def __getattr__(self, name: str) -> Any:  # encoding, buffer, fileno, isatty...
         return getattr(self._real, name)

@@ -14,7 +14,7 @@ import importlib
 import os
 import stat
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_INPUT_BYTES",
+    "STDOUT_OUTPUT",
     "CliState",
     "check_output_folder",
     "directory_problem",
@@ -35,6 +36,7 @@ __all__ = [
     "read_bounded",
     "read_stdin_text",
     "workspace_option",
+    "write_output",
 ]
 
 EXIT_OK = 0
@@ -79,8 +81,15 @@ def workspace_option(
 _VALUE_OPTIONS = {"--config", "--log-format", "--log-level"}
 
 
+#: The ``--output`` that means standard output, as ``-`` means stdin for an input.
+STDOUT_OUTPUT = "-"
+
+
 def output_option(help: str, *, short: bool = False, required: bool = False) -> Callable[[_F], _F]:
-    """The ``--output`` option of every command writing a file; `check_output_folder` checks it."""
+    """The ``--output`` option of every command writing a file; `check_output_folder` checks it.
+
+    ``-`` is standard output (`write_output` writes there): say so in `help`.
+    """
     # A plain click.Path: dir_okay=False and writable=True would refuse in click's own
     # words ("File 'x' is a directory.", "... is not writable."), and only some of
     # what cannot be written; check_output_folder says all of it, the same everywhere.
@@ -101,7 +110,10 @@ def check_output_folder(output: str) -> None:
     refused, and so is a file that is not writable. A regular file (or a new one)
     is replaced by a new file made beside it, so the folder it is in, the one its
     link points into, must be writable; a device or a pipe is written into.
+    ``-`` (standard output) is always accepted.
     """
+    if output == STDOUT_OUTPUT:
+        return
     path = Path(output)
     folder = path.parent
     problem = directory_problem(folder)
@@ -148,6 +160,47 @@ def check_output_folder(output: str) -> None:
 
 def _output_error(message: str) -> click.BadParameter:
     return click.BadParameter(message, param_hint="'--output'")
+
+
+# Internal: click's way to print an error and exit, as `sessions`' _InputError; not
+# public, so outside the error tree.
+class _OutputError(click.ClickException):
+    """An ``--output`` that passed `check_output_folder` could not be written (exit 1).
+
+    The system failed (a full disk, a folder removed since the check), not the
+    command line: printed as ``Error: cannot write --output PATH: REASON``.
+    """
+
+    exit_code = EXIT_FAILED
+
+
+def write_output(output: str, values: Iterable[Any]) -> None:
+    """Write `values` as JSON lines to ``--output``: standard output for ``-``, else the file.
+
+    A file is replaced atomically (`nanobot_core._atomic`), after `check_output_folder`
+    accepted it; a failure then raises `_OutputError` (exit 1). Standard output is
+    written as the command's other output is: a failure there is the CLI's
+    ``cannot write to stdout`` (exit 1).
+    """
+    from nanobot_core.governance.history_file import write_jsonl_atomic
+
+    if output != STDOUT_OUTPUT:
+        try:
+            write_jsonl_atomic(Path(output), values)
+        except OSError as exc:
+            raise _OutputError(f"cannot write --output {output}: {_reason(exc)}") from None
+        return
+    from nanobot_core._containment import stdout_failed
+    from nanobot_core._jsonl import encode_lines
+
+    try:
+        sys.stdout.flush()  # what was printed before goes first
+        stream = sys.stdout.buffer
+        for line in encode_lines(values):
+            stream.write(line)
+        stream.flush()
+    except OSError as exc:
+        raise stdout_failed(exc) from None
 
 
 def directory_problem(path: Path, *, create: bool = False) -> str | None:

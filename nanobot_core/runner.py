@@ -484,7 +484,9 @@ class Runner:
         Whatever a bad config fails (the provider, its base URL, a stage's options)
         fails here, so a caller can check it all before it opens (and so creates)
         the session. Call the result once: its parts, the governor among them,
-        are one runner's.
+        are one runner's (a governor remembers one session's history from call to
+        call). A second call raises RuntimeError, building nothing: call
+        `prepare_from_plugins` again for another session, or another runner.
         """
         config = pm.config
         name = provider_name or config.provider.name
@@ -512,8 +514,15 @@ class Runner:
         governor = pm.governor()
         prompt_builder = pm.prompt_builder()
         deadline = provider_deadline(config.provider)
+        unused = threading.Lock()  # taken by the one call of `build`, never given back
 
         def build(session: SessionLike) -> Runner:
+            if not unused.acquire(blocking=False):
+                raise RuntimeError(
+                    "the build function of Runner.prepare_from_plugins was called already: "
+                    "its parts (the governor among them) belong to one runner of one session; "
+                    "call prepare_from_plugins again for another session"
+                )
             return cls(
                 provider,
                 registry,
@@ -885,15 +894,30 @@ def _changed_at(governed: Governed) -> int | None:
 
 
 def _restore_governance(governor: Any, session: Any) -> GovernanceState | None:
-    """Hand the governor the newest governance record of the session, if any."""
+    """Hand the governor the newest governance record of the session, if any.
+
+    Found with the session's ``newest_record`` when it has one (a `Session` does:
+    only that record is copied), else among its ``records``.
+    """
     restore = getattr(governor, "restore", None)
-    records = getattr(session, "records", None)
-    if not callable(restore) or not isinstance(records, list):
+    if not callable(restore):
         return None
-    state = latest_state(records)
+    newest = getattr(session, "newest_record", None)
+    if callable(newest):
+        record = newest(_is_governance_record)
+        state = GovernanceState.from_record(record) if record is not None else None
+    else:
+        records = getattr(session, "records", None)
+        if not isinstance(records, list):
+            return None
+        state = latest_state(records)
     if state is not None:
         restore(state)
     return state
+
+
+def _is_governance_record(record: Mapping[str, Any]) -> bool:
+    return GovernanceState.from_record(record) is not None
 
 
 def _with_system(system: str, governed: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

@@ -349,6 +349,19 @@ class Session:
         """Every loaded line, ``_meta`` included (copies)."""
         return copy.deepcopy(self._records)
 
+    def newest_record(self, match: Callable[[Mapping[str, Any]], bool]) -> dict[str, Any] | None:
+        """A copy of the newest line `match` accepts, ``_meta`` included; None when none does.
+
+        The lines are looked at newest first, as they are (`match` must not change
+        them), and only the one found is copied: what the runner restores the
+        governance record with, where `records` would copy the whole session.
+        """
+        for record in reversed(self._records):
+            if match(record):
+                found: dict[str, Any] = copy.deepcopy(record)
+                return found
+        return None
+
     def history(self) -> list[dict[str, Any]]:
         """The messages in order, without ``_meta``: what governance and the model may see.
 

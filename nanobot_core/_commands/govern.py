@@ -2,10 +2,12 @@
 
 The input (a JSONL file, a JSON array file, or ``-`` for stdin) is never
 written. The budget counts the tool definitions of the installed tools; the
-governed messages go to ``--output`` (JSONL, written atomically) and/or to
-stdout with ``--json``. Exit 0 once governed (even when lines were left out),
-2 when the input cannot be read or does not parse (the message names the
-line and column), or an option is wrong (a missing --workspace or --output folder).
+governed messages go to ``--output`` (JSONL, written atomically; ``-`` for
+stdout, the summary then going to stderr) and/or to stdout with ``--json``.
+Exit 0 once governed (even when lines were left out), 1 when ``--output``
+cannot be written after the work (a full disk), 2 when the input cannot be
+read or does not parse (the message names the line and column), or an option
+is wrong (a missing --workspace or --output folder).
 """
 
 from __future__ import annotations
@@ -18,11 +20,13 @@ import click
 
 from nanobot_core.cli import (
     EXIT_USAGE,
+    STDOUT_OUTPUT,
     check_output_folder,
     get_state,
     output_option,
     read_bounded,
     workspace_option,
+    write_output,
 )
 
 # Detail lines shown per stage in the readable summary (--json has them all).
@@ -42,7 +46,7 @@ def _read_input(session: str) -> bytes:
 
 
 def _same_file(output: Path, session: str) -> bool:
-    if session == "-":
+    if session == "-" or str(output) == STDOUT_OUTPUT:
         return False
     try:  # an --output that cannot be looked at is no input file: writing it reports why
         return output.exists() and output.samefile(session)
@@ -61,23 +65,26 @@ def _load_entry(problems: list[str], count: int, shape: str) -> dict[str, Any]:
     }
 
 
-def _echo_summary(report: list[dict[str, Any]], before: int, result: Any, source: str) -> None:
+def _echo_summary(
+    report: list[dict[str, Any]], before: int, result: Any, source: str, *, err: bool = False
+) -> None:
     width = max(len(entry["stage"]) for entry in report)
     for entry in report:
         state = "changed" if entry["changed"] else "unchanged"
         tokens = ""
         if entry["changed"] and entry["tokens_before"] is not None:
             tokens = f"  tokens {entry['tokens_before']} -> {entry['tokens_after']}"
-        click.echo(f"{entry['stage']:<{width}}  {state}{tokens}")
+        click.echo(f"{entry['stage']:<{width}}  {state}{tokens}", err=err)
         details = entry["details"]
         for line in details[:SHOWN_DETAILS]:
-            click.echo(f"    - {line}")
+            click.echo(f"    - {line}", err=err)
         if len(details) > SHOWN_DETAILS:
-            click.echo(f"    ... and {len(details) - SHOWN_DETAILS} more (see --json)")
+            click.echo(f"    ... and {len(details) - SHOWN_DETAILS} more (see --json)", err=err)
     verdict = "fits" if result.fits else "does NOT fit"
     click.echo(
         f"{source}: {before} -> {len(result.messages)} messages; the request takes "
-        f"{result.tokens} of {result.budget} tokens ({verdict})"
+        f"{result.tokens} of {result.budget} tokens ({verdict})",
+        err=err,
     )
 
 
@@ -93,7 +100,7 @@ def _echo_summary(report: list[dict[str, Any]], before: int, result: Any, source
 @workspace_option(
     "Workspace for the offload cache and the installed tools (must exist; default: cwd)."
 )
-@output_option("Write the governed messages here as JSONL (atomically).")
+@output_option("Write the governed messages here as JSONL (atomically; - for stdout).")
 @click.option("--json", "as_json", is_flag=True, help="Print {messages, report, ...} as JSON.")
 def command(
     session: str,
@@ -109,12 +116,13 @@ def command(
     Prints what every stage did. The input is never written; offloaded tool
     results go to <workspace>/.nanobot/cache/tool-results/.
     """
-    from nanobot_core.governance.history_file import (
-        HistoryFormatError,
-        parse_history,
-        write_jsonl_atomic,
-    )
+    from nanobot_core.governance.history_file import HistoryFormatError, parse_history
 
+    to_stdout = output == STDOUT_OUTPUT
+    if to_stdout and as_json:
+        raise click.UsageError(
+            "--output - and --json both write to stdout: give --output a file, or drop one"
+        )
     if output is not None:
         check_output_folder(output)
         if _same_file(Path(output), session):
@@ -142,11 +150,7 @@ def command(
     load = _load_entry(loaded.problems(), len(loaded.messages), loaded.shape)
     report = [load, *result.report.to_json()]
     if output is not None:
-        try:
-            write_jsonl_atomic(Path(output), result.messages)
-        except OSError as exc:
-            click.echo(f"Error: cannot write --output {output}: {exc.strerror or exc}", err=True)
-            raise click.exceptions.Exit(EXIT_USAGE) from None
+        write_output(output, result.messages)
     if not result.fits:
         from nanobot_core.runner import RequestTooLarge
 
@@ -163,8 +167,10 @@ def command(
             }
         )
         return
-    _echo_summary(report, len(loaded.messages), result, source)
-    if output is not None:
+    _echo_summary(report, len(loaded.messages), result, source, err=to_stdout)
+    if to_stdout:
+        click.echo("governed messages written to stdout", err=True)
+    elif output is not None:
         click.echo(f"governed messages written to {output}")
     else:
         click.echo("use --output PATH or --json to get the governed messages")

@@ -4,10 +4,11 @@ The store is the one ``[sessions] store`` names (default ``jsonl``, the files
 of the workspace). Listing, ``show`` and ``export`` only read: no lease is
 taken and nothing is healed, so they are safe to run while ``run`` writes.
 Lines that cannot be loaded are reported on stderr (and under ``problems``
-with ``--json``). ``sessions export [NAME...] --output PATH`` and
-``sessions import PATH`` move sessions between stores, byte for byte.
-Exit codes: 0 ok, 1 import refused (a session exists) or a store failed,
-2 an invalid or unknown session name, or a file that is not an export.
+with ``--json``). ``sessions export [NAME...] --output PATH`` (``-`` for
+stdout) and ``sessions import PATH`` move sessions between stores, byte for byte.
+Exit codes: 0 ok, 1 import refused (a session exists), a store failed or the
+export could not be written, 2 an invalid or unknown session name, or a file
+that is not an export.
 """
 
 from __future__ import annotations
@@ -19,11 +20,13 @@ import click
 
 from nanobot_core.cli import (
     EXIT_USAGE,
+    STDOUT_OUTPUT,
     check_output_folder,
     get_state,
     output_option,
     read_bounded,
     workspace_option,
+    write_output,
 )
 
 if TYPE_CHECKING:
@@ -113,15 +116,15 @@ def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) ->
 
 @command.command("export")
 @click.argument("names", nargs=-1)
-@output_option("The export file to write (replaced atomically).", short=True, required=True)
+@output_option(
+    "The export file to write (replaced atomically; - for stdout).", short=True, required=True
+)
 @workspace_option("Workspace directory.")
 @click.pass_context
 def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: str | None) -> None:
     """Write sessions NAME... (default: all) of the store to an export file."""
-    from pathlib import Path
-
     from nanobot_core.errors import SessionError, SessionNotFoundError
-    from nanobot_core.session_transfer import export_sessions
+    from nanobot_core.session_transfer import collect_sessions, export_lines
     from nanobot_core.sessions import closing_store, validate_session_name
 
     state = get_state()
@@ -135,9 +138,10 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
     store = _store(root)
     try:
         with closing_store(store):
-            sessions, problems = export_sessions(store, names, Path(output))
+            sessions, problems = collect_sessions(store, names)
     except SessionNotFoundError as exc:  # bad input; any other SessionError is a store failure
         raise _InputError(str(exc)) from None
+    write_output(output, export_lines(sessions))
     for name, problem in problems:
         click.echo(
             f"warning: session {name!r} line {problem.line}: {problem.kind} line not exported: "
@@ -145,7 +149,8 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
             err=True,
         )
     lines = sum(len(s.lines) for s in sessions)
-    click.echo(f"exported {len(sessions)} session(s), {lines} line(s) to {output}", err=True)
+    where = "stdout" if output == STDOUT_OUTPUT else output
+    click.echo(f"exported {len(sessions)} session(s), {lines} line(s) to {where}", err=True)
 
 
 @command.command("import")

@@ -430,6 +430,22 @@ def test_unknown_provider_is_a_config_error(harness: Harness) -> None:
         Runner.from_plugins(harness.manager(), "nope", session=opened)
 
 
+def test_the_build_of_prepare_from_plugins_makes_one_runner_only(harness: Harness) -> None:
+    """A second call of `build` raises RuntimeError: its governor is one session's."""
+    build = Runner.prepare_from_plugins(harness.manager())
+    with harness.open("first") as first:
+        runner = build(first)
+    with (
+        harness.open("second") as second,
+        pytest.raises(RuntimeError, match="call prepare_from_plugins again for another session"),
+    ):
+        build(second)
+    assert runner.session is first
+    again = Runner.prepare_from_plugins(harness.manager())
+    with harness.open("second") as second:
+        assert again(second).governor is not runner.governor
+
+
 class _BrokenProvider:
     """A provider whose constructor or reply raises what a buggy plugin would."""
 

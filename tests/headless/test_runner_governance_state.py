@@ -9,6 +9,10 @@ from typing import Any
 
 import pytest
 
+from nanobot_core.governance.continuity import GovernanceState, latest_state
+from nanobot_core.jsonl_store import JsonlSessionStore
+from nanobot_core.runner import Runner
+from nanobot_core.sessions import Session
 from tests.headless.fake_server import FakeChatServer, text_reply
 from tests.headless.test_runner import Harness, _session_records
 
@@ -57,3 +61,81 @@ def test_a_session_without_cuts_gets_no_record(runs: Harness, server: FakeChatSe
     runs.turn("first")
     runs.turn("second")
     assert _records(_session_records(runs.workspace, "default")) == []
+
+
+class _Restoring:
+    """A governor that only remembers the states it was restored with."""
+
+    def __init__(self) -> None:
+        self.restored: list[GovernanceState] = []
+
+    def restore(self, state: GovernanceState) -> None:
+        self.restored.append(state)
+
+
+def _runner_over(session: Any, governor: _Restoring) -> Runner:
+    """A runner whose only part that matters is the governor: what it restores when built."""
+    unused: Any = None
+    return Runner(unused, unused, unused, governor, unused, session)
+
+
+def _session_with_states(path: Path, states: list[GovernanceState]) -> Session:
+    """A session of messages with a governance record after each one, newest last."""
+    with JsonlSessionStore(path).open("resumed") as session:
+        for index, state in enumerate(states):
+            session.append({"role": "user", "content": f"question {index}"}, {"round": 1})
+            session.append_records([state.to_record(), {"_meta": {"kind": "usage"}}])
+        session.append_records([{"_meta": {"kind": "governance", "start": -1}}])  # not valid
+    return JsonlSessionStore(path).open("resumed")
+
+
+def test_newest_record_copies_the_newest_line_it_matches_and_nothing_else(
+    tmp_path: Path,
+) -> None:
+    """`Session.newest_record` gives a copy of the newest matching line, or None."""
+    states = [GovernanceState(start=1, length=3), GovernanceState(start=2, length=5)]
+    with _session_with_states(tmp_path, states) as session:
+        found = session.newest_record(lambda r: GovernanceState.from_record(r) is not None)
+        assert found == states[-1].to_record()
+        assert found is not None
+        found["_meta"]["start"] = 99
+        assert session.newest_record(lambda r: "_meta" in r) == {
+            "_meta": {"kind": "governance", "start": -1}
+        }
+        assert session.newest_record(lambda r: r.get("role") == "assistant") is None
+        assert latest_state(session.records) == states[-1]
+
+
+def test_a_resumed_session_restores_its_newest_state_without_copying_every_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A new runner restores the newest valid governance state, and never reads `records`."""
+    states = [GovernanceState(start=1, length=3), GovernanceState(start=2, steps_from=3, length=6)]
+    with _session_with_states(tmp_path, states) as session:
+        expected = latest_state(session.records)
+
+        def every_line(self: Session) -> list[dict[str, Any]]:
+            raise AssertionError("the whole session was copied")
+
+        monkeypatch.setattr(Session, "records", property(every_line))
+        governor = _Restoring()
+        _runner_over(session, governor)
+    assert expected == states[-1]
+    assert governor.restored == [expected]
+
+
+def test_a_session_object_with_records_only_is_restored_from_them(tmp_path: Path) -> None:
+    """A duck-typed session without `newest_record` is restored from its `records`."""
+    states = [GovernanceState(start=1, length=3), GovernanceState(start=2, length=5)]
+    with _session_with_states(tmp_path, states) as opened:
+        records = opened.records
+
+    class RecordsOnly:
+        name = "records-only"
+
+        def __init__(self) -> None:
+            self.records = records
+
+    governor = _Restoring()
+    _runner_over(RecordsOnly(), governor)
+    assert governor.restored == [states[-1]]

@@ -144,3 +144,24 @@ def test_governing_the_shared_messages_sends_what_governing_copies_sends(
     assert calls == 40
     # The window cut the session and compacted in it: the governors' memos had work.
     assert shared_governor.state.start > 0 and shared_governor.state.compacted
+
+
+def test_the_shared_messages_copy_containers_and_share_the_strings(tmp_path: Path) -> None:
+    """The second copy docs/limits.md measures: dicts and lists apart, every string shared."""
+    text = "x" * 2_000
+    message = {
+        "role": "assistant",
+        "content": text,
+        "tool_calls": [
+            {"id": "c1", "type": "function", "function": {"name": "f", "arguments": text}}
+        ],
+    }
+    with JsonlSessionStore(tmp_path).open("s") as session:
+        session.append(message, {"round": 1})
+        (record,) = session._records
+        (shared,) = session.shared_history()
+        assert shared is not record and shared["tool_calls"] is not record["tool_calls"]
+        assert shared["content"] is record["content"]
+        call, stored = shared["tool_calls"][0], record["tool_calls"][0]
+        assert call["function"] is not stored["function"]
+        assert call["function"]["arguments"] is stored["function"]["arguments"]

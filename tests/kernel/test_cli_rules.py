@@ -114,10 +114,26 @@ def test_sessions_export_to_a_folder_that_is_not_one_is_a_usage_error(
     assert "Traceback" not in result.stderr
 
 
-def test_sessions_export_that_cannot_be_written_is_a_failure_with_its_reason(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+def _output_command(command: str, tmp_path: Path, output: Path | str) -> list[str]:
+    """The arguments of `command` (govern or sessions export) writing to `output`."""
+    if command == "govern":
+        history = tmp_path / "h.jsonl"
+        history.write_text(json.dumps(HISTORY[0]) + "\n", encoding="utf-8")
+        return ["govern", str(history), "--workspace", str(tmp_path), "--output", str(output)]
+    return ["sessions", "export", "--workspace", str(tmp_path), "--output", str(output)]
+
+
+OUTPUT_COMMANDS = ["govern", "sessions export"]
+
+
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_that_cannot_be_written_is_a_failure_with_its_reason(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
 ) -> None:
-    """An export file the system refuses to write (a full disk) is exit 1 with its reason."""
+    """An --output the system refuses to write (a full disk) is exit 1 with its reason, alike."""
     import errno
 
     from nanobot_core.cli import main
@@ -130,11 +146,67 @@ def test_sessions_export_that_cannot_be_written_is_a_failure_with_its_reason(
     monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
     output = tmp_path / "out.jsonl"
     with pytest.raises(SystemExit) as exited:
-        main(["sessions", "export", "--workspace", str(tmp_path), "--output", str(output)])
+        main(_output_command(command, tmp_path, output))
     assert exited.value.code == 1
     stderr = capsys.readouterr().err
-    assert f"Error: cannot write {output}: No space left on device" in stderr
+    assert f"Error: cannot write --output {output}: No space left on device\n" in stderr
     assert "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_folder_removed_after_the_check_is_a_failure_naming_it(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    """The folder of --output gone between the check and the write: exit 1, named, no file."""
+    import importlib
+
+    from nanobot_core.cli import check_output_folder, main
+
+    module = importlib.import_module(
+        "nanobot_core._commands." + ("govern" if command == "govern" else "sessions")
+    )
+
+    def check_then_remove(output: str) -> None:
+        check_output_folder(output)
+        shutil.rmtree(Path(output).parent)
+
+    monkeypatch.setattr(module, "check_output_folder", check_then_remove)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    output = tmp_path / "gone" / "out.jsonl"
+    output.parent.mkdir()
+    with pytest.raises(SystemExit) as exited:
+        main(_output_command(command, tmp_path, output))
+    assert exited.value.code == 1
+    stderr = capsys.readouterr().err
+    assert stderr.endswith(f"Error: cannot write --output {output}: No such file or directory\n")
+    assert not output.parent.exists()
+
+
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_output_dash_writes_to_stdout_what_a_file_would_hold(tmp_path: Path, command: str) -> None:
+    """`--output -` is standard output, as `-` is stdin for an input: no file named `-`."""
+    written = tmp_path / "out.jsonl"
+    to_file = nanobot(*_output_command(command, tmp_path, written), cwd=tmp_path)
+    assert to_file.returncode == 0, to_file.stderr
+    to_stdout = nanobot(*_output_command(command, tmp_path, "-"), cwd=tmp_path)
+    assert to_stdout.returncode == 0, to_stdout.stderr
+    assert to_stdout.stdout == written.read_text(encoding="utf-8")
+    assert [json.loads(line) for line in to_stdout.stdout.splitlines()]
+    assert not (tmp_path / "-").exists()
+    assert "to stdout" in to_stdout.stderr
+
+
+def test_govern_output_dash_with_json_is_a_usage_error(tmp_path: Path) -> None:
+    """`govern --output - --json` would write two things to stdout: exit 2, nothing written."""
+    args = _output_command("govern", tmp_path, "-")
+    result = nanobot(*args, "--json", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert "--output - and --json both write to stdout" in result.stderr
+    assert not (tmp_path / "-").exists()
 
 
 def test_new_plugin_in_a_directory_under_a_file_is_a_usage_error(tmp_path: Path) -> None:
