@@ -26,6 +26,7 @@ from pathlib import Path
 import attrs
 
 from nanobot_core.errors import ConfigError
+from nanobot_core.prompt.workspace_files import read_regular_file
 
 __all__ = [
     "SKILLS_DIR",
@@ -164,7 +165,7 @@ def scan_skills(workspace: Path) -> SkillScan:
             continue
         relative = f"{SKILLS_DIR}/{folder}/{SKILL_FILE}"
         try:
-            raw = (workspace / relative).read_bytes()
+            raw = read_regular_file(workspace / relative)
         except FileNotFoundError:
             continue
         except OSError as exc:

@@ -7,7 +7,10 @@ surrounding whitespace and line endings) is left out of the prompt.
 
 from __future__ import annotations
 
+import errno
 import functools
+import os
+import stat
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
@@ -22,6 +25,7 @@ __all__ = [
     "TEMPLATE_FILES",
     "InitReport",
     "init_workspace",
+    "read_regular_file",
     "read_user_file",
     "shipped_template",
 ]
@@ -49,6 +53,24 @@ def _normalise(text: str) -> str:
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n").strip()
 
 
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of `path`, which must be a regular file (a link to one is followed).
+
+    Opening never waits: a named pipe, a device or a socket raises ``OSError``
+    ("not a regular file") instead of blocking the prompt until something
+    writes to it, or reading without end.
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    fd = os.open(path, flags)
+    with os.fdopen(fd, "rb") as handle:
+        mode = os.fstat(handle.fileno()).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return handle.read()
+
+
 def read_user_file(workspace: Path, relative: str) -> str | None:
     """The normalised text of a workspace file, or None when it is missing, empty or the template.
 
@@ -57,7 +79,7 @@ def read_user_file(workspace: Path, relative: str) -> str | None:
     """
     path = workspace / relative
     try:
-        raw = path.read_bytes()
+        raw = read_regular_file(path)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:

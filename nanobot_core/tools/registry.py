@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from nanobot_core._containment import PluginEscapeError, plugin_code
 from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
     JSONLimitError,
@@ -207,13 +208,7 @@ class ToolRegistry:
                 error=f'Error: arguments for tool "{name}" {parsed.error}',
             )
         arguments, repairs = parsed.value, list(parsed.repairs)
-        try:
-            own = tool.validate_arguments(arguments)
-        except Exception as exc:  # the tool's own check is its code: contain it
-            own = (
-                arguments,
-                [f"the tool's own argument check failed: {type(exc).__name__}: {exc}"],
-            )
+        own = _own_check(entry, arguments)
         if own is not None:
             arguments, errors = own
             error = f'Error: invalid arguments for tool "{name}": ' + "; ".join(errors)
@@ -266,6 +261,38 @@ class ToolRegistry:
         guess = suggest_name(name, names)
         hint = f' Did you mean "{guess}"?' if guess else ""
         return f'Error: unknown tool "{name}".{hint} {available}'
+
+
+def _own_check(entry: _Entry, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]] | None:
+    """The tool's own argument check, run as plugin code: None, or (arguments, errors).
+
+    What it prints goes to the log; what it raises (``SystemExit`` included) or
+    a value other than None or an ``(object, list of errors)`` pair refuses
+    the call with the reason, so a broken check never breaks the batch.
+    """
+    tool = entry.tool
+    owner = f"tool {tool.name!r}" + (f" of {entry.plugin}" if entry.plugin else "")
+    failed = "the tool's own argument check"
+    try:
+        with plugin_code(owner):
+            own = tool.validate_arguments(arguments)
+    except PluginEscapeError as exc:
+        return arguments, [f"{failed} {exc}"]
+    except Exception as exc:  # the tool's own check is its code: contain it
+        return arguments, [f"{failed} failed: {type(exc).__name__}: {exc}"]
+    if own is None:
+        return None
+    if (
+        isinstance(own, tuple)
+        and len(own) == 2
+        and isinstance(own[0], dict)
+        and isinstance(own[1], list)
+    ):
+        return own[0], [str(error) for error in own[1]]
+    return arguments, [
+        f"{failed} returned a {type(own).__name__}, expected None or an "
+        "(arguments object, list of errors) pair"
+    ]
 
 
 # -- argument parsing -----------------------------------------------------------------------

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import re
+import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from nanobot_core.config import Config
@@ -19,6 +22,7 @@ from nanobot_core.prompt.builtin_sections import (
     render_memory,
     render_tool_contract,
 )
+from nanobot_core.prompt.skills import SkillScan, scan_skills
 
 TEMPLATES = Path(__file__).resolve().parents[2] / "nanobot_core" / "prompt" / "templates"
 
@@ -171,3 +175,43 @@ def test_full_prompt_places_user_files_between_fixed_sections(tmp_path: Path) ->
     ]
     assert positions == sorted(positions)
     assert text.count("\n\n---\n\n") == 4
+
+
+def _finishes(work: Callable[[], object], fifo: Path) -> tuple[bool, object]:
+    """Run `work` in a thread for up to five seconds; unblock a reader of `fifo` if it hangs."""
+    done: list[object] = []
+    thread = threading.Thread(target=lambda: done.append(work()), daemon=True)
+    thread.start()
+    thread.join(5)
+    if thread.is_alive():  # blocked opening the pipe: give it a writer, so the thread ends
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        thread.join(5)
+        return False, None
+    return True, done[0]
+
+
+def test_a_named_pipe_as_a_workspace_file_is_left_out_without_hanging(tmp_path: Path) -> None:
+    """AGENTS.md and memory/MEMORY.md being named pipes leaves them out instead of waiting."""
+    os.mkfifo(tmp_path / "AGENTS.md")
+    (tmp_path / "memory").mkdir()
+    os.mkfifo(tmp_path / "memory" / "MEMORY.md")
+    _write(tmp_path / "USER.md", "Hi.")
+    finished, bootstrap = _finishes(
+        lambda: render_bootstrap(_ctx(tmp_path)), tmp_path / "AGENTS.md"
+    )
+    assert finished and bootstrap == "# Workspace instructions\n\n## USER.md\n\nHi."
+    memory = tmp_path / "memory" / "MEMORY.md"
+    finished, rendered = _finishes(lambda: render_memory(_ctx(tmp_path)), memory)
+    assert finished and rendered is None
+
+
+def test_a_named_pipe_as_a_skill_file_is_reported_without_hanging(tmp_path: Path) -> None:
+    """A SKILL.md that is a named pipe is a skipped skill with a reason, not a hung prompt."""
+    (tmp_path / "skills" / "piped").mkdir(parents=True)
+    fifo = tmp_path / "skills" / "piped" / "SKILL.md"
+    os.mkfifo(fifo)
+    finished, scan = _finishes(lambda: scan_skills(tmp_path), fifo)
+    assert finished
+    assert isinstance(scan, SkillScan) and scan.skills == []
+    [problem] = scan.problems
+    assert problem.path == "skills/piped/SKILL.md" and "not a regular file" in problem.reason

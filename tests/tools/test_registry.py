@@ -569,3 +569,55 @@ def test_deeply_nested_json_text_for_an_array_is_an_error_not_an_exception(depth
     assert prepared.error is not None
     assert prepared.error.startswith('Error: invalid arguments for tool "collect": $.items: "[[[')
     assert 'is not of type "array"' in prepared.error
+
+
+class _OwnCheck(SchemaTool):
+    """A tool whose own argument check does what the test gives it."""
+
+    def __init__(self, check: Any) -> None:
+        super().__init__("checked", COUNTER_SCHEMA)
+        self._check = check
+
+    def validate_arguments(self, arguments: dict[str, Any]) -> Any:
+        return self._check(arguments)
+
+
+def _exit(arguments: dict[str, Any]) -> Any:
+    raise SystemExit(3)
+
+
+def _prints(arguments: dict[str, Any]) -> Any:
+    print("checking the arguments")
+    return None
+
+
+@pytest.mark.parametrize(
+    ("check", "said"),
+    [
+        (_exit, "raised SystemExit(3)"),
+        (lambda arguments: {"label": "a"}, "returned a dict"),
+        (lambda arguments: ({"label": "a"},), "returned a tuple"),
+        (lambda arguments: (["label"], []), "returned a tuple"),
+        (lambda arguments: ({"label": "a"}, "bad"), "returned a tuple"),
+    ],
+    ids=["system-exit", "dict", "short-tuple", "arguments-not-object", "errors-not-list"],
+)
+def test_a_broken_own_argument_check_is_an_error_result(check: Any, said: str) -> None:
+    """A tool's own check that escapes or returns the wrong shape refuses the call, never raises."""
+    checked = _OwnCheck(check)
+    executor = Executor(_registry(checked), default_timeout=5)
+    [outcome] = run(executor.run([ToolCallRequest("1", "checked", {"label": "a"})]))
+    assert outcome.is_error
+    assert 'invalid arguments for tool "checked"' in outcome.result
+    assert "own argument check" in outcome.result and said in outcome.result
+    assert checked.calls == []
+
+
+def test_what_an_own_argument_check_prints_stays_off_stdout(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A tool's own argument check is plugin code: what it prints goes to the log."""
+    registry = _registry(_OwnCheck(_prints))
+    prepared = registry.prepare_call("checked", {"label": "a"})
+    assert prepared.ok
+    assert "checking the arguments" not in capsys.readouterr().out
