@@ -91,6 +91,11 @@ class ServerConnection:
         timeout = self.config.startup_timeout
         try:
             self.tools = await asyncio.wait_for(asyncio.shield(ready), timeout)
+        except asyncio.CancelledError:
+            # The caller gave up (its call was cancelled): nobody will use or close this
+            # connection, so stop the server now rather than leave its process running.
+            await self._abort()
+            raise
         except TimeoutError:
             await self._abort()
             raise McpServerError(

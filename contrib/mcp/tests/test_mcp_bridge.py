@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -370,3 +371,35 @@ def test_the_config_file_can_come_from_the_environment(
     assert nanobot_tools(PluginContext(workspace=workspace.root)) == []
     monkeypatch.setenv("NANOBOT_MCP_CONFIG", str(Path(elsewhere)))
     assert "mcp_notes_add" in bridged(workspace)
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` still exists (a reaped child no longer does)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_call_cancelled_while_its_server_starts_stops_that_server(
+    workspace: Workspace,
+) -> None:
+    """Cancelling a call during the server's lazy start stops that server's process."""
+    workspace.configure(notes={"env": {"NOTES_SERVER_STARTUP_DELAY": "3"}})
+    bridged(workspace)
+    reset_default_bridge()  # the next process lists from the cache and starts on the call
+    tools = bridged(workspace)
+
+    async def cancelled_call() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(tools["mcp_notes_add"].execute(a=1, b=2), 1.0)
+
+    asyncio.run(cancelled_call())
+    pids = [int(line) for line in workspace.spawn_log.read_text().split()]
+    assert len(pids) == 2
+    # The bridge stays open: the server must end because the call was cancelled.
+    deadline = time.monotonic() + 30
+    while _running(pids[1]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pids[1])
