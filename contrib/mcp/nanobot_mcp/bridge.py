@@ -19,10 +19,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
+from pydantic import ValidationError
 
 from nanobot_mcp.cache import ToolListCache
 from nanobot_mcp.config import ServerConfig
-from nanobot_mcp.connection import CONNECTION_CLOSED, McpServerError, ServerConnection
+from nanobot_mcp.connection import (
+    CONNECTION_CLOSED,
+    McpServerError,
+    ServerConnection,
+    validation_summary,
+)
 from nanobot_mcp.failures import FailureMemory
 
 __all__ = ["GRACE", "McpBridge", "ServerHandle", "default_bridge", "reset_default_bridge"]
@@ -159,6 +165,13 @@ class McpBridge:
             raise McpServerError(
                 f"MCP server {handle.config.name!r}: {tool!r} did not answer within "
                 f"{limit:g} s (call_timeout)"
+            ) from None
+        except ValidationError as exc:
+            # An answer the SDK refuses (a result without a content list...): one line, not
+            # pydantic's report of every arm of every union.
+            raise McpServerError(
+                f"MCP server {handle.config.name!r}: {tool!r} answered with an invalid "
+                f"result ({validation_summary(exc)})"
             ) from None
         except Exception as exc:
             if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:

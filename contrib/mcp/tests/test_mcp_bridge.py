@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from nanobot_core import Config, PluginContext, PluginManager
+from nanobot_core import Config, PluginContext, PluginManager, ToolResult
 from nanobot_core.testing import run_tool
 
 import nanobot_mcp
@@ -403,3 +403,40 @@ def test_a_call_cancelled_while_its_server_starts_stops_that_server(
     while _running(pids[1]) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _running(pids[1])
+
+
+def raw_call(workspace: Workspace, result: dict[str, Any]) -> ToolResult:
+    """Call the raw server's echo tool, the server answering every call with `result`."""
+    env = {"RAW_SERVER_CALL_RESULT": json.dumps(result)}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "call_timeout": 20})
+    return run_tool(bridged(workspace)["mcp_raw_echo"], {"text": "hi"})
+
+
+def test_a_content_block_of_an_unknown_type_loses_only_itself(workspace: Workspace) -> None:
+    """A block the SDK refuses becomes a line saying so; the other blocks still reach the model."""
+    content = [
+        {"type": "text", "text": "before"},
+        {"type": "video", "uri": "https://example.invalid/v.mp4"},
+        {"type": "image", "mimeType": "image/png"},
+        {"type": "text", "text": "after"},
+    ]
+    result = raw_call(workspace, {"content": content})
+    assert not result.is_error
+    assert str(result).splitlines() == [
+        "before",
+        "[content of type 'video' left out: not a content type of MCP "
+        "(text, image, audio, resource_link, resource)]",
+        "[content of type 'image' left out: data: Field required]",
+        "after",
+    ]
+
+
+def test_an_invalid_call_result_is_one_clear_line(workspace: Workspace) -> None:
+    """A result the SDK refuses as a whole is an error naming server and tool, in one line."""
+    result = raw_call(workspace, {"content": "not a list"})
+    assert result.is_error
+    message = str(result).split("\n\n")[0]
+    assert message == (
+        "Error: MCP server 'raw': 'echo' answered with an invalid result "
+        "(content: Input should be a valid list)"
+    )
