@@ -119,7 +119,18 @@ class McpBridge:
         self, handle: ServerHandle, tool: str, arguments: dict[str, Any]
     ) -> dict[str, Any]:
         """Call `tool` on the server (starting it if needed); the MCP result as a dict."""
-        return await asyncio.wrap_future(self._submit(self._call(handle, tool, arguments)))
+        future = self._submit(self._call(handle, tool, arguments))
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # our caller is being cancelled
+            # The bridge closed (the process is exiting) before the call was done.
+            raise McpServerError(
+                f"MCP server {handle.config.name!r}: {tool!r} was stopped: the MCP bridge "
+                "closed before the call finished"
+            ) from None
 
     # -- on the bridge loop -----------------------------------------------------------------
 
@@ -187,6 +198,13 @@ class McpBridge:
         connections = list(self._connections.values())
         self._connections.clear()
         await asyncio.gather(*(c.close(timeout) for c in connections), return_exceptions=True)
+        # What is still running (a server starting for a call) would be frozen, its
+        # process left running, once the loop stops: cancel it, which stops such a server.
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        if others:
+            await asyncio.wait(others, timeout=timeout)
 
     # -- plumbing ---------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -440,3 +441,30 @@ def test_an_invalid_call_result_is_one_clear_line(workspace: Workspace) -> None:
         "Error: MCP server 'raw': 'echo' answered with an invalid result "
         "(content: Input should be a valid list)"
     )
+
+
+def test_closing_the_bridge_during_a_lazy_start_ends_the_call_and_the_server(
+    workspace: Workspace,
+) -> None:
+    """A call whose server is starting when the bridge closes gets an error; no server stays."""
+    workspace.configure(notes={"env": {"NOTES_SERVER_STARTUP_DELAY": "3"}})
+    bridged(workspace)
+    reset_default_bridge()  # the next process lists from the cache and starts on the call
+    tools = bridged(workspace)
+    outcome: list[ToolResult] = []
+    caller = threading.Thread(
+        target=lambda: outcome.append(run_tool(tools["mcp_notes_add"], {"a": 1, "b": 2}))
+    )
+    caller.start()
+    deadline = time.monotonic() + 30
+    while workspace.spawns() < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    reset_default_bridge()
+    caller.join(30)
+    assert not caller.is_alive()
+    assert outcome[0].is_error
+    assert "'notes': 'add' was stopped: the MCP bridge closed" in outcome[0]
+    pid = int(workspace.spawn_log.read_text().split()[1])
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pid)
