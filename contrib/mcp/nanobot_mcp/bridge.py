@@ -19,10 +19,16 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
+from pydantic import ValidationError
 
 from nanobot_mcp.cache import ToolListCache
 from nanobot_mcp.config import ServerConfig
-from nanobot_mcp.connection import CONNECTION_CLOSED, McpServerError, ServerConnection
+from nanobot_mcp.connection import (
+    CONNECTION_CLOSED,
+    McpServerError,
+    ServerConnection,
+    validation_summary,
+)
 from nanobot_mcp.failures import FailureMemory
 
 __all__ = ["GRACE", "McpBridge", "ServerHandle", "default_bridge", "reset_default_bridge"]
@@ -113,7 +119,18 @@ class McpBridge:
         self, handle: ServerHandle, tool: str, arguments: dict[str, Any]
     ) -> dict[str, Any]:
         """Call `tool` on the server (starting it if needed); the MCP result as a dict."""
-        return await asyncio.wrap_future(self._submit(self._call(handle, tool, arguments)))
+        future = self._submit(self._call(handle, tool, arguments))
+        try:
+            return await asyncio.wrap_future(future)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # our caller is being cancelled
+            # The bridge closed (the process is exiting) before the call was done.
+            raise McpServerError(
+                f"MCP server {handle.config.name!r}: {tool!r} was stopped: the MCP bridge "
+                "closed before the call finished"
+            ) from None
 
     # -- on the bridge loop -----------------------------------------------------------------
 
@@ -160,6 +177,13 @@ class McpBridge:
                 f"MCP server {handle.config.name!r}: {tool!r} did not answer within "
                 f"{limit:g} s (call_timeout)"
             ) from None
+        except ValidationError as exc:
+            # An answer the SDK refuses (a result without a content list...): one line, not
+            # pydantic's report of every arm of every union.
+            raise McpServerError(
+                f"MCP server {handle.config.name!r}: {tool!r} answered with an invalid "
+                f"result ({validation_summary(exc)})"
+            ) from None
         except Exception as exc:
             if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
                 # The process is gone: forget it, so the next call starts a fresh one.
@@ -174,6 +198,13 @@ class McpBridge:
         connections = list(self._connections.values())
         self._connections.clear()
         await asyncio.gather(*(c.close(timeout) for c in connections), return_exceptions=True)
+        # What is still running (a server starting for a call) would be frozen, its
+        # process left running, once the loop stops: cancel it, which stops such a server.
+        others = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+        for task in others:
+            task.cancel()
+        if others:
+            await asyncio.wait(others, timeout=timeout)
 
     # -- plumbing ---------------------------------------------------------------------------
 

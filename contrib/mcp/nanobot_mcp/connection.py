@@ -10,7 +10,10 @@ name, an ``inputSchema`` whose ``type`` is not ``object``, a property schema
 that is not an object) would lose every tool of the server. So the answers to
 ``tools/list`` are screened on their way in: a tool the SDK would refuse is
 taken out of the list and remembered with the reason (`RejectedTool`), and
-the SDK sees the good ones.
+the SDK sees the good ones. Likewise the content blocks of a ``tools/call``
+answer: one block the SDK refuses (a content type it does not know) would
+lose the whole result, so such a block is replaced by a line of text saying
+what was left out, and the rest of the result gets through.
 """
 
 from __future__ import annotations
@@ -32,7 +35,9 @@ __all__ = [
     "McpServerError",
     "RejectedTool",
     "ServerConnection",
+    "screen_content",
     "screen_tools",
+    "validation_summary",
 ]
 
 #: The JSON-RPC error code the MCP SDK raises when the server's pipe is gone.
@@ -40,6 +45,14 @@ CONNECTION_CLOSED = -32000
 _MAX_PAGES = 100
 _STDERR_TAIL = 800
 _FALLBACK_VERSION = "2025-11-25"
+#: The content types of MCP, and the SDK's model (the arm of its union) for each.
+_CONTENT_ARMS = {
+    "text": "TextContent",
+    "image": "ImageContent",
+    "audio": "AudioContent",
+    "resource_link": "ResourceLink",
+    "resource": "EmbeddedResource",
+}
 
 
 class McpServerError(PluginError):
@@ -71,6 +84,7 @@ class ServerConnection:
         self._session: Any = None
         self._protocol_version: Any = None  # the session's negotiated version, once known
         self._listing_ids: set[Any] = set()  # ids of tools/list requests not answered yet
+        self._call_ids: set[Any] = set()  # ids of tools/call requests not answered yet
         self._closing = asyncio.Event()
         self._owner: asyncio.Task[None] | None = None
 
@@ -91,6 +105,11 @@ class ServerConnection:
         timeout = self.config.startup_timeout
         try:
             self.tools = await asyncio.wait_for(asyncio.shield(ready), timeout)
+        except asyncio.CancelledError:
+            # The caller gave up (its call was cancelled): nobody will use or close this
+            # connection, so stop the server now rather than leave its process running.
+            await self._abort()
+            raise
         except TimeoutError:
             await self._abort()
             raise McpServerError(
@@ -195,24 +214,34 @@ class ServerConnection:
             async with sink:
                 async for item in source:
                     message = getattr(item, "message", None)
-                    if getattr(message, "method", None) == "tools/list":
+                    method = getattr(message, "method", None)
+                    if method == "tools/list":
                         self._listing_ids.add(message.id)  # type: ignore[union-attr]
+                    elif method == "tools/call":
+                        self._call_ids.add(message.id)  # type: ignore[union-attr]
                     await sink.send(item)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the process is gone; the inbound relay notices its end of output
 
     def _screen(self, item: Any) -> Any:
-        """The item, with the tools the SDK would refuse taken out when it answers tools/list."""
+        """The item, with what the SDK would refuse taken out of a tools/list or call answer."""
         message = getattr(item, "message", None)
         ident = getattr(message, "id", None)
-        if ident is None or ident not in self._listing_ids:
+        if ident is None or (ident not in self._listing_ids and ident not in self._call_ids):
             return item
+        listing = ident in self._listing_ids
         self._listing_ids.discard(ident)
+        self._call_ids.discard(ident)
         result = getattr(message, "result", None)
         if not isinstance(result, dict):
             return item  # an error answer: the SDK raises it as usual
         # Before the handshake the SDK checks answers against this revision, so do we.
         version = (self._protocol_version and self._protocol_version()) or _FALLBACK_VERSION
+        if not listing:
+            # Screening must never stop the relay: on any failure the SDK judges as before.
+            with contextlib.suppress(Exception):
+                message.result = screen_content(result, version)  # type: ignore[union-attr]
+            return item
         try:
             kept, rejected = screen_tools(result, version)
         except Exception:  # screening must never stop the relay: the SDK judges as before
@@ -277,32 +306,79 @@ def screen_tools(result: dict[str, Any], version: str) -> tuple[dict[str, Any], 
     return {**result, "tools": kept}, rejected
 
 
-def _refusal(result: dict[str, Any], version: str) -> str | None:
-    """Why the SDK would refuse this ``tools/list`` result, or None when it would accept it."""
-    from mcp.types import ListToolsResult
+def screen_content(result: dict[str, Any], version: str) -> dict[str, Any]:
+    """A ``tools/call`` result whose content blocks the SDK would refuse are lines of text.
+
+    Each block is checked as the SDK checks the whole answer, but on its own; a
+    refused one becomes a text block naming its type and what is wrong, so the
+    model still sees the rest. A result that is valid, or wrong outside its
+    content, is left as it is (the SDK then refuses it as a whole).
+    """
+    content = result.get("content")
+    if (
+        not isinstance(content, list)
+        or _refusal(result, version, "tools/call") is None
+        or _refusal({**result, "content": []}, version, "tools/call") is not None
+    ):
+        return result
+    kept: list[Any] = []
+    for block in content:
+        kind = block.get("type") if isinstance(block, Mapping) else None
+        arm = _CONTENT_ARMS.get(kind) if isinstance(kind, str) else None
+        reason = _refusal({**result, "content": [block]}, version, "tools/call", arm)
+        if reason is None:
+            kept.append(block)
+            continue
+        if arm is None:
+            known = ", ".join(_CONTENT_ARMS)
+            reason = f"not a content type of MCP ({known})"
+        what = f"content of type {kind!r}" if isinstance(kind, str) else "a content block"
+        kept.append({"type": "text", "text": f"[{what} left out: {reason}]"})
+    return {**result, "content": kept}
+
+
+def _refusal(
+    result: dict[str, Any], version: str, method: str = "tools/list", arm: str | None = None
+) -> str | None:
+    """Why the SDK would refuse this result of `method`, or None when it would accept it.
+
+    `arm` names the one content model whose problems are told (see `validation_summary`).
+    """
+    from mcp.types import CallToolResult, ListToolsResult
     from mcp_types import methods
     from pydantic import ValidationError
 
+    model = CallToolResult if method == "tools/call" else ListToolsResult
     try:
         # No table for this version and method: the SDK skips this check too.
         with contextlib.suppress(KeyError):
-            methods.validate_server_result("tools/list", version, result)
-        ListToolsResult.model_validate(result, by_name=False)
+            methods.validate_server_result(method, version, result)
+        model.model_validate(result, by_name=False)
     except ValidationError as exc:
-        return _validation_summary(exc)
+        return validation_summary(exc, arm)
     return None
 
 
-def _validation_summary(exc: Any) -> str:
-    """The first few problems of a pydantic error, as ``where: what`` (one per place)."""
+def validation_summary(exc: Any, arm: str | None = None) -> str:
+    """The first few problems of a pydantic error, as ``where: what`` (one per place).
+
+    With `arm`, the problems of a content block are those of that model of the
+    union only (a text block is not also told it lacks an image's ``data``).
+    """
     problems: dict[str, str] = {}
     for error in exc.errors():
         location = [str(part) for part in error.get("loc", ())]
-        if location[:2] == ["tools", "0"]:
+        if location[:2] in (["tools", "0"], ["content", "0"]):
             location = location[2:]
+            if arm is not None and location and location[0] in _CONTENT_ARMS.values():
+                if location[0] != arm:
+                    continue
+                location = location[1:]
         # A union reports each of its arms (``b.dict[str,any]``, ``b.bool``): keep the first.
         where = ".".join(part for part in location if not _is_union_arm(part)) or "the tool"
         problems.setdefault(where, str(error.get("msg", "invalid")))
+    if not problems and arm is not None:  # none of them was the arm's own
+        return validation_summary(exc)
     shown = [f"{where}: {what}" for where, what in list(problems.items())[:3]]
     more = len(problems) - len(shown)
     return "; ".join(shown) + (f" (and {more} more)" if more > 0 else "")

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from nanobot_core import Config, PluginContext, PluginManager
+from nanobot_core import Config, PluginContext, PluginManager, ToolResult
 from nanobot_core.testing import run_tool
 
 import nanobot_mcp
@@ -370,3 +372,99 @@ def test_the_config_file_can_come_from_the_environment(
     assert nanobot_tools(PluginContext(workspace=workspace.root)) == []
     monkeypatch.setenv("NANOBOT_MCP_CONFIG", str(Path(elsewhere)))
     assert "mcp_notes_add" in bridged(workspace)
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` still exists (a reaped child no longer does)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_a_call_cancelled_while_its_server_starts_stops_that_server(
+    workspace: Workspace,
+) -> None:
+    """Cancelling a call during the server's lazy start stops that server's process."""
+    workspace.configure(notes={"env": {"NOTES_SERVER_STARTUP_DELAY": "3"}})
+    bridged(workspace)
+    reset_default_bridge()  # the next process lists from the cache and starts on the call
+    tools = bridged(workspace)
+
+    async def cancelled_call() -> None:
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(tools["mcp_notes_add"].execute(a=1, b=2), 1.0)
+
+    asyncio.run(cancelled_call())
+    pids = [int(line) for line in workspace.spawn_log.read_text().split()]
+    assert len(pids) == 2
+    # The bridge stays open: the server must end because the call was cancelled.
+    deadline = time.monotonic() + 30
+    while _running(pids[1]) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pids[1])
+
+
+def raw_call(workspace: Workspace, result: dict[str, Any]) -> ToolResult:
+    """Call the raw server's echo tool, the server answering every call with `result`."""
+    env = {"RAW_SERVER_CALL_RESULT": json.dumps(result)}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "call_timeout": 20})
+    return run_tool(bridged(workspace)["mcp_raw_echo"], {"text": "hi"})
+
+
+def test_a_content_block_of_an_unknown_type_loses_only_itself(workspace: Workspace) -> None:
+    """A block the SDK refuses becomes a line saying so; the other blocks still reach the model."""
+    content = [
+        {"type": "text", "text": "before"},
+        {"type": "video", "uri": "https://example.invalid/v.mp4"},
+        {"type": "image", "mimeType": "image/png"},
+        {"type": "text", "text": "after"},
+    ]
+    result = raw_call(workspace, {"content": content})
+    assert not result.is_error
+    assert str(result).splitlines() == [
+        "before",
+        "[content of type 'video' left out: not a content type of MCP "
+        "(text, image, audio, resource_link, resource)]",
+        "[content of type 'image' left out: data: Field required]",
+        "after",
+    ]
+
+
+def test_an_invalid_call_result_is_one_clear_line(workspace: Workspace) -> None:
+    """A result the SDK refuses as a whole is an error naming server and tool, in one line."""
+    result = raw_call(workspace, {"content": "not a list"})
+    assert result.is_error
+    message = str(result).split("\n\n")[0]
+    assert message == (
+        "Error: MCP server 'raw': 'echo' answered with an invalid result "
+        "(content: Input should be a valid list)"
+    )
+
+
+def test_closing_the_bridge_during_a_lazy_start_ends_the_call_and_the_server(
+    workspace: Workspace,
+) -> None:
+    """A call whose server is starting when the bridge closes gets an error; no server stays."""
+    workspace.configure(notes={"env": {"NOTES_SERVER_STARTUP_DELAY": "3"}})
+    bridged(workspace)
+    reset_default_bridge()  # the next process lists from the cache and starts on the call
+    tools = bridged(workspace)
+    outcome: list[ToolResult] = []
+    caller = threading.Thread(
+        target=lambda: outcome.append(run_tool(tools["mcp_notes_add"], {"a": 1, "b": 2}))
+    )
+    caller.start()
+    deadline = time.monotonic() + 30
+    while workspace.spawns() < 2 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    reset_default_bridge()
+    caller.join(30)
+    assert not caller.is_alive()
+    assert outcome[0].is_error
+    assert "'notes': 'add' was stopped: the MCP bridge closed" in outcome[0]
+    pid = int(workspace.spawn_log.read_text().split()[1])
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pid)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import functools
+import zlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -257,6 +258,8 @@ class PinnedFetcher:
         raise FetchFailed(f"cannot connect to {target.host}: " + "; ".join(failures))
 
     async def _read(self, response: httpx.Response, target: httpx.URL) -> FetchedPage:
+        import httpx
+
         if not 200 <= response.status_code < 300:
             raise FetchFailed(f"HTTP {response.status_code} {response.reason_phrase} for {target}")
         header = response.headers.get("content-type", "")
@@ -264,7 +267,16 @@ class PinnedFetcher:
         if not is_textual(mime):
             shown = mime or "none given"
             raise FetchRefused(f"content type {shown} is not text (text/*, JSON, XML, HTML)")
-        body, truncated = await _read_limited(response, self.limits.max_bytes)
+        encoding = response.headers.get("content-encoding", "").strip().lower()
+        inflater = _Inflater.for_encoding(encoding)
+        try:
+            body, truncated = await _read_limited(response, self.limits.max_bytes, inflater)
+        except zlib.error as exc:
+            raise FetchFailed(f"{target}: the body is not valid {encoding} data: {exc}") from None
+        except httpx.HTTPError as exc:
+            raise FetchFailed(
+                f"{target}: the body could not be read to its end: {type(exc).__name__}: {exc}"
+            ) from None
         text = decode_body(body, charset, truncated=truncated)
         if mime in _HTML_TYPES:
             text = html_to_text(text)
@@ -302,17 +314,59 @@ def _http_url(url: str) -> httpx.URL:
     return parsed
 
 
-async def _read_limited(response: httpx.Response, limit: int) -> tuple[bytes, bool]:
-    """Read at most `limit` bytes of the body, and whether there was more.
+class _Inflater:
+    """Decompresses a gzip or deflate body a bounded piece at a time.
+
+    httpx would inflate each chunk from the network whole before the size
+    limit is looked at: a gzip bomb of a few kilobytes per chunk would become
+    many megabytes of memory. Here no call returns more than it is asked for.
+    """
+
+    def __init__(self, wbits: int, *, raw_fallback: bool = False) -> None:
+        self._inflate = zlib.decompressobj(wbits)
+        self._raw_fallback = raw_fallback  # "deflate" is zlib-wrapped or, from some servers, raw
+        self._started = False
+
+    @classmethod
+    def for_encoding(cls, encoding: str) -> _Inflater | None:
+        """The inflater of a Content-Encoding (None for none); refuse those it cannot read."""
+        if encoding in ("", "identity"):
+            return None
+        if encoding in ("gzip", "x-gzip"):
+            return cls(16 + zlib.MAX_WBITS)
+        if encoding == "deflate":
+            return cls(zlib.MAX_WBITS, raw_fallback=True)
+        raise FetchRefused(
+            f"content encoding {encoding!r} is not supported (only gzip and deflate are)"
+        )
+
+    def inflate(self, data: bytes, at_most: int) -> bytes:
+        """At most `at_most` (>= 1) bytes of the body from `data`; zlib.error when invalid."""
+        try:
+            out = self._inflate.decompress(data, at_most)
+        except zlib.error:
+            if self._started or not self._raw_fallback:
+                raise
+            self._inflate = zlib.decompressobj(-zlib.MAX_WBITS)
+            out = self._inflate.decompress(data, at_most)
+        self._started = True
+        return out
+
+
+async def _read_limited(
+    response: httpx.Response, limit: int, inflater: _Inflater | None = None
+) -> tuple[bytes, bool]:
+    """Read at most `limit` bytes of the (inflated) body, and whether there was more.
 
     The download stops as soon as one byte past the limit has arrived; a body
-    of exactly `limit` bytes is complete, not truncated.
+    of exactly `limit` bytes is complete, not truncated. A compressed body is
+    inflated no further than that byte either.
     """
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        chunks.append(chunk)
-        size += len(chunk)
-        if size > limit:
-            return b"".join(chunks)[:limit], True
-    return b"".join(chunks), False
+    body = bytearray()
+    async for chunk in response.aiter_raw():
+        if inflater is not None:
+            chunk = inflater.inflate(chunk, limit + 1 - len(body))
+        body += chunk
+        if len(body) > limit:
+            return bytes(body[:limit]), True
+    return bytes(body), False

@@ -8,10 +8,12 @@ raises. Pages are served from 127.0.0.1 by threads of this process.
 from __future__ import annotations
 
 import datetime
+import functools
 import ipaddress
 import socket
 import ssl
 import threading
+import zlib
 from collections import Counter
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -88,6 +90,16 @@ class LocalSite:
         "<p>First paragraph.</p><ul><li>one</li><li>two</li></ul></body></html>"
     )
     BIG = b"abcdefghij" * 10_000  # 100 000 bytes
+    BOMB_SIZE = 200_000_000  # bytes of zeros, gzipped to about 200 kB
+
+    @functools.cached_property
+    def bomb(self) -> bytes:
+        """`BOMB_SIZE` zero bytes, gzipped."""
+        gzip = zlib.compressobj(9, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        zeros = bytes(1_000_000)
+        return b"".join(gzip.compress(zeros) for _ in range(self.BOMB_SIZE // len(zeros))) + (
+            gzip.flush()
+        )
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.hits: Counter[str] = Counter()
@@ -131,6 +143,27 @@ class LocalSite:
             self.send(handler, 200, "image/png", b"\x89PNG\r\n\x1a\n" + bytes(100))
         elif path == "/untyped":
             self.send(handler, 200, None, b"what am I")
+        elif path in ("/page.gz", "/page.deflate", "/page.raw-deflate"):
+            kind = path.rsplit(".", 1)[1]
+            wbits = {"gz": 31, "deflate": 15}.get(kind, -15)  # gzip, zlib or raw deflate
+            packer = zlib.compressobj(6, zlib.DEFLATED, wbits)
+            body = packer.compress(self.BIG) + packer.flush()
+            encoding = "gzip" if kind == "gz" else "deflate"
+            self.send(handler, 200, "text/plain", body, {"Content-Encoding": encoding})
+        elif path == "/bomb.txt":
+            self.send(handler, 200, "text/plain", self.bomb, {"Content-Encoding": "gzip"})
+        elif path == "/not-gzip.txt":
+            self.send(handler, 200, "text/plain", b"plain, not gzip", {"Content-Encoding": "gzip"})
+        elif path == "/brotli.txt":
+            self.send(handler, 200, "text/plain", b"\x0b\x02\x80hi\x03", {"Content-Encoding": "br"})
+        elif path == "/cut-short.txt":
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/plain")
+            handler.send_header("Content-Length", "1000")
+            handler.end_headers()
+            handler.wfile.write(b"only this much")
+            handler.wfile.flush()
+            handler.close_connection = True
         elif path == "/missing":
             self.send(handler, 404, "text/plain", b"not here")
         elif path == "/redirect":
@@ -151,11 +184,17 @@ class LocalSite:
 
     @staticmethod
     def send(
-        handler: BaseHTTPRequestHandler, status: int, content_type: str | None, body: bytes
+        handler: BaseHTTPRequestHandler,
+        status: int,
+        content_type: str | None,
+        body: bytes,
+        headers: dict[str, str] | None = None,
     ) -> None:
         handler.send_response(status)
         if content_type is not None:
             handler.send_header("Content-Type", content_type)
+        for key, value in (headers or {}).items():
+            handler.send_header(key, value)
         handler.send_header("Content-Length", str(len(body)))
         handler.end_headers()
         handler.wfile.write(body)

@@ -14,6 +14,7 @@ import ipaddress
 import socket
 import threading
 import time
+import tracemalloc
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -232,6 +233,46 @@ def test_a_body_of_exactly_the_limit_is_complete(site: LocalSite) -> None:
     page = fetch(local_fetcher(max_bytes=size), f"http://site.test:{site.port}/big.txt")
     assert not page.truncated
     assert len(page.text) == size
+
+
+@pytest.mark.parametrize("path", ["/page.gz", "/page.deflate", "/page.raw-deflate"])
+def test_a_compressed_body_is_inflated(site: LocalSite, path: str) -> None:
+    """A server that compresses despite Accept-Encoding: identity still gives the page's text."""
+    page = fetch(local_fetcher(), f"http://site.test:{site.port}{path}")
+    assert page.text == site.BIG.decode()
+    assert not page.truncated
+
+
+def test_a_gzip_bomb_is_inflated_no_further_than_the_size_limit(site: LocalSite) -> None:
+    """A small gzipped body that inflates to 200 MB is cut at max_bytes without the memory."""
+    assert len(site.bomb) < 1_000_000  # built before memory is traced
+    tracemalloc.start()
+    try:
+        page = fetch(local_fetcher(max_bytes=1_000), f"http://site.test:{site.port}/bomb.txt")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert page.truncated
+    assert page.text == "\0" * 1_000
+    assert peak < 10_000_000
+
+
+def test_a_body_that_is_not_its_declared_encoding_fails_cleanly(site: LocalSite) -> None:
+    """A body labelled gzip that is not gzip fails naming the encoding."""
+    with pytest.raises(FetchFailed, match="not valid gzip data"):
+        fetch(local_fetcher(), f"http://site.test:{site.port}/not-gzip.txt")
+
+
+def test_an_unsupported_content_encoding_is_refused(site: LocalSite) -> None:
+    """A content encoding other than gzip or deflate is refused, naming it."""
+    with pytest.raises(FetchRefused, match="content encoding 'br' is not supported"):
+        fetch(local_fetcher(), f"http://site.test:{site.port}/brotli.txt")
+
+
+def test_a_connection_closed_mid_body_fails_cleanly(site: LocalSite) -> None:
+    """A server that closes before its Content-Length is sent gives a FetchFailed, not httpx's."""
+    with pytest.raises(FetchFailed, match="could not be read to its end"):
+        fetch(local_fetcher(), f"http://site.test:{site.port}/cut-short.txt")
 
 
 def test_a_stalled_server_hits_the_time_limit(site: LocalSite) -> None:

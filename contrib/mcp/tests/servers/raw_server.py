@@ -5,6 +5,7 @@ time. Its one tool, ``echo``, answers with its ``text`` argument. Environment
 switches:
 
 - ``RAW_SERVER_LATIN1``: every answer of ``echo`` holds a byte that is not UTF-8.
+- ``RAW_SERVER_CALL_RESULT``: a JSON object sent as it is as the result of every call.
 - ``RAW_SERVER_EXTRA_TOOLS``: a JSON list of tool definitions listed after ``echo``, sent as
   they are (invalid ones included); calling any of them answers like ``echo``.
 """
@@ -15,6 +16,7 @@ import json
 import os
 import sys
 
+RESULT = "RAW_SERVER_CALL_RESULT"
 TOOLS = [
     {
         "name": "echo",
@@ -51,6 +53,9 @@ def answer(request: dict[str, object]) -> None:
         params = request["params"]
         assert isinstance(params, dict)
         text = str(params["arguments"].get("text", params["name"]))
+        if os.environ.get(RESULT):
+            send({"jsonrpc": "2.0", "id": ident, "result": json.loads(os.environ[RESULT])})
+            return
         if os.environ.get("RAW_SERVER_LATIN1"):
             line = {"jsonrpc": "2.0", "id": ident, "result": {"content": "@"}}
             head, tail = json.dumps(line).encode().split(b'"@"')
