@@ -60,8 +60,8 @@ def run_python(
     check: bool = False,
 ) -> subprocess.CompletedProcess[Any]:
     """``python -c CODE ARGS`` in a child process, its output captured: text, bytes when
-    `stdin` is bytes; with `check`, a non-zero exit raises ``CalledProcessError``."""
-    return subprocess.run(
+    `stdin` is bytes; with `check`, a non-zero exit fails the test with the child's stderr."""
+    result = subprocess.run(
         [sys.executable, "-c", code, *args],
         cwd=cwd,
         env=None if env is None else dict(env),
@@ -69,8 +69,14 @@ def run_python(
         capture_output=True,
         text=not isinstance(stdin, bytes),
         timeout=timeout,
-        check=check,
+        check=False,
     )
+    # Said here rather than by CalledProcessError, whose message leaves out what the
+    # child printed: the traceback that says why is on its stderr.
+    assert not check or result.returncode == 0, (
+        f"the child exited {result.returncode}; its stderr:\n{result.stderr!s}"
+    )
+    return result
 
 
 def run_cli(

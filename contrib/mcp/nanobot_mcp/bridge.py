@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
-from pydantic import ValidationError
 
 from nanobot_mcp.cache import ToolListCache
 from nanobot_mcp.config import ServerConfig
@@ -177,14 +176,17 @@ class McpBridge:
                 f"MCP server {handle.config.name!r}: {tool!r} did not answer within "
                 f"{limit:g} s (call_timeout)"
             ) from None
-        except ValidationError as exc:
-            # An answer the SDK refuses (a result without a content list...): one line, not
-            # pydantic's report of every arm of every union.
-            raise McpServerError(
-                f"MCP server {handle.config.name!r}: {tool!r} answered with an invalid "
-                f"result ({validation_summary(exc)})"
-            ) from None
         except Exception as exc:
+            # Imported here, as the SDK that brings it is: the plugin imports without it.
+            from pydantic import ValidationError
+
+            if isinstance(exc, ValidationError):
+                # An answer the SDK refuses (a result without a content list...): one line,
+                # not pydantic's report of every arm of every union.
+                raise McpServerError(
+                    f"MCP server {handle.config.name!r}: {tool!r} answered with an invalid "
+                    f"result ({validation_summary(exc)})"
+                ) from None
             if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
                 # The process is gone: forget it, so the next call starts a fresh one.
                 self._connections.pop(handle, None)
