@@ -37,6 +37,29 @@ def _history(folder: Path) -> Path:
     return path
 
 
+def _workspace_commands(folder: Path) -> tuple[list[str], ...]:
+    """Every command that takes --workspace, with the arguments it needs (a history in `folder`)."""
+    history = _history(folder)
+    return (
+        ["tools"],
+        ["plugins"],
+        ["prompt"],
+        ["init"],
+        ["call", "read_file", "{}"],
+        ["govern", str(history)],
+        ["run", "hi"],
+        ["sessions"],
+        ["sessions", "show", "default"],
+        ["sessions", "export", "--output", str(folder / "out.jsonl")],
+        ["sessions", "import", str(history)],
+    )
+
+
+def _output_commands(folder: Path) -> tuple[list[str], ...]:
+    """Every command with an --output option, ready for ``--output PATH``."""
+    return (["govern", str(_history(folder))], ["sessions", "export"])
+
+
 def test_a_workspace_that_cannot_be_looked_at_is_a_usage_error(tmp_path: Path) -> None:
     """A --workspace whose name is too long or that loops exits 2 naming it, no traceback."""
     (tmp_path / "loop").symlink_to(tmp_path / "loop")
@@ -53,20 +76,7 @@ def test_a_workspace_that_is_a_link_loop_says_so(tmp_path: Path) -> None:
     """A --workspace that is a symbolic link loop is exit 2 saying so, for every command."""
     (tmp_path / "loop").symlink_to("loop")
     loop = os.strerror(errno.ELOOP)  # "Too many levels of symbolic links"
-    history = _history(tmp_path)
-    commands = (
-        ["tools"],
-        ["plugins"],
-        ["prompt"],
-        ["init"],
-        ["call", "read_file", "{}"],
-        ["govern", str(history)],
-        ["run", "hi"],
-        ["sessions"],
-        ["sessions", "show", "default"],
-        ["sessions", "export", "--output", str(tmp_path / "out.jsonl")],
-        ["sessions", "import", str(history)],
-    )
+    commands = _workspace_commands(tmp_path)
     for command in commands:
         for workspace in ("loop", "loop/inside"):
             result = _cli(*command, "--workspace", workspace, cwd=tmp_path)
@@ -80,20 +90,7 @@ def test_a_workspace_that_is_a_link_loop_says_so(tmp_path: Path) -> None:
 def test_a_workspace_that_is_a_file_says_it_is_not_a_directory(tmp_path: Path) -> None:
     """A --workspace that is a regular file is exit 2 in the CLI's words, for every command."""
     (tmp_path / "a-file").write_text("", encoding="utf-8")
-    history = _history(tmp_path)
-    commands = (
-        ["tools"],
-        ["plugins"],
-        ["prompt"],
-        ["init"],
-        ["call", "read_file", "{}"],
-        ["govern", str(history)],
-        ["run", "hi"],
-        ["sessions"],
-        ["sessions", "show", "default"],
-        ["sessions", "export", "--output", str(tmp_path / "out.jsonl")],
-        ["sessions", "import", str(history)],
-    )
+    commands = _workspace_commands(tmp_path)
     for command in commands:
         result = _cli(*command, "--workspace", "a-file", cwd=tmp_path)
         assert result.returncode == 2, (command, result.stderr)
@@ -107,8 +104,7 @@ def test_an_output_or_directory_under_a_link_loop_says_so(tmp_path: Path) -> Non
     """--output and --directory in a symbolic link loop are exit 2 saying so, not missing."""
     (tmp_path / "loop").symlink_to("loop")
     loop = os.strerror(errno.ELOOP)
-    history = _history(tmp_path)
-    for command in (["govern", str(history)], ["sessions", "export"]):
+    for command in _output_commands(tmp_path):
         result = _cli(*command, "--output", "loop/out.jsonl", cwd=tmp_path)
         assert result.returncode == 2, (command, result.stderr)
         assert result.stderr.endswith(
@@ -136,11 +132,6 @@ def test_an_input_file_that_is_a_link_loop_says_so(tmp_path: Path) -> None:
             result.stderr,
         )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["loop"]
-
-
-def _output_commands(folder: Path) -> tuple[list[str], ...]:
-    """Every command with an --output option, ready for ``--output PATH``."""
-    return (["govern", str(_history(folder))], ["sessions", "export"])
 
 
 def test_an_output_link_is_written_through_and_stays_a_link(tmp_path: Path) -> None:

@@ -383,14 +383,20 @@ def _running(pid: int) -> bool:
     return True
 
 
+def _starting_slowly_on_the_call(workspace: Workspace) -> dict[str, McpTool]:
+    """The tools of a server that takes 3 s to start, as a new process sees them: listed
+    from the cache, the server started on the first call."""
+    workspace.configure(notes={"env": {"NOTES_SERVER_STARTUP_DELAY": "3"}})
+    bridged(workspace)
+    reset_default_bridge()
+    return bridged(workspace)
+
+
 def test_a_call_cancelled_while_its_server_starts_stops_that_server(
     workspace: Workspace,
 ) -> None:
     """Cancelling a call during the server's lazy start stops that server's process."""
-    workspace.configure(notes={"env": {"NOTES_SERVER_STARTUP_DELAY": "3"}})
-    bridged(workspace)
-    reset_default_bridge()  # the next process lists from the cache and starts on the call
-    tools = bridged(workspace)
+    tools = _starting_slowly_on_the_call(workspace)
 
     async def cancelled_call() -> None:
         with pytest.raises(TimeoutError):
@@ -447,10 +453,7 @@ def test_closing_the_bridge_during_a_lazy_start_ends_the_call_and_the_server(
     workspace: Workspace,
 ) -> None:
     """A call whose server is starting when the bridge closes gets an error; no server stays."""
-    workspace.configure(notes={"env": {"NOTES_SERVER_STARTUP_DELAY": "3"}})
-    bridged(workspace)
-    reset_default_bridge()  # the next process lists from the cache and starts on the call
-    tools = bridged(workspace)
+    tools = _starting_slowly_on_the_call(workspace)
     outcome: list[ToolResult] = []
     caller = threading.Thread(
         target=lambda: outcome.append(run_tool(tools["mcp_notes_add"], {"a": 1, "b": 2}))
