@@ -803,11 +803,8 @@ class Runner:
         """Append a governance record when the governor's decisions moved (never rewriting)."""
         if not isinstance(state, GovernanceState):
             return
-        known = self._governance_state
-        if known is None and not (state.start or state.steps_from or state.compacted):
-            return  # nothing decided yet: nothing a restart needs
-        if known is not None and not known.moved(state):
-            return
+        if not state.to_be_recorded(self._governance_state):
+            return  # nothing decided yet, or nothing new: nothing a restart needs
         record = state.to_record()
         self.session.append({}, record["_meta"])
         self._governance_state = state

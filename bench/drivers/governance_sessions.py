@@ -166,9 +166,7 @@ def _ours_session(window: int, workspace: Path) -> Any:
         nonlocal recorded
         result = governor.govern(session.shared_history(), system=messages[0]["content"])
         state = result.state
-        if (recorded is None and (state.start or state.steps_from or state.compacted)) or (
-            recorded is not None and recorded.moved(state)
-        ):
+        if state.to_be_recorded(recorded):
             session.append({}, state.to_record()["_meta"])
             recorded = state
         sent: Messages = [messages[0], *result.messages]

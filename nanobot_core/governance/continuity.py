@@ -128,6 +128,13 @@ class GovernanceState:
         """Whether `other` made other decisions (not just saw a longer history)."""
         return _decisions(self) != _decisions(other)
 
+    def to_be_recorded(self, recorded: GovernanceState | None) -> bool:
+        """Whether a session must record this state, `recorded` being the last it recorded
+        (None: none yet, and then only a state that decided something is worth a line)."""
+        if recorded is None:
+            return bool(self.start or self.steps_from or self.compacted)
+        return recorded.moved(self)
+
 
 #: The state of a history governed afresh (frozen: one object serves every call).
 _AFRESH = GovernanceState()
