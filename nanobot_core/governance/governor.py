@@ -271,8 +271,10 @@ class Governor:
             store = default_store(self.workspace, config.store)
         self.store = store
         self.placement_problems = placement.problems
-        for problem in placement.problems:
-            log.warning("governance stage constraint ignored", problem=problem)
+        for problem, name in zip(placement.problems, placement.problem_stages, strict=True):
+            origin = self._origins.get(name)  # the plugin whose stage declared the constraint
+            named = {} if origin is None else {"plugin": origin}
+            log.warning("governance stage constraint ignored", problem=problem, **named)
         disabled = set(config.disabled)
         names = {stage.name for stage in placement.stages}
         # A name that matches no stage is most likely a typo: said, as tools.disabled does.
@@ -326,8 +328,6 @@ class Governor:
         self._facts = FactsCache(self.counter)
         self._shape_memo: list[Any] | None = None  # the last list found without Anthropic blocks
         self._last_view: Listing | None = None  # what the last run knew of its view
-        for problem in placement.problems:
-            log.warning("governance stage placement", problem=problem)
 
     @classmethod
     def from_plugins(cls, pm: PluginManager) -> Governor:

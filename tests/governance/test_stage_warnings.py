@@ -12,7 +12,7 @@ from structlog.testing import capture_logs
 
 from nanobot_core._containment import contained
 from nanobot_core.config import Config, GovernanceConfig
-from nanobot_core.governance import Governor, Stage, StageOutcome
+from nanobot_core.governance import Governor, Stage, StageOutcome, place_stages
 from nanobot_core.governance.stages import builtin_stages
 from nanobot_core.hookspecs import hookimpl
 from nanobot_core.kernel.manager import PluginManager
@@ -187,3 +187,28 @@ def test_govern_prints_the_plugin_version_of_a_stage_that_raised(tmp_path: Path)
     assert as_json.returncode == 0, as_json.stderr
     report = json.loads(as_json.stdout)["report"]
     assert next(e for e in report if e["stage"] == "shaky")["details"] == [line]
+
+
+def test_an_ignored_constraint_is_logged_once_naming_the_plugin_version() -> None:
+    """A stage's constraint that names no stage is warned of once, with its plugin's version."""
+    stage = Stage("shaky", lambda m, c: StageOutcome.unchanged(m), before=("ghost",))
+    with capture_logs() as logs:
+        governor = Governor(
+            [*builtin_stages(), stage], config=GovernanceConfig(), origins={"shaky": _ORIGIN}
+        )
+    warned = [e for e in logs if "problem" in e]
+    assert [(e["event"], e["plugin"]) for e in warned] == [
+        ("governance stage constraint ignored", _ORIGIN)
+    ]
+    assert [e["problem"] for e in warned] == governor.placement_problems
+
+
+def test_each_ignored_constraint_names_the_stage_it_belongs_to() -> None:
+    """`Placement.problem_stages` gives, per problem, the stage whose constraint was ignored."""
+    stages = [
+        Stage("a", lambda m, c: StageOutcome.unchanged(m), before=("ghost",)),
+        Stage("b", lambda m, c: StageOutcome.unchanged(m), after=("b",)),
+    ]
+    placement = place_stages([*builtin_stages(), *stages])
+    assert placement.problem_stages == ["a", "b"]
+    assert len(placement.problems) == 2
