@@ -19,7 +19,10 @@ from nanobot_core.cli import get_state, workspace_option
     "--json",
     "as_json",
     is_flag=True,
-    help='Print {"prompt", "sections": [{"name", "plugin", "chars", "skipped", "reason"}]}.',
+    help=(
+        'Print {"prompt", "sections": '
+        '[{"name", "plugin", "version", "chars", "skipped", "reason"}]}.'
+    ),
 )
 def command(workspace: str | None, channel: str | None, session: str | None, as_json: bool) -> None:
     """Print the system prompt that would be sent to the model."""

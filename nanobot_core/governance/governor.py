@@ -271,8 +271,10 @@ class Governor:
             store = default_store(self.workspace, config.store)
         self.store = store
         self.placement_problems = placement.problems
-        for problem in placement.problems:
-            log.warning("governance stage constraint ignored", problem=problem)
+        for problem, name in zip(placement.problems, placement.problem_stages, strict=True):
+            origin = self._origins.get(name)  # the plugin whose stage declared the constraint
+            named = {} if origin is None else {"plugin": origin}
+            log.warning("governance stage constraint ignored", problem=problem, **named)
         disabled = set(config.disabled)
         names = {stage.name for stage in placement.stages}
         # A name that matches no stage is most likely a typo: said, as tools.disabled does.
@@ -326,8 +328,6 @@ class Governor:
         self._facts = FactsCache(self.counter)
         self._shape_memo: list[Any] | None = None  # the last list found without Anthropic blocks
         self._last_view: Listing | None = None  # what the last run knew of its view
-        for problem in placement.problems:
-            log.warning("governance stage placement", problem=problem)
 
     @classmethod
     def from_plugins(cls, pm: PluginManager) -> Governor:
@@ -812,7 +812,8 @@ class Governor:
                     **_named(stage, self._origins),
                     error=said,
                 )
-                return f"skipped: the stage's prefilter raised {said}"
+                why = f"skipped: the stage's prefilter raised {said}"
+                return _owned(why, stage, self._origins)
             if idle:  # declared: the stage would hand it on as it is, with nothing to say
                 spared: _Remembered = (message, None, _NO_LINES)
                 memo[id(message)] = spared
@@ -834,7 +835,7 @@ class Governor:
                     **_named(stage, self._origins),
                     why=why,
                 )
-                return why
+                return _owned(why, stage, self._origins)
         remembered = (message, outcome.messages if changed else None, outcome.details)
         memo[id(message)] = remembered
         return remembered
@@ -970,7 +971,8 @@ class Governor:
                 **_named(stage, self._origins),
                 why=why,
             )
-            return messages, ReportEntry(stage.name, False, [why], tokens, tokens)
+            owned = _owned(why, stage, self._origins)
+            return messages, ReportEntry(stage.name, False, [owned], tokens, tokens)
         log.info(
             "governance stage changed the history", stage=stage.name, changes=len(outcome.details)
         )
@@ -1483,20 +1485,21 @@ def _call(
 ) -> StageOutcome | str:
     """The stage's outcome on `handed`, or why it was skipped or ignored.
 
-    A warning about the stage names the plugin that contributed it (from
-    `origins`, looked up only then).
+    The warning about the stage, and why, name the plugin that contributed it
+    (from `origins`, looked up only then).
     """
     try:
         returned = stage.func(handed, ctx)
     except BaseException as exc:  # plugin code called per message, so without `plugin_code`
         said = contained(exc)
         log.warning("governance stage raised; skipped", **_named(stage, origins), error=said)
-        return f"skipped: the stage raised {said}"
+        return _owned(f"skipped: the stage raised {said}", stage, origins)
     outcome = _as_outcome(returned)
     if isinstance(outcome, str):
         log.warning(
             "governance stage returned garbage; ignored", **_named(stage, origins), why=outcome
         )
+        return _owned(outcome, stage, origins)
     return outcome
 
 
@@ -1504,6 +1507,20 @@ def _named(stage: Stage, origins: Mapping[str, str]) -> dict[str, str]:
     """The stage's name and, when known, the plugin (name and version) that contributed it."""
     origin = origins.get(stage.name)
     return {"stage": stage.name} if origin is None else {"stage": stage.name, "plugin": origin}
+
+
+def _owned(why: str, stage: Stage, origins: Mapping[str, str]) -> str:
+    """`why` (``skipped: ...``, ``ignored: ...``), for the report, naming the stage's plugin.
+
+    ``skipped (plugin 'shaky' from nanobot-shaky 1.2.3): the stage raised ...``:
+    the report entry names only the stage, and the plugin's version tells
+    which release of it failed. Unchanged when the plugin is not known.
+    """
+    origin = origins.get(stage.name)
+    if origin is None:
+        return why
+    verdict, _, rest = why.partition(": ")
+    return f"{verdict} ({origin}): {rest}"
 
 
 def _as_outcome(returned: Any) -> StageOutcome | str:

@@ -30,6 +30,9 @@ class Placement:
 
     stages: list[Stage]
     problems: list[str]
+    #: The name of the stage whose constraint each of `problems` is about, in the same order
+    #: (so a warning can name the plugin that contributed it).
+    problem_stages: list[str] = attrs.field(factory=list)
 
 
 def _tie_key(stage: Stage) -> tuple[int, int, str]:
@@ -37,17 +40,23 @@ def _tie_key(stage: Stage) -> tuple[int, int, str]:
     return (0, rank, stage.name) if rank is not None else (1, 0, stage.name)
 
 
-def _unique(stages: Iterable[Stage], problems: list[str]) -> dict[str, Stage]:
+# (the stage concerned, the problem)
+_Problems = list[tuple[str, str]]
+
+
+def _unique(stages: Iterable[Stage], problems: _Problems) -> dict[str, Stage]:
     by_name: dict[str, Stage] = {}
     for candidate in stages:
         if candidate.name in by_name:
-            problems.append(f"stage {candidate.name!r} is given twice; the first one is kept")
+            problems.append(
+                (candidate.name, f"stage {candidate.name!r} is given twice; the first one is kept")
+            )
             continue
         by_name[candidate.name] = candidate
     return by_name
 
 
-def _edges(by_name: dict[str, Stage], problems: list[str]) -> set[tuple[str, str]]:
+def _edges(by_name: dict[str, Stage], problems: _Problems) -> set[tuple[str, str]]:
     """(earlier, later) pairs inside one phase; cross-phase pairs are checked, then dropped."""
     edges: set[tuple[str, str]] = set()
     for name, current in sorted(by_name.items()):
@@ -57,19 +66,25 @@ def _edges(by_name: dict[str, Stage], problems: list[str]) -> set[tuple[str, str
             other = later if word == "before" else earlier
             if other not in by_name:
                 problems.append(
-                    f"stage {name!r}: {word}={other!r} names no stage in the pipeline; ignored"
+                    (
+                        name,
+                        f"stage {name!r}: {word}={other!r} names no stage in the pipeline; ignored",
+                    )
                 )
                 continue
             if earlier == later:
-                problems.append(f"stage {name!r}: {word}={other!r} names itself; ignored")
+                problems.append((name, f"stage {name!r}: {word}={other!r} names itself; ignored"))
                 continue
             first, second = _PHASE_RANK[by_name[earlier].phase], _PHASE_RANK[by_name[later].phase]
             if first < second:
                 continue  # already guaranteed by the phase order
             if first > second:
                 problems.append(
-                    f"stage {name!r} ({current.phase}): {word}={other!r} "
-                    f"({by_name[other].phase}) contradicts the phase order; ignored"
+                    (
+                        name,
+                        f"stage {name!r} ({current.phase}): {word}={other!r} "
+                        f"({by_name[other].phase}) contradicts the phase order; ignored",
+                    )
                 )
                 continue
             edges.add((earlier, later))
@@ -77,7 +92,7 @@ def _edges(by_name: dict[str, Stage], problems: list[str]) -> set[tuple[str, str
 
 
 def _topological(
-    phase_stages: list[Stage], edges: set[tuple[str, str]], problems: list[str]
+    phase_stages: list[Stage], edges: set[tuple[str, str]], problems: _Problems
 ) -> list[Stage]:
     """Kahn's algorithm, always taking the ready stage with the smallest rank (see `_ranks`)."""
     names = {s.name for s in phase_stages}
@@ -99,8 +114,11 @@ def _topological(
             _, name = min((rank[n], n) for n in remaining)
             waited = sorted(incoming[name])
             problems.append(
-                f"the constraints among stages {', '.join(sorted(remaining))} form a cycle; "
-                f"ignored those placing {name!r} after {', '.join(waited)}"
+                (
+                    name,
+                    f"the constraints among stages {', '.join(sorted(remaining))} form a cycle; "
+                    f"ignored those placing {name!r} after {', '.join(waited)}",
+                )
             )
             for earlier in waited:
                 outgoing[earlier].discard(name)
@@ -146,14 +164,14 @@ def _ranks(by_name: dict[str, Stage], outgoing: dict[str, set[str]]) -> dict[str
 
 def place_stages(stages: Iterable[Stage]) -> Placement:
     """Order `stages` for the pipeline and say which constraints were ignored."""
-    problems: list[str] = []
+    problems: _Problems = []
     by_name = _unique(stages, problems)
     edges = _edges(by_name, problems)
     ordered: list[Stage] = []
     for phase in PHASES:
         in_phase = [s for s in by_name.values() if s.phase == phase]
         ordered += _topological(in_phase, edges, problems)
-    return Placement(ordered, problems)
+    return Placement(ordered, [text for _, text in problems], [name for name, _ in problems])
 
 
 def order_stages(stages: Iterable[Stage]) -> list[Stage]:

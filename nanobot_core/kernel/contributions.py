@@ -83,8 +83,7 @@ def resolve(
                 "built-in overridden by configuration",
                 kind=kind,
                 name=contribution.name,
-                plugin=contribution.plugin.name,
-                distribution=contribution.plugin.distribution,
+                plugin=contribution.plugin.describe(),
             )
             continue
         resolved.append(attrs.evolve(contribution, shadowed_by=owner.plugin.name))
@@ -92,10 +91,8 @@ def resolve(
             "name clash: first contribution wins",
             kind=kind,
             name=contribution.name,
-            winner=owner.plugin.name,
-            winner_distribution=owner.plugin.distribution,
-            loser=contribution.plugin.name,
-            loser_distribution=contribution.plugin.distribution,
+            winner=owner.plugin.describe(),
+            loser=contribution.plugin.describe(),
             reason="built-in names are protected"
             if owner.plugin.builtin
             else "ordered by distribution name, then entry-point name",

@@ -20,8 +20,8 @@ from nanobot_core.kernel.records import (
     BUILTIN_PLUGINS,
     PluginInfo,
     Source,
+    builtin_info,
     canonical_name,
-    core_version,
 )
 
 if TYPE_CHECKING:
@@ -59,9 +59,7 @@ def builtin_candidates(disabled: set[str]) -> Iterator[Candidate]:
     for unknown in sorted(disabled - set(BUILTIN_PLUGINS)):
         log.warning("unknown built-in plugin in plugins.disabled_builtins", name=unknown)
     for name, module_name in BUILTIN_PLUGINS.items():
-        info = PluginInfo(
-            name=name, source="builtin", distribution="nanobot-core", version=core_version()
-        )
+        info = builtin_info(name)
         if name in disabled:
             log.info("built-in plugin disabled", plugin=name)
             yield Candidate(info, None, "disabled in config")

@@ -367,8 +367,7 @@ class PluginManager:
             elif value is not None:
                 log.error(
                     "runtime-context hook returned non-strings; lines dropped",
-                    plugin=record.info.name,
-                    distribution=record.info.distribution,
+                    plugin=record.info.describe(),
                     returned=type(value).__name__,
                 )
         return lines

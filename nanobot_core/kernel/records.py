@@ -16,6 +16,7 @@ __all__ = [
     "PluginRecord",
     "Source",
     "Status",
+    "builtin_info",
     "canonical_name",
     "core_version",
 ]
@@ -86,6 +87,13 @@ class PluginInfo:
         else:
             where = f"version {self.version}" if self.version else ""
         return f"{kind} {self.name!r}" + (f" {where}" if where else "")
+
+
+def builtin_info(name: str) -> PluginInfo:
+    """The `PluginInfo` of the built-in plugin `name`: part of nanobot-core, at its version."""
+    return PluginInfo(
+        name=name, source="builtin", distribution="nanobot-core", version=core_version()
+    )
 
 
 @attrs.frozen

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from nanobot_core.config import Config
+from nanobot_core.kernel.records import builtin_info
 from nanobot_core.prompt.builder import SEPARATOR, BuiltPrompt, PromptBuilder, SectionReport
 from nanobot_core.prompt.builtin_sections import BUILTIN_SECTION_NAMES, builtin_sections
 from nanobot_core.prompt.runtime import (
@@ -36,4 +37,5 @@ BUILTIN_PLUGIN_NAME = "builtin:prompt"
 
 def build_default_prompt_builder(config: Config) -> PromptBuilder:
     """A builder over the built-in sections only, without the plugin manager."""
-    return PromptBuilder([(s, BUILTIN_PLUGIN_NAME) for s in builtin_sections()], config=config)
+    owner = builtin_info(BUILTIN_PLUGIN_NAME)
+    return PromptBuilder([(s, owner) for s in builtin_sections()], config=config)

@@ -11,6 +11,7 @@ from nanobot_core._containment import PluginEscapeError, plugin_code
 from nanobot_core._json_boundary import without_lone_surrogates
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config
+from nanobot_core.kernel.records import PluginInfo
 from nanobot_core.prompt.section import Section, SectionContext
 
 if TYPE_CHECKING:
@@ -26,19 +27,25 @@ SEPARATOR = "\n\n---\n\n"
 
 @attrs.frozen
 class SectionReport:
-    """What became of one section: its size in the prompt, or why it was left out."""
+    """What became of one section: its size in the prompt, or why it was left out.
+
+    `plugin` is the name of the plugin that contributed the section, `version`
+    that plugin's version (None when not known).
+    """
 
     name: str
     plugin: str
     chars: int
     skipped: bool
     reason: str | None = None
+    version: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The object printed by ``nanobot-core prompt --json``."""
         return {
             "name": self.name,
             "plugin": self.plugin,
+            "version": self.version,
             "chars": self.chars,
             "skipped": self.skipped,
             "reason": self.reason,
@@ -56,13 +63,16 @@ class BuiltPrompt:
 @attrs.frozen
 class _Placed:
     section: Section
-    plugin: str
+    plugin: PluginInfo
     order: float
-    taken_by: str | None = None
+    taken_by: str | None = None  # the label of the plugin whose section has the same name
 
 
 class PromptBuilder:
-    """Builds the system prompt from sections, each paired with the name of its plugin.
+    """Builds the system prompt from sections, each paired with its plugin.
+
+    The plugin is a `PluginInfo` (what the plugin manager passes: messages and
+    reports then give its version) or just its name.
 
     Sections are ordered by their order key (``config.prompt.order`` overrides
     it by name), ties broken by name; those named in ``config.prompt.disabled``
@@ -70,7 +80,9 @@ class PromptBuilder:
     left out and reported; it never breaks the prompt.
     """
 
-    def __init__(self, sections: Iterable[tuple[Section, str]], *, config: Config) -> None:
+    def __init__(
+        self, sections: Iterable[tuple[Section, str | PluginInfo]], *, config: Config
+    ) -> None:
         self.config = config
         self._placed = _place(sections, config)
         known = {p.section.name for p in self._placed}
@@ -83,8 +95,8 @@ class PromptBuilder:
 
     @classmethod
     def from_plugins(cls, pm: PluginManager) -> PromptBuilder:
-        """The builder over every plugin's sections, each labelled with its plugin's name."""
-        return cls([(c.item, c.plugin.name) for c in pm.contributions("section")], config=pm.config)
+        """The builder over every plugin's sections, each labelled with its plugin."""
+        return cls([(c.item, c.plugin) for c in pm.contributions("section")], config=pm.config)
 
     def section_names(self) -> list[str]:
         """The names of the sections in prompt order, disabled ones included."""
@@ -107,21 +119,28 @@ class PromptBuilder:
                 reports.append(_skipped(placed, reason))
                 continue
             parts.append(text)
-            reports.append(SectionReport(placed.section.name, placed.plugin, len(text), False))
+            owner = placed.plugin
+            reports.append(
+                SectionReport(
+                    placed.section.name, owner.name, len(text), False, None, owner.version
+                )
+            )
         return BuiltPrompt(SEPARATOR.join(parts), reports)
 
 
-def _place(sections: Iterable[tuple[Section, str]], config: Config) -> list[_Placed]:
+def _place(sections: Iterable[tuple[Section, str | PluginInfo]], config: Config) -> list[_Placed]:
     """Order the sections; a repeated name keeps its first owner, and the rest are marked."""
     owners: dict[str, str] = {}
     placed: list[_Placed] = []
     for pair in sections:
         if isinstance(pair, Section):
-            raise TypeError("PromptBuilder takes (Section, plugin_name) pairs, not bare Sections")
+            raise TypeError("PromptBuilder takes (Section, plugin) pairs, not bare Sections")
         section, plugin = pair
+        # A bare name says nothing of where the plugin comes from: it is named alone.
+        owner = plugin if isinstance(plugin, PluginInfo) else PluginInfo(plugin, "nanobot.plugins")
         order = float(config.prompt.order.get(section.name, section.order))
-        placed.append(_Placed(section, plugin, order, owners.get(section.name)))
-        owners.setdefault(section.name, plugin)
+        placed.append(_Placed(section, owner, order, owners.get(section.name)))
+        owners.setdefault(section.name, owner.describe())
     # sort() is stable, so a repeated name is reported right after the section that kept it.
     placed.sort(key=lambda p: (p.order, p.section.name, p.taken_by is not None))
     return placed
@@ -131,7 +150,7 @@ def _render(placed: _Placed, ctx: SectionContext) -> tuple[str | None, str]:
     """The section's text with surrounding whitespace removed, or None and the reason why not."""
     try:
         # Plugin code: what it prints goes to the log, and SystemExit is stopped here.
-        with plugin_code(f"prompt section {placed.section.name!r} of {placed.plugin}"):
+        with plugin_code(f"prompt section {placed.section.name!r} of {placed.plugin.describe()}"):
             value = placed.section.render(ctx)
     except Exception as exc:  # a broken section must not break the prompt
         escaped = isinstance(exc, PluginEscapeError)
@@ -139,7 +158,7 @@ def _render(placed: _Placed, ctx: SectionContext) -> tuple[str | None, str]:
         log.error(
             "prompt section raised; left out",
             section=placed.section.name,
-            plugin=placed.plugin,
+            plugin=placed.plugin.describe(),
             error=reason,
         )
         return None, reason
@@ -150,7 +169,7 @@ def _render(placed: _Placed, ctx: SectionContext) -> tuple[str | None, str]:
         log.error(
             "prompt section returned a non-string; left out",
             section=placed.section.name,
-            plugin=placed.plugin,
+            plugin=placed.plugin.describe(),
             returned=reason,
         )
         return None, reason
@@ -161,4 +180,5 @@ def _render(placed: _Placed, ctx: SectionContext) -> tuple[str | None, str]:
 
 
 def _skipped(placed: _Placed, reason: str) -> SectionReport:
-    return SectionReport(placed.section.name, placed.plugin, 0, True, reason)
+    owner = placed.plugin
+    return SectionReport(placed.section.name, owner.name, 0, True, reason, owner.version)

@@ -172,7 +172,7 @@ def test_a_repeated_name_keeps_the_first_owner() -> None:
     assert built.text == "first"
     assert built.sections == [
         SectionReport("s", "one", 5, False, None),
-        SectionReport("s", "two", 0, True, "name already taken by one"),
+        SectionReport("s", "two", 0, True, "name already taken by plugin 'one'"),
     ]
     assert builder.section_names() == ["s"]
 
@@ -188,6 +188,7 @@ def test_reports_carry_the_plugin_of_each_section() -> None:
     assert reports[0].to_json() == {
         "name": "a",
         "plugin": "builtin:prompt",
+        "version": None,
         "chars": 1,
         "skipped": False,
         "reason": None,

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 from nanobot_core.cli import cli
+from nanobot_core.kernel.records import core_version
 
 
 @pytest.fixture(autouse=True)
@@ -43,8 +44,8 @@ def test_prompt_json_lists_the_prompt_and_every_section(tmp_path: Path) -> None:
         "skills",
     ]
     first = data["sections"][0]
-    assert set(first) == {"name", "plugin", "chars", "skipped", "reason"}
-    assert first["plugin"] == "builtin:prompt"
+    assert set(first) == {"name", "plugin", "version", "chars", "skipped", "reason"}
+    assert (first["plugin"], first["version"]) == ("builtin:prompt", core_version())
     memory = data["sections"][3]
     assert memory["skipped"] is True and memory["chars"] == 0
 

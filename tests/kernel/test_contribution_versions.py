@@ -1,0 +1,86 @@
+"""Warnings about a plugin's sections and stages at collection name the plugin's version."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from structlog.testing import capture_logs
+
+from nanobot_core.config import Config, PluginsConfig
+from nanobot_core.governance import Stage, StageOutcome
+from nanobot_core.hookspecs import hookimpl
+from nanobot_core.kernel.manager import PluginManager
+from nanobot_core.prompt import Section
+
+
+class _Rules:
+    @hookimpl
+    def nanobot_prompt_sections(self, ctx: object) -> list[Section]:
+        return [Section(name="rules", order=250, render=lambda c: "rules")]
+
+
+class _Shaky:
+    @hookimpl
+    def nanobot_governance_stages(self, ctx: object) -> list[Stage]:
+        return [Stage("snip_history", lambda m, c: StageOutcome.unchanged(m))]
+
+
+class _Odd:
+    @hookimpl
+    def nanobot_runtime_context(self, ctx: object) -> int:
+        return 42
+
+
+def _manager(tmp_path: Path, config: Config | None = None) -> PluginManager:
+    return PluginManager(config or Config(), workspace=tmp_path, autoload=False).load()
+
+
+def _warned(logs: list[dict[str, Any]], event: str) -> dict[str, Any]:
+    (entry,) = [e for e in logs if e["event"] == event]
+    return entry
+
+
+def test_a_section_name_clash_names_both_plugins_with_their_versions(tmp_path: Path) -> None:
+    """Of two plugins' sections with one name, the warning gives winner and loser with versions."""
+    manager = _manager(tmp_path)
+    manager.register(_Rules(), "b", distribution="nanobot-b", version="2.0")
+    manager.register(_Rules(), "a", distribution="nanobot-a", version="1.0")
+    with capture_logs() as logs:
+        manager.contributions("section")
+    clash = _warned(logs, "name clash: first contribution wins")
+    assert (clash["kind"], clash["name"]) == ("section", "rules")
+    assert clash["winner"] == "plugin 'a' from nanobot-a 1.0"
+    assert clash["loser"] == "plugin 'b' from nanobot-b 2.0"
+
+
+def test_a_stage_shadowed_by_a_builtin_names_the_plugin_version(tmp_path: Path) -> None:
+    """A plugin's stage named as a built-in's is reported with both plugins' versions."""
+    manager = _manager(tmp_path)
+    manager.register(_Shaky(), "shaky", distribution="nanobot-shaky", version="1.2.3")
+    with capture_logs() as logs:
+        manager.contributions("stage")
+    clash = _warned(logs, "name clash: first contribution wins")
+    assert clash["winner"].startswith("built-in plugin 'builtin:governance' from nanobot-core ")
+    assert clash["loser"] == "plugin 'shaky' from nanobot-shaky 1.2.3"
+
+
+def test_a_builtin_stage_overridden_by_config_names_the_plugin_version(tmp_path: Path) -> None:
+    """`plugins.overrides` letting a plugin take a built-in stage's name: said with its version."""
+    config = Config(plugins=PluginsConfig(overrides={"nanobot-shaky": ["snip_history"]}))
+    manager = _manager(tmp_path, config)
+    manager.register(_Shaky(), "shaky", distribution="nanobot-shaky", version="1.2.3")
+    with capture_logs() as logs:
+        manager.contributions("stage")
+    overridden = _warned(logs, "built-in overridden by configuration")
+    assert overridden["plugin"] == "plugin 'shaky' from nanobot-shaky 1.2.3"
+
+
+def test_runtime_lines_of_the_wrong_type_name_the_plugin_version(tmp_path: Path) -> None:
+    """The error for a runtime-context hook returning no list of strings names the version."""
+    manager = _manager(tmp_path)
+    manager.register(_Odd(), "odd", distribution="nanobot-odd", version="0.3")
+    with capture_logs() as logs:
+        assert manager.runtime_lines() == []
+    dropped = _warned(logs, "runtime-context hook returned non-strings; lines dropped")
+    assert (dropped["plugin"], dropped["returned"]) == ("plugin 'odd' from nanobot-odd 0.3", "int")
