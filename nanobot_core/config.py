@@ -92,12 +92,21 @@ class GovernanceConfig:
     low_watermark: float = 0.7
 
 
+#: The default ``prompt.max_file_bytes`` (1 MiB): well above a long hand-written AGENTS.md
+#: or memory file (a few hundred KB at most, already more than many context windows),
+#: far below a file put there by mistake (a log, a dump), which would go into every request.
+DEFAULT_PROMPT_FILE_BYTES = 1024 * 1024
+
+
 @attrs.define
 class PromptConfig:
-    """Which sections make the system prompt, and in which order."""
+    """Which sections make the system prompt, in which order, and how much of a file it takes."""
 
     disabled: list[str] = attrs.field(factory=list)
     order: dict[str, float] = attrs.field(factory=dict)
+    # The most bytes of one workspace file (AGENTS.md, SOUL.md, USER.md, memory/MEMORY.md,
+    # a SKILL.md) the prompt reads; a longer file is cut there, with a notice.
+    max_file_bytes: int = DEFAULT_PROMPT_FILE_BYTES
 
 
 @attrs.define
@@ -350,6 +359,7 @@ _BOUNDS: tuple[tuple[str, str, float], ...] = (
     ("provider.max_tokens", ">", 0),
     ("provider.max_reply_bytes", ">", 0),
     ("runner.max_iterations", ">", 0),
+    ("prompt.max_file_bytes", ">", 0),
     ("sessions.lease_wait", ">=", 0),
     ("sessions.postgres.pool_size", ">", 0),
     ("sessions.postgres.connect_timeout", ">", 0),

@@ -51,7 +51,7 @@ def render_bootstrap(ctx: SectionContext) -> str | None:
     """AGENTS.md, SOUL.md and USER.md from the workspace, each under its own heading."""
     parts = ["# Workspace instructions"]
     for name in BOOTSTRAP_FILES:
-        text = read_user_file(ctx.workspace, name)
+        text = read_user_file(ctx.workspace, name, max_bytes=ctx.config.prompt.max_file_bytes)
         if text is not None:
             parts.append(f"## {name}\n\n{text}")
     return "\n\n".join(parts) if len(parts) > 1 else None
@@ -78,7 +78,7 @@ def render_tool_contract(ctx: SectionContext) -> str:
 
 def render_memory(ctx: SectionContext) -> str | None:
     """The long-term memory file, memory/MEMORY.md."""
-    text = read_user_file(ctx.workspace, MEMORY_FILE)
+    text = read_user_file(ctx.workspace, MEMORY_FILE, max_bytes=ctx.config.prompt.max_file_bytes)
     if text is None:
         return None
     return (
@@ -89,7 +89,7 @@ def render_memory(ctx: SectionContext) -> str | None:
 
 def render_skills(ctx: SectionContext) -> str | None:
     """Always-on skills in full, then one line per other skill with the path to its SKILL.md."""
-    scan = scan_skills(ctx.workspace)
+    scan = scan_skills(ctx.workspace, max_bytes=ctx.config.prompt.max_file_bytes)
     for problem in scan.problems:
         log.warning("skill skipped", path=problem.path, reason=problem.reason)
     if not scan.skills:

@@ -25,8 +25,10 @@ from pathlib import Path
 
 import attrs
 
+from nanobot_core._logging import get_logger
+from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
 from nanobot_core.errors import ConfigError
-from nanobot_core.prompt.workspace_files import read_regular_file
+from nanobot_core.prompt.workspace_files import cut_notice, read_file_start
 
 __all__ = [
     "SKILLS_DIR",
@@ -42,6 +44,8 @@ __all__ = [
 
 SKILLS_DIR = "skills"
 SKILL_FILE = "SKILL.md"
+
+log = get_logger("nanobot_core.prompt")
 
 _FENCE = "---"
 _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
@@ -145,13 +149,18 @@ def parse_skill(text: str, *, folder: str, path: str) -> Skill:
     )
 
 
-def scan_skills(workspace: Path) -> SkillScan:
+def scan_skills(workspace: Path, *, max_bytes: int = DEFAULT_PROMPT_FILE_BYTES) -> SkillScan:
     """Read every ``skills/<folder>/SKILL.md`` of `workspace`, in a stable order.
 
     Folders are visited in code-point order of their names (never directory
     order, which differs between file systems); hidden folders and folders
     without a SKILL.md are ignored. When two folders declare the same name, the
     first folder keeps it and the other is reported.
+
+    No more than `max_bytes` of each SKILL.md is read (``prompt.max_file_bytes``),
+    so a workspace of many skills costs at most that much per skill: the body
+    of a longer one ends with :func:`cut_notice` and a warning names the file,
+    and its front matter must close within those bytes.
     """
     root = workspace / SKILLS_DIR
     try:
@@ -165,17 +174,34 @@ def scan_skills(workspace: Path) -> SkillScan:
             continue
         relative = f"{SKILLS_DIR}/{folder}/{SKILL_FILE}"
         try:
-            raw = read_regular_file(workspace / relative)
+            start = read_file_start(workspace / relative, max_bytes)
         except FileNotFoundError:
             continue
         except OSError as exc:
             problems.append(SkillProblem(relative, f"cannot read: {type(exc).__name__}: {exc}"))
             continue
+        text = start.data.decode("utf-8", errors="replace")
         try:
-            skill = parse_skill(raw.decode("utf-8", errors="replace"), folder=folder, path=relative)
+            skill = parse_skill(text, folder=folder, path=relative)
         except FrontMatterError as exc:
-            problems.append(SkillProblem(relative, str(exc)))
+            reason = str(exc)
+            if start.cut:
+                reason += (
+                    f" in its first {len(start.data):,} of {start.size:,} bytes, the most read "
+                    "(prompt.max_file_bytes)"
+                )
+            problems.append(SkillProblem(relative, reason))
             continue
+        if start.cut:
+            log.warning(
+                "skill file larger than prompt.max_file_bytes; only its start is read",
+                path=str(workspace / relative),
+                size=start.size,
+                kept=len(start.data),
+                max_file_bytes=max_bytes,
+            )
+            body = f"{skill.body}\n\n{cut_notice(relative, start)}".lstrip()
+            skill = attrs.evolve(skill, body=body)
         if skill.name in skills:
             owner = skills[skill.name].path
             problems.append(SkillProblem(relative, f"name {skill.name!r} already used by {owner}"))

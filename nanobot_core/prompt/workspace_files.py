@@ -14,17 +14,22 @@ import stat
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
+from typing import BinaryIO
 
 import attrs
 
 from nanobot_core._logging import get_logger
+from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
 
 __all__ = [
     "BOOTSTRAP_FILES",
     "MEMORY_FILE",
     "TEMPLATE_FILES",
+    "FileStart",
     "InitReport",
+    "cut_notice",
     "init_workspace",
+    "read_file_start",
     "read_regular_file",
     "read_user_file",
     "shipped_template",
@@ -53,8 +58,8 @@ def _normalise(text: str) -> str:
     return text.removeprefix("\ufeff").replace("\r\n", "\n").replace("\r", "\n").strip()
 
 
-def read_regular_file(path: Path) -> bytes:
-    """The bytes of `path`, which must be a regular file (a link to one is followed).
+def _open_regular(path: Path) -> BinaryIO:
+    """`path` opened for reading in binary, refused unless it is a regular file (or a link to one).
 
     Opening never waits: a named pipe, a device or a socket raises ``OSError``
     ("not a regular file") instead of blocking the prompt until something
@@ -62,24 +67,104 @@ def read_regular_file(path: Path) -> bytes:
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     fd = os.open(path, flags)
-    with os.fdopen(fd, "rb") as handle:
+    handle = os.fdopen(fd, "rb")
+    try:
         mode = os.fstat(handle.fileno()).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
         if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
+    except BaseException:
+        handle.close()
+        raise
+    return handle
+
+
+def read_regular_file(path: Path) -> bytes:
+    """The bytes of `path`, which must be a regular file (a link to one is followed).
+
+    Reads the whole file: for text that goes into the prompt, use
+    :func:`read_file_start`, which reads no more than a limit.
+    """
+    with _open_regular(path) as handle:
         return handle.read()
 
 
-def read_user_file(workspace: Path, relative: str) -> str | None:
+@attrs.frozen
+class FileStart:
+    """The first bytes of a file, cut on a UTF-8 character boundary, and the file's size.
+
+    `data` is the whole file when `cut` is false.
+    """
+
+    data: bytes
+    size: int
+
+    @property
+    def cut(self) -> bool:
+        """Whether the file holds more than `data`."""
+        return len(self.data) < self.size
+
+
+def _utf8_prefix(data: bytes, limit: int) -> bytes:
+    """The first `limit` bytes of `data` or fewer, never ending inside a UTF-8 character.
+
+    ``data[limit]`` (when there is one) tells whether the cut falls inside a
+    character: it does when that byte continues one (``0b10xxxxxx``), and the
+    cut then moves back to the character's first byte. A character is at most
+    four bytes, so bytes that are not UTF-8 at all move it back at most three.
+    """
+    cut = min(limit, len(data))
+    floor = max(cut - 3, 0)
+    while cut > floor and cut < len(data) and data[cut] & 0xC0 == 0x80:
+        cut -= 1
+    return data[:cut]
+
+
+def read_file_start(path: Path, max_bytes: int) -> FileStart:
+    """At most `max_bytes` of the regular file `path`, cut on a UTF-8 character boundary.
+
+    One byte more than the limit is read, to tell a file of exactly `max_bytes`
+    from a longer one (and where its last character ends); the rest is never
+    read, so a file of gigabytes costs no more than one at the limit.
+    """
+    if max_bytes < 1:
+        raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
+    with _open_regular(path) as handle:
+        size = os.fstat(handle.fileno()).st_size
+        # A read of n bytes sets n aside before it starts, so a small file is read
+        # for its size (+1, to see it grew), not for the limit.
+        raw = handle.read(min(size, max_bytes) + 1)
+        if size < len(raw) <= max_bytes:  # it grew since fstat: read on, to the limit
+            raw += handle.read(max_bytes + 1 - len(raw))
+    if len(raw) <= max_bytes:
+        return FileStart(raw, len(raw))
+    # The file may have grown since fstat: it holds at least what was read.
+    return FileStart(_utf8_prefix(raw, max_bytes), max(size, len(raw)))
+
+
+def cut_notice(relative: str, start: FileStart) -> str:
+    """The line that ends the text of a file cut to `prompt.max_file_bytes` in the prompt."""
+    return (
+        f"[{relative} was cut here: the prompt holds its first {len(start.data):,} of "
+        f"{start.size:,} bytes (prompt.max_file_bytes). Read the file with read_file for "
+        "the rest.]"
+    )
+
+
+def read_user_file(
+    workspace: Path, relative: str, *, max_bytes: int = DEFAULT_PROMPT_FILE_BYTES
+) -> str | None:
     """The normalised text of a workspace file, or None when it is missing, empty or the template.
 
     Undecodable bytes are replaced rather than failing, and an unreadable file
     is logged and left out: one bad file should not cost the agent the others.
+    A file larger than `max_bytes` is read only that far: its text ends with
+    :func:`cut_notice`, and a warning names the file.
     """
     path = workspace / relative
     try:
-        raw = read_regular_file(path)
+        start = read_file_start(path, max_bytes)
     except (FileNotFoundError, NotADirectoryError):
         return None
     except OSError as exc:
@@ -89,7 +174,16 @@ def read_user_file(workspace: Path, relative: str) -> str | None:
             error=f"{type(exc).__name__}: {exc}",
         )
         return None
-    text = _normalise(raw.decode("utf-8", errors="replace"))
+    text = _normalise(start.data.decode("utf-8", errors="replace"))
+    if start.cut:
+        log.warning(
+            "workspace file larger than prompt.max_file_bytes; only its start is in the prompt",
+            path=str(path),
+            size=start.size,
+            kept=len(start.data),
+            max_file_bytes=max_bytes,
+        )
+        return f"{text}\n\n{cut_notice(relative, start)}".lstrip()
     if not text:
         return None
     if relative in TEMPLATE_FILES and text == _normalise(shipped_template(relative)):

@@ -6,7 +6,7 @@ module costs. Each rule names conditions every text it matches meets
 *gate*, one character of its substring that is rare in prose and code (``-``
 for ``sk-``, ``B`` for ``-----BEGIN ``). A single-character test is one
 ``memchr`` over the text, at memory speed, so a text that holds none of the
-seven or so gates is settled without any longer search, any regular
+eight or so gates is settled without any longer search, any regular
 expression or any allocation: each gate is one more pass over every text,
 so a rule whose match holds a character that is another rule's gate names it
 first and goes behind it. A text that holds a gate has the conditions of

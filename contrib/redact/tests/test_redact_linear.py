@@ -161,6 +161,35 @@ ADVERSARIAL: list[tuple[str, Any, Any]] = [
     ("slashes in a url password without an at sign", lambda n: "x://a:" + "b/" * n, None),
     ("slashes and at signs in a url password", lambda n: "x://a:" + "/@" * n, None),
     ("schemes with an at sign as password", lambda n: "://a:@" * n, None),
+    ("scheme-less slack workflow hosts", lambda n: "hooks.slack.com/triggers/T" * n, None),
+    (
+        "scheme-less slack workflow ids",
+        lambda n: "hooks.slack.com/workflows/T0A1B2C3/" + "A1/" * n,
+        None,
+    ),
+    (
+        "a scheme-less slack trigger id without its secret",
+        lambda n: "hooks.slack.com/triggers/T0A1B2C3/" + "1" * n,
+        None,
+    ),
+    (
+        "scheme-less slack hosts glued together",
+        lambda n: "hooks.slack.comhooks.slack.com/" * n,
+        None,
+    ),
+    ("gitlab session cookies", lambda n: "_gitlab_session=" * n, None),
+    (
+        "a gitlab session value glued to a word",
+        lambda n: "_gitlab_session=" + "a0" * n + "g",
+        None,
+    ),
+    (
+        "gitlab session values",
+        lambda n: ("_gitlab_session=" + "f" * 32 + ";") * n,
+        lambda n: ("_gitlab_session=" + M("gitlab_session") + ";") * n,
+    ),
+    ("glued gitlab session cookies", lambda n: "x_gitlab_session=" + "a" * 40 * n, None),
+    ("every gate character, k too", lambda n: "BzZ-U@?&A:=_J/BTk " * n, None),
     (
         "a url password of at signs and slashes",
         lambda n: "x://a:" + "b/@" * n,

@@ -448,6 +448,124 @@ def test_slack_workflow_look_alikes_are_kept(text: str) -> None:
     assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
 
 
+@pytest.mark.parametrize(
+    "path",
+    [
+        f"workflows/{SLACK_TEAM}/{SLACK_APP}/{SLACK_TRIGGER}/" + fake("", 24),
+        f"triggers/{SLACK_TEAM}/{SLACK_TRIGGER[:13]}/" + fake("", 32, "0123456789abcdef"),
+        "services/" + SLACK_HOOK_PATH,
+    ],
+)
+@pytest.mark.parametrize(
+    "line",
+    [
+        "SLACK_WEBHOOK_URL={}",
+        "webhook: {} # alerts",
+        'curl -X POST -d "{{}}" {}',
+        '{{"url": "{}"}}',
+        "post to {}.",
+    ],
+)
+def test_a_slack_webhook_without_its_scheme_loses_its_path(path: str, line: str) -> None:
+    """hooks.slack.com/{workflows,triggers,services}/... written without https:// is found."""
+    kind = path.split("/", 1)[0]
+    text, found = redact_text(line.format(f"hooks.slack.com/{path}"), DEFAULT_PATTERNS)
+    assert text == line.format(f"hooks.slack.com/{kind}/[REDACTED:slack_webhook]")
+    assert found == {"slack_webhook": 1}
+    escaped = json.dumps({"url": f"hooks.slack.com/{path}"}).replace("/", "\\/")
+    redacted, found = redact_text(escaped, DEFAULT_PATTERNS)
+    assert json.loads(redacted) == {"url": f"hooks.slack.com/{kind}/[REDACTED:slack_webhook]"}
+    assert found == {"slack_webhook": 1}
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Set SLACK_WEBHOOK_URL=hooks.slack.com/triggers/T.../... in .env",
+        "hooks.slack.com/workflows/{team}/{app}/{id}/{secret} is the shape",
+        f"hooks.slack.com/triggers/{SLACK_TEAM}/{SLACK_TRIGGER[:13]}/short",
+        f"hooks.slack.com/triggers/{SLACK_TEAM}/" + fake("", 32),  # no trigger ID
+        f"hooks.slack.com/workflows/{SLACK_TEAM.lower()}/{SLACK_TRIGGER}/" + fake("", 24),
+        f"hooks.slack.org/triggers/{SLACK_TEAM}/{SLACK_TRIGGER}/" + fake("", 32),
+        f"hooks-slack.com/triggers/{SLACK_TEAM}/{SLACK_TRIGGER}/" + fake("", 32),
+        f"hooks.slack.com/shortcuts/{SLACK_TEAM}/{SLACK_TRIGGER}/" + fake("", 32),
+        f"api.slack.com/triggers/{SLACK_TEAM}/{SLACK_TRIGGER}/" + fake("", 32),
+    ],
+)
+def test_scheme_less_slack_workflow_look_alikes_are_kept(text: str) -> None:
+    """Without a scheme, placeholders, other hosts and paths and short tails are still kept."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
+
+
+#: A GitLab session ID as the cookie carries it: 32 hex digits.
+GITLAB_SESSION = "8f1b" + "0c2d9e3a4b5c6d7e8f9a0b1c" + "2d3e"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            f"Cookie: _gitlab_session={GITLAB_SESSION}",
+            "Cookie: _gitlab_session=[REDACTED:gitlab_session]",
+        ),
+        (
+            f"Set-Cookie: _gitlab_session={GITLAB_SESSION}; path=/; HttpOnly",
+            "Set-Cookie: _gitlab_session=[REDACTED:gitlab_session]; path=/; HttpOnly",
+        ),
+        (
+            f"curl -b '_gitlab_session={GITLAB_SESSION * 2}' https://gitlab.example.com/api/v4",
+            "curl -b '_gitlab_session=[REDACTED:gitlab_session]' https://gitlab.example.com/api/v4",
+        ),
+        (
+            f'{{"Cookie": "known_sign_in=x; _gitlab_session={GITLAB_SESSION.upper()}"}}',
+            '{"Cookie": "known_sign_in=x; _gitlab_session=[REDACTED:gitlab_session]"}',
+        ),
+        (
+            f"event_filter=all;_gitlab_session={GITLAB_SESSION}\n",
+            "event_filter=all;_gitlab_session=[REDACTED:gitlab_session]\n",
+        ),
+    ],
+)
+def test_a_gitlab_session_cookie_loses_its_value(text: str, expected: str) -> None:
+    """The value of ``_gitlab_session=`` (32 or more hex digits) goes; the cookie name stays."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (expected, {"gitlab_session": 1})
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"_gitlab_session={GITLAB_SESSION[:31]}",  # one digit short
+        f"_gitlab_session={GITLAB_SESSION[:20]}g{GITLAB_SESSION[21:]}",  # not hex
+        f"_gitlab_session={GITLAB_SESSION}g",  # glued to a longer word
+        f"_gitlab_session={GITLAB_SESSION}-x",
+        f"my_gitlab_session={GITLAB_SESSION}",  # another cookie's name
+        f"x-_gitlab_session={GITLAB_SESSION}",
+        f"_gitlab_session_id={GITLAB_SESSION}",
+        f"_gitlab_session: {GITLAB_SESSION}",  # not a cookie assignment
+        f"_GITLAB_SESSION={GITLAB_SESSION}",  # cookie names are case-sensitive
+        "_gitlab_session=${GITLAB_SESSION} and _gitlab_session=",
+        "the _gitlab_session cookie holds the session ID",
+    ],
+)
+def test_gitlab_session_look_alikes_are_kept(text: str) -> None:
+    """Short or non-hex values, other cookie names and placeholders are not a session."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
+
+
+@settings(deadline=None, max_examples=200)
+@given(
+    st.text("0123456789abcdefABCDEF", min_size=32, max_size=80),
+    st.sampled_from(["", " ", "; ", "\n", '"', "'", "&"]),
+    st.sampled_from(["", "Cookie: ", "a=b; ", '"', "\t"]),
+)
+def test_any_gitlab_session_value_goes_whole(value: str, after: str, before: str) -> None:
+    """Whatever the hex value and what surrounds it, none of it is left."""
+    text = f"{before}_gitlab_session={value}{after}"
+    redacted, found = redact_text(text, DEFAULT_PATTERNS)
+    assert redacted == f"{before}_gitlab_session=[REDACTED:gitlab_session]{after}"
+    assert found == {"gitlab_session": 1}
+
+
 #: GitLab's token prefixes (its token overview) with a body of the length each is issued with.
 GITLAB_TOKENS = [
     fake("glpat-", 20, "aB3dE6gH9jK2_-"),

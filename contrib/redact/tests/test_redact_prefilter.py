@@ -66,6 +66,11 @@ SECRETS = [
     "glrtr-" + "aB3dE6gH9jK2mN5pQ8sT",
     "https://app:ab/cd@db.example.com/x",
     "mysql://root:@bc1@db/x",
+    "hooks.slack.com/triggers/" + "T0A1B2C3D/" + "5614161463698/" + "4d1696b2" * 4,
+    "hooks.slack.com/workflows/" + "T0A1B2C3D/A0B1C2D3E/" + "442660231806/" + "Xy9" * 8,
+    "hooks.slack.com\\/triggers\\/" + "T0A1B2C3D\\/" + "5614161463698\\/" + "4d1696b2" * 4,
+    "_gitlab_session=" + "0c2d9e3a" * 4,
+    "Cookie: a=b; _gitlab_session=" + "0C2D9E3A" * 5,
 ]
 # Whole texts for the rules that match only a text that is just the header value.
 WHOLE = ["Bearer abcdefghijklmnop", " \tbasic dXNlcjpwYXNz\n", "\u3000BEARER abcdefghijkl"]
@@ -79,6 +84,8 @@ PIECES = [
     *("AuThOrIzAtIoN: ", "SecretAccessKey=", "x://a:@", "b/"),
     *("gldt-", "glrtr-", "glagent-", "gl", "https://hooks.slack.com/triggers/T", "/A", "T"),
     *("hooks.slack.com/workflows/T", ":\\/\\/", "4426602318062/"),
+    *("hooks.slack.com/triggers/T", "hooks.slack.com\\/triggers\\/T", "k", "hooks"),
+    *("_gitlab_session=", "_gitlab_session", "0c2d9e3a" * 4, "x", "f"),
 ]
 FILLER = st.one_of(st.text(max_size=30), st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
 
@@ -302,7 +309,7 @@ def test_a_scanner_with_extra_patterns_asks_its_stage_about_every_text() -> None
 
 def test_a_rule_whose_match_holds_another_rules_gate_goes_behind_it() -> None:
     """The header name and a URL password cost a text without ``:`` and ``=`` no pass."""
-    assert SCANNER._prefilter._gates == ("B", ":", "=", "-", "A", "_", "J")
+    assert SCANNER._prefilter._gates == ("B", ":", "=", "-", "A", "_", "k", "J")
     asked: list[str] = []
 
     class Recording(str):
@@ -315,3 +322,17 @@ def test_a_rule_whose_match_holds_another_rules_gate_goes_behind_it() -> None:
     for text in ("Authorization: Bearer abcdefghijkl", "AUTHORIZATION=token abcdefghijkl"):
         assert SCANNER.could_change(text)
     assert SCANNER.could_change("https://app:s3cr3t@db.example.com/x")
+
+
+def test_scheme_less_slack_workflow_urls_and_gitlab_sessions_pass_the_prefilter() -> None:
+    """The new shapes pass the stage's prefilter alone and in prose; prose without them does not."""
+    found = [
+        "hooks.slack.com/triggers/" + "T0A1B2C3D/" + "5614161463698/" + "4d1696b2" * 4,
+        "see hooks.slack.com/workflows/" + "T0A1B2C3D/A0B1C2D3E/442660231806/" + "Xy9" * 8,
+        "cookie _gitlab_session=" + "0c2d9e3a" * 4 + " here",
+    ]
+    for text in found:
+        assert SCANNER.could_change(text), text
+        assert SCANNER.redact(text)[1], text
+    for text in ("look at the slack hooks, not the gitlab session", "hooks.slack.com"):
+        assert not SCANNER.could_change(text), text

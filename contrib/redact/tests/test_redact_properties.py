@@ -66,6 +66,15 @@ SECRETS: list[tuple[str, str]] = [
         "https://app:@s3/cr@db.example.com/x",
         "https://app:" + marker("url_password") + "@db.example.com/x",
     ),
+    (
+        "hooks.slack.com/triggers/" + "T0A1B2C3D/" + "5614161463698/" + "4d1696b2" * 4,
+        "hooks.slack.com/triggers/" + marker("slack_webhook"),
+    ),
+    (
+        "hooks.slack.com/workflows/" + "T0A1B2C3D/A0B1C2D3E/" + "442660231806/" + "Xy9" * 8,
+        "hooks.slack.com/workflows/" + marker("slack_webhook"),
+    ),
+    ("_gitlab_session=" + "0c2d9e3a" * 4, "_gitlab_session=" + marker("gitlab_session")),
 ]
 
 # Words with none of the rules' required substrings: they can never be (part of) a secret.
@@ -85,6 +94,8 @@ _TRICKY_PIECES = [
     *("glpat-", "hf_", "npm_", "_authToken=", "hooks.slack.com/services/T", "/B"),
     *("aUTHORIZATION: ", "SecretAccessKey: ", "Z", "z"),
     *("gldt-", "glrtr-", "glagent-", "https://hooks.slack.com/triggers/T", "T0A1B2C3D/", "/A"),
+    *("hooks.slack.com/triggers/T", "hooks.slack.com/workflows/T", "5614161463698/", "k"),
+    *("_gitlab_session=", "0c2d9e3a" * 4, "f"),
 ]
 TRICKY = st.lists(st.sampled_from(_TRICKY_PIECES), max_size=40).map("".join)
 
