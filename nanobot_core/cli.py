@@ -237,15 +237,24 @@ def read_bounded(source: BinaryIO) -> bytes:
 
 
 def read_stdin_text(param_hint: str) -> str:
-    """All of stdin as text; a usage error (exit 2) past `MAX_INPUT_BYTES` characters."""
-    text = sys.stdin.read(MAX_INPUT_BYTES + 1)
-    if len(text) > MAX_INPUT_BYTES:
-        raise click.BadParameter(
-            f"stdin gave more than {MAX_INPUT_BYTES} characters, the most read of one "
-            f"input (stopped reading there)",
-            param_hint=param_hint,
-        )
-    return text
+    """All of stdin as text; a usage error (exit 2) past `MAX_INPUT_BYTES` characters.
+
+    Read a chunk at a time: a read of n characters sets aside room for n before
+    it starts, so one read of the limit would reserve gigabytes for a line of
+    input, and fail with a `MemoryError` where the address space is capped.
+    """
+    chunks: list[str] = []
+    total = 0
+    while chunk := sys.stdin.read(_READ_CHUNK):
+        total += len(chunk)
+        if total > MAX_INPUT_BYTES:
+            raise click.BadParameter(
+                f"stdin gave more than {MAX_INPUT_BYTES} characters, the most read of one "
+                f"input (stopped reading there)",
+                param_hint=param_hint,
+            )
+        chunks.append(chunk)
+    return "".join(chunks)
 
 
 def _reason(exc: BaseException) -> str:

@@ -297,7 +297,12 @@ def _found(path: Path) -> bool:
 def _read_toml(path: Path, *, table: tuple[str, ...] = ()) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
-            raw = handle.read(MAX_CONFIG_BYTES + 1)
+            # A read of n bytes sets n aside before it starts: read what the file holds
+            # (one byte more, to see it grew past the limit), not the limit.
+            size = os.fstat(handle.fileno()).st_size
+            raw = handle.read(min(size, MAX_CONFIG_BYTES) + 1)
+            if size < len(raw) <= MAX_CONFIG_BYTES:  # it grew since fstat: read on, to the limit
+                raw += handle.read(MAX_CONFIG_BYTES + 1 - len(raw))
         if len(raw) > MAX_CONFIG_BYTES:
             raise ConfigError(
                 f"{path}: larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB, the most read "

@@ -442,3 +442,29 @@ def test_a_global_option_without_its_value_after_the_subcommand(tmp_path: Path) 
         result = _cli("tools", option, cwd=tmp_path)
         assert result.returncode == 2, result.stderr
         assert f"Error: Option '{option}' requires an argument." in result.stderr
+
+
+def _capped_address_space() -> None:
+    import resource
+
+    # Far above what the command needs (about 300 MiB here), far below the 1 GiB limit.
+    cap = 768 * 1024 * 1024
+    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+
+
+def test_arguments_on_stdin_are_read_where_the_address_space_is_capped(tmp_path: Path) -> None:
+    """`call TOOL -` under a capped address space reads its few bytes, not room for 1 GiB."""
+    result = subprocess.run(
+        [sys.executable, "-m", "nanobot_core", "call", "list_dir", "-", "--json"],
+        input='{"path": "."}',
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(),
+        timeout=60,
+        preexec_fn=_capped_address_space,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert '"ok": true' in result.stdout
+    assert "MemoryError" not in result.stderr

@@ -451,3 +451,18 @@ def test_a_nanobot_toml_that_is_not_a_file_is_an_error(tmp_path: Path, kind: str
         local.symlink_to(tmp_path / "missing.toml")
     with pytest.raises(ConfigError, match=r"nanobot\.toml: not a regular file"):
         load_config(cwd=tmp_path, environ={})
+
+
+def test_a_small_config_file_is_read_without_room_for_the_limit(tmp_path: Path) -> None:
+    """Reading a config file of a few bytes sets aside about that much, not 16 MiB."""
+    import tracemalloc
+
+    (tmp_path / "nanobot.toml").write_text("[runner]\nmax_iterations = 7\n", encoding="utf-8")
+    load_config(cwd=tmp_path, environ={})  # what loading imports is not what is measured
+    tracemalloc.start()
+    try:
+        assert load_config(cwd=tmp_path, environ={}).runner.max_iterations == 7
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 * 1024 * 1024, peak
