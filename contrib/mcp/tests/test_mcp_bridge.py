@@ -535,3 +535,23 @@ def test_a_line_too_long_at_start_up_is_a_failed_start_naming_it(workspace: Work
     assert problem.startswith(
         "MCP server 'raw' sent a line longer than 2 KiB (max_line_bytes) and was stopped"
     )
+
+
+def test_a_line_too_long_while_idle_fails_the_next_call_without_a_restart(
+    workspace: Workspace,
+) -> None:
+    """A server that floods between calls is stopped; the next call is told why, at once."""
+    env = {"RAW_SERVER_FLOOD_IDLE": str(4 * MIB)}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "max_line_bytes": MIB})
+    echo = bridged(workspace)["mcp_raw_echo"]
+    (pid,) = map(int, workspace.spawn_log.read_text().split())
+    deadline = time.monotonic() + 30
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid)
+    result = run_tool(echo, {"text": "hi"})
+    assert result.is_error and "retry_after" in result
+    assert "MCP server 'raw' sent a line longer than 1 MiB (max_line_bytes) and was stopped" in (
+        result
+    )
+    assert workspace.spawns() == 1

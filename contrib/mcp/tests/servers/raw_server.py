@@ -11,6 +11,8 @@ switches:
 - ``RAW_SERVER_PAD``: the text of every answer of ``echo`` is followed by this many ``x``.
 - ``RAW_SERVER_FLOOD``: every call is answered with this many bytes and no newline (then the
   server waits for more requests), as a broken or hostile server might.
+- ``RAW_SERVER_FLOOD_IDLE``: after answering ``tools/list``, send this many bytes and no
+  newline unasked.
 - ``NOTES_SERVER_SPAWN_LOG``: append the process id to this file at start (as the notes
   server does).
 """
@@ -77,6 +79,8 @@ def answer(request: dict[str, object]) -> None:
     else:
         result = {}
     send({"jsonrpc": "2.0", "id": ident, "result": result})
+    if method == "tools/list" and os.environ.get("RAW_SERVER_FLOOD_IDLE"):
+        flood(int(os.environ["RAW_SERVER_FLOOD_IDLE"]))
 
 
 def flood(size: int) -> None:
