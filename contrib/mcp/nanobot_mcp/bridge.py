@@ -141,9 +141,12 @@ class McpBridge:
                 if connection.alive:
                     self._connections[handle] = connection
                     return connection
-                # It died while idle: start a fresh one now rather than fail the call.
+                # It died while idle: start a fresh one now rather than fail the call,
+                # unless it was stopped for breaking a limit (then it is remembered as failed).
                 await connection.close(timeout=1.0)
             failures = handle.failures
+            if connection is not None and connection.fault is not None:
+                failures.record(handle.config, connection.fault)
             remembered = failures.recent(handle.config)
             if remembered is not None:
                 raise McpServerError(remembered.describe(handle.config))
@@ -188,9 +191,13 @@ class McpBridge:
                     f"result ({validation_summary(exc)})"
                 ) from None
             if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
-                # The process is gone: forget it, so the next call starts a fresh one.
+                # The process is gone: forget it, so the next call starts a fresh one (or,
+                # when it was stopped for breaking a limit, is told why for retry_after).
                 self._connections.pop(handle, None)
                 await connection.close(timeout=1.0)
+                if connection.fault is not None:
+                    handle.failures.record(handle.config, connection.fault)
+                    raise McpServerError(f"{connection.fault} while {tool!r} was running") from None
                 raise McpServerError(
                     f"MCP server {handle.config.name!r} closed the connection during the call"
                 ) from exc

@@ -12,6 +12,7 @@ The file is ``$NANOBOT_MCP_CONFIG`` when that is set, else
     startup_timeout = 10.0     # seconds to spawn, handshake and list the tools
     call_timeout = 60.0        # seconds one tool call may take (start-up not included)
     retry_after = 60.0         # seconds a failed start is remembered (0: try every time)
+    max_line_bytes = 16777216  # the longest line (one message) the server may send: 16 MiB
 """
 
 from __future__ import annotations
@@ -27,12 +28,23 @@ from typing import Any
 import attrs
 from nanobot_core import ConfigError
 
+from nanobot_mcp.stdio import DEFAULT_MAX_LINE_BYTES
+
 __all__ = ["CONFIG_ENV", "ServerConfig", "config_path", "load_servers", "parse_servers"]
 
 CONFIG_ENV = "NANOBOT_MCP_CONFIG"
 _SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
 _KEYS = frozenset(
-    {"command", "args", "env", "cwd", "startup_timeout", "call_timeout", "retry_after"}
+    {
+        "command",
+        "args",
+        "env",
+        "cwd",
+        "startup_timeout",
+        "call_timeout",
+        "retry_after",
+        "max_line_bytes",
+    }
 )
 
 
@@ -48,10 +60,11 @@ class ServerConfig:
     startup_timeout: float = 10.0
     call_timeout: float = 60.0
     retry_after: float = 60.0
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 
     @property
     def config_hash(self) -> str:
-        """A digest of everything that decides which server runs (not the timeouts)."""
+        """A digest of everything that decides which server runs (not the timeouts or limits)."""
         identity = {
             "command": self.command,
             "args": list(self.args),
@@ -127,7 +140,15 @@ def _server(name: str, table: Any, workspace: Path, where: str) -> ServerConfig:
         startup_timeout=_seconds(table, "startup_timeout", 10.0, where),
         call_timeout=_seconds(table, "call_timeout", 60.0, where),
         retry_after=_seconds(table, "retry_after", 60.0, where, zero=True),
+        max_line_bytes=_max_line_bytes(table, where),
     )
+
+
+def _max_line_bytes(table: Mapping[str, Any], where: str) -> int:
+    value = table.get("max_line_bytes", DEFAULT_MAX_LINE_BYTES)
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise ConfigError(f"{where}: 'max_line_bytes' must be a positive integer (bytes)")
+    return value
 
 
 def _seconds(

@@ -14,6 +14,10 @@ the SDK sees the good ones. Likewise the content blocks of a ``tools/call``
 answer: one block the SDK refuses (a content type it does not know) would
 lose the whole result, so such a block is replaced by a line of text saying
 what was left out, and the rest of the result gets through.
+
+The server's output is read by `bounded_stdio_client`, not the SDK's own
+reader: a line longer than the server's ``max_line_bytes`` ends the server,
+and the connection keeps why (`ServerConnection.fault`) for the calls it fails.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ import attrs
 from nanobot_core import PluginError
 
 from nanobot_mcp.config import ServerConfig
+from nanobot_mcp.stdio import LineTooLong, bounded_stdio_client
 
 __all__ = [
     "CONNECTION_CLOSED",
@@ -85,6 +90,8 @@ class ServerConnection:
         self._protocol_version: Any = None  # the session's negotiated version, once known
         self._listing_ids: set[Any] = set()  # ids of tools/list requests not answered yet
         self._call_ids: set[Any] = set()  # ids of tools/call requests not answered yet
+        #: Why the connection was ended from this side (the server broke a limit), or None.
+        self.fault: str | None = None
         self._closing = asyncio.Event()
         self._owner: asyncio.Task[None] | None = None
 
@@ -113,11 +120,14 @@ class ServerConnection:
         except TimeoutError:
             await self._abort()
             raise McpServerError(
-                f"MCP server {self.config.name!r} did not start within {timeout:g} s"
+                self.fault
+                or f"MCP server {self.config.name!r} did not start within {timeout:g} s"
                 + self._stderr_tail()
             ) from None
         except Exception as exc:
             await self._abort()
+            if self.fault is not None:
+                raise McpServerError(self.fault) from None
             raise McpServerError(
                 f"MCP server {self.config.name!r} failed to start: {_describe(exc)}"
                 + self._stderr_tail()
@@ -150,7 +160,7 @@ class ServerConnection:
             await asyncio.gather(self._owner, return_exceptions=True)
 
     async def _own(self, ready: asyncio.Future[list[dict[str, Any]]]) -> None:
-        from mcp import ClientSession, StdioServerParameters, stdio_client
+        from mcp import ClientSession, StdioServerParameters
 
         params = StdioServerParameters(
             command=self.config.command,
@@ -165,7 +175,10 @@ class ServerConnection:
         try:
             with self.stderr_log.open("w", encoding="utf-8") as errlog:
                 async with (
-                    stdio_client(params, errlog=errlog) as (read, write),
+                    bounded_stdio_client(params, errlog, self.config.max_line_bytes) as (
+                        read,
+                        write,
+                    ),
                     anyio.create_task_group() as group,
                 ):
                     # The session reads through a relay that notices the server's end of
@@ -202,6 +215,11 @@ class ServerConnection:
         try:
             async with sink:
                 async for item in source:
+                    if isinstance(item, LineTooLong):
+                        # The transport has ended the server; this is why, for its calls.
+                        self.fault = f"MCP server {self.config.name!r} sent {item} and was stopped"
+                        self._closing.set()
+                        continue
                     await sink.send(self._screen(item))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the session closed its end first: we are shutting down

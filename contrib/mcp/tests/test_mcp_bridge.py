@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 
 RAW_SERVER = Path(__file__).parent / "servers" / "raw_server.py"
 RAW_EXTRA = "RAW_SERVER_EXTRA_TOOLS"
+MIB = 1 << 20
 
 
 def bridged(workspace: Workspace) -> dict[str, McpTool]:
@@ -471,3 +473,85 @@ def test_closing_the_bridge_during_a_lazy_start_ends_the_call_and_the_server(
     while _running(pid) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not _running(pid)
+
+
+def test_a_line_without_end_stops_its_server_and_only_that_one(workspace: Workspace) -> None:
+    """A server sending 50 MB with no newline is stopped at max_line_bytes (16 MiB), holding no
+    more than that; its call and the next are errors saying so, and the other server answers."""
+    flood_log = workspace.root / "flood-spawns.txt"
+    env = {"RAW_SERVER_FLOOD": str(50_000_000), "NOTES_SERVER_SPAWN_LOG": str(flood_log)}
+    workspace.configure(flood={"args": [str(RAW_SERVER)], "env": env, "call_timeout": 60}, notes={})
+    tools = bridged(workspace)
+    tracemalloc.start()
+    try:
+        result = run_tool(tools["mcp_flood_echo"], {"text": "hi"})
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    reason = "MCP server 'flood' sent a line longer than 16 MiB (max_line_bytes) and was stopped"
+    assert result.is_error
+    assert str(result).split("\n\n")[0] == f"Error: {reason} while 'echo' was running"
+    assert peak < 24 * MIB  # the line's first 16 MiB, and no copy of them
+    assert run_tool(tools["mcp_notes_add"], {"a": 1, "b": 2}) == "3"
+    (pid,) = map(int, flood_log.read_text().split())
+    deadline = time.monotonic() + 30
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid)
+    again = run_tool(tools["mcp_flood_echo"], {"text": "hi"})
+    assert again.is_error and reason in again and "retry_after" in again
+    assert len(flood_log.read_text().split()) == 1  # remembered: not started again
+
+
+@pytest.mark.parametrize(
+    ("limit", "pad", "answered"),
+    [(None, 1_000_000, True), (4 * MIB, 3 * MIB, True), (MIB, 2 * MIB, False)],
+)
+def test_a_long_line_passes_up_to_max_line_bytes(
+    workspace: Workspace, limit: int | None, pad: int, answered: bool
+) -> None:
+    """A 1 MB result passes the default limit; a configured max_line_bytes decides, named."""
+    options: dict[str, Any] = {"args": [str(RAW_SERVER)], "env": {"RAW_SERVER_PAD": str(pad)}}
+    if limit is not None:
+        options["max_line_bytes"] = limit
+    workspace.configure(raw=options)
+    result = run_tool(bridged(workspace)["mcp_raw_echo"], {"text": "hi"})
+    if answered:
+        assert not result.is_error and str(result) == "hi" + "x" * pad
+    else:
+        assert result.is_error
+        assert "'raw' sent a line longer than 1 MiB (max_line_bytes)" in result
+
+
+def test_a_line_too_long_at_start_up_is_a_failed_start_naming_it(workspace: Workspace) -> None:
+    """A tool list longer than max_line_bytes fails the start with the reason, not a timeout."""
+    tools = [{"name": "big", "description": "d" * 4096, "inputSchema": {"type": "object"}}]
+    env = {RAW_EXTRA: json.dumps(tools)}
+    workspace.configure(
+        raw={"args": [str(RAW_SERVER)], "env": env, "max_line_bytes": 2048}, notes={}
+    )
+    tools_seen, (problem,) = through_the_core(workspace)
+    assert "mcp_notes_add" in tools_seen and "mcp_raw_echo" not in tools_seen
+    assert problem.startswith(
+        "MCP server 'raw' sent a line longer than 2 KiB (max_line_bytes) and was stopped"
+    )
+
+
+def test_a_line_too_long_while_idle_fails_the_next_call_without_a_restart(
+    workspace: Workspace,
+) -> None:
+    """A server that floods between calls is stopped; the next call is told why, at once."""
+    env = {"RAW_SERVER_FLOOD_IDLE": str(4 * MIB)}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "max_line_bytes": MIB})
+    echo = bridged(workspace)["mcp_raw_echo"]
+    (pid,) = map(int, workspace.spawn_log.read_text().split())
+    deadline = time.monotonic() + 30
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid)
+    result = run_tool(echo, {"text": "hi"})
+    assert result.is_error and "retry_after" in result
+    assert "MCP server 'raw' sent a line longer than 1 MiB (max_line_bytes) and was stopped" in (
+        result
+    )
+    assert workspace.spawns() == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 from pathlib import Path
@@ -24,6 +25,7 @@ from nanobot_mcp import (
 )
 from nanobot_mcp.config import parse_servers
 from nanobot_mcp.connection import RejectedTool, screen_tools
+from nanobot_mcp.stdio import DEFAULT_MAX_LINE_BYTES, LineSplitter, LineTooLong, describe_size
 
 
 def parse(servers: dict[str, Any], workspace: Path = Path("/ws")) -> list[ServerConfig]:
@@ -41,6 +43,7 @@ def test_a_full_server_table_is_read() -> None:
                 "cwd": "tools",
                 "startup_timeout": 3,
                 "call_timeout": 7.5,
+                "max_line_bytes": 1024,
             }
         }
     )
@@ -52,6 +55,7 @@ def test_a_full_server_table_is_read() -> None:
         cwd=Path("/ws/tools"),
         startup_timeout=3.0,
         call_timeout=7.5,
+        max_line_bytes=1024,
     )
 
 
@@ -64,6 +68,7 @@ def test_defaults_and_server_order() -> None:
         10.0,
         60.0,
     )
+    assert servers[0].max_line_bytes == DEFAULT_MAX_LINE_BYTES == 16 * 1024 * 1024
 
 
 @pytest.mark.parametrize(
@@ -74,6 +79,10 @@ def test_defaults_and_server_order() -> None:
         ({"x": {"command": "c", "args": "a b"}}, "'args' must be a list"),
         ({"x": {"command": "c", "env": {"A": 1}}}, "'env' must be a table of strings"),
         ({"x": {"command": "c", "startup_timeout": 0}}, "'startup_timeout' must be a positive"),
+        ({"x": {"command": "c", "max_line_bytes": 0}}, "'max_line_bytes' must be a positive"),
+        ({"x": {"command": "c", "max_line_bytes": 1.5}}, "'max_line_bytes' must be a positive"),
+        ({"x": {"command": "c", "max_line_bytes": True}}, "'max_line_bytes' must be a positive"),
+        ({"x": {"command": "c", "max_line_bytes": "1M"}}, "'max_line_bytes' must be a positive"),
         ({"bad name": {"command": "c"}}, "a server name is"),
         ({"x": "python"}, "must be a table"),
     ],
@@ -334,3 +343,45 @@ def test_a_name_clash_names_both_servers_and_tools(capsys: pytest.CaptureFixture
         "MCP server 'two': tool 'y' left out: its name 'mcp_same' is taken by "
         "MCP server 'one', tool 'x'"
     ) in capsys.readouterr().err
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    stream=st.lists(st.binary(max_size=50), max_size=8).map(b"\n".join),
+    cuts=st.lists(st.integers(min_value=0, max_value=450), max_size=12),
+    limit=st.integers(min_value=1, max_value=40),
+)
+def test_lines_come_out_whole_and_never_past_the_limit(
+    stream: bytes, cuts: list[int], limit: int
+) -> None:
+    """However a server's output is cut into chunks, the splitter gives its lines up to the
+    first that is longer than the limit, then refuses, holding no more than the limit."""
+    *ended, unfinished = stream.split(b"\n")
+    too_long = next((i for i, line in enumerate(ended) if len(line) > limit), None)
+    expected = ended if too_long is None else ended[:too_long]
+    refused = too_long is not None or len(unfinished) > limit
+    bounds = [0, *sorted(c for c in cuts if c < len(stream)), len(stream)]
+    splitter = LineSplitter(limit)
+    lines: list[bytes] = []
+    with pytest.raises(LineTooLong) if refused else contextlib.nullcontext():
+        for start, end in itertools.pairwise(bounds):
+            for line in splitter.feed(stream[start:end]):
+                lines.append(line)
+            assert splitter.buffered <= limit
+    assert lines == expected
+
+
+def test_a_line_of_exactly_the_limit_passes() -> None:
+    """The limit counts the line's bytes without its newline; one byte more is refused."""
+    assert list(LineSplitter(3).feed(b"abc\n")) == [b"abc"]
+    with pytest.raises(LineTooLong, match=r"a line longer than 3 bytes \(max_line_bytes\)"):
+        list(LineSplitter(3).feed(b"abcd"))
+
+
+@pytest.mark.parametrize(
+    ("size", "said"),
+    [(16 * 1024 * 1024, "16 MiB"), (1536 * 1024, "1536 KiB"), (1000, "1000 bytes"), (1, "1 byte")],
+)
+def test_sizes_are_said_as_people_write_them(size: int, said: str) -> None:
+    """A limit in an error reads as MiB or KiB when it is a whole number of them."""
+    assert describe_size(size) == said

@@ -8,6 +8,13 @@ switches:
 - ``RAW_SERVER_CALL_RESULT``: a JSON object sent as it is as the result of every call.
 - ``RAW_SERVER_EXTRA_TOOLS``: a JSON list of tool definitions listed after ``echo``, sent as
   they are (invalid ones included); calling any of them answers like ``echo``.
+- ``RAW_SERVER_PAD``: the text of every answer of ``echo`` is followed by this many ``x``.
+- ``RAW_SERVER_FLOOD``: every call is answered with this many bytes and no newline (then the
+  server waits for more requests), as a broken or hostile server might.
+- ``RAW_SERVER_FLOOD_IDLE``: after answering ``tools/list``, send this many bytes and no
+  newline unasked.
+- ``NOTES_SERVER_SPAWN_LOG``: append the process id to this file at start (as the notes
+  server does).
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ import os
 import sys
 
 RESULT = "RAW_SERVER_CALL_RESULT"
+_CHUNK = 1 << 20
 TOOLS = [
     {
         "name": "echo",
@@ -53,6 +61,10 @@ def answer(request: dict[str, object]) -> None:
         params = request["params"]
         assert isinstance(params, dict)
         text = str(params["arguments"].get("text", params["name"]))
+        if os.environ.get("RAW_SERVER_FLOOD"):
+            flood(int(os.environ["RAW_SERVER_FLOOD"]))
+            return
+        text += "x" * int(os.environ.get("RAW_SERVER_PAD", "0"))
         if os.environ.get(RESULT):
             send({"jsonrpc": "2.0", "id": ident, "result": json.loads(os.environ[RESULT])})
             return
@@ -67,7 +79,21 @@ def answer(request: dict[str, object]) -> None:
     else:
         result = {}
     send({"jsonrpc": "2.0", "id": ident, "result": result})
+    if method == "tools/list" and os.environ.get("RAW_SERVER_FLOOD_IDLE"):
+        flood(int(os.environ["RAW_SERVER_FLOOD_IDLE"]))
 
+
+def flood(size: int) -> None:
+    """Write `size` bytes of one JSON string, never ending it or the line."""
+    sys.stdout.buffer.write(b'{"jsonrpc": "2.0", "id": 1, "result": "')
+    for start in range(0, size, _CHUNK):
+        sys.stdout.buffer.write(b"x" * min(_CHUNK, size - start))
+    sys.stdout.buffer.flush()
+
+
+if os.environ.get("NOTES_SERVER_SPAWN_LOG"):
+    with open(os.environ["NOTES_SERVER_SPAWN_LOG"], "a", encoding="utf-8") as log:
+        log.write(f"{os.getpid()}\n")
 
 for raw in sys.stdin.buffer:
     answer(json.loads(raw))
