@@ -24,7 +24,7 @@ from messages_server import (
     text_reply,
 )
 from nanobot_core import ProviderError
-from nanobot_core.providers import ProviderReply, RetryNotice
+from nanobot_core.providers import ProviderReply, RetryNotice, request_fault
 
 from nanobot_anthropic.provider import AnthropicProvider, resolve_key
 
@@ -649,7 +649,7 @@ def test_a_request_that_builds_walks_no_message_for_faults(
     import nanobot_anthropic.provider as module
 
     walked: list[Any] = []
-    monkeypatch.setattr(module, "nesting_fault", walked.append)
+    monkeypatch.setattr(module, "request_fault", lambda *parts: walked.append(parts))
     server.add(text_reply("ok"))
     history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}] * 20
     history.append({"role": "user", "content": "go"})
@@ -676,8 +676,9 @@ def test_a_message_that_holds_itself_is_refused_naming_it(
 def test_a_tool_definition_json_cannot_encode_is_refused_naming_it(
     server: MessagesServer, key: str
 ) -> None:
-    """A tool definition nested 100,000 deep is a ProviderError naming tools[1]; none is sent."""
+    """A tool definition nested 100,000 deep is a ProviderError naming tools[1] and its depth."""
     deep: Any = _nested(100_000)
+    levels = {"parameters": 100_004, "description": 100_002, "name": 100_002}[key]
     if key == "parameters":  # a schema that is not an object is replaced, not sent
         deep = {"type": "object", "properties": {"a": deep}}
     deep_tool = {"type": "function", "function": {"name": "deep", key: deep}}
@@ -685,7 +686,7 @@ def test_a_tool_definition_json_cannot_encode_is_refused_naming_it(
     with pytest.raises(ProviderError) as raised:
         asyncio.run(provider.complete([{"role": "user", "content": "hi"}], [*TOOLS, deep_tool]))
     assert str(raised.value).endswith(
-        "sends no request: tools[1] nests too deep to be encoded as JSON"
+        f"sends no request: tools[1] nests {levels} levels deep (a session line may nest 100)"
     )
     assert not server.requests
 
@@ -702,7 +703,7 @@ def test_a_tool_definition_json_cannot_encode_is_refused_with_the_encoders_reaso
     looped["properties"] = {"a": looped}
     huge = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 10**5000}}}
     expected = {
-        "huge": "tools[1] cannot be encoded as JSON: Exceeds the limit (4300 digits)",
+        "huge": "tools[1] cannot be encoded as JSON: an integer of more than 4300 digits",
         "looped": "tools[1] holds a dict or list that contains itself (no JSON can)",
     }
     for name, schema in (("huge", huge), ("looped", looped)):
@@ -710,6 +711,33 @@ def test_a_tool_definition_json_cannot_encode_is_refused_with_the_encoders_reaso
         with pytest.raises(ProviderError) as raised:
             _complete_with(_provider(server), [*TOOLS, tool])
         assert f"sends no request: {expected[name]}" in str(raised.value), name
+    assert not server.requests
+
+
+def test_a_refused_request_says_what_the_cores_rule_says_as_the_openai_provider_does(
+    server: MessagesServer,
+) -> None:
+    """Every refusal is the core's `request_fault` text for the same messages and tools."""
+    plugin = f"nanobot-anthropic {metadata.version('nanobot-anthropic')}"
+    looped: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": "a"}]}
+    looped["content"][0]["meta"] = looped
+    huge_tool = {"type": "function", "function": {"name": "n", "description": 10**5000}}
+    deep_tool = {"type": "function", "function": {"name": "d", "description": _nested(5_000)}}
+    hi = {"role": "user", "content": "hi"}
+    deep = {"role": "user", "content": [{"type": "text", "text": "a", "meta": _nested(3_000)}]}
+    cases: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = [
+        ([hi, looped], TOOLS),
+        ([hi, deep], TOOLS),
+        ([hi, {"role": "user", "content": [{"type": "text", "text": "a", "n": 10**5000}]}], TOOLS),
+        ([hi], [*TOOLS, huge_tool]),
+        ([hi], [*TOOLS, deep_tool]),
+    ]
+    for messages, tools in cases:
+        expected = request_fault(messages, tools)
+        assert expected is not None
+        with pytest.raises(ProviderError) as raised:
+            asyncio.run(_provider(server).complete(messages, tools))
+        assert str(raised.value) == f"{plugin} sends no request: {expected}"
     assert not server.requests
 
 
