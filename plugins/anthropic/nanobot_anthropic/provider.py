@@ -210,8 +210,11 @@ class AnthropicProvider:
         *,
         prefix: int | None,
     ) -> dict[str, Any]:
+        # Governance changed nothing before message `prefix` (0: it changed the first): the
+        # request cut there is converted in the same pass, for the mark that reads it again.
+        unchanged = prefix if self.cache != "off" and prefix is not None and prefix > 0 else None
         try:
-            converted = to_messages_api(messages)
+            converted = to_messages_api(messages, prefix=unchanged)
         except ValueError as exc:  # a call whose arguments cannot be its input: never sent empty
             raise ProviderError(f"{_plugin()} sends no request: {exc}") from None
         plan = place_breakpoints(
@@ -220,8 +223,7 @@ class AnthropicProvider:
             converted.messages,
             ttl=self.cache,
             model=self.model,
-            request=messages,
-            prefix=prefix,
+            kept=converted.prefix_messages,
         )
         self.last_marks = plan.marks
         body: dict[str, Any] = {

@@ -8,9 +8,11 @@ import itertools
 import json
 import time
 import tracemalloc
+from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
 
+import attrs
 import pytest
 from conftest import config_for
 from hypothesis import given, settings
@@ -24,6 +26,7 @@ from messages_server import (
     text_reply,
 )
 from nanobot_core import ProviderError
+from nanobot_core.governance import to_messages_api
 from nanobot_core.providers import ProviderReply, RetryNotice, request_fault
 
 from nanobot_anthropic.provider import AnthropicProvider, resolve_key
@@ -397,6 +400,102 @@ def test_the_end_of_the_unchanged_prefix_is_marked_when_governance_changed_it(
     assert request.problems == []
     # request messages: 0 user task, 1 assistant, 2 user result, 3 assistant, 4 user result + "more"
     assert _marked(request.body) == ["system.0", "messages.2.0", "messages.4.1"]
+
+
+def _converting_the_cut_again(messages: Sequence[Any], *, prefix: int | None = None) -> Any:
+    """The request as the provider made it before: the history cut at `prefix` converted anew."""
+    whole = to_messages_api(messages)
+    cut = None if prefix is None else to_messages_api(list(messages[:prefix])).messages
+    return attrs.evolve(whole, prefix_messages=cut)
+
+
+def _histories_to_cut() -> list[list[dict[str, Any]]]:
+    """Histories whose cuts fall in every kind of place: runs of results, merged turns, ..."""
+    opening_with_the_assistant = [
+        {"role": "system", "content": LONG_SYSTEM},
+        {"role": "assistant", "content": "where were we", "thinking_blocks": [THINKING]},
+        {"role": "user", "content": "task " * 300},
+        *_step(1, 3),
+        {"role": "user", "content": "more"},
+    ]
+    anthropic_blocks = [
+        {"role": "user", "content": "task " * 300},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "x" * 2000},
+                {"type": "text", "text": "and then", "cache_control": {"type": "ephemeral"}},
+            ],
+        },
+        *_step(2, 2),
+        {"role": "user", "content": "go"},
+    ]
+    steps = [
+        {"role": "system", "content": LONG_SYSTEM},
+        {"role": "user", "content": "task"},
+        *_step(1, 2),
+        {"role": "user", "content": " "},
+        *_step(2, 12),
+        {"role": "user", "content": "more"},
+    ]
+    return [opening_with_the_assistant, anthropic_blocks, steps]
+
+
+@pytest.mark.parametrize("cache", ["5m", "1h"])
+def test_the_request_is_byte_identical_to_the_one_made_converting_the_cut_again(
+    server: MessagesServer, monkeypatch: pytest.MonkeyPatch, cache: str
+) -> None:
+    """With every prefix, the body sent is byte for byte the one made converting the cut anew."""
+    import nanobot_anthropic.provider as module
+
+    provider = _provider(server, cache=cache)
+    marks: set[str] = set()
+    for history in _histories_to_cut():
+        for prefix in [None, *range(len(history) + 2)]:
+            server.requests.clear()
+            server.add(text_reply("ok"), text_reply("ok"))
+            _complete(provider, history, prefix=prefix)
+            marks.update(provider.last_marks)
+            with monkeypatch.context() as patched:
+                patched.setattr(module, "to_messages_api", _converting_the_cut_again)
+                _complete(provider, history, prefix=prefix)
+            now, before = server.requests
+            assert now.problems == []
+            assert now.raw == before.raw, (history, prefix)
+    assert "unchanged prefix" in marks  # the cut was compared with the request, and marked
+
+
+def test_with_a_prefix_the_history_is_converted_once(
+    server: MessagesServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cut history comes from the pass that converts the request: no second conversion."""
+    import nanobot_anthropic.caching as caching
+    import nanobot_anthropic.provider as module
+
+    converted: list[int] = []
+
+    def counting(messages: Sequence[Any], **options: Any) -> Any:
+        converted.append(len(messages))
+        return to_messages_api(messages, **options)
+
+    monkeypatch.setattr(module, "to_messages_api", counting)
+    monkeypatch.setattr(caching, "to_messages_api", counting, raising=False)
+    history = [
+        {"role": "system", "content": LONG_SYSTEM},
+        {"role": "user", "content": "task"},
+        *_step(1, 1),
+        *_step(2, 1),
+        {"role": "user", "content": "more"},
+    ]
+    server.add(text_reply("ok"))
+    provider = _provider(server)
+    _complete(provider, history, prefix=4)
+    assert "unchanged prefix" in provider.last_marks
+    assert converted == [len(history)]
 
 
 def test_marks_already_in_the_history_are_replaced(server: MessagesServer) -> None:
