@@ -226,14 +226,31 @@ def _as_blocks(content: Any) -> list[Any]:
 
 def from_openai_shape(messages: Sequence[Any]) -> list[Any]:
     """Back to Anthropic blocks: calls become ``tool_use``, each run of results one user message."""
-    return _restored(messages, at_edge=False)
+    return _restored(messages, at_edge=False)[0]
 
 
-def _restored(messages: Sequence[Any], *, at_edge: bool) -> list[Any]:
-    """`from_openai_shape`; `at_edge`: arguments that cannot be an input raise ValueError."""
+@attrs.frozen
+class _Cut:
+    """Where ``messages[:prefix]`` ends in what `_restored` made of all `messages`."""
+
+    restored: int  # the restored messages made of messages[:prefix] alone
+    # Its last tool results, which the next restored message starts with (alone: a user turn).
+    pending: list[dict[str, Any]]
+
+
+def _restored(
+    messages: Sequence[Any], *, at_edge: bool, cut: int | None = None
+) -> tuple[list[Any], _Cut | None]:
+    """`from_openai_shape`, and where ``messages[:cut]`` ends in it (None without `cut`).
+
+    `at_edge`: arguments that cannot be an input raise ValueError.
+    """
     restored: list[Any] = []
     results: list[dict[str, Any]] = []
+    where: _Cut | None = None
     for index, message in enumerate(messages):
+        if index == cut:
+            where = _Cut(len(restored), list(results))
         role = message.get("role") if isinstance(message, dict) else None
         if role == "tool":
             results.append(_result_block(message))
@@ -254,9 +271,11 @@ def _restored(messages: Sequence[Any], *, at_edge: bool) -> list[Any]:
             )
         else:
             restored.append(message)
+    if cut is not None and where is None:  # the cut is at the end
+        where = _Cut(len(restored), list(results))
     if results:
         restored.append({"role": "user", "content": results})
-    return restored
+    return restored, where
 
 
 # -- the Messages API request, at the provider's edge -----------------------------------------
@@ -291,9 +310,11 @@ class MessagesRequest:
 
     system: list[dict[str, Any]]
     messages: list[dict[str, Any]]
+    #: With `to_messages_api`'s ``prefix``: the ``messages`` the history cut there converts to.
+    prefix_messages: list[dict[str, Any]] | None = None
 
 
-def to_messages_api(messages: Sequence[Any]) -> MessagesRequest:
+def to_messages_api(messages: Sequence[Any], *, prefix: int | None = None) -> MessagesRequest:
     """A governed history (OpenAI shape, Anthropic blocks allowed) as a Messages API request.
 
     System messages become top-level ``system`` text blocks; calls become
@@ -316,10 +337,23 @@ def to_messages_api(messages: Sequence[Any]) -> MessagesRequest:
     values or is not an object) raise ValueError naming the message's index and
     the call's id, rather than send the call without them: governance repairs
     such arguments, and reports it, before they get here.
+
+    With `prefix`, ``prefix_messages`` is what ``to_messages_api(messages[:prefix])``
+    gives as ``messages``, found in the same pass (a provider compares it with the
+    whole request to see where the part an earlier call sent ends): the turns of the
+    cut history are the whole one's cut where that history ends, sharing their blocks.
     """
+    # What slicing messages[:prefix] would keep, negative and past-the-end prefixes alike.
+    cut = None if prefix is None else len(range(len(messages))[:prefix])
+    restored, where = _restored(messages, at_edge=True, cut=cut)
     system: list[dict[str, Any]] = []
     turns: list[dict[str, Any]] = []
-    for message in _restored(messages, at_edge=True):
+    # Turns of messages[:prefix] and blocks of its last one, once the loop reached its end.
+    end: tuple[int, int] | None = None
+    reached = False
+    for number, message in enumerate(restored):
+        if where is not None and number == where.restored:
+            end, reached = _turns_end(turns, where.pending), True
         if not isinstance(message, dict):
             continue
         role = message.get("role")
@@ -336,11 +370,53 @@ def to_messages_api(messages: Sequence[Any]) -> MessagesRequest:
             turns[-1]["content"] = [*turns[-1]["content"], *blocks]
         else:
             turns.append({"role": role, "content": blocks})
+    if where is not None and not reached:  # messages[:prefix] made every restored message
+        end = _turns_end(turns, where.pending)
+    # Ids are renamed in order, each from what came before it: a cut history's are the same.
+    turns = _with_api_ids(turns)
+    kept: list[dict[str, Any]] | None = None
+    if end is not None:
+        count, size = end
+        kept = turns[: count - 1] if count else []
+        if count:
+            last = turns[count - 1]
+            kept.append({**last, "content": last["content"][:size]})
+        kept = _opened(kept)
+    elif where is not None:  # a rare result that does not lead its turn: the cut converted
+        kept = to_messages_api(messages[:prefix]).messages
+    return MessagesRequest(system, _opened(turns), kept)
+
+
+def _opened(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """`turns`, with a `CONTINUED` user turn first when they do not open with a user turn."""
     if not turns or turns[0]["role"] == "assistant":
         # The API wants a user turn first, and at least one turn: a history whose every
         # user message was blank (left out above) would otherwise send none.
         turns.insert(0, {"role": "user", "content": [{"type": "text", "text": CONTINUED}]})
-    return MessagesRequest(system, _with_api_ids(turns))
+    return turns
+
+
+def _turns_end(
+    turns: list[dict[str, Any]], pending: list[dict[str, Any]]
+) -> tuple[int, int] | None:
+    """How many turns a history cut here converts to, and how many blocks its last one holds.
+
+    `turns` are those of what comes before the cut; `pending` the cut history's last
+    tool results, which the message after the cut starts with (alone, they make a
+    user turn of their own, or end the user turn before them). None when one of them
+    is not a ``tool_result`` block (its kept keys said another type): the next
+    message's results would be put before it, and the cut history is not a prefix.
+    """
+    count = len(turns)
+    blocks = len(turns[-1]["content"]) if turns else 0
+    made = _user_blocks(pending) if pending else []
+    if not made:
+        return count, blocks
+    if any(block_type(block) != "tool_result" for block in made):
+        return None
+    if turns and turns[-1]["role"] == "user":
+        return count, blocks + len(made)
+    return count + 1, len(made)
 
 
 def _api_id(raw: Any, taken: set[str]) -> str:

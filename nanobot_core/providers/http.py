@@ -17,13 +17,20 @@ import asyncio
 import math
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from nanobot_core._json_boundary import JSONBoundaryError, dumps, loads, without_lone_surrogates
+from nanobot_core._json_boundary import (
+    JSONBoundaryError,
+    JSONLimitError,
+    dumps,
+    loads,
+    without_lone_surrogates,
+)
 from nanobot_core._logging import get_logger
 from nanobot_core.errors import ProviderError
+from nanobot_core.governance.messages import nesting_fault
 from nanobot_core.providers.base import ProgressCallback, RetryNotice
 from nanobot_core.providers.retry import RetryPolicy, is_retryable_status, retry_after_seconds
 
@@ -40,6 +47,7 @@ __all__ = [
     "post_request",
     "reply_json",
     "request_content",
+    "request_fault",
     "send_with_retries",
     "server_message",
     "transport_failure",
@@ -349,6 +357,39 @@ def failure_for_status(response: httpx.Response, url: str, secret: str | None) -
 def request_content(body: Any) -> bytes:
     """A request body as strict UTF-8 JSON, whatever it holds (no NaN, no lone surrogate)."""
     return dumps(body, separators=(",", ":")).encode("utf-8")
+
+
+def request_fault(messages: Sequence[Any], tools: Sequence[Any]) -> str | None:
+    """Where the message or tool definition that stopped a request body from being built or
+    encoded is, and why (``messages[2] holds a dict or list that contains itself (no JSON
+    can)``); None when none is to blame.
+
+    Call it only once building or encoding failed, so that a request that goes out
+    costs no walk of its messages: `request_content` walks a body, and refuses nesting
+    past `MAX_DEPTH` or a value holding itself, only when JSON cannot encode it as it is.
+
+    First the value that cannot be encoded on its own (nested too deep, holding itself,
+    an integer too long to write): a message past `MAX_DEPTH` that JSON encodes is not
+    to blame for another's integer. Then, when each can be on its own (the body was
+    walked for another reason, a NaN), the one nested past `MAX_DEPTH` (`nesting_fault`).
+    A value that is not a JSON type is never the one named: the body's encoder says which.
+    """
+    parts = (("messages", messages), ("tools", tools))
+    for place, values in parts:
+        for index, value in enumerate(values):
+            try:
+                request_content(value)
+            except JSONLimitError as exc:
+                why = nesting_fault(value) or f"cannot be encoded as JSON: {exc}"
+                return f"{place}[{index}] {why}"
+            except TypeError:
+                continue
+    for place, values in parts:
+        for index, value in enumerate(values):
+            fault = nesting_fault(value)
+            if fault is not None:
+                return f"{place}[{index}] {fault}"
+    return None
 
 
 def reply_json(response: httpx.Response, url: str, secret: str | None) -> Any:

@@ -16,7 +16,6 @@ from nanobot_core._json_boundary import JSONLimitError
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig
 from nanobot_core.errors import ProviderError
-from nanobot_core.governance.messages import nesting_fault
 from nanobot_core.kernel.records import core_version
 from nanobot_core.providers.base import (
     ProgressCallback,
@@ -34,6 +33,7 @@ from nanobot_core.providers.http import (
     post_request,
     reply_json,
     request_content,
+    request_fault,
     send_with_retries,
     without_credentials,
 )
@@ -126,7 +126,7 @@ class OpenAIProvider:
         try:
             content = request_content(body)
         except JSONLimitError:  # nested past what the encoder walks, or holding itself
-            fault = _unsendable(messages, tools)
+            fault = request_fault(messages, tools)
             if fault is None:
                 raise
             plugin = f"nanobot-core {core_version()}"
@@ -203,35 +203,6 @@ class OpenAIProvider:
             model=model if isinstance(model, str) else None,
             finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         )
-
-
-def _unsendable(messages: Sequence[Any], tools: Sequence[Any]) -> str | None:
-    """Where the message or tool definition the request body could not be encoded for is,
-    and why (`nesting_fault`); None when none is to blame.
-
-    Only called once encoding failed, so that a request that goes out costs no walk of
-    its messages: the encoder walks a body, and refuses nesting past `MAX_DEPTH` or a
-    value holding itself, only when JSON cannot encode it as it is.
-
-    First the value that cannot be encoded on its own (nested too deep, holding itself,
-    an integer too long to write): a message past `MAX_DEPTH` that JSON encodes is not
-    to blame for another's integer. Then, when each can be on its own (the body was
-    walked for another reason, a NaN), the one nested past `MAX_DEPTH`.
-    """
-    parts = (("messages", messages), ("tools", tools))
-    for place, values in parts:
-        for index, value in enumerate(values):
-            try:
-                request_content(value)
-            except JSONLimitError as exc:
-                why = nesting_fault(value) or f"cannot be encoded: {exc}"
-                return f"{place}[{index}] {why}"
-    for place, values in parts:
-        for index, value in enumerate(values):
-            fault = nesting_fault(value)
-            if fault is not None:
-                return f"{place}[{index}] {fault}"
-    return None
 
 
 def _chat_choice(choice: object) -> bool:

@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.config import GovernanceConfig
@@ -586,3 +586,66 @@ def test_arguments_that_cannot_be_the_input_are_named_at_the_edge(arguments: Any
     # Converting back after governance (which repaired and reported them) still gives {}.
     restored = from_openai_shape(_one_call(arguments))
     assert restored[1]["content"][0]["input"] == {}
+
+
+_CUT_TEXT = st.sampled_from(["", " ", "ok", CONTINUED, "a longer text " * 5])
+_CUT_IDS = st.sampled_from(["c1", "c2", "c.3", ""])
+# A tool result whose keys kept from an Anthropic block say it is text.
+_KEPT_AS_TEXT = {
+    "role": "tool",
+    "tool_call_id": "c1",
+    "content": "r",
+    "_anthropic_block": {"type": "text", "text": "kept"},
+}
+
+
+@st.composite
+def _cut_message(draw: st.DrawFn) -> Any:
+    """A message of either shape, where a cut may fall anywhere: system, blank, calls, results."""
+    kind = draw(
+        st.sampled_from(
+            ["system", "user", "blank", "assistant", "calls", "uses", "tool", "results", "odd"]
+        )
+    )
+    if kind == "system":
+        return {"role": "system", "content": draw(_CUT_TEXT)}
+    if kind in ("user", "blank"):
+        text = {"type": "text", "text": draw(_CUT_TEXT)}
+        return {"role": "user", "content": draw(st.sampled_from([" ", [text], text["text"]]))}
+    if kind == "assistant":
+        return {"role": "assistant", "content": draw(_CUT_TEXT), "thinking_blocks": [THINKING]}
+    if kind == "calls":
+        calls = [_call(draw(_CUT_IDS), "{}") for _ in range(draw(st.integers(1, 2)))]
+        return {"role": "assistant", "content": draw(_CUT_TEXT), "tool_calls": calls}
+    if kind == "uses":
+        use = {"type": "tool_use", "id": draw(_CUT_IDS), "name": "get", "input": {}}
+        return {"role": "assistant", "content": [use]}
+    if kind == "tool":
+        message = {"role": "tool", "tool_call_id": draw(_CUT_IDS), "content": draw(_CUT_TEXT)}
+        # Keys kept from an Anthropic block may even say another type.
+        return _KEPT_AS_TEXT if draw(st.booleans()) else message
+    if kind == "results":
+        result = {"type": "tool_result", "tool_use_id": draw(_CUT_IDS), "content": "r"}
+        return {"role": "user", "content": [{"type": "text", "text": "and"}, result]}
+    return draw(st.sampled_from(["not a message", None, {"content": "no role"}]))
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.lists(_cut_message(), max_size=10), st.integers(-2, 12))
+# A result whose kept keys make it text, cut before results that the API puts first.
+@example(
+    [
+        {"role": "user", "content": "q"},
+        _KEPT_AS_TEXT,
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "c1", "content": "r"}]},
+    ],
+    2,
+)
+def test_the_cut_history_comes_from_the_same_pass_as_converting_it_alone(
+    history: list[Any], prefix: int
+) -> None:
+    """With prefix, prefix_messages is what the history cut there converts to on its own."""
+    whole = to_messages_api(history, prefix=prefix)
+    assert whole.prefix_messages == to_messages_api(history[:prefix]).messages
+    assert whole.messages == to_messages_api(history).messages
+    assert to_messages_api(history).prefix_messages is None

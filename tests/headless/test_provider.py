@@ -21,6 +21,7 @@ from nanobot_core.providers import (
     RetryNotice,
     Usage,
     request_content,
+    request_fault,
 )
 from nanobot_core.testing_http import LoopbackResponse, LoopbackServer
 from tests.headless.conftest import API_KEY, provider_config
@@ -440,7 +441,8 @@ def test_a_message_holding_an_integer_too_long_to_write_is_named(server: FakeCha
     with pytest.raises(ProviderError) as raised:
         asyncio.run(_provider(server).complete([*MESSAGES, message], TOOLS))
     assert str(raised.value).endswith(
-        "sends no request: messages[2] cannot be encoded: an integer of more than 4300 digits"
+        "sends no request: messages[2] cannot be encoded as JSON: "
+        "an integer of more than 4300 digits"
     )
     assert not server.requests
 
@@ -454,7 +456,8 @@ def test_the_message_that_cannot_be_encoded_is_named_not_an_earlier_deep_one(
     with pytest.raises(ProviderError) as raised:
         asyncio.run(_provider(server).complete([deep, *MESSAGES, message], TOOLS))
     assert str(raised.value).endswith(
-        "sends no request: messages[3] cannot be encoded: an integer of more than 4300 digits"
+        "sends no request: messages[3] cannot be encoded as JSON: "
+        "an integer of more than 4300 digits"
     )
     assert not server.requests
 
@@ -474,6 +477,44 @@ def test_a_deep_message_is_named_when_a_nan_elsewhere_has_the_body_walked(
     assert not server.requests
 
 
+def test_request_fault_names_the_part_to_blame_and_why_in_one_wording() -> None:
+    """The shared rule names messages[i] or tools[i] with the reason, and nothing when clean."""
+    looped: dict[str, Any] = {"role": "user", "content": "a"}
+    looped["meta"] = looped
+    deep_tool = {"type": "function", "function": {"name": "d", "parameters": _nested(5_000)}}
+    cases: list[tuple[list[Any], list[Any], str | None]] = [
+        (MESSAGES, TOOLS, None),
+        (
+            [*MESSAGES, looped],
+            TOOLS,
+            "messages[2] holds a dict or list that contains itself (no JSON can)",
+        ),
+        (
+            MESSAGES,
+            [*TOOLS, deep_tool],
+            "tools[1] nests 5002 levels deep (a session line may nest 100)",
+        ),
+        (
+            [{"role": "user", "content": "a", "n": 10**5000}],
+            [],
+            "messages[0] cannot be encoded as JSON: an integer of more than 4300 digits",
+        ),
+        # A set is the body encoder's to name; the loop after it is the fault.
+        (
+            [{"role": "user", "content": {1}}, looped],
+            [],
+            "messages[1] holds a dict or list that contains itself (no JSON can)",
+        ),
+        (
+            [{"role": "user", "content": "a", "n": float("nan"), "meta": _nested(150)}],
+            [],
+            "messages[0] nests 151 levels deep (a session line may nest 100)",
+        ),
+    ]
+    for messages, tools, expected in cases:
+        assert request_fault(messages, tools) == expected
+
+
 def test_the_body_is_encoded_once_and_a_request_that_goes_out_walks_no_message(
     server: FakeChatServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -488,7 +529,7 @@ def test_the_body_is_encoded_once_and_a_request_that_goes_out_walks_no_message(
         return request_content(body)
 
     monkeypatch.setattr(module, "request_content", counting)
-    monkeypatch.setattr(module, "nesting_fault", walked.append)
+    monkeypatch.setattr(module, "request_fault", lambda *parts: walked.append(parts))
     server.add(error_reply(503, "overloaded"), error_reply(500, "oops"), text_reply("finally"))
     reply = asyncio.run(_provider(server, max_retries=3).complete(MESSAGES, TOOLS))
     assert reply.content == "finally"

@@ -29,7 +29,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import attrs
-from nanobot_core.governance import EstimateCounter, to_messages_api
+from nanobot_core.governance import EstimateCounter
 
 __all__ = [
     "LOOKBACK_BLOCKS",
@@ -149,12 +149,12 @@ def _previous_call_end(slots: list[_Slot], messages: list[dict[str, Any]]) -> in
 
 
 def _unchanged_end(
-    slots: list[_Slot], messages: list[dict[str, Any]], request: Sequence[Any], prefix: int | None
+    slots: list[_Slot], messages: list[dict[str, Any]], kept: Sequence[dict[str, Any]] | None
 ) -> int | None:
-    """The last slot whose block is the same in the request cut at `prefix` (None: no change)."""
-    if prefix is None or prefix <= 0:
+    """The last slot whose block is the same in `kept`, the request cut where governance
+    first changed it (None: no change)."""
+    if kept is None:
         return None
-    kept = to_messages_api(list(request[:prefix])).messages
     position: int | None = None
     for n, slot in enumerate(slots):
         if slot.part != "messages":
@@ -176,14 +176,14 @@ def place_breakpoints(
     *,
     ttl: str,
     model: str,
-    request: Sequence[Any] = (),
-    prefix: int | None = None,
+    kept: Sequence[dict[str, Any]] | None = None,
 ) -> CachePlan:
     """The request parts with at most four ``cache_control`` marks (none when `ttl` is "off").
 
-    `request` is the OpenAI-shape request the parts were converted from and
-    `prefix` the index in it of the first message governance changed (None:
-    nothing changed). The inputs are not modified; marked blocks are copies.
+    `kept` is what the OpenAI-shape request cut at the first message governance
+    changed converts to (``to_messages_api(request, prefix=...).prefix_messages``,
+    found in the pass that converted the request; None: nothing changed). The
+    inputs are not modified; marked blocks are copies.
     """
     tools = [_unmarked(t) for t in tools]
     system = [_unmarked(b) for b in system]
@@ -193,7 +193,7 @@ def place_breakpoints(
     slots = _slots(tools, system, messages)
     minimum = minimum_cacheable(model)
     newest = _markable(slots, len(slots) - 1, messages) if messages else None
-    changed = _unchanged_end(slots, messages, request, prefix)
+    changed = _unchanged_end(slots, messages, kept)
     previous = _previous_call_end(slots, messages)
     if previous is not None and (newest is None or newest - previous <= LOOKBACK_BLOCKS):
         previous = None  # the lookback from the newest mark finds it anyway

@@ -13,7 +13,6 @@ Anthropic's own message. So is the reading of the reply
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 from importlib import metadata
@@ -22,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from nanobot_core import ProviderError
 from nanobot_core.config import ProviderConfig
-from nanobot_core.governance import nesting_fault, to_messages_api
+from nanobot_core.governance import to_messages_api
 from nanobot_core.providers import (
     ProgressCallback,
     ProviderReply,
@@ -34,6 +33,7 @@ from nanobot_core.providers import (
     post_request,
     reply_json,
     request_content,
+    request_fault,
     send_with_retries,
     without_credentials,
 )
@@ -102,61 +102,10 @@ def _plugin() -> str:
         return "nanobot-anthropic"
 
 
-def _tool_fault(tool: Any) -> str | None:
-    """Why JSON cannot encode the tool definition `tool`, or None when it can."""
-    try:
-        json.dumps(tool, ensure_ascii=False)
-    except ValueError as exc:  # a cycle, or an integer too long to write
-        return nesting_fault(tool) or f"cannot be encoded as JSON: {exc}"
-    except RecursionError:
-        return "nests too deep to be encoded as JSON"
-    except TypeError:
-        return None  # not a JSON type: the body's encoder says which
-    return None
-
-
-def _message_fault(message: Any) -> str | None:
-    """Why JSON cannot encode `message` at all (nested past the recursion limit, holding
-    itself, an integer too long to write), or None when it can."""
-    try:
-        json.dumps(message, ensure_ascii=False)
-    except (ValueError, RecursionError) as exc:
-        return nesting_fault(message) or f"cannot be encoded as JSON: {exc}"
-    except TypeError:
-        return None  # not a JSON type: the body's encoder says which
-    return None
-
-
-def _unsendable(messages: Sequence[Any], tools: Sequence[Any]) -> str | None:
-    """Where the message or tool definition that stopped the request from being built or
-    encoded is, and why; None when none is to blame.
-
-    Only called once building or encoding failed, so that a request that goes out
-    costs no walk of its messages. First what JSON cannot encode at all (what
-    building the body recursed into), then what the core's encoder refuses
-    (`nesting_fault`: deeper than 100 levels; `request_content` walks a body, and
-    refuses such nesting, only when something in it must be replaced, such as NaN).
-    """
-    for index, message in enumerate(messages):
-        why = _message_fault(message)
-        if why is not None:
-            return f"messages[{index}] {why}"
-    for index, tool in enumerate(tools):
-        why = _tool_fault(tool)
-        if why is not None:
-            return f"tools[{index}] {why}"
-    for place, values in (("messages", messages), ("tools", tools)):
-        for index, value in enumerate(values):
-            why = nesting_fault(value)
-            if why is not None:
-                return f"{place}[{index}] {why}"
-    return None
-
-
 def _refuse_unsendable(messages: Sequence[Any], tools: Sequence[Any]) -> None:
     """Raise the ProviderError naming the message or tool definition to blame for a body
     that failed to build or encode; return when none is (the caller re-raises its error)."""
-    fault = _unsendable(messages, tools)
+    fault = request_fault(messages, tools)
     if fault is not None:
         raise ProviderError(f"{_plugin()} sends no request: {fault}") from None
 
@@ -261,8 +210,11 @@ class AnthropicProvider:
         *,
         prefix: int | None,
     ) -> dict[str, Any]:
+        # Governance changed nothing before message `prefix` (0: it changed the first): the
+        # request cut there is converted in the same pass, for the mark that reads it again.
+        unchanged = prefix if self.cache != "off" and prefix is not None and prefix > 0 else None
         try:
-            converted = to_messages_api(messages)
+            converted = to_messages_api(messages, prefix=unchanged)
         except ValueError as exc:  # a call whose arguments cannot be its input: never sent empty
             raise ProviderError(f"{_plugin()} sends no request: {exc}") from None
         plan = place_breakpoints(
@@ -271,8 +223,7 @@ class AnthropicProvider:
             converted.messages,
             ttl=self.cache,
             model=self.model,
-            request=messages,
-            prefix=prefix,
+            kept=converted.prefix_messages,
         )
         self.last_marks = plan.marks
         body: dict[str, Any] = {

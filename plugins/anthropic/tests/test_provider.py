@@ -8,9 +8,11 @@ import itertools
 import json
 import time
 import tracemalloc
+from collections.abc import Sequence
 from importlib import metadata
 from typing import Any
 
+import attrs
 import pytest
 from conftest import config_for
 from hypothesis import given, settings
@@ -24,7 +26,8 @@ from messages_server import (
     text_reply,
 )
 from nanobot_core import ProviderError
-from nanobot_core.providers import ProviderReply, RetryNotice
+from nanobot_core.governance import to_messages_api
+from nanobot_core.providers import ProviderReply, RetryNotice, request_fault
 
 from nanobot_anthropic.provider import AnthropicProvider, resolve_key
 
@@ -399,6 +402,102 @@ def test_the_end_of_the_unchanged_prefix_is_marked_when_governance_changed_it(
     assert _marked(request.body) == ["system.0", "messages.2.0", "messages.4.1"]
 
 
+def _converting_the_cut_again(messages: Sequence[Any], *, prefix: int | None = None) -> Any:
+    """The request as the provider made it before: the history cut at `prefix` converted anew."""
+    whole = to_messages_api(messages)
+    cut = None if prefix is None else to_messages_api(list(messages[:prefix])).messages
+    return attrs.evolve(whole, prefix_messages=cut)
+
+
+def _histories_to_cut() -> list[list[dict[str, Any]]]:
+    """Histories whose cuts fall in every kind of place: runs of results, merged turns, ..."""
+    opening_with_the_assistant = [
+        {"role": "system", "content": LONG_SYSTEM},
+        {"role": "assistant", "content": "where were we", "thinking_blocks": [THINKING]},
+        {"role": "user", "content": "task " * 300},
+        *_step(1, 3),
+        {"role": "user", "content": "more"},
+    ]
+    anthropic_blocks = [
+        {"role": "user", "content": "task " * 300},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {}}],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "x" * 2000},
+                {"type": "text", "text": "and then", "cache_control": {"type": "ephemeral"}},
+            ],
+        },
+        *_step(2, 2),
+        {"role": "user", "content": "go"},
+    ]
+    steps = [
+        {"role": "system", "content": LONG_SYSTEM},
+        {"role": "user", "content": "task"},
+        *_step(1, 2),
+        {"role": "user", "content": " "},
+        *_step(2, 12),
+        {"role": "user", "content": "more"},
+    ]
+    return [opening_with_the_assistant, anthropic_blocks, steps]
+
+
+@pytest.mark.parametrize("cache", ["5m", "1h"])
+def test_the_request_is_byte_identical_to_the_one_made_converting_the_cut_again(
+    server: MessagesServer, monkeypatch: pytest.MonkeyPatch, cache: str
+) -> None:
+    """With every prefix, the body sent is byte for byte the one made converting the cut anew."""
+    import nanobot_anthropic.provider as module
+
+    provider = _provider(server, cache=cache)
+    marks: set[str] = set()
+    for history in _histories_to_cut():
+        for prefix in [None, *range(len(history) + 2)]:
+            server.requests.clear()
+            server.add(text_reply("ok"), text_reply("ok"))
+            _complete(provider, history, prefix=prefix)
+            marks.update(provider.last_marks)
+            with monkeypatch.context() as patched:
+                patched.setattr(module, "to_messages_api", _converting_the_cut_again)
+                _complete(provider, history, prefix=prefix)
+            now, before = server.requests
+            assert now.problems == []
+            assert now.raw == before.raw, (history, prefix)
+    assert "unchanged prefix" in marks  # the cut was compared with the request, and marked
+
+
+def test_with_a_prefix_the_history_is_converted_once(
+    server: MessagesServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cut history comes from the pass that converts the request: no second conversion."""
+    import nanobot_anthropic.caching as caching
+    import nanobot_anthropic.provider as module
+
+    converted: list[int] = []
+
+    def counting(messages: Sequence[Any], **options: Any) -> Any:
+        converted.append(len(messages))
+        return to_messages_api(messages, **options)
+
+    monkeypatch.setattr(module, "to_messages_api", counting)
+    monkeypatch.setattr(caching, "to_messages_api", counting, raising=False)
+    history = [
+        {"role": "system", "content": LONG_SYSTEM},
+        {"role": "user", "content": "task"},
+        *_step(1, 1),
+        *_step(2, 1),
+        {"role": "user", "content": "more"},
+    ]
+    server.add(text_reply("ok"))
+    provider = _provider(server)
+    _complete(provider, history, prefix=4)
+    assert "unchanged prefix" in provider.last_marks
+    assert converted == [len(history)]
+
+
 def test_marks_already_in_the_history_are_replaced(server: MessagesServer) -> None:
     """cache_control blocks stored in the history do not add up past four."""
     server.add(text_reply("ok"))
@@ -649,7 +748,7 @@ def test_a_request_that_builds_walks_no_message_for_faults(
     import nanobot_anthropic.provider as module
 
     walked: list[Any] = []
-    monkeypatch.setattr(module, "nesting_fault", walked.append)
+    monkeypatch.setattr(module, "request_fault", lambda *parts: walked.append(parts))
     server.add(text_reply("ok"))
     history = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yes"}] * 20
     history.append({"role": "user", "content": "go"})
@@ -676,8 +775,9 @@ def test_a_message_that_holds_itself_is_refused_naming_it(
 def test_a_tool_definition_json_cannot_encode_is_refused_naming_it(
     server: MessagesServer, key: str
 ) -> None:
-    """A tool definition nested 100,000 deep is a ProviderError naming tools[1]; none is sent."""
+    """A tool definition nested 100,000 deep is a ProviderError naming tools[1] and its depth."""
     deep: Any = _nested(100_000)
+    levels = {"parameters": 100_004, "description": 100_002, "name": 100_002}[key]
     if key == "parameters":  # a schema that is not an object is replaced, not sent
         deep = {"type": "object", "properties": {"a": deep}}
     deep_tool = {"type": "function", "function": {"name": "deep", key: deep}}
@@ -685,7 +785,7 @@ def test_a_tool_definition_json_cannot_encode_is_refused_naming_it(
     with pytest.raises(ProviderError) as raised:
         asyncio.run(provider.complete([{"role": "user", "content": "hi"}], [*TOOLS, deep_tool]))
     assert str(raised.value).endswith(
-        "sends no request: tools[1] nests too deep to be encoded as JSON"
+        f"sends no request: tools[1] nests {levels} levels deep (a session line may nest 100)"
     )
     assert not server.requests
 
@@ -702,7 +802,7 @@ def test_a_tool_definition_json_cannot_encode_is_refused_with_the_encoders_reaso
     looped["properties"] = {"a": looped}
     huge = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 10**5000}}}
     expected = {
-        "huge": "tools[1] cannot be encoded as JSON: Exceeds the limit (4300 digits)",
+        "huge": "tools[1] cannot be encoded as JSON: an integer of more than 4300 digits",
         "looped": "tools[1] holds a dict or list that contains itself (no JSON can)",
     }
     for name, schema in (("huge", huge), ("looped", looped)):
@@ -710,6 +810,33 @@ def test_a_tool_definition_json_cannot_encode_is_refused_with_the_encoders_reaso
         with pytest.raises(ProviderError) as raised:
             _complete_with(_provider(server), [*TOOLS, tool])
         assert f"sends no request: {expected[name]}" in str(raised.value), name
+    assert not server.requests
+
+
+def test_a_refused_request_says_what_the_cores_rule_says_as_the_openai_provider_does(
+    server: MessagesServer,
+) -> None:
+    """Every refusal is the core's `request_fault` text for the same messages and tools."""
+    plugin = f"nanobot-anthropic {metadata.version('nanobot-anthropic')}"
+    looped: dict[str, Any] = {"role": "user", "content": [{"type": "text", "text": "a"}]}
+    looped["content"][0]["meta"] = looped
+    huge_tool = {"type": "function", "function": {"name": "n", "description": 10**5000}}
+    deep_tool = {"type": "function", "function": {"name": "d", "description": _nested(5_000)}}
+    hi = {"role": "user", "content": "hi"}
+    deep = {"role": "user", "content": [{"type": "text", "text": "a", "meta": _nested(3_000)}]}
+    cases: list[tuple[list[dict[str, Any]], list[dict[str, Any]]]] = [
+        ([hi, looped], TOOLS),
+        ([hi, deep], TOOLS),
+        ([hi, {"role": "user", "content": [{"type": "text", "text": "a", "n": 10**5000}]}], TOOLS),
+        ([hi], [*TOOLS, huge_tool]),
+        ([hi], [*TOOLS, deep_tool]),
+    ]
+    for messages, tools in cases:
+        expected = request_fault(messages, tools)
+        assert expected is not None
+        with pytest.raises(ProviderError) as raised:
+            asyncio.run(_provider(server).complete(messages, tools))
+        assert str(raised.value) == f"{plugin} sends no request: {expected}"
     assert not server.requests
 
 
