@@ -1,7 +1,7 @@
 """The plugin manager: built-ins first, then entry points, with provenance and conflict rules.
 
-Every tool, stage, section and provider the core uses comes through this
-class. The core calls each hook implementation on its own (see
+Every tool, stage, section, provider and session store the core uses comes
+through this class. The core calls each hook implementation on its own (see
 `nanobot_core.kernel.calling`), in a canonical order that never depends on
 registration order or set order: built-in plugins first, then external plugins
 sorted by distribution name and entry-point name. That order decides name
@@ -278,10 +278,12 @@ class PluginManager:
         for record, value in self.call_each(hook_name, ctx=self.context):
             try:
                 with plugin_code(record.info.describe()):
-                    items = adapt_all(kind, value, self.context)
+                    items, left_out = adapt_all(kind, value, self.context)
             except (ContributionError, PluginEscapeError) as exc:
                 self._fail(record, f"{hook_name} {exc}")
                 continue
+            for line in left_out:
+                note_problem(record, line)
             for name, item in items:
                 problem = schema_problem(item, record.info.describe()) if kind == "tool" else None
                 if problem is not None:
