@@ -383,8 +383,7 @@ class PluginManager:
                 log.error(
                     "tool-call hook raised; ignored",
                     hook=hook_name,
-                    plugin=outcome.record.info.name,
-                    distribution=outcome.record.info.distribution,
+                    plugin=outcome.record.info.describe(),
                     error=outcome.describe_error(),
                 )
                 continue

@@ -1,4 +1,4 @@
-"""Warnings about a plugin's sections and stages at collection name the plugin's version."""
+"""Warnings about a plugin's contributions and hook results name the plugin's version."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from structlog.testing import capture_logs
 from nanobot_core.config import Config, PluginsConfig
 from nanobot_core.governance import Stage, StageOutcome
 from nanobot_core.hookspecs import hookimpl
+from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.prompt import Section
 
@@ -30,6 +31,16 @@ class _Odd:
     @hookimpl
     def nanobot_runtime_context(self, ctx: object) -> int:
         return 42
+
+
+class _Jumpy:
+    @hookimpl
+    def nanobot_before_tool_call(self, ctx: object, call: ToolCallEvent) -> str | None:
+        raise RuntimeError(f"no {call.tool} today")
+
+    @hookimpl
+    def nanobot_after_tool_call(self, ctx: object, call: ToolCallEvent, result: object) -> None:
+        raise ValueError("after")
 
 
 def _manager(tmp_path: Path, config: Config | None = None) -> PluginManager:
@@ -84,3 +95,26 @@ def test_runtime_lines_of_the_wrong_type_name_the_plugin_version(tmp_path: Path)
         assert manager.runtime_lines() == []
     dropped = _warned(logs, "runtime-context hook returned non-strings; lines dropped")
     assert (dropped["plugin"], dropped["returned"]) == ("plugin 'odd' from nanobot-odd 0.3", "int")
+
+
+def test_a_raising_tool_call_hook_is_logged_naming_the_plugin_version(tmp_path: Path) -> None:
+    """A before or after tool-call hook that raises is logged with its plugin's version and
+    ignored: the call is allowed."""
+    manager = _manager(tmp_path)
+    manager.register(_Jumpy(), "jumpy", distribution="nanobot-jumpy", version="4.5")
+    hooks = manager.tool_call_hooks()
+    call = ToolCallEvent(tool="read_file", arguments={"path": "a"})
+    with capture_logs() as logs:
+        assert hooks.before(call) is None
+        hooks.after(call, None)
+    raised = [e for e in logs if e["event"] == "tool-call hook raised; ignored"]
+    assert [(e["hook"], e["plugin"], e["error"]) for e in raised] == [
+        (
+            "nanobot_before_tool_call",
+            "plugin 'jumpy' from nanobot-jumpy 4.5",
+            "RuntimeError: no read_file today",
+        ),
+        ("nanobot_after_tool_call", "plugin 'jumpy' from nanobot-jumpy 4.5", "ValueError: after"),
+    ]
+    assert all("distribution" not in e and e["log_level"] == "error" for e in raised)
+    assert {r.info.name: r.status for r in manager.records()}["jumpy"] == "loaded"
