@@ -162,8 +162,10 @@ def nanobot_before_tool_call(ctx: PluginContext, call: ToolCallEvent) -> str | N
     Called for every prepared call, in the executor, before the tool's
     ``execute`` is awaited. Return ``None`` to allow it, or a string reason to
     deny it: the call then does not run and the model gets an ``Error`` result
-    that quotes the reason and names the plugin. A hook that raises is reported
-    and treated as allowing the call.
+    that quotes the reason and names the plugin. Any other answer denies the
+    call too, with a reason naming the plugin and the answer's type (never its
+    text), and is logged as an error. A hook that raises is reported and
+    treated as allowing the call.
     """
 
 

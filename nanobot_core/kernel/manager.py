@@ -401,8 +401,21 @@ class _ToolCallHooks:
         for outcome in self._manager._tool_call_outcomes(
             "nanobot_before_tool_call", {"call": call}
         ):
-            if outcome.value is not None:
-                return f"{outcome.value} (denied by {outcome.record.info.describe()})"
+            value, plugin = outcome.value, outcome.record.info.describe()
+            if value is None:
+                continue
+            if isinstance(value, str):
+                # str.__str__, not format(): a str subclass's own __format__ is plugin code
+                return f"{str.__str__(value)} (denied by {plugin})"
+            # Anything else is still meant to deny, but is never turned into text: its
+            # __str__ is the plugin's code, free to raise or exit outside its containment.
+            log.error(
+                "tool-call hook returned no reason string; call denied",
+                hook="nanobot_before_tool_call",
+                plugin=plugin,
+                returned=type(value).__name__,
+            )
+            return f"its hook returned {type(value).__name__}, not a reason (denied by {plugin})"
         return None
 
     def after(self, call: ToolCallEvent, result: Any) -> None:
