@@ -1,7 +1,7 @@
 """Contributions: adapting what a hook returned into named items, and resolving name clashes.
 
 Adapting turns one plugin's return value into ``(name, item)`` pairs or raises
-`ContributionError` saying which item is wrong (an adapter that raises `LeftOut`
+`ContributionError` saying which item is wrong (an adapter that raises `_LeftOut`
 leaves out that item alone, said as one of the plugin's problems). Resolving walks
 every plugin's items in canonical order: the first owner of a name wins, except that
 a plugin named in ``plugins.overrides`` may take a built-in's name; the loser is kept,
@@ -23,7 +23,6 @@ from nanobot_core.kernel.records import Contribution, Kind, PluginInfo, canonica
 __all__ = [
     "KIND_HOOKS",
     "ContributionError",
-    "LeftOut",
     "adapt_all",
     "resolve",
     "schema_problem",
@@ -44,7 +43,7 @@ class ContributionError(PluginError):
     """A plugin's contribution is unusable; the message says which item and why."""
 
 
-class LeftOut(Exception):
+class _LeftOut(Exception):
     """Raised by an adapter: this item alone is unusable; the plugin's others are kept."""
 
 
@@ -53,7 +52,7 @@ def adapt_all(
 ) -> tuple[list[tuple[str, Any]], list[str]]:
     """The named items in one plugin's return value for a collecting hook of `kind`.
 
-    Also what was left out of it, one line per item an adapter refused with `LeftOut`,
+    Also what was left out of it, one line per item an adapter refused with `_LeftOut`,
     for the caller to list among the plugin's problems.
     """
     if value is None:
@@ -65,7 +64,7 @@ def adapt_all(
     for index, raw in enumerate(value):
         try:
             item = _ADAPTERS[kind](raw, ctx)
-        except LeftOut as exc:
+        except _LeftOut as exc:
             left_out.append(f"{KIND_HOOKS[kind]} item {index} ({_short(raw)}) left out: {exc}")
             continue
         except Exception as exc:
@@ -174,9 +173,9 @@ def _adapt_store(raw: Any, ctx: PluginContext) -> Any:
         name = getattr(raw, "name", None)
         usable = isinstance(name, str) and bool(name) and isinstance(raw, SessionStore)
     except Exception as exc:
-        raise LeftOut(f"reading it raised {describe(exc)}") from exc
+        raise _LeftOut(f"reading it raised {describe(exc)}") from exc
     if not usable:
-        raise LeftOut("not a SessionStore with a name")
+        raise _LeftOut("not a SessionStore with a name")
     return raw
 
 
