@@ -162,8 +162,10 @@ def nanobot_before_tool_call(ctx: PluginContext, call: ToolCallEvent) -> str | N
     Called for every prepared call, in the executor, before the tool's
     ``execute`` is awaited. Return ``None`` to allow it, or a string reason to
     deny it: the call then does not run and the model gets an ``Error`` result
-    that quotes the reason and names the plugin. A hook that raises is reported
-    and treated as allowing the call.
+    that quotes the reason and names the plugin. Any other answer denies the
+    call too, with a reason naming the plugin and the answer's type (never its
+    text), and is logged as an error. A hook that raises is reported and
+    treated as allowing the call.
     """
 
 
@@ -182,12 +184,17 @@ def nanobot_after_tool_call(ctx: PluginContext, call: ToolCallEvent, result: Any
 def nanobot_session_stores(ctx: PluginContext) -> list[Any]:
     """Contribute session stores.
 
-    Called when a command needs sessions. Return a list of stores, each with a
-    string ``name`` and the methods of :class:`nanobot_core.sessions.SessionStore`
-    (load, lease, list; appends go through the lease, atomically, with the
-    sequence number the writer expects). ``[sessions] store`` picks one by name
-    (default ``jsonl``, the built-in file store, whose name no plugin can take);
-    an unknown name is a configuration error naming the known ones. Build
-    stores lazily: a store should connect on first use, not here. Raising marks
-    the plugin failed.
+    Called once per plugin manager, when a command needs sessions or lists
+    plugins. Return a list of stores, each with a string ``name`` and the
+    methods of :class:`nanobot_core.sessions.SessionStore` (load, lease, list;
+    appends go through the lease, atomically, with the sequence number the
+    writer expects). ``[sessions] store`` picks one by name (default ``jsonl``,
+    the built-in file store); an unknown name is a configuration error naming
+    the known ones. Names clash as tools' do: ``jsonl`` stays the built-in's
+    unless config allows this plugin to override it, a clash between two
+    plugins is won by the first distribution name, then entry-point name, and
+    the loser is warned about and listed as shadowed. Build stores lazily: a
+    store should connect on first use, not here. Raising or returning a
+    non-list marks the plugin failed; an item that is not a store with a name
+    is left out alone and listed under the plugin's ``problems``.
     """

@@ -312,7 +312,13 @@ class SessionStore(Protocol):
         ...
 
     def close(self) -> None:
-        """Release what the store holds (connections, descriptors); idempotent."""
+        """Release what the store holds (connections, descriptors); idempotent.
+
+        A plugin manager builds each store once and hands the same object to
+        every command or runner that selects it, so a store may be used again
+        after `close`: it opens again what it needs (the ``jsonl`` store holds
+        nothing open; the PostgreSQL store connects again).
+        """
         ...
 
 
@@ -510,33 +516,21 @@ def open_session(store: SessionStore, name: str = DEFAULT_SESSION, *, wait: floa
 
 
 def session_stores(pm: PluginManager) -> dict[str, ContainedStore]:
-    """The stores the ``nanobot_session_stores`` hook returns, by name; first one wins.
+    """The stores the ``nanobot_session_stores`` hook returns, by name.
 
-    Built-ins answer first, so no plugin can take the name ``jsonl``; an item
-    without a string ``name`` is left out with a warning naming its plugin.
-    Each store is returned contained (`ContainedStore`): its methods run as its
-    plugin's code, the built-in ``jsonl`` store's too.
+    They are the plugin manager's ``store`` contributions, so a name two plugins
+    give goes by the kernel's one clash rule (`PluginManager.contributions`): the
+    built-in ``jsonl`` is kept unless ``[plugins] overrides`` hands it to a plugin,
+    the first plugin by distribution then entry-point name wins, and the loser is
+    warned about and listed as shadowed. An item that is not a store with a name is
+    left out alone, as one of its plugin's problems. Each store is returned
+    contained (`ContainedStore`): its methods run as its plugin's code, the
+    built-in ``jsonl`` store's too.
     """
-    stores: dict[str, ContainedStore] = {}
-    for record, value in pm.call_each("nanobot_session_stores", ctx=pm.context):
-        owner = record.info.describe()
-        for item in value if isinstance(value, list | tuple) else []:
-            try:
-                with plugin_code(owner):  # `name` may be a property; the check reads each member
-                    name = getattr(item, "name", None)
-                    usable = isinstance(name, str) and bool(name) and isinstance(item, SessionStore)
-            except Exception:
-                name, usable = None, False
-            if not usable:
-                log.warning(
-                    "session store left out: not a SessionStore with a name",
-                    plugin=owner,
-                    item=type(item).__name__,
-                )
-                continue
-            assert isinstance(name, str)
-            stores.setdefault(name, ContainedStore(item, name, owner))
-    return stores
+    return {
+        c.name: ContainedStore(c.item, c.name, c.plugin.describe())
+        for c in pm.contributions("store")
+    }
 
 
 def select_session_store(pm: PluginManager) -> ContainedStore:

@@ -1,9 +1,11 @@
 """Contributions: adapting what a hook returned into named items, and resolving name clashes.
 
 Adapting turns one plugin's return value into ``(name, item)`` pairs or raises
-`ContributionError` saying which item is wrong. Resolving walks every plugin's items
-in canonical order: the first owner of a name wins, except that a plugin named in
-``plugins.overrides`` may take a built-in's name; the loser is kept, marked shadowed.
+`ContributionError` saying which item is wrong (an adapter that raises `_LeftOut`
+leaves out that item alone, said as one of the plugin's problems). Resolving walks
+every plugin's items in canonical order: the first owner of a name wins, except that
+a plugin named in ``plugins.overrides`` may take a built-in's name; the loser is kept,
+marked shadowed.
 """
 
 from __future__ import annotations
@@ -18,7 +20,13 @@ from nanobot_core.errors import PluginError
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.kernel.records import Contribution, Kind, PluginInfo, canonical_name
 
-__all__ = ["KIND_HOOKS", "ContributionError", "adapt_all", "resolve", "schema_problem"]
+__all__ = [
+    "KIND_HOOKS",
+    "ContributionError",
+    "adapt_all",
+    "resolve",
+    "schema_problem",
+]
 
 log = get_logger("nanobot_core.kernel")
 
@@ -27,6 +35,7 @@ KIND_HOOKS: dict[Kind, str] = {
     "stage": "nanobot_governance_stages",
     "section": "nanobot_prompt_sections",
     "provider": "nanobot_providers",
+    "store": "nanobot_session_stores",
 }
 
 
@@ -34,16 +43,30 @@ class ContributionError(PluginError):
     """A plugin's contribution is unusable; the message says which item and why."""
 
 
-def adapt_all(kind: Kind, value: Any, ctx: PluginContext) -> list[tuple[str, Any]]:
-    """The named items in one plugin's return value for a collecting hook of `kind`."""
+class _LeftOut(Exception):
+    """Raised by an adapter: this item alone is unusable; the plugin's others are kept."""
+
+
+def adapt_all(
+    kind: Kind, value: Any, ctx: PluginContext
+) -> tuple[list[tuple[str, Any]], list[str]]:
+    """The named items in one plugin's return value for a collecting hook of `kind`.
+
+    Also what was left out of it, one line per item an adapter refused with `_LeftOut`,
+    for the caller to list among the plugin's problems.
+    """
     if value is None:
-        return []
+        return [], []
     if not isinstance(value, list | tuple):
         raise ContributionError(f"returned {type(value).__name__}, expected a list")
     adapted: list[tuple[str, Any]] = []
+    left_out: list[str] = []
     for index, raw in enumerate(value):
         try:
             item = _ADAPTERS[kind](raw, ctx)
+        except _LeftOut as exc:
+            left_out.append(f"{KIND_HOOKS[kind]} item {index} ({_short(raw)}) left out: {exc}")
+            continue
         except Exception as exc:
             raise ContributionError(
                 f"item {index} ({_short(raw)}): {type(exc).__name__}: {exc}"
@@ -54,7 +77,7 @@ def adapt_all(kind: Kind, value: Any, ctx: PluginContext) -> list[tuple[str, Any
         if not isinstance(name, str) or not name:
             raise ContributionError(f"item {index} ({_short(raw)}) has no usable name")
         adapted.append((name, item))
-    return adapted
+    return adapted, left_out
 
 
 def resolve(
@@ -140,11 +163,28 @@ def _adapt_provider(raw: Any, ctx: PluginContext) -> Any:
     return raw
 
 
+def _adapt_store(raw: Any, ctx: PluginContext) -> Any:
+    from nanobot_core._containment import describe
+    from nanobot_core.sessions import SessionStore
+
+    # One bad item leaves out that item alone, as it always has for stores: a plugin's
+    # other stores (the one `[sessions] store` names, say) stay usable.
+    try:  # `name` may be a property, and the protocol check reads every member
+        name = getattr(raw, "name", None)
+        usable = isinstance(name, str) and bool(name) and isinstance(raw, SessionStore)
+    except Exception as exc:
+        raise _LeftOut(f"reading it raised {describe(exc)}") from exc
+    if not usable:
+        raise _LeftOut("not a SessionStore with a name")
+    return raw
+
+
 _ADAPTERS: dict[Kind, Callable[[Any, PluginContext], Any]] = {
     "tool": _adapt_tool,
     "stage": _adapt_stage,
     "section": _adapt_section,
     "provider": _adapt_provider,
+    "store": _adapt_store,
 }
 
 

@@ -1,7 +1,7 @@
 """The plugin manager: built-ins first, then entry points, with provenance and conflict rules.
 
-Every tool, stage, section and provider the core uses comes through this
-class. The core calls each hook implementation on its own (see
+Every tool, stage, section, provider and session store the core uses comes
+through this class. The core calls each hook implementation on its own (see
 `nanobot_core.kernel.calling`), in a canonical order that never depends on
 registration order or set order: built-in plugins first, then external plugins
 sorted by distribution name and entry-point name. That order decides name
@@ -278,10 +278,12 @@ class PluginManager:
         for record, value in self.call_each(hook_name, ctx=self.context):
             try:
                 with plugin_code(record.info.describe()):
-                    items = adapt_all(kind, value, self.context)
+                    items, left_out = adapt_all(kind, value, self.context)
             except (ContributionError, PluginEscapeError) as exc:
                 self._fail(record, f"{hook_name} {exc}")
                 continue
+            for line in left_out:
+                note_problem(record, line)
             for name, item in items:
                 problem = schema_problem(item, record.info.describe()) if kind == "tool" else None
                 if problem is not None:
@@ -381,8 +383,7 @@ class PluginManager:
                 log.error(
                     "tool-call hook raised; ignored",
                     hook=hook_name,
-                    plugin=outcome.record.info.name,
-                    distribution=outcome.record.info.distribution,
+                    plugin=outcome.record.info.describe(),
                     error=outcome.describe_error(),
                 )
                 continue
@@ -400,8 +401,21 @@ class _ToolCallHooks:
         for outcome in self._manager._tool_call_outcomes(
             "nanobot_before_tool_call", {"call": call}
         ):
-            if outcome.value is not None:
-                return f"{outcome.value} (denied by {outcome.record.info.describe()})"
+            value, plugin = outcome.value, outcome.record.info.describe()
+            if value is None:
+                continue
+            if isinstance(value, str):
+                # str.__str__, not format(): a str subclass's own __format__ is plugin code
+                return f"{str.__str__(value)} (denied by {plugin})"
+            # Anything else is still meant to deny, but is never turned into text: its
+            # __str__ is the plugin's code, free to raise or exit outside its containment.
+            log.error(
+                "tool-call hook returned no reason string; call denied",
+                hook="nanobot_before_tool_call",
+                plugin=plugin,
+                returned=type(value).__name__,
+            )
+            return f"its hook returned {type(value).__name__}, not a reason (denied by {plugin})"
         return None
 
     def after(self, call: ToolCallEvent, result: Any) -> None:

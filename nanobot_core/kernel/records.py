@@ -23,7 +23,7 @@ __all__ = [
 
 Source = Literal["builtin", "nanobot.tools", "nanobot.plugins"]
 Status = Literal["loaded", "failed", "blocked"]
-Kind = Literal["tool", "stage", "section", "provider"]
+Kind = Literal["tool", "stage", "section", "provider", "store"]
 
 # Built-in plugin names start with "builtin:" so that no distribution can claim them.
 BUILTIN_PLUGINS: dict[str, str] = {
@@ -98,7 +98,7 @@ def builtin_info(name: str) -> PluginInfo:
 
 @attrs.frozen
 class Contribution:
-    """One item (tool, stage, section, provider) contributed by one plugin."""
+    """One item (tool, stage, section, provider, session store) contributed by one plugin."""
 
     kind: Kind
     name: str

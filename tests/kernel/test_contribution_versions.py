@@ -1,15 +1,19 @@
-"""Warnings about a plugin's sections and stages at collection name the plugin's version."""
+"""Warnings about a plugin's contributions and hook results name the plugin's version."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from nanobot_core.config import Config, PluginsConfig
 from nanobot_core.governance import Stage, StageOutcome
 from nanobot_core.hookspecs import hookimpl
+from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.prompt import Section
 
@@ -30,6 +34,16 @@ class _Odd:
     @hookimpl
     def nanobot_runtime_context(self, ctx: object) -> int:
         return 42
+
+
+class _Jumpy:
+    @hookimpl
+    def nanobot_before_tool_call(self, ctx: object, call: ToolCallEvent) -> str | None:
+        raise RuntimeError(f"no {call.tool} today")
+
+    @hookimpl
+    def nanobot_after_tool_call(self, ctx: object, call: ToolCallEvent, result: object) -> None:
+        raise ValueError("after")
 
 
 def _manager(tmp_path: Path, config: Config | None = None) -> PluginManager:
@@ -84,3 +98,78 @@ def test_runtime_lines_of_the_wrong_type_name_the_plugin_version(tmp_path: Path)
         assert manager.runtime_lines() == []
     dropped = _warned(logs, "runtime-context hook returned non-strings; lines dropped")
     assert (dropped["plugin"], dropped["returned"]) == ("plugin 'odd' from nanobot-odd 0.3", "int")
+
+
+class _Unspeakable:
+    def __str__(self) -> str:
+        raise SystemExit(3)
+
+
+class _Denies:
+    def __init__(self, answer: object) -> None:
+        self.answer = answer
+
+    @hookimpl
+    def nanobot_before_tool_call(self, ctx: object, call: ToolCallEvent) -> object:
+        return self.answer
+
+
+_NOT_REASONS = st.one_of(
+    st.booleans(),
+    st.integers(),
+    st.floats(),
+    st.binary(max_size=4),
+    st.lists(st.text(max_size=4), max_size=2),
+    st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=2),
+    st.builds(_Unspeakable),
+)
+
+
+@given(answer=_NOT_REASONS)
+@example(answer=_Unspeakable())
+@settings(max_examples=40, deadline=None, database=None)
+def test_a_before_hook_answering_no_string_denies_naming_the_plugin_version(answer: object) -> None:
+    """A before-tool-call answer that is not None nor a string denies the call with a reason
+    naming the plugin's version and the type, never running the answer's own __str__."""
+    with tempfile.TemporaryDirectory() as folder:
+        manager = _manager(Path(folder))
+        manager.register(_Denies(answer), "guard", distribution="nanobot-guard", version="1.1")
+        with capture_logs() as logs:
+            reason = manager.tool_call_hooks().before(ToolCallEvent(tool="grep", arguments={}))
+    kind = type(answer).__name__
+    assert reason == (
+        f"its hook returned {kind}, not a reason (denied by plugin 'guard' from nanobot-guard 1.1)"
+    )
+    said = _warned(logs, "tool-call hook returned no reason string; call denied")
+    assert (said["plugin"], said["returned"]) == ("plugin 'guard' from nanobot-guard 1.1", kind)
+
+
+def test_a_before_hook_reason_string_denies_naming_the_plugin_version(tmp_path: Path) -> None:
+    """A reason string denies the call, quoted with the plugin's name and version."""
+    manager = _manager(tmp_path)
+    manager.register(_Denies("not on Sundays"), "guard", distribution="nanobot-guard", version="1")
+    reason = manager.tool_call_hooks().before(ToolCallEvent(tool="grep", arguments={}))
+    assert reason == "not on Sundays (denied by plugin 'guard' from nanobot-guard 1)"
+
+
+def test_a_raising_tool_call_hook_is_logged_naming_the_plugin_version(tmp_path: Path) -> None:
+    """A before or after tool-call hook that raises is logged with its plugin's version and
+    ignored: the call is allowed."""
+    manager = _manager(tmp_path)
+    manager.register(_Jumpy(), "jumpy", distribution="nanobot-jumpy", version="4.5")
+    hooks = manager.tool_call_hooks()
+    call = ToolCallEvent(tool="read_file", arguments={"path": "a"})
+    with capture_logs() as logs:
+        assert hooks.before(call) is None
+        hooks.after(call, None)
+    raised = [e for e in logs if e["event"] == "tool-call hook raised; ignored"]
+    assert [(e["hook"], e["plugin"], e["error"]) for e in raised] == [
+        (
+            "nanobot_before_tool_call",
+            "plugin 'jumpy' from nanobot-jumpy 4.5",
+            "RuntimeError: no read_file today",
+        ),
+        ("nanobot_after_tool_call", "plugin 'jumpy' from nanobot-jumpy 4.5", "ValueError: after"),
+    ]
+    assert all("distribution" not in e and e["log_level"] == "error" for e in raised)
+    assert {r.info.name: r.status for r in manager.records()}["jumpy"] == "loaded"
