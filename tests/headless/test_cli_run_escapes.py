@@ -116,7 +116,11 @@ def test_a_provider_raising_system_exit_fails_the_run_naming_it(
     ("at", "said"),
     [
         ("hook", "raised in nanobot_runtime_context: PluginEscapeError: raised SystemExit(3)"),
-        ("section", "error='raised SystemExit(3)' plugin=hangplug section=quitting"),
+        (
+            "section",
+            "error='raised SystemExit(3)' plugin=\"plugin 'hangplug' from hangplug 0.1\" "
+            "section=quitting",
+        ),
         (
             "stage",
             "error=SystemExit(3) plugin=\"plugin 'hangplug' from hangplug 0.1\" stage=quitting",
