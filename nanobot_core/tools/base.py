@@ -26,6 +26,8 @@ __all__ = [
     "ToolResult",
     "as_tool",
     "check_tool",
+    "read_result",
+    "usable_timeout",
 ]
 
 # What OpenAI-compatible APIs accept as a function name.
@@ -158,38 +160,58 @@ class ToolResult(str):
         subclass's methods) may raise; the executor reports that as an error
         of the tool.
         """
-        if type(value) is ToolResult:
-            return value
-        if isinstance(value, str):
-            text = str.__str__(value)
-            flag = getattr(value, "is_error", None)
-            if isinstance(value, ToolResult):  # a subclass: its flag and blocks, in a plain one
-                return cls(text, is_error=flag is True, blocks=value.blocks)
-            if isinstance(flag, bool):
-                return cls.error(text) if flag else cls(text)
-            return cls(text, is_error=text.startswith("Error"))
-        if value is None:
-            return cls(NO_OUTPUT)
-        if isinstance(value, bytes):
-            try:
-                return cls(bytes.decode(value, "utf-8"))
-            except UnicodeDecodeError:
-                return cls.error("the tool returned bytes that are not UTF-8 text")
-        if _is_content_blocks(value):
-            return cls(_render_blocks(value), blocks=value)
-        if isinstance(value, bool | int | float | dict | list | tuple):
-            from nanobot_core._json_boundary import dumps
+        read = read_result(value)
+        return read if isinstance(read, ToolResult) else cls.error(f"the tool {read}")
 
-            try:  # the boundary: NaN becomes null, lone surrogates U+FFFD, depth is limited
-                return cls(dumps(value))
-            except (TypeError, ValueError) as exc:
-                return cls.error(
-                    f"the tool returned a {type(value).__name__} that is not JSON: {exc}"
-                )
-        return cls.error(
-            f"the tool returned a {type(value).__name__}, which cannot be turned into text "
-            "(return a str, a dict or list, or content blocks)"
-        )
+
+def read_result(value: Any) -> ToolResult | str:
+    """`ToolResult.of` of `value`, or the plain str (``returned a ...``) saying why it is no result.
+
+    The executor words that phrase with the tool and its plugin.
+    """
+    if type(value) is ToolResult and _plain_flags(value):
+        return value
+    if isinstance(value, str):
+        text = str.__str__(value)
+        flag = getattr(value, "is_error", None)
+        if isinstance(value, ToolResult):  # a subclass: its flag and blocks, in a plain one
+            return ToolResult(text, is_error=flag is True, blocks=value.blocks)
+        if isinstance(flag, bool):
+            return ToolResult.error(text) if flag else ToolResult(text)
+        return ToolResult(text, is_error=text.startswith("Error"))
+    if value is None:
+        return ToolResult(NO_OUTPUT)
+    if isinstance(value, bytes):
+        try:
+            return ToolResult(bytes.decode(value, "utf-8"))
+        except UnicodeDecodeError:
+            return "returned bytes that are not UTF-8 text"
+    if _is_content_blocks(value):
+        return ToolResult(_render_blocks(value), blocks=value)
+    if isinstance(value, bool | int | float | dict | list | tuple):
+        from nanobot_core._json_boundary import dumps
+
+        try:  # the boundary: NaN becomes null, lone surrogates U+FFFD, depth is limited
+            return ToolResult(dumps(value))
+        except (TypeError, ValueError) as exc:
+            return f"returned a {type(value).__name__} that is not JSON: {exc}"
+    return (
+        f"returned a {type(value).__name__}, which cannot be turned into text "
+        "(return a str, a dict or list, or content blocks)"
+    )
+
+
+def _plain_flags(result: ToolResult) -> bool:
+    """Whether a `ToolResult` still holds what its constructor made: a bool flag, dict blocks.
+
+    Both are plain attributes a tool may have set to anything after building it.
+    """
+    blocks = result.blocks
+    return (
+        type(result.is_error) is bool
+        and type(blocks) is tuple
+        and all(type(block) is dict for block in blocks)
+    )
 
 
 NO_OUTPUT = "(no output)"
@@ -228,17 +250,22 @@ def check_tool(candidate: Tool) -> Tool:
     if not isinstance(candidate.parameters, dict):
         raise TypeError(f"tool {name!r}: parameters must be a JSON Schema dict")
     timeout = candidate.timeout
-    if timeout is not None and (
-        isinstance(timeout, bool)
-        or not isinstance(timeout, int | float)
-        or math.isnan(timeout)
-        or timeout <= 0
-    ):
+    if not usable_timeout(timeout):
         raise ValueError(
             f"tool {name!r}: timeout must be a positive number of seconds or None (the "
             f"configured default), got {timeout!r}"
         )
     return candidate
+
+
+def usable_timeout(timeout: object) -> bool:
+    """Whether `timeout` is a tool's timeout: a positive number of seconds, or None."""
+    return timeout is None or (
+        isinstance(timeout, int | float)
+        and not isinstance(timeout, bool)
+        and not math.isnan(timeout)
+        and timeout > 0
+    )
 
 
 def as_tool(obj: Any, ctx: PluginContext) -> Tool | None:

@@ -3,7 +3,17 @@
 Consecutive concurrency-safe calls run together; every other call runs on
 its own, in order; exclusive tools always run alone. Whatever a tool does
 (raise, overrun its timeout, get cancelled, return something that is not
-text), the caller gets an "Error..." result ending with a hint for the model.
+text), the caller gets an "Error..." result naming the tool and its plugin
+(name and version), ending with a hint for the model.
+
+A tool's flags (``read_only``, ``concurrency_safe``, ``exclusive``,
+``timeout``) are read once per call, before the batch is formed: the repeat
+check, the batching and the timeout of that call all use what was read then.
+Reading them is contained like the rest of the tool's code: a flag that
+raises or holds something else than a bool (a timeout: a positive number or
+None) refuses that call with an error, and the others run. Where the flags
+are plain values, or the core's own properties over them, no plugin code can
+run and the read costs no containment.
 
 Each call runs in a task of its own. At its timeout the task is cancelled and
 gets `STOP_GRACE` seconds to stop; a tool that ignores the cancellation is
@@ -21,19 +31,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import copy
+import inspect
 import time
-from collections.abc import Coroutine, Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Callable, Coroutine, Sequence
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import attrs
 
-from nanobot_core._containment import default_sigint, plugin_code
+from nanobot_core._containment import PluginEscapeError, default_sigint, plugin_code
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.tools._repeats import RepeatedCalls
 from nanobot_core.tools._threads import CALL, ToolCall, WorkerThreads, running_threads
-from nanobot_core.tools.base import Tool, ToolResult
-from nanobot_core.tools.registry import PreparedCall, ToolRegistry
+from nanobot_core.tools.base import Tool, ToolResult, read_result, usable_timeout
+from nanobot_core.tools.registry import PreparedCall, ToolRegistry, described, tool_label
 
 __all__ = [
     "ERROR_HINT",
@@ -132,15 +143,31 @@ class Executor:
         With `repeats` (one per turn), a read-only call identical to more than
         its limit of earlier ones is answered with an error and not run.
         """
-        prepared = [(call, self.registry.prepare_call(call.name, call.arguments)) for call in calls]
+        planned = [self._plan(call) for call in calls]
         if repeats is not None:
-            prepared = [(call, _unless_repeated(p, repeats)) for call, p in prepared]
+            planned = [_unless_repeated(p, repeats) for p in planned]
         outcomes: list[ToolCallOutcome] = []
-        for batch in _batches(prepared):
-            outcomes.extend(await asyncio.gather(*(self._run_one(c, p) for c, p in batch)))
+        for batch in _batches(planned):
+            outcomes.extend(await asyncio.gather(*(self._run_one(p) for p in batch)))
         return outcomes
 
-    async def _run_one(self, call: ToolCallRequest, prepared: PreparedCall) -> ToolCallOutcome:
+    def _plan(self, call: ToolCallRequest) -> _Planned:
+        """The call prepared, with its tool's flags read once (a call they refuse runs nothing)."""
+        prepared = self.registry.prepare_call(call.name, call.arguments)
+        tool = prepared.tool
+        if prepared.error is not None or tool is None:
+            return _Planned(call, prepared, None)
+        flags = _flags_of(tool, lambda: self._label(prepared.name))
+        if isinstance(flags, str):
+            return _Planned(call, attrs.evolve(prepared, error=flags), None)
+        return _Planned(call, prepared, flags)
+
+    def _label(self, name: str) -> str:
+        return tool_label(name, self.registry.owner_of(name))
+
+    async def _run_one(self, planned: _Planned) -> ToolCallOutcome:
+        call, prepared = planned.call, planned.prepared
+
         def outcome(result: ToolResult, duration: float = 0.0) -> ToolCallOutcome:
             return ToolCallOutcome(
                 call.id,
@@ -151,43 +178,57 @@ class Executor:
                 list(prepared.repairs),
             )
 
-        if prepared.error is not None or prepared.tool is None:
+        flags, tool = planned.flags, prepared.tool
+        if prepared.error is not None or tool is None or flags is None:
             return outcome(ToolResult.error(prepared.error or f'unknown tool "{call.name}"'))
-        tool = prepared.tool
+        # The registered name: the tool's own ``name`` is plugin code, not read again.
+        name = prepared.name
+        try:
+            # Arguments a tool's own check returned may hold its objects, copied by their code.
+            arguments = copy.deepcopy(prepared.arguments)
+        except BaseException as exc:
+            said = described(exc)
+            return outcome(
+                ToolResult.error(
+                    f"{self._label(name)} cannot be run: its arguments could "
+                    f"not be copied for the tool-call hooks: {said}"
+                )
+            )
         event = ToolCallEvent(
-            tool=tool.name,
-            arguments=copy.deepcopy(prepared.arguments),
-            call_id=call.id,
-            plugin=self.registry.plugin_of(tool.name),
+            tool=name, arguments=arguments, call_id=call.id, plugin=self.registry.plugin_of(name)
         )
         denial = self._before(event)
         if denial is not None:
             event.duration = 0.0
-            result = _with_hint(ToolResult.error(f'call to tool "{tool.name}" denied: {denial}'))
+            result = _with_hint(ToolResult.error(f'call to tool "{name}" denied: {denial}'))
             self._after(event, result)
             return outcome(result)
         started = time.perf_counter()
-        result = await self._execute(tool, prepared.arguments, event.plugin)
+        result = await self._execute(tool, name, prepared.arguments, event.plugin, flags)
         duration = time.perf_counter() - started
         event.duration = duration
         result = _with_hint(result)
         self._after(event, result)
         log.debug(
             "tool call finished",
-            tool=tool.name,
+            tool=name,
             call_id=call.id,
             duration=duration,
             error=result.is_error,
         )
         return outcome(result, duration)
 
-    async def _execute(self, tool: Tool, arguments: dict[str, Any], plugin: str) -> ToolResult:
-        timeout = tool.timeout if tool.timeout is not None else self.default_timeout
-        alone = not _may_run_alongside(tool)
-        _warn_if_abandoned_alongside(tool.name, alone)
-        owner = ToolCall(tool.name, plugin)
-        task = asyncio.create_task(_call(tool, arguments, owner), name=f"nanobot-tool-{tool.name}")
-        abandoned = _Abandoned(tool.name, plugin, alone)
+    async def _execute(
+        self, tool: Tool, name: str, arguments: dict[str, Any], plugin: str, flags: _Flags
+    ) -> ToolResult:
+        timeout = flags.timeout if flags.timeout is not None else self.default_timeout
+        _warn_if_abandoned_alongside(name, flags.alone)
+        owner = ToolCall(name, plugin)
+        label = self._label(name)
+        task = asyncio.create_task(
+            _call(tool, arguments, owner, label), name=f"nanobot-tool-{name}"
+        )
+        abandoned = _Abandoned(name, plugin, flags.alone)
         try:
             await asyncio.wait((task,), timeout=timeout)
         except asyncio.CancelledError:  # our caller is being cancelled: stop the tool, go on
@@ -195,8 +236,8 @@ class Executor:
                 _left_threads(owner, "its caller was cancelled")
             raise
         if task.done():
-            return _result_of(task, tool.name)
-        said = f'tool "{tool.name}" timed out after {timeout:g}s'
+            return _result_of(task, name, label)
+        said = f"{label} timed out after {timeout:g}s"
         why = f"it timed out after {timeout:g}s"
         if not await _stop(task, abandoned, why):
             return ToolResult.error(
@@ -236,31 +277,42 @@ class Executor:
             )
 
 
-async def _call(tool: Tool, arguments: dict[str, Any], owner: ToolCall) -> ToolResult:
-    """The task of one call: the tool's own code, contained, and its value made a result."""
+async def _call(tool: Tool, arguments: dict[str, Any], owner: ToolCall, label: str) -> ToolResult:
+    """The task of one call: the tool's own code, contained, and its value made a result.
+
+    `label` names the tool and its plugin (`tool_label`) in what goes wrong.
+    """
     CALL.set(owner)  # the task's own context: the threads it starts are counted under it
     # What the tool prints goes to the log, not into --json output.
-    with plugin_code(f"tool {tool.name!r}"):
-        value = await tool.execute(**arguments)
+    with plugin_code(label):
+        pending = tool.execute(**arguments)
+        if not inspect.isawaitable(pending):  # a plain ``def execute``: said so, not "await"
+            return ToolResult.error(
+                f"{label} cannot be run: its execute returned a {type(pending).__name__}, "
+                "not an awaitable (execute must be an async def)"
+            )
+        value = await pending
         # Still the tool's code: reading what it returned may run its own methods.
         try:
-            return ToolResult.of(value)
+            read = read_result(value)
         except Exception as exc:
             return ToolResult.error(
-                f'tool "{tool.name}" returned a {type(value).__name__} that could not be read '
-                f"as a result: {type(exc).__name__}: {exc}"
+                f"{label} returned a {type(value).__name__} that could not be read "
+                f"as a result: {described(exc)}"
             )
+        return read if isinstance(read, ToolResult) else ToolResult.error(f"{label} {read}")
 
 
-def _result_of(task: asyncio.Task[ToolResult], name: str) -> ToolResult:
+def _result_of(task: asyncio.Task[ToolResult], name: str, label: str) -> ToolResult:
     """The result of a finished call task; a failure becomes an error result naming the tool."""
     try:
         return task.result()
     except asyncio.CancelledError:
-        return ToolResult.error(f'tool "{name}" was cancelled before it finished.')
+        return ToolResult.error(f"{label} was cancelled before it finished.")
     except Exception as exc:  # a tool never breaks the caller (plugin_code made it an Exception)
-        log.info("tool raised", tool=name, error=f"{type(exc).__name__}: {exc}")
-        return ToolResult.error(f'tool "{name}" failed: {type(exc).__name__}: {exc}')
+        said = described(exc)  # its message is its own code too
+        log.info("tool raised", tool=name, error=said)
+        return ToolResult.error(f"{label} failed: {said}")
 
 
 async def _stop(task: asyncio.Task[Any], call: _Abandoned, why: str) -> bool:
@@ -336,8 +388,100 @@ def _forget(task: asyncio.Task[Any]) -> None:
     )
 
 
-def _may_run_alongside(tool: Tool) -> bool:
-    return bool(tool.concurrency_safe) and not bool(tool.exclusive)
+class _Flags(NamedTuple):  # a tuple: built once per call, cheaper than an attrs class
+    """A tool's flags as read once for one call: its repeat check, batch and timeout use these."""
+
+    read_only: bool
+    alone: bool  # not concurrency-safe, or exclusive: nothing may run alongside it
+    timeout: float | None
+
+
+@attrs.frozen
+class _Planned:
+    """One call as the executor runs it; ``flags`` is None when the call is refused."""
+
+    call: ToolCallRequest
+    prepared: PreparedCall
+    flags: _Flags | None
+
+
+class _UnusableFlag(ValueError):
+    """A flag of a tool that raised when read, or holds what no flag may."""
+
+
+_FLAG_NAMES = ("read_only", "exclusive", "concurrency_safe", "timeout")
+
+# Per tool class: whether its flags are plain values or the core's own properties over
+# them, so that reading them runs no plugin code and needs no `plugin_code` (about 5 µs).
+_PLAIN_FLAGS: dict[type, bool] = {}
+
+
+def _flags_of(tool: Tool, label: Callable[[], str]) -> _Flags | str:
+    """The tool's flags for one call, or why they refuse it (naming the tool by `label`)."""
+    try:
+        cls = type(tool)
+        plain = _PLAIN_FLAGS.get(cls)
+        if plain is None:
+            plain = _PLAIN_FLAGS[cls] = _flags_are_plain(cls)
+        if plain:
+            return _read_flags(tool)
+        with plugin_code(label()):
+            return _read_flags(tool)
+    except (_UnusableFlag, PluginEscapeError) as exc:
+        return f"{label()} cannot be run: {exc}"
+    except BaseException as exc:  # a real Ctrl-C goes on (`described`)
+        return f"{label()} cannot be run: reading its flags raised {described(exc)}"
+
+
+def _flags_are_plain(cls: type) -> bool:
+    """Whether reading the flags of a `cls` instance runs no plugin code (see `_PLAIN_FLAGS`)."""
+    if vars(object)["__getattribute__"] is not cls.__getattribute__:  # an own attribute lookup
+        return False
+    for flag in _FLAG_NAMES:
+        for owner in cls.__mro__:
+            if flag in vars(owner):
+                found = vars(owner)[flag]
+                if hasattr(type(found), "__get__") and not owner.__module__.startswith(
+                    "nanobot_core."
+                ):
+                    return False
+                break
+    return True
+
+
+def _read_flags(tool: Tool) -> _Flags:
+    """Read and check the flags; raises `_UnusableFlag` saying which one is wrong, and how."""
+    read_only = _flag(tool, "read_only")
+    alone = not _flag(tool, "concurrency_safe") or _flag(tool, "exclusive")
+    timeout = _read(tool, "timeout")
+    if not usable_timeout(timeout):
+        raise _UnusableFlag(
+            f"its timeout is {_shown(timeout)}, expected a positive number of seconds or None"
+        )
+    return _Flags(read_only, alone, None if timeout is None else float(timeout))
+
+
+def _flag(tool: Tool, name: str) -> bool:
+    value = _read(tool, name)
+    if type(value) is bool:
+        return value
+    if type(value) is int:  # 0 and 1 as they always were; a str or None is no flag
+        return bool(value)
+    raise _UnusableFlag(f"its {name} is {_shown(value)}, expected True or False")
+
+
+def _read(tool: Tool, name: str) -> Any:
+    try:
+        return getattr(tool, name)
+    except BaseException as exc:
+        raise _UnusableFlag(f"reading its {name} raised {described(exc)}") from None
+
+
+def _shown(value: Any) -> str:
+    """A flag's value in a message: repr of plain values, else its type (its repr is its code)."""
+    if type(value) in (str, int, float, bool) or value is None:
+        return repr(value)
+    return f"a {type(value).__name__}"
 
 
 def _warn_if_abandoned_alongside(name: str, alone: bool) -> None:
@@ -472,30 +616,27 @@ def _leave_unfinished(loop: asyncio.AbstractEventLoop, stuck: list[asyncio.Task[
             task.get_coro().close()
 
 
-def _unless_repeated(prepared: PreparedCall, repeats: RepeatedCalls) -> PreparedCall:
-    tool = prepared.tool
-    if prepared.error is not None or tool is None or not tool.read_only:
-        return prepared
+def _unless_repeated(planned: _Planned, repeats: RepeatedCalls) -> _Planned:
+    prepared = planned.prepared
+    if planned.flags is None or not planned.flags.read_only:
+        return planned
     refusal = repeats.refusal(prepared.name, prepared.arguments)
-    return prepared if refusal is None else attrs.evolve(prepared, error=refusal)
+    if refusal is None:
+        return planned
+    return _Planned(planned.call, attrs.evolve(prepared, error=refusal), None)
 
 
-def _runs_with_others(prepared: PreparedCall) -> bool:
+def _runs_with_others(planned: _Planned) -> bool:
     # A refused call runs nothing, so it never needs to wait for anyone.
-    tool = prepared.tool
-    if prepared.error is not None or tool is None:
-        return True
-    return _may_run_alongside(tool)
+    return planned.flags is None or not planned.flags.alone
 
 
-def _batches(
-    prepared: Sequence[tuple[ToolCallRequest, PreparedCall]],
-) -> list[list[tuple[ToolCallRequest, PreparedCall]]]:
+def _batches(planned: Sequence[_Planned]) -> list[list[_Planned]]:
     """Group consecutive concurrency-safe calls; every other call is a batch of its own."""
-    batches: list[list[tuple[ToolCallRequest, PreparedCall]]] = []
+    batches: list[list[_Planned]] = []
     open_batch = False
-    for item in prepared:
-        if _runs_with_others(item[1]):
+    for item in planned:
+        if _runs_with_others(item):
             if not open_batch:
                 batches.append([])
                 open_batch = True

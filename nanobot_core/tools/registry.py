@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from nanobot_core._containment import PluginEscapeError, plugin_code
+from nanobot_core._containment import PluginEscapeError, contained, plugin_code
 from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
     JSONLimitError,
@@ -26,6 +26,7 @@ from nanobot_core._json_boundary import (
 )
 from nanobot_core._json_repair import repair
 from nanobot_core._logging import get_logger
+from nanobot_core.kernel.records import PluginInfo
 from nanobot_core.schema import cast_arguments, compile_schema, normalise_schema
 from nanobot_core.tools.base import Tool, check_tool
 
@@ -65,16 +66,23 @@ class PreparedCall:
 @attrs.define
 class _Entry:
     tool: Tool
+    name: str  # as registered: a plugin's ``name`` property is not read again at call time
     builtin: bool
     plugin: str
+    owner: str  # the plugin as messages name it (`PluginInfo.describe`), "" when unknown
     schema: dict[str, Any]
     validator: SchemaValidator | None = None
 
     @property
     def rank(self) -> int:
-        if self.tool.name.startswith(MCP_PREFIX):
+        if self.name.startswith(MCP_PREFIX):
             return 2
         return 0 if self.builtin else 1
+
+    @property
+    def label(self) -> str:
+        """``tool "grep" of plugin 'search' from search-tools 1.2``, as its errors name it."""
+        return tool_label(self.name, self.owner)
 
 
 class ToolRegistry:
@@ -93,10 +101,13 @@ class ToolRegistry:
         self.disabled: list[str] = []  # tool names left out by ``tools.disabled``
 
     @classmethod
-    def build(cls, tools: Iterable[tuple[Tool, bool, str]], *, config: Config) -> ToolRegistry:
+    def build(
+        cls, tools: Iterable[tuple[Tool, bool, str | PluginInfo]], *, config: Config
+    ) -> ToolRegistry:
         """A registry of ``(tool, builtin, plugin)`` entries without those in ``tools.disabled``.
 
-        The names left out are kept in `disabled`; a disabled name that no tool has is logged.
+        ``plugin`` is as `add` takes it. The names left out are kept in
+        `disabled`; a disabled name that no tool has is logged.
         """
         registry = cls()
         disabled = set(config.tools.disabled)
@@ -114,29 +125,37 @@ class ToolRegistry:
     def from_plugins(cls, pm: PluginManager) -> ToolRegistry:
         """The registry over every plugin's tools (built-ins first): `build`'s code."""
         return cls.build(
-            ((c.item, c.plugin.builtin, c.plugin.name) for c in pm.contributions("tool")),
+            ((c.item, c.plugin.builtin, c.plugin) for c in pm.contributions("tool")),
             config=pm.config,
         )
 
     # -- contents --------------------------------------------------------------------------
 
-    def add(self, tool: Tool, *, builtin: bool = False, plugin: str = "") -> None:
+    def add(self, tool: Tool, *, builtin: bool = False, plugin: str | PluginInfo = "") -> None:
         """Register a tool; raises ValueError if its name is taken, TypeError if it is no Tool.
 
-        ``plugin`` names the plugin that contributed it (reported to tool-call hooks).
+        ``plugin`` is the plugin that contributed it: its name (reported to
+        tool-call hooks), or its `PluginInfo`, whose name is reported and whose
+        description (name, distribution and version) the tool's errors give.
+        The tool's ``name`` is read here, once: calls find it by this name.
         """
         if not isinstance(tool, Tool):
             raise TypeError(
                 f"expected a Tool, got {type(tool).__name__} (see nanobot_core.as_tool)"
             )
         check_tool(tool)
-        if tool.name in self._entries:
-            raise ValueError(f"a tool named {tool.name!r} is already registered")
+        name = tool.name
+        if name in self._entries:
+            raise ValueError(f"a tool named {name!r} is already registered")
         schema, warnings = normalise_schema(tool.parameters)
         for warning in warnings:
-            log.warning("tool schema normalised", tool=tool.name, change=warning)
-            self.warnings.append(f"{tool.name}: {warning}")
-        self._entries[tool.name] = _Entry(tool, builtin, plugin, schema)
+            log.warning("tool schema normalised", tool=name, change=warning)
+            self.warnings.append(f"{name}: {warning}")
+        if isinstance(plugin, PluginInfo):
+            owner, plugin = plugin.describe(), plugin.name
+        else:
+            owner = f"plugin {plugin!r}" if plugin else ""
+        self._entries[name] = _Entry(tool, name, builtin, plugin, owner, schema)
         self._definitions = None
 
     def remove(self, name: str) -> Tool:
@@ -155,9 +174,14 @@ class ToolRegistry:
         entry = self._entries.get(name)
         return entry.plugin if entry is not None else ""
 
+    def owner_of(self, name: str) -> str:
+        """The tool's plugin as messages name it, with its version ("" when unknown)."""
+        entry = self._entries.get(name)
+        return entry.owner if entry is not None else ""
+
     def names(self) -> list[str]:
         """Tool names in definition order."""
-        return [entry.tool.name for entry in self._ordered()]
+        return [entry.name for entry in self._ordered()]
 
     def __contains__(self, name: object) -> bool:
         return name in self._entries
@@ -169,7 +193,7 @@ class ToolRegistry:
         return len(self._entries)
 
     def _ordered(self) -> list[_Entry]:
-        return sorted(self._entries.values(), key=lambda e: (e.rank, e.tool.name))
+        return sorted(self._entries.values(), key=lambda e: (e.rank, e.name))
 
     # -- definitions -----------------------------------------------------------------------
 
@@ -180,7 +204,7 @@ class ToolRegistry:
                 {
                     "type": "function",
                     "function": {
-                        "name": entry.tool.name,
+                        "name": entry.name,
                         "description": entry.tool.description,
                         "parameters": _canonical(entry.schema),
                     },
@@ -266,22 +290,37 @@ class ToolRegistry:
 def _own_check(entry: _Entry, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]] | None:
     """The tool's own argument check, run as plugin code: None, or (arguments, errors).
 
-    What it prints goes to the log; what it raises (``SystemExit`` included) or
-    a value other than None or an ``(object, list of errors)`` pair refuses
-    the call with the reason, so a broken check never breaks the batch.
+    What it prints goes to the log; what it raises (``SystemExit`` included),
+    errors whose text cannot be read (their ``__str__`` is its code too) or a
+    value other than None or an ``(object, list of errors)`` pair refuse the
+    call with the reason, so a broken check never breaks the batch.
     """
     tool = entry.tool
-    if getattr(tool.validate_arguments, "__func__", None) is Tool.validate_arguments:
+    try:
+        own_check = (
+            getattr(tool.validate_arguments, "__func__", None) is not Tool.validate_arguments
+        )
+    except BaseException as exc:  # an attribute of its own that raises: read again as plugin code
+        contained(exc)  # a real Ctrl-C goes on
+        own_check = True
+    if not own_check:
         return None  # no check of its own (the base class's says so): no plugin code runs
-    owner = f"tool {tool.name!r}" + (f" of {entry.plugin}" if entry.plugin else "")
     failed = "the tool's own argument check"
     try:
-        with plugin_code(owner):
+        with plugin_code(entry.label):
             own = tool.validate_arguments(arguments)
+            checked = _checked(own, failed)
     except PluginEscapeError as exc:
         return arguments, [f"{failed} {exc}"]
     except Exception as exc:  # the tool's own check is its code: contain it
-        return arguments, [f"{failed} failed: {type(exc).__name__}: {exc}"]
+        return arguments, [f"{failed} failed: {described(exc)}"]
+    if isinstance(checked, str):
+        return arguments, [checked]
+    return checked
+
+
+def _checked(own: Any, failed: str) -> tuple[dict[str, Any], list[str]] | str | None:
+    """What a tool's own check returned, read (as plugin code): the pair, None, or what is wrong."""
     if own is None:
         return None
     if (
@@ -291,10 +330,10 @@ def _own_check(entry: _Entry, arguments: dict[str, Any]) -> tuple[dict[str, Any]
         and isinstance(own[1], list)
     ):
         return own[0], [str(error) for error in own[1]]
-    return arguments, [
+    return (
         f"{failed} returned a {type(own).__name__}, expected None or an "
         "(arguments object, list of errors) pair"
-    ]
+    )
 
 
 # -- argument parsing -----------------------------------------------------------------------
@@ -402,6 +441,23 @@ def _json_kind(value: Any) -> str:
 
 
 # -- helpers --------------------------------------------------------------------------------
+
+
+def tool_label(name: str, owner: str) -> str:
+    """``tool "grep"``, and ``of <plugin>`` (`PluginInfo.describe`) when that is known."""
+    return f'tool "{name}"' + (f" of {owner}" if owner else "")
+
+
+def described(exc: BaseException) -> str:
+    """`describe` of `exc`, which plugin code raised; its own failing ``__str__`` is not ours.
+
+    A real Ctrl-C or a cancellation raised by that ``__str__`` goes on (`contained`).
+    """
+    try:
+        return contained(exc)
+    except BaseException as unreadable:
+        contained(unreadable)
+        return f"{type(exc).__name__} (its message could not be read: {type(unreadable).__name__})"
 
 
 def _canonical(schema: Any) -> Any:

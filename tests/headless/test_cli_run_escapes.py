@@ -141,9 +141,12 @@ def test_a_part_raising_system_exit_is_reported_and_the_run_goes_on(
 def test_a_tool_raising_system_exit_is_an_error_result_naming_it(
     site: Path, tmp_path: Path
 ) -> None:
-    """A tool's SystemExit reaches the model as the tool's failure; the turn ends well."""
+    """A tool's SystemExit reaches the model as its failure, naming its plugin; the turn goes on."""
     result = _run(site, tmp_path, "tool")
     assert result.returncode == 0, result.stderr
-    said = 'Error: tool "quit" failed: PluginEscapeError: raised SystemExit(3)'
+    said = (
+        "Error: tool \"quit\" of plugin 'hangplug' from hangplug 0.1 failed: "
+        "PluginEscapeError: raised SystemExit(3)"
+    )
     assert result.stdout.startswith(said)
     assert "Traceback" not in result.stderr

@@ -287,7 +287,8 @@ def test_a_tool_that_ignores_its_timeout_does_not_hold_up_the_turn(
     assert result.answer == "moved on"
     (stored,) = [m for m in harness.lines() if m["role"] == "tool"]
     assert stored["content"].startswith(
-        'Error: tool "stubborn" timed out after 0.2s and did not stop when cancelled'
+        "Error: tool \"stubborn\" of plugin 'headless-test' timed out after 0.2s and did not stop "
+        "when cancelled"
     )
     assert stored["_meta"]["error"] is True
 

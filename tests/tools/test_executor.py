@@ -11,10 +11,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from nanobot_core import Tool, ToolResult, tool
+from nanobot_core import Tool, ToolResult, hookimpl, tool
 from nanobot_core.kernel.context import ToolCallEvent
+from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.tools.executor import (
     ERROR_HINT,
     Executor,
@@ -246,7 +249,7 @@ async def _returns_unprefixed_error() -> ToolResult:
         ),
         (_raises_generator_exit, 'Error: tool "t" failed: PluginEscapeError: raised GeneratorExit'),
         (_raises_system_exit, 'Error: tool "t" failed: PluginEscapeError: raised SystemExit(3)'),
-        (_returns_object, "Error: the tool returned a object, which cannot be turned into text"),
+        (_returns_object, 'Error: tool "t" returned a object, which cannot be turned into text'),
         (_returns_error_text, "Error: quota exceeded"),
         (_returns_unprefixed_error, "Error: quota exceeded"),
     ],
@@ -824,3 +827,386 @@ def test_a_limit_of_zero_refuses_nothing() -> None:
     calls = [ToolCallRequest(f"c{i}", "look", {}) for i in range(4)]
     outcomes = run(executor.run(calls, repeats=RepeatedCalls(0)))
     assert not any(o.is_error for o in outcomes)
+
+
+# -- plugin code in the flags, the name and the result ---------------------------------------
+
+PLUGIN = "plugin 'flags' from flags-dist 2.1.0"
+
+
+class _Breaks:
+    """What a flag property of `Flaky` does once the test breaks it (after registration)."""
+
+    def __init__(self) -> None:
+        self.flag = ""
+        self.value: Any = None
+        self.escape: BaseException | None = None
+
+    def read(self, flag: str, default: Any) -> Any:
+        if flag != self.flag:
+            return default
+        if self.escape is not None:
+            raise self.escape
+        return self.value
+
+
+class Flaky(Tool):
+    """A plugin tool whose flags are properties that work until the test breaks one."""
+
+    breaks = _Breaks()
+    ran: list[str] = []
+    description = "flags as properties"
+    parameters: dict[str, Any] = {"type": "object"}
+
+    @property
+    def name(self) -> str:
+        return str(self.breaks.read("name", "flaky"))
+
+    @property
+    def read_only(self) -> bool:  # type: ignore[override]
+        return bool(self.breaks.read("read_only", True))
+
+    @property
+    def exclusive(self) -> bool:  # type: ignore[override]
+        return bool(self.breaks.read("exclusive", False))
+
+    @property
+    def concurrency_safe(self) -> bool:
+        return bool(self.breaks.read("concurrency_safe", True))
+
+    @property
+    def timeout(self) -> float | None:  # type: ignore[override]
+        value: float | None = self.breaks.read("timeout", None)
+        return value
+
+    async def execute(self, **kwargs: Any) -> str:
+        self.ran.append("flaky")
+        return "flaky ran"
+
+
+class Steady(Tool):
+    """A plain plugin tool of the same plugin, called in the same batch."""
+
+    name = "steady"
+    description = "plain flags"
+    parameters: dict[str, Any] = {"type": "object"}
+    read_only = True
+
+    async def execute(self, **kwargs: Any) -> str:
+        return "steady ran"
+
+
+class Fails(Tool):
+    """A plugin tool that raises."""
+
+    name = "fails"
+    description = "raises"
+    parameters: dict[str, Any] = {"type": "object"}
+
+    async def execute(self, **kwargs: Any) -> str:
+        raise ValueError("bad input")
+
+
+class Slow(Tool):
+    """A plugin tool that overruns its timeout."""
+
+    name = "slow"
+    description = "never answers"
+    parameters: dict[str, Any] = {"type": "object"}
+    timeout = 0.05
+
+    async def execute(self, **kwargs: Any) -> str:
+        await asyncio.Event().wait()
+        return "unreachable"
+
+
+class Garbage(Tool):
+    """A plugin tool that returns what cannot be a result."""
+
+    name = "garbage"
+    description = "returns an object"
+    parameters: dict[str, Any] = {"type": "object"}
+
+    async def execute(self, **kwargs: Any) -> object:
+        return object()
+
+
+@pytest.fixture
+def flaky(nanobot_manager: PluginManager, nanobot_register: Any) -> Executor:
+    """An executor over the tools of plugin 'flags' 2.1.0 (Flaky, Steady); Flaky reset."""
+
+    class Plugin:
+        @hookimpl
+        def nanobot_tools(self, ctx: Any) -> list[Any]:
+            return [Flaky, Steady, Fails, Slow, Garbage]
+
+    record = nanobot_register(Plugin(), "flags", distribution="flags-dist", version="2.1.0")
+    assert record.status == "loaded"
+    Flaky.breaks = _Breaks()
+    Flaky.ran = []
+    return Executor(nanobot_manager.tool_registry(), default_timeout=5)
+
+
+def _break(flag: str, *, value: Any = None, escape: BaseException | None = None) -> None:
+    Flaky.breaks.flag, Flaky.breaks.value, Flaky.breaks.escape = flag, value, escape
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "escape", "said"),
+    [
+        (
+            "read_only",
+            None,
+            RuntimeError("gone"),
+            "reading its read_only raised RuntimeError: gone",
+        ),
+        (
+            "concurrency_safe",
+            None,
+            SystemExit(3),
+            "reading its concurrency_safe raised SystemExit(3)",
+        ),
+        ("exclusive", None, KeyboardInterrupt(), "reading its exclusive raised KeyboardInterrupt"),
+        ("exclusive", None, _Escape("out"), "reading its exclusive raised _Escape: out"),
+        ("timeout", None, ValueError("when?"), "reading its timeout raised ValueError: when?"),
+        ("timeout", "soon", None, "its timeout is 'soon', expected a positive number"),
+        ("timeout", float("nan"), None, "its timeout is nan, expected a positive number"),
+        ("timeout", -1, None, "its timeout is -1, expected a positive number"),
+        ("timeout", object(), None, "its timeout is a object, expected a positive number"),
+    ],
+    ids=[
+        "raising-read-only",
+        "system-exit-concurrency-safe",
+        "keyboard-interrupt-exclusive",
+        "base-exception-exclusive",
+        "raising-timeout",
+        "text-timeout",
+        "nan-timeout",
+        "negative-timeout",
+        "object-timeout",
+    ],
+)
+def test_a_flag_that_fails_at_call_time_refuses_only_its_call(
+    flaky: Executor, flag: str, value: Any, escape: BaseException | None, said: str
+) -> None:
+    """A flag raising or turned odd after registration refuses its call, naming plugin, version."""
+    _break(flag, value=value, escape=escape)
+    calls = _calls("steady", "flaky", "steady")
+    first, broken, last = run(flaky.run(calls))
+    assert (first.result, last.result) == ("steady ran", "steady ran")
+    assert Flaky.ran == []
+    assert broken.is_error and broken.result.endswith(ERROR_HINT)
+    assert broken.result.startswith(f'Error: tool "flaky" of {PLUGIN} cannot be run: {said}')
+
+
+def test_a_flag_is_read_once_per_call(flaky: Executor) -> None:
+    """The repeat check, batching and timeout of a call use one reading of each flag."""
+    reads: list[str] = []
+    breaks = Flaky.breaks
+
+    class Counting(_Breaks):
+        def read(self, flag: str, default: Any) -> Any:
+            reads.append(flag)
+            return breaks.read(flag, default)
+
+    Flaky.breaks = Counting()
+    from nanobot_core.tools._repeats import RepeatedCalls
+
+    (outcome,) = run(flaky.run(_calls("flaky"), repeats=RepeatedCalls(2)))
+    assert outcome.result == "flaky ran"
+    assert sorted(reads) == ["concurrency_safe", "exclusive", "read_only", "timeout"]
+
+
+def test_a_real_ctrl_c_while_reading_a_flag_stops_the_run(flaky: Executor) -> None:
+    """Containment is not for the user's Ctrl-C: raised by the SIGINT handler, it goes on."""
+    from nanobot_core._containment import _on_sigint
+
+    class CtrlC(_Breaks):
+        def read(self, flag: str, default: Any) -> Any:
+            _on_sigint(2, None)
+            return default
+
+    Flaky.breaks = CtrlC()
+    with pytest.raises(KeyboardInterrupt):
+        run(flaky.run(_calls("flaky")))
+
+
+_ODD_TIMEOUTS = st.one_of(
+    st.none(),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.booleans(),
+    st.text(max_size=8),
+    st.lists(st.integers(), max_size=2),
+)
+
+
+def test_any_timeout_a_plugin_returns_runs_the_call_or_refuses_it(
+    flaky: Executor,
+) -> None:
+    """Whatever a timeout property returns, the call runs (usable) or is refused naming it."""
+
+    @settings(max_examples=150, deadline=None, derandomize=True)
+    @given(timeout=_ODD_TIMEOUTS)
+    def check(timeout: Any) -> None:
+        _break("timeout", value=timeout)
+        (outcome,) = run(flaky.run(_calls("flaky")))
+        usable = timeout is None or (
+            type(timeout) in (int, float) and timeout == timeout and timeout > 0
+        )
+        if usable:
+            assert outcome.result == "flaky ran"
+        else:
+            assert outcome.result.startswith(
+                f'Error: tool "flaky" of {PLUGIN} cannot be run: its timeout is '
+            )
+
+    check()
+
+
+def test_a_name_property_that_fails_after_registration_changes_nothing(flaky: Executor) -> None:
+    """Calls find a tool by the name it registered with; its name property is not read again."""
+    _break("name", escape=SystemExit(4))
+    outcomes = run(flaky.run(_calls("flaky", "nosuch")))
+    assert outcomes[0].result == "flaky ran"
+    assert outcomes[1].result.startswith('Error: unknown tool "nosuch".')
+    assert "flaky" in outcomes[1].result
+
+
+@pytest.mark.parametrize(
+    ("name", "said"),
+    [
+        ("fails", "failed: ValueError: bad input"),
+        ("slow", "timed out after 0.05s and was stopped."),
+        ("garbage", "returned a object, which cannot be turned into text"),
+    ],
+    ids=["raises", "times-out", "bad-result"],
+)
+def test_runtime_errors_name_the_plugin_and_its_version(
+    flaky: Executor, name: str, said: str
+) -> None:
+    """Raising, timing out and returning garbage are errors naming the tool, plugin and version."""
+    (outcome,) = run(flaky.run(_calls(name)))
+    assert outcome.result.startswith(f'Error: tool "{name}" of {PLUGIN} {said}')
+
+
+class _Unprintable(RuntimeError):
+    """An exception whose message cannot be read: its ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise _Escape("no text")
+
+
+async def _raises_unprintable() -> str:
+    raise _Unprintable
+
+
+def test_an_exception_whose_message_raises_is_still_an_error_result() -> None:
+    """A tool's exception whose text cannot be read is reported by its type; the batch goes on."""
+
+    async def fine() -> str:
+        return "fine"
+
+    executor = _executor(FakeTool("t", _raises_unprintable), FakeTool("ok", fine))
+    broken, ok = run(executor.run(_calls("t", "ok")))
+    assert broken.result.startswith(
+        'Error: tool "t" failed: _Unprintable (its message could not be read: _Escape)'
+    )
+    assert ok.result == "fine"
+
+
+class _SyncExecute(Tool):
+    """A Tool subclass whose execute is a plain def, so it returns its value, not a coroutine."""
+
+    name = "sync"
+    description = "not async"
+    parameters: dict[str, Any] = {"type": "object"}
+
+    def execute(self, **kwargs: Any) -> Any:  # type: ignore[override]
+        return "done"
+
+
+def test_an_execute_that_is_not_async_is_said_so() -> None:
+    """An execute returning a non-awaitable is an error saying execute must be an async def."""
+    (outcome,) = run(_executor(_SyncExecute()).run(_calls("sync")))
+    assert outcome.result.startswith(
+        'Error: tool "sync" cannot be run: its execute returned a str, not an awaitable '
+        "(execute must be an async def)"
+    )
+
+
+class _NoTruth:
+    """A value whose truth cannot be read."""
+
+    def __bool__(self) -> bool:
+        raise _Escape("no truth")
+
+
+def _result_with(**attributes: Any) -> Body:
+    async def body() -> ToolResult:
+        result = ToolResult("text")
+        for key, value in attributes.items():
+            setattr(result, key, value)
+        return result
+
+    return body
+
+
+@pytest.mark.parametrize(
+    ("attributes", "expected"),
+    [
+        ({"is_error": _NoTruth()}, ToolResult("text")),
+        ({"is_error": "yes"}, ToolResult("text")),
+        ({"is_error": True}, ToolResult("Error: text" + ERROR_HINT, is_error=True)),
+        ({"blocks": 3}, None),
+    ],
+    ids=["flag-without-truth", "flag-text", "flag-true", "blocks-number"],
+)
+def test_a_tool_result_changed_after_it_was_built_is_read_again(
+    attributes: dict[str, Any], expected: ToolResult | None
+) -> None:
+    """A ToolResult whose flag or blocks a tool set to something else is read as a new result."""
+
+    async def fine() -> str:
+        return "fine"
+
+    executor = _executor(FakeTool("t", _result_with(**attributes)), FakeTool("ok", fine))
+    changed, ok = run(executor.run(_calls("t", "ok")))
+    assert ok.result == "fine"
+    if expected is None:
+        assert changed.result.startswith('Error: tool "t" returned a ToolResult that could not')
+    else:
+        assert (changed.result, changed.is_error) == (expected, expected.is_error)
+        assert type(changed.result.is_error) is bool
+
+
+class _NoCopy:
+    """An object a tool's own check puts in the arguments; it cannot be copied."""
+
+    def __deepcopy__(self, memo: Any) -> Any:
+        raise SystemExit(6)
+
+
+class _HandsBackObjects(FakeTool):
+    def validate_arguments(self, arguments: dict[str, Any]) -> Any:
+        return {"thing": _NoCopy()}, []
+
+
+def test_arguments_a_tool_check_made_uncopyable_refuse_the_call() -> None:
+    """Arguments whose copy for the hooks fails refuse that call, naming the tool; others run."""
+    ran: list[str] = []
+
+    async def body(**kwargs: Any) -> str:
+        ran.append("ran")
+        return "ran"
+
+    async def fine() -> str:
+        return "fine"
+
+    executor = _executor(_HandsBackObjects("t", body), FakeTool("ok", fine))
+    broken, ok = run(executor.run(_calls("t", "ok")))
+    assert broken.result.startswith(
+        'Error: tool "t" cannot be run: its arguments could not be copied for the tool-call '
+        "hooks: SystemExit(6)"
+    )
+    assert ok.result == "fine" and ran == []

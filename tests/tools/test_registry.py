@@ -591,6 +591,25 @@ def _prints(arguments: dict[str, Any]) -> Any:
     return None
 
 
+class _Unprintable:
+    """An error object (or exception) whose text cannot be read: its ``__str__`` raises."""
+
+    def __str__(self) -> str:
+        raise RuntimeError("no text")
+
+
+class _UnprintableError(_Unprintable, ValueError):
+    pass
+
+
+def _unprintable_errors(arguments: dict[str, Any]) -> Any:
+    return arguments, [_Unprintable()]
+
+
+def _raises_unprintable(arguments: dict[str, Any]) -> Any:
+    raise _UnprintableError
+
+
 @pytest.mark.parametrize(
     ("check", "said"),
     [
@@ -599,8 +618,21 @@ def _prints(arguments: dict[str, Any]) -> Any:
         (lambda arguments: ({"label": "a"},), "returned a tuple"),
         (lambda arguments: (["label"], []), "returned a tuple"),
         (lambda arguments: ({"label": "a"}, "bad"), "returned a tuple"),
+        (_unprintable_errors, "failed: RuntimeError: no text"),
+        (
+            _raises_unprintable,
+            "failed: _UnprintableError (its message could not be read: RuntimeError)",
+        ),
     ],
-    ids=["system-exit", "dict", "short-tuple", "arguments-not-object", "errors-not-list"],
+    ids=[
+        "system-exit",
+        "dict",
+        "short-tuple",
+        "arguments-not-object",
+        "errors-not-list",
+        "unprintable-errors",
+        "unprintable-exception",
+    ],
 )
 def test_a_broken_own_argument_check_is_an_error_result(check: Any, said: str) -> None:
     """A tool's own check that escapes or returns the wrong shape refuses the call, never raises."""
@@ -611,6 +643,22 @@ def test_a_broken_own_argument_check_is_an_error_result(check: Any, said: str) -
     assert 'invalid arguments for tool "checked"' in outcome.result
     assert "own argument check" in outcome.result and said in outcome.result
     assert checked.calls == []
+
+
+def test_an_argument_check_attribute_that_raises_refuses_the_call() -> None:
+    """A ``validate_arguments`` that raises when looked up is the tool's failure, not ours."""
+
+    class Escaping(SchemaTool):
+        @property
+        def validate_arguments(self) -> Any:  # type: ignore[override]
+            raise SystemExit(5)
+
+    registry = _registry(Escaping("checked", COUNTER_SCHEMA))
+    prepared = registry.prepare_call("checked", {"label": "a"})
+    assert prepared.error == (
+        'Error: invalid arguments for tool "checked": the tool\'s own argument check '
+        "raised SystemExit(5)"
+    )
 
 
 def test_what_an_own_argument_check_prints_stays_off_stdout(
