@@ -17,7 +17,8 @@ what was left out, and the rest of the result gets through.
 
 The server's output is read by `bounded_stdio_client`, not the SDK's own
 reader: a line longer than the server's ``max_line_bytes`` ends the server,
-and the connection keeps why (`ServerConnection.fault`) for the calls it fails.
+and the connection keeps why (`ServerConnection.fault`) for the calls it fails
+(unless this ``mcp`` lacks the helpers it needs: then it is the SDK's reader).
 """
 
 from __future__ import annotations

@@ -10,12 +10,20 @@ whole process tree ended), but splits the lines itself (`LineSplitter`): each
 byte is looked at once, and at most ``max_line_bytes`` of a line are held. A
 longer line ends the server at once: the session reads `LineTooLong`, then the
 end of the stream, so the requests waiting on the server fail.
+
+Those helpers are private to the SDK, and a release within the pin may rename
+or remove one: then every server is started with the SDK's public
+``stdio_client`` instead (its lines unbounded, as before this transport), and
+one warning names the ``mcp`` version and the helpers missing.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.metadata
 import logging
+import threading
 from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -37,6 +45,22 @@ _KIB = 1024
 _WRITER_FLUSH_TIMEOUT = 0.5
 
 logger = logging.getLogger(__name__)
+
+#: What the bounded transport takes from the SDK, as (module, name). The names
+#: starting with ``_`` are private to it; the others are checked with them, so that
+#: whatever one release moves, the transport is used whole or not at all.
+_SDK_NAMES = (
+    ("mcp.client.stdio", "_create_platform_compatible_process"),
+    ("mcp.client.stdio", "_drain_stdout"),
+    ("mcp.client.stdio", "_get_executable_command"),
+    ("mcp.client.stdio", "_stop_server_process"),
+    ("mcp.client.stdio", "_terminate_process_tree"),
+    ("mcp.client.stdio", "get_default_environment"),
+    ("mcp.shared.message", "SessionMessage"),
+    ("mcp_types", "jsonrpc_message_adapter"),
+)
+_sdk_lock = threading.Lock()
+_sdk_missing: tuple[str, ...] | None = None
 
 
 class LineTooLong(PluginError):
@@ -90,6 +114,42 @@ def describe_size(size: int) -> str:
     return f"{size} byte" if size == 1 else f"{size} bytes"
 
 
+def missing_sdk_names() -> tuple[str, ...]:
+    """The names the bounded transport needs that this ``mcp`` lacks (``module.name``); () if none.
+
+    Looked up once per process, all at once: if any is missing, one warning names
+    the ``mcp`` version and every name missing.
+    """
+    global _sdk_missing
+    with _sdk_lock:  # servers may start from several threads; the warning is said once
+        if _sdk_missing is None:
+            _sdk_missing = _look_up_sdk()
+        return _sdk_missing
+
+
+def _look_up_sdk() -> tuple[str, ...]:
+    missing: list[str] = []
+    for module_name, name in _SDK_NAMES:
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            module = None
+        if not hasattr(module, name):
+            missing.append(f"{module_name}.{name}")
+    if missing:
+        try:
+            version = importlib.metadata.version("mcp")
+        except importlib.metadata.PackageNotFoundError:
+            version = "unknown"
+        logger.warning(
+            "MCP servers' lines are not bounded (max_line_bytes is not enforced) with mcp %s:"
+            " it lacks %s; the SDK's stdio_client is used instead",
+            version,
+            ", ".join(missing),
+        )
+    return tuple(missing)
+
+
 @contextlib.asynccontextmanager
 async def bounded_stdio_client(
     server: StdioServerParameters, errlog: TextIO, max_line_bytes: int
@@ -99,8 +159,15 @@ async def bounded_stdio_client(
     Lines are decoded with ``server.encoding`` and ``server.encoding_error_handler``
     (each line on its own: a newline byte is never part of a UTF-8 character).
     A line longer than `max_line_bytes` ends the server's process tree, is read as
-    `LineTooLong`, and closes the read stream.
+    `LineTooLong`, and closes the read stream. Where this ``mcp`` lacks a helper
+    (`missing_sdk_names`), it is the SDK's ``stdio_client``, without the bound.
     """
+    if missing_sdk_names():
+        from mcp import stdio_client
+
+        async with stdio_client(server, errlog) as streams:
+            yield streams
+        return
     # The SDK's helpers: the process is started and stopped as its stdio_client does.
     from mcp.client.stdio import (
         _create_platform_compatible_process,

@@ -555,3 +555,86 @@ def test_a_line_too_long_while_idle_fails_the_next_call_without_a_restart(
         result
     )
     assert workspace.spawns() == 1
+
+
+# A child process whose SDK lacks two of the private helpers the bounded transport
+# uses, as after a release that renamed them: they are deleted from mcp.client.stdio
+# before the plugin is imported, and its stdio_client keeps them under the old names
+# (as the renamed SDK's own code would call them by the new ones).
+_WITHOUT_PRIVATE_HELPERS = """
+import contextlib, json, os, sys, time, types
+from pathlib import Path
+
+import mcp
+import mcp.client.stdio as sdk
+
+original = sdk.stdio_client.__wrapped__
+code_globals = dict(vars(sdk))
+defaults = original.__defaults__
+renamed = types.FunctionType(original.__code__, code_globals, original.__name__, defaults)
+sdk.stdio_client = mcp.stdio_client = contextlib.asynccontextmanager(renamed)
+del sdk._stop_server_process, sdk._drain_stdout
+
+from nanobot_core import PluginContext
+from nanobot_core.testing import run_tool
+
+from nanobot_mcp import nanobot_tools, reset_default_bridge
+
+workspace = Path(sys.argv[1])
+tools = {t.name: t for t in nanobot_tools(PluginContext(workspace=workspace))}
+answers = [
+    run_tool(tools["mcp_raw_echo"], {"text": "hi"}),
+    run_tool(tools["mcp_notes_add"], {"a": 1, "b": 2}),
+    run_tool(tools["mcp_notes_add"], {"a": 3, "b": 4}),
+]
+reset_default_bridge()
+
+
+def running(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+pids = list(map(int, (workspace / "spawns.txt").read_text().split()))
+deadline = time.monotonic() + 30
+while any(map(running, pids)) and time.monotonic() < deadline:
+    time.sleep(0.05)
+print(json.dumps({"answers": [[str(a), a.is_error] for a in answers], "pids": pids,
+                  "running": [pid for pid in pids if running(pid)]}))
+"""
+
+
+def test_an_sdk_without_the_private_helpers_falls_back_to_its_stdio_client(
+    workspace: Workspace,
+) -> None:
+    """Without the SDK's private helpers, servers run through its public stdio_client (lines
+    unbounded), with one warning naming the mcp version and the names missing."""
+    from importlib.metadata import version
+
+    # The answer is longer than max_line_bytes: the fallback does not bound lines.
+    raw = {"args": [str(RAW_SERVER)], "env": {"RAW_SERVER_PAD": "4096"}, "max_line_bytes": 2048}
+    workspace.configure(raw=raw, notes={})
+    done = subprocess.run(
+        [sys.executable, "-c", _WITHOUT_PRIVATE_HELPERS, str(workspace.root)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert report["answers"] == [["hi" + "x" * 4096, False], ["3", False], ["7", False]]
+    warning = (
+        f"MCP servers' lines are not bounded (max_line_bytes is not enforced) with mcp "
+        f"{version('mcp')}: it lacks mcp.client.stdio._drain_stdout, "
+        "mcp.client.stdio._stop_server_process; the SDK's stdio_client is used instead"
+    )
+    assert done.stderr.count("max_line_bytes is not enforced") == 1
+    assert warning in done.stderr
+    # Both servers were started once, and the bridge stopped them before the child ended.
+    assert len(report["pids"]) == 2
+    assert report["running"] == []
+    assert "Traceback" not in done.stderr and "Error" not in done.stderr

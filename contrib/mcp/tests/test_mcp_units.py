@@ -25,7 +25,13 @@ from nanobot_mcp import (
 )
 from nanobot_mcp.config import parse_servers
 from nanobot_mcp.connection import RejectedTool, screen_tools
-from nanobot_mcp.stdio import DEFAULT_MAX_LINE_BYTES, LineSplitter, LineTooLong, describe_size
+from nanobot_mcp.stdio import (
+    DEFAULT_MAX_LINE_BYTES,
+    LineSplitter,
+    LineTooLong,
+    describe_size,
+    missing_sdk_names,
+)
 
 
 def parse(servers: dict[str, Any], workspace: Path = Path("/ws")) -> list[ServerConfig]:
@@ -385,3 +391,8 @@ def test_a_line_of_exactly_the_limit_passes() -> None:
 def test_sizes_are_said_as_people_write_them(size: int, said: str) -> None:
     """A limit in an error reads as MiB or KiB when it is a whole number of them."""
     assert describe_size(size) == said
+
+
+def test_the_installed_mcp_has_every_helper_the_bounded_transport_uses() -> None:
+    """The mcp installed for the tests lacks none of the SDK's names the line bound needs."""
+    assert missing_sdk_names() == ()
