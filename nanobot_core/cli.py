@@ -521,6 +521,15 @@ def main(argv: Sequence[str] | None = None) -> None:
     except NanobotError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_FAILED)
+    except MemoryError:
+        # Where the address space or the container's memory is capped, a large input
+        # can need more than there is: say so, not with a traceback. What a session
+        # stored before is on disk already (each line is written whole, or not at all).
+        click.echo(
+            "Error: out of memory (the input may be too large for the memory this process may use)",
+            err=True,
+        )
+        sys.exit(EXIT_FAILED)
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 

@@ -468,3 +468,24 @@ def test_arguments_on_stdin_are_read_where_the_address_space_is_capped(tmp_path:
     assert result.returncode == 0, result.stderr
     assert '"ok": true' in result.stdout
     assert "MemoryError" not in result.stderr
+
+
+def test_running_out_of_memory_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """A history larger than the capped address space ends with exit 1 and one message."""
+    history = tmp_path / "huge.jsonl"
+    with history.open("wb") as handle:
+        handle.truncate(900 * 1024 * 1024)  # sparse: no disk used; under the 1 GiB input limit
+    result = subprocess.run(
+        [sys.executable, "-m", "nanobot_core", "govern", str(history), "--json"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=_env(),
+        timeout=120,
+        preexec_fn=_capped_address_space,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith("Error: out of memory"), result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
