@@ -57,8 +57,10 @@ def nanobot_governance_stages(ctx: PluginContext) -> list[Any]:
     """Contribute governance stages.
 
     Called once when the governor is built. Return a list of
-    :class:`nanobot_core.Stage`. A stage is a pure function over a copy of the
-    messages; it is placed by its phase (``repair``, ``transform`` or
+    :class:`nanobot_core.Stage`. A stage is a pure function of the messages: it
+    builds new dicts for what it changes and never edits what it is handed (a
+    whole-list stage that declares ``acts_on`` is handed the history itself,
+    not a copy); it is placed by its phase (``repair``, ``transform`` or
     ``budget``; third-party stages default to ``transform``) and optional
     ``before``/``after`` names. Names of built-in stages are protected. Raising
     or returning something other than a list of stages marks the plugin failed.

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nanobot_core.config import GovernanceConfig
+from nanobot_core.governance import Governor, builtin_stages
 from nanobot_core.governance.stages import compact_results
 from nanobot_core.governance.stages.compact import COMPACT_PREFIX
 from nanobot_core.governance.tokens import count_request
@@ -143,3 +148,43 @@ def test_a_needed_compaction_goes_down_to_the_low_watermark() -> None:
         compact_results, history, context(budget=budget, options={"keep": 0}, low_watermark=1.0)
     )
     assert len(_compacted(exact.messages)) == 1 < len(_compacted(outcome.messages))
+
+
+def _governed(history: list[dict[str, Any]], budget: int, **options: Any) -> list[Any]:
+    """What a governor with the built-in stages sends, `compact_results` configured so."""
+    config = GovernanceConfig(input_limit=budget, stages={"compact_results": options})
+    governor = Governor(builtin_stages(), config=config)
+    return governor.govern(history).messages
+
+
+def test_keep_defaults_to_the_three_newest_results() -> None:
+    """Unconfigured, `keep` is 3: of four results over budget only the oldest is compacted."""
+    history = _history([8_000, 8_000, 8_000, 8_000])
+    sent = _governed(history, budget=count_request(None, history) - 100)
+    assert _compacted(sent) == [2]
+
+
+def test_fewer_results_than_keep_are_all_kept() -> None:
+    """With fewer results than `keep` (two, default 3), none is compacted; the cut makes room."""
+    history = _history([8_000, 8_000])
+    sent = _governed(history, budget=3_000)
+    assert _compacted(sent) == []
+    assert sent[-1] is history[-1]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    sizes=st.lists(st.integers(min_value=200, max_value=6_000), min_size=1, max_size=7),
+    keep=st.integers(min_value=0, max_value=8),
+    cut=st.floats(min_value=0.05, max_value=0.9),
+)
+def test_the_newest_keep_results_are_never_compacted(
+    sizes: list[int], keep: int, cut: float
+) -> None:
+    """Whatever the number of results and the budget, the newest `keep` of them stay whole."""
+    history = _history(sizes)
+    budget = max(500, int(count_request(None, history) * (1 - cut)))
+    outcome = run_pure(compact_results, history, context(budget=budget, options={"keep": keep}))
+    results = [i for i, m in enumerate(history) if m["role"] == "tool"]
+    newest = set(results[max(0, len(results) - keep) :]) if keep else set()
+    assert not newest & set(_compacted(outcome.messages))

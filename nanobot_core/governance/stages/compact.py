@@ -103,7 +103,9 @@ def _candidates(
     allowed = set(only) if only is not None else None
     results = list(compress(count(), map(eq, map(_KIND, known), repeat(Kind.TOOL))))
     call_names = CallNames(messages)
-    for index in results[: len(results) - keep] if keep else results:
+    # The newest `keep` stay, all of them when there are fewer (a negative end would count
+    # from the end and hand out the oldest).
+    for index in results[: max(0, len(results) - keep)]:
         message = messages[index]
         name = message.get("name")
         if not isinstance(name, str):
