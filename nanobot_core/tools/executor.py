@@ -38,13 +38,13 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 import attrs
 
-from nanobot_core._containment import PluginEscapeError, default_sigint, plugin_code
+from nanobot_core._containment import PluginEscapeError, contained, default_sigint, plugin_code
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.tools._repeats import RepeatedCalls
 from nanobot_core.tools._threads import CALL, ToolCall, WorkerThreads, running_threads
 from nanobot_core.tools.base import Tool, ToolResult, read_result, usable_timeout
-from nanobot_core.tools.registry import PreparedCall, ToolRegistry, described, tool_label
+from nanobot_core.tools.registry import PreparedCall, ToolRegistry, tool_label
 
 __all__ = [
     "ERROR_HINT",
@@ -187,7 +187,7 @@ class Executor:
             # Arguments a tool's own check returned may hold its objects, copied by their code.
             arguments = copy.deepcopy(prepared.arguments)
         except BaseException as exc:
-            said = described(exc)
+            said = contained(exc)
             return outcome(
                 ToolResult.error(
                     f"{self._label(name)} cannot be run: its arguments could "
@@ -298,7 +298,7 @@ async def _call(tool: Tool, arguments: dict[str, Any], owner: ToolCall, label: s
         except Exception as exc:
             return ToolResult.error(
                 f"{label} returned a {type(value).__name__} that could not be read "
-                f"as a result: {described(exc)}"
+                f"as a result: {contained(exc)}"
             )
         return read if isinstance(read, ToolResult) else ToolResult.error(f"{label} {read}")
 
@@ -310,7 +310,7 @@ def _result_of(task: asyncio.Task[ToolResult], name: str, label: str) -> ToolRes
     except asyncio.CancelledError:
         return ToolResult.error(f"{label} was cancelled before it finished.")
     except Exception as exc:  # a tool never breaks the caller (plugin_code made it an Exception)
-        said = described(exc)  # its message is its own code too
+        said = contained(exc)  # its message is its own code too
         log.info("tool raised", tool=name, error=said)
         return ToolResult.error(f"{label} failed: {said}")
 
@@ -429,8 +429,8 @@ def _flags_of(tool: Tool, label: Callable[[], str]) -> _Flags | str:
             return _read_flags(tool)
     except (_UnusableFlag, PluginEscapeError) as exc:
         return f"{label()} cannot be run: {exc}"
-    except BaseException as exc:  # a real Ctrl-C goes on (`described`)
-        return f"{label()} cannot be run: reading its flags raised {described(exc)}"
+    except BaseException as exc:  # a real Ctrl-C goes on (`contained`)
+        return f"{label()} cannot be run: reading its flags raised {contained(exc)}"
 
 
 def _flags_are_plain(cls: type) -> bool:
@@ -474,7 +474,7 @@ def _read(tool: Tool, name: str) -> Any:
     try:
         return getattr(tool, name)
     except BaseException as exc:
-        raise _UnusableFlag(f"reading its {name} raised {described(exc)}") from None
+        raise _UnusableFlag(f"reading its {name} raised {contained(exc)}") from None
 
 
 def _shown(value: Any) -> str:

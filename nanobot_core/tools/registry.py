@@ -313,7 +313,7 @@ def _own_check(entry: _Entry, arguments: dict[str, Any]) -> tuple[dict[str, Any]
     except PluginEscapeError as exc:
         return arguments, [f"{failed} {exc}"]
     except Exception as exc:  # the tool's own check is its code: contain it
-        return arguments, [f"{failed} failed: {described(exc)}"]
+        return arguments, [f"{failed} failed: {contained(exc)}"]
     if isinstance(checked, str):
         return arguments, [checked]
     return checked
@@ -446,18 +446,6 @@ def _json_kind(value: Any) -> str:
 def tool_label(name: str, owner: str) -> str:
     """``tool "grep"``, and ``of <plugin>`` (`PluginInfo.describe`) when that is known."""
     return f'tool "{name}"' + (f" of {owner}" if owner else "")
-
-
-def described(exc: BaseException) -> str:
-    """`describe` of `exc`, which plugin code raised; its own failing ``__str__`` is not ours.
-
-    A real Ctrl-C or a cancellation raised by that ``__str__`` goes on (`contained`).
-    """
-    try:
-        return contained(exc)
-    except BaseException as unreadable:
-        contained(unreadable)
-        return f"{type(exc).__name__} (its message could not be read: {type(unreadable).__name__})"
 
 
 def _canonical(schema: Any) -> Any:
