@@ -43,7 +43,16 @@ from nanobot_core._logging import get_logger
 from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.tools._repeats import RepeatedCalls
 from nanobot_core.tools._threads import CALL, ToolCall, WorkerThreads, running_threads
-from nanobot_core.tools.base import Tool, ToolResult, read_result, usable_timeout
+from nanobot_core.tools.base import (
+    TOOL_FLAGS,
+    Tool,
+    ToolResult,
+    flag_problem,
+    flag_value,
+    read_result,
+    shown,
+    usable_timeout,
+)
 from nanobot_core.tools.registry import PreparedCall, ToolRegistry, tool_label
 
 __all__ = [
@@ -409,7 +418,7 @@ class _UnusableFlag(ValueError):
     """A flag of a tool that raised when read, or holds what no flag may."""
 
 
-_FLAG_NAMES = ("read_only", "exclusive", "concurrency_safe", "timeout")
+_FLAG_NAMES = (*TOOL_FLAGS, "timeout")
 
 # Per tool class: whether its flags are plain values or the core's own properties over
 # them, so that reading them runs no plugin code and needs no `plugin_code` (about 5 µs).
@@ -456,18 +465,17 @@ def _read_flags(tool: Tool) -> _Flags:
     timeout = _read(tool, "timeout")
     if not usable_timeout(timeout):
         raise _UnusableFlag(
-            f"its timeout is {_shown(timeout)}, expected a positive number of seconds or None"
+            f"its timeout is {shown(timeout)}, expected a positive number of seconds or None"
         )
     return _Flags(read_only, alone, None if timeout is None else float(timeout))
 
 
 def _flag(tool: Tool, name: str) -> bool:
     value = _read(tool, name)
-    if type(value) is bool:
-        return value
-    if type(value) is int:  # 0 and 1 as they always were; a str or None is no flag
-        return bool(value)
-    raise _UnusableFlag(f"its {name} is {_shown(value)}, expected True or False")
+    flag = flag_value(value)  # the rule `read_tool` refused the tool by when it was loaded
+    if flag is None:
+        raise _UnusableFlag(flag_problem(name, value))
+    return flag
 
 
 def _read(tool: Tool, name: str) -> Any:
@@ -475,13 +483,6 @@ def _read(tool: Tool, name: str) -> Any:
         return getattr(tool, name)
     except BaseException as exc:
         raise _UnusableFlag(f"reading its {name} raised {contained(exc)}") from None
-
-
-def _shown(value: Any) -> str:
-    """A flag's value in a message: repr of plain values, else its type (its repr is its code)."""
-    if type(value) in (str, int, float, bool) or value is None:
-        return repr(value)
-    return f"a {type(value).__name__}"
 
 
 def _warn_if_abandoned_alongside(name: str, alone: bool) -> None:
