@@ -38,7 +38,13 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 import attrs
 
-from nanobot_core._containment import PluginEscapeError, contained, default_sigint, plugin_code
+from nanobot_core._containment import (
+    PluginEscapeError,
+    contained,
+    default_sigint,
+    describe,
+    plugin_code,
+)
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.tools._repeats import RepeatedCalls
@@ -82,7 +88,7 @@ class _Abandoned:
     """A tool call that did not stop when cancelled."""
 
     tool: str
-    plugin: str  # empty when not known
+    plugin: str  # as logs name it (`PluginInfo.describe`), empty when not known
     alone: bool  # not concurrency-safe: nothing may run alongside it
 
 
@@ -213,7 +219,7 @@ class Executor:
             self._after(event, result)
             return outcome(result)
         started = time.perf_counter()
-        result = await self._execute(tool, name, prepared.arguments, event.plugin, flags)
+        result = await self._execute(tool, name, prepared.arguments, flags)
         duration = time.perf_counter() - started
         event.duration = duration
         result = _with_hint(result)
@@ -228,12 +234,13 @@ class Executor:
         return outcome(result, duration)
 
     async def _execute(
-        self, tool: Tool, name: str, arguments: dict[str, Any], plugin: str, flags: _Flags
+        self, tool: Tool, name: str, arguments: dict[str, Any], flags: _Flags
     ) -> ToolResult:
         timeout = flags.timeout if flags.timeout is not None else self.default_timeout
         _warn_if_abandoned_alongside(name, flags.alone)
+        plugin = self.registry.owner_of(name)  # its logs name the plugin with its version
         owner = ToolCall(name, plugin)
-        label = self._label(name)
+        label = tool_label(name, plugin)
         task = asyncio.create_task(
             _call(tool, arguments, owner, label), name=f"nanobot-tool-{name}"
         )
@@ -245,7 +252,7 @@ class Executor:
                 _left_threads(owner, "its caller was cancelled")
             raise
         if task.done():
-            return _result_of(task, name, label)
+            return _result_of(task, name, label, plugin)
         said = f"{label} timed out after {timeout:g}s"
         why = f"it timed out after {timeout:g}s"
         if not await _stop(task, abandoned, why):
@@ -269,7 +276,8 @@ class Executor:
             log.error(
                 "before-tool-call hook raised; call allowed",
                 tool=event.tool,
-                error=f"{type(exc).__name__}: {exc}",
+                plugin=self.registry.owner_of(event.tool),
+                error=describe(exc),
             )
             return None
 
@@ -282,7 +290,8 @@ class Executor:
             log.error(
                 "after-tool-call hook raised; ignored",
                 tool=event.tool,
-                error=f"{type(exc).__name__}: {exc}",
+                plugin=self.registry.owner_of(event.tool),
+                error=describe(exc),
             )
 
 
@@ -312,7 +321,7 @@ async def _call(tool: Tool, arguments: dict[str, Any], owner: ToolCall, label: s
         return read if isinstance(read, ToolResult) else ToolResult.error(f"{label} {read}")
 
 
-def _result_of(task: asyncio.Task[ToolResult], name: str, label: str) -> ToolResult:
+def _result_of(task: asyncio.Task[ToolResult], name: str, label: str, plugin: str) -> ToolResult:
     """The result of a finished call task; a failure becomes an error result naming the tool."""
     try:
         return task.result()
@@ -320,7 +329,7 @@ def _result_of(task: asyncio.Task[ToolResult], name: str, label: str) -> ToolRes
         return ToolResult.error(f"{label} was cancelled before it finished.")
     except Exception as exc:  # a tool never breaks the caller (plugin_code made it an Exception)
         said = contained(exc)  # its message is its own code too
-        log.info("tool raised", tool=name, error=said)
+        log.info("tool raised", tool=name, plugin=plugin, error=said)
         return ToolResult.error(f"{label} failed: {said}")
 
 
@@ -393,7 +402,8 @@ def _forget(task: asyncio.Task[Any]) -> None:
     log.info(
         "abandoned tool ended",
         tool=call.tool if call else task.get_name(),
-        error=None if error is None else f"{type(error).__name__}: {error}",
+        plugin=call.plugin if call else "",
+        error=None if error is None else describe(error),  # its message is the tool's code
     )
 
 
