@@ -269,9 +269,22 @@ def contained(exc: BaseException) -> str:
 
 
 def describe(exc: BaseException) -> str:
-    """``SystemExit(3)``, ``KeyboardInterrupt``, ``MyEscape: its message``."""
+    """``SystemExit(3)``, ``KeyboardInterrupt``, ``MyEscape: its message``; never raises.
+
+    The one way the core words an exception plugin code raised. Its message
+    is the plugin's code too (a ``__str__``, or the ``__repr__`` of a
+    ``SystemExit`` code): one that raises (even ``SystemExit``) or returns no
+    str gives ``RuntimeError (its message could not be read: SystemExit)``,
+    so reporting a failure never becomes one. Only what `passes_through` (a
+    real Ctrl-C while that code runs) goes on.
+    """
     name = type(exc).__name__
-    if isinstance(exc, SystemExit):
-        return f"{name}({exc.code!r})"
-    text = str(exc)
-    return f"{name}: {text}" if text else name
+    try:  # all of it: a str subclass returned may have a __format__ or __len__ of its own
+        if isinstance(exc, SystemExit):
+            return f"{name}({exc.code!r})"
+        text = str(exc)
+        return f"{name}: {text}" if text else name
+    except BaseException as unreadable:
+        if not isinstance(unreadable, Exception) and passes_through(unreadable):
+            raise
+        return f"{name} (its message could not be read: {type(unreadable).__name__})"

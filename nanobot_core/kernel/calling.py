@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 import pluggy
 
-from nanobot_core._containment import plugin_code
+from nanobot_core._containment import describe, plugin_code
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.records import PluginRecord
 
@@ -64,8 +64,8 @@ class Outcome:
         return self.error is not None
 
     def describe_error(self) -> str:
-        """``Type: message`` of the exception (empty when it did not fail)."""
-        return "" if self.error is None else f"{type(self.error).__name__}: {self.error}"
+        """``Type: message`` of the exception (`describe`; empty when it did not fail)."""
+        return "" if self.error is None else describe(self.error)
 
 
 def call_once(record: PluginRecord, impl: pluggy.HookImpl, kwargs: Mapping[str, Any]) -> Outcome:

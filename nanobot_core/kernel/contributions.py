@@ -44,7 +44,14 @@ class ContributionError(PluginError):
 
 
 class _LeftOut(Exception):
-    """Raised by an adapter: this item alone is unusable; the plugin's others are kept."""
+    """Raised by an adapter: this item alone is unusable; the plugin's others are kept.
+
+    `line`, when the adapter could name the item, is the whole problem listed.
+    """
+
+    def __init__(self, reason: str, *, line: str | None = None) -> None:
+        super().__init__(reason)
+        self.line = line
 
 
 def adapt_all(
@@ -65,7 +72,9 @@ def adapt_all(
         try:
             item = _ADAPTERS[kind](raw, ctx)
         except _LeftOut as exc:
-            left_out.append(f"{KIND_HOOKS[kind]} item {index} ({_short(raw)}) left out: {exc}")
+            left_out.append(
+                exc.line or f"{KIND_HOOKS[kind]} item {index} ({_short(raw)}) left out: {exc}"
+            )
             continue
         except Exception as exc:
             raise ContributionError(
@@ -136,9 +145,13 @@ def _short(value: Any) -> str:
 
 
 def _adapt_tool(raw: Any, ctx: PluginContext) -> Any:
-    from nanobot_core.tools.base import as_tool
+    from nanobot_core.tools.base import ToolFlagError, as_tool
 
-    return as_tool(raw, ctx)
+    try:
+        return as_tool(raw, ctx)
+    except ToolFlagError as exc:
+        # This tool alone, as for a bad schema: each of its calls would be refused.
+        raise _LeftOut(str(exc), line=f"tool {exc.tool!r} left out: {exc.problem}") from None
 
 
 def _adapt_stage(raw: Any, ctx: PluginContext) -> Any:

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from nanobot_core._containment import PluginEscapeError, plugin_code
+from nanobot_core._containment import PluginEscapeError, describe, plugin_code
 from nanobot_core._json_boundary import without_lone_surrogates
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config
@@ -154,7 +154,7 @@ def _render(placed: _Placed, ctx: SectionContext) -> tuple[str | None, str]:
             value = placed.section.render(ctx)
     except Exception as exc:  # a broken section must not break the prompt
         escaped = isinstance(exc, PluginEscapeError)
-        reason = str(exc) if escaped else f"raised {type(exc).__name__}: {exc}"
+        reason = str(exc) if escaped else f"raised {describe(exc)}"  # its message is its code
         log.error(
             "prompt section raised; left out",
             section=placed.section.name,

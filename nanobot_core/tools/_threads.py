@@ -37,7 +37,7 @@ class ToolCall:
 
     def __init__(self, tool: str, plugin: str) -> None:
         self.tool = tool
-        self.plugin = plugin  # empty when not known
+        self.plugin = plugin  # as logs name it (`PluginInfo.describe`), empty when not known
 
 
 #: The tool call whose task is running (None outside tool calls).

@@ -16,7 +16,7 @@ import inspect
 import math
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
 if TYPE_CHECKING:
     from nanobot_core.kernel.context import PluginContext
@@ -240,14 +240,49 @@ def _render_blocks(blocks: Sequence[Mapping[str, Any]]) -> str:
 # -- validation of what plugins hand in ------------------------------------------------------
 
 
+#: The flags that decide how a call is scheduled (see `Tool`); ``timeout`` is checked apart.
+TOOL_FLAGS = ("read_only", "exclusive", "concurrency_safe")
+
+
+class ToolFacts(NamedTuple):
+    """What the core keeps of a tool, read once when it is registered (see `read_tool`)."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ToolFlagError(ValueError):
+    """A tool's flag holds what no flag may: the tool is refused when it is loaded."""
+
+    def __init__(self, tool: str, problem: str) -> None:
+        super().__init__(f"tool {tool!r}: {problem}")
+        self.tool = tool
+        self.problem = problem  # ``its read_only is 'yes', expected True or False``
+
+
 def check_tool(candidate: Tool) -> Tool:
-    """Raise TypeError/ValueError unless name, description, parameters and timeout are usable."""
+    """`candidate`, once `read_tool` found it usable; raises as `read_tool` does."""
+    read_tool(candidate)
+    return candidate
+
+
+def read_tool(candidate: Tool) -> ToolFacts:
+    """Name, description and parameters, checked with the flags and the timeout.
+
+    Raises ValueError for a name or timeout that cannot be used, `ToolFlagError`
+    (a ValueError) for a flag that holds no flag (`flag_value`), TypeError for
+    a description or parameters of the wrong type. The flags are read again
+    for each call (`nanobot_core.tools.executor`), by the same rule.
+    """
     name = candidate.name
     if not isinstance(name, str) or not _TOOL_NAME.match(name):
         raise ValueError(f"tool name {name!r} is invalid: use 1 to 64 letters, digits, '_' or '-'")
-    if not isinstance(candidate.description, str):
+    description = candidate.description
+    if not isinstance(description, str):
         raise TypeError(f"tool {name!r}: description must be a str")
-    if not isinstance(candidate.parameters, dict):
+    parameters = candidate.parameters
+    if not isinstance(parameters, dict):
         raise TypeError(f"tool {name!r}: parameters must be a JSON Schema dict")
     timeout = candidate.timeout
     if not usable_timeout(timeout):
@@ -255,7 +290,36 @@ def check_tool(candidate: Tool) -> Tool:
             f"tool {name!r}: timeout must be a positive number of seconds or None (the "
             f"configured default), got {timeout!r}"
         )
-    return candidate
+    for flag in TOOL_FLAGS:
+        value = getattr(candidate, flag)
+        if flag_value(value) is None:
+            raise ToolFlagError(name, flag_problem(flag, value))
+    return ToolFacts(name, description, parameters)
+
+
+def flag_value(value: object) -> bool | None:
+    """What a flag's value stands for, or None when it is no flag.
+
+    A bool; an int for its truth (0 and 1 as they always were). A str, None
+    or anything else is refused: ``"no"`` is true, and an object's truth is its code.
+    """
+    if type(value) is bool:
+        return value
+    if type(value) is int:
+        return bool(value)
+    return None
+
+
+def flag_problem(flag: str, value: object) -> str:
+    """Why `value`, which `flag_value` refused, is no value of `flag`."""
+    return f"its {flag} is {shown(value)}, expected True or False"
+
+
+def shown(value: object) -> str:
+    """A flag's value in a message: repr of plain values, else its type (its repr is its code)."""
+    if type(value) in (str, int, float, bool) or value is None:
+        return repr(value)
+    return f"a {type(value).__name__}"
 
 
 def usable_timeout(timeout: object) -> bool:

@@ -38,13 +38,28 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 import attrs
 
-from nanobot_core._containment import PluginEscapeError, default_sigint, plugin_code
+from nanobot_core._containment import (
+    PluginEscapeError,
+    contained,
+    default_sigint,
+    describe,
+    plugin_code,
+)
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.tools._repeats import RepeatedCalls
 from nanobot_core.tools._threads import CALL, ToolCall, WorkerThreads, running_threads
-from nanobot_core.tools.base import Tool, ToolResult, read_result, usable_timeout
-from nanobot_core.tools.registry import PreparedCall, ToolRegistry, described, tool_label
+from nanobot_core.tools.base import (
+    TOOL_FLAGS,
+    Tool,
+    ToolResult,
+    flag_problem,
+    flag_value,
+    read_result,
+    shown,
+    usable_timeout,
+)
+from nanobot_core.tools.registry import PreparedCall, ToolRegistry, tool_label
 
 __all__ = [
     "ERROR_HINT",
@@ -73,7 +88,7 @@ class _Abandoned:
     """A tool call that did not stop when cancelled."""
 
     tool: str
-    plugin: str  # empty when not known
+    plugin: str  # as logs name it (`PluginInfo.describe`), empty when not known
     alone: bool  # not concurrency-safe: nothing may run alongside it
 
 
@@ -187,7 +202,7 @@ class Executor:
             # Arguments a tool's own check returned may hold its objects, copied by their code.
             arguments = copy.deepcopy(prepared.arguments)
         except BaseException as exc:
-            said = described(exc)
+            said = contained(exc)
             return outcome(
                 ToolResult.error(
                     f"{self._label(name)} cannot be run: its arguments could "
@@ -204,7 +219,7 @@ class Executor:
             self._after(event, result)
             return outcome(result)
         started = time.perf_counter()
-        result = await self._execute(tool, name, prepared.arguments, event.plugin, flags)
+        result = await self._execute(tool, name, prepared.arguments, flags)
         duration = time.perf_counter() - started
         event.duration = duration
         result = _with_hint(result)
@@ -219,12 +234,13 @@ class Executor:
         return outcome(result, duration)
 
     async def _execute(
-        self, tool: Tool, name: str, arguments: dict[str, Any], plugin: str, flags: _Flags
+        self, tool: Tool, name: str, arguments: dict[str, Any], flags: _Flags
     ) -> ToolResult:
         timeout = flags.timeout if flags.timeout is not None else self.default_timeout
         _warn_if_abandoned_alongside(name, flags.alone)
+        plugin = self.registry.owner_of(name)  # its logs name the plugin with its version
         owner = ToolCall(name, plugin)
-        label = self._label(name)
+        label = tool_label(name, plugin)
         task = asyncio.create_task(
             _call(tool, arguments, owner, label), name=f"nanobot-tool-{name}"
         )
@@ -236,7 +252,7 @@ class Executor:
                 _left_threads(owner, "its caller was cancelled")
             raise
         if task.done():
-            return _result_of(task, name, label)
+            return _result_of(task, name, label, plugin)
         said = f"{label} timed out after {timeout:g}s"
         why = f"it timed out after {timeout:g}s"
         if not await _stop(task, abandoned, why):
@@ -260,7 +276,8 @@ class Executor:
             log.error(
                 "before-tool-call hook raised; call allowed",
                 tool=event.tool,
-                error=f"{type(exc).__name__}: {exc}",
+                plugin=self.registry.owner_of(event.tool),
+                error=describe(exc),
             )
             return None
 
@@ -273,7 +290,8 @@ class Executor:
             log.error(
                 "after-tool-call hook raised; ignored",
                 tool=event.tool,
-                error=f"{type(exc).__name__}: {exc}",
+                plugin=self.registry.owner_of(event.tool),
+                error=describe(exc),
             )
 
 
@@ -298,20 +316,20 @@ async def _call(tool: Tool, arguments: dict[str, Any], owner: ToolCall, label: s
         except Exception as exc:
             return ToolResult.error(
                 f"{label} returned a {type(value).__name__} that could not be read "
-                f"as a result: {described(exc)}"
+                f"as a result: {contained(exc)}"
             )
         return read if isinstance(read, ToolResult) else ToolResult.error(f"{label} {read}")
 
 
-def _result_of(task: asyncio.Task[ToolResult], name: str, label: str) -> ToolResult:
+def _result_of(task: asyncio.Task[ToolResult], name: str, label: str, plugin: str) -> ToolResult:
     """The result of a finished call task; a failure becomes an error result naming the tool."""
     try:
         return task.result()
     except asyncio.CancelledError:
         return ToolResult.error(f"{label} was cancelled before it finished.")
     except Exception as exc:  # a tool never breaks the caller (plugin_code made it an Exception)
-        said = described(exc)  # its message is its own code too
-        log.info("tool raised", tool=name, error=said)
+        said = contained(exc)  # its message is its own code too
+        log.info("tool raised", tool=name, plugin=plugin, error=said)
         return ToolResult.error(f"{label} failed: {said}")
 
 
@@ -384,7 +402,8 @@ def _forget(task: asyncio.Task[Any]) -> None:
     log.info(
         "abandoned tool ended",
         tool=call.tool if call else task.get_name(),
-        error=None if error is None else f"{type(error).__name__}: {error}",
+        plugin=call.plugin if call else "",
+        error=None if error is None else describe(error),  # its message is the tool's code
     )
 
 
@@ -409,7 +428,7 @@ class _UnusableFlag(ValueError):
     """A flag of a tool that raised when read, or holds what no flag may."""
 
 
-_FLAG_NAMES = ("read_only", "exclusive", "concurrency_safe", "timeout")
+_FLAG_NAMES = (*TOOL_FLAGS, "timeout")
 
 # Per tool class: whether its flags are plain values or the core's own properties over
 # them, so that reading them runs no plugin code and needs no `plugin_code` (about 5 µs).
@@ -429,8 +448,8 @@ def _flags_of(tool: Tool, label: Callable[[], str]) -> _Flags | str:
             return _read_flags(tool)
     except (_UnusableFlag, PluginEscapeError) as exc:
         return f"{label()} cannot be run: {exc}"
-    except BaseException as exc:  # a real Ctrl-C goes on (`described`)
-        return f"{label()} cannot be run: reading its flags raised {described(exc)}"
+    except BaseException as exc:  # a real Ctrl-C goes on (`contained`)
+        return f"{label()} cannot be run: reading its flags raised {contained(exc)}"
 
 
 def _flags_are_plain(cls: type) -> bool:
@@ -456,32 +475,24 @@ def _read_flags(tool: Tool) -> _Flags:
     timeout = _read(tool, "timeout")
     if not usable_timeout(timeout):
         raise _UnusableFlag(
-            f"its timeout is {_shown(timeout)}, expected a positive number of seconds or None"
+            f"its timeout is {shown(timeout)}, expected a positive number of seconds or None"
         )
     return _Flags(read_only, alone, None if timeout is None else float(timeout))
 
 
 def _flag(tool: Tool, name: str) -> bool:
     value = _read(tool, name)
-    if type(value) is bool:
-        return value
-    if type(value) is int:  # 0 and 1 as they always were; a str or None is no flag
-        return bool(value)
-    raise _UnusableFlag(f"its {name} is {_shown(value)}, expected True or False")
+    flag = flag_value(value)  # the rule `read_tool` refused the tool by when it was loaded
+    if flag is None:
+        raise _UnusableFlag(flag_problem(name, value))
+    return flag
 
 
 def _read(tool: Tool, name: str) -> Any:
     try:
         return getattr(tool, name)
     except BaseException as exc:
-        raise _UnusableFlag(f"reading its {name} raised {described(exc)}") from None
-
-
-def _shown(value: Any) -> str:
-    """A flag's value in a message: repr of plain values, else its type (its repr is its code)."""
-    if type(value) in (str, int, float, bool) or value is None:
-        return repr(value)
-    return f"a {type(value).__name__}"
+        raise _UnusableFlag(f"reading its {name} raised {contained(exc)}") from None
 
 
 def _warn_if_abandoned_alongside(name: str, alone: bool) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -28,7 +28,7 @@ from nanobot_core._json_repair import repair
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.records import PluginInfo
 from nanobot_core.schema import cast_arguments, compile_schema, normalise_schema
-from nanobot_core.tools.base import Tool, check_tool
+from nanobot_core.tools.base import Tool, ToolFacts, read_tool
 
 if TYPE_CHECKING:
     from nanobot_core.config import Config
@@ -67,6 +67,7 @@ class PreparedCall:
 class _Entry:
     tool: Tool
     name: str  # as registered: a plugin's ``name`` property is not read again at call time
+    description: str  # as registered: the definitions run no plugin code
     builtin: bool
     plugin: str
     owner: str  # the plugin as messages name it (`PluginInfo.describe`), "" when unknown
@@ -102,31 +103,59 @@ class ToolRegistry:
 
     @classmethod
     def build(
-        cls, tools: Iterable[tuple[Tool, bool, str | PluginInfo]], *, config: Config
+        cls,
+        tools: Iterable[tuple[Tool, bool, str | PluginInfo]],
+        *,
+        config: Config,
+        left_out: Callable[[str | PluginInfo, str], None] | None = None,
     ) -> ToolRegistry:
         """A registry of ``(tool, builtin, plugin)`` entries without those in ``tools.disabled``.
 
         ``plugin`` is as `add` takes it. The names left out are kept in
-        `disabled`; a disabled name that no tool has is logged.
+        `disabled`; a disabled name that no tool has is logged. A tool that
+        cannot be read as `add` reads it (its plugin's code raises, or holds
+        what no tool may) is left out alone: ``left_out(plugin, problem)`` is
+        told (by default a warning naming the plugin and its version).
         """
         registry = cls()
         disabled = set(config.tools.disabled)
         for tool, builtin, plugin in tools:
-            if tool.name in disabled:
-                registry.disabled.append(tool.name)
-                log.info("tool disabled in config (tools.disabled)", tool=tool.name)
+            owner, name_of_plugin = _owner(plugin)
+            try:
+                facts = _read(tool, owner)
+            except Exception as exc:  # the plugin's code, or what it holds: that tool alone
+                problem = f"tool {type(tool).__name__} left out: reading it raised {contained(exc)}"
+                if left_out is None:
+                    log.warning("tool left out", plugin=owner, problem=problem)
+                else:
+                    left_out(plugin, problem)
                 continue
-            registry.add(tool, builtin=builtin, plugin=plugin)
+            if facts.name in disabled:
+                registry.disabled.append(facts.name)
+                log.info("tool disabled in config (tools.disabled)", tool=facts.name)
+                continue
+            registry._add(tool, facts, builtin=builtin, plugin=name_of_plugin, owner=owner)
         for name in sorted(disabled - set(registry.disabled)):
             log.warning("unknown tool name in tools.disabled", name=name)
         return registry
 
     @classmethod
     def from_plugins(cls, pm: PluginManager) -> ToolRegistry:
-        """The registry over every plugin's tools (built-ins first): `build`'s code."""
+        """The registry over every plugin's tools (built-ins first): `build`'s code.
+
+        A tool `build` leaves out is listed under its plugin's ``problems``.
+        """
+        from nanobot_core.kernel.calling import note_problem
+
+        def left_out(plugin: str | PluginInfo, problem: str) -> None:
+            for record in pm.records():
+                if record.info == plugin:
+                    note_problem(record, problem)
+
         return cls.build(
             ((c.item, c.plugin.builtin, c.plugin) for c in pm.contributions("tool")),
             config=pm.config,
+            left_out=left_out,
         )
 
     # -- contents --------------------------------------------------------------------------
@@ -137,25 +166,24 @@ class ToolRegistry:
         ``plugin`` is the plugin that contributed it: its name (reported to
         tool-call hooks), or its `PluginInfo`, whose name is reported and whose
         description (name, distribution and version) the tool's errors give.
-        The tool's ``name`` is read here, once: calls find it by this name.
+        The tool's ``name``, ``description`` and ``parameters`` are read here,
+        once (`read_tool`, as that plugin's code): calls find it by this name,
+        and `definitions` give what was read, never running the tool's code.
+        What `read_tool` raises is raised (a ValueError or TypeError when the
+        tool cannot be used).
         """
-        if not isinstance(tool, Tool):
-            raise TypeError(
-                f"expected a Tool, got {type(tool).__name__} (see nanobot_core.as_tool)"
-            )
-        check_tool(tool)
-        name = tool.name
+        owner, name_of_plugin = _owner(plugin)
+        self._add(tool, _read(tool, owner), builtin=builtin, plugin=name_of_plugin, owner=owner)
+
+    def _add(self, tool: Tool, facts: ToolFacts, *, builtin: bool, plugin: str, owner: str) -> None:
+        name = facts.name
         if name in self._entries:
             raise ValueError(f"a tool named {name!r} is already registered")
-        schema, warnings = normalise_schema(tool.parameters)
+        schema, warnings = normalise_schema(facts.parameters)
         for warning in warnings:
             log.warning("tool schema normalised", tool=name, change=warning)
             self.warnings.append(f"{name}: {warning}")
-        if isinstance(plugin, PluginInfo):
-            owner, plugin = plugin.describe(), plugin.name
-        else:
-            owner = f"plugin {plugin!r}" if plugin else ""
-        self._entries[name] = _Entry(tool, name, builtin, plugin, owner, schema)
+        self._entries[name] = _Entry(tool, name, facts.description, builtin, plugin, owner, schema)
         self._definitions = None
 
     def remove(self, name: str) -> Tool:
@@ -205,7 +233,7 @@ class ToolRegistry:
                     "type": "function",
                     "function": {
                         "name": entry.name,
-                        "description": entry.tool.description,
+                        "description": entry.description,
                         "parameters": _canonical(entry.schema),
                     },
                 }
@@ -313,7 +341,7 @@ def _own_check(entry: _Entry, arguments: dict[str, Any]) -> tuple[dict[str, Any]
     except PluginEscapeError as exc:
         return arguments, [f"{failed} {exc}"]
     except Exception as exc:  # the tool's own check is its code: contain it
-        return arguments, [f"{failed} failed: {described(exc)}"]
+        return arguments, [f"{failed} failed: {contained(exc)}"]
     if isinstance(checked, str):
         return arguments, [checked]
     return checked
@@ -443,21 +471,26 @@ def _json_kind(value: Any) -> str:
 # -- helpers --------------------------------------------------------------------------------
 
 
+def _owner(plugin: str | PluginInfo) -> tuple[str, str]:
+    """`plugin` as messages name it (`PluginInfo.describe`, "" when unknown), and its name."""
+    if isinstance(plugin, PluginInfo):
+        return plugin.describe(), plugin.name
+    return (f"plugin {plugin!r}" if plugin else ""), plugin
+
+
+def _read(tool: Tool, owner: str) -> ToolFacts:
+    """`read_tool` of `tool`, as the code of its plugin `owner` when that is known."""
+    if not isinstance(tool, Tool):
+        raise TypeError(f"expected a Tool, got {type(tool).__name__} (see nanobot_core.as_tool)")
+    if not owner:  # the caller's own tool: what it raises is the caller's
+        return read_tool(tool)
+    with plugin_code(owner):
+        return read_tool(tool)
+
+
 def tool_label(name: str, owner: str) -> str:
     """``tool "grep"``, and ``of <plugin>`` (`PluginInfo.describe`) when that is known."""
     return f'tool "{name}"' + (f" of {owner}" if owner else "")
-
-
-def described(exc: BaseException) -> str:
-    """`describe` of `exc`, which plugin code raised; its own failing ``__str__`` is not ours.
-
-    A real Ctrl-C or a cancellation raised by that ``__str__`` goes on (`contained`).
-    """
-    try:
-        return contained(exc)
-    except BaseException as unreadable:
-        contained(unreadable)
-        return f"{type(exc).__name__} (its message could not be read: {type(unreadable).__name__})"
 
 
 def _canonical(schema: Any) -> Any:

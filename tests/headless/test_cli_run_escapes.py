@@ -13,15 +13,29 @@ TIMEOUT = 60
 PLUGIN = "hangplug"  # the module and distribution `install_plugin` writes, version 0.1
 NAMED = f"plugin {PLUGIN!r} from {PLUGIN} 0.1"
 
-# Every part raises SystemExit(3) where the ESCAPE_AT environment variable says; the
+# Every part raises SystemExit(3) where the ESCAPE_AT environment variable says (or, as
+# ESCAPE_HOW says, an exception whose message raises SystemExit(4)); the
 # provider asks for the plugin's tool once, then answers with what the tool gave.
 ESCAPING = """
 import os
 from nanobot_core import Section, Tool, hookimpl, stage
 from nanobot_core.providers import ProviderReply
 
+class Unreadable(Exception):
+    def __str__(self):
+        raise SystemExit(4)
+
+class UnreadableEscape(BaseException):
+    def __str__(self):
+        raise SystemExit(4)
+
 def escape(where):
     if os.environ.get("ESCAPE_AT") == where:
+        how = os.environ.get("ESCAPE_HOW")
+        if how == "unreadable":
+            raise Unreadable()
+        if how == "unreadable-escape":
+            raise UnreadableEscape()
         raise SystemExit(3)
 
 class Provider:
@@ -85,8 +99,10 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return install_plugin(tmp_path_factory.mktemp("escapes") / "site", PLUGIN, ESCAPING)
 
 
-def _run(site: Path, workspace: Path, at: str) -> subprocess.CompletedProcess[str]:
-    env = plugin_env(site, PLUGIN, NANOBOT_PROVIDER__NAME="escaping", ESCAPE_AT=at)
+def _run(
+    site: Path, workspace: Path, at: str, how: str = "exit"
+) -> subprocess.CompletedProcess[str]:
+    env = plugin_env(site, PLUGIN, NANOBOT_PROVIDER__NAME="escaping", ESCAPE_AT=at, ESCAPE_HOW=how)
     return run_cli("run", "go", cwd=workspace, env=env, timeout=TIMEOUT)
 
 
@@ -149,4 +165,45 @@ def test_a_tool_raising_system_exit_is_an_error_result_naming_it(
         "PluginEscapeError: raised SystemExit(3)"
     )
     assert result.stdout.startswith(said)
+    assert "Traceback" not in result.stderr
+
+
+_UNREAD = "(its message could not be read: SystemExit)"
+
+
+@pytest.mark.parametrize(
+    ("how", "said"),
+    [
+        ("unreadable", f"Unreadable {_UNREAD}"),
+        ("unreadable-escape", f"PluginEscapeError: raised UnreadableEscape {_UNREAD}"),
+    ],
+)
+def test_a_tool_whose_exception_message_raises_system_exit_is_an_error_naming_it(
+    site: Path, tmp_path: Path, how: str, said: str
+) -> None:
+    """A tool's exception whose __str__ raises SystemExit is its failure, named by type."""
+    result = _run(site, tmp_path, "tool", how)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith(f'Error: tool "quit" of {NAMED} failed: {said}')
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("at", "logged"),
+    [("section", "prompt section raised; left out"), ("stage", "governance stage raised")],
+)
+@pytest.mark.parametrize("how", ["unreadable", "unreadable-escape"])
+def test_a_part_whose_exception_message_raises_system_exit_is_logged_naming_it(
+    site: Path, tmp_path: Path, at: str, logged: str, how: str
+) -> None:
+    """A section's or stage's exception whose __str__ raises SystemExit is logged by plugin."""
+    result = _run(site, tmp_path, at, how)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "stayed\n"
+    raised = "Unreadable" if how == "unreadable" else "UnreadableEscape"
+    lines = [line for line in result.stderr.splitlines() if logged in line]
+    assert lines  # once per model call
+    for line in lines:
+        assert f"{raised} {_UNREAD}" in line
+        assert f'plugin="{NAMED}"' in line
     assert "Traceback" not in result.stderr

@@ -21,6 +21,8 @@ TIMEOUT = 60
 PROMPT_EXIT = 20.0
 
 PLUGIN = "hangplug"
+# As logs name it: with its distribution and version (`install_plugin` writes 0.1).
+NAMED = f"plugin=\"plugin '{PLUGIN}' from {PLUGIN} 0.1\""
 
 # A tool that blocks forever in a thread of the event loop's default executor.
 STUCK_TOOL = """
@@ -130,7 +132,7 @@ def test_a_tool_stuck_in_a_default_executor_thread_does_not_hold_the_process(
     assert time.monotonic() - started < PROMPT_EXIT, err
     assert out == "gave up on it\n", err
     assert "left work running in a thread" in err and "tool=stuck" in err
-    assert f"plugin={PLUGIN}" in err
+    assert NAMED in err
     result = server.requests[1].body["messages"][-1]
     assert result["role"] == "tool"
     assert "timed out after 0.5s" in result["content"]
@@ -146,7 +148,7 @@ def test_ctrl_c_while_a_tool_is_stuck_in_a_thread_exits_130_promptly(
     server.add(tool_call_reply([("c1", "stuck", "{}")]))
     process = _start(server, plugin, workspace)
     _, err = _interrupted(process, workspace)
-    assert "tool=stuck" in err and f"plugin={PLUGIN}" in err
+    assert "tool=stuck" in err and NAMED in err
 
 
 # A plugin whose tools hook blocks: the run hangs at load, before any model request.

@@ -173,3 +173,26 @@ def test_a_raising_tool_call_hook_is_logged_naming_the_plugin_version(tmp_path: 
     ]
     assert all("distribution" not in e and e["log_level"] == "error" for e in raised)
     assert {r.info.name: r.status for r in manager.records()}["jumpy"] == "loaded"
+
+
+class _Unreadable(RuntimeError):
+    def __str__(self) -> str:
+        raise SystemExit(4)
+
+
+class _Unreadably:
+    @hookimpl
+    def nanobot_before_tool_call(self, ctx: object, call: ToolCallEvent) -> str | None:
+        raise _Unreadable
+
+
+def test_a_tool_call_hook_whose_error_message_exits_is_logged_by_its_type(tmp_path: Path) -> None:
+    """A hook's exception whose __str__ raises SystemExit is logged by type, naming the plugin."""
+    manager = _manager(tmp_path)
+    manager.register(_Unreadably(), "jumpy", distribution="nanobot-jumpy", version="4.5")
+    call = ToolCallEvent(tool="read_file", arguments={"path": "a"})
+    with capture_logs() as logs:
+        assert manager.tool_call_hooks().before(call) is None
+    (raised,) = [e for e in logs if e["event"] == "tool-call hook raised; ignored"]
+    assert raised["plugin"] == "plugin 'jumpy' from nanobot-jumpy 4.5"
+    assert raised["error"] == "_Unreadable (its message could not be read: SystemExit)"

@@ -9,6 +9,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nanobot_core import report_problem, tool
 from nanobot_core.cli import cli
@@ -168,3 +170,117 @@ def test_the_plugins_command_lists_problems(
     assert row["version"] == "1.2" and row["status"] == "loaded"
     assert row["problems"][0] == "remote tool 'x' left out: no name"
     assert row["problems"][1].startswith(BAD_SCHEMA)
+
+
+# -- a tool flag that holds no flag -----------------------------------------------------------
+
+
+class _Flagged:
+    """A Tool whose ``read_only``, ``exclusive`` or ``concurrency_safe`` is set per test."""
+
+    @staticmethod
+    def make(flag: str, value: Any) -> Any:
+        from nanobot_core import Tool
+
+        class Flagged(Tool):
+            name = "flagged"
+            description = "Its flag is what the test says."
+            parameters: dict[str, Any] = {"type": "object", "properties": {}}
+
+            async def execute(self) -> str:
+                return "ran"
+
+        setattr(Flagged, flag, value)  # a class attribute, as plugins write their flags
+        return Flagged()
+
+
+class _FlagPlugin:
+    """A plugin offering `kept` and one tool whose flag holds `value`."""
+
+    def __init__(self, flag: str, value: Any) -> None:
+        self.tool = _Flagged.make(flag, value)
+
+    @hookimpl
+    def nanobot_tools(self, ctx: Any) -> list[Any]:
+        return [kept, self.tool]
+
+
+_FLAGS = ["read_only", "exclusive", "concurrency_safe"]
+_NO_FLAGS = st.one_of(
+    st.text(max_size=8),
+    st.none(),
+    st.floats(allow_nan=False),
+    st.lists(st.booleans(), max_size=2),
+)
+
+
+@given(flag=st.sampled_from(_FLAGS), value=_NO_FLAGS)
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_tool_flag_that_holds_no_flag_leaves_that_tool_out_at_load(
+    tmp_path: Path, flag: str, value: Any
+) -> None:
+    """A flag of ``"yes"``, None, a float or a list is refused at load, named under its plugin."""
+    manager = _manager(tmp_path)
+    manager.register(_FlagPlugin(flag, value), "flagger", distribution="nb-flags", version="3.1")
+    shown = repr(value) if isinstance(value, str | float) or value is None else "a list"
+    assert _problems(manager, "flagger") == [
+        f"tool 'flagged' left out: its {flag} is {shown}, expected True or False"
+    ]
+    assert manager.failures() == []
+    assert "flagged" not in manager.tool_registry()
+    assert "kept" in manager.tool_registry()
+
+
+@given(flag=st.sampled_from(_FLAGS), value=st.sampled_from([True, False, 0, 1]))
+@settings(
+    max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_bool_flag_or_0_or_1_is_a_flag(tmp_path: Path, flag: str, value: Any) -> None:
+    """True, False, 0 and 1 are flags, at load as at each call: the tool is kept."""
+    manager = _manager(tmp_path)
+    manager.register(_FlagPlugin(flag, value), "flagger")
+    assert _problems(manager, "flagger") == []
+    assert "flagged" in manager.tool_registry()
+
+
+def test_a_tool_added_directly_with_a_flag_that_holds_no_flag_is_refused() -> None:
+    """ToolRegistry.add refuses the tool with a ValueError naming the tool, flag and value."""
+    from nanobot_core.tools.registry import ToolRegistry
+
+    with pytest.raises(ValueError, match=r"^tool 'flagged': its exclusive is 'yes', expected"):
+        ToolRegistry().add(_Flagged.make("exclusive", "yes"))
+
+
+@pytest.fixture
+def flagger_installed(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The CLI discovers a plugin whose tool's ``read_only`` is ``"yes"``."""
+    info = PluginInfo(
+        name="flagger", source="nanobot.plugins", distribution="nb-flags", version="3.1"
+    )
+
+    def candidates(settings: Any, *, autoload: bool) -> Iterator[Candidate]:
+        yield Candidate(info, lambda: _FlagPlugin("read_only", "yes"))
+
+    monkeypatch.setattr(manager_module, "entry_point_candidates", candidates)
+    yield
+
+
+@pytest.mark.usefixtures("flagger_installed")
+def test_the_tools_and_plugins_commands_leave_out_a_tool_whose_flag_is_no_flag(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``tools --json`` lists the plugin's other tool; ``plugins --json`` says why one is out."""
+    monkeypatch.chdir(tmp_path)
+    tools = CliRunner().invoke(cli, ["tools", "--json"])
+    assert tools.exit_code == 0, tools.output
+    mine = [row["name"] for row in json.loads(tools.stdout) if row["plugin"] == "flagger"]
+    assert mine == ["kept"]
+    listed = CliRunner().invoke(cli, ["plugins", "--json"])
+    assert listed.exit_code == 0, listed.output
+    (row,) = [row for row in json.loads(listed.stdout) if row["name"] == "flagger"]
+    assert row["status"] == "loaded" and row["version"] == "3.1"
+    assert row["problems"] == [
+        "tool 'flagged' left out: its read_only is 'yes', expected True or False"
+    ]

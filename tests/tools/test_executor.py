@@ -18,6 +18,7 @@ from structlog.testing import capture_logs
 from nanobot_core import Tool, ToolResult, hookimpl, tool
 from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.kernel.manager import PluginManager
+from nanobot_core.kernel.records import PluginInfo
 from nanobot_core.tools.executor import (
     ERROR_HINT,
     Executor,
@@ -485,6 +486,9 @@ def test_abandoned_thread_does_not_block_interpreter_exit() -> None:
 # How long the stubborn tools below would run: far longer than any bound the tests accept.
 STUBBORN_SECONDS = 5.0
 
+SLOW = PluginInfo("slow-plugin", "nanobot.plugins", "slow-dist", "1.2")
+SLOW_NAMED = "plugin 'slow-plugin' from slow-dist 1.2"
+
 
 async def _ignores_cancellation() -> str:
     """Run for STUBBORN_SECONDS, swallowing every cancellation on the way."""
@@ -524,7 +528,7 @@ def test_abandoned_tool_names_its_plugin_and_is_kept_until_it_ends() -> None:
         return "late"
 
     registry = ToolRegistry()
-    registry.add(FakeTool("t", stubborn, timeout=0.2), plugin="slow-plugin 1.2")
+    registry.add(FakeTool("t", stubborn, timeout=0.2), plugin=SLOW)
     executor = Executor(registry, default_timeout=5)
 
     async def scenario() -> tuple[int, int]:
@@ -540,7 +544,27 @@ def test_abandoned_tool_names_its_plugin_and_is_kept_until_it_ends() -> None:
         kept, left = run_calls(scenario())
     assert (kept, left) == (1, 0)
     (warning,) = [e for e in logs if "ignored cancellation" in e["event"]]
-    assert (warning["tool"], warning["plugin"]) == ("t", "slow-plugin 1.2")
+    assert (warning["tool"], warning["plugin"]) == ("t", SLOW_NAMED)
+
+
+def test_threads_a_stopped_tool_left_are_logged_naming_its_plugin_and_version() -> None:
+    """The warnings of a thread left working, at the timeout and at the loop's end, name both."""
+    gate = threading.Event()
+
+    async def blocked() -> str:
+        await asyncio.to_thread(gate.wait, STUBBORN_SECONDS)
+        return "late"
+
+    registry = ToolRegistry()
+    registry.add(FakeTool("stuck", blocked, timeout=0.2), plugin=SLOW)
+    try:
+        with capture_logs() as logs:
+            (outcome,) = run_calls(Executor(registry, default_timeout=5).run(_calls("stuck")))
+    finally:
+        gate.set()
+    assert "Its worker thread was abandoned" in outcome.result
+    left = [e for e in logs if "thread" in e["event"] and e["log_level"] == "warning"]
+    assert [(e["tool"], e["plugin"]) for e in left] == [("stuck", SLOW_NAMED)] * 2
 
 
 def test_tool_that_cleans_up_when_cancelled_is_stopped_before_the_next_call() -> None:
@@ -751,21 +775,49 @@ def test_duration_covers_the_awaited_execution() -> None:
     assert event.duration == outcome.duration
 
 
-def test_raising_hooks_do_not_break_the_call() -> None:
-    """A before hook that raises allows the call; an after hook that raises is ignored."""
+class _UnreadableHookError(RuntimeError):
+    """A hook's exception whose message cannot be read: its ``__str__`` exits."""
+
+    def __str__(self) -> str:
+        raise SystemExit(4)
+
+
+@pytest.mark.parametrize(
+    ("raised", "said"),
+    [
+        (RuntimeError("broke"), "RuntimeError: broke"),
+        (
+            _UnreadableHookError(),
+            "_UnreadableHookError (its message could not be read: SystemExit)",
+        ),
+    ],
+)
+def test_raising_hooks_do_not_break_the_call(raised: Exception, said: str) -> None:
+    """A before hook that raises allows the call; an after hook that raises is ignored; both
+    are logged naming the tool and its plugin with its version."""
 
     class Broken:
         def before(self, call: ToolCallEvent) -> str | None:
-            raise RuntimeError("before broke")
+            raise raised
 
         def after(self, call: ToolCallEvent, result: ToolResult) -> None:
-            raise RuntimeError("after broke")
+            raise raised
 
     async def body() -> str:
         return "fine"
 
-    (outcome,) = run(_executor(FakeTool("t", body), hooks=Broken()).run(_calls("t")))
+    registry = ToolRegistry()
+    registry.add(FakeTool("t", body), plugin=SLOW)
+    with capture_logs() as logs:
+        (outcome,) = run(Executor(registry, default_timeout=5, hooks=Broken()).run(_calls("t")))
     assert outcome.result == "fine" and not outcome.is_error
+    logged = [
+        (e["event"], e["tool"], e["plugin"], e["error"]) for e in logs if "hook" in e["event"]
+    ]
+    assert logged == [
+        ("before-tool-call hook raised; call allowed", "t", SLOW_NAMED, said),
+        ("after-tool-call hook raised; ignored", "t", SLOW_NAMED, said),
+    ]
 
 
 # -- identical calls within a turn --------------------------------------------------------

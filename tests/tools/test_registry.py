@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanobot_core import Tool, tool
+from nanobot_core.kernel.records import PluginInfo
 from nanobot_core.tools import registry as registry_module
 from nanobot_core.tools.executor import Executor, ToolCallRequest
 from nanobot_core.tools.registry import ToolRegistry, suggest_name
@@ -669,3 +671,83 @@ def test_what_an_own_argument_check_prints_stays_off_stdout(
     prepared = registry.prepare_call("checked", {"label": "a"})
     assert prepared.ok
     assert "checking the arguments" not in capsys.readouterr().out
+
+
+# -- what the definitions give: read once, at registration -----------------------------------
+
+
+class _Fickle(Tool):
+    """A tool whose description (and parameters) work for `reads` reads, then raise `escape`."""
+
+    name = "fickle"
+
+    def __init__(self, reads: int, escape: BaseException, parameter_reads: int = 1) -> None:
+        self.reads = {"description": reads, "parameters": parameter_reads}
+        self.escape = escape
+
+    def _read(self, what: str, value: Any) -> Any:
+        if self.reads[what] <= 0:
+            raise self.escape
+        self.reads[what] -= 1
+        return value
+
+    @property
+    def description(self) -> str:
+        return typing.cast(str, self._read("description", "Fickle."))
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return typing.cast(dict[str, Any], self._read("parameters", {"type": "object"}))
+
+    async def execute(self, **kwargs: Any) -> str:
+        return "ran"
+
+
+_FICKLE_OWNER = PluginInfo("fickle", "nanobot.plugins", "nb-fickle", "0.3")
+
+
+@pytest.mark.parametrize("escape", [RuntimeError("gone"), SystemExit(3)])
+def test_the_definitions_give_what_was_read_at_registration(escape: BaseException) -> None:
+    """A description or parameters property that raises later breaks no definitions."""
+    registry = ToolRegistry()
+    registry.add(_Fickle(1, escape), plugin=_FICKLE_OWNER)
+    (definition,) = registry.definitions()
+    registry.add(SchemaTool("other"))  # the definitions are built again
+    definitions = {d["function"]["name"]: d["function"] for d in registry.definitions()}
+    assert definitions["fickle"] == definition["function"]
+    assert definitions["fickle"]["description"] == "Fickle."
+    assert definitions["fickle"]["parameters"] == {"type": "object"}
+
+
+@pytest.mark.parametrize(
+    ("escape", "said"),
+    [
+        (RuntimeError("gone"), "RuntimeError: gone"),
+        (SystemExit(3), "PluginEscapeError: raised SystemExit(3)"),
+    ],
+)
+def test_a_tool_that_raises_when_registered_is_left_out_under_its_plugin(
+    tmp_path: Path, escape: BaseException, said: str
+) -> None:
+    """Read once at load and again at registration, a tool raising then is left out alone."""
+    from nanobot_core.config import Config, PluginsConfig
+    from nanobot_core.hookspecs import hookimpl
+    from nanobot_core.kernel.manager import PluginManager
+
+    # The load reads its description once: registration reads it again.
+    fickle = _Fickle(1, escape, parameter_reads=10)
+
+    class Plugin:
+        @hookimpl
+        def nanobot_tools(self, ctx: Any) -> list[Any]:
+            return [fickle, SchemaTool("steady")]
+
+    config = Config(plugins=PluginsConfig(disable_autoload=True))
+    manager = PluginManager(config, workspace=tmp_path).load()
+    manager.register(Plugin(), "fickle", distribution="nb-fickle", version="0.3")
+    registry = manager.tool_registry()
+    assert "steady" in registry and "fickle" not in registry
+    assert [d["function"]["name"] for d in registry.definitions()][-1] == "steady"
+    (record,) = [r for r in manager.records() if r.info.name == "fickle"]
+    assert record.status == "loaded"
+    assert record.problems == [f"tool _Fickle left out: reading it raised {said}"]
