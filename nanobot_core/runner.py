@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 
-from nanobot_core._containment import plugin_code
+from nanobot_core._containment import describe, plugin_code
 from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
     JSONLimitError,
@@ -504,8 +504,7 @@ class Runner:
             if isinstance(exc, NanobotError) and not isinstance(exc, PluginEscapeError):
                 raise
             raise PluginError(
-                f"{owner} failed: provider {name!r} could not be created: "
-                f"{type(exc).__name__}: {exc}"
+                f"{owner} failed: provider {name!r} could not be created: {describe(exc)}"
             ) from None
         registry = pm.tool_registry()
         executor = Executor(
@@ -735,9 +734,7 @@ class Runner:
         except NanobotError:
             raise
         except Exception as exc:  # a provider's own bug: named, not a traceback
-            raise ProviderError(
-                f"{self._provider_label()} raised {type(exc).__name__}: {exc}"
-            ) from exc
+            raise ProviderError(f"{self._provider_label()} raised {describe(exc)}") from exc
 
     async def _run_tools(
         self,

@@ -64,6 +64,7 @@ TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
 def check_tool_contract(tool: Any) -> list[str]:
     """Return every way `tool` (a class or instance) breaks the tool contract; empty when fine."""
+    from nanobot_core._containment import describe
     from nanobot_core.kernel.context import PluginContext
     from nanobot_core.schema import validate
     from nanobot_core.tools.base import as_tool
@@ -73,7 +74,7 @@ def check_tool_contract(tool: Any) -> list[str]:
     try:
         built = as_tool(tool, PluginContext.default())
     except Exception as exc:  # reported as a contract problem, with the rest below
-        build_error: str | None = f"cannot be built as a tool: {type(exc).__name__}: {exc}"
+        build_error: str | None = f"cannot be built as a tool: {describe(exc)}"
     else:
         build_error = None
         if built is None:

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from nanobot_core._containment import describe
 from nanobot_core.governance.stage import StageContext, StageOutcome
 from nanobot_core.governance.stages import final_stages
 from nanobot_core.governance.stages.start import ensure_user_start
@@ -50,7 +51,7 @@ def final_step(
         try:
             outcome = step(current, context)
         except Exception as exc:
-            details.append(f"{name} failed: {type(exc).__name__}: {exc}")
+            details.append(f"{name} failed: {describe(exc)}")
             continue
         if outcome.changed:
             current = outcome.messages

@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 
+from nanobot_core._containment import describe
 from nanobot_core._logging import get_logger
 from nanobot_core.errors import PluginError
 from nanobot_core.kernel.context import PluginContext
@@ -77,9 +78,7 @@ def adapt_all(
             )
             continue
         except Exception as exc:
-            raise ContributionError(
-                f"item {index} ({_short(raw)}): {type(exc).__name__}: {exc}"
-            ) from exc
+            raise ContributionError(f"item {index} ({_short(raw)}): {describe(exc)}") from exc
         if item is None:  # a tool whose enabled(ctx) said no
             continue
         name = getattr(item, "name", None)
@@ -177,7 +176,6 @@ def _adapt_provider(raw: Any, ctx: PluginContext) -> Any:
 
 
 def _adapt_store(raw: Any, ctx: PluginContext) -> Any:
-    from nanobot_core._containment import describe
     from nanobot_core.sessions import SessionStore
 
     # One bad item leaves out that item alone, as it always has for stores: a plugin's
@@ -213,5 +211,5 @@ def schema_problem(tool: Any, owner: str) -> str | None:
     except InvalidSchemaError as exc:
         return str(exc)
     except Exception as exc:  # a parameters property that raises is the plugin's fault too
-        return f"{type(exc).__name__}: {exc}"
+        return describe(exc)
     return None

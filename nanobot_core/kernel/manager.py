@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 from nanobot_core import hookspecs
-from nanobot_core._containment import PluginEscapeError, plugin_code
+from nanobot_core._containment import PluginEscapeError, describe, plugin_code
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config
 from nanobot_core.errors import PluginError
@@ -135,7 +135,7 @@ class PluginManager:
             with plugin_code(info.describe()):
                 obj = loader()
         except Exception as exc:
-            return self._fail(record, f"failed to import: {type(exc).__name__}: {exc}")
+            return self._fail(record, f"failed to import: {describe(exc)}")
         try:
             self._pm.register(obj, name=key)
         except (pluggy.PluginValidationError, ValueError) as exc:

@@ -207,3 +207,46 @@ def test_a_part_whose_exception_message_raises_system_exit_is_logged_naming_it(
         assert f"{raised} {_UNREAD}" in line
         assert f'plugin="{NAMED}"' in line
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("at", "said"),
+    [
+        (
+            "provider-init",
+            f"Error: {NAMED} failed: provider 'escaping' could not be created: "
+            f"Unreadable {_UNREAD}",
+        ),
+        ("provider-complete", f"Error: provider 'escaping' of {NAMED} raised Unreadable {_UNREAD}"),
+    ],
+)
+def test_a_provider_whose_exception_message_raises_system_exit_fails_the_run_naming_it(
+    site: Path, tmp_path: Path, at: str, said: str
+) -> None:
+    """A provider's exception whose __str__ raises SystemExit is exit 1, named by its type."""
+    result = _run(site, tmp_path, at, "unreadable")
+    assert result.returncode == 1, result.stderr
+    assert said in result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_a_plugin_whose_import_error_message_raises_system_exit_is_listed_failed(
+    tmp_path: Path,
+) -> None:
+    """A plugin failing to import with an unreadable exception is listed failed, by its type."""
+    source = """
+    class Unreadable(Exception):
+        def __str__(self):
+            raise SystemExit(4)
+
+    raise Unreadable()
+    """
+    site = install_plugin(tmp_path / "site", "badimport", source)
+    result = run_cli(
+        "plugins", "--json", cwd=tmp_path, env=plugin_env(site, "badimport"), timeout=TIMEOUT
+    )
+    assert result.returncode == 0, result.stderr
+    assert f"failed to import: Unreadable {_UNREAD}" in result.stdout
+    assert '"status": "failed"' in result.stdout
+    assert "Traceback" not in result.stderr
