@@ -18,7 +18,7 @@ import psycopg
 import pytest
 from nanobot_core import PluginContext, ToolCallEvent
 from nanobot_core.config import Config, PostgresConfig, SessionsConfig
-from nanobot_core.errors import SessionError
+from nanobot_core.errors import SessionError, SessionLockedError
 from nanobot_core.governance.store import CACHE_DIR
 from nanobot_core.sessions import open_session
 
@@ -130,8 +130,9 @@ def test_server_restart_under_a_running_store(own_server: TemporaryPostgres) -> 
         held = store.lease("held")
         own_server.stop_server()
         started = time.monotonic()
-        with pytest.raises(SessionError, match=re.escape(f"({store.describe()})")):
+        with pytest.raises(SessionError, match=re.escape(f"({store.describe()})")) as down:
             store.list_sessions()
+        assert "Connection refused" in str(down.value)  # why, not only that the pool timed out
         assert time.monotonic() - started < 2 + 3
         # The lease's connection is gone, and its lock with it: its turn cannot write on.
         with pytest.raises(
@@ -325,3 +326,24 @@ def test_cli_waits_lease_wait_for_a_busy_session(
     store.close()
     assert waiter.returncode == 0, err
     assert out.strip() == "done chat-1"
+
+
+def test_busy_session_fails_at_once_naming_the_holder(dsn: str) -> None:
+    """A second worker's lease fails at once naming the holder's host, pid, server pid, address."""
+    holder, other = PostgresSessionStore(dsn), PostgresSessionStore(dsn)
+    try:
+        held = holder.lease("busy")
+        (server_pid,) = held._live().execute("SELECT pg_backend_pid()").fetchone()
+        started = time.monotonic()
+        with pytest.raises(SessionLockedError) as caught:
+            other.lease("busy")
+        assert time.monotonic() - started < 2
+        name = f"nanobot-core {socket.gethostname()[:32]} pid {os.getpid()}"
+        assert f"({name}, server pid {server_pid}, client 127.0.0.1, connected " in str(
+            caught.value
+        )
+        held.release()
+        other.lease("busy").release()
+    finally:
+        holder.close()
+        other.close()
