@@ -154,7 +154,7 @@ def test_server_restart_under_a_running_store(own_server: TemporaryPostgres) -> 
         store.close()
 
 
-def test_server_down_at_cli_start_is_one_line_naming_the_store(
+def test_server_down_at_cli_start_names_the_store_and_the_refusal(
     own_server: TemporaryPostgres, tmp_path: Path, cli_env: dict[str, str]
 ) -> None:
     """`nanobot-core run` against a stopped server exits 1 with the server and its refusal."""
