@@ -113,6 +113,7 @@ class PostgresSessionStore:
         self._pid = 0
         self._guard = threading.Lock()
         self._leased: Counter[str] = Counter()  # the live leases of this process, by session
+        self._connect_error: BaseException | None = None  # why the pool's last connect failed
 
     def __repr__(self) -> str:
         return f"PostgresSessionStore({self.describe()!r})"
@@ -148,8 +149,10 @@ class PostgresSessionStore:
                     apply_migrations(conn)
             except (psycopg.Error, RuntimeError) as exc:
                 raise self.error("cannot use the session database", exc) from None
+            self._connect_error = None
             self._pool = ConnectionPool(
                 self._dsn,
+                connection_class=self._recording_connection_class(psycopg.Connection),
                 min_size=1,
                 max_size=self.pool_size,
                 kwargs=settings,
@@ -163,6 +166,23 @@ class PostgresSessionStore:
             self._pid = os.getpid()
             self._leased.clear()  # a forked child holds none of its parent's leases
             return self._pool
+
+    def _recording_connection_class(self, base: Any) -> Any:
+        """`base` whose connects record why the last one failed, for the pool's timeout error."""
+        store = self
+
+        class Recorded(base):  # type: ignore[misc]
+            @classmethod
+            def connect(cls, *args: Any, **kwargs: Any) -> Any:
+                try:
+                    conn = super().connect(*args, **kwargs)
+                except Exception as exc:
+                    store._connect_error = exc
+                    raise
+                store._connect_error = None
+                return conn
+
+        return Recorded
 
     def _connection(self, session: str | None = None) -> Any:
         pool = self.pool()
@@ -187,10 +207,13 @@ class PostgresSessionStore:
                     f"no free database connection: {busy}; release a lease first or raise "
                     "[sessions.postgres] pool_size"
                 ) from None
+            # The pool says only that it timed out; why its last connect failed (the
+            # server down, refusing, unknown) is what the user can act on.
+            cause = self._connect_error or exc
             raise self.error(
                 f"no database connection within {self.connect_timeout:g}s "
                 f"(pool_size {self.pool_size})",
-                exc,
+                cause,
             ) from None
 
     def _put(self, conn: Any) -> None:

@@ -78,6 +78,7 @@ class TemporaryPostgres:
         self._uid: int | None = None
         self._gid: int | None = None
         self._bin = Path()
+        self._options = ""
 
     @property
     def dsn(self) -> str:
@@ -146,21 +147,32 @@ class TemporaryPostgres:
         ]
         if self.fast:
             options += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
+        self._options = " ".join(options)
+        self.start_server()
+        self._create_database()
+        return self
+
+    def start_server(self) -> None:
+        """Start the initialised server (again, after :meth:`stop_server`) on the same port."""
+        assert self.root is not None, "start() first"
         self._run(
-            binaries / "pg_ctl",
+            self._bin / "pg_ctl",
             "-D",
-            data,
+            self.root / "data",
             "-l",
             self.root / "server.log",
             "-o",
-            " ".join(options),
+            self._options,
             "-w",
             "-t",
             "60",
             "start",
         )
-        self._create_database()
-        return self
+
+    def stop_server(self) -> None:
+        """Stop the server as an administrator would (``pg_ctl stop -m fast``), keeping its data."""
+        assert self.root is not None, "start() first"
+        self._run(self._bin / "pg_ctl", "-D", self.root / "data", "-m", "fast", "-w", "stop")
 
     def _create_database(self) -> None:
         import psycopg

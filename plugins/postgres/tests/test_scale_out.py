@@ -1,0 +1,349 @@
+"""What docs/scale-out.md promises, against a real server: deaths, restarts, backups, admin SQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from nanobot_core import PluginContext, ToolCallEvent
+from nanobot_core.config import Config, PostgresConfig, SessionsConfig
+from nanobot_core.errors import SessionError, SessionLockedError
+from nanobot_core.governance.store import CACHE_DIR
+from nanobot_core.sessions import open_session
+
+import nanobot_postgres
+from nanobot_postgres.chatserver import ScriptedChatServer
+from nanobot_postgres.migrations import SCHEMA_VERSION
+from nanobot_postgres.store import PostgresSessionStore
+from nanobot_postgres.testserver import TemporaryPostgres, find_binaries
+
+TIMEOUT = 120
+DOC = Path(__file__).resolve().parents[3] / "docs" / "scale-out.md"
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def _count(dsn: str, sql: str, *params: object) -> int:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(sql, params).fetchone()
+    return int(row[0]) if row else 0
+
+
+_APPENDER = """
+import json, sys
+from nanobot_postgres.store import PostgresSessionStore
+lease = PostgresSessionStore(sys.argv[1]).lease("s")
+lease.append([json.dumps({"n": n}) for n in range(3)], expected_seq=0)
+print("ready", flush=True)
+sys.stdin.readline()
+lease.append([json.dumps({"n": n, "slow": n == 25}) for n in range(3, 53)], expected_seq=3)
+print("appended", flush=True)
+"""
+
+
+def test_worker_killed_mid_append_leaves_the_session_whole(dsn: str) -> None:
+    """A worker SIGKILLed inside an append leaves its batch whole or absent and its lease free."""
+    store = PostgresSessionStore(dsn)
+    store.list_sessions()  # the schema, before the slow trigger goes on it
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        # Row 25 of the batch sleeps in the server, so the kill lands inside the statement.
+        conn.execute(
+            """CREATE FUNCTION slow_line() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                IF NEW.line LIKE '%"slow": true%' THEN PERFORM pg_sleep(2); END IF;
+                RETURN NEW;
+            END $$"""
+        )
+        conn.execute(
+            "CREATE TRIGGER slow BEFORE INSERT ON nanobot_session_lines "
+            "FOR EACH ROW EXECUTE FUNCTION slow_line()"
+        )
+    worker = subprocess.Popen(
+        [sys.executable, "-c", _APPENDER, dsn],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert worker.stdin is not None and worker.stdout is not None
+        assert worker.stdout.readline().strip() == "ready"
+        worker.stdin.write("go\n")
+        worker.stdin.flush()
+        sleeping = (
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE wait_event = 'PgSleep' AND application_name LIKE %s"
+        )
+        _wait_for(lambda: _count(dsn, sleeping, f"% pid {worker.pid}") == 1, 30, "mid-append")
+        os.kill(worker.pid, signal.SIGKILL)
+        assert worker.wait(timeout=30) == -signal.SIGKILL
+        killed = time.monotonic()
+        lease = store.lease("s", wait=30)
+        # The statement in flight ends (here it commits, whole) before the server drops the lock.
+        assert time.monotonic() - killed < 10
+        try:
+            loaded = lease.load()
+            numbers = [json.loads(line)["n"] for line in loaded.lines]
+            assert numbers in (list(range(3)), list(range(53)))
+            assert loaded.seq == len(loaded.lines) and loaded.problems == []
+            counted = "SELECT lines FROM nanobot_sessions WHERE name = 's'"
+            assert _count(dsn, counted) == loaded.seq
+            assert lease.append(['{"next": 1}'], expected_seq=loaded.seq) == loaded.seq + 1
+        finally:
+            lease.release()
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.wait()
+        store.close()
+
+
+@pytest.fixture
+def own_server() -> Iterator[TemporaryPostgres]:
+    """A server of this test's own, which it may stop and start."""
+    with TemporaryPostgres() as server:
+        yield server
+
+
+def test_server_restart_under_a_running_store(own_server: TemporaryPostgres) -> None:
+    """While the server is down calls fail naming the store; once it is back the next call works."""
+    dsn = own_server.create_database("restarted")
+    store = PostgresSessionStore(dsn, pool_size=2, connect_timeout=2)
+    try:
+        with open_session(store, "kept") as session:
+            session.append({"role": "user", "content": "before the restart"})
+        held = store.lease("held")
+        own_server.stop_server()
+        started = time.monotonic()
+        with pytest.raises(SessionError, match=re.escape(f"({store.describe()})")) as down:
+            store.list_sessions()
+        assert "Connection refused" in str(down.value)  # why, not only that the pool timed out
+        assert time.monotonic() - started < 2 + 3
+        # The lease's connection is gone, and its lock with it: its turn cannot write on.
+        with pytest.raises(
+            SessionError,
+            match=rf"cannot append to session 'held' \({re.escape(store.describe())}\)",
+        ):
+            held.append(['{"role":"user","content":"lost"}'], expected_seq=0)
+        held.release()
+        own_server.start_server()
+        with open_session(store, "kept") as session:
+            session.append({"role": "user", "content": "after the restart"})
+        assert [r["content"] for r in store.load("kept").records if "content" in r] == [
+            "before the restart",
+            "after the restart",
+        ]
+        with open_session(store, "held") as session:
+            assert session.history() == []
+    finally:
+        store.close()
+
+
+def test_server_down_at_cli_start_names_the_store_and_the_refusal(
+    own_server: TemporaryPostgres, tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    """`nanobot-core run` against a stopped server exits 1 with the server and its refusal."""
+    dsn = own_server.create_database("down")
+    own_server.stop_server()
+    env = {**cli_env, "NANOBOT_POSTGRES_DSN": dsn}
+    result = subprocess.run(
+        ["nanobot-core", "run", "hello", "--session", "s"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 1
+    assert f"postgresql://nanobot@127.0.0.1:{own_server.port}/down" in result.stderr
+    assert "Connection refused" in result.stderr and "Traceback" not in result.stderr
+    assert own_server.password not in result.stderr
+
+
+def test_workers_starting_together_migrate_once(dsn: str) -> None:
+    """Eight workers whose first use is at one moment all start, and each migration runs once."""
+    stores = [PostgresSessionStore(dsn) for _ in range(8)]
+    errors: list[BaseException] = []
+    gate = threading.Barrier(len(stores))
+
+    def first_use(store: PostgresSessionStore) -> None:
+        gate.wait()
+        try:
+            store.list_sessions()
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=first_use, args=(s,)) for s in stores]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=TIMEOUT)
+    for store in stores:
+        store.close()
+    assert errors == []
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        versions = [r[0] for r in conn.execute("SELECT version FROM nanobot_schema_migrations")]
+    assert sorted(versions) == list(range(1, SCHEMA_VERSION + 1))
+
+
+def _doc_block(language: str, containing: str) -> str:
+    blocks = re.findall(rf"```{language}\n(.*?)```", DOC.read_text(encoding="utf-8"), re.DOTALL)
+    (block,) = [b for b in blocks if containing in b]
+    return str(block)
+
+
+def test_documented_holder_query_names_the_worker_and_session(dsn: str) -> None:
+    """The doc's pg_locks query shows each held lease's session and its worker's host and pid."""
+    query = _doc_block("sql", "pg_locks")
+    store = PostgresSessionStore(dsn)
+    try:
+        with open_session(store, "ticket-4711") as session:
+            session.append({"role": "user", "content": "held"})
+            other = store.lease("not-stored-yet")
+            try:
+                with psycopg.connect(dsn, autocommit=True) as conn:
+                    conn.execute("SELECT pg_advisory_lock(42)")  # someone else's lock
+                    cursor = conn.execute(query)
+                    columns = [c.name for c in cursor.description or []]
+                    rows = [dict(zip(columns, row, strict=True)) for row in cursor.fetchall()]
+            finally:
+                other.release()
+        name = f"nanobot-core {socket.gethostname()[:32]} pid {os.getpid()}"
+        mine = [r for r in rows if r["application_name"] == name]
+        assert sorted(r["session"] or "" for r in mine) == ["", "ticket-4711"]
+        assert {str(r["client_addr"]) for r in mine} == {"127.0.0.1"}
+        assert len(rows) == 2  # someone else's advisory lock is not listed
+    finally:
+        store.close()
+
+
+def test_documented_backup_restores_into_a_new_database(dsn: str, tmp_path: Path) -> None:
+    """The doc's pg_dump and pg_restore copy every session, the append-only trigger included."""
+    commands = _doc_block("bash", "pg_dump")
+    store = PostgresSessionStore(dsn)
+    with open_session(store, "backed-up") as session:
+        session.append({"role": "user", "content": "keep me"})
+    store.close()
+    target = dsn + "_restored"
+    with psycopg.connect(dsn.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{target.rsplit("/", 1)[1]}"')
+    env = {
+        **os.environ,
+        "PATH": f"{find_binaries()}{os.pathsep}{os.environ.get('PATH', '')}",
+        "NANOBOT_POSTGRES_DSN": dsn,
+        "NEW_DSN": target,
+    }
+    ran = subprocess.run(
+        ["bash", "-euc", commands],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    copy = PostgresSessionStore(target)
+    try:
+        assert [r["content"] for r in copy.load("backed-up").records if "content" in r] == [
+            "keep me"
+        ]
+        with pytest.raises(SessionError, match="append-only"):
+            copy.run("UPDATE nanobot_session_lines SET line = '{}'")
+        with open_session(copy, "backed-up") as session:
+            session.append({"role": "assistant", "content": "restored"})
+    finally:
+        copy.close()
+
+
+def test_results_false_keeps_offloaded_results_local(dsn: str, tmp_path: Path) -> None:
+    """With `[sessions.postgres] results = false` no result goes to or comes from the database."""
+    on = Config(sessions=SessionsConfig(store="postgres", postgres=PostgresConfig(dsn=dsn)))
+    off = Config(
+        sessions=SessionsConfig(store="postgres", postgres=PostgresConfig(dsn=dsn, results=False))
+    )
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    assert nanobot_postgres.nanobot_result_store(PluginContext(tmp_path / "a", off)) is None
+    shown = nanobot_postgres.nanobot_result_store(PluginContext(tmp_path / "a", on)).put("x" * 999)
+    call = ToolCallEvent(tool="read_file", arguments={"path": shown})
+    nanobot_postgres.nanobot_before_tool_call(PluginContext(tmp_path / "b", off), call)
+    assert not (tmp_path / "b" / shown).exists()
+    nanobot_postgres.nanobot_before_tool_call(PluginContext(tmp_path / "b", on), call)
+    assert (tmp_path / "b" / shown).read_text() == "x" * 999
+    assert (tmp_path / "b" / CACHE_DIR).is_dir()
+    nanobot_postgres.store_for(PluginContext(tmp_path, on)).close()
+
+
+def test_cli_waits_lease_wait_for_a_busy_session(
+    cli_env: dict[str, str], tmp_path: Path, dsn: str
+) -> None:
+    """NANOBOT_SESSIONS__LEASE_WAIT makes `run` wait for the holder, then take its turn."""
+    store = PostgresSessionStore(dsn)
+    with ScriptedChatServer() as server:
+        env = {
+            **cli_env,
+            "NANOBOT_BASE_URL": server.base_url,
+            "NANOBOT_SESSIONS__LEASE_WAIT": "60",
+        }
+        held = store.lease("chat")
+        waiter = subprocess.Popen(
+            ["nanobot-core", "run", "session chat turn 1", "--session", "chat"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            waiting = (
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND application_name LIKE %s"
+            )
+            _wait_for(lambda: _count(dsn, waiting, f"% pid {waiter.pid}") == 1, 60, "the wait")
+            held.release()
+            out, err = waiter.communicate(timeout=TIMEOUT)
+        finally:
+            if waiter.poll() is None:
+                waiter.kill()
+                waiter.wait()
+    store.close()
+    assert waiter.returncode == 0, err
+    assert out.strip() == "done chat-1"
+
+
+def test_busy_session_fails_at_once_naming_the_holder(dsn: str) -> None:
+    """A second worker's lease fails at once naming the holder's host, pid, server pid, address."""
+    holder, other = PostgresSessionStore(dsn), PostgresSessionStore(dsn)
+    try:
+        held = holder.lease("busy")
+        (server_pid,) = held._live().execute("SELECT pg_backend_pid()").fetchone()
+        started = time.monotonic()
+        with pytest.raises(SessionLockedError) as caught:
+            other.lease("busy")
+        assert time.monotonic() - started < 2
+        name = f"nanobot-core {socket.gethostname()[:32]} pid {os.getpid()}"
+        assert f"({name}, server pid {server_pid}, client 127.0.0.1, connected " in str(
+            caught.value
+        )
+        held.release()
+        other.lease("busy").release()
+    finally:
+        holder.close()
+        other.close()
