@@ -17,6 +17,7 @@ connection says which host and process it serves in ``application_name``.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import socket
 import threading
@@ -81,6 +82,42 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
   AND l.classid::bigint = %s AND l.objid::bigint = %s
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
 """
+
+
+# The name of this plugin's pools, as psycopg_pool's own records name them.
+POOL_NAME = "nanobot-sessions"
+
+
+class _PoolRecordsAtDebug(logging.Filter):
+    """psycopg_pool's warnings about this plugin's pools, demoted to debug.
+
+    While the server is down the pool warns once per connect it retries, and on
+    each broken or closed connection it drops; nothing configures the stdlib
+    ``logging`` in the CLI, so Python's last-resort handler printed each one as a
+    raw line on stderr. A call that fails for it raises the store's own error
+    instead, naming the server and why (the pool's timeout, `_connection`). A
+    record is this plugin's when it names its pool or one of its connections;
+    those of an application's own pools are left as they are.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if logging.DEBUG < record.levelno <= logging.WARNING and _ours(record.args):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+def _ours(args: Any) -> bool:
+    values = args if isinstance(args, tuple) else (args,)
+    return any(
+        value == POOL_NAME or getattr(type(value), "_nanobot_store", False) for value in values
+    )
+
+
+def _quiet_pool_records() -> None:
+    """Install `_PoolRecordsAtDebug` on psycopg_pool's logger, once per process."""
+    logger = logging.getLogger("psycopg.pool")
+    if not any(isinstance(f, _PoolRecordsAtDebug) for f in logger.filters):
+        logger.addFilter(_PoolRecordsAtDebug())
 
 
 # The longest lock_timeout PostgreSQL takes (an int of milliseconds, about 24.8 days).
@@ -150,6 +187,7 @@ class PostgresSessionStore:
             except (psycopg.Error, RuntimeError) as exc:
                 raise self.error("cannot use the session database", exc) from None
             self._connect_error = None
+            _quiet_pool_records()
             self._pool = ConnectionPool(
                 self._dsn,
                 connection_class=self._recording_connection_class(psycopg.Connection),
@@ -157,7 +195,7 @@ class PostgresSessionStore:
                 max_size=self.pool_size,
                 kwargs=settings,
                 timeout=self.connect_timeout,
-                name="nanobot-sessions",
+                name=POOL_NAME,
                 # An idle connection the server dropped (a restart, a failover, an idle
                 # timeout) is replaced when handed out, not given to a turn to fail on.
                 check=ConnectionPool.check_connection,
@@ -172,6 +210,8 @@ class PostgresSessionStore:
         store = self
 
         class Recorded(base):  # type: ignore[misc]
+            _nanobot_store = True  # how `_PoolRecordsAtDebug` knows this plugin's connections
+
             @classmethod
             def connect(cls, *args: Any, **kwargs: Any) -> Any:
                 try:
