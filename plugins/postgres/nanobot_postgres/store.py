@@ -141,11 +141,18 @@ class PostgresSessionStore:
     name = "postgres"
 
     def __init__(
-        self, dsn: str | None, *, pool_size: int = 4, connect_timeout: float = 10.0
+        self,
+        dsn: str | None,
+        *,
+        pool_size: int = 4,
+        connect_timeout: float = 10.0,
+        results: bool = False,
     ) -> None:
         self._dsn = dsn
         self.pool_size = max(1, pool_size)
         self.connect_timeout = connect_timeout
+        #: Whether offloaded results go through this pool too (``[sessions.postgres] results``).
+        self.results = results
         self._pool: Any = None
         self._pid = 0
         self._guard = threading.Lock()
@@ -174,6 +181,15 @@ class PostgresSessionStore:
                 raise ConfigError(
                     "sessions.postgres.dsn: not set (set it in [sessions.postgres], or "
                     "NANOBOT_POSTGRES_DSN)"
+                )
+            if self.results and self.pool_size < 2:
+                # A turn's lease holds the pool's one connection for the whole turn, so
+                # each offload would wait connect_timeout for a second one, then be cut.
+                raise ConfigError(
+                    f"sessions.postgres.pool_size: {self.pool_size} leaves no connection for "
+                    "offloaded results (sessions.postgres.results = true): a turn's lease "
+                    "holds the only one, so each offload would wait connect_timeout and the "
+                    "result be truncated; set pool_size to 2 or more, or results = false"
                 )
             import psycopg
             from psycopg_pool import ConnectionPool

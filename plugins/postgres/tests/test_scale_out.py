@@ -415,3 +415,48 @@ def test_busy_session_fails_at_once_naming_the_holder(dsn: str) -> None:
     finally:
         holder.close()
         other.close()
+
+
+def test_pool_size_1_with_results_in_the_database_is_refused_naming_both_keys(
+    cli_env: dict[str, str], tmp_path: Path, dsn: str
+) -> None:
+    """`pool_size = 1` with `results = true` is a config error at once; with results off it runs."""
+    with ScriptedChatServer() as server:
+        env = {
+            **cli_env,
+            "NANOBOT_BASE_URL": server.base_url,
+            "NANOBOT_SESSIONS__POSTGRES__POOL_SIZE": "1",
+        }
+        started = time.monotonic()
+        refused = subprocess.run(
+            ["nanobot-core", "run", "session one turn 1", "--session", "one"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+        assert time.monotonic() - started < 10  # not a connect_timeout per offload
+        assert refused.returncode == 2, refused.stderr
+        (line,) = [line for line in refused.stderr.splitlines() if line.startswith("Error:")]
+        assert "sessions.postgres.pool_size: 1" in line
+        assert "sessions.postgres.results = true" in line and "Traceback" not in refused.stderr
+        assert server.requests == []  # refused before the model is asked
+        plain = PostgresSessionStore(dsn)  # no result store: one connection is enough
+        try:
+            assert plain.list_sessions() == []
+        finally:
+            plain.close()
+        off = {**env, "NANOBOT_SESSIONS__POSTGRES__RESULTS": "false"}
+        ran = subprocess.run(
+            ["nanobot-core", "run", "session one turn 1", "--session", "one"],
+            cwd=tmp_path,
+            env=off,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+        assert ran.returncode == 0, ran.stderr
+        assert "done one-1" in ran.stdout
