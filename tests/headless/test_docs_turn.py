@@ -1,9 +1,12 @@
-"""The shapes docs/headless.md gives for a turn (`--json`, session lines, one turn's steps)."""
+"""What docs/headless.md says of a turn and its session: `--json`, the lines, the steps, leases."""
 
 from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -134,3 +137,38 @@ def test_the_system_prompt_and_tools_are_made_once_for_the_turn(
         assert runner.run_turn("second").iterations == 1
     systems = [request.body["messages"][0]["content"] for request in server.requests]
     assert systems == ["prompt number 1"] * 3 + ["prompt number 2"]
+
+
+def test_lease_wait_waits_for_the_holder_and_names_the_wait_when_it_runs_out(
+    server: FakeChatServer, tmp_path: Path
+) -> None:
+    """With `[sessions] lease_wait` run waits for a held session: it goes on once it is let go,
+    else fails with exit 1 after the wait, saying it waited."""
+    server.add(text_reply("after the wait"))
+    store = JsonlSessionStore(tmp_path)
+    env = {**cli_env(server), "NANOBOT_SESSIONS__LEASE_WAIT": "0.5"}
+    with store.open("busy"):
+        started = time.monotonic()
+        refused = run_cli("run", "hi", "--session", "busy", cwd=tmp_path, env=env, timeout=60)
+        assert time.monotonic() - started >= 0.5
+    assert refused.returncode == 1
+    assert "session 'busy' is in use by another process" in refused.stderr
+    assert "after waiting 0.5s" in refused.stderr and not server.requests
+    held = store.open("busy")
+    env["NANOBOT_SESSIONS__LEASE_WAIT"] = "30"
+    waiting = subprocess.Popen(
+        [sys.executable, "-m", "nanobot_core", "run", "hi", "--session", "busy"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        time.sleep(1.0)  # long enough for it to find the session held
+        assert waiting.poll() is None and not server.requests
+    finally:
+        held.close()
+    stdout, stderr = waiting.communicate(timeout=60)
+    assert waiting.returncode == 0, stderr
+    assert stdout == "after the wait\n"
