@@ -50,6 +50,14 @@ class PluginsConfig:
     overrides: dict[str, list[str]] = attrs.field(factory=dict)
 
 
+#: The default ``tools.max_calls_per_reply``: no provider documents a limit on the calls of
+#: one reply, but OpenAI's chat completions take at most 128 tool definitions a request
+#: (Vertex AI's Gemini 64), so a reply calling every tool it was offered once fits; models
+#: ask for a handful at once. Past it, a broken or hostile server's reply of thousands of
+#: calls would have them all run together.
+DEFAULT_MAX_CALLS_PER_REPLY = 128
+
+
 @attrs.define
 class ToolsConfig:
     """Tool switches and execution limits."""
@@ -59,6 +67,9 @@ class ToolsConfig:
     options: dict[str, dict[str, Any]] = attrs.field(factory=dict)
     # identical read-only calls run per turn; more are refused (0: no limit)
     max_identical_calls: int = 2
+    # tool calls run per model reply; each one past it is answered with an error, not run
+    # (0: no limit)
+    max_calls_per_reply: int = DEFAULT_MAX_CALLS_PER_REPLY
 
 
 #: The smallest ``max_tool_result_chars``: below it the notice that replaces an offloaded
@@ -354,6 +365,7 @@ class _RangeError(ConfigError):
 _BOUNDS: tuple[tuple[str, str, float], ...] = (
     ("tools.timeout", ">", 0),
     ("tools.max_identical_calls", ">=", 0),
+    ("tools.max_calls_per_reply", ">=", 0),
     ("governance.max_output", ">=", 0),
     ("governance.safety_margin", ">=", 0),
     ("provider.timeout", ">", 0),

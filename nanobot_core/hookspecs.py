@@ -113,8 +113,12 @@ def nanobot_runtime_context(ctx: PluginContext) -> list[str]:
 
     Called once per user turn. Return a list of strings (metadata such as a
     channel topic or a git branch). The lines are encoded so they cannot close
-    or forge the block, and they never reach the system prompt. Raising or
-    returning non-strings drops this plugin's lines for the turn and reports it.
+    or forge the block, and they never reach the system prompt. Returning
+    anything but a list of strings (``None`` is no lines) drops this plugin's
+    lines for that turn, logged as an error naming the plugin; the plugin
+    stays loaded and is asked again the next turn. Raising marks the plugin
+    failed, as in any hook: it is unregistered, so none of its hooks is
+    called again (in strict mode that failure is raised as ``PluginError``).
     """
 
 

@@ -2,10 +2,11 @@
 
 Each round: the system prompt from the sections; the persisted history,
 governed (on a copy) into what the model sees; one model call with the tool
-definitions; the reply persisted; its tool calls run by the executor; their
-results persisted in full. The turn ends when the model answers without tool
-calls, or after ``max_iterations`` rounds (``TurnResult.max_iterations_reached``;
-the CLI exits 1 on it).
+definitions; the reply persisted; its tool calls run by the executor (at most
+``max_calls_per_reply`` of them: each one past it is answered with an error,
+not run); their results persisted in full. The turn ends when the model
+answers without tool calls, or after ``max_iterations`` rounds
+(``TurnResult.max_iterations_reached``; the CLI exits 1 on it).
 
 The runtime block (time, channel, plugin lines) is appended to the user's
 message once, when the message is persisted. What the model sends is never
@@ -40,7 +41,7 @@ from nanobot_core._json_boundary import (
     loads,
 )
 from nanobot_core._logging import get_logger
-from nanobot_core.config import ProviderConfig
+from nanobot_core.config import DEFAULT_MAX_CALLS_PER_REPLY, ProviderConfig
 from nanobot_core.errors import (
     ConfigError,
     NanobotError,
@@ -77,6 +78,7 @@ __all__ = [
     "RequestTooLarge",
     "RoundReport",
     "Runner",
+    "TooManyCalls",
     "ToolCallRecord",
     "ToolFinished",
     "ToolStarted",
@@ -263,6 +265,22 @@ class RequestTooLarge:
 
 
 @attrs.frozen
+class TooManyCalls:
+    """The reply to round `round` asked for `asked` tool calls: only the first `limit` run."""
+
+    round: int
+    asked: int
+    limit: int
+
+    def describe(self) -> str:
+        return (
+            f"warning: the reply to round {self.round} asked for {self.asked} tool calls, "
+            f"more than tools.max_calls_per_reply ({self.limit}): the first {self.limit} run, "
+            f"the other {self.asked - self.limit} are answered with an error and not run"
+        )
+
+
+@attrs.frozen
 class IterationLimitReached:
     """The turn stopped after `max_iterations` rounds with tool calls still coming."""
 
@@ -399,9 +417,12 @@ class Runner:
 
     `runtime_lines` is called once per turn for the plugin lines of the
     runtime block; `progress` receives :class:`ToolStarted`,
-    :class:`ToolFinished`, :class:`EmptyReply`, :class:`ReplyCutOff`, :class:`RequestTooLarge` and
-    :class:`IterationLimitReached` (the provider reports its retries to its
-    own callback). `prompt_context` is what the sections render from.
+    :class:`ToolFinished`, :class:`EmptyReply`, :class:`ReplyCutOff`, :class:`RequestTooLarge`,
+    :class:`TooManyCalls` and :class:`IterationLimitReached` (the provider reports its
+    retries to its own callback). `prompt_context` is what the sections render from.
+
+    Of one reply's tool calls the first `max_calls_per_reply` run (0: all); each
+    one past them is answered with an error result saying why, not run.
     """
 
     def __init__(
@@ -417,6 +438,7 @@ class Runner:
         runtime_lines: Callable[[], Iterable[str]] = _no_lines,
         max_iterations: int = 20,
         max_identical_calls: int = 2,
+        max_calls_per_reply: int = DEFAULT_MAX_CALLS_PER_REPLY,
         progress: ProgressCallback | None = None,
         channel: str | None = None,
         chat_id: str | None = None,
@@ -426,6 +448,10 @@ class Runner:
     ) -> None:
         if max_iterations < 1:
             raise ValueError(f"max_iterations must be at least 1, got {max_iterations}")
+        if max_calls_per_reply < 0:
+            raise ValueError(
+                f"max_calls_per_reply must be at least 0 (0: no limit), got {max_calls_per_reply}"
+            )
         self.provider = provider
         self.registry = registry
         self.executor = executor
@@ -436,6 +462,7 @@ class Runner:
         self.runtime_lines = runtime_lines
         self.max_iterations = max_iterations
         self.max_identical_calls = max_identical_calls
+        self.max_calls_per_reply = max_calls_per_reply
         self.progress = progress
         self.channel = channel
         self.chat_id = chat_id
@@ -538,6 +565,7 @@ class Runner:
                 runtime_lines=pm.runtime_lines,
                 max_iterations=max_iterations or config.runner.max_iterations,
                 max_identical_calls=config.tools.max_identical_calls,
+                max_calls_per_reply=config.tools.max_calls_per_reply,
                 progress=progress,
                 channel=channel,
                 provider_owner=owner,
@@ -613,11 +641,7 @@ class Runner:
             )
         )
         if not governed.fits:
-            too_large = RequestTooLarge(governed.tokens, governed.budget)
-            if self.progress is None:  # nobody watching: the warning still reaches stderr
-                log.warning(too_large.describe())
-            else:
-                self._emit(too_large)
+            self._warn(RequestTooLarge(governed.tokens, governed.budget))
         started = time.monotonic()
         self._emit(ModelWaiting(iteration))
         reply = await self._complete(_with_system(system, governed.messages), tools, governed)
@@ -744,6 +768,13 @@ class Runner:
         finish_reason: str | None = None,
     ) -> None:
         requests = [_request(call) for call in calls]
+        limit = self.max_calls_per_reply
+        # Past the limit a call is answered, so that the session stays paired, but not run:
+        # a reply of thousands of calls would otherwise have them all run at once.
+        over = requests[limit:] if limit else []
+        if over:
+            requests = requests[:limit]
+            self._warn(TooManyCalls(iteration, len(calls), limit))
         for request in requests:
             self._emit(ToolStarted(request.name, request.id))
         # A reply cut off at the output limit may end inside a call's arguments: repaired,
@@ -779,6 +810,14 @@ class Runner:
                 )
             )
             finished.append(outcome)
+        refused = [_over_limit_outcome(request, len(calls), limit) for request in over]
+        results.extend(
+            (
+                _result_message(outcome),
+                {"round": iteration, "duration": 0.0, "error": True, "repairs": []},
+            )
+            for outcome in refused
+        )
         turn.append_many(results)
         for outcome in finished:
             turn.tool_calls.append(
@@ -795,6 +834,11 @@ class Runner:
             self._emit(
                 ToolFinished(outcome.name, outcome.call_id, outcome.duration, outcome.is_error)
             )
+        # Shown once for them all (`TooManyCalls`), not as a finished tool each: none ran.
+        turn.tool_calls.extend(
+            ToolCallRecord(iteration, outcome.call_id, outcome.name, {}, True, 0.0, [])
+            for outcome in refused
+        )
 
     def _record_governance(self, state: GovernanceState | None) -> None:
         """Append a governance record when the governor's decisions moved (never rewriting)."""
@@ -805,6 +849,13 @@ class Runner:
         record = state.to_record()
         self.session.append({}, record["_meta"])
         self._governance_state = state
+
+    def _warn(self, event: RequestTooLarge | TooManyCalls) -> None:
+        """A warning: to the progress callback, or, with nobody watching, to the log (stderr)."""
+        if self.progress is None:
+            log.warning(event.describe())
+        else:
+            self._emit(event)
 
     def _emit(self, event: Any) -> None:
         if self.progress is not None:
@@ -968,6 +1019,21 @@ def _cut_off_outcome(request: ToolCallRequest, finish_reason: str | None) -> Too
             f"the reply was cut off at the output limit (finish_reason {finish_reason!r}) "
             f"before the arguments of this call {name}were complete, so it was not run. "
             "Make the call again with shorter arguments, or split the work into smaller calls."
+        )
+    )
+    return ToolCallOutcome(
+        request.id, request.name, {}, ToolResult(text + ERROR_HINT, is_error=True)
+    )
+
+
+def _over_limit_outcome(request: ToolCallRequest, asked: int, limit: int) -> ToolCallOutcome:
+    """The answer to a call past ``max_calls_per_reply``: not run, and why."""
+    name = f'to tool "{request.name}" ' if request.name else ""
+    text = str(
+        ToolResult.error(
+            f"this call {name}was not run: the reply asked for {asked} tool calls, and at "
+            f"most {limit} run per reply (tools.max_calls_per_reply). Ask for fewer calls at "
+            "once: make this call again in a later reply if it is still needed."
         )
     )
     return ToolCallOutcome(

@@ -103,7 +103,8 @@ def entry_point_candidates(settings: PluginsConfig, *, autoload: bool) -> Iterat
                 continue
             matched |= hit_allow
         yield Candidate(info, functools.partial(_load_entry_point, ep, group))
-    for name in sorted(block | (allow or set())):
+    # With autoload off no entry point is matched against the lists: none is "unmatched".
+    for name in sorted(block | (allow or set())) if autoload else ():
         if name not in matched and canonical_name(name) not in matched:
             log.warning("plugin name in block/allow list matches no installed plugin", name=name)
 

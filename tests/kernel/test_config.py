@@ -239,6 +239,7 @@ def test_every_command_refuses_a_too_small_window_with_exit_2(
         ("[tools]\ntimeout = 0\n", "tools.timeout"),
         ("[tools]\ntimeout = nan\n", "tools.timeout"),
         ("[tools]\nmax_identical_calls = -1\n", "tools.max_identical_calls"),
+        ("[tools]\nmax_calls_per_reply = -1\n", "tools.max_calls_per_reply"),
         ("[governance]\nmax_output = -100\n", "governance.max_output"),
         ("[governance]\nsafety_margin = -1\n", "governance.safety_margin"),
         ("[provider]\ntimeout = nan\n", "provider.timeout"),
@@ -276,6 +277,29 @@ def test_a_session_name_no_store_can_hold_names_the_key_and_the_file(
         load_config(cwd=tmp_path, environ={})
     (tmp_path / "nanobot.toml").write_text("[runner]\nsession = 'ok.name-1'\n", encoding="utf-8")
     assert load_config(cwd=tmp_path, environ={}).runner.session == "ok.name-1"
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(-(10**30), 10**30))
+def test_max_calls_per_reply_from_the_environment_is_taken_or_refused_by_its_sign(
+    tmp_path_factory: pytest.TempPathFactory, value: int
+) -> None:
+    """Any integer in NANOBOT_TOOLS__MAX_CALLS_PER_REPLY: at least 0 is taken, below is refused."""
+    cwd = tmp_path_factory.mktemp("calls")
+    environ = {"NANOBOT_TOOLS__MAX_CALLS_PER_REPLY": str(value)}
+    if value >= 0:
+        assert load_config(cwd=cwd, environ=environ).tools.max_calls_per_reply == value
+        return
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=cwd, environ=environ)
+    assert str(info.value) == (
+        f"environment: tools.max_calls_per_reply: must be at least 0, got {value}"
+    )
+
+
+def test_max_calls_per_reply_defaults_to_128(tmp_path: Path) -> None:
+    """Without a source, 128 calls of one reply run (the most tools OpenAI takes in a request)."""
+    assert load_config(cwd=tmp_path, environ={}).tools.max_calls_per_reply == 128
 
 
 def test_a_range_error_names_the_layer_that_set_the_value(tmp_path: Path) -> None:

@@ -211,3 +211,57 @@ def test_a_plugin_counter_is_checked_and_named(tmp_path: Path) -> None:
     checked = manager.token_counter()
     assert type(checked) is CheckedCounter and checked.counter is counter
     assert checked.owner == "plugin 'mine' from my-counter 2.0"
+
+
+class _Turns:
+    """Answers each turn with the next of `answers`; also offers a tool, to see it go."""
+
+    def __init__(self, *answers: Any) -> None:
+        self.answers = list(answers)
+        self.asked = 0
+
+    @hookimpl
+    def nanobot_runtime_context(self, ctx: Any) -> Any:
+        self.asked += 1
+        answer = self.answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+    @hookimpl
+    def nanobot_tools(self, ctx: Any) -> list[Any]:
+        from nanobot_core import tool
+
+        @tool(read_only=True)
+        def turn_probe() -> str:
+            """Say ok."""
+            return "ok"
+
+        return [turn_probe]
+
+
+def test_runtime_lines_that_are_not_strings_cost_only_that_turn(tmp_path: Path) -> None:
+    """Lines of the wrong type are dropped for one turn; the plugin stays and is asked again."""
+    manager = _manager(tmp_path)
+    plugin = _Turns([1, 2], None, ["branch: main"])
+    manager.register(plugin, "turns", distribution="turns-dist")
+    assert manager.runtime_lines() == []
+    assert manager.runtime_lines() == []
+    assert manager.runtime_lines() == ["branch: main"]
+    assert plugin.asked == 3
+    assert manager.failures() == []
+    assert "turn_probe" in [c.name for c in manager.contributions("tool")]
+
+
+def test_a_runtime_context_hook_that_raises_fails_its_whole_plugin(tmp_path: Path) -> None:
+    """Raising is no per-turn drop: the plugin is failed, never asked again, its tools gone."""
+    manager = _manager(tmp_path)
+    plugin = _Turns(RuntimeError("no git"), ["branch: main"])
+    manager.register(plugin, "turns", distribution="turns-dist")
+    assert "turn_probe" in [c.name for c in manager.contributions("tool")]
+    assert manager.runtime_lines() == []
+    assert manager.runtime_lines() == []
+    assert plugin.asked == 1
+    (failed,) = manager.failures()
+    assert failed.error == "raised in nanobot_runtime_context: RuntimeError: no git"
+    assert "turn_probe" not in [c.name for c in manager.contributions("tool")]

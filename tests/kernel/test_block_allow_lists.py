@@ -1,0 +1,45 @@
+"""The block and allow lists: a name that matches no installed plugin is warned about, once."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.helpers import install_plugin, plugin_env, run_cli
+
+WARNING = "plugin name in block/allow list matches no installed plugin"
+SOURCE = """
+from nanobot_core import hookimpl
+
+@hookimpl
+def nanobot_runtime_context(ctx):
+    return []
+"""
+
+
+def _plugins(tmp_path: Path, **env: str) -> str:
+    site = tmp_path / "site"
+    if not site.exists():
+        install_plugin(site, "quietplug", SOURCE)
+    result = run_cli(
+        "plugins", "--json", cwd=tmp_path, env=plugin_env(site, "quietplug", **env), timeout=60
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stderr
+
+
+def test_a_blocked_name_that_is_installed_is_not_warned_about(tmp_path: Path) -> None:
+    """Blocking an installed plugin blocks it without a warning that it matches nothing."""
+    assert WARNING not in _plugins(tmp_path, NANOBOT_BLOCK="quietplug")
+
+
+def test_a_blocked_name_that_matches_nothing_is_warned_about(tmp_path: Path) -> None:
+    """A blocked name no installed plugin has is warned about, naming it."""
+    stderr = _plugins(tmp_path, NANOBOT_BLOCK="absentplug")
+    assert WARNING in stderr
+    assert "absentplug" in stderr
+
+
+def test_with_autoload_off_the_lists_are_not_warned_about(tmp_path: Path) -> None:
+    """With autoload off nothing is matched against the lists, so no name is said to match none."""
+    stderr = _plugins(tmp_path, NANOBOT_BLOCK="quietplug", NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1")
+    assert WARNING not in stderr

@@ -1,0 +1,87 @@
+"""docs/plugins.md's example runs as written, and what it says of what loads holds."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from structlog.testing import capture_logs
+
+from nanobot_core import Section, SectionContext, Tool, hookimpl
+from nanobot_core.config import Config, PluginsConfig
+from nanobot_core.kernel.manager import PluginManager
+from tests.helpers import REPO_ROOT
+
+PAGE = (REPO_ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
+
+
+class _Remote(Tool):
+    """A tool standing for one a bridge builds from a remote definition."""
+
+    name = "remote"
+    description = "A remote tool."
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    async def execute(self) -> str:
+        return self.name
+
+
+def _bridge() -> dict[str, Any]:
+    """The page's `report_problem` example, with the helpers it leaves to the reader."""
+    (block,) = [
+        b for b in re.findall(r"```python\n(.*?)```", PAGE, re.DOTALL) if "report_problem" in b
+    ]
+    specs = [{"name": "lookup"}, {"name": "broken"}, {"name": "search"}]
+    namespace: dict[str, Any] = {
+        "remote_specs": lambda: specs,
+        "usable": lambda spec: spec["name"] != "broken",
+        "why": lambda spec: "its schema has no type",
+        "make_tool": lambda spec: _Remote(spec["name"]),
+    }
+    exec(compile(block, "docs/plugins.md", "exec"), namespace)
+    return namespace
+
+
+def test_the_report_problem_example_lists_the_left_out_tool(tmp_path: Path) -> None:
+    """The bridge keeps its usable tools, stays loaded in strict mode, and lists one problem."""
+    config = Config(plugins=PluginsConfig(disable_autoload=True, strict=True))
+    manager = PluginManager(config, workspace=tmp_path).load()
+    bridge = _bridge()
+    plugin = type("Bridge", (), {"nanobot_tools": staticmethod(bridge["nanobot_tools"])})()
+    manager.register(plugin, "bridge", distribution="nanobot-bridge", version="0.2")
+    manager.records()
+    manager.register(object(), "other")  # a new plugin: the tools are collected again
+    (record,) = [r for r in manager.records() if r.info.name == "bridge"]
+    assert record.status == "loaded"
+    assert [c.name for c in record.contributions] == ["lookup", "search"]
+    assert record.problems == ["remote tool 'broken' left out: its schema has no type"]
+    assert bridge["report_problem"]("called outside a hook") is False
+
+
+class _Identity:
+    @hookimpl
+    def nanobot_prompt_sections(self, ctx: Any) -> list[Section]:
+        return [Section("identity", 100, lambda c: "I am the plugin's identity.")]
+
+
+def test_a_disabled_builtin_is_blocked_and_frees_its_names(tmp_path: Path) -> None:
+    """`[plugins] disabled_builtins` blocks that built-in; its names are then a plugin's to take."""
+    config = Config(
+        plugins=PluginsConfig(
+            disable_autoload=True, disabled_builtins=["builtin:prompt", "builtin:nothing"]
+        )
+    )
+    with capture_logs() as logs:
+        manager = PluginManager(config, workspace=tmp_path).load()
+    (unknown,) = [e for e in logs if e["event"].startswith("unknown built-in plugin")]
+    assert (unknown["log_level"], unknown["name"]) == ("warning", "builtin:nothing")
+    manager.register(_Identity(), "identity", distribution="nanobot-identity")
+    status = {r.info.name: (r.status, r.error) for r in manager.records()}
+    assert status["builtin:prompt"] == ("blocked", "disabled in config")
+    assert status["builtin:tools"] == ("loaded", None)
+    ctx = SectionContext(workspace=tmp_path, config=config)
+    assert manager.prompt_builder().build(ctx).text == "I am the plugin's identity."
