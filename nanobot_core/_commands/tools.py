@@ -21,8 +21,9 @@ def command(workspace: str | None, as_json: bool) -> None:
     rows: list[dict[str, Any]] = []
     for definition in registry.definitions():
         function = definition["function"]
-        tool = registry.get(function["name"])
-        assert tool is not None  # definitions() only names registered tools
+        # The flags as the registry read them (as plugin code) and checked: a flag
+        # property is not run again here, where what it raises would end the command.
+        flags = registry.flags_of(function["name"])
         plugin = owners[function["name"]]
         rows.append(
             {
@@ -32,15 +33,15 @@ def command(workspace: str | None, as_json: bool) -> None:
                 "plugin": plugin.name,
                 "distribution": plugin.distribution,
                 "version": plugin.version,
-                "read_only": bool(tool.read_only),
-                "exclusive": bool(tool.exclusive),
-                "concurrency_safe": bool(tool.concurrency_safe),
+                "read_only": flags["read_only"],
+                "exclusive": flags["exclusive"],
+                "concurrency_safe": flags["concurrency_safe"],
             }
         )
     if as_json:
         state.echo_json(rows)
         return
     for row in rows:
-        flags = [flag for flag in ("read_only", "exclusive", "concurrency_safe") if row[flag]]
+        shown = [flag for flag in ("read_only", "exclusive", "concurrency_safe") if row[flag]]
         summary = row["description"].strip().splitlines()[0] if row["description"].strip() else ""
-        click.echo(f"{row['name']:<20} {row['plugin']:<24} {','.join(flags) or '-':<28} {summary}")
+        click.echo(f"{row['name']:<20} {row['plugin']:<24} {','.join(shown) or '-':<28} {summary}")

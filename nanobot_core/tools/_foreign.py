@@ -28,7 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from nanobot_core.tools.base import Tool, check_tool, missing_tool_members, refuse_abstract
+from nanobot_core.tools.base import (
+    Tool,
+    ToolFlagError,
+    check_tool,
+    flag_problem,
+    flag_value,
+    missing_tool_members,
+    refuse_abstract,
+)
 
 if TYPE_CHECKING:
     from nanobot_core.kernel.context import PluginContext
@@ -155,7 +163,9 @@ class ForeignTool(Tool):
 
     Name, description and parameters are read once, when the adapter is
     built. The flags ``read_only``, ``exclusive``, ``concurrency_safe`` and
-    ``timeout`` are taken from the wrapped object when it has them. When its
+    ``timeout`` are taken from the wrapped object when it has them; a flag holding
+    what no flag may (``"no"``, None: see `flag_value`) refuses the tool with a
+    `ToolFlagError`, which leaves it out at load as it does a native tool. When its
     ``execute`` takes a leading ``ctx`` argument (older HKUDS/nanobot tools),
     it receives the `ForeignToolContext`.
     """
@@ -167,10 +177,10 @@ class ForeignTool(Tool):
         self._name = function.get("name", wrapped.name)
         self._description = function.get("description", wrapped.description)
         self._parameters = function.get("parameters", wrapped.parameters)
-        self.read_only = bool(getattr(wrapped, "read_only", False))
-        self.exclusive = bool(getattr(wrapped, "exclusive", False))
-        self._concurrency_safe = bool(
-            getattr(wrapped, "concurrency_safe", self.read_only and not self.exclusive)
+        self.read_only = self._own_flag("read_only", False)
+        self.exclusive = self._own_flag("exclusive", False)
+        self._concurrency_safe = self._own_flag(
+            "concurrency_safe", self.read_only and not self.exclusive
         )
         timeout = getattr(wrapped, "timeout", None)
         numeric = isinstance(timeout, int | float) and not isinstance(timeout, bool)
@@ -180,6 +190,18 @@ class ForeignTool(Tool):
         )
         self._passes_context = _takes_leading_context(wrapped.execute, properties)
         check_tool(self)
+
+    def _own_flag(self, flag: str, default: bool) -> bool:
+        """The wrapped tool's `flag` (`default` without one), by the rule of native tools.
+
+        Raises `ToolFlagError` for a value that is no flag (``"no"``, None...), so the
+        tool is left out at load, named under its plugin, as a native tool would be.
+        """
+        value = getattr(self.wrapped, flag, default)
+        flag_bool = flag_value(value)
+        if flag_bool is None:
+            raise ToolFlagError(str(self._name), flag_problem(flag, value))
+        return flag_bool
 
     @classmethod
     def from_object(cls, obj: Any, ctx: PluginContext) -> ForeignTool | None:

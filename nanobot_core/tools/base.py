@@ -15,6 +15,7 @@ import copy
 import inspect
 import math
 import re
+import types
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
@@ -250,6 +251,8 @@ class ToolFacts(NamedTuple):
     name: str
     description: str
     parameters: dict[str, Any]
+    #: ``read_only``, ``exclusive`` and ``concurrency_safe`` as they were then (`flag_value`).
+    flags: Mapping[str, bool] = types.MappingProxyType({})
 
 
 class ToolFlagError(ValueError):
@@ -268,7 +271,7 @@ def check_tool(candidate: Tool) -> Tool:
 
 
 def read_tool(candidate: Tool) -> ToolFacts:
-    """Name, description and parameters, checked with the flags and the timeout.
+    """Name, description, parameters and flags, checked with the timeout.
 
     Raises ValueError for a name or timeout that cannot be used, `ToolFlagError`
     (a ValueError) for a flag that holds no flag (`flag_value`), TypeError for
@@ -290,11 +293,14 @@ def read_tool(candidate: Tool) -> ToolFacts:
             f"tool {name!r}: timeout must be a positive number of seconds or None (the "
             f"configured default), got {timeout!r}"
         )
+    flags: dict[str, bool] = {}
     for flag in TOOL_FLAGS:
         value = getattr(candidate, flag)
-        if flag_value(value) is None:
+        meant = flag_value(value)
+        if meant is None:
             raise ToolFlagError(name, flag_problem(flag, value))
-    return ToolFacts(name, description, parameters)
+        flags[flag] = meant
+    return ToolFacts(name, description, parameters, types.MappingProxyType(flags))
 
 
 def flag_value(value: object) -> bool | None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -72,6 +72,7 @@ class _Entry:
     plugin: str
     owner: str  # the plugin as messages name it (`PluginInfo.describe`), "" when unknown
     schema: dict[str, Any]
+    flags: Mapping[str, bool]  # as registered, for listings: a call reads them anew
     validator: SchemaValidator | None = None
 
     @property
@@ -183,7 +184,9 @@ class ToolRegistry:
         for warning in warnings:
             log.warning("tool schema normalised", tool=name, change=warning)
             self.warnings.append(f"{name}: {warning}")
-        self._entries[name] = _Entry(tool, name, facts.description, builtin, plugin, owner, schema)
+        self._entries[name] = _Entry(
+            tool, name, facts.description, builtin, plugin, owner, schema, facts.flags
+        )
         self._definitions = None
 
     def remove(self, name: str) -> Tool:
@@ -206,6 +209,15 @@ class ToolRegistry:
         """The tool's plugin as messages name it, with its version ("" when unknown)."""
         entry = self._entries.get(name)
         return entry.owner if entry is not None else ""
+
+    def flags_of(self, name: str) -> Mapping[str, bool]:
+        """``read_only``, ``exclusive`` and ``concurrency_safe`` of the tool, as registered.
+
+        What `add` read (as its plugin's code) and checked: reading them here runs no
+        plugin code. Each call reads them anew (`nanobot_core.tools.executor`).
+        Raises KeyError if no tool has that name.
+        """
+        return self._entries[name].flags
 
     def names(self) -> list[str]:
         """Tool names in definition order."""

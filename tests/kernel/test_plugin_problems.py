@@ -284,3 +284,57 @@ def test_the_tools_and_plugins_commands_leave_out_a_tool_whose_flag_is_no_flag(
     assert row["problems"] == [
         "tool 'flagged' left out: its read_only is 'yes', expected True or False"
     ]
+
+
+# -- a flag of a duck-typed (HKUDS/nanobot) tool ----------------------------------------------
+
+
+class _Quack:
+    """A duck-typed tool, as HKUDS/nanobot writes them: no `Tool` base, its flags set per test."""
+
+    name = "quack"
+    description = "Its flag is what the test says."
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+
+    async def execute(self) -> str:
+        return "ran"
+
+
+class _QuackPlugin:
+    """A plugin offering `kept` and a duck-typed tool whose `flag` holds `value`."""
+
+    def __init__(self, flag: str, value: Any) -> None:
+        self.tool = _Quack()
+        setattr(self.tool, flag, value)
+
+    @hookimpl
+    def nanobot_tools(self, ctx: Any) -> list[Any]:
+        return [kept, self.tool]
+
+
+@pytest.mark.parametrize("flag", _FLAGS)
+@pytest.mark.parametrize(("value", "shown"), [("no", "'no'"), (None, "None"), ([], "a list")])
+def test_a_duck_typed_tool_whose_flag_holds_no_flag_is_left_out_at_load(
+    tmp_path: Path, flag: str, value: Any, shown: str
+) -> None:
+    """A foreign tool's ``read_only = "no"`` is no flag, as for native tools: out, named."""
+    manager = _manager(tmp_path)
+    manager.register(_QuackPlugin(flag, value), "quacker", distribution="nb-quack", version="2.0")
+    assert _problems(manager, "quacker") == [
+        f"tool 'quack' left out: its {flag} is {shown}, expected True or False"
+    ]
+    assert manager.failures() == []
+    assert "quack" not in manager.tool_registry()
+    assert "kept" in manager.tool_registry()
+
+
+@pytest.mark.parametrize(("value", "meant"), [(True, True), (False, False), (1, True), (0, False)])
+def test_a_duck_typed_tools_bool_or_0_or_1_flag_is_kept_as_it_says(
+    tmp_path: Path, value: Any, meant: bool
+) -> None:
+    """True, False, 1 and 0 are flags of a foreign tool too, standing for what they say."""
+    manager = _manager(tmp_path)
+    manager.register(_QuackPlugin("read_only", value), "quacker")
+    assert _problems(manager, "quacker") == []
+    registered = manager.tool_registry().get("quack")
+    assert registered is not None and registered.read_only is meant

@@ -20,18 +20,23 @@ __all__ = ["PostgresSessionStore", "store_for"]
 __version__ = "0.1.0"
 
 # One store (one pool) per configuration per process, shared by every hook.
-_STORES: dict[tuple[str | None, int, float], PostgresSessionStore] = {}
+_STORES: dict[tuple[str | None, int, float, bool], PostgresSessionStore] = {}
 _GUARD = threading.Lock()
 
 
 def store_for(ctx: PluginContext) -> PostgresSessionStore:
     """The process's store for the DSN and pool settings of `ctx`'s config."""
     config = ctx.config.sessions.postgres
-    key = (config.dsn, config.pool_size, config.connect_timeout)
+    # Results go through the pool only when this plugin's store keeps the sessions.
+    results = _uses_postgres(ctx)
+    key = (config.dsn, config.pool_size, config.connect_timeout, results)
     with _GUARD:
         if key not in _STORES:
             _STORES[key] = PostgresSessionStore(
-                config.dsn, pool_size=config.pool_size, connect_timeout=config.connect_timeout
+                config.dsn,
+                pool_size=config.pool_size,
+                connect_timeout=config.connect_timeout,
+                results=results,
             )
         return _STORES[key]
 

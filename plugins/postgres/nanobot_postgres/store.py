@@ -17,6 +17,7 @@ connection says which host and process it serves in ``application_name``.
 from __future__ import annotations
 
 import hashlib
+import logging
 import os
 import socket
 import threading
@@ -83,6 +84,42 @@ WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
 """
 
 
+# The name of this plugin's pools, as psycopg_pool's own records name them.
+POOL_NAME = "nanobot-sessions"
+
+
+class _PoolRecordsAtDebug(logging.Filter):
+    """psycopg_pool's warnings about this plugin's pools, demoted to debug.
+
+    While the server is down the pool warns once per connect it retries, and on
+    each broken or closed connection it drops; nothing configures the stdlib
+    ``logging`` in the CLI, so Python's last-resort handler printed each one as a
+    raw line on stderr. A call that fails for it raises the store's own error
+    instead, naming the server and why (the pool's timeout, `_connection`). A
+    record is this plugin's when it names its pool or one of its connections;
+    those of an application's own pools are left as they are.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if logging.DEBUG < record.levelno <= logging.WARNING and _ours(record.args):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+        return True
+
+
+def _ours(args: Any) -> bool:
+    values = args if isinstance(args, tuple) else (args,)
+    return any(
+        value == POOL_NAME or getattr(type(value), "_nanobot_store", False) for value in values
+    )
+
+
+def _quiet_pool_records() -> None:
+    """Install `_PoolRecordsAtDebug` on psycopg_pool's logger, once per process."""
+    logger = logging.getLogger("psycopg.pool")
+    if not any(isinstance(f, _PoolRecordsAtDebug) for f in logger.filters):
+        logger.addFilter(_PoolRecordsAtDebug())
+
+
 # The longest lock_timeout PostgreSQL takes (an int of milliseconds, about 24.8 days).
 _MAX_WAIT = (2**31 - 1) / 1000
 
@@ -104,11 +141,18 @@ class PostgresSessionStore:
     name = "postgres"
 
     def __init__(
-        self, dsn: str | None, *, pool_size: int = 4, connect_timeout: float = 10.0
+        self,
+        dsn: str | None,
+        *,
+        pool_size: int = 4,
+        connect_timeout: float = 10.0,
+        results: bool = False,
     ) -> None:
         self._dsn = dsn
         self.pool_size = max(1, pool_size)
         self.connect_timeout = connect_timeout
+        #: Whether offloaded results go through this pool too (``[sessions.postgres] results``).
+        self.results = results
         self._pool: Any = None
         self._pid = 0
         self._guard = threading.Lock()
@@ -138,6 +182,15 @@ class PostgresSessionStore:
                     "sessions.postgres.dsn: not set (set it in [sessions.postgres], or "
                     "NANOBOT_POSTGRES_DSN)"
                 )
+            if self.results and self.pool_size < 2:
+                # A turn's lease holds the pool's one connection for the whole turn, so
+                # each offload would wait connect_timeout for a second one, then be cut.
+                raise ConfigError(
+                    f"sessions.postgres.pool_size: {self.pool_size} leaves no connection for "
+                    "offloaded results (sessions.postgres.results = true): a turn's lease "
+                    "holds the only one, so each offload would wait connect_timeout and the "
+                    "result be truncated; set pool_size to 2 or more, or results = false"
+                )
             import psycopg
             from psycopg_pool import ConnectionPool
 
@@ -150,6 +203,7 @@ class PostgresSessionStore:
             except (psycopg.Error, RuntimeError) as exc:
                 raise self.error("cannot use the session database", exc) from None
             self._connect_error = None
+            _quiet_pool_records()
             self._pool = ConnectionPool(
                 self._dsn,
                 connection_class=self._recording_connection_class(psycopg.Connection),
@@ -157,7 +211,7 @@ class PostgresSessionStore:
                 max_size=self.pool_size,
                 kwargs=settings,
                 timeout=self.connect_timeout,
-                name="nanobot-sessions",
+                name=POOL_NAME,
                 # An idle connection the server dropped (a restart, a failover, an idle
                 # timeout) is replaced when handed out, not given to a turn to fail on.
                 check=ConnectionPool.check_connection,
@@ -172,6 +226,8 @@ class PostgresSessionStore:
         store = self
 
         class Recorded(base):  # type: ignore[misc]
+            _nanobot_store = True  # how `_PoolRecordsAtDebug` knows this plugin's connections
+
             @classmethod
             def connect(cls, *args: Any, **kwargs: Any) -> Any:
                 try:

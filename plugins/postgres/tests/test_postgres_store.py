@@ -89,6 +89,20 @@ def test_missing_dsn_is_a_config_error() -> None:
         PostgresSessionStore(None).list_sessions()
 
 
+def test_one_connection_with_results_in_the_database_is_a_config_error(dsn: str) -> None:
+    """A pool of 1 that offloaded results share is refused before connecting, naming both keys."""
+    refused = PostgresSessionStore(dsn, pool_size=1, results=True)
+    with pytest.raises(
+        ConfigError, match=r"^sessions\.postgres\.pool_size: 1 .*sessions\.postgres\.results"
+    ):
+        refused.lease("s")
+    enough = PostgresSessionStore(dsn, pool_size=2, results=True)
+    try:
+        enough.lease("s").release()
+    finally:
+        enough.close()
+
+
 _HOLDER_SCRIPT = """
 import sys, time
 from nanobot_postgres.store import PostgresSessionStore

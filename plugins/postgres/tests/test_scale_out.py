@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import re
 import signal
@@ -176,6 +177,73 @@ def test_server_down_at_cli_start_names_the_store_and_the_refusal(
     assert own_server.password not in result.stderr
 
 
+def test_server_stopped_mid_turn_is_the_stores_one_error_without_pool_lines(
+    own_server: TemporaryPostgres, tmp_path: Path, cli_env: dict[str, str]
+) -> None:
+    """A server stopped mid-turn: stderr holds the store's one error, none of psycopg_pool's."""
+    dsn = own_server.create_database("stopped")
+    with ScriptedChatServer(delay=1) as chat:
+        env = {
+            **cli_env,
+            "NANOBOT_POSTGRES_DSN": dsn,
+            "NANOBOT_BASE_URL": chat.base_url,
+            "NANOBOT_SESSIONS__POSTGRES__CONNECT_TIMEOUT": "2",
+        }
+        worker = subprocess.Popen(
+            ["nanobot-core", "run", "session s turn 1", "--session", "s"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            # The turn holds its lease (and the pool is open) once the model is asked.
+            _wait_for(lambda: bool(chat.requests) or worker.poll() is not None, 60, "a request")
+            own_server.stop_server()
+            _, stderr = worker.communicate(timeout=TIMEOUT)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.wait()
+    assert worker.returncode == 1, stderr
+    where = f"postgresql://nanobot@127.0.0.1:{own_server.port}/stopped"
+    errors = [line for line in stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and where in errors[0], stderr
+    assert "cannot append to session 's'" in errors[0]
+    for raw in ("discarding", "error connecting", "psycopg.pool", "Traceback"):
+        assert raw not in stderr, stderr
+    assert own_server.password not in stderr
+
+
+def test_pool_retries_while_the_server_is_down_are_logged_at_debug(
+    own_server: TemporaryPostgres, caplog: pytest.LogCaptureFixture
+) -> None:
+    """psycopg_pool's warning per failed connect is debug for the store's pool, not for others."""
+    from psycopg_pool import ConnectionPool
+
+    dsn = own_server.create_database("retries")
+    store = PostgresSessionStore(dsn, pool_size=2, connect_timeout=2)
+    caplog.set_level(logging.DEBUG, logger="psycopg.pool")
+    try:
+        store.list_sessions()  # the pool is open
+        own_server.stop_server()
+        with pytest.raises(SessionError, match=re.escape(f"({store.describe()})")):
+            store.list_sessions()
+        with ConnectionPool(dsn, min_size=1, name="application", open=False) as other:
+            other.open(wait=False)
+            with pytest.raises(Exception, match="couldn't get a connection"):
+                other.getconn(timeout=1)
+    finally:
+        store.close()
+    pool_records = [r for r in caplog.records if r.name == "psycopg.pool"]
+    ours = [r for r in pool_records if r.getMessage().startswith("error connecting in 'nanobot")]
+    theirs = [r for r in pool_records if r.getMessage().startswith("error connecting in 'appl")]
+    assert ours and {r.levelname for r in ours} == {"DEBUG"}
+    assert theirs and {r.levelname for r in theirs} == {"WARNING"}
+    assert not [r for r in pool_records if r.levelno >= logging.WARNING and r not in theirs]
+
+
 def test_workers_starting_together_migrate_once(dsn: str) -> None:
     """Eight workers whose first use is at one moment all start, and each migration runs once."""
     stores = [PostgresSessionStore(dsn) for _ in range(8)]
@@ -347,3 +415,48 @@ def test_busy_session_fails_at_once_naming_the_holder(dsn: str) -> None:
     finally:
         holder.close()
         other.close()
+
+
+def test_pool_size_1_with_results_in_the_database_is_refused_naming_both_keys(
+    cli_env: dict[str, str], tmp_path: Path, dsn: str
+) -> None:
+    """`pool_size = 1` with `results = true` is a config error at once; with results off it runs."""
+    with ScriptedChatServer() as server:
+        env = {
+            **cli_env,
+            "NANOBOT_BASE_URL": server.base_url,
+            "NANOBOT_SESSIONS__POSTGRES__POOL_SIZE": "1",
+        }
+        started = time.monotonic()
+        refused = subprocess.run(
+            ["nanobot-core", "run", "session one turn 1", "--session", "one"],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+        assert time.monotonic() - started < 10  # not a connect_timeout per offload
+        assert refused.returncode == 2, refused.stderr
+        (line,) = [line for line in refused.stderr.splitlines() if line.startswith("Error:")]
+        assert "sessions.postgres.pool_size: 1" in line
+        assert "sessions.postgres.results = true" in line and "Traceback" not in refused.stderr
+        assert server.requests == []  # refused before the model is asked
+        plain = PostgresSessionStore(dsn)  # no result store: one connection is enough
+        try:
+            assert plain.list_sessions() == []
+        finally:
+            plain.close()
+        off = {**env, "NANOBOT_SESSIONS__POSTGRES__RESULTS": "false"}
+        ran = subprocess.run(
+            ["nanobot-core", "run", "session one turn 1", "--session", "one"],
+            cwd=tmp_path,
+            env=off,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT,
+            check=False,
+        )
+        assert ran.returncode == 0, ran.stderr
+        assert "done one-1" in ran.stdout
