@@ -123,7 +123,8 @@ def test_every_public_error_is_in_the_tree() -> None:
 
 
 def test_every_public_error_of_the_plugins_is_in_the_tree() -> None:
-    """Every exception class in a public `__all__` of a first-party plugin is a NanobotError."""
+    """Every exception class in a public `__all__` of a first-party plugin is a NanobotError,
+    named on docs/api.md and raised by its plugin's code."""
     folders = sorted(
         folder
         for group in ("plugins", "contrib")
@@ -157,6 +158,16 @@ def test_every_public_error_of_the_plugins_is_in_the_tree() -> None:
     seen, outside = json.loads(result.stdout)
     assert {"McpServerError", "TokenizerUnavailable"} <= set(seen)
     assert outside == []
+    prose = _errors_section().split("The first-party plugins' errors", 1)[1].split(".\n", 1)[0]
+    named = set(re.findall(r"`(?:[a-z_.]+\.)?([A-Z][A-Za-z]*)`", prose))
+    assert named - {"PluginError", "ToolError"} == set(seen)  # docs/api.md names each
+    sources = [
+        path.read_text(encoding="utf-8")
+        for folder in folders
+        for path in folder.glob("nanobot_*/**/*.py")
+    ]
+    never_raised = [name for name in seen if not any(f"raise {name}(" in s for s in sources)]
+    assert never_raised == []
 
 
 def test_the_escape_of_plugin_code_is_in_the_tree() -> None:
@@ -289,3 +300,41 @@ def test_the_api_page_names_the_fields_of_a_tool_call_event() -> None:
     body = _api_sections()["ToolCallEvent"]
     named = [name for name in re.findall(r"`([a-z_]+)`", body) if not name.startswith("nanobot_")]
     assert named == [field.name for field in attrs.fields(nanobot_core.ToolCallEvent)]
+
+
+def _errors_section() -> str:
+    """The prose of docs/api.md's "Errors" section, after the tree and before its names."""
+    text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    return text.split("## Errors", 1)[1].split("```", 2)[2].split("\n### ", 1)[0]
+
+
+def _named_outside() -> set[str]:
+    """The exception classes docs/api.md names as outside the tree, on purpose."""
+    prose = _errors_section().split("outside the tree on purpose", 1)[1]
+    import builtins
+
+    return set(re.findall(r"`([A-Z][A-Za-z]*Error)`", prose)) - set(vars(builtins))
+
+
+def test_every_exception_class_of_the_core_is_in_the_tree_or_named_outside_it() -> None:
+    """An exception class anywhere in nanobot-core, private modules included, is a
+    NanobotError or one that docs/api.md names as outside the tree (or a `_`-named one)."""
+    import pkgutil
+
+    root = nanobot_core.NanobotError
+    outside: set[str] = set()
+    for found in pkgutil.walk_packages(nanobot_core.__path__, "nanobot_core."):
+        if found.name == "nanobot_core.__main__":
+            continue
+        module = importlib.import_module(found.name)
+        for name, value in vars(module).items():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseException)
+                and value.__module__ == module.__name__
+                and not name.startswith("_")
+                and not issubclass(value, root)
+            ):
+                outside.add(name)
+    assert {"ToolFlagError", "NetworkBlockedError"} <= outside
+    assert outside == _named_outside()
