@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Any
@@ -497,3 +498,27 @@ def test_catalog_page_classifies_every_defect_class() -> None:
 def test_every_in_scope_entry_has_a_history() -> None:
     """Each in-scope catalog entry is reproduced by a history in this module."""
     assert {entry["id"] for entry in _in_scope_entries()} == set(HISTORIES)
+
+
+def test_catalog_page_counts_the_entries_of_each_class() -> None:
+    """The "entries" column of docs/error-catalog.md is the catalog's count of each class."""
+    page = (REPO_ROOT / "docs" / "error-catalog.md").read_text(encoding="utf-8")
+    documented = {
+        name: int(count)
+        for name, count in re.findall(r"^\|\s*`([a-z_]+)`\s*\|\s*(\d+)\s*\|", page, re.MULTILINE)
+    }
+    counted = Counter(entry["defect_class"] for entry in catalog_entries())
+    assert documented == dict(counted)
+    assert f"catalog of {sum(counted.values())} such errors" in page
+
+
+def test_catalog_page_counts_the_real_broken_rows() -> None:
+    """The page counts Glaive's orphan rows and the reasoning demo's open calls as the data does."""
+    page = (REPO_ROOT / "docs" / "error-catalog.md").read_text(encoding="utf-8")
+    orphans = [
+        row["id"].removeprefix("zh_") for row in _rows_with("orphan_tool_result_no_tool_call_id")
+    ]
+    assert f"Glaive zh rows {' and '.join(orphans)}:" in page
+    rows = _rows_with("tool_call_without_result")
+    calls = sum(len(unanswered_calls(row["messages"])) for row in rows)
+    assert f"{calls} calls without results at the end of {len(rows)} rows" in page

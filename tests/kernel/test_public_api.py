@@ -123,7 +123,8 @@ def test_every_public_error_is_in_the_tree() -> None:
 
 
 def test_every_public_error_of_the_plugins_is_in_the_tree() -> None:
-    """Every exception class in a public `__all__` of a first-party plugin is a NanobotError."""
+    """Every exception class in a public `__all__` of a first-party plugin is a NanobotError,
+    named on docs/api.md and raised by its plugin's code."""
     folders = sorted(
         folder
         for group in ("plugins", "contrib")
@@ -157,6 +158,16 @@ def test_every_public_error_of_the_plugins_is_in_the_tree() -> None:
     seen, outside = json.loads(result.stdout)
     assert {"McpServerError", "TokenizerUnavailable"} <= set(seen)
     assert outside == []
+    prose = _errors_section().split("The first-party plugins' errors", 1)[1].split(".\n", 1)[0]
+    named = set(re.findall(r"`(?:[a-z_.]+\.)?([A-Z][A-Za-z]*)`", prose))
+    assert named - {"PluginError", "ToolError"} == set(seen)  # docs/api.md names each
+    sources = [
+        path.read_text(encoding="utf-8")
+        for folder in folders
+        for path in folder.glob("nanobot_*/**/*.py")
+    ]
+    never_raised = [name for name in seen if not any(f"raise {name}(" in s for s in sources)]
+    assert never_raised == []
 
 
 def test_the_escape_of_plugin_code_is_in_the_tree() -> None:
@@ -213,3 +224,117 @@ def test_listing_tools_loads_no_event_loop(tmp_path: Path) -> None:
     imported = {line.rsplit("|", 1)[-1].strip() for line in result.stderr.splitlines()}
     assert "nanobot_core.tools.registry" in imported  # the listing did run
     assert imported.isdisjoint({"asyncio", "ssl"})
+
+
+def _api_sections() -> dict[str, str]:
+    """Each ``### `name` `` section of docs/api.md (up to the next heading) by its name."""
+    text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    names = text.split("## Other public modules", 1)[0]
+    parts = re.split(r"^### `([A-Za-z_]+)`\n", names, flags=re.MULTILINE)
+    return {parts[i]: parts[i + 1].split("\n#", 1)[0] for i in range(1, len(parts), 2)}
+
+
+def _arguments(text: str) -> list[str]:
+    """The comma-separated pieces of an argument list, commas inside brackets kept."""
+    pieces, depth, current = [], 0, ""
+    for char in text:
+        depth += char in "([{"
+        depth -= char in ")]}"
+        if char == "," and depth == 0:
+            pieces.append(current.strip())
+            current = ""
+        else:
+            current += char
+    return [piece for piece in [*pieces, current.strip()] if piece]
+
+
+def _documented_calls() -> list[tuple[str, str, object, list[str]]]:
+    """(section, call as written, what it calls, its arguments) for each call form on api.md."""
+    import inspect
+
+    found = []
+    for section, body in _api_sections().items():
+        owner = getattr(nanobot_core, section)
+        for call in re.finditer(r"`(?:@|async |await )?([A-Za-z_][\w.]*)\(([^`]*)\)", body):
+            path, arguments = call.group(1).split("."), call.group(2)
+            if path[0] == "pluggy":
+                continue  # `hookimpl` is pluggy's marker
+            if path[0] in nanobot_core.__all__:
+                target: object = getattr(nanobot_core, path[0])
+                path = path[1:]
+            else:
+                target = owner
+            for attribute in path:
+                target = inspect.getattr_static(target, attribute)
+                target = getattr(target, "__func__", target)
+            found.append((section, call.group(0), target, _arguments(arguments)))
+    return found
+
+
+def test_the_calls_on_the_api_page_name_real_parameters() -> None:
+    """Each argument a call on docs/api.md names is a parameter of what it calls, in its kind."""
+    import inspect
+
+    checked, wrong = 0, []
+    for section, written, target, arguments in _documented_calls():
+        parameters = inspect.signature(target).parameters  # type: ignore[arg-type]
+        for argument in arguments:
+            name = argument.split("=", 1)[0].strip()
+            if not name.isidentifier():
+                continue  # ``**kwargs``, ``...`` or a value
+            checked += 1
+            parameter = parameters.get(name)
+            keyword = "=" in argument
+            if parameter is None:
+                wrong.append(f"{section}: {written} names no parameter {name!r}")
+            elif not keyword and parameter.kind is inspect.Parameter.KEYWORD_ONLY:
+                wrong.append(f"{section}: {written} passes keyword-only {name!r} by position")
+    assert checked > 20
+    assert wrong == []
+
+
+def test_the_api_page_names_the_fields_of_a_tool_call_event() -> None:
+    """docs/api.md names exactly the attributes a `ToolCallEvent` has."""
+    import attrs
+
+    body = _api_sections()["ToolCallEvent"]
+    named = [name for name in re.findall(r"`([a-z_]+)`", body) if not name.startswith("nanobot_")]
+    assert named == [field.name for field in attrs.fields(nanobot_core.ToolCallEvent)]
+
+
+def _errors_section() -> str:
+    """The prose of docs/api.md's "Errors" section, after the tree and before its names."""
+    text = (REPO_ROOT / "docs" / "api.md").read_text(encoding="utf-8")
+    return text.split("## Errors", 1)[1].split("```", 2)[2].split("\n### ", 1)[0]
+
+
+def _named_outside() -> set[str]:
+    """The exception classes docs/api.md names as outside the tree, on purpose."""
+    prose = _errors_section().split("outside the tree on purpose", 1)[1]
+    import builtins
+
+    return set(re.findall(r"`([A-Z][A-Za-z]*Error)`", prose)) - set(vars(builtins))
+
+
+def test_every_exception_class_of_the_core_is_in_the_tree_or_named_outside_it() -> None:
+    """An exception class anywhere in nanobot-core, private modules included, is a
+    NanobotError or one that docs/api.md names as outside the tree (or a `_`-named one)."""
+    import pkgutil
+
+    root = nanobot_core.NanobotError
+    outside: set[str] = set()
+    for found in pkgutil.walk_packages(nanobot_core.__path__, "nanobot_core."):
+        if found.name == "nanobot_core.__main__":
+            continue
+        module = importlib.import_module(found.name)
+        for name, value in vars(module).items():
+            if (
+                isinstance(value, type)
+                and issubclass(value, BaseException)
+                and value.__module__ == module.__name__
+                and not name.startswith("_")
+                and not issubclass(value, root)
+            ):
+                outside.add(name)
+    assert {"ToolFlagError", "NetworkBlockedError"} <= outside
+    assert outside == _named_outside()

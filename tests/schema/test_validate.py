@@ -266,3 +266,27 @@ def test_compile_schema_keys_the_cache_by_retriever() -> None:
     as_str = compile_schema(schema, retriever=lambda uri: {"type": "string"})
     assert as_int.errors(1) == []
     assert as_str.errors(1) == ['$: 1 is not of type "string"']
+
+
+def test_non_finite_numbers_are_refused_with_one_error_each_wherever_they_are() -> None:
+    """NaN and infinities get docs/schema-quirks.md's message, one per value, at any depth."""
+    schema = {"type": "object", "properties": {"n": {"type": "number"}}}
+    assert validate(schema, {"n": float("nan")}) == ["$.n: must be a finite number, not nan"]
+    nested = {"a": [1.5, float("inf")], "b": {"c": float("-inf")}, "n": float("nan")}
+    assert validate({}, nested) == [
+        "$.a[1]: must be a finite number, not inf",
+        "$.b.c: must be a finite number, not -inf",
+        "$.n: must be a finite number, not nan",
+    ]
+
+
+def test_an_unknown_meta_schema_makes_the_schema_invalid() -> None:
+    """A `$schema` URI naming no known draft is an InvalidSchemaError, not a guessed draft."""
+    with pytest.raises(InvalidSchemaError, match="Unknown meta-schema"):
+        validate({"$schema": "https://example.com/my-draft", "type": "string"}, "x")
+
+
+def test_messages_quote_objects_with_sorted_keys() -> None:
+    """A quoted object value reads with its keys sorted, not in the order they were sent."""
+    [error] = validate({"type": "string"}, {"b": 1, "a": 2})
+    assert error == '$: {"a":2,"b":1} is not of type "string"'
