@@ -37,9 +37,13 @@ def lint(session: nox.Session) -> None:
 
 @nox.session
 def types(session: nox.Session) -> None:
-    """mypy --strict over the core package."""
-    session.install("-e", ".[test]", "mypy")
+    """mypy --strict over the core package and over each first-party plugin's package."""
+    editable = [arg for project in PLUGIN_PROJECTS for arg in ("-e", str(project.parent))]
+    session.install("-e", ".[test]", "mypy", *editable)
     session.run("mypy")
+    for project in PLUGIN_PROJECTS:
+        for package in sorted(project.parent.glob("nanobot_*/__init__.py")):
+            session.run("mypy", "--strict", str(package.parent))
 
 
 @nox.session

@@ -154,7 +154,7 @@ async def _serve(args: argparse.Namespace, manager: PluginManager, store: _Timed
         position %= len(pending)
         name = pending[position]
         try:
-            session = open_session(store, name)  # type: ignore[arg-type]
+            session = open_session(store, name)
         except SessionLockedError:
             position += 1
             await asyncio.sleep(0.001)

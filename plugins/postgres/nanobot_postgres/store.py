@@ -194,7 +194,10 @@ class PostgresSessionStore:
             import psycopg
             from psycopg_pool import ConnectionPool
 
-            settings = {"autocommit": True, "application_name": application_name()}
+            settings: dict[str, Any] = {
+                "autocommit": True,
+                "application_name": application_name(),
+            }
             try:
                 with psycopg.connect(
                     self._dsn, connect_timeout=max(1, round(self.connect_timeout)), **settings
