@@ -33,7 +33,7 @@ from nanobot_mcp.stdio import DEFAULT_MAX_LINE_BYTES
 __all__ = ["CONFIG_ENV", "ServerConfig", "config_path", "load_servers", "parse_servers"]
 
 CONFIG_ENV = "NANOBOT_MCP_CONFIG"
-_SERVER_NAME = re.compile(r"^[A-Za-z0-9_-]{1,32}$")
+_SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
 _KEYS = frozenset(
     {
         "command",
@@ -112,7 +112,7 @@ def parse_servers(data: Mapping[str, Any], *, workspace: Path, source: str) -> l
 
 
 def _server(name: str, table: Any, workspace: Path, where: str) -> ServerConfig:
-    if not _SERVER_NAME.match(name):
+    if not _SERVER_NAME.fullmatch(name):
         raise ConfigError(f"{where}: a server name is 1-32 letters, digits, '_' or '-'")
     if not isinstance(table, Mapping):
         raise ConfigError(f"{where}: must be a table")

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import json
+from importlib import metadata
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 from nanobot_core import Config, ConfigError, PluginContext
-from nanobot_core.testing import make_config
+from nanobot_core.cli import cli
+from nanobot_core.testing import builtin_governor, make_config
 
 from nanobot_tokenizer import ENCODING_ENV, encoding_for_model, nanobot_token_counter
 
@@ -18,10 +22,19 @@ from nanobot_tokenizer import ENCODING_ENV, encoding_for_model, nanobot_token_co
         ("openai/gpt-4o", "o200k_base"),
         ("gpt-4.1-nano", "o200k_base"),
         ("o3-mini", "o200k_base"),
+        ("o1-preview", "o200k_base"),
+        ("o4-mini", "o200k_base"),
+        ("gpt-4.5-preview", "o200k_base"),
+        ("gpt-5", "o200k_base"),
+        ("gpt-oss-120b", "o200k_base"),
+        ("GPT-4O", "o200k_base"),
         ("gpt-4", "cl100k_base"),
         ("gpt-4-turbo", "cl100k_base"),
         ("gpt-3.5-turbo", "cl100k_base"),
         ("text-embedding-3-small", "cl100k_base"),
+        ("text-embedding-ada-002", "cl100k_base"),
+        ("openrouter/openai/gpt-3.5-turbo", "cl100k_base"),
+        ("claude-sonnet-4", "o200k_base"),
         ("llama-3.1-70b", "o200k_base"),
     ],
 )
@@ -62,3 +75,38 @@ def test_the_installed_plugin_is_discovered(tmp_path: Path) -> None:
     mine = [r for r in manager.records() if r.info.distribution == "nanobot-tokenizer"]
     assert [r.status for r in mine] == ["loaded"]
     assert "nanobot_token_counter" in mine[0].hooks
+
+
+def test_the_plugins_command_lists_the_plugin_and_its_hook(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``nanobot-core plugins`` shows the plugin loaded; ``--json`` names its hook."""
+    monkeypatch.delenv(ENCODING_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    listed = CliRunner().invoke(cli, ["--strict", "plugins"])
+    assert listed.exit_code == 0, listed.output
+    version = metadata.version("nanobot-tokenizer")
+    assert f"tokenizer (nanobot-tokenizer {version}) [nanobot.plugins] loaded" in listed.stdout
+    rows = json.loads(CliRunner().invoke(cli, ["plugins", "--json"]).stdout)
+    (row,) = [r for r in rows if r["distribution"] == "nanobot-tokenizer"]
+    assert row["hooks"] == ["nanobot_token_counter"]
+
+
+def test_a_bad_encoding_name_fails_the_plugin_and_leaves_the_estimate(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A name other than the two makes the plugin fail (--strict: exit 1); the estimate counts."""
+    from nanobot_core import PluginManager
+
+    monkeypatch.setenv(ENCODING_ENV, "gpt2")
+    monkeypatch.chdir(tmp_path)
+    manager = PluginManager(make_config({}), workspace=tmp_path).load()
+    assert manager.token_counter() == builtin_governor(make_config({})).counter
+    listed = CliRunner().invoke(cli, ["plugins"])
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.splitlines()
+    version = metadata.version("nanobot-tokenizer")
+    at = lines.index(f"tokenizer (nanobot-tokenizer {version}) [nanobot.plugins] failed")
+    assert f"ConfigError: {ENCODING_ENV}='gpt2': choose one of o200k_base" in lines[at + 1]
+    strict = CliRunner().invoke(cli, ["--strict", "plugins"])
+    assert strict.exit_code == 1

@@ -164,6 +164,9 @@ class LocalSite:
             handler.wfile.write(b"only this much")
             handler.wfile.flush()
             handler.close_connection = True
+        elif path == "/typed":  # ?type=<Content-Type>&body=<text>
+            body = query.get("body", ["<p>typed</p>"])[0].encode()
+            self.send(handler, 200, query["type"][0], body)
         elif path == "/missing":
             self.send(handler, 404, "text/plain", b"not here")
         elif path == "/redirect":

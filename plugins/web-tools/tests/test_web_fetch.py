@@ -321,6 +321,47 @@ def test_json_and_declared_charsets_come_back_as_text(site: LocalSite) -> None:
     assert json_page.content_type == "application/json"
 
 
+@pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain",
+        "text/csv",
+        "text/markdown; charset=utf-8",
+        "application/json",
+        "application/ld+json",
+        "application/xml",
+        "application/atom+xml",
+        "application/javascript",
+        "application/x-ndjson",
+    ],
+)
+def test_text_json_and_xml_types_come_back_as_they_are(site: LocalSite, content_type: str) -> None:
+    """text/*, JSON, XML (and JavaScript, NDJSON) bodies are returned verbatim, markup and all."""
+    body = "<p>kept &amp; as is</p>"
+    url = f"http://site.test:{site.port}/typed?type={quote(content_type)}&body={quote(body)}"
+    page = fetch(local_fetcher(), url)
+    assert page.text == body
+    assert page.content_type == content_type.split(";")[0]
+
+
+@pytest.mark.parametrize("content_type", ["text/html", "application/xhtml+xml"])
+def test_html_and_xhtml_are_reduced_to_text(site: LocalSite, content_type: str) -> None:
+    """HTML, and XHTML although it is an XML type, come back as readable text."""
+    body = "<p>reduced &amp; read</p><script>x()</script>"
+    url = f"http://site.test:{site.port}/typed?type={quote(content_type)}&body={quote(body)}"
+    assert fetch(local_fetcher(), url).text == "reduced & read"
+
+
+@pytest.mark.parametrize(
+    "content_type", ["application/octet-stream", "application/pdf", "image/svg", "font/woff2"]
+)
+def test_other_types_are_refused_naming_them(site: LocalSite, content_type: str) -> None:
+    """Any type that is not text, JSON, XML or HTML is refused, naming the type."""
+    url = f"http://site.test:{site.port}/typed?type={quote(content_type)}"
+    with pytest.raises(FetchRefused, match=f"content type {content_type} is not text"):
+        fetch(local_fetcher(), url)
+
+
 _CODEC_NAMES = sorted(set(encodings.aliases.aliases) | set(encodings.aliases.aliases.values()))
 
 

@@ -2,18 +2,32 @@
 
 from __future__ import annotations
 
+import json
+import re
+import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
+from click.testing import CliRunner
 from nanobot_core import Config, ConfigError, PluginContext
+from nanobot_core.cli import cli
 from nanobot_core.testing import assert_tool_contract, make_config, run_tool
 
-from nanobot_web_tools import ALLOW_LOOPBACK_ENV, FetchedPage, FetchLimits, WebFetch
+from nanobot_web_tools import ALLOW_LOOPBACK_ENV, FetchedPage, FetchLimits, PinnedFetcher, WebFetch
 from nanobot_web_tools.tool import render_page
 
 if TYPE_CHECKING:
     from conftest import LocalSite
+
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def readme_toml() -> str:
+    """The README's ``[tools.options.web_fetch]`` example."""
+    (block,) = re.findall(r"```toml\n(.*?)```", README.read_text(encoding="utf-8"), re.DOTALL)
+    return str(block)
 
 
 def context(tmp_path: Path, **options: object) -> PluginContext:
@@ -130,3 +144,74 @@ def test_the_entry_point_contributes_web_fetch(tmp_path: Path) -> None:
     tools = {c.name: c for c in manager.contributions("tool")}
     assert "web_fetch" in tools
     assert tools["web_fetch"].plugin.distribution == "nanobot-web-tools"
+
+
+def test_the_model_may_ask_for_fewer_or_more_characters_within_bounds(site: LocalSite) -> None:
+    """max_chars from the model sets the cut (100 to 200000); outside that it is refused."""
+    local = PinnedFetcher(allow_loopback=True)
+    url = f"http://127.0.0.1:{site.port}/big.txt"
+    small = run_tool(WebFetch(local, max_chars=20_000), {"url": url, "max_chars": 150})
+    assert not small.is_error
+    header, _, text = str(small).partition("\n\n")
+    assert len(text) == 150
+    assert header.endswith(f"showing 150 of {len(site.BIG)} characters")
+    more = run_tool(WebFetch(local, max_chars=100), {"url": url, "max_chars": 200_000})
+    assert str(more).partition("\n\n")[2] == site.BIG.decode()
+    for bad in (99, 200_001):
+        refused = run_tool(WebFetch(local), {"url": url, "max_chars": bad})
+        assert refused.is_error
+        assert "max_chars" in refused
+    assert site.hits["/big.txt"] == 2
+
+
+def test_the_readme_configuration_is_valid_and_states_the_defaults(tmp_path: Path) -> None:
+    """The README's [tools.options.web_fetch] table loads and its values are the defaults."""
+    options = tomllib.loads(readme_toml())["tools"]["options"]["web_fetch"]
+    configured = WebFetch.create(context(tmp_path, **options))
+    default = WebFetch.create(context(tmp_path))
+    assert configured.fetcher.limits == default.fetcher.limits == FetchLimits()
+    assert configured.max_chars == default.max_chars == options["max_chars"]
+
+
+@pytest.mark.parametrize("where", ["nanobot.toml", "pyproject.toml"])
+def test_the_tools_command_lists_web_fetch_configured_in_either_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """``nanobot-core tools`` lists web_fetch from nanobot-web-tools, with the README's options."""
+    table = readme_toml()
+    if where == "pyproject.toml":
+        table = table.replace("[tools.options.web_fetch]", "[tool.nanobot.tools.options.web_fetch]")
+    (tmp_path / where).write_text(table, encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    listed = CliRunner().invoke(cli, ["--strict", "tools"])
+    assert listed.exit_code == 0, listed.output
+    (line,) = [ln for ln in listed.stdout.splitlines() if ln.startswith("web_fetch ")]
+    assert line.split()[:3] == ["web_fetch", "web_fetch", "read_only,concurrency_safe"]
+    rows = json.loads(CliRunner().invoke(cli, ["--strict", "tools", "--json"]).stdout)
+    (row,) = [r for r in rows if r["name"] == "web_fetch"]
+    assert row["distribution"] == "nanobot-web-tools"
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ("max_byte = 10", "unknown option(s) ['max_byte']"),
+        ('timeout = "fast"', "option 'timeout' must be a positive number"),
+        ("max_chars = 1.5", "'max_chars' must be a positive integer"),
+    ],
+)
+def test_a_bad_option_is_a_failed_plugin_in_the_plugins_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, table: str, message: str
+) -> None:
+    """An unknown key or a wrong type makes ``nanobot-core plugins`` list web_fetch as failed."""
+    (tmp_path / "nanobot.toml").write_text(
+        f"[tools.options.web_fetch]\n{table}\n", encoding="utf-8"
+    )
+    monkeypatch.chdir(tmp_path)
+    listed = CliRunner().invoke(cli, ["plugins"])
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.splitlines()
+    at = lines.index("web_fetch (nanobot-web-tools 0.1.0) [nanobot.tools] failed")
+    assert lines[at + 1].startswith("    error: ")
+    assert "ConfigError: tools.options.web_fetch: " in lines[at + 1]
+    assert message in lines[at + 1]

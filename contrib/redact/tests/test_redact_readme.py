@@ -1,0 +1,110 @@
+"""The README's install listing and configuration, through the commands a user runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from nanobot_core.cli import cli
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+VERSION = metadata.version("nanobot-redact")
+
+
+def _readme_toml() -> str:
+    (block,) = re.findall(r"```toml\n(.*?)```", README.read_text("utf-8"), re.DOTALL)
+    return str(block)
+
+
+@pytest.fixture
+def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty working directory, with no nanobot settings from the environment."""
+    for name in os.environ:
+        if name.startswith(("NANOBOT_", "OPENAI_", "ANTHROPIC_")):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def test_the_plugins_command_shows_the_stage_before_offload_results(workspace: Path) -> None:
+    """``nanobot-core plugins`` lists the stage, placed just before offload_results."""
+    listed = CliRunner().invoke(cli, ["--strict", "plugins"])
+    assert listed.exit_code == 0, listed.output
+    lines = listed.stdout.splitlines()
+    at = lines.index(f"redact_secrets (nanobot-redact {VERSION}) [nanobot.plugins] loaded")
+    assert lines[at + 1] == "    stage redact_secrets"
+    (pipeline,) = [line for line in lines if line.startswith("governance pipeline: ")]
+    assert "merge_user_turns -> redact_secrets -> offload_results" in pipeline
+
+
+def test_the_readme_configuration_skips_and_adds_kinds(workspace: Path) -> None:
+    """The README's table: url_password is left, internal_token's secret group is replaced."""
+    (workspace / "nanobot.toml").write_text(_readme_toml(), encoding="utf-8")
+    text = "db https://app:hunter2@db.example/x and itk=0123456789abcdef, ghp_" + "a" * 36
+    (workspace / "session.jsonl").write_text(
+        json.dumps({"role": "user", "content": text}) + "\n", encoding="utf-8"
+    )
+    governed = CliRunner().invoke(cli, ["--strict", "govern", "session.jsonl", "--json"])
+    assert governed.exit_code == 0, governed.output
+    (message,) = json.loads(governed.stdout)["messages"]
+    assert message["content"] == (
+        "db https://app:hunter2@db.example/x and itk=[REDACTED:internal_token], "
+        "[REDACTED:github_token]"
+    )
+
+
+_BAD_OPTIONS = [
+    (
+        'disabled_kinds = ["jwts"]',
+        "governance.stages.redact_secrets.disabled_kinds: unknown kind(s) ['jwts'] (known: ",
+    ),
+    (
+        'disabled_kinds = "jwt"',
+        "governance.stages.redact_secrets.disabled_kinds: expected a list of strings",
+    ),
+    (
+        'extra_patterns = { x = "(" }',
+        "governance.stages.redact_secrets.extra_patterns: entry 'x': invalid regex",
+    ),
+    ("colour = 1", "governance.stages.redact_secrets.colour: unknown option of stage"),
+]
+_COMMANDS = [
+    *(["plugins", *bad] for bad in _BAD_OPTIONS),
+    ["govern", *_BAD_OPTIONS[0]],
+    ["run", *_BAD_OPTIONS[0]],
+]
+
+
+@pytest.mark.parametrize(("command", "table", "says"), _COMMANDS)
+def test_a_bad_option_stops_every_command_that_builds_a_governor(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch, command: str, table: str, says: str
+) -> None:
+    """Another key, a wrong type, an unknown kind or a bad regex: exit 2, naming key and plugin."""
+    (workspace / "nanobot.toml").write_text(
+        f"[governance.stages.redact_secrets]\n{table}\n", encoding="utf-8"
+    )
+    (workspace / "session.jsonl").write_text('{"role": "user", "content": "hi"}\n', "utf-8")
+    # A provider that would refuse the connection: `run` must stop before it tries one.
+    monkeypatch.setenv("NANOBOT_API_KEY", "none")
+    monkeypatch.setenv("NANOBOT_BASE_URL", "http://127.0.0.1:9/v1")
+    arguments = {"plugins": [], "govern": ["session.jsonl"], "run": ["hello"]}[command]
+    stopped = subprocess.run(
+        [sys.executable, "-m", "nanobot_core", command, *arguments],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert stopped.returncode == 2, stopped.stderr
+    assert stopped.stdout == ""
+    assert says in stopped.stderr
+    assert f"stage 'redact_secrets' (plugin 'redact_secrets' from nanobot-redact {VERSION})" in (
+        stopped.stderr
+    )
