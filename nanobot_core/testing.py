@@ -81,7 +81,7 @@ def check_tool_contract(tool: Any) -> list[str]:
             return ["enabled(ctx) returned false, so the contract cannot be checked"]
         instance = built
     name = getattr(instance, "name", None)
-    if not isinstance(name, str) or not TOOL_NAME_PATTERN.match(name):
+    if not isinstance(name, str) or not TOOL_NAME_PATTERN.fullmatch(name):
         problems.append(f"name {name!r} does not match {TOOL_NAME_PATTERN.pattern}")
     description = getattr(instance, "description", None)
     if not isinstance(description, str) or not description.strip():

@@ -59,7 +59,7 @@ class PluginProject:
 
 def validate_name(name: str) -> str | None:
     """Return why `name` cannot be a distribution name, or None when it can."""
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):  # `$` alone also matches before a final line break
         return (
             "must start with a letter and contain only letters, digits, and single '-' or '_' "
             "between them"

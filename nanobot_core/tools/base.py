@@ -279,7 +279,8 @@ def read_tool(candidate: Tool) -> ToolFacts:
     for each call (`nanobot_core.tools.executor`), by the same rule.
     """
     name = candidate.name
-    if not isinstance(name, str) or not _TOOL_NAME.match(name):
+    # fullmatch: `$` alone also matches before a final line break ("grep\n").
+    if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
         raise ValueError(f"tool name {name!r} is invalid: use 1 to 64 letters, digits, '_' or '-'")
     description = candidate.description
     if not isinstance(description, str):

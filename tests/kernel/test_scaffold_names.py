@@ -36,6 +36,8 @@ _HOSTILE = [
     "os",
     "tests",
     "acme-tool",
+    "acme\n",
+    "acme-tool\n",
 ]
 
 

@@ -158,3 +158,17 @@ def test_network_guard_refuses_the_outside_world() -> None:
         client = socket.create_connection(server.getsockname(), timeout=5)
         client.close()
     server.close()
+
+
+def test_a_name_ending_in_a_line_break_breaks_the_contract() -> None:
+    """A tool name with a final line break, which no model API takes, is named as a problem."""
+
+    class Trailing:
+        name = "grep\n"
+        description = "Searches."
+        parameters = {"type": "object", "properties": {}}
+
+        async def execute(self) -> str:
+            return ""
+
+    assert any("'grep\\n'" in problem for problem in check_tool_contract(Trailing))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, TypedDict
 
@@ -536,14 +537,16 @@ def test_as_tool_rejects_sync_execute(ctx: PluginContext) -> None:
         as_tool(SyncTool, ctx)
 
 
-def test_as_tool_rejects_invalid_names(ctx: PluginContext) -> None:
-    """A tool name the model APIs would refuse is refused at load time."""
+@pytest.mark.parametrize("name", ["two words", "grep\n", "\ngrep", "", "x" * 65], ids=repr)
+def test_as_tool_rejects_invalid_names(name: str, ctx: PluginContext) -> None:
+    """A tool name the model APIs would refuse (a final line break too) is refused at load time."""
 
-    class Spaced(Weather):
-        name = "two words"
+    class Named(Weather):
+        pass
 
-    with pytest.raises(ValueError, match="tool name 'two words' is invalid"):
-        as_tool(Spaced, ctx)
+    Named.name = name
+    with pytest.raises(ValueError, match=f"tool name {re.escape(repr(name))} is invalid"):
+        as_tool(Named, ctx)
 
 
 @pytest.mark.parametrize("timeout", ["30", True, 0, -1.5, math.nan, [5]], ids=repr)
