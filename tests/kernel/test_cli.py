@@ -70,7 +70,8 @@ def test_json_logs_go_to_stderr(tmp_path: Path) -> None:
         "--log-level",
         "info",
         cwd=tmp_path,
-        env={"NANOBOT_BLOCK": "nothing-matches-this"},
+        # Autoload on: only then are the block and allow lists matched, and warned about.
+        env={"NANOBOT_BLOCK": "nothing-matches-this", "NANOBOT_DISABLE_PLUGIN_AUTOLOAD": "0"},
     )
     assert result.returncode == 0, result.stderr
     json.loads(result.stdout)
