@@ -18,6 +18,8 @@ from tests.helpers import install_plugin, plugin_env, run_cli
 
 NAME = "faultyplug"
 FAILING_HOOKS = [
+    "nanobot_token_counter",
+    "nanobot_result_store",
     "nanobot_governance_stages",
     "nanobot_prompt_sections",
 ]
