@@ -30,6 +30,23 @@ def _positions(manager: PluginManager) -> dict[tuple[str, str], dict[str, Any]]:
     return positions
 
 
+def _settled(
+    manager: PluginManager,
+) -> tuple[list[PluginRecord], dict[tuple[str, str], dict[str, Any]]]:
+    """Every record with its contributions, and the positions, once no plugin fails any more.
+
+    Building the governor for the positions calls hooks nothing else here calls (the
+    token counter, the result store): a plugin failing in one is unregistered and
+    every plugin's contributions are collected again, so the records are read again.
+    """
+    while True:
+        records = manager.records()
+        failed = sum(r.status == "failed" for r in records)
+        positions = _positions(manager)
+        if sum(r.status == "failed" for r in records) == failed:
+            return records, positions
+
+
 def _row(record: PluginRecord, positions: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
     row = record.to_json()
     for contribution in row["contributions"]:
@@ -45,8 +62,7 @@ def command(workspace: str | None, as_json: bool) -> None:
     """List plugins: source, status, hooks, contributions, and the pipeline order."""
     state = get_state()
     manager = state.plugin_manager(workspace)
-    records = manager.records()
-    positions = _positions(manager)
+    records, positions = _settled(manager)
     rows = [_row(record, positions) for record in records]
     if as_json:
         state.echo_json(rows)

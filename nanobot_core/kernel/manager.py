@@ -198,8 +198,12 @@ class PluginManager:
     def records(self) -> list[PluginRecord]:
         """Every plugin the manager knows, in canonical order, with its contributions."""
         self.load()
-        for kind in KIND_HOOKS:
-            self.contributions(kind, include_shadowed=True)
+        # A plugin failing while one kind is collected takes back what every plugin
+        # contributed (`_invalidate`), the kinds collected before it included: collect
+        # again until a round fails none. Each further round fails one more plugin.
+        while not all(kind in self._collected for kind in KIND_HOOKS):
+            for kind in KIND_HOOKS:
+                self.contributions(kind, include_shadowed=True)
         return sorted(self._records.values(), key=lambda r: r.info.sort_key)
 
     def failures(self) -> list[PluginRecord]:

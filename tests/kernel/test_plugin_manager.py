@@ -265,3 +265,28 @@ def test_a_runtime_context_hook_that_raises_fails_its_whole_plugin(tmp_path: Pat
     (failed,) = manager.failures()
     assert failed.error == "raised in nanobot_runtime_context: RuntimeError: no git"
     assert "turn_probe" not in [c.name for c in manager.contributions("tool")]
+
+
+class _SectionsRaise:
+    @hookimpl
+    def nanobot_prompt_sections(self, ctx: Any) -> list[Any]:
+        raise RuntimeError("no sections")
+
+
+def test_records_after_a_later_kind_fails_a_plugin_keep_the_earlier_kinds(
+    tmp_path: Path,
+) -> None:
+    """A plugin failing while sections are collected leaves the tools and stages in the records."""
+    expected = {
+        r.info.name: [c.to_json() for c in r.contributions] for r in _manager(tmp_path).records()
+    }
+    manager = _manager(tmp_path)
+    manager.register(_SectionsRaise(), "sections-raise", distribution="sections-raise")
+    records = manager.records()
+    assert {r.info.name: [c.to_json() for c in r.contributions] for r in records} == {
+        **expected,
+        "sections-raise": [],
+    }
+    assert expected["builtin:tools"] and expected["builtin:governance"]
+    (failed,) = manager.failures()
+    assert failed.error == "raised in nanobot_prompt_sections: RuntimeError: no sections"
