@@ -470,8 +470,12 @@ def _flags_are_plain(cls: type) -> bool:
 
 def _read_flags(tool: Tool) -> _Flags:
     """Read and check the flags; raises `_UnusableFlag` saying which one is wrong, and how."""
+    # Each one read and checked, in the order `read_tool` reads them: ``exclusive`` before
+    # ``concurrency_safe``, whose default (`Tool.concurrency_safe`) takes the truth of the
+    # other two, so that it never runs the code of a value no flag may hold.
     read_only = _flag(tool, "read_only")
-    alone = not _flag(tool, "concurrency_safe") or _flag(tool, "exclusive")
+    exclusive = _flag(tool, "exclusive")
+    alone = not _flag(tool, "concurrency_safe") or exclusive
     timeout = _read(tool, "timeout")
     if not usable_timeout(timeout):
         raise _UnusableFlag(

@@ -1262,3 +1262,43 @@ def test_arguments_a_tool_check_made_uncopyable_refuse_the_call() -> None:
         "hooks: SystemExit(6)"
     )
     assert ok.result == "fine" and ran == []
+
+
+def test_an_exclusive_turned_odd_refuses_a_call_that_is_not_concurrency_safe() -> None:
+    """An exclusive flag holding no flag refuses its call also when concurrency_safe is false."""
+    ran: list[str] = []
+
+    async def body() -> str:
+        ran.append("ran")
+        return "ran"
+
+    writer = FakeTool("writer", body, read_only=False)
+    executor = _executor(writer)
+    writer.exclusive = "yes"  # type: ignore[assignment]  # after registration, as a plugin may
+    (outcome,) = run(executor.run(_calls("writer")))
+    assert ran == []
+    assert outcome.result.startswith(
+        "Error: tool \"writer\" cannot be run: its exclusive is 'yes', expected True or False"
+    )
+
+
+class _Truthy:
+    """A value whose truth is its own code: reading it as a flag must not run that code."""
+
+    def __bool__(self) -> bool:
+        raise SystemExit(4)
+
+
+def test_an_exclusive_turned_odd_is_named_without_running_its_code() -> None:
+    """An exclusive holding an object is refused as that flag, its __bool__ never called."""
+
+    async def body() -> str:
+        return "ran"
+
+    reader = FakeTool("reader", body, read_only=True)
+    executor = _executor(reader)
+    reader.exclusive = _Truthy()  # type: ignore[assignment]
+    (outcome,) = run(executor.run(_calls("reader")))
+    assert outcome.result.startswith(
+        'Error: tool "reader" cannot be run: its exclusive is a _Truthy, expected True or False'
+    )
