@@ -1302,3 +1302,32 @@ def test_an_exclusive_turned_odd_is_named_without_running_its_code() -> None:
     assert outcome.result.startswith(
         'Error: tool "reader" cannot be run: its exclusive is a _Truthy, expected True or False'
     )
+
+
+class _CountedReadOnly(Tool):
+    """A tool whose read_only is a property counting its reads; concurrency_safe is the default."""
+
+    name = "counted"
+    description = "counts reads of read_only"
+    parameters: dict[str, Any] = {"type": "object"}
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    @property
+    def read_only(self) -> bool:  # type: ignore[override]
+        self.reads += 1
+        return True
+
+    async def execute(self, **kwargs: Any) -> str:
+        return "counted ran"
+
+
+def test_read_only_is_read_once_per_call_with_the_default_concurrency_safe() -> None:
+    """The default concurrency_safe comes from the one reading of read_only, not a second."""
+    counted = _CountedReadOnly()
+    executor = _executor(counted)
+    counted.reads = 0
+    (outcome,) = run(executor.run(_calls("counted")))
+    assert outcome.result == "counted ran"
+    assert counted.reads == 1
