@@ -470,14 +470,35 @@ def _flags_are_plain(cls: type) -> bool:
 
 def _read_flags(tool: Tool) -> _Flags:
     """Read and check the flags; raises `_UnusableFlag` saying which one is wrong, and how."""
+    # Each one read and checked, in the order `read_tool` reads them: ``exclusive`` before
+    # ``concurrency_safe``, whose default (`Tool.concurrency_safe`) is made of the other
+    # two: computed here from what was read, not read again through that property.
     read_only = _flag(tool, "read_only")
-    alone = not _flag(tool, "concurrency_safe") or _flag(tool, "exclusive")
+    exclusive = _flag(tool, "exclusive")
+    if _DEFAULT_SAFE.get(type(tool)) is None:
+        _DEFAULT_SAFE[type(tool)] = _default_concurrency_safe(type(tool))
+    safe = read_only if _DEFAULT_SAFE[type(tool)] else _flag(tool, "concurrency_safe")
+    alone = not safe or exclusive
     timeout = _read(tool, "timeout")
     if not usable_timeout(timeout):
         raise _UnusableFlag(
             f"its timeout is {shown(timeout)}, expected a positive number of seconds or None"
         )
     return _Flags(read_only, alone, None if timeout is None else float(timeout))
+
+
+# Per tool class: whether its ``concurrency_safe`` is the base class's property.
+_DEFAULT_SAFE: dict[type, bool] = {}
+
+
+def _default_concurrency_safe(cls: type) -> bool:
+    """Whether `cls` takes `Tool.concurrency_safe` (a data descriptor: no instance hides it)."""
+    if vars(object)["__getattribute__"] is not cls.__getattribute__:  # an own attribute lookup
+        return False
+    for owner in cls.__mro__:
+        if "concurrency_safe" in vars(owner):
+            return vars(owner)["concurrency_safe"] is vars(Tool)["concurrency_safe"]
+    return False
 
 
 def _flag(tool: Tool, name: str) -> bool:

@@ -1262,3 +1262,72 @@ def test_arguments_a_tool_check_made_uncopyable_refuse_the_call() -> None:
         "hooks: SystemExit(6)"
     )
     assert ok.result == "fine" and ran == []
+
+
+def test_an_exclusive_turned_odd_refuses_a_call_that_is_not_concurrency_safe() -> None:
+    """An exclusive flag holding no flag refuses its call also when concurrency_safe is false."""
+    ran: list[str] = []
+
+    async def body() -> str:
+        ran.append("ran")
+        return "ran"
+
+    writer = FakeTool("writer", body, read_only=False)
+    executor = _executor(writer)
+    writer.exclusive = "yes"  # type: ignore[assignment]  # after registration, as a plugin may
+    (outcome,) = run(executor.run(_calls("writer")))
+    assert ran == []
+    assert outcome.result.startswith(
+        "Error: tool \"writer\" cannot be run: its exclusive is 'yes', expected True or False"
+    )
+
+
+class _Truthy:
+    """A value whose truth is its own code: reading it as a flag must not run that code."""
+
+    def __bool__(self) -> bool:
+        raise SystemExit(4)
+
+
+def test_an_exclusive_turned_odd_is_named_without_running_its_code() -> None:
+    """An exclusive holding an object is refused as that flag, its __bool__ never called."""
+
+    async def body() -> str:
+        return "ran"
+
+    reader = FakeTool("reader", body, read_only=True)
+    executor = _executor(reader)
+    reader.exclusive = _Truthy()  # type: ignore[assignment]
+    (outcome,) = run(executor.run(_calls("reader")))
+    assert outcome.result.startswith(
+        'Error: tool "reader" cannot be run: its exclusive is a _Truthy, expected True or False'
+    )
+
+
+class _CountedReadOnly(Tool):
+    """A tool whose read_only is a property counting its reads; concurrency_safe is the default."""
+
+    name = "counted"
+    description = "counts reads of read_only"
+    parameters: dict[str, Any] = {"type": "object"}
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    @property
+    def read_only(self) -> bool:  # type: ignore[override]
+        self.reads += 1
+        return True
+
+    async def execute(self, **kwargs: Any) -> str:
+        return "counted ran"
+
+
+def test_read_only_is_read_once_per_call_with_the_default_concurrency_safe() -> None:
+    """The default concurrency_safe comes from the one reading of read_only, not a second."""
+    counted = _CountedReadOnly()
+    executor = _executor(counted)
+    counted.reads = 0
+    (outcome,) = run(executor.run(_calls("counted")))
+    assert outcome.result == "counted ran"
+    assert counted.reads == 1

@@ -97,13 +97,34 @@ class _PoolRecordsAtDebug(logging.Filter):
     raw line on stderr. A call that fails for it raises the store's own error
     instead, naming the server and why (the pool's timeout, `_connection`). A
     record is this plugin's when it names its pool or one of its connections;
-    those of an application's own pools are left as they are.
+    those of an application's own pools are left as they are, and so are the
+    pool's other warnings (a connection handed back inside a transaction or
+    during a query says the store has a bug). A demoted record is handled only
+    where psycopg_pool's logger takes debug records, as if it had been logged at
+    debug: a handler of level NOTSET (``logging.basicConfig``) would print it.
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if logging.DEBUG < record.levelno <= logging.WARNING and _ours(record.args):
+        if (
+            logging.DEBUG < record.levelno <= logging.WARNING
+            and record.msg in _RETRY_MESSAGES
+            and _ours(record.args)
+        ):
             record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         return True
+
+
+# psycopg_pool's warnings (as it words them) while the server cannot be reached: a connect
+# that failed and is retried, the retries given up, a connection found broken or closed.
+_RETRY_MESSAGES = frozenset(
+    {
+        "error connecting in %r: %s",
+        "reconnection attempt in pool %r failed after %s sec",
+        "discarding broken connection: %s",
+        "discarding closed connection: %s",
+    }
+)
 
 
 def _ours(args: Any) -> bool:
