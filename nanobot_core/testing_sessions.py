@@ -162,6 +162,23 @@ class SessionStoreContract:
         with pytest.raises(SessionError):
             lease.append(['{"late":true}'], expected_seq=0)
 
+    def test_a_closed_store_is_usable_again(self, store: SessionStore) -> None:
+        """After `close` (twice, harmlessly) the store lists, leases, appends and loads again.
+
+        A plugin manager builds each store once and hands the same object to every
+        command or runner that selects it, each of which closes it when done.
+        """
+        with open_session(store, "before") as session:
+            session.append({"role": "user", "content": "one"})
+        store.close()
+        store.close()
+        assert [info.name for info in store.list_sessions()] == ["before"]
+        with open_session(store, "before") as session:
+            session.append({"role": "user", "content": "two"})
+        store.close()
+        log = store.load("before")
+        assert [line["content"] for line in log.records] == ["one", "two"]
+
     def test_unknown_session_is_an_error(self, store: SessionStore) -> None:
         """Loading a session that was never written raises SessionNotFoundError naming it."""
         with pytest.raises(SessionNotFoundError, match="nothing-here"):
