@@ -33,6 +33,7 @@ import contextlib
 import copy
 import inspect
 import time
+import weakref
 from collections.abc import Callable, Coroutine, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -432,7 +433,9 @@ _FLAG_NAMES = (*TOOL_FLAGS, "timeout")
 
 # Per tool class: whether its flags are plain values or the core's own properties over
 # them, so that reading them runs no plugin code and needs no `plugin_code` (about 5 µs).
-_PLAIN_FLAGS: dict[type, bool] = {}
+# Weak keys: a class made on the fly (one per test, one per configured server) is not
+# kept alive by having been asked about.
+_PLAIN_FLAGS: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 
 def _flags_of(tool: Tool, label: Callable[[], str]) -> _Flags | str:
@@ -487,8 +490,9 @@ def _read_flags(tool: Tool) -> _Flags:
     return _Flags(read_only, alone, None if timeout is None else float(timeout))
 
 
-# Per tool class: whether its ``concurrency_safe`` is the base class's property.
-_DEFAULT_SAFE: dict[type, bool] = {}
+# Per tool class: whether its ``concurrency_safe`` is the base class's property (weak keys,
+# as `_PLAIN_FLAGS`).
+_DEFAULT_SAFE: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 
 def _default_concurrency_safe(cls: type) -> bool:

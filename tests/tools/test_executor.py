@@ -1331,3 +1331,28 @@ def test_read_only_is_read_once_per_call_with_the_default_concurrency_safe() -> 
     (outcome,) = run(executor.run(_calls("counted")))
     assert outcome.result == "counted ran"
     assert counted.reads == 1
+
+
+def test_a_tool_class_made_on_the_fly_is_not_kept_alive_by_a_call() -> None:
+    """The executor's per-class note on a tool's flags does not keep that class alive."""
+    import gc
+    import weakref
+
+    class Passing(Tool):
+        name = "passing"
+        description = "Runs once."
+        parameters = {"type": "object", "properties": {}}
+        read_only = True
+
+        async def execute(self) -> str:
+            return "ran"
+
+    registry = ToolRegistry()
+    registry.add(Passing())
+    executor = Executor(registry, default_timeout=5)
+    outcome = run(executor.run([ToolCallRequest("c1", "passing", "{}")]))
+    assert str(outcome[0].result) == "ran"
+    alive = weakref.ref(Passing)
+    del Passing, registry, executor, outcome
+    gc.collect()
+    assert alive() is None
