@@ -11,8 +11,19 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-from click.testing import CliRunner
-from nanobot_core.cli import cli
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``nanobot-core ARGS`` in a child process, as a user runs it (environment and folder
+    as the test set them)."""
+    return subprocess.run(
+        [sys.executable, "-m", "nanobot_core", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 VERSION = metadata.version("nanobot-redact")
@@ -35,8 +46,8 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_the_plugins_command_shows_the_stage_before_offload_results(workspace: Path) -> None:
     """``nanobot-core plugins`` lists the stage, placed just before offload_results."""
-    listed = CliRunner().invoke(cli, ["--strict", "plugins"])
-    assert listed.exit_code == 0, listed.output
+    listed = _cli("--strict", "plugins")
+    assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     at = lines.index(f"redact_secrets (nanobot-redact {VERSION}) [nanobot.plugins] loaded")
     assert lines[at + 1] == "    stage redact_secrets"
@@ -51,8 +62,8 @@ def test_the_readme_configuration_skips_and_adds_kinds(workspace: Path) -> None:
     (workspace / "session.jsonl").write_text(
         json.dumps({"role": "user", "content": text}) + "\n", encoding="utf-8"
     )
-    governed = CliRunner().invoke(cli, ["--strict", "govern", "session.jsonl", "--json"])
-    assert governed.exit_code == 0, governed.output
+    governed = _cli("--strict", "govern", "session.jsonl", "--json")
+    assert governed.returncode == 0, governed.stderr
     (message,) = json.loads(governed.stdout)["messages"]
     assert message["content"] == (
         "db https://app:hunter2@db.example/x and itk=[REDACTED:internal_token], "
