@@ -79,6 +79,7 @@ from nanobot_core.governance.messages import STRUCTURAL_KEYS
 from nanobot_core.governance.store import ResultStore
 from nanobot_core.governance.survey import FactsCache, Survey
 from nanobot_core.governance.tokens import EstimateCounter, TokenCounter
+from nanobot_core.kernel.records import name_problem
 
 if TYPE_CHECKING:
     from nanobot_core.governance.budget_first import HistoryCut
@@ -150,8 +151,9 @@ def _names(value: Iterable[str] | str) -> tuple[str, ...]:
 
 
 def _check_name(_instance: Any, _attribute: Any, value: Any) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"a stage name must be a non-empty string, got {value!r}")
+    problem = name_problem("stage", value)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def _check_phase(_instance: Any, _attribute: Any, value: Any) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
+import unicodedata
 from typing import Any, Literal
 
 import attrs
@@ -19,6 +20,7 @@ __all__ = [
     "builtin_info",
     "canonical_name",
     "core_version",
+    "name_problem",
 ]
 
 Source = Literal["builtin", "nanobot.tools", "nanobot.plugins"]
@@ -38,6 +40,22 @@ BUILTIN_PLUGINS: dict[str, str] = {
 def canonical_name(name: str) -> str:
     """Normalise a distribution name the way packaging does (PEP 503)."""
     return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def name_problem(what: str, value: object) -> str | None:
+    """Why `value` cannot name a `what` (a stage, a section), or None when it can.
+
+    Any text but an empty or blank one, or one holding a control character: such a
+    name cannot be written in a config table (``[governance.stages.NAME]``) or a
+    log line as it is, and a line break in it would split a report in two.
+    """
+    if (
+        not isinstance(value, str)
+        or not value.strip()
+        or any(unicodedata.category(char) == "Cc" for char in value)
+    ):
+        return f"a {what} name must be a non-empty string without control characters, got {value!r}"
+    return None
 
 
 @functools.cache

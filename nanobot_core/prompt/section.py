@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 from nanobot_core.config import Config
+from nanobot_core.kernel.records import name_problem
 
 __all__ = ["RenderFunction", "Section", "SectionContext"]
 
@@ -33,8 +34,9 @@ RenderFunction = Callable[[SectionContext], str | None]
 
 
 def _check_name(_instance: Any, _attribute: Any, value: Any) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"a section name must be a non-empty string, got {value!r}")
+    problem = name_problem("section", value)
+    if problem is not None:
+        raise ValueError(problem)
 
 
 def _check_order(_instance: Any, _attribute: Any, value: Any) -> None:
