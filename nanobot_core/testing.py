@@ -20,6 +20,7 @@ Functions (usable without pytest too):
 - :func:`make_config`: a `Config` from a nested mapping shaped like
   ``nanobot.toml`` (errors name the key path).
 - :func:`builtin_governor`: a governor over the built-in stages plus yours.
+- :func:`run_cli`: ``nanobot-core ARGS`` in a child process, as a user runs it.
 - :func:`block_network` (and the ``nanobot_no_network`` fixture): any
   connection or name lookup beyond the loopback interface fails the test.
 """
@@ -28,7 +29,10 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import re
+import subprocess
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,10 +60,36 @@ __all__ = [
     "nanobot_manager",
     "nanobot_no_network",
     "nanobot_register",
+    "run_cli",
     "run_tool",
 ]
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+
+def run_cli(
+    *args: str,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float | None = 120,
+) -> subprocess.CompletedProcess[str]:
+    """``nanobot-core ARGS`` in a child process of this interpreter, as a user runs it.
+
+    Its output is captured as text; the exit code is ``returncode``. `cwd` and
+    `env` default to this process's (a test's ``monkeypatch`` shows), `stdin`
+    is written to it when given.
+    """
+    return subprocess.run(
+        [sys.executable, "-m", "nanobot_core", *args],
+        cwd=cwd,
+        env=None if env is None else dict(env),
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
 
 
 def check_tool_contract(tool: Any) -> list[str]:

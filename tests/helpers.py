@@ -10,6 +10,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
+from nanobot_core import testing
+
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA = REPO_ROOT / "tests" / "data"
 
@@ -89,9 +91,10 @@ def run_cli(
 ) -> subprocess.CompletedProcess[str]:
     """``nanobot-core ARGS`` in a child process (`program`, else ``python -m nanobot_core``),
     reading `stdin` when given."""
-    command = [*program] if program is not None else [sys.executable, "-m", "nanobot_core"]
+    if program is None:
+        return testing.run_cli(*args, cwd=cwd, env=env, stdin=stdin, timeout=timeout)
     return subprocess.run(
-        [*command, *args],
+        [*program, *args],
         cwd=cwd,
         env=None if env is None else dict(env),
         input=stdin,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -172,3 +173,14 @@ def test_a_name_ending_in_a_line_break_breaks_the_contract() -> None:
             return ""
 
     assert any("'grep\\n'" in problem for problem in check_tool_contract(Trailing))
+
+
+def test_run_cli_runs_the_command_as_a_user_does(tmp_path: Path) -> None:
+    """`run_cli` runs nanobot-core in a child process, in the folder given, with its stdin."""
+    from nanobot_core.testing import run_cli
+
+    listed = run_cli("call", "list_dir", "-", "--json", cwd=tmp_path, stdin='{"path": "."}')
+    assert listed.returncode == 0, listed.stderr
+    assert '"ok": true' in listed.stdout
+    refused = run_cli("call", "no_such_tool", "{}", cwd=tmp_path)
+    assert refused.returncode != 0

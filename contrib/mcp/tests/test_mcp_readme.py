@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -14,21 +12,9 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 from nanobot_core import ConfigError
+from nanobot_core.testing import run_cli
 
 from nanobot_mcp.config import ServerConfig, parse_servers
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``nanobot-core ARGS`` in a child process, as a user runs it (environment and folder
-    as the test set them)."""
-    return subprocess.run(
-        [sys.executable, "-m", "nanobot_core", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 
@@ -123,11 +109,11 @@ def test_a_config_mistake_fails_the_plugin_in_the_plugins_command(
     else:
         (workspace / ".nanobot").mkdir()
         (workspace / ".nanobot" / "mcp.toml").write_text(config, encoding="utf-8")
-    listed = _cli("plugins")
+    listed = run_cli("plugins")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     at = next(n for n, line in enumerate(lines) if line.startswith("mcp (nanobot-mcp "))
     assert lines[at].endswith("[nanobot.plugins] failed")
     assert "ConfigError: " in lines[at + 1]
     assert says in lines[at + 1]
-    assert _cli("--strict", "plugins").returncode == 1
+    assert run_cli("--strict", "plugins").returncode == 1

@@ -11,19 +11,7 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``nanobot-core ARGS`` in a child process, as a user runs it (environment and folder
-    as the test set them)."""
-    return subprocess.run(
-        [sys.executable, "-m", "nanobot_core", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-
+from nanobot_core.testing import run_cli
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 VERSION = metadata.version("nanobot-redact")
@@ -46,7 +34,7 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_the_plugins_command_shows_the_stage_before_offload_results(workspace: Path) -> None:
     """``nanobot-core plugins`` lists the stage, placed just before offload_results."""
-    listed = _cli("--strict", "plugins")
+    listed = run_cli("--strict", "plugins")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     at = lines.index(f"redact_secrets (nanobot-redact {VERSION}) [nanobot.plugins] loaded")
@@ -62,7 +50,7 @@ def test_the_readme_configuration_skips_and_adds_kinds(workspace: Path) -> None:
     (workspace / "session.jsonl").write_text(
         json.dumps({"role": "user", "content": text}) + "\n", encoding="utf-8"
     )
-    governed = _cli("--strict", "govern", "session.jsonl", "--json")
+    governed = run_cli("--strict", "govern", "session.jsonl", "--json")
     assert governed.returncode == 0, governed.stderr
     (message,) = json.loads(governed.stdout)["messages"]
     assert message["content"] == (

@@ -5,8 +5,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -15,21 +13,9 @@ import pytest
 from messages_server import API_KEY, MessagesServer, text_reply
 from nanobot_core import ProviderError
 from nanobot_core.config import ProviderConfig, load_config
+from nanobot_core.testing import run_cli
 
 from nanobot_anthropic.provider import AnthropicProvider
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``nanobot-core ARGS`` in a child process, as a user runs it (environment and folder
-    as the test set them)."""
-    return subprocess.run(
-        [sys.executable, "-m", "nanobot_core", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 PLUGIN = f"nanobot-anthropic {metadata.version('nanobot-anthropic')}"
@@ -62,7 +48,7 @@ def test_the_readme_command_reaches_the_messages_api(
     server.add(text_reply("notes.txt is not there."))
     arguments = [part.strip('"') for part in re.findall(r'"[^"]*"|\S+', run)]
     assert arguments[:2] == ["nanobot-core", "run"]
-    result = _cli(*arguments[1:])
+    result = run_cli(*arguments[1:])
     assert result.returncode == 0, result.stderr
     assert "notes.txt is not there." in result.stdout
     (request,) = server.requests

@@ -3,28 +3,14 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
 import pytest
 from nanobot_core import Config, ConfigError, PluginContext
-from nanobot_core.testing import builtin_governor, make_config
+from nanobot_core.testing import builtin_governor, make_config, run_cli
 
 from nanobot_tokenizer import ENCODING_ENV, encoding_for_model, nanobot_token_counter
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``nanobot-core ARGS`` in a child process, as a user runs it (environment and folder
-    as the test set them)."""
-    return subprocess.run(
-        [sys.executable, "-m", "nanobot_core", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
 
 
 @pytest.mark.parametrize(
@@ -95,11 +81,11 @@ def test_the_plugins_command_lists_the_plugin_and_its_hook(
     """``nanobot-core plugins`` shows the plugin loaded; ``--json`` names its hook."""
     monkeypatch.delenv(ENCODING_ENV, raising=False)
     monkeypatch.chdir(tmp_path)
-    listed = _cli("--strict", "plugins")
+    listed = run_cli("--strict", "plugins")
     assert listed.returncode == 0, listed.stderr
     version = metadata.version("nanobot-tokenizer")
     assert f"tokenizer (nanobot-tokenizer {version}) [nanobot.plugins] loaded" in listed.stdout
-    rows = json.loads(_cli("plugins", "--json").stdout)
+    rows = json.loads(run_cli("plugins", "--json").stdout)
     (row,) = [r for r in rows if r["distribution"] == "nanobot-tokenizer"]
     assert row["hooks"] == ["nanobot_token_counter"]
 
@@ -114,11 +100,11 @@ def test_a_bad_encoding_name_fails_the_plugin_and_leaves_the_estimate(
     monkeypatch.chdir(tmp_path)
     manager = PluginManager(make_config({}), workspace=tmp_path).load()
     assert manager.token_counter() == builtin_governor(make_config({})).counter
-    listed = _cli("plugins")
+    listed = run_cli("plugins")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     version = metadata.version("nanobot-tokenizer")
     at = lines.index(f"tokenizer (nanobot-tokenizer {version}) [nanobot.plugins] failed")
     assert f"ConfigError: {ENCODING_ENV}='gpt2': choose one of o200k_base" in lines[at + 1]
-    strict = _cli("--strict", "plugins")
+    strict = run_cli("--strict", "plugins")
     assert strict.returncode == 1

@@ -4,31 +4,16 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 from nanobot_core import Config, ConfigError, PluginContext
-from nanobot_core.testing import assert_tool_contract, make_config, run_tool
+from nanobot_core.testing import assert_tool_contract, make_config, run_cli, run_tool
 
 from nanobot_web_tools import ALLOW_LOOPBACK_ENV, FetchedPage, FetchLimits, PinnedFetcher, WebFetch
 from nanobot_web_tools.tool import render_page
-
-
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``nanobot-core ARGS`` in a child process, as a user runs it (environment and folder
-    as the test set them)."""
-    return subprocess.run(
-        [sys.executable, "-m", "nanobot_core", *args],
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=120,
-    )
-
 
 if TYPE_CHECKING:
     from conftest import LocalSite
@@ -196,11 +181,11 @@ def test_the_tools_command_lists_web_fetch_configured_in_either_file(
         table = table.replace("[tools.options.web_fetch]", "[tool.nanobot.tools.options.web_fetch]")
     (tmp_path / where).write_text(table, encoding="utf-8")
     monkeypatch.chdir(tmp_path)
-    listed = _cli("--strict", "tools")
+    listed = run_cli("--strict", "tools")
     assert listed.returncode == 0, listed.stderr
     (line,) = [ln for ln in listed.stdout.splitlines() if ln.startswith("web_fetch ")]
     assert line.split()[:3] == ["web_fetch", "web_fetch", "read_only,concurrency_safe"]
-    rows = json.loads(_cli("--strict", "tools", "--json").stdout)
+    rows = json.loads(run_cli("--strict", "tools", "--json").stdout)
     (row,) = [r for r in rows if r["name"] == "web_fetch"]
     assert row["distribution"] == "nanobot-web-tools"
 
@@ -221,7 +206,7 @@ def test_a_bad_option_is_a_failed_plugin_in_the_plugins_command(
         f"[tools.options.web_fetch]\n{table}\n", encoding="utf-8"
     )
     monkeypatch.chdir(tmp_path)
-    listed = _cli("plugins")
+    listed = run_cli("plugins")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     at = lines.index("web_fetch (nanobot-web-tools 0.1.0) [nanobot.tools] failed")
