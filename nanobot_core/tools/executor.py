@@ -431,56 +431,69 @@ class _UnusableFlag(ValueError):
 
 _FLAG_NAMES = (*TOOL_FLAGS, "timeout")
 
-# Per tool class: whether its flags are plain values or the core's own properties over
-# them, so that reading them runs no plugin code and needs no `plugin_code` (about 5 µs).
-# Weak keys: a class made on the fly (one per test, one per configured server) is not
-# kept alive by having been asked about.
-_PLAIN_FLAGS: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
+
+class _ClassFlags(NamedTuple):
+    """What a tool class's flags are, worked out once per class (see `_class_flags`)."""
+
+    #: Reading them runs no plugin code (plain values, or the core's own properties over
+    #: them), so it needs no `plugin_code` (about 5 µs).
+    plain: bool
+    #: Its ``concurrency_safe`` is `Tool.concurrency_safe` (a data descriptor: no instance
+    #: hides it), made of ``read_only`` and ``exclusive``: computed from what was read.
+    default_safe: bool
+
+
+# Weak keys: a class made on the fly (one per test, one per configured server) is not kept
+# alive by having been asked about.
+_CLASS_FLAGS: weakref.WeakKeyDictionary[type, _ClassFlags] = weakref.WeakKeyDictionary()
+
+
+def _class_flags(cls: type) -> _ClassFlags:
+    known = _CLASS_FLAGS.get(cls)
+    if known is None:
+        known = _CLASS_FLAGS[cls] = _work_out_class_flags(cls)
+    return known
+
+
+def _work_out_class_flags(cls: type) -> _ClassFlags:
+    if vars(object)["__getattribute__"] is not cls.__getattribute__:  # an own attribute lookup
+        return _ClassFlags(plain=False, default_safe=False)
+    plain = True
+    default_safe = False
+    for flag in _FLAG_NAMES:
+        owner = next((o for o in cls.__mro__ if flag in vars(o)), None)
+        if owner is None:
+            continue
+        found = vars(owner)[flag]
+        if hasattr(type(found), "__get__") and not owner.__module__.startswith("nanobot_core."):
+            plain = False
+        if flag == "concurrency_safe":
+            default_safe = found is vars(Tool)["concurrency_safe"]
+    return _ClassFlags(plain, default_safe)
 
 
 def _flags_of(tool: Tool, label: Callable[[], str]) -> _Flags | str:
     """The tool's flags for one call, or why they refuse it (naming the tool by `label`)."""
     try:
-        cls = type(tool)
-        plain = _PLAIN_FLAGS.get(cls)
-        if plain is None:
-            plain = _PLAIN_FLAGS[cls] = _flags_are_plain(cls)
-        if plain:
-            return _read_flags(tool)
+        known = _class_flags(type(tool))
+        if known.plain:
+            return _read_flags(tool, known)
         with plugin_code(label()):
-            return _read_flags(tool)
+            return _read_flags(tool, known)
     except (_UnusableFlag, PluginEscapeError) as exc:
         return f"{label()} cannot be run: {exc}"
     except BaseException as exc:  # a real Ctrl-C goes on (`contained`)
         return f"{label()} cannot be run: reading its flags raised {contained(exc)}"
 
 
-def _flags_are_plain(cls: type) -> bool:
-    """Whether reading the flags of a `cls` instance runs no plugin code (see `_PLAIN_FLAGS`)."""
-    if vars(object)["__getattribute__"] is not cls.__getattribute__:  # an own attribute lookup
-        return False
-    for flag in _FLAG_NAMES:
-        for owner in cls.__mro__:
-            if flag in vars(owner):
-                found = vars(owner)[flag]
-                if hasattr(type(found), "__get__") and not owner.__module__.startswith(
-                    "nanobot_core."
-                ):
-                    return False
-                break
-    return True
-
-
-def _read_flags(tool: Tool) -> _Flags:
+def _read_flags(tool: Tool, known: _ClassFlags) -> _Flags:
     """Read and check the flags; raises `_UnusableFlag` saying which one is wrong, and how."""
     # Each one read and checked, in the order `read_tool` reads them: ``exclusive`` before
     # ``concurrency_safe``, whose default (`Tool.concurrency_safe`) is made of the other
     # two: computed here from what was read, not read again through that property.
     read_only = _flag(tool, "read_only")
     exclusive = _flag(tool, "exclusive")
-    if _DEFAULT_SAFE.get(type(tool)) is None:
-        _DEFAULT_SAFE[type(tool)] = _default_concurrency_safe(type(tool))
-    safe = read_only if _DEFAULT_SAFE[type(tool)] else _flag(tool, "concurrency_safe")
+    safe = read_only if known.default_safe else _flag(tool, "concurrency_safe")
     alone = not safe or exclusive
     timeout = _read(tool, "timeout")
     if not usable_timeout(timeout):
@@ -488,21 +501,6 @@ def _read_flags(tool: Tool) -> _Flags:
             f"its timeout is {shown(timeout)}, expected a positive number of seconds or None"
         )
     return _Flags(read_only, alone, None if timeout is None else float(timeout))
-
-
-# Per tool class: whether its ``concurrency_safe`` is the base class's property (weak keys,
-# as `_PLAIN_FLAGS`).
-_DEFAULT_SAFE: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
-
-
-def _default_concurrency_safe(cls: type) -> bool:
-    """Whether `cls` takes `Tool.concurrency_safe` (a data descriptor: no instance hides it)."""
-    if vars(object)["__getattribute__"] is not cls.__getattribute__:  # an own attribute lookup
-        return False
-    for owner in cls.__mro__:
-        if "concurrency_safe" in vars(owner):
-            return vars(owner)["concurrency_safe"] is vars(Tool)["concurrency_safe"]
-    return False
 
 
 def _flag(tool: Tool, name: str) -> bool:
