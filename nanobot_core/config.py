@@ -17,6 +17,7 @@ from typing import Any, Literal
 
 import attrs
 
+from nanobot_core._reading import read_at_most
 from nanobot_core._session_names import validate_session_name
 from nanobot_core.errors import ConfigError, SessionError
 
@@ -308,12 +309,7 @@ def _found(path: Path) -> bool:
 def _read_toml(path: Path, *, table: tuple[str, ...] = ()) -> dict[str, Any]:
     try:
         with path.open("rb") as handle:
-            # A read of n bytes sets n aside before it starts: read what the file holds
-            # (one byte more, to see it grew past the limit), not the limit.
-            size = os.fstat(handle.fileno()).st_size
-            raw = handle.read(min(size, MAX_CONFIG_BYTES) + 1)
-            if size < len(raw) <= MAX_CONFIG_BYTES:  # it grew since fstat: read on, to the limit
-                raw += handle.read(MAX_CONFIG_BYTES + 1 - len(raw))
+            raw, _ = read_at_most(handle, MAX_CONFIG_BYTES)
         if len(raw) > MAX_CONFIG_BYTES:
             raise ConfigError(
                 f"{path}: larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB, the most read "

@@ -19,6 +19,7 @@ from typing import BinaryIO
 import attrs
 
 from nanobot_core._logging import get_logger
+from nanobot_core._reading import read_at_most
 from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
 
 __all__ = [
@@ -131,12 +132,7 @@ def read_file_start(path: Path, max_bytes: int) -> FileStart:
     if max_bytes < 1:
         raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
     with _open_regular(path) as handle:
-        size = os.fstat(handle.fileno()).st_size
-        # A read of n bytes sets n aside before it starts, so a small file is read
-        # for its size (+1, to see it grew), not for the limit.
-        raw = handle.read(min(size, max_bytes) + 1)
-        if size < len(raw) <= max_bytes:  # it grew since fstat: read on, to the limit
-            raw += handle.read(max_bytes + 1 - len(raw))
+        raw, size = read_at_most(handle, max_bytes)
     if len(raw) <= max_bytes:
         return FileStart(raw, len(raw))
     # The file may have grown since fstat: it holds at least what was read.
