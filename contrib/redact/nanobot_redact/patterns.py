@@ -258,6 +258,14 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         r"[\"']?+\s*+[:=]\s*+[\"']?+(?P<secret>[A-Za-z0-9/+=]{40})(?![A-Za-z0-9/+=])",
         # The separator first: a memchr each, where "ecret" is a slower search.
         (":", "="),
+        # Then, before the search for "ecret" (about a nanosecond a character on prose),
+        # what every spelling holds that a memchr tells: a "c" or an "E" (rules out code
+        # like "x = 1" at once), and an underscore or a capital of one of its words, or
+        # else the one spelling in lower case without either (a search three times as fast
+        # as that for "ecret"). A long text of prose or numbered lines (a `cat -n`) that
+        # holds a ":" is so ruled out at a fraction of the cost.
+        ("c", "E"),
+        ("_", "S", "A", "K", "secretaccesskey"),
         ("ecret", "ECRET"),
     ),
     Rule.of(

@@ -52,6 +52,12 @@ SECRETS = [
     'AWS_SECRET_ACCESS_KEY: "' + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" + '"',
     "AwsSecretAccessKey=" + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     '"SecretAccessKey": "' + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY" + '"',
+    # Every other way the words may be spelt and joined (the prefilter tells them apart).
+    "secretaccesskey=" + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "secretAccessKey: " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "secret_accesskey = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "secretaccessKEY=" + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "SECRETACCESSKEY=" + "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
     "AuthoriZation: Bearer abc.def-ghi_jkl",
     "aUTHORIZATION: basic dXNlcjpwYXNz",
     "glpat-" + "aB3dE6gH9jK2mN5pQ8sT",
@@ -86,6 +92,7 @@ PIECES = [
     *("hooks.slack.com/workflows/T", ":\\/\\/", "4426602318062/"),
     *("hooks.slack.com/triggers/T", "hooks.slack.com\\/triggers\\/T", "k", "hooks"),
     *("_gitlab_session=", "_gitlab_session", "0c2d9e3a" * 4, "x", "f"),
+    *("secret", "access", "key", "Secret", "ACCESS", "Key", "_", "secretaccesskey", "c", "E"),
 ]
 FILLER = st.one_of(st.text(max_size=30), st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
 
@@ -181,6 +188,25 @@ def test_a_substring_is_searched_only_where_its_rarest_character_is() -> None:
     assert _holds((pattern, needles), "x = 1\n" * 1_000 + "secret")
     key = "aws_secret_access_key = " + "A" * 40
     assert SCANNER.redact("x = 1\n" * 1_000 + key)[1] == {"aws_secret_access_key": 1}
+
+
+def test_prose_with_a_colon_is_ruled_out_for_aws_keys_without_a_search_for_ecret() -> None:
+    """Numbered lines of lower-case prose hold ":" and "c": memchr tests settle them, no "ecret"."""
+    asked: list[str] = []
+
+    class Recording(str):
+        def __contains__(self, needle: object) -> bool:
+            asked.append(str(needle))
+            return super().__contains__(needle)  # type: ignore[operator]
+
+    aws = Scanner(tuple(rule for rule in DEFAULT_PATTERNS if rule.kind == "aws_secret_access_key"))
+    text = "000123: the worker read the config, its cache key and the access log\n" * 50
+    assert not aws._prefilter.admits(Recording(text))
+    assert "ecret" not in asked and "ECRET" not in asked
+    assert not aws._prefilter.admits(Recording("x = 1\n" * 50))
+    assert asked[-2:] == ["c", "E"]  # code without either letter: two memchrs after the "="
+    for spelling in ("secretaccesskey", "secret_access_key", "SecretAccessKey", "secretACCESSkey"):
+        assert aws._prefilter.admits(text + spelling + "=x"), spelling
 
 
 def test_alternatives_are_looked_for_by_a_rare_character_of_their_shared_start() -> None:
