@@ -371,7 +371,7 @@ def _timeout_shown(value: Any) -> str:
     return repr(value)
 
 
-@given(kind=st.just("native"), timeout=_NO_TIMEOUTS)
+@given(kind=st.sampled_from(["native", "foreign"]), timeout=_NO_TIMEOUTS)
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -391,7 +391,7 @@ def test_a_timeout_that_is_no_timeout_leaves_that_tool_out_at_load(
     assert "kept" in manager.tool_registry()
 
 
-@pytest.mark.parametrize("kind", ["native"])
+@pytest.mark.parametrize("kind", ["native", "foreign"])
 def test_a_tool_left_out_for_its_timeout_is_logged_with_its_plugin_and_version(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
 ) -> None:
@@ -406,7 +406,7 @@ def test_a_tool_left_out_for_its_timeout_is_logged_with_its_plugin_and_version(
     assert "Traceback" not in err
 
 
-@given(kind=st.just("native"), timeout=_TIMEOUTS)
+@given(kind=st.sampled_from(["native", "foreign"]), timeout=_TIMEOUTS)
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

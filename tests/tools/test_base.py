@@ -574,7 +574,7 @@ _BAD_TIMEOUTS = [
 ]
 
 
-@pytest.mark.parametrize("kind", ["native"])
+@pytest.mark.parametrize("kind", ["native", "foreign"])
 @pytest.mark.parametrize(("timeout", "said"), _BAD_TIMEOUTS, ids=_short_id)
 def test_as_tool_refuses_a_timeout_that_is_no_positive_number_as_a_bad_flag(
     kind: str, timeout: Any, said: str, ctx: PluginContext
@@ -590,7 +590,7 @@ def test_as_tool_refuses_a_timeout_that_is_no_positive_number_as_a_bad_flag(
     assert raised.value.tool == name
 
 
-@pytest.mark.parametrize("kind", ["native"])
+@pytest.mark.parametrize("kind", ["native", "foreign"])
 @pytest.mark.parametrize("timeout", [None, 0.05, 1, 600.0, math.inf, 2**1000], ids=_short_id)
 def test_as_tool_accepts_a_positive_timeout_or_none(
     kind: str, timeout: float | None, ctx: PluginContext
@@ -598,6 +598,12 @@ def test_as_tool_accepts_a_positive_timeout_or_none(
     """None (the configured default) and any positive number of seconds (inf: no limit) are kept."""
     built = as_tool(_timed(kind, timeout), ctx)
     assert built is not None and built.timeout == timeout
+
+
+def test_a_duck_typed_tool_without_a_timeout_has_the_default(ctx: PluginContext) -> None:
+    """A foreign tool with no timeout attribute gets None: the configured ``[tools] timeout``."""
+    built = as_tool(QuackTool, ctx)
+    assert built is not None and built.timeout is None
 
 
 class ScopedTool(QuackTool):
