@@ -36,6 +36,8 @@ from nanobot_core.tools.base import (
     flag_value,
     missing_tool_members,
     refuse_abstract,
+    timeout_problem,
+    usable_timeout,
 )
 
 if TYPE_CHECKING:
@@ -164,10 +166,12 @@ class ForeignTool(Tool):
     Name, description and parameters are read once, when the adapter is
     built. The flags ``read_only``, ``exclusive``, ``concurrency_safe`` and
     ``timeout`` are taken from the wrapped object when it has them; a flag holding
-    what no flag may (``"no"``, None: see `flag_value`) refuses the tool with a
-    `ToolFlagError`, which leaves it out at load as it does a native tool. When its
-    ``execute`` takes a leading ``ctx`` argument (older HKUDS/nanobot tools),
-    it receives the `ForeignToolContext`.
+    what no flag may (``"no"``, None: see `flag_value`), or a timeout that is no
+    positive number of seconds or None (``"30"``, True, NaN, 0: see
+    `usable_timeout`), refuses the tool with a `ToolFlagError`, which leaves it
+    out at load as it does a native tool. When its ``execute`` takes a leading
+    ``ctx`` argument (older HKUDS/nanobot tools), it receives the
+    `ForeignToolContext`.
     """
 
     def __init__(self, wrapped: Any, context: ForeignToolContext) -> None:
@@ -183,8 +187,10 @@ class ForeignTool(Tool):
             "concurrency_safe", self.read_only and not self.exclusive
         )
         timeout = getattr(wrapped, "timeout", None)
-        numeric = isinstance(timeout, int | float) and not isinstance(timeout, bool)
-        self.timeout = float(timeout) if numeric and timeout is not None else None
+        # Checked before converting, so the problem shows the value the tool's author wrote.
+        if not usable_timeout(timeout):
+            raise ToolFlagError(str(self._name), timeout_problem(timeout))
+        self.timeout = None if timeout is None else float(timeout)
         properties = (
             self._parameters.get("properties", {}) if isinstance(self._parameters, dict) else {}
         )

@@ -13,7 +13,6 @@ from __future__ import annotations
 import abc
 import copy
 import inspect
-import math
 import re
 import types
 from collections.abc import Mapping, Sequence
@@ -256,7 +255,7 @@ class ToolFacts(NamedTuple):
 
 
 class ToolFlagError(ValueError):
-    """A tool's flag holds what no flag may: the tool is refused when it is loaded."""
+    """A tool's flag or timeout holds what none may: the tool is refused when it is loaded."""
 
     def __init__(self, tool: str, problem: str) -> None:
         super().__init__(f"tool {tool!r}: {problem}")
@@ -273,10 +272,11 @@ def check_tool(candidate: Tool) -> Tool:
 def read_tool(candidate: Tool) -> ToolFacts:
     """Name, description, parameters and flags, checked with the timeout.
 
-    Raises ValueError for a name or timeout that cannot be used, `ToolFlagError`
-    (a ValueError) for a flag that holds no flag (`flag_value`), TypeError for
-    a description or parameters of the wrong type. The flags are read again
-    for each call (`nanobot_core.tools.executor`), by the same rule.
+    Raises ValueError for a name that cannot be used, `ToolFlagError` (a
+    ValueError) for a timeout that is no timeout (`usable_timeout`) or a flag
+    that holds no flag (`flag_value`), TypeError for a description or
+    parameters of the wrong type. The flags are read again for each call
+    (`nanobot_core.tools.executor`), by the same rules.
     """
     name = candidate.name
     # fullmatch: `$` alone also matches before a final line break ("grep\n").
@@ -290,10 +290,7 @@ def read_tool(candidate: Tool) -> ToolFacts:
         raise TypeError(f"tool {name!r}: parameters must be a JSON Schema dict")
     timeout = candidate.timeout
     if not usable_timeout(timeout):
-        raise ValueError(
-            f"tool {name!r}: timeout must be a positive number of seconds or None (the "
-            f"configured default), got {timeout!r}"
-        )
+        raise ToolFlagError(name, timeout_problem(timeout))
     flags: dict[str, bool] = {}
     for flag in TOOL_FLAGS:
         value = getattr(candidate, flag)
@@ -324,19 +321,34 @@ def flag_problem(flag: str, value: object) -> str:
 
 def shown(value: object) -> str:
     """A flag's value in a message: repr of plain values, else its type (its repr is its code)."""
+    if type(value) is int and value.bit_length() > 1024:
+        # Past any float; its repr may run to pages, or be refused (sys.set_int_max_str_digits).
+        return f"an int of {value.bit_length()} bits"
     if type(value) in (str, int, float, bool) or value is None:
         return repr(value)
     return f"a {type(value).__name__}"
 
 
 def usable_timeout(timeout: object) -> bool:
-    """Whether `timeout` is a tool's timeout: a positive number of seconds, or None."""
-    return timeout is None or (
-        isinstance(timeout, int | float)
-        and not isinstance(timeout, bool)
-        and not math.isnan(timeout)
-        and timeout > 0
-    )
+    """Whether `timeout` is a tool's timeout: a positive number of seconds (inf: no limit), or None.
+
+    A bool is no number of seconds (``True`` is not 1 s), nor is NaN, nor an int
+    too large for a float (the executor waits a float of seconds).
+    """
+    if timeout is None:
+        return True
+    if not isinstance(timeout, int | float) or isinstance(timeout, bool):
+        return False
+    try:
+        seconds = float(timeout)
+    except OverflowError:
+        return False
+    return seconds > 0  # NaN is not
+
+
+def timeout_problem(timeout: object) -> str:
+    """Why `timeout`, which `usable_timeout` refused, is no timeout of a tool."""
+    return f"its timeout is {shown(timeout)}, expected a positive number of seconds or None"
 
 
 def as_tool(obj: Any, ctx: PluginContext) -> Tool | None:

@@ -57,7 +57,7 @@ from nanobot_core.tools.base import (
     flag_problem,
     flag_value,
     read_result,
-    shown,
+    timeout_problem,
     usable_timeout,
 )
 from nanobot_core.tools.registry import PreparedCall, ToolRegistry, tool_label
@@ -497,9 +497,7 @@ def _read_flags(tool: Tool, known: _ClassFlags) -> _Flags:
     alone = not safe or exclusive
     timeout = _read(tool, "timeout")
     if not usable_timeout(timeout):
-        raise _UnusableFlag(
-            f"its timeout is {shown(timeout)}, expected a positive number of seconds or None"
-        )
+        raise _UnusableFlag(timeout_problem(timeout))
     return _Flags(read_only, alone, None if timeout is None else float(timeout))
 
 

@@ -134,14 +134,19 @@ class _TimedTools:
         return [Slow]
 
 
-def test_tool_with_an_unusable_timeout_fails_its_plugin_by_name(tmp_path: Path) -> None:
-    """A tool whose timeout is no number fails its plugin, reported with name and version."""
+def test_tool_with_an_unusable_timeout_is_left_out_under_its_plugin(tmp_path: Path) -> None:
+    """A tool whose timeout is no number is left out, listed under its loaded plugin."""
     manager = _manager(tmp_path)
     manager.register(_TimedTools(), "timed", distribution="timed-dist", version="2.1")
     assert "slow" not in manager.tool_registry()
-    (failed,) = manager.failures()
-    assert failed.info.describe() == "plugin 'timed' from timed-dist 2.1"
-    assert "tool 'slow': timeout must be a positive number of seconds" in (failed.error or "")
+    assert manager.failures() == []
+    (record,) = [r for r in manager.records() if r.info.name == "timed"]
+    assert record.status == "loaded" and record.info.describe() == (
+        "plugin 'timed' from timed-dist 2.1"
+    )
+    assert record.problems == [
+        "tool 'slow' left out: its timeout is '30', expected a positive number of seconds or None"
+    ]
 
 
 def test_describe_names_the_plugin_its_distribution_and_version() -> None:

@@ -338,3 +338,88 @@ def test_a_duck_typed_tools_bool_or_0_or_1_flag_is_kept_as_it_says(
     assert _problems(manager, "quacker") == []
     registered = manager.tool_registry().get("quack")
     assert registered is not None and registered.read_only is meant
+
+
+# -- a tool timeout that is no timeout --------------------------------------------------------
+
+
+_NO_TIMEOUTS = st.one_of(
+    st.text(max_size=8),
+    st.booleans(),
+    st.floats().filter(lambda seconds: not seconds > 0),  # NaN, -inf, 0.0, -0.0, below
+    st.integers(max_value=0),
+    st.integers(min_value=2**1024, max_value=2**1100),  # past any float
+    st.lists(st.integers(), max_size=2),
+)
+_TIMEOUTS = st.one_of(
+    st.none(),
+    st.floats(min_value=0, exclude_min=True),  # inf too: no limit
+    st.integers(min_value=1, max_value=2**1000),
+)
+
+
+def _timed_plugin(kind: str, timeout: Any) -> Any:
+    """A plugin offering `kept` and a native or duck-typed tool whose timeout is `timeout`."""
+    return _FlagPlugin("timeout", timeout) if kind == "native" else _QuackPlugin("timeout", timeout)
+
+
+def _timeout_shown(value: Any) -> str:
+    if isinstance(value, list):
+        return "a list"
+    if type(value) is int and value.bit_length() > 1024:
+        return f"an int of {value.bit_length()} bits"
+    return repr(value)
+
+
+@given(kind=st.sampled_from(["native", "foreign"]), timeout=_NO_TIMEOUTS)
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_timeout_that_is_no_timeout_leaves_that_tool_out_at_load(
+    tmp_path: Path, kind: str, timeout: Any
+) -> None:
+    """``"30"``, True, NaN, 0, -1 or a list as a timeout leave the tool out like a bad flag."""
+    manager = _manager(tmp_path)
+    manager.register(_timed_plugin(kind, timeout), "timer", distribution="nb-timer", version="1.4")
+    name = "flagged" if kind == "native" else "quack"
+    assert _problems(manager, "timer") == [
+        f"tool {name!r} left out: its timeout is {_timeout_shown(timeout)}, expected a positive "
+        "number of seconds or None"
+    ]
+    assert manager.failures() == []
+    assert name not in manager.tool_registry()
+    assert "kept" in manager.tool_registry()
+
+
+@pytest.mark.parametrize("kind", ["native", "foreign"])
+def test_a_tool_left_out_for_its_timeout_is_logged_with_its_plugin_and_version(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], kind: str
+) -> None:
+    """The warning of a timeout of ``"soon"`` names the plugin, its version and the tool."""
+    manager = _manager(tmp_path)
+    manager.register(_timed_plugin(kind, "soon"), "timer", distribution="nb-timer", version="1.4")
+    manager.records()
+    err = capsys.readouterr().err
+    (warning,) = [line for line in err.splitlines() if "plugin problem" in line]
+    assert "plugin 'timer' from nb-timer 1.4" in warning
+    assert "left out: its timeout is 'soon'" in warning
+    assert "Traceback" not in err
+
+
+@given(kind=st.sampled_from(["native", "foreign"]), timeout=_TIMEOUTS)
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_positive_timeout_or_none_is_kept_and_used(
+    tmp_path: Path, kind: str, timeout: Any
+) -> None:
+    """None and any positive int or float (inf: no limit) load the tool with that timeout."""
+    manager = _manager(tmp_path)
+    manager.register(_timed_plugin(kind, timeout), "timer")
+    assert _problems(manager, "timer") == []
+    registered = manager.tool_registry().get("flagged" if kind == "native" else "quack")
+    assert registered is not None
+    if timeout is None:
+        assert registered.timeout is None
+    else:  # the adapter keeps a float, as the executor waits one
+        assert registered.timeout is not None and float(registered.timeout) == float(timeout)

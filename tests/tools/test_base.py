@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools._foreign import ForeignTool, ForeignToolContext
 from nanobot_core.tools._function import FunctionTool, parse_docstring, tool
-from nanobot_core.tools.base import NO_OUTPUT, Tool, ToolResult, as_tool
+from nanobot_core.tools.base import NO_OUTPUT, Tool, ToolFlagError, ToolResult, as_tool
 from tests.tools.support import run
 
 # -- way 1: subclass Tool -------------------------------------------------------------------
@@ -549,32 +549,61 @@ def test_as_tool_rejects_invalid_names(name: str, ctx: PluginContext) -> None:
         as_tool(Named, ctx)
 
 
-@pytest.mark.parametrize("timeout", ["30", True, 0, -1.5, math.nan, [5]], ids=repr)
-def test_as_tool_rejects_a_timeout_that_is_no_positive_number(
-    timeout: Any, ctx: PluginContext
+def _timed(kind: str, timeout: Any) -> type:
+    """A native (`Weather`) or duck-typed (`QuackTool`) tool class whose timeout is `timeout`."""
+    timed = type("Timed", (Weather if kind == "native" else QuackTool,), {})
+    timed.timeout = timeout  # type: ignore[attr-defined]  # a class attribute, as tools write it
+    return timed
+
+
+def _short_id(value: Any) -> str:
+    return repr(value)[:12]
+
+
+_BAD_TIMEOUTS = [
+    ("30", "'30'"),
+    ("soon", "'soon'"),
+    (True, "True"),
+    (False, "False"),
+    (0, "0"),
+    (-1.5, "-1.5"),
+    (math.nan, "nan"),
+    (-math.inf, "-inf"),
+    ([5], "a list"),
+    (10**400, "an int of 1329 bits"),
+]
+
+
+@pytest.mark.parametrize("kind", ["native", "foreign"])
+@pytest.mark.parametrize(("timeout", "said"), _BAD_TIMEOUTS, ids=_short_id)
+def test_as_tool_refuses_a_timeout_that_is_no_positive_number_as_a_bad_flag(
+    kind: str, timeout: Any, said: str, ctx: PluginContext
 ) -> None:
-    """A timeout the executor could not honour is refused at load time, naming the tool."""
+    """A timeout no call could use refuses the tool like a bad flag, showing it as written."""
+    timed = _timed(kind, timeout)
+    name = "weather" if kind == "native" else "quack"
+    with pytest.raises(ToolFlagError) as raised:
+        as_tool(timed, ctx)
+    assert str(raised.value) == (
+        f"tool {name!r}: its timeout is {said}, expected a positive number of seconds or None"
+    )
+    assert raised.value.tool == name
 
-    class Timed(Weather):
-        pass
 
-    Timed.timeout = timeout
-    with pytest.raises(ValueError, match=r"tool 'weather': timeout must be a positive number"):
-        as_tool(Timed, ctx)
-
-
-@pytest.mark.parametrize("timeout", [None, 0.05, 1, 600.0, math.inf])
+@pytest.mark.parametrize("kind", ["native", "foreign"])
+@pytest.mark.parametrize("timeout", [None, 0.05, 1, 600.0, math.inf, 2**1000], ids=_short_id)
 def test_as_tool_accepts_a_positive_timeout_or_none(
-    timeout: float | None, ctx: PluginContext
+    kind: str, timeout: float | None, ctx: PluginContext
 ) -> None:
     """None (the configured default) and any positive number of seconds (inf: no limit) are kept."""
-
-    class Timed(Weather):
-        pass
-
-    Timed.timeout = timeout
-    built = as_tool(Timed, ctx)
+    built = as_tool(_timed(kind, timeout), ctx)
     assert built is not None and built.timeout == timeout
+
+
+def test_a_duck_typed_tool_without_a_timeout_has_the_default(ctx: PluginContext) -> None:
+    """A foreign tool with no timeout attribute gets None: the configured ``[tools] timeout``."""
+    built = as_tool(QuackTool, ctx)
+    assert built is not None and built.timeout is None
 
 
 class ScopedTool(QuackTool):

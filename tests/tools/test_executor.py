@@ -1025,6 +1025,7 @@ def _break(flag: str, *, value: Any = None, escape: BaseException | None = None)
         ("timeout", float("nan"), None, "its timeout is nan, expected a positive number"),
         ("timeout", -1, None, "its timeout is -1, expected a positive number"),
         ("timeout", object(), None, "its timeout is a object, expected a positive number"),
+        ("timeout", 10**400, None, "its timeout is an int of 1329 bits, expected a positive"),
     ],
     ids=[
         "raising-read-only",
@@ -1036,6 +1037,7 @@ def _break(flag: str, *, value: Any = None, escape: BaseException | None = None)
         "nan-timeout",
         "negative-timeout",
         "object-timeout",
+        "int-past-any-float-timeout",
     ],
 )
 def test_a_flag_that_fails_at_call_time_refuses_only_its_call(
