@@ -18,11 +18,14 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
+from nanobot_core.errors import PluginError
+
 if TYPE_CHECKING:
     from nanobot_core.kernel.context import PluginContext
 
 __all__ = [
     "Tool",
+    "ToolFlagError",
     "ToolResult",
     "as_tool",
     "check_tool",
@@ -254,8 +257,12 @@ class ToolFacts(NamedTuple):
     flags: Mapping[str, bool] = types.MappingProxyType({})
 
 
-class ToolFlagError(ValueError):
-    """A tool's flag or timeout holds what none may: the tool is refused when it is loaded."""
+class ToolFlagError(PluginError, ValueError):
+    """A tool's flag or timeout holds what none may: the tool is refused when it is loaded.
+
+    A `PluginError` (a plugin's tool is malformed), and still the `ValueError` that
+    `as_tool` raised for it before, so an ``except ValueError`` that caught it still does.
+    """
 
     def __init__(self, tool: str, problem: str) -> None:
         super().__init__(f"tool {tool!r}: {problem}")

@@ -693,3 +693,23 @@ def test_function_tool_parameters_cannot_be_changed_from_outside() -> None:
     refused = registry.prepare_call("count", "{}")
     assert refused.error is not None and "n" in refused.error
     assert registry.prepare_call("count", '{"n": "3"}').arguments == {"n": 3}
+
+
+def test_a_refused_flag_is_caught_as_a_plugin_error_and_as_a_value_error(
+    ctx: PluginContext,
+) -> None:
+    """`except PluginError` catches a tool refused for its flag, as `except ValueError` did."""
+    from nanobot_core import NanobotError, PluginError
+
+    class Flagged(Tool):
+        name = "flagged"
+        description = "A tool whose read_only is no bool."
+        parameters: dict[str, Any] = {"type": "object", "properties": {}}
+        read_only = "yes"  # type: ignore[assignment]
+
+        async def execute(self) -> str:
+            return "ran"
+
+    for caught in (PluginError, NanobotError, ValueError):
+        with pytest.raises(caught, match=r"^tool 'flagged': its read_only is 'yes'"):
+            as_tool(Flagged(), ctx)
