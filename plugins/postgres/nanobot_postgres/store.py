@@ -24,7 +24,7 @@ import threading
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nanobot_core.errors import (
     ConfigError,
@@ -45,6 +45,9 @@ from nanobot_core.sessions import (
 
 from nanobot_postgres.dsn import describe_dsn, scrub
 from nanobot_postgres.migrations import apply_migrations
+
+if TYPE_CHECKING:
+    from psycopg import sql
 
 __all__ = ["PostgresLease", "PostgresSessionStore", "application_name"]
 
@@ -143,6 +146,47 @@ def _quiet_pool_records() -> None:
 
 # The longest lock_timeout PostgreSQL takes (an int of milliseconds, about 24.8 days).
 _MAX_WAIT = (2**31 - 1) / 1000
+
+# How often a backend waiting for a lease checks that its worker is still there. A
+# backend notices a vanished client only when it next talks to it, and a waiting one
+# says nothing until it has the lock: without the check, a worker killed while it
+# waits leaves its backend in the queue, holding a connection slot, to be granted the
+# lock of a session nobody serves. The check is a poll() of the socket, nearly free.
+CLIENT_CHECK_INTERVAL = "1s"
+
+# The setting that asks for that check (PostgreSQL 14 and later).
+_CLIENT_CHECK = "client_connection_check_interval"
+
+
+def _wait_settings(timeout_ms: int) -> sql.Composed:
+    """The statement that sets up a lease wait of `timeout_ms`, in the transaction only.
+
+    lock_timeout bounds the wait; statement_timeout is off so that a server's
+    shorter one does not cut it; and the server checks every `CLIENT_CHECK_INTERVAL`
+    that the worker is still connected. A server without the check refuses the
+    setting: before PostgreSQL 14 it is unknown, a platform that cannot check
+    refuses the value, a managed server may keep it read-only. Whatever the
+    refusal, the block leaves the check out and the wait is as it was.
+    """
+    from psycopg import sql
+
+    return sql.SQL(
+        """DO $$
+BEGIN
+    PERFORM set_config('lock_timeout', {timeout}, true),
+        set_config('statement_timeout', '0', true);
+    BEGIN
+        PERFORM set_config({check}, {interval}, true);
+    EXCEPTION WHEN OTHERS THEN
+        NULL;
+    END;
+END
+$$"""
+    ).format(
+        timeout=sql.Literal(f"{timeout_ms}ms"),
+        check=sql.Literal(_CLIENT_CHECK),
+        interval=sql.Literal(CLIENT_CHECK_INTERVAL),
+    )
 
 
 def application_name() -> str:
@@ -367,16 +411,14 @@ class PostgresSessionStore:
             if not wait > 0:
                 got = bool(conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0])
             else:
-                timeout = f"{max(1, round(min(wait, _MAX_WAIT) * 1000))}ms"
+                timeout = max(1, round(min(wait, _MAX_WAIT) * 1000))
                 try:
                     # Settings local to the transaction: the connection goes back to the
                     # pool with the ones it came with. The lock outlives the transaction.
+                    # They are set by the statement before the wait: the server arms its
+                    # statement and client-check timers as a statement starts.
                     with conn.transaction():
-                        conn.execute(
-                            "SELECT set_config('lock_timeout', %s, true), "
-                            "set_config('statement_timeout', '0', true)",
-                            (timeout,),
-                        )
+                        conn.execute(_wait_settings(timeout))
                         conn.execute("SELECT pg_advisory_lock(%s)", (key,))
                     got = True
                 except psycopg.errors.LockNotAvailable:

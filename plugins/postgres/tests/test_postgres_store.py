@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -23,10 +24,11 @@ from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.sessions import check_line, open_session
 
 import nanobot_postgres
+import nanobot_postgres.store as store_module
 from nanobot_postgres.chatserver import ScriptedChatServer
 from nanobot_postgres.migrations import SCHEMA_VERSION, apply_migrations
 from nanobot_postgres.results import PostgresResultStore, fetch_into_cache, reference_hash
-from nanobot_postgres.store import PostgresSessionStore
+from nanobot_postgres.store import CLIENT_CHECK_INTERVAL, PostgresSessionStore, lease_key
 
 TIMEOUT = 120
 
@@ -133,6 +135,95 @@ def test_kill_9_frees_the_lease_at_once(dsn: str) -> None:
         if holder.poll() is None:
             holder.kill()
             holder.wait()
+
+
+_WAITER_SCRIPT = """
+import sys
+from nanobot_postgres.store import PostgresSessionStore
+PostgresSessionStore(sys.argv[1]).lease("busy", wait=600)
+"""
+
+# A backend of the session's lease key, waiting for it or holding it.
+_KEY_BACKENDS = (
+    "SELECT a.application_name, l.granted FROM pg_locks l "
+    "JOIN pg_stat_activity a ON a.pid = l.pid "
+    "WHERE l.locktype = 'advisory' AND l.objsubid = 1 "
+    "AND l.classid::bigint = %s AND l.objid::bigint = %s"
+)
+
+
+def _key_backends(dsn: str, session: str) -> list[tuple[str, bool]]:
+    unsigned = lease_key(session) & 0xFFFF_FFFF_FFFF_FFFF
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(_KEY_BACKENDS, (unsigned >> 32, unsigned & 0xFFFF_FFFF)).fetchall()
+    return [(str(app), bool(granted)) for app, granted in rows]
+
+
+def test_kill_9_while_waiting_ends_the_waiting_backend(dsn: str) -> None:
+    """A worker killed while it waits for a busy session leaves no backend in the lock queue."""
+    store = PostgresSessionStore(dsn)
+    held = store.lease("busy")
+    waiter = subprocess.Popen([sys.executable, "-c", _WAITER_SCRIPT, dsn])
+    try:
+        name = f"nanobot-core {socket.gethostname()[:32]} pid {waiter.pid}"
+        deadline = time.monotonic() + 30
+        while (name, False) not in _key_backends(dsn, "busy"):
+            assert waiter.poll() is None and time.monotonic() < deadline, "never waited"
+            time.sleep(0.05)
+        os.kill(waiter.pid, signal.SIGKILL)
+        waiter.wait(timeout=30)
+        killed = time.monotonic()
+        # The server checks a waiting backend's client every second (PostgreSQL 14+).
+        while [b for b in _key_backends(dsn, "busy") if b[0] == name]:
+            assert time.monotonic() - killed < 5, "the dead worker's backend still waits"
+            time.sleep(0.05)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            gone = "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s"
+            assert conn.execute(gone, (name,)).fetchone() == (0,)
+        # The lock goes to the next live worker, never to the dead one.
+        held.release()
+        assert [b for b in _key_backends(dsn, "busy") if b[0] == name] == []
+        # The check is set for the wait only; the README says how often it runs.
+        after = PostgresSessionStore(dsn, pool_size=1)
+        try:
+            after.lease("busy", wait=1.0).release()
+            assert after.run("SHOW client_connection_check_interval") == [("0",)]
+        finally:
+            after.close()
+        readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+        assert f"`client_connection_check_interval` to {CLIENT_CHECK_INTERVAL}," in readme
+    finally:
+        if waiter.poll() is None:
+            waiter.kill()
+            waiter.wait()
+        store.close()
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("no_such_setting", "1s"), ("client_connection_check_interval", "-1")],
+    ids=["server-before-14", "platform-refuses"],
+)
+def test_lease_wait_works_where_the_server_refuses_the_client_check(
+    dsn: str, monkeypatch: pytest.MonkeyPatch, setting: str, value: str
+) -> None:
+    """A server that refuses the client check (unknown setting, refused value) still waits."""
+    # The errors of a server before 14 and of a platform that cannot check, on this one.
+    monkeypatch.setattr(store_module, "_CLIENT_CHECK", setting)
+    monkeypatch.setattr(store_module, "CLIENT_CHECK_INTERVAL", value)
+    holder, waiter = PostgresSessionStore(dsn), PostgresSessionStore(dsn, pool_size=1)
+    try:
+        held = holder.lease("busy")
+        started = time.monotonic()
+        with pytest.raises(SessionLockedError, match=r"after waiting 0.5s"):
+            waiter.lease("busy", wait=0.5)
+        assert time.monotonic() - started >= 0.4
+        held.release()
+        waiter.lease("busy", wait=1.0).release()
+        assert waiter.run("SHOW client_connection_check_interval") == [("0",)]
+    finally:
+        holder.close()
+        waiter.close()
 
 
 def test_connections_the_server_dropped_are_replaced(dsn: str) -> None:
