@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import click
 
+from nanobot_core._reading import read_up_to
+
 if TYPE_CHECKING:
     from nanobot_core.config import Config
     from nanobot_core.kernel.manager import PluginManager
@@ -62,7 +64,6 @@ COMMANDS: dict[str, str] = {
 #: stdin): a source that goes on past it (/dev/zero, ``yes |``) is no input, and
 #: reading it whole would fill the memory.
 MAX_INPUT_BYTES = 1 << 30
-_READ_CHUNK = 1 << 20
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -222,39 +223,26 @@ def directory_problem(path: Path, *, create: bool = False) -> str | None:
 
 def read_bounded(source: BinaryIO) -> bytes:
     """All of `source`; an ``OSError`` (``EFBIG``) once it gives more than `MAX_INPUT_BYTES`."""
-    chunks: list[bytes] = []
-    total = 0
-    while chunk := source.read(_READ_CHUNK):
-        total += len(chunk)
-        if total > MAX_INPUT_BYTES:
-            raise OSError(
-                errno.EFBIG,
-                f"more than {MAX_INPUT_BYTES} bytes, the most read of one input "
-                f"(stopped reading there)",
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
+    data = read_up_to(source, MAX_INPUT_BYTES)
+    if len(data) > MAX_INPUT_BYTES:
+        raise OSError(
+            errno.EFBIG,
+            f"more than {MAX_INPUT_BYTES} bytes, the most read of one input "
+            f"(stopped reading there)",
+        )
+    return data
 
 
 def read_stdin_text(param_hint: str) -> str:
-    """All of stdin as text; a usage error (exit 2) past `MAX_INPUT_BYTES` characters.
-
-    Read a chunk at a time: a read of n characters sets aside room for n before
-    it starts, so one read of the limit would reserve gigabytes for a line of
-    input, and fail with a `MemoryError` where the address space is capped.
-    """
-    chunks: list[str] = []
-    total = 0
-    while chunk := sys.stdin.read(_READ_CHUNK):
-        total += len(chunk)
-        if total > MAX_INPUT_BYTES:
-            raise click.BadParameter(
-                f"stdin gave more than {MAX_INPUT_BYTES} characters, the most read of one "
-                f"input (stopped reading there)",
-                param_hint=param_hint,
-            )
-        chunks.append(chunk)
-    return "".join(chunks)
+    """All of stdin as text; a usage error (exit 2) past `MAX_INPUT_BYTES` characters."""
+    text: str = read_up_to(sys.stdin, MAX_INPUT_BYTES)  # typeshed's stdin may be Any
+    if len(text) > MAX_INPUT_BYTES:
+        raise click.BadParameter(
+            f"stdin gave more than {MAX_INPUT_BYTES} characters, the most read of one "
+            f"input (stopped reading there)",
+            param_hint=param_hint,
+        )
+    return text
 
 
 def _reason(exc: BaseException) -> str:

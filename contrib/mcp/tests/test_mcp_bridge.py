@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from nanobot_core import Config, PluginContext, PluginManager, ToolResult
-from nanobot_core.testing import run_tool
+from nanobot_core.testing import run_cli, run_tool
 
 import nanobot_mcp
 from nanobot_mcp import (
@@ -207,11 +207,8 @@ def test_the_tools_command_reports_a_failed_server_on_stderr_and_remembers_it(
     """`nanobot-core tools` names the failed server on stderr, exits 0, and lists the others."""
     workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}}, notes={})
     env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    command = [sys.executable, "-m", "nanobot_core", "tools", "--json"]
     for _ in range(2):
-        done = subprocess.run(
-            command, cwd=workspace.root, env=env, capture_output=True, text=True, timeout=120
-        )
+        done = run_cli("tools", "--json", cwd=workspace.root, env=env)
         assert done.returncode == 0, done.stderr
         names = [tool["name"] for tool in json.loads(done.stdout)]
         assert "mcp_notes_add" in names and not any(n.startswith("mcp_broken_") for n in names)
@@ -299,10 +296,7 @@ def test_a_tool_with_an_invalid_definition_loses_only_itself(workspace: Workspac
 
 def _cli(workspace: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    command = [sys.executable, "-m", "nanobot_core", *args]
-    return subprocess.run(
-        command, cwd=workspace.root, env=env, capture_output=True, text=True, timeout=120
-    )
+    return run_cli(*args, cwd=workspace.root, env=env)
 
 
 @pytest.mark.parametrize("strict", [[], ["--strict"]])

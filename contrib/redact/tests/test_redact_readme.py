@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from importlib import metadata
 from pathlib import Path
 
@@ -94,13 +92,7 @@ def test_a_bad_option_stops_every_command_that_builds_a_governor(
     monkeypatch.setenv("NANOBOT_API_KEY", "none")
     monkeypatch.setenv("NANOBOT_BASE_URL", "http://127.0.0.1:9/v1")
     arguments = {"plugins": [], "govern": ["session.jsonl"], "run": ["hello"]}[command]
-    stopped = subprocess.run(
-        [sys.executable, "-m", "nanobot_core", command, *arguments],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    stopped = run_cli(command, *arguments)
     assert stopped.returncode == 2, stopped.stderr
     assert stopped.stdout == ""
     assert says in stopped.stderr

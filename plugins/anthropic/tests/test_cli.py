@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from messages_server import API_KEY, MessagesServer, message_reply, text_reply
+from nanobot_core.testing import run_cli
 
 
 def _run(server: MessagesServer, workspace: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -18,24 +19,17 @@ def _run(server: MessagesServer, workspace: Path, *args: str) -> subprocess.Comp
         if not k.startswith(("NANOBOT_", "OPENAI_", "ANTHROPIC_"))
     }
     env["ANTHROPIC_API_KEY"] = API_KEY
-    return subprocess.run(
-        [
-            "nanobot-core",
-            "run",
-            "--provider",
-            "anthropic",
-            "--base-url",
-            server.base_url,
-            "--log-level",
-            "debug",
-            *args,
-        ],
+    return run_cli(
+        "run",
+        "--provider",
+        "anthropic",
+        "--base-url",
+        server.base_url,
+        "--log-level",
+        "debug",
+        *args,
         cwd=workspace,
         env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
     )
 
 

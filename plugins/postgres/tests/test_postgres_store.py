@@ -22,6 +22,7 @@ from nanobot_core.errors import ConfigError, SessionError, SessionLockedError
 from nanobot_core.governance.store import CACHE_DIR
 from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.sessions import check_line, open_session
+from nanobot_core.testing import run_cli
 
 import nanobot_postgres
 import nanobot_postgres.store as store_module
@@ -29,8 +30,6 @@ from nanobot_postgres.chatserver import ScriptedChatServer
 from nanobot_postgres.migrations import SCHEMA_VERSION, apply_migrations
 from nanobot_postgres.results import PostgresResultStore, fetch_into_cache, reference_hash
 from nanobot_postgres.store import CLIENT_CHECK_INTERVAL, PostgresSessionStore, lease_key
-
-TIMEOUT = 120
 
 
 def _password(dsn: str) -> str:
@@ -245,29 +244,19 @@ def test_connections_the_server_dropped_are_replaced(dsn: str) -> None:
     store.close()
 
 
-def _cli(env: dict[str, str], cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        ["nanobot-core", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
-
-
 def test_cli_run_sessions_show_and_busy(cli_env: dict[str, str], tmp_path: Path, dsn: str) -> None:
     """`run` twice on the postgres store, list and show it; a held session exits 1 naming it."""
     password = _password(dsn)
     with ScriptedChatServer() as server:
         env = {**cli_env, "NANOBOT_BASE_URL": server.base_url, "NANOBOT_TOOLS__DISABLED": "[]"}
         for turn in (1, 2):
-            result = _cli(env, tmp_path, "run", f"session chat turn {turn}", "--session", "chat")
+            result = run_cli(
+                "run", f"session chat turn {turn}", "--session", "chat", cwd=tmp_path, env=env
+            )
             assert result.returncode == 0, result.stderr
             assert result.stdout.strip() == f"done chat-{turn}"
             assert password not in result.stdout + result.stderr
-        listed = _cli(env, tmp_path, "sessions", "--json")
+        listed = run_cli("sessions", "--json", cwd=tmp_path, env=env)
         assert listed.returncode == 0, listed.stderr
         (info,) = json.loads(listed.stdout)
         assert info["name"] == "chat" and info["messages"] >= 8
@@ -275,20 +264,22 @@ def test_cli_run_sessions_show_and_busy(cli_env: dict[str, str], tmp_path: Path,
             info["path"].startswith("postgresql://nanobot@127.0.0.1:")
             and password not in info["path"]
         )
-        shown = json.loads(_cli(env, tmp_path, "sessions", "show", "chat", "--json").stdout)
+        shown = json.loads(
+            run_cli("sessions", "show", "chat", "--json", cwd=tmp_path, env=env).stdout
+        )
         roles = [m.get("role") for m in shown["messages"]]
         assert roles[:2] == ["user", "assistant"] and roles.count("user") == 2
         assert shown["messages"][0]["_meta"]["time"]
         store = PostgresSessionStore(dsn)
         with open_session(store, "chat"):
-            busy = _cli(env, tmp_path, "run", "session chat turn 3", "--session", "chat")
+            busy = run_cli("run", "session chat turn 3", "--session", "chat", cwd=tmp_path, env=env)
         store.close()
         assert busy.returncode == 1
         assert f"pid {os.getpid()}" in busy.stderr and "Traceback" not in busy.stderr
         assert password not in busy.stderr
         (tmp_path / "other").mkdir()
         wrong = {**env, "NANOBOT_POSTGRES_DSN": dsn.replace(password, "nope")}
-        failed = _cli(wrong, tmp_path / "other", "sessions")
+        failed = run_cli("sessions", cwd=tmp_path / "other", env=wrong)
         assert failed.returncode == 1 and "password authentication failed" in failed.stderr
         assert "nope" not in failed.stderr and "Traceback" not in failed.stderr
 
@@ -299,11 +290,11 @@ def test_cli_database_failure_is_exit_1_not_an_unknown_session(
     """`sessions show` and `export` exit 1 when the database refuses them, 2 for no such session."""
     password = _password(dsn)
     out = str(tmp_path / "out.jsonl")
-    missing = _cli(cli_env, tmp_path, "sessions", "show", "ghost")
+    missing = run_cli("sessions", "show", "ghost", cwd=tmp_path, env=cli_env)
     assert missing.returncode == 2 and "no session named 'ghost'" in missing.stderr
     wrong = {**cli_env, "NANOBOT_POSTGRES_DSN": dsn.replace(password, "nope")}
     for args in (("show", "ghost"), ("export", "ghost", "-o", out), ("export", "-o", out)):
-        failed = _cli(wrong, tmp_path, "sessions", *args)
+        failed = run_cli("sessions", *args, cwd=tmp_path, env=wrong)
         assert failed.returncode == 1, (args, failed.stderr)
         assert "password authentication failed" in failed.stderr
         assert "Traceback" not in failed.stderr and "nope" not in failed.stderr
@@ -324,24 +315,29 @@ def test_export_to_jsonl_and_back_is_byte_identical(
     lease.release()
     store.close()
     first = tmp_path / "first.jsonl"
-    assert _cli(cli_env, tmp_path, "sessions", "export", "--output", str(first)).returncode == 0
+    assert (
+        run_cli("sessions", "export", "--output", str(first), cwd=tmp_path, env=cli_env).returncode
+        == 0
+    )
     files = tmp_path / "files"
     files.mkdir()
     jsonl_env = {k: v for k, v in cli_env.items() if k != "NANOBOT_SESSIONS__STORE"}
-    imported = _cli(jsonl_env, files, "sessions", "import", str(first))
+    imported = run_cli("sessions", "import", str(first), cwd=files, env=jsonl_env)
     assert imported.returncode == 0, imported.stderr
     assert (
         JsonlSessionStore(files).path("one").read_bytes()
         == "".join(line + "\n" for line in awkward).encode()
     )
     second = tmp_path / "second.jsonl"
-    assert _cli(jsonl_env, files, "sessions", "export", "-o", str(second)).returncode == 0
+    assert (
+        run_cli("sessions", "export", "-o", str(second), cwd=files, env=jsonl_env).returncode == 0
+    )
     assert second.read_bytes() == first.read_bytes()
     other = dsn.rsplit("/", 1)[0] + "/" + dsn.rsplit("/", 1)[1] + "_copy"
     with psycopg.connect(dsn.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{other.rsplit("/", 1)[1]}"')
     copy_env = {**cli_env, "NANOBOT_POSTGRES_DSN": other}
-    assert _cli(copy_env, tmp_path, "sessions", "import", str(second)).returncode == 0
+    assert run_cli("sessions", "import", str(second), cwd=tmp_path, env=copy_env).returncode == 0
     copied = PostgresSessionStore(other)
     assert copied.load("one").lines == awkward
     copied.close()

@@ -22,6 +22,7 @@ from nanobot_core.config import Config, PostgresConfig, SessionsConfig
 from nanobot_core.errors import SessionError, SessionLockedError
 from nanobot_core.governance.store import CACHE_DIR
 from nanobot_core.sessions import open_session
+from nanobot_core.testing import run_cli
 
 import nanobot_postgres
 from nanobot_postgres.chatserver import ScriptedChatServer
@@ -162,15 +163,7 @@ def test_server_down_at_cli_start_names_the_store_and_the_refusal(
     dsn = own_server.create_database("down")
     own_server.stop_server()
     env = {**cli_env, "NANOBOT_POSTGRES_DSN": dsn}
-    result = subprocess.run(
-        ["nanobot-core", "run", "hello", "--session", "s"],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT,
-        check=False,
-    )
+    result = run_cli("run", "hello", "--session", "s", cwd=tmp_path, env=env, timeout=TIMEOUT)
     assert result.returncode == 1
     assert f"postgresql://nanobot@127.0.0.1:{own_server.port}/down" in result.stderr
     assert "Connection refused" in result.stderr and "Traceback" not in result.stderr
@@ -428,14 +421,8 @@ def test_pool_size_1_with_results_in_the_database_is_refused_naming_both_keys(
             "NANOBOT_SESSIONS__POSTGRES__POOL_SIZE": "1",
         }
         started = time.monotonic()
-        refused = subprocess.run(
-            ["nanobot-core", "run", "session one turn 1", "--session", "one"],
-            cwd=tmp_path,
-            env=env,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
+        refused = run_cli(
+            "run", "session one turn 1", "--session", "one", cwd=tmp_path, env=env, timeout=TIMEOUT
         )
         assert time.monotonic() - started < 10  # not a connect_timeout per offload
         assert refused.returncode == 2, refused.stderr
@@ -449,14 +436,8 @@ def test_pool_size_1_with_results_in_the_database_is_refused_naming_both_keys(
         finally:
             plain.close()
         off = {**env, "NANOBOT_SESSIONS__POSTGRES__RESULTS": "false"}
-        ran = subprocess.run(
-            ["nanobot-core", "run", "session one turn 1", "--session", "one"],
-            cwd=tmp_path,
-            env=off,
-            capture_output=True,
-            text=True,
-            timeout=TIMEOUT,
-            check=False,
+        ran = run_cli(
+            "run", "session one turn 1", "--session", "one", cwd=tmp_path, env=off, timeout=TIMEOUT
         )
         assert ran.returncode == 0, ran.stderr
         assert "done one-1" in ran.stdout
