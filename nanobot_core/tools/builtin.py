@@ -21,6 +21,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar
 
 from nanobot_core._json_boundary import dumps, loads
+from nanobot_core._reading import read_up_to
 from nanobot_core.errors import WorkspaceEscapeError
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools._function import run_in_daemon_thread
@@ -46,6 +47,12 @@ MAX_LINE_CHARS = 2_000
 GREP_LINE_CHARS = 300
 MAX_LISTED_ENTRIES = 500
 MAX_GREP_FILE_BYTES = 5_000_000
+# An edit holds the file several times over (bytes, text, edited text, encoded): up to
+# about nine times its size for ASCII text holding one emoji (the text then takes 4 bytes
+# a character), so a multi-gigabyte log in the workspace would take the process down.
+# Source files are far smaller (SQLite's amalgamation, sqlite3.c, one of the largest
+# edited by hand, is 9 MB): 16 MiB costs at most about 150 MB, and edits run one at a time.
+MAX_EDIT_FILE_BYTES = 16 * 1024 * 1024
 #: Seconds a grep may search before it is stopped (the tools timeout, when built by the hook).
 DEFAULT_SEARCH_TIMEOUT = 60.0
 BINARY_SNIFF_BYTES = 8_192
@@ -584,12 +591,29 @@ class EditFileTool(WorkspaceTool):
         "additionalProperties": False,
     }
 
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        max_output_chars: int = DEFAULT_OUTPUT_CHARS,
+        max_file_bytes: int = MAX_EDIT_FILE_BYTES,
+    ) -> None:
+        super().__init__(workspace, max_output_chars=max_output_chars)
+        self.max_file_bytes = max_file_bytes
+
     def run(self, path: str, old_text: str, new_text: str, replace_all: bool = False) -> ToolResult:
         target = self.resolve(path)
         if not target.is_file():
             return ToolResult.error(f"file not found: {path}")
         with self.open(target, "rb") as raw:
-            data = raw.read()
+            # The size of the file opened, not of the path checked: it is refused unread.
+            size = os.fstat(raw.fileno()).st_size
+            if size > self.max_file_bytes:
+                return self._too_large(path, f"{size:,} bytes")
+            # Bounded too: a file that grows after the fstat is not read past the limit.
+            data = read_up_to(raw, self.max_file_bytes, size=size)
+        if len(data) > self.max_file_bytes:
+            return self._too_large(path, f"more than {self.max_file_bytes:,} bytes (it grew)")
         try:
             content = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -607,6 +631,18 @@ class EditFileTool(WorkspaceTool):
                 f"old_text occurs {count} times in {path}; include more surrounding text to make "
                 "it unique, or set replace_all to true"
             )
+        replaced = count if replace_all else 1
+        # Worked out before replacing: a short old_text replaced everywhere by a long
+        # new_text would otherwise make a text of count times new_text (gigabytes).
+        growth = len(new_text.encode("utf-8")) - len(old_text.encode("utf-8"))
+        result_size = len(data) + replaced * growth
+        del data  # the text holds it now
+        if result_size > self.max_file_bytes:
+            return ToolResult.error(
+                f"this edit would make {path} {result_size:,} bytes, more than edit_file "
+                f"writes ({self.max_file_bytes:,}); replace fewer occurrences or with shorter "
+                "text, or write a new file with write_file"
+            )
         updated = (
             content.replace(old_text, new_text)
             if replace_all
@@ -614,8 +650,16 @@ class EditFileTool(WorkspaceTool):
         )
         with self.open(target, "w") as handle:
             handle.write(updated)
-        replaced = count if replace_all else 1
         return ToolResult(f"Replaced {replaced} occurrence(s) in {self.show(target)}.")
+
+    def _too_large(self, path: str, size: str) -> ToolResult:
+        """The refusal of a file over `max_file_bytes`, saying what to do instead."""
+        return ToolResult.error(
+            f"{path} is {size}, and edit_file edits files of at most "
+            f"{self.max_file_bytes:,} bytes: change it with "
+            "a command-line tool if you have one (such as sed), or write what you need to a "
+            "new file with write_file (read_file still reads it)"
+        )
 
 
 BUILTIN_TOOLS: tuple[type[WorkspaceTool], ...] = (

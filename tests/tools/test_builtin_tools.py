@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from nanobot_core.builtins.workspace_tools import nanobot_tools
 from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools.builtin import (
+    MAX_EDIT_FILE_BYTES,
     EditFileTool,
     FindFilesTool,
     GrepTool,
@@ -281,3 +283,93 @@ def test_edit_file_on_a_missing_file_is_an_error(workspace: Path) -> None:
     """Editing a file that does not exist is an error."""
     result = run(EditFileTool(workspace).execute(path="nope.txt", old_text="a", new_text="b"))
     assert result == "Error: file not found: nope.txt"
+
+
+def test_edit_file_refuses_a_file_over_the_limit_unread(workspace: Path) -> None:
+    """A 64 MiB file is refused by its size, saying what to use instead, without being read."""
+    path = workspace / "big.log"
+    with path.open("wb") as handle:
+        handle.write(b"needle\n")
+        handle.truncate(64 * 1024 * 1024)  # sparse: nothing is written past the start
+    editor = EditFileTool(workspace)
+    tracemalloc.start()
+    try:
+        result = run(editor.execute(path="big.log", old_text="needle", new_text="x"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result == (
+        "Error: big.log is 67,108,864 bytes, and edit_file edits files of at most 16,777,216 "
+        "bytes: change it with a command-line tool if you have one (such as sed), or write "
+        "what you need to a new file with write_file (read_file still reads it)"
+    )
+    assert MAX_EDIT_FILE_BYTES == 16 * 1024 * 1024
+    assert peak < 1024 * 1024
+    assert path.stat().st_size == 64 * 1024 * 1024
+    with path.open("rb") as handle:
+        assert handle.read(7) == b"needle\n"
+
+
+def test_edit_file_edits_a_file_of_exactly_the_limit(workspace: Path) -> None:
+    """The limit is inclusive: a file of max_file_bytes is edited, one byte more is refused."""
+    path = workspace / "edge.txt"
+    path.write_bytes(b"needle" + b"." * 94)
+    editor = EditFileTool(workspace, max_file_bytes=100)
+    done = run(editor.execute(path="edge.txt", old_text="needle", new_text="pin"))
+    assert done == "Replaced 1 occurrence(s) in edge.txt."
+    path.write_bytes(b"needle" + b"." * 95)
+    refused = run(editor.execute(path="edge.txt", old_text="needle", new_text="pin"))
+    assert refused.is_error and refused.startswith("Error: edge.txt is 101 bytes, and edit_file")
+    assert path.read_bytes() == b"needle" + b"." * 95
+
+
+def test_edit_file_refuses_an_edit_that_would_outgrow_the_limit(workspace: Path) -> None:
+    """A short text replaced everywhere by a long one is refused before the result is built."""
+    path = workspace / "short.txt"
+    path.write_bytes(b"a" * 1024)
+    editor = EditFileTool(workspace)
+    tracemalloc.start()
+    try:
+        result = run(
+            editor.execute(path="short.txt", old_text="a", new_text="b" * 20_000, replace_all=True)
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result == (
+        "Error: this edit would make short.txt 20,480,000 bytes, more than edit_file writes "
+        "(16,777,216); replace fewer occurrences or with shorter text, or write a new file "
+        "with write_file"
+    )
+    assert peak < 1024 * 1024
+    assert path.read_bytes() == b"a" * 1024
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    old=st.text(st.characters(codec="utf-8", exclude_characters="\r"), min_size=1, max_size=3),
+    new=st.text(st.characters(codec="utf-8", exclude_characters="\r"), max_size=20),
+    count=st.integers(1, 20),
+    limit=st.integers(1, 300),
+)
+def test_edit_file_makes_an_edit_iff_its_result_fits(
+    workspace: Path, old: str, new: str, count: int, limit: int
+) -> None:
+    """Whatever the texts, an edit within the limit is made exactly and one past it is refused."""
+    path = workspace / "many.txt"
+    original = old * count
+    path.write_bytes(original.encode("utf-8"))
+    editor = EditFileTool(workspace, max_file_bytes=limit)
+    result = run(editor.execute(path="many.txt", old_text=old, new_text=new, replace_all=True))
+    expected = original.replace(old, new).encode("utf-8")
+    if len(original.encode("utf-8")) > limit:
+        assert result.startswith("Error: many.txt is ")
+    elif len(expected) > limit:
+        assert result.startswith(f"Error: this edit would make many.txt {len(expected):,} bytes")
+    else:
+        assert not result.is_error, result
+        assert path.read_bytes() == expected
+        return
+    assert path.read_bytes() == original.encode("utf-8")
