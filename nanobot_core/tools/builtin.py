@@ -234,16 +234,16 @@ class ReadFileTool(WorkspaceTool):
         full = False
         position = 0  # characters before the current line, as start_char counts them
         with self.open(target) as handle:
-            for number, line in enumerate(handle, start=1):
+            for number, (head, length, bare_length) in enumerate(_lines_of(handle), start=1):
                 total = number
-                line_start, position = position, position + len(line)
+                line_start, position = position, position + length
                 if full or number < offset or number >= offset + limit:
                     continue
-                bare = line.rstrip(chr(10)).rstrip(chr(13))
-                if len(bare) > MAX_LINE_CHARS:
+                bare = head.rstrip(chr(10)).rstrip(chr(13))
+                if bare_length > MAX_LINE_CHARS:
                     rest = line_start + MAX_LINE_CHARS
                     bare = (
-                        f"{bare[:MAX_LINE_CHARS]}… [line cut, {len(bare)} characters; "
+                        f"{bare[:MAX_LINE_CHARS]}… [line cut, {bare_length} characters; "
                         f"read_file with start_char={rest} shows the rest]"
                     )
                 text = f"{number:>6}\t{bare}"
@@ -263,6 +263,22 @@ class ReadFileTool(WorkspaceTool):
                 f"Call read_file with offset={last + 1} to continue.]"
             )
         return ToolResult("\n".join(shown))
+
+
+def _lines_of(handle: IO[str]) -> Iterator[tuple[str, int, int]]:
+    """Each line's start (enough to show it), its length and its length without the newline.
+
+    A line is read a piece at a time and only its start is kept: iterating the file
+    would build each line whole, and a file of one multi-gigabyte line (a dump, a
+    minified dataset) would take that much memory, several times over.
+    """
+    while head := handle.readline(MAX_LINE_CHARS + 1):
+        length = len(head)
+        piece = head
+        while not piece.endswith(chr(10)) and (piece := handle.readline(_READ_CHUNK)):
+            length += len(piece)
+        # Text mode reads every line ending as one newline character.
+        yield head, length, length - piece.endswith(chr(10))
 
 
 class ListDirTool(WorkspaceTool):

@@ -14,6 +14,7 @@ from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools.builtin import (
     MAX_EDIT_FILE_BYTES,
+    MAX_LINE_CHARS,
     EditFileTool,
     FindFilesTool,
     GrepTool,
@@ -103,6 +104,72 @@ def test_read_file_offset_past_the_end(workspace: Path) -> None:
     """An offset beyond the last line is an error that gives the line count."""
     result = run(ReadFileTool(workspace).execute(path="notes.txt", offset=10))
     assert result == "Error: offset 10 is past the end of notes.txt (3 lines)"
+
+
+def test_read_file_holds_only_the_start_of_a_huge_line(workspace: Path) -> None:
+    """A file of one 32 MiB line costs its shown start in memory, not the line, and says so."""
+    size = 32 * 1024 * 1024
+    (workspace / "dump.json").write_bytes(b"[" + b"1," * (size // 2 - 1) + b"]\nend\n")
+    tracemalloc.start()
+    try:
+        result = run(ReadFileTool(workspace).execute(path="dump.json"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    first, second = result.splitlines()
+    assert first == (
+        f"     1\t[{'1,' * 999}1… [line cut, {size} characters; read_file with "
+        "start_char=2000 shows the rest]"
+    )
+    assert second == "     2\tend"
+    assert peak < 2 * 1024 * 1024
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(
+        st.tuples(st.sampled_from("ab€"), st.integers(0, 2 * MAX_LINE_CHARS + 5)),
+        max_size=6,
+    ),
+    ending=st.sampled_from(["\n", "\r\n", "\r"]),
+    last=st.booleans(),
+    offset=st.integers(1, 4),
+)
+def test_read_file_shows_each_line_as_a_whole_read_would(
+    workspace: Path,
+    lines: list[tuple[str, int]],
+    ending: str,
+    last: bool,
+    offset: int,
+) -> None:
+    """Whatever the lines, their endings and the page, each line shown is its text or, when
+    long, its start with its length and the start_char of the rest."""
+    text = ending.join(char * count for char, count in lines) + (ending if last else "")
+    (workspace / "t.txt").write_bytes(text.encode("utf-8"))
+    result = run(
+        ReadFileTool(workspace, max_output_chars=100_000).execute(path="t.txt", offset=offset)
+    )
+    # The model's view: every ending read as one newline, positions counted in that text.
+    read = text.replace("\r\n", "\n").replace("\r", "\n").splitlines(keepends=True)
+    if not read:
+        assert result == "(empty file)"
+        return
+    if offset > len(read):
+        assert result == f"Error: offset {offset} is past the end of t.txt ({len(read)} lines)"
+        return
+    expected = []
+    for number, line in enumerate(read[offset - 1 :], start=offset):
+        bare = line.rstrip("\n")
+        if len(bare) > MAX_LINE_CHARS:
+            rest = sum(map(len, read[: number - 1])) + MAX_LINE_CHARS
+            bare = (
+                f"{bare[:MAX_LINE_CHARS]}… [line cut, {len(bare)} characters; read_file with "
+                f"start_char={rest} shows the rest]"
+            )
+        expected.append(f"{number:>6}\t{bare}")
+    assert str(result).split("\n") == expected
 
 
 # -- list_dir and find_files ----------------------------------------------------------------
