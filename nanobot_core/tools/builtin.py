@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import heapq
 import os
 import re
 import subprocess
@@ -304,13 +305,35 @@ class ListDirTool(WorkspaceTool):
             return ToolResult.error(f"directory not found: {path}")
         if not target.is_dir():
             return ToolResult.error(f"{path} is a file, not a directory; use read_file")
-        entries = sorted(target.iterdir(), key=lambda entry: entry.name)
-        if not entries:
+        names, total = _first_names(target, MAX_LISTED_ENTRIES)
+        if not names:
             return ToolResult(f"{self.show(target)} is empty.")
-        lines = [_describe_entry(entry) for entry in entries[:MAX_LISTED_ENTRIES]]
-        if len(entries) > MAX_LISTED_ENTRIES:
-            lines.append(f"[... {len(entries) - MAX_LISTED_ENTRIES} more entries]")
+        lines = [_describe_entry(target / name) for name in names]
+        if total > len(names):
+            lines.append(
+                f"[... {total - len(names)} more entries not shown; find_files with a "
+                "pattern finds the others]"
+            )
         return ToolResult("\n".join(lines))
+
+
+def _first_names(directory: Path, count: int) -> tuple[list[str], int]:
+    """The first `count` names of `directory` in sorted order, and how many entries it has.
+
+    Only those names are kept while the rest are counted: sorting them all held every
+    entry of a folder of millions of files (a cache, a dataset) to show 500 of them.
+    """
+    total = 0
+
+    def names(scan: Iterator[os.DirEntry[str]]) -> Iterator[str]:
+        nonlocal total
+        for entry in scan:
+            total += 1
+            yield entry.name
+
+    with os.scandir(directory) as scan:
+        first = heapq.nsmallest(count, names(scan))
+    return first, total
 
 
 def _describe_entry(entry: Path) -> str:
@@ -362,15 +385,27 @@ class FindFilesTool(WorkspaceTool):
         base = self.resolve(path)
         if not base.is_dir():
             return ToolResult.error(f"directory not found: {path}")
-        found = sorted(
-            self.show(match.resolve()) + ("/" if match.is_dir() else "")
-            for match in base.glob(pattern)
-            if match.resolve().is_relative_to(self.workspace)
-        )
+        # The most paths the answer could show (each takes a character and a newline): the
+        # glob stops there, where it held every match of '**/*' in a tree of millions.
+        most = self.max_output_chars // 2
+        found: list[str] = []
+        for match in base.glob(pattern):
+            resolved = match.resolve()
+            if resolved.is_relative_to(self.workspace):
+                found.append(self.show(resolved) + ("/" if match.is_dir() else ""))
+                if len(found) > most:
+                    break
         if not found:
             where = "the workspace" if base == self.workspace else self.show(base)
             return ToolResult(f"No files match {pattern!r} in {where}.")
-        return ToolResult(_bounded(found, self.max_output_chars, "paths"))
+        if len(found) <= most:
+            return ToolResult(_bounded(sorted(found), self.max_output_chars, "paths"))
+        note = (
+            f"[stopped after {most} paths, in the order found, and more match; narrow the "
+            "pattern or path]"
+        )
+        shown = _bounded(sorted(found[:most]), self.max_output_chars - len(note) - 1, "paths")
+        return ToolResult(f"{shown}\n{note}")
 
 
 class GrepTool(WorkspaceTool):

@@ -23,6 +23,8 @@ def test_each_named_limit_has_the_value_the_doc_gives() -> None:
         "MAX_ARGUMENT_VALUES",
         "MAX_REPAIR_CHARS",
         "MAX_EDIT_FILE_BYTES",
+        "MAX_GREP_FILE_BYTES",
+        "MAX_LISTED_ENTRIES",
     }
     modules = (_json_boundary, _json_repair, builtin)
     for number, name in stated:

@@ -15,6 +15,7 @@ from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools.builtin import (
     MAX_EDIT_FILE_BYTES,
     MAX_LINE_CHARS,
+    MAX_LISTED_ENTRIES,
     EditFileTool,
     FindFilesTool,
     GrepTool,
@@ -192,6 +193,26 @@ def test_list_dir_of_a_file_is_an_error(workspace: Path) -> None:
     assert result.is_error and "use read_file" in result
 
 
+def test_list_dir_of_a_huge_folder_holds_only_what_it_shows(workspace: Path) -> None:
+    """Of 20,000 entries the first 500 by name are listed and the rest only counted."""
+    folder = workspace / "many"
+    folder.mkdir()
+    for n in range(20_000):
+        (folder / f"f{n * 7_919 % 20_000:05d}.txt").touch()  # created out of name order
+    tracemalloc.start()
+    try:
+        result = run(ListDirTool(workspace).execute(path="many"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert MAX_LISTED_ENTRIES == 500
+    assert result.splitlines() == [
+        *(f"f{n:05d}.txt  (0 bytes)" for n in range(500)),
+        "[... 19500 more entries not shown; find_files with a pattern finds the others]",
+    ]
+    assert peak < 2 * 1024 * 1024
+
+
 def test_find_files_globs_one_level_or_recursively(workspace: Path) -> None:
     """'*.txt' matches one level; '**/*.py' matches at any depth; results are relative."""
     (workspace / "src" / "deep").mkdir()
@@ -203,6 +224,29 @@ def test_find_files_globs_one_level_or_recursively(workspace: Path) -> None:
         "src/main.py",
     ]
     assert run(finder.execute(pattern="*.py", path="src")) == "src/main.py"
+
+
+def test_find_files_stops_after_the_paths_it_could_show(workspace: Path) -> None:
+    """'**/*' over 20,000 files stops once the answer could show no more paths, and says so."""
+    for folder in range(200):
+        (workspace / "data" / f"d{folder:03d}").mkdir(parents=True)
+        for n in range(100):
+            (workspace / "data" / f"d{folder:03d}" / f"{n:02d}").touch()
+    finder = FindFilesTool(workspace, max_output_chars=2_000)  # at most 1,000 paths
+    tracemalloc.start()
+    try:
+        result = run(finder.execute(pattern="**/*", path="data"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    *paths, cut, note = result.splitlines()
+    assert note == (
+        "[stopped after 1000 paths, in the order found, and more match; narrow the pattern or path]"
+    )
+    assert cut.startswith("[... ") and cut.endswith(" more paths not shown; narrow the search]")
+    assert len(result) < 2_100 and paths == sorted(paths)  # the notes past the budget
+    assert all(path.startswith("data/d") for path in paths)
+    assert peak < 2 * 1024 * 1024
 
 
 def test_find_files_without_match_is_not_an_error(workspace: Path) -> None:
