@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import abc
 import functools
+import heapq
 import os
 import re
 import subprocess
@@ -21,6 +22,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar
 
 from nanobot_core._json_boundary import dumps, loads
+from nanobot_core._reading import read_up_to
 from nanobot_core.errors import WorkspaceEscapeError
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools._function import run_in_daemon_thread
@@ -46,6 +48,12 @@ MAX_LINE_CHARS = 2_000
 GREP_LINE_CHARS = 300
 MAX_LISTED_ENTRIES = 500
 MAX_GREP_FILE_BYTES = 5_000_000
+# An edit holds the file several times over (bytes, text, edited text, encoded): up to
+# about nine times its size for ASCII text holding one emoji (the text then takes 4 bytes
+# a character), so a multi-gigabyte log in the workspace would take the process down.
+# Source files are far smaller (SQLite's amalgamation, sqlite3.c, one of the largest
+# edited by hand, is 9 MB): 16 MiB costs at most about 150 MB, and edits run one at a time.
+MAX_EDIT_FILE_BYTES = 16 * 1024 * 1024
 #: Seconds a grep may search before it is stopped (the tools timeout, when built by the hook).
 DEFAULT_SEARCH_TIMEOUT = 60.0
 BINARY_SNIFF_BYTES = 8_192
@@ -227,16 +235,16 @@ class ReadFileTool(WorkspaceTool):
         full = False
         position = 0  # characters before the current line, as start_char counts them
         with self.open(target) as handle:
-            for number, line in enumerate(handle, start=1):
+            for number, (head, length, bare_length) in enumerate(_lines_of(handle), start=1):
                 total = number
-                line_start, position = position, position + len(line)
+                line_start, position = position, position + length
                 if full or number < offset or number >= offset + limit:
                     continue
-                bare = line.rstrip(chr(10)).rstrip(chr(13))
-                if len(bare) > MAX_LINE_CHARS:
+                bare = head.rstrip(chr(10)).rstrip(chr(13))
+                if bare_length > MAX_LINE_CHARS:
                     rest = line_start + MAX_LINE_CHARS
                     bare = (
-                        f"{bare[:MAX_LINE_CHARS]}… [line cut, {len(bare)} characters; "
+                        f"{bare[:MAX_LINE_CHARS]}… [line cut, {bare_length} characters; "
                         f"read_file with start_char={rest} shows the rest]"
                     )
                 text = f"{number:>6}\t{bare}"
@@ -256,6 +264,22 @@ class ReadFileTool(WorkspaceTool):
                 f"Call read_file with offset={last + 1} to continue.]"
             )
         return ToolResult("\n".join(shown))
+
+
+def _lines_of(handle: IO[str]) -> Iterator[tuple[str, int, int]]:
+    """Each line's start (enough to show it), its length and its length without the newline.
+
+    A line is read a piece at a time and only its start is kept: iterating the file
+    would build each line whole, and a file of one multi-gigabyte line (a dump, a
+    minified dataset) would take that much memory, several times over.
+    """
+    while head := handle.readline(MAX_LINE_CHARS + 1):
+        length = len(head)
+        piece = head
+        while not piece.endswith(chr(10)) and (piece := handle.readline(_READ_CHUNK)):
+            length += len(piece)
+        # Text mode reads every line ending as one newline character.
+        yield head, length, length - piece.endswith(chr(10))
 
 
 class ListDirTool(WorkspaceTool):
@@ -281,13 +305,35 @@ class ListDirTool(WorkspaceTool):
             return ToolResult.error(f"directory not found: {path}")
         if not target.is_dir():
             return ToolResult.error(f"{path} is a file, not a directory; use read_file")
-        entries = sorted(target.iterdir(), key=lambda entry: entry.name)
-        if not entries:
+        names, total = _first_names(target, MAX_LISTED_ENTRIES)
+        if not names:
             return ToolResult(f"{self.show(target)} is empty.")
-        lines = [_describe_entry(entry) for entry in entries[:MAX_LISTED_ENTRIES]]
-        if len(entries) > MAX_LISTED_ENTRIES:
-            lines.append(f"[... {len(entries) - MAX_LISTED_ENTRIES} more entries]")
+        lines = [_describe_entry(target / name) for name in names]
+        if total > len(names):
+            lines.append(
+                f"[... {total - len(names)} more entries not shown; find_files with a "
+                "pattern finds the others]"
+            )
         return ToolResult("\n".join(lines))
+
+
+def _first_names(directory: Path, count: int) -> tuple[list[str], int]:
+    """The first `count` names of `directory` in sorted order, and how many entries it has.
+
+    Only those names are kept while the rest are counted: sorting them all held every
+    entry of a folder of millions of files (a cache, a dataset) to show 500 of them.
+    """
+    total = 0
+
+    def names(scan: Iterator[os.DirEntry[str]]) -> Iterator[str]:
+        nonlocal total
+        for entry in scan:
+            total += 1
+            yield entry.name
+
+    with os.scandir(directory) as scan:
+        first = heapq.nsmallest(count, names(scan))
+    return first, total
 
 
 def _describe_entry(entry: Path) -> str:
@@ -339,15 +385,27 @@ class FindFilesTool(WorkspaceTool):
         base = self.resolve(path)
         if not base.is_dir():
             return ToolResult.error(f"directory not found: {path}")
-        found = sorted(
-            self.show(match.resolve()) + ("/" if match.is_dir() else "")
-            for match in base.glob(pattern)
-            if match.resolve().is_relative_to(self.workspace)
-        )
+        # The most paths the answer could show (each takes a character and a newline): the
+        # glob stops there, where it held every match of '**/*' in a tree of millions.
+        most = self.max_output_chars // 2
+        found: list[str] = []
+        for match in base.glob(pattern):
+            resolved = match.resolve()
+            if resolved.is_relative_to(self.workspace):
+                found.append(self.show(resolved) + ("/" if match.is_dir() else ""))
+                if len(found) > most:
+                    break
         if not found:
             where = "the workspace" if base == self.workspace else self.show(base)
             return ToolResult(f"No files match {pattern!r} in {where}.")
-        return ToolResult(_bounded(found, self.max_output_chars, "paths"))
+        if len(found) <= most:
+            return ToolResult(_bounded(sorted(found), self.max_output_chars, "paths"))
+        note = (
+            f"[stopped after {most} paths, in the order found, and more match; narrow the "
+            "pattern or path]"
+        )
+        shown = _bounded(sorted(found[:most]), self.max_output_chars - len(note) - 1, "paths")
+        return ToolResult(f"{shown}\n{note}")
 
 
 class GrepTool(WorkspaceTool):
@@ -584,12 +642,29 @@ class EditFileTool(WorkspaceTool):
         "additionalProperties": False,
     }
 
+    def __init__(
+        self,
+        workspace: Path,
+        *,
+        max_output_chars: int = DEFAULT_OUTPUT_CHARS,
+        max_file_bytes: int = MAX_EDIT_FILE_BYTES,
+    ) -> None:
+        super().__init__(workspace, max_output_chars=max_output_chars)
+        self.max_file_bytes = max_file_bytes
+
     def run(self, path: str, old_text: str, new_text: str, replace_all: bool = False) -> ToolResult:
         target = self.resolve(path)
         if not target.is_file():
             return ToolResult.error(f"file not found: {path}")
         with self.open(target, "rb") as raw:
-            data = raw.read()
+            # The size of the file opened, not of the path checked: it is refused unread.
+            size = os.fstat(raw.fileno()).st_size
+            if size > self.max_file_bytes:
+                return self._too_large(path, f"{size:,} bytes")
+            # Bounded too: a file that grows after the fstat is not read past the limit.
+            data = read_up_to(raw, self.max_file_bytes, size=size)
+        if len(data) > self.max_file_bytes:
+            return self._too_large(path, f"more than {self.max_file_bytes:,} bytes (it grew)")
         try:
             content = data.decode("utf-8")
         except UnicodeDecodeError:
@@ -607,6 +682,18 @@ class EditFileTool(WorkspaceTool):
                 f"old_text occurs {count} times in {path}; include more surrounding text to make "
                 "it unique, or set replace_all to true"
             )
+        replaced = count if replace_all else 1
+        # Worked out before replacing: a short old_text replaced everywhere by a long
+        # new_text would otherwise make a text of count times new_text (gigabytes).
+        growth = len(new_text.encode("utf-8")) - len(old_text.encode("utf-8"))
+        result_size = len(data) + replaced * growth
+        del data  # the text holds it now
+        if result_size > self.max_file_bytes:
+            return ToolResult.error(
+                f"this edit would make {path} {result_size:,} bytes, more than edit_file "
+                f"writes ({self.max_file_bytes:,}); replace fewer occurrences or with shorter "
+                "text, or write a new file with write_file"
+            )
         updated = (
             content.replace(old_text, new_text)
             if replace_all
@@ -614,8 +701,16 @@ class EditFileTool(WorkspaceTool):
         )
         with self.open(target, "w") as handle:
             handle.write(updated)
-        replaced = count if replace_all else 1
         return ToolResult(f"Replaced {replaced} occurrence(s) in {self.show(target)}.")
+
+    def _too_large(self, path: str, size: str) -> ToolResult:
+        """The refusal of a file over `max_file_bytes`, saying what to do instead."""
+        return ToolResult.error(
+            f"{path} is {size}, and edit_file edits files of at most "
+            f"{self.max_file_bytes:,} bytes: change it with "
+            "a command-line tool if you have one (such as sed), or write what you need to a "
+            "new file with write_file (read_file still reads it)"
+        )
 
 
 BUILTIN_TOOLS: tuple[type[WorkspaceTool], ...] = (

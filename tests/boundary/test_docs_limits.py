@@ -6,6 +6,7 @@ import re
 import sys
 
 from nanobot_core import Config, _json_boundary, _json_repair
+from nanobot_core.tools import builtin
 from tests.helpers import REPO_ROOT
 
 DOC = (REPO_ROOT / "docs" / "limits.md").read_text(encoding="utf-8")
@@ -21,9 +22,13 @@ def test_each_named_limit_has_the_value_the_doc_gives() -> None:
         "MAX_VALUES",
         "MAX_ARGUMENT_VALUES",
         "MAX_REPAIR_CHARS",
+        "MAX_EDIT_FILE_BYTES",
+        "MAX_GREP_FILE_BYTES",
+        "MAX_LISTED_ENTRIES",
     }
+    modules = (_json_boundary, _json_repair, builtin)
     for number, name in stated:
-        value = getattr(_json_repair if name == "MAX_REPAIR_CHARS" else _json_boundary, name)
+        [value] = {getattr(module, name) for module in modules if hasattr(module, name)}
         assert int(number.replace(",", "")) == value, name
 
 

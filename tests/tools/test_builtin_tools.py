@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,9 @@ from nanobot_core.builtins.workspace_tools import nanobot_tools
 from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools.builtin import (
+    MAX_EDIT_FILE_BYTES,
+    MAX_LINE_CHARS,
+    MAX_LISTED_ENTRIES,
     EditFileTool,
     FindFilesTool,
     GrepTool,
@@ -103,6 +107,72 @@ def test_read_file_offset_past_the_end(workspace: Path) -> None:
     assert result == "Error: offset 10 is past the end of notes.txt (3 lines)"
 
 
+def test_read_file_holds_only_the_start_of_a_huge_line(workspace: Path) -> None:
+    """A file of one 32 MiB line costs its shown start in memory, not the line, and says so."""
+    size = 32 * 1024 * 1024
+    (workspace / "dump.json").write_bytes(b"[" + b"1," * (size // 2 - 1) + b"]\nend\n")
+    tracemalloc.start()
+    try:
+        result = run(ReadFileTool(workspace).execute(path="dump.json"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    first, second = result.splitlines()
+    assert first == (
+        f"     1\t[{'1,' * 999}1… [line cut, {size} characters; read_file with "
+        "start_char=2000 shows the rest]"
+    )
+    assert second == "     2\tend"
+    assert peak < 2 * 1024 * 1024
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    lines=st.lists(
+        st.tuples(st.sampled_from("ab€"), st.integers(0, 2 * MAX_LINE_CHARS + 5)),
+        max_size=6,
+    ),
+    ending=st.sampled_from(["\n", "\r\n", "\r"]),
+    last=st.booleans(),
+    offset=st.integers(1, 4),
+)
+def test_read_file_shows_each_line_as_a_whole_read_would(
+    workspace: Path,
+    lines: list[tuple[str, int]],
+    ending: str,
+    last: bool,
+    offset: int,
+) -> None:
+    """Whatever the lines, their endings and the page, each line shown is its text or, when
+    long, its start with its length and the start_char of the rest."""
+    text = ending.join(char * count for char, count in lines) + (ending if last else "")
+    (workspace / "t.txt").write_bytes(text.encode("utf-8"))
+    result = run(
+        ReadFileTool(workspace, max_output_chars=100_000).execute(path="t.txt", offset=offset)
+    )
+    # The model's view: every ending read as one newline, positions counted in that text.
+    read = text.replace("\r\n", "\n").replace("\r", "\n").splitlines(keepends=True)
+    if not read:
+        assert result == "(empty file)"
+        return
+    if offset > len(read):
+        assert result == f"Error: offset {offset} is past the end of t.txt ({len(read)} lines)"
+        return
+    expected = []
+    for number, line in enumerate(read[offset - 1 :], start=offset):
+        bare = line.rstrip("\n")
+        if len(bare) > MAX_LINE_CHARS:
+            rest = sum(map(len, read[: number - 1])) + MAX_LINE_CHARS
+            bare = (
+                f"{bare[:MAX_LINE_CHARS]}… [line cut, {len(bare)} characters; read_file with "
+                f"start_char={rest} shows the rest]"
+            )
+        expected.append(f"{number:>6}\t{bare}")
+    assert str(result).split("\n") == expected
+
+
 # -- list_dir and find_files ----------------------------------------------------------------
 
 
@@ -123,6 +193,26 @@ def test_list_dir_of_a_file_is_an_error(workspace: Path) -> None:
     assert result.is_error and "use read_file" in result
 
 
+def test_list_dir_of_a_huge_folder_holds_only_what_it_shows(workspace: Path) -> None:
+    """Of 20,000 entries the first 500 by name are listed and the rest only counted."""
+    folder = workspace / "many"
+    folder.mkdir()
+    for n in range(20_000):
+        (folder / f"f{n * 7_919 % 20_000:05d}.txt").touch()  # created out of name order
+    tracemalloc.start()
+    try:
+        result = run(ListDirTool(workspace).execute(path="many"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert MAX_LISTED_ENTRIES == 500
+    assert result.splitlines() == [
+        *(f"f{n:05d}.txt  (0 bytes)" for n in range(500)),
+        "[... 19500 more entries not shown; find_files with a pattern finds the others]",
+    ]
+    assert peak < 2 * 1024 * 1024
+
+
 def test_find_files_globs_one_level_or_recursively(workspace: Path) -> None:
     """'*.txt' matches one level; '**/*.py' matches at any depth; results are relative."""
     (workspace / "src" / "deep").mkdir()
@@ -134,6 +224,29 @@ def test_find_files_globs_one_level_or_recursively(workspace: Path) -> None:
         "src/main.py",
     ]
     assert run(finder.execute(pattern="*.py", path="src")) == "src/main.py"
+
+
+def test_find_files_stops_after_the_paths_it_could_show(workspace: Path) -> None:
+    """'**/*' over 20,000 files stops once the answer could show no more paths, and says so."""
+    for folder in range(200):
+        (workspace / "data" / f"d{folder:03d}").mkdir(parents=True)
+        for n in range(100):
+            (workspace / "data" / f"d{folder:03d}" / f"{n:02d}").touch()
+    finder = FindFilesTool(workspace, max_output_chars=2_000)  # at most 1,000 paths
+    tracemalloc.start()
+    try:
+        result = run(finder.execute(pattern="**/*", path="data"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    *paths, cut, note = result.splitlines()
+    assert note == (
+        "[stopped after 1000 paths, in the order found, and more match; narrow the pattern or path]"
+    )
+    assert cut.startswith("[... ") and cut.endswith(" more paths not shown; narrow the search]")
+    assert len(result) < 2_100 and paths == sorted(paths)  # the notes past the budget
+    assert all(path.startswith("data/d") for path in paths)
+    assert peak < 2 * 1024 * 1024
 
 
 def test_find_files_without_match_is_not_an_error(workspace: Path) -> None:
@@ -281,3 +394,93 @@ def test_edit_file_on_a_missing_file_is_an_error(workspace: Path) -> None:
     """Editing a file that does not exist is an error."""
     result = run(EditFileTool(workspace).execute(path="nope.txt", old_text="a", new_text="b"))
     assert result == "Error: file not found: nope.txt"
+
+
+def test_edit_file_refuses_a_file_over_the_limit_unread(workspace: Path) -> None:
+    """A 64 MiB file is refused by its size, saying what to use instead, without being read."""
+    path = workspace / "big.log"
+    with path.open("wb") as handle:
+        handle.write(b"needle\n")
+        handle.truncate(64 * 1024 * 1024)  # sparse: nothing is written past the start
+    editor = EditFileTool(workspace)
+    tracemalloc.start()
+    try:
+        result = run(editor.execute(path="big.log", old_text="needle", new_text="x"))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result == (
+        "Error: big.log is 67,108,864 bytes, and edit_file edits files of at most 16,777,216 "
+        "bytes: change it with a command-line tool if you have one (such as sed), or write "
+        "what you need to a new file with write_file (read_file still reads it)"
+    )
+    assert MAX_EDIT_FILE_BYTES == 16 * 1024 * 1024
+    assert peak < 1024 * 1024
+    assert path.stat().st_size == 64 * 1024 * 1024
+    with path.open("rb") as handle:
+        assert handle.read(7) == b"needle\n"
+
+
+def test_edit_file_edits_a_file_of_exactly_the_limit(workspace: Path) -> None:
+    """The limit is inclusive: a file of max_file_bytes is edited, one byte more is refused."""
+    path = workspace / "edge.txt"
+    path.write_bytes(b"needle" + b"." * 94)
+    editor = EditFileTool(workspace, max_file_bytes=100)
+    done = run(editor.execute(path="edge.txt", old_text="needle", new_text="pin"))
+    assert done == "Replaced 1 occurrence(s) in edge.txt."
+    path.write_bytes(b"needle" + b"." * 95)
+    refused = run(editor.execute(path="edge.txt", old_text="needle", new_text="pin"))
+    assert refused.is_error and refused.startswith("Error: edge.txt is 101 bytes, and edit_file")
+    assert path.read_bytes() == b"needle" + b"." * 95
+
+
+def test_edit_file_refuses_an_edit_that_would_outgrow_the_limit(workspace: Path) -> None:
+    """A short text replaced everywhere by a long one is refused before the result is built."""
+    path = workspace / "short.txt"
+    path.write_bytes(b"a" * 1024)
+    editor = EditFileTool(workspace)
+    tracemalloc.start()
+    try:
+        result = run(
+            editor.execute(path="short.txt", old_text="a", new_text="b" * 20_000, replace_all=True)
+        )
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result == (
+        "Error: this edit would make short.txt 20,480,000 bytes, more than edit_file writes "
+        "(16,777,216); replace fewer occurrences or with shorter text, or write a new file "
+        "with write_file"
+    )
+    assert peak < 1024 * 1024
+    assert path.read_bytes() == b"a" * 1024
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    old=st.text(st.characters(codec="utf-8", exclude_characters="\r"), min_size=1, max_size=3),
+    new=st.text(st.characters(codec="utf-8", exclude_characters="\r"), max_size=20),
+    count=st.integers(1, 20),
+    limit=st.integers(1, 300),
+)
+def test_edit_file_makes_an_edit_iff_its_result_fits(
+    workspace: Path, old: str, new: str, count: int, limit: int
+) -> None:
+    """Whatever the texts, an edit within the limit is made exactly and one past it is refused."""
+    path = workspace / "many.txt"
+    original = old * count
+    path.write_bytes(original.encode("utf-8"))
+    editor = EditFileTool(workspace, max_file_bytes=limit)
+    result = run(editor.execute(path="many.txt", old_text=old, new_text=new, replace_all=True))
+    expected = original.replace(old, new).encode("utf-8")
+    if len(original.encode("utf-8")) > limit:
+        assert result.startswith("Error: many.txt is ")
+    elif len(expected) > limit:
+        assert result.startswith(f"Error: this edit would make many.txt {len(expected):,} bytes")
+    else:
+        assert not result.is_error, result
+        assert path.read_bytes() == expected
+        return
+    assert path.read_bytes() == original.encode("utf-8")
