@@ -206,6 +206,15 @@ class PluginManager:
                 self.contributions(kind, include_shadowed=True)
         return sorted(self._records.values(), key=lambda r: r.info.sort_key)
 
+    def record_of(self, plugin: PluginInfo) -> PluginRecord | None:
+        """`plugin`'s record as it stands (None: not one of this manager's), calling no hook.
+
+        For code that notes something about one plugin while the parts are being
+        built: `records` collects every kind of contribution first, and a plugin
+        failing in a hook at that moment would take back what the build was made from.
+        """
+        return self._records.get(self._record_key(plugin))
+
     def failures(self) -> list[PluginRecord]:
         """The plugins that failed."""
         return [r for r in self.records() if r.status == "failed"]

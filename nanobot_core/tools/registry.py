@@ -149,9 +149,9 @@ class ToolRegistry:
         from nanobot_core.kernel.calling import note_problem
 
         def left_out(plugin: str | PluginInfo, problem: str) -> None:
-            for record in pm.records():
-                if record.info == plugin:
-                    note_problem(record, problem)
+            record = pm.record_of(plugin) if isinstance(plugin, PluginInfo) else None
+            if record is not None and record.info == plugin:
+                note_problem(record, problem)
 
         return cls.build(
             ((c.item, c.plugin.builtin, c.plugin) for c in pm.contributions("tool")),

@@ -5,14 +5,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 from click.testing import CliRunner
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nanobot_core import report_problem, tool
+from nanobot_core import Tool, report_problem, tool
 from nanobot_core.cli import cli
 from nanobot_core.config import Config, PluginsConfig
 from nanobot_core.hookspecs import hookimpl
@@ -423,3 +423,69 @@ def test_a_positive_timeout_or_none_is_kept_and_used(
         assert registered.timeout is None
     else:  # the adapter keeps a float, as the executor waits one
         assert registered.timeout is not None and float(registered.timeout) == float(timeout)
+
+
+class _ToolsThenFailingStages:
+    """A plugin whose tool is fine and whose governance-stages hook raises; it notes each call."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    @hookimpl
+    def nanobot_tools(self, ctx: Any) -> list[Any]:
+        self.asked.append("tools")
+
+        @tool
+        def doomed(text: str) -> str:
+            """Answer with the text."""
+            return text
+
+        return [doomed]
+
+    @hookimpl
+    def nanobot_governance_stages(self, ctx: Any) -> list[Any]:
+        self.asked.append("stages")
+        raise RuntimeError("stages broke")
+
+
+class _Fickle(Tool):
+    """A tool whose description reads once (when collected) and raises on the next read."""
+
+    name = "fickle"
+    parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
+
+    def __init__(self) -> None:
+        self.reads = 0
+
+    @property  # type: ignore[override]
+    def description(self) -> str:
+        self.reads += 1
+        if self.reads > 1:
+            raise RuntimeError("read twice")
+        return "Reads once."
+
+    async def execute(self, **kwargs: Any) -> str:
+        return "never"
+
+
+class _FicklePlugin:
+    @hookimpl
+    def nanobot_tools(self, ctx: Any) -> list[Any]:
+        return [_Fickle()]
+
+
+def test_building_the_tools_asks_no_other_hook(tmp_path: Path) -> None:
+    """Noting the problem of a tool left out while the registry is built asks no other hook
+    of any plugin, so none can fail, and take back its tools, during the build."""
+    manager = _manager(tmp_path)
+    manager.register(_FicklePlugin(), "fickle", distribution="nb-fickle", version="1.0")
+    breaker = _ToolsThenFailingStages()
+    manager.register(breaker, "breaker", distribution="nb-breaker", version="2.0")
+    registry = manager.tool_registry()
+    assert breaker.asked == ["tools"]
+    assert "fickle" not in registry and "doomed" in registry
+    assert [r.info.name for r in manager.failures()] == ["breaker"]
+    assert "doomed" not in manager.tool_registry()
+    assert _problems(manager, "fickle") == [
+        "tool _Fickle left out: reading it raised RuntimeError: read twice"
+    ]
