@@ -79,6 +79,29 @@ def test_a_hook_argument_the_hook_lacks_is_named_on_one_line(
     assert "nanobot.plugins:" not in stderr
 
 
+def _records(stderr: str, event: str) -> list[dict[str, Any]]:
+    records = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    return [record for record in records if record["event"] == event]
+
+
+def test_an_entry_point_in_a_misspelt_group_is_warned_about(
+    mistakes_env: VirtualEnv, tmp_path: Path
+) -> None:
+    """An entry point in `nanobot.tool` loads nothing, and every command names the group meant."""
+    event = "entry point in a group nanobot-core does not read; not loaded"
+    for args in (["plugins", "--json"], ["call", "fine_echo", '{"text": "still here"}']):
+        result = mistakes_env.cli("--log-format", "json", *args, cwd=tmp_path)
+        assert result.returncode == 0, result.stderr
+        assert "typo_echo" not in result.stdout
+        [record] = _records(result.stderr, event)
+        assert record["level"] == "warning"
+        assert record["plugin"] == "plugin 'typo_echo' from nbtest-typogroup 0.7.0"
+        assert record["entry_point"] == "typo_echo = nbtest_typogroup:Echo"
+        assert record["group"] == "nanobot.tool"
+        assert record["did_you_mean"] == "nanobot.tools"
+    assert result.stdout.strip() == "still here"
+
+
 def test_the_correct_plugin_keeps_working(mistakes_env: VirtualEnv, tmp_path: Path) -> None:
     """Beside all of these, the correct plugin is loaded and its tool is listed."""
     rows, _ = _plugins(mistakes_env, tmp_path)
