@@ -102,6 +102,18 @@ def test_an_entry_point_in_a_misspelt_group_is_warned_about(
     assert result.stdout.strip() == "still here"
 
 
+def test_a_schema_normalised_at_load_is_warned_about_with_its_plugin(
+    mistakes_env: VirtualEnv, tmp_path: Path
+) -> None:
+    """The warning about a schema the registry had to normalise names the tool's plugin."""
+    result = mistakes_env.cli("--log-format", "json", "tools", "--json", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    [record] = _records(result.stderr, "tool schema normalised")
+    assert record["tool"] == "typotype_echo"
+    assert record["plugin"] == "plugin 'typotype_echo' from nbtest-typotype 0.7.0"
+    assert 'type "strng" is not a type we know' in record["change"]
+
+
 def test_the_correct_plugin_keeps_working(mistakes_env: VirtualEnv, tmp_path: Path) -> None:
     """Beside all of these, the correct plugin is loaded and its tool is listed."""
     rows, _ = _plugins(mistakes_env, tmp_path)
