@@ -6,8 +6,10 @@ Entry points are scanned once per process.
 
 from __future__ import annotations
 
+import difflib
 import functools
 import importlib
+import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +74,20 @@ def entry_point_candidates(settings: PluginsConfig, *, autoload: bool) -> Iterat
     block = set(settings.block)
     allow = None if settings.allow is None else set(settings.allow)
     matched: set[str] = set()
-    for group, ep in _scan_entry_points():
+    installed: set[str] = set()
+    if autoload:
+        for group, ep, meant in _scan_entry_points().misplaced:
+            dist = ep.dist.name if ep.dist is not None else None
+            version = ep.dist.version if ep.dist is not None else None
+            misplaced = PluginInfo(ep.name, "nanobot.plugins", dist, version)
+            log.warning(
+                "entry point in a group nanobot-core does not read; not loaded",
+                plugin=misplaced.describe(),
+                entry_point=f"{ep.name} = {ep.value}",
+                group=group,
+                did_you_mean=meant,
+            )
+    for group, ep in _scan_entry_points().found:
         dist = ep.dist.name if ep.dist is not None else None
         version = ep.dist.version if ep.dist is not None else None
         source: Source = "nanobot.tools" if group == TOOLS_GROUP else "nanobot.plugins"
@@ -86,6 +101,7 @@ def entry_point_candidates(settings: PluginsConfig, *, autoload: bool) -> Iterat
         names = {ep.name}
         if dist:
             names |= {dist, canonical_name(dist)}
+        installed |= names
         if not autoload:
             yield Candidate(info, None, "plugin autoload is disabled")
             continue
@@ -106,25 +122,71 @@ def entry_point_candidates(settings: PluginsConfig, *, autoload: bool) -> Iterat
     # With autoload off no entry point is matched against the lists: none is "unmatched".
     for name in sorted(block | (allow or set())) if autoload else ():
         if name not in matched and canonical_name(name) not in matched:
-            log.warning("plugin name in block/allow list matches no installed plugin", name=name)
+            key = "plugins.block" if name in block else "plugins.allow"
+            log.warning(
+                "plugin name in block/allow list matches no installed plugin", name=name, key=key
+            )
+    # An override left behind by an uninstalled plugin hands nothing to anyone; say so, as
+    # for the lists, rather than let a built-in name look taken over when it is not.
+    for name in sorted(settings.overrides) if autoload else ():
+        if name not in installed and canonical_name(name) not in installed:
+            log.warning(
+                "plugin name in plugins.overrides matches no installed plugin",
+                name=name,
+                key=f"plugins.overrides.{name}",
+            )
+
+
+@attrs.frozen
+class _Scan:
+    """The entry points of both groups, and those in a group that looks like a misspelt one."""
+
+    found: tuple[tuple[str, EntryPoint], ...]
+    misplaced: tuple[tuple[str, EntryPoint, str], ...]
+
+
+def _meant_group(group: str) -> str | None:
+    """The group a plugin author most likely meant by `group`, when it is a near miss of ours.
+
+    A misspelt group (`nanobot.tool`, `nanobot_plugins`) loads nothing and says nothing:
+    entry points are only ever looked up by group. Only names close to ours count, so the
+    groups of other projects (a `nanobot.channels`, say) are left alone.
+    """
+    if group in (TOOLS_GROUP, PLUGINS_GROUP):
+        return None
+    folded = re.sub(r"[\s_:/-]+", ".", group.strip().lower())
+    close = difflib.get_close_matches(folded, (TOOLS_GROUP, PLUGINS_GROUP), n=1, cutoff=0.85)
+    return close[0] if close else None
 
 
 @functools.cache
-def _scan_entry_points() -> tuple[tuple[str, EntryPoint], ...]:
-    """Scan both entry-point groups once per process."""
+def _scan_entry_points() -> _Scan:
+    """Scan the entry points once per process: ours, and those in a near miss of our groups.
+
+    Asking for one group reads every distribution's entry points anyway; reading them
+    all once costs no more than the two lookups it replaces.
+    """
     import importlib_metadata
 
+    everything = importlib_metadata.entry_points()
     found: list[tuple[str, EntryPoint]] = []
     for group in (TOOLS_GROUP, PLUGINS_GROUP):
         seen: set[tuple[str, str]] = set()
-        for ep in importlib_metadata.entry_points(group=group):
+        for ep in everything.select(group=group):
             dist = ep.dist.name if ep.dist is not None else ""
             # The same distribution can be visible twice on sys.path (editable + site); keep one.
             if (dist, ep.name) in seen:
                 continue
             seen.add((dist, ep.name))
             found.append((group, ep))
-    return tuple(found)
+    misplaced: list[tuple[str, EntryPoint, str]] = []
+    for group in sorted(everything.groups):
+        meant = _meant_group(group)
+        if meant is not None:
+            points = everything.select(group=group)
+            ordered = sorted(points, key=lambda ep: (ep.dist.name if ep.dist else "", ep.name))
+            misplaced.extend((group, ep, meant) for ep in ordered)
+    return _Scan(tuple(found), tuple(misplaced))
 
 
 class _ToolClassPlugin:

@@ -16,6 +16,8 @@ mode the failure is raised as :class:`~nanobot_core.errors.PluginError` instead.
 
 from __future__ import annotations
 
+import difflib
+import re
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -50,6 +52,17 @@ __all__ = ["PluginManager"]
 log = get_logger("nanobot_core.kernel")
 
 _HOOK_NAMES = frozenset(name for name in dir(hookspecs) if name.startswith("nanobot_"))
+
+# pluggy's words for a hook implementation that takes an argument the hook's spec lacks.
+_NOT_IN_SPEC = re.compile(
+    r"for hook '(?P<hook>\w+)'.*Argument\(s\) \{(?P<args>[^}]*)\} are declared", re.DOTALL
+)
+
+
+def _with_suggestion(name: str) -> str:
+    """An unknown hook name, with the hook it most resembles when one is close."""
+    close = difflib.get_close_matches(name, sorted(_HOOK_NAMES), n=1, cutoff=0.8)
+    return f"{name} (did you mean {close[0]}?)" if close else name
 
 
 class PluginManager:
@@ -139,17 +152,33 @@ class PluginManager:
         try:
             self._pm.register(obj, name=key)
         except (pluggy.PluginValidationError, ValueError) as exc:
-            return self._fail(record, f"failed hook validation: {exc}")
+            return self._fail(record, f"failed hook validation: {self._validation_error(exc, key)}")
         record.obj = obj
-        unknown = [
+        implemented = {caller.name for caller in self._pm.get_hookcallers(obj) or []}
+        # A marked function of a name no hook has is kept by pluggy and never called; so is a
+        # misspelt `nanobot_` function, marked or not: the author meant a hook either way.
+        unknown = {name for name in implemented if name not in _HOOK_NAMES} | {
             attr
             for attr in dir(obj)
             if attr.startswith("nanobot_")
             and callable(getattr(obj, attr, None))
             and attr not in _HOOK_NAMES
-        ]
+        }
         if unknown:
-            return self._fail(record, f"implements unknown hooks: {', '.join(sorted(unknown))}")
+            named = ", ".join(_with_suggestion(name) for name in sorted(unknown))
+            return self._fail(record, f"implements unknown hooks: {named}")
+        # A hook function without the marker is not registered by pluggy at all: the plugin
+        # would load and contribute nothing, without a word.
+        unmarked = sorted(
+            attr for attr in _HOOK_NAMES - implemented if callable(getattr(obj, attr, None))
+        )
+        if unmarked:
+            one = len(unmarked) == 1
+            return self._fail(
+                record,
+                f"{', '.join(unmarked)} {'is' if one else 'are'} not marked with "
+                f"@nanobot_core.hookimpl, so {'it' if one else 'they'} would never be called",
+            )
         refused = refused_markers(self._pm, obj)
         if refused:
             return self._fail(
@@ -166,6 +195,23 @@ class PluginManager:
             source=info.source,
         )
         return record
+
+    def _validation_error(self, exc: Exception, key: str) -> str:
+        """pluggy's refusal on one line, in the plugin's terms (not the key it was registered by).
+
+        A hook asking for arguments its spec does not pass is said with the ones it may take.
+        """
+        text = str(exc)
+        asked = _NOT_IN_SPEC.search(text)
+        spec = getattr(self._pm.hook, asked["hook"], None) if asked else None
+        if asked and spec is not None and spec.spec is not None:
+            names = ", ".join(repr(name) for name in sorted(re.findall(r"'(\w+)'", asked["args"])))
+            passes = ", ".join(spec.spec.argnames)
+            return (
+                f"{asked['hook']} asks for {names}, which the hook does not pass "
+                f"(it passes: {passes})"
+            )
+        return text.replace(f"Plugin {key!r} ", "").replace("\n", "; ")
 
     def _fail(self, record: PluginRecord, message: str) -> PluginRecord:
         record.status = "failed"

@@ -182,7 +182,8 @@ class ToolRegistry:
             raise ValueError(f"a tool named {name!r} is already registered")
         schema, warnings = normalise_schema(facts.parameters)
         for warning in warnings:
-            log.warning("tool schema normalised", tool=name, change=warning)
+            # Named with its plugin: the author reads this warning, not the model's failures.
+            log.warning("tool schema normalised", tool=name, plugin=owner, change=warning)
             self.warnings.append(f"{name}: {warning}")
         self._entries[name] = _Entry(
             tool, name, facts.description, builtin, plugin, owner, schema, facts.flags

@@ -43,3 +43,28 @@ def test_with_autoload_off_the_lists_are_not_warned_about(tmp_path: Path) -> Non
     """With autoload off nothing is matched against the lists, so no name is said to match none."""
     stderr = _plugins(tmp_path, NANOBOT_BLOCK="quietplug", NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1")
     assert WARNING not in stderr
+
+
+OVERRIDE_WARNING = "plugin name in plugins.overrides matches no installed plugin"
+
+
+def _with_overrides(tmp_path: Path, overrides: str) -> str:
+    (tmp_path / "nanobot.toml").write_text(f"[plugins.overrides]\n{overrides}\n", encoding="utf-8")
+    return _plugins(tmp_path)
+
+
+def test_an_override_of_an_uninstalled_plugin_is_warned_about(tmp_path: Path) -> None:
+    """An override left behind by an uninstalled plugin is warned about, naming it and its key."""
+    stderr = _with_overrides(tmp_path, 'absentplug = ["read_file"]')
+    assert OVERRIDE_WARNING in stderr
+    assert "name=absentplug" in stderr and "key=plugins.overrides.absentplug" in stderr
+
+
+def test_an_override_of_an_installed_plugin_is_not_warned_about(tmp_path: Path) -> None:
+    """An override naming an installed plugin is not said to match nothing."""
+    assert OVERRIDE_WARNING not in _with_overrides(tmp_path, 'quietplug = ["read_file"]')
+
+
+def test_an_unmatched_blocked_name_is_warned_about_with_its_key(tmp_path: Path) -> None:
+    """The warning about a blocked name that matches nothing says which list holds it."""
+    assert "key=plugins.block" in _plugins(tmp_path, NANOBOT_BLOCK="absentplug")
