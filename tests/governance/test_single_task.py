@@ -181,3 +181,53 @@ def test_swe_agent_trajectory_keeps_the_task_and_steps_over_a_small_window(
     assert sent[1]["content"].startswith(history[1]["content"])
     assert left_out_steps(sent[1]) > 0
     assert len(sent) > 3 and sent[-1] == history[-1]
+
+
+def _one_huge_step(calls_made: int) -> list[dict[str, Any]]:
+    """The task, then one reply of `calls_made` calls and their results (most refused)."""
+    made = [call(f"c{i}", "list_dir") for i in range(calls_made)]
+    answers = [
+        result(f"c{i}", "Error: only the first 128 calls of a reply run" if i >= 128 else "a.txt")
+        for i in range(calls_made)
+    ]
+    return [user(TASK), calls(*made), *answers]
+
+
+def test_a_step_too_big_even_cut_down_leaves_the_task_saying_so(tmp_path: Path) -> None:
+    """A reply of 3,000 calls cannot fit beside the task: the task stays, and its notice says
+    the step was left out and to take smaller steps, so the model does not repeat it."""
+    history = _one_huge_step(3_000)
+    result_ = _governed(history, 4_000, tmp_path)
+    (task,) = result_.messages
+    assert result_.fits
+    assert task["content"].startswith(TASK)
+    assert left_out_steps(task) == 1
+    assert task["content"].endswith(
+        "[1 step of this task was left out to fit the context budget; none fitted, not even "
+        "the newest cut down: take smaller steps, with fewer or narrower tool calls.]"
+    )
+    assert check_invariants(result_.messages, budget=4_000) == []
+    again = _governed(result_.messages, 4_000, tmp_path)
+    assert again.messages == result_.messages and not again.report.changed
+
+
+def test_the_next_smaller_step_follows_the_task_and_the_notice_counts_the_huge_one(
+    tmp_path: Path,
+) -> None:
+    """After the huge step, a small one is kept: the notice counts one step left out, once."""
+    history = [*_one_huge_step(3_000), calls(call("small", "read_file")), result("small", "ok")]
+    sent = _governed(history, 4_000, tmp_path).messages
+    assert _roles(sent) == ["user", "assistant", "tool"]
+    assert left_out_steps(sent[0]) == 1
+    assert sent[0]["content"].count("of this task") == 1
+    assert "the newest ones follow" in sent[0]["content"]
+    assert sent[1:] == history[-2:]
+
+
+def test_without_room_for_the_notice_the_task_alone_is_sent_and_fits(tmp_path: Path) -> None:
+    """A budget that holds the task but not the notice: fitting comes first, no notice."""
+    history = _one_huge_step(200)
+    bare = count_request(None, history[:1])
+    result_ = _governed(history, bare + 5, tmp_path)
+    assert result_.fits
+    assert result_.messages == history[:1]

@@ -6,7 +6,7 @@ from typing import Any
 
 from nanobot_core.governance.invariants import check_history_start, check_tool_pairing
 from nanobot_core.governance.stages import snip_history
-from nanobot_core.governance.stages.snip import MIN_USER_TOKENS
+from nanobot_core.governance.stages.snip import MIN_USER_TOKENS, left_out_steps
 from nanobot_core.governance.tokens import count_request
 from tests.governance.builders import (
     call,
@@ -110,7 +110,9 @@ def test_history_without_a_user_message_gets_one() -> None:
     """Over budget with no user message at all, a minimal one is put first; never empty."""
     history = [say("a" * 8_000), say("b" * 8_000)]
     outcome = run_pure(snip_history, history, context(budget=500))
-    assert outcome.messages[0] == {"role": "user", "content": "(continue)"}
+    assert [m["role"] for m in outcome.messages] == ["user"]
+    assert outcome.messages[0]["content"].startswith("(continue)\n\n[2 steps of this task were")
+    assert left_out_steps(outcome.messages[0]) == 2
     assert count_request(None, outcome.messages) <= 500
 
 

@@ -19,8 +19,9 @@ and the newest step do not fit, that step's tool results are cut head and
 tail (largest first) with a notice telling the model to narrow the call rather
 than repeat it; when that is not enough either, only the newest user message
 is kept, cut head and tail to the room left (never below `MIN_USER_TOKENS`),
-and the report says so. The request is never empty and this stage never raises
-on a legal history.
+with a notice that all the turn's steps were left out and to take smaller ones
+(a model told nothing takes the same step again), and the report says so.
+The request is never empty and this stage never raises on a legal history.
 """
 
 from __future__ import annotations
@@ -69,14 +70,25 @@ NARROW_LABEL = (
 # The notice appended to the task when steps of its turn were left out; read back so that
 # cutting again adds up rather than stacking notices.
 _STEPS_NOTICE = re.compile(
-    r"\n\n\[(\d+) earlier steps? of this task (?:was|were) left out to fit the context budget; "
-    r"the newest ones follow\.\]\Z"
+    r"\n\n\[(\d+) (?:earlier )?steps? of this task (?:was|were) left out to fit the context "
+    r"budget; (?:the newest ones follow|none fitted, not even the newest cut down: take smaller "
+    r"steps, with fewer or narrower tool calls)\.\]\Z"
 )
 
 
-def steps_notice(count: int) -> str:
-    """The text appended to the user message of a turn whose `count` oldest steps were left out."""
+def steps_notice(count: int, *, none_kept: bool = False) -> str:
+    """The text appended to the user message of a turn whose `count` oldest steps were left out.
+
+    With `none_kept`, every step was: not even the newest fitted beside the task, its
+    results cut down. Told so, the model takes a smaller step next; told nothing, it
+    would take the same one again (a reply of thousands of calls), to be left out again.
+    """
     steps = "step of this task was" if count == 1 else "steps of this task were"
+    if none_kept:
+        return (
+            f"\n\n[{count} {steps} left out to fit the context budget; none fitted, not even "
+            "the newest cut down: take smaller steps, with fewer or narrower tool calls.]"
+        )
     return (
         f"\n\n[{count} earlier {steps} left out to fit the context budget; the newest ones follow.]"
     )
@@ -101,14 +113,17 @@ def _last_text(message: Any) -> str | None:
     return None
 
 
-def with_steps_notice(message: dict[str, Any], count: int) -> dict[str, Any]:
-    """`message` (a user message) saying that `count` steps after it were left out in all.
+def with_steps_notice(
+    message: dict[str, Any], count: int, *, none_kept: bool = False
+) -> dict[str, Any]:
+    """`message` (a user message) saying that `count` steps after it were left out in all
+    (`none_kept`: every one of them, see `steps_notice`).
 
     A notice already there is replaced, its count included in `count` by the caller.
     """
     earlier = left_out_steps(message)
     content = message.get("content")
-    notice = steps_notice(count)
+    notice = steps_notice(count, none_kept=none_kept)
     if isinstance(content, str):
         bare = _STEPS_NOTICE.sub("", content) if earlier else content
         return with_changes(message, content=bare + notice)
@@ -271,15 +286,35 @@ def _newest_turn_only(
             if left_out:
                 notes.insert(0, f"left out the {left_out} older steps of the newest user turn")
             return newest, kept, [f"after the newest user message: {note}" for note in notes]
-    user, note = _cut_user(history[newest], room, ctx)
-    notes = [note] if note else []
+    user = history[newest]
     after = len(history) - newest - 1
-    if after:
-        notes.append(
-            f"dropped the {after} messages after the newest user message: "
-            "they do not fit even cut down"
-        )
-    return newest, [user], notes
+    if not after:
+        cut, note = _cut_user(user, room, ctx)
+        return newest, [cut], [note] if note else []
+    # Every step goes: the task says so, with the count of them all, and the notice
+    # is made room for before the task is cut (it is what the model must read).
+    steps = left_out_steps(user) + len(step_starts(history, newest + 1))
+    extra = ctx.message_tokens(with_steps_notice(user, steps, none_kept=True))
+    extra -= ctx.message_tokens(user)
+    cut, note = _cut_user(user, room - max(0, extra), ctx)
+    noticed = with_steps_notice(cut, steps, none_kept=True)
+    told = f" (a notice on the user message says that its {steps} {_steps(steps)} left out)"
+    if ctx.message_tokens(noticed) > room:
+        plain, plain_note = _cut_user(user, room, ctx)
+        if ctx.message_tokens(plain) <= room:  # a request that fits comes first: no notice
+            noticed, note, told = plain, plain_note, ""
+    if noticed is not user:
+        ctx.facts.made_from(noticed, user)
+    notes = [note] if note else []
+    notes.append(
+        f"dropped the {after} messages after the newest user message: they do not fit even "
+        f"cut down{told}"
+    )
+    return newest, [noticed], notes
+
+
+def _steps(count: int) -> str:
+    return "step was" if count == 1 else "steps were"
 
 
 def snip_history(messages: list[Any], ctx: StageContext) -> StageOutcome:
