@@ -49,6 +49,8 @@ def nanobot_tools(ctx: PluginContext) -> list[Any]:
     invalid is left out alone and listed under the plugin's ``problems``; so is
     anything the plugin itself leaves out and reports with
     :func:`nanobot_core.report_problem` (a remote tool it cannot offer, say).
+    A tool whose schema loses a constraint when normalised (a type name
+    nobody knows) is kept, and the change listed there too.
     """
 
 

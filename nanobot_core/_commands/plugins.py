@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 import click
 
 from nanobot_core.cli import EXIT_FAILED, get_state, workspace_option
@@ -11,8 +12,19 @@ from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.kernel.records import PluginRecord
 
 
-def _positions(manager: PluginManager) -> dict[tuple[str, str], dict[str, Any]]:
-    """Where each winning stage and section sits in its pipeline (shown with the contribution)."""
+@attrs.frozen
+class _Pipelines:
+    """The governance pipeline and the prompt sections in order, and where each item sits."""
+
+    stages: list[str]
+    sections: list[str]
+    positions: dict[tuple[str, str], dict[str, Any]]
+
+
+def _pipelines(manager: PluginManager) -> _Pipelines:
+    """The pipeline and sections from one governor and one prompt builder: each warns, as
+    it is built, of config naming nothing it has (``[governance.stages.X]``, ``prompt.order``),
+    so building it again would say it all again."""
     positions: dict[tuple[str, str], dict[str, Any]] = {}
     governor = manager.governor()
     disabled_stages = set(manager.config.governance.disabled)
@@ -27,24 +39,23 @@ def _positions(manager: PluginManager) -> dict[tuple[str, str], dict[str, Any]]:
         if name in disabled_sections:
             entry["disabled"] = True
         positions[("section", name)] = entry
-    return positions
+    return _Pipelines(governor.stage_names(), sections, positions)
 
 
-def _settled(
-    manager: PluginManager,
-) -> tuple[list[PluginRecord], dict[tuple[str, str], dict[str, Any]]]:
-    """Every record with its contributions, and the positions, once no plugin fails any more.
+def _settled(manager: PluginManager) -> tuple[list[PluginRecord], _Pipelines]:
+    """Every record with its contributions, and the pipelines, once no plugin fails any more.
 
     Building the governor for the positions calls hooks nothing else here calls (the
     token counter, the result store): a plugin failing in one is unregistered and
-    every plugin's contributions are collected again, so the records are read again.
+    every plugin's contributions are collected again, so the records are read again
+    and the pipelines built again from what is left.
     """
     while True:
         records = manager.records()
         failed = sum(r.status == "failed" for r in records)
-        positions = _positions(manager)
+        pipelines = _pipelines(manager)
         if sum(r.status == "failed" for r in records) == failed:
-            return records, positions
+            return records, pipelines
 
 
 def _row(record: PluginRecord, positions: dict[tuple[str, str], dict[str, Any]]) -> dict[str, Any]:
@@ -62,8 +73,8 @@ def command(workspace: str | None, as_json: bool) -> None:
     """List plugins: source, status, hooks, contributions, and the pipeline order."""
     state = get_state()
     manager = state.plugin_manager(workspace)
-    records, positions = _settled(manager)
-    rows = [_row(record, positions) for record in records]
+    records, pipelines = _settled(manager)
+    rows = [_row(record, pipelines.positions) for record in records]
     if as_json:
         state.echo_json(rows)
     else:
@@ -78,7 +89,7 @@ def command(workspace: str | None, as_json: bool) -> None:
                 click.echo(f"    {item['kind']} {item['name']}{lost}")
             for problem in row["problems"]:
                 click.echo(f"    problem: {problem}")
-        click.echo("governance pipeline: " + " -> ".join(manager.governor().stage_names()))
-        click.echo("prompt sections: " + " -> ".join(manager.prompt_builder().section_names()))
+        click.echo("governance pipeline: " + " -> ".join(pipelines.stages))
+        click.echo("prompt sections: " + " -> ".join(pipelines.sections))
     if manager.strict and any(r.status == "failed" for r in records):
         raise click.exceptions.Exit(EXIT_FAILED)

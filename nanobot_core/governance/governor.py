@@ -66,10 +66,12 @@ from nanobot_core.governance.continuity import (
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
 from nanobot_core.governance.history_file import HistoryFormatError
 from nanobot_core.governance.messages import (
+    KNOWN_ROLES,
     ONE_TEXT_KEYS,
     any_text_passes,
     container_copy,
     nesting_fault,
+    preview,
 )
 from nanobot_core.governance.ordering import place_stages
 from nanobot_core.governance.stage import Budget, Stage, StageContext, StageOutcome
@@ -836,7 +838,13 @@ class Governor:
                     why=why,
                 )
                 return _owned(why, stage, self._origins)
-        remembered = (message, outcome.messages if changed else None, outcome.details)
+        details = outcome.details
+        strays = _strays(outcome.messages, [message]) if changed else []
+        if strays:
+            # Said in this message's line (`messages[0]`, renumbered), as for a whole list.
+            line = self._stray_line(stage, strays, len(outcome.messages))
+            details = [*details, f"{_FIRST}: {line}"]
+        remembered = (message, outcome.messages if changed else None, details)
         memo[id(message)] = remembered
         return remembered
 
@@ -976,7 +984,32 @@ class Governor:
         log.info(
             "governance stage changed the history", stage=stage.name, changes=len(outcome.details)
         )
-        return returned, ReportEntry(stage.name, True, outcome.details, tokens, after)
+        details = outcome.details
+        strays = _strays(returned, messages, ctx.facts)
+        if strays:
+            # Kept as the stage made it (the final step drops them, as it must whoever made
+            # them); said here, as the stage's own fault, or only `final` tells of them.
+            details = [*details, self._stray_line(stage, strays, len(returned))]
+        return returned, ReportEntry(stage.name, True, details, tokens, after)
+
+    def _stray_line(self, stage: Stage, strays: list[tuple[int, str]], returned: int) -> str:
+        """The report line (and warning) for the non-messages a stage returned: `strays`,
+        of the `returned` entries, as `_strays` found them."""
+        index, what = strays[0]
+        log.warning(
+            "governance stage returned non-messages; the final step drops them",
+            **_named(stage, self._origins),
+            count=len(strays),
+            first=f"messages[{index}]: {what}",
+        )
+        if len(strays) == 1:
+            why = f"returned a non-message: messages[{index}] of its outcome is {what}"
+            return _owned(f"{why}; the final step drops it", stage, self._origins)
+        why = (
+            f"returned non-messages: {len(strays)} of the {returned} entries of its outcome "
+            f"are not messages, the first messages[{index}], {what}"
+        )
+        return _owned(f"{why}; the final step drops them", stage, self._origins)
 
     def _run_per_message(
         self, stage: Stage, work: int | None, messages: list[Any], ctx: StageContext, tokens: int
@@ -1566,6 +1599,50 @@ def _unreadable(messages: list[Any], exc: BaseException, holds: str) -> str:
     if fault is not None:
         return f"ignored: {holds} messages[{fault[0]}], which {fault[1]}"
     return f"ignored: {holds} messages that could not be read ({type(exc).__name__})"
+
+
+def _stray(entry: Any) -> str | None:
+    """What `entry` is when it is no message the final step keeps (it drops it), else None."""
+    if not isinstance(entry, dict):
+        return f"a {type(entry).__name__}, {preview(entry)}"
+    role = entry.get("role")
+    if isinstance(role, str) and (role in KNOWN_ROLES or role == "function"):
+        return None  # a legacy ``function`` message becomes a tool result: it is kept
+    return f"a dict with role {preview(role)}"
+
+
+def _strays(
+    returned: list[Any], given: list[Any], facts: FactsCache | None = None
+) -> list[tuple[int, str]]:
+    """The entries of a stage's outcome `returned` that are not messages, with their index:
+    those it made, not the ones of `given` (what it was handed) it passed on as they were.
+
+    With `facts` (a whole list's: the totals of both lists are known by then, their
+    tokens were counted), a list with no such entry, as nearly every one is, costs no
+    pass; without, both lists (a per-message stage's few entries) are read.
+    """
+    if facts is not None and not facts.totals(returned)[1] & Defect.NON_MESSAGES:
+        return []
+    handed: set[int] = set()
+    roles: set[str] = set()  # a copy of a handed dict with an odd role is not the stage's
+    if facts is None or facts.totals(given)[1] & Defect.NON_MESSAGES:
+        for entry in given:
+            if _stray(entry) is not None:
+                handed.add(id(entry))
+                role = entry.get("role") if isinstance(entry, dict) else None
+                if isinstance(role, str):
+                    roles.add(role)
+    found: list[tuple[int, str]] = []
+    for index, entry in enumerate(returned):
+        if id(entry) in handed:
+            continue
+        what = _stray(entry)
+        if what is None:
+            continue
+        role = entry.get("role") if isinstance(entry, dict) else None
+        if not (isinstance(role, str) and role in roles):
+            found.append((index, what))
+    return found
 
 
 def _same(left: list[Any], right: list[Any]) -> bool:

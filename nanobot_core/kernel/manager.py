@@ -37,7 +37,7 @@ from nanobot_core.kernel.contributions import (
     ContributionError,
     adapt_all,
     resolve,
-    schema_problem,
+    schema_findings,
 )
 from nanobot_core.kernel.discovery import builtin_candidates, entry_point_candidates
 from nanobot_core.kernel.records import Contribution, Kind, PluginInfo, PluginRecord
@@ -344,13 +344,18 @@ class PluginManager:
             for line in left_out:
                 note_problem(record, line)
             for name, item in items:
-                problem = schema_problem(item, record.info.describe()) if kind == "tool" else None
-                if problem is not None:
-                    # This tool alone: one bad schema (say from an MCP server) must not take
-                    # the plugin's other tools with it, nor reach the model.
-                    line = f"tool {name!r} left out: its parameters schema is invalid ({problem})"
-                    note_problem(record, line)
-                    continue
+                if kind == "tool":
+                    problem, lost = schema_findings(item, record.info.describe())
+                    if problem is not None:
+                        # This tool alone: one bad schema (say from an MCP server) must not
+                        # take the plugin's other tools with it, nor reach the model.
+                        why = f"its parameters schema is invalid ({problem})"
+                        note_problem(record, f"tool {name!r} left out: {why}")
+                        continue
+                    # The tool is offered, but the model is told less than its author wrote
+                    # (a misspelt type): the author's to fix, so listed where they look.
+                    for change in lost:
+                        note_problem(record, change.problem(name))
                 gathered.append(Contribution(kind, name, item, record.info))
         # A plugin failed on the way is left out entirely, also from what it gave before failing.
         loaded = {r.info for r in self._records.values() if r.status == "loaded"}

@@ -28,6 +28,8 @@ KINDS = ("tool", "stage", "section")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*$")
 #: Folders hatchling leaves out of every build, whatever `packages` says (its output folder).
 _EXCLUDED_BY_HATCHLING = frozenset({"dist"})
+#: Last words of a distribution name that the tool class's own ``Tool`` suffix says already.
+_SAID_BY_SUFFIX = frozenset({"Tool", "Tools", "Plugin"})
 
 
 @attrs.frozen
@@ -44,8 +46,15 @@ class PluginProject:
 
     @property
     def class_name(self) -> str:
-        """A CamelCase class name for the tool."""
-        return "".join(part.capitalize() for part in re.split(r"[-_]", self.distribution)) + "Tool"
+        """A CamelCase class name for the tool: ``weather-tool`` (``weather-tools``,
+        ``weather-tool-plugin``, ``weather-plugin``) gives ``WeatherTool``, not
+        ``WeatherToolTool``."""
+        words = [part.capitalize() for part in re.split(r"[-_]", self.distribution)]
+        # The class is a tool already: words saying so again, at the end, are a stutter.
+        # What is left must still name something ("tool" alone stays "ToolTool").
+        while len(words) > 1 and words[-1] in _SAID_BY_SUFFIX:
+            words.pop()
+        return "".join(words) + "Tool"
 
     def substitutions(self) -> dict[str, str]:
         """The ``$names`` the templates use."""

@@ -7,7 +7,7 @@ One module per job: `validation` (compile and validate, draft by ``$schema``), `
 from __future__ import annotations
 
 from nanobot_core.schema.casting import cast_arguments
-from nanobot_core.schema.normalise import normalise_schema
+from nanobot_core.schema.normalise import SchemaChange, normalise_schema, normalise_schema_changes
 from nanobot_core.schema.validation import (
     MAX_MESSAGE_CHARS,
     InvalidSchemaError,
@@ -23,11 +23,13 @@ __all__ = [
     "MAX_MESSAGE_CHARS",
     "InvalidSchemaError",
     "Retriever",
+    "SchemaChange",
     "SchemaValidator",
     "cast_arguments",
     "compile_schema",
     "format_instance_path",
     "json_pointer",
     "normalise_schema",
+    "normalise_schema_changes",
     "validate",
 ]

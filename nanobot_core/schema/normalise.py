@@ -4,7 +4,12 @@ Function-calling datasets and hand-written tools describe parameters with type n
 Python (``dict``, ``float``, ``tuple``, ``any``), Java (``String``, ``long``, ``HashMap``) or
 JavaScript (``Array``, ``Boolean``), and with keywords from older drafts or from Swagger
 (``"required": true`` on a property). `normalise_schema` returns a valid copy plus one warning
-per change, each naming the place (``#/properties/x``) and what happened there.
+per change, each naming the place (``#/properties/x``) and what happened there;
+`normalise_schema_changes` gives them as `SchemaChange`, which says whether something the
+author wrote was lost (a type name nobody knows, a ``required`` that names nothing): the
+model is then told less than the author meant, which is the author's to fix. The other
+changes say the same thing in JSON Schema (``dict`` is ``object``, ``"nullable": true`` is
+``null`` among the types) or drop what constrained nothing.
 
 Type names map as BFCL's own conversion does, except that ``any``, the empty name and names
 nobody knows lose their ``type`` (no constraint) instead of becoming ``string``: an unknown
@@ -14,12 +19,18 @@ type says nothing about the value, and refusing a good call is worse than passin
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import attrs
 
-__all__ = ["TYPE_ALIASES", "UNCONSTRAINED_TYPES", "normalise_schema"]
+__all__ = [
+    "TYPE_ALIASES",
+    "UNCONSTRAINED_TYPES",
+    "SchemaChange",
+    "normalise_schema",
+    "normalise_schema_changes",
+]
 
 JSON_TYPES = frozenset({"null", "boolean", "object", "array", "number", "string", "integer"})
 
@@ -49,7 +60,34 @@ _SCHEMA_LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "prefixItems", "items")
 _SCHEMA_MAP_KEYWORDS = (
     "properties", "patternProperties", "$defs", "definitions", "dependentSchemas", "dependencies",
 )  # fmt: skip
-Warn = Callable[[str, str], None]
+
+
+class Warn(Protocol):
+    """Told of each change: where, what, and whether something the author wrote was lost."""
+
+    def __call__(self, pointer: str, what: str, *, lost: bool = False) -> None: ...
+
+
+@attrs.frozen
+class SchemaChange:
+    """One change `normalise_schema_changes` made to a schema.
+
+    ``lost``: something the author wrote to constrain a value could not be read and
+    is gone (an unknown type name, a ``required`` that is not a list of names, a
+    property that is not a schema), so the model is told less than was meant.
+    Otherwise the change says the same in JSON Schema, or drops what meant nothing.
+    """
+
+    pointer: str  # where, as a JSON pointer fragment: ``#/properties/x``
+    what: str
+    lost: bool = False
+
+    def __str__(self) -> str:
+        return f"{self.pointer}: {self.what}"
+
+    def problem(self, tool: str) -> str:
+        """The change as a problem of the plugin offering `tool` (which is kept)."""
+        return f"tool {tool!r} kept, its parameters schema changed: {self}"
 
 
 @attrs.frozen
@@ -74,17 +112,25 @@ def normalise_schema(schema: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
     the input is left untouched and a repaired copy is returned. Raises `TypeError` for a
     schema that is not an object (a tool's parameters always are).
     """
+    normalised, changes = normalise_schema_changes(schema)
+    return normalised, [str(change) for change in changes]
+
+
+def normalise_schema_changes(
+    schema: Mapping[str, Any],
+) -> tuple[dict[str, Any], list[SchemaChange]]:
+    """`normalise_schema`, with each change as a `SchemaChange` (``str()`` is its warning)."""
     if not isinstance(schema, Mapping):
         raise TypeError(f"a tool schema must be a JSON object, not {type(schema).__name__}")
-    warnings: list[str] = []
+    changes: list[SchemaChange] = []
 
-    def warn(pointer: str, what: str) -> None:
-        warnings.append(f"{pointer}: {what}")
+    def warn(pointer: str, what: str, *, lost: bool = False) -> None:
+        changes.append(SchemaChange(pointer, what, lost))
 
     normalised = _normalise_node(schema, "#", warn, _Dialect.of(schema.get("$schema")))
-    if not warnings:
+    if not changes:
         return schema if isinstance(schema, dict) else dict(schema), []
-    return normalised, warnings
+    return normalised, changes
 
 
 def _normalise_node(node: Any, pointer: str, warn: Warn, dialect: _Dialect) -> Any:
@@ -145,15 +191,20 @@ def _fix_type(node: dict[str, Any], pointer: str, warn: Warn) -> None:
     names = declared if isinstance(declared, list) else [declared]
     if not names:
         del node["type"]
-        warn(pointer, "empty type list dropped")
+        warn(pointer, "empty type list dropped", lost=True)  # it admitted nothing: a mistake
         return
     mapped: list[str] = []
     for name in names:
         json_type = _json_type(name)
         if json_type is None:
             del node["type"]
-            reason = "means any value" if _unconstrained(name) else "is not a type we know"
-            warn(pointer, f"type {json.dumps(name)} {reason}: type constraint dropped")
+            unconstrained = _unconstrained(name)
+            reason = "means any value" if unconstrained else "is not a type we know"
+            warn(
+                pointer,
+                f"type {json.dumps(name)} {reason}: type constraint dropped",
+                lost=not unconstrained,  # "any" meant no constraint; "strng" meant one
+            )
             return
         if json_type not in mapped:
             mapped.append(json_type)
@@ -306,7 +357,11 @@ def _fix_required_list(node: dict[str, Any], pointer: str, warn: Warn) -> None:
         return
     if not isinstance(required, list):
         del node["required"]
-        warn(pointer, f'"required": {json.dumps(required)} is not a list of names: removed')
+        warn(
+            pointer,
+            f'"required": {json.dumps(required)} is not a list of names: removed',
+            lost=True,
+        )
         return
     names: list[str] = []
     for name in required:
@@ -314,7 +369,9 @@ def _fix_required_list(node: dict[str, Any], pointer: str, warn: Warn) -> None:
             names.append(name)
     if names != required:
         node["required"] = names
-        warn(pointer, f'"required" list {json.dumps(required)} -> {json.dumps(names)}')
+        # Duplicates say nothing more; an entry that is no name required something unknown.
+        lost = any(not isinstance(name, str) for name in required)
+        warn(pointer, f'"required" list {json.dumps(required)} -> {json.dumps(names)}', lost=lost)
 
 
 def _fix_annotations(node: dict[str, Any], pointer: str, warn: Warn) -> None:
@@ -360,7 +417,7 @@ def _fix_properties_container(node: dict[str, Any], pointer: str, warn: Warn) ->
     properties = node.get("properties")
     if "properties" in node and not isinstance(properties, Mapping):
         del node["properties"]
-        warn(pointer, '"properties" is not an object: removed')
+        warn(pointer, '"properties" is not an object: removed', lost=True)
         return
     if not isinstance(properties, Mapping):
         return
@@ -370,7 +427,7 @@ def _fix_properties_container(node: dict[str, Any], pointer: str, warn: Warn) ->
             name: ({} if name in broken else sub) for name, sub in properties.items()
         }
         for name in broken:
-            warn(f"{pointer}/properties/{_escape(name)}", "not a schema: replaced by {}")
+            warn(f"{pointer}/properties/{_escape(name)}", "not a schema: replaced by {}", lost=True)
 
 
 def _same(fixed: dict[str, Any], node: Mapping[str, Any]) -> bool:

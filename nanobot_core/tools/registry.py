@@ -27,7 +27,12 @@ from nanobot_core._json_boundary import (
 from nanobot_core._json_repair import repair
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.records import PluginInfo
-from nanobot_core.schema import cast_arguments, compile_schema, normalise_schema
+from nanobot_core.schema import (
+    SchemaChange,
+    cast_arguments,
+    compile_schema,
+    normalise_schema_changes,
+)
 from nanobot_core.tools.base import Tool, ToolFacts, read_tool
 
 if TYPE_CHECKING:
@@ -92,8 +97,9 @@ class ToolRegistry:
 
     `definitions` lists built-ins by name, then plugin tools by name, then
     ``mcp_`` tools by name: a stable prefix keeps the provider's prompt cache
-    warm. Schemas are normalised when a tool is added; the warnings are logged
-    and kept in ``warnings``.
+    warm. Schemas are normalised when a tool is added; the warnings are kept in
+    ``warnings`` and logged, those of a change that lost something the author
+    wrote (`SchemaChange.lost`) as `build`'s ``noted`` says.
     """
 
     def __init__(self) -> None:
@@ -109,6 +115,7 @@ class ToolRegistry:
         *,
         config: Config,
         left_out: Callable[[str | PluginInfo, str], None] | None = None,
+        noted: Callable[[str | PluginInfo, str], None] | None = None,
     ) -> ToolRegistry:
         """A registry of ``(tool, builtin, plugin)`` entries without those in ``tools.disabled``.
 
@@ -116,7 +123,10 @@ class ToolRegistry:
         `disabled`; a disabled name that no tool has is logged. A tool that
         cannot be read as `add` reads it (its plugin's code raises, or holds
         what no tool may) is left out alone: ``left_out(plugin, problem)`` is
-        told (by default a warning naming the plugin and its version).
+        told (by default a warning naming the plugin and its version). A tool
+        whose schema lost something its author wrote when normalised (a type
+        name nobody knows) is kept, and ``noted(plugin, problem)`` told
+        (`SchemaChange.problem`; by default the same warning as the other changes).
         """
         registry = cls()
         disabled = set(config.tools.disabled)
@@ -135,7 +145,12 @@ class ToolRegistry:
                 registry.disabled.append(facts.name)
                 log.info("tool disabled in config (tools.disabled)", tool=facts.name)
                 continue
-            registry._add(tool, facts, builtin=builtin, plugin=name_of_plugin, owner=owner)
+            lost = registry._add(tool, facts, builtin=builtin, plugin=name_of_plugin, owner=owner)
+            for change in lost:
+                if noted is None:
+                    _log_change(facts.name, owner, change)
+                else:
+                    noted(plugin, change.problem(facts.name))
         for name in sorted(disabled - set(registry.disabled)):
             log.warning("unknown tool name in tools.disabled", name=name)
         return registry
@@ -144,19 +159,21 @@ class ToolRegistry:
     def from_plugins(cls, pm: PluginManager) -> ToolRegistry:
         """The registry over every plugin's tools (built-ins first): `build`'s code.
 
-        A tool `build` leaves out is listed under its plugin's ``problems``.
+        A tool `build` leaves out, or one whose schema lost something when
+        normalised, is listed under its plugin's ``problems``.
         """
         from nanobot_core.kernel.calling import note_problem
 
-        def left_out(plugin: str | PluginInfo, problem: str) -> None:
+        def note(plugin: str | PluginInfo, problem: str) -> None:
             record = pm.record_of(plugin) if isinstance(plugin, PluginInfo) else None
             if record is not None and record.info == plugin:
-                note_problem(record, problem)
+                note_problem(record, problem)  # listed and logged once, however often noted
 
         return cls.build(
             ((c.item, c.plugin.builtin, c.plugin) for c in pm.contributions("tool")),
             config=pm.config,
-            left_out=left_out,
+            left_out=note,
+            noted=note,
         )
 
     # -- contents --------------------------------------------------------------------------
@@ -174,21 +191,29 @@ class ToolRegistry:
         tool cannot be used).
         """
         owner, name_of_plugin = _owner(plugin)
-        self._add(tool, _read(tool, owner), builtin=builtin, plugin=name_of_plugin, owner=owner)
+        facts = _read(tool, owner)
+        lost = self._add(tool, facts, builtin=builtin, plugin=name_of_plugin, owner=owner)
+        for change in lost:
+            _log_change(facts.name, owner, change)
 
-    def _add(self, tool: Tool, facts: ToolFacts, *, builtin: bool, plugin: str, owner: str) -> None:
+    def _add(
+        self, tool: Tool, facts: ToolFacts, *, builtin: bool, plugin: str, owner: str
+    ) -> list[SchemaChange]:
+        """Register the tool; the changes normalising its schema made that lost something,
+        which the caller says (the others are logged here)."""
         name = facts.name
         if name in self._entries:
             raise ValueError(f"a tool named {name!r} is already registered")
-        schema, warnings = normalise_schema(facts.parameters)
-        for warning in warnings:
-            # Named with its plugin: the author reads this warning, not the model's failures.
-            log.warning("tool schema normalised", tool=name, plugin=owner, change=warning)
-            self.warnings.append(f"{name}: {warning}")
+        schema, changes = normalise_schema_changes(facts.parameters)
+        for change in changes:
+            self.warnings.append(f"{name}: {change}")
+            if not change.lost:
+                _log_change(name, owner, change)
         self._entries[name] = _Entry(
             tool, name, facts.description, builtin, plugin, owner, schema, facts.flags
         )
         self._definitions = None
+        return [change for change in changes if change.lost]
 
     def remove(self, name: str) -> Tool:
         """Unregister a tool and return it; raises KeyError if there is none of that name."""
@@ -522,6 +547,11 @@ def _canonical(schema: Any) -> Any:
     if isinstance(schema, list | tuple):
         return [_canonical(item) for item in schema]
     return copy.deepcopy(schema)
+
+
+def _log_change(tool: str, owner: str, change: SchemaChange) -> None:
+    # Named with its plugin: the author reads this warning, not the model's failures.
+    log.warning("tool schema normalised", tool=tool, plugin=owner, change=str(change))
 
 
 def _normalised_name(name: str) -> str:

@@ -102,16 +102,26 @@ def test_an_entry_point_in_a_misspelt_group_is_warned_about(
     assert result.stdout.strip() == "still here"
 
 
-def test_a_schema_normalised_at_load_is_warned_about_with_its_plugin(
+def test_a_schema_that_lost_a_type_is_a_problem_of_its_plugin(
     mistakes_env: VirtualEnv, tmp_path: Path
 ) -> None:
-    """The warning about a schema the registry had to normalise names the tool's plugin."""
+    """A misspelt type is listed under its plugin by `plugins` and warned of once by `tools`,
+    naming the plugin's version; the tool is still offered, without that constraint."""
+    problem = (
+        "tool 'typotype_echo' kept, its parameters schema changed: #/properties/text: "
+        'type "strng" is not a type we know: type constraint dropped'
+    )
+    rows, _ = _plugins(mistakes_env, tmp_path)
+    assert rows["typotype_echo"]["status"] == "loaded"
+    assert rows["typotype_echo"]["problems"] == [problem]
     result = mistakes_env.cli("--log-format", "json", "tools", "--json", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
-    [record] = _records(result.stderr, "tool schema normalised")
-    assert record["tool"] == "typotype_echo"
+    [record] = _records(result.stderr, "plugin problem")
     assert record["plugin"] == "plugin 'typotype_echo' from nbtest-typotype 0.7.0"
-    assert 'type "strng" is not a type we know' in record["change"]
+    assert record["problem"] == problem
+    assert _records(result.stderr, "tool schema normalised") == []
+    [tool] = [row for row in json.loads(result.stdout) if row["name"] == "typotype_echo"]
+    assert tool["parameters"]["properties"]["text"] == {}
 
 
 def test_the_correct_plugin_keeps_working(mistakes_env: VirtualEnv, tmp_path: Path) -> None:

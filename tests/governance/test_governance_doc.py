@@ -265,7 +265,7 @@ def test_a_call_left_open_is_answered_with_the_quoted_text() -> None:
 
 
 class _Notes:
-    """A plugin whose stage raises, or returns an int."""
+    """A plugin whose stage raises, returns an int, or returns a non-message."""
 
     def __init__(self, func: Callable[[list[Any], Any], Any]) -> None:
         self.func = func
@@ -283,15 +283,24 @@ def _an_int(messages: list[Any], ctx: Any) -> Any:
     return 3
 
 
+def _junk_at_the_end(messages: list[Any], ctx: Any) -> Any:
+    return [*messages, "junk"]
+
+
 @pytest.mark.parametrize(
     ("func", "start"),
-    [(_no_patterns, "skipped (plugin 'notes'"), (_an_int, "ignored (...)")],
-    ids=["raised", "returned-an-int"],
+    [
+        (_no_patterns, "skipped (plugin 'notes'"),
+        (_an_int, "ignored (...)"),
+        (_junk_at_the_end, "returned a non-message (...)"),
+    ],
+    ids=["raised", "returned-an-int", "returned-a-non-message"],
 )
 def test_a_failed_plugin_stage_is_reported_as_the_page_quotes(
     tmp_path: Path, func: Callable[[list[Any], Any], Any], start: str
 ) -> None:
-    """The report line of a plugin's stage that raised or returned an int is the page's."""
+    """The report line of a plugin's stage that raised, returned an int or returned a list
+    holding a non-message is the page's."""
     manager = _manager(tmp_path)
     manager.register(_Notes(func), "notes", distribution="nanobot-notes", version="2.1.0")
     governed = manager.governor().govern([*turn(1), user("and now?")])

@@ -212,3 +212,102 @@ def test_each_ignored_constraint_names_the_stage_it_belongs_to() -> None:
     placement = place_stages([*builtin_stages(), *stages])
     assert placement.problem_stages == ["a", "b"]
     assert len(placement.problems) == 2
+
+
+def _junk(messages: list[Any], ctx: Any) -> list[Any]:
+    return [*messages, "junk", 42]
+
+
+def _governed_with(stage: Stage, history: list[Any], disabled: tuple[str, ...] = ()) -> Any:
+    governor = Governor(
+        [*builtin_stages(), stage],
+        config=GovernanceConfig(disabled=list(disabled)),
+        origins={stage.name: _ORIGIN},
+    )
+    return governor.govern(history)
+
+
+def test_a_stage_returning_non_messages_says_so_in_its_own_entry() -> None:
+    """The entry of a stage whose list holds non-messages names them and its plugin's version;
+    the final step still drops them."""
+    history = [*turn(1), user("and now?")]
+    with capture_logs() as logs:
+        governed = _governed_with(Stage("shaky", _junk), history)
+    entry = governed.report.entry("shaky")
+    assert entry is not None and entry.changed
+    assert entry.details == [
+        f"returned non-messages ({_ORIGIN}): 2 of the {len(history) + 2} entries of its "
+        f"outcome are not messages, the first messages[{len(history)}], a str, 'junk'; "
+        "the final step drops them"
+    ]
+    final = governed.report.entry("final")
+    assert final is not None and any("dropped a int" in line for line in final.details)
+    assert all(isinstance(message, dict) for message in governed.messages)
+    (warned,) = [e for e in logs if e["log_level"] == "warning"]
+    assert warned["stage"] == "shaky" and warned["plugin"] == _ORIGIN
+    assert warned["count"] == 2
+
+
+def test_a_per_message_stage_returning_a_non_message_says_so_in_its_line() -> None:
+    """A per-message stage's outcome holding a non-message is named in that message's line."""
+
+    def add_junk(messages: list[Any], ctx: Any) -> list[Any]:
+        return [*messages, {"content": "no role"}] if messages[0]["role"] == "user" else messages
+
+    history = [user("hello")]
+    entry = _governed_with(Stage("shaky", add_junk, per_message=True), history).report.entry(
+        "shaky"
+    )
+    assert entry is not None and entry.changed
+    assert entry.details == [
+        f"messages[0]: returned a non-message ({_ORIGIN}): messages[1] of its outcome is "
+        "a dict with role None; the final step drops it"
+    ]
+
+
+def test_a_non_message_the_stage_was_handed_is_not_its_fault() -> None:
+    """With drop_non_messages disabled, a stray entry a stage passes on is not blamed on it."""
+
+    def append(messages: list[Any], ctx: Any) -> list[Any]:
+        return [*messages, user("more")]
+
+    def shout(messages: list[Any], ctx: Any) -> list[Any]:
+        return [{**m, "content": "X"} if isinstance(m, dict) else m for m in messages]
+
+    history: list[Any] = [*turn(1), "stray", {"role": "critic", "content": "x"}, user("now?")]
+    for stage in (Stage("shaky", append), Stage("shaky", shout, per_message=True)):
+        governed = _governed_with(stage, history, disabled=("drop_non_messages",))
+        entry = governed.report.entry("shaky")
+        assert entry is not None and entry.changed and entry.details == []
+
+
+JUNK = """
+from nanobot_core import hookimpl
+from nanobot_core.governance import Stage
+
+def junk(messages, ctx):
+    return [*messages, "junk"]
+
+@hookimpl
+def nanobot_governance_stages(ctx):
+    return [Stage("junk", junk)]
+"""
+
+
+def test_govern_json_names_the_non_message_a_stage_returned(tmp_path: Path) -> None:
+    """`govern --json` gives, in the stage's own entry, the non-message and its plugin version."""
+    site = install_plugin(tmp_path / "site", "junky", JUNK)
+    history = tmp_path / "history.jsonl"
+    messages = [*turn(1), user("and now?")]
+    history.write_text("".join(json.dumps(m) + "\n" for m in messages))
+    env = plugin_env(site, "junky")
+    as_json = run_cli("govern", str(history), "--json", cwd=tmp_path, env=env, timeout=60)
+    assert as_json.returncode == 0, as_json.stderr
+    governed = json.loads(as_json.stdout)
+    entry = next(e for e in governed["report"] if e["stage"] == "junk")
+    assert entry["changed"] is True
+    assert entry["details"] == [
+        "returned a non-message (plugin 'junky' from junky 0.1): "
+        f"messages[{len(messages)}] of its outcome is a str, 'junk'; the final step drops it"
+    ]
+    assert "junk" not in [m.get("content") for m in governed["messages"]]

@@ -489,3 +489,69 @@ def test_building_the_tools_asks_no_other_hook(tmp_path: Path) -> None:
     assert _problems(manager, "fickle") == [
         "tool _Fickle left out: reading it raised RuntimeError: read twice"
     ]
+
+
+# -- a schema normalised at load --------------------------------------------------------------
+
+_TYPO = (
+    "tool 'typo_echo' kept, its parameters schema changed: #/properties/text: "
+    'type "strng" is not a type we know: type constraint dropped'
+)
+
+
+class _TypoSchema(Tool):
+    """A tool with a misspelt type ("strng", a loss) and an alias ("dict", a translation)."""
+
+    name = "typo_echo"
+    description = "Echo the text."
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {"text": {"type": "strng"}, "extra": {"type": "dict"}},
+    }
+
+    async def execute(self, text: str = "", extra: Any = None) -> str:
+        return text
+
+
+class _TypoPlugin:
+    @hookimpl
+    def nanobot_tools(self, ctx: Any) -> list[Any]:
+        return [_TypoSchema()]
+
+
+def test_a_schema_that_lost_a_constraint_is_a_problem_of_its_plugin_logged_once(
+    tmp_path: Path,
+) -> None:
+    """A misspelt type is listed under the plugin and logged once naming its version; the tool
+    still loads, and an alias ("dict") is only the usual warning, not a problem."""
+    from structlog.testing import capture_logs
+
+    manager = _manager(tmp_path)
+    manager.register(_TypoPlugin(), "typo", distribution="nb-typo", version="0.3")
+    with capture_logs() as logs:
+        assert _problems(manager, "typo") == [_TYPO]
+        registry = manager.tool_registry()
+        _ = manager.records()
+    assert "typo_echo" in registry
+    (offered,) = [d for d in registry.definitions() if d["function"]["name"] == "typo_echo"]
+    assert offered["function"]["parameters"]["properties"]["text"] == {}
+    warned = [(e["event"], e.get("problem", e.get("change"))) for e in logs]
+    assert warned == [
+        ("plugin problem", _TYPO),
+        ("tool schema normalised", '#/properties/extra: type "dict" -> "object"'),
+    ]
+    assert [e["plugin"] for e in logs] == ["plugin 'typo' from nb-typo 0.3"] * 2
+
+
+def test_a_registry_built_alone_still_warns_of_a_lost_constraint() -> None:
+    """Without a plugin manager to list it under, the change is the usual warning."""
+    from structlog.testing import capture_logs
+
+    from nanobot_core.tools.registry import ToolRegistry
+
+    with capture_logs() as logs:
+        ToolRegistry().add(_TypoSchema(), plugin="typo")
+    assert sorted(e["change"] for e in logs if e["event"] == "tool schema normalised") == [
+        '#/properties/extra: type "dict" -> "object"',
+        '#/properties/text: type "strng" is not a type we know: type constraint dropped',
+    ]

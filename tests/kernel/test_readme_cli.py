@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 import re
+from pathlib import Path
 
 import click
+import pytest
 
 from nanobot_core.cli import COMMANDS, cli
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, clean_env, install_plugin, plugin_env, run_cli
 
 GLOBAL_OPTIONS_HEADING = "## The CLI"
 
@@ -81,3 +84,55 @@ def test_the_row_reader_keeps_subcommands_apart() -> None:
     rows = _table_rows()
     assert "--workspace" in rows["sessions show"]
     assert rows["sessions"].startswith("sessions [")
+
+
+_DENIER = """
+from nanobot_core import hookimpl
+
+
+@hookimpl
+def nanobot_before_tool_call(ctx, call):
+    return "not today"
+"""
+
+# (arguments of `call`, the exit code it gives, what the row says of that code).
+_CALL_CASES = [
+    (["list_dir", '{"path": "."}'], 0, "the tool succeeded"),
+    (["read_file", '{"path": "missing.txt"}'], 1, "the tool failed"),
+    (["list_dir", '{"path": "."}', "--json"], 1, "hook denied the call"),
+    (["no_such_tool", "{}"], 2, "an unknown tool"),
+    (["list_dir", "[1]"], 2, "not a JSON object"),
+    (["read_file", "{}", "--json"], 2, "do not fit the tool's parameters"),
+]
+
+
+def _exit_codes_said(row: str) -> dict[int, str]:
+    """Each ``exit N when ...`` clause of a row, by its code."""
+    clauses = re.findall(r"exit (\d+) (when [^;|]*)", row)
+    said = {int(code): text for code, text in clauses}
+    assert len(said) == len(clauses), row
+    return said
+
+
+@pytest.mark.parametrize(("args", "code", "phrase"), _CALL_CASES)
+def test_the_call_row_says_the_exit_code_call_gives(
+    args: list[str], code: int, phrase: str, tmp_path: Path
+) -> None:
+    """Each exit code of `call` is the one its README row gives for that case, in those words."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    [row] = [line for line in text.splitlines() if line.startswith("| `nanobot-core call ")]
+    said = _exit_codes_said(row)
+    assert sorted(said) == sorted({case[1] for case in _CALL_CASES})
+    assert phrase in said[code]
+    denied = phrase == "hook denied the call"
+    if denied:
+        env = plugin_env(install_plugin(tmp_path / "site", "denier", _DENIER), "denier")
+    else:
+        env = clean_env()
+    result = run_cli("call", *args, cwd=tmp_path, env=env)
+    assert result.returncode == code, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    if denied:
+        assert json.loads(result.stdout)["result"].startswith(
+            'Error: call to tool "list_dir" denied: not today'
+        )

@@ -107,3 +107,27 @@ def test_a_stage_project_that_is_not_refused_does_its_work(name: str) -> None:
     stages = namespace["nanobot_governance_stages"](None)
     result = govern_and_check([{"role": "user", "content": "hello   "}], stages=stages)
     assert result.messages[-1]["content"] == "hello"
+
+
+@pytest.mark.parametrize(
+    ("name", "class_name"),
+    [
+        ("weather", "WeatherTool"),
+        ("weather-tool", "WeatherTool"),
+        ("weather_tool", "WeatherTool"),
+        ("Weather-Tools", "WeatherTool"),
+        ("weather-tool-plugin", "WeatherTool"),
+        ("acme-weather-plugin", "AcmeWeatherTool"),
+        ("tool-box", "ToolBoxTool"),
+        ("tool", "ToolTool"),
+        ("tool-plugin", "ToolTool"),
+    ],
+)
+def test_the_tool_class_name_does_not_say_tool_twice(name: str, class_name: str) -> None:
+    """A name ending in "tool" (or "plugin") gives `WeatherTool`, never `WeatherToolTool`."""
+    project = PluginProject(distribution=name, kind="tool")
+    assert project.class_name == class_name
+    files = render_project(project)
+    assert f"class {class_name}(Tool):" in files[f"{project.package}/__init__.py"]
+    assert f'{project.package} = "{project.package}:{class_name}"' in files["pyproject.toml"]
+    assert f"from {project.package} import {class_name}\n" in files["tests/test_tool.py"]

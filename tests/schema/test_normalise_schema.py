@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from nanobot_core.schema import normalise_schema, validate
+from nanobot_core.schema import normalise_schema, normalise_schema_changes, validate
 from nanobot_core.schema.normalise import TYPE_ALIASES, UNCONSTRAINED_TYPES
 
 
@@ -296,3 +296,31 @@ def test_every_bfcl_type_name_is_known(data_folder: Path) -> None:
     assert {"dict", "float", "tuple", "any", "String", "HashMap", "char", ""} <= names
     unknown = {name for name in names if name.lower() not in {*TYPE_ALIASES, *UNCONSTRAINED_TYPES}}
     assert unknown == set()
+
+
+@pytest.mark.parametrize(
+    ("schema", "lost"),
+    [
+        ({"type": "strng"}, True),
+        ({"type": []}, True),
+        ({"type": "object", "required": 5}, True),
+        ({"type": "object", "required": ["a", 3]}, True),
+        ({"type": "object", "properties": 3}, True),
+        ({"type": "object", "properties": {"a": 3}}, True),
+        ({"type": "dict"}, False),
+        ({"type": "any"}, False),
+        ({"type": "object", "required": ["a", "a"]}, False),
+        ({"type": "string", "nullable": True}, False),
+        ({"type": "boolean", "enum": ["True", "False"]}, False),
+        ({"type": "object", "properties": {"a": {"type": "str", "required": True}}}, False),
+        ({"type": "string", "description": None}, False),
+    ],
+)
+def test_a_change_says_whether_it_lost_what_the_author_wrote(
+    schema: dict[str, Any], lost: bool
+) -> None:
+    """A constraint that could not be read and is dropped is a loss; a translation is not."""
+    normalised, changes = normalise_schema_changes(schema)
+    assert changes and {change.lost for change in changes} == {lost}
+    assert [str(change) for change in changes] == normalise_schema(schema)[1]
+    assert normalised == normalise_schema(schema)[0]

@@ -1,4 +1,4 @@
-"""A tool whose schema misspells a type ("strng"): the constraint is dropped, with a warning."""
+"""A tool whose schema misspells a type ("strng"): the constraint is dropped, a plugin problem."""
 
 from nanobot_core import Tool
 
