@@ -149,6 +149,15 @@ class PluginManager:
                 obj = loader()
         except Exception as exc:
             return self._fail(record, f"failed to import: {describe(exc)}")
+        first = self._pm.get_name(obj)
+        if first is not None and first in self._records:
+            # Two entry points naming one module: pluggy's refusal would give the internal key
+            # and every registered plugin object on one line; name the plugin that has it.
+            return self._fail(
+                record,
+                f"loads the same object as {self._records[first].info.describe()}, which is "
+                "registered already (each entry point needs a plugin object of its own)",
+            )
         try:
             self._pm.register(obj, name=key)
         except (pluggy.PluginValidationError, ValueError) as exc:
