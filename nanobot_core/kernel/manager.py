@@ -36,6 +36,7 @@ from nanobot_core.kernel.contributions import (
     KIND_HOOKS,
     ContributionError,
     adapt_all,
+    override_keys,
     resolve,
     schema_findings,
 )
@@ -94,6 +95,7 @@ class PluginManager:
         self._collected: dict[Kind, list[Contribution]] = {}
         self._loaded = False
         self._registry: ToolRegistry | None = None
+        self._overrides_checked = False
 
     # -- registration -------------------------------------------------------------------
 
@@ -366,6 +368,7 @@ class PluginManager:
                     for change in lost:
                         note_problem(record, change.problem(name))
                 gathered.append(Contribution(kind, name, item, record.info))
+        self._check_overrides()
         # A plugin failed on the way is left out entirely, also from what it gave before failing.
         loaded = {r.info for r in self._records.values() if r.status == "loaded"}
         resolved = resolve(
@@ -375,6 +378,30 @@ class PluginManager:
         for contribution in resolved:
             by_plugin[contribution.plugin].contributions.append(contribution)
         return resolved
+
+    def _check_overrides(self) -> None:
+        """Warn, once, of each ``plugins.overrides`` name that no plugin has.
+
+        An override left behind by an uninstalled plugin hands nothing to anyone; said
+        as for the block and allow lists, rather than let a built-in name look taken
+        over when it is not. Checked when contributions are first resolved, not at
+        discovery: a plugin an application registers itself is known only by then.
+        """
+        if self._overrides_checked or not self.autoload:
+            return  # with autoload off, as for the lists, nothing is said to match none
+        self._overrides_checked = True
+        named = {
+            key
+            for r in self._records.values()
+            if not r.info.builtin
+            for key in override_keys(r.info)
+        }
+        for name in sorted(set(self.config.plugins.overrides) - named):
+            log.warning(
+                "plugin name in plugins.overrides matches no installed plugin",
+                name=name,
+                key=f"plugins.overrides.{name}",
+            )
 
     # -- the parts the core is built from ------------------------------------------------
 
