@@ -28,6 +28,7 @@ __all__ = [
     "KIND_HOOKS",
     "ContributionError",
     "adapt_all",
+    "override_keys",
     "resolve",
     "schema_findings",
     "schema_problem",
@@ -136,10 +137,13 @@ def resolve(
 
 
 def _may_override(overrides: dict[str, list[str]], plugin: PluginInfo, name: str) -> bool:
-    for key in (plugin.name, plugin.distribution or "", canonical_name(plugin.distribution or "")):
-        if key and name in overrides.get(key, ()):
-            return True
-    return False
+    return any(name in overrides.get(key, ()) for key in override_keys(plugin))
+
+
+def override_keys(plugin: PluginInfo) -> frozenset[str]:
+    """The ``plugins.overrides`` keys that name `plugin`: its name and its distribution's."""
+    dist = plugin.distribution or ""
+    return frozenset(key for key in (plugin.name, dist, canonical_name(dist)) if key)
 
 
 def _short(value: Any) -> str:

@@ -74,7 +74,6 @@ def entry_point_candidates(settings: PluginsConfig, *, autoload: bool) -> Iterat
     block = set(settings.block)
     allow = None if settings.allow is None else set(settings.allow)
     matched: set[str] = set()
-    installed: set[str] = set()
     if autoload:
         for group, ep, meant in _scan_entry_points().misplaced:
             dist = ep.dist.name if ep.dist is not None else None
@@ -101,7 +100,6 @@ def entry_point_candidates(settings: PluginsConfig, *, autoload: bool) -> Iterat
         names = {ep.name}
         if dist:
             names |= {dist, canonical_name(dist)}
-        installed |= names
         if not autoload:
             yield Candidate(info, None, "plugin autoload is disabled")
             continue
@@ -125,15 +123,6 @@ def entry_point_candidates(settings: PluginsConfig, *, autoload: bool) -> Iterat
             key = "plugins.block" if name in block else "plugins.allow"
             log.warning(
                 "plugin name in block/allow list matches no installed plugin", name=name, key=key
-            )
-    # An override left behind by an uninstalled plugin hands nothing to anyone; say so, as
-    # for the lists, rather than let a built-in name look taken over when it is not.
-    for name in sorted(settings.overrides) if autoload else ():
-        if name not in installed and canonical_name(name) not in installed:
-            log.warning(
-                "plugin name in plugins.overrides matches no installed plugin",
-                name=name,
-                key=f"plugins.overrides.{name}",
             )
 
 

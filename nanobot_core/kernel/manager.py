@@ -36,6 +36,7 @@ from nanobot_core.kernel.contributions import (
     KIND_HOOKS,
     ContributionError,
     adapt_all,
+    override_keys,
     resolve,
     schema_findings,
 )
@@ -94,6 +95,7 @@ class PluginManager:
         self._collected: dict[Kind, list[Contribution]] = {}
         self._loaded = False
         self._registry: ToolRegistry | None = None
+        self._overrides_checked = False
 
     # -- registration -------------------------------------------------------------------
 
@@ -149,6 +151,15 @@ class PluginManager:
                 obj = loader()
         except Exception as exc:
             return self._fail(record, f"failed to import: {describe(exc)}")
+        first = self._pm.get_name(obj)
+        if first is not None and first in self._records:
+            # Two entry points naming one module: pluggy's refusal would give the internal key
+            # and every registered plugin object on one line; name the plugin that has it.
+            return self._fail(
+                record,
+                f"loads the same object as {self._records[first].info.describe()}, which is "
+                "registered already (each entry point needs a plugin object of its own)",
+            )
         try:
             self._pm.register(obj, name=key)
         except (pluggy.PluginValidationError, ValueError) as exc:
@@ -357,6 +368,7 @@ class PluginManager:
                     for change in lost:
                         note_problem(record, change.problem(name))
                 gathered.append(Contribution(kind, name, item, record.info))
+        self._check_overrides()
         # A plugin failed on the way is left out entirely, also from what it gave before failing.
         loaded = {r.info for r in self._records.values() if r.status == "loaded"}
         resolved = resolve(
@@ -366,6 +378,30 @@ class PluginManager:
         for contribution in resolved:
             by_plugin[contribution.plugin].contributions.append(contribution)
         return resolved
+
+    def _check_overrides(self) -> None:
+        """Warn, once, of each ``plugins.overrides`` name that no plugin has.
+
+        An override left behind by an uninstalled plugin hands nothing to anyone; said
+        as for the block and allow lists, rather than let a built-in name look taken
+        over when it is not. Checked when contributions are first resolved, not at
+        discovery: a plugin an application registers itself is known only by then.
+        """
+        if self._overrides_checked or not self.autoload:
+            return  # with autoload off, as for the lists, nothing is said to match none
+        self._overrides_checked = True
+        named = {
+            key
+            for r in self._records.values()
+            if not r.info.builtin
+            for key in override_keys(r.info)
+        }
+        for name in sorted(set(self.config.plugins.overrides) - named):
+            log.warning(
+                "plugin name in plugins.overrides matches no installed plugin",
+                name=name,
+                key=f"plugins.overrides.{name}",
+            )
 
     # -- the parts the core is built from ------------------------------------------------
 

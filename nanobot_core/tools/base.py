@@ -328,8 +328,9 @@ def flag_problem(flag: str, value: object) -> str:
 
 def shown(value: object) -> str:
     """A flag's value in a message: repr of plain values, else its type (its repr is its code)."""
-    if type(value) is int and value.bit_length() > 1024:
-        # Past any float; its repr may run to pages, or be refused (sys.set_int_max_str_digits).
+    if type(value) is int and _past_float(value):
+        # Its repr may run to pages, or be refused (sys.set_int_max_str_digits); and shown
+        # in full, a timeout refused as too large reads like the positive number it asks for.
         return f"an int of {value.bit_length()} bits"
     if type(value) in (str, int, float, bool) or value is None:
         return repr(value)
@@ -346,11 +347,18 @@ def usable_timeout(timeout: object) -> bool:
         return True
     if not isinstance(timeout, int | float) or isinstance(timeout, bool):
         return False
-    try:
-        seconds = float(timeout)
-    except OverflowError:
+    if isinstance(timeout, int) and _past_float(timeout):
         return False
-    return seconds > 0  # NaN is not
+    return float(timeout) > 0  # NaN is not
+
+
+def _past_float(value: int) -> bool:
+    """Whether `value` is too large for a float: some ints of 1024 bits are, some are not."""
+    try:
+        float(value)
+    except OverflowError:
+        return True
+    return False
 
 
 def timeout_problem(timeout: object) -> str:

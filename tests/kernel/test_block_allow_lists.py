@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import pytest
+
+from nanobot_core import hookimpl, tool
+from nanobot_core.config import Config, PluginsConfig
+from nanobot_core.kernel.manager import PluginManager
 from tests.helpers import install_plugin, plugin_env, run_cli
 
 WARNING = "plugin name in block/allow list matches no installed plugin"
@@ -68,3 +74,31 @@ def test_an_override_of_an_installed_plugin_is_not_warned_about(tmp_path: Path) 
 def test_an_unmatched_blocked_name_is_warned_about_with_its_key(tmp_path: Path) -> None:
     """The warning about a blocked name that matches nothing says which list holds it."""
     assert "key=plugins.block" in _plugins(tmp_path, NANOBOT_BLOCK="absentplug")
+
+
+class _OwnReadFile:
+    """A plugin an application registers itself, offering its own read_file."""
+
+    @hookimpl
+    def nanobot_tools(self, ctx: Any) -> list[Any]:
+        @tool
+        def read_file(path: str) -> str:
+            """Read a file the application's way."""
+            return path
+
+        return [read_file]
+
+
+def test_an_override_of_a_plugin_registered_by_the_application_is_not_warned_about(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An override naming a plugin registered in process (autoload on) is used, not said stale."""
+    settings = PluginsConfig(allow=[], overrides={"appplug": ["read_file"], "goneplug": ["grep"]})
+    manager = PluginManager(Config(plugins=settings), workspace=tmp_path)
+    manager.load()
+    manager.register(_OwnReadFile(), "appplug", distribution="app-tools")
+    (winner,) = [c for c in manager.contributions("tool") if c.name == "read_file"]
+    assert winner.plugin.name == "appplug"
+    manager.records()
+    stale = [line for line in capsys.readouterr().err.splitlines() if OVERRIDE_WARNING in line]
+    assert len(stale) == 1 and "name=goneplug" in stale[0]

@@ -117,6 +117,24 @@ def test_unknown_hook_name_fails_the_plugin(tmp_path: Path) -> None:
     assert "nanobot_tool" in (record.error or "")
 
 
+def test_one_object_under_two_entry_points_fails_the_second_naming_the_first(
+    tmp_path: Path,
+) -> None:
+    """A module two entry points load fails the second on one line naming the first plugin."""
+    shared = _Lines("from the shared module")
+    manager = _manager(tmp_path)
+    first = manager.register(shared, "tools-ep", distribution="nb-shared", version="2.0")
+    second = manager.register(shared, "plugins-ep", distribution="nb-shared", version="2.0")
+    assert first.status == "loaded"
+    assert second.status == "failed"
+    assert second.error == (
+        "loads the same object as plugin 'tools-ep' from nb-shared 2.0, which is registered "
+        "already (each entry point needs a plugin object of its own)"
+    )
+    # The first is untouched: still registered, its hook still called once.
+    assert manager.runtime_lines().count("from the shared module") == 1
+
+
 class _TimedTools:
     @hookimpl
     def nanobot_tools(self, ctx: Any) -> list[Any]:

@@ -348,13 +348,14 @@ _NO_TIMEOUTS = st.one_of(
     st.booleans(),
     st.floats().filter(lambda seconds: not seconds > 0),  # NaN, -inf, 0.0, -0.0, below
     st.integers(max_value=0),
-    st.integers(min_value=2**1024, max_value=2**1100),  # past any float
+    # Past any float: from the first int float() rounds up beyond the largest float.
+    st.integers(min_value=2**1024 - 2**970, max_value=2**1100),
     st.lists(st.integers(), max_size=2),
 )
 _TIMEOUTS = st.one_of(
     st.none(),
     st.floats(min_value=0, exclude_min=True),  # inf too: no limit
-    st.integers(min_value=1, max_value=2**1000),
+    st.integers(min_value=1, max_value=2**1024 - 2**970 - 1),  # the largest float's too
 )
 
 
@@ -366,7 +367,7 @@ def _timed_plugin(kind: str, timeout: Any) -> Any:
 def _timeout_shown(value: Any) -> str:
     if isinstance(value, list):
         return "a list"
-    if type(value) is int and value.bit_length() > 1024:
+    if type(value) is int and value >= 2**1024 - 2**970:
         return f"an int of {value.bit_length()} bits"
     return repr(value)
 

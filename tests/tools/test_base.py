@@ -571,6 +571,8 @@ _BAD_TIMEOUTS = [
     (-math.inf, "-inf"),
     ([5], "a list"),
     (10**400, "an int of 1329 bits"),
+    # The largest int of 1024 bits is past every float too (one of 1024 bits may fit).
+    (2**1024 - 1, "an int of 1024 bits"),
 ]
 
 
@@ -591,7 +593,9 @@ def test_as_tool_refuses_a_timeout_that_is_no_positive_number_as_a_bad_flag(
 
 
 @pytest.mark.parametrize("kind", ["native", "foreign"])
-@pytest.mark.parametrize("timeout", [None, 0.05, 1, 600.0, math.inf, 2**1000], ids=_short_id)
+@pytest.mark.parametrize(
+    "timeout", [None, 0.05, 1, 600.0, math.inf, 2**1000, 2**1024 - 2**971], ids=_short_id
+)
 def test_as_tool_accepts_a_positive_timeout_or_none(
     kind: str, timeout: float | None, ctx: PluginContext
 ) -> None:
