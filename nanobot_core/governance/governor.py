@@ -66,16 +66,15 @@ from nanobot_core.governance.continuity import (
 from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
 from nanobot_core.governance.history_file import HistoryFormatError
 from nanobot_core.governance.messages import (
-    KNOWN_ROLES,
     ONE_TEXT_KEYS,
     any_text_passes,
     container_copy,
     nesting_fault,
-    preview,
 )
 from nanobot_core.governance.ordering import place_stages
 from nanobot_core.governance.stage import Budget, Stage, StageContext, StageOutcome
 from nanobot_core.governance.stages import builtin_stages
+from nanobot_core.governance.stages.non_messages import non_message
 from nanobot_core.governance.store import ResultStore, default_store
 from nanobot_core.governance.survey import (
     KIND_BITS,
@@ -1601,16 +1600,6 @@ def _unreadable(messages: list[Any], exc: BaseException, holds: str) -> str:
     return f"ignored: {holds} messages that could not be read ({type(exc).__name__})"
 
 
-def _stray(entry: Any) -> str | None:
-    """What `entry` is when it is no message the final step keeps (it drops it), else None."""
-    if not isinstance(entry, dict):
-        return f"a {type(entry).__name__}, {preview(entry)}"
-    role = entry.get("role")
-    if isinstance(role, str) and (role in KNOWN_ROLES or role == "function"):
-        return None  # a legacy ``function`` message becomes a tool result: it is kept
-    return f"a dict with role {preview(role)}"
-
-
 def _strays(
     returned: list[Any], given: list[Any], facts: FactsCache | None = None
 ) -> list[tuple[int, str]]:
@@ -1627,7 +1616,7 @@ def _strays(
     roles: set[str] = set()  # a copy of a handed dict with an odd role is not the stage's
     if facts is None or facts.totals(given)[1] & Defect.NON_MESSAGES:
         for entry in given:
-            if _stray(entry) is not None:
+            if non_message(entry) is not None:
                 handed.add(id(entry))
                 role = entry.get("role") if isinstance(entry, dict) else None
                 if isinstance(role, str):
@@ -1636,7 +1625,7 @@ def _strays(
     for index, entry in enumerate(returned):
         if id(entry) in handed:
             continue
-        what = _stray(entry)
+        what = non_message(entry)
         if what is None:
             continue
         role = entry.get("role") if isinstance(entry, dict) else None

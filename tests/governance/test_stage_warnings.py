@@ -237,8 +237,8 @@ def test_a_stage_returning_non_messages_says_so_in_its_own_entry() -> None:
     assert entry is not None and entry.changed
     assert entry.details == [
         f"returned non-messages ({_ORIGIN}): 2 of the {len(history) + 2} entries of its "
-        f"outcome are not messages, the first messages[{len(history)}], a str, 'junk'; "
-        "the final step drops them"
+        f"outcome are not messages, the first messages[{len(history)}], a str, not a message: "
+        "'junk'; the final step drops them"
     ]
     final = governed.report.entry("final")
     assert final is not None and any("dropped a int" in line for line in final.details)
@@ -261,7 +261,7 @@ def test_a_per_message_stage_returning_a_non_message_says_so_in_its_line() -> No
     assert entry is not None and entry.changed
     assert entry.details == [
         f"messages[0]: returned a non-message ({_ORIGIN}): messages[1] of its outcome is "
-        "a dict with role None; the final step drops it"
+        "a message with unknown role None; the final step drops it"
     ]
 
 
@@ -308,6 +308,7 @@ def test_govern_json_names_the_non_message_a_stage_returned(tmp_path: Path) -> N
     assert entry["changed"] is True
     assert entry["details"] == [
         "returned a non-message (plugin 'junky' from junky 0.1): "
-        f"messages[{len(messages)}] of its outcome is a str, 'junk'; the final step drops it"
+        f"messages[{len(messages)}] of its outcome is a str, not a message: 'junk'; "
+        "the final step drops it"
     ]
     assert "junk" not in [m.get("content") for m in governed["messages"]]

@@ -23,9 +23,23 @@ from nanobot_core.governance.survey import Defect
 if TYPE_CHECKING:
     from nanobot_core.governance.stage import StageContext
 
-__all__ = ["META_KEY", "drop_non_messages"]
+__all__ = ["META_KEY", "drop_non_messages", "non_message"]
 
 META_KEY = "_meta"
+
+
+def non_message(entry: Any) -> str | None:
+    """What `entry` is when it is no chat message, which is dropped (None: a message, kept).
+
+    The one rule for this stage and for the governor's report of a stage that
+    returned such entries. A legacy ``function`` message is a message (see above).
+    """
+    if not isinstance(entry, dict):
+        return f"a {type(entry).__name__}, not a message: {preview(entry)}"
+    role = entry.get("role")
+    if role == "function" or (isinstance(role, str) and role in KNOWN_ROLES):
+        return None
+    return f"a message with unknown role {preview(role)}"
 
 
 def drop_non_messages(messages: list[Any], ctx: StageContext) -> StageOutcome:
@@ -35,24 +49,16 @@ def drop_non_messages(messages: list[Any], ctx: StageContext) -> StageOutcome:
     kept = []
     details = []
     for index, message in enumerate(messages):
-        if not isinstance(message, dict):
-            details.append(
-                f"messages[{index}]: dropped a {type(message).__name__}, not a message: "
-                f"{preview(message)}"
-            )
+        what = non_message(message)
+        if what is not None:
+            details.append(f"messages[{index}]: dropped {what}")
             continue
-        role = message.get("role")
-        if role == "function":
+        if message.get("role") == "function":
             message = _legacy_result(message)
             details.append(
                 f"messages[{index}]: a legacy function message became a tool result "
                 "without an id, to be paired with the legacy call it answers"
             )
-        elif not (isinstance(role, str) and role in KNOWN_ROLES):
-            details.append(
-                f"messages[{index}]: dropped a message with unknown role {preview(role)}"
-            )
-            continue
         if META_KEY in message:
             message = without_key(message, META_KEY)
             details.append(f"messages[{index}]: removed session bookkeeping ({META_KEY})")
