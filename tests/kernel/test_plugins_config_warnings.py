@@ -10,9 +10,12 @@ import pytest
 
 from tests.helpers import clean_env, run_cli
 
-# Config naming a stage and sections no plugin has: each is a warning when the governor or
-# the prompt builder is built.
+# Config naming a stage, sections and a tool no plugin has: each is a warning when the
+# governor, the prompt builder or the tool registry is built.
 STALE = """\
+[tools]
+disabled = ["gone_tool"]
+
 [governance]
 disabled = ["no_such_stage"]
 
@@ -31,6 +34,7 @@ WARNINGS = {
     ("options for an unknown stage in governance.stages", "gone_stage"),
     ("unknown section name in prompt config", "gone_section"),
     ("unknown section name in prompt config", "moved_section"),
+    ("unknown tool name in tools.disabled", "gone_tool"),
 }
 
 
