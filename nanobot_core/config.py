@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 import os
 import tomllib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import attrs
 
@@ -248,32 +248,48 @@ def _takes_string(path: tuple[str, ...]) -> bool:
     return tp is str
 
 
-def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Turn ``NANOBOT_*`` variables into a nested config mapping."""
-    tree: dict[str, Any] = {}
-
-    def put(path: tuple[str, ...], value: Any) -> None:
-        node = tree
-        for key in path[:-1]:
-            node = node.setdefault(key, {})
-        node[path[-1]] = value
-
+def _env_settings(environ: Mapping[str, str]) -> Iterator[tuple[str, tuple[str, ...], Any]]:
+    """Each ``NANOBOT_*`` variable of `environ` that sets a key: (its name, the key, the value)."""
     for name, value in sorted(environ.items()):
         if name in _NAMED_ENV:
             if name in _LIST_ENV:
-                put(_NAMED_ENV[name], [p.strip() for p in value.split(",") if p.strip()])
+                yield name, _NAMED_ENV[name], [p.strip() for p in value.split(",") if p.strip()]
             elif name in _BOOL_ENV:
-                put(_NAMED_ENV[name], _env_bool(name, value))
+                yield name, _NAMED_ENV[name], _env_bool(name, value)
             else:
-                put(_NAMED_ENV[name], value)
+                yield name, _NAMED_ENV[name], value
         elif name.startswith("NANOBOT_") and "__" in name:
             path = tuple(part.lower() for part in name[len("NANOBOT_") :].split("__"))
             if not all(path):
                 raise ConfigError(f"environment variable {name}: empty key segment")
-            put(path, _env_value(value, path))
+            yield name, path, _env_value(value, path)
+
+
+def _put(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = tree
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
+    """Turn ``NANOBOT_*`` variables into a nested config mapping."""
+    tree: dict[str, Any] = {}
+    for _, path, value in _env_settings(environ):
+        _put(tree, path, value)
     if "api_key" not in tree.get("provider", {}) and environ.get("OPENAI_API_KEY"):
-        put(("provider", "api_key"), environ["OPENAI_API_KEY"])
+        _put(tree, ("provider", "api_key"), environ["OPENAI_API_KEY"])
     return tree
+
+
+def _env_layers(environ: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
+    """`env_overrides` as one layer per variable, named by it, in the order it is applied."""
+    layers: list[tuple[str, dict[str, Any]]] = []
+    for name, path, value in _env_settings(environ):
+        tree: dict[str, Any] = {}
+        _put(tree, path, value)
+        layers.append((f"environment variable {name}", tree))
+    return layers
 
 
 def deep_merge(base: dict[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
@@ -613,16 +629,24 @@ def check_budget(governance: GovernanceConfig) -> None:
 
 def _sets(layer: Mapping[str, Any], path: str) -> bool:
     """Whether `layer` gives a value for the dotted key `path`."""
+    return _gives(layer, path.split("."))
+
+
+def _gives(layer: Mapping[str, Any], parts: Sequence[str]) -> bool:
+    """Whether `layer` gives a value for the key made of `parts` (which may hold dots)."""
     node: Any = layer
-    for part in path.split("."):
+    for part in parts:
         if not isinstance(node, Mapping) or part not in node:
             return False
         node = node[part]
     return True
 
 
-class _SourcedTable(dict[str, Any]):
-    """A ``[governance.stages.<name>]`` table that knows the source that set each key.
+_V = TypeVar("_V")
+
+
+class _SourcedTable(dict[str, _V]):
+    """A config table that knows the source (or sources) that set each of its keys.
 
     Equal to a plain dict of the same items, so `Config` equality is unchanged.
     """
@@ -630,10 +654,38 @@ class _SourcedTable(dict[str, Any]):
     sources: dict[str, str]
 
 
+class _SourcedList(list[str]):
+    """A config list of names that knows the source that set it: a list is set whole.
+
+    Equal to a plain list of the same items, so `Config` equality is unchanged.
+    """
+
+    def __init__(self, items: Iterable[str], source: str) -> None:
+        super().__init__(items)
+        self.source = source
+
+
 def option_source(table: Mapping[str, Any], key: str) -> str | None:
     """The config source that set `key` of a stage's options table, when `load_config` knows."""
     sources = getattr(table, "sources", None)
     return sources.get(key) if isinstance(sources, dict) else None
+
+
+def source_of(value: object, key: str | None = None) -> dict[str, str]:
+    """``{"source": ...}``: where a config list of names, or the `key` of a config table of
+    names, was set (a file by its path, or the environment variable), for a warning to
+    name; empty when `load_config` did not read it.
+
+    The lists and tables are those a name in which may match nothing (``tools.disabled``,
+    ``plugins.block``, ``prompt.order``, ``governance.stages``: `_NAME_LISTS`, `_NAME_TABLES`).
+    """
+    if key is None:
+        source = getattr(value, "source", None)
+    elif isinstance(value, Mapping):
+        source = option_source(value, key)
+    else:
+        source = None
+    return {"source": source} if isinstance(source, str) else {}
 
 
 def _note_stage_sources(
@@ -643,13 +695,57 @@ def _note_stage_sources(
     for name, table in governance.stages.items():
         if not isinstance(table, dict):
             continue
-        sourced = _SourcedTable(table)
+        sourced = _SourcedTable[Any](table)
         sourced.sources = {}
         for source, layer in layers:
             given = layer.get("governance", {}).get("stages", {}).get(name)
             if isinstance(given, Mapping):
                 sourced.sources.update(dict.fromkeys(map(str, given), source))
         governance.stages[name] = sourced
+
+
+#: The config lists of names a name in which may match nothing, and be warned about.
+_NAME_LISTS: tuple[tuple[str, str], ...] = (
+    ("plugins", "block"),
+    ("plugins", "allow"),
+    ("plugins", "disabled_builtins"),
+    ("tools", "disabled"),
+    ("governance", "disabled"),
+    ("prompt", "disabled"),
+)
+#: The config tables whose keys are names that may match nothing, and be warned about.
+_NAME_TABLES: tuple[tuple[str, str], ...] = (
+    ("plugins", "overrides"),
+    ("governance", "stages"),
+    ("prompt", "order"),
+)
+
+
+def _note_name_sources(config: Config, layers: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    """Make each of `_NAME_LISTS` and `_NAME_TABLES` that a layer set know its source.
+
+    A list is set whole, by the last layer giving it. An entry of a table is set by
+    every layer giving it, as tables merge: all of them are named, lowest first, since
+    a stale name left in one of them still matches nothing.
+    """
+    for section, key in _NAME_LISTS:
+        owner = getattr(config, section)
+        names = getattr(owner, key)
+        setters = [source for source, layer in layers if _gives(layer, (section, key))]
+        if isinstance(names, list) and setters:
+            setattr(owner, key, _SourcedList(names, setters[-1]))
+    for section, key in _NAME_TABLES:
+        owner = getattr(config, section)
+        table = getattr(owner, key)
+        if not table:
+            continue
+        sourced = _SourcedTable[Any](table)
+        sourced.sources = {}
+        for name in table:
+            setters = [s for s, layer in layers if _gives(layer, (section, key, name))]
+            if setters:
+                sourced.sources[name] = ", ".join(dict.fromkeys(setters))
+        setattr(owner, key, sourced)
 
 
 def load_config(
@@ -673,6 +769,7 @@ def load_config(
         layers.append((str(local), _read_toml(local)))
     if config_file is not None:
         layers.append((str(config_file), _read_toml(Path(config_file))))
+    files = len(layers)
     layers.append(("environment", env_overrides(env)))
     if overrides:
         layers.append(("command line", dict(overrides)))
@@ -694,5 +791,9 @@ def load_config(
         raise ConfigError(f"{setters[-1]}: {exc}") from None
     if config.governance.stages:  # the source of a bad option is named when the governor is built
         _note_stage_sources(config.governance, layers)
+    # A name that matches nothing is warned about once plugins are loaded, naming where it
+    # was set: a file by its path, the environment by the variable (NANOBOT_BLOCK or
+    # NANOBOT_PLUGINS__BLOCK may set plugins.block).
+    _note_name_sources(config, [*layers[:files], *_env_layers(env), *layers[files + 1 :]])
     check_budget(config.governance)
     return config

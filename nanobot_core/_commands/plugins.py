@@ -74,6 +74,10 @@ def command(workspace: str | None, as_json: bool) -> None:
     state = get_state()
     manager = state.plugin_manager(workspace)
     records, pipelines = _settled(manager)
+    # Built as `tools`, `call`, `govern` and `run` build it, so that `plugins` says what they
+    # say of the tool config (a `tools.disabled` name no tool has). It calls no hook, so no
+    # plugin fails here and the records stand; a tool it leaves out is one of their problems.
+    manager.tool_registry()
     rows = [_row(record, pipelines.positions) for record in records]
     if as_json:
         state.echo_json(rows)

@@ -43,7 +43,7 @@ import attrs
 
 from nanobot_core._containment import contained
 from nanobot_core._logging import get_logger
-from nanobot_core.config import Config, GovernanceConfig, option_source
+from nanobot_core.config import Config, GovernanceConfig, option_source, source_of
 from nanobot_core.errors import ConfigError, SessionLockedError
 from nanobot_core.governance import budget_first as cutting
 from nanobot_core.governance._handed import Deferred, Handed
@@ -280,9 +280,17 @@ class Governor:
         names = {stage.name for stage in placement.stages}
         # A name that matches no stage is most likely a typo: said, as tools.disabled does.
         for name in sorted(disabled - names):
-            log.warning("unknown stage name in governance.disabled", name=name)
+            log.warning(
+                "unknown stage name in governance.disabled",
+                name=name,
+                **source_of(config.disabled),
+            )
         for name in sorted(set(config.stages) - names):
-            log.warning("options for an unknown stage in governance.stages", name=name)
+            log.warning(
+                "options for an unknown stage in governance.stages",
+                name=name,
+                **source_of(config.stages, name),
+            )
         self._options: dict[str, Mapping[str, Any]] = dict(config.stages)
         self._pipeline = [
             (_as_configured(s, self._options.get(s.name, {})), s.name in disabled)

@@ -10,14 +10,14 @@ import difflib
 import functools
 import importlib
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from typing import TYPE_CHECKING, Any
 
 import attrs
 
 from nanobot_core import hookspecs
 from nanobot_core._logging import get_logger
-from nanobot_core.config import PluginsConfig
+from nanobot_core.config import PluginsConfig, source_of
 from nanobot_core.kernel.records import (
     BUILTIN_PLUGINS,
     PluginInfo,
@@ -56,10 +56,18 @@ class Candidate:
     blocked: str | None = None
 
 
-def builtin_candidates(disabled: set[str]) -> Iterator[Candidate]:
-    """The built-in plugins, in their fixed order; those in `disabled` come back blocked."""
-    for unknown in sorted(disabled - set(BUILTIN_PLUGINS)):
-        log.warning("unknown built-in plugin in plugins.disabled_builtins", name=unknown)
+def builtin_candidates(disabled: Collection[str]) -> Iterator[Candidate]:
+    """The built-in plugins, in their fixed order; those in `disabled` come back blocked.
+
+    `disabled` is ``plugins.disabled_builtins``: the warning about a name in it that no
+    built-in has names the source that set it, when `load_config` read it.
+    """
+    for unknown in sorted(set(disabled) - set(BUILTIN_PLUGINS)):
+        log.warning(
+            "unknown built-in plugin in plugins.disabled_builtins",
+            name=unknown,
+            **source_of(disabled),
+        )
     for name, module_name in BUILTIN_PLUGINS.items():
         info = builtin_info(name)
         if name in disabled:
@@ -120,9 +128,12 @@ def entry_point_candidates(settings: PluginsConfig, *, autoload: bool) -> Iterat
     # With autoload off no entry point is matched against the lists: none is "unmatched".
     for name in sorted(block | (allow or set())) if autoload else ():
         if name not in matched and canonical_name(name) not in matched:
-            key = "plugins.block" if name in block else "plugins.allow"
+            listed = settings.block if name in block else settings.allow
             log.warning(
-                "plugin name in block/allow list matches no installed plugin", name=name, key=key
+                "plugin name in block/allow list matches no installed plugin",
+                name=name,
+                key="plugins.block" if name in block else "plugins.allow",
+                **source_of(listed),
             )
 
 

@@ -28,7 +28,7 @@ import pluggy
 from nanobot_core import hookspecs
 from nanobot_core._containment import PluginEscapeError, describe, plugin_code
 from nanobot_core._logging import get_logger
-from nanobot_core.config import Config
+from nanobot_core.config import Config, source_of
 from nanobot_core.errors import PluginError
 from nanobot_core.kernel.calling import Outcome, call_in_order, note_problem, refused_markers
 from nanobot_core.kernel.context import PluginContext, ToolCallEvent
@@ -105,7 +105,7 @@ class PluginManager:
             return self
         self._loaded = True
         settings = self.config.plugins
-        for candidate in builtin_candidates(set(settings.disabled_builtins)):
+        for candidate in builtin_candidates(settings.disabled_builtins):
             if candidate.loader is None:
                 self._records[candidate.info.name] = PluginRecord(
                     candidate.info, "blocked", candidate.blocked
@@ -396,11 +396,13 @@ class PluginManager:
             if not r.info.builtin
             for key in override_keys(r.info)
         }
-        for name in sorted(set(self.config.plugins.overrides) - named):
+        overrides = self.config.plugins.overrides
+        for name in sorted(set(overrides) - named):
             log.warning(
                 "plugin name in plugins.overrides matches no installed plugin",
                 name=name,
                 key=f"plugins.overrides.{name}",
+                **source_of(overrides, name),
             )
 
     # -- the parts the core is built from ------------------------------------------------

@@ -10,7 +10,7 @@ import attrs
 from nanobot_core._containment import PluginEscapeError, describe, plugin_code
 from nanobot_core._json_boundary import without_lone_surrogates
 from nanobot_core._logging import get_logger
-from nanobot_core.config import Config
+from nanobot_core.config import Config, source_of
 from nanobot_core.kernel.records import PluginInfo
 from nanobot_core.prompt.section import Section, SectionContext
 
@@ -86,12 +86,21 @@ class PromptBuilder:
         self.config = config
         self._placed = _place(sections, config)
         known = {p.section.name for p in self._placed}
-        for setting, names in (
-            ("disabled", config.prompt.disabled),
-            ("order", config.prompt.order),
-        ):
-            for name in sorted(set(names) - known):
-                log.warning("unknown section name in prompt config", setting=setting, name=name)
+        disabled, order = config.prompt.disabled, config.prompt.order
+        for name in sorted(set(disabled) - known):
+            log.warning(
+                "unknown section name in prompt config",
+                setting="disabled",
+                name=name,
+                **source_of(disabled),
+            )
+        for name in sorted(set(order) - known):
+            log.warning(
+                "unknown section name in prompt config",
+                setting="order",
+                name=name,
+                **source_of(order, name),
+            )
 
     @classmethod
     def from_plugins(cls, pm: PluginManager) -> PromptBuilder:

@@ -28,8 +28,12 @@ KINDS = ("tool", "stage", "section")
 _NAME = re.compile(r"^[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)*$")
 #: Folders hatchling leaves out of every build, whatever `packages` says (its output folder).
 _EXCLUDED_BY_HATCHLING = frozenset({"dist"})
-#: Last words of a distribution name that the tool class's own ``Tool`` suffix says already.
-_SAID_BY_SUFFIX = frozenset({"Tool", "Tools", "Plugin"})
+#: Last words of a distribution name that the tool class's own ``Tool`` suffix says already
+#: (compared lower-cased: ``weather-TOOL`` says it too).
+_SAID_BY_SUFFIX = frozenset({"tool", "tools", "plugin"})
+#: The words of one ``-``/``_``-separated part as its case shows them: ``myHTTPTool`` is
+#: ``my``, ``HTTP``, ``Tool``. Only where the user wrote a boundary: ``weathertool`` is one.
+_CASE_WORD = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z0-9]+")
 
 
 @attrs.frozen
@@ -46,14 +50,28 @@ class PluginProject:
 
     @property
     def class_name(self) -> str:
-        """A CamelCase class name for the tool: ``weather-tool`` (``weather-tools``,
-        ``weather-tool-plugin``, ``weather-plugin``) gives ``WeatherTool``, not
-        ``WeatherToolTool``."""
-        words = [part.capitalize() for part in re.split(r"[-_]", self.distribution)]
+        """A CamelCase class name for the tool, keeping the case written inside each word.
+
+        ``weather-tool`` (``weather-tools``, ``weatherTool``, ``weather-plugin``)
+        gives ``WeatherTool``, not ``WeatherToolTool``; ``myHTTP-tool`` gives
+        ``MyHTTPTool``. A word ending in "tool" with no boundary written before it
+        (``weathertool``) is kept whole and gets no second suffix: ``Weathertool``.
+        """
+        words = [
+            word[:1].upper() + word[1:]
+            for part in re.split(r"[-_]", self.distribution)
+            for word in _CASE_WORD.findall(part)
+        ]
         # The class is a tool already: words saying so again, at the end, are a stutter.
         # What is left must still name something ("tool" alone stays "ToolTool").
-        while len(words) > 1 and words[-1] in _SAID_BY_SUFFIX:
+        while len(words) > 1 and words[-1].lower() in _SAID_BY_SUFFIX:
             words.pop()
+        last = words[-1].lower()
+        # "weathertool" may be "weather tool", but "stool" or "footstool" are no such
+        # pair: cutting the word would change what the user wrote, so it stays whole,
+        # and already ends in "tool" (only "tool" or "tools" alone still need the suffix).
+        if last.endswith(("tool", "tools")) and last not in _SAID_BY_SUFFIX:
+            return "".join(words)
         return "".join(words) + "Tool"
 
     def substitutions(self) -> dict[str, str]:

@@ -152,7 +152,13 @@ class ToolRegistry:
                 else:
                     noted(plugin, change.problem(facts.name))
         for name in sorted(disabled - set(registry.disabled)):
-            log.warning("unknown tool name in tools.disabled", name=name)
+            from nanobot_core.config import source_of  # as `Config`: not imported to run tools
+
+            log.warning(
+                "unknown tool name in tools.disabled",
+                name=name,
+                **source_of(config.tools.disabled),
+            )
         return registry
 
     @classmethod

@@ -490,3 +490,42 @@ def test_a_small_config_file_is_read_without_room_for_the_limit(tmp_path: Path) 
     finally:
         tracemalloc.stop()
     assert peak < 4 * 1024 * 1024, peak
+
+
+def test_a_list_of_names_is_said_set_by_the_last_source_giving_it(tmp_path: Path) -> None:
+    """A list is replaced whole, so only the source whose list applies is named: of
+    NANOBOT_BLOCK and NANOBOT_PLUGINS__BLOCK the one applied, of a file and --config the
+    later."""
+    from nanobot_core.config import source_of
+
+    (tmp_path / "nanobot.toml").write_text('[tools]\ndisabled = ["a"]\n', encoding="utf-8")
+    (tmp_path / "other.toml").write_text('[tools]\ndisabled = ["b"]\n', encoding="utf-8")
+    environ = {"NANOBOT_BLOCK": "x", "NANOBOT_PLUGINS__BLOCK": '["y"]'}
+    config = load_config(cwd=tmp_path, environ=environ, config_file=tmp_path / "other.toml")
+    assert config.plugins.block == ["y"]
+    assert source_of(config.plugins.block) == {
+        "source": "environment variable NANOBOT_PLUGINS__BLOCK"
+    }
+    assert source_of(config.tools.disabled) == {"source": str(tmp_path / "other.toml")}
+    assert source_of(config.governance.disabled) == {}  # left at its default
+
+
+def test_a_table_entry_is_said_set_by_every_source_giving_it(tmp_path: Path) -> None:
+    """Tables merge, so an entry is named with every source that gives it (each must lose
+    a stale name for its warning to stop), lowest first, and the others with their own."""
+    from nanobot_core.config import source_of
+    from nanobot_core.testing import make_config
+
+    (tmp_path / "pyproject.toml").write_text(
+        "[tool.nanobot.prompt.order]\nmemory = 1\nskills = 2\n", encoding="utf-8"
+    )
+    environ = {"NANOBOT_PROMPT__ORDER__MEMORY": "3"}
+    config = load_config(cwd=tmp_path, environ=environ)
+    assert config.prompt.order == {"memory": 3, "skills": 2}
+    pyproject = f"{tmp_path / 'pyproject.toml'} [tool.nanobot]"
+    assert source_of(config.prompt.order, "memory") == {
+        "source": f"{pyproject}, environment variable NANOBOT_PROMPT__ORDER__MEMORY"
+    }
+    assert source_of(config.prompt.order, "skills") == {"source": pyproject}
+    assert config == make_config({"prompt": {"order": {"memory": 3, "skills": 2}}})
+    assert source_of(Config().prompt.order, "memory") == {}

@@ -10,9 +10,12 @@ import pytest
 
 from tests.helpers import clean_env, run_cli
 
-# Config naming a stage and sections no plugin has: each is a warning when the governor or
-# the prompt builder is built.
+# Config naming a stage, sections and a tool no plugin has: each is a warning when the
+# governor, the prompt builder or the tool registry is built.
 STALE = """\
+[tools]
+disabled = ["gone_tool"]
+
 [governance]
 disabled = ["no_such_stage"]
 
@@ -31,6 +34,7 @@ WARNINGS = {
     ("options for an unknown stage in governance.stages", "gone_stage"),
     ("unknown section name in prompt config", "gone_section"),
     ("unknown section name in prompt config", "moved_section"),
+    ("unknown tool name in tools.disabled", "gone_tool"),
 }
 
 
@@ -50,3 +54,98 @@ def test_each_stale_config_warning_is_logged_once(tmp_path: Path, as_json: bool)
     assert said == dict.fromkeys(WARNINGS, 1)
     if not as_json:
         assert "governance pipeline: strip_placeholders -> " in result.stdout
+
+
+# Every key a name in which may match nothing, each naming something no plugin has; the
+# allow-list names no installed plugin either, so whatever is installed stays out.
+EVERY_STALE_KEY = """\
+[plugins]
+block = ["gone_plugin"]
+allow = ["gone_allowed"]
+disabled_builtins = ["builtin:gone"]
+
+[plugins.overrides]
+gone_override = ["read_file"]
+
+[tools]
+disabled = ["gone_tool"]
+
+[governance]
+disabled = ["no_such_stage"]
+
+[governance.stages.gone_stage]
+limit = 3
+
+[prompt]
+disabled = ["gone_section"]
+
+[prompt.order]
+moved_section = 5
+"""
+
+# The same names, each set by an environment variable: (event, name) -> the variable.
+BY_VARIABLE = {
+    ("plugin name in block/allow list matches no installed plugin", "gone_plugin"): (
+        "NANOBOT_BLOCK",
+        "gone_plugin",
+    ),
+    ("plugin name in block/allow list matches no installed plugin", "gone_allowed"): (
+        "NANOBOT_PLUGINS",
+        "gone_allowed",
+    ),
+    ("unknown built-in plugin in plugins.disabled_builtins", "builtin:gone"): (
+        "NANOBOT_PLUGINS__DISABLED_BUILTINS",
+        '["builtin:gone"]',
+    ),
+    ("plugin name in plugins.overrides matches no installed plugin", "gone_override"): (
+        "NANOBOT_PLUGINS__OVERRIDES__GONE_OVERRIDE",
+        '["read_file"]',
+    ),
+    ("unknown tool name in tools.disabled", "gone_tool"): (
+        "NANOBOT_TOOLS__DISABLED",
+        '["gone_tool"]',
+    ),
+    ("unknown stage name in governance.disabled", "no_such_stage"): (
+        "NANOBOT_GOVERNANCE__DISABLED",
+        '["no_such_stage"]',
+    ),
+    ("options for an unknown stage in governance.stages", "gone_stage"): (
+        "NANOBOT_GOVERNANCE__STAGES__GONE_STAGE__LIMIT",
+        "3",
+    ),
+    ("unknown section name in prompt config", "gone_section"): (
+        "NANOBOT_PROMPT__DISABLED",
+        '["gone_section"]',
+    ),
+    ("unknown section name in prompt config", "moved_section"): (
+        "NANOBOT_PROMPT__ORDER__MOVED_SECTION",
+        "5",
+    ),
+}
+
+
+def _sources(tmp_path: Path, **env: str) -> dict[tuple[str, str], list[str | None]]:
+    """What a real `plugins --json` run's warnings say set each name, by (event, name)."""
+    args = ["--log-format", "json", "plugins", "--json"]
+    result = run_cli(*args, cwd=tmp_path, env=clean_env(**env))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    said: dict[tuple[str, str], list[str | None]] = {}
+    for line in result.stderr.splitlines():
+        record = json.loads(line)
+        if record["level"] == "warning" and "name" in record:
+            said.setdefault((record["event"], record["name"]), []).append(record.get("source"))
+    return said
+
+
+def test_each_stale_config_warning_names_the_file_that_set_it(tmp_path: Path) -> None:
+    """Each warning about a name that matches nothing names the config file that set it."""
+    (tmp_path / "nanobot.toml").write_text(EVERY_STALE_KEY, encoding="utf-8")
+    config_file = str(tmp_path / "nanobot.toml")
+    assert _sources(tmp_path) == {key: [config_file] for key in BY_VARIABLE}
+
+
+def test_each_stale_config_warning_names_the_variable_that_set_it(tmp_path: Path) -> None:
+    """Each such warning, the name set by an environment variable, names the variable."""
+    said = _sources(tmp_path, **dict(BY_VARIABLE.values()))
+    assert said == {key: [f"environment variable {var}"] for key, (var, _) in BY_VARIABLE.items()}

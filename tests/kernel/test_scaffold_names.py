@@ -131,3 +131,47 @@ def test_the_tool_class_name_does_not_say_tool_twice(name: str, class_name: str)
     assert f"class {class_name}(Tool):" in files[f"{project.package}/__init__.py"]
     assert f'{project.package} = "{project.package}:{class_name}"' in files["pyproject.toml"]
     assert f"from {project.package} import {class_name}\n" in files["tests/test_tool.py"]
+
+
+@pytest.mark.parametrize(
+    ("name", "class_name"),
+    [
+        ("myHTTP-tool", "MyHTTPTool"),
+        ("myHTTP", "MyHTTPTool"),
+        ("acme-JSONPath", "AcmeJSONPathTool"),
+        ("WEATHER-TOOL", "WEATHERTool"),
+        ("weatherTool", "WeatherTool"),
+        ("weatherPlugin", "WeatherTool"),
+        ("HTTPTools", "HTTPTool"),
+    ],
+)
+def test_the_tool_class_name_keeps_the_case_written_inside_each_word(
+    name: str, class_name: str
+) -> None:
+    """Only each word's first letter is raised (`myHTTP-tool` gives `MyHTTPTool`), and a
+    last "Tool" or "Plugin" the case shows to be a word is not said twice."""
+    project = PluginProject(distribution=name, kind="tool")
+    assert project.class_name == class_name
+    assert f"class {class_name}(Tool):" in render_project(project)[f"{project.package}/__init__.py"]
+
+
+@pytest.mark.parametrize(
+    ("name", "class_name"),
+    [
+        ("weathertool", "Weathertool"),
+        ("weathertools", "Weathertools"),
+        ("stool", "Stool"),
+        ("acme-footstool", "AcmeFootstool"),
+        ("weatherplugin", "WeatherpluginTool"),
+        ("tools", "ToolsTool"),
+    ],
+)
+def test_a_word_ending_in_tool_is_kept_whole_without_a_second_suffix(
+    name: str, class_name: str
+) -> None:
+    """A last word ending in "tool" with no boundary written is not cut (`stool` is no
+    "s tool"), and already ends in "tool", so it gets no `Tool` suffix after it."""
+    project = PluginProject(distribution=name, kind="tool")
+    assert project.class_name == class_name
+    files = render_project(project)
+    assert f'{project.package} = "{project.package}:{class_name}"' in files["pyproject.toml"]
