@@ -166,6 +166,7 @@ class ToolRegistry:
             log.warning(
                 "unknown tool name in tools.disabled",
                 name=name,
+                key="tools.disabled",
                 **source_of(config.tools.disabled),
             )
         return registry
