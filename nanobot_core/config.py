@@ -201,15 +201,19 @@ _LIST_ENV = {"NANOBOT_BLOCK", "NANOBOT_PLUGINS"}
 _BOOL_ENV = {"NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "NANOBOT_STRICT_PLUGINS"}
 
 
+def _env_source(name: str) -> str:
+    """How a config error or warning names the environment variable `name` as the source
+    of a value: one wording, so that a message says which variable to fix."""
+    return f"environment variable {name}"
+
+
 def _env_bool(name: str, value: str) -> bool:
     lowered = value.strip().lower()
     if lowered in {"1", "true", "yes", "on"}:
         return True
     if lowered in {"", "0", "false", "no", "off"}:
         return False
-    raise ConfigError(
-        f"environment variable {name}: expected a boolean (1/0, true/false), got {value!r}"
-    )
+    raise ConfigError(f"{_env_source(name)}: expected a boolean (1/0, true/false), got {value!r}")
 
 
 def _env_value(value: str, path: tuple[str, ...]) -> Any:
@@ -261,7 +265,7 @@ def _env_settings(environ: Mapping[str, str]) -> Iterator[tuple[str, tuple[str, 
         elif name.startswith("NANOBOT_") and "__" in name:
             path = tuple(part.lower() for part in name[len("NANOBOT_") :].split("__"))
             if not all(path):
-                raise ConfigError(f"environment variable {name}: empty key segment")
+                raise ConfigError(f"{_env_source(name)}: empty key segment")
             yield name, path, _env_value(value, path)
 
 
@@ -275,20 +279,27 @@ def _put(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
     """Turn ``NANOBOT_*`` variables into a nested config mapping."""
     tree: dict[str, Any] = {}
-    for _, path, value in _env_settings(environ):
-        _put(tree, path, value)
-    if "api_key" not in tree.get("provider", {}) and environ.get("OPENAI_API_KEY"):
-        _put(tree, ("provider", "api_key"), environ["OPENAI_API_KEY"])
+    for _, layer in _env_layers(environ):
+        tree = deep_merge(tree, layer)
     return tree
 
 
 def _env_layers(environ: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
-    """`env_overrides` as one layer per variable, named by it, in the order it is applied."""
+    """The environment's config, one layer per variable named by it (`_env_source`), lowest
+    first: an error or warning about a value it set names the variable to fix.
+
+    ``OPENAI_API_KEY`` comes first, so that any ``NANOBOT_*`` variable giving
+    ``provider.api_key`` wins over it.
+    """
     layers: list[tuple[str, dict[str, Any]]] = []
+    if environ.get("OPENAI_API_KEY"):
+        layers.append(
+            (_env_source("OPENAI_API_KEY"), {"provider": {"api_key": environ["OPENAI_API_KEY"]}})
+        )
     for name, path, value in _env_settings(environ):
         tree: dict[str, Any] = {}
         _put(tree, path, value)
-        layers.append((f"environment variable {name}", tree))
+        layers.append((_env_source(name), tree))
     return layers
 
 
@@ -769,8 +780,8 @@ def load_config(
         layers.append((str(local), _read_toml(local)))
     if config_file is not None:
         layers.append((str(config_file), _read_toml(Path(config_file))))
-    files = len(layers)
-    layers.append(("environment", env_overrides(env)))
+    # One layer per variable, so that an error names the variable (as warnings do).
+    layers.extend(_env_layers(env))
     if overrides:
         layers.append(("command line", dict(overrides)))
     merged: dict[str, Any] = {}
@@ -794,6 +805,6 @@ def load_config(
     # A name that matches nothing is warned about once plugins are loaded, naming where it
     # was set: a file by its path, the environment by the variable (NANOBOT_BLOCK or
     # NANOBOT_PLUGINS__BLOCK may set plugins.block).
-    _note_name_sources(config, [*layers[:files], *_env_layers(env), *layers[files + 1 :]])
+    _note_name_sources(config, layers)
     check_budget(config.governance)
     return config

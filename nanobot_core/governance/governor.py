@@ -283,12 +283,14 @@ class Governor:
             log.warning(
                 "unknown stage name in governance.disabled",
                 name=name,
+                key="governance.disabled",
                 **source_of(config.disabled),
             )
         for name in sorted(set(config.stages) - names):
             log.warning(
                 "options for an unknown stage in governance.stages",
                 name=name,
+                key=f"governance.stages.{name}",
                 **source_of(config.stages, name),
             )
         self._options: dict[str, Mapping[str, Any]] = dict(config.stages)

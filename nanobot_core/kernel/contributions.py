@@ -52,35 +52,37 @@ class ContributionError(PluginError):
 class _LeftOut(Exception):
     """Raised by an adapter: this item alone is unusable; the plugin's others are kept.
 
-    `line`, when the adapter could name the item, is the whole problem listed.
+    `line`, when the adapter could name the item, is the whole problem listed, and
+    `name` that name.
     """
 
-    def __init__(self, reason: str, *, line: str | None = None) -> None:
+    def __init__(self, reason: str, *, line: str | None = None, name: str | None = None) -> None:
         super().__init__(reason)
         self.line = line
+        self.name = name
 
 
 def adapt_all(
     kind: Kind, value: Any, ctx: PluginContext
-) -> tuple[list[tuple[str, Any]], list[str]]:
+) -> tuple[list[tuple[str, Any]], list[tuple[str, str | None]]]:
     """The named items in one plugin's return value for a collecting hook of `kind`.
 
-    Also what was left out of it, one line per item an adapter refused with `_LeftOut`,
-    for the caller to list among the plugin's problems.
+    Also what was left out of it, one ``(line, name)`` per item an adapter refused with
+    `_LeftOut`: the line for the caller to list among the plugin's problems, the item's
+    name when the adapter could tell it (else None).
     """
     if value is None:
         return [], []
     if not isinstance(value, list | tuple):
         raise ContributionError(f"returned {type(value).__name__}, expected a list")
     adapted: list[tuple[str, Any]] = []
-    left_out: list[str] = []
+    left_out: list[tuple[str, str | None]] = []
     for index, raw in enumerate(value):
         try:
             item = _ADAPTERS[kind](raw, ctx)
         except _LeftOut as exc:
-            left_out.append(
-                exc.line or f"{KIND_HOOKS[kind]} item {index} ({_short(raw)}) left out: {exc}"
-            )
+            line = exc.line or f"{KIND_HOOKS[kind]} item {index} ({_short(raw)}) left out: {exc}"
+            left_out.append((line, exc.name))
             continue
         except Exception as exc:
             raise ContributionError(f"item {index} ({_short(raw)}): {describe(exc)}") from exc
@@ -158,7 +160,8 @@ def _adapt_tool(raw: Any, ctx: PluginContext) -> Any:
         return as_tool(raw, ctx)
     except ToolFlagError as exc:
         # This tool alone, as for a bad schema: each of its calls would be refused.
-        raise _LeftOut(str(exc), line=f"tool {exc.tool!r} left out: {exc.problem}") from None
+        line = f"tool {exc.tool!r} left out: {exc.problem}"
+        raise _LeftOut(str(exc), line=line, name=exc.tool) from None
 
 
 def _adapt_stage(raw: Any, ctx: PluginContext) -> Any:

@@ -66,6 +66,7 @@ def builtin_candidates(disabled: Collection[str]) -> Iterator[Candidate]:
         log.warning(
             "unknown built-in plugin in plugins.disabled_builtins",
             name=unknown,
+            key="plugins.disabled_builtins",
             **source_of(disabled),
         )
     for name, module_name in BUILTIN_PLUGINS.items():

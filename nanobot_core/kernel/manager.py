@@ -93,6 +93,8 @@ class PluginManager:
         self._pm.add_hookspecs(hookspecs)
         self._records: dict[str, PluginRecord] = {}
         self._collected: dict[Kind, list[Contribution]] = {}
+        # The names of the items of each kind left out as it was collected (`left_out`).
+        self._left_out: dict[Kind, frozenset[str]] = {}
         self._loaded = False
         self._registry: ToolRegistry | None = None
         self._overrides_checked = False
@@ -342,9 +344,18 @@ class PluginManager:
         items = self._collected[kind]
         return items if include_shadowed else [c for c in items if c.shadowed_by is None]
 
+    def left_out(self, kind: Kind) -> frozenset[str]:
+        """The names of the items of `kind` that loaded plugins gave and the core left out
+        (a tool with a flag that is no flag, or an invalid schema), each listed under its
+        plugin's problems; an item left out whose name could not be told is not here.
+        """
+        self.contributions(kind)
+        return self._left_out.get(kind, frozenset())
+
     def _collect(self, kind: Kind) -> list[Contribution]:
         hook_name = KIND_HOOKS[kind]
         gathered: list[Contribution] = []
+        left_out_names: list[tuple[PluginInfo, str]] = []
         for record, value in self.call_each(hook_name, ctx=self.context):
             try:
                 with plugin_code(record.info.describe()):
@@ -352,8 +363,10 @@ class PluginManager:
             except (ContributionError, PluginEscapeError) as exc:
                 self._fail(record, f"{hook_name} {exc}")
                 continue
-            for line in left_out:
+            for line, left_out_name in left_out:
                 note_problem(record, line)
+                if left_out_name is not None:
+                    left_out_names.append((record.info, left_out_name))
             for name, item in items:
                 if kind == "tool":
                     problem, lost = schema_findings(item, record.info.describe())
@@ -362,6 +375,7 @@ class PluginManager:
                         # take the plugin's other tools with it, nor reach the model.
                         why = f"its parameters schema is invalid ({problem})"
                         note_problem(record, f"tool {name!r} left out: {why}")
+                        left_out_names.append((record.info, name))
                         continue
                     # The tool is offered, but the model is told less than its author wrote
                     # (a misspelt type): the author's to fix, so listed where they look.
@@ -371,6 +385,7 @@ class PluginManager:
         self._check_overrides()
         # A plugin failed on the way is left out entirely, also from what it gave before failing.
         loaded = {r.info for r in self._records.values() if r.status == "loaded"}
+        self._left_out[kind] = frozenset(name for info, name in left_out_names if info in loaded)
         resolved = resolve(
             kind, [c for c in gathered if c.plugin in loaded], self.config.plugins.overrides
         )

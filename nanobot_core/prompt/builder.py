@@ -90,15 +90,15 @@ class PromptBuilder:
         for name in sorted(set(disabled) - known):
             log.warning(
                 "unknown section name in prompt config",
-                setting="disabled",
                 name=name,
+                key="prompt.disabled",
                 **source_of(disabled),
             )
         for name in sorted(set(order) - known):
             log.warning(
                 "unknown section name in prompt config",
-                setting="order",
                 name=name,
+                key=f"prompt.order.{name}",
                 **source_of(order, name),
             )
 

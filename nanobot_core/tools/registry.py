@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -116,6 +116,7 @@ class ToolRegistry:
         config: Config,
         left_out: Callable[[str | PluginInfo, str], None] | None = None,
         noted: Callable[[str | PluginInfo, str], None] | None = None,
+        left_out_before: Collection[str] = (),
     ) -> ToolRegistry:
         """A registry of ``(tool, builtin, plugin)`` entries without those in ``tools.disabled``.
 
@@ -127,6 +128,9 @@ class ToolRegistry:
         whose schema lost something its author wrote when normalised (a type
         name nobody knows) is kept, and ``noted(plugin, problem)`` told
         (`SchemaChange.problem`; by default the same warning as the other changes).
+        ``left_out_before`` names the tools left out before they reached the
+        registry, each a problem of its plugin (`PluginManager.left_out`): a
+        disabled name among them is no unknown name.
         """
         registry = cls()
         disabled = set(config.tools.disabled)
@@ -151,12 +155,18 @@ class ToolRegistry:
                     _log_change(facts.name, owner, change)
                 else:
                     noted(plugin, change.problem(facts.name))
-        for name in sorted(disabled - set(registry.disabled)):
+        # A disabled tool left out for a problem of its plugin is not offered, as asked, and
+        # the problem is already listed and logged under its plugin: a warning calling the
+        # name unknown would send the user hunting for a typo in a name that is right.
+        for name in sorted(disabled & set(left_out_before)):
+            log.info("tool in tools.disabled left out at load for a problem", tool=name)
+        for name in sorted(disabled - set(registry.disabled) - set(left_out_before)):
             from nanobot_core.config import source_of  # as `Config`: not imported to run tools
 
             log.warning(
                 "unknown tool name in tools.disabled",
                 name=name,
+                key="tools.disabled",
                 **source_of(config.tools.disabled),
             )
         return registry
@@ -180,6 +190,7 @@ class ToolRegistry:
             config=pm.config,
             left_out=note,
             noted=note,
+            left_out_before=pm.left_out("tool"),
         )
 
     # -- contents --------------------------------------------------------------------------

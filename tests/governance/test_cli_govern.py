@@ -227,8 +227,8 @@ def test_a_bad_stage_option_exits_2_naming_the_key(
     assert "Traceback" not in done.stderr and done.stdout == ""
 
 
-def test_a_bad_stage_option_from_the_environment_names_the_environment(tmp_path: Path) -> None:
-    """A negative count the environment sets over a file's good one names the environment."""
+def test_a_bad_stage_option_from_the_environment_names_the_variable(tmp_path: Path) -> None:
+    """A negative count a variable sets over a file's good one names that variable."""
     (tmp_path / "nanobot.toml").write_text(
         "[governance.stages.compact_results]\nkeep = 2\n", encoding="utf-8"
     )
@@ -239,7 +239,8 @@ def test_a_bad_stage_option_from_the_environment_names_the_environment(tmp_path:
     )
     assert done.returncode == 2, done.stderr
     assert done.stderr.startswith(
-        "Error: configuration: environment: "
+        "Error: configuration: environment variable "
+        "NANOBOT_GOVERNANCE__STAGES__COMPACT_RESULTS__KEEP: "
         "governance.stages.compact_results.keep: must be at least 0, got -1"
     )
     assert "Traceback" not in done.stderr and done.stdout == ""

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from nanobot_core import hookimpl
-from nanobot_core.config import Config, GovernanceConfig, PluginsConfig
+from nanobot_core.config import Config, GovernanceConfig, PluginsConfig, load_config
 from nanobot_core.errors import ConfigError
 from nanobot_core.governance import STRUCTURAL_KEYS, Governor, Stage, builtin_stages
 from nanobot_core.governance.continuity import GovernanceState, latest_state
@@ -71,6 +71,12 @@ def _manager(tmp_path: Path, **tables: dict[str, Any]) -> PluginManager:
         plugins=PluginsConfig(disable_autoload=True),
         governance=GovernanceConfig(stages=dict(tables)),
     )
+    return PluginManager(config, workspace=tmp_path).load()
+
+
+def _manager_from_environment(tmp_path: Path, **environ: str) -> PluginManager:
+    """A plugin manager with the built-ins only, configured by `load_config` from `environ`."""
+    config = load_config(cwd=tmp_path, environ={"NANOBOT_DISABLE_PLUGIN_AUTOLOAD": "1", **environ})
     return PluginManager(config, workspace=tmp_path).load()
 
 
@@ -184,12 +190,12 @@ def test_the_options_example_is_refused_with_the_documented_line(tmp_path: Path)
         return messages
 
     example = _module('StageOption(int, "how many passes"', find_notes=find_notes)
-    manager = _manager(tmp_path, find_notes={"level": 0})
+    manager = _manager_from_environment(tmp_path, NANOBOT_GOVERNANCE__STAGES__FIND_NOTES__LEVEL="0")
     manager.register(example, "notes", distribution="nanobot-notes", version="2.1.0")
     with pytest.raises(ConfigError) as caught:
         manager.governor()
     (line,) = _error_lines("find_notes.level")
-    assert line == f"Error: configuration: environment: {caught.value}"
+    assert line == f"Error: configuration: {caught.value}"
     good = _manager(tmp_path, find_notes={"level": 2, "mode": "exact", "skip_tools": ["exec"]})
     good.register(example, "notes", distribution="nanobot-notes", version="2.1.0")
     assert "find_notes" in good.governor().stage_names()
@@ -197,10 +203,13 @@ def test_the_options_example_is_refused_with_the_documented_line(tmp_path: Path)
 
 def test_the_typo_example_names_the_builtin_options(tmp_path: Path) -> None:
     """`kep` in `compact_results` gives the page's second error line, this release's version."""
+    manager = _manager_from_environment(
+        tmp_path, NANOBOT_GOVERNANCE__STAGES__COMPACT_RESULTS__KEP="3"
+    )
     with pytest.raises(ConfigError) as caught:
-        _manager(tmp_path, compact_results={"kep": 3}).governor()
+        manager.governor()
     (line,) = _error_lines("compact_results.kep")
-    assert line == f"Error: configuration: environment: {caught.value}"
+    assert line == f"Error: configuration: {caught.value}"
 
 
 # -- the lines the page quotes ----------------------------------------------------------------

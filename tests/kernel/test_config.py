@@ -121,6 +121,26 @@ def test_wrong_type_in_environment(tmp_path: Path) -> None:
         load_config(cwd=tmp_path, environ={"NANOBOT_GOVERNANCE__MAX_OUTPUT": "lots"})
 
 
+def test_wrong_type_in_environment_names_the_variable_that_set_it(tmp_path: Path) -> None:
+    """Of several variables, a type error names the one that set the key, as warnings do."""
+    environ = {"NANOBOT_GOVERNANCE__MAX_OUTPUT": "lots", "NANOBOT_MODEL": "m"}
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path, environ=environ)
+    assert str(info.value).startswith(
+        "environment variable NANOBOT_GOVERNANCE__MAX_OUTPUT: governance.max_output: expected"
+    )
+
+
+def test_a_variable_under_one_that_is_no_table_is_a_config_error(tmp_path: Path) -> None:
+    """A variable setting a key inside what another sets to a number names that other one."""
+    environ = {"NANOBOT_TOOLS__OPTIONS": "1", "NANOBOT_TOOLS__OPTIONS__WEB__MAX": "2"}
+    with pytest.raises(ConfigError) as info:
+        load_config(cwd=tmp_path, environ=environ)
+    assert str(info.value).startswith(
+        "environment variable NANOBOT_TOOLS__OPTIONS: tools.options: expected a table"
+    )
+
+
 def test_bad_boolean_switch(tmp_path: Path) -> None:
     """A boolean switch with a value that is not a boolean is an error naming the variable."""
     with pytest.raises(ConfigError, match="NANOBOT_STRICT_PLUGINS"):
@@ -293,7 +313,8 @@ def test_max_calls_per_reply_from_the_environment_is_taken_or_refused_by_its_sig
     with pytest.raises(ConfigError) as info:
         load_config(cwd=cwd, environ=environ)
     assert str(info.value) == (
-        f"environment: tools.max_calls_per_reply: must be at least 0, got {value}"
+        "environment variable NANOBOT_TOOLS__MAX_CALLS_PER_REPLY: "
+        f"tools.max_calls_per_reply: must be at least 0, got {value}"
     )
 
 
@@ -303,9 +324,12 @@ def test_max_calls_per_reply_defaults_to_128(tmp_path: Path) -> None:
 
 
 def test_a_range_error_names_the_layer_that_set_the_value(tmp_path: Path) -> None:
-    """Of several sources, the message names the one whose value is used (here the environment)."""
+    """Of several sources, the message names the one whose value is used (here a variable)."""
     (tmp_path / "nanobot.toml").write_text("[provider]\nmax_retries = -1\n", encoding="utf-8")
-    with pytest.raises(ConfigError, match=r"^environment: provider\.max_retries: must be"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^environment variable NANOBOT_PROVIDER__MAX_RETRIES: provider\.max_retries: must",
+    ):
         load_config(cwd=tmp_path, environ={"NANOBOT_PROVIDER__MAX_RETRIES": "-2"})
     (tmp_path / "nanobot.toml").write_text("[provider]\nmax_retries = 0\n", encoding="utf-8")
     assert load_config(cwd=tmp_path, environ={}).provider.max_retries == 0
@@ -382,7 +406,7 @@ def test_run_refuses_a_number_outside_its_range_with_exit_2(tmp_path: Path, vari
     )
     assert done.returncode == 2, done.stderr
     key = name.removeprefix("NANOBOT_").replace("__", ".").lower()
-    assert f"environment: {key}: must be" in done.stderr
+    assert f"Error: configuration: environment variable {name}: {key}: must be" in done.stderr
     assert "Traceback" not in done.stderr
 
 

@@ -233,6 +233,31 @@ def test_a_tool_flag_that_holds_no_flag_leaves_that_tool_out_at_load(
     assert "kept" in manager.tool_registry()
 
 
+def test_a_disabled_tool_left_out_at_load_is_no_unknown_name(tmp_path: Path) -> None:
+    """A `tools.disabled` name of a tool left out for its flag or schema is not warned unknown."""
+    from structlog.testing import capture_logs
+
+    from nanobot_core.config import ToolsConfig
+
+    config = Config(
+        plugins=PluginsConfig(disable_autoload=True),
+        tools=ToolsConfig(disabled=["flagged", "bad_pattern", "gone_tool"]),
+    )
+    manager = PluginManager(config, workspace=tmp_path).load()
+    manager.register(_FlagPlugin("read_only", "yes"), "flagger")
+    manager.register(_Reporter(), "reporter")
+    with capture_logs() as logs:
+        registry = manager.tool_registry()
+    unknown = [e["name"] for e in logs if e["event"] == "unknown tool name in tools.disabled"]
+    assert unknown == ["gone_tool"]  # a name no plugin gave is still said
+    assert "flagged" not in registry and "bad_pattern" not in registry
+    # Each is said once, as its plugin's problem, not again as a config mistake.
+    assert _problems(manager, "flagger") == [
+        "tool 'flagged' left out: its read_only is 'yes', expected True or False"
+    ]
+    assert _problems(manager, "reporter")[0].startswith(BAD_SCHEMA)
+
+
 @given(flag=st.sampled_from(_FLAGS), value=st.sampled_from([True, False, 0, 1]))
 @settings(
     max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]

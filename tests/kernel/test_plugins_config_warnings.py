@@ -149,3 +149,44 @@ def test_each_stale_config_warning_names_the_variable_that_set_it(tmp_path: Path
     """Each such warning, the name set by an environment variable, names the variable."""
     said = _sources(tmp_path, **dict(BY_VARIABLE.values()))
     assert said == {key: [f"environment variable {var}"] for key, (var, _) in BY_VARIABLE.items()}
+
+
+# The config key each warning names, as its `key` field: a list by its key, an entry of a
+# table by the entry's key (what a file or a NANOBOT_* variable sets).
+KEYS = {
+    ("plugin name in block/allow list matches no installed plugin", "gone_plugin"): (
+        "plugins.block"
+    ),
+    ("plugin name in block/allow list matches no installed plugin", "gone_allowed"): (
+        "plugins.allow"
+    ),
+    ("unknown built-in plugin in plugins.disabled_builtins", "builtin:gone"): (
+        "plugins.disabled_builtins"
+    ),
+    ("plugin name in plugins.overrides matches no installed plugin", "gone_override"): (
+        "plugins.overrides.gone_override"
+    ),
+    ("unknown tool name in tools.disabled", "gone_tool"): "tools.disabled",
+    ("unknown stage name in governance.disabled", "no_such_stage"): "governance.disabled",
+    ("options for an unknown stage in governance.stages", "gone_stage"): (
+        "governance.stages.gone_stage"
+    ),
+    ("unknown section name in prompt config", "gone_section"): "prompt.disabled",
+    ("unknown section name in prompt config", "moved_section"): "prompt.order.moved_section",
+}
+
+
+def test_each_stale_config_warning_names_the_key_in_one_field(tmp_path: Path) -> None:
+    """Every warning about a name that matches nothing names its config key as `key`."""
+    (tmp_path / "nanobot.toml").write_text(EVERY_STALE_KEY, encoding="utf-8")
+    args = ["--log-format", "json", "plugins", "--json"]
+    result = run_cli(*args, cwd=tmp_path, env=clean_env())
+    assert result.returncode == 0, result.stderr
+    records = [json.loads(line) for line in result.stderr.splitlines()]
+    said = {
+        (record["event"], record["name"]): record.get("key")
+        for record in records
+        if record["level"] == "warning" and "name" in record
+    }
+    assert said == KEYS
+    assert not [record for record in records if "setting" in record]
