@@ -292,6 +292,7 @@ def _bound_exceeded(
     runs: _Runs,
     through: Callable[[Any], Any] | None = None,
     low: _Low | None = None,
+    quick_past: bool = True,
 ) -> int | None:
     """Walking back from `index`, where the lower bound of what follows first exceeds `room`.
 
@@ -300,8 +301,10 @@ def _bound_exceeded(
     as nothing). With `low`, it also records where the bound first exceeds
     `low.room` and, from there on, the bound at each user message (all that
     a cut there could keep), and the bound where it exceeds `room`. `runs`
-    says which user messages are merged. The loop is the whole cost of a
-    cut, so it is written out in one piece.
+    says which user messages are merged. With `quick_past` (the default), the
+    walk past `low.room` goes on in `_beyond_low`, which counts less at less
+    cost; without, it counts as it did before it, every message. The loop is
+    the whole cost of a cut, so it is written out in one piece.
     """
     of = ctx.facts.of
     estimate = ctx.facts.estimate
@@ -348,15 +351,19 @@ def _bound_exceeded(
         total += _own_bound(fact, message, index, patterns, runs)
         if low_room is not None and total > low_room:
             assert low is not None
-            low.exceeded = index
+            if low.exceeded is None:
+                low.exceeded = index
+            elif fact[7]:
+                low.blocks = True  # counted as it is, yet its blocks become other messages
             if kind == user:
                 low.kept[index] = total
             if total > room:
                 low.total = total
                 return index
-            return _beyond_low(
-                messages, start, index - 1, total, room, ctx, patterns, runs, through, low
-            )
+            if quick_past:
+                return _beyond_low(
+                    messages, start, index - 1, total, room, ctx, patterns, runs, through, low
+                )
         if total > room:
             return index
         index -= 1
@@ -531,6 +538,17 @@ def find_cut(
     low = _Low(cut_watermark_tokens(ctx) - fixed, passes=passes) if watermark else None
     runs = _Runs(messages, of, patterns, through, passes)
     exceeded = _bound_exceeded(messages, start, index - 1, room, ctx, patterns, runs, through, low)
+    if exceeded is None and low is not None and low.exceeded is not None:
+        # The quick bound past the cut watermark counts no tool result and no call: on a
+        # history a few times the budget, mostly results, it runs out of history before
+        # it shows the request over budget, and every stage then reads every message (a
+        # 2,500-message history cost twice what a 10,000-message one does). Those count
+        # too, once, before the history is governed whole.
+        low = _Low(low.room, passes=passes)
+        runs = _Runs(messages, of, patterns, through, passes)
+        exceeded = _bound_exceeded(
+            messages, start, index - 1, room, ctx, patterns, runs, through, low, quick_past=False
+        )
     if exceeded is None:
         return None  # all of it might fit
     stop = _at_turn_start(messages, start, exceeded, runs)

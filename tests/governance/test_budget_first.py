@@ -803,3 +803,45 @@ def test_user_messages_merged_across_what_a_per_message_stage_drops_leave_nothin
     fast, full = _both(_pair(tmp_path, stages, input_limit=whole.tokens), history)
     assert not _left_out(fast)
     assert fast.messages == full.messages == whole.messages
+
+
+def _call_heavy_session(turns: int) -> list[Message]:
+    """Turns of a short question, three calls, their results and a short answer: what the
+    quick bound past the cut watermark counts (the two texts) is a small part of each."""
+    history: list[Message] = []
+    for turn in range(turns):
+        ids = [f"t{turn}c{slot}" for slot in range(3)]
+        history.append({"role": "user", "content": f"step {turn}: " + "look " * 8})
+        history.append(
+            {
+                "role": "assistant",
+                "content": "",
+                "tool_calls": [
+                    {
+                        "id": call_id,
+                        "type": "function",
+                        "function": {"name": "read_file", "arguments": '{"path": "src/m.py"}'},
+                    }
+                    for call_id in ids
+                ],
+            }
+        )
+        history += [
+            {"role": "tool", "tool_call_id": call_id, "content": "x = 1\n" * 200} for call_id in ids
+        ]
+        history.append({"role": "assistant", "content": "Done. " * 6})
+    return history
+
+
+def test_a_history_of_calls_and_results_a_few_times_the_budget_is_cut_before_the_stages(
+    tmp_path: Path,
+) -> None:
+    """When the quick bound past the cut watermark runs out of history, counting its calls and
+    results too still shows it over budget: the cut is made first, the messages are the same."""
+    history = _call_heavy_session(150)
+    assert len(history) >= MIN_MESSAGES
+    fast, full = _both(_pair(tmp_path, input_limit=20_000), history)
+    assert _left_out(fast) and not _left_out(full)
+    assert fast.messages == full.messages
+    assert (fast.tokens, fast.fits) == (full.tokens, full.fits)
+    assert check_invariants(fast.messages, system=SYSTEM, tools=TOOLS, budget=20_000) == []
