@@ -171,7 +171,14 @@ def main() -> int:
             return rows_for_sizes(timings, effort.governance_rounds, effort.governance_reps)
 
         attempt("governance", governance)
-    attempt("redact", lambda: bench_redact(effort.governance_rounds, effort.governance_reps + 2))
+    # Pairs of samples of about 10 ms each, on a noisy machine: as many pairs as the
+    # governance benchmark takes samples a side (six pairs let one slow spell decide).
+    attempt(
+        "redact",
+        lambda: bench_redact(
+            effort.governance_rounds * effort.governance_reps, effort.governance_reps + 2
+        ),
+    )
     tau = data / "tau-bench-airline"
     attempt(
         "tau",
