@@ -538,12 +538,19 @@ def find_cut(
     low = _Low(cut_watermark_tokens(ctx) - fixed, passes=passes) if watermark else None
     runs = _Runs(messages, of, patterns, through, passes)
     exceeded = _bound_exceeded(messages, start, index - 1, room, ctx, patterns, runs, through, low)
-    if exceeded is None and low is not None and low.exceeded is not None:
+    if (
+        exceeded is None
+        and low is not None
+        and low.exceeded is not None
+        and ctx.facts.known(messages) is None
+    ):
         # The quick bound past the cut watermark counts no tool result and no call: on a
         # history a few times the budget, mostly results, it runs out of history before
         # it shows the request over budget, and every stage then reads every message (a
         # 2,500-message history cost twice what a 10,000-message one does). Those count
-        # too, once, before the history is governed whole.
+        # too, once, before the history is governed whole: on a history new to this
+        # governor. One it has read before (a session's, call after call) is mostly
+        # within the budget, where a second walk would find nothing, every call.
         low = _Low(low.room, passes=passes)
         runs = _Runs(messages, of, patterns, through, passes)
         exceeded = _bound_exceeded(
