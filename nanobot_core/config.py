@@ -17,6 +17,7 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
+from nanobot_core._numbers import fits_float
 from nanobot_core._reading import read_at_most
 from nanobot_core._session_names import validate_session_name
 from nanobot_core.errors import ConfigError, SessionError
@@ -508,7 +509,7 @@ def _mismatch(value: Any, tp: Any, path: str) -> tuple[str, Any, Any] | None:
         ok = isinstance(value, int) and not isinstance(value, bool)
     elif tp is float:
         ok = isinstance(value, float) or (
-            isinstance(value, int) and not isinstance(value, bool) and _fits_float(value)
+            isinstance(value, int) and not isinstance(value, bool) and fits_float(value)
         )
     elif tp is str:
         ok = isinstance(value, str)
@@ -553,15 +554,6 @@ def is_option_type(tp: Any) -> bool:
     if origin is dict:
         return len(args) == 2 and args[0] is str and is_option_type(args[1])
     return tp in (bool, int, float, str, Any)
-
-
-def _fits_float(value: int) -> bool:
-    """Whether the integer `value` converts to a float (a TOML integer may have any size)."""
-    try:
-        float(value)
-    except OverflowError:
-        return False
-    return True
 
 
 def _check_types(data: Mapping[str, Any], cls: type, prefix: str) -> None:

@@ -1013,29 +1013,32 @@ def _complete_arguments(arguments: object) -> bool:
 
 def _cut_off_outcome(request: ToolCallRequest, finish_reason: str | None) -> ToolCallOutcome:
     """The answer to a call whose arguments the output limit cut short: not run, and why."""
-    name = f'to tool "{request.name}" ' if request.name else ""
-    text = str(
-        ToolResult.error(
-            f"the reply was cut off at the output limit (finish_reason {finish_reason!r}) "
-            f"before the arguments of this call {name}were complete, so it was not run. "
-            "Make the call again with shorter arguments, or split the work into smaller calls."
-        )
-    )
-    return ToolCallOutcome(
-        request.id, request.name, {}, ToolResult(text + ERROR_HINT, is_error=True)
+    return _not_run(
+        request,
+        f"the reply was cut off at the output limit (finish_reason {finish_reason!r}) "
+        f"before the arguments of this call {_to_tool(request)}were complete, so it was not "
+        "run. Make the call again with shorter arguments, or split the work into smaller calls.",
     )
 
 
 def _over_limit_outcome(request: ToolCallRequest, asked: int, limit: int) -> ToolCallOutcome:
     """The answer to a call past ``max_calls_per_reply``: not run, and why."""
-    name = f'to tool "{request.name}" ' if request.name else ""
-    text = str(
-        ToolResult.error(
-            f"this call {name}was not run: the reply asked for {asked} tool calls, and at "
-            f"most {limit} run per reply (tools.max_calls_per_reply). Ask for fewer calls at "
-            "once: make this call again in a later reply if it is still needed."
-        )
+    return _not_run(
+        request,
+        f"this call {_to_tool(request)}was not run: the reply asked for {asked} tool calls, "
+        f"and at most {limit} run per reply (tools.max_calls_per_reply). Ask for fewer calls "
+        "at once: make this call again in a later reply if it is still needed.",
     )
+
+
+def _to_tool(request: ToolCallRequest) -> str:
+    """``to tool "NAME" `` for a call that names its tool, else nothing."""
+    return f'to tool "{request.name}" ' if request.name else ""
+
+
+def _not_run(request: ToolCallRequest, why: str) -> ToolCallOutcome:
+    """The error result of a call the runner did not run, saying `why`."""
+    text = str(ToolResult.error(why))
     return ToolCallOutcome(
         request.id, request.name, {}, ToolResult(text + ERROR_HINT, is_error=True)
     )

@@ -18,6 +18,7 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
+from nanobot_core._numbers import fits_float
 from nanobot_core.errors import PluginError
 
 if TYPE_CHECKING:
@@ -328,7 +329,7 @@ def flag_problem(flag: str, value: object) -> str:
 
 def shown(value: object) -> str:
     """A flag's value in a message: repr of plain values, else its type (its repr is its code)."""
-    if type(value) is int and _past_float(value):
+    if type(value) is int and not fits_float(value):
         # Its repr may run to pages, or be refused (sys.set_int_max_str_digits); and shown
         # in full, a timeout refused as too large reads like the positive number it asks for.
         return f"an int of {value.bit_length()} bits"
@@ -347,18 +348,9 @@ def usable_timeout(timeout: object) -> bool:
         return True
     if not isinstance(timeout, int | float) or isinstance(timeout, bool):
         return False
-    if isinstance(timeout, int) and _past_float(timeout):
+    if isinstance(timeout, int) and not fits_float(timeout):
         return False
     return float(timeout) > 0  # NaN is not
-
-
-def _past_float(value: int) -> bool:
-    """Whether `value` is too large for a float: some ints of 1024 bits are, some are not."""
-    try:
-        float(value)
-    except OverflowError:
-        return True
-    return False
 
 
 def timeout_problem(timeout: object) -> str:
