@@ -58,7 +58,8 @@ def test_each_stale_config_warning_is_logged_once(tmp_path: Path, as_json: bool)
 
 # Every key a name in which may match nothing, each naming something no plugin has; the
 # allow-list names no installed plugin either, so whatever is installed stays out.
-EVERY_STALE_KEY = """\
+EVERY_STALE_KEY = (
+    """\
 [plugins]
 block = ["gone_plugin"]
 allow = ["gone_allowed"]
@@ -66,22 +67,10 @@ disabled_builtins = ["builtin:gone"]
 
 [plugins.overrides]
 gone_override = ["read_file"]
-
-[tools]
-disabled = ["gone_tool"]
-
-[governance]
-disabled = ["no_such_stage"]
-
-[governance.stages.gone_stage]
-limit = 3
-
-[prompt]
-disabled = ["gone_section"]
-
-[prompt.order]
-moved_section = 5
 """
+    + "\n"
+    + STALE
+)
 
 # The same names, each set by an environment variable: (event, name) -> the variable.
 BY_VARIABLE = {
