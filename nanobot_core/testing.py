@@ -7,6 +7,11 @@ Fixtures:
   ``tmp_path`` as workspace.
 - ``nanobot_register``: registers a plugin object with that manager for one
   test and returns its record (``status``, ``error``, ``contributions``).
+- ``nanobot_workspace``: the test's ``tmp_path``, empty, made the working
+  directory, with every ``NANOBOT_``, ``OPENAI_`` and ``ANTHROPIC_`` variable
+  taken out of the environment (a developer's own settings), so that
+  :func:`run_cli` and the config loader see only what the test writes there or
+  sets; both are put back after the test.
 
 Functions (usable without pytest too):
 
@@ -60,11 +65,15 @@ __all__ = [
     "nanobot_manager",
     "nanobot_no_network",
     "nanobot_register",
+    "nanobot_workspace",
     "run_cli",
     "run_tool",
 ]
 
 TOOL_NAME_PATTERN = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+
+# The environment variables that configure nanobot-core or a first-party provider.
+_SETTINGS_PREFIXES = ("NANOBOT_", "OPENAI_", "ANTHROPIC_")
 
 
 def run_cli(
@@ -349,6 +358,24 @@ def nanobot_register(nanobot_manager: PluginManager) -> Iterator[Callable[..., P
         return nanobot_manager.register(plugin, name, **info)
 
     yield register
+
+
+@pytest.fixture
+def nanobot_workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """An empty working directory with no NANOBOT_, OPENAI_ or ANTHROPIC_ variable set."""
+    return _enter_workspace(tmp_path, monkeypatch)
+
+
+def _enter_workspace(folder: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Make `folder` the working directory and take the settings variables out of the environment.
+
+    `monkeypatch` puts both back when it is undone.
+    """
+    for name in list(os.environ):
+        if name.startswith(_SETTINGS_PREFIXES):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(folder)
+    return folder
 
 
 # Enough of the JSON Schema meta-schema to catch broken parameter schemas; the

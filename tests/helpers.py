@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
 import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, overload
 
@@ -103,6 +104,29 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+@contextlib.contextmanager
+def cli_process(*args: str, cwd: Path, env: Mapping[str, str]) -> Iterator[subprocess.Popen[str]]:
+    """``python -m nanobot_core ARGS`` started in a child process, stdout and stderr piped (text).
+
+    The test signals it, waits for it, reads it; a child still running when the block is left
+    (a failed assertion, a `communicate` that timed out) is killed and waited for, so that no
+    test leaves one behind.
+    """
+    with subprocess.Popen(
+        [sys.executable, "-m", "nanobot_core", *args],
+        cwd=cwd,
+        env=dict(env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as process:
+        try:
+            yield process
+        finally:
+            if process.poll() is None:
+                process.kill()
 
 
 def install_plugin(folder: Path, name: str, source: str) -> Path:

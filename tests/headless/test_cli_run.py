@@ -22,6 +22,7 @@ from tests.headless.fake_server import (
     text_reply,
     tool_call_reply,
 )
+from tests.helpers import cli_process
 
 NOTES = "alpha line\nbeta line\n"
 TIMEOUT = 60
@@ -46,17 +47,6 @@ def _cli(
     )
     assert API_KEY not in result.stdout and API_KEY not in result.stderr
     return result
-
-
-def _start(server: FakeChatServer, workspace: Path, *args: str) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        _command(*args),
-        cwd=workspace,
-        env=cli_env(server),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
 
 
 def _session_records(workspace: Path, name: str = "default") -> list[dict[str, Any]]:
@@ -434,13 +424,13 @@ def _signal_during_the_second_model_request(
         tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}')]),
         Reply(body=text_reply("too late").body, received=received, release=release),
     )
-    process = _start(server, workspace, "run", "read notes")
-    try:
-        assert received.wait(TIMEOUT), "the second model request never arrived"
-        os.kill(process.pid, signum)
-        _, stderr = process.communicate(timeout=TIMEOUT)
-    finally:
-        release.set()
+    with cli_process("run", "read notes", cwd=workspace, env=cli_env(server)) as process:
+        try:
+            assert received.wait(TIMEOUT), "the second model request never arrived"
+            os.kill(process.pid, signum)
+            _, stderr = process.communicate(timeout=TIMEOUT)
+        finally:
+            release.set()
     return process, stderr
 
 
@@ -492,21 +482,21 @@ def test_kill_9_during_a_tool_then_resume_backfills_the_dangling_call(
             received=received,
         ),
     )
-    process = _start(server, workspace, "run", "read the pipe")
-    writer: list[IO[bytes]] = []
-    opener = threading.Thread(target=lambda: writer.append(fifo.open("wb")), daemon=True)
-    opener.start()
-    try:
-        assert received.wait(TIMEOUT), "the model request never arrived"
-        opener.join(TIMEOUT)
-        assert writer, "the tool never opened the FIFO"
-        os.kill(process.pid, signal.SIGKILL)
-        process.communicate(timeout=TIMEOUT)
-    finally:
-        if not writer:  # unblock our own opener
-            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
-        for handle in writer:
-            handle.close()
+    with cli_process("run", "read the pipe", cwd=workspace, env=cli_env(server)) as process:
+        writer: list[IO[bytes]] = []
+        opener = threading.Thread(target=lambda: writer.append(fifo.open("wb")), daemon=True)
+        opener.start()
+        try:
+            assert received.wait(TIMEOUT), "the model request never arrived"
+            opener.join(TIMEOUT)
+            assert writer, "the tool never opened the FIFO"
+            os.kill(process.pid, signal.SIGKILL)
+            process.communicate(timeout=TIMEOUT)
+        finally:
+            if not writer:  # unblock our own opener
+                os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+            for handle in writer:
+                handle.close()
     before = _session_lines(workspace)
     assert [m["role"] for m in before] == ["user", "assistant"]
     assert before[1]["tool_calls"][0]["id"] == "stuck"
@@ -530,17 +520,18 @@ def test_a_second_run_on_a_busy_session_fails_at_once(
     """While one run waits for the model, a second run on its session exits 1 without waiting."""
     received, release = threading.Event(), threading.Event()
     server.add(Reply(body=text_reply("first wins").body, received=received, release=release))
-    first = _start(server, workspace, "run", "one", "--session", "shared")
-    try:
-        assert received.wait(TIMEOUT), "the first run never reached the server"
-        second = _cli(server, workspace, "run", "two", "--session", "shared")
-        assert second.returncode == 1
-        assert "session 'shared' is in use by another process" in second.stderr
-        assert f"pid {first.pid}" in second.stderr
-        assert len(server.requests) == 1
-    finally:
-        release.set()
-    out, err = first.communicate(timeout=TIMEOUT)
+    shared = ("--session", "shared")
+    with cli_process("run", "one", *shared, cwd=workspace, env=cli_env(server)) as first:
+        try:
+            assert received.wait(TIMEOUT), "the first run never reached the server"
+            second = _cli(server, workspace, "run", "two", *shared)
+            assert second.returncode == 1
+            assert "session 'shared' is in use by another process" in second.stderr
+            assert f"pid {first.pid}" in second.stderr
+            assert len(server.requests) == 1
+        finally:
+            release.set()
+        out, err = first.communicate(timeout=TIMEOUT)
     assert first.returncode == 0, err
     assert API_KEY not in out and API_KEY not in err
     assert out == "first wins\n"

@@ -6,6 +6,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import attrs
@@ -14,7 +15,7 @@ import pytest
 from tests import helpers
 from tests.headless.conftest import API_KEY
 from tests.headless.fake_server import FakeChatServer, text_reply, tool_call_reply
-from tests.helpers import plugin_env
+from tests.helpers import cli_process, plugin_env
 
 TIMEOUT = 60
 # Generous: the hangs below would last forever; a run that ends at all ends in a few seconds.
@@ -66,15 +67,11 @@ def _env(server: FakeChatServer, plugin: Path) -> dict[str, str]:
     )
 
 
-def _start(server: FakeChatServer, plugin: Path, workspace: Path) -> subprocess.Popen[str]:
-    return subprocess.Popen(
-        [sys.executable, "-m", "nanobot_core", "run", "go"],
-        cwd=workspace,
-        env=_env(server, plugin),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+def _start(
+    server: FakeChatServer, plugin: Path, workspace: Path
+) -> AbstractContextManager[subprocess.Popen[str]]:
+    """``nanobot-core run go`` with the plugin; killed if still running when the block is left."""
+    return cli_process("run", "go", cwd=workspace, env=_env(server, plugin))
 
 
 def _interrupted(process: subprocess.Popen[str], workspace: Path) -> tuple[str, str]:
@@ -128,7 +125,8 @@ def test_a_tool_stuck_in_a_default_executor_thread_does_not_hold_the_process(
     plugin = _stuck_tool(tmp_path, how, timeout=0.5)
     server.add(tool_call_reply([("c1", "stuck", "{}")]), text_reply("gave up on it"))
     started = time.monotonic()
-    out, err = _finish(_start(server, plugin, workspace))
+    with _start(server, plugin, workspace) as process:
+        out, err = _finish(process)
     assert time.monotonic() - started < PROMPT_EXIT, err
     assert out == "gave up on it\n", err
     assert "left work running in a thread" in err and "tool=stuck" in err
@@ -146,8 +144,8 @@ def test_ctrl_c_while_a_tool_is_stuck_in_a_thread_exits_130_promptly(
     """SIGINT during a tool blocked in ``asyncio.to_thread`` ends the run with 130 at once."""
     plugin = _stuck_tool(tmp_path, "to_thread", timeout=600)
     server.add(tool_call_reply([("c1", "stuck", "{}")]))
-    process = _start(server, plugin, workspace)
-    _, err = _interrupted(process, workspace)
+    with _start(server, plugin, workspace) as process:
+        _, err = _interrupted(process, workspace)
     assert "tool=stuck" in err and NAMED in err
 
 
@@ -170,8 +168,8 @@ def test_ctrl_c_while_a_hook_hangs_at_load_stops_the_run(
     """One SIGINT in a hook that blocks stops the command with 130 instead of failing the plugin."""
     plugin = install_plugin(tmp_path / "site", STUCK_HOOK)
     server.add(text_reply("should not be asked"))
-    process = _start(server, plugin, workspace)
-    out, _ = _interrupted(process, workspace)
+    with _start(server, plugin, workspace) as process:
+        out, _ = _interrupted(process, workspace)
     assert out == "" and server.requests == []
 
 

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -20,7 +18,7 @@ from nanobot_core.tools.executor import Executor
 from nanobot_core.tools.registry import ToolRegistry
 from tests.headless.conftest import cli_env, provider_config
 from tests.headless.fake_server import FakeChatServer, text_reply, tool_call_reply
-from tests.helpers import REPO_ROOT, run_cli
+from tests.helpers import REPO_ROOT, cli_process, run_cli
 
 DOC = (REPO_ROOT / "docs" / "headless.md").read_text(encoding="utf-8")
 USAGE = {"prompt_tokens": 1790, "completion_tokens": 40, "total_tokens": 1830}
@@ -156,19 +154,12 @@ def test_lease_wait_waits_for_the_holder_and_names_the_wait_when_it_runs_out(
     assert "after waiting 0.5s" in refused.stderr and not server.requests
     held = store.open("busy")
     env["NANOBOT_SESSIONS__LEASE_WAIT"] = "30"
-    waiting = subprocess.Popen(
-        [sys.executable, "-m", "nanobot_core", "run", "hi", "--session", "busy"],
-        cwd=tmp_path,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    try:
-        time.sleep(1.0)  # long enough for it to find the session held
-        assert waiting.poll() is None and not server.requests
-    finally:
-        held.close()
-    stdout, stderr = waiting.communicate(timeout=60)
+    with cli_process("run", "hi", "--session", "busy", cwd=tmp_path, env=env) as waiting:
+        try:
+            time.sleep(1.0)  # long enough for it to find the session held
+            assert waiting.poll() is None and not server.requests
+        finally:
+            held.close()
+        stdout, stderr = waiting.communicate(timeout=60)
     assert waiting.returncode == 0, stderr
     assert stdout == "after the wait\n"

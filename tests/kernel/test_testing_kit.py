@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from nanobot_core import Stage, StageOutcome, Tool, ToolResult, hookimpl, tool
 from nanobot_core.kernel.manager import PluginManager
@@ -184,3 +189,103 @@ def test_run_cli_runs_the_command_as_a_user_does(tmp_path: Path) -> None:
     assert '"ok": true' in listed.stdout
     refused = run_cli("call", "no_such_tool", "{}", cwd=tmp_path)
     assert refused.returncode != 0
+
+
+# Variables a developer's shell may hold: the three kinds of settings, and look-alikes
+# that are none of them (and so stay).
+_SHELL = {
+    "NANOBOT_MODEL": "from-the-shell",
+    "NANOBOT_PROVIDER__MAX_RETRIES": "many",  # not a number: a config error
+    "OPENAI_API_KEY": "sk-shell",
+    "ANTHROPIC_BASE_URL": "http://127.0.0.1:9/",
+    "NANOBOTX": "kept",
+    "MY_NANOBOT_MODEL": "kept",
+    "nanobot_model": "kept",
+    "OPENAI": "kept",
+}
+
+
+def _environment() -> dict[str, str]:
+    """The environment but pytest's own PYTEST_CURRENT_TEST (which names the test's phase)."""
+    return {n: v for n, v in os.environ.items() if n != "PYTEST_CURRENT_TEST"}
+
+
+@pytest.fixture
+def shell_settings() -> Iterator[dict[str, str]]:
+    """`_SHELL` in the environment; after the test's other fixtures are done, checks that
+    the environment and working directory are as they were, then takes `_SHELL` out."""
+    saved = {name: os.environ.get(name) for name in _SHELL}
+    os.environ.update(_SHELL)
+    environ, cwd = _environment(), os.getcwd()
+    yield dict(_SHELL)
+    try:
+        assert _environment() == environ, "the environment was not put back"
+        assert os.getcwd() == cwd, "the working directory was not put back"
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def test_the_workspace_fixture_is_an_empty_folder_without_settings(
+    shell_settings: dict[str, str], nanobot_workspace: Path, tmp_path: Path
+) -> None:
+    """`nanobot_workspace` is the test's empty `tmp_path`, made the working directory, with
+    each NANOBOT_, OPENAI_ and ANTHROPIC_ variable gone and every other one kept (both put
+    back after the test: see `shell_settings`)."""
+    assert nanobot_workspace == tmp_path
+    assert Path.cwd() == tmp_path.resolve()
+    assert list(nanobot_workspace.iterdir()) == []
+    assert not [n for n in os.environ if n.startswith(("NANOBOT_", "OPENAI_", "ANTHROPIC_"))]
+    kept = {n: v for n, v in shell_settings.items() if n[:3] not in ("NAN", "OPE", "ANT")}
+    kept |= {"NANOBOTX": "kept", "nanobot_model": "kept", "OPENAI": "kept"}
+    assert {n: os.environ.get(n) for n in kept} == kept
+
+
+def test_a_child_in_the_workspace_fixture_sees_no_shell_settings(
+    shell_settings: dict[str, str], nanobot_workspace: Path
+) -> None:
+    """`run_cli` there is not failed by the shell's broken NANOBOT_PROVIDER__MAX_RETRIES."""
+    from nanobot_core.testing import run_cli
+
+    listed = run_cli("tools")
+    assert listed.returncode == 0, listed.stderr
+    assert "read_file" in listed.stdout
+
+
+_NAMES = st.builds(
+    str.__add__,
+    st.sampled_from(
+        ["NANOBOT_", "OPENAI_", "ANTHROPIC_", "NANOBOT", "nanobot_", "X_NANOBOT_", "OPENAI"]
+    ),
+    st.from_regex(r"[A-Z0-9_]{0,12}", fullmatch=True),
+)
+_VALUES = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
+
+
+@given(st.dictionaries(_NAMES, _VALUES, max_size=8))
+def test_only_the_three_prefixes_are_taken_out_and_all_comes_back(
+    variables: dict[str, str],
+) -> None:
+    """Of any variables, exactly those starting NANOBOT_, OPENAI_ or ANTHROPIC_ are taken
+    out; undoing the fixture's changes restores every one and the working directory."""
+    from nanobot_core.testing import _enter_workspace
+
+    cwd = os.getcwd()
+    with pytest.MonkeyPatch.context() as outside:
+        for name, value in variables.items():
+            outside.setenv(name, value)
+        before = dict(os.environ)
+        with tempfile.TemporaryDirectory() as folder:
+            with pytest.MonkeyPatch.context() as monkeypatch:
+                assert _enter_workspace(Path(folder), monkeypatch) == Path(folder)
+                assert Path.cwd() == Path(folder).resolve()
+                left = {n: os.environ.get(n) for n in variables}
+                assert left == {
+                    n: None if n.startswith(("NANOBOT_", "OPENAI_", "ANTHROPIC_")) else v
+                    for n, v in variables.items()
+                }
+            assert dict(os.environ) == before
+            assert os.getcwd() == cwd

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 import tomllib
 from pathlib import Path
@@ -81,16 +80,6 @@ def test_retry_after_may_be_0_and_the_timeouts_may_not() -> None:
             _parse({"s": {"command": "c", key: value}})
 
 
-@pytest.fixture
-def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty working directory, with no nanobot settings from the environment."""
-    for name in os.environ:
-        if name.startswith(("NANOBOT_", "OPENAI_", "ANTHROPIC_")):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
 @pytest.mark.parametrize(
     ("config", "says"),
     [
@@ -101,14 +90,14 @@ def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     ],
 )
 def test_a_config_mistake_fails_the_plugin_in_the_plugins_command(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, config: str | None, says: str
+    nanobot_workspace: Path, monkeypatch: pytest.MonkeyPatch, config: str | None, says: str
 ) -> None:
     """A bad file, or NANOBOT_MCP_CONFIG naming no file: the plugin is failed (exit 1 strict)."""
     if config is None:
-        monkeypatch.setenv("NANOBOT_MCP_CONFIG", str(workspace / "missing.toml"))
+        monkeypatch.setenv("NANOBOT_MCP_CONFIG", str(nanobot_workspace / "missing.toml"))
     else:
-        (workspace / ".nanobot").mkdir()
-        (workspace / ".nanobot" / "mcp.toml").write_text(config, encoding="utf-8")
+        (nanobot_workspace / ".nanobot").mkdir()
+        (nanobot_workspace / ".nanobot" / "mcp.toml").write_text(config, encoding="utf-8")
     listed = run_cli("plugins")
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()

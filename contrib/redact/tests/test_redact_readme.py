@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 from importlib import metadata
 from pathlib import Path
@@ -20,17 +19,8 @@ def _readme_toml() -> str:
     return str(block)
 
 
-@pytest.fixture
-def workspace(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """An empty working directory, with no nanobot settings from the environment."""
-    for name in os.environ:
-        if name.startswith(("NANOBOT_", "OPENAI_", "ANTHROPIC_")):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    return tmp_path
-
-
-def test_the_plugins_command_shows_the_stage_before_offload_results(workspace: Path) -> None:
+@pytest.mark.usefixtures("nanobot_workspace")
+def test_the_plugins_command_shows_the_stage_before_offload_results() -> None:
     """``nanobot-core plugins`` lists the stage, placed just before offload_results."""
     listed = run_cli("--strict", "plugins")
     assert listed.returncode == 0, listed.stderr
@@ -41,11 +31,11 @@ def test_the_plugins_command_shows_the_stage_before_offload_results(workspace: P
     assert "merge_user_turns -> redact_secrets -> offload_results" in pipeline
 
 
-def test_the_readme_configuration_skips_and_adds_kinds(workspace: Path) -> None:
+def test_the_readme_configuration_skips_and_adds_kinds(nanobot_workspace: Path) -> None:
     """The README's table: url_password is left, internal_token's secret group is replaced."""
-    (workspace / "nanobot.toml").write_text(_readme_toml(), encoding="utf-8")
+    (nanobot_workspace / "nanobot.toml").write_text(_readme_toml(), encoding="utf-8")
     text = "db https://app:hunter2@db.example/x and itk=0123456789abcdef, ghp_" + "a" * 36
-    (workspace / "session.jsonl").write_text(
+    (nanobot_workspace / "session.jsonl").write_text(
         json.dumps({"role": "user", "content": text}) + "\n", encoding="utf-8"
     )
     governed = run_cli("--strict", "govern", "session.jsonl", "--json")
@@ -81,13 +71,13 @@ _COMMANDS = [
 
 @pytest.mark.parametrize(("command", "table", "says"), _COMMANDS)
 def test_a_bad_option_stops_every_command_that_builds_a_governor(
-    workspace: Path, monkeypatch: pytest.MonkeyPatch, command: str, table: str, says: str
+    nanobot_workspace: Path, monkeypatch: pytest.MonkeyPatch, command: str, table: str, says: str
 ) -> None:
     """Another key, a wrong type, an unknown kind or a bad regex: exit 2, naming key and plugin."""
-    (workspace / "nanobot.toml").write_text(
+    (nanobot_workspace / "nanobot.toml").write_text(
         f"[governance.stages.redact_secrets]\n{table}\n", encoding="utf-8"
     )
-    (workspace / "session.jsonl").write_text('{"role": "user", "content": "hi"}\n', "utf-8")
+    (nanobot_workspace / "session.jsonl").write_text('{"role": "user", "content": "hi"}\n', "utf-8")
     # A provider that would refuse the connection: `run` must stop before it tries one.
     monkeypatch.setenv("NANOBOT_API_KEY", "none")
     monkeypatch.setenv("NANOBOT_BASE_URL", "http://127.0.0.1:9/v1")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 import re
 from importlib import metadata
 from pathlib import Path
@@ -26,17 +25,9 @@ def _readme_block(language: str) -> str:
     return str(block)
 
 
-@pytest.fixture
-def clean_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    """No provider settings from the environment but what a test sets."""
-    for name in os.environ:
-        if name.startswith(("NANOBOT_", "OPENAI_", "ANTHROPIC_")):
-            monkeypatch.delenv(name)
-
-
-@pytest.mark.usefixtures("clean_environment")
+@pytest.mark.usefixtures("nanobot_workspace")
 def test_the_readme_command_reaches_the_messages_api(
-    server: MessagesServer, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    server: MessagesServer, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The README's ``nanobot-core run`` line, ANTHROPIC_BASE_URL aimed at the local server."""
     (install, export, run) = _readme_block("bash").splitlines()
@@ -44,7 +35,6 @@ def test_the_readme_command_reaches_the_messages_api(
     assert export == "export ANTHROPIC_API_KEY=..."
     monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
     monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
-    monkeypatch.chdir(tmp_path)
     server.add(text_reply("notes.txt is not there."))
     arguments = [part.strip('"') for part in re.findall(r'"[^"]*"|\S+', run)]
     assert arguments[:2] == ["nanobot-core", "run"]
@@ -58,11 +48,10 @@ def test_the_readme_command_reaches_the_messages_api(
     assert request.body["messages"][-1]["content"][-1]["text"].startswith("What is in notes.txt?")
 
 
-@pytest.mark.usefixtures("clean_environment")
-def test_the_readme_toml_gives_the_documented_settings(tmp_path: Path) -> None:
+def test_the_readme_toml_gives_the_documented_settings(nanobot_workspace: Path) -> None:
     """The README's [provider] table loads, and its values are the provider's defaults."""
-    (tmp_path / "nanobot.toml").write_text(_readme_block("toml"), encoding="utf-8")
-    provider_config = load_config(cwd=tmp_path, environ={}).provider
+    (nanobot_workspace / "nanobot.toml").write_text(_readme_block("toml"), encoding="utf-8")
+    provider_config = load_config(cwd=nanobot_workspace, environ={}).provider
     assert provider_config.name == "anthropic"
     configured = AnthropicProvider(provider_config, environ={})
     default = AnthropicProvider(ProviderConfig(), environ={})
