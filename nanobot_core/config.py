@@ -610,24 +610,62 @@ def _type_name(tp: Any) -> str:
 MIN_INPUT_TOKENS = 1
 
 
-def check_budget(governance: GovernanceConfig) -> None:
-    """Refuse a budget that leaves no room for the conversation (it would wipe the history)."""
+#: The keys `check_budget` reads: the values it may refuse, each from a source of its own.
+_BUDGET_KEYS = (
+    "governance.input_limit",
+    "governance.context_window",
+    "governance.max_output",
+    "governance.safety_margin",
+)
+
+
+def check_budget(governance: GovernanceConfig, *, sources: Mapping[str, str] | None = None) -> None:
+    """Refuse a budget that leaves no room for the conversation (it would wipe the history).
+
+    `sources` gives, for each dotted key a config source set, where (a file by its path,
+    ``environment variable NANOBOT_...``, ``command line``), as `load_config` knows it:
+    the message then begins with the source of each value it refuses, as every config
+    error does, and says of each value which source set it, or that it is the default.
+    """
     if governance.input_limit is not None:
         if governance.input_limit < MIN_INPUT_TOKENS:
             raise ConfigError(
-                f"governance.input_limit is {governance.input_limit}: it must be at "
+                _sourced(sources, ["governance.input_limit"])
+                + f"governance.input_limit is {governance.input_limit}: it must be at "
                 f"least {MIN_INPUT_TOKENS} (or left out to use context_window)"
             )
         return
     reserved = governance.max_output + governance.safety_margin
     if governance.context_window - reserved < MIN_INPUT_TOKENS:
-        raise ConfigError(
-            f"governance.context_window ({governance.context_window}) leaves no room "
-            f"for the conversation after governance.max_output ({governance.max_output}) and "
-            f"governance.safety_margin ({governance.safety_margin}); the smallest window that "
-            f"works with them is {reserved + MIN_INPUT_TOKENS} (or lower max_output, or set "
-            "governance.input_limit)"
+        keys = ["governance.context_window", "governance.max_output", "governance.safety_margin"]
+        window, output, margin = (
+            _valued(sources, keys, key, getattr(governance, key.split(".")[1])) for key in keys
         )
+        raise ConfigError(
+            _sourced(sources, keys)
+            + f"{window} leaves no room for the conversation after {output} and {margin}; "
+            f"the smallest window that works with them is {reserved + MIN_INPUT_TOKENS} "
+            "(or lower max_output, or set governance.input_limit)"
+        )
+
+
+def _sourced(sources: Mapping[str, str] | None, keys: Sequence[str]) -> str:
+    """The start of an error about the values of `keys`: the sources that set them
+    (``nanobot.toml, environment variable NANOBOT_...: ``), or nothing when none is known."""
+    named = dict.fromkeys(sources[key] for key in keys if sources and key in sources)
+    return f"{', '.join(named)}: " if named else ""
+
+
+def _valued(sources: Mapping[str, str] | None, keys: Sequence[str], key: str, value: Any) -> str:
+    """`key` and its value as an error about the values of `keys` names them: with the
+    source that set it when they come from several, or ``the default`` when none set it."""
+    if not sources:
+        return f"{key} ({value})"
+    if key not in sources:
+        return f"{key} ({value}, the default)"
+    if len({sources[k] for k in keys if k in sources}) > 1:
+        return f"{key} ({value}, from {sources[key]})"
+    return f"{key} ({value})"
 
 
 def _sets(layer: Mapping[str, Any], path: str) -> bool:
@@ -798,5 +836,10 @@ def load_config(
     # was set: a file by its path, the environment by the variable (NANOBOT_BLOCK or
     # NANOBOT_PLUGINS__BLOCK may set plugins.block).
     _note_name_sources(config, layers)
-    check_budget(config.governance)
+    # The budget's keys are checked together: each value refused is named with its source,
+    # the last layer to set it (the one whose value is used).
+    used = {key: [name for name, layer in layers if _sets(layer, key)] for key in _BUDGET_KEYS}
+    check_budget(
+        config.governance, sources={key: named[-1] for key, named in used.items() if named}
+    )
     return config

@@ -278,6 +278,14 @@ class PluginManager:
         """The plugins that failed."""
         return [r for r in self.records() if r.status == "failed"]
 
+    def failed_so_far(self) -> list[PluginRecord]:
+        """The plugins failed by now, in canonical order, calling no hook (`failures` first
+        collects every kind of contribution, which may fail more of them)."""
+        return sorted(
+            (r for r in self._records.values() if r.status == "failed"),
+            key=lambda r: r.info.sort_key,
+        )
+
     def _loaded_records(self) -> list[PluginRecord]:
         return sorted(
             (r for r in self._records.values() if r.status == "loaded"),

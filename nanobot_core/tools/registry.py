@@ -117,6 +117,7 @@ class ToolRegistry:
         left_out: Callable[[str | PluginInfo, str], None] | None = None,
         noted: Callable[[str | PluginInfo, str], None] | None = None,
         left_out_before: Collection[str] = (),
+        failed: Collection[str] = (),
     ) -> ToolRegistry:
         """A registry of ``(tool, builtin, plugin)`` entries without those in ``tools.disabled``.
 
@@ -130,7 +131,11 @@ class ToolRegistry:
         (`SchemaChange.problem`; by default the same warning as the other changes).
         ``left_out_before`` names the tools left out before they reached the
         registry, each a problem of its plugin (`PluginManager.left_out`): a
-        disabled name among them is no unknown name.
+        disabled name among them is no unknown name. ``failed`` names the plugins
+        that failed as a whole, as messages name them (`PluginInfo.describe`): a
+        disabled name no tool has may be one of theirs, which nobody can tell (a
+        plugin that fails gives no tools), so the warning about it names them
+        rather than calling the name unknown.
         """
         registry = cls()
         disabled = set(config.tools.disabled)
@@ -163,6 +168,18 @@ class ToolRegistry:
         for name in sorted(disabled - set(registry.disabled) - set(left_out_before)):
             from nanobot_core.config import source_of  # as `Config`: not imported to run tools
 
+            if failed:
+                # The name may be right, and its tool that of a plugin that failed: a plugin
+                # declares its tools only by giving them, so which one cannot be said.
+                log.warning(
+                    "tool name in tools.disabled not contributed by any loaded plugin; "
+                    "a plugin failed to load",
+                    name=name,
+                    key="tools.disabled",
+                    failed_plugins=list(failed),
+                    **source_of(config.tools.disabled),
+                )
+                continue
             log.warning(
                 "unknown tool name in tools.disabled",
                 name=name,
@@ -176,7 +193,8 @@ class ToolRegistry:
         """The registry over every plugin's tools (built-ins first): `build`'s code.
 
         A tool `build` leaves out, or one whose schema lost something when
-        normalised, is listed under its plugin's ``problems``.
+        normalised, is listed under its plugin's ``problems``; the plugins failed by
+        then are `build`'s ``failed``.
         """
         from nanobot_core.kernel.calling import note_problem
 
@@ -185,12 +203,17 @@ class ToolRegistry:
             if record is not None and record.info == plugin:
                 note_problem(record, problem)  # listed and logged once, however often noted
 
+        contributed = pm.contributions("tool")
+        left_out_before = pm.left_out("tool")
+        # Read once the tools are collected: a plugin raising in its tools hook has failed.
+        failed = [record.info.describe() for record in pm.failed_so_far()]
         return cls.build(
-            ((c.item, c.plugin.builtin, c.plugin) for c in pm.contributions("tool")),
+            ((c.item, c.plugin.builtin, c.plugin) for c in contributed),
             config=pm.config,
             left_out=note,
             noted=note,
-            left_out_before=pm.left_out("tool"),
+            left_out_before=left_out_before,
+            failed=failed,
         )
 
     # -- contents --------------------------------------------------------------------------

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from nanobot_core.config import Config, load_config
+from nanobot_core.config import Config, GovernanceConfig, load_config
 from nanobot_core.errors import ConfigError
+from tests.helpers import clean_env, run_cli
 
 
 def test_defaults_without_any_source(tmp_path: Path) -> None:
@@ -251,6 +252,126 @@ def test_every_command_refuses_a_too_small_window_with_exit_2(
     assert done.returncode == 2, done.stderr
     assert "smallest window that works with them is 9217" in done.stderr
     assert "Traceback" not in done.stderr
+    assert (
+        "Error: configuration: environment variable NANOBOT_GOVERNANCE__CONTEXT_WINDOW: "
+        "governance.context_window (9000) leaves no room"
+    ) in done.stderr
+
+
+def _budget_refusal(tmp_path: Path, *args: str, **env: str) -> str:
+    """The stderr of a real `nanobot-core ARGS` refusing the budget (exit 2, no traceback)."""
+    done = run_cli(
+        *args,
+        cwd=tmp_path,
+        env=clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", **env),
+        stdin="[]",
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stderr
+
+
+def test_a_window_with_no_room_names_the_file_that_set_it(tmp_path: Path) -> None:
+    """Set in nanobot.toml, the window is refused naming that file, the others as defaults."""
+    config_file = tmp_path / "nanobot.toml"
+    config_file.write_text("[governance]\ncontext_window = 9000\n", encoding="utf-8")
+    assert _budget_refusal(tmp_path, "govern", "-") == (
+        f"Error: configuration: {config_file}: governance.context_window (9000) leaves no room "
+        "for the conversation after governance.max_output (8192, the default) and "
+        "governance.safety_margin (1024, the default); the smallest window that works with "
+        "them is 9217 (or lower max_output, or set governance.input_limit)\n"
+    )
+
+
+def test_a_window_with_no_room_names_each_source_of_the_values_it_refuses(
+    tmp_path: Path,
+) -> None:
+    """The window from a file and max_output from a variable: both are named, each by its key."""
+    config_file = tmp_path / "nanobot.toml"
+    config_file.write_text("[governance]\ncontext_window = 9000\n", encoding="utf-8")
+    variable = "environment variable NANOBOT_GOVERNANCE__MAX_OUTPUT"
+    said = _budget_refusal(tmp_path, "tools", NANOBOT_GOVERNANCE__MAX_OUTPUT="9000")
+    assert said.startswith(
+        f"Error: configuration: {config_file}, {variable}: "
+        f"governance.context_window (9000, from {config_file}) leaves no room for the "
+        f"conversation after governance.max_output (9000, from {variable}) and "
+        "governance.safety_margin (1024, the default); the smallest window that works with "
+        "them is 10025"
+    )
+    flagged = _budget_refusal(tmp_path, "govern", "--max-output", "9000", "-")
+    assert flagged.startswith(f"Error: configuration: {config_file}, command line: ")
+    assert "governance.max_output (9000, from command line)" in flagged
+
+
+def test_an_input_limit_below_1_names_the_file_or_variable_that_set_it(tmp_path: Path) -> None:
+    """governance.input_limit = 0 is refused naming its source, as a number out of range is."""
+    config_file = tmp_path / "nanobot.toml"
+    config_file.write_text("[governance]\ninput_limit = 0\n", encoding="utf-8")
+    assert _budget_refusal(tmp_path, "prompt") == (
+        f"Error: configuration: {config_file}: governance.input_limit is 0: it must be at "
+        "least 1 (or left out to use context_window)\n"
+    )
+    variable = "NANOBOT_GOVERNANCE__INPUT_LIMIT"
+    assert _budget_refusal(tmp_path, "prompt", **{variable: "-3"}).startswith(
+        f"Error: configuration: environment variable {variable}: governance.input_limit is -3"
+    )
+
+
+_BUDGET_VARIABLES = {
+    "context_window": "NANOBOT_GOVERNANCE__CONTEXT_WINDOW",
+    "max_output": "NANOBOT_GOVERNANCE__MAX_OUTPUT",
+    "safety_margin": "NANOBOT_GOVERNANCE__SAFETY_MARGIN",
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    given_where=st.fixed_dictionaries(
+        {
+            key: st.tuples(st.integers(0, 10**12), st.sampled_from(["file", "variable", None]))
+            for key in _BUDGET_VARIABLES
+        }
+    )
+)
+def test_a_budget_refusal_names_the_source_of_every_value_set(
+    tmp_path_factory: pytest.TempPathFactory, given_where: dict[str, tuple[int, str | None]]
+) -> None:
+    """Whatever a file and variables set, a refused budget names each source and no other."""
+    cwd = tmp_path_factory.mktemp("budget")
+    config_file = cwd / "nanobot.toml"
+    in_file = {key: value for key, (value, where) in given_where.items() if where == "file"}
+    lines = "".join(f"{key} = {value}\n" for key, value in in_file.items())
+    config_file.write_text(f"[governance]\n{lines}", encoding="utf-8")
+    environ = {
+        _BUDGET_VARIABLES[key]: str(value)
+        for key, (value, where) in given_where.items()
+        if where == "variable"
+    }
+    try:
+        config = load_config(cwd=cwd, environ=environ)
+    except ConfigError as exc:
+        message = str(exc)
+    else:
+        governance = config.governance
+        assert governance.context_window > governance.max_output + governance.safety_margin
+        return
+    sources = {
+        key: str(config_file)
+        if where == "file"
+        else f"environment variable {_BUDGET_VARIABLES[key]}"
+        for key, (_, where) in given_where.items()
+        if where is not None
+    }
+    named = list(dict.fromkeys(sources[key] for key in _BUDGET_VARIABLES if key in sources))
+    assert message.startswith(f"{', '.join(named)}: governance.context_window (")
+    for key, (value, where) in given_where.items():
+        if where is None:
+            default = getattr(GovernanceConfig(), key)
+            assert f"governance.{key} ({default}, the default)" in message
+        elif len(named) > 1:
+            assert f"governance.{key} ({value}, from {sources[key]})" in message
+        else:
+            assert f"governance.{key} ({value})" in message
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import MutableMapping
 from pathlib import Path
+from typing import Any
 
 import pytest
+import structlog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
-from tests.helpers import clean_env, run_cli
+from nanobot_core.config import Config, PluginsConfig, ToolsConfig
+from nanobot_core.hookspecs import hookimpl
+from nanobot_core.kernel.manager import PluginManager
+from tests.helpers import clean_env, install_plugin, plugin_env, run_cli
 
 # Config naming a stage, sections and a tool no plugin has: each is a warning when the
 # governor, the prompt builder or the tool registry is built.
@@ -179,3 +188,96 @@ def test_each_stale_config_warning_names_the_key_in_one_field(tmp_path: Path) ->
     }
     assert said == KEYS
     assert not [record for record in records if "setting" in record]
+
+
+# -- a tools.disabled name when a plugin failed ---------------------------------------------
+
+FAILED_EVENT = (
+    "tool name in tools.disabled not contributed by any loaded plugin; a plugin failed to load"
+)
+
+
+class _RaisesInTools:
+    """A plugin whose tools hook raises: it fails as a whole, and no tool of it is known."""
+
+    @hookimpl
+    def nanobot_tools(self, ctx: Any) -> list[Any]:
+        raise RuntimeError("the search index is gone")
+
+
+def _tool_warnings(
+    names: list[str], tmp_path: Path, *plugins: object
+) -> list[MutableMapping[str, Any]]:
+    """The warnings about `tools.disabled` logged as the registry is built, `plugins` registered."""
+    config = Config(plugins=PluginsConfig(disable_autoload=True), tools=ToolsConfig(disabled=names))
+    manager = PluginManager(config, workspace=tmp_path).load()
+    for index, plugin in enumerate(plugins):
+        manager.register(plugin, f"breaker{index}", distribution="nb-breaker", version="2.0")
+    configured = structlog.is_configured()
+    with capture_logs() as logs:
+        manager.tool_registry()
+    if not configured:  # as it was: capture_logs leaves structlog configured, to stdout
+        structlog.reset_defaults()
+    return [e for e in logs if e.get("key") == "tools.disabled" and e["log_level"] == "warning"]
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(names=st.lists(st.text(min_size=1, max_size=12), max_size=4, unique=True))
+def test_a_disabled_name_matching_no_tool_names_the_plugin_that_failed(
+    tmp_path: Path, names: list[str]
+) -> None:
+    """With a plugin failed in its tools hook, each name no tool has names it, not "unknown"."""
+    builtin = {c.name for c in _loaded_tools(tmp_path)}
+    warned = _tool_warnings(names, tmp_path, _RaisesInTools())
+    expected = sorted(set(names) - builtin)
+    assert [e["name"] for e in warned] == expected
+    for entry in warned:
+        assert entry["event"] == FAILED_EVENT
+        assert entry["failed_plugins"] == ["plugin 'breaker0' from nb-breaker 2.0"]
+    # Without the failed plugin, the same names are unknown, as they were.
+    plain = _tool_warnings(names, tmp_path)
+    assert [(e["event"], e["name"]) for e in plain] == [
+        ("unknown tool name in tools.disabled", name) for name in expected
+    ]
+
+
+def _loaded_tools(tmp_path: Path) -> list[Any]:
+    """The tools of the built-in plugins, none disabled."""
+    config = Config(plugins=PluginsConfig(disable_autoload=True))
+    return PluginManager(config, workspace=tmp_path).load().contributions("tool")
+
+
+BROKEN_ON_IMPORT = """\
+raise RuntimeError("cannot start: the search index is gone")
+"""
+
+
+def test_a_disabled_name_when_a_plugin_fails_on_import_names_it_with_its_version(
+    tmp_path: Path,
+) -> None:
+    """A real `tools` run with an installed plugin that raises on import names it in the warning."""
+    site = install_plugin(tmp_path / "site", "brokensearch", BROKEN_ON_IMPORT)
+    work = tmp_path / "work"
+    work.mkdir()
+    config_file = work / "nanobot.toml"
+    config_file.write_text('[tools]\ndisabled = ["web_search"]\n', encoding="utf-8")
+    result = run_cli(
+        "--log-format", "json", "tools", "--json", cwd=work, env=plugin_env(site, "brokensearch")
+    )
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    records = [json.loads(line) for line in result.stderr.splitlines()]
+    (failed,) = [r for r in records if r["event"] == "plugin failed"]
+    assert failed["plugin"] == "brokensearch" and failed["version"] == "0.1"
+    (warning,) = [r for r in records if r.get("key") == "tools.disabled"]
+    assert warning == {
+        "event": FAILED_EVENT,
+        "level": "warning",
+        "timestamp": warning["timestamp"],
+        "name": "web_search",
+        "key": "tools.disabled",
+        "source": str(config_file),
+        "failed_plugins": ["plugin 'brokensearch' from brokensearch 0.1"],
+    }
