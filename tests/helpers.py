@@ -23,8 +23,9 @@ def data_dir() -> Path:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """This environment without its NANOBOT_/OPENAI_ settings (a developer's own), plus `extra`."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
+    """This environment without its NANOBOT_/OPENAI_/ANTHROPIC_ settings (a developer's own),
+    plus `extra`: the variables the ``nanobot_workspace`` fixture takes out, by the same list."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(testing._SETTINGS_PREFIXES)}
     env.update(extra)
     return env
 
@@ -145,7 +146,7 @@ def install_plugin(folder: Path, name: str, source: str) -> Path:
 
 
 def plugin_env(site: Path, name: str, **extra: str) -> dict[str, str]:
-    """This environment without NANOBOT_/OPENAI_ settings, `site` first on PYTHONPATH.
+    """This environment without a developer's settings (`clean_env`), `site` first on PYTHONPATH.
 
     Of whatever is installed, only the plugin `name` (installed in `site`) is loaded.
     """

@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from nanobot_core import testing
 from tests.helpers import clean_env, cli_process
+
+_NAME_TAIL = st.text(alphabet="ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_", min_size=1, max_size=12)
 
 
 def test_cli_process_kills_a_child_still_running_when_the_test_fails(tmp_path: Path) -> None:
@@ -45,3 +51,40 @@ def test_cli_process_leaves_a_finished_child_as_it_ended(tmp_path: Path) -> None
         out, err = process.communicate(timeout=60)
     assert process.returncode == 0, err
     assert "read_file" in out
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    settings_tails=st.lists(
+        st.tuples(st.sampled_from(testing._SETTINGS_PREFIXES), _NAME_TAIL), max_size=4
+    ),
+    other_tails=st.lists(_NAME_TAIL, max_size=4),
+    extra_value=st.text(alphabet="abc123", max_size=5),
+)
+def test_clean_env_takes_out_what_nanobot_workspace_takes_out(
+    settings_tails: list[tuple[str, str]], other_tails: list[str], extra_value: str
+) -> None:
+    """Every variable with a prefix of the workspace fixture's list (ANTHROPIC_ too) is left
+    out, any other is kept, and `extra` is set over what is left."""
+    names = [prefix + tail for prefix, tail in settings_tails]
+    others = ["NBTEST_OTHER_" + tail for tail in other_tails]
+    with pytest.MonkeyPatch.context() as patch:
+        for name in [*names, *others]:
+            patch.setenv(name, "set by the developer")
+        env = clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", NBTEST_EXTRA=extra_value)
+        kept_settings = {n for n in env if n.startswith(testing._SETTINGS_PREFIXES)}
+        assert kept_settings == {"NANOBOT_DISABLE_PLUGIN_AUTOLOAD"}
+        assert env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] == "1"
+        assert env["NBTEST_EXTRA"] == extra_value
+        assert all(env[name] == "set by the developer" for name in others)
+        assert env["PATH"] == os.environ["PATH"]
+
+
+def test_clean_env_leaves_out_a_developers_anthropic_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A developer's ANTHROPIC_API_KEY, like their OPENAI_ and NANOBOT_ settings, is left out."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-developer")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-developer")
+    monkeypatch.setenv("NANOBOT_MODEL", "developer-model")
+    env = clean_env()
+    assert not {"ANTHROPIC_API_KEY", "OPENAI_API_KEY", "NANOBOT_MODEL"} & env.keys()
+    assert env["PATH"] == os.environ["PATH"]

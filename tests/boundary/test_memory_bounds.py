@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
 import textwrap
 from pathlib import Path
@@ -32,7 +31,7 @@ from tests.headless.fake_server import (
     text_reply,
     tool_call_reply,
 )
-from tests.helpers import REPO_ROOT, run_python
+from tests.helpers import REPO_ROOT, clean_env, run_python
 
 # Three million empty objects: 9 MB of text that decoded to about 430 MB (replies) and
 # 900 MB (tool arguments) before the limit; each ceiling below is far from both.
@@ -103,9 +102,7 @@ def _peak_mib(args: list[str], cwd: Path, env: dict[str, str]) -> tuple[int, str
 
 
 def _env(**changes: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
-    env.update(PYTHONPATH=str(REPO_ROOT), **changes)
-    return env
+    return clean_env(PYTHONPATH=str(REPO_ROOT), **changes)
 
 
 def _run(tmp_path: Path, replies: list[Reply]) -> tuple[int, str, str, float]:

@@ -10,7 +10,7 @@ import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, clean_env
 
 PROJECTS = Path(__file__).resolve().parent / "projects"
 
@@ -86,12 +86,11 @@ class VirtualEnv:
         )
 
     def env(self, extra: Mapping[str, str] | None = None) -> dict[str, str]:
-        """A clean process environment: no NANOBOT_* variables leak in from outside."""
-        base = {
-            k: v
-            for k, v in os.environ.items()
-            if not k.startswith("NANOBOT_") and k not in {"VIRTUAL_ENV", "PYTHONPATH"}
-        }
+        """A clean process environment: no developer's settings (`clean_env`) and no outer
+        VIRTUAL_ENV or PYTHONPATH leak in from outside."""
+        base = clean_env()
+        base.pop("VIRTUAL_ENV", None)
+        base.pop("PYTHONPATH", None)
         base["PATH"] = f"{self.bin}{os.pathsep}{base.get('PATH', '')}"
         base.update(extra or {})
         return base

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 
 from nanobot_core.cli import cli
 from nanobot_core.governance.invariants import check_invariants
-from tests.helpers import REPO_ROOT, run_cli
+from tests.helpers import REPO_ROOT, clean_env, run_cli
 
 EXAMPLE = REPO_ROOT / "examples" / "wedged-session.jsonl"
 STAGES = [
@@ -34,13 +34,9 @@ STAGES = [
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run in an empty directory, with no external plugins and no NANOBOT_* settings."""
-    for name in list(os.environ):
-        if name.startswith("NANOBOT_"):
-            monkeypatch.delenv(name)
+def _isolated(nanobot_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run in an empty directory, with no external plugins and no developer's settings."""
     monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.chdir(tmp_path)
 
 
 def _run(*args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
@@ -162,8 +158,7 @@ def test_readable_summary_names_every_stage(tmp_path: Path) -> None:
 
 def test_the_installed_command_runs_the_quick_start(tmp_path: Path) -> None:
     """`python -m nanobot_core govern examples/wedged-session.jsonl` works from a fresh process."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env = clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1")
     done = subprocess.run(
         [sys.executable, "-m", "nanobot_core", "govern", str(EXAMPLE), "--json"],
         capture_output=True,
@@ -193,9 +188,7 @@ def test_a_request_that_does_not_fit_is_a_warning_on_stderr(
 
 def _govern_process(cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """`python -m nanobot_core govern -` on an empty history, in a fresh process."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    base.update(env)
-    return run_cli("govern", "-", cwd=cwd, env=base, stdin="[]", timeout=120)
+    return run_cli("govern", "-", cwd=cwd, env=clean_env(**env), stdin="[]", timeout=120)
 
 
 @pytest.mark.parametrize(
@@ -273,8 +266,7 @@ def test_a_bad_stage_option_stops_the_commands_that_build_a_governor(
     (tmp_path / "nanobot.toml").write_text(
         "[governance.stages.compact_results]\nkep = 3\n", encoding="utf-8"
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env = clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1")
     done = run_cli(command, cwd=tmp_path, env=env, timeout=120)
     assert done.returncode == code, done.stderr
 

@@ -34,6 +34,7 @@ from nanobot_core.sessions import (
     session_stores,
 )
 from nanobot_core.testing_sessions import SessionStoreContract
+from tests.helpers import clean_env
 
 TIMEOUT = 60
 
@@ -281,8 +282,7 @@ def _cli(
     env: dict[str, str] | None = None,
     program: tuple[str, ...] = ("-m", "nanobot_core"),
 ) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    environ.update(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", **(env or {}))
+    environ = clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", **(env or {}))
     return subprocess.run(
         [sys.executable, *program, *args],
         cwd=cwd,

@@ -9,17 +9,13 @@ from pathlib import Path
 import pytest
 
 from nanobot_core.cli import hoist_global_options
-from tests.helpers import run_cli
+from tests.helpers import clean_env, run_cli
 
 
 def _cli(
     *args: str, cwd: Path, env: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess[str]:
-    import os
-
-    base = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    base["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    base.update(env or {})
+    base = clean_env(**{"NANOBOT_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})})
     return run_cli(*args, cwd=cwd, env=base)
 
 

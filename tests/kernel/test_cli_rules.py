@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.helpers import clean_env
 
 
 def nanobot(
@@ -17,9 +18,7 @@ def nanobot(
     """Run the installed `nanobot-core` script with autoload off and no NANOBOT_* leaking in."""
     script = shutil.which("nanobot-core")
     assert script is not None, "the nanobot-core script is not on PATH"
-    base = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    base["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
-    base.update(env or {})
+    base = clean_env(**{"NANOBOT_DISABLE_PLUGIN_AUTOLOAD": "1", **(env or {})})
     return subprocess.run(
         [script, *args],
         capture_output=True,

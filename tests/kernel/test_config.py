@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -237,8 +236,7 @@ def test_every_command_refuses_a_too_small_window_with_exit_2(
     tmp_path: Path, command: list[str]
 ) -> None:
     """A real `nanobot-core` process exits 2 with the message and no traceback, in any command."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    env.update(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", NANOBOT_GOVERNANCE__CONTEXT_WINDOW="9000")
+    env = clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", NANOBOT_GOVERNANCE__CONTEXT_WINDOW="9000")
     done = subprocess.run(
         [sys.executable, "-m", "nanobot_core", *command],
         cwd=tmp_path,
@@ -510,9 +508,8 @@ def test_any_number_from_the_environment_loads_or_is_a_config_error(
 def test_run_refuses_a_number_outside_its_range_with_exit_2(tmp_path: Path, variable: str) -> None:
     """`run` exits 2 naming the key before any request, instead of a traceback mid-turn."""
     name, value = variable.split("=")
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    env.update(
-        {name: value},
+    env = clean_env(
+        **{name: value},
         NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
         NANOBOT_BASE_URL="http://127.0.0.1:9/v1",
     )

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 import pytest
@@ -14,13 +13,9 @@ from nanobot_core.kernel.records import core_version
 
 
 @pytest.fixture(autouse=True)
-def _isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Run in an empty directory, with no external plugins and no NANOBOT_* settings."""
-    for name in list(os.environ):
-        if name.startswith("NANOBOT_"):
-            monkeypatch.delenv(name)
+def _isolated(nanobot_workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Run in an empty directory, with no external plugins and no developer's settings."""
     monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
-    monkeypatch.chdir(tmp_path)
 
 
 def _run(*args: str) -> tuple[int, str]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from nanobot_core.cli import cli
+from tests.helpers import clean_env
 
 
 @pytest.fixture(autouse=True)
@@ -84,8 +84,7 @@ def test_json_output_of_a_failure(workspace: Path) -> None:
 
 def test_exit_codes_through_the_real_entry_point(workspace: Path) -> None:
     """`python -m nanobot_core call` exits 0, 1 and 2 for success, tool error and bad call."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env = clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1")
 
     def code(*args: str) -> int:
         command = [sys.executable, "-m", "nanobot_core", "call", *args]

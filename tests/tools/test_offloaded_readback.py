@@ -7,7 +7,6 @@ a web or API tool would return it; everything runs through the real CLI.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -16,15 +15,14 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import data_dir
+from tests.helpers import clean_env, data_dir
 
 SCHEMA = data_dir() / "schemastore-subset" / "schemas" / "abc-clinical-demand-forecast-5.0.0.json"
 _NEXT = re.compile(r"\n\[Characters (\d+)-(\d+) of (\d+)\. Call read_file with start_char=(\d+)")
 
 
 def _cli(workspace: Path, *args: str, code: int = 0) -> Any:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    env["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"] = "1"
+    env = clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1")
     done = subprocess.run(
         [sys.executable, "-m", "nanobot_core", *args, "--json"],
         cwd=workspace,
