@@ -249,6 +249,28 @@ def test_find_files_stops_after_the_paths_it_could_show(workspace: Path) -> None
     assert peak < 2 * 1024 * 1024
 
 
+def test_find_files_matches_hidden_names_and_a_final_slash_only_folders(workspace: Path) -> None:
+    """'*' matches names starting with '.', folders end with '/', and 'x/' finds only folders."""
+    (workspace / ".env").touch()
+    (workspace / ".cache").mkdir()
+    (workspace / ".cache" / "x").touch()
+    finder = FindFilesTool(workspace)
+    assert run(finder.execute(pattern="*")).splitlines() == [".cache/", ".env", "notes.txt", "src/"]
+    assert run(finder.execute(pattern="*/")).splitlines() == [".cache/", "src/"]
+    assert run(finder.execute(pattern=".*/*")) == ".cache/x"
+
+
+def test_find_files_goes_through_a_named_link_but_never_into_one_with_a_double_star(
+    workspace: Path,
+) -> None:
+    """'**' does not enter a link to a folder, so no file is found twice; 'link/*' goes through."""
+    (workspace / "inner").symlink_to(workspace / "src", target_is_directory=True)
+    finder = FindFilesTool(workspace)
+    assert run(finder.execute(pattern="**/*.py")) == "src/main.py"
+    assert run(finder.execute(pattern="inner/*.py")) == "src/main.py"
+    assert run(finder.execute(pattern="**/")).splitlines() == ["./", "src/"]
+
+
 def test_find_files_without_match_is_not_an_error(workspace: Path) -> None:
     """No match is a plain answer, not a failure."""
     result = run(FindFilesTool(workspace).execute(pattern="*.rs"))
