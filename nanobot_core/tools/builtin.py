@@ -26,6 +26,7 @@ from nanobot_core._reading import read_up_to
 from nanobot_core.errors import WorkspaceEscapeError
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools._function import run_in_daemon_thread
+from nanobot_core.tools._glob import glob
 from nanobot_core.tools.base import Tool, ToolResult
 from nanobot_core.tools.workspace import (
     open_in_workspace,
@@ -386,10 +387,12 @@ class FindFilesTool(WorkspaceTool):
         if not base.is_dir():
             return ToolResult.error(f"directory not found: {path}")
         # The most paths the answer could show (each takes a character and a newline): the
-        # glob stops there, where it held every match of '**/*' in a tree of millions.
+        # glob stops there, where it held every match of '**/*' in a tree of millions. It
+        # reads a folder an entry at a time (pathlib's glob reads each one whole), so one
+        # folder of millions of files is read only up to the last path the answer holds.
         most = self.max_output_chars // 2
         found: list[str] = []
-        for match in base.glob(pattern):
+        for match in glob(base, pattern):
             resolved = match.resolve()
             if resolved.is_relative_to(self.workspace):
                 found.append(self.show(resolved) + ("/" if match.is_dir() else ""))

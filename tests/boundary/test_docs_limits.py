@@ -6,7 +6,7 @@ import re
 import sys
 
 from nanobot_core import Config, _json_boundary, _json_repair
-from nanobot_core.tools import builtin
+from nanobot_core.tools import _glob, builtin
 from tests.helpers import REPO_ROOT
 
 DOC = (REPO_ROOT / "docs" / "limits.md").read_text(encoding="utf-8")
@@ -25,8 +25,9 @@ def test_each_named_limit_has_the_value_the_doc_gives() -> None:
         "MAX_EDIT_FILE_BYTES",
         "MAX_GREP_FILE_BYTES",
         "MAX_LISTED_ENTRIES",
+        "MAX_OPEN_SCANS",
     }
-    modules = (_json_boundary, _json_repair, builtin)
+    modules = (_json_boundary, _json_repair, builtin, _glob)
     for number, name in stated:
         [value] = {getattr(module, name) for module in modules if hasattr(module, name)}
         assert int(number.replace(",", "")) == value, name

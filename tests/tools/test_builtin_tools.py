@@ -249,6 +249,55 @@ def test_find_files_stops_after_the_paths_it_could_show(workspace: Path) -> None
     assert peak < 2 * 1024 * 1024
 
 
+def test_find_files_on_one_huge_folder_reads_no_further_than_it_shows(workspace: Path) -> None:
+    """'*' over a folder of 1,500 or of 6,000 files stops at 1,000 paths, holding as much."""
+    folder = workspace / "many"
+    folder.mkdir()
+    finder = FindFilesTool(workspace, max_output_chars=2_000)  # at most 1,000 paths
+    run(finder.execute(pattern="*", path="many"))  # the pattern's compiled form is cached
+    peaks = []
+    made = 0
+    for size in (1_500, 6_000):
+        while made < size:
+            (folder / f"f{made:05d}").touch()
+            made += 1
+        tracemalloc.start()
+        try:
+            result = run(finder.execute(pattern="*", path="many"))
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert result.splitlines()[-1] == (
+            "[stopped after 1000 paths, in the order found, and more match; narrow the pattern "
+            "or path]"
+        )
+        peaks.append(peak)
+    # pathlib's glob held every entry of the folder: 0.4 MB for 1,500, 1.3 MB for 6,000.
+    assert peaks[1] < peaks[0] * 1.2
+
+
+def test_find_files_matches_hidden_names_and_a_final_slash_only_folders(workspace: Path) -> None:
+    """'*' matches names starting with '.', folders end with '/', and 'x/' finds only folders."""
+    (workspace / ".env").touch()
+    (workspace / ".cache").mkdir()
+    (workspace / ".cache" / "x").touch()
+    finder = FindFilesTool(workspace)
+    assert run(finder.execute(pattern="*")).splitlines() == [".cache/", ".env", "notes.txt", "src/"]
+    assert run(finder.execute(pattern="*/")).splitlines() == [".cache/", "src/"]
+    assert run(finder.execute(pattern=".*/*")) == ".cache/x"
+
+
+def test_find_files_goes_through_a_named_link_but_never_into_one_with_a_double_star(
+    workspace: Path,
+) -> None:
+    """'**' does not enter a link to a folder, so no file is found twice; 'link/*' goes through."""
+    (workspace / "inner").symlink_to(workspace / "src", target_is_directory=True)
+    finder = FindFilesTool(workspace)
+    assert run(finder.execute(pattern="**/*.py")) == "src/main.py"
+    assert run(finder.execute(pattern="inner/*.py")) == "src/main.py"
+    assert run(finder.execute(pattern="**/")).splitlines() == ["./", "src/"]
+
+
 def test_find_files_without_match_is_not_an_error(workspace: Path) -> None:
     """No match is a plain answer, not a failure."""
     result = run(FindFilesTool(workspace).execute(pattern="*.rs"))

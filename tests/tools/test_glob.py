@@ -1,0 +1,102 @@
+"""find_files' glob: pathlib's results in pathlib's order, reading each folder as it goes."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path, PurePosixPath
+
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
+
+from nanobot_core.tools._glob import MAX_OPEN_SCANS, glob
+
+NAMES = ["a", "b", ".h", "a.py", "b.txt"]
+KINDS = ["file", "dir", "link_to_dir", "link_to_file", "link_out", "broken_link", "loop_link"]
+COMPONENTS = ["*", "**", "**", "a", "b", ".h", "*.py", "?", "[ab]*", ".*", "[!a]", "x", "."]
+
+
+def _build(root: Path, outside: Path, entries: list[tuple[tuple[str, ...], str]]) -> None:
+    """Files, folders and links of every kind at the given paths (the first of a clash wins)."""
+    for parts, kind in entries:
+        path = root.joinpath(*parts)
+        prefixes = [root.joinpath(*parts[:end]) for end in range(1, len(parts))]
+        if (
+            path.is_symlink()
+            or path.exists()
+            or any(prefix.is_symlink() or prefix.is_file() for prefix in prefixes)
+        ):
+            continue  # taken, or under a file or a link
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "file":
+            path.touch()
+        elif kind == "dir":
+            path.mkdir()
+        elif kind == "link_to_dir":
+            path.symlink_to(root, target_is_directory=True)
+        elif kind == "link_to_file":
+            path.symlink_to(root / "a.py")
+        elif kind == "link_out":
+            path.symlink_to(outside, target_is_directory=True)
+        elif kind == "broken_link":
+            path.symlink_to(root / "nowhere")
+        else:
+            path.symlink_to(path)
+
+
+trees = st.lists(
+    st.tuples(
+        st.lists(st.sampled_from(NAMES), min_size=1, max_size=3).map(tuple), st.sampled_from(KINDS)
+    ),
+    max_size=25,
+)
+patterns = (
+    st.tuples(st.lists(st.sampled_from(COMPONENTS), min_size=1, max_size=4), st.booleans())
+    .map(lambda drawn: "/".join(drawn[0]) + ("/" if drawn[1] else ""))
+    .filter(lambda pattern: bool(PurePosixPath(pattern).parts))
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(entries=trees, pattern=patterns)
+@example(entries=[(("a", "a", "b.txt"), "file")], pattern="**/**")  # found twice, shown once
+@example(entries=[(("a", "a", "b.txt"), "file")], pattern="**/a/**/*")
+def test_glob_yields_what_pathlib_yields_in_its_order(
+    entries: list[tuple[tuple[str, ...], str]], pattern: str
+) -> None:
+    """Over trees of files, hidden names, folders and links of every kind, glob is Path.glob."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root, outside = Path(scratch, "root"), Path(scratch, "outside")
+        root.mkdir()
+        outside.mkdir()
+        (outside / "a.py").touch()
+        _build(root, outside, entries)
+        assert list(glob(root, pattern)) == list(root.glob(pattern))
+
+
+def _open_descriptors() -> int:
+    return len(os.listdir("/dev/fd"))
+
+
+def test_a_deep_tree_keeps_few_folders_open_and_none_once_closed(tmp_path: Path) -> None:
+    """Deeper than MAX_OPEN_SCANS a folder is read whole and closed; a closed search closes all."""
+    deep = tmp_path.joinpath(*["d"] * (MAX_OPEN_SCANS * 2))
+    deep.mkdir(parents=True)
+    (deep / "x.py").touch()
+    (tmp_path / "top.py").touch()
+    before = _open_descriptors()
+    search = glob(tmp_path, "**/*")
+    most = 0
+    found = []
+    for path in search:
+        found.append(path)
+        most = max(most, _open_descriptors() - before)
+    assert found == list(tmp_path.glob("**/*"))
+    assert 0 < most <= MAX_OPEN_SCANS + 2  # one a level, and the listing of /dev/fd itself
+    assert _open_descriptors() == before
+    stopped = glob(tmp_path, "**/*")
+    for _ in range(MAX_OPEN_SCANS):
+        next(stopped)
+    assert _open_descriptors() > before
+    stopped.close()
+    assert _open_descriptors() == before
