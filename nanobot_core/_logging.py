@@ -6,6 +6,13 @@ start-up cheap. When a record does pass, structlog is imported; if the
 application has configured structlog itself, its configuration decides
 everything, otherwise records go to stderr (never stdout, which would corrupt
 JSON output), rendered for a terminal or as JSON lines.
+
+Configured by the application means set to anything but what structlog starts
+with: processors of its own (even new ones built like structlog's defaults),
+another logger factory, wrapper class, context class or caching. structlog's
+own defaults, the very objects it made on import, are not a configuration,
+even with `structlog.is_configured()` true, as `structlog.testing.capture_logs()`
+leaves them once it ends (and a `structlog.configure()` with no arguments).
 """
 
 from __future__ import annotations
@@ -71,8 +78,40 @@ def _stderr_logger(*_args: Any) -> Any:
 
 
 def _application_configured() -> bool:
+    if _configured_by_us:
+        return False
     structlog = sys.modules.get("structlog")
-    return structlog is not None and structlog.is_configured() and not _configured_by_us
+    return structlog is not None and structlog.is_configured() and not _at_defaults(structlog)
+
+
+def _at_defaults(structlog: Any) -> bool:
+    """Whether structlog's configuration is the one it starts with, object for object.
+
+    `structlog.testing.capture_logs()` configures structlog and, as it ends, puts its
+    defaults back without unsetting `is_configured()`; that is not the application's
+    set-up. A structlog that no longer names its defaults counts as configured.
+    """
+    builtin: Any = sys.modules.get("structlog._config")
+    try:
+        factory = builtin._BUILTIN_DEFAULT_LOGGER_FACTORY
+        wrapper = builtin._BUILTIN_DEFAULT_WRAPPER_CLASS
+        context = builtin._BUILTIN_DEFAULT_CONTEXT_CLASS
+        cache = builtin._BUILTIN_CACHE_LOGGER_ON_FIRST_USE
+        processors = builtin._BUILTIN_DEFAULT_PROCESSORS
+    except AttributeError:
+        return False
+    config = structlog.get_config()
+    if (
+        config["logger_factory"] is not factory
+        or config["wrapper_class"] is not wrapper
+        or config["context_class"] is not context
+        or config["cache_logger_on_first_use"] != cache
+    ):
+        return False
+    current = list(config["processors"])
+    return len(current) == len(processors) and all(
+        mine is theirs for mine, theirs in zip(current, processors, strict=True)
+    )
 
 
 class _Logger:

@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import io
-from collections.abc import Iterator
+import logging
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 import structlog
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from nanobot_core import _logging
 from tests.helpers import run_python
@@ -16,16 +22,18 @@ from tests.helpers import run_python
 @pytest.fixture
 def fresh_logging() -> Iterator[None]:
     """Logging as a process starts it; the configuration before the test is put back after."""
-    saved, ours = structlog.get_config(), _logging._configured_by_us
-    settings = dict(_logging._settings)
+    saved, was_configured = structlog.get_config(), structlog.is_configured()
+    ours, saved_settings = _logging._configured_by_us, dict(_logging._settings)
     structlog.reset_defaults()
     _logging._configured_by_us = False
     try:
         yield
     finally:
-        structlog.configure(**saved)
+        structlog.reset_defaults()
+        if was_configured:
+            structlog.configure(**saved)
         _logging._configured_by_us = ours
-        _logging._settings.update(settings)
+        _logging._settings.update(saved_settings)
 
 
 def test_records_follow_stderr_after_a_redirection_ends(fresh_logging: None) -> None:
@@ -148,3 +156,98 @@ def test_a_plugins_prints_are_logged_with_the_spaces_and_line_ends_between_them(
         print("second line")
     (record,) = [entry for entry in logs if entry["event"] == "plugin wrote to stdout"]
     assert record["text"] == "PLUGIN PRINT hi\nsecond line"
+
+
+# A process whose first use of structlog is a test's capture_logs (a plugin author's test
+# module, or ours run first): the block ends with structlog's defaults put back, yet
+# `structlog.is_configured()` stays true.
+_CAPTURE_FIRST = """
+import structlog
+from structlog.testing import capture_logs
+from nanobot_core._logging import get_logger
+with capture_logs() as logs:
+    structlog.get_logger("a plugin").info("captured")
+assert [e["event"] for e in logs] == ["captured"], logs
+assert structlog.is_configured()
+get_logger("nanobot_core.test").debug("a debug record of the core")
+get_logger("nanobot_core.test").warning("a warning of the core")
+"""
+
+
+def test_after_capture_logs_ends_the_cores_records_go_to_stderr_at_its_level() -> None:
+    """What capture_logs leaves behind is not the application's set-up: the core's warning
+    goes to stderr, its debug record is dropped, and nothing is written to stdout."""
+    done = run_python(_CAPTURE_FIRST, check=True)
+    assert done.stdout == ""
+    assert "a warning of the core" in done.stderr
+    assert "a debug record of the core" not in done.stderr
+
+
+def _fresh_default_processors() -> list[Any]:
+    """New processors built as structlog builds its defaults (equal, not the same objects)."""
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.StackInfoRenderer(),
+        structlog.dev.set_exc_info,
+        structlog.processors.TimeStamper(fmt="%Y-%m-%d %H:%M:%S", utc=False),
+        structlog.dev.ConsoleRenderer(colors=False),
+    ]
+
+
+# Each setting an application may give structlog.configure, as something of its own.
+_OWN_SETTINGS: dict[str, Callable[[], Any]] = {
+    "processors": _fresh_default_processors,
+    "wrapper_class": lambda: structlog.make_filtering_bound_logger(logging.DEBUG),
+    "context_class": lambda: collections.OrderedDict,
+    "logger_factory": structlog.PrintLoggerFactory,
+    "cache_logger_on_first_use": lambda: True,
+}
+
+
+@settings(max_examples=60, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    own=st.sets(st.sampled_from(sorted(_OWN_SETTINGS))),
+    captured_before=st.booleans(),
+    handed_back=st.booleans(),
+)
+def test_the_application_keeps_control_with_any_setting_of_its_own(
+    fresh_logging: None, own: set[str], captured_before: bool, handed_back: bool
+) -> None:
+    """structlog configured with any setting of the application's own (processors even built
+    like the defaults) gets the core's debug records on its stdout; configured with
+    structlog's defaults only (nothing, or the defaults handed back, or what capture_logs
+    leaves) it does not, and the core's warning goes to stderr."""
+    structlog.reset_defaults()
+    _logging._configured_by_us = False
+    if captured_before:
+        with capture_logs():
+            pass
+    given_settings = {name: _OWN_SETTINGS[name]() for name in own}
+    if handed_back:
+        given_settings.setdefault("processors", structlog.get_config()["processors"])
+    structlog.configure(**given_settings)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        _logging.get_logger("nanobot_core.test").debug("a debug record")
+        _logging.get_logger("nanobot_core.test").warning("a warning")
+    if own:
+        assert "a debug record" in out.getvalue() and "a warning" in out.getvalue()
+        assert err.getvalue() == ""
+    else:
+        assert out.getvalue() == ""
+        assert "a debug record" not in err.getvalue() and "a warning" in err.getvalue()
+
+
+def test_a_capture_inside_the_applications_set_up_leaves_it_in_control(
+    fresh_logging: None,
+) -> None:
+    """capture_logs used after the application configured structlog puts the application's
+    processors back, and the core's records keep following them."""
+    structlog.configure(processors=[structlog.processors.KeyValueRenderer()])
+    with capture_logs():
+        pass
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        _logging.get_logger("nanobot_core.test").debug("a debug record")
+    assert out.getvalue() == "event='a debug record'\n" and err.getvalue() == ""

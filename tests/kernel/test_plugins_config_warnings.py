@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import structlog
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
@@ -213,11 +212,8 @@ def _tool_warnings(
     manager = PluginManager(config, workspace=tmp_path).load()
     for index, plugin in enumerate(plugins):
         manager.register(plugin, f"breaker{index}", distribution="nb-breaker", version="2.0")
-    configured = structlog.is_configured()
     with capture_logs() as logs:
         manager.tool_registry()
-    if not configured:  # as it was: capture_logs leaves structlog configured, to stdout
-        structlog.reset_defaults()
     return [e for e in logs if e.get("key") == "tools.disabled" and e["log_level"] == "warning"]
 
 
