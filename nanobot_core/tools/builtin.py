@@ -393,7 +393,9 @@ class FindFilesTool(WorkspaceTool):
         most = self.max_output_chars // 2
         found: list[str] = []
         for match in glob(base, pattern):
-            resolved = match.resolve()
+            # realpath, not Path.resolve: that raises RuntimeError on a loop of links, which
+            # realpath leaves unresolved (the loop's link, in its folder, is what is shown).
+            resolved = Path(os.path.realpath(match))
             if resolved.is_relative_to(self.workspace):
                 found.append(self.show(resolved) + ("/" if match.is_dir() else ""))
                 if len(found) > most:

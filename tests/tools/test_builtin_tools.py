@@ -298,6 +298,22 @@ def test_find_files_goes_through_a_named_link_but_never_into_one_with_a_double_s
     assert run(finder.execute(pattern="**/")).splitlines() == ["./", "src/"]
 
 
+def test_find_files_shows_a_link_loop_by_its_name(workspace: Path, outside: Path) -> None:
+    """A loop of links is shown by its link's name (not a RuntimeError) only if that is inside."""
+    (workspace / "src" / "loop").symlink_to("loop")
+    (workspace / "src" / "a").symlink_to("b")
+    (workspace / "src" / "b").symlink_to("a")
+    (workspace / "src" / "via_out").symlink_to(outside / "c")  # back through the workspace
+    (outside / "c").symlink_to(workspace / "src" / "via_out")
+    (workspace / "src" / "to_out").symlink_to(outside / "d")  # a loop outside
+    (outside / "d").symlink_to(outside / "e")
+    (outside / "e").symlink_to(outside / "d")
+    finder = FindFilesTool(workspace)
+    expected = ["src/a", "src/b", "src/loop", "src/main.py", "src/via_out"]
+    assert run(finder.execute(pattern="src/*")).splitlines() == expected
+    assert run(finder.execute(pattern="**/*")).splitlines() == ["notes.txt", "src/", *expected]
+
+
 def test_find_files_without_match_is_not_an_error(workspace: Path) -> None:
     """No match is a plain answer, not a failure."""
     result = run(FindFilesTool(workspace).execute(pattern="*.rs"))
