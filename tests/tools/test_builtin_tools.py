@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import collections
 import os
+import sys
 import tempfile
 import tracemalloc
 from pathlib import Path
+from types import FrameType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -276,6 +279,30 @@ def test_find_files_on_one_huge_folder_reads_no_further_than_it_shows(workspace:
         peaks.append(peak)
     # pathlib's glob held every entry of the folder: 0.4 MB for 1,500, 1.3 MB for 6,000.
     assert peaks[1] < peaks[0] * 1.2
+
+
+def test_find_files_resolves_each_path_it_shows_once_and_the_workspace_not_again(
+    workspace: Path,
+) -> None:
+    """Showing 1,000 paths takes 1,000 realpath calls, not one more per path for the workspace."""
+    folder = workspace / "many"
+    folder.mkdir()
+    for n in range(1_000):
+        (folder / f"f{n:04d}").touch()
+    finder = FindFilesTool(workspace)
+    calls = collections.Counter[str]()
+
+    def count(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            calls[frame.f_code.co_name] += 1
+
+    sys.setprofile(count)
+    try:
+        result = finder.run(pattern="*", path="many")
+    finally:
+        sys.setprofile(None)
+    assert len(str(result).splitlines()) == 1_000
+    assert 1_000 <= calls["realpath"] < 1_010  # the base and the workspace once or twice
 
 
 def test_find_files_matches_hidden_names_and_a_final_slash_only_folders(workspace: Path) -> None:
