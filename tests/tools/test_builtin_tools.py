@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+import collections
+import os
+import sys
+import tempfile
 import tracemalloc
 from pathlib import Path
+from types import FrameType
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -276,6 +281,30 @@ def test_find_files_on_one_huge_folder_reads_no_further_than_it_shows(workspace:
     assert peaks[1] < peaks[0] * 1.2
 
 
+def test_find_files_resolves_each_path_it_shows_once_and_the_workspace_not_again(
+    workspace: Path,
+) -> None:
+    """Showing 1,000 paths takes 1,000 realpath calls, not one more per path for the workspace."""
+    folder = workspace / "many"
+    folder.mkdir()
+    for n in range(1_000):
+        (folder / f"f{n:04d}").touch()
+    finder = FindFilesTool(workspace)
+    calls = collections.Counter[str]()
+
+    def count(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call":
+            calls[frame.f_code.co_name] += 1
+
+    sys.setprofile(count)
+    try:
+        result = finder.run(pattern="*", path="many")
+    finally:
+        sys.setprofile(None)
+    assert len(str(result).splitlines()) == 1_000
+    assert 1_000 <= calls["realpath"] < 1_010  # the base and the workspace once or twice
+
+
 def test_find_files_matches_hidden_names_and_a_final_slash_only_folders(workspace: Path) -> None:
     """'*' matches names starting with '.', folders end with '/', and 'x/' finds only folders."""
     (workspace / ".env").touch()
@@ -296,6 +325,125 @@ def test_find_files_goes_through_a_named_link_but_never_into_one_with_a_double_s
     assert run(finder.execute(pattern="**/*.py")) == "src/main.py"
     assert run(finder.execute(pattern="inner/*.py")) == "src/main.py"
     assert run(finder.execute(pattern="**/")).splitlines() == ["./", "src/"]
+
+
+def test_find_files_shows_a_link_loop_by_its_name(workspace: Path, outside: Path) -> None:
+    """A loop of links is shown by its link's name (not a RuntimeError) only if that is inside."""
+    (workspace / "src" / "loop").symlink_to("loop")
+    (workspace / "src" / "a").symlink_to("b")
+    (workspace / "src" / "b").symlink_to("a")
+    (workspace / "src" / "via_out").symlink_to(outside / "c")  # back through the workspace
+    (outside / "c").symlink_to(workspace / "src" / "via_out")
+    (workspace / "src" / "to_out").symlink_to(outside / "d")  # a loop outside
+    (outside / "d").symlink_to(outside / "e")
+    (outside / "e").symlink_to(outside / "d")
+    finder = FindFilesTool(workspace)
+    expected = ["src/a", "src/b", "src/loop", "src/main.py", "src/via_out"]
+    assert run(finder.execute(pattern="src/*")).splitlines() == expected
+    assert run(finder.execute(pattern="**/*")).splitlines() == ["notes.txt", "src/", *expected]
+
+
+def test_find_files_shows_each_link_as_where_it_leads_and_none_that_leads_out(
+    workspace: Path, outside: Path
+) -> None:
+    """A link is shown as its target inside the workspace; one out, or a path through one, never."""
+    (workspace / "src" / "deep").mkdir()
+    (workspace / "src" / "deep" / "x.py").touch()
+    (workspace / "src" / "to_notes").symlink_to("../notes.txt")  # a file inside, relative
+    (workspace / "src" / "back").symlink_to(f"../../{workspace.name}/src/deep")  # out and in
+    (workspace / "src" / "out").symlink_to(outside, target_is_directory=True)  # deeper, out
+    (workspace / "src" / "gone").symlink_to("nowhere")  # dangling: shown where it points
+    (workspace / "up").symlink_to("..", target_is_directory=True)  # the workspace's parent
+    (outside / "in").symlink_to(workspace / "src", target_is_directory=True)
+    finder = FindFilesTool(workspace)
+    assert run(finder.execute(pattern="src/*")).splitlines() == [
+        "notes.txt",
+        "src/deep/",
+        "src/deep/",
+        "src/main.py",
+        "src/nowhere",
+    ]
+    assert run(finder.execute(pattern="src/back/*")) == "src/deep/x.py"
+    # Of the outside folder only its link back in is shown, as where it leads.
+    assert run(finder.execute(pattern="src/out/*")) == "src/"
+    assert run(finder.execute(pattern="src/out/**/*")) == "src/"
+    assert "No files match" in run(finder.execute(pattern="src/out/*.txt"))
+    assert run(finder.execute(pattern="up/*")) == "./"  # the workspace; 'outside' is not shown
+    assert run(finder.execute(pattern="up/*/*.txt")) == "notes.txt"
+    assert run(finder.execute(pattern="link_dir/in/*.py")) == "src/main.py"  # out and back in
+    assert run(finder.execute(pattern="**/*.py")).splitlines() == ["src/deep/x.py", "src/main.py"]
+
+
+_KINDS = ["file", "dir", "link_in", "link_file", "link_out", "link_up", "broken", "loop"]
+
+
+def _plant(root: Path, outside: Path, entries: list[tuple[tuple[str, ...], str]]) -> None:
+    """Files, folders and links of every kind at the given paths (the first of a clash wins)."""
+    for parts, kind in entries:
+        path = root.joinpath(*parts)
+        prefixes = [root.joinpath(*parts[:end]) for end in range(1, len(parts))]
+        if os.path.lexists(path) or any(
+            prefix.is_symlink() or prefix.is_file() for prefix in prefixes
+        ):
+            continue  # taken, or under a file or a link
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "file":
+            path.touch()
+        elif kind == "dir":
+            path.mkdir()
+        elif kind == "link_in":  # relative, to a folder inside
+            path.symlink_to(os.path.relpath(root / "a", path.parent), target_is_directory=True)
+        elif kind == "link_file":
+            path.symlink_to(root / "b")
+        elif kind == "link_out":
+            path.symlink_to(outside, target_is_directory=True)
+        elif kind == "link_up":  # the workspace's parent: the workspace and what is beside it
+            path.symlink_to(root.parent, target_is_directory=True)
+        elif kind == "broken":
+            path.symlink_to("nowhere")
+        else:
+            path.symlink_to(path.name)
+
+
+def _found_as_before(root: Path, pattern: str) -> str:
+    """What find_files answered before it was made faster: pathlib's glob, each match resolved."""
+    found = []
+    for match in root.glob(pattern):
+        resolved = Path(os.path.realpath(match))
+        if resolved.is_relative_to(root):
+            shown = resolved.relative_to(root).as_posix() if resolved != root else "."
+            found.append(shown + ("/" if match.is_dir() else ""))
+    return "\n".join(sorted(found)) if found else f"No files match {pattern!r} in the workspace."
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(["a", "b", ".h", "c.py"]), min_size=1, max_size=3).map(tuple),
+            st.sampled_from(_KINDS),
+        ),
+        max_size=20,
+    ),
+    pattern=st.lists(
+        st.sampled_from(["*", "**", "a", "b", "*.py", ".*", "[ab]", "ws", "outside", "x"]),
+        min_size=1,
+        max_size=4,
+    ).map("/".join),
+)
+def test_find_files_shows_what_each_match_resolves_to_inside_the_workspace(
+    entries: list[tuple[tuple[str, ...], str]], pattern: str
+) -> None:
+    """Over trees with links in, out, up, broken and looping, each match is shown as it resolves."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root, outside = Path(scratch, "ws").resolve(), Path(scratch, "outside").resolve()
+        root.mkdir()
+        outside.mkdir()
+        (outside / "c.py").touch()
+        _plant(root, outside, entries)
+        assert str(run(FindFilesTool(root).execute(pattern=pattern))) == _found_as_before(
+            root, pattern
+        )
 
 
 def test_find_files_without_match_is_not_an_error(workspace: Path) -> None:
