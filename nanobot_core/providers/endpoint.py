@@ -12,7 +12,7 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
-from nanobot_core.config import ProviderConfig
+from nanobot_core.config import ProviderConfig, source_prefix
 from nanobot_core.errors import ConfigError
 from nanobot_core.providers.http import without_credentials
 
@@ -36,19 +36,22 @@ def is_local_host(host: str) -> bool:
 def check_endpoint(config: ProviderConfig) -> None:
     """Raise `ConfigError` naming the setting when the provider settings cannot work."""
     shown = without_credentials(config.base_url)
+    # Each message begins with the source of the values it refuses, as config errors do.
+    where = source_prefix(config.base_url)
     try:
         parts = urlsplit(config.base_url)
         host = parts.hostname or ""
     except ValueError as exc:
-        raise ConfigError(f"provider.base_url: {shown!r} is not a URL ({exc})") from None
+        raise ConfigError(f"{where}provider.base_url: {shown!r} is not a URL ({exc})") from None
     if parts.scheme not in ("http", "https") or not host:
         raise ConfigError(
-            f"provider.base_url: {shown!r} is not an http(s) URL "
+            f"{where}provider.base_url: {shown!r} is not an http(s) URL "
             "(set --base-url or NANOBOT_BASE_URL, e.g. http://localhost:11434/v1)"
         )
     if not config.api_key and not is_local_host(host):
         raise ConfigError(
-            f"provider.api_key is not set, and provider.base_url {shown!r} is a remote server "
+            f"{source_prefix(config.api_key, config.base_url)}provider.api_key is not set, "
+            f"and provider.base_url {shown!r} is a remote server "
             "(set NANOBOT_API_KEY or OPENAI_API_KEY; NANOBOT_API_KEY=none for a server that "
             "needs no key)"
         )
