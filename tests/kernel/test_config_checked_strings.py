@@ -166,3 +166,46 @@ def test_a_checked_string_knows_its_source_and_stays_a_plain_equal_string(
     assert source_prefix(config.provider.base_url, "plain") == ""
     with pytest.raises(ConfigError, match=r"^provider\.base_url: 'ftp://x' is not"):
         check_endpoint(ProviderConfig(base_url="ftp://x"))
+
+
+@pytest.mark.parametrize("where", ["file", "variable"])
+def test_a_base_url_no_parser_reads_is_a_config_error_naming_its_source(
+    tmp_path: Path, where: str
+) -> None:
+    """A base URL urlsplit refuses (an open '[') is exit 2 naming the source, not a plugin
+    failure (exit 1), and the password in it is not shown."""
+    url = "http://me:hunter2@[::1/v1"
+    config_file = tmp_path / "nanobot.toml"
+    if where == "file":
+        config_file.write_text(f'[provider]\nbase_url = "{url}"\n', encoding="utf-8")
+        said = _refusal(tmp_path, "run", "hi")
+        source = str(config_file)
+    else:
+        said = _refusal(tmp_path, "run", "hi", NANOBOT_PROVIDER__BASE_URL=url)
+        source = "environment variable NANOBOT_PROVIDER__BASE_URL"
+    assert said == (
+        f"Error: configuration: {source}: provider.base_url: 'http://***@[::1/v1' is not a "
+        "URL (Invalid IPv6 URL)\n"
+    )
+
+
+_SECRET = "hunter2"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scheme=st.sampled_from(["http", "https", "ftp", ""]),
+    host=st.text(alphabet=st.sampled_from("[]:.@/%ab1\uff03\u2100"), max_size=12),
+    tail=st.text(max_size=8),
+)
+def test_any_base_url_is_taken_or_refused_as_config_never_showing_its_password(
+    scheme: str, host: str, tail: str
+) -> None:
+    """Whatever base URL is configured, check_endpoint passes it or raises ConfigError naming
+    provider.base_url or provider.api_key, and the password in it never shows."""
+    url = f"{scheme}://me:{_SECRET}@{host}{tail}" if scheme else f"me:{_SECRET}@{host}{tail}"
+    try:
+        check_endpoint(ProviderConfig(base_url=url, api_key="sk-test"))
+    except ConfigError as exc:
+        assert str(exc).startswith("provider.base_url: ")
+        assert _SECRET not in str(exc) or _SECRET in host + tail
