@@ -706,6 +706,23 @@ class _SourcedList(list[str]):
         self.source = source
 
 
+class _SourcedStr(str):
+    """A config string that knows the source that set it (`source_of`).
+
+    Equal to, and hashed as, the plain string, so `Config` equality is unchanged.
+    """
+
+    source: str
+
+    def __new__(cls, text: str, source: str) -> _SourcedStr:
+        made = super().__new__(cls, text)
+        made.source = source
+        return made
+
+    def __getnewargs__(self) -> tuple[str, str]:  # type: ignore[override]
+        return str(self), self.source
+
+
 def option_source(table: Mapping[str, Any], key: str) -> str | None:
     """The config source that set `key` of a stage's options table, when `load_config` knows."""
     sources = getattr(table, "sources", None)
@@ -713,12 +730,14 @@ def option_source(table: Mapping[str, Any], key: str) -> str | None:
 
 
 def source_of(value: object, key: str | None = None) -> dict[str, str]:
-    """``{"source": ...}``: where a config list of names, or the `key` of a config table of
-    names, was set (a file by its path, or the environment variable), for a warning to
-    name; empty when `load_config` did not read it.
+    """``{"source": ...}``: where a config list of names, the `key` of a config table of
+    names, or a config string checked after loading was set (a file by its path, the
+    environment variable, or the command line), for a warning to name; empty when
+    `load_config` did not read it.
 
     The lists and tables are those a name in which may match nothing (``tools.disabled``,
-    ``plugins.block``, ``prompt.order``, ``governance.stages``: `_NAME_LISTS`, `_NAME_TABLES`).
+    ``plugins.block``, ``prompt.order``, ``governance.stages``: `_NAME_LISTS`, `_NAME_TABLES`);
+    the strings are `_CHECKED_STRINGS` (``provider.name``, ``sessions.store``, ...).
     """
     if key is None:
         source = getattr(value, "source", None)
@@ -727,6 +746,18 @@ def source_of(value: object, key: str | None = None) -> dict[str, str]:
     else:
         source = None
     return {"source": source} if isinstance(source, str) else {}
+
+
+def source_prefix(*values: object) -> str:
+    """The start of a config error about `values`, as every config error begins: the
+    sources that set them (``nanobot.toml: ``, ``environment variable NANOBOT_...: ``,
+    ``command line: ``), or nothing when `load_config` set none of them (a default).
+
+    The values are those `source_of` knows the source of: a check made after loading
+    (an unknown ``sessions.store``, say) names where its value came from with this.
+    """
+    named = dict.fromkeys(source_of(value)["source"] for value in values if source_of(value))
+    return f"{', '.join(named)}: " if named else ""
 
 
 def _note_stage_sources(
@@ -762,13 +793,30 @@ _NAME_TABLES: tuple[tuple[str, str], ...] = (
 )
 
 
-def _note_name_sources(config: Config, layers: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
-    """Make each of `_NAME_LISTS` and `_NAME_TABLES` that a layer set know its source.
+#: The config strings a check after loading may refuse (it needs the loaded plugins, or is
+#: the provider's own): each knows the source that set it, for the error to name.
+_CHECKED_STRINGS: tuple[tuple[str, str], ...] = (
+    ("provider", "name"),
+    ("provider", "base_url"),
+    ("provider", "api_key"),
+    ("sessions", "store"),
+)
 
-    A list is set whole, by the last layer giving it. An entry of a table is set by
-    every layer giving it, as tables merge: all of them are named, lowest first, since
-    a stale name left in one of them still matches nothing.
+
+def _note_name_sources(config: Config, layers: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+    """Make each of `_NAME_LISTS`, `_NAME_TABLES` and `_CHECKED_STRINGS` that a layer set
+    know its source.
+
+    A list or a string is set whole, by the last layer giving it. An entry of a table is
+    set by every layer giving it, as tables merge: all of them are named, lowest first,
+    since a stale name left in one of them still matches nothing.
     """
+    for section, key in _CHECKED_STRINGS:
+        owner = getattr(config, section)
+        text = getattr(owner, key)
+        setters = [source for source, layer in layers if _gives(layer, (section, key))]
+        if isinstance(text, str) and setters:
+            setattr(owner, key, _SourcedStr(text, setters[-1]))
     for section, key in _NAME_LISTS:
         owner = getattr(config, section)
         names = getattr(owner, key)
@@ -834,7 +882,9 @@ def load_config(
         _note_stage_sources(config.governance, layers)
     # A name that matches nothing is warned about once plugins are loaded, naming where it
     # was set: a file by its path, the environment by the variable (NANOBOT_BLOCK or
-    # NANOBOT_PLUGINS__BLOCK may set plugins.block).
+    # NANOBOT_PLUGINS__BLOCK may set plugins.block). A string refused by a check made after
+    # loading (an unknown sessions.store or provider.name, a base_url that is not http(s))
+    # names its source the same way.
     _note_name_sources(config, layers)
     # The budget's keys are checked together: each value refused is named with its source,
     # the last layer to set it (the one whose value is used).

@@ -41,7 +41,7 @@ from nanobot_core._json_boundary import (
     loads,
 )
 from nanobot_core._logging import get_logger
-from nanobot_core.config import DEFAULT_MAX_CALLS_PER_REPLY, ProviderConfig
+from nanobot_core.config import DEFAULT_MAX_CALLS_PER_REPLY, ProviderConfig, source_prefix
 from nanobot_core.errors import (
     ConfigError,
     NanobotError,
@@ -520,7 +520,10 @@ class Runner:
         contributions = {c.name: c for c in pm.contributions("provider")}
         if name not in contributions:
             known = ", ".join(sorted(contributions)) or "none"
-            raise ConfigError(f"provider.name: no provider named {name!r} (available: {known})")
+            raise ConfigError(
+                f"{source_prefix(name)}provider.name: no provider named {name!r} "
+                f"(available: {known})"
+            )
         owner = contributions[name].plugin.describe()
         try:
             with plugin_code(owner):

@@ -538,11 +538,16 @@ def select_session_store(pm: PluginManager) -> ContainedStore:
 
     It is returned contained (a `ContainedStore`); the plugin's own object is its ``store``.
     """
+    from nanobot_core.config import source_prefix  # here: a store is used without any config
+
     wanted = pm.config.sessions.store
     stores = session_stores(pm)
     if wanted not in stores:
         known = ", ".join(sorted(stores)) or "none"
-        raise ConfigError(f"sessions.store: no session store named {wanted!r} (known: {known})")
+        raise ConfigError(
+            f"{source_prefix(wanted)}sessions.store: no session store named {wanted!r} "
+            f"(known: {known})"
+        )
     return stores[wanted]
 
 

@@ -1,0 +1,211 @@
+"""Config strings checked once plugins are loaded (``sessions.store``, ``provider.name``,
+``provider.base_url``): their errors name where the value came from, as load errors do."""
+
+from __future__ import annotations
+
+import copy
+import pickle
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from nanobot_core.config import ProviderConfig, load_config, source_of, source_prefix
+from nanobot_core.errors import ConfigError
+from nanobot_core.kernel.manager import PluginManager
+from nanobot_core.providers.endpoint import check_endpoint
+from nanobot_core.runner import Runner
+from nanobot_core.sessions import select_session_store
+from nanobot_core.testing import make_config
+from tests.helpers import clean_env, run_cli
+
+HINT = "(set --base-url or NANOBOT_BASE_URL, e.g. http://localhost:11434/v1)"
+
+#: Per key: the nanobot.toml setting it, the variable setting it, the command, the error's tail.
+CASES = {
+    "sessions.store": (
+        '[sessions]\nstore = "nope"\n',
+        ("NANOBOT_SESSIONS__STORE", "nope"),
+        ("sessions",),
+        "sessions.store: no session store named 'nope' (known: jsonl)",
+    ),
+    "provider.name": (
+        '[provider]\nname = "nope"\n',
+        ("NANOBOT_PROVIDER", "nope"),
+        ("run", "hi"),
+        "provider.name: no provider named 'nope' (available: openai)",
+    ),
+    "provider.base_url": (
+        '[provider]\nbase_url = "ftp://127.0.0.1/v1"\n',
+        ("NANOBOT_BASE_URL", "ftp://127.0.0.1/v1"),
+        ("run", "hi"),
+        f"provider.base_url: 'ftp://127.0.0.1/v1' is not an http(s) URL {HINT}",
+    ),
+}
+
+
+def _refusal(tmp_path: Path, *args: str, **env: str) -> str:
+    """The stderr of a real `nanobot-core ARGS` refusing its config (exit 2, no traceback)."""
+    done = run_cli(
+        *args,
+        cwd=tmp_path,
+        env=clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", NANOBOT_API_KEY="sk-test", **env),
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    return done.stderr
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_a_value_refused_after_loading_names_the_file_that_set_it(tmp_path: Path, key: str) -> None:
+    """Set in nanobot.toml, the value is refused through the CLI naming that file first."""
+    text, _, command, tail = CASES[key]
+    config_file = tmp_path / "nanobot.toml"
+    config_file.write_text(text, encoding="utf-8")
+    said = _refusal(tmp_path, *command)
+    assert said == f"Error: configuration: {config_file}: {tail}\n"
+
+
+@pytest.mark.parametrize("key", sorted(CASES))
+def test_a_value_refused_after_loading_names_the_variable_that_set_it(
+    tmp_path: Path, key: str
+) -> None:
+    """Set by an environment variable (over a file's value), it is that variable that is named."""
+    _, (variable, value), command, tail = CASES[key]
+    (tmp_path / "nanobot.toml").write_text("[provider]\nmodel = 'm'\n", encoding="utf-8")
+    said = _refusal(tmp_path, *command, **{variable: value})
+    assert said == f"Error: configuration: environment variable {variable}: {tail}\n"
+
+
+def test_a_provider_flag_is_named_as_the_command_line(tmp_path: Path) -> None:
+    """--provider and --base-url beat the file and the variable, and are named `command line`."""
+    (tmp_path / "nanobot.toml").write_text('[provider]\nname = "other"\n', encoding="utf-8")
+    said = _refusal(tmp_path, "run", "hi", "--provider", "nope", NANOBOT_PROVIDER="also")
+    assert said == f"Error: configuration: command line: {CASES['provider.name'][3]}\n"
+    said = _refusal(tmp_path, "run", "hi", "--provider", "openai", "--base-url", "ftp://x")
+    assert said == (
+        "Error: configuration: command line: provider.base_url: 'ftp://x' is not an http(s) "
+        f"URL {HINT}\n"
+    )
+
+
+def test_a_remote_server_without_a_key_names_where_both_were_set(tmp_path: Path) -> None:
+    """An empty key from a variable and a remote base URL from a file: both sources named."""
+    config_file = tmp_path / "nanobot.toml"
+    config_file.write_text('[provider]\nbase_url = "https://example.com/v1"\n', encoding="utf-8")
+    done = run_cli(
+        "run",
+        "hi",
+        cwd=tmp_path,
+        env=clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1", NANOBOT_API_KEY=""),
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith(
+        f"Error: configuration: environment variable NANOBOT_API_KEY, {config_file}: "
+        "provider.api_key is not set, and provider.base_url 'https://example.com/v1' is a "
+        "remote server"
+    )
+
+
+def test_a_default_value_refused_names_no_source(tmp_path: Path) -> None:
+    """No key set and no default to blame on a source: the message begins with the key."""
+    done = run_cli("run", "hi", cwd=tmp_path, env=clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1"))
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("Error: configuration: provider.api_key is not set, and ")
+
+
+_NAMES = st.text(st.characters(blacklist_categories=("Cs",)), min_size=1).filter(
+    lambda name: name not in ("jsonl", "openai")
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(store=_NAMES, provider=_NAMES)
+def test_any_unknown_store_or_provider_from_the_environment_names_its_variable(
+    tmp_path: Path, store: str, provider: str
+) -> None:
+    """Whatever text a variable gives sessions.store or provider.name, the refusal names it."""
+    environ = {"NANOBOT_SESSIONS__STORE": store, "NANOBOT_PROVIDER__NAME": provider}
+    config = load_config(cwd=tmp_path, environ=environ)
+    manager = PluginManager(config, workspace=tmp_path, autoload=False).load()
+    if config.sessions.store != "jsonl":
+        with pytest.raises(ConfigError) as caught:
+            select_session_store(manager)
+        assert str(caught.value).startswith(
+            "environment variable NANOBOT_SESSIONS__STORE: sessions.store: no session store "
+            f"named {config.sessions.store!r}"
+        )
+    if config.provider.name != "openai":
+        with pytest.raises(ConfigError) as refused:
+            Runner.prepare_from_plugins(manager)
+        assert str(refused.value).startswith(
+            "environment variable NANOBOT_PROVIDER__NAME: provider.name: no provider named "
+            f"{config.provider.name!r}"
+        )
+
+
+def test_a_checked_string_knows_its_source_and_stays_a_plain_equal_string(
+    tmp_path: Path,
+) -> None:
+    """The loaded string equals, hashes and pickles as the text, keeps its source when copied,
+    and a value the program sets in its place has none."""
+    (tmp_path / "nanobot.toml").write_text('[sessions]\nstore = "db"\n', encoding="utf-8")
+    config = load_config(cwd=tmp_path, environ={"NANOBOT_PROVIDER": "p"})
+    assert config == make_config({"sessions": {"store": "db"}, "provider": {"name": "p"}})
+    store = config.sessions.store
+    assert store == "db" and hash(store) == hash("db") and repr(store) == "'db'"
+    assert source_of(store) == {"source": str(tmp_path / "nanobot.toml")}
+    for copied in (copy.deepcopy(store), pickle.loads(pickle.dumps(store))):
+        assert copied == "db" and source_of(copied) == source_of(store)
+    assert source_prefix(config.provider.name, store) == (
+        f"environment variable NANOBOT_PROVIDER, {tmp_path / 'nanobot.toml'}: "
+    )
+    assert source_prefix(config.provider.base_url, "plain") == ""
+    with pytest.raises(ConfigError, match=r"^provider\.base_url: 'ftp://x' is not"):
+        check_endpoint(ProviderConfig(base_url="ftp://x"))
+
+
+@pytest.mark.parametrize("where", ["file", "variable"])
+def test_a_base_url_no_parser_reads_is_a_config_error_naming_its_source(
+    tmp_path: Path, where: str
+) -> None:
+    """A base URL urlsplit refuses (an open '[') is exit 2 naming the source, not a plugin
+    failure (exit 1), and the password in it is not shown."""
+    url = "http://me:hunter2@[::1/v1"
+    config_file = tmp_path / "nanobot.toml"
+    if where == "file":
+        config_file.write_text(f'[provider]\nbase_url = "{url}"\n', encoding="utf-8")
+        said = _refusal(tmp_path, "run", "hi")
+        source = str(config_file)
+    else:
+        said = _refusal(tmp_path, "run", "hi", NANOBOT_PROVIDER__BASE_URL=url)
+        source = "environment variable NANOBOT_PROVIDER__BASE_URL"
+    assert said == (
+        f"Error: configuration: {source}: provider.base_url: 'http://***@[::1/v1' is not a "
+        "URL (Invalid IPv6 URL)\n"
+    )
+
+
+_SECRET = "hunter2"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    scheme=st.sampled_from(["http", "https", "ftp", ""]),
+    host=st.text(alphabet=st.sampled_from("[]:.@/%ab1\uff03\u2100"), max_size=12),
+    tail=st.text(max_size=8),
+)
+def test_any_base_url_is_taken_or_refused_as_config_never_showing_its_password(
+    scheme: str, host: str, tail: str
+) -> None:
+    """Whatever base URL is configured, check_endpoint passes it or raises ConfigError naming
+    provider.base_url or provider.api_key, and the password in it never shows."""
+    url = f"{scheme}://me:{_SECRET}@{host}{tail}" if scheme else f"me:{_SECRET}@{host}{tail}"
+    try:
+        check_endpoint(ProviderConfig(base_url=url, api_key="sk-test"))
+    except ConfigError as exc:
+        assert str(exc).startswith("provider.base_url: ")
+        assert _SECRET not in str(exc) or _SECRET in host + tail
