@@ -115,6 +115,22 @@ def test_a_growing_session_keeps_its_prefix_and_matches_a_fresh_governor(
 
 
 @pytest.mark.parametrize("one_task", [False, True], ids=["turns", "one-task"])
+def test_the_compacted_copies_kept_are_those_of_the_view(tmp_path: Path, one_task: bool) -> None:
+    """Across a long session a governor keeps the compacted copies of the results its view
+    compacts, not one for every result compacted since the session began."""
+    history = _session(240, one_task=one_task)
+    governor = build_builtin_governor(_config(12_000), tmp_path)
+    made: set[int] = set()
+    for end in _ends(history, one_task=one_task):
+        applied = governor.state  # what the call applies before the stages run
+        governor.govern(history[:end], system=SYSTEM)
+        copies = governor._continuity._compacted
+        made |= set(copies)
+        assert set(copies) <= {i for i in applied.compacted if i >= applied.start}
+    assert len(made) > 2 * len(governor.state.compacted)  # cuts left compacted results behind
+
+
+@pytest.mark.parametrize("one_task", [False, True], ids=["turns", "one-task"])
 def test_after_a_cut_the_prefix_stays_while_the_request_fits(
     tmp_path: Path, one_task: bool
 ) -> None:
