@@ -335,12 +335,17 @@ class Continuity:
             first = max(state.start, leading)
         view += history[first:]
         positions += range(first, len(history))
+        # The copies of the results this view compacts: one a later cut left behind is never
+        # shown again, so it is let go rather than kept for as long as the session runs.
+        kept: dict[int, tuple[Any, dict[str, Any]]] = {}
         if state.compacted:
             names = CallNames(history)
             for index in state.compacted:
                 if index >= first:
                     at = len(view) - (len(history) - index)
                     view[at] = self._compacted_copy(history, index, names, recompaction)
+                    kept[index] = self._compacted[index]
+        self._compacted = kept
         self.left_out = tuple(left_out)
         return view, positions
 

@@ -331,8 +331,9 @@ class Governor:
         # only messages without work were appended (`Stage.local`), and that outcome.
         self._local_block = _local_block(self._pipeline, self._work)
         self._block_memo: _Block | None = None
-        # `_view_shift` of the ranges the session's view leaves out, and their first entries.
-        self._view_shift_memo: tuple[Any, int] | None = None
+        # `_view_shift` of the ranges the session's view leaves out, with their first entries
+        # (held, not their ids: an id of a message freed since could be another message's).
+        self._view_shift_memo: tuple[Any, tuple[Any, ...], int] | None = None
         # What is known of each message, kept across calls: a session's history grows, and
         # only what was appended since the last call is read (messages are never edited in
         # place once handed to a governor: a changed message is a new dict).
@@ -407,14 +408,14 @@ class Governor:
         ranges = self._continuity.left_out
         if not ranges:
             return 0
-        key = (ranges, tuple(id(history[start]) for start, _ in ranges))
+        firsts = tuple(history[start] for start, _ in ranges)
         memo = self._view_shift_memo
-        if memo is not None and memo[0] == key:
-            return memo[1]
+        if memo is not None and memo[0] == ranges and all(map(operator.is_, memo[1], firsts)):
+            return memo[2]
         plan = self._cut_plan
         dropped = plan.deferred().dropped_early if plan is not None else None
         shift = sum(still_held(history[start:stop], dropped) for start, stop in ranges)
-        self._view_shift_memo = (key, shift)
+        self._view_shift_memo = (ranges, firsts, shift)
         return shift
 
     def _prepare(self, message: dict[str, Any], tool: str | None) -> Any:

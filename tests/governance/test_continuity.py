@@ -8,8 +8,10 @@ and the recorded state.
 
 from __future__ import annotations
 
+import copy
 import json
 import random
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -113,6 +115,22 @@ def test_a_growing_session_keeps_its_prefix_and_matches_a_fresh_governor(
 
 
 @pytest.mark.parametrize("one_task", [False, True], ids=["turns", "one-task"])
+def test_the_compacted_copies_kept_are_those_of_the_view(tmp_path: Path, one_task: bool) -> None:
+    """Across a long session a governor keeps the compacted copies of the results its view
+    compacts, not one for every result compacted since the session began."""
+    history = _session(240, one_task=one_task)
+    governor = build_builtin_governor(_config(12_000), tmp_path)
+    made: set[int] = set()
+    for end in _ends(history, one_task=one_task):
+        applied = governor.state  # what the call applies before the stages run
+        governor.govern(history[:end], system=SYSTEM)
+        copies = governor._continuity._compacted
+        made |= set(copies)
+        assert set(copies) <= {i for i in applied.compacted if i >= applied.start}
+    assert len(made) > 2 * len(governor.state.compacted)  # cuts left compacted results behind
+
+
+@pytest.mark.parametrize("one_task", [False, True], ids=["turns", "one-task"])
 def test_after_a_cut_the_prefix_stays_while_the_request_fits(
     tmp_path: Path, one_task: bool
 ) -> None:
@@ -190,6 +208,60 @@ def test_another_history_on_the_same_governor_is_governed_afresh(tmp_path: Path)
     other = _session(80, seed=2)
     fresh = build_builtin_governor(config, tmp_path).govern(other, system=SYSTEM)
     assert governor.govern(other, system=SYSTEM).messages == fresh.messages
+
+
+def _turns_with_fillers(filler: Callable[[int], Any]) -> list[Any]:
+    """Thirty user turns, each with `filler(turn)` between the question and the answer."""
+    history: list[Any] = []
+    for turn in range(30):
+        history += [
+            {"role": "user", "content": f"turn {turn} " + "w " * 200},
+            filler(turn),
+            {"role": "assistant", "content": f"answer {turn} " + "a " * 200},
+        ]
+    return history
+
+
+def _with_call_without_id(history: list[Any]) -> list[Any]:
+    """`history` and a turn whose call has no id: the id the repairs make depends on its index."""
+    call = {"type": "function", "function": {"name": "read_file", "arguments": "{}"}}
+    return [
+        *history,
+        {"role": "user", "content": "now read it"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "content": "text"},
+    ]
+
+
+def test_a_new_message_at_a_freed_ones_address_gets_no_stale_view_shift(tmp_path: Path) -> None:
+    """What a session's cut leaves out is counted again for a new history whose first message
+    left out has the id a freed message of an earlier history had (ids are reused)."""
+    config = _config(3_000)
+    governor = build_builtin_governor(config, tmp_path)
+    # Session A: non-messages (which the repairs drop) in the part its cut leaves out.
+    junk = _turns_with_fillers(lambda turn: {"note": turn})
+    governor.govern(copy.deepcopy(junk), system=SYSTEM)
+    grown = _with_call_without_id(copy.deepcopy(junk))
+    governor.govern(grown, system=SYSTEM)  # the cut applied: what it leaves out is counted
+    ((start, _),) = governor._continuity.left_out
+    freed = id(grown[start])
+    del grown
+    governor.govern([{"role": "user", "content": "another session"}], system=SYSTEM)
+    # Session B: the same shape, assistant notes in place of the non-messages, and its first
+    # message made where A's was, if that memory is free (held, a new dict is never there).
+    text = "turn 0 " + "w " * 200
+    kept = []
+    for _ in range(10_000):
+        first = {"role": "user", "content": text}
+        if id(first) == freed:
+            break
+        kept.append(first)
+    history = _turns_with_fillers(lambda turn: {"role": "assistant", "content": f"note {turn}"})
+    history[0] = first
+    fresh = build_builtin_governor(config, tmp_path)
+    for step in (history, _with_call_without_id(history)):
+        sent = governor.govern(step, system=SYSTEM).messages
+        assert sent == fresh.govern(copy.deepcopy(step), system=SYSTEM).messages
 
 
 @pytest.mark.parametrize(
