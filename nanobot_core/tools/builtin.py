@@ -555,7 +555,9 @@ class GrepTool(WorkspaceTool):
     def _files(self, base: Path, glob: str | None) -> Iterator[Path]:
         candidates = [base] if base.is_file() else _walk(base)
         for file in candidates:
-            resolved = file.resolve()
+            # realpath, not Path.resolve, which raises RuntimeError on a loop of links (a
+            # loop's link is left as it is: its stat then fails, and it is skipped).
+            resolved = Path(os.path.realpath(file))
             if not resolved.is_relative_to(self.workspace):
                 continue  # a symlink pointing out of the workspace
             if glob and not PurePosixPath(self.show(file)).match(glob):

@@ -32,7 +32,9 @@ def resolve_in_workspace(workspace: Path, user_path: str) -> Path:
     root = workspace.resolve()
     if "\x00" in user_path:
         raise WorkspaceEscapeError(f"path {user_path!r} contains a NUL character")
-    target = (root / user_path).resolve()
+    # realpath, not Path.resolve: that raises RuntimeError on a loop of links, which realpath
+    # leaves unresolved (the loop's link, in its folder: then a file that is not there).
+    target = Path(os.path.realpath(root / user_path))
     if not target.is_relative_to(root):
         raise WorkspaceEscapeError(
             f"path {user_path!r} points outside the workspace ({root}); "

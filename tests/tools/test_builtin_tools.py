@@ -27,6 +27,7 @@ from nanobot_core.tools.builtin import (
     ListDirTool,
     ReadFileTool,
     WriteFileTool,
+    _contained,
 )
 from tests.tools.support import run
 
@@ -514,6 +515,24 @@ def test_grep_skips_binary_files_and_reports_bad_regex(workspace: Path) -> None:
     assert run(grep.execute(pattern="alpha")) == "notes.txt:1: alpha"
     bad = run(grep.execute(pattern="(unclosed"))
     assert bad.is_error and "invalid regular expression" in bad
+
+
+def test_grep_and_read_file_skip_a_loop_of_links(workspace: Path, outside: Path) -> None:
+    """Links in a loop (to themselves, each other, out and back) are skipped, not a traceback."""
+    (workspace / "loop").symlink_to("loop")
+    (workspace / "src" / "a").symlink_to("b")
+    (workspace / "src" / "b").symlink_to("a")
+    (workspace / "via_out").symlink_to(outside / "back")
+    (outside / "back").symlink_to(workspace / "via_out")
+    grep = GrepTool(workspace)
+    # What the search's child process runs (-I: it imports the installed package, not this).
+    result = _contained(grep.search, pattern="alpha|print")
+    assert not result.is_error
+    assert str(result).splitlines() == ["notes.txt:1: alpha", "src/main.py:1: print('hello')"]
+    named = _contained(grep.search, pattern="alpha", path="src/a")
+    assert named.is_error and named == "Error: path not found: src/a"
+    read = run(ReadFileTool(workspace).execute(path="loop"))
+    assert read.is_error and read == "Error: file not found: loop"
 
 
 # -- write_file and edit_file ---------------------------------------------------------------
