@@ -14,6 +14,7 @@ import functools
 import heapq
 import os
 import re
+import stat
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -25,10 +26,11 @@ from nanobot_core._json_boundary import dumps, loads
 from nanobot_core._reading import read_up_to
 from nanobot_core.errors import WorkspaceEscapeError
 from nanobot_core.kernel.context import PluginContext
+from nanobot_core.tools import _glob
 from nanobot_core.tools._function import run_in_daemon_thread
-from nanobot_core.tools._glob import glob
 from nanobot_core.tools.base import Tool, ToolResult
 from nanobot_core.tools.workspace import (
+    open_folder,
     open_in_workspace,
     relative_display,
     resolve_in_workspace,
@@ -306,10 +308,13 @@ class ListDirTool(WorkspaceTool):
             return ToolResult.error(f"directory not found: {path}")
         if not target.is_dir():
             return ToolResult.error(f"{path} is a file, not a directory; use read_file")
-        names, total = _first_names(target, MAX_LISTED_ENTRIES)
+        # Listed through a descriptor opened from the workspace down without following a
+        # link: a folder swapped for a link out after the check is refused, not listed.
+        with open_folder(self.workspace, target) as folder:
+            names, total = _first_names(folder, MAX_LISTED_ENTRIES)
+            lines = [_describe_entry(folder, name) for name in names]
         if not names:
             return ToolResult(f"{self.show(target)} is empty.")
-        lines = [_describe_entry(target / name) for name in names]
         if total > len(names):
             lines.append(
                 f"[... {total - len(names)} more entries not shown; find_files with a "
@@ -318,8 +323,8 @@ class ListDirTool(WorkspaceTool):
         return ToolResult("\n".join(lines))
 
 
-def _first_names(directory: Path, count: int) -> tuple[list[str], int]:
-    """The first `count` names of `directory` in sorted order, and how many entries it has.
+def _first_names(folder: int, count: int) -> tuple[list[str], int]:
+    """The first `count` names of the folder open as `folder` in sorted order, and how many.
 
     Only those names are kept while the rest are counted: sorting them all held every
     entry of a folder of millions of files (a cache, a dataset) to show 500 of them.
@@ -332,20 +337,22 @@ def _first_names(directory: Path, count: int) -> tuple[list[str], int]:
             total += 1
             yield entry.name
 
-    with os.scandir(directory) as scan:
+    with os.scandir(folder) as scan:
         first = heapq.nsmallest(count, names(scan))
     return first, total
 
 
-def _describe_entry(entry: Path) -> str:
-    if entry.is_symlink():
-        return f"{entry.name}@"
-    if entry.is_dir():
-        return f"{entry.name}/"
+def _describe_entry(folder: int, name: str) -> str:
+    """An entry of the folder open as `folder`: 'name@' (a link), 'name/' or its size."""
     try:
-        return f"{entry.name}  ({entry.stat().st_size} bytes)"
+        info = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except OSError:
-        return entry.name
+        return name
+    if stat.S_ISLNK(info.st_mode):
+        return f"{name}@"
+    if stat.S_ISDIR(info.st_mode):
+        return f"{name}/"
+    return f"{name}  ({info.st_size} bytes)"
 
 
 class FindFilesTool(WorkspaceTool):
@@ -392,15 +399,16 @@ class FindFilesTool(WorkspaceTool):
         # folder of millions of files is read only up to the last path the answer holds.
         most = self.max_output_chars // 2
         found: list[str] = []
-        # Each match is resolved and shown relative to the workspace (resolved once, when the
-        # tool was made) as strings: Path.resolve, is_relative_to and show (which resolved the
-        # workspace again) took some 80 µs a path, twice what reading the folders took.
+        # The glob opens every folder from the workspace down without following a link it
+        # did not mean to go through, and gives each match's real location: a folder
+        # swapped for a link out while the search runs is not entered. Only a match that is
+        # a link is resolved (realpath, not Path.resolve, which raises RuntimeError on a
+        # loop of links: realpath leaves the loop's link, in its folder, unresolved), and
+        # each is checked and shown against the workspace resolved once, as strings.
         root = os.path.normcase(self.workspace)
         below = root.rstrip(os.sep) + os.sep  # what every path under the workspace starts with
-        for match in glob(base, pattern):
-            # realpath, not Path.resolve: that raises RuntimeError on a loop of links, which
-            # realpath leaves unresolved (the loop's link, in its folder, is what is shown).
-            resolved = os.path.realpath(match)
+        for match in _glob.find(base, pattern, root=self.workspace):
+            resolved = os.path.realpath(match.real) if match.link else match.real
             where = os.path.normcase(resolved)
             if where == root:
                 shown = "."
@@ -408,7 +416,7 @@ class FindFilesTool(WorkspaceTool):
                 shown = resolved[len(below) :].replace(os.sep, "/")
             else:
                 continue  # a link, or a path through one, that leads out of the workspace
-            found.append(shown + ("/" if match.is_dir() else ""))
+            found.append(shown + ("/" if match.is_dir else ""))
             if len(found) > most:
                 break
         if not found:
@@ -547,7 +555,9 @@ class GrepTool(WorkspaceTool):
     def _files(self, base: Path, glob: str | None) -> Iterator[Path]:
         candidates = [base] if base.is_file() else _walk(base)
         for file in candidates:
-            resolved = file.resolve()
+            # realpath, not Path.resolve, which raises RuntimeError on a loop of links (a
+            # loop's link is left as it is: its stat then fails, and it is skipped).
+            resolved = Path(os.path.realpath(file))
             if not resolved.is_relative_to(self.workspace):
                 continue  # a symlink pointing out of the workspace
             if glob and not PurePosixPath(self.show(file)).match(glob):

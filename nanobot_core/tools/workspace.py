@@ -13,6 +13,7 @@ from typing import IO, Any
 from nanobot_core.errors import WorkspaceEscapeError
 
 __all__ = [
+    "open_folder",
     "open_in_workspace",
     "open_resolved",
     "refuse_hard_links",
@@ -31,7 +32,9 @@ def resolve_in_workspace(workspace: Path, user_path: str) -> Path:
     root = workspace.resolve()
     if "\x00" in user_path:
         raise WorkspaceEscapeError(f"path {user_path!r} contains a NUL character")
-    target = (root / user_path).resolve()
+    # realpath, not Path.resolve: that raises RuntimeError on a loop of links, which realpath
+    # leaves unresolved (the loop's link, in its folder: then a file that is not there).
+    target = Path(os.path.realpath(root / user_path))
     if not target.is_relative_to(root):
         raise WorkspaceEscapeError(
             f"path {user_path!r} points outside the workspace ({root}); "
@@ -92,6 +95,29 @@ def open_resolved(
         yield leaf
     finally:
         os.close(leaf)
+
+
+@contextmanager
+def open_folder(workspace: Path, target: Path) -> Iterator[int]:
+    """A descriptor of the folder `target` (from `resolve_in_workspace`) to list, without a race.
+
+    As `open_resolved` opens a file: every folder from the workspace down is
+    opened relative to its parent's descriptor with ``O_NOFOLLOW``, the last
+    one too, so a folder swapped for a link after the check is refused with
+    `WorkspaceEscapeError` instead of listed through the link. The workspace
+    itself can be opened.
+    """
+    root = workspace.resolve()
+    parts = target.relative_to(root).parts
+    fd = os.open(root, _DIR_FLAGS)
+    try:
+        for index, part in enumerate(parts):
+            inner = _enter(fd, part, False, root.joinpath(*parts[: index + 1]), target)
+            os.close(fd)
+            fd = inner
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def refuse_hard_links(fd: int, shown: str) -> None:

@@ -27,6 +27,7 @@ from nanobot_core.tools.builtin import (
     ListDirTool,
     ReadFileTool,
     WriteFileTool,
+    _contained,
 )
 from tests.tools.support import run
 
@@ -281,14 +282,14 @@ def test_find_files_on_one_huge_folder_reads_no_further_than_it_shows(workspace:
     assert peaks[1] < peaks[0] * 1.2
 
 
-def test_find_files_resolves_each_path_it_shows_once_and_the_workspace_not_again(
-    workspace: Path,
-) -> None:
-    """Showing 1,000 paths takes 1,000 realpath calls, not one more per path for the workspace."""
+def test_find_files_resolves_only_the_links_it_shows(workspace: Path) -> None:
+    """Of 1,000 files and 10 links shown, only the links are resolved (realpath once each)."""
     folder = workspace / "many"
     folder.mkdir()
     for n in range(1_000):
         (folder / f"f{n:04d}").touch()
+    for n in range(10):
+        (folder / f"link{n}").symlink_to(f"f{n:04d}")
     finder = FindFilesTool(workspace)
     calls = collections.Counter[str]()
 
@@ -301,8 +302,8 @@ def test_find_files_resolves_each_path_it_shows_once_and_the_workspace_not_again
         result = finder.run(pattern="*", path="many")
     finally:
         sys.setprofile(None)
-    assert len(str(result).splitlines()) == 1_000
-    assert 1_000 <= calls["realpath"] < 1_010  # the base and the workspace once or twice
+    assert len(str(result).splitlines()) == 1_010
+    assert 10 <= calls["realpath"] < 13  # the links, and the path the model gave
 
 
 def test_find_files_matches_hidden_names_and_a_final_slash_only_folders(workspace: Path) -> None:
@@ -514,6 +515,24 @@ def test_grep_skips_binary_files_and_reports_bad_regex(workspace: Path) -> None:
     assert run(grep.execute(pattern="alpha")) == "notes.txt:1: alpha"
     bad = run(grep.execute(pattern="(unclosed"))
     assert bad.is_error and "invalid regular expression" in bad
+
+
+def test_grep_and_read_file_skip_a_loop_of_links(workspace: Path, outside: Path) -> None:
+    """Links in a loop (to themselves, each other, out and back) are skipped, not a traceback."""
+    (workspace / "loop").symlink_to("loop")
+    (workspace / "src" / "a").symlink_to("b")
+    (workspace / "src" / "b").symlink_to("a")
+    (workspace / "via_out").symlink_to(outside / "back")
+    (outside / "back").symlink_to(workspace / "via_out")
+    grep = GrepTool(workspace)
+    # What the search's child process runs (-I: it imports the installed package, not this).
+    result = _contained(grep.search, pattern="alpha|print")
+    assert not result.is_error
+    assert str(result).splitlines() == ["notes.txt:1: alpha", "src/main.py:1: print('hello')"]
+    named = _contained(grep.search, pattern="alpha", path="src/a")
+    assert named.is_error and named == "Error: path not found: src/a"
+    read = run(ReadFileTool(workspace).execute(path="loop"))
+    assert read.is_error and read == "Error: file not found: loop"
 
 
 # -- write_file and edit_file ---------------------------------------------------------------

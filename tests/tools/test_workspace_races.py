@@ -4,14 +4,23 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from nanobot_core.tools.base import ToolResult
-from nanobot_core.tools.builtin import EditFileTool, ReadFileTool, WriteFileTool
+from nanobot_core.tools.builtin import (
+    EditFileTool,
+    FindFilesTool,
+    ListDirTool,
+    ReadFileTool,
+    WorkspaceTool,
+    WriteFileTool,
+)
 from tests.tools.support import run
 
 TRIES = 3_000
@@ -195,3 +204,65 @@ def test_grep_with_a_catastrophic_pattern_stops_at_its_timeout(tmp_path: Path) -
     assert elapsed < 30  # stopped, not left to backtrack for hours (no timing asserted closely)
     found = run(GrepTool(workspace).execute(pattern="a{3}"))  # the default timeout, 60 s
     assert not found.is_error and "a.txt:1:" in str(found)
+
+
+# -- listing and searching while a folder is swapped ------------------------------------------
+
+#: Seconds each listing race runs at most (it stops sooner after `TRIES` answers).
+RACE_SECONDS = 4.0
+
+
+def _answers(tool: WorkspaceTool, **arguments: object) -> list[str]:
+    """The tool's answers to the same call, repeated for `TRIES` calls or `RACE_SECONDS`."""
+    answers = []
+    deadline = time.monotonic() + RACE_SECONDS
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # the swapping thread gets in between more often
+    try:
+        while len(answers) < TRIES and time.monotonic() < deadline:
+            answers.append(str(tool._guarded(**arguments)))
+    finally:
+        sys.setswitchinterval(switching)
+    return answers
+
+
+@pytest.mark.parametrize("pattern", ["d/*", "*/*", "**/*", "d/**/*"])
+def test_find_files_never_shows_an_outside_name_while_a_folder_is_swapped(
+    swapper: tuple[Path, Path], pattern: str
+) -> None:
+    """find_files racing a folder-for-symlink swap never shows a name only the outside holds."""
+    workspace, outside = swapper
+    (outside / "outside-only.txt").touch()
+    (outside / "outside-dir").mkdir()
+    answers = _answers(FindFilesTool(workspace), pattern=pattern)
+    assert not [answer for answer in answers if "outside-" in answer]
+    assert any("d/f.txt" in answer for answer in answers)
+
+
+def test_list_dir_never_lists_the_outside_while_a_folder_is_swapped(
+    swapper: tuple[Path, Path],
+) -> None:
+    """list_dir of a folder racing its swap for a link out never lists the outside's names."""
+    workspace, outside = swapper
+    (outside / "outside-only.txt").touch()
+    answers = _answers(ListDirTool(workspace), path="d")
+    assert not [answer for answer in answers if "outside-" in answer]
+    assert any("f.txt" in answer for answer in answers)
+
+
+def test_grep_never_reads_or_names_an_outside_file_while_a_folder_is_swapped(
+    swapper: tuple[Path, Path],
+) -> None:
+    """grep's search racing the swap never shows an outside file's name or lines."""
+    from nanobot_core.tools.builtin import GrepTool, _contained
+
+    workspace, outside = swapper
+    (outside / "outside-only.txt").write_text("OUTSIDE SECRET\n", encoding="utf-8")
+    tool = GrepTool(workspace)
+    answers = []
+    deadline = time.monotonic() + RACE_SECONDS
+    while len(answers) < TRIES and time.monotonic() < deadline:
+        # What the search's child process runs; a process for each would only slow the race.
+        answers.append(str(_contained(tool.search, pattern=".")))
+    assert not [answer for answer in answers if "outside-" in answer or "OUTSIDE" in answer]
+    assert any("d/f.txt:1: inside" in answer for answer in answers)
