@@ -88,7 +88,7 @@ class LoopbackServer:
 
     Connections are kept alive between requests (HTTP/1.1), as a real server keeps
     them: `connections` counts those accepted, `open_connections` those still open,
-    and `drop_connections` closes the idle ones, as a server's keep-alive timeout does.
+    and `drop_connections` closes them, as a server's keep-alive timeout does.
     """
 
     def __init__(self, answer: Answer) -> None:
@@ -121,19 +121,21 @@ class LoopbackServer:
             return len(self._httpd.open)
 
     def drop_connections(self) -> int:
-        """Close every connection waiting for its next request; return how many.
+        """Close every open connection; return how many.
 
         The client learns it as it would from a server whose keep-alive timeout
-        passed: the connection is closed under it. A request being answered is
-        not cut off: its connection is closed once the answer is written.
+        passed: a connection waiting for its next request is closed under it.
+        A request being answered is not cut off: its connection is closed once
+        the answer is written.
         """
         with self._httpd.counting:
             idle = [sock for sock in self._httpd.open if sock not in self._httpd.answering]
             self._httpd.closing.update(self._httpd.answering)
+            dropped = len(self._httpd.open)
         for sock in idle:  # its handler reads the end, and closes it
             with contextlib.suppress(OSError):  # closed meanwhile
                 sock.shutdown(socket.SHUT_RDWR)
-        return len(idle)
+        return dropped
 
     def start(self) -> LoopbackServer:
         """Start serving (in a daemon thread)."""

@@ -227,7 +227,7 @@ class MessagesServer:
         return self._server.open_connections
 
     def drop_connections(self) -> int:
-        """Close the idle kept-alive connections, as a keep-alive timeout does; how many."""
+        """Close the kept-alive connections, as a keep-alive timeout does; how many."""
         return self._server.drop_connections()
 
     def add(self, *replies: Reply) -> None:
