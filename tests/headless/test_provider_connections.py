@@ -338,3 +338,22 @@ def test_an_aclose_that_raises_is_a_provider_error_naming_the_plugin(workspace: 
         "provider 'closing' of plugin 'closing' from closing 1.0 raised "
         "OSError: socket already gone"
     )
+
+
+def test_a_transport_given_carries_every_call_and_is_closed_with_the_loop(
+    server: FakeChatServer, resource_warnings: list[warnings.WarningMessage]
+) -> None:
+    """The `transport` argument still replaces httpx's own: the calls of a loop go through
+    it (one connection of its pool), and it is closed when the loop ends."""
+    import httpx
+
+    server.add(*(text_reply(str(n)) for n in range(3)))
+    transport = httpx.AsyncHTTPTransport()
+    provider = OpenAIProvider(provider_config(server.base_url), transport=transport)
+
+    async def calls() -> list[str]:
+        return [(await provider.complete(MESSAGES, [])).content for _ in range(3)]
+
+    assert asyncio.run(calls()) == ["0", "1", "2"]
+    assert server.connections == 1
+    assert _until(lambda: server.open_connections == 0)
