@@ -603,6 +603,28 @@ class Runner:
         finally:
             self._turn_lock.release()
 
+    async def aclose(self) -> None:
+        """Close what the provider keeps open on this event loop, when it has an ``aclose``.
+
+        The built-in provider keeps its connections from call to call, one set per event
+        loop, and closes them when the loop ends (as the loop of `run_turn` does after each
+        turn); a host that runs turns on a loop of its own awaits this when it is done with
+        the runner. A provider without ``aclose`` is left as it is. What its ``aclose``
+        raises is a ProviderError naming it, as for ``complete``.
+        """
+        close = getattr(self.provider, "aclose", None)
+        if close is None:
+            return
+        try:
+            with plugin_code(self.provider_owner or f"provider {self._provider_name()!r}"):
+                await close()
+        except PluginEscapeError as exc:
+            raise ProviderError(f"{self._provider_label()} {exc}") from None
+        except NanobotError:
+            raise
+        except Exception as exc:
+            raise ProviderError(f"{self._provider_label()} raised {describe(exc)}") from exc
+
     async def _run_turn(self, user_text: str) -> TurnResult:
         turn = _Turn(self.session, RepeatedCalls(self.max_identical_calls))
         system = self.prompt_builder.build(self.prompt_context).text

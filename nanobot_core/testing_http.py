@@ -19,7 +19,9 @@ Stdlib and attrs only (no pytest), so a plugin may use it in its benchmarks too.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -82,10 +84,15 @@ Answer = Callable[[LoopbackRequest], LoopbackResponse]
 
 
 class LoopbackServer:
-    """``with LoopbackServer(answer) as server:`` serves ``server.url`` until the block ends."""
+    """``with LoopbackServer(answer) as server:`` serves ``server.url`` until the block ends.
+
+    Connections are kept alive between requests (HTTP/1.1), as a real server keeps
+    them: `connections` counts those accepted, `open_connections` those still open,
+    and `drop_connections` closes them, as a server's keep-alive timeout does.
+    """
 
     def __init__(self, answer: Answer) -> None:
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler_for(answer))
+        self._httpd = _CountingServer(("127.0.0.1", 0), _handler_for(answer))
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(
             target=self._httpd.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
@@ -100,6 +107,35 @@ class LoopbackServer:
     def url(self) -> str:
         """``http://127.0.0.1:PORT``, without a trailing slash."""
         return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def connections(self) -> int:
+        """How many connections the server has accepted so far."""
+        with self._httpd.counting:
+            return self._httpd.accepted
+
+    @property
+    def open_connections(self) -> int:
+        """How many of them are open still (a client that closed one shows here a moment later)."""
+        with self._httpd.counting:
+            return len(self._httpd.open)
+
+    def drop_connections(self) -> int:
+        """Close every open connection; return how many.
+
+        The client learns it as it would from a server whose keep-alive timeout
+        passed: a connection waiting for its next request is closed under it.
+        A request being answered is not cut off: its connection is closed once
+        the answer is written.
+        """
+        with self._httpd.counting:
+            idle = [sock for sock in self._httpd.open if sock not in self._httpd.answering]
+            self._httpd.closing.update(self._httpd.answering)
+            dropped = len(self._httpd.open)
+        for sock in idle:  # its handler reads the end, and closes it
+            with contextlib.suppress(OSError):  # closed meanwhile
+                sock.shutdown(socket.SHUT_RDWR)
+        return dropped
 
     def start(self) -> LoopbackServer:
         """Start serving (in a daemon thread)."""
@@ -124,9 +160,36 @@ class LoopbackServer:
         self.stop()
 
 
+class _CountingServer(ThreadingHTTPServer):
+    """A threading HTTP server that counts the connections it accepts and keeps those open."""
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        super().__init__(address, handler)
+        self.counting = threading.Lock()
+        self.accepted = 0
+        self.open: set[socket.socket] = set()
+        self.answering: set[socket.socket] = set()  # those a request is being answered on
+        self.closing: set[socket.socket] = set()  # to be closed once their answer is written
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self.counting:
+            self.accepted += 1
+            self.open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self.counting:
+            self.open.discard(request)
+            self.closing.discard(request)
+        super().shutdown_request(request)
+
+
 def _handler_for(answer: Answer) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Each answer goes out at once, as from a real server: with Nagle's algorithm the
+        # body would wait for the client's (delayed) acknowledgement of the headers.
+        disable_nagle_algorithm = True
 
         def do_GET(self) -> None:
             self._answer()
@@ -135,6 +198,19 @@ def _handler_for(answer: Answer) -> type[BaseHTTPRequestHandler]:
             self._answer()
 
         def _answer(self) -> None:
+            server = self.server
+            assert isinstance(server, _CountingServer)
+            with server.counting:
+                server.answering.add(self.connection)
+            try:
+                self._answer_now()
+            finally:
+                with server.counting:
+                    server.answering.discard(self.connection)
+                    if self.connection in server.closing:
+                        self.close_connection = True  # dropped while it was being answered
+
+        def _answer_now(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             headers = {name.lower(): value for name, value in self.headers.items()}

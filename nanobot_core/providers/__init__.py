@@ -17,6 +17,7 @@ from nanobot_core.providers.base import (
     with_sendable_call_ids,
 )
 from nanobot_core.providers.http import (
+    KeptClients,
     Retryable,
     describe_body,
     error_text,
@@ -36,6 +37,7 @@ from nanobot_core.providers.openai import OpenAIProvider
 from nanobot_core.providers.retry import RetryPolicy, is_retryable_status, retry_after_seconds
 
 __all__ = [
+    "KeptClients",
     "OpenAIProvider",
     "ProgressCallback",
     "ProgressEvent",

@@ -15,9 +15,19 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
+import threading
 import time
 import zlib
-from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncGenerator,
+    Awaitable,
+    Callable,
+    Iterable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
@@ -35,9 +45,12 @@ from nanobot_core.providers.base import ProgressCallback, RetryNotice
 from nanobot_core.providers.retry import RetryPolicy, is_retryable_status, retry_after_seconds
 
 if TYPE_CHECKING:
+    import ssl
+
     import httpx
 
 __all__ = [
+    "KeptClients",
     "Retryable",
     "describe_body",
     "error_text",
@@ -78,6 +91,105 @@ class Retryable(ProviderError):
         super().__init__(reason)
         self.reason = reason
         self.server_wait = server_wait
+
+
+class KeptClients:
+    """The HTTP client a provider keeps from call to call: one per event loop, never shared
+    between loops, so that the connections it opened (and their TLS setup) serve the next call.
+
+    `get` returns the running loop's client, opened on first use with `timeout` (httpx's, for
+    each network operation) and `transport` (None: httpx's own, over one SSL context the
+    process builds once, since loading the CA certificates costs tens of milliseconds of CPU).
+    Calls running at once on one loop share its client safely (each gets a connection of its
+    own from the client's pool, which has no limit on their number). A client is closed, with
+    its connections, when its event loop ends (``asyncio.run``, ``Runner.run_turn`` and
+    ``asyncio.Runner`` close the loop's async generators at the end: one of them holds it) or
+    when `aclose` is awaited on that loop; the next call on a loop opens a new one.
+    """
+
+    def __init__(
+        self, *, timeout: float, transport: httpx.AsyncBaseTransport | None = None
+    ) -> None:
+        self.timeout = timeout
+        self._transport = transport
+        self._lock = threading.Lock()  # a provider may be called from threads, each its loop
+        self._kept: dict[asyncio.AbstractEventLoop, _Kept] = {}
+
+    async def get(self) -> httpx.AsyncClient:
+        """The running loop's client, opened (and tied to the loop's end) on first use."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            kept = self._kept.get(loop)
+            if kept is not None:
+                return kept.client
+            for other in [other for other in self._kept if other.is_closed()]:
+                del self._kept[other]  # a loop closed without closing its async generators
+            kept = self._kept[loop] = _Kept(self._open())
+        guard = kept.guard = self._closed_with_loop(loop, kept)
+        # Runs to the generator's `yield` at once; from then on the loop closes it at its end.
+        await anext(guard)
+        return kept.client
+
+    async def aclose(self) -> None:
+        """Close the running loop's client and its connections; the next call opens a new one.
+
+        A client kept on another loop is closed when that loop ends.
+        """
+        with self._lock:
+            kept = self._kept.pop(asyncio.get_running_loop(), None)
+        if kept is None:
+            return
+        if kept.guard is not None:
+            await kept.guard.aclose()  # its `finally` closes the client
+        else:  # pragma: no cover - `get` sets the guard before it yields to the loop
+            await kept.client.aclose()
+
+    def _open(self) -> httpx.AsyncClient:
+        import httpx
+
+        return httpx.AsyncClient(
+            timeout=httpx.Timeout(self.timeout),
+            transport=self._transport,
+            verify=_ssl_context(),  # httpx's own default, built once (proxies use it too)
+            # As many connections at once as calls, as when each call had a client of its own.
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
+        )
+
+    async def _closed_with_loop(
+        self, loop: asyncio.AbstractEventLoop, kept: _Kept
+    ) -> AsyncGenerator[None, None]:
+        try:
+            yield
+        finally:
+            with self._lock:
+                if self._kept.get(loop) is kept:
+                    del self._kept[loop]
+            await kept.client.aclose()
+
+
+class _Kept:
+    """One loop's client, and the async generator that closes it when the loop ends."""
+
+    def __init__(self, client: httpx.AsyncClient) -> None:
+        self.client = client
+        self.guard: AsyncGenerator[None, None] | None = None
+
+
+_SSL_CONTEXTS: dict[tuple[str, str], ssl.SSLContext] = {}
+_SSL_LOCK = threading.Lock()
+
+
+def _ssl_context() -> ssl.SSLContext:
+    """httpx's default SSL context (certifi's CA certificates, or ``SSL_CERT_FILE`` or
+    ``SSL_CERT_DIR`` when set), built once for each value of those two variables."""
+    key = (os.environ.get("SSL_CERT_FILE", ""), os.environ.get("SSL_CERT_DIR", ""))
+    with _SSL_LOCK:
+        context = _SSL_CONTEXTS.get(key)
+        if context is None:
+            import httpx
+
+            context = _SSL_CONTEXTS[key] = httpx.create_ssl_context()
+        return context
 
 
 async def send_with_retries(

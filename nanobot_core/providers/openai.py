@@ -26,6 +26,7 @@ from nanobot_core.providers.base import (
 )
 from nanobot_core.providers.endpoint import check_endpoint
 from nanobot_core.providers.http import (
+    KeptClients,
     describe_body,
     error_text,
     failure_for_status,
@@ -51,8 +52,11 @@ class OpenAIProvider:
     """Chat completions over HTTP with retries, built from ``config.provider``.
 
     `transport` replaces httpx's network transport (for embedding and tests).
-    A new HTTP client is opened for each :meth:`complete` call, so the provider
-    holds no connection between rounds and can be used from any event loop.
+    The HTTP client, and with it the open connections, are kept from call to call:
+    one client per event loop (`KeptClients`), so the provider can be used from
+    any loop, and the calls of a turn share one connection instead of each opening
+    (and, over TLS, setting up) its own. A loop's client is closed when that loop
+    ends, or by :meth:`aclose` awaited on it.
     """
 
     name = "openai"
@@ -77,6 +81,7 @@ class OpenAIProvider:
         self._api_key = config.api_key or None
         self._progress = progress
         self._transport = transport
+        self._clients = KeptClients(timeout=self.timeout, transport=transport)
 
     def __repr__(self) -> str:
         return f"OpenAIProvider(base_url={self.display_url!r}, model={self.model!r})"
@@ -120,8 +125,6 @@ class OpenAIProvider:
         holding itself, or holding an integer too long to write) is a ProviderError
         naming the message or tool definition, before anything is sent.
         """
-        import httpx
-
         body = self.request_body(messages, tools)
         try:
             content = request_content(body)
@@ -134,18 +137,28 @@ class OpenAIProvider:
         headers = {"Content-Type": "application/json", "Accept": "application/json"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        async with httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout), transport=self._transport
-        ) as client:
-            reply = await send_with_retries(
-                lambda: self._attempt(client, content, headers, salt=str(len(messages))),
-                self.policy,
-                url=self.display_url,
-                progress=self._progress,
-                timeout=self.timeout,
-            )
+        salt = str(len(messages))
+
+        async def attempt() -> ProviderReply:
+            # The client is looked up for each attempt: one closed meanwhile is replaced.
+            return await self._attempt(await self._clients.get(), content, headers, salt=salt)
+
+        reply = await send_with_retries(
+            attempt,
+            self.policy,
+            url=self.display_url,
+            progress=self._progress,
+            timeout=self.timeout,
+        )
         log.debug("provider usage", model=reply.model, usage=reply.usage.to_json())
         return reply
+
+    async def aclose(self) -> None:
+        """Close the connections kept on the running event loop (see `KeptClients.aclose`).
+
+        The provider stays usable: its next call opens a new connection.
+        """
+        await self._clients.aclose()
 
     async def _attempt(
         self, client: httpx.AsyncClient, content: bytes, headers: dict[str, str], *, salt: str

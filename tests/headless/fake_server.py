@@ -130,6 +130,20 @@ class FakeChatServer:
         """``http://127.0.0.1:PORT``."""
         return self._server.url
 
+    @property
+    def connections(self) -> int:
+        """How many connections the server has accepted so far."""
+        return self._server.connections
+
+    @property
+    def open_connections(self) -> int:
+        """How many of them are still open."""
+        return self._server.open_connections
+
+    def drop_connections(self) -> int:
+        """Close the kept-alive connections, as a keep-alive timeout does; how many."""
+        return self._server.drop_connections()
+
     def add(self, *replies: Reply) -> None:
         """Append replies to the script."""
         with self._lock:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -146,3 +148,75 @@ def test_a_content_length_given_is_sent_instead_and_bytes_go_as_they_are() -> No
     head, body = received.split(b"\r\n\r\n", 1)
     assert head.count(b"Content-Length") == 1 and b"Content-Length: 99" in head
     assert body == b"\x1f\x8b raw"
+
+
+def _until(condition: Any, seconds: float = 5.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.01)
+    return True
+
+
+def test_connections_are_kept_alive_counted_and_dropped_when_idle() -> None:
+    """Requests on one kept-alive connection count one; `drop_connections` closes it as a
+    keep-alive timeout does (the client reads the end), and a new one counts again."""
+    with LoopbackServer(lambda request: LoopbackResponse(200, {"n": request.path})) as server:
+        client = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            for path in ("/a", "/b"):
+                client.request("GET", path)
+                assert json.loads(client.getresponse().read()) == {"n": path}
+            assert (server.connections, server.open_connections) == (1, 1)
+            assert server.drop_connections() == 1
+            assert _until(lambda: server.open_connections == 0)
+            assert client.sock is not None and client.sock.recv(1) == b""  # closed under it
+        finally:
+            client.close()
+        with urllib.request.urlopen(server.url + "/c", timeout=10) as reply:
+            assert json.loads(reply.read()) == {"n": "/c"}
+        assert server.connections == 2
+        assert _until(lambda: server.open_connections == 0)
+
+
+def test_a_connection_dropped_while_its_answer_is_made_gets_the_whole_answer_first() -> None:
+    """`drop_connections` does not cut off a request being answered: its answer arrives
+    whole, then its connection is closed."""
+    arrived, release = threading.Event(), threading.Event()
+
+    def answer(request: LoopbackRequest) -> LoopbackResponse:
+        arrived.set()
+        release.wait(timeout=10)
+        return LoopbackResponse(200, {"whole": "answer"})
+
+    with LoopbackServer(answer) as server:
+        client = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            client.request("GET", "/")
+            assert arrived.wait(timeout=10)
+            assert server.drop_connections() == 1
+            release.set()
+            response = client.getresponse()
+            assert json.loads(response.read()) == {"whole": "answer"}
+            assert _until(lambda: server.open_connections == 0)
+            assert client.sock is not None and client.sock.recv(1) == b""
+        finally:
+            client.close()
+
+
+def test_answers_on_a_kept_connection_are_not_held_back_by_nagles_algorithm() -> None:
+    """Twenty requests on one connection take milliseconds each, not the 40 ms a delayed
+    acknowledgement of the headers would hold each answer's body back."""
+    with LoopbackServer(lambda request: LoopbackResponse(200, {"ok": True})) as server:
+        client = http.client.HTTPConnection("127.0.0.1", server.port, timeout=10)
+        try:
+            started = time.monotonic()
+            for _ in range(20):
+                client.request("POST", "/", body=b"{}")
+                assert json.loads(client.getresponse().read()) == {"ok": True}
+            elapsed = time.monotonic() - started
+        finally:
+            client.close()
+        assert server.connections == 1
+    assert elapsed < 0.6

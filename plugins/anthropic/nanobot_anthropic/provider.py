@@ -23,6 +23,7 @@ from nanobot_core import ProviderError
 from nanobot_core.config import ProviderConfig
 from nanobot_core.governance import to_messages_api
 from nanobot_core.providers import (
+    KeptClients,
     ProgressCallback,
     ProviderReply,
     RetryPolicy,
@@ -121,6 +122,8 @@ class AnthropicProvider:
 
     `transport` replaces httpx's network transport (for embedding and tests);
     `environ` is where the key is looked up (default: the process environment).
+    The HTTP client and its connections are kept from call to call, one per event
+    loop (the core's `KeptClients`), closed when that loop ends or by :meth:`aclose`.
     The runner passes ``prefix`` (see ``accepts_prefix``) so that a history
     governance changed still reads its unchanged start from the cache.
     """
@@ -155,6 +158,7 @@ class AnthropicProvider:
         self._api_key = resolve_key(config, env)
         self._progress = progress
         self._transport = transport
+        self._clients = KeptClients(timeout=self.timeout, transport=transport)
         self.last_marks: list[str] = []
 
     def __repr__(self) -> str:
@@ -247,8 +251,6 @@ class AnthropicProvider:
         prefix: int | None = None,
     ) -> ProviderReply:
         """Send one request, retrying what is worth retrying; return the reply, core-shaped."""
-        import httpx
-
         body = self.request_body(messages, tools, prefix=prefix)
         try:
             payload = request_content(body)  # strict UTF-8 JSON, as every provider sends
@@ -257,31 +259,32 @@ class AnthropicProvider:
             raise
         headers = self.headers()
         salt = str(len(messages))
-        async with httpx.AsyncClient(
-            timeout=httpx.Timeout(self.timeout), transport=self._transport
-        ) as client:
 
-            async def attempt() -> ProviderReply:
-                response = await post_request(
-                    client,
-                    self.endpoint,
-                    content=payload,
-                    headers=headers,
-                    max_bytes=self.max_reply_bytes,
-                    timeout=self.timeout,
-                    secret=self._api_key,
-                )
-                if 200 <= response.status_code < 300:
-                    return self._parse(response, salt)
-                raise failure_for_status(response, self.display_url, self._api_key)
-
-            return await send_with_retries(
-                attempt,
-                self.policy,
-                url=self.display_url,
-                progress=self._progress,
+        async def attempt() -> ProviderReply:
+            response = await post_request(
+                await self._clients.get(),  # for each attempt: one closed meanwhile is replaced
+                self.endpoint,
+                content=payload,
+                headers=headers,
+                max_bytes=self.max_reply_bytes,
                 timeout=self.timeout,
+                secret=self._api_key,
             )
+            if 200 <= response.status_code < 300:
+                return self._parse(response, salt)
+            raise failure_for_status(response, self.display_url, self._api_key)
+
+        return await send_with_retries(
+            attempt,
+            self.policy,
+            url=self.display_url,
+            progress=self._progress,
+            timeout=self.timeout,
+        )
+
+    async def aclose(self) -> None:
+        """Close the connections kept on the running event loop; the next call connects again."""
+        await self._clients.aclose()
 
     def _parse(self, response: httpx.Response, salt: str) -> ProviderReply:
         data = reply_json(response, self.display_url, self._api_key)

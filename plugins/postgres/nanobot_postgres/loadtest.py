@@ -122,8 +122,9 @@ def _users(history: list[dict[str, Any]]) -> int:
 
 
 class _KeptTransport(httpx.AsyncBaseTransport):
-    """One HTTP transport for every model call of the worker (the provider closes its client
-    after each call; this keeps the TLS setup and the kept-alive connections)."""
+    """One HTTP transport for every model call of the worker, which the worker closes at the
+    end (the provider closes its client, and with it a transport it owns, when it is closed
+    or its event loop ends)."""
 
     def __init__(self) -> None:
         self._inner = httpx.AsyncHTTPTransport()
