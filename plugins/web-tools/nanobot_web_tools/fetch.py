@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import functools
+import threading
 import zlib
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -157,6 +158,22 @@ def decode_body(body: bytes, charset: str | None, *, truncated: bool) -> str:
     return decoder.decode(body, final=not truncated)
 
 
+_DEFAULT_CONTEXT: list[ssl.SSLContext] = []
+_CONTEXT_LOCK = threading.Lock()
+
+
+def _default_context() -> ssl.SSLContext:
+    """httpx's default SSL context (certifi's CA certificates, the environment not read),
+    built once for the process: loading the certificates costs tens of milliseconds of CPU,
+    and an ``SSLContext`` holds no TLS session of a client's to carry to another host."""
+    with _CONTEXT_LOCK:
+        if not _DEFAULT_CONTEXT:
+            import httpx
+
+            _DEFAULT_CONTEXT.append(httpx.create_ssl_context(trust_env=False))
+        return _DEFAULT_CONTEXT[0]
+
+
 class PinnedFetcher:
     """Fetches http(s) URLs while refusing internal addresses on every hop.
 
@@ -198,7 +215,7 @@ class PinnedFetcher:
         client = httpx.AsyncClient(
             trust_env=False,
             follow_redirects=False,
-            verify=self.verify,
+            verify=_default_context() if self.verify is True else self.verify,
             timeout=self.limits.timeout,
             limits=httpx.Limits(max_keepalive_connections=0),
         )

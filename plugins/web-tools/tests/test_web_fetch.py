@@ -411,3 +411,23 @@ def test_pinned_request_parts_for_https_and_ipv6() -> None:
     assert str(plain) == "http://93.184.215.14/"
     assert plain_headers == {"Host": "example.com"}
     assert plain_ext == {}
+
+
+def test_the_ca_certificates_are_loaded_once_not_for_every_fetch(
+    site: LocalSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fetches with the default verification share one SSL context: the CA certificates
+    (tens of milliseconds of CPU to load) are read at most once in the process."""
+    import ssl
+
+    loaded: list[object] = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def counted(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loaded.append(args or kwargs)
+        real(self, *args, **kwargs)
+
+    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
+    pages = [fetch(local_fetcher(), f"http://site.test:{site.port}/page.html") for _ in range(3)]
+    assert [page.status for page in pages] == [200, 200, 200]
+    assert len(loaded) <= 1
