@@ -29,7 +29,7 @@ from nanobot_core.tools.builtin import (
     WriteFileTool,
     _contained,
 )
-from tests.tools.support import run
+from tests.tools.support import plant, run
 
 
 def test_hook_contributes_six_tools_with_flags(ctx: PluginContext) -> None:
@@ -375,35 +375,16 @@ def test_find_files_shows_each_link_as_where_it_leads_and_none_that_leads_out(
     assert run(finder.execute(pattern="**/*.py")).splitlines() == ["src/deep/x.py", "src/main.py"]
 
 
-_KINDS = ["file", "dir", "link_in", "link_file", "link_out", "link_up", "broken", "loop"]
-
-
-def _plant(root: Path, outside: Path, entries: list[tuple[tuple[str, ...], str]]) -> None:
-    """Files, folders and links of every kind at the given paths (the first of a clash wins)."""
-    for parts, kind in entries:
-        path = root.joinpath(*parts)
-        prefixes = [root.joinpath(*parts[:end]) for end in range(1, len(parts))]
-        if os.path.lexists(path) or any(
-            prefix.is_symlink() or prefix.is_file() for prefix in prefixes
-        ):
-            continue  # taken, or under a file or a link
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if kind == "file":
-            path.touch()
-        elif kind == "dir":
-            path.mkdir()
-        elif kind == "link_in":  # relative, to a folder inside
-            path.symlink_to(os.path.relpath(root / "a", path.parent), target_is_directory=True)
-        elif kind == "link_file":
-            path.symlink_to(root / "b")
-        elif kind == "link_out":
-            path.symlink_to(outside, target_is_directory=True)
-        elif kind == "link_up":  # the workspace's parent: the workspace and what is beside it
-            path.symlink_to(root.parent, target_is_directory=True)
-        elif kind == "broken":
-            path.symlink_to("nowhere")
-        else:
-            path.symlink_to(path.name)
+_KINDS = [
+    "file",
+    "dir",
+    "link_in",
+    "link_to_b",
+    "link_out",
+    "link_up",
+    "broken_relative",
+    "loop_relative",
+]
 
 
 def _found_as_before(root: Path, pattern: str) -> str:
@@ -441,7 +422,7 @@ def test_find_files_shows_what_each_match_resolves_to_inside_the_workspace(
         root.mkdir()
         outside.mkdir()
         (outside / "c.py").touch()
-        _plant(root, outside, entries)
+        plant(root, outside, entries)
         assert str(run(FindFilesTool(root).execute(pattern=pattern))) == _found_as_before(
             root, pattern
         )
