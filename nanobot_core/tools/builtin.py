@@ -32,6 +32,7 @@ from nanobot_core.tools.base import Tool, ToolResult
 from nanobot_core.tools.workspace import (
     open_folder,
     open_in_workspace,
+    refuse_link_loop,
     relative_display,
     resolve_in_workspace,
 )
@@ -97,8 +98,10 @@ class WorkspaceTool(Tool):
         """The tool's work, synchronous; paths go through `resolve`."""
 
     def resolve(self, path: str) -> Path:
-        """The confined absolute path for a path the model gave."""
-        return resolve_in_workspace(self.workspace, path)
+        """The confined absolute path for a path the model gave, refused if it loops."""
+        target = resolve_in_workspace(self.workspace, path)
+        refuse_link_loop(self.workspace, target, path)
+        return target
 
     def show(self, path: Path) -> str:
         """A resolved path as the model should see it (workspace-relative)."""

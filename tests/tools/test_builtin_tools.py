@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import sys
 import tempfile
 import tracemalloc
@@ -26,9 +27,11 @@ from nanobot_core.tools.builtin import (
     GrepTool,
     ListDirTool,
     ReadFileTool,
+    WorkspaceTool,
     WriteFileTool,
     _contained,
 )
+from nanobot_core.tools.workspace import open_in_workspace, resolve_in_workspace
 from tests.tools.support import plant, run
 
 
@@ -511,9 +514,75 @@ def test_grep_and_read_file_skip_a_loop_of_links(workspace: Path, outside: Path)
     assert not result.is_error
     assert str(result).splitlines() == ["notes.txt:1: alpha", "src/main.py:1: print('hello')"]
     named = _contained(grep.search, pattern="alpha", path="src/a")
-    assert named.is_error and named == "Error: path not found: src/a"
+    assert named.is_error and named == f"Error: {_loop('src/a')}"
     read = run(ReadFileTool(workspace).execute(path="loop"))
-    assert read.is_error and read == "Error: file not found: loop"
+    assert read.is_error and read == f"Error: {_loop('loop')}"
+
+
+_LOOP = (
+    "{!r} leads into a loop of symbolic links{} (followed, they come back to one already "
+    "followed), never to a file or folder"
+)
+
+
+def _loop(path: str, at: str | None = None) -> str:
+    """The refusal of `path`, which leads into a loop of links at `at` (if that is not it)."""
+    return _LOOP.format(path, f" at {at!r}" if at else "")
+
+
+@pytest.mark.parametrize(
+    ("path", "looping"),
+    [
+        ("loop", None),  # a link to itself
+        ("src/a", None),  # two links to each other
+        ("./src/../src/b", "src/b"),
+        ("into", "src/a"),  # a link to one of them
+        ("loop/x.txt", "loop"),  # a loop where a folder is named
+        ("src/b/deeper/x.txt", "src/b"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        (WriteFileTool, {"content": "x"}),
+        (EditFileTool, {"old_text": "a", "new_text": "b"}),
+        (ReadFileTool, {}),
+        (ListDirTool, {}),
+        (FindFilesTool, {"pattern": "*"}),
+    ],
+)
+def test_every_tool_says_a_loop_of_links_is_one(
+    workspace: Path,
+    tool: type[WorkspaceTool],
+    arguments: dict[str, str],
+    path: str,
+    looping: str | None,
+) -> None:
+    """A path into a loop of links is refused as that, naming the loop, not as not found."""
+    (workspace / "loop").symlink_to("loop")
+    (workspace / "src" / "a").symlink_to("b")
+    (workspace / "src" / "b").symlink_to("a")
+    (workspace / "into").symlink_to("src/a")
+    before = sorted(map(str, workspace.rglob("*")))
+    result = run(tool(workspace).execute(path=path, **arguments))
+    assert result == f"Error: {_loop(path, looping)}"
+    assert sorted(map(str, workspace.rglob("*"))) == before  # nothing written
+    searched = _contained(GrepTool(workspace).search, pattern="x", path=path)
+    assert searched == f"Error: {_loop(path, looping)}"
+
+
+@pytest.mark.parametrize("mode", ["r", "rb", "w"])
+def test_opening_a_loop_of_links_says_it_is_a_loop_not_a_changed_path(
+    workspace: Path, mode: str
+) -> None:
+    """open_in_workspace given a loop's link (as realpath leaves it) names the loop."""
+    (workspace / "loop").symlink_to("loop")
+    for target, looping in [("loop", None), ("loop/x.txt", "loop")]:
+        with (
+            pytest.raises(OSError, match=re.escape(_loop(target, looping))),
+            open_in_workspace(workspace, resolve_in_workspace(workspace, target), mode),
+        ):
+            pass
 
 
 # -- write_file and edit_file ---------------------------------------------------------------
