@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable, Coroutine
+import tempfile
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -58,3 +60,21 @@ def plant(root: Path, outside: Path, entries: list[tuple[tuple[str, ...], str]])
             path.mkdir()
         else:
             path.symlink_to(LINK_TARGETS[kind](root, outside, path))
+
+
+@contextmanager
+def planted(
+    entries: list[tuple[tuple[str, ...], str]], outside_file: str
+) -> Iterator[tuple[Path, Path]]:
+    """A scratch folder ``ws`` planted with `entries`, beside ``outside`` holding `outside_file`.
+
+    Both are given resolved, and removed when the block is left. (Not pytest's
+    ``tmp_path``: a hypothesis test wants a fresh tree for each example.)
+    """
+    with tempfile.TemporaryDirectory() as scratch:
+        root, outside = Path(scratch, "ws").resolve(), Path(scratch, "outside").resolve()
+        root.mkdir()
+        outside.mkdir()
+        (outside / outside_file).touch()
+        plant(root, outside, entries)
+        yield root, outside

@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path, PurePosixPath
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.tools._glob import MAX_OPEN_SCANS, glob
-from tests.tools.support import plant
+from tests.tools.support import planted
 
 NAMES = ["a", "b", ".h", "a.py", "b.txt"]
 KINDS = [
@@ -46,12 +45,7 @@ def test_glob_yields_what_pathlib_yields_in_its_order(
     entries: list[tuple[tuple[str, ...], str]], pattern: str
 ) -> None:
     """Over trees of files, hidden names, folders and links of every kind, glob is Path.glob."""
-    with tempfile.TemporaryDirectory() as scratch:
-        root, outside = Path(scratch, "root"), Path(scratch, "outside")
-        root.mkdir()
-        outside.mkdir()
-        (outside / "a.py").touch()
-        plant(root, outside, entries)
+    with planted(entries, "a.py") as (root, _):
         assert list(glob(root, pattern)) == list(root.glob(pattern))
 
 
