@@ -10,8 +10,10 @@ thread so concurrent read-only calls do not stall the event loop.
 from __future__ import annotations
 
 import abc
+import errno
 import functools
 import heapq
+import io
 import os
 import re
 import stat
@@ -32,6 +34,7 @@ from nanobot_core.tools.base import Tool, ToolResult
 from nanobot_core.tools.workspace import (
     open_folder,
     open_in_workspace,
+    refuse_link_loop,
     relative_display,
     resolve_in_workspace,
 )
@@ -97,8 +100,10 @@ class WorkspaceTool(Tool):
         """The tool's work, synchronous; paths go through `resolve`."""
 
     def resolve(self, path: str) -> Path:
-        """The confined absolute path for a path the model gave."""
-        return resolve_in_workspace(self.workspace, path)
+        """The confined absolute path for a path the model gave, refused if it loops."""
+        target = resolve_in_workspace(self.workspace, path)
+        refuse_link_loop(self.workspace, target, path)
+        return target
 
     def show(self, path: Path) -> str:
         """A resolved path as the model should see it (workspace-relative)."""
@@ -543,45 +548,91 @@ class GrepTool(WorkspaceTool):
         if not base.exists():
             return ToolResult.error(f"path not found: {path}")
         matches: list[str] = []
-        for file in self._files(base, glob):
-            matches.extend(self._search(file, regex, max_matches - len(matches)))
+        changed: list[str] = []  # files that changed between their check and their search
+        for file in self._files(base, glob, changed):
+            try:
+                matches.extend(self._search(file, regex, max_matches - len(matches)))
+            except (WorkspaceEscapeError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
+                changed.append(self.show(file))  # replaced by a link or a folder, or removed
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    continue  # a file it may not read: skipped, like a binary one
+                changed.append(self.show(file))  # replaced by a loop of links
             if len(matches) >= max_matches:
                 matches.append(f"[stopped after {max_matches} matches; narrow the search]")
                 break
+        note = _changed_note(changed) if changed else ""
         if not matches:
-            return ToolResult(f"No matches for {pattern!r}.")
-        return ToolResult(_bounded(matches, self.max_output_chars, "matching lines"))
+            return ToolResult("\n".join(filter(None, [f"No matches for {pattern!r}.", note])))
+        budget = self.max_output_chars - (len(note) + 1 if note else 0)
+        return ToolResult(
+            "\n".join(filter(None, [_bounded(matches, budget, "matching lines"), note]))
+        )
 
-    def _files(self, base: Path, glob: str | None) -> Iterator[Path]:
-        candidates = [base] if base.is_file() else _walk(base)
+    def _files(self, base: Path, glob: str | None, changed: list[str]) -> Iterator[Path]:
+        """The files to search; one that changes while it is checked is added to `changed`."""
+        candidates = [base] if base.is_file() else _walk(self.workspace, base)
         for file in candidates:
             # realpath, not Path.resolve, which raises RuntimeError on a loop of links (a
             # loop's link is left as it is: its stat then fails, and it is skipped).
-            resolved = Path(os.path.realpath(file))
+            try:
+                resolved = Path(os.path.realpath(file))
+            except OSError:  # a link when looked at, gone when read
+                changed.append(self.show(file))
+                continue
             if not resolved.is_relative_to(self.workspace):
                 continue  # a symlink pointing out of the workspace
             if glob and not PurePosixPath(self.show(file)).match(glob):
                 continue
             try:
-                if resolved.stat().st_size > MAX_GREP_FILE_BYTES or self.is_binary(resolved):
+                if resolved.stat().st_size > MAX_GREP_FILE_BYTES:
                     continue
-            except (OSError, WorkspaceEscapeError):
-                continue
+            except OSError:
+                continue  # gone before it was looked at, or a link to nothing
             yield resolved
 
     def _search(self, file: Path, regex: re.Pattern[str], budget: int) -> list[str]:
+        """The file's matching lines, up to `budget`; none for a binary file.
+
+        The file is opened once to tell binary from text and to search it: what is
+        searched is what was sniffed, even if the path changes in between.
+        """
         found: list[str] = []
         shown = self.show(file)
         position = 0  # characters before the current line, as read_file's start_char counts
-        with self.open(file) as handle:
-            for number, line in enumerate(handle, start=1):
-                match = regex.search(line)
-                if match:
-                    found.append(f"{shown}:{number}: {_around(line.rstrip(), match, position)}")
-                    if len(found) >= budget:
-                        break
-                position += len(line)
+        with self.open(file, "rb") as raw:
+            if b"\0" in raw.read(BINARY_SNIFF_BYTES):
+                return found
+            raw.seek(0)
+            with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as handle:
+                for number, line in enumerate(handle, start=1):
+                    match = regex.search(line)
+                    if match:
+                        found.append(f"{shown}:{number}: {_around(line.rstrip(), match, position)}")
+                        if len(found) >= budget:
+                            break
+                    position += len(line)
         return found
+
+
+#: How many of the files that changed while grep searched its answer names.
+CHANGED_NAMED = 3
+#: Characters of each such name shown (its end: the file's own name is there).
+CHANGED_NAME_CHARS = 120
+
+
+def _changed_note(changed: list[str]) -> str:
+    """The answer's note of the files skipped because they changed while searched (bounded)."""
+    names = [
+        name if len(name) <= CHANGED_NAME_CHARS else "…" + name[-(CHANGED_NAME_CHARS - 1) :]
+        for name in changed[:CHANGED_NAMED]
+    ]
+    more = f" and {len(changed) - CHANGED_NAMED} more" if len(changed) > CHANGED_NAMED else ""
+    files = "1 file" if len(changed) == 1 else f"{len(changed)} files"
+    return (
+        f"[not searched, changed while the search ran (removed, or replaced by a link or a "
+        f"folder): {files}, {', '.join(names)}{more}]"
+    )
 
 
 def _around(line: str, match: re.Match[str], line_start: int) -> str:
@@ -597,11 +648,35 @@ def _around(line: str, match: re.Match[str], line_start: int) -> str:
     )
 
 
-def _walk(base: Path) -> Iterator[Path]:
-    for root, dirs, files in os.walk(base, followlinks=False):
-        dirs[:] = sorted(d for d in dirs if d not in SKIPPED_DIRS)
-        for name in sorted(files):
-            yield Path(root, name)
+def _walk(workspace: Path, base: Path) -> Iterator[Path]:
+    """The files below the folder `base`, in os.walk's order (top down, sorted names).
+
+    Each folder is listed through a descriptor opened from the workspace down without
+    following a link (`open_folder`): one swapped for a link out while the search runs
+    is not listed, so every name found is one in the workspace (os.walk, listing by
+    path, read the outside through the link). Links to folders are not entered.
+    """
+    folders = [base]
+    while folders:
+        folder = folders.pop()
+        try:
+            with open_folder(workspace, folder) as fd, os.scandir(fd) as scan:
+                entries = sorted((e.name, _is_folder(e), e.is_symlink()) for e in scan)
+        except (OSError, WorkspaceEscapeError):
+            continue  # removed, or replaced by a link, since it was found
+        for name, is_dir, _ in entries:
+            if not is_dir:
+                yield folder / name
+        inner = [name for name, is_dir, link in entries if is_dir and not link]
+        folders.extend(folder / name for name in reversed(inner) if name not in SKIPPED_DIRS)
+
+
+def _is_folder(entry: os.DirEntry[str]) -> bool:
+    """Whether the entry is a folder or a link to one (not: a loop of links, as os.walk)."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
 
 
 def _bounded(lines: list[str], limit: int, what: str) -> str:

@@ -17,6 +17,7 @@ __all__ = [
     "open_in_workspace",
     "open_resolved",
     "refuse_hard_links",
+    "refuse_link_loop",
     "relative_display",
     "resolve_in_workspace",
 ]
@@ -76,7 +77,7 @@ def open_resolved(
         for index, part in enumerate(parts[:-1]):
             parent = fd
             try:
-                fd = _enter(parent, part, make_parents, root.joinpath(*parts[: index + 1]), target)
+                fd = _enter(parent, part, make_parents, parts[: index + 1], root, target)
             except NotADirectoryError:
                 shown = "/".join(parts[: index + 1])
                 raise NotADirectoryError(
@@ -86,9 +87,11 @@ def open_resolved(
         try:
             leaf = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
         except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise _changed(target) from None
-            raise
+            if exc.errno != errno.ELOOP:
+                raise
+            if _loops(fd, parts[-1]):
+                raise _loop("/".join(parts), "/".join(parts)) from None
+            raise _changed(target) from None
     finally:
         os.close(fd)
     try:
@@ -112,7 +115,7 @@ def open_folder(workspace: Path, target: Path) -> Iterator[int]:
     fd = os.open(root, _DIR_FLAGS)
     try:
         for index, part in enumerate(parts):
-            inner = _enter(fd, part, False, root.joinpath(*parts[: index + 1]), target)
+            inner = _enter(fd, part, False, parts[: index + 1], root, target)
             os.close(fd)
             fd = inner
         yield fd
@@ -130,19 +133,26 @@ def refuse_hard_links(fd: int, shown: str) -> None:
         )
 
 
-def _enter(parent: int, name: str, make: bool, shown: Path, target: Path) -> int:
+def _enter(
+    parent: int, name: str, make: bool, parts: tuple[str, ...], root: Path, target: Path
+) -> int:
+    """The folder `name` in `parent` (`parts` of the path below `root`), opened to go on."""
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=parent)
     except FileNotFoundError:
         if not make:
-            raise FileNotFoundError(errno.ENOENT, "no such folder", str(shown)) from None
+            raise FileNotFoundError(
+                errno.ENOENT, "no such folder", str(root.joinpath(*parts))
+            ) from None
         with suppress(FileExistsError):
             os.mkdir(name, 0o755, dir_fd=parent)
-        return _enter(parent, name, False, shown, target)
+        return _enter(parent, name, False, parts, root, target)
     except OSError as exc:
         if exc.errno == errno.ENOTDIR and not _is_link(parent, name):
             raise  # a file where a folder is named: the caller says which
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
+            if _loops(parent, name):
+                raise _loop(relative_display(root, target), "/".join(parts)) from None
             raise _changed(target) from None
         raise
 
@@ -155,10 +165,54 @@ def _is_link(parent: int, name: str) -> bool:
         return True
 
 
+def _loops(parent: int, name: str) -> bool:
+    """Whether `name` in folder `parent` leads into a loop of symbolic links."""
+    try:
+        os.stat(name, dir_fd=parent)
+    except OSError as exc:
+        return exc.errno == errno.ELOOP
+    return False
+
+
+def refuse_link_loop(workspace: Path, target: Path, given: str | None = None) -> None:
+    """Refuse `target` (from `resolve_in_workspace`) if it leads into a loop of symbolic links.
+
+    realpath leaves such a link as it is (there is nothing to resolve it to), so
+    the path names no file: a tool would answer that it is not found, though the
+    link is there to see. The refusal names the path as `given` (else as
+    resolved) and, when that differs, the first link on the resolved path that loops.
+    """
+    try:
+        os.stat(target)
+    except OSError as exc:
+        if exc.errno != errno.ELOOP:
+            return
+    else:
+        return
+    root = workspace.resolve()
+    parts = target.relative_to(root).parts
+    for end in range(1, len(parts) + 1):
+        try:
+            os.stat(root.joinpath(*parts[:end]))
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise _loop(given or "/".join(parts), "/".join(parts[:end])) from None
+            return  # it changed meanwhile: what opens it says what is there now
+
+
 def _changed(target: Path) -> WorkspaceEscapeError:
     return WorkspaceEscapeError(
         f"{target}: the path changed (a folder or file became a link) while it was being "
         "opened; refused"
+    )
+
+
+def _loop(path: str, at: str) -> OSError:
+    where = "" if at == path else f" at {at!r}"
+    return OSError(
+        errno.ELOOP,
+        f"{path!r} leads into a loop of symbolic links{where} (followed, they come back to "
+        "one already followed), never to a file or folder",
     )
 
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+import os
+import tempfile
+from collections.abc import Callable, Coroutine, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -14,3 +18,63 @@ SECRET = "TOP-SECRET-OUTSIDE"
 def run(coroutine: Coroutine[Any, Any, T]) -> T:
     """Run a coroutine to completion on a fresh event loop."""
     return asyncio.run(coroutine)
+
+
+#: Where each kind of link `plant` makes points, from the tree's root, the folder outside it
+#: and the link's own path.
+LINK_TARGETS: dict[str, Callable[[Path, Path, Path], str | Path]] = {
+    "link_to_root": lambda root, outside, path: root,
+    # Relative, to the folder (or whatever is there) "a" at the root.
+    "link_in": lambda root, outside, path: os.path.relpath(root / "a", path.parent),
+    "link_to_a.py": lambda root, outside, path: root / "a.py",
+    "link_to_b": lambda root, outside, path: root / "b",
+    "link_out": lambda root, outside, path: outside,
+    # The root's parent: the tree and what is beside it (the outside folder).
+    "link_up": lambda root, outside, path: root.parent,
+    "broken_link": lambda root, outside, path: root / "nowhere",
+    "broken_relative": lambda root, outside, path: "nowhere",
+    "loop_link": lambda root, outside, path: path,
+    "loop_relative": lambda root, outside, path: path.name,
+}
+
+#: Every kind of entry `plant` makes.
+KINDS = ("file", "dir", *LINK_TARGETS)
+
+
+def plant(root: Path, outside: Path, entries: list[tuple[tuple[str, ...], str]]) -> None:
+    """Files, folders and links of every kind (`KINDS`) at the given paths below `root`.
+
+    The first entry at a path wins; one under a file or a link is left out.
+    """
+    for parts, kind in entries:
+        path = root.joinpath(*parts)
+        prefixes = [root.joinpath(*parts[:end]) for end in range(1, len(parts))]
+        if os.path.lexists(path) or any(
+            prefix.is_symlink() or prefix.is_file() for prefix in prefixes
+        ):
+            continue  # taken, or under a file or a link
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind == "file":
+            path.touch()
+        elif kind == "dir":
+            path.mkdir()
+        else:
+            path.symlink_to(LINK_TARGETS[kind](root, outside, path))
+
+
+@contextmanager
+def planted(
+    entries: list[tuple[tuple[str, ...], str]], outside_file: str
+) -> Iterator[tuple[Path, Path]]:
+    """A scratch folder ``ws`` planted with `entries`, beside ``outside`` holding `outside_file`.
+
+    Both are given resolved, and removed when the block is left. (Not pytest's
+    ``tmp_path``: a hypothesis test wants a fresh tree for each example.)
+    """
+    with tempfile.TemporaryDirectory() as scratch:
+        root, outside = Path(scratch, "ws").resolve(), Path(scratch, "outside").resolve()
+        root.mkdir()
+        outside.mkdir()
+        (outside / outside_file).touch()
+        plant(root, outside, entries)
+        yield root, outside

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import sys
 import tempfile
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from types import FrameType
 
@@ -17,19 +19,24 @@ from hypothesis import strategies as st
 from nanobot_core.builtins.workspace_tools import nanobot_tools
 from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.kernel.context import PluginContext
+from nanobot_core.tools.base import ToolResult
 from nanobot_core.tools.builtin import (
     MAX_EDIT_FILE_BYTES,
     MAX_LINE_CHARS,
     MAX_LISTED_ENTRIES,
+    SKIPPED_DIRS,
     EditFileTool,
     FindFilesTool,
     GrepTool,
     ListDirTool,
     ReadFileTool,
+    WorkspaceTool,
     WriteFileTool,
     _contained,
+    _walk,
 )
-from tests.tools.support import run
+from nanobot_core.tools.workspace import open_in_workspace, resolve_in_workspace
+from tests.tools.support import KINDS, planted, run
 
 
 def test_hook_contributes_six_tools_with_flags(ctx: PluginContext) -> None:
@@ -375,35 +382,16 @@ def test_find_files_shows_each_link_as_where_it_leads_and_none_that_leads_out(
     assert run(finder.execute(pattern="**/*.py")).splitlines() == ["src/deep/x.py", "src/main.py"]
 
 
-_KINDS = ["file", "dir", "link_in", "link_file", "link_out", "link_up", "broken", "loop"]
-
-
-def _plant(root: Path, outside: Path, entries: list[tuple[tuple[str, ...], str]]) -> None:
-    """Files, folders and links of every kind at the given paths (the first of a clash wins)."""
-    for parts, kind in entries:
-        path = root.joinpath(*parts)
-        prefixes = [root.joinpath(*parts[:end]) for end in range(1, len(parts))]
-        if os.path.lexists(path) or any(
-            prefix.is_symlink() or prefix.is_file() for prefix in prefixes
-        ):
-            continue  # taken, or under a file or a link
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if kind == "file":
-            path.touch()
-        elif kind == "dir":
-            path.mkdir()
-        elif kind == "link_in":  # relative, to a folder inside
-            path.symlink_to(os.path.relpath(root / "a", path.parent), target_is_directory=True)
-        elif kind == "link_file":
-            path.symlink_to(root / "b")
-        elif kind == "link_out":
-            path.symlink_to(outside, target_is_directory=True)
-        elif kind == "link_up":  # the workspace's parent: the workspace and what is beside it
-            path.symlink_to(root.parent, target_is_directory=True)
-        elif kind == "broken":
-            path.symlink_to("nowhere")
-        else:
-            path.symlink_to(path.name)
+_KINDS = [
+    "file",
+    "dir",
+    "link_in",
+    "link_to_b",
+    "link_out",
+    "link_up",
+    "broken_relative",
+    "loop_relative",
+]
 
 
 def _found_as_before(root: Path, pattern: str) -> str:
@@ -436,12 +424,7 @@ def test_find_files_shows_what_each_match_resolves_to_inside_the_workspace(
     entries: list[tuple[tuple[str, ...], str]], pattern: str
 ) -> None:
     """Over trees with links in, out, up, broken and looping, each match is shown as it resolves."""
-    with tempfile.TemporaryDirectory() as scratch:
-        root, outside = Path(scratch, "ws").resolve(), Path(scratch, "outside").resolve()
-        root.mkdir()
-        outside.mkdir()
-        (outside / "c.py").touch()
-        _plant(root, outside, entries)
+    with planted(entries, "c.py") as (root, _):
         assert str(run(FindFilesTool(root).execute(pattern=pattern))) == _found_as_before(
             root, pattern
         )
@@ -517,6 +500,162 @@ def test_grep_skips_binary_files_and_reports_bad_regex(workspace: Path) -> None:
     assert bad.is_error and "invalid regular expression" in bad
 
 
+_SKIPPED = (
+    "[not searched, changed while the search ran (removed, or replaced by a link or a folder): "
+)
+
+
+def _grep_changing(
+    grep: GrepTool, change: Callable[[Path], None], **arguments: object
+) -> ToolResult:
+    """grep's search (in this process), each file changed by `change` just before it is read.
+
+    The change comes after the file was checked (found, in the workspace, small enough).
+    """
+    search_code = GrepTool._search.__code__
+
+    def before_read(frame: FrameType, event: str, arg: object) -> None:
+        if event == "call" and frame.f_code is search_code:
+            change(frame.f_locals["file"])
+
+    sys.setprofile(before_read)
+    try:
+        # What the search's child process runs (-I: it imports the installed package, not this).
+        return _contained(grep.search, **arguments)
+    finally:
+        sys.setprofile(None)
+
+
+@pytest.mark.parametrize("change", ["removed", "link_in", "link_out", "folder", "loop"])
+def test_grep_goes_on_past_a_file_that_changes_before_it_is_read_and_names_it(
+    workspace: Path, outside: Path, change: str
+) -> None:
+    """A file removed or replaced (link, folder, loop) after its check is named, not fatal."""
+    (workspace / "b.txt").write_text("alpha b\n", encoding="utf-8")
+    (workspace / "c.txt").write_text("alpha c\n", encoding="utf-8")
+    changing = (workspace / "b.txt").resolve()
+
+    def swap(file: Path) -> None:
+        if file != changing:
+            return
+        file.unlink()
+        if change == "link_in":
+            file.symlink_to("c.txt")
+        elif change == "link_out":
+            file.symlink_to(outside / "secret.txt")
+        elif change == "folder":
+            file.mkdir()
+        elif change == "loop":
+            file.symlink_to(file.name)
+
+    result = _grep_changing(GrepTool(workspace), swap, pattern="alpha|SECRET")
+    assert not result.is_error
+    assert str(result).splitlines() == [
+        "c.txt:1: alpha c",
+        "notes.txt:1: alpha",
+        f"{_SKIPPED}1 file, b.txt]",
+    ]
+    only = _grep_changing(GrepTool(workspace), lambda file: None, pattern="alpha", path="c.txt")
+    assert only == "c.txt:1: alpha c"  # nothing changed: nothing said
+
+
+def test_grep_names_at_most_three_changed_files_shortened_and_counts_the_rest(
+    workspace: Path,
+) -> None:
+    """Of many files removed while searched, three are named (long ones cut), the rest counted."""
+    long_name = "n" * 200 + ".txt"
+    names = ["a.txt", long_name, "m.txt", "x.txt", "y.txt"]
+    for name in names:
+        (workspace / name).write_text("alpha\n", encoding="utf-8")
+    grep = GrepTool(workspace, max_output_chars=2_000)
+
+    def remove(file: Path) -> None:
+        if file.name in names:
+            file.unlink()
+
+    result = _grep_changing(grep, remove, pattern="alpha")
+    assert str(result).splitlines() == [
+        "notes.txt:1: alpha",
+        f"{_SKIPPED}5 files, a.txt, m.txt, …{long_name[-119:]} and 2 more]",
+    ]
+    for name in names:
+        (workspace / name).write_text("alpha\n" * 100, encoding="utf-8")
+    (workspace / "notes.txt").write_text("alpha\n" * 200, encoding="utf-8")
+    full = _grep_changing(grep, remove, pattern="alpha", max_matches=1_000)
+    *shown, more, note = str(full).splitlines()
+    assert note == f"{_SKIPPED}5 files, a.txt, m.txt, …{long_name[-119:]} and 2 more]"
+    assert more.startswith("[... ") and more.endswith(
+        " more matching lines not shown; narrow the search]"
+    )
+    # The matching lines shown make room for the note: with it they fit the budget.
+    assert (
+        len("\n".join([*shown, note]))
+        <= 2_000
+        < len("\n".join([*shown, note, "notes.txt:1: alpha"]))
+    )
+
+
+def _walked_as_before(base: Path) -> list[Path]:
+    """The files grep searched before it listed folders through descriptors: os.walk's."""
+    found = []
+    for root, dirs, files in os.walk(base, followlinks=False):
+        dirs[:] = sorted(name for name in dirs if name not in SKIPPED_DIRS)
+        found.extend(Path(root, name) for name in sorted(files))
+    return found
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    entries=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(["a", "b", ".git", "c.py"]), min_size=1, max_size=4).map(
+                tuple
+            ),
+            st.sampled_from(KINDS),
+        ),
+        max_size=25,
+    )
+)
+def test_grep_walks_the_files_os_walk_walks_in_its_order(
+    entries: list[tuple[tuple[str, ...], str]],
+) -> None:
+    """Over trees with links of every kind, grep's walk lists what os.walk lists, in order."""
+    with planted(entries, "c.py") as (root, _):
+        assert list(_walk(root, root)) == _walked_as_before(root)
+        for folder in [root / "a", root / "b"]:
+            if folder.is_dir() and not folder.is_symlink():
+                assert list(_walk(root, folder)) == _walked_as_before(folder)
+
+
+_FILE_NAMES = (
+    st.text(st.characters(codec="utf-8", exclude_characters="/\0"), min_size=1, max_size=150)
+    .filter(lambda name: len(name.encode("utf-8")) <= 251)  # a name has at most 255 bytes
+    .map(lambda name: name + ".txt")
+)
+
+
+@settings(max_examples=50, deadline=None)
+@given(names=st.lists(_FILE_NAMES, min_size=1, max_size=6, unique=True))
+def test_grep_names_changed_files_whatever_their_names_within_a_bound(names: list[str]) -> None:
+    """Any files removed while searched are counted; the first three named, each cut to 120."""
+    with tempfile.TemporaryDirectory() as scratch:
+        workspace = Path(scratch).resolve()
+        for name in names:
+            (workspace / name).write_text("alpha\n", encoding="utf-8")
+
+        def remove(file: Path) -> None:
+            file.unlink()
+
+        result = _grep_changing(GrepTool(workspace), remove, pattern="alpha")
+    ordered = sorted(names)  # the order the walk searches them in
+    shown = [name if len(name) <= 120 else "…" + name[-119:] for name in ordered[:3]]
+    count = "1 file" if len(names) == 1 else f"{len(names)} files"
+    more = f" and {len(names) - 3} more" if len(names) > 3 else ""
+    assert not result.is_error
+    assert str(result) == f"No matches for 'alpha'.\n{_SKIPPED}{count}, {', '.join(shown)}{more}]"
+    assert len(str(result)) < 600
+
+
 def test_grep_and_read_file_skip_a_loop_of_links(workspace: Path, outside: Path) -> None:
     """Links in a loop (to themselves, each other, out and back) are skipped, not a traceback."""
     (workspace / "loop").symlink_to("loop")
@@ -530,9 +669,75 @@ def test_grep_and_read_file_skip_a_loop_of_links(workspace: Path, outside: Path)
     assert not result.is_error
     assert str(result).splitlines() == ["notes.txt:1: alpha", "src/main.py:1: print('hello')"]
     named = _contained(grep.search, pattern="alpha", path="src/a")
-    assert named.is_error and named == "Error: path not found: src/a"
+    assert named.is_error and named == f"Error: {_loop('src/a')}"
     read = run(ReadFileTool(workspace).execute(path="loop"))
-    assert read.is_error and read == "Error: file not found: loop"
+    assert read.is_error and read == f"Error: {_loop('loop')}"
+
+
+_LOOP = (
+    "{!r} leads into a loop of symbolic links{} (followed, they come back to one already "
+    "followed), never to a file or folder"
+)
+
+
+def _loop(path: str, at: str | None = None) -> str:
+    """The refusal of `path`, which leads into a loop of links at `at` (if that is not it)."""
+    return _LOOP.format(path, f" at {at!r}" if at else "")
+
+
+@pytest.mark.parametrize(
+    ("path", "looping"),
+    [
+        ("loop", None),  # a link to itself
+        ("src/a", None),  # two links to each other
+        ("./src/../src/b", "src/b"),
+        ("into", "src/a"),  # a link to one of them
+        ("loop/x.txt", "loop"),  # a loop where a folder is named
+        ("src/b/deeper/x.txt", "src/b"),
+    ],
+)
+@pytest.mark.parametrize(
+    ("tool", "arguments"),
+    [
+        (WriteFileTool, {"content": "x"}),
+        (EditFileTool, {"old_text": "a", "new_text": "b"}),
+        (ReadFileTool, {}),
+        (ListDirTool, {}),
+        (FindFilesTool, {"pattern": "*"}),
+    ],
+)
+def test_every_tool_says_a_loop_of_links_is_one(
+    workspace: Path,
+    tool: type[WorkspaceTool],
+    arguments: dict[str, str],
+    path: str,
+    looping: str | None,
+) -> None:
+    """A path into a loop of links is refused as that, naming the loop, not as not found."""
+    (workspace / "loop").symlink_to("loop")
+    (workspace / "src" / "a").symlink_to("b")
+    (workspace / "src" / "b").symlink_to("a")
+    (workspace / "into").symlink_to("src/a")
+    before = sorted(map(str, workspace.rglob("*")))
+    result = run(tool(workspace).execute(path=path, **arguments))
+    assert result == f"Error: {_loop(path, looping)}"
+    assert sorted(map(str, workspace.rglob("*"))) == before  # nothing written
+    searched = _contained(GrepTool(workspace).search, pattern="x", path=path)
+    assert searched == f"Error: {_loop(path, looping)}"
+
+
+@pytest.mark.parametrize("mode", ["r", "rb", "w"])
+def test_opening_a_loop_of_links_says_it_is_a_loop_not_a_changed_path(
+    workspace: Path, mode: str
+) -> None:
+    """open_in_workspace given a loop's link (as realpath leaves it) names the loop."""
+    (workspace / "loop").symlink_to("loop")
+    for target, looping in [("loop", None), ("loop/x.txt", "loop")]:
+        with (
+            pytest.raises(OSError, match=re.escape(_loop(target, looping))),
+            open_in_workspace(workspace, resolve_in_workspace(workspace, target), mode),
+        ):
+            pass
 
 
 # -- write_file and edit_file ---------------------------------------------------------------

@@ -3,45 +3,25 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path, PurePosixPath
 
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.tools._glob import MAX_OPEN_SCANS, glob
+from tests.tools.support import planted
 
 NAMES = ["a", "b", ".h", "a.py", "b.txt"]
-KINDS = ["file", "dir", "link_to_dir", "link_to_file", "link_out", "broken_link", "loop_link"]
+KINDS = [
+    "file",
+    "dir",
+    "link_to_root",
+    "link_to_a.py",
+    "link_out",
+    "broken_link",
+    "loop_link",
+]
 COMPONENTS = ["*", "**", "**", "a", "b", ".h", "*.py", "?", "[ab]*", ".*", "[!a]", "x", "."]
-
-
-def _build(root: Path, outside: Path, entries: list[tuple[tuple[str, ...], str]]) -> None:
-    """Files, folders and links of every kind at the given paths (the first of a clash wins)."""
-    for parts, kind in entries:
-        path = root.joinpath(*parts)
-        prefixes = [root.joinpath(*parts[:end]) for end in range(1, len(parts))]
-        if (
-            path.is_symlink()
-            or path.exists()
-            or any(prefix.is_symlink() or prefix.is_file() for prefix in prefixes)
-        ):
-            continue  # taken, or under a file or a link
-        path.parent.mkdir(parents=True, exist_ok=True)
-        if kind == "file":
-            path.touch()
-        elif kind == "dir":
-            path.mkdir()
-        elif kind == "link_to_dir":
-            path.symlink_to(root, target_is_directory=True)
-        elif kind == "link_to_file":
-            path.symlink_to(root / "a.py")
-        elif kind == "link_out":
-            path.symlink_to(outside, target_is_directory=True)
-        elif kind == "broken_link":
-            path.symlink_to(root / "nowhere")
-        else:
-            path.symlink_to(path)
 
 
 trees = st.lists(
@@ -65,12 +45,7 @@ def test_glob_yields_what_pathlib_yields_in_its_order(
     entries: list[tuple[tuple[str, ...], str]], pattern: str
 ) -> None:
     """Over trees of files, hidden names, folders and links of every kind, glob is Path.glob."""
-    with tempfile.TemporaryDirectory() as scratch:
-        root, outside = Path(scratch, "root"), Path(scratch, "outside")
-        root.mkdir()
-        outside.mkdir()
-        (outside / "a.py").touch()
-        _build(root, outside, entries)
+    with planted(entries, "a.py") as (root, _):
         assert list(glob(root, pattern)) == list(root.glob(pattern))
 
 

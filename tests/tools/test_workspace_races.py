@@ -266,3 +266,53 @@ def test_grep_never_reads_or_names_an_outside_file_while_a_folder_is_swapped(
         answers.append(str(_contained(tool.search, pattern=".")))
     assert not [answer for answer in answers if "outside-" in answer or "OUTSIDE" in answer]
     assert any("d/f.txt:1: inside" in answer for answer in answers)
+
+
+def test_grep_goes_on_past_a_file_swapped_for_a_link_while_it_searches(tmp_path: Path) -> None:
+    """grep racing a file-for-link swap never fails the search: it names the file it skipped."""
+    from nanobot_core.tools.builtin import GrepTool, _contained
+
+    workspace = tmp_path / "ws"
+    (workspace / "d").mkdir(parents=True)
+    (workspace / "d" / "a.txt").write_text("needle a\n", encoding="utf-8")
+    swapped = workspace / "d" / "x.txt"
+    swapped.write_text("needle x\n", encoding="utf-8")
+    parked, link = workspace / "x-real", workspace / "x-link"  # beside "d", not searched
+    outside = tmp_path / "outside.txt"
+    outside.write_text("OUTSIDE SECRET\n", encoding="utf-8")
+    link.symlink_to(outside)
+    stop = threading.Event()
+    swaps = [0]
+
+    def swap() -> None:
+        while not stop.is_set():
+            os.rename(swapped, parked)
+            os.rename(link, swapped)  # now "d/x.txt" is a link out
+            os.rename(swapped, link)
+            os.rename(parked, swapped)
+            swaps[0] += 1
+
+    thread = threading.Thread(target=swap, daemon=True)
+    tool = GrepTool(workspace)
+    answers = []
+    deadline = time.monotonic() + RACE_SECONDS
+    switching = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)  # the swapping thread gets in between more often
+    thread.start()
+    try:
+        while len(answers) < TRIES and time.monotonic() < deadline:
+            # What the search's child process runs; a process for each would only slow the race.
+            answers.append(str(_contained(tool.search, pattern="needle|SECRET", path="d")))
+    finally:
+        sys.setswitchinterval(switching)
+        stop.set()
+        thread.join()
+    assert swaps[0] > 10  # the race really ran
+    skipped = (
+        "[not searched, changed while the search ran (removed, or replaced by a link or a "
+        "folder): 1 file, d/x.txt]"
+    )
+    allowed = {"d/a.txt:1: needle a", "d/x.txt:1: needle x", skipped}
+    assert [answer for answer in answers if not set(answer.splitlines()) <= allowed] == []
+    assert all(answer.startswith("d/a.txt:1: needle a") for answer in answers)
+    assert any(skipped in answer for answer in answers)  # the race was met, and said
