@@ -32,6 +32,8 @@ from nanobot_core.tools import _glob
 from nanobot_core.tools._function import run_in_daemon_thread
 from nanobot_core.tools.base import Tool, ToolResult
 from nanobot_core.tools.workspace import (
+    NotRegularFileError,
+    describe_kind,
     open_folder,
     open_in_workspace,
     refuse_link_loop,
@@ -112,6 +114,22 @@ class WorkspaceTool(Tool):
     def open(self, target: Path, mode: str = "r") -> AbstractContextManager[IO[Any]]:
         """A resolved path opened without a race (no link followed; see open_in_workspace)."""
         return open_in_workspace(self.workspace, target, mode)
+
+    def special_kind(self, target: Path) -> str | None:
+        """What a resolved path is if it is there but neither a regular file nor a folder.
+
+        A named pipe, a socket or a device: opening one is refused (see
+        open_in_workspace); this only words the answer to a path that names one.
+        """
+        try:
+            return describe_kind(os.stat(target).st_mode)
+        except OSError:
+            return None
+
+    def refuse_special(self, target: Path, path: str) -> None:
+        """Refuse `target` (named `path`) at once if it is a named pipe, a socket or a device."""
+        if kind := self.special_kind(target):
+            raise NotRegularFileError(path, kind)
 
     def is_binary(self, target: Path) -> bool:
         """Whether the file holds a NUL byte in its first bytes."""
@@ -194,6 +212,7 @@ class ReadFileTool(WorkspaceTool):
             return ToolResult.error(f"{path} is a directory; use list_dir to see what is in it")
         if not target.exists():
             return ToolResult.error(f"file not found: {path}")
+        self.refuse_special(target, path)
         if self.is_binary(target):
             return ToolResult.error(f"{path} is a binary file; read_file only shows text")
         if start_char is not None or max_chars is not None:
@@ -312,6 +331,8 @@ class ListDirTool(WorkspaceTool):
         if not target.exists():
             return ToolResult.error(f"directory not found: {path}")
         if not target.is_dir():
+            if kind := self.special_kind(target):
+                return ToolResult.error(f"{path} is a {kind}, not a directory")
             return ToolResult.error(f"{path} is a file, not a directory; use read_file")
         # Listed through a descriptor opened from the workspace down without following a
         # link: a folder swapped for a link out after the check is refused, not listed.
@@ -348,7 +369,7 @@ def _first_names(folder: int, count: int) -> tuple[list[str], int]:
 
 
 def _describe_entry(folder: int, name: str) -> str:
-    """An entry of the folder open as `folder`: 'name@' (a link), 'name/' or its size."""
+    """An entry of the folder open as `folder`: 'name@' (a link), 'name/', its size or kind."""
     try:
         info = os.stat(name, dir_fd=folder, follow_symlinks=False)
     except OSError:
@@ -357,6 +378,8 @@ def _describe_entry(folder: int, name: str) -> str:
         return f"{name}@"
     if stat.S_ISDIR(info.st_mode):
         return f"{name}/"
+    if kind := describe_kind(info.st_mode):
+        return f"{name}  [{kind}, not a regular file]"
     return f"{name}  ({info.st_size} bytes)"
 
 
@@ -397,6 +420,8 @@ class FindFilesTool(WorkspaceTool):
             )
         base = self.resolve(path)
         if not base.is_dir():
+            if kind := self.special_kind(base):
+                return ToolResult.error(f"{path} is a {kind}, not a directory")
             return ToolResult.error(f"directory not found: {path}")
         # The most paths the answer could show (each takes a character and a newline): the
         # glob stops there, where it held every match of '**/*' in a tree of millions. It
@@ -547,11 +572,15 @@ class GrepTool(WorkspaceTool):
         base = self.resolve(path)
         if not base.exists():
             return ToolResult.error(f"path not found: {path}")
+        self.refuse_special(base, path)
         matches: list[str] = []
         changed: list[str] = []  # files that changed between their check and their search
-        for file in self._files(base, glob, changed):
+        special: list[str] = []  # named pipes, sockets, devices: never opened, or not read
+        for file in self._files(base, glob, changed, special):
             try:
                 matches.extend(self._search(file, regex, max_matches - len(matches)))
+            except NotRegularFileError:
+                special.append(self.show(file))  # became one after its check
             except (WorkspaceEscapeError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 changed.append(self.show(file))  # replaced by a link or a folder, or removed
             except OSError as exc:
@@ -561,7 +590,9 @@ class GrepTool(WorkspaceTool):
             if len(matches) >= max_matches:
                 matches.append(f"[stopped after {max_matches} matches; narrow the search]")
                 break
-        note = _changed_note(changed) if changed else ""
+        note = "\n".join(
+            filter(None, [_changed_note(changed) if changed else "", _special_note(special)])
+        )
         if not matches:
             return ToolResult("\n".join(filter(None, [f"No matches for {pattern!r}.", note])))
         budget = self.max_output_chars - (len(note) + 1 if note else 0)
@@ -569,8 +600,14 @@ class GrepTool(WorkspaceTool):
             "\n".join(filter(None, [_bounded(matches, budget, "matching lines"), note]))
         )
 
-    def _files(self, base: Path, glob: str | None, changed: list[str]) -> Iterator[Path]:
-        """The files to search; one that changes while it is checked is added to `changed`."""
+    def _files(
+        self, base: Path, glob: str | None, changed: list[str], special: list[str]
+    ) -> Iterator[Path]:
+        """The files to search; one that changes while it is checked is added to `changed`.
+
+        A named pipe, a socket or a device is added to `special`, not searched: reading
+        one would wait for a writer, or read without end.
+        """
         candidates = [base] if base.is_file() else _walk(self.workspace, base)
         for file in candidates:
             # realpath, not Path.resolve, which raises RuntimeError on a loop of links (a
@@ -585,10 +622,14 @@ class GrepTool(WorkspaceTool):
             if glob and not PurePosixPath(self.show(file)).match(glob):
                 continue
             try:
-                if resolved.stat().st_size > MAX_GREP_FILE_BYTES:
-                    continue
+                info = resolved.stat()
             except OSError:
                 continue  # gone before it was looked at, or a link to nothing
+            if describe_kind(info.st_mode):
+                special.append(self.show(file))
+                continue
+            if info.st_size > MAX_GREP_FILE_BYTES:
+                continue
             yield resolved
 
     def _search(self, file: Path, regex: re.Pattern[str], budget: int) -> list[str]:
@@ -615,7 +656,8 @@ class GrepTool(WorkspaceTool):
         return found
 
 
-#: How many of the files that changed while grep searched its answer names.
+#: How many of the files that changed while grep searched (or that are not regular files) its
+#: answer names.
 CHANGED_NAMED = 3
 #: Characters of each such name shown (its end: the file's own name is there).
 CHANGED_NAME_CHARS = 120
@@ -623,16 +665,27 @@ CHANGED_NAME_CHARS = 120
 
 def _changed_note(changed: list[str]) -> str:
     """The answer's note of the files skipped because they changed while searched (bounded)."""
+    return _skipped_note(
+        "changed while the search ran (removed, or replaced by a link or a folder)", changed
+    )
+
+
+def _special_note(special: list[str]) -> str:
+    """The answer's note of the named pipes, sockets and devices not searched (bounded); or ''."""
+    if not special:
+        return ""
+    return _skipped_note("not regular files (named pipes, sockets or devices)", special)
+
+
+def _skipped_note(why: str, skipped: list[str]) -> str:
+    """A note of files not searched and `why`: three named (each cut), the rest counted."""
     names = [
         name if len(name) <= CHANGED_NAME_CHARS else "…" + name[-(CHANGED_NAME_CHARS - 1) :]
-        for name in changed[:CHANGED_NAMED]
+        for name in skipped[:CHANGED_NAMED]
     ]
-    more = f" and {len(changed) - CHANGED_NAMED} more" if len(changed) > CHANGED_NAMED else ""
-    files = "1 file" if len(changed) == 1 else f"{len(changed)} files"
-    return (
-        f"[not searched, changed while the search ran (removed, or replaced by a link or a "
-        f"folder): {files}, {', '.join(names)}{more}]"
-    )
+    more = f" and {len(skipped) - CHANGED_NAMED} more" if len(skipped) > CHANGED_NAMED else ""
+    files = "1 file" if len(skipped) == 1 else f"{len(skipped)} files"
+    return f"[not searched, {why}: {files}, {', '.join(names)}{more}]"
 
 
 def _around(line: str, match: re.Match[str], line_start: int) -> str:
@@ -713,6 +766,7 @@ class WriteFileTool(WorkspaceTool):
         target = self.resolve(path)
         if target.is_dir():
             return ToolResult.error(f"{path} is a directory")
+        self.refuse_special(target, path)
         with self.open(target, "w") as handle:
             handle.write(content)
         return ToolResult(f"Wrote {len(content)} characters to {self.show(target)}.")
@@ -755,6 +809,7 @@ class EditFileTool(WorkspaceTool):
 
     def run(self, path: str, old_text: str, new_text: str, replace_all: bool = False) -> ToolResult:
         target = self.resolve(path)
+        self.refuse_special(target, path)
         if not target.is_file():
             return ToolResult.error(f"file not found: {path}")
         with self.open(target, "rb") as raw:

@@ -6,13 +6,15 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
 from nanobot_core.errors import WorkspaceEscapeError
 
 __all__ = [
+    "NotRegularFileError",
+    "describe_kind",
     "open_folder",
     "open_in_workspace",
     "open_resolved",
@@ -21,6 +23,41 @@ __all__ = [
     "relative_display",
     "resolve_in_workspace",
 ]
+
+
+class NotRegularFileError(OSError):
+    """A path names a named pipe, a socket or a device: the file tools open only regular files.
+
+    Reading a named pipe waits for a writer (and then reads what it is sent, without
+    end), writing one waits for a reader, a socket cannot be opened, and a device may
+    give bytes without end: each is refused at once instead.
+    """
+
+    def __init__(self, shown: str, kind: str) -> None:
+        super().__init__(
+            errno.EINVAL,
+            f"{shown} is a {kind}, not a regular file; the file tools read and write only "
+            "regular files",
+        )
+
+
+#: What each kind of file that is neither a regular file nor a folder is called.
+_KINDS = (
+    (stat.S_ISFIFO, "named pipe (FIFO)"),
+    (stat.S_ISSOCK, "socket"),
+    (stat.S_ISCHR, "character device"),
+    (stat.S_ISBLK, "block device"),
+)
+
+
+def describe_kind(mode: int) -> str | None:
+    """What a file of `mode` (``st_mode``) is, if neither a regular file, a folder nor a link.
+
+    "named pipe (FIFO)", "socket", "character device", "block device" (or "special file").
+    """
+    if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
+        return None
+    return next((name for test, name in _KINDS if test(mode)), "special file")
 
 
 def resolve_in_workspace(workspace: Path, user_path: str) -> Path:
@@ -216,6 +253,19 @@ def _loop(path: str, at: str) -> OSError:
     )
 
 
+_NO_WAIT = os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
+
+
+def _not_regular(workspace: Path, target: Path) -> NotRegularFileError | None:
+    """The refusal of `target` if it is (now) no regular file, folder or link; else None."""
+    try:
+        mode = os.stat(target, follow_symlinks=False).st_mode
+    except OSError:
+        return None
+    kind = describe_kind(mode)
+    return None if kind is None else NotRegularFileError(relative_display(workspace, target), kind)
+
+
 _MODES = {
     "r": (os.O_RDONLY, False),
     "rb": (os.O_RDONLY, False),
@@ -230,12 +280,32 @@ def open_in_workspace(workspace: Path, target: Path, mode: str) -> Iterator[IO[A
     Modes: ``"r"`` (UTF-8 text, bad bytes replaced), ``"rb"``, and ``"w"``
     (UTF-8 text, newlines as written; missing folders are created; a file
     with more than one hard link is refused, and only then emptied).
+
+    Only a regular file is opened: a named pipe, a socket or a device is refused
+    with `NotRegularFileError`, at once. The open does not wait (``O_NONBLOCK``,
+    cleared once the file is known to be regular) and the kind is that of the
+    descriptor opened, so a file replaced by a pipe after its check is refused too.
     """
     flags, writing = _MODES[mode]
-    with open_resolved(workspace, target, flags, make_parents=writing) as fd:
+    with ExitStack() as opened:
+        try:
+            # O_NONBLOCK: opening a named pipe to read returns at once (to write, with no
+            # reader, it fails with ENXIO, as opening a socket does) instead of waiting.
+            fd = opened.enter_context(
+                open_resolved(workspace, target, flags | _NO_WAIT, make_parents=writing)
+            )
+        except OSError as exc:
+            if exc.errno != errno.ENXIO:
+                raise
+            raise _not_regular(workspace, target) or exc from None
+        # The kind of the descriptor that is then read or written, not of the path checked.
         info = os.fstat(fd)
         if stat.S_ISDIR(info.st_mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
+        kind = describe_kind(info.st_mode)
+        if kind is not None:
+            raise NotRegularFileError(relative_display(workspace, target), kind)
+        os.set_blocking(fd, True)  # a regular file: read and written as usual
         if writing:
             refuse_hard_links(fd, relative_display(workspace, target))
             os.ftruncate(fd, 0)
