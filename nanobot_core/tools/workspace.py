@@ -10,7 +10,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
-from nanobot_core.errors import WorkspaceEscapeError
+from nanobot_core.errors import ToolError, WorkspaceEscapeError
 
 __all__ = [
     "NotRegularFileError",
@@ -25,8 +25,11 @@ __all__ = [
 ]
 
 
-class NotRegularFileError(OSError):
+class NotRegularFileError(ToolError, OSError):
     """A path names a named pipe, a socket or a device: the file tools open only regular files.
+
+    An `OSError` too, as the failures of opening a file are, so a caller that caught those
+    still catches it.
 
     Reading a named pipe waits for a writer (and then reads what it is sent, without
     end), writing one waits for a reader, a socket cannot be opened, and a device may
