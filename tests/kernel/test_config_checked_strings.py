@@ -11,16 +11,18 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nanobot_core.config import ProviderConfig, load_config, source_of, source_prefix
+from nanobot_core.config import load_config, source_of, source_prefix
 from nanobot_core.errors import ConfigError
 from nanobot_core.kernel.manager import PluginManager
-from nanobot_core.providers.endpoint import check_endpoint
+from nanobot_core.providers import check_endpoint
 from nanobot_core.runner import Runner
 from nanobot_core.sessions import select_session_store
 from nanobot_core.testing import make_config
 from tests.helpers import clean_env, run_cli
 
 HINT = "(set --base-url or NANOBOT_BASE_URL, e.g. http://localhost:11434/v1)"
+#: The hints the built-in provider gives `check_endpoint`.
+HINTS = {"base_url_hint": HINT[1:-1], "api_key_hint": "set NANOBOT_API_KEY"}
 
 #: Per key: the nanobot.toml setting it, the variable setting it, the command, the error's tail.
 CASES = {
@@ -165,7 +167,7 @@ def test_a_checked_string_knows_its_source_and_stays_a_plain_equal_string(
     )
     assert source_prefix(config.provider.base_url, "plain") == ""
     with pytest.raises(ConfigError, match=r"^provider\.base_url: 'ftp://x' is not"):
-        check_endpoint(ProviderConfig(base_url="ftp://x"))
+        check_endpoint("ftp://x", None, **HINTS)
 
 
 @pytest.mark.parametrize("where", ["file", "variable"])
@@ -205,7 +207,7 @@ def test_any_base_url_is_taken_or_refused_as_config_never_showing_its_password(
     provider.base_url or provider.api_key, and the password in it never shows."""
     url = f"{scheme}://me:{_SECRET}@{host}{tail}" if scheme else f"me:{_SECRET}@{host}{tail}"
     try:
-        check_endpoint(ProviderConfig(base_url=url, api_key="sk-test"))
+        check_endpoint(url, "sk-test", **HINTS)
     except ConfigError as exc:
         assert str(exc).startswith("provider.base_url: ")
         assert _SECRET not in str(exc) or _SECRET in host + tail
