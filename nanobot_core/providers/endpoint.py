@@ -1,10 +1,11 @@
 """Settings an HTTP provider cannot work without, checked before the first request.
 
 A fault here cannot be cured by retrying, so it is a `ConfigError` naming the
-setting (the CLI exits 2): a ``provider.base_url`` that is not an http(s) URL,
-and a remote server with no ``provider.api_key``. A server on this machine or
-on a private network (Ollama, vLLM, llama.cpp) needs no key; a remote one that
-needs none takes any placeholder, such as ``NANOBOT_API_KEY=none``.
+setting (the CLI exits 2): a ``provider.base_url`` that is not an http(s) URL
+the HTTP client can send to, and a remote server with no ``provider.api_key``.
+A server on this machine or on a private network (Ollama, vLLM, llama.cpp)
+needs no key; a remote one that needs none takes any placeholder, such as
+``NANOBOT_API_KEY=none``.
 
 `check_endpoint` is public (``nanobot_core.providers.check_endpoint``): the
 built-in ``openai`` provider and provider plugins (``anthropic``) call it when
@@ -60,24 +61,35 @@ def check_endpoint(
     where = _prefix(url_sources)
     hidden = _userinfo(base_url)
     refused = base_url.replace(f"{hidden}@", "***@", 1) if hidden else base_url
+    import httpx  # the client that sends to it (imported here: `import nanobot_core` stays light)
+
     try:
         parts = urlsplit(base_url)
         host = parts.hostname or ""
+        _ = parts.port  # a port that is not a number, or past 65535
     except ValueError as exc:
-        reason = str(exc).replace(hidden, "***") if hidden else str(exc)
-        raise ConfigError(
-            f"{where}provider.base_url: {refused!r} is not a URL ({reason})"
-        ) from None
+        raise _not_a_url(where, refused, str(exc), hidden) from None
     if parts.scheme not in ("http", "https") or not host:
         raise ConfigError(
             f"{where}provider.base_url: {refused!r} is not an http(s) URL ({base_url_hint})"
         )
+    try:
+        httpx.URL(base_url)  # a control character, a host name IDNA refuses
+    except httpx.InvalidURL as exc:
+        raise _not_a_url(where, refused, str(exc), hidden) from None
     if not api_key and not is_local_host(host):
         shown = without_credentials(base_url)
         raise ConfigError(
             f"{_prefix([*_sources(api_key), *url_sources])}provider.api_key is not set, "
             f"and provider.base_url {shown!r} is a remote server ({api_key_hint})"
         )
+
+
+def _not_a_url(where: str, refused: str, reason: str, hidden: str | None) -> ConfigError:
+    """The error for a base URL the parser or the client cannot read, the password in the
+    parser's reason masked too."""
+    reason = reason.replace(hidden, "***") if hidden else reason
+    return ConfigError(f"{where}provider.base_url: {refused!r} is not a URL ({reason})")
 
 
 def _sources(value: object) -> list[str]:

@@ -6,7 +6,9 @@ from __future__ import annotations
 import copy
 import pickle
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -211,3 +213,33 @@ def test_any_base_url_is_taken_or_refused_as_config_never_showing_its_password(
     except ConfigError as exc:
         assert str(exc).startswith("provider.base_url: ")
         assert _SECRET not in str(exc) or _SECRET in host + tail
+        return
+    sent_to = httpx.URL(url)  # what the client makes of it: a URL it can send to
+    assert sent_to.scheme in ("http", "https") and sent_to.host
+    assert urlsplit(url).port == sent_to.port
+
+
+#: Base URLs the http(s) check passes that the HTTP client cannot send to, and why.
+UNSENDABLE = {
+    "http://localhost:11434x/v1": "Port could not be cast to integer value as '11434x'",
+    "http://127.0.0.1:114340/v1": "Port out of range 0-65535",
+    "http://me:hunter2@local\x1fhost/v1": (
+        "Invalid non-printable ASCII character in URL, '\\x1f' at position 23."
+    ),
+    "http://\u0080/v1": "Invalid IDNA hostname: '\\x80'",
+}
+
+
+@pytest.mark.parametrize("url", sorted(UNSENDABLE))
+def test_a_base_url_the_client_cannot_send_to_is_refused_as_config(
+    tmp_path: Path, url: str
+) -> None:
+    """A port that is no number or past 65535, a control character or a host name IDNA refuses
+    is exit 2 naming the variable, not a plugin failure (exit 1) at the first request."""
+    said = _refusal(tmp_path, "run", "hi", NANOBOT_BASE_URL=url)
+    shown = url.replace("me:hunter2@", "***@")
+    assert said == (
+        "Error: configuration: environment variable NANOBOT_BASE_URL: provider.base_url: "
+        f"{shown!r} is not a URL ({UNSENDABLE[url]})\n"
+    )
+    assert _SECRET not in said

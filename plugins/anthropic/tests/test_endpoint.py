@@ -4,8 +4,8 @@ errors naming where they were set (exit 2), never at the first request."""
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit
 
+import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -29,6 +29,9 @@ TYPOS = {
     "htps://api.anthropic.com": f"'htps://api.anthropic.com' is not an http(s) URL {URL_HINT}",
     "api.anthropic.com": f"'api.anthropic.com' is not an http(s) URL {URL_HINT}",
     "http://[x": "'http://[x' is not a URL (Invalid IPv6 URL)",
+    "http://localhost:4000x": (
+        "'http://localhost:4000x' is not a URL (Port could not be cast to integer value as '4000x')"
+    ),
     f"https://me:{SECRET}@[::1/v1": "'https://***@[::1/v1' is not a URL (Invalid IPv6 URL)",
     f"htps://me:{SECRET}@api.anthropic.com": (
         f"'htps://***@api.anthropic.com' is not an http(s) URL {URL_HINT}"
@@ -126,12 +129,12 @@ def test_a_local_server_needs_no_key() -> None:
     tail=st.text(max_size=8),
     from_environment=st.booleans(),
 )
-def test_any_base_url_is_refused_as_config_or_is_an_http_url_with_a_host(
+def test_any_base_url_is_refused_as_config_or_is_one_httpx_can_send_to(
     scheme: str, host: str, tail: str, from_environment: bool
 ) -> None:
     """Whatever base URL is configured (as provider.base_url or ANTHROPIC_BASE_URL), building
     the provider either raises ConfigError naming provider.base_url and where it was set,
-    never showing the password, or gives an http(s) endpoint with a host."""
+    never showing the password, or gives an http(s) endpoint the HTTP client can send to."""
     url = f"{scheme}://me:{SECRET}@{host}{tail}" if scheme else f"me:{SECRET}@{host}{tail}"
     environ = {"ANTHROPIC_API_KEY": "sk-ant-test"}
     if from_environment:
@@ -145,5 +148,5 @@ def test_any_base_url_is_refused_as_config_or_is_an_http_url_with_a_host(
         assert str(exc).startswith(f"{source}provider.base_url: ")
         assert SECRET not in str(exc) or SECRET in host + tail
         return
-    sent_to = urlsplit(provider.endpoint)
-    assert sent_to.scheme in ("http", "https") and sent_to.hostname
+    sent_to = httpx.URL(provider.endpoint)  # what the client makes of it: one it sends to
+    assert sent_to.scheme in ("http", "https") and sent_to.host
