@@ -16,6 +16,7 @@ from nanobot_core.providers.base import (
     token_count,
     with_sendable_call_ids,
 )
+from nanobot_core.providers.endpoint import check_endpoint
 from nanobot_core.providers.http import (
     KeptClients,
     Retryable,
@@ -48,6 +49,7 @@ __all__ = [
     "RetryPolicy",
     "Retryable",
     "Usage",
+    "check_endpoint",
     "describe_body",
     "error_text",
     "excerpt",

@@ -47,6 +47,12 @@ __all__ = ["OpenAIProvider"]
 
 log = get_logger("nanobot_core.providers.openai")
 
+#: How a user sets what `check_endpoint` refuses, as its errors say.
+_BASE_URL_HINT = "set --base-url or NANOBOT_BASE_URL, e.g. http://localhost:11434/v1"
+_API_KEY_HINT = (
+    "set NANOBOT_API_KEY or OPENAI_API_KEY; NANOBOT_API_KEY=none for a server that needs no key"
+)
+
 
 class OpenAIProvider:
     """Chat completions over HTTP with retries, built from ``config.provider``.
@@ -71,7 +77,13 @@ class OpenAIProvider:
         progress: ProgressCallback | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        check_endpoint(config)  # a fault no retry can cure: ConfigError, before any request
+        # A fault no retry can cure: ConfigError, before any request.
+        check_endpoint(
+            config.base_url,
+            config.api_key,
+            base_url_hint=_BASE_URL_HINT,
+            api_key_hint=_API_KEY_HINT,
+        )
         self.base_url = config.base_url.rstrip("/")
         self.model = config.model
         self.timeout = config.timeout

@@ -6,21 +6,25 @@ from __future__ import annotations
 import copy
 import pickle
 from pathlib import Path
+from urllib.parse import urlsplit
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nanobot_core.config import ProviderConfig, load_config, source_of, source_prefix
+from nanobot_core.config import load_config, source_of, source_prefix
 from nanobot_core.errors import ConfigError
 from nanobot_core.kernel.manager import PluginManager
-from nanobot_core.providers.endpoint import check_endpoint
+from nanobot_core.providers import check_endpoint
 from nanobot_core.runner import Runner
 from nanobot_core.sessions import select_session_store
 from nanobot_core.testing import make_config
 from tests.helpers import clean_env, run_cli
 
 HINT = "(set --base-url or NANOBOT_BASE_URL, e.g. http://localhost:11434/v1)"
+#: The hints the built-in provider gives `check_endpoint`.
+HINTS = {"base_url_hint": HINT[1:-1], "api_key_hint": "set NANOBOT_API_KEY"}
 
 #: Per key: the nanobot.toml setting it, the variable setting it, the command, the error's tail.
 CASES = {
@@ -165,7 +169,7 @@ def test_a_checked_string_knows_its_source_and_stays_a_plain_equal_string(
     )
     assert source_prefix(config.provider.base_url, "plain") == ""
     with pytest.raises(ConfigError, match=r"^provider\.base_url: 'ftp://x' is not"):
-        check_endpoint(ProviderConfig(base_url="ftp://x"))
+        check_endpoint("ftp://x", None, **HINTS)
 
 
 @pytest.mark.parametrize("where", ["file", "variable"])
@@ -205,7 +209,37 @@ def test_any_base_url_is_taken_or_refused_as_config_never_showing_its_password(
     provider.base_url or provider.api_key, and the password in it never shows."""
     url = f"{scheme}://me:{_SECRET}@{host}{tail}" if scheme else f"me:{_SECRET}@{host}{tail}"
     try:
-        check_endpoint(ProviderConfig(base_url=url, api_key="sk-test"))
+        check_endpoint(url, "sk-test", **HINTS)
     except ConfigError as exc:
         assert str(exc).startswith("provider.base_url: ")
         assert _SECRET not in str(exc) or _SECRET in host + tail
+        return
+    sent_to = httpx.URL(url)  # what the client makes of it: a URL it can send to
+    assert sent_to.scheme in ("http", "https") and sent_to.host
+    assert urlsplit(url).port == sent_to.port
+
+
+#: Base URLs the http(s) check passes that the HTTP client cannot send to, and why.
+UNSENDABLE = {
+    "http://localhost:11434x/v1": "Port could not be cast to integer value as '11434x'",
+    "http://127.0.0.1:114340/v1": "Port out of range 0-65535",
+    "http://me:hunter2@local\x1fhost/v1": (
+        "Invalid non-printable ASCII character in URL, '\\x1f' at position 23."
+    ),
+    "http://\u0080/v1": "Invalid IDNA hostname: '\\x80'",
+}
+
+
+@pytest.mark.parametrize("url", sorted(UNSENDABLE))
+def test_a_base_url_the_client_cannot_send_to_is_refused_as_config(
+    tmp_path: Path, url: str
+) -> None:
+    """A port that is no number or past 65535, a control character or a host name IDNA refuses
+    is exit 2 naming the variable, not a plugin failure (exit 1) at the first request."""
+    said = _refusal(tmp_path, "run", "hi", NANOBOT_BASE_URL=url)
+    shown = url.replace("me:hunter2@", "***@")
+    assert said == (
+        "Error: configuration: environment variable NANOBOT_BASE_URL: provider.base_url: "
+        f"{shown!r} is not a URL ({UNSENDABLE[url]})\n"
+    )
+    assert _SECRET not in said

@@ -27,6 +27,7 @@ from nanobot_core.providers import (
     ProgressCallback,
     ProviderReply,
     RetryPolicy,
+    check_endpoint,
     describe_body,
     error_text,
     failure_for_status,
@@ -62,6 +63,14 @@ DEFAULT_MAX_TOKENS = 8192
 EXTENDED_TTL_BETA = "extended-cache-ttl-2025-04-11"
 
 _CORE_DEFAULTS = ProviderConfig()
+#: How a user sets what `check_endpoint` refuses, as its errors say.
+_BASE_URL_HINT = (
+    "set --base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL, e.g. https://api.anthropic.com"
+)
+_API_KEY_HINT = (
+    "set ANTHROPIC_API_KEY or NANOBOT_API_KEY, not OPENAI_API_KEY: that is never sent to "
+    "Anthropic; NANOBOT_API_KEY=none for a server that needs no key"
+)
 
 
 def resolve_key(config: ProviderConfig, environ: Mapping[str, str]) -> str | None:
@@ -144,9 +153,22 @@ class AnthropicProvider:
         environ: Mapping[str, str] | None = None,
     ) -> None:
         env = os.environ if environ is None else environ
-        base = config.base_url
+        base, base_source = config.base_url, None
         if base == _CORE_DEFAULTS.base_url:  # not set: the core's default is OpenAI's
             base = env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+            if env.get("ANTHROPIC_BASE_URL"):
+                base_source = "environment variable ANTHROPIC_BASE_URL"
+        self._api_key = resolve_key(config, env)
+        # A fault no retry can cure: ConfigError, before any request. A key set empty is
+        # passed as it is, for the error to name where; one only OpenAI's is not a key here.
+        stated = config.api_key if config.api_key == "" else None
+        check_endpoint(
+            base,
+            self._api_key or stated,
+            base_url_hint=_BASE_URL_HINT,
+            api_key_hint=_API_KEY_HINT,
+            base_url_source=base_source,
+        )
         self.base_url = base.rstrip("/")
         self.model = config.model if config.model != _CORE_DEFAULTS.model else DEFAULT_MODEL
         self.max_tokens = config.max_tokens or DEFAULT_MAX_TOKENS
@@ -155,7 +177,6 @@ class AnthropicProvider:
         self.temperature = config.temperature
         self.cache = config.cache
         self.policy = RetryPolicy(config.max_retries, config.backoff_base, config.retry_after_cap)
-        self._api_key = resolve_key(config, env)
         self._progress = progress
         self._transport = transport
         self._clients = KeptClients(timeout=self.timeout, transport=transport)

@@ -57,7 +57,9 @@ def test_every_governed_history_makes_a_legal_request(
     history.append({"role": "user", "content": "go on"})
     governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
     system = [{"role": "system", "content": "sys " * (2000 if long_system else 1)}]
-    provider = AnthropicProvider(ProviderConfig(model="claude-sonnet-4-5"), environ={})
+    provider = AnthropicProvider(
+        ProviderConfig(model="claude-sonnet-4-5", api_key="sk-test"), environ={}
+    )
     body = provider.request_body([*system, *governed.messages], [])
     assert check_request(HEADERS, body) == []
     json.dumps(body, ensure_ascii=False).encode("utf-8")  # raises on a lone surrogate
@@ -107,7 +109,7 @@ def test_marks_stored_anywhere_in_a_history_never_add_up_past_four(
     for number in range(steps):
         history += data.draw(_anthropic_step(number))
     provider = AnthropicProvider(
-        ProviderConfig(model="claude-sonnet-4-5", cache=ttl),  # type: ignore[arg-type]
+        ProviderConfig(model="claude-sonnet-4-5", api_key="sk-test", cache=ttl),  # type: ignore[arg-type]
         environ={},
     )
     body = provider.request_body(history, [])
@@ -140,7 +142,9 @@ def test_a_history_of_blank_user_turns_still_makes_a_legal_request(
     """However blank the user's messages are, the request holds a user turn the API takes."""
     history = [{"role": role, "content": content} for role, content in entries]
     governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
-    provider = AnthropicProvider(ProviderConfig(model="claude-sonnet-4-5"), environ={})
+    provider = AnthropicProvider(
+        ProviderConfig(model="claude-sonnet-4-5", api_key="sk-test"), environ={}
+    )
     assert check_request(HEADERS, provider.request_body(governed.messages, [])) == []
 
 
@@ -196,5 +200,7 @@ def test_blocks_of_any_kind_anywhere_make_a_legal_request(history: list[Any]) ->
     """Untyped, unsigned or wrong-role blocks in any message never reach the API."""
     history.append({"role": "user", "content": "go on"})
     governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
-    provider = AnthropicProvider(ProviderConfig(model="claude-sonnet-4-5"), environ={})
+    provider = AnthropicProvider(
+        ProviderConfig(model="claude-sonnet-4-5", api_key="sk-test"), environ={}
+    )
     assert check_request(HEADERS, provider.request_body(governed.messages, [])) == []

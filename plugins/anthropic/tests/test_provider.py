@@ -566,7 +566,7 @@ def test_default_base_url_and_model_are_anthropics() -> None:
     """With the core's defaults untouched, the provider aims at api.anthropic.com and Claude."""
     from nanobot_core.config import ProviderConfig
 
-    provider = AnthropicProvider(ProviderConfig(), environ={})
+    provider = AnthropicProvider(ProviderConfig(), environ={"ANTHROPIC_API_KEY": API_KEY})
     assert provider.endpoint == "https://api.anthropic.com/v1/messages"
     assert provider.model.startswith("claude-")
     assert AnthropicProvider(

@@ -53,8 +53,9 @@ def test_the_readme_toml_gives_the_documented_settings(nanobot_workspace: Path) 
     (nanobot_workspace / "nanobot.toml").write_text(_readme_block("toml"), encoding="utf-8")
     provider_config = load_config(cwd=nanobot_workspace, environ={}).provider
     assert provider_config.name == "anthropic"
-    configured = AnthropicProvider(provider_config, environ={})
-    default = AnthropicProvider(ProviderConfig(), environ={})
+    keyed = {"ANTHROPIC_API_KEY": API_KEY}
+    configured = AnthropicProvider(provider_config, environ=keyed)
+    default = AnthropicProvider(ProviderConfig(), environ=keyed)
     for provider in (configured, default):
         assert provider.model == "claude-sonnet-4-5"
         assert provider.cache == "5m"
