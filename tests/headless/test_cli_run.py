@@ -8,8 +8,9 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import pytest
 
@@ -22,7 +23,7 @@ from tests.headless.fake_server import (
     text_reply,
     tool_call_reply,
 )
-from tests.helpers import cli_process
+from tests.helpers import cli_process, install_plugin, plugin_env
 
 NOTES = "alpha line\nbeta line\n"
 TIMEOUT = 60
@@ -467,36 +468,47 @@ def test_ctrl_c_during_the_model_request_exits_130_and_keeps_the_session(
     assert result.stdout == "resumed\n"
 
 
+# A tool that says it is inside its call (the file `entered`) and then waits for ever.
+WAITING_PLUGIN = """
+import asyncio, pathlib
+from nanobot_core import Tool, hookimpl
+
+class Waits(Tool):
+    name = "waits"
+    description = "Says it has started, then waits for ever."
+    parameters = {"type": "object", "properties": {}}
+
+    async def execute(self):
+        pathlib.Path("entered").write_text("yes")
+        await asyncio.Event().wait()
+        return "never"
+
+@hookimpl
+def nanobot_tools(ctx):
+    return [Waits]
+"""
+
+
 def test_kill_9_during_a_tool_then_resume_backfills_the_dangling_call(
-    server: FakeChatServer, workspace: Path
+    server: FakeChatServer, workspace: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """Killed while a tool runs, the call has no result; the next run sends a backfilled one."""
-    # Reading a FIFO blocks until a writer opens it: our open() returns exactly when the tool
-    # is inside its call, so the kill lands between the stored call and its result.
-    fifo = workspace / "pipe"
-    os.mkfifo(fifo)
-    received = threading.Event()
-    server.add(
-        Reply(
-            body=tool_call_reply([("stuck", "read_file", '{"path": "pipe"}')]).body,
-            received=received,
-        ),
-    )
-    with cli_process("run", "read the pipe", cwd=workspace, env=cli_env(server)) as process:
-        writer: list[IO[bytes]] = []
-        opener = threading.Thread(target=lambda: writer.append(fifo.open("wb")), daemon=True)
-        opener.start()
-        try:
-            assert received.wait(TIMEOUT), "the model request never arrived"
-            opener.join(TIMEOUT)
-            assert writer, "the tool never opened the FIFO"
-            os.kill(process.pid, signal.SIGKILL)
-            process.communicate(timeout=TIMEOUT)
-        finally:
-            if not writer:  # unblock our own opener
-                os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
-            for handle in writer:
-                handle.close()
+    # The tool writes `entered` once inside its call, then waits: the kill lands between the
+    # stored call and its result.
+    site = install_plugin(tmp_path_factory.mktemp("site") / "plugin", "waitplug", WAITING_PLUGIN)
+    settings = {k: v for k, v in cli_env(server).items() if k.startswith("NANOBOT_")}
+    del settings["NANOBOT_DISABLE_PLUGIN_AUTOLOAD"]
+    server.add(Reply(body=tool_call_reply([("stuck", "waits", "{}")]).body))
+    entered = workspace / "entered"
+    with cli_process(
+        "run", "wait", cwd=workspace, env=plugin_env(site, "waitplug", **settings)
+    ) as process:
+        deadline = time.monotonic() + TIMEOUT
+        while not entered.exists() and process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert entered.exists(), "the tool was never entered"
+        os.kill(process.pid, signal.SIGKILL)
+        process.communicate(timeout=TIMEOUT)
     before = _session_lines(workspace)
     assert [m["role"] for m in before] == ["user", "assistant"]
     assert before[1]["tool_calls"][0]["id"] == "stuck"
