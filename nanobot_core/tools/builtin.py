@@ -612,6 +612,7 @@ class GrepTool(WorkspaceTool):
             regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
             return ToolResult.error(f"invalid regular expression {_quoted(pattern)}: {exc}")
+        self._report("")  # begun: from here on the time goes to the tree and the pattern
         base = self.resolve(path)
         if not base.exists():
             return ToolResult.error(f"path not found: {path}")
@@ -992,13 +993,13 @@ _search_in_child()
 
 
 def _read_progress(progress: IO[bytes]) -> tuple[int, int, str]:
-    """The files a stopped search looked at, searched, and the one it was in ('' for none)."""
+    """The files a stopped search looked at (-1: it had not begun), searched, and the last."""
     progress.seek(0)
     head, _, rest = progress.read().partition(b"\n")
     try:
         looked, searched, size = (int(number) for number in head.split())
-    except ValueError:  # nothing written yet: stopped before it looked at a file
-        return 0, 0, ""
+    except ValueError:  # nothing written yet: stopped before the search began
+        return -1, 0, ""
     return looked, searched, rest[:size].decode("utf-8", "replace")
 
 
@@ -1006,8 +1007,8 @@ def _timed_out(pattern: str, seconds: float, looked: int, searched: int, last: s
     """What grep answers when its search was stopped at the timeout, by how far it got."""
     stopped = f"the search for {pattern} did not finish within {seconds:g}s and was stopped"
     found = "1 file found" if looked == 1 else f"{looked:,} files found"
-    if looked == 0:
-        return f"{stopped} before it found a file: {seconds:g}s is too short for a search to start"
+    if looked < 0:
+        return f"{stopped} before it began: {seconds:g}s is too short for a search to start"
     if searched == 0:
         return (
             f"{stopped} before it searched a file ({found}, none searched yet): the tree "
