@@ -19,7 +19,8 @@ import re
 import stat
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+import tempfile
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar
@@ -246,19 +247,23 @@ class ReadFileTool(WorkspaceTool):
             return ToolResult.error(
                 f"start_char {start} is past the end of {path} ({total} characters)"
             )
-        end = start + len(text)
-        if end < total:
-            text += (
+        while True:  # the text, with room for the footer saying where to continue
+            end = start + len(text)
+            footer = (
                 f"\n[Characters {start}-{end} of {total}. "
                 f"Call read_file with start_char={end} to continue.]"
+                if end < total
+                else ""
             )
-        return ToolResult(text)
+            over = len(text) + len(footer) - self.max_output_chars
+            if over <= 0 or len(text) <= 1:
+                return ToolResult(text + footer)
+            text = text[: max(1, len(text) - over)]
 
     def _lines(self, target: Path, path: str, offset: int, limit: int) -> ToolResult:
-        shown: list[str] = []
+        shown: list[tuple[str, int, int, int]] = []  # head, length, bare length, line start
         used = 0
         total = 0
-        last = offset - 1
         full = False
         position = 0  # characters before the current line, as start_char counts them
         with self.open(target) as handle:
@@ -267,30 +272,56 @@ class ReadFileTool(WorkspaceTool):
                 line_start, position = position, position + length
                 if full or number < offset or number >= offset + limit:
                     continue
-                bare = head.rstrip(chr(10)).rstrip(chr(13))
-                if bare_length > MAX_LINE_CHARS:
-                    rest = line_start + MAX_LINE_CHARS
-                    bare = (
-                        f"{bare[:MAX_LINE_CHARS]}… [line cut, {bare_length} characters; "
-                        f"read_file with start_char={rest} shows the rest]"
-                    )
-                text = f"{number:>6}\t{bare}"
+                text = _numbered(number, head, bare_length, line_start)
                 if used + len(text) + 1 > self.max_output_chars and shown:
                     full = True
                     continue
-                shown.append(text)
+                shown.append((head, bare_length, line_start, len(text)))
                 used += len(text) + 1
-                last = number
         if total == 0:
             return ToolResult("(empty file)")
         if offset > total:
             return ToolResult.error(f"offset {offset} is past the end of {path} ({total} lines)")
-        if last < total:
-            shown.append(
-                f"\n[Lines {offset}-{last} of {total}. "
+        # Room for the footer: the last lines go to the next page, and a first line that
+        # does not fit with it is cut further (the cut says where its rest starts).
+        width = MAX_LINE_CHARS
+        while True:
+            last = offset + len(shown) - 1
+            footer = (
+                f"\n\n[Lines {offset}-{last} of {total}. "
                 f"Call read_file with offset={last + 1} to continue.]"
+                if last < total
+                else ""
             )
-        return ToolResult("\n".join(shown))
+            over = used - 1 + len(footer) - self.max_output_chars
+            if over <= 0 or width == 0:
+                break
+            if len(shown) > 1:
+                used -= shown.pop()[3] + 1
+                continue
+            head, bare_length, line_start, chars = shown[0]
+            width = max(0, min(width, bare_length) - over)
+            chars = len(_numbered(offset, head, bare_length, line_start, width))
+            shown[0], used = (head, bare_length, line_start, chars), chars + 1
+        lines = [
+            _numbered(number, head, bare_length, line_start, width if number == offset else None)
+            for number, (head, bare_length, line_start, _) in enumerate(shown, start=offset)
+        ]
+        return ToolResult("\n".join(lines) + footer)
+
+
+def _numbered(
+    number: int, head: str, bare_length: int, line_start: int, width: int | None = None
+) -> str:
+    """A line as read_file shows it: its number, a tab, its text (cut at `width`, or 2,000)."""
+    width = MAX_LINE_CHARS if width is None else width
+    bare = head.rstrip(chr(10)).rstrip(chr(13))
+    if bare_length > width:
+        bare = (
+            f"{bare[:width]}… [line cut, {bare_length} characters; "
+            f"read_file with start_char={line_start + width} shows the rest]"
+        )
+    return f"{number:>6}\t{bare}"
 
 
 def _lines_of(handle: IO[str]) -> Iterator[tuple[str, int, int]]:
@@ -341,12 +372,14 @@ class ListDirTool(WorkspaceTool):
             lines = [_describe_entry(folder, name) for name in names]
         if not names:
             return ToolResult(f"{self.show(target)} is empty.")
-        if total > len(names):
-            lines.append(
-                f"[... {total - len(names)} more entries not shown; find_files with a "
-                "pattern finds the others]"
-            )
-        return ToolResult("\n".join(lines))
+        return ToolResult(
+            _fitted(lines, self.max_output_chars, _more_entries, left_out=total - len(names))
+        )
+
+
+def _more_entries(count: int) -> str:
+    """The line saying how many entries list_dir leaves out."""
+    return f"[... {count} more entries not shown; find_files with a pattern finds the others]"
 
 
 def _first_names(folder: int, count: int) -> tuple[list[str], int]:
@@ -453,13 +486,14 @@ class FindFilesTool(WorkspaceTool):
             where = "the workspace" if base == self.workspace else self.show(base)
             return ToolResult(f"No files match {pattern!r} in {where}.")
         if len(found) <= most:
-            return ToolResult(_bounded(sorted(found), self.max_output_chars, "paths"))
+            return ToolResult(_fitted(sorted(found), self.max_output_chars, _more("paths")))
         note = (
             f"[stopped after {most} paths, in the order found, and more match; narrow the "
             "pattern or path]"
         )
-        shown = _bounded(sorted(found[:most]), self.max_output_chars - len(note) - 1, "paths")
-        return ToolResult(f"{shown}\n{note}")
+        return ToolResult(
+            _fitted(sorted(found[:most]), self.max_output_chars, _more("paths"), [note])
+        )
 
 
 class GrepTool(WorkspaceTool):
@@ -497,6 +531,10 @@ class GrepTool(WorkspaceTool):
     ) -> None:
         super().__init__(workspace, max_output_chars=max_output_chars)
         self.search_timeout = search_timeout
+        #: Where the search writes how far it got (a descriptor; see `_report`), or None.
+        self.progress_fd: int | None = None
+        self._looked = 0  # files the search looked at (found by the walk)
+        self._searched = 0  # files whose lines it began to search
 
     @classmethod
     def create(cls, ctx: PluginContext) -> WorkspaceTool:
@@ -519,38 +557,43 @@ class GrepTool(WorkspaceTool):
         Python's regular expressions backtrack, and a pattern such as ``(a+)+$``
         can take exponential time while holding the GIL, so a search in a thread
         could not be stopped. The child process can: it is killed when the
-        timeout passes, and the model is told why.
+        timeout passes, and the model is told how far it got (it writes that to a
+        file as it goes), so that it knows whether the pattern or the size of the
+        tree took the time.
         """
         try:
             re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
-            return ToolResult.error(f"invalid regular expression {pattern!r}: {exc}")
-        request = {
-            "workspace": str(self.workspace),
-            "max_output_chars": self.max_output_chars,
-            "pattern": pattern,
-            "path": path,
-            "glob": glob,
-            "ignore_case": ignore_case,
-            "max_matches": max_matches,
-        }
-        try:
-            # -I: isolated, so a folder named like a module in the workspace cannot be imported.
-            done = subprocess.run(
-                [sys.executable, "-I", "-m", __name__],
-                input=dumps(request),
-                capture_output=True,
-                text=True,
-                encoding="utf-8",
-                timeout=self.search_timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            return ToolResult.error(
-                f"the search for {pattern!r} did not finish within {self.search_timeout:g}s and "
-                "was stopped; the regular expression may backtrack without end (nested "
-                "quantifiers such as (a+)+): use a simpler pattern, or narrow path and glob"
-            )
+            return ToolResult.error(f"invalid regular expression {_quoted(pattern)}: {exc}")
+        with tempfile.TemporaryFile() as progress:
+            request = {
+                "workspace": str(self.workspace),
+                "max_output_chars": self.max_output_chars,
+                "progress_fd": progress.fileno(),
+                "pattern": pattern,
+                "path": path,
+                "glob": glob,
+                "ignore_case": ignore_case,
+                "max_matches": max_matches,
+            }
+            try:
+                # -I: isolated, so a folder named like a module in the workspace cannot be
+                # imported; the child loads this very package (see _CHILD_CODE).
+                done = subprocess.run(
+                    [sys.executable, "-I", "-c", _CHILD_CODE, str(_PACKAGE)],
+                    input=dumps(request),
+                    capture_output=True,
+                    text=True,
+                    encoding="utf-8",
+                    timeout=self.search_timeout,
+                    check=False,
+                    pass_fds=(progress.fileno(),),
+                )
+            except subprocess.TimeoutExpired:
+                looked, searched, last = _read_progress(progress)
+                return ToolResult.error(
+                    _timed_out(_quoted(pattern), self.search_timeout, looked, searched, last)
+                )
         if done.returncode != 0:
             return ToolResult.error(f"the search failed: {done.stderr.strip()[-500:]}")
         answer = loads(done.stdout).value
@@ -568,15 +611,19 @@ class GrepTool(WorkspaceTool):
         try:
             regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
-            return ToolResult.error(f"invalid regular expression {pattern!r}: {exc}")
+            return ToolResult.error(f"invalid regular expression {_quoted(pattern)}: {exc}")
+        self._report("")  # begun: from here on the time goes to the tree and the pattern
         base = self.resolve(path)
         if not base.exists():
             return ToolResult.error(f"path not found: {path}")
         self.refuse_special(base, path)
         matches: list[str] = []
+        stopped = ""  # the note that the search stopped at max_matches
         changed: list[str] = []  # files that changed between their check and their search
         special: list[str] = []  # named pipes, sockets, devices: never opened, or not read
         for file in self._files(base, glob, changed, special):
+            self._searched += 1
+            self._report(self.show(file))
             try:
                 matches.extend(self._search(file, regex, max_matches - len(matches)))
             except NotRegularFileError:
@@ -588,17 +635,12 @@ class GrepTool(WorkspaceTool):
                     continue  # a file it may not read: skipped, like a binary one
                 changed.append(self.show(file))  # replaced by a loop of links
             if len(matches) >= max_matches:
-                matches.append(f"[stopped after {max_matches} matches; narrow the search]")
+                stopped = f"[stopped after {max_matches} matches; narrow the search]"
                 break
-        note = "\n".join(
-            filter(None, [_changed_note(changed) if changed else "", _special_note(special)])
-        )
+        notes = [stopped, _changed_note(changed) if changed else "", _special_note(special)]
         if not matches:
-            return ToolResult("\n".join(filter(None, [f"No matches for {pattern!r}.", note])))
-        budget = self.max_output_chars - (len(note) + 1 if note else 0)
-        return ToolResult(
-            "\n".join(filter(None, [_bounded(matches, budget, "matching lines"), note]))
-        )
+            notes.insert(0, f"No matches for {_quoted(pattern)}.")
+        return ToolResult(_fitted(matches, self.max_output_chars, _more("matching lines"), notes))
 
     def _files(
         self, base: Path, glob: str | None, changed: list[str], special: list[str]
@@ -610,6 +652,9 @@ class GrepTool(WorkspaceTool):
         """
         candidates = [base] if base.is_file() else _walk(self.workspace, base)
         for file in candidates:
+            self._looked += 1
+            if self._looked % 1_024 == 0:
+                self._report("")  # how far the walk got, should no file be searched for long
             # realpath, not Path.resolve, which raises RuntimeError on a loop of links (a
             # loop's link is left as it is: its stat then fails, and it is skipped).
             try:
@@ -631,6 +676,18 @@ class GrepTool(WorkspaceTool):
             if info.st_size > MAX_GREP_FILE_BYTES:
                 continue
             yield resolved
+
+    def _report(self, searching: str) -> None:
+        """Write how far the search got, and the file it is `searching` ('' for none).
+
+        One record, written over the last (one write a file): the parent reads it
+        if it has to stop the search. `progress_fd` None: nothing is written.
+        """
+        if self.progress_fd is None:
+            return
+        name = searching.encode("utf-8", "backslashreplace")
+        record = f"{self._looked} {self._searched} {len(name)}\n".encode() + name
+        os.pwrite(self.progress_fd, record, 0)
 
     def _search(self, file: Path, regex: re.Pattern[str], budget: int) -> list[str]:
         """The file's matching lines, up to `budget`; none for a binary file.
@@ -661,6 +718,16 @@ class GrepTool(WorkspaceTool):
 CHANGED_NAMED = 3
 #: Characters of each such name shown (its end: the file's own name is there).
 CHANGED_NAME_CHARS = 120
+
+
+#: Characters of the pattern an answer of grep quotes back (the model has it whole).
+PATTERN_SHOWN_CHARS = 200
+
+
+def _quoted(pattern: str) -> str:
+    """The pattern as grep's answers quote it: its repr, cut at `PATTERN_SHOWN_CHARS`."""
+    text = repr(pattern)
+    return text if len(text) <= PATTERN_SHOWN_CHARS else text[: PATTERN_SHOWN_CHARS - 1] + "…"
 
 
 def _changed_note(changed: list[str]) -> str:
@@ -732,16 +799,44 @@ def _is_folder(entry: os.DirEntry[str]) -> bool:
         return False
 
 
-def _bounded(lines: list[str], limit: int, what: str) -> str:
-    kept: list[str] = []
-    used = 0
-    for line in lines:
-        if used + len(line) + 1 > limit:
-            kept.append(f"[... {len(lines) - len(kept)} more {what} not shown; narrow the search]")
+def _fitted(
+    lines: list[str],
+    limit: int,
+    more: Callable[[int], str],
+    notes: Iterable[str] = (),
+    *,
+    left_out: int = 0,
+) -> str:
+    """The first `lines` that fit in `limit` characters, then `more` of the rest, then `notes`.
+
+    What is left out (the lines that do not fit, and `left_out` more already left out
+    before) is said by ``more(count)``, and the notes (``''`` for none) always come last:
+    room is left for both, so the answer, notes included, is at most `limit` characters.
+    Only a limit too small for the notes themselves cuts them (at the end).
+    """
+    tail = [note for note in notes if note]
+    tail_chars = sum(len(note) + 1 for note in tail)  # each with the newline before it
+
+    def size(chars: int, count: int) -> int:  # `count` lines of `chars` in all, then the tail
+        return chars + max(0, count - 1) + tail_chars - (0 if count else 1)
+
+    chars = sum(len(line) for line in lines)
+    if not left_out and size(chars, len(lines)) <= limit:
+        return "\n".join([*lines, *tail])
+    kept = 0
+    used = 0  # characters of the lines kept
+    while kept < len(lines):
+        with_next = used + len(lines[kept])
+        if size(with_next + len(more(len(lines) - kept - 1 + left_out)), kept + 2) > limit:
             break
-        kept.append(line)
-        used += len(line) + 1
-    return "\n".join(kept)
+        kept, used = kept + 1, with_next
+    answer = "\n".join([*lines[:kept], more(len(lines) - kept + left_out), *tail])
+    return answer if len(answer) <= limit else answer[: max(0, limit - 1)] + "…"
+
+
+def _more(what: str) -> Callable[[int], str]:
+    """The line saying how many `what` (matching lines, paths) an answer leaves out."""
+    return lambda count: f"[... {count} more {what} not shown; narrow the search]"
 
 
 class WriteFileTool(WorkspaceTool):
@@ -879,12 +974,69 @@ BUILTIN_TOOLS: tuple[type[WorkspaceTool], ...] = (
 )
 
 
+#: The package the grep child loads: this one, wherever it is (the installed one may differ).
+_PACKAGE = Path(__file__).parents[1]
+#: What the grep child runs (``python -I -c``, the package folder its argument): the
+#: package loaded from that folder, so that parent and child run the same code.
+_CHILD_CODE = """\
+import importlib.util, os, sys
+folder = sys.argv[1]
+spec = importlib.util.spec_from_file_location(
+    "nanobot_core", os.path.join(folder, "__init__.py"), submodule_search_locations=[folder]
+)
+module = importlib.util.module_from_spec(spec)
+sys.modules["nanobot_core"] = module
+spec.loader.exec_module(module)
+from nanobot_core.tools.builtin import _search_in_child
+_search_in_child()
+"""
+
+
+def _read_progress(progress: IO[bytes]) -> tuple[int, int, str]:
+    """The files a stopped search looked at (-1: it had not begun), searched, and the last."""
+    progress.seek(0)
+    head, _, rest = progress.read().partition(b"\n")
+    try:
+        looked, searched, size = (int(number) for number in head.split())
+    except ValueError:  # nothing written yet: stopped before the search began
+        return -1, 0, ""
+    return looked, searched, rest[:size].decode("utf-8", "replace")
+
+
+def _timed_out(pattern: str, seconds: float, looked: int, searched: int, last: str) -> str:
+    """What grep answers when its search was stopped at the timeout, by how far it got."""
+    stopped = f"the search for {pattern} did not finish within {seconds:g}s and was stopped"
+    found = "1 file found" if looked == 1 else f"{looked:,} files found"
+    if looked < 0:
+        return f"{stopped} before it began: {seconds:g}s is too short for a search to start"
+    if searched == 0:
+        return (
+            f"{stopped} before it searched a file ({found}, none searched yet): the tree "
+            "under `path` is too large to go through in that time; narrow `path` (`glob` "
+            "chooses among the files found, but all of them are still looked at)"
+        )
+    if searched == 1:
+        return (
+            f"{stopped} in the first file it searched, {last} ({found}): the regular "
+            "expression may backtrack without end (nested quantifiers such as (a+)+); use a "
+            "simpler pattern, or leave that file out with `path` or `glob`"
+        )
+    done = "1 file" if searched == 2 else f"{searched - 1:,} files"
+    return (
+        f"{stopped} after it had searched {done} ({found}), in {last}: either the tree "
+        "is too large to search in that time (narrow `path` and `glob`) or the regular "
+        "expression backtracks without end (nested quantifiers such as (a+)+; use a "
+        "simpler pattern)"
+    )
+
+
 def _search_in_child() -> None:
     """The child side of `GrepTool.run`: a request on stdin, the result as JSON on stdout."""
     request = loads(sys.stdin.read()).value
     tool = GrepTool(
         Path(request.pop("workspace")), max_output_chars=request.pop("max_output_chars")
     )
+    tool.progress_fd = request.pop("progress_fd", None)
     # The search resolves the path here, in the child: an escape is answered like every tool's.
     result = _contained(tool.search, **request)
     sys.stdout.write(dumps({"text": str(result), "error": result.is_error}))

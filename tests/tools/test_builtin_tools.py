@@ -582,17 +582,13 @@ def test_grep_names_at_most_three_changed_files_shortened_and_counts_the_rest(
         (workspace / name).write_text("alpha\n" * 100, encoding="utf-8")
     (workspace / "notes.txt").write_text("alpha\n" * 200, encoding="utf-8")
     full = _grep_changing(grep, remove, pattern="alpha", max_matches=1_000)
-    *shown, more, note = str(full).splitlines()
+    *_, more, note = str(full).splitlines()
     assert note == f"{_SKIPPED}5 files, a.txt, m.txt, …{long_name[-119:]} and 2 more]"
     assert more.startswith("[... ") and more.endswith(
         " more matching lines not shown; narrow the search]"
     )
-    # The matching lines shown make room for the note: with it they fit the budget.
-    assert (
-        len("\n".join([*shown, note]))
-        <= 2_000
-        < len("\n".join([*shown, note, "notes.txt:1: alpha"]))
-    )
+    # The matching lines shown make room for both notes: the whole answer fits the budget.
+    assert len(full) <= 2_000 < len(full) + len("\nnotes.txt:1: alpha")
 
 
 def _walked_as_before(base: Path) -> list[Path]:
@@ -905,3 +901,173 @@ def test_edit_file_makes_an_edit_iff_its_result_fits(
         assert path.read_bytes() == expected
         return
     assert path.read_bytes() == original.encode("utf-8")
+
+
+# -- every answer fits the output budget ----------------------------------------------------
+
+_BUDGETS = st.integers(min_value=2_000, max_value=8_000)  # output_budget gives at least 2,000
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    count=st.integers(min_value=0, max_value=300),
+    shortest=st.integers(min_value=0, max_value=150),
+    spread=st.integers(min_value=1, max_value=400),
+    max_matches=st.integers(min_value=1, max_value=300),
+    removed=st.integers(min_value=0, max_value=5),
+    budget=_BUDGETS,
+)
+def test_grep_answers_within_its_budget_notes_included(
+    count: int, shortest: int, spread: int, max_matches: int, removed: int, budget: int
+) -> None:
+    """Whatever the matches, their lengths and the notes, grep's answer fits max_output_chars."""
+    lengths = [shortest + n * 7_919 % spread for n in range(count)]
+    with tempfile.TemporaryDirectory() as scratch:
+        workspace = Path(scratch).resolve()
+        text = "".join("x" * length + "hit\n" for length in lengths)
+        (workspace / "m.txt").write_text(text, encoding="utf-8")
+        gone = [f"{'g' * 150}{n}.txt" for n in range(removed)]
+        for name in gone:
+            (workspace / name).write_text("hit\n", encoding="utf-8")
+
+        def remove(file: Path) -> None:
+            if file.name in gone:
+                file.unlink()
+
+        # What the child process answers (run in this process: see _grep_changing).
+        answer = str(
+            _grep_changing(
+                GrepTool(workspace, max_output_chars=budget),
+                remove,
+                pattern="hit",
+                max_matches=max_matches,
+            )
+        )
+    assert len(answer) <= budget
+    lines = answer.split("\n")
+    found = min(len(lengths), max_matches)
+    shown = [line for line in lines if line.startswith("m.txt:")]
+    assert shown == [line for line in lines[: len(shown)]]  # the matches come first
+    if len(shown) < found:
+        assert lines[len(shown)] == (
+            f"[... {found - len(shown)} more matching lines not shown; narrow the search]"
+        )
+    assert (f"[stopped after {max_matches} matches; narrow the search]" in lines) == (
+        len(lengths) >= max_matches
+    )
+    assert (_SKIPPED in answer) == bool(removed)
+    if not lengths:
+        assert lines[0] == "No matches for 'hit'."
+
+
+_NAMES = st.text(st.sampled_from("abcdefghij"), min_size=1, max_size=200)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    names=st.lists(_NAMES, max_size=80, unique=True),
+    extra=st.integers(min_value=0, max_value=520),
+    budget=_BUDGETS,
+)
+def test_list_dir_and_find_files_answer_within_their_budget(
+    names: list[str], extra: int, budget: int
+) -> None:
+    """Long names, many entries: list_dir and find_files answers fit, saying what is left out."""
+    with tempfile.TemporaryDirectory() as scratch:
+        workspace = Path(scratch).resolve()
+        every = sorted([*names, *(f"z{n:04d}" for n in range(extra))])
+        for name in every:
+            (workspace / name).touch()
+        listed = str(_contained(ListDirTool(workspace, max_output_chars=budget).run))
+        found = str(_contained(FindFilesTool(workspace, max_output_chars=budget).run, "*"))
+    for answer, entry, more in [
+        (listed, lambda name: f"{name}  (0 bytes)", "entries"),
+        (found, lambda name: name, "paths"),
+    ]:
+        assert len(answer) <= budget
+        if not every:
+            continue
+        lines = answer.split("\n")
+        shown = [line for line in lines if not line.startswith("[")]
+        assert shown == [entry(name) for name in every[: len(shown)]]
+        left = len(every) - len(shown)
+        assert (left > 0) == (len(lines) > len(shown))
+        if left:
+            assert lines[len(shown)].startswith(f"[... {left} more {more} not shown; ")
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    lengths=st.lists(st.integers(min_value=0, max_value=2_600), min_size=1, max_size=30),
+    budget=st.integers(min_value=300, max_value=8_000),
+    by_chars=st.booleans(),
+)
+def test_read_file_pages_within_the_budget_footer_included(
+    lengths: list[int], budget: int, by_chars: bool
+) -> None:
+    """Every page of read_file, footer included, fits its budget; its footers lead to the end."""
+    with tempfile.TemporaryDirectory() as scratch:
+        workspace = Path(scratch).resolve()
+        text = "".join(f"{n % 10}" * length + "\n" for n, length in enumerate(lengths))
+        (workspace / "f.txt").write_text(text, encoding="utf-8")
+        reader = ReadFileTool(workspace, max_output_chars=budget)
+        where = {"start_char": 0} if by_chars else {"offset": 1}
+        pages = 0
+        while True:
+            page = str(_contained(reader.run, "f.txt", **where))
+            assert len(page) <= budget
+            footer = re.search(r"with (start_char|offset)=(\d+) to continue\.\]$", page)
+            if footer is None:  # the last page: it ends where the file does
+                if by_chars:
+                    assert page == text[where["start_char"] :]
+                else:
+                    assert page.split("\n")[-1].startswith(f"{len(lengths):>6}\t")
+                break
+            moved = int(footer[2])
+            assert moved > next(iter(where.values()))  # each page moves on
+            where = {footer[1]: moved}
+            pages += 1
+            assert pages <= len(text) + 1
+
+
+# -- grep stopped at its timeout ------------------------------------------------------------
+
+
+def test_grep_stopped_in_its_first_file_blames_the_pattern(workspace: Path) -> None:
+    """A pattern that backtracks without end is stopped in the first file and named the cause."""
+    (workspace / "a.txt").write_text("a" * 40 + "!\n", encoding="utf-8")
+    result = run(GrepTool(workspace, search_timeout=1).execute(pattern=r"(a+)+$", path="a.txt"))
+    assert result.is_error
+    assert result == (
+        "Error: the search for '(a+)+$' did not finish within 1s and was stopped in the first "
+        "file it searched, a.txt (1 file found): the regular expression may backtrack without "
+        "end (nested quantifiers such as (a+)+); use a simpler pattern, or leave that file out "
+        "with `path` or `glob`"
+    )
+
+
+def test_grep_stopped_in_a_large_tree_says_how_far_it_got(workspace: Path) -> None:
+    """A tree too large to search in time: the answer counts the files and says to narrow it."""
+    many = workspace / "many"
+    many.mkdir()
+    for n in range(40_000):
+        (many / f"f{n:05d}.txt").write_text("plain\n", encoding="utf-8")
+    searched = run(GrepTool(workspace, search_timeout=1.5).execute(pattern="absent"))
+    assert searched.is_error
+    assert re.fullmatch(
+        r"Error: the search for 'absent' did not finish within 1\.5s and was stopped after it "
+        r"had searched [\d,]+ files \([\d,]+ files found\), in many/f\d{5}\.txt: either the "
+        r"tree is too large to search in that time \(narrow `path` and `glob`\) or the regular "
+        r"expression backtracks without end \(nested quantifiers such as \(a\+\)\+; use a "
+        r"simpler pattern\)",
+        str(searched),
+    )
+    walked = run(GrepTool(workspace, search_timeout=1.5).execute(pattern="x", glob="*.none"))
+    assert walked.is_error
+    assert re.fullmatch(
+        r"Error: the search for 'x' did not finish within 1\.5s and was stopped before it "
+        r"searched a file \([\d,]+ files found, none searched yet\): the tree under `path` is "
+        r"too large to go through in that time; narrow `path` \(`glob` chooses among the "
+        r"files found, but all of them are still looked at\)",
+        str(walked),
+    )
