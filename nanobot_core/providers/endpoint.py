@@ -2,7 +2,11 @@
 
 A fault here cannot be cured by retrying, so it is a `ConfigError` naming the
 setting (the CLI exits 2): a ``provider.base_url`` that is not an http(s) URL
-the HTTP client can send to, and a remote server with no ``provider.api_key``.
+the HTTP client can send to (port 0, or a ``?query`` or ``#fragment`` the API
+path would be appended after, included), a ``provider.api_key`` an HTTP header
+cannot carry (a line break, a control or non-ASCII character, a space at either
+end: a key pasted with more than the key), and a remote server with no
+``provider.api_key``.
 A server on this machine or on a private network (Ollama, vLLM, llama.cpp)
 needs no key; a remote one that needs none takes any placeholder, such as
 ``NANOBOT_API_KEY=none``.
@@ -16,6 +20,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from urllib.parse import urlsplit
 
 from nanobot_core.config import source_of
@@ -46,18 +51,27 @@ def check_endpoint(
     base_url_hint: str,
     api_key_hint: str,
     base_url_source: str | None = None,
+    api_key_source: str | None = None,
 ) -> None:
     """Raise `ConfigError` naming ``provider.base_url`` or ``provider.api_key`` when a provider
     cannot reach its server with them: a base URL that is not an http(s) URL, or no key for
     a server that is not on this machine or a private network.
 
+    The base URL is refused, too, with port 0 (no server listens there) or with a query or
+    fragment (``?...``, ``#...``: the provider appends its API path to the base URL, which
+    would land in them). The key is refused when an HTTP header cannot carry it (a line
+    break, a tab or other control character, a non-ASCII character such as a non-breaking
+    space, a space at either end): the message says which kind of character and at which
+    position (from 1), and never shows the key or any part of it.
+
     Each message begins with where the values were set (the file, environment variable or
-    command line `load_config` read them from; `base_url_source`, such as ``"environment
-    variable ANTHROPIC_BASE_URL"``, for a base URL the provider read itself), never shows a
-    password in the URL, and ends with the hint in parentheses: how to set the base URL
-    (``base_url_hint``, with an example) or the key (``api_key_hint``).
+    command line `load_config` read them from; `base_url_source` or `api_key_source`, such
+    as ``"environment variable ANTHROPIC_BASE_URL"``, for a value the provider read itself),
+    never shows a password in the URL, and ends with the hint in parentheses: how to set the
+    base URL (``base_url_hint``, with an example) or the key (``api_key_hint``).
     """
     url_sources = [base_url_source] if base_url_source is not None else _sources(base_url)
+    key_sources = [api_key_source] if api_key_source is not None else _sources(api_key)
     where = _prefix(url_sources)
     hidden = _userinfo(base_url)
     refused = base_url.replace(f"{hidden}@", "***@", 1) if hidden else base_url
@@ -77,12 +91,68 @@ def check_endpoint(
         httpx.URL(base_url)  # a control character, a host name IDNA refuses
     except httpx.InvalidURL as exc:
         raise _not_a_url(where, refused, str(exc), hidden) from None
+    if parts.port == 0:
+        raise ConfigError(
+            f"{where}provider.base_url: {refused!r} has port 0, which no server listens on "
+            f"({base_url_hint})"
+        )
+    cut = re.search(r"[?#]", refused)
+    if cut is not None:  # the query or fragment itself is not shown: it may hold a token
+        part = "a query ('?...')" if cut.group() == "?" else "a fragment ('#...')"
+        raise ConfigError(
+            f"{where}provider.base_url: {refused[: cut.start()]!r} is followed by {part}, "
+            "after which the API path would be appended; a base URL ends with its path "
+            f"({base_url_hint})"
+        )
+    if api_key:
+        fault = _key_fault(api_key)
+        if fault is not None:
+            raise ConfigError(
+                f"{_prefix(key_sources)}provider.api_key holds {fault}, which cannot be sent "
+                f"in an HTTP header (the key itself is not shown; {api_key_hint})"
+            )
     if not api_key and not is_local_host(host):
         shown = without_credentials(base_url)
         raise ConfigError(
-            f"{_prefix([*_sources(api_key), *url_sources])}provider.api_key is not set, "
+            f"{_prefix([*key_sources, *url_sources])}provider.api_key is not set, "
             f"and provider.base_url {shown!r} is a remote server ({api_key_hint})"
         )
+
+
+#: Characters that end a line, as `str.splitlines` reads them.
+_LINE_BREAKS = frozenset("\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029")
+#: Spaces that do not break, which a copy from a web page or a document may bring along.
+_NO_BREAK_SPACES = frozenset("\xa0\u2007\u202f")
+
+
+def _key_fault(key: str) -> str | None:
+    """What the first character of `key` an HTTP header cannot carry is, and where (from 1),
+    without showing it: ``"a line break at character 41"``; None when there is none.
+
+    A header value is printable ASCII (a space inside it too, never at either end).
+    """
+    last = len(key)
+    for position, char in enumerate(key, start=1):
+        if " " < char < "\x7f" or (char == " " and 1 < position < last):
+            continue
+        if char == " ":
+            kind = "a leading space" if position == 1 else "a trailing space"
+        elif char in _LINE_BREAKS:
+            kind = "a line break"
+        elif char == "\t":
+            kind = "a tab"
+        elif char in _NO_BREAK_SPACES:
+            kind = "a non-breaking space"
+        elif char.isascii() or unicodedata.category(char) == "Cc":
+            kind = "a control character"
+        elif char.isspace():
+            kind = "a non-ASCII space"
+        elif unicodedata.category(char) == "Cf":
+            kind = "an invisible formatting character"
+        else:
+            kind = "a non-ASCII character"
+        return f"{kind} at character {position}"
+    return None
 
 
 def _not_a_url(where: str, refused: str, reason: str, hidden: str | None) -> ConfigError:

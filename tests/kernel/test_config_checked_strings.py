@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import pickle
+import re
+import subprocess
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -20,6 +22,7 @@ from nanobot_core.providers import check_endpoint
 from nanobot_core.runner import Runner
 from nanobot_core.sessions import select_session_store
 from nanobot_core.testing import make_config
+from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
 from tests.helpers import clean_env, run_cli
 
 HINT = "(set --base-url or NANOBOT_BASE_URL, e.g. http://localhost:11434/v1)"
@@ -243,3 +246,180 @@ def test_a_base_url_the_client_cannot_send_to_is_refused_as_config(
         f"{shown!r} is not a URL ({UNSENDABLE[url]})\n"
     )
     assert _SECRET not in said
+
+
+#: Base URLs the API path cannot be appended to, and the refusal after ``provider.base_url: ``.
+NO_PATH_AFTER = {
+    "http://127.0.0.1:0/v1": (
+        f"'http://127.0.0.1:0/v1' has port 0, which no server listens on {HINT}"
+    ),
+    "https://me:hunter2@proxy.example:00/v1": (
+        f"'https://***@proxy.example:00/v1' has port 0, which no server listens on {HINT}"
+    ),
+    "https://proxy.example/v1?token=hunter2": (
+        "'https://proxy.example/v1' is followed by a query ('?...'), after which the API path "
+        f"would be appended; a base URL ends with its path {HINT}"
+    ),
+    "http://localhost:8080/v1?": (
+        "'http://localhost:8080/v1' is followed by a query ('?...'), after which the API path "
+        f"would be appended; a base URL ends with its path {HINT}"
+    ),
+    "http://me:hunter2@localhost/v1#hunter2?x": (
+        "'http://***@localhost/v1' is followed by a fragment ('#...'), after which the API "
+        f"path would be appended; a base URL ends with its path {HINT}"
+    ),
+}
+
+
+@pytest.mark.parametrize("url", sorted(NO_PATH_AFTER))
+def test_a_base_url_with_port_0_a_query_or_a_fragment_is_refused_as_config(
+    tmp_path: Path, url: str
+) -> None:
+    """Port 0, or a query or fragment the API path would land in, is exit 2 naming the
+    variable, showing neither the password nor the query or fragment (it may hold a token)."""
+    said = _refusal(tmp_path, "run", "hi", NANOBOT_BASE_URL=url, NANOBOT_PROVIDER__MAX_RETRIES="0")
+    assert said == (
+        "Error: configuration: environment variable NANOBOT_BASE_URL: provider.base_url: "
+        f"{NO_PATH_AFTER[url]}\n"
+    )
+    assert _SECRET not in said
+
+
+KEY_HINT = (
+    "(the key itself is not shown; set NANOBOT_API_KEY or OPENAI_API_KEY; NANOBOT_API_KEY=none "
+    "for a server that needs no key)"
+)
+#: A key's start, as real ones look, which no refusal may show.
+_KEY_HEAD = "sk-proj-Zq8vT3kd"
+
+#: Keys as they get pasted, and what the refusal says of them after ``provider.api_key holds``.
+PASTED_KEYS = {
+    f"{_KEY_HEAD}x3\n": "a line break at character 19",
+    f"{_KEY_HEAD}\r\nx": "a line break at character 17",
+    f"{_KEY_HEAD}\u00a0x": "a non-breaking space at character 17",
+    f" {_KEY_HEAD}": "a leading space at character 1",
+    f"{_KEY_HEAD} ": "a trailing space at character 17",
+    f"{_KEY_HEAD}\tx": "a tab at character 17",
+    f"\ufeff{_KEY_HEAD}": "an invisible formatting character at character 1",
+    f"{_KEY_HEAD}\u2014x": "a non-ASCII character at character 17",
+    f"{_KEY_HEAD}\x7f": "a control character at character 17",
+}
+
+
+def _toml_string(text: str) -> str:
+    """`text` as a TOML basic string, every character TOML wants escaped given as ``\\uXXXX``."""
+    escaped = (
+        f"\\u{ord(char):04X}" if char in '"\\' or char < " " or char == "\x7f" else char
+        for char in text
+    )
+    return '"' + "".join(escaped) + '"'
+
+
+def _answer(request: LoopbackRequest) -> LoopbackResponse:
+    """A chat completion saying "ok", for a request that should never be made."""
+    message = {"role": "assistant", "content": "ok"}
+    return LoopbackResponse(200, {"choices": [{"message": message, "finish_reason": "stop"}]})
+
+
+def _key_refusal(tmp_path: Path, key: str, where: str) -> subprocess.CompletedProcess[str]:
+    """A real ``nanobot-core run`` with `key` set in nanobot.toml or the variable `where`,
+    against a real server on this machine, which it must not have connected to."""
+    config_file = tmp_path / "nanobot.toml"
+    config_file.unlink(missing_ok=True)
+    with LoopbackServer(_answer) as server:
+        env = clean_env(
+            NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
+            NANOBOT_BASE_URL=f"{server.url}/v1",
+            NANOBOT_PROVIDER__MAX_RETRIES="0",
+        )
+        if where == "nanobot.toml":
+            text = f"[provider]\napi_key = {_toml_string(key)}\n"
+            config_file.write_text(text, encoding="utf-8")
+        else:
+            env[where] = key
+        done = run_cli("run", "hi", cwd=tmp_path, env=env)
+        assert server.connections == 0, done.stderr
+    return done
+
+
+def _source(tmp_path: Path, where: str) -> str:
+    """How a refusal names `where` (the file by its path)."""
+    return str(tmp_path / where) if where == "nanobot.toml" else f"environment variable {where}"
+
+
+@pytest.mark.parametrize("key", sorted(PASTED_KEYS))
+@pytest.mark.parametrize("where", ["nanobot.toml", "NANOBOT_API_KEY", "OPENAI_API_KEY"])
+def test_a_key_an_http_header_cannot_carry_is_refused_naming_its_source_not_its_text(
+    tmp_path: Path, key: str, where: str
+) -> None:
+    """A key pasted with a line break, a non-breaking space, a space at an end or another
+    character no header carries is exit 2 naming where it was set, what is wrong and where
+    in the key, not a plugin failure (exit 1) at the first request; no part of it is shown."""
+    done = _key_refusal(tmp_path, key, where)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stderr == (
+        f"Error: configuration: {_source(tmp_path, where)}: provider.api_key holds "
+        f"{PASTED_KEYS[key]}, which cannot be sent in an HTTP header {KEY_HINT}\n"
+    )
+    assert _KEY_HEAD not in done.stderr and _KEY_HEAD[3:9] not in done.stderr
+
+
+_PRINTABLE = st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1)
+#: What a header cannot carry: anything but printable ASCII (a lone surrogate stands for a
+#: byte of an environment variable that is not UTF-8, as Python reads one).
+_UNSENDABLE = st.characters(
+    blacklist_categories=("Cs",), blacklist_characters=[chr(c) for c in range(0x20, 0x7F)]
+) | st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF)
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    tail=_PRINTABLE,
+    bad=_UNSENDABLE,
+    where=st.sampled_from(["nanobot.toml", "NANOBOT_API_KEY", "OPENAI_API_KEY"]),
+)
+def test_any_key_with_a_character_no_header_carries_is_refused_without_showing_it(
+    tmp_path: Path, tail: str, bad: str, where: str
+) -> None:
+    """Whatever character past printable ASCII a key holds, from the file or a variable,
+    `run` stops at exit 2 naming the source and the character's position, and neither
+    stdout nor stderr holds the key or its parts."""
+    if where == "nanobot.toml" and "\udc80" <= bad <= "\udcff":
+        where = "NANOBOT_API_KEY"  # a file is read as UTF-8: no such character in it
+    if where != "nanobot.toml" and bad == "\x00":
+        where = "nanobot.toml"  # no variable can hold it
+    key = f"{_KEY_HEAD}{bad}{tail}"
+    done = _key_refusal(tmp_path, key, where)
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stderr.startswith(
+        f"Error: configuration: {_source(tmp_path, where)}: provider.api_key holds "
+    )
+    assert f" at character {len(_KEY_HEAD) + 1}, which cannot be sent" in done.stderr
+    assert done.stderr.endswith(f"{KEY_HINT}\n")
+    for part in (_KEY_HEAD, _KEY_HEAD[3:9], bad, tail if len(tail) > 5 else None):
+        assert part is None or part not in done.stderr + done.stdout
+
+
+@settings(max_examples=500, deadline=None)
+@given(key=st.text(min_size=1))
+def test_any_key_is_refused_as_config_or_is_one_a_header_carries(key: str) -> None:
+    """check_endpoint refuses a key, as ConfigError naming provider.api_key and never holding
+    the key, or the key goes into an HTTP/1.1 header as Bearer token and as a value alone."""
+    import h11
+
+    try:
+        check_endpoint("http://127.0.0.1:9/v1", key, **HINTS)
+    except ConfigError as exc:
+        # Words of its own only: nothing of the key can be in it.
+        assert re.fullmatch(
+            r"provider\.api_key holds an? [a-zA-Z -]+ at character [0-9]+, which cannot be "
+            r"sent in an HTTP header \(the key itself is not shown; set NANOBOT_API_KEY\)",
+            str(exc),
+        ), str(exc)
+        return
+    for value in (f"Bearer {key}", key):  # as the openai and anthropic providers send it
+        h11.Request(method="POST", target="/", headers=[("Host", "x"), ("X-Key", value)])

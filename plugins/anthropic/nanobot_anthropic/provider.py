@@ -162,12 +162,14 @@ class AnthropicProvider:
         # A fault no retry can cure: ConfigError, before any request. A key set empty is
         # passed as it is, for the error to name where; one only OpenAI's is not a key here.
         stated = config.api_key if config.api_key == "" else None
+        own_key = bool(env.get("ANTHROPIC_API_KEY"))  # read here, not by the core's config
         check_endpoint(
             base,
             self._api_key or stated,
             base_url_hint=_BASE_URL_HINT,
             api_key_hint=_API_KEY_HINT,
             base_url_source=base_source,
+            api_key_source="environment variable ANTHROPIC_API_KEY" if own_key else None,
         )
         self.base_url = base.rstrip("/")
         self.model = config.model if config.model != _CORE_DEFAULTS.model else DEFAULT_MODEL

@@ -9,6 +9,7 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from messages_server import MessagesServer
 from nanobot_core import ConfigError
 from nanobot_core.config import ProviderConfig
 from nanobot_core.testing import run_cli
@@ -150,3 +151,33 @@ def test_any_base_url_is_refused_as_config_or_is_one_httpx_can_send_to(
         return
     sent_to = httpx.URL(provider.endpoint)  # what the client makes of it: one it sends to
     assert sent_to.scheme in ("http", "https") and sent_to.host
+
+
+#: Keys as they get pasted, and what the refusal says of them after ``provider.api_key holds``.
+PASTED_KEYS = {
+    "sk-ant-api03-Qx7\n": "a line break at character 17",
+    "sk-ant-api03-Qx7\u00a0": "a non-breaking space at character 17",
+    " sk-ant-api03-Qx7": "a leading space at character 1",
+}
+
+
+@pytest.mark.parametrize("key", sorted(PASTED_KEYS))
+@pytest.mark.parametrize("where", ["ANTHROPIC_API_KEY", "NANOBOT_API_KEY"])
+def test_a_key_no_header_carries_is_refused_naming_its_variable_never_showing_it(
+    nanobot_workspace: Path, monkeypatch: pytest.MonkeyPatch, key: str, where: str
+) -> None:
+    """A key pasted with a line break, a non-breaking space or a leading space, from either
+    variable, is exit 2 naming that variable and where in the key the fault is, before any
+    connection to the server, not a plugin failure (exit 1) at the first request; no part of
+    the key is shown."""
+    with MessagesServer() as server:
+        said = _refusal(
+            nanobot_workspace, monkeypatch, ANTHROPIC_BASE_URL=server.base_url, **{where: key}
+        )
+        assert server.connections == 0
+    assert said == (
+        f"Error: configuration: environment variable {where}: provider.api_key holds "
+        f"{PASTED_KEYS[key]}, which cannot be sent in an HTTP header (the key itself is not "
+        f"shown; {KEY_HINT[1:]}\n"
+    )
+    assert "sk-ant" not in said and "Qx7" not in said
