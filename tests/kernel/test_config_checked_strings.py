@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.config import load_config, source_of, source_prefix
@@ -381,6 +381,7 @@ _UNSENDABLE = st.characters(
     bad=_UNSENDABLE,
     where=st.sampled_from(["nanobot.toml", "NANOBOT_API_KEY", "OPENAI_API_KEY"]),
 )
+@example(tail="0", bad="\n", where="nanobot.toml")  # a line break is in every message too
 def test_any_key_with_a_character_no_header_carries_is_refused_without_showing_it(
     tmp_path: Path, tail: str, bad: str, where: str
 ) -> None:
@@ -400,7 +401,10 @@ def test_any_key_with_a_character_no_header_carries_is_refused_without_showing_i
     )
     assert f" at character {len(_KEY_HEAD) + 1}, which cannot be sent" in done.stderr
     assert done.stderr.endswith(f"{KEY_HINT}\n")
-    for part in (_KEY_HEAD, _KEY_HEAD[3:9], bad, tail if len(tail) > 5 else None):
+    # The bad character is looked for with its neighbours: alone, a line break or a space is
+    # in any message.
+    shown = (_KEY_HEAD, _KEY_HEAD[3:9], _KEY_HEAD[-4:] + bad, bad + tail[:4])
+    for part in (*shown, tail if len(tail) > 5 else None):
         assert part is None or part not in done.stderr + done.stdout
 
 
