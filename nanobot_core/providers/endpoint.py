@@ -155,10 +155,17 @@ def _key_fault(key: str) -> str | None:
     return None
 
 
+#: What `urllib.parse.urlsplit` removes from a URL before reading it.
+_DROPPED = str.maketrans("", "", "\t\r\n")
+
+
 def _not_a_url(where: str, refused: str, reason: str, hidden: str | None) -> ConfigError:
     """The error for a base URL the parser or the client cannot read, the password in the
-    parser's reason masked too."""
-    reason = reason.replace(hidden, "***") if hidden else reason
+    parser's reason masked too (also as the parser shows it: without tabs and line breaks,
+    which it drops before reading a URL)."""
+    if hidden:
+        for shown in (hidden, hidden.translate(_DROPPED)):
+            reason = reason.replace(shown, "***") if shown else reason
     return ConfigError(f"{where}provider.base_url: {refused!r} is not a URL ({reason})")
 
 

@@ -14,6 +14,9 @@ refuse the same oversized replies.
 from __future__ import annotations
 
 import asyncio
+import functools
+import itertools
+import json
 import math
 import os
 import threading
@@ -281,7 +284,8 @@ async def post_request(
 
     Raises ProviderError ``"the reply from {url} was larger than N bytes ..."``
     (not worth retrying: a server that sent too much would do it again), and
-    the Retryable of :func:`transport_failure` when the transfer fails.
+    the error of :func:`transport_failure` when the transfer fails (a Retryable,
+    unless the request itself is malformed).
     """
     import httpx
 
@@ -295,7 +299,7 @@ async def post_request(
         finally:
             await response.aclose()
     except httpx.RequestError as exc:  # transport, timeout, undecodable body
-        raise transport_failure(exc, timeout, secret) from None
+        raise transport_failure(exc, timeout, secret, url=without_credentials(url)) from None
     return httpx.Response(
         response.status_code,
         headers=[
@@ -441,12 +445,18 @@ class _Inflater:
         return out
 
 
-def transport_failure(exc: Exception, timeout: float, secret: str | None) -> Retryable:
-    """The Retryable for any ``httpx.RequestError`` of an attempt (the secret masked).
+def transport_failure(
+    exc: Exception, timeout: float, secret: str | None, *, url: str | None = None
+) -> ProviderError:
+    """The provider error for any ``httpx.RequestError`` of an attempt (the secret masked).
 
     A timeout, a connection that failed or broke off, and a reply body that
     cannot be decompressed (its ``Content-Encoding`` lies or it arrived
-    damaged) are all faults of the transfer, not of the request: worth another try.
+    damaged) are all faults of the transfer, not of the request: a Retryable,
+    worth another try. A request malformed on this side (``httpx.LocalProtocolError``:
+    a header value holding a line break, say) would fail the same way every time:
+    a plain ProviderError, not retried, naming the header and what is wrong with
+    it, never its value; `url` (None: left out) names the endpoint in it.
     """
     import httpx
 
@@ -454,7 +464,54 @@ def transport_failure(exc: Exception, timeout: float, secret: str | None) -> Ret
         return Retryable(f"timed out after {timeout:g}s ({type(exc).__name__})")
     if isinstance(exc, httpx.DecodingError):
         return Retryable(mask_secret(f"the reply body could not be decompressed: {exc}", secret))
+    if isinstance(exc, httpx.LocalProtocolError):
+        where = f"{url}: " if url else ""
+        fault = _request_fault(exc)
+        said = mask_secret(f"{type(exc).__name__}: {exc}", secret)
+        return ProviderError(
+            f"{where}the request was not sent: {fault + '; ' if fault else ''}not retried, "
+            f"as it would fail the same way every time ({said})"
+        )
     return Retryable(mask_secret(f"connection failed: {type(exc).__name__}: {exc}", secret))
+
+
+def _request_fault(exc: httpx.RequestError) -> str | None:
+    """Which header of the request `exc` failed on no HTTP message can carry, and why,
+    without its value: ``"the Authorization header holds a line break at byte 18 of its
+    value (the value is not shown)"``; None when no header is to blame (or no request known).
+    """
+    try:
+        request = exc.request
+    except RuntimeError:  # raised outside a request
+        return None
+    for name, value in request.headers.raw:
+        fault = _header_value_fault(value)
+        if fault is not None:
+            shown = name.decode("ascii", "backslashreplace")
+            return f"the {shown} header holds {fault} of its value (the value is not shown)"
+    return None
+
+
+def _header_value_fault(value: bytes) -> str | None:
+    """The first byte of a header value HTTP/1.1 cannot carry, as h11 reads it, and where
+    (from 1): ``"a line break at byte 18"``; None when there is none.
+
+    A value is visible ASCII or bytes past 127, with spaces and tabs inside it, never at
+    either end.
+    """
+    last = len(value)
+    for position, byte in enumerate(value, start=1):
+        if (byte > 0x20 and byte != 0x7F) or (byte in b" \t" and 1 < position < last):
+            continue
+        if byte in b"\r\n":
+            kind = "a line break"
+        elif byte in b" \t":
+            where = "leading" if position == 1 else "trailing"
+            kind = f"a {where} {'space' if byte == 0x20 else 'tab'}"
+        else:
+            kind = "a control character"
+        return f"{kind} at byte {position}"
+    return None
 
 
 def failure_for_status(response: httpx.Response, url: str, secret: str | None) -> Exception:
@@ -521,9 +578,90 @@ def reply_json(response: httpx.Response, url: str, secret: str | None) -> Any:
     return decoded.value
 
 
+#: A piece of a key this long or longer is hidden wherever it shows (see `mask_secret`).
+_MASKED_PIECE = 8
+
+
 def mask_secret(text: str, secret: str | None) -> str:
-    """`text` with every occurrence of `secret` (an API key a server echoed) replaced by ``***``."""
-    return text.replace(secret, "***") if secret else text
+    """`text` with `secret` (an API key a server or a library echoed) and every piece of it
+    hidden, each stretch of them replaced by ``***``.
+
+    Hidden are: every run of 8 or more characters of the key, and of each
+    form it may be written in: ``repr()``, ``ascii()``, the ``repr()`` of its UTF-8 bytes
+    (``b'...'``, as h11 writes a header value it refuses) and JSON (``\\uXXXX`` escapes
+    or not), each with ``'`` escaped or not (``repr`` chooses by the whole text), and each
+    of those escaped once more so (an exception's ``repr()`` escapes its message); and the
+    whole of a key or form shorter than that (a piece of one is ordinary text). When the
+    key's forms hold ``*``, the mask is made of a character none of them holds, so that a
+    mask never joins the text around it into a piece of the key. No secret, or an empty
+    one: `text` as it is. Linear in ``len(text)``.
+    """
+    if not secret:
+        return text
+    pieces, mask = _secret_pieces(secret)
+    hidden = [False] * len(text)
+    for size, wanted in pieces.items():
+        for start in range(len(text) - size + 1):
+            if text[start : start + size] in wanted:
+                hidden[start : start + size] = [True] * size
+    if not any(hidden):
+        return text
+    out: list[str] = []
+    for is_hidden, run in itertools.groupby(zip(hidden, text, strict=True), key=lambda x: x[0]):
+        out.append(mask if is_hidden else "".join(char for _, char in run))
+    return "".join(out)
+
+
+@functools.lru_cache(maxsize=32)
+def _secret_pieces(secret: str) -> tuple[dict[int, frozenset[str]], str]:
+    """What `mask_secret` hides for `secret` (by length) and the mask it writes instead."""
+    first = {secret} | {escape(secret) for escape in _ESCAPES}
+    forms = first | {escape(form) for form in first for escape in _ESCAPES}
+    pieces: dict[int, set[str]] = {}
+    for form in forms:
+        size = min(len(form), _MASKED_PIECE)
+        found = pieces.setdefault(size, set())
+        found.update(form[start : start + size] for start in range(len(form) - size + 1))
+    used = set("".join(forms))
+    candidates = itertools.chain("*#~", map(chr, itertools.count(0x2022)))
+    mask = next(char for char in candidates if char not in used) * 3
+    return {size: frozenset(found) for size, found in pieces.items()}, mask
+
+
+def _char_repr(char: str, quote: bool) -> str:
+    """`char` as ``repr()`` writes it inside a str literal, ``'`` escaped when `quote`."""
+    if char == "'":
+        return "\\'" if quote else "'"
+    return repr(char)[1:-1]
+
+
+def _char_ascii(char: str, quote: bool) -> str:
+    """`char` as ``ascii()`` writes it inside a str literal, ``'`` escaped when `quote`."""
+    if char == "'":
+        return "\\'" if quote else "'"
+    return ascii(char)[1:-1]
+
+
+def _bytes_repr(text: str, quote: bool) -> str:
+    """`text`'s UTF-8 bytes as ``repr()`` writes them inside ``b'...'``, ``'`` escaped when
+    `quote` (a lone surrogate as ``surrogatepass`` encodes it)."""
+    data = text.encode("utf-8", "surrogatepass")
+    return "".join(
+        ("\\'" if quote else "'") if byte == 0x27 else repr(bytes([byte]))[2:-1] for byte in data
+    )
+
+
+#: The ways `mask_secret` knows of writing a key in a message, besides as it is.
+_ESCAPES: tuple[Callable[[str], str], ...] = (
+    lambda text: "".join(_char_repr(char, True) for char in text),
+    lambda text: "".join(_char_repr(char, False) for char in text),
+    lambda text: "".join(_char_ascii(char, True) for char in text),
+    lambda text: "".join(_char_ascii(char, False) for char in text),
+    lambda text: _bytes_repr(text, True),
+    lambda text: _bytes_repr(text, False),
+    lambda text: json.dumps(text)[1:-1],
+    lambda text: json.dumps(text, ensure_ascii=False)[1:-1],
+)
 
 
 def server_message(response: httpx.Response) -> str:

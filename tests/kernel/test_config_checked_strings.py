@@ -205,6 +205,7 @@ _SECRET = "hunter2"
     host=st.text(alphabet=st.sampled_from("[]:.@/%ab1\uff03\u2100"), max_size=12),
     tail=st.text(max_size=8),
 )
+@example(scheme="http", host="\u2100", tail="\r@")
 def test_any_base_url_is_taken_or_refused_as_config_never_showing_its_password(
     scheme: str, host: str, tail: str
 ) -> None:
@@ -427,3 +428,14 @@ def test_any_key_is_refused_as_config_or_is_one_a_header_carries(key: str) -> No
         return
     for value in (f"Bearer {key}", key):  # as the openai and anthropic providers send it
         h11.Request(method="POST", target="/", headers=[("Host", "x"), ("X-Key", value)])
+
+
+@pytest.mark.parametrize("dropped", ["\r", "\n", "\t"])
+def test_a_password_the_parser_shows_without_a_line_break_is_still_masked(dropped: str) -> None:
+    """The parser drops tabs and line breaks before reading a URL, so the password it shows in
+    its reason lacks them: it is masked as shown."""
+    url = f"http://me:{_SECRET}@\u2100{dropped}@"
+    with pytest.raises(ConfigError) as raised:
+        check_endpoint(url, "sk-test", **HINTS)
+    assert _SECRET not in str(raised.value)
+    assert "contains invalid characters under NFKC normalization" in str(raised.value)
