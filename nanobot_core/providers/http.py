@@ -289,7 +289,11 @@ async def post_request(
     """
     import httpx
 
-    sent = httpx.Headers(headers)
+    try:
+        sent = httpx.Headers(headers)  # names and values are encoded as ASCII here
+    except UnicodeEncodeError:
+        # The exception holds the whole value (`object`): said without it, as h11's refusals are.
+        raise ProviderError(_not_ascii(headers, without_credentials(url))) from None
     sent["Accept-Encoding"] = ACCEPT_ENCODING
     request = client.build_request("POST", url, content=content, headers=sent)
     try:
@@ -490,6 +494,23 @@ def _request_fault(exc: httpx.RequestError) -> str | None:
             shown = name.decode("ascii", "backslashreplace")
             return f"the {shown} header holds {fault} of its value (the value is not shown)"
     return None
+
+
+def _not_ascii(headers: Mapping[str, str], url: str) -> str:
+    """Why `headers` cannot be sent at all: the first one past ASCII, and where, never its value."""
+    for name, value in headers.items():
+        at = next((n for n, char in enumerate(value, start=1) if not char.isascii()), None)
+        if not name.isascii() or at is not None:
+            what = (
+                "a header name holds a character past ASCII"
+                if not name.isascii()
+                else f"the {name} header holds a character past ASCII at character {at} of its "
+                "value (the value is not shown)"
+            )
+            break
+    else:  # pragma: no cover - httpx encodes nothing else of them
+        what = "a header cannot be encoded"
+    return f"{url}: the request was not sent: {what}; not retried, as it would fail the same way"
 
 
 def _header_value_fault(value: bytes) -> str | None:

@@ -190,6 +190,28 @@ def test_a_request_malformed_on_this_side_fails_at_once_naming_the_header(
             assert written not in text
 
 
+@pytest.mark.parametrize("key", ["sk-test-Zq8VbN3kWm5Lr7\u00e9", "sk-test-Zq8V\u2028bN3kWm5Lr7"])
+def test_a_key_past_ascii_fails_at_once_naming_the_header_never_the_key(
+    key: str, server: FakeChatServer
+) -> None:
+    """A key past ASCII, sent by a provider that never checked it, is one attempt and a
+    ProviderError naming the header and the character's place: no retry, no key shown."""
+    server.add(text_reply("never sent"))
+    notices: list[RetryNotice] = []
+    provider = _PluginProvider(server.base_url, key, notices.append)
+    with pytest.raises(ProviderError) as raised:
+        asyncio.run(provider.complete())
+    assert not isinstance(raised.value, Retryable)
+    at = next(n for n, char in enumerate(f"Bearer {key}", start=1) if not char.isascii())
+    assert str(raised.value) == (
+        f"{provider.url}: the request was not sent: the Authorization header holds a character "
+        f"past ASCII at character {at} of its value (the value is not shown); not retried, as "
+        "it would fail the same way"
+    )
+    assert raised.value.__cause__ is None and raised.value.__suppress_context__
+    assert provider.attempts == 1 and notices == [] and server.requests == []
+
+
 def test_a_connection_failure_is_still_retried() -> None:
     """A refused connection stays a Retryable: the transfer failed, not the request."""
     with FakeChatServer() as server:
