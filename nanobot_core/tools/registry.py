@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from nanobot_core._clip import clip
 from nanobot_core._containment import PluginEscapeError, contained, plugin_code
 from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
@@ -390,7 +391,7 @@ class ToolRegistry:
             return f"Error: the tool call has no tool name. {available}"
         guess = suggest_name(name, names)
         hint = f' Did you mean "{guess}"?' if guess else ""
-        return f'Error: unknown tool "{name}".{hint} {available}'
+        return f'Error: unknown tool "{clip(name)}".{hint} {available}'
 
 
 def _own_check(entry: _Entry, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]] | None:
@@ -609,7 +610,13 @@ def suggest_name(name: str, candidates: list[str]) -> str | None:
     if exact:
         return exact[0] if len(exact) == 1 else None
     limit = 1 if len(wanted) <= 4 else 2
-    scored = [(_edit_distance(wanted, _normalised_name(c)), c) for c in candidates]
+    normalised = [(_normalised_name(c), c) for c in candidates]
+    # The distance is at least the difference in length: a name far longer than every
+    # candidate (a model's 100 KB name) is not compared, which took time in its length
+    # times each candidate's.
+    scored = [
+        (_edit_distance(wanted, n), c) for n, c in normalised if abs(len(n) - len(wanted)) <= limit
+    ]
     close = sorted((d, c) for d, c in scored if d <= limit)
     if not close or (len(close) > 1 and close[0][0] == close[1][0]):
         return None
