@@ -47,6 +47,10 @@ log = get_logger("nanobot_core.tools")
 
 MCP_PREFIX = "mcp_"
 _MAX_LISTED_TOOLS = 40
+#: Errors of one call's arguments its answer lists; the others are counted. Each one is
+#: short (a path and a message, each cut), but a call may have one per value: 50,000
+#: wrong items of an array answered with 2 MB of errors.
+MAX_LISTED_ERRORS = 8
 
 
 @attrs.frozen
@@ -342,7 +346,7 @@ class ToolRegistry:
         own = _own_check(entry, arguments)
         if own is not None:
             arguments, errors = own
-            error = f'Error: invalid arguments for tool "{name}": ' + "; ".join(errors)
+            error = f'Error: invalid arguments for tool "{name}": ' + _listed(errors)
             return PreparedCall(name, tool, arguments, repairs, error=error if errors else None)
         try:
             validator = self._validator(entry)
@@ -371,7 +375,7 @@ class ToolRegistry:
                 tool,
                 arguments,
                 repairs,
-                error=f'Error: invalid arguments for tool "{name}": ' + "; ".join(errors),
+                error=f'Error: invalid arguments for tool "{name}": ' + _listed(errors),
             )
         return PreparedCall(name, tool, arguments, repairs)
 
@@ -392,6 +396,13 @@ class ToolRegistry:
         guess = suggest_name(name, names)
         hint = f' Did you mean "{guess}"?' if guess else ""
         return f'Error: unknown tool "{clip(name)}".{hint} {available}'
+
+
+def _listed(errors: list[str]) -> str:
+    """The first `MAX_LISTED_ERRORS` of `errors`, and how many more there are."""
+    shown = "; ".join(errors[:MAX_LISTED_ERRORS])
+    more = len(errors) - MAX_LISTED_ERRORS
+    return f"{shown}; and {more:,} more" if more > 0 else shown
 
 
 def _own_check(entry: _Entry, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]] | None:

@@ -316,6 +316,32 @@ def test_invalid_schema_is_reported_at_call_time() -> None:
     assert prepared.error.startswith('Error: tool "broken" cannot be called')
 
 
+def test_the_errors_of_a_call_are_listed_up_to_the_limit_and_the_rest_counted() -> None:
+    """50,000 wrong items: the first 8 errors are listed, the others counted, not 2 MB of text."""
+    items = {"xs": {"type": "array", "items": {"type": "integer"}}}
+    registry = _registry(SchemaTool("t", {"type": "object", "properties": items}))
+    prepared = registry.prepare_call("t", {"xs": ["x"] * 50_000})
+    listed = "; ".join(f'$.xs[{n}]: "x" is not of type "integer"' for n in range(8))
+    assert prepared.error == f'Error: invalid arguments for tool "t": {listed}; and 49,992 more'
+    assert registry_module.MAX_LISTED_ERRORS == 8
+    few = registry.prepare_call("t", {"xs": ["x"] * 8}).error
+    assert few == f'Error: invalid arguments for tool "t": {listed}'
+
+
+def test_a_huge_key_is_cut_in_the_errors_and_the_cast_notes() -> None:
+    """A 100 KB key names its argument by its ends, in an error and in a note of a cast."""
+    key = "k" * 100_000 + "END"
+    nested = {"m": {"type": "object", "additionalProperties": {"type": "integer"}}}
+    registry = _registry(SchemaTool("t", {"type": "object", "properties": nested}))
+    refused = registry.prepare_call("t", {"m": {key: "x"}})
+    assert refused.error is not None and len(refused.error) < 400
+    assert refused.error.endswith('kkEND: "x" is not of type "integer"')
+    cast = registry.prepare_call("t", {"m": {key: "7"}})
+    assert cast.error is None and cast.arguments == {"m": {key: 7}}
+    [note] = cast.repairs
+    assert len(note) < 300 and note.endswith('kEND: "7" -> 7')
+
+
 # -- unknown tools --------------------------------------------------------------------------
 
 
