@@ -48,6 +48,6 @@ def clip(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
     return keep_ends(text, limit, _omitted)
 
 
-def quoted(value: str, limit: int = MAX_QUOTED_CHARS) -> str:
-    """``repr(value)``, as a message quotes a string, cut by `clip` to `limit` characters."""
+def quoted(value: object, limit: int = MAX_QUOTED_CHARS) -> str:
+    """``repr(value)``, as a message quotes a value (a string, a JSON value), cut by `clip`."""
     return clip(repr(value), limit)
