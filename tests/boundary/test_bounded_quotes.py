@@ -24,6 +24,9 @@ from nanobot_core.tools.builtin import (
     WriteFileTool,
     _contained,
 )
+from nanobot_core.tools.executor import Executor, ToolCallRequest, run_calls
+from nanobot_core.tools.registry import ToolRegistry
+from tests.helpers import REPO_ROOT
 
 #: A long value from the model, whose two ends a message must still show.
 HEAD, TAIL = "HEAD", "TAIL"
@@ -127,3 +130,46 @@ def test_find_files_with_no_match_quotes_a_long_pattern_by_its_ends(workspace: P
     text = str(_contained(_tools(workspace)["find_files"].run, pattern=pattern))
     assert text == f"No files match {quoted(pattern)} in the workspace."
     assert "z'" in text and "characters omitted" in text
+
+
+#: The most characters an `Error` answer to a call may take, whatever strings the call holds
+#: (docs/limits.md): a quarter of the default `governance.max_tool_result_chars`.
+ERROR_CHARS = 4_000
+
+_HUGE = st.text(min_size=1, max_size=6).flatmap(
+    lambda piece: st.integers(min_value=1, max_value=20_000).map(lambda times: piece * times)
+)
+_SHORT = st.text(max_size=12)
+_BUILTIN_NAMES = ["read_file", "list_dir", "find_files", "grep", "write_file", "edit_file"]
+_KEYS = ["path", "pattern", "glob", "content", "old_text", "new_text", "offset", "ignore_case"]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    name=st.one_of(st.sampled_from(_BUILTIN_NAMES), _HUGE),
+    arguments=st.one_of(
+        st.dictionaries(st.one_of(st.sampled_from(_KEYS), _HUGE), st.one_of(_HUGE, _SHORT)),
+        _HUGE.map(lambda text: "{" + text),
+        _HUGE,
+    ),
+)
+def test_the_error_answer_to_any_call_with_huge_strings_is_bounded(
+    tmp_path_factory: pytest.TempPathFactory, name: str, arguments: Any
+) -> None:
+    """Huge names, keys and values in a call to the built-in tools: the error stays short."""
+    workspace = tmp_path_factory.mktemp("ws")
+    (workspace / "notes.txt").write_text("alpha\n", encoding="utf-8")
+    registry = ToolRegistry()
+    for tool in _tools(workspace).values():
+        registry.add(tool)
+    executor = Executor(registry, default_timeout=60)
+    [outcome] = run_calls(executor.run([ToolCallRequest("c1", name, arguments)]))
+    text = str(outcome.result)
+    if outcome.result.is_error:
+        assert len(text) <= ERROR_CHARS, text[:500]
+
+
+def test_the_doc_gives_the_bound_of_an_error_answer() -> None:
+    """docs/limits.md states the bound the property above holds the answers to."""
+    doc = " ".join((REPO_ROOT / "docs" / "limits.md").read_text(encoding="utf-8").split())
+    assert f"at most {ERROR_CHARS:,} characters" in doc
