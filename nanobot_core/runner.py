@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 
+from nanobot_core._clip import clip
 from nanobot_core._containment import describe, plugin_code
 from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
@@ -181,7 +182,7 @@ class ToolStarted:
     call_id: str
 
     def describe(self) -> str:
-        return f"tool {self.name or '(no name)'}: running"
+        return f"tool {clip(self.name) or '(no name)'}: running"
 
 
 @attrs.frozen
@@ -195,7 +196,7 @@ class ToolFinished:
 
     def describe(self) -> str:
         outcome = "failed" if self.is_error else "done"
-        return f"tool {self.name or '(no name)'}: {outcome} in {self.duration:.2f}s"
+        return f"tool {clip(self.name) or '(no name)'}: {outcome} in {self.duration:.2f}s"
 
 
 @attrs.frozen
@@ -1058,7 +1059,7 @@ def _over_limit_outcome(request: ToolCallRequest, asked: int, limit: int) -> Too
 
 def _to_tool(request: ToolCallRequest) -> str:
     """``to tool "NAME" `` for a call that names its tool, else nothing."""
-    return f'to tool "{request.name}" ' if request.name else ""
+    return f'to tool "{clip(request.name)}" ' if request.name else ""
 
 
 def _not_run(request: ToolCallRequest, why: str) -> ToolCallOutcome:

@@ -13,6 +13,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from nanobot_core._clip import quoted
 from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, JSONLimitError, check_values
 from nanobot_core.governance.checks import is_empty_result
 from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
@@ -149,7 +150,7 @@ def _call_id(call: Any) -> Any:
 def _describe_call(index: int, position: int, call: Any) -> str:
     call_id = _call_id(call)
     label = f"messages[{index}].tool_calls[{position}]"
-    return f"{label} (id {call_id!r})" if isinstance(call_id, str) and call_id else label
+    return f"{label} (id {quoted(call_id)})" if isinstance(call_id, str) and call_id else label
 
 
 def _arguments_problem(arguments: Any) -> str | None:
@@ -183,20 +184,20 @@ def _check_call(index: int, position: int, call: Any, seen_ids: dict[str, int]) 
     problems: list[str] = []
     call_id = call.get("id")
     if not isinstance(call_id, str) or not call_id:
-        problems.append(f"{label}: id is {call_id!r}; expected a non-empty string")
+        problems.append(f"{label}: id is {quoted(call_id)}; expected a non-empty string")
     elif call_id in seen_ids:
         problems.append(f"{label}: id repeats tool_calls[{seen_ids[call_id]}] of the same message")
     else:
         seen_ids[call_id] = position
     if call.get("type") != "function":
-        problems.append(f"{label}: type is {call.get('type')!r}; expected 'function'")
+        problems.append(f"{label}: type is {quoted(call.get('type'))}; expected 'function'")
     function = call.get("function")
     if not isinstance(function, dict):
         problems.append(f"{label}: function is a {type(function).__name__}, not a dict")
         return problems
     name = function.get("name")
     if not isinstance(name, str) or not name.strip():
-        problems.append(f"{label}: name is {name!r}; expected a non-blank string")
+        problems.append(f"{label}: name is {quoted(name)}; expected a non-blank string")
     arguments_problem = _arguments_problem(function.get("arguments"))
     if arguments_problem:
         problems.append(f"{label}: {arguments_problem}")
@@ -212,12 +213,12 @@ def _check_run(index: int, calls: list[Any], run: range, messages: Sequence[Any]
         result_id = messages[tool_index].get("tool_call_id")
         if not isinstance(result_id, str) or not result_id:
             problems.append(
-                f"messages[{tool_index}] (tool): tool_call_id is {result_id!r}; "
+                f"messages[{tool_index}] (tool): tool_call_id is {quoted(result_id)}; "
                 "expected a non-empty string"
             )
         elif result_id not in call_ids:
             problems.append(
-                f"messages[{tool_index}] (tool, tool_call_id {result_id!r}): answers no call "
+                f"messages[{tool_index}] (tool, tool_call_id {quoted(result_id)}): answers no call "
                 f"of the assistant message messages[{index}]"
             )
         else:
@@ -261,9 +262,10 @@ def check_tool_pairing(messages: Sequence[Any]) -> list[str]:
         message = messages[index]
         if _role(message) == "tool":
             before = f"messages[{index - 1}] ({_role(messages[index - 1])})" if index else "nothing"
+            result_id = quoted(message.get("tool_call_id"))
             violations.append(
-                f"messages[{index}] (tool, tool_call_id {message.get('tool_call_id')!r}): not in "
-                f"the run of tool messages right after an assistant tool call (it follows {before})"
+                f"messages[{index}] (tool, tool_call_id {result_id}): not in the run of tool "
+                f"messages right after an assistant tool call (it follows {before})"
             )
             index += 1
             continue
@@ -363,8 +365,8 @@ def check_text(
         violations += _unencodable(message, f"messages[{index}]")
         if message.get("role") == "tool" and is_empty_result(message):
             violations.append(
-                f"messages[{index}] (tool, tool_call_id {message.get('tool_call_id')!r}): "
-                f"empty result (content {message.get('content')!r})"
+                f"messages[{index}] (tool, tool_call_id {quoted(message.get('tool_call_id'))}): "
+                f"empty result (content {quoted(message.get('content'))})"
             )
     return violations
 

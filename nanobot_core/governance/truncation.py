@@ -3,11 +3,13 @@
 The start of a tool result says what it is, the end holds the summary or the
 error: both are kept, and a marker in the middle says how much was left out.
 Truncating text that already fits returns it unchanged, so truncation is
-idempotent.
+idempotent. The cut is `nanobot_core._clip.keep_ends`, the one that messages
+quoting a long value use too.
 """
 
 from __future__ import annotations
 
+from nanobot_core._clip import keep_ends
 from nanobot_core.governance.tokens import TokenCounter
 
 __all__ = ["fit_to_tokens", "truncate_middle"]
@@ -19,15 +21,7 @@ def _marker(omitted: int, label: str) -> str:
 
 def truncate_middle(text: str, limit: int, label: str = "omitted") -> str:
     """`text` cut to at most `limit` characters: head, a marker saying what was cut, tail."""
-    if len(text) <= limit:
-        return text
-    limit = max(0, limit)
-    keep = limit - len(_marker(len(text), label))
-    if keep <= 0:
-        return text[:limit]
-    tail = keep // 2
-    head = keep - tail
-    return text[:head] + _marker(len(text) - keep, label) + text[len(text) - tail :]
+    return keep_ends(text, limit, lambda omitted: _marker(omitted, label))
 
 
 def fit_to_tokens(text: str, max_tokens: int, counter: TokenCounter, label: str = "omitted") -> str:

@@ -42,6 +42,7 @@ from typing import Any
 
 import attrs
 
+from nanobot_core._clip import clip
 from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
     JSONBoundaryError,
@@ -152,7 +153,9 @@ class _Walk:
         if len(candidates) != 1:
             return value
         (converted,) = candidates.values()
-        self.notes.append(f"{format_instance_path(path)}: {_show(value)} -> {_show(converted)}")
+        self.notes.append(
+            f"{clip(format_instance_path(path))}: {_show(value)} -> {_show(converted)}"
+        )
         return converted
 
     def _cast_properties(

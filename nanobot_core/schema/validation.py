@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from nanobot_core._clip import clip
 from nanobot_core.errors import ToolError
 
 if TYPE_CHECKING:
@@ -61,7 +62,7 @@ def _non_finite_numbers(instance: Any) -> list[str]:
         value, path = stack.pop()
         if isinstance(value, float):
             if not math.isfinite(value):
-                found.append(f"{format_instance_path(path)}: must be a finite number, not {value}")
+                found.append(f"{_where(path)}: must be a finite number, not {value}")
         elif isinstance(value, dict):
             stack.extend((item, (*path, str(key))) for key, item in value.items())
         elif isinstance(value, list | tuple):
@@ -246,7 +247,12 @@ def _render_error(error: jsonschema_rs.ValidationError) -> str:
         )
         if message.startswith(shown) and len(shown) > MAX_VALUE_CHARS:
             message = f"{shown[: MAX_VALUE_CHARS - 3]}...{message[len(shown) :]}"
-    return f"{format_instance_path(error.instance_path)}: {_shorten(message)}"
+    return f"{_where(error.instance_path)}: {_shorten(message)}"
+
+
+def _where(parts: Sequence[str | int]) -> str:
+    """The path an error names, cut by its ends: a key of the model's may be of any length."""
+    return clip(format_instance_path(parts))
 
 
 def _path_sort_key(parts: Sequence[str | int]) -> tuple[tuple[int, int, str], ...]:

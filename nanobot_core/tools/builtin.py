@@ -25,6 +25,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar
 
+from nanobot_core._clip import clip, quoted
 from nanobot_core._json_boundary import dumps, loads
 from nanobot_core._reading import read_up_to
 from nanobot_core.errors import WorkspaceEscapeError
@@ -145,7 +146,8 @@ def _contained(work: Callable[..., ToolResult], *args: Any, **kwargs: Any) -> To
     except WorkspaceEscapeError as exc:
         return ToolResult.error(str(exc))
     except OSError as exc:
-        where = f": {exc.filename}" if exc.filename else ""
+        # The file named is the model's path, resolved: of any length (ENAMETOOLONG).
+        where = f": {clip(str(exc.filename))}" if exc.filename else ""
         return ToolResult.error(f"{exc.strerror or exc}{where}")
 
 
@@ -210,12 +212,14 @@ class ReadFileTool(WorkspaceTool):
     ) -> ToolResult:
         target = self.resolve(path)
         if target.is_dir():
-            return ToolResult.error(f"{path} is a directory; use list_dir to see what is in it")
+            return ToolResult.error(
+                f"{clip(path)} is a directory; use list_dir to see what is in it"
+            )
         if not target.exists():
-            return ToolResult.error(f"file not found: {path}")
+            return ToolResult.error(f"file not found: {clip(path)}")
         self.refuse_special(target, path)
         if self.is_binary(target):
-            return ToolResult.error(f"{path} is a binary file; read_file only shows text")
+            return ToolResult.error(f"{clip(path)} is a binary file; read_file only shows text")
         if start_char is not None or max_chars is not None:
             if offset is not None or limit is not None:
                 return ToolResult.error(
@@ -245,7 +249,7 @@ class ReadFileTool(WorkspaceTool):
             return ToolResult("(empty file)")
         if start >= total:
             return ToolResult.error(
-                f"start_char {start} is past the end of {path} ({total} characters)"
+                f"start_char {start} is past the end of {clip(path)} ({total} characters)"
             )
         while True:  # the text, with room for the footer saying where to continue
             end = start + len(text)
@@ -281,7 +285,9 @@ class ReadFileTool(WorkspaceTool):
         if total == 0:
             return ToolResult("(empty file)")
         if offset > total:
-            return ToolResult.error(f"offset {offset} is past the end of {path} ({total} lines)")
+            return ToolResult.error(
+                f"offset {offset} is past the end of {clip(path)} ({total} lines)"
+            )
         # Room for the footer: the last lines go to the next page, and a first line that
         # does not fit with it is cut further (the cut says where its rest starts).
         width = MAX_LINE_CHARS
@@ -360,11 +366,11 @@ class ListDirTool(WorkspaceTool):
     def run(self, path: str = ".") -> ToolResult:
         target = self.resolve(path)
         if not target.exists():
-            return ToolResult.error(f"directory not found: {path}")
+            return ToolResult.error(f"directory not found: {clip(path)}")
         if not target.is_dir():
             if kind := self.special_kind(target):
-                return ToolResult.error(f"{path} is a {kind}, not a directory")
-            return ToolResult.error(f"{path} is a file, not a directory; use read_file")
+                return ToolResult.error(f"{clip(path)} is a {kind}, not a directory")
+            return ToolResult.error(f"{clip(path)} is a file, not a directory; use read_file")
         # Listed through a descriptor opened from the workspace down without following a
         # link: a folder swapped for a link out after the check is refused, not listed.
         with open_folder(self.workspace, target) as folder:
@@ -439,23 +445,23 @@ class FindFilesTool(WorkspaceTool):
         parts = PurePosixPath(pattern).parts
         if not pattern or PurePosixPath(pattern).is_absolute() or ".." in parts:
             return ToolResult.error(
-                f"pattern {pattern!r} must be relative and must not contain '..'; "
+                f"pattern {quoted(pattern)} must be relative and must not contain '..'; "
                 "use `path` to choose where to search"
             )
         if not parts:  # '.', './': pathlib's glob fails on them with an internal error
             return ToolResult.error(
-                f"pattern {pattern!r} names no file; use e.g. '*' for everything in `path`"
+                f"pattern {quoted(pattern)} names no file; use e.g. '*' for everything in `path`"
             )
         if any("**" in part and part != "**" for part in parts):
             return ToolResult.error(
-                f"invalid pattern {pattern!r}: '**' must be a whole path component "
+                f"invalid pattern {quoted(pattern)}: '**' must be a whole path component "
                 "(as in '**/*.py'); use '*' to match within a name"
             )
         base = self.resolve(path)
         if not base.is_dir():
             if kind := self.special_kind(base):
-                return ToolResult.error(f"{path} is a {kind}, not a directory")
-            return ToolResult.error(f"directory not found: {path}")
+                return ToolResult.error(f"{clip(path)} is a {kind}, not a directory")
+            return ToolResult.error(f"directory not found: {clip(path)}")
         # The most paths the answer could show (each takes a character and a newline): the
         # glob stops there, where it held every match of '**/*' in a tree of millions. It
         # reads a folder an entry at a time (pathlib's glob reads each one whole), so one
@@ -484,7 +490,7 @@ class FindFilesTool(WorkspaceTool):
                 break
         if not found:
             where = "the workspace" if base == self.workspace else self.show(base)
-            return ToolResult(f"No files match {pattern!r} in {where}.")
+            return ToolResult(f"No files match {quoted(pattern)} in {where}.")
         if len(found) <= most:
             return ToolResult(_fitted(sorted(found), self.max_output_chars, _more("paths")))
         note = (
@@ -564,7 +570,7 @@ class GrepTool(WorkspaceTool):
         try:
             re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
-            return ToolResult.error(f"invalid regular expression {_quoted(pattern)}: {exc}")
+            return ToolResult.error(f"invalid regular expression {quoted(pattern)}: {exc}")
         with tempfile.TemporaryFile() as progress:
             request = {
                 "workspace": str(self.workspace),
@@ -592,7 +598,7 @@ class GrepTool(WorkspaceTool):
             except subprocess.TimeoutExpired:
                 looked, searched, last = _read_progress(progress)
                 return ToolResult.error(
-                    _timed_out(_quoted(pattern), self.search_timeout, looked, searched, last)
+                    _timed_out(quoted(pattern), self.search_timeout, looked, searched, last)
                 )
         if done.returncode != 0:
             return ToolResult.error(f"the search failed: {done.stderr.strip()[-500:]}")
@@ -611,11 +617,11 @@ class GrepTool(WorkspaceTool):
         try:
             regex = re.compile(pattern, re.IGNORECASE if ignore_case else 0)
         except re.error as exc:
-            return ToolResult.error(f"invalid regular expression {_quoted(pattern)}: {exc}")
+            return ToolResult.error(f"invalid regular expression {quoted(pattern)}: {exc}")
         self._report("")  # begun: from here on the time goes to the tree and the pattern
         base = self.resolve(path)
         if not base.exists():
-            return ToolResult.error(f"path not found: {path}")
+            return ToolResult.error(f"path not found: {clip(path)}")
         self.refuse_special(base, path)
         matches: list[str] = []
         stopped = ""  # the note that the search stopped at max_matches
@@ -639,7 +645,7 @@ class GrepTool(WorkspaceTool):
                 break
         notes = [stopped, _changed_note(changed) if changed else "", _special_note(special)]
         if not matches:
-            notes.insert(0, f"No matches for {_quoted(pattern)}.")
+            notes.insert(0, f"No matches for {quoted(pattern)}.")
         return ToolResult(_fitted(matches, self.max_output_chars, _more("matching lines"), notes))
 
     def _files(
@@ -718,16 +724,6 @@ class GrepTool(WorkspaceTool):
 CHANGED_NAMED = 3
 #: Characters of each such name shown (its end: the file's own name is there).
 CHANGED_NAME_CHARS = 120
-
-
-#: Characters of the pattern an answer of grep quotes back (the model has it whole).
-PATTERN_SHOWN_CHARS = 200
-
-
-def _quoted(pattern: str) -> str:
-    """The pattern as grep's answers quote it: its repr, cut at `PATTERN_SHOWN_CHARS`."""
-    text = repr(pattern)
-    return text if len(text) <= PATTERN_SHOWN_CHARS else text[: PATTERN_SHOWN_CHARS - 1] + "…"
 
 
 def _changed_note(changed: list[str]) -> str:
@@ -860,7 +856,7 @@ class WriteFileTool(WorkspaceTool):
     def run(self, path: str, content: str) -> ToolResult:
         target = self.resolve(path)
         if target.is_dir():
-            return ToolResult.error(f"{path} is a directory")
+            return ToolResult.error(f"{clip(path)} is a directory")
         self.refuse_special(target, path)
         with self.open(target, "w") as handle:
             handle.write(content)
@@ -906,7 +902,7 @@ class EditFileTool(WorkspaceTool):
         target = self.resolve(path)
         self.refuse_special(target, path)
         if not target.is_file():
-            return ToolResult.error(f"file not found: {path}")
+            return ToolResult.error(f"file not found: {clip(path)}")
         with self.open(target, "rb") as raw:
             # The size of the file opened, not of the path checked: it is refused unread.
             size = os.fstat(raw.fileno()).st_size
@@ -919,19 +915,20 @@ class EditFileTool(WorkspaceTool):
         try:
             content = data.decode("utf-8")
         except UnicodeDecodeError:
-            return ToolResult.error(f"{path} is not UTF-8 text; edit_file only edits text")
+            return ToolResult.error(f"{clip(path)} is not UTF-8 text; edit_file only edits text")
         if old_text not in content and "\r\n" in content and "\r\n" not in old_text:
             # The model writes "\n"; the file uses Windows line endings.
             old_text, new_text = old_text.replace("\n", "\r\n"), new_text.replace("\n", "\r\n")
         count = content.count(old_text)
         if count == 0:
             return ToolResult.error(
-                f"old_text was not found in {path}; read the file again and copy the text exactly"
+                f"old_text was not found in {clip(path)}; read the file again and copy the text "
+                "exactly"
             )
         if count > 1 and not replace_all:
             return ToolResult.error(
-                f"old_text occurs {count} times in {path}; include more surrounding text to make "
-                "it unique, or set replace_all to true"
+                f"old_text occurs {count} times in {clip(path)}; include more surrounding text to "
+                "make it unique, or set replace_all to true"
             )
         replaced = count if replace_all else 1
         # Worked out before replacing: a short old_text replaced everywhere by a long
@@ -941,7 +938,7 @@ class EditFileTool(WorkspaceTool):
         del data  # the text holds it now
         if result_size > self.max_file_bytes:
             return ToolResult.error(
-                f"this edit would make {path} {result_size:,} bytes, more than edit_file "
+                f"this edit would make {clip(path)} {result_size:,} bytes, more than edit_file "
                 f"writes ({self.max_file_bytes:,}); replace fewer occurrences or with shorter "
                 "text, or write a new file with write_file"
             )
@@ -957,7 +954,7 @@ class EditFileTool(WorkspaceTool):
     def _too_large(self, path: str, size: str) -> ToolResult:
         """The refusal of a file over `max_file_bytes`, saying what to do instead."""
         return ToolResult.error(
-            f"{path} is {size}, and edit_file edits files of at most "
+            f"{clip(path)} is {size}, and edit_file edits files of at most "
             f"{self.max_file_bytes:,} bytes: change it with "
             "a command-line tool if you have one (such as sed), or write what you need to a "
             "new file with write_file (read_file still reads it)"

@@ -39,6 +39,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 import attrs
 
+from nanobot_core._clip import clip
 from nanobot_core._containment import (
     PluginEscapeError,
     contained,
@@ -196,7 +197,7 @@ class Executor:
 
         flags, tool = planned.flags, prepared.tool
         if prepared.error is not None or tool is None or flags is None:
-            return outcome(ToolResult.error(prepared.error or f'unknown tool "{call.name}"'))
+            return outcome(ToolResult.error(prepared.error or f'unknown tool "{clip(call.name)}"'))
         # The registered name: the tool's own ``name`` is plugin code, not read again.
         name = prepared.name
         try:

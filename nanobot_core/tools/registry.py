@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from nanobot_core._clip import clip
 from nanobot_core._containment import PluginEscapeError, contained, plugin_code
 from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
@@ -46,6 +47,10 @@ log = get_logger("nanobot_core.tools")
 
 MCP_PREFIX = "mcp_"
 _MAX_LISTED_TOOLS = 40
+#: Errors of one call's arguments its answer lists; the others are counted. Each one is
+#: short (a path and a message, each cut), but a call may have one per value: 50,000
+#: wrong items of an array answered with 2 MB of errors.
+MAX_LISTED_ERRORS = 8
 
 
 @attrs.frozen
@@ -341,7 +346,7 @@ class ToolRegistry:
         own = _own_check(entry, arguments)
         if own is not None:
             arguments, errors = own
-            error = f'Error: invalid arguments for tool "{name}": ' + "; ".join(errors)
+            error = f'Error: invalid arguments for tool "{name}": ' + _listed(errors)
             return PreparedCall(name, tool, arguments, repairs, error=error if errors else None)
         try:
             validator = self._validator(entry)
@@ -370,7 +375,7 @@ class ToolRegistry:
                 tool,
                 arguments,
                 repairs,
-                error=f'Error: invalid arguments for tool "{name}": ' + "; ".join(errors),
+                error=f'Error: invalid arguments for tool "{name}": ' + _listed(errors),
             )
         return PreparedCall(name, tool, arguments, repairs)
 
@@ -390,7 +395,14 @@ class ToolRegistry:
             return f"Error: the tool call has no tool name. {available}"
         guess = suggest_name(name, names)
         hint = f' Did you mean "{guess}"?' if guess else ""
-        return f'Error: unknown tool "{name}".{hint} {available}'
+        return f'Error: unknown tool "{clip(name)}".{hint} {available}'
+
+
+def _listed(errors: list[str]) -> str:
+    """The first `MAX_LISTED_ERRORS` of `errors`, and how many more there are."""
+    shown = "; ".join(errors[:MAX_LISTED_ERRORS])
+    more = len(errors) - MAX_LISTED_ERRORS
+    return f"{shown}; and {more:,} more" if more > 0 else shown
 
 
 def _own_check(entry: _Entry, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]] | None:
@@ -609,7 +621,13 @@ def suggest_name(name: str, candidates: list[str]) -> str | None:
     if exact:
         return exact[0] if len(exact) == 1 else None
     limit = 1 if len(wanted) <= 4 else 2
-    scored = [(_edit_distance(wanted, _normalised_name(c)), c) for c in candidates]
+    normalised = [(_normalised_name(c), c) for c in candidates]
+    # The distance is at least the difference in length: a name far longer than every
+    # candidate (a model's 100 KB name) is not compared, which took time in its length
+    # times each candidate's.
+    scored = [
+        (_edit_distance(wanted, n), c) for n, c in normalised if abs(len(n) - len(wanted)) <= limit
+    ]
     close = sorted((d, c) for d, c in scored if d <= limit)
     if not close or (len(close) > 1 and close[0][0] == close[1][0]):
         return None

@@ -10,6 +10,7 @@ from contextlib import ExitStack, contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
+from nanobot_core._clip import clip, quoted
 from nanobot_core.errors import ToolError, WorkspaceEscapeError
 
 __all__ = [
@@ -39,7 +40,7 @@ class NotRegularFileError(ToolError, OSError):
     def __init__(self, shown: str, kind: str) -> None:
         super().__init__(
             errno.EINVAL,
-            f"{shown} is a {kind}, not a regular file; the file tools read and write only "
+            f"{clip(shown)} is a {kind}, not a regular file; the file tools read and write only "
             "regular files",
         )
 
@@ -72,13 +73,13 @@ def resolve_in_workspace(workspace: Path, user_path: str) -> Path:
     """
     root = workspace.resolve()
     if "\x00" in user_path:
-        raise WorkspaceEscapeError(f"path {user_path!r} contains a NUL character")
+        raise WorkspaceEscapeError(f"path {quoted(user_path)} contains a NUL character")
     # realpath, not Path.resolve: that raises RuntimeError on a loop of links, which realpath
     # leaves unresolved (the loop's link, in its folder: then a file that is not there).
     target = Path(os.path.realpath(root / user_path))
     if not target.is_relative_to(root):
         raise WorkspaceEscapeError(
-            f"path {user_path!r} points outside the workspace ({root}); "
+            f"path {quoted(user_path)} points outside the workspace ({root}); "
             "use a path inside the workspace"
         )
     return target
@@ -121,7 +122,7 @@ def open_resolved(
             except NotADirectoryError:
                 shown = "/".join(parts[: index + 1])
                 raise NotADirectoryError(
-                    errno.ENOTDIR, f"{shown!r} is a file, not a folder"
+                    errno.ENOTDIR, f"{quoted(shown)} is a file, not a folder"
                 ) from None
             os.close(parent)
         try:
@@ -242,16 +243,16 @@ def refuse_link_loop(workspace: Path, target: Path, given: str | None = None) ->
 
 def _changed(target: Path) -> WorkspaceEscapeError:
     return WorkspaceEscapeError(
-        f"{target}: the path changed (a folder or file became a link) while it was being "
-        "opened; refused"
+        f"{clip(str(target))}: the path changed (a folder or file became a link) while it was "
+        "being opened; refused"
     )
 
 
 def _loop(path: str, at: str) -> OSError:
-    where = "" if at == path else f" at {at!r}"
+    where = "" if at == path else f" at {quoted(at)}"
     return OSError(
         errno.ELOOP,
-        f"{path!r} leads into a loop of symbolic links{where} (followed, they come back to "
+        f"{quoted(path)} leads into a loop of symbolic links{where} (followed, they come back to "
         "one already followed), never to a file or folder",
     )
 

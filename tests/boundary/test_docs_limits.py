@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 import sys
 
-from nanobot_core import Config, _json_boundary, _json_repair
-from nanobot_core.tools import _glob, builtin
+from nanobot_core import Config, _clip, _json_boundary, _json_repair
+from nanobot_core.tools import _glob, builtin, registry
 from tests.helpers import REPO_ROOT
 
 DOC = (REPO_ROOT / "docs" / "limits.md").read_text(encoding="utf-8")
@@ -26,8 +26,10 @@ def test_each_named_limit_has_the_value_the_doc_gives() -> None:
         "MAX_GREP_FILE_BYTES",
         "MAX_LISTED_ENTRIES",
         "MAX_OPEN_SCANS",
+        "MAX_QUOTED_CHARS",
+        "MAX_LISTED_ERRORS",
     }
-    modules = (_json_boundary, _json_repair, builtin, _glob)
+    modules = (_json_boundary, _json_repair, builtin, _glob, _clip, registry)
     for number, name in stated:
         [value] = {getattr(module, name) for module in modules if hasattr(module, name)}
         assert int(number.replace(",", "")) == value, name

@@ -125,6 +125,33 @@ def test_the_first_calls_run_and_each_one_past_the_limit_is_answered_not_run(
     assert sum(isinstance(e, ToolFinished) for e in events) == runs
 
 
+def test_a_huge_tool_name_is_quoted_by_its_ends_in_the_results_and_the_progress_lines(
+    server: FakeChatServer, tmp_path: Path
+) -> None:
+    """A 100 KB unknown tool name, run or past the limit, is cut in what the model and user see."""
+    huge = "probe" + "x" * 100_000 + "END"
+    config = Config(tools=ToolsConfig(max_calls_per_reply=1))
+    config.provider = provider_config(server.base_url)
+    manager = PluginManager(config, workspace=tmp_path, autoload=False).load()
+    manager.register(_ProbePlugin(), "probe-test")
+    events: list[Any] = []
+    server.add(tool_call_reply([("c0", huge, "{}"), ("c1", huge, "{}")]), text_reply("done"))
+    with JsonlSessionStore(tmp_path).open("default") as opened:
+        runner = Runner.from_plugins(manager, session=opened, progress=events.append)
+        assert runner.run_turn("probe").answer == "done"
+    sent = server.requests[-1].body["messages"]
+    unknown, not_run = (m["content"] for m in sent if m["role"] == "tool")
+    for text in (unknown, not_run):
+        assert len(text) < 1_000
+        assert 'tool "probexxx' in text and 'xxxEND"' in text
+        assert "characters omitted" in text
+    assert unknown.startswith('Error: unknown tool "probe')
+    assert 'Error: this call to tool "probe' in not_run
+    described = [e.describe() for e in events if isinstance(e, ToolStarted | ToolFinished)]
+    assert len(described) == 2
+    assert all(len(line) < 300 and line.startswith("tool probexxx") for line in described)
+
+
 def test_a_negative_limit_is_refused_by_the_runner(tmp_path: Path) -> None:
     """Runner(max_calls_per_reply=-1) is a programming error, caught at construction."""
     with (

@@ -109,6 +109,19 @@ def test_long_errors_are_shortened() -> None:
     assert error.endswith("is not valid under any of the schemas listed in the 'anyOf' keyword")
 
 
+def test_a_huge_key_in_the_path_is_cut_by_its_ends() -> None:
+    """An error at a key of 100,000 characters names its path by the ends, 200 at most."""
+    schema = {"properties": {"m": {"additionalProperties": {"type": "integer"}}}}
+    key = "k" * 100_000 + "END"
+    [error] = validate(schema, {"m": {key: "x"}})
+    where, _, problem = error.partition(": ")
+    assert problem == '"x" is not of type "integer"'
+    assert where.startswith("$.m.kkk") and where.endswith("kEND")
+    assert "characters omitted" in where and len(where) <= 200
+    [finite] = validate({}, {key: {key: float("nan")}})
+    assert len(finite) < 300 and finite.endswith("END: must be a finite number, not nan")
+
+
 def test_boolean_schemas() -> None:
     """``true`` accepts everything and ``false`` nothing."""
     assert validate(True, {"any": "thing"}) == []

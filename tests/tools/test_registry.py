@@ -316,6 +316,32 @@ def test_invalid_schema_is_reported_at_call_time() -> None:
     assert prepared.error.startswith('Error: tool "broken" cannot be called')
 
 
+def test_the_errors_of_a_call_are_listed_up_to_the_limit_and_the_rest_counted() -> None:
+    """50,000 wrong items: the first 8 errors are listed, the others counted, not 2 MB of text."""
+    items = {"xs": {"type": "array", "items": {"type": "integer"}}}
+    registry = _registry(SchemaTool("t", {"type": "object", "properties": items}))
+    prepared = registry.prepare_call("t", {"xs": ["x"] * 50_000})
+    listed = "; ".join(f'$.xs[{n}]: "x" is not of type "integer"' for n in range(8))
+    assert prepared.error == f'Error: invalid arguments for tool "t": {listed}; and 49,992 more'
+    assert registry_module.MAX_LISTED_ERRORS == 8
+    few = registry.prepare_call("t", {"xs": ["x"] * 8}).error
+    assert few == f'Error: invalid arguments for tool "t": {listed}'
+
+
+def test_a_huge_key_is_cut_in_the_errors_and_the_cast_notes() -> None:
+    """A 100 KB key names its argument by its ends, in an error and in a note of a cast."""
+    key = "k" * 100_000 + "END"
+    nested = {"m": {"type": "object", "additionalProperties": {"type": "integer"}}}
+    registry = _registry(SchemaTool("t", {"type": "object", "properties": nested}))
+    refused = registry.prepare_call("t", {"m": {key: "x"}})
+    assert refused.error is not None and len(refused.error) < 400
+    assert refused.error.endswith('kkEND: "x" is not of type "integer"')
+    cast = registry.prepare_call("t", {"m": {key: "7"}})
+    assert cast.error is None and cast.arguments == {"m": {key: 7}}
+    [note] = cast.repairs
+    assert len(note) < 300 and note.endswith('kEND: "7" -> 7')
+
+
 # -- unknown tools --------------------------------------------------------------------------
 
 
@@ -346,6 +372,58 @@ def test_no_suggestion_when_two_names_fit_equally() -> None:
     """Two equally close names give no guess at all."""
     assert suggest_name("ReadFile", ["read_file", "read-file"]) is None
     assert suggest_name("tool_c", ["tool_a", "tool_b"]) is None
+
+
+def test_a_huge_unknown_name_is_quoted_by_its_ends_and_not_compared(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A 100 KB tool name is cut in the error, and no edit distance is worked out for it."""
+    compared: list[tuple[str, str]] = []
+    distance = registry_module._edit_distance
+    monkeypatch.setattr(
+        registry_module,
+        "_edit_distance",
+        lambda a, b: compared.append((a, b)) or distance(a, b),
+    )
+    registry = _registry(*(SchemaTool(f"tool_{n}") for n in range(40)))
+    huge = "tool_1" + "x" * 100_000 + "END"
+    prepared = registry.prepare_call(huge, {})
+    assert prepared.error is not None
+    assert prepared.error.startswith('Error: unknown tool "tool_1xxx')
+    assert 'xxxEND". Available tools: tool_0, tool_1,' in prepared.error
+    assert "characters omitted" in prepared.error
+    assert len(prepared.error) < 1_000
+    assert compared == []
+
+
+_NAME_PIECES = st.text(alphabet="abcd_-AB", max_size=8)
+
+
+def _suggest_by_every_distance(name: str, candidates: list[str]) -> str | None:
+    """`suggest_name` as it was, comparing every candidate: what the faster one must agree with."""
+    wanted = registry_module._normalised_name(name)
+    normalised = [registry_module._normalised_name(c) for c in candidates]
+    exact = [c for c, n in zip(candidates, normalised, strict=True) if n == wanted]
+    if exact:
+        return exact[0] if len(exact) == 1 else None
+    limit = 1 if len(wanted) <= 4 else 2
+    scored = [
+        (registry_module._edit_distance(wanted, n), c)
+        for c, n in zip(candidates, normalised, strict=True)
+    ]
+    close = sorted((d, c) for d, c in scored if d <= limit)
+    if not close or (len(close) > 1 and close[0][0] == close[1][0]):
+        return None
+    return close[0][1]
+
+
+@settings(max_examples=500, deadline=None)
+@given(_NAME_PIECES, st.lists(_NAME_PIECES.filter(bool), max_size=6, unique=True))
+def test_skipping_names_of_another_length_guesses_as_comparing_all_did(
+    name: str, candidates: list[str]
+) -> None:
+    """Names whose length differs by more than the limit are never the guess: same answers."""
+    assert suggest_name(name, candidates) == _suggest_by_every_distance(name, candidates)
 
 
 def test_the_guess_is_never_executed() -> None:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from nanobot_core._clip import quoted
 from nanobot_core.governance.messages import (
     Message,
     content_text,
@@ -165,7 +166,8 @@ def _assign_ids(
         elif identifier in used:
             identifier = f"{original}_{position}"
             repair.note(
-                position, f"id {original!r} repeats in this message: renamed {identifier!r}"
+                position,
+                f"id {quoted(original)} repeats in this message: renamed {quoted(identifier)}",
             )
         while identifier in used:
             identifier += "_"
@@ -286,7 +288,7 @@ def _without_legacy_call(repair: _Repair, message: Message) -> Message:
         repair.note(None, f"legacy function_call {preview(legacy)} names no function: removed")
         return without_key(bare, "tool_calls")
     call = {"type": "function", "function": {"name": name, "arguments": function.get("arguments")}}
-    repair.note(None, f"legacy function_call of {name!r} made a tool call")
+    repair.note(None, f"legacy function_call of {quoted(name)} made a tool call")
     return with_changes(bare, tool_calls=[call])
 
 

@@ -25,6 +25,7 @@ from itertools import compress, count, repeat
 from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any
 
+from nanobot_core._clip import clip, quoted
 from nanobot_core.governance.messages import CallNames, content_text
 from nanobot_core.governance.stage import StageOption, StageOutcome
 from nanobot_core.governance.stages.content import without_surrogates
@@ -82,7 +83,7 @@ def compact_notice(tool: str | None, content: Any) -> str:
 def _plain_notice(tool: str | None, chars: int | None) -> str:
     size = f"{chars} characters" if chars is not None else "non-text content"
     # The name as the repairs leave it, whether or not they ran on the message it came from.
-    source = f"{tool if tool.isascii() else without_surrogates(tool)!r}" if tool else "the tool"
+    source = quoted(tool if tool.isascii() else without_surrogates(tool)) if tool else "the tool"
     return (
         f"{COMPACT_PREFIX}: {source} returned {size}. Call it again with narrower "
         "arguments if you still need it.]"
@@ -144,7 +145,8 @@ def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
         excess -= saved
         cleared += saved
         details.append(
-            f"messages[{index}]: compacted the result of {name or 'a tool'} ({saved} tokens)"
+            f"messages[{index}]: compacted the result of {clip(name) if name else 'a tool'} "
+            f"({saved} tokens)"
         )
     if not details:
         return StageOutcome.unchanged(messages)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from nanobot_core._clip import quoted
 from nanobot_core.governance.messages import call_id, preview, result_call_id
 from nanobot_core.governance.stage import StageOutcome
 from nanobot_core.governance.survey import Defect, Splice, Survey
@@ -72,7 +73,7 @@ class _Pairing:
         self.dropped.add(index)
         self.moved_to.setdefault(target, []).append(index)
         self.details.append(
-            f"messages[{index}]: moved the result for {identifier!r} to the run after "
+            f"messages[{index}]: moved the result for {quoted(identifier)} to the run after "
             f"messages[{target}]"
         )
 
