@@ -268,6 +268,8 @@ class CliState:
         self._overrides: dict[str, Any] = {}
         self._config: Config | None = None
         self._managers: dict[Path, PluginManager] = {}
+        # Every manager this command loaded, for the stall watch (started with the first).
+        self._watched: list[PluginManager] = []
 
     def set_overrides(self, overrides: Mapping[str, Any]) -> None:
         """Add CLI-flag values (a nested mapping), the highest-precedence config layer."""
@@ -316,8 +318,26 @@ class CliState:
 
         root = self.workspace(workspace)
         if root not in self._managers:
-            self._managers[root] = PluginManager(self.config, workspace=root).load()
+            manager = PluginManager(self.config, workspace=root)
+            self._watch_stalls(manager)
+            self._managers[root] = manager.load()
         return self._managers[root]
+
+    def _watch_stalls(self, manager: PluginManager) -> None:
+        """Watch the plugin code of `manager` for stalls (see `_stall`) until the command ends."""
+        from nanobot_core._stall import StallWatch
+
+        self._watched.append(manager)
+        context = click.get_current_context(silent=True)
+        after = self.config.plugins.stall_warning
+        if len(self._watched) > 1 or context is None or after <= 0:
+            return
+        watched = self._watched
+        watch = StallWatch(
+            after, lambda: [record for m in tuple(watched) for record in m.records_so_far()]
+        )
+        context.find_root().call_on_close(watch.stop)
+        watch.start()
 
     def echo_json(self, value: Any) -> None:
         """Print `value` on stdout as strict JSON (no NaN, no lone surrogate: see the boundary)."""

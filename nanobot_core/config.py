@@ -50,6 +50,9 @@ class PluginsConfig:
     strict: bool = False
     disabled_builtins: list[str] = attrs.field(factory=list)
     overrides: dict[str, list[str]] = attrs.field(factory=dict)
+    #: Seconds one call into a plugin's code may hold the command's thread before a
+    #: warning names it (0: never); such code has no time limit (see `_stall`).
+    stall_warning: float = 30.0
 
 
 #: The default ``tools.max_calls_per_reply``: no provider documents a limit on the calls of
@@ -400,6 +403,7 @@ _BOUNDS: tuple[tuple[str, str, float], ...] = (
     ("provider.max_tokens", ">", 0),
     ("provider.max_reply_bytes", ">", 0),
     ("runner.max_iterations", ">", 0),
+    ("plugins.stall_warning", ">=", 0),
     ("prompt.max_file_bytes", ">", 0),
     ("sessions.lease_wait", ">=", 0),
     ("sessions.postgres.pool_size", ">", 0),

@@ -278,6 +278,13 @@ class PluginManager:
         """The plugins that failed."""
         return [r for r in self.records() if r.status == "failed"]
 
+    def records_so_far(self) -> tuple[PluginRecord, ...]:
+        """The plugins known by now, loading or loaded, in no order, calling no hook.
+
+        Only reads: safe from another thread while the manager loads (the stall watch).
+        """
+        return tuple(self._records.values())
+
     def failed_so_far(self) -> list[PluginRecord]:
         """The plugins failed by now, in canonical order, calling no hook (`failures` first
         collects every kind of contribution, which may fail more of them)."""

@@ -86,6 +86,17 @@ def _interrupted(process: subprocess.Popen[str], workspace: Path) -> tuple[str, 
     return out, err
 
 
+def _interrupted_twice(process: subprocess.Popen[str]) -> tuple[str, str]:
+    """SIGINT a run blocked in a turn twice (the first asks the turn to stop): exit 130."""
+    process.send_signal(signal.SIGINT)
+    time.sleep(0.5)
+    process.send_signal(signal.SIGINT)
+    out, err = _finish(process)
+    assert process.returncode == 130, err
+    assert "Interrupted." in err and "Traceback" not in err
+    return out, err
+
+
 def _finish(process: subprocess.Popen[str]) -> tuple[str, str]:
     try:
         return process.communicate(timeout=TIMEOUT)
@@ -171,6 +182,55 @@ def test_ctrl_c_while_a_hook_hangs_at_load_stops_the_run(
     with _start(server, plugin, workspace) as process:
         out, _ = _interrupted(process, workspace)
     assert out == "" and server.requests == []
+
+
+# A plugin whose governance stage blocks: the run hangs before its first model request.
+STUCK_STAGE = """
+import pathlib, time
+from nanobot_core import Stage, hookimpl
+
+def wait_long():
+    time.sleep(600)
+
+def stuck(messages, ctx):
+    pathlib.Path("entered").write_text("yes")
+    wait_long()
+
+@hookimpl
+def nanobot_governance_stages(ctx):
+    return [Stage("stuck", stuck)]
+"""
+
+
+def test_a_stage_that_blocks_is_named_by_a_warning_while_it_blocks(
+    tmp_path: Path, workspace: Path, server: FakeChatServer
+) -> None:
+    """Past ``plugins.stall_warning`` the log names the plugin and its function; Ctrl-C ends it."""
+    plugin = install_plugin(tmp_path / "site", STUCK_STAGE)
+    server.add(text_reply("should not be asked"))
+    env = _env(server, plugin) | {"NANOBOT_PLUGINS__STALL_WARNING": "0.3"}
+    with cli_process("run", "go", cwd=workspace, env=env) as process:
+        _wait_until_entered(process, workspace)
+        time.sleep(1.5)  # the warning is due 0.3 s after the stage was entered
+        out, err = _interrupted_twice(process)
+    assert out == "" and server.requests == []
+    warned = [line for line in err.splitlines() if "plugin code has not returned" in line]
+    assert len(warned) == 1, err
+    assert NAMED in warned[0] and "at='hangplug.wait_long, line 6'" in warned[0], err
+    assert "plugin code finished" in err
+
+
+def test_a_stage_that_blocks_is_not_warned_of_when_the_warning_is_off(
+    tmp_path: Path, workspace: Path, server: FakeChatServer
+) -> None:
+    """``plugins.stall_warning = 0``: the same hang says nothing until Ctrl-C."""
+    plugin = install_plugin(tmp_path / "site", STUCK_STAGE)
+    env = _env(server, plugin) | {"NANOBOT_PLUGINS__STALL_WARNING": "0"}
+    with cli_process("run", "go", cwd=workspace, env=env) as process:
+        _wait_until_entered(process, workspace)
+        time.sleep(1.0)
+        _, err = _interrupted_twice(process)
+    assert "plugin code" not in err
 
 
 # A provider whose call never returns.
