@@ -218,9 +218,9 @@ class StallWatch:
                     at=found.where,
                     seconds=round(held, 1),
                     note=(
-                        "plugin code that blocks the thread has no time limit but "
-                        "plugins.stall_timeout; Ctrl-C stops the command (during a turn, "
-                        "a second Ctrl-C)"
+                        "plugin code that blocks the thread has no time limit unless "
+                        "plugins.stall_timeout is set; Ctrl-C stops the command (during a "
+                        "turn, a second Ctrl-C)"
                     ),
                 )
             if not limited and 0 < self.limit <= held and self._at_limit is not None:
