@@ -35,7 +35,7 @@ from nanobot_core._logging import get_logger
 if TYPE_CHECKING:
     from nanobot_core.kernel.records import PluginRecord
 
-__all__ = ["StallWatch", "plugin_packages", "stalled_call"]
+__all__ = ["StallWatch", "StalledCall", "plugin_packages", "stalled_call"]
 
 log = get_logger(__name__)
 
@@ -132,10 +132,12 @@ def stalled_call(
 class StallWatch:
     """Warns when one call into plugin code has held the main thread for `after` seconds.
 
-    Started with `start` (or as a context manager), ended with `stop`; the
-    thread is a daemon, so a process that ends while it looks is not held.
-    `records` gives the plugins known at the moment (called from the watching
-    thread: it must only read).
+    With `limit` (seconds, 0: none) and `at_limit`, calls `at_limit(call, seconds)`
+    from the watching thread once a call has held it that long (the CLI ends the
+    process there: the thread cannot be stopped). Started with `start` (or as a
+    context manager), ended with `stop`; the thread is a daemon, so a process
+    that ends while it looks is not held. `records` gives the plugins known at
+    the moment (called from the watching thread: it must only read).
     """
 
     def __init__(
@@ -143,20 +145,25 @@ class StallWatch:
         after: float,
         records: Callable[[], Iterable[PluginRecord]],
         *,
+        limit: float = 0.0,
+        at_limit: Callable[[StalledCall, float], object] | None = None,
         thread: threading.Thread | None = None,
         interval: float | None = None,
     ) -> None:
         self.after = after
+        self.limit = limit if at_limit is not None else 0.0
+        self._at_limit = at_limit
         self._records = records
         self._watched = thread or threading.main_thread()
-        # Often enough that the warning comes at most a quarter late, never busily.
-        self._interval = interval if interval is not None else min(1.0, max(0.05, after / 4))
+        # Often enough that each comes at most a quarter late, never busily.
+        shortest = min((t for t in (after, self.limit) if t > 0), default=1.0)
+        self._interval = interval if interval is not None else min(1.0, max(0.05, shortest / 4))
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
 
     def start(self) -> StallWatch:
-        """Start looking (once)."""
-        if self._thread is None and self.after > 0:
+        """Start looking (once); with neither a warning nor a limit, nothing is started."""
+        if self._thread is None and (self.after > 0 or self.limit > 0):
             self._thread = threading.Thread(
                 target=self._watch, name="nanobot-stall-watch", daemon=True
             )
@@ -185,7 +192,7 @@ class StallWatch:
     def _watch(self) -> None:
         current: StalledCall | None = None
         since = 0.0
-        warned = False
+        warned = limited = False
         while not self._stopped.wait(self._interval):
             try:
                 found = self._look()
@@ -196,23 +203,29 @@ class StallWatch:
             if current is not None and (found is None or found.entry is not current.entry):
                 if warned:
                     _returned(current, now - since)
-                current, warned = None, False
+                current, warned, limited = None, False, False
             if found is None:
                 continue
             if current is None:
                 current, since = found, now
-            elif not warned and now - since >= self.after:
+                continue
+            held = now - since
+            if not warned and 0 < self.after <= held:
                 warned = True
                 log.warning(
                     "plugin code has not returned",
                     plugin=found.plugin,
                     at=found.where,
-                    seconds=round(now - since, 1),
+                    seconds=round(held, 1),
                     note=(
-                        "plugin code that blocks the thread has no time limit; "
-                        "Ctrl-C stops the command (during a turn, a second Ctrl-C)"
+                        "plugin code that blocks the thread has no time limit unless "
+                        "plugins.stall_timeout is set; Ctrl-C stops the command (during a "
+                        "turn, a second Ctrl-C)"
                     ),
                 )
+            if not limited and 0 < self.limit <= held and self._at_limit is not None:
+                limited = True  # once per call, whatever `at_limit` does
+                self._at_limit(found, held)
         if current is not None and warned:
             # Stopped by the command that ran it, on the thread it held: the call is done.
             _returned(current, time.monotonic() - since)

@@ -9,6 +9,7 @@ Subcommands live in ``nanobot_core._commands`` and are imported only when run.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import importlib
 import os
@@ -23,6 +24,7 @@ import click
 from nanobot_core._reading import read_up_to
 
 if TYPE_CHECKING:
+    from nanobot_core._stall import StalledCall
     from nanobot_core.config import Config
     from nanobot_core.kernel.manager import PluginManager
 
@@ -252,6 +254,23 @@ def _reason(exc: BaseException) -> str:
     return str(exc)
 
 
+def _stop_stalled(call: StalledCall, seconds: float) -> None:
+    """End the process: plugin code has held the command past ``plugins.stall_timeout``.
+
+    Called from the stall watch's thread. The held thread cannot be stopped, so the
+    process ends as a crash would: what a session store wrote before is kept (its
+    writes are crash-safe), what was not written yet is not.
+    """
+    message = (
+        f"Error: {call.plugin} did not return within plugins.stall_timeout "
+        f"({seconds:.0f} s; its code is at {call.where}); the command was stopped"
+    )
+    with contextlib.suppress(Exception):  # no stderr to write to: ending is what counts
+        sys.stderr.write(message + "\n")
+        sys.stderr.flush()
+    os._exit(1)
+
+
 class CliState:
     """What every subcommand shares: global options, the config, the plugin manager."""
 
@@ -329,12 +348,15 @@ class CliState:
 
         self._watched.append(manager)
         context = click.get_current_context(silent=True)
-        after = self.config.plugins.stall_warning
-        if len(self._watched) > 1 or context is None or after <= 0:
+        plugins = self.config.plugins
+        if len(self._watched) > 1 or context is None:
             return
         watched = self._watched
         watch = StallWatch(
-            after, lambda: [record for m in tuple(watched) for record in m.records_so_far()]
+            plugins.stall_warning,
+            lambda: [record for m in tuple(watched) for record in m.records_so_far()],
+            limit=plugins.stall_timeout,
+            at_limit=_stop_stalled,
         )
         context.find_root().call_on_close(watch.stop)
         watch.start()

@@ -53,6 +53,8 @@ class PluginsConfig:
     #: Seconds one call into a plugin's code may hold the command's thread before a
     #: warning names it (0: never); such code has no time limit (see `_stall`).
     stall_warning: float = 30.0
+    #: Seconds after which such a call ends the command (exit 1, naming it; 0: never).
+    stall_timeout: float = 0.0
 
 
 #: The default ``tools.max_calls_per_reply``: no provider documents a limit on the calls of
@@ -404,6 +406,7 @@ _BOUNDS: tuple[tuple[str, str, float], ...] = (
     ("provider.max_reply_bytes", ">", 0),
     ("runner.max_iterations", ">", 0),
     ("plugins.stall_warning", ">=", 0),
+    ("plugins.stall_timeout", ">=", 0),
     ("prompt.max_file_bytes", ">", 0),
     ("sessions.lease_wait", ">=", 0),
     ("sessions.postgres.pool_size", ">", 0),

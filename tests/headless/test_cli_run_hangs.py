@@ -220,6 +220,32 @@ def test_a_stage_that_blocks_is_named_by_a_warning_while_it_blocks(
     assert "plugin code finished" in err
 
 
+def test_a_stage_that_blocks_past_the_stall_timeout_ends_the_run_named(
+    tmp_path: Path, workspace: Path, server: FakeChatServer
+) -> None:
+    """``plugins.stall_timeout = 1``: exit 1 naming the plugin and its code; the session goes on."""
+    plugin = install_plugin(tmp_path / "site", STUCK_STAGE)
+    env = _env(server, plugin) | {"NANOBOT_PLUGINS__STALL_TIMEOUT": "1"}
+    with cli_process("run", "go", cwd=workspace, env=env) as process:
+        out, err = _finish(process)
+    assert process.returncode == 1, err
+    assert out == "" and server.requests == [] and "Traceback" not in err
+    assert err.splitlines()[-1] == (
+        "Error: plugin 'hangplug' from hangplug 0.1 did not return within "
+        "plugins.stall_timeout (1 s; its code is at hangplug.wait_long, line 6); "
+        "the command was stopped"
+    )
+    # The session kept the prompt, and a later run (without the plugin) takes it up.
+    server.add(text_reply("done"))
+    again = helpers.run_cli(
+        "run", "again", cwd=workspace, env=_env(server, plugin) | {"NANOBOT_PLUGINS": ""}
+    )
+    assert again.returncode == 0, again.stderr
+    # The two prompts in a row are one user message to the model (the repairs merge them).
+    sent = [m["content"] for m in server.requests[0].body["messages"] if m["role"] == "user"]
+    assert len(sent) == 1 and sent[0].startswith("go\n\nagain"), sent
+
+
 def test_a_stage_that_blocks_is_not_warned_of_when_the_warning_is_off(
     tmp_path: Path, workspace: Path, server: FakeChatServer
 ) -> None:

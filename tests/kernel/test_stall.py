@@ -191,3 +191,43 @@ def test_a_command_run_in_process_leaves_no_watching_thread_behind(
     assert result.exit_code == 0, result.output
     assert len(started) == 1 and started[0].after == 30.0
     assert _watching_threads() == []
+
+
+def test_a_call_held_past_the_limit_is_handed_to_at_limit_once(package: str) -> None:
+    """Held 0.6 s against a 0.2 s limit and no warning: `at_limit` hears of it once, named."""
+    hooks = importlib.import_module(f"{package}.hooks")
+    heard: list[tuple[str, str, float]] = []
+    running = _Running(hooks.slow_stage)
+    records = [_record("slow", entry_point="stallpkg.hooks:Plugin")]
+    with capture_logs() as logs:
+        watch = StallWatch(
+            0,
+            lambda: records,
+            limit=0.2,
+            at_limit=lambda call, seconds: heard.append((call.plugin, call.where, seconds)),
+            thread=running.thread,
+            interval=0.02,
+        )
+        with watch:
+            time.sleep(0.6)
+            running.release()
+            time.sleep(0.1)
+    assert [(plugin, where) for plugin, where, _ in heard] == [
+        ("plugin 'slow' from nb-slow 1.2", "stallpkg.work.wait_for, line 3")
+    ]
+    assert heard[0][2] >= 0.2
+    assert [log for log in logs if log["event"].startswith("plugin code")] == []
+
+
+def test_a_call_shorter_than_the_limit_is_not_handed_on(package: str) -> None:
+    """Held 0.2 s against a 2 s limit: `at_limit` is never called."""
+    hooks = importlib.import_module(f"{package}.hooks")
+    heard: list[object] = []
+    running = _Running(hooks.slow_stage)
+    records = [_record("slow", entry_point="stallpkg.hooks:Plugin")]
+    with StallWatch(
+        0, lambda: records, limit=2.0, at_limit=heard.append, thread=running.thread, interval=0.02
+    ):
+        time.sleep(0.2)
+        running.release()
+    assert heard == []
