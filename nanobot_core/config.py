@@ -440,6 +440,10 @@ def _check_ranges(config: Config) -> None:
             "governance.low_watermark",
             f"expected a share of the budget above 0 and at most 1, got {governance.low_watermark}",
         )
+    if not config.provider.model.strip():
+        # Every provider sends the model by name: a blank one would only be refused by the
+        # server, after the first request.
+        raise _RangeError("provider.model", f"must name a model, got {config.provider.model!r}")
     if config.runner.session != attrs.fields(RunnerConfig).session.default:
         try:
             validate_session_name(config.runner.session)
