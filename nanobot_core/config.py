@@ -764,11 +764,17 @@ def source_of(value: object, key: str | None = None) -> dict[str, str]:
     return {"source": source} if isinstance(source, str) else {}
 
 
-def source_prefix(*values: object, config: Config | None = None, keys: Iterable[str] = ()) -> str:
-    """The start of a config error about `values`, or about the `keys` of `config`, as every
-    config error begins: the sources that set them (``nanobot.toml: ``,
-    ``environment variable NANOBOT_...: ``, ``command line: ``), or nothing when
-    `load_config` set none of them (a default, a value the program set).
+def source_prefix(
+    *values: object,
+    config: Config | None = None,
+    keys: Iterable[str] = (),
+    variables: Iterable[str] = (),
+) -> str:
+    """The start of a config error about `values`, about the `keys` of `config`, or about
+    the environment `variables` a plugin read itself, as every config error begins: the
+    sources that set them (``nanobot.toml: ``, ``environment variable NANOBOT_...: ``,
+    ``command line: ``), or nothing when `load_config` set none of them (a default, a value
+    the program set) and no variable is given.
 
     The values are those `source_of` knows the source of: a check made after loading
     (an unknown ``sessions.store``, say) names where its value came from with this. A
@@ -778,7 +784,8 @@ def source_prefix(*values: object, config: Config | None = None, keys: Iterable[
     """
     given = [source_of(value)["source"] for value in values if source_of(value)]
     known = config._key_sources if config is not None else {}
-    return named_sources([*given, *(known[key] for key in keys if key in known)])
+    read = [_env_source(name) for name in variables]
+    return named_sources([*given, *(known[key] for key in keys if key in known), *read])
 
 
 def _note_stage_sources(

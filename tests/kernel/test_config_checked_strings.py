@@ -483,3 +483,15 @@ def test_the_record_of_sources_is_no_key_a_source_can_set(tmp_path: Path) -> Non
     """The loaded config's record of where keys were set cannot be given as a key."""
     with pytest.raises(ConfigError, match=r"unknown key '_key_sources' \(known keys here: gov"):
         load_config(cwd=tmp_path, environ={"NANOBOT__KEY_SOURCES": "{}"})
+
+
+def test_a_variable_a_plugin_read_itself_is_named_as_the_core_names_its_own(
+    tmp_path: Path,
+) -> None:
+    """`variables` are named in the wording of the variables load_config reads, after the
+    config's sources and each once."""
+    config = load_config(cwd=tmp_path, environ={"NANOBOT_PROVIDER__MODEL": "m"})
+    assert source_prefix(variables=["NANOBOT_X"]) == "environment variable NANOBOT_X: "
+    assert source_prefix(
+        config=config, keys=["provider.model"], variables=["NANOBOT_X", "NANOBOT_X"]
+    ) == ("environment variable NANOBOT_PROVIDER__MODEL, environment variable NANOBOT_X: ")
