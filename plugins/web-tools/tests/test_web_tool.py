@@ -197,6 +197,8 @@ def test_the_tools_command_lists_web_fetch_configured_in_either_file(
     [
         ("max_byte = 10", "unknown option(s) ['max_byte']"),
         ('timeout = "fast"', "option 'timeout' must be a positive number"),
+        ("timeout = nan", "option 'timeout' must be a positive number (a finite number)"),
+        ("timeout = inf", "option 'timeout' must be a positive number (a finite number)"),
         ("max_chars = 1.5", "'max_chars' must be a positive integer"),
     ],
 )
@@ -221,7 +223,10 @@ def test_a_bad_option_is_a_failed_plugin_in_the_plugins_command(
 #: Per bad table: where it is written (a file, else a variable and its value), how the
 #: refusal names that source, and what it says after ``tools.options.web_fetch: ``.
 SOURCED = {
-    "nanobot.toml": ("timeout = -1", "web_fetch option 'timeout' must be a positive number"),
+    "nanobot.toml": (
+        "timeout = -1",
+        "web_fetch option 'timeout' must be a positive number (a finite number)",
+    ),
     "pyproject.toml": (
         "max_byte = 10",
         "unknown option(s) ['max_byte'] (known: max_bytes, max_chars, max_redirects, timeout)",
