@@ -835,15 +835,16 @@ def _key_sources(layers: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, s
     """Each dotted key (tables and their entries too) the `layers` give, and the last layer
     giving it: the one whose value is used, as layers merge."""
     found: dict[str, str] = {}
-
-    def walk(table: Mapping[str, Any], prefix: str, source: str) -> None:
-        for key, value in table.items():
-            found[f"{prefix}{key}"] = source
-            if isinstance(value, Mapping):
-                walk(value, f"{prefix}{key}.", source)
-
     for source, layer in layers:
-        walk(layer, "", source)
+        # A stack, not recursion: a free-form table (``tools.options``) may be nested as
+        # deep as a variable's name allows (``NANOBOT_TOOLS__OPTIONS__X__A__A__...``).
+        tables: list[tuple[Mapping[str, Any], str]] = [(layer, "")]
+        while tables:
+            table, prefix = tables.pop()
+            for key, value in table.items():
+                found[f"{prefix}{key}"] = source
+                if isinstance(value, Mapping):
+                    tables.append((value, f"{prefix}{key}."))
     return found
 
 

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from nanobot_core.config import Config, GovernanceConfig, load_config
+from nanobot_core.config import Config, GovernanceConfig, load_config, source_prefix
 from nanobot_core.errors import ConfigError
 from tests.helpers import clean_env, run_cli
 
@@ -720,3 +720,13 @@ def test_a_table_entry_is_said_set_by_every_source_giving_it(tmp_path: Path) -> 
     assert source_of(config.prompt.order, "skills") == {"source": pyproject}
     assert config == make_config({"prompt": {"order": {"memory": 3, "skills": 2}}})
     assert source_of(Config().prompt.order, "memory") == {}
+
+
+def test_an_option_nested_as_deep_as_a_variable_allows_loads_and_names_its_source(
+    tmp_path: Path,
+) -> None:
+    """``NANOBOT_TOOLS__OPTIONS__X__A__A...`` 3,000 tables deep loads, its source known."""
+    name = "NANOBOT_TOOLS__OPTIONS__X" + "__A" * 3_000
+    config = load_config(cwd=tmp_path, environ={name: "1"})
+    key = "tools.options.x" + ".a" * 3_000
+    assert source_prefix(config=config, keys=[key]) == f"environment variable {name}: "
