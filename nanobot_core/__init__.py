@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nanobot_core.config import Config, load_config
+    from nanobot_core.config import Config, load_config, source_prefix
     from nanobot_core.errors import (
         ConfigError,
         NanobotError,
@@ -77,6 +77,7 @@ __all__ = [
     "load_config",
     "report_problem",
     "run_in_daemon_thread",
+    "source_prefix",
     "stage",
     "tool",
     "validate",
@@ -85,6 +86,7 @@ __all__ = [
 _LOCATIONS: dict[str, str] = {
     "Config": "nanobot_core.config",
     "load_config": "nanobot_core.config",
+    "source_prefix": "nanobot_core.config",
     "PluginContext": "nanobot_core.kernel.context",
     "ToolCallEvent": "nanobot_core.kernel.context",
     "ConfigError": "nanobot_core.errors",

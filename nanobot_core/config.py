@@ -36,6 +36,7 @@ __all__ = [
     "check_budget",
     "is_option_type",
     "load_config",
+    "source_prefix",
     "type_problem",
 ]
 
@@ -189,6 +190,10 @@ class Config:
     provider: ProviderConfig = attrs.field(factory=ProviderConfig)
     runner: RunnerConfig = attrs.field(factory=RunnerConfig)
     sessions: SessionsConfig = attrs.field(factory=SessionsConfig)
+    # Where each key a source gave was set (dotted key: the last source giving it), as
+    # `load_config` read them: for `source_prefix` to name. No key of its own, and left out
+    # of equality, so that a loaded config equals one made from the same values.
+    _key_sources: dict[str, str] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
 
 # Environment variables with names of their own, mapped onto config keys.
@@ -447,6 +452,10 @@ def _check_ranges(config: Config) -> None:
             "governance.low_watermark",
             f"expected a share of the budget above 0 and at most 1, got {governance.low_watermark}",
         )
+    if not config.provider.model.strip():
+        # Every provider sends the model by name: a blank one would only be refused by the
+        # server, after the first request.
+        raise _RangeError("provider.model", f"must name a model, got {config.provider.model!r}")
     if config.runner.session != attrs.fields(RunnerConfig).session.default:
         try:
             validate_session_name(config.runner.session)
@@ -567,7 +576,7 @@ def _check_types(data: Mapping[str, Any], cls: type, prefix: str) -> None:
     """Check keys and scalar types strictly, so a string never silently becomes a number."""
     import typing
 
-    fields = {f.name: f for f in attrs.fields(cls)}
+    fields = {f.name: f for f in attrs.fields(cls) if f.init}
     hints = typing.get_type_hints(cls)
     for key, value in data.items():
         path = f"{prefix}{key}"
@@ -659,7 +668,14 @@ def check_budget(governance: GovernanceConfig, *, sources: Mapping[str, str] | N
 def _sourced(sources: Mapping[str, str] | None, keys: Sequence[str]) -> str:
     """The start of an error about the values of `keys`: the sources that set them
     (``nanobot.toml, environment variable NANOBOT_...: ``), or nothing when none is known."""
-    named = dict.fromkeys(sources[key] for key in keys if sources and key in sources)
+    return named_sources(sources[key] for key in keys if sources and key in sources)
+
+
+def named_sources(sources: Iterable[str]) -> str:
+    """How every config error begins: the `sources` that set the values it refuses, each
+    once in the order given (``nanobot.toml, environment variable NANOBOT_...: ``), or
+    nothing when there are none (a default, a value the program set)."""
+    named = dict.fromkeys(sources)
     return f"{', '.join(named)}: " if named else ""
 
 
@@ -755,16 +771,28 @@ def source_of(value: object, key: str | None = None) -> dict[str, str]:
     return {"source": source} if isinstance(source, str) else {}
 
 
-def source_prefix(*values: object) -> str:
-    """The start of a config error about `values`, as every config error begins: the
+def source_prefix(
+    *values: object,
+    config: Config | None = None,
+    keys: Iterable[str] = (),
+    variables: Iterable[str] = (),
+) -> str:
+    """The start of a config error about `values`, about the `keys` of `config`, or about
+    the environment `variables` a plugin read itself, as every config error begins: the
     sources that set them (``nanobot.toml: ``, ``environment variable NANOBOT_...: ``,
-    ``command line: ``), or nothing when `load_config` set none of them (a default).
+    ``command line: ``), or nothing when `load_config` set none of them (a default, a value
+    the program set) and no variable is given.
 
     The values are those `source_of` knows the source of: a check made after loading
-    (an unknown ``sessions.store``, say) names where its value came from with this.
+    (an unknown ``sessions.store``, say) names where its value came from with this. A
+    key is dotted, entries of tables included (``sessions.postgres.pool_size``,
+    ``tools.options.web_fetch.timeout``): a plugin checking a number or an option of the
+    configuration it was given names where it was set with this.
     """
-    named = dict.fromkeys(source_of(value)["source"] for value in values if source_of(value))
-    return f"{', '.join(named)}: " if named else ""
+    given = [source_of(value)["source"] for value in values if source_of(value)]
+    known = config._key_sources if config is not None else {}
+    read = [_env_source(name) for name in variables]
+    return named_sources([*given, *(known[key] for key in keys if key in known), *read])
 
 
 def _note_stage_sources(
@@ -808,6 +836,23 @@ _CHECKED_STRINGS: tuple[tuple[str, str], ...] = (
     ("provider", "api_key"),
     ("sessions", "store"),
 )
+
+
+def _key_sources(layers: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, str]:
+    """Each dotted key (tables and their entries too) the `layers` give, and the last layer
+    giving it: the one whose value is used, as layers merge."""
+    found: dict[str, str] = {}
+    for source, layer in layers:
+        # A stack, not recursion: a free-form table (``tools.options``) may be nested as
+        # deep as a variable's name allows (``NANOBOT_TOOLS__OPTIONS__X__A__A__...``).
+        tables: list[tuple[Mapping[str, Any], str]] = [(layer, "")]
+        while tables:
+            table, prefix = tables.pop()
+            for key, value in table.items():
+                found[f"{prefix}{key}"] = source
+                if isinstance(value, Mapping):
+                    tables.append((value, f"{prefix}{key}."))
+    return found
 
 
 def _note_name_sources(config: Config, layers: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
@@ -893,6 +938,7 @@ def load_config(
     # loading (an unknown sessions.store or provider.name, a base_url that is not http(s))
     # names its source the same way.
     _note_name_sources(config, layers)
+    config._key_sources = _key_sources(layers)
     # The budget's keys are checked together: each value refused is named with its source,
     # the last layer to set it (the one whose value is used).
     used = {key: [name for name, layer in layers if _sets(layer, key)] for key in _BUDGET_KEYS}

@@ -23,7 +23,7 @@ import re
 import unicodedata
 from urllib.parse import urlsplit
 
-from nanobot_core.config import source_of
+from nanobot_core.config import named_sources, source_of
 from nanobot_core.errors import ConfigError
 from nanobot_core.providers.http import without_credentials
 
@@ -72,7 +72,7 @@ def check_endpoint(
     """
     url_sources = [base_url_source] if base_url_source is not None else _sources(base_url)
     key_sources = [api_key_source] if api_key_source is not None else _sources(api_key)
-    where = _prefix(url_sources)
+    where = named_sources(url_sources)
     hidden = _userinfo(base_url)
     refused = base_url.replace(f"{hidden}@", "***@", 1) if hidden else base_url
     import httpx  # the client that sends to it (imported here: `import nanobot_core` stays light)
@@ -108,13 +108,13 @@ def check_endpoint(
         fault = _key_fault(api_key)
         if fault is not None:
             raise ConfigError(
-                f"{_prefix(key_sources)}provider.api_key holds {fault}, which cannot be sent "
+                f"{named_sources(key_sources)}provider.api_key holds {fault}, which cannot be sent "
                 f"in an HTTP header (the key itself is not shown; {api_key_hint})"
             )
     if not api_key and not is_local_host(host):
         shown = without_credentials(base_url)
         raise ConfigError(
-            f"{_prefix([*key_sources, *url_sources])}provider.api_key is not set, "
+            f"{named_sources([*key_sources, *url_sources])}provider.api_key is not set, "
             f"and provider.base_url {shown!r} is a remote server ({api_key_hint})"
         )
 
@@ -172,12 +172,6 @@ def _not_a_url(where: str, refused: str, reason: str, hidden: str | None) -> Con
 def _sources(value: object) -> list[str]:
     """The source `load_config` noted for `value` (none for a default or a program's value)."""
     return [source_of(value)["source"]] if source_of(value) else []
-
-
-def _prefix(sources: list[str]) -> str:
-    """The start of a config error about values set in `sources`, as `source_prefix` words it."""
-    named = dict.fromkeys(sources)
-    return f"{', '.join(named)}: " if named else ""
 
 
 def _userinfo(text: str) -> str | None:

@@ -41,6 +41,7 @@ from nanobot_core.tools.base import (
 )
 
 if TYPE_CHECKING:
+    from nanobot_core.config import Config
     from nanobot_core.kernel.context import PluginContext
 
 __all__ = ["ForeignTool", "ForeignToolContext"]
@@ -95,7 +96,11 @@ class ForeignToolContext:
         options = ctx.config.tools.options
         return cls(
             workspace=str(ctx.workspace),
-            config=foreign_config(tool_class, options) if tool_class else _namespace(options),
+            config=(
+                foreign_config(tool_class, options, config=ctx.config)
+                if tool_class
+                else _namespace(options)
+            ),
             plugin_context=ctx,
         )
 
@@ -104,23 +109,27 @@ class ForeignToolContext:
 MAIN_SCOPE = "core"
 
 
-def foreign_config(tool_class: type, options: Mapping[str, Mapping[str, Any]]) -> Any:
+def foreign_config(
+    tool_class: type, options: Mapping[str, Mapping[str, Any]], *, config: Config | None = None
+) -> Any:
     """The ``ctx.config`` a foreign tool class expects, built from ``[tools.options]``.
 
     Raises ValueError naming the ``tools.options`` key when the options do not
-    fit the tool package's own config model.
+    fit the tool package's own config model, after the source that set them when
+    `config` (the loaded configuration they come from) knows it.
     """
     model = _package_tools_config(tool_class)
     if model is not None:
         fields = getattr(model, "model_fields", {})
         chosen = {key: dict(value) for key, value in options.items() if key in fields}
-        return _validated(model, chosen, "tools.options")
+        return _validated(model, chosen, "tools.options", config)
     key = getattr(tool_class, "config_key", "")
     config_cls = getattr(tool_class, "config_cls", None)
     own = config_cls() if callable(config_cls) else None
     namespace = _namespace(options)
     if isinstance(key, str) and key and hasattr(own, "model_validate"):
-        setattr(namespace, key, _validated(own, dict(options.get(key, {})), f"tools.options.{key}"))
+        given = dict(options.get(key, {}))
+        setattr(namespace, key, _validated(own, given, f"tools.options.{key}", config))
     return namespace
 
 
@@ -137,11 +146,33 @@ def _package_tools_config(tool_class: type) -> Any:
     return model if isinstance(model, type) and hasattr(model, "model_validate") else None
 
 
-def _validated(model: Any, data: dict[str, Any], where: str) -> Any:
+def _validated(model: Any, data: dict[str, Any], where: str, config: Config | None) -> Any:
+    from nanobot_core.config import source_prefix
+
     try:
         return model.model_validate(data)
     except Exception as exc:  # pydantic's ValidationError, without importing pydantic
-        raise ValueError(f"{where}: {exc}") from None
+        # The keys the errors point at name their sources; an error at a key nobody set
+        # (a missing field) falls back to the tables given.
+        sources = source_prefix(config=config, keys=_error_keys(exc, where)) or source_prefix(
+            config=config, keys=[f"{where}.{key}" for key in data] or [where]
+        )
+        raise ValueError(f"{sources}{where}: {exc}") from None
+
+
+def _error_keys(exc: Exception, where: str) -> list[str]:
+    """The dotted config keys under `where` a pydantic error's locations point at."""
+    errors = getattr(exc, "errors", None)
+    try:
+        located = errors() if callable(errors) else []
+    except Exception:  # not pydantic's: no locations to read
+        located = []
+    keys: list[str] = []
+    for error in located if isinstance(located, list) else []:
+        place = error.get("loc") if isinstance(error, Mapping) else None
+        if isinstance(place, tuple | list):
+            keys.append(".".join([where, *map(str, place)]))
+    return keys
 
 
 def _namespace(value: Any) -> Any:

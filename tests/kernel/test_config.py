@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from nanobot_core.config import Config, GovernanceConfig, load_config
+from nanobot_core.config import Config, GovernanceConfig, load_config, source_prefix
 from nanobot_core.errors import ConfigError
 from tests.helpers import clean_env, run_cli
 
@@ -573,12 +573,61 @@ def test_other_keys_from_the_environment_are_still_toml_literals(tmp_path: Path)
 @settings(max_examples=300, deadline=None)
 @given(st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), min_size=1))
 def test_a_model_name_from_the_environment_is_taken_as_written(text: str) -> None:
-    """Any text that is not a quoted TOML string becomes NANOBOT_PROVIDER__MODEL exactly."""
+    """Any text that is not a quoted TOML string becomes NANOBOT_PROVIDER__MODEL exactly, and
+    blank text is refused naming the variable."""
     assume(not text.lstrip().startswith(('"', "'")))
-    config = load_config(
-        cwd=Path("/nonexistent-nanobot-dir"), environ={"NANOBOT_PROVIDER__MODEL": text}
-    )
+    environ = {"NANOBOT_PROVIDER__MODEL": text}
+    if not text.strip():
+        with pytest.raises(ConfigError) as refused:
+            load_config(cwd=Path("/nonexistent-nanobot-dir"), environ=environ)
+        assert str(refused.value) == (
+            "environment variable NANOBOT_PROVIDER__MODEL: provider.model: must name a model, "
+            f"got {text!r}"
+        )
+        return
+    config = load_config(cwd=Path("/nonexistent-nanobot-dir"), environ=environ)
     assert config.provider.model == text
+
+
+@pytest.mark.parametrize(
+    ("where", "args", "env"),
+    [
+        ("nanobot.toml", (), {}),
+        ("environment variable NANOBOT_MODEL", (), {"NANOBOT_MODEL": ""}),
+        ("environment variable NANOBOT_PROVIDER__MODEL", (), {"NANOBOT_PROVIDER__MODEL": " "}),
+        ("command line", ("--model", ""), {}),
+    ],
+)
+def test_run_refuses_a_blank_model_naming_its_source_before_any_request(
+    tmp_path: Path, where: str, args: tuple[str, ...], env: dict[str, str]
+) -> None:
+    """A blank provider.model stops `run` at exit 2 naming where it was set, and the server
+    on this machine it would have been sent to is never connected to."""
+    from nanobot_core.testing_http import LoopbackResponse, LoopbackServer
+
+    config_file = tmp_path / "nanobot.toml"
+    config_file.write_text('[provider]\nmodel = ""\n' if where == "nanobot.toml" else "")
+    reply = {"choices": [{"message": {"role": "assistant", "content": "ok"}}]}
+    with LoopbackServer(lambda request: LoopbackResponse(200, reply)) as server:
+        done = run_cli(
+            "run",
+            "hi",
+            *args,
+            cwd=tmp_path,
+            env=clean_env(
+                **env,
+                NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
+                NANOBOT_API_KEY="sk-test",
+                NANOBOT_BASE_URL=f"{server.url}/v1",
+            ),
+        )
+        assert server.connections == 0, done.stderr
+    assert done.returncode == 2, done.stderr
+    source = str(config_file) if where == "nanobot.toml" else where
+    blank = " " if "PROVIDER__" in where else ""
+    assert done.stderr == (
+        f"Error: configuration: {source}: provider.model: must name a model, got {blank!r}\n"
+    )
 
 
 def test_a_stage_table_from_a_file_leaves_config_equality_alone(tmp_path: Path) -> None:
@@ -676,3 +725,13 @@ def test_a_table_entry_is_said_set_by_every_source_giving_it(tmp_path: Path) -> 
     assert source_of(config.prompt.order, "skills") == {"source": pyproject}
     assert config == make_config({"prompt": {"order": {"memory": 3, "skills": 2}}})
     assert source_of(Config().prompt.order, "memory") == {}
+
+
+def test_an_option_nested_as_deep_as_a_variable_allows_loads_and_names_its_source(
+    tmp_path: Path,
+) -> None:
+    """``NANOBOT_TOOLS__OPTIONS__X__A__A...`` 3,000 tables deep loads, its source known."""
+    name = "NANOBOT_TOOLS__OPTIONS__X" + "__A" * 3_000
+    config = load_config(cwd=tmp_path, environ={name: "1"})
+    key = "tools.options.x" + ".a" * 3_000
+    assert source_prefix(config=config, keys=[key]) == f"environment variable {name}: "

@@ -439,3 +439,59 @@ def test_a_password_the_parser_shows_without_a_line_break_is_still_masked(droppe
         check_endpoint(url, "sk-test", **HINTS)
     assert _SECRET not in str(raised.value)
     assert "contains invalid characters under NFKC normalization" in str(raised.value)
+
+
+def test_source_prefix_names_the_last_source_of_each_key_of_a_loaded_config(
+    tmp_path: Path,
+) -> None:
+    """A number, a boolean or an option a plugin checks is named by the source whose value is
+    used (the last giving it), each source once; a default or a program's config names none."""
+    config_file = tmp_path / "nanobot.toml"
+    config_file.write_text(
+        "[sessions.postgres]\npool_size = 3\nresults = false\n"
+        "[tools.options.web_fetch]\ntimeout = 5\n",
+        encoding="utf-8",
+    )
+    config = load_config(
+        cwd=tmp_path,
+        environ={"NANOBOT_SESSIONS__POSTGRES__POOL_SIZE": "1"},
+        overrides={"tools": {"options": {"web_fetch": {"max_chars": 9}}}},
+    )
+    keys = ["sessions.postgres.pool_size", "sessions.postgres.results"]
+    assert source_prefix(config=config, keys=keys) == (
+        f"environment variable NANOBOT_SESSIONS__POSTGRES__POOL_SIZE, {config_file}: "
+    )
+    assert source_prefix(config=config, keys=["tools.options.web_fetch.max_chars"]) == (
+        "command line: "
+    )
+    assert source_prefix(config=config, keys=["tools.options.web_fetch.timeout"]) == (
+        f"{config_file}: "
+    )
+    assert source_prefix(config=config, keys=["sessions.postgres.connect_timeout"]) == ""
+    made = make_config(
+        {
+            "sessions": {"postgres": {"pool_size": 1, "results": False}},
+            "tools": {"options": {"web_fetch": {"timeout": 5, "max_chars": 9}}},
+        }
+    )
+    assert made == config and source_prefix(config=made, keys=keys) == ""
+    for copied in (copy.deepcopy(config), pickle.loads(pickle.dumps(config))):
+        assert source_prefix(config=copied, keys=keys) == source_prefix(config=config, keys=keys)
+
+
+def test_the_record_of_sources_is_no_key_a_source_can_set(tmp_path: Path) -> None:
+    """The loaded config's record of where keys were set cannot be given as a key."""
+    with pytest.raises(ConfigError, match=r"unknown key '_key_sources' \(known keys here: gov"):
+        load_config(cwd=tmp_path, environ={"NANOBOT__KEY_SOURCES": "{}"})
+
+
+def test_a_variable_a_plugin_read_itself_is_named_as_the_core_names_its_own(
+    tmp_path: Path,
+) -> None:
+    """`variables` are named in the wording of the variables load_config reads, after the
+    config's sources and each once."""
+    config = load_config(cwd=tmp_path, environ={"NANOBOT_PROVIDER__MODEL": "m"})
+    assert source_prefix(variables=["NANOBOT_X"]) == "environment variable NANOBOT_X: "
+    assert source_prefix(
+        config=config, keys=["provider.model"], variables=["NANOBOT_X", "NANOBOT_X"]
+    ) == ("environment variable NANOBOT_PROVIDER__MODEL, environment variable NANOBOT_X: ")

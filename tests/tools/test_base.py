@@ -717,3 +717,64 @@ def test_a_refused_flag_is_caught_as_a_plugin_error_and_as_a_value_error(
     for caught in (PluginError, NanobotError, ValueError):
         with pytest.raises(caught, match=r"^tool 'flagged': its read_only is 'yes'"):
             as_tool(Flagged(), ctx)
+
+
+LIMITED_PLUGIN = """
+from typing import Any
+
+import pydantic
+from nanobot_core import hookimpl
+
+
+class Limits(pydantic.BaseModel):
+    max: int = 3
+
+
+class LimitedTool:
+    name = "limited"
+    description = "Has a config model of its own."
+    parameters = {"type": "object", "properties": {}}
+    config_key = "limited"
+    config_cls = Limits
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    async def execute(self, **kwargs: Any) -> str:
+        return "ok"
+
+
+@hookimpl
+def nanobot_tools(ctx):
+    return [LimitedTool]
+"""
+
+
+@pytest.mark.parametrize("where", ["nanobot.toml", "NANOBOT_TOOLS__OPTIONS__LIMITED__MAX"])
+def test_options_a_foreign_tools_config_model_refuses_name_where_they_were_set(
+    tmp_path: Path, where: str
+) -> None:
+    """An option the tool's own config model refuses fails the plugin in ``nanobot-core
+    plugins`` with a message beginning with the file or variable that set it."""
+    from tests.helpers import install_plugin, plugin_env, run_cli
+
+    site = install_plugin(tmp_path / "site", "limited", LIMITED_PLUGIN)
+    work = tmp_path / "work"
+    work.mkdir()
+    config_file = work / "nanobot.toml"
+    env = plugin_env(site, "limited")
+    if where == "nanobot.toml":
+        config_file.write_text('[tools.options.limited]\nmax = "many"\n', encoding="utf-8")
+        source = str(config_file)
+    else:
+        config_file.write_text("[tools.options.limited]\nmax = 5\n", encoding="utf-8")
+        env[where] = "many"
+        source = f"environment variable {where}"
+    listed = run_cli("plugins", cwd=work, env=env)
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    at = lines.index("limited (limited 0.1) [nanobot.plugins] failed")
+    assert lines[at + 1] == (
+        f"    error: nanobot_tools item 0 (LimitedTool): ValueError: {source}: "
+        "tools.options.limited: 1 validation error for Limits"
+    )

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from nanobot_core import ConfigError
+from nanobot_core import ConfigError, source_prefix
 
 from nanobot_mcp.stdio import DEFAULT_MAX_LINE_BYTES
 
@@ -86,7 +86,7 @@ def load_servers(workspace: Path, environ: Mapping[str, str]) -> list[ServerConf
     path = config_path(workspace, environ)
     if not path.is_file():
         if environ.get(CONFIG_ENV, "").strip():
-            raise ConfigError(f"{CONFIG_ENV}={path}: no such file")
+            raise ConfigError(f"{source_prefix(variables=[CONFIG_ENV])}{path}: no such file")
         return []
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))

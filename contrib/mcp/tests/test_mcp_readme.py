@@ -86,7 +86,7 @@ def test_retry_after_may_be_0_and_the_timeouts_may_not() -> None:
         ('[servers.x]\ncommand = "c"\ncall_timeout = -1\n', "'call_timeout' must be a positive"),
         ('[servers.x]\ncommand = "c"\nargv = []\n', "unknown key(s) ['argv']"),
         ('[server.x]\ncommand = "c"\n', "unknown top-level key(s) ['server']"),
-        (None, "NANOBOT_MCP_CONFIG="),
+        (None, "ConfigError: environment variable NANOBOT_MCP_CONFIG: "),
     ],
 )
 def test_a_config_mistake_fails_the_plugin_in_the_plugins_command(
@@ -105,4 +105,6 @@ def test_a_config_mistake_fails_the_plugin_in_the_plugins_command(
     assert lines[at].endswith("[nanobot.plugins] failed")
     assert "ConfigError: " in lines[at + 1]
     assert says in lines[at + 1]
+    if config is None:  # the variable named as the core names one, then the file it names
+        assert lines[at + 1].endswith(f"{nanobot_workspace / 'missing.toml'}: no such file")
     assert run_cli("--strict", "plugins").returncode == 1

@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from nanobot_core import PluginContext, ToolCallEvent, hookimpl
+from nanobot_core import PluginContext, ToolCallEvent, hookimpl, source_prefix
 
 from nanobot_postgres.store import PostgresSessionStore
 
@@ -19,8 +19,12 @@ __all__ = ["PostgresSessionStore", "store_for"]
 
 __version__ = "0.1.0"
 
+#: The settings of `[sessions.postgres]` a store is made with, by their config keys.
+_KEYS = tuple(
+    f"sessions.postgres.{key}" for key in ("dsn", "pool_size", "connect_timeout", "results")
+)
 # One store (one pool) per configuration per process, shared by every hook.
-_STORES: dict[tuple[str | None, int, float, bool], PostgresSessionStore] = {}
+_STORES: dict[tuple[Any, ...], PostgresSessionStore] = {}
 _GUARD = threading.Lock()
 
 
@@ -29,7 +33,9 @@ def store_for(ctx: PluginContext) -> PostgresSessionStore:
     config = ctx.config.sessions.postgres
     # Results go through the pool only when this plugin's store keeps the sessions.
     results = _uses_postgres(ctx)
-    key = (config.dsn, config.pool_size, config.connect_timeout, results)
+    # Where the settings were set is part of the key: a refusal of one names that source.
+    sources = tuple(source_prefix(config=ctx.config, keys=[key]) for key in _KEYS)
+    key = (config.dsn, config.pool_size, config.connect_timeout, results, sources)
     with _GUARD:
         if key not in _STORES:
             _STORES[key] = PostgresSessionStore(
@@ -37,6 +43,7 @@ def store_for(ctx: PluginContext) -> PostgresSessionStore:
                 pool_size=config.pool_size,
                 connect_timeout=config.connect_timeout,
                 results=results,
+                config=ctx.config,
             )
         return _STORES[key]
 

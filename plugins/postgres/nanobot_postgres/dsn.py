@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-__all__ = ["describe_dsn", "scrub"]
+__all__ = ["describe_dsn", "parse_fault", "scrub"]
 
 _URL = re.compile(r"postgres(?:ql)?://", re.IGNORECASE)
 # Where libpq cuts a URL into parts: the pieces of a password that hold one of these.
@@ -45,6 +45,18 @@ def _misread(dsn: str, parts: dict[str, str]) -> bool:
     """Whether libpq read the DSN's password other than it was written."""
     written = _written_password(dsn)
     return bool(written) and unquote(written) != parts.get("password", "")
+
+
+def parse_fault(dsn: str) -> str | None:
+    """Why libpq cannot parse `dsn` (secrets scrubbed), or None when it can."""
+    import psycopg
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        conninfo_to_dict(dsn)
+    except psycopg.ProgrammingError as exc:
+        return scrub(" ".join(str(exc).split()), dsn)
+    return None
 
 
 def describe_dsn(dsn: str | None) -> str:

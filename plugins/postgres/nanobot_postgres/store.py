@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from nanobot_core import source_prefix
 from nanobot_core.errors import (
     ConfigError,
     SessionConflictError,
@@ -43,10 +44,11 @@ from nanobot_core.sessions import (
     validate_session_name,
 )
 
-from nanobot_postgres.dsn import describe_dsn, scrub
+from nanobot_postgres.dsn import describe_dsn, parse_fault, scrub
 from nanobot_postgres.migrations import apply_migrations
 
 if TYPE_CHECKING:
+    from nanobot_core import Config
     from psycopg import sql
 
 __all__ = ["PostgresLease", "PostgresSessionStore", "application_name"]
@@ -201,7 +203,11 @@ def lease_key(session: str) -> int:
 
 
 class PostgresSessionStore:
-    """Sessions in the database `dsn` points at; connects (and migrates) on first use."""
+    """Sessions in the database `dsn` points at; connects (and migrates) on first use.
+
+    `config` is the configuration the settings come from, when they do: a refusal of one
+    of them then begins with where it was set (`source_prefix`).
+    """
 
     name = "postgres"
 
@@ -212,8 +218,10 @@ class PostgresSessionStore:
         pool_size: int = 4,
         connect_timeout: float = 10.0,
         results: bool = False,
+        config: Config | None = None,
     ) -> None:
         self._dsn = dsn
+        self._config = config
         self.pool_size = max(1, pool_size)
         self.connect_timeout = connect_timeout
         #: Whether offloaded results go through this pool too (``[sessions.postgres] results``).
@@ -243,18 +251,32 @@ class PostgresSessionStore:
             if self._pool is not None and self._pid == os.getpid():
                 return self._pool
             if not self._dsn:
+                # Set empty (NANOBOT_POSTGRES_DSN=), it is named by where that was done.
+                where = source_prefix(config=self._config, keys=["sessions.postgres.dsn"])
                 raise ConfigError(
-                    "sessions.postgres.dsn: not set (set it in [sessions.postgres], or "
-                    "NANOBOT_POSTGRES_DSN)"
+                    f"{where}sessions.postgres.dsn: {'empty' if self._dsn == '' else 'not set'} "
+                    "(set it in [sessions.postgres], or NANOBOT_POSTGRES_DSN)"
                 )
             if self.results and self.pool_size < 2:
                 # A turn's lease holds the pool's one connection for the whole turn, so
                 # each offload would wait connect_timeout for a second one, then be cut.
+                where = source_prefix(
+                    config=self._config,
+                    keys=["sessions.postgres.pool_size", "sessions.postgres.results"],
+                )
                 raise ConfigError(
-                    f"sessions.postgres.pool_size: {self.pool_size} leaves no connection for "
-                    "offloaded results (sessions.postgres.results = true): a turn's lease "
-                    "holds the only one, so each offload would wait connect_timeout and the "
-                    "result be truncated; set pool_size to 2 or more, or results = false"
+                    f"{where}sessions.postgres.pool_size: {self.pool_size} leaves no "
+                    "connection for offloaded results (sessions.postgres.results = true): a "
+                    "turn's lease holds the only one, so each offload would wait "
+                    "connect_timeout and the result be truncated; set pool_size to 2 or more, "
+                    "or results = false"
+                )
+            fault = parse_fault(self._dsn)
+            if fault is not None:  # no server could tell more: a config error, not a retry
+                where = source_prefix(config=self._config, keys=["sessions.postgres.dsn"])
+                raise ConfigError(
+                    f"{where}sessions.postgres.dsn: not a connection string or URL libpq can "
+                    f"read ({fault}; the dsn itself is not shown)"
                 )
             import psycopg
             from psycopg_pool import ConnectionPool

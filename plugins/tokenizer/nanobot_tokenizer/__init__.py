@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from nanobot_core import ConfigError, hookimpl
+from nanobot_core import ConfigError, hookimpl, source_prefix
 
 from nanobot_tokenizer.counter import BpeTokenCounter, TokenizerUnavailable
 from nanobot_tokenizer.encodings import ENCODING_ENV, ENCODINGS, choose_encoding, encoding_for_model
@@ -38,8 +38,8 @@ def nanobot_token_counter(ctx: PluginContext) -> BpeTokenCounter:
     """
     try:
         encoding = choose_encoding(ctx.config.provider.model, os.environ)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
+    except ValueError as exc:  # named as the core names a variable that set a config value
+        raise ConfigError(f"{source_prefix(variables=[ENCODING_ENV])}{exc}") from exc
     counter = BpeTokenCounter(encoding)
     counter.load()
     return counter

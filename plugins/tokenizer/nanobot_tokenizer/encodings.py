@@ -44,11 +44,15 @@ def encoding_for_model(model: str) -> str:
 def choose_encoding(model: str, environ: Mapping[str, str]) -> str:
     """The encoding named in the environment, else the one that fits `model`.
 
-    Raises ValueError for an encoding name that is not shipped.
+    Raises ValueError for an encoding name that is not shipped; the message says what is
+    wrong with the name, and leaves naming the variable to whoever reports it.
     """
     explicit = environ.get(ENCODING_ENV, "").strip()
     if not explicit:
         return encoding_for_model(model)
     if explicit not in ENCODINGS:
-        raise ValueError(f"{ENCODING_ENV}={explicit!r}: choose one of {', '.join(ENCODINGS)}")
+        raise ValueError(
+            f"{explicit!r} is not an encoding this plugin ships (choose one of "
+            f"{', '.join(ENCODINGS)})"
+        )
     return explicit

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import codecs
 import functools
+import math
 import threading
 import zlib
 from collections.abc import Mapping
@@ -48,8 +49,17 @@ USER_AGENT = "nanobot-web-fetch/0.1 (+https://pypi.org/project/nanobot-web-tools
 
 
 def _positive(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        raise ValueError(f"web_fetch option {attribute.name!r} must be a positive number")
+    # NaN passes `<= 0`, and the core then leaves the tool out without naming the option;
+    # infinity would let one fetch hang for ever.
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not value > 0
+        or (isinstance(value, float) and not math.isfinite(value))
+    ):
+        raise ValueError(
+            f"web_fetch option {attribute.name!r} must be a positive number (a finite number)"
+        )
 
 
 def _positive_int(instance: Any, attribute: attrs.Attribute[Any], value: int) -> None:

@@ -6,13 +6,13 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from nanobot_core import ConfigError, Tool, ToolResult
+from nanobot_core import ConfigError, Tool, ToolResult, source_prefix
 
 from nanobot_web_tools.errors import FetchFailed, FetchRefused
 from nanobot_web_tools.fetch import FetchedPage, FetchLimits, PinnedFetcher
 
 if TYPE_CHECKING:
-    from nanobot_core import PluginContext
+    from nanobot_core import Config, PluginContext
 
 __all__ = ["ALLOW_LOOPBACK_ENV", "WebFetch"]
 
@@ -23,6 +23,8 @@ ALLOW_LOOPBACK_ENV = "NANOBOT_WEB_FETCH_ALLOW_LOOPBACK_FOR_TESTS"
 DEFAULT_MAX_CHARS = 20_000
 _MAX_CHARS_CEILING = 200_000
 _OPTION_KEYS = frozenset({"max_bytes", "timeout", "max_redirects", "max_chars"})
+#: The config table of the options, as a refusal names it (and its keys under it).
+_TABLE = "tools.options.web_fetch"
 
 
 class WebFetch(Tool):
@@ -60,15 +62,26 @@ class WebFetch(Tool):
 
     @classmethod
     def create(cls, ctx: PluginContext) -> WebFetch:
-        """Build the tool from ``[tools.options.web_fetch]`` and the test-only loopback switch."""
-        options = _options(ctx.config.tools.options.get(cls.name, {}))
-        try:
-            limits = FetchLimits.from_options(options)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"tools.options.web_fetch: {exc}") from exc
+        """Build the tool from ``[tools.options.web_fetch]`` and the test-only loopback switch.
+
+        A refusal begins with where the option was set (the file, the environment variable
+        or the command line), as the core's config errors do.
+        """
+        config = ctx.config
+        options = _options(config.tools.options.get(cls.name, {}), config)
+        for key, value in options.items():  # one by one, so that the refusal names its source
+            if key == "max_chars":
+                continue
+            try:
+                FetchLimits.from_options({key: value})
+            except (TypeError, ValueError) as exc:
+                where = source_prefix(config=config, keys=[f"{_TABLE}.{key}"])
+                raise ConfigError(f"{where}{_TABLE}: {exc}") from exc
+        limits = FetchLimits.from_options(options)
         max_chars = options.get("max_chars", DEFAULT_MAX_CHARS)
         if isinstance(max_chars, bool) or not isinstance(max_chars, int) or max_chars < 1:
-            raise ConfigError("tools.options.web_fetch: 'max_chars' must be a positive integer")
+            where = source_prefix(config=config, keys=[f"{_TABLE}.max_chars"])
+            raise ConfigError(f"{where}{_TABLE}: 'max_chars' must be a positive integer")
         allow_loopback = os.environ.get(ALLOW_LOOPBACK_ENV, "") == "1"
         return cls(PinnedFetcher(limits, allow_loopback=allow_loopback), max_chars=max_chars)
 
@@ -98,11 +111,13 @@ def render_page(page: FetchedPage, max_chars: int) -> str:
     return "\n".join(lines) + "\n\n" + text
 
 
-def _options(raw: Any) -> Mapping[str, Any]:
+def _options(raw: Any, config: Config) -> Mapping[str, Any]:
     if not isinstance(raw, Mapping):
-        raise ConfigError("tools.options.web_fetch must be a table")
+        where = source_prefix(config=config, keys=[_TABLE])
+        raise ConfigError(f"{where}{_TABLE} must be a table")
     unknown = sorted(set(raw) - _OPTION_KEYS)
     if unknown:
         known = ", ".join(sorted(_OPTION_KEYS))
-        raise ConfigError(f"tools.options.web_fetch: unknown option(s) {unknown} (known: {known})")
+        where = source_prefix(config=config, keys=[f"{_TABLE}.{key}" for key in unknown])
+        raise ConfigError(f"{where}{_TABLE}: unknown option(s) {unknown} (known: {known})")
     return raw

@@ -9,7 +9,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from nanobot_core import Config, ConfigError, PluginContext
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from nanobot_core import Config, ConfigError, PluginContext, load_config
 from nanobot_core.testing import assert_tool_contract, make_config, run_cli, run_tool
 
 from nanobot_web_tools import ALLOW_LOOPBACK_ENV, FetchedPage, FetchLimits, PinnedFetcher, WebFetch
@@ -195,6 +197,8 @@ def test_the_tools_command_lists_web_fetch_configured_in_either_file(
     [
         ("max_byte = 10", "unknown option(s) ['max_byte']"),
         ('timeout = "fast"', "option 'timeout' must be a positive number"),
+        ("timeout = nan", "option 'timeout' must be a positive number (a finite number)"),
+        ("timeout = inf", "option 'timeout' must be a positive number (a finite number)"),
         ("max_chars = 1.5", "'max_chars' must be a positive integer"),
     ],
 )
@@ -211,5 +215,78 @@ def test_a_bad_option_is_a_failed_plugin_in_the_plugins_command(
     lines = listed.stdout.splitlines()
     at = lines.index("web_fetch (nanobot-web-tools 0.1.0) [nanobot.tools] failed")
     assert lines[at + 1].startswith("    error: ")
-    assert "ConfigError: tools.options.web_fetch: " in lines[at + 1]
+    source = tmp_path / "nanobot.toml"
+    assert f"ConfigError: {source}: tools.options.web_fetch: " in lines[at + 1]
     assert message in lines[at + 1]
+
+
+#: Per bad table: where it is written (a file, else a variable and its value), how the
+#: refusal names that source, and what it says after ``tools.options.web_fetch: ``.
+SOURCED = {
+    "nanobot.toml": (
+        "timeout = -1",
+        "web_fetch option 'timeout' must be a positive number (a finite number)",
+    ),
+    "pyproject.toml": (
+        "max_byte = 10",
+        "unknown option(s) ['max_byte'] (known: max_bytes, max_chars, max_redirects, timeout)",
+    ),
+    "NANOBOT_TOOLS__OPTIONS__WEB_FETCH__MAX_CHARS": (
+        "0",
+        "'max_chars' must be a positive integer",
+    ),
+}
+
+
+@pytest.mark.parametrize("where", sorted(SOURCED))
+def test_a_bad_option_names_the_file_or_variable_that_set_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, where: str
+) -> None:
+    """``nanobot-core plugins`` shows the refusal beginning with where the option was set:
+    the file by its path, ``[tool.nanobot]`` in pyproject.toml, or the variable."""
+    written, said = SOURCED[where]
+    monkeypatch.chdir(tmp_path)
+    if where == "nanobot.toml":
+        (tmp_path / where).write_text(f"[tools.options.web_fetch]\n{written}\n")
+        source = str(tmp_path / where)
+    elif where == "pyproject.toml":
+        (tmp_path / where).write_text(f"[tool.nanobot.tools.options.web_fetch]\n{written}\n")
+        source = f"{tmp_path / where} [tool.nanobot]"
+    else:
+        # A good value in the file, beaten by the variable: it is the variable that is named.
+        (tmp_path / "nanobot.toml").write_text("[tools.options.web_fetch]\nmax_chars = 500\n")
+        monkeypatch.setenv(where, written)
+        source = f"environment variable {where}"
+    listed = run_cli("plugins")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    at = lines.index("web_fetch (nanobot-web-tools 0.1.0) [nanobot.tools] failed")
+    assert lines[at + 1] == (
+        f"    error: nanobot_tools item 0 (WebFetch): ConfigError: {source}: "
+        f"tools.options.web_fetch: {said}"
+    )
+
+
+_OPTION = st.sampled_from(["max_bytes", "timeout", "max_redirects", "max_chars", "max_byte"])
+_TEXT = st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]))
+
+
+@settings(
+    max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(option=_OPTION, text=_TEXT)
+def test_any_option_from_a_variable_is_taken_or_refused_naming_that_variable(
+    tmp_path: Path, option: str, text: str
+) -> None:
+    """Whatever a variable gives an option (read as a TOML literal), the tool is built or its
+    refusal begins with that variable and the table, never with another source."""
+    variable = f"NANOBOT_TOOLS__OPTIONS__WEB_FETCH__{option.upper()}"
+    (tmp_path / "nanobot.toml").write_text("[tools.options.web_fetch]\nmax_chars = 500\n")
+    try:
+        config = load_config(cwd=tmp_path, environ={variable: text})
+    except ConfigError:  # the core's own refusal of the variable (a key segment, say)
+        return
+    try:
+        WebFetch.create(PluginContext(workspace=tmp_path, config=config))
+    except ConfigError as exc:
+        assert str(exc).startswith(f"environment variable {variable}: tools.options.web_fetch: ")

@@ -1,0 +1,149 @@
+"""Settings of ``[sessions.postgres]`` the store refuses: each refusal is a configuration error
+(exit 2, before any connection) that begins with where the setting was made."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, example, given, settings
+from hypothesis import strategies as st
+from nanobot_core import ConfigError, PluginContext, load_config
+from nanobot_core.testing import run_cli
+from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
+
+from nanobot_postgres import store_for
+
+#: A DSN libpq reads, pointing at a port nothing listens on: no refusal here connects to it.
+UNUSED_DSN = "host=127.0.0.1 port=9 dbname=nanobot"
+_SECRET = "hunter2-pw"
+#: The tail of the refusal of a pool of 1 that results share.
+ONE_CONNECTION = (
+    "sessions.postgres.pool_size: 1 leaves no connection for offloaded results "
+    "(sessions.postgres.results = true): a turn's lease holds the only one, so each offload "
+    "would wait connect_timeout and the result be truncated; set pool_size to 2 or more, or "
+    "results = false"
+)
+
+
+def _answer(request: LoopbackRequest) -> LoopbackResponse:
+    """A chat completion saying "ok", for a request that should never be made."""
+    message = {"role": "assistant", "content": "ok"}
+    return LoopbackResponse(200, {"choices": [{"message": message, "finish_reason": "stop"}]})
+
+
+def _refusal(tmp_path: Path, toml: str, **env: str) -> str:
+    """The stderr of a real ``nanobot-core run`` with the postgres store, `toml` in
+    nanobot.toml and `env` set, which must stop at exit 2 without asking the model."""
+    (tmp_path / "nanobot.toml").write_text(toml, encoding="utf-8")
+    environ = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
+    with LoopbackServer(_answer) as server:
+        environ.update(
+            NANOBOT_SESSIONS__STORE="postgres",
+            NANOBOT_API_KEY="sk-test",
+            NANOBOT_BASE_URL=f"{server.url}/v1",
+            NANOBOT_PROVIDER__MAX_RETRIES="0",
+            **env,
+        )
+        done = run_cli("run", "hi", cwd=tmp_path, env=environ, timeout=60)
+        assert server.connections == 0, done.stderr
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    return done.stderr
+
+
+def test_a_pool_of_one_set_in_the_file_names_the_file(tmp_path: Path) -> None:
+    """pool_size = 1 in nanobot.toml (results on by default) is refused naming that file."""
+    said = _refusal(
+        tmp_path, "[sessions.postgres]\npool_size = 1\n", NANOBOT_POSTGRES_DSN=UNUSED_DSN
+    )
+    assert said == f"Error: configuration: {tmp_path / 'nanobot.toml'}: {ONE_CONNECTION}\n"
+
+
+def test_a_pool_of_one_from_a_variable_names_it_and_the_file_that_set_results(
+    tmp_path: Path,
+) -> None:
+    """The variable that set pool_size and the file that set results are both named."""
+    said = _refusal(
+        tmp_path,
+        "[sessions.postgres]\nresults = true\npool_size = 8\n",
+        NANOBOT_POSTGRES_DSN=UNUSED_DSN,
+        NANOBOT_SESSIONS__POSTGRES__POOL_SIZE="1",
+    )
+    assert said == (
+        "Error: configuration: environment variable NANOBOT_SESSIONS__POSTGRES__POOL_SIZE, "
+        f"{tmp_path / 'nanobot.toml'}: {ONE_CONNECTION}\n"
+    )
+
+
+def test_a_dsn_set_empty_names_the_variable(tmp_path: Path) -> None:
+    """NANOBOT_POSTGRES_DSN= over a file's DSN is refused naming the variable, as empty."""
+    said = _refusal(
+        tmp_path, f'[sessions.postgres]\ndsn = "{UNUSED_DSN}"\n', NANOBOT_POSTGRES_DSN=""
+    )
+    assert said == (
+        "Error: configuration: environment variable NANOBOT_POSTGRES_DSN: "
+        "sessions.postgres.dsn: empty (set it in [sessions.postgres], or NANOBOT_POSTGRES_DSN)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("dsn", "reason"),
+    [
+        (
+            f"postgresql://me:{_SECRET}@[::1/nanobot",
+            'end of string reached when looking for matching "***" in IPv6 host address in '
+            'URI: "***"',
+        ),
+        (f"host=127.0.0.1 password='{_SECRET}", "unterminated quoted string in connection info"),
+    ],
+)
+@pytest.mark.parametrize("where", ["nanobot.toml", "NANOBOT_POSTGRES_DSN"])
+def test_a_dsn_libpq_cannot_read_is_a_config_error_naming_its_source(
+    tmp_path: Path, dsn: str, reason: str, where: str
+) -> None:
+    """A DSN that does not parse is exit 2 naming where it was set, not a database failure
+    (exit 1), and its password is not shown."""
+    if where == "nanobot.toml":
+        quoted = dsn.replace("\\", "\\\\").replace('"', '\\"')
+        said = _refusal(tmp_path, f'[sessions.postgres]\ndsn = "{quoted}"\n')
+        source = str(tmp_path / "nanobot.toml")
+    else:
+        said = _refusal(tmp_path, "", NANOBOT_POSTGRES_DSN=dsn)
+        source = f"environment variable {where}"
+    assert said.startswith(
+        f"Error: configuration: {source}: sessions.postgres.dsn: not a connection string or "
+        f"URL libpq can read ({reason}"
+    )
+    assert said.endswith("; the dsn itself is not shown)\n")
+    assert _SECRET not in said
+
+
+@settings(
+    max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    host=st.text(alphabet=st.sampled_from("[]:@/?#=' \\\"%ab1"), max_size=10),
+    tail=st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), max_size=6),
+)
+@example(host="[", tail="")
+def test_any_dsn_libpq_cannot_read_is_refused_naming_the_variable_never_its_password(
+    tmp_path: Path, host: str, tail: str
+) -> None:
+    """Whatever URL a variable gives the DSN, the store built from it either parses it or
+    refuses it with a ConfigError that begins with the variable and holds no password."""
+    from nanobot_postgres.dsn import parse_fault
+
+    dsn = f"postgresql://me:{_SECRET}@{host}/db{tail}"
+    config = load_config(cwd=tmp_path, environ={"NANOBOT_POSTGRES_DSN": dsn})
+    store = store_for(PluginContext(workspace=tmp_path, config=config))
+    if parse_fault(dsn) is None:
+        return  # a DSN libpq reads: using it would connect
+    with pytest.raises(ConfigError) as refused:
+        store.pool()
+    said = str(refused.value)
+    assert said.startswith(
+        "environment variable NANOBOT_POSTGRES_DSN: sessions.postgres.dsn: not a connection "
+    )
+    assert _SECRET not in said
