@@ -27,6 +27,8 @@ def _keys(cls: type, prefix: str = "") -> list[str]:
     hints = typing.get_type_hints(cls)
     found: list[str] = []
     for field in attrs.fields(cls):
+        if not field.init:  # kept by the loader (where each key was set), not a key
+            continue
         tp = hints[field.name]
         if attrs.has(tp):
             found += _keys(tp, f"{prefix}{field.name}.")
