@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nanobot_core.config import load_config, source_of, source_prefix
+from nanobot_core.config import load_config, source_of, source_prefix, variable_source
 from nanobot_core.errors import ConfigError
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.providers import check_endpoint
@@ -495,3 +495,15 @@ def test_a_variable_a_plugin_read_itself_is_named_as_the_core_names_its_own(
     assert source_prefix(
         config=config, keys=["provider.model"], variables=["NANOBOT_X", "NANOBOT_X"]
     ) == ("environment variable NANOBOT_PROVIDER__MODEL, environment variable NANOBOT_X: ")
+
+
+@given(name=st.from_regex(r"[A-Z][A-Z0-9_]{0,30}", fullmatch=True))
+def test_a_variable_is_named_by_one_rule_bare_or_at_the_start_of_an_error(name: str) -> None:
+    """`variable_source` is the bare name of a variable as a source (what `check_endpoint`
+    takes for a value a provider read itself), and `source_prefix` starts an error with it."""
+    assert variable_source(name) == f"environment variable {name}"
+    assert source_prefix(variables=[name]) == f"{variable_source(name)}: "
+    config = load_config(environ={name: "x", "NANOBOT_MODEL": "m"})
+    assert source_prefix(config=config, keys=["provider.model"]) == (
+        f"{variable_source('NANOBOT_MODEL')}: "
+    )

@@ -19,7 +19,7 @@ from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from nanobot_core import ProviderError
+from nanobot_core import ProviderError, variable_source
 from nanobot_core.config import ProviderConfig
 from nanobot_core.governance import to_messages_api
 from nanobot_core.providers import (
@@ -157,7 +157,7 @@ class AnthropicProvider:
         if base == _CORE_DEFAULTS.base_url:  # not set: the core's default is OpenAI's
             base = env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
             if env.get("ANTHROPIC_BASE_URL"):
-                base_source = "environment variable ANTHROPIC_BASE_URL"
+                base_source = variable_source("ANTHROPIC_BASE_URL")
         self._api_key = resolve_key(config, env)
         # A fault no retry can cure: ConfigError, before any request. A key set empty is
         # passed as it is, for the error to name where; one only OpenAI's is not a key here.
@@ -169,7 +169,7 @@ class AnthropicProvider:
             base_url_hint=_BASE_URL_HINT,
             api_key_hint=_API_KEY_HINT,
             base_url_source=base_source,
-            api_key_source="environment variable ANTHROPIC_API_KEY" if own_key else None,
+            api_key_source=variable_source("ANTHROPIC_API_KEY") if own_key else None,
         )
         self.base_url = base.rstrip("/")
         self.model = config.model if config.model != _CORE_DEFAULTS.model else DEFAULT_MODEL
