@@ -150,6 +150,10 @@ class ProviderConfig:
     # The most bytes a reply body may hold, as sent and once decompressed (64 MiB): a reply
     # with a long answer and tool calls is a few MB; beyond this it is refused, not read.
     max_reply_bytes: int = 64 * 1024 * 1024
+    # Where each ``provider.`` key a source gave was set, as `load_config` read them: a
+    # provider is built from this table alone, and names a setting it refuses with
+    # `source_prefix(config=...)`. No key, and not part of equality, as `Config`'s own.
+    _key_sources: dict[str, str] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
 
 @attrs.define
@@ -781,7 +785,7 @@ def source_of(value: object, key: str | None = None) -> dict[str, str]:
 
 def source_prefix(
     *values: object,
-    config: Config | None = None,
+    config: Config | ProviderConfig | None = None,
     keys: Iterable[str] = (),
     variables: Iterable[str] = (),
 ) -> str:
@@ -795,7 +799,9 @@ def source_prefix(
     (an unknown ``sessions.store``, say) names where its value came from with this. A
     key is dotted, entries of tables included (``sessions.postgres.pool_size``,
     ``tools.options.web_fetch.timeout``): a plugin checking a number or an option of the
-    configuration it was given names where it was set with this.
+    configuration it was given names where it was set with this. `config` may be the
+    ``provider`` table alone, as a provider is built from it: its keys are named in full
+    (``provider.temperature``).
     """
     given = [source_of(value)["source"] for value in values if source_of(value)]
     known = config._key_sources if config is not None else {}
@@ -947,6 +953,9 @@ def load_config(
     # names its source the same way.
     _note_name_sources(config, layers)
     config._key_sources = _key_sources(layers)
+    config.provider._key_sources = {
+        key: source for key, source in config._key_sources.items() if key.startswith("provider.")
+    }
     # The budget's keys are checked together: each value refused is named with its source,
     # the last layer to set it (the one whose value is used).
     used = {key: [name for name, layer in layers if _sets(layer, key)] for key in _BUDGET_KEYS}

@@ -479,6 +479,26 @@ def test_source_prefix_names_the_last_source_of_each_key_of_a_loaded_config(
         assert source_prefix(config=copied, keys=keys) == source_prefix(config=config, keys=keys)
 
 
+def test_the_provider_table_alone_names_the_sources_of_its_keys(tmp_path: Path) -> None:
+    """A provider, built from ``config.provider`` alone, names where each of its settings was
+    set with `source_prefix` as a plugin names a key of the whole config; copies keep it,
+    and a table made in code, equal to it, names none."""
+    config_file = tmp_path / "nanobot.toml"
+    config_file.write_text("[provider]\ntemperature = 1.5\nmax_tokens = 9\n", encoding="utf-8")
+    config = load_config(cwd=tmp_path, environ={"NANOBOT_PROVIDER__MAX_TOKENS": "7"})
+    provider = config.provider
+    assert source_prefix(config=provider, keys=["provider.temperature"]) == f"{config_file}: "
+    assert source_prefix(config=provider, keys=["provider.max_tokens", "provider.timeout"]) == (
+        "environment variable NANOBOT_PROVIDER__MAX_TOKENS: "
+    )
+    for copied in (copy.deepcopy(provider), pickle.loads(pickle.dumps(provider))):
+        assert source_prefix(config=copied, keys=["provider.temperature"]) == f"{config_file}: "
+    made = make_config({"provider": {"temperature": 1.5, "max_tokens": 7}}).provider
+    assert made == provider and source_prefix(config=made, keys=["provider.temperature"]) == ""
+    with pytest.raises(ConfigError, match=r"unknown key 'provider._key_sources' \(known keys"):
+        load_config(cwd=tmp_path, environ={"NANOBOT_PROVIDER___KEY_SOURCES": "{}"})
+
+
 def test_the_record_of_sources_is_no_key_a_source_can_set(tmp_path: Path) -> None:
     """The loaded config's record of where keys were set cannot be given as a key."""
     with pytest.raises(ConfigError, match=r"unknown key '_key_sources' \(known keys here: gov"):
