@@ -61,6 +61,8 @@ def parse_fault(dsn: str) -> str | None:
         conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
         return scrub(" ".join(str(exc).split()), dsn)
+    except UnicodeDecodeError:  # psycopg decodes what libpq read: it says which byte, where
+        return "a percent-encoded byte sequence ('%80', say) that is not UTF-8 text"
     return None
 
 

@@ -97,6 +97,10 @@ def test_a_dsn_set_empty_names_the_variable(tmp_path: Path) -> None:
             'URI: "***"',
         ),
         (f"host=127.0.0.1 password='{_SECRET}", "unterminated quoted string in connection info"),
+        (
+            f"postgresql://me:{_SECRET}%C3%28@127.0.0.1/nanobot",
+            "a percent-encoded byte sequence ('%80', say) that is not UTF-8 text",
+        ),
     ],
 )
 @pytest.mark.parametrize("where", ["nanobot.toml", "NANOBOT_POSTGRES_DSN"])
@@ -128,6 +132,7 @@ def test_a_dsn_libpq_cannot_read_is_a_config_error_naming_its_source(
     tail=st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), max_size=6),
 )
 @example(host="[", tail="")
+@example(host="127.0.0.1", tail="%80")
 def test_any_dsn_libpq_cannot_read_is_refused_naming_the_variable_never_its_password(
     tmp_path: Path, host: str, tail: str
 ) -> None:
