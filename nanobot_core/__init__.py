@@ -10,7 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from nanobot_core.config import Config, load_config, source_prefix
+    from nanobot_core.config import Config, load_config, source_prefix, variable_source
     from nanobot_core.errors import (
         ConfigError,
         NanobotError,
@@ -81,12 +81,14 @@ __all__ = [
     "stage",
     "tool",
     "validate",
+    "variable_source",
 ]
 
 _LOCATIONS: dict[str, str] = {
     "Config": "nanobot_core.config",
     "load_config": "nanobot_core.config",
     "source_prefix": "nanobot_core.config",
+    "variable_source": "nanobot_core.config",
     "PluginContext": "nanobot_core.kernel.context",
     "ToolCallEvent": "nanobot_core.kernel.context",
     "ConfigError": "nanobot_core.errors",

@@ -38,6 +38,7 @@ __all__ = [
     "load_config",
     "source_prefix",
     "type_problem",
+    "variable_source",
 ]
 
 
@@ -149,6 +150,10 @@ class ProviderConfig:
     # The most bytes a reply body may hold, as sent and once decompressed (64 MiB): a reply
     # with a long answer and tool calls is a few MB; beyond this it is refused, not read.
     max_reply_bytes: int = 64 * 1024 * 1024
+    # Where each ``provider.`` key a source gave was set, as `load_config` read them: a
+    # provider is built from this table alone, and names a setting it refuses with
+    # `source_prefix(config=...)`. No key, and not part of equality, as `Config`'s own.
+    _key_sources: dict[str, str] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
 
 @attrs.define
@@ -212,9 +217,11 @@ _LIST_ENV = {"NANOBOT_BLOCK", "NANOBOT_PLUGINS"}
 _BOOL_ENV = {"NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "NANOBOT_STRICT_PLUGINS"}
 
 
-def _env_source(name: str) -> str:
+def variable_source(name: str) -> str:
     """How a config error or warning names the environment variable `name` as the source
-    of a value: one wording, so that a message says which variable to fix."""
+    of a value (``environment variable NAME``): one wording, so that a message says which
+    variable to fix, whether the core or a plugin read it (`check_endpoint`'s
+    ``base_url_source``, say; `source_prefix` puts it at the start of an error)."""
     return f"environment variable {name}"
 
 
@@ -224,7 +231,9 @@ def _env_bool(name: str, value: str) -> bool:
         return True
     if lowered in {"", "0", "false", "no", "off"}:
         return False
-    raise ConfigError(f"{_env_source(name)}: expected a boolean (1/0, true/false), got {value!r}")
+    raise ConfigError(
+        f"{variable_source(name)}: expected a boolean (1/0, true/false), got {value!r}"
+    )
 
 
 def _env_value(value: str, path: tuple[str, ...]) -> Any:
@@ -276,7 +285,7 @@ def _env_settings(environ: Mapping[str, str]) -> Iterator[tuple[str, tuple[str, 
         elif name.startswith("NANOBOT_") and "__" in name:
             path = tuple(part.lower() for part in name[len("NANOBOT_") :].split("__"))
             if not all(path):
-                raise ConfigError(f"{_env_source(name)}: empty key segment")
+                raise ConfigError(f"{variable_source(name)}: empty key segment")
             yield name, path, _env_value(value, path)
 
 
@@ -296,7 +305,7 @@ def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
 
 
 def _env_layers(environ: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
-    """The environment's config, one layer per variable named by it (`_env_source`), lowest
+    """The environment's config, one layer per variable named by it (`variable_source`), lowest
     first: an error or warning about a value it set names the variable to fix.
 
     ``OPENAI_API_KEY`` comes first, so that any ``NANOBOT_*`` variable giving
@@ -305,12 +314,15 @@ def _env_layers(environ: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
     layers: list[tuple[str, dict[str, Any]]] = []
     if environ.get("OPENAI_API_KEY"):
         layers.append(
-            (_env_source("OPENAI_API_KEY"), {"provider": {"api_key": environ["OPENAI_API_KEY"]}})
+            (
+                variable_source("OPENAI_API_KEY"),
+                {"provider": {"api_key": environ["OPENAI_API_KEY"]}},
+            )
         )
     for name, path, value in _env_settings(environ):
         tree: dict[str, Any] = {}
         _put(tree, path, value)
-        layers.append((_env_source(name), tree))
+        layers.append((variable_source(name), tree))
     return layers
 
 
@@ -773,7 +785,7 @@ def source_of(value: object, key: str | None = None) -> dict[str, str]:
 
 def source_prefix(
     *values: object,
-    config: Config | None = None,
+    config: Config | ProviderConfig | None = None,
     keys: Iterable[str] = (),
     variables: Iterable[str] = (),
 ) -> str:
@@ -787,11 +799,13 @@ def source_prefix(
     (an unknown ``sessions.store``, say) names where its value came from with this. A
     key is dotted, entries of tables included (``sessions.postgres.pool_size``,
     ``tools.options.web_fetch.timeout``): a plugin checking a number or an option of the
-    configuration it was given names where it was set with this.
+    configuration it was given names where it was set with this. `config` may be the
+    ``provider`` table alone, as a provider is built from it: its keys are named in full
+    (``provider.temperature``).
     """
     given = [source_of(value)["source"] for value in values if source_of(value)]
     known = config._key_sources if config is not None else {}
-    read = [_env_source(name) for name in variables]
+    read = [variable_source(name) for name in variables]
     return named_sources([*given, *(known[key] for key in keys if key in known), *read])
 
 
@@ -939,6 +953,9 @@ def load_config(
     # names its source the same way.
     _note_name_sources(config, layers)
     config._key_sources = _key_sources(layers)
+    config.provider._key_sources = {
+        key: source for key, source in config._key_sources.items() if key.startswith("provider.")
+    }
     # The budget's keys are checked together: each value refused is named with its source,
     # the last layer to set it (the one whose value is used).
     used = {key: [name for name, layer in layers if _sets(layer, key)] for key in _BUDGET_KEYS}

@@ -61,6 +61,29 @@ def offending_imports(source: str, filename: str) -> list[str]:
     return found
 
 
+def spelled_sources(source: str, filename: str) -> list[str]:
+    """``file:line`` of each string of code (docstrings left out) that spells how the core
+    names a config source itself (``environment variable ...``), instead of asking the core
+    (`variable_source`, `source_prefix`): a second copy of its wording."""
+    tree = ast.parse(source, filename=filename)
+    docstrings = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        f"{filename}:{node.lineno}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, str)
+        and id(node) not in docstrings
+        and "environment variable " in node.value
+    ]
+
+
 def _distribution_sources() -> list[Path]:
     roots = [
         p.parent for g in ("plugins", "contrib") for p in (REPO_ROOT / g).glob("*/pyproject.toml")
@@ -112,3 +135,32 @@ def test_the_checker_catches_internal_imports() -> None:
         "x.py:4: builtin_stages is not public",
         "x.py:5: from nanobot_core.errors import ...",
     ]
+
+
+def test_plugin_packages_name_config_sources_through_the_core() -> None:
+    """No plugin package spells a config source (``environment variable X``) itself: each
+    gets it from the core, which owns the wording."""
+    packages = [path for path in _distribution_sources() if "tests" not in path.parts]
+    assert packages, "no plugin packages found"
+    spelled = [
+        hit
+        for path in packages
+        for hit in spelled_sources(
+            path.read_text(encoding="utf-8"), str(path.relative_to(REPO_ROOT))
+        )
+    ]
+    assert spelled == []
+
+
+def test_the_source_checker_catches_strings_and_f_strings_but_not_docstrings() -> None:
+    """A plain or formatted string spelling a source is caught; a docstring saying it is not."""
+    source = "\n".join(
+        [
+            '"""Named as the environment variable X."""',
+            'A = "environment variable ANTHROPIC_API_KEY"',
+            'B = f"environment variable {A}: "',
+            "def f() -> None:",
+            '    """The environment variable A."""',
+        ]
+    )
+    assert spelled_sources(source, "x.py") == ["x.py:2", "x.py:3"]

@@ -65,8 +65,8 @@ def check_endpoint(
     position (from 1), and never shows the key or any part of it.
 
     Each message begins with where the values were set (the file, environment variable or
-    command line `load_config` read them from; `base_url_source` or `api_key_source`, such
-    as ``"environment variable ANTHROPIC_BASE_URL"``, for a value the provider read itself),
+    command line `load_config` read them from; `base_url_source` or `api_key_source` for a
+    value the provider read itself, such as ``variable_source("ANTHROPIC_BASE_URL")``),
     never shows a password in the URL, and ends with the hint in parentheses: how to set the
     base URL (``base_url_hint``, with an example) or the key (``api_key_hint``).
     """

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nanobot_core.config import load_config, source_of, source_prefix
+from nanobot_core.config import load_config, source_of, source_prefix, variable_source
 from nanobot_core.errors import ConfigError
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.providers import check_endpoint
@@ -479,6 +479,26 @@ def test_source_prefix_names_the_last_source_of_each_key_of_a_loaded_config(
         assert source_prefix(config=copied, keys=keys) == source_prefix(config=config, keys=keys)
 
 
+def test_the_provider_table_alone_names_the_sources_of_its_keys(tmp_path: Path) -> None:
+    """A provider, built from ``config.provider`` alone, names where each of its settings was
+    set with `source_prefix` as a plugin names a key of the whole config; copies keep it,
+    and a table made in code, equal to it, names none."""
+    config_file = tmp_path / "nanobot.toml"
+    config_file.write_text("[provider]\ntemperature = 1.5\nmax_tokens = 9\n", encoding="utf-8")
+    config = load_config(cwd=tmp_path, environ={"NANOBOT_PROVIDER__MAX_TOKENS": "7"})
+    provider = config.provider
+    assert source_prefix(config=provider, keys=["provider.temperature"]) == f"{config_file}: "
+    assert source_prefix(config=provider, keys=["provider.max_tokens", "provider.timeout"]) == (
+        "environment variable NANOBOT_PROVIDER__MAX_TOKENS: "
+    )
+    for copied in (copy.deepcopy(provider), pickle.loads(pickle.dumps(provider))):
+        assert source_prefix(config=copied, keys=["provider.temperature"]) == f"{config_file}: "
+    made = make_config({"provider": {"temperature": 1.5, "max_tokens": 7}}).provider
+    assert made == provider and source_prefix(config=made, keys=["provider.temperature"]) == ""
+    with pytest.raises(ConfigError, match=r"unknown key 'provider._key_sources' \(known keys"):
+        load_config(cwd=tmp_path, environ={"NANOBOT_PROVIDER___KEY_SOURCES": "{}"})
+
+
 def test_the_record_of_sources_is_no_key_a_source_can_set(tmp_path: Path) -> None:
     """The loaded config's record of where keys were set cannot be given as a key."""
     with pytest.raises(ConfigError, match=r"unknown key '_key_sources' \(known keys here: gov"):
@@ -495,3 +515,15 @@ def test_a_variable_a_plugin_read_itself_is_named_as_the_core_names_its_own(
     assert source_prefix(
         config=config, keys=["provider.model"], variables=["NANOBOT_X", "NANOBOT_X"]
     ) == ("environment variable NANOBOT_PROVIDER__MODEL, environment variable NANOBOT_X: ")
+
+
+@given(name=st.from_regex(r"[A-Z][A-Z0-9_]{0,30}", fullmatch=True))
+def test_a_variable_is_named_by_one_rule_bare_or_at_the_start_of_an_error(name: str) -> None:
+    """`variable_source` is the bare name of a variable as a source (what `check_endpoint`
+    takes for a value a provider read itself), and `source_prefix` starts an error with it."""
+    assert variable_source(name) == f"environment variable {name}"
+    assert source_prefix(variables=[name]) == f"{variable_source(name)}: "
+    config = load_config(environ={name: "x", "NANOBOT_MODEL": "m"})
+    assert source_prefix(config=config, keys=["provider.model"]) == (
+        f"{variable_source('NANOBOT_MODEL')}: "
+    )

@@ -13,13 +13,14 @@ Anthropic's own message. So is the reading of the reply
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from nanobot_core import ProviderError
+from nanobot_core import ConfigError, ProviderError, source_prefix, variable_source
 from nanobot_core.config import ProviderConfig
 from nanobot_core.governance import to_messages_api
 from nanobot_core.providers import (
@@ -63,6 +64,10 @@ DEFAULT_MAX_TOKENS = 8192
 EXTENDED_TTL_BETA = "extended-cache-ttl-2025-04-11"
 
 _CORE_DEFAULTS = ProviderConfig()
+#: The settings sent in every request whose range the Messages API documents, as (lowest,
+#: highest): the core takes any temperature from 0 (OpenAI's go to 2), and refuses a
+#: max_tokens below 1 only in a config it read, not in a ProviderConfig made in code.
+_RANGES: dict[str, tuple[float, float]] = {"temperature": (0, 1), "max_tokens": (1, math.inf)}
 #: How a user sets what `check_endpoint` refuses, as its errors say.
 _BASE_URL_HINT = (
     "set --base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL, e.g. https://api.anthropic.com"
@@ -120,6 +125,20 @@ def _refuse_unsendable(messages: Sequence[Any], tools: Sequence[Any]) -> None:
         raise ProviderError(f"{_plugin()} sends no request: {fault}") from None
 
 
+def _check_ranges(config: ProviderConfig) -> None:
+    """Raise ConfigError, naming where it was set, for a number of `_RANGES` outside its
+    range (NaN too): the API would refuse it with a 400 at the first request, mid-turn."""
+    for key, (low, high) in _RANGES.items():
+        value = getattr(config, key)
+        if value is None or low <= value <= high:
+            continue
+        span = f"from {low:g} to {high:g}" if math.isfinite(high) else f"at least {low:g}"
+        where = source_prefix(config=config, keys=[f"provider.{key}"])
+        raise ConfigError(
+            f"{where}provider.{key}: must be {span} for Anthropic's Messages API, got {value}"
+        )
+
+
 @attrs.frozen
 class _Endpoint:
     url: str
@@ -157,7 +176,7 @@ class AnthropicProvider:
         if base == _CORE_DEFAULTS.base_url:  # not set: the core's default is OpenAI's
             base = env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
             if env.get("ANTHROPIC_BASE_URL"):
-                base_source = "environment variable ANTHROPIC_BASE_URL"
+                base_source = variable_source("ANTHROPIC_BASE_URL")
         self._api_key = resolve_key(config, env)
         # A fault no retry can cure: ConfigError, before any request. A key set empty is
         # passed as it is, for the error to name where; one only OpenAI's is not a key here.
@@ -169,8 +188,9 @@ class AnthropicProvider:
             base_url_hint=_BASE_URL_HINT,
             api_key_hint=_API_KEY_HINT,
             base_url_source=base_source,
-            api_key_source="environment variable ANTHROPIC_API_KEY" if own_key else None,
+            api_key_source=variable_source("ANTHROPIC_API_KEY") if own_key else None,
         )
+        _check_ranges(config)
         self.base_url = base.rstrip("/")
         self.model = config.model if config.model != _CORE_DEFAULTS.model else DEFAULT_MODEL
         self.max_tokens = config.max_tokens or DEFAULT_MAX_TOKENS

@@ -110,6 +110,9 @@ def check_request(headers: dict[str, str], body: Any) -> list[str]:
         problems.append("model missing")
     if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
         problems.append("max_tokens missing")
+    temperature = body.get("temperature", 0)
+    if not isinstance(temperature, int | float) or not 0 <= temperature <= 1:
+        problems.append(f"temperature: {temperature!r} is not from 0 to 1")
     marks = 0
     for tool in body.get("tools", []):
         if not isinstance(tool.get("name"), str) or not isinstance(tool.get("input_schema"), dict):

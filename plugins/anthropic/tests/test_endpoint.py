@@ -9,9 +9,9 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from messages_server import MessagesServer
+from messages_server import API_KEY, MessagesServer, text_reply
 from nanobot_core import ConfigError
-from nanobot_core.config import ProviderConfig
+from nanobot_core.config import ProviderConfig, load_config
 from nanobot_core.testing import run_cli
 
 from nanobot_anthropic.provider import AnthropicProvider
@@ -114,6 +114,89 @@ def test_a_max_tokens_the_api_refuses_is_refused_at_load_naming_its_file(
     assert said == (
         f"Error: configuration: {config_file}: provider.max_tokens: must be more than 0, got 0\n"
     )
+
+
+@pytest.mark.parametrize("value", ["1.5", "2", "1.0000001"])
+@pytest.mark.parametrize("where", ["nanobot.toml", "NANOBOT_PROVIDER__TEMPERATURE"])
+def test_a_temperature_past_1_is_refused_before_any_request_naming_where_it_was_set(
+    nanobot_workspace: Path, monkeypatch: pytest.MonkeyPatch, value: str, where: str
+) -> None:
+    """provider.temperature above 1 (the core takes any from 0; the Messages API only 0 to 1)
+    is exit 2 naming the key and where it was set, with no connection to the server, not a
+    400 from it in the middle of the turn."""
+    settings: dict[str, str] = {"ANTHROPIC_API_KEY": API_KEY}
+    if where == "nanobot.toml":
+        config_file = nanobot_workspace / "nanobot.toml"
+        config_file.write_text(f"[provider]\ntemperature = {value}\n", encoding="utf-8")
+        source = str(config_file)
+    else:
+        settings[where] = value
+        source = f"environment variable {where}"
+    with MessagesServer() as server:
+        server.add(text_reply("ok"))  # what a request would be answered: none may be made
+        said = _refusal(
+            nanobot_workspace, monkeypatch, ANTHROPIC_BASE_URL=server.base_url, **settings
+        )
+        assert server.connections == 0 and server.requests == []
+    assert said == (
+        f"Error: configuration: {source}: provider.temperature: must be from 0 to 1 for "
+        f"Anthropic's Messages API, got {float(value)}\n"
+    )
+
+
+def test_a_temperature_within_range_is_sent_as_set(
+    nanobot_workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """provider.temperature = 1, the top of the range, reaches the server and the run ends."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+    monkeypatch.setenv("NANOBOT_PROVIDER__TEMPERATURE", "1")
+    with MessagesServer() as server:
+        server.add(text_reply("ok"))
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        done = run_cli("run", "--provider", "anthropic", "hi", cwd=nanobot_workspace)
+        assert done.returncode == 0, done.stderr
+        assert [r.body["temperature"] for r in server.requests] == [1]
+        assert all(r.problems == [] for r in server.requests)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    temperature=st.one_of(st.none(), st.floats(allow_nan=True, allow_infinity=True)),
+    max_tokens=st.one_of(st.none(), st.integers(min_value=-(2**40), max_value=2**40)),
+)
+def test_sampling_settings_are_built_only_within_the_apis_ranges(
+    temperature: float | None, max_tokens: int | None
+) -> None:
+    """Whatever temperature and max_tokens a ProviderConfig made in code holds, the provider
+    is built only with a temperature from 0 to 1 and a max_tokens of at least 1 (or none);
+    otherwise it raises a ConfigError naming the key first refused, and no source."""
+    config = ProviderConfig(temperature=temperature, max_tokens=max_tokens)
+    try:
+        provider = AnthropicProvider(config, environ={"ANTHROPIC_API_KEY": "sk-ant-test"})
+    except ConfigError as exc:
+        bad_temperature = temperature is not None and not 0 <= temperature <= 1
+        key = "temperature" if bad_temperature else "max_tokens"
+        assert str(exc).startswith(f"provider.{key}: must be ")
+        assert bad_temperature or (max_tokens is not None and max_tokens < 1)
+        return
+    assert temperature is None or 0 <= temperature <= 1
+    assert max_tokens is None or max_tokens >= 1
+    body = provider.request_body([{"role": "user", "content": "hi"}], [])
+    assert body.get("temperature") == temperature and body["max_tokens"] >= 1
+
+
+def test_a_loaded_provider_table_names_the_source_of_its_settings(tmp_path: Path) -> None:
+    """The provider table of a loaded config names where its temperature was set, as the
+    refusal of a built provider says it; one made in code names none."""
+    (tmp_path / "nanobot.toml").write_text("[provider]\ntemperature = 3\n", encoding="utf-8")
+    config = load_config(cwd=tmp_path, environ={}).provider
+    with pytest.raises(ConfigError) as refused:
+        AnthropicProvider(config, environ={"ANTHROPIC_API_KEY": "sk-ant-test"})
+    assert str(refused.value) == (
+        f"{tmp_path / 'nanobot.toml'}: provider.temperature: must be from 0 to 1 for "
+        "Anthropic's Messages API, got 3.0"
+    )
+    assert config == ProviderConfig(temperature=3)
 
 
 def test_a_local_server_needs_no_key() -> None:

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 from messages_server import API_KEY, MessagesServer, text_reply
-from nanobot_core import ProviderError
+from nanobot_core import ConfigError, ProviderError
 from nanobot_core.config import ProviderConfig, load_config
 from nanobot_core.testing import run_cli
 
@@ -125,3 +125,12 @@ def test_the_readme_refusals_are_worded_as_shown(
         asyncio.run(provider.complete(messages, []))
     assert str(raised.value) == message
     assert server.requests == []
+
+
+def test_the_readme_temperature_refusal_is_worded_as_shown(nanobot_workspace: Path) -> None:
+    """The README's refusal of a temperature past 1, set by its variable, word for word."""
+    config = load_config(environ={"NANOBOT_PROVIDER__TEMPERATURE": "1.5"}).provider
+    with pytest.raises(ConfigError) as refused:
+        AnthropicProvider(config, environ={"ANTHROPIC_API_KEY": API_KEY})
+    shown = " ".join(README.read_text("utf-8").split())
+    assert f"`Error: configuration: {refused.value}`" in shown

@@ -14,13 +14,18 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-__all__ = ["describe_dsn", "parse_fault", "scrub"]
+__all__ = ["describe_dsn", "parse_fault", "port_fault", "scrub"]
 
 _URL = re.compile(r"postgres(?:ql)?://", re.IGNORECASE)
 # Where libpq cuts a URL into parts: the pieces of a password that hold one of these.
 _CUTS = re.compile(r"[@/?#:\[\]]")
 # What libpq quotes of a connection string it cannot parse.
 _QUOTED = re.compile(r'"[^"]*"')
+# A port as libpq reads it (strtol, then nothing but blanks): C's blanks around a sign and
+# ASCII digits. Its range is checked apart.
+_PORT = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+[ \t\n\v\f\r]*")
+_HIGHEST_PORT = 65535
+_PERCENT_ENCODE = "percent-encode '@', '/', '?', '#' and '%' in its password"
 
 
 def _parts(dsn: str) -> dict[str, str]:
@@ -56,7 +61,58 @@ def parse_fault(dsn: str) -> str | None:
         conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
         return scrub(" ".join(str(exc).split()), dsn)
+    except UnicodeDecodeError:  # psycopg decodes what libpq read: it says which byte, where
+        return "a percent-encoded byte sequence ('%80', say) that is not UTF-8 text"
     return None
+
+
+def _cut(text: str, most: int = 40) -> str:
+    """`text` quoted, cut to its first `most` characters when longer (a port is a few)."""
+    return repr(text) if len(text) <= most else f"{text[:most]!r}..."
+
+
+def _is_port(text: str) -> bool:
+    """Whether libpq reads `text` as a port it can connect to: a number from 1 to 65535."""
+    if _PORT.fullmatch(text) is None:
+        return False
+    number = text.strip(" \t\n\v\f\r")
+    digits = number.lstrip("+-").lstrip("0")  # int() refuses more than 4,300 digits
+    if number.startswith("-") or len(digits) > len(str(_HIGHEST_PORT)):
+        return False
+    return 1 <= int(digits or "0") <= _HIGHEST_PORT
+
+
+def port_fault(dsn: str) -> str | None:
+    """Why the port (or ports) of `dsn`, which libpq parses, cannot be connected to, secrets
+    scrubbed; None when there is none or each is a number from 1 to 65535.
+
+    libpq checks them only when it connects: ``port=abc`` or ``postgresql://h:abc/db``
+    parses, and fails there. Several hosts take a comma-separated list, one port for each
+    (an empty one is the default port) or one for all; psycopg refuses any other count.
+    """
+    parts = _parts(dsn)
+    ports = parts.get("port", "").split(",") if parts.get("port") else []
+    fault = None
+    for number, port in enumerate(ports, 1):
+        if port and not _is_port(port):
+            which = (
+                f" (number {number} of {len(ports)}, {_cut(parts['port'])})" if ports[1:] else ""
+            )
+            fault = f"port {_cut(port)}{which} is not a number from 1 to {_HIGHEST_PORT}"
+            break
+    # Counted as psycopg counts them, and only when the DSN names its hosts: else they come
+    # from PGHOST or PGHOSTADDR when it connects, if from anywhere.
+    hosts = max(
+        (len(parts[key].split(",")) for key in ("host", "hostaddr") if parts.get(key)), default=0
+    )
+    if fault is None and hosts and 1 < len(ports) != hosts:
+        fault = (
+            f"{len(ports)} ports for {hosts} host{'s' if hosts > 1 else ''}: give one port "
+            "for each host, or one for all"
+        )
+    if fault is None:
+        return None
+    return scrub(fault, dsn) + (f"; {_PERCENT_ENCODE}" if _misread(dsn, parts) else "")
 
 
 def describe_dsn(dsn: str | None) -> str:
@@ -67,7 +123,7 @@ def describe_dsn(dsn: str | None) -> str:
     if not parts:
         return "postgresql (unparseable dsn)"
     if _misread(dsn, parts):
-        return "postgresql (dsn misread: percent-encode '@', '/', '?', '#' and '%' in its password)"
+        return f"postgresql (dsn misread: {_PERCENT_ENCODE})"
     user = parts.get("user", "")
     host = parts.get("host", parts.get("hostaddr", "localhost"))
     port = parts.get("port", "5432")

@@ -44,7 +44,7 @@ from nanobot_core.sessions import (
     validate_session_name,
 )
 
-from nanobot_postgres.dsn import describe_dsn, parse_fault, scrub
+from nanobot_postgres.dsn import describe_dsn, parse_fault, port_fault, scrub
 from nanobot_postgres.migrations import apply_migrations
 
 if TYPE_CHECKING:
@@ -277,6 +277,12 @@ class PostgresSessionStore:
                 raise ConfigError(
                     f"{where}sessions.postgres.dsn: not a connection string or URL libpq can "
                     f"read ({fault}; the dsn itself is not shown)"
+                )
+            fault = port_fault(self._dsn)
+            if fault is not None:  # libpq reads it, and refuses it only when connecting
+                where = source_prefix(config=self._config, keys=["sessions.postgres.dsn"])
+                raise ConfigError(
+                    f"{where}sessions.postgres.dsn: {fault} (the dsn itself is not shown)"
                 )
             import psycopg
             from psycopg_pool import ConnectionPool

@@ -97,6 +97,10 @@ def test_a_dsn_set_empty_names_the_variable(tmp_path: Path) -> None:
             'URI: "***"',
         ),
         (f"host=127.0.0.1 password='{_SECRET}", "unterminated quoted string in connection info"),
+        (
+            f"postgresql://me:{_SECRET}%C3%28@127.0.0.1/nanobot",
+            "a percent-encoded byte sequence ('%80', say) that is not UTF-8 text",
+        ),
     ],
 )
 @pytest.mark.parametrize("where", ["nanobot.toml", "NANOBOT_POSTGRES_DSN"])
@@ -128,6 +132,7 @@ def test_a_dsn_libpq_cannot_read_is_a_config_error_naming_its_source(
     tail=st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs"]), max_size=6),
 )
 @example(host="[", tail="")
+@example(host="127.0.0.1", tail="%80")
 def test_any_dsn_libpq_cannot_read_is_refused_naming_the_variable_never_its_password(
     tmp_path: Path, host: str, tail: str
 ) -> None:
@@ -147,3 +152,98 @@ def test_any_dsn_libpq_cannot_read_is_refused_naming_the_variable_never_its_pass
         "environment variable NANOBOT_POSTGRES_DSN: sessions.postgres.dsn: not a connection "
     )
     assert _SECRET not in said
+
+
+#: DSNs libpq parses whose port it refuses only when it connects, and what the refusal says
+#: of them after ``sessions.postgres.dsn: ``.
+BAD_PORTS = {
+    "host=127.0.0.1 port=abc dbname=nanobot": "port 'abc' is not a number from 1 to 65535",
+    f"postgresql://me:{_SECRET}@127.0.0.1:abc/nanobot": (
+        "port 'abc' is not a number from 1 to 65535"
+    ),
+    f"postgresql://me:{_SECRET}@127.0.0.1:99999/nanobot": (
+        "port '99999' is not a number from 1 to 65535"
+    ),
+    "host=127.0.0.1 port=0 dbname=nanobot": "port '0' is not a number from 1 to 65535",
+    f"postgresql://me:{_SECRET}@127.0.0.1:9,127.0.0.2:x9/nanobot": (
+        "port 'x9' (number 2 of 2, '9,x9') is not a number from 1 to 65535"
+    ),
+    "host=127.0.0.1 port=9,9 dbname=nanobot": (
+        "2 ports for 1 host: give one port for each host, or one for all"
+    ),
+}
+
+
+@pytest.mark.parametrize("dsn", sorted(BAD_PORTS))
+@pytest.mark.parametrize("where", ["nanobot.toml", "NANOBOT_POSTGRES_DSN"])
+def test_a_port_libpq_refuses_only_when_connecting_is_a_config_error_naming_its_source(
+    tmp_path: Path, dsn: str, where: str
+) -> None:
+    """A DSN whose port is not a number, is outside 1 to 65535, or whose ports do not fit its
+    hosts is exit 2 naming where it was set, before any connection, not a database failure
+    (exit 1) at the first one; its password is not shown."""
+    if where == "nanobot.toml":
+        said = _refusal(tmp_path, f'[sessions.postgres]\ndsn = "{dsn}"\n')
+        source = str(tmp_path / "nanobot.toml")
+    else:
+        said = _refusal(tmp_path, "", NANOBOT_POSTGRES_DSN=dsn)
+        source = f"environment variable {where}"
+    assert said == (
+        f"Error: configuration: {source}: sessions.postgres.dsn: {BAD_PORTS[dsn]} "
+        "(the dsn itself is not shown)\n"
+    )
+
+
+def test_a_port_read_from_a_misread_password_is_not_shown(tmp_path: Path) -> None:
+    """A URL password holding an unencoded '/' makes libpq read part of it as the port: the
+    refusal hides that part and says to percent-encode the password."""
+    dsn = "postgresql://me:ab7/cd9@127.0.0.1/nanobot"
+    config = load_config(cwd=tmp_path, environ={"NANOBOT_POSTGRES_DSN": dsn})
+    store = store_for(PluginContext(workspace=tmp_path, config=config))
+    with pytest.raises(ConfigError) as refused:
+        store.pool()
+    assert str(refused.value) == (
+        "environment variable NANOBOT_POSTGRES_DSN: sessions.postgres.dsn: port '***' is not "
+        "a number from 1 to 65535; percent-encode '@', '/', '?', '#' and '%' in its password "
+        "(the dsn itself is not shown)"
+    )
+
+
+def _libpq_refuses_port(dsn: str) -> bool:
+    """Whether connecting with `dsn` fails on its port (psycopg's count of ports and hosts
+    included): its hosts are socket folders that do not exist, so nothing is reached."""
+    import psycopg
+
+    try:
+        psycopg.connect(dsn, connect_timeout=1).close()
+    except psycopg.OperationalError as exc:
+        said = str(exc)
+        return any(
+            fault in said
+            for fault in ("invalid integer value", "invalid port number", "could not match")
+        )
+    raise AssertionError(f"connected with {dsn!r}")  # pragma: no cover
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    ports=st.text(alphabet=st.sampled_from("0123456789+- \t\v,a\u0663"), max_size=14),
+    hosts=st.integers(min_value=1, max_value=3),
+)
+@example(ports="65535", hosts=1)
+@example(ports="65536", hosts=1)
+@example(ports=" +0009 ", hosts=1)
+@example(ports="9,", hosts=2)
+@example(ports="9", hosts=3)
+def test_a_port_is_refused_exactly_when_libpq_would_refuse_it_at_connect(
+    ports: str, hosts: int
+) -> None:
+    """Whatever ports a DSN gives for one to three hosts, `port_fault` refuses them exactly
+    when libpq (through psycopg, as the store connects) fails on them, and never the rest."""
+    from psycopg.conninfo import make_conninfo
+
+    from nanobot_postgres.dsn import port_fault
+
+    folders = ",".join(f"/nonexistent-nanobot-{n}" for n in range(hosts))
+    dsn = make_conninfo(host=folders, port=ports, dbname="nanobot")
+    assert (port_fault(dsn) is not None) == _libpq_refuses_port(dsn), port_fault(dsn)
