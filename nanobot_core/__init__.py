@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from nanobot_core._clip import clip, quoted
     from nanobot_core.config import Config, load_config, source_prefix, variable_source
     from nanobot_core.errors import (
         ConfigError,
@@ -73,8 +74,10 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "WorkspaceEscapeError",
+    "clip",
     "hookimpl",
     "load_config",
+    "quoted",
     "report_problem",
     "run_in_daemon_thread",
     "source_prefix",
@@ -85,6 +88,8 @@ __all__ = [
 ]
 
 _LOCATIONS: dict[str, str] = {
+    "clip": "nanobot_core._clip",
+    "quoted": "nanobot_core._clip",
     "Config": "nanobot_core.config",
     "load_config": "nanobot_core.config",
     "source_prefix": "nanobot_core.config",

@@ -59,7 +59,7 @@ from nanobot_core.schema.validation import (
     json_pointer,
 )
 
-__all__ = ["NOTE_VALUE_CHARS", "cast_arguments", "cast_value"]
+__all__ = ["NOTE_VALUE_CHARS", "CastNote", "cast_arguments", "cast_value", "cast_value_noted"]
 
 NOTE_VALUE_CHARS = 60
 """Values in notes are cut to this many characters."""
@@ -88,6 +88,27 @@ def cast_arguments(
 
 def cast_value(validator: SchemaValidator, value: Any) -> tuple[Any, list[str]]:
     """Cast ``value`` against the schema of ``validator`` by the rules in the module docstring."""
+    cast, notes = cast_value_noted(validator, value)
+    return cast, [note.text() for note in notes]
+
+
+@attrs.frozen
+class CastNote:
+    """One cast, written out only when asked: a cast that leaves the call invalid is not told."""
+
+    path: Path
+    before: Any
+    after: Any
+
+    def text(self) -> str:
+        """``$.count: "3" -> 3``: the path cut by its ends, each value cut to its start."""
+        return (
+            f"{clip(format_instance_path(self.path))}: {_show(self.before)} -> {_show(self.after)}"
+        )
+
+
+def cast_value_noted(validator: SchemaValidator, value: Any) -> tuple[Any, list[CastNote]]:
+    """`cast_value`, with its notes as `CastNote` values rendered by their ``text()``."""
     validator.compile()
     root = validator.schema
     dialect = root.get("$schema") if isinstance(root, Mapping) else None
@@ -103,7 +124,7 @@ class _Walk:
     validator: SchemaValidator
     root: Any
     ref_hides_siblings: bool  # before 2019-09, keywords beside $ref are ignored: so do we
-    notes: list[str] = attrs.field(factory=list)
+    notes: list[CastNote] = attrs.field(factory=list)
     following: set[tuple[str, int]] = attrs.field(factory=set)
 
     def cast(self, node: Any, value: Any, path: Path, where: Path) -> Any:
@@ -153,9 +174,7 @@ class _Walk:
         if len(candidates) != 1:
             return value
         (converted,) = candidates.values()
-        self.notes.append(
-            f"{clip(format_instance_path(path))}: {_show(value)} -> {_show(converted)}"
-        )
+        self.notes.append(CastNote(path, value, converted))
         return converted
 
     def _cast_properties(
@@ -213,7 +232,7 @@ class _Walk:
         plain = plain_numbers(value)
         if any(self.validator.is_valid_at(pointer, plain) for pointer in pointers):
             return value
-        accepted: dict[str, tuple[Any, list[str]]] = {}
+        accepted: dict[str, tuple[Any, list[CastNote]]] = {}
         for index, (branch, pointer) in enumerate(zip(branches, pointers, strict=True)):
             attempt = attrs.evolve(self, notes=[], following=set(self.following))
             result = attempt.cast(branch, value, path, (*where, keyword, index))

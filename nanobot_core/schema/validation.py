@@ -13,10 +13,11 @@ A schema that is not a valid JSON Schema raises `InvalidSchemaError` (a `ToolErr
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
@@ -120,6 +121,22 @@ class SchemaValidator:
 
     def errors(self, instance: Any) -> list[str]:
         """Every problem with ``instance``, sorted by path then text; empty when it is valid."""
+        found = self._found(instance)
+        return found if isinstance(found, list) else found.rendered()
+
+    def first_errors(self, instance: Any, limit: int) -> tuple[list[str], int]:
+        """The first `limit` of ``errors(instance)``, and how many more there are.
+
+        Only the errors shown are rendered: the others are counted. Arguments that break the
+        schema at each of 50,000 items are answered with a few errors, not 50,000 texts built.
+        """
+        found = self._found(instance)
+        if isinstance(found, list):
+            return found[:limit], max(0, len(found) - limit)
+        return found.first(limit), max(0, found.count() - limit)
+
+    def _found(self, instance: Any) -> list[str] | _Problems:
+        """The problems with ``instance``: rendered when they are few by nature, else grouped."""
         validator = self._validator()
         # NaN and the infinities are no JSON numbers, whatever a lenient parser made of
         # "NaN" or 1e999; the validator would see them as null and say so, wrongly.
@@ -127,11 +144,10 @@ class SchemaValidator:
         if not_finite:
             return not_finite
         try:
-            found = list(validator.iter_errors(instance))
+            return _Problems(validator.iter_errors(instance))
         except (ValueError, TypeError, OverflowError) as exc:
             # Only a value that JSON cannot carry gets here; model arguments never do.
             return [f"$: value is not JSON ({exc})"]
-        return _render_errors(found)
 
     def is_valid(self, instance: Any) -> bool:
         """Whether ``instance`` is valid against the schema."""
@@ -233,12 +249,68 @@ def _build(schema: dict[str, Any] | bool, retriever: Retriever | None, *, whole_
         raise InvalidSchemaError(f"invalid JSON Schema: {exc}") from exc
 
 
-def _render_errors(found: Sequence[jsonschema_rs.ValidationError]) -> list[str]:
+_Path = tuple[str | int, ...]
+
+
+class _Problems:
+    """The validator's errors of one instance, each rendered only when it is shown.
+
+    The rendered list is sorted by path, then text, without repeats: one error per distinct
+    ``(path, rendered text)``. Errors of one path and one message render to one text, so they
+    are counted without rendering; only a path with several messages, one of them long enough
+    to be cut (two long messages may be cut to the same text), renders them to count.
+    """
+
+    __slots__ = ("_by_path_and_message",)
+
+    def __init__(self, found: Iterable[jsonschema_rs.ValidationError]) -> None:
+        self._by_path_and_message: dict[tuple[_Path, str], jsonschema_rs.ValidationError] = {}
+        for error in found:
+            key = (tuple(error.instance_path), error.message)
+            self._by_path_and_message.setdefault(key, error)
+
+    def count(self) -> int:
+        """How many errors `rendered` gives."""
+        seen = self._by_path_and_message
+        cut = {path for path, message in seen if len(message) > MAX_MESSAGE_CHARS}
+        if not cut:
+            return len(seen)
+        # A path with a cut message and others: they count once per text they render to.
+        at_cut_paths: dict[_Path, list[jsonschema_rs.ValidationError]] = {p: [] for p in cut}
+        for (path, _), error in seen.items():
+            if path in at_cut_paths:
+                at_cut_paths[path].append(error)
+        merged = sum(
+            len(errors) - len({_render_message(error) for error in errors})
+            for errors in at_cut_paths.values()
+            if len(errors) > 1
+        )
+        return len(seen) - merged
+
+    def first(self, limit: int) -> list[str]:
+        """``rendered()[:limit]``, rendering the errors of the first `limit` paths only."""
+        paths = {path for path, _ in self._by_path_and_message}
+        # Each path gives one error at least, and its errors all sort before any of a later path.
+        shown = set(heapq.nsmallest(max(0, limit), paths, key=_path_sort_key))
+        return _render_errors(
+            error for (path, _), error in self._by_path_and_message.items() if path in shown
+        )[:limit]
+
+    def rendered(self) -> list[str]:
+        """Every error rendered, sorted by path then text, without repeats."""
+        return _render_errors(self._by_path_and_message.values())
+
+
+def _render_errors(found: Iterable[jsonschema_rs.ValidationError]) -> list[str]:
     keyed = {(_path_sort_key(error.instance_path), _render_error(error)) for error in found}
     return [text for _, text in sorted(keyed)]
 
 
 def _render_error(error: jsonschema_rs.ValidationError) -> str:
+    return f"{_where(error.instance_path)}: {_render_message(error)}"
+
+
+def _render_message(error: jsonschema_rs.ValidationError) -> str:
     message = error.message
     if len(message) > MAX_MESSAGE_CHARS:
         # Most messages open with the offending value, as compact JSON with sorted keys.
@@ -247,7 +319,7 @@ def _render_error(error: jsonschema_rs.ValidationError) -> str:
         )
         if message.startswith(shown) and len(shown) > MAX_VALUE_CHARS:
             message = f"{shown[: MAX_VALUE_CHARS - 3]}...{message[len(shown) :]}"
-    return f"{_where(error.instance_path)}: {_shorten(message)}"
+    return _shorten(message)
 
 
 def _where(parts: Sequence[str | int]) -> str:

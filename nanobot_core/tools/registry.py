@@ -28,12 +28,8 @@ from nanobot_core._json_boundary import (
 from nanobot_core._json_repair import repair
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.records import PluginInfo
-from nanobot_core.schema import (
-    SchemaChange,
-    cast_arguments,
-    compile_schema,
-    normalise_schema_changes,
-)
+from nanobot_core.schema import SchemaChange, compile_schema, normalise_schema_changes
+from nanobot_core.schema.casting import cast_value_noted
 from nanobot_core.tools.base import Tool, ToolFacts, read_tool
 
 if TYPE_CHECKING:
@@ -346,20 +342,26 @@ class ToolRegistry:
         own = _own_check(entry, arguments)
         if own is not None:
             arguments, errors = own
-            error = f'Error: invalid arguments for tool "{name}": ' + _listed(errors)
+            listed = _listed(errors[:MAX_LISTED_ERRORS], len(errors) - MAX_LISTED_ERRORS)
+            error = f'Error: invalid arguments for tool "{name}": ' + listed
             return PreparedCall(name, tool, arguments, repairs, error=error if errors else None)
         try:
             validator = self._validator(entry)
-            errors = validator.errors(arguments)
+            # Only the errors the answer lists are rendered: a call may break the schema
+            # once per value, and the rest are only counted.
+            errors, more = validator.first_errors(arguments, MAX_LISTED_ERRORS)
             if errors:
                 written = _written(raw_arguments, not takes_arguments_key, arguments)
-                cast, notes = cast_arguments(validator, written)
-                cast_errors = validator.errors(cast)
+                cast, notes = cast_value_noted(validator, written)
+                # Nothing cast: the same values as before, so the same errors (not sought again).
+                cast_errors, cast_more = (
+                    validator.first_errors(cast, MAX_LISTED_ERRORS) if notes else (errors, more)
+                )
                 if cast_errors:
-                    errors = cast_errors
+                    errors, more = cast_errors, cast_more
                 else:
                     arguments, errors = cast, []
-                    repairs.extend(f"cast {note}" for note in notes)
+                    repairs.extend(f"cast {note.text()}" for note in notes)
         except ValueError as exc:  # the tool's own schema is broken
             return PreparedCall(
                 name,
@@ -375,7 +377,7 @@ class ToolRegistry:
                 tool,
                 arguments,
                 repairs,
-                error=f'Error: invalid arguments for tool "{name}": ' + _listed(errors),
+                error=f'Error: invalid arguments for tool "{name}": ' + _listed(errors, more),
             )
         return PreparedCall(name, tool, arguments, repairs)
 
@@ -398,11 +400,10 @@ class ToolRegistry:
         return f'Error: unknown tool "{clip(name)}".{hint} {available}'
 
 
-def _listed(errors: list[str]) -> str:
-    """The first `MAX_LISTED_ERRORS` of `errors`, and how many more there are."""
-    shown = "; ".join(errors[:MAX_LISTED_ERRORS])
-    more = len(errors) - MAX_LISTED_ERRORS
-    return f"{shown}; and {more:,} more" if more > 0 else shown
+def _listed(shown: list[str], more: int) -> str:
+    """The errors an answer lists (`MAX_LISTED_ERRORS` at most), and how many more there are."""
+    listed = "; ".join(shown)
+    return f"{listed}; and {more:,} more" if more > 0 else listed
 
 
 def _own_check(entry: _Entry, arguments: dict[str, Any]) -> tuple[dict[str, Any], list[str]] | None:

@@ -173,3 +173,12 @@ def test_the_doc_gives_the_bound_of_an_error_answer() -> None:
     """docs/limits.md states the bound the property above holds the answers to."""
     doc = " ".join((REPO_ROOT / "docs" / "limits.md").read_text(encoding="utf-8").split())
     assert f"at most {ERROR_CHARS:,} characters" in doc
+
+
+def test_clip_and_quoted_are_public_for_plugin_authors() -> None:
+    """A plugin imports the core's own cutting from `nanobot_core`, the one the core uses."""
+    import nanobot_core
+
+    assert nanobot_core.clip is clip and nanobot_core.quoted is quoted
+    assert {"clip", "quoted"} <= set(nanobot_core.__all__)
+    assert nanobot_core.clip(LONG).startswith(HEAD) and nanobot_core.clip(LONG).endswith(TAIL)

@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 
 from nanobot_core import Tool, tool
 from nanobot_core.kernel.records import PluginInfo
+from nanobot_core.schema import casting as casting_module
+from nanobot_core.schema.casting import CastNote
 from nanobot_core.tools import registry as registry_module
 from nanobot_core.tools.executor import Executor, ToolCallRequest
 from nanobot_core.tools.registry import ToolRegistry, suggest_name
@@ -128,7 +130,7 @@ def test_non_objects_are_errors(raw: Any, kind: str) -> None:
 def test_valid_arguments_are_never_cast(monkeypatch: pytest.MonkeyPatch) -> None:
     """Valid arguments are returned as given, and the caster is not even consulted."""
     consulted: list[Any] = []
-    monkeypatch.setattr(registry_module, "cast_arguments", lambda *a: consulted.append(a))
+    monkeypatch.setattr(registry_module, "cast_value_noted", lambda *a: consulted.append(a))
     schema = {"type": "object", "properties": {"code": {"type": ["string", "integer"]}}}
     raw = {"code": "007"}
     prepared = _registry(SchemaTool("lookup", schema)).prepare_call("lookup", raw)
@@ -148,7 +150,8 @@ def test_invalid_arguments_are_cast_then_validated_again() -> None:
 
 def test_cast_result_is_validated_again(monkeypatch: pytest.MonkeyPatch) -> None:
     """Whatever the caster returns is checked again, and its errors are what the model sees."""
-    monkeypatch.setattr(registry_module, "cast_arguments", lambda s, v: ({"label": 5}, ["x"]))
+    cast = ({"label": 5}, [CastNote(("label",), 1, 5)])
+    monkeypatch.setattr(registry_module, "cast_value_noted", lambda s, v: cast)
     prepared = _registry(SchemaTool("count", COUNTER_SCHEMA)).prepare_call("count", {"label": 1})
     assert (
         prepared.error
@@ -326,6 +329,28 @@ def test_the_errors_of_a_call_are_listed_up_to_the_limit_and_the_rest_counted() 
     assert registry_module.MAX_LISTED_ERRORS == 8
     few = registry.prepare_call("t", {"xs": ["x"] * 8}).error
     assert few == f'Error: invalid arguments for tool "t": {listed}'
+
+
+def test_the_notes_of_a_cast_that_leaves_the_call_invalid_are_never_written(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """50,000 items cast but still invalid: no note of theirs is written; a fixing cast's is."""
+    shown: list[Any] = []
+    show = casting_module._show
+
+    def counted_show(value: Any) -> str:
+        shown.append(value)
+        return show(value)
+
+    monkeypatch.setattr(casting_module, "_show", counted_show)
+    item = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    items = {"xs": {"type": "array", "items": item}}
+    registry = _registry(SchemaTool("t", {"type": "object", "properties": items}))
+    refused = registry.prepare_call("t", {"xs": [{"n": "1", "m": 0}, {}] * 25_000})
+    assert refused.error is not None and refused.error.endswith("; and 24,992 more")
+    assert shown == []
+    cast = registry.prepare_call("t", {"xs": [{"n": "1"}]})
+    assert cast.repairs == ['cast $.xs[0].n: "1" -> 1'] and shown == ["1", 1]
 
 
 def test_a_huge_key_is_cut_in_the_errors_and_the_cast_notes() -> None:

@@ -13,6 +13,8 @@ import ipaddress
 import socket
 from collections.abc import Callable, Sequence
 
+from nanobot_core import clip, quoted
+
 from nanobot_web_tools.errors import FetchRefused
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -116,9 +118,9 @@ def resolve_checked(
     """
     name = normalise_host(host)
     if name in METADATA_HOSTNAMES:
-        raise FetchRefused(f"{host} is a cloud metadata host name")
+        raise FetchRefused(f"{clip(host)} is a cloud metadata host name")
     if (name == "localhost" or name.endswith(".localhost")) and not allow_loopback:
-        raise FetchRefused(f"{host} names the loopback interface")
+        raise FetchRefused(f"{clip(host)} names the loopback interface")
     literal = _parse_address(name)
     if literal is not None:
         addresses: tuple[IPAddress, ...] = (literal,)
@@ -126,14 +128,14 @@ def resolve_checked(
         try:
             answers = resolver(name, port)
         except (OSError, UnicodeError) as exc:
-            raise FetchRefused(f"cannot resolve {host}: {exc}") from exc
+            raise FetchRefused(f"cannot resolve {clip(host)}: {clip(str(exc))}") from exc
         addresses = tuple(_checked_answer(host, answer) for answer in answers)
         if not addresses:
-            raise FetchRefused(f"cannot resolve {host}: no addresses")
+            raise FetchRefused(f"cannot resolve {clip(host)}: no addresses")
     for address in addresses:
         reason = refusal_reason(address, allow_loopback=allow_loopback)
         if reason is not None:
-            raise FetchRefused(f"{host} resolves to {address}, which is {reason}")
+            raise FetchRefused(f"{clip(host)} resolves to {address}, which is {reason}")
     return addresses
 
 
@@ -147,5 +149,7 @@ def _parse_address(text: str) -> IPAddress | None:
 def _checked_answer(host: str, answer: str) -> IPAddress:
     address = _parse_address(answer)
     if address is None:
-        raise FetchRefused(f"the resolver gave {answer!r} for {host}, which is not an IP address")
+        raise FetchRefused(
+            f"the resolver gave {quoted(answer)} for {clip(host)}, which is not an IP address"
+        )
     return address

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from nanobot_core import run_in_daemon_thread
+from nanobot_core import clip, quoted, run_in_daemon_thread
 
 from nanobot_web_tools.addresses import IPAddress, Resolver, resolve_checked, system_resolver
 from nanobot_web_tools.errors import FetchFailed, FetchRefused
@@ -254,7 +254,7 @@ class PinnedFetcher:
                 resolver=self.resolver,
                 allow_loopback=self.allow_loopback,
             ),
-            name=f"resolve {host}",
+            name=f"resolve {clip(host)}",
         )
 
     async def _send(
@@ -274,21 +274,27 @@ class PinnedFetcher:
                 continue
             except httpx.InvalidURL as exc:
                 # httpx parses a redirect's Location while receiving the response.
-                raise FetchRefused(f"invalid redirect location from {target}: {exc}") from exc
+                raise FetchRefused(
+                    f"invalid redirect location from {_shown(target)}: {clip(str(exc))}"
+                ) from exc
             except httpx.RemoteProtocolError as exc:
                 if "location" not in str(exc).lower():
-                    raise FetchFailed(f"{target}: {type(exc).__name__}: {exc}") from exc
-                raise FetchRefused(f"invalid redirect location from {target}: {exc}") from exc
+                    raise FetchFailed(f"{_shown(target)}: {_failure(exc)}") from exc
+                raise FetchRefused(
+                    f"invalid redirect location from {_shown(target)}: {clip(str(exc))}"
+                ) from exc
             except httpx.HTTPError as exc:
-                raise FetchFailed(f"{target}: {type(exc).__name__}: {exc}") from exc
+                raise FetchFailed(f"{_shown(target)}: {_failure(exc)}") from exc
             return response
-        raise FetchFailed(f"cannot connect to {target.host}: " + "; ".join(failures))
+        raise FetchFailed(f"cannot connect to {clip(target.host)}: " + "; ".join(failures))
 
     async def _read(self, response: httpx.Response, target: httpx.URL) -> FetchedPage:
         import httpx
 
         if not 200 <= response.status_code < 300:
-            raise FetchFailed(f"HTTP {response.status_code} {response.reason_phrase} for {target}")
+            raise FetchFailed(
+                f"HTTP {response.status_code} {clip(response.reason_phrase)} for {_shown(target)}"
+            )
         header = response.headers.get("content-type", "")
         mime, charset = media_type(header)
         if not is_textual(mime):
@@ -299,10 +305,12 @@ class PinnedFetcher:
         try:
             body, truncated = await _read_limited(response, self.limits.max_bytes, inflater)
         except zlib.error as exc:
-            raise FetchFailed(f"{target}: the body is not valid {encoding} data: {exc}") from None
+            raise FetchFailed(
+                f"{_shown(target)}: the body is not valid {encoding} data: {exc}"
+            ) from None
         except httpx.HTTPError as exc:
             raise FetchFailed(
-                f"{target}: the body could not be read to its end: {type(exc).__name__}: {exc}"
+                f"{_shown(target)}: the body could not be read to its end: {_failure(exc)}"
             ) from None
         text = decode_body(body, charset, truncated=truncated)
         if mime in _HTML_TYPES:
@@ -323,7 +331,9 @@ def _redirect_target(target: httpx.URL, location: str) -> httpx.URL:
     try:
         joined = str(target.join(location))
     except (httpx.InvalidURL, ValueError) as exc:
-        raise FetchRefused(f"invalid redirect location {location!r}: {exc}") from exc
+        raise FetchRefused(
+            f"invalid redirect location {quoted(location)}: {clip(str(exc))}"
+        ) from exc
     return _http_url(joined)
 
 
@@ -333,12 +343,23 @@ def _http_url(url: str) -> httpx.URL:
     try:
         parsed: httpx.URL = httpx.URL(url)
     except httpx.InvalidURL as exc:
-        raise FetchRefused(f"invalid URL {url!r}: {exc}") from exc
+        raise FetchRefused(f"invalid URL {quoted(url)}: {clip(str(exc))}") from exc
     if parsed.scheme not in ("http", "https"):
-        raise FetchRefused(f"only http and https URLs can be fetched, not {parsed.scheme or url!r}")
+        shown = quoted(parsed.scheme or url)
+        raise FetchRefused(f"only http and https URLs can be fetched, not {shown}")
     if not parsed.raw_host:
-        raise FetchRefused(f"the URL {url!r} has no host")
+        raise FetchRefused(f"the URL {quoted(url)} has no host")
     return parsed
+
+
+def _shown(target: httpx.URL) -> str:
+    """A URL as an error quotes it: the model's (or a redirect's) URL may be of any length."""
+    return clip(str(target))
+
+
+def _failure(exc: Exception) -> str:
+    """An httpx error as a message says it: its text may quote the URL it was about."""
+    return f"{type(exc).__name__}: {clip(str(exc))}"
 
 
 class _Inflater:

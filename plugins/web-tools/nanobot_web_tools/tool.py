@@ -6,7 +6,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from nanobot_core import ConfigError, Tool, ToolResult, source_prefix
+from nanobot_core import ConfigError, Tool, ToolResult, clip, source_prefix
 
 from nanobot_web_tools.errors import FetchFailed, FetchRefused
 from nanobot_web_tools.fetch import FetchedPage, FetchLimits, PinnedFetcher
@@ -90,9 +90,9 @@ class WebFetch(Tool):
         try:
             page = await self.fetcher.fetch(url)
         except FetchRefused as exc:
-            return ToolResult.error(f"web_fetch refused {url}: {exc}")
+            return ToolResult.error(f"web_fetch refused {clip(url)}: {exc}")
         except FetchFailed as exc:
-            return ToolResult.error(f"web_fetch failed for {url}: {exc}")
+            return ToolResult.error(f"web_fetch failed for {clip(url)}: {exc}")
         return ToolResult(render_page(page, max_chars or self.max_chars))
 
 
