@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import copy
 import re
-from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -29,7 +29,7 @@ from nanobot_core._json_repair import repair
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.records import PluginInfo
 from nanobot_core.schema import SchemaChange, compile_schema, normalise_schema_changes
-from nanobot_core.schema.casting import cast_value_noted
+from nanobot_core.schema.casting import CastNote, cast_value_noted
 from nanobot_core.tools.base import Tool, ToolFacts, read_tool
 
 if TYPE_CHECKING:
@@ -361,7 +361,7 @@ class ToolRegistry:
                     errors, more = cast_errors, cast_more
                 else:
                     arguments, errors = cast, []
-                    repairs.extend(f"cast {note.text()}" for note in notes)
+                    repairs.extend(_cast_repairs(notes))
         except ValueError as exc:  # the tool's own schema is broken
             return PreparedCall(
                 name,
@@ -398,6 +398,20 @@ class ToolRegistry:
         guess = suggest_name(name, names)
         hint = f' Did you mean "{guess}"?' if guess else ""
         return f'Error: unknown tool "{clip(name)}".{hint} {available}'
+
+
+def _cast_repairs(notes: Sequence[CastNote]) -> list[str]:
+    """The repairs a kept cast adds: its first `MAX_LISTED_ERRORS` notes, then how many more.
+
+    A call may hold one value to cast per value (50,000 numbers written as strings):
+    listed one by one, their notes would be four times the arguments, kept in the
+    session and printed by ``--json``.
+    """
+    shown = [f"cast {note.text()}" for note in notes[:MAX_LISTED_ERRORS]]
+    more = len(notes) - MAX_LISTED_ERRORS
+    if more <= 0:
+        return shown
+    return [*shown, f"cast {more:,} more {'value' if more == 1 else 'values'}, not listed"]
 
 
 def _listed(shown: list[str], more: int) -> str:

@@ -353,6 +353,22 @@ def test_the_notes_of_a_cast_that_leaves_the_call_invalid_are_never_written(
     assert cast.repairs == ['cast $.xs[0].n: "1" -> 1'] and shown == ["1", 1]
 
 
+def test_a_cast_of_many_values_lists_eight_notes_and_counts_the_rest() -> None:
+    """50,000 numbers written as strings: eight cast notes, then one saying how many more."""
+    items = {"xs": {"type": "array", "items": {"type": "integer"}}}
+    registry = _registry(SchemaTool("t", {"type": "object", "properties": items}))
+    prepared = registry.prepare_call("t", {"xs": ["3"] * 50_000})
+    assert prepared.error is None and prepared.arguments == {"xs": [3] * 50_000}
+    assert prepared.repairs == [
+        *(f'cast $.xs[{i}]: "3" -> 3' for i in range(8)),
+        "cast 49,992 more values, not listed",
+    ]
+    nine = registry.prepare_call("t", {"xs": ["3"] * 9}).repairs
+    assert nine[-1] == "cast 1 more value, not listed" and len(nine) == 9
+    eight = registry.prepare_call("t", {"xs": ["3"] * 8}).repairs
+    assert eight == [f'cast $.xs[{i}]: "3" -> 3' for i in range(8)]
+
+
 def test_a_huge_key_is_cut_in_the_errors_and_the_cast_notes() -> None:
     """A 100 KB key names its argument by its ends, in an error and in a note of a cast."""
     key = "k" * 100_000 + "END"
