@@ -11,6 +11,7 @@ from structlog.testing import capture_logs
 from nanobot_core import Section, SectionContext, Tool, hookimpl
 from nanobot_core.config import Config, PluginsConfig
 from nanobot_core.kernel.manager import PluginManager
+from nanobot_core.sessions import Lease, SessionStore
 from tests.helpers import REPO_ROOT, plugin_env, run_cli
 
 PAGE = (REPO_ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
@@ -130,3 +131,15 @@ def test_the_provider_example_answers_a_run_and_its_error_reads_as_quoted(tmp_pa
     (quoted,) = re.findall(r"`(Error: provider 'echo'[^`]*)`", " ".join(PAGE.split()))
     assert quoted in failed.stderr.splitlines()
     assert "Traceback" not in failed.stderr
+
+
+def test_the_session_store_section_names_every_method_of_the_protocol() -> None:
+    """The session store section names each method a store and its lease need, and hypothesis."""
+    section = PAGE[PAGE.index("## A session store") : PAGE.index("Every call into a store")]
+    spans = set(re.findall(r"`(\w+)\(", section))
+    store_methods = {"describe", "list_sessions", "load", "lease", "close"}
+    lease_methods = {"load", "append", "release"}
+    assert store_methods | lease_methods <= spans
+    assert all(callable(getattr(SessionStore, name)) for name in store_methods)
+    assert all(callable(getattr(Lease, name)) for name in lease_methods)
+    assert "`hypothesis`" in section
