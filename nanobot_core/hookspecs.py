@@ -194,10 +194,11 @@ def nanobot_session_stores(ctx: PluginContext) -> list[Any]:
 
     Called once per plugin manager, when a command needs sessions or lists
     plugins. Return a list of stores, each with a string ``name`` and the
-    methods of :class:`nanobot_core.sessions.SessionStore` (load, lease, list;
-    appends go through the lease, atomically, with the sequence number the
-    writer expects). ``[sessions] store`` picks one by name (default ``jsonl``,
-    the built-in file store); an unknown name is a configuration error naming
+    methods of :class:`nanobot_core.sessions.SessionStore` (``describe``,
+    ``list_sessions``, ``load``, ``lease``, ``close``; appends go through the
+    lease, atomically, with the sequence number the writer expects).
+    ``[sessions] store`` picks one by name (default ``jsonl``, the built-in
+    file store); an unknown name is a configuration error naming
     the known ones. Names clash as tools' do: ``jsonl`` stays the built-in's
     unless config allows this plugin to override it, a clash between two
     plugins is won by the first distribution name, then entry-point name, and

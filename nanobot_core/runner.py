@@ -764,27 +764,52 @@ class Runner:
                     # object, and what it made it keeps for the next call, so a provider
                     # that edited what it was given would change every later request.
                     messages, tools = container_copy(messages), container_copy(tools)
-                if not getattr(self.provider, "accepts_prefix", False):
-                    return await self.provider.complete(messages, tools)
-                changed_at = _changed_at(governed)
-                if changed_at is not None and len(messages) > len(governed.messages):
-                    changed_at += 1  # the system prompt goes first
                 complete: Any = self.provider.complete
-                reply: ProviderReply = await complete(messages, tools, prefix=changed_at)
-                return reply
+                if not getattr(self.provider, "accepts_prefix", False):
+                    reply: object = await complete(messages, tools)
+                else:
+                    changed_at = _changed_at(governed)
+                    if changed_at is not None and len(messages) > len(governed.messages):
+                        changed_at += 1  # the system prompt goes first
+                    reply = await complete(messages, tools, prefix=changed_at)
         except PluginEscapeError as exc:  # said only what was raised: named here
             raise ProviderError(f"{self._provider_label()} {exc}") from None
         except ProviderError as exc:
-            # The user is told which provider failed, whatever its own message names (most
-            # name the URL they sent to): said once, at the one place every call goes through.
-            name = self._provider_name()
-            if str(exc).startswith(f"provider {name!r}"):
+            named = self._named_provider_error(exc)
+            if named is exc:
                 raise
-            raise ProviderError(f"provider {name!r}: {exc}") from exc
+            raise named from exc
         except NanobotError:
             raise
         except Exception as exc:  # a provider's own bug: named, not a traceback
             raise ProviderError(f"{self._provider_label()} raised {describe(exc)}") from exc
+        if not isinstance(reply, ProviderReply):
+            # Read further on (`reply.tool_calls`), anything else would end the turn in an
+            # AttributeError traceback that names neither the provider nor its plugin.
+            raise ProviderError(
+                f"{self._provider_label()} returned {_a_type(reply)} from complete, not a "
+                "nanobot_core.providers.ProviderReply"
+            )
+        return reply
+
+    def _named_provider_error(self, exc: ProviderError) -> ProviderError:
+        """`exc` worded so that the user is told which provider failed, and whose it is.
+
+        Whatever the provider's own message names (most name the URL they sent to), the
+        provider is said once, at the one place every call goes through; a plugin's
+        provider is named with its plugin and version, as its other failures are, while the
+        built-in one keeps its short ``provider 'openai': ...``.
+        """
+        name = self._provider_name()
+        text, short, label = str(exc), f"provider {name!r}", self._provider_label()
+        owner = self.provider_owner or ""
+        if owner.startswith(_BUILTIN_OWNER) or label == short:
+            return exc if text.startswith(short) else ProviderError(f"{short}: {text}")
+        if text.startswith(label):
+            return exc
+        if text.startswith(short):  # "provider 'x': ..." or "provider 'x' did not ..."
+            return ProviderError(label + text[len(short) :])
+        return ProviderError(f"{label}: {text}")
 
     async def _run_tools(
         self,
@@ -989,6 +1014,18 @@ def _restore_governance(governor: Any, session: Any) -> GovernanceState | None:
 
 def _is_governance_record(record: Mapping[str, Any]) -> bool:
     return GovernanceState.from_record(record) is not None
+
+
+# How `PluginRecord.describe` begins for a built-in plugin: its provider's errors stay short.
+_BUILTIN_OWNER = "built-in plugin "
+
+
+def _a_type(value: object) -> str:
+    """``None``, ``a dict``, ``an int``: what a value is, for a message."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def _with_system(system: str, governed: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

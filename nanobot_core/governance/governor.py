@@ -1579,12 +1579,23 @@ def _as_outcome(returned: Any) -> StageOutcome | str:
     if isinstance(returned, list):  # a bare list: whether it changed is found by looking
         return StageOutcome(returned, changed=True)
     if not isinstance(returned, StageOutcome):
-        return f"ignored: the stage returned a {type(returned).__name__}, not a StageOutcome"
+        return (
+            f"ignored: the stage returned {_a_value_of(returned)}, "
+            "not a StageOutcome or a list of messages"
+        )
     if not isinstance(returned.messages, list):
         kind = type(returned.messages).__name__
         return f"ignored: the stage's outcome holds a {kind}, not a list of messages"
     details = returned.details if isinstance(returned.details, list | tuple) else [returned.details]
     return StageOutcome(returned.messages, bool(returned.changed), [str(d) for d in details])
+
+
+def _a_value_of(value: object) -> str:
+    """``None``, ``a dict``, ``an int``: what a stage returned, for its report line."""
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def _first_fault(messages: list[Any]) -> tuple[int, str] | None:

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
 from nanobot_core import hookimpl
@@ -181,6 +182,25 @@ def test_the_writing_a_stage_example_runs_before_offload_and_drops_debug_notes(
     assert entry is not None and entry.details == ["dropped 1 debug notes"]
     clean = [user("hi"), say("hello")]
     assert govern_and_check(clean, stages=[stage]).messages is clean
+
+
+def test_the_per_message_example_is_handed_only_what_its_prefilter_admits() -> None:
+    """The page's `hide_tickets` is called once, for the one message with a ticket, by index."""
+    example = _module("def hide_tickets")
+    (stage,) = example.nanobot_governance_stages(None)
+    handed: list[list[Any]] = []
+
+    def counted(messages: list[Any], ctx: Any) -> Any:
+        handed.append(messages)
+        return example.hide_tickets(messages, ctx)
+
+    history = [user("hi"), say("hello"), user("see TICKET-42 please")]
+    governed = govern_and_check(history, stages=[attrs.evolve(stage, func=counted)])
+    assert governed.messages[-1]["content"] == "see TICKET-? please"
+    entry = governed.report.entry("hide_tickets")
+    assert entry is not None and entry.details == ["messages[2]: ticket numbers hidden"]
+    # Once as governed, once as `govern_and_check` governs the result again: never "hi".
+    assert [m[0]["content"] for m in handed] == ["see TICKET-42 please", "see TICKET-? please"]
 
 
 def test_the_options_example_is_refused_with_the_documented_line(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any, NoReturn
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
@@ -106,7 +107,19 @@ def test_the_report_of_a_prefilter_that_raises_names_its_plugin_version() -> Non
 def test_the_report_of_a_stage_that_returns_garbage_names_its_plugin_version() -> None:
     """The report of a stage whose return value is ignored names its plugin and version."""
     assert _details(Stage("shaky", lambda m, c: 42), {"shaky": _ORIGIN}) == [
-        f"ignored ({_ORIGIN}): the stage returned a int, not a StageOutcome"
+        f"ignored ({_ORIGIN}): the stage returned an int, not a StageOutcome or a list of messages"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("returned", "said"), [(None, "None"), ({"role": "user"}, "a dict"), ((), "a tuple")]
+)
+def test_the_report_of_a_stage_that_forgot_its_outcome_says_what_it_returned(
+    returned: Any, said: str
+) -> None:
+    """A stage returning nothing, one message or a tuple is told what a stage returns."""
+    assert _details(Stage("shaky", lambda m, c: returned), {"shaky": _ORIGIN}) == [
+        f"ignored ({_ORIGIN}): the stage returned {said}, not a StageOutcome or a list of messages"
     ]
 
 

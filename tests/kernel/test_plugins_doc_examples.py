@@ -11,7 +11,8 @@ from structlog.testing import capture_logs
 from nanobot_core import Section, SectionContext, Tool, hookimpl
 from nanobot_core.config import Config, PluginsConfig
 from nanobot_core.kernel.manager import PluginManager
-from tests.helpers import REPO_ROOT
+from nanobot_core.sessions import Lease, SessionStore
+from tests.helpers import REPO_ROOT, plugin_env, run_cli
 
 PAGE = (REPO_ROOT / "docs" / "plugins.md").read_text(encoding="utf-8")
 
@@ -85,3 +86,60 @@ def test_a_disabled_builtin_is_blocked_and_frees_its_names(tmp_path: Path) -> No
     assert status["builtin:tools"] == ("loaded", None)
     ctx = SectionContext(workspace=tmp_path, config=config)
     assert manager.prompt_builder().build(ctx).text == "I am the plugin's identity."
+
+
+def _install_echo(site: Path) -> Path:
+    """The page's provider example as distribution my-echo 1.0, entry point `echo`.
+
+    With ECHO_EMPTY set, the same provider is asked with no messages, as the page's error
+    line supposes.
+    """
+    (block,) = [
+        b for b in re.findall(r"```python\n(.*?)```", PAGE, re.DOTALL) if "class EchoProvider" in b
+    ]
+    failing = (
+        "\n\nimport os\n\n\n"
+        "class _Empty(EchoProvider):\n"
+        "    async def complete(self, messages, tools):\n"
+        "        return await EchoProvider.complete(self, [], tools)\n\n\n"
+        "if os.environ.get('ECHO_EMPTY'):\n"
+        "    _Empty.name = 'echo'\n"
+        "    nanobot_providers = hookimpl(lambda ctx: [_Empty])\n"
+    )
+    (site / "my_echo").mkdir(parents=True)
+    (site / "my_echo" / "__init__.py").write_text(block + failing, encoding="utf-8")
+    info = site / "my_echo-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-echo\nVersion: 1.0\n")
+    (info / "entry_points.txt").write_text("[nanobot.plugins]\necho = my_echo\n")
+    return site
+
+
+def test_the_provider_example_answers_a_run_and_its_error_reads_as_quoted(tmp_path: Path) -> None:
+    """`run --provider echo` answers with the prompt's first words; its ProviderError is quoted."""
+    site = _install_echo(tmp_path / "site")
+    workspace = tmp_path / "work"
+    workspace.mkdir()
+    env = plugin_env(site, "echo")
+    answered = run_cli("run", "tell me a story", "--provider", "echo", cwd=workspace, env=env)
+    assert answered.returncode == 0, answered.stderr
+    assert answered.stdout == "tell me a\n"
+    failed = run_cli(
+        "run", "hi", "--provider", "echo", cwd=workspace, env={**env, "ECHO_EMPTY": "1"}
+    )
+    assert failed.returncode == 1, failed.stderr
+    (quoted,) = re.findall(r"`(Error: provider 'echo'[^`]*)`", " ".join(PAGE.split()))
+    assert quoted in failed.stderr.splitlines()
+    assert "Traceback" not in failed.stderr
+
+
+def test_the_session_store_section_names_every_method_of_the_protocol() -> None:
+    """The session store section names each method a store and its lease need, and hypothesis."""
+    section = PAGE[PAGE.index("## A session store") : PAGE.index("Every call into a store")]
+    spans = set(re.findall(r"`(\w+)\(", section))
+    store_methods = {"describe", "list_sessions", "load", "lease", "close"}
+    lease_methods = {"load", "append", "release"}
+    assert store_methods | lease_methods <= spans
+    assert all(callable(getattr(SessionStore, name)) for name in store_methods)
+    assert all(callable(getattr(Lease, name)) for name in lease_methods)
+    assert "`hypothesis`" in section

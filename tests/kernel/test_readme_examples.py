@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
+import os
 import re
+import tomllib
 import types
 from collections.abc import Callable
 from pathlib import Path
@@ -11,7 +14,7 @@ from typing import Any
 from nanobot_core import SectionContext
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.testing import assert_tool_contract, govern_and_check, run_tool
-from tests.helpers import REPO_ROOT
+from tests.helpers import REPO_ROOT, clean_env, run_cli
 
 
 def _example(marker: str) -> types.ModuleType:
@@ -68,3 +71,29 @@ def test_the_section_example_renders_rules_md(
         "tool_contract",
     ]
     assert "Answer in French." in built.text
+
+
+def test_the_tool_examples_entry_points_load_every_tool_as_written(tmp_path: Path) -> None:
+    """Installed with the README's entry points, the example gives `weather` and `word_count`."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    start = text.index("class Weather(Tool)")
+    block = re.findall(
+        r"```python\n(.*?)```", text[text.rindex("```python", 0, start) :], re.DOTALL
+    )
+    entry_points = tomllib.loads(re.findall(r"```toml\n(.*?)```", text[start:], re.DOTALL)[0])
+    tools = entry_points["project"]["entry-points"]["nanobot.tools"]
+    site = tmp_path / "site"
+    (site / "my_package").mkdir(parents=True)
+    (site / "my_package" / "__init__.py").write_text(block[0], encoding="utf-8")
+    info = site / "my_package-1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: my-package\nVersion: 1.0\n")
+    lines = "".join(f"{name} = {target}\n" for name, target in tools.items())
+    (info / "entry_points.txt").write_text(f"[nanobot.tools]\n{lines}", encoding="utf-8")
+    env = clean_env(
+        PYTHONPATH=os.pathsep.join([str(site), str(REPO_ROOT)]), NANOBOT_PLUGINS="my-package"
+    )
+    listed = run_cli("--strict", "tools", "--json", cwd=tmp_path, env=env)
+    assert listed.returncode == 0, listed.stderr
+    mine = [row["name"] for row in json.loads(listed.stdout) if row["distribution"] == "my-package"]
+    assert mine == ["weather", "word_count"]

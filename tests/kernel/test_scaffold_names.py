@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import keyword
+import sys
+import types
 from pathlib import PurePosixPath
 from typing import Any
 
@@ -175,3 +177,24 @@ def test_a_word_ending_in_tool_is_kept_whole_without_a_second_suffix(
     assert project.class_name == class_name
     files = render_project(project)
     assert f'{project.package} = "{project.package}:{class_name}"' in files["pyproject.toml"]
+
+
+def test_the_stage_project_declares_its_work_and_its_own_tests_pass(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The stage new-plugin writes is per message with a prefilter, as docs/governance.md asks."""
+    project = PluginProject(distribution="acme-trim", kind="stage")
+    files = render_project(project)
+    package = types.ModuleType(project.package)
+    exec(compile(files["acme_trim/__init__.py"], "acme_trim/__init__.py", "exec"), package.__dict__)
+    (stage,) = package.nanobot_governance_stages(None)
+    assert stage.per_message is True
+    assert stage.prefilter is not None
+    assert stage.prefilter("bye  ") and not stage.prefilter("bye")
+    monkeypatch.setitem(sys.modules, project.package, package)
+    tests: dict[str, Any] = {}
+    exec(compile(files["tests/test_stage.py"], "tests/test_stage.py", "exec"), tests)
+    ran = [name for name in tests if name.startswith("test_")]
+    for name in ran:
+        tests[name]()
+    assert len(ran) == 2
