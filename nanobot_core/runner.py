@@ -809,6 +809,11 @@ class Runner:
             return exc
         if text.startswith(short):  # "provider 'x': ..." or "provider 'x' did not ..."
             return ProviderError(label + text[len(short) :])
+        # A message that begins by naming the plugin's distribution and version (as a
+        # provider used on its own must) goes on from the label that ends with them.
+        release = owner.rpartition(" from ")[2] if " from " in owner else ""
+        if release and text.startswith(release + " "):
+            return ProviderError(label + text[len(release) :])
         return ProviderError(f"{label}: {text}")
 
     async def _run_tools(

@@ -37,6 +37,8 @@ class Provider:
             raise ProviderError("upstream said no")
         if mistake == "provider-error-named":
             raise ProviderError("provider 'mistaken' did not get an answer")
+        if mistake == "provider-error-released":
+            raise ProviderError("mistaken 0.1 sends no request: messages[1] is odd")
         raise AssertionError(mistake)
 
 
@@ -83,6 +85,12 @@ def test_a_reply_that_is_no_provider_reply_fails_the_run_naming_the_plugin(
         (
             "provider-error-named",
             f"Error: provider 'mistaken' of {NAMED} did not get an answer",
+        ),
+        (
+            # A message naming the distribution and version, as a provider used on its own
+            # must: they are said once.
+            "provider-error-released",
+            f"Error: provider 'mistaken' of {NAMED} sends no request: messages[1] is odd",
         ),
     ],
 )
