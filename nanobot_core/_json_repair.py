@@ -7,6 +7,8 @@ Two ways, tried in order:
    the open string is closed, then the open arrays and objects, trying a
    fixed few cuts of the unfinished tail (a dangling comma, a key without
    its value, a half-written literal). Each try is one linear ``json.loads``.
+   The last member is dropped only when it could be JSON cut short: a whole
+   member in another syntax (``'text': 'abc'``, ``b: 2``) goes to 2.
 2. **Anything else** (single quotes, comments, unquoted keys, Python
    literals): json-repair, which is quadratic on some inputs, so it is only
    given texts of at most `MAX_REPAIR_CHARS` characters. Longer texts that
@@ -37,7 +39,8 @@ MAX_REPAIR_CHARS = 65_536
 # A string (closed, or open up to the end of the text), a bracket, or a comma. The string is the
 # unrolled loop with possessive repeats: it never backtracks, and its long runs are matched by a
 # single character-class repeat.
-_TOKEN = re.compile(r'"[^"\\]*+(?:\\.[^"\\]*+)*+(?P<closed>")?|[\[\]{},]', re.DOTALL)
+_STRING_OPENED = r'"[^"\\]*+(?:\\.[^"\\]*+)*+'
+_TOKEN = re.compile(_STRING_OPENED + r'(?P<closed>")?|[\[\]{},]', re.DOTALL)
 _CLOSER = {"[": "]", "{": "}"}
 
 
@@ -115,7 +118,7 @@ def _close_truncation(text: str, options: dict[str, Any]) -> tuple[Any, str] | N
     closers = "".join(reversed(stack))
     stripped = body.rstrip()
     candidates = [stripped[:-1]] if stripped.endswith(",") else [stripped]
-    if starts:
+    if starts and _could_be_cut_json(text[starts[-1] :]):
         # Drop the unfinished member: back to where it began, and a comma before it.
         cut = text[: starts[-1]].rstrip()
         candidates.append(cut[:-1] if cut.endswith(",") else cut)
@@ -127,6 +130,24 @@ def _close_truncation(text: str, options: dict[str, Any]) -> tuple[Any, str] | N
             continue
         return decoded.value, "repaired malformed JSON"
     return None
+
+
+# What a JSON member cut short holds outside its strings: a colon, a number's characters,
+# the letters of true, false and null, whitespace, and the brackets and commas of the
+# arrays and objects it holds.
+_CUT_MEMBER_REST = frozenset(" \t\n\r:,[]{}0123456789+-.eEtruefalsn")
+# A string, closed or open to the end (where an escape may be cut after its backslash).
+_STRINGS = re.compile(_STRING_OPENED + r'(?:"|\\\Z)?', re.DOTALL)
+
+
+def _could_be_cut_json(member: str) -> bool:
+    """Whether `member`, the last member of a cut-off text, could be JSON cut short.
+
+    Dropping it is right for ``"b": tr`` or ``"key"``; for ``'text': 'abc'`` (single
+    quotes) or ``b: 2`` (a bare key) it would drop a whole member in silence, which
+    json-repair then keeps.
+    """
+    return _CUT_MEMBER_REST.issuperset(_STRINGS.sub("", member))
 
 
 def _odd_backslashes_at_end(text: str) -> bool:

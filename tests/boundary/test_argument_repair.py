@@ -65,6 +65,38 @@ def test_each_kind_of_cut_off_tail_is_dropped(text: str, expected: dict[str, Any
     assert repair(text)[0] == expected
 
 
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("{'text': 'a b c'", {"text": "a b c"}),
+        ("{'text': 'a b c", {"text": "a b c"}),
+        ("['a'", ["a"]),
+        ('{"a": 1, b: [1]', {"a": 1, "b": [1]}),
+    ],
+)
+def test_a_last_member_that_is_no_cut_json_is_kept(text: str, expected: Any) -> None:
+    """A cut-off text whose last member is whole but not JSON (single quotes, a bare key)
+    keeps it: dropping it as unfinished gave ``{}`` for ``{'text': 'a b c'``."""
+    assert repair(text)[0] == expected
+
+
+# Printable text without the quotes and backslash a Python-style literal would escape, nor
+# the punctuation json-repair reads as structure inside a quoted key.
+plain = st.text(
+    st.characters(min_codepoint=32, max_codepoint=126, exclude_characters="'\\\",:[]{}")
+)
+
+
+@ARGUMENTS
+@given(st.dictionaries(plain.filter(str.strip), plain, min_size=1, max_size=4), st.booleans())
+def test_single_quoted_members_cut_before_the_brace_are_all_kept(
+    value: dict[str, str], comma: bool
+) -> None:
+    """``{'k': 'v', ...`` cut before its closing brace (or after a comma) loses no member."""
+    text = "{" + ", ".join(f"'{key}': '{item}'" for key, item in value.items())
+    assert repair(text + ("," if comma else ""))[0] == value
+
+
 def test_a_cut_off_text_keeps_its_numbers_as_written() -> None:
     """With written_numbers, a closed truncation keeps each number's text; json-repair does not."""
     value, _ = repair('{"a": 3.10, "b": [1E+2', written_numbers=True)
