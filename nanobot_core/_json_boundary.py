@@ -4,7 +4,9 @@ What comes in (model replies, session lines, tool arguments, plugin output)
 is decoded within documented limits, into values that can always be encoded
 again:
 
-- nesting deeper than `MAX_DEPTH` arrays and objects is refused,
+- nesting deeper than `MAX_DEPTH` arrays and objects is refused (a text that nests
+  past it before a syntax error is refused for depth, whatever follows), the same on
+  every Python version, whatever depth the standard library's parser reaches,
 - an integer of more than `MAX_INT_DIGITS` digits is refused,
 - a text of more than `MAX_VALUES` values (tool arguments: `MAX_ARGUMENT_VALUES`)
   is refused before it is decoded, so that memory stays proportional to the
@@ -55,6 +57,7 @@ import attrs
 __all__ = [
     "MAX_ARGUMENT_VALUES",
     "MAX_DEPTH",
+    "MAX_ENCODED_DEPTH",
     "MAX_INT_DIGITS",
     "MAX_VALUES",
     "Decoded",
@@ -74,6 +77,11 @@ __all__ = [
 
 #: Arrays and objects nested deeper than this are refused.
 MAX_DEPTH = 100
+#: A value nested deeper than this is refused when encoded (`dumps`), on every Python
+#: version: the standard library's encoder gives up at a depth that depends on the version
+#: (Python's recursion limit, 1,000 levels less the frames already in use, on 3.11; 1,500 on
+#: 3.12; 10,000 on 3.13). A value between `MAX_DEPTH` and this is encoded as it is.
+MAX_ENCODED_DEPTH = 500
 #: Integers with more digits than this are refused: Python's own limit on converting
 #: integers to and from text, so what decodes can always be encoded again.
 MAX_INT_DIGITS = 4_300
@@ -202,6 +210,12 @@ def loads(
     except RecursionError:
         raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:
+        # Refused for depth when it nests past the limit before its error, as a parser that
+        # counted levels would refuse it: how deep the standard library's goes before its
+        # RecursionError depends on the Python version (about 1,000 levels on 3.11, 1,500
+        # on 3.12, 10,000 on 3.13), and which refusal a text gets must not.
+        if _nests_past_limit(text[: exc.pos]):
+            raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels") from None
         raise JSONSyntaxError(
             f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         ) from None
@@ -307,15 +321,51 @@ def _holds_written(value: Any) -> bool:
     return False
 
 
-def _too_deep(value: Any) -> bool:
-    """Whether containers nest deeper than `MAX_DEPTH` in `value` (iterative, containers only)."""
+# Every character but a bracket, once strings are cut out: what is left says how deep a text nests.
+_NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def _nests_past_limit(text: str) -> bool:
+    """Whether the arrays and objects `text` opens (a text cut anywhere) nest past `MAX_DEPTH`.
+
+    Strings are cut out first (one at the end may be open), so brackets in them do not
+    count. Linear in the length of `text`; a loop over its brackets only when it opens more
+    than `MAX_DEPTH` of them.
+    """
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    depth = 0
+    for bracket in _NOT_A_BRACKET.sub("", _STRING.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        if depth > MAX_DEPTH:
+            return True
+    return False
+
+
+def _past_encoded_depth(text: str, value: Any) -> bool:
+    """Whether `value`, encoded as `text`, nests deeper than `MAX_ENCODED_DEPTH`.
+
+    Levels need brackets: a text holding fewer ``[`` and ``{`` than that costs no walk.
+    """
+    return (
+        text.count("[") + text.count("{") > MAX_ENCODED_DEPTH
+        and isinstance(value, dict | list | tuple)
+        and _too_deep(value, MAX_ENCODED_DEPTH)
+    )
+
+
+def _too_deep(value: Any, limit: int = MAX_DEPTH) -> bool:
+    """Whether containers nest deeper than `limit` in `value` (iterative, containers only).
+
+    Dicts, lists and tuples, and their subclasses: what the encoder writes as objects and arrays.
+    """
     stack = [(value, 1)]
     while stack:
         node, depth = stack.pop()
-        if depth > MAX_DEPTH:
+        if depth > limit:
             return True
-        for child in node.values() if type(node) is dict else node:
-            if type(child) is dict or type(child) is list:
+        for child in node.values() if isinstance(node, dict) else node:
+            if isinstance(child, dict | list | tuple):
                 stack.append((child, depth + 1))
     return False
 
@@ -344,7 +394,8 @@ def dumps(
     `on_replace` is called with what was replaced, when anything was. A value
     that needs no replacement is encoded by the standard library as it is (what
     the core writes was decoded within the limits, and session lines are
-    checked for depth before they are stored); one that must be sanitised is
+    checked for depth before they are stored); one that must be sanitised, or
+    nested deeper than `MAX_ENCODED_DEPTH` (on every Python version), is
     walked, and raises `JSONLimitError` when nested deeper than `MAX_DEPTH`.
     Raises ``TypeError`` for values that are not JSON types.
     """
@@ -359,6 +410,8 @@ def dumps(
         text = json.dumps(value, **options)
     except (ValueError, RecursionError):
         text = None
+    if text is not None and _past_encoded_depth(text, value):
+        text = None  # what the encoder gives up on, on one version or another
     if text is not None and (text.isascii() or _SURROGATE.search(text) is None):
         return text
     clean = sanitized(value)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -107,6 +108,13 @@ def run_cli(
     )
 
 
+def _interruptible() -> None:
+    """In the child, before it starts: Ctrl-C (SIGINT) interrupts it, even where the suite's
+    own SIGINT is ignored (a shell's background job), so that the tests that send it see
+    what a user's Ctrl-C does, not a child that inherited the ignoring."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @contextlib.contextmanager
 def cli_process(*args: str, cwd: Path, env: Mapping[str, str]) -> Iterator[subprocess.Popen[str]]:
     """``python -m nanobot_core ARGS`` started in a child process, stdout and stderr piped (text).
@@ -122,6 +130,7 @@ def cli_process(*args: str, cwd: Path, env: Mapping[str, str]) -> Iterator[subpr
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible,
     ) as process:
         try:
             yield process

@@ -44,6 +44,30 @@ def test_cli_process_kills_a_child_still_running_when_the_test_fails(tmp_path: P
     assert process.stderr is not None and process.stderr.closed
 
 
+def test_cli_process_children_take_ctrl_c_where_the_suite_ignores_it(tmp_path: Path) -> None:
+    """Run as a shell's background job (SIGINT ignored), the suite's children still take
+    Ctrl-C: a `run` waiting on its model ends with 130, "Interrupted."."""
+    ignored = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        with socket.create_server(("127.0.0.1", 0)) as silent:
+            silent.settimeout(60)
+            env = clean_env(
+                NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
+                NANOBOT_BASE_URL=f"http://127.0.0.1:{silent.getsockname()[1]}/v1",
+                NANOBOT_API_KEY="test-key",
+                NANOBOT_MODEL="silent",
+            )
+            with cli_process("run", "hi", cwd=tmp_path, env=env) as process:
+                connection, _ = silent.accept()  # the run now waits for its answer
+                process.send_signal(signal.SIGINT)
+                _, err = process.communicate(timeout=60)
+            connection.close()
+    finally:
+        signal.signal(signal.SIGINT, ignored)
+    assert process.returncode == 130, err
+    assert "Interrupted." in err
+
+
 def test_cli_process_leaves_a_finished_child_as_it_ended(tmp_path: Path) -> None:
     """A child that ended on its own keeps its exit code and output; nothing is killed."""
     env = clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1")

@@ -18,6 +18,7 @@ def test_each_named_limit_has_the_value_the_doc_gives() -> None:
     names = {name for _, name in stated}
     assert names == {
         "MAX_DEPTH",
+        "MAX_ENCODED_DEPTH",
         "MAX_INT_DIGITS",
         "MAX_VALUES",
         "MAX_ARGUMENT_VALUES",

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nanobot_core._json_boundary import MAX_ENCODED_DEPTH
 from nanobot_core.errors import ProviderError
 from nanobot_core.kernel.records import core_version
 from nanobot_core.providers import (
@@ -385,7 +386,11 @@ def _nested(levels: int) -> Any:
 
 
 @settings(max_examples=30, deadline=None)
-@given(index=st.integers(0, 3), levels=st.integers(3_000, 20_000) | st.just(100_000))
+# The message nests `levels` + 3 deep: from one level past MAX_ENCODED_DEPTH, on every Python.
+@given(
+    index=st.integers(0, 3),
+    levels=st.integers(MAX_ENCODED_DEPTH - 2, 20_000) | st.just(100_000),
+)
 def test_a_message_too_deep_to_encode_is_a_provider_error_naming_it_and_nothing_is_sent(
     index: int, levels: int
 ) -> None:

@@ -36,6 +36,7 @@ from nanobot_core.tools.builtin import (
     _walk,
 )
 from nanobot_core.tools.workspace import open_in_workspace, resolve_in_workspace
+from tests.tools.glob_reference import reference_glob
 from tests.tools.support import KINDS, planted, run
 
 
@@ -395,9 +396,10 @@ _KINDS = [
 
 
 def _found_as_before(root: Path, pattern: str) -> str:
-    """What find_files answered before it was made faster: pathlib's glob, each match resolved."""
+    """What find_files answered before it was made faster: Python 3.11's Path.glob (modelled,
+    as later versions' differ), each match resolved."""
     found = []
-    for match in root.glob(pattern):
+    for match in reference_glob(root, pattern):
         resolved = Path(os.path.realpath(match))
         if resolved.is_relative_to(root):
             shown = resolved.relative_to(root).as_posix() if resolved != root else "."
