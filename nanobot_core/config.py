@@ -150,9 +150,9 @@ class ProviderConfig:
     # The most bytes a reply body may hold, as sent and once decompressed (64 MiB): a reply
     # with a long answer and tool calls is a few MB; beyond this it is refused, not read.
     max_reply_bytes: int = 64 * 1024 * 1024
-    # Where each ``provider.`` key a source gave was set, as `load_config` read them: a
-    # provider is built from this table alone, and names a setting it refuses with
-    # `source_prefix(config=...)`. No key, and not part of equality, as `Config`'s own.
+    # Where each key a source gave was set, as `load_config` read them (the same record as
+    # `Config`'s): a provider is built from this table alone, and names a setting it
+    # refuses with `source_prefix(config=...)`. No key, and not part of equality.
     _key_sources: dict[str, str] = attrs.field(factory=dict, init=False, eq=False, repr=False)
 
 
@@ -703,11 +703,6 @@ def _valued(sources: Mapping[str, str] | None, keys: Sequence[str], key: str, va
     return f"{key} ({value})"
 
 
-def _sets(layer: Mapping[str, Any], path: str) -> bool:
-    """Whether `layer` gives a value for the dotted key `path`."""
-    return _gives(layer, path.split("."))
-
-
 def _gives(layer: Mapping[str, Any], parts: Sequence[str]) -> bool:
     """Whether `layer` gives a value for the key made of `parts` (which may hold dots)."""
     node: Any = layer
@@ -869,26 +864,29 @@ def _key_sources(layers: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, s
     return found
 
 
-def _note_name_sources(config: Config, layers: Sequence[tuple[str, Mapping[str, Any]]]) -> None:
+def _note_name_sources(
+    config: Config, layers: Sequence[tuple[str, Mapping[str, Any]]], sources: Mapping[str, str]
+) -> None:
     """Make each of `_NAME_LISTS`, `_NAME_TABLES` and `_CHECKED_STRINGS` that a layer set
     know its source.
 
     A list or a string is set whole, by the last layer giving it. An entry of a table is
     set by every layer giving it, as tables merge: all of them are named, lowest first,
-    since a stale name left in one of them still matches nothing.
+    since a stale name left in one of them still matches nothing. `sources` are the
+    last layer giving each key (`_key_sources`).
     """
     for section, key in _CHECKED_STRINGS:
         owner = getattr(config, section)
         text = getattr(owner, key)
-        setters = [source for source, layer in layers if _gives(layer, (section, key))]
-        if isinstance(text, str) and setters:
-            setattr(owner, key, _SourcedStr(text, setters[-1]))
+        source = sources.get(f"{section}.{key}")
+        if isinstance(text, str) and source is not None:
+            setattr(owner, key, _SourcedStr(text, source))
     for section, key in _NAME_LISTS:
         owner = getattr(config, section)
         names = getattr(owner, key)
-        setters = [source for source, layer in layers if _gives(layer, (section, key))]
-        if isinstance(names, list) and setters:
-            setattr(owner, key, _SourcedList(names, setters[-1]))
+        source = sources.get(f"{section}.{key}")
+        if isinstance(names, list) and source is not None:
+            setattr(owner, key, _SourcedList(names, source))
     for section, key in _NAME_TABLES:
         owner = getattr(config, section)
         table = getattr(owner, key)
@@ -937,13 +935,14 @@ def load_config(
         merged = deep_merge(merged, layer)
     if not merged:  # nothing to structure: skip importing cattrs, which costs start-up time
         return Config()
+    # Where each key was set: the last layer giving it, whose value is used.
+    sources = _key_sources(layers)
     try:
         config = structure_config(merged)
     except _RangeError as exc:
-        setters = [name for name, layer in layers if _sets(layer, exc.path)]
-        if not setters:
+        if exc.path not in sources:
             raise
-        raise ConfigError(f"{setters[-1]}: {exc}") from None
+        raise ConfigError(f"{sources[exc.path]}: {exc}") from None
     if config.governance.stages:  # the source of a bad option is named when the governor is built
         _note_stage_sources(config.governance, layers)
     # A name that matches nothing is warned about once plugins are loaded, naming where it
@@ -951,15 +950,12 @@ def load_config(
     # NANOBOT_PLUGINS__BLOCK may set plugins.block). A string refused by a check made after
     # loading (an unknown sessions.store or provider.name, a base_url that is not http(s))
     # names its source the same way.
-    _note_name_sources(config, layers)
-    config._key_sources = _key_sources(layers)
-    config.provider._key_sources = {
-        key: source for key, source in config._key_sources.items() if key.startswith("provider.")
-    }
-    # The budget's keys are checked together: each value refused is named with its source,
-    # the last layer to set it (the one whose value is used).
-    used = {key: [name for name, layer in layers if _sets(layer, key)] for key in _BUDGET_KEYS}
+    _note_name_sources(config, layers, sources)
+    # One record, shared: a provider built from the provider table alone looks its keys
+    # up in full (``provider.temperature``).
+    config._key_sources = config.provider._key_sources = sources
+    # The budget's keys are checked together: each value refused is named with its source.
     check_budget(
-        config.governance, sources={key: named[-1] for key, named in used.items() if named}
+        config.governance, sources={key: sources[key] for key in _BUDGET_KEYS if key in sources}
     )
     return config
