@@ -163,7 +163,9 @@ def find(base: Path, pattern: str, *, root: Path | None = None) -> Generator[Fou
         raise ValueError(f"Unacceptable pattern: {pattern!r}")
     pure = PurePath(pattern)
     if pure.drive or pure.root:
-        raise NotImplementedError("Non-relative patterns are unsupported")
+        # pathlib's glob raises NotImplementedError here; nothing is missing: a pattern is
+        # relative to `base` by definition (find_files refuses any other before asking).
+        raise ValueError(f"a pattern must be relative, got {pattern!r}")
     parts = list(pure.parts)
     if pattern[-1] in (os.sep, os.altsep):
         parts.append("")  # only folders match the last component

@@ -142,3 +142,10 @@ def test_a_deep_tree_keeps_few_folders_open_and_none_once_closed(tmp_path: Path)
     assert _open_descriptors() > before
     stopped.close()
     assert _open_descriptors() == before
+
+
+@pytest.mark.parametrize("pattern", ["", "/etc/*", "/"])
+def test_an_empty_or_absolute_pattern_is_a_value_error(tmp_path: Path, pattern: str) -> None:
+    """A pattern is relative to the folder searched: an empty or absolute one is refused."""
+    with pytest.raises(ValueError, match="pattern"):
+        list(glob(tmp_path, pattern))
