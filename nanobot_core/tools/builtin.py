@@ -140,15 +140,35 @@ class WorkspaceTool(Tool):
 
 
 def _contained(work: Callable[..., ToolResult], *args: Any, **kwargs: Any) -> ToolResult:
-    """`work` called; a path out of the workspace or an OS error becomes its Error result."""
+    """`work` called; a path out of the workspace or an OS error becomes its Error result.
+
+    When `work` is a method of a `WorkspaceTool`, a file the error names inside its
+    workspace is shown relative to it, as the tools show every path.
+    """
     try:
         return work(*args, **kwargs)
     except WorkspaceEscapeError as exc:
         return ToolResult.error(str(exc))
     except OSError as exc:
+        owner = getattr(work, "__self__", None)
+        workspace = owner.workspace if isinstance(owner, WorkspaceTool) else None
         # The file named is the model's path, resolved: of any length (ENAMETOOLONG).
-        where = f": {clip(str(exc.filename))}" if exc.filename else ""
+        where = f": {clip(_shown_filename(exc.filename, workspace))}" if exc.filename else ""
         return ToolResult.error(f"{exc.strerror or exc}{where}")
+
+
+def _shown_filename(filename: object, workspace: Path | None) -> str:
+    """The file an OS error names, relative to `workspace` when it is inside it.
+
+    The tools work on resolved, absolute paths, so an error names the file by where
+    the workspace is on the host: the model has no use for that (it names files
+    relative to the workspace), and the answer would carry it into the provider's logs.
+    """
+    text = os.fsdecode(filename) if isinstance(filename, str | bytes) else str(filename)
+    if workspace is None or not os.path.isabs(text):
+        return text
+    path = Path(text)
+    return relative_display(workspace, path) if path.is_relative_to(workspace) else text
 
 
 def _path_property(what: str, default: str | None = None) -> dict[str, Any]:
