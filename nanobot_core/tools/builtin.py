@@ -438,8 +438,22 @@ def _describe_entry(folder: int, name: str) -> str:
     if stat.S_ISDIR(info.st_mode):
         return f"{name}/"
     if kind := describe_kind(info.st_mode):
-        return f"{name}  [{kind}, not a regular file]"
+        return f"{name}{_not_regular_mark(kind)}"
     return f"{name}  ({info.st_size} bytes)"
+
+
+def _not_regular_mark(kind: str) -> str:
+    """What follows the name of a named pipe, socket or device in list_dir and find_files."""
+    return f"  [{kind}, not a regular file]"
+
+
+def _special_mark(path: str) -> str:
+    """`_not_regular_mark` of what `path` leads to, if it is such a file; else ''."""
+    try:
+        kind = describe_kind(os.stat(path).st_mode)
+    except OSError:  # a link to nothing, or gone since it was found: shown as it is
+        return ""
+    return _not_regular_mark(kind) if kind else ""
 
 
 class FindFilesTool(WorkspaceTool):
@@ -448,7 +462,8 @@ class FindFilesTool(WorkspaceTool):
     name = "find_files"
     description = (
         "Find files in the workspace whose path matches a glob pattern, e.g. '*.py' (one level) "
-        "or '**/*.md' (any depth). Paths are relative to the workspace, sorted."
+        "or '**/*.md' (any depth). Paths are relative to the workspace, sorted; folders end "
+        "with '/', and a named pipe, socket or device is marked as one."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -505,7 +520,13 @@ class FindFilesTool(WorkspaceTool):
                 shown = resolved[len(below) :].replace(os.sep, "/")
             else:
                 continue  # a link, or a path through one, that leads out of the workspace
-            found.append(shown + ("/" if match.is_dir else ""))
+            if match.is_dir:
+                shown += "/"
+            elif not match.is_file:
+                # Marked as list_dir marks it (grep names it as not searched): listed as a
+                # plain path, it would be taken for a file, and read_file refuses it.
+                shown += _special_mark(resolved)
+            found.append(shown)
             if len(found) > most:
                 break
         if not found:
