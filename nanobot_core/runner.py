@@ -1107,8 +1107,9 @@ def _to_tool(request: ToolCallRequest) -> str:
 def _not_run(request: ToolCallRequest, why: str) -> ToolCallOutcome:
     """The error result of a call the runner did not run, saying `why`."""
     text = str(ToolResult.error(why))
+    # The name the result is kept under, clipped as the registry clips an unknown one.
     return ToolCallOutcome(
-        request.id, request.name, {}, ToolResult(text + ERROR_HINT, is_error=True)
+        request.id, clip(request.name), {}, ToolResult(text + ERROR_HINT, is_error=True)
     )
 
 

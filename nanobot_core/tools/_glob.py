@@ -61,6 +61,10 @@ class Found:
     real: str  # its folder's real location joined with its name (a link's own location)
     link: bool  # whether it is a symbolic link: then `real` is the link, not where it leads
     is_dir: bool  # whether it is a folder or a link to one
+    # Whether it is a regular file or a link to one: neither this nor a folder, it is a named
+    # pipe, a socket, a device, or a link to nothing (known from the folder's listing where
+    # the system gives each entry's kind, so it costs no call for most matches).
+    is_file: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +76,7 @@ class _At:
     name: str  # its name in that folder
     link: bool  # a link when listed: it is gone through (resolved), never a folder that became one
     is_dir: bool
+    is_file: bool
 
 
 #: A path found so far, how many steps of the pattern it has matched, and where it is.
@@ -183,7 +188,7 @@ def find(base: Path, pattern: str, *, root: Path | None = None) -> Generator[Fou
     else:
         start = str(base)
         search = _Search(str(root))
-    first = _At(real=start, parent=None, name="", link=False, is_dir=True)
+    first = _At(real=start, parent=None, name="", link=False, is_dir=True, is_file=False)
     # pathlib drops a path a '**' finds twice; with one '**' no path can be found twice
     # (every path after it has the same number of components past its starting folder).
     seen: set[str] | None = set() if sum(step.part == "**" for step in steps) > 1 else None
@@ -201,7 +206,7 @@ def find(base: Path, pattern: str, *, root: Path | None = None) -> Generator[Fou
             elif seen is None or path not in seen:
                 if seen is not None:
                     seen.add(path)
-                yield Found(path, at.real, at.link, at.is_dir)
+                yield Found(path, at.real, at.link, at.is_dir, at.is_file)
     finally:
         for level in reversed(stack):
             level.close()
@@ -279,7 +284,8 @@ def _named(search: _Search, path: str, done: int, at: _At, step: _Step) -> _Path
         where = os.path.join(real, name)
         if name in (".", ".."):
             where = os.path.normpath(where)  # `real` is resolved: '..' is its folder's parent
-        yield os.path.join(path, name), done + 1, _At(where, fd, name, link, is_dir)
+        found = _At(where, fd, name, link, is_dir, stat.S_ISREG(mode))
+        yield os.path.join(path, name), done + 1, found
     except PermissionError:
         return
     finally:
@@ -312,7 +318,10 @@ def _matching(search: _Search, path: str, done: int, at: _At, step: _Step) -> _P
                     if step.match(entry.name):
                         is_dir = step.dironly or _is_dir(entry)
                         link = entry.is_symlink()
-                        where = _At(os.path.join(real, entry.name), fd, entry.name, link, is_dir)
+                        is_file = not is_dir and _is_file(entry)
+                        where = _At(
+                            os.path.join(real, entry.name), fd, entry.name, link, is_dir, is_file
+                        )
                         yield os.path.join(path, entry.name), done + 1, where
             finally:
                 search.held -= 1
@@ -326,6 +335,14 @@ def _is_dir(entry: os.DirEntry[str]) -> bool:
     """Whether a match is a folder or a link to one (costing a stat only for a link)."""
     try:
         return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _is_file(entry: os.DirEntry[str]) -> bool:
+    """Whether a match is a regular file or a link to one (costing a stat only for a link)."""
+    try:
+        return entry.is_file()
     except OSError:
         return False
 
@@ -357,7 +374,9 @@ def _into_folders(search: _Search, path: str, done: int, at: _At) -> _Paths:
                             raise
                         is_dir = False
                     if is_dir:
-                        where = _At(os.path.join(real, entry.name), fd, entry.name, False, True)
+                        where = _At(
+                            os.path.join(real, entry.name), fd, entry.name, False, True, False
+                        )
                         yield os.path.join(path, entry.name), done, where
             finally:
                 search.held -= 1

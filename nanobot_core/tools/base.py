@@ -153,7 +153,9 @@ class ToolResult(str):
 
         A str starting with "Error" is an error (the nanobot convention); a
         str subclass with a boolean ``is_error`` (such as HKUDS/nanobot's own
-        ToolResult) keeps its flag; dicts and lists become JSON text; a list of
+        ToolResult) keeps its flag; bytes (a bytearray, a memoryview) holding
+        UTF-8 text are read as that text's str, other bytes are an error saying
+        where they stop being UTF-8; dicts and lists become JSON text; a list of
         content blocks is kept in ``blocks`` with a text rendering; None means
         no output. Anything else is an error result saying what was returned.
 
@@ -185,11 +187,8 @@ def read_result(value: Any) -> ToolResult | str:
         return ToolResult(text, is_error=text.startswith("Error"))
     if value is None:
         return ToolResult(NO_OUTPUT)
-    if isinstance(value, bytes):
-        try:
-            return ToolResult(bytes.decode(value, "utf-8"))
-        except UnicodeDecodeError:
-            return "returned bytes that are not UTF-8 text"
+    if isinstance(value, bytes | bytearray | memoryview):
+        return _read_bytes(value)
     if _is_content_blocks(value):
         return ToolResult(_render_blocks(value), blocks=value)
     if isinstance(value, bool | int | float | dict | list | tuple):
@@ -203,6 +202,32 @@ def read_result(value: Any) -> ToolResult | str:
         f"returned a {type(value).__name__}, which cannot be turned into text "
         "(return a str, a dict or list, or content blocks)"
     )
+
+
+def _read_bytes(value: bytes | bytearray | memoryview) -> ToolResult | str:
+    """Bytes a tool returned read as the str of their UTF-8 text, or why they cannot be.
+
+    Read as that str would be (one beginning with "Error" is an error). Bytes that
+    are not UTF-8 are not guessed at: decoded with replacements they would reach the
+    model as text it cannot tell from the tool's, so the tool is named with the
+    first byte that is not, for its author to decode them (knowing their encoding).
+    """
+    # A bytes subclass is read by its bytes, not by methods of its own (as a str's text).
+    if type(value) is bytes:
+        data = value
+    else:
+        with memoryview(value) as view:  # released at once: a bytearray can grow again
+            data = view.tobytes()
+    try:
+        text = bytes.decode(data, "utf-8")
+    except UnicodeDecodeError as exc:
+        held = "" if isinstance(value, bytes) else f" (a {type(value).__name__})"
+        return (
+            f"returned {len(data):,} bytes{held} that are not UTF-8 text: byte {exc.start:,} "
+            f"is 0x{data[exc.start]:02x}. A tool returns text: it decodes bytes of another "
+            "encoding itself, and returns an image or a file as content blocks"
+        )
+    return read_result(text)
 
 
 def _plain_flags(result: ToolResult) -> bool:

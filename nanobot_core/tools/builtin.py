@@ -140,15 +140,35 @@ class WorkspaceTool(Tool):
 
 
 def _contained(work: Callable[..., ToolResult], *args: Any, **kwargs: Any) -> ToolResult:
-    """`work` called; a path out of the workspace or an OS error becomes its Error result."""
+    """`work` called; a path out of the workspace or an OS error becomes its Error result.
+
+    When `work` is a method of a `WorkspaceTool`, a file the error names inside its
+    workspace is shown relative to it, as the tools show every path.
+    """
     try:
         return work(*args, **kwargs)
     except WorkspaceEscapeError as exc:
         return ToolResult.error(str(exc))
     except OSError as exc:
+        owner = getattr(work, "__self__", None)
+        workspace = owner.workspace if isinstance(owner, WorkspaceTool) else None
         # The file named is the model's path, resolved: of any length (ENAMETOOLONG).
-        where = f": {clip(str(exc.filename))}" if exc.filename else ""
+        where = f": {clip(_shown_filename(exc.filename, workspace))}" if exc.filename else ""
         return ToolResult.error(f"{exc.strerror or exc}{where}")
+
+
+def _shown_filename(filename: object, workspace: Path | None) -> str:
+    """The file an OS error names, relative to `workspace` when it is inside it.
+
+    The tools work on resolved, absolute paths, so an error names the file by where
+    the workspace is on the host: the model has no use for that (it names files
+    relative to the workspace), and the answer would carry it into the provider's logs.
+    """
+    text = os.fsdecode(filename) if isinstance(filename, str | bytes) else str(filename)
+    if workspace is None or not os.path.isabs(text):
+        return text
+    path = Path(text)
+    return relative_display(workspace, path) if path.is_relative_to(workspace) else text
 
 
 def _path_property(what: str, default: str | None = None) -> dict[str, Any]:
@@ -418,8 +438,22 @@ def _describe_entry(folder: int, name: str) -> str:
     if stat.S_ISDIR(info.st_mode):
         return f"{name}/"
     if kind := describe_kind(info.st_mode):
-        return f"{name}  [{kind}, not a regular file]"
+        return f"{name}{_not_regular_mark(kind)}"
     return f"{name}  ({info.st_size} bytes)"
+
+
+def _not_regular_mark(kind: str) -> str:
+    """What follows the name of a named pipe, socket or device in list_dir and find_files."""
+    return f"  [{kind}, not a regular file]"
+
+
+def _special_mark(path: str) -> str:
+    """`_not_regular_mark` of what `path` leads to, if it is such a file; else ''."""
+    try:
+        kind = describe_kind(os.stat(path).st_mode)
+    except OSError:  # a link to nothing, or gone since it was found: shown as it is
+        return ""
+    return _not_regular_mark(kind) if kind else ""
 
 
 class FindFilesTool(WorkspaceTool):
@@ -428,7 +462,8 @@ class FindFilesTool(WorkspaceTool):
     name = "find_files"
     description = (
         "Find files in the workspace whose path matches a glob pattern, e.g. '*.py' (one level) "
-        "or '**/*.md' (any depth). Paths are relative to the workspace, sorted."
+        "or '**/*.md' (any depth). Paths are relative to the workspace, sorted; folders end "
+        "with '/', and a named pipe, socket or device is marked as one."
     )
     parameters: ClassVar[dict[str, Any]] = {
         "type": "object",
@@ -485,7 +520,13 @@ class FindFilesTool(WorkspaceTool):
                 shown = resolved[len(below) :].replace(os.sep, "/")
             else:
                 continue  # a link, or a path through one, that leads out of the workspace
-            found.append(shown + ("/" if match.is_dir else ""))
+            if match.is_dir:
+                shown += "/"
+            elif not match.is_file:
+                # Marked as list_dir marks it (grep names it as not searched): listed as a
+                # plain path, it would be taken for a file, and read_file refuses it.
+                shown += _special_mark(resolved)
+            found.append(shown)
             if len(found) > most:
                 break
         if not found:

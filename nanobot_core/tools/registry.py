@@ -54,7 +54,9 @@ class PreparedCall:
     """A tool call ready to run (``error`` is None) or refused (``error`` says why, for the model).
 
     ``arguments`` is the parsed, validated (and, if needed, cast) object;
-    ``repairs`` lists what was done to get there.
+    ``repairs`` lists what was done to get there. ``name`` is the tool's, or
+    for an unknown tool the name the call gave, clipped as its error quotes it
+    (whole up to 200 characters): it names the result in the session.
     """
 
     name: str
@@ -326,7 +328,11 @@ class ToolRegistry:
         """Parse, repair, validate and (only if invalid) cast the arguments of one call."""
         entry = self._entries.get(name) if isinstance(name, str) else None
         if entry is None:
-            return PreparedCall(name=str(name or ""), tool=None, error=self._unknown_tool(name))
+            # The result pairs with its call by id; its name is for the reader and for
+            # endpoints that want one (any a tool may have is kept whole), and a name the
+            # model invented may be megabytes long, which the session would keep again.
+            shown = clip(str(name or ""))
+            return PreparedCall(name=shown, tool=None, error=self._unknown_tool(name))
         tool = entry.tool
         properties = entry.schema.get("properties")
         takes_arguments_key = isinstance(properties, dict) and "arguments" in properties

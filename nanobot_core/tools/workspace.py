@@ -79,8 +79,10 @@ def resolve_in_workspace(workspace: Path, user_path: str) -> Path:
     target = Path(os.path.realpath(root / user_path))
     if not target.is_relative_to(root):
         raise WorkspaceEscapeError(
-            f"path {quoted(user_path)} points outside the workspace ({root}); "
-            "use a path inside the workspace"
+            # Not where the workspace is on the host: the model names paths relative to
+            # it, and this text goes into the provider's logs.
+            f"path {quoted(user_path)} points outside the workspace; "
+            "use a path inside the workspace, relative to it"
         )
     return target
 
@@ -132,7 +134,7 @@ def open_resolved(
                 raise
             if _loops(fd, parts[-1]):
                 raise _loop("/".join(parts), "/".join(parts)) from None
-            raise _changed(target) from None
+            raise _changed(relative_display(root, target)) from None
     finally:
         os.close(fd)
     try:
@@ -194,7 +196,7 @@ def _enter(
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             if _loops(parent, name):
                 raise _loop(relative_display(root, target), "/".join(parts)) from None
-            raise _changed(target) from None
+            raise _changed(relative_display(root, target)) from None
         raise
 
 
@@ -241,9 +243,10 @@ def refuse_link_loop(workspace: Path, target: Path, given: str | None = None) ->
             return  # it changed meanwhile: what opens it says what is there now
 
 
-def _changed(target: Path) -> WorkspaceEscapeError:
+def _changed(shown: str) -> WorkspaceEscapeError:
+    """The refusal of the path `shown` (relative to the workspace), changed while opened."""
     return WorkspaceEscapeError(
-        f"{clip(str(target))}: the path changed (a folder or file became a link) while it was "
+        f"{clip(shown)}: the path changed (a folder or file became a link) while it was "
         "being opened; refused"
     )
 

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nanobot_core import tool
+from nanobot_core import clip, tool
 from nanobot_core.config import Config, ToolsConfig
 from nanobot_core.governance.invariants import check_tool_pairing
 from nanobot_core.hookspecs import hookimpl
@@ -150,6 +150,47 @@ def test_a_huge_tool_name_is_quoted_by_its_ends_in_the_results_and_the_progress_
     described = [e.describe() for e in events if isinstance(e, ToolStarted | ToolFinished)]
     assert len(described) == 2
     assert all(len(line) < 300 and line.startswith("tool probexxx") for line in described)
+
+
+def test_a_huge_unknown_tool_name_is_kept_once_in_the_session_its_results_named_by_its_ends(
+    server: FakeChatServer, tmp_path: Path
+) -> None:
+    """The results of calls to a 100 KB tool name carry it clipped, paired with the calls by id."""
+    huge = "probe" + "x" * 100_000 + "END"
+    config = Config(tools=ToolsConfig(max_calls_per_reply=1))
+    config.provider = provider_config(server.base_url)
+    manager = PluginManager(config, workspace=tmp_path, autoload=False).load()
+    manager.register(_ProbePlugin(), "probe-test")
+    server.add(
+        tool_call_reply([("c0", huge, "{}"), ("c1", huge, "{}"), ("c2", "nosuch", "{}")]),
+        text_reply("done"),
+    )
+    with JsonlSessionStore(tmp_path).open("default") as opened:
+        result = Runner.from_plugins(manager, session=opened).run_turn("probe")
+    assert result.answer == "done"
+    store = JsonlSessionStore(tmp_path).path("default")
+    messages = [
+        message
+        for message in map(json.loads, store.read_text().splitlines())
+        if set(message) != {"_meta"}
+    ]
+    results = [m for m in messages if m["role"] == "tool"]
+    clipped = clip(huge)
+    assert len(clipped) <= 200 and clipped.startswith("probexxx") and clipped.endswith("xxxEND")
+    # The unknown name and the one past the limit, each by its ends; a short one whole.
+    assert [(m["tool_call_id"], m["name"]) for m in results] == [
+        ("c0", clipped),
+        ("c1", clipped),
+        ("c2", "nosuch"),
+    ]
+    assert [call.name for call in result.tool_calls] == [clipped, clipped, "nosuch"]
+    # The results still pair with their calls (by id), in the session and in what was sent.
+    assert check_tool_pairing(messages) == []
+    sent = server.requests[-1].body["messages"]
+    assert check_tool_pairing(sent) == []
+    assert [m["name"] for m in sent if m["role"] == "tool"] == [clipped, clipped, "nosuch"]
+    # The name is held by the calls the model made (twice) and not again by their results.
+    assert store.stat().st_size < 3 * len(huge)
 
 
 def test_a_negative_limit_is_refused_by_the_runner(tmp_path: Path) -> None:

@@ -1358,3 +1358,93 @@ def test_a_tool_class_made_on_the_fly_is_not_kept_alive_by_a_call() -> None:
     del Passing, registry, executor, outcome
     gc.collect()
     assert alive() is None
+
+
+# -- bytes returned --------------------------------------------------------------------------
+
+
+class _ReturnsBytes(Tool):
+    """A plugin tool that returns whatever the test gives it (bytes, a bytearray, ...)."""
+
+    name = "raw"
+    description = "returns bytes"
+    parameters: dict[str, Any] = {"type": "object"}
+    value: Any = b""
+
+    async def execute(self, **kwargs: Any) -> Any:
+        return self.value
+
+
+@pytest.fixture
+def raw(nanobot_manager: PluginManager, nanobot_register: Any) -> Executor:
+    """An executor over the tool `raw` of plugin 'flags' 2.1.0."""
+
+    class Plugin:
+        @hookimpl
+        def nanobot_tools(self, ctx: Any) -> list[Any]:
+            return [_ReturnsBytes]
+
+    record = nanobot_register(Plugin(), "flags", distribution="flags-dist", version="2.1.0")
+    assert record.status == "loaded"
+    return Executor(nanobot_manager.tool_registry(), default_timeout=5)
+
+
+def _returning(executor: Executor, value: Any) -> ToolCallOutcome:
+    _ReturnsBytes.value = value
+    (outcome,) = run(executor.run(_calls("raw")))
+    return outcome
+
+
+@pytest.mark.parametrize(
+    "value",
+    [b"caf\xc3\xa9 ok", bytearray(b"caf\xc3\xa9 ok"), memoryview(b"caf\xc3\xa9 ok")],
+    ids=["bytes", "bytearray", "memoryview"],
+)
+def test_bytes_of_utf8_text_are_read_as_that_text(raw: Executor, value: Any) -> None:
+    """Bytes, a bytearray or a memoryview of UTF-8 text reach the model as the text."""
+    outcome = _returning(raw, value)
+    assert not outcome.is_error
+    assert outcome.result == "café ok"
+
+
+def test_bytes_reading_error_are_an_error_as_their_text_would_be(raw: Executor) -> None:
+    """UTF-8 bytes beginning with "Error" are an error result, as the str they hold is."""
+    outcome = _returning(raw, bytearray(b"Error: the service refused"))
+    assert outcome.is_error
+    assert outcome.result.startswith("Error: the service refused")
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (b"\xff\xfeh\x00i\x00", "returned 6 bytes that are not UTF-8 text: byte 0 is 0xff."),
+        (bytearray(b"ok \x80"), "returned 4 bytes (a bytearray) that are not UTF-8 text: byte 3 "),
+        (memoryview(b"caf\xe9"), "returned 4 bytes (a memoryview) that are not UTF-8 text: byte "),
+    ],
+    ids=["bytes", "bytearray", "memoryview"],
+)
+def test_bytes_that_are_not_utf8_are_an_error_naming_the_tool_plugin_and_first_bad_byte(
+    raw: Executor, value: Any, said: str
+) -> None:
+    """Bytes not UTF-8 are refused naming the tool, its plugin and version, and where they break."""
+    outcome = _returning(raw, value)
+    assert outcome.is_error
+    assert outcome.result.startswith(f'Error: tool "raw" of {PLUGIN} {said}')
+    assert "decodes bytes of another encoding itself" in outcome.result
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.binary(max_size=64), kind=st.sampled_from([bytes, bytearray, memoryview]))
+def test_any_bytes_are_their_text_or_refused_at_the_first_byte_that_is_not_utf8(
+    data: bytes, kind: Callable[[bytes], Any]
+) -> None:
+    """Whatever bytes a tool returns, the result is their UTF-8 text or names where it breaks."""
+    result = ToolResult.of(kind(data))
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        assert result.is_error
+        assert f": byte {exc.start:,} is 0x{data[exc.start]:02x}." in result
+    else:
+        assert result == text
+        assert result.is_error is text.startswith("Error")

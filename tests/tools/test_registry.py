@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nanobot_core import Tool, tool
+from nanobot_core import Tool, clip, tool
 from nanobot_core.kernel.records import PluginInfo
 from nanobot_core.schema import casting as casting_module
 from nanobot_core.schema.casting import CastNote
@@ -435,6 +435,10 @@ def test_a_huge_unknown_name_is_quoted_by_its_ends_and_not_compared(
     assert "characters omitted" in prepared.error
     assert len(prepared.error) < 1_000
     assert compared == []
+    # The name the result is kept under: the head and tail the error quotes, not 100 KB.
+    assert prepared.name == clip(huge) and len(prepared.name) <= 200
+    assert prepared.name.startswith("tool_1xxx") and prepared.name.endswith("xxxEND")
+    assert registry.prepare_call("launch_rocket", {}).name == "launch_rocket"
 
 
 _NAME_PIECES = st.text(alphabet="abcd_-AB", max_size=8)

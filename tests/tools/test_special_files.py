@@ -187,13 +187,32 @@ def test_list_dir_names_named_pipes_and_sockets_for_what_they_are(specials: Path
     assert "to_pipe@" in str(top).splitlines()
 
 
-def test_find_files_lists_named_pipes_and_sockets_without_opening_them(specials: Path) -> None:
-    """find_files matches names only: pipes and sockets are listed, at once, never opened."""
+_PIPE_MARK = "  [named pipe (FIFO), not a regular file]"
+_SOCKET_MARK = "  [socket, not a regular file]"
+
+
+def test_find_files_marks_named_pipes_and_sockets_as_list_dir_does(specials: Path) -> None:
+    """find_files lists pipes and sockets at once, never opened, each marked with its kind."""
     found = within(through_execute(FindFilesTool(specials), pattern="**/*"), specials)
     paths = str(found).splitlines()
     # The links are shown where they lead (dev/pipe, dev/sock), as every link find_files finds.
-    assert paths.count("dev/pipe") == 2 and paths.count("pipe") == 1
-    assert {"sock", "dev/sock", "notes.txt"} <= set(paths)
+    assert paths.count(f"dev/pipe{_PIPE_MARK}") == 2 and paths.count(f"pipe{_PIPE_MARK}") == 1
+    assert {f"sock{_SOCKET_MARK}", f"dev/sock{_SOCKET_MARK}", "notes.txt", "dev/"} <= set(paths)
+    # Marked as list_dir marks them, so that the two listings agree.
+    listed = within(through_execute(ListDirTool(specials), path="dev"), specials)
+    assert str(listed).splitlines() == [f"pipe{_PIPE_MARK}", f"sock{_SOCKET_MARK}"]
+    named = within(through_execute(FindFilesTool(specials), pattern="to_*"), specials)
+    assert str(named).splitlines() == [f"dev/pipe{_PIPE_MARK}", f"dev/sock{_SOCKET_MARK}"]
+    by_name = within(through_execute(FindFilesTool(specials), pattern="dev/sock"), specials)
+    assert by_name == f"dev/sock{_SOCKET_MARK}"
+
+
+def test_find_files_shows_regular_files_and_dangling_links_unmarked(workspace: Path) -> None:
+    """Only what is there and no regular file is marked: a link to nothing is shown as before."""
+    (workspace / "dangling").symlink_to("nowhere")
+    found = within(through_execute(FindFilesTool(workspace), pattern="*"), workspace)
+    # link_file leads out of the workspace: never shown.
+    assert str(found).splitlines() == ["notes.txt", "nowhere", "src/"]
 
 
 @pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom", "/dev/null"])
@@ -320,6 +339,12 @@ def test_every_tool_answers_at_once_whatever_pipes_and_sockets_a_folder_holds(
         assert sum("not a regular file]" in line for line in str(listed).splitlines()) == len(
             specials
         )
+        found = within(through_execute(FindFilesTool(workspace), pattern="*"), workspace)
+        assert sorted(
+            line.rpartition("  [")[0]
+            for line in str(found).splitlines()
+            if line.endswith(", not a regular file]")
+        ) == sorted(specials)
         for name in specials:
             for tool, arguments in _READERS_AND_WRITERS:
                 refused = within(
