@@ -1,5 +1,6 @@
 """`@tool` over the callables a program has besides plain functions: partials, bound methods,
-callable objects; and a generator function, which cannot be a tool, refused when decorated."""
+callable objects; a generator function, which cannot be a tool, refused when decorated; and
+what a registry or an executor is handed by mistake, refused saying what it takes."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from hypothesis import strategies as st
 from nanobot_core.testing import assert_tool_contract, run_tool
 from nanobot_core.tools._function import tool
 from nanobot_core.tools.base import Tool
+from nanobot_core.tools.executor import Executor, ToolCallRequest, run_calls
 from nanobot_core.tools.registry import ToolRegistry
 
 
@@ -128,3 +130,25 @@ def test_a_partial_tool_answers_what_its_function_answers(base: int, exp: int) -
     """Whatever the model sends as the free argument, the partial's bound one is used."""
     bound = tool(functools.partial(power, exp=exp))
     assert run_tool(bound, {"base": base}) == str(power(base, exp))
+
+
+def test_the_executor_refuses_calls_that_are_no_tool_call_requests() -> None:
+    """A prepared call or a dict handed to `Executor.run` is a TypeError saying what it takes."""
+    registry = ToolRegistry()
+    registry.add(tool(functools.partial(power, exp=2)))
+    executor = Executor(registry, default_timeout=5)
+    prepared = registry.prepare_call("power", {"base": 2})
+    for wrong, kind in ((prepared, "PreparedCall"), ({"name": "power"}, "dict")):
+        with pytest.raises(TypeError, match=rf"calls\[0\] is a {kind}, not a ToolCallRequest"):
+            run_calls(executor.run([wrong]))  # type: ignore[list-item]
+    (outcome,) = run_calls(executor.run([ToolCallRequest("c1", "power", {"base": 2})]))
+    assert outcome.result == "4"
+
+
+@pytest.mark.parametrize("timeout", ["5", 0, -1, float("nan"), True, None])
+def test_an_executor_timeout_that_is_no_number_of_seconds_is_refused_when_built(
+    timeout: object,
+) -> None:
+    """A timeout of no use fails when the executor is built, not inside asyncio at a call."""
+    with pytest.raises(ValueError, match=r"Executor: default_timeout is .*, expected a positive"):
+        Executor(ToolRegistry(), default_timeout=timeout)  # type: ignore[arg-type]
