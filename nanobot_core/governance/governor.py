@@ -372,8 +372,16 @@ class Governor:
     def restore(self, state: GovernanceState | None) -> None:
         """Continue a session from a recorded `state` (None: start afresh).
 
-        Raises `SessionLockedError` while a `govern` of this governor runs.
+        Raises `SessionLockedError` while a `govern` of this governor runs, and
+        `TypeError` for what is no `GovernanceState` (a saved session line is read
+        with `GovernanceState.from_record`), which the next call would fail on.
         """
+        if state is not None and not isinstance(state, GovernanceState):
+            raise TypeError(
+                "Governor.restore: state must be a GovernanceState or None, got "
+                f"{type(state).__name__} (a session line such as GovernanceState.to_record() "
+                "gives is read back with GovernanceState.from_record(line))"
+            )
         if not self._running.acquire(blocking=False):
             raise _busy()
         try:

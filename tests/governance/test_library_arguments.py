@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.governance import Governor, Stage, StageOutcome, build_governor, builtin_stages
+from nanobot_core.governance.continuity import GovernanceState
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.testing import govern_and_check
 
@@ -99,3 +100,20 @@ def test_whatever_is_not_a_sequence_of_messages_never_governs_silently(value: An
     """A text, a number, None or a dict handed as the history is always a TypeError."""
     with pytest.raises(TypeError, match=r"Governor\.govern: messages must be a list"):
         build_governor().govern(value)
+
+
+@pytest.mark.parametrize("state", [{"start": 3}, "state", 412])
+def test_a_state_that_is_no_governance_state_is_refused_by_restore(state: Any) -> None:
+    """`restore` of a dict or a text is a TypeError at once, not an AttributeError next call."""
+    governor = build_governor()
+    with pytest.raises(TypeError, match="state must be a GovernanceState or None, got"):
+        governor.restore(state)
+    assert governor.govern(HISTORY).messages == HISTORY
+
+
+def test_a_saved_state_read_back_from_its_line_is_restored() -> None:
+    """The line `to_record` gives, read with `from_record`, restores the state it records."""
+    state = GovernanceState(start=2, length=4)
+    governor = build_governor()
+    governor.restore(GovernanceState.from_record(state.to_record()))
+    assert governor.state == state
