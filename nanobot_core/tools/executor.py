@@ -167,6 +167,7 @@ class Executor:
         With `repeats` (one per turn), a read-only call identical to more than
         its limit of earlier ones is answered with an error and not run.
         """
+        calls = list(calls)  # read twice below: a generator must not come empty the second time
         for index, call in enumerate(calls):
             if not isinstance(call, ToolCallRequest):
                 raise TypeError(

@@ -152,3 +152,12 @@ def test_an_executor_timeout_that_is_no_number_of_seconds_is_refused_when_built(
     """A timeout of no use fails when the executor is built, not inside asyncio at a call."""
     with pytest.raises(ValueError, match=r"Executor: default_timeout is .*, expected a positive"):
         Executor(ToolRegistry(), default_timeout=timeout)  # type: ignore[arg-type]
+
+
+def test_the_executor_runs_calls_given_as_a_generator() -> None:
+    """Calls handed as a generator are all run, though the executor reads them twice."""
+    registry = ToolRegistry()
+    registry.add(tool(functools.partial(power, exp=2)))
+    executor = Executor(registry, default_timeout=5)
+    calls = (ToolCallRequest(f"c{n}", "power", {"base": n}) for n in range(3))
+    assert [o.result for o in run_calls(executor.run(calls))] == ["0", "1", "4"]  # type: ignore[arg-type]
