@@ -1534,8 +1534,9 @@ def _checked_request(messages: Any, tools: Any) -> Sequence[Any]:
     would be governed without an error into a request that lost the history or miscounts
     the tools: refused here, at the call, rather than found out from the model's answer.
     """
-    if isinstance(messages, str | bytes | bytearray | Mapping) or not isinstance(
-        messages, Iterable
+    if type(messages) is not list and (
+        isinstance(messages, str | bytes | bytearray | Mapping)
+        or not isinstance(messages, Iterable)
     ):
         hint = " (one message? pass [message])" if isinstance(messages, Mapping) else ""
         raise TypeError(
@@ -1544,20 +1545,21 @@ def _checked_request(messages: Any, tools: Any) -> Sequence[Any]:
         )
     if tools is None:
         return ()
-    if callable(getattr(tools, "definitions", None)):  # a ToolRegistry: its tools are no dicts
-        raise TypeError(
-            f"Governor.govern: tools is a {type(tools).__name__}; pass its definitions() "
-            "(the tool definitions sent to the model)"
-        )
-    if isinstance(tools, str | bytes | bytearray | Mapping) or not isinstance(tools, Iterable):
-        raise TypeError(
-            "Governor.govern: tools must be a list of tool definitions (dicts), got "
-            f"{type(tools).__name__}"
-        )
-    if type(tools) is not list and type(tools) is not tuple:
+    if type(tools) is not list and type(tools) is not tuple:  # the usual kinds need no more
+        if callable(getattr(tools, "definitions", None)):  # a ToolRegistry: its tools are no dicts
+            raise TypeError(
+                f"Governor.govern: tools is a {type(tools).__name__}; pass its definitions() "
+                "(the tool definitions sent to the model)"
+            )
+        if isinstance(tools, str | bytes | bytearray | Mapping) or not isinstance(tools, Iterable):
+            raise TypeError(
+                "Governor.govern: tools must be a list of tool definitions (dicts), got "
+                f"{type(tools).__name__}"
+            )
         tools = list(tools)
     for index, definition in enumerate(tools):
-        if not isinstance(definition, Mapping):
+        # A dict first: the Mapping check alone costs a microsecond per call on eight tools.
+        if type(definition) is not dict and not isinstance(definition, Mapping):
             raise TypeError(
                 f"Governor.govern: tools[{index}] ({type(definition).__name__}) is not a tool "
                 "definition, a dict as ToolRegistry.definitions() gives"
