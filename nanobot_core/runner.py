@@ -453,6 +453,12 @@ class Runner:
             raise ValueError(
                 f"max_calls_per_reply must be at least 0 (0: no limit), got {max_calls_per_reply}"
             )
+        for argument, value in (("channel", channel), ("chat_id", chat_id)):
+            # Written into every user message's runtime block, where each value is a JSON string.
+            if value is not None and not isinstance(value, str):
+                raise TypeError(
+                    f"Runner: {argument} must be a str or None, got {type(value).__name__}"
+                )
         self.provider = provider
         self.registry = registry
         self.executor = executor
@@ -592,8 +598,13 @@ class Runner:
         A runner runs one turn at a time: called while one of its turns runs (on
         this loop or in another thread), it raises `SessionLockedError` at once,
         storing nothing, since the two turns' messages would interleave in the
-        session.
+        session. `user_text` that is not a str (content parts, say) is a
+        `TypeError`, storing nothing: the runtime block is appended to the text.
         """
+        if not isinstance(user_text, str):
+            raise TypeError(
+                f"Runner.run_turn: user_text must be a str, got {type(user_text).__name__}"
+            )
         if not self._turn_lock.acquire(blocking=False):
             raise SessionLockedError(
                 f"session {self.session.name!r} is in use by another turn of this Runner; "

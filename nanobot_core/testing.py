@@ -233,12 +233,16 @@ def govern_and_check(
 
     from nanobot_core.config import Config, GovernanceConfig
     from nanobot_core.governance import Governor, builtin_stages
+    from nanobot_core.governance.governor import checked_stages
     from nanobot_core.governance.invariants import check_invariants
 
     settings = config.governance if isinstance(config, Config) else config or GovernanceConfig()
     before = copy.deepcopy(list(messages))
     problems: list[str] = []
-    probed = [attrs.evolve(stage, func=_purity_probe(stage, problems)) for stage in stages]
+    probed = [
+        attrs.evolve(stage, func=_purity_probe(stage, problems))
+        for stage in checked_stages(stages, "govern_and_check")
+    ]
     governor = Governor([*builtin_stages(), *probed], config=settings, workspace=workspace)
     result = governor.govern(messages, system=system, tools=tools)
     problems += check_invariants(result.messages, system=system, tools=tools)

@@ -33,7 +33,7 @@ import functools
 import gc
 import operator
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from itertools import compress, count, repeat
 from operator import and_, gt, itemgetter
 from pathlib import Path
@@ -253,13 +253,21 @@ class Governor:
         self,
         stages: Sequence[Stage],
         *,
-        config: GovernanceConfig,
+        config: GovernanceConfig | Config,
         counter: TokenCounter | None = None,
         store: ResultStore | None = None,
         workspace: Path | None = None,
         budget_first: bool = True,
         origins: Mapping[str, str] | None = None,
     ) -> None:
+        if isinstance(config, Config):  # the whole configuration, as `build_governor` takes it
+            config = config.governance
+        elif not isinstance(config, GovernanceConfig):
+            raise TypeError(
+                "Governor: config must be a GovernanceConfig or a Config, got "
+                f"{type(config).__name__}"
+            )
+        stages = checked_stages(stages, "Governor")
         _check_stage_options(stages, config, origins or {})
         # Read only when a stage fails, to name its plugin in the warning.
         self._origins: Mapping[str, str] = dict(origins or {})
@@ -364,8 +372,16 @@ class Governor:
     def restore(self, state: GovernanceState | None) -> None:
         """Continue a session from a recorded `state` (None: start afresh).
 
-        Raises `SessionLockedError` while a `govern` of this governor runs.
+        Raises `SessionLockedError` while a `govern` of this governor runs, and
+        `TypeError` for what is no `GovernanceState` (a saved session line is read
+        with `GovernanceState.from_record`), which the next call would fail on.
         """
+        if state is not None and not isinstance(state, GovernanceState):
+            raise TypeError(
+                "Governor.restore: state must be a GovernanceState or None, got "
+                f"{type(state).__name__} (a session line such as GovernanceState.to_record() "
+                "gives is read back with GovernanceState.from_record(line))"
+            )
         if not self._running.acquire(blocking=False):
             raise _busy()
         try:
@@ -490,7 +506,15 @@ class Governor:
         runs (from another thread, or from a stage of that call), it raises
         `SessionLockedError` at once, having done nothing; use a governor per
         session (or per thread).
+
+        `messages` that are not a list of messages (a single message dict, a
+        string, None) and `tools` that are not tool definitions (a
+        `ToolRegistry` rather than its `definitions()`) raise `TypeError`
+        saying so: iterated as they are, they would be governed into a
+        request that loses the history or miscounts the tools. `tools=None`
+        is no tools.
         """
+        tools = _checked_request(messages, tools)
         if not self._running.acquire(blocking=False):
             raise _busy()
         try:
@@ -1481,6 +1505,66 @@ def _never(_entry: Any) -> bool:
 # Internal: raised and caught within this module only, never public, so outside the tree.
 class _StageFailed(Exception):
     """A per-message stage failed on a message the budget walk read."""
+
+
+def checked_stages(stages: Any, where: str) -> list[Stage]:
+    """`stages` as a list, once each is a `Stage`; else a `TypeError` naming `where` and the
+    first entry that is not one (a bare function is the likely mistake)."""
+    if isinstance(stages, Stage) or not isinstance(stages, Iterable):
+        raise TypeError(f"{where}: stages must be a list of Stage, got {type(stages).__name__}")
+    listed = list(stages)
+    for index, entry in enumerate(listed):
+        if not isinstance(entry, Stage):
+            hint = (
+                " (make one with Stage(name, func) or the @nanobot_core.stage decorator)"
+                if callable(entry)
+                else ""
+            )
+            raise TypeError(
+                f"{where}: stages[{index}] is a {type(entry).__name__}, not a Stage{hint}"
+            )
+    return listed
+
+
+def _checked_request(messages: Any, tools: Any) -> Sequence[Any]:
+    """The tools of a call of `Governor.govern` (None: no tools), once `messages` is a sequence
+    of messages and `tools` one of tool definitions; else a `TypeError` saying what was given.
+
+    A dict, a string or a registry iterates too (over keys, characters or tools), so each
+    would be governed without an error into a request that lost the history or miscounts
+    the tools: refused here, at the call, rather than found out from the model's answer.
+    """
+    if type(messages) is not list and (
+        isinstance(messages, str | bytes | bytearray | Mapping)
+        or not isinstance(messages, Iterable)
+    ):
+        hint = " (one message? pass [message])" if isinstance(messages, Mapping) else ""
+        raise TypeError(
+            "Governor.govern: messages must be a list of message dicts, got "
+            f"{type(messages).__name__}{hint}"
+        )
+    if tools is None:
+        return ()
+    if type(tools) is not list and type(tools) is not tuple:  # the usual kinds need no more
+        if callable(getattr(tools, "definitions", None)):  # a ToolRegistry: its tools are no dicts
+            raise TypeError(
+                f"Governor.govern: tools is a {type(tools).__name__}; pass its definitions() "
+                "(the tool definitions sent to the model)"
+            )
+        if isinstance(tools, str | bytes | bytearray | Mapping) or not isinstance(tools, Iterable):
+            raise TypeError(
+                "Governor.govern: tools must be a list of tool definitions (dicts), got "
+                f"{type(tools).__name__}"
+            )
+        tools = list(tools)
+    for index, definition in enumerate(tools):
+        # A dict first: the Mapping check alone costs a microsecond per call on eight tools.
+        if type(definition) is not dict and not isinstance(definition, Mapping):
+            raise TypeError(
+                f"Governor.govern: tools[{index}] ({type(definition).__name__}) is not a tool "
+                "definition, a dict as ToolRegistry.definitions() gives"
+            )
+    return tools  # type: ignore[no-any-return]
 
 
 def _busy() -> SessionLockedError:

@@ -31,7 +31,7 @@ from nanobot_core._logging import get_logger
 from nanobot_core.config import Config, source_of
 from nanobot_core.errors import PluginError
 from nanobot_core.kernel.calling import Outcome, call_in_order, note_problem, refused_markers
-from nanobot_core.kernel.context import PluginContext, ToolCallEvent
+from nanobot_core.kernel.context import PluginContext, ToolCallEvent, as_path
 from nanobot_core.kernel.contributions import (
     KIND_HOOKS,
     ContributionError,
@@ -83,9 +83,15 @@ class PluginManager:
         autoload: bool | None = None,
         strict: bool | None = None,
     ) -> None:
+        if config is not None and not isinstance(config, Config):
+            raise TypeError(
+                "PluginManager: config must be a Config (load_config() or Config(...)), got "
+                f"{type(config).__name__}"
+            )
         self.config = config or Config()
         self.context = PluginContext(
-            workspace=Path(workspace or Path.cwd()).resolve(), config=self.config
+            workspace=(as_path(workspace) if workspace else Path.cwd()).resolve(),
+            config=self.config,
         )
         self.autoload = (not self.config.plugins.disable_autoload) if autoload is None else autoload
         self.strict = self.config.plugins.strict if strict is None else strict

@@ -65,6 +65,14 @@ def encode_value(value: str) -> str:
     return "".join(_escape(char) if _needs_escape(char) else char for char in quoted)
 
 
+def _kind(value: object) -> str:
+    """How an error names what it was given: the type, and the value when it is short."""
+    if value is None:
+        return "None"
+    shown = repr(value)
+    return type(value).__name__ + (f" {shown}" if len(shown) <= 40 else "")
+
+
 def _format_time(now: datetime) -> str:
     return f"{now.isoformat(timespec='seconds')} ({now.strftime('%A')})"
 
@@ -76,7 +84,27 @@ def build_runtime_block(
     chat_id: str | None,
     lines: Sequence[str],
 ) -> str:
-    """The runtime block for one user turn: time, channel, chat id and plugin lines, encoded."""
+    """The runtime block for one user turn: time, channel, chat id and plugin lines, encoded.
+
+    Each value must be of its type (`TypeError` naming the argument otherwise): a
+    text in `lines` would give a ``Context`` line per character, and a number as
+    `chat_id` a value that is no JSON string, as every value of the block is.
+    """
+    if not isinstance(now, datetime):
+        raise TypeError(f"build_runtime_block: now must be a datetime, got {_kind(now)}")
+    for argument, value in (("channel", channel), ("chat_id", chat_id)):
+        if value is not None and not isinstance(value, str):
+            raise TypeError(
+                f"build_runtime_block: {argument} must be a str or None, got {_kind(value)}"
+            )
+    if isinstance(lines, str) or not isinstance(lines, Sequence):
+        raise TypeError(
+            f"build_runtime_block: lines must be a list of str, got {_kind(lines)}"
+            + (" (one line? pass [line])" if isinstance(lines, str) else "")
+        )
+    for index, line in enumerate(lines):
+        if not isinstance(line, str):
+            raise TypeError(f"build_runtime_block: lines[{index}] must be a str, got {_kind(line)}")
     fields: list[tuple[str, str]] = [("Current Time", _format_time(now))]
     if channel is not None:
         fields.append(("Channel", channel))
@@ -88,7 +116,20 @@ def build_runtime_block(
 
 
 def append_runtime_block(user_text: str, block: str) -> str:
-    """The user message as persisted: the user's text unchanged, a blank line, then the block."""
+    """The user message as persisted: the user's text unchanged, a blank line, then the block.
+
+    Both are texts (`TypeError` naming the argument otherwise): content parts (a list)
+    would be written into the message as their repr; append the block to them as a
+    text part of its own instead.
+    """
+    for argument, value in (("user_text", user_text), ("block", block)):
+        if not isinstance(value, str):
+            hint = (
+                " (content parts? add the block as a text part)" if isinstance(value, list) else ""
+            )
+            raise TypeError(
+                f"append_runtime_block: {argument} must be a str, got {_kind(value)}{hint}"
+            )
     if not block:
         return user_text
     if not user_text:

@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 
 from nanobot_core.config import Config
+from nanobot_core.kernel.context import as_path
 from nanobot_core.kernel.records import name_problem
 
 __all__ = ["RenderFunction", "Section", "SectionContext"]
@@ -24,7 +25,8 @@ class SectionContext:
     depend on it). Per-turn facts such as the time go in the runtime block instead.
     """
 
-    workspace: Path
+    # A str is taken as the path it names: every built-in section joins paths onto it.
+    workspace: Path = attrs.field(converter=as_path)
     channel: str | None = None
     session: str | None = None
     config: Config = attrs.field(factory=Config)

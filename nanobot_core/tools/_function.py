@@ -69,9 +69,9 @@ class FunctionTool(Tool):
         self.read_only = read_only
         self.exclusive = exclusive
         self.timeout = timeout
-        self.blocking = not inspect.iscoroutinefunction(func)
+        self.blocking = not inspect.iscoroutinefunction(_defining(func))
         self.__wrapped__ = func
-        self.__doc__ = func.__doc__
+        self.__doc__ = _defining(func).__doc__
 
     @property
     def name(self) -> str:
@@ -90,7 +90,7 @@ class FunctionTool(Tool):
         return self.func(*args, **kwargs)
 
     def __repr__(self) -> str:
-        return f"<FunctionTool {self._name!r} from {self.func.__qualname__}>"
+        return f"<FunctionTool {self._name!r} from {_qualname(self.func)}>"
 
     async def execute(self, *args: Any, **kwargs: Any) -> Any:
         arguments = {
@@ -182,11 +182,24 @@ def tool(
     """
 
     def build(function: Callable[..., Any]) -> FunctionTool:
-        summary, documented = parse_docstring(function.__doc__)
+        defining = _defining(function)
+        if inspect.isasyncgenfunction(defining) or inspect.isgeneratorfunction(defining):
+            raise TypeError(
+                f"{_qualname(function)} is a generator function: a tool returns its whole "
+                "result once (collect what it yields, and return that)"
+            )
+        if not callable(function):
+            raise TypeError(f"@tool takes a function, got {type(function).__name__}")
+        tool_name = name or _default_name(function)
+        if tool_name is None:
+            raise TypeError(
+                f"{_qualname(function)} has no name of its own: give one, tool(name=...)(callable)"
+            )
+        summary, documented = parse_docstring(defining.__doc__)
         parameters, converters = signature_schema(function, documented)
         built = FunctionTool(
             function,
-            name=name or function.__name__,
+            name=tool_name,
             description=summary if description is None else description,
             parameters=parameters,
             converters=converters,
@@ -197,6 +210,34 @@ def tool(
         return typing.cast(FunctionTool, check_tool(built))
 
     return build if func is None else build(func)
+
+
+def _defining(func: Callable[..., Any]) -> Callable[..., Any]:
+    """The function whose hints, docstring and kind a tool of `func` has: a partial's
+    function (however deep), a callable object's ``__call__``, else `func` itself."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    if inspect.isroutine(func) or inspect.isclass(func):
+        return func
+    return type(func).__call__ if callable(func) else func
+
+
+def _default_name(func: Callable[..., Any]) -> str | None:
+    """The name a tool of `func` gets unless given one: a function's (a partial's function's);
+    None for a callable object, whose class names a kind of thing, not this tool."""
+    while isinstance(func, functools.partial):
+        func = func.func
+    name = getattr(func, "__name__", None)
+    return name if isinstance(name, str) and inspect.isroutine(func) else None
+
+
+def _qualname(func: Callable[..., Any]) -> str:
+    """How errors name `func`: its qualified name, a partial's as ``partial(name)``, an
+    object's by its class."""
+    if isinstance(func, functools.partial):
+        return f"partial({_qualname(func.func)})"
+    name = getattr(func, "__qualname__", None)
+    return name if isinstance(name, str) else f"{type(func).__qualname__} object"
 
 
 _SECTION_HEADER = re.compile(
@@ -242,18 +283,22 @@ def signature_schema(
 ) -> tuple[dict[str, Any], dict[str, Converter]]:
     """The JSON Schema of a function's parameters, and converters for Enum/attrs arguments."""
     try:
-        hints = typing.get_type_hints(func, include_extras=True)
+        hints = typing.get_type_hints(_defining(func), include_extras=True)
     except NameError as exc:
         raise TypeError(
-            f"{func.__qualname__}: cannot resolve the type hints ({exc}); "
+            f"{_qualname(func)}: cannot resolve the type hints ({exc}); "
             "the types must be importable where the function is defined"
         ) from exc
+    # What a partial binds by keyword is the program's, not the model's to set.
+    bound = set(func.keywords) if isinstance(func, functools.partial) else set()
     properties: dict[str, Any] = {}
     required: list[str] = []
     converters: dict[str, Converter] = {}
     open_ended = False
     for parameter in inspect.signature(func).parameters.values():
-        where = f"{func.__qualname__}({parameter.name})"
+        if parameter.name in bound:
+            continue
+        where = f"{_qualname(func)}({parameter.name})"
         if parameter.kind is parameter.VAR_KEYWORD:
             open_ended = True
             continue

@@ -58,6 +58,7 @@ from nanobot_core.tools.base import (
     flag_problem,
     flag_value,
     read_result,
+    shown,
     timeout_problem,
     usable_timeout,
 )
@@ -148,6 +149,12 @@ class Executor:
         default_timeout: float,
         hooks: ToolCallHooks | None = None,
     ) -> None:
+        if default_timeout is None or not usable_timeout(default_timeout):
+            # Checked here: else the first call without a timeout of its own fails inside asyncio.
+            raise ValueError(
+                f"Executor: default_timeout is {shown(default_timeout)}, expected a positive "
+                "number of seconds (math.inf: no limit)"
+            )
         self.registry = registry
         self.default_timeout = default_timeout
         self.hooks = hooks
@@ -160,6 +167,14 @@ class Executor:
         With `repeats` (one per turn), a read-only call identical to more than
         its limit of earlier ones is answered with an error and not run.
         """
+        calls = list(calls)  # read twice below: a generator must not come empty the second time
+        for index, call in enumerate(calls):
+            if not isinstance(call, ToolCallRequest):
+                raise TypeError(
+                    f"Executor.run: calls[{index}] is a {type(call).__name__}, not a "
+                    "ToolCallRequest(id, name, arguments) (the arguments as the model sent "
+                    "them: the executor prepares each call itself)"
+                )
         planned = [self._plan(call) for call in calls]
         if repeats is not None:
             planned = [_unless_repeated(p, repeats) for p in planned]

@@ -10,6 +10,7 @@ what is invalid. It never raises for a bad call: the problem comes back as an
 from __future__ import annotations
 
 import copy
+import inspect
 import re
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -592,11 +593,26 @@ def _owner(plugin: str | PluginInfo) -> tuple[str, str]:
 def _read(tool: Tool, owner: str) -> ToolFacts:
     """`read_tool` of `tool`, as the code of its plugin `owner` when that is known."""
     if not isinstance(tool, Tool):
-        raise TypeError(f"expected a Tool, got {type(tool).__name__} (see nanobot_core.as_tool)")
+        raise TypeError(f"expected a Tool, got {_what_to_add(tool)}")
     if not owner:  # the caller's own tool: what it raises is the caller's
         return read_tool(tool)
     with plugin_code(owner):
         return read_tool(tool)
+
+
+def _what_to_add(given: Any) -> str:
+    """What `add` was given instead of a tool, and how to make one of it."""
+    if inspect.isclass(given):
+        if issubclass(given, Tool):
+            return f"the class {given.__name__}: add an instance, {given.__name__}()"
+        return f"the class {given.__name__}"
+    if callable(given):
+        named = getattr(given, "__name__", None)
+        what = (
+            f"{type(given).__name__} {named!r}" if isinstance(named, str) else type(given).__name__
+        )
+        return f"{what}: make it a tool with @nanobot_core.tool"
+    return type(given).__name__
 
 
 def tool_label(name: str, owner: str) -> str:

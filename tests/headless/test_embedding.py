@@ -165,3 +165,24 @@ def test_a_turn_in_a_thread_runs_after_the_cli_ran_in_the_same_process() -> None
     """With the CLI's Ctrl-C handler in place, a worker thread's turn runs (no signal is set)."""
     done = run_python(IN_A_THREAD_AFTER_THE_CLI)
     assert done.stdout.strip() == "['done']", done.stderr
+
+
+def test_content_parts_as_the_user_text_are_refused_storing_nothing(
+    session: Session, tmp_path: Path
+) -> None:
+    """A list of content parts is a TypeError at the turn, not its repr stored as the message."""
+    runner = _runner(session, tmp_path)
+    with pytest.raises(TypeError, match=r"Runner\.run_turn: user_text must be a str, got list"):
+        runner.run_turn([{"type": "text", "text": "hello"}])  # type: ignore[arg-type]
+    assert session.history() == []
+    assert runner.run_turn("hello").answer == "done"
+
+
+def test_a_chat_id_that_is_no_text_is_refused_when_the_runner_is_built(
+    session: Session, tmp_path: Path
+) -> None:
+    """A number as chat id (a Telegram id, say) is refused at once, not in the first turn."""
+    built = _runner(session, tmp_path)
+    parts = (built.provider, built.registry, built.executor, built.governor, built.prompt_builder)
+    with pytest.raises(TypeError, match="Runner: chat_id must be a str or None, got int"):
+        Runner(*parts, session, chat_id=42)  # type: ignore[arg-type]

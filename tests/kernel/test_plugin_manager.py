@@ -313,3 +313,16 @@ def test_records_after_a_later_kind_fails_a_plugin_keep_the_earlier_kinds(
     assert expected["builtin:tools"] and expected["builtin:governance"]
     (failed,) = manager.failures()
     assert failed.error == "raised in nanobot_prompt_sections: RuntimeError: no sections"
+
+
+def test_a_config_that_is_no_config_is_refused_saying_how_to_make_one() -> None:
+    """A dict of settings is a TypeError naming `load_config`, not an AttributeError from inside."""
+    with pytest.raises(TypeError, match=r"config must be a Config \(load_config\(\) or Config"):
+        PluginManager({"tools": {"timeout": 5}})  # type: ignore[arg-type]
+
+
+def test_a_workspace_that_is_no_path_is_refused_and_a_str_is_its_path(tmp_path: Path) -> None:
+    """A number as the workspace is a TypeError saying a path is expected; a str is a path."""
+    with pytest.raises(TypeError, match="workspace must be a path"):
+        PluginManager(Config(), workspace=3)  # type: ignore[arg-type]
+    assert PluginManager(Config(), workspace=str(tmp_path)).context.workspace == tmp_path.resolve()

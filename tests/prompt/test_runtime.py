@@ -6,7 +6,9 @@ import json
 import re
 import unicodedata
 from datetime import UTC, datetime, timedelta, timezone
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -159,3 +161,37 @@ def test_empty_user_text_or_block() -> None:
     """An empty user text gives the block alone; an empty block leaves the text alone."""
     assert append_runtime_block("", "BLOCK") == "BLOCK"
     assert append_runtime_block("hi", "") == "hi"
+
+
+def test_a_text_as_the_lines_is_refused_not_written_a_character_a_line() -> None:
+    """`lines="branch: main"` is a TypeError saying to pass a list, not 12 Context lines."""
+    with pytest.raises(TypeError, match=r"lines must be a list of str, got str .*pass \[line\]"):
+        build_runtime_block(now=NOW, channel=None, chat_id=None, lines="branch: main")
+    with pytest.raises(TypeError, match=r"lines\[1\] must be a str, got int 7"):
+        build_runtime_block(now=NOW, channel=None, chat_id=None, lines=["a", 7])  # type: ignore[list-item]
+
+
+def test_values_of_another_type_are_refused_naming_the_argument() -> None:
+    """A number as chat id or a text as the time is a TypeError naming the argument."""
+    with pytest.raises(TypeError, match="chat_id must be a str or None, got int 42"):
+        build_runtime_block(now=NOW, channel="telegram", chat_id=42, lines=[])  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="now must be a datetime, got str"):
+        build_runtime_block(now="2025-01-31", channel=None, chat_id=None, lines=[])  # type: ignore[arg-type]
+
+
+def test_content_parts_are_refused_not_appended_as_their_repr() -> None:
+    """A list of content parts is a TypeError, not `"[{'type': 'text', ...}]"` plus the block."""
+    block = build_runtime_block(now=NOW, channel=None, chat_id=None, lines=[])
+    parts = [{"type": "text", "text": "hi"}]
+    with pytest.raises(TypeError, match=r"user_text must be a str, got list .*as a text part"):
+        append_runtime_block(parts, block)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="user_text must be a str, got None"):
+        append_runtime_block(None, block)  # type: ignore[arg-type]
+
+
+@given(st.none() | st.integers() | st.lists(st.text()) | st.dictionaries(st.text(), st.text()))
+def test_anything_but_text_as_user_text_is_refused(value: Any) -> None:
+    """Whatever is not a str never becomes the text of a user message."""
+    block = build_runtime_block(now=NOW, channel=None, chat_id=None, lines=[])
+    with pytest.raises(TypeError, match="append_runtime_block: user_text must be a str"):
+        append_runtime_block(value, block)

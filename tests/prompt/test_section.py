@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from nanobot_core.prompt import Section
+from nanobot_core import Config, PluginContext
+from nanobot_core.prompt import Section, SectionContext, build_default_prompt_builder
 
 
 def _text(ctx: object) -> str:
@@ -34,3 +37,24 @@ def test_section_render_must_be_callable() -> None:
 def test_integer_order_is_accepted() -> None:
     """An int order key is fine (plugins write order=250)."""
     assert Section(name="x", order=250, render=_text).order == 250
+
+
+def test_a_workspace_given_as_a_str_renders_the_same_prompt_as_its_path(tmp_path: Path) -> None:
+    """`SectionContext(workspace="...")` reads the workspace files, not leaving sections out."""
+    (tmp_path / "AGENTS.md").write_text("Answer in French.", encoding="utf-8")
+    builder = build_default_prompt_builder(Config())
+    as_text = builder.build(SectionContext(workspace=str(tmp_path)))
+    assert as_text.text == builder.build(SectionContext(workspace=tmp_path)).text
+    assert "Answer in French." in as_text.text
+    assert [s.reason for s in as_text.sections if s.reason and s.reason.startswith("raised")] == []
+
+
+def test_a_plugin_context_takes_a_str_workspace_as_its_path() -> None:
+    """`PluginContext(workspace="...")` holds a Path, which hooks join paths onto."""
+    assert PluginContext(workspace="somewhere").workspace / "x" == Path("somewhere", "x")
+
+
+def test_a_workspace_that_is_no_path_is_refused_naming_it() -> None:
+    """A number as the workspace is a TypeError saying a path is expected."""
+    with pytest.raises(TypeError, match="workspace must be a path"):
+        SectionContext(workspace=3)  # type: ignore[arg-type]
