@@ -70,6 +70,8 @@ __all__ = [
     "check_values",
     "dumps",
     "loads",
+    "nests_past",
+    "past_encoded_depth",
     "plain_numbers",
     "sanitized",
     "without_lone_surrogates",
@@ -214,7 +216,7 @@ def loads(
         # counted levels would refuse it: how deep the standard library's goes before its
         # RecursionError depends on the Python version (about 1,000 levels on 3.11, 1,500
         # on 3.12, 10,000 on 3.13), and which refusal a text gets must not.
-        if _nests_past_limit(text[: exc.pos]):
+        if nests_past(text[: exc.pos], MAX_DEPTH):
             raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels") from None
         raise JSONSyntaxError(
             f"not JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
@@ -325,30 +327,33 @@ def _holds_written(value: Any) -> bool:
 _NOT_A_BRACKET = re.compile(r"[^\[\]{}]+")
 
 
-def _nests_past_limit(text: str) -> bool:
-    """Whether the arrays and objects `text` opens (a text cut anywhere) nest past `MAX_DEPTH`.
+def nests_past(text: str, limit: int) -> bool:
+    """Whether the arrays and objects `text` opens (a text cut anywhere) nest past `limit`.
 
-    Strings are cut out first (one at the end may be open), so brackets in them do not
-    count. Linear in the length of `text`; a loop over its brackets only when it opens more
-    than `MAX_DEPTH` of them.
+    For the text before a syntax error, which counts as deep as it nests there. Strings
+    are cut out first (one at the end may be open), so brackets in them do not count.
+    Linear in the length of `text`; a loop over its brackets only when it opens more than
+    `limit` of them.
     """
-    if text.count("[") + text.count("{") <= MAX_DEPTH:
+    if text.count("[") + text.count("{") <= limit:
         return False
     depth = 0
     for bracket in _NOT_A_BRACKET.sub("", _STRING.sub("", text)):
         depth += 1 if bracket in "[{" else -1
-        if depth > MAX_DEPTH:
+        if depth > limit:
             return True
     return False
 
 
-def _past_encoded_depth(text: str, value: Any) -> bool:
-    """Whether `value`, encoded as `text`, nests deeper than `MAX_ENCODED_DEPTH`.
+def past_encoded_depth(text: str, value: Any) -> bool:
+    """Whether `value`, decoded from or encoded as `text`, nests deeper than `MAX_ENCODED_DEPTH`.
 
-    Levels need brackets: a text holding fewer ``[`` and ``{`` than that costs no walk.
+    Levels need brackets: a text holding fewer ``[`` and ``{`` than that costs no walk
+    (and one of fewer characters, no count).
     """
     return (
-        text.count("[") + text.count("{") > MAX_ENCODED_DEPTH
+        len(text) > MAX_ENCODED_DEPTH
+        and text.count("[") + text.count("{") > MAX_ENCODED_DEPTH
         and isinstance(value, dict | list | tuple)
         and _too_deep(value, MAX_ENCODED_DEPTH)
     )
@@ -419,7 +424,7 @@ def dumps(
         text = json.dumps(value, **options)
     except (ValueError, RecursionError):
         text = None
-    if text is not None and _past_encoded_depth(text, value):
+    if text is not None and past_encoded_depth(text, value):
         text = None  # what the encoder gives up on, on one version or another
     if text is not None and (text.isascii() or _SURROGATE.search(text) is None):
         return text

@@ -21,8 +21,8 @@ from typing import Any
 
 import attrs
 
-from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, JSONLimitError, check_values
-from nanobot_core.governance.checks import NO_OUTPUT, has_lone_surrogate
+from nanobot_core._json_boundary import JSONLimitError
+from nanobot_core.governance.checks import NO_OUTPUT, decode_arguments, has_lone_surrogate
 from nanobot_core.governance.messages import (
     TOOL_BLOCK_TYPES,
     Message,
@@ -145,8 +145,9 @@ def _decoded_input(arguments: Any) -> dict[str, Any] | str:
     arguments: ``{}``, with nothing lost. An escaped lone surrogate
     (``"\\ud800"``, legal JSON) would decode into a raw one, which UTF-8 cannot
     encode: those become U+FFFD, so the blocks can be sent and converting them
-    again gives the same text. Arguments of more than `MAX_ARGUMENT_VALUES`
-    values are not decoded.
+    again gives the same text. Arguments are decoded by `decode_arguments`,
+    within governance's limits (`MAX_ARGUMENT_VALUES` values, `MAX_ENCODED_DEPTH`
+    levels).
     """
     if isinstance(arguments, dict):
         return arguments
@@ -155,18 +156,16 @@ def _decoded_input(arguments: Any) -> dict[str, Any] | str:
     if not isinstance(arguments, str):
         return f"are neither a JSON object nor its text (type {type(arguments).__name__})"
     try:
-        check_values(arguments, MAX_ARGUMENT_VALUES)
-        value = json.loads(arguments)
+        value = decode_arguments(arguments, strict=False)
     except JSONLimitError as exc:
         return f"hold {exc}"
     except ValueError as exc:
         return f"are not JSON ({exc})"
-    except RecursionError:
-        return "nest too deep to be decoded"
     if not isinstance(value, dict):
         return f"are {_json_kind(value)} in JSON, not an object"
-    # Nested too deep to encode again, the value has no raw surrogate to find: it goes
-    # as it is, and the provider names it if the request cannot be encoded.
+    # At most `MAX_ENCODED_DEPTH` levels deep, the value encodes again on every version;
+    # a RecursionError here means the caller's stack is nearly spent: it goes as it is,
+    # and the provider names it if the request cannot be encoded.
     with contextlib.suppress(RecursionError):
         text = json.dumps(value, ensure_ascii=False)
         if has_lone_surrogate(text):
@@ -333,10 +332,10 @@ def to_messages_api(messages: Sequence[Any], *, prefix: int | None = None) -> Me
 
     A call's arguments given as a dict are its input; absent, null or blank,
     the input is ``{}``. Arguments that cannot be an input (text that is not
-    JSON, nests too deep to decode, holds more than `MAX_ARGUMENT_VALUES`
-    values or is not an object) raise ValueError naming the message's index and
-    the call's id, rather than send the call without them: governance repairs
-    such arguments, and reports it, before they get here.
+    JSON, nests deeper than `MAX_ENCODED_DEPTH` levels, holds more than
+    `MAX_ARGUMENT_VALUES` values or is not an object) raise ValueError naming
+    the message's index and the call's id, rather than send the call without
+    them: governance repairs such arguments, and reports it, before they get here.
 
     With `prefix`, ``prefix_messages`` is what ``to_messages_api(messages[:prefix])``
     gives as ``messages``, found in the same pass (a provider compares it with the

@@ -11,12 +11,20 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, check_values
+from nanobot_core._json_boundary import (
+    MAX_ARGUMENT_VALUES,
+    MAX_ENCODED_DEPTH,
+    JSONLimitError,
+    check_values,
+    nests_past,
+    past_encoded_depth,
+)
 from nanobot_core.governance.messages import call_name, content_text
 
 __all__ = [
     "NO_OUTPUT",
     "arguments_ok",
+    "decode_arguments",
     "has_lone_surrogate",
     "has_named_call",
     "is_blank_content",
@@ -128,6 +136,7 @@ def _reject_constant(name: str) -> Any:
 # Built once: json.loads with any option builds a new decoder on every call, which costs
 # more than decoding a short arguments string does.
 _STRICT = json.JSONDecoder(parse_constant=_reject_constant)
+_LENIENT = json.JSONDecoder()
 
 
 # The decoder's scanner, called directly for a string that opens an object: it skips
@@ -136,19 +145,54 @@ _STRICT = json.JSONDecoder(parse_constant=_reject_constant)
 _SCAN_ONCE: Callable[[str, int], tuple[Any, int]] = _STRICT.scan_once  # type: ignore[attr-defined]
 _JSON_WHITESPACE = " \t\n\r"
 
+_TOO_DEEP = f"arrays or objects nested deeper than {MAX_ENCODED_DEPTH} levels"
+
+
+def decode_arguments(arguments: str, *, strict: bool = True) -> Any:
+    """The value a call's `arguments` text holds, decoded within governance's limits.
+
+    Raises `JSONLimitError` (its message reads after "arguments hold") for more
+    than `MAX_ARGUMENT_VALUES` values or arrays and objects nested deeper than
+    `MAX_ENCODED_DEPTH` levels, and ValueError for text that is not JSON (with
+    `strict`, ``NaN`` and ``Infinity`` are not). Text that nests past the depth
+    before a syntax error is refused for depth, whatever follows. The one rule
+    governance reads arguments by, the same on every Python version: the standard
+    library's parser gives up at a depth that depends on the version (about 1,000
+    levels on 3.11, 1,500 on 3.12, 10,000 on 3.13), and that must not decide.
+    """
+    check_values(arguments, MAX_ARGUMENT_VALUES)
+    try:
+        value = (_STRICT if strict else _LENIENT).decode(arguments)
+    except RecursionError:  # the parser reached the recursion limit: past 500 levels
+        raise JSONLimitError(_TOO_DEEP) from None
+    except json.JSONDecodeError as exc:
+        if nests_past(arguments[: exc.pos], MAX_ENCODED_DEPTH):
+            raise JSONLimitError(_TOO_DEEP) from None
+        raise
+    if past_encoded_depth(arguments, value):
+        raise JSONLimitError(_TOO_DEEP)
+    return value
+
 
 def arguments_ok(arguments: Any) -> bool:
     """Whether `arguments` is a string holding a strict JSON object (no NaN or Infinity).
 
-    Not when it holds more than `MAX_ARGUMENT_VALUES` values: those are never decoded.
+    Whether `decode_arguments` decodes it into a dict, without the cost of its
+    exceptions: arguments of more than `MAX_ARGUMENT_VALUES` values, or nested deeper
+    than `MAX_ENCODED_DEPTH` levels, are never decoded.
     """
     if type(arguments) is not str:
         return False
     try:
         check_values(arguments, MAX_ARGUMENT_VALUES)
         if arguments[:1] == "{":
-            end = _SCAN_ONCE(arguments, 0)[1]
-            return end == len(arguments) or not arguments[end:].strip(_JSON_WHITESPACE)
-        return isinstance(_STRICT.decode(arguments), dict)
+            value, end = _SCAN_ONCE(arguments, 0)
+            if end != len(arguments) and arguments[end:].strip(_JSON_WHITESPACE):
+                return False
+        elif not isinstance(value := _STRICT.decode(arguments), dict):
+            return False
+    # RecursionError: the parser reached the recursion limit, past `MAX_ENCODED_DEPTH` levels.
     except (ValueError, RecursionError, StopIteration):
         return False
+    # `past_encoded_depth`'s own first test, inline: most arguments are shorter.
+    return len(arguments) <= MAX_ENCODED_DEPTH or not past_encoded_depth(arguments, value)

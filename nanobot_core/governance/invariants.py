@@ -9,13 +9,12 @@ and the public pytest plugin (`nanobot_core.testing`) share these checks.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from nanobot_core._clip import quoted
-from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, JSONLimitError, check_values
-from nanobot_core.governance.checks import is_empty_result
+from nanobot_core._json_boundary import JSONLimitError
+from nanobot_core.governance.checks import decode_arguments, is_empty_result
 from nanobot_core.governance.messages import KNOWN_ROLES, SYSTEM_ROLES
 from nanobot_core.governance.tokens import TokenCounter, count_request
 
@@ -157,15 +156,10 @@ def _arguments_problem(arguments: Any) -> str | None:
     if not isinstance(arguments, str):
         return f"arguments is a {type(arguments).__name__}, not a JSON string"
 
-    def reject_constant(name: str) -> Any:
-        raise ValueError(f"{name} is not JSON")
-
     try:
-        check_values(arguments, MAX_ARGUMENT_VALUES)
+        parsed = decode_arguments(arguments)
     except JSONLimitError as exc:
         return f"arguments cannot be used (they hold {exc}): {_preview(arguments)}"
-    try:
-        parsed = json.loads(arguments, parse_constant=reject_constant)
     except ValueError as exc:
         return f"arguments is not valid JSON ({exc}): {_preview(arguments)}"
     if not isinstance(parsed, dict):

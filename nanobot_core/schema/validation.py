@@ -55,20 +55,20 @@ class InvalidSchemaError(ToolError, ValueError):
     """A schema is not a valid JSON Schema (or names a `$ref` that cannot be resolved)."""
 
 
-def _non_finite_numbers(instance: Any) -> list[str]:
-    """One error per NaN or infinite float inside `instance` (walked once, depth-first)."""
-    found: list[str] = []
-    stack: list[tuple[Any, tuple[str | int, ...]]] = [(instance, ())]
+def _non_finite_numbers(instance: Any) -> _NonFinite:
+    """The NaN and infinite floats inside `instance`, with their paths (walked once)."""
+    found: list[tuple[_Path, float]] = []
+    stack: list[tuple[Any, _Path]] = [(instance, ())]
     while stack:
         value, path = stack.pop()
         if isinstance(value, float):
             if not math.isfinite(value):
-                found.append(f"{_where(path)}: must be a finite number, not {value}")
+                found.append((path, value))
         elif isinstance(value, dict):
             stack.extend((item, (*path, str(key))) for key, item in value.items())
         elif isinstance(value, list | tuple):
             stack.extend((item, (*path, index)) for index, item in enumerate(value))
-    return sorted(found)
+    return _NonFinite(found)
 
 
 def format_instance_path(parts: Sequence[str | int]) -> str:
@@ -135,13 +135,13 @@ class SchemaValidator:
             return found[:limit], max(0, len(found) - limit)
         return found.first(limit), max(0, found.count() - limit)
 
-    def _found(self, instance: Any) -> list[str] | _Problems:
+    def _found(self, instance: Any) -> list[str] | _Problems | _NonFinite:
         """The problems with ``instance``: rendered when they are few by nature, else grouped."""
         validator = self._validator()
         # NaN and the infinities are no JSON numbers, whatever a lenient parser made of
         # "NaN" or 1e999; the validator would see them as null and say so, wrongly.
         not_finite = _non_finite_numbers(instance)
-        if not_finite:
+        if not_finite.count():
             return not_finite
         try:
             return _Problems(validator.iter_errors(instance))
@@ -299,6 +299,36 @@ class _Problems:
     def rendered(self) -> list[str]:
         """Every error rendered, sorted by path then text, without repeats."""
         return _render_errors(self._by_path_and_message.values())
+
+
+class _NonFinite:
+    """The NaN and infinite floats of one instance, each rendered only when it is shown.
+
+    One error each, at its own path, so they are counted without rendering; sorted by
+    path as the validator's errors are (indexes numerically: ``[2]`` before ``[10]``).
+    """
+
+    __slots__ = ("_found",)
+
+    def __init__(self, found: list[tuple[_Path, float]]) -> None:
+        self._found = found
+
+    def count(self) -> int:
+        """How many errors `rendered` gives."""
+        return len(self._found)
+
+    def first(self, limit: int) -> list[str]:
+        """``rendered()[:limit]``, rendering those only."""
+        shown = heapq.nsmallest(max(0, limit), self._found, key=_non_finite_sort_key)
+        return [f"{_where(path)}: must be a finite number, not {value}" for path, value in shown]
+
+    def rendered(self) -> list[str]:
+        """Every error rendered, sorted by path."""
+        return self.first(len(self._found))
+
+
+def _non_finite_sort_key(found: tuple[_Path, float]) -> tuple[tuple[int, int, str], ...]:
+    return _path_sort_key(found[0])
 
 
 def _render_errors(found: Iterable[jsonschema_rs.ValidationError]) -> list[str]:

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nanobot_core.schema import cast_arguments, compile_schema
+from nanobot_core._clip import clip
+from nanobot_core.schema import cast_arguments, compile_schema, format_instance_path
 from nanobot_core.schema import validation as validation_module
 from nanobot_core.tools import registry as registry_module
 from nanobot_core.tools.registry import MAX_LISTED_ERRORS, ToolRegistry, parse_arguments
@@ -182,4 +184,76 @@ def test_only_the_listed_errors_are_rendered(monkeypatch: pytest.MonkeyPatch) ->
     registry.add(SchemaTool("t", {"type": "object", "properties": items}))
     error = registry.prepare_call("t", {"xs": ["x"] * 50_000}).error
     assert error is not None and error.endswith("; and 49,992 more")
+    assert len(rendered) == MAX_LISTED_ERRORS
+
+
+_NON_FINITE = st.sampled_from([math.nan, math.inf, -math.inf])
+_NUMBERS = st.one_of(_NON_FINITE, st.integers(-3, 3), st.floats(allow_nan=False, width=16))
+_NUMBER_TREES = st.recursive(
+    _NUMBERS,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=14),
+        st.dictionaries(_KEYS, inner, max_size=4),
+    ),
+    max_leaves=60,
+)
+
+
+def _non_finite_reference(instance: Any) -> list[str]:
+    """One error per NaN or infinity, in the validator's path order (indexes by number)."""
+    found: list[tuple[Any, str]] = []
+
+    def walk(value: Any, path: tuple[str | int, ...]) -> None:
+        if isinstance(value, float) and not math.isfinite(value):
+            where = clip(format_instance_path(path))
+            order = tuple((0, p, "") if isinstance(p, int) else (1, 0, p) for p in path)
+            found.append((order, f"{where}: must be a finite number, not {value}"))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                walk(item, (*path, key))
+        elif isinstance(value, list):
+            for index, item in enumerate(value):
+                walk(item, (*path, index))
+
+    walk(instance, ())
+    return [text for _, text in sorted(found)]
+
+
+@settings(max_examples=300, deadline=None)
+@given(_NUMBER_TREES, st.integers(min_value=0, max_value=12))
+@example([math.nan] * 12, 8)
+def test_non_finite_numbers_are_listed_in_path_order_and_the_rest_counted(
+    instance: Any, limit: int
+) -> None:
+    """NaN and the infinities are errors in path order, ``[2]`` before ``[10]`` as every other
+    error is, and `first_errors` lists the first `limit` of them and counts the others."""
+    expected = _non_finite_reference(instance)
+    if not expected:
+        return
+    validator = compile_schema({})
+    assert validator.errors(instance) == expected
+    assert validator.first_errors(instance, limit) == (
+        expected[:limit],
+        max(0, len(expected) - limit),
+    )
+
+
+def test_only_the_listed_non_finite_numbers_are_rendered(monkeypatch: pytest.MonkeyPatch) -> None:
+    """50,000 NaN arguments: the answer renders the 8 it lists in order, counts the others,
+    and stays within the 4,000 characters an Error answer may take."""
+    rendered: list[Any] = []
+    where = validation_module._where
+
+    def counted_where(parts: Any) -> str:
+        rendered.append(parts)
+        return where(parts)
+
+    monkeypatch.setattr(validation_module, "_where", counted_where)
+    items = {"xs": {"type": "array", "items": {"type": "number"}}}
+    registry = ToolRegistry()
+    registry.add(SchemaTool("t", {"type": "object", "properties": items}))
+    error = registry.prepare_call("t", '{"xs": [' + ",".join(["NaN"] * 50_000) + "]}").error
+    listed = "; ".join(f"$.xs[{n}]: must be a finite number, not nan" for n in range(8))
+    assert error == f'Error: invalid arguments for tool "t": {listed}; and 49,992 more'
+    assert len(error) <= 4_000
     assert len(rendered) == MAX_LISTED_ERRORS

@@ -3,7 +3,9 @@
 Providers reject a history whose arguments are an object instead of a string,
 truncated JSON, or JSON that is not an object. Broken JSON is repaired in
 linear time (`nanobot_core._json_repair`, the same repair tool calls get);
-what cannot become an object is replaced by ``{}``. Every change is described for the report.
+what cannot become an object is replaced by ``{}``, as are arguments outside the limits
+governance reads them within (`decode_arguments`: too many values, or nested deeper than
+500 levels, on every Python version). Every change is described for the report.
 """
 
 from __future__ import annotations
@@ -11,8 +13,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, JSONLimitError, check_values
-from nanobot_core.governance.checks import arguments_ok
+from nanobot_core._json_boundary import JSONLimitError
+from nanobot_core.governance.checks import arguments_ok, decode_arguments
 from nanobot_core.governance.messages import preview
 
 __all__ = ["normalise_arguments"]
@@ -27,50 +29,39 @@ def _encode(value: dict[str, Any]) -> str | None:
         return None
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def _decode(text: str) -> tuple[bool, Any]:
-    try:
-        return True, json.loads(text, parse_constant=_reject_constant)
-    except (ValueError, RecursionError):
-        return False, None
-
-
-def _repair(text: str) -> Any:
+def _repaired(text: str) -> tuple[str, str]:
+    """What arguments `text`, which is not JSON, become: repaired when that makes an object."""
     from nanobot_core._json_repair import repair
 
     try:
-        return repair(text)[0]
+        repaired = repair(text)[0]
     except ValueError:
-        return None
+        repaired = None
+    if isinstance(repaired, dict):
+        encoded = _encode(repaired)
+        if encoded is not None:
+            return encoded, f"broken JSON arguments {preview(text)} repaired"
+    return EMPTY_OBJECT, f"arguments {preview(text)} are not a JSON object: replaced with {{}}"
 
 
 def _from_text(text: str) -> tuple[str, str]:
     if not text.strip():
         return EMPTY_OBJECT, "empty arguments replaced with {}"
     try:
-        check_values(text, MAX_ARGUMENT_VALUES)
+        decoded = decode_arguments(text)
     except JSONLimitError as exc:
         return EMPTY_OBJECT, f"arguments {preview(text)} hold {exc}: replaced with {{}}"
-    valid, decoded = _decode(text)
-    if valid:
-        if isinstance(decoded, str) and arguments_ok(decoded):
-            return decoded, "double-encoded JSON arguments decoded once"
-        if decoded is None:
-            return EMPTY_OBJECT, "null arguments replaced with {}"
-        kind = type(decoded).__name__
-        return (
-            EMPTY_OBJECT,
-            f"arguments were JSON {kind} {preview(text)}, not an object: replaced with {{}}",
-        )
-    repaired = _repair(text)
-    if isinstance(repaired, dict):
-        encoded = _encode(repaired)
-        if encoded is not None:
-            return encoded, f"broken JSON arguments {preview(text)} repaired"
-    return EMPTY_OBJECT, f"arguments {preview(text)} are not a JSON object: replaced with {{}}"
+    except ValueError:
+        return _repaired(text)
+    if isinstance(decoded, str) and arguments_ok(decoded):
+        return decoded, "double-encoded JSON arguments decoded once"
+    if decoded is None:
+        return EMPTY_OBJECT, "null arguments replaced with {}"
+    kind = type(decoded).__name__
+    return (
+        EMPTY_OBJECT,
+        f"arguments were JSON {kind} {preview(text)}, not an object: replaced with {{}}",
+    )
 
 
 def normalise_arguments(value: Any) -> tuple[str, str | None]:
