@@ -11,7 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nanobot_core._clip import clip, quoted
-    from nanobot_core.config import Config, load_config, source_prefix, variable_source
+    from nanobot_core.config import (
+        Config,
+        check_config,
+        load_config,
+        source_prefix,
+        variable_source,
+    )
     from nanobot_core.errors import (
         ConfigError,
         NanobotError,
@@ -74,6 +80,7 @@ __all__ = [
     "ToolRegistry",
     "ToolResult",
     "WorkspaceEscapeError",
+    "check_config",
     "clip",
     "hookimpl",
     "load_config",
@@ -91,6 +98,7 @@ _LOCATIONS: dict[str, str] = {
     "clip": "nanobot_core._clip",
     "quoted": "nanobot_core._clip",
     "Config": "nanobot_core.config",
+    "check_config": "nanobot_core.config",
     "load_config": "nanobot_core.config",
     "source_prefix": "nanobot_core.config",
     "variable_source": "nanobot_core.config",

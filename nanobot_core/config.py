@@ -8,6 +8,7 @@ directory, defaults.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import tomllib
@@ -34,6 +35,7 @@ __all__ = [
     "StoreConfig",
     "ToolsConfig",
     "check_budget",
+    "check_config",
     "is_option_type",
     "load_config",
     "source_prefix",
@@ -632,6 +634,58 @@ def _type_name(tp: Any) -> str:
     if typing.get_args(tp):
         return str(tp).replace("typing.", "")
     return getattr(tp, "__name__", None) or str(tp)
+
+
+def check_config(config: Config | GovernanceConfig) -> None:
+    """Refuse, as `load_config` refuses it, a value of a configuration built in code.
+
+    Attrs classes check nothing when built, so ``GovernanceConfig(context_window="1k")``
+    would otherwise fail far from where it was made. Raises `ConfigError` naming the
+    dotted key and what it expected; a tuple is taken where a list is. The
+    `PluginManager` and the `Governor` check what they are given with it.
+    """
+    if isinstance(config, GovernanceConfig):
+        _check_built(config, GovernanceConfig, "governance.")
+        config = Config(governance=config)
+    elif isinstance(config, Config):
+        _check_built(config, Config, "")
+    else:
+        raise TypeError(
+            f"check_config: expected a Config or a GovernanceConfig, got {type(config).__name__}"
+        )
+    try:
+        _check_ranges(config)
+    except _RangeError as exc:
+        raise ConfigError(str(exc)) from None
+    check_budget(config.governance)
+
+
+@functools.cache
+def _init_hints(cls: type) -> tuple[tuple[str, Any], ...]:
+    """(name, type) of each field of the attrs class `cls` that its constructor takes."""
+    import typing
+
+    hints = typing.get_type_hints(cls)
+    return tuple((field.name, hints[field.name]) for field in attrs.fields(cls) if field.init)
+
+
+def _check_built(value: Any, cls: type, prefix: str) -> None:
+    """`_check_types` of an attrs object (`cls`) built in code, its tables included."""
+    import typing
+
+    if not isinstance(value, cls):
+        where = prefix.rstrip(".") or "config"
+        raise ConfigError(f"{where}: expected a {cls.__name__}, got {type(value).__name__}")
+    for name, tp in _init_hints(cls):
+        item = getattr(value, name)
+        if attrs.has(tp):
+            _check_built(item, tp, f"{prefix}{name}.")
+            continue
+        if type(item) is tuple and typing.get_origin(tp) is list:
+            item = list(item)  # code may pass a tuple where TOML gives a list: both work
+        problem = type_problem(item, tp, prefix + name)
+        if problem is not None:
+            raise ConfigError(problem)
 
 
 #: The least input budget (tokens) a window must leave after the reply and the margin.

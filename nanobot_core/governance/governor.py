@@ -43,7 +43,13 @@ import attrs
 
 from nanobot_core._containment import contained
 from nanobot_core._logging import get_logger
-from nanobot_core.config import Config, GovernanceConfig, option_source, source_of
+from nanobot_core.config import (
+    Config,
+    GovernanceConfig,
+    check_config,
+    option_source,
+    source_of,
+)
 from nanobot_core.errors import ConfigError, SessionLockedError
 from nanobot_core.governance import budget_first as cutting
 from nanobot_core.governance._handed import Deferred, Handed
@@ -267,6 +273,7 @@ class Governor:
                 "Governor: config must be a GovernanceConfig or a Config, got "
                 f"{type(config).__name__}"
             )
+        check_config(config)  # built in code, it was never checked
         stages = checked_stages(stages, "Governor")
         _check_stage_options(stages, config, origins or {})
         # Read only when a stage fails, to name its plugin in the warning.

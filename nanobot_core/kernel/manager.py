@@ -28,7 +28,7 @@ import pluggy
 from nanobot_core import hookspecs
 from nanobot_core._containment import PluginEscapeError, describe, plugin_code
 from nanobot_core._logging import get_logger
-from nanobot_core.config import Config, source_of
+from nanobot_core.config import Config, check_config, source_of
 from nanobot_core.errors import PluginError
 from nanobot_core.kernel.calling import Outcome, call_in_order, note_problem, refused_markers
 from nanobot_core.kernel.context import PluginContext, ToolCallEvent, as_path
@@ -88,6 +88,8 @@ class PluginManager:
                 "PluginManager: config must be a Config (load_config() or Config(...)), got "
                 f"{type(config).__name__}"
             )
+        if config is not None:
+            check_config(config)  # built in code, it was never checked
         self.config = config or Config()
         self.context = PluginContext(
             workspace=(as_path(workspace) if workspace else Path.cwd()).resolve(),
