@@ -228,6 +228,8 @@ def _default_name(func: Callable[..., Any]) -> str | None:
     while isinstance(func, functools.partial):
         func = func.func
     name = getattr(func, "__name__", None)
+    if name == "<lambda>":  # a lambda names no tool either: the error asks for a name
+        return None
     return name if isinstance(name, str) and inspect.isroutine(func) else None
 
 

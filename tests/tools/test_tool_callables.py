@@ -161,3 +161,11 @@ def test_the_executor_runs_calls_given_as_a_generator() -> None:
     executor = Executor(registry, default_timeout=5)
     calls = (ToolCallRequest(f"c{n}", "power", {"base": n}) for n in range(3))
     assert [o.result for o in run_calls(executor.run(calls))] == ["0", "1", "4"]  # type: ignore[arg-type]
+
+
+def test_a_lambda_is_asked_for_a_name() -> None:
+    """A lambda has no name a tool can take: the error asks for one, and one given works."""
+    with pytest.raises(TypeError, match=r"<lambda> has no name of its own: give one"):
+        tool(lambda text: text)
+    made = tool(name="echo")(lambda text: text)
+    assert made.name == "echo"
