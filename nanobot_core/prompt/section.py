@@ -31,6 +31,15 @@ class SectionContext:
     session: str | None = None
     config: Config = attrs.field(factory=Config)
 
+    @config.validator
+    def _check_config(self, _attribute: Any, value: Any) -> None:
+        # Every built-in section reads it: anything else would fail in each of them, and a
+        # failing section is only logged (the prompt goes out without it).
+        if not isinstance(value, Config):
+            raise TypeError(
+                f"SectionContext: config must be a Config (or left out), got {type(value).__name__}"
+            )
+
 
 RenderFunction = Callable[[SectionContext], str | None]
 

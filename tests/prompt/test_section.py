@@ -58,3 +58,10 @@ def test_a_workspace_that_is_no_path_is_refused_naming_it() -> None:
     """A number as the workspace is a TypeError saying a path is expected."""
     with pytest.raises(TypeError, match="workspace must be a path"):
         SectionContext(workspace=3)  # type: ignore[arg-type]
+
+
+def test_section_context_refuses_what_is_no_config(tmp_path: Path) -> None:
+    """A config that is not a Config (None, a dict) is refused when the context is made."""
+    for wrong in (None, {"prompt": {}}):
+        with pytest.raises(TypeError, match="SectionContext: config must be a Config"):
+            SectionContext(workspace=tmp_path, config=wrong)  # type: ignore[arg-type]
