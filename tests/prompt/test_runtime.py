@@ -7,6 +7,7 @@ import re
 import unicodedata
 from datetime import UTC, datetime, timedelta, timezone
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -159,3 +160,12 @@ def test_empty_user_text_or_block() -> None:
     """An empty user text gives the block alone; an empty block leaves the text alone."""
     assert append_runtime_block("", "BLOCK") == "BLOCK"
     assert append_runtime_block("hi", "") == "hi"
+
+
+@pytest.mark.parametrize("char", ["\ufffe", "\uffff", "\U00010000", "\U0010ffff"])
+def test_characters_at_the_edge_of_the_first_plane_round_trip(char: str) -> None:
+    """The last characters of the first plane and the first and last beyond it decode back."""
+    value = f"a{char}b"
+    block = build_runtime_block(now=NOW, channel=value, chat_id=None, lines=[])
+    _assert_unforgeable(block)
+    assert _body(block)[1] == ("Channel", value)
