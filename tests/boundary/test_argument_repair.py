@@ -163,6 +163,24 @@ def test_any_text_as_arguments_is_an_object_or_an_error(text: str) -> None:
     assert parsed.error is None or parsed.error.startswith(("must be", "cannot be used"))
 
 
+# Strings without a brace: none of them is the text of an object (double-encoded arguments).
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(st.characters(exclude_characters="{")),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(keys, inner, max_size=3),
+)
+
+
+@ARGUMENTS
+@given(json_values, st.booleans())
+def test_any_json_value_as_arguments_becomes_an_object_string(value: Any, twice: bool) -> None:
+    """Whatever JSON value a history's arguments hold (encoded once or twice), the stage hands
+    on the text of a JSON object: that object when the value is one, else ``{}``."""
+    text = json.dumps(json.dumps(value) if twice else value)
+    encoded, _ = normalise_arguments(text)
+    decoded = json.loads(encoded)
+    assert decoded == (value if isinstance(value, dict) else {})
+
+
 @pytest.mark.parametrize(
     ("raw", "expected"),
     [

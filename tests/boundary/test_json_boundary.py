@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from typing import Any
 
 import pytest
@@ -19,6 +20,7 @@ from nanobot_core._json_boundary import (
     WrittenFloat,
     WrittenInt,
     check_depth,
+    check_values,
     dumps,
     loads,
     plain_numbers,
@@ -283,3 +285,40 @@ def test_plugin_tool_output_goes_through_the_boundary() -> None:
         deep = [deep]
     refused = ToolResult.of(deep)  # too deep to sanitise: an error result, not a RecursionError
     assert refused.is_error and "nested deeper" in str(refused)
+
+
+@pytest.mark.parametrize(
+    ("deepest", "refusal"), [(MAX_DEPTH, JSONSyntaxError), (MAX_DEPTH + 1, JSONLimitError)]
+)
+def test_broken_text_with_many_brackets_is_refused_for_depth_only_past_the_limit(
+    deepest: int, refusal: type[Exception]
+) -> None:
+    """More brackets than MAX_DEPTH, nested at most MAX_DEPTH deep before the error: not JSON;
+    one level deeper: too deep."""
+    text = "[[]," + "[" * (deepest - 1) + "x"
+    with pytest.raises(refusal) as raised:
+        loads(text)
+    assert raised.type is refusal
+
+
+def test_a_value_nested_exactly_max_depth_levels_is_sanitized_and_one_more_is_refused() -> None:
+    """`sanitized` takes a value nested MAX_DEPTH levels deep, and refuses one level more."""
+    deepest = _nested_value(MAX_DEPTH, list)
+    assert sanitized(deepest).value == deepest
+    with pytest.raises(JSONLimitError, match=f"nested deeper than {MAX_DEPTH} levels"):
+        sanitized(_nested_value(MAX_DEPTH + 1, list))
+
+
+@BOUNDARY
+@given(st.text(alphabet='[]{},"a0 ', max_size=40), st.integers(1, 40))
+def test_check_values_refuses_a_text_exactly_when_its_values_reach_the_limit(
+    text: str, limit: int
+) -> None:
+    """Commas, ``[`` and ``{`` outside strings (an open string runs to the end) are counted:
+    reaching `limit` of them is refused, fewer are not, whatever the text's length."""
+    counted = sum(re.sub(r'"[^"]*"?', "", text).count(c) for c in ",[{")
+    if counted >= limit:
+        with pytest.raises(JSONLimitError, match=f"more than {limit:,} values"):
+            check_values(text, limit)
+    else:
+        check_values(text, limit)

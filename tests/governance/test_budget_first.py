@@ -845,3 +845,24 @@ def test_a_history_of_calls_and_results_a_few_times_the_budget_is_cut_before_the
     assert fast.messages == full.messages
     assert (fast.tokens, fast.fits) == (full.tokens, full.fits)
     assert check_invariants(fast.messages, system=SYSTEM, tools=TOOLS, budget=20_000) == []
+
+
+def test_no_cut_falls_between_the_two_user_messages_that_open_the_history() -> None:
+    """Two asks in a row at the start merge into one: the bound passing the budget at the
+    answer after them leaves nothing out, rather than the first ask without the second."""
+    history: list[Any] = [
+        {"role": "user", "content": "first ask " + "f" * 400},
+        {"role": "user", "content": "second ask " + "s" * 400},
+        {"role": "assistant", "content": "a long answer " + "a" * 200_000},
+    ]
+    for turn in range(300):
+        history += [
+            {"role": "user", "content": f"q {turn}"},
+            {"role": "assistant", "content": f"a {turn}"},
+        ]
+    history.append({"role": "user", "content": "The newest question."})
+    governor = build_governor(GovernanceConfig(input_limit=20_000))
+    ctx = StageContext(budget=governor.budget, config=governor.config)
+    dropped = early_drops(placeholders=True, non_messages=True, patterns=())
+    for down in (False, True):
+        assert find_cut(history, ctx, dropped_early=dropped, watermark=down) is None

@@ -43,6 +43,14 @@ def test_clean_history_counts_what_the_survey_counts() -> None:
     assert clean_tokens(history, ROOMY, LIMIT) == survey.tokens
 
 
+def test_a_result_of_exactly_the_offload_limit_is_clean() -> None:
+    """A result as long as ``max_tool_result_chars`` is not offloaded, so it takes the fast path."""
+    history = [user(), calls(call()), result(content="x" * LIMIT), say()]
+    survey = FactsCache().survey(history)
+    assert survey.defects == 0
+    assert clean_tokens(history, ROOMY, LIMIT) == survey.tokens
+
+
 @pytest.mark.parametrize(
     "history",
     [

@@ -192,6 +192,7 @@ def test_a_state_that_does_not_fit_the_history_is_ignored(tmp_path: Path) -> Non
         GovernanceState(start=1, length=3),  # messages[1] is not a user message
         GovernanceState(compacted=(0,), length=3),
         GovernanceState(start=0, steps_from=len(history) + 3, length=3),
+        GovernanceState(start=0, steps_from=0, length=3),  # no step can start at the task
     ):
         governor = build_builtin_governor(config, tmp_path)
         governor.restore(state)
@@ -273,12 +274,21 @@ def test_a_new_message_at_a_freed_ones_address_gets_no_stale_view_shift(tmp_path
         {"_meta": {"kind": "governance", "start": 1, "compacted": ["x"], "length": 2}},
         {"_meta": {"kind": "governance", "start": "1", "compacted": [], "length": 2}},
         {"_meta": "governance"},
-        {"_meta": {"kind": "governance", "start": 1, "steps_left_out": 3, "length": 9}},
+        {
+            "_meta": {
+                "kind": "governance",
+                "start": 1,
+                "compacted": [],
+                "steps_left_out": 3,
+                "length": 9,
+            }
+        },
         {
             "_meta": {
                 "kind": "governance",
                 "start": 1,
                 "steps_from": 4,
+                "compacted": [],
                 "steps_left_out": 0,
                 "length": 9,
             }
@@ -288,6 +298,7 @@ def test_a_new_message_at_a_freed_ones_address_gets_no_stale_view_shift(tmp_path
                 "kind": "governance",
                 "start": 1,
                 "steps_from": 4,
+                "compacted": [],
                 "steps_left_out": "1",
                 "length": 9,
             }

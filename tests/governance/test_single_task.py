@@ -231,3 +231,20 @@ def test_without_room_for_the_notice_the_task_alone_is_sent_and_fits(tmp_path: P
     result_ = _governed(history, bare + 5, tmp_path)
     assert result_.fits
     assert result_.messages == history[:1]
+
+
+def test_the_largest_result_of_the_newest_step_is_cut_first() -> None:
+    """When the newest step must be cut down, its largest result is cut and a smaller one kept."""
+    small = "s" * 2_000
+    history = [
+        system(),
+        user(TASK),
+        calls(call("a"), call("b")),
+        result("a", small),
+        result("b", "HEAD" + "z" * 60_000 + "TAIL"),
+    ]
+    kept = run_pure(snip_history, history, context(budget=3_000)).messages
+    assert _roles(kept) == ["system", "user", "assistant", "tool", "tool"]
+    assert kept[3]["content"] == small
+    assert NARROW_LABEL in kept[4]["content"]
+    assert count_request(None, kept) <= 3_000

@@ -41,7 +41,7 @@ def test_every_call_dropped_keeps_the_error_as_one_note() -> None:
         user(),
         calls(call("a", None), call("b", ""), content="Checking."),
         result("a", error),
-        result("b", error),
+        result("b", "Error: a later error, not the one kept."),
     ]
     outcome = run_pure(strip_malformed_calls, history)
     note = f"[None of the 2 tool call(s) of this reply could run. {error}]"
@@ -59,6 +59,16 @@ def test_the_note_is_a_text_part_after_content_parts_and_is_bounded() -> None:
     assert message["content"][0] == parts[0]
     note = message["content"][1]["text"]
     assert note.startswith("[None of the 1 tool call(s)") and len(note) < 700
+
+
+@pytest.mark.parametrize(("length", "cut"), [(600, False), (601, True)])
+def test_the_reason_in_the_note_is_cut_only_past_600_characters(length: int, cut: bool) -> None:
+    """An Error result of up to 600 characters is kept whole in the note; a longer one is cut."""
+    error = "Error: " + "x" * (length - len("Error: "))
+    history = [user(), calls(call("a", None)), result("a", error)]
+    (_, message) = run_pure(strip_malformed_calls, history).messages
+    kept = error[:600] + ("..." if cut else "")
+    assert message["content"] == f"[None of the 1 tool call(s) of this reply could run. {kept}]"
 
 
 def test_message_left_without_calls_keeps_its_text() -> None:
@@ -135,6 +145,7 @@ def test_id_reused_in_a_later_turn_is_left_alone() -> None:
         ("NaN", {}),
         (["a", 1], {}),
         ('"{\\"q\\": 1}"', {"q": 1}),
+        ('"just text"', {}),
     ],
 )
 def test_arguments_become_a_json_object_string(arguments: Any, expected: dict[str, Any]) -> None:

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance import Governor, builtin_stages
 from nanobot_core.governance.stages import compact_results
-from nanobot_core.governance.stages.compact import COMPACT_PREFIX
+from nanobot_core.governance.stages.compact import COMPACT_PREFIX, compact_notice
 from nanobot_core.governance.tokens import count_request
 from tests.governance.builders import call, calls, context, result, run_pure, user
 
@@ -188,3 +188,15 @@ def test_the_newest_keep_results_are_never_compacted(
     results = [i for i, m in enumerate(history) if m["role"] == "tool"]
     newest = set(results[max(0, len(results) - keep) :]) if keep else set()
     assert not newest & set(_compacted(outcome.messages))
+
+
+def test_a_result_no_longer_than_its_notice_is_left_as_it_is() -> None:
+    """A result the notice would not shrink is neither replaced nor reported; bigger ones are."""
+    size = 132
+    assert len(compact_notice("exec", "r" * size)) == size  # the notice is as long as the result
+    history = _history([size, 4_000, 1_000])
+    budget = count_request(None, history) - 500
+    outcome = run_pure(compact_results, history, context(budget=budget, options={"keep": 0}))
+    assert outcome.messages[2] is history[2]
+    assert _compacted(outcome.messages) == [5]
+    assert [line.split(":")[0] for line in outcome.details] == ["messages[5]"]

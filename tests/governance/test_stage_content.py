@@ -70,3 +70,11 @@ def test_clean_history_is_returned_as_is() -> None:
     history = [user("emoji \U0001f600 ok"), calls(call("c")), result("c", "data"), say()]
     outcome = run_pure(sanitize_content, history)
     assert outcome.messages is history and not outcome.changed
+
+
+def test_a_list_link_beside_the_same_plain_link_is_removed_and_reported_so() -> None:
+    """A result naming its call both ways loses ``tool_call_ids`` only, reported as removed."""
+    linked = result("c", "found", tool_call_ids=["c"])
+    outcome = run_pure(sanitize_content, [user(), calls(call("c")), linked])
+    assert outcome.messages[2] == result("c", "found")
+    assert outcome.details == ["messages[2]: tool_call_ids removed (tool_call_id names the call)"]

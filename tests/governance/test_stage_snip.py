@@ -6,7 +6,8 @@ from typing import Any
 
 from nanobot_core.governance.invariants import check_history_start, check_tool_pairing
 from nanobot_core.governance.stages import snip_history
-from nanobot_core.governance.stages.snip import MIN_USER_TOKENS, left_out_steps
+from nanobot_core.governance.stages.snip import MIN_USER_TOKENS, left_out_steps, step_starts
+from nanobot_core.governance.stages.start import CONTINUE, ensure_user_start
 from nanobot_core.governance.tokens import count_request
 from tests.governance.builders import (
     call,
@@ -131,3 +132,21 @@ def test_newest_user_message_without_text_becomes_a_minimal_one() -> None:
     history = [system(), {"role": "user", "content": [image]}]
     kept = run_pure(snip_history, history, context(budget=1_000)).messages
     assert kept == [system(), {"role": "user", "content": "(continue)"}]
+
+
+def test_a_result_right_after_the_task_is_a_step_of_its_own() -> None:
+    """A tool message first after the user message starts a step, so no step ever loses it."""
+    history = [user(), result("a"), calls(call("b")), result("b"), say()]
+    assert step_starts(history, 1) == [1, 2, 4]
+    assert step_starts(history, 1, stop=2) == [1]
+
+
+def test_a_history_opening_with_a_result_gets_a_user_message_first() -> None:
+    """After the system messages, a tool result is no start: a user message is put before it."""
+    history = [system(), result("a"), say()]
+    fixed, what = ensure_user_start(history)
+    assert fixed == [system(), {"role": "user", "content": CONTINUE}, result("a"), say()]
+    assert what == (
+        "messages[1] is a 'tool' message, not a user message: inserted a user message before it "
+        f"({CONTINUE!r})"
+    )

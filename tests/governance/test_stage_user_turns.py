@@ -97,3 +97,12 @@ def test_the_checker_names_both_messages() -> None:
         "messages[2] (user) follows messages[1] (user): two user messages in a row"
     ]
     assert check_alternation([user(), say(), user()]) == []
+
+
+def test_a_message_that_is_only_a_runtime_block_adds_no_text_and_no_old_block() -> None:
+    """A user turn with no text but its runtime block merges as nothing: one block, the newest."""
+    history = [system(), _with_block("", "old"), _with_block("second try", "new")]
+    (merged,) = run_pure(merge_user_turns, history).messages[1:]
+    text = merged["content"]
+    assert text.startswith("second try\n\n[Runtime Context")
+    assert text.count("[Runtime Context") == 1 and '"new"' in text and '"old"' not in text

@@ -37,3 +37,10 @@ def test_a_needed_cut_goes_down_to_the_cut_watermark_and_no_further(watermark: f
     dropped = len(history) - len(kept)
     one_more_turn = [history[0], *history[len(history) - len(kept) + 1 - 4 : len(history)]]
     assert dropped > 0 and count_request(None, one_more_turn) > low
+
+
+@pytest.mark.parametrize("value", [0.01, 0.999, 1, 1.0])
+def test_a_watermark_above_0_and_at_most_1_is_taken(value: float) -> None:
+    """Every share above 0, up to the whole budget, is accepted as it is."""
+    config = structure_config({"governance": {"low_watermark": value}})
+    assert config.governance.low_watermark == value

@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import copy
 import itertools
 import json
 from pathlib import Path
 from typing import Any
 
+import attrs
 import pytest
 
+from nanobot_core import tool
+from nanobot_core.config import Config
+from nanobot_core.governance import Governor, builtin_stages
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.jsonl_store import JsonlSessionStore
+from nanobot_core.prompt import PromptBuilder, Section
+from nanobot_core.providers.base import ProviderReply
 from nanobot_core.runner import Runner
 from nanobot_core.sessions import Session
+from nanobot_core.tools.executor import Executor
+from nanobot_core.tools.registry import ToolRegistry
 from tests.headless.fake_server import FakeChatServer, text_reply
 from tests.headless.test_runner import Harness, _session_records
 
@@ -139,3 +148,67 @@ def test_a_session_object_with_records_only_is_restored_from_them(tmp_path: Path
     governor = _Restoring()
     _runner_over(RecordsOnly(), governor)
     assert governor.restored == [states[-1]]
+
+
+class _PrefixListener:
+    """Hears where each request changed: calls `dump` `steps` times, then answers."""
+
+    name = "prefix-listener"
+    accepts_prefix = True
+
+    def __init__(self, steps: int) -> None:
+        self.steps = steps
+        self.requests: list[list[Any]] = []
+        self.prefixes: list[int | None] = []
+
+    async def complete(self, messages: Any, tools: Any, prefix: int | None = None) -> ProviderReply:
+        self.requests.append(copy.deepcopy(messages))
+        self.prefixes.append(prefix)
+        step = len(self.requests)
+        if step > self.steps:
+            return ProviderReply({"role": "assistant", "content": "done"}, finish_reason="stop")
+        arguments = json.dumps({"part": step})
+        call = {
+            "id": f"c{step}",
+            "type": "function",
+            "function": {"name": "dump", "arguments": arguments},
+        }
+        return ProviderReply(
+            {"role": "assistant", "content": None, "tool_calls": [call]}, finish_reason="tool_calls"
+        )
+
+
+def _first_change(before: list[Any], after: list[Any]) -> int | None:
+    """Where `after` first differs from `before`; None when it starts with all of `before`."""
+    for index, (old, new) in enumerate(zip(before, after, strict=False)):
+        if old != new:
+            return index
+    return None if len(after) >= len(before) else len(after)
+
+
+@tool
+def dump(part: int) -> str:
+    """Return one big part of a dump."""
+    return f"part {part}: " + "x" * 4_000
+
+
+def test_a_provider_taking_a_prefix_hears_where_each_request_changed(tmp_path: Path) -> None:
+    """``prefix`` is the first message that differs from the request before, even the task
+    right after the system prompt (changed when a cut adds its notice); None when none does."""
+    config = Config()
+    config = attrs.evolve(config, governance=attrs.evolve(config.governance, input_limit=3_000))
+    registry = ToolRegistry()
+    registry.add(dump)
+    provider = _PrefixListener(steps=8)
+    with JsonlSessionStore(tmp_path).open("prefix") as session:
+        Runner(
+            provider,
+            registry,
+            Executor(registry, default_timeout=5.0),
+            Governor(builtin_stages(), config=config.governance, workspace=tmp_path),
+            PromptBuilder([(Section("only", 1, lambda ctx: "Be brief."), "test")], config=config),
+            session,
+        ).run_turn("Dump every part, then say done.")
+    before = zip(provider.requests, provider.requests[1:], strict=False)
+    assert provider.prefixes == [None, *(_first_change(a, b) for a, b in before)]
+    assert 1 in provider.prefixes  # the task's index: the history's first message changed

@@ -249,3 +249,18 @@ def test_parse_reports_each_problem_kind() -> None:
     records, problems = parse_session_lines(b'{"a": 1}\n\n"str"\n{"b": 2}\n{"c"')
     assert records == [{"a": 1}, {"b": 2}]
     assert [(p.line, p.kind) for p in problems] == [(3, "invalid"), (5, "torn")]
+
+
+def test_a_whole_last_line_without_its_newline_is_loaded() -> None:
+    """A last line that lost only its newline is a whole JSON object: loaded, nothing reported."""
+    records, problems = parse_session_lines(b'{"a": 1}\n{"b": 2}')
+    assert records == [{"a": 1}, {"b": 2}]
+    assert problems == []
+
+
+def test_empty_bookkeeping_adds_no_meta_to_the_line(tmp_path: Path) -> None:
+    """A message appended with empty bookkeeping is stored as the message alone."""
+    store = JsonlSessionStore(tmp_path)
+    with store.open("s") as session:
+        session.append(USER, {})
+    assert [json.loads(line) for line in _lines(store.path("s")) if line] == [USER]

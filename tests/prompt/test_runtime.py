@@ -195,3 +195,12 @@ def test_anything_but_text_as_user_text_is_refused(value: Any) -> None:
     block = build_runtime_block(now=NOW, channel=None, chat_id=None, lines=[])
     with pytest.raises(TypeError, match="append_runtime_block: user_text must be a str"):
         append_runtime_block(value, block)
+
+
+@pytest.mark.parametrize("char", ["\ufffe", "\uffff", "\U00010000", "\U0010ffff"])
+def test_characters_at_the_edge_of_the_first_plane_round_trip(char: str) -> None:
+    """The last characters of the first plane and the first and last beyond it decode back."""
+    value = f"a{char}b"
+    block = build_runtime_block(now=NOW, channel=value, chat_id=None, lines=[])
+    _assert_unforgeable(block)
+    assert _body(block)[1] == ("Channel", value)

@@ -874,3 +874,25 @@ def test_a_tool_that_raises_when_registered_is_left_out_under_its_plugin(
     (record,) = [r for r in manager.records() if r.info.name == "fickle"]
     assert record.status == "loaded"
     assert record.problems == [f"tool _Fickle left out: reading it raised {said}"]
+
+
+@pytest.mark.parametrize(
+    ("count", "listed_last"), [(40, "tool_39."), (41, "tool_39, ... (1 more).")]
+)
+def test_an_unknown_tool_error_lists_up_to_forty_tools_then_counts_the_rest(
+    count: int, listed_last: str
+) -> None:
+    """Forty registered tools are all listed by name; past forty, the rest are counted."""
+    registry = _registry(*(SchemaTool(f"tool_{n:02d}") for n in range(count)))
+    error = registry.prepare_call("launch_rocket", {}).error
+    assert error is not None
+    names = ", ".join(f"tool_{n:02d}" for n in range(39))
+    assert error.endswith(f"Available tools: {names}, {listed_last}")
+
+
+def test_an_arguments_key_beside_other_keys_is_no_wrapper() -> None:
+    """Only an object whose one key is ``arguments`` is unwrapped; beside others it is kept."""
+    raw = {"arguments": {"label": "inner", "count": 1}, "label": "outer", "count": 2}
+    prepared = _registry(SchemaTool("count", COUNTER_SCHEMA)).prepare_call("count", raw)
+    assert prepared.arguments == raw
+    assert not any("unwrapped" in repair for repair in prepared.repairs)
