@@ -5,6 +5,8 @@ stage that changes nothing and declares nothing, registered as a plugin),
 ``ours-copy`` (a built-in stage replaced by a copy of it, with the same
 declarations, under another name, registered as a plugin),
 ``ours-redact`` (plus contrib/redact's plugin, from the source tree),
+``ours-tokenizer`` (the built-in stages, counted by plugins/tokenizer's exact counter,
+from the source tree: it needs bpe-openai installed),
 ``ours-session`` (the built-in stages, the history read from a JSONL session before
 each call as the runner reads it: see ``_ours_session``), ``nanobot``
 (nanobot-ai 0.3.5, stateless: a new ``ContextGovernor`` per call). Any of ours
@@ -15,7 +17,8 @@ with ``-state`` appended also asks for the result's state in the timed call.
 - ``whole``: govern one history of ``--messages``; every sample gets a fresh
   governor and freshly decoded messages, so no memo survives between samples;
 - ``session``: grow that history turn by turn (a turn ends before each user
-  message) on one governor and time every call;
+  message) on one governor and time every call; several sides each govern every
+  call on a governor of their own, taking turns call by call (``by_which``);
 - ``prefix``: the same session; per call, the share of the bytes of the
   messages sent that is a byte-identical prefix of the previous call's
   messages (what a provider's prompt cache reuses), and the fill of the budget.
@@ -50,6 +53,7 @@ from reference_history import reference_history
 MAX_OUTPUT = 4_096
 MAX_TOOL_RESULT_CHARS = 16_000
 REDACT_SOURCE = BENCH_DIR.parent / "contrib" / "redact"
+TOKENIZER_SOURCE = BENCH_DIR.parent / "plugins" / "tokenizer"
 #: The built-in stage ``ours-copy`` replaces with a copy under another name (same declarations).
 COPIED = "sanitize_content"
 #: A side's name ends with this when it asks for the result's state too: on a governor's
@@ -128,6 +132,12 @@ def _governor(which: str, window: int, workspace: Path) -> Any:
         import nanobot_redact
 
         manager.register(nanobot_redact, "redact_secrets", distribution="nanobot-redact")
+    elif which == "ours-tokenizer":
+        if str(TOKENIZER_SOURCE) not in sys.path:
+            sys.path.insert(0, str(TOKENIZER_SOURCE))
+        import nanobot_tokenizer
+
+        manager.register(nanobot_tokenizer, "tokenizer", distribution="nanobot-tokenizer")
     from_plugins = getattr(getattr(nc, "Governor", None), "from_plugins", None)
     governor = from_plugins(manager) if from_plugins else manager.governor()
     names = [stage.name for stage in governor.stages]
@@ -138,6 +148,9 @@ def _governor(which: str, window: int, workspace: Path) -> Any:
     }.get(which)
     if wanted and wanted not in names:
         raise SystemExit(f"{wanted} is not in the pipeline: {names}")
+    counter = getattr(governor.counter, "counter", governor.counter)  # a plugin's is wrapped
+    if which == "ours-tokenizer" and type(counter).__name__ != "BpeTokenCounter":
+        raise SystemExit(f"the tokenizer plugin's counter is not in use: {counter!r}")
     return governor
 
 
@@ -271,6 +284,30 @@ def main() -> None:
                 samples[which].append(time.perf_counter() - started)
         figures["seconds"] = samples[sides[0]]
         figures["by_which"] = samples
+    elif args.scenario == "session" and len(sides) > 1:
+        # Each side governs every call on a governor of its own, in turn call by call, so
+        # that a ratio between them is not decided by how busy the machine was meanwhile.
+        history = json.loads(text)
+        governs = {which: build(which) for which in sides}
+        timed: dict[str, list[float]] = {which: [] for which in sides}
+        for end in _turn_ends(history):
+            for which, govern in governs.items():
+                feed = getattr(govern, "feed", None)
+                if feed is not None:
+                    feed(history[:end])
+                started = time.perf_counter()
+                govern(history[:end])
+                timed[which].append(time.perf_counter() - started)
+        figures["by_which"] = {
+            which: {
+                "calls": len(seconds),
+                "seconds": seconds,
+                "total_seconds": sum(seconds),
+                "median_seconds": statistics.median(seconds),
+            }
+            for which, seconds in timed.items()
+        }
+        figures |= figures["by_which"][sides[0]]
     else:
         history = json.loads(text)
         govern = build()

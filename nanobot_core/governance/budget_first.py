@@ -586,15 +586,20 @@ def _fits_at_least(messages: Sequence[Any], ctx: StageContext) -> bool:
     call): then the walk is not worth starting. The limit adds, over every
     message, what it costs now, less for each tool result a quarter of its
     characters (at most its text's share, by the default estimate) plus the
-    shortest text it can be replaced by.
+    shortest text it can be replaced by. With another counter the walk counts
+    a tool result `MESSAGE_OVERHEAD` at most, and so does the limit: without
+    that, a session over budget before its results are compacted walked its
+    whole history every call, to find nothing.
     """
     totals = ctx.facts.fit_totals(messages)
     if totals is None:
         return False
-    bound, tools, chars = totals
+    bound, tools, chars, result_tokens = totals
     if ctx.facts.estimate:
         short, longer = _content_floors(ctx.config.max_tool_result_chars)
         bound += tools * max(short, longer) - chars // 4
+    else:
+        bound += tools * MESSAGE_OVERHEAD - result_tokens
     return bool(ctx.fixed_tokens + bound <= ctx.budget.limit)
 
 

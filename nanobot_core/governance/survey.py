@@ -448,10 +448,10 @@ class Listing:
         self.runs: _Runs | None = None
         self._sums: _Sums | None = derived[0]
         self._tokens: int | None = derived[1]
-        self._results: tuple[int, int] | None = None
+        self._results: tuple[int, int, int] | None = None
         # Of the list this one starts with: its totals, results, runs and length. Not the
         # list itself, so that a session's lists never make a chain back to its first call.
-        self._after: tuple[_Sums | None, tuple[int, int] | None, _Runs | None, int] | None = (
+        self._after: tuple[_Sums | None, tuple[int, int, int] | None, _Runs | None, int] | None = (
             (base._sums, base._results, base.runs, len(base.known)) if base is not None else None
         )
 
@@ -510,18 +510,21 @@ class Listing:
             largest = max(largest, max(map(_RESULT_CHARS, added)))
         return (total + change, defects, largest), None
 
-    def results(self) -> tuple[int, int]:
-        """(how many entries are tool results, the characters of their texts)."""
+    def results(self) -> tuple[int, int, int]:
+        """(how many entries are tool results, the characters of their texts, their tokens)."""
         if self._results is None:
-            known, start, tools, chars = self.known, 0, 0, 0
+            known, start, tools, chars, tokens = self.known, 0, 0, 0, 0
             after = self._after
             if after is not None and after[1] is not None:
-                (tools, chars), start = after[1], after[3]
+                (tools, chars, tokens), start = after[1], after[3]
             rest = known[start:] if start else known
             if rest:
-                tools += list(map(_KIND, rest)).count(_TOOL)
+                kinds = list(map(_KIND, rest))
+                tools += kinds.count(_TOOL)
                 chars += sum(map(_RESULT_CHARS, rest))
-            self._results = (tools, chars)
+                if tools:  # at C speed: the tokens of the entries whose kind is a result
+                    tokens += sum(compress(map(_TOKENS, rest), map(_TOOL.__eq__, kinds)))
+            self._results = (tools, chars, tokens)
         return self._results
 
     def follow(self, followed: list[_Runs]) -> _Runs:
@@ -792,8 +795,9 @@ class FactsCache:
         self._lists[id(messages)] = Listing(messages, known)
         return known
 
-    def fit_totals(self, messages: Sequence[Any]) -> tuple[int, int, int] | None:
-        """(tokens, tool results, their characters) of `messages` when `known` has its facts."""
+    def fit_totals(self, messages: Sequence[Any]) -> tuple[int, int, int, int] | None:
+        """(tokens, tool results, their characters, their tokens) of `messages` when `known`
+        has its facts."""
         if self.known(messages) is None:
             return None
         listed = self._listed(messages)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import operator
 import re
+from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -24,6 +25,7 @@ from nanobot_core._logging import get_logger
 from nanobot_core.governance.history_file import HistoryFormatError
 
 __all__ = [
+    "MEMO_CHARS",
     "MESSAGE_OVERHEAD",
     "PLAIN_KEYS",
     "TOO_DEEP",
@@ -43,6 +45,10 @@ __all__ = [
 
 #: Tokens charged per message for its role, separators and keys.
 MESSAGE_OVERHEAD = 4
+#: How much a `CheckedCounter` remembers: the characters of the texts it keeps the counts
+#: of, each text charged `_ENTRY_CHARS` more for its entry (at most about 16 MB).
+MEMO_CHARS = 1 << 22
+_ENTRY_CHARS = 64
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _log = get_logger(__name__)
@@ -102,15 +108,51 @@ class CheckedCounter:
     instead, and the first such failure is logged naming `owner` (the plugin
     and its version). Governance goes on: a tokenizer that cannot read one
     text must not wedge the session.
+
+    A count the plugin gave is remembered for the text, so that equal text is
+    counted once: every call of a session hands the governor the texts it
+    counted on the call before (the history, its compacted and offloaded
+    copies, the same notices), and a real tokenizer costs per character. A
+    counter is a function of the text, as `TokenCounter` says. The texts
+    remembered add up to at most `memo_chars` characters (`MEMO_CHARS`); the
+    least recently used go first.
     """
 
     counter: TokenCounter
     owner: str
     #: How many texts got the estimate because the counter failed on them.
     failures: int = attrs.field(default=0, init=False)
+    memo_chars: int = attrs.field(default=MEMO_CHARS, kw_only=True)
+    # text -> the plugin's count of it, the least recently used first.
+    _memo: OrderedDict[str, int] = attrs.field(factory=OrderedDict, init=False, repr=False)
+    _memo_held: int = attrs.field(default=0, init=False, repr=False)  # charged against memo_chars
 
     def count_text(self, text: str) -> int:
         """The plugin's count of `text`, or the default estimate when it cannot give one."""
+        plain = type(text) is str  # a subclass may compare or hash as it likes: not remembered
+        if plain:
+            known = self._memo.get(text)
+            if known is not None:
+                self._memo.move_to_end(text)
+                return known
+        failures = self.failures
+        counted = self._checked(text)
+        if plain and self.failures == failures:  # a failure is asked again: it may not recur
+            self._remember(text, counted)
+        return counted
+
+    def _remember(self, text: str, counted: int) -> None:
+        charged = len(text) + _ENTRY_CHARS
+        if charged > self.memo_chars:
+            return
+        memo = self._memo
+        memo[text] = counted
+        self._memo_held += charged
+        while self._memo_held > self.memo_chars:
+            oldest, _ = memo.popitem(last=False)
+            self._memo_held -= len(oldest) + _ENTRY_CHARS
+
+    def _checked(self, text: str) -> int:
         try:
             counted: Any = self.counter.count_text(text)
         except BaseException as exc:  # plugin code, called per text: see `contained`

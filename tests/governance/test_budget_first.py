@@ -866,3 +866,36 @@ def test_no_cut_falls_between_the_two_user_messages_that_open_the_history() -> N
     dropped = early_drops(placeholders=True, non_messages=True, patterns=())
     for down in (False, True):
         assert find_cut(history, ctx, dropped_early=dropped, watermark=down) is None
+
+
+class _Words:
+    """A counter that is not the default estimate, as a plugin's tokenizer is not."""
+
+    def count_text(self, text: str) -> int:
+        return len(text.split()) + len(text) // 7
+
+
+def test_a_session_counted_by_another_counter_walks_only_when_it_may_find_a_cut(
+    tmp_path: Path,
+) -> None:
+    """With a counter other than the estimate, a session whose results fit once compacted is
+    not walked call after call to find no cut, and is governed as the walk would govern it."""
+    history = _session(400)
+    config = GovernanceConfig(
+        context_window=32_000, max_output=500, safety_margin=0, max_tool_result_chars=500
+    )
+    quick = build_governor(config, tmp_path, counter=_Words())
+    walking = build_governor(config, tmp_path, counter=_Words())
+    users = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "user"]
+    walks = {"quick": 0, "walking": 0}
+    for end in [*users[1:], len(history)]:
+        spy = mock.patch.object(budget_first, "_bound_exceeded", wraps=budget_first._bound_exceeded)
+        with spy as walked:
+            ours = quick.govern(history[:end], system=SYSTEM, tools=TOOLS)
+        walks["quick"] += walked.call_count
+        never_fits = mock.patch.object(budget_first, "_fits_at_least", return_value=False)
+        with spy as walked, never_fits:
+            theirs = walking.govern(history[:end], system=SYSTEM, tools=TOOLS)
+        walks["walking"] += walked.call_count
+        assert ours.messages == theirs.messages and ours.tokens == theirs.tokens
+    assert walks["walking"] > 30 and walks["quick"] == 0, walks

@@ -175,3 +175,98 @@ def test_a_store_that_raises_is_named_in_the_report(tmp_path: Path) -> None:
     governed = build_governor(config, tmp_path, store=Raises()).govern(history)
     entry = governed.report.entry("offload_results")
     assert entry is not None and "the store failed: OSError: bucket gone" in entry.details[0]
+
+
+class _Words:
+    """A deterministic counter that records every text it is asked, as a tokenizer would cost."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def count_text(self, text: str) -> int:
+        self.asked.append(text)
+        return len(text.split()) + text.count("\n") + len(text) // 7
+
+
+@given(st.lists(st.text(alphabet="ab \n\u00e9\U0001f600", max_size=30), max_size=40))
+def test_a_remembered_count_is_the_count(texts: list[str]) -> None:
+    """Counting through the memo gives each text exactly what the counter alone gives it."""
+    remembered = CheckedCounter(_Words(), "plugin 'tok'")
+    alone = _Words()
+    assert [remembered.count_text(t) for t in texts] == [alone.count_text(t) for t in texts]
+
+
+@given(st.lists(st.text(max_size=12), max_size=60))
+def test_equal_text_is_counted_once(texts: list[str]) -> None:
+    """The plugin's counter is asked once per distinct text, whatever object holds it."""
+    words = _Words()
+    checked = CheckedCounter(words, "plugin 'tok'")
+    for text in texts:
+        checked.count_text("".join(list(text)))  # an equal string, not the same object
+    assert sorted(words.asked) == sorted(set(texts))
+
+
+def test_the_memo_is_bounded_and_keeps_the_texts_used_last() -> None:
+    """Past its bound the memo forgets the least recently used text first, and holds no more."""
+    words = _Words()
+    checked = CheckedCounter(words, "plugin 'tok'", memo_chars=3 * (100 + 64))
+    first, second, third, fourth = ("a " * 50, "b " * 50, "c " * 50, "d " * 50)
+    for text in (first, second, third, first, fourth):  # `first` used again before `fourth`
+        checked.count_text(text)
+    assert words.asked == [first, second, third, fourth]  # `first` remembered
+    checked.count_text(second)  # forgotten to make room for `fourth`
+    checked.count_text(first)
+    assert words.asked == [first, second, third, fourth, second]
+    assert checked._memo_held <= checked.memo_chars
+    checked.count_text("x" * 1_000)  # longer than the whole memo: counted, not remembered
+    checked.count_text("x" * 1_000)
+    assert words.asked[-2:] == ["x" * 1_000] * 2
+
+
+def test_a_failed_count_is_asked_again() -> None:
+    """A text the counter failed on is not remembered: the next call asks the counter again."""
+
+    class FailsOnce:
+        def __init__(self) -> None:
+            self.calls = 0
+
+        def count_text(self, text: str) -> int:
+            self.calls += 1
+            if self.calls == 1:
+                raise ValueError("not yet")
+            return 3
+
+    checked = CheckedCounter(FailsOnce(), "plugin 'tok'")
+    assert checked.count_text("hello world") == estimate_tokens("hello world")
+    assert checked.count_text("hello world") == 3
+    assert checked.failures == 1
+
+
+def test_a_session_asks_the_plugin_counter_once_per_text(tmp_path: Path) -> None:
+    """Governed call after call through a plugin's counter, a session counts each distinct
+    text once, with the very results a counter without a memo gives."""
+    from tests.governance.builders import agent_session
+
+    history = agent_session(60)
+    config = Config(
+        governance=GovernanceConfig(
+            context_window=6_000, max_output=500, safety_margin=0, max_tool_result_chars=500
+        ),
+        plugins=PluginsConfig(disable_autoload=True),
+    )
+
+    manager = PluginManager(config, workspace=tmp_path).load()
+    words = _Words()
+    manager.register(_CounterPlugin(words), "tok", distribution="tok", version="1.0")
+    remembering = Governor.from_plugins(manager)
+    assert isinstance(remembering.counter, CheckedCounter)
+    forgetting = build_governor(config, tmp_path, counter=_Words())  # unwrapped: no memo
+    users = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "user"]
+    acted = set()
+    for end in [*users[1:], len(history)]:
+        ours = remembering.govern(history[:end], system="Be brief.")
+        theirs = forgetting.govern(history[:end], system="Be brief.")
+        assert ours.messages == theirs.messages and ours.tokens == theirs.tokens
+        acted |= {entry.stage for entry in ours.report if entry.changed}
+    assert {"offload_results", "compact_results"} <= acted  # the notices are counted too
+    assert len(words.asked) == len(set(words.asked))
