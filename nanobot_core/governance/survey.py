@@ -510,8 +510,12 @@ class Listing:
             largest = max(largest, max(map(_RESULT_CHARS, added)))
         return (total + change, defects, largest), None
 
-    def results(self) -> tuple[int, int, int]:
-        """(how many entries are tool results, the characters of their texts, their tokens)."""
+    def results(self, with_tokens: bool) -> tuple[int, int, int]:
+        """(how many entries are tool results, the characters of their texts, their tokens).
+
+        Their tokens only `with_tokens` (0 otherwise): a governor asks the same way on
+        every call, and only one counting by another counter than the estimate needs them.
+        """
         if self._results is None:
             known, start, tools, chars, tokens = self.known, 0, 0, 0, 0
             after = self._after
@@ -522,7 +526,7 @@ class Listing:
                 kinds = list(map(_KIND, rest))
                 tools += kinds.count(_TOOL)
                 chars += sum(map(_RESULT_CHARS, rest))
-                if tools:  # at C speed: the tokens of the entries whose kind is a result
+                if tools and with_tokens:  # at C speed: the tokens of the results
                     tokens += sum(compress(map(_TOKENS, rest), map(_TOOL.__eq__, kinds)))
             self._results = (tools, chars, tokens)
         return self._results
@@ -801,7 +805,7 @@ class FactsCache:
         if self.known(messages) is None:
             return None
         listed = self._listed(messages)
-        return (listed.sums()[0], *listed.results())
+        return (listed.sums()[0], *listed.results(not self.estimate))
 
     def forget(self, message: Any) -> None:
         """Forget what is known of `message` (a stage edited it in place)."""
