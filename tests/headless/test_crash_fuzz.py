@@ -10,8 +10,9 @@ just after it answered, while a tool runs, or at a random time), and the next
 docs/headless.md promises:
 
 - the session file parses, and it only grew: the lines before the run are all
-  there, as they were (a torn last line is healed by the next run, moved to
-  ``<name>.jsonl.torn``);
+  there, as they were. Now and then a killed run's file is given a torn last
+  line, as a power cut leaves one (SIGKILL never does): the next run moves it
+  to ``<name>.jsonl.torn``, says so on stderr, and goes on;
 - each run appended its user message, then the replies the server sent in order,
   each call answered by its result in the one batch of its round: a completed
   turn whole and exactly once, an interrupted one cut at a line boundary;
@@ -407,6 +408,7 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
     tools = pm.tool_registry().definitions()
     runs: list[Run] = []
     killed: dict[str, int] = {}
+    healed = 0  # torn last lines the next run moved out
     finished = [0.5]  # how long the runs that were let finish took (seconds)
     with ScriptedModel(session_file) as model:
         turn = 0
@@ -442,22 +444,31 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
             old, old_torn = _records(before)
             new, torn = _records(after)
             assert new[: len(old)] == old, f"turn {turn}: lines stored before were changed"
-            if old_torn:
+            if old_torn and not after.endswith(old_torn):  # healed (not killed before it)
                 torn_file = session_file.with_name(f"{SESSION}.jsonl.torn")
                 assert torn_file.read_bytes().endswith(old_torn + b"\n"), turn
+                assert "torn last line moved out of the session" in run.stderr, run.stderr
+                healed += 1
             if torn:
                 assert run.returncode != 0, f"turn {turn}: finished with a torn last line"
             _check_appended(run, _messages(new[len(old) :]))
             for index, received in enumerate(run.requests):
                 _check_request(received, index, workspace, pm, tools)
+            if run.returncode != 0 and not torn and rng.random() < 0.2:
+                # A write cut short, as a power cut leaves one (SIGKILL never does): the next
+                # run must move it out, say so, and go on.
+                line = json.dumps({"role": "assistant", "content": f"cut short {turn}"})
+                with session_file.open("ab") as handle:
+                    handle.write(line[: rng.randrange(1, len(line) - 1)].encode())
     assert model.problems == []
     all_messages = _messages(_records(session_file.read_bytes())[0])
     call_ids = [c["id"] for m in all_messages for c in m.get("tool_calls", [])]
     result_ids = [m["tool_call_id"] for m in all_messages if m["role"] == "tool"]
     assert len(call_ids) == len(set(call_ids)) and len(result_ids) == len(set(result_ids))
-    # What the session went through: kills at every kind of moment, and governance that
-    # offloaded, compacted, cut between turns and between the steps of one.
+    # What the session went through: kills at every kind of moment, torn lines healed, and
+    # governance that offloaded, compacted, cut between turns and between the steps of one.
     assert min(killed.get(moment, 0) for moment in MOMENTS) >= 2, killed
+    assert healed >= 2, healed
     states = [GovernanceState.from_record(r) for r in _records(session_file.read_bytes())[0]]
     decided = [state for state in states if state is not None]
     assert any(state.compacted for state in decided)
