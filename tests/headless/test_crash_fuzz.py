@@ -22,7 +22,9 @@ docs/headless.md promises:
   record the session held when the request was made, makes of the session's
   history at that moment: a resumed session makes the cut it made before; and a
   governance record is appended exactly when that governor's decisions moved;
-- every offloaded result a request points to exists, holding the full result.
+- every offloaded result a request points to exists, holding the full result;
+- now and then, and at the end, ``govern --json`` on the session says what that
+  fresh governor makes of the history: the same messages, prefix and state.
 """
 
 from __future__ import annotations
@@ -393,6 +395,30 @@ def _check_request(
             assert saved in contents, f"request {index}: {path} is not a result of the session"
 
 
+def _check_govern(workspace: Path, session_file: Path, pm: PluginManager) -> None:
+    """`govern --json` on the session says what a fresh governor restored with its newest
+    governance record makes of its history: the same messages, prefix and state."""
+    done = subprocess.run(
+        [sys.executable, "-m", "nanobot_core", "govern", str(session_file), "--json"],
+        cwd=workspace,
+        env=clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1"),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    records, _ = _records(session_file.read_bytes())
+    governor = pm.governor()
+    governor.restore(latest_state(records))
+    result = governor.govern(_messages(records), tools=pm.tool_registry().definitions())
+    assert shown["messages"] == result.messages
+    assert shown["prefix"] == result.prefix.to_json()
+    state = {k: v for k, v in result.state.to_record()["_meta"].items() if k != "kind"}
+    assert shown["state"] == state
+
+
 def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
     tmp_path: Path,
 ) -> None:
@@ -454,6 +480,8 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
             _check_appended(run, _messages(new[len(old) :]))
             for index, received in enumerate(run.requests):
                 _check_request(received, index, workspace, pm, tools)
+            if turn % 10 == 0:
+                _check_govern(workspace, session_file, pm)
             if run.returncode != 0 and not torn and rng.random() < 0.2:
                 # A write cut short, as a power cut leaves one (SIGKILL never does): the next
                 # run must move it out, say so, and go on.
@@ -461,6 +489,7 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
                 with session_file.open("ab") as handle:
                     handle.write(line[: rng.randrange(1, len(line) - 1)].encode())
     assert model.problems == []
+    _check_govern(workspace, session_file, pm)
     all_messages = _messages(_records(session_file.read_bytes())[0])
     call_ids = [c["id"] for m in all_messages for c in m.get("tool_calls", [])]
     result_ids = [m["tool_call_id"] for m in all_messages if m["role"] == "tool"]
