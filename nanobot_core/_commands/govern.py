@@ -72,29 +72,31 @@ def _load_entry(problems: list[str], count: int, shape: str) -> dict[str, Any]:
 def _session_state(entries: list[Any]) -> tuple[list[Any], GovernanceState | None, list[str]]:
     """The history to govern, the governance state to continue from, and what was done.
 
-    A session of ``run`` holds the governor's decisions as record lines
-    (``{"_meta": {"kind": "governance", ...}}``); its next run restores the newest
-    and governs from it, keeping the cut it sent before. So does this, so that
-    the report is what that run would send. The indices of a record count the
-    session's messages alone, so the record lines are set aside first; a history
-    without a governance record is governed as it is, record lines and all.
+    A session of ``run`` holds record lines (only ``_meta``: what each call cost,
+    the governor's decisions), which are no messages: they are set aside, so that
+    ``messages[N]`` and the state count the messages alone, as a run counts them.
+    The newest governance record is restored, as the session's next run restores
+    it, so that the report is what that run would send (the cut sent before kept).
     """
     from nanobot_core.governance.continuity import latest_state
     from nanobot_core.sessions import is_meta_record
 
-    restored = latest_state(entries)
-    if restored is None:
-        return entries, None, []
     messages = [e for e in entries if not (isinstance(e, dict) and is_meta_record(e))]
-    cut = f"the history from messages[{restored.start}]"
-    if restored.steps_from is not None:
-        cut += f", its steps before messages[{restored.steps_from}] left out"
-    notes = [
-        f"set aside {len(entries) - len(messages)} session record line(s) (only _meta): "
-        "messages[N] below counts the messages alone",
-        f"restored the newest governance record: {cut}, "
-        f"{len(restored.compacted)} tool result(s) compacted",
-    ]
+    notes = []
+    if len(messages) < len(entries):
+        notes.append(
+            f"set aside {len(entries) - len(messages)} session record line(s) (only _meta): "
+            "messages[N] below counts the messages alone"
+        )
+    restored = latest_state(entries)
+    if restored is not None:
+        cut = f"the history from messages[{restored.start}]"
+        if restored.steps_from is not None:
+            cut += f", its steps before messages[{restored.steps_from}] left out"
+        notes.append(
+            f"restored the newest governance record: {cut}, "
+            f"{len(restored.compacted)} tool result(s) compacted"
+        )
     return messages, restored, notes
 
 

@@ -452,3 +452,4 @@ def test_any_governance_record_in_a_session_file_gives_a_legal_request(
     assert check_invariants(result["messages"]) == []
     state = result["state"]
     assert 0 <= state["start"] < 9 and all(0 <= i < 9 for i in state["compacted"])
+    assert state["length"] == 9  # the messages, as a run counts them: not the record line
