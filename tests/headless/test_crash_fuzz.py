@@ -6,8 +6,10 @@ governance offloads them, and a context window small enough that it compacts
 and cuts. Each turn is one ``run`` process; most are killed with SIGKILL at a
 moment drawn from a seeded generator (while the server holds the model request,
 just after it answered, while a tool runs, or at a random time), and the next
-``run`` resumes the session. After every run the test checks what
-docs/headless.md promises:
+``run`` resumes the session. Some runs are interrupted with SIGINT instead
+(Ctrl-C: exit 130, ``Interrupted.``), and some of those let go on end on a
+model request that fails for good (exit 1, the provider named). After every
+run the test checks what docs/headless.md promises:
 
 - the session file parses, and it only grew: the lines before the run are all
   there, as they were. Now and then a killed run's file is given a torn last
@@ -43,6 +45,7 @@ from typing import Any
 import attrs
 
 from nanobot_core import PluginManager, load_config
+from nanobot_core.cli import EXIT_INTERRUPTED
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX, offloaded_path
@@ -58,6 +61,10 @@ KILLS = 30
 RUN_TIMEOUT = 30.0
 SESSION = "crash"
 MOMENTS = ("request", "reply", "tool", "random")
+#: Of the runs stopped at a moment, the share interrupted with SIGINT (Ctrl-C) instead.
+INTERRUPTED = 0.25
+#: Of the runs let go on, the share whose model request fails for good (HTTP 500, no retry).
+FAILED = 0.3
 
 # A small window: the session outgrows it after a few turns, so governance offloads,
 # compacts and cuts, and every resumed run has to make the cut its predecessor made.
@@ -100,7 +107,8 @@ class ScriptedModel:
     It refuses (HTTP 400, and notes the problem) a request a strict server would
     refuse, and keeps every request with the session file as it was when it came.
     `hold_at` holds that request until `release` (the run is killed meanwhile);
-    `reply_at` sets `replied` as that request's answer goes out.
+    `reply_at` sets `replied` as that request's answer goes out; `fail_at` is answered
+    HTTP 500 (the run has no retries, so it ends with a provider error).
     """
 
     def __init__(self, session_file: Path) -> None:
@@ -109,6 +117,7 @@ class ScriptedModel:
         self.run: Run | None = None
         self.hold_at: int | None = None
         self.reply_at: int | None = None
+        self.fail_at: int | None = None
         self.held = threading.Event()
         self.replied = threading.Event()
         self.release = threading.Event()
@@ -119,10 +128,18 @@ class ScriptedModel:
     def base_url(self) -> str:
         return f"{self._server.url}/v1"
 
-    def begin(self, run: Run, *, hold_at: int | None = None, reply_at: int | None = None) -> None:
-        """Answer `run` from now on, holding or marking the request given."""
+    def begin(
+        self,
+        run: Run,
+        *,
+        hold_at: int | None = None,
+        reply_at: int | None = None,
+        fail_at: int | None = None,
+    ) -> None:
+        """Answer `run` from now on, holding, marking or failing the request given."""
         with self._lock:
             self.run, self.hold_at, self.reply_at = run, hold_at, reply_at
+            self.fail_at = fail_at
             for event in (self.held, self.replied, self.release):
                 event.clear()
 
@@ -148,7 +165,7 @@ class ScriptedModel:
                 return LoopbackResponse(400, {"error": {"message": "not a JSON object"}})
             index = len(run.requests)
             run.requests.append(Received(body, session))
-            hold, mark = self.hold_at == index, self.reply_at == index
+            hold, mark, fail = self.hold_at == index, self.reply_at == index, self.fail_at == index
         violations = check_invariants(body.get("messages", []))
         if violations:
             self.problems.append(f"run {run.prompt!r}, request {index}: {violations}")
@@ -156,6 +173,8 @@ class ScriptedModel:
         if index >= len(run.script):
             self.problems.append(f"run {run.prompt!r}: request {index} is past its script")
             return LoopbackResponse(400, {"error": {"message": "no more replies"}})
+        if fail:
+            return LoopbackResponse(500, {"error": {"message": "scripted failure"}})
         if hold:
             self.held.set()
             self.release.wait(RUN_TIMEOUT)
@@ -241,6 +260,11 @@ class Child:
                 self.tool_running.set()
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT interrupts it, even where this process ignores it (a background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _start(workspace: Path, model: ScriptedModel, prompt: str, stdout: Path) -> Child:
     env = clean_env(
         NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
@@ -260,6 +284,7 @@ def _start(workspace: Path, model: ScriptedModel, prompt: str, stdout: Path) -> 
         stdout=stdout.open("wb"),
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=_interruptible,
     )
     child = Child(process, stdout)
     child.reader = threading.Thread(target=child.read_stderr, daemon=True)
@@ -268,9 +293,14 @@ def _start(workspace: Path, model: ScriptedModel, prompt: str, stdout: Path) -> 
 
 
 def _kill_at(
-    child: Child, model: ScriptedModel, moment: str | None, rng: random.Random, typical: float
+    child: Child,
+    model: ScriptedModel,
+    moment: str | None,
+    rng: random.Random,
+    typical: float,
+    signum: int,
 ) -> None:
-    """Kill `child` at `moment` (None: let it finish); it has ended when this returns.
+    """Send `child` `signum` at `moment` (None: let it finish); it has ended when this returns.
 
     A random moment falls within the `typical` time a run takes (however fast the machine).
     """
@@ -285,7 +315,7 @@ def _kill_at(
         try:
             process.wait(rng.uniform(0.1, 1.0) * typical)
         except subprocess.TimeoutExpired:
-            process.kill()
+            process.send_signal(signum)
     elif trigger is not None:
         deadline = time.monotonic() + RUN_TIMEOUT
         while not trigger.wait(0.02) and process.poll() is None and time.monotonic() < deadline:
@@ -294,7 +324,7 @@ def _kill_at(
             # From at once to a few milliseconds on: before the answer is read, while it is
             # stored, after; before a tool's result is stored, after.
             time.sleep(rng.choice((0.0, rng.uniform(0.0, 0.015))))
-            process.kill()
+            process.send_signal(signum)
     model.release.set()
     process.wait(RUN_TIMEOUT)
     assert child.reader is not None
@@ -435,6 +465,8 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
     runs: list[Run] = []
     killed: dict[str, int] = {}
     healed = 0  # torn last lines the next run moved out
+    failed = 0  # runs whose provider failed for good
+    interrupted: dict[str, int] = {}  # runs ended by SIGINT, by moment
     finished = [0.5]  # how long the runs that were let finish took (seconds)
     with ScriptedModel(session_file) as model:
         turn = 0
@@ -443,6 +475,7 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
         while sum(killed.values()) < KILLS or runs[-1].returncode != 0:
             kill = sum(killed.values()) < KILLS and rng.random() < 0.75
             moment = rng.choice(MOMENTS) if kill else None
+            signum = signal.SIGINT if rng.random() < INTERRUPTED else signal.SIGKILL
             turn += 1
             run = Run(f"turn {turn}: carry on", _script(rng, turn), moment)
             if moment == "tool" and len(run.script) == 1:  # a turn with a tool to kill it in
@@ -451,16 +484,31 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
             at = rng.randrange(len(run.script))
             hold_at = at if moment == "request" else None
             reply_at = at if moment == "reply" else None
-            model.begin(run, hold_at=hold_at, reply_at=reply_at)
+            fail_at = at if moment is None and rng.random() < FAILED else None
+            model.begin(run, hold_at=hold_at, reply_at=reply_at, fail_at=fail_at)
             before = session_file.read_bytes() if session_file.exists() else b""
             child = _start(workspace, model, run.prompt, tmp_path / "stdout")
             started = time.monotonic()
-            _kill_at(child, model, moment, rng, statistics.median(finished))
+            _kill_at(child, model, moment, rng, statistics.median(finished), signum)
             run.stdout = child.stdout.read_text(encoding="utf-8")
             run.stderr = "".join(child.stderr)
             run.returncode = child.process.returncode
             runs.append(run)
-            assert run.returncode in (0, -signal.SIGKILL), run.stderr
+            if fail_at is not None:  # the provider failed for good: exit 1, saying so
+                assert run.returncode == 1, run.stderr
+                assert "Error: provider 'openai'" in run.stderr and "HTTP 500" in run.stderr
+                assert "Traceback" not in run.stderr, run.stderr
+                failed += 1
+            elif signum == signal.SIGINT and run.returncode != 0:
+                # 130 and "Interrupted." during the turn; once the turn is over, on the way
+                # out, Python's own end by the signal (a shell shows it as 130 too).
+                assert run.returncode in (EXIT_INTERRUPTED, -signal.SIGINT), run.stderr
+                assert "Traceback" not in run.stderr, run.stderr
+                if run.returncode == EXIT_INTERRUPTED:
+                    assert "Interrupted." in run.stderr, run.stderr
+                interrupted[moment or ""] = interrupted.get(moment or "", 0) + 1
+            else:
+                assert run.returncode in (0, -signal.SIGKILL), run.stderr
             assert not run.cut_requests or run.returncode != 0, run.stderr
             if run.returncode == 0:
                 finished.append(time.monotonic() - started)
@@ -498,6 +546,8 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
     # governance that offloaded, compacted, cut between turns and between the steps of one.
     assert min(killed.get(moment, 0) for moment in MOMENTS) >= 2, killed
     assert healed >= 2, healed
+    assert failed >= 2, failed
+    assert sum(interrupted.values()) >= 5, interrupted
     states = [GovernanceState.from_record(r) for r in _records(session_file.read_bytes())[0]]
     decided = [state for state in states if state is not None]
     assert any(state.compacted for state in decided)
