@@ -1,7 +1,8 @@
 """``nanobot-core govern``: heal and budget a history file, and say what each stage did.
 
 The input (a JSONL file, a JSON array file, or ``-`` for stdin) is never
-written. The budget counts the tool definitions of the installed tools; the
+written. A session of ``run`` is governed from its newest governance record,
+as its next run governs it. The budget counts the tool definitions of the installed tools; the
 governed messages go to ``--output`` (JSONL, written atomically; ``-`` for
 stdout, the summary then going to stderr) and/or to stdout with ``--json``.
 Exit 0 once governed (even when lines were left out), 1 when ``--output``
@@ -14,9 +15,12 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
+
+if TYPE_CHECKING:
+    from nanobot_core.governance.continuity import GovernanceState
 
 from nanobot_core.cli import (
     EXIT_USAGE,
@@ -63,6 +67,43 @@ def _load_entry(problems: list[str], count: int, shape: str) -> dict[str, Any]:
         "tokens_before": None,
         "tokens_after": None,
     }
+
+
+def _session_state(entries: list[Any]) -> tuple[list[Any], GovernanceState | None, list[str]]:
+    """The history to govern, the governance state to continue from, and what was done.
+
+    A session of ``run`` holds record lines (only ``_meta``: what each call cost,
+    the governor's decisions), which are no messages: they are set aside, so that
+    ``messages[N]`` and the state count the messages alone, as a run counts them.
+    The newest governance record is restored, as the session's next run restores
+    it, so that the report is what that run would send (the cut sent before kept).
+    """
+    from nanobot_core.governance.continuity import latest_state
+    from nanobot_core.sessions import is_meta_record
+
+    messages = [e for e in entries if not (isinstance(e, dict) and is_meta_record(e))]
+    notes = []
+    if len(messages) < len(entries):
+        notes.append(
+            f"set aside {len(entries) - len(messages)} session record line(s) (only _meta): "
+            "messages[N] below counts the messages alone"
+        )
+    restored = latest_state(entries)
+    if restored is not None:
+        cut = f"the history from messages[{restored.start}]"
+        if restored.steps_from is not None:
+            cut += f", its steps before messages[{restored.steps_from}] left out"
+        notes.append(
+            f"restored the newest governance record: {cut}, "
+            f"{len(restored.compacted)} tool result(s) compacted"
+        )
+    return messages, restored, notes
+
+
+def _state_json(state: GovernanceState) -> dict[str, Any]:
+    """The decisions a run would record after this call (a governance record's fields)."""
+    fields: dict[str, Any] = state.to_record()["_meta"]
+    return {key: value for key, value in fields.items() if key != "kind"}
 
 
 def _echo_summary(
@@ -146,8 +187,12 @@ def command(
         raise click.exceptions.Exit(EXIT_USAGE) from None
     manager = state.plugin_manager(workspace)
     tools = manager.tool_registry().definitions()
-    result = manager.governor().govern(loaded.messages, tools=tools)
+    messages, restored, notes = _session_state(loaded.messages)
+    governor = manager.governor()
+    governor.restore(restored)
+    result = governor.govern(messages, tools=tools)
     load = _load_entry(loaded.problems(), len(loaded.messages), loaded.shape)
+    load["details"] += notes
     report = [load, *result.report.to_json()]
     if output is not None:
         write_output(output, result.messages)
@@ -164,6 +209,7 @@ def command(
                 "budget": result.budget,
                 "fits": result.fits,
                 "prefix": result.prefix.to_json(),
+                "state": _state_json(result.state),
             }
         )
         return

@@ -13,6 +13,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nanobot_core.cli import cli
 from nanobot_core.governance.invariants import check_invariants
@@ -369,3 +371,85 @@ def test_json_report_names_an_anthropic_tool_block_left_out(tmp_path: Path) -> N
         "a message with role 'user' cannot send it"
     )
     assert data["messages"][0] == {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+
+
+def test_a_session_file_is_governed_from_its_newest_governance_record(tmp_path: Path) -> None:
+    """A session of `run` is governed as its next run governs it: from the newest governance
+    record (the cut sent before kept), which --json shows as `state` with the prefix."""
+    turns = [
+        ({"role": "user", "content": f"question {n}"}, {"role": "assistant", "content": f"a{n}"})
+        for n in range(3)
+    ]
+    usage = {"_meta": {"kind": "usage", "round": 1}}
+    old_cut = {"kind": "governance", "start": 2, "steps_from": None, "compacted": []}
+    newest = {**old_cut, "start": 4, "length": 6, "steps_left_out": None}
+    lines: list[dict[str, Any]] = [
+        {**turns[0][0], "_meta": {"time": "2025-01-31T09:30:00+01:00"}},
+        turns[0][1],
+        usage,
+        turns[1][0],
+        {"_meta": {**old_cut, "length": 3, "steps_left_out": None}},
+        turns[1][1],
+        turns[2][0],
+        {"_meta": newest},
+        turns[2][1],
+        usage,
+    ]
+    session = tmp_path / "default.jsonl"
+    session.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    result = _json(str(session))
+    assert result["messages"] == list(turns[2])
+    assert result["state"] == {k: v for k, v in newest.items() if k != "kind"}
+    assert result["prefix"]["reason"] == "first request: nothing was sent before"
+    (load, *_) = result["report"]
+    assert load["details"][1:] == [
+        "set aside 4 session record line(s) (only _meta): messages[N] below counts the "
+        "messages alone",
+        "restored the newest governance record: the history from messages[4], "
+        "0 tool result(s) compacted",
+    ]
+
+
+_FIELD = st.one_of(
+    st.none(),
+    st.integers(min_value=-2, max_value=12),
+    st.text(max_size=3),
+    st.lists(st.integers(min_value=-1, max_value=12), max_size=4),
+)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    fields=st.fixed_dictionaries(
+        {},
+        optional={
+            name: _FIELD
+            for name in ("start", "steps_from", "compacted", "length", "steps_left_out")
+        },
+    ),
+    at=st.integers(min_value=0, max_value=9),
+)
+def test_any_governance_record_in_a_session_file_gives_a_legal_request(
+    tmp_path: Path, fields: dict[str, Any], at: int
+) -> None:
+    """A governance record of any values, anywhere in a session file: exit 0, a legal
+    request, and a `state` that fits the history it was governed from."""
+    lines: list[dict[str, Any]] = []
+    for n in range(3):
+        call = {"id": f"c{n}", "type": "function"}
+        call["function"] = {"name": "read_file", "arguments": '{"path": "a"}'}
+        lines += [
+            {"role": "user", "content": f"question {n}"},
+            {"role": "assistant", "content": "", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": f"c{n}", "content": f"result {n}"},
+        ]
+    lines.insert(at, {"_meta": {"kind": "governance", **fields}})
+    session = tmp_path / "any.jsonl"
+    session.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    result = _json(str(session))
+    assert check_invariants(result["messages"]) == []
+    state = result["state"]
+    assert 0 <= state["start"] < 9 and all(0 <= i < 9 for i in state["compacted"])
+    assert state["length"] == 9  # the messages, as a run counts them: not the record line

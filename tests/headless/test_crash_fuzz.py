@@ -1,0 +1,563 @@
+"""`nanobot-core run` killed with SIGKILL at random moments of a long session, then resumed.
+
+A loopback OpenAI-compatible server scripts a long agent session: many turns,
+rounds of calls to the built-in tools, some with results large enough that
+governance offloads them, and a context window small enough that it compacts
+and cuts. Each turn is one ``run`` process; most are killed with SIGKILL at a
+moment drawn from a seeded generator (while the server holds the model request,
+just after it answered, while a tool runs, or at a random time), and the next
+``run`` resumes the session. Some runs are interrupted with SIGINT instead
+(Ctrl-C: exit 130, ``Interrupted.``), and some of those let go on end on a
+model request that fails for good (exit 1, the provider named). After every
+run the test checks what docs/headless.md promises:
+
+- the session file parses, and it only grew: the lines before the run are all
+  there, as they were. Now and then a killed run's file is given a torn last
+  line, as a power cut leaves one (SIGKILL never does): the next run moves it
+  to ``<name>.jsonl.torn``, says so on stderr, and goes on;
+- each run appended its user message, then the replies the server sent in order,
+  each call answered by its result in the one batch of its round: a completed
+  turn whole and exactly once, an interrupted one cut at a line boundary;
+- every request the server received is one a strict server accepts (no two user
+  messages in a row, every call answered, the history starting at a user message);
+- every request is what a fresh governor, restored with the newest governance
+  record the session held when the request was made, makes of the session's
+  history at that moment: a resumed session makes the cut it made before; and a
+  governance record is appended exactly when that governor's decisions moved;
+- every offloaded result a request points to exists, holding the full result;
+- now and then, and at the end, ``govern --json`` on the session says what that
+  fresh governor makes of the history: the same messages, prefix and state.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from nanobot_core import PluginManager, load_config
+from nanobot_core.cli import EXIT_INTERRUPTED
+from nanobot_core.governance.continuity import GovernanceState, latest_state
+from nanobot_core.governance.invariants import check_invariants
+from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX, offloaded_path
+from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
+from tests.headless.conftest import API_KEY
+from tests.helpers import clean_env
+
+#: The seed of the session's script and of the moments the runs are killed at.
+SEED = 20_261_207
+#: How many runs are killed before the session is finished with one more run.
+KILLS = 30
+#: The longest any one run may take before the test gives up on it.
+RUN_TIMEOUT = 30.0
+SESSION = "crash"
+MOMENTS = ("request", "reply", "tool", "random")
+#: Every so many runs stopped at a moment, one is interrupted with SIGINT (Ctrl-C) instead.
+INTERRUPT_EVERY = 4
+#: Every so many runs let go on, one has a model request fail for good (HTTP 500, no retry).
+FAIL_EVERY = 3
+
+# A small window: the session outgrows it after a few turns, so governance offloads,
+# compacts and cuts, and every resumed run has to make the cut its predecessor made.
+CONFIG = """\
+[governance]
+context_window = 7000
+max_output = 500
+safety_margin = 100
+max_tool_result_chars = 1500
+"""
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "sigma"]
+
+
+@attrs.define
+class Received:
+    """A chat request as the server received it, and the session file at that moment."""
+
+    body: dict[str, Any]
+    session: bytes
+
+
+@attrs.define
+class Run:
+    """One `run` process: its prompt, the replies scripted for it, how it ended."""
+
+    prompt: str
+    script: list[dict[str, Any]]
+    moment: str | None
+    requests: list[Received] = attrs.field(factory=list)
+    cut_requests: int = 0
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+
+class ScriptedModel:
+    """A chat-completions server that answers the current run's script, request by request.
+
+    It refuses (HTTP 400, and notes the problem) a request a strict server would
+    refuse, and keeps every request with the session file as it was when it came.
+    `hold_at` holds that request until `release` (the run is killed meanwhile);
+    `reply_at` sets `replied` as that request's answer goes out; `fail_at` is answered
+    HTTP 500 (the run has no retries, so it ends with a provider error).
+    """
+
+    def __init__(self, session_file: Path) -> None:
+        self.session_file = session_file
+        self.problems: list[str] = []
+        self.run: Run | None = None
+        self.hold_at: int | None = None
+        self.reply_at: int | None = None
+        self.fail_at: int | None = None
+        self.held = threading.Event()
+        self.replied = threading.Event()
+        self.release = threading.Event()
+        self._lock = threading.Lock()
+        self._server = LoopbackServer(self._answer)
+
+    @property
+    def base_url(self) -> str:
+        return f"{self._server.url}/v1"
+
+    def begin(
+        self,
+        run: Run,
+        *,
+        hold_at: int | None = None,
+        reply_at: int | None = None,
+        fail_at: int | None = None,
+    ) -> None:
+        """Answer `run` from now on, holding, marking or failing the request given."""
+        with self._lock:
+            self.run, self.hold_at, self.reply_at = run, hold_at, reply_at
+            self.fail_at = fail_at
+            for event in (self.held, self.replied, self.release):
+                event.clear()
+
+    def __enter__(self) -> ScriptedModel:
+        self._server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.release.set()
+        self._server.stop()
+
+    def _answer(self, request: LoopbackRequest) -> LoopbackResponse:
+        session = self.session_file.read_bytes() if self.session_file.exists() else b""
+        body = request.json
+        with self._lock:
+            run = self.run
+            if run is None:
+                self.problems.append(f"a request nobody expected: {request.raw[:200]!r}")
+                return LoopbackResponse(400, {"error": {"message": "unexpected"}})
+            if not isinstance(body, dict):
+                # Sent in part by a run killed while sending it; that run must have died.
+                run.cut_requests += 1
+                return LoopbackResponse(400, {"error": {"message": "not a JSON object"}})
+            index = len(run.requests)
+            run.requests.append(Received(body, session))
+            hold, mark, fail = self.hold_at == index, self.reply_at == index, self.fail_at == index
+        violations = check_invariants(body.get("messages", []))
+        if violations:
+            self.problems.append(f"run {run.prompt!r}, request {index}: {violations}")
+            return LoopbackResponse(400, {"error": {"message": "; ".join(violations)}})
+        if index >= len(run.script):
+            self.problems.append(f"run {run.prompt!r}: request {index} is past its script")
+            return LoopbackResponse(400, {"error": {"message": "no more replies"}})
+        if fail:
+            return LoopbackResponse(500, {"error": {"message": "scripted failure"}})
+        if hold:
+            self.held.set()
+            self.release.wait(RUN_TIMEOUT)
+        if mark:
+            self.replied.set()
+        reply = run.script[index]
+        finish = "tool_calls" if reply.get("tool_calls") else "stop"
+        choice = {"index": 0, "message": reply, "finish_reason": finish}
+        return LoopbackResponse(
+            200, {"object": "chat.completion", "model": "fake-model", "choices": [choice]}
+        )
+
+
+def _text(rng: random.Random, words: int) -> str:
+    lines = []
+    for _ in range(max(1, words // 12)):
+        lines.append(" ".join(rng.choice(WORDS) for _ in range(12)))
+    return "\n".join(lines) + "\n"
+
+
+def _workspace(root: Path, rng: random.Random) -> None:
+    """Text files of every size: small ones read whole, large ones offloaded."""
+    (root / "nanobot.toml").write_text(CONFIG, encoding="utf-8")
+    docs = root / "docs"
+    docs.mkdir()
+    for number in range(8):
+        size = rng.choice((40, 150, 900, 1500))
+        (docs / f"f{number}.txt").write_text(_text(rng, size), encoding="utf-8")
+
+
+def _call(rng: random.Random, call_id: str) -> dict[str, Any]:
+    """One call to a built-in tool, with arguments that make it do real work."""
+    kind = rng.choice(("read_file", "read_file", "grep", "find_files", "list_dir", "write_file"))
+    arguments: dict[str, Any]
+    if kind == "read_file":
+        arguments = {"path": f"docs/f{rng.randrange(8)}.txt"}
+    elif kind == "grep":
+        arguments = {"pattern": rng.choice(WORDS)}
+    elif kind == "find_files":
+        arguments = {"pattern": "**/*.txt"}
+    elif kind == "list_dir":
+        arguments = {"path": "docs"}
+    else:
+        arguments = {"path": f"out/{call_id}.txt", "content": _text(rng, rng.choice((20, 300)))}
+    function = {"name": kind, "arguments": json.dumps(arguments)}
+    return {"id": call_id, "type": "function", "function": function}
+
+
+def _script(rng: random.Random, turn: int) -> list[dict[str, Any]]:
+    """The replies of one turn: 0 to 3 rounds of 1 to 3 calls (now and then a turn of 6 to 8
+    rounds, longer than the window: cut between its steps), then the answer."""
+    replies = []
+    long = rng.random() < 0.12
+    for round_ in range(rng.randint(6, 8) if long else rng.randrange(4)):
+        calls = [_call(rng, f"call_t{turn}r{round_}c{i}") for i in range(rng.randint(1, 3))]
+        if long:  # a call whose arguments no compaction shrinks
+            content = _text(rng, 600)
+            arguments = json.dumps({"path": f"out/t{turn}r{round_}.txt", "content": content})
+            function = {"name": "write_file", "arguments": arguments}
+            calls.append(
+                {"id": f"call_t{turn}r{round_}w", "type": "function", "function": function}
+            )
+        replies.append({"role": "assistant", "content": f"step {round_}", "tool_calls": calls})
+    replies.append({"role": "assistant", "content": f"answer {turn}: {_text(rng, 30)}"})
+    return replies
+
+
+@attrs.define
+class Child:
+    """A `run` process whose stderr is read as it comes (to kill it while a tool runs)."""
+
+    process: subprocess.Popen[str]
+    stdout: Path
+    tool_running: threading.Event = attrs.field(factory=threading.Event)
+    stderr: list[str] = attrs.field(factory=list)
+    reader: threading.Thread | None = None
+
+    def read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+            if line.startswith("nanobot: tool ") and line.rstrip().endswith(": running"):
+                self.tool_running.set()
+
+
+def _interruptible() -> None:
+    """In the child: SIGINT interrupts it, even where this process ignores it (a background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _start(workspace: Path, model: ScriptedModel, prompt: str, stdout: Path) -> Child:
+    env = clean_env(
+        NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
+        NANOBOT_BASE_URL=model.base_url,
+        NANOBOT_MODEL="fake-model",
+        NANOBOT_API_KEY=API_KEY,
+        NANOBOT_PROVIDER__MAX_RETRIES="0",
+        NANOBOT_PROVIDER__TIMEOUT=str(RUN_TIMEOUT),
+    )
+    command = [sys.executable, "-m", "nanobot_core", "run", prompt, "--json"]
+    process = subprocess.Popen(
+        [*command, "--session", SESSION],
+        cwd=workspace,
+        env=env,
+        # A file, not a pipe: the turn of --json may be more than a pipe holds, and stdout
+        # is read only once the run has ended.
+        stdout=stdout.open("wb"),
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=_interruptible,
+    )
+    child = Child(process, stdout)
+    child.reader = threading.Thread(target=child.read_stderr, daemon=True)
+    child.reader.start()
+    return child
+
+
+def _kill_at(
+    child: Child,
+    model: ScriptedModel,
+    moment: str | None,
+    rng: random.Random,
+    typical: float,
+    signum: int,
+) -> None:
+    """Send `child` `signum` at `moment` (None: let it finish); it has ended when this returns.
+
+    A random moment falls within the `typical` time a run takes (however fast the machine).
+    """
+    trigger = {
+        "request": model.held,
+        "reply": model.replied,
+        "tool": child.tool_running,
+        "random": None,
+    }.get(moment or "")
+    process = child.process
+    if moment == "random":
+        try:
+            process.wait(rng.uniform(0.1, 1.0) * typical)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signum)
+    elif trigger is not None:
+        deadline = time.monotonic() + RUN_TIMEOUT
+        while not trigger.wait(0.02) and process.poll() is None and time.monotonic() < deadline:
+            pass
+        if trigger.is_set():
+            # From at once to a few milliseconds on: before the answer is read, while it is
+            # stored, after; before a tool's result is stored, after.
+            time.sleep(rng.choice((0.0, rng.uniform(0.0, 0.015))))
+            process.send_signal(signum)
+    model.release.set()
+    process.wait(RUN_TIMEOUT)
+    assert child.reader is not None
+    child.reader.join(RUN_TIMEOUT)
+
+
+def _records(data: bytes) -> tuple[list[dict[str, Any]], bytes]:
+    """The complete lines of a session file, each a JSON object, and a torn tail if any."""
+    cut = data.rfind(b"\n") + 1
+    records = []
+    for number, line in enumerate(data[:cut].splitlines(), 1):
+        record = json.loads(line)
+        assert isinstance(record, dict), f"line {number} is not a JSON object: {line[:80]!r}"
+        records.append(record)
+    return records, data[cut:]
+
+
+def _is_record(line: dict[str, Any]) -> bool:
+    return set(line) == {"_meta"}
+
+
+def _messages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if k != "_meta"} for r in records if not _is_record(r)]
+
+
+def _same_reply(stored: dict[str, Any], sent: dict[str, Any]) -> bool:
+    return stored.get("role") == "assistant" and all(
+        stored.get(key) == sent.get(key) for key in ("content", "tool_calls")
+    )
+
+
+def _check_appended(run: Run, appended: list[dict[str, Any]]) -> None:
+    """The messages a run appended: its user message, the replies in order, each round's
+    results whole; all of them when it finished."""
+    where = f"run {run.prompt!r} ({run.moment or 'not killed'})"
+    if not appended:
+        assert run.returncode != 0 and not run.requests, f"{where}: stored nothing"
+        return
+    user, *rest = appended
+    assert user["role"] == "user" and user["content"].startswith(run.prompt), where
+    position = 0
+    for index, reply in enumerate(run.script[: len(run.requests)]):
+        if position == len(rest):
+            break
+        assert _same_reply(rest[position], reply), f"{where}: reply {index} is not stored as sent"
+        position += 1
+        ids = [call["id"] for call in reply.get("tool_calls", [])]
+        results = [m.get("tool_call_id") for m in rest[position : position + len(ids)]]
+        # A round's results are one batch: all stored, or none (the run was killed first).
+        assert results in (ids, []), f"{where}: round {index} stored results {results} of {ids}"
+        assert results or position == len(rest), f"{where}: a round went on without its results"
+        position += len(results)
+    assert position == len(rest), f"{where}: stored more than it was sent: {rest[position:]}"
+    if run.returncode == 0:
+        assert len(run.requests) == len(run.script), where
+        assert rest and _same_reply(rest[-1], run.script[-1]), f"{where}: no answer stored"
+        turn = json.loads(run.stdout)
+        assert turn["messages"] == appended, f"{where}: --json is not what was stored"
+
+
+def _check_request(
+    received: Received,
+    index: int,
+    workspace: Path,
+    pm: PluginManager,
+    tools: list[dict[str, Any]],
+) -> None:
+    """What was sent is what a fresh governor, restored with the newest record, makes of the
+    history then; a record was appended for it exactly when the decisions moved."""
+    records, torn = _records(received.session)
+    assert not torn, f"request {index}: sent while the session had a torn line"
+    before = records
+    appended_record: GovernanceState | None = None
+    if records and _is_record(records[-1]):
+        # A governance record is appended just before the request it governed: its input
+        # was the state recorded before that one.
+        appended_record = GovernanceState.from_record(records[-1])
+        if appended_record is not None:
+            before = records[:-1]
+    governor = pm.governor()
+    governor.restore(latest_state(before))
+    messages = received.body["messages"]
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+    result = governor.govern(_messages(before), system=system, tools=tools)
+    sent = messages[1:] if system is not None else messages
+    assert sent == result.messages, f"request {index}: not what a resumed governor sends"
+    moved = result.state.to_be_recorded(latest_state(before))
+    assert (appended_record is not None) == moved, f"request {index}: record {appended_record}"
+    if appended_record is not None:
+        assert appended_record.to_record() == result.state.to_record(), f"request {index}"
+    contents = {m.get("content") for m in _messages(before) if m.get("role") == "tool"}
+    for message in sent:
+        content = message.get("content")
+        if isinstance(content, str) and content.startswith(OFFLOAD_PREFIX):
+            path = offloaded_path(content)
+            assert path is not None, f"request {index}: an offload notice without its path"
+            saved = (workspace / path).read_text(encoding="utf-8")
+            assert saved in contents, f"request {index}: {path} is not a result of the session"
+
+
+def _check_govern(workspace: Path, session_file: Path, pm: PluginManager) -> None:
+    """`govern --json` on the session says what a fresh governor restored with its newest
+    governance record makes of its history: the same messages, prefix and state."""
+    done = subprocess.run(
+        [sys.executable, "-m", "nanobot_core", "govern", str(session_file), "--json"],
+        cwd=workspace,
+        env=clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1"),
+        capture_output=True,
+        text=True,
+        timeout=RUN_TIMEOUT,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(done.stdout)
+    records, _ = _records(session_file.read_bytes())
+    governor = pm.governor()
+    governor.restore(latest_state(records))
+    result = governor.govern(_messages(records), tools=pm.tool_registry().definitions())
+    assert shown["messages"] == result.messages
+    assert shown["prefix"] == result.prefix.to_json()
+    state = {k: v for k, v in result.state.to_record()["_meta"].items() if k != "kind"}
+    assert shown["state"] == state
+
+
+def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
+    tmp_path: Path,
+) -> None:
+    """Thirty SIGKILLs at random moments of a long session: nothing persisted is lost,
+    doubled or torn, every request is well formed and made as a resumed governor makes it."""
+    rng = random.Random(SEED)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    _workspace(workspace, rng)
+    session_file = workspace / ".nanobot" / "sessions" / f"{SESSION}.jsonl"
+    pm = PluginManager(load_config(cwd=workspace, environ={}), workspace=workspace, autoload=False)
+    pm.load()
+    tools = pm.tool_registry().definitions()
+    runs: list[Run] = []
+    killed: dict[str, int] = {}
+    healed = 0  # torn last lines the next run moved out
+    failed = let_go = 0  # runs whose provider failed for good, runs let go on
+    interrupted: dict[str, int] = {}  # runs ended by SIGINT, by moment
+    finished = [0.5]  # how long the runs that were let finish took (seconds)
+    with ScriptedModel(session_file) as model:
+        turn = 0
+        # Runs are killed until KILLS of them were (a moment may come after the run ended),
+        # one in four is let finish, and a last one finishes the session.
+        while sum(killed.values()) < KILLS or runs[-1].returncode != 0:
+            kill = sum(killed.values()) < KILLS and rng.random() < 0.75
+            # The kind of moment killed least so far: each kind gets its share of the kills.
+            fewest = min(killed.get(m, 0) for m in MOMENTS)
+            moment = (
+                rng.choice([m for m in MOMENTS if killed.get(m, 0) == fewest]) if kill else None
+            )
+            interrupt = kill and turn % INTERRUPT_EVERY == 0
+            signum = signal.SIGINT if interrupt else signal.SIGKILL
+            turn += 1
+            run = Run(f"turn {turn}: carry on", _script(rng, turn), moment)
+            if moment == "tool" and len(run.script) == 1:  # a turn with a tool to kill it in
+                calls = [_call(rng, f"call_t{turn}x")]
+                run.script.insert(0, {"role": "assistant", "content": "", "tool_calls": calls})
+            at = rng.randrange(len(run.script))
+            hold_at = at if moment == "request" else None
+            reply_at = at if moment == "reply" else None
+            let_go += moment is None
+            fail_at = at if moment is None and let_go % FAIL_EVERY == 0 else None
+            model.begin(run, hold_at=hold_at, reply_at=reply_at, fail_at=fail_at)
+            before = session_file.read_bytes() if session_file.exists() else b""
+            child = _start(workspace, model, run.prompt, tmp_path / "stdout")
+            started = time.monotonic()
+            _kill_at(child, model, moment, rng, statistics.median(finished), signum)
+            run.stdout = child.stdout.read_text(encoding="utf-8")
+            run.stderr = "".join(child.stderr)
+            run.returncode = child.process.returncode
+            runs.append(run)
+            if fail_at is not None:  # the provider failed for good: exit 1, saying so
+                assert run.returncode == 1, run.stderr
+                assert "Error: provider 'openai'" in run.stderr and "HTTP 500" in run.stderr
+                assert "Traceback" not in run.stderr, run.stderr
+                failed += 1
+            elif signum == signal.SIGINT and run.returncode != 0:
+                # 130 and "Interrupted." during the turn; once the turn is over, on the way
+                # out, Python's own end by the signal (a shell shows it as 130 too).
+                assert run.returncode in (EXIT_INTERRUPTED, -signal.SIGINT), run.stderr
+                assert "Traceback" not in run.stderr, run.stderr
+                if run.returncode == EXIT_INTERRUPTED:
+                    assert "Interrupted." in run.stderr, run.stderr
+                interrupted[moment or ""] = interrupted.get(moment or "", 0) + 1
+            else:
+                assert run.returncode in (0, -signal.SIGKILL), run.stderr
+            assert not run.cut_requests or run.returncode != 0, run.stderr
+            if run.returncode == 0:
+                finished.append(time.monotonic() - started)
+            if run.returncode == -signal.SIGKILL:
+                killed[moment or "none"] = killed.get(moment or "none", 0) + 1
+            after = session_file.read_bytes() if session_file.exists() else b""
+            old, old_torn = _records(before)
+            new, torn = _records(after)
+            assert new[: len(old)] == old, f"turn {turn}: lines stored before were changed"
+            if old_torn and not after.endswith(old_torn):  # healed (not killed before it)
+                torn_file = session_file.with_name(f"{SESSION}.jsonl.torn")
+                assert torn_file.read_bytes().endswith(old_torn + b"\n"), turn
+                assert "torn last line moved out of the session" in run.stderr, run.stderr
+                healed += 1
+            if torn:
+                assert run.returncode != 0, f"turn {turn}: finished with a torn last line"
+            _check_appended(run, _messages(new[len(old) :]))
+            for index, received in enumerate(run.requests):
+                _check_request(received, index, workspace, pm, tools)
+            if turn % 10 == 0:
+                _check_govern(workspace, session_file, pm)
+            if run.returncode != 0 and not torn and rng.random() < 0.2:
+                # A write cut short, as a power cut leaves one (SIGKILL never does): the next
+                # run must move it out, say so, and go on.
+                line = json.dumps({"role": "assistant", "content": f"cut short {turn}"})
+                with session_file.open("ab") as handle:
+                    handle.write(line[: rng.randrange(1, len(line) - 1)].encode())
+    assert model.problems == []
+    _check_govern(workspace, session_file, pm)
+    all_messages = _messages(_records(session_file.read_bytes())[0])
+    call_ids = [c["id"] for m in all_messages for c in m.get("tool_calls", [])]
+    result_ids = [m["tool_call_id"] for m in all_messages if m["role"] == "tool"]
+    assert len(call_ids) == len(set(call_ids)) and len(result_ids) == len(set(result_ids))
+    # What the session went through: kills at every kind of moment, torn lines healed, and
+    # governance that offloaded, compacted, cut between turns and between the steps of one.
+    assert min(killed.get(moment, 0) for moment in MOMENTS) >= KILLS // len(MOMENTS), killed
+    assert healed >= 2, healed
+    assert failed >= 2, failed
+    assert sum(interrupted.values()) >= 3, interrupted
+    states = [GovernanceState.from_record(r) for r in _records(session_file.read_bytes())[0]]
+    decided = [state for state in states if state is not None]
+    assert any(state.compacted for state in decided)
+    assert any(state.start for state in decided)
+    assert any(state.steps_from is not None for state in decided)
+    sent = [m for r in runs for q in r.requests for m in q.body["messages"]]
+    assert any(str(m.get("content")).startswith(OFFLOAD_PREFIX) for m in sent)
