@@ -154,5 +154,7 @@ def _test_requirements(projects: list[Path]) -> list[str]:
 @nox.session
 def bench(session: nox.Session) -> None:
     """Benchmarks against their baselines in the same run; writes bench/RESULTS.md."""
-    session.install("-e", ".", "uv", "hatchling", "pip")
+    # bpe-openai: the tokenizer plugin's encoder, for the session measured with its counter (the
+    # plugin itself is read from plugins/tokenizer, not installed: nothing else loads it).
+    session.install("-e", ".", "uv", "hatchling", "pip", "bpe-openai>=0.1.4,<0.2")
     session.run("python", "bench/run.py", *session.posargs)

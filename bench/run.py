@@ -4,7 +4,7 @@ Usage (the nox ``bench`` session runs this in a venv with nanobot-core installed
 
     python bench/run.py [--quick]
         [--only import,cli,prepare_call,concurrency,governance,tau,redact,repair,
-                plugin_stage,session,prefix]
+                plugin_stage,session,prefix,tokenizer]
 
 Creates its environments under ``bench/.envs/`` when missing (nanobot-ai 0.3.5
 from the package index; nanobot-core and thirty plugin wheels built from this
@@ -31,7 +31,7 @@ from plugin_projects import PLUGIN_COUNT
 from redact_bench import bench_redact
 from repair_bench import bench_repair
 from report import Row, kept_sections, render
-from session_bench import plugin_stage_rows, prefix_rows, session_rows
+from session_bench import plugin_stage_rows, prefix_rows, session_rows, tokenizer_rows
 from startup import bench_cli, bench_import
 from tools_bench import bench_concurrency, bench_prepare_call
 
@@ -50,6 +50,7 @@ BENCHMARKS = (
     "plugin_stage",
     "session",
     "prefix",
+    "tokenizer",
 )
 
 
@@ -191,6 +192,7 @@ def main() -> int:
     attempt("plugin_stage", lambda: plugin_stage_rows(ai_env, effort.plugin_stage_reps))
     attempt("session", lambda: session_rows(ai_env))
     attempt("prefix", lambda: prefix_rows(ai_env))
+    attempt("tokenizer", tokenizer_rows)
 
     seconds = time.perf_counter() - clock
     command = "python bench/run.py" + (" --quick" if options.quick else "")

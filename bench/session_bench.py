@@ -213,6 +213,36 @@ def _session_rows(ai_env: VirtualEnv, history: str) -> list[Row]:
     return rows
 
 
+def tokenizer_rows() -> list[Row]:
+    """The growing session counted by the tokenizer plugin's exact counter, against the estimate."""
+    rows = []
+    for history, named in HISTORIES.items():
+        figures = _run(sys.executable, "ours-tokenizer,ours", "session", SESSION_MESSAGES, history)
+        exact, estimate = figures["by_which"]["ours-tokenizer"], figures["by_which"]["ours"]
+        mine = _ms(exact["seconds"], "tokenizer plugin")
+        other = _ms(estimate["seconds"], "estimate")
+        rows.append(
+            Row(
+                f"growing session of {SESSION_MESSAGES:,} messages counted by the tokenizer "
+                f"plugin, per call, {named}",
+                mine,
+                mine.summary.median / other.summary.median,
+                "tokenizer / estimate",
+                "(for information)",
+                True,
+                other,
+                notes=[
+                    f"{exact['calls']} calls, the two sides in turn call by call on governors "
+                    "of their own, built through the plugin manager; total "
+                    f"{exact['total_seconds'] * 1000:,.0f} ms against "
+                    f"{estimate['total_seconds'] * 1000:,.0f} ms "
+                    f"(x{exact['total_seconds'] / estimate['total_seconds']:.2f})",
+                ],
+            )
+        )
+    return rows
+
+
 def _loss_note(by_cause: dict[str, dict[str, float]]) -> str:
     """Where our side's prefix share went, per cause its results gave (see the driver)."""
     parts = [
