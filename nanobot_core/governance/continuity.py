@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
 from itertools import compress, count, islice, repeat
 from operator import is_, is_not
-from typing import Any
+from typing import Any, NamedTuple
 
 import attrs
 
@@ -44,9 +44,12 @@ from nanobot_core.governance.survey import Origins
 __all__ = ["META_KIND", "Continuity", "GovernanceState", "Prefix", "Recompaction", "latest_state"]
 
 
-@attrs.frozen
-class Recompaction:
-    """How the session's view compacts again a result that was sent compacted."""
+class Recompaction(NamedTuple):
+    """How the session's view compacts again a result that was sent compacted.
+
+    A named tuple: one is made for every call, and an attrs instance costs more to make
+    than a short clean history costs to govern.
+    """
 
     #: What the stages before compaction make of one tool result of the history, given the
     #: name of its call (a message, or something else when they drop it), as far as they
@@ -167,6 +170,8 @@ class Prefix:
 
 
 FIRST_CALL = Prefix(True, None, "first request: nothing was sent before")
+# The answer of most calls of a session, made once (a Prefix is immutable).
+_APPENDED = Prefix(True, None, "the messages sent before are unchanged; new ones follow them")
 
 
 def _role(message: Any) -> Any:
@@ -700,7 +705,7 @@ def _compare(
         return FIRST_CALL
     count = len(previous)
     if len(sent) >= count and sent[:count] == previous:
-        return Prefix(True, None, "the messages sent before are unchanged; new ones follow them")
+        return _APPENDED
     changed_at = next(
         (i for i, (a, b) in enumerate(zip(previous, sent, strict=False)) if a is not b and a != b),
         min(count, len(sent)),

@@ -414,10 +414,12 @@ class Governor:
         return self._system_memo[1]
 
     def _tools_tokens(self, tools: Sequence[Any]) -> int:
+        """The tokens of the tool definitions `tools`, checked and counted once per new list."""
         definitions = tuple(tools)
         memo = self._tools_memo
         # Compared item by item: the same definitions are the same objects, found at once.
         if memo is None or memo[0] != definitions:
+            _check_definitions(definitions)
             memo = self._tools_memo = (definitions, count_tools(definitions, self.counter))
         return memo[1]
 
@@ -538,6 +540,9 @@ class Governor:
         # the caller appends to or edits its list afterwards, as an agent's loop does.
         given = list(messages)
         tools = tools if type(tools) is list or type(tools) is tuple else list(tools)
+        # Checked (and counted) before anything changes: a list that is no tool definitions
+        # raises here, the governor as it was.
+        self._tools_tokens(tools)
         before = dict(vars(self._continuity))  # a refused history leaves the session as it was
         # The cyclic garbage collector is paused for the call: a call on a long history makes
         # tens of thousands of small objects, all alive until it returns, so the collections
@@ -620,7 +625,13 @@ class Governor:
             origins=self._facts.origins(),
         )
         return GovernanceResult(
-            *result._replace(messages=handed), prefix, self._continuity.result_state()
+            handed,
+            result.report,
+            result.tokens,
+            result.budget,
+            result.fits,
+            prefix,
+            self._continuity.result_state(),
         )
 
     def _govern(
@@ -1540,6 +1551,8 @@ def _checked_request(messages: Any, tools: Any) -> Sequence[Any]:
     A dict, a string or a registry iterates too (over keys, characters or tools), so each
     would be governed without an error into a request that lost the history or miscounts
     the tools: refused here, at the call, rather than found out from the model's answer.
+    Each definition is checked when the governor first counts the list (`_tools_tokens`):
+    a session hands the same definitions on every call.
     """
     if type(messages) is not list and (
         isinstance(messages, str | bytes | bytearray | Mapping)
@@ -1564,14 +1577,17 @@ def _checked_request(messages: Any, tools: Any) -> Sequence[Any]:
                 f"{type(tools).__name__}"
             )
         tools = list(tools)
+    return tools  # type: ignore[no-any-return]
+
+
+def _check_definitions(tools: Sequence[Any]) -> None:
+    """A `TypeError` naming the first of `tools` that is no tool definition (a mapping)."""
     for index, definition in enumerate(tools):
-        # A dict first: the Mapping check alone costs a microsecond per call on eight tools.
         if type(definition) is not dict and not isinstance(definition, Mapping):
             raise TypeError(
                 f"Governor.govern: tools[{index}] ({type(definition).__name__}) is not a tool "
                 "definition, a dict as ToolRegistry.definitions() gives"
             )
-    return tools  # type: ignore[no-any-return]
 
 
 def _busy() -> SessionLockedError:
