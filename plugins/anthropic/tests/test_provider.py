@@ -911,3 +911,48 @@ def _is_object_text(text: str) -> bool:
         return isinstance(json.loads(text), dict)
     except (ValueError, RecursionError):
         return False
+
+
+def test_the_tool_use_a_max_tokens_reply_ends_with_is_marked_cut(server: MessagesServer) -> None:
+    """The last tool_use of a max_tokens reply gets unclosed arguments; a call before it not."""
+    whole = {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {"order": 7}}
+    cut = {"type": "tool_use", "id": "toolu_2", "name": "get_order", "input": {"order": 12}}
+    server.add(message_reply([whole, cut], "max_tokens"), message_reply([whole], "tool_use"))
+    provider = _provider(server)
+    limited = _complete(provider, [{"role": "user", "content": "orders"}])
+    finished = _complete(provider, [{"role": "user", "content": "orders"}])
+    assert [c["function"]["arguments"] for c in limited.tool_calls] == [
+        '{"order": 7}',
+        '{"order": 12',
+    ]
+    assert limited.finish_reason == "max_tokens"
+    assert [c["function"]["arguments"] for c in finished.tool_calls] == ['{"order": 7}']
+
+
+def test_a_max_tokens_reply_ending_in_text_leaves_its_calls_whole(server: MessagesServer) -> None:
+    """The limit cut the text after the call, not the call: its arguments stay complete."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {}}
+    server.add(message_reply([call, {"type": "text", "text": "and then"}], "max_tokens"))
+    reply = _complete(_provider(server), [{"role": "user", "content": "orders"}])
+    assert [c["function"]["arguments"] for c in reply.tool_calls] == ["{}"]
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.text(max_size=10), _JSON_VALUES, max_size=4))
+def test_a_cut_tool_use_never_reads_as_whole_arguments(given_input: dict[str, Any]) -> None:
+    """Whatever input the cut block holds, its arguments are not JSON and close to that input."""
+    from nanobot_anthropic.reply import parse_reply
+
+    block = {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": given_input}
+    reply = parse_reply({"content": [block], "stop_reason": "max_tokens"})
+    arguments = reply.tool_calls[0]["function"]["arguments"]
+    with pytest.raises(ValueError):
+        json.loads(arguments)
+    assert json.loads(arguments + "}") == given_input
