@@ -209,7 +209,10 @@ class AnthropicProvider:
 
     @property
     def endpoint(self) -> str:
-        """The Messages URL (a base URL ending in ``/v1`` is taken as it is)."""
+        """The Messages URL (a base URL ending in ``/v1`` gets ``/messages``; one ending in
+        ``/v1/messages``, the endpoint Anthropic's examples show, is taken as it is)."""
+        if self.base_url.endswith("/v1/messages"):
+            return self.base_url
         suffix = "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
         return self.base_url + suffix
 

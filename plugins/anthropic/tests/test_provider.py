@@ -956,3 +956,16 @@ def test_a_cut_tool_use_never_reads_as_whole_arguments(given_input: dict[str, An
     with pytest.raises(ValueError):
         json.loads(arguments)
     assert json.loads(arguments + "}") == given_input
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/", "/v1/messages", "/v1/messages/"])
+def test_a_base_url_with_or_without_the_messages_path_reaches_the_endpoint(
+    server: MessagesServer, suffix: str
+) -> None:
+    """The endpoint pasted whole from Anthropic's examples is not given /v1/messages again."""
+    server.add(text_reply("hello"))
+    reply = _complete(
+        _provider(server, base_url=server.base_url + suffix), [{"role": "user", "content": "hi"}]
+    )
+    assert reply.content == "hello"
+    assert [r.problems for r in server.requests] == [[]]
