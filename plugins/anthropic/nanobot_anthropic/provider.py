@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from nanobot_core import ConfigError, ProviderError, source_prefix, variable_source
+from nanobot_core import ConfigError, ProviderError, quoted, source_prefix, variable_source
 from nanobot_core.config import ProviderConfig
 from nanobot_core.governance import to_messages_api
 from nanobot_core.providers import (
@@ -68,6 +69,9 @@ _CORE_DEFAULTS = ProviderConfig()
 #: highest): the core takes any temperature from 0 (OpenAI's go to 2), and refuses a
 #: max_tokens below 1 only in a config it read, not in a ProviderConfig made in code.
 _RANGES: dict[str, tuple[float, float]] = {"temperature": (0, 1), "max_tokens": (1, math.inf)}
+#: The characters the Messages API takes in a tool name (``^[a-zA-Z0-9_-]{1,64}$``; its
+#: length limit has changed over time, so only the characters are checked here).
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]+")
 #: How a user sets what `check_endpoint` refuses, as its errors say.
 _BASE_URL_HINT = (
     "set --base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL, e.g. https://api.anthropic.com"
@@ -107,6 +111,21 @@ def _tool(definition: Mapping[str, Any]) -> dict[str, Any]:
     schema = function.get("parameters")
     tool["input_schema"] = schema if isinstance(schema, Mapping) else {"type": "object"}
     return tool
+
+
+def _check_tool_names(tools: Sequence[Mapping[str, Any]]) -> None:
+    """Raise ProviderError naming the first tool whose name the Messages API refuses: it
+    would answer 400 naming only the tool's index, in the middle of the turn."""
+    for index, tool in enumerate(tools):
+        name = tool.get("name")
+        if isinstance(name, str) and _TOOL_NAME.fullmatch(name):
+            continue
+        raise ProviderError(
+            f"{_plugin()} sends no request: tools[{index}] is named {quoted(name)}, which "
+            "Anthropic's Messages API refuses (a tool name is letters, digits, '_' and '-' "
+            "only); `nanobot-core tools` shows which plugin gives it, and tools.disabled "
+            "leaves it out"
+        )
 
 
 def _plugin() -> str:
@@ -267,8 +286,10 @@ class AnthropicProvider:
             converted = to_messages_api(messages, prefix=unchanged)
         except ValueError as exc:  # a call whose arguments cannot be its input: never sent empty
             raise ProviderError(f"{_plugin()} sends no request: {exc}") from None
+        definitions = [_tool(t) for t in tools]
+        _check_tool_names(definitions)
         plan = place_breakpoints(
-            [_tool(t) for t in tools],
+            definitions,
             converted.system,
             converted.messages,
             ttl=self.cache,

@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import itertools
 import json
+import re
 import time
 import tracemalloc
 from collections.abc import Sequence
@@ -969,3 +970,39 @@ def test_a_base_url_with_or_without_the_messages_path_reaches_the_endpoint(
     )
     assert reply.content == "hello"
     assert [r.problems for r in server.requests] == [[]]
+
+
+def _tool_named(name: object) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+
+
+@pytest.mark.parametrize("name", ["fs.read", "read file", "get:order", "", "é", None])
+def test_a_tool_name_the_api_refuses_is_named_before_anything_is_sent(
+    server: MessagesServer, name: object
+) -> None:
+    """A tool name outside [a-zA-Z0-9_-] is a provider error naming it and its index; no request."""
+    provider = _provider(server)
+    tools = [TOOLS[0], _tool_named(name)]
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(provider.complete([{"role": "user", "content": "hi"}], tools))
+    message = str(caught.value)
+    assert message.startswith(f"nanobot-anthropic {metadata.version('nanobot-anthropic')} ")
+    assert f"tools[1] is named {name!r}, which Anthropic's Messages API refuses" in message
+    assert "tools.disabled" in message
+    assert server.requests == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet=st.characters(codec="ascii"), min_size=1, max_size=70))
+def test_a_tool_name_is_refused_exactly_when_the_api_pattern_refuses_it(name: str) -> None:
+    """Refused here is refused by the API's pattern, and a legal name builds a request."""
+    from nanobot_core.config import ProviderConfig
+
+    provider = AnthropicProvider(ProviderConfig(api_key=API_KEY), environ={})
+    legal = re.fullmatch(r"[a-zA-Z0-9_-]+", name) is not None
+    try:
+        body = provider.request_body([{"role": "user", "content": "hi"}], [_tool_named(name)])
+    except ProviderError:
+        assert not legal
+    else:
+        assert legal and body["tools"][0]["name"] == name
