@@ -1006,3 +1006,52 @@ def test_a_tool_name_is_refused_exactly_when_the_api_pattern_refuses_it(name: st
         assert not legal
     else:
         assert legal and body["tools"][0]["name"] == name
+
+
+def _spend_limit_reply() -> Reply:
+    body = {
+        "type": "error",
+        "error": {
+            "type": "rate_limit_error",
+            "message": "You have reached your specified API usage limits.",
+            "details": {"error_code": "enforced_spend_limit_reached"},
+        },
+        "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy",
+    }
+    return Reply(429, body, {"retry-after": "0"})
+
+
+def test_a_429_of_a_reached_spend_limit_is_not_retried(server: MessagesServer) -> None:
+    """The spend-limit 429 fails at once, saying no retry lifts it; a rate limit's 429 retries."""
+    server.add(_spend_limit_reply())
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server), [{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1
+    assert str(caught.value).endswith(
+        "refused the request: HTTP 429: You have reached your specified API usage limits. "
+        "(rate_limit_error) [enforced_spend_limit_reached: the spend limit is reached, no "
+        "retry lifts it]"
+    )
+    server.add(error_reply(429, "rate_limit_error", "slow down"), text_reply("ok"))
+    assert _complete(_provider(server), [{"role": "user", "content": "hi"}]).content == "ok"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=40),
+        st.recursive(
+            st.none() | st.text(max_size=30) | st.integers(),
+            lambda inner: (
+                st.lists(inner, max_size=3)
+                | st.dictionaries(st.sampled_from(["error", "details", "error_code", "x"]), inner)
+            ),
+            max_leaves=8,
+        ).map(lambda value: json.dumps(value).encode()),
+    )
+)
+def test_any_other_429_body_is_retried(body: bytes) -> None:
+    """A 429 whose body is not the spend limit's, whatever it holds, is retried as before."""
+    with MessagesServer([Reply(429, body), text_reply("ok")]) as server:
+        provider = _provider(server, max_retries=1)
+        assert _complete(provider, [{"role": "user", "content": "hi"}]).content == "ok"
