@@ -5,28 +5,32 @@ is sent as ``x-api-key`` and never logged, printed or put in an error message:
 text built from server replies has it masked, and the repr leaves it out.
 Retries are the core's (:func:`nanobot_core.providers.send_with_retries`):
 408, 429, 5xx (529 "overloaded" included) and connection failures, with
-backoff, jitter and ``retry-after``; any other 4xx is a ProviderError quoting
-Anthropic's own message. So is the reading of the reply
+backoff, jitter and ``retry-after``; any other 4xx, and the 429 of a reached
+spend limit (``enforced_spend_limit_reached``, which no wait lifts), is a
+ProviderError quoting Anthropic's own message. So is the reading of the reply
 (:func:`nanobot_core.providers.post_request`): one larger than
 ``provider.max_reply_bytes`` is refused, not retried.
 """
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import re
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from nanobot_core import ConfigError, ProviderError, source_prefix, variable_source
+from nanobot_core import ConfigError, ProviderError, quoted, source_prefix, variable_source
 from nanobot_core.config import ProviderConfig
 from nanobot_core.governance import to_messages_api
 from nanobot_core.providers import (
     KeptClients,
     ProgressCallback,
     ProviderReply,
+    Retryable,
     RetryPolicy,
     check_endpoint,
     describe_body,
@@ -68,6 +72,12 @@ _CORE_DEFAULTS = ProviderConfig()
 #: highest): the core takes any temperature from 0 (OpenAI's go to 2), and refuses a
 #: max_tokens below 1 only in a config it read, not in a ProviderConfig made in code.
 _RANGES: dict[str, tuple[float, float]] = {"temperature": (0, 1), "max_tokens": (1, math.inf)}
+#: The characters the Messages API takes in a tool name (``^[a-zA-Z0-9_-]{1,64}$``; its
+#: length limit has changed over time, so only the characters are checked here).
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]+")
+#: The ``error.details.error_code`` of a 429 that says the organisation's spend limit is
+#: reached: no wait lifts it before the next month, so it is not retried.
+_SPEND_LIMIT_CODE = "enforced_spend_limit_reached"
 #: How a user sets what `check_endpoint` refuses, as its errors say.
 _BASE_URL_HINT = (
     "set --base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL, e.g. https://api.anthropic.com"
@@ -107,6 +117,32 @@ def _tool(definition: Mapping[str, Any]) -> dict[str, Any]:
     schema = function.get("parameters")
     tool["input_schema"] = schema if isinstance(schema, Mapping) else {"type": "object"}
     return tool
+
+
+def _check_tool_names(tools: Sequence[Mapping[str, Any]]) -> None:
+    """Raise ProviderError naming the first tool whose name the Messages API refuses: it
+    would answer 400 naming only the tool's index, in the middle of the turn."""
+    for index, tool in enumerate(tools):
+        name = tool.get("name")
+        if isinstance(name, str) and _TOOL_NAME.fullmatch(name):
+            continue
+        raise ProviderError(
+            f"{_plugin()} sends no request: tools[{index}] is named {quoted(name)}, which "
+            "Anthropic's Messages API refuses (a tool name is letters, digits, '_' and '-' "
+            "only); `nanobot-core tools` shows which plugin gives it, and tools.disabled "
+            "leaves it out"
+        )
+
+
+def _spend_limit_reached(response: httpx.Response) -> bool:
+    """Whether an error reply is the 429 of a reached spend limit (a rate limit's is not)."""
+    try:
+        data = json.loads(response.content)
+    except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError)
+        return False
+    error = data.get("error") if isinstance(data, dict) else None
+    details = error.get("details") if isinstance(error, dict) else None
+    return isinstance(details, dict) and details.get("error_code") == _SPEND_LIMIT_CODE
 
 
 def _plugin() -> str:
@@ -209,7 +245,10 @@ class AnthropicProvider:
 
     @property
     def endpoint(self) -> str:
-        """The Messages URL (a base URL ending in ``/v1`` is taken as it is)."""
+        """The Messages URL (a base URL ending in ``/v1`` gets ``/messages``; one ending in
+        ``/v1/messages``, the endpoint Anthropic's examples show, is taken as it is)."""
+        if self.base_url.endswith("/v1/messages"):
+            return self.base_url
         suffix = "/messages" if self.base_url.endswith("/v1") else "/v1/messages"
         return self.base_url + suffix
 
@@ -264,8 +303,10 @@ class AnthropicProvider:
             converted = to_messages_api(messages, prefix=unchanged)
         except ValueError as exc:  # a call whose arguments cannot be its input: never sent empty
             raise ProviderError(f"{_plugin()} sends no request: {exc}") from None
+        definitions = [_tool(t) for t in tools]
+        _check_tool_names(definitions)
         plan = place_breakpoints(
-            [_tool(t) for t in tools],
+            definitions,
             converted.system,
             converted.messages,
             ttl=self.cache,
@@ -315,7 +356,13 @@ class AnthropicProvider:
             )
             if 200 <= response.status_code < 300:
                 return self._parse(response, salt)
-            raise failure_for_status(response, self.display_url, self._api_key)
+            failure = failure_for_status(response, self.display_url, self._api_key)
+            if isinstance(failure, Retryable) and _spend_limit_reached(response):
+                raise ProviderError(
+                    f"{self.display_url} refused the request: {failure.reason} "
+                    f"[{_SPEND_LIMIT_CODE}: the spend limit is reached, no retry lifts it]"
+                )
+            raise failure
 
         return await send_with_retries(
             attempt,

@@ -4,7 +4,10 @@
   the blocks as text parts (citations and all);
 - ``thinking`` and ``redacted_thinking`` blocks are kept, as received, under
   ``thinking_blocks`` (the next request sends them back byte-identical);
-- ``tool_use`` blocks become ``tool_calls`` (input as JSON arguments);
+- ``tool_use`` blocks become ``tool_calls`` (input as JSON arguments); the
+  one a reply stopped at ``max_tokens`` ends with was cut by the limit, and
+  its arguments say so (the input's JSON without its closing brace), so the
+  runner answers it unrun instead of running a guess;
 - any other block (server tools, ...) is kept under ``anthropic_blocks``;
 - ``stop_reason`` is the finish reason; usage counts every input token as
   ``prompt_tokens`` (Anthropic's ``input_tokens`` leaves out what was read
@@ -23,6 +26,8 @@ from nanobot_core.providers import ProviderReply, Usage, normalise_assistant_mes
 __all__ = ["parse_reply", "parse_usage"]
 
 _THINKING = frozenset({"thinking", "redacted_thinking"})
+#: The stop reason of a reply the output limit ended (the runner's `CUT_OFF` holds it too).
+_OUTPUT_LIMIT = "max_tokens"
 
 
 def parse_usage(raw: object) -> Usage:
@@ -36,12 +41,18 @@ def parse_usage(raw: object) -> Usage:
     return Usage(prompt, output, prompt + output, read, written)
 
 
-def _call(block: Mapping[str, Any]) -> dict[str, Any]:
+def _call(block: Mapping[str, Any], *, cut: bool = False) -> dict[str, Any]:
+    """The core's tool call for a ``tool_use`` block; `cut`: the output limit ended it."""
     arguments = block.get("input")
     try:
         text = json.dumps(arguments if arguments is not None else {}, ensure_ascii=False)
     except (TypeError, ValueError):
         text = "{}"
+    if cut:
+        # The API sends the input of a block the limit cut as an object, whole-looking
+        # JSON: unmarked, the runner would run it with values cut short (a file written
+        # half). Unclosed, it reads as the cut arguments they are, as OpenAI's come.
+        text = text[:-1]
     return {
         "id": block.get("id"),
         "type": "function",
@@ -55,7 +66,10 @@ def parse_reply(data: Mapping[str, Any], *, salt: str = "") -> ProviderReply:
     blocks = [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else []
     texts = [b for b in blocks if b.get("type") == "text"]
     thinking = [b for b in blocks if b.get("type") in _THINKING]
-    calls = [_call(b) for b in blocks if b.get("type") == "tool_use"]
+    uses = [b for b in blocks if b.get("type") == "tool_use"]
+    # Only the last block can be the one the limit cut; a call before it was finished.
+    cut = data.get("stop_reason") == _OUTPUT_LIMIT and bool(uses) and blocks[-1] is uses[-1]
+    calls = [_call(b, cut=cut and b is uses[-1]) for b in uses]
     others = [b for b in blocks if b.get("type") not in _THINKING | {"text", "tool_use"}]
     content: Any = ""
     if len(texts) == 1 and set(texts[0]) <= {"type", "text"}:

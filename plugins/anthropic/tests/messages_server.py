@@ -34,6 +34,7 @@ _ASSISTANT_BLOCKS = frozenset(
     }
 )
 _ID = re.compile(r"[a-zA-Z0-9_-]+")
+_TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]{1,64}")
 _UNMARKABLE = frozenset({"thinking", "redacted_thinking"})
 
 
@@ -117,6 +118,8 @@ def check_request(headers: dict[str, str], body: Any) -> list[str]:
     for tool in body.get("tools", []):
         if not isinstance(tool.get("name"), str) or not isinstance(tool.get("input_schema"), dict):
             problems.append(f"tool {tool!r} lacks name or input_schema")
+        elif not _TOOL_NAME.fullmatch(tool["name"]):
+            problems.append(f"tool name {tool['name']!r} does not match {_TOOL_NAME.pattern}")
         marks += "cache_control" in tool
     system = body.get("system", [])
     if not isinstance(system, list | str):

@@ -79,3 +79,23 @@ def test_a_turn_with_a_tool_call_reports_cache_usage_per_call_and_turn(
     usage = [line["_meta"] for line in lines if set(line) == {"_meta"}]
     assert [u["kind"] for u in usage] == ["usage", "usage"]
     assert usage[1]["usage"]["cache_read_input_tokens"] == 1500
+
+
+def test_a_call_the_output_limit_cut_is_answered_not_run(
+    server: MessagesServer, tmp_path: Path
+) -> None:
+    """A write_file cut by max_tokens writes nothing; the model is told and the session goes on."""
+    cut = {
+        "type": "tool_use",
+        "id": "toolu_1",
+        "name": "write_file",
+        "input": {"path": "app.py", "content": "def main():\n    pri"},
+    }
+    server.add(message_reply([cut], "max_tokens"), text_reply("I will write it in parts."))
+    result = _run(server, tmp_path, "--json", "--session", "s1", "write app.py")
+    assert result.returncode == 0, result.stderr
+    assert not (tmp_path / "app.py").exists()
+    assert all(r.problems == [] for r in server.requests)
+    answer = server.requests[1].body["messages"][2]["content"][0]
+    assert answer["tool_use_id"] == "toolu_1" and "was not run" in answer["content"]
+    assert "output limit (finish_reason 'max_tokens')" in answer["content"]

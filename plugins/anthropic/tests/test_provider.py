@@ -6,6 +6,7 @@ import asyncio
 import gzip
 import itertools
 import json
+import re
 import time
 import tracemalloc
 from collections.abc import Sequence
@@ -911,3 +912,146 @@ def _is_object_text(text: str) -> bool:
         return isinstance(json.loads(text), dict)
     except (ValueError, RecursionError):
         return False
+
+
+def test_the_tool_use_a_max_tokens_reply_ends_with_is_marked_cut(server: MessagesServer) -> None:
+    """The last tool_use of a max_tokens reply gets unclosed arguments; a call before it not."""
+    whole = {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {"order": 7}}
+    cut = {"type": "tool_use", "id": "toolu_2", "name": "get_order", "input": {"order": 12}}
+    server.add(message_reply([whole, cut], "max_tokens"), message_reply([whole], "tool_use"))
+    provider = _provider(server)
+    limited = _complete(provider, [{"role": "user", "content": "orders"}])
+    finished = _complete(provider, [{"role": "user", "content": "orders"}])
+    assert [c["function"]["arguments"] for c in limited.tool_calls] == [
+        '{"order": 7}',
+        '{"order": 12',
+    ]
+    assert limited.finish_reason == "max_tokens"
+    assert [c["function"]["arguments"] for c in finished.tool_calls] == ['{"order": 7}']
+
+
+def test_a_max_tokens_reply_ending_in_text_leaves_its_calls_whole(server: MessagesServer) -> None:
+    """The limit cut the text after the call, not the call: its arguments stay complete."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {}}
+    server.add(message_reply([call, {"type": "text", "text": "and then"}], "max_tokens"))
+    reply = _complete(_provider(server), [{"role": "user", "content": "orders"}])
+    assert [c["function"]["arguments"] for c in reply.tool_calls] == ["{}"]
+
+
+_JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    max_leaves=10,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.text(max_size=10), _JSON_VALUES, max_size=4))
+def test_a_cut_tool_use_never_reads_as_whole_arguments(given_input: dict[str, Any]) -> None:
+    """Whatever input the cut block holds, its arguments are not JSON and close to that input."""
+    from nanobot_anthropic.reply import parse_reply
+
+    block = {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": given_input}
+    reply = parse_reply({"content": [block], "stop_reason": "max_tokens"})
+    arguments = reply.tool_calls[0]["function"]["arguments"]
+    with pytest.raises(ValueError):
+        json.loads(arguments)
+    assert json.loads(arguments + "}") == given_input
+
+
+@pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/", "/v1/messages", "/v1/messages/"])
+def test_a_base_url_with_or_without_the_messages_path_reaches_the_endpoint(
+    server: MessagesServer, suffix: str
+) -> None:
+    """The endpoint pasted whole from Anthropic's examples is not given /v1/messages again."""
+    server.add(text_reply("hello"))
+    reply = _complete(
+        _provider(server, base_url=server.base_url + suffix), [{"role": "user", "content": "hi"}]
+    )
+    assert reply.content == "hello"
+    assert [r.problems for r in server.requests] == [[]]
+
+
+def _tool_named(name: object) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name, "parameters": {"type": "object"}}}
+
+
+@pytest.mark.parametrize("name", ["fs.read", "read file", "get:order", "", "é", None])
+def test_a_tool_name_the_api_refuses_is_named_before_anything_is_sent(
+    server: MessagesServer, name: object
+) -> None:
+    """A tool name outside [a-zA-Z0-9_-] is a provider error naming it and its index; no request."""
+    provider = _provider(server)
+    tools = [TOOLS[0], _tool_named(name)]
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(provider.complete([{"role": "user", "content": "hi"}], tools))
+    message = str(caught.value)
+    assert message.startswith(f"nanobot-anthropic {metadata.version('nanobot-anthropic')} ")
+    assert f"tools[1] is named {name!r}, which Anthropic's Messages API refuses" in message
+    assert "tools.disabled" in message
+    assert server.requests == []
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet=st.characters(codec="ascii"), min_size=1, max_size=70))
+def test_a_tool_name_is_refused_exactly_when_the_api_pattern_refuses_it(name: str) -> None:
+    """Refused here is refused by the API's pattern, and a legal name builds a request."""
+    from nanobot_core.config import ProviderConfig
+
+    provider = AnthropicProvider(ProviderConfig(api_key=API_KEY), environ={})
+    legal = re.fullmatch(r"[a-zA-Z0-9_-]+", name) is not None
+    try:
+        body = provider.request_body([{"role": "user", "content": "hi"}], [_tool_named(name)])
+    except ProviderError:
+        assert not legal
+    else:
+        assert legal and body["tools"][0]["name"] == name
+
+
+def _spend_limit_reply() -> Reply:
+    body = {
+        "type": "error",
+        "error": {
+            "type": "rate_limit_error",
+            "message": "You have reached your specified API usage limits.",
+            "details": {"error_code": "enforced_spend_limit_reached"},
+        },
+        "request_id": "req_011CSHoEeqs5C35K2UUqR7Fy",
+    }
+    return Reply(429, body, {"retry-after": "0"})
+
+
+def test_a_429_of_a_reached_spend_limit_is_not_retried(server: MessagesServer) -> None:
+    """The spend-limit 429 fails at once, saying no retry lifts it; a rate limit's 429 retries."""
+    server.add(_spend_limit_reply())
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server), [{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1
+    assert str(caught.value).endswith(
+        "refused the request: HTTP 429: You have reached your specified API usage limits. "
+        "(rate_limit_error) [enforced_spend_limit_reached: the spend limit is reached, no "
+        "retry lifts it]"
+    )
+    server.add(error_reply(429, "rate_limit_error", "slow down"), text_reply("ok"))
+    assert _complete(_provider(server), [{"role": "user", "content": "hi"}]).content == "ok"
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.one_of(
+        st.binary(max_size=40),
+        st.recursive(
+            st.none() | st.text(max_size=30) | st.integers(),
+            lambda inner: (
+                st.lists(inner, max_size=3)
+                | st.dictionaries(st.sampled_from(["error", "details", "error_code", "x"]), inner)
+            ),
+            max_leaves=8,
+        ).map(lambda value: json.dumps(value).encode()),
+    )
+)
+def test_any_other_429_body_is_retried(body: bytes) -> None:
+    """A 429 whose body is not the spend limit's, whatever it holds, is retried as before."""
+    with MessagesServer([Reply(429, body), text_reply("ok")]) as server:
+        provider = _provider(server, max_retries=1)
+        assert _complete(provider, [{"role": "user", "content": "hi"}]).content == "ok"
