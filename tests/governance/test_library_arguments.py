@@ -60,6 +60,19 @@ def test_tools_that_are_no_list_of_definitions_are_refused(tools: Any) -> None:
         build_governor().govern(HISTORY, tools=tools)
 
 
+def test_a_list_of_tools_edited_between_calls_is_checked_again() -> None:
+    """An entry added to the same list after a call is refused, the governor left as it was."""
+    governor = build_governor()
+    tools: list[Any] = [{"type": "function", "function": {"name": "grep", "parameters": {}}}]
+    first = governor.govern(HISTORY, tools=tools)
+    tools.append("grep")
+    with pytest.raises(TypeError, match=r"tools\[1\] \(str\) is not a tool definition"):
+        governor.govern([*HISTORY, {"role": "assistant", "content": "yes"}], tools=tools)
+    tools.pop()
+    again = governor.govern(HISTORY, tools=tools)
+    assert (again.messages, again.tokens, again.prefix.kept) == (first.messages, first.tokens, True)
+
+
 def test_no_tools_may_be_given_as_none() -> None:
     """`tools=None` is no tools, as `system=None` is no system prompt."""
     governor = build_governor()
