@@ -91,8 +91,27 @@ log = get_logger("nanobot_core.runner")
 Message = dict[str, Any]
 StopReason = Literal["answer", "empty_reply", "max_iterations"]
 
-#: The finish reasons that say the reply was cut off at the output limit (OpenAI, Anthropic).
-CUT_OFF = frozenset({"length", "max_tokens"})
+#: The finish reasons that say the reply was cut off at the output limit (OpenAI, Anthropic),
+#: or where the request and the reply filled the model's context window (Anthropic's
+#: ``model_context_window_exceeded``): its text, or the call it ends with, is incomplete.
+CUT_OFF = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
+#: The finish reasons of `CUT_OFF` that the context window, not the output limit, set.
+_WINDOW_FULL = frozenset({"model_context_window_exceeded"})
+
+
+def _cut_by(finish_reason: str | None, *, settings: bool = True) -> str:
+    """What cut a reply off, as the notices name it; for the user, with the `settings` that
+    move it (the model has no use for those)."""
+    if finish_reason in _WINDOW_FULL:
+        said = f"the model's context window (finish_reason {finish_reason!r}"
+        more = (
+            ": the request and the reply filled it; a smaller governance.context_window or "
+            "provider.max_tokens leaves more room"
+        )
+    else:
+        said = f"the output limit (finish_reason {finish_reason!r}"
+        more = "; provider.max_tokens or the server's own"
+    return f"{said}{more if settings else ''})"
 
 
 # -- the parts, as the loop needs them -------------------------------------------------------
@@ -230,7 +249,7 @@ class EmptyReply:
 
 @attrs.frozen
 class ReplyCutOff:
-    """The model's reply to round `round` stopped at the output limit (`finish_reason`).
+    """The model's reply to round `round` was cut off (`finish_reason`, one of `CUT_OFF`).
 
     `answer` says the reply made no tool call, so it ends the turn and its text
     (the answer) is incomplete.
@@ -242,8 +261,7 @@ class ReplyCutOff:
 
     def describe(self) -> str:
         limit = (
-            f"model: the reply to round {self.round} was cut off at the output limit "
-            f"(finish_reason {self.finish_reason!r}; provider.max_tokens or the server's own)"
+            f"model: the reply to round {self.round} was cut off at {_cut_by(self.finish_reason)}"
         )
         if self.answer:
             return f"{limit}; the answer is incomplete"
@@ -1094,7 +1112,7 @@ def _cut_off_outcome(request: ToolCallRequest, finish_reason: str | None) -> Too
     """The answer to a call whose arguments the output limit cut short: not run, and why."""
     return _not_run(
         request,
-        f"the reply was cut off at the output limit (finish_reason {finish_reason!r}) "
+        f"the reply was cut off at {_cut_by(finish_reason, settings=False)} "
         f"before the arguments of this call {_to_tool(request)}were complete, so it was not "
         "run. Make the call again with shorter arguments, or split the work into smaller calls.",
     )

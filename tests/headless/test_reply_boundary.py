@@ -220,7 +220,9 @@ def test_an_answer_cut_off_at_the_output_limit_says_so(tmp_path: Path) -> None:
     reason=st.one_of(
         st.none(),
         st.integers(),
-        st.sampled_from(["stop", "length", "max_tokens", "content_filter", "end_turn"]),
+        st.sampled_from(
+            ["stop", "length", "max_tokens", "model_context_window_exceeded", "content_filter"]
+        ),
         st.text(max_size=10),
     ),
 )
@@ -229,7 +231,7 @@ def test_cut_off_is_true_exactly_when_the_last_reply_hit_the_limit(
 ) -> None:
     """Whatever a server says, `cut_off` is set by an output-limit finish reason alone."""
     result, _ = _turn(tmp_path_factory.mktemp("cut"), Scripted([_text(content, reason)]))
-    assert result.cut_off is (reason in ("length", "max_tokens"))
+    assert result.cut_off is (reason in ("length", "max_tokens", "model_context_window_exceeded"))
     assert result.stop_reason == ("answer" if (content or "").strip() else "empty_reply")
     assert result.to_json()["cut_off"] is result.cut_off
 
@@ -240,3 +242,27 @@ def test_a_turn_that_ends_after_a_cut_tool_round_is_not_cut_off(tmp_path: Path) 
     model = Scripted([_reply([_call("c", '{"path": "a", "content": "x"}')], "length")])
     result, _ = _turn(tmp_path, model)
     assert result.answer == "done" and result.cut_off is False
+
+
+def test_a_reply_the_full_context_window_cut_is_cut_off_and_says_so(tmp_path: Path) -> None:
+    """Anthropic's model_context_window_exceeded marks the answer incomplete, naming the window."""
+    reason = "model_context_window_exceeded"
+    result, events = _turn(tmp_path, Scripted([_text("The three steps are: first", reason)]))
+    assert result.cut_off is True
+    (notice,) = [event for event in events if isinstance(event, ReplyCutOff)]
+    assert "cut off at the model's context window" in notice.describe()
+    assert "governance.context_window" in notice.describe()
+    assert "the answer is incomplete" in notice.describe()
+
+
+def test_a_call_the_full_context_window_cut_is_not_run(tmp_path: Path) -> None:
+    """A call whose arguments the full window cut short is answered unrun, naming the window."""
+    writes.clear()
+    cut = '{"path": "app.py", "content": "def main():\\n    pri'
+    model = Scripted([_reply([_call("cut", cut)], "model_context_window_exceeded")])
+    _turn(tmp_path, model)
+    assert writes == []
+    (answer,) = [m for m in _lines(tmp_path) if m.get("role") == "tool"]
+    assert "cut off at the model's context window" in answer["content"]
+    assert "governance.context_window" not in answer["content"]  # settings are the user's
+    assert "was not run" in answer["content"]

@@ -5,7 +5,8 @@
 - ``thinking`` and ``redacted_thinking`` blocks are kept, as received, under
   ``thinking_blocks`` (the next request sends them back byte-identical);
 - ``tool_use`` blocks become ``tool_calls`` (input as JSON arguments); the
-  one a reply stopped at ``max_tokens`` ends with was cut by the limit, and
+  one a reply stopped at ``max_tokens`` (or ``model_context_window_exceeded``)
+  ends with was cut by the limit, and
   its arguments say so (the input's JSON without its closing brace), so the
   runner answers it unrun instead of running a guess;
 - any other block (server tools, ...) is kept under ``anthropic_blocks``;
@@ -26,8 +27,9 @@ from nanobot_core.providers import ProviderReply, Usage, normalise_assistant_mes
 __all__ = ["parse_reply", "parse_usage"]
 
 _THINKING = frozenset({"thinking", "redacted_thinking"})
-#: The stop reason of a reply the output limit ended (the runner's `CUT_OFF` holds it too).
-_OUTPUT_LIMIT = "max_tokens"
+#: The stop reasons of a reply cut off mid-way: the output limit, or the model's context
+#: window filled by the request and the reply (the runner's `CUT_OFF` holds both).
+_CUT_OFF = frozenset({"max_tokens", "model_context_window_exceeded"})
 
 
 def parse_usage(raw: object) -> Usage:
@@ -68,7 +70,8 @@ def parse_reply(data: Mapping[str, Any], *, salt: str = "") -> ProviderReply:
     thinking = [b for b in blocks if b.get("type") in _THINKING]
     uses = [b for b in blocks if b.get("type") == "tool_use"]
     # Only the last block can be the one the limit cut; a call before it was finished.
-    cut = data.get("stop_reason") == _OUTPUT_LIMIT and bool(uses) and blocks[-1] is uses[-1]
+    stopped = data.get("stop_reason")
+    cut = isinstance(stopped, str) and stopped in _CUT_OFF and bool(uses) and blocks[-1] is uses[-1]
     calls = [_call(b, cut=cut and b is uses[-1]) for b in uses]
     others = [b for b in blocks if b.get("type") not in _THINKING | {"text", "tool_use"}]
     content: Any = ""

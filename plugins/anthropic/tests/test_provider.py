@@ -930,6 +930,17 @@ def test_the_tool_use_a_max_tokens_reply_ends_with_is_marked_cut(server: Message
     assert [c["function"]["arguments"] for c in finished.tool_calls] == ['{"order": 7}']
 
 
+def test_the_tool_use_a_full_context_window_ends_with_is_marked_cut(
+    server: MessagesServer,
+) -> None:
+    """model_context_window_exceeded cuts a reply's last tool_use as max_tokens does."""
+    call = {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {"order": 12}}
+    server.add(message_reply([call], "model_context_window_exceeded"))
+    reply = _complete(_provider(server), [{"role": "user", "content": "orders"}])
+    assert [c["function"]["arguments"] for c in reply.tool_calls] == ['{"order": 12']
+    assert reply.finish_reason == "model_context_window_exceeded"
+
+
 def test_a_max_tokens_reply_ending_in_text_leaves_its_calls_whole(server: MessagesServer) -> None:
     """The limit cut the text after the call, not the call: its arguments stay complete."""
     call = {"type": "tool_use", "id": "toolu_1", "name": "get_order", "input": {}}
