@@ -16,6 +16,7 @@ from nanobot_core._json_boundary import JSONLimitError
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig
 from nanobot_core.errors import ProviderError
+from nanobot_core.governance.anthropic import OTHER_BLOCKS_KEY, THINKING_KEY
 from nanobot_core.kernel.records import core_version
 from nanobot_core.providers.base import (
     ProgressCallback,
@@ -115,11 +116,12 @@ class OpenAIProvider:
 
         Call ids longer than OpenAI takes (from a session stored before replies
         were normalised, or imported) are replaced on both sides of each call
-        (`with_sendable_call_ids`).
+        (`with_sendable_call_ids`). The blocks an Anthropic provider kept on an
+        assistant message (`THINKING_KEY`, `OTHER_BLOCKS_KEY`) are left out.
         """
         body: dict[str, Any] = {
             "model": self.model,
-            "messages": with_sendable_call_ids(messages),
+            "messages": _without_anthropic_blocks(with_sendable_call_ids(messages)),
             "stream": False,
         }
         if tools:
@@ -228,6 +230,24 @@ class OpenAIProvider:
             model=model if isinstance(model, str) else None,
             finish_reason=finish_reason if isinstance(finish_reason, str) else None,
         )
+
+
+#: What an Anthropic provider keeps on the assistant messages of a session, to send back
+#: to its own API: no chat-completions field, and a strict server (OpenAI's, or one that
+#: forbids extra inputs) refuses a message holding a key it does not know, so a session
+#: continued here after the Anthropic provider would be refused on every request.
+_ANTHROPIC_KEYS = (THINKING_KEY, OTHER_BLOCKS_KEY)
+
+
+def _without_anthropic_blocks(messages: list[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """`messages` (a list of its own) with `_ANTHROPIC_KEYS` left out of those holding them;
+    the others are shared, and nothing handed in is changed."""
+    for index, message in enumerate(messages):
+        if isinstance(message, Mapping) and (
+            THINKING_KEY in message or OTHER_BLOCKS_KEY in message
+        ):
+            messages[index] = {k: v for k, v in message.items() if k not in _ANTHROPIC_KEYS}
+    return messages
 
 
 def _chat_choice(choice: object) -> bool:

@@ -279,6 +279,39 @@ def test_a_stored_call_id_too_long_for_openai_is_sent_shortened_and_paired(
     assert _session_lines(workspace)[1]["tool_calls"][0]["id"] == long_id  # the file is untouched
 
 
+def test_a_session_continued_after_the_anthropic_provider_sends_no_anthropic_blocks(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """Thinking and other blocks an Anthropic provider kept stay in the session, off the wire."""
+    thinking = [{"type": "thinking", "thinking": "look", "signature": "c2ln"}]
+    stored = [
+        {"role": "user", "content": "What is in notes.txt?"},
+        {"role": "assistant", "content": "Two lines.", "thinking_blocks": thinking},
+        {"role": "user", "content": "Sure?"},
+        {
+            "role": "assistant",
+            "content": "Yes.",
+            "anthropic_blocks": [{"type": "server_tool_use", "id": "srvtoolu_1"}],
+            "reasoning_content": "kept: servers that speak chat completions may want it",
+        },
+    ]
+    sessions = workspace / ".nanobot" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "default.jsonl").write_text(
+        "".join(json.dumps(m) + "\n" for m in stored), encoding="utf-8"
+    )
+    server.add(text_reply("Still two lines."))
+    result = _cli(server, workspace, "run", "And now?")
+    assert result.returncode == 0, result.stderr
+    sent = server.requests[0].body["messages"]
+    assert [sorted(m) for m in sent[2:5:2]] == [
+        ["content", "role"],
+        ["content", "reasoning_content", "role"],
+    ]
+    assert sent[2]["content"] == "Two lines."
+    assert _session_lines(workspace)[1]["thinking_blocks"] == thinking  # the file keeps them
+
+
 def _cut_off_reply(content: str) -> Reply:
     """A 200 text reply that stopped at the output limit (`finish_reason` `length`)."""
     choice = {"index": 0, "message": {"role": "assistant", "content": content}}
