@@ -76,6 +76,7 @@ __all__ = [
     "ModelReplied",
     "ModelWaiting",
     "ReplyCutOff",
+    "ReplyRefused",
     "RequestTooLarge",
     "RoundReport",
     "Runner",
@@ -95,6 +96,9 @@ StopReason = Literal["answer", "empty_reply", "max_iterations"]
 #: or where the request and the reply filled the model's context window (Anthropic's
 #: ``model_context_window_exceeded``): its text, or the call it ends with, is incomplete.
 CUT_OFF = frozenset({"length", "max_tokens", "model_context_window_exceeded"})
+#: The finish reasons that say the provider's safety system stopped or withheld the reply
+#: (Anthropic's ``refusal``, OpenAI's ``content_filter``): what text it has may be partial.
+REFUSED = frozenset({"refusal", "content_filter"})
 #: The finish reasons of `CUT_OFF` that the context window, not the output limit, set.
 _WINDOW_FULL = frozenset({"model_context_window_exceeded"})
 
@@ -245,6 +249,22 @@ class EmptyReply:
 
     def describe(self) -> str:
         return "model: empty reply (no text, no tool calls); the turn ends without an answer"
+
+
+@attrs.frozen
+class ReplyRefused:
+    """The provider stopped or withheld the model's reply to round `round` (`finish_reason`,
+    one of `REFUSED`): its text, if any, may be partial, and it is the turn's answer all the
+    same when it made no tool call."""
+
+    round: int
+    finish_reason: str
+
+    def describe(self) -> str:
+        return (
+            f"model: the reply to round {self.round} was stopped by the provider's safety "
+            f"system (finish_reason {self.finish_reason!r}); what text it has may be partial"
+        )
 
 
 @attrs.frozen
@@ -436,7 +456,8 @@ class Runner:
 
     `runtime_lines` is called once per turn for the plugin lines of the
     runtime block; `progress` receives :class:`ToolStarted`,
-    :class:`ToolFinished`, :class:`EmptyReply`, :class:`ReplyCutOff`, :class:`RequestTooLarge`,
+    :class:`ToolFinished`, :class:`EmptyReply`, :class:`ReplyCutOff`, :class:`ReplyRefused`,
+    :class:`RequestTooLarge`,
     :class:`TooManyCalls` and :class:`IterationLimitReached` (the provider reports its
     retries to its own callback). `prompt_context` is what the sections render from.
 
@@ -703,6 +724,8 @@ class Runner:
         self._emit(ModelReplied(iteration, time.monotonic() - started))
         if reply.finish_reason in CUT_OFF:
             self._emit(ReplyCutOff(iteration, reply.finish_reason, answer=not reply.tool_calls))
+        elif reply.finish_reason in REFUSED:
+            self._emit(ReplyRefused(iteration, reply.finish_reason))
         turn.usage += reply.usage
         turn.calls.append(CallRecord(iteration, reply.model, reply.finish_reason, reply.usage))
         turn.append(
@@ -818,6 +841,12 @@ class Runner:
             raise ProviderError(
                 f"{self._provider_label()} returned {_a_type(reply)} from complete, not a "
                 "nanobot_core.providers.ProviderReply"
+            )
+        if reply.finish_reason is not None and type(reply.finish_reason) is not str:
+            # Compared with the known reasons and stored: a list would raise a TypeError.
+            raise ProviderError(
+                f"{self._provider_label()} returned a finish_reason of "
+                f"{_a_type(reply.finish_reason)}, not a str or None"
             )
         return reply
 

@@ -33,6 +33,12 @@ class Provider:
             return "hi"
         if mistake == "none":
             return None
+        if mistake == "finish-list":
+            from nanobot_core.providers import ProviderReply
+            return ProviderReply({"role": "assistant", "content": "hi"}, finish_reason=["stop"])
+        if mistake == "refused":
+            from nanobot_core.providers import ProviderReply
+            return ProviderReply({"role": "assistant", "content": "I can"}, finish_reason="refusal")
         if mistake == "provider-error":
             raise ProviderError("upstream said no")
         if mistake == "provider-error-named":
@@ -102,3 +108,24 @@ def test_a_provider_error_of_a_plugin_names_the_plugin_and_its_version(
     assert result.returncode == 1, result.stderr
     assert said in result.stderr.splitlines()
     assert "Traceback" not in result.stderr
+
+
+def test_a_finish_reason_that_is_no_text_fails_the_run_naming_the_plugin(
+    site: Path, tmp_path: Path
+) -> None:
+    """A ProviderReply whose finish_reason is a list is exit 1 naming the plugin, no traceback."""
+    result = _run(site, tmp_path, "finish-list")
+    assert result.returncode == 1, result.stderr
+    assert f"Error: provider 'mistaken' of {NAMED} returned a finish_reason" in result.stderr
+    assert "list" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_refused_reply_is_the_answer_and_stderr_says_it_may_be_partial(
+    site: Path, tmp_path: Path
+) -> None:
+    """finish_reason 'refusal' keeps the text as the answer (exit 0) with a notice on stderr."""
+    result = _run(site, tmp_path, "refused")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "I can\n"
+    assert "stopped by the provider's safety system (finish_reason 'refusal')" in result.stderr
