@@ -889,8 +889,6 @@ class Runner:
         if over:
             requests = requests[:limit]
             self._warn(TooManyCalls(iteration, len(calls), limit))
-        for request in requests:
-            self._emit(ToolStarted(request.name, request.id))
         # A reply cut off at the output limit may end inside a call's arguments: repaired,
         # they would run with a guess (a file written half), so such a call is not run.
         cut = {
@@ -899,6 +897,9 @@ class Runner:
             if finish_reason in CUT_OFF and not _complete_arguments(request.arguments)
         }
         runnable = [request for request in requests if request.id not in cut]
+        # Only what runs is shown running and finished: `ReplyCutOff` says a cut call is not.
+        for request in runnable:
+            self._emit(ToolStarted(request.name, request.id))
         done = await self.executor.run(runnable, repeats=turn.repeats) if runnable else []
         outcomes = {**cut, **{outcome.call_id: outcome for outcome in done}}
         # One result per call, in call order, even if the executor broke its contract; the
@@ -945,9 +946,10 @@ class Runner:
                     list(outcome.repairs),
                 )
             )
-            self._emit(
-                ToolFinished(outcome.name, outcome.call_id, outcome.duration, outcome.is_error)
-            )
+            if outcome.call_id not in cut:
+                self._emit(
+                    ToolFinished(outcome.name, outcome.call_id, outcome.duration, outcome.is_error)
+                )
         # Shown once for them all (`TooManyCalls`), not as a finished tool each: none ran.
         turn.tool_calls.extend(
             ToolCallRecord(iteration, outcome.call_id, outcome.name, {}, True, 0.0, [])

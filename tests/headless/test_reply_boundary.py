@@ -17,7 +17,7 @@ from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.prompt import PromptBuilder, Section, SectionContext
 from nanobot_core.providers import OpenAIProvider
 from nanobot_core.providers.base import MAX_CALL_ID_LENGTH
-from nanobot_core.runner import ReplyCutOff, Runner, TurnResult
+from nanobot_core.runner import ReplyCutOff, Runner, ToolFinished, ToolStarted, TurnResult
 from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
 from nanobot_core.tools.executor import Executor
 from nanobot_core.tools.registry import ToolRegistry
@@ -266,3 +266,19 @@ def test_a_call_the_full_context_window_cut_is_not_run(tmp_path: Path) -> None:
     assert "cut off at the model's context window" in answer["content"]
     assert "governance.context_window" not in answer["content"]  # settings are the user's
     assert "was not run" in answer["content"]
+
+
+def test_a_cut_call_is_never_shown_running_or_failed(tmp_path: Path) -> None:
+    """Progress shows the whole call run and finished; the cut one only as ReplyCutOff says."""
+    writes.clear()
+    cut = '{"path": "app.py", "content": "def main():\\n    pri'
+    model = Scripted(
+        [_reply([_call("whole", '{"path": "a", "content": "x"}'), _call("cut", cut)], "length")]
+    )
+    _, events = _turn(tmp_path, model)
+    shown = [
+        (type(event).__name__, event.call_id)
+        for event in events
+        if isinstance(event, ToolStarted | ToolFinished)
+    ]
+    assert shown == [("ToolStarted", "whole"), ("ToolFinished", "whole")]
