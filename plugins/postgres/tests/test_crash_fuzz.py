@@ -13,7 +13,8 @@ and a window small enough that governance compacts and cuts. A step is one of:
   lease_wait``, fails at once (exit 1) naming the holder's pid and the store;
   with it, it waits in the server's lock queue until the first ends (finished,
   or SIGKILLed meanwhile) and then takes its turn, or it is SIGKILLed in the
-  queue and the first finishes its turn whole;
+  queue, or stopped there by Ctrl-C (exit 130, ``Interrupted.``), and the first
+  finishes its turn whole;
 - the PostgreSQL server stopped abruptly (``pg_ctl stop -m immediate``) while a
   run holds a model request or runs a tool, now and then while a second run
   waits for the lease: each of them exits 1 with one ``Error:`` line naming the
@@ -50,6 +51,7 @@ import attrs
 import psycopg
 import pytest
 from nanobot_core import PluginManager, load_config
+from nanobot_core.cli import EXIT_INTERRUPTED
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX, offloaded_path
@@ -70,9 +72,13 @@ SCHEDULE = {
     "crash": 3,
     "crash_waiting": 1,
 }
+#: At most so many kill steps are added for kills that came after the run ended.
+MISSES = 6
 SESSIONS = ("north", "south")
 MACHINES = 3
 MOMENTS = ("request", "reply", "tool", "random")
+#: How a wait for a busy session ends, each once (`SCHEDULE["contend_wait"]`).
+FATES = ("holder finishes", "holder killed", "waiter killed", "waiter interrupted")
 #: The longest any one run may take before the test gives up on it.
 RUN_TIMEOUT = 30.0
 #: How long a run waits for a pool connection while the server is down.
@@ -298,6 +304,11 @@ class Child:
         self.run.stdout = self.stdout.read_text(encoding="utf-8")
         self.run.stderr = "".join(self.stderr)
         return self.run
+
+
+def _interruptible() -> None:
+    """In the child: SIGINT interrupts it, even where this process ignores it (a background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def _wait(condition: Any, what: str, timeout: float = RUN_TIMEOUT) -> None:
@@ -531,6 +542,7 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
                 stdout=stdout.open("wb"),
                 stderr=subprocess.PIPE,
                 text=True,
+                preexec_fn=_interruptible,
             )
             child = Child(run, process, stdout)
             child.reader = threading.Thread(target=child.read_stderr, daemon=True)
@@ -560,8 +572,12 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
                 bump(f"killed at {moment}")
             else:
                 assert run.returncode == 0, f"{run.prompt}: {run.stderr}"
+                if moment is not None and counts.get("kills missed", 0) < MISSES:
+                    # The run ended before its moment came: another kill step in its place.
+                    bump("kills missed")
+                    schedule.append("kill")
 
-        for step, kind in enumerate(schedule):
+        for step, kind in enumerate(schedule):  # kill steps that missed add one each
             session = rng.choice(SESSIONS)
             before = _stored(dsn, session)
             runs: list[Run] = []
@@ -602,18 +618,28 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
                     # The holder goes on, or dies holding the lease: either way the waiter
                     # gets it then, and only then. Or the waiter dies in the queue, and the
                     # holder's turn is not the worse for it.
-                    fate = rng.choice(("holder finishes", "holder killed", "waiter killed"))
-                    victim = {"holder killed": holder, "waiter killed": waiter}.get(fate)
-                    if victim is not None:
-                        victim.process.kill()
+                    # Or Ctrl-C stops the waiter: exit 130, `Interrupted.` (docs/headless.md).
+                    fewest = min(counts.get(fate, 0) for fate in FATES)
+                    fate = rng.choice([f for f in FATES if counts.get(f, 0) == fewest])
+                    victim = holder if fate == "holder killed" else waiter
+                    if fate != "holder finishes":
+                        victim.process.send_signal(
+                            signal.SIGINT if fate == "waiter interrupted" else signal.SIGKILL
+                        )
                         victim.process.wait(RUN_TIMEOUT)
                     first.release.set()
                     holder.finish()
                     waiter.finish()
-                    killed = victim.run if victim is not None else None
-                    for ended in (first, second):
-                        expected = -signal.SIGKILL if ended is killed else 0
+                    ends = {
+                        "holder killed": (-signal.SIGKILL, 0),
+                        "waiter killed": (0, -signal.SIGKILL),
+                        "waiter interrupted": (0, EXIT_INTERRUPTED),
+                    }.get(fate, (0, 0))
+                    for ended, expected in zip((first, second), ends, strict=True):
                         assert ended.returncode == expected, f"{fate}: {ended.stderr}"
+                        assert "Traceback" not in ended.stderr, ended.stderr
+                    if fate == "waiter interrupted":
+                        assert "Interrupted." in second.stderr and "Error:" not in second.stderr
                     bump(fate)
             else:  # the server crashes mid-turn, and is started again
                 # While a request is held, or while the first round's tools run (the
@@ -667,8 +693,7 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
     # ended each way, crashes that failed each run in flight; nearly every request checked.
     assert all(counts.get(f"killed at {moment}", 0) >= 2 for moment in MOMENTS), counts
     assert counts.get("refused", 0) == SCHEDULE["contend"], counts
-    fates = ("holder finishes", "holder killed", "waiter killed")
-    assert sum(counts.get(fate, 0) for fate in fates) == SCHEDULE["contend_wait"], counts
+    assert [counts.get(fate, 0) for fate in FATES] == [1] * len(FATES), counts
     crashes = SCHEDULE["crash"] + SCHEDULE["crash_waiting"]
     assert counts.get("server crashes", 0) == crashes, counts
     assert counts.get("failed on the crash", 0) == crashes + SCHEDULE["crash_waiting"], counts
