@@ -684,8 +684,11 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
                 assert not run.cut_requests or run.returncode != 0, run.stderr
         assert model.problems == []
     # Every call and its result once, across every session.
+    decided: list[GovernanceState] = []
     for session in SESSIONS:
-        messages = _messages(_stored(dsn, session))
+        records = _stored(dsn, session)
+        decided += [s for s in map(GovernanceState.from_record, records) if s is not None]
+        messages = _messages(records)
         call_ids = [c["id"] for m in messages for c in m.get("tool_calls", [])]
         result_ids = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
         assert len(call_ids) == len(set(call_ids)) and len(result_ids) == len(set(result_ids))
@@ -698,3 +701,7 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
     assert counts.get("server crashes", 0) == crashes, counts
     assert counts.get("failed on the crash", 0) == crashes + SCHEDULE["crash_waiting"], counts
     assert checked > 40 and unchecked <= crashes, (checked, unchecked)
+    # Governance that offloaded, compacted and cut, each decision resumed by the next run.
+    assert any(state.compacted for state in decided) and any(state.start for state in decided)
+    sent = [m for run in model.runs.values() for q in run.requests for m in q.body["messages"]]
+    assert any(str(m.get("content")).startswith(OFFLOAD_PREFIX) for m in sent)
