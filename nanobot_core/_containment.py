@@ -203,9 +203,22 @@ def _is_cancellation(exc: BaseException) -> bool:
     return asyncio is not None and isinstance(exc, asyncio.CancelledError)
 
 
+# The attribute `_on_sigint` marks its KeyboardInterrupt with.
+_CTRL_C = "_nanobot_ctrl_c"
+
+
 def _on_sigint(signum: int, frame: FrameType | None) -> None:
-    """Ctrl-C: a ``KeyboardInterrupt`` that `plugin_code` lets through (it names this frame)."""
-    raise KeyboardInterrupt
+    """Ctrl-C: a ``KeyboardInterrupt`` that `plugin_code` lets through.
+
+    It is known by this frame at the end of its traceback, and by a mark: a
+    driver may raise it on without its traceback (psycopg's ``execute`` does,
+    ``raise ex.with_traceback(None)``, after it cancels the query), and a Ctrl-C
+    while the postgres store waits for a busy session's lease was taken for the
+    plugin's own ``KeyboardInterrupt``: exit 1, ``lease raised KeyboardInterrupt``.
+    """
+    interrupt = KeyboardInterrupt()
+    setattr(interrupt, _CTRL_C, True)
+    raise interrupt
 
 
 def interrupt_on_sigint() -> None:
@@ -240,6 +253,8 @@ def _is_ctrl_c(exc: BaseException) -> bool:
     """Whether `exc` is a ``KeyboardInterrupt`` raised by a SIGINT handler that knows it."""
     if not isinstance(exc, KeyboardInterrupt):
         return False
+    if getattr(exc, _CTRL_C, False) is True:
+        return True
     last = exc.__traceback__
     while last is not None and last.tb_next is not None:
         last = last.tb_next

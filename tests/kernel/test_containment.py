@@ -91,3 +91,18 @@ def test_a_real_ctrl_c_while_the_message_is_read_goes_on() -> None:
 
     with pytest.raises(KeyboardInterrupt):
         describe(_Hangs())
+
+
+def test_a_real_ctrl_c_raised_on_without_its_traceback_goes_on() -> None:
+    """A Ctrl-C a driver raises on stripped of its traceback (psycopg does) is not contained."""
+    with pytest.raises(KeyboardInterrupt), plugin_code("plugin 'p' from p 1.0"):
+        try:
+            _on_sigint(signal.SIGINT, None)
+        except KeyboardInterrupt as exc:
+            raise exc.with_traceback(None) from None
+
+
+def test_a_plugins_own_keyboard_interrupt_without_a_traceback_is_contained() -> None:
+    """A KeyboardInterrupt the plugin made itself is its failure, however it is raised."""
+    with pytest.raises(PluginEscapeError), plugin_code("plugin 'p' from p 1.0"):
+        raise KeyboardInterrupt().with_traceback(None)

@@ -170,10 +170,12 @@ class TemporaryPostgres:
             "start",
         )
 
-    def stop_server(self) -> None:
-        """Stop the server as an administrator would (``pg_ctl stop -m fast``), keeping its data."""
+    def stop_server(self, *, mode: str = "fast") -> None:
+        """Stop the server, keeping its data: as an administrator would (``pg_ctl stop -m
+        fast``), or as a crash would (`mode` ``"immediate"``: no checkpoint, recovery on start).
+        """
         assert self.root is not None, "start() first"
-        self._run(self._bin / "pg_ctl", "-D", self.root / "data", "-m", "fast", "-w", "stop")
+        self._run(self._bin / "pg_ctl", "-D", self.root / "data", "-m", mode, "-w", "stop")
 
     def _create_database(self) -> None:
         import psycopg

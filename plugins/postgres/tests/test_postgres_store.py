@@ -644,3 +644,36 @@ def test_pool_held_by_this_process_leases_is_named_not_the_database(dsn: str) ->
         store.lease("b").release()
     finally:
         store.close()
+
+
+_CLOSED = (
+    "consuming input failed: server closed the connection unexpectedly\n"
+    "\tThis probably means the server terminated abnormally\n"
+    "\tbefore or while processing the request.\n"
+)
+
+
+def test_a_server_that_dies_mid_turn_is_one_error_line() -> None:
+    """libpq's message over three lines (a server crashed) is one line of the store's error."""
+    store = PostgresSessionStore("postgresql://nanobot@127.0.0.1:5432/db")
+    error = store.error("cannot append to session 's'", psycopg.OperationalError(_CLOSED))
+    assert str(error) == (
+        "cannot append to session 's' (postgresql://nanobot@127.0.0.1:5432/db): consuming "
+        "input failed: server closed the connection unexpectedly. This probably means the "
+        "server terminated abnormally before or while processing the request."
+    )
+
+
+@given(st.text())
+@example(_CLOSED)
+@example("refused\r\n\tIs the server running?\x85\u2028x")
+def test_any_driver_message_is_one_line_with_every_word(text: str) -> None:
+    """Whatever the driver says, the error is one line holding its words in order."""
+    store = PostgresSessionStore("postgresql://nanobot@127.0.0.1:5432/db")
+    error = str(store.error("what", RuntimeError(text)))
+    assert len(error.splitlines()) == 1
+    detail = error.split("): ", 1)[1].split()
+    said = text.split()
+    assert len(detail) == len(said)
+    # A full stop is all that is added, where a line that begins a sentence followed.
+    assert all(shown in (word, word + ".") for shown, word in zip(detail, said, strict=True))

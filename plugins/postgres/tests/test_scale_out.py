@@ -389,6 +389,54 @@ def test_cli_waits_lease_wait_for_a_busy_session(
     assert out.strip() == "done chat-1"
 
 
+def _interruptible() -> None:
+    """In the child: SIGINT interrupts it, even where this process ignores it (a background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def test_ctrl_c_while_waiting_for_a_busy_session_is_an_interrupt(
+    cli_env: dict[str, str], tmp_path: Path, dsn: str
+) -> None:
+    """Ctrl-C while `run` waits for the lease: exit 130, `Interrupted.`, its place in the queue
+    given up; not the plugin's failure (psycopg raises the interrupt on without its traceback)."""
+    store = PostgresSessionStore(dsn)
+    with ScriptedChatServer() as server:
+        env = {
+            **cli_env,
+            "NANOBOT_BASE_URL": server.base_url,
+            "NANOBOT_SESSIONS__LEASE_WAIT": "60",
+        }
+        held = store.lease("chat")
+        waiter = subprocess.Popen(
+            ["nanobot-core", "run", "session chat turn 1", "--session", "chat"],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            preexec_fn=_interruptible,
+        )
+        try:
+            waiting = (
+                "SELECT count(*) FROM pg_stat_activity "
+                "WHERE wait_event_type = 'Lock' AND application_name LIKE %s"
+            )
+            _wait_for(lambda: _count(dsn, waiting, f"% pid {waiter.pid}") == 1, 60, "the wait")
+            waiter.send_signal(signal.SIGINT)
+            _, err = waiter.communicate(timeout=TIMEOUT)
+        finally:
+            if waiter.poll() is None:
+                waiter.kill()
+                waiter.wait()
+        backends = "SELECT count(*) FROM pg_stat_activity WHERE application_name LIKE %s"
+        _wait_for(lambda: _count(dsn, backends, f"% pid {waiter.pid}") == 0, 10, "its backend")
+        held.release()
+    store.close()
+    assert waiter.returncode == 130, err
+    assert "Interrupted." in err and "Error:" not in err and "Traceback" not in err, err
+    assert server.requests == []
+
+
 def test_busy_session_fails_at_once_naming_the_holder(dsn: str) -> None:
     """A second worker's lease fails at once naming the holder's host, pid, server pid, address."""
     holder, other = PostgresSessionStore(dsn), PostgresSessionStore(dsn)

@@ -1,0 +1,707 @@
+"""Many `nanobot-core run` processes on sessions in PostgreSQL: killed, contending, server crashes.
+
+A seeded generator draws a schedule of steps on a few sessions. Each run is one
+process in the workspace of one of several machines (its own folder, its own
+pool), against a loopback OpenAI-compatible server that scripts its turn:
+rounds of calls to the built-in tools, results large enough to be offloaded,
+and a window small enough that governance compacts and cuts. A step is one of:
+
+- a run SIGKILLed at a random moment (while the server holds its model
+  request, just after a reply went out, while a tool runs, or at a random
+  time), or let finish; the next run on the session, on any machine, resumes;
+- two runs on one session at once: the second, without ``[sessions]
+  lease_wait``, fails at once (exit 1) naming the holder's pid and the store;
+  with it, it waits in the server's lock queue until the first ends (finished,
+  or SIGKILLed meanwhile) and then takes its turn, or it is SIGKILLed in the
+  queue, or stopped there by Ctrl-C (exit 130, ``Interrupted.``), and the first
+  finishes its turn whole;
+- the PostgreSQL server stopped abruptly (``pg_ctl stop -m immediate``) while a
+  run holds a model request or runs a tool, now and then while a second run
+  waits for the lease: each of them exits 1 with one ``Error:`` line naming the
+  store, no traceback and no password; then the server is started again, and
+  every line stored before is there, once.
+
+After every step, from the database: the session's rows are numbered 0..n-1,
+its counters match them, and the rows before the step are unchanged; each
+run appended its user message and then the replies the server sent, in order,
+each round's results whole, all of it when it finished, and the runs of one
+step did not interleave; every request the server received is one a strict
+server accepts; and every request is what a fresh governor, restored with the
+newest governance record the session held when it was made, makes of the
+session's history at that moment (a governance record appended exactly when
+its decisions moved), every offloaded result it names being in the database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import psycopg
+import pytest
+from nanobot_core import PluginManager, load_config
+from nanobot_core.cli import EXIT_INTERRUPTED
+from nanobot_core.governance.continuity import GovernanceState, latest_state
+from nanobot_core.governance.invariants import check_invariants
+from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX, offloaded_path
+from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
+
+from nanobot_postgres.results import reference_hash
+from nanobot_postgres.store import PostgresSessionStore
+from nanobot_postgres.testserver import TemporaryPostgres
+
+#: The seed of the schedule, the turns' scripts and the moments.
+SEED = 20_261_208
+#: The steps of the schedule, by kind (shuffled by the seed).
+SCHEDULE = {
+    "kill": 12,
+    "finish": 3,
+    "contend": 3,
+    "contend_wait": 4,
+    "crash": 3,
+    "crash_waiting": 1,
+}
+#: At most so many kill steps are added for kills that came after the run ended.
+MISSES = 6
+SESSIONS = ("north", "south")
+MACHINES = 3
+MOMENTS = ("request", "reply", "tool", "random")
+#: How a wait for a busy session ends, each once (`SCHEDULE["contend_wait"]`).
+FATES = ("holder finishes", "holder killed", "waiter killed", "waiter interrupted")
+#: The longest any one run may take before the test gives up on it.
+RUN_TIMEOUT = 30.0
+#: How long a run waits for a pool connection while the server is down.
+CONNECT_TIMEOUT = 3
+
+CONFIG = """\
+[governance]
+context_window = 7000
+max_output = 500
+safety_margin = 100
+max_tool_result_chars = 1500
+"""
+
+WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "sigma"]
+
+
+@attrs.define
+class Snapshot:
+    """What the database held for a session when a request came: its lines, the results."""
+
+    records: list[dict[str, Any]]
+    results: set[str]
+
+
+@attrs.define
+class Received:
+    """A chat request as the server received it, and the session as stored at that moment."""
+
+    body: dict[str, Any]
+    snapshot: Snapshot | None
+
+
+@attrs.define
+class Run:
+    """One `run` process: its session, prompt, the replies scripted for it, how it ended."""
+
+    number: int
+    session: str
+    script: list[dict[str, Any]]
+    moment: str | None = None
+    hold_at: int | None = None
+    reply_at: int | None = None
+    requests: list[Received] = attrs.field(factory=list)
+    cut_requests: int = 0
+    held: threading.Event = attrs.field(factory=threading.Event)
+    replied: threading.Event = attrs.field(factory=threading.Event)
+    release: threading.Event = attrs.field(factory=threading.Event)
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def prompt(self) -> str:
+        return f"turn {self.number} of {self.session}: carry on"
+
+
+class ScriptedModel:
+    """A chat-completions server answering each run's script; the run is named by the URL path.
+
+    It refuses (HTTP 400, and notes the problem) a request a strict server would
+    refuse, and keeps every request with the session as the database held it then.
+    A run's `hold_at` request is held until its `release`; `replied` is set as its
+    `reply_at` request's answer goes out.
+    """
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.problems: list[str] = []
+        self.runs: dict[int, Run] = {}
+        self._lock = threading.Lock()
+        self._server = LoopbackServer(self._answer)
+
+    def base_url(self, run: Run) -> str:
+        return f"{self._server.url}/run{run.number}/v1"
+
+    def __enter__(self) -> ScriptedModel:
+        self._server.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for run in self.runs.values():
+            run.release.set()
+        self._server.stop()
+
+    def _answer(self, request: LoopbackRequest) -> LoopbackResponse:
+        match = re.match(r"/run(\d+)/", request.path)
+        run = self.runs.get(int(match.group(1))) if match else None
+        if run is None:
+            self.problems.append(f"a request nobody expected: {request.path}")
+            return LoopbackResponse(400, {"error": {"message": "unexpected"}})
+        snapshot = _snapshot(self.dsn, run.session)
+        body = request.json
+        with self._lock:
+            if not isinstance(body, dict):
+                # Sent in part by a run killed while sending it; that run must have died.
+                run.cut_requests += 1
+                return LoopbackResponse(400, {"error": {"message": "not a JSON object"}})
+            index = len(run.requests)
+            run.requests.append(Received(body, snapshot))
+        violations = check_invariants(body.get("messages", []))
+        if violations:
+            self.problems.append(f"run {run.prompt!r}, request {index}: {violations}")
+            return LoopbackResponse(400, {"error": {"message": "; ".join(violations)}})
+        if index >= len(run.script):
+            self.problems.append(f"run {run.prompt!r}: request {index} is past its script")
+            return LoopbackResponse(400, {"error": {"message": "no more replies"}})
+        if run.hold_at == index:
+            run.held.set()
+            run.release.wait(RUN_TIMEOUT)
+        if run.reply_at == index:
+            run.replied.set()
+        reply = run.script[index]
+        finish = "tool_calls" if reply.get("tool_calls") else "stop"
+        choice = {"index": 0, "message": reply, "finish_reason": finish}
+        return LoopbackResponse(
+            200, {"object": "chat.completion", "model": "fake-model", "choices": [choice]}
+        )
+
+
+def _snapshot(dsn: str, session: str) -> Snapshot | None:
+    """The session's lines and the stored results' hashes; None while the server is down."""
+    try:
+        with psycopg.connect(dsn, autocommit=True, connect_timeout=2) as conn:
+            lines = conn.execute(
+                "SELECT line FROM nanobot_session_lines WHERE session = %s ORDER BY seq",
+                (session,),
+            ).fetchall()
+            results = conn.execute("SELECT sha256 FROM nanobot_results").fetchall()
+    except psycopg.OperationalError:
+        return None
+    return Snapshot([json.loads(line) for (line,) in lines], {digest for (digest,) in results})
+
+
+def _stored(dsn: str, session: str) -> list[dict[str, Any]]:
+    """The session's lines, checked: numbered 0..n-1, counted right by its session row."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT seq, line FROM nanobot_session_lines WHERE session = %s ORDER BY seq",
+            (session,),
+        ).fetchall()
+        head = conn.execute(
+            "SELECT lines, messages, bytes FROM nanobot_sessions WHERE name = %s", (session,)
+        ).fetchone()
+    assert [seq for seq, _ in rows] == list(range(len(rows))), f"{session}: seq has gaps"
+    records = [json.loads(line) for _, line in rows]
+    if head is None:
+        assert rows == [], f"{session}: lines without a session row"
+        return records
+    messages = sum(1 for r in records if not _is_record(r))
+    size = sum(len(line.encode("utf-8")) + 1 for _, line in rows)
+    assert tuple(head) == (len(rows), messages, size), f"{session}: counters {head}"
+    return records
+
+
+def _text(rng: random.Random, words: int) -> str:
+    lines = []
+    for _ in range(max(1, words // 12)):
+        lines.append(" ".join(rng.choice(WORDS) for _ in range(12)))
+    return "\n".join(lines) + "\n"
+
+
+def _call(rng: random.Random, call_id: str) -> dict[str, Any]:
+    """One call to a built-in tool, with arguments that make it do real work."""
+    kind = rng.choice(("read_file", "read_file", "grep", "list_dir", "write_file"))
+    arguments: dict[str, Any]
+    if kind == "read_file":
+        arguments = {"path": f"docs/f{rng.randrange(8)}.txt"}
+    elif kind == "grep":
+        arguments = {"pattern": rng.choice(WORDS), "path": "docs"}
+    elif kind == "list_dir":
+        arguments = {"path": "docs"}
+    else:
+        arguments = {"path": f"out/{call_id}.txt", "content": _text(rng, rng.choice((20, 300)))}
+    function = {"name": kind, "arguments": json.dumps(arguments)}
+    return {"id": call_id, "type": "function", "function": function}
+
+
+def _script(rng: random.Random, turn: int, *, tool: bool = False) -> list[dict[str, Any]]:
+    """The replies of one turn: 0 to 3 rounds of 1 to 3 calls (at least one with `tool`;
+    now and then 6 to 8 rounds, longer than the window), then the answer."""
+    replies = []
+    long = rng.random() < 0.12
+    rounds = rng.randint(6, 8) if long else rng.randrange(1 if tool else 0, 4)
+    for round_ in range(rounds):
+        calls = [_call(rng, f"call_t{turn}r{round_}c{i}") for i in range(rng.randint(1, 3))]
+        if long:  # a call whose arguments no compaction shrinks
+            content = _text(rng, 600)
+            arguments = json.dumps({"path": f"out/t{turn}r{round_}.txt", "content": content})
+            function = {"name": "write_file", "arguments": arguments}
+            calls.append(
+                {"id": f"call_t{turn}r{round_}w", "type": "function", "function": function}
+            )
+        replies.append({"role": "assistant", "content": f"step {round_}", "tool_calls": calls})
+    replies.append({"role": "assistant", "content": f"answer {turn}: {_text(rng, 30)}"})
+    return replies
+
+
+@attrs.define
+class Child:
+    """A `run` process whose stderr is read as it comes (to act while a tool runs)."""
+
+    run: Run
+    process: subprocess.Popen[str]
+    stdout: Path
+    tool_running: threading.Event = attrs.field(factory=threading.Event)
+    stderr: list[str] = attrs.field(factory=list)
+    reader: threading.Thread | None = None
+
+    def read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+            if line.startswith("nanobot: tool ") and line.rstrip().endswith(": running"):
+                self.tool_running.set()
+
+    def finish(self) -> Run:
+        """Wait for the process to end and note how it ended on its run."""
+        self.run.release.set()
+        self.process.wait(RUN_TIMEOUT)
+        assert self.reader is not None
+        self.reader.join(RUN_TIMEOUT)
+        self.run.returncode = self.process.returncode
+        self.run.stdout = self.stdout.read_text(encoding="utf-8")
+        self.run.stderr = "".join(self.stderr)
+        return self.run
+
+
+def _interruptible() -> None:
+    """In the child: SIGINT interrupts it, even where this process ignores it (a background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def _wait(condition: Any, what: str, timeout: float = RUN_TIMEOUT) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.01)
+
+
+def _until(event: threading.Event, child: Child, what: str) -> bool:
+    """Wait until `event` is set or `child` has ended; whether `event` was set."""
+    _wait(lambda: event.is_set() or child.process.poll() is not None, what)
+    return event.is_set()
+
+
+def _waiting_for_lock(dsn: str, pid: int) -> bool:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_stat_activity "
+            "WHERE wait_event_type = 'Lock' AND application_name LIKE %s",
+            (f"% pid {pid}",),
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def _await_the_wait(dsn: str, waiter: Child) -> None:
+    """Return once `waiter` waits in the server's lock queue; fail if it ended instead."""
+    pid = waiter.process.pid
+    _wait(lambda: _waiting_for_lock(dsn, pid) or waiter.process.poll() is not None, "the wait")
+    assert waiter.process.poll() is None, f"{waiter.run.prompt}: {''.join(waiter.stderr)}"
+
+
+def _is_record(line: dict[str, Any]) -> bool:
+    return set(line) == {"_meta"}
+
+
+def _messages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in r.items() if k != "_meta"} for r in records if not _is_record(r)]
+
+
+def _same_reply(stored: dict[str, Any], sent: dict[str, Any]) -> bool:
+    return stored.get("role") == "assistant" and all(
+        stored.get(key) == sent.get(key) for key in ("content", "tool_calls")
+    )
+
+
+def _split(runs: list[Run], appended: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """The messages appended in a step, by the run (in order) whose user message began them;
+    a run's lines that another run's lines interrupt fail here."""
+    parts: list[list[dict[str, Any]]] = [[] for _ in runs]
+    prompts = [run.prompt for run in runs]
+    current = -1
+    for message in appended:
+        if message.get("role") == "user":
+            (owner,) = [i for i, p in enumerate(prompts) if message["content"].startswith(p)]
+            assert owner > current, f"{prompts[owner]!r} stored twice or out of order"
+            current = owner
+        assert current >= 0, f"a line before any run's user message: {message}"
+        parts[current].append(message)
+    return parts
+
+
+def _check_appended(run: Run, appended: list[dict[str, Any]]) -> None:
+    """The messages a run appended: its user message, the replies in order, each round's
+    results whole; all of them when it finished."""
+    where = f"run {run.prompt!r} ({run.moment or 'not killed'}, exit {run.returncode})"
+    if not appended:
+        assert run.returncode != 0 and not run.requests, f"{where}: stored nothing"
+        return
+    user, *rest = appended
+    assert user["role"] == "user" and user["content"].startswith(run.prompt), where
+    position = 0
+    for index, reply in enumerate(run.script[: len(run.requests)]):
+        if position == len(rest):
+            break
+        assert _same_reply(rest[position], reply), f"{where}: reply {index} is not stored as sent"
+        position += 1
+        ids = [call["id"] for call in reply.get("tool_calls", [])]
+        results = [m.get("tool_call_id") for m in rest[position : position + len(ids)]]
+        # A round's results are one batch: all stored, or none (the run ended first).
+        assert results in (ids, []), f"{where}: round {index} stored results {results} of {ids}"
+        assert results or position == len(rest), f"{where}: a round went on without its results"
+        position += len(results)
+    assert position == len(rest), f"{where}: stored more than it was sent: {rest[position:]}"
+    if run.returncode == 0:
+        assert len(run.requests) == len(run.script), where
+        assert rest and _same_reply(rest[-1], run.script[-1]), f"{where}: no answer stored"
+        turn = json.loads(run.stdout)
+        assert turn["messages"] == appended, f"{where}: --json is not what was stored"
+
+
+def _check_request(run: Run, received: Received, index: int, pm: PluginManager, dsn: str) -> bool:
+    """What was sent is what a fresh governor, restored with the newest record, makes of the
+    history then; a record was appended for it exactly when the decisions moved. False when
+    the database could not be read as the request came (the server was down)."""
+    if received.snapshot is None:
+        return False
+    where = f"run {run.prompt!r}, request {index}"
+    records = received.snapshot.records
+    before = records
+    appended_record: GovernanceState | None = None
+    if records and _is_record(records[-1]):
+        # A governance record is appended just before the request it governed: its input
+        # was the state recorded before that one.
+        appended_record = GovernanceState.from_record(records[-1])
+        if appended_record is not None:
+            before = records[:-1]
+    governor = pm.governor()
+    governor.restore(latest_state(before))
+    messages = received.body["messages"]
+    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
+    tools = pm.tool_registry().definitions()
+    result = governor.govern(_messages(before), system=system, tools=tools)
+    sent = messages[1:] if system is not None else messages
+    assert sent == result.messages, f"{where}: not what a resumed governor sends"
+    moved = result.state.to_be_recorded(latest_state(before))
+    assert (appended_record is not None) == moved, f"{where}: record {appended_record}"
+    if appended_record is not None:
+        assert appended_record.to_record() == result.state.to_record(), where
+    contents = {m.get("content") for m in _messages(before) if m.get("role") == "tool"}
+    for message in sent:
+        content = message.get("content")
+        if isinstance(content, str) and content.startswith(OFFLOAD_PREFIX):
+            path = offloaded_path(content)
+            digest = reference_hash(path or "")
+            assert digest is not None, f"{where}: an offload notice without its path"
+            assert digest in received.snapshot.results, f"{where}: {digest} not in the database"
+            with psycopg.connect(dsn, autocommit=True) as conn:
+                row = conn.execute(
+                    "SELECT data FROM nanobot_results WHERE sha256 = %s", (digest,)
+                ).fetchone()
+            assert row and bytes(row[0]).decode("utf-8") in contents, f"{where}: {digest}"
+    return True
+
+
+def _check_store_error(run: Run, server: TemporaryPostgres, database: str) -> None:
+    """The run ended on the server gone: exit 1, one `Error:` line naming the store."""
+    where = f"run {run.prompt!r} ({run.moment})"
+    assert run.returncode == 1, f"{where}: exit {run.returncode}\n{run.stderr}"
+    errors = [line for line in run.stderr.splitlines() if line.startswith("Error:")]
+    store = f"postgresql://nanobot@127.0.0.1:{server.port}/{database}"
+    assert len(errors) == 1 and store in errors[0], f"{where}: {run.stderr}"
+    # The error is one line: nothing else on stderr but the tools' progress.
+    others = [line for line in run.stderr.splitlines() if not line.startswith("Error:")]
+    assert all(line.startswith("nanobot: tool ") for line in others), f"{where}: {run.stderr}"
+    for raw in ("Traceback", "discarding", "error connecting", server.password):
+        assert raw not in run.stderr, f"{where}: {run.stderr}"
+
+
+@pytest.fixture
+def crashing_server() -> Iterator[TemporaryPostgres]:
+    """A server of this test's own, stopped abruptly and started again.
+
+    Commits are synchronous (as a production server's are): with ``synchronous_commit
+    = off`` a crash may lose the last commits by design, which is not the store's doing.
+    """
+    server = TemporaryPostgres(fast=False)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_session_whole(
+    crashing_server: TemporaryPostgres, tmp_path: Path
+) -> None:
+    """Kills, contention and server crashes at random moments: nothing stored is lost,
+    doubled or interleaved, and every request is well formed and made as a resumed
+    governor makes it."""
+    rng = random.Random(SEED)
+    database = "crashfuzz"
+    dsn = crashing_server.create_database(database)
+    schema = PostgresSessionStore(dsn)
+    assert schema.list_sessions() == []  # the schema, before the first check reads it
+    schema.close()
+    machines = [tmp_path / f"machine{number}" for number in range(MACHINES)]
+    docs = [_text(rng, rng.choice((40, 150, 900, 1500))) for _ in range(8)]
+    for workspace in [*machines, tmp_path / "governor"]:
+        (workspace / "docs").mkdir(parents=True)
+        (workspace / "nanobot.toml").write_text(CONFIG, encoding="utf-8")
+        for number, text in enumerate(docs):
+            (workspace / "docs" / f"f{number}.txt").write_text(text, encoding="utf-8")
+    # The governor the checks restore: the runs' configuration and plugins, results kept local.
+    governor_workspace = tmp_path / "governor"
+    pm = PluginManager(
+        load_config(cwd=governor_workspace, environ={}), workspace=governor_workspace
+    )
+    pm.load()
+    base_env = {k: v for k, v in os.environ.items() if not k.startswith(("NANOBOT_", "OPENAI_"))}
+    base_env.update(
+        NANOBOT_SESSIONS__STORE="postgres",
+        NANOBOT_POSTGRES_DSN=dsn,
+        NANOBOT_SESSIONS__POSTGRES__CONNECT_TIMEOUT=str(CONNECT_TIMEOUT),
+        NANOBOT_MODEL="fake-model",
+        NANOBOT_API_KEY="test-key",
+        NANOBOT_PROVIDER__MAX_RETRIES="0",
+        NANOBOT_PROVIDER__TIMEOUT=str(RUN_TIMEOUT),
+    )
+    schedule = [kind for kind, count in SCHEDULE.items() for _ in range(count)]
+    rng.shuffle(schedule)
+    counts: dict[str, int] = {}
+    checked = unchecked = 0
+    numbers = iter(range(1, 10_000))
+
+    def bump(what: str) -> None:
+        counts[what] = counts.get(what, 0) + 1
+
+    with ScriptedModel(dsn) as model:
+
+        def start(run: Run, *, wait: float = 0.0) -> Child:
+            model.runs[run.number] = run
+            env = {**base_env, "NANOBOT_BASE_URL": model.base_url(run)}
+            if wait:
+                env["NANOBOT_SESSIONS__LEASE_WAIT"] = str(wait)
+            workspace = rng.choice(machines)
+            stdout = tmp_path / f"stdout{run.number}"
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "nanobot_core",
+                    "run",
+                    run.prompt,
+                    "--json",
+                    "--session",
+                    run.session,
+                ],
+                cwd=workspace,
+                env=env,
+                stdout=stdout.open("wb"),
+                stderr=subprocess.PIPE,
+                text=True,
+                preexec_fn=_interruptible,
+            )
+            child = Child(run, process, stdout)
+            child.reader = threading.Thread(target=child.read_stderr, daemon=True)
+            child.reader.start()
+            return child
+
+        def new_run(session: str, *, tool: bool = False) -> Run:
+            number = next(numbers)
+            return Run(number, session, _script(rng, number, tool=tool))
+
+        def kill_at(child: Child, moment: str | None) -> None:
+            """SIGKILL `child` at `moment` (None: let it finish); it has ended on return."""
+            run, process = child.run, child.process
+            trigger = {"request": run.held, "reply": run.replied, "tool": child.tool_running}
+            if moment == "random":
+                try:
+                    process.wait(rng.uniform(0.3, 1.5))
+                except subprocess.TimeoutExpired:
+                    process.kill()
+            elif moment is not None and _until(trigger[moment], child, moment):
+                # From at once to a few milliseconds on: before the answer is read,
+                # while it is stored, after; before a tool's result is stored, after.
+                time.sleep(rng.choice((0.0, rng.uniform(0.0, 0.015))))
+                process.kill()
+            child.finish()
+            if run.returncode == -signal.SIGKILL:
+                bump(f"killed at {moment}")
+            else:
+                assert run.returncode == 0, f"{run.prompt}: {run.stderr}"
+                if moment is not None and counts.get("kills missed", 0) < MISSES:
+                    # The run ended before its moment came: another kill step in its place.
+                    bump("kills missed")
+                    schedule.append("kill")
+
+        for step, kind in enumerate(schedule):  # kill steps that missed add one each
+            session = rng.choice(SESSIONS)
+            before = _stored(dsn, session)
+            runs: list[Run] = []
+            if kind in ("kill", "finish"):
+                # The kind of moment killed at least so far: each kind gets its share.
+                fewest = min(counts.get(f"killed at {m}", 0) for m in MOMENTS)
+                least = [m for m in MOMENTS if counts.get(f"killed at {m}", 0) == fewest]
+                moment = rng.choice(least) if kind == "kill" else None
+                run = new_run(session, tool=moment == "tool")
+                run.moment = moment
+                at = rng.randrange(len(run.script))
+                run.hold_at = at if moment == "request" else None
+                run.reply_at = at if moment == "reply" else None
+                runs.append(run)
+                kill_at(start(run), moment)
+            elif kind in ("contend", "contend_wait"):
+                first = new_run(session)
+                first.hold_at = rng.randrange(len(first.script))
+                holder = start(first)
+                assert _until(first.held, holder, "held"), holder.stderr
+                second = new_run(session)
+                runs += [first, second]
+                if kind == "contend":
+                    # Refused at once, naming the holder; it asked the model nothing.
+                    started = time.monotonic()
+                    refused = start(second).finish()
+                    assert time.monotonic() - started < 10
+                    assert refused.returncode == 1, refused.stderr
+                    assert f"session {session!r} is in use by another worker" in refused.stderr
+                    assert f" pid {holder.process.pid}, server pid " in refused.stderr
+                    assert "Traceback" not in refused.stderr and refused.requests == []
+                    bump("refused")
+                    kill_at(holder, rng.choice((None, "random")))
+                else:
+                    waiter = start(second, wait=RUN_TIMEOUT)
+                    _await_the_wait(dsn, waiter)
+                    assert second.requests == [] and waiter.process.poll() is None
+                    # The holder goes on, or dies holding the lease: either way the waiter
+                    # gets it then, and only then. Or the waiter dies in the queue, and the
+                    # holder's turn is not the worse for it.
+                    # Or Ctrl-C stops the waiter: exit 130, `Interrupted.` (docs/headless.md).
+                    fewest = min(counts.get(fate, 0) for fate in FATES)
+                    fate = rng.choice([f for f in FATES if counts.get(f, 0) == fewest])
+                    victim = holder if fate == "holder killed" else waiter
+                    if fate != "holder finishes":
+                        victim.process.send_signal(
+                            signal.SIGINT if fate == "waiter interrupted" else signal.SIGKILL
+                        )
+                        victim.process.wait(RUN_TIMEOUT)
+                    first.release.set()
+                    holder.finish()
+                    waiter.finish()
+                    ends = {
+                        "holder killed": (-signal.SIGKILL, 0),
+                        "waiter killed": (0, -signal.SIGKILL),
+                        "waiter interrupted": (0, EXIT_INTERRUPTED),
+                    }.get(fate, (0, 0))
+                    for ended, expected in zip((first, second), ends, strict=True):
+                        assert ended.returncode == expected, f"{fate}: {ended.stderr}"
+                        assert "Traceback" not in ended.stderr, ended.stderr
+                    if fate == "waiter interrupted":
+                        assert "Interrupted." in second.stderr and "Error:" not in second.stderr
+                    bump(fate)
+            else:  # the server crashes mid-turn, and is started again
+                # While a request is held, or while the first round's tools run (the
+                # request after them held, so the run cannot finish before the crash).
+                moment = "request" if kind == "crash_waiting" else rng.choice(MOMENTS[:3:2])
+                run = new_run(session, tool=True)
+                run.moment = f"server crash at {moment}"
+                run.hold_at = rng.randrange(len(run.script)) if moment == "request" else 1
+                child = start(run)
+                trigger = run.held if moment == "request" else child.tool_running
+                assert _until(trigger, child, moment), f"{run.prompt}: {child.stderr}"
+                runs.append(run)
+                children = [child]
+                if kind == "crash_waiting":
+                    waiting = new_run(session)
+                    runs.append(waiting)
+                    children.append(start(waiting, wait=RUN_TIMEOUT))
+                    _await_the_wait(dsn, children[-1])
+                stored = _snapshot(dsn, session)
+                crashing_server.stop_server(mode="immediate")
+                bump("server crashes")
+                for in_flight in children:
+                    in_flight.finish()
+                crashing_server.start_server()
+                for failed in runs:  # each run in flight fails, naming the store
+                    _check_store_error(failed, crashing_server, database)
+                    bump("failed on the crash")
+                assert stored is not None
+                # What was stored before the crash is there after it, once.
+                after = _stored(dsn, session)
+                assert after[: len(stored.records)] == stored.records, f"step {step}: lost"
+            after = _stored(dsn, session)
+            assert after[: len(before)] == before, f"step {step}: lines stored before changed"
+            parts = _split(runs, _messages(after[len(before) :]))
+            for run, part in zip(runs, parts, strict=True):
+                _check_appended(run, part)
+                for index, received in enumerate(run.requests):
+                    if _check_request(run, received, index, pm, dsn):
+                        checked += 1
+                    else:
+                        unchecked += 1
+                assert not run.cut_requests or run.returncode != 0, run.stderr
+        assert model.problems == []
+    # Every call and its result once, across every session.
+    decided: list[GovernanceState] = []
+    for session in SESSIONS:
+        records = _stored(dsn, session)
+        decided += [s for s in map(GovernanceState.from_record, records) if s is not None]
+        messages = _messages(records)
+        call_ids = [c["id"] for m in messages for c in m.get("tool_calls", [])]
+        result_ids = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
+        assert len(call_ids) == len(set(call_ids)) and len(result_ids) == len(set(result_ids))
+    # What the sessions went through: kills at every kind of moment, refusals, waits that
+    # ended each way, crashes that failed each run in flight; nearly every request checked.
+    assert all(counts.get(f"killed at {moment}", 0) >= 2 for moment in MOMENTS), counts
+    assert counts.get("refused", 0) == SCHEDULE["contend"], counts
+    assert [counts.get(fate, 0) for fate in FATES] == [1] * len(FATES), counts
+    crashes = SCHEDULE["crash"] + SCHEDULE["crash_waiting"]
+    assert counts.get("server crashes", 0) == crashes, counts
+    assert counts.get("failed on the crash", 0) == crashes + SCHEDULE["crash_waiting"], counts
+    assert checked > 40 and unchecked <= crashes, (checked, unchecked)
+    # Governance that offloaded, compacted and cut, each decision resumed by the next run.
+    assert any(state.compacted for state in decided) and any(state.start for state in decided)
+    sent = [m for run in model.runs.values() for q in run.requests for m in q.body["messages"]]
+    assert any(str(m.get("content")).startswith(OFFLOAD_PREFIX) for m in sent)
