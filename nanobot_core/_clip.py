@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["MAX_QUOTED_CHARS", "clip", "keep_ends", "quoted"]
+__all__ = ["MAX_QUOTED_CHARS", "a_type", "clip", "keep_ends", "quoted"]
 
 #: Characters a value quoted in a message takes at most, the marker of what was cut included.
 MAX_QUOTED_CHARS = 200
@@ -51,3 +51,14 @@ def clip(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
 def quoted(value: object, limit: int = MAX_QUOTED_CHARS) -> str:
     """``repr(value)``, as a message quotes a value (a string, a JSON value), cut by `clip`."""
     return clip(repr(value), limit)
+
+
+def a_type(value: object) -> str:
+    """What `value` is, named by its type for a message: ``None``, ``a dict``, ``an int``.
+
+    Never the value itself: its repr may be long, a secret, or code of its own.
+    """
+    if value is None:
+        return "None"
+    name = type(value).__name__
+    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"

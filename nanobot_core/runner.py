@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import attrs
 
-from nanobot_core._clip import clip
+from nanobot_core._clip import a_type, clip
 from nanobot_core._containment import describe, plugin_code
 from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
@@ -839,14 +839,14 @@ class Runner:
             # Read further on (`reply.tool_calls`), anything else would end the turn in an
             # AttributeError traceback that names neither the provider nor its plugin.
             raise ProviderError(
-                f"{self._provider_label()} returned {_a_type(reply)} from complete, not a "
+                f"{self._provider_label()} returned {a_type(reply)} from complete, not a "
                 "nanobot_core.providers.ProviderReply"
             )
         if reply.finish_reason is not None and type(reply.finish_reason) is not str:
             # Compared with the known reasons and stored: a list would raise a TypeError.
             raise ProviderError(
                 f"{self._provider_label()} returned a finish_reason of "
-                f"{_a_type(reply.finish_reason)}, not a str or None"
+                f"{a_type(reply.finish_reason)}, not a str or None"
             )
         return reply
 
@@ -1083,14 +1083,6 @@ def _is_governance_record(record: Mapping[str, Any]) -> bool:
 
 # How `PluginRecord.describe` begins for a built-in plugin: its provider's errors stay short.
 _BUILTIN_OWNER = "built-in plugin "
-
-
-def _a_type(value: object) -> str:
-    """``None``, ``a dict``, ``an int``: what a value is, for a message."""
-    if value is None:
-        return "None"
-    name = type(value).__name__
-    return f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
 
 
 def _with_system(system: str, governed: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:

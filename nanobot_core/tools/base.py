@@ -18,6 +18,7 @@ import types
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple, Self
 
+from nanobot_core._clip import a_type
 from nanobot_core._numbers import fits_float
 from nanobot_core.errors import PluginError
 
@@ -197,9 +198,9 @@ def read_result(value: Any) -> ToolResult | str:
         try:  # the boundary: NaN becomes null, lone surrogates U+FFFD, depth is limited
             return ToolResult(dumps(value))
         except (TypeError, ValueError) as exc:
-            return f"returned a {type(value).__name__} that is not JSON: {exc}"
+            return f"returned {a_type(value)} that is not JSON: {exc}"
     return (
-        f"returned a {type(value).__name__}, which cannot be turned into text "
+        f"returned {a_type(value)}, which cannot be turned into text "
         "(return a str, a dict or list, or content blocks)"
     )
 
@@ -360,7 +361,7 @@ def shown(value: object) -> str:
         return f"an int of {value.bit_length()} bits"
     if type(value) in (str, int, float, bool) or value is None:
         return repr(value)
-    return f"a {type(value).__name__}"
+    return a_type(value)
 
 
 def usable_timeout(timeout: object) -> bool:

@@ -39,7 +39,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 import attrs
 
-from nanobot_core._clip import clip
+from nanobot_core._clip import a_type, clip
 from nanobot_core._containment import (
     PluginEscapeError,
     contained,
@@ -323,7 +323,7 @@ async def _call(tool: Tool, arguments: dict[str, Any], owner: ToolCall, label: s
         pending = tool.execute(**arguments)
         if not inspect.isawaitable(pending):  # a plain ``def execute``: said so, not "await"
             return ToolResult.error(
-                f"{label} cannot be run: its execute returned a {type(pending).__name__}, "
+                f"{label} cannot be run: its execute returned {a_type(pending)}, "
                 "not an awaitable (execute must be an async def)"
             )
         value = await pending
@@ -332,7 +332,7 @@ async def _call(tool: Tool, arguments: dict[str, Any], owner: ToolCall, label: s
             read = read_result(value)
         except Exception as exc:
             return ToolResult.error(
-                f"{label} returned a {type(value).__name__} that could not be read "
+                f"{label} returned {a_type(value)} that could not be read "
                 f"as a result: {contained(exc)}"
             )
         return read if isinstance(read, ToolResult) else ToolResult.error(f"{label} {read}")

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from nanobot_core._clip import clip
+from nanobot_core._clip import a_type, clip
 from nanobot_core._containment import PluginEscapeError, contained, plugin_code
 from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
@@ -471,7 +471,7 @@ def _checked(own: Any, failed: str) -> tuple[dict[str, Any], list[str]] | str | 
     ):
         return own[0], [str(error) for error in own[1]]
     return (
-        f"{failed} returned a {type(own).__name__}, expected None or an "
+        f"{failed} returned {a_type(own)}, expected None or an "
         "(arguments object, list of errors) pair"
     )
 

@@ -250,7 +250,7 @@ async def _returns_unprefixed_error() -> ToolResult:
         ),
         (_raises_generator_exit, 'Error: tool "t" failed: PluginEscapeError: raised GeneratorExit'),
         (_raises_system_exit, 'Error: tool "t" failed: PluginEscapeError: raised SystemExit(3)'),
-        (_returns_object, 'Error: tool "t" returned a object, which cannot be turned into text'),
+        (_returns_object, 'Error: tool "t" returned an object, which cannot be turned into text'),
         (_returns_error_text, "Error: quota exceeded"),
         (_returns_unprefixed_error, "Error: quota exceeded"),
     ],
@@ -1024,7 +1024,7 @@ def _break(flag: str, *, value: Any = None, escape: BaseException | None = None)
         ("timeout", "soon", None, "its timeout is 'soon', expected a positive number"),
         ("timeout", float("nan"), None, "its timeout is nan, expected a positive number"),
         ("timeout", -1, None, "its timeout is -1, expected a positive number"),
-        ("timeout", object(), None, "its timeout is a object, expected a positive number"),
+        ("timeout", object(), None, "its timeout is an object, expected a positive number"),
         ("timeout", 10**400, None, "its timeout is an int of 1329 bits, expected a positive"),
     ],
     ids=[
@@ -1132,7 +1132,7 @@ def test_a_name_property_that_fails_after_registration_changes_nothing(flaky: Ex
     [
         ("fails", "failed: ValueError: bad input"),
         ("slow", "timed out after 0.05s and was stopped."),
-        ("garbage", "returned a object, which cannot be turned into text"),
+        ("garbage", "returned an object, which cannot be turned into text"),
     ],
     ids=["raises", "times-out", "bad-result"],
 )
