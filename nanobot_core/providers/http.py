@@ -34,6 +34,7 @@ from collections.abc import (
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
+from nanobot_core._clip import clip
 from nanobot_core._json_boundary import (
     JSONBoundaryError,
     JSONLimitError,
@@ -535,13 +536,30 @@ def _header_value_fault(value: bytes) -> str | None:
     return None
 
 
+#: The headers that name a request in the server's own logs (Anthropic, OpenAI and most
+#: OpenAI-compatible servers): quoted with a refusal, what the server's support asks for.
+_REQUEST_ID_HEADERS = ("request-id", "x-request-id")
+
+
 def failure_for_status(response: httpx.Response, url: str, secret: str | None) -> Exception:
-    """What a non-2xx reply means: a Retryable (408, 429, 5xx) or a ProviderError with its text."""
+    """What a non-2xx reply means: a Retryable (408, 429, 5xx) or a ProviderError with its text
+    (and the server's id of the request, when it gave one)."""
     status = response.status_code
     message = mask_secret(server_message(response), secret)
     if is_retryable_status(status):
         return Retryable(f"HTTP {status}: {message}", retry_after_seconds(response.headers))
-    return ProviderError(f"{url} refused the request: HTTP {status}: {message}")
+    return ProviderError(
+        f"{url} refused the request: HTTP {status}: {message}{_request_id(response, secret)}"
+    )
+
+
+def _request_id(response: httpx.Response, secret: str | None) -> str:
+    """`` (request id req_011...)``, as the server named the request, or ''."""
+    for header in _REQUEST_ID_HEADERS:
+        found = (response.headers.get(header) or "").strip()
+        if found and found.isprintable():
+            return f" (request id {mask_secret(clip(found, 100), secret)})"
+    return ""
 
 
 def request_content(body: Any) -> bytes:

@@ -161,6 +161,32 @@ def test_client_error_is_not_retried_and_shows_the_server_message(
     assert "parameters for tool get_something_by_name did not match schema" in message
 
 
+@pytest.mark.parametrize(
+    ("headers", "said"),
+    [
+        ({"x-request-id": "req_7f3a"}, " (request id req_7f3a)"),
+        ({"request-id": " req_011CZ "}, " (request id req_011CZ)"),
+        ({"x-request-id": f"id-{API_KEY}"}, " (request id id-"),
+        ({"x-request-id": "a" * 500}, " characters omitted ...]"),
+        ({}, None),
+    ],
+)
+def test_a_refusal_names_the_servers_id_of_the_request(
+    server: FakeChatServer, headers: dict[str, str], said: str | None
+) -> None:
+    """The request id a server gives with a refusal is quoted (bounded, the key masked)."""
+    server.add(Reply(status=400, body={"error": {"message": "bad model"}}, headers=headers))
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server))
+    message = str(caught.value)
+    assert "HTTP 400: bad model" in message
+    assert API_KEY not in message
+    if said is None:
+        assert "request id" not in message
+    else:
+        assert said in message and len(message) < 400
+
+
 def test_timeout_is_retried_then_reported(server: FakeChatServer) -> None:
     """A server slower than the timeout is retried and then reported as a timeout."""
     server.add(Reply(body={}, delay=2.0), Reply(body={}, delay=2.0))
