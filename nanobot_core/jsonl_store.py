@@ -215,6 +215,11 @@ class JsonlLease:
             "nothing was appended"
         )
 
+    def check_held(self) -> None:
+        """SessionError once released; otherwise the lock is held, by a descriptor only we close."""
+        if self._lock_fd is None:
+            raise SessionError(f"the lease on session {self.session!r} was released")
+
     def release(self) -> None:
         """Close the file and release the lock (idempotent)."""
         if self._fd is not None:

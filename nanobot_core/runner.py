@@ -49,6 +49,7 @@ from nanobot_core.errors import (
     PluginError,
     PluginEscapeError,
     ProviderError,
+    SessionError,
     SessionLockedError,
 )
 from nanobot_core.governance.continuity import GovernanceState, latest_state
@@ -180,7 +181,9 @@ class SessionLike(Protocol):
 
     Before each model call the runner reads the history with ``shared_history()``
     when the session has it (a `Session` does: the same message objects every
-    call, never changed), else with ``history()``.
+    call, never changed), else with ``history()``; and, just before the request,
+    calls ``check_held()`` when the session has it (a `Session` does: it asks its
+    store's lease), which raises SessionError when the reply could not be stored.
     """
 
     name: str
@@ -718,6 +721,7 @@ class Runner:
         )
         if not governed.fits:
             self._warn(RequestTooLarge(governed.tokens, governed.budget))
+        self._check_held(iteration)
         started = time.monotonic()
         self._emit(ModelWaiting(iteration))
         reply = await self._complete(_with_system(system, governed.messages), tools, governed)
@@ -751,6 +755,23 @@ class Runner:
             },
         )
         return reply
+
+    def _check_held(self, iteration: int) -> None:
+        """End the turn before model request `iteration` when the session's lease is lost.
+
+        Its reply could not be stored: a paid call would be wasted, and the turn would
+        end on the append anyway. Asked last, after governance, which may have waited on
+        the store. A session without ``check_held`` is not asked.
+        """
+        check = getattr(self.session, "check_held", None)
+        if check is None:
+            return
+        try:
+            check()
+        except SessionError as exc:
+            raise SessionError(
+                f"{exc}; the model request of round {iteration} was not sent"
+            ) from None
 
     def _history(self) -> Sequence[Mapping[str, Any]]:
         """The history to govern: the session's shared messages when it gives them out.

@@ -262,6 +262,15 @@ class Lease(Protocol):
 
     Only the holder of a lease appends to its session. Releasing is idempotent;
     a store must also free the lease when the holding process dies.
+
+    A lease may also have ``check_held() -> None``, which raises SessionError
+    (saying where and why) when the lease no longer holds its session: the
+    runner asks it before each model request, so that a request whose reply
+    could not be stored is never sent (and paid for). It is optional, and left
+    out of the protocol so that a lease without it still is one; it must be
+    cheap, as it runs once per model call: at most one round trip to a server,
+    none when the store already knows (the ``jsonl`` lease answers from memory,
+    its lock being held by a descriptor that only the process's end frees).
     """
 
     session: str
@@ -432,6 +441,17 @@ class Session:
         self._seq = self._lease.append(texts, expected_seq=self._seq)
         self._records.extend(kept)
         self._shared += _shared_messages(kept)
+
+    def check_held(self) -> None:
+        """Raise SessionError when the lease no longer holds the session (see `Lease`).
+
+        A lease without ``check_held`` is taken to hold it: nothing is asked.
+        """
+        if self._lease is None:
+            raise SessionError(f"session {self.name!r} is closed")
+        check = getattr(self._lease, "check_held", None)
+        if check is not None:
+            check()
 
     def close(self) -> None:
         """Release the lease (idempotent)."""
@@ -633,6 +653,8 @@ class _ContainedLease:
         self.session = session
         self._store = store
         self._lease = lease
+        # Looked up once: a lease without it costs the runner next to nothing per model call.
+        self._check: Callable[[], object] | None = getattr(lease, "check_held", None)
 
     def __repr__(self) -> str:
         return f"_ContainedLease({self._lease!r})"
@@ -645,6 +667,10 @@ class _ContainedLease:
             return self._lease.append(lines, expected_seq=expected_seq)
 
         return _store_call(self._store, "append", call, int)
+
+    def check_held(self) -> None:
+        if self._check is not None:
+            _store_call(self._store, "check_held", self._check, object)
 
     def release(self) -> None:
         _store_call(self._store, "release", self._lease.release, object)

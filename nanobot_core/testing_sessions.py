@@ -162,6 +162,23 @@ class SessionStoreContract:
         with pytest.raises(SessionError):
             lease.append(['{"late":true}'], expected_seq=0)
 
+    def test_a_lease_that_can_check_holds_until_released(self, store: SessionStore) -> None:
+        """A lease with the optional `check_held` passes it while held, and fails it released."""
+        lease = store.lease("checked")
+        check = getattr(lease, "check_held", None)
+        if check is None:
+            lease.release()
+            pytest.skip("this store's leases have no check_held (it is optional)")
+        try:
+            lease.load()
+            check()
+            lease.append(['{"n":1}'], expected_seq=0)
+            check()
+        finally:
+            lease.release()
+        with pytest.raises(SessionError):
+            check()
+
     def test_a_closed_store_is_usable_again(self, store: SessionStore) -> None:
         """After `close` (twice, harmlessly) the store lists, leases, appends and loads again.
 

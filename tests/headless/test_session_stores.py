@@ -34,6 +34,7 @@ from nanobot_core.sessions import (
     session_stores,
 )
 from nanobot_core.testing_sessions import SessionStoreContract
+from tests.headless.fake_server import FakeChatServer, text_reply, tool_call_reply
 from tests.helpers import clean_env
 
 TIMEOUT = 60
@@ -431,3 +432,107 @@ def test_cli_store_failure_is_exit_1_and_an_unknown_session_exit_2(tmp_path: Pat
     for result in failed:
         assert "cannot read session 'kept': Input/output error" in result.stderr
         assert "Traceback" not in result.stderr
+
+
+_LEASE_LOST_AFTER_ONE_REQUEST = """
+import sys
+from nanobot_core.cli import main
+from nanobot_core.errors import SessionError
+from nanobot_core.jsonl_store import JsonlLease
+
+asked = []
+
+def check_held(self):
+    asked.append(self.session)
+    if len(asked) > 1:
+        raise SessionError(f"the lease on session {self.session!r} was lost (the test's store)")
+
+JsonlLease.check_held = check_held
+main(sys.argv[1:])
+"""
+
+
+def test_cli_run_sends_no_model_request_once_the_lease_is_lost(
+    tmp_path: Path, server: FakeChatServer
+) -> None:
+    """A lease lost between two model requests of a turn ends it, exit 1, before the second."""
+    server.add(tool_call_reply([("c0", "list_dir", '{"path": "."}')]), text_reply("done"))
+    env = {"NANOBOT_BASE_URL": server.base_url, "NANOBOT_MODEL": "fake-model"}
+    result = _cli(tmp_path, "run", "hi", env=env, program=("-c", _LEASE_LOST_AFTER_ONE_REQUEST))
+    assert result.returncode == 1, result.stderr
+    assert len(server.requests) == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("Error:")]
+    assert errors == [
+        "Error: the lease on session 'default' was lost (the test's store); "
+        "the model request of round 2 was not sent"
+    ], result.stderr
+    assert "Traceback" not in result.stderr
+    stored = JsonlSessionStore(tmp_path).load("default").messages()
+    assert [m["role"] for m in stored] == ["user", "assistant", "tool"]
+
+
+def test_a_jsonl_lease_holds_until_released(tmp_path: Path) -> None:
+    """The JSONL lease answers `check_held` from memory: held until released, then an error."""
+    session = JsonlSessionStore(tmp_path).open("s")
+    session.check_held()
+    session.close()
+    with pytest.raises(SessionError, match=r"^session 's' is closed$"):
+        session.check_held()
+    lease = JsonlSessionStore(tmp_path).lease("s")
+    lease.check_held()
+    lease.release()
+    with pytest.raises(SessionError, match=r"^the lease on session 's' was released$"):
+        lease.check_held()
+
+
+class _LeaseWithoutCheck:
+    """A lease of a store written before `check_held` existed."""
+
+    def __init__(self, lease: Any) -> None:
+        self.session = lease.session
+        self._lease = lease
+
+    def load(self) -> Any:
+        return self._lease.load()
+
+    def append(self, lines: Any, *, expected_seq: int) -> int:
+        return int(self._lease.append(lines, expected_seq=expected_seq))
+
+    def release(self) -> None:
+        self._lease.release()
+
+
+class _OldStore(JsonlSessionStore):
+    name = "old"
+
+    def lease(self, session: str, *, wait: float = 0.0) -> Any:
+        return _LeaseWithoutCheck(super().lease(session, wait=wait))
+
+
+class _RaisingCheckStore(JsonlSessionStore):
+    name = "raising"
+
+    def lease(self, session: str, *, wait: float = 0.0) -> Any:
+        lease = super().lease(session, wait=wait)
+
+        def check_held() -> None:
+            raise RuntimeError("socket gone")
+
+        lease.check_held = check_held  # type: ignore[method-assign]
+        return lease
+
+
+def test_a_lease_without_check_held_is_taken_to_hold_and_a_crashing_one_is_named(
+    tmp_path: Path,
+) -> None:
+    """A store's lease without `check_held` is not asked; one that crashes names the store."""
+    old = open_session(ContainedStore(_OldStore(tmp_path), "old", "plugin 'p' from p 1.0"))
+    old.check_held()
+    old.close()
+    raising = ContainedStore(_RaisingCheckStore(tmp_path), "raising", "plugin 'p' from p 1.0")
+    with open_session(raising) as session, pytest.raises(SessionError) as caught:
+        session.check_held()
+    assert str(caught.value) == (
+        "session store 'raising' of plugin 'p' from p 1.0: check_held raised RuntimeError: "
+        "socket gone"
+    )

@@ -74,6 +74,12 @@ class _TimedLease:
     def load(self) -> SessionLog:
         return self._lease.load()
 
+    def check_held(self) -> None:
+        # Passed on, so that the worker's turns ask the lease before each model request.
+        check = getattr(self._lease, "check_held", None)
+        if check is not None:
+            check()
+
     def append(self, lines: Sequence[str], *, expected_seq: int) -> int:
         started = time.perf_counter()
         seq = self._lease.append(lines, expected_seq=expected_seq)

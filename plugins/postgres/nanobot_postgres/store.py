@@ -604,6 +604,28 @@ class PostgresLease:
             raise self.store.error(f"cannot append to session {self.session!r}", exc) from None
         return expected_seq + len(lines)
 
+    def check_held(self) -> None:
+        """SessionError when the connection holding the lock is gone: the lock went with it.
+
+        The lock lives exactly as long as its connection (only this connection could
+        unlock it), so a connection psycopg already knows is closed or broken answers
+        without the server; any other is asked one ``SELECT 1``, which a server that
+        stopped, restarted or ended the connection fails. What the runner asks before
+        each model request, so that no reply is paid for that could not be stored.
+        """
+        import psycopg
+
+        conn = self._live()
+        lost = f"the lease on session {self.session!r} was lost"
+        if conn.closed or conn.broken:
+            raise SessionError(
+                f"{lost} ({self.store.describe()}): its connection to the server is closed"
+            )
+        try:
+            conn.execute("SELECT 1")
+        except psycopg.Error as exc:
+            raise self.store.error(lost, exc) from None
+
     def release(self) -> None:
         """Unlock and hand the connection back (idempotent); a broken one is dropped."""
         conn, self._conn = self._conn, None

@@ -14,14 +14,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
-from nanobot_core import PluginContext, ToolCallEvent
-from nanobot_core.config import Config, PostgresConfig, SessionsConfig
+from nanobot_core import PluginContext, PluginManager, Runner, ToolCallEvent
+from nanobot_core.config import Config, PostgresConfig, ProviderConfig, SessionsConfig
 from nanobot_core.errors import SessionError, SessionLockedError
 from nanobot_core.governance.store import CACHE_DIR
-from nanobot_core.sessions import open_session
+from nanobot_core.sessions import open_session, select_session_store
 from nanobot_core.testing import run_cli
 
 import nanobot_postgres
@@ -207,6 +208,59 @@ def test_server_stopped_mid_turn_is_the_stores_one_error_without_pool_lines(
     for raw in ("discarding", "error connecting", "psycopg.pool", "Traceback"):
         assert raw not in stderr, stderr
     assert own_server.password not in stderr
+
+
+class _StopsTheServerBeforeRound:
+    """A governor that, before governing round `round_`, stops the server as a crash would."""
+
+    def __init__(self, governor: Any, server: TemporaryPostgres, round_: int) -> None:
+        self._governor = governor
+        self._server = server
+        self._round = round_
+        self.rounds = 0
+        self.requests_when_stopped = -1
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._governor, name)
+
+    def govern(self, *args: Any, **kwargs: Any) -> Any:
+        self.rounds += 1
+        if self.rounds == self._round:
+            self._server.stop_server(mode="immediate")
+        return self._governor.govern(*args, **kwargs)
+
+
+def test_server_stopped_between_two_model_requests_sends_no_second_request(
+    own_server: TemporaryPostgres, tmp_path: Path
+) -> None:
+    """The server crashing after a turn stored its tool results: round 2's request is not sent."""
+    dsn = own_server.create_database("between")
+    with ScriptedChatServer() as chat:
+        config = Config(
+            provider=ProviderConfig(base_url=chat.base_url, api_key="test-key", max_retries=0),
+            sessions=SessionsConfig(
+                store="postgres", postgres=PostgresConfig(dsn=dsn, connect_timeout=2)
+            ),
+        )
+        manager = PluginManager(config, workspace=tmp_path, autoload=False)
+        manager.register(nanobot_postgres, name="postgres")
+        manager.load()
+        store = select_session_store(manager)
+        try:
+            with open_session(store, "s") as session:
+                runner = Runner.from_plugins(manager, session=session)
+                governor = _StopsTheServerBeforeRound(runner.governor, own_server, 2)
+                runner.governor = governor
+                with pytest.raises(SessionError) as caught:
+                    runner.run_turn("session s turn 1")
+                assert governor.rounds == 2
+                assert len(chat.requests) == 1
+        finally:
+            store.close()
+    message = str(caught.value)
+    assert message.startswith(f"the lease on session 's' was lost ({store.describe()}): ")
+    assert message.endswith("; the model request of round 2 was not sent")
+    assert "\n" not in message and own_server.password not in message
 
 
 def test_pool_retries_while_the_server_is_down_are_logged_at_debug(
