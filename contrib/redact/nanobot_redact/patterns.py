@@ -273,8 +273,16 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         _token_start("g") + r"(?:h[pousr]_[A-Za-z0-9]{36,}+|ithub_pat_[A-Za-z0-9_]{22,}+)" + _AFTER,
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
-    # "-" first: rarer in prose than the "x" of "xox".
-    Rule.of("slack_token", _token_start("xox") + r"[a-z]-[A-Za-z0-9-]{10,}+" + _AFTER, "-", "xox"),
+    # Slack's bot, user and other xox?- tokens and its app-level xapp- tokens: every kind
+    # Slack documents goes on with a number after the dash (a team, app or version), which
+    # tells a token from a placeholder such as xoxb-your-token. "-" first: rarer in prose
+    # than the "x" of "xox".
+    Rule.of(
+        "slack_token",
+        r"x(?<![A-Za-z0-9_-]x)(?:ox[a-z]|app)-[0-9][A-Za-z0-9-]{9,}+" + _AFTER,
+        "-",
+        ("xox", "xapp-"),
+    ),
     Rule.of("google_api_key", _token_start("AIza") + r"[0-9A-Za-z_-]{35}" + _AFTER, "AIza"),
     # Stripe's secret (sk_) and restricted (rk_) keys, live or test; the publishable
     # pk_ keys are meant to be public. The look-behind spans the 8-character prefix.
@@ -340,6 +348,25 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         "k",
         "hooks.slack.com",
         "/T",  # the team ID starts every path (after "\/" in JSON text too)
+    ),
+    # PyPI API tokens: pypi- and a macaroon, whose base64 starts AgE (version and location).
+    Rule.of("pypi_token", _token_start("pypi-") + r"AgE[A-Za-z0-9_-]{50,}+" + _AFTER, "pypi-AgE"),
+    # SendGrid API keys: SG., 22 characters of key ID, ".", 43 of secret (base64url). Its
+    # own gate, "G" (no other rule's gate character is sure to be in it): rarer in prose
+    # and code than the "S" or "." of "SG.".
+    Rule.of(
+        "sendgrid_api_key",
+        _token_start("SG.") + r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _AFTER,
+        "G",
+        "SG.",
+    ),
+    # The key of an Azure connection string: a storage account's AccountKey=, a Service
+    # Bus or Event Hubs SharedAccessKey= (base64). Behind "=", a gate other rules have.
+    Rule.of(
+        "azure_key",
+        r"(?:Account|SharedAccess)Key=(?P<secret>[A-Za-z0-9+/]{20,}+={0,2}+)(?![A-Za-z0-9+/=])",
+        "=",
+        ("AccountKey=", "SharedAccessKey="),
     ),
     # A JSON Web Token: base64url header and payload, both JSON objects (so "eyJ"),
     # and a signature that is empty for unsigned tokens.

@@ -688,3 +688,49 @@ def test_no_part_of_a_url_password_with_slashes_is_left(password: str, rest: str
 def test_ordinary_text_about_the_new_kinds_is_left_alone(text: str) -> None:
     """Code and prose that mention the new prefixes, hosts and labels are not secrets."""
     assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
+
+
+@pytest.mark.parametrize(
+    ("secret", "kind"),
+    [
+        ("xa" + "pp-1-A0B1C2D3E4-1234567890123-" + "ab12" * 16, "slack_token"),
+        (fake("pypi-" + "AgEIcHlwaS5vcmc", 120, "Ab3_dE6-gH9"), "pypi_token"),
+        ("SG." + fake("", 22, "aB3_dE6-") + "." + fake("", 43, "Xy9-Zw8_"), "sendgrid_api_key"),
+    ],
+)
+def test_slack_app_pypi_and_sendgrid_keys_are_found(secret: str, kind: str) -> None:
+    """Slack's xapp- app tokens, PyPI's pypi-AgE... tokens and SendGrid's SG. keys go whole."""
+    assert redact_text(f"key: {secret} end", DEFAULT_PATTERNS) == (
+        f"key: [REDACTED:{kind}] end",
+        {kind: 1},
+    )
+
+
+@pytest.mark.parametrize(
+    ("prefix", "field"),
+    [
+        ("DefaultEndpointsProtocol=https;AccountName=demo;AccountKey=", ";EndpointSuffix=x"),
+        ("Endpoint=sb://demo.servicebus.windows.net/;SharedAccessKeyName=x;SharedAccessKey=", ""),
+    ],
+)
+def test_the_key_of_an_azure_connection_string_is_removed(prefix: str, field: str) -> None:
+    """AccountKey= and SharedAccessKey= lose their base64 value; the rest of the string stays."""
+    key = fake("", 86, "Ab3+dE6/gH9") + "=="
+    assert redact_text(prefix + key + field, DEFAULT_PATTERNS) == (
+        prefix + "[REDACTED:azure_key]" + field,
+        {"azure_key": 1},
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SLACK_BOT_TOKEN=xoxb-your-token-here",
+        "xoxp-replace-with-yours and xapp-your-app-token",
+        "pypi-AgE alone, pypi-project-name, SG.short.key, sendgrid SG.",
+        "AccountKey=; AccountKey=<key> and SharedAccessKeyName=RootManageSharedAccessKey",
+    ],
+)
+def test_placeholders_for_the_new_kinds_are_left_alone(text: str) -> None:
+    """A Slack placeholder (no number after the dash) and bare prefixes are no secrets."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
