@@ -176,6 +176,13 @@ _GITLAB_PREFIXES: Condition = tuple(
 )
 
 
+#: The words an environment variable's name ends with when its value is a secret
+#: (DB_PASSWORD, DJANGO_SECRET_KEY, OPENAI_API_KEY, GITHUB_TOKEN), as `env_secret` reads them.
+_ENV_SECRET_NAMES = ("PASSWORD", "PASSWD", "SECRET", "SECRET_KEY", "API_KEY", "APIKEY", "TOKEN")
+#: What a text must hold for `env_secret` to match (SECRET_KEY holds SECRET).
+_ENV_SECRET_NAMES_HELD: Condition = ("PASSWORD", "PASSWD", "SECRET", "API_KEY", "APIKEY", "TOKEN")
+
+
 # Where two rules match at the same place, the earlier one wins, so the specific
 # forms (sk-ant-) come before the generic (sk-). Flags are inline.
 DEFAULT_PATTERNS: tuple[Rule, ...] = (
@@ -227,7 +234,9 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
     # try reads each character once.
     Rule.of(
         "url_password",
-        r":(?://|\\/\\/)[^\s:/@\"'<>]*+:(?P<secret>"
+        r":(?://|\\/\\/)[^\s:/@\"'<>]*+:"
+        # A ${VARIABLE} in a URL template is no password.
+        r"(?!\$\{[A-Za-z_][A-Za-z0-9_]*+\}@)(?P<secret>"
         r"(?!\d*+(?:/|\\/))(?:[^\s@\"'<>:]++|:(?!//|\\/\\/))++(?:@[^\s@/\"'<>]*+(?=@))*+"
         # From an @: its first piece may hold a / too, and a host must follow.
         r"|@(?:[^\s@\"'<>:]++|:(?!//|\\/\\/))*+(?=@)(?:@[^\s@/\"'<>]*+(?=@))*+"
@@ -374,6 +383,22 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         "jwt",
         _token_start("eyJ") + r"[A-Za-z0-9_-]{5,}+\.eyJ[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]*+",
         "eyJ",
+    ),
+    # A .env, `env` or `docker run -e` line: NAME=value, NAME ending in one of these
+    # upper-case words (lower case is read as code: password=pw). Last, and matched from
+    # the value on, so that a value another rule knows (GITHUB_TOKEN=ghp_...) keeps that
+    # rule's kind. A try starts only right after NAME= (a quote may follow), and the value
+    # is read once, possessively: the checks before it (not a ${VARIABLE}, $VARIABLE,
+    # <placeholder>, nor one that holds "...", "xxxx", "your" within its first 40
+    # characters) read a bounded stretch.
+    Rule.of(
+        "env_secret",
+        r"(?<=[=\"'])(?:"
+        + "|".join(f"(?<={word}=)|(?<={word}=[\"'])" for word in _ENV_SECRET_NAMES)
+        + r")(?![$<{%]|[^\s\"'`]{0,40}?(?:\.\.\.|xxxx|XXXX|\*\*\*|your|YOUR|Your))"
+        r"(?P<secret>[^\s\"'`]{6,}+)",
+        "=",  # first: a gate other rules have
+        _ENV_SECRET_NAMES_HELD,
     ),
 )
 

@@ -199,6 +199,16 @@ ADVERSARIAL: list[tuple[str, Any, Any]] = [
     ("sendgrid key ids", lambda n: ("SG." + "a" * 22 + ".") * n, None),
     ("azure account keys", lambda n: "AccountKey=" * n, None),
     ("an azure key then padding", lambda n: "AccountKey=" + "aB" * n + "===", None),
+    ("env names", lambda n: "DB_PASSWORD=" * n, lambda n: "DB_PASSWORD=" + M("env_secret")),
+    ("env names, short values", lambda n: "TOKEN=abc " * n, None),
+    ("env names then placeholder dots", lambda n: "TOKEN=a... " * n, None),
+    (
+        "env values of equals signs",
+        lambda n: "SECRET=" + "=" * n,
+        lambda n: "SECRET=" + M("env_secret"),
+    ),
+    ("quoted env names", lambda n: "API_KEY=\"'" * n, None),
+    ("url templates", lambda n: "x://u:${A}" * n + "@", None),
     (
         "a url password of at signs and slashes",
         lambda n: "x://a:" + "b/@" * n,

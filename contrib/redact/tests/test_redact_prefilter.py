@@ -82,6 +82,10 @@ SECRETS = [
     "SG." + "aB3dE6gH9jK2mN5pQ8sT1v" + "." + "Xy9_Zw8-Vu7" * 3 + "Ts6Rq5Po4N",
     "DefaultEndpointsProtocol=https;AccountName=x;AccountKey=" + "Ab3dE6gH9jK2" * 7 + "==",
     "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKey=" + "Ab3dE6gH9jK2" * 4 + "=",
+    "DB_PASSWORD=" + "hunter22",
+    "export DJANGO_SECRET_KEY='" + "Ab3dE6gH9jK2" * 3 + "'",
+    '"API_KEY=' + "0c2d9e3a" * 4 + '"',
+    "GITHUB_TOKEN=" + "gh" + "p_" + "a1B2c3" * 6,
 ]
 # Whole texts for the rules that match only a text that is just the header value.
 WHOLE = ["Bearer abcdefghijklmnop", " \tbasic dXNlcjpwYXNz\n", "\u3000BEARER abcdefghijkl"]
@@ -98,7 +102,7 @@ PIECES = [
     *("hooks.slack.com/triggers/T", "hooks.slack.com\\/triggers\\/T", "k", "hooks"),
     *("_gitlab_session=", "_gitlab_session", "0c2d9e3a" * 4, "x", "f"),
     *("secret", "access", "key", "Secret", "ACCESS", "Key", "_", "secretaccesskey", "c", "E"),
-    *("xapp-", "pypi-AgE", "SG.", "G", "AccountKey=", "SharedAccessKey="),
+    *("xapp-", "pypi-AgE", "SG.", "G", "AccountKey=", "SharedAccessKey=", "PASSWORD=", "TOKEN"),
     *("SECRET_KEY=", "API_KEY='", 'APIKEY="', "PASSWD", "...", "xxxx", "your", "${A}@", "$"),
 ]
 FILLER = st.one_of(st.text(max_size=30), st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
