@@ -176,6 +176,22 @@ _GITLAB_PREFIXES: Condition = tuple(
 )
 
 
+#: The words an environment variable's name ends with when its value is a secret
+#: (DB_PASSWORD, DJANGO_SECRET_KEY, OPENAI_API_KEY, GITHUB_TOKEN), as `env_secret` reads them.
+_ENV_SECRET_NAMES = ("PASSWORD", "PASSWD", "SECRET", "SECRET_KEY", "API_KEY", "APIKEY", "TOKEN")
+#: What a text must hold for `env_secret` to match: a name's last word and its "=" (code
+#: names these words far more often than it assigns them; "_KEY=" for API_KEY= and
+#: SECRET_KEY=): on this repository's sources the rule then runs on 23 files, not 61.
+_ENV_SECRET_NAMES_HELD: Condition = (
+    "PASSWORD=",
+    "PASSWD=",
+    "SECRET=",
+    "_KEY=",
+    "APIKEY=",
+    "TOKEN=",
+)
+
+
 # Where two rules match at the same place, the earlier one wins, so the specific
 # forms (sk-ant-) come before the generic (sk-). Flags are inline.
 DEFAULT_PATTERNS: tuple[Rule, ...] = (
@@ -227,7 +243,9 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
     # try reads each character once.
     Rule.of(
         "url_password",
-        r":(?://|\\/\\/)[^\s:/@\"'<>]*+:(?P<secret>"
+        r":(?://|\\/\\/)[^\s:/@\"'<>]*+:"
+        # A ${VARIABLE} in a URL template is no password.
+        r"(?!\$\{[A-Za-z_][A-Za-z0-9_]*+\}@)(?P<secret>"
         r"(?!\d*+(?:/|\\/))(?:[^\s@\"'<>:]++|:(?!//|\\/\\/))++(?:@[^\s@/\"'<>]*+(?=@))*+"
         # From an @: its first piece may hold a / too, and a host must follow.
         r"|@(?:[^\s@\"'<>:]++|:(?!//|\\/\\/))*+(?=@)(?:@[^\s@/\"'<>]*+(?=@))*+"
@@ -273,8 +291,16 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         _token_start("g") + r"(?:h[pousr]_[A-Za-z0-9]{36,}+|ithub_pat_[A-Za-z0-9_]{22,}+)" + _AFTER,
         ("ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_"),
     ),
-    # "-" first: rarer in prose than the "x" of "xox".
-    Rule.of("slack_token", _token_start("xox") + r"[a-z]-[A-Za-z0-9-]{10,}+" + _AFTER, "-", "xox"),
+    # Slack's bot, user and other xox?- tokens and its app-level xapp- tokens: every kind
+    # Slack documents goes on with a number after the dash (a team, app or version), which
+    # tells a token from a placeholder such as xoxb-your-token. "-" first: rarer in prose
+    # than the "x" of "xox".
+    Rule.of(
+        "slack_token",
+        r"x(?<![A-Za-z0-9_-]x)(?:ox[a-z]|app)-[0-9][A-Za-z0-9-]{9,}+" + _AFTER,
+        "-",
+        ("xox", "xapp-"),
+    ),
     Rule.of("google_api_key", _token_start("AIza") + r"[0-9A-Za-z_-]{35}" + _AFTER, "AIza"),
     # Stripe's secret (sk_) and restricted (rk_) keys, live or test; the publishable
     # pk_ keys are meant to be public. The look-behind spans the 8-character prefix.
@@ -341,12 +367,47 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         "hooks.slack.com",
         "/T",  # the team ID starts every path (after "\/" in JSON text too)
     ),
+    # PyPI API tokens: pypi- and a macaroon, whose base64 starts AgE (version and location).
+    Rule.of("pypi_token", _token_start("pypi-") + r"AgE[A-Za-z0-9_-]{50,}+" + _AFTER, "pypi-AgE"),
+    # SendGrid API keys: SG., 22 characters of key ID, ".", 43 of secret (base64url). Its
+    # own gate, "G" (no other rule's gate character is sure to be in it): rarer in prose
+    # and code than the "S" or "." of "SG.".
+    Rule.of(
+        "sendgrid_api_key",
+        _token_start("SG.") + r"[A-Za-z0-9_-]{22}\.[A-Za-z0-9_-]{43}" + _AFTER,
+        "G",
+        "SG.",
+    ),
+    # The key of an Azure connection string: a storage account's AccountKey=, a Service
+    # Bus or Event Hubs SharedAccessKey= (base64). Behind "=", a gate other rules have.
+    Rule.of(
+        "azure_key",
+        r"(?:Account|SharedAccess)Key=(?P<secret>[A-Za-z0-9+/]{20,}+={0,2}+)(?![A-Za-z0-9+/=])",
+        "=",
+        ("AccountKey=", "SharedAccessKey="),
+    ),
     # A JSON Web Token: base64url header and payload, both JSON objects (so "eyJ"),
     # and a signature that is empty for unsigned tokens.
     Rule.of(
         "jwt",
         _token_start("eyJ") + r"[A-Za-z0-9_-]{5,}+\.eyJ[A-Za-z0-9_-]{5,}+\.[A-Za-z0-9_-]*+",
         "eyJ",
+    ),
+    # A .env, `env` or `docker run -e` line: NAME=value, NAME ending in one of these
+    # upper-case words (lower case is read as code: password=pw). Last, and matched from
+    # the value on, so that a value another rule knows (GITHUB_TOKEN=ghp_...) keeps that
+    # rule's kind. A try starts only right after NAME= (a quote may follow), and the value
+    # is read once, possessively: the checks before it (not a ${VARIABLE}, $VARIABLE,
+    # <placeholder>, nor one that holds "...", "xxxx", "your" within its first 40
+    # characters) read a bounded stretch.
+    Rule.of(
+        "env_secret",
+        r"(?<=[=\"'])(?:"
+        + "|".join(f"(?<={word}=)|(?<={word}=[\"'])" for word in _ENV_SECRET_NAMES)
+        + r")(?![$<{%]|[^\s\"'`]{0,40}?(?:\.\.\.|xxxx|XXXX|\*\*\*|your|YOUR|Your))"
+        r"(?P<secret>[^\s\"'`]{6,}+)",
+        "=",  # first: a gate other rules have
+        _ENV_SECRET_NAMES_HELD,
     ),
 )
 

@@ -688,3 +688,89 @@ def test_no_part_of_a_url_password_with_slashes_is_left(password: str, rest: str
 def test_ordinary_text_about_the_new_kinds_is_left_alone(text: str) -> None:
     """Code and prose that mention the new prefixes, hosts and labels are not secrets."""
     assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
+
+
+@pytest.mark.parametrize(
+    ("secret", "kind"),
+    [
+        ("xa" + "pp-1-A0B1C2D3E4-1234567890123-" + "ab12" * 16, "slack_token"),
+        (fake("pypi-" + "AgEIcHlwaS5vcmc", 120, "Ab3_dE6-gH9"), "pypi_token"),
+        ("SG." + fake("", 22, "aB3_dE6-") + "." + fake("", 43, "Xy9-Zw8_"), "sendgrid_api_key"),
+    ],
+)
+def test_slack_app_pypi_and_sendgrid_keys_are_found(secret: str, kind: str) -> None:
+    """Slack's xapp- app tokens, PyPI's pypi-AgE... tokens and SendGrid's SG. keys go whole."""
+    assert redact_text(f"key: {secret} end", DEFAULT_PATTERNS) == (
+        f"key: [REDACTED:{kind}] end",
+        {kind: 1},
+    )
+
+
+@pytest.mark.parametrize(
+    ("prefix", "field"),
+    [
+        ("DefaultEndpointsProtocol=https;AccountName=demo;AccountKey=", ";EndpointSuffix=x"),
+        ("Endpoint=sb://demo.servicebus.windows.net/;SharedAccessKeyName=x;SharedAccessKey=", ""),
+    ],
+)
+def test_the_key_of_an_azure_connection_string_is_removed(prefix: str, field: str) -> None:
+    """AccountKey= and SharedAccessKey= lose their base64 value; the rest of the string stays."""
+    key = fake("", 86, "Ab3+dE6/gH9") + "=="
+    assert redact_text(prefix + key + field, DEFAULT_PATTERNS) == (
+        prefix + "[REDACTED:azure_key]" + field,
+        {"azure_key": 1},
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "SLACK_BOT_TOKEN=xoxb-your-token-here",
+        "xoxp-replace-with-yours and xapp-your-app-token",
+        "pypi-AgE alone, pypi-project-name, SG.short.key, sendgrid SG.",
+        "AccountKey=; AccountKey=<key> and SharedAccessKeyName=RootManageSharedAccessKey",
+    ],
+)
+def test_placeholders_for_the_new_kinds_are_left_alone(text: str) -> None:
+    """A Slack placeholder (no number after the dash) and bare prefixes are no secrets."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (text, {})
+
+
+@pytest.mark.parametrize(
+    ("line", "expected"),
+    [
+        ("DB_PASSWORD=hunter22\n", "DB_PASSWORD=[REDACTED:env_secret]\n"),
+        (
+            "export DJANGO_SECRET_KEY='x9!k#2%z'\n",
+            "export DJANGO_SECRET_KEY='[REDACTED:env_secret]'\n",
+        ),
+        (
+            'docker run -e API_KEY="0c2d9e3a0c2d" img',
+            'docker run -e API_KEY="[REDACTED:env_secret]" img',
+        ),
+        ("TWILIO_AUTH_TOKEN=" + "0c2d9e3a" * 4, "TWILIO_AUTH_TOKEN=[REDACTED:env_secret]"),
+        ("CLIENT_SECRET=s3cr3t-v4lue", "CLIENT_SECRET=[REDACTED:env_secret]"),
+        # A value another rule knows keeps that rule's kind.
+        ("GITHUB_TOKEN=" + fake("gh" + "p_", 36), "GITHUB_TOKEN=[REDACTED:github_token]"),
+    ],
+)
+def test_an_env_line_named_for_a_secret_loses_its_value(line: str, expected: str) -> None:
+    """NAME=value with NAME ending PASSWORD, SECRET(_KEY), API_KEY or TOKEN keeps only NAME."""
+    redacted, found = redact_text(line, DEFAULT_PATTERNS)
+    assert redacted == expected
+    assert sum(found.values()) == 1
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "PASSWORD_MIN_LENGTH=12\nTOKEN_TTL_SECONDS=3600\nSECRET_KEY_FILE=/run/secrets/key",
+        "PASSWORD=\nAPI_KEY=$API_KEY\nSECRET_KEY=${SECRET_KEY}\nTOKEN=<token>\nPASSWD=%PASSWD%",
+        "OPENAI_API_KEY=sk-...\nSTRIPE_SECRET_KEY=sk_live_xxxx\nAPI_KEY=your-api-key-here",
+        "TOKEN=short and password=lowercase_is_code(), api_key = settings.API_KEY",
+        "DATABASE_URL=postgres://user:${DB_PASSWORD}@localhost:5432/app",
+    ],
+)
+def test_env_settings_placeholders_and_url_templates_are_left_alone(text: str) -> None:
+    """Names that only start with a secret's word, variables and placeholders are no secrets."""
+    assert redact_text(text, DEFAULT_PATTERNS) == (text, {})

@@ -77,6 +77,15 @@ SECRETS = [
     "hooks.slack.com\\/triggers\\/" + "T0A1B2C3D\\/" + "5614161463698\\/" + "4d1696b2" * 4,
     "_gitlab_session=" + "0c2d9e3a" * 4,
     "Cookie: a=b; _gitlab_session=" + "0C2D9E3A" * 5,
+    "xa" + "pp-1-A0B1C2D3E4-1234567890123-" + "ab12" * 8,
+    "pypi-" + "AgEIcHlwaS5vcmc" + "Ab3_dE6-gH9" * 6,
+    "SG." + "aB3dE6gH9jK2mN5pQ8sT1v" + "." + "Xy9_Zw8-Vu7" * 3 + "Ts6Rq5Po4N",
+    "DefaultEndpointsProtocol=https;AccountName=x;AccountKey=" + "Ab3dE6gH9jK2" * 7 + "==",
+    "Endpoint=sb://x.servicebus.windows.net/;SharedAccessKey=" + "Ab3dE6gH9jK2" * 4 + "=",
+    "DB_PASSWORD=" + "hunter22",
+    "export DJANGO_SECRET_KEY='" + "Ab3dE6gH9jK2" * 3 + "'",
+    '"API_KEY=' + "0c2d9e3a" * 4 + '"',
+    "GITHUB_TOKEN=" + "gh" + "p_" + "a1B2c3" * 6,
 ]
 # Whole texts for the rules that match only a text that is just the header value.
 WHOLE = ["Bearer abcdefghijklmnop", " \tbasic dXNlcjpwYXNz\n", "\u3000BEARER abcdefghijkl"]
@@ -93,6 +102,8 @@ PIECES = [
     *("hooks.slack.com/triggers/T", "hooks.slack.com\\/triggers\\/T", "k", "hooks"),
     *("_gitlab_session=", "_gitlab_session", "0c2d9e3a" * 4, "x", "f"),
     *("secret", "access", "key", "Secret", "ACCESS", "Key", "_", "secretaccesskey", "c", "E"),
+    *("xapp-", "pypi-AgE", "SG.", "G", "AccountKey=", "SharedAccessKey=", "PASSWORD=", "TOKEN"),
+    *("SECRET_KEY=", "API_KEY='", 'APIKEY="', "PASSWD", "...", "xxxx", "your", "${A}@", "$"),
 ]
 FILLER = st.one_of(st.text(max_size=30), st.lists(st.sampled_from(PIECES), max_size=8).map("".join))
 
@@ -335,7 +346,7 @@ def test_a_scanner_with_extra_patterns_asks_its_stage_about_every_text() -> None
 
 def test_a_rule_whose_match_holds_another_rules_gate_goes_behind_it() -> None:
     """The header name and a URL password cost a text without ``:`` and ``=`` no pass."""
-    assert SCANNER._prefilter._gates == ("B", ":", "=", "-", "A", "_", "k", "J")
+    assert SCANNER._prefilter._gates == ("B", ":", "=", "-", "A", "_", "k", "G", "J")
     asked: list[str] = []
 
     class Recording(str):
