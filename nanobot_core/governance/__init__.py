@@ -11,6 +11,7 @@ from nanobot_core.governance.anthropic import (
     MessagesRequest,
     to_messages_api,
 )
+from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.governance.governor import (
     GovernanceReport,
     GovernanceResult,
@@ -45,6 +46,7 @@ __all__ = [
     "EstimateCounter",
     "GovernanceReport",
     "GovernanceResult",
+    "GovernanceState",
     "Governor",
     "MessagesRequest",
     "Placement",
@@ -59,6 +61,7 @@ __all__ = [
     "builtin_stages",
     "count_request",
     "default_store",
+    "latest_state",
     "nesting_fault",
     "order_stages",
     "place_stages",

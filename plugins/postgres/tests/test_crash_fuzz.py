@@ -50,16 +50,26 @@ from typing import Any
 import attrs
 import psycopg
 import pytest
-from nanobot_core import PluginManager, load_config
-from nanobot_core.cli import EXIT_INTERRUPTED
-from nanobot_core.governance.continuity import GovernanceState, latest_state
+from nanobot_core import GovernanceState, PluginManager, latest_state, load_config
 from nanobot_core.governance.invariants import check_invariants
-from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX, offloaded_path
 from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
 
 from nanobot_postgres.results import reference_hash
 from nanobot_postgres.store import PostgresSessionStore
 from nanobot_postgres.testserver import TemporaryPostgres
+
+#: The exit code of a run stopped by Ctrl-C (docs/headless.md, "Exit codes").
+EXIT_INTERRUPTED = 130
+#: How an offload notice begins, and where it names the file (docs/governance.md).
+OFFLOAD_PREFIX = "[Tool result saved to a file"
+_OFFLOADED_PATH = re.compile(r'read_file\(path="([^"\n]+)"\)')
+
+
+def offloaded_path(text: str) -> str | None:
+    """The path an offload notice names, or None when `text` is not one."""
+    found = _OFFLOADED_PATH.search(text) if text.startswith(OFFLOAD_PREFIX) else None
+    return found.group(1) if found else None
+
 
 #: The seed of the schedule, the turns' scripts and the moments.
 SEED = 20_261_208
