@@ -16,6 +16,7 @@ import heapq
 import io
 import os
 import re
+import signal
 import stat
 import subprocess
 import sys
@@ -642,7 +643,7 @@ class GrepTool(WorkspaceTool):
                     _timed_out(quoted(pattern), self.search_timeout, looked, searched, last)
                 )
         if done.returncode != 0:
-            return ToolResult.error(f"the search failed: {done.stderr.strip()[-500:]}")
+            return ToolResult.error(f"the search failed: {_child_failure(done)}")
         answer = loads(done.stdout).value
         return ToolResult(answer["text"], is_error=answer["error"])
 
@@ -1028,6 +1029,25 @@ spec.loader.exec_module(module)
 from nanobot_core.tools.builtin import _search_in_child
 _search_in_child()
 """
+
+
+def _child_failure(done: subprocess.CompletedProcess[str]) -> str:
+    """Why the grep child failed, for the model: its error's last line, or the signal.
+
+    Not the whole of its stderr: a traceback's lines name where the package is
+    installed, which is the host's layout (as the workspace's place is), and the
+    model can act on the error alone.
+    """
+    if done.returncode < 0:
+        try:
+            name = f" ({signal.Signals(-done.returncode).name})"
+        except ValueError:
+            name = ""
+        return f"the search process was killed by signal {-done.returncode}{name}"
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    if not lines:
+        return f"the search process ended with exit code {done.returncode}"
+    return clip(lines[-1].strip(), 300)
 
 
 def _read_progress(progress: IO[bytes]) -> tuple[int, int, str]:

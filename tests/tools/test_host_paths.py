@@ -119,3 +119,31 @@ def test_no_answer_to_any_name_says_where_the_workspace_is(name: str, index: int
         for path in (name, f"src/{name}", f"{name}/x", long, f"src/{long}"):
             result = _called(tool(root), path=path, **arguments)()
             assert str(root) not in result
+
+
+@pytest.mark.parametrize(
+    ("child", "said"),
+    [
+        (
+            "import json\ndef fail():\n    raise RuntimeError('out of memory')\nfail()\n",
+            "the search failed: RuntimeError: out of memory",
+        ),
+        (
+            "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+            "the search failed: the search process was killed by signal 9 (SIGKILL)",
+        ),
+        ("import sys\nsys.exit(3)\n", "the search process ended with exit code 3"),
+    ],
+)
+def test_a_failed_grep_child_is_named_by_its_error_not_its_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, child: str, said: str
+) -> None:
+    """The model hears the child's error or signal, never a traceback naming host paths."""
+    from nanobot_core.tools import builtin
+
+    (tmp_path / "a.txt").write_text("hit\n", encoding="utf-8")
+    monkeypatch.setattr(builtin, "_CHILD_CODE", child)
+    result = run(builtin.GrepTool(tmp_path).execute(pattern="hit"))
+    assert result.is_error
+    assert said in str(result)
+    assert "Traceback" not in str(result) and 'File "' not in str(result)
