@@ -50,6 +50,7 @@ __all__ = [
     "interrupt_on_sigint",
     "passes_through",
     "plugin_code",
+    "sigint_deferred",
     "stdout_failed",
 ]
 
@@ -247,6 +248,33 @@ def default_sigint() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, _on_sigint)
+
+
+@contextmanager
+def sigint_deferred() -> Iterator[list[bool]]:
+    """Inside the block a Ctrl-C is only noted; raised by the handler before it once it ends.
+
+    For cleanup that a ``KeyboardInterrupt`` would cut in two: raised in the
+    middle of closing an event loop's async generators, it fails the task that
+    was closing one (its traceback printed as "Task exception was never
+    retrieved") and leaves the rest unclosed. Off the main thread, where no
+    handler can be set, nothing changes.
+    """
+    pressed: list[bool] = []
+    if threading.current_thread() is not threading.main_thread():
+        yield pressed
+        return
+
+    def note(signum: int, frame: FrameType | None) -> None:
+        pressed.append(True)
+
+    previous = signal.signal(signal.SIGINT, note)
+    try:
+        yield pressed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if pressed:
+        signal.raise_signal(signal.SIGINT)  # to the handler in place: as if pressed now
 
 
 def _is_ctrl_c(exc: BaseException) -> bool:

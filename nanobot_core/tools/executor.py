@@ -46,6 +46,7 @@ from nanobot_core._containment import (
     default_sigint,
     describe,
     plugin_code,
+    sigint_deferred,
 )
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.context import ToolCallEvent
@@ -557,7 +558,8 @@ def run_calls(main: Coroutine[Any, Any, T]) -> T:
     ``run_in_executor(None, ...)``) is a `WorkerThreads`, whose daemon threads
     get `STOP_GRACE` seconds too and are then left running, named in a
     warning, instead of being joined forever at loop shutdown and at exit.
-    Ctrl-C behaves as under ``asyncio.run``.
+    Ctrl-C behaves as under ``asyncio.run``, but one pressed while the loop closes is
+    raised once it is closed (`sigint_deferred`).
 
     Raises RuntimeError, with `main` closed and nothing else touched, when an
     event loop is already running in this thread (a notebook, an async host):
@@ -579,14 +581,18 @@ def run_calls(main: Coroutine[Any, Any, T]) -> T:
             return runner.run(main)
     finally:
         stuck: list[asyncio.Task[Any]] = []
-        try:
-            stuck = _end_leftovers(loop)
-            loop.run_until_complete(loop.shutdown_asyncgens())
-            _end_worker_threads(workers)
-        finally:
-            asyncio.set_event_loop(None)
-            loop.close()
-            _leave_unfinished(loop, stuck)
+        # A Ctrl-C here is raised once the loop is closed: in the middle, it would fail
+        # the task closing an async generator (a provider's kept connection), with a
+        # traceback, and leave the others open.
+        with sigint_deferred():
+            try:
+                stuck = _end_leftovers(loop)
+                loop.run_until_complete(loop.shutdown_asyncgens())
+                _end_worker_threads(workers)
+            finally:
+                asyncio.set_event_loop(None)
+                loop.close()
+                _leave_unfinished(loop, stuck)
 
 
 def _loop_running() -> bool:

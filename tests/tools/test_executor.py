@@ -1448,3 +1448,35 @@ def test_any_bytes_are_their_text_or_refused_at_the_first_byte_that_is_not_utf8(
     else:
         assert result == text
         assert result.is_error is text.startswith("Error")
+
+
+def test_a_ctrl_c_while_the_loop_closes_is_raised_once_it_is_closed(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Ctrl-C while an async generator is closed lets it close, then interrupts, no traceback."""
+    import os
+    import signal
+
+    from nanobot_core.tools.executor import run_calls
+
+    closed: list[bool] = []
+    kept: list[Any] = []
+
+    async def connection() -> Any:
+        try:
+            yield 1
+        finally:
+            os.kill(os.getpid(), signal.SIGINT)  # pressed while it closes
+            await asyncio.sleep(0)
+            await asyncio.sleep(0)
+            closed.append(True)
+
+    async def turn() -> str:
+        kept.append(connection())
+        await kept[-1].__anext__()  # left open: the loop's shutdown closes it
+        return "done"
+
+    with pytest.raises(KeyboardInterrupt):
+        run_calls(turn())
+    assert closed == [True]
+    assert "Task exception was never retrieved" not in capfd.readouterr().err
