@@ -131,8 +131,10 @@ def check_request(headers: dict[str, str], body: Any) -> list[str]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return [*problems, "messages missing or empty"]
-    pending: set[str] = set()
-    seen_uses: set[str] = set()
+    # Ids as the JSON gave them (a missing or non-string one is a problem noted above, and
+    # still has to be answered by the same value).
+    pending: set[object] = set()
+    seen_uses: set[object] = set()
     for index, message in enumerate(messages):
         where = f"messages.{index}"
         if set(message) != {"role", "content"}:
@@ -149,7 +151,7 @@ def check_request(headers: dict[str, str], body: Any) -> list[str]:
             continue
         allowed = _USER_BLOCKS if role == "user" else _ASSISTANT_BLOCKS
         results_done = False
-        answered: set[str] = set()
+        answered: set[object] = set()
         for number, block in enumerate(content):
             at = f"{where}.content.{number}"
             kind = block.get("type") if isinstance(block, dict) else None
@@ -192,7 +194,9 @@ def check_request(headers: dict[str, str], body: Any) -> list[str]:
                 results_done = True
         if role == "user":
             if pending - answered:
-                problems.append(f"{where}: tool_use ids {sorted(pending - answered)} not answered")
+                problems.append(
+                    f"{where}: tool_use ids {sorted(pending - answered, key=repr)} not answered"
+                )
             pending = set()
         else:
             pending = {
