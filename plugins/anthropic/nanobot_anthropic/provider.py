@@ -10,6 +10,11 @@ spend limit (``enforced_spend_limit_reached``, which no wait lifts), is a
 ProviderError quoting Anthropic's own message. So is the reading of the reply
 (:func:`nanobot_core.providers.post_request`): one larger than
 ``provider.max_reply_bytes`` is refused, not retried.
+
+A reply that stopped at ``pause_turn`` (the API paused a server tool's long
+turn) is sent back as it was, as the assistant's turn of the same request, for
+the model to continue it: up to `MAX_CONTINUATIONS` times, then a
+ProviderError, never the paused part taken for the answer.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from nanobot_core.providers import (
 )
 
 from nanobot_anthropic.caching import place_breakpoints
-from nanobot_anthropic.reply import parse_reply
+from nanobot_anthropic.reply import parse_reply, parse_usage
 
 if TYPE_CHECKING:
     import httpx
@@ -55,6 +60,7 @@ __all__ = [
     "API_VERSION",
     "DEFAULT_BASE_URL",
     "DEFAULT_MODEL",
+    "MAX_CONTINUATIONS",
     "AnthropicProvider",
     "resolve_key",
 ]
@@ -66,6 +72,12 @@ DEFAULT_MAX_TOKENS = 8192
 # The 1-hour cache TTL was introduced behind this flag; servers that have made it
 # general accept the flag still.
 EXTENDED_TTL_BETA = "extended-cache-ttl-2025-04-11"
+#: How many times one call sends a paused turn (``stop_reason: "pause_turn"``) back to be
+#: continued. Each continuation is a request billed in full; a server tool's loop pauses
+#: after some ten steps of its own, so this bounds a call at some sixty of them.
+MAX_CONTINUATIONS = 5
+#: The stop reason of a turn the API paused: the reply is to be sent back as it is.
+_PAUSED = "pause_turn"
 
 _CORE_DEFAULTS = ProviderConfig()
 #: The settings sent in every request whose range the Messages API documents, as (lowest,
@@ -143,6 +155,12 @@ def _spend_limit_reached(response: httpx.Response) -> bool:
     error = data.get("error") if isinstance(data, dict) else None
     details = error.get("details") if isinstance(error, dict) else None
     return isinstance(details, dict) and details.get("error_code") == _SPEND_LIMIT_CODE
+
+
+def _has_calls(content: Sequence[Any]) -> bool:
+    """Whether a reply's content holds a call for the client to run (a ``tool_use``): a paused
+    turn sent back with one unanswered would be refused, so the runner runs it instead."""
+    return any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
 
 
 def _plugin() -> str:
@@ -235,6 +253,7 @@ class AnthropicProvider:
         self.temperature = config.temperature
         self.cache = config.cache
         self.policy = RetryPolicy(config.max_retries, config.backoff_base, config.retry_after_cap)
+        self.max_continuations = MAX_CONTINUATIONS
         self._progress = progress
         self._transport = transport
         self._clients = KeptClients(timeout=self.timeout, transport=transport)
@@ -334,17 +353,51 @@ class AnthropicProvider:
         *,
         prefix: int | None = None,
     ) -> ProviderReply:
-        """Send one request, retrying what is worth retrying; return the reply, core-shaped."""
+        """Send one request, retrying what is worth retrying; return the reply, core-shaped.
+
+        A reply that stopped at ``pause_turn`` is sent back as the assistant's turn of the
+        same request, as Anthropic documents, until one does not (at most
+        `max_continuations` times; then a ProviderError): the reply returned holds the
+        whole turn, its usage that of every request.
+        """
         body = self.request_body(messages, tools, prefix=prefix)
         try:
             payload = request_content(body)  # strict UTF-8 JSON, as every provider sends
         except ValueError:  # the core's JSONLimitError: nested deeper than it walks
             _refuse_unsendable(messages, tools)
             raise
-        headers = self.headers()
-        salt = str(len(messages))
+        data = await self._send(payload)
+        usage = parse_usage(data.get("usage"))
+        paused: list[Any] = []  # the content of the turn so far, as the server sent it
+        pauses = 0
+        while data.get("stop_reason") == _PAUSED and not _has_calls(data["content"]):
+            pauses += 1
+            if pauses > self.max_continuations:
+                raise ProviderError(
+                    f"{self.display_url} paused the model's turn {pauses} times in a row "
+                    f"(stop_reason {_PAUSED!r}: a server tool's long turn); {_plugin()} sends "
+                    f"a paused turn back to be continued {self.max_continuations} times at "
+                    "most, so this turn ends without its answer"
+                )
+            paused += data["content"]
+            # The same request (tools, system, marks) with the paused turn after it: what
+            # was encoded once already, and what the core decoded from JSON within its limits.
+            turn = {"role": "assistant", "content": paused}
+            data = await self._send(
+                request_content({**body, "messages": [*body["messages"], turn]})
+            )
+            usage += parse_usage(data.get("usage"))
+        if paused:
+            data = {**data, "content": [*paused, *data["content"]]}
+        reply = parse_reply(data, salt=str(len(messages)))
+        return attrs.evolve(reply, usage=usage)
 
-        async def attempt() -> ProviderReply:
+    async def _send(self, payload: bytes) -> dict[str, Any]:
+        """POST one encoded body, retrying what is worth retrying; the reply's JSON object,
+        checked to be a Messages API response."""
+        headers = self.headers()
+
+        async def attempt() -> dict[str, Any]:
             response = await post_request(
                 await self._clients.get(),  # for each attempt: one closed meanwhile is replaced
                 self.endpoint,
@@ -355,7 +408,7 @@ class AnthropicProvider:
                 secret=self._api_key,
             )
             if 200 <= response.status_code < 300:
-                return self._parse(response, salt)
+                return self._reply_data(response)
             failure = failure_for_status(response, self.display_url, self._api_key)
             if isinstance(failure, Retryable) and _spend_limit_reached(response):
                 raise ProviderError(
@@ -376,7 +429,7 @@ class AnthropicProvider:
         """Close the connections kept on the running event loop; the next call connects again."""
         await self._clients.aclose()
 
-    def _parse(self, response: httpx.Response, salt: str) -> ProviderReply:
+    def _reply_data(self, response: httpx.Response) -> dict[str, Any]:
         data = reply_json(response, self.display_url, self._api_key)
         if not isinstance(data, dict):
             raise ProviderError(f"{self.display_url} sent a reply that is not a JSON object")
@@ -392,4 +445,4 @@ class AnthropicProvider:
                 f"{self.display_url} sent a 200 reply that is not a Messages API response "
                 f"(no 'content' list): {mask_secret(describe_body(data), self._api_key)}"
             )
-        return parse_reply(data, salt=salt)
+        return data
