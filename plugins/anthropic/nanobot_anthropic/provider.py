@@ -90,6 +90,20 @@ _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]+")
 #: The ``error.details.error_code`` of a 429 that says the organisation's spend limit is
 #: reached: no wait lifts it before the next month, so it is not retried.
 _SPEND_LIMIT_CODE = "enforced_spend_limit_reached"
+#: The request fields Anthropic's error message names first when it refuses their value
+#: (``max_tokens: 100000 > 64000, which is the maximum ...``, a 404's ``model: gpt-4o``) that
+#: a setting gives: its config key, and how to set it (said when the default was sent).
+_SETTINGS: dict[str, tuple[str, str]] = {
+    "model": ("provider.model", "--model, NANOBOT_MODEL or provider.model sets it"),
+    "max_tokens": (
+        "provider.max_tokens",
+        "provider.max_tokens or NANOBOT_PROVIDER__MAX_TOKENS sets it",
+    ),
+    "temperature": (
+        "provider.temperature",
+        "provider.temperature or NANOBOT_PROVIDER__TEMPERATURE sets it",
+    ),
+}
 #: How a user sets what `check_endpoint` refuses, as its errors say.
 _BASE_URL_HINT = (
     "set --base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL, e.g. https://api.anthropic.com"
@@ -146,15 +160,29 @@ def _check_tool_names(tools: Sequence[Mapping[str, Any]]) -> None:
         )
 
 
-def _spend_limit_reached(response: httpx.Response) -> bool:
-    """Whether an error reply is the 429 of a reached spend limit (a rate limit's is not)."""
+def _error_object(response: httpx.Response) -> dict[str, Any]:
+    """The ``error`` object of an error reply in Anthropic's shape (empty when there is none)."""
     try:
         data = json.loads(response.content)
     except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError)
-        return False
+        return {}
     error = data.get("error") if isinstance(data, dict) else None
-    details = error.get("details") if isinstance(error, dict) else None
+    return error if isinstance(error, dict) else {}
+
+
+def _spend_limit_reached(response: httpx.Response) -> bool:
+    """Whether an error reply is the 429 of a reached spend limit (a rate limit's is not)."""
+    details = _error_object(response).get("details")
     return isinstance(details, dict) and details.get("error_code") == _SPEND_LIMIT_CODE
+
+
+def _refused_field(response: httpx.Response) -> str | None:
+    """The field of `_SETTINGS` an error reply's message is about (``max_tokens: ...``)."""
+    message = _error_object(response).get("message")
+    if not isinstance(message, str) or ":" not in message:
+        return None
+    field = message.partition(":")[0].strip()
+    return field if field in _SETTINGS else None
 
 
 def _has_calls(content: Sequence[Any]) -> bool:
@@ -254,10 +282,24 @@ class AnthropicProvider:
         self.cache = config.cache
         self.policy = RetryPolicy(config.max_retries, config.backoff_base, config.retry_after_cap)
         self.max_continuations = MAX_CONTINUATIONS
+        self._settings = {field: self._setting(config, field) for field in _SETTINGS}
         self._progress = progress
         self._transport = transport
         self._clients = KeptClients(timeout=self.timeout, transport=transport)
         self.last_marks: list[str] = []
+
+    def _setting(self, config: ProviderConfig, field: str) -> str:
+        """What an error about request field `field` says of the setting that gave it: where
+        it was set, its key and value (``nanobot.toml: provider.max_tokens = 100000``)."""
+        key, how = _SETTINGS[field]
+        value = getattr(self, field)
+        said = f"{key} = {quoted(value) if isinstance(value, str) else value}"
+        # The core's defaults are OpenAI's: for these, the provider sends its own instead.
+        if (field == "model" and config.model == _CORE_DEFAULTS.model) or (
+            field == "max_tokens" and not config.max_tokens
+        ):
+            return f"{said}, the default: {how}"
+        return f"{source_prefix(config=config, keys=[key])}{said}"
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(base_url={self.display_url!r}, model={self.model!r})"
@@ -415,6 +457,10 @@ class AnthropicProvider:
                     f"{self.display_url} refused the request: {failure.reason} "
                     f"[{_SPEND_LIMIT_CODE}: the spend limit is reached, no retry lifts it]"
                 )
+            field = _refused_field(response) if isinstance(failure, ProviderError) else None
+            if field is not None:  # the server names the field, never where its value came from
+                setting = mask_secret(self._settings[field], self._api_key)
+                raise ProviderError(f"{failure} [{setting}]")
             raise failure
 
         return await send_with_retries(
