@@ -10,6 +10,11 @@ spend limit (``enforced_spend_limit_reached``, which no wait lifts), is a
 ProviderError quoting Anthropic's own message. So is the reading of the reply
 (:func:`nanobot_core.providers.post_request`): one larger than
 ``provider.max_reply_bytes`` is refused, not retried.
+
+A reply that stopped at ``pause_turn`` (the API paused a server tool's long
+turn) is sent back as it was, as the assistant's turn of the same request, for
+the model to continue it: up to `MAX_CONTINUATIONS` times, then a
+ProviderError, never the paused part taken for the answer.
 """
 
 from __future__ import annotations
@@ -46,7 +51,7 @@ from nanobot_core.providers import (
 )
 
 from nanobot_anthropic.caching import place_breakpoints
-from nanobot_anthropic.reply import parse_reply
+from nanobot_anthropic.reply import parse_reply, parse_usage
 
 if TYPE_CHECKING:
     import httpx
@@ -55,6 +60,7 @@ __all__ = [
     "API_VERSION",
     "DEFAULT_BASE_URL",
     "DEFAULT_MODEL",
+    "MAX_CONTINUATIONS",
     "AnthropicProvider",
     "resolve_key",
 ]
@@ -66,6 +72,12 @@ DEFAULT_MAX_TOKENS = 8192
 # The 1-hour cache TTL was introduced behind this flag; servers that have made it
 # general accept the flag still.
 EXTENDED_TTL_BETA = "extended-cache-ttl-2025-04-11"
+#: How many times one call sends a paused turn (``stop_reason: "pause_turn"``) back to be
+#: continued. Each continuation is a request billed in full; a server tool's loop pauses
+#: after some ten steps of its own, so this bounds a call at some sixty of them.
+MAX_CONTINUATIONS = 5
+#: The stop reason of a turn the API paused: the reply is to be sent back as it is.
+_PAUSED = "pause_turn"
 
 _CORE_DEFAULTS = ProviderConfig()
 #: The settings sent in every request whose range the Messages API documents, as (lowest,
@@ -78,6 +90,20 @@ _TOOL_NAME = re.compile(r"[a-zA-Z0-9_-]+")
 #: The ``error.details.error_code`` of a 429 that says the organisation's spend limit is
 #: reached: no wait lifts it before the next month, so it is not retried.
 _SPEND_LIMIT_CODE = "enforced_spend_limit_reached"
+#: The request fields Anthropic's error message names first when it refuses their value
+#: (``max_tokens: 100000 > 64000, which is the maximum ...``, a 404's ``model: gpt-4o``) that
+#: a setting gives: its config key, and how to set it (said when the default was sent).
+_SETTINGS: dict[str, tuple[str, str]] = {
+    "model": ("provider.model", "--model, NANOBOT_MODEL or provider.model sets it"),
+    "max_tokens": (
+        "provider.max_tokens",
+        "provider.max_tokens or NANOBOT_PROVIDER__MAX_TOKENS sets it",
+    ),
+    "temperature": (
+        "provider.temperature",
+        "provider.temperature or NANOBOT_PROVIDER__TEMPERATURE sets it",
+    ),
+}
 #: How a user sets what `check_endpoint` refuses, as its errors say.
 _BASE_URL_HINT = (
     "set --base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL, e.g. https://api.anthropic.com"
@@ -134,15 +160,35 @@ def _check_tool_names(tools: Sequence[Mapping[str, Any]]) -> None:
         )
 
 
-def _spend_limit_reached(response: httpx.Response) -> bool:
-    """Whether an error reply is the 429 of a reached spend limit (a rate limit's is not)."""
+def _error_object(response: httpx.Response) -> dict[str, Any]:
+    """The ``error`` object of an error reply in Anthropic's shape (empty when there is none)."""
     try:
         data = json.loads(response.content)
     except (ValueError, RecursionError):  # not JSON (UnicodeDecodeError is a ValueError)
-        return False
+        return {}
     error = data.get("error") if isinstance(data, dict) else None
-    details = error.get("details") if isinstance(error, dict) else None
+    return error if isinstance(error, dict) else {}
+
+
+def _spend_limit_reached(response: httpx.Response) -> bool:
+    """Whether an error reply is the 429 of a reached spend limit (a rate limit's is not)."""
+    details = _error_object(response).get("details")
     return isinstance(details, dict) and details.get("error_code") == _SPEND_LIMIT_CODE
+
+
+def _refused_field(response: httpx.Response) -> str | None:
+    """The field of `_SETTINGS` an error reply's message is about (``max_tokens: ...``)."""
+    message = _error_object(response).get("message")
+    if not isinstance(message, str) or ":" not in message:
+        return None
+    field = message.partition(":")[0].strip()
+    return field if field in _SETTINGS else None
+
+
+def _has_calls(content: Sequence[Any]) -> bool:
+    """Whether a reply's content holds a call for the client to run (a ``tool_use``): a paused
+    turn sent back with one unanswered would be refused, so the runner runs it instead."""
+    return any(isinstance(b, dict) and b.get("type") == "tool_use" for b in content)
 
 
 def _plugin() -> str:
@@ -235,10 +281,25 @@ class AnthropicProvider:
         self.temperature = config.temperature
         self.cache = config.cache
         self.policy = RetryPolicy(config.max_retries, config.backoff_base, config.retry_after_cap)
+        self.max_continuations = MAX_CONTINUATIONS
+        self._settings = {field: self._setting(config, field) for field in _SETTINGS}
         self._progress = progress
         self._transport = transport
         self._clients = KeptClients(timeout=self.timeout, transport=transport)
         self.last_marks: list[str] = []
+
+    def _setting(self, config: ProviderConfig, field: str) -> str:
+        """What an error about request field `field` says of the setting that gave it: where
+        it was set, its key and value (``nanobot.toml: provider.max_tokens = 100000``)."""
+        key, how = _SETTINGS[field]
+        value = getattr(self, field)
+        said = f"{key} = {quoted(value) if isinstance(value, str) else value}"
+        # The core's defaults are OpenAI's: for these, the provider sends its own instead.
+        if (field == "model" and config.model == _CORE_DEFAULTS.model) or (
+            field == "max_tokens" and not config.max_tokens
+        ):
+            return f"{said}, the default: {how}"
+        return f"{source_prefix(config=config, keys=[key])}{said}"
 
     def __repr__(self) -> str:
         return f"AnthropicProvider(base_url={self.display_url!r}, model={self.model!r})"
@@ -334,17 +395,51 @@ class AnthropicProvider:
         *,
         prefix: int | None = None,
     ) -> ProviderReply:
-        """Send one request, retrying what is worth retrying; return the reply, core-shaped."""
+        """Send one request, retrying what is worth retrying; return the reply, core-shaped.
+
+        A reply that stopped at ``pause_turn`` is sent back as the assistant's turn of the
+        same request, as Anthropic documents, until one does not (at most
+        `max_continuations` times; then a ProviderError): the reply returned holds the
+        whole turn, its usage that of every request.
+        """
         body = self.request_body(messages, tools, prefix=prefix)
         try:
             payload = request_content(body)  # strict UTF-8 JSON, as every provider sends
         except ValueError:  # the core's JSONLimitError: nested deeper than it walks
             _refuse_unsendable(messages, tools)
             raise
-        headers = self.headers()
-        salt = str(len(messages))
+        data = await self._send(payload)
+        usage = parse_usage(data.get("usage"))
+        paused: list[Any] = []  # the content of the turn so far, as the server sent it
+        pauses = 0
+        while data.get("stop_reason") == _PAUSED and not _has_calls(data["content"]):
+            pauses += 1
+            if pauses > self.max_continuations:
+                raise ProviderError(
+                    f"{self.display_url} paused the model's turn {pauses} times in a row "
+                    f"(stop_reason {_PAUSED!r}: a server tool's long turn); {_plugin()} sends "
+                    f"a paused turn back to be continued {self.max_continuations} times at "
+                    "most, so this turn ends without its answer"
+                )
+            paused += data["content"]
+            # The same request (tools, system, marks) with the paused turn after it: what
+            # was encoded once already, and what the core decoded from JSON within its limits.
+            turn = {"role": "assistant", "content": paused}
+            data = await self._send(
+                request_content({**body, "messages": [*body["messages"], turn]})
+            )
+            usage += parse_usage(data.get("usage"))
+        if paused:
+            data = {**data, "content": [*paused, *data["content"]]}
+        reply = parse_reply(data, salt=str(len(messages)))
+        return attrs.evolve(reply, usage=usage)
 
-        async def attempt() -> ProviderReply:
+    async def _send(self, payload: bytes) -> dict[str, Any]:
+        """POST one encoded body, retrying what is worth retrying; the reply's JSON object,
+        checked to be a Messages API response."""
+        headers = self.headers()
+
+        async def attempt() -> dict[str, Any]:
             response = await post_request(
                 await self._clients.get(),  # for each attempt: one closed meanwhile is replaced
                 self.endpoint,
@@ -355,13 +450,17 @@ class AnthropicProvider:
                 secret=self._api_key,
             )
             if 200 <= response.status_code < 300:
-                return self._parse(response, salt)
+                return self._reply_data(response)
             failure = failure_for_status(response, self.display_url, self._api_key)
             if isinstance(failure, Retryable) and _spend_limit_reached(response):
                 raise ProviderError(
                     f"{self.display_url} refused the request: {failure.reason} "
                     f"[{_SPEND_LIMIT_CODE}: the spend limit is reached, no retry lifts it]"
                 )
+            field = _refused_field(response) if isinstance(failure, ProviderError) else None
+            if field is not None:  # the server names the field, never where its value came from
+                setting = mask_secret(self._settings[field], self._api_key)
+                raise ProviderError(f"{failure} [{setting}]")
             raise failure
 
         return await send_with_retries(
@@ -376,7 +475,7 @@ class AnthropicProvider:
         """Close the connections kept on the running event loop; the next call connects again."""
         await self._clients.aclose()
 
-    def _parse(self, response: httpx.Response, salt: str) -> ProviderReply:
+    def _reply_data(self, response: httpx.Response) -> dict[str, Any]:
         data = reply_json(response, self.display_url, self._api_key)
         if not isinstance(data, dict):
             raise ProviderError(f"{self.display_url} sent a reply that is not a JSON object")
@@ -392,4 +491,4 @@ class AnthropicProvider:
                 f"{self.display_url} sent a 200 reply that is not a Messages API response "
                 f"(no 'content' list): {mask_secret(describe_body(data), self._api_key)}"
             )
-        return parse_reply(data, salt=salt)
+        return data

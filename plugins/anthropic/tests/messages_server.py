@@ -4,7 +4,9 @@ Each POST to ``/v1/messages`` is checked (headers, block shapes, alternation,
 tool_use/tool_result pairing, cache marks) and recorded; a request with any
 problem is answered 400 with Anthropic's error body listing them, so a test
 sees the provider's error. A clean request gets the next scripted reply;
-once the script is used up the server answers 500.
+once the script is used up the server answers 500. After a scripted reply
+that stopped at ``pause_turn`` the request may end with an assistant turn:
+the content of the paused replies in a row so far, exactly as they were sent.
 """
 
 from __future__ import annotations
@@ -96,8 +98,13 @@ def error_reply(
     return Reply(status, body, dict(headers or {}))
 
 
-def check_request(headers: dict[str, str], body: Any) -> list[str]:
-    """Every way the request breaks the Messages API's rules (empty when it is legal)."""
+def check_request(headers: dict[str, str], body: Any, *, paused: Sequence[Any] = ()) -> list[str]:
+    """Every way the request breaks the Messages API's rules (empty when it is legal).
+
+    `paused`: the content of the replies that stopped at ``pause_turn`` in a row, the last
+    one just before this request; the request may end with it as an assistant turn, the
+    paused turn sent back as it was for the model to continue.
+    """
     problems: list[str] = []
     if headers.get("x-api-key") != API_KEY:
         problems.append("x-api-key missing or wrong")
@@ -131,8 +138,10 @@ def check_request(headers: dict[str, str], body: Any) -> list[str]:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return [*problems, "messages missing or empty"]
-    pending: set[str] = set()
-    seen_uses: set[str] = set()
+    # Ids as the JSON gave them (a missing or non-string one is a problem noted above, and
+    # still has to be answered by the same value).
+    pending: set[object] = set()
+    seen_uses: set[object] = set()
     for index, message in enumerate(messages):
         where = f"messages.{index}"
         if set(message) != {"role", "content"}:
@@ -149,7 +158,7 @@ def check_request(headers: dict[str, str], body: Any) -> list[str]:
             continue
         allowed = _USER_BLOCKS if role == "user" else _ASSISTANT_BLOCKS
         results_done = False
-        answered: set[str] = set()
+        answered: set[object] = set()
         for number, block in enumerate(content):
             at = f"{where}.content.{number}"
             kind = block.get("type") if isinstance(block, dict) else None
@@ -192,7 +201,9 @@ def check_request(headers: dict[str, str], body: Any) -> list[str]:
                 results_done = True
         if role == "user":
             if pending - answered:
-                problems.append(f"{where}: tool_use ids {sorted(pending - answered)} not answered")
+                problems.append(
+                    f"{where}: tool_use ids {sorted(pending - answered, key=repr)} not answered"
+                )
             pending = set()
         else:
             pending = {
@@ -200,8 +211,14 @@ def check_request(headers: dict[str, str], body: Any) -> list[str]:
             }
     if pending:
         problems.append("the last assistant turn has unanswered tool_use blocks")
-    if messages[-1].get("role") != "user":
-        problems.append("the last message is not a user turn")
+    if messages[-1].get("role") != "user" and not (
+        paused and messages[-1].get("content") == list(paused)
+    ):
+        problems.append(
+            "the last message is not a user turn, nor the paused turn sent back as it was"
+            if paused
+            else "the last message is not a user turn"
+        )
     if marks > 4:
         problems.append(f"{marks} cache_control blocks (at most 4 allowed)")
     return problems
@@ -215,6 +232,8 @@ class MessagesServer:
         self._lock = threading.Lock()
         self.requests: list[Recorded] = []
         self._answered = 0
+        # The content of the scripted replies that stopped at pause_turn, in a row so far.
+        self._paused: list[Any] = []
         self._server = LoopbackServer(self._respond)
 
     @property
@@ -258,20 +277,25 @@ class MessagesServer:
         return LoopbackResponse(reply.status, reply.body, reply.headers, reply.pace, reply.chunks)
 
     def _answer(self, method: str, path: str, headers: dict[str, str], raw: bytes) -> Reply:
-        try:
-            body = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            body, problems = None, [f"body is not UTF-8 JSON: {exc}"]
-        else:
-            problems = check_request(headers, body)
-        if method != "POST" or path != PATH:
-            problems.append(f"{method} {path!r}, expected POST {PATH!r}")
         with self._lock:
+            try:
+                body = json.loads(raw.decode("utf-8"))
+            except (UnicodeDecodeError, ValueError) as exc:
+                body, problems = None, [f"body is not UTF-8 JSON: {exc}"]
+            else:
+                problems = check_request(headers, body, paused=self._paused)
+            if method != "POST" or path != PATH:
+                problems.append(f"{method} {path!r}, expected POST {PATH!r}")
             self.requests.append(Recorded(headers, body, raw, problems))
             if problems:
                 return error_reply(400, "invalid_request_error", "; ".join(problems))
             index = self._answered
             self._answered += 1
             if index < len(self._script):
-                return self._script[index]
+                reply = self._script[index]
+                answer = reply.body if isinstance(reply.body, dict) else {}
+                if reply.status == 200:  # an error leaves the turn as it was, for a retry
+                    paused = answer.get("stop_reason") == "pause_turn"
+                    self._paused = [*self._paused, *answer.get("content", ())] if paused else []
+                return reply
         return error_reply(500, "api_error", f"no scripted reply for request {index + 1}")

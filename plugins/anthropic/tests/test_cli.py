@@ -99,3 +99,24 @@ def test_a_call_the_output_limit_cut_is_answered_not_run(
     answer = server.requests[1].body["messages"][2]["content"][0]
     assert answer["tool_use_id"] == "toolu_1" and "was not run" in answer["content"]
     assert "output limit (finish_reason 'max_tokens')" in answer["content"]
+
+
+def test_a_paused_turn_is_continued_and_answered_as_one_call(
+    server: MessagesServer, tmp_path: Path
+) -> None:
+    """pause_turn: the paused turn goes back, the answer is the whole turn, one call's record."""
+    search = {"type": "server_tool_use", "id": "srvtoolu_1", "name": "web_search", "input": {}}
+    server.add(
+        message_reply([{"type": "text", "text": "Looking."}, search], "pause_turn"),
+        text_reply(" Monday."),
+    )
+    result = _run(server, tmp_path, "--json", "--session", "s1", "when did it ship?")
+    assert result.returncode == 0, result.stderr
+    assert [r.problems for r in server.requests] == [[], []]
+    turn = json.loads(result.stdout)
+    assert turn["answer"] == "Looking. Monday."
+    assert [c["finish_reason"] for c in turn["calls"]] == ["end_turn"]
+    assert turn["usage"]["prompt_tokens"] == 20
+    lines = (tmp_path / ".nanobot" / "sessions" / "s1.jsonl").read_text("utf-8").splitlines()
+    replies = [m for m in map(json.loads, lines) if m.get("role") == "assistant"]
+    assert [m["anthropic_blocks"] for m in replies] == [[search]]

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from conftest import config_for
+from conftest import config_for, retry_sink
 from messages_server import MessagesServer, text_reply
 from nanobot_core.providers import RetryNotice
 
@@ -23,8 +23,7 @@ MESSAGES = [{"role": "user", "content": "hi"}]
 def _provider(
     server: MessagesServer, notices: list[RetryNotice] | None = None
 ) -> AnthropicProvider:
-    sink = notices.append if notices is not None else None
-    return AnthropicProvider(config_for(server), progress=sink, environ={})
+    return AnthropicProvider(config_for(server), progress=retry_sink(notices), environ={})
 
 
 def _closed_soon(server: MessagesServer) -> bool:

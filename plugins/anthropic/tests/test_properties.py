@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Literal
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -99,7 +99,7 @@ def _anthropic_step(draw: st.DrawFn, number: int) -> list[dict[str, Any]]:
 @settings(max_examples=200, deadline=None)
 @given(st.data(), st.integers(0, 8), st.sampled_from(["5m", "1h"]))
 def test_marks_stored_anywhere_in_a_history_never_add_up_past_four(
-    data: st.DataObject, steps: int, ttl: str
+    data: st.DataObject, steps: int, ttl: Literal["5m", "1h"]
 ) -> None:
     """Whatever marks a stored Anthropic-shape history holds, a request carries at most four."""
     history: list[Any] = [
@@ -109,7 +109,7 @@ def test_marks_stored_anywhere_in_a_history_never_add_up_past_four(
     for number in range(steps):
         history += data.draw(_anthropic_step(number))
     provider = AnthropicProvider(
-        ProviderConfig(model="claude-sonnet-4-5", api_key="sk-test", cache=ttl),  # type: ignore[arg-type]
+        ProviderConfig(model="claude-sonnet-4-5", api_key="sk-test", cache=ttl),
         environ={},
     )
     body = provider.request_body(history, [])

@@ -15,7 +15,7 @@ from typing import Any
 
 import attrs
 import pytest
-from conftest import config_for
+from conftest import config_for, retry_sink
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from messages_server import (
@@ -54,8 +54,9 @@ LONG_SYSTEM = "You are a careful assistant. " * 400  # well over the 1024-token 
 def _provider(
     server: MessagesServer, notices: list[RetryNotice] | None = None, **changes: Any
 ) -> AnthropicProvider:
-    sink = notices.append if notices is not None else None
-    return AnthropicProvider(config_for(server, **changes), progress=sink, environ={})
+    return AnthropicProvider(
+        config_for(server, **changes), progress=retry_sink(notices), environ={}
+    )
 
 
 def _complete(
@@ -412,14 +413,14 @@ def _converting_the_cut_again(messages: Sequence[Any], *, prefix: int | None = N
 
 def _histories_to_cut() -> list[list[dict[str, Any]]]:
     """Histories whose cuts fall in every kind of place: runs of results, merged turns, ..."""
-    opening_with_the_assistant = [
+    opening_with_the_assistant: list[dict[str, Any]] = [
         {"role": "system", "content": LONG_SYSTEM},
         {"role": "assistant", "content": "where were we", "thinking_blocks": [THINKING]},
         {"role": "user", "content": "task " * 300},
         *_step(1, 3),
         {"role": "user", "content": "more"},
     ]
-    anthropic_blocks = [
+    anthropic_blocks: list[dict[str, Any]] = [
         {"role": "user", "content": "task " * 300},
         {
             "role": "assistant",
@@ -435,7 +436,7 @@ def _histories_to_cut() -> list[list[dict[str, Any]]]:
         *_step(2, 2),
         {"role": "user", "content": "go"},
     ]
-    steps = [
+    steps: list[dict[str, Any]] = [
         {"role": "system", "content": LONG_SYSTEM},
         {"role": "user", "content": "task"},
         *_step(1, 2),
@@ -859,7 +860,7 @@ def test_call_arguments_given_as_a_dict_are_sent_as_the_input(server: MessagesSe
     arguments = {"order": 7, "notes": ["rush", {"gift": True}]}
     function = {"name": "get_order", "arguments": arguments}
     call = {"id": "c1", "type": "function", "function": function}
-    history = [
+    history: list[dict[str, Any]] = [
         {"role": "user", "content": "where is 7?"},
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": "shipped"},
