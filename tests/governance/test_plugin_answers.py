@@ -14,7 +14,13 @@ from nanobot_core import hookimpl
 from nanobot_core.config import Config, GovernanceConfig, PluginsConfig
 from nanobot_core.governance import Governor, build_governor
 from nanobot_core.governance.invariants import check_invariants
-from nanobot_core.governance.tokens import CheckedCounter, estimate_tokens
+from nanobot_core.governance.tokens import (
+    MEMO_CHARS,
+    CheckedCounter,
+    MemoCounter,
+    TokenCounter,
+    estimate_tokens,
+)
 from nanobot_core.kernel.manager import PluginManager
 from tests.governance.builders import call, calls, result, turn, user
 
@@ -188,10 +194,19 @@ class _Words:
         return len(text.split()) + text.count("\n") + len(text) // 7
 
 
-@given(st.lists(st.text(alphabet="ab \n\u00e9\U0001f600", max_size=30), max_size=40))
-def test_a_remembered_count_is_the_count(texts: list[str]) -> None:
-    """Counting through the memo gives each text exactly what the counter alone gives it."""
-    remembered = CheckedCounter(_Words(), "plugin 'tok'")
+@given(
+    st.lists(st.text(alphabet="ab \n\u00e9\U0001f600", max_size=30), max_size=40),
+    st.sampled_from(["checked", "memo"]),
+    st.one_of(st.just(MEMO_CHARS), st.integers(min_value=0, max_value=400)),
+)
+def test_a_remembered_count_is_the_count(texts: list[str], wrapper: str, memo_chars: int) -> None:
+    """Counting through the memo (a plugin's checked counter or a memo of its own, large or
+    forgetting all the time) gives each text exactly what the counter alone gives it."""
+    remembered: TokenCounter
+    if wrapper == "checked":
+        remembered = CheckedCounter(_Words(), "plugin 'tok'", memo_chars=memo_chars)
+    else:
+        remembered = MemoCounter(_Words(), memo_chars=memo_chars)
     alone = _Words()
     assert [remembered.count_text(t) for t in texts] == [alone.count_text(t) for t in texts]
 
