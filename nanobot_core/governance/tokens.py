@@ -42,6 +42,7 @@ __all__ = [
     "count_tools",
     "is_default_counter",
     "keys_dirty",
+    "remembering",
     "scan_text",
     "utf8_length",
 ]
@@ -113,6 +114,7 @@ class MemoCounter:
     text, as `TokenCounter` says. The texts remembered add up to at most
     `memo_chars` characters (`MEMO_CHARS`); the least recently used go first.
 
+    A governor puts any counter but the estimate behind one (`remembering`).
     One may be shared by governors in several threads: the memo is changed
     under a lock, which is not held while `counter` counts, so two threads may
     count the same text at once (it is remembered once). A remembered count is
@@ -183,7 +185,8 @@ class CheckedCounter(MemoCounter):
     text must not wedge the session.
 
     A count the plugin gave is remembered, as by `MemoCounter`; a count it
-    failed on is not (the failure may not recur).
+    failed on is not (the failure may not recur), so a governor handed a
+    `CheckedCounter` puts no second memo in front of it.
     """
 
     owner: str
@@ -218,6 +221,16 @@ class CheckedCounter(MemoCounter):
                 text_chars=len(text),
             )
         return estimate_tokens(text)
+
+
+def remembering(counter: TokenCounter) -> TokenCounter:
+    """`counter` as a governor counts with it: behind a `MemoCounter` unless it is one already.
+
+    The built-in estimate is cheaper than a memo's lookup and is left as it is.
+    """
+    if type(counter) is EstimateCounter or isinstance(counter, MemoCounter):
+        return counter
+    return MemoCounter(counter)
 
 
 def _has_surrogate(text: str) -> bool:

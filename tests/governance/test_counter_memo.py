@@ -1,4 +1,4 @@
-"""A token counter's memo, shared by governors in several threads, stays whole."""
+"""A governor asks any counter but the estimate once per distinct text, from any thread."""
 
 from __future__ import annotations
 
@@ -7,11 +7,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
-from nanobot_core.governance import tokens
-from nanobot_core.governance.tokens import MemoCounter
+from nanobot_core.config import GovernanceConfig
+from nanobot_core.governance import EstimateCounter, build_governor, count_request, tokens
+from nanobot_core.governance.tokens import CheckedCounter, MemoCounter, remembering
+from tests.governance.builders import agent_session
 
 _ENTRY = 64  # what the memo charges a text beyond its characters
 
@@ -58,6 +61,41 @@ def _switching_often() -> Iterator[None]:
         yield
     finally:
         sys.setswitchinterval(before)
+
+
+def test_a_hand_built_governor_asks_its_counter_once_per_text(tmp_path: Path) -> None:
+    """A governor built with a counter of one's own counts each distinct text of a session once,
+    with the very totals the counter gives on its own."""
+    history = agent_session(60)
+    config = GovernanceConfig(
+        context_window=6_000, max_output=500, safety_margin=0, max_tool_result_chars=500
+    )
+    words = _Words()
+    governor = build_governor(config, tmp_path, counter=words)
+    users = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "user"]
+    acted = set()
+    for end in [*users[1:], len(history)]:
+        governed = governor.govern(history[:end], system="Be brief.")
+        alone = count_request("Be brief.", governed.messages, counter=_Words())
+        assert governed.tokens == alone
+        acted |= {entry.stage for entry in governed.report if entry.changed}
+    assert {"offload_results", "compact_results"} <= acted  # the notices are counted too
+    assert words.asked and len(words.asked) == len(set(words.asked))
+
+
+def test_a_counter_is_remembered_once_however_many_wrap_it() -> None:
+    """A governor keeps a memo it is handed (a plugin's checked counter among them) and the
+    estimate as they are, and puts anything else behind one memo of its own."""
+    checked = CheckedCounter(_Words(), "plugin 'tok'")
+    shared = MemoCounter(_Words())
+    estimate = EstimateCounter()
+    assert remembering(checked) is checked and remembering(shared) is shared
+    assert remembering(estimate) is estimate
+    assert build_governor(counter=checked).counter is checked
+    words = _Words()
+    wrapped = build_governor(counter=words).counter
+    assert type(wrapped) is MemoCounter and wrapped.counter is words
+    assert remembering(wrapped) is wrapped
 
 
 def test_a_text_counted_by_several_threads_at_once_is_remembered_once() -> None:
