@@ -15,7 +15,8 @@ again:
   replaced by ``null``, unless the caller keeps them (tool arguments keep
   them, so that validation refuses them by name),
 - a lone surrogate (``"\\ud800"``, a legal JSON escape that no UTF-8 text can
-  hold) is replaced by U+FFFD; escaped pairs stay the character they encode.
+  hold) is replaced by U+FFFD; escaped pairs stay the character they encode,
+  and a pair held as two code points (a Python str can) is joined into it.
 
 With ``written_numbers`` the numbers decode as `WrittenFloat` and `WrittenInt`:
 a float or int that keeps the text it was written as (``3.10``, ``1e2``,
@@ -55,11 +56,13 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "LONE_SURROGATES_REPLACED",
     "MAX_ARGUMENT_VALUES",
     "MAX_DEPTH",
     "MAX_ENCODED_DEPTH",
     "MAX_INT_DIGITS",
     "MAX_VALUES",
+    "SURROGATE_PAIRS_JOINED",
     "Decoded",
     "JSONBoundaryError",
     "JSONLimitError",
@@ -93,6 +96,11 @@ MAX_VALUES = 1_000_000
 #: The same limit for the arguments of a tool call, lower because validating and casting them
 #: costs more memory a value than decoding does.
 MAX_ARGUMENT_VALUES = 100_000
+
+#: What `Decoded.replaced` says when a string held a surrogate with no partner.
+LONE_SURROGATES_REPLACED = "lone surrogates replaced by U+FFFD"
+#: What it says when a string held a surrogate pair as two code points (a Python str can).
+SURROGATE_PAIRS_JOINED = "surrogate pairs joined into the characters they encode"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # An escaped surrogate in JSON text (an escaped pair decodes to one character; a lone one does not).
@@ -443,13 +451,17 @@ def _walk(value: Any, *, check_depth: bool, numbers: bool = False) -> tuple[Any,
     Iterative: a stack of (container, its copy, depth), so depth costs no recursion.
     """
     replaced: list[str] = []
-    seen = {"surrogate": False}
+    seen = {"lone": False, "pair": False}
 
     def leaf(item: Any) -> Any:
         if isinstance(item, str):
             fixed = without_lone_surrogates(item)
             if fixed is not item and fixed != item:
-                seen["surrogate"] = True
+                # A pair's two code points become one character; a lone one, one U+FFFD.
+                if len(fixed) < len(item):
+                    seen["pair"] = True
+                if fixed.count("\ufffd") > item.count("\ufffd"):
+                    seen["lone"] = True
             return fixed
         if isinstance(item, float):
             if numbers and not math.isfinite(item):
@@ -492,8 +504,10 @@ def _walk(value: Any, *, check_depth: bool, numbers: bool = False) -> tuple[Any,
                     target[key] = copied
                 else:
                     target.append(copied)
-    if seen["surrogate"]:
-        replaced.append("lone surrogates replaced by U+FFFD")
+    if seen["lone"]:
+        replaced.append(LONE_SURROGATES_REPLACED)
+    if seen["pair"]:
+        replaced.append(SURROGATE_PAIRS_JOINED)
     return out, replaced
 
 
