@@ -77,6 +77,7 @@ __all__ = [
     "past_encoded_depth",
     "plain_numbers",
     "sanitized",
+    "surrogates_fixed",
     "without_lone_surrogates",
 ]
 
@@ -160,6 +161,17 @@ def without_lone_surrogates(text: str) -> str:
     if text.isascii() or _SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def surrogates_fixed(text: str, fixed: str) -> tuple[bool, bool]:
+    """(pairs joined, lone halves replaced) in making `fixed` of `text` (`without_lone_surrogates`).
+
+    A pair's two code points become one character, so the text is shorter; a
+    half alone becomes one U+FFFD, so there are more of those.
+    """
+    if fixed is text:
+        return False, False
+    return len(fixed) < len(text), fixed.count("\ufffd") > text.count("\ufffd")
 
 
 def _nonfinite(
@@ -456,12 +468,10 @@ def _walk(value: Any, *, check_depth: bool, numbers: bool = False) -> tuple[Any,
     def leaf(item: Any) -> Any:
         if isinstance(item, str):
             fixed = without_lone_surrogates(item)
-            if fixed is not item and fixed != item:
-                # A pair's two code points become one character; a lone one, one U+FFFD.
-                if len(fixed) < len(item):
-                    seen["pair"] = True
-                if fixed.count("\ufffd") > item.count("\ufffd"):
-                    seen["lone"] = True
+            if fixed is not item:
+                joined, lone = surrogates_fixed(item, fixed)
+                seen["pair"] = seen["pair"] or joined
+                seen["lone"] = seen["lone"] or lone
             return fixed
         if isinstance(item, float):
             if numbers and not math.isfinite(item):
