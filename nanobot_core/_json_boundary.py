@@ -15,7 +15,8 @@ again:
   replaced by ``null``, unless the caller keeps them (tool arguments keep
   them, so that validation refuses them by name),
 - a lone surrogate (``"\\ud800"``, a legal JSON escape that no UTF-8 text can
-  hold) is replaced by U+FFFD; escaped pairs stay the character they encode.
+  hold) is replaced by U+FFFD; escaped pairs stay the character they encode,
+  and a pair held as two code points (a Python str can) is joined into it.
 
 With ``written_numbers`` the numbers decode as `WrittenFloat` and `WrittenInt`:
 a float or int that keeps the text it was written as (``3.10``, ``1e2``,
@@ -55,11 +56,13 @@ from typing import Any
 import attrs
 
 __all__ = [
+    "LONE_SURROGATES_REPLACED",
     "MAX_ARGUMENT_VALUES",
     "MAX_DEPTH",
     "MAX_ENCODED_DEPTH",
     "MAX_INT_DIGITS",
     "MAX_VALUES",
+    "SURROGATE_PAIRS_JOINED",
     "Decoded",
     "JSONBoundaryError",
     "JSONLimitError",
@@ -74,6 +77,7 @@ __all__ = [
     "past_encoded_depth",
     "plain_numbers",
     "sanitized",
+    "surrogates_fixed",
     "without_lone_surrogates",
 ]
 
@@ -93,6 +97,11 @@ MAX_VALUES = 1_000_000
 #: The same limit for the arguments of a tool call, lower because validating and casting them
 #: costs more memory a value than decoding does.
 MAX_ARGUMENT_VALUES = 100_000
+
+#: What `Decoded.replaced` says when a string held a surrogate with no partner.
+LONE_SURROGATES_REPLACED = "lone surrogates replaced by U+FFFD"
+#: What it says when a string held a surrogate pair as two code points (a Python str can).
+SURROGATE_PAIRS_JOINED = "surrogate pairs joined into the characters they encode"
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # An escaped surrogate in JSON text (an escaped pair decodes to one character; a lone one does not).
@@ -152,6 +161,17 @@ def without_lone_surrogates(text: str) -> str:
     if text.isascii() or _SURROGATE.search(text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+
+
+def surrogates_fixed(text: str, fixed: str) -> tuple[bool, bool]:
+    """(pairs joined, lone halves replaced) in making `fixed` of `text` (`without_lone_surrogates`).
+
+    A pair's two code points become one character, so the text is shorter; a
+    half alone becomes one U+FFFD, so there are more of those.
+    """
+    if fixed is text:
+        return False, False
+    return len(fixed) < len(text), fixed.count("\ufffd") > text.count("\ufffd")
 
 
 def _nonfinite(
@@ -443,13 +463,15 @@ def _walk(value: Any, *, check_depth: bool, numbers: bool = False) -> tuple[Any,
     Iterative: a stack of (container, its copy, depth), so depth costs no recursion.
     """
     replaced: list[str] = []
-    seen = {"surrogate": False}
+    seen = {"lone": False, "pair": False}
 
     def leaf(item: Any) -> Any:
         if isinstance(item, str):
             fixed = without_lone_surrogates(item)
-            if fixed is not item and fixed != item:
-                seen["surrogate"] = True
+            if fixed is not item:
+                joined, lone = surrogates_fixed(item, fixed)
+                seen["pair"] = seen["pair"] or joined
+                seen["lone"] = seen["lone"] or lone
             return fixed
         if isinstance(item, float):
             if numbers and not math.isfinite(item):
@@ -492,8 +514,10 @@ def _walk(value: Any, *, check_depth: bool, numbers: bool = False) -> tuple[Any,
                     target[key] = copied
                 else:
                     target.append(copied)
-    if seen["surrogate"]:
-        replaced.append("lone surrogates replaced by U+FFFD")
+    if seen["lone"]:
+        replaced.append(LONE_SURROGATES_REPLACED)
+    if seen["pair"]:
+        replaced.append(SURROGATE_PAIRS_JOINED)
     return out, replaced
 
 

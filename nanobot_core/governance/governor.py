@@ -98,6 +98,7 @@ from nanobot_core.governance.tokens import (
     count_system,
     count_tools,
     is_default_counter,
+    remembering,
 )
 
 __all__ = [
@@ -249,6 +250,10 @@ class Governor:
     stages do is left out before they run, or at the start of the budget
     phase (see `_CutPlan`); the messages are the same either way.
 
+    A `counter` other than the built-in estimate is asked once per distinct
+    text: the governor puts it behind a `MemoCounter` unless it is one already
+    (a plugin's, as `PluginManager.token_counter` hands it out, is).
+
     The ``config.stages`` table of every stage that declares its options is
     checked here, once (`Stage.check_options`): a `ConfigError` names the key,
     the stage and, from `origins` (stage name -> the plugin that contributed
@@ -281,7 +286,11 @@ class Governor:
         placement = place_stages(stages)
         self.config = config
         self.budget = Budget.from_config(config)
-        self.counter: TokenCounter = counter if counter is not None else EstimateCounter()
+        # Any counter but the estimate is asked once per distinct text: the session's calls
+        # count the same texts again and again (`remembering`).
+        self.counter: TokenCounter = (
+            remembering(counter) if counter is not None else EstimateCounter()
+        )
         self.workspace = Path(workspace) if workspace is not None else None
         if store is None and self.workspace is not None:
             store = default_store(self.workspace, config.store)

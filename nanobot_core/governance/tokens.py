@@ -13,6 +13,8 @@ from __future__ import annotations
 import json
 import operator
 import re
+import sys
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
@@ -31,6 +33,7 @@ __all__ = [
     "TOO_DEEP",
     "CheckedCounter",
     "EstimateCounter",
+    "MemoCounter",
     "TokenCounter",
     "count_message",
     "count_request",
@@ -39,19 +42,22 @@ __all__ = [
     "count_tools",
     "is_default_counter",
     "keys_dirty",
+    "remembering",
     "scan_text",
     "utf8_length",
 ]
 
 #: Tokens charged per message for its role, separators and keys.
 MESSAGE_OVERHEAD = 4
-#: How much a `CheckedCounter` remembers: the characters of the texts it keeps the counts
+#: How much a `MemoCounter` remembers: the characters of the texts it keeps the counts
 #: of, each text charged `_ENTRY_CHARS` more for its entry (at most about 16 MB).
 MEMO_CHARS = 1 << 22
 _ENTRY_CHARS = 64
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _log = get_logger(__name__)
+# Whether a GIL makes each call on a dict atomic: a free-threaded build (3.13t) may run without.
+_GIL: bool = getattr(sys, "_is_gil_enabled", lambda: True)()
 
 
 @runtime_checkable
@@ -99,7 +105,76 @@ DEFAULT_COUNTER = EstimateCounter()
 
 
 @attrs.define(eq=False)
-class CheckedCounter:
+class MemoCounter:
+    """`counter`, asked once per distinct text: each count it gave is remembered for the text.
+
+    Every call of a session hands the governor the texts it counted on the call
+    before (the history, its compacted and offloaded copies, the same notices),
+    and a real tokenizer costs per character. A counter is a function of the
+    text, as `TokenCounter` says. The texts remembered add up to at most
+    `memo_chars` characters (`MEMO_CHARS`); the least recently used go first.
+
+    A governor puts any counter but the estimate behind one (`remembering`).
+    One may be shared by governors in several threads: the memo is changed
+    under a lock, which is not held while `counter` counts, so two threads may
+    count the same text at once (it is remembered once). A remembered count is
+    read without it where there is a GIL (the hot path: most texts a session
+    counts are remembered), in two calls that are each atomic under it.
+    """
+
+    counter: TokenCounter
+    memo_chars: int = attrs.field(default=MEMO_CHARS, kw_only=True)
+    # text -> the counter's count of it, the least recently used first.
+    _memo: OrderedDict[str, int] = attrs.field(factory=OrderedDict, init=False, repr=False)
+    _memo_held: int = attrs.field(default=0, init=False, repr=False)  # charged against memo_chars
+    _lock: threading.Lock = attrs.field(factory=threading.Lock, init=False, repr=False)
+
+    def count_text(self, text: str) -> int:
+        """The counter's count of `text`, remembered from the last time it was asked."""
+        plain = type(text) is str  # a subclass may compare or hash as it likes: not remembered
+        if plain:
+            if _GIL:
+                known = self._memo.get(text)
+                if known is not None:
+                    # A `with suppress` costs more than the lookup it would guard.
+                    try:  # noqa: SIM105
+                        self._memo.move_to_end(text)
+                    except KeyError:  # forgotten by another thread meanwhile: the count holds
+                        pass
+                    return known
+            else:
+                with self._lock:
+                    known = self._memo.get(text)
+                    if known is not None:
+                        self._memo.move_to_end(text)
+                        return known
+        counted, kept = self._ask(text)
+        if plain and kept:
+            self._remember(text, counted)
+        return counted
+
+    def _ask(self, text: str) -> tuple[int, bool]:
+        """(the count of `text`, whether it may be remembered)."""
+        return self.counter.count_text(text), True
+
+    def _remember(self, text: str, counted: int) -> None:
+        charged = len(text) + _ENTRY_CHARS
+        if charged > self.memo_chars:
+            return
+        with self._lock:
+            memo = self._memo
+            if text in memo:  # another thread counted it meanwhile: charged once
+                memo.move_to_end(text)
+                return
+            memo[text] = counted
+            self._memo_held += charged
+            while self._memo_held > self.memo_chars:
+                oldest, _ = memo.popitem(last=False)
+                self._memo_held -= len(oldest) + _ENTRY_CHARS
+
+
+@attrs.define(eq=False)
+class CheckedCounter(MemoCounter):
     """A plugin's counter, each of whose answers is checked before the budget trusts it.
 
     A count that raises (``SystemExit`` and the like included: it is plugin
@@ -109,68 +184,36 @@ class CheckedCounter:
     and its version). Governance goes on: a tokenizer that cannot read one
     text must not wedge the session.
 
-    A count the plugin gave is remembered for the text, so that equal text is
-    counted once: every call of a session hands the governor the texts it
-    counted on the call before (the history, its compacted and offloaded
-    copies, the same notices), and a real tokenizer costs per character. A
-    counter is a function of the text, as `TokenCounter` says. The texts
-    remembered add up to at most `memo_chars` characters (`MEMO_CHARS`); the
-    least recently used go first.
+    A count the plugin gave is remembered, as by `MemoCounter`; a count it
+    failed on is not (the failure may not recur), so a governor handed a
+    `CheckedCounter` puts no second memo in front of it.
     """
 
-    counter: TokenCounter
     owner: str
     #: How many texts got the estimate because the counter failed on them.
     failures: int = attrs.field(default=0, init=False)
-    memo_chars: int = attrs.field(default=MEMO_CHARS, kw_only=True)
-    # text -> the plugin's count of it, the least recently used first.
-    _memo: OrderedDict[str, int] = attrs.field(factory=OrderedDict, init=False, repr=False)
-    _memo_held: int = attrs.field(default=0, init=False, repr=False)  # charged against memo_chars
 
-    def count_text(self, text: str) -> int:
-        """The plugin's count of `text`, or the default estimate when it cannot give one."""
-        plain = type(text) is str  # a subclass may compare or hash as it likes: not remembered
-        if plain:
-            known = self._memo.get(text)
-            if known is not None:
-                self._memo.move_to_end(text)
-                return known
-        failures = self.failures
-        counted = self._checked(text)
-        if plain and self.failures == failures:  # a failure is asked again: it may not recur
-            self._remember(text, counted)
-        return counted
-
-    def _remember(self, text: str, counted: int) -> None:
-        charged = len(text) + _ENTRY_CHARS
-        if charged > self.memo_chars:
-            return
-        memo = self._memo
-        memo[text] = counted
-        self._memo_held += charged
-        while self._memo_held > self.memo_chars:
-            oldest, _ = memo.popitem(last=False)
-            self._memo_held -= len(oldest) + _ENTRY_CHARS
-
-    def _checked(self, text: str) -> int:
+    def _ask(self, text: str) -> tuple[int, bool]:
         try:
             counted: Any = self.counter.count_text(text)
         except BaseException as exc:  # plugin code, called per text: see `contained`
-            return self._estimate(text, f"raised {contained(exc)}")
+            return self._estimate(text, f"raised {contained(exc)}"), False
         if type(counted) is not int:
             try:  # a whole number of another type (numpy's, say) is one
                 counted = None if isinstance(counted, bool) else operator.index(counted)
             except Exception:
                 counted = None
             if counted is None:
-                return self._estimate(text, "answered something that is not a whole number")
+                return self._estimate(text, "answered something that is not a whole number"), False
         if counted < 0:
-            return self._estimate(text, f"answered {counted}, less than 0")
-        return int(counted)
+            return self._estimate(text, f"answered {counted}, less than 0"), False
+        return int(counted), True
 
     def _estimate(self, text: str, why: str) -> int:
-        self.failures += 1
-        if self.failures == 1:
+        with self._lock:  # counted from several threads: none lost, the first one logged
+            self.failures += 1
+            first = self.failures == 1
+        if first:
             _log.warning(
                 "token counter failed; the default estimate counts the text instead",
                 plugin=self.owner,
@@ -178,6 +221,16 @@ class CheckedCounter:
                 text_chars=len(text),
             )
         return estimate_tokens(text)
+
+
+def remembering(counter: TokenCounter) -> TokenCounter:
+    """`counter` as a governor counts with it: behind a `MemoCounter` unless it is one already.
+
+    The built-in estimate is cheaper than a memo's lookup and is left as it is.
+    """
+    if type(counter) is EstimateCounter or isinstance(counter, MemoCounter):
+        return counter
+    return MemoCounter(counter)
 
 
 def _has_surrogate(text: str) -> bool:

@@ -463,7 +463,8 @@ class PluginManager:
         A plugin's counter is wrapped in a `CheckedCounter`, so that a count it
         cannot give (it raises, or answers something that is not a count) is
         the estimate's, said once naming the plugin; the core's own estimate
-        needs no check, whoever returns it.
+        needs no check, whoever returns it. A `CheckedCounter` is also the
+        counter's memo (a `MemoCounter`): a governor puts no second one in front.
         """
         from nanobot_core.governance.tokens import CheckedCounter, EstimateCounter
 

@@ -12,9 +12,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nanobot_core._json_boundary import (
+    LONE_SURROGATES_REPLACED,
     MAX_DEPTH,
     MAX_ENCODED_DEPTH,
     MAX_INT_DIGITS,
+    SURROGATE_PAIRS_JOINED,
     JSONLimitError,
     JSONSyntaxError,
     WrittenFloat,
@@ -239,6 +241,56 @@ def test_without_lone_surrogates_joins_pairs_and_replaces_halves() -> None:
     assert without_lone_surrogates("x\ud83d\ude00y\ud83d") == "x\U0001f600y\ufffd"
     plain = "plain text"
     assert without_lone_surrogates(plain) is plain
+
+
+# Pieces of a str with surrogates: halves alone, halves that pair, and characters around them.
+_HIGH = st.characters(min_codepoint=0xD800, max_codepoint=0xDBFF)
+_LOW = st.characters(min_codepoint=0xDC00, max_codepoint=0xDFFF)
+_PIECES = st.lists(
+    _HIGH | _LOW | st.sampled_from(["a", "\u00e9", "\ufffd", "\U0001f600", "\ud83d\ude00"]),
+    max_size=12,
+).map("".join)
+
+
+def _surrogates_in(text: str) -> tuple[int, int]:
+    """(pairs, lone halves) in `text`, read as UTF-16 reads it: a high half then a low is a pair."""
+    pairs = lone = index = 0
+    while index < len(text):
+        here = ord(text[index])
+        after = ord(text[index + 1]) if index + 1 < len(text) else 0
+        if 0xD800 <= here <= 0xDBFF and 0xDC00 <= after <= 0xDFFF:
+            pairs, index = pairs + 1, index + 2
+            continue
+        lone += 0xD800 <= here <= 0xDFFF
+        index += 1
+    return pairs, lone
+
+
+@given(st.lists(_PIECES, min_size=1, max_size=4))
+def test_what_dumps_says_of_surrogates_is_what_it_did(strings: list[str]) -> None:
+    """dumps says pairs were joined when a string held one as two code points, lone halves
+    replaced when one held a half alone, both when both, and nothing when neither."""
+    pairs = sum(_surrogates_in(text)[0] for text in strings)
+    lone = sum(_surrogates_in(text)[1] for text in strings)
+    said = {LONE_SURROGATES_REPLACED: lone > 0, SURROGATE_PAIRS_JOINED: pairs > 0}
+    expected = tuple(message for message, happened in said.items() if happened)
+    told: list[tuple[str, ...]] = []
+    text = dumps({"k": strings}, on_replace=told.append)
+    assert told == ([expected] if expected else [])
+    written = strict_loads(text)["k"]
+    assert [len(s) for s in written] == [len(t) - _surrogates_in(t)[0] for t in strings]
+    replacements = zip(written, strings, strict=True)
+    assert sum(s.count("\ufffd") - t.count("\ufffd") for s, t in replacements) == lone
+    assert loads(json.dumps(strings, ensure_ascii=False)).replaced == expected
+
+
+def test_a_pair_held_as_two_code_points_is_said_to_be_joined() -> None:
+    """A str holding an emoji as its two UTF-16 halves is written as the emoji, and the caller
+    is told a pair was joined, not that a lone surrogate was replaced."""
+    told: list[tuple[str, ...]] = []
+    text = dumps(["\ud83d\ude00"], on_replace=told.append)
+    assert strict_loads(text) == ["\U0001f600"]
+    assert told == [("surrogate pairs joined into the characters they encode",)]
 
 
 @BOUNDARY

@@ -12,9 +12,15 @@ from structlog.testing import capture_logs
 
 from nanobot_core import hookimpl
 from nanobot_core.config import Config, GovernanceConfig, PluginsConfig
-from nanobot_core.governance import Governor, build_governor
+from nanobot_core.governance import Governor, build_governor, count_request
 from nanobot_core.governance.invariants import check_invariants
-from nanobot_core.governance.tokens import CheckedCounter, estimate_tokens
+from nanobot_core.governance.tokens import (
+    MEMO_CHARS,
+    CheckedCounter,
+    MemoCounter,
+    TokenCounter,
+    estimate_tokens,
+)
 from nanobot_core.kernel.manager import PluginManager
 from tests.governance.builders import call, calls, result, turn, user
 
@@ -188,10 +194,22 @@ class _Words:
         return len(text.split()) + text.count("\n") + len(text) // 7
 
 
-@given(st.lists(st.text(alphabet="ab \n\u00e9\U0001f600", max_size=30), max_size=40))
-def test_a_remembered_count_is_the_count(texts: list[str]) -> None:
-    """Counting through the memo gives each text exactly what the counter alone gives it."""
-    remembered = CheckedCounter(_Words(), "plugin 'tok'")
+@given(
+    st.lists(st.text(alphabet="ab \n\u00e9\U0001f600", max_size=30), max_size=40),
+    st.sampled_from(["checked", "memo", "governor"]),
+    st.one_of(st.just(MEMO_CHARS), st.integers(min_value=0, max_value=400)),
+)
+def test_a_remembered_count_is_the_count(texts: list[str], wrapper: str, memo_chars: int) -> None:
+    """Counting through the memo (a plugin's checked counter, a memo of its own, or the one a
+    governor puts in front of a counter handed to it; large or forgetting all the time) gives
+    each text exactly what the counter alone gives it."""
+    remembered: TokenCounter
+    if wrapper == "checked":
+        remembered = CheckedCounter(_Words(), "plugin 'tok'", memo_chars=memo_chars)
+    elif wrapper == "memo":
+        remembered = MemoCounter(_Words(), memo_chars=memo_chars)
+    else:
+        remembered = build_governor(counter=_Words()).counter
     alone = _Words()
     assert [remembered.count_text(t) for t in texts] == [alone.count_text(t) for t in texts]
 
@@ -260,13 +278,14 @@ def test_a_session_asks_the_plugin_counter_once_per_text(tmp_path: Path) -> None
     manager.register(_CounterPlugin(words), "tok", distribution="tok", version="1.0")
     remembering = Governor.from_plugins(manager)
     assert isinstance(remembering.counter, CheckedCounter)
-    forgetting = build_governor(config, tmp_path, counter=_Words())  # unwrapped: no memo
+    by_hand = build_governor(config, tmp_path, counter=_Words())  # the governor's own memo
     users = [i for i, m in enumerate(history) if isinstance(m, dict) and m.get("role") == "user"]
     acted = set()
     for end in [*users[1:], len(history)]:
         ours = remembering.govern(history[:end], system="Be brief.")
-        theirs = forgetting.govern(history[:end], system="Be brief.")
+        theirs = by_hand.govern(history[:end], system="Be brief.")
         assert ours.messages == theirs.messages and ours.tokens == theirs.tokens
+        assert ours.tokens == count_request("Be brief.", ours.messages, counter=_Words())
         acted |= {entry.stage for entry in ours.report if entry.changed}
     assert {"offload_results", "compact_results"} <= acted  # the notices are counted too
     assert len(words.asked) == len(set(words.asked))

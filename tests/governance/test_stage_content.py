@@ -10,6 +10,9 @@ from nanobot_core.governance.stages import sanitize_content
 from nanobot_core.governance.stages.content import without_surrogates
 from tests.governance.builders import call, calls, result, run_pure, say, user
 
+LONE = "lone surrogates (not encodable in UTF-8) replaced with U+FFFD"
+PAIRS = "surrogate pairs held as two code points joined into the characters they encode"
+
 
 def test_lone_surrogates_are_replaced_everywhere() -> None:
     """Content, arguments and keys the pipeline does not know all become encodable."""
@@ -28,6 +31,22 @@ def test_lone_surrogates_are_replaced_everywhere() -> None:
 def test_surrogate_pairs_are_joined_not_replaced() -> None:
     """A pair written as two code points becomes the character it encodes."""
     assert without_surrogates("smile \ud83d\ude00") == "smile \U0001f600"
+
+
+@pytest.mark.parametrize(
+    ("content", "said"),
+    [
+        ("smile \ud83d\ude00", [PAIRS]),
+        ("half \ud83d", [LONE]),
+        ("both \ud83d\ude00 and \udfff", [LONE, PAIRS]),
+    ],
+    ids=["a pair", "a half alone", "both"],
+)
+def test_the_report_says_which_surrogates_were_fixed(content: str, said: list[str]) -> None:
+    """A pair held as two code points is reported joined, a half alone replaced, both when a
+    message held both: never a lone surrogate replaced where there was none."""
+    outcome = run_pure(sanitize_content, [user(content)])
+    assert outcome.details == [f"messages[0]: {note}" for note in said]
 
 
 @pytest.mark.parametrize("content", [None, "", [], "<missing>"])

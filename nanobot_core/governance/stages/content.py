@@ -2,8 +2,9 @@
 
 - A lone surrogate (half of a split emoji, a bad decoder) cannot be encoded
   as UTF-8, so the request cannot even be sent: surrogate pairs are joined
-  into the character they stand for, lone ones become U+FFFD. Every string of
-  the message is checked, keys the pipeline does not know included.
+  into the character they stand for, lone ones become U+FFFD, and the report
+  says which of the two was done. Every string of the message is checked,
+  keys the pipeline does not know included.
 - Content that is neither a string, a list of part objects nor null becomes
   JSON text; inside a part list, a string becomes a text part and null is
   dropped.
@@ -20,6 +21,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
+from nanobot_core._json_boundary import surrogates_fixed
 from nanobot_core.governance.checks import NO_OUTPUT, has_lone_surrogate, is_empty_result
 from nanobot_core.governance.messages import (
     Message,
@@ -44,18 +46,34 @@ def without_surrogates(text: str) -> str:
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
-def _clean(value: Any) -> Any:
-    """`value` with every string cleaned; the same object when nothing changed."""
+# The notes of `sanitize_content` for what it did to a message's surrogates.
+_LONE_REPLACED = "lone surrogates (not encodable in UTF-8) replaced with U+FFFD"
+_PAIRS_JOINED = "surrogate pairs held as two code points joined into the characters they encode"
+
+
+def _clean(value: Any, seen: set[str]) -> Any:
+    """`value` with every string cleaned; the same object when nothing changed.
+
+    Adds to `seen` the note for each kind of fix made (`_LONE_REPLACED`, `_PAIRS_JOINED`).
+    """
     if isinstance(value, str):
-        return without_surrogates(value)
+        fixed = without_surrogates(value)
+        joined, lone = surrogates_fixed(value, fixed)
+        if joined:
+            seen.add(_PAIRS_JOINED)
+        if lone:
+            seen.add(_LONE_REPLACED)
+        return fixed
     if isinstance(value, dict):
-        cleaned = {_clean(k) if isinstance(k, str) else k: _clean(v) for k, v in value.items()}
+        cleaned = {
+            _clean(k, seen) if isinstance(k, str) else k: _clean(v, seen) for k, v in value.items()
+        }
         same = all(
             a is b and x is y for (a, x), (b, y) in zip(value.items(), cleaned.items(), strict=True)
         )
         return value if same and len(cleaned) == len(value) else cleaned
     if isinstance(value, list):
-        items = [_clean(item) for item in value]
+        items = [_clean(item, seen) for item in value]
         return value if all(a is b for a, b in zip(value, items, strict=True)) else items
     return value
 
@@ -83,8 +101,9 @@ def _fixed_content(content: Any) -> tuple[Any, str | None]:
 def _sanitized(index: int, message: Message, dirty: bool) -> tuple[Message, list[str]]:
     notes: list[str] = []
     if dirty:
-        message = _clean(message)
-        notes.append("lone surrogates (not encodable in UTF-8) replaced with U+FFFD")
+        seen: set[str] = set()
+        message = _clean(message, seen)
+        notes += [note for note in (_LONE_REPLACED, _PAIRS_JOINED) if note in seen]
     content, note = _fixed_content(message.get("content"))
     if note:
         message = with_changes(message, content=content)
