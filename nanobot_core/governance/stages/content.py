@@ -22,7 +22,8 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from nanobot_core._json_boundary import surrogates_fixed
-from nanobot_core.governance.checks import NO_OUTPUT, has_lone_surrogate, is_empty_result
+from nanobot_core._json_boundary import without_lone_surrogates as without_surrogates
+from nanobot_core.governance.checks import NO_OUTPUT, is_empty_result
 from nanobot_core.governance.messages import (
     Message,
     preview,
@@ -37,13 +38,6 @@ if TYPE_CHECKING:
     from nanobot_core.governance.stage import StageContext
 
 __all__ = ["sanitize_content", "without_surrogates"]
-
-
-def without_surrogates(text: str) -> str:
-    """`text` with surrogate pairs joined and lone surrogates replaced by U+FFFD."""
-    if not has_lone_surrogate(text):
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
 
 
 # The notes of `sanitize_content` for what it did to a message's surrogates.
