@@ -1,4 +1,4 @@
-"""The contract every session store passes: subclass :class:`SessionStoreContract` in your tests.
+"""The contract every session store passes (:class:`SessionStoreContract`), and crash checks.
 
 Give the subclass two fixtures: ``store``, a fresh, empty store, and
 ``second_store``, another instance over the same sessions (what another
@@ -12,6 +12,32 @@ these same tests::
         @pytest.fixture
         def second_store(self, store): ...
 
+Checking a session after crashes
+--------------------------------
+
+A store must keep what a run stored through a SIGKILL, a lost connection or a
+server crash: whole, once, in order. A crash test kills runs at random moments
+and, after each step, checks the session with these functions, each of which
+returns the problems it found (an empty list when there are none):
+
+- `check_appended`: what the runs of a step (each a `Turn`: its prompt, the
+  replies the model server sent it, whether it finished) appended: the lines
+  before the step unchanged; each turn's user message, then its replies in
+  order, each round of tool results all or none; all of it when it finished;
+  the turns of one step not interleaved;
+- `check_request`: a model request is what a fresh governor, restored from
+  the newest governance record, makes of the session as stored when the
+  request came; a record was appended exactly when the decisions moved; every
+  offloaded result the request points to is stored, holding a result of the
+  session;
+- `check_calls_once`: every tool call of a session made once, answered once.
+
+The built-in store's crash test (``tests/headless/test_crash_fuzz.py``) and
+``nanobot-postgres``'s use them::
+
+    problems = check_appended(before, after, [Turn(prompt, replies, finished=code == 0)])
+    assert problems == []
+
 Requires pytest and hypothesis (test dependencies, not runtime ones).
 """
 
@@ -21,8 +47,10 @@ import json
 import os
 import threading
 import time
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
+import attrs
 import pytest
 
 from nanobot_core.errors import (
@@ -31,9 +59,26 @@ from nanobot_core.errors import (
     SessionLockedError,
     SessionNotFoundError,
 )
-from nanobot_core.sessions import SessionStore, open_session, record_text
+from nanobot_core.governance.continuity import GovernanceState, latest_state
+from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX, offloaded_path
+from nanobot_core.sessions import (
+    SessionStore,
+    is_meta_record,
+    open_session,
+    record_text,
+    strip_meta,
+)
 
-__all__ = ["SessionStoreContract"]
+if TYPE_CHECKING:
+    from nanobot_core.kernel.manager import PluginManager
+
+__all__ = [
+    "SessionStoreContract",
+    "Turn",
+    "check_appended",
+    "check_calls_once",
+    "check_request",
+]
 
 # Lines whose exact text matters: escapes, non-ASCII, a separator JSON allows raw.
 _AWKWARD_LINES = [
@@ -280,3 +325,232 @@ class SessionStoreContract:
             assert loaded.records == [json.loads(text) for text in texts]
 
         check()
+
+
+# Checking a session after crashes.
+
+#: How much of a message a problem quotes.
+_QUOTED = 80
+
+
+@attrs.frozen
+class Turn:
+    """One `run` of a crash test: what it was sent, and how it ended.
+
+    `prompt` is the text its user message begins with (the runner may add to
+    it); `replies` are the replies the model server answered its requests with,
+    in order (the last may never have reached a run killed meanwhile);
+    `finished` says it ended well (exit 0), so everything was stored; `reported`
+    is what ``run --json`` printed as its ``messages``, when it finished.
+    """
+
+    prompt: str
+    replies: Sequence[Mapping[str, Any]] = ()
+    finished: bool = False
+    reported: Sequence[Mapping[str, Any]] | None = None
+
+
+def check_appended(
+    before: Sequence[Mapping[str, Any]],
+    after: Sequence[Mapping[str, Any]],
+    turns: Sequence[Turn],
+) -> list[str]:
+    """The problems with what the runs of one step appended to a session (none: `[]`).
+
+    `before` and `after` are the session's lines (records included) as stored
+    before the step and after it; `turns` are the step's runs, in the order
+    they held the session. The lines before the step are all there, unchanged;
+    each turn appended its user message, then the replies it was sent in
+    order, each followed by the results of its calls: all of them or none, and
+    none only where the turn's lines end; a finished turn appended all of it
+    (`reported` included), a turn that stored nothing made no request; the
+    turns' lines are not interleaved, and come in the order of `turns`.
+    """
+    for number, (old, new) in enumerate(zip(before, after, strict=False)):
+        if old != new:
+            return [f"line {number}, stored before the step, was changed: {_quote(new)}"]
+    if len(after) < len(before):
+        return [f"lines {len(after)} to {len(before) - 1}, stored before the step, are gone"]
+    appended = [strip_meta(line) for line in after[len(before) :] if not is_meta_record(line)]
+    parts = _split_turns(turns, appended)
+    if isinstance(parts, str):
+        return [parts]  # the turns' lines are not theirs to check
+    problems: list[str] = []
+    for turn, part in zip(turns, parts, strict=True):
+        problems += _check_turn(turn, part)
+    return problems
+
+
+def _split_turns(
+    turns: Sequence[Turn], appended: list[dict[str, Any]]
+) -> list[list[dict[str, Any]]] | str:
+    """The messages appended, by the turn whose user message began them; or the problem
+    that made some of them nobody's (a user message of no turn, a turn begun twice or late)."""
+    parts: list[list[dict[str, Any]]] = [[] for _ in turns]
+    current = -1
+    for message in appended:
+        if message.get("role") == "user":
+            content = message.get("content")
+            owners = [
+                index
+                for index, turn in enumerate(turns)
+                if isinstance(content, str) and content.startswith(turn.prompt)
+            ]
+            if len(owners) != 1:
+                which = "no turn" if not owners else "several turns"
+                return f"a user message that begins {which}: {_quote(message)}"
+            if owners[0] <= current:
+                # The same turn twice, or a turn stored after one that came after it.
+                return f"{_named(turns[owners[0]])}: stored twice or out of order"
+            current = owners[0]
+        if current < 0:
+            return f"a message before any turn's user message: {_quote(message)}"
+        parts[current].append(message)
+    return parts
+
+
+def _check_turn(turn: Turn, appended: list[dict[str, Any]]) -> list[str]:
+    """The problems with what one turn appended (its user message, then the rest)."""
+    where = _named(turn)
+    if not appended:
+        # The user message is stored before the first request is made.
+        if turn.finished or turn.replies:
+            return [f"{where}: stored nothing, though it made requests or finished"]
+        return []
+    rest = appended[1:]  # after the user message (`_split_turns` began the part with it)
+    position = 0
+    for index, reply in enumerate(turn.replies):
+        if position == len(rest):
+            break
+        if not _same_reply(rest[position], reply):
+            return [f"{where}: reply {index} is not stored as sent: {_quote(rest[position])}"]
+        position += 1
+        calls = reply.get("tool_calls") or []
+        ids = [call.get("id") for call in calls if isinstance(call, Mapping)]
+        results = [message.get("tool_call_id") for message in rest[position : position + len(ids)]]
+        # A round's results are one batch: all stored, or none (the run ended first).
+        if results not in (ids, []):
+            return [f"{where}: round {index} stored the results {results} of the calls {ids}"]
+        if not ids and position < len(rest):
+            # Only the last reply calls no tool: the turn ended there.
+            return [f"{where}: reply {index} called no tool, yet more was stored after it"]
+        position += len(results)
+    if position < len(rest):
+        return [f"{where}: stored more than it was sent: {_quote(rest[position])}"]
+    if turn.finished:
+        if not (rest and turn.replies and _same_reply(rest[-1], turn.replies[-1])):
+            return [f"{where}: finished, but its last reply is not stored last"]
+        if turn.reported is not None and list(turn.reported) != appended:
+            return [f"{where}: what `run --json` reported is not what was stored"]
+    return []
+
+
+def _named(turn: Turn) -> str:
+    """How a problem names a turn."""
+    return f"turn {turn.prompt!r}"
+
+
+def _same_reply(stored: Mapping[str, Any], sent: Mapping[str, Any]) -> bool:
+    return stored.get("role") == "assistant" and all(
+        stored.get(key) == sent.get(key) for key in ("content", "tool_calls")
+    )
+
+
+def check_request(
+    records: Sequence[Mapping[str, Any]],
+    messages: Sequence[Mapping[str, Any]],
+    pm: PluginManager,
+    read_offloaded: Callable[[str], str | None],
+) -> list[str]:
+    """The problems with one model request a run made (none: `[]`).
+
+    `records` are the session's lines as stored when the request came,
+    `messages` the request's ``messages``; `pm` is a plugin manager of the
+    runs' configuration and plugins (a fresh governor is built from it, its
+    tools counted); `read_offloaded` gives the full result stored for the path
+    an offload notice names, or None when nothing is stored there. The request
+    is what that governor, restored from the newest governance record before
+    it, makes of the history; a governance record stands last exactly when its
+    decisions moved, and holds them; every offload notice it sends names a
+    stored result that is a tool result of the session.
+    """
+    before = records
+    appended: GovernanceState | None = None
+    if records and is_meta_record(records[-1]):
+        # A governance record is appended just before the request it governed: its input
+        # was the state recorded before that one.
+        appended = GovernanceState.from_record(records[-1])
+        if appended is not None:
+            before = records[:-1]
+    recorded = latest_state(before)
+    governor = pm.governor()
+    governor.restore(recorded)
+    first = messages[0] if messages else {}
+    system = first.get("content") if first.get("role") == "system" else None
+    history = [strip_meta(line) for line in before if not is_meta_record(line)]
+    tools = pm.tool_registry().definitions()
+    result = governor.govern(history, system=system, tools=tools)
+    sent = list(messages[1:] if system is not None else messages)
+    problems: list[str] = []
+    if sent != result.messages:
+        differs = _first_difference(sent, result.messages)
+        problems.append(
+            f"not what a resumed governor sends: message {differs} differs "
+            f"({len(sent)} sent, {len(result.messages)} governed)"
+        )
+    moved = result.state.to_be_recorded(recorded)
+    if appended is not None and not moved:
+        problems.append("a governance record was appended, but the decisions did not move")
+    elif appended is None and moved:
+        problems.append("the decisions moved, but no governance record was appended")
+    elif appended is not None and appended.to_record() != result.state.to_record():
+        problems.append(f"the governance record appended is not the decisions: {appended}")
+    results = {line.get("content") for line in history if line.get("role") == "tool"}
+    for index, message in enumerate(sent):
+        content = message.get("content")
+        if not (isinstance(content, str) and content.startswith(OFFLOAD_PREFIX)):
+            continue
+        path = offloaded_path(content)
+        if path is None:
+            problems.append(f"message {index}: an offload notice without its path")
+            continue
+        saved = read_offloaded(path)
+        if saved is None:
+            problems.append(f"message {index}: nothing is stored for {path}")
+        elif saved not in results:
+            problems.append(f"message {index}: {path} holds no tool result of the session")
+    return problems
+
+
+def check_calls_once(records: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The problems with a session's tool calls (none: `[]`): each call id made once and
+    answered at most once, however many runs were killed on the way."""
+    made: dict[Any, int] = {}
+    answered: dict[Any, int] = {}
+    for line in records:
+        if is_meta_record(line):
+            continue
+        for call in line.get("tool_calls") or []:
+            if isinstance(call, Mapping):
+                made[call.get("id")] = made.get(call.get("id"), 0) + 1
+        if line.get("role") == "tool":
+            answered[line.get("tool_call_id")] = answered.get(line.get("tool_call_id"), 0) + 1
+    problems = [f"call {key!r} made {count} times" for key, count in made.items() if count > 1]
+    problems += [
+        f"call {key!r} answered {count} times" for key, count in answered.items() if count > 1
+    ]
+    return problems
+
+
+def _first_difference(one: Sequence[Any], other: Sequence[Any]) -> int:
+    """The index of the first item where two lists differ (the shorter's length if none)."""
+    for index, (left, right) in enumerate(zip(one, other, strict=False)):
+        if left != right:
+            return index
+    return min(len(one), len(other))
+
+
+def _quote(message: Mapping[str, Any]) -> str:
+    """A message, shortened for a problem."""
+    text = json.dumps(message, ensure_ascii=False)
+    return text if len(text) <= _QUOTED else text[: _QUOTED - 3] + "..."

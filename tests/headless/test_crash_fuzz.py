@@ -48,8 +48,15 @@ from nanobot_core import PluginManager, load_config
 from nanobot_core.cli import EXIT_INTERRUPTED
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.governance.invariants import check_invariants
-from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX, offloaded_path
+from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX
+from nanobot_core.sessions import is_meta_record, strip_meta
 from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
+from nanobot_core.testing_sessions import (
+    Turn,
+    check_appended,
+    check_calls_once,
+    check_request,
+)
 from tests.headless.conftest import API_KEY
 from tests.helpers import clean_env
 
@@ -342,87 +349,30 @@ def _records(data: bytes) -> tuple[list[dict[str, Any]], bytes]:
     return records, data[cut:]
 
 
-def _is_record(line: dict[str, Any]) -> bool:
-    return set(line) == {"_meta"}
-
-
 def _messages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if k != "_meta"} for r in records if not _is_record(r)]
+    return [strip_meta(r) for r in records if not is_meta_record(r)]
 
 
-def _same_reply(stored: dict[str, Any], sent: dict[str, Any]) -> bool:
-    return stored.get("role") == "assistant" and all(
-        stored.get(key) == sent.get(key) for key in ("content", "tool_calls")
-    )
+def _turn(run: Run) -> Turn:
+    """What `run` was sent and how it ended, as the session checks take it."""
+    finished = run.returncode == 0
+    reported = json.loads(run.stdout)["messages"] if finished else None
+    return Turn(run.prompt, run.script[: len(run.requests)], finished, reported)
 
 
-def _check_appended(run: Run, appended: list[dict[str, Any]]) -> None:
-    """The messages a run appended: its user message, the replies in order, each round's
-    results whole; all of them when it finished."""
-    where = f"run {run.prompt!r} ({run.moment or 'not killed'})"
-    if not appended:
-        assert run.returncode != 0 and not run.requests, f"{where}: stored nothing"
-        return
-    user, *rest = appended
-    assert user["role"] == "user" and user["content"].startswith(run.prompt), where
-    position = 0
-    for index, reply in enumerate(run.script[: len(run.requests)]):
-        if position == len(rest):
-            break
-        assert _same_reply(rest[position], reply), f"{where}: reply {index} is not stored as sent"
-        position += 1
-        ids = [call["id"] for call in reply.get("tool_calls", [])]
-        results = [m.get("tool_call_id") for m in rest[position : position + len(ids)]]
-        # A round's results are one batch: all stored, or none (the run was killed first).
-        assert results in (ids, []), f"{where}: round {index} stored results {results} of {ids}"
-        assert results or position == len(rest), f"{where}: a round went on without its results"
-        position += len(results)
-    assert position == len(rest), f"{where}: stored more than it was sent: {rest[position:]}"
-    if run.returncode == 0:
-        assert len(run.requests) == len(run.script), where
-        assert rest and _same_reply(rest[-1], run.script[-1]), f"{where}: no answer stored"
-        turn = json.loads(run.stdout)
-        assert turn["messages"] == appended, f"{where}: --json is not what was stored"
-
-
-def _check_request(
-    received: Received,
-    index: int,
-    workspace: Path,
-    pm: PluginManager,
-    tools: list[dict[str, Any]],
-) -> None:
+def _check_request(received: Received, index: int, workspace: Path, pm: PluginManager) -> None:
     """What was sent is what a fresh governor, restored with the newest record, makes of the
-    history then; a record was appended for it exactly when the decisions moved."""
+    history then; a record was appended for it exactly when the decisions moved; every
+    offloaded result it points to is in the workspace."""
     records, torn = _records(received.session)
     assert not torn, f"request {index}: sent while the session had a torn line"
-    before = records
-    appended_record: GovernanceState | None = None
-    if records and _is_record(records[-1]):
-        # A governance record is appended just before the request it governed: its input
-        # was the state recorded before that one.
-        appended_record = GovernanceState.from_record(records[-1])
-        if appended_record is not None:
-            before = records[:-1]
-    governor = pm.governor()
-    governor.restore(latest_state(before))
-    messages = received.body["messages"]
-    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
-    result = governor.govern(_messages(before), system=system, tools=tools)
-    sent = messages[1:] if system is not None else messages
-    assert sent == result.messages, f"request {index}: not what a resumed governor sends"
-    moved = result.state.to_be_recorded(latest_state(before))
-    assert (appended_record is not None) == moved, f"request {index}: record {appended_record}"
-    if appended_record is not None:
-        assert appended_record.to_record() == result.state.to_record(), f"request {index}"
-    contents = {m.get("content") for m in _messages(before) if m.get("role") == "tool"}
-    for message in sent:
-        content = message.get("content")
-        if isinstance(content, str) and content.startswith(OFFLOAD_PREFIX):
-            path = offloaded_path(content)
-            assert path is not None, f"request {index}: an offload notice without its path"
-            saved = (workspace / path).read_text(encoding="utf-8")
-            assert saved in contents, f"request {index}: {path} is not a result of the session"
+
+    def read_offloaded(path: str) -> str | None:
+        saved = workspace / path
+        return saved.read_text(encoding="utf-8") if saved.is_file() else None
+
+    problems = check_request(records, received.body["messages"], pm, read_offloaded)
+    assert problems == [], f"request {index}"
 
 
 def _check_govern(workspace: Path, session_file: Path, pm: PluginManager) -> None:
@@ -461,7 +411,6 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
     session_file = workspace / ".nanobot" / "sessions" / f"{SESSION}.jsonl"
     pm = PluginManager(load_config(cwd=workspace, environ={}), workspace=workspace, autoload=False)
     pm.load()
-    tools = pm.tool_registry().definitions()
     runs: list[Run] = []
     killed: dict[str, int] = {}
     healed = 0  # torn last lines the next run moved out
@@ -523,7 +472,6 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
             after = session_file.read_bytes() if session_file.exists() else b""
             old, old_torn = _records(before)
             new, torn = _records(after)
-            assert new[: len(old)] == old, f"turn {turn}: lines stored before were changed"
             if old_torn and not after.endswith(old_torn):  # healed (not killed before it)
                 torn_file = session_file.with_name(f"{SESSION}.jsonl.torn")
                 assert torn_file.read_bytes().endswith(old_torn + b"\n"), turn
@@ -531,9 +479,12 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
                 healed += 1
             if torn:
                 assert run.returncode != 0, f"turn {turn}: finished with a torn last line"
-            _check_appended(run, _messages(new[len(old) :]))
+            where = f"turn {turn} ({run.moment or 'not killed'}, exit {run.returncode})"
+            if run.returncode == 0:
+                assert len(run.requests) == len(run.script), where
+            assert check_appended(old, new, [_turn(run)]) == [], where
             for index, received in enumerate(run.requests):
-                _check_request(received, index, workspace, pm, tools)
+                _check_request(received, index, workspace, pm)
             if turn % 10 == 0:
                 _check_govern(workspace, session_file, pm)
             if run.returncode != 0 and not torn and rng.random() < 0.2:
@@ -544,10 +495,7 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
                     handle.write(line[: rng.randrange(1, len(line) - 1)].encode())
     assert model.problems == []
     _check_govern(workspace, session_file, pm)
-    all_messages = _messages(_records(session_file.read_bytes())[0])
-    call_ids = [c["id"] for m in all_messages for c in m.get("tool_calls", [])]
-    result_ids = [m["tool_call_id"] for m in all_messages if m["role"] == "tool"]
-    assert len(call_ids) == len(set(call_ids)) and len(result_ids) == len(set(result_ids))
+    assert check_calls_once(_records(session_file.read_bytes())[0]) == []
     # What the session went through: kills at every kind of moment, torn lines healed, and
     # governance that offloaded, compacted, cut between turns and between the steps of one.
     assert min(killed.get(moment, 0) for moment in MOMENTS) >= KILLS // len(MOMENTS), killed

@@ -50,9 +50,11 @@ from typing import Any
 import attrs
 import psycopg
 import pytest
-from nanobot_core import GovernanceState, PluginManager, latest_state, load_config
+from nanobot_core import GovernanceState, PluginManager, load_config
 from nanobot_core.governance.invariants import check_invariants
+from nanobot_core.sessions import is_meta_record
 from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
+from nanobot_core.testing_sessions import Turn, check_appended, check_calls_once, check_request
 
 from nanobot_postgres.results import reference_hash
 from nanobot_postgres.store import PostgresSessionStore
@@ -60,15 +62,8 @@ from nanobot_postgres.testserver import TemporaryPostgres
 
 #: The exit code of a run stopped by Ctrl-C (docs/headless.md, "Exit codes").
 EXIT_INTERRUPTED = 130
-#: How an offload notice begins, and where it names the file (docs/governance.md).
+#: How an offload notice begins (docs/governance.md).
 OFFLOAD_PREFIX = "[Tool result saved to a file"
-_OFFLOADED_PATH = re.compile(r'read_file\(path="([^"\n]+)"\)')
-
-
-def offloaded_path(text: str) -> str | None:
-    """The path an offload notice names, or None when `text` is not one."""
-    found = _OFFLOADED_PATH.search(text) if text.startswith(OFFLOAD_PREFIX) else None
-    return found.group(1) if found else None
 
 
 #: The seed of the schedule, the turns' scripts and the moments.
@@ -237,7 +232,7 @@ def _stored(dsn: str, session: str) -> list[dict[str, Any]]:
     if head is None:
         assert rows == [], f"{session}: lines without a session row"
         return records
-    messages = sum(1 for r in records if not _is_record(r))
+    messages = sum(1 for r in records if not is_meta_record(r))
     size = sum(len(line.encode("utf-8")) + 1 for _, line in rows)
     assert tuple(head) == (len(rows), messages, size), f"{session}: counters {head}"
     return records
@@ -351,106 +346,34 @@ def _await_the_wait(dsn: str, waiter: Child) -> None:
     assert waiter.process.poll() is None, f"{waiter.run.prompt}: {''.join(waiter.stderr)}"
 
 
-def _is_record(line: dict[str, Any]) -> bool:
-    return set(line) == {"_meta"}
-
-
-def _messages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return [{k: v for k, v in r.items() if k != "_meta"} for r in records if not _is_record(r)]
-
-
-def _same_reply(stored: dict[str, Any], sent: dict[str, Any]) -> bool:
-    return stored.get("role") == "assistant" and all(
-        stored.get(key) == sent.get(key) for key in ("content", "tool_calls")
-    )
-
-
-def _split(runs: list[Run], appended: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
-    """The messages appended in a step, by the run (in order) whose user message began them;
-    a run's lines that another run's lines interrupt fail here."""
-    parts: list[list[dict[str, Any]]] = [[] for _ in runs]
-    prompts = [run.prompt for run in runs]
-    current = -1
-    for message in appended:
-        if message.get("role") == "user":
-            (owner,) = [i for i, p in enumerate(prompts) if message["content"].startswith(p)]
-            assert owner > current, f"{prompts[owner]!r} stored twice or out of order"
-            current = owner
-        assert current >= 0, f"a line before any run's user message: {message}"
-        parts[current].append(message)
-    return parts
-
-
-def _check_appended(run: Run, appended: list[dict[str, Any]]) -> None:
-    """The messages a run appended: its user message, the replies in order, each round's
-    results whole; all of them when it finished."""
-    where = f"run {run.prompt!r} ({run.moment or 'not killed'}, exit {run.returncode})"
-    if not appended:
-        assert run.returncode != 0 and not run.requests, f"{where}: stored nothing"
-        return
-    user, *rest = appended
-    assert user["role"] == "user" and user["content"].startswith(run.prompt), where
-    position = 0
-    for index, reply in enumerate(run.script[: len(run.requests)]):
-        if position == len(rest):
-            break
-        assert _same_reply(rest[position], reply), f"{where}: reply {index} is not stored as sent"
-        position += 1
-        ids = [call["id"] for call in reply.get("tool_calls", [])]
-        results = [m.get("tool_call_id") for m in rest[position : position + len(ids)]]
-        # A round's results are one batch: all stored, or none (the run ended first).
-        assert results in (ids, []), f"{where}: round {index} stored results {results} of {ids}"
-        assert results or position == len(rest), f"{where}: a round went on without its results"
-        position += len(results)
-    assert position == len(rest), f"{where}: stored more than it was sent: {rest[position:]}"
-    if run.returncode == 0:
-        assert len(run.requests) == len(run.script), where
-        assert rest and _same_reply(rest[-1], run.script[-1]), f"{where}: no answer stored"
-        turn = json.loads(run.stdout)
-        assert turn["messages"] == appended, f"{where}: --json is not what was stored"
+def _turn(run: Run) -> Turn:
+    """What `run` was sent and how it ended, as the session checks take it."""
+    finished = run.returncode == 0
+    reported = json.loads(run.stdout)["messages"] if finished else None
+    return Turn(run.prompt, run.script[: len(run.requests)], finished, reported)
 
 
 def _check_request(run: Run, received: Received, index: int, pm: PluginManager, dsn: str) -> bool:
     """What was sent is what a fresh governor, restored with the newest record, makes of the
-    history then; a record was appended for it exactly when the decisions moved. False when
-    the database could not be read as the request came (the server was down)."""
-    if received.snapshot is None:
+    history then; a record was appended for it exactly when the decisions moved; every
+    offloaded result it points to was in the database then. False when the database could
+    not be read as the request came (the server was down)."""
+    snapshot = received.snapshot
+    if snapshot is None:
         return False
-    where = f"run {run.prompt!r}, request {index}"
-    records = received.snapshot.records
-    before = records
-    appended_record: GovernanceState | None = None
-    if records and _is_record(records[-1]):
-        # A governance record is appended just before the request it governed: its input
-        # was the state recorded before that one.
-        appended_record = GovernanceState.from_record(records[-1])
-        if appended_record is not None:
-            before = records[:-1]
-    governor = pm.governor()
-    governor.restore(latest_state(before))
-    messages = received.body["messages"]
-    system = messages[0]["content"] if messages and messages[0]["role"] == "system" else None
-    tools = pm.tool_registry().definitions()
-    result = governor.govern(_messages(before), system=system, tools=tools)
-    sent = messages[1:] if system is not None else messages
-    assert sent == result.messages, f"{where}: not what a resumed governor sends"
-    moved = result.state.to_be_recorded(latest_state(before))
-    assert (appended_record is not None) == moved, f"{where}: record {appended_record}"
-    if appended_record is not None:
-        assert appended_record.to_record() == result.state.to_record(), where
-    contents = {m.get("content") for m in _messages(before) if m.get("role") == "tool"}
-    for message in sent:
-        content = message.get("content")
-        if isinstance(content, str) and content.startswith(OFFLOAD_PREFIX):
-            path = offloaded_path(content)
-            digest = reference_hash(path or "")
-            assert digest is not None, f"{where}: an offload notice without its path"
-            assert digest in received.snapshot.results, f"{where}: {digest} not in the database"
-            with psycopg.connect(dsn, autocommit=True) as conn:
-                row = conn.execute(
-                    "SELECT data FROM nanobot_results WHERE sha256 = %s", (digest,)
-                ).fetchone()
-            assert row and bytes(row[0]).decode("utf-8") in contents, f"{where}: {digest}"
+
+    def read_offloaded(path: str) -> str | None:
+        digest = reference_hash(path)
+        if digest is None or digest not in snapshot.results:
+            return None
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            row = conn.execute(
+                "SELECT data FROM nanobot_results WHERE sha256 = %s", (digest,)
+            ).fetchone()
+        return bytes(row[0]).decode("utf-8") if row else None
+
+    problems = check_request(snapshot.records, received.body["messages"], pm, read_offloaded)
+    assert problems == [], f"run {run.prompt!r}, request {index}"
     return True
 
 
@@ -682,10 +605,12 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
                 after = _stored(dsn, session)
                 assert after[: len(stored.records)] == stored.records, f"step {step}: lost"
             after = _stored(dsn, session)
-            assert after[: len(before)] == before, f"step {step}: lines stored before changed"
-            parts = _split(runs, _messages(after[len(before) :]))
-            for run, part in zip(runs, parts, strict=True):
-                _check_appended(run, part)
+            for run in runs:
+                if run.returncode == 0:
+                    assert len(run.requests) == len(run.script), run.prompt
+            problems = check_appended(before, after, [_turn(run) for run in runs])
+            assert problems == [], [(run.moment, run.returncode) for run in runs]
+            for run in runs:
                 for index, received in enumerate(run.requests):
                     if _check_request(run, received, index, pm, dsn):
                         checked += 1
@@ -698,10 +623,7 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
     for session in SESSIONS:
         records = _stored(dsn, session)
         decided += [s for s in map(GovernanceState.from_record, records) if s is not None]
-        messages = _messages(records)
-        call_ids = [c["id"] for m in messages for c in m.get("tool_calls", [])]
-        result_ids = [m["tool_call_id"] for m in messages if m["role"] == "tool"]
-        assert len(call_ids) == len(set(call_ids)) and len(result_ids) == len(set(result_ids))
+        assert check_calls_once(records) == [], session
     # What the sessions went through: kills at every kind of moment, refusals, waits that
     # ended each way, crashes that failed each run in flight; nearly every request checked.
     assert all(counts.get(f"killed at {moment}", 0) >= 2 for moment in MOMENTS), counts
