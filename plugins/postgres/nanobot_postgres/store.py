@@ -80,6 +80,16 @@ SELECT s.name, %(expected)s + t.ord - 1, t.line
 FROM s, unnest(%(lines)s::text[]) WITH ORDINALITY AS t(line, ord)
 """
 
+# A session's line count and its lines, read by one statement so that both come from one
+# snapshot: read apart, a worker appending between the two made the count disagree with the
+# lines. A session without lines is one row whose seq is NULL; no session, no row.
+_READ = """
+SELECT s.lines, l.seq, l.line
+FROM nanobot_sessions s LEFT JOIN nanobot_session_lines l ON l.session = s.name
+WHERE s.name = %s
+ORDER BY l.seq
+"""
+
 _HOLDER = """
 SELECT a.pid, a.application_name, host(a.client_addr), a.backend_start
 FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
@@ -505,28 +515,26 @@ class PostgresSessionStore:
         import psycopg
 
         try:
-            head = conn.execute(
-                "SELECT lines FROM nanobot_sessions WHERE name = %s", (session,)
-            ).fetchone()
-            rows = conn.execute(
-                "SELECT seq, line FROM nanobot_session_lines WHERE session = %s ORDER BY seq",
-                (session,),
-            ).fetchall()
+            rows = conn.execute(_READ, (session,)).fetchall()
         except psycopg.Error as exc:
             raise self.error(f"cannot read session {session!r}", exc) from None
-        if head is None:
+        if not rows:
             return None
         records: list[dict[str, Any]] = []
         texts: list[str] = []
         problems: list[LoadProblem] = []
-        for seq, text in rows:
+        for _, seq, text in rows:
+            if seq is None:  # the one row of a session without lines
+                continue
             record, error = parse_line(text)
             if record is None:  # only if someone wrote the table by hand
                 problems.append(LoadProblem(int(seq) + 1, "invalid", error))
                 continue
             records.append(record)
             texts.append(text)
-        return SessionLog(session, self._location(session), records, texts, problems, int(head[0]))
+        return SessionLog(
+            session, self._location(session), records, texts, problems, int(rows[0][0])
+        )
 
     def _holder(self, conn: Any, key: int) -> str:
         unsigned = key & 0xFFFF_FFFF_FFFF_FFFF
