@@ -44,7 +44,7 @@ from nanobot_core.sessions import (
     validate_session_name,
 )
 
-from nanobot_postgres.dsn import describe_dsn, parse_fault, port_fault, scrub
+from nanobot_postgres.dsn import describe_dsn, host_fault, parse_fault, port_fault, scrub
 from nanobot_postgres.migrations import apply_migrations
 
 if TYPE_CHECKING:
@@ -309,7 +309,7 @@ class PostgresSessionStore:
                     f"{where}sessions.postgres.dsn: not a connection string or URL libpq can "
                     f"read ({fault}; the dsn itself is not shown)"
                 )
-            fault = port_fault(self._dsn)
+            fault = host_fault(self._dsn) or port_fault(self._dsn)
             if fault is not None:  # libpq reads it, and refuses it only when connecting
                 where = source_prefix(config=self._config, keys=["sessions.postgres.dsn"])
                 raise ConfigError(
