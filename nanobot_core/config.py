@@ -174,6 +174,9 @@ class PostgresConfig:
     dsn: str | None = attrs.field(default=None, repr=False)
     pool_size: int = 4
     connect_timeout: float = 10.0
+    # Seconds the store waits for the server's answer to one statement: what bounds a cut
+    # network, which neither the server's statement_timeout nor TCP (minutes) bound.
+    query_timeout: float = 30.0
     results: bool = True
 
 
@@ -430,6 +433,7 @@ _BOUNDS: tuple[tuple[str, str, float], ...] = (
     ("sessions.lease_wait", ">=", 0),
     ("sessions.postgres.pool_size", ">", 0),
     ("sessions.postgres.connect_timeout", ">", 0),
+    ("sessions.postgres.query_timeout", ">", 0),
 )
 
 

@@ -396,6 +396,8 @@ def test_a_budget_refusal_names_the_source_of_every_value_set(
         ("[plugins]\nstall_warning = inf\n", "plugins.stall_warning"),
         ("[plugins]\nstall_timeout = -5\n", "plugins.stall_timeout"),
         ("[sessions.postgres]\npool_size = 0\n", "sessions.postgres.pool_size"),
+        ("[sessions.postgres]\nquery_timeout = 0\n", "sessions.postgres.query_timeout"),
+        ("[sessions.postgres]\nquery_timeout = inf\n", "sessions.postgres.query_timeout"),
         ("[prompt]\norder = { memory = nan }\n", "prompt.order.memory"),
     ],
 )

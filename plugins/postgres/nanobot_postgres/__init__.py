@@ -21,7 +21,8 @@ __version__ = "0.1.0"
 
 #: The settings of `[sessions.postgres]` a store is made with, by their config keys.
 _KEYS = tuple(
-    f"sessions.postgres.{key}" for key in ("dsn", "pool_size", "connect_timeout", "results")
+    f"sessions.postgres.{key}"
+    for key in ("dsn", "pool_size", "connect_timeout", "query_timeout", "results")
 )
 # One store (one pool) per configuration per process, shared by every hook.
 _STORES: dict[tuple[Any, ...], PostgresSessionStore] = {}
@@ -35,13 +36,21 @@ def store_for(ctx: PluginContext) -> PostgresSessionStore:
     results = _uses_postgres(ctx)
     # Where the settings were set is part of the key: a refusal of one names that source.
     sources = tuple(source_prefix(config=ctx.config, keys=[key]) for key in _KEYS)
-    key = (config.dsn, config.pool_size, config.connect_timeout, results, sources)
+    key = (
+        config.dsn,
+        config.pool_size,
+        config.connect_timeout,
+        config.query_timeout,
+        results,
+        sources,
+    )
     with _GUARD:
         if key not in _STORES:
             _STORES[key] = PostgresSessionStore(
                 config.dsn,
                 pool_size=config.pool_size,
                 connect_timeout=config.connect_timeout,
+                query_timeout=config.query_timeout,
                 results=results,
                 config=ctx.config,
             )

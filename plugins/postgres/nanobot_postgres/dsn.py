@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from urllib.parse import unquote
 
-__all__ = ["describe_dsn", "parse_fault", "port_fault", "scrub"]
+__all__ = ["describe_dsn", "host_fault", "parse_fault", "port_fault", "scrub"]
 
 _URL = re.compile(r"postgres(?:ql)?://", re.IGNORECASE)
 # Where libpq cuts a URL into parts: the pieces of a password that hold one of these.
@@ -113,6 +113,32 @@ def port_fault(dsn: str) -> str | None:
     if fault is None:
         return None
     return scrub(fault, dsn) + (f"; {_PERCENT_ENCODE}" if _misread(dsn, parts) else "")
+
+
+def host_fault(dsn: str) -> str | None:
+    """Why the hosts of `dsn`, which libpq parses, cannot be connected to: a ``host`` list
+    and a ``hostaddr`` list of different lengths (secrets scrubbed); None when they match.
+
+    Each address is that of the host at the same place in the list, so psycopg refuses any
+    other count, but only when it connects. Only the DSN's own lists are counted: one taken
+    from PGHOST or PGHOSTADDR is read when connecting, as `port_fault` leaves them.
+    """
+    parts = _parts(dsn)
+    hosts, addresses = (
+        parts[key].split(",") if parts.get(key) else [] for key in ("host", "hostaddr")
+    )
+    if not hosts or not addresses or len(hosts) == len(addresses):
+        return None
+    fault = (
+        f"{_count(len(hosts), 'host name')} in host for {_count(len(addresses), 'address')} "
+        "in hostaddr: give one hostaddr for each host"
+    )
+    return scrub(fault, dsn) + (f"; {_PERCENT_ENCODE}" if _misread(dsn, parts) else "")
+
+
+def _count(number: int, noun: str) -> str:
+    plural = "es" if noun.endswith("s") else "s"
+    return f"{number} {noun}{plural if number != 1 else ''}"
 
 
 def describe_dsn(dsn: str | None) -> str:

@@ -17,10 +17,12 @@ connection says which host and process it serves in ``application_name``.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import logging
 import os
 import socket
 import threading
+import time
 from collections import Counter
 from collections.abc import Sequence
 from datetime import UTC, datetime
@@ -44,7 +46,7 @@ from nanobot_core.sessions import (
     validate_session_name,
 )
 
-from nanobot_postgres.dsn import describe_dsn, parse_fault, port_fault, scrub
+from nanobot_postgres.dsn import describe_dsn, host_fault, parse_fault, port_fault, scrub
 from nanobot_postgres.migrations import apply_migrations
 
 if TYPE_CHECKING:
@@ -78,6 +80,16 @@ WITH s AS (
 INSERT INTO nanobot_session_lines (session, seq, line)
 SELECT s.name, %(expected)s + t.ord - 1, t.line
 FROM s, unnest(%(lines)s::text[]) WITH ORDINALITY AS t(line, ord)
+"""
+
+# A session's line count and its lines, read by one statement so that both come from one
+# snapshot: read apart, a worker appending between the two made the count disagree with the
+# lines. A session without lines is one row whose seq is NULL; no session, no row.
+_READ = """
+SELECT s.lines, l.seq, l.line
+FROM nanobot_sessions s LEFT JOIN nanobot_session_lines l ON l.session = s.name
+WHERE s.name = %s
+ORDER BY l.seq
 """
 
 _HOLDER = """
@@ -191,6 +203,87 @@ $$"""
     )
 
 
+class _Deadlines:
+    """One thread per process that cuts the socket of a wait for the server past its deadline.
+
+    Neither libpq nor psycopg's public API bounds a wait for an answer: on a cut network
+    (packets dropped, no reset) a statement waits until TCP gives up, for minutes, and the
+    server's statement_timeout cannot help, its answer being what is lost. libpq's
+    ``tcp_user_timeout`` and keepalives bound only some cuts (unacknowledged data, an idle
+    socket), on some platforms. A shutdown of the socket ends any wait at once, as the
+    server closing it would: psycopg finds the connection lost and the pool drops it.
+    """
+
+    def __init__(self) -> None:
+        self._start()
+        os.register_at_fork(after_in_child=self._start)  # a child has no thread, nor its lock
+
+    def _start(self) -> None:
+        self._changed = threading.Condition()
+        self._armed: dict[int, tuple[float, int]] = {}  # token: (deadline, socket)
+        self._cut: set[int] = set()
+        self._tokens = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def arm(self, fileno: int, seconds: float) -> int:
+        """Cut socket `fileno` in `seconds` unless disarmed first; the token to disarm it."""
+        with self._changed:
+            if self._thread is None:
+                self._thread = threading.Thread(
+                    target=self._watch, name="nanobot-postgres-deadlines", daemon=True
+                )
+                self._thread.start()
+            token = next(self._tokens)
+            self._armed[token] = (time.monotonic() + seconds, fileno)
+            self._changed.notify()
+            return token
+
+    def disarm(self, token: int) -> bool:
+        """Forget `token`; whether its deadline had passed and its socket was cut."""
+        with self._changed:
+            self._armed.pop(token, None)
+            if token in self._cut:
+                self._cut.discard(token)
+                return True
+            return False
+
+    def _watch(self) -> None:
+        changed = self._changed
+        with changed:
+            # Under the lock, so that a socket is cut only while its wait is still armed:
+            # disarmed, its connection may be closed and the number reused.
+            while changed is self._changed:
+                now = time.monotonic()
+                for token, (deadline, fileno) in list(self._armed.items()):
+                    if deadline <= now:
+                        del self._armed[token]
+                        self._cut.add(token)
+                        _shut(fileno)
+                soonest = min((deadline for deadline, _ in self._armed.values()), default=None)
+                changed.wait(None if soonest is None else min(soonest - now, _LONGEST_SLEEP))
+
+
+# The longest the deadline thread sleeps at once (threading refuses more than TIMEOUT_MAX).
+_LONGEST_SLEEP = 3600.0
+
+
+def _shut(fileno: int) -> None:
+    """Shut socket `fileno` down both ways, through a copy: the connection closes its own."""
+    try:
+        sock = socket.socket(fileno=os.dup(fileno))
+    except OSError:
+        return
+    try:
+        sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass  # already shut or reset: its wait has ended or is ending
+    finally:
+        sock.close()
+
+
+_DEADLINES = _Deadlines()
+
+
 def _one_line(text: str) -> str:
     """libpq's message `text` on one line: its lines joined, each hint its own sentence.
 
@@ -237,6 +330,7 @@ class PostgresSessionStore:
         *,
         pool_size: int = 4,
         connect_timeout: float = 10.0,
+        query_timeout: float = 30.0,
         results: bool = False,
         config: Config | None = None,
     ) -> None:
@@ -244,6 +338,9 @@ class PostgresSessionStore:
         self._config = config
         self.pool_size = max(1, pool_size)
         self.connect_timeout = connect_timeout
+        #: Seconds to wait for the server's answer to one statement (a lease wait: beyond
+        #: its wait) before the connection is cut (``[sessions.postgres] query_timeout``).
+        self.query_timeout = query_timeout
         #: Whether offloaded results go through this pool too (``[sessions.postgres] results``).
         self.results = results
         self._pool: Any = None
@@ -299,7 +396,7 @@ class PostgresSessionStore:
                     f"{where}sessions.postgres.dsn: not a connection string or URL libpq can "
                     f"read ({fault}; the dsn itself is not shown)"
                 )
-            fault = port_fault(self._dsn)
+            fault = host_fault(self._dsn) or port_fault(self._dsn)
             if fault is not None:  # libpq reads it, and refuses it only when connecting
                 where = source_prefix(config=self._config, keys=["sessions.postgres.dsn"])
                 raise ConfigError(
@@ -326,7 +423,9 @@ class PostgresSessionStore:
                 connection_class=self._recording_connection_class(psycopg.Connection),
                 min_size=1,
                 max_size=self.pool_size,
-                kwargs=settings,
+                # The pool's own connects are bounded as the first one is: with psycopg's
+                # default (130s) a worker connecting into a cut network kept trying that long.
+                kwargs={**settings, "connect_timeout": max(1, round(self.connect_timeout))},
                 timeout=self.connect_timeout,
                 name=POOL_NAME,
                 # An idle connection the server dropped (a restart, a failover, an idle
@@ -339,11 +438,39 @@ class PostgresSessionStore:
             return self._pool
 
     def _recording_connection_class(self, base: Any) -> Any:
-        """`base` whose connects record why the last one failed, for the pool's timeout error."""
+        """`base` whose connects record why the last one failed, for the pool's timeout error,
+        and whose every wait for the server ends within `query_timeout` (`_DEADLINES`)."""
         store = self
+        import psycopg
 
         class Recorded(base):  # type: ignore[misc]
             _nanobot_store = True  # how `_PoolRecordsAtDebug` knows this plugin's connections
+            #: Seconds a wait may take beyond `query_timeout`: a lease wait's own.
+            nanobot_grace = 0.0
+
+            def wait(self, gen: Any, *args: Any, **kwargs: Any) -> Any:
+                # Every statement, BEGIN and COMMIT of a connection, the pool's check
+                # included, waits for the server here (psycopg's loop, which has no
+                # deadline a user can set). The deadline cuts the socket, which ends the
+                # wait at once as if the server had closed it.
+                limit = store.query_timeout + self.nanobot_grace
+                try:
+                    token = _DEADLINES.arm(self.pgconn.socket, limit)
+                except psycopg.Error:  # no socket: the wait fails at once without one
+                    return super().wait(gen, *args, **kwargs)
+                try:
+                    result = super().wait(gen, *args, **kwargs)
+                except psycopg.Error:
+                    if _DEADLINES.disarm(token):
+                        raise psycopg.OperationalError(store._no_answer(limit)) from None
+                    raise
+                except BaseException:
+                    _DEADLINES.disarm(token)
+                    raise
+                # An answer that came as the deadline passed is kept: it was received
+                # whole. The connection is cut all the same, which its next use finds.
+                _DEADLINES.disarm(token)
+                return result
 
             @classmethod
             def connect(cls, *args: Any, **kwargs: Any) -> Any:
@@ -356,6 +483,15 @@ class PostgresSessionStore:
                 return conn
 
         return Recorded
+
+    def _no_answer(self, seconds: float) -> str:
+        """Why a wait was cut: no answer within `seconds`, naming the setting that bounds it."""
+        where = source_prefix(config=self._config, keys=["sessions.postgres.query_timeout"])
+        return (
+            f"no answer from the server within {seconds:g}s "
+            f"({where}sessions.postgres.query_timeout {self.query_timeout:g}); the connection "
+            "was closed (a cut network, or a server that stopped answering)"
+        )
 
     def _connection(self, session: str | None = None) -> Any:
         pool = self.pool()
@@ -462,6 +598,8 @@ class PostgresSessionStore:
             else:
                 timeout = max(1, round(min(wait, _MAX_WAIT) * 1000))
                 try:
+                    # The lock's own wait is no answer lost: the deadline waits it out too.
+                    conn.nanobot_grace = min(wait, _MAX_WAIT)
                     # Settings local to the transaction: the connection goes back to the
                     # pool with the ones it came with. The lock outlives the transaction.
                     # They are set by the statement before the wait: the server arms its
@@ -472,6 +610,8 @@ class PostgresSessionStore:
                     got = True
                 except psycopg.errors.LockNotAvailable:
                     got = False
+                finally:
+                    conn.nanobot_grace = 0.0
             if not got:
                 waited = f" after waiting {wait:g}s" if wait > 0 else ""
                 raise SessionLockedError(
@@ -505,28 +645,26 @@ class PostgresSessionStore:
         import psycopg
 
         try:
-            head = conn.execute(
-                "SELECT lines FROM nanobot_sessions WHERE name = %s", (session,)
-            ).fetchone()
-            rows = conn.execute(
-                "SELECT seq, line FROM nanobot_session_lines WHERE session = %s ORDER BY seq",
-                (session,),
-            ).fetchall()
+            rows = conn.execute(_READ, (session,)).fetchall()
         except psycopg.Error as exc:
             raise self.error(f"cannot read session {session!r}", exc) from None
-        if head is None:
+        if not rows:
             return None
         records: list[dict[str, Any]] = []
         texts: list[str] = []
         problems: list[LoadProblem] = []
-        for seq, text in rows:
+        for _, seq, text in rows:
+            if seq is None:  # the one row of a session without lines
+                continue
             record, error = parse_line(text)
             if record is None:  # only if someone wrote the table by hand
                 problems.append(LoadProblem(int(seq) + 1, "invalid", error))
                 continue
             records.append(record)
             texts.append(text)
-        return SessionLog(session, self._location(session), records, texts, problems, int(head[0]))
+        return SessionLog(
+            session, self._location(session), records, texts, problems, int(rows[0][0])
+        )
 
     def _holder(self, conn: Any, key: int) -> str:
         unsigned = key & 0xFFFF_FFFF_FFFF_FFFF

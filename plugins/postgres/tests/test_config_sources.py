@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, example, given, settings
+from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from nanobot_core import ConfigError, PluginContext, load_config
 from nanobot_core.testing import run_cli
@@ -247,3 +247,76 @@ def test_a_port_is_refused_exactly_when_libpq_would_refuse_it_at_connect(
     folders = ",".join(f"/nonexistent-nanobot-{n}" for n in range(hosts))
     dsn = make_conninfo(host=folders, port=ports, dbname="nanobot")
     assert (port_fault(dsn) is not None) == _libpq_refuses_port(dsn), port_fault(dsn)
+
+
+#: DSNs whose host and hostaddr lists differ in length, which psycopg refuses only when it
+#: connects, and what the refusal says of them after ``sessions.postgres.dsn: ``.
+BAD_HOSTS = {
+    "host=a,b hostaddr=127.0.0.1 port=9 dbname=nanobot": (
+        "2 host names in host for 1 address in hostaddr: give one hostaddr for each host"
+    ),
+    f"postgresql://me:{_SECRET}@a/nanobot?hostaddr=127.0.0.1,127.0.0.2": (
+        "1 host name in host for 2 addresses in hostaddr: give one hostaddr for each host"
+    ),
+}
+
+
+@pytest.mark.parametrize("dsn", sorted(BAD_HOSTS))
+@pytest.mark.parametrize("where", ["nanobot.toml", "NANOBOT_POSTGRES_DSN"])
+def test_hosts_and_addresses_that_differ_in_number_are_a_config_error_naming_its_source(
+    tmp_path: Path, dsn: str, where: str
+) -> None:
+    """A DSN giving more host names than hostaddr values, or fewer, is exit 2 naming the
+    key and where it was set, before any connection; its password is not shown."""
+    if where == "nanobot.toml":
+        said = _refusal(tmp_path, f'[sessions.postgres]\ndsn = "{dsn}"\n')
+        source = str(tmp_path / "nanobot.toml")
+    else:
+        said = _refusal(tmp_path, "", NANOBOT_POSTGRES_DSN=dsn)
+        source = f"environment variable {where}"
+    assert said == (
+        f"Error: configuration: {source}: sessions.postgres.dsn: {BAD_HOSTS[dsn]} "
+        "(the dsn itself is not shown)\n"
+    )
+    assert _SECRET not in said
+
+
+def _psycopg_refuses_hosts(dsn: str) -> bool:
+    """Whether connecting with `dsn` fails on the number of its hosts and addresses: each
+    address is on the loopback interface at a port nothing listens on, so nothing is reached."""
+    import psycopg
+
+    try:
+        psycopg.connect(dsn, connect_timeout=1).close()
+    except psycopg.OperationalError as exc:
+        return "host names with" in str(exc) and "hostaddr values" in str(exc)
+    raise AssertionError(f"connected with {dsn!r}")  # pragma: no cover
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    # Socket folders that do not exist: with no hostaddr nothing is looked up or reached.
+    hosts=st.lists(st.sampled_from([f"/nonexistent-nanobot-{n}" for n in range(3)]), max_size=3),
+    addresses=st.lists(st.sampled_from(["127.0.0.1", "::1", "127.0.0.2"]), max_size=3),
+    ports=st.sampled_from(["", "9"]),
+)
+@example(hosts=["/nonexistent-nanobot-0"] * 2, addresses=["127.0.0.1"], ports="9")
+@example(hosts=["/nonexistent-nanobot-0"], addresses=["127.0.0.1", "127.0.0.2"], ports="9")
+def test_hosts_are_refused_exactly_when_psycopg_would_refuse_them_at_connect(
+    hosts: list[str], addresses: list[str], ports: str
+) -> None:
+    """Whatever number of host names and hostaddr values a DSN gives, `host_fault` refuses
+    them exactly when psycopg, as the store connects, fails on their numbers."""
+    from psycopg.conninfo import make_conninfo
+
+    from nanobot_postgres.dsn import host_fault
+
+    assume(hosts or addresses)  # else libpq's default socket, which a machine may serve
+    port = ",".join([ports] * max(len(hosts), len(addresses), 1)) if ports else None
+    dsn = make_conninfo(
+        host=",".join(hosts) or None,
+        hostaddr=",".join(addresses) or None,
+        port=port,
+        dbname="nanobot",
+    )
+    assert (host_fault(dsn) is not None) == _psycopg_refuses_hosts(dsn), host_fault(dsn)

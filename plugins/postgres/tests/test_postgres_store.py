@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -626,6 +627,47 @@ def test_server_statement_timeout_does_not_cut_the_lease_wait(dsn: str) -> None:
     finally:
         holder.close()
         waiter.close()
+
+
+class _WriterAfterEachStatement:
+    """A pooled connection after each of whose statements another worker appends a line."""
+
+    def __init__(self, conn: psycopg.Connection[Any], append: Any) -> None:
+        self.conn = conn
+        self._append = append
+
+    def execute(self, *args: Any, **kwargs: Any) -> psycopg.Cursor[Any]:
+        cursor = self.conn.execute(*args, **kwargs)  # its rows are all fetched by now
+        self._append()
+        return cursor
+
+
+def test_a_session_read_while_another_worker_appends_is_one_consistent_read(dsn: str) -> None:
+    """`load` sees the line count and the lines of one moment, however many statements it
+    takes: a worker appending between any two of them cannot make the count disagree."""
+    reader, writer = PostgresSessionStore(dsn), PostgresSessionStore(dsn)
+    line = '{"role":"user","content":"hi"}'
+    lease = writer.lease("busy")
+    stored = lease.append([line, line], expected_seq=0)
+
+    def append() -> None:
+        nonlocal stored
+        stored = lease.append([line], expected_seq=stored)
+
+    original_connection, original_put = reader._connection, reader._put
+    reader._connection = lambda session=None: _WriterAfterEachStatement(  # type: ignore[method-assign]
+        original_connection(session), append
+    )
+    reader._put = lambda conn: original_put(conn.conn)  # type: ignore[method-assign]
+    try:
+        loaded = reader.load("busy")
+        assert loaded.seq == len(loaded.lines) == len(loaded.records)
+        assert loaded.seq in range(2, stored)  # read before the last append, after the first
+        assert loaded.lines == [line] * loaded.seq and loaded.problems == []
+    finally:
+        lease.release()
+        reader.close()
+        writer.close()
 
 
 def test_pool_held_by_this_process_leases_is_named_not_the_database(dsn: str) -> None:
