@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         SessionLockedError,
         SessionNotFoundError,
         ToolError,
+        WorkspaceError,
         WorkspaceEscapeError,
     )
     from nanobot_core.governance import (
@@ -82,6 +83,7 @@ __all__ = [
     "ToolError",
     "ToolRegistry",
     "ToolResult",
+    "WorkspaceError",
     "WorkspaceEscapeError",
     "check_config",
     "clip",
@@ -117,6 +119,7 @@ _LOCATIONS: dict[str, str] = {
     "SessionLockedError": "nanobot_core.errors",
     "SessionNotFoundError": "nanobot_core.errors",
     "ToolError": "nanobot_core.errors",
+    "WorkspaceError": "nanobot_core.errors",
     "WorkspaceEscapeError": "nanobot_core.errors",
     "GovernanceState": "nanobot_core.governance",
     "Governor": "nanobot_core.governance",

@@ -517,11 +517,34 @@ def _lenient_stdio() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """Run the CLI; maps library errors to exit codes and one-line messages on stderr."""
+    """Run the CLI; maps library errors to exit codes and one-line messages on stderr.
+
+    Called without `argv`, as the ``nanobot-core`` script and ``python -m
+    nanobot_core`` call it, it is the program, and it also ends the process
+    (`_ProgramEnd`): a Ctrl-C once the command is done (while a plugin's thread
+    still saves, while atexit callbacks run, while Python tears down) is then
+    answered as one during the command, exit 130 and ``Interrupted.``, once
+    that saving is done. Called with `argv` (a host running the CLI in its
+    own process), it raises ``SystemExit`` and leaves the process alone.
+    """
+    end = _ProgramEnd.install() if argv is None else None
+    try:
+        code = _run_command(hoist_global_options(list(sys.argv[1:] if argv is None else argv)))
+    except KeyboardInterrupt:
+        # A Ctrl-C outside click's own handling of one (as it returns, while an error is
+        # printed): the same answer as within it.
+        click.echo("Interrupted.", err=True)
+        code = EXIT_INTERRUPTED
+    if end is not None:
+        end.finishing(code)
+    sys.exit(code)
+
+
+def _run_command(args: list[str]) -> int:
+    """Run the command `args` names; its exit code, its errors printed on stderr."""
     from nanobot_core._containment import StdoutError, guard_stdout, interrupt_on_sigint
     from nanobot_core.errors import ConfigError, NanobotError
 
-    args = hoist_global_options(list(sys.argv[1:] if argv is None else argv))
     interrupt_on_sigint()  # Ctrl-C in a plugin's hook stops the command, not the plugin
     _lenient_stdio()
     guard_stdout()  # a write to stdout that fails raises StdoutError
@@ -529,28 +552,28 @@ def main(argv: Sequence[str] | None = None) -> None:
         # With standalone_mode=False click returns the code of `ctx.exit(code)` instead of exiting.
         code = cli.main(args=args, prog_name="nanobot-core", standalone_mode=False)
     except click.exceptions.Exit as exc:
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except click.ClickException as exc:
         exc.show()
-        sys.exit(exc.exit_code)
+        return exc.exit_code
     except click.exceptions.Abort as exc:
         if isinstance(exc.__context__, KeyboardInterrupt):
             # click turns Ctrl-C into Abort; a caller (a shell, a supervisor) tells an
             # interrupted run from a failed one by the code a SIGINT gives.
             click.echo("Interrupted.", err=True)
-            sys.exit(EXIT_INTERRUPTED)
+            return EXIT_INTERRUPTED
         click.echo("Aborted.", err=True)
-        sys.exit(EXIT_FAILED)
+        return EXIT_FAILED
     except StdoutError as exc:
         click.echo(f"Error: cannot write to stdout: {exc.strerror}", err=True)
         _discard_stdout()
-        sys.exit(EXIT_FAILED)
+        return EXIT_FAILED
     except ConfigError as exc:
         click.echo(f"Error: configuration: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        return EXIT_USAGE
     except NanobotError as exc:
         click.echo(f"Error: {exc}", err=True)
-        sys.exit(EXIT_FAILED)
+        return EXIT_FAILED
     except MemoryError:
         # Where the address space or the container's memory is capped, a large input
         # can need more than there is: say so, not with a traceback. What a session
@@ -559,8 +582,83 @@ def main(argv: Sequence[str] | None = None) -> None:
             "Error: out of memory (the input may be too large for the memory this process may use)",
             err=True,
         )
-        sys.exit(EXIT_FAILED)
-    sys.exit(code if isinstance(code, int) else EXIT_OK)
+        return EXIT_FAILED
+    return code if isinstance(code, int) else EXIT_OK
+
+
+class _ProgramEnd:
+    """How the program ends: a Ctrl-C after the command is noted, and answered at the very end.
+
+    Once the command is done, the process still has work to do: non-daemon
+    threads are joined (a plugin's store may be saving in one), atexit
+    callbacks run, stdout is flushed, then Python tears itself down. Left to
+    Python, a Ctrl-C there raised a ``KeyboardInterrupt`` in the middle of
+    that work (a traceback, a thread's save abandoned), or, once Python had
+    put the default SIGINT action back for its teardown, ended the process
+    by the signal: exit -2 as a parent sees it, nothing said. Here it is
+    noted, the work goes on to its end, and the process exits 130 with
+    ``Interrupted.``, as a Ctrl-C during the command does.
+
+    The end is an atexit callback registered before the command runs, so it
+    runs after every callback registered while it ran (a plugin's, the
+    logging module's). It flushes stdout and stderr, which is all of
+    Python's teardown that writes anything, and ends the process with
+    ``os._exit``: the teardown left out only frees memory, and any moment
+    of it would be one where a Ctrl-C could not be answered.
+    """
+
+    def __init__(self) -> None:
+        self.code = EXIT_FAILED  # an exception that escaped main: Python's own code for one
+        self.pressed = False
+
+    @classmethod
+    def install(cls) -> _ProgramEnd | None:
+        """Register the end of the program (main thread only: elsewhere no handler can be set)."""
+        import atexit
+        import threading
+
+        if threading.current_thread() is not threading.main_thread():
+            return None
+        end = cls()
+        atexit.register(end.exit)
+        return end
+
+    def finishing(self, code: int) -> None:
+        """The command ended with `code`: from now on a Ctrl-C is only noted."""
+        import signal
+
+        self.code = code
+        signal.signal(signal.SIGINT, self._note)
+
+    def _note(self, signum: int, frame: object) -> None:
+        self.pressed = True
+
+    def exit(self) -> None:
+        """End the process: its code, or 130 and ``Interrupted.`` if Ctrl-C was pressed."""
+        code = self.code
+        failed = _flush_stdout()
+        if failed is not None:
+            click.echo(f"Error: cannot write to stdout: {failed}", err=True)
+            code = EXIT_FAILED if code == EXIT_OK else code
+        if self.pressed and code != EXIT_INTERRUPTED:
+            click.echo("Interrupted.", err=True)
+            code = EXIT_INTERRUPTED
+        with contextlib.suppress(Exception):  # no stderr to flush: ending is what counts
+            sys.stderr.flush()
+        os._exit(code)
+
+
+def _flush_stdout() -> str | None:
+    """Flush stdout; why it failed (a reader that went away is no failure), or None."""
+    try:
+        if sys.stdout is not None:
+            sys.stdout.flush()
+    except OSError as exc:
+        # A reader that went away is no failure: click ends such a command quietly.
+        return None if exc.errno == errno.EPIPE else exc.strerror or str(exc)
+    except ValueError:  # closed by the command: nothing left to write
+        return None
+    return None
 
 
 def _discard_stdout() -> None:

@@ -13,6 +13,7 @@ __all__ = [
     "SessionLockedError",
     "SessionNotFoundError",
     "ToolError",
+    "WorkspaceError",
     "WorkspaceEscapeError",
 ]
 
@@ -23,6 +24,17 @@ class NanobotError(Exception):
 
 class ConfigError(NanobotError):
     """The configuration is malformed: the message names the key path and the expected type."""
+
+
+class WorkspaceError(NanobotError, ValueError):
+    """The workspace given is no folder the agent can work in (the message names it).
+
+    A path no folder can be at (a file, a path through a file, a loop of
+    symbolic links, a folder that cannot be searched) is refused when given,
+    by `PluginManager`; a folder that is not there yet, when a `Runner` is
+    built for it (a program may make it in between). Also a ``ValueError``:
+    the argument was wrong.
+    """
 
 
 class PluginError(NanobotError):

@@ -51,9 +51,11 @@ from nanobot_core.errors import (
     ProviderError,
     SessionError,
     SessionLockedError,
+    WorkspaceError,
 )
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.governance.messages import container_copy
+from nanobot_core.kernel.context import workspace_problem
 from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
 from nanobot_core.providers.base import ProgressCallback, Provider, ProviderReply, Usage
 from nanobot_core.tools._repeats import RepeatedCalls
@@ -495,6 +497,8 @@ class Runner:
             raise ValueError(
                 f"max_calls_per_reply must be at least 0 (0: no limit), got {max_calls_per_reply}"
             )
+        if prompt_context is not None:
+            _check_workspace(prompt_context.workspace, "prompt_context.workspace")
         for argument, value in (("channel", channel), ("chat_id", chat_id)):
             # Written into every user message's runtime block, where each value is a JSON string.
             if value is not None and not isinstance(value, str):
@@ -565,6 +569,7 @@ class Runner:
         `prepare_from_plugins` again for another session, or another runner.
         """
         config = pm.config
+        _check_workspace(pm.context.workspace, "the plugin manager's workspace")
         name = provider_name or config.provider.name
         contributions = {c.name: c for c in pm.contributions("provider")}
         if name not in contributions:
@@ -1192,6 +1197,24 @@ def _missing_result(request: ToolCallRequest) -> Message:
         "tool_call_id": request.id,
         "content": "Error: the tool call produced no result.",
     }
+
+
+def _check_workspace(workspace: Path, what: str) -> None:
+    """Refuse to build a runner for a workspace that is no folder (yet): `WorkspaceError`.
+
+    A plugin manager accepts a folder not made yet (a program may make it after
+    building one); by the time a runner is built it must be there, or the file
+    tools would fail at their first call, each with a system error.
+    """
+    problem = workspace_problem(workspace)
+    if problem is None:
+        return
+    todo = (
+        "make the folder before building the runner, or give the folder the agent works in"
+        if problem == "does not exist"
+        else "give the folder the agent works in"
+    )
+    raise WorkspaceError(f"Runner: {what} {str(workspace)!r} {problem}: {todo}")
 
 
 def _default_prompt_context(session_name: str) -> SectionContext:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,30 @@ def as_path(value: str | os.PathLike[str]) -> Path:
     if not isinstance(value, str | os.PathLike):
         raise TypeError(f"workspace must be a path (Path or str), got {type(value).__name__}")
     return Path(value)
+
+
+def workspace_problem(path: Path, *, missing_ok: bool = False) -> str | None:
+    """Why `path` is no workspace, in words that follow it in a message; None when it is one.
+
+    "does not exist" (None with `missing_ok`: a folder can still be made
+    there, nothing above it being a file), "is not a folder", "is below a
+    file, where no folder can be made", or "cannot be used: REASON" (a loop
+    of symbolic links, a name too long, a folder above it that cannot be
+    searched, a folder that cannot be read).
+    """
+    try:
+        status = os.stat(path)
+    except FileNotFoundError:
+        return None if missing_ok else "does not exist"
+    except NotADirectoryError:
+        return "is below a file, where no folder can be made"
+    except OSError as exc:
+        return f"cannot be used: {exc.strerror or exc}"
+    if not stat.S_ISDIR(status.st_mode):
+        return "is not a folder"
+    if not os.access(path, os.R_OK | os.X_OK):
+        return "cannot be used: its files cannot be read (permission denied)"
+    return None
 
 
 @attrs.frozen

@@ -17,6 +17,7 @@ mode the failure is raised as :class:`~nanobot_core.errors.PluginError` instead.
 from __future__ import annotations
 
 import difflib
+import os
 import re
 from collections.abc import Callable
 from functools import partial
@@ -29,9 +30,14 @@ from nanobot_core import hookspecs
 from nanobot_core._containment import PluginEscapeError, describe, plugin_code
 from nanobot_core._logging import get_logger
 from nanobot_core.config import Config, check_config, source_of
-from nanobot_core.errors import PluginError
+from nanobot_core.errors import PluginError, WorkspaceError
 from nanobot_core.kernel.calling import Outcome, call_in_order, note_problem, refused_markers
-from nanobot_core.kernel.context import PluginContext, ToolCallEvent, as_path
+from nanobot_core.kernel.context import (
+    PluginContext,
+    ToolCallEvent,
+    as_path,
+    workspace_problem,
+)
 from nanobot_core.kernel.contributions import (
     KIND_HOOKS,
     ContributionError,
@@ -58,6 +64,27 @@ _HOOK_NAMES = frozenset(name for name in dir(hookspecs) if name.startswith("nano
 _NOT_IN_SPEC = re.compile(
     r"for hook '(?P<hook>\w+)'.*Argument\(s\) \{(?P<args>[^}]*)\} are declared", re.DOTALL
 )
+
+
+def _workspace(workspace: Path | str | None) -> Path:
+    """The workspace given (default: the working directory), resolved.
+
+    A path no folder can ever be at is a `WorkspaceError` at once, naming it:
+    a typo is caught where it was made. A folder not there yet is accepted, as
+    a program may make it after building the manager; a `Runner` built for it
+    while it is still missing is refused then.
+    """
+    given = as_path(workspace) if workspace else Path.cwd()
+    # realpath, not Path.resolve: a loop of symbolic links raises RuntimeError on some
+    # Pythons and passes on others; it is then the ELOOP of `workspace_problem` on all.
+    root = Path(os.path.realpath(given))
+    problem = workspace_problem(root, missing_ok=True)
+    if problem is None:
+        return root
+    shown = repr(str(given)) if str(given) == str(root) else f"{str(given)!r} ({root})"
+    raise WorkspaceError(
+        f"PluginManager: workspace {shown} {problem}: give the folder the agent works in"
+    )
 
 
 def _with_suggestion(name: str) -> str:
@@ -91,10 +118,7 @@ class PluginManager:
         if config is not None:
             check_config(config)  # built in code, it was never checked
         self.config = config or Config()
-        self.context = PluginContext(
-            workspace=(as_path(workspace) if workspace else Path.cwd()).resolve(),
-            config=self.config,
-        )
+        self.context = PluginContext(workspace=_workspace(workspace), config=self.config)
         self.autoload = (not self.config.plugins.disable_autoload) if autoload is None else autoload
         self.strict = self.config.plugins.strict if strict is None else strict
         self._pm = pluggy.PluginManager(hookspecs.PROJECT_NAME)

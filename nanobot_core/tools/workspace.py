@@ -6,7 +6,7 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager, suppress
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -131,7 +131,7 @@ def open_resolved(
             leaf = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
         except OSError as exc:
             if exc.errno != errno.ELOOP:
-                raise
+                raise _named(exc, target) from None
             if _loops(fd, parts[-1]):
                 raise _loop("/".join(parts), "/".join(parts)) from None
             raise _changed(relative_display(root, target)) from None
@@ -187,8 +187,12 @@ def _enter(
             raise FileNotFoundError(
                 errno.ENOENT, "no such folder", str(root.joinpath(*parts))
             ) from None
-        with suppress(FileExistsError):
+        try:
             os.mkdir(name, 0o755, dir_fd=parent)
+        except FileExistsError:
+            pass  # made meanwhile, by another call
+        except OSError as exc:
+            raise _named(exc, root.joinpath(*parts)) from None
         return _enter(parent, name, False, parts, root, target)
     except OSError as exc:
         if exc.errno == errno.ENOTDIR and not _is_link(parent, name):
@@ -197,7 +201,17 @@ def _enter(
             if _loops(parent, name):
                 raise _loop(relative_display(root, target), "/".join(parts)) from None
             raise _changed(relative_display(root, target)) from None
-        raise
+        raise _named(exc, root.joinpath(*parts)) from None
+
+
+def _named(exc: OSError, path: Path) -> OSError:
+    """`exc`, raised by a call relative to a folder's descriptor, naming the whole `path`.
+
+    Such a call names only the last part (``Permission denied: new.txt`` for
+    ``notes/new.txt``); the tools show the whole path, relative to the workspace.
+    The class is the one of `exc`'s errno, as an ``OSError`` made from it is.
+    """
+    return OSError(exc.errno, exc.strerror, str(path))
 
 
 def _is_link(parent: int, name: str) -> bool:

@@ -7,6 +7,11 @@ carry it into the provider's logs.
 
 from __future__ import annotations
 
+import errno
+import os
+import shutil
+import subprocess
+import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -147,3 +152,105 @@ def test_a_failed_grep_child_is_named_by_its_error_not_its_traceback(
     assert result.is_error
     assert said in str(result)
     assert "Traceback" not in str(result) and 'File "' not in str(result)
+
+
+#: A path's parts as the model may give them: names a folder or file may have, each once.
+_PARTS = st.lists(
+    st.text(
+        st.characters(codec="utf-8", exclude_characters="/\x00", exclude_categories=("Cs",)),
+        min_size=1,
+        max_size=20,
+    ).filter(lambda name: name not in {".", ".."}),
+    min_size=1,
+    max_size=4,
+    unique=True,  # the part refused is known by its name
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(parts=_PARTS, refused=st.integers(0, 3), index=st.integers(0, 2))
+def test_a_refused_open_names_the_path_from_the_workspace_not_its_last_part(
+    parts: list[str], refused: int, index: int
+) -> None:
+    """The system refusing one part of a path (opened relative to its folder, which names only
+    that part) is answered with the path from the workspace down to that part, as given."""
+    tool = (WriteFileTool, ReadFileTool, EditFileTool)[index]
+    arguments = ({"content": "x"}, {}, {"old_text": "a", "new_text": "b"})[index]
+    refused = min(refused, len(parts) - 1)
+    real_open = os.open
+
+    def open_refusing(path: Any, flags: int, *args: Any, dir_fd: int | None = None) -> int:
+        # As the kernel answers a folder or file this user may not open or make.
+        if dir_fd is not None and path == parts[refused]:
+            raise PermissionError(errno.EACCES, "Permission denied", path)
+        return real_open(path, flags, *args, dir_fd=dir_fd)
+
+    with planted([], "secret.txt") as (root, _):
+        folder = root.joinpath(*parts[:-1])
+        folder.mkdir(parents=True, exist_ok=True)
+        root.joinpath(*parts).write_text("a", encoding="utf-8")
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(os, "open", open_refusing)
+            result = run(tool(root).execute(path="/".join(parts), **arguments))
+    assert result == f"Error: Permission denied: {'/'.join(parts[: refused + 1])}"
+    assert str(root) not in result
+
+
+#: Run as a user the permission bits apply to: root loses the capabilities that pass them by.
+_CAN_BE_REFUSED = os.geteuid() != 0 or shutil.which("setpriv") is not None
+
+_REFUSED_CALLS = """
+import asyncio, sys
+from pathlib import Path
+from nanobot_core.tools.builtin import EditFileTool, ReadFileTool, WriteFileTool
+
+calls = [
+    (WriteFileTool, {"path": "locked/new.txt", "content": "x"}),
+    (WriteFileTool, {"path": "./locked/deeper/new.txt", "content": "x"}),
+    (ReadFileTool, {"path": "open/private.txt"}),
+    (EditFileTool, {"path": "open/../open/private.txt", "old_text": "a", "new_text": "b"}),
+]
+for tool, arguments in calls:
+    print(asyncio.run(tool(Path(sys.argv[1])).execute(**arguments)))
+"""
+
+
+@pytest.mark.skipif(not _CAN_BE_REFUSED, reason="root, and no setpriv to drop its capabilities")
+def test_a_permission_denied_names_the_path_from_the_workspace(tmp_path: Path) -> None:
+    """A file or folder the system refuses to open or make (real permission bits) is named
+    from the workspace, never by its last part alone, nor by where the workspace is."""
+    root = tmp_path / "ws"
+    (root / "locked").mkdir(parents=True)
+    (root / "open").mkdir()
+    (root / "open" / "private.txt").write_text("a", encoding="utf-8")
+    (root / "locked").chmod(0o555)
+    (root / "open" / "private.txt").chmod(0o000)
+    drop = ["dac_override", "dac_read_search"]
+    prefix = (
+        []
+        if os.geteuid() != 0
+        else [
+            "setpriv",
+            "--bounding-set=" + ",".join(f"-{cap}" for cap in drop),
+            "--inh-caps=" + ",".join(f"-{cap}" for cap in drop),
+        ]
+    )
+    try:
+        done = subprocess.run(
+            [*prefix, sys.executable, "-c", _REFUSED_CALLS, str(root)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        (root / "locked").chmod(0o755)
+        (root / "open" / "private.txt").chmod(0o644)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "Error: Permission denied: locked/new.txt",
+        "Error: Permission denied: locked/deeper",
+        "Error: Permission denied: open/private.txt",
+        "Error: Permission denied: open/private.txt",
+    ]
