@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import click
 
+from nanobot_core._exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
 from nanobot_core._reading import read_up_to
 
 if TYPE_CHECKING:
@@ -43,11 +44,6 @@ __all__ = [
     "write_output",
 ]
 
-EXIT_OK = 0
-EXIT_FAILED = 1
-EXIT_USAGE = 2
-#: Ctrl-C (SIGINT), as shells report a process a SIGINT ended: 128 + 2.
-EXIT_INTERRUPTED = 130
 
 # Subcommand name -> module in nanobot_core._commands exposing `command`.
 COMMANDS: dict[str, str] = {
@@ -522,10 +518,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     Called without `argv`, as the ``nanobot-core`` script and ``python -m
     nanobot_core`` call it, it is the program, and it also ends the process
     (`_ProgramEnd`): a Ctrl-C once the command is done (while a plugin's thread
-    still saves, while atexit callbacks run, while Python tears down) is then
-    answered as one during the command, exit 130 and ``Interrupted.``, once
-    that saving is done. Called with `argv` (a host running the CLI in its
-    own process), it raises ``SystemExit`` and leaves the process alone.
+    still saves, while atexit callbacks run) is then answered as one during
+    the command, exit 130 and ``Interrupted.``, once that saving is done; in
+    Python's teardown after that, it is ignored. Called with `argv` (a host
+    running the CLI in its own process), it raises ``SystemExit`` and leaves
+    the process alone.
     """
     end = _ProgramEnd.install() if argv is None else None
     try:
@@ -600,11 +597,13 @@ class _ProgramEnd:
     ``Interrupted.``, as a Ctrl-C during the command does.
 
     The end is an atexit callback registered before the command runs, so it
-    runs after every callback registered while it ran (a plugin's, the
-    logging module's). It flushes stdout and stderr, which is all of
-    Python's teardown that writes anything, and ends the process with
-    ``os._exit``: the teardown left out only frees memory, and any moment
-    of it would be one where a Ctrl-C could not be answered.
+    runs after every callback registered while it ran (a plugin's). When
+    Ctrl-C was pressed, or stdout could not be flushed, it ends the process
+    there with ``os._exit`` and the code that says so: any moment of the
+    teardown would be one where a Ctrl-C could not be answered. Otherwise
+    Python ends the process as usual, with the command's code, its teardown
+    included (finalizers close and flush files a plugin left open); a Ctrl-C
+    is ignored for that last part, where there is nothing left to stop.
     """
 
     def __init__(self) -> None:
@@ -640,6 +639,13 @@ class _ProgramEnd:
         if failed is not None:
             click.echo(f"Error: cannot write to stdout: {failed}", err=True)
             code = EXIT_FAILED if code == EXIT_OK else code
+        if failed is None and not self.pressed:
+            import signal
+
+            # Python's teardown puts the default action back for a handler of its own, not
+            # for "ignore": a Ctrl-C now would end the process by the signal, unsaid.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            return
         if self.pressed and code != EXIT_INTERRUPTED:
             click.echo("Interrupted.", err=True)
             code = EXIT_INTERRUPTED

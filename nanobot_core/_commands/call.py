@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import click
 
-from nanobot_core.cli import (
-    EXIT_FAILED,
-    EXIT_USAGE,
-    get_state,
-    read_stdin_text,
-    workspace_option,
-)
+from nanobot_core._exit_codes import EXIT_FAILED, EXIT_USAGE
+from nanobot_core.cli import get_state, read_stdin_text, workspace_option
 
 
 @click.command("call")

@@ -22,8 +22,8 @@ import click
 if TYPE_CHECKING:
     from nanobot_core.governance.continuity import GovernanceState
 
+from nanobot_core._exit_codes import EXIT_USAGE
 from nanobot_core.cli import (
-    EXIT_USAGE,
     STDOUT_OUTPUT,
     check_output_folder,
     get_state,

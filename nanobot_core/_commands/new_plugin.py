@@ -6,7 +6,8 @@ from pathlib import Path
 
 import click
 
-from nanobot_core.cli import EXIT_USAGE, directory_problem
+from nanobot_core._exit_codes import EXIT_USAGE
+from nanobot_core.cli import directory_problem
 from nanobot_core.scaffold import (
     KINDS,
     PluginProject,

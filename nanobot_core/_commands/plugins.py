@@ -7,7 +7,8 @@ from typing import Any
 import attrs
 import click
 
-from nanobot_core.cli import EXIT_FAILED, get_state, workspace_option
+from nanobot_core._exit_codes import EXIT_FAILED
+from nanobot_core.cli import get_state, workspace_option
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.kernel.records import PluginRecord
 

@@ -17,7 +17,8 @@ from typing import Any
 
 import click
 
-from nanobot_core.cli import EXIT_FAILED, get_state, read_stdin_text, workspace_option
+from nanobot_core._exit_codes import EXIT_FAILED
+from nanobot_core.cli import get_state, read_stdin_text, workspace_option
 
 
 def _flag_overrides(

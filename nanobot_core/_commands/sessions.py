@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from nanobot_core._exit_codes import EXIT_USAGE
 from nanobot_core.cli import (
-    EXIT_USAGE,
     STDOUT_OUTPUT,
     check_output_folder,
     get_state,

@@ -45,7 +45,7 @@ from typing import Any
 import attrs
 
 from nanobot_core import PluginManager, load_config
-from nanobot_core.cli import EXIT_INTERRUPTED
+from nanobot_core._exit_codes import EXIT_INTERRUPTED
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX
