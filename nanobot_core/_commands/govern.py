@@ -32,6 +32,7 @@ from nanobot_core.cli import (
     workspace_option,
     write_output,
 )
+from nanobot_core.config import MIN_TOOL_RESULT_CHARS
 
 # Detail lines shown per stage in the readable summary (--json has them all).
 SHOWN_DETAILS = 8
@@ -135,8 +136,12 @@ def _echo_summary(
 @click.option("--max-output", type=click.IntRange(min=0), help="Tokens reserved for the reply.")
 @click.option(
     "--max-tool-result-chars",
-    type=click.IntRange(min=1),
-    help="Tool results longer than this are offloaded to the workspace cache.",
+    # No click range: the config's own check refuses a value below its minimum, saying why.
+    type=int,
+    help=(
+        "Tool results longer than this are offloaded to the workspace cache "
+        f"(at least {MIN_TOOL_RESULT_CHARS})."
+    ),
 )
 @workspace_option(
     "Workspace for the offload cache and the installed tools (must exist; default: cwd)."

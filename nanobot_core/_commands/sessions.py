@@ -119,7 +119,7 @@ def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) ->
 @output_option(
     "The export file to write (replaced atomically; - for stdout).", short=True, required=True
 )
-@workspace_option("Workspace directory.")
+@workspace_option()
 @click.pass_context
 def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: str | None) -> None:
     """Write sessions NAME... (default: all) of the store to an export file."""
@@ -157,7 +157,7 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
 # A plain click.Path: exists=True would call a symbolic link loop missing; opening the
 # file below says what is wrong with it ("cannot read PATH: REASON"), as govern does.
 @click.argument("path", type=click.Path())
-@workspace_option("Workspace directory.")
+@workspace_option()
 @click.pass_context
 def import_(ctx: click.Context, path: str, workspace: str | None) -> None:
     """Write every session of the export file PATH into the store (none may exist there)."""

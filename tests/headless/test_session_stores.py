@@ -318,6 +318,22 @@ def test_cli_export_and_import(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "'ghost'" in missing.stderr
 
 
+def test_cli_export_leaves_out_invalid_and_torn_lines_naming_each(tmp_path: Path) -> None:
+    """As the README says, an export keeps the valid lines and warns of each one it leaves out."""
+    store = JsonlSessionStore(tmp_path)
+    store.directory.mkdir(parents=True)
+    good = ['{"role":"user","content":"x"}', '{"role":"assistant","content":"y"}']
+    store.path("s").write_text(f'{good[0]}\nnot json\n{good[1]}\n{{"role":"us', "utf-8")
+    out = tmp_path / "out.jsonl"
+    exported = _cli(tmp_path, "sessions", "export", "--output", str(out))
+    assert exported.returncode == 0, exported.stderr
+    assert [json.loads(line) for line in out.read_text("utf-8").splitlines()[1:]] == [
+        {"session": "s", "line": line} for line in good
+    ]
+    assert "session 's' line 2: invalid line not exported" in exported.stderr
+    assert "session 's' line 4: torn line not exported" in exported.stderr
+
+
 def test_cli_reports_files_it_cannot_use_without_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

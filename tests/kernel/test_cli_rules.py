@@ -43,6 +43,8 @@ COMMANDS_WITH_A_WORKSPACE = [
     ["sessions", "show", "default"],
     ["govern", "history.jsonl"],
     ["run", "hello", "--base-url", "http://127.0.0.1:9/v1"],
+    ["sessions", "export", "--output", "export.jsonl"],
+    ["sessions", "import", "history.jsonl"],
 ]
 
 
@@ -321,3 +323,21 @@ def test_new_plugin_says_to_install_the_test_extra(tmp_path: Path) -> None:
     assert "pip install -e '.[test]'" in readme
     pyproject = (tmp_path / "acme-words" / "pyproject.toml").read_text(encoding="utf-8")
     assert 'test = ["pytest"]' in pyproject
+
+
+def test_govern_help_gives_the_smallest_max_tool_result_chars_the_config_takes(
+    tmp_path: Path,
+) -> None:
+    """`govern --help` states the real minimum of --max-tool-result-chars; one below is exit 2."""
+    from nanobot_core.config import MIN_TOOL_RESULT_CHARS
+
+    shown = " ".join(nanobot("govern", "--help", cwd=tmp_path).stdout.split())
+    assert f"(at least {MIN_TOOL_RESULT_CHARS})" in shown
+    assert "x>=1" not in shown.split("--max-tool-result-chars", 1)[1].split("--workspace")[0]
+    (tmp_path / "history.jsonl").write_text(json.dumps(HISTORY[0]) + "\n", encoding="utf-8")
+    small = str(MIN_TOOL_RESULT_CHARS - 1)
+    result = nanobot("govern", "history.jsonl", "--max-tool-result-chars", small, cwd=tmp_path)
+    assert result.returncode == 2
+    assert f"governance.max_tool_result_chars: {small} is below {MIN_TOOL_RESULT_CHARS}" in (
+        result.stderr
+    )

@@ -293,6 +293,25 @@ def test_the_calls_on_the_api_page_name_real_parameters() -> None:
     assert wrong == []
 
 
+def test_the_call_that_opens_a_section_names_every_parameter() -> None:
+    """A section that opens with its name's call form (`clip(text, limit=200)`) gives every
+    parameter there, so a new one cannot be left out of the page."""
+    import inspect
+
+    opened, missing = 0, []
+    for section, body in _api_sections().items():
+        call = re.match(rf"`(?:await )?{section}\(([^`]*)\)(?: -> [^`]*)?`", body.strip())
+        if call is None:
+            continue
+        opened += 1
+        named = {piece.split("=", 1)[0].strip().lstrip("*") for piece in _arguments(call[1])}
+        target = getattr(nanobot_core, section)
+        parameters = inspect.signature(target).parameters
+        missing += [f"{section}: {name}" for name in parameters if name not in named]
+    assert opened > 8
+    assert missing == []
+
+
 def test_the_api_page_names_the_fields_of_a_tool_call_event() -> None:
     """docs/api.md names exactly the attributes a `ToolCallEvent` has."""
     import attrs

@@ -35,14 +35,23 @@ def _commands() -> dict[str, click.Command]:
     return found
 
 
+_HELP_OPTIONS = frozenset(cli.context_settings["help_option_names"])
+
+
 def _flags(command: click.Command) -> set[str]:
+    """Every option name of `command`, short ones (``-o``) included; help is the CLI section's."""
     return {
         opt
         for param in command.params
         if isinstance(param, click.Option)
         for opt in (*param.opts, *param.secondary_opts)
-        if opt.startswith("--") and opt != "--help"
+        if opt not in _HELP_OPTIONS
     }
+
+
+def _names(text: str, flag: str) -> bool:
+    """Whether `text` names `flag` as a word of its own (`-o` is not the start of `--output`)."""
+    return re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text) is not None
 
 
 def _table_rows() -> dict[str, str]:
@@ -66,7 +75,7 @@ def test_every_flag_of_every_command_is_in_its_row() -> None:
     """Each command's row lists every one of its flags."""
     rows = _table_rows()
     missing = {
-        path: sorted(flag for flag in _flags(command) if flag not in rows.get(path, ""))
+        path: sorted(flag for flag in _flags(command) if not _names(rows.get(path, ""), flag))
         for path, command in _commands().items()
     }
     assert {path: flags for path, flags in missing.items() if flags} == {}
@@ -79,10 +88,31 @@ def test_every_global_option_is_in_the_cli_section() -> None:
     assert sorted(flag for flag in _flags(cli) if f"`{flag}" not in section) == []
 
 
+def test_the_help_options_are_in_the_cli_section() -> None:
+    """Each name of the help option every command takes (`-h`, `--help`) is in the CLI section."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = text.split(GLOBAL_OPTIONS_HEADING, 1)[1].split("\n## ", 1)[0]
+    assert sorted(name for name in _HELP_OPTIONS if f"`{name}`" not in section) == []
+
+
+def test_every_workspace_option_says_the_folder_must_exist() -> None:
+    """The --workspace help of every command but init says, as the README does, it must exist."""
+    helps = {
+        path: param.help or ""
+        for path, command in _commands().items()
+        for param in command.params
+        if isinstance(param, click.Option) and "--workspace" in param.opts
+    }
+    assert "created if missing" in helps.pop("init")
+    assert sorted(path for path, text in helps.items() if "must exist" not in text) == []
+
+
 def test_the_row_reader_keeps_subcommands_apart() -> None:
     """A row's command path is its leading words, so `sessions show` is not `sessions`."""
     rows = _table_rows()
     assert "--workspace" in rows["sessions show"]
+    assert not _names("--output PATH", "-o")
+    assert not _names("--max-output N", "--output")
     assert rows["sessions"].startswith("sessions [")
 
 

@@ -97,3 +97,26 @@ def test_the_tool_examples_entry_points_load_every_tool_as_written(tmp_path: Pat
     assert listed.returncode == 0, listed.stderr
     mine = [row["name"] for row in json.loads(listed.stdout) if row["distribution"] == "my-package"]
     assert mine == ["weather", "word_count"]
+
+
+def test_the_builtin_stage_table_is_the_pipeline_order() -> None:
+    """The README's table of built-in stages gives each phase's built-ins in the order they run."""
+    from nanobot_core.governance import builtin_stages
+
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(repair|transform|budget)` \| (.*) \|$", text, re.MULTILINE))
+    shown = {phase: re.findall(r"`([a-z_]+)`", cell) for phase, cell in rows.items()}
+    expected: dict[str, list[str]] = {"repair": [], "transform": [], "budget": []}
+    for stage in builtin_stages():
+        expected[stage.phase].append(stage.name)
+    assert shown == expected
+
+
+def test_the_builtin_sections_are_named_with_their_order() -> None:
+    """The README names every built-in prompt section with its order, as `name` (order)."""
+    from nanobot_core.prompt import builtin_sections
+
+    text = " ".join((REPO_ROOT / "README.md").read_text(encoding="utf-8").split())
+    sentence = text.split("The built-in sections are ", 1)[1].split(";", 1)[0]
+    shown = {name: float(order) for name, order in re.findall(r"`(\w+)` \((\d+)\)", sentence)}
+    assert shown == {section.name: section.order for section in builtin_sections()}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from importlib import metadata
 from pathlib import Path
 
@@ -111,3 +112,29 @@ def test_a_bad_encoding_name_fails_the_plugin_and_leaves_the_estimate(
     )
     strict = run_cli("--strict", "plugins")
     assert strict.returncode == 1
+
+
+def _readme_prefixes() -> dict[str, set[str]]:
+    """The model prefixes the README's "Which encoding" section gives each encoding."""
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    text = " ".join(readme.read_text("utf-8").split("## Which encoding", 1)[1].split())
+    sentence = text.split("Chosen from `provider.model`: ", 1)[1].split("; router", 1)[0]
+    found: dict[str, set[str]] = {}
+    for clause in sentence.split(";"):
+        encoding = re.findall(r"use `(\w+)`", clause)[-1]
+        found[encoding] = set(re.findall(r"`([\w.-]+)\*`", clause))
+    return found
+
+
+def test_the_readme_gives_every_model_prefix_its_encoding() -> None:
+    """Each prefix the README lists maps to its encoding, and the README lists every prefix."""
+    from nanobot_tokenizer.encodings import _PREFIXES
+
+    listed = _readme_prefixes()
+    for encoding, prefixes in listed.items():
+        for prefix in prefixes:
+            assert encoding_for_model(f"{prefix.upper()}-test") == encoding, prefix
+    expected: dict[str, set[str]] = {}
+    for prefix, encoding in _PREFIXES:
+        expected.setdefault(encoding, set()).add(prefix)
+    assert listed == expected
