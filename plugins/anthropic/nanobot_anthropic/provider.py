@@ -207,6 +207,19 @@ def _refuse_unsendable(messages: Sequence[Any], tools: Sequence[Any]) -> None:
         raise ProviderError(f"{_plugin()} sends no request: {fault}") from None
 
 
+def _set(config: ProviderConfig, key: str) -> bool:
+    """Whether a source `load_config` read (a file, a variable, the command line) set `key`:
+    a value set there is the user's, even one equal to the core's default."""
+    return bool(source_prefix(config=config, keys=[key]))
+
+
+def _model_unset(config: ProviderConfig) -> bool:
+    """Whether `config` leaves the model to the provider: the core's default (OpenAI's) that
+    no source set. A model a source set is sent as it is, even that name, for the server to
+    refuse and the error to name where it was set; a default in code has no source to ask."""
+    return config.model == _CORE_DEFAULTS.model and not _set(config, "provider.model")
+
+
 def _check_ranges(config: ProviderConfig) -> None:
     """Raise ConfigError, naming where it was set, for a number of `_RANGES` outside its
     range (NaN too): the API would refuse it with a 400 at the first request, mid-turn."""
@@ -274,7 +287,7 @@ class AnthropicProvider:
         )
         _check_ranges(config)
         self.base_url = base.rstrip("/")
-        self.model = config.model if config.model != _CORE_DEFAULTS.model else DEFAULT_MODEL
+        self.model = DEFAULT_MODEL if _model_unset(config) else config.model
         self.max_tokens = config.max_tokens or DEFAULT_MAX_TOKENS
         self.timeout = config.timeout
         self.max_reply_bytes = config.max_reply_bytes
@@ -295,8 +308,8 @@ class AnthropicProvider:
         value = getattr(self, field)
         said = f"{key} = {quoted(value) if isinstance(value, str) else value}"
         # The core's defaults are OpenAI's: for these, the provider sends its own instead.
-        if (field == "model" and config.model == _CORE_DEFAULTS.model) or (
-            field == "max_tokens" and not config.max_tokens
+        if (field == "model" and _model_unset(config)) or (
+            field == "max_tokens" and config.max_tokens is None
         ):
             return f"{said}, the default: {how}"
         return f"{source_prefix(config=config, keys=[key])}{said}"
