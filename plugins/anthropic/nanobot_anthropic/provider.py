@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import attrs
 from nanobot_core import ConfigError, ProviderError, quoted, source_prefix, variable_source
@@ -108,6 +109,8 @@ _SETTINGS: dict[str, tuple[str, str]] = {
 _BASE_URL_HINT = (
     "set --base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL, e.g. https://api.anthropic.com"
 )
+#: The host of OpenAI's API, the core's default base URL: it serves no Messages API.
+_OPENAI_HOST = "api.openai.com"
 _API_KEY_HINT = (
     "set ANTHROPIC_API_KEY or NANOBOT_API_KEY, not OPENAI_API_KEY: that is never sent to "
     "Anthropic; NANOBOT_API_KEY=none for a server that needs no key"
@@ -220,6 +223,28 @@ def _model_unset(config: ProviderConfig) -> bool:
     return config.model == _CORE_DEFAULTS.model and not _set(config, "provider.model")
 
 
+def _refuse_openai(base: str, *, from_environment: bool) -> None:
+    """Raise ConfigError, naming where it was set, for a base URL of OpenAI's API: it serves
+    no Messages API, and each request would carry the Anthropic key there to be refused.
+    Set on purpose (the core's default named in a file, say), it is neither sent to nor
+    replaced by Anthropic's. `from_environment`: it is ``ANTHROPIC_BASE_URL``'s."""
+    try:
+        host = urlsplit(base).hostname
+    except ValueError:  # not a URL: `check_endpoint` says what is wrong with it
+        return
+    if host != _OPENAI_HOST:
+        return
+    key = "ANTHROPIC_BASE_URL" if from_environment else "provider.base_url"
+    where = source_prefix(base, variables=[key] if from_environment else [])
+    # Unset, provider.base_url gives way to ANTHROPIC_BASE_URL, which gives way to Anthropic's.
+    fallback = DEFAULT_BASE_URL if from_environment else f"ANTHROPIC_BASE_URL or {DEFAULT_BASE_URL}"
+    raise ConfigError(
+        f"{where}provider.base_url: {without_credentials(base)!r} is OpenAI's API, which "
+        f"does not serve Anthropic's Messages API, so no request is sent there (set {key} "
+        f"to Anthropic's API or a gateway to it, or leave it unset for {fallback})"
+    )
+
+
 def _check_ranges(config: ProviderConfig) -> None:
     """Raise ConfigError, naming where it was set, for a number of `_RANGES` outside its
     range (NaN too): the API would refuse it with a 400 at the first request, mid-turn."""
@@ -268,10 +293,12 @@ class AnthropicProvider:
     ) -> None:
         env = os.environ if environ is None else environ
         base, base_source = config.base_url, None
-        if base == _CORE_DEFAULTS.base_url:  # not set: the core's default is OpenAI's
+        # Not set (the core's default is OpenAI's): a default the user named is refused below.
+        if base == _CORE_DEFAULTS.base_url and not _set(config, "provider.base_url"):
             base = env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
             if env.get("ANTHROPIC_BASE_URL"):
                 base_source = variable_source("ANTHROPIC_BASE_URL")
+        _refuse_openai(base, from_environment=base_source is not None)
         self._api_key = resolve_key(config, env)
         # A fault no retry can cure: ConfigError, before any request. A key set empty is
         # passed as it is, for the error to name where; one only OpenAI's is not a key here.

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import string
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from messages_server import API_KEY, MessagesServer, error_reply, text_reply
+from nanobot_core import ConfigError
 from nanobot_core.config import ProviderConfig, load_config
 from nanobot_core.testing import run_cli
 
@@ -139,3 +141,98 @@ def test_any_model_a_variable_sets_is_the_one_sent(
         (request,) = server.requests
     assert request.body["model"] == model
     assert reply.content == "hello"
+
+
+#: The core's default base URL: OpenAI's API, which serves no Messages API.
+CORE_BASE_URL = ProviderConfig().base_url
+_REFUSED = (
+    f"provider.base_url: '{CORE_BASE_URL}' is OpenAI's API, which does not serve Anthropic's "
+    "Messages API, so no request is sent there"
+)
+
+
+@pytest.mark.parametrize("where", ["nanobot.toml", "NANOBOT_BASE_URL", "--base-url"])
+def test_the_core_default_base_url_set_by_the_user_is_refused_not_replaced(
+    server: MessagesServer, tmp_path: Path, where: str
+) -> None:
+    """OpenAI's URL set on purpose stops the run naming where it was set (exit 2); the request
+    is not sent elsewhere in its stead (ANTHROPIC_BASE_URL's server receives nothing)."""
+    server.add(text_reply("hello"))
+    args: list[str] = []
+    environ = {"ANTHROPIC_BASE_URL": server.base_url}
+    if where == "nanobot.toml":
+        config = f'[provider]\nbase_url = "{CORE_BASE_URL}"\n'
+        (tmp_path / "nanobot.toml").write_text(config, encoding="utf-8")
+        source = str(tmp_path / "nanobot.toml")
+    elif where == "NANOBOT_BASE_URL":
+        environ[where] = CORE_BASE_URL
+        source = f"environment variable {where}"
+    else:
+        args = [where, CORE_BASE_URL]
+        source = "command line"
+    result = run_cli(
+        "run", "--provider", "anthropic", *args, "hi", cwd=tmp_path, env=_environment(**environ)
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"Error: configuration: {source}: {_REFUSED} (set ")
+    assert len(result.stderr.splitlines()) == 1 and API_KEY not in result.stderr
+    assert server.requests == []
+
+
+def test_a_base_url_nobody_set_is_anthropic_base_url_then_anthropics(
+    server: MessagesServer, tmp_path: Path
+) -> None:
+    """No base URL in any file, variable or flag: ANTHROPIC_BASE_URL's server gets the turn."""
+    server.add(text_reply("hello"))
+    result = run_cli(
+        "run",
+        "--provider",
+        "anthropic",
+        "hi",
+        cwd=tmp_path,
+        env=_environment(ANTHROPIC_BASE_URL=server.base_url),
+    )
+    assert result.returncode == 0, result.stderr
+    assert [r.problems for r in server.requests] == [[]]
+    unset = AnthropicProvider(
+        load_config(cwd=tmp_path, environ={}).provider, environ={"ANTHROPIC_API_KEY": API_KEY}
+    )
+    assert unset.endpoint == "https://api.anthropic.com/v1/messages"
+
+
+def test_openais_url_in_anthropic_base_url_is_refused_naming_it() -> None:
+    """ANTHROPIC_BASE_URL set to OpenAI's API is named as the source of the refusal."""
+    environ = {"ANTHROPIC_BASE_URL": CORE_BASE_URL, "ANTHROPIC_API_KEY": API_KEY}
+    with pytest.raises(ConfigError) as raised:
+        AnthropicProvider(ProviderConfig(), environ=environ)
+    assert str(raised.value).startswith(f"environment variable ANTHROPIC_BASE_URL: {_REFUSED}")
+    assert "set ANTHROPIC_BASE_URL to Anthropic's API" in str(raised.value)
+
+
+_SECRET = "pw-Zq81vLm"
+_PATH_CHARS = st.text(string.ascii_letters + string.digits + "/-._~%", max_size=20)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    scheme=st.sampled_from(["http", "https", "HTTPS"]),
+    host=st.sampled_from(["api.openai.com", "API.OpenAI.com"]),
+    credentials=st.booleans(),
+    port=st.none() | st.integers(1, 65535),
+    path=_PATH_CHARS,
+)
+def test_any_url_of_openais_api_a_variable_sets_is_refused_naming_it(
+    empty_folder: Path, scheme: str, host: str, credentials: bool, port: int | None, path: str
+) -> None:
+    """Whatever scheme, port, path or password a base URL on OpenAI's API host has, building
+    the provider refuses it, naming NANOBOT_BASE_URL and never showing the password."""
+    userinfo = f"me:{_SECRET}@" if credentials else ""
+    url = f"{scheme}://{userinfo}{host}{'' if port is None else f':{port}'}/{path}"
+    config = load_config(
+        cwd=empty_folder, environ={"NANOBOT_BASE_URL": url, "NANOBOT_API_KEY": API_KEY}
+    )
+    with pytest.raises(ConfigError) as raised:
+        AnthropicProvider(config.provider, environ={})
+    said = str(raised.value)
+    assert said.startswith("environment variable NANOBOT_BASE_URL: provider.base_url: ")
+    assert "is OpenAI's API" in said and _SECRET not in said and API_KEY not in said
