@@ -127,13 +127,19 @@ def resolve_key(config: ProviderConfig, environ: Mapping[str, str]) -> str | Non
     if key:
         return key
     configured = config.api_key or None
-    if (
-        configured
-        and configured == environ.get("OPENAI_API_KEY")
-        and not environ.get("NANOBOT_API_KEY")
-    ):
+    if configured and _openais_key(config, environ):
         return None
     return configured
+
+
+def _openais_key(config: ProviderConfig, environ: Mapping[str, str]) -> bool:
+    """Whether ``provider.api_key`` is the one the core took from ``OPENAI_API_KEY``: told by
+    where it was set when the config knows (a key a file or another variable set is the
+    user's, even one equal to OpenAI's), else by its value, when no ``NANOBOT_API_KEY`` gave it."""
+    if _set(config, "provider.api_key"):
+        where = source_prefix(config=config, keys=["provider.api_key"])
+        return where == source_prefix(variables=["OPENAI_API_KEY"])
+    return config.api_key == environ.get("OPENAI_API_KEY") and not environ.get("NANOBOT_API_KEY")
 
 
 def _tool(definition: Mapping[str, Any]) -> dict[str, Any]:

@@ -4,6 +4,7 @@ OpenAI's); only a value nobody set gets the plugin's own default."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import string
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from messages_server import API_KEY, MessagesServer, error_reply, text_reply
-from nanobot_core import ConfigError
+from nanobot_core import ConfigError, ProviderError
 from nanobot_core.config import ProviderConfig, load_config
 from nanobot_core.testing import run_cli
 
@@ -236,3 +237,27 @@ def test_any_url_of_openais_api_a_variable_sets_is_refused_naming_it(
     said = str(raised.value)
     assert said.startswith("environment variable NANOBOT_BASE_URL: provider.base_url: ")
     assert "is OpenAI's API" in said and _SECRET not in said and API_KEY not in said
+
+
+def _key_sent(server: MessagesServer, folder: Path, **environ: str) -> str | None:
+    """The x-api-key the server received from a provider loaded from `environ` (None: none)."""
+    server.add(text_reply("hello"))
+    config = load_config(cwd=folder, environ={"NANOBOT_BASE_URL": server.base_url, **environ})
+    provider = AnthropicProvider(config.provider, environ=environ)
+    with contextlib.suppress(ProviderError):  # a request without the key is refused: 400
+        asyncio.run(provider.complete([{"role": "user", "content": "hi"}], []))
+    (request,) = server.requests
+    return request.headers.get("x-api-key")
+
+
+@pytest.mark.parametrize("variable", ["NANOBOT_API_KEY", "NANOBOT_PROVIDER__API_KEY"])
+def test_a_key_set_for_nanobot_is_sent_even_when_it_is_openais_too(
+    server: MessagesServer, tmp_path: Path, variable: str
+) -> None:
+    """A key a NANOBOT_ variable set is the user's, even one OPENAI_API_KEY holds as well."""
+    assert _key_sent(server, tmp_path, OPENAI_API_KEY=API_KEY, **{variable: API_KEY}) == API_KEY
+
+
+def test_a_key_only_openai_api_key_gave_is_not_sent(server: MessagesServer, tmp_path: Path) -> None:
+    """The key the core took from OPENAI_API_KEY alone never reaches Anthropic's server."""
+    assert _key_sent(server, tmp_path, OPENAI_API_KEY=API_KEY) is None
