@@ -26,6 +26,7 @@ import re
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 import attrs
 from nanobot_core import ConfigError, ProviderError, quoted, source_prefix, variable_source
@@ -108,6 +109,8 @@ _SETTINGS: dict[str, tuple[str, str]] = {
 _BASE_URL_HINT = (
     "set --base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL, e.g. https://api.anthropic.com"
 )
+#: The host of OpenAI's API, the core's default base URL: it serves no Messages API.
+_OPENAI_HOST = "api.openai.com"
 _API_KEY_HINT = (
     "set ANTHROPIC_API_KEY or NANOBOT_API_KEY, not OPENAI_API_KEY: that is never sent to "
     "Anthropic; NANOBOT_API_KEY=none for a server that needs no key"
@@ -124,13 +127,19 @@ def resolve_key(config: ProviderConfig, environ: Mapping[str, str]) -> str | Non
     if key:
         return key
     configured = config.api_key or None
-    if (
-        configured
-        and configured == environ.get("OPENAI_API_KEY")
-        and not environ.get("NANOBOT_API_KEY")
-    ):
+    if configured and _openais_key(config, environ):
         return None
     return configured
+
+
+def _openais_key(config: ProviderConfig, environ: Mapping[str, str]) -> bool:
+    """Whether ``provider.api_key`` is the one the core took from ``OPENAI_API_KEY``: told by
+    where it was set when the config knows (a key a file or another variable set is the
+    user's, even one equal to OpenAI's), else by its value, when no ``NANOBOT_API_KEY`` gave it."""
+    if _set(config, "provider.api_key"):
+        where = source_prefix(config=config, keys=["provider.api_key"])
+        return where == source_prefix(variables=["OPENAI_API_KEY"])
+    return config.api_key == environ.get("OPENAI_API_KEY") and not environ.get("NANOBOT_API_KEY")
 
 
 def _tool(definition: Mapping[str, Any]) -> dict[str, Any]:
@@ -207,6 +216,41 @@ def _refuse_unsendable(messages: Sequence[Any], tools: Sequence[Any]) -> None:
         raise ProviderError(f"{_plugin()} sends no request: {fault}") from None
 
 
+def _set(config: ProviderConfig, key: str) -> bool:
+    """Whether a source `load_config` read (a file, a variable, the command line) set `key`:
+    a value set there is the user's, even one equal to the core's default."""
+    return bool(source_prefix(config=config, keys=[key]))
+
+
+def _model_unset(config: ProviderConfig) -> bool:
+    """Whether `config` leaves the model to the provider: the core's default (OpenAI's) that
+    no source set. A model a source set is sent as it is, even that name, for the server to
+    refuse and the error to name where it was set; a default in code has no source to ask."""
+    return config.model == _CORE_DEFAULTS.model and not _set(config, "provider.model")
+
+
+def _refuse_openai(base: str, *, from_environment: bool) -> None:
+    """Raise ConfigError, naming where it was set, for a base URL of OpenAI's API: it serves
+    no Messages API, and each request would carry the Anthropic key there to be refused.
+    Set on purpose (the core's default named in a file, say), it is neither sent to nor
+    replaced by Anthropic's. `from_environment`: it is ``ANTHROPIC_BASE_URL``'s."""
+    try:
+        host = urlsplit(base).hostname
+    except ValueError:  # not a URL: `check_endpoint` says what is wrong with it
+        return
+    if host != _OPENAI_HOST:
+        return
+    key = "ANTHROPIC_BASE_URL" if from_environment else "provider.base_url"
+    where = source_prefix(base, variables=[key] if from_environment else [])
+    # Unset, provider.base_url gives way to ANTHROPIC_BASE_URL, which gives way to Anthropic's.
+    fallback = DEFAULT_BASE_URL if from_environment else f"ANTHROPIC_BASE_URL or {DEFAULT_BASE_URL}"
+    raise ConfigError(
+        f"{where}provider.base_url: {without_credentials(base)!r} is OpenAI's API, which "
+        f"does not serve Anthropic's Messages API, so no request is sent there (set {key} "
+        f"to Anthropic's API or a gateway to it, or leave it unset for {fallback})"
+    )
+
+
 def _check_ranges(config: ProviderConfig) -> None:
     """Raise ConfigError, naming where it was set, for a number of `_RANGES` outside its
     range (NaN too): the API would refuse it with a 400 at the first request, mid-turn."""
@@ -255,10 +299,12 @@ class AnthropicProvider:
     ) -> None:
         env = os.environ if environ is None else environ
         base, base_source = config.base_url, None
-        if base == _CORE_DEFAULTS.base_url:  # not set: the core's default is OpenAI's
+        # Not set (the core's default is OpenAI's): a default the user named is refused below.
+        if base == _CORE_DEFAULTS.base_url and not _set(config, "provider.base_url"):
             base = env.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
             if env.get("ANTHROPIC_BASE_URL"):
                 base_source = variable_source("ANTHROPIC_BASE_URL")
+        _refuse_openai(base, from_environment=base_source is not None)
         self._api_key = resolve_key(config, env)
         # A fault no retry can cure: ConfigError, before any request. A key set empty is
         # passed as it is, for the error to name where; one only OpenAI's is not a key here.
@@ -274,7 +320,7 @@ class AnthropicProvider:
         )
         _check_ranges(config)
         self.base_url = base.rstrip("/")
-        self.model = config.model if config.model != _CORE_DEFAULTS.model else DEFAULT_MODEL
+        self.model = DEFAULT_MODEL if _model_unset(config) else config.model
         self.max_tokens = config.max_tokens or DEFAULT_MAX_TOKENS
         self.timeout = config.timeout
         self.max_reply_bytes = config.max_reply_bytes
@@ -295,8 +341,8 @@ class AnthropicProvider:
         value = getattr(self, field)
         said = f"{key} = {quoted(value) if isinstance(value, str) else value}"
         # The core's defaults are OpenAI's: for these, the provider sends its own instead.
-        if (field == "model" and config.model == _CORE_DEFAULTS.model) or (
-            field == "max_tokens" and not config.max_tokens
+        if (field == "model" and _model_unset(config)) or (
+            field == "max_tokens" and config.max_tokens is None
         ):
             return f"{said}, the default: {how}"
         return f"{source_prefix(config=config, keys=[key])}{said}"
