@@ -302,28 +302,30 @@ def _put(tree: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[str, Any]:
-    """Turn ``NANOBOT_*`` variables into a nested config mapping."""
+    """Turn ``NANOBOT_*`` variables (and ``OPENAI_API_KEY`` below them) into a nested mapping."""
     tree: dict[str, Any] = {}
-    for _, layer in _env_layers(environ):
+    for _, layer in [*_fallback_layers(environ), *_env_layers(environ)]:
         tree = deep_merge(tree, layer)
     return tree
 
 
-def _env_layers(environ: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
-    """The environment's config, one layer per variable named by it (`variable_source`), lowest
-    first: an error or warning about a value it set names the variable to fix.
+def _fallback_layers(environ: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
+    """The settings other programs' variables give, below every source of nanobot's own.
 
-    ``OPENAI_API_KEY`` comes first, so that any ``NANOBOT_*`` variable giving
-    ``provider.api_key`` wins over it.
+    ``OPENAI_API_KEY`` is the key for whatever else reads it too: a
+    ``provider.api_key`` a config file sets, or a ``NANOBOT_*`` variable, is
+    meant for nanobot and wins over it.
     """
+    key = environ.get("OPENAI_API_KEY")
+    if not key:
+        return []
+    return [(variable_source("OPENAI_API_KEY"), {"provider": {"api_key": key}})]
+
+
+def _env_layers(environ: Mapping[str, str]) -> list[tuple[str, dict[str, Any]]]:
+    """The ``NANOBOT_*`` variables' config, one layer per variable (`variable_source`): an
+    error or warning about a value it set names the variable to fix."""
     layers: list[tuple[str, dict[str, Any]]] = []
-    if environ.get("OPENAI_API_KEY"):
-        layers.append(
-            (
-                variable_source("OPENAI_API_KEY"),
-                {"provider": {"api_key": environ["OPENAI_API_KEY"]}},
-            )
-        )
     for name, path, value in _env_settings(environ):
         tree: dict[str, Any] = {}
         _put(tree, path, value)
@@ -969,7 +971,7 @@ def load_config(
     """Load the configuration from every source, in precedence order."""
     here = Path(cwd) if cwd is not None else Path.cwd()
     env = os.environ if environ is None else environ
-    layers: list[tuple[str, dict[str, Any]]] = []
+    layers = _fallback_layers(env)
     pyproject = here / "pyproject.toml"
     if _found(pyproject):
         layers.append(

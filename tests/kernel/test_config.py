@@ -82,6 +82,29 @@ def test_api_key_falls_back_to_openai_variable(tmp_path: Path) -> None:
     assert load_config(cwd=tmp_path, environ=both).provider.api_key == "n"
 
 
+@pytest.mark.parametrize("where", ["nanobot.toml", "pyproject.toml", "--config"])
+def test_a_config_files_api_key_wins_over_openai_variable(tmp_path: Path, where: str) -> None:
+    """A provider.api_key a config file sets wins over OPENAI_API_KEY, and is named by its file."""
+    body = '[provider]\napi_key = "sk-file"\n'
+    if where == "pyproject.toml":
+        body = '[tool.nanobot.provider]\napi_key = "sk-file"\n'
+    path = tmp_path / ("other.toml" if where == "--config" else where)
+    path.write_text(body, encoding="utf-8")
+    config = load_config(
+        cwd=tmp_path,
+        config_file=path if where == "--config" else None,
+        environ={"OPENAI_API_KEY": "sk-shell"},
+    )
+    assert config.provider.api_key == "sk-file"
+    assert str(path) in source_prefix(config=config, keys=["provider.api_key"])
+    # A NANOBOT_* variable is nanobot's own: it still wins over the file.
+    both = {"OPENAI_API_KEY": "sk-shell", "NANOBOT_API_KEY": "sk-nanobot"}
+    config = load_config(
+        cwd=tmp_path, config_file=path if where == "--config" else None, environ=both
+    )
+    assert config.provider.api_key == "sk-nanobot"
+
+
 def test_api_key_is_not_in_repr(tmp_path: Path) -> None:
     """The API key never shows up in the repr of the config."""
     config = load_config(cwd=tmp_path, environ={"NANOBOT_API_KEY": "sk-secret-value"})
