@@ -18,11 +18,12 @@ from nanobot_core.config import Config, GovernanceConfig, PluginsConfig
 from nanobot_core.governance import (
     EstimateCounter,
     Governor,
+    MemoCounter,
     build_governor,
     count_request,
     tokens,
 )
-from nanobot_core.governance.tokens import MEMO_CHARS, CheckedCounter, MemoCounter, remembering
+from nanobot_core.governance.tokens import MEMO_CHARS, CheckedCounter, remembering
 from tests.governance.builders import agent_session
 
 _ENTRY = 64  # what the memo charges a text beyond its characters
@@ -290,3 +291,76 @@ def test_texts_counted_through_governors_of_one_manager_are_asked_once(
             for text in texts:
                 assert counter.count_text(text) == _Words().count_text(text)
         assert sorted(plugin.asked()) == sorted({t for ts in texts_per_session for t in ts})
+
+
+def test_the_documented_memo_shared_by_two_managers_counts_a_text_once(tmp_path: Path) -> None:
+    """docs/governance.md's `MemoCounter` block, run for two managers: their governors count
+    with the one memo, with its bound, and a text one counted is not counted by the other."""
+    import re
+
+    page = (Path(__file__).parents[2] / "docs" / "governance.md").read_text(encoding="utf-8")
+    (block,) = [
+        b for b in re.findall(r"```python\n(.*?)```", page, re.DOTALL) if "MemoCounter(" in b
+    ]
+    words = _Words()
+    names: dict[str, object] = {"my_counter": words}
+    exec(compile(block, "governance.md", "exec"), names)
+    config = Config(plugins=PluginsConfig(disable_autoload=True))
+    one = PluginManager(config, workspace=tmp_path / "one").load()
+    two = PluginManager(config, workspace=tmp_path / "two").load()
+    first, second = (names["governor_of"](pm) for pm in (one, two))  # type: ignore[operator]
+    assert first.counter is second.counter is names["shared"]
+    assert first.counter.memo_chars == 16 * 2**20
+    first.govern([{"role": "user", "content": "one two three"}], system="Be brief.")
+    second.govern([{"role": "user", "content": "one two three"}], system="Be brief.")
+    assert sorted(words.asked) == ["Be brief.", "one two three", "user"]
+
+
+@pytest.mark.parametrize(
+    ("counter", "memo_chars", "refusal"),
+    [
+        (
+            "tiktoken",
+            MEMO_CHARS,
+            "MemoCounter: counter must have a count_text(text) -> int method, got str",
+        ),
+        (
+            None,
+            MEMO_CHARS,
+            "MemoCounter: counter must have a count_text(text) -> int method, got NoneType",
+        ),
+        (_Words(), 1.5, "MemoCounter: memo_chars must be a whole number of characters, got float"),
+        (_Words(), True, "MemoCounter: memo_chars must be a whole number of characters, got bool"),
+        (_Words(), "4096", "MemoCounter: memo_chars must be a whole number of characters, got str"),
+        (_Words(), -1, "MemoCounter: memo_chars must be at least 0 (0 remembers nothing), got -1"),
+    ],
+)
+def test_a_memo_refuses_what_it_cannot_count_with_or_bound_by(
+    counter: object, memo_chars: object, refusal: str
+) -> None:
+    """A memo built in code with no counter to ask, or a bound that is no count of characters,
+    is refused at once, saying which argument and what it got, not at its first count."""
+    with pytest.raises((TypeError, ValueError)) as raised:
+        MemoCounter(counter, memo_chars=memo_chars)  # type: ignore[arg-type]
+    assert str(raised.value) == refusal
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    memo_chars=st.integers(min_value=0, max_value=2_000),
+    texts=st.lists(st.text(max_size=200), max_size=40),
+)
+def test_a_memo_of_any_bound_gives_the_counters_counts_within_it(
+    memo_chars: int, texts: list[str]
+) -> None:
+    """Whatever its bound and the texts counted, a memo answers what its counter does, holds no
+    more than its bound, and charges what it holds; a text it holds is not asked again."""
+    words = _Words()
+    memo = MemoCounter(words, memo_chars=memo_chars)
+    for text in texts:
+        assert memo.count_text(text) == _Words().count_text(text)
+        assert memo._memo_held <= memo_chars and _held_is_what_it_holds(memo)
+    asked = len(words.asked)
+    for text in list(memo._memo):
+        memo.count_text(text)
+    assert len(words.asked) == asked
