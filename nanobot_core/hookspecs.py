@@ -135,8 +135,10 @@ def nanobot_token_counter(ctx: PluginContext) -> Any:
     text the counter raises on, or gets an answer for that is not a whole
     number of at least 0, counts the default estimate instead, and the first
     such failure is logged naming the plugin (a tokenizer that cannot read one
-    text must not end governance, nor make a request look free). A count is
-    remembered for its text, so equal text is counted once per governor: a
+    text must not end governance, nor make a request look free). The hook is
+    asked once per plugin manager, and every governor the manager builds (one
+    per session) counts with the counter it returned; a count is remembered
+    for its text, so equal text is counted once for all those sessions: a
     counter gives a text the same count every time.
     """
 

@@ -33,7 +33,12 @@ from nanobot_core.governance.stage import (
 )
 from nanobot_core.governance.stages import builtin_stages
 from nanobot_core.governance.store import DirectoryResultStore, ResultStore, default_store
-from nanobot_core.governance.tokens import EstimateCounter, TokenCounter, count_request
+from nanobot_core.governance.tokens import (
+    EstimateCounter,
+    MemoCounter,
+    TokenCounter,
+    count_request,
+)
 
 __all__ = [
     "BUILTIN_ORDER",
@@ -48,6 +53,7 @@ __all__ = [
     "GovernanceResult",
     "GovernanceState",
     "Governor",
+    "MemoCounter",
     "MessagesRequest",
     "Placement",
     "ReportEntry",

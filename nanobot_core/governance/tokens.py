@@ -104,6 +104,27 @@ class EstimateCounter:
 DEFAULT_COUNTER = EstimateCounter()
 
 
+def _check_counter(instance: Any, _attribute: Any, value: Any) -> None:
+    if not callable(getattr(value, "count_text", None)):
+        raise TypeError(
+            f"{type(instance).__name__}: counter must have a count_text(text) -> int method, "
+            f"got {type(value).__name__}"
+        )
+
+
+def _check_memo_chars(instance: Any, _attribute: Any, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(
+            f"{type(instance).__name__}: memo_chars must be a whole number of characters, "
+            f"got {type(value).__name__}"
+        )
+    if value < 0:
+        raise ValueError(
+            f"{type(instance).__name__}: memo_chars must be at least 0 (0 remembers nothing), "
+            f"got {value}"
+        )
+
+
 @attrs.define(eq=False)
 class MemoCounter:
     """`counter`, asked once per distinct text: each count it gave is remembered for the text.
@@ -114,7 +135,12 @@ class MemoCounter:
     text, as `TokenCounter` says. The texts remembered add up to at most
     `memo_chars` characters (`MEMO_CHARS`); the least recently used go first.
 
-    A governor puts any counter but the estimate behind one (`remembering`).
+    A governor puts any counter but the estimate behind one (`remembering`),
+    and every governor a `PluginManager` builds shares the one its
+    `token_counter` hands out; a program may hand one to the governors of
+    several managers (`Governor(counter=...)`, `build_governor`), or give
+    it another bound. `counter` without ``count_text`` is a `TypeError`, as
+    is a `memo_chars` that is not an int; one below 0 is a `ValueError`.
     One may be shared by governors in several threads: the memo is changed
     under a lock, which is not held while `counter` counts, so two threads may
     count the same text at once (it is remembered once). A remembered count is
@@ -122,8 +148,8 @@ class MemoCounter:
     counts are remembered), in two calls that are each atomic under it.
     """
 
-    counter: TokenCounter
-    memo_chars: int = attrs.field(default=MEMO_CHARS, kw_only=True)
+    counter: TokenCounter = attrs.field(validator=_check_counter)
+    memo_chars: int = attrs.field(default=MEMO_CHARS, kw_only=True, validator=_check_memo_chars)
     # text -> the counter's count of it, the least recently used first.
     _memo: OrderedDict[str, int] = attrs.field(factory=OrderedDict, init=False, repr=False)
     _memo_held: int = attrs.field(default=0, init=False, repr=False)  # charged against memo_chars

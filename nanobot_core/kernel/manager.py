@@ -19,6 +19,7 @@ from __future__ import annotations
 import difflib
 import os
 import re
+import threading
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
@@ -51,6 +52,7 @@ from nanobot_core.kernel.records import Contribution, Kind, PluginInfo, PluginRe
 
 if TYPE_CHECKING:
     from nanobot_core.governance import Governor
+    from nanobot_core.governance.tokens import CheckedCounter
     from nanobot_core.prompt import PromptBuilder
     from nanobot_core.tools.registry import ToolRegistry
 
@@ -130,6 +132,12 @@ class PluginManager:
         self._loaded = False
         self._registry: ToolRegistry | None = None
         self._overrides_checked = False
+        # What `token_counter` answers, in a 1-tuple (its answer may be None); None: ask again.
+        self._counter: tuple[Any] | None = None
+        # Per counter plugin (record key): its record and its counter, checked and remembering.
+        # Kept across a re-ask, so that every governor of the manager shares the one memo.
+        self._checked: dict[str, tuple[PluginRecord, CheckedCounter]] = {}
+        self._counter_lock = threading.Lock()
 
     # -- registration -------------------------------------------------------------------
 
@@ -265,6 +273,7 @@ class PluginManager:
         if record.obj is not None and self._pm.is_registered(record.obj):
             self._pm.unregister(record.obj)
         record.obj = None
+        self._checked.pop(self._record_key(record.info), None)  # its memo goes with it
         log.error(
             "plugin failed",
             plugin=record.info.name,
@@ -281,6 +290,7 @@ class PluginManager:
     def _invalidate(self) -> None:
         self._collected.clear()
         self._registry = None
+        self._counter = None  # a plugin registered may answer first, or the one that did failed
         for record in self._records.values():
             record.contributions = []
 
@@ -489,7 +499,24 @@ class PluginManager:
         the estimate's, said once naming the plugin; the core's own estimate
         needs no check, whoever returns it. A `CheckedCounter` is also the
         counter's memo (a `MemoCounter`): a governor puts no second one in front.
+
+        The plugins are asked once, not per call: every governor built from the
+        manager (`governor`, `Governor.from_plugins`, a `Runner` per session)
+        counts with the same counter, so a text one session counted is not
+        counted again for another, and the memo's bound (`MEMO_CHARS`) holds
+        for all of them together. They are asked again after a plugin is
+        registered or fails; the same plugin's counter keeps its memo.
         """
+        known = self._counter
+        if known is not None:
+            return known[0]
+        counter = self._ask_token_counter()
+        with self._counter_lock:  # two threads asking at once get the same counter
+            if self._counter is None:
+                self._counter = (counter,)
+            return self._counter[0]
+
+    def _ask_token_counter(self) -> Any:
         from nanobot_core.governance.tokens import CheckedCounter, EstimateCounter
 
         found = self._first_usable(
@@ -500,7 +527,15 @@ class PluginManager:
         record, counter = found
         if type(counter) is EstimateCounter:
             return counter
-        return CheckedCounter(counter, record.info.describe())
+        key = self._record_key(record.info)
+        with self._counter_lock:
+            held = self._checked.get(key)
+            if held is None or held[0] is not record:  # a plugin registered again is another
+                held = self._checked[key] = (
+                    record,
+                    CheckedCounter(counter, record.info.describe()),
+                )
+            return held[1]
 
     def result_store(self) -> Any:
         """The offload cache for huge tool results (the first plugin's with a ``put`` method)."""
