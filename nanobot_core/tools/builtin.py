@@ -84,6 +84,9 @@ class WorkspaceTool(Tool):
     """Base of the built-in tools: a workspace root and an output budget in characters."""
 
     blocking = True  # the body runs in a worker thread; see run_in_daemon_thread
+    #: Whether the tool walks a tree: if the workspace is gone when it ends, it found
+    #: nothing in the rest of it, and its answer says that instead of what it found.
+    walks_tree: ClassVar[bool] = False
 
     def __init__(self, workspace: Path, *, max_output_chars: int = DEFAULT_OUTPUT_CHARS) -> None:
         self.workspace = Path(workspace).resolve()
@@ -144,18 +147,62 @@ def _contained(work: Callable[..., ToolResult], *args: Any, **kwargs: Any) -> To
     """`work` called; a path out of the workspace or an OS error becomes its Error result.
 
     When `work` is a method of a `WorkspaceTool`, a file the error names inside its
-    workspace is shown relative to it, as the tools show every path.
+    workspace is shown relative to it, as the tools show every path; and a workspace
+    folder that is gone (before the call, or found gone when the call failed or walked
+    a tree) is answered as such, instead of as whatever its absence made fail.
     """
+    owner = getattr(work, "__self__", None)
+    if not isinstance(owner, WorkspaceTool):
+        return _answer(work, None, *args, **kwargs)
+    if gone := _workspace_gone(owner.workspace):
+        return ToolResult.error(gone)
+    result = _answer(work, owner.workspace, *args, **kwargs)
+    # Gone while the call ran: a path in it failed (`No such file or directory: .`), or
+    # a walk found nothing more in it, and "no matches" would be taken for an answer.
+    if (result.is_error or owner.walks_tree) and (gone := _workspace_gone(owner.workspace)):
+        return ToolResult.error(gone)
+    return result
+
+
+def _answer(
+    work: Callable[..., ToolResult], workspace: Path | None, *args: Any, **kwargs: Any
+) -> ToolResult:
+    """`work` called; a path out of `workspace` or an OS error becomes its Error result."""
     try:
         return work(*args, **kwargs)
     except WorkspaceEscapeError as exc:
         return ToolResult.error(str(exc))
     except OSError as exc:
-        owner = getattr(work, "__self__", None)
-        workspace = owner.workspace if isinstance(owner, WorkspaceTool) else None
         # The file named is the model's path, resolved: of any length (ENAMETOOLONG).
         where = f": {clip(_shown_filename(exc.filename, workspace))}" if exc.filename else ""
         return ToolResult.error(f"{exc.strerror or exc}{where}")
+
+
+def _workspace_gone(workspace: Path) -> str | None:
+    """What the tools answer when the folder `workspace` (resolved) is no longer there; or None.
+
+    Removed, moved away, or replaced (by a file, or a link: the folder the tools were
+    made for was resolved, so a link there now is something else). The answer does
+    not say where the workspace was: the model names paths relative to it, and the
+    answer goes into the provider's logs.
+    """
+    try:
+        info = os.lstat(workspace)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as exc:  # a folder above it that may no longer be searched, say
+        return f"the workspace folder cannot be reached ({exc.strerror or exc}): {_UNTIL_BACK}"
+    else:
+        if stat.S_ISDIR(info.st_mode):
+            return None
+    return (
+        "the workspace folder is gone (removed, moved or replaced since the file tools were "
+        f"set up): {_UNTIL_BACK}"
+    )
+
+
+#: What a workspace folder that is gone means for the model's next steps.
+_UNTIL_BACK = "no file can be read, written, listed or searched until it is back; tell the user"
 
 
 def _shown_filename(filename: object, workspace: Path | None) -> str:
@@ -476,6 +523,7 @@ class FindFilesTool(WorkspaceTool):
         "additionalProperties": False,
     }
     read_only = True
+    walks_tree = True
 
     def run(self, pattern: str, path: str = ".") -> ToolResult:
         parts = PurePosixPath(pattern).parts
@@ -569,6 +617,7 @@ class GrepTool(WorkspaceTool):
         "additionalProperties": False,
     }
     read_only = True
+    walks_tree = True
 
     def __init__(
         self,
