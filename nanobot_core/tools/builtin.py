@@ -560,14 +560,27 @@ class FindFilesTool(WorkspaceTool):
         # each is checked and shown against the workspace resolved once, as strings.
         root = os.path.normcase(self.workspace)
         below = root.rstrip(os.sep) + os.sep  # what every path under the workspace starts with
-        for match in _glob.find(base, pattern, root=self.workspace):
-            resolved = os.path.realpath(match.real) if match.link else match.real
+
+        def inside(resolved: str) -> str | None:
+            """A resolved path as shown, from the workspace; None if it is outside."""
             where = os.path.normcase(resolved)
             if where == root:
-                shown = "."
-            elif where.startswith(below):
-                shown = resolved[len(below) :].replace(os.sep, "/")
-            else:
+                return "."
+            if where.startswith(below):
+                return resolved[len(below) :].replace(os.sep, "/")
+            return None
+
+        # Folders the system refused to read, each once (a '**' meets one twice).
+        refused: set[str] = set()
+
+        def refuse(real: str) -> None:
+            if (shown := inside(real)) is not None:
+                refused.add(shown)
+
+        for match in _glob.find(base, pattern, root=self.workspace, refused=refuse):
+            resolved = os.path.realpath(match.real) if match.link else match.real
+            shown = inside(resolved)
+            if shown is None:
                 continue  # a link, or a path through one, that leads out of the workspace
             if match.is_dir:
                 shown += "/"
@@ -578,17 +591,26 @@ class FindFilesTool(WorkspaceTool):
             found.append(shown)
             if len(found) > most:
                 break
+        # Said, whatever was found: else the folders not read would be taken for empty.
+        refused_note = _refused_note(sorted(refused), "folder")
         if not found:
             where = "the workspace" if base == self.workspace else self.show(base)
-            return ToolResult(f"No files match {quoted(pattern)} in {where}.")
+            nothing = f"No files match {quoted(pattern)} in {where}."
+            return ToolResult(
+                _fitted([], self.max_output_chars, _more("paths"), [nothing, refused_note])
+            )
         if len(found) <= most:
-            return ToolResult(_fitted(sorted(found), self.max_output_chars, _more("paths")))
+            return ToolResult(
+                _fitted(sorted(found), self.max_output_chars, _more("paths"), [refused_note])
+            )
         note = (
             f"[stopped after {most} paths, in the order found, and more match; narrow the "
             "pattern or path]"
         )
         return ToolResult(
-            _fitted(sorted(found[:most]), self.max_output_chars, _more("paths"), [note])
+            _fitted(
+                sorted(found[:most]), self.max_output_chars, _more("paths"), [note, refused_note]
+            )
         )
 
 
@@ -718,7 +740,10 @@ class GrepTool(WorkspaceTool):
         stopped = ""  # the note that the search stopped at max_matches
         changed: list[str] = []  # files that changed between their check and their search
         special: list[str] = []  # named pipes, sockets, devices: never opened, or not read
-        for file in self._files(base, glob, changed, special):
+        # What the system refused to read: said, else "No matches" would read as searched.
+        refused_folders: list[str] = []
+        refused_files: list[str] = []
+        for file in self._files(base, glob, changed, special, refused_folders, refused_files):
             self._searched += 1
             self._report(self.show(file))
             try:
@@ -727,27 +752,48 @@ class GrepTool(WorkspaceTool):
                 special.append(self.show(file))  # became one after its check
             except (WorkspaceEscapeError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 changed.append(self.show(file))  # replaced by a link or a folder, or removed
+            except PermissionError:
+                refused_files.append(self.show(file))
             except OSError as exc:
                 if exc.errno != errno.ELOOP:
-                    continue  # a file it may not read: skipped, like a binary one
+                    continue  # a file it cannot read otherwise: skipped, like a binary one
                 changed.append(self.show(file))  # replaced by a loop of links
             if len(matches) >= max_matches:
                 stopped = f"[stopped after {max_matches} matches; narrow the search]"
                 break
-        notes = [stopped, _changed_note(changed) if changed else "", _special_note(special)]
+        notes = [
+            stopped,
+            _changed_note(changed) if changed else "",
+            _special_note(special),
+            _refused_note(list(dict.fromkeys(refused_folders)), "folder"),
+            _refused_note(refused_files),
+        ]
         if not matches:
             notes.insert(0, f"No matches for {quoted(pattern)}.")
         return ToolResult(_fitted(matches, self.max_output_chars, _more("matching lines"), notes))
 
     def _files(
-        self, base: Path, glob: str | None, changed: list[str], special: list[str]
+        self,
+        base: Path,
+        glob: str | None,
+        changed: list[str],
+        special: list[str],
+        refused: list[str],
+        refused_files: list[str],
     ) -> Iterator[Path]:
         """The files to search; one that changes while it is checked is added to `changed`.
 
         A named pipe, a socket or a device is added to `special`, not searched: reading
-        one would wait for a writer, or read without end.
+        one would wait for a writer, or read without end. A folder the system refuses
+        to read is added to `refused` (as shown), and the others are walked; a file it
+        refuses to look at (in a folder that may be listed, not searched), to
+        `refused_files`.
         """
-        candidates = [base] if base.is_file() else _walk(self.workspace, base)
+
+        def refuse(folder: Path) -> None:
+            refused.append(self.show(folder))
+
+        candidates = [base] if base.is_file() else _walk(self.workspace, base, refuse)
         for file in candidates:
             self._looked += 1
             if self._looked % 1_024 == 0:
@@ -765,6 +811,9 @@ class GrepTool(WorkspaceTool):
                 continue
             try:
                 info = resolved.stat()
+            except PermissionError:
+                refused_files.append(self.show(file))
+                continue
             except OSError:
                 continue  # gone before it was looked at, or a link to nothing
             if describe_kind(info.st_mode):
@@ -831,15 +880,23 @@ def _special_note(special: list[str]) -> str:
     return _skipped_note("not regular files (named pipes, sockets or devices)", special)
 
 
-def _skipped_note(why: str, skipped: list[str]) -> str:
-    """A note of files not searched and `why`: three named (each cut), the rest counted."""
+def _refused_note(refused: list[str], what: str = "file") -> str:
+    """The note of the files or folders (`what`) the system refused to read (bounded); or ''."""
+    if not refused:
+        return ""
+    return _skipped_note("permission denied", refused, what)
+
+
+def _skipped_note(why: str, skipped: list[str], what: str = "file") -> str:
+    """A note of files (or folders) not searched and `why`: three named (each cut), the rest
+    counted."""
     names = [
         name if len(name) <= CHANGED_NAME_CHARS else "…" + name[-(CHANGED_NAME_CHARS - 1) :]
         for name in skipped[:CHANGED_NAMED]
     ]
     more = f" and {len(skipped) - CHANGED_NAMED} more" if len(skipped) > CHANGED_NAMED else ""
-    files = "1 file" if len(skipped) == 1 else f"{len(skipped)} files"
-    return f"[not searched, {why}: {files}, {', '.join(names)}{more}]"
+    count = f"1 {what}" if len(skipped) == 1 else f"{len(skipped)} {what}s"
+    return f"[not searched, {why}: {count}, {', '.join(names)}{more}]"
 
 
 def _around(line: str, match: re.Match[str], line_start: int) -> str:
@@ -855,13 +912,17 @@ def _around(line: str, match: re.Match[str], line_start: int) -> str:
     )
 
 
-def _walk(workspace: Path, base: Path) -> Iterator[Path]:
+def _walk(
+    workspace: Path, base: Path, refused: Callable[[Path], None] | None = None
+) -> Iterator[Path]:
     """The files below the folder `base`, in os.walk's order (top down, sorted names).
 
     Each folder is listed through a descriptor opened from the workspace down without
     following a link (`open_folder`): one swapped for a link out while the search runs
     is not listed, so every name found is one in the workspace (os.walk, listing by
-    path, read the outside through the link). Links to folders are not entered.
+    path, read the outside through the link). Links to folders are not entered. A
+    folder the system refuses to open or read is given to `refused` (the one refused,
+    which may be a folder above it since changed) and the walk goes on with the rest.
     """
     folders = [base]
     while folders:
@@ -869,6 +930,11 @@ def _walk(workspace: Path, base: Path) -> Iterator[Path]:
         try:
             with open_folder(workspace, folder) as fd, os.scandir(fd) as scan:
                 entries = sorted((e.name, _is_folder(e), e.is_symlink()) for e in scan)
+        except PermissionError as exc:
+            if refused is not None:
+                named = Path(os.fsdecode(exc.filename)) if exc.filename else folder
+                refused(named if named.is_relative_to(workspace) else folder)
+            continue
         except (OSError, WorkspaceEscapeError):
             continue  # removed, or replaced by a link, since it was found
         for name, is_dir, _ in entries:

@@ -17,6 +17,12 @@ T = TypeVar("T")
 
 SECRET = "TOP-SECRET-OUTSIDE"
 
+#: What every file tool answers once its workspace folder is gone.
+WORKSPACE_GONE = (
+    "Error: the workspace folder is gone (removed, moved or replaced since the file tools were "
+    "set up): no file can be read, written, listed or searched until it is back; tell the user"
+)
+
 #: The capabilities that let root pass by permission bits (to read, search and write).
 _BYPASSING = ("dac_override", "dac_read_search")
 

@@ -26,12 +26,9 @@ from nanobot_core.tools.builtin import (
     WriteFileTool,
     _contained,
 )
-from tests.tools.support import CAN_BE_REFUSED, run, run_unprivileged
+from tests.tools.support import CAN_BE_REFUSED, WORKSPACE_GONE, run, run_unprivileged
 
-GONE = (
-    "Error: the workspace folder is gone (removed, moved or replaced since the file tools were "
-    "set up): no file can be read, written, listed or searched until it is back; tell the user"
-)
+GONE = WORKSPACE_GONE
 
 #: Each tool with arguments that work in the workspace while it is there.
 TOOLS: list[tuple[type[WorkspaceTool], dict[str, Any]]] = [
