@@ -179,21 +179,29 @@ def _answer(
 
 
 def _workspace_gone(workspace: Path) -> str | None:
-    """What the tools answer when the folder `workspace` (resolved) is no longer there; or None.
+    """What the tools answer when the folder `workspace` (resolved) cannot be worked in; or None.
 
     Removed, moved away, or replaced (by a file, or a link: the folder the tools were
-    made for was resolved, so a link there now is something else). The answer does
-    not say where the workspace was: the model names paths relative to it, and the
-    answer goes into the provider's logs.
+    made for was resolved, so a link there now is something else); or there but
+    closed to this process (a folder above it, or itself, no longer searchable), so
+    that nothing in it can be reached. The answer does not say where the workspace
+    was: the model names paths relative to it, and the answer goes into the
+    provider's logs.
     """
     try:
         info = os.lstat(workspace)
     except (FileNotFoundError, NotADirectoryError):
         pass
     except OSError as exc:  # a folder above it that may no longer be searched, say
-        return f"the workspace folder cannot be reached ({exc.strerror or exc}): {_UNTIL_BACK}"
+        return f"the workspace folder cannot be reached ({exc.strerror or exc}): {_UNTIL_OPEN}"
     else:
-        if stat.S_ISDIR(info.st_mode):
+        if not stat.S_ISDIR(info.st_mode):
+            pass
+        elif not os.access(workspace, os.X_OK):
+            # Each tool would fail on its own path ("Permission denied: notes.txt"), as if
+            # that file alone were closed.
+            return f"the workspace folder cannot be reached (Permission denied): {_UNTIL_OPEN}"
+        else:
             return None
     return (
         "the workspace folder is gone (removed, moved or replaced since the file tools were "
@@ -201,7 +209,8 @@ def _workspace_gone(workspace: Path) -> str | None:
     )
 
 
-#: What a workspace folder that is gone means for the model's next steps.
+#: What a workspace folder closed to the tools means for the model's next steps.
+_UNTIL_OPEN = "no file can be read, written, listed or searched until it can; tell the user"
 _UNTIL_BACK = "no file can be read, written, listed or searched until it is back; tell the user"
 
 

@@ -153,33 +153,40 @@ def test_a_workspace_that_cannot_be_reached_is_named_by_why(tmp_path: Path) -> N
     result = run(tool.execute())
     assert result == (
         "Error: the workspace folder cannot be reached (Too many levels of symbolic links): "
-        "no file can be read, written, listed or searched until it is back; tell the user"
+        "no file can be read, written, listed or searched until it can; tell the user"
     )
     assert str(tmp_path) not in result
 
 
-_LOCKED_ABOVE = """
+_LOCKED = """
 import asyncio, sys
 from pathlib import Path
-from nanobot_core.tools.builtin import ListDirTool
+from nanobot_core.tools.builtin import ListDirTool, ReadFileTool
 
-tool = ListDirTool(Path(sys.argv[1]))
-Path(sys.argv[1]).parent.chmod(0o000)
-print(asyncio.run(tool.execute()))
+workspace = Path(sys.argv[1])
+tools = [ListDirTool(workspace), ReadFileTool(workspace)]
+locked = workspace if sys.argv[2] == "itself" else workspace.parent
+locked.chmod(0o000)
+print(asyncio.run(tools[0].execute()))
+print(asyncio.run(tools[1].execute(path="notes.txt")))
 """
 
 
 @pytest.mark.skipif(not CAN_BE_REFUSED, reason="root, and no setpriv to drop its capabilities")
-def test_a_workspace_below_a_folder_locked_since_is_named_by_the_refusal(tmp_path: Path) -> None:
-    """A folder above it made unsearchable (real permission bits): "Permission denied"."""
+@pytest.mark.parametrize("locked", ["itself", "a folder above it"])
+def test_a_workspace_closed_since_is_named_by_the_refusal(tmp_path: Path, locked: str) -> None:
+    """The folder, or one above it, made unsearchable (real permission bits): "cannot be
+    reached (Permission denied)" from every tool, not a refusal of the path given."""
     workspace = tmp_path / "above" / "ws"
     workspace.mkdir(parents=True)
+    (workspace / "notes.txt").write_text("a\n", encoding="utf-8")
     try:
-        done = run_unprivileged(_LOCKED_ABOVE, str(workspace), cwd=tmp_path)
+        done = run_unprivileged(_LOCKED, str(workspace), locked, cwd=tmp_path)
     finally:
         (tmp_path / "above").chmod(0o755)
+        workspace.chmod(0o755)
     assert done.returncode == 0, done.stderr
-    assert done.stdout == (
+    assert done.stdout == 2 * (
         "Error: the workspace folder cannot be reached (Permission denied): "
-        "no file can be read, written, listed or searched until it is back; tell the user\n"
+        "no file can be read, written, listed or searched until it can; tell the user\n"
     )
