@@ -94,13 +94,20 @@ class _Step:
 
 
 class _Search:
-    """The search's root, opened once, and the descriptors the search holds."""
+    """The search's root, opened once, the descriptors the search holds, and who hears of
+    each folder the system refused to read."""
 
-    def __init__(self, root: str) -> None:
+    def __init__(self, root: str, refused: Callable[[str], None] | None = None) -> None:
         self.root = root
         self.below = root.rstrip(os.sep) + os.sep
         self.fd = os.open(root, _PASS)
         self.held = 1
+        self.refused = refused
+
+    def skip(self, at: _At) -> None:
+        """Tell of the folder `at` names, which the system refused to open, read or look in."""
+        if self.refused is not None:
+            self.refused(os.path.realpath(at.real) if at.link else at.real)
 
     def close(self, fd: int) -> None:
         os.close(fd)
@@ -157,12 +164,21 @@ def glob(base: Path, pattern: str) -> Iterator[Path]:
             yield Path(each.path)
 
 
-def find(base: Path, pattern: str, *, root: Path | None = None) -> Generator[Found, None, None]:
+def find(
+    base: Path,
+    pattern: str,
+    *,
+    root: Path | None = None,
+    refused: Callable[[str], None] | None = None,
+) -> Generator[Found, None, None]:
     """What `glob` yields, each path with where it really is.
 
     `root` (resolved; `base` resolved, inside it) is where every folder is
-    opened from, down; without it, `base` resolved. Closing the iterator (or
-    dropping it) closes every folder it has open.
+    opened from, down; without it, `base` resolved. A folder the system refuses
+    to read or look in (``PermissionError``) is skipped, as pathlib skips it,
+    and its real location given to `refused` (once each time it is met), so that
+    a caller can say what was not searched. Closing the iterator (or dropping
+    it) closes every folder it has open.
     """
     if not pattern:
         raise ValueError(f"Unacceptable pattern: {pattern!r}")
@@ -180,14 +196,14 @@ def find(base: Path, pattern: str, *, root: Path | None = None) -> Generator[Fou
             return
         start = os.path.realpath(base)
         try:
-            search = _Search(start)
+            search = _Search(start, refused)
         except OSError as exc:
             if exc.errno not in _NOT_THERE:
                 raise
             return
     else:
         start = str(base)
-        search = _Search(str(root))
+        search = _Search(str(root), refused)
     first = _At(real=start, parent=None, name="", link=False, is_dir=True, is_file=False)
     # pathlib drops a path a '**' finds twice; with one '**' no path can be found twice
     # (every path after it has the same number of components past its starting folder).
@@ -261,6 +277,7 @@ def _named(search: _Search, path: str, done: int, at: _At, step: _Step) -> _Path
     try:
         opened = search.enter(at, _PASS)
     except PermissionError:
+        search.skip(at)
         return
     if opened is None:
         return
@@ -287,6 +304,7 @@ def _named(search: _Search, path: str, done: int, at: _At, step: _Step) -> _Path
         found = _At(where, fd, name, link, is_dir, stat.S_ISREG(mode))
         yield os.path.join(path, name), done + 1, found
     except PermissionError:
+        search.skip(at)
         return
     finally:
         search.close(fd)
@@ -298,6 +316,7 @@ def _matching(search: _Search, path: str, done: int, at: _At, step: _Step) -> _P
     try:
         opened = search.enter(at, _READ)
     except PermissionError:
+        search.skip(at)
         return
     if opened is None:
         return
@@ -326,6 +345,7 @@ def _matching(search: _Search, path: str, done: int, at: _At, step: _Step) -> _P
             finally:
                 search.held -= 1
     except PermissionError:
+        search.skip(at)
         return
     finally:
         search.close(fd)
@@ -358,6 +378,7 @@ def _into_folders(search: _Search, path: str, done: int, at: _At) -> _Paths:
     try:
         opened = search.enter(at, _READ)
     except PermissionError:
+        search.skip(at)
         return
     if opened is None:
         return
@@ -381,6 +402,7 @@ def _into_folders(search: _Search, path: str, done: int, at: _At) -> _Paths:
             finally:
                 search.held -= 1
     except PermissionError:
+        search.skip(at)
         return
     finally:
         search.close(fd)

@@ -84,6 +84,9 @@ class WorkspaceTool(Tool):
     """Base of the built-in tools: a workspace root and an output budget in characters."""
 
     blocking = True  # the body runs in a worker thread; see run_in_daemon_thread
+    #: Whether the tool walks a tree: if the workspace is gone when it ends, it found
+    #: nothing in the rest of it, and its answer says that instead of what it found.
+    walks_tree: ClassVar[bool] = False
 
     def __init__(self, workspace: Path, *, max_output_chars: int = DEFAULT_OUTPUT_CHARS) -> None:
         self.workspace = Path(workspace).resolve()
@@ -144,18 +147,71 @@ def _contained(work: Callable[..., ToolResult], *args: Any, **kwargs: Any) -> To
     """`work` called; a path out of the workspace or an OS error becomes its Error result.
 
     When `work` is a method of a `WorkspaceTool`, a file the error names inside its
-    workspace is shown relative to it, as the tools show every path.
+    workspace is shown relative to it, as the tools show every path; and a workspace
+    folder that is gone (before the call, or found gone when the call failed or walked
+    a tree) is answered as such, instead of as whatever its absence made fail.
     """
+    owner = getattr(work, "__self__", None)
+    if not isinstance(owner, WorkspaceTool):
+        return _answer(work, None, *args, **kwargs)
+    if gone := _workspace_gone(owner.workspace):
+        return ToolResult.error(gone)
+    result = _answer(work, owner.workspace, *args, **kwargs)
+    # Gone while the call ran: a path in it failed (`No such file or directory: .`), or
+    # a walk found nothing more in it, and "no matches" would be taken for an answer.
+    if (result.is_error or owner.walks_tree) and (gone := _workspace_gone(owner.workspace)):
+        return ToolResult.error(gone)
+    return result
+
+
+def _answer(
+    work: Callable[..., ToolResult], workspace: Path | None, *args: Any, **kwargs: Any
+) -> ToolResult:
+    """`work` called; a path out of `workspace` or an OS error becomes its Error result."""
     try:
         return work(*args, **kwargs)
     except WorkspaceEscapeError as exc:
         return ToolResult.error(str(exc))
     except OSError as exc:
-        owner = getattr(work, "__self__", None)
-        workspace = owner.workspace if isinstance(owner, WorkspaceTool) else None
         # The file named is the model's path, resolved: of any length (ENAMETOOLONG).
         where = f": {clip(_shown_filename(exc.filename, workspace))}" if exc.filename else ""
         return ToolResult.error(f"{exc.strerror or exc}{where}")
+
+
+def _workspace_gone(workspace: Path) -> str | None:
+    """What the tools answer when the folder `workspace` (resolved) cannot be worked in; or None.
+
+    Removed, moved away, or replaced (by a file, or a link: the folder the tools were
+    made for was resolved, so a link there now is something else); or there but
+    closed to this process (a folder above it, or itself, no longer searchable), so
+    that nothing in it can be reached. The answer does not say where the workspace
+    was: the model names paths relative to it, and the answer goes into the
+    provider's logs.
+    """
+    try:
+        info = os.lstat(workspace)
+    except (FileNotFoundError, NotADirectoryError):
+        pass
+    except OSError as exc:  # a folder above it that may no longer be searched, say
+        return f"the workspace folder cannot be reached ({exc.strerror or exc}): {_UNTIL_OPEN}"
+    else:
+        if not stat.S_ISDIR(info.st_mode):
+            pass
+        elif not os.access(workspace, os.X_OK):
+            # Each tool would fail on its own path ("Permission denied: notes.txt"), as if
+            # that file alone were closed.
+            return f"the workspace folder cannot be reached (Permission denied): {_UNTIL_OPEN}"
+        else:
+            return None
+    return (
+        "the workspace folder is gone (removed, moved or replaced since the file tools were "
+        f"set up): {_UNTIL_BACK}"
+    )
+
+
+#: What a workspace folder closed to the tools means for the model's next steps.
+_UNTIL_OPEN = "no file can be read, written, listed or searched until it can; tell the user"
+_UNTIL_BACK = "no file can be read, written, listed or searched until it is back; tell the user"
 
 
 def _shown_filename(filename: object, workspace: Path | None) -> str:
@@ -476,6 +532,7 @@ class FindFilesTool(WorkspaceTool):
         "additionalProperties": False,
     }
     read_only = True
+    walks_tree = True
 
     def run(self, pattern: str, path: str = ".") -> ToolResult:
         parts = PurePosixPath(pattern).parts
@@ -512,14 +569,27 @@ class FindFilesTool(WorkspaceTool):
         # each is checked and shown against the workspace resolved once, as strings.
         root = os.path.normcase(self.workspace)
         below = root.rstrip(os.sep) + os.sep  # what every path under the workspace starts with
-        for match in _glob.find(base, pattern, root=self.workspace):
-            resolved = os.path.realpath(match.real) if match.link else match.real
+
+        def inside(resolved: str) -> str | None:
+            """A resolved path as shown, from the workspace; None if it is outside."""
             where = os.path.normcase(resolved)
             if where == root:
-                shown = "."
-            elif where.startswith(below):
-                shown = resolved[len(below) :].replace(os.sep, "/")
-            else:
+                return "."
+            if where.startswith(below):
+                return resolved[len(below) :].replace(os.sep, "/")
+            return None
+
+        # Folders the system refused to read, each once (a '**' meets one twice).
+        refused: set[str] = set()
+
+        def refuse(real: str) -> None:
+            if (shown := inside(real)) is not None:
+                refused.add(shown)
+
+        for match in _glob.find(base, pattern, root=self.workspace, refused=refuse):
+            resolved = os.path.realpath(match.real) if match.link else match.real
+            shown = inside(resolved)
+            if shown is None:
                 continue  # a link, or a path through one, that leads out of the workspace
             if match.is_dir:
                 shown += "/"
@@ -530,17 +600,26 @@ class FindFilesTool(WorkspaceTool):
             found.append(shown)
             if len(found) > most:
                 break
+        # Said, whatever was found: else the folders not read would be taken for empty.
+        refused_note = _refused_note(sorted(refused), "folder")
         if not found:
             where = "the workspace" if base == self.workspace else self.show(base)
-            return ToolResult(f"No files match {quoted(pattern)} in {where}.")
+            nothing = f"No files match {quoted(pattern)} in {where}."
+            return ToolResult(
+                _fitted([], self.max_output_chars, _more("paths"), [nothing, refused_note])
+            )
         if len(found) <= most:
-            return ToolResult(_fitted(sorted(found), self.max_output_chars, _more("paths")))
+            return ToolResult(
+                _fitted(sorted(found), self.max_output_chars, _more("paths"), [refused_note])
+            )
         note = (
             f"[stopped after {most} paths, in the order found, and more match; narrow the "
             "pattern or path]"
         )
         return ToolResult(
-            _fitted(sorted(found[:most]), self.max_output_chars, _more("paths"), [note])
+            _fitted(
+                sorted(found[:most]), self.max_output_chars, _more("paths"), [note, refused_note]
+            )
         )
 
 
@@ -569,6 +648,7 @@ class GrepTool(WorkspaceTool):
         "additionalProperties": False,
     }
     read_only = True
+    walks_tree = True
 
     def __init__(
         self,
@@ -669,7 +749,10 @@ class GrepTool(WorkspaceTool):
         stopped = ""  # the note that the search stopped at max_matches
         changed: list[str] = []  # files that changed between their check and their search
         special: list[str] = []  # named pipes, sockets, devices: never opened, or not read
-        for file in self._files(base, glob, changed, special):
+        # What the system refused to read: said, else "No matches" would read as searched.
+        refused_folders: list[str] = []
+        refused_files: list[str] = []
+        for file in self._files(base, glob, changed, special, refused_folders, refused_files):
             self._searched += 1
             self._report(self.show(file))
             try:
@@ -678,27 +761,48 @@ class GrepTool(WorkspaceTool):
                 special.append(self.show(file))  # became one after its check
             except (WorkspaceEscapeError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 changed.append(self.show(file))  # replaced by a link or a folder, or removed
+            except PermissionError:
+                refused_files.append(self.show(file))
             except OSError as exc:
                 if exc.errno != errno.ELOOP:
-                    continue  # a file it may not read: skipped, like a binary one
+                    continue  # a file it cannot read otherwise: skipped, like a binary one
                 changed.append(self.show(file))  # replaced by a loop of links
             if len(matches) >= max_matches:
                 stopped = f"[stopped after {max_matches} matches; narrow the search]"
                 break
-        notes = [stopped, _changed_note(changed) if changed else "", _special_note(special)]
+        notes = [
+            stopped,
+            _changed_note(changed) if changed else "",
+            _special_note(special),
+            _refused_note(list(dict.fromkeys(refused_folders)), "folder"),
+            _refused_note(refused_files),
+        ]
         if not matches:
             notes.insert(0, f"No matches for {quoted(pattern)}.")
         return ToolResult(_fitted(matches, self.max_output_chars, _more("matching lines"), notes))
 
     def _files(
-        self, base: Path, glob: str | None, changed: list[str], special: list[str]
+        self,
+        base: Path,
+        glob: str | None,
+        changed: list[str],
+        special: list[str],
+        refused: list[str],
+        refused_files: list[str],
     ) -> Iterator[Path]:
         """The files to search; one that changes while it is checked is added to `changed`.
 
         A named pipe, a socket or a device is added to `special`, not searched: reading
-        one would wait for a writer, or read without end.
+        one would wait for a writer, or read without end. A folder the system refuses
+        to read is added to `refused` (as shown), and the others are walked; a file it
+        refuses to look at (in a folder that may be listed, not searched), to
+        `refused_files`.
         """
-        candidates = [base] if base.is_file() else _walk(self.workspace, base)
+
+        def refuse(folder: Path) -> None:
+            refused.append(self.show(folder))
+
+        candidates = [base] if base.is_file() else _walk(self.workspace, base, refuse)
         for file in candidates:
             self._looked += 1
             if self._looked % 1_024 == 0:
@@ -716,6 +820,9 @@ class GrepTool(WorkspaceTool):
                 continue
             try:
                 info = resolved.stat()
+            except PermissionError:
+                refused_files.append(self.show(file))
+                continue
             except OSError:
                 continue  # gone before it was looked at, or a link to nothing
             if describe_kind(info.st_mode):
@@ -782,15 +889,23 @@ def _special_note(special: list[str]) -> str:
     return _skipped_note("not regular files (named pipes, sockets or devices)", special)
 
 
-def _skipped_note(why: str, skipped: list[str]) -> str:
-    """A note of files not searched and `why`: three named (each cut), the rest counted."""
+def _refused_note(refused: list[str], what: str = "file") -> str:
+    """The note of the files or folders (`what`) the system refused to read (bounded); or ''."""
+    if not refused:
+        return ""
+    return _skipped_note("permission denied", refused, what)
+
+
+def _skipped_note(why: str, skipped: list[str], what: str = "file") -> str:
+    """A note of files (or folders) not searched and `why`: three named (each cut), the rest
+    counted."""
     names = [
         name if len(name) <= CHANGED_NAME_CHARS else "…" + name[-(CHANGED_NAME_CHARS - 1) :]
         for name in skipped[:CHANGED_NAMED]
     ]
     more = f" and {len(skipped) - CHANGED_NAMED} more" if len(skipped) > CHANGED_NAMED else ""
-    files = "1 file" if len(skipped) == 1 else f"{len(skipped)} files"
-    return f"[not searched, {why}: {files}, {', '.join(names)}{more}]"
+    count = f"1 {what}" if len(skipped) == 1 else f"{len(skipped)} {what}s"
+    return f"[not searched, {why}: {count}, {', '.join(names)}{more}]"
 
 
 def _around(line: str, match: re.Match[str], line_start: int) -> str:
@@ -806,13 +921,17 @@ def _around(line: str, match: re.Match[str], line_start: int) -> str:
     )
 
 
-def _walk(workspace: Path, base: Path) -> Iterator[Path]:
+def _walk(
+    workspace: Path, base: Path, refused: Callable[[Path], None] | None = None
+) -> Iterator[Path]:
     """The files below the folder `base`, in os.walk's order (top down, sorted names).
 
     Each folder is listed through a descriptor opened from the workspace down without
     following a link (`open_folder`): one swapped for a link out while the search runs
     is not listed, so every name found is one in the workspace (os.walk, listing by
-    path, read the outside through the link). Links to folders are not entered.
+    path, read the outside through the link). Links to folders are not entered. A
+    folder the system refuses to open or read is given to `refused` (the one refused,
+    which may be a folder above it since changed) and the walk goes on with the rest.
     """
     folders = [base]
     while folders:
@@ -820,6 +939,11 @@ def _walk(workspace: Path, base: Path) -> Iterator[Path]:
         try:
             with open_folder(workspace, folder) as fd, os.scandir(fd) as scan:
                 entries = sorted((e.name, _is_folder(e), e.is_symlink()) for e in scan)
+        except PermissionError as exc:
+            if refused is not None:
+                named = Path(os.fsdecode(exc.filename)) if exc.filename else folder
+                refused(named if named.is_relative_to(workspace) else folder)
+            continue
         except (OSError, WorkspaceEscapeError):
             continue  # removed, or replaced by a link, since it was found
         for name, is_dir, _ in entries:

@@ -8,8 +8,10 @@ tool failed at its first call with a system error (``No such file or directory: 
 
 from __future__ import annotations
 
+import json
 import os
 import re
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -25,6 +27,7 @@ from nanobot_core.providers import OpenAIProvider
 from nanobot_core.tools.executor import Executor
 from nanobot_core.tools.registry import ToolRegistry
 from tests.headless.conftest import provider_config
+from tests.headless.fake_server import FakeChatServer, text_reply, tool_call_reply
 
 #: A provider on this machine: built without a key, never called here.
 LOOPBACK = "http://127.0.0.1:9/v1"
@@ -155,3 +158,50 @@ def test_a_workspace_is_accepted_exactly_when_a_folder_is_or_can_be_made_there(
         else:
             assert pm.context.workspace == path
             os.makedirs(path, exist_ok=True)  # a folder can be there
+
+
+#: What each built-in tool is called with, as a model calls it.
+_CALLS = [
+    ("read_file", {"path": "notes.txt"}),
+    ("write_file", {"path": "notes.txt", "content": "x"}),
+    ("edit_file", {"path": "notes.txt", "old_text": "a", "new_text": "b"}),
+    ("list_dir", {}),
+    ("find_files", {"pattern": "**/*.txt"}),
+    ("grep", {"pattern": "alpha"}),
+]
+
+
+def test_a_workspace_removed_during_a_session_is_what_each_tool_answers(
+    tmp_path: Path, server: FakeChatServer
+) -> None:
+    """The folder removed after the runner was built: the turn goes on to the model's answer,
+    and every file tool's result says the workspace folder is gone, not where it was."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "notes.txt").write_text("alpha\n", encoding="utf-8")
+    config = Config(provider=provider_config(server.base_url))
+    server.add(
+        tool_call_reply(
+            [(f"c{index}", name, json.dumps(args)) for index, (name, args) in enumerate(_CALLS)]
+        ),
+        text_reply("the workspace is gone"),
+    )
+    sessions = tmp_path / "sessions"  # kept apart: the session outlives the workspace
+    sessions.mkdir()
+    pm = PluginManager(config, workspace=workspace, autoload=False).load()
+    with JsonlSessionStore(sessions).open("s") as session:
+        runner = Runner.from_plugins(pm, session=session)
+        shutil.rmtree(workspace)
+        result = runner.run_turn("look at notes.txt")
+    assert result.answer == "the workspace is gone" and result.stop_reason == "answer"
+    assert [(call.name, call.is_error) for call in result.tool_calls] == [
+        (name, True) for name, _ in _CALLS
+    ]
+    answers = [m for m in server.requests[1].body["messages"] if m["role"] == "tool"]
+    gone = (
+        "Error: the workspace folder is gone (removed, moved or replaced since the file tools "
+        "were set up): no file can be read, written, listed or searched until it is back; "
+        "tell the user\n\n"  # then the executor's advice on any error
+    )
+    assert [m["content"].startswith(gone) for m in answers] == [True] * len(_CALLS)
+    assert not any(str(tmp_path) in m["content"] for m in answers)

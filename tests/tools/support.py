@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
@@ -13,6 +16,45 @@ from typing import Any, TypeVar
 T = TypeVar("T")
 
 SECRET = "TOP-SECRET-OUTSIDE"
+
+#: What every file tool answers once its workspace folder is gone.
+WORKSPACE_GONE = (
+    "Error: the workspace folder is gone (removed, moved or replaced since the file tools were "
+    "set up): no file can be read, written, listed or searched until it is back; tell the user"
+)
+
+#: The capabilities that let root pass by permission bits (to read, search and write).
+_BYPASSING = ("dac_override", "dac_read_search")
+
+#: Whether `run_unprivileged` runs code the permission bits apply to: not root, or root
+#: able to drop the capabilities that pass them by.
+CAN_BE_REFUSED = os.geteuid() != 0 or shutil.which("setpriv") is not None
+
+
+def run_unprivileged(code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -c code args`` as a user the permission bits apply to; its output as text.
+
+    Root reads and writes whatever the bits say (``CAP_DAC_OVERRIDE``,
+    ``CAP_DAC_READ_SEARCH``): run as root, the child drops both with ``setpriv``
+    so that a folder or file made unreadable is refused as it is to any user.
+    """
+    prefix = (
+        []
+        if os.geteuid() != 0
+        else [
+            "setpriv",
+            "--bounding-set=" + ",".join(f"-{cap}" for cap in _BYPASSING),
+            "--inh-caps=" + ",".join(f"-{cap}" for cap in _BYPASSING),
+        ]
+    )
+    return subprocess.run(
+        [*prefix, sys.executable, "-c", code, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
 
 
 def run(coroutine: Coroutine[Any, Any, T]) -> T:

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
-import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -32,7 +29,7 @@ from nanobot_core.tools.builtin import (
     _contained,
 )
 from nanobot_core.tools.workspace import open_folder
-from tests.tools.support import planted, run
+from tests.tools.support import CAN_BE_REFUSED, planted, run, run_unprivileged
 
 #: Each tool with the arguments it needs besides `path`.
 _TOOLS: list[tuple[type[WorkspaceTool], dict[str, Any]]] = [
@@ -196,9 +193,6 @@ def test_a_refused_open_names_the_path_from_the_workspace_not_its_last_part(
     assert str(root) not in result
 
 
-#: Run as a user the permission bits apply to: root loses the capabilities that pass them by.
-_CAN_BE_REFUSED = os.geteuid() != 0 or shutil.which("setpriv") is not None
-
 _REFUSED_CALLS = """
 import asyncio, sys
 from pathlib import Path
@@ -215,7 +209,7 @@ for tool, arguments in calls:
 """
 
 
-@pytest.mark.skipif(not _CAN_BE_REFUSED, reason="root, and no setpriv to drop its capabilities")
+@pytest.mark.skipif(not CAN_BE_REFUSED, reason="root, and no setpriv to drop its capabilities")
 def test_a_permission_denied_names_the_path_from_the_workspace(tmp_path: Path) -> None:
     """A file or folder the system refuses to open or make (real permission bits) is named
     from the workspace, never by its last part alone, nor by where the workspace is."""
@@ -225,25 +219,8 @@ def test_a_permission_denied_names_the_path_from_the_workspace(tmp_path: Path) -
     (root / "open" / "private.txt").write_text("a", encoding="utf-8")
     (root / "locked").chmod(0o555)
     (root / "open" / "private.txt").chmod(0o000)
-    drop = ["dac_override", "dac_read_search"]
-    prefix = (
-        []
-        if os.geteuid() != 0
-        else [
-            "setpriv",
-            "--bounding-set=" + ",".join(f"-{cap}" for cap in drop),
-            "--inh-caps=" + ",".join(f"-{cap}" for cap in drop),
-        ]
-    )
     try:
-        done = subprocess.run(
-            [*prefix, sys.executable, "-c", _REFUSED_CALLS, str(root)],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        done = run_unprivileged(_REFUSED_CALLS, str(root), cwd=tmp_path)
     finally:
         (root / "locked").chmod(0o755)
         (root / "open" / "private.txt").chmod(0o644)
