@@ -36,7 +36,12 @@ from nanobot_core.errors import SessionError, SessionLockedError
 from nanobot_core.testing import run_cli
 
 from nanobot_postgres.chatserver import ScriptedChatServer
-from nanobot_postgres.store import PostgresSessionStore, keepalives
+from nanobot_postgres.store import (
+    Keepalives,
+    PostgresSessionStore,
+    _server_keepalive_settings,
+    keepalives,
+)
 from nanobot_postgres.testserver import TemporaryPostgres
 
 QUERY_TIMEOUT = 1.5
@@ -398,6 +403,22 @@ def test_every_pooled_connection_has_the_servers_keepalives_and_a_shorter_one_st
     finally:
         store.close()
         shorter.close()
+
+
+def test_a_keepalive_setting_the_server_refuses_leaves_the_others_set(dsn: str) -> None:
+    """A value the server refuses (as PostgreSQL 11 refuses tcp_user_timeout, unknown to it)
+    is left as the server has it, the others are set, and the connection works on."""
+    store = PostgresSessionStore(dsn, query_timeout=30, pool_size=1)  # one connection to ask
+    try:
+        before = _server_settings(store)
+        refused = Keepalives(idle=6, interval=2, count=-1, user_timeout_ms=11500)
+        store.run(_server_keepalive_settings(refused).as_string())
+        after = _server_settings(store)
+        assert after["tcp_keepalives_count"] == before["tcp_keepalives_count"] == 5
+        assert (after["tcp_keepalives_idle"], after["tcp_keepalives_interval"]) == (6, 2)
+        assert after["tcp_user_timeout"] == 11500
+    finally:
+        store.close()
 
 
 class _CutAtFirstRequest(ScriptedChatServer):
