@@ -300,13 +300,14 @@ def block_network() -> Iterator[None]:
     """Within the block, connecting to or resolving anything but loopback raises.
 
     Unix-domain sockets and socket pairs are unaffected; only IP addresses and
-    host names are checked.
+    host names are checked. A numeric-only ``getaddrinfo`` (``AI_NUMERICHOST``),
+    which reads an address without resolving anything, is let through.
     """
     import socket
 
     def guard(real: Callable[..., Any], host_of: Callable[..., Any]) -> Callable[..., Any]:
         def call(*args: Any, **kwargs: Any) -> Any:
-            host = host_of(*args)
+            host = host_of(*args, **kwargs)
             if host is not _UNIX and not _is_loopback(host):
                 raise NetworkBlockedError(f"network access blocked in tests: {host!r}")
             return real(*args, **kwargs)
@@ -316,13 +317,21 @@ def block_network() -> Iterator[None]:
     def address_host(address: Any) -> Any:
         return address[0] if isinstance(address, tuple) else _UNIX
 
+    def lookup_host(host: Any, *args: Any, **kwargs: Any) -> Any:
+        # A numeric-only lookup (AI_NUMERICHOST) reads an address, and asks no one: it is
+        # how a program checks that a value is an IP address the way the C library takes it.
+        flags = args[4] if len(args) > 4 else kwargs.get("flags", 0)
+        return _UNIX if int(flags) & socket.AI_NUMERICHOST else host
+
     patches = {
-        (socket.socket, "connect"): guard(socket.socket.connect, lambda _s, a, *_: address_host(a)),
-        (socket.socket, "connect_ex"): guard(
-            socket.socket.connect_ex, lambda _s, a, *_: address_host(a)
+        (socket.socket, "connect"): guard(
+            socket.socket.connect, lambda _s, a, *_, **__: address_host(a)
         ),
-        (socket, "create_connection"): guard(socket.create_connection, lambda a, *_: a[0]),
-        (socket, "getaddrinfo"): guard(socket.getaddrinfo, lambda host, *_: host),
+        (socket.socket, "connect_ex"): guard(
+            socket.socket.connect_ex, lambda _s, a, *_, **__: address_host(a)
+        ),
+        (socket, "create_connection"): guard(socket.create_connection, lambda a, *_, **__: a[0]),
+        (socket, "getaddrinfo"): guard(socket.getaddrinfo, lookup_host),
     }
     originals = {key: getattr(*key) for key in patches}
     try:

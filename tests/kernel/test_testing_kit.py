@@ -166,6 +166,24 @@ def test_network_guard_refuses_the_outside_world() -> None:
     server.close()
 
 
+def test_network_guard_lets_a_numeric_only_lookup_through() -> None:
+    """Inside block_network, getaddrinfo with AI_NUMERICHOST reads a public or odd address
+    (which resolves nothing), while the same lookup without the flag is refused."""
+    import socket
+
+    from nanobot_core.testing import block_network
+
+    with block_network():
+        numeric = socket.getaddrinfo("192.0.2.1", 80, flags=socket.AI_NUMERICHOST)
+        assert numeric[0][4][0] == "192.0.2.1"
+        with pytest.raises(OSError, match="network access blocked"):
+            socket.getaddrinfo("192.0.2.1", 80)
+        found = socket.getaddrinfo(b"127.1", None, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST)
+        assert found[0][4][0] == "127.0.0.1"
+        with pytest.raises(socket.gaierror):  # numeric only: a name is refused, not looked up
+            socket.getaddrinfo("example.com", 443, flags=socket.AI_NUMERICHOST)
+
+
 def test_a_name_ending_in_a_line_break_breaks_the_contract() -> None:
     """A tool name with a final line break, which no model API takes, is named as a problem."""
 

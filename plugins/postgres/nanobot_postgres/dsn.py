@@ -12,6 +12,7 @@ all are never echoed.
 from __future__ import annotations
 
 import re
+import socket
 from urllib.parse import unquote
 
 __all__ = ["describe_dsn", "host_fault", "parse_fault", "port_fault", "scrub"]
@@ -115,24 +116,58 @@ def port_fault(dsn: str) -> str | None:
     return scrub(fault, dsn) + (f"; {_PERCENT_ENCODE}" if _misread(dsn, parts) else "")
 
 
+def _is_address(text: str) -> bool:
+    """Whether libpq takes `text` as a ``hostaddr``: what the system's getaddrinfo reads as
+    a numeric address, as libpq asks it (``AI_NUMERICHOST``: no name is looked up).
+
+    The C library decides, not a pattern: glibc takes ``127.1`` and ``0x7f.0.0.1``, and
+    refuses a blank around the address and an interface name as the scope of one that is
+    not link-local (``::1%lo``). The bytes go as libpq sends them: as text, Python would
+    turn fullwidth digits into ASCII ones first.
+    """
+    try:
+        socket.getaddrinfo(
+            text.encode("utf-8"), None, 0, socket.SOCK_STREAM, 0, socket.AI_NUMERICHOST
+        )
+    except (OSError, UnicodeError, ValueError):  # ValueError: a NUL, which libpq cuts at
+        return False
+    return True
+
+
 def host_fault(dsn: str) -> str | None:
-    """Why the hosts of `dsn`, which libpq parses, cannot be connected to: a ``host`` list
-    and a ``hostaddr`` list of different lengths (secrets scrubbed); None when they match.
+    """Why the hosts of `dsn`, which libpq parses, cannot be connected to (secrets
+    scrubbed): a ``host`` list and a ``hostaddr`` list of different lengths, or a
+    ``hostaddr`` that is not an IP address; None when there is no such fault.
 
     Each address is that of the host at the same place in the list, so psycopg refuses any
-    other count, but only when it connects. Only the DSN's own lists are counted: one taken
-    from PGHOST or PGHOSTADDR is read when connecting, as `port_fault` leaves them.
+    other count, but only when it connects; and libpq refuses an address that is not
+    numeric (a host name) only when it comes to it. An empty one in a list takes the host
+    at its place, as libpq does. Only the DSN's own lists are read: one taken from PGHOST
+    or PGHOSTADDR is read when connecting, as `port_fault` leaves them.
     """
     parts = _parts(dsn)
     hosts, addresses = (
         parts[key].split(",") if parts.get(key) else [] for key in ("host", "hostaddr")
     )
-    if not hosts or not addresses or len(hosts) == len(addresses):
+    fault = None
+    if hosts and addresses and len(hosts) != len(addresses):
+        fault = (
+            f"{_count(len(hosts), 'host name')} in host for "
+            f"{_count(len(addresses), 'address')} in hostaddr: give one hostaddr for each host"
+        )
+    for number, address in enumerate(addresses, 1):
+        if fault is None and address and not _is_address(address):
+            which = (
+                f" (number {number} of {len(addresses)}, {_cut(parts['hostaddr'])})"
+                if addresses[1:]
+                else ""
+            )
+            fault = (
+                f"hostaddr {_cut(address)}{which} is not an IP address (libpq takes only a "
+                "numeric one there; a host name goes in host)"
+            )
+    if fault is None:
         return None
-    fault = (
-        f"{_count(len(hosts), 'host name')} in host for {_count(len(addresses), 'address')} "
-        "in hostaddr: give one hostaddr for each host"
-    )
     return scrub(fault, dsn) + (f"; {_PERCENT_ENCODE}" if _misread(dsn, parts) else "")
 
 

@@ -16,6 +16,7 @@ connection says which host and process it serves in ``application_name``.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import itertools
 import logging
@@ -53,7 +54,7 @@ if TYPE_CHECKING:
     from nanobot_core import Config
     from psycopg import sql
 
-__all__ = ["PostgresLease", "PostgresSessionStore", "application_name"]
+__all__ = ["Keepalives", "PostgresLease", "PostgresSessionStore", "application_name", "keepalives"]
 
 _APPEND_FIRST = """
 WITH s AS (
@@ -201,6 +202,98 @@ $$"""
         check=sql.Literal(_CLIENT_CHECK),
         interval=sql.Literal(CLIENT_CHECK_INTERVAL),
     )
+
+
+@dataclasses.dataclass(frozen=True)
+class Keepalives:
+    """How soon the server gives up on a worker that stopped answering, freeing its lease.
+
+    A lease is an advisory lock held by a connection, so it lasts until the server ends
+    that connection. On a cut network the server hears nothing, and its backend, idle
+    between a turn's statements, waits for the worker's next one: with the operating
+    system's keepalives (Linux: the first probe after two hours) it held the lease that
+    long, and an answer it had sent into the cut was sent again for about fifteen minutes.
+    With these the server ends the connection `bound` seconds after it last heard from the
+    worker: probes from `idle` seconds of silence, `interval` apart, `count` unanswered
+    ones. ``tcp_user_timeout`` (Linux) ends it as well when data it sent waits as long
+    for an acknowledgement, which keepalives do not probe for.
+    """
+
+    idle: int
+    interval: int
+    count: int
+    user_timeout_ms: int
+
+    @property
+    def bound(self) -> int:
+        """Seconds from the last word of the peer to the connection's end, at the most."""
+        return self.idle + self.interval * self.count
+
+
+# What the kernels take (Linux: TCP_KEEPIDLE and TCP_KEEPINTVL up to 32767 seconds,
+# TCP_KEEPCNT up to 127; tcp_user_timeout is an int of milliseconds in PostgreSQL).
+_MAX_KEEPALIVE_SECONDS = 32767
+_MAX_KEEPALIVE_COUNT = 127
+_MAX_USER_TIMEOUT_MS = 2**31 - 1
+
+
+def keepalives(query_timeout: float) -> Keepalives:
+    """The server's keepalives for a worker whose statements wait `query_timeout` at most.
+
+    The worker gives up on a statement the server does not answer after `query_timeout`
+    (`_Deadlines`), so the server gives up on a worker that does not answer after as long
+    (2 seconds at the least: probes count whole seconds): half of it in silence before the
+    first probe, then probes a tenth of it apart.
+    """
+    idle = min(_MAX_KEEPALIVE_SECONDS, max(1, int(query_timeout / 2)))
+    interval = min(_MAX_KEEPALIVE_SECONDS, max(1, int(query_timeout / 10)))
+    count = min(_MAX_KEEPALIVE_COUNT, max(1, int((query_timeout - idle) / interval)))
+    # Half a second short of the bound: Linux checks it as each probe falls due, so the
+    # connection ends at the last one, not an interval later.
+    user_timeout_ms = min(_MAX_USER_TIMEOUT_MS, (idle + interval * count) * 1000 - 500)
+    return Keepalives(idle, interval, count, user_timeout_ms)
+
+
+def _server_keepalive_settings(wanted: Keepalives) -> sql.Composed:
+    """The statement that sets the server's end of a connection to `wanted`, for the session.
+
+    A shorter value already in effect (the server's configuration, the role's, the DSN's
+    ``options``) is kept. A setting the server refuses is left as it is (before
+    PostgreSQL 12 ``tcp_user_timeout`` is unknown; a managed server may fix them): the
+    connection works as it did, its lease freed as late as before.
+    """
+    from psycopg import sql
+
+    values = sql.SQL(", ").join(
+        sql.SQL("({}, {})").format(sql.Literal(name), sql.Literal(value))
+        for name, value in (
+            ("tcp_keepalives_idle", wanted.idle),
+            ("tcp_keepalives_interval", wanted.interval),
+            ("tcp_keepalives_count", wanted.count),
+            ("tcp_user_timeout", wanted.user_timeout_ms),
+        )
+    )
+    return sql.SQL(
+        """DO $$
+DECLARE
+    wanted record;
+    current_value bigint;
+BEGIN
+    FOR wanted IN SELECT * FROM (VALUES {values}) AS w(name, value) LOOP
+        BEGIN
+            -- 0 is the operating system's default (or, for tcp_user_timeout, none).
+            current_value := coalesce(
+                substring(current_setting(wanted.name, true) FROM '^[0-9]+$')::bigint, 0);
+            IF current_value = 0 OR current_value > wanted.value THEN
+                PERFORM set_config(wanted.name, wanted.value::text, false);
+            END IF;
+        EXCEPTION WHEN OTHERS THEN
+            NULL;
+        END;
+    END LOOP;
+END
+$$"""
+    ).format(values=values)
 
 
 class _Deadlines:
@@ -418,6 +511,13 @@ class PostgresSessionStore:
                 raise self.error("cannot use the session database", exc) from None
             self._connect_error = None
             _quiet_pool_records()
+            server_keepalives = _server_keepalive_settings(keepalives(self.query_timeout))
+
+            def configure(conn: Any) -> None:
+                # The server gives up on a silent worker within query_timeout, as the worker
+                # gives up on a silent server: so a cut worker's lease is freed that soon.
+                conn.execute(server_keepalives)
+
             self._pool = ConnectionPool(
                 self._dsn,
                 connection_class=self._recording_connection_class(psycopg.Connection),
@@ -426,6 +526,7 @@ class PostgresSessionStore:
                 # The pool's own connects are bounded as the first one is: with psycopg's
                 # default (130s) a worker connecting into a cut network kept trying that long.
                 kwargs={**settings, "connect_timeout": max(1, round(self.connect_timeout))},
+                configure=configure,
                 timeout=self.connect_timeout,
                 name=POOL_NAME,
                 # An idle connection the server dropped (a restart, a failover, an idle

@@ -258,16 +258,25 @@ BAD_HOSTS = {
     f"postgresql://me:{_SECRET}@a/nanobot?hostaddr=127.0.0.1,127.0.0.2": (
         "1 host name in host for 2 addresses in hostaddr: give one hostaddr for each host"
     ),
+    "host=db hostaddr=db.internal port=9 dbname=nanobot": (
+        "hostaddr 'db.internal' is not an IP address (libpq takes only a numeric one there; "
+        "a host name goes in host)"
+    ),
+    f"postgresql://me:{_SECRET}@a,b/nanobot?hostaddr=127.0.0.1,{_SECRET}": (
+        "hostaddr '***' (number 2 of 2, '127.0.0.1,***') is not an IP address (libpq takes "
+        "only a numeric one there; a host name goes in host)"
+    ),
 }
 
 
 @pytest.mark.parametrize("dsn", sorted(BAD_HOSTS))
 @pytest.mark.parametrize("where", ["nanobot.toml", "NANOBOT_POSTGRES_DSN"])
-def test_hosts_and_addresses_that_differ_in_number_are_a_config_error_naming_its_source(
+def test_hosts_and_addresses_libpq_refuses_at_connect_are_a_config_error_naming_its_source(
     tmp_path: Path, dsn: str, where: str
 ) -> None:
-    """A DSN giving more host names than hostaddr values, or fewer, is exit 2 naming the
-    key and where it was set, before any connection; its password is not shown."""
+    """A DSN giving more host names than hostaddr values, or fewer, or a hostaddr that is
+    not an IP address, is exit 2 naming the key and where it was set, before any
+    connection; its password is not shown."""
     if where == "nanobot.toml":
         said = _refusal(tmp_path, f'[sessions.postgres]\ndsn = "{dsn}"\n')
         source = str(tmp_path / "nanobot.toml")
@@ -320,3 +329,77 @@ def test_hosts_are_refused_exactly_when_psycopg_would_refuse_them_at_connect(
         dbname="nanobot",
     )
     assert (host_fault(dsn) is not None) == _psycopg_refuses_hosts(dsn), host_fault(dsn)
+
+
+def _libpq_refuses_address(dsn: str) -> bool:
+    """Whether connecting with `dsn` fails on a hostaddr libpq cannot parse: every other
+    attempt is refused on the loopback interface or by a socket folder that does not exist."""
+    import psycopg
+
+    try:
+        psycopg.connect(dsn, connect_timeout=1).close()
+    except psycopg.OperationalError as exc:
+        return "could not parse network address" in str(exc)
+    raise AssertionError(f"connected with {dsn!r}")  # pragma: no cover
+
+
+def _reaches_beyond_loopback(address: str) -> bool:
+    """Whether the system reads `address` as one off this machine: libpq would connect to it."""
+    import ipaddress
+    import socket
+
+    try:
+        found = socket.getaddrinfo(address.encode(), None, 0, 0, 0, socket.AI_NUMERICHOST)
+    except (OSError, ValueError):
+        return False
+    return not all(ipaddress.ip_address(str(f[4][0]).split("%")[0]).is_loopback for f in found)
+
+
+#: Pieces of addresses: numbers in each base C reads, separators, blanks, a scope, non-ASCII
+#: digits, a name.
+_ADDRESS_PIECES = st.sampled_from(
+    [
+        *("127", "0", "1", "00", "0x7f", "0X7F", "255", "256", "4294967295", "017", "."),
+        *(":", "::", "ffff", "%", "%1", "%lo", " ", "\t", "\u0661", "\uff11", "a", "localhost"),
+    ]
+)
+
+
+#: Candidate addresses: loopback beginnings (so that some are addresses, and on this
+#: machine) and any pieces after them.
+_ADDRESSES = st.builds(
+    "".join,
+    st.tuples(
+        st.sampled_from(["", "127.", "127.0.0.", "0x7f.", "0177.", "::", "::ffff:127."]),
+        st.lists(_ADDRESS_PIECES, max_size=6).map("".join),
+    ),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(addresses=st.lists(_ADDRESSES, max_size=3))
+@example(addresses=["127.0.0.1"])
+@example(addresses=["127.1"])
+@example(addresses=["0x7f.0.0.1"])
+@example(addresses=["::1"])
+@example(addresses=["::ffff:127.0.0.1"])
+@example(addresses=["localhost"])
+@example(addresses=[" 127.0.0.1"])
+@example(addresses=["::1%lo"])
+@example(addresses=["\uff11\uff12\uff17.0.0.1"])
+@example(addresses=["127.0.0.1", ""])
+@example(addresses=["", "127.0.0.1.1"])
+def test_a_hostaddr_is_refused_exactly_when_libpq_would_refuse_it_at_connect(
+    addresses: list[str],
+) -> None:
+    """Whatever hostaddr values a DSN gives (one per host), `host_fault` refuses them exactly
+    when libpq, as the store connects through psycopg, fails to parse one, and never the
+    rest. Values that name an address off this machine are left out: libpq would connect."""
+    from psycopg.conninfo import make_conninfo
+
+    from nanobot_postgres.dsn import host_fault
+
+    assume(addresses and not any(_reaches_beyond_loopback(a) for a in addresses))
+    folders = ",".join(f"/nonexistent-nanobot-{n}" for n in range(len(addresses)))
+    dsn = make_conninfo(host=folders, hostaddr=",".join(addresses), port="9", dbname="nanobot")
+    assert (host_fault(dsn) is not None) == _libpq_refuses_address(dsn), host_fault(dsn)

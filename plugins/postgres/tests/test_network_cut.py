@@ -1,16 +1,26 @@
 """A network cut between a worker and the server: every wait for an answer ends within
-``query_timeout``, with one error naming the store, and nothing stored is lost or doubled.
+``query_timeout``, with one error naming the store, nothing stored is lost or doubled, and
+the server frees the cut worker's lease within ``query_timeout`` too.
 
 The cut is made by a TCP proxy on 127.0.0.1 that forwards to the test server and then
 stops forwarding, keeping every connection open and dropping what comes, as a cut network
-does (no reset, no close: TCP alone would wait for minutes, here for ever).
+does (no reset, no close: TCP alone would wait for minutes, here for ever). Its
+`CuttableProxy.blackhole` has the proxy's kernel drop every packet as well, so that
+neither end's TCP hears back, as neither would across a cut.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import fcntl
 import json
+import math
+import re
 import socket
+import struct
+import sys
+import termios
 import threading
 import time
 from collections.abc import Iterator
@@ -20,11 +30,19 @@ from typing import Any
 
 import psycopg
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from nanobot_core.errors import SessionError, SessionLockedError
 from nanobot_core.testing import run_cli
 
 from nanobot_postgres.chatserver import ScriptedChatServer
-from nanobot_postgres.store import PostgresSessionStore
+from nanobot_postgres.store import (
+    Keepalives,
+    PostgresSessionStore,
+    _server_keepalive_settings,
+    keepalives,
+)
+from nanobot_postgres.testserver import TemporaryPostgres
 
 QUERY_TIMEOUT = 1.5
 CONNECT_TIMEOUT = 2.0
@@ -48,6 +66,26 @@ class CuttableProxy:
     def cut(self) -> None:
         """Stop forwarding either way; connections stay open, new ones are taken and ignored."""
         self._cut.set()
+
+    def blackhole(self) -> None:
+        """Cut, and have the proxy's own kernel drop whatever reaches it, answering nothing.
+
+        On 127.0.0.1 each end's peer is the proxy's socket, whose kernel acknowledges data
+        and answers TCP keepalives even when the proxy reads nothing: neither end would
+        notice a cut. A socket filter that drops every packet, attached to each socket
+        (the listener's SYNs included), makes each end's packets go unanswered, as on a
+        cut network; no socket is closed, so no FIN or reset tells either end. Each is
+        filtered once what the proxy sent on it was acknowledged: else its kernel would
+        send it again and again, and each end would take each copy as a word from its peer.
+        """
+        self._cut.set()
+        with self._lock:
+            sockets = list(self._sockets)
+        for sock in sockets:
+            give_up = time.monotonic() + 5
+            while _unacknowledged(sock) and time.monotonic() < give_up:
+                time.sleep(0.01)
+            _drop_everything(sock)
 
     def _keep(self, sock: socket.socket) -> None:
         with self._lock:
@@ -104,6 +142,31 @@ class CuttableProxy:
         tb: TracebackType | None,
     ) -> None:
         self.close()
+
+
+# A classic BPF program of one instruction, ``ret #0``: keep no byte of any packet.
+_SO_ATTACH_FILTER = 26
+_DROP_ALL = struct.pack("HBBI", 0x06, 0, 0, 0)
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = (("len", ctypes.c_ushort), ("filter", ctypes.c_void_p))
+
+
+def _unacknowledged(sock: socket.socket) -> int:
+    """The bytes `sock` sent that its peer has not acknowledged yet (Linux's SIOCOUTQ)."""
+    try:
+        said = fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4)
+    except (OSError, ValueError):  # a listener, or a closed socket: nothing to send again
+        return 0
+    return int(struct.unpack("i", said)[0])
+
+
+def _drop_everything(sock: socket.socket) -> None:
+    """Make the kernel drop every packet that reaches `sock` before TCP sees it (Linux)."""
+    program = ctypes.create_string_buffer(_DROP_ALL)
+    fprog = _SockFprog(1, ctypes.addressof(program))
+    sock.setsockopt(socket.SOL_SOCKET, _SO_ATTACH_FILTER, bytes(fprog))
 
 
 @pytest.fixture
@@ -193,6 +256,169 @@ def test_a_lease_wait_longer_than_query_timeout_is_not_cut(dsn: str) -> None:
     finally:
         holder.close()
         waiter.close()
+
+
+def _lease_holders(dsn: str) -> list[int]:
+    """The server pids of the connections holding an advisory lock in `dsn`'s database."""
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND database = "
+            "(SELECT oid FROM pg_database WHERE datname = current_database())"
+        ).fetchall()
+    return [int(pid) for (pid,) in rows]
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="the blackhole is a Linux socket filter"
+)
+@pytest.mark.parametrize("answer_lost", [False, True], ids=["idle", "answer-lost"])
+def test_the_lease_of_a_worker_cut_off_while_it_holds_it_is_freed_by_the_server_in_the_bound(
+    proxy: tuple[CuttableProxy, str],
+    dsn: str,
+    postgres_server: TemporaryPostgres,
+    answer_lost: bool,
+) -> None:
+    """A worker whose network goes silent while it holds a lease, idle or waiting for an
+    answer the server then sends into the cut, loses it within query_timeout (the
+    keepalives' bound): the server's probes, or its answer, go unacknowledged, it ends the
+    connection, and a second worker takes the session, where the server held it for the
+    operating system's two hours (or fifteen minutes of resending the answer)."""
+    through, cut_dsn = proxy
+    bound = keepalives(QUERY_TIMEOUT).bound
+    line = '{"role":"user","content":"hi"}'
+    cut_worker, other = _store(cut_dsn), _store(dsn)
+    try:
+        held = cut_worker.lease("held")
+        held.append([line], expected_seq=0)
+        (backend,) = _lease_holders(dsn)
+        appending: threading.Thread | None = None
+        failed: list[SessionError] = []
+        with psycopg.connect(dsn) as blocker:
+            if answer_lost:
+                # The session's row locked, the next append waits on the server, which
+                # answers it only once the network is cut.
+                blocker.execute("SELECT 1 FROM nanobot_sessions WHERE name = 'held' FOR UPDATE")
+
+                def append() -> None:
+                    try:
+                        held.append([line], expected_seq=1)
+                    except SessionError as exc:
+                        failed.append(exc)
+
+                appending = threading.Thread(target=append)
+                appending.start()
+                time.sleep(0.3)
+            through.blackhole()
+            cut_at = time.monotonic()
+        # Long enough that a lease still held at the end is a failure, not a slow machine.
+        taken = other.lease("held", wait=bound + 10)
+        took = time.monotonic() - cut_at
+        assert took < bound + 1.5, took
+        assert _lease_holders(dsn) != [backend]
+        # The server ended it on its own: the proxy closed nothing, and the backend found
+        # its worker's end timed out (no reset, no end of file).
+        assert all(sock.fileno() != -1 for sock in through._sockets)
+        log = (postgres_server.root or Path()) / "server.log"
+        said = re.findall(
+            rf"\[{backend}\] LOG:  could not (?:receive|send) data (?:from|to) client: (.*)",
+            log.read_text(),
+        )
+        assert said == ["Connection timed out"], said
+        # The append the server answered into the cut was stored, once.
+        assert taken.load().seq == (2 if answer_lost else 1)
+        taken.release()
+        if appending is not None:
+            appending.join()
+            (error,) = failed
+            assert f"no answer from the server within {QUERY_TIMEOUT:g}s" in str(error)
+        # The cut worker learns it at its next statement, within query_timeout (at once
+        # when that append's deadline cut the connection).
+        lost = "its connection to the server is closed" if answer_lost else "query_timeout 1.5"
+        with pytest.raises(SessionError, match=re.escape(lost)):
+            held.check_held()
+        held.release()
+    finally:
+        cut_worker.close()
+        other.close()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.floats(min_value=1e-3, max_value=1e9, allow_nan=False))
+@example(30.0)
+@example(1.5)
+@example(2.0)
+@example(65535.0)
+def test_the_keepalive_bound_follows_query_timeout(query_timeout: float) -> None:
+    """For any query_timeout, the server ends a silent connection within it (2 seconds at
+    the least), with values the kernels take, and tcp_user_timeout falls in the last probe's
+    interval so that Linux ends it at the last probe."""
+    wanted = keepalives(query_timeout)
+    assert 1 <= wanted.idle <= 32767 and 1 <= wanted.interval <= 32767
+    assert 1 <= wanted.count <= 127
+    assert wanted.bound <= max(query_timeout, 2)
+    # Linux ends it at the first probe due once tcp_user_timeout has passed: the last one.
+    due = wanted.idle + wanted.interval * max(
+        1, math.ceil((wanted.user_timeout_ms / 1000 - wanted.idle) / wanted.interval)
+    )
+    assert due == wanted.bound or (wanted.user_timeout_ms == 2**31 - 1 and due <= wanted.bound)
+    if query_timeout < 65534:  # beyond, the kernels' limits cut it shorter
+        assert wanted.bound > query_timeout - max(1, query_timeout / 10) - 1
+
+
+def _server_settings(store: PostgresSessionStore) -> dict[str, int]:
+    names = ("tcp_keepalives_idle", "tcp_keepalives_interval", "tcp_keepalives_count")
+    rows = store.run(
+        "SELECT name, setting::int FROM pg_settings WHERE name = ANY(%s)",
+        ([*names, "tcp_user_timeout"],),
+    )
+    return {str(name): int(value) for name, value in rows}
+
+
+def test_every_pooled_connection_has_the_servers_keepalives_and_a_shorter_one_stays(
+    dsn: str,
+) -> None:
+    """A pooled connection's server end probes a silent worker after query_timeout / 2 and
+    gives up within query_timeout, where the operating system waited two hours; a shorter
+    value set for the connection (the DSN's options) is kept, not lengthened."""
+    store = PostgresSessionStore(dsn, query_timeout=30)
+    shorter = PostgresSessionStore(
+        psycopg.conninfo.make_conninfo(dsn, options="-c tcp_keepalives_idle=4"), query_timeout=30
+    )
+    try:
+        wanted = keepalives(30)
+        assert (wanted.idle, wanted.interval, wanted.count, wanted.user_timeout_ms) == (
+            15,
+            3,
+            5,
+            29500,
+        )
+        assert _server_settings(store) == {
+            "tcp_keepalives_idle": 15,
+            "tcp_keepalives_interval": 3,
+            "tcp_keepalives_count": 5,
+            "tcp_user_timeout": 29500,
+        }
+        assert _server_settings(shorter)["tcp_keepalives_idle"] == 4
+        assert _server_settings(shorter)["tcp_keepalives_count"] == 5
+    finally:
+        store.close()
+        shorter.close()
+
+
+def test_a_keepalive_setting_the_server_refuses_leaves_the_others_set(dsn: str) -> None:
+    """A value the server refuses (as PostgreSQL 11 refuses tcp_user_timeout, unknown to it)
+    is left as the server has it, the others are set, and the connection works on."""
+    store = PostgresSessionStore(dsn, query_timeout=30, pool_size=1)  # one connection to ask
+    try:
+        before = _server_settings(store)
+        refused = Keepalives(idle=6, interval=2, count=-1, user_timeout_ms=11500)
+        store.run(_server_keepalive_settings(refused).as_string())
+        after = _server_settings(store)
+        assert after["tcp_keepalives_count"] == before["tcp_keepalives_count"] == 5
+        assert (after["tcp_keepalives_idle"], after["tcp_keepalives_interval"]) == (6, 2)
+        assert after["tcp_user_timeout"] == 11500
+    finally:
+        store.close()
 
 
 class _CutAtFirstRequest(ScriptedChatServer):
