@@ -96,7 +96,7 @@ def test_plugin_clash_has_a_specific_winner(plugin_env: VirtualEnv, tmp_path: Pa
     assert plugins[("nbtest-clash-a", "clash")]["contributions"] == [
         {"kind": "tool", "name": "clash"}
     ]
-    assert plugins[("nbtest-clash-b", "clash")]["contributions"] == [
+    assert plugins[("nbtest-clash-b", "clash_b")]["contributions"] == [
         {"kind": "tool", "name": "clash", "shadowed_by": "clash"}
     ]
     result = plugin_env.cli("call", "clash", "", "--json", cwd=tmp_path)
