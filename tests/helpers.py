@@ -139,17 +139,20 @@ def cli_process(*args: str, cwd: Path, env: Mapping[str, str]) -> Iterator[subpr
                 process.kill()
 
 
-def install_plugin(folder: Path, name: str, source: str) -> Path:
-    """Write module `name` and a distribution naming it a ``nanobot.plugins`` entry point."""
+def install_plugin(
+    folder: Path, name: str, source: str, *, plugin: str | None = None, version: str = "0.1"
+) -> Path:
+    """Write module `name` and distribution `name` `version`, naming the module a
+    ``nanobot.plugins`` entry point called `plugin` (by default `name`)."""
     folder.mkdir()
     (folder / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
-    info = folder / f"{name}-0.1.dist-info"
+    info = folder / f"{name}-{version}.dist-info"
     info.mkdir()
     (info / "METADATA").write_text(
-        f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.1\n", encoding="utf-8"
+        f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n", encoding="utf-8"
     )
     (info / "entry_points.txt").write_text(
-        f"[nanobot.plugins]\n{name} = {name}\n", encoding="utf-8"
+        f"[nanobot.plugins]\n{plugin or name} = {name}\n", encoding="utf-8"
     )
     return folder
 

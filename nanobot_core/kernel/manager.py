@@ -6,7 +6,9 @@ through this class. The core calls each hook implementation on its own (see
 registration order or set order: built-in plugins first, then external plugins
 sorted by distribution name and entry-point name. That order decides name
 clashes (first wins), and every contribution remembers the plugin, distribution
-and version it came from.
+and version it came from. A plugin's own name is one plugin's: a second plugin of a
+name a loaded plugin has is refused (recorded as failed, naming the first), and the
+first keeps its record and all it contributes.
 
 A plugin that fails to import, fails pluggy's validation, uses a refused hook
 marker, raises in a hook, returns the wrong type, or contributes a tool that
@@ -48,7 +50,13 @@ from nanobot_core.kernel.contributions import (
     schema_findings,
 )
 from nanobot_core.kernel.discovery import builtin_candidates, entry_point_candidates
-from nanobot_core.kernel.records import Contribution, Kind, PluginInfo, PluginRecord
+from nanobot_core.kernel.records import (
+    Contribution,
+    Kind,
+    PluginInfo,
+    PluginRecord,
+    canonical_name,
+)
 
 if TYPE_CHECKING:
     from nanobot_core.governance import Governor
@@ -154,7 +162,15 @@ class PluginManager:
                 )
                 continue
             self._register(candidate.info, candidate.loader)
-        for candidate in entry_point_candidates(settings, autoload=self.autoload):
+        # Registered in the canonical order, not the order the entry points were found in
+        # (the order distributions were installed in): of two plugins of one name, the
+        # first in that order keeps it, whatever was installed first (of one distribution's
+        # two entry points of a name, that in nanobot.plugins: the groups in name order).
+        candidates = sorted(
+            entry_point_candidates(settings, autoload=self.autoload),
+            key=lambda c: (c.info.sort_key, c.info.source, c.info.distribution or ""),
+        )
+        for candidate in candidates:
             if candidate.loader is None:
                 key = self._record_key(candidate.info)
                 self._records[key] = PluginRecord(candidate.info, "blocked", candidate.blocked)
@@ -184,9 +200,35 @@ class PluginManager:
             return info.name
         return f"{info.source}:{info.distribution or ''}:{info.name}"
 
+    def _holder_of(self, name: str) -> PluginRecord | None:
+        """The loaded plugin named `name`, if any: a name is held by one plugin at a time.
+
+        Config (``plugins.overrides``, the block and allow lists), a shadowed item's
+        ``shadowed_by`` and every listing go by the plugin's name; a plugin failed or
+        blocked holds none, so one registered again under its name is welcome.
+        """
+        return next(
+            (r for r in self._records.values() if r.status == "loaded" and r.info.name == name),
+            None,
+        )
+
+    def _spare_key(self, key: str) -> str:
+        """`key`, or `key` numbered when a record holds it: a refused plugin's record key."""
+        spare, number = key, 1
+        while spare in self._records:
+            number += 1
+            spare = f"{key}#{number}"
+        return spare
+
     def _register(self, info: PluginInfo, loader: Callable[[], object]) -> PluginRecord:
         key = self._record_key(info)
         record = PluginRecord(info, "loaded")
+        holder = self._holder_of(info.name)
+        if holder is not None:
+            # Refused before it is loaded, and recorded beside the holder, never in its
+            # place: the plugin registered first keeps its record, hooks and contributions.
+            self._records[self._spare_key(key)] = record
+            return self._fail(record, _name_taken(info, holder.info))
         self._records[key] = record
         try:
             with plugin_code(info.describe()):
@@ -273,7 +315,12 @@ class PluginManager:
         if record.obj is not None and self._pm.is_registered(record.obj):
             self._pm.unregister(record.obj)
         record.obj = None
-        self._checked.pop(self._record_key(record.info), None)  # its memo goes with it
+        # Its counter's memo goes with it; not that of a plugin of the same name and
+        # distribution it was refused beside, which is kept under the same key.
+        key = self._record_key(record.info)
+        held = self._checked.get(key)
+        if held is not None and held[0] is record:
+            del self._checked[key]
         log.error(
             "plugin failed",
             plugin=record.info.name,
@@ -446,7 +493,9 @@ class PluginManager:
         resolved = resolve(
             kind, [c for c in gathered if c.plugin in loaded], self.config.plugins.overrides
         )
-        by_plugin = {r.info: r for r in self._records.values()}
+        # Loaded records only: a plugin refused as a second of its name may share the
+        # `PluginInfo` of the one it was refused beside, whose contributions these are.
+        by_plugin = {r.info: r for r in self._records.values() if r.status == "loaded"}
         for contribution in resolved:
             by_plugin[contribution.plugin].contributions.append(contribution)
         return resolved
@@ -622,6 +671,30 @@ class _ToolCallHooks:
         self._manager._tool_call_outcomes(
             "nanobot_after_tool_call", {"call": call, "result": result}
         )
+
+
+def _name_taken(info: PluginInfo, holder: PluginInfo) -> str:
+    """Why the plugin of `info` is refused, `holder` having its name, and what to do."""
+    if holder.builtin:
+        todo = "register it under another name (a built-in plugin's name is the core's)"
+    elif info.entry_point is None:
+        todo = "register it under another name"
+        if holder.distribution:
+            todo += f", or block {holder.distribution} in plugins.block"
+    elif info.distribution and canonical_name(info.distribution) == canonical_name(
+        holder.distribution or ""
+    ):
+        todo = f"give the entry points of {info.distribution} names of their own"
+    else:
+        both = " or ".join(d for d in (holder.distribution, info.distribution) if d)
+        todo = (
+            f"uninstall {both or 'one of them'}, or block one of them by its distribution "
+            "name in plugins.block"
+        )
+    return (
+        f"its name is taken by {holder.describe()}, registered first (two plugins cannot "
+        f"share a name, which config and listings know a plugin by): {todo}"
+    )
 
 
 def _lacks(method: str, value: Any) -> str | None:

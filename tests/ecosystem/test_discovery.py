@@ -96,11 +96,53 @@ def test_plugin_clash_has_a_specific_winner(plugin_env: VirtualEnv, tmp_path: Pa
     assert plugins[("nbtest-clash-a", "clash")]["contributions"] == [
         {"kind": "tool", "name": "clash"}
     ]
-    assert plugins[("nbtest-clash-b", "clash")]["contributions"] == [
+    assert plugins[("nbtest-clash-b", "clash_b")]["contributions"] == [
         {"kind": "tool", "name": "clash", "shadowed_by": "clash"}
     ]
     result = plugin_env.cli("call", "clash", "", "--json", cwd=tmp_path)
     assert json.loads(result.stdout)["result"] == "a"
+
+
+BROKEN = "nbtest-broken,nbtest-invalid,nbtest-badreturn,nbtest-unbuildable"
+TWIN_ERROR = (
+    "its name is taken by plugin 'twin' from nbtest-twin-a 0.3.0, registered first (two "
+    "plugins cannot share a name, which config and listings know a plugin by): uninstall "
+    "nbtest-twin-a or nbtest-twin-b, or block one of them by its distribution name in "
+    "plugins.block"
+)
+
+
+def test_two_distributions_of_one_plugin_name_keep_the_first(
+    plugin_env: VirtualEnv, tmp_path: Path
+) -> None:
+    """Of two distributions naming a plugin `twin`, nbtest-twin-a keeps the name whatever the
+    install order, whole; the listing says why nbtest-twin-b is refused, naming both."""
+    rows = [
+        row
+        for row in _json(plugin_env.cli("plugins", "--json", cwd=tmp_path))
+        if row["name"] == "twin"
+    ]
+    assert [(r["distribution"], r["version"], r["status"]) for r in rows] == [
+        ("nbtest-twin-a", "0.3.0", "loaded"),
+        ("nbtest-twin-b", "0.4.0", "failed"),
+    ]
+    kept, refused = rows
+    assert kept["contributions"][0] == {"kind": "tool", "name": "twin_a"}
+    assert kept["hooks"] == ["nanobot_tools"] and kept["error"] is None
+    assert refused["error"] == TWIN_ERROR
+    assert refused["contributions"] == [] and refused["hooks"] == []
+    tools = _tools(plugin_env, tmp_path)
+    assert tools["twin_a"]["distribution"] == "nbtest-twin-a" and "twin_b" not in tools
+    text = plugin_env.cli("plugins", cwd=tmp_path)
+    assert (
+        f"twin (nbtest-twin-b 0.4.0) [nanobot.plugins] failed\n    error: {TWIN_ERROR}\n"
+        in text.stdout
+    )
+    # The others that fail blocked, so that the first failure strict mode stops at is this one.
+    strict = plugin_env.cli("--strict", "plugins", cwd=tmp_path, env={"NANOBOT_BLOCK": BROKEN})
+    assert strict.returncode != 0
+    assert f"plugin 'twin' from nbtest-twin-b 0.4.0 failed: {TWIN_ERROR}" in strict.stderr
+    assert "Traceback" not in strict.stderr
 
 
 def test_failed_import_is_isolated(plugin_env: VirtualEnv, tmp_path: Path) -> None:
@@ -218,15 +260,16 @@ def test_strict_mode_fails_on_any_broken_plugin(
 def test_strict_mode_passes_when_broken_plugins_are_blocked(
     plugin_env: VirtualEnv, tmp_path: Path
 ) -> None:
-    """Strict mode is satisfied once the broken plugins are blocked."""
+    """Strict mode is satisfied once the broken plugins, and one of two of a name, are blocked."""
     result = plugin_env.cli(
         "--strict",
         "tools",
         "--json",
         cwd=tmp_path,
-        env={"NANOBOT_BLOCK": "nbtest-broken,nbtest-invalid,nbtest-badreturn,nbtest-unbuildable"},
+        env={"NANOBOT_BLOCK": f"{BROKEN},nbtest-twin-b"},
     )
     assert result.returncode == 0, result.stderr
+    assert {"twin_a", "clash"} <= {row["name"] for row in json.loads(result.stdout)}
 
 
 def test_section_stage_and_runtime_hooks_from_a_distribution(
