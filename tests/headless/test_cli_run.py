@@ -446,6 +446,23 @@ def test_sessions_list_and_show(server: FakeChatServer, workspace: Path) -> None
     text = _cli(server, workspace, "sessions", "show", "alpha").stdout
     assert "first answer" in text and "[1] user" in text
     assert _cli(server, workspace, "sessions", "show", "missing").returncode == 2
+    # The group's --workspace is the subcommands' when they are given none; their own wins.
+    elsewhere = workspace / "elsewhere"
+    elsewhere.mkdir()
+    grouped = _cli(server, elsewhere, "sessions", "--workspace", str(workspace), "show", "alpha")
+    assert grouped.returncode == 0 and "first answer" in grouped.stdout, grouped.stderr
+    own = _cli(
+        server,
+        workspace,
+        "sessions",
+        "--workspace",
+        ".",
+        "show",
+        "alpha",
+        "--workspace",
+        "elsewhere",
+    )
+    assert own.returncode == 2 and "no session named 'alpha'" in own.stderr, own.stderr
     assert _cli(server, workspace, "sessions", "show", "../x").returncode == 2
 
 
