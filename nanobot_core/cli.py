@@ -594,7 +594,9 @@ class _ProgramEnd:
     put the default SIGINT action back for its teardown, ended the process
     by the signal: exit -2 as a parent sees it, nothing said. Here it is
     noted, the work goes on to its end, and the process exits 130 with
-    ``Interrupted.``, as a Ctrl-C during the command does.
+    ``Interrupted.``, as a Ctrl-C during the command does. A second Ctrl-C
+    ends the process at once, 130 and ``Interrupted.``: the work waited for
+    may never end (a plugin's thread that hangs).
 
     The end is an atexit callback registered before the command runs, so it
     runs after every callback registered while it ran (a plugin's). When
@@ -630,6 +632,13 @@ class _ProgramEnd:
         signal.signal(signal.SIGINT, self._note)
 
     def _note(self, signum: int, frame: object) -> None:
+        if self.pressed:
+            # Pressed again: what the first one waits for may never end (a plugin's thread
+            # or atexit callback that hangs), and Ctrl-C must still stop the process.
+            with contextlib.suppress(Exception):  # stderr mid-write or gone: ending counts
+                sys.stderr.write("Interrupted.\n")
+                sys.stderr.flush()
+            os._exit(EXIT_INTERRUPTED)
         self.pressed = True
 
     def exit(self) -> None:

@@ -123,3 +123,47 @@ def test_ctrl_c_while_the_turn_is_saved_after_the_answer_exits_130_with_the_turn
     said = [(m.get("role"), m.get("content")) for m in messages if "role" in m]
     assert said[0][0] == "user" and said[0][1].startswith("hello"), said
     assert said[-1] == ("assistant", "the answer"), said
+
+
+# A plugin whose thread never ends by itself once the command is done (a save that hangs):
+# it waits for a file `go` that the test never makes, for longer than the test waits.
+HANGING_THREAD = """
+import pathlib, threading, time
+from nanobot_core import hookimpl
+
+def hang():
+    while threading.main_thread().is_alive():
+        time.sleep(0.01)
+    pathlib.Path("waiting").write_text("yes")
+    deadline = time.monotonic() + 120
+    while not pathlib.Path("go").exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+@hookimpl
+def nanobot_tools(ctx):
+    threading.Thread(target=hang).start()
+    return []
+"""
+
+
+def test_a_second_ctrl_c_while_a_plugin_thread_hangs_at_the_end_exits_130_at_once(
+    tmp_path: Path,
+) -> None:
+    """The first SIGINT after the command waits for a plugin's thread; a second one ends it, 130."""
+    site = helpers.install_plugin(tmp_path / "site", "hangplug", HANGING_THREAD)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with cli_process("tools", cwd=workspace, env=plugin_env(site, "hangplug")) as process:
+        deadline = time.monotonic() + TIMEOUT
+        while not (workspace / "waiting").exists():
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, "the plugin's thread never began to wait"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        assert process.poll() is None, "the first Ctrl-C did not wait for the thread"
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=15)
+    assert process.returncode == 130, err
+    assert err.endswith("Interrupted.\n") and "Traceback" not in err, err
+    assert "edit_file" in out  # the command's own output was written before

@@ -134,10 +134,13 @@ def resolve_key(config: ProviderConfig, environ: Mapping[str, str]) -> str | Non
 
 def _openais_key(config: ProviderConfig, environ: Mapping[str, str]) -> bool:
     """Whether ``provider.api_key`` is the one the core took from ``OPENAI_API_KEY``: told by
-    where it was set when the config knows (a key a file or another variable set is the
-    user's, even one equal to OpenAI's), else by its value, when no ``NANOBOT_API_KEY`` gave it."""
-    if _set(config, "provider.api_key"):
-        where = source_prefix(config=config, keys=["provider.api_key"])
+    where its value was set when `load_config` read it (a key a file or another variable set
+    is the user's, even one equal to OpenAI's), else by its value (a key made in code, or put
+    in a loaded config), when no ``NANOBOT_API_KEY`` gave it."""
+    # The value's own source, not the key's: a key a program put in a loaded config has none,
+    # while the key's source still names the variable that gave the value it replaced.
+    where = source_prefix(config.api_key)
+    if where:
         return where == source_prefix(variables=["OPENAI_API_KEY"])
     return config.api_key == environ.get("OPENAI_API_KEY") and not environ.get("NANOBOT_API_KEY")
 

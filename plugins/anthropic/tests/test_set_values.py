@@ -261,3 +261,17 @@ def test_a_key_set_for_nanobot_is_sent_even_when_it_is_openais_too(
 def test_a_key_only_openai_api_key_gave_is_not_sent(server: MessagesServer, tmp_path: Path) -> None:
     """The key the core took from OPENAI_API_KEY alone never reaches Anthropic's server."""
     assert _key_sent(server, tmp_path, OPENAI_API_KEY=API_KEY) is None
+
+
+def test_a_key_a_program_puts_in_a_loaded_config_is_sent_though_openai_api_key_gave_one(
+    server: MessagesServer, tmp_path: Path
+) -> None:
+    """A key a program sets on a config loaded while OPENAI_API_KEY was set is its own: sent."""
+    server.add(text_reply("hello"))
+    environ = {"OPENAI_API_KEY": "sk-openai-not-for-anthropic"}
+    config = load_config(cwd=tmp_path, environ={"NANOBOT_BASE_URL": server.base_url, **environ})
+    config.provider.api_key = API_KEY  # from the program's own secret store, say
+    provider = AnthropicProvider(config.provider, environ=environ)
+    asyncio.run(provider.complete([{"role": "user", "content": "hi"}], []))
+    (request,) = server.requests
+    assert request.headers.get("x-api-key") == API_KEY

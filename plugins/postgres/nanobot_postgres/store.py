@@ -363,8 +363,13 @@ _LONGEST_SLEEP = 3600.0
 def _shut(fileno: int) -> None:
     """Shut socket `fileno` down both ways, through a copy: the connection closes its own."""
     try:
-        sock = socket.socket(fileno=os.dup(fileno))
+        copy = os.dup(fileno)
     except OSError:
+        return
+    try:
+        sock = socket.socket(fileno=copy)
+    except OSError:  # no socket now (its connection closed, the number reused): nothing to cut
+        os.close(copy)
         return
     try:
         sock.shutdown(socket.SHUT_RDWR)

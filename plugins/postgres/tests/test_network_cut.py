@@ -16,6 +16,7 @@ import ctypes
 import fcntl
 import json
 import math
+import os
 import re
 import socket
 import struct
@@ -40,6 +41,7 @@ from nanobot_postgres.store import (
     Keepalives,
     PostgresSessionStore,
     _server_keepalive_settings,
+    _shut,
     keepalives,
 )
 from nanobot_postgres.testserver import TemporaryPostgres
@@ -496,3 +498,31 @@ def test_a_turn_on_a_cut_network_ends_within_the_bound_with_one_error_line(
         "assistant",
     ]
     assert messages[-1]["content"].startswith("done cut-")
+
+
+def test_a_cut_aimed_at_a_descriptor_no_longer_a_socket_leaves_no_copy_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A deadline past for a descriptor since reused (here a pipe) closes the copy it made."""
+    copies: list[int] = []
+    dup = os.dup
+
+    def recording_dup(fd: int) -> int:
+        copies.append(dup(fd))
+        return copies[-1]
+
+    monkeypatch.setattr(os, "dup", recording_dup)  # as the store calls it: os.dup
+    read, write = os.pipe()
+    try:
+        pipe = os.fstat(read)
+        _shut(read)
+        (copy,) = copies
+        try:
+            still = os.fstat(copy)
+        except OSError:
+            return  # closed, and not reused since
+        # Reused by another thread meanwhile is no leak; still the pipe is one.
+        assert (still.st_dev, still.st_ino) != (pipe.st_dev, pipe.st_ino), "the copy is open"
+    finally:
+        os.close(read)
+        os.close(write)
