@@ -22,7 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from nanobot_core._json_boundary import JSONLimitError
+from nanobot_core._json_boundary import JSONBoundaryError, JSONLimitError, loads
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig, source_prefix
 from nanobot_core.errors import ConfigError, ProviderError
@@ -141,9 +141,9 @@ def _names_field(response: httpx.Response, field: str) -> bool:
     field (OpenAI's shape), or the server's message names it as a word."""
     if re.search(rf"(?<![A-Za-z0-9_]){field}(?![A-Za-z0-9_])", server_message(response)):
         return True
-    try:
-        data = response.json()
-    except ValueError:  # not JSON (UnicodeDecodeError is a ValueError)
+    try:  # the bounded reader: an error body nested past what `json` walks is no crash
+        data = loads(response.content).value
+    except JSONBoundaryError:
         return False
     error = data.get("error") if isinstance(data, dict) else None
     return isinstance(error, dict) and error.get("param") == field

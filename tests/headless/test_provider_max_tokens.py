@@ -369,3 +369,13 @@ def test_run_refuses_an_unknown_field_naming_the_file(
         " ".join(result.stderr.split())
     )
     assert server.requests == []
+
+
+def test_a_refusal_nested_past_what_json_walks_is_reported_not_crashed_on(
+    server: FakeChatServer,
+) -> None:
+    """An error body nested 100,000 levels deep is the server's refusal, reported as one."""
+    deep = '{"error": {"message": "bad", "param": ' + "[" * 100_000 + "]" * 100_000 + "}}"
+    said = _refusal(server, provider_config(server.base_url, max_tokens=64), _refusing(deep))
+    assert "refused the request: HTTP 400" in said
+    assert "provider.max_tokens" not in said
