@@ -147,8 +147,13 @@ class ProviderConfig:
     # Prompt caching, for providers that opt in per request (``anthropic``): the TTL of
     # the cache entries, or "off". OpenAI-compatible servers cache on their own.
     cache: Literal["off", "5m", "1h"] = "5m"
-    # The most output tokens a reply may take, for APIs that require the number.
+    # The most output tokens a reply may take (what a paid model may bill for one reply):
+    # sent by the built-in provider when set, and by providers whose API requires it.
     max_tokens: int | None = None
+    # The request field the built-in provider sends max_tokens in: "auto" is
+    # max_completion_tokens to OpenAI's API (its reasoning models refuse max_tokens) and
+    # max_tokens to any other server (what Ollama, llama.cpp, OpenRouter document).
+    max_tokens_field: Literal["auto", "max_tokens", "max_completion_tokens"] = "auto"
     # The most bytes a reply body may hold, as sent and once decompressed (64 MiB): a reply
     # with a long answer and tool calls is a few MB; beyond this it is refused, not read.
     max_reply_bytes: int = 64 * 1024 * 1024
@@ -735,6 +740,37 @@ def check_budget(governance: GovernanceConfig, *, sources: Mapping[str, str] | N
             f"the smallest window that works with them is {reserved + MIN_INPUT_TOKENS} "
             "(or lower max_output, or set governance.input_limit)"
         )
+
+
+#: The keys `reply_room_warning` compares: the reply limit sent, the room kept for it.
+_REPLY_KEYS = ("provider.max_tokens", "governance.max_output")
+
+
+def reply_room_warning(config: Config) -> str | None:
+    """The warning for a ``provider.max_tokens`` above ``governance.max_output``, or None.
+
+    The governor keeps ``max_output`` (and ``safety_margin``) of the window for the
+    reply: a request governed to the budget then leaves the reply less room than the
+    limit sent allows, so the server may refuse the request (prompt and limit past the
+    window) or cut the reply off at the window. Neither value follows the other: the
+    limit is what a reply may cost, the room what the history gives up for it, and a
+    user may mean either. With ``governance.input_limit`` set, the budget is the user's
+    own: nothing is said. The message names where each value was set, as config errors do.
+    """
+    governance, limit = config.governance, config.provider.max_tokens
+    if limit is None or governance.input_limit is not None or limit <= governance.max_output:
+        return None
+    sources = config._key_sources
+    given = {key: sources[key] for key in _REPLY_KEYS if key in sources}
+    limit_said = _valued(given, _REPLY_KEYS, "provider.max_tokens", limit)
+    room_said = _valued(given, _REPLY_KEYS, "governance.max_output", governance.max_output)
+    return (
+        f"{_sourced(given, _REPLY_KEYS)}{limit_said} is more than {room_said}, the room the "
+        "governor keeps in governance.context_window for the reply: a request governed to "
+        "its budget may leave the reply less than provider.max_tokens, and the server may "
+        "refuse the request or cut the reply off at the window; set governance.max_output "
+        f"to {limit} to keep that room"
+    )
 
 
 def _sourced(sources: Mapping[str, str] | None, keys: Sequence[str]) -> str:

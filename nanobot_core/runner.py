@@ -42,7 +42,12 @@ from nanobot_core._json_boundary import (
     loads,
 )
 from nanobot_core._logging import get_logger
-from nanobot_core.config import DEFAULT_MAX_CALLS_PER_REPLY, ProviderConfig, source_prefix
+from nanobot_core.config import (
+    DEFAULT_MAX_CALLS_PER_REPLY,
+    ProviderConfig,
+    reply_room_warning,
+    source_prefix,
+)
 from nanobot_core.errors import (
     ConfigError,
     NanobotError,
@@ -590,6 +595,9 @@ class Runner:
             raise PluginError(
                 f"{owner} failed: provider {name!r} could not be created: {describe(exc)}"
             ) from None
+        room = reply_room_warning(config)
+        if room is not None:  # said once per runner built, before any request
+            log.warning(room)
         registry = pm.tool_registry()
         executor = Executor(
             registry, default_timeout=config.tools.timeout, hooks=pm.tool_call_hooks()

@@ -5,17 +5,27 @@ server and every other server that speaks ``POST {base_url}/chat/completions``.
 The API key is sent as a Bearer token and is never logged, printed or put in
 an error message: messages built from server replies have it masked, and the
 provider's repr leaves it out.
+
+``provider.max_tokens``, when set, is sent as the reply limit, in one field:
+``max_completion_tokens`` to OpenAI's API (its reasoning models refuse
+``max_tokens``, which it documents as deprecated), ``max_tokens`` to any other
+server (what Ollama, llama.cpp, LM Studio, OpenRouter document);
+``provider.max_tokens_field`` names the field for a server the host does not
+tell (a gateway in front of OpenAI, Azure). A refusal that names the field says
+which setting sent it, where it was set, and in which field.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
-from nanobot_core._json_boundary import JSONLimitError
+from nanobot_core._json_boundary import JSONBoundaryError, JSONLimitError, loads
 from nanobot_core._logging import get_logger
-from nanobot_core.config import ProviderConfig
-from nanobot_core.errors import ProviderError
+from nanobot_core.config import ProviderConfig, source_prefix
+from nanobot_core.errors import ConfigError, ProviderError
 from nanobot_core.governance.anthropic import OTHER_BLOCKS_KEY, THINKING_KEY
 from nanobot_core.kernel.records import core_version
 from nanobot_core.providers.base import (
@@ -37,6 +47,7 @@ from nanobot_core.providers.http import (
     request_content,
     request_fault,
     send_with_retries,
+    server_message,
     without_credentials,
 )
 from nanobot_core.providers.retry import RetryPolicy
@@ -53,6 +64,89 @@ _BASE_URL_HINT = "set --base-url or NANOBOT_BASE_URL, e.g. http://localhost:1143
 _API_KEY_HINT = (
     "set NANOBOT_API_KEY or OPENAI_API_KEY; NANOBOT_API_KEY=none for a server that needs no key"
 )
+#: The host of OpenAI's API; its regional ones (``eu.api.openai.com``) end in ``.`` and it.
+_OPENAI_HOST = "api.openai.com"
+#: The reply-limit fields, as ``provider.max_tokens_field`` names them.
+_FIELDS = ("max_tokens", "max_completion_tokens")
+#: The largest ``provider.max_tokens`` sent: a 64-bit integer, the most TOML (and the
+#: servers' JSON parsers) take; a `ProviderConfig` made in code is not held to TOML.
+_MAX_TOKENS_CEILING = 2**63 - 1
+
+
+def _reply_limit_field(base_url: str, setting: str = "auto") -> str:
+    """The request field that carries ``provider.max_tokens`` to `base_url`: `setting` when
+    it names one of `_FIELDS`; for ``"auto"``, ``max_completion_tokens`` when the host is
+    OpenAI's API (``api.openai.com`` or a regional ``*.api.openai.com``), else
+    ``max_tokens``."""
+    if setting != "auto":
+        return setting
+    try:
+        host = (urlsplit(base_url).hostname or "").rstrip(".")
+    except ValueError:  # not a URL: `check_endpoint` refuses it before this matters
+        return "max_tokens"
+    openai = host == _OPENAI_HOST or host.endswith("." + _OPENAI_HOST)
+    return "max_completion_tokens" if openai else "max_tokens"
+
+
+def _check_reply_limit(config: ProviderConfig) -> None:
+    """Raise ConfigError, naming where it was set, for a ``provider.max_tokens`` that is not an
+    int from 1 to 2**63 - 1 or a ``provider.max_tokens_field`` that names no field: `load_config`
+    refuses these, a `ProviderConfig` made in code is checked here, before any request."""
+    value: object = config.max_tokens
+    if value is not None and (
+        isinstance(value, bool)
+        or not isinstance(value, int)
+        or not 1 <= value <= _MAX_TOKENS_CEILING
+    ):
+        where = source_prefix(config=config, keys=["provider.max_tokens"])
+        raise ConfigError(
+            f"{where}provider.max_tokens: must be a whole number from 1 to "
+            f"{_MAX_TOKENS_CEILING} (or unset, for the server's own limit), got {value!r}"
+        )
+    field: object = config.max_tokens_field
+    if field != "auto" and field not in _FIELDS:
+        where = source_prefix(config=config, keys=["provider.max_tokens_field"])
+        raise ConfigError(
+            f"{where}provider.max_tokens_field: expected one of 'auto', 'max_tokens', "
+            f"'max_completion_tokens', got {field!r}"
+        )
+
+
+def _setting_note(config: ProviderConfig, field: str) -> str:
+    """What an error about the reply-limit field says of the settings that sent it: where
+    ``provider.max_tokens`` was set, its value, the field it went in and why that one
+    (``nanobot.toml: provider.max_tokens = 4096, sent as max_tokens, ...``)."""
+    said = f"{source_prefix(config=config, keys=['provider.max_tokens'])}provider.max_tokens"
+    said += f" = {config.max_tokens}, sent as {field}"
+    other = _FIELDS[1 - _FIELDS.index(field)]
+    where = source_prefix(config=config, keys=["provider.max_tokens_field"])
+    if config.max_tokens_field != "auto":
+        return (
+            f"{said} ({where}provider.max_tokens_field = '{field}'; 'auto' or '{other}' change it)"
+        )
+    taker = (
+        "OpenAI's API takes"
+        if field == "max_completion_tokens"
+        else "servers other than OpenAI's API take"
+    )
+    default = "" if where else ", the default"
+    return (
+        f"{said}, the field {taker} ({where}provider.max_tokens_field = 'auto'{default}; "
+        f"'{other}' sends the other)"
+    )
+
+
+def _names_field(response: httpx.Response, field: str) -> bool:
+    """Whether an error reply is about request field `field`: its ``error.param`` is the
+    field (OpenAI's shape), or the server's message names it as a word."""
+    if re.search(rf"(?<![A-Za-z0-9_]){field}(?![A-Za-z0-9_])", server_message(response)):
+        return True
+    try:  # the bounded reader: an error body nested past what `json` walks is no crash
+        data = loads(response.content).value
+    except JSONBoundaryError:
+        return False
+    error = data.get("error") if isinstance(data, dict) else None
+    return isinstance(error, dict) and error.get("param") == field
 
 
 class OpenAIProvider:
@@ -90,6 +184,14 @@ class OpenAIProvider:
         self.timeout = config.timeout
         self.max_reply_bytes = config.max_reply_bytes
         self.temperature = config.temperature
+        _check_reply_limit(config)
+        self.max_tokens = config.max_tokens
+        #: The request field `max_tokens` is sent in (`_reply_limit_field`).
+        self.max_tokens_field = _reply_limit_field(self.base_url, config.max_tokens_field)
+        # What a refusal naming that field adds: the setting, where it was set, the field.
+        self._reply_limit_note = (
+            _setting_note(config, self.max_tokens_field) if self.max_tokens is not None else None
+        )
         self.policy = RetryPolicy(config.max_retries, config.backoff_base, config.retry_after_cap)
         self._api_key = config.api_key or None
         self._progress = progress
@@ -128,6 +230,8 @@ class OpenAIProvider:
             body["tools"] = list(tools)
         if self.temperature is not None:
             body["temperature"] = self.temperature
+        if self.max_tokens is not None:  # unset: nothing sent, the server's own limit applies
+            body[self.max_tokens_field] = self.max_tokens
         return body
 
     async def complete(
@@ -193,7 +297,16 @@ class OpenAIProvider:
         )
         if 200 <= response.status_code < 300:
             return self._parse_reply(response, salt=salt)
-        raise failure_for_status(response, self.display_url, self._api_key)
+        failure = failure_for_status(response, self.display_url, self._api_key)
+        note = self._reply_limit_note
+        if (
+            note is not None
+            and isinstance(failure, ProviderError)
+            and _names_field(response, self.max_tokens_field)
+        ):
+            # The server names the field, never the setting that filled it or where it was set.
+            raise ProviderError(f"{failure} [{mask_secret(note, self._api_key)}]")
+        raise failure
 
     def _parse_reply(self, response: httpx.Response, *, salt: str) -> ProviderReply:
         data = reply_json(response, self.display_url, self._api_key)

@@ -85,10 +85,11 @@ def test_the_settings_table_names_every_key_with_its_variable_and_default(key: s
         assert _documented_default(default) == expected.default
 
 
-def test_the_openai_provider_sends_the_temperature_and_no_reply_limit(
+def test_the_openai_provider_sends_the_temperature_and_the_reply_limit(
     tmp_path: Path, server: FakeChatServer
 ) -> None:
-    """As the page says, the built-in provider sends provider.temperature, never max_tokens."""
+    """As the page says, the built-in provider sends provider.temperature and
+    provider.max_tokens, the limit as max_tokens (only) to a server other than OpenAI's API."""
     server.add(text_reply("done"))
     env = {
         **cli_env(server),
@@ -99,5 +100,5 @@ def test_the_openai_provider_sends_the_temperature_and_no_reply_limit(
     assert result.returncode == 0, result.stderr
     (request,) = server.requests
     assert request.body["temperature"] == 0.3
-    assert "max_tokens" not in request.body
+    assert request.body["max_tokens"] == 77
     assert "max_completion_tokens" not in request.body
