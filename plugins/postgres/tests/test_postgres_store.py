@@ -26,6 +26,7 @@ from nanobot_core.sessions import check_line, open_session
 from nanobot_core.testing import run_cli
 
 import nanobot_postgres
+import nanobot_postgres.migrations as migrations
 import nanobot_postgres.store as store_module
 from nanobot_postgres.chatserver import ScriptedChatServer
 from nanobot_postgres.migrations import SCHEMA_VERSION, apply_migrations
@@ -46,6 +47,19 @@ def test_migrations_are_recorded_and_run_once(dsn: str) -> None:
         assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
         assert apply_migrations(conn) == []
     store.close()
+
+
+def test_migrations_that_fail_leave_the_database_as_it_was(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pending migrations run in one transaction: a failing one undoes the ones before it."""
+    failing = (SCHEMA_VERSION + 1, "fails", ["SELECT 1 / 0"])
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, failing])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            apply_migrations(conn, target=SCHEMA_VERSION + 1)
+        tables = "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'nanobot%'"
+        assert conn.execute(tables).fetchone() == (0,)
 
 
 def test_newer_schema_is_refused(dsn: str) -> None:
