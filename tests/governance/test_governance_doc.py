@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import re
 import types
+import typing
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,15 +17,24 @@ import pytest
 from nanobot_core import hookimpl
 from nanobot_core.config import Config, GovernanceConfig, PluginsConfig, load_config
 from nanobot_core.errors import ConfigError
-from nanobot_core.governance import STRUCTURAL_KEYS, Governor, Stage, builtin_stages
+from nanobot_core.governance import (
+    STRUCTURAL_KEYS,
+    Governor,
+    Stage,
+    StageContext,
+    builtin_stages,
+    default_store,
+    stages,
+)
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.governance.history_file import HistoryFormatError
 from nanobot_core.governance.stage import WORK_KINDS
 from nanobot_core.governance.stages import BUILTIN_TABLE
 from nanobot_core.governance.stages.backfill import INTERRUPTED
+from nanobot_core.governance.tokens import count_request
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.testing import govern_and_check
-from tests.governance.builders import call, calls, result, say, turn, user
+from tests.governance.builders import call, calls, context, result, run_pure, say, turn, user
 from tests.helpers import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "governance.md"
@@ -84,8 +94,25 @@ def _manager_from_environment(tmp_path: Path, **environ: str) -> PluginManager:
 # -- the tables -------------------------------------------------------------------------------
 
 
-def _pipeline_rows() -> list[tuple[str, list[str]]]:
-    """(stage, options) of each row of the pipeline table naming a built-in stage."""
+@attrs.frozen
+class _DocumentedOption:
+    """One option as the pipeline table gives it: ``name`` (``type``, at least N, default D)."""
+
+    type: str
+    at_least: float | None
+    default: str  # a JSON literal when it was in backquotes, else the words the page uses
+    literal: bool
+
+
+# One option of the options column: `name` (`type`[, at least N], default D): what it does.
+_OPTION = re.compile(
+    r"`(\w+)` \(`([^`]+)`(?:, at least (-?[0-9.]+))?, default (`[^`]+`|[^)]+)\): [^;]+"
+)
+
+
+def _pipeline_rows() -> list[tuple[str, dict[str, _DocumentedOption]]]:
+    """(stage, its documented options) of each row of the pipeline table naming a built-in
+    stage; an options cell that is not a run of `_OPTION`s fails here, saying which."""
     text = _doc()
     table = text[text.index("| phase | stage |") : text.index("Options live under")]
     rows = []
@@ -94,10 +121,27 @@ def _pipeline_rows() -> list[tuple[str, list[str]]]:
             continue
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         name = re.fullmatch(r"`(\w+)`", cells[1])
-        if name:
-            options = re.findall(r"(?:^|, )`(\w+)`", cells[-1])
-            rows.append((name[1], options))
+        if not name:
+            continue
+        options: dict[str, _DocumentedOption] = {}
+        for part in [p for p in cells[-1].split("; ") if p]:
+            found = _OPTION.fullmatch(part)
+            assert found, f"stage {name[1]}: option not as `name` (`type`, default D): {part}"
+            default = found[4].strip()
+            literal = default.startswith("`")
+            options[found[1]] = _DocumentedOption(
+                found[2],
+                float(found[3]) if found[3] else None,
+                default.strip("`"),
+                literal,
+            )
+        rows.append((name[1], options))
     return rows
+
+
+def _type_name(tp: Any) -> str:
+    """A declared option type as the page spells it (``int``, ``list[str]``)."""
+    return str(tp).replace("typing.", "") if typing.get_args(tp) else str(tp.__name__)
 
 
 def test_the_pipeline_table_lists_the_builtins_in_order_with_their_options() -> None:
@@ -105,6 +149,114 @@ def test_the_pipeline_table_lists_the_builtins_in_order_with_their_options() -> 
     documented = _pipeline_rows()
     declared = [(row.stage.name, sorted(row.stage.options or {})) for row in BUILTIN_TABLE]
     assert [(name, sorted(options)) for name, options in documented] == declared
+
+
+def test_the_pipeline_table_gives_each_option_its_declared_type_and_least_value() -> None:
+    """Each documented option's type and least value are those its stage declares."""
+    declared = {
+        (row.stage.name, name): (_type_name(option.type), option.at_least)
+        for row in BUILTIN_TABLE
+        for name, option in (row.stage.options or {}).items()
+    }
+    documented = {
+        (stage, name): (option.type, option.at_least)
+        for stage, options in _pipeline_rows()
+        for name, option in options.items()
+    }
+    assert documented == declared
+
+
+def _results(names: list[str], size: int) -> list[dict[str, Any]]:
+    """One step per name: a user message, a call of that tool, its result of `size` characters."""
+    history: list[dict[str, Any]] = []
+    for index, name in enumerate(names):
+        history += [
+            user(f"step {index}"),
+            calls(call(f"c{index}", name)),
+            result(f"c{index}", "r" * size),
+        ]
+    return history
+
+
+@attrs.frozen
+class _Probe:
+    """A history and a context on which an option's value shows: `other` gives another outcome
+    than the default; `unset_means` is the value the page's words for the default stand for."""
+
+    history: list[dict[str, Any]]
+    context: Callable[[dict[str, Any], Path], StageContext]
+    other: Any
+    unset_means: tuple[str, Any] | None = None
+
+
+def _over_budget(
+    history: list[dict[str, Any]], by: int
+) -> Callable[[dict[str, Any], Path], StageContext]:
+    budget = count_request(None, history) - by
+    return lambda options, _: context(options=options, budget=budget, low_watermark=1.0)
+
+
+_SIX = _results(["exec", "read"] * 3, 4_000)
+_PROBES: dict[tuple[str, str], _Probe] = {
+    ("strip_placeholders", "patterns"): _Probe(
+        [user("a"), say("(thinking)"), user("b")],
+        lambda options, _: context(options=options),
+        ["(thinking)"],
+    ),
+    ("offload_results", "exclude_tools"): _Probe(
+        _results(["exec"], 4_000),
+        lambda options, folder: context(
+            options=options, store=default_store(folder), max_tool_result_chars=1_000
+        ),
+        ["exec"],
+    ),
+    # Over by far less than one result: one compaction would do, unless options say more.
+    ("compact_results", "keep"): _Probe(_SIX, _over_budget(_SIX, 100_000), 2),
+    ("compact_results", "exclude_tools"): _Probe(_SIX, _over_budget(_SIX, 100_000), ["exec"]),
+    ("compact_results", "tools"): _Probe(
+        _SIX, _over_budget(_SIX, 100_000), [], unset_means=("every tool", ["exec", "read"])
+    ),
+    ("compact_results", "clear_at_least"): _Probe(_SIX, _over_budget(_SIX, 100), 3_000),
+}
+
+
+def _documented_defaults() -> list[tuple[str, str, _DocumentedOption]]:
+    return [
+        (stage, name, option)
+        for stage, options in _pipeline_rows()
+        for name, option in options.items()
+    ]
+
+
+def test_every_documented_option_has_a_probe() -> None:
+    """Each option of the table is one whose default the next test checks."""
+    assert sorted((stage, name) for stage, name, _ in _documented_defaults()) == sorted(_PROBES)
+
+
+@pytest.mark.parametrize(
+    ("stage", "name", "documented"),
+    _documented_defaults(),
+    ids=[f"{stage}.{name}" for stage, name, _ in _documented_defaults()],
+)
+def test_each_documented_default_is_what_the_stage_does_when_the_option_is_unset(
+    stage: str, name: str, documented: _DocumentedOption, tmp_path: Path
+) -> None:
+    """Unset, an option acts as the page's default does, on a history where another value
+    would act otherwise."""
+    probe = _PROBES[(stage, name)]
+    if documented.literal:
+        value = json.loads(documented.default)
+    else:
+        assert probe.unset_means is not None and documented.default == probe.unset_means[0]
+        value = probe.unset_means[1]
+    (func,) = [getattr(stages, row.stage.name) for row in BUILTIN_TABLE if row.stage.name == stage]
+
+    def outcome(options: dict[str, Any]) -> list[Any]:
+        return list(run_pure(func, probe.history, probe.context(options, tmp_path)).messages)
+
+    unset = outcome({})
+    assert outcome({name: value}) == unset
+    assert outcome({name: probe.other}) != unset
 
 
 def test_the_kinds_of_work_are_listed_in_their_order() -> None:

@@ -1,7 +1,8 @@
 """The schema, as versioned migrations the store applies and records.
 
-Each migration runs once, in its own transaction, under a transaction-level
-advisory lock so that workers starting together do not race; what ran is
+Each migration runs once. The ones a database lacks run in one transaction,
+under a transaction-level advisory lock so that workers starting together do
+not race: a failure leaves the database at the version it was. What ran is
 recorded in ``nanobot_schema_migrations``. A database already at a newer
 version than this plugin knows is refused, never downgraded.
 """

@@ -507,8 +507,11 @@ class PostgresSessionStore:
                 "autocommit": True,
                 "application_name": application_name(),
             }
+            connection_class = self._recording_connection_class(psycopg.Connection)
             try:
-                with psycopg.connect(
+                # Of the pool's class: the migration's waits for the server end within
+                # query_timeout too, or a first call on a cut network waited for TCP.
+                with connection_class.connect(
                     self._dsn, connect_timeout=max(1, round(self.connect_timeout)), **settings
                 ) as conn:
                     apply_migrations(conn)
@@ -525,7 +528,7 @@ class PostgresSessionStore:
 
             self._pool = ConnectionPool(
                 self._dsn,
-                connection_class=self._recording_connection_class(psycopg.Connection),
+                connection_class=connection_class,
                 min_size=1,
                 max_size=self.pool_size,
                 # The pool's own connects are bounded as the first one is: with psycopg's

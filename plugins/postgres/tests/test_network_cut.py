@@ -37,6 +37,7 @@ from nanobot_core.errors import SessionError, SessionLockedError
 from nanobot_core.testing import run_cli
 
 from nanobot_postgres.chatserver import ScriptedChatServer
+from nanobot_postgres.migrations import _MIGRATION_LOCK, _signed
 from nanobot_postgres.store import (
     Keepalives,
     PostgresSessionStore,
@@ -224,6 +225,51 @@ def test_a_lease_check_on_a_cut_network_fails_within_query_timeout(
         for lease in (checked, appended):
             lease.release()
     finally:
+        store.close()
+
+
+def test_a_migration_on_a_cut_network_fails_within_query_timeout(
+    proxy: tuple[CuttableProxy, str], dsn: str
+) -> None:
+    """The first call of a process, whose migration waits for the server when the network is
+    cut, ends within query_timeout with the store's error, where it waited without end before."""
+    through, cut_dsn = proxy
+    store = _store(cut_dsn)
+    failed: list[BaseException] = []
+
+    def first_call() -> None:
+        try:
+            store.list_sessions()
+        except BaseException as exc:  # handed to the test's thread
+            failed.append(exc)
+
+    # Another worker's migration holds the migrations' lock, so this one waits in the
+    # server's lock queue when the network is cut under it.
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SELECT pg_advisory_xact_lock(%s)", (_signed(_MIGRATION_LOCK),))
+        worker = threading.Thread(target=first_call, daemon=True)
+        worker.start()
+        waiting = "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+        with psycopg.connect(dsn, autocommit=True) as watcher:
+            deadline = time.monotonic() + BOUND
+            while watcher.execute(waiting).fetchone() != (1,):
+                assert time.monotonic() < deadline, "the migration never waited for the lock"
+                time.sleep(0.02)
+        through.cut()
+        started = time.monotonic()
+    # The lock is free now; the answer that the migration may go on is lost in the cut.
+    worker.join(BOUND)
+    try:
+        assert not worker.is_alive(), "the migration still waits for the server"
+        assert time.monotonic() - started < QUERY_TIMEOUT + 2
+        (error,) = failed
+        assert isinstance(error, SessionError)
+        said = str(error)
+        assert said.startswith(f"cannot use the session database ({store.describe()}): ")
+        assert f"no answer from the server within {QUERY_TIMEOUT:g}s" in said
+    finally:
+        through.close()  # ends a wait that was not cut, which holds the store's guard
+        worker.join(BOUND)
         store.close()
 
 

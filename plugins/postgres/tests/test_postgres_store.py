@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -26,6 +27,7 @@ from nanobot_core.sessions import check_line, open_session
 from nanobot_core.testing import run_cli
 
 import nanobot_postgres
+import nanobot_postgres.migrations as migrations
 import nanobot_postgres.store as store_module
 from nanobot_postgres.chatserver import ScriptedChatServer
 from nanobot_postgres.migrations import SCHEMA_VERSION, apply_migrations
@@ -46,6 +48,19 @@ def test_migrations_are_recorded_and_run_once(dsn: str) -> None:
         assert [r[0] for r in rows] == list(range(1, SCHEMA_VERSION + 1))
         assert apply_migrations(conn) == []
     store.close()
+
+
+def test_migrations_that_fail_leave_the_database_as_it_was(
+    dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Pending migrations run in one transaction: a failing one undoes the ones before it."""
+    failing = (SCHEMA_VERSION + 1, "fails", ["SELECT 1 / 0"])
+    monkeypatch.setattr(migrations, "MIGRATIONS", [*migrations.MIGRATIONS, failing])
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        with pytest.raises(psycopg.errors.DivisionByZero):
+            apply_migrations(conn, target=SCHEMA_VERSION + 1)
+        tables = "SELECT count(*) FROM pg_tables WHERE tablename LIKE 'nanobot%'"
+        assert conn.execute(tables).fetchone() == (0,)
 
 
 def test_newer_schema_is_refused(dsn: str) -> None:
@@ -243,6 +258,50 @@ def test_connections_the_server_dropped_are_replaced(dsn: str) -> None:
             session.append({"role": "user", "content": "after the restart"})
     assert [info.messages for info in store.list_sessions()] == [1, 1, 1]
     store.close()
+
+
+def test_sessions_lists_as_the_file_store_does_with_the_documented_path(
+    cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`sessions --json` gives one session the same messages and size from the database as
+    from the files, and the path the README shows: the server, ``#``, the name."""
+    export = tmp_path / "export.jsonl"
+    lines = [
+        {"role": "user", "content": "h\u00e9"},
+        {"_meta": {"kind": "x"}},
+        {"role": "assistant"},
+    ]
+    export.write_text(
+        "\n".join(
+            json.dumps(value)
+            for value in [{"nanobot_sessions_export": 1}]
+            + [{"session": "t-1", "line": json.dumps(line)} for line in lines]
+        )
+        + "\n"
+    )
+    listings = []
+    for store, folder in (("postgres", tmp_path / "db"), ("jsonl", tmp_path / "files")):
+        folder.mkdir()
+        env = {**cli_env, "NANOBOT_SESSIONS__STORE": store}
+        assert run_cli("sessions", "import", str(export), cwd=folder, env=env).returncode == 0
+        listed = run_cli("sessions", "--json", cwd=folder, env=env)
+        assert listed.returncode == 0, listed.stderr
+        (info,) = json.loads(listed.stdout)
+        listings.append(info)
+    database, files = listings
+    assert (
+        (database["messages"], database["size"])
+        == (files["messages"], files["size"])
+        == (
+            2,
+            (tmp_path / "files" / ".nanobot" / "sessions" / "t-1.jsonl").stat().st_size,
+        )
+    )
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    assert "a session's `path` is `postgresql://user@host:port/db#NAME`" in readme
+    server = PostgresSessionStore(cli_env["NANOBOT_POSTGRES_DSN"]).describe()
+    assert re.fullmatch(r"postgresql://nanobot@127\.0\.0\.1:\d+/test_\w+", server)
+    assert database["path"] == f"{server}#t-1"
 
 
 def test_cli_run_sessions_show_and_busy(cli_env: dict[str, str], tmp_path: Path, dsn: str) -> None:

@@ -12,9 +12,10 @@ import subprocess
 import sys
 import threading
 import time
+import types
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import psycopg
 import pytest
@@ -543,3 +544,110 @@ def test_pool_size_1_with_results_in_the_database_is_refused_naming_both_keys(
         )
         assert ran.returncode == 0, ran.stderr
         assert "done one-1" in ran.stdout
+
+
+def test_documented_systemd_unit_holds_no_comment_after_a_setting() -> None:
+    """Each line of the page's unit is a section, a setting or a whole-line comment: systemd
+    reads a ``#`` after a setting as part of its value (an EnvironmentFile path, say)."""
+    unit = _doc_block("ini", "[Service]")
+    for line in unit.splitlines():
+        if not line or line.startswith(("#", ";", "[")):
+            continue
+        key, equals, value = line.partition("=")
+        assert equals and key.isidentifier(), line
+        assert "#" not in value, line
+
+
+def test_documented_container_installs_from_the_checkout_as_the_first_example() -> None:
+    """The Dockerfile copies the checkout and installs the core and the plugin from it, the
+    projects the page's first example installs."""
+    dockerfile = _doc_block("dockerfile", "FROM ")
+    (copy,) = [line.split() for line in dockerfile.splitlines() if line.startswith("COPY ")]
+    assert copy[1] == "."
+    (install,) = [line for line in dockerfile.splitlines() if "pip install" in line]
+    paths = [word for word in install.split() if word.startswith(copy[2])]
+    root = DOC.parents[1]
+    projects = [root / Path(word).relative_to(copy[2]) for word in paths]
+    assert projects == [root, root / "plugins" / "postgres"]
+    assert all((project / "pyproject.toml").is_file() for project in projects)
+    first = _doc_block("bash", "pip install")
+    assert "pip install . ./plugins/postgres" in first
+
+
+def _figures(text: str) -> set[str]:
+    """The ratios (``7.2x``), latencies (``2.8 ms``) and rates (``36.5``) that `text` quotes."""
+    return set(re.findall(r"\b\d+\.\d+(?:x| ms)?", text))
+
+
+def test_measured_figures_are_those_bench_results_holds() -> None:
+    """Every figure the page's "Measured" section quotes is in RESULTS.md's session stores
+    section, which the section sends the reader to."""
+    text = DOC.read_text(encoding="utf-8")
+    measured = " ".join(text[text.index("## Measured") :].split())
+    results = (DOC.parents[1] / "bench" / "RESULTS.md").read_text(encoding="utf-8")
+    section = results[results.index("<!-- sessions-bench:start -->") :]
+    section = section[: section.index("<!-- sessions-bench:end -->")]
+    quoted = _figures(measured)
+    assert {"7.2x", "36.5", "5.0", "2.8 ms"} <= quoted
+    held = {figure.replace(" ms", "") for figure in _figures(section)} | _figures(section)
+    assert {figure.replace(" ms", "") for figure in quoted} <= held
+
+
+def test_documented_newer_schema_error_is_the_one_a_worker_gives(dsn: str) -> None:
+    """The page quotes, for a database one schema version ahead, the store's own words."""
+    text = " ".join(DOC.read_text(encoding="utf-8").split())
+    (quoted,) = re.findall(r"`(the database schema is at version [^`]+)`", text)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE nanobot_schema_migrations "
+            "(version integer PRIMARY KEY, name text NOT NULL)"
+        )
+        conn.execute(
+            "INSERT INTO nanobot_schema_migrations VALUES (%s, 'from a newer plugin')",
+            (SCHEMA_VERSION + 1,),
+        )
+    store = PostgresSessionStore(dsn)
+    with pytest.raises(SessionError) as refused:
+        store.list_sessions()
+    assert str(refused.value) == f"cannot use the session database ({store.describe()}): {quoted}"
+
+
+class _Retry(Exception):
+    """What the stand-in queue's `retry` raises, as Celery's does."""
+
+
+class _Queue:
+    """The part of a Celery app the page's job uses: ``@app.task(...)`` and ``self.retry``."""
+
+    def task(self, **options: Any) -> Callable[[Callable[..., str]], Callable[..., str]]:
+        def register(func: Callable[..., str]) -> Callable[..., str]:
+            job = types.SimpleNamespace(retry=self.retry)
+            return lambda *args: func(job, *args)
+
+        return register
+
+    @staticmethod
+    def retry(exc: BaseException, countdown: float) -> NoReturn:
+        raise _Retry(exc)
+
+
+def test_documented_job_queue_example_runs_a_turn_and_retries_a_busy_session(
+    cli_env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The page's Celery job, run as it is written, answers a turn, and asks the queue to
+    retry when another worker holds the session."""
+    for name in [name for name in os.environ if name.startswith(("NANOBOT_", "OPENAI_"))]:
+        monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    with ScriptedChatServer() as server:
+        for name, value in {**cli_env, "NANOBOT_BASE_URL": server.base_url}.items():
+            monkeypatch.setenv(name, value)
+        example: dict[str, Any] = {"app": _Queue()}
+        exec(compile(_doc_block("python", "@app.task"), str(DOC), "exec"), example)
+        turn = example["turn"]
+        assert turn("job", "session job turn 1\nhello") == "done job-1"
+        with open_session(example["store"], "job"), pytest.raises(_Retry) as retried:
+            turn("job", "session job turn 2\nhello")
+    assert isinstance(retried.value.args[0], SessionLockedError)
+    assert "session 'job' is in use by another worker" in str(retried.value.args[0])
+    example["store"].close()
