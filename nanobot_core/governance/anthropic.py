@@ -366,7 +366,9 @@ def to_messages_api(messages: Sequence[Any], *, prefix: int | None = None) -> Me
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:
-            turns[-1]["content"] = [*turns[-1]["content"], *blocks]
+            # Extended where it is (each turn's list is its own, made above): a copy for
+            # each message merged took time in the square of a run of same-role messages.
+            turns[-1]["content"].extend(blocks)
         else:
             turns.append({"role": role, "content": blocks})
     if where is not None and not reached:  # messages[:prefix] made every restored message

@@ -724,3 +724,26 @@ def test_ids_are_numbered_as_counting_from_one_for_every_call_numbered_them(
     """Reused ids, ids that look numbered already and missing ids keep the numbers they got."""
     history = _replies_with_ids(replies)
     assert _sent_ids(history) == _numbered_from_one([i for ids in replies for i in ids])
+
+
+def test_a_run_of_user_messages_and_results_is_one_turn_with_every_block_in_order() -> None:
+    """Results and 500 user messages in a row make one turn, blocks in order, whole or cut."""
+    history: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [_call("c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        *({"role": "user", "content": f"u{n}"} for n in range(500)),
+    ]
+    before = json.dumps(history)
+    request = to_messages_api(history, prefix=103)
+    sent = request.messages
+    assert [turn["role"] for turn in sent] == ["user", "assistant", "user"]
+    assert sent[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "c1", "content": "r"},
+        *({"type": "text", "text": f"u{n}"} for n in range(500)),
+    ]
+    assert request.prefix_messages == to_messages_api(history[:103]).messages
+    assert request.prefix_messages[2]["content"][1:] == [
+        {"type": "text", "text": f"u{n}"} for n in range(100)
+    ]
+    assert json.dumps(history) == before
