@@ -7,7 +7,9 @@ time in the square of its input:
 - ``to_messages_api`` (what the ``anthropic`` provider sends, over the whole governed
   history on every request): a history whose every reply reused one call id (x7.1
   per character from 25,000 to 400,000 characters), and runs of same-role messages
-  (x4.2).
+  (x4.2);
+- ``parse_front_matter`` (every SKILL.md, at most ``prompt.max_file_bytes``, each time
+  the prompt is built): a field continued over many indented lines (x5.8).
 """
 
 from __future__ import annotations
@@ -48,9 +50,18 @@ def _history(make: Callable[[int], list[dict[str, Any]]]) -> Callable[[int], tup
     return made
 
 
+def _text(make: Callable[[int], str]) -> Callable[[int], tuple[Any, int]]:
+    def made(size: int) -> tuple[Any, int]:
+        text = make(size)
+        return text, len(text)
+
+    return made
+
+
 def _cases() -> list[tuple[str, Callable[[int], tuple[Any, int]], Callable[[Any], object]]]:
     """(name, the input of about n characters and its length, the code it is given to)."""
     from nanobot_core.governance.anthropic import to_messages_api
+    from nanobot_core.prompt.skills import parse_front_matter
 
     user = [{"role": "user", "content": "hi"}]
     return [
@@ -78,6 +89,11 @@ def _cases() -> list[tuple[str, Callable[[int], tuple[Any, int]], Callable[[Any]
             "to_messages_api: assistant messages in a row",
             _history(lambda n: _repeated([{"role": "assistant", "content": "a"}], n)),
             to_messages_api,
+        ),
+        (
+            "parse_front_matter: a field continued on every line",
+            _text(lambda n: "---\ndescription: a\n" + " b\n" * (n // 3) + "---\nbody"),
+            parse_front_matter,
         ),
     ]
 
