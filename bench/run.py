@@ -4,7 +4,7 @@ Usage (the nox ``bench`` session runs this in a venv with nanobot-core installed
 
     python bench/run.py [--quick]
         [--only import,cli,prepare_call,concurrency,governance,tau,redact,repair,
-                plugin_stage,session,prefix,tokenizer]
+                linear,plugin_stage,session,prefix,tokenizer]
 
 Creates its environments under ``bench/.envs/`` when missing (nanobot-ai 0.3.5
 from the package index; nanobot-core and thirty plugin wheels built from this
@@ -27,6 +27,7 @@ from pathlib import Path
 
 import envs
 from governance_bench import rows_for_sizes, rows_for_tau, time_sizes, write_histories
+from linear_bench import bench_linear
 from plugin_projects import PLUGIN_COUNT
 from redact_bench import bench_redact
 from repair_bench import bench_repair
@@ -47,6 +48,7 @@ BENCHMARKS = (
     "tau",
     "redact",
     "repair",
+    "linear",
     "plugin_stage",
     "session",
     "prefix",
@@ -189,6 +191,7 @@ def main() -> int:
     )
 
     attempt("repair", lambda: bench_repair(effort.repair_reps))
+    attempt("linear", lambda: bench_linear(effort.repair_reps))
     attempt("plugin_stage", lambda: plugin_stage_rows(ai_env, effort.plugin_stage_reps))
     attempt("session", lambda: session_rows(ai_env))
     attempt("prefix", lambda: prefix_rows(ai_env))

@@ -366,7 +366,9 @@ def to_messages_api(messages: Sequence[Any], *, prefix: int | None = None) -> Me
         if not blocks:
             continue
         if turns and turns[-1]["role"] == role:
-            turns[-1]["content"] = [*turns[-1]["content"], *blocks]
+            # Extended where it is (each turn's list is its own, made above): a copy for
+            # each message merged took time in the square of a run of same-role messages.
+            turns[-1]["content"].extend(blocks)
         else:
             turns.append({"role": role, "content": blocks})
     if where is not None and not reached:  # messages[:prefix] made every restored message
@@ -418,14 +420,22 @@ def _turns_end(
     return count + 1, len(made)
 
 
-def _api_id(raw: Any, taken: set[str]) -> str:
-    """An id the API takes (``[A-Za-z0-9_-]+``, unique in the request) derived from `raw`."""
+def _api_id(raw: Any, taken: set[str], numbered: dict[str, int]) -> str:
+    """An id the API takes (``[A-Za-z0-9_-]+``, unique in the request) derived from `raw`.
+
+    The first of ``base``, ``base_2``, ``base_3``... not in `taken`. `numbered` holds, per
+    base, the number last given: those below it were taken then and still are, so the
+    search goes on from there. Started from 1 each time, a history whose every call has
+    the same id (or none) took time in the square of its calls.
+    """
     base = _ID_UNSAFE.sub("_", raw) if isinstance(raw, str) and raw else "toolu"
-    candidate, number = base, 1
+    number = numbered.get(base, 1)
+    candidate = base if number == 1 else f"{base}_{number}"
     while candidate in taken:
         number += 1
         candidate = f"{base}_{number}"
     taken.add(candidate)
+    numbered[base] = number
     return candidate
 
 
@@ -437,6 +447,7 @@ def _with_api_ids(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
     renaming a call renames the results of the next user turn with it.
     """
     taken: set[str] = set()
+    numbered: dict[str, int] = {}
     renamed: dict[Any, str] = {}
     for turn in turns:
         blocks = turn["content"]
@@ -445,7 +456,7 @@ def _with_api_ids(turns: list[dict[str, Any]]) -> list[dict[str, Any]]:
             for number, block in enumerate(blocks):
                 if block_type(block) != "tool_use":
                     continue
-                new = _api_id(block.get("id"), taken)
+                new = _api_id(block.get("id"), taken, numbered)
                 if new != block.get("id"):
                     renamed[block.get("id")] = new
                     blocks[number] = {**block, "id": new}

@@ -82,6 +82,9 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
     except StopIteration:
         raise FrontMatterError("front matter has no closing '---' line") from None
     fields: dict[str, str] = {}
+    # The indented lines continuing each key's value, joined once at the end: joining
+    # each onto the value so far copied it again per line, quadratic in a long field.
+    continued: dict[str, list[str]] = {}
     last_key: str | None = None
     for number, line in enumerate(lines[1:end], start=2):
         if not line.strip() or line.lstrip().startswith("#"):
@@ -89,8 +92,7 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
         if line[0] in " \t":
             if last_key is None:
                 raise FrontMatterError(f"line {number}: indented line before any key")
-            joined = f"{fields[last_key]} {line.strip()}".strip()
-            fields[last_key] = joined
+            continued.setdefault(last_key, []).append(line.strip())
             continue
         key, colon, value = line.partition(":")
         key = key.strip()
@@ -101,6 +103,8 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
         value = value.strip()
         fields[key] = "" if value in _BLOCK_INDICATORS else _unquote(value)
         last_key = key
+    for key, parts in continued.items():
+        fields[key] = " ".join([fields[key], *parts]).strip()
     body = "\n".join(lines[end + 1 :]).strip()
     return fields, body
 

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance import Governor, builtin_stages, count_request
+from nanobot_core.governance import anthropic as anthropic_module
 from nanobot_core.governance.anthropic import (
     CONTINUED,
     from_openai_shape,
@@ -649,3 +650,100 @@ def test_the_cut_history_comes_from_the_same_pass_as_converting_it_alone(
     assert whole.prefix_messages == to_messages_api(history[:prefix]).messages
     assert whole.messages == to_messages_api(history).messages
     assert to_messages_api(history).prefix_messages is None
+
+
+def _replies_with_ids(replies: list[list[str]]) -> list[Any]:
+    history: list[Any] = [{"role": "user", "content": "go"}]
+    for ids in replies:
+        history.append({"role": "assistant", "content": "", "tool_calls": [_call(i) for i in ids]})
+        history += [{"role": "tool", "tool_call_id": i, "content": f"r{i}"} for i in ids]
+    return history
+
+
+def _sent_ids(history: list[Any]) -> list[str]:
+    return [
+        block["id"]
+        for turn in to_messages_api(history).messages
+        for block in turn["content"]
+        if block["type"] == "tool_use"
+    ]
+
+
+def test_one_id_in_every_reply_is_numbered_in_order_and_keeps_its_result() -> None:
+    """An id every reply reuses (dots replaced) is sent as call_0, call_0_2, call_0_3, ..."""
+    sent = to_messages_api(_replies_with_ids([["call.0"]] * 4)).messages
+    uses = [turn["content"][0] for turn in sent if turn["role"] == "assistant"]
+    results = [turn["content"][0] for turn in sent if turn["role"] == "user"][1:]
+    assert [use["id"] for use in uses] == ["call_0", "call_0_2", "call_0_3", "call_0_4"]
+    assert [result["tool_use_id"] for result in results] == [use["id"] for use in uses]
+
+
+class _CountedSet(set[str]):
+    """A set that counts the membership tests made on every instance."""
+
+    lookups = 0
+
+    def __contains__(self, item: object) -> bool:
+        type(self).lookups += 1
+        return super().__contains__(item)
+
+
+def test_an_id_reused_by_every_reply_costs_a_few_lookups_per_call(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """2,000 replies with the same id are numbered with at most two lookups each, not 2,000."""
+    monkeypatch.setattr(anthropic_module, "set", _CountedSet, raising=False)
+    monkeypatch.setattr(_CountedSet, "lookups", 0)
+    sent = _sent_ids(_replies_with_ids([["call_0"]] * 2_000))
+    assert sent[-1] == "call_0_2000" and len(set(sent)) == 2_000
+    assert _CountedSet.lookups <= 2 * 2_000
+
+
+def _numbered_from_one(raws: list[str]) -> list[str]:
+    """The ids as numbering from 1 for every call gave them (the rule the API ids follow)."""
+    taken: set[str] = set()
+    out: list[str] = []
+    for raw in raws:
+        base = re.sub(r"[^A-Za-z0-9_-]", "_", raw) if raw else "toolu"
+        candidate, number = base, 1
+        while candidate in taken:
+            number += 1
+            candidate = f"{base}_{number}"
+        taken.add(candidate)
+        out.append(candidate)
+    return out
+
+
+@settings(max_examples=300, deadline=None, database=None)
+@given(st.lists(st.lists(st.text(alphabet="ab_2-.", max_size=4), max_size=4), max_size=8))
+@example([["a", "a_2"], ["a"], ["a", "a_3"], ["a"]])
+@example([["", ""], ["toolu_2"], [""]])
+def test_ids_are_numbered_as_counting_from_one_for_every_call_numbered_them(
+    replies: list[list[str]],
+) -> None:
+    """Reused ids, ids that look numbered already and missing ids keep the numbers they got."""
+    history = _replies_with_ids(replies)
+    assert _sent_ids(history) == _numbered_from_one([i for ids in replies for i in ids])
+
+
+def test_a_run_of_user_messages_and_results_is_one_turn_with_every_block_in_order() -> None:
+    """Results and 500 user messages in a row make one turn, blocks in order, whole or cut."""
+    history: list[Any] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [_call("c1")]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        *({"role": "user", "content": f"u{n}"} for n in range(500)),
+    ]
+    before = json.dumps(history)
+    request = to_messages_api(history, prefix=103)
+    sent = request.messages
+    assert [turn["role"] for turn in sent] == ["user", "assistant", "user"]
+    assert sent[2]["content"] == [
+        {"type": "tool_result", "tool_use_id": "c1", "content": "r"},
+        *({"type": "text", "text": f"u{n}"} for n in range(500)),
+    ]
+    assert request.prefix_messages == to_messages_api(history[:103]).messages
+    assert request.prefix_messages[2]["content"][1:] == [
+        {"type": "text", "text": f"u{n}"} for n in range(100)
+    ]
+    assert json.dumps(history) == before

@@ -5,7 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
+from nanobot_core.prompt import skills as skills_module
 from nanobot_core.prompt.builtin_sections import render_skills
 from nanobot_core.prompt.section import SectionContext
 from nanobot_core.prompt.skills import (
@@ -54,6 +57,80 @@ def test_front_matter_indented_lines_continue_the_previous_value() -> None:
     fields, body = parse_front_matter(text)
     assert fields == {"description": "Long text over lines.", "metadata": "k: v"}
     assert body == "B"
+
+
+def test_a_field_continued_on_20000_lines_holds_every_line_in_order() -> None:
+    """Every indented line joins the value once, in order, quotes' inner spaces kept."""
+    lines = "".join(f"  part {n}\n" for n in range(20_000))
+    fields, body = parse_front_matter(f'---\ndescription: " a "\n{lines}name: n\n---\nB')
+    assert fields == {
+        "description": "a  " + " ".join(f"part {n}" for n in range(20_000)),
+        "name": "n",
+    }
+    assert body == "B"
+
+
+def _joined_line_by_line(text: str) -> dict[str, str] | str:
+    """The fields as joining each indented line onto the value so far read them (or the error)."""
+    lines = text.split("\n")
+    end = next(i for i in range(1, len(lines)) if lines[i].rstrip() == "---")
+    fields: dict[str, str] = {}
+    last_key: str | None = None
+    for number, line in enumerate(lines[1:end], start=2):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        if line[0] in " \t":
+            if last_key is None:
+                return f"line {number}: indented line before any key"
+            fields[last_key] = f"{fields[last_key]} {line.strip()}".strip()
+            continue
+        key, colon, value = line.partition(":")
+        key = key.strip()
+        if not colon or not skills_module._KEY.fullmatch(key):
+            return f"line {number}: expected 'key: value', got {line.strip()!r}"
+        if key in fields:
+            return f"line {number}: key {key!r} appears twice"
+        value = value.strip()
+        fields[key] = (
+            "" if value in skills_module._BLOCK_INDICATORS else skills_module._unquote(value)
+        )
+        last_key = key
+    return fields
+
+
+_FRONT_MATTER_LINES = st.lists(
+    st.one_of(
+        st.builds(
+            "{}:{}".format,
+            st.sampled_from(["a", "b", "c", " a", "a b"]),
+            st.sampled_from(["", " x", ' " y "', " >", " |", "  z  ", " '\u00a0'"]),
+        ),
+        st.builds(
+            "{}{}{}".format,
+            st.sampled_from([" ", "\t", "  "]),
+            st.text(alphabet=" \t\u00a0\u2003xy#:", max_size=5),
+            st.sampled_from(["", " ", "\u00a0"]),
+        ),
+        st.sampled_from(["", "# note", "  ", "\u00a0"]),
+    ),
+    max_size=12,
+)
+
+
+@settings(max_examples=400, deadline=None, database=None)
+@given(_FRONT_MATTER_LINES)
+@example(["a: >", "  one", "\t two\u00a0", "b: ' q '", " r", "  "])
+@example([" x", "a: 1"])
+def test_continued_fields_read_as_joining_line_by_line_read_them(lines: list[str]) -> None:
+    """Fields and errors are what joining each indented line onto the value so far gave."""
+    text = "\n".join(["---", *lines, "---", "body"])
+    expected = _joined_line_by_line(text)
+    if isinstance(expected, str):
+        with pytest.raises(FrontMatterError) as raised:
+            parse_front_matter(text)
+        assert str(raised.value) == expected
+    else:
+        assert parse_front_matter(text) == (expected, "body")
 
 
 def test_front_matter_tolerates_crlf_and_a_bom() -> None:
