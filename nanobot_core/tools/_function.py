@@ -247,7 +247,9 @@ _SECTION_HEADER = re.compile(
     r"Notes?|Attributes|See Also|Warnings?|Todo|References):\s*$"
 )
 _ARG_SECTIONS = frozenset({"Args", "Arguments", "Parameters", "Params", "Keyword Args"})
-_ARG_LINE = re.compile(r"^\**(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+# The first run of spaces is possessive: with two runs that may both take it, a long run
+# and no colon was tried every way of splitting it (quadratic in the line).
+_ARG_LINE = re.compile(r"^\**(\w+)\s*+(?:\([^)]*\))?\s*:\s*(.*)$")
 
 
 def parse_docstring(doc: str | None) -> tuple[str, dict[str, str]]:

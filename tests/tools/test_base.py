@@ -272,6 +272,26 @@ def test_docstring_without_args_section() -> None:
     )
 
 
+_BACKTRACKING_ARG_LINE = re.compile(r"^\**(\w+)\s*(?:\([^)]*\))?\s*:\s*(.*)$")
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet="ab *():\t", max_size=30))
+def test_an_args_entry_is_read_as_the_backtracking_pattern_read_it(line: str) -> None:
+    """The parameter line pattern, its first run of spaces possessive, matches as before."""
+    from nanobot_core.tools._function import _ARG_LINE
+
+    old = _BACKTRACKING_ARG_LINE.match(line)
+    new = _ARG_LINE.match(line)
+    assert (old and old.groups()) == (new and new.groups())
+
+
+def test_a_long_run_of_spaces_in_an_args_entry_is_read_in_one_pass() -> None:
+    """A parameter line of 20,000 spaces and no colon is no entry, read without backtracking."""
+    doc = "Probe.\n\nArgs:\n    x" + " " * 20_000 + "y\n    z: the z.\n"
+    assert parse_docstring(doc) == ("Probe.", {"z": "the z."})
+
+
 # -- ToolResult -----------------------------------------------------------------------------
 
 
