@@ -13,6 +13,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from hypothesis import strategies as st
+
 T = TypeVar("T")
 
 SECRET = "TOP-SECRET-OUTSIDE"
@@ -120,3 +122,18 @@ def planted(
         (outside / outside_file).touch()
         plant(root, outside, entries)
         yield root, outside
+
+
+def path_parts(min_size: int) -> st.SearchStrategy[list[str]]:
+    """A path's parts as the model may give them: names a folder or file may have, each once
+    (the part a test refuses is known by its name)."""
+    return st.lists(
+        st.text(
+            st.characters(codec="utf-8", exclude_characters="/\x00", exclude_categories=("Cs",)),
+            min_size=1,
+            max_size=20,
+        ).filter(lambda name: name not in {".", ".."}),
+        min_size=min_size,
+        max_size=4,
+        unique=True,
+    )

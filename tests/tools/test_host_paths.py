@@ -29,7 +29,7 @@ from nanobot_core.tools.builtin import (
     _contained,
 )
 from nanobot_core.tools.workspace import open_folder
-from tests.tools.support import CAN_BE_REFUSED, planted, run, run_unprivileged
+from tests.tools.support import CAN_BE_REFUSED, path_parts, planted, run, run_unprivileged
 
 #: Each tool with the arguments it needs besides `path`.
 _TOOLS: list[tuple[type[WorkspaceTool], dict[str, Any]]] = [
@@ -151,17 +151,7 @@ def test_a_failed_grep_child_is_named_by_its_error_not_its_traceback(
     assert "Traceback" not in str(result) and 'File "' not in str(result)
 
 
-#: A path's parts as the model may give them: names a folder or file may have, each once.
-_PARTS = st.lists(
-    st.text(
-        st.characters(codec="utf-8", exclude_characters="/\x00", exclude_categories=("Cs",)),
-        min_size=1,
-        max_size=20,
-    ).filter(lambda name: name not in {".", ".."}),
-    min_size=1,
-    max_size=4,
-    unique=True,  # the part refused is known by its name
-)
+_PARTS = path_parts(min_size=1)
 
 
 @settings(max_examples=40, deadline=None)

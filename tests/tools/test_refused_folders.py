@@ -30,7 +30,14 @@ from nanobot_core.tools.builtin import (
     WriteFileTool,
     _contained,
 )
-from tests.tools.support import CAN_BE_REFUSED, WORKSPACE_GONE, planted, run, run_unprivileged
+from tests.tools.support import (
+    CAN_BE_REFUSED,
+    WORKSPACE_GONE,
+    path_parts,
+    planted,
+    run,
+    run_unprivileged,
+)
 
 _WALKS = """
 import asyncio, json, sys
@@ -109,17 +116,7 @@ def test_many_refused_folders_are_counted_past_the_three_named(tmp_path: Path) -
     assert searched == f"seen.txt:1: hit\n{note}"
 
 
-#: A path's parts as the model may give them: names a folder or file may have, each once.
-_PARTS = st.lists(
-    st.text(
-        st.characters(codec="utf-8", exclude_characters="/\x00", exclude_categories=("Cs",)),
-        min_size=1,
-        max_size=20,
-    ).filter(lambda name: name not in {".", ".."}),
-    min_size=2,
-    max_size=4,
-    unique=True,  # the folder refused is known by its name
-)
+_PARTS = path_parts(min_size=2)
 
 #: A folder beside the generated ones, with a file to find: no generated name is this long.
 _BESIDE = "a-folder-beside-the-generated-ones"
