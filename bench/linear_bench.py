@@ -16,12 +16,11 @@ from __future__ import annotations
 
 import functools
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
 from report import Measured, Row
-from stats import summarize
+from stats import best_cpu_time, summarize
 
 LENGTHS = (25_000, 100_000, 400_000)
 #: The time per character at the longest length may be this many times that at the shortest.
@@ -98,15 +97,6 @@ def _cases() -> list[tuple[str, Callable[[int], tuple[Any, int]], Callable[[Any]
     ]
 
 
-def _best_of(function: Callable[[], object], reps: int) -> float:
-    best = float("inf")
-    for _ in range(reps):
-        started = time.process_time()
-        function()
-        best = min(best, time.process_time() - started)
-    return best
-
-
 def bench_linear(reps: int) -> list[Row]:
     """One row: the worst growth of the time per character, shortest to longest input."""
     growths: list[float] = []
@@ -116,7 +106,7 @@ def bench_linear(reps: int) -> list[Row]:
         per_char: list[float] = []
         for length in LENGTHS:
             given, chars = make(length)
-            seconds = _best_of(functools.partial(function, given), reps)
+            seconds = best_cpu_time(functools.partial(function, given), reps)
             per_char.append(seconds / chars)
             if length == LENGTHS[-1]:
                 full.append(seconds * 1000)

@@ -30,7 +30,7 @@ from typing import Any
 
 from histories import SYSTEM_PROMPT, TOOL_DEFINITIONS, generate_history, json_size
 from report import Measured, Row
-from stats import paired_ratio, summarize
+from stats import best_cpu_time, paired_ratio, summarize
 
 REDACT_SOURCE = Path(__file__).resolve().parent.parent / "contrib" / "redact"
 MB = 1_000_000
@@ -83,15 +83,6 @@ def redact_stage(workspace: Path) -> Any:
     return stage
 
 
-def _best_of(function: Callable[[], object], reps: int) -> float:
-    best = float("inf")
-    for _ in range(reps):
-        started = time.process_time()
-        function()
-        best = min(best, time.process_time() - started)
-    return best
-
-
 def adversarial_row(reps: int) -> Row:
     """Seconds per character at each length; the worst growth from the shortest to the longest."""
     redact = _import_redact()
@@ -103,7 +94,7 @@ def adversarial_row(reps: int) -> Row:
         per_char = []
         for length in LENGTHS:
             text = make(length)
-            seconds = _best_of(lambda text=text: scanner.redact(text), reps)
+            seconds = best_cpu_time(lambda text=text: scanner.redact(text), reps)
             per_char.append(seconds / len(text))
             if length == LENGTHS[-1]:
                 full.append(seconds * 1000)
@@ -157,8 +148,8 @@ def throughput_row(history_text: str, reps: int) -> Row:
     samples = []
     scale = []
     for _ in range(reps):
-        samples.append(size / MB / _best_of(scan, 1))
-        scale.append(size / MB / _best_of(encode, 1))
+        samples.append(size / MB / best_cpu_time(scan, 1))
+        scale.append(size / MB / best_cpu_time(encode, 1))
     summary, dumps = summarize(samples), summarize(scale)
     return Row(
         benchmark="Redaction: throughput over a whole history",
