@@ -96,9 +96,7 @@ def port_fault(dsn: str) -> str | None:
     fault = None
     for number, port in enumerate(ports, 1):
         if port and not _is_port(port):
-            which = (
-                f" (number {number} of {len(ports)}, {_cut(parts['port'])})" if ports[1:] else ""
-            )
+            which = _place(number, ports, parts["port"])
             fault = f"port {_cut(port)}{which} is not a number from 1 to {_HIGHEST_PORT}"
             break
     # Counted as psycopg counts them, and only when the DSN names its hosts: else they come
@@ -157,11 +155,7 @@ def host_fault(dsn: str) -> str | None:
         )
     for number, address in enumerate(addresses, 1):
         if fault is None and address and not _is_address(address):
-            which = (
-                f" (number {number} of {len(addresses)}, {_cut(parts['hostaddr'])})"
-                if addresses[1:]
-                else ""
-            )
+            which = _place(number, addresses, parts["hostaddr"])
             fault = (
                 f"hostaddr {_cut(address)}{which} is not an IP address (libpq takes only a "
                 "numeric one there; a host name goes in host)"
@@ -169,6 +163,12 @@ def host_fault(dsn: str) -> str | None:
     if fault is None:
         return None
     return scrub(fault, dsn) + (f"; {_PERCENT_ENCODE}" if _misread(dsn, parts) else "")
+
+
+def _place(number: int, items: list[str], listed: str) -> str:
+    """Which of a comma-separated list's `items` a fault is about (``listed``, as written),
+    when there are several: `` (number 2 of 3, 'a,b,c')``; nothing for a list of one."""
+    return f" (number {number} of {len(items)}, {_cut(listed)})" if items[1:] else ""
 
 
 def _count(number: int, noun: str) -> str:
