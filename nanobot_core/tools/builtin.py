@@ -23,6 +23,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar
 
@@ -612,13 +613,16 @@ class FindFilesTool(WorkspaceTool):
             return ToolResult(
                 _fitted(sorted(found), self.max_output_chars, _more("paths"), [refused_note])
             )
-        note = (
-            f"[stopped after {most} paths, in the order found, and more match; narrow the "
-            "pattern or path]"
+        # Last, and saying so when the folders not read are counted above: the search never
+        # reached the rest of the tree, which may hold more of them.
+        note = _stopped_note(
+            f"stopped after {most} paths, in the order found, and more match",
+            [refused_note],
+            "narrow the pattern or path",
         )
         return ToolResult(
             _fitted(
-                sorted(found[:most]), self.max_output_chars, _more("paths"), [note, refused_note]
+                sorted(found[:most]), self.max_output_chars, _more("paths"), [refused_note, note]
             )
         )
 
@@ -746,61 +750,52 @@ class GrepTool(WorkspaceTool):
             return ToolResult.error(f"path not found: {clip(path)}")
         self.refuse_special(base, path)
         matches: list[str] = []
-        stopped = ""  # the note that the search stopped at max_matches
-        changed: list[str] = []  # files that changed between their check and their search
-        special: list[str] = []  # named pipes, sockets, devices: never opened, or not read
-        # What the system refused to read: said, else "No matches" would read as searched.
-        refused_folders: list[str] = []
-        refused_files: list[str] = []
-        for file in self._files(base, glob, changed, special, refused_folders, refused_files):
+        stopped = False  # at max_matches: the rest of the tree was not looked at
+        # What was not searched, each said: else "No matches" would read as searched.
+        skipped = _NotSearched()
+        for file in self._files(base, glob, skipped):
             self._searched += 1
             self._report(self.show(file))
             try:
                 matches.extend(self._search(file, regex, max_matches - len(matches)))
             except NotRegularFileError:
-                special.append(self.show(file))  # became one after its check
+                skipped.special.append(self.show(file))  # became one after its check
             except (WorkspaceEscapeError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
-                changed.append(self.show(file))  # replaced by a link or a folder, or removed
+                # Replaced by a link or a folder, or removed.
+                skipped.changed.append(self.show(file))
             except PermissionError:
-                refused_files.append(self.show(file))
+                skipped.refused_files.append(self.show(file))
             except OSError as exc:
                 if exc.errno != errno.ELOOP:
                     continue  # a file it cannot read otherwise: skipped, like a binary one
-                changed.append(self.show(file))  # replaced by a loop of links
+                skipped.changed.append(self.show(file))  # replaced by a loop of links
             if len(matches) >= max_matches:
-                stopped = f"[stopped after {max_matches} matches; narrow the search]"
+                stopped = True
                 break
-        notes = [
-            stopped,
-            _changed_note(changed) if changed else "",
-            _special_note(special),
-            _refused_note(list(dict.fromkeys(refused_folders)), "folder"),
-            _refused_note(refused_files),
-        ]
+        notes = skipped.notes()
+        if stopped:
+            # Last, and saying so when what was not searched is counted above: the search
+            # never reached the rest of the tree, which may hold more of it.
+            notes.append(
+                _stopped_note(f"stopped after {max_matches} matches", notes, "narrow the search")
+            )
         if not matches:
             notes.insert(0, f"No matches for {quoted(pattern)}.")
         return ToolResult(_fitted(matches, self.max_output_chars, _more("matching lines"), notes))
 
-    def _files(
-        self,
-        base: Path,
-        glob: str | None,
-        changed: list[str],
-        special: list[str],
-        refused: list[str],
-        refused_files: list[str],
-    ) -> Iterator[Path]:
-        """The files to search; one that changes while it is checked is added to `changed`.
+    def _files(self, base: Path, glob: str | None, skipped: _NotSearched) -> Iterator[Path]:
+        """The files to search; what is not searched, and why, is added to `skipped`.
 
-        A named pipe, a socket or a device is added to `special`, not searched: reading
+        A file that changes while it is checked is added to `skipped.changed`. A named
+        pipe, a socket or a device is added to `skipped.special`, not searched: reading
         one would wait for a writer, or read without end. A folder the system refuses
-        to read is added to `refused` (as shown), and the others are walked; a file it
-        refuses to look at (in a folder that may be listed, not searched), to
-        `refused_files`.
+        to read is added to `skipped.refused_folders` (as shown), and the others are
+        walked; a file it refuses to look at (in a folder that may be listed, not
+        searched), to `skipped.refused_files`.
         """
 
         def refuse(folder: Path) -> None:
-            refused.append(self.show(folder))
+            skipped.refused_folders.append(self.show(folder))
 
         candidates = [base] if base.is_file() else _walk(self.workspace, base, refuse)
         for file in candidates:
@@ -812,7 +807,7 @@ class GrepTool(WorkspaceTool):
             try:
                 resolved = Path(os.path.realpath(file))
             except OSError:  # a link when looked at, gone when read
-                changed.append(self.show(file))
+                skipped.changed.append(self.show(file))
                 continue
             if not resolved.is_relative_to(self.workspace):
                 continue  # a symlink pointing out of the workspace
@@ -821,12 +816,12 @@ class GrepTool(WorkspaceTool):
             try:
                 info = resolved.stat()
             except PermissionError:
-                refused_files.append(self.show(file))
+                skipped.refused_files.append(self.show(file))
                 continue
             except OSError:
                 continue  # gone before it was looked at, or a link to nothing
             if describe_kind(info.st_mode):
-                special.append(self.show(file))
+                skipped.special.append(self.show(file))
                 continue
             if info.st_size > MAX_GREP_FILE_BYTES:
                 continue
@@ -873,6 +868,44 @@ class GrepTool(WorkspaceTool):
 CHANGED_NAMED = 3
 #: Characters of each such name shown (its end: the file's own name is there).
 CHANGED_NAME_CHARS = 120
+
+
+@dataclass
+class _NotSearched:
+    """What a grep did not search, by why: each kind said in a last line of its answer."""
+
+    changed: list[str] = field(default_factory=list)  # changed between check and search
+    special: list[str] = field(default_factory=list)  # named pipes, sockets, devices
+    refused_folders: list[str] = field(default_factory=list)  # the system refused to read
+    refused_files: list[str] = field(default_factory=list)
+
+    def notes(self) -> list[str]:
+        """A note of each kind skipped (bounded, see `_skipped_note`); none for no kind."""
+        notes = [
+            _changed_note(self.changed) if self.changed else "",
+            _special_note(self.special),
+            # A folder refused from a race may be met twice (the one above it, changed).
+            _refused_note(list(dict.fromkeys(self.refused_folders)), "folder"),
+            _refused_note(self.refused_files),
+        ]
+        return [note for note in notes if note]
+
+
+def _stopped_note(stopped: str, notes: Iterable[str], advice: str) -> str:
+    """The last line of an answer whose search `stopped` at its limit, and the `advice`.
+
+    When `notes` (those above it) count what was not searched, it says that they count
+    only what the search met before it stopped: it never reached the rest of the tree,
+    which may hold more.
+    """
+    counted = sum(1 for note in notes if note)
+    if not counted:
+        return f"[{stopped}; {advice}]"
+    above = "the count above is" if counted == 1 else "the counts above are"
+    return (
+        f"[{stopped}; {above} of what the search met before it stopped, and what it did not "
+        f"reach is not known; {advice}]"
+    )
 
 
 def _changed_note(changed: list[str]) -> str:
