@@ -766,9 +766,10 @@ class GrepTool(WorkspaceTool):
             except PermissionError:
                 skipped.refused_files.append(self.show(file))
             except OSError as exc:
-                if exc.errno != errno.ELOOP:
-                    continue  # a file it cannot read otherwise: skipped, like a binary one
-                skipped.changed.append(self.show(file))  # replaced by a loop of links
+                if exc.errno == errno.ELOOP:
+                    skipped.changed.append(self.show(file))  # replaced by a loop of links
+                else:  # an I/O error, say: its lines may hold matches, so it is named
+                    skipped.unreadable_files.append((self.show(file), _reason(exc)))
             if len(matches) >= max_matches:
                 stopped = True
                 break
@@ -791,13 +792,18 @@ class GrepTool(WorkspaceTool):
         one would wait for a writer, or read without end. A folder the system refuses
         to read is added to `skipped.refused_folders` (as shown), and the others are
         walked; a file it refuses to look at (in a folder that may be listed, not
-        searched), to `skipped.refused_files`.
+        searched), to `skipped.refused_files`. A folder or file it fails to read
+        otherwise (an I/O error) is added, with the system's reason, to
+        `skipped.unreadable_folders` or `skipped.unreadable_files`.
         """
 
         def refuse(folder: Path) -> None:
             skipped.refused_folders.append(self.show(folder))
 
-        candidates = [base] if base.is_file() else _walk(self.workspace, base, refuse)
+        def fail(folder: Path, reason: str) -> None:
+            skipped.unreadable_folders.append((self.show(folder), reason))
+
+        candidates = [base] if base.is_file() else _walk(self.workspace, base, refuse, fail)
         for file in candidates:
             self._looked += 1
             if self._looked % 1_024 == 0:
@@ -818,8 +824,13 @@ class GrepTool(WorkspaceTool):
             except PermissionError:
                 skipped.refused_files.append(self.show(file))
                 continue
-            except OSError:
-                continue  # gone before it was looked at, or a link to nothing
+            except OSError as exc:
+                if exc.errno not in _GONE:
+                    skipped.unreadable_files.append((self.show(file), _reason(exc)))
+                elif not os.path.lexists(file):
+                    skipped.changed.append(self.show(file))  # removed since it was listed
+                # Else a link to nothing, or a loop of links: no file to search.
+                continue
             if describe_kind(info.st_mode):
                 skipped.special.append(self.show(file))
                 continue
@@ -868,6 +879,12 @@ class GrepTool(WorkspaceTool):
 CHANGED_NAMED = 3
 #: Characters of each such name shown (its end: the file's own name is there).
 CHANGED_NAME_CHARS = 120
+#: Characters of each reason the system gave for a read that failed (its strerror).
+REASON_CHARS = 60
+
+# The errors that mean a path is no longer there to read (or is a link to nothing, or a
+# loop of links), not that reading it failed.
+_GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
 
 
 @dataclass
@@ -878,6 +895,9 @@ class _NotSearched:
     special: list[str] = field(default_factory=list)  # named pipes, sockets, devices
     refused_folders: list[str] = field(default_factory=list)  # the system refused to read
     refused_files: list[str] = field(default_factory=list)
+    # Failed to read otherwise (an I/O error, say): each with the system's reason.
+    unreadable_folders: list[tuple[str, str]] = field(default_factory=list)
+    unreadable_files: list[tuple[str, str]] = field(default_factory=list)
 
     def notes(self) -> list[str]:
         """A note of each kind skipped (bounded, see `_skipped_note`); none for no kind."""
@@ -887,8 +907,25 @@ class _NotSearched:
             # A folder refused from a race may be met twice (the one above it, changed).
             _refused_note(list(dict.fromkeys(self.refused_folders)), "folder"),
             _refused_note(self.refused_files),
+            _unreadable_note(self.unreadable_folders, "folder"),
+            _unreadable_note(self.unreadable_files),
         ]
         return [note for note in notes if note]
+
+
+def _reason(exc: OSError) -> str:
+    """Why a read failed, as the system says it (`exc`'s strerror), never the path it names."""
+    return clip(exc.strerror or f"error {exc.errno}", REASON_CHARS)
+
+
+def _unreadable_note(unreadable: list[tuple[str, str]], what: str = "file") -> str:
+    """The note of the files or folders (`what`) that failed to read, and the system's
+    reasons (three at most); or ''."""
+    if not unreadable:
+        return ""
+    reasons = list(dict.fromkeys(reason for _, reason in unreadable))
+    why = ", ".join(reasons[:CHANGED_NAMED]) + (" and more" if len(reasons) > CHANGED_NAMED else "")
+    return _skipped_note(f"could not be read ({why})", [name for name, _ in unreadable], what)
 
 
 def _stopped_note(stopped: str, notes: Iterable[str], advice: str) -> str:
@@ -955,7 +992,10 @@ def _around(line: str, match: re.Match[str], line_start: int) -> str:
 
 
 def _walk(
-    workspace: Path, base: Path, refused: Callable[[Path], None] | None = None
+    workspace: Path,
+    base: Path,
+    refused: Callable[[Path], None] | None = None,
+    failed: Callable[[Path, str], None] | None = None,
 ) -> Iterator[Path]:
     """The files below the folder `base`, in os.walk's order (top down, sorted names).
 
@@ -964,7 +1004,8 @@ def _walk(
     is not listed, so every name found is one in the workspace (os.walk, listing by
     path, read the outside through the link). Links to folders are not entered. A
     folder the system refuses to open or read is given to `refused` (the one refused,
-    which may be a folder above it since changed) and the walk goes on with the rest.
+    which may be a folder above it since changed), one it fails to read otherwise (an
+    I/O error) to `failed` with the system's reason, and the walk goes on with the rest.
     """
     folders = [base]
     while folders:
@@ -977,8 +1018,12 @@ def _walk(
                 named = Path(os.fsdecode(exc.filename)) if exc.filename else folder
                 refused(named if named.is_relative_to(workspace) else folder)
             continue
-        except (OSError, WorkspaceEscapeError):
-            continue  # removed, or replaced by a link, since it was found
+        except WorkspaceEscapeError:
+            continue  # replaced by a link since it was found
+        except OSError as exc:
+            if exc.errno not in _GONE and failed is not None:
+                failed(folder, _reason(exc))
+            continue  # else removed, or replaced by a file or a link, since it was found
         for name, is_dir, _ in entries:
             if not is_dir:
                 yield folder / name
