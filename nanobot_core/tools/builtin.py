@@ -23,6 +23,7 @@ import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import AbstractContextManager
+from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar
 
@@ -612,13 +613,16 @@ class FindFilesTool(WorkspaceTool):
             return ToolResult(
                 _fitted(sorted(found), self.max_output_chars, _more("paths"), [refused_note])
             )
-        note = (
-            f"[stopped after {most} paths, in the order found, and more match; narrow the "
-            "pattern or path]"
+        # Last, and saying so when the folders not read are counted above: the search never
+        # reached the rest of the tree, which may hold more of them.
+        note = _stopped_note(
+            f"stopped after {most} paths, in the order found, and more match",
+            [refused_note],
+            "narrow the pattern or path",
         )
         return ToolResult(
             _fitted(
-                sorted(found[:most]), self.max_output_chars, _more("paths"), [note, refused_note]
+                sorted(found[:most]), self.max_output_chars, _more("paths"), [refused_note, note]
             )
         )
 
@@ -746,63 +750,60 @@ class GrepTool(WorkspaceTool):
             return ToolResult.error(f"path not found: {clip(path)}")
         self.refuse_special(base, path)
         matches: list[str] = []
-        stopped = ""  # the note that the search stopped at max_matches
-        changed: list[str] = []  # files that changed between their check and their search
-        special: list[str] = []  # named pipes, sockets, devices: never opened, or not read
-        # What the system refused to read: said, else "No matches" would read as searched.
-        refused_folders: list[str] = []
-        refused_files: list[str] = []
-        for file in self._files(base, glob, changed, special, refused_folders, refused_files):
+        stopped = False  # at max_matches: the rest of the tree was not looked at
+        # What was not searched, each said: else "No matches" would read as searched.
+        skipped = _NotSearched()
+        for file in self._files(base, glob, skipped):
             self._searched += 1
             self._report(self.show(file))
             try:
                 matches.extend(self._search(file, regex, max_matches - len(matches)))
             except NotRegularFileError:
-                special.append(self.show(file))  # became one after its check
+                skipped.special.append(self.show(file))  # became one after its check
             except (WorkspaceEscapeError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
-                changed.append(self.show(file))  # replaced by a link or a folder, or removed
+                # Replaced by a link or a folder, or removed.
+                skipped.changed.append(self.show(file))
             except PermissionError:
-                refused_files.append(self.show(file))
+                skipped.refused_files.append(self.show(file))
             except OSError as exc:
-                if exc.errno != errno.ELOOP:
-                    continue  # a file it cannot read otherwise: skipped, like a binary one
-                changed.append(self.show(file))  # replaced by a loop of links
+                if exc.errno == errno.ELOOP:
+                    skipped.changed.append(self.show(file))  # replaced by a loop of links
+                else:  # an I/O error, say: its lines may hold matches, so it is named
+                    skipped.unreadable_files.append((self.show(file), _reason(exc)))
             if len(matches) >= max_matches:
-                stopped = f"[stopped after {max_matches} matches; narrow the search]"
+                stopped = True
                 break
-        notes = [
-            stopped,
-            _changed_note(changed) if changed else "",
-            _special_note(special),
-            _refused_note(list(dict.fromkeys(refused_folders)), "folder"),
-            _refused_note(refused_files),
-        ]
+        notes = skipped.notes()
+        if stopped:
+            # Last, and saying so when what was not searched is counted above: the search
+            # never reached the rest of the tree, which may hold more of it.
+            notes.append(
+                _stopped_note(f"stopped after {max_matches} matches", notes, "narrow the search")
+            )
         if not matches:
             notes.insert(0, f"No matches for {quoted(pattern)}.")
         return ToolResult(_fitted(matches, self.max_output_chars, _more("matching lines"), notes))
 
-    def _files(
-        self,
-        base: Path,
-        glob: str | None,
-        changed: list[str],
-        special: list[str],
-        refused: list[str],
-        refused_files: list[str],
-    ) -> Iterator[Path]:
-        """The files to search; one that changes while it is checked is added to `changed`.
+    def _files(self, base: Path, glob: str | None, skipped: _NotSearched) -> Iterator[Path]:
+        """The files to search; what is not searched, and why, is added to `skipped`.
 
-        A named pipe, a socket or a device is added to `special`, not searched: reading
+        A file that changes while it is checked is added to `skipped.changed`. A named
+        pipe, a socket or a device is added to `skipped.special`, not searched: reading
         one would wait for a writer, or read without end. A folder the system refuses
-        to read is added to `refused` (as shown), and the others are walked; a file it
-        refuses to look at (in a folder that may be listed, not searched), to
-        `refused_files`.
+        to read is added to `skipped.refused_folders` (as shown), and the others are
+        walked; a file it refuses to look at (in a folder that may be listed, not
+        searched), to `skipped.refused_files`. A folder or file it fails to read
+        otherwise (an I/O error) is added, with the system's reason, to
+        `skipped.unreadable_folders` or `skipped.unreadable_files`.
         """
 
         def refuse(folder: Path) -> None:
-            refused.append(self.show(folder))
+            skipped.refused_folders.append(self.show(folder))
 
-        candidates = [base] if base.is_file() else _walk(self.workspace, base, refuse)
+        def fail(folder: Path, reason: str) -> None:
+            skipped.unreadable_folders.append((self.show(folder), reason))
+
+        candidates = [base] if base.is_file() else _walk(self.workspace, base, refuse, fail)
         for file in candidates:
             self._looked += 1
             if self._looked % 1_024 == 0:
@@ -812,7 +813,7 @@ class GrepTool(WorkspaceTool):
             try:
                 resolved = Path(os.path.realpath(file))
             except OSError:  # a link when looked at, gone when read
-                changed.append(self.show(file))
+                skipped.changed.append(self.show(file))
                 continue
             if not resolved.is_relative_to(self.workspace):
                 continue  # a symlink pointing out of the workspace
@@ -821,12 +822,17 @@ class GrepTool(WorkspaceTool):
             try:
                 info = resolved.stat()
             except PermissionError:
-                refused_files.append(self.show(file))
+                skipped.refused_files.append(self.show(file))
                 continue
-            except OSError:
-                continue  # gone before it was looked at, or a link to nothing
+            except OSError as exc:
+                if exc.errno not in _GONE:
+                    skipped.unreadable_files.append((self.show(file), _reason(exc)))
+                elif not os.path.lexists(file):
+                    skipped.changed.append(self.show(file))  # removed since it was listed
+                # Else a link to nothing, or a loop of links: no file to search.
+                continue
             if describe_kind(info.st_mode):
-                special.append(self.show(file))
+                skipped.special.append(self.show(file))
                 continue
             if info.st_size > MAX_GREP_FILE_BYTES:
                 continue
@@ -873,6 +879,70 @@ class GrepTool(WorkspaceTool):
 CHANGED_NAMED = 3
 #: Characters of each such name shown (its end: the file's own name is there).
 CHANGED_NAME_CHARS = 120
+#: Characters of each reason the system gave for a read that failed (its strerror).
+REASON_CHARS = 60
+
+# The errors that mean a path is no longer there to read (or is a link to nothing, or a
+# loop of links), not that reading it failed.
+_GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
+
+
+@dataclass
+class _NotSearched:
+    """What a grep did not search, by why: each kind said in a last line of its answer."""
+
+    changed: list[str] = field(default_factory=list)  # changed between check and search
+    special: list[str] = field(default_factory=list)  # named pipes, sockets, devices
+    refused_folders: list[str] = field(default_factory=list)  # the system refused to read
+    refused_files: list[str] = field(default_factory=list)
+    # Failed to read otherwise (an I/O error, say): each with the system's reason.
+    unreadable_folders: list[tuple[str, str]] = field(default_factory=list)
+    unreadable_files: list[tuple[str, str]] = field(default_factory=list)
+
+    def notes(self) -> list[str]:
+        """A note of each kind skipped (bounded, see `_skipped_note`); none for no kind."""
+        notes = [
+            _changed_note(self.changed) if self.changed else "",
+            _special_note(self.special),
+            # A folder refused from a race may be met twice (the one above it, changed).
+            _refused_note(list(dict.fromkeys(self.refused_folders)), "folder"),
+            _refused_note(self.refused_files),
+            _unreadable_note(self.unreadable_folders, "folder"),
+            _unreadable_note(self.unreadable_files),
+        ]
+        return [note for note in notes if note]
+
+
+def _reason(exc: OSError) -> str:
+    """Why a read failed, as the system says it (`exc`'s strerror), never the path it names."""
+    return clip(exc.strerror or f"error {exc.errno}", REASON_CHARS)
+
+
+def _unreadable_note(unreadable: list[tuple[str, str]], what: str = "file") -> str:
+    """The note of the files or folders (`what`) that failed to read, and the system's
+    reasons (three at most); or ''."""
+    if not unreadable:
+        return ""
+    reasons = list(dict.fromkeys(reason for _, reason in unreadable))
+    why = ", ".join(reasons[:CHANGED_NAMED]) + (" and more" if len(reasons) > CHANGED_NAMED else "")
+    return _skipped_note(f"could not be read ({why})", [name for name, _ in unreadable], what)
+
+
+def _stopped_note(stopped: str, notes: Iterable[str], advice: str) -> str:
+    """The last line of an answer whose search `stopped` at its limit, and the `advice`.
+
+    When `notes` (those above it) count what was not searched, it says that they count
+    only what the search met before it stopped: it never reached the rest of the tree,
+    which may hold more.
+    """
+    counted = sum(1 for note in notes if note)
+    if not counted:
+        return f"[{stopped}; {advice}]"
+    above = "the count above is" if counted == 1 else "the counts above are"
+    return (
+        f"[{stopped}; {above} of what the search met before it stopped, and what it did not "
+        f"reach is not known; {advice}]"
+    )
 
 
 def _changed_note(changed: list[str]) -> str:
@@ -922,7 +992,10 @@ def _around(line: str, match: re.Match[str], line_start: int) -> str:
 
 
 def _walk(
-    workspace: Path, base: Path, refused: Callable[[Path], None] | None = None
+    workspace: Path,
+    base: Path,
+    refused: Callable[[Path], None] | None = None,
+    failed: Callable[[Path, str], None] | None = None,
 ) -> Iterator[Path]:
     """The files below the folder `base`, in os.walk's order (top down, sorted names).
 
@@ -931,7 +1004,8 @@ def _walk(
     is not listed, so every name found is one in the workspace (os.walk, listing by
     path, read the outside through the link). Links to folders are not entered. A
     folder the system refuses to open or read is given to `refused` (the one refused,
-    which may be a folder above it since changed) and the walk goes on with the rest.
+    which may be a folder above it since changed), one it fails to read otherwise (an
+    I/O error) to `failed` with the system's reason, and the walk goes on with the rest.
     """
     folders = [base]
     while folders:
@@ -944,8 +1018,12 @@ def _walk(
                 named = Path(os.fsdecode(exc.filename)) if exc.filename else folder
                 refused(named if named.is_relative_to(workspace) else folder)
             continue
-        except (OSError, WorkspaceEscapeError):
-            continue  # removed, or replaced by a link, since it was found
+        except WorkspaceEscapeError:
+            continue  # replaced by a link since it was found
+        except OSError as exc:
+            if exc.errno not in _GONE and failed is not None:
+                failed(folder, _reason(exc))
+            continue  # else removed, or replaced by a file or a link, since it was found
         for name, is_dir, _ in entries:
             if not is_dir:
                 yield folder / name

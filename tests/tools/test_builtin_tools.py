@@ -954,9 +954,16 @@ def test_grep_answers_within_its_budget_notes_included(
         assert lines[len(shown)] == (
             f"[... {found - len(shown)} more matching lines not shown; narrow the search]"
         )
-    assert (f"[stopped after {max_matches} matches; narrow the search]" in lines) == (
-        len(lengths) >= max_matches
-    )
+    stopped = len(lengths) >= max_matches
+    # Last, and saying the count of the files removed is partial when there is one above.
+    assert lines[-1].startswith(f"[stopped after {max_matches} matches; ") == stopped
+    if stopped:
+        assert lines[-1] == (
+            f"[stopped after {max_matches} matches; the count above is of what the search met "
+            "before it stopped, and what it did not reach is not known; narrow the search]"
+            if removed
+            else f"[stopped after {max_matches} matches; narrow the search]"
+        )
     assert (_SKIPPED in answer) == bool(removed)
     if not lengths:
         assert lines[0] == "No matches for 'hit'."

@@ -184,3 +184,74 @@ def test_no_answer_in_a_workspace_gone_says_where_it_was(parts: list[str], index
             result: ToolResult = run(made.execute(path=path, **arguments))
             assert result == WORKSPACE_GONE
             assert str(root) not in result
+
+
+_STOPS = """
+import asyncio, json, sys
+from pathlib import Path
+from nanobot_core.tools.builtin import FindFilesTool, GrepTool
+
+find, grep = Path(sys.argv[1]), Path(sys.argv[2])
+calls = [
+    (FindFilesTool(find, max_output_chars=2_000), {"pattern": "**/*"}),  # at most 1,000 paths
+    (FindFilesTool(find), {"pattern": "**/*"}),
+    (GrepTool(grep), {"pattern": "hit", "max_matches": 1}),
+    (GrepTool(grep), {"pattern": "hit"}),
+]
+for tool, arguments in calls:
+    print(json.dumps(str(asyncio.run(tool.execute(**arguments)))))
+"""
+
+#: The last line of a search stopped at its limit after it had named what it could not read.
+_PARTIAL = (
+    "the count above is of what the search met before it stopped, and what it did not reach "
+    "is not known"
+)
+
+
+@pytest.mark.skipif(not CAN_BE_REFUSED, reason="root, and no setpriv to drop its capabilities")
+def test_a_search_stopped_at_its_limit_says_its_count_of_what_it_could_not_read_is_partial(
+    tmp_path: Path,
+) -> None:
+    """Real permission bits: a search that stops at its limit before it reaches the second
+    of two refused folders ends by saying so, not with a count of one as if complete."""
+    find, grep = tmp_path / "find", tmp_path / "grep"
+    for index in range(10):
+        (find / f"d{index}").mkdir(parents=True)
+        for file in range(150):
+            (find / f"d{index}" / f"{file:03d}").touch()
+    # find_files lists the ten folders, then walks them in the order the system lists them:
+    # the first refused, then 1,050 paths in the next seven (past its limit of 1,000), and
+    # the last refused, not reached.
+    order = os.listdir(find)
+    first, last = order[0], order[-1]
+    # grep walks in sorted order: refused, searched (its first match is the limit), refused.
+    for folder in ("a-locked", "b", "c-locked"):
+        (grep / folder).mkdir(parents=True)
+        (grep / folder / "hit.txt").write_text("hit\n", encoding="utf-8")
+    locked = [find / first, find / last, grep / "a-locked", grep / "c-locked"]
+    for folder in locked:
+        folder.chmod(0o000)
+    try:
+        done = run_unprivileged(_STOPS, str(find), str(grep), cwd=tmp_path)
+    finally:
+        for folder in locked:
+            folder.chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    stopped_find, whole_find, stopped_grep, whole_grep = (
+        json.loads(line).splitlines() for line in done.stdout.splitlines()
+    )
+    assert stopped_find[-2:] == [
+        f"[not searched, permission denied: 1 folder, {first}]",
+        f"[stopped after 1000 paths, in the order found, and more match; {_PARTIAL}; narrow "
+        "the pattern or path]",
+    ]
+    assert whole_find[-1] == (
+        f"[not searched, permission denied: 2 folders, {', '.join(sorted([first, last]))}]"
+    )
+    assert stopped_grep == [
+        "b/hit.txt:1: hit",
+        "[not searched, permission denied: 1 folder, a-locked]",
+        f"[stopped after 1 matches; {_PARTIAL}; narrow the search]",
+    ]
+    assert whole_grep[-1] == "[not searched, permission denied: 2 folders, a-locked, c-locked]"

@@ -1,0 +1,197 @@
+"""Files and folders grep fails to read for another reason than permission (an I/O error, a
+file removed between the walk's listing and its look at it): named in a last line, and
+the search goes on.
+
+Before, grep skipped them without a word, and answered ``No matches`` for files whose
+lines it had never read. A disk's I/O error cannot be made on purpose: the system call
+that fails is made to fail with its errno, on real files.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from nanobot_core.tools import builtin
+from nanobot_core.tools.base import ToolResult
+from nanobot_core.tools.builtin import GrepTool, _contained
+
+#: The errors a read may fail with that say nothing of the path being gone.
+_ERRORS = [errno.EIO, errno.ESTALE, errno.EOVERFLOW, errno.ENOMEM]
+
+
+def _failing_open(
+    tool: GrepTool, failing: dict[str, int]
+) -> Callable[..., AbstractContextManager[IO[Any]]]:
+    """`tool.open`, except that a file named in `failing` fails with its errno when read."""
+    real_open = tool.open
+
+    @contextmanager
+    def opening(target: Path, mode: str = "r") -> Iterator[IO[Any]]:
+        code = failing.get(target.name)
+        if code is None:
+            with real_open(target, mode) as handle:
+                yield handle
+            return
+        # As the system reports it: the error names the file by its full path on the host.
+        raise OSError(code, os.strerror(code), str(target))
+
+    return opening
+
+
+def _search(tool: GrepTool, **arguments: Any) -> ToolResult:
+    """What grep's child process answers, searched here (the child imports the installed
+    package, not this one)."""
+    return _contained(tool.search, **arguments)
+
+
+def test_a_file_that_fails_to_read_is_named_with_the_systems_reason(tmp_path: Path) -> None:
+    """A file whose read fails with an I/O error is named from the workspace with the
+    system's reason, the search goes on, and no answer says where the workspace is."""
+    (tmp_path / "a.txt").write_text("hit\n", encoding="utf-8")
+    (tmp_path / "bad.txt").write_text("hit\n", encoding="utf-8")
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "worse.txt").write_text("hit\n", encoding="utf-8")
+    grep = GrepTool(tmp_path)
+    grep.open = _failing_open(grep, {"bad.txt": errno.EIO, "worse.txt": errno.ESTALE})  # type: ignore[method-assign]
+    result = _search(grep, pattern="hit")
+    assert str(result).splitlines() == [
+        "a.txt:1: hit",
+        "[not searched, could not be read (Input/output error, Stale file handle): 2 files, "
+        "bad.txt, sub/worse.txt]",
+    ]
+    alone = _search(grep, pattern="hit", path="bad.txt")
+    assert alone == (
+        "No matches for 'hit'.\n"
+        "[not searched, could not be read (Input/output error): 1 file, bad.txt]"
+    )
+    assert str(tmp_path) not in result and str(tmp_path) not in alone
+
+
+def test_a_file_removed_between_the_listing_and_its_look_is_named(tmp_path: Path) -> None:
+    """A file listed by the walk and removed before grep looks at it is named as changed;
+    a link to nothing, never a file to search, is still passed over without a word."""
+    for name in ("a.txt", "gone.txt", "z.txt"):
+        (tmp_path / name).write_text("hit\n", encoding="utf-8")
+    (tmp_path / "dangling").symlink_to("nowhere")
+    real_walk = builtin._walk
+
+    def walk_then_remove(*args: Any) -> Iterator[Path]:
+        for file in real_walk(*args):
+            if file.name == "gone.txt":
+                file.unlink()  # after the listing, before grep looks at it
+            yield file
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(builtin, "_walk", walk_then_remove)
+        result = _search(GrepTool(tmp_path), pattern="hit")
+    assert str(result).splitlines() == [
+        "a.txt:1: hit",
+        "z.txt:1: hit",
+        "[not searched, changed while the search ran (removed, or replaced by a link or a "
+        "folder): 1 file, gone.txt]",
+    ]
+
+
+def test_a_file_whose_look_fails_with_an_io_error_is_named(tmp_path: Path) -> None:
+    """A file the system fails to look at (stat) with an I/O error is named, not passed over."""
+    (tmp_path / "a.txt").write_text("hit\n", encoding="utf-8")
+    (tmp_path / "bad.txt").write_text("hit\n", encoding="utf-8")
+    real_stat = Path.stat
+
+    def failing_stat(self: Path, *, follow_symlinks: bool = True) -> os.stat_result:
+        if self.name == "bad.txt":
+            raise OSError(errno.EIO, os.strerror(errno.EIO), str(self))
+        return real_stat(self, follow_symlinks=follow_symlinks)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Path, "stat", failing_stat)
+        result = _search(GrepTool(tmp_path), pattern="hit")
+    assert str(result).splitlines() == [
+        "a.txt:1: hit",
+        "[not searched, could not be read (Input/output error): 1 file, bad.txt]",
+    ]
+
+
+def test_a_folder_that_fails_to_read_is_named_and_the_walk_goes_on(tmp_path: Path) -> None:
+    """A folder the walk fails to open with an I/O error is named as a folder not searched."""
+    for folder in ("a", "bad", "c"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "f.txt").write_text("hit\n", encoding="utf-8")
+    real_open = os.open
+
+    def open_failing(path: Any, flags: int, *args: Any, dir_fd: int | None = None) -> int:
+        if dir_fd is not None and path == "bad":
+            raise OSError(errno.EIO, os.strerror(errno.EIO), path)
+        return real_open(path, flags, *args, dir_fd=dir_fd)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "open", open_failing)
+        result = _search(GrepTool(tmp_path), pattern="hit")
+    assert str(result).splitlines() == [
+        "a/f.txt:1: hit",
+        "c/f.txt:1: hit",
+        "[not searched, could not be read (Input/output error): 1 folder, bad]",
+    ]
+
+
+def test_many_files_that_fail_to_read_make_one_short_line(tmp_path: Path) -> None:
+    """5,000 files that fail to read are one line: three named, the rest counted."""
+    names = [f"f{index:04d}.txt" for index in range(5_000)]
+    for name in names:
+        (tmp_path / name).write_text("hit\n", encoding="utf-8")
+    grep = GrepTool(tmp_path)
+    grep.open = _failing_open(grep, dict.fromkeys(names, errno.EIO))  # type: ignore[method-assign]
+    result = _search(grep, pattern="hit")
+    assert result == (
+        "No matches for 'hit'.\n"
+        "[not searched, could not be read (Input/output error): 5000 files, f0000.txt, "
+        "f0001.txt, f0002.txt and 4997 more]"
+    )
+
+
+_NAME = st.text(
+    st.characters(codec="utf-8", exclude_characters="/\x00", exclude_categories=("Cs",)),
+    min_size=1,
+    max_size=20,
+).filter(lambda name: name not in {".", ".."})
+
+
+@settings(max_examples=40, deadline=None)
+@given(files=st.dictionaries(_NAME, st.sampled_from([None, *_ERRORS]), min_size=1, max_size=8))
+def test_whatever_files_fail_to_read_each_is_counted_and_the_rest_searched(
+    files: dict[str, int | None],
+) -> None:
+    """Whatever the files are called and whichever fail with which error, the good ones are
+    searched, the failed ones counted (the first three named, in the walk's order, with
+    the first three reasons), and the workspace's place is never shown."""
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch).resolve()
+        for name in files:
+            (root / name).write_text("hit\n", encoding="utf-8")
+        failing = {name: code for name, code in files.items() if code is not None}
+        grep = GrepTool(root)
+        grep.open = _failing_open(grep, failing)  # type: ignore[method-assign]
+        result = str(_search(grep, pattern="hit"))
+    good = sorted(name for name in files if name not in failing)
+    lines = [f"{name}:1: hit" for name in good] or ["No matches for 'hit'."]
+    if failing:
+        order = sorted(failing)
+        reasons = list(dict.fromkeys(os.strerror(failing[name]) for name in order))
+        why = ", ".join(reasons[:3]) + (" and more" if len(reasons) > 3 else "")
+        count = "1 file" if len(order) == 1 else f"{len(order)} files"
+        more = f" and {len(order) - 3} more" if len(order) > 3 else ""
+        lines.append(
+            f"[not searched, could not be read ({why}): {count}, {', '.join(order[:3])}{more}]"
+        )
+    assert result == "\n".join(lines)
+    assert scratch not in result
