@@ -45,6 +45,7 @@ _TEXT_TYPES = frozenset(
     }
 )
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_MAX_PORT = 65_535
 USER_AGENT = "nanobot-web-fetch/0.1 (+https://pypi.org/project/nanobot-web-tools/)"
 
 
@@ -349,6 +350,10 @@ def _http_url(url: str) -> httpx.URL:
         raise FetchRefused(f"only http and https URLs can be fetched, not {shown}")
     if not parsed.raw_host:
         raise FetchRefused(f"the URL {quoted(url)} has no host")
+    # httpx takes any number as a port; the socket layer then fails with an error httpx
+    # does not wrap (an OverflowError inside an ExceptionGroup).
+    if parsed.port is not None and not 0 < parsed.port <= _MAX_PORT:
+        raise FetchRefused(f"port {clip(str(parsed.port))} is not a TCP port (1 to {_MAX_PORT})")
     return parsed
 
 

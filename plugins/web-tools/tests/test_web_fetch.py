@@ -431,3 +431,17 @@ def test_the_ca_certificates_are_loaded_once_not_for_every_fetch(
     pages = [fetch(local_fetcher(), f"http://site.test:{site.port}/page.html") for _ in range(3)]
     assert [page.status for page in pages] == [200, 200, 200]
     assert len(loaded) <= 1
+
+
+@pytest.mark.parametrize("port", [0, 65_536, 99_999])
+def test_a_port_outside_the_tcp_range_is_refused_cleanly(
+    site: LocalSite, socket_guard: SocketGuard, port: int
+) -> None:
+    """A port httpx accepts but no socket can use is a refusal naming it, as URL or redirect."""
+    with pytest.raises(FetchRefused, match=f"port {port} is not a TCP port"):
+        fetch(local_fetcher(), f"http://site.test:{port}/page.html")
+    redirect = f"http://site.test:{site.port}/redirect?to=http://site.test:{port}/"
+    with pytest.raises(FetchRefused, match=f"port {port} is not a TCP port"):
+        fetch(local_fetcher(), redirect)
+    assert site.hits == {"/redirect": 1}
+    assert socket_guard.blocked == []

@@ -290,3 +290,15 @@ def test_any_option_from_a_variable_is_taken_or_refused_naming_that_variable(
         WebFetch.create(PluginContext(workspace=tmp_path, config=config))
     except ConfigError as exc:
         assert str(exc).startswith(f"environment variable {variable}: tools.options.web_fetch: ")
+
+
+def test_a_port_out_of_range_is_a_refusal_not_a_crash(site: LocalSite) -> None:
+    """The model's URL with port 99999 is refused naming the port, not an ExceptionGroup."""
+    result = run_tool(
+        WebFetch(PinnedFetcher(allow_loopback=True)), {"url": "http://127.0.0.1:99999/"}
+    )
+    assert result.is_error
+    assert str(result).splitlines()[0] == (
+        "Error: web_fetch refused http://127.0.0.1:99999/: "
+        "port 99999 is not a TCP port (1 to 65535)"
+    )
