@@ -373,12 +373,24 @@ class _Inflater:
     httpx would inflate each chunk from the network whole before the size
     limit is looked at: a gzip bomb of a few kilobytes per chunk would become
     many megabytes of memory. Here no call returns more than it is asked for.
+
+    Where the compressed stream ends is where the body ends. A gzip body may
+    hold several members one after the other (RFC 1952), read in turn; bytes
+    after the last stream are ignored and not read on (zlib would keep every
+    one of them in ``unused_data``, memory that only the timeout would bound).
+    A body that ends inside a stream is incomplete (`check_complete`).
     """
 
-    def __init__(self, wbits: int, *, raw_fallback: bool = False) -> None:
+    def __init__(self, wbits: int, *, raw_fallback: bool = False, members: bool = False) -> None:
+        self._wbits = wbits
         self._inflate = zlib.decompressobj(wbits)
         self._raw_fallback = raw_fallback  # "deflate" is zlib-wrapped or, from some servers, raw
+        self._members = members
         self._started = False
+        self._between_members = False
+        self._next_member = b""  # the first byte of what follows a member, when it came alone
+        #: The compressed stream has ended; nothing after it is part of the body.
+        self.finished = False
 
     @classmethod
     def for_encoding(cls, encoding: str) -> _Inflater | None:
@@ -386,7 +398,7 @@ class _Inflater:
         if encoding in ("", "identity"):
             return None
         if encoding in ("gzip", "x-gzip"):
-            return cls(16 + zlib.MAX_WBITS)
+            return cls(16 + zlib.MAX_WBITS, members=True)
         if encoding == "deflate":
             return cls(zlib.MAX_WBITS, raw_fallback=True)
         raise FetchRefused(
@@ -395,6 +407,40 @@ class _Inflater:
 
     def inflate(self, data: bytes, at_most: int) -> bytes:
         """At most `at_most` (>= 1) bytes of the body from `data`; zlib.error when invalid."""
+        out = bytearray()
+        while data and not self.finished and len(out) < at_most:
+            if self._between_members:
+                data = self._start_member(data)
+                if not data:
+                    break
+            out += self._decompress(data, at_most - len(out))
+            if not self._inflate.eof:
+                break  # all of `data` taken, or the rest kept in unconsumed_tail past at_most
+            data = self._inflate.unused_data
+            self._between_members = self._members
+            self.finished = not self._members
+        return bytes(out)
+
+    def check_complete(self) -> None:
+        """Raise zlib.error when the body ended inside a compressed stream."""
+        if self._started and not (self.finished or self._between_members):
+            raise zlib.error("incomplete or truncated stream")
+
+    def _start_member(self, data: bytes) -> bytes:
+        """What of `data` the next gzip member reads (b"" when there is none yet)."""
+        data = (self._next_member + data).lstrip(b"\0")  # zero padding after a member
+        self._next_member = b""
+        if len(data) < 2:
+            self._next_member = data
+            return b""
+        if not data.startswith(b"\x1f\x8b"):  # trailing bytes that are no gzip member
+            self.finished = True
+            return b""
+        self._inflate = zlib.decompressobj(self._wbits)
+        self._between_members = False
+        return data
+
+    def _decompress(self, data: bytes, at_most: int) -> bytes:
         try:
             out = self._inflate.decompress(data, at_most)
         except zlib.error:
@@ -413,7 +459,8 @@ async def _read_limited(
 
     The download stops as soon as one byte past the limit has arrived; a body
     of exactly `limit` bytes is complete, not truncated. A compressed body is
-    inflated no further than that byte either.
+    inflated no further than that byte either, and read no further than the end
+    of its compressed stream.
     """
     body = bytearray()
     async for chunk in response.aiter_raw():
@@ -422,4 +469,8 @@ async def _read_limited(
         body += chunk
         if len(body) > limit:
             return bytes(body[:limit]), True
+        if inflater is not None and inflater.finished:
+            return bytes(body), False
+    if inflater is not None:
+        inflater.check_complete()
     return bytes(body), False
