@@ -14,6 +14,7 @@ import asyncio
 import codecs
 import functools
 import math
+import re
 import threading
 import zlib
 from collections.abc import Mapping
@@ -31,7 +32,13 @@ if TYPE_CHECKING:
 
     import httpx
 
-__all__ = ["FetchLimits", "FetchedPage", "PinnedFetcher", "pinned_request_parts"]
+__all__ = [
+    "FetchLimits",
+    "FetchedPage",
+    "PinnedFetcher",
+    "pinned_request_parts",
+    "without_userinfo",
+]
 
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -46,6 +53,8 @@ _TEXT_TYPES = frozenset(
 )
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _MAX_PORT = 65_535
+# The "user:password@" of a URL's authority (up to its last "@"), so that no message shows it.
+_USERINFO = re.compile(r"//(?:[^/?#@]*+@)++")
 USER_AGENT = "nanobot-web-fetch/0.1 (+https://pypi.org/project/nanobot-web-tools/)"
 
 
@@ -333,7 +342,7 @@ def _redirect_target(target: httpx.URL, location: str) -> httpx.URL:
         joined = str(target.join(location))
     except (httpx.InvalidURL, ValueError) as exc:
         raise FetchRefused(
-            f"invalid redirect location {quoted(location)}: {clip(str(exc))}"
+            f"invalid redirect location {quoted(without_userinfo(location))}: {clip(str(exc))}"
         ) from exc
     return _http_url(joined)
 
@@ -344,17 +353,27 @@ def _http_url(url: str) -> httpx.URL:
     try:
         parsed: httpx.URL = httpx.URL(url)
     except httpx.InvalidURL as exc:
-        raise FetchRefused(f"invalid URL {quoted(url)}: {clip(str(exc))}") from exc
+        raise FetchRefused(
+            f"invalid URL {quoted(without_userinfo(url))}: {clip(str(exc))}"
+        ) from exc
     if parsed.scheme not in ("http", "https"):
-        shown = quoted(parsed.scheme or url)
+        shown = quoted(parsed.scheme or without_userinfo(url))
         raise FetchRefused(f"only http and https URLs can be fetched, not {shown}")
     if not parsed.raw_host:
-        raise FetchRefused(f"the URL {quoted(url)} has no host")
+        raise FetchRefused(f"the URL {quoted(without_userinfo(url))} has no host")
+    if parsed.userinfo:
+        # httpx would send them as Basic authentication, to whatever the URL names.
+        raise FetchRefused("the URL holds credentials (user:password@), and web_fetch sends none")
     # httpx takes any number as a port; the socket layer then fails with an error httpx
     # does not wrap (an OverflowError inside an ExceptionGroup).
     if parsed.port is not None and not 0 < parsed.port <= _MAX_PORT:
         raise FetchRefused(f"port {clip(str(parsed.port))} is not a TCP port (1 to {_MAX_PORT})")
     return parsed
+
+
+def without_userinfo(url: str) -> str:
+    """`url` with any credentials in it (``user:password@``) shown as ``***@``."""
+    return _USERINFO.sub("//***@", url)
 
 
 def _shown(target: httpx.URL) -> str:

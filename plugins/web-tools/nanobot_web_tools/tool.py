@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from nanobot_core import ConfigError, Tool, ToolResult, clip, source_prefix
 
 from nanobot_web_tools.errors import FetchFailed, FetchRefused
-from nanobot_web_tools.fetch import FetchedPage, FetchLimits, PinnedFetcher
+from nanobot_web_tools.fetch import FetchedPage, FetchLimits, PinnedFetcher, without_userinfo
 
 if TYPE_CHECKING:
     from nanobot_core import Config, PluginContext
@@ -87,12 +87,13 @@ class WebFetch(Tool):
 
     async def execute(self, url: str, max_chars: int | None = None) -> ToolResult:
         """Fetch `url` and return a header block followed by the text, or an error result."""
+        shown = clip(without_userinfo(url))
         try:
             page = await self.fetcher.fetch(url)
         except FetchRefused as exc:
-            return ToolResult.error(f"web_fetch refused {clip(url)}: {exc}")
+            return ToolResult.error(f"web_fetch refused {shown}: {exc}")
         except FetchFailed as exc:
-            return ToolResult.error(f"web_fetch failed for {clip(url)}: {exc}")
+            return ToolResult.error(f"web_fetch failed for {shown}: {exc}")
         return ToolResult(render_page(page, max_chars or self.max_chars))
 
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -302,3 +304,48 @@ def test_a_port_out_of_range_is_a_refusal_not_a_crash(site: LocalSite) -> None:
         "Error: web_fetch refused http://127.0.0.1:99999/: "
         "port 99999 is not a TCP port (1 to 65535)"
     )
+
+
+def test_a_url_with_credentials_is_refused_and_they_are_never_shown(site: LocalSite) -> None:
+    """A user:password@ URL, given or redirected to, is refused (httpx sent it as Basic
+    authentication) and the password appears in no result."""
+    tool = WebFetch(PinnedFetcher(allow_loopback=True))
+    given_url = f"http://user:s3cr3t@127.0.0.1:{site.port}/host"
+    given = run_tool(tool, {"url": given_url})
+    assert given.is_error
+    assert str(given).splitlines()[0] == (
+        f"Error: web_fetch refused http://***@127.0.0.1:{site.port}/host: "
+        "the URL holds credentials (user:password@), and web_fetch sends none"
+    )
+    assert "s3cr3t" not in given
+    # The redirect's target, credentials and all, is in this URL's query: it is the model's own.
+    start = f"http://127.0.0.1:{site.port}/redirect?to={quote(given_url, safe='')}"
+    redirected = run_tool(tool, {"url": start})
+    assert redirected.is_error
+    reason = str(redirected).removeprefix(f"Error: web_fetch refused {start}: ")
+    assert reason.startswith("the URL holds credentials (user:password@)")
+    assert "s3cr3t" not in reason
+    assert site.hits == {"/redirect": 1}
+
+
+_URL_TEXT = st.text(alphabet=st.characters(exclude_characters="\x00/?#@"), max_size=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    user=_URL_TEXT,
+    password=_URL_TEXT,
+    host=st.sampled_from(["example.com", "127.0.0.1:99999", "[::1", "", "exa mple.com"]),
+    scheme=st.sampled_from(["http", "https", "ftp", "HTTP", ""]),
+    rest=st.sampled_from(["/", "/a@b", "?x=1", "\x00", ""]),
+)
+def test_no_error_shows_the_password_of_a_url(
+    user: str, password: str, host: str, scheme: str, rest: str
+) -> None:
+    """Whatever else is wrong with a URL, its error never shows the password it holds."""
+    secret = "PW-" + password
+    url = f"{scheme}://{user}:{secret}@{host}{rest}"
+    fetcher = PinnedFetcher(resolver=lambda host, port: ["10.0.0.1"])
+    result = asyncio.run(WebFetch(fetcher).execute(url))
+    assert result.is_error
+    assert secret not in str(result)
