@@ -308,7 +308,7 @@ class PinnedFetcher:
         header = response.headers.get("content-type", "")
         mime, charset = media_type(header)
         if not is_textual(mime):
-            shown = mime or "none given"
+            shown = clip(mime) if mime else "none given"  # the server's header: of any length
             raise FetchRefused(f"content type {shown} is not text (text/*, JSON, XML, HTML)")
         encoding = response.headers.get("content-encoding", "").strip().lower()
         inflater = _Inflater.for_encoding(encoding)
@@ -421,7 +421,7 @@ class _Inflater:
         if encoding == "deflate":
             return cls(zlib.MAX_WBITS, raw_fallback=True)
         raise FetchRefused(
-            f"content encoding {encoding!r} is not supported (only gzip and deflate are)"
+            f"content encoding {quoted(encoding)} is not supported (only gzip and deflate are)"
         )
 
     def inflate(self, data: bytes, at_most: int) -> bytes:

@@ -21,6 +21,8 @@ __all__ = ["ALLOW_LOOPBACK_ENV", "WebFetch"]
 ALLOW_LOOPBACK_ENV = "NANOBOT_WEB_FETCH_ALLOW_LOOPBACK_FOR_TESTS"
 
 DEFAULT_MAX_CHARS = 20_000
+#: The most characters of the page's URL its result shows: more than nearly any real URL has.
+MAX_URL_SHOWN = 2_000
 _MAX_CHARS_CEILING = 200_000
 _OPTION_KEYS = frozenset({"max_bytes", "timeout", "max_redirects", "max_chars"})
 #: The config table of the options, as a refusal names it (and its keys under it).
@@ -106,7 +108,13 @@ def render_page(page: FetchedPage, max_chars: int) -> str:
     if len(text) > max_chars:
         notes.append(f"showing {max_chars} of {len(text)} characters")
         text = text[:max_chars]
-    lines = [f"URL: {page.url}", f"Status: {page.status}", f"Content-Type: {page.content_type}"]
+    # The server chose both (a redirect's Location, a header of up to 100 kB): each is cut, so
+    # that the result stays within max_chars and a header block.
+    lines = [
+        f"URL: {clip(page.url, MAX_URL_SHOWN)}",
+        f"Status: {page.status}",
+        f"Content-Type: {clip(page.content_type)}",
+    ]
     if notes:
         lines.append("Truncated: " + "; ".join(notes))
     return "\n".join(lines) + "\n\n" + text

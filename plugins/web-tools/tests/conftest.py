@@ -194,9 +194,10 @@ class LocalSite:
             handler.wfile.write(b"only this much")
             handler.wfile.flush()
             handler.close_connection = True
-        elif path == "/typed":  # ?type=<Content-Type>&body=<text>
+        elif path == "/typed":  # ?type=<Content-Type>&body=<text>[&encoding=<Content-Encoding>]
             body = query.get("body", ["<p>typed</p>"])[0].encode()
-            self.send(handler, 200, query["type"][0], body)
+            encoding = {"Content-Encoding": query["encoding"][0]} if "encoding" in query else {}
+            self.send(handler, 200, query["type"][0], body, encoding)
         elif path == "/missing":
             self.send(handler, 404, "text/plain", b"not here")
         elif path == "/redirect":

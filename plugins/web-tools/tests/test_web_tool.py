@@ -13,7 +13,7 @@ from urllib.parse import quote
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nanobot_core import Config, ConfigError, PluginContext, load_config
+from nanobot_core import Config, ConfigError, PluginContext, clip, load_config
 from nanobot_core.testing import assert_tool_contract, make_config, run_cli, run_tool
 
 from nanobot_web_tools import ALLOW_LOOPBACK_ENV, FetchedPage, FetchLimits, PinnedFetcher, WebFetch
@@ -349,3 +349,34 @@ def test_no_error_shows_the_password_of_a_url(
     result = asyncio.run(WebFetch(fetcher).execute(url))
     assert result.is_error
     assert secret not in str(result)
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("type=image/" + "x" * 30_000, "refused"),
+        ("type=text/plain&encoding=" + "x" * 30_000, "refused"),
+        ("type=text/" + "x" * 30_000, "Content-Type: text/xxx"),
+    ],
+)
+def test_a_server_header_of_any_length_is_shown_cut(site: LocalSite, query: str, said: str) -> None:
+    """A 30,000-character Content-Type or Content-Encoding is quoted by its ends, in a
+    refusal or in the page's header, so the result stays near its header and max_chars."""
+    tool = WebFetch(PinnedFetcher(allow_loopback=True), max_chars=100)
+    url = f"http://127.0.0.1:{site.port}/typed?{query}"
+    result = str(run_tool(tool, {"url": url}))
+    assert said in result
+    assert len(result) < 2_000 + 600  # the model's own URL, cut at 2,000 in a page's header
+
+
+def test_a_redirect_to_a_very_long_url_is_shown_cut_in_the_header(site: LocalSite) -> None:
+    """The final URL a server chose (here 40,000 characters) is shown by its ends."""
+    long_path = "/data.json?" + "a" * 40_000
+    url = f"http://127.0.0.1:{site.port}/redirect?to={quote(long_path, safe='')}"
+    result = run_tool(WebFetch(PinnedFetcher(allow_loopback=True)), {"url": url})
+    header, _, text = str(result).partition("\n\n")
+    assert text == '{"answer": 42}'
+    assert (
+        header.splitlines()[0] == f"URL: {clip(f'http://127.0.0.1:{site.port}{long_path}', 2_000)}"
+    )
+    assert len(header) < 2_200
