@@ -53,6 +53,7 @@ _TEXT_TYPES = frozenset(
 )
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _MAX_PORT = 65_535
+_ASCII_WHITESPACE = " \t\n\r\f"
 # The "user:password@" of a URL's authority (up to its last "@"), so that no message shows it.
 _USERINFO = re.compile(r"//(?:[^/?#@]*+@)++")
 USER_AGENT = "nanobot-web-fetch/0.1 (+https://pypi.org/project/nanobot-web-tools/)"
@@ -229,7 +230,8 @@ class PinnedFetcher:
     async def _fetch(self, url: str) -> FetchedPage:
         import httpx
 
-        target = _http_url(url)
+        # Spaces or a line break around the URL (a model's slip) are dropped, as a browser does.
+        target = _http_url(url.strip(_ASCII_WHITESPACE))
         # No keep-alive: a pooled connection is keyed by IP and could carry the
         # TLS session (and SNI) of another host name to a later hop.
         client = httpx.AsyncClient(
@@ -356,6 +358,8 @@ def _http_url(url: str) -> httpx.URL:
         raise FetchRefused(
             f"invalid URL {quoted(without_userinfo(url))}: {clip(str(exc))}"
         ) from exc
+    if "://" not in url:  # "example.com/page": httpx reads "example.com" as a scheme, or none
+        raise FetchRefused("the URL must begin with http:// or https://")
     if parsed.scheme not in ("http", "https"):
         shown = quoted(parsed.scheme or without_userinfo(url))
         raise FetchRefused(f"only http and https URLs can be fetched, not {shown}")

@@ -380,3 +380,22 @@ def test_a_redirect_to_a_very_long_url_is_shown_cut_in_the_header(site: LocalSit
         header.splitlines()[0] == f"URL: {clip(f'http://127.0.0.1:{site.port}{long_path}', 2_000)}"
     )
     assert len(header) < 2_200
+
+
+def test_spaces_or_a_line_break_around_the_url_are_dropped(site: LocalSite) -> None:
+    """A URL the model wrote with a space before it or a line break after it is fetched."""
+    url = f"http://127.0.0.1:{site.port}/data.json"
+    result = run_tool(WebFetch(PinnedFetcher(allow_loopback=True)), {"url": f"  {url}\n"})
+    assert not result.is_error, str(result)
+    assert str(result).startswith(f"URL: {url}\n")
+
+
+@pytest.mark.parametrize("url", ["example.com", "example.com:8080/page", "//example.com/x", ""])
+def test_a_url_without_a_scheme_is_refused_saying_what_it_lacks(url: str) -> None:
+    """A URL with no http:// or https:// is refused saying so, not naming its host a scheme."""
+    result = run_tool(
+        WebFetch(PinnedFetcher(resolver=lambda host, port: ["10.0.0.1"])), {"url": url}
+    )
+    assert str(result).splitlines()[0] == (
+        f"Error: web_fetch refused {url}: the URL must begin with http:// or https://"
+    )
