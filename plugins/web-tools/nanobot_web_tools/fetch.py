@@ -14,6 +14,7 @@ import asyncio
 import codecs
 import functools
 import math
+import re
 import threading
 import zlib
 from collections.abc import Mapping
@@ -31,7 +32,13 @@ if TYPE_CHECKING:
 
     import httpx
 
-__all__ = ["FetchLimits", "FetchedPage", "PinnedFetcher", "pinned_request_parts"]
+__all__ = [
+    "FetchLimits",
+    "FetchedPage",
+    "PinnedFetcher",
+    "pinned_request_parts",
+    "without_userinfo",
+]
 
 
 _REDIRECTS = frozenset({301, 302, 303, 307, 308})
@@ -45,6 +52,10 @@ _TEXT_TYPES = frozenset(
     }
 )
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
+_MAX_PORT = 65_535
+_ASCII_WHITESPACE = " \t\n\r\f"
+# The "user:password@" of a URL's authority (up to its last "@"), so that no message shows it.
+_USERINFO = re.compile(r"//(?:[^/?#@]*+@)++")
 USER_AGENT = "nanobot-web-fetch/0.1 (+https://pypi.org/project/nanobot-web-tools/)"
 
 
@@ -219,7 +230,8 @@ class PinnedFetcher:
     async def _fetch(self, url: str) -> FetchedPage:
         import httpx
 
-        target = _http_url(url)
+        # Spaces or a line break around the URL (a model's slip) are dropped, as a browser does.
+        target = _http_url(url.strip(_ASCII_WHITESPACE))
         # No keep-alive: a pooled connection is keyed by IP and could carry the
         # TLS session (and SNI) of another host name to a later hop.
         client = httpx.AsyncClient(
@@ -298,7 +310,7 @@ class PinnedFetcher:
         header = response.headers.get("content-type", "")
         mime, charset = media_type(header)
         if not is_textual(mime):
-            shown = mime or "none given"
+            shown = clip(mime) if mime else "none given"  # the server's header: of any length
             raise FetchRefused(f"content type {shown} is not text (text/*, JSON, XML, HTML)")
         encoding = response.headers.get("content-encoding", "").strip().lower()
         inflater = _Inflater.for_encoding(encoding)
@@ -332,7 +344,7 @@ def _redirect_target(target: httpx.URL, location: str) -> httpx.URL:
         joined = str(target.join(location))
     except (httpx.InvalidURL, ValueError) as exc:
         raise FetchRefused(
-            f"invalid redirect location {quoted(location)}: {clip(str(exc))}"
+            f"invalid redirect location {quoted(without_userinfo(location))}: {clip(str(exc))}"
         ) from exc
     return _http_url(joined)
 
@@ -343,13 +355,29 @@ def _http_url(url: str) -> httpx.URL:
     try:
         parsed: httpx.URL = httpx.URL(url)
     except httpx.InvalidURL as exc:
-        raise FetchRefused(f"invalid URL {quoted(url)}: {clip(str(exc))}") from exc
+        raise FetchRefused(
+            f"invalid URL {quoted(without_userinfo(url))}: {clip(str(exc))}"
+        ) from exc
+    if "://" not in url:  # "example.com/page": httpx reads "example.com" as a scheme, or none
+        raise FetchRefused("the URL must begin with http:// or https://")
     if parsed.scheme not in ("http", "https"):
-        shown = quoted(parsed.scheme or url)
+        shown = quoted(parsed.scheme or without_userinfo(url))
         raise FetchRefused(f"only http and https URLs can be fetched, not {shown}")
     if not parsed.raw_host:
-        raise FetchRefused(f"the URL {quoted(url)} has no host")
+        raise FetchRefused(f"the URL {quoted(without_userinfo(url))} has no host")
+    if parsed.userinfo:
+        # httpx would send them as Basic authentication, to whatever the URL names.
+        raise FetchRefused("the URL holds credentials (user:password@), and web_fetch sends none")
+    # httpx takes any number as a port; the socket layer then fails with an error httpx
+    # does not wrap (an OverflowError inside an ExceptionGroup).
+    if parsed.port is not None and not 0 < parsed.port <= _MAX_PORT:
+        raise FetchRefused(f"port {clip(str(parsed.port))} is not a TCP port (1 to {_MAX_PORT})")
     return parsed
+
+
+def without_userinfo(url: str) -> str:
+    """`url` with any credentials in it (``user:password@``) shown as ``***@``."""
+    return _USERINFO.sub("//***@", url)
 
 
 def _shown(target: httpx.URL) -> str:
@@ -368,12 +396,24 @@ class _Inflater:
     httpx would inflate each chunk from the network whole before the size
     limit is looked at: a gzip bomb of a few kilobytes per chunk would become
     many megabytes of memory. Here no call returns more than it is asked for.
+
+    Where the compressed stream ends is where the body ends. A gzip body may
+    hold several members one after the other (RFC 1952), read in turn; bytes
+    after the last stream are ignored and not read on (zlib would keep every
+    one of them in ``unused_data``, memory that only the timeout would bound).
+    A body that ends inside a stream is incomplete (`check_complete`).
     """
 
-    def __init__(self, wbits: int, *, raw_fallback: bool = False) -> None:
+    def __init__(self, wbits: int, *, raw_fallback: bool = False, members: bool = False) -> None:
+        self._wbits = wbits
         self._inflate = zlib.decompressobj(wbits)
         self._raw_fallback = raw_fallback  # "deflate" is zlib-wrapped or, from some servers, raw
+        self._members = members
         self._started = False
+        self._between_members = False
+        self._next_member = b""  # the first byte of what follows a member, when it came alone
+        #: The compressed stream has ended; nothing after it is part of the body.
+        self.finished = False
 
     @classmethod
     def for_encoding(cls, encoding: str) -> _Inflater | None:
@@ -381,15 +421,49 @@ class _Inflater:
         if encoding in ("", "identity"):
             return None
         if encoding in ("gzip", "x-gzip"):
-            return cls(16 + zlib.MAX_WBITS)
+            return cls(16 + zlib.MAX_WBITS, members=True)
         if encoding == "deflate":
             return cls(zlib.MAX_WBITS, raw_fallback=True)
         raise FetchRefused(
-            f"content encoding {encoding!r} is not supported (only gzip and deflate are)"
+            f"content encoding {quoted(encoding)} is not supported (only gzip and deflate are)"
         )
 
     def inflate(self, data: bytes, at_most: int) -> bytes:
         """At most `at_most` (>= 1) bytes of the body from `data`; zlib.error when invalid."""
+        out = bytearray()
+        while data and not self.finished and len(out) < at_most:
+            if self._between_members:
+                data = self._start_member(data)
+                if not data:
+                    break
+            out += self._decompress(data, at_most - len(out))
+            if not self._inflate.eof:
+                break  # all of `data` taken, or the rest kept in unconsumed_tail past at_most
+            data = self._inflate.unused_data
+            self._between_members = self._members
+            self.finished = not self._members
+        return bytes(out)
+
+    def check_complete(self) -> None:
+        """Raise zlib.error when the body ended inside a compressed stream."""
+        if self._started and not (self.finished or self._between_members):
+            raise zlib.error("incomplete or truncated stream")
+
+    def _start_member(self, data: bytes) -> bytes:
+        """What of `data` the next gzip member reads (b"" when there is none yet)."""
+        data = (self._next_member + data).lstrip(b"\0")  # zero padding after a member
+        self._next_member = b""
+        if len(data) < 2:
+            self._next_member = data
+            return b""
+        if not data.startswith(b"\x1f\x8b"):  # trailing bytes that are no gzip member
+            self.finished = True
+            return b""
+        self._inflate = zlib.decompressobj(self._wbits)
+        self._between_members = False
+        return data
+
+    def _decompress(self, data: bytes, at_most: int) -> bytes:
         try:
             out = self._inflate.decompress(data, at_most)
         except zlib.error:
@@ -408,7 +482,8 @@ async def _read_limited(
 
     The download stops as soon as one byte past the limit has arrived; a body
     of exactly `limit` bytes is complete, not truncated. A compressed body is
-    inflated no further than that byte either.
+    inflated no further than that byte either, and read no further than the end
+    of its compressed stream.
     """
     body = bytearray()
     async for chunk in response.aiter_raw():
@@ -417,4 +492,8 @@ async def _read_limited(
         body += chunk
         if len(body) > limit:
             return bytes(body[:limit]), True
+        if inflater is not None and inflater.finished:
+            return bytes(body), False
+    if inflater is not None:
+        inflater.check_complete()
     return bytes(body), False

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from nanobot_core import ConfigError, Tool, ToolResult, clip, source_prefix
 
 from nanobot_web_tools.errors import FetchFailed, FetchRefused
-from nanobot_web_tools.fetch import FetchedPage, FetchLimits, PinnedFetcher
+from nanobot_web_tools.fetch import FetchedPage, FetchLimits, PinnedFetcher, without_userinfo
 
 if TYPE_CHECKING:
     from nanobot_core import Config, PluginContext
@@ -21,6 +21,8 @@ __all__ = ["ALLOW_LOOPBACK_ENV", "WebFetch"]
 ALLOW_LOOPBACK_ENV = "NANOBOT_WEB_FETCH_ALLOW_LOOPBACK_FOR_TESTS"
 
 DEFAULT_MAX_CHARS = 20_000
+#: The most characters of the page's URL its result shows: more than nearly any real URL has.
+MAX_URL_SHOWN = 2_000
 _MAX_CHARS_CEILING = 200_000
 _OPTION_KEYS = frozenset({"max_bytes", "timeout", "max_redirects", "max_chars"})
 #: The config table of the options, as a refusal names it (and its keys under it).
@@ -87,12 +89,13 @@ class WebFetch(Tool):
 
     async def execute(self, url: str, max_chars: int | None = None) -> ToolResult:
         """Fetch `url` and return a header block followed by the text, or an error result."""
+        shown = clip(without_userinfo(url))
         try:
             page = await self.fetcher.fetch(url)
         except FetchRefused as exc:
-            return ToolResult.error(f"web_fetch refused {clip(url)}: {exc}")
+            return ToolResult.error(f"web_fetch refused {shown}: {exc}")
         except FetchFailed as exc:
-            return ToolResult.error(f"web_fetch failed for {clip(url)}: {exc}")
+            return ToolResult.error(f"web_fetch failed for {shown}: {exc}")
         return ToolResult(render_page(page, max_chars or self.max_chars))
 
 
@@ -105,7 +108,13 @@ def render_page(page: FetchedPage, max_chars: int) -> str:
     if len(text) > max_chars:
         notes.append(f"showing {max_chars} of {len(text)} characters")
         text = text[:max_chars]
-    lines = [f"URL: {page.url}", f"Status: {page.status}", f"Content-Type: {page.content_type}"]
+    # The server chose both (a redirect's Location, a header of up to 100 kB): each is cut, so
+    # that the result stays within max_chars and a header block.
+    lines = [
+        f"URL: {clip(page.url, MAX_URL_SHOWN)}",
+        f"Status: {page.status}",
+        f"Content-Type: {clip(page.content_type)}",
+    ]
     if notes:
         lines.append("Truncated: " + "; ".join(notes))
     return "\n".join(lines) + "\n\n" + text

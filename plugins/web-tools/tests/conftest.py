@@ -91,6 +91,13 @@ class LocalSite:
     )
     BIG = b"abcdefghij" * 10_000  # 100 000 bytes
     BOMB_SIZE = 200_000_000  # bytes of zeros, gzipped to about 200 kB
+    JUNK_SIZE = 100_000_000  # bytes a server sends after the end of its compressed stream
+
+    @staticmethod
+    def gzip(data: bytes) -> bytes:
+        """`data` as one gzip member."""
+        packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+        return packer.compress(data) + packer.flush()
 
     @functools.cached_property
     def bomb(self) -> bytes:
@@ -150,6 +157,29 @@ class LocalSite:
             body = packer.compress(self.BIG) + packer.flush()
             encoding = "gzip" if kind == "gz" else "deflate"
             self.send(handler, 200, "text/plain", body, {"Content-Encoding": encoding})
+        elif path == "/gzip-members.txt":  # two gzip members, read one after the other
+            body = self.gzip(b"first member, ") + self.gzip(b"second member")
+            self.send(handler, 200, "text/plain", body, {"Content-Encoding": "gzip"})
+        elif path in ("/gzip-then-junk.txt", "/deflate-then-junk.txt"):
+            # A short compressed stream, then JUNK_SIZE bytes that are no part of it.
+            kind = "gzip" if path.startswith("/gzip") else "deflate"
+            packer = zlib.compressobj(6, zlib.DEFLATED, 31 if kind == "gzip" else 15)
+            stream = packer.compress(b"the whole page") + packer.flush()
+            junk = b"junk" * 250_000
+            handler.send_response(200)
+            handler.send_header("Content-Type", "text/plain")
+            handler.send_header("Content-Encoding", kind)
+            handler.send_header("Content-Length", str(len(stream) + self.JUNK_SIZE))
+            handler.end_headers()
+            handler.wfile.write(stream)
+            try:
+                for _ in range(self.JUNK_SIZE // len(junk)):
+                    handler.wfile.write(junk)
+            except ConnectionError:  # the client stopped reading at the end of the stream
+                handler.close_connection = True
+        elif path == "/gzip-cut.txt":  # a gzip stream cut short, Content-Length matching the cut
+            body = self.gzip(self.BIG)[:-40]
+            self.send(handler, 200, "text/plain", body, {"Content-Encoding": "gzip"})
         elif path == "/bomb.txt":
             self.send(handler, 200, "text/plain", self.bomb, {"Content-Encoding": "gzip"})
         elif path == "/not-gzip.txt":
@@ -164,9 +194,10 @@ class LocalSite:
             handler.wfile.write(b"only this much")
             handler.wfile.flush()
             handler.close_connection = True
-        elif path == "/typed":  # ?type=<Content-Type>&body=<text>
+        elif path == "/typed":  # ?type=<Content-Type>&body=<text>[&encoding=<Content-Encoding>]
             body = query.get("body", ["<p>typed</p>"])[0].encode()
-            self.send(handler, 200, query["type"][0], body)
+            encoding = {"Content-Encoding": query["encoding"][0]} if "encoding" in query else {}
+            self.send(handler, 200, query["type"][0], body, encoding)
         elif path == "/missing":
             self.send(handler, 404, "text/plain", b"not here")
         elif path == "/redirect":

@@ -11,17 +11,19 @@ import asyncio
 import codecs
 import encodings.aliases
 import ipaddress
+import itertools
 import socket
 import threading
 import time
 import tracemalloc
-from collections.abc import Sequence
+import zlib
+from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanobot_web_tools import (
@@ -31,7 +33,7 @@ from nanobot_web_tools import (
     FetchRefused,
     PinnedFetcher,
 )
-from nanobot_web_tools.fetch import decode_body, pinned_request_parts
+from nanobot_web_tools.fetch import _Inflater, _read_limited, decode_body, pinned_request_parts
 
 if TYPE_CHECKING:
     import ssl
@@ -257,6 +259,74 @@ def test_a_gzip_bomb_is_inflated_no_further_than_the_size_limit(site: LocalSite)
     assert peak < 10_000_000
 
 
+def test_every_member_of_a_gzip_body_is_read(site: LocalSite) -> None:
+    """A gzip body of two members (RFC 1952) gives the text of both, not the first alone."""
+    page = fetch(local_fetcher(), f"http://site.test:{site.port}/gzip-members.txt")
+    assert page.text == "first member, second member"
+    assert not page.truncated
+
+
+@pytest.mark.parametrize("kind", ["gzip", "deflate"])
+def test_bytes_after_the_compressed_stream_are_neither_kept_nor_read(
+    site: LocalSite, kind: str
+) -> None:
+    """After the end of its compressed stream a body is complete: 100 MB of trailing bytes are
+    not read on nor held in memory (zlib kept them all, up to the timeout)."""
+    fetch(local_fetcher(), f"http://site.test:{site.port}/page.gz")  # imports, TLS context
+    tracemalloc.start()
+    began = time.monotonic()
+    try:
+        page = fetch(
+            local_fetcher(max_bytes=1_000), f"http://site.test:{site.port}/{kind}-then-junk.txt"
+        )
+        elapsed = time.monotonic() - began
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert page.text == "the whole page"
+    assert not page.truncated
+    assert peak < 10_000_000
+    assert elapsed < 5
+
+
+def _gzip(data: bytes) -> bytes:
+    packer = zlib.compressobj(6, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    return packer.compress(data) + packer.flush()
+
+
+async def _chunks(data: bytes, cuts: list[int]) -> AsyncIterator[bytes]:
+    for start, end in itertools.pairwise(
+        [0, *sorted(c % (len(data) + 1) for c in cuts), len(data)]
+    ):
+        if end > start:
+            yield data[start:end]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    members=st.lists(st.binary(max_size=300), min_size=1, max_size=4),
+    padding=st.sampled_from([b"", b"\0\0", b"trailing junk", b"\x1f"]),
+    cuts=st.lists(st.integers(min_value=0, max_value=2_000), max_size=8),
+    limit=st.integers(min_value=1, max_value=1_500),
+)
+def test_any_gzip_body_in_any_chunks_reads_as_its_members_up_to_the_limit(
+    members: list[bytes], padding: bytes, cuts: list[int], limit: int
+) -> None:
+    """However a server splits gzip members (then padding or junk) into chunks, the body read is
+    the members' bytes one after the other, cut at the limit and marked so."""
+    wire = b"".join(_gzip(member) for member in members) + padding
+    response = httpx.Response(200, content=_chunks(wire, cuts))
+    body, truncated = asyncio.run(_read_limited(response, limit, _Inflater.for_encoding("gzip")))
+    whole = b"".join(members)
+    assert (body, truncated) == (whole[:limit], len(whole) > limit)
+
+
+def test_a_compressed_body_cut_short_is_a_failure_not_a_page(site: LocalSite) -> None:
+    """A gzip stream that ends early (its Content-Length matching the cut) is not a whole page."""
+    with pytest.raises(FetchFailed, match="not valid gzip data: incomplete or truncated stream"):
+        fetch(local_fetcher(), f"http://site.test:{site.port}/gzip-cut.txt")
+
+
 def test_a_body_that_is_not_its_declared_encoding_fails_cleanly(site: LocalSite) -> None:
     """A body labelled gzip that is not gzip fails naming the encoding."""
     with pytest.raises(FetchFailed, match="not valid gzip data"):
@@ -431,3 +501,17 @@ def test_the_ca_certificates_are_loaded_once_not_for_every_fetch(
     pages = [fetch(local_fetcher(), f"http://site.test:{site.port}/page.html") for _ in range(3)]
     assert [page.status for page in pages] == [200, 200, 200]
     assert len(loaded) <= 1
+
+
+@pytest.mark.parametrize("port", [0, 65_536, 99_999])
+def test_a_port_outside_the_tcp_range_is_refused_cleanly(
+    site: LocalSite, socket_guard: SocketGuard, port: int
+) -> None:
+    """A port httpx accepts but no socket can use is a refusal naming it, as URL or redirect."""
+    with pytest.raises(FetchRefused, match=f"port {port} is not a TCP port"):
+        fetch(local_fetcher(), f"http://site.test:{port}/page.html")
+    redirect = f"http://site.test:{site.port}/redirect?to=http://site.test:{port}/"
+    with pytest.raises(FetchRefused, match=f"port {port} is not a TCP port"):
+        fetch(local_fetcher(), redirect)
+    assert site.hits == {"/redirect": 1}
+    assert socket_guard.blocked == []

@@ -12,6 +12,7 @@ from nanobot_core import clip, quoted
 
 from nanobot_web_tools import PinnedFetcher, WebFetch
 from nanobot_web_tools.addresses import Resolver
+from nanobot_web_tools.fetch import without_userinfo
 
 #: The most characters an error of `web_fetch` takes, whatever URL the model gives: the URL
 #: and at most two more values it holds (a host, a port), each cut to 200 characters.
@@ -98,7 +99,8 @@ def test_the_error_for_any_url_is_bounded_and_names_it(prefix: str, middle: str,
     """Whatever URL the model gives, the error quotes it cut and stays within the bound."""
     url = prefix + middle + end
     text = _error(url)
-    assert text.startswith(f"Error: web_fetch refused {clip(url)}: ") or text.startswith(
-        f"Error: web_fetch failed for {clip(url)}: "
+    shown = clip(without_userinfo(url))  # the URL's "user:password@", if any, shown as "***@"
+    assert text.startswith(f"Error: web_fetch refused {shown}: ") or text.startswith(
+        f"Error: web_fetch failed for {shown}: "
     )
     assert len(text) <= ERROR_CHARS, text[:500]

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import tomllib
 from pathlib import Path
 from typing import TYPE_CHECKING
+from urllib.parse import quote
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from nanobot_core import Config, ConfigError, PluginContext, load_config
+from nanobot_core import Config, ConfigError, PluginContext, clip, load_config
 from nanobot_core.testing import assert_tool_contract, make_config, run_cli, run_tool
 
 from nanobot_web_tools import ALLOW_LOOPBACK_ENV, FetchedPage, FetchLimits, PinnedFetcher, WebFetch
@@ -290,3 +292,110 @@ def test_any_option_from_a_variable_is_taken_or_refused_naming_that_variable(
         WebFetch.create(PluginContext(workspace=tmp_path, config=config))
     except ConfigError as exc:
         assert str(exc).startswith(f"environment variable {variable}: tools.options.web_fetch: ")
+
+
+def test_a_port_out_of_range_is_a_refusal_not_a_crash(site: LocalSite) -> None:
+    """The model's URL with port 99999 is refused naming the port, not an ExceptionGroup."""
+    result = run_tool(
+        WebFetch(PinnedFetcher(allow_loopback=True)), {"url": "http://127.0.0.1:99999/"}
+    )
+    assert result.is_error
+    assert str(result).splitlines()[0] == (
+        "Error: web_fetch refused http://127.0.0.1:99999/: "
+        "port 99999 is not a TCP port (1 to 65535)"
+    )
+
+
+def test_a_url_with_credentials_is_refused_and_they_are_never_shown(site: LocalSite) -> None:
+    """A user:password@ URL, given or redirected to, is refused (httpx sent it as Basic
+    authentication) and the password appears in no result."""
+    tool = WebFetch(PinnedFetcher(allow_loopback=True))
+    given_url = f"http://user:s3cr3t@127.0.0.1:{site.port}/host"
+    given = run_tool(tool, {"url": given_url})
+    assert given.is_error
+    assert str(given).splitlines()[0] == (
+        f"Error: web_fetch refused http://***@127.0.0.1:{site.port}/host: "
+        "the URL holds credentials (user:password@), and web_fetch sends none"
+    )
+    assert "s3cr3t" not in given
+    # The redirect's target, credentials and all, is in this URL's query: it is the model's own.
+    start = f"http://127.0.0.1:{site.port}/redirect?to={quote(given_url, safe='')}"
+    redirected = run_tool(tool, {"url": start})
+    assert redirected.is_error
+    reason = str(redirected).removeprefix(f"Error: web_fetch refused {start}: ")
+    assert reason.startswith("the URL holds credentials (user:password@)")
+    assert "s3cr3t" not in reason
+    assert site.hits == {"/redirect": 1}
+
+
+_URL_TEXT = st.text(alphabet=st.characters(exclude_characters="\x00/?#@"), max_size=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    user=_URL_TEXT,
+    password=_URL_TEXT,
+    host=st.sampled_from(["example.com", "127.0.0.1:99999", "[::1", "", "exa mple.com"]),
+    scheme=st.sampled_from(["http", "https", "ftp", "HTTP", ""]),
+    rest=st.sampled_from(["/", "/a@b", "?x=1", "\x00", ""]),
+)
+def test_no_error_shows_the_password_of_a_url(
+    user: str, password: str, host: str, scheme: str, rest: str
+) -> None:
+    """Whatever else is wrong with a URL, its error never shows the password it holds."""
+    secret = "PW-" + password
+    url = f"{scheme}://{user}:{secret}@{host}{rest}"
+    fetcher = PinnedFetcher(resolver=lambda host, port: ["10.0.0.1"])
+    result = asyncio.run(WebFetch(fetcher).execute(url))
+    assert result.is_error
+    assert secret not in str(result)
+
+
+@pytest.mark.parametrize(
+    ("query", "said"),
+    [
+        ("type=image/" + "x" * 30_000, "refused"),
+        ("type=text/plain&encoding=" + "x" * 30_000, "refused"),
+        ("type=text/" + "x" * 30_000, "Content-Type: text/xxx"),
+    ],
+)
+def test_a_server_header_of_any_length_is_shown_cut(site: LocalSite, query: str, said: str) -> None:
+    """A 30,000-character Content-Type or Content-Encoding is quoted by its ends, in a
+    refusal or in the page's header, so the result stays near its header and max_chars."""
+    tool = WebFetch(PinnedFetcher(allow_loopback=True), max_chars=100)
+    url = f"http://127.0.0.1:{site.port}/typed?{query}"
+    result = str(run_tool(tool, {"url": url}))
+    assert said in result
+    assert len(result) < 2_000 + 600  # the model's own URL, cut at 2,000 in a page's header
+
+
+def test_a_redirect_to_a_very_long_url_is_shown_cut_in_the_header(site: LocalSite) -> None:
+    """The final URL a server chose (here 40,000 characters) is shown by its ends."""
+    long_path = "/data.json?" + "a" * 40_000
+    url = f"http://127.0.0.1:{site.port}/redirect?to={quote(long_path, safe='')}"
+    result = run_tool(WebFetch(PinnedFetcher(allow_loopback=True)), {"url": url})
+    header, _, text = str(result).partition("\n\n")
+    assert text == '{"answer": 42}'
+    assert (
+        header.splitlines()[0] == f"URL: {clip(f'http://127.0.0.1:{site.port}{long_path}', 2_000)}"
+    )
+    assert len(header) < 2_200
+
+
+def test_spaces_or_a_line_break_around_the_url_are_dropped(site: LocalSite) -> None:
+    """A URL the model wrote with a space before it or a line break after it is fetched."""
+    url = f"http://127.0.0.1:{site.port}/data.json"
+    result = run_tool(WebFetch(PinnedFetcher(allow_loopback=True)), {"url": f"  {url}\n"})
+    assert not result.is_error, str(result)
+    assert str(result).startswith(f"URL: {url}\n")
+
+
+@pytest.mark.parametrize("url", ["example.com", "example.com:8080/page", "//example.com/x", ""])
+def test_a_url_without_a_scheme_is_refused_saying_what_it_lacks(url: str) -> None:
+    """A URL with no http:// or https:// is refused saying so, not naming its host a scheme."""
+    result = run_tool(
+        WebFetch(PinnedFetcher(resolver=lambda host, port: ["10.0.0.1"])), {"url": url}
+    )
+    assert str(result).splitlines()[0] == (
+        f"Error: web_fetch refused {url}: the URL must begin with http:// or https://"
+    )
