@@ -778,7 +778,7 @@ class GrepTool(WorkspaceTool):
             # Last, and saying so when what was not searched is counted above: the search
             # never reached the rest of the tree, which may hold more of it.
             notes.append(
-                _stopped_note(f"stopped after {max_matches} matches", notes, "narrow the search")
+                _stopped_note(f"stopped after {_matches(max_matches)}", notes, "narrow the search")
             )
         if not matches:
             notes.insert(0, f"No matches for {quoted(pattern)}.")
@@ -835,6 +835,7 @@ class GrepTool(WorkspaceTool):
                 skipped.special.append(self.show(file))
                 continue
             if info.st_size > MAX_GREP_FILE_BYTES:
+                skipped.too_large.append(self.show(file))  # else "No matches" reads as searched
                 continue
             yield resolved
 
@@ -898,6 +899,7 @@ class _NotSearched:
     # Failed to read otherwise (an I/O error, say): each with the system's reason.
     unreadable_folders: list[tuple[str, str]] = field(default_factory=list)
     unreadable_files: list[tuple[str, str]] = field(default_factory=list)
+    too_large: list[str] = field(default_factory=list)  # over MAX_GREP_FILE_BYTES
 
     def notes(self) -> list[str]:
         """A note of each kind skipped (bounded, see `_skipped_note`); none for no kind."""
@@ -909,6 +911,7 @@ class _NotSearched:
             _refused_note(self.refused_files),
             _unreadable_note(self.unreadable_folders, "folder"),
             _unreadable_note(self.unreadable_files),
+            _too_large_note(self.too_large),
         ]
         return [note for note in notes if note]
 
@@ -926,6 +929,18 @@ def _unreadable_note(unreadable: list[tuple[str, str]], what: str = "file") -> s
     reasons = list(dict.fromkeys(reason for _, reason in unreadable))
     why = ", ".join(reasons[:CHANGED_NAMED]) + (" and more" if len(reasons) > CHANGED_NAMED else "")
     return _skipped_note(f"could not be read ({why})", [name for name, _ in unreadable], what)
+
+
+def _matches(count: int) -> str:
+    return "1 match" if count == 1 else f"{count} matches"
+
+
+def _too_large_note(too_large: list[str]) -> str:
+    """The note of the files larger than grep searches (bounded), and how to read one; or ''."""
+    if not too_large:
+        return ""
+    why = f"larger than {MAX_GREP_FILE_BYTES:,} bytes (read_file reads one by parts)"
+    return _skipped_note(why, too_large)
 
 
 def _stopped_note(stopped: str, notes: Iterable[str], advice: str) -> str:

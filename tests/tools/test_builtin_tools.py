@@ -956,13 +956,14 @@ def test_grep_answers_within_its_budget_notes_included(
         )
     stopped = len(lengths) >= max_matches
     # Last, and saying the count of the files removed is partial when there is one above.
-    assert lines[-1].startswith(f"[stopped after {max_matches} matches; ") == stopped
+    said = "1 match" if max_matches == 1 else f"{max_matches} matches"
+    assert lines[-1].startswith(f"[stopped after {said}; ") == stopped
     if stopped:
         assert lines[-1] == (
-            f"[stopped after {max_matches} matches; the count above is of what the search met "
+            f"[stopped after {said}; the count above is of what the search met "
             "before it stopped, and what it did not reach is not known; narrow the search]"
             if removed
-            else f"[stopped after {max_matches} matches; narrow the search]"
+            else f"[stopped after {said}; narrow the search]"
         )
     assert (_SKIPPED in answer) == bool(removed)
     if not lengths:

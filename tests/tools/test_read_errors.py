@@ -195,3 +195,34 @@ def test_whatever_files_fail_to_read_each_is_counted_and_the_rest_searched(
         )
     assert result == "\n".join(lines)
     assert scratch not in result
+
+
+def test_a_file_too_large_to_search_is_named_with_how_to_read_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file over grep's size limit is named in a last line saying so, not passed over
+    in silence as if it had been searched and held no match."""
+    monkeypatch.setattr(builtin, "MAX_GREP_FILE_BYTES", 10)
+    (tmp_path / "small.txt").write_text("hit\n", encoding="utf-8")
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / "big.log").write_text("hit\n" * 10, encoding="utf-8")
+    result = _search(GrepTool(tmp_path), pattern="hit")
+    assert str(result).splitlines() == [
+        "small.txt:1: hit",
+        "[not searched, larger than 10 bytes (read_file reads one by parts): 1 file, logs/big.log]",
+    ]
+    alone = _search(GrepTool(tmp_path), pattern="hit", path="logs")
+    assert str(alone).splitlines() == [
+        "No matches for 'hit'.",
+        "[not searched, larger than 10 bytes (read_file reads one by parts): 1 file, logs/big.log]",
+    ]
+
+
+def test_a_search_stopped_at_one_match_says_one_match(tmp_path: Path) -> None:
+    """The stop line of a search limited to one match says "1 match", not "1 matches"."""
+    (tmp_path / "a.txt").write_text("hit\nhit\n", encoding="utf-8")
+    result = _search(GrepTool(tmp_path), pattern="hit", max_matches=1)
+    assert str(result).splitlines() == [
+        "a.txt:1: hit",
+        "[stopped after 1 match; narrow the search]",
+    ]

@@ -252,6 +252,6 @@ def test_a_search_stopped_at_its_limit_says_its_count_of_what_it_could_not_read_
     assert stopped_grep == [
         "b/hit.txt:1: hit",
         "[not searched, permission denied: 1 folder, a-locked]",
-        f"[stopped after 1 matches; {_PARTIAL}; narrow the search]",
+        f"[stopped after 1 match; {_PARTIAL}; narrow the search]",
     ]
     assert whole_grep[-1] == "[not searched, permission denied: 2 folders, a-locked, c-locked]"
