@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import attrs
 
@@ -89,6 +89,10 @@ class LoopbackServer:
     Connections are kept alive between requests (HTTP/1.1), as a real server keeps
     them: `connections` counts those accepted, `open_connections` those still open,
     and `drop_connections` closes them, as a server's keep-alive timeout does.
+
+    A scripted server of a test's own subclasses it, passing its own method as `answer`
+    (``super().__init__(self._answer)``): it has all of this, and ``with`` gives it back
+    as itself.
     """
 
     def __init__(self, answer: Answer) -> None:
@@ -137,7 +141,7 @@ class LoopbackServer:
                 sock.shutdown(socket.SHUT_RDWR)
         return dropped
 
-    def start(self) -> LoopbackServer:
+    def start(self) -> Self:
         """Start serving (in a daemon thread)."""
         self._thread.start()
         return self
@@ -148,7 +152,7 @@ class LoopbackServer:
         self._httpd.server_close()
         self._thread.join(timeout=10)
 
-    def __enter__(self) -> LoopbackServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(

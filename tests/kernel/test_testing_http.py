@@ -220,3 +220,25 @@ def test_answers_on_a_kept_connection_are_not_held_back_by_nagles_algorithm() ->
             client.close()
         assert server.connections == 1
     assert elapsed < 0.6
+
+
+class _Counter(LoopbackServer):
+    """A scripted server of a test's own: it answers with how many requests it has had."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+        super().__init__(self._answer)
+
+    def _answer(self, request: LoopbackRequest) -> LoopbackResponse:
+        self.answered += 1
+        return LoopbackResponse(200, {"n": self.answered})
+
+
+def test_a_subclass_answering_with_its_own_method_is_the_server_it_enters() -> None:
+    """A subclass passing its own method serves with it, and ``with`` gives the subclass,
+    its connections counted as the server's are."""
+    with _Counter() as server:
+        assert isinstance(server, _Counter)
+        assert [_post(server.url, b"{}")[1] for _ in range(2)] == [{"n": 1}, {"n": 2}]
+        assert server.connections == 2
+    assert server.answered == 2
