@@ -14,6 +14,14 @@ not an error (a test of a timeout, or of a reply too large to read, does that)::
     with LoopbackServer(answer) as server:
         httpx.post(server.url + "/v1/x", json={...})
 
+A client that makes an SSL context for every request reads the system's CA
+certificates each time (tens of milliseconds of CPU); `counting_ca_loads` shows a
+test how often that happens::
+
+    with counting_ca_loads() as loads:
+        ...  # several requests, on new clients
+    assert len(loads) <= 1
+
 Stdlib and attrs only (no pytest), so a plugin may use it in its benchmarks too.
 """
 
@@ -22,16 +30,17 @@ from __future__ import annotations
 import contextlib
 import json
 import socket
+import ssl
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any
+from typing import Any, Self
 
 import attrs
 
-__all__ = ["LoopbackRequest", "LoopbackResponse", "LoopbackServer"]
+__all__ = ["LoopbackRequest", "LoopbackResponse", "LoopbackServer", "counting_ca_loads"]
 
 
 @attrs.frozen
@@ -89,6 +98,10 @@ class LoopbackServer:
     Connections are kept alive between requests (HTTP/1.1), as a real server keeps
     them: `connections` counts those accepted, `open_connections` those still open,
     and `drop_connections` closes them, as a server's keep-alive timeout does.
+
+    A scripted server of a test's own subclasses it, passing its own method as `answer`
+    (``super().__init__(self._answer)``): it has all of this, and ``with`` gives it back
+    as itself.
     """
 
     def __init__(self, answer: Answer) -> None:
@@ -137,7 +150,7 @@ class LoopbackServer:
                 sock.shutdown(socket.SHUT_RDWR)
         return dropped
 
-    def start(self) -> LoopbackServer:
+    def start(self) -> Self:
         """Start serving (in a daemon thread)."""
         self._thread.start()
         return self
@@ -148,7 +161,7 @@ class LoopbackServer:
         self._httpd.server_close()
         self._thread.join(timeout=10)
 
-    def __enter__(self) -> LoopbackServer:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(
@@ -246,3 +259,25 @@ def _handler_for(answer: Answer) -> type[BaseHTTPRequestHandler]:
             pass  # keep test output clean
 
     return Handler
+
+
+@contextlib.contextmanager
+def counting_ca_loads() -> Iterator[list[object]]:
+    """Within the block, note each load of CA certificates into an SSL context.
+
+    Yields a list that gets one entry (the arguments) per call of
+    ``ssl.SSLContext.load_verify_locations`` in any thread, the load still done; the
+    method is put back when the block ends.
+    """
+    loads: list[object] = []
+    real = ssl.SSLContext.load_verify_locations
+
+    def counted(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
+        loads.append(args or kwargs)
+        real(self, *args, **kwargs)
+
+    ssl.SSLContext.load_verify_locations = counted  # type: ignore[method-assign]
+    try:
+        yield loads
+    finally:
+        ssl.SSLContext.load_verify_locations = real  # type: ignore[method-assign]

@@ -32,6 +32,28 @@ returns the problems it found (an empty list when there are none):
   session;
 - `check_calls_once`: every tool call of a session made once, answered once.
 
+Running a crash test
+--------------------
+
+The runs themselves are real ``nanobot-core run`` processes against a model
+server of the test's own, and every crash test needs the same parts, here:
+
+- `ScriptedRun`: one run, its session, prompt and scripted replies, which
+  request to hold (`hold_at`), mark as answered (`reply_at`) or fail
+  (`fail_at`), and then what the server received and how the run ended
+  (`turn()` gives it to `check_appended`);
+- `ScriptedModel`: an OpenAI-compatible chat server on 127.0.0.1 that answers
+  each run's script, request by request, at a URL of its own; it refuses (HTTP
+  400, noting the problem in `problems`) a request a strict server would
+  refuse, and records each request with a snapshot of the session as stored
+  when it came (what the `snapshot` function given reads);
+- `RunProcess` (from `ScriptedModel.start_run`): the child process, its
+  stderr read as it comes (`tool_running` is set once a tool runs); its
+  `signal_at(moment, rng, window=...)` sends SIGKILL (or SIGINT) at one of
+  `MOMENTS`, and `finish()` waits for it to end and notes how on the run;
+- `restore_default_sigint`: the ``preexec_fn`` that lets Ctrl-C (SIGINT)
+  interrupt a child, even where the test's own process ignores it.
+
 The built-in store's crash test (``tests/headless/test_crash_fuzz.py``) and
 ``nanobot-postgres``'s use them::
 
@@ -45,10 +67,17 @@ from __future__ import annotations
 
 import json
 import os
+import random
+import re
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import attrs
 import pytest
@@ -60,6 +89,7 @@ from nanobot_core.errors import (
     SessionNotFoundError,
 )
 from nanobot_core.governance.continuity import GovernanceState, latest_state
+from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX, offloaded_path
 from nanobot_core.sessions import (
     SessionStore,
@@ -68,16 +98,23 @@ from nanobot_core.sessions import (
     record_text,
     strip_meta,
 )
+from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
 
 if TYPE_CHECKING:
     from nanobot_core.kernel.manager import PluginManager
 
 __all__ = [
+    "MOMENTS",
+    "ReceivedRequest",
+    "RunProcess",
+    "ScriptedModel",
+    "ScriptedRun",
     "SessionStoreContract",
     "Turn",
     "check_appended",
     "check_calls_once",
     "check_request",
+    "restore_default_sigint",
 ]
 
 # Lines whose exact text matters: escapes, non-ASCII, a separator JSON allows raw.
@@ -554,3 +591,264 @@ def _quote(message: Mapping[str, Any]) -> str:
     """A message, shortened for a problem."""
     text = json.dumps(message, ensure_ascii=False)
     return text if len(text) <= _QUOTED else text[: _QUOTED - 3] + "..."
+
+
+# Running a crash test.
+
+#: The moments `RunProcess.signal_at` sends its signal at: while the model server holds the
+#: run's `hold_at` request, just after its `reply_at` answer went out, while a tool runs, or
+#: at a random time within a window.
+MOMENTS = ("request", "reply", "tool", "random")
+
+#: How long a crash test waits for a run (or for a moment of it) before it gives up.
+_RUN_TIMEOUT = 30.0
+#: A signal sent at a moment comes that long after it, at most (drawn from 0 to this).
+_LATE = 0.015
+
+#: What a snapshot of the session, taken as each request comes, holds (the test's choice).
+SnapshotT = TypeVar("SnapshotT")
+
+
+@attrs.frozen
+class ReceivedRequest(Generic[SnapshotT]):
+    """A model request as `ScriptedModel` received it, and the session as stored then."""
+
+    body: dict[str, Any]
+    snapshot: SnapshotT
+
+
+@attrs.define(eq=False)
+class ScriptedRun(Generic[SnapshotT]):
+    """One `run` process of a crash test: what it is to be sent, and what happened to it.
+
+    `prompt` is the text its user message begins with; `script` the replies (assistant
+    messages) its requests are answered with, in order. The model server holds request
+    `hold_at` (setting `held`) until `release` is set, sets `replied` as the answer to
+    request `reply_at` goes out, and answers request `fail_at` HTTP 500. It records each
+    request in `requests`, and counts in `cut_requests` those whose body was cut short (a
+    run killed while sending one); `finish` notes how the process ended.
+    """
+
+    session: str
+    prompt: str
+    script: list[dict[str, Any]]
+    moment: str | None = None
+    hold_at: int | None = None
+    reply_at: int | None = None
+    fail_at: int | None = None
+    requests: list[ReceivedRequest[SnapshotT]] = attrs.field(factory=list)
+    cut_requests: int = 0
+    held: threading.Event = attrs.field(factory=threading.Event)
+    replied: threading.Event = attrs.field(factory=threading.Event)
+    release: threading.Event = attrs.field(factory=threading.Event)
+    returncode: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+
+    def turn(self) -> Turn:
+        """What the run was sent and how it ended, as `check_appended` takes it (the
+        ``messages`` that ``run --json`` printed, when it finished)."""
+        finished = self.returncode == 0
+        reported = json.loads(self.stdout)["messages"] if finished else None
+        return Turn(self.prompt, self.script[: len(self.requests)], finished, reported)
+
+
+class ScriptedModel(Generic[SnapshotT]):
+    """``with ScriptedModel(snapshot) as model:`` answers each run's script on 127.0.0.1.
+
+    Each run is served at a URL of its own (`start_run` gives it to the process). A request
+    a strict server would refuse (`check_invariants`), one past the run's script, or one of
+    no run is answered HTTP 400 and noted in `problems`; a body that is not a JSON object
+    (sent in part by a run killed while sending it) is answered 400 and counted on the run.
+    `snapshot(run)` is called as each request of `run` comes, before it is answered: what
+    the session held then, for `check_request`. `timeout` (seconds) bounds how long a
+    request is held, and how long a `RunProcess` waits for its run.
+    """
+
+    def __init__(
+        self,
+        snapshot: Callable[[ScriptedRun[SnapshotT]], SnapshotT],
+        *,
+        timeout: float = _RUN_TIMEOUT,
+    ) -> None:
+        self.snapshot = snapshot
+        self.timeout = timeout
+        self.problems: list[str] = []
+        self.runs: list[ScriptedRun[SnapshotT]] = []
+        self._lock = threading.Lock()
+        self._server = LoopbackServer(self._answer)
+
+    def base_url(self, run: ScriptedRun[SnapshotT]) -> str:
+        """The ``/v1`` URL `run` is answered at (the run is added to `runs` if it is new)."""
+        with self._lock:
+            if not any(known is run for known in self.runs):
+                self.runs.append(run)
+            number = next(index for index, known in enumerate(self.runs) if known is run)
+        return f"{self._server.url}/run{number}/v1"
+
+    def start_run(
+        self,
+        run: ScriptedRun[SnapshotT],
+        *,
+        cwd: Path,
+        env: Mapping[str, str],
+        stdout: Path,
+    ) -> RunProcess[SnapshotT]:
+        """``nanobot-core run PROMPT --json --session SESSION`` for `run`, in `cwd`, started.
+
+        `env` is its environment, to which ``NANOBOT_BASE_URL`` (this server, for this run)
+        is added; its stdout goes to the file `stdout` (a turn's JSON may be more than a
+        pipe holds, and it is read once the run ended), its stderr is read as it comes.
+        """
+        command = [sys.executable, "-m", "nanobot_core", "run", run.prompt, "--json"]
+        with stdout.open("wb") as sink:  # the child keeps its own copy open
+            process = subprocess.Popen(
+                [*command, "--session", run.session],
+                cwd=cwd,
+                env={**env, "NANOBOT_BASE_URL": self.base_url(run)},
+                stdout=sink,
+                stderr=subprocess.PIPE,
+                text=True,
+                preexec_fn=restore_default_sigint,
+            )
+        child = RunProcess(run, process, stdout, timeout=self.timeout)
+        child.reader = threading.Thread(target=child.read_stderr, daemon=True)
+        child.reader.start()
+        return child
+
+    def __enter__(self) -> ScriptedModel[SnapshotT]:
+        self._server.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with self._lock:
+            runs = list(self.runs)
+        for run in runs:  # a held request lets its handler go, so the server stops at once
+            run.release.set()
+        self._server.stop()
+
+    def _answer(self, request: LoopbackRequest) -> LoopbackResponse:
+        match = re.match(r"/run(\d+)/", request.path)
+        with self._lock:
+            known = match is not None and int(match.group(1)) < len(self.runs)
+            run = self.runs[int(match.group(1))] if match is not None and known else None
+        if run is None:
+            self.problems.append(f"a request nobody expected: {request.method} {request.path}")
+            return LoopbackResponse(400, {"error": {"message": "unexpected"}})
+        snapshot = self.snapshot(run)
+        body = request.json
+        with self._lock:
+            if not isinstance(body, dict):
+                run.cut_requests += 1
+                return LoopbackResponse(400, {"error": {"message": "not a JSON object"}})
+            index = len(run.requests)
+            run.requests.append(ReceivedRequest(body, snapshot))
+        violations = check_invariants(body.get("messages", []))
+        if violations:
+            self.problems.append(f"run {run.prompt!r}, request {index}: {violations}")
+            return LoopbackResponse(400, {"error": {"message": "; ".join(violations)}})
+        if index >= len(run.script):
+            self.problems.append(f"run {run.prompt!r}: request {index} is past its script")
+            return LoopbackResponse(400, {"error": {"message": "no more replies"}})
+        if run.fail_at == index:
+            return LoopbackResponse(500, {"error": {"message": "scripted failure"}})
+        if run.hold_at == index:
+            run.held.set()
+            run.release.wait(self.timeout)
+        if run.reply_at == index:
+            run.replied.set()
+        reply = run.script[index]
+        finish = "tool_calls" if reply.get("tool_calls") else "stop"
+        choice = {"index": 0, "message": reply, "finish_reason": finish}
+        return LoopbackResponse(
+            200, {"object": "chat.completion", "model": "fake-model", "choices": [choice]}
+        )
+
+
+@attrs.define(eq=False)
+class RunProcess(Generic[SnapshotT]):
+    """A `run` child of a crash test (`ScriptedModel.start_run`), its stderr read as it comes.
+
+    `tool_running` is set once the run says a tool is running (to act while it runs).
+    """
+
+    run: ScriptedRun[SnapshotT]
+    process: subprocess.Popen[str]
+    stdout: Path
+    timeout: float = _RUN_TIMEOUT
+    tool_running: threading.Event = attrs.field(factory=threading.Event)
+    stderr: list[str] = attrs.field(factory=list)
+    reader: threading.Thread | None = None
+
+    def read_stderr(self) -> None:
+        """Read the child's stderr to its end (in a thread of its own), noting a tool run."""
+        assert self.process.stderr is not None
+        for line in self.process.stderr:
+            self.stderr.append(line)
+            if line.startswith("nanobot: tool ") and line.rstrip().endswith(": running"):
+                self.tool_running.set()
+
+    def until(self, event: threading.Event, what: str) -> bool:
+        """Wait until `event` is set or the process has ended; whether `event` was set.
+
+        Fails (AssertionError naming `what`) when neither happens within the timeout.
+        """
+        deadline = time.monotonic() + self.timeout
+        # Woken the moment the event is set: a signal "at" it comes no later than drawn.
+        while not event.wait(0.01) and self.process.poll() is None:
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        return event.is_set()
+
+    def signal_at(
+        self,
+        moment: str | None,
+        rng: random.Random,
+        *,
+        window: tuple[float, float],
+        signum: int = signal.SIGKILL,
+    ) -> None:
+        """Send `signum` at `moment` (one of `MOMENTS`; None: let the run finish), then
+        `finish`: the process has ended when this returns.
+
+        At ``"random"`` it comes a time drawn from `window` (seconds) after this call, unless
+        the run ended first; at another moment, from at once to 15 ms after it came (before
+        an answer is read, while it is stored, after; before a tool's result is stored,
+        after), unless the run ended before it came. Draws from `rng` only as it goes, so a
+        seeded test draws the same.
+        """
+        if moment is not None and moment not in MOMENTS:
+            raise ValueError(f"moment {moment!r} is not one of {', '.join(MOMENTS)}")
+        process = self.process
+        triggers = {"request": self.run.held, "reply": self.run.replied, "tool": self.tool_running}
+        if moment == "random":
+            try:
+                process.wait(rng.uniform(*window))
+            except subprocess.TimeoutExpired:
+                process.send_signal(signum)
+        elif moment is not None and self.until(triggers[moment], moment):
+            time.sleep(rng.choice((0.0, rng.uniform(0.0, _LATE))))
+            process.send_signal(signum)
+        self.finish()
+
+    def finish(self) -> ScriptedRun[SnapshotT]:
+        """Release the run's held request, wait for the process to end, and note on the run
+        how it ended (exit code, stdout, stderr)."""
+        self.run.release.set()
+        self.process.wait(self.timeout)
+        if self.reader is not None:
+            self.reader.join(self.timeout)
+        self.run.returncode = self.process.returncode
+        self.run.stdout = self.stdout.read_text(encoding="utf-8")
+        self.run.stderr = "".join(self.stderr)
+        return self.run
+
+
+def restore_default_sigint() -> None:
+    """In a child process, before it starts (a ``preexec_fn``): SIGINT interrupts it, as a
+    user's Ctrl-C does, even where the test's own process ignores SIGINT (a background job)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 import textwrap
@@ -13,6 +12,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from nanobot_core import testing
+from nanobot_core.testing_sessions import restore_default_sigint
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA = REPO_ROOT / "tests" / "data"
@@ -108,13 +108,6 @@ def run_cli(
     )
 
 
-def _interruptible() -> None:
-    """In the child, before it starts: Ctrl-C (SIGINT) interrupts it, even where the suite's
-    own SIGINT is ignored (a shell's background job), so that the tests that send it see
-    what a user's Ctrl-C does, not a child that inherited the ignoring."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 @contextlib.contextmanager
 def cli_process(*args: str, cwd: Path, env: Mapping[str, str]) -> Iterator[subprocess.Popen[str]]:
     """``python -m nanobot_core ARGS`` started in a child process, stdout and stderr piped (text).
@@ -130,7 +123,8 @@ def cli_process(*args: str, cwd: Path, env: Mapping[str, str]) -> Iterator[subpr
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=_interruptible,
+        # Ctrl-C interrupts the child as a user's does, even where the suite ignores SIGINT.
+        preexec_fn=restore_default_sigint,
     ) as process:
         try:
             yield process

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Sequence
-from types import TracebackType
 from typing import Any
 
 import attrs
@@ -107,7 +106,7 @@ def _completion(
     return body
 
 
-class FakeChatServer:
+class FakeChatServer(LoopbackServer):
     """A threaded HTTP server answering chat-completions requests from a script."""
 
     def __init__(
@@ -118,31 +117,17 @@ class FakeChatServer:
         self._lock = threading.Condition()
         self.requests: list[RecordedRequest] = []
         self.other_requests: list[RecordedRequest] = []
-        self._server = LoopbackServer(self._answer)
+        super().__init__(self._answer)
 
     @property
     def base_url(self) -> str:
         """The OpenAI-style base URL (``http://127.0.0.1:PORT/v1``)."""
-        return f"{self._server.url}/v1"
+        return f"{self.url}/v1"
 
     @property
     def root_url(self) -> str:
         """``http://127.0.0.1:PORT``."""
-        return self._server.url
-
-    @property
-    def connections(self) -> int:
-        """How many connections the server has accepted so far."""
-        return self._server.connections
-
-    @property
-    def open_connections(self) -> int:
-        """How many of them are still open."""
-        return self._server.open_connections
-
-    def drop_connections(self) -> int:
-        """Close the kept-alive connections, as a keep-alive timeout does; how many."""
-        return self._server.drop_connections()
+        return self.url
 
     def add(self, *replies: Reply) -> None:
         """Append replies to the script."""
@@ -154,27 +139,12 @@ class FakeChatServer:
         with self._lock:
             return [r.body for r in self.requests]
 
-    def start(self) -> FakeChatServer:
-        self._server.start()
-        return self
-
     def stop(self) -> None:
-        # Unblock handlers still holding a reply, so shutdown does not hang.
+        """Stop serving, first letting go the handlers that hold a reply (or shutdown waits)."""
         for reply in [*self._script, *self._holds.values()]:
             if reply.release is not None:
                 reply.release.set()
-        self._server.stop()
-
-    def __enter__(self) -> FakeChatServer:
-        return self.start()
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
+        super().stop()
 
     def _answer(self, request: LoopbackRequest) -> LoopbackResponse:
         recorded = RecordedRequest(

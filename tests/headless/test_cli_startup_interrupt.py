@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import importlib.metadata
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from nanobot_core import __main__ as entry
 from nanobot_core._exit_codes import EXIT_INTERRUPTED
+from nanobot_core.testing_sessions import restore_default_sigint
 from tests import helpers
 from tests.helpers import clean_env, plugin_env
 
@@ -31,11 +31,6 @@ sys.meta_path.insert(0, InterruptAtClick())
 """
 
 
-def _interruptible() -> None:
-    """In the child: SIGINT interrupts it, even where this process ignores it (a background job)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _interrupted_at_click(tmp_path: Path, command: list[str]) -> subprocess.CompletedProcess[str]:
     site = tmp_path / "site"
     site.mkdir()
@@ -49,7 +44,7 @@ def _interrupted_at_click(tmp_path: Path, command: list[str]) -> subprocess.Comp
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
-        preexec_fn=_interruptible,
+        preexec_fn=restore_default_sigint,
     )
 
 

@@ -37,22 +37,20 @@ import signal
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
 
-import attrs
-
 from nanobot_core import PluginManager, load_config
 from nanobot_core._exit_codes import EXIT_INTERRUPTED
 from nanobot_core.governance.continuity import GovernanceState, latest_state
-from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX
 from nanobot_core.sessions import is_meta_record, strip_meta
-from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
 from nanobot_core.testing_sessions import (
-    Turn,
+    MOMENTS,
+    ReceivedRequest,
+    ScriptedModel,
+    ScriptedRun,
     check_appended,
     check_calls_once,
     check_request,
@@ -67,7 +65,6 @@ KILLS = 30
 #: The longest any one run may take before the test gives up on it.
 RUN_TIMEOUT = 30.0
 SESSION = "crash"
-MOMENTS = ("request", "reply", "tool", "random")
 #: Every so many runs stopped at a moment, one is interrupted with SIGINT (Ctrl-C) instead.
 INTERRUPT_EVERY = 4
 #: Every so many runs let go on, one has a model request fail for good (HTTP 500, no retry).
@@ -84,115 +81,6 @@ max_tool_result_chars = 1500
 """
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "theta", "kappa", "sigma"]
-
-
-@attrs.define
-class Received:
-    """A chat request as the server received it, and the session file at that moment."""
-
-    body: dict[str, Any]
-    session: bytes
-
-
-@attrs.define
-class Run:
-    """One `run` process: its prompt, the replies scripted for it, how it ended."""
-
-    prompt: str
-    script: list[dict[str, Any]]
-    moment: str | None
-    requests: list[Received] = attrs.field(factory=list)
-    cut_requests: int = 0
-    returncode: int | None = None
-    stdout: str = ""
-    stderr: str = ""
-
-
-class ScriptedModel:
-    """A chat-completions server that answers the current run's script, request by request.
-
-    It refuses (HTTP 400, and notes the problem) a request a strict server would
-    refuse, and keeps every request with the session file as it was when it came.
-    `hold_at` holds that request until `release` (the run is killed meanwhile);
-    `reply_at` sets `replied` as that request's answer goes out; `fail_at` is answered
-    HTTP 500 (the run has no retries, so it ends with a provider error).
-    """
-
-    def __init__(self, session_file: Path) -> None:
-        self.session_file = session_file
-        self.problems: list[str] = []
-        self.run: Run | None = None
-        self.hold_at: int | None = None
-        self.reply_at: int | None = None
-        self.fail_at: int | None = None
-        self.held = threading.Event()
-        self.replied = threading.Event()
-        self.release = threading.Event()
-        self._lock = threading.Lock()
-        self._server = LoopbackServer(self._answer)
-
-    @property
-    def base_url(self) -> str:
-        return f"{self._server.url}/v1"
-
-    def begin(
-        self,
-        run: Run,
-        *,
-        hold_at: int | None = None,
-        reply_at: int | None = None,
-        fail_at: int | None = None,
-    ) -> None:
-        """Answer `run` from now on, holding, marking or failing the request given."""
-        with self._lock:
-            self.run, self.hold_at, self.reply_at = run, hold_at, reply_at
-            self.fail_at = fail_at
-            for event in (self.held, self.replied, self.release):
-                event.clear()
-
-    def __enter__(self) -> ScriptedModel:
-        self._server.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.release.set()
-        self._server.stop()
-
-    def _answer(self, request: LoopbackRequest) -> LoopbackResponse:
-        session = self.session_file.read_bytes() if self.session_file.exists() else b""
-        body = request.json
-        with self._lock:
-            run = self.run
-            if run is None:
-                self.problems.append(f"a request nobody expected: {request.raw[:200]!r}")
-                return LoopbackResponse(400, {"error": {"message": "unexpected"}})
-            if not isinstance(body, dict):
-                # Sent in part by a run killed while sending it; that run must have died.
-                run.cut_requests += 1
-                return LoopbackResponse(400, {"error": {"message": "not a JSON object"}})
-            index = len(run.requests)
-            run.requests.append(Received(body, session))
-            hold, mark, fail = self.hold_at == index, self.reply_at == index, self.fail_at == index
-        violations = check_invariants(body.get("messages", []))
-        if violations:
-            self.problems.append(f"run {run.prompt!r}, request {index}: {violations}")
-            return LoopbackResponse(400, {"error": {"message": "; ".join(violations)}})
-        if index >= len(run.script):
-            self.problems.append(f"run {run.prompt!r}: request {index} is past its script")
-            return LoopbackResponse(400, {"error": {"message": "no more replies"}})
-        if fail:
-            return LoopbackResponse(500, {"error": {"message": "scripted failure"}})
-        if hold:
-            self.held.set()
-            self.release.wait(RUN_TIMEOUT)
-        if mark:
-            self.replied.set()
-        reply = run.script[index]
-        finish = "tool_calls" if reply.get("tool_calls") else "stop"
-        choice = {"index": 0, "message": reply, "finish_reason": finish}
-        return LoopbackResponse(
-            200, {"object": "chat.completion", "model": "fake-model", "choices": [choice]}
-        )
 
 
 def _text(rng: random.Random, words: int) -> str:
@@ -249,95 +137,6 @@ def _script(rng: random.Random, turn: int) -> list[dict[str, Any]]:
     return replies
 
 
-@attrs.define
-class Child:
-    """A `run` process whose stderr is read as it comes (to kill it while a tool runs)."""
-
-    process: subprocess.Popen[str]
-    stdout: Path
-    tool_running: threading.Event = attrs.field(factory=threading.Event)
-    stderr: list[str] = attrs.field(factory=list)
-    reader: threading.Thread | None = None
-
-    def read_stderr(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.stderr.append(line)
-            if line.startswith("nanobot: tool ") and line.rstrip().endswith(": running"):
-                self.tool_running.set()
-
-
-def _interruptible() -> None:
-    """In the child: SIGINT interrupts it, even where this process ignores it (a background job)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
-def _start(workspace: Path, model: ScriptedModel, prompt: str, stdout: Path) -> Child:
-    env = clean_env(
-        NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
-        NANOBOT_BASE_URL=model.base_url,
-        NANOBOT_MODEL="fake-model",
-        NANOBOT_API_KEY=API_KEY,
-        NANOBOT_PROVIDER__MAX_RETRIES="0",
-        NANOBOT_PROVIDER__TIMEOUT=str(RUN_TIMEOUT),
-    )
-    command = [sys.executable, "-m", "nanobot_core", "run", prompt, "--json"]
-    process = subprocess.Popen(
-        [*command, "--session", SESSION],
-        cwd=workspace,
-        env=env,
-        # A file, not a pipe: the turn of --json may be more than a pipe holds, and stdout
-        # is read only once the run has ended.
-        stdout=stdout.open("wb"),
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=_interruptible,
-    )
-    child = Child(process, stdout)
-    child.reader = threading.Thread(target=child.read_stderr, daemon=True)
-    child.reader.start()
-    return child
-
-
-def _kill_at(
-    child: Child,
-    model: ScriptedModel,
-    moment: str | None,
-    rng: random.Random,
-    typical: float,
-    signum: int,
-) -> None:
-    """Send `child` `signum` at `moment` (None: let it finish); it has ended when this returns.
-
-    A random moment falls within the `typical` time a run takes (however fast the machine).
-    """
-    trigger = {
-        "request": model.held,
-        "reply": model.replied,
-        "tool": child.tool_running,
-        "random": None,
-    }.get(moment or "")
-    process = child.process
-    if moment == "random":
-        try:
-            process.wait(rng.uniform(0.1, 1.0) * typical)
-        except subprocess.TimeoutExpired:
-            process.send_signal(signum)
-    elif trigger is not None:
-        deadline = time.monotonic() + RUN_TIMEOUT
-        while not trigger.wait(0.02) and process.poll() is None and time.monotonic() < deadline:
-            pass
-        if trigger.is_set():
-            # From at once to a few milliseconds on: before the answer is read, while it is
-            # stored, after; before a tool's result is stored, after.
-            time.sleep(rng.choice((0.0, rng.uniform(0.0, 0.015))))
-            process.send_signal(signum)
-    model.release.set()
-    process.wait(RUN_TIMEOUT)
-    assert child.reader is not None
-    child.reader.join(RUN_TIMEOUT)
-
-
 def _records(data: bytes) -> tuple[list[dict[str, Any]], bytes]:
     """The complete lines of a session file, each a JSON object, and a torn tail if any."""
     cut = data.rfind(b"\n") + 1
@@ -353,18 +152,13 @@ def _messages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [strip_meta(r) for r in records if not is_meta_record(r)]
 
 
-def _turn(run: Run) -> Turn:
-    """What `run` was sent and how it ended, as the session checks take it."""
-    finished = run.returncode == 0
-    reported = json.loads(run.stdout)["messages"] if finished else None
-    return Turn(run.prompt, run.script[: len(run.requests)], finished, reported)
-
-
-def _check_request(received: Received, index: int, workspace: Path, pm: PluginManager) -> None:
+def _check_request(
+    received: ReceivedRequest[bytes], index: int, workspace: Path, pm: PluginManager
+) -> None:
     """What was sent is what a fresh governor, restored with the newest record, makes of the
     history then; a record was appended for it exactly when the decisions moved; every
     offloaded result it points to is in the workspace."""
-    records, torn = _records(received.session)
+    records, torn = _records(received.snapshot)
     assert not torn, f"request {index}: sent while the session had a torn line"
 
     def read_offloaded(path: str) -> str | None:
@@ -411,13 +205,25 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
     session_file = workspace / ".nanobot" / "sessions" / f"{SESSION}.jsonl"
     pm = PluginManager(load_config(cwd=workspace, environ={}), workspace=workspace, autoload=False)
     pm.load()
-    runs: list[Run] = []
+    runs: list[ScriptedRun[bytes]] = []
     killed: dict[str, int] = {}
     healed = 0  # torn last lines the next run moved out
     failed = let_go = 0  # runs whose provider failed for good, runs let go on
     interrupted: dict[str, int] = {}  # runs ended by SIGINT, by moment
     finished = [0.5]  # how long the runs that were let finish took (seconds)
-    with ScriptedModel(session_file) as model:
+
+    def stored(run: ScriptedRun[bytes]) -> bytes:
+        """The session file as a request comes (each request is checked against it)."""
+        return session_file.read_bytes() if session_file.exists() else b""
+
+    env = clean_env(
+        NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1",
+        NANOBOT_MODEL="fake-model",
+        NANOBOT_API_KEY=API_KEY,
+        NANOBOT_PROVIDER__MAX_RETRIES="0",
+        NANOBOT_PROVIDER__TIMEOUT=str(RUN_TIMEOUT),
+    )
+    with ScriptedModel(stored, timeout=RUN_TIMEOUT) as model:
         turn = 0
         # Runs are killed until KILLS of them were (a moment may come after the run ended),
         # one in four is let finish, and a last one finishes the session.
@@ -431,25 +237,26 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
             interrupt = kill and turn % INTERRUPT_EVERY == 0
             signum = signal.SIGINT if interrupt else signal.SIGKILL
             turn += 1
-            run = Run(f"turn {turn}: carry on", _script(rng, turn), moment)
+            run: ScriptedRun[bytes] = ScriptedRun(
+                SESSION, f"turn {turn}: carry on", _script(rng, turn), moment
+            )
             if moment == "tool" and len(run.script) == 1:  # a turn with a tool to kill it in
                 calls = [_call(rng, f"call_t{turn}x")]
                 run.script.insert(0, {"role": "assistant", "content": "", "tool_calls": calls})
             at = rng.randrange(len(run.script))
-            hold_at = at if moment == "request" else None
-            reply_at = at if moment == "reply" else None
+            run.hold_at = at if moment == "request" else None
+            run.reply_at = at if moment == "reply" else None
             let_go += moment is None
-            fail_at = at if moment is None and let_go % FAIL_EVERY == 0 else None
-            model.begin(run, hold_at=hold_at, reply_at=reply_at, fail_at=fail_at)
+            run.fail_at = at if moment is None and let_go % FAIL_EVERY == 0 else None
             before = session_file.read_bytes() if session_file.exists() else b""
-            child = _start(workspace, model, run.prompt, tmp_path / "stdout")
+            child = model.start_run(run, cwd=workspace, env=env, stdout=tmp_path / "stdout")
             started = time.monotonic()
-            _kill_at(child, model, moment, rng, statistics.median(finished), signum)
-            run.stdout = child.stdout.read_text(encoding="utf-8")
-            run.stderr = "".join(child.stderr)
-            run.returncode = child.process.returncode
+            # A random moment falls within the time a run typically takes (however fast the
+            # machine).
+            typical = statistics.median(finished)
+            child.signal_at(moment, rng, window=(0.1 * typical, typical), signum=signum)
             runs.append(run)
-            if fail_at is not None:  # the provider failed for good: exit 1, saying so
+            if run.fail_at is not None:  # the provider failed for good: exit 1, saying so
                 assert run.returncode == 1, run.stderr
                 assert "Error: provider 'openai'" in run.stderr and "HTTP 500" in run.stderr
                 assert "Traceback" not in run.stderr, run.stderr
@@ -481,7 +288,7 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
             where = f"turn {turn} ({run.moment or 'not killed'}, exit {run.returncode})"
             if run.returncode == 0:
                 assert len(run.requests) == len(run.script), where
-            assert check_appended(old, new, [_turn(run)]) == [], where
+            assert check_appended(old, new, [run.turn()]) == [], where
             for index, received in enumerate(run.requests):
                 _check_request(received, index, workspace, pm)
             if turn % 10 == 0:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import gc
-import ssl
 import threading
 import time
 import warnings
@@ -22,7 +21,12 @@ from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.providers import OpenAIProvider, ProviderReply, RetryNotice
 from nanobot_core.runner import Runner
-from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
+from nanobot_core.testing_http import (
+    LoopbackRequest,
+    LoopbackResponse,
+    LoopbackServer,
+    counting_ca_loads,
+)
 from tests.headless.conftest import provider_config
 from tests.headless.fake_server import FakeChatServer, Reply, text_reply, tool_call_reply
 
@@ -268,24 +272,15 @@ def test_an_attempt_cut_off_at_the_timeout_leaves_no_broken_connection_behind() 
         assert server.connections == 2  # the one cut off is closed, not used again
 
 
-def test_the_ca_certificates_are_loaded_once_not_for_every_call(
-    server: FakeChatServer, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_ca_certificates_are_loaded_once_not_for_every_call(server: FakeChatServer) -> None:
     """Calls on new loops and new providers reuse one SSL context: the CA certificates
     (tens of milliseconds of CPU to load) are read at most once in the process."""
-    loaded: list[object] = []
-    real = ssl.SSLContext.load_verify_locations
-
-    def counted(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
-        loaded.append(args or kwargs)
-        real(self, *args, **kwargs)
-
-    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
     server.add(*(text_reply(str(n)) for n in range(4)))
-    for _ in range(2):
-        provider = _provider(server)
+    with counting_ca_loads() as loaded:
         for _ in range(2):
-            asyncio.run(provider.complete(MESSAGES, []))
+            provider = _provider(server)
+            for _ in range(2):
+                asyncio.run(provider.complete(MESSAGES, []))
     assert len(server.requests) == 4
     assert len(loaded) <= 1
 

@@ -5,15 +5,22 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import ssl
 import threading
 import time
 import urllib.error
 import urllib.request
 from typing import Any
 
+import certifi
 import pytest
 
-from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
+from nanobot_core.testing_http import (
+    LoopbackRequest,
+    LoopbackResponse,
+    LoopbackServer,
+    counting_ca_loads,
+)
 
 
 def _post(url: str, body: bytes, headers: dict[str, str] | None = None) -> tuple[int, Any, Any]:
@@ -220,3 +227,48 @@ def test_answers_on_a_kept_connection_are_not_held_back_by_nagles_algorithm() ->
             client.close()
         assert server.connections == 1
     assert elapsed < 0.6
+
+
+class _Counter(LoopbackServer):
+    """A scripted server of a test's own: it answers with how many requests it has had."""
+
+    def __init__(self) -> None:
+        self.answered = 0
+        super().__init__(self._answer)
+
+    def _answer(self, request: LoopbackRequest) -> LoopbackResponse:
+        self.answered += 1
+        return LoopbackResponse(200, {"n": self.answered})
+
+
+def test_a_subclass_answering_with_its_own_method_is_the_server_it_enters() -> None:
+    """A subclass passing its own method serves with it, and ``with`` gives the subclass,
+    its connections counted as the server's are."""
+    with _Counter() as server:
+        assert isinstance(server, _Counter)
+        assert [_post(server.url, b"{}")[1] for _ in range(2)] == [{"n": 1}, {"n": 2}]
+        assert server.connections == 2
+    assert server.answered == 2
+
+
+def test_ca_loads_are_counted_in_the_block_and_done_all_the_same() -> None:
+    """Each load of CA certificates into an SSL context in the block is noted with its
+    arguments, in any thread, and the certificates are loaded all the same; after the block
+    nothing is counted and the method is the real one again."""
+    cafile = certifi.where()
+
+    def load(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        context.load_verify_locations(*args, **kwargs)
+        return context
+
+    with counting_ca_loads() as loads:
+        contexts = [load(cafile=cafile)]
+        worker = threading.Thread(target=lambda: contexts.append(load(cafile)))
+        worker.start()
+        worker.join()
+    assert loads == [{"cafile": cafile}, (cafile,)]
+    assert all(context.cert_store_stats()["x509_ca"] > 0 for context in contexts)
+    load(cafile=cafile)
+    assert len(loads) == 2
+    assert ssl.SSLContext.load_verify_locations.__qualname__ == "_SSLContext.load_verify_locations"

@@ -15,7 +15,6 @@ import json
 import re
 import threading
 from collections.abc import Iterable, Sequence
-from types import TracebackType
 from typing import Any
 
 import attrs
@@ -224,7 +223,7 @@ def check_request(headers: dict[str, str], body: Any, *, paused: Sequence[Any] =
     return problems
 
 
-class MessagesServer:
+class MessagesServer(LoopbackServer):
     """A threaded HTTP server answering Messages API requests from a script."""
 
     def __init__(self, replies: Sequence[Reply] = ()) -> None:
@@ -234,43 +233,17 @@ class MessagesServer:
         self._answered = 0
         # The content of the scripted replies that stopped at pause_turn, in a row so far.
         self._paused: list[Any] = []
-        self._server = LoopbackServer(self._respond)
+        super().__init__(self._respond)
 
     @property
     def base_url(self) -> str:
         """``http://127.0.0.1:PORT`` (the provider adds ``/v1/messages``)."""
-        return self._server.url
-
-    @property
-    def connections(self) -> int:
-        """How many connections the server has accepted so far."""
-        return self._server.connections
-
-    @property
-    def open_connections(self) -> int:
-        """How many of them are still open."""
-        return self._server.open_connections
-
-    def drop_connections(self) -> int:
-        """Close the kept-alive connections, as a keep-alive timeout does; how many."""
-        return self._server.drop_connections()
+        return self.url
 
     def add(self, *replies: Reply) -> None:
         """Append replies to the script."""
         with self._lock:
             self._script.extend(replies)
-
-    def __enter__(self) -> MessagesServer:
-        self._server.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._server.stop()
 
     def _respond(self, request: LoopbackRequest) -> LoopbackResponse:
         reply = self._answer(request.method, request.path, request.headers, request.raw)

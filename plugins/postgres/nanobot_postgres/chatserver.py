@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import threading
-from types import TracebackType
 from typing import Any
 
 from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
@@ -70,7 +69,7 @@ def _answer(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-class ScriptedChatServer:
+class ScriptedChatServer(LoopbackServer):
     """``with ScriptedChatServer(delay=0.05) as server:`` then ``server.base_url``."""
 
     def __init__(self, *, delay: float = 0.0, record: bool = True) -> None:
@@ -78,13 +77,13 @@ class ScriptedChatServer:
         self.record = record
         self.requests: list[dict[str, Any]] = []
         self._lock = threading.Lock()
-        self._stop = threading.Event()
-        self._server = LoopbackServer(self._respond)
+        self._stopping = threading.Event()
+        super().__init__(self._respond)
 
     @property
     def base_url(self) -> str:
         """The ``/v1`` URL to give the provider."""
-        return f"{self._server.url}/v1"
+        return f"{self.url}/v1"
 
     def requests_of(self, session: str) -> list[dict[str, Any]]:
         """The recorded request bodies whose newest user message belongs to `session`."""
@@ -98,18 +97,10 @@ class ScriptedChatServer:
             with self._lock:
                 self.requests.append(body)
         if self.delay:
-            self._stop.wait(self.delay)
+            self._stopping.wait(self.delay)
         return LoopbackResponse(200, _answer(body))
 
-    def __enter__(self) -> ScriptedChatServer:
-        self._server.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self._stop.set()
-        self._server.stop()
+    def stop(self) -> None:
+        """Stop serving, first cutting short the delays being waited (or shutdown waits)."""
+        self._stopping.set()
+        super().stop()

@@ -37,11 +37,7 @@ from __future__ import annotations
 import json
 import os
 import random
-import re
 import signal
-import subprocess
-import sys
-import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -51,10 +47,17 @@ import attrs
 import psycopg
 import pytest
 from nanobot_core import GovernanceState, PluginManager, load_config
-from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.sessions import is_meta_record
-from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
-from nanobot_core.testing_sessions import Turn, check_appended, check_calls_once, check_request
+from nanobot_core.testing_sessions import (
+    MOMENTS,
+    ReceivedRequest,
+    RunProcess,
+    ScriptedModel,
+    ScriptedRun,
+    check_appended,
+    check_calls_once,
+    check_request,
+)
 
 from nanobot_postgres.results import reference_hash
 from nanobot_postgres.store import PostgresSessionStore
@@ -81,7 +84,6 @@ SCHEDULE = {
 MISSES = 6
 SESSIONS = ("north", "south")
 MACHINES = 3
-MOMENTS = ("request", "reply", "tool", "random")
 #: How a wait for a busy session ends, each once (`SCHEDULE["contend_wait"]`).
 FATES = ("holder finishes", "holder killed", "waiter killed", "waiter interrupted")
 #: The longest any one run may take before the test gives up on it.
@@ -106,101 +108,6 @@ class Snapshot:
 
     records: list[dict[str, Any]]
     results: set[str]
-
-
-@attrs.define
-class Received:
-    """A chat request as the server received it, and the session as stored at that moment."""
-
-    body: dict[str, Any]
-    snapshot: Snapshot | None
-
-
-@attrs.define
-class Run:
-    """One `run` process: its session, prompt, the replies scripted for it, how it ended."""
-
-    number: int
-    session: str
-    script: list[dict[str, Any]]
-    moment: str | None = None
-    hold_at: int | None = None
-    reply_at: int | None = None
-    requests: list[Received] = attrs.field(factory=list)
-    cut_requests: int = 0
-    held: threading.Event = attrs.field(factory=threading.Event)
-    replied: threading.Event = attrs.field(factory=threading.Event)
-    release: threading.Event = attrs.field(factory=threading.Event)
-    returncode: int | None = None
-    stdout: str = ""
-    stderr: str = ""
-
-    @property
-    def prompt(self) -> str:
-        return f"turn {self.number} of {self.session}: carry on"
-
-
-class ScriptedModel:
-    """A chat-completions server answering each run's script; the run is named by the URL path.
-
-    It refuses (HTTP 400, and notes the problem) a request a strict server would
-    refuse, and keeps every request with the session as the database held it then.
-    A run's `hold_at` request is held until its `release`; `replied` is set as its
-    `reply_at` request's answer goes out.
-    """
-
-    def __init__(self, dsn: str) -> None:
-        self.dsn = dsn
-        self.problems: list[str] = []
-        self.runs: dict[int, Run] = {}
-        self._lock = threading.Lock()
-        self._server = LoopbackServer(self._answer)
-
-    def base_url(self, run: Run) -> str:
-        return f"{self._server.url}/run{run.number}/v1"
-
-    def __enter__(self) -> ScriptedModel:
-        self._server.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for run in self.runs.values():
-            run.release.set()
-        self._server.stop()
-
-    def _answer(self, request: LoopbackRequest) -> LoopbackResponse:
-        match = re.match(r"/run(\d+)/", request.path)
-        run = self.runs.get(int(match.group(1))) if match else None
-        if run is None:
-            self.problems.append(f"a request nobody expected: {request.path}")
-            return LoopbackResponse(400, {"error": {"message": "unexpected"}})
-        snapshot = _snapshot(self.dsn, run.session)
-        body = request.json
-        with self._lock:
-            if not isinstance(body, dict):
-                # Sent in part by a run killed while sending it; that run must have died.
-                run.cut_requests += 1
-                return LoopbackResponse(400, {"error": {"message": "not a JSON object"}})
-            index = len(run.requests)
-            run.requests.append(Received(body, snapshot))
-        violations = check_invariants(body.get("messages", []))
-        if violations:
-            self.problems.append(f"run {run.prompt!r}, request {index}: {violations}")
-            return LoopbackResponse(400, {"error": {"message": "; ".join(violations)}})
-        if index >= len(run.script):
-            self.problems.append(f"run {run.prompt!r}: request {index} is past its script")
-            return LoopbackResponse(400, {"error": {"message": "no more replies"}})
-        if run.hold_at == index:
-            run.held.set()
-            run.release.wait(RUN_TIMEOUT)
-        if run.reply_at == index:
-            run.replied.set()
-        reply = run.script[index]
-        finish = "tool_calls" if reply.get("tool_calls") else "stop"
-        choice = {"index": 0, "message": reply, "finish_reason": finish}
-        return LoopbackResponse(
-            200, {"object": "chat.completion", "model": "fake-model", "choices": [choice]}
-        )
 
 
 def _snapshot(dsn: str, session: str) -> Snapshot | None:
@@ -281,52 +188,11 @@ def _script(rng: random.Random, turn: int, *, tool: bool = False) -> list[dict[s
     return replies
 
 
-@attrs.define
-class Child:
-    """A `run` process whose stderr is read as it comes (to act while a tool runs)."""
-
-    run: Run
-    process: subprocess.Popen[str]
-    stdout: Path
-    tool_running: threading.Event = attrs.field(factory=threading.Event)
-    stderr: list[str] = attrs.field(factory=list)
-    reader: threading.Thread | None = None
-
-    def read_stderr(self) -> None:
-        assert self.process.stderr is not None
-        for line in self.process.stderr:
-            self.stderr.append(line)
-            if line.startswith("nanobot: tool ") and line.rstrip().endswith(": running"):
-                self.tool_running.set()
-
-    def finish(self) -> Run:
-        """Wait for the process to end and note how it ended on its run."""
-        self.run.release.set()
-        self.process.wait(RUN_TIMEOUT)
-        assert self.reader is not None
-        self.reader.join(RUN_TIMEOUT)
-        self.run.returncode = self.process.returncode
-        self.run.stdout = self.stdout.read_text(encoding="utf-8")
-        self.run.stderr = "".join(self.stderr)
-        return self.run
-
-
-def _interruptible() -> None:
-    """In the child: SIGINT interrupts it, even where this process ignores it (a background job)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def _wait(condition: Any, what: str, timeout: float = RUN_TIMEOUT) -> None:
     deadline = time.monotonic() + timeout
     while not condition():
         assert time.monotonic() < deadline, f"timed out waiting for {what}"
         time.sleep(0.01)
-
-
-def _until(event: threading.Event, child: Child, what: str) -> bool:
-    """Wait until `event` is set or `child` has ended; whether `event` was set."""
-    _wait(lambda: event.is_set() or child.process.poll() is not None, what)
-    return event.is_set()
 
 
 def _waiting_for_lock(dsn: str, pid: int) -> bool:
@@ -339,21 +205,20 @@ def _waiting_for_lock(dsn: str, pid: int) -> bool:
     return bool(row and row[0])
 
 
-def _await_the_wait(dsn: str, waiter: Child) -> None:
+def _await_the_wait(dsn: str, waiter: RunProcess[Snapshot | None]) -> None:
     """Return once `waiter` waits in the server's lock queue; fail if it ended instead."""
     pid = waiter.process.pid
     _wait(lambda: _waiting_for_lock(dsn, pid) or waiter.process.poll() is not None, "the wait")
     assert waiter.process.poll() is None, f"{waiter.run.prompt}: {''.join(waiter.stderr)}"
 
 
-def _turn(run: Run) -> Turn:
-    """What `run` was sent and how it ended, as the session checks take it."""
-    finished = run.returncode == 0
-    reported = json.loads(run.stdout)["messages"] if finished else None
-    return Turn(run.prompt, run.script[: len(run.requests)], finished, reported)
-
-
-def _check_request(run: Run, received: Received, index: int, pm: PluginManager, dsn: str) -> bool:
+def _check_request(
+    run: ScriptedRun[Snapshot | None],
+    received: ReceivedRequest[Snapshot | None],
+    index: int,
+    pm: PluginManager,
+    dsn: str,
+) -> bool:
     """What was sent is what a fresh governor, restored with the newest record, makes of the
     history then; a record was appended for it exactly when the decisions moved; every
     offloaded result it points to was in the database then. False when the database could
@@ -377,7 +242,9 @@ def _check_request(run: Run, received: Received, index: int, pm: PluginManager, 
     return True
 
 
-def _check_store_error(run: Run, server: TemporaryPostgres, database: str) -> None:
+def _check_store_error(
+    run: ScriptedRun[Snapshot | None], server: TemporaryPostgres, database: str
+) -> None:
     """The run ended on the server gone: exit 1, one `Error:` line naming the store."""
     where = f"run {run.prompt!r} ({run.moment})"
     assert run.returncode == 1, f"{where}: exit {run.returncode}\n{run.stderr}"
@@ -451,57 +318,30 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
     def bump(what: str) -> None:
         counts[what] = counts.get(what, 0) + 1
 
-    with ScriptedModel(dsn) as model:
+    def snapshot(run: ScriptedRun[Snapshot | None]) -> Snapshot | None:
+        return _snapshot(dsn, run.session)
 
-        def start(run: Run, *, wait: float = 0.0) -> Child:
-            model.runs[run.number] = run
-            env = {**base_env, "NANOBOT_BASE_URL": model.base_url(run)}
+    with ScriptedModel(snapshot, timeout=RUN_TIMEOUT) as model:
+
+        def start(
+            run: ScriptedRun[Snapshot | None], *, wait: float = 0.0
+        ) -> RunProcess[Snapshot | None]:
+            env = dict(base_env)
             if wait:
                 env["NANOBOT_SESSIONS__LEASE_WAIT"] = str(wait)
             workspace = rng.choice(machines)
-            stdout = tmp_path / f"stdout{run.number}"
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "nanobot_core",
-                    "run",
-                    run.prompt,
-                    "--json",
-                    "--session",
-                    run.session,
-                ],
-                cwd=workspace,
-                env=env,
-                stdout=stdout.open("wb"),
-                stderr=subprocess.PIPE,
-                text=True,
-                preexec_fn=_interruptible,
-            )
-            child = Child(run, process, stdout)
-            child.reader = threading.Thread(target=child.read_stderr, daemon=True)
-            child.reader.start()
-            return child
+            stdout = tmp_path / f"stdout{len(model.runs)}"
+            return model.start_run(run, cwd=workspace, env=env, stdout=stdout)
 
-        def new_run(session: str, *, tool: bool = False) -> Run:
+        def new_run(session: str, *, tool: bool = False) -> ScriptedRun[Snapshot | None]:
             number = next(numbers)
-            return Run(number, session, _script(rng, number, tool=tool))
+            script = _script(rng, number, tool=tool)
+            return ScriptedRun(session, f"turn {number} of {session}: carry on", script)
 
-        def kill_at(child: Child, moment: str | None) -> None:
+        def kill_at(child: RunProcess[Snapshot | None], moment: str | None) -> None:
             """SIGKILL `child` at `moment` (None: let it finish); it has ended on return."""
-            run, process = child.run, child.process
-            trigger = {"request": run.held, "reply": run.replied, "tool": child.tool_running}
-            if moment == "random":
-                try:
-                    process.wait(rng.uniform(0.3, 1.5))
-                except subprocess.TimeoutExpired:
-                    process.kill()
-            elif moment is not None and _until(trigger[moment], child, moment):
-                # From at once to a few milliseconds on: before the answer is read,
-                # while it is stored, after; before a tool's result is stored, after.
-                time.sleep(rng.choice((0.0, rng.uniform(0.0, 0.015))))
-                process.kill()
-            child.finish()
+            run = child.run
+            child.signal_at(moment, rng, window=(0.3, 1.5))
             if run.returncode == -signal.SIGKILL:
                 bump(f"killed at {moment}")
             else:
@@ -514,7 +354,7 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
         for step, kind in enumerate(schedule):  # kill steps that missed add one each
             session = rng.choice(SESSIONS)
             before = _stored(dsn, session)
-            runs: list[Run] = []
+            runs: list[ScriptedRun[Snapshot | None]] = []
             if kind in ("kill", "finish"):
                 # The kind of moment killed at least so far: each kind gets its share.
                 fewest = min(counts.get(f"killed at {m}", 0) for m in MOMENTS)
@@ -531,7 +371,7 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
                 first = new_run(session)
                 first.hold_at = rng.randrange(len(first.script))
                 holder = start(first)
-                assert _until(first.held, holder, "held"), holder.stderr
+                assert holder.until(first.held, "held"), holder.stderr
                 second = new_run(session)
                 runs += [first, second]
                 if kind == "contend":
@@ -584,7 +424,7 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
                 run.hold_at = rng.randrange(len(run.script)) if moment == "request" else 1
                 child = start(run)
                 trigger = run.held if moment == "request" else child.tool_running
-                assert _until(trigger, child, moment), f"{run.prompt}: {child.stderr}"
+                assert child.until(trigger, moment), f"{run.prompt}: {child.stderr}"
                 runs.append(run)
                 children = [child]
                 if kind == "crash_waiting":
@@ -609,7 +449,7 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
             for run in runs:
                 if run.returncode == 0:
                     assert len(run.requests) == len(run.script), run.prompt
-            problems = check_appended(before, after, [_turn(run) for run in runs])
+            problems = check_appended(before, after, [run.turn() for run in runs])
             assert problems == [], [(run.moment, run.returncode) for run in runs]
             for run in runs:
                 for index, received in enumerate(run.requests):
@@ -636,5 +476,5 @@ def test_runs_on_several_machines_killed_contending_and_crashing_keep_every_sess
     assert checked > 40 and unchecked <= crashes, (checked, unchecked)
     # Governance that offloaded, compacted and cut, each decision resumed by the next run.
     assert any(state.compacted for state in decided) and any(state.start for state in decided)
-    sent = [m for run in model.runs.values() for q in run.requests for m in q.body["messages"]]
+    sent = [m for run in model.runs for q in run.requests for m in q.body["messages"]]
     assert any(str(m.get("content")).startswith(OFFLOAD_PREFIX) for m in sent)

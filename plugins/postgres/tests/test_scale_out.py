@@ -25,6 +25,7 @@ from nanobot_core.errors import SessionError, SessionLockedError
 from nanobot_core.governance.store import CACHE_DIR
 from nanobot_core.sessions import open_session, select_session_store
 from nanobot_core.testing import run_cli
+from nanobot_core.testing_sessions import restore_default_sigint
 
 import nanobot_postgres
 from nanobot_postgres.chatserver import ScriptedChatServer
@@ -444,11 +445,6 @@ def test_cli_waits_lease_wait_for_a_busy_session(
     assert out.strip() == "done chat-1"
 
 
-def _interruptible() -> None:
-    """In the child: SIGINT interrupts it, even where this process ignores it (a background job)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
-
-
 def test_ctrl_c_while_waiting_for_a_busy_session_is_an_interrupt(
     cli_env: dict[str, str], tmp_path: Path, dsn: str
 ) -> None:
@@ -469,7 +465,7 @@ def test_ctrl_c_while_waiting_for_a_busy_session_is_an_interrupt(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=_interruptible,
+            preexec_fn=restore_default_sigint,
         )
         try:
             waiting = (

@@ -25,6 +25,7 @@ import httpx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from nanobot_core.testing_http import counting_ca_loads
 
 from nanobot_web_tools import (
     FetchedPage,
@@ -483,22 +484,13 @@ def test_pinned_request_parts_for_https_and_ipv6() -> None:
     assert plain_ext == {}
 
 
-def test_the_ca_certificates_are_loaded_once_not_for_every_fetch(
-    site: LocalSite, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_the_ca_certificates_are_loaded_once_not_for_every_fetch(site: LocalSite) -> None:
     """Fetches with the default verification share one SSL context: the CA certificates
     (tens of milliseconds of CPU to load) are read at most once in the process."""
-    import ssl
-
-    loaded: list[object] = []
-    real = ssl.SSLContext.load_verify_locations
-
-    def counted(self: ssl.SSLContext, *args: Any, **kwargs: Any) -> None:
-        loaded.append(args or kwargs)
-        real(self, *args, **kwargs)
-
-    monkeypatch.setattr(ssl.SSLContext, "load_verify_locations", counted)
-    pages = [fetch(local_fetcher(), f"http://site.test:{site.port}/page.html") for _ in range(3)]
+    with counting_ca_loads() as loaded:
+        pages = [
+            fetch(local_fetcher(), f"http://site.test:{site.port}/page.html") for _ in range(3)
+        ]
     assert [page.status for page in pages] == [200, 200, 200]
     assert len(loaded) <= 1
 
