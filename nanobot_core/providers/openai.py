@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from nanobot_core._json_boundary import JSONBoundaryError, JSONLimitError, loads
 from nanobot_core._logging import get_logger
@@ -35,7 +34,7 @@ from nanobot_core.providers.base import (
     normalise_usage,
     with_sendable_call_ids,
 )
-from nanobot_core.providers.endpoint import check_endpoint
+from nanobot_core.providers.endpoint import check_endpoint, is_openai_api
 from nanobot_core.providers.http import (
     KeptClients,
     describe_body,
@@ -64,8 +63,6 @@ _BASE_URL_HINT = "set --base-url or NANOBOT_BASE_URL, e.g. http://localhost:1143
 _API_KEY_HINT = (
     "set NANOBOT_API_KEY or OPENAI_API_KEY; NANOBOT_API_KEY=none for a server that needs no key"
 )
-#: The host of OpenAI's API; its regional ones (``eu.api.openai.com``) end in ``.`` and it.
-_OPENAI_HOST = "api.openai.com"
 #: The reply-limit fields, as ``provider.max_tokens_field`` names them.
 _FIELDS = ("max_tokens", "max_completion_tokens")
 #: The largest ``provider.max_tokens`` sent: a 64-bit integer, the most TOML (and the
@@ -80,12 +77,7 @@ def _reply_limit_field(base_url: str, setting: str = "auto") -> str:
     ``max_tokens``."""
     if setting != "auto":
         return setting
-    try:
-        host = (urlsplit(base_url).hostname or "").rstrip(".")
-    except ValueError:  # not a URL: `check_endpoint` refuses it before this matters
-        return "max_tokens"
-    openai = host == _OPENAI_HOST or host.endswith("." + _OPENAI_HOST)
-    return "max_completion_tokens" if openai else "max_tokens"
+    return "max_completion_tokens" if is_openai_api(base_url) else "max_tokens"
 
 
 def _check_reply_limit(config: ProviderConfig) -> None:

@@ -11,11 +11,13 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nanobot_core import is_openai_api
 from nanobot_core.config import Config, GovernanceConfig, ProviderConfig, load_config
 from nanobot_core.errors import ConfigError, ProviderError
 from nanobot_core.providers import OpenAIProvider
@@ -379,3 +381,41 @@ def test_a_refusal_nested_past_what_json_walks_is_reported_not_crashed_on(
     said = _refusal(server, provider_config(server.base_url, max_tokens=64), _refusing(deep))
     assert "refused the request: HTTP 400" in said
     assert "provider.max_tokens" not in said
+
+
+@given(
+    host=st.sampled_from(["api.openai.com", "API.OpenAI.com", "eu.api.openai.com"]),
+    final_dot=st.booleans(),
+    port=st.none() | st.integers(1, 65535),
+    path=st.text("abcdefv1/", max_size=12),
+)
+def test_is_openai_api_takes_every_spelling_of_openais_host(
+    host: str, final_dot: bool, port: int | None, path: str
+) -> None:
+    """Any case, a regional host, a final dot, a port or a path: still OpenAI's API."""
+    netloc = f"{host}{'.' if final_dot else ''}{'' if port is None else f':{port}'}"
+    assert is_openai_api(f"https://{netloc}/{path}")
+
+
+@given(text=st.text(max_size=40))
+def test_is_openai_api_answers_any_text_and_needs_openais_host(text: str) -> None:
+    """Any text gets an answer, never an error; True only for a URL whose host is OpenAI's."""
+    said = is_openai_api(text)
+    if said:
+        host = (urlsplit(text).hostname or "").rstrip(".")
+        assert host == "api.openai.com" or host.endswith(".api.openai.com")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://api.openai.com.evil.example/v1",
+        "https://notapi.openai.com/v1",
+        "https://openai.com/v1",
+        "http://[::1/v1",
+        "not a url",
+    ],
+)
+def test_is_openai_api_refuses_lookalikes(url: str) -> None:
+    """A host that only contains or ends like OpenAI's, or no URL at all, is not OpenAI's API."""
+    assert not is_openai_api(url)
