@@ -431,7 +431,6 @@ _BOUNDS: tuple[tuple[str, str, float], ...] = (
     ("provider.backoff_base", ">=", 0),
     ("provider.retry_after_cap", ">=", 0),
     ("provider.temperature", ">=", 0),
-    ("provider.max_tokens", ">", 0),
     ("provider.max_reply_bytes", ">", 0),
     ("runner.max_iterations", ">", 0),
     ("plugins.stall_warning", ">=", 0),
@@ -462,9 +461,41 @@ def _check_bounds(config: Config) -> None:
             raise _RangeError(f"prompt.order.{name}", f"must be a finite number, got {position}")
 
 
+#: The largest ``provider.max_tokens``: a 64-bit integer, the most TOML (and the servers'
+#: JSON parsers) take; a variable or a program may give a larger one.
+_MAX_REPLY_TOKENS = 2**63 - 1
+
+
+def _check_reply_limit(provider: ProviderConfig) -> None:
+    """Refuse a ``provider.max_tokens`` (an int, unless unset) outside 1 to `_MAX_REPLY_TOKENS`."""
+    limit = provider.max_tokens
+    if limit is not None and not 1 <= limit <= _MAX_REPLY_TOKENS:
+        raise _RangeError(
+            "provider.max_tokens",
+            f"must be a whole number from 1 to {_MAX_REPLY_TOKENS} (or unset, for the "
+            f"server's own limit or the provider's default), got {limit}",
+        )
+
+
+def check_reply_limit(provider: ProviderConfig) -> None:
+    """Refuse, as `load_config` refuses them, the ``provider.max_tokens`` and
+    ``provider.max_tokens_field`` of a `ProviderConfig` built in code, the message beginning
+    with where they were set: a provider sending them checks its table with this."""
+    hints = dict(_init_hints(ProviderConfig))
+    for key in ("max_tokens", "max_tokens_field"):
+        problem = type_problem(getattr(provider, key), hints[key], f"provider.{key}")
+        if problem is not None:
+            raise ConfigError(source_prefix(config=provider, keys=[f"provider.{key}"]) + problem)
+    try:
+        _check_reply_limit(provider)
+    except _RangeError as exc:
+        raise ConfigError(source_prefix(config=provider, keys=[exc.path]) + str(exc)) from None
+
+
 def _check_ranges(config: Config) -> None:
     """Refuse values that type-check but would make the core lose data or fail at use."""
     _check_bounds(config)
+    _check_reply_limit(config.provider)
     governance = config.governance
     if governance.max_tool_result_chars < MIN_TOOL_RESULT_CHARS:
         raise _RangeError(
