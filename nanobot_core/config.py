@@ -12,7 +12,7 @@ import functools
 import math
 import os
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -974,6 +974,14 @@ _CHECKED_STRINGS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The values a layer sets whole, by kind: the keys, their type, and the same value made to
+#: know the source that set it.
+_SET_WHOLE: tuple[tuple[tuple[tuple[str, str], ...], type, Callable[[Any, str], object]], ...] = (
+    (_CHECKED_STRINGS, str, _SourcedStr),
+    (_NAME_LISTS, list, _SourcedList),
+)
+
+
 def _key_sources(layers: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, str]:
     """Each dotted key (tables and their entries too) the `layers` give, and the last layer
     giving it: the one whose value is used, as layers merge."""
@@ -1002,18 +1010,13 @@ def _note_name_sources(
     since a stale name left in one of them still matches nothing. `sources` are the
     last layer giving each key (`_key_sources`).
     """
-    for section, key in _CHECKED_STRINGS:
-        owner = getattr(config, section)
-        text = getattr(owner, key)
-        source = sources.get(f"{section}.{key}")
-        if isinstance(text, str) and source is not None:
-            setattr(owner, key, _SourcedStr(text, source))
-    for section, key in _NAME_LISTS:
-        owner = getattr(config, section)
-        names = getattr(owner, key)
-        source = sources.get(f"{section}.{key}")
-        if isinstance(names, list) and source is not None:
-            setattr(owner, key, _SourcedList(names, source))
+    for keys, kind, known in _SET_WHOLE:
+        for section, key in keys:
+            owner = getattr(config, section)
+            value = getattr(owner, key)
+            source = sources.get(f"{section}.{key}")
+            if isinstance(value, kind) and source is not None:
+                setattr(owner, key, known(value, source))
     for section, key in _NAME_TABLES:
         owner = getattr(config, section)
         table = getattr(owner, key)
