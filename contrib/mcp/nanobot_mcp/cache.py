@@ -98,10 +98,11 @@ class ToolListCache:
 def read_record(path: Path, server: ServerConfig, version: int) -> dict[str, Any] | None:
     """The JSON object at `path` when it is a record in format `version` of `server`'s config
     as it is now; None when the file is missing, unreadable, not a JSON object, in another
-    format, or of a config since changed (its hash differs)."""
+    format, or of a config since changed (its hash differs). A file nested deeper than
+    `json` walks is unreadable too: the workspace's files are anyone's to write."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return None
     if (
         not isinstance(data, dict)

@@ -221,6 +221,18 @@ def test_a_file_of_anything_is_no_record_unless_it_is_one(tmp_path: Path, writte
     assert failures.recent(ServerConfig(name="s", command="other", retry_after=60)) is None
 
 
+@pytest.mark.parametrize("opening", ["[", '{"a": '])
+def test_a_file_nested_past_what_json_walks_is_no_record(tmp_path: Path, opening: str) -> None:
+    """A tool-list or failure file nested 100,000 deep is no record (listed again), no crash."""
+    server = ServerConfig(name="s", command="c")
+    cache, failures = ToolListCache(tmp_path), FailureMemory(tmp_path)
+    for path in (cache.path(server), failures.path(server)):
+        path.write_text(opening * 100_000, encoding="utf-8")
+    assert cache.load(server) is None
+    assert cache.rejected(server) == []
+    assert failures.recent(server) is None
+
+
 def test_results_become_text_and_errors_become_error_results() -> None:
     """Text blocks are joined; isError gives an Error result; other blocks get placeholders."""
     ok = to_tool_result({"content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]})
