@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from nanobot_core.kernel.context import PluginContext, ToolCallEvent
     from nanobot_core.kernel.manager import PluginManager
     from nanobot_core.prompt import PromptBuilder, Section, SectionContext
+    from nanobot_core.providers.endpoint import is_openai_api
     from nanobot_core.runner import Runner
     from nanobot_core.schema import validate
     from nanobot_core.tools._function import run_in_daemon_thread, tool
@@ -88,6 +89,7 @@ __all__ = [
     "check_config",
     "clip",
     "hookimpl",
+    "is_openai_api",
     "latest_state",
     "load_config",
     "quoted",
@@ -136,6 +138,7 @@ _LOCATIONS: dict[str, str] = {
     "PromptBuilder": "nanobot_core.prompt",
     "Section": "nanobot_core.prompt",
     "SectionContext": "nanobot_core.prompt",
+    "is_openai_api": "nanobot_core.providers.endpoint",
     "Runner": "nanobot_core.runner",
     "Tool": "nanobot_core.tools.base",
     "ToolResult": "nanobot_core.tools.base",

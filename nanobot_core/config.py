@@ -12,7 +12,7 @@ import functools
 import math
 import os
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -431,7 +431,6 @@ _BOUNDS: tuple[tuple[str, str, float], ...] = (
     ("provider.backoff_base", ">=", 0),
     ("provider.retry_after_cap", ">=", 0),
     ("provider.temperature", ">=", 0),
-    ("provider.max_tokens", ">", 0),
     ("provider.max_reply_bytes", ">", 0),
     ("runner.max_iterations", ">", 0),
     ("plugins.stall_warning", ">=", 0),
@@ -462,9 +461,41 @@ def _check_bounds(config: Config) -> None:
             raise _RangeError(f"prompt.order.{name}", f"must be a finite number, got {position}")
 
 
+#: The largest ``provider.max_tokens``: a 64-bit integer, the most TOML (and the servers'
+#: JSON parsers) take; a variable or a program may give a larger one.
+_MAX_REPLY_TOKENS = 2**63 - 1
+
+
+def _check_reply_limit(provider: ProviderConfig) -> None:
+    """Refuse a ``provider.max_tokens`` (an int, unless unset) outside 1 to `_MAX_REPLY_TOKENS`."""
+    limit = provider.max_tokens
+    if limit is not None and not 1 <= limit <= _MAX_REPLY_TOKENS:
+        raise _RangeError(
+            "provider.max_tokens",
+            f"must be a whole number from 1 to {_MAX_REPLY_TOKENS} (or unset, for the "
+            f"server's own limit or the provider's default), got {limit}",
+        )
+
+
+def check_reply_limit(provider: ProviderConfig) -> None:
+    """Refuse, as `load_config` refuses them, the ``provider.max_tokens`` and
+    ``provider.max_tokens_field`` of a `ProviderConfig` built in code, the message beginning
+    with where they were set: a provider sending them checks its table with this."""
+    hints = dict(_init_hints(ProviderConfig))
+    for key in ("max_tokens", "max_tokens_field"):
+        problem = type_problem(getattr(provider, key), hints[key], f"provider.{key}")
+        if problem is not None:
+            raise ConfigError(source_prefix(config=provider, keys=[f"provider.{key}"]) + problem)
+    try:
+        _check_reply_limit(provider)
+    except _RangeError as exc:
+        raise ConfigError(source_prefix(config=provider, keys=[exc.path]) + str(exc)) from None
+
+
 def _check_ranges(config: Config) -> None:
     """Refuse values that type-check but would make the core lose data or fail at use."""
     _check_bounds(config)
+    _check_reply_limit(config.provider)
     governance = config.governance
     if governance.max_tool_result_chars < MIN_TOOL_RESULT_CHARS:
         raise _RangeError(
@@ -943,6 +974,14 @@ _CHECKED_STRINGS: tuple[tuple[str, str], ...] = (
 )
 
 
+#: The values a layer sets whole, by kind: the keys, their type, and the same value made to
+#: know the source that set it.
+_SET_WHOLE: tuple[tuple[tuple[tuple[str, str], ...], type, Callable[[Any, str], object]], ...] = (
+    (_CHECKED_STRINGS, str, _SourcedStr),
+    (_NAME_LISTS, list, _SourcedList),
+)
+
+
 def _key_sources(layers: Sequence[tuple[str, Mapping[str, Any]]]) -> dict[str, str]:
     """Each dotted key (tables and their entries too) the `layers` give, and the last layer
     giving it: the one whose value is used, as layers merge."""
@@ -971,18 +1010,13 @@ def _note_name_sources(
     since a stale name left in one of them still matches nothing. `sources` are the
     last layer giving each key (`_key_sources`).
     """
-    for section, key in _CHECKED_STRINGS:
-        owner = getattr(config, section)
-        text = getattr(owner, key)
-        source = sources.get(f"{section}.{key}")
-        if isinstance(text, str) and source is not None:
-            setattr(owner, key, _SourcedStr(text, source))
-    for section, key in _NAME_LISTS:
-        owner = getattr(config, section)
-        names = getattr(owner, key)
-        source = sources.get(f"{section}.{key}")
-        if isinstance(names, list) and source is not None:
-            setattr(owner, key, _SourcedList(names, source))
+    for keys, kind, known in _SET_WHOLE:
+        for section, key in keys:
+            owner = getattr(config, section)
+            value = getattr(owner, key)
+            source = sources.get(f"{section}.{key}")
+            if isinstance(value, kind) and source is not None:
+                setattr(owner, key, known(value, source))
     for section, key in _NAME_TABLES:
         owner = getattr(config, section)
         table = getattr(owner, key)

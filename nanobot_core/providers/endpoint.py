@@ -27,9 +27,12 @@ from nanobot_core.config import named_sources, source_of
 from nanobot_core.errors import ConfigError
 from nanobot_core.providers.http import without_credentials
 
-__all__ = ["check_endpoint", "is_local_host"]
+__all__ = ["check_endpoint", "is_local_host", "is_openai_api"]
 
 _LOCAL_NAMES = ("localhost", "localhost.localdomain")
+#: The host of OpenAI's API (the core's default base URL); its regional ones
+#: (``eu.api.openai.com``) end in ``.`` and it.
+_OPENAI_HOST = "api.openai.com"
 
 
 def is_local_host(host: str) -> bool:
@@ -42,6 +45,19 @@ def is_local_host(host: str) -> bool:
     except ValueError:
         return False
     return address.is_loopback or address.is_private or address.is_link_local
+
+
+def is_openai_api(base_url: str) -> bool:
+    """Whether `base_url` is on OpenAI's API: its host is ``api.openai.com`` or a regional
+    ``*.api.openai.com``, in any case, with or without a fully qualified name's final dot.
+
+    False for a string that is not a URL (`check_endpoint` says what is wrong with it).
+    """
+    try:
+        host = (urlsplit(base_url).hostname or "").rstrip(".")
+    except ValueError:
+        return False
+    return host == _OPENAI_HOST or host.endswith("." + _OPENAI_HOST)
 
 
 def check_endpoint(

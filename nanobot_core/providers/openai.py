@@ -20,12 +20,11 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from nanobot_core._json_boundary import JSONBoundaryError, JSONLimitError, loads
 from nanobot_core._logging import get_logger
-from nanobot_core.config import ProviderConfig, source_prefix
-from nanobot_core.errors import ConfigError, ProviderError
+from nanobot_core.config import ProviderConfig, check_reply_limit, source_prefix
+from nanobot_core.errors import ProviderError
 from nanobot_core.governance.anthropic import OTHER_BLOCKS_KEY, THINKING_KEY
 from nanobot_core.kernel.records import core_version
 from nanobot_core.providers.base import (
@@ -35,7 +34,7 @@ from nanobot_core.providers.base import (
     normalise_usage,
     with_sendable_call_ids,
 )
-from nanobot_core.providers.endpoint import check_endpoint
+from nanobot_core.providers.endpoint import check_endpoint, is_openai_api
 from nanobot_core.providers.http import (
     KeptClients,
     describe_body,
@@ -64,13 +63,8 @@ _BASE_URL_HINT = "set --base-url or NANOBOT_BASE_URL, e.g. http://localhost:1143
 _API_KEY_HINT = (
     "set NANOBOT_API_KEY or OPENAI_API_KEY; NANOBOT_API_KEY=none for a server that needs no key"
 )
-#: The host of OpenAI's API; its regional ones (``eu.api.openai.com``) end in ``.`` and it.
-_OPENAI_HOST = "api.openai.com"
 #: The reply-limit fields, as ``provider.max_tokens_field`` names them.
 _FIELDS = ("max_tokens", "max_completion_tokens")
-#: The largest ``provider.max_tokens`` sent: a 64-bit integer, the most TOML (and the
-#: servers' JSON parsers) take; a `ProviderConfig` made in code is not held to TOML.
-_MAX_TOKENS_CEILING = 2**63 - 1
 
 
 def _reply_limit_field(base_url: str, setting: str = "auto") -> str:
@@ -80,36 +74,7 @@ def _reply_limit_field(base_url: str, setting: str = "auto") -> str:
     ``max_tokens``."""
     if setting != "auto":
         return setting
-    try:
-        host = (urlsplit(base_url).hostname or "").rstrip(".")
-    except ValueError:  # not a URL: `check_endpoint` refuses it before this matters
-        return "max_tokens"
-    openai = host == _OPENAI_HOST or host.endswith("." + _OPENAI_HOST)
-    return "max_completion_tokens" if openai else "max_tokens"
-
-
-def _check_reply_limit(config: ProviderConfig) -> None:
-    """Raise ConfigError, naming where it was set, for a ``provider.max_tokens`` that is not an
-    int from 1 to 2**63 - 1 or a ``provider.max_tokens_field`` that names no field: `load_config`
-    refuses these, a `ProviderConfig` made in code is checked here, before any request."""
-    value: object = config.max_tokens
-    if value is not None and (
-        isinstance(value, bool)
-        or not isinstance(value, int)
-        or not 1 <= value <= _MAX_TOKENS_CEILING
-    ):
-        where = source_prefix(config=config, keys=["provider.max_tokens"])
-        raise ConfigError(
-            f"{where}provider.max_tokens: must be a whole number from 1 to "
-            f"{_MAX_TOKENS_CEILING} (or unset, for the server's own limit), got {value!r}"
-        )
-    field: object = config.max_tokens_field
-    if field != "auto" and field not in _FIELDS:
-        where = source_prefix(config=config, keys=["provider.max_tokens_field"])
-        raise ConfigError(
-            f"{where}provider.max_tokens_field: expected one of 'auto', 'max_tokens', "
-            f"'max_completion_tokens', got {field!r}"
-        )
+    return "max_completion_tokens" if is_openai_api(base_url) else "max_tokens"
 
 
 def _setting_note(config: ProviderConfig, field: str) -> str:
@@ -184,7 +149,8 @@ class OpenAIProvider:
         self.timeout = config.timeout
         self.max_reply_bytes = config.max_reply_bytes
         self.temperature = config.temperature
-        _check_reply_limit(config)
+        # `load_config` refuses what this does; a `ProviderConfig` made in code is checked here.
+        check_reply_limit(config)
         self.max_tokens = config.max_tokens
         #: The request field `max_tokens` is sent in (`_reply_limit_field`).
         self.max_tokens_field = _reply_limit_field(self.base_url, config.max_tokens_field)

@@ -272,13 +272,19 @@ def _listed(found: Iterator[_Partial]) -> _Paths:
         yield path, done, replace(at, parent=None)  # opened from the root down, then
 
 
-def _named(search: _Search, path: str, done: int, at: _At, step: _Step) -> _Paths:
-    """pathlib's _PreciseSelector: the child of that name, if there (a folder if dironly)."""
+def _entered(search: _Search, at: _At, flags: int) -> tuple[int, str] | None:
+    """`_Search.enter`, a folder the system refuses to open skipped (and told of) as pathlib
+    skips it: its descriptor and real location, or None."""
     try:
-        opened = search.enter(at, _PASS)
+        return search.enter(at, flags)
     except PermissionError:
         search.skip(at)
-        return
+        return None
+
+
+def _named(search: _Search, path: str, done: int, at: _At, step: _Step) -> _Paths:
+    """pathlib's _PreciseSelector: the child of that name, if there (a folder if dironly)."""
+    opened = _entered(search, at, _PASS)
     if opened is None:
         return
     fd, real = opened
@@ -310,14 +316,19 @@ def _named(search: _Search, path: str, done: int, at: _At, step: _Step) -> _Path
         search.close(fd)
 
 
-def _matching(search: _Search, path: str, done: int, at: _At, step: _Step) -> _Paths:
-    """pathlib's _WildcardSelector: the children whose names match, an entry at a time."""
-    assert step.match is not None
-    try:
-        opened = search.enter(at, _READ)
-    except PermissionError:
-        search.skip(at)
-        return
+#: What a step makes of one entry of a folder (given the entry, the folder's descriptor and
+#: real location): the path one step further, or None to pass the entry over.
+_Child = Callable[[os.DirEntry[str], int, str], _Partial | None]
+
+
+def _children(search: _Search, at: _At, child: _Child) -> _Paths:
+    """What `child` makes of each entry of the folder `at` names, read an entry at a time.
+
+    A folder that is not there has none. One the system refuses to open or read, or to
+    look at an entry of, is skipped and told of from there on, as pathlib's scandir skips
+    it (`child` runs inside, so that its refusals are the folder's).
+    """
+    opened = _entered(search, at, _READ)
     if opened is None:
         return
     fd, real = opened
@@ -326,22 +337,9 @@ def _matching(search: _Search, path: str, done: int, at: _At, step: _Step) -> _P
             search.held += 1
             try:
                 for entry in entries:
-                    if step.dironly:
-                        try:
-                            if not entry.is_dir():
-                                continue
-                        except OSError as exc:
-                            if exc.errno not in _NOT_THERE:
-                                raise
-                            continue
-                    if step.match(entry.name):
-                        is_dir = step.dironly or _is_dir(entry)
-                        link = entry.is_symlink()
-                        is_file = not is_dir and _is_file(entry)
-                        where = _At(
-                            os.path.join(real, entry.name), fd, entry.name, link, is_dir, is_file
-                        )
-                        yield os.path.join(path, entry.name), done + 1, where
+                    found = child(entry, fd, real)
+                    if found is not None:
+                        yield found
             finally:
                 search.held -= 1
     except PermissionError:
@@ -349,6 +347,31 @@ def _matching(search: _Search, path: str, done: int, at: _At, step: _Step) -> _P
         return
     finally:
         search.close(fd)
+
+
+def _matching(search: _Search, path: str, done: int, at: _At, step: _Step) -> _Paths:
+    """pathlib's _WildcardSelector: the children whose names match, an entry at a time."""
+    match = step.match
+    assert match is not None
+
+    def matched(entry: os.DirEntry[str], fd: int, real: str) -> _Partial | None:
+        if step.dironly:
+            try:
+                if not entry.is_dir():
+                    return None
+            except OSError as exc:
+                if exc.errno not in _NOT_THERE:
+                    raise
+                return None
+        if not match(entry.name):
+            return None
+        is_dir = step.dironly or _is_dir(entry)
+        link = entry.is_symlink()
+        is_file = not is_dir and _is_file(entry)
+        where = _At(os.path.join(real, entry.name), fd, entry.name, link, is_dir, is_file)
+        return os.path.join(path, entry.name), done + 1, where
+
+    return _children(search, at, matched)
 
 
 def _is_dir(entry: os.DirEntry[str]) -> bool:
@@ -374,35 +397,18 @@ def _into_folders(search: _Search, path: str, done: int, at: _At) -> _Paths:
     subfolders: the folders come parent first, as pathlib's _iterate_directories gives them.
     Links to folders are not entered (nor is a folder that has become one).
     """
+
+    def subfolder(entry: os.DirEntry[str], fd: int, real: str) -> _Partial | None:
+        try:
+            is_dir = entry.is_dir(follow_symlinks=False)
+        except OSError as exc:
+            if exc.errno not in _NOT_THERE:
+                raise
+            return None
+        if not is_dir:
+            return None
+        where = _At(os.path.join(real, entry.name), fd, entry.name, False, True, False)
+        return os.path.join(path, entry.name), done, where
+
     yield path, done + 1, at
-    try:
-        opened = search.enter(at, _READ)
-    except PermissionError:
-        search.skip(at)
-        return
-    if opened is None:
-        return
-    fd, real = opened
-    try:
-        with os.scandir(fd) as entries:
-            search.held += 1
-            try:
-                for entry in entries:
-                    try:
-                        is_dir = entry.is_dir(follow_symlinks=False)
-                    except OSError as exc:
-                        if exc.errno not in _NOT_THERE:
-                            raise
-                        is_dir = False
-                    if is_dir:
-                        where = _At(
-                            os.path.join(real, entry.name), fd, entry.name, False, True, False
-                        )
-                        yield os.path.join(path, entry.name), done, where
-            finally:
-                search.held -= 1
-    except PermissionError:
-        search.skip(at)
-        return
-    finally:
-        search.close(fd)
+    yield from _children(search, at, subfolder)

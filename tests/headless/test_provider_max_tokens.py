@@ -11,12 +11,20 @@ import asyncio
 import json
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nanobot_core.config import Config, GovernanceConfig, ProviderConfig, load_config
+from nanobot_core import is_openai_api
+from nanobot_core.config import (
+    Config,
+    GovernanceConfig,
+    ProviderConfig,
+    check_config,
+    load_config,
+)
 from nanobot_core.errors import ConfigError, ProviderError
 from nanobot_core.providers import OpenAIProvider
 from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
@@ -158,13 +166,43 @@ def test_a_url_that_is_not_one_gets_max_tokens() -> None:
     assert _reply_limit_field("https://notapi.openai.com/v1") == "max_tokens"
 
 
+@given(limit=st.integers(min_value=2**63, max_value=2**80))
+def test_a_limit_past_64_bits_from_a_variable_is_refused_when_loaded(limit: int) -> None:
+    """A provider.max_tokens no server's JSON parser reads is refused by load_config, naming its
+    variable and the range, as a file's (TOML stops at 64 bits) and the provider's are."""
+    environ = {"NANOBOT_PROVIDER__MAX_TOKENS": str(limit)}
+    with pytest.raises(ConfigError) as caught:
+        load_config(cwd=Path("/nonexistent-nanobot-dir"), environ=environ)
+    assert str(caught.value) == (
+        "environment variable NANOBOT_PROVIDER__MAX_TOKENS: provider.max_tokens: must be a "
+        f"whole number from 1 to {2**63 - 1} (or unset, for the server's own limit or the "
+        f"provider's default), got {limit}"
+    )
+
+
+@given(limit=st.integers(min_value=-(2**70), max_value=2**70))
+def test_check_config_and_the_provider_refuse_the_same_limits(limit: int) -> None:
+    """check_config refuses a provider.max_tokens built in code exactly when the provider does,
+    in the same words."""
+    said: list[str] = []
+    for check in (
+        lambda: check_config(Config(provider=ProviderConfig(max_tokens=limit))),
+        lambda: OpenAIProvider(ProviderConfig(base_url="http://localhost:1/v1", max_tokens=limit)),
+    ):
+        try:
+            check()
+        except ConfigError as exc:
+            said.append(str(exc))
+    assert said == ([] if 1 <= limit <= 2**63 - 1 else [said[0], said[0]])
+
+
 @pytest.mark.parametrize(
     ("changes", "key"),
     [
         ({"max_tokens": 0}, "provider.max_tokens: must be a whole number from 1"),
         ({"max_tokens": -5}, "provider.max_tokens: must be a whole number from 1"),
-        ({"max_tokens": True}, "provider.max_tokens: must be a whole number from 1"),
-        ({"max_tokens": "100"}, "provider.max_tokens: must be a whole number from 1"),
+        ({"max_tokens": True}, "provider.max_tokens: expected an integer .int., got bool True"),
+        ({"max_tokens": "100"}, "provider.max_tokens: expected an integer .int., got str '100'"),
         ({"max_tokens": 2**63}, "provider.max_tokens: must be a whole number from 1"),
         ({"max_tokens_field": "max_tokenz"}, "provider.max_tokens_field: expected one of"),
     ],
@@ -379,3 +417,41 @@ def test_a_refusal_nested_past_what_json_walks_is_reported_not_crashed_on(
     said = _refusal(server, provider_config(server.base_url, max_tokens=64), _refusing(deep))
     assert "refused the request: HTTP 400" in said
     assert "provider.max_tokens" not in said
+
+
+@given(
+    host=st.sampled_from(["api.openai.com", "API.OpenAI.com", "eu.api.openai.com"]),
+    final_dot=st.booleans(),
+    port=st.none() | st.integers(1, 65535),
+    path=st.text("abcdefv1/", max_size=12),
+)
+def test_is_openai_api_takes_every_spelling_of_openais_host(
+    host: str, final_dot: bool, port: int | None, path: str
+) -> None:
+    """Any case, a regional host, a final dot, a port or a path: still OpenAI's API."""
+    netloc = f"{host}{'.' if final_dot else ''}{'' if port is None else f':{port}'}"
+    assert is_openai_api(f"https://{netloc}/{path}")
+
+
+@given(text=st.text(max_size=40))
+def test_is_openai_api_answers_any_text_and_needs_openais_host(text: str) -> None:
+    """Any text gets an answer, never an error; True only for a URL whose host is OpenAI's."""
+    said = is_openai_api(text)
+    if said:
+        host = (urlsplit(text).hostname or "").rstrip(".")
+        assert host == "api.openai.com" or host.endswith(".api.openai.com")
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://api.openai.com.evil.example/v1",
+        "https://notapi.openai.com/v1",
+        "https://openai.com/v1",
+        "http://[::1/v1",
+        "not a url",
+    ],
+)
+def test_is_openai_api_refuses_lookalikes(url: str) -> None:
+    """A host that only contains or ends like OpenAI's, or no URL at all, is not OpenAI's API."""
+    assert not is_openai_api(url)

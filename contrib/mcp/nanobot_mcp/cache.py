@@ -14,14 +14,20 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from nanobot_mcp.config import ServerConfig
 from nanobot_mcp.connection import RejectedTool
 
-__all__ = ["ToolListCache", "cache_directory", "write_json_atomically"]
+__all__ = [
+    "ToolListCache",
+    "cache_directory",
+    "read_record",
+    "write_json_atomically",
+    "write_record",
+]
 
 _FORMAT = 1
 
@@ -70,25 +76,16 @@ class ToolListCache:
         rejected: Sequence[RejectedTool] = (),
     ) -> None:
         """Write the tools of `server` atomically (a reader never sees half a file)."""
-        self.directory.mkdir(parents=True, exist_ok=True)
-        payload = {
-            "format": _FORMAT,
-            "server": server.name,
-            "config_hash": server.config_hash,
+        fields = {
             "tools": tools,
             "rejected": [{"tool": r.tool, "reason": r.reason} for r in rejected],
         }
-        write_json_atomically(self.path(server), payload)
+        write_record(self.path(server), server, _FORMAT, fields)
 
     def _read(self, server: ServerConfig) -> dict[str, Any] | None:
-        try:
-            data = json.loads(self.path(server).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        data = read_record(self.path(server), server, _FORMAT)
         if (
-            not isinstance(data, dict)
-            or data.get("format") != _FORMAT
-            or data.get("config_hash") != server.config_hash
+            data is None
             or not isinstance(data.get("tools"), list)
             or not all(
                 isinstance(t, dict) and isinstance(t.get("name"), str) for t in data["tools"]
@@ -96,6 +93,37 @@ class ToolListCache:
         ):
             return None
         return data
+
+
+def read_record(path: Path, server: ServerConfig, version: int) -> dict[str, Any] | None:
+    """The JSON object at `path` when it is a record in format `version` of `server`'s config
+    as it is now; None when the file is missing, unreadable, not a JSON object, in another
+    format, or of a config since changed (its hash differs). A file nested deeper than
+    `json` walks is unreadable too: the workspace's files are anyone's to write."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return None
+    if (
+        not isinstance(data, dict)
+        or data.get("format") != version
+        or data.get("config_hash") != server.config_hash
+    ):
+        return None
+    return data
+
+
+def write_record(path: Path, server: ServerConfig, version: int, fields: Mapping[str, Any]) -> None:
+    """Write `fields` to `path` (its folder made) as a record in format `version` of
+    `server`'s config as it is now, for `read_record`; a reader never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {
+        "format": version,
+        "server": server.name,
+        "config_hash": server.config_hash,
+        **fields,
+    }
+    write_json_atomically(path, payload)
 
 
 def write_json_atomically(path: Path, payload: Any) -> None:

@@ -12,14 +12,13 @@ changed server config, or deleting the file ends the wait at once.
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import attrs
 
-from nanobot_mcp.cache import cache_directory, write_json_atomically
+from nanobot_mcp.cache import cache_directory, read_record, write_record
 from nanobot_mcp.config import ServerConfig
 
 __all__ = ["FailureMemory", "RememberedFailure"]
@@ -61,14 +60,9 @@ class FailureMemory:
 
     def recent(self, server: ServerConfig) -> RememberedFailure | None:
         """The failure of `server` when it is younger than its ``retry_after``, else None."""
-        try:
-            data = json.loads(self.path(server).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
+        data = read_record(self.path(server), server, _FORMAT)
         if (
-            not isinstance(data, dict)
-            or data.get("format") != _FORMAT
-            or data.get("config_hash") != server.config_hash
+            data is None
             or not isinstance(data.get("time"), int | float)
             or not isinstance(data.get("reason"), str)
         ):
@@ -82,15 +76,7 @@ class FailureMemory:
         """Remember that `server` failed to start now, for `reason` (written atomically)."""
         if server.retry_after <= 0:
             return
-        self.directory.mkdir(parents=True, exist_ok=True)
-        payload = {
-            "format": _FORMAT,
-            "server": server.name,
-            "config_hash": server.config_hash,
-            "time": self.clock(),
-            "reason": reason,
-        }
-        write_json_atomically(self.path(server), payload)
+        write_record(self.path(server), server, _FORMAT, {"time": self.clock(), "reason": reason})
 
     def forget(self, server: ServerConfig) -> None:
         """Drop the failure record of `server` (it started)."""

@@ -4,17 +4,19 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from nanobot_core import ConfigError
 from nanobot_core.testing import run_tool
 
 from nanobot_mcp import (
+    FailureMemory,
     McpBridge,
     McpTool,
     ServerConfig,
@@ -25,6 +27,7 @@ from nanobot_mcp import (
 )
 from nanobot_mcp.config import parse_servers
 from nanobot_mcp.connection import RejectedTool, screen_tools
+from nanobot_mcp.failures import RememberedFailure
 from nanobot_mcp.stdio import (
     DEFAULT_MAX_LINE_BYTES,
     LineSplitter,
@@ -188,6 +191,46 @@ def test_the_cache_round_trips_and_rejects_stale_entries(tmp_path: Path) -> None
     cache.path(server).write_text("{not json")
     assert cache.load(server) is None
     assert [p.name for p in tmp_path.iterdir()] == ["s.json"]
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    written=st.text(max_size=60)
+    | st.builds(
+        json.dumps,
+        st.dictionaries(
+            st.sampled_from(["format", "config_hash", "time", "reason", "tools"]),
+            st.none() | st.integers() | st.text(max_size=8) | st.just([]),
+        ),
+    )
+)
+def test_a_file_of_anything_is_no_record_unless_it_is_one(tmp_path: Path, written: str) -> None:
+    """A tool-list or failure file holding anything but a record of the config raises nothing
+    and is no record; a failure written is read back for its config only."""
+    server = ServerConfig(name="s", command="c", retry_after=60)
+    cache, failures = ToolListCache(tmp_path), FailureMemory(tmp_path, clock=lambda: 100.0)
+    for path in (cache.path(server), failures.path(server)):
+        path.write_text(written, encoding="utf-8")
+    # No hash drawn is the config's (a text of 8 characters at most): nothing is a record.
+    assert cache.load(server) is None
+    assert failures.recent(server) is None
+    failures.record(server, "it broke")
+    assert failures.recent(server) == RememberedFailure("it broke", 0.0)
+    assert failures.recent(ServerConfig(name="s", command="other", retry_after=60)) is None
+
+
+@pytest.mark.parametrize("opening", ["[", '{"a": '])
+def test_a_file_nested_past_what_json_walks_is_no_record(tmp_path: Path, opening: str) -> None:
+    """A tool-list or failure file nested 100,000 deep is no record (listed again), no crash."""
+    server = ServerConfig(name="s", command="c")
+    cache, failures = ToolListCache(tmp_path), FailureMemory(tmp_path)
+    for path in (cache.path(server), failures.path(server)):
+        path.write_text(opening * 100_000, encoding="utf-8")
+    assert cache.load(server) is None
+    assert cache.rejected(server) == []
+    assert failures.recent(server) is None
 
 
 def test_results_become_text_and_errors_become_error_results() -> None:

@@ -26,10 +26,16 @@ import re
 from collections.abc import Mapping, Sequence
 from importlib import metadata
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 import attrs
-from nanobot_core import ConfigError, ProviderError, quoted, source_prefix, variable_source
+from nanobot_core import (
+    ConfigError,
+    ProviderError,
+    is_openai_api,
+    quoted,
+    source_prefix,
+    variable_source,
+)
 from nanobot_core.config import ProviderConfig
 from nanobot_core.governance import to_messages_api
 from nanobot_core.providers import (
@@ -109,8 +115,6 @@ _SETTINGS: dict[str, tuple[str, str]] = {
 _BASE_URL_HINT = (
     "set --base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL, e.g. https://api.anthropic.com"
 )
-#: The host of OpenAI's API, the core's default base URL: it serves no Messages API.
-_OPENAI_HOST = "api.openai.com"
 _API_KEY_HINT = (
     "set ANTHROPIC_API_KEY or NANOBOT_API_KEY, not OPENAI_API_KEY: that is never sent to "
     "Anthropic; NANOBOT_API_KEY=none for a server that needs no key"
@@ -233,15 +237,12 @@ def _model_unset(config: ProviderConfig) -> bool:
 
 
 def _refuse_openai(base: str, *, from_environment: bool) -> None:
-    """Raise ConfigError, naming where it was set, for a base URL of OpenAI's API: it serves
-    no Messages API, and each request would carry the Anthropic key there to be refused.
-    Set on purpose (the core's default named in a file, say), it is neither sent to nor
-    replaced by Anthropic's. `from_environment`: it is ``ANTHROPIC_BASE_URL``'s."""
-    try:
-        host = urlsplit(base).hostname
-    except ValueError:  # not a URL: `check_endpoint` says what is wrong with it
-        return
-    if host != _OPENAI_HOST:
+    """Raise ConfigError, naming where it was set, for a base URL of OpenAI's API (a regional
+    host too: `is_openai_api`): it serves no Messages API, and each request would carry the
+    Anthropic key there to be refused. Set on purpose (the core's default named in a file,
+    say), it is neither sent to nor replaced by Anthropic's. `from_environment`: it is
+    ``ANTHROPIC_BASE_URL``'s."""
+    if not is_openai_api(base):  # not a URL either: `check_endpoint` says what is wrong with it
         return
     key = "ANTHROPIC_BASE_URL" if from_environment else "provider.base_url"
     where = source_prefix(base, variables=[key] if from_environment else [])

@@ -112,7 +112,9 @@ def test_a_max_tokens_the_api_refuses_is_refused_at_load_naming_its_file(
     config_file.write_text("[provider]\nmax_tokens = 0\n", encoding="utf-8")
     said = _refusal(nanobot_workspace, monkeypatch, ANTHROPIC_API_KEY="sk-ant-test")
     assert said == (
-        f"Error: configuration: {config_file}: provider.max_tokens: must be more than 0, got 0\n"
+        f"Error: configuration: {config_file}: provider.max_tokens: must be a whole number "
+        "from 1 to 9223372036854775807 (or unset, for the server's own limit or the "
+        "provider's default), got 0\n"
     )
 
 

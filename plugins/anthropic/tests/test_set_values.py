@@ -217,7 +217,9 @@ _PATH_CHARS = st.text(string.ascii_letters + string.digits + "/-._~%", max_size=
 @settings(max_examples=40, deadline=None)
 @given(
     scheme=st.sampled_from(["http", "https", "HTTPS"]),
-    host=st.sampled_from(["api.openai.com", "API.OpenAI.com"]),
+    host=st.sampled_from(
+        ["api.openai.com", "API.OpenAI.com", "eu.api.openai.com", "api.openai.com."]
+    ),
     credentials=st.booleans(),
     port=st.none() | st.integers(1, 65535),
     path=_PATH_CHARS,
@@ -225,8 +227,9 @@ _PATH_CHARS = st.text(string.ascii_letters + string.digits + "/-._~%", max_size=
 def test_any_url_of_openais_api_a_variable_sets_is_refused_naming_it(
     empty_folder: Path, scheme: str, host: str, credentials: bool, port: int | None, path: str
 ) -> None:
-    """Whatever scheme, port, path or password a base URL on OpenAI's API host has, building
-    the provider refuses it, naming NANOBOT_BASE_URL and never showing the password."""
+    """Whatever scheme, port, path or password a base URL on OpenAI's API host (a regional one,
+    a final dot) has, building the provider refuses it, naming NANOBOT_BASE_URL and never
+    showing the password."""
     userinfo = f"me:{_SECRET}@" if credentials else ""
     url = f"{scheme}://{userinfo}{host}{'' if port is None else f':{port}'}/{path}"
     config = load_config(

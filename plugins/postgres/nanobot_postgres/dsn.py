@@ -53,6 +53,14 @@ def _misread(dsn: str, parts: dict[str, str]) -> bool:
     return bool(written) and unquote(written) != parts.get("password", "")
 
 
+def _reported(fault: str | None, dsn: str, parts: dict[str, str]) -> str | None:
+    """A fault found in `dsn` as it is said: secrets scrubbed, and how to write the password
+    when libpq read it other than it was written (a cause of the fault, most likely)."""
+    if fault is None:
+        return None
+    return scrub(fault, dsn) + (f"; {_PERCENT_ENCODE}" if _misread(dsn, parts) else "")
+
+
 def parse_fault(dsn: str) -> str | None:
     """Why libpq cannot parse `dsn` (secrets scrubbed), or None when it can."""
     import psycopg
@@ -109,9 +117,7 @@ def port_fault(dsn: str) -> str | None:
             f"{len(ports)} ports for {hosts} host{'s' if hosts > 1 else ''}: give one port "
             "for each host, or one for all"
         )
-    if fault is None:
-        return None
-    return scrub(fault, dsn) + (f"; {_PERCENT_ENCODE}" if _misread(dsn, parts) else "")
+    return _reported(fault, dsn, parts)
 
 
 def _is_address(text: str) -> bool:
@@ -160,9 +166,7 @@ def host_fault(dsn: str) -> str | None:
                 f"hostaddr {_cut(address)}{which} is not an IP address (libpq takes only a "
                 "numeric one there; a host name goes in host)"
             )
-    if fault is None:
-        return None
-    return scrub(fault, dsn) + (f"; {_PERCENT_ENCODE}" if _misread(dsn, parts) else "")
+    return _reported(fault, dsn, parts)
 
 
 def _place(number: int, items: list[str], listed: str) -> str:
