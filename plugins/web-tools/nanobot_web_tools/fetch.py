@@ -136,6 +136,45 @@ def media_type(content_type: str) -> tuple[str, str | None]:
     return mime.strip().lower(), charset
 
 
+def header_values(header: str) -> list[str]:
+    """The comma-separated values of a header (commas inside quoted strings kept), empty ones
+    dropped: several headers of one name reach us joined by ", ", in the order sent."""
+    values: list[str] = []
+    start, quoting, escaped = 0, False, False
+    for index, char in enumerate(header):
+        if escaped:
+            escaped = False
+        elif quoting and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoting = not quoting
+        elif char == "," and not quoting:
+            values.append(header[start:index])
+            start = index + 1
+    values.append(header[start:])
+    return [value for value in values if value.strip()]
+
+
+def content_type_of(header: str) -> tuple[str, str | None]:
+    """The media type and charset of a Content-Type header; `FetchRefused` when it names two.
+
+    One rule for one header (``text/plain, image/png``) and for several headers
+    (joined the same way): values that name different media types are
+    ambiguous, and refused, whichever comes first. Values that repeat one media
+    type are one type, whose charset is the first one declared.
+    """
+    parsed = [media_type(value) for value in header_values(header)]
+    types = list(dict.fromkeys(mime for mime, _ in parsed))
+    if len(types) > 1:
+        shown = clip(", ".join(types))  # the server's header: of any length
+        raise FetchRefused(
+            f"the response names {len(types)} content types ({shown}), so what the body is "
+            "cannot be told"
+        )
+    charset = next((charset for _, charset in parsed if charset), None)
+    return (types[0] if types else ""), charset
+
+
 def is_textual(mime: str) -> bool:
     """Whether a body of this media type is text the model can read."""
     return mime.startswith("text/") or mime in _TEXT_TYPES or mime.endswith(("+json", "+xml"))
@@ -307,8 +346,7 @@ class PinnedFetcher:
             raise FetchFailed(
                 f"HTTP {response.status_code} {clip(response.reason_phrase)} for {_shown(target)}"
             )
-        header = response.headers.get("content-type", "")
-        mime, charset = media_type(header)
+        mime, charset = content_type_of(response.headers.get("content-type", ""))
         if not is_textual(mime):
             shown = clip(mime) if mime else "none given"  # the server's header: of any length
             raise FetchRefused(f"content type {shown} is not text (text/*, JSON, XML, HTML)")

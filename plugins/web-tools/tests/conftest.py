@@ -198,6 +198,14 @@ class LocalSite:
             body = query.get("body", ["<p>typed</p>"])[0].encode()
             encoding = {"Content-Encoding": query["encoding"][0]} if "encoding" in query else {}
             self.send(handler, 200, query["type"][0], body, encoding)
+        elif path == "/typed-apart":  # ?type=<a>&type=<b>...: one Content-Type header for each
+            body = b"<p>typed apart</p>"
+            handler.send_response(200)
+            for content_type in query["type"]:
+                handler.send_header("Content-Type", content_type)
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
         elif path == "/missing":
             self.send(handler, 404, "text/plain", b"not here")
         elif path == "/redirect":

@@ -12,6 +12,7 @@ import codecs
 import encodings.aliases
 import ipaddress
 import itertools
+import re
 import socket
 import threading
 import time
@@ -33,7 +34,13 @@ from nanobot_web_tools import (
     FetchRefused,
     PinnedFetcher,
 )
-from nanobot_web_tools.fetch import _Inflater, _read_limited, decode_body, pinned_request_parts
+from nanobot_web_tools.fetch import (
+    _Inflater,
+    _read_limited,
+    content_type_of,
+    decode_body,
+    pinned_request_parts,
+)
 
 if TYPE_CHECKING:
     import ssl
@@ -430,6 +437,65 @@ def test_other_types_are_refused_naming_them(site: LocalSite, content_type: str)
     url = f"http://site.test:{site.port}/typed?type={quote(content_type)}"
     with pytest.raises(FetchRefused, match=f"content type {content_type} is not text"):
         fetch(local_fetcher(), url)
+
+
+@pytest.mark.parametrize(
+    ("query", "shown"),
+    [
+        # One header naming two types, then two headers in one order and the other.
+        ("typed?type=" + quote("text/plain, image/png"), "text/plain, image/png"),
+        ("typed-apart?type=text/plain&type=image/png", "text/plain, image/png"),
+        ("typed-apart?type=image/png&type=text/plain", "image/png, text/plain"),
+    ],
+)
+def test_a_response_naming_two_content_types_is_refused_however_it_names_them(
+    site: LocalSite, query: str, shown: str
+) -> None:
+    """Two media types in one Content-Type header, or in two headers in either order, are one
+    ambiguous response, refused naming both (one header was read as text, the order decided)."""
+    with pytest.raises(FetchRefused, match=re.escape(f"names 2 content types ({shown})")):
+        fetch(local_fetcher(), f"http://site.test:{site.port}/{query}")
+
+
+def test_one_content_type_sent_twice_is_read_as_that_type(site: LocalSite) -> None:
+    """The same media type in two headers is that type, with the first charset declared."""
+    types = "type=text/html&type=" + quote("TEXT/HTML; charset=iso-8859-1")
+    page = fetch(local_fetcher(), f"http://site.test:{site.port}/typed-apart?{types}")
+    assert (page.content_type, page.text) == ("text/html", "typed apart")
+
+
+_MEDIA_TYPES = ["text/plain", "text/html", "application/json", "image/png", "application/pdf"]
+
+
+@given(
+    values=st.lists(
+        st.tuples(
+            st.sampled_from(_MEDIA_TYPES),
+            st.sampled_from(["", "; charset=utf-8", '; charset="a,b"', ";q=1"]),
+            st.sampled_from(["", " ", "  "]),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+)
+def test_a_content_type_header_reads_the_same_whatever_the_order_of_its_values(
+    values: list[tuple[str, str, str]],
+) -> None:
+    """However a server orders the values of Content-Type, the outcome is the same: one media
+    type (repeated or not) is that type, two or more are refused (commas in quotes are no split)."""
+
+    def outcome(header: str) -> str:
+        try:
+            return content_type_of(header)[0]
+        except FetchRefused:
+            return "refused"
+
+    spelled = [
+        f"{space}{mime.upper() if space else mime}{params}" for mime, params, space in values
+    ]
+    forward, backward = outcome(",".join(spelled)), outcome(",".join(reversed(spelled)))
+    distinct = {mime for mime, _, _ in values}
+    assert forward == backward == (distinct.pop() if len(distinct) == 1 else "refused")
 
 
 _CODEC_NAMES = sorted(set(encodings.aliases.aliases) | set(encodings.aliases.aliases.values()))
