@@ -54,6 +54,8 @@ _TEXT_TYPES = frozenset(
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _MAX_PORT = 65_535
 _ASCII_WHITESPACE = " \t\n\r\f"
+#: The addresses (of a host's DNS answer) whose connection failures an error names one by one.
+_FAILURES_SHOWN = 3
 # The "user:password@" of a URL's authority (up to its last "@"), so that no message shows it.
 _USERINFO = re.compile(r"//(?:[^/?#@]*+@)++")
 USER_AGENT = "nanobot-web-fetch/0.1 (+https://pypi.org/project/nanobot-web-tools/)"
@@ -321,7 +323,7 @@ class PinnedFetcher:
             try:
                 response: httpx.Response = await client.send(request, stream=True)
             except httpx.ConnectError as exc:
-                failures.append(f"{address}: {exc or type(exc).__name__}")
+                failures.append(f"{address}: {clip(str(exc) or type(exc).__name__)}")
                 continue
             except httpx.InvalidURL as exc:
                 # httpx parses a redirect's Location while receiving the response.
@@ -337,7 +339,7 @@ class PinnedFetcher:
             except httpx.HTTPError as exc:
                 raise FetchFailed(f"{_shown(target)}: {_failure(exc)}") from exc
             return response
-        raise FetchFailed(f"cannot connect to {clip(target.host)}: " + "; ".join(failures))
+        raise FetchFailed(f"cannot connect to {clip(target.host)}: {_connect_failures(failures)}")
 
     async def _read(self, response: httpx.Response, target: httpx.URL) -> FetchedPage:
         import httpx
@@ -421,6 +423,18 @@ def without_userinfo(url: str) -> str:
 def _shown(target: httpx.URL) -> str:
     """A URL as an error quotes it: the model's (or a redirect's) URL may be of any length."""
     return clip(str(target))
+
+
+def _connect_failures(failures: list[str]) -> str:
+    """Why each address failed, the first `_FAILURES_SHOWN` of them: a DNS answer (a DNS server's
+    choice) may hold thousands of addresses, and the message must stay a line."""
+    if len(failures) <= _FAILURES_SHOWN:
+        return "; ".join(failures)
+    shown = "; ".join(failures[:_FAILURES_SHOWN])
+    return (
+        f"all {len(failures)} addresses failed, the first {_FAILURES_SHOWN}: {shown}; "
+        f"and {len(failures) - _FAILURES_SHOWN} more"
+    )
 
 
 def _failure(exc: Exception) -> str:

@@ -352,6 +352,29 @@ def test_a_connection_closed_mid_body_fails_cleanly(site: LocalSite) -> None:
         fetch(local_fetcher(), f"http://site.test:{site.port}/cut-short.txt")
 
 
+def test_a_host_with_thousands_of_unreachable_addresses_fails_in_one_short_line() -> None:
+    """A DNS answer of 2,000 addresses none of which connects fails counting them and naming the
+    first three, not with every failure listed (89,163 characters)."""
+    with socket.socket() as probe:  # a port that nothing on 127.0.0.0/8 listens on, once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    answer = [f"127.0.{n // 250}.{n % 250 + 1}" for n in range(2_000)]
+    fetcher = PinnedFetcher(
+        FetchLimits(timeout=60), resolver=lambda host, port: answer, allow_loopback=True
+    )
+    with pytest.raises(FetchFailed) as failed:
+        fetch(fetcher, f"http://many.test:{port}/")
+    message = str(failed.value)
+    assert message.startswith(
+        "cannot connect to many.test: all 2000 addresses failed, the first 3: 127.0.0.1: "
+    )
+    assert "; 127.0.0.2: " in message
+    assert "; 127.0.0.3: " in message
+    assert "127.0.0.4" not in message
+    assert message.endswith("; and 1997 more")
+    assert len(message) < 500
+
+
 def test_a_stalled_server_hits_the_time_limit(site: LocalSite) -> None:
     """A server that stops sending mid-body makes the fetch fail with a timeout."""
     with pytest.raises(FetchFailed, match="timed out"):
