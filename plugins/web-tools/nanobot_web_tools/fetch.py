@@ -364,9 +364,14 @@ class PinnedFetcher:
             raise FetchFailed(
                 f"{_shown(target)}: the body could not be read to its end: {_failure(exc)}"
             ) from None
-        text = decode_body(body, charset, truncated=truncated)
-        if mime in _HTML_TYPES:
-            text = html_to_text(text)
+        # In a thread: reading up to max_bytes of markup takes up to a second or so of CPU,
+        # which on the loop would stall every other tool call, and the timeout with them.
+        text = await run_in_daemon_thread(
+            functools.partial(
+                _page_text, body, charset, truncated=truncated, html=mime in _HTML_TYPES
+            ),
+            name="web_fetch read page",
+        )
         return FetchedPage(
             url=str(target),
             status=response.status_code,
@@ -374,6 +379,12 @@ class PinnedFetcher:
             text=text,
             truncated=truncated,
         )
+
+
+def _page_text(body: bytes, charset: str | None, *, truncated: bool, html: bool) -> str:
+    """The text of a body: decoded, and reduced to readable text when it is HTML."""
+    text = decode_body(body, charset, truncated=truncated)
+    return html_to_text(text) if html else text
 
 
 def _redirect_target(target: httpx.URL, location: str) -> httpx.URL:

@@ -90,6 +90,8 @@ class LocalSite:
         "<p>First paragraph.</p><ul><li>one</li><li>two</li></ul></body></html>"
     )
     BIG = b"abcdefghij" * 10_000  # 100 000 bytes
+    #: 1.2 MB of HTML at its slowest to read (an element each 3 bytes): most of a second of CPU.
+    BLOCKS = b"<p>" * 400_000
     BOMB_SIZE = 200_000_000  # bytes of zeros, gzipped to about 200 kB
     JUNK_SIZE = 100_000_000  # bytes a server sends after the end of its compressed stream
 
@@ -138,6 +140,8 @@ class LocalSite:
     ) -> None:
         if path == "/page.html":
             self.send(handler, 200, "text/html; charset=utf-8", self.PAGE.encode())
+        elif path == "/blocks.html":
+            self.send(handler, 200, "text/html", self.BLOCKS)
         elif path == "/host":
             self.send(handler, 200, "text/plain", handler.headers.get("Host", "").encode())
         elif path == "/data.json":

@@ -33,6 +33,7 @@ from nanobot_web_tools import (
     FetchLimits,
     FetchRefused,
     PinnedFetcher,
+    html_to_text,
 )
 from nanobot_web_tools.fetch import (
     _Inflater,
@@ -379,6 +380,64 @@ def test_a_stalled_server_hits_the_time_limit(site: LocalSite) -> None:
     """A server that stops sending mid-body makes the fetch fail with a timeout."""
     with pytest.raises(FetchFailed, match="timed out"):
         fetch(local_fetcher(timeout=0.3), f"http://site.test:{site.port}/slow")
+
+
+def test_other_coroutines_run_while_a_large_page_is_read(
+    site: LocalSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While 1.2 MB of HTML is reduced to text, a concurrent coroutine keeps ticking (the reader
+    ran on the event loop, which it held for the whole read: not one tick)."""
+    reading = threading.Event()
+    read = html_to_text
+
+    def watched(text: str) -> str:
+        reading.set()
+        try:
+            return read(text)
+        finally:
+            reading.clear()
+
+    monkeypatch.setattr("nanobot_web_tools.fetch.html_to_text", watched)
+    ticks: list[bool] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(reading.is_set())
+            await asyncio.sleep(0.002)
+
+    async def fetch_while_ticking() -> FetchedPage:
+        ticking = asyncio.create_task(ticker())
+        try:
+            return await local_fetcher().fetch(f"http://site.test:{site.port}/blocks.html")
+        finally:
+            ticking.cancel()
+
+    page = asyncio.run(fetch_while_ticking())
+    assert page.text == ""  # empty paragraphs: all of the page was read
+    assert not page.truncated
+    assert any(ticks)  # ticks taken while the page was being read
+
+
+def test_the_timeout_covers_reading_the_page(
+    site: LocalSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page whose reading outlasts the timeout fails at the timeout (the reader blocked the loop,
+    and the fetch returned the page when it was done, whatever the deadline)."""
+    release = threading.Event()
+
+    def stuck(text: str) -> str:
+        release.wait(5)
+        return text
+
+    monkeypatch.setattr("nanobot_web_tools.fetch.html_to_text", stuck)
+    began = time.monotonic()
+    try:
+        with pytest.raises(FetchFailed, match=r"timed out after 0\.5 s"):
+            fetch(local_fetcher(timeout=0.5), f"http://site.test:{site.port}/page.html")
+        elapsed = time.monotonic() - began
+    finally:
+        release.set()
+    assert elapsed < 4
 
 
 def test_a_hanging_resolver_holds_up_neither_the_fetch_nor_the_loop_shutdown(
