@@ -54,6 +54,8 @@ _TEXT_TYPES = frozenset(
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _MAX_PORT = 65_535
 _ASCII_WHITESPACE = " \t\n\r\f"
+#: How an error names the bytes a connection may read (`nanobot_web_tools._wire.wire_limit`).
+_WIRE_LIMIT = "the wire limit (twice max_bytes, plus 64 KiB)"
 #: The addresses (of a host's DNS answer) whose connection failures an error names one by one.
 _FAILURES_SHOWN = 3
 # The "user:password@" of a URL's authority (up to its last "@"), so that no message shows it.
@@ -271,16 +273,22 @@ class PinnedFetcher:
     async def _fetch(self, url: str) -> FetchedPage:
         import httpx
 
+        from nanobot_web_tools._wire import WireLimitedTransport, wire_limit
+
         # Spaces or a line break around the URL (a model's slip) are dropped, as a browser does.
         target = _http_url(url.strip(_ASCII_WHITESPACE))
         # No keep-alive: a pooled connection is keyed by IP and could carry the
         # TLS session (and SNI) of another host name to a later hop.
+        transport = WireLimitedTransport(
+            wire_limit(self.limits.max_bytes),
+            verify=_default_context() if self.verify is True else self.verify,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
         client = httpx.AsyncClient(
+            transport=transport,
             trust_env=False,
             follow_redirects=False,
-            verify=_default_context() if self.verify is True else self.verify,
             timeout=self.limits.timeout,
-            limits=httpx.Limits(max_keepalive_connections=0),
         )
         async with client:
             for _ in range(self.limits.max_redirects + 1):
@@ -315,6 +323,8 @@ class PinnedFetcher:
     ) -> httpx.Response:
         import httpx
 
+        from nanobot_web_tools._wire import WireLimitExceeded
+
         failures: list[str] = []
         for address in addresses:
             url, headers, extensions = pinned_request_parts(target, address)
@@ -338,11 +348,18 @@ class PinnedFetcher:
                 ) from exc
             except httpx.HTTPError as exc:
                 raise FetchFailed(f"{_shown(target)}: {_failure(exc)}") from exc
+            except WireLimitExceeded as exc:  # 1xx responses without end, say
+                raise FetchFailed(
+                    f"{_shown(target)}: the response's headers had not ended after "
+                    f"{exc.limit} bytes from the server, {_WIRE_LIMIT}"
+                ) from None
             return response
         raise FetchFailed(f"cannot connect to {clip(target.host)}: {_connect_failures(failures)}")
 
     async def _read(self, response: httpx.Response, target: httpx.URL) -> FetchedPage:
         import httpx
+
+        from nanobot_web_tools._wire import WireLimitExceeded
 
         if not 200 <= response.status_code < 300:
             raise FetchFailed(
@@ -363,6 +380,11 @@ class PinnedFetcher:
         except httpx.HTTPError as exc:
             raise FetchFailed(
                 f"{_shown(target)}: the body could not be read to its end: {_failure(exc)}"
+            ) from None
+        except WireLimitExceeded as exc:
+            raise FetchFailed(
+                f"{_shown(target)}: the body had neither ended nor reached max_bytes "
+                f"({self.limits.max_bytes}) after {exc.limit} bytes from the server, {_WIRE_LIMIT}"
             ) from None
         # In a thread: reading up to max_bytes of markup takes up to a second or so of CPU,
         # which on the loop would stall every other tool call, and the timeout with them.

@@ -94,6 +94,25 @@ class LocalSite:
     BLOCKS = b"<p>" * 400_000
     BOMB_SIZE = 200_000_000  # bytes of zeros, gzipped to about 200 kB
     JUNK_SIZE = 100_000_000  # bytes a server sends after the end of its compressed stream
+    ENDLESS_SIZE = 2_000_000_000  # bytes an endless response sends unless the client hangs up
+    #: Responses that go on for ever (up to ENDLESS_SIZE) and add no byte, or one byte in
+    #: 10,000, to the body: their status line and headers, then the piece sent again and again.
+    ENDLESS = {
+        "gzip-members": (
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\n\r\n",
+            b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x03\x00" + bytes(8),  # gzip of b""
+        ),
+        "deflate-blocks": (
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: deflate\r\n\r\n"
+            b"x\x9c",  # a zlib header, then empty stored blocks that are not the last
+            b"\x00\x00\x00\xff\xff",
+        ),
+        "chunk-extensions": (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"1;pad=" + b"p" * 10_000 + b"\r\nx\r\n",  # a chunk of 1 byte behind 10 kB
+        ),
+        "informational": (b"", b"HTTP/1.1 100 Continue\r\nPad: " + b"p" * 8_000 + b"\r\n\r\n"),
+    }
 
     @staticmethod
     def gzip(data: bytes) -> bytes:
@@ -112,6 +131,7 @@ class LocalSite:
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.hits: Counter[str] = Counter()
+        self.sent: Counter[str] = Counter()  # bytes of each endless response sent
         self.hosts: list[str] = []
         self.release = threading.Event()
         site = self
@@ -210,6 +230,18 @@ class LocalSite:
             handler.send_header("Content-Length", str(len(body)))
             handler.end_headers()
             handler.wfile.write(body)
+        elif path == "/endless":  # ?kind=<a key of ENDLESS>
+            kind = query["kind"][0]
+            head, piece = self.ENDLESS[kind]
+            pieces = piece * max(1, 65_536 // len(piece))
+            handler.close_connection = True
+            try:
+                handler.wfile.write(head)
+                while self.sent[kind] < self.ENDLESS_SIZE and not self.release.is_set():
+                    handler.wfile.write(pieces)
+                    self.sent[kind] += len(pieces)
+            except ConnectionError:  # the client hung up
+                pass
         elif path == "/missing":
             self.send(handler, 404, "text/plain", b"not here")
         elif path == "/redirect":

@@ -12,6 +12,7 @@ import codecs
 import encodings.aliases
 import ipaddress
 import itertools
+import random
 import re
 import socket
 import threading
@@ -22,9 +23,10 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+import httpcore
 import httpx
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from nanobot_web_tools import (
@@ -35,6 +37,7 @@ from nanobot_web_tools import (
     PinnedFetcher,
     html_to_text,
 )
+from nanobot_web_tools._wire import WireLimitedTransport, wire_limit
 from nanobot_web_tools.fetch import (
     _Inflater,
     _read_limited,
@@ -327,6 +330,110 @@ def test_any_gzip_body_in_any_chunks_reads_as_its_members_up_to_the_limit(
     body, truncated = asyncio.run(_read_limited(response, limit, _Inflater.for_encoding("gzip")))
     whole = b"".join(members)
     assert (body, truncated) == (whole[:limit], len(whole) > limit)
+
+
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("gzip-members", "the body had neither ended nor reached max_bytes (1000)"),
+        ("deflate-blocks", "the body had neither ended nor reached max_bytes (1000)"),
+        ("chunk-extensions", "the body had neither ended nor reached max_bytes (1000)"),
+        ("informational", "the response's headers had not ended"),
+    ],
+)
+def test_a_response_that_never_ends_and_adds_no_text_is_bounded_by_bytes_read(
+    site: LocalSite, kind: str, said: str
+) -> None:
+    """Endless empty gzip members or deflate blocks, one-byte chunks behind 10 kB extensions and
+    endless 100 Continue responses stop at twice max_bytes plus 64 KiB read, naming that limit
+    (they were read until the timeout, or a page was made of the one-byte chunks)."""
+    with pytest.raises(FetchFailed) as failed:
+        fetch(
+            local_fetcher(max_bytes=1_000, timeout=10),
+            f"http://site.test:{site.port}/endless?kind={kind}",
+        )
+    assert str(failed.value) == (
+        f"http://site.test:{site.port}/endless?kind={kind}: {said} after 67536 bytes from the "
+        "server, the wire limit (twice max_bytes, plus 64 KiB)"
+    )
+    # What the socket buffers held besides, and no more: the server was not read on.
+    assert site.sent[kind] < 50_000_000
+
+
+def _honest_wire(body: bytes, *, gzip: bool, framing: str, chunk: int, header_pad: int) -> bytes:
+    """A response as an honest server sends it: headers, then `body`, framed as `framing` says."""
+    sent = _gzip(body) if gzip else body
+    headers = [b"HTTP/1.1 200 OK", b"Content-Type: text/plain", b"Pad: " + b"p" * header_pad]
+    if gzip:
+        headers.append(b"Content-Encoding: gzip")
+    if framing == "length":
+        headers.append(b"Content-Length: %d" % len(sent))
+    elif framing == "chunked":
+        headers.append(b"Transfer-Encoding: chunked")
+        pieces = (sent[at : at + chunk] for at in range(0, len(sent), chunk))
+        sent = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces) + b"0\r\n\r\n"
+    return b"\r\n".join([*headers, b"", sent])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(min_value=0, max_value=150_000),
+    seed=st.integers(min_value=0, max_value=2**32),
+    gzip=st.booleans(),
+    framing=st.sampled_from(["length", "chunked", "close"]),
+    chunk=st.integers(min_value=8, max_value=20_000),
+    header_pad=st.integers(min_value=0, max_value=12_000),
+    reads=st.lists(st.integers(min_value=1, max_value=65_536), min_size=1, max_size=20),
+    limit=st.integers(min_value=1, max_value=100_000),
+)
+# The most framing an honest server adds (8-byte chunks), under the most header it may send.
+@example(
+    size=150_000,
+    seed=0,
+    gzip=False,
+    framing="chunked",
+    chunk=8,
+    header_pad=12_000,
+    reads=[4_096],
+    limit=100_000,
+)
+def test_an_honest_response_is_never_stopped_by_the_wire_limit(
+    size: int,
+    seed: int,
+    gzip: bool,
+    framing: str,
+    chunk: int,
+    header_pad: int,
+    reads: list[int],
+    limit: int,
+) -> None:
+    """Any body (of random bytes, gzip cannot shrink them) sent with its length, in chunks of
+    8 bytes or more or up to the close, with headers of up to 12 kB and read in any pieces of
+    64 KiB at most, reads as its first max_bytes, never failing on the wire limit."""
+    body = random.Random(seed).randbytes(size)
+    wire = _honest_wire(body, gzip=gzip, framing=framing, chunk=chunk, header_pad=header_pad)
+    pieces, at = [], 0
+    for length in itertools.cycle(reads):
+        if at >= len(wire):
+            break
+        pieces.append(wire[at : at + length])
+        at += length
+    transport = WireLimitedTransport(
+        wire_limit(limit),
+        verify=False,
+        limits=httpx.Limits(max_keepalive_connections=0),
+        backend=httpcore.AsyncMockBackend(pieces),
+    )
+
+    async def read() -> tuple[bytes, bool]:
+        async with (
+            httpx.AsyncClient(transport=transport) as client,
+            client.stream("GET", "http://honest.test/") as response,
+        ):
+            inflater = _Inflater.for_encoding("gzip" if gzip else "")
+            return await _read_limited(response, limit, inflater)
+
+    assert asyncio.run(read()) == (body[:limit], size > limit)
 
 
 def test_a_compressed_body_cut_short_is_a_failure_not_a_page(site: LocalSite) -> None:
