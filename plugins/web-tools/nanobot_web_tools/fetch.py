@@ -54,6 +54,10 @@ _TEXT_TYPES = frozenset(
 _HTML_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 _MAX_PORT = 65_535
 _ASCII_WHITESPACE = " \t\n\r\f"
+#: How an error names the bytes a connection may read (`nanobot_web_tools._wire.wire_limit`).
+_WIRE_LIMIT = "the wire limit (twice max_bytes, plus 64 KiB)"
+#: The addresses (of a host's DNS answer) whose connection failures an error names one by one.
+_FAILURES_SHOWN = 3
 # The "user:password@" of a URL's authority (up to its last "@"), so that no message shows it.
 _USERINFO = re.compile(r"//(?:[^/?#@]*+@)++")
 USER_AGENT = "nanobot-web-fetch/0.1 (+https://pypi.org/project/nanobot-web-tools/)"
@@ -134,6 +138,45 @@ def media_type(content_type: str) -> tuple[str, str | None]:
         if key.strip().lower() == "charset" and value.strip():
             charset = value.strip().strip("\"'")
     return mime.strip().lower(), charset
+
+
+def header_values(header: str) -> list[str]:
+    """The comma-separated values of a header (commas inside quoted strings kept), empty ones
+    dropped: several headers of one name reach us joined by ", ", in the order sent."""
+    values: list[str] = []
+    start, quoting, escaped = 0, False, False
+    for index, char in enumerate(header):
+        if escaped:
+            escaped = False
+        elif quoting and char == "\\":
+            escaped = True
+        elif char == '"':
+            quoting = not quoting
+        elif char == "," and not quoting:
+            values.append(header[start:index])
+            start = index + 1
+    values.append(header[start:])
+    return [value for value in values if value.strip()]
+
+
+def content_type_of(header: str) -> tuple[str, str | None]:
+    """The media type and charset of a Content-Type header; `FetchRefused` when it names two.
+
+    One rule for one header (``text/plain, image/png``) and for several headers
+    (joined the same way): values that name different media types are
+    ambiguous, and refused, whichever comes first. Values that repeat one media
+    type are one type, whose charset is the first one declared.
+    """
+    parsed = [media_type(value) for value in header_values(header)]
+    types = list(dict.fromkeys(mime for mime, _ in parsed))
+    if len(types) > 1:
+        shown = clip(", ".join(types))  # the server's header: of any length
+        raise FetchRefused(
+            f"the response names {len(types)} content types ({shown}), so what the body is "
+            "cannot be told"
+        )
+    charset = next((charset for _, charset in parsed if charset), None)
+    return (types[0] if types else ""), charset
 
 
 def is_textual(mime: str) -> bool:
@@ -230,16 +273,22 @@ class PinnedFetcher:
     async def _fetch(self, url: str) -> FetchedPage:
         import httpx
 
+        from nanobot_web_tools._wire import WireLimitedTransport, wire_limit
+
         # Spaces or a line break around the URL (a model's slip) are dropped, as a browser does.
         target = _http_url(url.strip(_ASCII_WHITESPACE))
         # No keep-alive: a pooled connection is keyed by IP and could carry the
         # TLS session (and SNI) of another host name to a later hop.
+        transport = WireLimitedTransport(
+            wire_limit(self.limits.max_bytes),
+            verify=_default_context() if self.verify is True else self.verify,
+            limits=httpx.Limits(max_keepalive_connections=0),
+        )
         client = httpx.AsyncClient(
+            transport=transport,
             trust_env=False,
             follow_redirects=False,
-            verify=_default_context() if self.verify is True else self.verify,
             timeout=self.limits.timeout,
-            limits=httpx.Limits(max_keepalive_connections=0),
         )
         async with client:
             for _ in range(self.limits.max_redirects + 1):
@@ -274,6 +323,8 @@ class PinnedFetcher:
     ) -> httpx.Response:
         import httpx
 
+        from nanobot_web_tools._wire import WireLimitExceeded
+
         failures: list[str] = []
         for address in addresses:
             url, headers, extensions = pinned_request_parts(target, address)
@@ -282,7 +333,7 @@ class PinnedFetcher:
             try:
                 response: httpx.Response = await client.send(request, stream=True)
             except httpx.ConnectError as exc:
-                failures.append(f"{address}: {exc or type(exc).__name__}")
+                failures.append(f"{address}: {clip(str(exc) or type(exc).__name__)}")
                 continue
             except httpx.InvalidURL as exc:
                 # httpx parses a redirect's Location while receiving the response.
@@ -297,18 +348,24 @@ class PinnedFetcher:
                 ) from exc
             except httpx.HTTPError as exc:
                 raise FetchFailed(f"{_shown(target)}: {_failure(exc)}") from exc
+            except WireLimitExceeded as exc:  # 1xx responses without end, say
+                raise FetchFailed(
+                    f"{_shown(target)}: the response's headers had not ended after "
+                    f"{exc.limit} bytes from the server, {_WIRE_LIMIT}"
+                ) from None
             return response
-        raise FetchFailed(f"cannot connect to {clip(target.host)}: " + "; ".join(failures))
+        raise FetchFailed(f"cannot connect to {clip(target.host)}: {_connect_failures(failures)}")
 
     async def _read(self, response: httpx.Response, target: httpx.URL) -> FetchedPage:
         import httpx
+
+        from nanobot_web_tools._wire import WireLimitExceeded
 
         if not 200 <= response.status_code < 300:
             raise FetchFailed(
                 f"HTTP {response.status_code} {clip(response.reason_phrase)} for {_shown(target)}"
             )
-        header = response.headers.get("content-type", "")
-        mime, charset = media_type(header)
+        mime, charset = content_type_of(response.headers.get("content-type", ""))
         if not is_textual(mime):
             shown = clip(mime) if mime else "none given"  # the server's header: of any length
             raise FetchRefused(f"content type {shown} is not text (text/*, JSON, XML, HTML)")
@@ -324,9 +381,19 @@ class PinnedFetcher:
             raise FetchFailed(
                 f"{_shown(target)}: the body could not be read to its end: {_failure(exc)}"
             ) from None
-        text = decode_body(body, charset, truncated=truncated)
-        if mime in _HTML_TYPES:
-            text = html_to_text(text)
+        except WireLimitExceeded as exc:
+            raise FetchFailed(
+                f"{_shown(target)}: the body had neither ended nor reached max_bytes "
+                f"({self.limits.max_bytes}) after {exc.limit} bytes from the server, {_WIRE_LIMIT}"
+            ) from None
+        # In a thread: reading up to max_bytes of markup takes up to a second or so of CPU,
+        # which on the loop would stall every other tool call, and the timeout with them.
+        text = await run_in_daemon_thread(
+            functools.partial(
+                _page_text, body, charset, truncated=truncated, html=mime in _HTML_TYPES
+            ),
+            name="web_fetch read page",
+        )
         return FetchedPage(
             url=str(target),
             status=response.status_code,
@@ -334,6 +401,12 @@ class PinnedFetcher:
             text=text,
             truncated=truncated,
         )
+
+
+def _page_text(body: bytes, charset: str | None, *, truncated: bool, html: bool) -> str:
+    """The text of a body: decoded, and reduced to readable text when it is HTML."""
+    text = decode_body(body, charset, truncated=truncated)
+    return html_to_text(text) if html else text
 
 
 def _redirect_target(target: httpx.URL, location: str) -> httpx.URL:
@@ -383,6 +456,18 @@ def without_userinfo(url: str) -> str:
 def _shown(target: httpx.URL) -> str:
     """A URL as an error quotes it: the model's (or a redirect's) URL may be of any length."""
     return clip(str(target))
+
+
+def _connect_failures(failures: list[str]) -> str:
+    """Why each address failed, the first `_FAILURES_SHOWN` of them: a DNS answer (a DNS server's
+    choice) may hold thousands of addresses, and the message must stay a line."""
+    if len(failures) <= _FAILURES_SHOWN:
+        return "; ".join(failures)
+    shown = "; ".join(failures[:_FAILURES_SHOWN])
+    return (
+        f"all {len(failures)} addresses failed, the first {_FAILURES_SHOWN}: {shown}; "
+        f"and {len(failures) - _FAILURES_SHOWN} more"
+    )
 
 
 def _failure(exc: Exception) -> str:

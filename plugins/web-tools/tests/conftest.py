@@ -90,8 +90,29 @@ class LocalSite:
         "<p>First paragraph.</p><ul><li>one</li><li>two</li></ul></body></html>"
     )
     BIG = b"abcdefghij" * 10_000  # 100 000 bytes
+    #: 1.2 MB of HTML at its slowest to read (an element each 3 bytes): most of a second of CPU.
+    BLOCKS = b"<p>" * 400_000
     BOMB_SIZE = 200_000_000  # bytes of zeros, gzipped to about 200 kB
     JUNK_SIZE = 100_000_000  # bytes a server sends after the end of its compressed stream
+    ENDLESS_SIZE = 2_000_000_000  # bytes an endless response sends unless the client hangs up
+    #: Responses that go on for ever (up to ENDLESS_SIZE) and add no byte, or one byte in
+    #: 10,000, to the body: their status line and headers, then the piece sent again and again.
+    ENDLESS = {
+        "gzip-members": (
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: gzip\r\n\r\n",
+            b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03\x03\x00" + bytes(8),  # gzip of b""
+        ),
+        "deflate-blocks": (
+            b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\nContent-Encoding: deflate\r\n\r\n"
+            b"x\x9c",  # a zlib header, then empty stored blocks that are not the last
+            b"\x00\x00\x00\xff\xff",
+        ),
+        "chunk-extensions": (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n",
+            b"1;pad=" + b"p" * 10_000 + b"\r\nx\r\n",  # a chunk of 1 byte behind 10 kB
+        ),
+        "informational": (b"", b"HTTP/1.1 100 Continue\r\nPad: " + b"p" * 8_000 + b"\r\n\r\n"),
+    }
 
     @staticmethod
     def gzip(data: bytes) -> bytes:
@@ -110,6 +131,7 @@ class LocalSite:
 
     def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.hits: Counter[str] = Counter()
+        self.sent: Counter[str] = Counter()  # bytes of each endless response sent
         self.hosts: list[str] = []
         self.release = threading.Event()
         site = self
@@ -138,6 +160,8 @@ class LocalSite:
     ) -> None:
         if path == "/page.html":
             self.send(handler, 200, "text/html; charset=utf-8", self.PAGE.encode())
+        elif path == "/blocks.html":
+            self.send(handler, 200, "text/html", self.BLOCKS)
         elif path == "/host":
             self.send(handler, 200, "text/plain", handler.headers.get("Host", "").encode())
         elif path == "/data.json":
@@ -198,6 +222,26 @@ class LocalSite:
             body = query.get("body", ["<p>typed</p>"])[0].encode()
             encoding = {"Content-Encoding": query["encoding"][0]} if "encoding" in query else {}
             self.send(handler, 200, query["type"][0], body, encoding)
+        elif path == "/typed-apart":  # ?type=<a>&type=<b>...: one Content-Type header for each
+            body = b"<p>typed apart</p>"
+            handler.send_response(200)
+            for content_type in query["type"]:
+                handler.send_header("Content-Type", content_type)
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+        elif path == "/endless":  # ?kind=<a key of ENDLESS>
+            kind = query["kind"][0]
+            head, piece = self.ENDLESS[kind]
+            pieces = piece * max(1, 65_536 // len(piece))
+            handler.close_connection = True
+            try:
+                handler.wfile.write(head)
+                while self.sent[kind] < self.ENDLESS_SIZE and not self.release.is_set():
+                    handler.wfile.write(pieces)
+                    self.sent[kind] += len(pieces)
+            except ConnectionError:  # the client hung up
+                pass
         elif path == "/missing":
             self.send(handler, 404, "text/plain", b"not here")
         elif path == "/redirect":

@@ -12,6 +12,8 @@ import codecs
 import encodings.aliases
 import ipaddress
 import itertools
+import random
+import re
 import socket
 import threading
 import time
@@ -21,9 +23,10 @@ from collections.abc import AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+import httpcore
 import httpx
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from nanobot_core.testing_http import counting_ca_loads
 
@@ -33,8 +36,16 @@ from nanobot_web_tools import (
     FetchLimits,
     FetchRefused,
     PinnedFetcher,
+    html_to_text,
 )
-from nanobot_web_tools.fetch import _Inflater, _read_limited, decode_body, pinned_request_parts
+from nanobot_web_tools._wire import WireLimitedTransport, wire_limit
+from nanobot_web_tools.fetch import (
+    _Inflater,
+    _read_limited,
+    content_type_of,
+    decode_body,
+    pinned_request_parts,
+)
 
 if TYPE_CHECKING:
     import ssl
@@ -322,6 +333,110 @@ def test_any_gzip_body_in_any_chunks_reads_as_its_members_up_to_the_limit(
     assert (body, truncated) == (whole[:limit], len(whole) > limit)
 
 
+@pytest.mark.parametrize(
+    ("kind", "said"),
+    [
+        ("gzip-members", "the body had neither ended nor reached max_bytes (1000)"),
+        ("deflate-blocks", "the body had neither ended nor reached max_bytes (1000)"),
+        ("chunk-extensions", "the body had neither ended nor reached max_bytes (1000)"),
+        ("informational", "the response's headers had not ended"),
+    ],
+)
+def test_a_response_that_never_ends_and_adds_no_text_is_bounded_by_bytes_read(
+    site: LocalSite, kind: str, said: str
+) -> None:
+    """Endless empty gzip members or deflate blocks, one-byte chunks behind 10 kB extensions and
+    endless 100 Continue responses stop at twice max_bytes plus 64 KiB read, naming that limit
+    (they were read until the timeout, or a page was made of the one-byte chunks)."""
+    with pytest.raises(FetchFailed) as failed:
+        fetch(
+            local_fetcher(max_bytes=1_000, timeout=10),
+            f"http://site.test:{site.port}/endless?kind={kind}",
+        )
+    assert str(failed.value) == (
+        f"http://site.test:{site.port}/endless?kind={kind}: {said} after 67536 bytes from the "
+        "server, the wire limit (twice max_bytes, plus 64 KiB)"
+    )
+    # What the socket buffers held besides, and no more: the server was not read on.
+    assert site.sent[kind] < 50_000_000
+
+
+def _honest_wire(body: bytes, *, gzip: bool, framing: str, chunk: int, header_pad: int) -> bytes:
+    """A response as an honest server sends it: headers, then `body`, framed as `framing` says."""
+    sent = _gzip(body) if gzip else body
+    headers = [b"HTTP/1.1 200 OK", b"Content-Type: text/plain", b"Pad: " + b"p" * header_pad]
+    if gzip:
+        headers.append(b"Content-Encoding: gzip")
+    if framing == "length":
+        headers.append(b"Content-Length: %d" % len(sent))
+    elif framing == "chunked":
+        headers.append(b"Transfer-Encoding: chunked")
+        pieces = (sent[at : at + chunk] for at in range(0, len(sent), chunk))
+        sent = b"".join(b"%x\r\n%s\r\n" % (len(piece), piece) for piece in pieces) + b"0\r\n\r\n"
+    return b"\r\n".join([*headers, b"", sent])
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    size=st.integers(min_value=0, max_value=150_000),
+    seed=st.integers(min_value=0, max_value=2**32),
+    gzip=st.booleans(),
+    framing=st.sampled_from(["length", "chunked", "close"]),
+    chunk=st.integers(min_value=8, max_value=20_000),
+    header_pad=st.integers(min_value=0, max_value=12_000),
+    reads=st.lists(st.integers(min_value=1, max_value=65_536), min_size=1, max_size=20),
+    limit=st.integers(min_value=1, max_value=100_000),
+)
+# The most framing an honest server adds (8-byte chunks), under the most header it may send.
+@example(
+    size=150_000,
+    seed=0,
+    gzip=False,
+    framing="chunked",
+    chunk=8,
+    header_pad=12_000,
+    reads=[4_096],
+    limit=100_000,
+)
+def test_an_honest_response_is_never_stopped_by_the_wire_limit(
+    size: int,
+    seed: int,
+    gzip: bool,
+    framing: str,
+    chunk: int,
+    header_pad: int,
+    reads: list[int],
+    limit: int,
+) -> None:
+    """Any body (of random bytes, gzip cannot shrink them) sent with its length, in chunks of
+    8 bytes or more or up to the close, with headers of up to 12 kB and read in any pieces of
+    64 KiB at most, reads as its first max_bytes, never failing on the wire limit."""
+    body = random.Random(seed).randbytes(size)
+    wire = _honest_wire(body, gzip=gzip, framing=framing, chunk=chunk, header_pad=header_pad)
+    pieces, at = [], 0
+    for length in itertools.cycle(reads):
+        if at >= len(wire):
+            break
+        pieces.append(wire[at : at + length])
+        at += length
+    transport = WireLimitedTransport(
+        wire_limit(limit),
+        verify=False,
+        limits=httpx.Limits(max_keepalive_connections=0),
+        backend=httpcore.AsyncMockBackend(pieces),
+    )
+
+    async def read() -> tuple[bytes, bool]:
+        async with (
+            httpx.AsyncClient(transport=transport) as client,
+            client.stream("GET", "http://honest.test/") as response,
+        ):
+            inflater = _Inflater.for_encoding("gzip" if gzip else "")
+            return await _read_limited(response, limit, inflater)
+
+    assert asyncio.run(read()) == (body[:limit], size > limit)
+
+
 def test_a_compressed_body_cut_short_is_a_failure_not_a_page(site: LocalSite) -> None:
     """A gzip stream that ends early (its Content-Length matching the cut) is not a whole page."""
     with pytest.raises(FetchFailed, match="not valid gzip data: incomplete or truncated stream"):
@@ -346,10 +461,91 @@ def test_a_connection_closed_mid_body_fails_cleanly(site: LocalSite) -> None:
         fetch(local_fetcher(), f"http://site.test:{site.port}/cut-short.txt")
 
 
+def test_a_host_with_thousands_of_unreachable_addresses_fails_in_one_short_line() -> None:
+    """A DNS answer of 2,000 addresses none of which connects fails counting them and naming the
+    first three, not with every failure listed (89,163 characters)."""
+    with socket.socket() as probe:  # a port that nothing on 127.0.0.0/8 listens on, once closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    answer = [f"127.0.{n // 250}.{n % 250 + 1}" for n in range(2_000)]
+    fetcher = PinnedFetcher(
+        FetchLimits(timeout=60), resolver=lambda host, port: answer, allow_loopback=True
+    )
+    with pytest.raises(FetchFailed) as failed:
+        fetch(fetcher, f"http://many.test:{port}/")
+    message = str(failed.value)
+    assert message.startswith(
+        "cannot connect to many.test: all 2000 addresses failed, the first 3: 127.0.0.1: "
+    )
+    assert "; 127.0.0.2: " in message
+    assert "; 127.0.0.3: " in message
+    assert "127.0.0.4" not in message
+    assert message.endswith("; and 1997 more")
+    assert len(message) < 500
+
+
 def test_a_stalled_server_hits_the_time_limit(site: LocalSite) -> None:
     """A server that stops sending mid-body makes the fetch fail with a timeout."""
     with pytest.raises(FetchFailed, match="timed out"):
         fetch(local_fetcher(timeout=0.3), f"http://site.test:{site.port}/slow")
+
+
+def test_other_coroutines_run_while_a_large_page_is_read(
+    site: LocalSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While 1.2 MB of HTML is reduced to text, a concurrent coroutine keeps ticking (the reader
+    ran on the event loop, which it held for the whole read: not one tick)."""
+    reading = threading.Event()
+    read = html_to_text
+
+    def watched(text: str) -> str:
+        reading.set()
+        try:
+            return read(text)
+        finally:
+            reading.clear()
+
+    monkeypatch.setattr("nanobot_web_tools.fetch.html_to_text", watched)
+    ticks: list[bool] = []
+
+    async def ticker() -> None:
+        while True:
+            ticks.append(reading.is_set())
+            await asyncio.sleep(0.002)
+
+    async def fetch_while_ticking() -> FetchedPage:
+        ticking = asyncio.create_task(ticker())
+        try:
+            return await local_fetcher().fetch(f"http://site.test:{site.port}/blocks.html")
+        finally:
+            ticking.cancel()
+
+    page = asyncio.run(fetch_while_ticking())
+    assert page.text == ""  # empty paragraphs: all of the page was read
+    assert not page.truncated
+    assert any(ticks)  # ticks taken while the page was being read
+
+
+def test_the_timeout_covers_reading_the_page(
+    site: LocalSite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A page whose reading outlasts the timeout fails at the timeout (the reader blocked the loop,
+    and the fetch returned the page when it was done, whatever the deadline)."""
+    release = threading.Event()
+
+    def stuck(text: str) -> str:
+        release.wait(5)
+        return text
+
+    monkeypatch.setattr("nanobot_web_tools.fetch.html_to_text", stuck)
+    began = time.monotonic()
+    try:
+        with pytest.raises(FetchFailed, match=r"timed out after 0\.5 s"):
+            fetch(local_fetcher(timeout=0.5), f"http://site.test:{site.port}/page.html")
+        elapsed = time.monotonic() - began
+    finally:
+        release.set()
+    assert elapsed < 4
 
 
 def test_a_hanging_resolver_holds_up_neither_the_fetch_nor_the_loop_shutdown(
@@ -431,6 +627,65 @@ def test_other_types_are_refused_naming_them(site: LocalSite, content_type: str)
     url = f"http://site.test:{site.port}/typed?type={quote(content_type)}"
     with pytest.raises(FetchRefused, match=f"content type {content_type} is not text"):
         fetch(local_fetcher(), url)
+
+
+@pytest.mark.parametrize(
+    ("query", "shown"),
+    [
+        # One header naming two types, then two headers in one order and the other.
+        ("typed?type=" + quote("text/plain, image/png"), "text/plain, image/png"),
+        ("typed-apart?type=text/plain&type=image/png", "text/plain, image/png"),
+        ("typed-apart?type=image/png&type=text/plain", "image/png, text/plain"),
+    ],
+)
+def test_a_response_naming_two_content_types_is_refused_however_it_names_them(
+    site: LocalSite, query: str, shown: str
+) -> None:
+    """Two media types in one Content-Type header, or in two headers in either order, are one
+    ambiguous response, refused naming both (one header was read as text, the order decided)."""
+    with pytest.raises(FetchRefused, match=re.escape(f"names 2 content types ({shown})")):
+        fetch(local_fetcher(), f"http://site.test:{site.port}/{query}")
+
+
+def test_one_content_type_sent_twice_is_read_as_that_type(site: LocalSite) -> None:
+    """The same media type in two headers is that type, with the first charset declared."""
+    types = "type=text/html&type=" + quote("TEXT/HTML; charset=iso-8859-1")
+    page = fetch(local_fetcher(), f"http://site.test:{site.port}/typed-apart?{types}")
+    assert (page.content_type, page.text) == ("text/html", "typed apart")
+
+
+_MEDIA_TYPES = ["text/plain", "text/html", "application/json", "image/png", "application/pdf"]
+
+
+@given(
+    values=st.lists(
+        st.tuples(
+            st.sampled_from(_MEDIA_TYPES),
+            st.sampled_from(["", "; charset=utf-8", '; charset="a,b"', ";q=1"]),
+            st.sampled_from(["", " ", "  "]),
+        ),
+        min_size=1,
+        max_size=5,
+    ),
+)
+def test_a_content_type_header_reads_the_same_whatever_the_order_of_its_values(
+    values: list[tuple[str, str, str]],
+) -> None:
+    """However a server orders the values of Content-Type, the outcome is the same: one media
+    type (repeated or not) is that type, two or more are refused (commas in quotes are no split)."""
+
+    def outcome(header: str) -> str:
+        try:
+            return content_type_of(header)[0]
+        except FetchRefused:
+            return "refused"
+
+    spelled = [
+        f"{space}{mime.upper() if space else mime}{params}" for mime, params, space in values
+    ]
+    forward, backward = outcome(",".join(spelled)), outcome(",".join(reversed(spelled)))
+    distinct = {mime for mime, _, _ in values}
+    assert forward == backward == (distinct.pop() if len(distinct) == 1 else "refused")
 
 
 _CODEC_NAMES = sorted(set(encodings.aliases.aliases) | set(encodings.aliases.aliases.values()))
