@@ -25,6 +25,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -43,6 +45,7 @@ __all__ = [
     "ServerConnection",
     "screen_content",
     "screen_tools",
+    "stderr_tail",
     "validation_summary",
 ]
 
@@ -50,6 +53,11 @@ __all__ = [
 CONNECTION_CLOSED = -32000
 _MAX_PAGES = 100
 _STDERR_TAIL = 800
+#: The most of a stderr log read for its tail (white space at its end may be longer).
+_TAIL_WINDOW = 1 << 20
+#: Control characters but white space (a problem makes it one space), and the
+#: bidirectional overrides and isolates.
+_ESCAPED = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _FALLBACK_VERSION = "2025-11-25"
 #: The content types of MCP, and the SDK's model (the arm of its union) for each.
 _CONTENT_ARMS = {
@@ -273,13 +281,38 @@ class ServerConnection:
         return item
 
     def _stderr_tail(self) -> str:
-        try:
-            text = self.stderr_log.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            return ""
-        if not text:
-            return ""
-        return f"; its stderr ends with: {text[-_STDERR_TAIL:]}"
+        text = stderr_tail(self.stderr_log)
+        return f"; its stderr ends with: {text}" if text else ""
+
+
+def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
+    """The last `chars` characters of a server's stderr log (white space at its end left out),
+    its control characters escaped.
+
+    Only the end of the file is read (at most `_TAIL_WINDOW` bytes): a server may have
+    written gigabytes before it failed. What it wrote is shown on the user's terminal
+    (in a problem), so terminal escapes and bidirectional overrides are shown as
+    ``\\x1b``, ``\\u202e``, never sent as they are; white space stays (a problem makes
+    each run of it one space).
+    """
+    try:
+        with log.open("rb") as file:
+            end = file.seek(0, io.SEEK_END)
+            # At most 4 bytes a character in UTF-8 (and one more cut at the start); more
+            # while white space at the end leaves too few, up to the window.
+            size = 4 * chars + 4
+            while True:
+                start = max(0, end - size)
+                file.seek(start)
+                text = file.read(end - start).decode("utf-8", errors="replace").strip()
+                if start == 0 or len(text) > chars or size >= _TAIL_WINDOW:
+                    break
+                size = min(2 * size, _TAIL_WINDOW)
+    except OSError:
+        return ""
+    return _ESCAPED.sub(
+        lambda match: match.group().encode("unicode_escape").decode(), text[-chars:]
+    )
 
 
 async def _list_all_tools(session: Any) -> list[dict[str, Any]]:

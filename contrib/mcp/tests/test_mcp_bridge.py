@@ -632,3 +632,35 @@ def test_an_sdk_without_the_private_helpers_falls_back_to_its_stdio_client(
     assert len(report["pids"]) == 2
     assert report["running"] == []
     assert "Traceback" not in done.stderr and "Error" not in done.stderr
+
+
+def test_a_huge_stderr_is_not_read_whole_to_name_a_failed_start(workspace: Workspace) -> None:
+    """A server that wrote 48 MiB to stderr and exited is reported with the end of it, read
+    without holding the whole log in memory."""
+    env = {
+        "RAW_SERVER_STDERR_MIB": "48",
+        "RAW_SERVER_STDERR": "\nno database",
+        "RAW_SERVER_EXIT": "3",
+    }
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    tracemalloc.start()
+    try:
+        _, (problem,) = through_the_core(workspace)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert problem.startswith("MCP server 'raw' failed to start")
+    assert problem.endswith("eee no database; its tools are left out")
+    assert peak < 16 * MIB
+
+
+def test_control_characters_of_a_servers_stderr_are_shown_escaped(workspace: Workspace) -> None:
+    """Terminal escapes a failed server wrote to stderr reach the problem escaped, not raw."""
+    text = "boom \x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m \u202eevil\x7f"
+    env = {"RAW_SERVER_STDERR": text, "RAW_SERVER_EXIT": "3"}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    listed = _cli(workspace, "plugins")
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout + listed.stderr
+    shown = r"boom \x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m \u202eevil\x7f"
+    assert f"its stderr ends with: {shown}; its tools are left out" in listed.stdout

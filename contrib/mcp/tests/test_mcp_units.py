@@ -6,6 +6,8 @@ import contextlib
 import itertools
 import json
 import re
+import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +28,7 @@ from nanobot_mcp import (
     to_tool_result,
 )
 from nanobot_mcp.config import parse_servers
-from nanobot_mcp.connection import RejectedTool, screen_tools
+from nanobot_mcp.connection import RejectedTool, screen_tools, stderr_tail
 from nanobot_mcp.failures import RememberedFailure
 from nanobot_mcp.stdio import (
     DEFAULT_MAX_LINE_BYTES,
@@ -439,3 +441,38 @@ def test_sizes_are_said_as_people_write_them(size: int, said: str) -> None:
 def test_the_installed_mcp_has_every_helper_the_bounded_transport_uses() -> None:
     """The mcp installed for the tests lacks none of the SDK's names the line bound needs."""
     assert missing_sdk_names() == ()
+
+
+_WHITE = st.text(alphabet=" \n\t\r", max_size=300)
+_BIDI = ("\u202a", "\u202e", "\u2066", "\u2069")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(), _WHITE, st.integers(min_value=1, max_value=50))
+def test_a_stderr_tail_holds_no_control_character_raw(text: str, end: str, chars: int) -> None:
+    """Whatever a server wrote, its tail holds no control character but white space."""
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "server.log"
+        log.write_bytes((text + end).encode("utf-8", "surrogatepass"))
+        tail = stderr_tail(log, chars)
+    assert all(unicodedata.category(c) != "Cc" or c.isspace() for c in tail)
+    assert not any(c in tail for c in _BIDI)
+
+
+_PLAIN = st.text(st.characters(exclude_categories=("Cc", "Cs", "Cf")), max_size=400)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_PLAIN, _WHITE, st.integers(min_value=1, max_value=50))
+def test_a_plain_stderr_tail_is_its_end_as_written(text: str, end: str, chars: int) -> None:
+    """Text without control characters comes back as its last characters, white space at its
+    end left out (however much of it there is)."""
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "server.log"
+        log.write_bytes((text + end).encode("utf-8"))
+        assert stderr_tail(log, chars) == text.strip()[-chars:]
+
+
+def test_a_missing_stderr_log_has_no_tail(tmp_path: Path) -> None:
+    """A server that never got to write its log is told without a stderr tail."""
+    assert stderr_tail(tmp_path / "absent.log") == ""

@@ -13,6 +13,9 @@ switches:
   server waits for more requests), as a broken or hostile server might.
 - ``RAW_SERVER_FLOOD_IDLE``: after answering ``tools/list``, send this many bytes and no
   newline unasked.
+- ``RAW_SERVER_STDERR_MIB``: at start, write this many MiB of ``e`` to stderr.
+- ``RAW_SERVER_STDERR``: at start, write this text to stderr (after the MiB above).
+- ``RAW_SERVER_EXIT``: at start, exit with this status (after writing to stderr).
 - ``NOTES_SERVER_SPAWN_LOG``: append the process id to this file at start (as the notes
   server does).
 """
@@ -94,6 +97,13 @@ def flood(size: int) -> None:
 if os.environ.get("NOTES_SERVER_SPAWN_LOG"):
     with open(os.environ["NOTES_SERVER_SPAWN_LOG"], "a", encoding="utf-8") as log:
         log.write(f"{os.getpid()}\n")
+
+for _ in range(int(os.environ.get("RAW_SERVER_STDERR_MIB", "0"))):
+    sys.stderr.write("e" * _CHUNK)
+sys.stderr.write(os.environ.get("RAW_SERVER_STDERR", ""))
+sys.stderr.flush()
+if os.environ.get("RAW_SERVER_EXIT"):
+    sys.exit(int(os.environ["RAW_SERVER_EXIT"]))
 
 for raw in sys.stdin.buffer:
     answer(json.loads(raw))
