@@ -122,15 +122,22 @@ def _server(name: str, table: Any, workspace: Path, where: str) -> ServerConfig:
     command = table.get("command")
     if not isinstance(command, str) or not command.strip():
         raise ConfigError(f"{where}: 'command' is required (the program that starts the server)")
+    _no_nul(command, "'command'", where)
     args = table.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise ConfigError(f"{where}: 'args' must be a list of strings")
+    for index, arg in enumerate(args):
+        _no_nul(arg, f"'args' item {index}", where)
     env = table.get("env", {})
-    if not isinstance(env, Mapping) or not all(isinstance(v, str) for v in env.values()):
+    if not isinstance(env, Mapping):
         raise ConfigError(f"{where}: 'env' must be a table of strings")
+    for key, value in env.items():
+        _env_entry(key, value, where)
     cwd = table.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise ConfigError(f"{where}: 'cwd' must be a path string")
+    if cwd is not None:
+        _no_nul(cwd, "'cwd'", where)
     return ServerConfig(
         name=name,
         command=command,
@@ -142,6 +149,26 @@ def _server(name: str, table: Any, workspace: Path, where: str) -> ServerConfig:
         retry_after=_seconds(table, "retry_after", 60.0, where, zero=True),
         max_line_bytes=_max_line_bytes(table, where),
     )
+
+
+def _no_nul(value: str, what: str, where: str) -> None:
+    """Refuse a string no process can be given: the OS ends each at its first NUL."""
+    if "\x00" in value:
+        raise ConfigError(
+            f"{where}: {what} holds a NUL character (\\u0000), which no program can be given"
+        )
+
+
+def _env_entry(key: str, value: Any, where: str) -> None:
+    """Refuse an environment entry the OS cannot hold, naming it, before the server is started."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: 'env' must be a table of strings ({key!r} is not a string)")
+    if not key or "=" in key or "\x00" in key:
+        raise ConfigError(
+            f"{where}: 'env' key {key!r} is not a variable name "
+            "(a name is not empty and holds no '=' or NUL character)"
+        )
+    _no_nul(value, f"'env' value of {key!r}", where)
 
 
 def _max_line_bytes(table: Mapping[str, Any], where: str) -> int:

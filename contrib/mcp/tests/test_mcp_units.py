@@ -6,6 +6,8 @@ import contextlib
 import itertools
 import json
 import re
+import shutil
+import subprocess
 import tempfile
 import unicodedata
 from pathlib import Path
@@ -94,6 +96,12 @@ def test_defaults_and_server_order() -> None:
         ({"x": {"command": "c", "max_line_bytes": 1.5}}, "'max_line_bytes' must be a positive"),
         ({"x": {"command": "c", "max_line_bytes": True}}, "'max_line_bytes' must be a positive"),
         ({"x": {"command": "c", "max_line_bytes": "1M"}}, "'max_line_bytes' must be a positive"),
+        ({"x": {"command": "c", "env": {"A=B": "1"}}}, r"'env' key 'A=B' is not a variable"),
+        ({"x": {"command": "c", "env": {"": "1"}}}, r"'env' key '' is not a variable name"),
+        ({"x": {"command": "c", "env": {"A": "x\x00"}}}, r"'env' value of 'A' holds a NUL"),
+        ({"x": {"command": "c", "args": ["-v", "a\x00"]}}, r"'args' item 1 holds a NUL"),
+        ({"x": {"command": "c\x00"}}, r"'command' holds a NUL"),
+        ({"x": {"command": "c", "cwd": "a\x00"}}, r"'cwd' holds a NUL"),
         ({"bad name": {"command": "c"}}, "a server name is"),
         ({"x": "python"}, "must be a table"),
     ],
@@ -476,3 +484,19 @@ def test_a_plain_stderr_tail_is_its_end_as_written(text: str, end: str, chars: i
 def test_a_missing_stderr_log_has_no_tail(tmp_path: Path) -> None:
     """A server that never got to write its log is told without a stderr tail."""
     assert stderr_tail(tmp_path / "absent.log") == ""
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3))
+def test_an_env_table_is_refused_by_name_or_can_be_given_to_a_process(
+    env: dict[str, str],
+) -> None:
+    """Any env table is either a config error naming 'env', or one a real process starts with."""
+    try:
+        (server,) = parse({"x": {"command": "c", "env": env}})
+    except ConfigError as exc:
+        assert str(exc).startswith("mcp.toml: servers.x: 'env' ")
+        return
+    true = shutil.which("true")
+    assert true is not None
+    subprocess.run([true], env=dict(server.env), check=True)
