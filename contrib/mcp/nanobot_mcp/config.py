@@ -61,6 +61,13 @@ class ServerConfig:
     call_timeout: float = 60.0
     retry_after: float = 60.0
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    #: Where the server was configured (the config file), for messages; not part of its identity.
+    source: str = attrs.field(default="", eq=False)
+
+    def key(self, key: str) -> str:
+        """Where a key of this server is set: ``[servers.notes] command in <file>``."""
+        where = f"[servers.{self.name}] {key}"
+        return f"{where} in {self.source}" if self.source else where
 
     @property
     def config_hash(self) -> str:
@@ -105,13 +112,11 @@ def parse_servers(data: Mapping[str, Any], *, workspace: Path, source: str) -> l
     servers = data.get("servers", {})
     if not isinstance(servers, Mapping):
         raise ConfigError(f"{source}: 'servers' must be a table of [servers.<name>] tables")
-    return [
-        _server(name, table, workspace, f"{source}: servers.{name}")
-        for name, table in sorted(servers.items())
-    ]
+    return [_server(name, table, workspace, source) for name, table in sorted(servers.items())]
 
 
-def _server(name: str, table: Any, workspace: Path, where: str) -> ServerConfig:
+def _server(name: str, table: Any, workspace: Path, source: str) -> ServerConfig:
+    where = f"{source}: servers.{name}"
     if not _SERVER_NAME.fullmatch(name):
         raise ConfigError(f"{where}: a server name is 1-32 letters, digits, '_' or '-'")
     if not isinstance(table, Mapping):
@@ -148,6 +153,7 @@ def _server(name: str, table: Any, workspace: Path, where: str) -> ServerConfig:
         call_timeout=_seconds(table, "call_timeout", 60.0, where),
         retry_after=_seconds(table, "retry_after", 60.0, where, zero=True),
         max_line_bytes=_max_line_bytes(table, where),
+        source=source,
     )
 
 

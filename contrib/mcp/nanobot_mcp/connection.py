@@ -138,7 +138,7 @@ class ServerConnection:
             if self.fault is not None:
                 raise McpServerError(self.fault) from None
             raise McpServerError(
-                f"MCP server {self.config.name!r} failed to start: {_describe(exc)}"
+                f"MCP server {self.config.name!r} failed to start: {self._start_failure(exc)}"
                 + self._stderr_tail()
             ) from exc
         return self.tools
@@ -279,6 +279,25 @@ class ServerConnection:
             self.rejected += rejected
         message.result = kept  # type: ignore[union-attr]
         return item
+
+    def _start_failure(self, exc: BaseException) -> str:
+        """Why the start failed; the config key to fix when the command or cwd cannot be used."""
+        cause = _innermost(exc)
+        filename = getattr(cause, "filename", None)
+        if isinstance(cause, OSError) and filename is not None:
+            what = cause.strerror or _describe(cause)
+            # The command first: it is the one that failed when it names the cwd too.
+            if str(filename) == self.config.command:
+                return (
+                    f"its command {self.config.command!r} cannot be run: {what} "
+                    f"(see {self.config.key('command')})"
+                )
+            if self.config.cwd is not None and str(filename) == str(self.config.cwd):
+                return (
+                    f"its directory {str(self.config.cwd)!r} cannot be used: {what} "
+                    f"(see {self.config.key('cwd')})"
+                )
+        return _describe(exc)
 
     def _stderr_tail(self) -> str:
         text = stderr_tail(self.stderr_log)
@@ -441,9 +460,15 @@ def _is_union_arm(part: str) -> bool:
     return "[" in part or part in {"bool", "int", "str", "float", "list", "dict", "none"}
 
 
-def _describe(exc: BaseException) -> str:
-    """A one-line reason, looking inside the exception groups anyio raises."""
+def _innermost(exc: BaseException) -> BaseException:
+    """The exception inside the one-exception groups anyio wraps it in."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line reason, looking inside the exception groups anyio raises."""
+    exc = _innermost(exc)
     message = str(exc).strip()
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

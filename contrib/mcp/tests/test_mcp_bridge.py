@@ -664,3 +664,29 @@ def test_control_characters_of_a_servers_stderr_are_shown_escaped(workspace: Wor
     assert "\x1b" not in listed.stdout + listed.stderr
     shown = r"boom \x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m \u202eevil\x7f"
     assert f"its stderr ends with: {shown}; its tools are left out" in listed.stdout
+
+
+def test_a_command_or_cwd_that_cannot_be_used_is_named_by_its_key_and_file(
+    workspace: Workspace,
+) -> None:
+    """A missing program, a directory as the program and a missing cwd each fail their own
+    server's start, naming the config key and file to fix; the other server still works."""
+    config = workspace.configure(
+        absent={"command": "no-such-mcp-server-program"},
+        folder={"command": str(workspace.root)},
+        nowhere={"cwd": "does/not/exist"},
+        notes={},
+    )
+    tools, problems = through_the_core(workspace)
+    assert list(tools) and all(name.startswith("mcp_notes_") for name in tools)
+    assert problems == [
+        "MCP server 'absent' failed to start: its command 'no-such-mcp-server-program' cannot "
+        f"be run: No such file or directory (see [servers.absent] command in {config}); "
+        "its tools are left out",
+        f"MCP server 'folder' failed to start: its command {str(workspace.root)!r} cannot be "
+        f"run: Permission denied (see [servers.folder] command in {config}); "
+        "its tools are left out",
+        f"MCP server 'nowhere' failed to start: its directory "
+        f"{str(workspace.root / 'does/not/exist')!r} cannot be used: No such file or directory "
+        f"(see [servers.nowhere] cwd in {config}); its tools are left out",
+    ]
