@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import io
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +43,7 @@ __all__ = [
     "McpServerError",
     "RejectedTool",
     "ServerConnection",
+    "output_checker",
     "screen_content",
     "screen_tools",
     "stderr_tail",
@@ -98,7 +99,10 @@ class ServerConnection:
         self._session: Any = None
         self._protocol_version: Any = None  # the session's negotiated version, once known
         self._listing_ids: set[Any] = set()  # ids of tools/list requests not answered yet
-        self._call_ids: set[Any] = set()  # ids of tools/call requests not answered yet
+        #: The ids of tools/call requests not answered yet, and the tool each calls.
+        self._call_ids: dict[Any, str | None] = {}
+        #: A compiled checker of each tool's outputSchema (see `check_structured`).
+        self._output_checks: dict[str, tuple[dict[str, Any], Callable[[Any], str | None]]] = {}
         #: Why the connection was ended from this side (the server broke a limit), or None.
         self.fault: str | None = None
         self._closing = asyncio.Event()
@@ -245,7 +249,9 @@ class ServerConnection:
                     if method == "tools/list":
                         self._listing_ids.add(message.id)  # type: ignore[union-attr]
                     elif method == "tools/call":
-                        self._call_ids.add(message.id)  # type: ignore[union-attr]
+                        params = getattr(message, "params", None)
+                        tool = params.get("name") if isinstance(params, dict) else None
+                        self._call_ids[message.id] = tool if isinstance(tool, str) else None  # type: ignore[union-attr]
                     await sink.send(item)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the process is gone; the inbound relay notices its end of output
@@ -258,7 +264,7 @@ class ServerConnection:
             return item
         listing = ident in self._listing_ids
         self._listing_ids.discard(ident)
-        self._call_ids.discard(ident)
+        tool = self._call_ids.pop(ident, None)
         result = getattr(message, "result", None)
         if not isinstance(result, dict):
             return item  # an error answer: the SDK raises it as usual
@@ -268,6 +274,8 @@ class ServerConnection:
             # Screening must never stop the relay: on any failure the SDK judges as before.
             with contextlib.suppress(Exception):
                 message.result = screen_content(result, version)  # type: ignore[union-attr]
+            if tool is not None:
+                message.result = self._check_structured(tool, message.result)  # type: ignore[union-attr]
             return item
         try:
             kept, rejected = screen_tools(result, version)
@@ -279,6 +287,31 @@ class ServerConnection:
             self.rejected += rejected
         message.result = kept  # type: ignore[union-attr]
         return item
+
+    def _check_structured(self, tool: str, result: Any) -> Any:
+        """The result, or an error result when its structuredContent breaks the tool's outputSchema.
+
+        The SDK checks it too, but words a mismatch with the whole schema and the whole
+        value, pretty-printed: 14 MB of error and 5 s of the bridge's loop (every
+        server's calls waiting) for a 10 MB value. A result this check refuses is an
+        error result, which the SDK does not check again.
+        """
+        schema = next(
+            (t.get("outputSchema") for t in self.tools if t.get("name") == tool),
+            None,
+        )
+        if not isinstance(schema, dict) or not isinstance(result, dict) or result.get("isError"):
+            return result
+        checker = self._output_checks.get(tool)
+        if checker is None or checker[0] is not schema:
+            checker = self._output_checks[tool] = (schema, output_checker(schema))
+        fault = checker[1](result.get("structuredContent"))
+        if fault is None:
+            return result
+        line = f"MCP server {self.config.name!r}: {tool!r} answered with {fault}"
+        content = result.get("content")
+        rest = content if isinstance(content, list) else []
+        return {**result, "isError": True, "content": [{"type": "text", "text": line}, *rest]}
 
     def _start_failure(self, exc: BaseException) -> str:
         """Why the start failed; the config key to fix when the command or cwd cannot be used."""
@@ -458,6 +491,57 @@ def validation_summary(exc: Any, arm: str | None = None) -> str:
 def _is_union_arm(part: str) -> bool:
     """Whether a part of a pydantic error location names a union's arm, not a field."""
     return "[" in part or part in {"bool", "int", "str", "float", "list", "dict", "none"}
+
+
+def output_checker(schema: dict[str, Any]) -> Callable[[Any], str | None]:
+    """A check of a structuredContent against `schema` (a tool's outputSchema), as the SDK's.
+
+    It answers None for a value the schema allows, else one line of at most about
+    300 characters saying where and what is wrong (or what is wrong with the schema).
+    """
+    # jsonschema and referencing come with the SDK (it checks results with them too); jsonschema
+    # has no type hints.
+    from jsonschema import SchemaError  # type: ignore[import-untyped,unused-ignore]
+    from jsonschema.exceptions import best_match  # type: ignore[import-untyped,unused-ignore]
+    from jsonschema.validators import validator_for  # type: ignore[import-untyped,unused-ignore]
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+
+    try:
+        validator_class = validator_for(schema)
+        validator_class.check_schema(schema)
+        validator = validator_class(schema, registry=Registry())
+    except SchemaError as exc:
+        fault = f"a result it gave an invalid outputSchema for ({_cut(exc.message)})"
+        return lambda value: fault
+    except RecursionError:
+        return lambda value: "a result whose outputSchema nests too deep to check"
+
+    def check(value: Any) -> str | None:
+        if value is None:
+            return "no structuredContent, which its outputSchema asks for"
+        try:
+            error = best_match(validator.iter_errors(value))
+        except Unresolvable as exc:
+            ref = _cut(str(getattr(exc, "ref", "?")))
+            return f"a result its outputSchema cannot check (its $ref {ref!r} leads nowhere)"
+        except RecursionError:
+            return "a result its outputSchema cannot check (its $ref loops or nests too deep)"
+        if error is None:
+            return None
+        where = "structuredContent" + error.json_path[1:]
+        return (
+            "structuredContent its outputSchema does not allow "
+            f"({_cut(where, 100)}: {_cut(error.message)})"
+        )
+
+    return check
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """`text` on one line, cut to about `limit` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
 
 
 def _innermost(exc: BaseException) -> BaseException:

@@ -690,3 +690,75 @@ def test_a_command_or_cwd_that_cannot_be_used_is_named_by_its_key_and_file(
         f"{str(workspace.root / 'does/not/exist')!r} cannot be used: No such file or directory "
         f"(see [servers.nowhere] cwd in {config}); its tools are left out",
     ]
+
+
+def _typed_call(
+    workspace: Workspace, output: dict[str, Any], result: dict[str, Any], **env: str
+) -> ToolResult:
+    """Call a tool whose outputSchema is `output`, the server answering with `result`."""
+    typed = [{"name": "typed", "inputSchema": {"type": "object"}, "outputSchema": output}]
+    env = {RAW_EXTRA: json.dumps(typed), "RAW_SERVER_CALL_RESULT": json.dumps(result), **env}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "call_timeout": 60})
+    return run_tool(bridged(workspace)["mcp_raw_typed"], {})
+
+
+def test_structured_content_its_schema_refuses_is_one_short_line(workspace: Workspace) -> None:
+    """A large structuredContent that breaks the tool's outputSchema is an error of one line
+    saying where and what, with the tool's text; not the schema and the value pretty-printed."""
+    output = {"type": "object", "required": ["n"]}
+    content = {"content": [{"type": "text", "text": "counted"}]}
+    result = _typed_call(workspace, output, content, RAW_SERVER_STRUCTURED_ITEMS="300000")
+    assert result.is_error
+    assert str(result).split("\n\n")[0] == (
+        "Error: MCP server 'raw': 'typed' answered with structuredContent its outputSchema "
+        "does not allow (structuredContent: 'n' is a required property)\ncounted"
+    )
+    assert len(str(result)) < 1000  # the 10 MB value is not in it
+
+
+def test_structured_content_its_schema_allows_comes_through(workspace: Workspace) -> None:
+    """A structuredContent that the tool's outputSchema allows is a plain result, as before."""
+    output = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    result = _typed_call(workspace, output, {"content": [], "structuredContent": {"n": 3}})
+    assert not result.is_error and str(result) == '{"n": 3}'
+
+
+@pytest.mark.parametrize(
+    ("output", "structured", "fault"),
+    [
+        (
+            {"type": "object", "properties": {"n": {"type": "integer"}}},
+            {"n": "x" * 100_000},
+            "structuredContent its outputSchema does not allow (structuredContent.n: 'xxx",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"$ref": "#/$defs/x"}},
+                "$defs": {"x": {"$ref": "#/$defs/x"}},
+            },
+            {"a": 1},
+            "a result its outputSchema cannot check (its $ref loops or nests too deep)",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}},
+            {"a": 1},
+            "a result its outputSchema cannot check (its $ref '/nowhere' leads nowhere)",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"type": 5}}},
+            {"a": 1},
+            "a result it gave an invalid outputSchema for (5 is not valid under any of the given",
+        ),
+    ],
+)
+def test_an_output_schema_that_cannot_pass_the_result_is_named_in_one_line(
+    workspace: Workspace, output: dict[str, Any], structured: dict[str, Any], fault: str
+) -> None:
+    """A mismatch, a $ref that loops or leads nowhere and an invalid outputSchema are each an
+    error result of one line naming the server and the tool, at most a few hundred characters."""
+    result = _typed_call(workspace, output, {"content": [], "structuredContent": structured})
+    assert result.is_error
+    (line,) = str(result).split("\n\n")[0].splitlines()
+    assert line.startswith(f"Error: MCP server 'raw': 'typed' answered with {fault}")
+    assert len(line) < 400

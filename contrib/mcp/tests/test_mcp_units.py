@@ -30,7 +30,7 @@ from nanobot_mcp import (
     to_tool_result,
 )
 from nanobot_mcp.config import parse_servers
-from nanobot_mcp.connection import RejectedTool, screen_tools, stderr_tail
+from nanobot_mcp.connection import RejectedTool, output_checker, screen_tools, stderr_tail
 from nanobot_mcp.failures import RememberedFailure
 from nanobot_mcp.stdio import (
     DEFAULT_MAX_LINE_BYTES,
@@ -500,3 +500,34 @@ def test_an_env_table_is_refused_by_name_or_can_be_given_to_a_process(
     true = shutil.which("true")
     assert true is not None
     subprocess.run([true], env=dict(server.env), check=True)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+_OUTPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "n": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["n"],
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON | st.fixed_dictionaries({"n": _JSON}, optional={"tags": _JSON}))
+def test_the_output_check_agrees_with_json_schema_in_one_short_line(value: Any) -> None:
+    """Whatever structuredContent a server sends, the check passes exactly what jsonschema
+    passes, and words a refusal in one line of a few hundred characters at most."""
+    import jsonschema
+
+    fault = output_checker(_OUTPUT_SCHEMA)(value)
+    valid = value is not None and jsonschema.Draft202012Validator(_OUTPUT_SCHEMA).is_valid(value)
+    assert (fault is None) == valid
+    if fault is not None:
+        assert "\n" not in fault and len(fault) < 400

@@ -6,6 +6,8 @@ switches:
 
 - ``RAW_SERVER_LATIN1``: every answer of ``echo`` holds a byte that is not UTF-8.
 - ``RAW_SERVER_CALL_RESULT``: a JSON object sent as it is as the result of every call.
+- ``RAW_SERVER_STRUCTURED_ITEMS``: the result of every call (as above) gets a
+  ``structuredContent`` of ``{"items": [...]}`` with this many small objects (a large value).
 - ``RAW_SERVER_EXTRA_TOOLS``: a JSON list of tool definitions listed after ``echo``, sent as
   they are (invalid ones included); calling any of them answers like ``echo``.
 - ``RAW_SERVER_PAD``: the text of every answer of ``echo`` is followed by this many ``x``.
@@ -69,7 +71,12 @@ def answer(request: dict[str, object]) -> None:
             return
         text += "x" * int(os.environ.get("RAW_SERVER_PAD", "0"))
         if os.environ.get(RESULT):
-            send({"jsonrpc": "2.0", "id": ident, "result": json.loads(os.environ[RESULT])})
+            result = json.loads(os.environ[RESULT])
+            if os.environ.get("RAW_SERVER_STRUCTURED_ITEMS"):
+                count = int(os.environ["RAW_SERVER_STRUCTURED_ITEMS"])
+                items = [{"a": index, "b": "x" * 10} for index in range(count)]
+                result["structuredContent"] = {"items": items}
+            send({"jsonrpc": "2.0", "id": ident, "result": result})
             return
         if os.environ.get("RAW_SERVER_LATIN1"):
             line = {"jsonrpc": "2.0", "id": ident, "result": {"content": "@"}}
