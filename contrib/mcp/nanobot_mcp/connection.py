@@ -106,6 +106,8 @@ class ServerConnection:
         #: Why the connection was ended from this side (the server broke a limit), or None.
         self.fault: str | None = None
         self._closing = asyncio.Event()
+        #: What the start is waiting on, for the message when it takes too long.
+        self._phase = "starting its program"
         self._owner: asyncio.Task[None] | None = None
 
     @property
@@ -134,7 +136,8 @@ class ServerConnection:
             await self._abort()
             raise McpServerError(
                 self.fault
-                or f"MCP server {self.config.name!r} did not start within {timeout:g} s"
+                or f"MCP server {self.config.name!r} did not start within {timeout:g} s "
+                f"(see {self.config.key('startup_timeout')}): it was {self._phase}"
                 + self._stderr_tail()
             ) from None
         except Exception as exc:
@@ -205,8 +208,10 @@ class ServerConnection:
                     group.start_soon(self._relay_out, out_receive, write)
                     async with ClientSession(relay_receive, out_send) as session:
                         self._protocol_version = lambda: session.protocol_version
+                        self._phase = "waiting for its answer to initialize (the handshake)"
                         await session.initialize()
                         self.rejected = []
+                        self._phase = "waiting for its tool list (tools/list)"
                         tools = await _list_all_tools(session)
                         self._session = session
                         ready.set_result(tools)

@@ -762,3 +762,29 @@ def test_an_output_schema_that_cannot_pass_the_result_is_named_in_one_line(
     (line,) = str(result).split("\n\n")[0].splitlines()
     assert line.startswith(f"Error: MCP server 'raw': 'typed' answered with {fault}")
     assert len(line) < 400
+
+
+@pytest.mark.parametrize(
+    ("method", "phase"),
+    [
+        ("initialize", "waiting for its answer to initialize (the handshake)"),
+        ("tools/list", "waiting for its tool list (tools/list)"),
+    ],
+)
+def test_a_start_that_hangs_names_its_key_and_what_it_waited_for(
+    workspace: Workspace, method: str, phase: str
+) -> None:
+    """A server that never answers initialize, or tools/list, fails its start within
+    startup_timeout, named with the key to raise and the step that hung."""
+    env = {"RAW_SERVER_HANG": method, "RAW_SERVER_STDERR": "listening"}
+    config = workspace.configure(
+        raw={"args": [str(RAW_SERVER)], "env": env, "startup_timeout": 1.0}, notes={}
+    )
+    started = time.monotonic()
+    tools, (problem,) = through_the_core(workspace)
+    assert "mcp_notes_add" in tools and "mcp_raw_echo" not in tools
+    assert problem == (
+        f"MCP server 'raw' did not start within 1 s (see [servers.raw] startup_timeout in "
+        f"{config}): it was {phase}; its stderr ends with: listening; its tools are left out"
+    )
+    assert time.monotonic() - started < 60

@@ -15,6 +15,7 @@ switches:
   server waits for more requests), as a broken or hostile server might.
 - ``RAW_SERVER_FLOOD_IDLE``: after answering ``tools/list``, send this many bytes and no
   newline unasked.
+- ``RAW_SERVER_HANG``: never answer a request of this method (``initialize``, ``tools/list``).
 - ``RAW_SERVER_STDERR_MIB``: at start, write this many MiB of ``e`` to stderr.
 - ``RAW_SERVER_STDERR``: at start, write this text to stderr (after the MiB above).
 - ``RAW_SERVER_EXIT``: at start, exit with this status (after writing to stderr).
@@ -50,8 +51,8 @@ def send(message: dict[str, object]) -> None:
 
 def answer(request: dict[str, object]) -> None:
     method, ident = request.get("method"), request.get("id")
-    if ident is None:
-        return  # a notification
+    if ident is None or method == os.environ.get("RAW_SERVER_HANG"):
+        return  # a notification, or a request it is told to leave unanswered
     if method == "initialize":
         params = request["params"]
         assert isinstance(params, dict)
