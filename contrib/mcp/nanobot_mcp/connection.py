@@ -43,6 +43,7 @@ __all__ = [
     "McpServerError",
     "RejectedTool",
     "ServerConnection",
+    "escape_controls",
     "output_checker",
     "screen_content",
     "screen_tools",
@@ -367,9 +368,14 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
                 size = min(2 * size, _TAIL_WINDOW)
     except OSError:
         return ""
-    return _ESCAPED.sub(
-        lambda match: match.group().encode("unicode_escape").decode(), text[-chars:]
-    )
+    return escape_controls(text[-chars:])
+
+
+def escape_controls(text: str) -> str:
+    """`text` with its control characters but white space, and the bidirectional overrides
+    and isolates, written as escapes (``\\x1b``, ``\\u202e``): a server's words shown on a
+    terminal must not drive it."""
+    return _ESCAPED.sub(lambda match: match.group().encode("unicode_escape").decode(), text)
 
 
 async def _list_all_tools(session: Any) -> list[dict[str, Any]]:

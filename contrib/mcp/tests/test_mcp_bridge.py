@@ -788,3 +788,20 @@ def test_a_start_that_hangs_names_its_key_and_what_it_waited_for(
         f"{config}): it was {phase}; its stderr ends with: listening; its tools are left out"
     )
     assert time.monotonic() - started < 60
+
+
+def test_terminal_escapes_in_a_tool_description_are_shown_escaped(workspace: Workspace) -> None:
+    """A server's tool description with a window-title escape and a bidirectional override
+    reaches the `tools` listing (and the model) escaped, not as the bytes that drive a terminal."""
+    described = [
+        {
+            "name": "shout",
+            "description": "Shout \x1b]0;owned\x07loudly \u202eevil",
+            "inputSchema": {"type": "object"},
+        }
+    ]
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": {RAW_EXTRA: json.dumps(described)}})
+    listed = _cli(workspace, "tools")
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith("mcp_raw_shout")]
+    assert row.endswith(r"Shout \x1b]0;owned\x07loudly \u202eevil")
