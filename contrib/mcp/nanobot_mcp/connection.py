@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import attrs
 from nanobot_core import PluginError
 
@@ -102,7 +103,9 @@ class ServerConnection:
         self._listing_ids: set[Any] = set()  # ids of tools/list requests not answered yet
         #: The ids of tools/call requests not answered yet, and the tool each calls.
         self._call_ids: dict[Any, str | None] = {}
-        #: A compiled checker of each tool's outputSchema (see `check_structured`).
+        #: Each tool's outputSchema, kept from the SDK (the plugin checks results against it).
+        self._output_schemas: dict[str, dict[str, Any]] = {}
+        #: A compiled check of each tool's outputSchema (see `output_checker`).
         self._output_checks: dict[str, tuple[dict[str, Any], Callable[[Any], str | None]]] = {}
         #: Why the connection was ended from this side (the server broke a limit), or None.
         self.fault: str | None = None
@@ -214,6 +217,10 @@ class ServerConnection:
                         self.rejected = []
                         self._phase = "waiting for its tool list (tools/list)"
                         tools = await _list_all_tools(session)
+                        for tool in tools:  # the cache keeps them as the server sent them
+                            schema = self._output_schemas.get(str(tool.get("name")))
+                            if schema is not None:
+                                tool["outputSchema"] = schema
                         self._session = session
                         ready.set_result(tools)
                         await self._closing.wait()
@@ -239,7 +246,7 @@ class ServerConnection:
                         self.fault = f"MCP server {self.config.name!r} sent {item} and was stopped"
                         self._closing.set()
                         continue
-                    await sink.send(self._screen(item))
+                    await sink.send(await self._screen(item))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the session closed its end first: we are shutting down
         finally:
@@ -262,7 +269,7 @@ class ServerConnection:
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the process is gone; the inbound relay notices its end of output
 
-    def _screen(self, item: Any) -> Any:
+    async def _screen(self, item: Any) -> Any:
         """The item, with what the SDK would refuse taken out of a tools/list or call answer."""
         message = getattr(item, "message", None)
         ident = getattr(message, "id", None)
@@ -280,33 +287,58 @@ class ServerConnection:
             # Screening must never stop the relay: on any failure the SDK judges as before.
             with contextlib.suppress(Exception):
                 message.result = screen_content(result, version)  # type: ignore[union-attr]
-            if tool is not None:
-                message.result = self._check_structured(tool, message.result)  # type: ignore[union-attr]
+            if tool is not None and tool in self._output_schemas:
+                # Off the bridge's loop: checking a large value takes seconds, and the
+                # other servers' calls go on meanwhile.
+                with contextlib.suppress(Exception):
+                    checked = await anyio.to_thread.run_sync(
+                        self._check_structured,
+                        tool,
+                        message.result,  # type: ignore[union-attr]
+                        abandon_on_cancel=True,
+                    )
+                    message.result = checked  # type: ignore[union-attr]
             return item
         try:
             kept, rejected = screen_tools(result, version)
         except Exception:  # screening must never stop the relay: the SDK judges as before
             return item
-        if not rejected:
-            return item
-        if self._session is None:  # the listing at start-up (the SDK may list again later)
+        if rejected and self._session is None:  # at start-up (the SDK may list again later)
             self.rejected += rejected
-        message.result = kept  # type: ignore[union-attr]
+        message.result = self._take_output_schemas(kept)  # type: ignore[union-attr]
         return item
+
+    def _take_output_schemas(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The listing without the tools' outputSchemas, which are kept here instead.
+
+        The SDK would check each result against them and word a mismatch with the
+        whole schema and the whole value pretty-printed (see `_check_structured`);
+        without them it checks nothing, and the plugin checks each result once.
+        """
+        tools = result.get("tools")
+        if not isinstance(tools, list):
+            return result
+        stripped: list[Any] = []
+        for tool in tools:
+            schema = tool.get("outputSchema") if isinstance(tool, dict) else None
+            name = tool.get("name") if isinstance(tool, dict) else None
+            if not isinstance(schema, dict) or not isinstance(name, str):
+                stripped.append(tool)
+                continue
+            self._output_schemas[name] = schema
+            stripped.append({key: value for key, value in tool.items() if key != "outputSchema"})
+        return {**result, "tools": stripped}
 
     def _check_structured(self, tool: str, result: Any) -> Any:
         """The result, or an error result when its structuredContent breaks the tool's outputSchema.
 
-        The SDK checks it too, but words a mismatch with the whole schema and the whole
-        value, pretty-printed: 14 MB of error and 5 s of the bridge's loop (every
-        server's calls waiting) for a 10 MB value. A result this check refuses is an
-        error result, which the SDK does not check again.
+        As the SDK would, but the SDK words a mismatch with the whole schema and the
+        whole value, pretty-printed: 14 MB of error and 5 s of the bridge's loop (every
+        server's calls waiting) for a 10 MB value. So the SDK is not given the schemas
+        (`_take_output_schemas`), and each result is checked here, once.
         """
-        schema = next(
-            (t.get("outputSchema") for t in self.tools if t.get("name") == tool),
-            None,
-        )
-        if not isinstance(schema, dict) or not isinstance(result, dict) or result.get("isError"):
+        schema = self._output_schemas.get(tool)
+        if schema is None or not isinstance(result, dict) or result.get("isError"):
             return result
         checker = self._output_checks.get(tool)
         if checker is None or checker[0] is not schema:

@@ -721,6 +721,8 @@ def test_structured_content_its_schema_allows_comes_through(workspace: Workspace
     output = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
     result = _typed_call(workspace, output, {"content": [], "structuredContent": {"n": 3}})
     assert not result.is_error and str(result) == '{"n": 3}'
+    cached = json.loads((workspace.root / ".nanobot" / "cache" / "mcp" / "raw.json").read_text())
+    assert [t.get("outputSchema") for t in cached["tools"]] == [None, output]
 
 
 @pytest.mark.parametrize(
@@ -805,3 +807,38 @@ def test_terminal_escapes_in_a_tool_description_are_shown_escaped(workspace: Wor
     assert listed.returncode == 0, listed.stderr
     (row,) = [line for line in listed.stdout.splitlines() if line.startswith("mcp_raw_shout")]
     assert row.endswith(r"Shout \x1b]0;owned\x07loudly \u202eevil")
+
+
+def test_checking_a_large_structured_result_does_not_hold_up_other_servers(
+    workspace: Workspace,
+) -> None:
+    """While a 10 MB structuredContent is checked against its outputSchema, a call to another
+    server is answered: the check runs once, off the bridge's event loop."""
+    item = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"]}
+    output = {"type": "object", "properties": {"items": {"type": "array", "items": item}}}
+    typed = [{"name": "typed", "inputSchema": {"type": "object"}, "outputSchema": output}]
+    env = {
+        RAW_EXTRA: json.dumps(typed),
+        "RAW_SERVER_CALL_RESULT": json.dumps({"content": []}),
+        "RAW_SERVER_STRUCTURED_ITEMS": "300000",
+    }
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "call_timeout": 120}, notes={})
+    tools = bridged(workspace)
+    assert run_tool(tools["mcp_notes_add"], {"a": 1, "b": 2}) == "3"
+    started = time.monotonic()
+    took: list[float] = []
+
+    def large_call() -> None:
+        assert not run_tool(tools["mcp_raw_typed"], {}).is_error
+        took.append(time.monotonic() - started)
+
+    large = threading.Thread(target=large_call)
+    large.start()
+    slowest = 0.0
+    while large.is_alive():  # small calls to the other server, all the while
+        began = time.monotonic()
+        assert run_tool(tools["mcp_notes_add"], {"a": 1, "b": 2}) == "3"
+        slowest = max(slowest, time.monotonic() - began)
+    large.join()
+    # Checked on the loop, one small call waited for nearly all of it (5.1 s of 5.6 s).
+    assert slowest < took[0] / 2
