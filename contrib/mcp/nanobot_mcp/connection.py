@@ -352,8 +352,15 @@ class ServerConnection:
         return {**result, "isError": True, "content": [{"type": "text", "text": line}, *rest]}
 
     def _start_failure(self, exc: BaseException) -> str:
-        """Why the start failed; the config key to fix when the command or cwd cannot be used."""
+        """Why the start failed: the step a server that ended was in; the config key to fix
+        when the command or cwd cannot be used."""
         cause = _innermost(exc)
+        if getattr(getattr(cause, "error", None), "code", None) == CONNECTION_CLOSED:
+            # The SDK's words, "Connection closed", tell neither who closed it nor when.
+            return (
+                "its output ended (the process exited or closed its stdout) while the start "
+                f"was {self._phase}"
+            )
         filename = getattr(cause, "filename", None)
         if isinstance(cause, OSError) and filename is not None:
             what = cause.strerror or _describe(cause)

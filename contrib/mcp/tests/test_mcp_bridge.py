@@ -845,3 +845,17 @@ def test_checking_a_large_structured_result_does_not_hold_up_other_servers(
     large.join()
     # Checked on the loop, one small call waited for nearly all of it (5.1 s of 5.6 s).
     assert slowest < took[0] / 2
+
+
+@pytest.mark.parametrize("status", ["0", "3"])
+def test_a_server_that_exits_at_once_is_told_as_such(workspace: Workspace, status: str) -> None:
+    """A server that exits before the handshake fails its start with a reason saying its output
+    ended and in which step, not the SDK's bare "Connection closed"."""
+    env = {"RAW_SERVER_EXIT": status}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    _, (problem,) = through_the_core(workspace)
+    assert problem == (
+        "MCP server 'raw' failed to start: its output ended (the process exited or closed its "
+        "stdout) while the start was waiting for its answer to initialize (the handshake); "
+        "its tools are left out"
+    )
