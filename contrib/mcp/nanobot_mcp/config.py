@@ -122,6 +122,13 @@ def _server(name: str, table: Any, workspace: Path, source: str) -> ServerConfig
     if not isinstance(table, Mapping):
         raise ConfigError(f"{where}: must be a table")
     unknown = sorted(set(table) - _KEYS)
+    remote = [key for key in ("url", "transport", "type") if key in table]
+    if remote:
+        # Other MCP clients' config files describe HTTP and SSE servers with these keys.
+        raise ConfigError(
+            f"{where}: {', '.join(map(repr, remote))} given, but only stdio servers are "
+            "supported (HTTP and SSE are not): give 'command' (and 'args') to start the server"
+        )
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown} (known: {', '.join(sorted(_KEYS))})")
     command = table.get("command")

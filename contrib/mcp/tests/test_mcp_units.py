@@ -102,6 +102,11 @@ def test_defaults_and_server_order() -> None:
         ({"x": {"command": "c", "args": ["-v", "a\x00"]}}, r"'args' item 1 holds a NUL"),
         ({"x": {"command": "c\x00"}}, r"'command' holds a NUL"),
         ({"x": {"command": "c", "cwd": "a\x00"}}, r"'cwd' holds a NUL"),
+        ({"x": {"url": "http://127.0.0.1:8000/mcp"}}, r"'url' given, but only stdio servers"),
+        (
+            {"x": {"command": "c", "type": "sse", "url": "u"}},
+            r"servers.x: 'url', 'type' given, but only stdio servers are supported",
+        ),
         ({"bad name": {"command": "c"}}, "a server name is"),
         ({"x": "python"}, "must be a table"),
     ],
