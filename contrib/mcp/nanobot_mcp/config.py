@@ -61,6 +61,13 @@ class ServerConfig:
     call_timeout: float = 60.0
     retry_after: float = 60.0
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    #: Where the server was configured (the config file), for messages; not part of its identity.
+    source: str = attrs.field(default="", eq=False)
+
+    def key(self, key: str) -> str:
+        """Where a key of this server is set: ``[servers.notes] command in <file>``."""
+        where = f"[servers.{self.name}] {key}"
+        return f"{where} in {self.source}" if self.source else where
 
     @property
     def config_hash(self) -> str:
@@ -105,32 +112,44 @@ def parse_servers(data: Mapping[str, Any], *, workspace: Path, source: str) -> l
     servers = data.get("servers", {})
     if not isinstance(servers, Mapping):
         raise ConfigError(f"{source}: 'servers' must be a table of [servers.<name>] tables")
-    return [
-        _server(name, table, workspace, f"{source}: servers.{name}")
-        for name, table in sorted(servers.items())
-    ]
+    return [_server(name, table, workspace, source) for name, table in sorted(servers.items())]
 
 
-def _server(name: str, table: Any, workspace: Path, where: str) -> ServerConfig:
+def _server(name: str, table: Any, workspace: Path, source: str) -> ServerConfig:
+    where = f"{source}: servers.{name}"
     if not _SERVER_NAME.fullmatch(name):
         raise ConfigError(f"{where}: a server name is 1-32 letters, digits, '_' or '-'")
     if not isinstance(table, Mapping):
         raise ConfigError(f"{where}: must be a table")
     unknown = sorted(set(table) - _KEYS)
+    remote = [key for key in ("url", "transport", "type") if key in table]
+    if remote:
+        # Other MCP clients' config files describe HTTP and SSE servers with these keys.
+        raise ConfigError(
+            f"{where}: {', '.join(map(repr, remote))} given, but only stdio servers are "
+            "supported (HTTP and SSE are not): give 'command' (and 'args') to start the server"
+        )
     if unknown:
         raise ConfigError(f"{where}: unknown key(s) {unknown} (known: {', '.join(sorted(_KEYS))})")
     command = table.get("command")
     if not isinstance(command, str) or not command.strip():
         raise ConfigError(f"{where}: 'command' is required (the program that starts the server)")
+    _no_nul(command, "'command'", where)
     args = table.get("args", [])
     if not isinstance(args, list) or not all(isinstance(a, str) for a in args):
         raise ConfigError(f"{where}: 'args' must be a list of strings")
+    for index, arg in enumerate(args):
+        _no_nul(arg, f"'args' item {index}", where)
     env = table.get("env", {})
-    if not isinstance(env, Mapping) or not all(isinstance(v, str) for v in env.values()):
+    if not isinstance(env, Mapping):
         raise ConfigError(f"{where}: 'env' must be a table of strings")
+    for key, value in env.items():
+        _env_entry(key, value, where)
     cwd = table.get("cwd")
     if cwd is not None and not isinstance(cwd, str):
         raise ConfigError(f"{where}: 'cwd' must be a path string")
+    if cwd is not None:
+        _no_nul(cwd, "'cwd'", where)
     return ServerConfig(
         name=name,
         command=command,
@@ -141,7 +160,28 @@ def _server(name: str, table: Any, workspace: Path, where: str) -> ServerConfig:
         call_timeout=_seconds(table, "call_timeout", 60.0, where),
         retry_after=_seconds(table, "retry_after", 60.0, where, zero=True),
         max_line_bytes=_max_line_bytes(table, where),
+        source=source,
     )
+
+
+def _no_nul(value: str, what: str, where: str) -> None:
+    """Refuse a string no process can be given: the OS ends each at its first NUL."""
+    if "\x00" in value:
+        raise ConfigError(
+            f"{where}: {what} holds a NUL character (\\u0000), which no program can be given"
+        )
+
+
+def _env_entry(key: str, value: Any, where: str) -> None:
+    """Refuse an environment entry the OS cannot hold, naming it, before the server is started."""
+    if not isinstance(value, str):
+        raise ConfigError(f"{where}: 'env' must be a table of strings ({key!r} is not a string)")
+    if not key or "=" in key or "\x00" in key:
+        raise ConfigError(
+            f"{where}: 'env' key {key!r} is not a variable name "
+            "(a name is not empty and holds no '=' or NUL character)"
+        )
+    _no_nul(value, f"'env' value of {key!r}", where)
 
 
 def _max_line_bytes(table: Mapping[str, Any], where: str) -> int:

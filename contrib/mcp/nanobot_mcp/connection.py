@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Mapping
+import io
+import re
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.to_thread
 import attrs
 from nanobot_core import PluginError
 
@@ -41,8 +44,11 @@ __all__ = [
     "McpServerError",
     "RejectedTool",
     "ServerConnection",
+    "escape_controls",
+    "output_checker",
     "screen_content",
     "screen_tools",
+    "stderr_tail",
     "validation_summary",
 ]
 
@@ -50,6 +56,11 @@ __all__ = [
 CONNECTION_CLOSED = -32000
 _MAX_PAGES = 100
 _STDERR_TAIL = 800
+#: The most of a stderr log read for its tail (white space at its end may be longer).
+_TAIL_WINDOW = 1 << 20
+#: Control characters but white space (a problem makes it one space), and the
+#: bidirectional overrides and isolates.
+_ESCAPED = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 _FALLBACK_VERSION = "2025-11-25"
 #: The content types of MCP, and the SDK's model (the arm of its union) for each.
 _CONTENT_ARMS = {
@@ -90,10 +101,17 @@ class ServerConnection:
         self._session: Any = None
         self._protocol_version: Any = None  # the session's negotiated version, once known
         self._listing_ids: set[Any] = set()  # ids of tools/list requests not answered yet
-        self._call_ids: set[Any] = set()  # ids of tools/call requests not answered yet
+        #: The ids of tools/call requests not answered yet, and the tool each calls.
+        self._call_ids: dict[Any, str | None] = {}
+        #: Each tool's outputSchema, kept from the SDK (the plugin checks results against it).
+        self._output_schemas: dict[str, dict[str, Any]] = {}
+        #: A compiled check of each tool's outputSchema (see `output_checker`).
+        self._output_checks: dict[str, tuple[dict[str, Any], Callable[[Any], str | None]]] = {}
         #: Why the connection was ended from this side (the server broke a limit), or None.
         self.fault: str | None = None
         self._closing = asyncio.Event()
+        #: What the start is waiting on, for the message when it takes too long.
+        self._phase = "starting its program"
         self._owner: asyncio.Task[None] | None = None
 
     @property
@@ -122,7 +140,8 @@ class ServerConnection:
             await self._abort()
             raise McpServerError(
                 self.fault
-                or f"MCP server {self.config.name!r} did not start within {timeout:g} s"
+                or f"MCP server {self.config.name!r} did not start within {timeout:g} s "
+                f"(see {self.config.key('startup_timeout')}): it was {self._phase}"
                 + self._stderr_tail()
             ) from None
         except Exception as exc:
@@ -130,7 +149,7 @@ class ServerConnection:
             if self.fault is not None:
                 raise McpServerError(self.fault) from None
             raise McpServerError(
-                f"MCP server {self.config.name!r} failed to start: {_describe(exc)}"
+                f"MCP server {self.config.name!r} failed to start: {self._start_failure(exc)}"
                 + self._stderr_tail()
             ) from exc
         return self.tools
@@ -193,9 +212,15 @@ class ServerConnection:
                     group.start_soon(self._relay_out, out_receive, write)
                     async with ClientSession(relay_receive, out_send) as session:
                         self._protocol_version = lambda: session.protocol_version
+                        self._phase = "waiting for its answer to initialize (the handshake)"
                         await session.initialize()
                         self.rejected = []
+                        self._phase = "waiting for its tool list (tools/list)"
                         tools = await _list_all_tools(session)
+                        for tool in tools:  # the cache keeps them as the server sent them
+                            schema = self._output_schemas.get(str(tool.get("name")))
+                            if schema is not None:
+                                tool["outputSchema"] = schema
                         self._session = session
                         ready.set_result(tools)
                         await self._closing.wait()
@@ -221,7 +246,7 @@ class ServerConnection:
                         self.fault = f"MCP server {self.config.name!r} sent {item} and was stopped"
                         self._closing.set()
                         continue
-                    await sink.send(self._screen(item))
+                    await sink.send(await self._screen(item))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the session closed its end first: we are shutting down
         finally:
@@ -237,12 +262,14 @@ class ServerConnection:
                     if method == "tools/list":
                         self._listing_ids.add(message.id)  # type: ignore[union-attr]
                     elif method == "tools/call":
-                        self._call_ids.add(message.id)  # type: ignore[union-attr]
+                        params = getattr(message, "params", None)
+                        tool = params.get("name") if isinstance(params, dict) else None
+                        self._call_ids[message.id] = tool if isinstance(tool, str) else None  # type: ignore[union-attr]
                     await sink.send(item)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the process is gone; the inbound relay notices its end of output
 
-    def _screen(self, item: Any) -> Any:
+    async def _screen(self, item: Any) -> Any:
         """The item, with what the SDK would refuse taken out of a tools/list or call answer."""
         message = getattr(item, "message", None)
         ident = getattr(message, "id", None)
@@ -250,7 +277,7 @@ class ServerConnection:
             return item
         listing = ident in self._listing_ids
         self._listing_ids.discard(ident)
-        self._call_ids.discard(ident)
+        tool = self._call_ids.pop(ident, None)
         result = getattr(message, "result", None)
         if not isinstance(result, dict):
             return item  # an error answer: the SDK raises it as usual
@@ -260,26 +287,134 @@ class ServerConnection:
             # Screening must never stop the relay: on any failure the SDK judges as before.
             with contextlib.suppress(Exception):
                 message.result = screen_content(result, version)  # type: ignore[union-attr]
+            if tool is not None and tool in self._output_schemas:
+                # Off the bridge's loop: checking a large value takes seconds, and the
+                # other servers' calls go on meanwhile.
+                with contextlib.suppress(Exception):
+                    checked = await anyio.to_thread.run_sync(
+                        self._check_structured,
+                        tool,
+                        message.result,  # type: ignore[union-attr]
+                        abandon_on_cancel=True,
+                    )
+                    message.result = checked  # type: ignore[union-attr]
             return item
         try:
             kept, rejected = screen_tools(result, version)
         except Exception:  # screening must never stop the relay: the SDK judges as before
             return item
-        if not rejected:
-            return item
-        if self._session is None:  # the listing at start-up (the SDK may list again later)
+        if rejected and self._session is None:  # at start-up (the SDK may list again later)
             self.rejected += rejected
-        message.result = kept  # type: ignore[union-attr]
+        message.result = self._take_output_schemas(kept)  # type: ignore[union-attr]
         return item
 
+    def _take_output_schemas(self, result: dict[str, Any]) -> dict[str, Any]:
+        """The listing without the tools' outputSchemas, which are kept here instead.
+
+        The SDK would check each result against them and word a mismatch with the
+        whole schema and the whole value pretty-printed (see `_check_structured`);
+        without them it checks nothing, and the plugin checks each result once.
+        """
+        tools = result.get("tools")
+        if not isinstance(tools, list):
+            return result
+        stripped: list[Any] = []
+        for tool in tools:
+            schema = tool.get("outputSchema") if isinstance(tool, dict) else None
+            name = tool.get("name") if isinstance(tool, dict) else None
+            if not isinstance(schema, dict) or not isinstance(name, str):
+                stripped.append(tool)
+                continue
+            self._output_schemas[name] = schema
+            stripped.append({key: value for key, value in tool.items() if key != "outputSchema"})
+        return {**result, "tools": stripped}
+
+    def _check_structured(self, tool: str, result: Any) -> Any:
+        """The result, or an error result when its structuredContent breaks the tool's outputSchema.
+
+        As the SDK would, but the SDK words a mismatch with the whole schema and the
+        whole value, pretty-printed: 14 MB of error and 5 s of the bridge's loop (every
+        server's calls waiting) for a 10 MB value. So the SDK is not given the schemas
+        (`_take_output_schemas`), and each result is checked here, once.
+        """
+        schema = self._output_schemas.get(tool)
+        if schema is None or not isinstance(result, dict) or result.get("isError"):
+            return result
+        checker = self._output_checks.get(tool)
+        if checker is None or checker[0] is not schema:
+            checker = self._output_checks[tool] = (schema, output_checker(schema))
+        fault = checker[1](result.get("structuredContent"))
+        if fault is None:
+            return result
+        line = f"MCP server {self.config.name!r}: {tool!r} answered with {fault}"
+        content = result.get("content")
+        rest = content if isinstance(content, list) else []
+        return {**result, "isError": True, "content": [{"type": "text", "text": line}, *rest]}
+
+    def _start_failure(self, exc: BaseException) -> str:
+        """Why the start failed: the step a server that ended was in; the config key to fix
+        when the command or cwd cannot be used."""
+        cause = _innermost(exc)
+        if getattr(getattr(cause, "error", None), "code", None) == CONNECTION_CLOSED:
+            # The SDK's words, "Connection closed", tell neither who closed it nor when.
+            return (
+                "its output ended (the process exited or closed its stdout) while the start "
+                f"was {self._phase}"
+            )
+        filename = getattr(cause, "filename", None)
+        if isinstance(cause, OSError) and filename is not None:
+            what = cause.strerror or _describe(cause)
+            # The command first: it is the one that failed when it names the cwd too.
+            if str(filename) == self.config.command:
+                return (
+                    f"its command {self.config.command!r} cannot be run: {what} "
+                    f"(see {self.config.key('command')})"
+                )
+            if self.config.cwd is not None and str(filename) == str(self.config.cwd):
+                return (
+                    f"its directory {str(self.config.cwd)!r} cannot be used: {what} "
+                    f"(see {self.config.key('cwd')})"
+                )
+        return _describe(exc)
+
     def _stderr_tail(self) -> str:
-        try:
-            text = self.stderr_log.read_text(encoding="utf-8", errors="replace").strip()
-        except OSError:
-            return ""
-        if not text:
-            return ""
-        return f"; its stderr ends with: {text[-_STDERR_TAIL:]}"
+        text = stderr_tail(self.stderr_log)
+        return f"; its stderr ends with: {text}" if text else ""
+
+
+def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
+    """The last `chars` characters of a server's stderr log (white space at its end left out),
+    its control characters escaped.
+
+    Only the end of the file is read (at most `_TAIL_WINDOW` bytes): a server may have
+    written gigabytes before it failed. What it wrote is shown on the user's terminal
+    (in a problem), so terminal escapes and bidirectional overrides are shown as
+    ``\\x1b``, ``\\u202e``, never sent as they are; white space stays (a problem makes
+    each run of it one space).
+    """
+    try:
+        with log.open("rb") as file:
+            end = file.seek(0, io.SEEK_END)
+            # At most 4 bytes a character in UTF-8 (and one more cut at the start); more
+            # while white space at the end leaves too few, up to the window.
+            size = 4 * chars + 4
+            while True:
+                start = max(0, end - size)
+                file.seek(start)
+                text = file.read(end - start).decode("utf-8", errors="replace").strip()
+                if start == 0 or len(text) > chars or size >= _TAIL_WINDOW:
+                    break
+                size = min(2 * size, _TAIL_WINDOW)
+    except OSError:
+        return ""
+    return escape_controls(text[-chars:])
+
+
+def escape_controls(text: str) -> str:
+    """`text` with its control characters but white space, and the bidirectional overrides
+    and isolates, written as escapes (``\\x1b``, ``\\u202e``): a server's words shown on a
+    terminal must not drive it."""
+    return _ESCAPED.sub(lambda match: match.group().encode("unicode_escape").decode(), text)
 
 
 async def _list_all_tools(session: Any) -> list[dict[str, Any]]:
@@ -408,9 +543,66 @@ def _is_union_arm(part: str) -> bool:
     return "[" in part or part in {"bool", "int", "str", "float", "list", "dict", "none"}
 
 
-def _describe(exc: BaseException) -> str:
-    """A one-line reason, looking inside the exception groups anyio raises."""
+def output_checker(schema: dict[str, Any]) -> Callable[[Any], str | None]:
+    """A check of a structuredContent against `schema` (a tool's outputSchema), as the SDK's.
+
+    It answers None for a value the schema allows, else one line of at most about
+    300 characters saying where and what is wrong (or what is wrong with the schema).
+    """
+    # jsonschema and referencing come with the SDK (it checks results with them too); jsonschema
+    # has no type hints.
+    from jsonschema import SchemaError  # type: ignore[import-untyped,unused-ignore]
+    from jsonschema.exceptions import best_match  # type: ignore[import-untyped,unused-ignore]
+    from jsonschema.validators import validator_for  # type: ignore[import-untyped,unused-ignore]
+    from referencing import Registry
+    from referencing.exceptions import Unresolvable
+
+    try:
+        validator_class = validator_for(schema)
+        validator_class.check_schema(schema)
+        validator = validator_class(schema, registry=Registry())
+    except SchemaError as exc:
+        fault = f"a result it gave an invalid outputSchema for ({_cut(exc.message)})"
+        return lambda value: fault
+    except RecursionError:
+        return lambda value: "a result whose outputSchema nests too deep to check"
+
+    def check(value: Any) -> str | None:
+        if value is None:
+            return "no structuredContent, which its outputSchema asks for"
+        try:
+            error = best_match(validator.iter_errors(value))
+        except Unresolvable as exc:
+            ref = _cut(str(getattr(exc, "ref", "?")))
+            return f"a result its outputSchema cannot check (its $ref {ref!r} leads nowhere)"
+        except RecursionError:
+            return "a result its outputSchema cannot check (its $ref loops or nests too deep)"
+        if error is None:
+            return None
+        where = "structuredContent" + error.json_path[1:]
+        return (
+            "structuredContent its outputSchema does not allow "
+            f"({_cut(where, 100)}: {_cut(error.message)})"
+        )
+
+    return check
+
+
+def _cut(text: str, limit: int = 200) -> str:
+    """`text` on one line, cut to about `limit` characters."""
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[: limit - 1] + "\u2026"
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The exception inside the one-exception groups anyio wraps it in."""
     while isinstance(exc, BaseExceptionGroup) and len(exc.exceptions) == 1:
         exc = exc.exceptions[0]
+    return exc
+
+
+def _describe(exc: BaseException) -> str:
+    """A one-line reason, looking inside the exception groups anyio raises."""
+    exc = _innermost(exc)
     message = str(exc).strip()
     return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

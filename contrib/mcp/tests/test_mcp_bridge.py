@@ -632,3 +632,230 @@ def test_an_sdk_without_the_private_helpers_falls_back_to_its_stdio_client(
     assert len(report["pids"]) == 2
     assert report["running"] == []
     assert "Traceback" not in done.stderr and "Error" not in done.stderr
+
+
+def test_a_huge_stderr_is_not_read_whole_to_name_a_failed_start(workspace: Workspace) -> None:
+    """A server that wrote 48 MiB to stderr and exited is reported with the end of it, read
+    without holding the whole log in memory."""
+    env = {
+        "RAW_SERVER_STDERR_MIB": "48",
+        "RAW_SERVER_STDERR": "\nno database",
+        "RAW_SERVER_EXIT": "3",
+    }
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    through_the_core(workspace)  # the SDK's first import is not what is measured
+    reset_default_bridge()
+    (workspace.root / ".nanobot" / "cache" / "mcp" / "raw.failed.json").unlink()
+    tracemalloc.start()
+    try:
+        _, (problem,) = through_the_core(workspace)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert problem.startswith("MCP server 'raw' failed to start")
+    assert problem.endswith("eee no database; its tools are left out")
+    assert peak < 16 * MIB
+
+
+def test_control_characters_of_a_servers_stderr_are_shown_escaped(workspace: Workspace) -> None:
+    """Terminal escapes a failed server wrote to stderr reach the problem escaped, not raw."""
+    text = "boom \x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m \u202eevil\x7f"
+    env = {"RAW_SERVER_STDERR": text, "RAW_SERVER_EXIT": "3"}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    listed = _cli(workspace, "plugins")
+    assert listed.returncode == 0, listed.stderr
+    assert "\x1b" not in listed.stdout + listed.stderr
+    shown = r"boom \x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m \u202eevil\x7f"
+    assert f"its stderr ends with: {shown}; its tools are left out" in listed.stdout
+
+
+def test_a_command_or_cwd_that_cannot_be_used_is_named_by_its_key_and_file(
+    workspace: Workspace,
+) -> None:
+    """A missing program, a directory as the program and a missing cwd each fail their own
+    server's start, naming the config key and file to fix; the other server still works."""
+    config = workspace.configure(
+        absent={"command": "no-such-mcp-server-program"},
+        folder={"command": str(workspace.root)},
+        nowhere={"cwd": "does/not/exist"},
+        notes={},
+    )
+    tools, problems = through_the_core(workspace)
+    assert list(tools) and all(name.startswith("mcp_notes_") for name in tools)
+    assert problems == [
+        "MCP server 'absent' failed to start: its command 'no-such-mcp-server-program' cannot "
+        f"be run: No such file or directory (see [servers.absent] command in {config}); "
+        "its tools are left out",
+        f"MCP server 'folder' failed to start: its command {str(workspace.root)!r} cannot be "
+        f"run: Permission denied (see [servers.folder] command in {config}); "
+        "its tools are left out",
+        f"MCP server 'nowhere' failed to start: its directory "
+        f"{str(workspace.root / 'does/not/exist')!r} cannot be used: No such file or directory "
+        f"(see [servers.nowhere] cwd in {config}); its tools are left out",
+    ]
+
+
+def _typed_call(
+    workspace: Workspace, output: dict[str, Any], result: dict[str, Any], **env: str
+) -> ToolResult:
+    """Call a tool whose outputSchema is `output`, the server answering with `result`."""
+    typed = [{"name": "typed", "inputSchema": {"type": "object"}, "outputSchema": output}]
+    env = {RAW_EXTRA: json.dumps(typed), "RAW_SERVER_CALL_RESULT": json.dumps(result), **env}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "call_timeout": 60})
+    return run_tool(bridged(workspace)["mcp_raw_typed"], {})
+
+
+def test_structured_content_its_schema_refuses_is_one_short_line(workspace: Workspace) -> None:
+    """A large structuredContent that breaks the tool's outputSchema is an error of one line
+    saying where and what, with the tool's text; not the schema and the value pretty-printed."""
+    output = {"type": "object", "required": ["n"]}
+    content = {"content": [{"type": "text", "text": "counted"}]}
+    result = _typed_call(workspace, output, content, RAW_SERVER_STRUCTURED_ITEMS="300000")
+    assert result.is_error
+    assert str(result).split("\n\n")[0] == (
+        "Error: MCP server 'raw': 'typed' answered with structuredContent its outputSchema "
+        "does not allow (structuredContent: 'n' is a required property)\ncounted"
+    )
+    assert len(str(result)) < 1000  # the 10 MB value is not in it
+
+
+def test_structured_content_its_schema_allows_comes_through(workspace: Workspace) -> None:
+    """A structuredContent that the tool's outputSchema allows is a plain result, as before."""
+    output = {"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]}
+    result = _typed_call(workspace, output, {"content": [], "structuredContent": {"n": 3}})
+    assert not result.is_error and str(result) == '{"n": 3}'
+    cached = json.loads((workspace.root / ".nanobot" / "cache" / "mcp" / "raw.json").read_text())
+    assert [t.get("outputSchema") for t in cached["tools"]] == [None, output]
+
+
+@pytest.mark.parametrize(
+    ("output", "structured", "fault"),
+    [
+        (
+            {"type": "object", "properties": {"n": {"type": "integer"}}},
+            {"n": "x" * 100_000},
+            "structuredContent its outputSchema does not allow (structuredContent.n: 'xxx",
+        ),
+        (
+            {
+                "type": "object",
+                "properties": {"a": {"$ref": "#/$defs/x"}},
+                "$defs": {"x": {"$ref": "#/$defs/x"}},
+            },
+            {"a": 1},
+            "a result its outputSchema cannot check (its $ref loops or nests too deep)",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"$ref": "#/nowhere"}}},
+            {"a": 1},
+            "a result its outputSchema cannot check (its $ref '/nowhere' leads nowhere)",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"type": 5}}},
+            {"a": 1},
+            "a result it gave an invalid outputSchema for (5 is not valid under any of the given",
+        ),
+    ],
+)
+def test_an_output_schema_that_cannot_pass_the_result_is_named_in_one_line(
+    workspace: Workspace, output: dict[str, Any], structured: dict[str, Any], fault: str
+) -> None:
+    """A mismatch, a $ref that loops or leads nowhere and an invalid outputSchema are each an
+    error result of one line naming the server and the tool, at most a few hundred characters."""
+    result = _typed_call(workspace, output, {"content": [], "structuredContent": structured})
+    assert result.is_error
+    (line,) = str(result).split("\n\n")[0].splitlines()
+    assert line.startswith(f"Error: MCP server 'raw': 'typed' answered with {fault}")
+    assert len(line) < 400
+
+
+@pytest.mark.parametrize(
+    ("method", "phase"),
+    [
+        ("initialize", "waiting for its answer to initialize (the handshake)"),
+        ("tools/list", "waiting for its tool list (tools/list)"),
+    ],
+)
+def test_a_start_that_hangs_names_its_key_and_what_it_waited_for(
+    workspace: Workspace, method: str, phase: str
+) -> None:
+    """A server that never answers initialize, or tools/list, fails its start within
+    startup_timeout, named with the key to raise and the step that hung."""
+    env = {"RAW_SERVER_HANG": method, "RAW_SERVER_STDERR": "listening"}
+    config = workspace.configure(
+        raw={"args": [str(RAW_SERVER)], "env": env, "startup_timeout": 1.0}, notes={}
+    )
+    started = time.monotonic()
+    tools, (problem,) = through_the_core(workspace)
+    assert "mcp_notes_add" in tools and "mcp_raw_echo" not in tools
+    assert problem == (
+        f"MCP server 'raw' did not start within 1 s (see [servers.raw] startup_timeout in "
+        f"{config}): it was {phase}; its stderr ends with: listening; its tools are left out"
+    )
+    assert time.monotonic() - started < 60
+
+
+def test_terminal_escapes_in_a_tool_description_are_shown_escaped(workspace: Workspace) -> None:
+    """A server's tool description with a window-title escape and a bidirectional override
+    reaches the `tools` listing (and the model) escaped, not as the bytes that drive a terminal."""
+    described = [
+        {
+            "name": "shout",
+            "description": "Shout \x1b]0;owned\x07loudly \u202eevil",
+            "inputSchema": {"type": "object"},
+        }
+    ]
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": {RAW_EXTRA: json.dumps(described)}})
+    listed = _cli(workspace, "tools")
+    assert listed.returncode == 0, listed.stderr
+    (row,) = [line for line in listed.stdout.splitlines() if line.startswith("mcp_raw_shout")]
+    assert row.endswith(r"Shout \x1b]0;owned\x07loudly \u202eevil")
+
+
+def test_checking_a_large_structured_result_does_not_hold_up_other_servers(
+    workspace: Workspace,
+) -> None:
+    """While a 10 MB structuredContent is checked against its outputSchema, a call to another
+    server is answered: the check runs once, off the bridge's event loop."""
+    item = {"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a", "b"]}
+    output = {"type": "object", "properties": {"items": {"type": "array", "items": item}}}
+    typed = [{"name": "typed", "inputSchema": {"type": "object"}, "outputSchema": output}]
+    env = {
+        RAW_EXTRA: json.dumps(typed),
+        "RAW_SERVER_CALL_RESULT": json.dumps({"content": []}),
+        "RAW_SERVER_STRUCTURED_ITEMS": "300000",
+    }
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "call_timeout": 120}, notes={})
+    tools = bridged(workspace)
+    assert run_tool(tools["mcp_notes_add"], {"a": 1, "b": 2}) == "3"
+    started = time.monotonic()
+    took: list[float] = []
+
+    def large_call() -> None:
+        assert not run_tool(tools["mcp_raw_typed"], {}).is_error
+        took.append(time.monotonic() - started)
+
+    large = threading.Thread(target=large_call)
+    large.start()
+    slowest = 0.0
+    while large.is_alive():  # small calls to the other server, all the while
+        began = time.monotonic()
+        assert run_tool(tools["mcp_notes_add"], {"a": 1, "b": 2}) == "3"
+        slowest = max(slowest, time.monotonic() - began)
+    large.join()
+    # Checked on the loop, one small call waited for nearly all of it (5.1 s of 5.6 s).
+    assert slowest < took[0] / 2
+
+
+@pytest.mark.parametrize("status", ["0", "3"])
+def test_a_server_that_exits_at_once_is_told_as_such(workspace: Workspace, status: str) -> None:
+    """A server that exits before the handshake fails its start with a reason saying its output
+    ended and in which step, not the SDK's bare "Connection closed"."""
+    env = {"RAW_SERVER_EXIT": status}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    _, (problem,) = through_the_core(workspace)
+    assert problem == (
+        "MCP server 'raw' failed to start: its output ended (the process exited or closed its "
+        "stdout) while the start was waiting for its answer to initialize (the handshake); "
+        "its tools are left out"
+    )

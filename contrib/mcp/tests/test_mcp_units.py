@@ -6,6 +6,10 @@ import contextlib
 import itertools
 import json
 import re
+import shutil
+import subprocess
+import tempfile
+import unicodedata
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +30,7 @@ from nanobot_mcp import (
     to_tool_result,
 )
 from nanobot_mcp.config import parse_servers
-from nanobot_mcp.connection import RejectedTool, screen_tools
+from nanobot_mcp.connection import RejectedTool, output_checker, screen_tools, stderr_tail
 from nanobot_mcp.failures import RememberedFailure
 from nanobot_mcp.stdio import (
     DEFAULT_MAX_LINE_BYTES,
@@ -92,6 +96,17 @@ def test_defaults_and_server_order() -> None:
         ({"x": {"command": "c", "max_line_bytes": 1.5}}, "'max_line_bytes' must be a positive"),
         ({"x": {"command": "c", "max_line_bytes": True}}, "'max_line_bytes' must be a positive"),
         ({"x": {"command": "c", "max_line_bytes": "1M"}}, "'max_line_bytes' must be a positive"),
+        ({"x": {"command": "c", "env": {"A=B": "1"}}}, r"'env' key 'A=B' is not a variable"),
+        ({"x": {"command": "c", "env": {"": "1"}}}, r"'env' key '' is not a variable name"),
+        ({"x": {"command": "c", "env": {"A": "x\x00"}}}, r"'env' value of 'A' holds a NUL"),
+        ({"x": {"command": "c", "args": ["-v", "a\x00"]}}, r"'args' item 1 holds a NUL"),
+        ({"x": {"command": "c\x00"}}, r"'command' holds a NUL"),
+        ({"x": {"command": "c", "cwd": "a\x00"}}, r"'cwd' holds a NUL"),
+        ({"x": {"url": "http://127.0.0.1:8000/mcp"}}, r"'url' given, but only stdio servers"),
+        (
+            {"x": {"command": "c", "type": "sse", "url": "u"}},
+            r"servers.x: 'url', 'type' given, but only stdio servers are supported",
+        ),
         ({"bad name": {"command": "c"}}, "a server name is"),
         ({"x": "python"}, "must be a table"),
     ],
@@ -439,3 +454,85 @@ def test_sizes_are_said_as_people_write_them(size: int, said: str) -> None:
 def test_the_installed_mcp_has_every_helper_the_bounded_transport_uses() -> None:
     """The mcp installed for the tests lacks none of the SDK's names the line bound needs."""
     assert missing_sdk_names() == ()
+
+
+_WHITE = st.text(alphabet=" \n\t\r", max_size=300)
+_BIDI = ("\u202a", "\u202e", "\u2066", "\u2069")
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(), _WHITE, st.integers(min_value=1, max_value=50))
+def test_a_stderr_tail_holds_no_control_character_raw(text: str, end: str, chars: int) -> None:
+    """Whatever a server wrote, its tail holds no control character but white space."""
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "server.log"
+        log.write_bytes((text + end).encode("utf-8", "surrogatepass"))
+        tail = stderr_tail(log, chars)
+    assert all(unicodedata.category(c) != "Cc" or c.isspace() for c in tail)
+    assert not any(c in tail for c in _BIDI)
+
+
+_PLAIN = st.text(st.characters(exclude_categories=("Cc", "Cs", "Cf")), max_size=400)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_PLAIN, _WHITE, st.integers(min_value=1, max_value=50))
+def test_a_plain_stderr_tail_is_its_end_as_written(text: str, end: str, chars: int) -> None:
+    """Text without control characters comes back as its last characters, white space at its
+    end left out (however much of it there is)."""
+    with tempfile.TemporaryDirectory() as folder:
+        log = Path(folder) / "server.log"
+        log.write_bytes((text + end).encode("utf-8"))
+        assert stderr_tail(log, chars) == text.strip()[-chars:]
+
+
+def test_a_missing_stderr_log_has_no_tail(tmp_path: Path) -> None:
+    """A server that never got to write its log is told without a stderr tail."""
+    assert stderr_tail(tmp_path / "absent.log") == ""
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.text(max_size=4), st.text(max_size=4), max_size=3))
+def test_an_env_table_is_refused_by_name_or_can_be_given_to_a_process(
+    env: dict[str, str],
+) -> None:
+    """Any env table is either a config error naming 'env', or one a real process starts with."""
+    try:
+        (server,) = parse({"x": {"command": "c", "env": env}})
+    except ConfigError as exc:
+        assert str(exc).startswith("mcp.toml: servers.x: 'env' ")
+        return
+    true = shutil.which("true")
+    assert true is not None
+    subprocess.run([true], env=dict(server.env), check=True)
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=10,
+)
+_OUTPUT_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "n": {"type": "integer"},
+        "tags": {"type": "array", "items": {"type": "string"}},
+    },
+    "required": ["n"],
+}
+
+
+@settings(max_examples=300, deadline=None)
+@given(_JSON | st.fixed_dictionaries({"n": _JSON}, optional={"tags": _JSON}))
+def test_the_output_check_agrees_with_json_schema_in_one_short_line(value: Any) -> None:
+    """Whatever structuredContent a server sends, the check passes exactly what jsonschema
+    passes, and words a refusal in one line of a few hundred characters at most."""
+    import jsonschema
+
+    fault = output_checker(_OUTPUT_SCHEMA)(value)
+    valid = value is not None and jsonschema.Draft202012Validator(_OUTPUT_SCHEMA).is_valid(value)
+    assert (fault is None) == valid
+    if fault is not None:
+        assert "\n" not in fault and len(fault) < 400

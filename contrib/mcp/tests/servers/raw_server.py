@@ -6,6 +6,8 @@ switches:
 
 - ``RAW_SERVER_LATIN1``: every answer of ``echo`` holds a byte that is not UTF-8.
 - ``RAW_SERVER_CALL_RESULT``: a JSON object sent as it is as the result of every call.
+- ``RAW_SERVER_STRUCTURED_ITEMS``: the result of every call (as above) gets a
+  ``structuredContent`` of ``{"items": [...]}`` with this many small objects (a large value).
 - ``RAW_SERVER_EXTRA_TOOLS``: a JSON list of tool definitions listed after ``echo``, sent as
   they are (invalid ones included); calling any of them answers like ``echo``.
 - ``RAW_SERVER_PAD``: the text of every answer of ``echo`` is followed by this many ``x``.
@@ -13,6 +15,10 @@ switches:
   server waits for more requests), as a broken or hostile server might.
 - ``RAW_SERVER_FLOOD_IDLE``: after answering ``tools/list``, send this many bytes and no
   newline unasked.
+- ``RAW_SERVER_HANG``: never answer a request of this method (``initialize``, ``tools/list``).
+- ``RAW_SERVER_STDERR_MIB``: at start, write this many MiB of ``e`` to stderr.
+- ``RAW_SERVER_STDERR``: at start, write this text to stderr (after the MiB above).
+- ``RAW_SERVER_EXIT``: at start, exit with this status (after writing to stderr).
 - ``NOTES_SERVER_SPAWN_LOG``: append the process id to this file at start (as the notes
   server does).
 """
@@ -45,8 +51,8 @@ def send(message: dict[str, object]) -> None:
 
 def answer(request: dict[str, object]) -> None:
     method, ident = request.get("method"), request.get("id")
-    if ident is None:
-        return  # a notification
+    if ident is None or method == os.environ.get("RAW_SERVER_HANG"):
+        return  # a notification, or a request it is told to leave unanswered
     if method == "initialize":
         params = request["params"]
         assert isinstance(params, dict)
@@ -66,7 +72,12 @@ def answer(request: dict[str, object]) -> None:
             return
         text += "x" * int(os.environ.get("RAW_SERVER_PAD", "0"))
         if os.environ.get(RESULT):
-            send({"jsonrpc": "2.0", "id": ident, "result": json.loads(os.environ[RESULT])})
+            result = json.loads(os.environ[RESULT])
+            if os.environ.get("RAW_SERVER_STRUCTURED_ITEMS"):
+                count = int(os.environ["RAW_SERVER_STRUCTURED_ITEMS"])
+                items = [{"a": index, "b": "x" * 10} for index in range(count)]
+                result["structuredContent"] = {"items": items}
+            send({"jsonrpc": "2.0", "id": ident, "result": result})
             return
         if os.environ.get("RAW_SERVER_LATIN1"):
             line = {"jsonrpc": "2.0", "id": ident, "result": {"content": "@"}}
@@ -94,6 +105,13 @@ def flood(size: int) -> None:
 if os.environ.get("NOTES_SERVER_SPAWN_LOG"):
     with open(os.environ["NOTES_SERVER_SPAWN_LOG"], "a", encoding="utf-8") as log:
         log.write(f"{os.getpid()}\n")
+
+for _ in range(int(os.environ.get("RAW_SERVER_STDERR_MIB", "0"))):
+    sys.stderr.write("e" * _CHUNK)
+sys.stderr.write(os.environ.get("RAW_SERVER_STDERR", ""))
+sys.stderr.flush()
+if os.environ.get("RAW_SERVER_EXIT"):
+    sys.exit(int(os.environ["RAW_SERVER_EXIT"]))
 
 for raw in sys.stdin.buffer:
     answer(json.loads(raw))
