@@ -56,6 +56,8 @@ _MAX_PAGES = 100
 _STDERR_TAIL = 800
 #: The most of a stderr log read for its tail (white space at its end may be longer).
 _TAIL_WINDOW = 1 << 20
+#: The bytes UTF-8 continues a character with (never the first byte of one).
+_CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
 _FALLBACK_VERSION = "2025-11-25"
 #: The content types of MCP, and the SDK's model (the arm of its union) for each.
 _CONTENT_ARMS = {
@@ -396,7 +398,12 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
             while True:
                 start = max(0, end - size)
                 file.seek(start)
-                text = file.read(end - start).decode("utf-8", errors="replace").strip()
+                data = file.read(end - start)
+                if start > 0:
+                    # The rest of a character the window cut into is not one of the last
+                    # characters: decoded, each of its bytes would count as one (U+FFFD).
+                    data = data.lstrip(_CONTINUATION_BYTES)
+                text = data.decode("utf-8", errors="replace").strip()
                 if start == 0 or len(text) > chars or size >= _TAIL_WINDOW:
                     break
                 size = min(2 * size, _TAIL_WINDOW)
