@@ -536,7 +536,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     the command, exit 130 and ``Interrupted.``, once that saving is done; in
     Python's teardown after that, it is ignored. Called with `argv` (a host
     running the CLI in its own process), it raises ``SystemExit`` and leaves
-    the process alone.
+    the process alone, but for the stand-ins it puts in place of ``sys.stdout`` (and,
+    on a terminal, ``sys.stderr``): what plugin code prints goes to the log, and what
+    is written to a terminal is shown escaped (`nanobot_core._terminal`).
     """
     end = _ProgramEnd.install() if argv is None else None
     try:

@@ -103,6 +103,7 @@ def test_run_on_a_terminal_shows_the_answer_and_progress_escaped(
     shown = _terminal("run", "read it", cwd=workspace, env=cli_env(server))
     assert shown.returncode == 0, shown.stderr
     assert shown.stdout == SHOWN.encode() + b"\n"
+    assert b"nanobot: tool no\\x{1b}[2Jtool: running\n" in shown.stderr
     _assert_drives_nothing(shown.stderr)
 
 
