@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nanobot_core._clip import clip, quoted
+    from nanobot_core._terminal import escape_controls, unescape_controls
     from nanobot_core.config import (
         Config,
         check_config,
@@ -88,6 +89,7 @@ __all__ = [
     "WorkspaceEscapeError",
     "check_config",
     "clip",
+    "escape_controls",
     "hookimpl",
     "is_openai_api",
     "latest_state",
@@ -98,6 +100,7 @@ __all__ = [
     "source_prefix",
     "stage",
     "tool",
+    "unescape_controls",
     "validate",
     "variable_source",
 ]
@@ -105,6 +108,8 @@ __all__ = [
 _LOCATIONS: dict[str, str] = {
     "clip": "nanobot_core._clip",
     "quoted": "nanobot_core._clip",
+    "escape_controls": "nanobot_core._terminal",
+    "unescape_controls": "nanobot_core._terminal",
     "Config": "nanobot_core.config",
     "check_config": "nanobot_core.config",
     "load_config": "nanobot_core.config",

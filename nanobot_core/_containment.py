@@ -30,7 +30,7 @@ import errno
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from types import CodeType, FrameType
@@ -155,9 +155,16 @@ def _install() -> None:
         sys.stdout = _Stdout(sys.stdout)
 
 
-def guard_stdout() -> None:
-    """Put the stand-in for stdout in place now (the CLI, before any output): see `_Stdout`."""
+def guard_stdout(*, through: Callable[[Any], Any] | None = None) -> None:
+    """Put the stand-in for stdout in place now (the CLI, before any output): see `_Stdout`.
+
+    `through`, given the stream the stand-in writes to, returns the one it writes to
+    from now on (the CLI's escaping for a terminal, `nanobot_core._terminal`): beneath
+    the stand-in, so what plugin code prints reaches it only as the log line it becomes.
+    """
     _install()
+    if through is not None and isinstance(sys.stdout, _Stdout):
+        sys.stdout._real = through(sys.stdout._real)
 
 
 @contextmanager

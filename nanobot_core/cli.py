@@ -179,7 +179,8 @@ def write_output(output: str, values: Iterable[Any]) -> None:
     A file is replaced atomically (`nanobot_core._atomic`), after `check_output_folder`
     accepted it; a failure then raises `_OutputError` (exit 1). Standard output is
     written as the command's other output is: a failure there is the CLI's
-    ``cannot write to stdout`` (exit 1).
+    ``cannot write to stdout`` (exit 1); on a terminal, DEL, C1 and the bidirectional
+    controls are written as JSON escapes (`nanobot_core._terminal`).
     """
     from nanobot_core.governance.history_file import write_jsonl_atomic
 
@@ -191,12 +192,16 @@ def write_output(output: str, values: Iterable[Any]) -> None:
         return
     from nanobot_core._containment import stdout_failed
     from nanobot_core._jsonl import encode_lines
+    from nanobot_core._terminal import escape_json_controls, is_terminal
 
+    # On a terminal, as `CliState.echo_json`: the same values, nothing that drives it.
+    # A pipe or a file gets the bytes as they are.
+    shown = is_terminal(sys.stdout)
     try:
         sys.stdout.flush()  # what was printed before goes first
         stream = sys.stdout.buffer
         for line in encode_lines(values):
-            stream.write(line)
+            stream.write(escape_json_controls(line.decode()).encode() if shown else line)
         stream.flush()
     except OSError as exc:
         raise stdout_failed(exc) from None
@@ -358,10 +363,19 @@ class CliState:
         watch.start()
 
     def echo_json(self, value: Any) -> None:
-        """Print `value` on stdout as strict JSON (no NaN, no lone surrogate: see the boundary)."""
-        from nanobot_core._json_boundary import dumps
+        """Print `value` on stdout as strict JSON (no NaN, no lone surrogate: see the boundary).
 
-        click.echo(dumps(value, indent=2))
+        On a terminal, DEL, C1 and the bidirectional controls, which JSON leaves raw,
+        are written as JSON escapes: the same value, nothing that drives the terminal.
+        """
+        from nanobot_core._json_boundary import dumps
+        from nanobot_core._terminal import escape_json_controls, is_terminal, verbatim
+
+        text = dumps(value, indent=2)
+        if is_terminal(sys.stdout):
+            text = escape_json_controls(text)
+        with verbatim():  # JSON's own escapes (a backslash before x1b) stay as they are
+            click.echo(text)
 
 
 def get_state() -> CliState:
@@ -522,7 +536,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     the command, exit 130 and ``Interrupted.``, once that saving is done; in
     Python's teardown after that, it is ignored. Called with `argv` (a host
     running the CLI in its own process), it raises ``SystemExit`` and leaves
-    the process alone.
+    the process alone, but for the stand-ins it puts in place of ``sys.stdout`` (and,
+    on a terminal, ``sys.stderr``): what plugin code prints goes to the log, and what
+    is written to a terminal is shown escaped (`nanobot_core._terminal`).
     """
     end = _ProgramEnd.install() if argv is None else None
     try:
@@ -539,15 +555,20 @@ def main(argv: Sequence[str] | None = None) -> None:
 
 def _run_command(args: list[str]) -> int:
     """Run the command `args` names; its exit code, its errors printed on stderr."""
-    from nanobot_core._containment import StdoutError, guard_stdout, interrupt_on_sigint
+    from nanobot_core._containment import StdoutError, interrupt_on_sigint
+    from nanobot_core._terminal import escape_on_terminals
     from nanobot_core.errors import ConfigError, NanobotError
 
     interrupt_on_sigint()  # Ctrl-C in a plugin's hook stops the command, not the plugin
     _lenient_stdio()
-    guard_stdout()  # a write to stdout that fails raises StdoutError
+    # A write to stdout that fails raises StdoutError; on a terminal, stdout and stderr
+    # show control characters escaped: text from a model, a tool, a page cannot drive it.
+    escape_on_terminals()
     try:
         # With standalone_mode=False click returns the code of `ctx.exit(code)` instead of exiting.
-        code = cli.main(args=args, prog_name="nanobot-core", standalone_mode=False)
+        # color=True: click.echo would strip CSI sequences from what it writes to a pipe or
+        # a file, whose bytes must stay as they are (a terminal's are escaped instead).
+        code = cli.main(args=args, prog_name="nanobot-core", standalone_mode=False, color=True)
     except click.exceptions.Exit as exc:
         return exc.exit_code
     except click.ClickException as exc:
@@ -566,10 +587,10 @@ def _run_command(args: list[str]) -> int:
         _discard_stdout()
         return EXIT_FAILED
     except ConfigError as exc:
-        click.echo(f"Error: configuration: {exc}", err=True)
+        click.echo(f"Error: configuration: {exc}", err=True, color=True)
         return EXIT_USAGE
     except NanobotError as exc:
-        click.echo(f"Error: {exc}", err=True)
+        click.echo(f"Error: {exc}", err=True, color=True)  # a server's words, as they are
         return EXIT_FAILED
     except MemoryError:
         # Where the address space or the container's memory is capped, a large input

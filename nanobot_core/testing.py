@@ -26,6 +26,8 @@ Functions (usable without pytest too):
   ``nanobot.toml`` (errors name the key path).
 - :func:`builtin_governor`: a governor over the built-in stages plus yours.
 - :func:`run_cli`: ``nanobot-core ARGS`` in a child process, as a user runs it.
+- :func:`run_cli_in_terminal`: the same with stdout and stderr on terminals
+  (pseudo-terminals), their bytes exactly as written (what a user sees).
 - :func:`block_network` (and the ``nanobot_no_network`` fixture): any
   connection or name lookup beyond the loopback interface fails the test.
 """
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "TOOL_NAME_PATTERN",
+    "TerminalRun",
     "assert_tool_contract",
     "block_network",
     "builtin_governor",
@@ -67,6 +70,7 @@ __all__ = [
     "nanobot_register",
     "nanobot_workspace",
     "run_cli",
+    "run_cli_in_terminal",
     "run_tool",
 ]
 
@@ -99,6 +103,87 @@ def run_cli(
         timeout=timeout,
         check=False,
     )
+
+
+@attrs.frozen
+class TerminalRun:
+    """What `run_cli_in_terminal` saw: the bytes on each terminal, and the exit code."""
+
+    stdout: bytes
+    stderr: bytes
+    returncode: int
+
+
+def run_cli_in_terminal(
+    *args: str,
+    cwd: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 120,
+) -> TerminalRun:
+    """``nanobot-core ARGS`` in a child process whose stdout and stderr are terminals.
+
+    Each is a pseudo-terminal of its own in raw mode, so the bytes the command
+    wrote come back exactly (no ``\r`` added before a newline). `cwd`, `env` and
+    `stdin` as for `run_cli`; stdin is a pipe. A child still running after
+    `timeout` seconds is killed and ``subprocess.TimeoutExpired`` raised.
+    """
+    import pty
+    import selectors
+    import time
+    import tty
+
+    masters: list[int] = []
+    slaves: list[int] = []
+    for _ in range(2):
+        master, slave = pty.openpty()
+        tty.setraw(slave)
+        masters.append(master)
+        slaves.append(slave)
+    command = [sys.executable, "-m", "nanobot_core", *args]
+    try:
+        process = subprocess.Popen(
+            command,
+            cwd=cwd,
+            env=None if env is None else dict(env),
+            stdin=subprocess.PIPE,
+            stdout=slaves[0],
+            stderr=slaves[1],
+        )
+    finally:
+        for slave in slaves:
+            os.close(slave)
+    received: dict[int, bytearray] = {master: bytearray() for master in masters}
+    deadline = time.monotonic() + timeout
+    try:
+        assert process.stdin is not None
+        # A child that exits before reading stdin closes the pipe: nothing to write then.
+        with contextlib.suppress(BrokenPipeError), process.stdin:
+            process.stdin.write((stdin or "").encode("utf-8"))
+        with selectors.DefaultSelector() as selector:
+            for master in masters:
+                selector.register(master, selectors.EVENT_READ)
+            while selector.get_map():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise subprocess.TimeoutExpired(command, timeout)
+                for key, _ in selector.select(min(left, 1.0)):
+                    try:
+                        chunk = os.read(key.fd, 65536)
+                    except OSError:  # EIO: every holder of the terminal has closed it
+                        chunk = b""
+                    if chunk:
+                        received[key.fd] += chunk
+                    else:
+                        selector.unregister(key.fd)
+        returncode = process.wait(max(0.0, deadline - time.monotonic()))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        for master in masters:
+            os.close(master)
+    return TerminalRun(bytes(received[masters[0]]), bytes(received[masters[1]]), returncode)
 
 
 def check_tool_contract(tool: Any) -> list[str]:

@@ -14,12 +14,15 @@ import threading
 import time
 from typing import Any, TextIO
 
+from nanobot_core._terminal import verbatim
 from nanobot_core.runner import ModelReplied, ModelWaiting
 
 __all__ = ["LOG_INTERVAL", "TTY_INTERVAL", "WaitDisplay"]
 
 TTY_INTERVAL = 0.5
 LOG_INTERVAL = 2.0
+# Back to the start of the line, and erase it.
+_ERASE_LINE = "\r\x1b[2K"
 
 
 class WaitDisplay:
@@ -77,21 +80,27 @@ class WaitDisplay:
                 if stop.is_set():
                     return
                 if self._live:
-                    self._write("\r\x1b[2K" + text)
+                    self._write(text, clear=True)
                     self._shown = True
                 else:
                     self._write(text + "\n")
 
     def _clear(self) -> None:
         if self._shown:
-            self._write("\r\x1b[2K")
+            self._write("", clear=True)
             self._shown = False
 
-    def _write(self, text: str) -> None:
-        """Write and flush; once the stream fails, nothing more is written to it."""
+    def _write(self, text: str, *, clear: bool = False) -> None:
+        """Write (after erasing the live line, with `clear`) and flush; once the stream
+        fails, nothing more is written to it."""
         if self._broken or self._stream is None:
             return
         try:
+            if clear:
+                # The display's own control sequence: written as it is where a terminal's
+                # stream escapes every other (see nanobot_core._terminal).
+                with verbatim():
+                    self._stream.write(_ERASE_LINE)
             self._stream.write(text)
             self._stream.flush()
         except (OSError, ValueError):  # a reader gone (EPIPE), a full disk, a closed file

@@ -58,3 +58,22 @@ def test_other_events_are_printed_as_lines() -> None:
     display = WaitDisplay(stream, live=False)
     display(ToolStarted("read_file", "c1"))
     assert stream.getvalue() == "nanobot: tool read_file: running\n"
+
+
+def test_on_a_terminal_stream_only_the_displays_own_sequence_is_raw(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the CLI's escaping stand-in, the erase-line sequence is written as it is and
+    an event naming a hostile tool is shown escaped."""
+    from nanobot_core._terminal import TerminalStream
+
+    monkeypatch.setattr(_waiting, "TTY_INTERVAL", 0.01)
+    real = io.StringIO()
+    display = WaitDisplay(TerminalStream(real), live=True)
+    display(ModelWaiting(1))
+    _wait_for(real, "\r\x1b[2Knanobot: waiting for the model (round 1):")
+    display(ToolStarted("x\x1b]0;owned\x07", "c1"))
+    display.stop()
+    text = real.getvalue()
+    assert "nanobot: tool x\\x{1b}]0;owned\\x{07}: running\n" in text
+    assert "\x07" not in text and text.replace("\r\x1b[2K", "").count("\x1b") == 0

@@ -26,7 +26,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
-import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -44,7 +43,6 @@ __all__ = [
     "McpServerError",
     "RejectedTool",
     "ServerConnection",
-    "escape_controls",
     "output_checker",
     "screen_content",
     "screen_tools",
@@ -58,9 +56,8 @@ _MAX_PAGES = 100
 _STDERR_TAIL = 800
 #: The most of a stderr log read for its tail (white space at its end may be longer).
 _TAIL_WINDOW = 1 << 20
-#: Control characters but white space (a problem makes it one space), and the
-#: bidirectional overrides and isolates.
-_ESCAPED = re.compile("[\x00-\x08\x0e-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+#: The bytes UTF-8 continues a character with (never the first byte of one).
+_CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
 _FALLBACK_VERSION = "2025-11-25"
 #: The content types of MCP, and the SDK's model (the arm of its union) for each.
 _CONTENT_ARMS = {
@@ -383,14 +380,14 @@ class ServerConnection:
 
 
 def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
-    """The last `chars` characters of a server's stderr log (white space at its end left out),
-    its control characters escaped.
+    """The last `chars` characters of a server's stderr log, as written (white space at its
+    end left out).
 
     Only the end of the file is read (at most `_TAIL_WINDOW` bytes): a server may have
-    written gigabytes before it failed. What it wrote is shown on the user's terminal
-    (in a problem), so terminal escapes and bidirectional overrides are shown as
-    ``\\x1b``, ``\\u202e``, never sent as they are; white space stays (a problem makes
-    each run of it one space).
+    written gigabytes before it failed. Its terminal escapes are kept: the CLI shows a
+    problem or an error escaped where it writes to a terminal (the core's one rule,
+    `nanobot_core.escape_controls`), and a pipe, ``--json`` and the model get what the
+    server wrote (a problem makes each run of white space one space).
     """
     try:
         with log.open("rb") as file:
@@ -401,20 +398,18 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
             while True:
                 start = max(0, end - size)
                 file.seek(start)
-                text = file.read(end - start).decode("utf-8", errors="replace").strip()
+                data = file.read(end - start)
+                if start > 0:
+                    # The rest of a character the window cut into is not one of the last
+                    # characters: decoded, each of its bytes would count as one (U+FFFD).
+                    data = data.lstrip(_CONTINUATION_BYTES)
+                text = data.decode("utf-8", errors="replace").strip()
                 if start == 0 or len(text) > chars or size >= _TAIL_WINDOW:
                     break
                 size = min(2 * size, _TAIL_WINDOW)
     except OSError:
         return ""
-    return escape_controls(text[-chars:])
-
-
-def escape_controls(text: str) -> str:
-    """`text` with its control characters but white space, and the bidirectional overrides
-    and isolates, written as escapes (``\\x1b``, ``\\u202e``): a server's words shown on a
-    terminal must not drive it."""
-    return _ESCAPED.sub(lambda match: match.group().encode("unicode_escape").decode(), text)
+    return text[-chars:]
 
 
 async def _list_all_tools(session: Any) -> list[dict[str, Any]]:

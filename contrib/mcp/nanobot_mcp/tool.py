@@ -10,7 +10,7 @@ from nanobot_core import Tool as NanobotTool
 from nanobot_core import ToolResult
 
 from nanobot_mcp.bridge import GRACE, McpBridge, ServerHandle
-from nanobot_mcp.connection import McpServerError, escape_controls
+from nanobot_mcp.connection import McpServerError
 from nanobot_mcp.names import bridged_name
 
 __all__ = ["McpTool", "render_content", "to_tool_result"]
@@ -38,8 +38,9 @@ class McpTool(NanobotTool):
         self.remote_name = str(spec["name"])
         server = handle.config.name
         self._name = bridged_name(server, self.remote_name, servers)
-        # Shown by `nanobot-core tools` on a terminal, too: no terminal escapes from the server.
-        summary = escape_controls(str(spec.get("description") or "").strip())
+        # As the server wrote it: the model reads it so, and `nanobot-core tools` shows it
+        # escaped where it writes to a terminal (the core's rule, for every plugin's tools).
+        summary = str(spec.get("description") or "").strip()
         self._description = (
             f"{summary}\n\n(MCP server {server!r}, tool {self.remote_name!r})".strip()
         )

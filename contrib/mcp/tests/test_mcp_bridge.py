@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from nanobot_core import Config, PluginContext, PluginManager, ToolResult
-from nanobot_core.testing import run_cli, run_tool
+from nanobot_core.testing import run_cli, run_cli_in_terminal, run_tool
 
 import nanobot_mcp
 from nanobot_mcp import (
@@ -294,9 +294,12 @@ def test_a_tool_with_an_invalid_definition_loses_only_itself(workspace: Workspac
         reset_default_bridge()
 
 
+def _env() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+
+
 def _cli(workspace: Workspace, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
-    return run_cli(*args, cwd=workspace.root, env=env)
+    return run_cli(*args, cwd=workspace.root, env=_env())
 
 
 @pytest.mark.parametrize("strict", [[], ["--strict"]])
@@ -657,16 +660,23 @@ def test_a_huge_stderr_is_not_read_whole_to_name_a_failed_start(workspace: Works
     assert peak < 16 * MIB
 
 
-def test_control_characters_of_a_servers_stderr_are_shown_escaped(workspace: Workspace) -> None:
-    """Terminal escapes a failed server wrote to stderr reach the problem escaped, not raw."""
+def test_control_characters_of_a_servers_stderr_are_escaped_on_a_terminal_only(
+    workspace: Workspace,
+) -> None:
+    """Terminal escapes a failed server wrote to stderr reach a terminal escaped by the core's
+    rule, and a pipe as the server wrote them."""
     text = "boom \x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m \u202eevil\x7f"
     env = {"RAW_SERVER_STDERR": text, "RAW_SERVER_EXIT": "3"}
     workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
     listed = _cli(workspace, "plugins")
     assert listed.returncode == 0, listed.stderr
-    assert "\x1b" not in listed.stdout + listed.stderr
-    shown = r"boom \x1b]0;owned\x07\x1b[2J\x1b[31mred\x1b[0m \u202eevil\x7f"
-    assert f"its stderr ends with: {shown}; its tools are left out" in listed.stdout
+    assert f"its stderr ends with: {text}; its tools are left out" in listed.stdout
+    # The failure is remembered: forgotten, the server starts (and fails) again.
+    (workspace.root / ".nanobot" / "cache" / "mcp" / "raw.failed.json").unlink()
+    shown = run_cli_in_terminal("plugins", cwd=workspace.root, env=_env())
+    assert b"\x1b" not in shown.stdout + shown.stderr
+    escaped = r"boom \x{1b}]0;owned\x{07}\x{1b}[2J\x{1b}[31mred\x{1b}[0m \x{202e}evil\x{7f}"
+    assert f"its stderr ends with: {escaped}; its tools are left out".encode() in shown.stdout
 
 
 def test_a_command_or_cwd_that_cannot_be_used_is_named_by_its_key_and_file(
@@ -795,21 +805,21 @@ def test_a_start_that_hangs_names_its_key_and_what_it_waited_for(
     assert time.monotonic() - started < 60
 
 
-def test_terminal_escapes_in_a_tool_description_are_shown_escaped(workspace: Workspace) -> None:
+def test_terminal_escapes_in_a_tool_description_are_escaped_on_a_terminal_only(
+    workspace: Workspace,
+) -> None:
     """A server's tool description with a window-title escape and a bidirectional override
-    reaches the `tools` listing (and the model) escaped, not as the bytes that drive a terminal."""
-    described = [
-        {
-            "name": "shout",
-            "description": "Shout \x1b]0;owned\x07loudly \u202eevil",
-            "inputSchema": {"type": "object"},
-        }
-    ]
+    reaches the model as written, and the `tools` listing on a terminal escaped."""
+    description = "Shout \x1b]0;owned\x07loudly \u202eevil"
+    described = [{"name": "shout", "description": description, "inputSchema": {"type": "object"}}]
     workspace.configure(raw={"args": [str(RAW_SERVER)], "env": {RAW_EXTRA: json.dumps(described)}})
-    listed = _cli(workspace, "tools")
+    listed = _cli(workspace, "tools", "--json")
     assert listed.returncode == 0, listed.stderr
-    (row,) = [line for line in listed.stdout.splitlines() if line.startswith("mcp_raw_shout")]
-    assert row.endswith(r"Shout \x1b]0;owned\x07loudly \u202eevil")
+    (tool,) = [row for row in json.loads(listed.stdout) if row["name"] == "mcp_raw_shout"]
+    assert tool["description"].startswith(description + "\n\n(MCP server 'raw'")
+    shown = run_cli_in_terminal("tools", cwd=workspace.root, env=_env())
+    (row,) = [line for line in shown.stdout.splitlines() if line.startswith(b"mcp_raw_shout")]
+    assert row.endswith(rb"Shout \x{1b}]0;owned\x{07}loudly \x{202e}evil")
 
 
 def test_checking_a_large_structured_result_does_not_hold_up_other_servers(
