@@ -15,6 +15,7 @@ import codecs
 import functools
 import math
 import re
+import sys
 import threading
 import zlib
 from collections.abc import Mapping
@@ -549,6 +550,9 @@ class _Inflater:
         return data
 
     def _decompress(self, data: bytes, at_most: int) -> bytes:
+        # zlib takes a C ssize_t: one byte past a max_bytes of TOML's largest integer would
+        # overflow it, and no call could return that much anyway.
+        at_most = min(at_most, sys.maxsize)
         try:
             out = self._inflate.decompress(data, at_most)
         except zlib.error:

@@ -271,6 +271,15 @@ def test_a_gzip_bomb_is_inflated_no_further_than_the_size_limit(site: LocalSite)
     assert peak < 10_000_000
 
 
+@pytest.mark.parametrize("path", ["/page.gz", "/page.raw-deflate"])
+def test_a_compressed_body_is_read_under_the_largest_max_bytes(site: LocalSite, path: str) -> None:
+    """A max_bytes as large as TOML's largest integer reads a compressed page whole (zlib,
+    asked for one byte past it, raised OverflowError)."""
+    page = fetch(local_fetcher(max_bytes=2**63 - 1), f"http://site.test:{site.port}{path}")
+    assert page.text == site.BIG.decode()
+    assert not page.truncated
+
+
 def test_every_member_of_a_gzip_body_is_read(site: LocalSite) -> None:
     """A gzip body of two members (RFC 1952) gives the text of both, not the first alone."""
     page = fetch(local_fetcher(), f"http://site.test:{site.port}/gzip-members.txt")
@@ -319,7 +328,8 @@ async def _chunks(data: bytes, cuts: list[int]) -> AsyncIterator[bytes]:
     members=st.lists(st.binary(max_size=300), min_size=1, max_size=4),
     padding=st.sampled_from([b"", b"\0\0", b"trailing junk", b"\x1f"]),
     cuts=st.lists(st.integers(min_value=0, max_value=2_000), max_size=8),
-    limit=st.integers(min_value=1, max_value=1_500),
+    # Up to TOML's largest integer, as max_bytes may be set.
+    limit=st.integers(min_value=1, max_value=1_500) | st.just(2**63 - 1),
 )
 def test_any_gzip_body_in_any_chunks_reads_as_its_members_up_to_the_limit(
     members: list[bytes], padding: bytes, cuts: list[int], limit: int
