@@ -156,6 +156,16 @@ def test_a_server_that_never_answers_hits_the_startup_timeout(workspace: Workspa
     assert [p for p in problems if "MCP server 'sleepy' did not start within 0.5 s" in p]
 
 
+def test_a_startup_timeout_of_centuries_starts_the_server(workspace: Workspace) -> None:
+    """A startup_timeout longer than a thread can wait (about 292 years) is waited like any
+    other: the server starts and its tools are listed, where the plugin failed with an
+    OverflowError."""
+    workspace.configure(notes={"startup_timeout": 1e10})
+    tools, problems = through_the_core(workspace)
+    assert "mcp_notes_add" in tools
+    assert problems == []
+
+
 def test_a_failed_start_is_remembered_for_retry_after(workspace: Workspace) -> None:
     """Within retry_after a failed server is not started again, in this process or the next."""
     workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}})
