@@ -473,8 +473,16 @@ def _check_reply_limit(provider: ProviderConfig) -> None:
         raise _RangeError(
             "provider.max_tokens",
             f"must be a whole number from 1 to {_MAX_REPLY_TOKENS} (or unset, for the "
-            f"server's own limit or the provider's default), got {limit}",
+            f"server's own limit or the provider's default), got {_int_shown(limit)}",
         )
+
+
+def _int_shown(value: int) -> str:
+    """An int as a message shows it: its digits, or past a float's range its size in bits (a
+    TOML hex literal may have thousands of digits, more than Python writes in decimal)."""
+    if fits_float(value):
+        return str(value)
+    return f"{'a negative' if value < 0 else 'an'} int of {value.bit_length()} bits"
 
 
 def check_reply_limit(provider: ProviderConfig) -> None:
