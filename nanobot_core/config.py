@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -254,7 +255,7 @@ def _env_value(value: str, path: tuple[str, ...]) -> Any:
     """
     try:
         parsed = tomllib.loads(f"v = {value}")["v"]
-    except tomllib.TOMLDecodeError:
+    except ValueError:  # TOMLDecodeError, or a decimal integer too long to read (`_read_toml`)
         return value
     if not isinstance(parsed, str) and _takes_string(path):
         return value
@@ -382,6 +383,12 @@ def _read_toml(path: Path, *, table: tuple[str, ...] = ()) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except ValueError:
+        # tomllib lets through int()'s refusal of a decimal integer longer than Python reads.
+        raise ConfigError(
+            f"{path}: not valid TOML: an integer of more than {sys.get_int_max_str_digits()} "
+            "digits (a TOML integer has 19 at most)"
+        ) from None
     for key in table:
         data = data.get(key, {}) if isinstance(data, dict) else {}
     if not isinstance(data, dict):

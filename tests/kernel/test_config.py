@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,30 @@ def test_malformed_toml(tmp_path: Path) -> None:
     (tmp_path / "nanobot.toml").write_text("[governance\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"not valid TOML"):
         load_config(cwd=tmp_path, environ={})
+
+
+@settings(max_examples=20, deadline=None)
+@given(digits=st.integers(min_value=4_301, max_value=20_000))
+def test_an_integer_of_more_digits_than_python_reads_is_a_config_error(digits: int) -> None:
+    """A decimal integer of thousands of digits (TOML's stop at 19) in a file or a variable is
+    a config error naming the file or the variable, not tomllib's ValueError traceback."""
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "nanobot.toml"
+        config.write_text(f"[governance]\ncontext_window = {'9' * digits}\n", encoding="utf-8")
+        with pytest.raises(ConfigError) as from_file:
+            load_config(cwd=folder, environ={})
+        config.unlink()
+        environ = {"NANOBOT_GOVERNANCE__CONTEXT_WINDOW": "9" * digits}
+        with pytest.raises(ConfigError) as from_variable:
+            load_config(cwd=folder, environ=environ)
+    assert str(from_file.value) == (
+        f"{config}: not valid TOML: an integer of more than {sys.get_int_max_str_digits()} "
+        "digits (a TOML integer has 19 at most)"
+    )
+    assert str(from_variable.value).startswith(
+        "environment variable NANOBOT_GOVERNANCE__CONTEXT_WINDOW: governance.context_window: "
+        "expected an integer (int), got str '999"
+    )
 
 
 def test_missing_config_file(tmp_path: Path) -> None:
