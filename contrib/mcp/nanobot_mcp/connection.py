@@ -401,7 +401,13 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
             while True:
                 start = max(0, end - size)
                 file.seek(start)
-                text = file.read(end - start).decode("utf-8", errors="replace").strip()
+                data = file.read(end - start)
+                # The bytes of a character cut at the window's start (three at most) are left
+                # out: decoded, each would be a U+FFFD counted as a character of the tail.
+                cut = 0
+                while start > 0 and cut < min(3, len(data)) and 0x80 <= data[cut] < 0xC0:
+                    cut += 1
+                text = data[cut:].decode("utf-8", errors="replace").strip()
                 if start == 0 or len(text) > chars or size >= _TAIL_WINDOW:
                     break
                 size = min(2 * size, _TAIL_WINDOW)

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from nanobot_core import ConfigError
 from nanobot_core.testing import run_tool
@@ -477,6 +477,9 @@ _PLAIN = st.text(st.characters(exclude_categories=("Cc", "Cs", "Cf")), max_size=
 
 @settings(max_examples=200, deadline=None)
 @given(_PLAIN, _WHITE, st.integers(min_value=1, max_value=50))
+# A 4-byte character cut by the first window, the rest of it white space: the cut bytes were
+# taken for characters of the tail.
+@example("\U00010000", "     ", 1)
 def test_a_plain_stderr_tail_is_its_end_as_written(text: str, end: str, chars: int) -> None:
     """Text without control characters comes back as its last characters, white space at its
     end left out (however much of it there is)."""
