@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -99,6 +100,12 @@ def load_servers(workspace: Path, environ: Mapping[str, str]) -> list[ServerConf
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read MCP server config: {exc}") from exc
+    except ValueError:
+        # tomllib lets through int()'s refusal of a decimal integer longer than Python reads.
+        raise ConfigError(
+            f"{path}: cannot read MCP server config: an integer of more than "
+            f"{sys.get_int_max_str_digits()} digits (a TOML integer has 19 at most)"
+        ) from None
     return parse_servers(data, workspace=workspace, source=str(path))
 
 

@@ -8,6 +8,7 @@ import json
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unicodedata
 from pathlib import Path
@@ -27,6 +28,7 @@ from nanobot_mcp import (
     ServerHandle,
     ToolListCache,
     bridged_name,
+    load_servers,
     to_tool_result,
 )
 from nanobot_mcp.config import parse_servers
@@ -492,6 +494,25 @@ def test_a_plain_stderr_tail_is_its_end_as_written(text: str, end: str, chars: i
 def test_a_missing_stderr_log_has_no_tail(tmp_path: Path) -> None:
     """A server that never got to write its log is told without a stderr tail."""
     assert stderr_tail(tmp_path / "absent.log") == ""
+
+
+@settings(max_examples=10, deadline=None)
+@given(digits=st.integers(min_value=4_301, max_value=20_000))
+def test_an_integer_longer_than_python_reads_is_a_config_error_naming_the_file(
+    digits: int,
+) -> None:
+    """A decimal integer of thousands of digits in mcp.toml is a config error naming the file,
+    not tomllib's ValueError (which advised sys.set_int_max_str_digits and named no file)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / ".nanobot" / "mcp.toml"
+        path.parent.mkdir()
+        path.write_text(f'[servers.x]\ncommand = "c"\nstartup_timeout = {"9" * digits}\n')
+        with pytest.raises(ConfigError) as caught:
+            load_servers(Path(folder), {})
+    assert str(caught.value) == (
+        f"{path}: cannot read MCP server config: an integer of more than "
+        f"{sys.get_int_max_str_digits()} digits (a TOML integer has 19 at most)"
+    )
 
 
 @settings(max_examples=100, deadline=None)
