@@ -498,6 +498,7 @@ class _Inflater:
         self._started = False
         self._between_members = False
         self._next_member = b""  # the first byte of what follows a member, when it came alone
+        self._first_byte = b""  # of a deflate body, when it came alone (see `inflate`)
         #: The compressed stream has ended; nothing after it is part of the body.
         self.finished = False
 
@@ -516,6 +517,13 @@ class _Inflater:
 
     def inflate(self, data: bytes, at_most: int) -> bytes:
         """At most `at_most` (>= 1) bytes of the body from `data`; zlib.error when invalid."""
+        if self._raw_fallback and not self._started:
+            # zlib tells its own header from raw deflate by the first 2 bytes: a first read
+            # of 1 byte is held for the next, else raw deflate is taken for a zlib stream.
+            data, self._first_byte = self._first_byte + data, b""
+            if len(data) < 2:
+                self._first_byte = data
+                return b""
         out = bytearray()
         while data and not self.finished and len(out) < at_most:
             if self._between_members:
@@ -532,7 +540,7 @@ class _Inflater:
 
     def check_complete(self) -> None:
         """Raise zlib.error when the body ended inside a compressed stream."""
-        if self._started and not (self.finished or self._between_members):
+        if self._first_byte or (self._started and not (self.finished or self._between_members)):
             raise zlib.error("incomplete or truncated stream")
 
     def _start_member(self, data: bytes) -> bytes:
