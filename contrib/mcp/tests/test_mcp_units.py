@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import re
 import shutil
 import subprocess
@@ -236,6 +237,30 @@ def test_a_file_of_anything_is_no_record_unless_it_is_one(tmp_path: Path, writte
     failures.record(server, "it broke")
     assert failures.recent(server) == RememberedFailure("it broke", 0.0)
     assert failures.recent(ServerConfig(name="s", command="other", retry_after=60)) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    moment=st.sampled_from(["1e400", "-1e400", "NaN", "Infinity", str(10**400), str(-(10**400))])
+    | st.floats(allow_nan=False, allow_infinity=False).map(repr)
+    | st.integers().map(str)
+)
+def test_a_failure_record_of_any_time_is_recent_only_for_a_time_of_the_wait(moment: str) -> None:
+    """A failure record of the server's config whose time (a JSON number) is too large for a
+    float, NaN or infinite is no record, not an OverflowError failing the plugin nor a wait
+    for ever; one of any other time is recent exactly within retry_after of it."""
+    server = ServerConfig(name="s", command="c", retry_after=60)
+    with tempfile.TemporaryDirectory() as folder:
+        failures = FailureMemory(Path(folder), clock=lambda: 100.0)
+        record = {"format": 1, "server": "s", "config_hash": server.config_hash, "reason": "r"}
+        text = json.dumps(record)[:-1] + f', "time": {moment}}}'
+        failures.path(server).write_text(text, encoding="utf-8")
+        remembered = failures.recent(server)
+    time = float(moment)  # inf where the record's number is too large for a float
+    if math.isfinite(time) and 0 <= 100.0 - time < 60:
+        assert remembered == RememberedFailure("r", 100.0 - time)
+    else:
+        assert remembered is None
 
 
 @pytest.mark.parametrize("opening", ["[", '{"a": '])
