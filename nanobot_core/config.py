@@ -679,9 +679,18 @@ def type_problem(value: Any, tp: Any, path: str) -> str | None:
     where, bad, expected = found
     # The Python spelling adds nothing to a list of choices.
     spelling = "" if typing.get_origin(expected) is Literal else f" ({_type_name(expected)})"
-    return (
-        f"{where}: expected {_describe_type(expected)}{spelling}, got {type(bad).__name__} {bad!r}"
-    )
+    return f"{where}: expected {_describe_type(expected)}{spelling}, got {_got(bad)}"
+
+
+def _got(value: Any) -> str:
+    """What a type refusal says it got: the value's type and repr, or an int past a float's
+    range by its size (a TOML hex literal may have more digits than Python writes)."""
+    if type(value) is int and not fits_float(value):
+        return _int_shown(value)
+    try:
+        return f"{type(value).__name__} {value!r}"
+    except ValueError:  # a list or a table holding such an int
+        return f"{type(value).__name__} holding an int too long to write"
 
 
 def _type_name(tp: Any) -> str:

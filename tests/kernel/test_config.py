@@ -202,6 +202,31 @@ def test_an_integer_of_more_digits_than_python_reads_is_a_config_error(digits: i
     )
 
 
+@settings(max_examples=10, deadline=None)
+@given(bits=st.integers(min_value=14_300, max_value=40_000))
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("[provider]\nmodel = {}", "provider.model: expected a string (str), got an int of"),
+        ("[tools]\ndisabled = [{}]", "tools.disabled[0]: expected a string (str), got an int of"),
+        ("[prompt.order]\nmemory = {}", "prompt.order.memory: expected a number (float), got an"),
+        ("[prompt]\norder = [{}]", "prompt.order: expected a table of numbers"),
+    ],
+)
+def test_a_value_holding_an_int_too_long_to_write_is_refused_naming_its_key(
+    bits: int, line: str, said: str
+) -> None:
+    """A TOML hex integer of thousands of digits where another type is wanted (or inside such a
+    value) is refused naming the key, not with a ValueError from writing the int in decimal."""
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "nanobot.toml"
+        config.write_text(line.format(hex(2**bits - 1)) + "\n", encoding="utf-8")
+        with pytest.raises(ConfigError) as caught:
+            load_config(cwd=folder, environ={})
+    assert str(caught.value).startswith(f"{config}: {said}")
+    assert len(str(caught.value)) < 500
+
+
 def test_missing_config_file(tmp_path: Path) -> None:
     """--config naming a missing file fails clearly."""
     with pytest.raises(ConfigError, match=r"cannot read"):
