@@ -462,7 +462,8 @@ def _check_bounds(config: Config) -> None:
         if not inside or (isinstance(value, float) and not math.isfinite(value)):
             what = "more than" if relation == ">" else "at least"
             finite = " (a finite number)" if isinstance(value, float) else ""
-            raise _RangeError(path, f"must be {what} {bound:g}{finite}, got {value}")
+            shown = _int_shown(value) if type(value) is int else value
+            raise _RangeError(path, f"must be {what} {bound:g}{finite}, got {shown}")
     for name, position in config.prompt.order.items():
         if not math.isfinite(position):
             raise _RangeError(f"prompt.order.{name}", f"must be a finite number, got {position}")
