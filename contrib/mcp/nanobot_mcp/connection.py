@@ -34,7 +34,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import attrs
-from nanobot_core import PluginError
+from nanobot_core import PluginError, quoted
 
 from nanobot_mcp.config import ServerConfig
 from nanobot_mcp.stdio import LineTooLong, bounded_stdio_client
@@ -346,7 +346,9 @@ class ServerConnection:
         fault = checker[1](result.get("structuredContent"))
         if fault is None:
             return result
-        line = f"MCP server {self.config.name!r}: {tool!r} answered with {fault}"
+        # The tool's name is the server's, of any length: cut, so the line stays one of a few
+        # hundred characters.
+        line = f"MCP server {self.config.name!r}: {quoted(tool, 100)} answered with {fault}"
         content = result.get("content")
         rest = content if isinstance(content, list) else []
         return {**result, "isError": True, "content": [{"type": "text", "text": line}, *rest]}

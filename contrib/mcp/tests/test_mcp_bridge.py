@@ -779,6 +779,27 @@ def test_an_output_schema_that_cannot_pass_the_result_is_named_in_one_line(
     assert len(line) < 400
 
 
+def test_the_schema_line_of_a_tool_of_a_long_name_stays_a_few_hundred_characters(
+    workspace: Workspace,
+) -> None:
+    """A tool whose name is 10,000 characters long is named cut by its ends in the line saying
+    its result breaks its outputSchema, which stays under 400 characters (as the README says)."""
+    name = "t" * 5_000 + "u" * 5_000
+    output = {"type": "object", "required": ["n"]}
+    typed = [{"name": name, "inputSchema": {"type": "object"}, "outputSchema": output}]
+    env = {RAW_EXTRA: json.dumps(typed), "RAW_SERVER_CALL_RESULT": json.dumps({"content": []})}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "call_timeout": 60})
+    (tool,) = [t for t in bridged(workspace).values() if t.remote_name == name]
+    result = run_tool(tool, {})
+    assert result.is_error
+    (line,) = str(result).split("\n\n")[0].splitlines()
+    assert line.startswith("Error: MCP server 'raw': 'tttt")
+    assert line.endswith(
+        "uuuu' answered with no structuredContent, which its outputSchema asks for"
+    )
+    assert len(line) < 400
+
+
 @pytest.mark.parametrize(
     ("method", "phase"),
     [
