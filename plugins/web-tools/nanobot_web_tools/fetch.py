@@ -64,14 +64,23 @@ _USERINFO = re.compile(r"//(?:[^/?#@]*+@)++")
 USER_AGENT = "nanobot-web-fetch/0.1 (+https://pypi.org/project/nanobot-web-tools/)"
 
 
+def _finite(value: float) -> bool:
+    """Whether `value` is a finite number of seconds; an int too large for a float is not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # a TOML hex literal of hundreds of digits, say
+        return False
+
+
 def _positive(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
     # NaN passes `<= 0`, and the core then leaves the tool out without naming the option;
-    # infinity would let one fetch hang for ever.
+    # infinity would let one fetch hang for ever, and an int past a float's range fails
+    # the plugin (OverflowError) when the deadline is computed.
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not value > 0
-        or (isinstance(value, float) and not math.isfinite(value))
+        or not _finite(value)
     ):
         raise ValueError(
             f"web_fetch option {attribute.name!r} must be a positive number (a finite number)"
