@@ -207,9 +207,19 @@ def _seconds(
         or not isinstance(value, int | float)
         or value != value  # NaN
         or value == float("inf")
+        or not _fits_float(value)  # a whole number too large for a float (a TOML hex literal)
         or value < 0
         or (value == 0 and not zero)
     ):
         kind = "a number of seconds, 0 or more" if zero else "a positive number of seconds"
         raise ConfigError(f"{where}: '{key}' must be {kind}")
     return float(value)
+
+
+def _fits_float(value: float) -> bool:
+    """Whether `value` converts to a float: some ints of 1024 bits do, some do not."""
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True

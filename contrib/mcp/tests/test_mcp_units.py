@@ -95,6 +95,9 @@ def test_defaults_and_server_order() -> None:
         ({"x": {"command": "c", "args": "a b"}}, "'args' must be a list"),
         ({"x": {"command": "c", "env": {"A": 1}}}, "'env' must be a table of strings"),
         ({"x": {"command": "c", "startup_timeout": 0}}, "'startup_timeout' must be a positive"),
+        # A whole number too large for a float (a TOML hex literal): an OverflowError, once.
+        ({"x": {"command": "c", "call_timeout": 2**1100}}, "'call_timeout' must be a positive"),
+        ({"x": {"command": "c", "retry_after": 2**1100}}, "'retry_after' must be a number"),
         ({"x": {"command": "c", "max_line_bytes": 0}}, "'max_line_bytes' must be a positive"),
         ({"x": {"command": "c", "max_line_bytes": 1.5}}, "'max_line_bytes' must be a positive"),
         ({"x": {"command": "c", "max_line_bytes": True}}, "'max_line_bytes' must be a positive"),
