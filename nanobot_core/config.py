@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import sys
 import tomllib
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
@@ -254,7 +255,7 @@ def _env_value(value: str, path: tuple[str, ...]) -> Any:
     """
     try:
         parsed = tomllib.loads(f"v = {value}")["v"]
-    except tomllib.TOMLDecodeError:
+    except ValueError:  # TOMLDecodeError, or a decimal integer too long to read (`_read_toml`)
         return value
     if not isinstance(parsed, str) and _takes_string(path):
         return value
@@ -382,6 +383,12 @@ def _read_toml(path: Path, *, table: tuple[str, ...] = ()) -> dict[str, Any]:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from exc
+    except ValueError:
+        # tomllib lets through int()'s refusal of a decimal integer longer than Python reads.
+        raise ConfigError(
+            f"{path}: not valid TOML: an integer of more than {sys.get_int_max_str_digits()} "
+            "digits (a TOML integer has 19 at most)"
+        ) from None
     for key in table:
         data = data.get(key, {}) if isinstance(data, dict) else {}
     if not isinstance(data, dict):
@@ -455,7 +462,8 @@ def _check_bounds(config: Config) -> None:
         if not inside or (isinstance(value, float) and not math.isfinite(value)):
             what = "more than" if relation == ">" else "at least"
             finite = " (a finite number)" if isinstance(value, float) else ""
-            raise _RangeError(path, f"must be {what} {bound:g}{finite}, got {value}")
+            shown = _int_shown(value) if type(value) is int else value
+            raise _RangeError(path, f"must be {what} {bound:g}{finite}, got {shown}")
     for name, position in config.prompt.order.items():
         if not math.isfinite(position):
             raise _RangeError(f"prompt.order.{name}", f"must be a finite number, got {position}")
@@ -473,8 +481,16 @@ def _check_reply_limit(provider: ProviderConfig) -> None:
         raise _RangeError(
             "provider.max_tokens",
             f"must be a whole number from 1 to {_MAX_REPLY_TOKENS} (or unset, for the "
-            f"server's own limit or the provider's default), got {limit}",
+            f"server's own limit or the provider's default), got {_int_shown(limit)}",
         )
+
+
+def _int_shown(value: int) -> str:
+    """An int as a message shows it: its digits, or past a float's range its size in bits (a
+    TOML hex literal may have thousands of digits, more than Python writes in decimal)."""
+    if fits_float(value):
+        return str(value)
+    return f"{'a negative' if value < 0 else 'an'} int of {value.bit_length()} bits"
 
 
 def check_reply_limit(provider: ProviderConfig) -> None:
@@ -664,9 +680,18 @@ def type_problem(value: Any, tp: Any, path: str) -> str | None:
     where, bad, expected = found
     # The Python spelling adds nothing to a list of choices.
     spelling = "" if typing.get_origin(expected) is Literal else f" ({_type_name(expected)})"
-    return (
-        f"{where}: expected {_describe_type(expected)}{spelling}, got {type(bad).__name__} {bad!r}"
-    )
+    return f"{where}: expected {_describe_type(expected)}{spelling}, got {_got(bad)}"
+
+
+def _got(value: Any) -> str:
+    """What a type refusal says it got: the value's type and repr, or an int past a float's
+    range by its size (a TOML hex literal may have more digits than Python writes)."""
+    if type(value) is int and not fits_float(value):
+        return _int_shown(value)
+    try:
+        return f"{type(value).__name__} {value!r}"
+    except ValueError:  # a list or a table holding such an int
+        return f"{type(value).__name__} holding an int too long to write"
 
 
 def _type_name(tp: Any) -> str:

@@ -180,6 +180,22 @@ def test_a_limit_past_64_bits_from_a_variable_is_refused_when_loaded(limit: int)
     )
 
 
+@settings(max_examples=30)
+@given(bits=st.integers(min_value=1_025, max_value=40_000))
+def test_a_limit_too_long_to_write_is_refused_by_its_size(bits: int) -> None:
+    """A provider.max_tokens past a float's range (a TOML hex literal of thousands of digits,
+    which Python will not write in decimal) is refused naming its size in bits, not with a
+    ValueError from writing it."""
+    environ = {"NANOBOT_PROVIDER__MAX_TOKENS": hex(2**bits - 1)}
+    with pytest.raises(ConfigError) as caught:
+        load_config(cwd=Path("/nonexistent-nanobot-dir"), environ=environ)
+    assert str(caught.value).startswith(
+        "environment variable NANOBOT_PROVIDER__MAX_TOKENS: provider.max_tokens: must be a "
+        "whole number from 1"
+    )
+    assert str(caught.value).endswith(f"got an int of {bits} bits")
+
+
 @given(limit=st.integers(min_value=-(2**70), max_value=2**70))
 def test_check_config_and_the_provider_refuse_the_same_limits(limit: int) -> None:
     """check_config refuses a provider.max_tokens built in code exactly when the provider does,

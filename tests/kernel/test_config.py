@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -175,6 +176,55 @@ def test_malformed_toml(tmp_path: Path) -> None:
     (tmp_path / "nanobot.toml").write_text("[governance\n", encoding="utf-8")
     with pytest.raises(ConfigError, match=r"not valid TOML"):
         load_config(cwd=tmp_path, environ={})
+
+
+@settings(max_examples=20, deadline=None)
+@given(digits=st.integers(min_value=4_301, max_value=20_000))
+def test_an_integer_of_more_digits_than_python_reads_is_a_config_error(digits: int) -> None:
+    """A decimal integer of thousands of digits (TOML's stop at 19) in a file or a variable is
+    a config error naming the file or the variable, not tomllib's ValueError traceback."""
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "nanobot.toml"
+        config.write_text(f"[governance]\ncontext_window = {'9' * digits}\n", encoding="utf-8")
+        with pytest.raises(ConfigError) as from_file:
+            load_config(cwd=folder, environ={})
+        config.unlink()
+        environ = {"NANOBOT_GOVERNANCE__CONTEXT_WINDOW": "9" * digits}
+        with pytest.raises(ConfigError) as from_variable:
+            load_config(cwd=folder, environ=environ)
+    assert str(from_file.value) == (
+        f"{config}: not valid TOML: an integer of more than {sys.get_int_max_str_digits()} "
+        "digits (a TOML integer has 19 at most)"
+    )
+    assert str(from_variable.value).startswith(
+        "environment variable NANOBOT_GOVERNANCE__CONTEXT_WINDOW: governance.context_window: "
+        "expected an integer (int), got str '999"
+    )
+
+
+@settings(max_examples=10, deadline=None)
+@given(bits=st.integers(min_value=14_300, max_value=40_000))
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("[provider]\nmodel = {}", "provider.model: expected a string (str), got an int of"),
+        ("[tools]\ndisabled = [{}]", "tools.disabled[0]: expected a string (str), got an int of"),
+        ("[prompt.order]\nmemory = {}", "prompt.order.memory: expected a number (float), got an"),
+        ("[prompt]\norder = [{}]", "prompt.order: expected a table of numbers"),
+    ],
+)
+def test_a_value_holding_an_int_too_long_to_write_is_refused_naming_its_key(
+    bits: int, line: str, said: str
+) -> None:
+    """A TOML hex integer of thousands of digits where another type is wanted (or inside such a
+    value) is refused naming the key, not with a ValueError from writing the int in decimal."""
+    with tempfile.TemporaryDirectory() as folder:
+        config = Path(folder) / "nanobot.toml"
+        config.write_text(line.format(hex(2**bits - 1)) + "\n", encoding="utf-8")
+        with pytest.raises(ConfigError) as caught:
+            load_config(cwd=folder, environ={})
+    assert str(caught.value).startswith(f"{config}: {said}")
+    assert len(str(caught.value)) < 500
 
 
 def test_missing_config_file(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from nanobot_core.config import (
     GovernanceConfig,
     PluginsConfig,
     PromptConfig,
+    RunnerConfig,
     ToolsConfig,
     check_config,
     load_config,
@@ -125,3 +126,14 @@ def test_check_config_agrees_with_load_config(value: Any) -> None:
         assert not accepted_built
     else:
         assert accepted_built == accepted_loaded
+
+
+@given(bits=st.integers(min_value=14_300, max_value=40_000))
+def test_a_negative_int_too_long_to_write_is_refused_by_its_size(bits: int) -> None:
+    """A count built in code below its bound by an int of thousands of digits is refused naming
+    the key and the int's size, not with a ValueError from writing it in decimal."""
+    with pytest.raises(ConfigError) as caught:
+        check_config(Config(runner=RunnerConfig(max_iterations=-(2**bits))))
+    assert str(caught.value) == (
+        f"runner.max_iterations: must be more than 0, got a negative int of {bits + 1} bits"
+    )

@@ -81,7 +81,11 @@ class McpBridge:
         """Start the servers side by side; each maps to its tools or to why it failed."""
         if not handles:
             return {}
-        deadline = max(h.config.startup_timeout for h in handles) + GRACE
+        # A thread waits at most threading.TIMEOUT_MAX (about 292 years): past it, the wait
+        # would raise OverflowError, not wait.
+        deadline = min(
+            max(h.config.startup_timeout for h in handles) + GRACE, threading.TIMEOUT_MAX
+        )
 
         async def start_all() -> list[list[dict[str, Any]] | BaseException]:
             return await asyncio.gather(

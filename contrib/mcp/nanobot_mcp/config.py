@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import sys
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
@@ -99,6 +100,12 @@ def load_servers(workspace: Path, environ: Mapping[str, str]) -> list[ServerConf
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read MCP server config: {exc}") from exc
+    except ValueError:
+        # tomllib lets through int()'s refusal of a decimal integer longer than Python reads.
+        raise ConfigError(
+            f"{path}: cannot read MCP server config: an integer of more than "
+            f"{sys.get_int_max_str_digits()} digits (a TOML integer has 19 at most)"
+        ) from None
     return parse_servers(data, workspace=workspace, source=str(path))
 
 
@@ -200,9 +207,19 @@ def _seconds(
         or not isinstance(value, int | float)
         or value != value  # NaN
         or value == float("inf")
+        or not _fits_float(value)  # a whole number too large for a float (a TOML hex literal)
         or value < 0
         or (value == 0 and not zero)
     ):
         kind = "a number of seconds, 0 or more" if zero else "a positive number of seconds"
         raise ConfigError(f"{where}: '{key}' must be {kind}")
     return float(value)
+
+
+def _fits_float(value: float) -> bool:
+    """Whether `value` converts to a float: some ints of 1024 bits do, some do not."""
+    try:
+        float(value)
+    except OverflowError:
+        return False
+    return True

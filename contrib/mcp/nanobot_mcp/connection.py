@@ -33,7 +33,7 @@ from typing import Any
 import anyio
 import anyio.to_thread
 import attrs
-from nanobot_core import PluginError
+from nanobot_core import PluginError, quoted
 
 from nanobot_mcp.config import ServerConfig
 from nanobot_mcp.stdio import LineTooLong, bounded_stdio_client
@@ -56,8 +56,6 @@ _MAX_PAGES = 100
 _STDERR_TAIL = 800
 #: The most of a stderr log read for its tail (white space at its end may be longer).
 _TAIL_WINDOW = 1 << 20
-#: The bytes UTF-8 continues a character with (never the first byte of one).
-_CONTINUATION_BYTES = bytes(range(0x80, 0xC0))
 _FALLBACK_VERSION = "2025-11-25"
 #: The content types of MCP, and the SDK's model (the arm of its union) for each.
 _CONTENT_ARMS = {
@@ -343,7 +341,9 @@ class ServerConnection:
         fault = checker[1](result.get("structuredContent"))
         if fault is None:
             return result
-        line = f"MCP server {self.config.name!r}: {tool!r} answered with {fault}"
+        # The tool's name is the server's, of any length: cut, so the line stays one of a few
+        # hundred characters.
+        line = f"MCP server {self.config.name!r}: {quoted(tool, 100)} answered with {fault}"
         content = result.get("content")
         rest = content if isinstance(content, list) else []
         return {**result, "isError": True, "content": [{"type": "text", "text": line}, *rest]}
@@ -399,11 +399,12 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
                 start = max(0, end - size)
                 file.seek(start)
                 data = file.read(end - start)
-                if start > 0:
-                    # The rest of a character the window cut into is not one of the last
-                    # characters: decoded, each of its bytes would count as one (U+FFFD).
-                    data = data.lstrip(_CONTINUATION_BYTES)
-                text = data.decode("utf-8", errors="replace").strip()
+                # The bytes of a character cut at the window's start (three at most) are left
+                # out: decoded, each would be a U+FFFD counted as a character of the tail.
+                cut = 0
+                while start > 0 and cut < min(3, len(data)) and 0x80 <= data[cut] < 0xC0:
+                    cut += 1
+                text = data[cut:].decode("utf-8", errors="replace").strip()
                 if start == 0 or len(text) > chars or size >= _TAIL_WINDOW:
                     break
                 size = min(2 * size, _TAIL_WINDOW)

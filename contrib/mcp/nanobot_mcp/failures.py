@@ -67,8 +67,12 @@ class FailureMemory:
             or not isinstance(data.get("reason"), str)
         ):
             return None
-        age = self.clock() - float(data["time"])
-        if age < 0 or age >= server.retry_after:
+        try:
+            age = self.clock() - float(data["time"])
+        except OverflowError:  # an int too large for a float: the file is anyone's to write
+            return None
+        # Not `age < 0 or ...`: a time of NaN would then be recent for ever.
+        if not 0 <= age < server.retry_after:
             return None
         return RememberedFailure(data["reason"], age)
 

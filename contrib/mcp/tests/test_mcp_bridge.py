@@ -156,6 +156,16 @@ def test_a_server_that_never_answers_hits_the_startup_timeout(workspace: Workspa
     assert [p for p in problems if "MCP server 'sleepy' did not start within 0.5 s" in p]
 
 
+def test_a_startup_timeout_of_centuries_starts_the_server(workspace: Workspace) -> None:
+    """A startup_timeout longer than a thread can wait (about 292 years) is waited like any
+    other: the server starts and its tools are listed, where the plugin failed with an
+    OverflowError."""
+    workspace.configure(notes={"startup_timeout": 1e10})
+    tools, problems = through_the_core(workspace)
+    assert "mcp_notes_add" in tools
+    assert problems == []
+
+
 def test_a_failed_start_is_remembered_for_retry_after(workspace: Workspace) -> None:
     """Within retry_after a failed server is not started again, in this process or the next."""
     workspace.configure(broken={"env": {"NOTES_SERVER_CRASH": "1"}})
@@ -776,6 +786,27 @@ def test_an_output_schema_that_cannot_pass_the_result_is_named_in_one_line(
     assert result.is_error
     (line,) = str(result).split("\n\n")[0].splitlines()
     assert line.startswith(f"Error: MCP server 'raw': 'typed' answered with {fault}")
+    assert len(line) < 400
+
+
+def test_the_schema_line_of_a_tool_of_a_long_name_stays_a_few_hundred_characters(
+    workspace: Workspace,
+) -> None:
+    """A tool whose name is 10,000 characters long is named cut by its ends in the line saying
+    its result breaks its outputSchema, which stays under 400 characters (as the README says)."""
+    name = "t" * 5_000 + "u" * 5_000
+    output = {"type": "object", "required": ["n"]}
+    typed = [{"name": name, "inputSchema": {"type": "object"}, "outputSchema": output}]
+    env = {RAW_EXTRA: json.dumps(typed), "RAW_SERVER_CALL_RESULT": json.dumps({"content": []})}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "call_timeout": 60})
+    (tool,) = [t for t in bridged(workspace).values() if t.remote_name == name]
+    result = run_tool(tool, {})
+    assert result.is_error
+    (line,) = str(result).split("\n\n")[0].splitlines()
+    assert line.startswith("Error: MCP server 'raw': 'tttt")
+    assert line.endswith(
+        "uuuu' answered with no structuredContent, which its outputSchema asks for"
+    )
     assert len(line) < 400
 
 

@@ -5,15 +5,17 @@ from __future__ import annotations
 import contextlib
 import itertools
 import json
+import math
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from nanobot_core import ConfigError
 from nanobot_core.testing import run_tool
@@ -26,6 +28,7 @@ from nanobot_mcp import (
     ServerHandle,
     ToolListCache,
     bridged_name,
+    load_servers,
     to_tool_result,
 )
 from nanobot_mcp.config import parse_servers
@@ -91,6 +94,9 @@ def test_defaults_and_server_order() -> None:
         ({"x": {"command": "c", "args": "a b"}}, "'args' must be a list"),
         ({"x": {"command": "c", "env": {"A": 1}}}, "'env' must be a table of strings"),
         ({"x": {"command": "c", "startup_timeout": 0}}, "'startup_timeout' must be a positive"),
+        # A whole number too large for a float (a TOML hex literal): an OverflowError, once.
+        ({"x": {"command": "c", "call_timeout": 2**1100}}, "'call_timeout' must be a positive"),
+        ({"x": {"command": "c", "retry_after": 2**1100}}, "'retry_after' must be a number"),
         ({"x": {"command": "c", "max_line_bytes": 0}}, "'max_line_bytes' must be a positive"),
         ({"x": {"command": "c", "max_line_bytes": 1.5}}, "'max_line_bytes' must be a positive"),
         ({"x": {"command": "c", "max_line_bytes": True}}, "'max_line_bytes' must be a positive"),
@@ -233,6 +239,30 @@ def test_a_file_of_anything_is_no_record_unless_it_is_one(tmp_path: Path, writte
     failures.record(server, "it broke")
     assert failures.recent(server) == RememberedFailure("it broke", 0.0)
     assert failures.recent(ServerConfig(name="s", command="other", retry_after=60)) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    moment=st.sampled_from(["1e400", "-1e400", "NaN", "Infinity", str(10**400), str(-(10**400))])
+    | st.floats(allow_nan=False, allow_infinity=False).map(repr)
+    | st.integers().map(str)
+)
+def test_a_failure_record_of_any_time_is_recent_only_for_a_time_of_the_wait(moment: str) -> None:
+    """A failure record of the server's config whose time (a JSON number) is too large for a
+    float, NaN or infinite is no record, not an OverflowError failing the plugin nor a wait
+    for ever; one of any other time is recent exactly within retry_after of it."""
+    server = ServerConfig(name="s", command="c", retry_after=60)
+    with tempfile.TemporaryDirectory() as folder:
+        failures = FailureMemory(Path(folder), clock=lambda: 100.0)
+        record = {"format": 1, "server": "s", "config_hash": server.config_hash, "reason": "r"}
+        text = json.dumps(record)[:-1] + f', "time": {moment}}}'
+        failures.path(server).write_text(text, encoding="utf-8")
+        remembered = failures.recent(server)
+    time = float(moment)  # inf where the record's number is too large for a float
+    if math.isfinite(time) and 0 <= 100.0 - time < 60:
+        assert remembered == RememberedFailure("r", 100.0 - time)
+    else:
+        assert remembered is None
 
 
 @pytest.mark.parametrize("opening", ["[", '{"a": '])
@@ -463,6 +493,9 @@ _WRITTEN = st.text(st.characters(exclude_categories=("Cs",)), max_size=400)
 
 @settings(max_examples=300, deadline=None)
 @given(_WRITTEN, _WHITE, st.integers(min_value=1, max_value=50))
+# A 4-byte character cut by the first window, the rest of it white space: the cut bytes were
+# taken for characters of the tail.
+@example("\U00010000", "     ", 1)
 def test_a_stderr_tail_is_its_end_as_written(text: str, end: str, chars: int) -> None:
     """Whatever a server wrote, its tail is its last characters as written, white space at its
     end left out (however much of it there is): a terminal is the CLI's to protect."""
@@ -483,6 +516,25 @@ def test_a_character_the_read_window_cuts_into_is_not_counted() -> None:
 def test_a_missing_stderr_log_has_no_tail(tmp_path: Path) -> None:
     """A server that never got to write its log is told without a stderr tail."""
     assert stderr_tail(tmp_path / "absent.log") == ""
+
+
+@settings(max_examples=10, deadline=None)
+@given(digits=st.integers(min_value=4_301, max_value=20_000))
+def test_an_integer_longer_than_python_reads_is_a_config_error_naming_the_file(
+    digits: int,
+) -> None:
+    """A decimal integer of thousands of digits in mcp.toml is a config error naming the file,
+    not tomllib's ValueError (which advised sys.set_int_max_str_digits and named no file)."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / ".nanobot" / "mcp.toml"
+        path.parent.mkdir()
+        path.write_text(f'[servers.x]\ncommand = "c"\nstartup_timeout = {"9" * digits}\n')
+        with pytest.raises(ConfigError) as caught:
+            load_servers(Path(folder), {})
+    assert str(caught.value) == (
+        f"{path}: cannot read MCP server config: an integer of more than "
+        f"{sys.get_int_max_str_digits()} digits (a TOML integer has 19 at most)"
+    )
 
 
 @settings(max_examples=100, deadline=None)

@@ -15,6 +15,7 @@ import codecs
 import functools
 import math
 import re
+import sys
 import threading
 import zlib
 from collections.abc import Mapping
@@ -63,14 +64,23 @@ _USERINFO = re.compile(r"//(?:[^/?#@]*+@)++")
 USER_AGENT = "nanobot-web-fetch/0.1 (+https://pypi.org/project/nanobot-web-tools/)"
 
 
+def _finite(value: float) -> bool:
+    """Whether `value` is a finite number of seconds; an int too large for a float is not."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # a TOML hex literal of hundreds of digits, say
+        return False
+
+
 def _positive(instance: Any, attribute: attrs.Attribute[Any], value: float) -> None:
     # NaN passes `<= 0`, and the core then leaves the tool out without naming the option;
-    # infinity would let one fetch hang for ever.
+    # infinity would let one fetch hang for ever, and an int past a float's range fails
+    # the plugin (OverflowError) when the deadline is computed.
     if (
         isinstance(value, bool)
         or not isinstance(value, int | float)
         or not value > 0
-        or (isinstance(value, float) and not math.isfinite(value))
+        or not _finite(value)
     ):
         raise ValueError(
             f"web_fetch option {attribute.name!r} must be a positive number (a finite number)"
@@ -497,6 +507,7 @@ class _Inflater:
         self._started = False
         self._between_members = False
         self._next_member = b""  # the first byte of what follows a member, when it came alone
+        self._first_byte = b""  # of a deflate body, when it came alone (see `inflate`)
         #: The compressed stream has ended; nothing after it is part of the body.
         self.finished = False
 
@@ -515,6 +526,13 @@ class _Inflater:
 
     def inflate(self, data: bytes, at_most: int) -> bytes:
         """At most `at_most` (>= 1) bytes of the body from `data`; zlib.error when invalid."""
+        if self._raw_fallback and not self._started:
+            # zlib tells its own header from raw deflate by the first 2 bytes: a first read
+            # of 1 byte is held for the next, else raw deflate is taken for a zlib stream.
+            data, self._first_byte = self._first_byte + data, b""
+            if len(data) < 2:
+                self._first_byte = data
+                return b""
         out = bytearray()
         while data and not self.finished and len(out) < at_most:
             if self._between_members:
@@ -531,7 +549,7 @@ class _Inflater:
 
     def check_complete(self) -> None:
         """Raise zlib.error when the body ended inside a compressed stream."""
-        if self._started and not (self.finished or self._between_members):
+        if self._first_byte or (self._started and not (self.finished or self._between_members)):
             raise zlib.error("incomplete or truncated stream")
 
     def _start_member(self, data: bytes) -> bytes:
@@ -549,6 +567,9 @@ class _Inflater:
         return data
 
     def _decompress(self, data: bytes, at_most: int) -> bytes:
+        # zlib takes a C ssize_t: one byte past a max_bytes of TOML's largest integer would
+        # overflow it, and no call could return that much anyway.
+        at_most = min(at_most, sys.maxsize)
         try:
             out = self._inflate.decompress(data, at_most)
         except zlib.error:

@@ -271,6 +271,15 @@ def test_a_gzip_bomb_is_inflated_no_further_than_the_size_limit(site: LocalSite)
     assert peak < 10_000_000
 
 
+@pytest.mark.parametrize("path", ["/page.gz", "/page.raw-deflate"])
+def test_a_compressed_body_is_read_under_the_largest_max_bytes(site: LocalSite, path: str) -> None:
+    """A max_bytes as large as TOML's largest integer reads a compressed page whole (zlib,
+    asked for one byte past it, raised OverflowError)."""
+    page = fetch(local_fetcher(max_bytes=2**63 - 1), f"http://site.test:{site.port}{path}")
+    assert page.text == site.BIG.decode()
+    assert not page.truncated
+
+
 def test_every_member_of_a_gzip_body_is_read(site: LocalSite) -> None:
     """A gzip body of two members (RFC 1952) gives the text of both, not the first alone."""
     page = fetch(local_fetcher(), f"http://site.test:{site.port}/gzip-members.txt")
@@ -319,7 +328,8 @@ async def _chunks(data: bytes, cuts: list[int]) -> AsyncIterator[bytes]:
     members=st.lists(st.binary(max_size=300), min_size=1, max_size=4),
     padding=st.sampled_from([b"", b"\0\0", b"trailing junk", b"\x1f"]),
     cuts=st.lists(st.integers(min_value=0, max_value=2_000), max_size=8),
-    limit=st.integers(min_value=1, max_value=1_500),
+    # Up to TOML's largest integer, as max_bytes may be set.
+    limit=st.integers(min_value=1, max_value=1_500) | st.just(2**63 - 1),
 )
 def test_any_gzip_body_in_any_chunks_reads_as_its_members_up_to_the_limit(
     members: list[bytes], padding: bytes, cuts: list[int], limit: int
@@ -331,6 +341,36 @@ def test_any_gzip_body_in_any_chunks_reads_as_its_members_up_to_the_limit(
     body, truncated = asyncio.run(_read_limited(response, limit, _Inflater.for_encoding("gzip")))
     whole = b"".join(members)
     assert (body, truncated) == (whole[:limit], len(whole) > limit)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    data=st.binary(max_size=300),
+    wrapped=st.booleans(),
+    cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=6),
+    limit=st.integers(min_value=1, max_value=400),
+)
+# Raw deflate whose first read is one byte: zlib could not yet tell it from its own header,
+# and the body failed as not valid deflate data.
+@example(data=b"the page", wrapped=False, cuts=[1], limit=400)
+def test_any_deflate_body_in_any_chunks_reads_as_its_data_up_to_the_limit(
+    data: bytes, wrapped: bool, cuts: list[int], limit: int
+) -> None:
+    """A deflate body, zlib-wrapped or raw (as some servers send it), however the server splits
+    it into chunks, reads as its data, cut at the limit and marked so."""
+    packer = zlib.compressobj(6, zlib.DEFLATED, zlib.MAX_WBITS if wrapped else -zlib.MAX_WBITS)
+    wire = packer.compress(data) + packer.flush()
+    response = httpx.Response(200, content=_chunks(wire, cuts))
+    body, truncated = asyncio.run(_read_limited(response, limit, _Inflater.for_encoding("deflate")))
+    assert (body, truncated) == (data[:limit], len(data) > limit)
+
+
+def test_a_deflate_body_of_one_byte_is_cut_short_not_an_empty_page() -> None:
+    """The one byte of a deflate body held to tell zlib's header from raw deflate is, when no
+    more comes, a stream cut short."""
+    response = httpx.Response(200, content=_chunks(b"x", []))
+    with pytest.raises(zlib.error, match="incomplete or truncated stream"):
+        asyncio.run(_read_limited(response, 100, _Inflater.for_encoding("deflate")))
 
 
 @pytest.mark.parametrize(

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from nanobot_core import Config, ConfigError, PluginContext, clip, load_config
 from nanobot_core.testing import assert_tool_contract, make_config, run_cli, run_tool
@@ -110,6 +110,7 @@ def test_options_come_from_tools_options(tmp_path: Path) -> None:
         ({"max_redirects": -1}, "max_redirects"),
         ({"max_bytes": 2e6}, "'max_bytes' must be a positive integer"),
         ({"max_bytes": 0}, "'max_bytes' must be a positive integer"),
+        ({"timeout": 2**1100}, "'timeout' must be a positive number .a finite number."),
         ({"max_chars": 0}, "max_chars"),
     ],
 )
@@ -277,6 +278,8 @@ _TEXT = st.text(st.characters(exclude_characters="\x00", exclude_categories=["Cs
     max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(option=_OPTION, text=_TEXT)
+# A whole number of seconds too large for a float: taken, it failed the plugin with OverflowError.
+@example(option="timeout", text=hex(2**1100))
 def test_any_option_from_a_variable_is_taken_or_refused_naming_that_variable(
     tmp_path: Path, option: str, text: str
 ) -> None:
