@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import click
 
-from nanobot_core._exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from nanobot_core import _stop_signals
+from nanobot_core._exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from nanobot_core._reading import read_up_to
 
 if TYPE_CHECKING:
@@ -520,7 +521,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     (`_ProgramEnd`): a Ctrl-C once the command is done (while a plugin's thread
     still saves, while atexit callbacks run) is then answered as one during
     the command, exit 130 and ``Interrupted.``, once that saving is done; in
-    Python's teardown after that, it is ignored. Called with `argv` (a host
+    Python's teardown after that, it is ignored. SIGTERM and SIGHUP are then
+    handled as Ctrl-C at every moment, ending with 143 and ``Terminated.``
+    or 129 and ``Hung up.`` (`nanobot_core._stop_signals`). Called with `argv` (a host
     running the CLI in its own process), it raises ``SystemExit`` and leaves
     the process alone.
     """
@@ -530,8 +533,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     except KeyboardInterrupt:
         # A Ctrl-C outside click's own handling of one (as it returns, while an error is
         # printed): the same answer as within it.
-        click.echo("Interrupted.", err=True)
-        code = EXIT_INTERRUPTED
+        code = _stop_signals.say_interrupted()
     if end is not None:
         end.finishing(code)
     sys.exit(code)
@@ -556,9 +558,9 @@ def _run_command(args: list[str]) -> int:
     except click.exceptions.Abort as exc:
         if isinstance(exc.__context__, KeyboardInterrupt):
             # click turns Ctrl-C into Abort; a caller (a shell, a supervisor) tells an
-            # interrupted run from a failed one by the code a SIGINT gives.
-            click.echo("Interrupted.", err=True)
-            return EXIT_INTERRUPTED
+            # interrupted run from a failed one by the code the signal gives (130 for
+            # SIGINT; 143 and 129 for SIGTERM and SIGHUP, handled as Ctrl-C).
+            return _stop_signals.say_interrupted()
         click.echo("Aborted.", err=True)
         return EXIT_FAILED
     except StdoutError as exc:
@@ -596,7 +598,9 @@ class _ProgramEnd:
     noted, the work goes on to its end, and the process exits 130 with
     ``Interrupted.``, as a Ctrl-C during the command does. A second Ctrl-C
     ends the process at once, 130 and ``Interrupted.``: the work waited for
-    may never end (a plugin's thread that hangs).
+    may never end (a plugin's thread that hangs). SIGTERM and SIGHUP reach
+    the same handler (`nanobot_core._stop_signals`), with their own status
+    and words: 143 and ``Terminated.``, 129 and ``Hung up.``.
 
     The end is an atexit callback registered before the command runs, so it
     runs after every callback registered while it ran (a plugin's). When
@@ -620,6 +624,7 @@ class _ProgramEnd:
 
         if threading.current_thread() is not threading.main_thread():
             return None
+        _stop_signals.install()  # already, where the entry point loaded the CLI
         end = cls()
         atexit.register(end.exit)
         return end
@@ -635,14 +640,14 @@ class _ProgramEnd:
         if self.pressed:
             # Pressed again: what the first one waits for may never end (a plugin's thread
             # or atexit callback that hangs), and Ctrl-C must still stop the process.
-            with contextlib.suppress(Exception):  # stderr mid-write or gone: ending counts
-                sys.stderr.write("Interrupted.\n")
-                sys.stderr.flush()
-            os._exit(EXIT_INTERRUPTED)
+            os._exit(_stop_signals.say_interrupted())
         self.pressed = True
 
     def exit(self) -> None:
-        """End the process: its code, or 130 and ``Interrupted.`` if Ctrl-C was pressed."""
+        """End the process: its code, or 130 and ``Interrupted.`` if Ctrl-C was pressed.
+
+        (143 and ``Terminated.``, 129 and ``Hung up.``, when SIGTERM or SIGHUP came last.)
+        """
         code = self.code
         failed = _flush_stdout()
         if failed is not None:
@@ -654,10 +659,10 @@ class _ProgramEnd:
             # Python's teardown puts the default action back for a handler of its own, not
             # for "ignore": a Ctrl-C now would end the process by the signal, unsaid.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _stop_signals.ignore_stop_signals()
             return
-        if self.pressed and code != EXIT_INTERRUPTED:
-            click.echo("Interrupted.", err=True)
-            code = EXIT_INTERRUPTED
+        if self.pressed and code != _stop_signals.interrupted()[1]:
+            code = _stop_signals.say_interrupted()
         with contextlib.suppress(Exception):  # no stderr to flush: ending is what counts
             sys.stderr.flush()
         os._exit(code)

@@ -1,0 +1,107 @@
+"""SIGTERM and SIGHUP end the command as Ctrl-C does, with their own exit status and words.
+
+A service manager (systemd, supervisord), a container runtime (``docker
+stop``, Kubernetes) and a closed terminal stop a process with SIGTERM or
+SIGHUP, not SIGINT. Left to Python they ended it at once, by the signal:
+nothing said, an MCP server busy with a call left running, a store's save
+from an atexit callback or a thread lost; and as a container's first process
+(``ENTRYPOINT ["nanobot-core"]``), where the kernel drops a signal nothing
+handles, SIGTERM did nothing at all until the runtime's SIGKILL.
+
+Here each is handed to the SIGINT handler in place at that moment, as if
+Ctrl-C had been pressed: whatever the command does with a Ctrl-C then (stop
+a turn, wait for a save, end at once on the second) it does with them. Only
+the end differs, as shells report a process the signal ended: exit 143 and
+``Terminated.`` for SIGTERM, 129 and ``Hung up.`` for SIGHUP (`interrupted`).
+
+Loaded by the entry point before the CLI's modules, so that it imports only
+what Python's start-up has loaded already.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import sys
+from types import FrameType
+
+from nanobot_core._exit_codes import EXIT_HUNG_UP, EXIT_INTERRUPTED, EXIT_TERMINATED
+
+__all__ = ["CTRL_C_MARK", "ignore_stop_signals", "install", "interrupted", "say_interrupted"]
+
+#: The attribute a ``KeyboardInterrupt`` raised for a Ctrl-C (or a signal standing for one)
+#: carries, so that plugin code cannot contain it (`nanobot_core._containment`).
+CTRL_C_MARK = "_nanobot_ctrl_c"
+
+#: What the process says and exits with when each signal stopped it.
+_ENDINGS: dict[int, tuple[str, int]] = {
+    signal.SIGTERM: ("Terminated.", EXIT_TERMINATED),
+    signal.SIGHUP: ("Hung up.", EXIT_HUNG_UP),
+}
+_CTRL_C = ("Interrupted.", EXIT_INTERRUPTED)
+
+# The stop signals received so far, in order; the last one is the one the end reports.
+_received: list[int] = []
+
+
+def install() -> None:
+    """Make SIGTERM and SIGHUP stop the command as Ctrl-C does (main thread; idempotent).
+
+    Only a signal whose action is still the default is taken over: one the
+    parent made ignored stays ignored (``nohup`` ignores SIGHUP so that a
+    closed terminal does not stop the command).
+    """
+    for signum in _ENDINGS:
+        with contextlib.suppress(ValueError):  # off the main thread no handler can be set
+            if signal.getsignal(signum) is signal.SIG_DFL:
+                signal.signal(signum, _as_ctrl_c)
+
+
+def ignore_stop_signals() -> None:
+    """Ignore SIGTERM and SIGHUP from now on, where `install` took them over.
+
+    For Python's last teardown, where SIGINT is ignored too: there is nothing
+    left to stop, and Python then puts the default action back for a handler
+    of its own, which would end the process by the signal, unsaid.
+    """
+    for signum in _ENDINGS:
+        with contextlib.suppress(ValueError):
+            if signal.getsignal(signum) is _as_ctrl_c:
+                signal.signal(signum, signal.SIG_IGN)
+
+
+def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
+    """A SIGTERM or SIGHUP: noted, then handled by the SIGINT handler in place, as Ctrl-C is."""
+    _received.append(signum)
+    handler = signal.getsignal(signal.SIGINT)
+    if callable(handler):
+        handler(signal.SIGINT, frame)
+        return
+    # Ctrl-C ignored: a shell script starts a background job so (`nanobot-core run ... &`),
+    # and the CLI then sets no handler for it. The signal must still stop the command: as
+    # the Ctrl-C the command would have had, a KeyboardInterrupt plugin code lets through.
+    interrupt = KeyboardInterrupt()
+    setattr(interrupt, CTRL_C_MARK, True)
+    raise interrupt
+
+
+def interrupted() -> tuple[str, int]:
+    """What an interrupted command says on stderr and exits with: by the last stop signal.
+
+    ``("Terminated.", 143)`` after a SIGTERM, ``("Hung up.", 129)`` after a SIGHUP,
+    else Ctrl-C's ``("Interrupted.", 130)``.
+    """
+    return _ENDINGS[_received[-1]] if _received else _CTRL_C
+
+
+def say_interrupted() -> int:
+    """Say on stderr that the command was interrupted (`interrupted`); the exit status.
+
+    A stderr that cannot be written (the terminal that hung up) does not change the
+    status: the process ends as the signal asked.
+    """
+    words, code = interrupted()
+    with contextlib.suppress(Exception):
+        sys.stderr.write(words + "\n")
+        sys.stderr.flush()
+    return code
