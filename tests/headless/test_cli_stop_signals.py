@@ -288,3 +288,48 @@ def _wait_for(path: Path, process: subprocess.Popen[str]) -> None:
         assert process.poll() is None, process.communicate()[1]
         assert time.monotonic() < deadline, f"{path.name} was never made"
         time.sleep(0.01)
+
+
+def _can_start_a_pid_namespace() -> bool:
+    try:
+        done = subprocess.run(
+            ["unshare", "--pid", "--fork", "true"], capture_output=True, timeout=TIMEOUT
+        )
+    except OSError:  # no unshare
+        return False
+    return done.returncode == 0
+
+
+@pytest.mark.skipif(
+    not sys.platform.startswith("linux") or not _can_start_a_pid_namespace(),
+    reason="needs unshare and the right to start a PID namespace",
+)
+def test_sigterm_stops_the_command_as_a_containers_first_process(tmp_path: Path) -> None:
+    """As the first process of a PID namespace (``ENTRYPOINT ["nanobot-core"]``), where the
+    kernel drops a signal nothing handles, SIGTERM from outside stops the command, exit 143."""
+    site = helpers.install_plugin(tmp_path / "site", "blockplug", BLOCKING_HOOK)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    command = ["unshare", "--pid", "--fork", sys.executable, "-m", "nanobot_core", "tools"]
+    with subprocess.Popen(
+        command,
+        cwd=workspace,
+        env=plugin_env(site, "blockplug"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=restore_default_sigint,
+    ) as process:
+        first = None
+        try:
+            _wait_for(workspace / "entered", process)
+            children = Path(f"/proc/{process.pid}/task/{process.pid}/children")
+            (first,) = map(int, children.read_text(encoding="utf-8").split())
+            os.kill(first, signal.SIGTERM)
+            _, err = process.communicate(timeout=15)
+        finally:
+            if process.poll() is None:
+                if first is not None:  # the namespace's first process: unshare waits for it
+                    os.kill(first, signal.SIGKILL)
+                process.kill()
+    assert (process.returncode, err.strip()) == (EXIT_TERMINATED, "Terminated."), err
