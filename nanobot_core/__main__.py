@@ -22,8 +22,8 @@ def main() -> None:
         from nanobot_core.cli import main as command
 
         command()
-    except KeyboardInterrupt:  # while loading, or in the few steps outside the CLI's handling
-        raise SystemExit(_stop_signals.say_interrupted()) from None
+    except KeyboardInterrupt as interrupt:  # while loading, or in the steps outside the CLI's
+        raise SystemExit(_stop_signals.say_interrupted(interrupt)) from None
 
 
 if __name__ == "__main__":

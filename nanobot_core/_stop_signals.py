@@ -20,7 +20,9 @@ what Python's start-up has loaded already.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import os
 import signal
 import sys
 from types import FrameType
@@ -42,6 +44,12 @@ _CTRL_C = ("Interrupted.", EXIT_INTERRUPTED)
 
 # The stop signals received so far, in order; the last one is the one the end reports.
 _received: list[int] = []
+# Whether `_end_as_said` is registered (once per process).
+_registered: list[bool] = []
+# The status the process ends with at the very end, where Python would end it by SIGINT.
+_end_status: list[int] = []
+#: The file name of code that ``exec`` or ``eval`` ran from a string.
+_STRING_CODE = "<string>"
 
 
 def install() -> None:
@@ -51,6 +59,10 @@ def install() -> None:
     parent made ignored stays ignored (``nohup`` ignores SIGHUP so that a
     closed terminal does not stop the command).
     """
+    if not _registered:
+        # The first atexit callback registered is the last one run: after every save.
+        atexit.register(_end_as_said)
+        _registered.append(True)
     for signum in _ENDINGS:
         with contextlib.suppress(ValueError):  # off the main thread no handler can be set
             if signal.getsignal(signum) is signal.SIG_DFL:
@@ -94,14 +106,58 @@ def interrupted() -> tuple[str, int]:
     return _ENDINGS[_received[-1]] if _received else _CTRL_C
 
 
-def say_interrupted() -> int:
+def say_interrupted(interrupt: BaseException | None = None) -> int:
     """Say on stderr that the command was interrupted (`interrupted`); the exit status.
 
-    A stderr that cannot be written (the terminal that hung up) does not change the
-    status: the process ends as the signal asked.
+    `interrupt` is the ``KeyboardInterrupt`` that stopped it (or an exception raised
+    while handling one): see `_end_as_said`. A stderr that cannot be written (the
+    terminal that hung up) does not change the status: the process ends as the
+    signal asked.
     """
     words, code = interrupted()
+    if interrupt is not None and _left_string_code(interrupt):
+        _end_status[:] = [code]
     with contextlib.suppress(Exception):
         sys.stderr.write(words + "\n")
         sys.stderr.flush()
     return code
+
+
+def _left_string_code(exc: BaseException) -> bool:
+    """Whether a ``KeyboardInterrupt`` in `exc` or its context left code run from a string.
+
+    CPython notes such an interrupt as unhandled (its flag for one, which ends the
+    process by SIGINT after the teardown of ``python -m``), caught or not: code that
+    ``exec`` or ``eval`` runs from a string (the methods a dataclass or a named tuple
+    is made with, as a module is imported) is run as a program's main code is.
+    """
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, KeyboardInterrupt):
+            trace = current.__traceback__
+            while trace is not None:
+                if trace.tb_frame.f_code.co_filename == _STRING_CODE:
+                    return True
+                trace = trace.tb_next
+        current = current.__context__
+    return False
+
+
+def _end_as_said() -> None:
+    """The last atexit callback: end with the status said where Python would not.
+
+    After a stop whose ``KeyboardInterrupt`` left code run from a string
+    (`_left_string_code`), Python would end the process by SIGINT once its
+    teardown is done, whatever it said (exit -2 as a parent sees it, after
+    ``Terminated.``). Every save and atexit callback has run by now; the
+    process ends here with the status it said, its output flushed.
+    """
+    if not _end_status:
+        return
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):  # closed or gone: ending is what counts
+            if stream is not None:
+                stream.flush()
+    os._exit(_end_status[0])

@@ -530,10 +530,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     end = _ProgramEnd.install() if argv is None else None
     try:
         code = _run_command(hoist_global_options(list(sys.argv[1:] if argv is None else argv)))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         # A Ctrl-C outside click's own handling of one (as it returns, while an error is
         # printed): the same answer as within it.
-        code = _stop_signals.say_interrupted()
+        code = _stop_signals.say_interrupted(interrupt)
     if end is not None:
         end.finishing(code)
     sys.exit(code)
@@ -560,7 +560,7 @@ def _run_command(args: list[str]) -> int:
             # click turns Ctrl-C into Abort; a caller (a shell, a supervisor) tells an
             # interrupted run from a failed one by the code the signal gives (130 for
             # SIGINT; 143 and 129 for SIGTERM and SIGHUP, handled as Ctrl-C).
-            return _stop_signals.say_interrupted()
+            return _stop_signals.say_interrupted(exc)
         click.echo("Aborted.", err=True)
         return EXIT_FAILED
     except StdoutError as exc:

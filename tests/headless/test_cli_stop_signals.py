@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from nanobot_core._exit_codes import EXIT_HUNG_UP, EXIT_TERMINATED
+from nanobot_core._exit_codes import EXIT_HUNG_UP, EXIT_INTERRUPTED, EXIT_TERMINATED
 from nanobot_core.testing_sessions import (
     MOMENTS,
     RunProcess,
@@ -246,6 +246,38 @@ def test_a_stop_signal_in_a_hook_that_blocks_stops_the_command(
                 process.kill()
     assert (process.returncode, out) == (status, ""), err
     # click starts a new line first, as after a ^C a terminal shows.
+    assert err.strip() == words.strip(), err
+
+
+# The same hook, its blocking code run from a string, as a dataclass's or a named tuple's
+# methods are made (`exec`), which CPython notes an interrupt leaving as unhandled.
+BLOCKING_STRING_CODE = """
+from nanobot_core import hookimpl
+
+@hookimpl
+def nanobot_tools(ctx):
+    exec("import pathlib, time\\npathlib.Path('entered').write_text('yes')\\ntime.sleep(120)")
+    return []
+"""
+
+
+@pytest.mark.parametrize(
+    ("signum", "status", "words"),
+    [*ENDINGS, pytest.param(signal.SIGINT, EXIT_INTERRUPTED, "Interrupted.\n", id="SIGINT")],
+)
+def test_a_stop_signal_in_code_run_from_a_string_ends_with_its_status(
+    tmp_path: Path, signum: int, status: int, words: str
+) -> None:
+    """Stopped in code that `exec` runs from a string, the command still ends with the signal's
+    status and words, not by a SIGINT Python sends itself after its teardown."""
+    site = helpers.install_plugin(tmp_path / "site", "execplug", BLOCKING_STRING_CODE)
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    with cli_process("tools", cwd=workspace, env=plugin_env(site, "execplug")) as process:
+        _wait_for(workspace / "entered", process)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=15)
+    assert (process.returncode, out) == (status, ""), err
     assert err.strip() == words.strip(), err
 
 
