@@ -14,8 +14,11 @@ a turn, wait for a save, end at once on the second) it does with them. Only
 the end differs, as shells report a process the signal ended: exit 143 and
 ``Terminated.`` for SIGTERM, 129 and ``Hung up.`` for SIGHUP (`interrupted`).
 
-Loaded by the entry point before the CLI's modules, so that it imports only
-what Python's start-up has loaded already.
+Loaded by the entry point before the CLI's modules, and importing only small
+modules of the standard library (``signal``, ``atexit``), so that the handlers
+are in place a millisecond or so after the entry point starts. Before that
+(Python's own start and ``import nanobot_core``, some tens of milliseconds)
+each signal still has its default action, as SIGINT has Python's.
 """
 
 from __future__ import annotations
