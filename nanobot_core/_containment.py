@@ -20,8 +20,9 @@ Everything a plugin runs (its import, its hooks, its tools) goes through
   goes on. ``asyncio.CancelledError`` passes: it is how the caller stops an
   async tool, and the caller decides what it means. So does the
   ``KeyboardInterrupt`` of a real Ctrl-C, raised by a SIGINT handler (the
-  CLI's, `interrupt_on_sigint`, or the one of ``asyncio.Runner``): a user
-  stopping a hook that hangs stops the command, not just that plugin.
+  CLI's, `interrupt_on_sigint`, or the one of ``asyncio.Runner``, which
+  SIGTERM and SIGHUP are handed to as well: `nanobot_core._stop_signals`): a
+  user stopping a hook that hangs stops the command, not just that plugin.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from nanobot_core._logging import EMITTING, get_logger
+from nanobot_core._stop_signals import CTRL_C_MARK
 from nanobot_core.errors import PluginEscapeError
 
 __all__ = [
@@ -211,10 +213,6 @@ def _is_cancellation(exc: BaseException) -> bool:
     return asyncio is not None and isinstance(exc, asyncio.CancelledError)
 
 
-# The attribute `_on_sigint` marks its KeyboardInterrupt with.
-_CTRL_C = "_nanobot_ctrl_c"
-
-
 def _on_sigint(signum: int, frame: FrameType | None) -> None:
     """Ctrl-C: a ``KeyboardInterrupt`` that `plugin_code` lets through.
 
@@ -225,7 +223,7 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
     plugin's own ``KeyboardInterrupt``: exit 1, ``lease raised KeyboardInterrupt``.
     """
     interrupt = KeyboardInterrupt()
-    setattr(interrupt, _CTRL_C, True)
+    setattr(interrupt, CTRL_C_MARK, True)
     raise interrupt
 
 
@@ -288,7 +286,7 @@ def _is_ctrl_c(exc: BaseException) -> bool:
     """Whether `exc` is a ``KeyboardInterrupt`` raised by a SIGINT handler that knows it."""
     if not isinstance(exc, KeyboardInterrupt):
         return False
-    if getattr(exc, _CTRL_C, False) is True:
+    if getattr(exc, CTRL_C_MARK, False) is True:
         return True
     last = exc.__traceback__
     while last is not None and last.tb_next is not None:

@@ -171,10 +171,16 @@ class StallWatch:
         return self
 
     def stop(self) -> None:
-        """Stop looking; a stall warned about is then reported as finished."""
+        """Stop looking; a stall warned about is then reported as finished.
+
+        Also after a `start` that a Ctrl-C (or SIGTERM) cut short before its thread was
+        running: such a thread sees the watch stopped as it starts, and is not waited for.
+        """
         self._stopped.set()
-        if self._thread is not None and self._thread is not threading.current_thread():
-            self._thread.join(timeout=5)
+        thread = self._thread
+        # is_alive, not join alone: join refuses a thread not started yet (RuntimeError).
+        if thread is not None and thread is not threading.current_thread() and thread.is_alive():
+            thread.join(timeout=5)
 
     def __enter__(self) -> StallWatch:
         return self.start()

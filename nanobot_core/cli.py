@@ -21,7 +21,8 @@ from typing import TYPE_CHECKING, Any, BinaryIO, TypeVar
 
 import click
 
-from nanobot_core._exit_codes import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from nanobot_core import _stop_signals
+from nanobot_core._exit_codes import EXIT_FAILED, EXIT_OK, EXIT_USAGE
 from nanobot_core._reading import read_up_to
 
 if TYPE_CHECKING:
@@ -534,7 +535,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     (`_ProgramEnd`): a Ctrl-C once the command is done (while a plugin's thread
     still saves, while atexit callbacks run) is then answered as one during
     the command, exit 130 and ``Interrupted.``, once that saving is done; in
-    Python's teardown after that, it is ignored. Called with `argv` (a host
+    Python's teardown after that, it is ignored. SIGTERM and SIGHUP are then
+    handled as Ctrl-C at every moment, ending with 143 and ``Terminated.``
+    or 129 and ``Hung up.`` (`nanobot_core._stop_signals`). Called with `argv` (a host
     running the CLI in its own process), it raises ``SystemExit`` and leaves
     the process alone, but for the stand-ins it puts in place of ``sys.stdout`` (and,
     on a terminal, ``sys.stderr``): what plugin code prints goes to the log, and what
@@ -543,11 +546,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     end = _ProgramEnd.install() if argv is None else None
     try:
         code = _run_command(hoist_global_options(list(sys.argv[1:] if argv is None else argv)))
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as interrupt:
         # A Ctrl-C outside click's own handling of one (as it returns, while an error is
         # printed): the same answer as within it.
-        click.echo("Interrupted.", err=True)
-        code = EXIT_INTERRUPTED
+        code = _stop_signals.say_interrupted(interrupt)
     if end is not None:
         end.finishing(code)
     sys.exit(code)
@@ -577,9 +579,9 @@ def _run_command(args: list[str]) -> int:
     except click.exceptions.Abort as exc:
         if isinstance(exc.__context__, KeyboardInterrupt):
             # click turns Ctrl-C into Abort; a caller (a shell, a supervisor) tells an
-            # interrupted run from a failed one by the code a SIGINT gives.
-            click.echo("Interrupted.", err=True)
-            return EXIT_INTERRUPTED
+            # interrupted run from a failed one by the code the signal gives (130 for
+            # SIGINT; 143 and 129 for SIGTERM and SIGHUP, handled as Ctrl-C).
+            return _stop_signals.say_interrupted(exc)
         click.echo("Aborted.", err=True)
         return EXIT_FAILED
     except StdoutError as exc:
@@ -617,7 +619,9 @@ class _ProgramEnd:
     noted, the work goes on to its end, and the process exits 130 with
     ``Interrupted.``, as a Ctrl-C during the command does. A second Ctrl-C
     ends the process at once, 130 and ``Interrupted.``: the work waited for
-    may never end (a plugin's thread that hangs).
+    may never end (a plugin's thread that hangs). SIGTERM and SIGHUP reach
+    the same handler (`nanobot_core._stop_signals`), with their own status
+    and words: 143 and ``Terminated.``, 129 and ``Hung up.``.
 
     The end is an atexit callback registered before the command runs, so it
     runs after every callback registered while it ran (a plugin's). When
@@ -641,6 +645,7 @@ class _ProgramEnd:
 
         if threading.current_thread() is not threading.main_thread():
             return None
+        _stop_signals.install()  # already, where the entry point loaded the CLI
         end = cls()
         atexit.register(end.exit)
         return end
@@ -656,14 +661,14 @@ class _ProgramEnd:
         if self.pressed:
             # Pressed again: what the first one waits for may never end (a plugin's thread
             # or atexit callback that hangs), and Ctrl-C must still stop the process.
-            with contextlib.suppress(Exception):  # stderr mid-write or gone: ending counts
-                sys.stderr.write("Interrupted.\n")
-                sys.stderr.flush()
-            os._exit(EXIT_INTERRUPTED)
+            os._exit(_stop_signals.say_interrupted())
         self.pressed = True
 
     def exit(self) -> None:
-        """End the process: its code, or 130 and ``Interrupted.`` if Ctrl-C was pressed."""
+        """End the process: its code, or 130 and ``Interrupted.`` if Ctrl-C was pressed.
+
+        (143 and ``Terminated.``, 129 and ``Hung up.``, when SIGTERM or SIGHUP came last.)
+        """
         code = self.code
         failed = _flush_stdout()
         if failed is not None:
@@ -675,10 +680,10 @@ class _ProgramEnd:
             # Python's teardown puts the default action back for a handler of its own, not
             # for "ignore": a Ctrl-C now would end the process by the signal, unsaid.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+            _stop_signals.ignore_stop_signals()
             return
-        if self.pressed and code != EXIT_INTERRUPTED:
-            click.echo("Interrupted.", err=True)
-            code = EXIT_INTERRUPTED
+        if self.pressed and code != _stop_signals.interrupted()[1]:
+            code = _stop_signals.say_interrupted()
         with contextlib.suppress(Exception):  # no stderr to flush: ending is what counts
             sys.stderr.flush()
         os._exit(code)

@@ -49,7 +49,8 @@ server of the test's own, and every crash test needs the same parts, here:
   when it came (what the `snapshot` function given reads);
 - `RunProcess` (from `ScriptedModel.start_run`): the child process, its
   stderr read as it comes (`tool_running` is set once a tool runs); its
-  `signal_at(moment, rng, window=...)` sends SIGKILL (or SIGINT) at one of
+  `signal_at(moment, rng, window=...)` sends SIGKILL (or SIGINT, SIGTERM,
+  SIGHUP: Ctrl-C's way out, exit 130, 143, 129) at one of
   `MOMENTS`, and `finish()` waits for it to end and notes how on the run;
 - `restore_default_sigint`: the ``preexec_fn`` that lets Ctrl-C (SIGINT)
   interrupt a child, even where the test's own process ignores it.

@@ -7,7 +7,9 @@ and cuts. Each turn is one ``run`` process; most are killed with SIGKILL at a
 moment drawn from a seeded generator (while the server holds the model request,
 just after it answered, while a tool runs, or at a random time), and the next
 ``run`` resumes the session. Some runs are interrupted with SIGINT instead
-(Ctrl-C: exit 130, ``Interrupted.``), and some of those let go on end on a
+(Ctrl-C: exit 130, ``Interrupted.``), or with SIGTERM or SIGHUP, which end a
+command as Ctrl-C does (exit 143, ``Terminated.``; 129, ``Hung up.``), and
+some of those let go on end on a
 model request that fails for good (exit 1, the provider named). After every
 run the test checks what docs/headless.md promises:
 
@@ -42,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from nanobot_core import PluginManager, load_config
-from nanobot_core._exit_codes import EXIT_INTERRUPTED
+from nanobot_core._exit_codes import EXIT_HUNG_UP, EXIT_INTERRUPTED, EXIT_TERMINATED
 from nanobot_core.governance.continuity import GovernanceState, latest_state
 from nanobot_core.governance.stages.offload import OFFLOAD_PREFIX
 from nanobot_core.sessions import is_meta_record, strip_meta
@@ -65,8 +67,15 @@ KILLS = 30
 #: The longest any one run may take before the test gives up on it.
 RUN_TIMEOUT = 30.0
 SESSION = "crash"
-#: Every so many runs stopped at a moment, one is interrupted with SIGINT (Ctrl-C) instead.
+#: Every so many runs stopped at a moment, one is interrupted instead of killed: with SIGINT
+#: (Ctrl-C), SIGTERM and SIGHUP in turn.
 INTERRUPT_EVERY = 4
+#: Each signal an interrupted run is stopped with: the exit status and the stderr line it gives.
+INTERRUPTS = {
+    signal.SIGINT: (EXIT_INTERRUPTED, "Interrupted.\n"),
+    signal.SIGTERM: (EXIT_TERMINATED, "Terminated.\n"),
+    signal.SIGHUP: (EXIT_HUNG_UP, "Hung up.\n"),
+}
 #: Every so many runs let go on, one has a model request fail for good (HTTP 500, no retry).
 FAIL_EVERY = 3
 
@@ -209,7 +218,7 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
     killed: dict[str, int] = {}
     healed = 0  # torn last lines the next run moved out
     failed = let_go = 0  # runs whose provider failed for good, runs let go on
-    interrupted: dict[str, int] = {}  # runs ended by SIGINT, by moment
+    interrupted: dict[str, int] = {}  # runs ended by SIGINT, SIGTERM or SIGHUP, by moment
     finished = [0.5]  # how long the runs that were let finish took (seconds)
 
     def stored(run: ScriptedRun[bytes]) -> bytes:
@@ -235,7 +244,8 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
                 rng.choice([m for m in MOMENTS if killed.get(m, 0) == fewest]) if kill else None
             )
             interrupt = kill and turn % INTERRUPT_EVERY == 0
-            signum = signal.SIGINT if interrupt else signal.SIGKILL
+            stops = list(INTERRUPTS)
+            signum = stops[turn // INTERRUPT_EVERY % len(stops)] if interrupt else signal.SIGKILL
             turn += 1
             run: ScriptedRun[bytes] = ScriptedRun(
                 SESSION, f"turn {turn}: carry on", _script(rng, turn), moment
@@ -261,12 +271,13 @@ def test_runs_killed_at_random_moments_leave_a_session_every_resume_continues(
                 assert "Error: provider 'openai'" in run.stderr and "HTTP 500" in run.stderr
                 assert "Traceback" not in run.stderr, run.stderr
                 failed += 1
-            elif signum == signal.SIGINT and run.returncode != 0:
-                # 130 and "Interrupted." at every moment: during the turn, and once it is
-                # over, on the way out.
-                assert run.returncode == EXIT_INTERRUPTED, run.stderr
+            elif signum in INTERRUPTS and run.returncode != 0:
+                # 130 and "Interrupted." (143 "Terminated.", 129 "Hung up.") at every moment:
+                # during the turn, and once it is over, on the way out.
+                status, words = INTERRUPTS[signum]
+                assert run.returncode == status, run.stderr
                 assert "Traceback" not in run.stderr, run.stderr
-                assert run.stderr.endswith("Interrupted.\n"), run.stderr
+                assert run.stderr.endswith(words), run.stderr
                 interrupted[moment or ""] = interrupted.get(moment or "", 0) + 1
             else:
                 assert run.returncode in (0, -signal.SIGKILL), run.stderr

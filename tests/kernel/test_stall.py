@@ -166,6 +166,24 @@ def test_a_limit_of_zero_starts_no_thread() -> None:
         assert threading.active_count() == before
 
 
+def test_a_start_cut_short_by_an_interrupt_is_stopped_without_an_error(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ctrl-C (or SIGTERM) that lands as the watch's thread is being started leaves a watch
+    that stops quietly, as the command's end stops it, not with join's RuntimeError."""
+    watch = StallWatch(30, list)
+
+    def interrupted(self: threading.Thread) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(threading.Thread, "start", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        watch.start()
+    monkeypatch.undo()
+    watch.stop()
+    assert _watching_threads() == []
+
+
 def _watching_threads() -> list[threading.Thread]:
     return [t for t in threading.enumerate() if t.name == "nanobot-stall-watch"]
 

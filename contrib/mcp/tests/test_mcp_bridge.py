@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -900,3 +901,47 @@ def test_a_server_that_exits_at_once_is_told_as_such(workspace: Workspace, statu
         "stdout) while the start was waiting for its answer to initialize (the handshake); "
         "its tools are left out"
     )
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie waiting to be reaped does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_command_stopped_by_a_service_manager_stops_a_server_busy_with_a_call(
+    workspace: Workspace, signum: int
+) -> None:
+    """SIGTERM or SIGHUP while a server runs a long call stops that server before the command
+    ends, as Ctrl-C does, instead of leaving it behind to notice its closed stdin."""
+    workspace.configure(notes={})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+    with subprocess.Popen(
+        [sys.executable, "-m", "nanobot_core", "call", "mcp_notes_pause", '{"seconds": 120}'],
+        cwd=workspace.root,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as command:
+        try:
+            deadline = time.monotonic() + 60
+            while not workspace.spawn_log.exists() or not workspace.spawn_log.read_text():
+                assert command.poll() is None, command.communicate()[1]
+                assert time.monotonic() < deadline, "the server never started"
+                time.sleep(0.05)
+            (server,) = map(int, workspace.spawn_log.read_text().split())
+            time.sleep(3)  # the server lists its tools, then the call begins and pauses
+            command.send_signal(signum)
+            _, err = command.communicate(timeout=30)
+        finally:
+            if command.poll() is None:
+                command.kill()
+    assert command.returncode == 128 + signum, err
+    # Stopped by the command, before it ended; not left to notice its stdin closed.
+    assert not _running(server), "the server outlived the command"

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import random
 import re
 import signal
 import socket
@@ -25,7 +26,14 @@ from nanobot_core.errors import SessionError, SessionLockedError
 from nanobot_core.governance.store import CACHE_DIR
 from nanobot_core.sessions import open_session, select_session_store
 from nanobot_core.testing import run_cli
-from nanobot_core.testing_sessions import restore_default_sigint
+from nanobot_core.testing_sessions import (
+    MOMENTS,
+    ScriptedModel,
+    ScriptedRun,
+    check_appended,
+    check_calls_once,
+    restore_default_sigint,
+)
 
 import nanobot_postgres
 from nanobot_postgres.chatserver import ScriptedChatServer
@@ -486,6 +494,70 @@ def test_ctrl_c_while_waiting_for_a_busy_session_is_an_interrupt(
     assert waiter.returncode == 130, err
     assert "Interrupted." in err and "Error:" not in err and "Traceback" not in err, err
     assert server.requests == []
+
+
+_LIST_DIR = {
+    "id": "call_1",
+    "type": "function",
+    "function": {"name": "list_dir", "arguments": json.dumps({"path": "."})},
+}
+
+
+def _session_records(dsn: str, session: str) -> list[dict[str, Any]]:
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT line FROM nanobot_session_lines WHERE session = %s ORDER BY seq", (session,)
+        ).fetchall()
+    return [json.loads(line) for (line,) in rows]
+
+
+@pytest.mark.parametrize("moment", MOMENTS)
+@pytest.mark.parametrize(
+    ("signum", "status", "words"),
+    [(signal.SIGTERM, 143, "Terminated.\n"), (signal.SIGHUP, 129, "Hung up.\n")],
+    ids=["SIGTERM", "SIGHUP"],
+)
+def test_a_worker_stopped_mid_turn_frees_its_lease_at_once_with_the_turn_stored_once(
+    cli_env: dict[str, str],
+    tmp_path: Path,
+    dsn: str,
+    moment: str,
+    signum: int,
+    status: int,
+    words: str,
+) -> None:
+    """SIGTERM or SIGHUP (a service manager stopping a worker) at each moment of a turn: the
+    worker exits with the signal's status and words, another worker gets the lease at once
+    (wait 0), and the session holds what the turn stored, whole and once."""
+    other = PostgresSessionStore(dsn)
+    env = {k: v for k, v in cli_env.items() if k != "NANOBOT_BASE_URL"}
+    rng = random.Random(f"{moment} {signum}")
+    try:
+        with ScriptedModel(lambda run: None, timeout=60) as model:
+            script = [
+                {"role": "assistant", "content": "looking", "tool_calls": [_LIST_DIR]},
+                {"role": "assistant", "content": "done"},
+            ]
+            run: ScriptedRun[None] = ScriptedRun("chat", "turn 1", script, moment, 1, 0)
+            child = model.start_run(run, cwd=tmp_path, env=env, stdout=tmp_path / "stdout")
+            child.signal_at(moment, rng, window=(0.2, 1.5), signum=signum)
+            ended = time.monotonic()
+            lease = other.lease("chat")  # wait 0: a session still held fails at once
+            try:
+                freed = time.monotonic() - ended
+                stored = [json.loads(line) for line in lease.load().lines]
+            finally:
+                lease.release()
+            assert model.problems == []
+    finally:
+        other.close()
+    if run.returncode != 0:  # at "random" the turn may have finished first
+        assert (run.returncode, run.stdout) == (status, ""), run.stderr
+        assert run.stderr.endswith(words) and "Traceback" not in run.stderr, run.stderr
+    assert freed < 5, freed
+    assert stored == _session_records(dsn, "chat")
+    assert check_appended([], stored, [run.turn()]) == []
+    assert check_calls_once(stored) == []
 
 
 def test_busy_session_fails_at_once_naming_the_holder(dsn: str) -> None:
