@@ -52,7 +52,7 @@ server of the test's own, and every crash test needs the same parts, here:
   `signal_at(moment, rng, window=...)` sends SIGKILL (or SIGINT, SIGTERM,
   SIGHUP: Ctrl-C's way out, exit 130, 143, 129) at one of
   `MOMENTS`, and `finish()` waits for it to end and notes how on the run;
-- `restore_default_sigint`: the ``preexec_fn`` that lets Ctrl-C (SIGINT)
+- `restore_stop_signals`: the ``preexec_fn`` that lets Ctrl-C (SIGINT)
   interrupt a child, even where the test's own process ignores it.
 
 The built-in store's crash test (``tests/headless/test_crash_fuzz.py``) and
@@ -115,7 +115,7 @@ __all__ = [
     "check_appended",
     "check_calls_once",
     "check_request",
-    "restore_default_sigint",
+    "restore_stop_signals",
 ]
 
 # Lines whose exact text matters: escapes, non-ASCII, a separator JSON allows raw.
@@ -710,7 +710,7 @@ class ScriptedModel(Generic[SnapshotT]):
                 stdout=sink,
                 stderr=subprocess.PIPE,
                 text=True,
-                preexec_fn=restore_default_sigint,
+                preexec_fn=restore_stop_signals,
             )
         child = RunProcess(run, process, stdout, timeout=self.timeout)
         child.reader = threading.Thread(target=child.read_stderr, daemon=True)
@@ -849,7 +849,10 @@ class RunProcess(Generic[SnapshotT]):
         return self.run
 
 
-def restore_default_sigint() -> None:
-    """In a child process, before it starts (a ``preexec_fn``): SIGINT interrupts it, as a
-    user's Ctrl-C does, even where the test's own process ignores SIGINT (a background job)."""
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
+def restore_stop_signals() -> None:
+    """In a child process, before it starts (a ``preexec_fn``): SIGINT, SIGTERM and SIGHUP act
+    as they do by default, as a user's Ctrl-C, a service manager and a closed terminal expect,
+    even where the test's own process ignores them (a background job ignores SIGINT, a run
+    under ``nohup`` SIGHUP)."""
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, signal.SIG_DFL)

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, overload
 
 from nanobot_core import testing
-from nanobot_core.testing_sessions import restore_default_sigint
+from nanobot_core.testing_sessions import restore_stop_signals
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TEST_DATA = REPO_ROOT / "tests" / "data"
@@ -124,7 +124,7 @@ def cli_process(*args: str, cwd: Path, env: Mapping[str, str]) -> Iterator[subpr
         stderr=subprocess.PIPE,
         text=True,
         # Ctrl-C interrupts the child as a user's does, even where the suite ignores SIGINT.
-        preexec_fn=restore_default_sigint,
+        preexec_fn=restore_stop_signals,
     ) as process:
         try:
             yield process

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from nanobot_core import __main__ as entry
 from nanobot_core._exit_codes import EXIT_INTERRUPTED
-from nanobot_core.testing_sessions import restore_default_sigint
+from nanobot_core.testing_sessions import restore_stop_signals
 from tests import helpers
 from tests.helpers import clean_env, plugin_env
 
@@ -44,7 +44,7 @@ def _interrupted_at_click(tmp_path: Path, command: list[str]) -> subprocess.Comp
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
-        preexec_fn=restore_default_sigint,
+        preexec_fn=restore_stop_signals,
     )
 
 

@@ -29,7 +29,7 @@ from nanobot_core.testing_sessions import (
     ScriptedRun,
     check_appended,
     check_calls_once,
-    restore_default_sigint,
+    restore_stop_signals,
 )
 from tests import helpers
 from tests.headless.conftest import API_KEY
@@ -121,7 +121,7 @@ def _started_with(site: Path, command: list[str], signum: int) -> subprocess.Com
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
-        preexec_fn=restore_default_sigint,
+        preexec_fn=restore_stop_signals,
     )
 
 
@@ -224,7 +224,7 @@ def test_a_stop_signal_in_a_hook_that_blocks_stops_the_command(
     workspace.mkdir()
 
     def start() -> None:
-        restore_default_sigint()
+        restore_stop_signals()
         if ctrl_c_ignored:
             signal.signal(signal.SIGINT, signal.SIG_IGN)
 
@@ -288,7 +288,7 @@ def test_sighup_ignored_as_nohup_leaves_it_is_left_ignored(tmp_path: Path) -> No
     workspace.mkdir()
 
     def start() -> None:
-        restore_default_sigint()
+        restore_stop_signals()
         signal.signal(signal.SIGHUP, signal.SIG_IGN)
 
     with subprocess.Popen(
@@ -350,7 +350,7 @@ def test_sigterm_stops_the_command_as_a_containers_first_process(tmp_path: Path)
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        preexec_fn=restore_default_sigint,
+        preexec_fn=restore_stop_signals,
     ) as process:
         first = None
         try:

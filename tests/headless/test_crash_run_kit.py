@@ -32,7 +32,7 @@ from nanobot_core.testing_sessions import (
     ScriptedRun,
     Turn,
     check_appended,
-    restore_default_sigint,
+    restore_stop_signals,
 )
 from tests.headless.conftest import API_KEY
 from tests.helpers import clean_env
@@ -256,13 +256,13 @@ def test_a_random_moment_signals_within_the_window(tmp_path: Path) -> None:
     assert child.run.stderr == "nanobot: tool grep: running\n"
 
 
-def test_restore_default_sigint_lets_ctrl_c_stop_a_child_started_ignoring_it() -> None:
+def test_restore_stop_signals_lets_ctrl_c_stop_a_child_started_ignoring_it() -> None:
     """A child started while this process ignores SIGINT stops on it with the function as its
     `preexec_fn`, and ignores it without (what a background job's child would do)."""
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
         ignoring = _sleeper("ready\n")
-        interruptible = _sleeper("ready\n", preexec_fn=restore_default_sigint)
+        interruptible = _sleeper("ready\n", preexec_fn=restore_stop_signals)
     finally:
         signal.signal(signal.SIGINT, previous)
     try:
@@ -275,5 +275,31 @@ def test_restore_default_sigint_lets_ctrl_c_stop_a_child_started_ignoring_it() -
         assert ignoring.poll() is None
     finally:
         for process in (ignoring, interruptible):
+            process.kill()
+            process.communicate()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_restore_stop_signals_lets_a_stop_signal_end_a_child_started_ignoring_it(
+    signum: int,
+) -> None:
+    """A child started while this process ignores SIGTERM or SIGHUP (a run under ``nohup``)
+    ends on it with the function as its `preexec_fn`, and ignores it without."""
+    previous = signal.signal(signum, signal.SIG_IGN)
+    try:
+        ignoring = _sleeper("ready\n")
+        stoppable = _sleeper("ready\n", preexec_fn=restore_stop_signals)
+    finally:
+        signal.signal(signum, previous)
+    try:
+        for process in (ignoring, stoppable):
+            assert process.stderr is not None and process.stderr.readline() == "ready\n"
+            process.send_signal(signum)
+        stoppable.communicate(timeout=TIMEOUT)
+        assert stoppable.returncode == -signum
+        time.sleep(0.3)
+        assert ignoring.poll() is None
+    finally:
+        for process in (ignoring, stoppable):
             process.kill()
             process.communicate()

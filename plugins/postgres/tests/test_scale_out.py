@@ -32,7 +32,7 @@ from nanobot_core.testing_sessions import (
     ScriptedRun,
     check_appended,
     check_calls_once,
-    restore_default_sigint,
+    restore_stop_signals,
 )
 
 import nanobot_postgres
@@ -473,7 +473,7 @@ def test_ctrl_c_while_waiting_for_a_busy_session_is_an_interrupt(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            preexec_fn=restore_default_sigint,
+            preexec_fn=restore_stop_signals,
         )
         try:
             waiting = (
