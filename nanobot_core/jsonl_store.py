@@ -315,10 +315,9 @@ def _heal_torn_tail(path: Path, torn_path: Path) -> None:
         handle.write(tail + b"\n")
         handle.flush()
         os.fsync(handle.fileno())
-    with path.open("r+b") as handle:
-        handle.truncate(cut)
-        handle.flush()
-        os.fsync(handle.fileno())
+    # Said before the cut, not after: a stop signal between the two would cut the line out
+    # unsaid. Stopped before the cut, the next run finds the line torn still and moves it
+    # again (the torn file then holds it twice: nothing is lost).
     log.warning(
         "torn last line moved out of the session",
         path=str(path),
@@ -326,6 +325,10 @@ def _heal_torn_tail(path: Path, torn_path: Path) -> None:
         line=data.count(b"\n") + 1,
         moved_to=str(torn_path),
     )
+    with path.open("r+b") as handle:
+        handle.truncate(cut)
+        handle.flush()
+        os.fsync(handle.fileno())
 
 
 def _fsync_directory(directory: Path) -> None:

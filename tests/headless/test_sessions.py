@@ -116,6 +116,37 @@ def test_torn_last_line_is_moved_aside_and_the_file_cut_back(tmp_path: Path) -> 
     assert torn_path.read_bytes() == torn + b"\n" + b'{"second tear\n'
 
 
+def test_a_stop_before_the_cut_back_leaves_the_torn_line_said_and_moved_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A stop signal landing as the file is cut back finds the move already said, and the
+    next open, which finds the line torn still, moves it again: never cut out unsaid."""
+    store = JsonlSessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    good = json.dumps(USER).encode() + b"\n"
+    torn = b'{"role": "assistant", "content": "half'
+    path.write_bytes(good + torn)
+    real_open = Path.open
+
+    def stopped_at_the_cut(self: Path, mode: str = "r", *args: object, **kwargs: object) -> object:
+        if self == path and mode == "r+b":
+            raise KeyboardInterrupt  # as the CLI's stop-signal handler raises it
+        return real_open(self, mode, *args, **kwargs)  # type: ignore[call-overload]
+
+    with capture_logs() as logs, monkeypatch.context() as patch:
+        patch.setattr(Path, "open", stopped_at_the_cut)
+        with pytest.raises(KeyboardInterrupt):
+            store.open("s")
+    assert [entry["event"] for entry in logs] == ["torn last line moved out of the session"]
+    assert path.read_bytes() == good + torn  # not cut yet: the next open moves it again
+    with capture_logs() as logs, store.open("s") as session:
+        assert session.history() == [USER]
+    assert path.read_bytes() == good
+    assert path.with_name("s.jsonl.torn").read_bytes() == torn + b"\n" + torn + b"\n"
+    assert [entry["event"] for entry in logs] == ["torn last line moved out of the session"]
+
+
 def test_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
     """A last line that is a whole JSON object only lost its newline: it is completed, not moved."""
     store = JsonlSessionStore(tmp_path)
