@@ -19,6 +19,7 @@ from typing import Any, Literal, TypeVar
 
 import attrs
 
+from nanobot_core._clip import quoted
 from nanobot_core._numbers import fits_float
 from nanobot_core._reading import read_at_most
 from nanobot_core._session_names import validate_session_name
@@ -689,7 +690,8 @@ def _got(value: Any) -> str:
     if type(value) is int and not fits_float(value):
         return _int_shown(value)
     try:
-        return f"{type(value).__name__} {value!r}"
+        # Cut by its ends: a value (a long string, a list of thousands) is quoted, not echoed.
+        return f"{type(value).__name__} {quoted(value)}"
     except ValueError:  # a list or a table holding such an int
         return f"{type(value).__name__} holding an int too long to write"
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 import subprocess
 import sys
 import tempfile
@@ -810,3 +811,29 @@ def test_an_option_nested_as_deep_as_a_variable_allows_loads_and_names_its_sourc
     config = load_config(cwd=tmp_path, environ={name: "1"})
     key = "tools.options.x" + ".a" * 3_000
     assert source_prefix(config=config, keys=[key]) == f"environment variable {name}: "
+
+
+@settings(max_examples=25, deadline=None)
+@given(length=st.integers(min_value=1_000, max_value=100_000))
+def test_a_long_value_of_the_wrong_type_is_quoted_by_its_ends(length: int) -> None:
+    """A long string given where a number goes, from a variable or a file, is quoted cut by
+    its ends with the count left out, not echoed whole into the error."""
+    value = "a" + "7" * (length - 2) + "z"
+    with tempfile.TemporaryDirectory() as folder:
+        environ = {"NANOBOT_RUNNER__MAX_ITERATIONS": value}
+        with pytest.raises(ConfigError) as from_variable:
+            load_config(cwd=folder, environ=environ)
+        config = Path(folder) / "nanobot.toml"
+        config.write_text(f'[runner]\nmax_iterations = "{value}"\n', encoding="utf-8")
+        with pytest.raises(ConfigError) as from_file:
+            load_config(cwd=folder, environ={})
+    for error in (from_variable.value, from_file.value):
+        said = str(error)
+        got = said.split("got str ", 1)[1]
+        cut = re.fullmatch(r"(.*)\[\.\.\. (\d+) characters omitted \.\.\.\](.*)", got)
+        assert cut is not None, said
+        head, omitted, tail = cut.groups()
+        assert head.startswith("'a777") and tail.endswith("777z'")
+        # What is shown and what is said to be left out add up to the quoted value.
+        assert len(head) + int(omitted) + len(tail) == length + 2
+        assert len(said) < 600
