@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -109,13 +110,24 @@ def run_cli(
 
 
 @contextlib.contextmanager
-def cli_process(*args: str, cwd: Path, env: Mapping[str, str]) -> Iterator[subprocess.Popen[str]]:
+def cli_process(
+    *args: str, cwd: Path, env: Mapping[str, str], ignoring: Sequence[int] = ()
+) -> Iterator[subprocess.Popen[str]]:
     """``python -m nanobot_core ARGS`` started in a child process, stdout and stderr piped (text).
 
     The test signals it, waits for it, reads it; a child still running when the block is left
     (a failed assertion, a `communicate` that timed out) is killed and waited for, so that no
-    test leaves one behind.
+    test leaves one behind. The child starts with the signals `ignoring` ignored, as a job a
+    shell starts in the background ignores SIGINT, and one under ``nohup`` SIGHUP.
     """
+
+    def start() -> None:
+        # The stop signals act on the child as on a user's command, even where the suite
+        # ignores them; then the ones the test asks for are ignored.
+        restore_stop_signals()
+        for signum in ignoring:
+            signal.signal(signum, signal.SIG_IGN)
+
     with subprocess.Popen(
         [sys.executable, "-m", "nanobot_core", *args],
         cwd=cwd,
@@ -123,8 +135,7 @@ def cli_process(*args: str, cwd: Path, env: Mapping[str, str]) -> Iterator[subpr
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        # Ctrl-C interrupts the child as a user's does, even where the suite ignores SIGINT.
-        preexec_fn=restore_stop_signals,
+        preexec_fn=start,
     ) as process:
         try:
             yield process

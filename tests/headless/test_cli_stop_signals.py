@@ -222,28 +222,12 @@ def test_a_stop_signal_in_a_hook_that_blocks_stops_the_command(
     site = helpers.install_plugin(tmp_path / "site", "blockplug", BLOCKING_HOOK)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-
-    def start() -> None:
-        restore_stop_signals()
-        if ctrl_c_ignored:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-
-    with subprocess.Popen(
-        [sys.executable, "-m", "nanobot_core", "tools"],
-        cwd=workspace,
-        env=plugin_env(site, "blockplug"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=start,
-    ) as process:
-        try:
-            _wait_for(workspace / "entered", process)
-            process.send_signal(signum)
-            out, err = process.communicate(timeout=15)
-        finally:
-            if process.poll() is None:
-                process.kill()
+    ignoring = (signal.SIGINT,) if ctrl_c_ignored else ()
+    env = plugin_env(site, "blockplug")
+    with cli_process("tools", cwd=workspace, env=env, ignoring=ignoring) as process:
+        _wait_for(workspace / "entered", process)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=15)
     assert (process.returncode, out) == (status, ""), err
     # click starts a new line first, as after a ^C a terminal shows.
     assert err.strip() == words.strip(), err
@@ -286,30 +270,14 @@ def test_sighup_ignored_as_nohup_leaves_it_is_left_ignored(tmp_path: Path) -> No
     site = helpers.install_plugin(tmp_path / "site", "blockplug", BLOCKING_HOOK)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
-
-    def start() -> None:
-        restore_stop_signals()
-        signal.signal(signal.SIGHUP, signal.SIG_IGN)
-
-    with subprocess.Popen(
-        [sys.executable, "-m", "nanobot_core", "tools"],
-        cwd=workspace,
-        env=plugin_env(site, "blockplug"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=start,
-    ) as process:
-        try:
-            _wait_for(workspace / "entered", process)
-            process.send_signal(signal.SIGHUP)
-            time.sleep(0.5)
-            assert process.poll() is None, "the ignored SIGHUP stopped the command"
-            process.send_signal(signal.SIGTERM)
-            _, err = process.communicate(timeout=15)
-        finally:
-            if process.poll() is None:
-                process.kill()
+    env = plugin_env(site, "blockplug")
+    with cli_process("tools", cwd=workspace, env=env, ignoring=(signal.SIGHUP,)) as process:
+        _wait_for(workspace / "entered", process)
+        process.send_signal(signal.SIGHUP)
+        time.sleep(0.5)
+        assert process.poll() is None, "the ignored SIGHUP stopped the command"
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=15)
     assert (process.returncode, err.strip()) == (EXIT_TERMINATED, "Terminated."), err
 
 
