@@ -38,7 +38,7 @@ from types import CodeType, FrameType
 from typing import Any
 
 from nanobot_core._logging import EMITTING, get_logger
-from nanobot_core._stop_signals import CTRL_C_MARK
+from nanobot_core._stop_signals import CTRL_C_MARK, ctrl_c_interrupt
 from nanobot_core.errors import PluginEscapeError
 
 __all__ = [
@@ -222,9 +222,7 @@ def _on_sigint(signum: int, frame: FrameType | None) -> None:
     while the postgres store waits for a busy session's lease was taken for the
     plugin's own ``KeyboardInterrupt``: exit 1, ``lease raised KeyboardInterrupt``.
     """
-    interrupt = KeyboardInterrupt()
-    setattr(interrupt, CTRL_C_MARK, True)
-    raise interrupt
+    raise ctrl_c_interrupt()
 
 
 def interrupt_on_sigint() -> None:

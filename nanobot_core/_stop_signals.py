@@ -32,7 +32,14 @@ from types import FrameType
 
 from nanobot_core._exit_codes import EXIT_HUNG_UP, EXIT_INTERRUPTED, EXIT_TERMINATED
 
-__all__ = ["CTRL_C_MARK", "ignore_stop_signals", "install", "interrupted", "say_interrupted"]
+__all__ = [
+    "CTRL_C_MARK",
+    "ctrl_c_interrupt",
+    "ignore_stop_signals",
+    "install",
+    "interrupted",
+    "say_interrupted",
+]
 
 #: The attribute a ``KeyboardInterrupt`` raised for a Ctrl-C (or a signal standing for one)
 #: carries, so that plugin code cannot contain it (`nanobot_core._containment`).
@@ -95,9 +102,14 @@ def _as_ctrl_c(signum: int, frame: FrameType | None) -> None:
     # Ctrl-C ignored: a shell script starts a background job so (`nanobot-core run ... &`),
     # and the CLI then sets no handler for it. The signal must still stop the command: as
     # the Ctrl-C the command would have had, a KeyboardInterrupt plugin code lets through.
+    raise ctrl_c_interrupt()
+
+
+def ctrl_c_interrupt() -> KeyboardInterrupt:
+    """A ``KeyboardInterrupt`` marked as a Ctrl-C's (`CTRL_C_MARK`), for a handler to raise."""
     interrupt = KeyboardInterrupt()
     setattr(interrupt, CTRL_C_MARK, True)
-    raise interrupt
+    return interrupt
 
 
 def interrupted() -> tuple[str, int]:
