@@ -200,3 +200,30 @@ def test_a_result_no_longer_than_its_notice_is_left_as_it_is() -> None:
     assert outcome.messages[2] is history[2]
     assert _compacted(outcome.messages) == [5]
     assert [line.split(":")[0] for line in outcome.details] == ["messages[5]"]
+
+
+@given(st.text(max_size=300))
+@settings(max_examples=200, deadline=None)
+def test_notice_names_any_tool_as_it_is_quoted(name: str) -> None:
+    """The notice names a tool, short or long, by its quoted name (or "the tool")."""
+    from nanobot_core._clip import quoted
+    from nanobot_core.governance.stages.content import without_surrogates
+
+    shown = quoted(without_surrogates(name)) if name else "the tool"
+    notice = compact_notice(name or None, "r" * 40)
+    assert notice == (
+        f"{COMPACT_PREFIX}: {shown} returned 40 characters. Call it again with narrower "
+        "arguments if you still need it.]"
+    )
+
+
+def test_long_tool_names_are_not_remembered() -> None:
+    """A tool name longer than a real one is not kept by the notice's memo of names."""
+    from nanobot_core.governance.stages import compact
+
+    before = compact._remembered_names.cache_info().currsize
+    for index in range(50):
+        compact_notice(f"{index}{'x' * 10_000}", "r" * 40)
+    assert compact._remembered_names.cache_info().currsize == before
+    compact_notice("a tool name of usual length", "r" * 40)
+    assert compact._remembered_names.cache_info().currsize == min(before + 1, 256)

@@ -20,6 +20,7 @@ default: every tool), ``clear_at_least`` (tokens; default 0).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from itertools import compress, count, repeat
 from operator import eq, itemgetter
@@ -82,12 +83,32 @@ def compact_notice(tool: str | None, content: Any) -> str:
 
 def _plain_notice(tool: str | None, chars: int | None) -> str:
     size = f"{chars} characters" if chars is not None else "non-text content"
+    return f"{_names(tool)[0]} returned {size}. {_NOTICE_TAIL}"
+
+
+#: What every compaction notice ends with.
+_NOTICE_TAIL = "Call it again with narrower arguments if you still need it.]"
+
+#: Tool names up to this long have their notice head and report name made once: a first
+#: call on a long history compacts hundreds of results of a few tools. Longer names (which
+#: a model can make up) are not kept.
+_REMEMBERED_NAME_CHARS = 128
+
+
+def _names(tool: str | None) -> tuple[str, str]:
+    """(the notice up to the tool's name, the tool as the report names it)."""
+    if tool is not None and len(tool) > _REMEMBERED_NAME_CHARS:
+        return _made_names(tool)
+    return _remembered_names(tool)
+
+
+def _made_names(tool: str | None) -> tuple[str, str]:
     # The name as the repairs leave it, whether or not they ran on the message it came from.
     source = quoted(tool if tool.isascii() else without_surrogates(tool)) if tool else "the tool"
-    return (
-        f"{COMPACT_PREFIX}: {source} returned {size}. Call it again with narrower "
-        "arguments if you still need it.]"
-    )
+    return f"{COMPACT_PREFIX}: {source}", clip(tool) if tool else "a tool"
+
+
+_remembered_names = functools.lru_cache(maxsize=256)(_made_names)
 
 
 def _candidates(
@@ -145,8 +166,7 @@ def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
         excess -= saved
         cleared += saved
         details.append(
-            f"messages[{index}]: compacted the result of {clip(name) if name else 'a tool'} "
-            f"({saved} tokens)"
+            f"messages[{index}]: compacted the result of {_names(name)[1]} ({saved} tokens)"
         )
     if not details:
         return StageOutcome.unchanged(messages)
