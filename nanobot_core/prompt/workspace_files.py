@@ -68,17 +68,18 @@ def _open_regular(path: Path) -> BinaryIO:
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     fd = os.open(path, flags)
-    handle = os.fdopen(fd, "rb")
     try:
-        mode = os.fstat(handle.fileno()).st_mode
+        # Checked on the bare descriptor: os.fdopen refuses a folder itself, but then
+        # neither closes the descriptor nor names the path (only the descriptor's number).
+        mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
         if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return os.fdopen(fd, "rb")
     except BaseException:
-        handle.close()
+        os.close(fd)
         raise
-    return handle
 
 
 def read_regular_file(path: Path) -> bytes:
