@@ -27,8 +27,8 @@ import attrs
 
 from nanobot_core._logging import get_logger
 from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
-from nanobot_core.errors import ConfigError
-from nanobot_core.prompt.workspace_files import cut_notice, read_file_start
+from nanobot_core.errors import ConfigError, WorkspaceEscapeError
+from nanobot_core.prompt.workspace_files import cut_notice, read_workspace_file_start
 
 __all__ = [
     "SKILLS_DIR",
@@ -178,8 +178,11 @@ def scan_skills(workspace: Path, *, max_bytes: int = DEFAULT_PROMPT_FILE_BYTES) 
             continue
         relative = f"{SKILLS_DIR}/{folder}/{SKILL_FILE}"
         try:
-            start = read_file_start(workspace / relative, max_bytes)
+            start = read_workspace_file_start(workspace, relative, max_bytes)
         except FileNotFoundError:
+            continue
+        except WorkspaceEscapeError as exc:
+            problems.append(SkillProblem(relative, str(exc)))
             continue
         except OSError as exc:
             problems.append(SkillProblem(relative, f"cannot read: {type(exc).__name__}: {exc}"))

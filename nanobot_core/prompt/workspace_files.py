@@ -21,6 +21,8 @@ import attrs
 from nanobot_core._logging import get_logger
 from nanobot_core._reading import read_at_most
 from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
+from nanobot_core.errors import WorkspaceEscapeError
+from nanobot_core.tools.workspace import open_resolved
 
 __all__ = [
     "BOOTSTRAP_FILES",
@@ -33,6 +35,7 @@ __all__ = [
     "read_file_start",
     "read_regular_file",
     "read_user_file",
+    "read_workspace_file_start",
     "shipped_template",
 ]
 
@@ -134,6 +137,45 @@ def read_file_start(path: Path, max_bytes: int) -> FileStart:
         raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
     with _open_regular(path) as handle:
         raw, size = read_at_most(handle, max_bytes)
+    return _start(raw, size, max_bytes)
+
+
+def read_workspace_file_start(workspace: Path, relative: str, max_bytes: int) -> FileStart:
+    """As :func:`read_file_start`, of the file at `relative` in `workspace`, kept inside it.
+
+    A link is followed only while it stays in the workspace, as the file tools
+    follow one: a workspace from elsewhere (a cloned repository) whose
+    ``AGENTS.md`` or skill folder is a link to ``~/.ssh`` would otherwise put
+    what is there into the prompt sent to the provider. Such a path raises
+    `WorkspaceEscapeError`, and so does one that a link replaced while it was
+    opened (every folder is opened from the workspace down without following
+    links, after the check).
+    """
+    if max_bytes < 1:
+        raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
+    root = workspace.resolve()
+    # realpath, not Path.resolve: a loop of links is left in place, and opening it says so.
+    target = Path(os.path.realpath(root / relative))
+    if not target.is_relative_to(root) or target == root:
+        raise WorkspaceEscapeError(
+            f"{relative} leads out of the workspace (a link to what is outside it); "
+            "only files inside the workspace are read into the prompt"
+        )
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    with open_resolved(root, target, flags) as fd:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(workspace / relative))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(workspace / relative))
+        os.set_blocking(fd, True)  # a regular file: read as usual
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            raw, size = read_at_most(handle, max_bytes)
+    return _start(raw, size, max_bytes)
+
+
+def _start(raw: bytes, size: int, max_bytes: int) -> FileStart:
+    """The `FileStart` of `raw`, read as at most ``max_bytes + 1`` bytes of a file of `size`."""
     if len(raw) <= max_bytes:
         return FileStart(raw, len(raw))
     # The file may have grown since fstat: it holds at least what was read.
@@ -161,10 +203,10 @@ def read_user_file(
     """
     path = workspace / relative
     try:
-        start = read_file_start(path, max_bytes)
+        start = read_workspace_file_start(workspace, relative, max_bytes)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError as exc:
+    except (OSError, WorkspaceEscapeError) as exc:
         log.warning(
             "workspace file unreadable; left out of the prompt",
             path=str(path),

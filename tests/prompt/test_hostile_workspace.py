@@ -47,3 +47,80 @@ def test_a_folder_where_a_file_is_read_is_named_by_its_path(tmp_path: Path) -> N
     [problem] = scan_skills(tmp_path).problems
     assert problem.path == "skills/folded/SKILL.md"
     assert "is a directory" in problem.reason.lower()
+
+
+SECRET = "TOP-SECRET-OUTSIDE"
+_SKILL = f"---\ndescription: from outside\nalways: true\n---\n{SECRET} skill body\n"
+
+
+def _outside(tmp_path: Path) -> Path:
+    """A folder beside the workspace holding a secret file and a valid skill."""
+    outside = tmp_path / "outside"
+    (outside / "skill").mkdir(parents=True)
+    (outside / "secret.txt").write_text(f"{SECRET} key\n", encoding="utf-8")
+    (outside / "skill" / "SKILL.md").write_text(_SKILL, encoding="utf-8")
+    return outside
+
+
+def test_links_leading_out_of_the_workspace_are_not_read_into_the_prompt(tmp_path: Path) -> None:
+    """AGENTS.md, MEMORY.md, a SKILL.md or a skill folder linked outside are left out and named."""
+    outside = _outside(tmp_path)
+    workspace = tmp_path / "workspace"
+    (workspace / "memory").mkdir(parents=True)
+    (workspace / "skills" / "linked_file").mkdir(parents=True)
+    (workspace / "AGENTS.md").symlink_to(outside / "secret.txt")
+    (workspace / "memory" / "MEMORY.md").symlink_to(outside / "secret.txt")
+    (workspace / "skills" / "linked_file" / "SKILL.md").symlink_to(outside / "skill" / "SKILL.md")
+    (workspace / "skills" / "linked_folder").symlink_to(outside / "skill")
+    (workspace / "USER.md").write_text("Inside.", encoding="utf-8")
+    with capture_logs() as logs:
+        built = build_default_prompt_builder(Config()).build(SectionContext(workspace))
+    assert SECRET not in built.text
+    assert "## USER.md\n\nInside." in built.text  # the other files are read as before
+    left_out = {entry["path"] for entry in logs if "leads out of the workspace" in str(entry)}
+    assert left_out == {
+        str(workspace / "AGENTS.md"),
+        str(workspace / "memory" / "MEMORY.md"),
+        "skills/linked_file/SKILL.md",
+        "skills/linked_folder/SKILL.md",
+    }
+
+
+def test_a_folder_of_the_workspace_linked_outside_is_not_read_through(tmp_path: Path) -> None:
+    """memory/ or skills/ as a link to a folder outside gives nothing of what is there."""
+    outside = _outside(tmp_path)
+    (outside / "MEMORY.md").write_text(f"{SECRET} memory\n", encoding="utf-8")
+    (outside / "skills" / "s").mkdir(parents=True)
+    (outside / "skills" / "s" / "SKILL.md").write_text(_SKILL, encoding="utf-8")
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    (workspace / "memory").symlink_to(outside)
+    (workspace / "skills").symlink_to(outside / "skills")
+    built = build_default_prompt_builder(Config()).build(SectionContext(workspace))
+    assert SECRET not in built.text
+
+
+def test_links_that_stay_in_the_workspace_are_followed(tmp_path: Path) -> None:
+    """AGENTS.md linked to a file of the workspace, and a skill folder linked inside, are read."""
+    workspace = tmp_path / "workspace"
+    (workspace / "docs" / "skill").mkdir(parents=True)
+    (workspace / "docs" / "rules.md").write_text("Rules inside.", encoding="utf-8")
+    (workspace / "docs" / "skill" / "SKILL.md").write_text(
+        "---\nname: inner\ndescription: d\nalways: true\n---\nInner body.", encoding="utf-8"
+    )
+    (workspace / "AGENTS.md").symlink_to("docs/rules.md")
+    (workspace / "skills").mkdir()
+    (workspace / "skills" / "inner").symlink_to(workspace / "docs" / "skill")
+    built = build_default_prompt_builder(Config()).build(SectionContext(workspace))
+    assert "## AGENTS.md\n\nRules inside." in built.text
+    assert "## Skill: inner\n\nInner body." in built.text
+
+
+def test_a_workspace_reached_through_a_link_reads_its_own_files(tmp_path: Path) -> None:
+    """A workspace given as a link to its folder is not taken for a link leading out."""
+    real = tmp_path / "real"
+    real.mkdir()
+    (real / "AGENTS.md").write_text("Mine.", encoding="utf-8")
+    (tmp_path / "alias").symlink_to(real)
+    built = build_default_prompt_builder(Config()).build(SectionContext(tmp_path / "alias"))
+    assert "## AGENTS.md\n\nMine." in built.text
