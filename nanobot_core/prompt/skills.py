@@ -25,6 +25,7 @@ from pathlib import Path
 
 import attrs
 
+from nanobot_core._clip import quoted
 from nanobot_core._logging import get_logger
 from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
 from nanobot_core.errors import ConfigError, WorkspaceEscapeError
@@ -97,9 +98,11 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
         key, colon, value = line.partition(":")
         key = key.strip()
         if not colon or not _KEY.fullmatch(key):
-            raise FrontMatterError(f"line {number}: expected 'key: value', got {line.strip()!r}")
+            raise FrontMatterError(
+                f"line {number}: expected 'key: value', got {quoted(line.strip())}"
+            )
         if key in fields:
-            raise FrontMatterError(f"line {number}: key {key!r} appears twice")
+            raise FrontMatterError(f"line {number}: key {quoted(key)} appears twice")
         value = value.strip()
         fields[key] = "" if value in _BLOCK_INDICATORS else _unquote(value)
         last_key = key
@@ -147,7 +150,7 @@ def parse_skill(text: str, *, folder: str, path: str) -> Skill:
         raise FrontMatterError("'description' is missing or empty")
     always_text = fields.get("always", "false").strip().lower()
     if always_text not in _BOOLEANS:
-        raise FrontMatterError(f"'always' must be true or false, got {fields['always']!r}")
+        raise FrontMatterError(f"'always' must be true or false, got {quoted(fields['always'])}")
     return Skill(
         name=name, description=description, always=_BOOLEANS[always_text], path=path, body=body
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.prompt import skills as skills_module
@@ -288,3 +288,48 @@ def test_an_always_on_skill_without_body_shows_its_description(tmp_path: Path) -
     assert render_skills(SectionContext(workspace=tmp_path)) == (
         "# Skills\n\n## Skill: s\n\nJust a note."
     )
+
+
+# -- what a problem quotes ---------------------------------------------------------------
+
+
+_LONG = 100_000
+
+
+@pytest.mark.parametrize(
+    ("text", "start"),
+    [
+        ("---\n" + "x" * _LONG + "\n---\n", "line 2: expected 'key: value', got 'xxx"),
+        ("---\nk" + "k" * _LONG + ": a\nk" + "k" * _LONG + ": b\n---\n", "line 3: key 'kkk"),
+        ("---\ndescription: D\nalways: " + "y" * _LONG + "\n---\n", "'always' must be true"),
+    ],
+)
+def test_a_problem_quotes_a_long_line_cut_by_its_ends(text: str, start: str) -> None:
+    """A megabyte line, key or value is quoted in the reason by its ends, not echoed whole."""
+    with pytest.raises(FrontMatterError) as info:
+        parse_skill(text, folder="f", path="p")
+    reason = str(info.value)
+    assert reason.startswith(start)
+    assert len(reason) <= 400
+    assert "characters omitted" in reason
+
+
+_LINE_CHARACTERS = st.characters(codec="utf-8", exclude_characters="\r\n")
+# A short start (a key, a colon, an indent...) and a run of one character up to thousands long.
+_HOSTILE_LINE = st.builds(
+    lambda start, char, count: start + char * count,
+    st.text(_LINE_CHARACTERS, max_size=12),
+    _LINE_CHARACTERS,
+    st.integers(0, 3_000),
+)
+
+
+@given(st.lists(_HOSTILE_LINE, max_size=6))
+@settings(max_examples=80, suppress_health_check=[HealthCheck.too_slow])
+def test_whatever_the_front_matter_a_problem_stays_short(lines: list[str]) -> None:
+    """Any front matter either parses or is refused with a reason of a few hundred characters."""
+    text = "---\n" + "\n".join(lines) + "\n---\nbody"
+    try:
+        parse_skill(text, folder="f", path="p")
+    except FrontMatterError as exc:
+        assert len(str(exc)) <= 400
