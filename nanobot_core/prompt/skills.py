@@ -13,14 +13,17 @@ This is deliberately not YAML: values are plain text on one line (matching
 single or double quotes around a value are removed), an indented line
 continues the value above it, and lines starting with ``#`` are comments.
 Keys other than ``name``, ``description`` and ``always`` are allowed and
-ignored. ``name`` defaults to the folder name; ``description`` is required;
-``always`` is ``true`` or ``false`` (default ``false``). A skill whose
+ignored. ``name`` defaults to the folder name and must be one line of
+visible text (no control, line-breaking or invisible formatting character);
+``description`` is required; ``always`` is ``true`` or ``false`` (default
+``false``). A skill whose
 front matter breaks these rules is skipped with a reason, never fatal.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 
 import attrs
@@ -53,6 +56,9 @@ _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 # YAML block-scalar indicators: the value then starts on the next, indented line.
 _BLOCK_INDICATORS = frozenset({">", "|", ">-", "|-", ">+", "|+"})
 _BOOLEANS = {"true": True, "false": False}
+# Control and format characters (bidi overrides, zero-width ones), line and paragraph
+# separators: in a name, each breaks its line of the prompt or makes it read as another.
+_UNSEEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 class FrontMatterError(ConfigError, ValueError):
@@ -145,6 +151,11 @@ def parse_skill(text: str, *, folder: str, path: str) -> Skill:
     name = fields.get("name", folder).strip()
     if not name:
         raise FrontMatterError("'name' is empty")
+    if any(unicodedata.category(char) in _UNSEEN_CATEGORIES for char in name):
+        raise FrontMatterError(
+            f"'name' {quoted(name)} holds a control character, a line break or an invisible "
+            "formatting character; a skill name is one line of visible text"
+        )
     description = " ".join(fields.get("description", "").split())
     if not description:
         raise FrontMatterError("'description' is missing or empty")
