@@ -173,7 +173,8 @@ def scan_skills(workspace: Path, *, max_bytes: int = DEFAULT_PROMPT_FILE_BYTES) 
     Folders are visited in code-point order of their names (never directory
     order, which differs between file systems); hidden folders and folders
     without a SKILL.md are ignored. When two folders declare the same name, the
-    first folder keeps it and the other is reported.
+    first folder keeps it and the other is reported. A ``skills`` folder that
+    cannot be listed is reported as a problem of its own, never raised.
 
     No more than `max_bytes` of each SKILL.md is read (``prompt.max_file_bytes``),
     so a workspace of many skills costs at most that much per skill: the body
@@ -185,6 +186,11 @@ def scan_skills(workspace: Path, *, max_bytes: int = DEFAULT_PROMPT_FILE_BYTES) 
         folders = sorted(entry.name for entry in root.iterdir() if entry.is_dir())
     except (FileNotFoundError, NotADirectoryError):
         return SkillScan([], [])
+    except OSError as exc:
+        # The workspace's, not a bug of the section: a problem like an unreadable SKILL.md.
+        return SkillScan(
+            [], [SkillProblem(SKILLS_DIR, f"cannot list: {type(exc).__name__}: {exc}")]
+        )
     skills: dict[str, Skill] = {}
     problems: list[SkillProblem] = []
     for folder in folders:

@@ -3,6 +3,7 @@ followed out, and costs nothing that lasts."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from nanobot_core.config import Config
 from nanobot_core.prompt import SectionContext, build_default_prompt_builder
 from nanobot_core.prompt.skills import scan_skills
 from nanobot_core.prompt.workspace_files import read_file_start
+from tests.tools.support import CAN_BE_REFUSED, run_unprivileged
 
 
 def _open_descriptors() -> int:
@@ -124,3 +126,47 @@ def test_a_workspace_reached_through_a_link_reads_its_own_files(tmp_path: Path) 
     (tmp_path / "alias").symlink_to(real)
     built = build_default_prompt_builder(Config()).build(SectionContext(tmp_path / "alias"))
     assert "## AGENTS.md\n\nMine." in built.text
+
+
+_BUILD_AND_REPORT = """
+import json, sys
+from pathlib import Path
+from structlog.testing import capture_logs
+from nanobot_core.config import Config
+from nanobot_core.prompt import SectionContext, build_default_prompt_builder
+from nanobot_core.prompt.skills import scan_skills
+workspace = Path(sys.argv[1])
+with capture_logs() as logs:
+    built = build_default_prompt_builder(Config()).build(SectionContext(workspace))
+skills = next(r for r in built.sections if r.name == "skills")
+problems = [[p.path, p.reason] for p in scan_skills(workspace).problems]
+levels = sorted({entry["log_level"] for entry in logs})
+print(json.dumps({"skills": [skills.skipped, skills.reason], "problems": problems,
+                  "levels": levels, "text": built.text}))
+"""
+
+
+@pytest.mark.skipif(not CAN_BE_REFUSED, reason="root, and no setpriv to drop its capabilities")
+def test_a_skills_folder_the_system_refuses_to_list_is_a_problem_not_a_raise(
+    tmp_path: Path,
+) -> None:
+    """skills/ unreadable is a skill problem (a warning), not the skills section raising."""
+    workspace = tmp_path / "workspace"
+    (workspace / "skills" / "s").mkdir(parents=True)
+    (workspace / "skills" / "s" / "SKILL.md").write_text(
+        "---\ndescription: D\n---\n", encoding="utf-8"
+    )
+    (workspace / "USER.md").write_text("Still here.", encoding="utf-8")
+    (workspace / "skills").chmod(0)
+    try:
+        done = run_unprivileged(_BUILD_AND_REPORT, str(workspace), cwd=tmp_path)
+    finally:
+        (workspace / "skills").chmod(0o755)
+    assert done.returncode == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["skills"] == [True, "rendered nothing"]
+    [[path, reason]] = result["problems"]
+    assert path == "skills"
+    assert reason.startswith("cannot list: PermissionError")
+    assert result["levels"] == ["warning"]
+    assert "## USER.md\n\nStill here." in result["text"]
