@@ -22,7 +22,6 @@ from nanobot_core._logging import get_logger
 from nanobot_core._reading import read_at_most
 from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
 from nanobot_core.errors import WorkspaceEscapeError
-from nanobot_core.tools.workspace import open_resolved
 
 __all__ = [
     "BOOTSTRAP_FILES",
@@ -140,6 +139,85 @@ def read_file_start(path: Path, max_bytes: int) -> FileStart:
     return _start(raw, size, max_bytes)
 
 
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+# Opening never waits: a named pipe opens at once (and is then refused), as in _open_regular.
+_FILE_FLAGS = (
+    os.O_RDONLY
+    | os.O_NOFOLLOW
+    | _CLOEXEC
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+)
+
+
+def _is_link(folder: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _open_without_links(root: Path, parts: Sequence[str], shown: Path) -> int | None:
+    """A descriptor of `root`/`parts`, no link below `root` followed; None when one is met.
+
+    Each folder is opened relative to the one above it, so what is opened is what
+    is there as it is walked: a folder swapped for a link meanwhile is met as a
+    link, never followed. Errors name the whole path, as `shown`.
+    """
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)  # the workspace, as given
+    try:
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            try:
+                opened = os.open(part, _FILE_FLAGS if last else _FOLDER_FLAGS, dir_fd=folder)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_link(
+                    folder, part
+                ):
+                    return None
+                raise OSError(exc.errno, exc.strerror, str(shown)) from None
+            if last:
+                return opened
+            os.close(folder)
+            folder = opened
+    finally:
+        os.close(folder)
+    raise IsADirectoryError(errno.EISDIR, "is the workspace itself", str(shown))
+
+
+def _open_in_workspace(workspace: Path, relative: str) -> int:
+    """A descriptor of the file at `relative` in `workspace`, links followed only inside it."""
+    shown = workspace / relative
+    parts = [part for part in relative.split("/") if part]
+    fd = _open_without_links(workspace, parts, shown)
+    if fd is not None:
+        return fd
+    # A link on the way: followed to where it leads, if that is inside the workspace.
+    try:
+        os.stat(shown)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(
+                errno.ELOOP, "leads into a loop of symbolic links, never to a file", str(shown)
+            ) from None
+    root = workspace.resolve()
+    # realpath, not Path.resolve: that raises RuntimeError on a loop of links.
+    target = Path(os.path.realpath(root / relative))
+    if not target.is_relative_to(root) or target == root:
+        raise WorkspaceEscapeError(
+            f"{relative} leads out of the workspace (a link to what is outside it); "
+            "only files inside the workspace are read into the prompt"
+        )
+    fd = _open_without_links(root, target.relative_to(root).parts, shown)
+    if fd is None:
+        raise WorkspaceEscapeError(
+            f"{relative} changed while it was opened (a folder or file became a link); "
+            "left out of the prompt"
+        )
+    return fd
+
+
 def read_workspace_file_start(workspace: Path, relative: str, max_bytes: int) -> FileStart:
     """As :func:`read_file_start`, of the file at `relative` in `workspace`, kept inside it.
 
@@ -147,30 +225,26 @@ def read_workspace_file_start(workspace: Path, relative: str, max_bytes: int) ->
     follow one: a workspace from elsewhere (a cloned repository) whose
     ``AGENTS.md`` or skill folder is a link to ``~/.ssh`` would otherwise put
     what is there into the prompt sent to the provider. Such a path raises
-    `WorkspaceEscapeError`, and so does one that a link replaced while it was
-    opened (every folder is opened from the workspace down without following
-    links, after the check).
+    `WorkspaceEscapeError` before anything outside is opened. Every folder is
+    opened from the workspace down without following links, so one swapped
+    for a link after the check is refused too (`WorkspaceEscapeError`).
     """
     if max_bytes < 1:
         raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
-    root = workspace.resolve()
-    # realpath, not Path.resolve: a loop of links is left in place, and opening it says so.
-    target = Path(os.path.realpath(root / relative))
-    if not target.is_relative_to(root) or target == root:
-        raise WorkspaceEscapeError(
-            f"{relative} leads out of the workspace (a link to what is outside it); "
-            "only files inside the workspace are read into the prompt"
-        )
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    with open_resolved(root, target, flags) as fd:
+    fd = _open_in_workspace(workspace, relative)
+    try:
         mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(workspace / relative))
         if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, "not a regular file", str(workspace / relative))
         os.set_blocking(fd, True)  # a regular file: read as usual
-        with os.fdopen(os.dup(fd), "rb") as handle:
-            raw, size = read_at_most(handle, max_bytes)
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        raw, size = read_at_most(handle, max_bytes)
     return _start(raw, size, max_bytes)
 
 

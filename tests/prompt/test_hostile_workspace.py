@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 from structlog.testing import capture_logs
@@ -131,6 +132,7 @@ def test_a_workspace_reached_through_a_link_reads_its_own_files(tmp_path: Path) 
 _BUILD_AND_REPORT = """
 import json, sys
 from pathlib import Path
+from typing import Any
 from structlog.testing import capture_logs
 from nanobot_core.config import Config
 from nanobot_core.prompt import SectionContext, build_default_prompt_builder
@@ -170,3 +172,39 @@ def test_a_skills_folder_the_system_refuses_to_list_is_a_problem_not_a_raise(
     assert reason.startswith("cannot list: PermissionError")
     assert result["levels"] == ["warning"]
     assert "## USER.md\n\nStill here." in result["text"]
+
+
+def test_a_folder_swapped_for_a_link_after_the_check_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A link checked as leading inside, its folder then made a link out, is refused."""
+    outside = _outside(tmp_path)
+    (outside / "rules.md").write_text(f"{SECRET} rules\n", encoding="utf-8")
+    workspace = tmp_path / "workspace"
+    (workspace / "docs").mkdir(parents=True)
+    (workspace / "docs" / "rules.md").write_text("Rules inside.", encoding="utf-8")
+    (workspace / "AGENTS.md").symlink_to("docs/rules.md")
+    realpath = os.path.realpath
+
+    def swap_after_resolving(path: Any, *args: Any, **kwargs: Any) -> str:
+        resolved = realpath(path, *args, **kwargs)
+        if str(path).endswith("AGENTS.md") and not (workspace / "docs").is_symlink():
+            (workspace / "docs").rename(workspace / "docs.old")
+            (workspace / "docs").symlink_to(outside)
+        return resolved
+
+    monkeypatch.setattr(os.path, "realpath", swap_after_resolving)
+    with capture_logs() as logs:
+        built = build_default_prompt_builder(Config()).build(SectionContext(workspace))
+    assert SECRET not in built.text
+    [warning] = [entry for entry in logs if entry["path"] == str(workspace / "AGENTS.md")]
+    assert "AGENTS.md changed while it was opened" in warning["error"]
+
+
+def test_a_loop_of_links_is_named_as_one(tmp_path: Path) -> None:
+    """A SKILL.md that is a link to itself is skipped as a loop, named relative to the workspace."""
+    (tmp_path / "skills" / "looped").mkdir(parents=True)
+    (tmp_path / "skills" / "looped" / "SKILL.md").symlink_to("SKILL.md")
+    [problem] = scan_skills(tmp_path).problems
+    assert problem.path == "skills/looped/SKILL.md"
+    assert "loop of symbolic links" in problem.reason
