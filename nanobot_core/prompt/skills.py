@@ -32,7 +32,11 @@ from nanobot_core._clip import quoted
 from nanobot_core._logging import get_logger
 from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
 from nanobot_core.errors import ConfigError, WorkspaceEscapeError
-from nanobot_core.prompt.workspace_files import cut_notice, read_workspace_file_start
+from nanobot_core.prompt.workspace_files import (
+    binary_reason,
+    cut_notice,
+    read_workspace_file_start,
+)
 
 __all__ = [
     "SKILLS_DIR",
@@ -206,6 +210,9 @@ def scan_skills(workspace: Path, *, max_bytes: int = DEFAULT_PROMPT_FILE_BYTES) 
             continue
         except OSError as exc:
             problems.append(SkillProblem(relative, f"cannot read: {type(exc).__name__}: {exc}"))
+            continue
+        if (binary := binary_reason(start)) is not None:
+            problems.append(SkillProblem(relative, binary))
             continue
         text = start.data.decode("utf-8", errors="replace")
         try:

@@ -22,6 +22,7 @@ from nanobot_core._logging import get_logger
 from nanobot_core._reading import read_at_most
 from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
 from nanobot_core.errors import WorkspaceEscapeError
+from nanobot_core.tools.builtin import BINARY_SNIFF_BYTES
 
 __all__ = [
     "BOOTSTRAP_FILES",
@@ -29,6 +30,7 @@ __all__ = [
     "TEMPLATE_FILES",
     "FileStart",
     "InitReport",
+    "binary_reason",
     "cut_notice",
     "init_workspace",
     "read_file_start",
@@ -256,6 +258,21 @@ def _start(raw: bytes, size: int, max_bytes: int) -> FileStart:
     return FileStart(_utf8_prefix(raw, max_bytes), max(size, len(raw)))
 
 
+def binary_reason(start: FileStart) -> str | None:
+    """Why the file that `start` begins is no text for the prompt, or None when it is text.
+
+    A NUL byte in its first bytes, as ``read_file`` tells a binary file: a file of
+    holes (a sparse file of gigabytes is all NUL), a picture, or UTF-16 text,
+    whose every ASCII character is followed by one.
+    """
+    if b"\0" not in start.data[:BINARY_SNIFF_BYTES]:
+        return None
+    return (
+        f"is a binary file (a NUL byte in its first {BINARY_SNIFF_BYTES:,} bytes); "
+        "UTF-16 text is one: save it as UTF-8"
+    )
+
+
 def cut_notice(relative: str, start: FileStart) -> str:
     """The line that ends the text of a file cut to `prompt.max_file_bytes` in the prompt."""
     return (
@@ -270,8 +287,9 @@ def read_user_file(
 ) -> str | None:
     """The normalised text of a workspace file, or None when it is missing, empty or the template.
 
-    Undecodable bytes are replaced rather than failing, and an unreadable file
-    is logged and left out: one bad file should not cost the agent the others.
+    Undecodable bytes are replaced rather than failing, and an unreadable or
+    binary file (:func:`binary_reason`) is logged and left out: one bad file
+    should not cost the agent the others.
     A file larger than `max_bytes` is read only that far: its text ends with
     :func:`cut_notice`, and a warning names the file.
     """
@@ -285,6 +303,13 @@ def read_user_file(
             "workspace file unreadable; left out of the prompt",
             path=str(path),
             error=f"{type(exc).__name__}: {exc}",
+        )
+        return None
+    if (binary := binary_reason(start)) is not None:
+        log.warning(
+            "workspace file is binary; left out of the prompt",
+            path=str(path),
+            hint=binary,
         )
         return None
     text = _normalise(start.data.decode("utf-8", errors="replace"))

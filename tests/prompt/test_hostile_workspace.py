@@ -9,12 +9,18 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from nanobot_core.config import Config
 from nanobot_core.prompt import SectionContext, build_default_prompt_builder
 from nanobot_core.prompt.skills import scan_skills
-from nanobot_core.prompt.workspace_files import read_file_start
+from nanobot_core.prompt.workspace_files import (
+    read_file_start,
+    read_user_file,
+    read_workspace_file_start,
+)
 from tests.tools.support import CAN_BE_REFUSED, run_unprivileged
 
 
@@ -208,3 +214,53 @@ def test_a_loop_of_links_is_named_as_one(tmp_path: Path) -> None:
     [problem] = scan_skills(tmp_path).problems
     assert problem.path == "skills/looped/SKILL.md"
     assert "loop of symbolic links" in problem.reason
+
+
+def test_a_binary_workspace_file_is_left_out_as_read_file_refuses_it(tmp_path: Path) -> None:
+    """A sparse AGENTS.md of gigabytes and a UTF-16 SOUL.md are logged and left out, not NULs."""
+    with (tmp_path / "AGENTS.md").open("wb") as sparse:
+        sparse.truncate(5 * 1024**3)  # holes: no disk used, and all of it NUL bytes
+    (tmp_path / "SOUL.md").write_text("\ufeffBe kind.", encoding="utf-16-le")
+    (tmp_path / "USER.md").write_text("Text.", encoding="utf-8")
+    with capture_logs() as logs:
+        built = build_default_prompt_builder(Config()).build(SectionContext(tmp_path))
+    assert "\x00" not in built.text
+    assert "## AGENTS.md" not in built.text and "## SOUL.md" not in built.text
+    assert "## USER.md\n\nText." in built.text
+    binary = {entry["path"]: entry for entry in logs if "binary" in entry["event"]}
+    assert set(binary) == {str(tmp_path / "AGENTS.md"), str(tmp_path / "SOUL.md")}
+    assert "UTF-8" in binary[str(tmp_path / "SOUL.md")]["hint"]
+
+
+def test_a_binary_skill_file_is_a_skipped_skill(tmp_path: Path) -> None:
+    """A SKILL.md holding a NUL byte is skipped with a reason saying it is binary."""
+    (tmp_path / "skills" / "packed").mkdir(parents=True)
+    (tmp_path / "skills" / "packed" / "SKILL.md").write_bytes(
+        b"---\ndescription: D\nalways: true\n---\nbody\x00\x01\x02"
+    )
+    scan = scan_skills(tmp_path)
+    assert scan.skills == []
+    [problem] = scan.problems
+    assert problem.path == "skills/packed/SKILL.md"
+    assert problem.reason.startswith("is a binary file")
+
+
+@settings(max_examples=150, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    data=st.one_of(st.binary(max_size=300), st.text(max_size=100).map(str.encode)),
+    limit=st.integers(1, 400),
+)
+def test_whatever_bytes_a_file_holds_the_prompt_gets_text_or_nothing(
+    tmp_path: Path, data: bytes, limit: int
+) -> None:
+    """Any bytes and limit: the walk reads what a plain open reads, and the prompt never a NUL."""
+    (tmp_path / "AGENTS.md").write_bytes(data)
+    start = read_workspace_file_start(tmp_path, "AGENTS.md", limit)
+    assert start == read_file_start(tmp_path / "AGENTS.md", limit)
+    assert data.startswith(start.data) and len(start.data) <= limit and start.size == len(data)
+    text = read_user_file(tmp_path, "AGENTS.md", max_bytes=limit)
+    if b"\0" in start.data:
+        assert text is None
+        return
+    blank = not start.data.decode("utf-8", errors="replace").removeprefix("\ufeff").strip()
+    assert (text is None) == (blank and not start.cut)
