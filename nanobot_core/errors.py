@@ -55,7 +55,7 @@ class ToolError(NanobotError):
 
 
 class WorkspaceEscapeError(ToolError):
-    """A path given to a workspace tool points outside the workspace."""
+    """A path given to a workspace tool, or a file the prompt reads, leads out of the workspace."""
 
 
 class SessionError(NanobotError):

@@ -182,9 +182,12 @@ def _render(placed: _Placed, ctx: SectionContext) -> tuple[str | None, str]:
             returned=reason,
         )
         return None, reason
+    # A str subclass is text, but its methods are the plugin's code, run outside the guard
+    # above: its characters are taken as a plain str (str.__str__ copies them) first.
+    plain = str.__str__(value)
     # A lone surrogate (a file name that is not UTF-8, half of an emoji) cannot be
     # encoded: it becomes U+FFFD here, as the request would carry it.
-    text = without_lone_surrogates(value.strip())
+    text = without_lone_surrogates(plain.strip())
     return (text, "") if text else (None, "rendered nothing")
 
 

@@ -13,22 +13,30 @@ This is deliberately not YAML: values are plain text on one line (matching
 single or double quotes around a value are removed), an indented line
 continues the value above it, and lines starting with ``#`` are comments.
 Keys other than ``name``, ``description`` and ``always`` are allowed and
-ignored. ``name`` defaults to the folder name; ``description`` is required;
-``always`` is ``true`` or ``false`` (default ``false``). A skill whose
+ignored. ``name`` defaults to the folder name and must be one line of
+visible text (no control, line-breaking or invisible formatting character);
+``description`` is required; ``always`` is ``true`` or ``false`` (default
+``false``). A skill whose
 front matter breaks these rules is skipped with a reason, never fatal.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from pathlib import Path
 
 import attrs
 
+from nanobot_core._clip import quoted
 from nanobot_core._logging import get_logger
 from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
-from nanobot_core.errors import ConfigError
-from nanobot_core.prompt.workspace_files import cut_notice, read_file_start
+from nanobot_core.errors import ConfigError, WorkspaceEscapeError
+from nanobot_core.prompt.workspace_files import (
+    binary_reason,
+    cut_notice,
+    read_workspace_file_start,
+)
 
 __all__ = [
     "SKILLS_DIR",
@@ -52,6 +60,9 @@ _KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 # YAML block-scalar indicators: the value then starts on the next, indented line.
 _BLOCK_INDICATORS = frozenset({">", "|", ">-", "|-", ">+", "|+"})
 _BOOLEANS = {"true": True, "false": False}
+# Control and format characters (bidi overrides, zero-width ones), line and paragraph
+# separators: in a name, each breaks its line of the prompt or makes it read as another.
+_UNSEEN_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp"})
 
 
 class FrontMatterError(ConfigError, ValueError):
@@ -97,9 +108,11 @@ def parse_front_matter(text: str) -> tuple[dict[str, str], str]:
         key, colon, value = line.partition(":")
         key = key.strip()
         if not colon or not _KEY.fullmatch(key):
-            raise FrontMatterError(f"line {number}: expected 'key: value', got {line.strip()!r}")
+            raise FrontMatterError(
+                f"line {number}: expected 'key: value', got {quoted(line.strip())}"
+            )
         if key in fields:
-            raise FrontMatterError(f"line {number}: key {key!r} appears twice")
+            raise FrontMatterError(f"line {number}: key {quoted(key)} appears twice")
         value = value.strip()
         fields[key] = "" if value in _BLOCK_INDICATORS else _unquote(value)
         last_key = key
@@ -142,12 +155,17 @@ def parse_skill(text: str, *, folder: str, path: str) -> Skill:
     name = fields.get("name", folder).strip()
     if not name:
         raise FrontMatterError("'name' is empty")
+    if any(unicodedata.category(char) in _UNSEEN_CATEGORIES for char in name):
+        raise FrontMatterError(
+            f"'name' {quoted(name)} holds a control character, a line break or an invisible "
+            "formatting character; a skill name is one line of visible text"
+        )
     description = " ".join(fields.get("description", "").split())
     if not description:
         raise FrontMatterError("'description' is missing or empty")
     always_text = fields.get("always", "false").strip().lower()
     if always_text not in _BOOLEANS:
-        raise FrontMatterError(f"'always' must be true or false, got {fields['always']!r}")
+        raise FrontMatterError(f"'always' must be true or false, got {quoted(fields['always'])}")
     return Skill(
         name=name, description=description, always=_BOOLEANS[always_text], path=path, body=body
     )
@@ -159,7 +177,8 @@ def scan_skills(workspace: Path, *, max_bytes: int = DEFAULT_PROMPT_FILE_BYTES) 
     Folders are visited in code-point order of their names (never directory
     order, which differs between file systems); hidden folders and folders
     without a SKILL.md are ignored. When two folders declare the same name, the
-    first folder keeps it and the other is reported.
+    first folder keeps it and the other is reported. A ``skills`` folder that
+    cannot be listed is reported as a problem of its own, never raised.
 
     No more than `max_bytes` of each SKILL.md is read (``prompt.max_file_bytes``),
     so a workspace of many skills costs at most that much per skill: the body
@@ -171,6 +190,11 @@ def scan_skills(workspace: Path, *, max_bytes: int = DEFAULT_PROMPT_FILE_BYTES) 
         folders = sorted(entry.name for entry in root.iterdir() if entry.is_dir())
     except (FileNotFoundError, NotADirectoryError):
         return SkillScan([], [])
+    except OSError as exc:
+        # The workspace's, not a bug of the section: a problem like an unreadable SKILL.md.
+        return SkillScan(
+            [], [SkillProblem(SKILLS_DIR, f"cannot list: {type(exc).__name__}: {exc}")]
+        )
     skills: dict[str, Skill] = {}
     problems: list[SkillProblem] = []
     for folder in folders:
@@ -178,11 +202,17 @@ def scan_skills(workspace: Path, *, max_bytes: int = DEFAULT_PROMPT_FILE_BYTES) 
             continue
         relative = f"{SKILLS_DIR}/{folder}/{SKILL_FILE}"
         try:
-            start = read_file_start(workspace / relative, max_bytes)
+            start = read_workspace_file_start(workspace, relative, max_bytes)
         except FileNotFoundError:
+            continue
+        except WorkspaceEscapeError as exc:
+            problems.append(SkillProblem(relative, str(exc)))
             continue
         except OSError as exc:
             problems.append(SkillProblem(relative, f"cannot read: {type(exc).__name__}: {exc}"))
+            continue
+        if (binary := binary_reason(start)) is not None:
+            problems.append(SkillProblem(relative, binary))
             continue
         text = start.data.decode("utf-8", errors="replace")
         try:

@@ -21,6 +21,8 @@ import attrs
 from nanobot_core._logging import get_logger
 from nanobot_core._reading import read_at_most
 from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
+from nanobot_core.errors import WorkspaceEscapeError
+from nanobot_core.tools.builtin import BINARY_SNIFF_BYTES
 
 __all__ = [
     "BOOTSTRAP_FILES",
@@ -28,11 +30,13 @@ __all__ = [
     "TEMPLATE_FILES",
     "FileStart",
     "InitReport",
+    "binary_reason",
     "cut_notice",
     "init_workspace",
     "read_file_start",
     "read_regular_file",
     "read_user_file",
+    "read_workspace_file_start",
     "shipped_template",
 ]
 
@@ -68,17 +72,18 @@ def _open_regular(path: Path) -> BinaryIO:
     """
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
     fd = os.open(path, flags)
-    handle = os.fdopen(fd, "rb")
     try:
-        mode = os.fstat(handle.fileno()).st_mode
+        # Checked on the bare descriptor: os.fdopen refuses a folder itself, but then
+        # neither closes the descriptor nor names the path (only the descriptor's number).
+        mode = os.fstat(fd).st_mode
         if stat.S_ISDIR(mode):
             raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
         if not stat.S_ISREG(mode):
             raise OSError(errno.EINVAL, "not a regular file", str(path))
+        return os.fdopen(fd, "rb")
     except BaseException:
-        handle.close()
+        os.close(fd)
         raise
-    return handle
 
 
 def read_regular_file(path: Path) -> bytes:
@@ -133,10 +138,139 @@ def read_file_start(path: Path, max_bytes: int) -> FileStart:
         raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
     with _open_regular(path) as handle:
         raw, size = read_at_most(handle, max_bytes)
+    return _start(raw, size, max_bytes)
+
+
+_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
+_FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
+# Opening never waits: a named pipe opens at once (and is then refused), as in _open_regular.
+_FILE_FLAGS = (
+    os.O_RDONLY
+    | os.O_NOFOLLOW
+    | _CLOEXEC
+    | getattr(os, "O_NONBLOCK", 0)
+    | getattr(os, "O_NOCTTY", 0)
+)
+
+
+def _is_link(folder: int, name: str) -> bool:
+    try:
+        return stat.S_ISLNK(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+    except OSError:
+        return False
+
+
+def _open_without_links(root: Path, parts: Sequence[str], shown: Path) -> int | None:
+    """A descriptor of `root`/`parts`, no link below `root` followed; None when one is met.
+
+    Each folder is opened relative to the one above it, so what is opened is what
+    is there as it is walked: a folder swapped for a link meanwhile is met as a
+    link, never followed. Errors name the whole path, as `shown`.
+    """
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)  # the workspace, as given
+    try:
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            try:
+                opened = os.open(part, _FILE_FLAGS if last else _FOLDER_FLAGS, dir_fd=folder)
+            except OSError as exc:
+                if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_link(
+                    folder, part
+                ):
+                    return None
+                raise OSError(exc.errno, exc.strerror, str(shown)) from None
+            if last:
+                return opened
+            os.close(folder)
+            folder = opened
+    finally:
+        os.close(folder)
+    raise IsADirectoryError(errno.EISDIR, "is the workspace itself", str(shown))
+
+
+def _open_in_workspace(workspace: Path, relative: str) -> int:
+    """A descriptor of the file at `relative` in `workspace`, links followed only inside it."""
+    shown = workspace / relative
+    parts = [part for part in relative.split("/") if part]
+    fd = _open_without_links(workspace, parts, shown)
+    if fd is not None:
+        return fd
+    # A link on the way: followed to where it leads, if that is inside the workspace.
+    try:
+        os.stat(shown)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise OSError(
+                errno.ELOOP, "leads into a loop of symbolic links, never to a file", str(shown)
+            ) from None
+    root = workspace.resolve()
+    # realpath, not Path.resolve: that raises RuntimeError on a loop of links.
+    target = Path(os.path.realpath(root / relative))
+    if not target.is_relative_to(root) or target == root:
+        raise WorkspaceEscapeError(
+            f"{relative} leads out of the workspace (a link to what is outside it); "
+            "only files inside the workspace are read into the prompt"
+        )
+    fd = _open_without_links(root, target.relative_to(root).parts, shown)
+    if fd is None:
+        raise WorkspaceEscapeError(
+            f"{relative} changed while it was opened (a folder or file became a link); "
+            "left out of the prompt"
+        )
+    return fd
+
+
+def read_workspace_file_start(workspace: Path, relative: str, max_bytes: int) -> FileStart:
+    """As :func:`read_file_start`, of the file at `relative` in `workspace`, kept inside it.
+
+    A link is followed only while it stays in the workspace, as the file tools
+    follow one: a workspace from elsewhere (a cloned repository) whose
+    ``AGENTS.md`` or skill folder is a link to ``~/.ssh`` would otherwise put
+    what is there into the prompt sent to the provider. Such a path raises
+    `WorkspaceEscapeError` before anything outside is opened. Every folder is
+    opened from the workspace down without following links, so one swapped
+    for a link after the check is refused too (`WorkspaceEscapeError`).
+    """
+    if max_bytes < 1:
+        raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
+    fd = _open_in_workspace(workspace, relative)
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, "is a directory", str(workspace / relative))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file", str(workspace / relative))
+        os.set_blocking(fd, True)  # a regular file: read as usual
+        handle = os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+    with handle:
+        raw, size = read_at_most(handle, max_bytes)
+    return _start(raw, size, max_bytes)
+
+
+def _start(raw: bytes, size: int, max_bytes: int) -> FileStart:
+    """The `FileStart` of `raw`, read as at most ``max_bytes + 1`` bytes of a file of `size`."""
     if len(raw) <= max_bytes:
         return FileStart(raw, len(raw))
     # The file may have grown since fstat: it holds at least what was read.
     return FileStart(_utf8_prefix(raw, max_bytes), max(size, len(raw)))
+
+
+def binary_reason(start: FileStart) -> str | None:
+    """Why the file that `start` begins is no text for the prompt, or None when it is text.
+
+    A NUL byte in its first bytes, as ``read_file`` tells a binary file: a file of
+    holes (a sparse file of gigabytes is all NUL), a picture, or UTF-16 text,
+    whose every ASCII character is followed by one.
+    """
+    if b"\0" not in start.data[:BINARY_SNIFF_BYTES]:
+        return None
+    return (
+        f"is a binary file (a NUL byte in its first {BINARY_SNIFF_BYTES:,} bytes); "
+        "UTF-16 text is one: save it as UTF-8"
+    )
 
 
 def cut_notice(relative: str, start: FileStart) -> str:
@@ -153,21 +287,29 @@ def read_user_file(
 ) -> str | None:
     """The normalised text of a workspace file, or None when it is missing, empty or the template.
 
-    Undecodable bytes are replaced rather than failing, and an unreadable file
-    is logged and left out: one bad file should not cost the agent the others.
+    Undecodable bytes are replaced rather than failing, and an unreadable or
+    binary file (:func:`binary_reason`) is logged and left out: one bad file
+    should not cost the agent the others.
     A file larger than `max_bytes` is read only that far: its text ends with
     :func:`cut_notice`, and a warning names the file.
     """
     path = workspace / relative
     try:
-        start = read_file_start(path, max_bytes)
+        start = read_workspace_file_start(workspace, relative, max_bytes)
     except (FileNotFoundError, NotADirectoryError):
         return None
-    except OSError as exc:
+    except (OSError, WorkspaceEscapeError) as exc:
         log.warning(
             "workspace file unreadable; left out of the prompt",
             path=str(path),
             error=f"{type(exc).__name__}: {exc}",
+        )
+        return None
+    if (binary := binary_reason(start)) is not None:
+        log.warning(
+            "workspace file is binary; left out of the prompt",
+            path=str(path),
+            hint=binary,
         )
         return None
     text = _normalise(start.data.decode("utf-8", errors="replace"))

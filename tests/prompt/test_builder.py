@@ -135,6 +135,31 @@ def test_a_section_returning_a_non_string_is_skipped() -> None:
     assert reports[0].skipped and reports[0].reason is not None and "int" in reports[0].reason
 
 
+class _TrappedText(str):
+    """Text whose own methods are plugin code that raises (a str subclass of a careless plugin)."""
+
+    def strip(self, chars: str | None = None) -> str:
+        raise RuntimeError("strip of the plugin's text type")
+
+    def __str__(self) -> str:
+        raise RuntimeError("__str__ of the plugin's text type")
+
+    def encode(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        raise RuntimeError("encode of the plugin's text type")
+
+
+def test_text_of_a_str_subclass_goes_in_as_its_characters() -> None:
+    """A render returning a str subclass whose methods raise still gives its text, as plain str."""
+    sections = [
+        Section("sub", 1, _const(_TrappedText("  from a subclass  "))),
+        Section("ok", 2, _const("fine")),
+    ]
+    text, reports = _build(sections)
+    assert text == "from a subclass\n\n---\n\nfine"
+    assert type(text) is str
+    assert [(r.name, r.skipped, r.chars) for r in reports] == [("sub", False, 15), ("ok", False, 4)]
+
+
 def test_config_disables_a_section_by_name() -> None:
     """A name in prompt.disabled is left out and reported as disabled in config."""
     config = Config(prompt=PromptConfig(disabled=["b"]))
