@@ -221,6 +221,40 @@ def test_whatever_a_session_file_holds_its_export_imports_and_exports_again_the_
         import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
         export_sessions(target, [], again)
         assert again.read_bytes() == export.read_bytes()
+        assert [info.name for info in target.list_sessions()] == ["s"]  # even with no line
+
+
+def test_a_session_with_no_line_to_export_is_exported_and_imported_by_name(
+    tmp_path: Path,
+) -> None:
+    """An empty session, and one whose every line is left out, are exported as
+    ``{"session": NAME}`` and imported as empty sessions, not lost on the way."""
+    source = JsonlSessionStore(tmp_path / "a")
+    _write_session(source, "full", ['{"role":"user","content":"x"}'])
+    source.path("empty").write_bytes(b"")
+    source.path("junk").write_bytes(b"not json\n")
+    export = tmp_path / "export.jsonl"
+    _, problems = export_sessions(source, [], export)
+    assert [(name, problem.line) for name, problem in problems] == [("junk", 1)]
+    assert [json.loads(line) for line in export.read_bytes().splitlines()[1:]] == [
+        {"session": "empty"},
+        {"session": "full", "line": '{"role":"user","content":"x"}'},
+        {"session": "junk"},
+    ]
+    target = JsonlSessionStore(tmp_path / "b")
+    done = import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
+    assert [(s.name, s.lines) for s in done] == [
+        ("empty", []),
+        ("full", ['{"role":"user","content":"x"}']),
+        ("junk", []),
+    ]
+    assert [(i.name, i.size) for i in target.list_sessions()] == [
+        ("empty", 0),
+        ("full", 30),
+        ("junk", 0),
+    ]
+    with pytest.raises(SessionError, match=r"already has session.*'empty'"):
+        import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
 
 
 def test_import_refuses_existing_sessions(tmp_path: Path) -> None:
@@ -247,6 +281,9 @@ def test_import_refuses_existing_sessions(tmp_path: Path) -> None:
     [
         ([b'{"other": 1}'], "x:1: not a sessions export"),
         ([json.dumps(EXPORT_HEADER).encode(), b"[1]"], "x:2: expected"),
+        ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","line":1}'], "x:2: expected"),
+        ([json.dumps(EXPORT_HEADER).encode(), b'{"session":1}'], "x:2: expected"),
+        ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a/b"}'], "x:2: invalid"),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a b","line":"{}"}'], "x:2: invalid"),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","line":"[]"}'], "x:2: .*not an obj"),
         ([json.dumps(EXPORT_HEADER).encode(), b"\xff"], "x:2: not a JSON line"),
