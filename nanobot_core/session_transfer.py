@@ -11,9 +11,9 @@ export gives the same bytes, and a JSON-lines session imported into another
 workspace is byte-identical to the original.
 
 Import checks the whole file first (header, names, that every line is a JSON
-object) and refuses a session that already exists in the target store, so
-nothing is overwritten or merged; each session is then written as one atomic
-batch under its lease.
+object, that no line gives a key twice) and refuses a session that already
+exists in the target store, so nothing is overwritten or merged; each session
+is then written as one atomic batch under its lease.
 """
 
 from __future__ import annotations
@@ -123,6 +123,9 @@ def read_export(data: bytes, source: str) -> list[ExportedSession]:
             raise SessionError(
                 f'{where}: expected {{"session": NAME, "line": TEXT}} or {{"session": NAME}}'
             )
+        repeated = _repeated_key(raw)
+        if repeated is not None:  # the decoder keeps the last: a line or a name would be lost
+            raise SessionError(f"{where}: the key {repeated!r} is given twice")
         try:
             name = validate_session_name(value["session"])
             if "line" in value:
@@ -133,6 +136,33 @@ def read_export(data: bytes, source: str) -> list[ExportedSession]:
         if "line" in value:
             lines.append(value["line"])
     return [ExportedSession(name, lines) for name, lines in sessions.items()]
+
+
+# Internal: raised within `_repeated_key` and caught there, never seen outside.
+class _RepeatedKeyError(Exception):
+    """A key an object of an export line gives twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _RepeatedKeyError(key)
+        seen.add(key)
+    return dict(pairs)
+
+
+def _repeated_key(raw: bytes) -> str | None:
+    """A key the object of export line `raw` (already read within the limits) gives twice."""
+    try:
+        json.loads(raw, object_pairs_hook=_keys_once)
+    except _RepeatedKeyError as exc:
+        return exc.key
+    return None
 
 
 def import_sessions(

@@ -284,6 +284,14 @@ def test_import_refuses_existing_sessions(tmp_path: Path) -> None:
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","line":1}'], "x:2: expected"),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":1}'], "x:2: expected"),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a/b"}'], "x:2: invalid"),
+        (
+            [json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","line":"{}","line":"{}"}'],
+            "x:2: the key 'line' is given twice",
+        ),
+        (
+            [json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","session":"b","line":"{}"}'],
+            "x:2: the key 'session' is given twice",
+        ),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a b","line":"{}"}'], "x:2: invalid"),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","line":"[]"}'], "x:2: .*not an obj"),
         ([json.dumps(EXPORT_HEADER).encode(), b"\xff"], "x:2: not a JSON line"),
