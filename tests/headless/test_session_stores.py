@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nanobot_core._jsonl import encode_lines
 from nanobot_core.cli import cli
 from nanobot_core.config import Config, SessionsConfig, load_config
 from nanobot_core.errors import ConfigError, SessionError
@@ -23,6 +24,8 @@ from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.session_transfer import (
     EXPORT_HEADER,
+    ExportedSession,
+    export_lines,
     export_sessions,
     import_sessions,
     read_export,
@@ -310,6 +313,36 @@ def test_bad_export_files_name_the_line(lines: list[bytes], message: str) -> Non
     """An export file that is not one fails with the line number and what is wrong."""
     with pytest.raises(SessionError, match=message):
         read_export(b"\n".join(lines), "x")
+
+
+_NAMES = st.text("ab.-_Z9", min_size=1, max_size=4).filter(lambda name: name not in (".", ".."))
+_RECORDS = st.dictionaries(
+    st.text(max_size=4),
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    max_size=3,
+)
+
+
+@given(st.dictionaries(_NAMES, st.lists(_RECORDS, max_size=3), max_size=4))
+@settings(max_examples=100, deadline=None, database=None)
+def test_every_session_of_an_export_is_read_back_with_its_lines(
+    sessions: dict[str, list[dict[str, Any]]],
+) -> None:
+    """Whatever sessions an export holds, empty ones included, reading it gives each back,
+    by name and in order, with the exact text of every line."""
+    exported = [
+        ExportedSession(name, [json.dumps(record) for record in records])
+        for name, records in sessions.items()
+    ]
+    data = b"".join(encode_lines(export_lines(exported)))
+    assert read_export(data, "x") == exported
+
+
+def test_an_export_line_giving_a_key_twice_names_it_whatever_the_nesting_of_its_text() -> None:
+    """Only the export line's own keys count: a session line that repeats a key is kept as is."""
+    line = '{"a":1,"a":2}'
+    data = b"".join(encode_lines(export_lines([ExportedSession("s", [line])])))
+    assert read_export(data, "x") == [ExportedSession("s", [line])]
 
 
 @given(st.lists(st.binary(max_size=40) | st.sampled_from([b"[" * 2_000, b"9" * 5_000])))
