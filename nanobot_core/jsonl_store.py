@@ -117,7 +117,7 @@ class JsonlSessionStore:
             ) from None
         except OSError as exc:
             raise _file_error(f"cannot read session {session!r}", exc) from None
-        records, texts, problems = split_session_lines(data)
+        records, texts, problems = split_session_lines(data, str(path))
         return SessionLog(session, str(path), records, texts, problems, _count_lines(data))
 
     def list_sessions(self) -> list[SessionInfo]:
@@ -145,7 +145,7 @@ class JsonlSessionStore:
                 raise _file_error(f"cannot read session {name!r}", exc) from None
             finally:
                 os.close(fd)
-            records, _, _ = split_session_lines(data)
+            records, _, _ = split_session_lines(data, str(path))
             modified = datetime.fromtimestamp(status.st_mtime, tz=UTC)
             count = sum(1 for r in records if not is_meta_record(r))
             infos.append(SessionInfo(name, str(path), count, len(data), modified))
@@ -189,7 +189,7 @@ class JsonlLease:
             data = _heal_torn_tail(self._fd, _read_all(self._fd), self.path, self.torn_path)
         except OSError as exc:
             raise _file_error(f"cannot open session {self.session!r}", exc) from None
-        records, texts, problems = split_session_lines(data)
+        records, texts, problems = split_session_lines(data, str(self.path))
         self._size, self._seq = len(data), _count_lines(data)
         return SessionLog(self.session, str(self.path), records, texts, problems, self._seq)
 

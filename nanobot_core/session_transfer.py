@@ -128,10 +128,10 @@ def read_export(data: bytes, source: str) -> list[ExportedSession]:
             raise SessionError(f"{where}: the key {repeated!r} is given twice")
         try:
             name = validate_session_name(value["session"])
-            if "line" in value:
-                check_line(value["line"], f"session {name!r}")
         except SessionError as exc:
             raise SessionError(f"{where}: {exc}") from None
+        if "line" in value:  # its errors, and a warning of what was replaced, name the line
+            check_line(value["line"], f"{where}: session {name!r}")
         lines = sessions.setdefault(name, [])
         if "line" in value:
             lines.append(value["line"])

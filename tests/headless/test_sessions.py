@@ -366,3 +366,19 @@ def test_a_linked_session_is_left_out_of_a_listing_with_a_warning(tmp_path: Path
     assert [(e["event"], e["path"]) for e in logs] == [
         ("not a session file; left out", str(store.path("linked")))
     ]
+
+
+def test_a_line_decoded_with_replacements_is_named_by_file_and_number(tmp_path: Path) -> None:
+    """The warning that a session line held what had to be replaced (NaN, a lone surrogate)
+    names the session's file and the line's number, when it is read and when it is loaded."""
+    store = JsonlSessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(
+        b'{"role":"user","content":"a"}\n\n{"role":"user","content":"\\ud800","n":NaN}\n'
+    )
+    for load in (lambda: store.load("s"), lambda: store.open("s").close()):
+        with capture_logs() as logs:
+            load()
+        warned = [e for e in logs if e["event"] == "session line decoded with replacements"]
+        assert [(e["location"], e["line"]) for e in warned] == [(str(path), 3)]
