@@ -14,12 +14,21 @@ dropped silently.
 The lease is an exclusive lock on ``<name>.lock`` (``flock``), held by the
 descriptor: it is freed when the process ends, however it ends. The lock file
 names the holder (host and pid) for the message another writer prints.
+
+The store opens only regular files of its own: a session, lock or torn file
+that is a symbolic link is refused, never followed (the model can make files
+in the workspace, and a link would have the store cut, append to or empty a
+file elsewhere), and so is a named pipe, a device or a folder in its place (a
+pipe would hold the command forever). Each is a SessionError naming the file;
+a listing leaves such an entry out with a warning naming it.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
+import stat
 import sys
 import time
 from collections.abc import Sequence
@@ -100,13 +109,15 @@ class JsonlSessionStore:
     def load(self, session: str) -> SessionLog:
         """Read session `session` without locking or changing it."""
         path = self.path(session)
-        if not path.is_file():
-            raise SessionNotFoundError(f"no session named {session!r} in {self.directory}")
         try:
-            data = path.read_bytes()
+            data = _read_regular(path)
+        except FileNotFoundError:
+            raise SessionNotFoundError(
+                f"no session named {session!r} in {self.directory}"
+            ) from None
         except OSError as exc:
             raise _file_error(f"cannot read session {session!r}", exc) from None
-        records, texts, problems = split_session_lines(data)
+        records, texts, problems = split_session_lines(data, str(path))
         return SessionLog(session, str(path), records, texts, problems, _count_lines(data))
 
     def list_sessions(self) -> list[SessionInfo]:
@@ -116,17 +127,28 @@ class JsonlSessionStore:
         infos: list[SessionInfo] = []
         for path in sorted(self.directory.glob(f"*{SUFFIX}")):
             name = path.name[: -len(SUFFIX)]
-            if not is_session_name(name) or not path.is_file():
+            if not is_session_name(name):
                 continue
             try:
-                stat = path.stat()
-                data = path.read_bytes()
+                fd = _open_regular(path, os.O_RDONLY)
+            except _NotRegularError as exc:  # not a session: said, so that none is left out unsaid
+                log.warning("not a session file; left out", path=str(path), reason=exc.strerror)
+                continue
+            except FileNotFoundError:  # removed since the folder was read
+                continue
             except OSError as exc:
                 raise _file_error(f"cannot read session {name!r}", exc) from None
-            records, _, _ = split_session_lines(data)
-            modified = datetime.fromtimestamp(stat.st_mtime, tz=UTC)
+            try:
+                status = os.fstat(fd)
+                data = _read_all(fd)
+            except OSError as exc:
+                raise _file_error(f"cannot read session {name!r}", exc) from None
+            finally:
+                os.close(fd)
+            records, _, _ = split_session_lines(data, str(path))
+            modified = datetime.fromtimestamp(status.st_mtime, tz=UTC)
             count = sum(1 for r in records if not is_meta_record(r))
-            infos.append(SessionInfo(name, str(path), count, stat.st_size, modified))
+            infos.append(SessionInfo(name, str(path), count, len(data), modified))
         # By name, not by file name: "a-b.jsonl" sorts before "a.jsonl", session "a" before "a-b".
         return sorted(infos, key=lambda info: info.name)
 
@@ -156,16 +178,18 @@ class JsonlLease:
         if self._lock_fd is None:
             raise SessionError(f"the lease on session {self.session!r} was released")
         try:
-            _heal_torn_tail(self.path, self.torn_path)
-            created = not self.path.exists()
+            created = not os.path.lexists(self.path)
             if self._fd is None:
-                self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                # Read and written through this one descriptor, opened without following a
+                # link: what is healed, read and appended to is the file the lease checked.
+                flags = os.O_RDWR | os.O_APPEND | os.O_CREAT
+                self._fd = _open_regular(self.path, flags)
             if created:
                 _fsync_directory(self.path.parent)
-            data = self.path.read_bytes()
+            data = _heal_torn_tail(self._fd, _read_all(self._fd), self.path, self.torn_path)
         except OSError as exc:
             raise _file_error(f"cannot open session {self.session!r}", exc) from None
-        records, texts, problems = split_session_lines(data)
+        records, texts, problems = split_session_lines(data, str(self.path))
         self._size, self._seq = len(data), _count_lines(data)
         return SessionLog(self.session, str(self.path), records, texts, problems, self._seq)
 
@@ -175,7 +199,7 @@ class JsonlLease:
             raise SessionError(f"session {self.session!r} is not open for writing")
         try:
             if os.fstat(self._fd).st_size != self._size:
-                data = self.path.read_bytes()
+                data = _read_all(self._fd)
                 self._size, self._seq = len(data), _count_lines(data)
         except OSError as exc:
             raise _file_error(f"cannot append to session {self.session!r}", exc) from None
@@ -245,7 +269,7 @@ def _count_lines(data: bytes) -> int:
 
 def _acquire_lock(lock_path: Path, name: str, wait: float) -> int:
     """Lock `lock_path` exclusively, trying for up to `wait` seconds; return its descriptor."""
-    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = _open_regular(lock_path, os.O_RDWR | os.O_CREAT)
     deadline = time.monotonic() + max(0.0, wait)
     while not _try_lock(fd):
         if time.monotonic() >= deadline:
@@ -293,28 +317,28 @@ def _read_holder(fd: int) -> str:
     return "another process"
 
 
-def _heal_torn_tail(path: Path, torn_path: Path) -> None:
-    """Move a torn last line to `torn_path` and cut `path` back to its last complete line."""
-    if not path.exists():
-        return
-    data = path.read_bytes()
+def _heal_torn_tail(fd: int, data: bytes, path: Path, torn_path: Path) -> bytes:
+    """Move a torn last line to `torn_path` and cut the file (`fd`) back to its last complete line.
+
+    `data` is what the file holds; returns what it holds after.
+    """
     if not data or data.endswith(b"\n"):
-        return
+        return data
     cut = data.rfind(b"\n") + 1
     tail = data[cut:]
     record, _ = parse_line(tail)
     if record is not None:
         # The whole object is there and only the newline was lost: complete the line.
-        with path.open("ab") as handle:
-            handle.write(b"\n")
-            handle.flush()
-            os.fsync(handle.fileno())
+        os.write(fd, b"\n")
+        os.fsync(fd)
         log.warning("session line was missing its newline; completed", path=str(path))
-        return
-    with torn_path.open("ab") as handle:
-        handle.write(tail + b"\n")
-        handle.flush()
-        os.fsync(handle.fileno())
+        return data + b"\n"
+    torn_fd = _open_regular(torn_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+    try:
+        _write_all(torn_fd, tail + b"\n")
+        os.fsync(torn_fd)
+    finally:
+        os.close(torn_fd)
     # Said before the cut, not after: a stop signal between the two would cut the line out
     # unsaid. Stopped before the cut, the next run finds the line torn still and moves it
     # again (the torn file then holds it twice: nothing is lost).
@@ -325,10 +349,80 @@ def _heal_torn_tail(path: Path, torn_path: Path) -> None:
         line=data.count(b"\n") + 1,
         moved_to=str(torn_path),
     )
-    with path.open("r+b") as handle:
-        handle.truncate(cut)
-        handle.flush()
-        os.fsync(handle.fileno())
+    os.ftruncate(fd, cut)
+    os.fsync(fd)
+    return data[:cut]
+
+
+class _NotRegularError(OSError):
+    """A path of the store that is a link, a pipe, a device or a folder: no file of its own."""
+
+
+# Not on every system: where there is none, the check after opening still refuses what is
+# no regular file (a link is then followed, as the system has no way to say otherwise).
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
+
+_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a named pipe"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a device"),
+    (stat.S_ISBLK, "a device"),
+)
+
+
+def _open_regular(path: Path, flags: int) -> int:
+    """Open `path`, a regular file, with `flags`; `_NotRegularError` for anything else.
+
+    The last part of the path is not followed when it is a link, and a named pipe is
+    opened without waiting for a writer (then refused), so no open ever blocks.
+    """
+    try:
+        fd = os.open(path, flags | _NOFOLLOW | _NONBLOCK, 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
+            raise _NotRegularError(
+                errno.ELOOP, "a symbolic link, which the store does not follow", str(path)
+            ) from None
+        if exc.errno == errno.EISDIR:
+            raise _NotRegularError(errno.EISDIR, "a folder, not a file", str(path)) from None
+        raise
+    try:
+        mode = os.fstat(fd).st_mode
+    except OSError:
+        os.close(fd)
+        raise
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
+        raise _NotRegularError(errno.EINVAL, f"{kind}, not a file", str(path))
+    return fd
+
+
+def _read_regular(path: Path) -> bytes:
+    """All of the regular file `path` (see `_open_regular`)."""
+    fd = _open_regular(path, os.O_RDONLY)
+    try:
+        return _read_all(fd)
+    finally:
+        os.close(fd)
+
+
+def _read_all(fd: int) -> bytes:
+    """All the file of `fd` holds, from its start (the descriptor's offset is not used)."""
+    chunks: list[bytes] = []
+    offset = 0
+    while chunk := os.pread(fd, max(os.fstat(fd).st_size - offset, 1 << 16), offset):
+        chunks.append(chunk)
+        offset += len(chunk)
+    return b"".join(chunks)
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view) :]
 
 
 def _fsync_directory(directory: Path) -> None:

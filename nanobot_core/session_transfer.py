@@ -3,14 +3,17 @@
 An export is a JSON-lines file: a header line ``{"nanobot_sessions_export": 1}``,
 then one line per session line, ``{"session": NAME, "line": TEXT}``, where
 TEXT is the line's JSON exactly as the store holds it. Sessions follow each
-other, each one's lines in order. Importing appends every session's lines
-as they are, so export, import, export gives the same bytes, and a JSON-lines
-session imported into another workspace is byte-identical to the original.
+other, each one's lines in order. A session with no line to export (an
+empty one, or one whose every line was left out as torn or invalid) is the
+one line ``{"session": NAME}``, so that it is imported too, not lost.
+Importing appends every session's lines as they are, so export, import,
+export gives the same bytes, and a JSON-lines session imported into another
+workspace is byte-identical to the original.
 
 Import checks the whole file first (header, names, that every line is a JSON
-object) and refuses a session that already exists in the target store, so
-nothing is overwritten or merged; each session is then written as one atomic
-batch under its lease.
+object, that no line gives a key twice) and refuses a session that already
+exists in the target store, so nothing is overwritten or merged; each session
+is then written as one atomic batch under its lease.
 """
 
 from __future__ import annotations
@@ -64,6 +67,8 @@ def export_lines(sessions: Iterable[ExportedSession]) -> list[dict[str, Any]]:
     values: list[dict[str, Any]] = [dict(EXPORT_HEADER)]
     for session in sessions:
         values.extend({"session": session.name, "line": line} for line in session.lines)
+        if not session.lines:  # named all the same: the session is moved, not dropped
+            values.append({"session": session.name})
     return values
 
 
@@ -111,18 +116,53 @@ def read_export(data: bytes, source: str) -> list[ExportedSession]:
             continue
         if (
             not isinstance(value, dict)
-            or set(value) != {"session", "line"}
+            or set(value) not in ({"session", "line"}, {"session"})
             or not isinstance(value["session"], str)
-            or not isinstance(value["line"], str)
+            or not isinstance(value.get("line", ""), str)
         ):
-            raise SessionError(f'{where}: expected {{"session": NAME, "line": TEXT}}')
+            raise SessionError(
+                f'{where}: expected {{"session": NAME, "line": TEXT}} or {{"session": NAME}}'
+            )
+        repeated = _repeated_key(raw)
+        if repeated is not None:  # the decoder keeps the last: a line or a name would be lost
+            raise SessionError(f"{where}: the key {repeated!r} is given twice")
         try:
             name = validate_session_name(value["session"])
-            check_line(value["line"], f"session {name!r}")
         except SessionError as exc:
             raise SessionError(f"{where}: {exc}") from None
-        sessions.setdefault(name, []).append(value["line"])
+        if "line" in value:  # its errors, and a warning of what was replaced, name the line
+            check_line(value["line"], f"{where}: session {name!r}")
+        lines = sessions.setdefault(name, [])
+        if "line" in value:
+            lines.append(value["line"])
     return [ExportedSession(name, lines) for name, lines in sessions.items()]
+
+
+# Internal: raised within `_repeated_key` and caught there, never seen outside.
+class _RepeatedKeyError(Exception):
+    """A key an object of an export line gives twice."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise _RepeatedKeyError(key)
+        seen.add(key)
+    return dict(pairs)
+
+
+def _repeated_key(raw: bytes) -> str | None:
+    """A key the object of export line `raw` (already read within the limits) gives twice."""
+    try:
+        json.loads(raw, object_pairs_hook=_keys_once)
+    except _RepeatedKeyError as exc:
+        return exc.key
+    return None
 
 
 def import_sessions(

@@ -153,8 +153,14 @@ class SessionInfo:
         }
 
 
-def parse_line(raw: bytes | str) -> tuple[dict[str, Any] | None, str]:
-    """One session line as a JSON object, or None and why it is not one."""
+def parse_line(
+    raw: bytes | str, *, location: str | None = None, line: int | None = None
+) -> tuple[dict[str, Any] | None, str]:
+    """One session line as a JSON object, or None and why it is not one.
+
+    `location` (the session's file, or which session) and `line` (its number) say
+    where the line is in the warning given when something in it had to be replaced.
+    """
     from nanobot_core._json_boundary import JSONBoundaryError, loads
 
     try:
@@ -163,7 +169,12 @@ def parse_line(raw: bytes | str) -> tuple[dict[str, Any] | None, str]:
         return None, str(exc)
     value = decoded.value
     if decoded.replaced:
-        log.warning("session line decoded with replacements", replaced=list(decoded.replaced))
+        where = {"location": location, "line": line}
+        log.warning(
+            "session line decoded with replacements",
+            **{key: value for key, value in where.items() if value is not None},
+            replaced=list(decoded.replaced),
+        )
     if not isinstance(value, dict):
         return None, f"a JSON {type(value).__name__}, not an object"
     return value, ""
@@ -180,15 +191,18 @@ def parse_session_lines(data: bytes) -> tuple[list[dict[str, Any]], list[LoadPro
 
 
 def split_session_lines(
-    data: bytes,
+    data: bytes, location: str | None = None
 ) -> tuple[list[dict[str, Any]], list[str], list[LoadProblem]]:
-    """Like :func:`parse_session_lines`, also giving the exact text of each loaded line."""
+    """Like :func:`parse_session_lines`, also giving the exact text of each loaded line.
+
+    `location` (where `data` was read from) names the file in a warning about a line.
+    """
     records: list[dict[str, Any]] = []
     texts: list[str] = []
     problems: list[LoadProblem] = []
     lines, tail = split_lines(data)
     for number, raw in lines:
-        record, error = parse_line(raw)
+        record, error = parse_line(raw, location=location, line=number)
         if record is None:
             problems.append(LoadProblem(number, "invalid", error))
         else:
@@ -196,7 +210,7 @@ def split_session_lines(
             texts.append(raw.decode("utf-8"))
     if tail is not None:
         number, raw = tail
-        record, error = parse_line(raw)
+        record, error = parse_line(raw, location=location, line=number)
         if record is None:
             problems.append(LoadProblem(number, "torn", f"{len(raw)} bytes: {error}"))
         else:
@@ -247,7 +261,7 @@ def check_line(text: str, where: str) -> dict[str, Any]:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise SessionError(f"{where}: not encodable as UTF-8 ({exc.reason})") from None
-    record, error = parse_line(text)
+    record, error = parse_line(text, location=where)
     if record is None:
         raise SessionError(f"{where}: {error}")
     return record

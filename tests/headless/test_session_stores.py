@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nanobot_core._jsonl import encode_lines
 from nanobot_core.cli import cli
 from nanobot_core.config import Config, SessionsConfig, load_config
 from nanobot_core.errors import ConfigError, SessionError
@@ -23,6 +24,8 @@ from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.session_transfer import (
     EXPORT_HEADER,
+    ExportedSession,
+    export_lines,
     export_sessions,
     import_sessions,
     read_export,
@@ -221,6 +224,40 @@ def test_whatever_a_session_file_holds_its_export_imports_and_exports_again_the_
         import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
         export_sessions(target, [], again)
         assert again.read_bytes() == export.read_bytes()
+        assert [info.name for info in target.list_sessions()] == ["s"]  # even with no line
+
+
+def test_a_session_with_no_line_to_export_is_exported_and_imported_by_name(
+    tmp_path: Path,
+) -> None:
+    """An empty session, and one whose every line is left out, are exported as
+    ``{"session": NAME}`` and imported as empty sessions, not lost on the way."""
+    source = JsonlSessionStore(tmp_path / "a")
+    _write_session(source, "full", ['{"role":"user","content":"x"}'])
+    source.path("empty").write_bytes(b"")
+    source.path("junk").write_bytes(b"not json\n")
+    export = tmp_path / "export.jsonl"
+    _, problems = export_sessions(source, [], export)
+    assert [(name, problem.line) for name, problem in problems] == [("junk", 1)]
+    assert [json.loads(line) for line in export.read_bytes().splitlines()[1:]] == [
+        {"session": "empty"},
+        {"session": "full", "line": '{"role":"user","content":"x"}'},
+        {"session": "junk"},
+    ]
+    target = JsonlSessionStore(tmp_path / "b")
+    done = import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
+    assert [(s.name, s.lines) for s in done] == [
+        ("empty", []),
+        ("full", ['{"role":"user","content":"x"}']),
+        ("junk", []),
+    ]
+    assert [(i.name, i.size) for i in target.list_sessions()] == [
+        ("empty", 0),
+        ("full", 30),
+        ("junk", 0),
+    ]
+    with pytest.raises(SessionError, match=r"already has session.*'empty'"):
+        import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
 
 
 def test_import_refuses_existing_sessions(tmp_path: Path) -> None:
@@ -247,6 +284,17 @@ def test_import_refuses_existing_sessions(tmp_path: Path) -> None:
     [
         ([b'{"other": 1}'], "x:1: not a sessions export"),
         ([json.dumps(EXPORT_HEADER).encode(), b"[1]"], "x:2: expected"),
+        ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","line":1}'], "x:2: expected"),
+        ([json.dumps(EXPORT_HEADER).encode(), b'{"session":1}'], "x:2: expected"),
+        ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a/b"}'], "x:2: invalid"),
+        (
+            [json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","line":"{}","line":"{}"}'],
+            "x:2: the key 'line' is given twice",
+        ),
+        (
+            [json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","session":"b","line":"{}"}'],
+            "x:2: the key 'session' is given twice",
+        ),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a b","line":"{}"}'], "x:2: invalid"),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","line":"[]"}'], "x:2: .*not an obj"),
         ([json.dumps(EXPORT_HEADER).encode(), b"\xff"], "x:2: not a JSON line"),
@@ -265,6 +313,36 @@ def test_bad_export_files_name_the_line(lines: list[bytes], message: str) -> Non
     """An export file that is not one fails with the line number and what is wrong."""
     with pytest.raises(SessionError, match=message):
         read_export(b"\n".join(lines), "x")
+
+
+_NAMES = st.text("ab.-_Z9", min_size=1, max_size=4).filter(lambda name: name not in (".", ".."))
+_RECORDS = st.dictionaries(
+    st.text(max_size=4),
+    st.none() | st.booleans() | st.integers() | st.text(max_size=6),
+    max_size=3,
+)
+
+
+@given(st.dictionaries(_NAMES, st.lists(_RECORDS, max_size=3), max_size=4))
+@settings(max_examples=100, deadline=None, database=None)
+def test_every_session_of_an_export_is_read_back_with_its_lines(
+    sessions: dict[str, list[dict[str, Any]]],
+) -> None:
+    """Whatever sessions an export holds, empty ones included, reading it gives each back,
+    by name and in order, with the exact text of every line."""
+    exported = [
+        ExportedSession(name, [json.dumps(record) for record in records])
+        for name, records in sessions.items()
+    ]
+    data = b"".join(encode_lines(export_lines(exported)))
+    assert read_export(data, "x") == exported
+
+
+def test_an_export_line_giving_a_key_twice_names_it_whatever_the_nesting_of_its_text() -> None:
+    """Only the export line's own keys count: a session line that repeats a key is kept as is."""
+    line = '{"a":1,"a":2}'
+    data = b"".join(encode_lines(export_lines([ExportedSession("s", [line])])))
+    assert read_export(data, "x") == [ExportedSession("s", [line])]
 
 
 @given(st.lists(st.binary(max_size=40) | st.sampled_from([b"[" * 2_000, b"9" * 5_000])))

@@ -5,6 +5,8 @@ from __future__ import annotations
 import errno
 import json
 import os
+import re
+import threading
 from pathlib import Path
 
 import pytest
@@ -127,15 +129,15 @@ def test_a_stop_before_the_cut_back_leaves_the_torn_line_said_and_moved_again(
     good = json.dumps(USER).encode() + b"\n"
     torn = b'{"role": "assistant", "content": "half'
     path.write_bytes(good + torn)
-    real_open = Path.open
+    real_truncate = os.ftruncate
 
-    def stopped_at_the_cut(self: Path, mode: str = "r", *args: object, **kwargs: object) -> object:
-        if self == path and mode == "r+b":
+    def stopped_at_the_cut(fd: int, length: int) -> None:
+        if length == len(good):  # the cut back (the lock file is emptied, to 0)
             raise KeyboardInterrupt  # as the CLI's stop-signal handler raises it
-        return real_open(self, mode, *args, **kwargs)  # type: ignore[call-overload]
+        real_truncate(fd, length)
 
     with capture_logs() as logs, monkeypatch.context() as patch:
-        patch.setattr(Path, "open", stopped_at_the_cut)
+        patch.setattr(os, "ftruncate", stopped_at_the_cut)
         with pytest.raises(KeyboardInterrupt):
             store.open("s")
     assert [entry["event"] for entry in logs] == ["torn last line moved out of the session"]
@@ -295,3 +297,88 @@ def test_empty_bookkeeping_adds_no_meta_to_the_line(tmp_path: Path) -> None:
     with store.open("s") as session:
         session.append(USER, {})
     assert [json.loads(line) for line in _lines(store.path("s")) if line] == [USER]
+
+
+@pytest.mark.parametrize("linked", ["s.jsonl", "s.lock", "s.jsonl.torn"])
+def test_a_store_file_that_is_a_link_out_of_the_folder_is_refused_and_its_target_untouched(
+    tmp_path: Path, linked: str
+) -> None:
+    """A session, lock or torn file that is a symbolic link is a SessionError naming it; the
+    file it points to (elsewhere) is neither emptied, cut back nor appended to."""
+    store = JsonlSessionStore(tmp_path / "ws")
+    store.directory.mkdir(parents=True)
+    session = json.dumps(USER).encode() + b"\n" + b'{"torn'
+    if linked != "s.jsonl":
+        store.path("s").write_bytes(session)
+    victim = tmp_path / "elsewhere.txt"
+    victim.write_bytes(b"line one\nline two, no newline")
+    (store.directory / linked).symlink_to(victim)
+    with pytest.raises(SessionError, match=rf"symbolic link.*{re.escape(linked)}\)"):
+        store.open("s")
+    assert victim.read_bytes() == b"line one\nline two, no newline"
+    if linked != "s.jsonl":
+        assert store.path("s").read_bytes() == session  # not cut back: its tear is kept
+
+
+def test_a_named_pipe_as_a_session_file_is_refused_not_waited_on(tmp_path: Path) -> None:
+    """A named pipe where a session file belongs is a SessionError at once (open and read),
+    and a listing leaves it out with a warning naming it."""
+    store = JsonlSessionStore(tmp_path)
+    store.directory.mkdir(parents=True)
+    os.mkfifo(store.path("p"))
+    outcome: list[BaseException | None] = []
+
+    def open_pipe() -> None:
+        try:
+            store.open("p").close()
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    opener = threading.Thread(target=open_pipe, daemon=True)
+    opener.start()
+    opener.join(timeout=5)
+    if opener.is_alive():  # blocked on the pipe: let it go (a writer that closes at once)
+        os.close(os.open(store.path("p"), os.O_WRONLY | os.O_NONBLOCK))
+        opener.join(timeout=5)
+        pytest.fail("opening the session waited on the named pipe")
+    assert isinstance(outcome[0], SessionError)
+    assert "cannot open session 'p': a named pipe, not a file" in str(outcome[0])
+    with pytest.raises(SessionError, match="cannot read session 'p': a named pipe, not a file"):
+        store.load("p")
+    with capture_logs() as logs:
+        assert store.list_sessions() == []
+    assert [(e["event"], e["reason"]) for e in logs] == [
+        ("not a session file; left out", "a named pipe, not a file")
+    ]
+
+
+def test_a_linked_session_is_left_out_of_a_listing_with_a_warning(tmp_path: Path) -> None:
+    """A listing leaves out a session file that is a link, saying so, and lists the others."""
+    store = JsonlSessionStore(tmp_path / "ws")
+    with store.open("kept") as session:
+        session.append(USER)
+    elsewhere = tmp_path / "elsewhere.jsonl"
+    elsewhere.write_bytes(json.dumps(USER).encode() + b"\n")
+    store.path("linked").symlink_to(elsewhere)
+    with capture_logs() as logs:
+        assert [info.name for info in store.list_sessions()] == ["kept"]
+    assert [(e["event"], e["path"]) for e in logs] == [
+        ("not a session file; left out", str(store.path("linked")))
+    ]
+
+
+def test_a_line_decoded_with_replacements_is_named_by_file_and_number(tmp_path: Path) -> None:
+    """The warning that a session line held what had to be replaced (NaN, a lone surrogate)
+    names the session's file and the line's number, when it is read and when it is loaded."""
+    store = JsonlSessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(
+        b'{"role":"user","content":"a"}\n\n{"role":"user","content":"\\ud800","n":NaN}\n'
+    )
+    for load in (lambda: store.load("s"), lambda: store.open("s").close()):
+        with capture_logs() as logs:
+            load()
+        warned = [e for e in logs if e["event"] == "session line decoded with replacements"]
+        assert [(e["location"], e["line"]) for e in warned] == [(str(path), 3)]
