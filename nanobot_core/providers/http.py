@@ -458,26 +458,32 @@ def transport_failure(
     A timeout, a connection that failed or broke off, and a reply body that
     cannot be decompressed (its ``Content-Encoding`` lies or it arrived
     damaged) are all faults of the transfer, not of the request: a Retryable,
-    worth another try. A request malformed on this side (``httpx.LocalProtocolError``:
-    a header value holding a line break, say) would fail the same way every time:
-    a plain ProviderError, not retried, naming the header and what is wrong with
-    it, never its value; `url` (None: left out) names the endpoint in it.
+    worth another try. What the HTTP library says is cut by `excerpt`: it
+    quotes a status or header line it cannot read whole, and a server that does
+    not speak HTTP sends up to 16 KiB of one. A request malformed on this side
+    (``httpx.LocalProtocolError``: a header value holding a line break, say) would
+    fail the same way every time: a plain ProviderError, not retried, naming the
+    header and what is wrong with it, never its value; `url` (None: left out)
+    names the endpoint in it.
     """
     import httpx
 
     if isinstance(exc, httpx.TimeoutException):
         return Retryable(f"timed out after {timeout:g}s ({type(exc).__name__})")
     if isinstance(exc, httpx.DecodingError):
-        return Retryable(mask_secret(f"the reply body could not be decompressed: {exc}", secret))
+        said = excerpt(mask_secret(str(exc), secret))
+        return Retryable(f"the reply body could not be decompressed: {said}")
     if isinstance(exc, httpx.LocalProtocolError):
         where = f"{url}: " if url else ""
         fault = _request_fault(exc)
-        said = mask_secret(f"{type(exc).__name__}: {exc}", secret)
+        said = excerpt(mask_secret(f"{type(exc).__name__}: {exc}", secret))
         return ProviderError(
             f"{where}the request was not sent: {fault + '; ' if fault else ''}not retried, "
             f"as it would fail the same way every time ({said})"
         )
-    return Retryable(mask_secret(f"connection failed: {type(exc).__name__}: {exc}", secret))
+    # Masked whole, then cut: a cut first could leave a piece of the key too short to mask.
+    said = excerpt(mask_secret(f"{type(exc).__name__}: {exc}", secret))
+    return Retryable(f"connection failed: {said}")
 
 
 def _request_fault(exc: httpx.RequestError) -> str | None:

@@ -233,6 +233,25 @@ def test_connection_refused_is_retried_then_reported() -> None:
     assert len(notices) == 1
 
 
+def test_a_reply_that_is_not_http_is_said_cut_short_with_the_key_masked() -> None:
+    """A header block HTTP cannot read is echoed by the HTTP library whole: the error is cut."""
+    not_http = "fine\r\n" + API_KEY + " " + "Z" * 12_000  # a line with no colon, 12 KB long
+    answer = LoopbackResponse(200, {}, headers={"X-Note": not_http})
+    notices: list[RetryNotice] = []
+    with LoopbackServer(lambda request: answer) as server:
+        config = provider_config(server.url + "/v1", max_retries=1)
+        with pytest.raises(ProviderError) as caught:
+            asyncio.run(OpenAIProvider(config, progress=notices.append).complete(MESSAGES, []))  # type: ignore[arg-type]
+        assert server.connections == 2  # tried, and retried
+    message = str(caught.value)
+    (notice,) = notices
+    for said in (message, notice.reason):
+        assert "connection failed: RemoteProtocolError: illegal header line" in said
+        assert API_KEY not in said and "***" in said
+        assert said.endswith(" characters)")  # how long the library's text was, once cut
+    assert len(notice.reason) < 1_100 and len(message) < 1_200
+
+
 @pytest.mark.parametrize("status", [200, 503])
 def test_a_body_that_cannot_be_decompressed_is_retried_then_reported(
     server: FakeChatServer, status: int
