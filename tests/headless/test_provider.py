@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanobot_core._json_boundary import MAX_ENCODED_DEPTH
+from nanobot_core.config import load_config
 from nanobot_core.errors import ProviderError
 from nanobot_core.kernel.records import core_version
 from nanobot_core.providers import (
@@ -24,7 +25,7 @@ from nanobot_core.providers import (
     request_content,
     request_fault,
 )
-from nanobot_core.testing_http import LoopbackResponse, LoopbackServer
+from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
 from tests.headless.conftest import API_KEY, provider_config
 from tests.headless.fake_server import (
     FakeChatServer,
@@ -185,6 +186,98 @@ def test_a_refusal_names_the_servers_id_of_the_request(
         assert "request id" not in message
     else:
         assert said in message and len(message) < 400
+
+
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (
+            401,
+            "the server did not take the key: "
+            "environment variable NANOBOT_API_KEY: provider.api_key is set (not shown); "
+            "NANOBOT_API_KEY or OPENAI_API_KEY sets it]",
+        ),
+        (
+            403,
+            "the key may not use this model or "
+            "endpoint: environment variable NANOBOT_MODEL: provider.model = 'gpt-9' (--model or "
+            "NANOBOT_MODEL sets it); environment variable NANOBOT_API_KEY: provider.api_key is "
+            "set (not shown); NANOBOT_API_KEY or OPENAI_API_KEY sets it]",
+        ),
+        (
+            404,
+            "no such endpoint or model here: "
+            "environment variable NANOBOT_BASE_URL: provider.base_url = '{base_url}' "
+            "(--base-url or NANOBOT_BASE_URL sets it), the endpoint being it and "
+            "/chat/completions; environment variable NANOBOT_MODEL: provider.model = 'gpt-9' "
+            "(--model or NANOBOT_MODEL sets it)]",
+        ),
+    ],
+)
+def test_a_refused_key_model_or_url_names_the_settings_to_fix_and_where_they_were_set(
+    server: FakeChatServer, status: int, said: str
+) -> None:
+    """401, 403 and 404 end with the settings that sent what was refused, never the key."""
+    message = f"Incorrect API key provided: {API_KEY}"  # as OpenAI echoes a wrong key
+    server.add(error_reply(status, message))
+    environ = {
+        "NANOBOT_BASE_URL": server.base_url,
+        "NANOBOT_API_KEY": API_KEY,
+        "NANOBOT_MODEL": "gpt-9",
+        "NANOBOT_PROVIDER__MAX_RETRIES": "2",
+    }
+    config = load_config(cwd=Path("/nonexistent-nanobot-dir"), environ=environ).provider
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(OpenAIProvider(config).complete(MESSAGES, []))
+    assert len(server.requests) == 1  # not retried
+    expected = (
+        f"{server.base_url}/chat/completions refused the request: HTTP {status}: Incorrect "
+        f"API key provided: *** (invalid_request_error) [{said.format(base_url=server.base_url)}"
+    )
+    assert str(caught.value) == expected
+
+
+def test_a_401_without_a_key_says_none_was_sent(server: FakeChatServer) -> None:
+    """A server that wants a key, asked without one, is told apart from one refusing a key."""
+    server.add(error_reply(401, "You didn't provide an API key."))
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server, api_key=None))
+    (request,) = server.requests
+    assert "authorization" not in request.headers
+    assert str(caught.value).endswith(
+        "HTTP 401: You didn't provide an API key. (invalid_request_error) [the server wants a "
+        "key: provider.api_key is not set: no key was sent; NANOBOT_API_KEY or OPENAI_API_KEY "
+        "sets it]"
+    )
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_not_followed_the_key_stays_with_the_server_set_and_the_error_says_so(
+    server: FakeChatServer, status: int
+) -> None:
+    """A redirect to another server sends it nothing; the error names the address and the fix."""
+    elsewhere: list[LoopbackRequest] = []
+
+    def record(request: LoopbackRequest) -> LoopbackResponse:
+        elsewhere.append(request)
+        return LoopbackResponse(200, {"choices": [{"message": {"content": "stolen"}}]})
+
+    with LoopbackServer(record) as other:
+        target = f"{other.url}/v1/chat/completions?key={API_KEY}"
+        server.add(Reply(status=status, body="", headers={"Location": target}))
+        with pytest.raises(ProviderError) as caught:
+            _complete(_provider(server))
+    assert elsewhere == [] and len(server.requests) == 1
+    assert server.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
+    message = str(caught.value)
+    assert API_KEY not in message
+    assert f"HTTP {status}: " in message
+    assert message.endswith(
+        f"[the server redirects to '{other.url}/v1/chat/completions?key=***'; redirects are "
+        "not followed, so that the key never goes to another server: set provider.base_url "
+        f"to the new address: provider.base_url = '{server.base_url}' (--base-url or "
+        "NANOBOT_BASE_URL sets it)]"
+    )
 
 
 def test_timeout_is_retried_then_reported(server: FakeChatServer) -> None:
