@@ -6,11 +6,12 @@ import asyncio
 import json
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nanobot_core._json_boundary import MAX_ENCODED_DEPTH
@@ -25,6 +26,7 @@ from nanobot_core.providers import (
     request_content,
     request_fault,
 )
+from nanobot_core.providers.base import MAX_CALL_ID_LENGTH
 from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
 from tests.headless.conftest import API_KEY, provider_config
 from tests.headless.fake_server import (
@@ -470,6 +472,113 @@ def test_any_first_choice_is_a_reply_or_a_provider_error(choice: Any) -> None:
             filtered = message is None and isinstance(choice.get("finish_reason"), str)
             assert isinstance(message, dict) or (filtered and "text" not in choice)
             assert reply.message["role"] == "assistant"
+
+
+_CALL = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": st.sampled_from(["call_1", "call_1", "", "x" * 41]) | _JSON,
+        "type": _JSON,
+        "function": st.fixed_dictionaries({}, optional={"name": _JSON, "arguments": _JSON}) | _JSON,
+    },
+)
+_MESSAGE = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": _JSON,
+        "content": _JSON,
+        "tool_calls": st.lists(_CALL, max_size=4) | _JSON,
+        "function_call": _JSON,
+        "_meta": _JSON,
+    },
+)
+_CHOICE = st.fixed_dictionaries(
+    {},
+    optional={
+        "message": _MESSAGE | _JSON,
+        "finish_reason": st.sampled_from(["stop", "length", "tool_calls"]) | _JSON,
+        "text": _JSON,
+    },
+)
+# The edges first: the largest count taken, one past it, the most digits JSON decodes.
+_COUNT = (
+    st.sampled_from([10**12, 10**12 + 1, int("9" * 4_300), -1])
+    | st.integers(min_value=-(10**20), max_value=int("9" * 4_300))
+    | st.floats()
+    | _JSON
+)
+_COMPLETION = st.fixed_dictionaries(
+    {
+        "choices": st.lists(_CHOICE, max_size=2) | _JSON,
+        "usage": st.dictionaries(
+            st.sampled_from(["prompt_tokens", "completion_tokens", "total_tokens"]), _COUNT
+        )
+        | _JSON,
+    },
+    optional={"model": _JSON, "error": _JSON},
+)
+#: Counts a server may send that the session file cannot hold the sum of.
+_HUGE_USAGE = json.dumps(
+    {"choices": [], "usage": {"prompt_tokens": int("9" * 4_300), "completion_tokens": 9}}
+).encode()
+
+
+class _ScriptedBody:
+    """What the loopback server answers next, set by each example of the property below."""
+
+    def __init__(self) -> None:
+        self.response = LoopbackResponse(200, b"")
+
+    def __call__(self, request: LoopbackRequest) -> LoopbackResponse:
+        return self.response
+
+
+_BODY = _ScriptedBody()
+
+
+@pytest.fixture(scope="module")
+def scripted_server() -> Iterator[LoopbackServer]:
+    """One loopback server for every example, answering what `_BODY` holds."""
+    with LoopbackServer(_BODY) as running:
+        yield running
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    status=st.just(200) | st.sampled_from([201, 400, 401, 404, 429, 503]),
+    body=st.one_of(
+        _COMPLETION.map(lambda body: json.dumps(body).encode()),
+        _COMPLETION.map(lambda body: json.dumps(body).encode()),
+        _JSON.map(lambda body: json.dumps(body).encode()),
+        st.binary(max_size=64),
+    ),
+)
+@example(status=200, body=_HUGE_USAGE)
+def test_any_reply_body_is_a_sendable_reply_or_a_provider_error_naming_the_endpoint(
+    scripted_server: LoopbackServer, status: int, body: bytes
+) -> None:
+    """Whatever status and body come back, the caller gets a reply it can store and send
+    back, or a ProviderError naming the endpoint, bounded, without the key; nothing else."""
+    _BODY.response = LoopbackResponse(status, body)
+    config = provider_config(scripted_server.url + "/v1", max_retries=0)
+    try:
+        reply = asyncio.run(OpenAIProvider(config).complete(MESSAGES, []))
+    except ProviderError as exc:
+        said = str(exc)
+        assert scripted_server.url in said
+        assert API_KEY not in said and len(said) < 2_000
+        return
+    assert 200 <= status < 300
+    message = reply.message
+    assert message["role"] == "assistant" and "_meta" not in message
+    assert isinstance(message["content"], str | list)
+    ids = [call["id"] for call in reply.tool_calls]
+    assert all(isinstance(i, str) and 0 < len(i) <= MAX_CALL_ID_LENGTH for i in ids)
+    assert len(set(ids)) == len(ids)
+    assert all(isinstance(call["function"]["arguments"], str) for call in reply.tool_calls)
+    assert all(0 <= count <= 2 * 10**12 for count in reply.usage.to_json().values())
+    assert reply.finish_reason is None or isinstance(reply.finish_reason, str)
+    request_content(message)  # the session can store it and the next request carry it
 
 
 def test_empty_choices_is_an_empty_reply_not_an_error(server: FakeChatServer) -> None:
