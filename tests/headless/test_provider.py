@@ -374,6 +374,29 @@ def test_malformed_success_bodies_are_provider_errors(server: FakeChatServer) ->
         _complete(provider)
 
 
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"message": f"quota gone for {API_KEY}: " + "E" * 3_000_000},
+        f"quota gone for {API_KEY}: " + "E" * 3_000_000,
+        {"message": f"quota gone for {API_KEY}", "code": "C" * 100_000},
+        [f"quota gone for {API_KEY}"] * 100_000,
+    ],
+)
+def test_an_error_object_of_a_200_is_said_cut_short_with_the_key_masked(
+    server: FakeChatServer, error: Any
+) -> None:
+    """A 200 carrying a megabytes-long error object gives an error of 1,000-odd characters."""
+    server.add(Reply(body={"error": error}))
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server))
+    message = str(caught.value)
+    assert len(server.requests) == 1
+    assert message.startswith(f"{server.base_url}/chat/completions answered with an error: ")
+    assert "quota gone for ***" in message and API_KEY not in message
+    assert message.endswith(" characters)") and len(message) < 1_200
+
+
 def _cohere_bodies() -> list[dict[str, Any]]:
     """The recorded 200 replies of Cohere's v2 chat API (a body with no `choices`)."""
     path = Path(__file__).parents[1] / "data" / "pydantic-ai-cassettes" / "interactions.jsonl"
