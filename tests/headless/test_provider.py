@@ -139,6 +139,47 @@ def test_retry_after_seconds_is_honoured_up_to_the_cap(server: FakeChatServer) -
     assert [n.delay for n in notices] == [0.0, 0.02]
 
 
+@pytest.mark.parametrize(
+    ("retry_after", "said"),
+    [
+        ("3600", "3600s"),
+        ("172800", "172800s (2.0 days)"),
+        ("1e300", "more than a year"),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", "more than a year"),
+    ],
+)
+def test_a_wait_asked_past_the_cap_is_said_and_so_is_the_last_one_asked(
+    server: FakeChatServer, retry_after: str, said: str
+) -> None:
+    """The notice says what the server asked for beside the cap waited; the error, when to
+    come back."""
+    asked = error_reply(429, "slow down", headers={"Retry-After": retry_after})
+    server.add(asked, asked)
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server, notices, max_retries=1, retry_after_cap=0.02))
+    (notice,) = notices
+    assert notice.delay == 0.02
+    assert notice.reason == (
+        f"HTTP 429: slow down (invalid_request_error) (the server asked for a wait of {said}; "
+        "provider.retry_after_cap is 0.02s)"
+    )
+    assert str(caught.value).endswith(
+        "gave up after 2 attempt(s); last error: HTTP 429: slow down (invalid_request_error) "
+        f"(the server asked for a wait of {said})"
+    )
+
+
+def test_a_wait_within_the_cap_is_said_only_as_the_delay(server: FakeChatServer) -> None:
+    """A Retry-After the cap allows is waited as asked, the notice as it always was."""
+    server.add(error_reply(503, "busy", headers={"Retry-After": "0.01"}), text_reply("ok"))
+    notices: list[RetryNotice] = []
+    _complete(_provider(server, notices, retry_after_cap=0.02))
+    assert [(n.delay, n.reason) for n in notices] == [
+        (0.01, "HTTP 503: busy (invalid_request_error)")
+    ]
+
+
 def test_retry_after_http_date_in_the_past_means_now(server: FakeChatServer) -> None:
     """A Retry-After HTTP date in the past gives a wait of zero."""
     server.add(
