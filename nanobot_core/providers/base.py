@@ -182,10 +182,17 @@ class ProviderFactory(Protocol):
     ) -> Provider: ...
 
 
+#: The largest token count of one reply taken as the server sent it: no model reads or writes
+#: a trillion tokens in one call, and a count of thousands of digits (JSON allows one) would
+#: make the turn's sum too long to write to the session file.
+_MAX_TOKEN_COUNT = 10**12
+
+
 def token_count(raw: Mapping[str, Any], key: str) -> int:
-    """``raw[key]`` when it is a non-negative integer, else 0 (a server's usage is not trusted)."""
+    """``raw[key]`` when it is an integer from 0 to a trillion, else 0 (a server's usage is
+    not trusted)."""
     value = raw.get(key)
-    return value if type(value) is int and value >= 0 else 0
+    return value if type(value) is int and 0 <= value <= _MAX_TOKEN_COUNT else 0
 
 
 def normalise_usage(raw: object) -> Usage:

@@ -211,6 +211,9 @@ async def send_with_retries(
     server that trickles its reply a byte at a time would never time out); an
     attempt that overruns it is retried like any other timeout.
 
+    A wait the server asked for that is longer than the cap is said, with the cap, in
+    the retry's notice; one asked for with the last failure, in the error.
+
     Raises ProviderError ``"{url}: gave up after N attempt(s); last error: ..."``
     when the retries are used up; any other exception of `attempt` passes through.
     """
@@ -220,22 +223,32 @@ async def send_with_retries(
         try:
             result = await _within(attempt, timeout)
         except Retryable as failure:
+            wait = failure.server_wait
             if number == retries:
+                # When to try again, if the server said: a person can wait it out.
+                asked = f" (the server asked for a wait of {_seconds(wait)})" if wait else ""
                 raise ProviderError(
-                    f"{url}: gave up after {number + 1} attempt(s); last error: {failure.reason}"
+                    f"{url}: gave up after {number + 1} attempt(s); last error: "
+                    f"{failure.reason}{asked}"
                 ) from None
-            delay = policy.delay(number + 1, failure.server_wait)
+            delay = policy.delay(number + 1, wait)
+            reason = failure.reason
+            if wait is not None and wait > policy.cap:
+                reason += (
+                    f" (the server asked for a wait of {_seconds(wait)}; "
+                    f"provider.retry_after_cap is {_seconds(policy.cap)})"
+                )
             # Info, not warning: the progress callback is how a person hears about retries.
             log.info(
                 "provider request failed; retrying",
                 url=url,
-                error=failure.reason,
+                error=reason,
                 retry=number + 1,
                 max_retries=retries,
                 delay=round(delay, 3),
             )
             if progress is not None:
-                progress(RetryNotice(number + 1, retries, delay, failure.reason))
+                progress(RetryNotice(number + 1, retries, delay, reason))
             await asyncio.sleep(delay)
             continue
         log.debug(
@@ -246,6 +259,18 @@ async def send_with_retries(
         )
         return result
     raise AssertionError("unreachable: the loop returns or raises")  # pragma: no cover
+
+
+_DAY = 86_400.0
+
+
+def _seconds(wait: float) -> str:
+    """A wait as a person reads it: ``0.5s``, ``90s``, ``86400s (1.0 days)``; past a year,
+    ``more than a year`` (a server may ask for 10**300 seconds)."""
+    if wait > 365 * _DAY:
+        return "more than a year"
+    said = f"{wait:.0f}s" if wait >= 10 else f"{wait:g}s"
+    return f"{said} ({wait / _DAY:.1f} days)" if wait >= _DAY else said
 
 
 async def _within(attempt: Callable[[], Awaitable[T]], timeout: float | None) -> T:
@@ -458,26 +483,32 @@ def transport_failure(
     A timeout, a connection that failed or broke off, and a reply body that
     cannot be decompressed (its ``Content-Encoding`` lies or it arrived
     damaged) are all faults of the transfer, not of the request: a Retryable,
-    worth another try. A request malformed on this side (``httpx.LocalProtocolError``:
-    a header value holding a line break, say) would fail the same way every time:
-    a plain ProviderError, not retried, naming the header and what is wrong with
-    it, never its value; `url` (None: left out) names the endpoint in it.
+    worth another try. What the HTTP library says is cut by `excerpt`: it
+    quotes a status or header line it cannot read whole, and a server that does
+    not speak HTTP sends up to 16 KiB of one. A request malformed on this side
+    (``httpx.LocalProtocolError``: a header value holding a line break, say) would
+    fail the same way every time: a plain ProviderError, not retried, naming the
+    header and what is wrong with it, never its value; `url` (None: left out)
+    names the endpoint in it.
     """
     import httpx
 
     if isinstance(exc, httpx.TimeoutException):
         return Retryable(f"timed out after {timeout:g}s ({type(exc).__name__})")
     if isinstance(exc, httpx.DecodingError):
-        return Retryable(mask_secret(f"the reply body could not be decompressed: {exc}", secret))
+        said = excerpt(mask_secret(str(exc), secret))
+        return Retryable(f"the reply body could not be decompressed: {said}")
     if isinstance(exc, httpx.LocalProtocolError):
         where = f"{url}: " if url else ""
         fault = _request_fault(exc)
-        said = mask_secret(f"{type(exc).__name__}: {exc}", secret)
+        said = excerpt(mask_secret(f"{type(exc).__name__}: {exc}", secret))
         return ProviderError(
             f"{where}the request was not sent: {fault + '; ' if fault else ''}not retried, "
             f"as it would fail the same way every time ({said})"
         )
-    return Retryable(mask_secret(f"connection failed: {type(exc).__name__}: {exc}", secret))
+    # Masked whole, then cut: a cut first could leave a piece of the key too short to mask.
+    said = excerpt(mask_secret(f"{type(exc).__name__}: {exc}", secret))
+    return Retryable(f"connection failed: {said}")
 
 
 def _request_fault(exc: httpx.RequestError) -> str | None:

@@ -12,7 +12,10 @@ provider's repr leaves it out.
 server (what Ollama, llama.cpp, LM Studio, OpenRouter document);
 ``provider.max_tokens_field`` names the field for a server the host does not
 tell (a gateway in front of OpenAI, Azure). A refusal that names the field says
-which setting sent it, where it was set, and in which field.
+which setting sent it, where it was set, and in which field; so does a refusal
+of the key, the model or the address (401, 403, 404) of the settings that sent
+them. A redirect is never followed (the key would go with it): its error says
+where it points and that ``provider.base_url`` is to be set to it.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from nanobot_core._clip import clip, quoted
 from nanobot_core._json_boundary import JSONBoundaryError, JSONLimitError, loads
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig, check_reply_limit, source_prefix
@@ -39,6 +43,7 @@ from nanobot_core.providers.http import (
     KeptClients,
     describe_body,
     error_text,
+    excerpt,
     failure_for_status,
     mask_secret,
     post_request,
@@ -65,6 +70,12 @@ _API_KEY_HINT = (
 )
 #: The reply-limit fields, as ``provider.max_tokens_field`` names them.
 _FIELDS = ("max_tokens", "max_completion_tokens")
+#: How a user sets each setting a refusal may be about, as its error says.
+_HOW_TO_SET = {
+    "provider.api_key": "NANOBOT_API_KEY or OPENAI_API_KEY sets it",
+    "provider.base_url": "--base-url or NANOBOT_BASE_URL sets it",
+    "provider.model": "--model or NANOBOT_MODEL sets it",
+}
 
 
 def _reply_limit_field(base_url: str, setting: str = "auto") -> str:
@@ -98,6 +109,50 @@ def _setting_note(config: ProviderConfig, field: str) -> str:
     return (
         f"{said}, the field {taker} ({where}provider.max_tokens_field = 'auto'{default}; "
         f"'{other}' sends the other)"
+    )
+
+
+def _said(config: ProviderConfig, key: str, value: str | None) -> str:
+    """A setting as a refusal's error names it: where it was set, its key and value, and how
+    to set it (``command line: provider.model = 'gpt-4o' (--model or NANOBOT_MODEL sets
+    it)``); of ``provider.api_key``, only whether it is set, never its value."""
+    where = source_prefix(config=config, keys=[key])
+    if key == "provider.api_key":
+        shown = "is set (not shown)" if value else "is not set: no key was sent"
+        return f"{where}{key} {shown}; {_HOW_TO_SET[key]}"
+    return f"{where}{key} = {quoted(value)} ({_HOW_TO_SET[key]})"
+
+
+def _status_notes(config: ProviderConfig, base_url: str) -> dict[int, str]:
+    """What the error of a refusal with each of these statuses adds: the settings to check.
+
+    The server names what it refused (a key, a model) in its own words, if at all;
+    never the setting that sent it nor where that was set.
+    """
+    key = _said(config, "provider.api_key", config.api_key)
+    model = _said(config, "provider.model", config.model)
+    base = _said(config, "provider.base_url", base_url)
+    return {
+        401: (
+            f"the server did not take the key: {key}"
+            if config.api_key
+            else f"the server wants a key: {key}"
+        ),
+        403: f"the key may not use this model or endpoint: {model}; {key}",
+        404: (
+            f"no such endpoint or model here: {base}, the endpoint being it and "
+            f"/chat/completions; {model}"
+        ),
+    }
+
+
+def _redirect_note(response: httpx.Response, base: str) -> str:
+    """What the error of a redirect adds: where it points, and why it was not followed."""
+    location = (response.headers.get("location") or "").strip()
+    to = f" to {quoted(without_credentials(clip(location, 200)))}" if location else ""
+    return (
+        f"the server redirects{to}; redirects are not followed, so that the key never goes "
+        f"to another server: set provider.base_url to the new address: {base}"
     )
 
 
@@ -158,6 +213,9 @@ class OpenAIProvider:
         self._reply_limit_note = (
             _setting_note(config, self.max_tokens_field) if self.max_tokens is not None else None
         )
+        # What a refusal of the key, the model or the URL adds: the settings that sent them.
+        self._status_notes = _status_notes(config, without_credentials(self.base_url))
+        self._base_url_said = _said(config, "provider.base_url", without_credentials(self.base_url))
         self.policy = RetryPolicy(config.max_retries, config.backoff_base, config.retry_after_cap)
         self._api_key = config.api_key or None
         self._progress = progress
@@ -272,6 +330,14 @@ class OpenAIProvider:
         ):
             # The server names the field, never the setting that filled it or where it was set.
             raise ProviderError(f"{failure} [{mask_secret(note, self._api_key)}]")
+        status = response.status_code
+        if 300 <= status < 400:
+            # Never followed (httpx's default): the key would go with the request to any host.
+            note = _redirect_note(response, self._base_url_said)
+        else:
+            note = self._status_notes.get(status)
+        if note is not None and isinstance(failure, ProviderError):
+            raise ProviderError(f"{failure} [{mask_secret(note, self._api_key)}]")
         raise failure
 
     def _parse_reply(self, response: httpx.Response, *, salt: str) -> ProviderReply:
@@ -283,7 +349,7 @@ class OpenAIProvider:
             # Some proxies answer 200 with an error object instead of a status code.
             raise ProviderError(
                 f"{self.display_url} answered with an error: "
-                f"{mask_secret(error_text(data['error']), self._api_key)}"
+                f"{mask_secret(excerpt(error_text(data['error'])), self._api_key)}"
             )
         if not isinstance(choices, list):
             # A Responses API, Cohere or Bedrock body behind a misconfigured URL: an

@@ -18,6 +18,10 @@ from tests.helpers import REPO_ROOT, run_cli
 DOC = REPO_ROOT / "docs" / "headless.md"
 #: The server URLs the examples name, each standing for the server the test runs.
 DOC_URLS = ("http://localhost:8000/v1", "https://api.cohere.com/v2")
+#: How the examples of a refusal begin, up to the status.
+_REFUSAL_START = (
+    "Error: provider 'openai': http://localhost:8000/v1/chat/completions refused the request:\n"
+)
 
 
 def _example(start: str) -> str:
@@ -70,7 +74,27 @@ def test_a_refused_request_is_reported_as_documented(
     )
     code, stderr = _run(server.base_url, tmp_path, cli_env(server))
     assert code == 1
-    expected = _pattern(_example("Error: provider 'openai': http://localhost:8000/v1/chat/c"))
+    expected = _pattern(_example(_REFUSAL_START + "HTTP 400"))
+    (line,) = _stderr_lines(stderr, "Error:")
+    assert expected.fullmatch(line), (expected.pattern, line)
+    assert len(server.requests) == 1
+
+
+def test_a_model_the_server_does_not_have_is_reported_as_documented(
+    server: FakeChatServer, tmp_path: Path
+) -> None:
+    """vLLM's 404 for a model it does not serve gives the doc's error, naming the settings."""
+    vllm = {
+        "object": "error",
+        "message": "The model `qwen3:8` does not exist.",
+        "type": "NotFoundError",
+        "param": None,
+        "code": 404,
+    }
+    server.add(Reply(status=404, body=vllm))
+    code, stderr = _run(server.base_url, tmp_path, cli_env(server), "--model", "qwen3:8")
+    assert code == 1
+    expected = _pattern(_example(_REFUSAL_START + "HTTP 404"))
     (line,) = _stderr_lines(stderr, "Error:")
     assert expected.fullmatch(line), (expected.pattern, line)
     assert len(server.requests) == 1

@@ -168,6 +168,23 @@ def test_usage_reads_what_is_there() -> None:
     assert normalise_usage(None) == Usage()
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.dictionaries(
+        st.sampled_from(["prompt_tokens", "completion_tokens", "total_tokens"]),
+        st.one_of(st.integers(min_value=-(10**30), max_value=10**4299), st.floats(), st.text()),
+    )
+)
+def test_any_usage_gives_counts_from_zero_to_a_trillion(raw: dict[str, Any]) -> None:
+    """Whatever a server reports, each count is 0 to 10**12, a count in range kept as sent."""
+    usage = normalise_usage(raw).to_json()
+    for key in ("prompt_tokens", "completion_tokens"):
+        sent = raw.get(key)
+        in_range = type(sent) is int and 0 <= sent <= 10**12
+        assert usage[key] == (sent if in_range else 0)
+    assert 0 <= usage["total_tokens"] <= 2 * 10**12
+
+
 @pytest.mark.parametrize(
     ("status", "retryable"),
     [(400, False), (401, False), (404, False), (408, True), (429, True), (500, True), (503, True)],

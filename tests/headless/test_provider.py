@@ -6,14 +6,16 @@ import asyncio
 import json
 import socket
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nanobot_core._json_boundary import MAX_ENCODED_DEPTH
+from nanobot_core.config import load_config
 from nanobot_core.errors import ProviderError
 from nanobot_core.kernel.records import core_version
 from nanobot_core.providers import (
@@ -24,7 +26,8 @@ from nanobot_core.providers import (
     request_content,
     request_fault,
 )
-from nanobot_core.testing_http import LoopbackResponse, LoopbackServer
+from nanobot_core.providers.base import MAX_CALL_ID_LENGTH
+from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
 from tests.headless.conftest import API_KEY, provider_config
 from tests.headless.fake_server import (
     FakeChatServer,
@@ -136,6 +139,47 @@ def test_retry_after_seconds_is_honoured_up_to_the_cap(server: FakeChatServer) -
     assert [n.delay for n in notices] == [0.0, 0.02]
 
 
+@pytest.mark.parametrize(
+    ("retry_after", "said"),
+    [
+        ("3600", "3600s"),
+        ("172800", "172800s (2.0 days)"),
+        ("1e300", "more than a year"),
+        ("Fri, 31 Dec 9999 23:59:59 GMT", "more than a year"),
+    ],
+)
+def test_a_wait_asked_past_the_cap_is_said_and_so_is_the_last_one_asked(
+    server: FakeChatServer, retry_after: str, said: str
+) -> None:
+    """The notice says what the server asked for beside the cap waited; the error, when to
+    come back."""
+    asked = error_reply(429, "slow down", headers={"Retry-After": retry_after})
+    server.add(asked, asked)
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server, notices, max_retries=1, retry_after_cap=0.02))
+    (notice,) = notices
+    assert notice.delay == 0.02
+    assert notice.reason == (
+        f"HTTP 429: slow down (invalid_request_error) (the server asked for a wait of {said}; "
+        "provider.retry_after_cap is 0.02s)"
+    )
+    assert str(caught.value).endswith(
+        "gave up after 2 attempt(s); last error: HTTP 429: slow down (invalid_request_error) "
+        f"(the server asked for a wait of {said})"
+    )
+
+
+def test_a_wait_within_the_cap_is_said_only_as_the_delay(server: FakeChatServer) -> None:
+    """A Retry-After the cap allows is waited as asked, the notice as it always was."""
+    server.add(error_reply(503, "busy", headers={"Retry-After": "0.01"}), text_reply("ok"))
+    notices: list[RetryNotice] = []
+    _complete(_provider(server, notices, retry_after_cap=0.02))
+    assert [(n.delay, n.reason) for n in notices] == [
+        (0.01, "HTTP 503: busy (invalid_request_error)")
+    ]
+
+
 def test_retry_after_http_date_in_the_past_means_now(server: FakeChatServer) -> None:
     """A Retry-After HTTP date in the past gives a wait of zero."""
     server.add(
@@ -187,6 +231,98 @@ def test_a_refusal_names_the_servers_id_of_the_request(
         assert said in message and len(message) < 400
 
 
+@pytest.mark.parametrize(
+    ("status", "said"),
+    [
+        (
+            401,
+            "the server did not take the key: "
+            "environment variable NANOBOT_API_KEY: provider.api_key is set (not shown); "
+            "NANOBOT_API_KEY or OPENAI_API_KEY sets it]",
+        ),
+        (
+            403,
+            "the key may not use this model or "
+            "endpoint: environment variable NANOBOT_MODEL: provider.model = 'gpt-9' (--model or "
+            "NANOBOT_MODEL sets it); environment variable NANOBOT_API_KEY: provider.api_key is "
+            "set (not shown); NANOBOT_API_KEY or OPENAI_API_KEY sets it]",
+        ),
+        (
+            404,
+            "no such endpoint or model here: "
+            "environment variable NANOBOT_BASE_URL: provider.base_url = '{base_url}' "
+            "(--base-url or NANOBOT_BASE_URL sets it), the endpoint being it and "
+            "/chat/completions; environment variable NANOBOT_MODEL: provider.model = 'gpt-9' "
+            "(--model or NANOBOT_MODEL sets it)]",
+        ),
+    ],
+)
+def test_a_refused_key_model_or_url_names_the_settings_to_fix_and_where_they_were_set(
+    server: FakeChatServer, status: int, said: str
+) -> None:
+    """401, 403 and 404 end with the settings that sent what was refused, never the key."""
+    message = f"Incorrect API key provided: {API_KEY}"  # as OpenAI echoes a wrong key
+    server.add(error_reply(status, message))
+    environ = {
+        "NANOBOT_BASE_URL": server.base_url,
+        "NANOBOT_API_KEY": API_KEY,
+        "NANOBOT_MODEL": "gpt-9",
+        "NANOBOT_PROVIDER__MAX_RETRIES": "2",
+    }
+    config = load_config(cwd=Path("/nonexistent-nanobot-dir"), environ=environ).provider
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(OpenAIProvider(config).complete(MESSAGES, []))
+    assert len(server.requests) == 1  # not retried
+    expected = (
+        f"{server.base_url}/chat/completions refused the request: HTTP {status}: Incorrect "
+        f"API key provided: *** (invalid_request_error) [{said.format(base_url=server.base_url)}"
+    )
+    assert str(caught.value) == expected
+
+
+def test_a_401_without_a_key_says_none_was_sent(server: FakeChatServer) -> None:
+    """A server that wants a key, asked without one, is told apart from one refusing a key."""
+    server.add(error_reply(401, "You didn't provide an API key."))
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server, api_key=None))
+    (request,) = server.requests
+    assert "authorization" not in request.headers
+    assert str(caught.value).endswith(
+        "HTTP 401: You didn't provide an API key. (invalid_request_error) [the server wants a "
+        "key: provider.api_key is not set: no key was sent; NANOBOT_API_KEY or OPENAI_API_KEY "
+        "sets it]"
+    )
+
+
+@pytest.mark.parametrize("status", [301, 302, 303, 307, 308])
+def test_a_redirect_is_not_followed_the_key_stays_with_the_server_set_and_the_error_says_so(
+    server: FakeChatServer, status: int
+) -> None:
+    """A redirect to another server sends it nothing; the error names the address and the fix."""
+    elsewhere: list[LoopbackRequest] = []
+
+    def record(request: LoopbackRequest) -> LoopbackResponse:
+        elsewhere.append(request)
+        return LoopbackResponse(200, {"choices": [{"message": {"content": "stolen"}}]})
+
+    with LoopbackServer(record) as other:
+        target = f"{other.url}/v1/chat/completions?key={API_KEY}"
+        server.add(Reply(status=status, body="", headers={"Location": target}))
+        with pytest.raises(ProviderError) as caught:
+            _complete(_provider(server))
+    assert elsewhere == [] and len(server.requests) == 1
+    assert server.requests[0].headers["authorization"] == f"Bearer {API_KEY}"
+    message = str(caught.value)
+    assert API_KEY not in message
+    assert f"HTTP {status}: " in message
+    assert message.endswith(
+        f"[the server redirects to '{other.url}/v1/chat/completions?key=***'; redirects are "
+        "not followed, so that the key never goes to another server: set provider.base_url "
+        f"to the new address: provider.base_url = '{server.base_url}' (--base-url or "
+        "NANOBOT_BASE_URL sets it)]"
+    )
+
+
 def test_timeout_is_retried_then_reported(server: FakeChatServer) -> None:
     """A server slower than the timeout is retried and then reported as a timeout."""
     server.add(Reply(body={}, delay=2.0), Reply(body={}, delay=2.0))
@@ -233,6 +369,25 @@ def test_connection_refused_is_retried_then_reported() -> None:
     assert len(notices) == 1
 
 
+def test_a_reply_that_is_not_http_is_said_cut_short_with_the_key_masked() -> None:
+    """A header block HTTP cannot read is echoed by the HTTP library whole: the error is cut."""
+    not_http = "fine\r\n" + API_KEY + " " + "Z" * 12_000  # a line with no colon, 12 KB long
+    answer = LoopbackResponse(200, {}, headers={"X-Note": not_http})
+    notices: list[RetryNotice] = []
+    with LoopbackServer(lambda request: answer) as server:
+        config = provider_config(server.url + "/v1", max_retries=1)
+        with pytest.raises(ProviderError) as caught:
+            asyncio.run(OpenAIProvider(config, progress=notices.append).complete(MESSAGES, []))  # type: ignore[arg-type]
+        assert server.connections == 2  # tried, and retried
+    message = str(caught.value)
+    (notice,) = notices
+    for said in (message, notice.reason):
+        assert "connection failed: RemoteProtocolError: illegal header line" in said
+        assert API_KEY not in said and "***" in said
+        assert said.endswith(" characters)")  # how long the library's text was, once cut
+    assert len(notice.reason) < 1_100 and len(message) < 1_200
+
+
 @pytest.mark.parametrize("status", [200, 503])
 def test_a_body_that_cannot_be_decompressed_is_retried_then_reported(
     server: FakeChatServer, status: int
@@ -258,6 +413,29 @@ def test_malformed_success_bodies_are_provider_errors(server: FakeChatServer) ->
         _complete(provider)
     with pytest.raises(ProviderError, match="quota gone"):
         _complete(provider)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        {"message": f"quota gone for {API_KEY}: " + "E" * 3_000_000},
+        f"quota gone for {API_KEY}: " + "E" * 3_000_000,
+        {"message": f"quota gone for {API_KEY}", "code": "C" * 100_000},
+        [f"quota gone for {API_KEY}"] * 100_000,
+    ],
+)
+def test_an_error_object_of_a_200_is_said_cut_short_with_the_key_masked(
+    server: FakeChatServer, error: Any
+) -> None:
+    """A 200 carrying a megabytes-long error object gives an error of 1,000-odd characters."""
+    server.add(Reply(body={"error": error}))
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server))
+    message = str(caught.value)
+    assert len(server.requests) == 1
+    assert message.startswith(f"{server.base_url}/chat/completions answered with an error: ")
+    assert "quota gone for ***" in message and API_KEY not in message
+    assert message.endswith(" characters)") and len(message) < 1_200
 
 
 def _cohere_bodies() -> list[dict[str, Any]]:
@@ -358,6 +536,113 @@ def test_any_first_choice_is_a_reply_or_a_provider_error(choice: Any) -> None:
             filtered = message is None and isinstance(choice.get("finish_reason"), str)
             assert isinstance(message, dict) or (filtered and "text" not in choice)
             assert reply.message["role"] == "assistant"
+
+
+_CALL = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": st.sampled_from(["call_1", "call_1", "", "x" * 41]) | _JSON,
+        "type": _JSON,
+        "function": st.fixed_dictionaries({}, optional={"name": _JSON, "arguments": _JSON}) | _JSON,
+    },
+)
+_MESSAGE = st.fixed_dictionaries(
+    {},
+    optional={
+        "role": _JSON,
+        "content": _JSON,
+        "tool_calls": st.lists(_CALL, max_size=4) | _JSON,
+        "function_call": _JSON,
+        "_meta": _JSON,
+    },
+)
+_CHOICE = st.fixed_dictionaries(
+    {},
+    optional={
+        "message": _MESSAGE | _JSON,
+        "finish_reason": st.sampled_from(["stop", "length", "tool_calls"]) | _JSON,
+        "text": _JSON,
+    },
+)
+# The edges first: the largest count taken, one past it, the most digits JSON decodes.
+_COUNT = (
+    st.sampled_from([10**12, 10**12 + 1, int("9" * 4_300), -1])
+    | st.integers(min_value=-(10**20), max_value=int("9" * 4_300))
+    | st.floats()
+    | _JSON
+)
+_COMPLETION = st.fixed_dictionaries(
+    {
+        "choices": st.lists(_CHOICE, max_size=2) | _JSON,
+        "usage": st.dictionaries(
+            st.sampled_from(["prompt_tokens", "completion_tokens", "total_tokens"]), _COUNT
+        )
+        | _JSON,
+    },
+    optional={"model": _JSON, "error": _JSON},
+)
+#: Counts a server may send that the session file cannot hold the sum of.
+_HUGE_USAGE = json.dumps(
+    {"choices": [], "usage": {"prompt_tokens": int("9" * 4_300), "completion_tokens": 9}}
+).encode()
+
+
+class _ScriptedBody:
+    """What the loopback server answers next, set by each example of the property below."""
+
+    def __init__(self) -> None:
+        self.response = LoopbackResponse(200, b"")
+
+    def __call__(self, request: LoopbackRequest) -> LoopbackResponse:
+        return self.response
+
+
+_BODY = _ScriptedBody()
+
+
+@pytest.fixture(scope="module")
+def scripted_server() -> Iterator[LoopbackServer]:
+    """One loopback server for every example, answering what `_BODY` holds."""
+    with LoopbackServer(_BODY) as running:
+        yield running
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    status=st.just(200) | st.sampled_from([201, 400, 401, 404, 429, 503]),
+    body=st.one_of(
+        _COMPLETION.map(lambda body: json.dumps(body).encode()),
+        _COMPLETION.map(lambda body: json.dumps(body).encode()),
+        _JSON.map(lambda body: json.dumps(body).encode()),
+        st.binary(max_size=64),
+    ),
+)
+@example(status=200, body=_HUGE_USAGE)
+def test_any_reply_body_is_a_sendable_reply_or_a_provider_error_naming_the_endpoint(
+    scripted_server: LoopbackServer, status: int, body: bytes
+) -> None:
+    """Whatever status and body come back, the caller gets a reply it can store and send
+    back, or a ProviderError naming the endpoint, bounded, without the key; nothing else."""
+    _BODY.response = LoopbackResponse(status, body)
+    config = provider_config(scripted_server.url + "/v1", max_retries=0)
+    try:
+        reply = asyncio.run(OpenAIProvider(config).complete(MESSAGES, []))
+    except ProviderError as exc:
+        said = str(exc)
+        assert scripted_server.url in said
+        assert API_KEY not in said and len(said) < 2_000
+        return
+    assert 200 <= status < 300
+    message = reply.message
+    assert message["role"] == "assistant" and "_meta" not in message
+    assert isinstance(message["content"], str | list)
+    ids = [call["id"] for call in reply.tool_calls]
+    assert all(isinstance(i, str) and 0 < len(i) <= MAX_CALL_ID_LENGTH for i in ids)
+    assert len(set(ids)) == len(ids)
+    assert all(isinstance(call["function"]["arguments"], str) for call in reply.tool_calls)
+    assert all(0 <= count <= 2 * 10**12 for count in reply.usage.to_json().values())
+    assert reply.finish_reason is None or isinstance(reply.finish_reason, str)
+    request_content(message)  # the session can store it and the next request carry it
 
 
 def test_empty_choices_is_an_empty_reply_not_an_error(server: FakeChatServer) -> None:

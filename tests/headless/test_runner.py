@@ -216,6 +216,27 @@ def test_a_tool_round_then_an_answer(harness: Harness, server: FakeChatServer) -
     assert lines[3]["content"] == "two lines"
 
 
+def test_token_counts_past_a_trillion_count_as_unreported_and_the_turn_is_stored(
+    harness: Harness, server: FakeChatServer
+) -> None:
+    """Counts of thousands of digits (JSON allows them) are zero, not a sum no session can hold."""
+    huge = int("9" * 4_300)  # the most digits the JSON boundary decodes
+    server.add(
+        text_reply("done", usage={"prompt_tokens": huge, "completion_tokens": huge}),
+    )
+    server.add(text_reply("again", usage={"prompt_tokens": 10**12, "completion_tokens": 7}))
+
+    first = harness.turn("hello")
+    second = harness.turn("hello again")
+
+    assert first.answer == "done" and first.usage.to_json()["total_tokens"] == 0
+    # A trillion is the largest count taken as sent.
+    assert second.usage.to_json()["prompt_tokens"] == 10**12
+    assert second.usage.to_json()["total_tokens"] == 10**12 + 7
+    stored = [line["_meta"]["usage"] for line in harness.lines() if line["role"] == "assistant"]
+    assert [usage["prompt_tokens"] for usage in stored] == [0, 10**12]
+
+
 def test_progress_reports_tools_and_retries(harness: Harness, server: FakeChatServer) -> None:
     """Progress gets each tool's start and finish, and the provider's retry notices."""
     server.add(
