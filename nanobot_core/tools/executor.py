@@ -219,12 +219,16 @@ class Executor:
         try:
             # Arguments a tool's own check returned may hold its objects, copied by their code.
             arguments = copy.deepcopy(prepared.arguments)
+            # The tool gets a copy of its own: what it does to its values (appends an object
+            # no JSON holds, keeps them to change later) must not rewrite the arguments the
+            # outcome reports (`call --json`, a turn's tool calls) or the hooks were shown.
+            own = copy.deepcopy(prepared.arguments)
         except BaseException as exc:
             said = contained(exc)
             return outcome(
                 ToolResult.error(
                     f"{self._label(name)} cannot be run: its arguments could "
-                    f"not be copied for the tool-call hooks: {said}"
+                    f"not be copied for the tool and the tool-call hooks: {said}"
                 )
             )
         event = ToolCallEvent(
@@ -237,7 +241,7 @@ class Executor:
             self._after(event, result)
             return outcome(result)
         started = time.perf_counter()
-        result = await self._execute(tool, name, prepared.arguments, flags)
+        result = await self._execute(tool, name, own, flags)
         duration = time.perf_counter() - started
         event.duration = duration
         result = _with_hint(result)

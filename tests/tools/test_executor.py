@@ -1260,10 +1260,45 @@ def test_arguments_a_tool_check_made_uncopyable_refuse_the_call() -> None:
     executor = _executor(_HandsBackObjects("t", body), FakeTool("ok", fine))
     broken, ok = run(executor.run(_calls("t", "ok")))
     assert broken.result.startswith(
-        'Error: tool "t" cannot be run: its arguments could not be copied for the tool-call '
-        "hooks: SystemExit(6)"
+        'Error: tool "t" cannot be run: its arguments could not be copied for the tool and the '
+        "tool-call hooks: SystemExit(6)"
     )
     assert ok.result == "fine" and ran == []
+
+
+def test_a_tool_that_changes_its_arguments_changes_neither_the_outcome_nor_the_hooks() -> None:
+    """What a tool does to its argument values stays its own: the outcome and the after-hook
+    keep the arguments it was called with."""
+    kept: list[dict[str, Any]] = []
+
+    async def changes(**kwargs: Any) -> str:
+        kwargs["items"].append(object())  # not JSON: `call --json` printed a traceback
+        kwargs["options"]["depth"] = 99
+        kept.append(kwargs)
+        return "done"
+
+    hooks = RecordingHooks()
+    executor = _executor(FakeTool("t", changes), hooks=hooks)
+    sent = '{"items": [1, 2], "options": {"depth": 1}}'
+    (outcome,) = run(executor.run([ToolCallRequest("id-0", "t", sent)]))
+    assert outcome.result == "done"
+    assert outcome.arguments == {"items": [1, 2], "options": {"depth": 1}}
+    ((after, _),) = hooks.after_events
+    assert after.arguments == {"items": [1, 2], "options": {"depth": 1}}
+    assert kept[0]["options"] == {"depth": 99}  # the tool's own copy did change
+
+
+def test_a_tool_that_changes_arguments_given_as_an_object_leaves_the_object_alone() -> None:
+    """Arguments a provider hands over decoded stay as they came, whatever the tool does."""
+
+    async def changes(**kwargs: Any) -> str:
+        kwargs["items"].clear()
+        return "done"
+
+    sent: dict[str, Any] = {"items": [1, 2]}
+    (outcome,) = run(_executor(FakeTool("t", changes)).run([ToolCallRequest("id-0", "t", sent)]))
+    assert outcome.result == "done"
+    assert outcome.arguments == sent == {"items": [1, 2]}
 
 
 def test_an_exclusive_turned_odd_refuses_a_call_that_is_not_concurrency_safe() -> None:
