@@ -881,6 +881,84 @@ def test_a_limit_of_zero_refuses_nothing() -> None:
     assert not any(o.is_error for o in outcomes)
 
 
+class _ReprRaises:
+    """A value a tool's own check returns whose repr is broken."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def _cyclic() -> dict[str, Any]:
+    looped: dict[str, Any] = {}
+    looped["self"] = looped
+    return looped
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param({1: "a", "b": 2}, id="keys-that-do-not-sort"),
+        pytest.param(_cyclic(), id="cyclic"),
+        pytest.param(10**5000, id="int-of-5001-digits"),
+        pytest.param(_ReprRaises(), id="repr-raises"),
+    ],
+)
+def test_arguments_a_tool_check_returns_without_json_text_are_not_counted_as_repeats(
+    value: Any,
+) -> None:
+    """A read-only call whose checked arguments no JSON text holds runs, every time, and the
+    others of its batch with it: the repeat check raised out of `Executor.run` instead."""
+    from nanobot_core.tools._repeats import RepeatedCalls
+
+    async def body(**kwargs: Any) -> str:
+        return "ran"
+
+    class _ChecksItself(FakeTool):
+        def validate_arguments(self, arguments: dict[str, Any]) -> Any:
+            return {"x": value}, []
+
+    async def fine() -> str:
+        return "fine"
+
+    executor = _executor(_ChecksItself("odd", body), FakeTool("ok", fine))
+    repeats = RepeatedCalls(1)
+    calls = [ToolCallRequest(f"c{i}", "odd", "{}") for i in range(3)]
+    outcomes = run(executor.run([*calls, ToolCallRequest("c3", "ok", {})], repeats=repeats))
+    assert [str(o.result) for o in outcomes] == ["ran", "ran", "ran", "fine"]
+
+
+_ODD_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text()
+    | st.binary()
+    | st.builds(_ReprRaises)
+    | st.builds(pow, st.just(10), st.just(5000))
+    | st.sampled_from([object(), frozenset({1, 2})]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text() | st.integers() | st.none(), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(arguments=st.dictionaries(st.text(), _ODD_VALUES, max_size=4))
+def test_the_repeat_check_never_raises_whatever_the_arguments_hold(
+    arguments: dict[str, Any],
+) -> None:
+    """Counting a call refuses it or lets it through, for any arguments a check may return."""
+    from nanobot_core.tools._repeats import RepeatedCalls
+
+    repeats = RepeatedCalls(1)
+    first, second = (repeats.refusal("look", arguments) for _ in range(2))
+    assert first is None
+    assert second is None or second.startswith('Error: tool "look" was already called')
+
+
 # -- plugin code in the flags, the name and the result ---------------------------------------
 
 PLUGIN = "plugin 'flags' from flags-dist 2.1.0"
