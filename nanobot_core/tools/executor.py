@@ -332,6 +332,12 @@ async def _call(tool: Tool, arguments: dict[str, Any], owner: ToolCall, label: s
                 "not an awaitable (execute must be an async def)"
             )
         value = await pending
+        if inspect.iscoroutine(value):  # ``return self.helper()``, its await forgotten
+            value.close()  # never started: nothing of it runs, nor is it warned of at exit
+            return ToolResult.error(
+                f"{label} returned a coroutine instead of its result: its execute must "
+                "await it (return await ...)"
+            )
         # Still the tool's code: reading what it returned may run its own methods.
         try:
             read = read_result(value)

@@ -273,6 +273,30 @@ def test_failures_become_error_results_with_a_hint(body: Body, expected: str) ->
     assert outcome.result.endswith(ERROR_HINT)
 
 
+def test_a_tool_that_returns_its_coroutine_unawaited_is_told_to_await_it() -> None:
+    """``return self.helper()`` without await is an error saying so, and the coroutine is
+    closed: Python's ``RuntimeWarning: coroutine ... was never awaited`` (with a traceback
+    line and the interpreter's paths) went to stderr."""
+    import gc
+    import warnings
+
+    async def helper() -> str:
+        return "never run"
+
+    async def forgets() -> Any:
+        return helper()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outcome = _single(forgets)
+        gc.collect()
+    assert outcome.result.startswith(
+        'Error: tool "t" returned a coroutine instead of its result: its execute must await '
+        "it (return await ...)"
+    )
+    assert [str(w.message) for w in caught if w.category is RuntimeWarning] == []
+
+
 @pytest.mark.parametrize(
     ("escape", "said"),
     [
