@@ -741,6 +741,40 @@ def test_the_wrapped_tools_own_schema_validation_and_attributes_are_used(
     assert bad.error is not None and "n must be seven" in bad.error
 
 
+@pytest.mark.parametrize(
+    ("found", "said"),
+    [
+        ("n must be seven", "n must be seven"),
+        (b"n must be seven", "n must be seven"),
+        ({"n": "must be seven", "m": "is unknown"}, "n: must be seven; m: is unknown"),
+        (["n must be seven", "m is unknown"], "n must be seven; m is unknown"),
+    ],
+    ids=["str", "bytes", "dict", "list"],
+)
+def test_a_foreign_check_that_returns_one_error_text_is_one_error(
+    found: Any, said: str, ctx: PluginContext
+) -> None:
+    """A ``validate_params`` that returns its error as one str (or a dict of them) is read as
+    that error; a str was read letter by letter (``n;  ; m; u; s; t; ...``)."""
+    from nanobot_core.tools.registry import ToolRegistry
+
+    class OneText:
+        name = "one_text"
+        description = "Its check returns one error text."
+        parameters: dict[str, Any] = {"type": "object"}
+
+        def validate_params(self, params: dict[str, Any]) -> Any:
+            return found
+
+        async def execute(self, **kwargs: Any) -> str:
+            return "ran"
+
+    registry = ToolRegistry()
+    registry.add(as_tool(OneText(), ctx))  # type: ignore[arg-type]
+    refused = registry.prepare_call("one_text", "{}")
+    assert refused.error == f'Error: invalid arguments for tool "one_text": {said}'
+
+
 def test_options_become_the_tools_config_under_its_config_key(tmp_path: Path) -> None:
     """Without a package ToolsConfig, [tools.options] reach ctx.config as namespaces."""
     from nanobot_core.config import Config, ToolsConfig
