@@ -55,6 +55,8 @@ from typing import Any
 
 import attrs
 
+from nanobot_core._clip import a_type
+
 __all__ = [
     "LONE_SURROGATES_REPLACED",
     "MAX_ARGUMENT_VALUES",
@@ -78,6 +80,7 @@ __all__ = [
     "plain_numbers",
     "sanitized",
     "surrogates_fixed",
+    "viewable",
     "without_lone_surrogates",
 ]
 
@@ -455,6 +458,77 @@ def dumps(
 
 
 _SCALARS = (bool, int, type(None))
+
+
+def viewable(value: Any) -> Any:
+    """`value` as `dumps` can write it, for a report (``--json``): what JSON cannot hold, named.
+
+    `value` itself when `dumps` takes it. Otherwise a copy of its dicts, lists and
+    tuples in which a value of no JSON type is the text ``<a PosixPath>`` (a key of
+    no JSON key type likewise), an int of more than `MAX_INT_DIGITS` digits ``<an int
+    of N bits>``, a dict or list met again inside itself ``<a cycle>``, and one nested
+    deeper than `MAX_DEPTH` ``<nested deeper than 100 levels>``. What a tool's own
+    argument check returned may hold any of these. No code of the values' own runs
+    for the copy (no ``repr``, no ``items`` of a dict subclass). Iterative.
+    """
+    try:
+        dumps(value)
+    except (TypeError, ValueError, RecursionError):
+        pass
+    else:
+        return value
+
+    def leaf(item: Any) -> Any:
+        if isinstance(item, bool) or item is None:
+            return item
+        if isinstance(item, int):
+            if item.bit_length() > MAX_INT_DIGITS * 3.32:
+                return f"<an int of {item.bit_length()} bits>"
+            return int.__int__(item)
+        if isinstance(item, float):
+            return float.__float__(item)
+        if isinstance(item, str):
+            return str.__str__(item)
+        return f"<{a_type(item)}>"
+
+    def key_of(key: Any) -> str:
+        if isinstance(key, str):
+            return str.__str__(key)
+        shown = leaf(key)
+        if isinstance(shown, str):  # a type named, or an int too long to write
+            return shown
+        return json.dumps(shown)  # what json.dumps itself makes of such a key
+
+    if not isinstance(value, dict | list | tuple):
+        return leaf(value)
+    out: Any = {} if isinstance(value, dict) else []
+    # (container, its copy, the ids of the containers it is inside, itself included)
+    stack: list[tuple[Any, Any, frozenset[int]]] = [(value, out, frozenset({id(value)}))]
+    while stack:
+        source, target, inside = stack.pop()
+        pairs = dict.items(source) if isinstance(source, dict) else enumerate(_members(source))
+        for key, item in pairs:
+            if isinstance(item, dict | list | tuple):
+                if id(item) in inside:
+                    copied: Any = "<a cycle>"
+                elif len(inside) >= MAX_DEPTH:
+                    copied = f"<nested deeper than {MAX_DEPTH} levels>"
+                else:
+                    copied = {} if isinstance(item, dict) else []
+                    stack.append((item, copied, inside | {id(item)}))
+            else:
+                copied = leaf(item)
+            if isinstance(target, dict):
+                target[key_of(key)] = copied
+            else:
+                target.append(copied)
+    return out
+
+
+def _members(sequence: list[Any] | tuple[Any, ...]) -> list[Any]:
+    """The items of a list or tuple, read as the built-in type reads them (a subclass's own
+    ``__iter__`` is its code)."""
+    return list.copy(sequence) if isinstance(sequence, list) else list(tuple.__iter__(sequence))
 
 
 def _walk(value: Any, *, check_depth: bool, numbers: bool = False) -> tuple[Any, list[str]]:

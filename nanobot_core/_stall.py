@@ -35,7 +35,7 @@ from nanobot_core._logging import get_logger
 if TYPE_CHECKING:
     from nanobot_core.kernel.records import PluginRecord
 
-__all__ = ["StallWatch", "StalledCall", "plugin_packages", "stalled_call"]
+__all__ = ["StallWatch", "StalledCall", "plugin_packages", "stalled_call", "watch_threads_left"]
 
 log = get_logger(__name__)
 
@@ -239,3 +239,63 @@ class StallWatch:
 
 def _returned(call: StalledCall, seconds: float) -> None:
     log.warning("plugin code finished", plugin=call.plugin, seconds=round(seconds, 1))
+
+
+def watch_threads_left(after: float, records: Callable[[], Iterable[PluginRecord]]) -> None:
+    """Once the command is done, name the threads its process still waits for, after `after` s.
+
+    Python joins every thread that is not a daemon before the process exits, for as long as it
+    runs (a plugin's store may be saving in one): a plugin's thread that never ends (a loop, a
+    blocked socket) holds the process after its command is done, with nothing said. A daemon
+    thread waits `after` seconds (``[plugins] stall_warning``; 0: never), then warns of each
+    such thread still running, with the plugin whose code it runs (as `StallWatch` finds it
+    on its stack, or by the function it was started with) and where that code is. The core's
+    own threads are all daemons.
+    """
+    if after <= 0:
+        return
+    looking = threading.current_thread()
+
+    def look() -> None:
+        time.sleep(after)
+        for thread in threading.enumerate():
+            if thread.daemon or thread is looking or thread is threading.main_thread():
+                continue
+            try:
+                plugin, where = _running(thread, plugin_packages(tuple(records())))
+            except Exception as exc:  # a look that fails must not end unsaid
+                plugin, where = "", f"(its stack could not be read: {exc})"
+            log.warning(
+                "command done; the process waits for a thread that is not a daemon",
+                thread=thread.name,
+                plugin=plugin,
+                at=where,
+                seconds=round(after, 1),
+                note=(
+                    "a thread plugin code started without daemon=True is waited for "
+                    "before the process exits; Ctrl-C stops the wait"
+                ),
+            )
+
+    threading.Thread(target=look, name="nanobot-exit-watch", daemon=True).start()
+
+
+def _running(
+    thread: threading.Thread, packages: dict[str, list[tuple[str, str]]]
+) -> tuple[str, str]:
+    """The plugin whose code `thread` runs ("" when none is known), and where it is."""
+    ident = thread.ident
+    frame = sys._current_frames().get(ident) if ident is not None else None
+    found = stalled_call(frame, packages)
+    if found is not None:
+        return found.plugin, found.where
+    # No plugin frame on its stack (it waits in a function of C, ``time.sleep``, called
+    # from the thread's own ``run``): the function it was started with.
+    target = getattr(thread, "_target", None)
+    module = _module_of(target) if target is not None else None
+    if module is None:
+        return "", "unknown"
+    name = getattr(target, "__qualname__", None)
+    where = f"{module}.{name}" if isinstance(name, str) else module
+    owners = packages.get(module.partition(".")[0])
+    return (_owner(module, owners) if owners else ""), where

@@ -346,7 +346,7 @@ class CliState:
 
     def _watch_stalls(self, manager: PluginManager) -> None:
         """Watch the plugin code of `manager` for stalls (see `_stall`) until the command ends."""
-        from nanobot_core._stall import StallWatch
+        from nanobot_core._stall import StallWatch, watch_threads_left
 
         self._watched.append(manager)
         context = click.get_current_context(silent=True)
@@ -361,6 +361,13 @@ class CliState:
             at_limit=_stop_stalled,
         )
         context.find_root().call_on_close(watch.stop)
+        if _ProgramEnd.installed:  # the program: its process waits for those threads at exit
+            context.find_root().call_on_close(
+                lambda: watch_threads_left(
+                    plugins.stall_warning,
+                    lambda: [record for m in tuple(watched) for record in m.records_so_far()],
+                )
+            )
         watch.start()
 
     def echo_json(self, value: Any) -> None:
@@ -633,6 +640,9 @@ class _ProgramEnd:
     is ignored for that last part, where there is nothing left to stop.
     """
 
+    #: Whether `install` ran: the CLI is the program, whose end waits for its threads.
+    installed = False
+
     def __init__(self) -> None:
         self.code = EXIT_FAILED  # an exception that escaped main: Python's own code for one
         self.pressed = False
@@ -646,6 +656,7 @@ class _ProgramEnd:
         if threading.current_thread() is not threading.main_thread():
             return None
         _stop_signals.install()  # already, where the entry point loaded the CLI
+        cls.installed = True
         end = cls()
         atexit.register(end.exit)
         return end

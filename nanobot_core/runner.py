@@ -40,6 +40,7 @@ from nanobot_core._json_boundary import (
     JSONLimitError,
     JSONSyntaxError,
     loads,
+    viewable,
 )
 from nanobot_core._logging import get_logger
 from nanobot_core.config import (
@@ -362,7 +363,8 @@ class ToolCallRecord:
             "round": self.round,
             "id": self.call_id,
             "name": self.name,
-            "arguments": self.arguments,
+            # As a tool's own check returned them, they may hold what JSON cannot.
+            "arguments": viewable(self.arguments),
             "error": self.is_error,
             "duration": round(self.duration, 6),
             "repairs": list(self.repairs),

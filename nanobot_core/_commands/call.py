@@ -37,10 +37,13 @@ def command(
     request = ToolCallRequest(id="call-1", name=tool_name, arguments=raw_arguments)
     outcome = run_calls(executor.run([request]))[0]
     if as_json:
+        from nanobot_core._json_boundary import viewable
+
         state.echo_json(
             {
                 "tool": tool_name,
-                "arguments": outcome.arguments,
+                # As a tool's own check returned them, they may hold what JSON cannot.
+                "arguments": viewable(outcome.arguments),
                 "ok": not outcome.is_error,
                 "result": str(outcome.result),
                 "repairs": outcome.repairs,

@@ -24,6 +24,9 @@ from typing import Any, Protocol
 
 import attrs
 
+from nanobot_core._clip import clip
+from nanobot_core.schema.validation import InvalidSchemaError
+
 __all__ = [
     "TYPE_ALIASES",
     "UNCONSTRAINED_TYPES",
@@ -110,7 +113,9 @@ def normalise_schema(schema: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
 
     A schema that needs no change comes back as the same object with no warnings; otherwise
     the input is left untouched and a repaired copy is returned. Raises `TypeError` for a
-    schema that is not an object (a tool's parameters always are).
+    schema that is not an object (a tool's parameters always are), and `InvalidSchemaError`
+    for one no repair makes a schema: a keyword or a property name that is not a string
+    (``{1: ...}``), or nesting too deep to walk (thousands of levels).
     """
     normalised, changes = normalise_schema_changes(schema)
     return normalised, [str(change) for change in changes]
@@ -119,7 +124,10 @@ def normalise_schema(schema: Mapping[str, Any]) -> tuple[dict[str, Any], list[st
 def normalise_schema_changes(
     schema: Mapping[str, Any],
 ) -> tuple[dict[str, Any], list[SchemaChange]]:
-    """`normalise_schema`, with each change as a `SchemaChange` (``str()`` is its warning)."""
+    """`normalise_schema`, with each change as a `SchemaChange` (``str()`` is its warning).
+
+    Raises as `normalise_schema` does.
+    """
     if not isinstance(schema, Mapping):
         raise TypeError(f"a tool schema must be a JSON object, not {type(schema).__name__}")
     changes: list[SchemaChange] = []
@@ -127,7 +135,12 @@ def normalise_schema_changes(
     def warn(pointer: str, what: str, *, lost: bool = False) -> None:
         changes.append(SchemaChange(pointer, what, lost))
 
-    normalised = _normalise_node(schema, "#", warn, _Dialect.of(schema.get("$schema")))
+    try:
+        normalised = _normalise_node(schema, "#", warn, _Dialect.of(schema.get("$schema")))
+    except RecursionError:
+        # The walk recurses once a level; a schema this deep (thousands of levels, which
+        # the validator would refuse as well) is no schema a tool needs.
+        raise InvalidSchemaError("invalid JSON Schema: nested too deep to be read") from None
     if not changes:
         return schema if isinstance(schema, dict) else dict(schema), []
     return normalised, changes
@@ -137,6 +150,7 @@ def _normalise_node(node: Any, pointer: str, warn: Warn, dialect: _Dialect) -> A
     """Normalise one schema node; returns ``node`` itself when nothing changed."""
     if isinstance(node, bool) or not isinstance(node, Mapping):
         return node
+    _check_names(node, pointer)
     fixed: dict[str, Any] = dict(node)
     _fix_type(fixed, pointer, warn)
     _fix_nullable(fixed, pointer, warn)
@@ -164,6 +178,42 @@ def _normalise_node(node: Any, pointer: str, warn: Warn, dialect: _Dialect) -> A
             where = f"{pointer}/{_escape(keyword)}"
             fixed[keyword] = _normalise_map(fixed[keyword], where, warn, dialect)
     return node if _same(fixed, node) else fixed
+
+
+def _check_names(node: Mapping[Any, Any], pointer: str) -> None:
+    """Raise `InvalidSchemaError` for a keyword, or a name under ``properties`` and the other
+    maps of schemas, that is not a string (a Python plugin's ``{1: ...}``), saying where."""
+    for key in node:
+        if not isinstance(key, str):
+            raise InvalidSchemaError(
+                f"invalid JSON Schema at {pointer}: the keyword {_no_string(key)}"
+            )
+    for keyword in _SCHEMA_MAP_KEYWORDS:
+        names = node.get(keyword)
+        if not isinstance(names, Mapping):
+            continue
+        for name in names:
+            if not isinstance(name, str):
+                where = f"{pointer}/{_escape(keyword)}"
+                raise InvalidSchemaError(
+                    f"invalid JSON Schema at {where}: the name {_no_string(name)}"
+                )
+
+
+def _no_string(key: object) -> str:
+    """``1 is an int, not a string``: plain values by their repr, others by their type alone."""
+    name = type(key).__name__
+    kind = f"{'an' if name[:1].lower() in 'aeiou' else 'a'} {name}"
+    if _plain(key) or (type(key) is tuple and len(key) <= 8 and all(map(_plain, key))):
+        return f"{clip(repr(key))} is {kind}, not a string"
+    return f"is {kind}, not a string"
+
+
+def _plain(value: object) -> bool:
+    """Whether `value`'s repr is the core's own and short: no plugin code, no page of digits."""
+    if type(value) is int:
+        return value.bit_length() <= 64
+    return type(value) in (str, float, bool, type(None))
 
 
 def _normalise_each(nodes: list[Any], pointer: str, warn: Warn, dialect: _Dialect) -> list[Any]:

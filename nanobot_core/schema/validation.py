@@ -340,7 +340,18 @@ def _render_error(error: jsonschema_rs.ValidationError) -> str:
     return f"{_where(error.instance_path)}: {_render_message(error)}"
 
 
+#: What a pattern that reached its backtracking limit (one with a backreference or a
+#: lookaround, matched by backtracking) is said to have done, instead of the engine's
+#: ``Error executing regex: Max limit for backtracking count exceeded``.
+_GAVE_UP = (
+    "could not be checked against a pattern of the schema (it backtracks past its limit on "
+    "this value): a shorter or plainer value may pass"
+)
+
+
 def _render_message(error: jsonschema_rs.ValidationError) -> str:
+    if type(error.kind).__name__ == "BacktrackLimitExceeded":
+        return _GAVE_UP
     message = error.message
     if len(message) > MAX_MESSAGE_CHARS:
         # Most messages open with the offending value, as compact JSON with sorted keys.

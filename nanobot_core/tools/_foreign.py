@@ -290,8 +290,7 @@ class ForeignTool(Tool):
             return None
         cast = getattr(self.wrapped, "cast_params", None)
         prepared = cast(arguments) if callable(cast) else arguments
-        errors = validate(prepared)
-        return prepared, [str(error) for error in errors or ()]
+        return prepared, _error_texts(validate(prepared))
 
     def __getattr__(self, name: str) -> Any:
         # Only reached for what the adapter itself lacks: the wrapped tool's own
@@ -304,6 +303,23 @@ class ForeignTool(Tool):
         prefix = (self.context,) if self._passes_context else ()
         result = self.wrapped.execute(*prefix, *args, **kwargs)
         return await result if inspect.isawaitable(result) else result
+
+
+def _error_texts(errors: Any) -> list[str]:
+    """What a ``validate_params`` returned as a list of error texts.
+
+    A list of them, as nanobot-ai's own tools return; one text (a str, or UTF-8 bytes) is
+    one error, not one a letter; a dict is one error an entry, ``key: text``.
+    """
+    if not errors:
+        return []
+    if isinstance(errors, str):
+        return [str.__str__(errors)]
+    if isinstance(errors, bytes | bytearray):
+        return [bytes(errors).decode("utf-8", "replace")]
+    if isinstance(errors, Mapping):
+        return [f"{key}: {text}" for key, text in errors.items()]
+    return [str(error) for error in errors]
 
 
 def _own_definition(wrapped: Any) -> dict[str, Any]:

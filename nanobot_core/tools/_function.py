@@ -346,7 +346,7 @@ def type_schema(hint: Any, where: str) -> tuple[dict[str, Any], Converter | None
     if hint is Any or hint is inspect.Parameter.empty:
         return {}, None
     if hint in _PRIMITIVES:
-        return {"type": _PRIMITIVES[hint]}, None
+        return {"type": _PRIMITIVES[hint]}, (_whole if hint is int else None)
     if hint is _NONE_TYPE:
         return {"type": "null"}, None
     if origin is typing.Annotated:
@@ -372,14 +372,24 @@ def type_schema(hint: Any, where: str) -> tuple[dict[str, Any], Converter | None
         if args and args[0] is not str:
             raise TypeError(f"{where}: JSON object keys are strings, not {args[0]!r}")
         mapping: dict[str, Any] = {"type": "object"}
+        value_converter: Converter | None = None
         if len(args) == 2 and args[1] is not Any:
-            mapping["additionalProperties"] = type_schema(args[1], where)[0]
-        return mapping, None
+            mapping["additionalProperties"], value_converter = type_schema(args[1], where)
+        if value_converter is None:
+            return mapping, None
+        convert_value = value_converter
+        return mapping, lambda value: {key: convert_value(item) for key, item in value.items()}
     if typing.is_typeddict(hint):
         return _typeddict_schema(hint, where), None
     if isinstance(hint, type) and attrs.has(hint):
         return _attrs_schema(hint, where)
     raise TypeError(f"{where}: cannot describe the type {hint!r} in JSON Schema")
+
+
+def _whole(value: Any) -> Any:
+    """The int of a whole number written with a fraction (3.0, 1e3), which validation let
+    through as an integer (JSON Schema's integer admits it); anything else as it is."""
+    return int(value) if type(value) is float and value.is_integer() else value
 
 
 def _union_schema(args: tuple[Any, ...], where: str) -> tuple[dict[str, Any], Converter | None]:

@@ -306,7 +306,8 @@ def check_tool(candidate: Tool) -> Tool:
 def read_tool(candidate: Tool) -> ToolFacts:
     """Name, description, parameters and flags, checked with the timeout.
 
-    Raises ValueError for a name that cannot be used, `ToolFlagError` (a
+    The parameters are a deep copy of the tool's. Raises ValueError for a name
+    that cannot be used, `ToolFlagError` (a
     ValueError) for a timeout that is no timeout (`usable_timeout`) or a flag
     that holds no flag (`flag_value`), TypeError for a description or
     parameters of the wrong type. The flags are read again for each call
@@ -322,6 +323,9 @@ def read_tool(candidate: Tool) -> ToolFacts:
     parameters = candidate.parameters
     if not isinstance(parameters, dict):
         raise TypeError(f"tool {name!r}: parameters must be a JSON Schema dict")
+    # A copy: the tool's own dict, changed later in place (an enum filled in on first
+    # use), must not change what was read: the definitions, and the validation.
+    parameters = copy.deepcopy(parameters)
     timeout = candidate.timeout
     if not usable_timeout(timeout):
         raise ToolFlagError(name, timeout_problem(timeout))

@@ -219,12 +219,16 @@ class Executor:
         try:
             # Arguments a tool's own check returned may hold its objects, copied by their code.
             arguments = copy.deepcopy(prepared.arguments)
+            # The tool gets a copy of its own: what it does to its values (appends an object
+            # no JSON holds, keeps them to change later) must not rewrite the arguments the
+            # outcome reports (`call --json`, a turn's tool calls) or the hooks were shown.
+            own = copy.deepcopy(prepared.arguments)
         except BaseException as exc:
             said = contained(exc)
             return outcome(
                 ToolResult.error(
                     f"{self._label(name)} cannot be run: its arguments could "
-                    f"not be copied for the tool-call hooks: {said}"
+                    f"not be copied for the tool and the tool-call hooks: {said}"
                 )
             )
         event = ToolCallEvent(
@@ -237,7 +241,7 @@ class Executor:
             self._after(event, result)
             return outcome(result)
         started = time.perf_counter()
-        result = await self._execute(tool, name, prepared.arguments, flags)
+        result = await self._execute(tool, name, own, flags)
         duration = time.perf_counter() - started
         event.duration = duration
         result = _with_hint(result)
@@ -328,6 +332,12 @@ async def _call(tool: Tool, arguments: dict[str, Any], owner: ToolCall, label: s
                 "not an awaitable (execute must be an async def)"
             )
         value = await pending
+        if inspect.iscoroutine(value):  # ``return self.helper()``, its await forgotten
+            value.close()  # never started: nothing of it runs, nor is it warned of at exit
+            return ToolResult.error(
+                f"{label} returned a coroutine instead of its result: its execute must "
+                "await it (return await ...)"
+            )
         # Still the tool's code: reading what it returned may run its own methods.
         try:
             read = read_result(value)

@@ -27,6 +27,7 @@ from nanobot_core._json_boundary import (
     loads,
     plain_numbers,
     sanitized,
+    viewable,
     without_lone_surrogates,
 )
 from tests.boundary.strict import strict_loads
@@ -374,3 +375,91 @@ def test_check_values_refuses_a_text_exactly_when_its_values_reach_the_limit(
             check_values(text, limit)
     else:
         check_values(text, limit)
+
+
+class _NoRepr:
+    """A value a plugin hands back whose repr and str are broken: never called."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("repr called")
+
+    __str__ = __repr__
+
+
+def _cycle() -> list[Any]:
+    looped: list[Any] = []
+    looped.append(looped)
+    return looped
+
+
+def test_viewable_names_what_json_cannot_hold_and_keeps_the_rest() -> None:
+    """Objects, sets, odd keys, huge ints, cycles and deep nesting are named; JSON is kept."""
+    from pathlib import PurePosixPath
+
+    deep: list[Any] = []
+    for _ in range(MAX_ENCODED_DEPTH + 10):
+        deep = [deep]
+    value = {
+        "path": PurePosixPath("a/b"),
+        "tags": {"x"},
+        "pair": (1, _NoRepr()),
+        "cycle": _cycle(),
+        "huge": 10**5000,
+        (1, 2): "tuple key",
+        3: "int key",
+        None: "null key",
+        "plain": {"n": 1.5, "s": "text", "b": True},
+        "deep": deep,
+    }
+    shown = viewable(value)
+    strict = json.loads(dumps(shown))
+    assert {k: v for k, v in strict.items() if k != "deep"} == {
+        "path": "<a PurePosixPath>",
+        "tags": "<a set>",
+        "pair": [1, "<a _NoRepr>"],
+        "cycle": ["<a cycle>"],
+        "huge": "<an int of 16610 bits>",
+        "<a tuple>": "tuple key",
+        "3": "int key",
+        "null": "null key",
+        "plain": {"n": 1.5, "s": "text", "b": True},
+    }
+    nested, levels = strict["deep"], 1
+    while isinstance(nested, list):
+        (nested,), levels = nested, levels + 1
+    assert (nested, levels) == (f"<nested deeper than {MAX_DEPTH} levels>", MAX_DEPTH)
+
+
+_ANYTHING = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text()
+    | st.binary()
+    | st.builds(_NoRepr)
+    | st.builds(pow, st.just(10), st.just(5000))
+    | st.builds(frozenset, st.lists(st.integers(), max_size=2)),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.tuples(inner, inner)
+        | st.dictionaries(st.text() | st.integers() | st.none() | st.floats(), inner, max_size=4)
+    ),
+    max_leaves=25,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(value=_ANYTHING)
+def test_viewable_of_anything_is_written_by_dumps_and_json_is_kept_whole(value: Any) -> None:
+    """Whatever a plugin holds, its view is strict JSON; a value dumps takes is its own view."""
+    try:
+        dumps(value)
+    except (TypeError, ValueError):
+        writable = False
+    else:
+        writable = True
+    shown = viewable(value)
+    dumps(shown)
+    if writable:
+        assert shown is value

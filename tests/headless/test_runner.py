@@ -565,3 +565,18 @@ def test_max_iterations_must_be_positive(workspace: Path) -> None:
         pytest.raises(ValueError, match="at least 1"),
     ):
         Runner(None, None, None, None, None, opened, max_iterations=0)  # type: ignore[arg-type]
+
+
+def test_a_tool_call_record_names_argument_values_json_cannot_hold() -> None:
+    """``run --json`` writes a call's arguments as a tool's own check returned them, naming
+    by their type the values JSON cannot hold, where it raised TypeError."""
+    from pathlib import PurePosixPath
+
+    from nanobot_core._json_boundary import dumps
+    from nanobot_core.runner import ToolCallRecord
+
+    arguments = {"path": PurePosixPath("a"), "tags": {"x"}, "n": 1}
+    record = ToolCallRecord(1, "c1", "where", arguments, False, 0.1, [])
+    written = json.loads(dumps(record.to_json()))
+    assert written["arguments"] == {"path": "<a PurePosixPath>", "tags": "<a set>", "n": 1}
+    assert record.arguments is arguments  # the record itself keeps them as they are

@@ -581,3 +581,34 @@ def test_a_registry_built_alone_still_warns_of_a_lost_constraint() -> None:
         '#/properties/extra: type "dict" -> "object"',
         '#/properties/text: type "strng" is not a type we know: type constraint dropped',
     ]
+
+
+class _IntName:
+    """A tool whose parameters name a property with an int, as a Python dict lets one."""
+
+    name = "int_name"
+    description = "Never offered."
+    parameters: dict[Any, Any] = {"type": "object", "properties": {1: {"type": "string"}}}
+
+    async def execute(self, **kwargs: Any) -> str:
+        return "never"
+
+
+class _GivesIntName:
+    @hookimpl
+    def nanobot_tools(self, ctx: Any) -> list[Any]:
+        return [kept, _IntName()]
+
+
+def test_a_schema_name_that_is_no_string_is_listed_saying_where(tmp_path: Path) -> None:
+    """The tool is left out under its plugin's problems with the place of the name, not
+    ``AttributeError: 'int' object has no attribute 'replace'``; the plugin's other tool stays."""
+    manager = _manager(tmp_path)
+    manager.register(_GivesIntName(), "intnames", version="2.0")
+    assert _problems(manager, "intnames") == [
+        "tool 'int_name' left out: its parameters schema is invalid (invalid JSON Schema at "
+        "#/properties: the name 1 is an int, not a string)"
+    ]
+    assert [c.name for c in manager.contributions("tool") if c.plugin.name == "intnames"] == [
+        "kept"
+    ]

@@ -249,3 +249,68 @@ def test_a_call_shorter_than_the_limit_is_not_handed_on(package: str) -> None:
         time.sleep(0.2)
         running.release()
     assert heard == []
+
+
+# A tool that leaves two threads that are not daemons, each running for `seconds`.
+_LEAVES_THREADS = """
+import threading
+import time
+from typing import Any
+
+from nanobot_core import Tool, hookimpl
+
+
+def refresh(seconds: float) -> None:
+    time.sleep(seconds)
+
+
+class Leaves(Tool):
+    name = "leaves"
+    description = "Starts threads that are not daemons and returns."
+    parameters: dict[str, Any] = {
+        "type": "object", "properties": {"seconds": {"type": "number"}}, "required": ["seconds"]
+    }
+
+    async def execute(self, seconds: float) -> str:
+        threading.Thread(target=refresh, args=(seconds,), name="cache-refresh").start()
+        threading.Thread(target=time.sleep, args=(seconds,), name="bare-sleep").start()
+        return "left"
+
+
+@hookimpl
+def nanobot_tools(ctx: Any) -> list[Any]:
+    return [Leaves()]
+"""
+
+_WAITS = "command done; the process waits for a thread that is not a daemon"
+
+
+def _call_leaves(tmp_path: Path, seconds: float) -> Any:
+    from tests.helpers import install_plugin, plugin_env, run_cli
+
+    site = install_plugin(tmp_path / "site", "leaves", _LEAVES_THREADS, version="3.1")
+    work = tmp_path / "work"
+    work.mkdir()
+    env = plugin_env(site, "leaves", NANOBOT_PLUGINS__STALL_WARNING="0.5")
+    sent = f'{{"seconds": {seconds}}}'
+    return run_cli("call", "leaves", sent, cwd=work, env=env, timeout=60)
+
+
+def test_threads_a_tool_left_that_hold_the_process_at_exit_are_named(tmp_path: Path) -> None:
+    """Once the command is done, a thread the process waits for is named with its plugin and
+    where its code is after plugins.stall_warning seconds; the wait was silent."""
+    done = _call_leaves(tmp_path, 3)
+    assert (done.returncode, done.stdout) == (0, "left\n"), done.stderr
+    (own,) = [line for line in done.stderr.splitlines() if "cache-refresh" in line]
+    assert _WAITS in own
+    assert "plugin=\"plugin 'leaves' from leaves 3.1\"" in own
+    assert "at='leaves.refresh, line 10'" in own  # its time.sleep
+    (bare,) = [line for line in done.stderr.splitlines() if "bare-sleep" in line]
+    assert _WAITS in bare and "at=time.sleep" in bare
+
+
+def test_threads_that_end_before_the_warning_are_not_mentioned(tmp_path: Path) -> None:
+    """A thread that ends soon after the command (a store's last save) is waited for unsaid."""
+    done = _call_leaves(tmp_path, 0.05)
+    assert (done.returncode, done.stdout) == (0, "left\n"), done.stderr
+    assert _WAITS not in done.stderr

@@ -324,3 +324,43 @@ def test_a_change_says_whether_it_lost_what_the_author_wrote(
     assert changes and {change.lost for change in changes} == {lost}
     assert [str(change) for change in changes] == normalise_schema(schema)[1]
     assert normalised == normalise_schema(schema)[0]
+
+
+@pytest.mark.parametrize(
+    ("schema", "said"),
+    [
+        (
+            {"type": "object", "properties": {1: {"type": "string"}}},
+            "invalid JSON Schema at #/properties: the name 1 is an int, not a string",
+        ),
+        (
+            {"type": "object", "properties": {"a": {"type": "object", "$defs": {("x",): {}}}}},
+            "invalid JSON Schema at #/properties/a/$defs: the name ('x',) is a tuple, not a string",
+        ),
+        (
+            {"type": "object", None: "x"},
+            "invalid JSON Schema at #: the keyword None is a NoneType, not a string",
+        ),
+    ],
+)
+def test_a_name_that_is_no_string_is_refused_where_it_is(schema: dict[Any, Any], said: str) -> None:
+    """A key a Python plugin wrote as an int or a tuple is an invalid schema naming its place;
+    normalising raised AttributeError ('int' object has no attribute 'replace')."""
+    from nanobot_core.schema import InvalidSchemaError
+
+    with pytest.raises(InvalidSchemaError) as raised:
+        normalise_schema_changes(schema)
+    assert str(raised.value) == said
+
+
+def test_a_schema_nested_past_what_can_be_read_is_refused_saying_so() -> None:
+    """A schema thousands of levels deep (an MCP server's, say) is an invalid schema, where
+    normalising it raised RecursionError."""
+    from nanobot_core.schema import InvalidSchemaError
+
+    deep: dict[str, Any] = {"type": "object"}
+    for _ in range(3_000):
+        deep = {"type": "object", "properties": {"a": deep}}
+    with pytest.raises(InvalidSchemaError) as raised:
+        normalise_schema_changes(deep)
+    assert str(raised.value) == "invalid JSON Schema: nested too deep to be read"

@@ -303,3 +303,27 @@ def test_messages_quote_objects_with_sorted_keys() -> None:
     """A quoted object value reads with its keys sorted, not in the order they were sent."""
     [error] = validate({"type": "string"}, {"b": 1, "a": 2})
     assert error == '$: {"a":2,"b":1} is not of type "string"'
+
+
+_BACKTRACKS = r"^((a+)\2?)+!$"  # a backreference: matched by backtracking, with a limit
+
+
+@pytest.mark.parametrize(
+    ("schema", "instance", "where"),
+    [
+        ({"properties": {"p": {"type": "string", "pattern": _BACKTRACKS}}}, {"p": "a" * 30}, "$.p"),
+        ({"patternProperties": {_BACKTRACKS: {"type": "string"}}}, {"a" * 30: 1}, "$"),
+        ({"propertyNames": {"pattern": _BACKTRACKS}}, {"a" * 30: 1}, "$"),
+    ],
+    ids=["pattern", "patternProperties", "propertyNames"],
+)
+def test_a_value_a_pattern_gives_up_on_is_said_so_with_what_to_try(
+    schema: dict[str, Any], instance: Any, where: str
+) -> None:
+    """A pattern that reaches its backtracking limit on the model's value is said to, with
+    what may pass, not as the engine's ``Error executing regex: Max limit for backtracking
+    count exceeded``."""
+    assert validate({"type": "object", **schema}, instance) == [
+        f"{where}: could not be checked against a pattern of the schema (it backtracks past "
+        "its limit on this value): a shorter or plainer value may pass"
+    ]

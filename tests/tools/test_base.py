@@ -200,6 +200,62 @@ def test_tool_decorator_converts_enum_and_attrs_arguments() -> None:
     assert seen == [(Color.BLUE, Point(x=1, y=0), {"deep": True})]
 
 
+def test_an_int_parameter_gets_an_int_for_a_whole_number_written_with_a_fraction() -> None:
+    """JSON Schema's integer admits 3.0 (a model, or a provider decoding every number as a
+    float, writes it so): an ``int`` parameter gets 3, where ``"ab" * 3.0`` raised."""
+    from nanobot_core.testing import run_tool
+
+    seen: list[Any] = []
+
+    @tool
+    def repeat(
+        text: str,
+        n: int,
+        counts: list[int],
+        limit: int | None = None,
+        per_key: dict[str, int] | None = None,
+        shades: dict[str, Color] | None = None,
+    ) -> str:
+        """Repeat the text."""
+        seen.append((n, counts, limit, per_key))
+        seen.append(shades)
+        return text * n
+
+    sent = (
+        '{"text": "ab", "n": 3.0, "counts": [1, 2.0], "limit": 4.0, "per_key": {"a": 5.0}, '
+        '"shades": {"sky": "blue"}}'
+    )
+    assert run_tool(repeat, sent) == "ababab"
+    ((n, counts, limit, per_key), shades) = seen
+    assert shades == {"sky": Color.BLUE}
+    assert (n, counts, limit, per_key) == (3, [1, 2], 4, {"a": 5})
+    assert [type(v) for v in (n, *counts, limit, *per_key.values())] == [int] * 5
+
+
+@settings(max_examples=100, deadline=None)
+@given(whole=st.integers(min_value=-(2**60), max_value=2**60))
+def test_an_int_parameter_gets_the_int_of_any_whole_number_the_model_writes(whole: int) -> None:
+    """Written as an integer, or with a fraction (3.0, 1e3) read as the float it is, a whole
+    number reaches an ``int`` parameter as an int of the same value."""
+    from nanobot_core.testing import run_tool
+
+    got: list[Any] = []
+
+    @tool
+    def take(n: int) -> str:
+        """Take n."""
+        got.append(n)
+        return "ok"
+
+    forms = {str(whole): whole}
+    forms.update({text: int(float(text)) for text in (repr(float(whole)), f"{float(whole):e}")})
+    for written, expected in forms.items():
+        got.clear()
+        assert run_tool(take, f'{{"n": {written}}}') == "ok"
+        (n,) = got
+        assert type(n) is int and n == expected
+
+
 def test_tool_decorator_keeps_the_function_callable() -> None:
     """A decorated function can still be called directly."""
 
@@ -683,6 +739,40 @@ def test_the_wrapped_tools_own_schema_validation_and_attributes_are_used(
     assert good.error is None and good.arguments == {"n": 7}
     bad = registry.prepare_call("rules", '{"n": 3}')
     assert bad.error is not None and "n must be seven" in bad.error
+
+
+@pytest.mark.parametrize(
+    ("found", "said"),
+    [
+        ("n must be seven", "n must be seven"),
+        (b"n must be seven", "n must be seven"),
+        ({"n": "must be seven", "m": "is unknown"}, "n: must be seven; m: is unknown"),
+        (["n must be seven", "m is unknown"], "n must be seven; m is unknown"),
+    ],
+    ids=["str", "bytes", "dict", "list"],
+)
+def test_a_foreign_check_that_returns_one_error_text_is_one_error(
+    found: Any, said: str, ctx: PluginContext
+) -> None:
+    """A ``validate_params`` that returns its error as one str (or a dict of them) is read as
+    that error; a str was read letter by letter (``n;  ; m; u; s; t; ...``)."""
+    from nanobot_core.tools.registry import ToolRegistry
+
+    class OneText:
+        name = "one_text"
+        description = "Its check returns one error text."
+        parameters: dict[str, Any] = {"type": "object"}
+
+        def validate_params(self, params: dict[str, Any]) -> Any:
+            return found
+
+        async def execute(self, **kwargs: Any) -> str:
+            return "ran"
+
+    registry = ToolRegistry()
+    registry.add(as_tool(OneText(), ctx))  # type: ignore[arg-type]
+    refused = registry.prepare_call("one_text", "{}")
+    assert refused.error == f'Error: invalid arguments for tool "one_text": {said}'
 
 
 def test_options_become_the_tools_config_under_its_config_key(tmp_path: Path) -> None:

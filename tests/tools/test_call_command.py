@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 
 from nanobot_core.cli import cli
-from tests.helpers import clean_env
+from tests.helpers import clean_env, install_plugin, plugin_env, run_cli
 
 
 @pytest.fixture(autouse=True)
@@ -93,3 +93,49 @@ def test_exit_codes_through_the_real_entry_point(workspace: Path) -> None:
     assert code("read_file", '{"path": "notes.txt"}') == 0
     assert code("read_file", '{"path": "missing.txt"}') == 1
     assert code("nope", "{}") == 2
+
+
+# A tool whose own check hands back values no JSON holds, as its `execute` wants them.
+_OWN_CHECK = """
+from pathlib import PurePosixPath
+from typing import Any
+
+from nanobot_core import Tool, hookimpl
+
+
+class Where(Tool):
+    name = "where"
+    description = "Its own check makes the path a PurePosixPath and the tags a set."
+    parameters: dict[str, Any] = {"type": "object", "properties": {"path": {}, "tags": {}}}
+
+    def validate_arguments(self, arguments: dict[str, Any]) -> Any:
+        return {"path": PurePosixPath(arguments["path"]), "tags": set(arguments["tags"])}, []
+
+    async def execute(self, path: PurePosixPath, tags: set[str]) -> str:
+        return f"{path.name} {sorted(tags)}"
+
+
+@hookimpl
+def nanobot_tools(ctx: Any) -> list[Any]:
+    return [Where()]
+"""
+
+
+def test_call_json_names_argument_values_json_cannot_hold(tmp_path: Path) -> None:
+    """--json shows what a tool's own check returned that is not JSON by its type, instead of
+    ending with a traceback (``TypeError: Object of type PurePosixPath is not JSON
+    serializable``)."""
+    site = install_plugin(tmp_path / "site", "owncheck", _OWN_CHECK)
+    work = tmp_path / "work"
+    work.mkdir()
+    sent = '{"path": "a/b.txt", "tags": ["x"]}'
+    done = run_cli("call", "where", sent, "--json", cwd=work, env=plugin_env(site, "owncheck"))
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr
+    assert json.loads(done.stdout) == {
+        "tool": "where",
+        "arguments": {"path": "<a PurePosixPath>", "tags": "<a set>"},
+        "ok": True,
+        "result": "b.txt ['x']",
+        "repairs": [],
+    }

@@ -273,6 +273,30 @@ def test_failures_become_error_results_with_a_hint(body: Body, expected: str) ->
     assert outcome.result.endswith(ERROR_HINT)
 
 
+def test_a_tool_that_returns_its_coroutine_unawaited_is_told_to_await_it() -> None:
+    """``return self.helper()`` without await is an error saying so, and the coroutine is
+    closed: Python's ``RuntimeWarning: coroutine ... was never awaited`` (with a traceback
+    line and the interpreter's paths) went to stderr."""
+    import gc
+    import warnings
+
+    async def helper() -> str:
+        return "never run"
+
+    async def forgets() -> Any:
+        return helper()
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outcome = _single(forgets)
+        gc.collect()
+    assert outcome.result.startswith(
+        'Error: tool "t" returned a coroutine instead of its result: its execute must await '
+        "it (return await ...)"
+    )
+    assert [str(w.message) for w in caught if w.category is RuntimeWarning] == []
+
+
 @pytest.mark.parametrize(
     ("escape", "said"),
     [
@@ -881,6 +905,84 @@ def test_a_limit_of_zero_refuses_nothing() -> None:
     assert not any(o.is_error for o in outcomes)
 
 
+class _ReprRaises:
+    """A value a tool's own check returns whose repr is broken."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("no repr")
+
+
+def _cyclic() -> dict[str, Any]:
+    looped: dict[str, Any] = {}
+    looped["self"] = looped
+    return looped
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        pytest.param({1: "a", "b": 2}, id="keys-that-do-not-sort"),
+        pytest.param(_cyclic(), id="cyclic"),
+        pytest.param(10**5000, id="int-of-5001-digits"),
+        pytest.param(_ReprRaises(), id="repr-raises"),
+    ],
+)
+def test_arguments_a_tool_check_returns_without_json_text_are_not_counted_as_repeats(
+    value: Any,
+) -> None:
+    """A read-only call whose checked arguments no JSON text holds runs, every time, and the
+    others of its batch with it: the repeat check raised out of `Executor.run` instead."""
+    from nanobot_core.tools._repeats import RepeatedCalls
+
+    async def body(**kwargs: Any) -> str:
+        return "ran"
+
+    class _ChecksItself(FakeTool):
+        def validate_arguments(self, arguments: dict[str, Any]) -> Any:
+            return {"x": value}, []
+
+    async def fine() -> str:
+        return "fine"
+
+    executor = _executor(_ChecksItself("odd", body), FakeTool("ok", fine))
+    repeats = RepeatedCalls(1)
+    calls = [ToolCallRequest(f"c{i}", "odd", "{}") for i in range(3)]
+    outcomes = run(executor.run([*calls, ToolCallRequest("c3", "ok", {})], repeats=repeats))
+    assert [str(o.result) for o in outcomes] == ["ran", "ran", "ran", "fine"]
+
+
+_ODD_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | st.text()
+    | st.binary()
+    | st.builds(_ReprRaises)
+    | st.builds(pow, st.just(10), st.just(5000))
+    | st.sampled_from([object(), frozenset({1, 2})]),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text() | st.integers() | st.none(), inner, max_size=4)
+    ),
+    max_leaves=20,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(arguments=st.dictionaries(st.text(), _ODD_VALUES, max_size=4))
+def test_the_repeat_check_never_raises_whatever_the_arguments_hold(
+    arguments: dict[str, Any],
+) -> None:
+    """Counting a call refuses it or lets it through, for any arguments a check may return."""
+    from nanobot_core.tools._repeats import RepeatedCalls
+
+    repeats = RepeatedCalls(1)
+    first, second = (repeats.refusal("look", arguments) for _ in range(2))
+    assert first is None
+    assert second is None or second.startswith('Error: tool "look" was already called')
+
+
 # -- plugin code in the flags, the name and the result ---------------------------------------
 
 PLUGIN = "plugin 'flags' from flags-dist 2.1.0"
@@ -1260,10 +1362,45 @@ def test_arguments_a_tool_check_made_uncopyable_refuse_the_call() -> None:
     executor = _executor(_HandsBackObjects("t", body), FakeTool("ok", fine))
     broken, ok = run(executor.run(_calls("t", "ok")))
     assert broken.result.startswith(
-        'Error: tool "t" cannot be run: its arguments could not be copied for the tool-call '
-        "hooks: SystemExit(6)"
+        'Error: tool "t" cannot be run: its arguments could not be copied for the tool and the '
+        "tool-call hooks: SystemExit(6)"
     )
     assert ok.result == "fine" and ran == []
+
+
+def test_a_tool_that_changes_its_arguments_changes_neither_the_outcome_nor_the_hooks() -> None:
+    """What a tool does to its argument values stays its own: the outcome and the after-hook
+    keep the arguments it was called with."""
+    kept: list[dict[str, Any]] = []
+
+    async def changes(**kwargs: Any) -> str:
+        kwargs["items"].append(object())  # not JSON: `call --json` printed a traceback
+        kwargs["options"]["depth"] = 99
+        kept.append(kwargs)
+        return "done"
+
+    hooks = RecordingHooks()
+    executor = _executor(FakeTool("t", changes), hooks=hooks)
+    sent = '{"items": [1, 2], "options": {"depth": 1}}'
+    (outcome,) = run(executor.run([ToolCallRequest("id-0", "t", sent)]))
+    assert outcome.result == "done"
+    assert outcome.arguments == {"items": [1, 2], "options": {"depth": 1}}
+    ((after, _),) = hooks.after_events
+    assert after.arguments == {"items": [1, 2], "options": {"depth": 1}}
+    assert kept[0]["options"] == {"depth": 99}  # the tool's own copy did change
+
+
+def test_a_tool_that_changes_arguments_given_as_an_object_leaves_the_object_alone() -> None:
+    """Arguments a provider hands over decoded stay as they came, whatever the tool does."""
+
+    async def changes(**kwargs: Any) -> str:
+        kwargs["items"].clear()
+        return "done"
+
+    sent: dict[str, Any] = {"items": [1, 2]}
+    (outcome,) = run(_executor(FakeTool("t", changes)).run([ToolCallRequest("id-0", "t", sent)]))
+    assert outcome.result == "done"
+    assert outcome.arguments == sent == {"items": [1, 2]}
 
 
 def test_an_exclusive_turned_odd_refuses_a_call_that_is_not_concurrency_safe() -> None:

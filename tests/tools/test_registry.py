@@ -842,6 +842,24 @@ def test_the_definitions_give_what_was_read_at_registration(escape: BaseExceptio
     assert definitions["fickle"]["parameters"] == {"type": "object"}
 
 
+def test_a_schema_its_tool_changes_after_registration_changes_nothing_offered() -> None:
+    """The definitions and the validation keep the parameters as read at registration, when
+    the tool changes its own dict later: a set put in it made the definitions no JSON, and a
+    "required" added reached the model but not the validation (compiled before)."""
+    schema: dict[str, Any] = {"type": "object", "properties": {"q": {"type": "string"}}}
+    changing = SchemaTool("changing", schema)
+    registry = ToolRegistry()
+    registry.add(changing)
+    before = json.dumps(registry.definitions())
+    assert registry.prepare_call("changing", '{"q": "x"}').error is None
+    schema["properties"]["q"]["enum"] = {"a", "b"}  # the tool's own dict, changed in place
+    schema["required"] = ["other"]
+    registry.add(SchemaTool("next"))  # the definitions are built again
+    definitions = {d["function"]["name"]: d for d in registry.definitions()}
+    assert json.dumps([definitions["changing"]]) == before
+    assert registry.prepare_call("changing", '{"q": "x"}').error is None
+
+
 @pytest.mark.parametrize(
     ("escape", "said"),
     [
