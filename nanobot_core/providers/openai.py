@@ -349,7 +349,7 @@ class OpenAIProvider:
             # Some proxies answer 200 with an error object instead of a status code.
             raise ProviderError(
                 f"{self.display_url} answered with an error: "
-                f"{mask_secret(excerpt(error_text(data['error'])), self._api_key)}"
+                f"{excerpt(mask_secret(error_text(data['error']), self._api_key))}"
             )
         if not isinstance(choices, list):
             # A Responses API, Cohere or Bedrock body behind a misconfigured URL: an

@@ -852,3 +852,15 @@ def test_the_body_is_encoded_once_and_a_request_that_goes_out_walks_no_message(
     assert len(server.requests) == 3
     assert len(encoded) == 1 and walked == []
     assert all(request.body == server.requests[0].body for request in server.requests)
+
+
+def test_a_key_at_the_cut_of_a_long_error_object_is_masked_before_the_cut(
+    server: FakeChatServer,
+) -> None:
+    """A key the 1,000-character cut would split is masked first: no piece of it is shown."""
+    server.add(Reply(body={"error": {"message": "a" * 995 + API_KEY + "b" * 5_000}}))
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server))
+    message = str(caught.value)
+    assert "a" * 995 + "***" in message
+    assert API_KEY[:5] not in message.split("answered with an error: ", 1)[1]

@@ -47,6 +47,7 @@ from nanobot_core.providers import (
     check_endpoint,
     describe_body,
     error_text,
+    excerpt,
     failure_for_status,
     mask_secret,
     post_request,
@@ -532,7 +533,7 @@ class AnthropicProvider:
         if data.get("type") == "error" or (data.get("error") and "content" not in data):
             raise ProviderError(
                 f"{self.display_url} answered with an error: "
-                f"{mask_secret(error_text(data.get('error')), self._api_key)}"
+                f"{excerpt(mask_secret(error_text(data.get('error')), self._api_key))}"
             )
         if not isinstance(data.get("content"), list):
             # An OpenAI or other API's body behind a misconfigured URL: an empty

@@ -1067,3 +1067,17 @@ def test_any_other_429_body_is_retried(body: bytes) -> None:
     with MessagesServer([Reply(429, body), text_reply("ok")]) as server:
         provider = _provider(server, max_retries=1)
         assert _complete(provider, [{"role": "user", "content": "hi"}]).content == "ok"
+
+
+def test_an_error_object_of_a_200_is_said_cut_short_with_the_key_masked(
+    server: MessagesServer,
+) -> None:
+    """A 200 carrying a megabytes-long error object gives an error of 1,000-odd characters."""
+    message = "a" * 995 + API_KEY + "b" * 3_000_000
+    server.add(Reply(200, {"type": "error", "error": {"type": "api_error", "message": message}}))
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server), [{"role": "user", "content": "hi"}])
+    said = str(caught.value)
+    assert "answered with an error: " + "a" * 995 + "***" in said
+    assert API_KEY[:5] not in said.split("answered with an error: ", 1)[1]
+    assert said.endswith(" characters)") and len(said) < 1_200
