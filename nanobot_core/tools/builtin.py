@@ -10,6 +10,7 @@ thread so concurrent read-only calls do not stall the event loop.
 from __future__ import annotations
 
 import abc
+import bisect
 import errno
 import functools
 import heapq
@@ -580,8 +581,9 @@ class FindFilesTool(WorkspaceTool):
                 return resolved[len(below) :].replace(os.sep, "/")
             return None
 
-        # Folders the system refused to read, each once (a '**' meets one twice).
-        refused: set[str] = set()
+        # Folders the system refused to read, each once (a '**' meets one twice), named in
+        # sorted order: only those named are kept.
+        refused = _Tally(smallest=True, once=True)
 
         def refuse(real: str) -> None:
             if (shown := inside(real)) is not None:
@@ -602,7 +604,7 @@ class FindFilesTool(WorkspaceTool):
             if len(found) > most:
                 break
         # Said, whatever was found: else the folders not read would be taken for empty.
-        refused_note = _refused_note(sorted(refused), "folder")
+        refused_note = _refused_note(refused, "folder")
         if not found:
             where = "the workspace" if base == self.workspace else self.show(base)
             nothing = f"No files match {quoted(pattern)} in {where}."
@@ -759,17 +761,17 @@ class GrepTool(WorkspaceTool):
             try:
                 matches.extend(self._search(file, regex, max_matches - len(matches)))
             except NotRegularFileError:
-                skipped.special.append(self.show(file))  # became one after its check
+                skipped.special.add(self.show(file))  # became one after its check
             except (WorkspaceEscapeError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 # Replaced by a link or a folder, or removed.
-                skipped.changed.append(self.show(file))
+                skipped.changed.add(self.show(file))
             except PermissionError:
-                skipped.refused_files.append(self.show(file))
+                skipped.refused_files.add(self.show(file))
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
-                    skipped.changed.append(self.show(file))  # replaced by a loop of links
+                    skipped.changed.add(self.show(file))  # replaced by a loop of links
                 else:  # an I/O error, say: its lines may hold matches, so it is named
-                    skipped.unreadable_files.append((self.show(file), _reason(exc)))
+                    skipped.unreadable_files.add(self.show(file), _reason(exc))
             if len(matches) >= max_matches:
                 stopped = True
                 break
@@ -798,10 +800,10 @@ class GrepTool(WorkspaceTool):
         """
 
         def refuse(folder: Path) -> None:
-            skipped.refused_folders.append(self.show(folder))
+            skipped.refused_folders.add(self.show(folder))
 
         def fail(folder: Path, reason: str) -> None:
-            skipped.unreadable_folders.append((self.show(folder), reason))
+            skipped.unreadable_folders.add(self.show(folder), reason)
 
         candidates = [base] if base.is_file() else _walk(self.workspace, base, refuse, fail)
         for file in candidates:
@@ -813,7 +815,7 @@ class GrepTool(WorkspaceTool):
             try:
                 resolved = Path(os.path.realpath(file))
             except OSError:  # a link when looked at, gone when read
-                skipped.changed.append(self.show(file))
+                skipped.changed.add(self.show(file))
                 continue
             if not resolved.is_relative_to(self.workspace):
                 continue  # a symlink pointing out of the workspace
@@ -822,20 +824,20 @@ class GrepTool(WorkspaceTool):
             try:
                 info = resolved.stat()
             except PermissionError:
-                skipped.refused_files.append(self.show(file))
+                skipped.refused_files.add(self.show(file))
                 continue
             except OSError as exc:
                 if exc.errno not in _GONE:
-                    skipped.unreadable_files.append((self.show(file), _reason(exc)))
+                    skipped.unreadable_files.add(self.show(file), _reason(exc))
                 elif not os.path.lexists(file):
-                    skipped.changed.append(self.show(file))  # removed since it was listed
+                    skipped.changed.add(self.show(file))  # removed since it was listed
                 # Else a link to nothing, or a loop of links: no file to search.
                 continue
             if describe_kind(info.st_mode):
-                skipped.special.append(self.show(file))
+                skipped.special.add(self.show(file))
                 continue
             if info.st_size > MAX_GREP_FILE_BYTES:
-                skipped.too_large.append(self.show(file))  # else "No matches" reads as searched
+                skipped.too_large.add(self.show(file))  # else "No matches" reads as searched
                 continue
             yield resolved
 
@@ -888,26 +890,74 @@ REASON_CHARS = 60
 _GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
 
 
+#: Names a `_Tally` kept with `once` remembers to count each once: the last ones added.
+_RECENT_NAMES = 1_024
+
+
+class _Tally:
+    """Files or folders skipped for one reason: how many, and only the few an answer names.
+
+    The names an answer shows (`CHANGED_NAMED`: the first added, or with `smallest`
+    the first in sorted order) and the first distinct reasons (one more than shown,
+    to tell there are more) are kept, and the rest only counted: a tree of a million
+    unreadable files is a count, not a million names held until the answer is made.
+    With `once`, a name added again is counted once, if it was added among the last
+    `_RECENT_NAMES` (a '**' meets a refused folder twice in a row, a race the folder
+    above one that changed): that many names are remembered, not all of them.
+    """
+
+    def __init__(self, *, smallest: bool = False, once: bool = False) -> None:
+        self.count = 0
+        self.names: list[str] = []
+        self.reasons: list[str] = []
+        self._smallest = smallest
+        self._recent: dict[str, None] | None = {} if once else None
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def add(self, name: str, reason: str | None = None) -> None:
+        """Count `name`, skipped (for `reason`, if there are several), keeping it if shown."""
+        if self._recent is not None:
+            if name in self._recent or name in self.names:
+                return
+            self._recent[name] = None
+            if len(self._recent) > _RECENT_NAMES:
+                del self._recent[next(iter(self._recent))]  # the oldest
+        self.count += 1
+        # One reason more than an answer shows, to tell that there are more.
+        if reason is not None and reason not in self.reasons and len(self.reasons) <= CHANGED_NAMED:
+            self.reasons.append(reason)
+        if len(self.names) < CHANGED_NAMED:
+            self.names.append(name)
+            if self._smallest:
+                self.names.sort()
+        elif self._smallest and name < self.names[-1]:
+            bisect.insort(self.names, name)
+            self.names.pop()
+
+
 @dataclass
 class _NotSearched:
     """What a grep did not search, by why: each kind said in a last line of its answer."""
 
-    changed: list[str] = field(default_factory=list)  # changed between check and search
-    special: list[str] = field(default_factory=list)  # named pipes, sockets, devices
-    refused_folders: list[str] = field(default_factory=list)  # the system refused to read
-    refused_files: list[str] = field(default_factory=list)
+    changed: _Tally = field(default_factory=_Tally)  # changed between check and search
+    special: _Tally = field(default_factory=_Tally)  # named pipes, sockets, devices
+    # The system refused to read: a folder refused from a race may be met twice (the one
+    # above it, changed).
+    refused_folders: _Tally = field(default_factory=lambda: _Tally(once=True))
+    refused_files: _Tally = field(default_factory=_Tally)
     # Failed to read otherwise (an I/O error, say): each with the system's reason.
-    unreadable_folders: list[tuple[str, str]] = field(default_factory=list)
-    unreadable_files: list[tuple[str, str]] = field(default_factory=list)
-    too_large: list[str] = field(default_factory=list)  # over MAX_GREP_FILE_BYTES
+    unreadable_folders: _Tally = field(default_factory=_Tally)
+    unreadable_files: _Tally = field(default_factory=_Tally)
+    too_large: _Tally = field(default_factory=_Tally)  # over MAX_GREP_FILE_BYTES
 
     def notes(self) -> list[str]:
         """A note of each kind skipped (bounded, see `_skipped_note`); none for no kind."""
         notes = [
-            _changed_note(self.changed) if self.changed else "",
+            _changed_note(self.changed),
             _special_note(self.special),
-            # A folder refused from a race may be met twice (the one above it, changed).
-            _refused_note(list(dict.fromkeys(self.refused_folders)), "folder"),
+            _refused_note(self.refused_folders, "folder"),
             _refused_note(self.refused_files),
             _unreadable_note(self.unreadable_folders, "folder"),
             _unreadable_note(self.unreadable_files),
@@ -921,21 +971,21 @@ def _reason(exc: OSError) -> str:
     return clip(exc.strerror or f"error {exc.errno}", REASON_CHARS)
 
 
-def _unreadable_note(unreadable: list[tuple[str, str]], what: str = "file") -> str:
+def _unreadable_note(unreadable: _Tally, what: str = "file") -> str:
     """The note of the files or folders (`what`) that failed to read, and the system's
     reasons (three at most); or ''."""
     if not unreadable:
         return ""
-    reasons = list(dict.fromkeys(reason for _, reason in unreadable))
+    reasons = unreadable.reasons
     why = ", ".join(reasons[:CHANGED_NAMED]) + (" and more" if len(reasons) > CHANGED_NAMED else "")
-    return _skipped_note(f"could not be read ({why})", [name for name, _ in unreadable], what)
+    return _skipped_note(f"could not be read ({why})", unreadable, what)
 
 
 def _matches(count: int) -> str:
     return "1 match" if count == 1 else f"{count} matches"
 
 
-def _too_large_note(too_large: list[str]) -> str:
+def _too_large_note(too_large: _Tally) -> str:
     """The note of the files larger than grep searches (bounded), and how to read one; or ''."""
     if not too_large:
         return ""
@@ -960,36 +1010,40 @@ def _stopped_note(stopped: str, notes: Iterable[str], advice: str) -> str:
     )
 
 
-def _changed_note(changed: list[str]) -> str:
-    """The answer's note of the files skipped because they changed while searched (bounded)."""
+def _changed_note(changed: _Tally) -> str:
+    """The answer's note of the files skipped because they changed while searched (bounded);
+    or ''."""
+    if not changed:
+        return ""
     return _skipped_note(
         "changed while the search ran (removed, or replaced by a link or a folder)", changed
     )
 
 
-def _special_note(special: list[str]) -> str:
+def _special_note(special: _Tally) -> str:
     """The answer's note of the named pipes, sockets and devices not searched (bounded); or ''."""
     if not special:
         return ""
     return _skipped_note("not regular files (named pipes, sockets or devices)", special)
 
 
-def _refused_note(refused: list[str], what: str = "file") -> str:
+def _refused_note(refused: _Tally, what: str = "file") -> str:
     """The note of the files or folders (`what`) the system refused to read (bounded); or ''."""
     if not refused:
         return ""
     return _skipped_note("permission denied", refused, what)
 
 
-def _skipped_note(why: str, skipped: list[str], what: str = "file") -> str:
+def _skipped_note(why: str, skipped: _Tally, what: str = "file") -> str:
     """A note of files (or folders) not searched and `why`: three named (each cut), the rest
     counted."""
     names = [
         name if len(name) <= CHANGED_NAME_CHARS else "…" + name[-(CHANGED_NAME_CHARS - 1) :]
-        for name in skipped[:CHANGED_NAMED]
+        for name in skipped.names[:CHANGED_NAMED]
     ]
-    more = f" and {len(skipped) - CHANGED_NAMED} more" if len(skipped) > CHANGED_NAMED else ""
-    count = f"1 {what}" if len(skipped) == 1 else f"{len(skipped)} {what}s"
+    total = skipped.count
+    more = f" and {total - CHANGED_NAMED} more" if total > CHANGED_NAMED else ""
+    count = f"1 {what}" if total == 1 else f"{total} {what}s"
     return f"[not searched, {why}: {count}, {', '.join(names)}{more}]"
 
 
