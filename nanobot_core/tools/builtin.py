@@ -22,8 +22,8 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Generator, Iterable, Iterator
+from contextlib import AbstractContextManager, closing
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar
@@ -758,8 +758,13 @@ class GrepTool(WorkspaceTool):
         for file in self._files(base, glob, skipped):
             self._searched += 1
             self._report(self.show(file))
+            read = _Read()
             try:
-                matches.extend(self._search(file, regex, max_matches - len(matches)))
+                with closing(self._search(file, regex, read)) as found:
+                    for line in found:
+                        matches.append(line)
+                        if len(matches) >= max_matches:
+                            break
             except NotRegularFileError:
                 skipped.special.add(self.show(file))  # became one after its check
             except (WorkspaceEscapeError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
@@ -770,8 +775,12 @@ class GrepTool(WorkspaceTool):
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
                     skipped.changed.add(self.show(file))  # replaced by a loop of links
+                elif read.lines:  # failed part-way: the matches found so far stand
+                    skipped.read_in_part.add(_up_to(self.show(file), read), _reason(exc))
                 else:  # an I/O error, say: its lines may hold matches, so it is named
                     skipped.unreadable_files.add(self.show(file), _reason(exc))
+            if read.cut_short:
+                skipped.read_in_part.add(_up_to(self.show(file), read), "cut short while read")
             if len(matches) >= max_matches:
                 stopped = True
                 break
@@ -853,28 +862,43 @@ class GrepTool(WorkspaceTool):
         record = f"{self._looked} {self._searched} {len(name)}\n".encode() + name
         os.pwrite(self.progress_fd, record, 0)
 
-    def _search(self, file: Path, regex: re.Pattern[str], budget: int) -> list[str]:
-        """The file's matching lines, up to `budget`; none for a binary file.
+    def _search(
+        self, file: Path, regex: re.Pattern[str], read: _Read
+    ) -> Generator[str, None, None]:
+        """The file's matching lines, each as it is found; none for a binary file.
 
         The file is opened once to tell binary from text and to search it: what is
-        searched is what was sniffed, even if the path changes in between.
+        searched is what was sniffed, even if the path changes in between. How far
+        it was read goes into `read` as it goes: when a read fails part-way (an I/O
+        error), the lines given until then stand, and `read` says up to where they
+        were searched; a file that ends before the size it had when opened was cut
+        short while it was read, and `read` says so too.
         """
-        found: list[str] = []
         shown = self.show(file)
         position = 0  # characters before the current line, as read_file's start_char counts
         with self.open(file, "rb") as raw:
             if b"\0" in raw.read(BINARY_SNIFF_BYTES):
-                return found
+                return
+            size = os.fstat(raw.fileno()).st_size
             raw.seek(0)
             with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as handle:
                 for number, line in enumerate(handle, start=1):
+                    read.lines = number
                     match = regex.search(line)
                     if match:
-                        found.append(f"{shown}:{number}: {_around(line.rstrip(), match, position)}")
-                        if len(found) >= budget:
-                            break
+                        yield f"{shown}:{number}: {_around(line.rstrip(), match, position)}"
                     position += len(line)
-        return found
+                # At its end: a file made shorter while it was read (a log rotated by
+                # truncation) was not searched whole, though no read failed.
+                read.cut_short = raw.tell() < size
+
+
+@dataclass
+class _Read:
+    """How far grep read the file it searched: the lines searched, and whether it ended early."""
+
+    lines: int = 0
+    cut_short: bool = False  # it ended before the size it had when it was opened
 
 
 #: How many of the files that changed while grep searched (or that are not regular files) its
@@ -951,6 +975,8 @@ class _NotSearched:
     unreadable_folders: _Tally = field(default_factory=_Tally)
     unreadable_files: _Tally = field(default_factory=_Tally)
     too_large: _Tally = field(default_factory=_Tally)  # over MAX_GREP_FILE_BYTES
+    # Searched up to a line, then a read failed or the file ended early: each with why.
+    read_in_part: _Tally = field(default_factory=_Tally)
 
     def notes(self) -> list[str]:
         """A note of each kind skipped (bounded, see `_skipped_note`); none for no kind."""
@@ -961,6 +987,7 @@ class _NotSearched:
             _refused_note(self.refused_files),
             _unreadable_note(self.unreadable_folders, "folder"),
             _unreadable_note(self.unreadable_files),
+            _read_in_part_note(self.read_in_part),
             _too_large_note(self.too_large),
         ]
         return [note for note in notes if note]
@@ -979,6 +1006,21 @@ def _unreadable_note(unreadable: _Tally, what: str = "file") -> str:
     reasons = unreadable.reasons
     why = ", ".join(reasons[:CHANGED_NAMED]) + (" and more" if len(reasons) > CHANGED_NAMED else "")
     return _skipped_note(f"could not be read ({why})", unreadable, what)
+
+
+def _read_in_part_note(read_in_part: _Tally) -> str:
+    """The note of the files searched only up to a line, and why (three reasons at most): the
+    matches above from them stand, what follows that line was not searched; or ''."""
+    if not read_in_part:
+        return ""
+    reasons = read_in_part.reasons
+    why = ", ".join(reasons[:CHANGED_NAMED]) + (" and more" if len(reasons) > CHANGED_NAMED else "")
+    return _skipped_note(f"the read stopped ({why})", read_in_part, head="searched only in part")
+
+
+def _up_to(shown: str, read: _Read) -> str:
+    """A file searched only in part, as its note names it: with the last line searched."""
+    return f"{shown} up to line {read.lines}"
 
 
 def _matches(count: int) -> str:
@@ -1034,9 +1076,11 @@ def _refused_note(refused: _Tally, what: str = "file") -> str:
     return _skipped_note("permission denied", refused, what)
 
 
-def _skipped_note(why: str, skipped: _Tally, what: str = "file") -> str:
-    """A note of files (or folders) not searched and `why`: three named (each cut), the rest
-    counted."""
+def _skipped_note(
+    why: str, skipped: _Tally, what: str = "file", *, head: str = "not searched"
+) -> str:
+    """A note of files (or folders) not searched (or as `head` says) and `why`: three named
+    (each cut), the rest counted."""
     names = [
         name if len(name) <= CHANGED_NAME_CHARS else "…" + name[-(CHANGED_NAME_CHARS - 1) :]
         for name in skipped.names[:CHANGED_NAMED]
@@ -1044,7 +1088,7 @@ def _skipped_note(why: str, skipped: _Tally, what: str = "file") -> str:
     total = skipped.count
     more = f" and {total - CHANGED_NAMED} more" if total > CHANGED_NAMED else ""
     count = f"1 {what}" if total == 1 else f"{total} {what}s"
-    return f"[not searched, {why}: {count}, {', '.join(names)}{more}]"
+    return f"[{head}, {why}: {count}, {', '.join(names)}{more}]"
 
 
 def _around(line: str, match: re.Match[str], line_start: int) -> str:
