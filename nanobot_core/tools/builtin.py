@@ -584,12 +584,25 @@ class FindFilesTool(WorkspaceTool):
         # Folders the system refused to read, each once (a '**' meets one twice), named in
         # sorted order: only those named are kept.
         refused = _Tally(smallest=True, once=True)
+        # Folders that failed otherwise: removed or replaced since they were found, or an
+        # I/O error while opened or listed (with the system's reason). The walk goes on.
+        changed = _Tally(smallest=True, once=True)
+        unreadable = _Tally(smallest=True, once=True)
 
         def refuse(real: str) -> None:
             if (shown := inside(real)) is not None:
                 refused.add(shown)
 
-        for match in _glob.find(base, pattern, root=self.workspace, refused=refuse):
+        def fail(real: str, exc: OSError) -> None:
+            if (shown := inside(real)) is None:
+                return  # out of the workspace, where only a link led: never named
+            if exc.errno in _GONE:
+                changed.add(shown)
+            else:
+                unreadable.add(shown, _reason(exc))
+
+        matches = _glob.find(base, pattern, root=self.workspace, refused=refuse, failed=fail)
+        for match in matches:
             resolved = os.path.realpath(match.real) if match.link else match.real
             shown = inside(resolved)
             if shown is None:
@@ -604,28 +617,26 @@ class FindFilesTool(WorkspaceTool):
             if len(found) > most:
                 break
         # Said, whatever was found: else the folders not read would be taken for empty.
-        refused_note = _refused_note(refused, "folder")
+        notes = [
+            _refused_note(refused, "folder"),
+            _changed_note(changed, "folder"),
+            _unreadable_note(unreadable, "folder"),
+        ]
         if not found:
             where = "the workspace" if base == self.workspace else self.show(base)
             nothing = f"No files match {quoted(pattern)} in {where}."
-            return ToolResult(
-                _fitted([], self.max_output_chars, _more("paths"), [nothing, refused_note])
-            )
+            return ToolResult(_fitted([], self.max_output_chars, _more("paths"), [nothing, *notes]))
         if len(found) <= most:
-            return ToolResult(
-                _fitted(sorted(found), self.max_output_chars, _more("paths"), [refused_note])
-            )
+            return ToolResult(_fitted(sorted(found), self.max_output_chars, _more("paths"), notes))
         # Last, and saying so when the folders not read are counted above: the search never
         # reached the rest of the tree, which may hold more of them.
         note = _stopped_note(
             f"stopped after {most} paths, in the order found, and more match",
-            [refused_note],
+            notes,
             "narrow the pattern or path",
         )
         return ToolResult(
-            _fitted(
-                sorted(found[:most]), self.max_output_chars, _more("paths"), [refused_note, note]
-            )
+            _fitted(sorted(found[:most]), self.max_output_chars, _more("paths"), [*notes, note])
         )
 
 
@@ -1052,13 +1063,14 @@ def _stopped_note(stopped: str, notes: Iterable[str], advice: str) -> str:
     )
 
 
-def _changed_note(changed: _Tally) -> str:
-    """The answer's note of the files skipped because they changed while searched (bounded);
-    or ''."""
+def _changed_note(changed: _Tally, what: str = "file") -> str:
+    """The answer's note of the files (or folders: `what`) skipped because they changed while
+    searched (bounded); or ''."""
     if not changed:
         return ""
+    into = "a link or a folder" if what == "file" else "a file or a link"
     return _skipped_note(
-        "changed while the search ran (removed, or replaced by a link or a folder)", changed
+        f"changed while the search ran (removed, or replaced by {into})", changed, what
     )
 
 
