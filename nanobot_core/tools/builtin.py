@@ -809,7 +809,9 @@ class GrepTool(WorkspaceTool):
     def _files(self, base: Path, glob: str | None, skipped: _NotSearched) -> Iterator[Path]:
         """The files to search; what is not searched, and why, is added to `skipped`.
 
-        A file that changes while it is checked is added to `skipped.changed`. A named
+        A file that changes while it is checked is added to `skipped.changed`, a folder
+        removed or replaced between its listing and the walk going into it to
+        `skipped.changed_folders`. A named
         pipe, a socket or a device is added to `skipped.special`, not searched: reading
         one would wait for a writer, or read without end. A folder the system refuses
         to read is added to `skipped.refused_folders` (as shown), and the others are
@@ -825,7 +827,10 @@ class GrepTool(WorkspaceTool):
         def fail(folder: Path, reason: str) -> None:
             skipped.unreadable_folders.add(self.show(folder), reason)
 
-        candidates = [base] if base.is_file() else _walk(self.workspace, base, refuse, fail)
+        def change(folder: Path) -> None:
+            skipped.changed_folders.add(self.show(folder))
+
+        candidates = [base] if base.is_file() else _walk(self.workspace, base, refuse, fail, change)
         for file in candidates:
             self._looked += 1
             if self._looked % 1_024 == 0:
@@ -977,6 +982,8 @@ class _NotSearched:
     """What a grep did not search, by why: each kind said in a last line of its answer."""
 
     changed: _Tally = field(default_factory=_Tally)  # changed between check and search
+    # Removed, or replaced by a file or a link, between their listing and the walk going in.
+    changed_folders: _Tally = field(default_factory=_Tally)
     special: _Tally = field(default_factory=_Tally)  # named pipes, sockets, devices
     # The system refused to read: a folder refused from a race may be met twice (the one
     # above it, changed).
@@ -993,6 +1000,7 @@ class _NotSearched:
         """A note of each kind skipped (bounded, see `_skipped_note`); none for no kind."""
         notes = [
             _changed_note(self.changed),
+            _changed_note(self.changed_folders, "folder"),
             _special_note(self.special),
             _refused_note(self.refused_folders, "folder"),
             _refused_note(self.refused_files),
@@ -1121,6 +1129,7 @@ def _walk(
     base: Path,
     refused: Callable[[Path], None] | None = None,
     failed: Callable[[Path, str], None] | None = None,
+    changed: Callable[[Path], None] | None = None,
 ) -> Iterator[Path]:
     """The files below the folder `base`, in os.walk's order (top down, sorted names).
 
@@ -1130,7 +1139,8 @@ def _walk(
     path, read the outside through the link). Links to folders are not entered. A
     folder the system refuses to open or read is given to `refused` (the one refused,
     which may be a folder above it since changed), one it fails to read otherwise (an
-    I/O error) to `failed` with the system's reason, and the walk goes on with the rest.
+    I/O error) to `failed` with the system's reason, one removed or replaced (by a
+    file or a link) since it was found to `changed`, and the walk goes on with the rest.
     """
     folders = [base]
     while folders:
@@ -1143,12 +1153,17 @@ def _walk(
                 named = Path(os.fsdecode(exc.filename)) if exc.filename else folder
                 refused(named if named.is_relative_to(workspace) else folder)
             continue
-        except WorkspaceEscapeError:
-            continue  # replaced by a link since it was found
+        except WorkspaceEscapeError:  # replaced by a link since it was found
+            if changed is not None:
+                changed(folder)
+            continue
         except OSError as exc:
-            if exc.errno not in _GONE and failed is not None:
+            if exc.errno in _GONE:  # removed, or replaced by a file or a link, since found
+                if changed is not None:
+                    changed(folder)
+            elif failed is not None:
                 failed(folder, _reason(exc))
-            continue  # else removed, or replaced by a file or a link, since it was found
+            continue
         for name, is_dir, _ in entries:
             if not is_dir:
                 yield folder / name

@@ -13,6 +13,7 @@ import errno
 import io
 import itertools
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -365,3 +366,40 @@ def test_wherever_a_read_fails_the_lines_read_before_are_searched(
             f"to line {read}]"
         )
     assert result == "\n".join(expected)
+
+
+@pytest.mark.parametrize("change", ["removed", "file", "link"])
+def test_a_folder_changed_before_the_walk_goes_into_it_is_named(
+    tmp_path: Path, change: str
+) -> None:
+    """A folder listed, then removed, or replaced by a file or by a link out, before grep's
+    walk goes into it is named as changed (as find_files names it), never followed out."""
+    root = tmp_path / "ws"
+    for folder in ("a", "bad", "c"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "f.txt").write_text("hit\n", encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text("hit OUTSIDE\n", encoding="utf-8")
+    real_open = os.open
+
+    def opening(path: Any, flags: int, *args: Any, dir_fd: int | None = None) -> int:
+        bad = root / "bad"
+        if dir_fd is not None and path == "bad" and bad.is_dir() and not bad.is_symlink():
+            shutil.rmtree(bad)  # between the listing of its folder and the walk going in
+            if change == "file":
+                bad.write_text("hit, now a file\n", encoding="utf-8")
+            elif change == "link":
+                bad.symlink_to(outside, target_is_directory=True)
+        return real_open(path, flags, *args, dir_fd=dir_fd)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "open", opening)
+        result = _search(GrepTool(root), pattern="hit")
+    assert str(result).splitlines() == [
+        "a/f.txt:1: hit",
+        "c/f.txt:1: hit",
+        "[not searched, changed while the search ran (removed, or replaced by a file or a "
+        "link): 1 folder, bad]",
+    ]
+    assert str(tmp_path) not in result
