@@ -95,19 +95,34 @@ class _Step:
 
 class _Search:
     """The search's root, opened once, the descriptors the search holds, and who hears of
-    each folder the system refused to read."""
+    each folder the system refused to read, or failed to."""
 
-    def __init__(self, root: str, refused: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        root: str,
+        refused: Callable[[str], None] | None = None,
+        failed: Callable[[str, OSError], None] | None = None,
+    ) -> None:
         self.root = root
         self.below = root.rstrip(os.sep) + os.sep
         self.fd = os.open(root, _PASS)
         self.held = 1
         self.refused = refused
+        self.failed = failed
 
     def skip(self, at: _At) -> None:
         """Tell of the folder `at` names, which the system refused to open, read or look in."""
         if self.refused is not None:
             self.refused(os.path.realpath(at.real) if at.link else at.real)
+
+    def fail(self, real: str, exc: OSError) -> None:
+        """Tell of the path found at `real` that could not be opened, read or looked at.
+
+        With no one to tell (pathlib's behaviour), `exc` is raised; else the search goes on.
+        """
+        if self.failed is None:
+            raise exc
+        self.failed(real, exc)
 
     def close(self, fd: int) -> None:
         os.close(fd)
@@ -119,7 +134,12 @@ class _Search:
         A folder that was one when listed is opened relative to its folder with
         ``O_NOFOLLOW``: if it has become a link since, it is not entered. A link
         that was listed is gone through: resolved, and its folder opened.
-        PermissionError is raised, as pathlib's scandir raises it.
+        PermissionError is raised, as pathlib's scandir raises it; another error
+        is given to `fail` (raised, when no one is told).
+
+        A folder not there (removed, or replaced by a file or a link, since it was
+        found: every path entered was found a folder) is passed over, as pathlib
+        passes it over, and told of as a failure when someone is told.
         """
         real = os.path.realpath(at.real) if at.link else at.real
         try:
@@ -127,9 +147,11 @@ class _Search:
                 fd = os.open(at.name, flags | os.O_NOFOLLOW, dir_fd=at.parent)
             else:
                 fd = self._open_real(real, flags)
+        except PermissionError:
+            raise
         except OSError as exc:
-            if exc.errno not in _NOT_THERE:
-                raise
+            if exc.errno not in _NOT_THERE or self.failed is not None:
+                self.fail(real, exc)
             return None
         self.held += 1
         return fd, real
@@ -170,6 +192,7 @@ def find(
     *,
     root: Path | None = None,
     refused: Callable[[str], None] | None = None,
+    failed: Callable[[str, OSError], None] | None = None,
 ) -> Generator[Found, None, None]:
     """What `glob` yields, each path with where it really is.
 
@@ -177,8 +200,12 @@ def find(
     opened from, down; without it, `base` resolved. A folder the system refuses
     to read or look in (``PermissionError``) is skipped, as pathlib skips it,
     and its real location given to `refused` (once each time it is met), so that
-    a caller can say what was not searched. Closing the iterator (or dropping
-    it) closes every folder it has open.
+    a caller can say what was not searched. With `failed`, a folder that fails
+    otherwise (an I/O error while it is opened or listed; removed, or replaced by
+    a file or a link, since it was found) is skipped too, and its real location
+    and the error given to `failed`, where pathlib raises the error (or passes
+    over one not there). Closing the iterator (or dropping it) closes every
+    folder it has open.
     """
     if not pattern:
         raise ValueError(f"Unacceptable pattern: {pattern!r}")
@@ -196,14 +223,14 @@ def find(
             return
         start = os.path.realpath(base)
         try:
-            search = _Search(start, refused)
+            search = _Search(start, refused, failed)
         except OSError as exc:
             if exc.errno not in _NOT_THERE:
                 raise
             return
     else:
         start = str(base)
-        search = _Search(str(root), refused)
+        search = _Search(str(root), refused, failed)
     first = _At(real=start, parent=None, name="", link=False, is_dir=True, is_file=False)
     # pathlib drops a path a '**' finds twice; with one '**' no path can be found twice
     # (every path after it has the same number of components past its starting folder).
@@ -295,9 +322,11 @@ def _named(search: _Search, path: str, done: int, at: _At, step: _Step) -> _Path
             link = name not in (".", "..") and stat.S_ISLNK(
                 os.stat(name, dir_fd=fd, follow_symlinks=False).st_mode
             )
+        except PermissionError:
+            raise
         except OSError as exc:  # pathlib's is_dir and exists: "not there" is False
             if exc.errno not in _NOT_THERE:
-                raise
+                search.fail(os.path.join(real, name), exc)
             return
         except ValueError:
             return
@@ -344,6 +373,9 @@ def _children(search: _Search, at: _At, child: _Child) -> _Paths:
                 search.held -= 1
     except PermissionError:
         search.skip(at)
+        return
+    except OSError as exc:  # an I/O error while it is listed: its other entries are lost
+        search.fail(real, exc)
         return
     finally:
         search.close(fd)

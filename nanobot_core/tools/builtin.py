@@ -10,6 +10,7 @@ thread so concurrent read-only calls do not stall the event loop.
 from __future__ import annotations
 
 import abc
+import bisect
 import errno
 import functools
 import heapq
@@ -21,8 +22,8 @@ import stat
 import subprocess
 import sys
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Generator, Iterable, Iterator
+from contextlib import AbstractContextManager, closing
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import IO, Any, ClassVar
@@ -580,14 +581,28 @@ class FindFilesTool(WorkspaceTool):
                 return resolved[len(below) :].replace(os.sep, "/")
             return None
 
-        # Folders the system refused to read, each once (a '**' meets one twice).
-        refused: set[str] = set()
+        # Folders the system refused to read, each once (a '**' meets one twice), named in
+        # sorted order: only those named are kept.
+        refused = _Tally(smallest=True, once=True)
+        # Folders that failed otherwise: removed or replaced since they were found, or an
+        # I/O error while opened or listed (with the system's reason). The walk goes on.
+        changed = _Tally(smallest=True, once=True)
+        unreadable = _Tally(smallest=True, once=True)
 
         def refuse(real: str) -> None:
             if (shown := inside(real)) is not None:
                 refused.add(shown)
 
-        for match in _glob.find(base, pattern, root=self.workspace, refused=refuse):
+        def fail(real: str, exc: OSError) -> None:
+            if (shown := inside(real)) is None:
+                return  # out of the workspace, where only a link led: never named
+            if exc.errno in _GONE:
+                changed.add(shown)
+            else:
+                unreadable.add(shown, _reason(exc))
+
+        matches = _glob.find(base, pattern, root=self.workspace, refused=refuse, failed=fail)
+        for match in matches:
             resolved = os.path.realpath(match.real) if match.link else match.real
             shown = inside(resolved)
             if shown is None:
@@ -602,28 +617,26 @@ class FindFilesTool(WorkspaceTool):
             if len(found) > most:
                 break
         # Said, whatever was found: else the folders not read would be taken for empty.
-        refused_note = _refused_note(sorted(refused), "folder")
+        notes = [
+            _refused_note(refused, "folder"),
+            _changed_note(changed, "folder"),
+            _unreadable_note(unreadable, "folder"),
+        ]
         if not found:
             where = "the workspace" if base == self.workspace else self.show(base)
             nothing = f"No files match {quoted(pattern)} in {where}."
-            return ToolResult(
-                _fitted([], self.max_output_chars, _more("paths"), [nothing, refused_note])
-            )
+            return ToolResult(_fitted([], self.max_output_chars, _more("paths"), [nothing, *notes]))
         if len(found) <= most:
-            return ToolResult(
-                _fitted(sorted(found), self.max_output_chars, _more("paths"), [refused_note])
-            )
+            return ToolResult(_fitted(sorted(found), self.max_output_chars, _more("paths"), notes))
         # Last, and saying so when the folders not read are counted above: the search never
         # reached the rest of the tree, which may hold more of them.
         note = _stopped_note(
             f"stopped after {most} paths, in the order found, and more match",
-            [refused_note],
+            notes,
             "narrow the pattern or path",
         )
         return ToolResult(
-            _fitted(
-                sorted(found[:most]), self.max_output_chars, _more("paths"), [refused_note, note]
-            )
+            _fitted(sorted(found[:most]), self.max_output_chars, _more("paths"), [*notes, note])
         )
 
 
@@ -756,20 +769,29 @@ class GrepTool(WorkspaceTool):
         for file in self._files(base, glob, skipped):
             self._searched += 1
             self._report(self.show(file))
+            read = _Read()
             try:
-                matches.extend(self._search(file, regex, max_matches - len(matches)))
+                with closing(self._search(file, regex, read)) as found:
+                    for line in found:
+                        matches.append(line)
+                        if len(matches) >= max_matches:
+                            break
             except NotRegularFileError:
-                skipped.special.append(self.show(file))  # became one after its check
+                skipped.special.add(self.show(file))  # became one after its check
             except (WorkspaceEscapeError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 # Replaced by a link or a folder, or removed.
-                skipped.changed.append(self.show(file))
+                skipped.changed.add(self.show(file))
             except PermissionError:
-                skipped.refused_files.append(self.show(file))
+                skipped.refused_files.add(self.show(file))
             except OSError as exc:
                 if exc.errno == errno.ELOOP:
-                    skipped.changed.append(self.show(file))  # replaced by a loop of links
+                    skipped.changed.add(self.show(file))  # replaced by a loop of links
+                elif read.lines:  # failed part-way: the matches found so far stand
+                    skipped.read_in_part.add(_up_to(self.show(file), read), _reason(exc))
                 else:  # an I/O error, say: its lines may hold matches, so it is named
-                    skipped.unreadable_files.append((self.show(file), _reason(exc)))
+                    skipped.unreadable_files.add(self.show(file), _reason(exc))
+            if read.cut_short:
+                skipped.read_in_part.add(_up_to(self.show(file), read), "cut short while read")
             if len(matches) >= max_matches:
                 stopped = True
                 break
@@ -787,7 +809,9 @@ class GrepTool(WorkspaceTool):
     def _files(self, base: Path, glob: str | None, skipped: _NotSearched) -> Iterator[Path]:
         """The files to search; what is not searched, and why, is added to `skipped`.
 
-        A file that changes while it is checked is added to `skipped.changed`. A named
+        A file that changes while it is checked is added to `skipped.changed`, a folder
+        removed or replaced between its listing and the walk going into it to
+        `skipped.changed_folders`. A named
         pipe, a socket or a device is added to `skipped.special`, not searched: reading
         one would wait for a writer, or read without end. A folder the system refuses
         to read is added to `skipped.refused_folders` (as shown), and the others are
@@ -798,12 +822,15 @@ class GrepTool(WorkspaceTool):
         """
 
         def refuse(folder: Path) -> None:
-            skipped.refused_folders.append(self.show(folder))
+            skipped.refused_folders.add(self.show(folder))
 
         def fail(folder: Path, reason: str) -> None:
-            skipped.unreadable_folders.append((self.show(folder), reason))
+            skipped.unreadable_folders.add(self.show(folder), reason)
 
-        candidates = [base] if base.is_file() else _walk(self.workspace, base, refuse, fail)
+        def change(folder: Path) -> None:
+            skipped.changed_folders.add(self.show(folder))
+
+        candidates = [base] if base.is_file() else _walk(self.workspace, base, refuse, fail, change)
         for file in candidates:
             self._looked += 1
             if self._looked % 1_024 == 0:
@@ -813,7 +840,7 @@ class GrepTool(WorkspaceTool):
             try:
                 resolved = Path(os.path.realpath(file))
             except OSError:  # a link when looked at, gone when read
-                skipped.changed.append(self.show(file))
+                skipped.changed.add(self.show(file))
                 continue
             if not resolved.is_relative_to(self.workspace):
                 continue  # a symlink pointing out of the workspace
@@ -822,20 +849,20 @@ class GrepTool(WorkspaceTool):
             try:
                 info = resolved.stat()
             except PermissionError:
-                skipped.refused_files.append(self.show(file))
+                skipped.refused_files.add(self.show(file))
                 continue
             except OSError as exc:
                 if exc.errno not in _GONE:
-                    skipped.unreadable_files.append((self.show(file), _reason(exc)))
+                    skipped.unreadable_files.add(self.show(file), _reason(exc))
                 elif not os.path.lexists(file):
-                    skipped.changed.append(self.show(file))  # removed since it was listed
+                    skipped.changed.add(self.show(file))  # removed since it was listed
                 # Else a link to nothing, or a loop of links: no file to search.
                 continue
             if describe_kind(info.st_mode):
-                skipped.special.append(self.show(file))
+                skipped.special.add(self.show(file))
                 continue
             if info.st_size > MAX_GREP_FILE_BYTES:
-                skipped.too_large.append(self.show(file))  # else "No matches" reads as searched
+                skipped.too_large.add(self.show(file))  # else "No matches" reads as searched
                 continue
             yield resolved
 
@@ -851,28 +878,43 @@ class GrepTool(WorkspaceTool):
         record = f"{self._looked} {self._searched} {len(name)}\n".encode() + name
         os.pwrite(self.progress_fd, record, 0)
 
-    def _search(self, file: Path, regex: re.Pattern[str], budget: int) -> list[str]:
-        """The file's matching lines, up to `budget`; none for a binary file.
+    def _search(
+        self, file: Path, regex: re.Pattern[str], read: _Read
+    ) -> Generator[str, None, None]:
+        """The file's matching lines, each as it is found; none for a binary file.
 
         The file is opened once to tell binary from text and to search it: what is
-        searched is what was sniffed, even if the path changes in between.
+        searched is what was sniffed, even if the path changes in between. How far
+        it was read goes into `read` as it goes: when a read fails part-way (an I/O
+        error), the lines given until then stand, and `read` says up to where they
+        were searched; a file that ends before the size it had when opened was cut
+        short while it was read, and `read` says so too.
         """
-        found: list[str] = []
         shown = self.show(file)
         position = 0  # characters before the current line, as read_file's start_char counts
         with self.open(file, "rb") as raw:
             if b"\0" in raw.read(BINARY_SNIFF_BYTES):
-                return found
+                return
+            size = os.fstat(raw.fileno()).st_size
             raw.seek(0)
             with io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as handle:
                 for number, line in enumerate(handle, start=1):
+                    read.lines = number
                     match = regex.search(line)
                     if match:
-                        found.append(f"{shown}:{number}: {_around(line.rstrip(), match, position)}")
-                        if len(found) >= budget:
-                            break
+                        yield f"{shown}:{number}: {_around(line.rstrip(), match, position)}"
                     position += len(line)
-        return found
+                # At its end: a file made shorter while it was read (a log rotated by
+                # truncation) was not searched whole, though no read failed.
+                read.cut_short = raw.tell() < size
+
+
+@dataclass
+class _Read:
+    """How far grep read the file it searched: the lines searched, and whether it ended early."""
+
+    lines: int = 0
+    cut_short: bool = False  # it ended before the size it had when it was opened
 
 
 #: How many of the files that changed while grep searched (or that are not regular files) its
@@ -888,29 +930,83 @@ REASON_CHARS = 60
 _GONE = frozenset({errno.ENOENT, errno.ENOTDIR, errno.ELOOP})
 
 
+#: Names a `_Tally` kept with `once` remembers to count each once: the last ones added.
+_RECENT_NAMES = 1_024
+
+
+class _Tally:
+    """Files or folders skipped for one reason: how many, and only the few an answer names.
+
+    The names an answer shows (`CHANGED_NAMED`: the first added, or with `smallest`
+    the first in sorted order) and the first distinct reasons (one more than shown,
+    to tell there are more) are kept, and the rest only counted: a tree of a million
+    unreadable files is a count, not a million names held until the answer is made.
+    With `once`, a name added again is counted once, if it was added among the last
+    `_RECENT_NAMES` (a '**' meets a refused folder twice in a row, a race the folder
+    above one that changed): that many names are remembered, not all of them.
+    """
+
+    def __init__(self, *, smallest: bool = False, once: bool = False) -> None:
+        self.count = 0
+        self.names: list[str] = []
+        self.reasons: list[str] = []
+        self._smallest = smallest
+        self._recent: dict[str, None] | None = {} if once else None
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    def add(self, name: str, reason: str | None = None) -> None:
+        """Count `name`, skipped (for `reason`, if there are several), keeping it if shown."""
+        if self._recent is not None:
+            if name in self._recent or name in self.names:
+                return
+            self._recent[name] = None
+            if len(self._recent) > _RECENT_NAMES:
+                del self._recent[next(iter(self._recent))]  # the oldest
+        self.count += 1
+        # One reason more than an answer shows, to tell that there are more.
+        if reason is not None and reason not in self.reasons and len(self.reasons) <= CHANGED_NAMED:
+            self.reasons.append(reason)
+        if len(self.names) < CHANGED_NAMED:
+            self.names.append(name)
+            if self._smallest:
+                self.names.sort()
+        elif self._smallest and name < self.names[-1]:
+            bisect.insort(self.names, name)
+            self.names.pop()
+
+
 @dataclass
 class _NotSearched:
     """What a grep did not search, by why: each kind said in a last line of its answer."""
 
-    changed: list[str] = field(default_factory=list)  # changed between check and search
-    special: list[str] = field(default_factory=list)  # named pipes, sockets, devices
-    refused_folders: list[str] = field(default_factory=list)  # the system refused to read
-    refused_files: list[str] = field(default_factory=list)
+    changed: _Tally = field(default_factory=_Tally)  # changed between check and search
+    # Removed, or replaced by a file or a link, between their listing and the walk going in.
+    changed_folders: _Tally = field(default_factory=_Tally)
+    special: _Tally = field(default_factory=_Tally)  # named pipes, sockets, devices
+    # The system refused to read: a folder refused from a race may be met twice (the one
+    # above it, changed).
+    refused_folders: _Tally = field(default_factory=lambda: _Tally(once=True))
+    refused_files: _Tally = field(default_factory=_Tally)
     # Failed to read otherwise (an I/O error, say): each with the system's reason.
-    unreadable_folders: list[tuple[str, str]] = field(default_factory=list)
-    unreadable_files: list[tuple[str, str]] = field(default_factory=list)
-    too_large: list[str] = field(default_factory=list)  # over MAX_GREP_FILE_BYTES
+    unreadable_folders: _Tally = field(default_factory=_Tally)
+    unreadable_files: _Tally = field(default_factory=_Tally)
+    too_large: _Tally = field(default_factory=_Tally)  # over MAX_GREP_FILE_BYTES
+    # Searched up to a line, then a read failed or the file ended early: each with why.
+    read_in_part: _Tally = field(default_factory=_Tally)
 
     def notes(self) -> list[str]:
         """A note of each kind skipped (bounded, see `_skipped_note`); none for no kind."""
         notes = [
-            _changed_note(self.changed) if self.changed else "",
+            _changed_note(self.changed),
+            _changed_note(self.changed_folders, "folder"),
             _special_note(self.special),
-            # A folder refused from a race may be met twice (the one above it, changed).
-            _refused_note(list(dict.fromkeys(self.refused_folders)), "folder"),
+            _refused_note(self.refused_folders, "folder"),
             _refused_note(self.refused_files),
             _unreadable_note(self.unreadable_folders, "folder"),
             _unreadable_note(self.unreadable_files),
+            _read_in_part_note(self.read_in_part),
             _too_large_note(self.too_large),
         ]
         return [note for note in notes if note]
@@ -921,21 +1017,36 @@ def _reason(exc: OSError) -> str:
     return clip(exc.strerror or f"error {exc.errno}", REASON_CHARS)
 
 
-def _unreadable_note(unreadable: list[tuple[str, str]], what: str = "file") -> str:
+def _unreadable_note(unreadable: _Tally, what: str = "file") -> str:
     """The note of the files or folders (`what`) that failed to read, and the system's
     reasons (three at most); or ''."""
     if not unreadable:
         return ""
-    reasons = list(dict.fromkeys(reason for _, reason in unreadable))
+    reasons = unreadable.reasons
     why = ", ".join(reasons[:CHANGED_NAMED]) + (" and more" if len(reasons) > CHANGED_NAMED else "")
-    return _skipped_note(f"could not be read ({why})", [name for name, _ in unreadable], what)
+    return _skipped_note(f"could not be read ({why})", unreadable, what)
+
+
+def _read_in_part_note(read_in_part: _Tally) -> str:
+    """The note of the files searched only up to a line, and why (three reasons at most): the
+    matches above from them stand, what follows that line was not searched; or ''."""
+    if not read_in_part:
+        return ""
+    reasons = read_in_part.reasons
+    why = ", ".join(reasons[:CHANGED_NAMED]) + (" and more" if len(reasons) > CHANGED_NAMED else "")
+    return _skipped_note(f"the read stopped ({why})", read_in_part, head="searched only in part")
+
+
+def _up_to(shown: str, read: _Read) -> str:
+    """A file searched only in part, as its note names it: with the last line searched."""
+    return f"{shown} up to line {read.lines}"
 
 
 def _matches(count: int) -> str:
     return "1 match" if count == 1 else f"{count} matches"
 
 
-def _too_large_note(too_large: list[str]) -> str:
+def _too_large_note(too_large: _Tally) -> str:
     """The note of the files larger than grep searches (bounded), and how to read one; or ''."""
     if not too_large:
         return ""
@@ -960,37 +1071,44 @@ def _stopped_note(stopped: str, notes: Iterable[str], advice: str) -> str:
     )
 
 
-def _changed_note(changed: list[str]) -> str:
-    """The answer's note of the files skipped because they changed while searched (bounded)."""
+def _changed_note(changed: _Tally, what: str = "file") -> str:
+    """The answer's note of the files (or folders: `what`) skipped because they changed while
+    searched (bounded); or ''."""
+    if not changed:
+        return ""
+    into = "a link or a folder" if what == "file" else "a file or a link"
     return _skipped_note(
-        "changed while the search ran (removed, or replaced by a link or a folder)", changed
+        f"changed while the search ran (removed, or replaced by {into})", changed, what
     )
 
 
-def _special_note(special: list[str]) -> str:
+def _special_note(special: _Tally) -> str:
     """The answer's note of the named pipes, sockets and devices not searched (bounded); or ''."""
     if not special:
         return ""
     return _skipped_note("not regular files (named pipes, sockets or devices)", special)
 
 
-def _refused_note(refused: list[str], what: str = "file") -> str:
+def _refused_note(refused: _Tally, what: str = "file") -> str:
     """The note of the files or folders (`what`) the system refused to read (bounded); or ''."""
     if not refused:
         return ""
     return _skipped_note("permission denied", refused, what)
 
 
-def _skipped_note(why: str, skipped: list[str], what: str = "file") -> str:
-    """A note of files (or folders) not searched and `why`: three named (each cut), the rest
-    counted."""
+def _skipped_note(
+    why: str, skipped: _Tally, what: str = "file", *, head: str = "not searched"
+) -> str:
+    """A note of files (or folders) not searched (or as `head` says) and `why`: three named
+    (each cut), the rest counted."""
     names = [
         name if len(name) <= CHANGED_NAME_CHARS else "…" + name[-(CHANGED_NAME_CHARS - 1) :]
-        for name in skipped[:CHANGED_NAMED]
+        for name in skipped.names[:CHANGED_NAMED]
     ]
-    more = f" and {len(skipped) - CHANGED_NAMED} more" if len(skipped) > CHANGED_NAMED else ""
-    count = f"1 {what}" if len(skipped) == 1 else f"{len(skipped)} {what}s"
-    return f"[not searched, {why}: {count}, {', '.join(names)}{more}]"
+    total = skipped.count
+    more = f" and {total - CHANGED_NAMED} more" if total > CHANGED_NAMED else ""
+    count = f"1 {what}" if total == 1 else f"{total} {what}s"
+    return f"[{head}, {why}: {count}, {', '.join(names)}{more}]"
 
 
 def _around(line: str, match: re.Match[str], line_start: int) -> str:
@@ -1011,6 +1129,7 @@ def _walk(
     base: Path,
     refused: Callable[[Path], None] | None = None,
     failed: Callable[[Path, str], None] | None = None,
+    changed: Callable[[Path], None] | None = None,
 ) -> Iterator[Path]:
     """The files below the folder `base`, in os.walk's order (top down, sorted names).
 
@@ -1020,7 +1139,8 @@ def _walk(
     path, read the outside through the link). Links to folders are not entered. A
     folder the system refuses to open or read is given to `refused` (the one refused,
     which may be a folder above it since changed), one it fails to read otherwise (an
-    I/O error) to `failed` with the system's reason, and the walk goes on with the rest.
+    I/O error) to `failed` with the system's reason, one removed or replaced (by a
+    file or a link) since it was found to `changed`, and the walk goes on with the rest.
     """
     folders = [base]
     while folders:
@@ -1033,12 +1153,17 @@ def _walk(
                 named = Path(os.fsdecode(exc.filename)) if exc.filename else folder
                 refused(named if named.is_relative_to(workspace) else folder)
             continue
-        except WorkspaceEscapeError:
-            continue  # replaced by a link since it was found
+        except WorkspaceEscapeError:  # replaced by a link since it was found
+            if changed is not None:
+                changed(folder)
+            continue
         except OSError as exc:
-            if exc.errno not in _GONE and failed is not None:
+            if exc.errno in _GONE:  # removed, or replaced by a file or a link, since found
+                if changed is not None:
+                    changed(folder)
+            elif failed is not None:
                 failed(folder, _reason(exc))
-            continue  # else removed, or replaced by a file or a link, since it was found
+            continue
         for name, is_dir, _ in entries:
             if not is_dir:
                 yield folder / name

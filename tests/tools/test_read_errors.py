@@ -10,7 +10,10 @@ that fails is made to fail with its errno, on real files.
 from __future__ import annotations
 
 import errno
+import io
+import itertools
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager
@@ -226,3 +229,177 @@ def test_a_search_stopped_at_one_match_says_one_match(tmp_path: Path) -> None:
         "a.txt:1: hit",
         "[stopped after 1 match; narrow the search]",
     ]
+
+
+class _FailingPart(io.FileIO):
+    """A file that reads as it is up to byte `fail_at`, then fails with an I/O error."""
+
+    def __init__(self, fd: int, fail_at: int) -> None:
+        super().__init__(fd, "rb")
+        self.fail_at = fail_at
+
+    def readinto(self, buffer: Any) -> int | None:
+        position = self.tell()
+        if position >= self.fail_at:
+            raise OSError(errno.EIO, os.strerror(errno.EIO))
+        return super().readinto(memoryview(buffer)[: self.fail_at - position])
+
+
+def _failing_part_way(tool: GrepTool, name: str, fail_at: int) -> None:
+    """`tool.open`, except that the file `name` fails with an I/O error past byte `fail_at`."""
+    real_open = tool.open
+
+    @contextmanager
+    def opening(target: Path, mode: str = "r") -> Iterator[IO[Any]]:
+        with real_open(target, mode) as handle:
+            if target.name != name:
+                yield handle
+                return
+            with io.BufferedReader(_FailingPart(os.dup(handle.fileno()), fail_at)) as failing:
+                yield failing
+
+    tool.open = opening  # type: ignore[method-assign]
+
+
+def test_the_matches_found_before_a_read_fails_part_way_stand(tmp_path: Path) -> None:
+    """A file whose read fails with an I/O error part-way keeps the matches found before, and
+    is named as searched up to its last line read, not as unread."""
+    lines = ["hit 1", *(["filler " * 10] * 300), "hit 2"]
+    (tmp_path / "a.txt").write_text("hit\n", encoding="utf-8")
+    (tmp_path / "big.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    grep = GrepTool(tmp_path)
+    _failing_part_way(grep, "big.txt", fail_at=10_000)  # past the first look, before "hit 2"
+    result = _search(grep, pattern="hit")
+    read = sum(1 for end in itertools.accumulate(len(line) + 1 for line in lines) if end <= 10_000)
+    assert str(result).splitlines() == [
+        "a.txt:1: hit",
+        "big.txt:1: hit 1",
+        "[searched only in part, the read stopped (Input/output error): 1 file, big.txt up to "
+        f"line {read}]",
+    ]
+    alone = _search(grep, pattern="hit", path="big.txt")
+    assert str(alone).splitlines()[0] == "big.txt:1: hit 1"
+
+
+def test_a_file_cut_short_while_it_is_read_is_named_with_its_matches(tmp_path: Path) -> None:
+    """A file made shorter while grep reads it (a log rotated by truncation) keeps the
+    matches read before, and is named as searched only up to its last line read."""
+    lines = ["hit 1", *(["filler " * 10] * 300), "hit 2"]
+    big = tmp_path / "big.txt"
+    big.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    grep = GrepTool(tmp_path)
+    real_open = grep.open
+
+    class Truncating(io.FileIO):
+        def readinto(self, buffer: Any) -> int | None:
+            if self.tell() >= 16_384:
+                os.truncate(big, 100)  # by another process, in between two reads
+            return super().readinto(buffer)
+
+    @contextmanager
+    def opening(target: Path, mode: str = "r") -> Iterator[IO[Any]]:
+        with (
+            real_open(target, mode) as handle,
+            io.BufferedReader(Truncating(os.dup(handle.fileno()), "rb")) as truncating,
+        ):
+            yield truncating
+
+    grep.open = opening  # type: ignore[method-assign]
+    result = _search(grep, pattern="hit")
+    # Each line begun before the cut, the last as far as it was read.
+    starts = itertools.accumulate((len(line) + 1 for line in lines), initial=0)
+    read = sum(1 for start in starts if start < 16_384)
+    assert str(result).splitlines() == [
+        "big.txt:1: hit 1",
+        "[searched only in part, the read stopped (cut short while read): 1 file, big.txt up to "
+        f"line {read}]",
+    ]
+
+
+#: How many bytes grep looks at for binary content in the generated files.
+_SNIFF = 16
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hits=st.lists(st.booleans(), min_size=1, max_size=400),
+    width=st.integers(0, 30),
+    percent=st.integers(0, 100),
+)
+def test_wherever_a_read_fails_the_lines_read_before_are_searched(
+    hits: list[bool], width: int, percent: int
+) -> None:
+    """Whatever the lines and wherever the read fails, the matches in the lines read whole
+    before it are shown and the file is named up to the last of them; failed before any
+    line was read (in the look for binary content), it is named as not searched."""
+    lines = [("hit " if hit else "") + "x" * width for hit in hits]
+    text = "\n".join(lines) + "\n"
+    fail_at = len(text) * percent // 100  # the whole file read, at 100
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch).resolve()
+        (root / "f.txt").write_text(text, encoding="utf-8")
+        grep = GrepTool(root)
+        if fail_at < len(text):
+            _failing_part_way(grep, "f.txt", fail_at)
+        with pytest.MonkeyPatch.context() as patch:
+            # A short look for binary content: most generated files are read past it.
+            patch.setattr(builtin, "BINARY_SNIFF_BYTES", _SNIFF)
+            result = str(_search(grep, pattern="hit"))
+    ends = list(itertools.accumulate(len(line) + 1 for line in lines))
+    if fail_at >= len(text):
+        read = len(lines)
+    elif fail_at < min(len(text), _SNIFF):
+        read = 0  # the look for a NUL byte failed: not one line searched
+    else:
+        read = sum(1 for end in ends if end <= fail_at)
+    shown = [
+        f"f.txt:{number}: {line.rstrip()}"
+        for number, line in enumerate(lines[:read], 1)
+        if "hit" in line
+    ]
+    expected = shown or ["No matches for 'hit'."]
+    if read == 0:
+        expected.append("[not searched, could not be read (Input/output error): 1 file, f.txt]")
+    elif read < len(lines):
+        expected.append(
+            "[searched only in part, the read stopped (Input/output error): 1 file, f.txt up "
+            f"to line {read}]"
+        )
+    assert result == "\n".join(expected)
+
+
+@pytest.mark.parametrize("change", ["removed", "file", "link"])
+def test_a_folder_changed_before_the_walk_goes_into_it_is_named(
+    tmp_path: Path, change: str
+) -> None:
+    """A folder listed, then removed, or replaced by a file or by a link out, before grep's
+    walk goes into it is named as changed (as find_files names it), never followed out."""
+    root = tmp_path / "ws"
+    for folder in ("a", "bad", "c"):
+        (root / folder).mkdir(parents=True)
+        (root / folder / "f.txt").write_text("hit\n", encoding="utf-8")
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "f.txt").write_text("hit OUTSIDE\n", encoding="utf-8")
+    real_open = os.open
+
+    def opening(path: Any, flags: int, *args: Any, dir_fd: int | None = None) -> int:
+        bad = root / "bad"
+        if dir_fd is not None and path == "bad" and bad.is_dir() and not bad.is_symlink():
+            shutil.rmtree(bad)  # between the listing of its folder and the walk going in
+            if change == "file":
+                bad.write_text("hit, now a file\n", encoding="utf-8")
+            elif change == "link":
+                bad.symlink_to(outside, target_is_directory=True)
+        return real_open(path, flags, *args, dir_fd=dir_fd)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(os, "open", opening)
+        result = _search(GrepTool(root), pattern="hit")
+    assert str(result).splitlines() == [
+        "a/f.txt:1: hit",
+        "c/f.txt:1: hit",
+        "[not searched, changed while the search ran (removed, or replaced by a file or a "
+        "link): 1 folder, bad]",
+    ]
+    assert str(tmp_path) not in result

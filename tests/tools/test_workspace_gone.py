@@ -9,7 +9,7 @@ the folder gone midway, ``No matches`` as if the tree had been searched.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -136,9 +136,9 @@ def test_a_search_that_finds_the_workspace_gone_midway_says_so_not_no_matches(
         (workspace / name).write_text("no hit here\n", encoding="utf-8")
 
     class Searcher(GrepTool):
-        def _search(self, file: Path, regex: Any, budget: int) -> list[str]:
+        def _search(self, file: Path, regex: Any, read: Any) -> Iterator[str]:
             shutil.rmtree(workspace, ignore_errors=True)
-            return []
+            yield from ()
 
     assert _contained(Searcher(workspace).search, pattern="zzz") == GONE
 
