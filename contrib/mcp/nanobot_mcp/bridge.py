@@ -164,7 +164,7 @@ class McpBridge:
             self._connections[handle] = connection
             # Every start refreshes the cache, so a server that changed its tools is
             # listed correctly from the next process on.
-            handle.cache.store(handle.config, tools, connection.rejected)
+            handle.cache.store(handle.config, tools, connection.rejected, connection.problems)
             return connection
 
     async def _tools_of(self, handle: ServerHandle) -> list[dict[str, Any]]:

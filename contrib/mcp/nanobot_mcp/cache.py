@@ -2,8 +2,9 @@
 
 One JSON file per server, ``<workspace>/.nanobot/cache/mcp/<server>.json``,
 holding the hash of the server's config and its tools as MCP sends them
-(``name``, ``description``, ``inputSchema``, ``annotations``), and the tools
-it listed that were left out as invalid, with why (``rejected``). A file whose
+(``name``, ``description``, ``inputSchema``, ``annotations``), the tools
+it listed that were left out as invalid, with why (``rejected``), and what
+else its listing left out, one line each (``problems``). A file whose
 hash does not match the current config is ignored, so editing the command,
 its arguments, environment or directory forces a fresh listing. The cache is
 refreshed each time a server actually starts.
@@ -69,16 +70,24 @@ class ToolListCache:
             if isinstance(e, dict) and isinstance(e.get("reason"), str)
         ]
 
+    def problems(self, server: ServerConfig) -> list[str]:
+        """What else the listing of `server` left out, one line each (none when not cached)."""
+        data = self._read(server)
+        entries = [] if data is None else data.get("problems", [])
+        return [e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
+
     def store(
         self,
         server: ServerConfig,
         tools: list[dict[str, Any]],
         rejected: Sequence[RejectedTool] = (),
+        problems: Sequence[str] = (),
     ) -> None:
         """Write the tools of `server` atomically (a reader never sees half a file)."""
         fields = {
             "tools": tools,
             "rejected": [{"tool": r.tool, "reason": r.reason} for r in rejected],
+            "problems": list(problems),
         }
         write_record(self.path(server), server, _FORMAT, fields)
 

@@ -93,6 +93,8 @@ class ServerConnection:
         self.tools: list[dict[str, Any]] = []
         #: The tools of the last listing that were left out, and why.
         self.rejected: list[RejectedTool] = []
+        #: What else the last listing left out, one line each (pages past the last read).
+        self.problems: list[str] = []
         self._session: Any = None
         self._protocol_version: Any = None  # the session's negotiated version, once known
         self._listing_ids: set[Any] = set()  # ids of tools/list requests not answered yet
@@ -209,13 +211,8 @@ class ServerConnection:
                         self._protocol_version = lambda: session.protocol_version
                         self._phase = "waiting for its answer to initialize (the handshake)"
                         await session.initialize()
-                        self.rejected = []
                         self._phase = "waiting for its tool list (tools/list)"
-                        tools = await _list_all_tools(session)
-                        for tool in tools:  # the cache keeps them as the server sent them
-                            schema = self._output_schemas.get(str(tool.get("name")))
-                            if schema is not None:
-                                tool["outputSchema"] = schema
+                        tools = await self._list_tools(session)
                         self._session = session
                         ready.set_result(tools)
                         await self._closing.wait()
@@ -230,6 +227,45 @@ class ServerConnection:
                 raise
         finally:
             self._session = None
+
+    async def _list_tools(self, session: Any) -> list[dict[str, Any]]:
+        """Every page of the server's tool list, as the server sent each tool.
+
+        What the listing could not take is said in `problems` (and the tools the SDK
+        would refuse in `rejected`): the pages past `_MAX_PAGES`, and those after a
+        cursor the server already gave (it would list the same page for ever).
+        """
+        from mcp.types import PaginatedRequestParams
+
+        self.rejected, self.problems = [], []
+        tools: list[dict[str, Any]] = []
+        cursors: set[str] = set()
+        cursor: str | None = None
+        for _ in range(_MAX_PAGES):
+            page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
+            for tool in page.tools:
+                spec = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+                schema = self._output_schemas.get(tool.name)
+                if schema is not None:  # the cache keeps each tool as the server sent it
+                    spec["outputSchema"] = schema
+                tools.append(spec)
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+            if cursor in cursors:
+                self.problems.append(
+                    f"MCP server {self.config.name!r} gave the same tools/list cursor twice "
+                    f"({quoted(cursor, 60)}), which would list one page for ever; the "
+                    f"{len(tools)} tools listed before it are kept"
+                )
+                return tools
+            cursors.add(cursor)
+        self.problems.append(
+            f"MCP server {self.config.name!r} lists its tools on more than {_MAX_PAGES} pages "
+            f"(tools/list); the {len(tools)} tools of the first {_MAX_PAGES} pages are kept, "
+            "the tools on later pages are left out"
+        )
+        return tools
 
     async def _relay(self, source: Any, sink: Any) -> None:
         """Pass the server's messages on; at its end of output, mark the connection closing."""
@@ -411,22 +447,6 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
     except OSError:
         return ""
     return text[-chars:]
-
-
-async def _list_all_tools(session: Any) -> list[dict[str, Any]]:
-    from mcp.types import PaginatedRequestParams
-
-    tools: list[dict[str, Any]] = []
-    cursor: str | None = None
-    for _ in range(_MAX_PAGES):
-        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
-        tools += [
-            tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in page.tools
-        ]
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return tools
 
 
 def screen_tools(result: dict[str, Any], version: str) -> tuple[dict[str, Any], list[RejectedTool]]:

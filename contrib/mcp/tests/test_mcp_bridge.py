@@ -945,3 +945,34 @@ def test_a_command_stopped_by_a_service_manager_stops_a_server_busy_with_a_call(
     assert command.returncode == 128 + signum, err
     # Stopped by the command, before it ended; not left to notice its stdin closed.
     assert not _running(server), "the server outlived the command"
+
+
+def test_a_tool_list_of_more_than_100_pages_keeps_the_first_and_says_so(
+    workspace: Workspace,
+) -> None:
+    """A listing past its 100th page keeps the tools of the first 100 and a problem names the
+    server and how many were kept, at its start and from its cached listing alike."""
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": {"RAW_SERVER_PAGES": "150"}})
+    expected = (
+        "MCP server 'raw' lists its tools on more than 100 pages (tools/list); the 100 tools "
+        "of the first 100 pages are kept, the tools on later pages are left out"
+    )
+    for _ in range(2):  # started, then from the cached listing in a new process
+        tools, problems = through_the_core(workspace)
+        assert len(tools) == 100 and "mcp_raw_page99" in tools
+        assert problems == [expected]
+        reset_default_bridge()
+    assert workspace.spawns() == 1
+
+
+def test_a_cursor_given_twice_ends_the_listing_at_once(workspace: Workspace) -> None:
+    """A server that answers every tools/list page with the same cursor is asked for that page
+    once, and a problem says the listing stopped there, not 100 pages of the same tools."""
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": {"RAW_SERVER_SAME_CURSOR": "x"}})
+    tools, problems = through_the_core(workspace)
+    assert list(tools) == ["mcp_raw_echo"]
+    assert problems == [
+        "MCP server 'raw' lists tool 'echo' more than once; the first is kept",
+        "MCP server 'raw' gave the same tools/list cursor twice ('x'), which would list one "
+        "page for ever; the 2 tools listed before it are kept",
+    ]

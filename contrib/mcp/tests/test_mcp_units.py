@@ -417,6 +417,27 @@ def test_the_cache_keeps_the_refused_tools(tmp_path: Path) -> None:
     assert cache.rejected(ServerConfig(name="s", command="other")) == []
 
 
+@given(
+    problems=st.lists(st.text()),
+    junk=st.sampled_from([(None, []), (3, []), ("x", []), ({"a": 1}, []), (["y", 1], ["y"])]),
+)
+def test_the_cache_keeps_the_problems_of_a_listing(
+    problems: list[str], junk: tuple[Any, list[str]]
+) -> None:
+    """What else a listing left out is cached line for line; a problems field of anything
+    else (the file is anyone's to write) is read as none, or as its lines alone."""
+    with tempfile.TemporaryDirectory() as folder:
+        cache = ToolListCache(Path(folder))
+        server = ServerConfig(name="s", command="c")
+        cache.store(server, [_GOOD_TOOL], problems=problems)
+        assert cache.problems(server) == problems
+        record = json.loads(cache.path(server).read_text())
+        written, read = junk
+        cache.path(server).write_text(json.dumps({**record, "problems": written}))
+        assert cache.problems(server) == read
+        assert cache.load(server) == [_GOOD_TOOL]
+
+
 def test_a_name_clash_names_both_servers_and_tools(capsys: pytest.CaptureFixture[str]) -> None:
     """Should two tools still meet on one name, the warning says which server's tool was lost."""
     from nanobot_mcp.discovery import _add
