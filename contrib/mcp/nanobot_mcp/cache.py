@@ -6,7 +6,8 @@ holding the hash of the server's config and its tools as MCP sends them
 it listed that were left out as invalid, with why (``rejected``), and what
 else its listing left out, one line each (``problems``). A file whose
 hash does not match the current config is ignored, so editing the command,
-its arguments, environment or directory forces a fresh listing. The cache is
+its arguments, environment or directory forces a fresh listing; so does
+changing ``max_tools`` or ``max_tool_bytes``, the bounds the listing was cut to. The cache is
 refreshed each time a server actually starts.
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from nanobot_mcp.config import ServerConfig
-from nanobot_mcp.connection import RejectedTool
+from nanobot_mcp.connection import RejectedTool, definition_size
 
 __all__ = [
     "ToolListCache",
@@ -85,6 +86,7 @@ class ToolListCache:
     ) -> None:
         """Write the tools of `server` atomically (a reader never sees half a file)."""
         fields = {
+            "limits": _limits(server),
             "tools": tools,
             "rejected": [{"tool": r.tool, "reason": r.reason} for r in rejected],
             "problems": list(problems),
@@ -99,9 +101,19 @@ class ToolListCache:
             or not all(
                 isinstance(t, dict) and isinstance(t.get("name"), str) for t in data["tools"]
             )
+            # Listed under other bounds (changed since), or past its own (the file is
+            # anyone's to write): listed afresh, so what is left out is told right.
+            or data.get("limits") != _limits(server)
+            or len(data["tools"]) > server.max_tools
+            or any(definition_size(t) > server.max_tool_bytes for t in data["tools"])
         ):
             return None
         return data
+
+
+def _limits(server: ServerConfig) -> dict[str, int]:
+    """The bounds a listing of `server` is cut to: a cache listed under others is stale."""
+    return {"max_tools": server.max_tools, "max_tool_bytes": server.max_tool_bytes}
 
 
 def read_record(path: Path, server: ServerConfig, version: int) -> dict[str, Any] | None:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import io
+import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -36,13 +37,14 @@ import attrs
 from nanobot_core import PluginError, quoted
 
 from nanobot_mcp.config import ServerConfig
-from nanobot_mcp.stdio import LineTooLong, bounded_stdio_client
+from nanobot_mcp.stdio import LineTooLong, bounded_stdio_client, describe_size
 
 __all__ = [
     "CONNECTION_CLOSED",
     "McpServerError",
     "RejectedTool",
     "ServerConnection",
+    "definition_size",
     "output_checker",
     "screen_content",
     "screen_tools",
@@ -95,6 +97,8 @@ class ServerConnection:
         self.rejected: list[RejectedTool] = []
         #: What else the last listing left out, one line each (pages past the last read).
         self.problems: list[str] = []
+        #: Whether a page of the listing had more tools than max_tools (its end not read).
+        self._page_cut = False
         self._session: Any = None
         self._protocol_version: Any = None  # the session's negotiated version, once known
         self._listing_ids: set[Any] = set()  # ids of tools/list requests not answered yet
@@ -232,15 +236,19 @@ class ServerConnection:
         """Every page of the server's tool list, as the server sent each tool.
 
         What the listing could not take is said in `problems` (and the tools the SDK
-        would refuse in `rejected`): the pages past `_MAX_PAGES`, and those after a
-        cursor the server already gave (it would list the same page for ever).
+        would refuse in `rejected`): a tool larger than ``max_tool_bytes``, the tools
+        past ``max_tools`` (the pages after them are not asked for), the pages past
+        `_MAX_PAGES`, and those after a cursor the server already gave (it would list
+        the same page for ever).
         """
         from mcp.types import PaginatedRequestParams
 
         self.rejected, self.problems = [], []
+        self._page_cut = False
         tools: list[dict[str, Any]] = []
         cursors: set[str] = set()
         cursor: str | None = None
+        limit = self.config.max_tools
         for _ in range(_MAX_PAGES):
             page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
             for tool in page.tools:
@@ -248,7 +256,21 @@ class ServerConnection:
                 schema = self._output_schemas.get(tool.name)
                 if schema is not None:  # the cache keeps each tool as the server sent it
                     spec["outputSchema"] = schema
-                tools.append(spec)
+                if self._fits(spec):
+                    tools.append(spec)
+                else:
+                    self._output_schemas.pop(tool.name, None)
+            if len(tools) > limit or self._page_cut:
+                # The pages left would only be left out too: they are not asked for.
+                for spec in tools[limit:]:
+                    self._output_schemas.pop(str(spec.get("name")), None)
+                tools = tools[:limit]
+                self.problems.append(
+                    f"MCP server {self.config.name!r} lists more than {limit} tools (see "
+                    f"{self.config.key('max_tools')}); the first {len(tools)} are kept, the "
+                    "others are left out"
+                )
+                return tools
             cursor = page.next_cursor
             if not cursor:
                 return tools
@@ -266,6 +288,19 @@ class ServerConnection:
             "the tools on later pages are left out"
         )
         return tools
+
+    def _fits(self, spec: dict[str, Any]) -> bool:
+        """Whether a tool's definition is within ``max_tool_bytes``; if not, a problem says so."""
+        size = definition_size(spec)
+        limit = self.config.max_tool_bytes
+        if size <= limit:
+            return True
+        self.problems.append(
+            f"MCP server {self.config.name!r}: tool {quoted(spec.get('name'), 100)} left out: its "
+            f"definition is {describe_size(size)}, more than {describe_size(limit)} (see "
+            f"{self.config.key('max_tool_bytes')})"
+        )
+        return False
 
     async def _relay(self, source: Any, sink: Any) -> None:
         """Pass the server's messages on; at its end of output, mark the connection closing."""
@@ -330,9 +365,16 @@ class ServerConnection:
                     )
                     message.result = checked  # type: ignore[union-attr]
             return item
+        tools = result.get("tools")
+        if isinstance(tools, list) and len(tools) > self.config.max_tools:
+            # No more than max_tools of a page can be kept: the others are not checked or
+            # read (100,000 tools took the bridge's loop 30 s), and the listing says so.
+            result = {**result, "tools": tools[: self.config.max_tools]}
+            self._page_cut = True
         try:
             kept, rejected = screen_tools(result, version)
         except Exception:  # screening must never stop the relay: the SDK judges as before
+            message.result = result  # type: ignore[union-attr]
             return item
         if rejected and self._session is None:  # at start-up (the SDK may list again later)
             self.rejected += rejected
@@ -447,6 +489,13 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
     except OSError:
         return ""
     return text[-chars:]
+
+
+def definition_size(spec: Mapping[str, Any]) -> int:
+    """The size of a tool's definition: its bytes as compact JSON in UTF-8."""
+    text = json.dumps(spec, ensure_ascii=False, separators=(",", ":"))
+    # A lone surrogate (a JSON escape of half a pair) is counted as the 3 bytes it would take.
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def screen_tools(result: dict[str, Any], version: str) -> tuple[dict[str, Any], list[RejectedTool]]:

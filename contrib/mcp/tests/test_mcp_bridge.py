@@ -976,3 +976,45 @@ def test_a_cursor_given_twice_ends_the_listing_at_once(workspace: Workspace) -> 
         "MCP server 'raw' gave the same tools/list cursor twice ('x'), which would list one "
         "page for ever; the 2 tools listed before it are kept",
     ]
+
+
+def test_the_tools_past_max_tools_are_left_out_and_said_to_be(workspace: Workspace) -> None:
+    """A server listing 100,000 tools offers the first max_tools (256 unless set), a problem
+    names the server and the key; the cache keeps the cut list, until max_tools changes."""
+    env = {"RAW_SERVER_TOOL_COUNT": "100000"}
+    config = workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    expected = (
+        "MCP server 'raw' lists more than 256 tools (see [servers.raw] max_tools in "
+        f"{config}); the first 256 are kept, the others are left out"
+    )
+    for _ in range(2):  # started, then from the cached listing in a new process
+        tools, problems = through_the_core(workspace)
+        assert len(tools) == 256 and list(tools)[:2] == ["mcp_raw_echo", "mcp_raw_t0"]
+        assert problems == [expected]
+        reset_default_bridge()
+    cached = json.loads((workspace.root / ".nanobot" / "cache" / "mcp" / "raw.json").read_text())
+    assert len(cached["tools"]) == 256
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "max_tools": 3})
+    tools, problems = through_the_core(workspace)
+    assert list(tools) == ["mcp_raw_echo", "mcp_raw_t0", "mcp_raw_t1"]
+    assert problems == [expected.replace("256", "3")]
+    assert workspace.spawns() == 2
+
+
+def test_a_tool_larger_than_max_tool_bytes_is_left_out_by_name(workspace: Workspace) -> None:
+    """A tool whose definition is past max_tool_bytes (64 KiB unless set) is left out, named
+    with its size and the key; the server's other tools stay, and a raised bound takes it."""
+    env = {"RAW_SERVER_BIG_TOOL": str(MIB)}
+    config = workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    for _ in range(2):  # started, then from the cached listing in a new process
+        tools, (problem,) = through_the_core(workspace)
+        assert list(tools) == ["mcp_raw_echo"]
+        assert problem == (
+            f"MCP server 'raw': tool 'big' left out: its definition is {MIB + 123} bytes, more "
+            f"than 64 KiB (see [servers.raw] max_tool_bytes in {config})"
+        )
+        reset_default_bridge()
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "max_tool_bytes": 2 * MIB})
+    tools, problems = through_the_core(workspace)
+    assert list(tools) == ["mcp_raw_echo", "mcp_raw_big"] and problems == []
+    assert len(tools["mcp_raw_big"].description) > MIB
