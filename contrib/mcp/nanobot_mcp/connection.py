@@ -102,8 +102,10 @@ class ServerConnection:
         self._session: Any = None
         self._protocol_version: Any = None  # the session's negotiated version, once known
         self._listing_ids: set[Any] = set()  # ids of tools/list requests not answered yet
-        #: The ids of tools/call requests not answered yet, and the tool each calls.
+        #: The ids of tools/call requests not answered yet, and the tool each calls: an id
+        #: goes at its answer or at its cancellation, so they are the calls under way.
         self._call_ids: dict[Any, str | None] = {}
+        self._calls = 0  # how many `call`s are waiting on the session
         #: Each tool's outputSchema, kept from the SDK (the plugin checks results against it).
         self._output_schemas: dict[str, dict[str, Any]] = {}
         #: A compiled check of each tool's outputSchema (see `output_checker`).
@@ -160,7 +162,15 @@ class ServerConnection:
         session = self._session
         if session is None:
             raise McpServerError(f"MCP server {self.config.name!r} is not running")
-        result = await session.call_tool(tool, arguments)
+        self._calls += 1
+        try:
+            result = await session.call_tool(tool, arguments)
+        finally:
+            self._calls -= 1
+            if not self._calls:
+                # No call waits for an answer now: a call noted still is one given up on
+                # whose cancellation did not go out (a server not reading its input).
+                self._call_ids.clear()
         return result.model_dump(by_alias=True, exclude_none=True, mode="json")  # type: ignore[no-any-return]
 
     async def close(self, timeout: float = 5.0) -> None:
@@ -331,9 +341,26 @@ class ServerConnection:
                         params = getattr(message, "params", None)
                         tool = params.get("name") if isinstance(params, dict) else None
                         self._call_ids[message.id] = tool if isinstance(tool, str) else None  # type: ignore[union-attr]
+                    elif method == "notifications/cancelled":
+                        # The SDK gave up on the request (its caller was cancelled or timed
+                        # out): an answer that still comes is dropped by the SDK unread.
+                        params = getattr(message, "params", None)
+                        ident = params.get("requestId") if isinstance(params, dict) else None
+                        self._forget_request(ident)
                     await sink.send(item)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the process is gone; the inbound relay notices its end of output
+
+    def _forget_request(self, ident: Any) -> None:
+        """Stop waiting for the answer to request `ident` (no answer will be wanted)."""
+        with contextlib.suppress(TypeError):  # an unhashable id from the wire
+            self._call_ids.pop(ident, None)
+            self._listing_ids.discard(ident)
+
+    @property
+    def awaited_answers(self) -> int:
+        """How many requests (tool calls and listings) are noted as waiting for an answer."""
+        return len(self._call_ids) + len(self._listing_ids)
 
     async def _screen(self, item: Any) -> Any:
         """The item, with what the SDK would refuse taken out of a tools/list or call answer."""

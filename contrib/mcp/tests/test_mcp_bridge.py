@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -1018,3 +1019,35 @@ def test_a_tool_larger_than_max_tool_bytes_is_left_out_by_name(workspace: Worksp
     tools, problems = through_the_core(workspace)
     assert list(tools) == ["mcp_raw_echo", "mcp_raw_big"] and problems == []
     assert len(tools["mcp_raw_big"].description) > MIB
+
+
+def test_calls_given_up_on_leave_no_record_behind(tmp_path: Path) -> None:
+    """Calls cancelled or timed out before their answer (the SDK sends notifications/cancelled)
+    leave nothing noted as awaited: a long session's record of calls under way stays as long as
+    the calls under way, and the server still answers the next call."""
+    from nanobot_mcp.config import ServerConfig
+    from nanobot_mcp.connection import ServerConnection
+
+    notes = Path(__file__).parent / "servers" / "notes_server.py"
+    config = ServerConfig(
+        name="notes", command=sys.executable, args=(str(notes),), startup_timeout=60.0
+    )
+
+    async def session() -> tuple[int, dict[str, Any]]:
+        connection = ServerConnection(config, tmp_path / "notes.log")
+        await connection.start()
+        try:
+            # One call runs throughout, so the calls given up on are never the only ones.
+            running = asyncio.create_task(connection.call("pause", {"seconds": 8}))
+            for _ in range(20):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(connection.call("pause", {"seconds": 30}), 0.2)
+            left = connection.awaited_answers
+            await running
+            return left, await connection.call("add", {"a": 1, "b": 2})
+        finally:
+            await connection.close()
+
+    left, answer = asyncio.run(session())
+    assert left == 1  # the call still running
+    assert answer["content"][0]["text"] == "3"
