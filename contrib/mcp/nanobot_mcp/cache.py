@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from nanobot_core import report_problem
 
 from nanobot_mcp.config import ServerConfig
 from nanobot_mcp.connection import RejectedTool, definition_size
@@ -27,6 +30,7 @@ __all__ = [
     "ToolListCache",
     "cache_directory",
     "read_record",
+    "read_regular",
     "write_json_atomically",
     "write_record",
 ]
@@ -120,9 +124,18 @@ def read_record(path: Path, server: ServerConfig, version: int) -> dict[str, Any
     """The JSON object at `path` when it is a record in format `version` of `server`'s config
     as it is now; None when the file is missing, unreadable, not a JSON object, in another
     format, or of a config since changed (its hash differs). A file nested deeper than
-    `json` walks is unreadable too: the workspace's files are anyone's to write."""
+    `json` walks is unreadable too: the workspace's files are anyone's to write. So is
+    one that is no regular file (a named pipe would block the read for ever): a
+    problem names it."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_regular(path)
+        if raw is None:
+            report_problem(
+                f"MCP server {server.name!r}: {path} is not a regular file (a named pipe, a "
+                "device or a folder?); it is taken as no record"
+            )
+            return None
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
     if (
@@ -132,6 +145,22 @@ def read_record(path: Path, server: ServerConfig, version: int) -> dict[str, Any
     ):
         return None
     return data
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of `path`; None when it is no regular file (or a link to one).
+
+    The open does not wait (``O_NONBLOCK``, as the core's file tools open): a named
+    pipe would block the read until something writes to it, and a device may never
+    end. The kind is that of the descriptor opened, so a file swapped for a pipe
+    after a check is refused too. `OSError` when it cannot be opened or read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.set_blocking(fd, True)  # a regular file: read as usual
+        return file.read()
 
 
 def write_record(path: Path, server: ServerConfig, version: int, fields: Mapping[str, Any]) -> None:

@@ -1051,3 +1051,28 @@ def test_calls_given_up_on_leave_no_record_behind(tmp_path: Path) -> None:
     left, answer = asyncio.run(session())
     assert left == 1  # the call still running
     assert answer["content"][0]["text"] == "3"
+
+
+def test_a_cache_or_failure_record_that_is_a_named_pipe_is_no_record(
+    workspace: Workspace,
+) -> None:
+    """A named pipe where the tool-list cache or the failure record goes is taken as no record,
+    at once, with a problem naming it: the command does not wait for something to write to it,
+    the server starts, and the pipe is replaced by the listing."""
+    workspace.configure(notes={})
+    folder = workspace.root / ".nanobot" / "cache" / "mcp"
+    folder.mkdir(parents=True)
+    pipes = [folder / "notes.json", folder / "notes.failed.json"]
+    for pipe in pipes:
+        os.mkfifo(pipe)
+    listed = run_cli("plugins", cwd=workspace.root, env=_env(), timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    for pipe in pipes:
+        assert (
+            f"MCP server 'notes': {pipe} is not a regular file (a named pipe, a device or a "
+            "folder?); it is taken as no record"
+        ) in listed.stdout
+    assert workspace.spawns() == 1
+    assert (folder / "notes.json").is_file() and not (folder / "notes.failed.json").exists()
+    assert "mcp_notes_add" in _cli(workspace, "tools").stdout
+    assert workspace.spawns() == 1
