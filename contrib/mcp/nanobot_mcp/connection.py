@@ -25,11 +25,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import io
 import json
+import os
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import anyio.to_thread
@@ -58,6 +61,9 @@ _MAX_PAGES = 100
 _STDERR_TAIL = 800
 #: The most of a stderr log read for its tail (white space at its end may be longer).
 _TAIL_WINDOW = 1 << 20
+#: Opening a named pipe returns at once (to write with no reader: ENXIO), not when the
+#: other end opens; a terminal is not made the process's own.
+_NO_WAIT = os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
 _FALLBACK_VERSION = "2025-11-25"
 #: The content types of MCP, and the SDK's model (the arm of its union) for each.
 _CONTENT_ARMS = {
@@ -204,7 +210,7 @@ class ServerConnection:
         )
         self.stderr_log.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with self.stderr_log.open("w", encoding="utf-8") as errlog:
+            with _open_log(self.stderr_log) as errlog:
                 async with (
                     bounded_stdio_client(params, errlog, self.config.max_line_bytes) as (
                         read,
@@ -472,6 +478,8 @@ class ServerConnection:
                     f"its command {self.config.command!r} cannot be run: {what} "
                     f"(see {self.config.key('command')})"
                 )
+            if str(filename) == str(self.stderr_log):
+                return f"its stderr log {str(filename)!r} cannot be written: {what}"
             if self.config.cwd is not None and str(filename) == str(self.config.cwd):
                 return (
                     f"its directory {str(self.config.cwd)!r} cannot be used: {what} "
@@ -495,7 +503,13 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
     server wrote (a problem makes each run of white space one space).
     """
     try:
-        with log.open("rb") as file:
+        fd = os.open(log, os.O_RDONLY | _NO_WAIT)
+        with os.fdopen(fd, "rb") as file:
+            # Opened without waiting: a named pipe with no writer would hold the bridge's
+            # loop (every server's calls) until something writes to it. It has no tail.
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return ""
+            os.set_blocking(fd, True)
             end = file.seek(0, io.SEEK_END)
             # At most 4 bytes a character in UTF-8 (and one more cut at the start); more
             # while white space at the end leaves too few, up to the window.
@@ -516,6 +530,24 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
     except OSError:
         return ""
     return text[-chars:]
+
+
+def _open_log(path: Path) -> TextIO:
+    """`path` emptied and opened to take a server's stderr, without waiting.
+
+    A plain open waits, on the bridge's loop (every server's calls held), until
+    something reads a named pipe; opened without waiting, a pipe nothing reads
+    is an `OSError` naming it, and a pipe that is read, or a device such as
+    ``/dev/null`` linked there, takes the stderr as the user meant.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NO_WAIT, 0o666)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:
+            raise
+        raise OSError(exc.errno, "it is a named pipe nothing reads from", str(path)) from None
+    os.set_blocking(fd, True)  # the server writes to it as to any stderr
+    return os.fdopen(fd, "w", encoding="utf-8")
 
 
 def definition_size(spec: Mapping[str, Any]) -> int:

@@ -1076,3 +1076,25 @@ def test_a_cache_or_failure_record_that_is_a_named_pipe_is_no_record(
     assert (folder / "notes.json").is_file() and not (folder / "notes.failed.json").exists()
     assert "mcp_notes_add" in _cli(workspace, "tools").stdout
     assert workspace.spawns() == 1
+
+
+def test_a_stderr_log_that_is_a_named_pipe_fails_only_its_server_at_once(
+    workspace: Workspace,
+) -> None:
+    """A named pipe nothing reads, in place of a server's stderr log, fails that server's start
+    at once, naming the log; it held the bridge (every server) until the plugin failed whole.
+    A log linked to /dev/null takes the stderr, as its user meant."""
+    workspace.configure(piped={}, quiet={})
+    logs = workspace.root / ".nanobot" / "logs" / "mcp"
+    logs.mkdir(parents=True)
+    os.mkfifo(logs / "piped.log")
+    (logs / "quiet.log").symlink_to(os.devnull)
+    listed = run_cli("plugins", cwd=workspace.root, env=_env(), timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert (
+        f"MCP server 'piped' failed to start: its stderr log '{logs / 'piped.log'}' cannot be "
+        "written: it is a named pipe nothing reads from; its tools are left out"
+    ) in listed.stdout
+    tools = _cli(workspace, "tools").stdout
+    assert "mcp_quiet_add" in tools and "mcp_piped_add" not in tools
+    assert workspace.spawns() == 1
