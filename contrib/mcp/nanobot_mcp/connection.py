@@ -105,6 +105,13 @@ class ServerConnection:
         self.problems: list[str] = []
         #: Whether a page of the listing had more tools than max_tools (its end not read).
         self._page_cut = False
+        self._listing = False  # whether a listing of ours is under way (at start or again)
+        #: Whether the server said its tools changed (notifications/tools/list_changed) since
+        #: they were last listed.
+        self.tools_changed = False
+        #: Whether the tools were listed again during the session (see `list_again`).
+        self.listed_again = False
+        self._listing_again = asyncio.Lock()
         self._session: Any = None
         self._protocol_version: Any = None  # the session's negotiated version, once known
         self._listing_ids: set[Any] = set()  # ids of tools/list requests not answered yet
@@ -178,6 +185,29 @@ class ServerConnection:
                 # whose cancellation did not go out (a server not reading its input).
                 self._call_ids.clear()
         return result.model_dump(by_alias=True, exclude_none=True, mode="json")  # type: ignore[no-any-return]
+
+    async def list_again(self) -> bool:
+        """List the tools again if the server said they changed; whether they were.
+
+        Within ``startup_timeout``, as the listing at start; calls that come at
+        once share one listing. `tools`, `rejected` and `problems` are then those
+        of the new listing; on a failure they stay those of the last.
+        """
+        async with self._listing_again:
+            session = self._session
+            if not self.tools_changed or session is None:
+                return False
+            self.tools_changed = False  # a change said during the listing lists once more
+            before = (self.rejected, self.problems)
+            try:
+                self.tools = await asyncio.wait_for(
+                    self._list_tools(session), self.config.startup_timeout
+                )
+            except BaseException:
+                self.rejected, self.problems = before
+                raise
+            self.listed_again = True
+            return True
 
     async def close(self, timeout: float = 5.0) -> None:
         """Ask the owner to shut the session and the process down; cancel it if it lingers."""
@@ -257,10 +287,21 @@ class ServerConnection:
         `_MAX_PAGES`, and those after a cursor the server already gave (it would list
         the same page for ever).
         """
-        from mcp.types import PaginatedRequestParams
-
         self.rejected, self.problems = [], []
         self._page_cut = False
+        self._listing = True
+        try:
+            tools = await self._list_pages(session)
+        finally:
+            self._listing = False
+        # The outputSchemas of tools no longer listed (a listing that changed) are dropped.
+        names = {str(spec.get("name")) for spec in tools}
+        self._output_schemas = {n: s for n, s in self._output_schemas.items() if n in names}
+        return tools
+
+    async def _list_pages(self, session: Any) -> list[dict[str, Any]]:
+        from mcp.types import PaginatedRequestParams
+
         tools: list[dict[str, Any]] = []
         cursors: set[str] = set()
         cursor: str | None = None
@@ -328,6 +369,9 @@ class ServerConnection:
                         self.fault = f"MCP server {self.config.name!r} sent {item} and was stopped"
                         self._closing.set()
                         continue
+                    method = getattr(getattr(item, "message", None), "method", None)
+                    if method == "notifications/tools/list_changed":
+                        self.tools_changed = True  # listed again before the next call
                     await sink.send(await self._screen(item))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the session closed its end first: we are shutting down
@@ -409,7 +453,7 @@ class ServerConnection:
         except Exception:  # screening must never stop the relay: the SDK judges as before
             message.result = result  # type: ignore[union-attr]
             return item
-        if rejected and self._session is None:  # at start-up (the SDK may list again later)
+        if rejected and self._listing:  # ours (the SDK may list again, for its own use)
             self.rejected += rejected
         message.result = self._take_output_schemas(kept)  # type: ignore[union-attr]
         return item
@@ -429,6 +473,8 @@ class ServerConnection:
             schema = tool.get("outputSchema") if isinstance(tool, dict) else None
             name = tool.get("name") if isinstance(tool, dict) else None
             if not isinstance(schema, dict) or not isinstance(name, str):
+                if isinstance(name, str):  # a schema it had is gone with a listing that changed
+                    self._output_schemas.pop(name, None)
                 stripped.append(tool)
                 continue
             self._output_schemas[name] = schema

@@ -1098,3 +1098,32 @@ def test_a_stderr_log_that_is_a_named_pipe_fails_only_its_server_at_once(
     tools = _cli(workspace, "tools").stdout
     assert "mcp_quiet_add" in tools and "mcp_piped_add" not in tools
     assert workspace.spawns() == 1
+
+
+def test_a_tool_list_changed_during_a_session_is_listed_again_before_the_next_call(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After notifications/tools/list_changed the server's tools are listed again at the next
+    call: a tool it took away is an error saying so, a tool it added is named in a warning,
+    and the cache holds the new list for the next command (with no new start)."""
+    env = {"RAW_SERVER_CHANGING": "1"}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    tools = bridged(workspace)
+    assert list(tools) == ["mcp_raw_echo", "mcp_raw_change"]
+    assert run_tool(tools["mcp_raw_echo"], {"text": "before"}) == "before"
+    assert run_tool(tools["mcp_raw_change"], {"text": "changed"}) == "changed"
+    capsys.readouterr()
+    result = run_tool(tools["mcp_raw_echo"], {"text": "after"})
+    assert result.is_error
+    assert result.startswith(
+        "Error: MCP server 'raw' no longer lists 'echo': its tool list changed during this "
+        "session (notifications/tools/list_changed)\n"
+    )
+    assert (
+        "MCP server 'raw' now lists tools it did not when this command began ('echo2'); "
+        "they are offered from the next command"
+    ) in capsys.readouterr().err
+    assert run_tool(tools["mcp_raw_change"], {"text": "still here"}) == "still here"
+    reset_default_bridge()  # as if the command had ended
+    assert list(bridged(workspace)) == ["mcp_raw_echo2", "mcp_raw_change"]
+    assert workspace.spawns() == 1
