@@ -1127,3 +1127,28 @@ def test_a_tool_list_changed_during_a_session_is_listed_again_before_the_next_ca
     reset_default_bridge()  # as if the command had ended
     assert list(bridged(workspace)) == ["mcp_raw_echo2", "mcp_raw_change"]
     assert workspace.spawns() == 1
+
+
+def test_calls_that_come_at_once_share_one_lazy_start(workspace: Workspace) -> None:
+    """Calls that come together from several threads to a server not yet started (its tools
+    listed from the cache) start one server process, and each gets its own answer."""
+    slow = {"env": {"NOTES_SERVER_STARTUP_DELAY": "1"}}
+    workspace.configure(notes=slow)
+    bridged(workspace)
+    reset_default_bridge()  # as if the process had ended: the next calls start it lazily
+    add = bridged(workspace)["mcp_notes_add"]
+    assert workspace.spawns() == 1
+    answers: dict[int, str] = {}
+    barrier = threading.Barrier(4)
+
+    def call(number: int) -> None:
+        barrier.wait()
+        answers[number] = str(run_tool(add, {"a": number, "b": 100}))
+
+    threads = [threading.Thread(target=call, args=(number,)) for number in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert answers == {number: str(number + 100) for number in range(4)}
+    assert workspace.spawns() == 2
