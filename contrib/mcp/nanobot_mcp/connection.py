@@ -15,6 +15,12 @@ answer: one block the SDK refuses (a content type it does not know) would
 lose the whole result, so such a block is replaced by a line of text saying
 what was left out, and the rest of the result gets through.
 
+The tool list is read within bounds (`ServerConnection._list_tools`): at most
+``max_tools`` tools of at most ``max_tool_bytes`` each, 100 pages, and no
+cursor twice; what is left out is said in `ServerConnection.problems`. A
+server that says its tools changed (``notifications/tools/list_changed``) has
+them listed again before the next call (`ServerConnection.list_again`).
+
 The server's output is read by `bounded_stdio_client`, not the SDK's own
 reader: a line longer than the server's ``max_line_bytes`` ends the server,
 and the connection keeps why (`ServerConnection.fault`) for the calls it fails
@@ -592,8 +598,9 @@ def _open_log(path: Path) -> TextIO:
         if exc.errno != errno.ENXIO:
             raise
         raise OSError(exc.errno, "it is a named pipe nothing reads from", str(path)) from None
+    log = os.fdopen(fd, "w", encoding="utf-8")
     os.set_blocking(fd, True)  # the server writes to it as to any stderr
-    return os.fdopen(fd, "w", encoding="utf-8")
+    return log
 
 
 def definition_size(spec: Mapping[str, Any]) -> int:
