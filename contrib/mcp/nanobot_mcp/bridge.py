@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import attrs
+from nanobot_core import quoted, report_problem
 
 from nanobot_mcp.cache import ToolListCache
 from nanobot_mcp.config import ServerConfig
@@ -164,7 +165,7 @@ class McpBridge:
             self._connections[handle] = connection
             # Every start refreshes the cache, so a server that changed its tools is
             # listed correctly from the next process on.
-            handle.cache.store(handle.config, tools, connection.rejected)
+            handle.cache.store(handle.config, tools, connection.rejected, connection.problems)
             return connection
 
     async def _tools_of(self, handle: ServerHandle) -> list[dict[str, Any]]:
@@ -174,6 +175,13 @@ class McpBridge:
         self, handle: ServerHandle, tool: str, arguments: dict[str, Any]
     ) -> dict[str, Any]:
         connection = await self._connection(handle)
+        if connection.tools_changed:
+            await self._list_again(handle, connection)
+        if connection.listed_again and all(t.get("name") != tool for t in connection.tools):
+            raise McpServerError(
+                f"MCP server {handle.config.name!r} no longer lists {tool!r}: its tool list "
+                "changed during this session (notifications/tools/list_changed)"
+            )
         limit = handle.config.call_timeout
         try:
             # The limit covers the call alone: a lazy start has its own startup_timeout.
@@ -207,6 +215,38 @@ class McpBridge:
                 ) from exc
             raise
 
+    async def _list_again(self, handle: ServerHandle, connection: ServerConnection) -> None:
+        """List the tools of a server that said they changed, before a call to it.
+
+        The tools offered to the model stay those listed when the command began
+        (the core takes a plugin's tools once): the cache is refreshed, so the
+        next command offers the new list, and a warning names what was added.
+        A listing that fails leaves the tools as they were, with a warning.
+        """
+        name = handle.config.name
+        before = {t.get("name") for t in connection.tools}
+        try:
+            if not await connection.list_again():
+                return
+        except Exception as exc:
+            report_problem(
+                f"MCP server {name!r} said its tools changed, but listing them again failed "
+                f"({_describe_failure(exc, handle)}); the tools listed before are used"
+            )
+            return
+        tools, rejected, problems = connection.tools, connection.rejected, connection.problems
+        handle.cache.store(handle.config, tools, rejected, problems)
+        added = [str(t.get("name")) for t in tools if t.get("name") not in before]
+        if added:
+            shown = ", ".join(quoted(n, 60) for n in added[:5])
+            more = f" and {len(added) - 5} more" if len(added) > 5 else ""
+            report_problem(
+                f"MCP server {name!r} now lists tools it did not when this command began "
+                f"({shown}{more}); they are offered from the next command"
+            )
+        for problem in [r.describe(name) for r in rejected] + problems:
+            report_problem(problem)
+
     async def _close_all(self, timeout: float) -> None:
         connections = list(self._connections.values())
         self._connections.clear()
@@ -234,6 +274,16 @@ class McpBridge:
                 thread.start()
                 self._loop, self._thread = loop, thread
             return self._loop
+
+
+def _describe_failure(exc: Exception, handle: ServerHandle) -> str:
+    """A one-line reason for a listing that failed during a session."""
+    if isinstance(exc, TimeoutError):
+        return (
+            f"no answer within {handle.config.startup_timeout:g} s, see "
+            f"{handle.config.key('startup_timeout')}"
+        )
+    return str(exc) or type(exc).__name__
 
 
 def _run_loop(loop: asyncio.AbstractEventLoop) -> None:

@@ -2,10 +2,12 @@
 
 One JSON file per server, ``<workspace>/.nanobot/cache/mcp/<server>.json``,
 holding the hash of the server's config and its tools as MCP sends them
-(``name``, ``description``, ``inputSchema``, ``annotations``), and the tools
-it listed that were left out as invalid, with why (``rejected``). A file whose
+(``name``, ``description``, ``inputSchema``, ``annotations``), the tools
+it listed that were left out as invalid, with why (``rejected``), and what
+else its listing left out, one line each (``problems``). A file whose
 hash does not match the current config is ignored, so editing the command,
-its arguments, environment or directory forces a fresh listing. The cache is
+its arguments, environment or directory forces a fresh listing; so does
+changing ``max_tools`` or ``max_tool_bytes``, the bounds the listing was cut to. The cache is
 refreshed each time a server actually starts.
 """
 
@@ -13,18 +15,22 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from nanobot_core import report_problem
+
 from nanobot_mcp.config import ServerConfig
-from nanobot_mcp.connection import RejectedTool
+from nanobot_mcp.connection import RejectedTool, definition_size
 
 __all__ = [
     "ToolListCache",
     "cache_directory",
     "read_record",
+    "read_regular",
     "write_json_atomically",
     "write_record",
 ]
@@ -69,16 +75,25 @@ class ToolListCache:
             if isinstance(e, dict) and isinstance(e.get("reason"), str)
         ]
 
+    def problems(self, server: ServerConfig) -> list[str]:
+        """What else the listing of `server` left out, one line each (none when not cached)."""
+        data = self._read(server)
+        entries = [] if data is None else data.get("problems", [])
+        return [e for e in entries if isinstance(e, str)] if isinstance(entries, list) else []
+
     def store(
         self,
         server: ServerConfig,
         tools: list[dict[str, Any]],
         rejected: Sequence[RejectedTool] = (),
+        problems: Sequence[str] = (),
     ) -> None:
         """Write the tools of `server` atomically (a reader never sees half a file)."""
         fields = {
+            "limits": _limits(server),
             "tools": tools,
             "rejected": [{"tool": r.tool, "reason": r.reason} for r in rejected],
+            "problems": list(problems),
         }
         write_record(self.path(server), server, _FORMAT, fields)
 
@@ -90,18 +105,37 @@ class ToolListCache:
             or not all(
                 isinstance(t, dict) and isinstance(t.get("name"), str) for t in data["tools"]
             )
+            # Listed under other bounds (changed since), or past its own (the file is
+            # anyone's to write): listed afresh, so what is left out is told right.
+            or data.get("limits") != _limits(server)
+            or len(data["tools"]) > server.max_tools
+            or any(definition_size(t) > server.max_tool_bytes for t in data["tools"])
         ):
             return None
         return data
+
+
+def _limits(server: ServerConfig) -> dict[str, int]:
+    """The bounds a listing of `server` is cut to: a cache listed under others is stale."""
+    return {"max_tools": server.max_tools, "max_tool_bytes": server.max_tool_bytes}
 
 
 def read_record(path: Path, server: ServerConfig, version: int) -> dict[str, Any] | None:
     """The JSON object at `path` when it is a record in format `version` of `server`'s config
     as it is now; None when the file is missing, unreadable, not a JSON object, in another
     format, or of a config since changed (its hash differs). A file nested deeper than
-    `json` walks is unreadable too: the workspace's files are anyone's to write."""
+    `json` walks is unreadable too: the workspace's files are anyone's to write. So is
+    one that is no regular file (a named pipe would block the read for ever): a
+    problem names it."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        raw = read_regular(path)
+        if raw is None:
+            report_problem(
+                f"MCP server {server.name!r}: {path} is not a regular file (a named pipe, a "
+                "device or a folder?); it is taken as no record"
+            )
+            return None
+        data = json.loads(raw.decode("utf-8"))
     except (OSError, ValueError, RecursionError):
         return None
     if (
@@ -111,6 +145,22 @@ def read_record(path: Path, server: ServerConfig, version: int) -> dict[str, Any
     ):
         return None
     return data
+
+
+def read_regular(path: Path) -> bytes | None:
+    """The bytes of `path`; None when it is no regular file (or a link to one).
+
+    The open does not wait (``O_NONBLOCK``, as the core's file tools open): a named
+    pipe would block the read until something writes to it, and a device may never
+    end. The kind is that of the descriptor opened, so a file swapped for a pipe
+    after a check is refused too. `OSError` when it cannot be opened or read.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    with os.fdopen(fd, "rb") as file:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        os.set_blocking(fd, True)  # a regular file: read as usual
+        return file.read()
 
 
 def write_record(path: Path, server: ServerConfig, version: int, fields: Mapping[str, Any]) -> None:

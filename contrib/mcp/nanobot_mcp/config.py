@@ -13,6 +13,8 @@ The file is ``$NANOBOT_MCP_CONFIG`` when that is set, else
     call_timeout = 60.0        # seconds one tool call may take (start-up not included)
     retry_after = 60.0         # seconds a failed start is remembered (0: try every time)
     max_line_bytes = 16777216  # the longest line (one message) the server may send: 16 MiB
+    max_tools = 256            # the most tools offered from this server
+    max_tool_bytes = 65536     # the largest tool definition offered (as JSON): 64 KiB
 """
 
 from __future__ import annotations
@@ -31,7 +33,15 @@ from nanobot_core import ConfigError, source_prefix
 
 from nanobot_mcp.stdio import DEFAULT_MAX_LINE_BYTES
 
-__all__ = ["CONFIG_ENV", "ServerConfig", "config_path", "load_servers", "parse_servers"]
+__all__ = [
+    "CONFIG_ENV",
+    "DEFAULT_MAX_TOOLS",
+    "DEFAULT_MAX_TOOL_BYTES",
+    "ServerConfig",
+    "config_path",
+    "load_servers",
+    "parse_servers",
+]
 
 CONFIG_ENV = "NANOBOT_MCP_CONFIG"
 _SERVER_NAME = re.compile(r"[A-Za-z0-9_-]{1,32}")
@@ -45,8 +55,14 @@ _KEYS = frozenset(
         "call_timeout",
         "retry_after",
         "max_line_bytes",
+        "max_tools",
+        "max_tool_bytes",
     }
 )
+#: The most tools offered from one server: each is sent to the model with every request.
+DEFAULT_MAX_TOOLS = 256
+#: The largest definition of one tool (name, description, schemas, annotations as JSON).
+DEFAULT_MAX_TOOL_BYTES = 64 * 1024
 
 
 @attrs.frozen
@@ -62,6 +78,8 @@ class ServerConfig:
     call_timeout: float = 60.0
     retry_after: float = 60.0
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    max_tools: int = DEFAULT_MAX_TOOLS
+    max_tool_bytes: int = DEFAULT_MAX_TOOL_BYTES
     #: Where the server was configured (the config file), for messages; not part of its identity.
     source: str = attrs.field(default="", eq=False)
 
@@ -166,7 +184,9 @@ def _server(name: str, table: Any, workspace: Path, source: str) -> ServerConfig
         startup_timeout=_seconds(table, "startup_timeout", 10.0, where),
         call_timeout=_seconds(table, "call_timeout", 60.0, where),
         retry_after=_seconds(table, "retry_after", 60.0, where, zero=True),
-        max_line_bytes=_max_line_bytes(table, where),
+        max_line_bytes=_positive_int(table, "max_line_bytes", DEFAULT_MAX_LINE_BYTES, where),
+        max_tools=_positive_int(table, "max_tools", DEFAULT_MAX_TOOLS, where, "tools"),
+        max_tool_bytes=_positive_int(table, "max_tool_bytes", DEFAULT_MAX_TOOL_BYTES, where),
         source=source,
     )
 
@@ -191,10 +211,12 @@ def _env_entry(key: str, value: Any, where: str) -> None:
     _no_nul(value, f"'env' value of {key!r}", where)
 
 
-def _max_line_bytes(table: Mapping[str, Any], where: str) -> int:
-    value = table.get("max_line_bytes", DEFAULT_MAX_LINE_BYTES)
+def _positive_int(
+    table: Mapping[str, Any], key: str, default: int, where: str, unit: str = "bytes"
+) -> int:
+    value = table.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        raise ConfigError(f"{where}: 'max_line_bytes' must be a positive integer (bytes)")
+        raise ConfigError(f"{where}: '{key}' must be a positive integer ({unit})")
     return value
 
 

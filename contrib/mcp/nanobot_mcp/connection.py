@@ -15,6 +15,12 @@ answer: one block the SDK refuses (a content type it does not know) would
 lose the whole result, so such a block is replaced by a line of text saying
 what was left out, and the rest of the result gets through.
 
+The tool list is read within bounds (`ServerConnection._list_tools`): at most
+``max_tools`` tools of at most ``max_tool_bytes`` each, 100 pages, and no
+cursor twice; what is left out is said in `ServerConnection.problems`. A
+server that says its tools changed (``notifications/tools/list_changed``) has
+them listed again before the next call (`ServerConnection.list_again`).
+
 The server's output is read by `bounded_stdio_client`, not the SDK's own
 reader: a line longer than the server's ``max_line_bytes`` ends the server,
 and the connection keeps why (`ServerConnection.fault`) for the calls it fails
@@ -25,10 +31,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import io
+import json
+import os
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import anyio
 import anyio.to_thread
@@ -36,13 +46,14 @@ import attrs
 from nanobot_core import PluginError, quoted
 
 from nanobot_mcp.config import ServerConfig
-from nanobot_mcp.stdio import LineTooLong, bounded_stdio_client
+from nanobot_mcp.stdio import LineTooLong, bounded_stdio_client, describe_size
 
 __all__ = [
     "CONNECTION_CLOSED",
     "McpServerError",
     "RejectedTool",
     "ServerConnection",
+    "definition_size",
     "output_checker",
     "screen_content",
     "screen_tools",
@@ -56,6 +67,9 @@ _MAX_PAGES = 100
 _STDERR_TAIL = 800
 #: The most of a stderr log read for its tail (white space at its end may be longer).
 _TAIL_WINDOW = 1 << 20
+#: Opening a named pipe returns at once (to write with no reader: ENXIO), not when the
+#: other end opens; a terminal is not made the process's own.
+_NO_WAIT = os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
 _FALLBACK_VERSION = "2025-11-25"
 #: The content types of MCP, and the SDK's model (the arm of its union) for each.
 _CONTENT_ARMS = {
@@ -93,11 +107,24 @@ class ServerConnection:
         self.tools: list[dict[str, Any]] = []
         #: The tools of the last listing that were left out, and why.
         self.rejected: list[RejectedTool] = []
+        #: What else the last listing left out, one line each (pages past the last read).
+        self.problems: list[str] = []
+        #: Whether a page of the listing had more tools than max_tools (its end not read).
+        self._page_cut = False
+        self._listing = False  # whether a listing of ours is under way (at start or again)
+        #: Whether the server said its tools changed (notifications/tools/list_changed) since
+        #: they were last listed.
+        self.tools_changed = False
+        #: Whether the tools were listed again during the session (see `list_again`).
+        self.listed_again = False
+        self._listing_again = asyncio.Lock()
         self._session: Any = None
         self._protocol_version: Any = None  # the session's negotiated version, once known
         self._listing_ids: set[Any] = set()  # ids of tools/list requests not answered yet
-        #: The ids of tools/call requests not answered yet, and the tool each calls.
+        #: The ids of tools/call requests not answered yet, and the tool each calls: an id
+        #: goes at its answer or at its cancellation, so they are the calls under way.
         self._call_ids: dict[Any, str | None] = {}
+        self._calls = 0  # how many `call`s are waiting on the session
         #: Each tool's outputSchema, kept from the SDK (the plugin checks results against it).
         self._output_schemas: dict[str, dict[str, Any]] = {}
         #: A compiled check of each tool's outputSchema (see `output_checker`).
@@ -154,8 +181,39 @@ class ServerConnection:
         session = self._session
         if session is None:
             raise McpServerError(f"MCP server {self.config.name!r} is not running")
-        result = await session.call_tool(tool, arguments)
+        self._calls += 1
+        try:
+            result = await session.call_tool(tool, arguments)
+        finally:
+            self._calls -= 1
+            if not self._calls:
+                # No call waits for an answer now: a call noted still is one given up on
+                # whose cancellation did not go out (a server not reading its input).
+                self._call_ids.clear()
         return result.model_dump(by_alias=True, exclude_none=True, mode="json")  # type: ignore[no-any-return]
+
+    async def list_again(self) -> bool:
+        """List the tools again if the server said they changed; whether they were.
+
+        Within ``startup_timeout``, as the listing at start; calls that come at
+        once share one listing. `tools`, `rejected` and `problems` are then those
+        of the new listing; on a failure they stay those of the last.
+        """
+        async with self._listing_again:
+            session = self._session
+            if not self.tools_changed or session is None:
+                return False
+            self.tools_changed = False  # a change said during the listing lists once more
+            before = (self.rejected, self.problems)
+            try:
+                self.tools = await asyncio.wait_for(
+                    self._list_tools(session), self.config.startup_timeout
+                )
+            except BaseException:
+                self.rejected, self.problems = before
+                raise
+            self.listed_again = True
+            return True
 
     async def close(self, timeout: float = 5.0) -> None:
         """Ask the owner to shut the session and the process down; cancel it if it lingers."""
@@ -188,7 +246,7 @@ class ServerConnection:
         )
         self.stderr_log.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with self.stderr_log.open("w", encoding="utf-8") as errlog:
+            with _open_log(self.stderr_log) as errlog:
                 async with (
                     bounded_stdio_client(params, errlog, self.config.max_line_bytes) as (
                         read,
@@ -209,13 +267,8 @@ class ServerConnection:
                         self._protocol_version = lambda: session.protocol_version
                         self._phase = "waiting for its answer to initialize (the handshake)"
                         await session.initialize()
-                        self.rejected = []
                         self._phase = "waiting for its tool list (tools/list)"
-                        tools = await _list_all_tools(session)
-                        for tool in tools:  # the cache keeps them as the server sent them
-                            schema = self._output_schemas.get(str(tool.get("name")))
-                            if schema is not None:
-                                tool["outputSchema"] = schema
+                        tools = await self._list_tools(session)
                         self._session = session
                         ready.set_result(tools)
                         await self._closing.wait()
@@ -231,6 +284,87 @@ class ServerConnection:
         finally:
             self._session = None
 
+    async def _list_tools(self, session: Any) -> list[dict[str, Any]]:
+        """Every page of the server's tool list, as the server sent each tool.
+
+        What the listing could not take is said in `problems` (and the tools the SDK
+        would refuse in `rejected`): a tool larger than ``max_tool_bytes``, the tools
+        past ``max_tools`` (the pages after them are not asked for), the pages past
+        `_MAX_PAGES`, and those after a cursor the server already gave (it would list
+        the same page for ever).
+        """
+        self.rejected, self.problems = [], []
+        self._page_cut = False
+        self._listing = True
+        try:
+            tools = await self._list_pages(session)
+        finally:
+            self._listing = False
+        # The outputSchemas of tools no longer listed (a listing that changed) are dropped.
+        names = {str(spec.get("name")) for spec in tools}
+        self._output_schemas = {n: s for n, s in self._output_schemas.items() if n in names}
+        return tools
+
+    async def _list_pages(self, session: Any) -> list[dict[str, Any]]:
+        from mcp.types import PaginatedRequestParams
+
+        tools: list[dict[str, Any]] = []
+        cursors: set[str] = set()
+        cursor: str | None = None
+        limit = self.config.max_tools
+        for _ in range(_MAX_PAGES):
+            page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
+            for tool in page.tools:
+                spec = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
+                schema = self._output_schemas.get(tool.name)
+                if schema is not None:  # the cache keeps each tool as the server sent it
+                    spec["outputSchema"] = schema
+                if self._fits(spec):
+                    tools.append(spec)
+                else:
+                    self._output_schemas.pop(tool.name, None)
+            if len(tools) > limit or self._page_cut:
+                # The pages left would only be left out too: they are not asked for.
+                for spec in tools[limit:]:
+                    self._output_schemas.pop(str(spec.get("name")), None)
+                tools = tools[:limit]
+                self.problems.append(
+                    f"MCP server {self.config.name!r} lists more than {limit} tools (see "
+                    f"{self.config.key('max_tools')}); the first {len(tools)} are kept, the "
+                    "others are left out"
+                )
+                return tools
+            cursor = page.next_cursor
+            if not cursor:
+                return tools
+            if cursor in cursors:
+                self.problems.append(
+                    f"MCP server {self.config.name!r} gave the same tools/list cursor twice "
+                    f"({quoted(cursor, 60)}), which would list one page for ever; the "
+                    f"{len(tools)} tools listed before it are kept"
+                )
+                return tools
+            cursors.add(cursor)
+        self.problems.append(
+            f"MCP server {self.config.name!r} lists its tools on more than {_MAX_PAGES} pages "
+            f"(tools/list); the {len(tools)} tools of the first {_MAX_PAGES} pages are kept, "
+            "the tools on later pages are left out"
+        )
+        return tools
+
+    def _fits(self, spec: dict[str, Any]) -> bool:
+        """Whether a tool's definition is within ``max_tool_bytes``; if not, a problem says so."""
+        size = definition_size(spec)
+        limit = self.config.max_tool_bytes
+        if size <= limit:
+            return True
+        self.problems.append(
+            f"MCP server {self.config.name!r}: tool {quoted(spec.get('name'), 100)} left out: its "
+            f"definition is {describe_size(size)}, more than {describe_size(limit)} (see "
+            f"{self.config.key('max_tool_bytes')})"
+        )
+        return False
+
     async def _relay(self, source: Any, sink: Any) -> None:
         """Pass the server's messages on; at its end of output, mark the connection closing."""
         try:
@@ -241,6 +375,9 @@ class ServerConnection:
                         self.fault = f"MCP server {self.config.name!r} sent {item} and was stopped"
                         self._closing.set()
                         continue
+                    method = getattr(getattr(item, "message", None), "method", None)
+                    if method == "notifications/tools/list_changed":
+                        self.tools_changed = True  # listed again before the next call
                     await sink.send(await self._screen(item))
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the session closed its end first: we are shutting down
@@ -260,9 +397,26 @@ class ServerConnection:
                         params = getattr(message, "params", None)
                         tool = params.get("name") if isinstance(params, dict) else None
                         self._call_ids[message.id] = tool if isinstance(tool, str) else None  # type: ignore[union-attr]
+                    elif method == "notifications/cancelled":
+                        # The SDK gave up on the request (its caller was cancelled or timed
+                        # out): an answer that still comes is dropped by the SDK unread.
+                        params = getattr(message, "params", None)
+                        ident = params.get("requestId") if isinstance(params, dict) else None
+                        self._forget_request(ident)
                     await sink.send(item)
         except (anyio.BrokenResourceError, anyio.ClosedResourceError):
             pass  # the process is gone; the inbound relay notices its end of output
+
+    def _forget_request(self, ident: Any) -> None:
+        """Stop waiting for the answer to request `ident` (no answer will be wanted)."""
+        with contextlib.suppress(TypeError):  # an unhashable id from the wire
+            self._call_ids.pop(ident, None)
+            self._listing_ids.discard(ident)
+
+    @property
+    def awaited_answers(self) -> int:
+        """How many requests (tool calls and listings) are noted as waiting for an answer."""
+        return len(self._call_ids) + len(self._listing_ids)
 
     async def _screen(self, item: Any) -> Any:
         """The item, with what the SDK would refuse taken out of a tools/list or call answer."""
@@ -294,11 +448,18 @@ class ServerConnection:
                     )
                     message.result = checked  # type: ignore[union-attr]
             return item
+        tools = result.get("tools")
+        if isinstance(tools, list) and len(tools) > self.config.max_tools:
+            # No more than max_tools of a page can be kept: the others are not checked or
+            # read (100,000 tools took the bridge's loop 30 s), and the listing says so.
+            result = {**result, "tools": tools[: self.config.max_tools]}
+            self._page_cut = True
         try:
             kept, rejected = screen_tools(result, version)
         except Exception:  # screening must never stop the relay: the SDK judges as before
+            message.result = result  # type: ignore[union-attr]
             return item
-        if rejected and self._session is None:  # at start-up (the SDK may list again later)
+        if rejected and self._listing:  # ours (the SDK may list again, for its own use)
             self.rejected += rejected
         message.result = self._take_output_schemas(kept)  # type: ignore[union-attr]
         return item
@@ -318,6 +479,8 @@ class ServerConnection:
             schema = tool.get("outputSchema") if isinstance(tool, dict) else None
             name = tool.get("name") if isinstance(tool, dict) else None
             if not isinstance(schema, dict) or not isinstance(name, str):
+                if isinstance(name, str):  # a schema it had is gone with a listing that changed
+                    self._output_schemas.pop(name, None)
                 stripped.append(tool)
                 continue
             self._output_schemas[name] = schema
@@ -367,6 +530,8 @@ class ServerConnection:
                     f"its command {self.config.command!r} cannot be run: {what} "
                     f"(see {self.config.key('command')})"
                 )
+            if str(filename) == str(self.stderr_log):
+                return f"its stderr log {str(filename)!r} cannot be written: {what}"
             if self.config.cwd is not None and str(filename) == str(self.config.cwd):
                 return (
                     f"its directory {str(self.config.cwd)!r} cannot be used: {what} "
@@ -390,7 +555,13 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
     server wrote (a problem makes each run of white space one space).
     """
     try:
-        with log.open("rb") as file:
+        fd = os.open(log, os.O_RDONLY | _NO_WAIT)
+        with os.fdopen(fd, "rb") as file:
+            # Opened without waiting: a named pipe with no writer would hold the bridge's
+            # loop (every server's calls) until something writes to it. It has no tail.
+            if not stat.S_ISREG(os.fstat(fd).st_mode):
+                return ""
+            os.set_blocking(fd, True)
             end = file.seek(0, io.SEEK_END)
             # At most 4 bytes a character in UTF-8 (and one more cut at the start); more
             # while white space at the end leaves too few, up to the window.
@@ -413,20 +584,30 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
     return text[-chars:]
 
 
-async def _list_all_tools(session: Any) -> list[dict[str, Any]]:
-    from mcp.types import PaginatedRequestParams
+def _open_log(path: Path) -> TextIO:
+    """`path` emptied and opened to take a server's stderr, without waiting.
 
-    tools: list[dict[str, Any]] = []
-    cursor: str | None = None
-    for _ in range(_MAX_PAGES):
-        page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
-        tools += [
-            tool.model_dump(by_alias=True, exclude_none=True, mode="json") for tool in page.tools
-        ]
-        cursor = page.next_cursor
-        if not cursor:
-            break
-    return tools
+    A plain open waits, on the bridge's loop (every server's calls held), until
+    something reads a named pipe; opened without waiting, a pipe nothing reads
+    is an `OSError` naming it, and a pipe that is read, or a device such as
+    ``/dev/null`` linked there, takes the stderr as the user meant.
+    """
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NO_WAIT, 0o666)
+    except OSError as exc:
+        if exc.errno != errno.ENXIO:
+            raise
+        raise OSError(exc.errno, "it is a named pipe nothing reads from", str(path)) from None
+    log = os.fdopen(fd, "w", encoding="utf-8")
+    os.set_blocking(fd, True)  # the server writes to it as to any stderr
+    return log
+
+
+def definition_size(spec: Mapping[str, Any]) -> int:
+    """The size of a tool's definition: its bytes as compact JSON in UTF-8."""
+    text = json.dumps(spec, ensure_ascii=False, separators=(",", ":"))
+    # A lone surrogate (a JSON escape of half a pair) is counted as the 3 bytes it would take.
+    return len(text.encode("utf-8", "surrogatepass"))
 
 
 def screen_tools(result: dict[str, Any], version: str) -> tuple[dict[str, Any], list[RejectedTool]]:

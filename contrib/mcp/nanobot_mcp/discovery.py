@@ -56,6 +56,8 @@ def discover_tools(
                 _add(tools, McpTool(handle, spec, bridge, names))
             for rejected in handle.cache.rejected(handle.config):
                 report_problem(rejected.describe(handle.config.name))
+            for problem in handle.cache.problems(handle.config):
+                report_problem(problem)
     return list(tools.values())
 
 

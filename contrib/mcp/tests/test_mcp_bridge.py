@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -945,3 +946,209 @@ def test_a_command_stopped_by_a_service_manager_stops_a_server_busy_with_a_call(
     assert command.returncode == 128 + signum, err
     # Stopped by the command, before it ended; not left to notice its stdin closed.
     assert not _running(server), "the server outlived the command"
+
+
+def test_a_tool_list_of_more_than_100_pages_keeps_the_first_and_says_so(
+    workspace: Workspace,
+) -> None:
+    """A listing past its 100th page keeps the tools of the first 100 and a problem names the
+    server and how many were kept, at its start and from its cached listing alike."""
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": {"RAW_SERVER_PAGES": "150"}})
+    expected = (
+        "MCP server 'raw' lists its tools on more than 100 pages (tools/list); the 100 tools "
+        "of the first 100 pages are kept, the tools on later pages are left out"
+    )
+    for _ in range(2):  # started, then from the cached listing in a new process
+        tools, problems = through_the_core(workspace)
+        assert len(tools) == 100 and "mcp_raw_page99" in tools
+        assert problems == [expected]
+        reset_default_bridge()
+    assert workspace.spawns() == 1
+
+
+def test_a_cursor_given_twice_ends_the_listing_at_once(workspace: Workspace) -> None:
+    """A server that answers every tools/list page with the same cursor is asked for that page
+    once, and a problem says the listing stopped there, not 100 pages of the same tools."""
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": {"RAW_SERVER_SAME_CURSOR": "x"}})
+    tools, problems = through_the_core(workspace)
+    assert list(tools) == ["mcp_raw_echo"]
+    assert problems == [
+        "MCP server 'raw' lists tool 'echo' more than once; the first is kept",
+        "MCP server 'raw' gave the same tools/list cursor twice ('x'), which would list one "
+        "page for ever; the 2 tools listed before it are kept",
+    ]
+
+
+def test_the_tools_past_max_tools_are_left_out_and_said_to_be(workspace: Workspace) -> None:
+    """A server listing 100,000 tools offers the first max_tools (256 unless set), a problem
+    names the server and the key; the cache keeps the cut list, until max_tools changes."""
+    env = {"RAW_SERVER_TOOL_COUNT": "100000"}
+    config = workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    expected = (
+        "MCP server 'raw' lists more than 256 tools (see [servers.raw] max_tools in "
+        f"{config}); the first 256 are kept, the others are left out"
+    )
+    for _ in range(2):  # started, then from the cached listing in a new process
+        tools, problems = through_the_core(workspace)
+        assert len(tools) == 256 and list(tools)[:2] == ["mcp_raw_echo", "mcp_raw_t0"]
+        assert problems == [expected]
+        reset_default_bridge()
+    cached = json.loads((workspace.root / ".nanobot" / "cache" / "mcp" / "raw.json").read_text())
+    assert len(cached["tools"]) == 256
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "max_tools": 3})
+    tools, problems = through_the_core(workspace)
+    assert list(tools) == ["mcp_raw_echo", "mcp_raw_t0", "mcp_raw_t1"]
+    assert problems == [expected.replace("256", "3")]
+    assert workspace.spawns() == 2
+
+
+def test_a_tool_larger_than_max_tool_bytes_is_left_out_by_name(workspace: Workspace) -> None:
+    """A tool whose definition is past max_tool_bytes (64 KiB unless set) is left out, named
+    with its size and the key; the server's other tools stay, and a raised bound takes it."""
+    env = {"RAW_SERVER_BIG_TOOL": str(MIB)}
+    config = workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    for _ in range(2):  # started, then from the cached listing in a new process
+        tools, (problem,) = through_the_core(workspace)
+        assert list(tools) == ["mcp_raw_echo"]
+        assert problem == (
+            f"MCP server 'raw': tool 'big' left out: its definition is {MIB + 123} bytes, more "
+            f"than 64 KiB (see [servers.raw] max_tool_bytes in {config})"
+        )
+        reset_default_bridge()
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "max_tool_bytes": 2 * MIB})
+    tools, problems = through_the_core(workspace)
+    assert list(tools) == ["mcp_raw_echo", "mcp_raw_big"] and problems == []
+    assert len(tools["mcp_raw_big"].description) > MIB
+
+
+def test_calls_given_up_on_leave_no_record_behind(tmp_path: Path) -> None:
+    """Calls cancelled or timed out before their answer (the SDK sends notifications/cancelled)
+    leave nothing noted as awaited: a long session's record of calls under way stays as long as
+    the calls under way, and the server still answers the next call."""
+    from nanobot_mcp.config import ServerConfig
+    from nanobot_mcp.connection import ServerConnection
+
+    notes = Path(__file__).parent / "servers" / "notes_server.py"
+    config = ServerConfig(
+        name="notes", command=sys.executable, args=(str(notes),), startup_timeout=60.0
+    )
+
+    async def session() -> tuple[int, dict[str, Any]]:
+        connection = ServerConnection(config, tmp_path / "notes.log")
+        await connection.start()
+        try:
+            # One call runs throughout, so the calls given up on are never the only ones.
+            running = asyncio.create_task(connection.call("pause", {"seconds": 8}))
+            for _ in range(20):
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(connection.call("pause", {"seconds": 30}), 0.2)
+            left = connection.awaited_answers
+            await running
+            return left, await connection.call("add", {"a": 1, "b": 2})
+        finally:
+            await connection.close()
+
+    left, answer = asyncio.run(session())
+    assert left == 1  # the call still running
+    assert answer["content"][0]["text"] == "3"
+
+
+def test_a_cache_or_failure_record_that_is_a_named_pipe_is_no_record(
+    workspace: Workspace,
+) -> None:
+    """A named pipe where the tool-list cache or the failure record goes is taken as no record,
+    at once, with a problem naming it: the command does not wait for something to write to it,
+    the server starts, and the pipe is replaced by the listing."""
+    workspace.configure(notes={})
+    folder = workspace.root / ".nanobot" / "cache" / "mcp"
+    folder.mkdir(parents=True)
+    pipes = [folder / "notes.json", folder / "notes.failed.json"]
+    for pipe in pipes:
+        os.mkfifo(pipe)
+    listed = run_cli("plugins", cwd=workspace.root, env=_env(), timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    for pipe in pipes:
+        assert (
+            f"MCP server 'notes': {pipe} is not a regular file (a named pipe, a device or a "
+            "folder?); it is taken as no record"
+        ) in listed.stdout
+    assert workspace.spawns() == 1
+    assert (folder / "notes.json").is_file() and not (folder / "notes.failed.json").exists()
+    assert "mcp_notes_add" in _cli(workspace, "tools").stdout
+    assert workspace.spawns() == 1
+
+
+def test_a_stderr_log_that_is_a_named_pipe_fails_only_its_server_at_once(
+    workspace: Workspace,
+) -> None:
+    """A named pipe nothing reads, in place of a server's stderr log, fails that server's start
+    at once, naming the log; it held the bridge (every server) until the plugin failed whole.
+    A log linked to /dev/null takes the stderr, as its user meant."""
+    workspace.configure(piped={}, quiet={})
+    logs = workspace.root / ".nanobot" / "logs" / "mcp"
+    logs.mkdir(parents=True)
+    os.mkfifo(logs / "piped.log")
+    (logs / "quiet.log").symlink_to(os.devnull)
+    listed = run_cli("plugins", cwd=workspace.root, env=_env(), timeout=60)
+    assert listed.returncode == 0, listed.stderr
+    assert (
+        f"MCP server 'piped' failed to start: its stderr log '{logs / 'piped.log'}' cannot be "
+        "written: it is a named pipe nothing reads from; its tools are left out"
+    ) in listed.stdout
+    tools = _cli(workspace, "tools").stdout
+    assert "mcp_quiet_add" in tools and "mcp_piped_add" not in tools
+    assert workspace.spawns() == 1
+
+
+def test_a_tool_list_changed_during_a_session_is_listed_again_before_the_next_call(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After notifications/tools/list_changed the server's tools are listed again at the next
+    call: a tool it took away is an error saying so, a tool it added is named in a warning,
+    and the cache holds the new list for the next command (with no new start)."""
+    env = {"RAW_SERVER_CHANGING": "1"}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    tools = bridged(workspace)
+    assert list(tools) == ["mcp_raw_echo", "mcp_raw_change"]
+    assert run_tool(tools["mcp_raw_echo"], {"text": "before"}) == "before"
+    assert run_tool(tools["mcp_raw_change"], {"text": "changed"}) == "changed"
+    capsys.readouterr()
+    result = run_tool(tools["mcp_raw_echo"], {"text": "after"})
+    assert result.is_error
+    assert result.startswith(
+        "Error: MCP server 'raw' no longer lists 'echo': its tool list changed during this "
+        "session (notifications/tools/list_changed)\n"
+    )
+    assert (
+        "MCP server 'raw' now lists tools it did not when this command began ('echo2'); "
+        "they are offered from the next command"
+    ) in capsys.readouterr().err
+    assert run_tool(tools["mcp_raw_change"], {"text": "still here"}) == "still here"
+    reset_default_bridge()  # as if the command had ended
+    assert list(bridged(workspace)) == ["mcp_raw_echo2", "mcp_raw_change"]
+    assert workspace.spawns() == 1
+
+
+def test_calls_that_come_at_once_share_one_lazy_start(workspace: Workspace) -> None:
+    """Calls that come together from several threads to a server not yet started (its tools
+    listed from the cache) start one server process, and each gets its own answer."""
+    slow = {"env": {"NOTES_SERVER_STARTUP_DELAY": "1"}}
+    workspace.configure(notes=slow)
+    bridged(workspace)
+    reset_default_bridge()  # as if the process had ended: the next calls start it lazily
+    add = bridged(workspace)["mcp_notes_add"]
+    assert workspace.spawns() == 1
+    answers: dict[int, str] = {}
+    barrier = threading.Barrier(4)
+
+    def call(number: int) -> None:
+        barrier.wait()
+        answers[number] = str(run_tool(add, {"a": number, "b": 100}))
+
+    threads = [threading.Thread(target=call, args=(number,)) for number in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert answers == {number: str(number + 100) for number in range(4)}
+    assert workspace.spawns() == 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import json
@@ -32,7 +33,13 @@ from nanobot_mcp import (
     to_tool_result,
 )
 from nanobot_mcp.config import parse_servers
-from nanobot_mcp.connection import RejectedTool, output_checker, screen_tools, stderr_tail
+from nanobot_mcp.connection import (
+    RejectedTool,
+    ServerConnection,
+    output_checker,
+    screen_tools,
+    stderr_tail,
+)
 from nanobot_mcp.failures import RememberedFailure
 from nanobot_mcp.stdio import (
     DEFAULT_MAX_LINE_BYTES,
@@ -59,6 +66,8 @@ def test_a_full_server_table_is_read() -> None:
                 "startup_timeout": 3,
                 "call_timeout": 7.5,
                 "max_line_bytes": 1024,
+                "max_tools": 5,
+                "max_tool_bytes": 2048,
             }
         }
     )
@@ -71,6 +80,8 @@ def test_a_full_server_table_is_read() -> None:
         startup_timeout=3.0,
         call_timeout=7.5,
         max_line_bytes=1024,
+        max_tools=5,
+        max_tool_bytes=2048,
     )
 
 
@@ -84,6 +95,7 @@ def test_defaults_and_server_order() -> None:
         60.0,
     )
     assert servers[0].max_line_bytes == DEFAULT_MAX_LINE_BYTES == 16 * 1024 * 1024
+    assert (servers[0].max_tools, servers[0].max_tool_bytes) == (256, 64 * 1024)
 
 
 @pytest.mark.parametrize(
@@ -101,6 +113,14 @@ def test_defaults_and_server_order() -> None:
         ({"x": {"command": "c", "max_line_bytes": 1.5}}, "'max_line_bytes' must be a positive"),
         ({"x": {"command": "c", "max_line_bytes": True}}, "'max_line_bytes' must be a positive"),
         ({"x": {"command": "c", "max_line_bytes": "1M"}}, "'max_line_bytes' must be a positive"),
+        (
+            {"x": {"command": "c", "max_tools": 0}},
+            r"'max_tools' must be a positive integer \(tools",
+        ),
+        ({"x": {"command": "c", "max_tools": 2.5}}, "'max_tools' must be a positive integer"),
+        ({"x": {"command": "c", "max_tools": True}}, "'max_tools' must be a positive integer"),
+        ({"x": {"command": "c", "max_tool_bytes": -1}}, r"'max_tool_bytes' must be .* \(bytes"),
+        ({"x": {"command": "c", "max_tool_bytes": "64K"}}, "'max_tool_bytes' must be a positive"),
         ({"x": {"command": "c", "env": {"A=B": "1"}}}, r"'env' key 'A=B' is not a variable"),
         ({"x": {"command": "c", "env": {"": "1"}}}, r"'env' key '' is not a variable name"),
         ({"x": {"command": "c", "env": {"A": "x\x00"}}}, r"'env' value of 'A' holds a NUL"),
@@ -417,6 +437,27 @@ def test_the_cache_keeps_the_refused_tools(tmp_path: Path) -> None:
     assert cache.rejected(ServerConfig(name="s", command="other")) == []
 
 
+@given(
+    problems=st.lists(st.text()),
+    junk=st.sampled_from([(None, []), (3, []), ("x", []), ({"a": 1}, []), (["y", 1], ["y"])]),
+)
+def test_the_cache_keeps_the_problems_of_a_listing(
+    problems: list[str], junk: tuple[Any, list[str]]
+) -> None:
+    """What else a listing left out is cached line for line; a problems field of anything
+    else (the file is anyone's to write) is read as none, or as its lines alone."""
+    with tempfile.TemporaryDirectory() as folder:
+        cache = ToolListCache(Path(folder))
+        server = ServerConfig(name="s", command="c")
+        cache.store(server, [_GOOD_TOOL], problems=problems)
+        assert cache.problems(server) == problems
+        record = json.loads(cache.path(server).read_text())
+        written, read = junk
+        cache.path(server).write_text(json.dumps({**record, "problems": written}))
+        assert cache.problems(server) == read
+        assert cache.load(server) == [_GOOD_TOOL]
+
+
 def test_a_name_clash_names_both_servers_and_tools(capsys: pytest.CaptureFixture[str]) -> None:
     """Should two tools still meet on one name, the warning says which server's tool was lost."""
     from nanobot_mcp.discovery import _add
@@ -582,3 +623,80 @@ def test_the_output_check_agrees_with_json_schema_in_one_short_line(value: Any) 
     assert (fault is None) == valid
     if fault is not None:
         assert "\n" not in fault and len(fault) < 400
+
+
+class _Pages:
+    """A session whose tools/list answers are the given pages, each with its next cursor."""
+
+    def __init__(self, pages: dict[str | None, tuple[list[dict[str, Any]], str | None]]) -> None:
+        self.pages = pages
+        self.asked: list[str | None] = []
+
+    async def list_tools(self, *, params: Any) -> Any:
+        from mcp.types import ListToolsResult
+
+        self.asked.append(params.cursor)
+        tools, cursor = self.pages[params.cursor or "0"]
+        return ListToolsResult.model_validate({"tools": tools, "nextCursor": cursor})
+
+
+_PAGE = st.lists(
+    st.builds(
+        lambda name, size: {
+            "name": name,
+            "description": "d" * size,
+            "inputSchema": {"type": "object"},
+        },
+        st.text(min_size=1, max_size=3),
+        st.integers(0, 300),
+    ),
+    max_size=4,
+)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    pages=st.lists(st.tuples(_PAGE, st.integers(0, 6)), min_size=1, max_size=6),
+    max_tools=st.integers(1, 12),
+    max_tool_bytes=st.integers(60, 400),
+    extra_pages=st.integers(0, 1),
+)
+def test_a_listing_keeps_what_its_bounds_allow_and_says_what_it_left_out(
+    pages: list[tuple[list[dict[str, Any]], int]],
+    max_tools: int,
+    max_tool_bytes: int,
+    extra_pages: int,
+) -> None:
+    """Whatever pages and cursors a server sends, the listing keeps, in order, the tools within
+    max_tool_bytes up to max_tools, asks for no cursor twice and no page past the 100th, and
+    says in a problem each thing it left out."""
+    from nanobot_mcp import connection
+
+    config = ServerConfig(name="s", command="c", max_tools=max_tools, max_tool_bytes=max_tool_bytes)
+    # Each page names the next by its number; the last may name any page (a cursor given
+    # twice, or the first page's again under a cursor of its own).
+    script: dict[str | None, tuple[list[dict[str, Any]], str | None]] = {}
+    for index, (tools, goes_to) in enumerate(pages):
+        last = index == len(pages) - 1
+        following = goes_to % len(pages) if last else index + 1
+        script[str(index)] = (tools, None if last and not extra_pages else str(following))
+    session = _Pages(script)
+    listing = ServerConnection(config, Path("/nonexistent"))
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(connection, "_MAX_PAGES", 4)
+        kept = asyncio.run(listing._list_tools(session))
+
+    asked = session.asked
+    assert len(asked) == len(set(asked)) and len(asked) <= 4
+    sent = [tool for cursor in asked for tool in script[cursor or "0"][0]]
+    small = [t for t in sent if connection.definition_size(t) <= max_tool_bytes]
+    assert [t["name"] for t in kept] == [t["name"] for t in small][:max_tools]
+    told = " ".join(listing.problems)
+    for tool in sent:
+        if tool not in small:
+            assert f"tool {tool['name']!r} left out" in told
+    assert (len(small) > max_tools) == ("lists more than" in told)
+    if len(small) <= max_tools:
+        # Not cut by max_tools: a problem about pages exactly when the server offered more.
+        more = script[asked[-1] or "0"][1]
+        assert bool(more) == ("cursor twice" in told or "more than 4 pages" in told)

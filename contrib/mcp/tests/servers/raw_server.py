@@ -19,6 +19,13 @@ switches:
 - ``RAW_SERVER_STDERR_MIB``: at start, write this many MiB of ``e`` to stderr.
 - ``RAW_SERVER_STDERR``: at start, write this text to stderr (after the MiB above).
 - ``RAW_SERVER_EXIT``: at start, exit with this status (after writing to stderr).
+- ``RAW_SERVER_PAGES``: list the tools over this many pages of ``tools/list``, all of them on
+  the first and one tool ``page<n>`` on each other (the cursor is the next page's number).
+- ``RAW_SERVER_SAME_CURSOR``: every page of ``tools/list`` asks for more with this same cursor.
+- ``RAW_SERVER_TOOL_COUNT``: this many more tools, ``t0``, ``t1``... (listed after the extra ones).
+- ``RAW_SERVER_BIG_TOOL``: one more tool, ``big``, whose description is this many ``d``.
+- ``RAW_SERVER_CHANGING``: calling the tool ``change`` (listed with the others) replaces
+  ``echo`` with ``echo2`` and sends ``notifications/tools/list_changed``.
 - ``NOTES_SERVER_SPAWN_LOG``: append the process id to this file at start (as the notes
   server does).
 """
@@ -62,11 +69,14 @@ def answer(request: dict[str, object]) -> None:
             "serverInfo": {"name": "raw", "version": "0"},
         }
     elif method == "tools/list":
-        result = {"tools": TOOLS + json.loads(os.environ.get("RAW_SERVER_EXTRA_TOOLS", "[]"))}
+        result = list_tools(request.get("params"))
     elif method == "tools/call":
         params = request["params"]
         assert isinstance(params, dict)
         text = str(params["arguments"].get("text", params["name"]))
+        if params["name"] == "change" and os.environ.get("RAW_SERVER_CHANGING"):
+            TOOLS[0] = {**TOOLS[0], "name": "echo2"}
+            send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         if os.environ.get("RAW_SERVER_FLOOD"):
             flood(int(os.environ["RAW_SERVER_FLOOD"]))
             return
@@ -92,6 +102,33 @@ def answer(request: dict[str, object]) -> None:
     send({"jsonrpc": "2.0", "id": ident, "result": result})
     if method == "tools/list" and os.environ.get("RAW_SERVER_FLOOD_IDLE"):
         flood(int(os.environ["RAW_SERVER_FLOOD_IDLE"]))
+
+
+def list_tools(params: object) -> dict[str, object]:
+    """One page of the tool list (see the switches above)."""
+    cursor = params.get("cursor") if isinstance(params, dict) else None
+    pages = int(os.environ.get("RAW_SERVER_PAGES", "1"))
+    page = int(cursor) if isinstance(cursor, str) and cursor.isdigit() else 0
+    tools = all_tools() if page == 0 else [{**TOOLS[0], "name": f"page{page}"}]
+    result: dict[str, object] = {"tools": tools}
+    if page + 1 < pages:
+        result["nextCursor"] = str(page + 1)
+    if os.environ.get("RAW_SERVER_SAME_CURSOR"):
+        result["nextCursor"] = os.environ["RAW_SERVER_SAME_CURSOR"]
+    return result
+
+
+def all_tools() -> list[dict[str, object]]:
+    """Every tool of one page: echo, the extra tools, then the counted and big ones."""
+    tools = TOOLS + json.loads(os.environ.get("RAW_SERVER_EXTRA_TOOLS", "[]"))
+    if os.environ.get("RAW_SERVER_CHANGING"):
+        tools.append({**TOOLS[0], "name": "change"})
+    count = int(os.environ.get("RAW_SERVER_TOOL_COUNT", "0"))
+    tools += [{**TOOLS[0], "name": f"t{index}"} for index in range(count)]
+    if os.environ.get("RAW_SERVER_BIG_TOOL"):
+        size = int(os.environ["RAW_SERVER_BIG_TOOL"])
+        tools.append({**TOOLS[0], "name": "big", "description": "d" * size})
+    return tools
 
 
 def flood(size: int) -> None:
