@@ -171,3 +171,39 @@ def plugin_env(site: Path, name: str, **extra: str) -> dict[str, str]:
     path = [str(site), *filter(None, env.get("PYTHONPATH", "").split(os.pathsep))]
     env.update(PYTHONPATH=os.pathsep.join(path), NANOBOT_PLUGINS=name, **extra)
     return env
+
+
+class ReprRaises:
+    """A value a plugin hands back whose repr and str are broken."""
+
+    def __repr__(self) -> str:
+        raise RuntimeError("repr called")
+
+    __str__ = __repr__
+
+
+def plugin_values() -> Any:
+    """A hypothesis strategy of values plugin code may hand back, JSON or not: huge ints,
+    bytes, sets, objects whose repr raises, containers of them with keys of any type."""
+    from hypothesis import strategies as st
+
+    return st.recursive(
+        st.none()
+        | st.booleans()
+        | st.integers()
+        | st.floats()
+        | st.text()
+        | st.binary()
+        | st.builds(ReprRaises)
+        | st.builds(pow, st.just(10), st.just(5000))
+        | st.builds(frozenset, st.lists(st.integers(), max_size=2))
+        | st.sampled_from([object()]),
+        lambda inner: (
+            st.lists(inner, max_size=4)
+            | st.tuples(inner, inner)
+            | st.dictionaries(
+                st.text() | st.integers() | st.none() | st.floats(), inner, max_size=4
+            )
+        ),
+        max_leaves=25,
+    )

@@ -31,6 +31,7 @@ from nanobot_core._json_boundary import (
     without_lone_surrogates,
 )
 from tests.boundary.strict import strict_loads
+from tests.helpers import plugin_values
 
 # Any text, lone surrogates included: what a broken decoder or a JSON escape can produce.
 texts = st.text(st.characters(codec=None, exclude_categories=()), max_size=12)
@@ -430,23 +431,7 @@ def test_viewable_names_what_json_cannot_hold_and_keeps_the_rest() -> None:
     assert (nested, levels) == (f"<nested deeper than {MAX_DEPTH} levels>", MAX_DEPTH)
 
 
-_ANYTHING = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats()
-    | st.text()
-    | st.binary()
-    | st.builds(_NoRepr)
-    | st.builds(pow, st.just(10), st.just(5000))
-    | st.builds(frozenset, st.lists(st.integers(), max_size=2)),
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.tuples(inner, inner)
-        | st.dictionaries(st.text() | st.integers() | st.none() | st.floats(), inner, max_size=4)
-    ),
-    max_leaves=25,
-)
+_ANYTHING = plugin_values()
 
 
 @settings(max_examples=300, deadline=None)

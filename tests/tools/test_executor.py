@@ -27,7 +27,7 @@ from nanobot_core.tools.executor import (
     run_calls,
 )
 from nanobot_core.tools.registry import ToolRegistry
-from tests.helpers import REPO_ROOT, run_python
+from tests.helpers import REPO_ROOT, ReprRaises, plugin_values, run_python
 from tests.tools.support import run
 
 Body = Callable[..., Awaitable[Any]]
@@ -905,13 +905,6 @@ def test_a_limit_of_zero_refuses_nothing() -> None:
     assert not any(o.is_error for o in outcomes)
 
 
-class _ReprRaises:
-    """A value a tool's own check returns whose repr is broken."""
-
-    def __repr__(self) -> str:
-        raise RuntimeError("no repr")
-
-
 def _cyclic() -> dict[str, Any]:
     looped: dict[str, Any] = {}
     looped["self"] = looped
@@ -924,7 +917,7 @@ def _cyclic() -> dict[str, Any]:
         pytest.param({1: "a", "b": 2}, id="keys-that-do-not-sort"),
         pytest.param(_cyclic(), id="cyclic"),
         pytest.param(10**5000, id="int-of-5001-digits"),
-        pytest.param(_ReprRaises(), id="repr-raises"),
+        pytest.param(ReprRaises(), id="repr-raises"),
     ],
 )
 def test_arguments_a_tool_check_returns_without_json_text_are_not_counted_as_repeats(
@@ -951,22 +944,7 @@ def test_arguments_a_tool_check_returns_without_json_text_are_not_counted_as_rep
     assert [str(o.result) for o in outcomes] == ["ran", "ran", "ran", "fine"]
 
 
-_ODD_VALUES = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers()
-    | st.floats()
-    | st.text()
-    | st.binary()
-    | st.builds(_ReprRaises)
-    | st.builds(pow, st.just(10), st.just(5000))
-    | st.sampled_from([object(), frozenset({1, 2})]),
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.dictionaries(st.text() | st.integers() | st.none(), inner, max_size=4)
-    ),
-    max_leaves=20,
-)
+_ODD_VALUES = plugin_values()
 
 
 @settings(max_examples=200, deadline=None)
