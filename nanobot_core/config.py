@@ -121,6 +121,11 @@ class GovernanceConfig:
 #: far below a file put there by mistake (a log, a dump), which would go into every request.
 DEFAULT_PROMPT_FILE_BYTES = 1024 * 1024
 
+#: The default ``prompt.max_section_chars``: four default-sized files, above what the
+#: built-in sections render at the default ``prompt.max_file_bytes`` (the workspace
+#: files section holds at most three of them), far below a plugin section gone wrong.
+DEFAULT_PROMPT_SECTION_CHARS = 4 * DEFAULT_PROMPT_FILE_BYTES
+
 
 @attrs.define
 class PromptConfig:
@@ -131,6 +136,9 @@ class PromptConfig:
     # The most bytes of one workspace file (AGENTS.md, SOUL.md, USER.md, memory/MEMORY.md,
     # a SKILL.md) the prompt reads; a longer file is cut there, with a notice.
     max_file_bytes: int = DEFAULT_PROMPT_FILE_BYTES
+    # The most characters one section puts in the prompt, a built-in's or a plugin's; a
+    # longer section is cut there, with a notice and a warning naming its plugin.
+    max_section_chars: int = DEFAULT_PROMPT_SECTION_CHARS
 
 
 @attrs.define
@@ -444,6 +452,7 @@ _BOUNDS: tuple[tuple[str, str, float], ...] = (
     ("plugins.stall_warning", ">=", 0),
     ("plugins.stall_timeout", ">=", 0),
     ("prompt.max_file_bytes", ">", 0),
+    ("prompt.max_section_chars", ">", 0),
     ("sessions.lease_wait", ">=", 0),
     ("sessions.postgres.pool_size", ">", 0),
     ("sessions.postgres.connect_timeout", ">", 0),

@@ -9,8 +9,11 @@ from typing import Any, Literal
 
 import attrs
 
+from nanobot_core._clip import quoted
+
 __all__ = [
     "BUILTIN_PLUGINS",
+    "MAX_NAME_CHARS",
     "Contribution",
     "Kind",
     "PluginInfo",
@@ -42,19 +45,29 @@ def canonical_name(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
+#: The longest stage or section name: far more than a name that says what a thing is
+#: needs, and short enough for a config key, a log line and every report that repeats it.
+MAX_NAME_CHARS = 128
+
+
 def name_problem(what: str, value: object) -> str | None:
     """Why `value` cannot name a `what` (a stage, a section), or None when it can.
 
-    Any text but an empty or blank one, or one holding a control character: such a
-    name cannot be written in a config table (``[governance.stages.NAME]``) or a
-    log line as it is, and a line break in it would split a report in two.
+    Any text but an empty or blank one, one holding a control character, or one
+    longer than `MAX_NAME_CHARS`: such a name cannot be written in a config table
+    (``[governance.stages.NAME]``) or a log line as it is, a line break in it would
+    split a report in two, and every report, warning and ``--json`` line repeats it.
     """
     if (
         not isinstance(value, str)
         or not value.strip()
+        or len(value) > MAX_NAME_CHARS
         or any(unicodedata.category(char) == "Cc" for char in value)
     ):
-        return f"a {what} name must be a non-empty string without control characters, got {value!r}"
+        return (
+            f"a {what} name must be a non-empty string without control characters, "
+            f"at most {MAX_NAME_CHARS} characters long, got {quoted(value)}"
+        )
     return None
 
 

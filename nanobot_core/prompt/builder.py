@@ -127,12 +127,11 @@ class PromptBuilder:
             if text is None:
                 reports.append(_skipped(placed, reason))
                 continue
+            text, cut = _bounded(placed, text, self.config.prompt.max_section_chars)
             parts.append(text)
             owner = placed.plugin
             reports.append(
-                SectionReport(
-                    placed.section.name, owner.name, len(text), False, None, owner.version
-                )
+                SectionReport(placed.section.name, owner.name, len(text), False, cut, owner.version)
             )
         return BuiltPrompt(SEPARATOR.join(parts), reports)
 
@@ -189,6 +188,30 @@ def _render(placed: _Placed, ctx: SectionContext) -> tuple[str | None, str]:
     # encoded: it becomes U+FFFD here, as the request would carry it.
     text = without_lone_surrogates(plain.strip())
     return (text, "") if text else (None, "rendered nothing")
+
+
+def _bounded(placed: _Placed, text: str, limit: int) -> tuple[str, str | None]:
+    """`text` within `limit` characters (its head, then a notice), and what its report says.
+
+    One section of fifty million characters would go into every request, past any
+    model's window: the head is kept, as a workspace file over its limit keeps it.
+    """
+    if len(text) <= limit:
+        return text, None
+    name = placed.section.name
+    reason = f"cut to its first {limit:,} of {len(text):,} characters (prompt.max_section_chars)"
+    log.warning(
+        "prompt section longer than prompt.max_section_chars; only its start goes in",
+        section=name,
+        plugin=placed.plugin.describe(),
+        chars=len(text),
+        max_section_chars=limit,
+        key="prompt.max_section_chars",
+    )
+    # The head is taken whole before the notice is added, so the limit bounds what the
+    # section brings, and the notice (a name of at most 128 characters) stays short.
+    notice = f"\n\n[The {name} section was {reason}.]"
+    return text[:limit].rstrip() + notice, reason
 
 
 def _skipped(placed: _Placed, reason: str) -> SectionReport:
