@@ -112,7 +112,12 @@ class ToolCallRequest:
 
 @attrs.frozen
 class ToolCallOutcome:
-    """What one call produced; ``duration`` is the wall time of the awaited execution."""
+    """What one call produced; ``duration`` is the wall time of the awaited execution.
+
+    ``invalid`` is true when the call itself was refused as the registry prepared it (an
+    unknown tool, arguments that are no object or that its schema or its own check
+    refused: `PreparedCall.error`), so that no tool code but that check ran.
+    """
 
     call_id: str
     name: str
@@ -120,6 +125,7 @@ class ToolCallOutcome:
     result: ToolResult
     duration: float = 0.0
     repairs: list[str] = attrs.field(factory=list)
+    invalid: bool = False
 
     @property
     def is_error(self) -> bool:
@@ -189,7 +195,7 @@ class Executor:
         prepared = self.registry.prepare_call(call.name, call.arguments)
         tool = prepared.tool
         if prepared.error is not None or tool is None:
-            return _Planned(call, prepared, None)
+            return _Planned(call, prepared, None, invalid=True)
         flags = _flags_of(tool, lambda: self._label(prepared.name))
         if isinstance(flags, str):
             return _Planned(call, attrs.evolve(prepared, error=flags), None)
@@ -209,6 +215,7 @@ class Executor:
                 _with_hint(result),
                 duration,
                 list(prepared.repairs),
+                planned.invalid,
             )
 
         flags, tool = planned.flags, prepared.tool
@@ -450,6 +457,9 @@ class _Planned:
     call: ToolCallRequest
     prepared: PreparedCall
     flags: _Flags | None
+    #: Refused by the registry as it prepared the call (`ToolCallOutcome.invalid`), not
+    #: later by the tool's flags or the repeat check.
+    invalid: bool = False
 
 
 class _UnusableFlag(ValueError):

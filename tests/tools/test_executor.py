@@ -26,7 +26,7 @@ from nanobot_core.tools.executor import (
     ToolCallRequest,
     run_calls,
 )
-from nanobot_core.tools.registry import ToolRegistry
+from nanobot_core.tools.registry import ToolRegistry, parse_arguments
 from tests.helpers import REPO_ROOT, ReprRaises, plugin_values, run_python
 from tests.tools.support import run
 
@@ -418,6 +418,77 @@ def test_invalid_call_is_an_error_outcome_without_running() -> None:
     (outcome,) = run(_executor(count).run([ToolCallRequest("c", "count", '{"n": "many"}')]))
     assert outcome.result.startswith('Error: invalid arguments for tool "count": $.n')
     assert outcome.result.endswith(ERROR_HINT) and ran == []
+
+
+class _Counts(Tool):
+    """A tool taking a whole number ``n``, with an own check that counts its runs."""
+
+    name = "counts"
+    description = "Counts."
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+    }
+
+    def __init__(self) -> None:
+        self.checks = 0
+
+    def validate_arguments(self, arguments: dict[str, Any]) -> Any:
+        self.checks += 1
+        n = arguments.get("n")
+        return arguments, ([] if type(n) is int and n >= 0 else ["$.n: not a count"])
+
+    async def execute(self, n: int) -> str:
+        return "Error: odd" if n % 2 else "even"
+
+
+_SENT_ARGUMENTS = st.one_of(
+    st.text(max_size=30),
+    st.builds(lambda n: f'{{"n": {n}}}', st.integers(-3, 3)),
+    st.dictionaries(st.sampled_from(["n", "m"]), st.integers(-3, 3) | st.text(max_size=3)),
+    st.none(),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(["counts", "count", ""]), sent=_SENT_ARGUMENTS)
+def test_an_outcome_is_invalid_exactly_when_the_registry_refuses_the_call(
+    name: str, sent: Any
+) -> None:
+    """Whatever a model sends, the outcome is invalid exactly when preparing the call refuses
+    it, and the tool's own check has run once for the call."""
+    counted = _Counts()
+    executor = _executor(counted)
+    (outcome,) = run(executor.run([ToolCallRequest("c", name, sent)]))
+    checks = counted.checks
+    refused = executor.registry.prepare_call(name, sent).error is not None
+    assert outcome.invalid is refused
+    assert outcome.is_error or not refused
+    # The check sees every object the arguments are read as, once; nothing else runs it.
+    read = name == "counts" and parse_arguments(sent).error is None
+    assert checks == (1 if read else 0)
+
+
+def test_a_call_the_tool_fails_or_a_hook_denies_is_not_invalid() -> None:
+    """A tool's own error and a hook's denial are failures of a valid call, not invalid calls."""
+    hooks = RecordingHooks(deny={"denied": "not today"})
+
+    async def fine() -> str:
+        return "fine"
+
+    executor = _executor(_Counts(), FakeTool("denied", fine), hooks=hooks)
+    odd, denied, good = run(
+        executor.run(
+            [
+                ToolCallRequest("1", "counts", {"n": 3}),
+                ToolCallRequest("2", "denied", {}),
+                ToolCallRequest("3", "counts", {"n": 2}),
+            ]
+        )
+    )
+    assert [o.is_error for o in (odd, denied, good)] == [True, True, False]
+    assert [o.invalid for o in (odd, denied, good)] == [False, False, False]
 
 
 def test_caller_cancellation_propagates() -> None:
