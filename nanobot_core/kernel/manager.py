@@ -646,6 +646,15 @@ class _ToolCallHooks:
     def __init__(self, manager: PluginManager) -> None:
         self._manager = manager
 
+    def observes(self) -> bool:
+        """Whether a plugin implements either tool-call hook: with none, the executor copies
+        no arguments for them and calls neither (a plugin that failed is unregistered)."""
+        hook = self._manager._pm.hook
+        return bool(
+            hook.nanobot_before_tool_call.get_hookimpls()
+            or hook.nanobot_after_tool_call.get_hookimpls()
+        )
+
     def before(self, call: ToolCallEvent) -> str | None:
         for outcome in self._manager._tool_call_outcomes(
             "nanobot_before_tool_call", {"call": call}

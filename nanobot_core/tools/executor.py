@@ -134,7 +134,12 @@ class ToolCallOutcome:
 
 
 class ToolCallHooks(Protocol):
-    """Observers around each executed call (the plugin manager adapts the plugin hooks to this)."""
+    """Observers around each executed call (the plugin manager adapts the plugin hooks to this).
+
+    An implementation may also have an ``observes()`` method: when it returns False for a
+    call, the executor calls neither hook for it and makes no copy of its arguments for
+    them (the plugin manager's says whether any loaded plugin implements either hook).
+    """
 
     def before(self, call: ToolCallEvent) -> str | None:
         """Return None to allow the call, or the reason (naming the plugin) to deny it."""
@@ -223,13 +228,16 @@ class Executor:
             return outcome(ToolResult.error(prepared.error or f'unknown tool "{clip(call.name)}"'))
         # The registered name: the tool's own ``name`` is plugin code, not read again.
         name = prepared.name
+        observed = self._observed(name)
         try:
             # Arguments a tool's own check returned may hold its objects, copied by their code.
-            arguments = copy.deepcopy(prepared.arguments)
             # The tool gets a copy of its own: what it does to its values (appends an object
             # no JSON holds, keeps them to change later) must not rewrite the arguments the
             # outcome reports (`call --json`, a turn's tool calls) or the hooks were shown.
             own = copy.deepcopy(prepared.arguments)
+            # The hooks get another, so that no observer changes what the tool runs with or
+            # what the outcome reports; with no hook to see it, none is made.
+            shown = copy.deepcopy(prepared.arguments) if observed else None
         except BaseException as exc:
             said = contained(exc)
             return outcome(
@@ -238,11 +246,15 @@ class Executor:
                     f"not be copied for the tool and the tool-call hooks: {said}"
                 )
             )
-        event = ToolCallEvent(
-            tool=name, arguments=arguments, call_id=call.id, plugin=self.registry.plugin_of(name)
+        event = (
+            None
+            if shown is None
+            else ToolCallEvent(
+                tool=name, arguments=shown, call_id=call.id, plugin=self.registry.plugin_of(name)
+            )
         )
-        denial = self._before(event)
-        if denial is not None:
+        denial = None if event is None else self._before(event)
+        if event is not None and denial is not None:
             event.duration = 0.0
             result = _with_hint(ToolResult.error(f'call to tool "{name}" denied: {denial}'))
             self._after(event, result)
@@ -250,9 +262,10 @@ class Executor:
         started = time.perf_counter()
         result = await self._execute(tool, name, own, flags)
         duration = time.perf_counter() - started
-        event.duration = duration
         result = _with_hint(result)
-        self._after(event, result)
+        if event is not None:
+            event.duration = duration
+            self._after(event, result)
         log.debug(
             "tool call finished",
             tool=name,
@@ -295,6 +308,26 @@ class Executor:
             else ""
         )
         return ToolResult.error(f"{said} and was stopped.{thread}")
+
+    def _observed(self, name: str) -> bool:
+        """Whether a hook will see the call of the tool `name` (`ToolCallHooks`' ``observes``).
+
+        An ``observes`` that raises, or answers something else than a bool, is taken as a
+        yes: the hooks are then called as if it were not there.
+        """
+        if self.hooks is None:
+            return False
+        observes = getattr(self.hooks, "observes", None)
+        if observes is None:
+            return True
+        try:
+            answer = observes()
+        except Exception as exc:  # a broken observer never blocks a call
+            log.error(
+                "tool-call hooks' observes raised; hooks called", tool=name, error=describe(exc)
+            )
+            return True
+        return answer is not False
 
     def _before(self, event: ToolCallEvent) -> str | None:
         if self.hooks is None:

@@ -1666,3 +1666,93 @@ def test_a_ctrl_c_while_the_loop_closes_is_raised_once_it_is_closed(
         run_calls(turn())
     assert closed == [True]
     assert "Task exception was never retrieved" not in capfd.readouterr().err
+
+
+class _CountedCopies:
+    """A value a tool's own check puts in the arguments: it counts how often it is copied."""
+
+    copies = 0
+
+    def __deepcopy__(self, memo: Any) -> _CountedCopies:
+        _CountedCopies.copies += 1
+        return _CountedCopies()
+
+
+class _HandsBackCounted(FakeTool):
+    def validate_arguments(self, arguments: dict[str, Any]) -> Any:
+        return {"thing": _CountedCopies(), "items": [1, 2]}, []
+
+
+class _Observer:
+    """Tool-call hooks that say whether they observe, and record the arguments they see."""
+
+    def __init__(self, observes: Any) -> None:
+        self.answer = observes
+        self.seen: list[dict[str, Any]] = []
+
+    def observes(self) -> Any:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    def before(self, call: ToolCallEvent) -> str | None:
+        self.seen.append(call.arguments)
+        call.arguments["items"].append("from the hook")  # an observer that meddles
+        return None
+
+    def after(self, call: ToolCallEvent, result: ToolResult) -> None:
+        self.seen.append(call.arguments)
+
+
+def _copies_for_one_call(hooks: Any) -> tuple[int, ToolCallOutcome, list[dict[str, Any]]]:
+    given: list[dict[str, Any]] = []
+
+    async def changes(**kwargs: Any) -> str:
+        kwargs["items"].append("from the tool")
+        given.append(kwargs)
+        return "done"
+
+    _CountedCopies.copies = 0
+    executor = _executor(_HandsBackCounted("t", changes), hooks=hooks)
+    (outcome,) = run(executor.run(_calls("t")))
+    assert outcome.result == "done"
+    assert outcome.arguments["items"] == [1, 2]  # neither the tool nor a hook changed them
+    assert given[0]["items"] == [1, 2, "from the tool"]  # no hook changed the tool's
+    return _CountedCopies.copies, outcome, given
+
+
+def test_a_call_no_hook_observes_copies_its_arguments_once() -> None:
+    """With no hooks, or hooks that say they observe nothing, the tool's copy is the only one."""
+    for hooks in (None, _Observer(observes=False)):
+        copies, _, _ = _copies_for_one_call(hooks)
+        assert copies == 1
+    assert _Observer(observes=False).seen == []
+
+
+@pytest.mark.parametrize("answer", [True, None, 1, RuntimeError("observes broke")])
+def test_observing_hooks_get_a_copy_of_their_own(answer: Any) -> None:
+    """Hooks that observe (or cannot say) get a second copy, which the tool does not change."""
+    hooks = _Observer(observes=answer)
+    copies, _, _ = _copies_for_one_call(hooks)
+    assert copies == 2
+    before, after = hooks.seen
+    assert before is after and after["items"] == [1, 2, "from the hook"]
+
+
+def test_the_managers_hooks_observe_only_when_a_plugin_implements_one(
+    nanobot_manager: PluginManager, nanobot_register: Any
+) -> None:
+    """The plugin manager's hooks copy nothing for a call until a plugin implements a
+    tool-call hook; then that hook sees the call."""
+    copies, _, _ = _copies_for_one_call(nanobot_manager.tool_call_hooks())
+    assert copies == 1
+    seen: list[str] = []
+
+    class Watcher:
+        @hookimpl
+        def nanobot_after_tool_call(self, call: ToolCallEvent, result: Any) -> None:
+            seen.append(call.tool)
+
+    nanobot_register(Watcher(), "watcher")
+    copies, _, _ = _copies_for_one_call(nanobot_manager.tool_call_hooks())
+    assert (copies, seen) == (2, ["t"])
