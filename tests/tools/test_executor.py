@@ -1756,3 +1756,86 @@ def test_the_managers_hooks_observe_only_when_a_plugin_implements_one(
     nanobot_register(Watcher(), "watcher")
     copies, _, _ = _copies_for_one_call(nanobot_manager.tool_call_hooks())
     assert (copies, seen) == (2, ["t"])
+
+
+class _Tally(Tool):
+    """A plugin tool whose every part that is plugin code counts how often it runs."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self.counts = counts
+
+    def _count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    @property
+    def name(self) -> str:
+        self._count("name")
+        return "tally"
+
+    @property
+    def description(self) -> str:
+        self._count("description")
+        return "Counts what runs."
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        self._count("parameters")
+        return {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+    @property
+    def read_only(self) -> bool:  # type: ignore[override]
+        self._count("read_only")
+        return True
+
+    @property
+    def timeout(self) -> float | None:  # type: ignore[override]
+        self._count("timeout")
+        return None
+
+    def validate_arguments(self, arguments: dict[str, Any]) -> Any:
+        self._count("validate_arguments")
+        return None  # the schema decides
+
+    async def execute(self, n: int) -> str:
+        self._count("execute")
+        return f"{n} counted"
+
+
+def test_one_call_through_the_plugin_manager_runs_each_part_once(
+    nanobot_manager: PluginManager, nanobot_register: Any
+) -> None:
+    """From `Executor.run` to its outcome, one call runs the tool's check, its flags, its
+    code and each tool-call hook once, and reads nothing of the tool again (its name,
+    description and schema were read when it was registered)."""
+    counts: dict[str, int] = {}
+
+    class Counter:
+        @hookimpl
+        def nanobot_tools(self, ctx: Any) -> list[Any]:
+            return [_Tally(counts)]
+
+        @hookimpl
+        def nanobot_before_tool_call(self, call: ToolCallEvent) -> None:
+            counts["before"] = counts.get("before", 0) + 1
+
+        @hookimpl
+        def nanobot_after_tool_call(self, call: ToolCallEvent, result: Any) -> None:
+            counts["after"] = counts.get("after", 0) + 1
+
+    nanobot_register(Counter(), "counter")
+    executor = Executor(
+        nanobot_manager.tool_registry(),
+        default_timeout=5.0,
+        hooks=nanobot_manager.tool_call_hooks(),
+    )
+    counts.clear()
+    (outcome,) = run(executor.run([ToolCallRequest("c", "tally", '{"n": "7"}')]))
+    assert (outcome.result, outcome.repairs) == ("7 counted", ['cast $.n: "7" -> 7'])
+    assert counts == {
+        "validate_arguments": 1,
+        "read_only": 1,
+        "timeout": 1,
+        "before": 1,
+        "execute": 1,
+        "after": 1,
+    }
