@@ -339,7 +339,8 @@ class CliState:
 
         root = self.workspace(workspace)
         if root not in self._managers:
-            manager = PluginManager(self.config, workspace=root)
+            # The config `load_config` read and checked: the manager does not check it again.
+            manager = PluginManager._of_loaded(self.config, workspace=root)
             self._watch_stalls(manager)
             self._managers[root] = manager.load()
         return self._managers[root]

@@ -29,10 +29,10 @@ def command(
         raw_arguments = read_stdin_text("ARGS")
     state = get_state()
     manager = state.plugin_manager(workspace)
-    registry = manager.tool_registry()
-    refused = registry.prepare_call(tool_name, raw_arguments).error
     executor = Executor(
-        registry, default_timeout=state.config.tools.timeout, hooks=manager.tool_call_hooks()
+        manager.tool_registry(),
+        default_timeout=state.config.tools.timeout,
+        hooks=manager.tool_call_hooks(),
     )
     request = ToolCallRequest(id="call-1", name=tool_name, arguments=raw_arguments)
     outcome = run_calls(executor.run([request]))[0]
@@ -54,4 +54,6 @@ def command(
             click.echo(f"note: {repair}", err=True)
         click.echo(str(outcome.result))
     if outcome.is_error:
-        raise click.exceptions.Exit(EXIT_USAGE if refused else EXIT_FAILED)
+        # The executor says whether the call itself was refused: preparing it again here
+        # would run the tool's own argument check twice (a check may cost, or count).
+        raise click.exceptions.Exit(EXIT_USAGE if outcome.invalid else EXIT_FAILED)

@@ -127,7 +127,27 @@ class PluginManager:
             )
         if config is not None:
             check_config(config)  # built in code, it was never checked
-        self.config = config or Config()
+        self._start(config or Config(), workspace, autoload, strict)
+
+    @classmethod
+    def _of_loaded(cls, config: Config, *, workspace: Path) -> PluginManager:
+        """A manager of a config `load_config` has just returned, unchanged since (the CLI's).
+
+        Not checked again: `load_config` checked every value as it read it, naming its
+        source, and the same check again (`check_config`) would only cost its time.
+        """
+        manager = cls.__new__(cls)
+        manager._start(config, workspace, None, None)
+        return manager
+
+    def _start(
+        self,
+        config: Config,
+        workspace: Path | str | None,
+        autoload: bool | None,
+        strict: bool | None,
+    ) -> None:
+        self.config = config
         self.context = PluginContext(workspace=_workspace(workspace), config=self.config)
         self.autoload = (not self.config.plugins.disable_autoload) if autoload is None else autoload
         self.strict = self.config.plugins.strict if strict is None else strict
@@ -645,6 +665,15 @@ class _ToolCallHooks:
 
     def __init__(self, manager: PluginManager) -> None:
         self._manager = manager
+
+    def observes(self) -> bool:
+        """Whether a plugin implements either tool-call hook: with none, the executor copies
+        no arguments for them and calls neither (a plugin that failed is unregistered)."""
+        hook = self._manager._pm.hook
+        return bool(
+            hook.nanobot_before_tool_call.get_hookimpls()
+            or hook.nanobot_after_tool_call.get_hookimpls()
+        )
 
     def before(self, call: ToolCallEvent) -> str | None:
         for outcome in self._manager._tool_call_outcomes(

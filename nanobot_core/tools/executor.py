@@ -112,7 +112,12 @@ class ToolCallRequest:
 
 @attrs.frozen
 class ToolCallOutcome:
-    """What one call produced; ``duration`` is the wall time of the awaited execution."""
+    """What one call produced; ``duration`` is the wall time of the awaited execution.
+
+    ``invalid`` is true when the call itself was refused as the registry prepared it (an
+    unknown tool, arguments that are no object or that its schema or its own check
+    refused: `PreparedCall.error`), so that no tool code but that check ran.
+    """
 
     call_id: str
     name: str
@@ -120,6 +125,7 @@ class ToolCallOutcome:
     result: ToolResult
     duration: float = 0.0
     repairs: list[str] = attrs.field(factory=list)
+    invalid: bool = False
 
     @property
     def is_error(self) -> bool:
@@ -128,7 +134,12 @@ class ToolCallOutcome:
 
 
 class ToolCallHooks(Protocol):
-    """Observers around each executed call (the plugin manager adapts the plugin hooks to this)."""
+    """Observers around each executed call (the plugin manager adapts the plugin hooks to this).
+
+    An implementation may also have an ``observes()`` method: when it returns False for a
+    call, the executor calls neither hook for it and makes no copy of its arguments for
+    them (the plugin manager's says whether any loaded plugin implements either hook).
+    """
 
     def before(self, call: ToolCallEvent) -> str | None:
         """Return None to allow the call, or the reason (naming the plugin) to deny it."""
@@ -189,7 +200,7 @@ class Executor:
         prepared = self.registry.prepare_call(call.name, call.arguments)
         tool = prepared.tool
         if prepared.error is not None or tool is None:
-            return _Planned(call, prepared, None)
+            return _Planned(call, prepared, None, invalid=True)
         flags = _flags_of(tool, lambda: self._label(prepared.name))
         if isinstance(flags, str):
             return _Planned(call, attrs.evolve(prepared, error=flags), None)
@@ -209,6 +220,7 @@ class Executor:
                 _with_hint(result),
                 duration,
                 list(prepared.repairs),
+                planned.invalid,
             )
 
         flags, tool = planned.flags, prepared.tool
@@ -216,13 +228,16 @@ class Executor:
             return outcome(ToolResult.error(prepared.error or f'unknown tool "{clip(call.name)}"'))
         # The registered name: the tool's own ``name`` is plugin code, not read again.
         name = prepared.name
+        observed = self._observed(name)
         try:
             # Arguments a tool's own check returned may hold its objects, copied by their code.
-            arguments = copy.deepcopy(prepared.arguments)
             # The tool gets a copy of its own: what it does to its values (appends an object
             # no JSON holds, keeps them to change later) must not rewrite the arguments the
             # outcome reports (`call --json`, a turn's tool calls) or the hooks were shown.
             own = copy.deepcopy(prepared.arguments)
+            # The hooks get another, so that no observer changes what the tool runs with or
+            # what the outcome reports; with no hook to see it, none is made.
+            shown = copy.deepcopy(prepared.arguments) if observed else None
         except BaseException as exc:
             said = contained(exc)
             return outcome(
@@ -231,11 +246,15 @@ class Executor:
                     f"not be copied for the tool and the tool-call hooks: {said}"
                 )
             )
-        event = ToolCallEvent(
-            tool=name, arguments=arguments, call_id=call.id, plugin=self.registry.plugin_of(name)
+        event = (
+            None
+            if shown is None
+            else ToolCallEvent(
+                tool=name, arguments=shown, call_id=call.id, plugin=self.registry.plugin_of(name)
+            )
         )
-        denial = self._before(event)
-        if denial is not None:
+        denial = None if event is None else self._before(event)
+        if event is not None and denial is not None:
             event.duration = 0.0
             result = _with_hint(ToolResult.error(f'call to tool "{name}" denied: {denial}'))
             self._after(event, result)
@@ -243,9 +262,10 @@ class Executor:
         started = time.perf_counter()
         result = await self._execute(tool, name, own, flags)
         duration = time.perf_counter() - started
-        event.duration = duration
         result = _with_hint(result)
-        self._after(event, result)
+        if event is not None:
+            event.duration = duration
+            self._after(event, result)
         log.debug(
             "tool call finished",
             tool=name,
@@ -288,6 +308,26 @@ class Executor:
             else ""
         )
         return ToolResult.error(f"{said} and was stopped.{thread}")
+
+    def _observed(self, name: str) -> bool:
+        """Whether a hook will see the call of the tool `name` (`ToolCallHooks`' ``observes``).
+
+        An ``observes`` that raises, or answers something else than a bool, is taken as a
+        yes: the hooks are then called as if it were not there.
+        """
+        if self.hooks is None:
+            return False
+        observes = getattr(self.hooks, "observes", None)
+        if observes is None:
+            return True
+        try:
+            answer = observes()
+        except Exception as exc:  # a broken observer never blocks a call
+            log.error(
+                "tool-call hooks' observes raised; hooks called", tool=name, error=describe(exc)
+            )
+            return True
+        return answer is not False
 
     def _before(self, event: ToolCallEvent) -> str | None:
         if self.hooks is None:
@@ -450,6 +490,9 @@ class _Planned:
     call: ToolCallRequest
     prepared: PreparedCall
     flags: _Flags | None
+    #: Refused by the registry as it prepared the call (`ToolCallOutcome.invalid`), not
+    #: later by the tool's flags or the repeat check.
+    invalid: bool = False
 
 
 class _UnusableFlag(ValueError):

@@ -139,3 +139,54 @@ def test_call_json_names_argument_values_json_cannot_hold(tmp_path: Path) -> Non
         "result": "b.txt ['x']",
         "repairs": [],
     }
+
+
+# A tool whose own check costs something: each run of it is written down, in the working folder.
+_COUNTED_CHECK = """
+from pathlib import Path
+from typing import Any
+
+from nanobot_core import Tool, hookimpl
+
+
+class Priced(Tool):
+    name = "priced"
+    description = "Its own check is paid for per run (a quota, a lookup): each run is logged."
+    parameters: dict[str, Any] = {"type": "object", "properties": {"n": {}}}
+
+    def validate_arguments(self, arguments: dict[str, Any]) -> Any:
+        with Path("checks.log").open("a", encoding="utf-8") as log:
+            log.write("checked\\n")
+        n = arguments.get("n")
+        return arguments, ([] if isinstance(n, int) else [f"$.n: {n!r} is no whole number"])
+
+    async def execute(self, n: int) -> str:
+        return f"Error: {n} is odd" if n % 2 else f"{n} is even"
+
+
+@hookimpl
+def nanobot_tools(ctx: Any) -> list[Any]:
+    return [Priced()]
+"""
+
+
+@pytest.mark.parametrize(
+    ("sent", "exit_code", "printed"),
+    [
+        ('{"n": 2}', 0, "2 is even"),
+        ('{"n": 3}', 1, "Error: 3 is odd"),
+        ('{"n": "two"}', 2, "Error: invalid arguments for tool \"priced\": $.n: 'two'"),
+    ],
+)
+def test_call_runs_a_tools_own_check_once(
+    tmp_path: Path, sent: str, exit_code: int, printed: str
+) -> None:
+    """`call` runs the tool's own argument check once, whether the call succeeds, the tool
+    fails (exit 1) or the check refuses the arguments (exit 2): it was run a second time
+    only to choose the exit code."""
+    site = install_plugin(tmp_path / "site", "priced", _COUNTED_CHECK)
+    work = tmp_path / "work"
+    work.mkdir()
+    done = run_cli("call", "priced", sent, cwd=work, env=plugin_env(site, "priced"))
+    assert (done.returncode, done.stdout[: len(printed)]) == (exit_code, printed), done.stderr
+    assert (work / "checks.log").read_text(encoding="utf-8") == "checked\n"

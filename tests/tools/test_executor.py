@@ -26,7 +26,7 @@ from nanobot_core.tools.executor import (
     ToolCallRequest,
     run_calls,
 )
-from nanobot_core.tools.registry import ToolRegistry
+from nanobot_core.tools.registry import ToolRegistry, parse_arguments
 from tests.helpers import REPO_ROOT, ReprRaises, plugin_values, run_python
 from tests.tools.support import run
 
@@ -418,6 +418,77 @@ def test_invalid_call_is_an_error_outcome_without_running() -> None:
     (outcome,) = run(_executor(count).run([ToolCallRequest("c", "count", '{"n": "many"}')]))
     assert outcome.result.startswith('Error: invalid arguments for tool "count": $.n')
     assert outcome.result.endswith(ERROR_HINT) and ran == []
+
+
+class _Counts(Tool):
+    """A tool taking a whole number ``n``, with an own check that counts its runs."""
+
+    name = "counts"
+    description = "Counts."
+    parameters: dict[str, Any] = {
+        "type": "object",
+        "properties": {"n": {"type": "integer"}},
+        "required": ["n"],
+    }
+
+    def __init__(self) -> None:
+        self.checks = 0
+
+    def validate_arguments(self, arguments: dict[str, Any]) -> Any:
+        self.checks += 1
+        n = arguments.get("n")
+        return arguments, ([] if type(n) is int and n >= 0 else ["$.n: not a count"])
+
+    async def execute(self, n: int) -> str:
+        return "Error: odd" if n % 2 else "even"
+
+
+_SENT_ARGUMENTS = st.one_of(
+    st.text(max_size=30),
+    st.builds(lambda n: f'{{"n": {n}}}', st.integers(-3, 3)),
+    st.dictionaries(st.sampled_from(["n", "m"]), st.integers(-3, 3) | st.text(max_size=3)),
+    st.none(),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(name=st.sampled_from(["counts", "count", ""]), sent=_SENT_ARGUMENTS)
+def test_an_outcome_is_invalid_exactly_when_the_registry_refuses_the_call(
+    name: str, sent: Any
+) -> None:
+    """Whatever a model sends, the outcome is invalid exactly when preparing the call refuses
+    it, and the tool's own check has run once for the call."""
+    counted = _Counts()
+    executor = _executor(counted)
+    (outcome,) = run(executor.run([ToolCallRequest("c", name, sent)]))
+    checks = counted.checks
+    refused = executor.registry.prepare_call(name, sent).error is not None
+    assert outcome.invalid is refused
+    assert outcome.is_error or not refused
+    # The check sees every object the arguments are read as, once; nothing else runs it.
+    read = name == "counts" and parse_arguments(sent).error is None
+    assert checks == (1 if read else 0)
+
+
+def test_a_call_the_tool_fails_or_a_hook_denies_is_not_invalid() -> None:
+    """A tool's own error and a hook's denial are failures of a valid call, not invalid calls."""
+    hooks = RecordingHooks(deny={"denied": "not today"})
+
+    async def fine() -> str:
+        return "fine"
+
+    executor = _executor(_Counts(), FakeTool("denied", fine), hooks=hooks)
+    odd, denied, good = run(
+        executor.run(
+            [
+                ToolCallRequest("1", "counts", {"n": 3}),
+                ToolCallRequest("2", "denied", {}),
+                ToolCallRequest("3", "counts", {"n": 2}),
+            ]
+        )
+    )
+    assert [o.is_error for o in (odd, denied, good)] == [True, True, False]
+    assert [o.invalid for o in (odd, denied, good)] == [False, False, False]
 
 
 def test_caller_cancellation_propagates() -> None:
@@ -1595,3 +1666,176 @@ def test_a_ctrl_c_while_the_loop_closes_is_raised_once_it_is_closed(
         run_calls(turn())
     assert closed == [True]
     assert "Task exception was never retrieved" not in capfd.readouterr().err
+
+
+class _CountedCopies:
+    """A value a tool's own check puts in the arguments: it counts how often it is copied."""
+
+    copies = 0
+
+    def __deepcopy__(self, memo: Any) -> _CountedCopies:
+        _CountedCopies.copies += 1
+        return _CountedCopies()
+
+
+class _HandsBackCounted(FakeTool):
+    def validate_arguments(self, arguments: dict[str, Any]) -> Any:
+        return {"thing": _CountedCopies(), "items": [1, 2]}, []
+
+
+class _Observer:
+    """Tool-call hooks that say whether they observe, and record the arguments they see."""
+
+    def __init__(self, observes: Any) -> None:
+        self.answer = observes
+        self.seen: list[dict[str, Any]] = []
+
+    def observes(self) -> Any:
+        if isinstance(self.answer, Exception):
+            raise self.answer
+        return self.answer
+
+    def before(self, call: ToolCallEvent) -> str | None:
+        self.seen.append(call.arguments)
+        call.arguments["items"].append("from the hook")  # an observer that meddles
+        return None
+
+    def after(self, call: ToolCallEvent, result: ToolResult) -> None:
+        self.seen.append(call.arguments)
+
+
+def _copies_for_one_call(hooks: Any) -> tuple[int, ToolCallOutcome, list[dict[str, Any]]]:
+    given: list[dict[str, Any]] = []
+
+    async def changes(**kwargs: Any) -> str:
+        kwargs["items"].append("from the tool")
+        given.append(kwargs)
+        return "done"
+
+    _CountedCopies.copies = 0
+    executor = _executor(_HandsBackCounted("t", changes), hooks=hooks)
+    (outcome,) = run(executor.run(_calls("t")))
+    assert outcome.result == "done"
+    assert outcome.arguments["items"] == [1, 2]  # neither the tool nor a hook changed them
+    assert given[0]["items"] == [1, 2, "from the tool"]  # no hook changed the tool's
+    return _CountedCopies.copies, outcome, given
+
+
+def test_a_call_no_hook_observes_copies_its_arguments_once() -> None:
+    """With no hooks, or hooks that say they observe nothing, the tool's copy is the only one."""
+    for hooks in (None, _Observer(observes=False)):
+        copies, _, _ = _copies_for_one_call(hooks)
+        assert copies == 1
+    assert _Observer(observes=False).seen == []
+
+
+@pytest.mark.parametrize("answer", [True, None, 1, RuntimeError("observes broke")])
+def test_observing_hooks_get_a_copy_of_their_own(answer: Any) -> None:
+    """Hooks that observe (or cannot say) get a second copy, which the tool does not change."""
+    hooks = _Observer(observes=answer)
+    copies, _, _ = _copies_for_one_call(hooks)
+    assert copies == 2
+    before, after = hooks.seen
+    assert before is after and after["items"] == [1, 2, "from the hook"]
+
+
+def test_the_managers_hooks_observe_only_when_a_plugin_implements_one(
+    nanobot_manager: PluginManager, nanobot_register: Any
+) -> None:
+    """The plugin manager's hooks copy nothing for a call until a plugin implements a
+    tool-call hook; then that hook sees the call."""
+    copies, _, _ = _copies_for_one_call(nanobot_manager.tool_call_hooks())
+    assert copies == 1
+    seen: list[str] = []
+
+    class Watcher:
+        @hookimpl
+        def nanobot_after_tool_call(self, call: ToolCallEvent, result: Any) -> None:
+            seen.append(call.tool)
+
+    nanobot_register(Watcher(), "watcher")
+    copies, _, _ = _copies_for_one_call(nanobot_manager.tool_call_hooks())
+    assert (copies, seen) == (2, ["t"])
+
+
+class _Tally(Tool):
+    """A plugin tool whose every part that is plugin code counts how often it runs."""
+
+    def __init__(self, counts: dict[str, int]) -> None:
+        self.counts = counts
+
+    def _count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+    @property
+    def name(self) -> str:
+        self._count("name")
+        return "tally"
+
+    @property
+    def description(self) -> str:
+        self._count("description")
+        return "Counts what runs."
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        self._count("parameters")
+        return {"type": "object", "properties": {"n": {"type": "integer"}}}
+
+    @property
+    def read_only(self) -> bool:  # type: ignore[override]
+        self._count("read_only")
+        return True
+
+    @property
+    def timeout(self) -> float | None:  # type: ignore[override]
+        self._count("timeout")
+        return None
+
+    def validate_arguments(self, arguments: dict[str, Any]) -> Any:
+        self._count("validate_arguments")
+        return None  # the schema decides
+
+    async def execute(self, n: int) -> str:
+        self._count("execute")
+        return f"{n} counted"
+
+
+def test_one_call_through_the_plugin_manager_runs_each_part_once(
+    nanobot_manager: PluginManager, nanobot_register: Any
+) -> None:
+    """From `Executor.run` to its outcome, one call runs the tool's check, its flags, its
+    code and each tool-call hook once, and reads nothing of the tool again (its name,
+    description and schema were read when it was registered)."""
+    counts: dict[str, int] = {}
+
+    class Counter:
+        @hookimpl
+        def nanobot_tools(self, ctx: Any) -> list[Any]:
+            return [_Tally(counts)]
+
+        @hookimpl
+        def nanobot_before_tool_call(self, call: ToolCallEvent) -> None:
+            counts["before"] = counts.get("before", 0) + 1
+
+        @hookimpl
+        def nanobot_after_tool_call(self, call: ToolCallEvent, result: Any) -> None:
+            counts["after"] = counts.get("after", 0) + 1
+
+    nanobot_register(Counter(), "counter")
+    executor = Executor(
+        nanobot_manager.tool_registry(),
+        default_timeout=5.0,
+        hooks=nanobot_manager.tool_call_hooks(),
+    )
+    counts.clear()
+    (outcome,) = run(executor.run([ToolCallRequest("c", "tally", '{"n": "7"}')]))
+    assert (outcome.result, outcome.repairs) == ("7 counted", ['cast $.n: "7" -> 7'])
+    assert counts == {
+        "validate_arguments": 1,
+        "read_only": 1,
+        "timeout": 1,
+        "before": 1,
+        "execute": 1,
+        "after": 1,
+    }
