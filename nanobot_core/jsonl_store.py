@@ -9,7 +9,9 @@ not at all). Taking the lease heals that: the torn bytes are appended to
 ``<name>.jsonl.torn`` (never overwritten) and the file is cut back to its
 last complete line. A complete line that is not a JSON object stays in the
 file and is skipped with a warning naming its line number. Nothing is
-dropped silently.
+dropped silently. A UTF-8 byte-order mark at the very start of the file (an
+editor on Windows writes one) is not part of line 1, which loads; one anywhere
+else makes its line invalid, as JSON has it.
 
 The lease is an exclusive lock on ``<name>.lock`` (``flock``), held by the
 descriptor: it is freed when the process ends, however it ends. The lock file
@@ -35,6 +37,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from nanobot_core._jsonl import BOM, without_bom
 from nanobot_core._logging import get_logger
 from nanobot_core._session_names import is_session_name
 from nanobot_core.errors import (
@@ -262,6 +265,7 @@ def _file_error(what: str, exc: OSError) -> SessionError:
 
 def _count_lines(data: bytes) -> int:
     """Lines stored: complete lines, plus a last line that only lost its newline."""
+    data = without_bom(data)  # a file holding nothing but one holds no line
     count = data.count(b"\n")
     tail = data[data.rfind(b"\n") + 1 :]
     return count + (1 if tail.strip() else 0)
@@ -326,7 +330,12 @@ def _heal_torn_tail(fd: int, data: bytes, path: Path, torn_path: Path) -> bytes:
         return data
     cut = data.rfind(b"\n") + 1
     tail = data[cut:]
-    record, _ = parse_line(tail)
+    if cut == 0:  # the first line: a byte-order mark before it is the file's, not the line's
+        if tail == BOM:
+            return data  # nothing but the mark: no line to heal
+        record, _ = parse_line(without_bom(tail))
+    else:
+        record, _ = parse_line(tail)
     if record is not None:
         # The whole object is there and only the newline was lost: complete the line.
         os.write(fd, b"\n")

@@ -10,6 +10,8 @@ Importing appends every session's lines as they are, so export, import,
 export gives the same bytes, and a JSON-lines session imported into another
 workspace is byte-identical to the original.
 
+A UTF-8 byte-order mark at the very start of an export file (an editor on
+Windows writes one) is read past; anywhere else it is what it is in JSON.
 Import checks the whole file first (header, names, that every line is a JSON
 object, that no line gives a key twice) and refuses a session that already
 exists in the target store, so nothing is overwritten or merged; each session
@@ -26,6 +28,7 @@ from typing import Any
 import attrs
 
 from nanobot_core._json_boundary import JSONBoundaryError, loads
+from nanobot_core._jsonl import without_bom
 from nanobot_core.errors import SessionError
 from nanobot_core.sessions import (
     LoadProblem,
@@ -92,7 +95,7 @@ def export_sessions(
 
 def read_export(data: bytes, source: str) -> list[ExportedSession]:
     """Parse an export file; SessionError naming the line for anything that is not one."""
-    raw_lines = data.split(b"\n")
+    raw_lines = without_bom(data).split(b"\n")  # a mark an editor put first is no line's
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
     if not raw_lines:

@@ -189,6 +189,7 @@ def test_a_session_with_crlf_endings_exports_and_imports_byte_identical(tmp_path
     assert target.path("crlf").read_bytes() == content
 
 
+_BOM = b"\xef\xbb\xbf"
 _PIECES = [
     b'{"role":"user","content":"x"}',
     b'{"a":NaN}',
@@ -225,6 +226,30 @@ def test_whatever_a_session_file_holds_its_export_imports_and_exports_again_the_
         export_sessions(target, [], again)
         assert again.read_bytes() == export.read_bytes()
         assert [info.name for info in target.list_sessions()] == ["s"]  # even with no line
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=12))
+@settings(max_examples=60, deadline=None, database=None)
+def test_a_byte_order_mark_before_a_session_file_changes_nothing_read_from_it(
+    parts: list[bytes],
+) -> None:
+    """Whatever a session file holds, a byte-order mark put before it (an editor saving it on
+    Windows) gives the same lines, problems, line count and export as the file without."""
+    data = b"".join(parts)
+    if data.startswith(_BOM):  # the mark is read past once: one already there is the file's
+        data = b" " + data
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        exports = []
+        for prefix, where in ((b"", "plain"), (_BOM, "marked")):
+            store = JsonlSessionStore(root / where)
+            store.directory.mkdir(parents=True)
+            store.path("s").write_bytes(prefix + data)
+            loaded = store.load("s")
+            exports.append((loaded.records, loaded.lines, loaded.problems, loaded.seq))
+            export_sessions(store, [], root / f"{where}.jsonl")
+            exports.append((root / f"{where}.jsonl").read_bytes())
+        assert exports[:2] == exports[2:]
 
 
 def test_a_session_with_no_line_to_export_is_exported_and_imported_by_name(
@@ -298,6 +323,8 @@ def test_import_refuses_existing_sessions(tmp_path: Path) -> None:
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a b","line":"{}"}'], "x:2: invalid"),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","line":"[]"}'], "x:2: .*not an obj"),
         ([json.dumps(EXPORT_HEADER).encode(), b"\xff"], "x:2: not a JSON line"),
+        ([json.dumps(EXPORT_HEADER).encode(), _BOM + b'{"session":"a"}'], "x:2: not a JSON line"),
+        ([_BOM + _BOM + json.dumps(EXPORT_HEADER).encode()], "x:1: not a JSON line"),
         ([json.dumps(EXPORT_HEADER).encode(), b"[" * 100_000], "x:2: .*nested deeper"),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"n":' + b"1" * 5_000 + b"}"], "x:2: .*digits"),
         (
@@ -323,18 +350,19 @@ _RECORDS = st.dictionaries(
 )
 
 
-@given(st.dictionaries(_NAMES, st.lists(_RECORDS, max_size=3), max_size=4))
+@given(st.dictionaries(_NAMES, st.lists(_RECORDS, max_size=3), max_size=4), st.booleans())
 @settings(max_examples=100, deadline=None, database=None)
 def test_every_session_of_an_export_is_read_back_with_its_lines(
-    sessions: dict[str, list[dict[str, Any]]],
+    sessions: dict[str, list[dict[str, Any]]], bom: bool
 ) -> None:
     """Whatever sessions an export holds, empty ones included, reading it gives each back,
-    by name and in order, with the exact text of every line."""
+    by name and in order, with the exact text of every line, a byte-order mark an editor
+    put before the file or not."""
     exported = [
         ExportedSession(name, [json.dumps(record) for record in records])
         for name, records in sessions.items()
     ]
-    data = b"".join(encode_lines(export_lines(exported)))
+    data = (_BOM if bom else b"") + b"".join(encode_lines(export_lines(exported)))
     assert read_export(data, "x") == exported
 
 
