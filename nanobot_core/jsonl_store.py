@@ -53,6 +53,7 @@ from nanobot_core.sessions import (
     SessionLog,
     check_line,
     is_meta_record,
+    numbered_session_lines,
     open_session,
     parse_line,
     split_session_lines,
@@ -120,8 +121,10 @@ class JsonlSessionStore:
             ) from None
         except OSError as exc:
             raise _file_error(f"cannot read session {session!r}", exc) from None
-        records, texts, problems = split_session_lines(data, str(path))
-        return SessionLog(session, str(path), records, texts, problems, _count_lines(data))
+        records, texts, problems, numbers = numbered_session_lines(data, str(path))
+        return SessionLog(
+            session, str(path), records, texts, problems, _count_lines(data), numbers=numbers
+        )
 
     def list_sessions(self) -> list[SessionInfo]:
         """Every session of the workspace, by name."""
@@ -192,9 +195,11 @@ class JsonlLease:
             data = _heal_torn_tail(self._fd, _read_all(self._fd), self.path, self.torn_path)
         except OSError as exc:
             raise _file_error(f"cannot open session {self.session!r}", exc) from None
-        records, texts, problems = split_session_lines(data, str(self.path))
+        records, texts, problems, numbers = numbered_session_lines(data, str(self.path))
         self._size, self._seq = len(data), _count_lines(data)
-        return SessionLog(self.session, str(self.path), records, texts, problems, self._seq)
+        return SessionLog(
+            self.session, str(self.path), records, texts, problems, self._seq, numbers=numbers
+        )
 
     def append(self, lines: Sequence[str], *, expected_seq: int) -> int:
         """Write `lines` with one write and fsync; SessionConflictError if the count is off."""

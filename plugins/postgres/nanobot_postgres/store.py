@@ -762,6 +762,7 @@ class PostgresSessionStore:
         records: list[dict[str, Any]] = []
         texts: list[str] = []
         problems: list[LoadProblem] = []
+        numbers: list[int] = []
         for _, seq, text in rows:
             if seq is None:  # the one row of a session without lines
                 continue
@@ -771,8 +772,15 @@ class PostgresSessionStore:
                 continue
             records.append(record)
             texts.append(text)
+            numbers.append(int(seq) + 1)
         return SessionLog(
-            session, self._location(session), records, texts, problems, int(rows[0][0])
+            session,
+            self._location(session),
+            records,
+            texts,
+            problems,
+            int(rows[0][0]),
+            numbers=numbers,
         )
 
     def _holder(self, conn: Any, key: int) -> str:
