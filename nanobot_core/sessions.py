@@ -311,7 +311,9 @@ class Lease(Protocol):
         """Append `lines` (JSON texts, without newlines) atomically; return the new seq.
 
         Raises SessionConflictError, appending nothing, when the session does
-        not hold exactly `expected_seq` lines.
+        not hold exactly `expected_seq` lines. No line at `expected_seq` 0 makes
+        the session exist, empty (listed, loaded, exported): how ``sessions
+        import`` brings in a session exported without lines.
         """
         ...
 

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from nanobot_core._jsonl import encode_lines
 from nanobot_core.cli import cli
@@ -32,6 +33,7 @@ from nanobot_core.session_transfer import (
 )
 from nanobot_core.sessions import (
     ContainedStore,
+    SessionInfo,
     open_session,
     select_session_store,
     session_stores,
@@ -283,6 +285,33 @@ def test_a_session_with_no_line_to_export_is_exported_and_imported_by_name(
     ]
     with pytest.raises(SessionError, match=r"already has session.*'empty'"):
         import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
+
+
+class _NoEmptySessions(JsonlSessionStore):
+    """A store that keeps no session without a line: it lists none."""
+
+    name = "no-empty"
+
+    def list_sessions(self) -> list[SessionInfo]:
+        return [info for info in super().list_sessions() if info.size]
+
+
+def test_an_empty_session_a_store_does_not_keep_is_named_not_counted(tmp_path: Path) -> None:
+    """Importing an empty session into a store that lists no session without a line warns,
+    naming the session and the store, and leaves it out of what was imported."""
+    data = b"".join(
+        encode_lines(export_lines([ExportedSession("empty", []), ExportedSession("full", ["{}"])]))
+    )
+    with capture_logs() as logs:
+        done = import_sessions(_NoEmptySessions(tmp_path), read_export(data, "x"))
+    assert [s.name for s in done] == ["full"]
+    assert [(e["event"], e["session"], e["store"]) for e in logs] == [
+        (
+            "empty session not imported: the store keeps no session without a line",
+            "empty",
+            "no-empty",
+        )
+    ]
 
 
 def test_import_refuses_existing_sessions(tmp_path: Path) -> None:
