@@ -687,3 +687,37 @@ def test_a_lease_without_check_held_is_taken_to_hold_and_a_crashing_one_is_named
         "session store 'raising' of plugin 'p' from p 1.0: check_held raised RuntimeError: "
         "socket gone"
     )
+
+
+def test_cli_run_on_a_session_with_a_damaged_middle_line_names_it_and_keeps_it(
+    tmp_path: Path, server: FakeChatServer
+) -> None:
+    """`run` on a session with a damaged line between two messages warns naming the file and
+    the line, sends the messages around it, and appends after it: the line stays, byte for
+    byte, and a second run still names it."""
+    store = JsonlSessionStore(tmp_path)
+    store.directory.mkdir(parents=True)
+    damaged = b'{"role":"assistant","content":"cut sho'
+    before = b'{"role":"user","content":"one"}\n' + damaged + b"\n"
+    before += b'{"role":"assistant","content":"two"}\n'
+    store.path("default").write_bytes(before)
+    env = {"NANOBOT_BASE_URL": server.base_url, "NANOBOT_MODEL": "fake-model"}
+    for turn in ("first", "second"):
+        server.add(text_reply(f"answer to {turn}"))
+        result = _cli(tmp_path, "run", turn, env=env)
+        assert result.returncode == 0, result.stderr
+        warned = [line for line in result.stderr.splitlines() if "session line skipped" in line]
+        assert len(warned) == 1, result.stderr
+        assert f"location={store.path('default')}" in warned[0] and "line=2" in warned[0]
+        sent = server.bodies()[-1]["messages"][1:]
+        assert [m["content"] for m in sent[:2]] == ["one", "two"]
+        assert sent[-1]["content"].startswith(turn)  # with the runtime context after it
+    after = store.path("default").read_bytes()
+    assert after.startswith(before)
+    appended = [json.loads(line) for line in after[len(before) :].splitlines()]
+    assert [(m["role"], m["content"][:6]) for m in appended if "role" in m] == [
+        ("user", "first\n"),
+        ("assistant", "answer"),
+        ("user", "second"),
+        ("assistant", "answer"),
+    ]
