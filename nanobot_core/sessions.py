@@ -381,8 +381,8 @@ class Session:
         self._shared = _shared_messages(self._records)
         self._seq = log_.seq
         # What numbers a line for a warning: as loaded (the store's numbers, or 1, 2, 3...),
-        # and each line appended since one past the lines loaded.
-        self._numbers = list(log_.numbers) or list(range(1, len(self._records) + 1))
+        # and each line appended since one past the lines loaded. Only read when one is named.
+        self._numbers = log_.numbers
         self._loaded = (len(self._records), log_.seq)
 
     def __repr__(self) -> str:
@@ -427,9 +427,9 @@ class Session:
 
     def _line_number(self, index: int) -> int:
         loaded, seq = self._loaded
-        if index < loaded and index < len(self._numbers):
-            return self._numbers[index]
-        return seq + index - loaded + 1
+        if index >= loaded:
+            return seq + index - loaded + 1
+        return self._numbers[index] if len(self._numbers) == loaded else index + 1
 
     def history(self) -> list[dict[str, Any]]:
         """The messages in order, without ``_meta``: what governance and the model may see.

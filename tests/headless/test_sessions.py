@@ -424,3 +424,19 @@ def test_a_line_decoded_with_replacements_is_named_by_file_and_number(tmp_path: 
             load()
         warned = [e for e in logs if e["event"] == "session line decoded with replacements"]
         assert [(e["location"], e["line"]) for e in warned] == [(str(path), 3)]
+
+
+def test_newest_lines_are_numbered_as_the_file_numbers_them(tmp_path: Path) -> None:
+    """`Session.newest_lines` numbers each line as the file does, past blank and invalid
+    lines, and the lines appended since after the last one loaded."""
+    store = JsonlSessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"n":1}\n\n{not json\n{"n":4}\n')
+    with store.open("s") as session:
+        session.append_records([{"n": 5}])
+        assert list(session.newest_lines(lambda record: "n" in record)) == [
+            (5, {"n": 5}),
+            (4, {"n": 4}),
+            (1, {"n": 1}),
+        ]

@@ -437,6 +437,23 @@ def test_an_empty_session_goes_from_jsonl_to_postgres_and_back_out(
     assert "'empty'" in refused.stderr and "Traceback" not in refused.stderr
 
 
+def test_a_session_numbers_its_lines_by_their_seq(dsn: str) -> None:
+    """A session loaded from PostgreSQL numbers each line by its row (seq + 1), past a row
+    that is no line, as a warning about a damaged governance record names it, lines
+    appended since included."""
+    store = PostgresSessionStore(dsn)
+    with open_session(store, "s") as session:
+        session.append_records([{"n": 1}, {"n": 2}, {"n": 3}])
+    with psycopg.connect(dsn, autocommit=True) as conn:  # a row damaged by hand: line 2
+        conn.execute("DELETE FROM nanobot_session_lines WHERE seq = 1")
+        conn.execute("INSERT INTO nanobot_session_lines (session, seq, line) VALUES ('s', 1, '[')")
+    with open_session(store, "s") as session:
+        assert [problem.line for problem in session.problems] == [2]
+        session.append_records([{"n": 4}])
+        assert [n for n, _ in session.newest_lines(lambda record: "n" in record)] == [4, 3, 1]
+    store.close()
+
+
 def test_listing_ignores_the_database_collation(dsn: str, tmp_path: Path) -> None:
     """In a database collated for English, sessions list (and export) in the JSONL store's order."""
     english = dsn.rsplit("/", 1)[1] + "_en"
