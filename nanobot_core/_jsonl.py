@@ -5,8 +5,9 @@ JSONL file the project reads or writes follows the same framing: UTF-8, one JSON
 value per line, ``\\n`` endings, blank lines skipped but counted, an unterminated
 last line kept apart (it may be torn). A UTF-8 byte-order mark at the very start
 of a file (editors on Windows write one) is no part of its first line; anywhere
-else it is a character of its line, as JSON has it. Each value goes through the JSON boundary
-(`nanobot_core._json_boundary`), which owns the limits and replacements.
+else it is a character of its line, as JSON has it. Each value goes through the
+JSON boundary (`nanobot_core._json_boundary`), which owns the limits and
+replacements.
 """
 
 from __future__ import annotations

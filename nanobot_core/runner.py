@@ -1111,6 +1111,7 @@ def _restore_governance(governor: Any, session: Any) -> GovernanceState | None:
     if callable(lines):
         found: Iterable[tuple[int, Any]] = lines(is_governance_record)
     elif callable(newest := getattr(session, "newest_record", None)):
+        # It gives the newest valid record alone: none is passed over, so none is numbered.
         record = newest(_is_governance_record)
         found = [] if record is None else [(0, record)]
     else:
