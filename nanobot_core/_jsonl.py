@@ -3,8 +3,11 @@
 Used by the session store, the history reader and writer and the CLI, so every
 JSONL file the project reads or writes follows the same framing: UTF-8, one JSON
 value per line, ``\\n`` endings, blank lines skipped but counted, an unterminated
-last line kept apart (it may be torn). Each value goes through the JSON boundary
-(`nanobot_core._json_boundary`), which owns the limits and replacements.
+last line kept apart (it may be torn). A UTF-8 byte-order mark at the very start
+of a file (editors on Windows write one) is no part of its first line; anywhere
+else it is a character of its line, as JSON has it. Each value goes through the
+JSON boundary (`nanobot_core._json_boundary`), which owns the limits and
+replacements.
 """
 
 from __future__ import annotations
@@ -14,18 +17,28 @@ from typing import Any
 
 from nanobot_core._json_boundary import dumps
 
-__all__ = ["encode_lines", "split_lines"]
+__all__ = ["BOM", "encode_lines", "split_lines", "without_bom"]
+
+#: The UTF-8 byte-order mark.
+BOM = b"\xef\xbb\xbf"
 
 
 def split_lines(data: bytes) -> tuple[list[tuple[int, bytes]], tuple[int, bytes] | None]:
     """The complete non-blank lines of `data` with their 1-based numbers, and the unterminated tail.
 
     The tail is ``None`` when `data` ends with a newline (or holds only blanks after it).
+    A byte-order mark that starts `data` is left out of line 1 (`without_bom`).
     """
-    lines = data.split(b"\n")
+    lines = without_bom(data).split(b"\n")
     tail = lines.pop()
     complete = [(n, raw) for n, raw in enumerate(lines, start=1) if raw.strip()]
     return complete, ((len(lines) + 1, tail) if tail.strip() else None)
+
+
+def without_bom(data: bytes) -> bytes:
+    """`data` without the byte-order mark it starts with, if any (only there: one elsewhere
+    is the character U+FEFF of its line, which JSON refuses outside a string)."""
+    return data.removeprefix(BOM)
 
 
 def encode_lines(

@@ -9,7 +9,9 @@ not at all). Taking the lease heals that: the torn bytes are appended to
 ``<name>.jsonl.torn`` (never overwritten) and the file is cut back to its
 last complete line. A complete line that is not a JSON object stays in the
 file and is skipped with a warning naming its line number. Nothing is
-dropped silently.
+dropped silently. A UTF-8 byte-order mark at the very start of the file (an
+editor on Windows writes one) is not part of line 1, which loads; one anywhere
+else makes its line invalid, as JSON has it.
 
 The lease is an exclusive lock on ``<name>.lock`` (``flock``), held by the
 descriptor: it is freed when the process ends, however it ends. The lock file
@@ -35,6 +37,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
+from nanobot_core._jsonl import BOM, without_bom
 from nanobot_core._logging import get_logger
 from nanobot_core._session_names import is_session_name
 from nanobot_core.errors import (
@@ -50,6 +53,7 @@ from nanobot_core.sessions import (
     SessionLog,
     check_line,
     is_meta_record,
+    numbered_session_lines,
     open_session,
     parse_line,
     split_session_lines,
@@ -117,8 +121,10 @@ class JsonlSessionStore:
             ) from None
         except OSError as exc:
             raise _file_error(f"cannot read session {session!r}", exc) from None
-        records, texts, problems = split_session_lines(data, str(path))
-        return SessionLog(session, str(path), records, texts, problems, _count_lines(data))
+        records, texts, problems, numbers = numbered_session_lines(data, str(path))
+        return SessionLog(
+            session, str(path), records, texts, problems, _count_lines(data), numbers=numbers
+        )
 
     def list_sessions(self) -> list[SessionInfo]:
         """Every session of the workspace, by name."""
@@ -189,9 +195,11 @@ class JsonlLease:
             data = _heal_torn_tail(self._fd, _read_all(self._fd), self.path, self.torn_path)
         except OSError as exc:
             raise _file_error(f"cannot open session {self.session!r}", exc) from None
-        records, texts, problems = split_session_lines(data, str(self.path))
+        records, texts, problems, numbers = numbered_session_lines(data, str(self.path))
         self._size, self._seq = len(data), _count_lines(data)
-        return SessionLog(self.session, str(self.path), records, texts, problems, self._seq)
+        return SessionLog(
+            self.session, str(self.path), records, texts, problems, self._seq, numbers=numbers
+        )
 
     def append(self, lines: Sequence[str], *, expected_seq: int) -> int:
         """Write `lines` with one write and fsync; SessionConflictError if the count is off."""
@@ -262,6 +270,7 @@ def _file_error(what: str, exc: OSError) -> SessionError:
 
 def _count_lines(data: bytes) -> int:
     """Lines stored: complete lines, plus a last line that only lost its newline."""
+    data = without_bom(data)  # a file holding nothing but one holds no line
     count = data.count(b"\n")
     tail = data[data.rfind(b"\n") + 1 :]
     return count + (1 if tail.strip() else 0)
@@ -326,7 +335,12 @@ def _heal_torn_tail(fd: int, data: bytes, path: Path, torn_path: Path) -> bytes:
         return data
     cut = data.rfind(b"\n") + 1
     tail = data[cut:]
-    record, _ = parse_line(tail)
+    if cut == 0:  # the first line: a byte-order mark before it is the file's, not the line's
+        if tail == BOM:
+            return data  # nothing but the mark: no line to heal
+        record, _ = parse_line(without_bom(tail))
+    else:
+        record, _ = parse_line(tail)
     if record is not None:
         # The whole object is there and only the newline was lost: complete the line.
         os.write(fd, b"\n")

@@ -59,7 +59,11 @@ from nanobot_core.errors import (
     SessionLockedError,
     WorkspaceError,
 )
-from nanobot_core.governance.continuity import GovernanceState, latest_state
+from nanobot_core.governance.continuity import (
+    GovernanceState,
+    is_governance_record,
+    read_record,
+)
 from nanobot_core.governance.messages import container_copy
 from nanobot_core.kernel.context import workspace_problem
 from nanobot_core.prompt import SectionContext, append_runtime_block, build_runtime_block
@@ -1091,23 +1095,53 @@ def _changed_at(governed: Governed) -> int | None:
 
 
 def _restore_governance(governor: Any, session: Any) -> GovernanceState | None:
-    """Hand the governor the newest governance record of the session, if any.
+    """Hand the governor the newest valid governance record of the session, if any.
 
-    Found with the session's ``newest_record`` when it has one (a `Session` does:
-    only that record is copied), else among its ``records``.
+    Found with the session's ``newest_lines`` when it has one (a `Session` does:
+    only the records looked at are copied), else among its ``records``. A damaged
+    record newer than the one restored (it says it is one, but its fields are
+    not a state: a line edited by hand, or cut) is warned about, naming the
+    session, its line and what is wrong, and passed over: the session is never
+    rewritten, and the record, only ``_meta``, is never sent.
     """
     restore = getattr(governor, "restore", None)
     if not callable(restore):
         return None
-    newest = getattr(session, "newest_record", None)
-    if callable(newest):
+    lines = getattr(session, "newest_lines", None)
+    if callable(lines):
+        found: Iterable[tuple[int, Any]] = lines(is_governance_record)
+    elif callable(newest := getattr(session, "newest_record", None)):
+        # It gives the newest valid record alone: none is passed over, so none is numbered.
         record = newest(_is_governance_record)
-        state = GovernanceState.from_record(record) if record is not None else None
+        found = [] if record is None else [(0, record)]
     else:
         records = getattr(session, "records", None)
         if not isinstance(records, list):
             return None
-        state = latest_state(records)
+        found = (
+            (number, record)
+            for number, record in reversed(list(enumerate(records, start=1)))
+            if is_governance_record(record)
+        )
+    damaged: list[tuple[int, str]] = []
+    state: GovernanceState | None = None
+    restored = "none: the history is governed whole"
+    for number, record in found:
+        state, problem = read_record(record)
+        if state is not None:
+            restored = f"the older record on line {number}"
+            break
+        damaged.append((number, problem))
+    location = getattr(session, "location", None)
+    for number, problem in damaged:
+        log.warning(
+            "damaged governance record passed over",
+            session=getattr(session, "name", None),
+            **({"location": location} if isinstance(location, str) else {}),
+            line=number,
+            problem=problem,
+            restored=restored,
+        )
     if state is not None:
         restore(state)
     return state

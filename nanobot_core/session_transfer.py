@@ -10,10 +10,14 @@ Importing appends every session's lines as they are, so export, import,
 export gives the same bytes, and a JSON-lines session imported into another
 workspace is byte-identical to the original.
 
+A UTF-8 byte-order mark at the very start of an export file (an editor on
+Windows writes one) is read past; anywhere else it is what it is in JSON.
 Import checks the whole file first (header, names, that every line is a JSON
 object, that no line gives a key twice) and refuses a session that already
 exists in the target store, so nothing is overwritten or merged; each session
-is then written as one atomic batch under its lease.
+is then written as one atomic batch under its lease, an empty session as an
+empty batch, which makes it exist (a store that still does not list it, keeping
+no session without a line, is warned about, naming the session).
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ from typing import Any
 import attrs
 
 from nanobot_core._json_boundary import JSONBoundaryError, loads
+from nanobot_core._jsonl import without_bom
+from nanobot_core._logging import get_logger
 from nanobot_core.errors import SessionError
 from nanobot_core.sessions import (
     LoadProblem,
@@ -36,6 +42,8 @@ from nanobot_core.sessions import (
 )
 
 __all__ = ["EXPORT_HEADER", "ExportedSession", "export_sessions", "import_sessions", "read_export"]
+
+log = get_logger("nanobot_core.sessions")
 
 EXPORT_HEADER: dict[str, Any] = {"nanobot_sessions_export": 1}
 
@@ -92,7 +100,7 @@ def export_sessions(
 
 def read_export(data: bytes, source: str) -> list[ExportedSession]:
     """Parse an export file; SessionError naming the line for anything that is not one."""
-    raw_lines = data.split(b"\n")
+    raw_lines = without_bom(data).split(b"\n")  # a mark an editor put first is no line's
     if raw_lines and raw_lines[-1] == b"":
         raw_lines.pop()
     if not raw_lines:
@@ -186,11 +194,28 @@ def import_sessions(
                     f"session {session.name!r} appeared in the {store.name} store during the "
                     f"import; imported before it: {', '.join(s.name for s in done) or 'none'}"
                 )
-            if session.lines:
-                lease.append(session.lines, expected_seq=0)
+            # No line at all is appended too: an empty batch makes the session exist, empty.
+            lease.append(session.lines, expected_seq=0)
         except BaseException:
             close_beneath(lease.release, f"the lease on session {session.name!r}")
             raise
         lease.release()
         done.append(session)
-    return done
+    return _kept(store, done)
+
+
+def _kept(store: SessionStore, done: list[ExportedSession]) -> list[ExportedSession]:
+    """`done` without the empty sessions `store` does not list after their import, each named
+    in a warning: a store that keeps no empty session would lose them from the next export."""
+    empty = [session.name for session in done if not session.lines]
+    if not empty:
+        return done
+    listed = {info.name for info in store.list_sessions()}
+    lost = [name for name in empty if name not in listed]
+    for name in lost:
+        log.warning(
+            "empty session not imported: the store keeps no session without a line",
+            session=name,
+            store=store.name,
+        )
+    return [session for session in done if session.name not in lost]

@@ -117,7 +117,9 @@ class SessionLog:
     `lines` are the exact JSON texts of `records` (what an export copies);
     `seq` is the number of lines stored, the sequence number the next append
     must expect; `location` says where the session lives (a file path, or a
-    store and name; never a password).
+    store and name; never a password). `numbers` is the line number of each
+    record, as `problems` number lines (from 1), for a warning that names one;
+    left empty, the records are taken to be lines 1, 2, 3... in order.
     """
 
     name: str
@@ -126,6 +128,7 @@ class SessionLog:
     lines: list[str]
     problems: list[LoadProblem]
     seq: int
+    numbers: list[int] = attrs.field(factory=list, kw_only=True)
 
     def messages(self) -> list[dict[str, Any]]:
         """The messages, without ``_meta`` (lines that are only ``_meta`` left out)."""
@@ -197,9 +200,18 @@ def split_session_lines(
 
     `location` (where `data` was read from) names the file in a warning about a line.
     """
+    records, texts, problems, _ = numbered_session_lines(data, location)
+    return records, texts, problems
+
+
+def numbered_session_lines(
+    data: bytes, location: str | None = None
+) -> tuple[list[dict[str, Any]], list[str], list[LoadProblem], list[int]]:
+    """Like :func:`split_session_lines`, also giving the line number of each loaded line."""
     records: list[dict[str, Any]] = []
     texts: list[str] = []
     problems: list[LoadProblem] = []
+    numbers: list[int] = []
     lines, tail = split_lines(data)
     for number, raw in lines:
         record, error = parse_line(raw, location=location, line=number)
@@ -208,6 +220,7 @@ def split_session_lines(
         else:
             records.append(record)
             texts.append(raw.decode("utf-8"))
+            numbers.append(number)
     if tail is not None:
         number, raw = tail
         record, error = parse_line(raw, location=location, line=number)
@@ -216,7 +229,8 @@ def split_session_lines(
         else:
             records.append(record)
             texts.append(raw.decode("utf-8"))
-    return records, texts, problems
+            numbers.append(number)
+    return records, texts, problems, numbers
 
 
 def encode_record(record: Mapping[str, Any]) -> bytes:
@@ -297,7 +311,9 @@ class Lease(Protocol):
         """Append `lines` (JSON texts, without newlines) atomically; return the new seq.
 
         Raises SessionConflictError, appending nothing, when the session does
-        not hold exactly `expected_seq` lines.
+        not hold exactly `expected_seq` lines. No line at `expected_seq` 0 makes
+        the session exist, empty (listed, loaded, exported): how ``sessions
+        import`` brings in a session exported without lines.
         """
         ...
 
@@ -364,6 +380,10 @@ class Session:
         # append, so that a model call costs what was appended, not a copy of the session.
         self._shared = _shared_messages(self._records)
         self._seq = log_.seq
+        # What numbers a line for a warning: as loaded (the store's numbers, or 1, 2, 3...),
+        # and each line appended since one past the lines loaded. Only read when one is named.
+        self._numbers = log_.numbers
+        self._loaded = (len(self._records), log_.seq)
 
     def __repr__(self) -> str:
         return f"Session({self.name!r}, {len(self._records)} lines)"
@@ -390,6 +410,26 @@ class Session:
                 found: dict[str, Any] = copy.deepcopy(record)
                 return found
         return None
+
+    def newest_lines(
+        self, match: Callable[[Mapping[str, Any]], bool]
+    ) -> Iterator[tuple[int, dict[str, Any]]]:
+        """The lines `match` accepts, newest first, each a copy with its line number.
+
+        As `newest_record`, but going on past the first: what the runner reads the
+        governance records with, newest first until one is valid, naming the line of
+        each damaged one it passes (as the store numbers its lines, from 1).
+        """
+        for index in range(len(self._records) - 1, -1, -1):
+            record = self._records[index]
+            if match(record):
+                yield self._line_number(index), copy.deepcopy(record)
+
+    def _line_number(self, index: int) -> int:
+        loaded, seq = self._loaded
+        if index >= loaded:
+            return seq + index - loaded + 1
+        return self._numbers[index] if len(self._numbers) == loaded else index + 1
 
     def history(self) -> list[dict[str, Any]]:
         """The messages in order, without ``_meta``: what governance and the model may see.

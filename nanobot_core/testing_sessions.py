@@ -144,6 +144,28 @@ class SessionStoreContract:
             lease.release()
         assert (loaded.records, loaded.lines, loaded.seq) == ([], [], 0)
 
+    def test_an_empty_batch_at_seq_0_makes_an_empty_session(self, store: SessionStore) -> None:
+        """No line appended at seq 0 makes the session exist: listed with no message, loaded
+        empty, written to as any other (how ``sessions import`` brings in an empty one)."""
+        lease = store.lease("empty")
+        try:
+            assert lease.append([], expected_seq=lease.load().seq) == 0
+        finally:
+            lease.release()
+        assert [(info.name, info.messages) for info in store.list_sessions()] == [("empty", 0)]
+        loaded = store.load("empty")
+        assert (loaded.records, loaded.lines, loaded.problems, loaded.seq) == ([], [], [], 0)
+        with open_session(store, "empty") as session:
+            session.append({"role": "user", "content": "first"})
+        assert store.load("empty").lines == ['{"role":"user","content":"first"}']
+        lease = store.lease("empty")
+        try:
+            assert lease.load().seq == 1
+            with pytest.raises(SessionConflictError):
+                lease.append([], expected_seq=0)
+        finally:
+            lease.release()
+
     def test_lines_are_kept_exactly(self, store: SessionStore) -> None:
         """Appended texts come back byte for byte, `_meta`-only lines included."""
         lease = store.lease("exact")

@@ -77,9 +77,10 @@ def _session_state(entries: list[Any]) -> tuple[list[Any], GovernanceState | Non
     the governor's decisions), which are no messages: they are set aside, so that
     ``messages[N]`` and the state count the messages alone, as a run counts them.
     The newest governance record is restored, as the session's next run restores
-    it, so that the report is what that run would send (the cut sent before kept).
+    it, so that the report is what that run would send (the cut sent before kept);
+    a damaged one newer than it is passed over, as the run passes it over, and named.
     """
-    from nanobot_core.governance.continuity import latest_state
+    from nanobot_core.governance.continuity import is_governance_record, read_record
     from nanobot_core.sessions import is_meta_record
 
     messages = [e for e in entries if not (isinstance(e, dict) and is_meta_record(e))]
@@ -89,7 +90,17 @@ def _session_state(entries: list[Any]) -> tuple[list[Any], GovernanceState | Non
             f"set aside {len(entries) - len(messages)} session record line(s) (only _meta): "
             "messages[N] below counts the messages alone"
         )
-    restored = latest_state(entries)
+    restored = None
+    for index in range(len(entries) - 1, -1, -1):
+        if not is_governance_record(entries[index]):
+            continue
+        restored, problem = read_record(entries[index])
+        if restored is not None:
+            break
+        notes.append(
+            f"passed over a damaged governance record (entry {index + 1} of the "
+            f"{len(entries)} read): {problem}"
+        )
     if restored is not None:
         cut = f"the history from messages[{restored.start}]"
         if restored.steps_from is not None:

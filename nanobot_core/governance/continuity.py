@@ -22,6 +22,7 @@ the wrong kind of message) is ignored and the history is governed whole.
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import partial
@@ -41,7 +42,16 @@ from nanobot_core.governance.stages.compact import COMPACT_PREFIX, compact_notic
 from nanobot_core.governance.stages.snip import left_out_steps, step_starts, with_steps_notice
 from nanobot_core.governance.survey import Origins
 
-__all__ = ["META_KIND", "Continuity", "GovernanceState", "Prefix", "Recompaction", "latest_state"]
+__all__ = [
+    "META_KIND",
+    "Continuity",
+    "GovernanceState",
+    "Prefix",
+    "Recompaction",
+    "is_governance_record",
+    "latest_state",
+    "read_record",
+]
 
 
 class Recompaction(NamedTuple):
@@ -107,25 +117,7 @@ class GovernanceState:
     @classmethod
     def from_record(cls, record: Any) -> GovernanceState | None:
         """The state a session line records, or None when it is not a valid governance record."""
-        meta = record.get("_meta") if isinstance(record, Mapping) else None
-        if not isinstance(meta, Mapping) or meta.get("kind") != META_KIND:
-            return None
-        start, steps, compacted, length, left_out = (
-            meta.get("start"),
-            meta.get("steps_from"),
-            meta.get("compacted"),
-            meta.get("length"),
-            meta.get("steps_left_out"),
-        )
-        numbers = [start, length, *(compacted if isinstance(compacted, list) else [None])]
-        if steps is not None:
-            numbers.append(steps)
-        if left_out is not None:
-            # A notice counts one step at least, and only a cut between steps gives one.
-            numbers.append(left_out if steps is not None and left_out != 0 else None)
-        if not all(type(n) is int and n >= 0 for n in numbers):
-            return None
-        return cls(int(start), steps, compacted, int(length), left_out)  # type: ignore[arg-type]
+        return read_record(record)[0]
 
     def moved(self, other: GovernanceState) -> bool:
         """Whether `other` made other decisions (not just saw a longer history)."""
@@ -137,6 +129,62 @@ class GovernanceState:
         if recorded is None:
             return bool(self.start or self.steps_from or self.compacted)
         return recorded.moved(self)
+
+
+def is_governance_record(record: Any) -> bool:
+    """Whether a session line says it is a governance record (``_meta`` of kind governance),
+    valid or not."""
+    meta = record.get("_meta") if isinstance(record, Mapping) else None
+    return isinstance(meta, Mapping) and meta.get("kind") == META_KIND
+
+
+def _whole(value: Any) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _shown(value: Any) -> str:
+    """`value` as a problem quotes it: JSON, clipped (a damaged line may hold anything)."""
+    from nanobot_core._clip import clip
+
+    try:
+        text = json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError, RecursionError):
+        text = repr(value)
+    return clip(text, 80)
+
+
+def read_record(record: Any) -> tuple[GovernanceState | None, str]:
+    """The state a session line records, and what is wrong with it when it cannot be read.
+
+    ``(state, "")`` for a valid governance record; ``(None, "")`` for a line that is no
+    governance record at all; ``(None, why)`` for a damaged one (it says it is one, but
+    its fields are not the state's): `why` names the first field at fault and its value.
+    """
+    if not is_governance_record(record):
+        return None, ""
+    meta = record["_meta"]
+    start, steps, compacted, length, left_out = (
+        meta.get("start"),
+        meta.get("steps_from"),
+        meta.get("compacted"),
+        meta.get("length"),
+        meta.get("steps_left_out"),
+    )
+    number = "a whole number of 0 or more"
+    for key, value in (("start", start), ("length", length)):
+        if not _whole(value):
+            return None, f"{key} is {_shown(value)}, not {number}"
+    if not (isinstance(compacted, list) and all(map(_whole, compacted))):
+        return None, f"compacted is {_shown(compacted)}, not a list of whole numbers of 0 or more"
+    if steps is not None and not _whole(steps):
+        return None, f"steps_from is {_shown(steps)}, not null or {number}"
+    if left_out is not None:
+        # A notice counts one step at least, and only a cut between steps gives one.
+        if not _whole(left_out) or left_out == 0:
+            return None, f"steps_left_out is {_shown(left_out)}, not null or a whole number above 0"
+        if steps is None:
+            return None, f"steps_left_out is {left_out} without steps_from"
+    return GovernanceState(start, steps, compacted, length, left_out), ""
 
 
 #: The state of a history governed afresh (frozen: one object serves every call).

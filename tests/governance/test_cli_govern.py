@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.cli import cli
+from nanobot_core.governance.continuity import GovernanceState
 from nanobot_core.governance.invariants import check_invariants
 from tests.helpers import REPO_ROOT, clean_env, run_cli
 
@@ -410,6 +411,30 @@ def test_a_session_file_is_governed_from_its_newest_governance_record(tmp_path: 
     ]
 
 
+def test_a_damaged_newest_governance_record_is_named_in_the_load_entry(tmp_path: Path) -> None:
+    """A governance record newer than the one restored, but not a state, is passed over as a
+    run passes it over, and the load entry says which entry it is and what is wrong."""
+    lines: list[dict[str, Any]] = [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "two"},
+        {"_meta": {"kind": "governance", "start": 2, "length": 3, "compacted": []}},
+        {"role": "assistant", "content": "a2"},
+        {"_meta": {"kind": "governance", "start": 2, "length": 5, "compacted": [-1]}},
+    ]
+    session = tmp_path / "default.jsonl"
+    session.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    result = _json(str(session))
+    assert result["messages"] == lines[2:3] + lines[4:5]
+    (load, *_) = result["report"]
+    assert load["details"][2:] == [
+        "passed over a damaged governance record (entry 6 of the 6 read): compacted is [-1], "
+        "not a list of whole numbers of 0 or more",
+        "restored the newest governance record: the history from messages[2], "
+        "0 tool result(s) compacted",
+    ]
+
+
 _FIELD = st.one_of(
     st.none(),
     st.integers(min_value=-2, max_value=12),
@@ -435,7 +460,8 @@ def test_any_governance_record_in_a_session_file_gives_a_legal_request(
     tmp_path: Path, fields: dict[str, Any], at: int
 ) -> None:
     """A governance record of any values, anywhere in a session file: exit 0, a legal
-    request, and a `state` that fits the history it was governed from."""
+    request, a `state` that fits the history it was governed from, and the record named
+    in the load entry exactly when it is no state."""
     lines: list[dict[str, Any]] = []
     for n in range(3):
         call = {"id": f"c{n}", "type": "function"}
@@ -453,3 +479,13 @@ def test_any_governance_record_in_a_session_file_gives_a_legal_request(
     state = result["state"]
     assert 0 <= state["start"] < 9 and all(0 <= i < 9 for i in state["compacted"])
     assert state["length"] == 9  # the messages, as a run counts them: not the record line
+    named = [
+        detail
+        for detail in result["report"][0]["details"]
+        if detail.startswith("passed over a damaged governance record")
+    ]
+    if GovernanceState.from_record(lines[at]) is None:
+        [note] = named
+        assert note.startswith(f"passed over a damaged governance record (entry {at + 1} of ")
+    else:
+        assert named == []

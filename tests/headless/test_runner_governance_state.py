@@ -10,6 +10,7 @@ from typing import Any
 
 import attrs
 import pytest
+from structlog.testing import capture_logs
 
 from nanobot_core import tool
 from nanobot_core.config import Config
@@ -212,3 +213,99 @@ def test_a_provider_taking_a_prefix_hears_where_each_request_changed(tmp_path: P
     before = zip(provider.requests, provider.requests[1:], strict=False)
     assert provider.prefixes == [None, *(_first_change(a, b) for a, b in before)]
     assert 1 in provider.prefixes  # the task's index: the history's first message changed
+
+
+# What the runner warns when it passes over a damaged governance record.
+_PASSED_OVER = "damaged governance record passed over"
+
+
+@pytest.mark.parametrize(
+    ("meta", "problem"),
+    [
+        ({"start": -1, "length": 4}, "start is -1, not a whole number of 0 or more"),
+        ({"start": 1}, "length is null, not a whole number of 0 or more"),
+        ({"start": 1, "length": 4, "compacted": "2"}, 'compacted is "2", not a list of whole'),
+        (
+            {"start": 1, "length": 4, "compacted": [], "steps_from": 2, "steps_left_out": 0},
+            "steps_left_out is 0, not null or a whole number above 0",
+        ),
+        (
+            {"start": 1, "length": 4, "compacted": [], "steps_left_out": 2},
+            "steps_left_out is 2 without steps_from",
+        ),
+    ],
+)
+def test_a_damaged_newest_record_is_named_and_passed_over_and_the_file_kept(
+    tmp_path: Path, meta: dict[str, Any], problem: str
+) -> None:
+    """A governance record newer than the valid one restored, but not a state, is warned about
+    naming the session, its file and line and what is wrong; the file is not touched."""
+    states = [GovernanceState(start=1, length=3), GovernanceState(start=2, length=5)]
+    _session_with_states(tmp_path, states).close()
+    store = JsonlSessionStore(tmp_path)
+    with store.open("resumed") as session:
+        session.append({"role": "user", "content": "after"})
+        session.append_records([{"_meta": {"kind": "governance", **meta}}])
+    path = store.path("resumed")
+    before = path.read_bytes()
+    lines = before.decode().splitlines()
+    valid = 1 + max(i for i, line in enumerate(lines) if '"start":2' in line)
+    with store.open("resumed") as session, capture_logs() as logs:
+        governor = _Restoring()
+        _runner_over(session, governor)
+    assert governor.restored == [states[-1]]
+    warned = [entry for entry in logs if entry["event"] == _PASSED_OVER]
+    assert len(warned) == 2  # the new one, and the one `_session_with_states` ends with
+    assert {key: warned[0][key] for key in ("session", "location", "line", "restored")} == {
+        "session": "resumed",
+        "location": str(path),
+        "line": len(lines),
+        "restored": f"the older record on line {valid}",
+    }
+    assert warned[0]["problem"].startswith(problem)
+    assert warned[1]["line"] == valid + 2  # after the usage record that follows the valid one
+    assert path.read_bytes() == before
+
+
+def test_a_session_of_damaged_records_only_is_governed_whole_and_said_so(tmp_path: Path) -> None:
+    """With no valid record to fall back on, nothing is restored and the warning says so,
+    naming the line of a session appended to in this process as the file numbers it."""
+    with JsonlSessionStore(tmp_path).open("only") as session:
+        session.append({"role": "user", "content": "q"})
+        session.append_records([{"_meta": {"kind": "governance", "start": "1", "length": 2}}])
+        with capture_logs() as logs:
+            governor = _Restoring()
+            _runner_over(session, governor)
+    assert governor.restored == []
+    [warned] = [entry for entry in logs if entry["event"] == _PASSED_OVER]
+    assert (warned["line"], warned["restored"]) == (2, "none: the history is governed whole")
+    assert warned["problem"] == 'start is "1", not a whole number of 0 or more'
+
+
+def test_a_damaged_newest_record_sends_what_the_session_without_it_sends(
+    tmp_path: Path, server: FakeChatServer
+) -> None:
+    """A turn on a session whose newest governance record is damaged sends the very request
+    the same session without that line sends: the older cut, and nothing of the record."""
+    damaged, plain = Harness(tmp_path / "damaged", server), Harness(tmp_path / "plain", server)
+    server.add(text_reply("ok"))
+    base = damaged.turn("hello").governance[0].tokens
+    damaged.config.governance.input_limit = base + 1_500
+    for index in range(8):
+        server.add(text_reply(f"answer {index} " + "a" * 900))
+        damaged.turn(f"question {index} " + "q" * 900)
+    assert _records(_session_records(damaged.workspace, "default")), "a cut was recorded"
+    source = JsonlSessionStore(damaged.workspace).path("default")
+    copy_ = JsonlSessionStore(plain.workspace).path("default")
+    copy_.parent.mkdir(parents=True)
+    copy_.write_bytes(source.read_bytes())
+    with source.open("ab") as handle:
+        handle.write(b'{"_meta":{"kind":"governance","start":0,"length":-1,"compacted":[]}}\n')
+    plain.config.governance.input_limit = base + 1_500
+    sent = []
+    for harness in (damaged, plain):
+        server.add(text_reply("last"))
+        harness.turn("the last question")
+        sent.append(server.bodies()[-1]["messages"])
+    assert sent[0][1:] == sent[1][1:]  # the system prompt names each workspace
+    assert "_meta" not in json.dumps(sent[0])

@@ -14,6 +14,7 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from nanobot_core._jsonl import encode_lines
 from nanobot_core.cli import cli
@@ -32,6 +33,7 @@ from nanobot_core.session_transfer import (
 )
 from nanobot_core.sessions import (
     ContainedStore,
+    SessionInfo,
     open_session,
     select_session_store,
     session_stores,
@@ -189,6 +191,7 @@ def test_a_session_with_crlf_endings_exports_and_imports_byte_identical(tmp_path
     assert target.path("crlf").read_bytes() == content
 
 
+_BOM = b"\xef\xbb\xbf"
 _PIECES = [
     b'{"role":"user","content":"x"}',
     b'{"a":NaN}',
@@ -227,6 +230,30 @@ def test_whatever_a_session_file_holds_its_export_imports_and_exports_again_the_
         assert [info.name for info in target.list_sessions()] == ["s"]  # even with no line
 
 
+@given(st.lists(st.sampled_from(_PIECES), max_size=12))
+@settings(max_examples=60, deadline=None, database=None)
+def test_a_byte_order_mark_before_a_session_file_changes_nothing_read_from_it(
+    parts: list[bytes],
+) -> None:
+    """Whatever a session file holds, a byte-order mark put before it (an editor saving it on
+    Windows) gives the same lines, problems, line count and export as the file without."""
+    data = b"".join(parts)
+    if data.startswith(_BOM):  # the mark is read past once: one already there is the file's
+        data = b" " + data
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        exports = []
+        for prefix, where in ((b"", "plain"), (_BOM, "marked")):
+            store = JsonlSessionStore(root / where)
+            store.directory.mkdir(parents=True)
+            store.path("s").write_bytes(prefix + data)
+            loaded = store.load("s")
+            exports.append((loaded.records, loaded.lines, loaded.problems, loaded.seq))
+            export_sessions(store, [], root / f"{where}.jsonl")
+            exports.append((root / f"{where}.jsonl").read_bytes())
+        assert exports[:2] == exports[2:]
+
+
 def test_a_session_with_no_line_to_export_is_exported_and_imported_by_name(
     tmp_path: Path,
 ) -> None:
@@ -258,6 +285,33 @@ def test_a_session_with_no_line_to_export_is_exported_and_imported_by_name(
     ]
     with pytest.raises(SessionError, match=r"already has session.*'empty'"):
         import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
+
+
+class _NoEmptySessions(JsonlSessionStore):
+    """A store that keeps no session without a line: it lists none."""
+
+    name = "no-empty"
+
+    def list_sessions(self) -> list[SessionInfo]:
+        return [info for info in super().list_sessions() if info.size]
+
+
+def test_an_empty_session_a_store_does_not_keep_is_named_not_counted(tmp_path: Path) -> None:
+    """Importing an empty session into a store that lists no session without a line warns,
+    naming the session and the store, and leaves it out of what was imported."""
+    data = b"".join(
+        encode_lines(export_lines([ExportedSession("empty", []), ExportedSession("full", ["{}"])]))
+    )
+    with capture_logs() as logs:
+        done = import_sessions(_NoEmptySessions(tmp_path), read_export(data, "x"))
+    assert [s.name for s in done] == ["full"]
+    assert [(e["event"], e["session"], e["store"]) for e in logs] == [
+        (
+            "empty session not imported: the store keeps no session without a line",
+            "empty",
+            "no-empty",
+        )
+    ]
 
 
 def test_import_refuses_existing_sessions(tmp_path: Path) -> None:
@@ -298,6 +352,8 @@ def test_import_refuses_existing_sessions(tmp_path: Path) -> None:
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a b","line":"{}"}'], "x:2: invalid"),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"session":"a","line":"[]"}'], "x:2: .*not an obj"),
         ([json.dumps(EXPORT_HEADER).encode(), b"\xff"], "x:2: not a JSON line"),
+        ([json.dumps(EXPORT_HEADER).encode(), _BOM + b'{"session":"a"}'], "x:2: not a JSON line"),
+        ([_BOM + _BOM + json.dumps(EXPORT_HEADER).encode()], "x:1: not a JSON line"),
         ([json.dumps(EXPORT_HEADER).encode(), b"[" * 100_000], "x:2: .*nested deeper"),
         ([json.dumps(EXPORT_HEADER).encode(), b'{"n":' + b"1" * 5_000 + b"}"], "x:2: .*digits"),
         (
@@ -323,18 +379,19 @@ _RECORDS = st.dictionaries(
 )
 
 
-@given(st.dictionaries(_NAMES, st.lists(_RECORDS, max_size=3), max_size=4))
+@given(st.dictionaries(_NAMES, st.lists(_RECORDS, max_size=3), max_size=4), st.booleans())
 @settings(max_examples=100, deadline=None, database=None)
 def test_every_session_of_an_export_is_read_back_with_its_lines(
-    sessions: dict[str, list[dict[str, Any]]],
+    sessions: dict[str, list[dict[str, Any]]], bom: bool
 ) -> None:
     """Whatever sessions an export holds, empty ones included, reading it gives each back,
-    by name and in order, with the exact text of every line."""
+    by name and in order, with the exact text of every line, a byte-order mark an editor
+    put before the file or not."""
     exported = [
         ExportedSession(name, [json.dumps(record) for record in records])
         for name, records in sessions.items()
     ]
-    data = b"".join(encode_lines(export_lines(exported)))
+    data = (_BOM if bom else b"") + b"".join(encode_lines(export_lines(exported)))
     assert read_export(data, "x") == exported
 
 
@@ -630,3 +687,37 @@ def test_a_lease_without_check_held_is_taken_to_hold_and_a_crashing_one_is_named
         "session store 'raising' of plugin 'p' from p 1.0: check_held raised RuntimeError: "
         "socket gone"
     )
+
+
+def test_cli_run_on_a_session_with_a_damaged_middle_line_names_it_and_keeps_it(
+    tmp_path: Path, server: FakeChatServer
+) -> None:
+    """`run` on a session with a damaged line between two messages warns naming the file and
+    the line, sends the messages around it, and appends after it: the line stays, byte for
+    byte, and a second run still names it."""
+    store = JsonlSessionStore(tmp_path)
+    store.directory.mkdir(parents=True)
+    damaged = b'{"role":"assistant","content":"cut sho'
+    before = b'{"role":"user","content":"one"}\n' + damaged + b"\n"
+    before += b'{"role":"assistant","content":"two"}\n'
+    store.path("default").write_bytes(before)
+    env = {"NANOBOT_BASE_URL": server.base_url, "NANOBOT_MODEL": "fake-model"}
+    for turn in ("first", "second"):
+        server.add(text_reply(f"answer to {turn}"))
+        result = _cli(tmp_path, "run", turn, env=env)
+        assert result.returncode == 0, result.stderr
+        warned = [line for line in result.stderr.splitlines() if "session line skipped" in line]
+        assert len(warned) == 1, result.stderr
+        assert f"location={store.path('default')}" in warned[0] and "line=2" in warned[0]
+        sent = server.bodies()[-1]["messages"][1:]
+        assert [m["content"] for m in sent[:2]] == ["one", "two"]
+        assert sent[-1]["content"].startswith(turn)  # with the runtime context after it
+    after = store.path("default").read_bytes()
+    assert after.startswith(before)
+    appended = [json.loads(line) for line in after[len(before) :].splitlines()]
+    assert [(m["role"], m["content"][:6]) for m in appended if "role" in m] == [
+        ("user", "first\n"),
+        ("assistant", "answer"),
+        ("user", "second"),
+        ("assistant", "answer"),
+    ]

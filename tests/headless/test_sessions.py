@@ -180,6 +180,48 @@ def test_invalid_middle_line_stays_in_the_file_and_is_skipped_with_its_number(
     assert [entry["line"] for entry in logs if entry["event"] == "session line skipped"] == [2, 3]
 
 
+def test_a_byte_order_mark_before_the_first_line_is_no_part_of_it(tmp_path: Path) -> None:
+    """A file an editor saved with a byte-order mark loads its first line; a mark before a
+    later line still makes that line invalid; the file is appended to, never rewritten."""
+    store = JsonlSessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    bom = b"\xef\xbb\xbf"
+    content = bom + json.dumps(USER).encode() + b"\n" + bom + json.dumps(ANSWER).encode() + b"\n"
+    path.write_bytes(content)
+    assert store.load("s").lines == [json.dumps(USER)]
+    with store.open("s") as session:
+        assert session.history() == [USER]
+        assert [(p.line, p.kind) for p in session.problems] == [(2, "invalid")]
+        session.append(ANSWER)
+    assert path.read_bytes() == content + json.dumps(ANSWER, separators=(",", ":")).encode() + b"\n"
+    assert [i.messages for i in store.list_sessions()] == [2]
+
+
+@pytest.mark.parametrize(
+    ("content", "history"),
+    [
+        (b"\xef\xbb\xbf", []),
+        (b"\xef\xbb\xbf" + json.dumps(USER).encode(), [USER]),
+    ],
+)
+def test_a_byte_order_mark_is_no_torn_line(
+    tmp_path: Path, content: bytes, history: list[dict[str, str]]
+) -> None:
+    """A file holding a mark alone is empty, and a whole first line after the mark that only
+    lost its newline is completed: neither is moved out as torn."""
+    store = JsonlSessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(content)
+    with store.open("s") as session:
+        assert (session.history(), session.problems, session.seq) == (history, [], len(history))
+        session.append(ANSWER)
+    assert not path.with_name("s.jsonl.torn").exists()
+    assert store.load("s").messages() == [*history, ANSWER]
+    assert path.read_bytes().startswith(content)
+
+
 def test_read_changes_nothing_and_reports_a_torn_tail(tmp_path: Path) -> None:
     """Reading (for `sessions show`) takes no lock, heals nothing and reports the torn tail."""
     store = JsonlSessionStore(tmp_path)
@@ -382,3 +424,19 @@ def test_a_line_decoded_with_replacements_is_named_by_file_and_number(tmp_path: 
             load()
         warned = [e for e in logs if e["event"] == "session line decoded with replacements"]
         assert [(e["location"], e["line"]) for e in warned] == [(str(path), 3)]
+
+
+def test_newest_lines_are_numbered_as_the_file_numbers_them(tmp_path: Path) -> None:
+    """`Session.newest_lines` numbers each line as the file does, past blank and invalid
+    lines, and the lines appended since after the last one loaded."""
+    store = JsonlSessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b'{"n":1}\n\n{not json\n{"n":4}\n')
+    with store.open("s") as session:
+        session.append_records([{"n": 5}])
+        assert list(session.newest_lines(lambda record: "n" in record)) == [
+            (5, {"n": 5}),
+            (4, {"n": 4}),
+            (1, {"n": 1}),
+        ]

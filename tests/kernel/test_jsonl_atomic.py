@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from nanobot_core._atomic import write_atomic
 from nanobot_core._jsonl import encode_lines, split_lines
 
+BOM = b"\xef\xbb\xbf"  # the UTF-8 byte-order mark
+
 JSON_VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text(st.characters(exclude_categories=["Cs"])),
     lambda inner: (
@@ -27,10 +29,11 @@ JSON_VALUES = st.recursive(
 )
 
 
-@given(st.lists(JSON_VALUES, max_size=5))
-def test_encoded_lines_split_back_into_the_same_values(values: list[object]) -> None:
-    """Values written as lines come back one per line, in order, as valid UTF-8 JSON."""
-    data = b"".join(encode_lines(values))
+@given(st.lists(JSON_VALUES, max_size=5), st.booleans())
+def test_encoded_lines_split_back_into_the_same_values(values: list[object], bom: bool) -> None:
+    """Values written as lines come back one per line, in order, as valid UTF-8 JSON, a
+    byte-order mark an editor put before them or not."""
+    data = (BOM if bom else b"") + b"".join(encode_lines(values))
     lines, tail = split_lines(data)
     assert tail is None
     assert [json.loads(raw.decode("utf-8")) for _, raw in lines] == values
@@ -49,6 +52,16 @@ def test_lines_are_numbered_and_the_tail_is_kept_apart() -> None:
     assert complete == [(1, b'{"a":1}'), (4, b"[2]")]
     assert tail == (5, b'{"torn')
     assert split_lines(b"[1]\n") == ([(1, b"[1]")], None)
+
+
+def test_a_byte_order_mark_is_read_past_at_the_start_of_the_data_only() -> None:
+    """The mark before line 1 is no part of it; before any other line it stays in that line."""
+    assert split_lines(BOM + b'{"a":1}\n' + BOM + b"[2]\n" + BOM) == (
+        [(1, b'{"a":1}'), (2, BOM + b"[2]")],
+        (3, BOM),
+    )
+    assert split_lines(BOM) == ([], None)
+    assert split_lines(BOM + BOM + b"[1]\n") == ([(1, BOM + b"[1]")], None)
 
 
 def test_atomic_write_replaces_the_whole_file(tmp_path: Path) -> None:

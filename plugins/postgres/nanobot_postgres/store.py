@@ -4,7 +4,10 @@ A line is one row of ``nanobot_session_lines`` holding its JSON text exactly
 as written; ``(session, seq)`` is the primary key and rows are never updated
 (a trigger refuses it). An append is one statement: it moves the session's
 line count from the count the writer expects to the new one and inserts the
-rows, or does nothing at all when the count differs.
+rows, or does nothing at all when the count differs. A session without lines
+is its ``nanobot_sessions`` row alone: what an empty batch at count 0 makes
+(``sessions import`` of a session exported empty), so that it is listed and
+exported again.
 
 The lease on a session is a session-level advisory lock held by one pooled
 connection for the whole turn (and the turn's appends go through it). When
@@ -762,6 +765,7 @@ class PostgresSessionStore:
         records: list[dict[str, Any]] = []
         texts: list[str] = []
         problems: list[LoadProblem] = []
+        numbers: list[int] = []
         for _, seq, text in rows:
             if seq is None:  # the one row of a session without lines
                 continue
@@ -771,8 +775,15 @@ class PostgresSessionStore:
                 continue
             records.append(record)
             texts.append(text)
+            numbers.append(int(seq) + 1)
         return SessionLog(
-            session, self._location(session), records, texts, problems, int(rows[0][0])
+            session,
+            self._location(session),
+            records,
+            texts,
+            problems,
+            int(rows[0][0]),
+            numbers=numbers,
         )
 
     def _holder(self, conn: Any, key: int) -> str:
@@ -822,6 +833,8 @@ class PostgresLease:
 
         conn = self._live()
         if not lines:
+            if expected_seq == 0:
+                self._create_empty(conn)
             return expected_seq
         # A batch is stored whole or not at all: every line is checked before any is sent.
         parsed = [
@@ -850,6 +863,30 @@ class PostgresLease:
         except psycopg.Error as exc:
             raise self.store.error(f"cannot append to session {self.session!r}", exc) from None
         return expected_seq + len(lines)
+
+    def _create_empty(self, conn: Any) -> None:
+        """Make the session exist without lines (its row only), as the protocol has an empty
+        batch at seq 0 do: a session imported empty is listed and exported, not lost.
+
+        SessionConflictError when it holds lines already.
+        """
+        import psycopg
+
+        try:
+            conn.execute(
+                "INSERT INTO nanobot_sessions (name) VALUES (%s) ON CONFLICT (name) DO NOTHING",
+                (self.session,),
+            )
+            row = conn.execute(
+                "SELECT lines FROM nanobot_sessions WHERE name = %s", (self.session,)
+            ).fetchone()
+        except psycopg.Error as exc:
+            raise self.store.error(f"cannot create session {self.session!r}", exc) from None
+        if row is not None and row[0] != 0:
+            raise SessionConflictError(
+                f"session {self.session!r} holds {row[0]} lines, the writer expected 0; "
+                "nothing was appended"
+            )
 
     def check_held(self) -> None:
         """SessionError when the connection holding the lock is gone: the lock went with it.

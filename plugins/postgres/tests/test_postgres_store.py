@@ -403,6 +403,57 @@ def test_export_to_jsonl_and_back_is_byte_identical(
     copied.close()
 
 
+def test_an_empty_session_goes_from_jsonl_to_postgres_and_back_out(
+    cli_env: dict[str, str], tmp_path: Path, dsn: str
+) -> None:
+    """JSONL -> export -> import into PostgreSQL -> export: every session comes back, the
+    empty one too, and the second export is the first byte for byte."""
+    files = JsonlSessionStore(tmp_path / "files")
+    files.directory.mkdir(parents=True)
+    files.path("empty").write_bytes(b"")
+    files.path("full").write_bytes(b'{"role":"user","content":"x"}\n')
+    jsonl_env = {k: v for k, v in cli_env.items() if k != "NANOBOT_SESSIONS__STORE"}
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    exported = run_cli("sessions", "export", "-o", str(first), cwd=files.workspace, env=jsonl_env)
+    assert exported.returncode == 0, exported.stderr
+    imported = run_cli("sessions", "import", str(first), cwd=tmp_path, env=cli_env)
+    assert imported.returncode == 0, imported.stderr
+    assert "imported 2 session(s), 1 line(s) into the postgres store" in imported.stderr
+    again = run_cli("sessions", "export", "-o", str(second), cwd=tmp_path, env=cli_env)
+    assert again.returncode == 0, again.stderr
+    assert second.read_bytes() == first.read_bytes()
+    assert {"session": "empty"} in [json.loads(line) for line in second.read_bytes().splitlines()]
+    store = PostgresSessionStore(dsn)
+    assert [(i.name, i.messages, i.size) for i in store.list_sessions()] == [
+        ("empty", 0, 0),
+        ("full", 1, 30),
+    ]
+    with open_session(store, "empty") as session:  # written to as any other session
+        session.append({"role": "user", "content": "now"})
+    assert store.load("empty").seq == 1
+    store.close()
+    refused = run_cli("sessions", "import", str(first), cwd=tmp_path, env=cli_env)
+    assert refused.returncode == 1
+    assert "'empty'" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_a_session_numbers_its_lines_by_their_seq(dsn: str) -> None:
+    """A session loaded from PostgreSQL numbers each line by its row (seq + 1), past a row
+    that is no line, as a warning about a damaged governance record names it, lines
+    appended since included."""
+    store = PostgresSessionStore(dsn)
+    with open_session(store, "s") as session:
+        session.append_records([{"n": 1}, {"n": 2}, {"n": 3}])
+    with psycopg.connect(dsn, autocommit=True) as conn:  # a row damaged by hand: line 2
+        conn.execute("DELETE FROM nanobot_session_lines WHERE seq = 1")
+        conn.execute("INSERT INTO nanobot_session_lines (session, seq, line) VALUES ('s', 1, '[')")
+    with open_session(store, "s") as session:
+        assert [problem.line for problem in session.problems] == [2]
+        session.append_records([{"n": 4}])
+        assert [n for n, _ in session.newest_lines(lambda record: "n" in record)] == [4, 3, 1]
+    store.close()
+
+
 def test_listing_ignores_the_database_collation(dsn: str, tmp_path: Path) -> None:
     """In a database collated for English, sessions list (and export) in the JSONL store's order."""
     english = dsn.rsplit("/", 1)[1] + "_en"
