@@ -30,7 +30,9 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = No
     """The wait the server asked for, in seconds, or None when it asked for nothing readable.
 
     Reads ``retry-after-ms`` (milliseconds), then ``Retry-After`` as seconds or
-    as an HTTP date. A date in the past means "now" (0).
+    as an HTTP date. A date in the past means "now" (0). A negative number is
+    no wait RFC 9110 allows (a delay is non-negative): it is read as none, so the
+    normal backoff applies rather than a retry at once.
     """
     lowered = {key.lower(): value.strip() for key, value in headers.items()}
     millis = _number(lowered.get("retry-after-ms"))
@@ -53,6 +55,7 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = No
 
 
 def _number(value: str | None) -> float | None:
+    """A finite, non-negative number of `value`, or None (not a number, NaN, infinite, < 0)."""
     if value is None:
         return None
     try:
@@ -61,7 +64,9 @@ def _number(value: str | None) -> float | None:
         return None
     if number != number or number in (float("inf"), float("-inf")):  # NaN or infinite
         return None
-    return max(0.0, number)
+    if number < 0:  # RFC 9110: a delay is non-negative; a negative one says nothing usable
+        return None
+    return max(0.0, number)  # -0 as 0
 
 
 @attrs.frozen

@@ -203,8 +203,17 @@ def test_retry_after_forms() -> None:
     assert retry_after_seconds({"Retry-After": "Mon, 01 Jan 2024 11:00:00 GMT"}, now=now) == 0.0
     assert retry_after_seconds({"retry-after-ms": "250", "Retry-After": "9"}, now=now) == 0.25
     assert retry_after_seconds({"Retry-After": "soon"}, now=now) is None
-    assert retry_after_seconds({"Retry-After": "-3"}, now=now) == 0.0
     assert retry_after_seconds({}, now=now) is None
+
+
+def test_a_negative_retry_after_is_no_wait_asked_for() -> None:
+    """A negative delay is invalid (RFC 9110): read as absent, in either header, never as 0."""
+    now = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert retry_after_seconds({"Retry-After": "-3"}, now=now) is None
+    assert retry_after_seconds({"Retry-After": "-0.5"}, now=now) is None
+    assert retry_after_seconds({"retry-after-ms": "-250"}, now=now) is None
+    assert retry_after_seconds({"retry-after-ms": "-250", "Retry-After": "2"}, now=now) == 2.0
+    assert retry_after_seconds({"Retry-After": "-0"}, now=now) == 0.0
 
 
 def test_backoff_doubles_with_jitter_and_respects_the_cap() -> None:

@@ -180,6 +180,20 @@ def test_a_wait_within_the_cap_is_said_only_as_the_delay(server: FakeChatServer)
     ]
 
 
+@pytest.mark.parametrize("header", ["Retry-After", "retry-after-ms"])
+def test_a_negative_retry_after_gets_the_normal_backoff_not_a_retry_at_once(
+    server: FakeChatServer, header: str
+) -> None:
+    """A server asking for a wait of -5 asks for nothing valid: the backoff's wait applies."""
+    server.add(error_reply(503, "busy", headers={header: "-5"}), text_reply("ok"))
+    notices: list[RetryNotice] = []
+    reply = _complete(_provider(server, notices, backoff_base=0.2, retry_after_cap=5.0))
+    assert reply.content == "ok" and len(server.requests) == 2
+    (notice,) = notices
+    assert 0.1 <= notice.delay <= 0.2  # the first backoff, jittered into its upper half
+    assert "asked for a wait" not in notice.reason
+
+
 def test_retry_after_http_date_in_the_past_means_now(server: FakeChatServer) -> None:
     """A Retry-After HTTP date in the past gives a wait of zero."""
     server.add(

@@ -191,6 +191,20 @@ def test_429_with_retry_after_is_waited_for_then_retried(server: MessagesServer)
     )
 
 
+def test_a_negative_retry_after_gets_the_normal_backoff(server: MessagesServer) -> None:
+    """A retry-after of -5 is no valid wait (RFC 9110): the backoff's wait applies, not 0."""
+    server.add(
+        error_reply(529, "overloaded_error", "Overloaded", {"retry-after": "-5"}),
+        text_reply("ok"),
+    )
+    notices: list[RetryNotice] = []
+    provider = _provider(server, notices, backoff_base=0.2, retry_after_cap=5.0)
+    reply = _complete(provider, [{"role": "user", "content": "hi"}])
+    assert reply.content == "ok"
+    (notice,) = notices
+    assert 0.1 <= notice.delay <= 0.2  # the first backoff, jittered into its upper half
+
+
 def test_529_overloaded_is_retried_and_then_given_up(server: MessagesServer) -> None:
     """529 is retried; when every attempt is overloaded the error names it and the attempts."""
     server.add(*[error_reply(529, "overloaded_error", "Overloaded") for _ in range(3)])
