@@ -296,6 +296,7 @@ async def post_request(
     max_bytes: int,
     timeout: float,
     secret: str | None,
+    url_setting: str | None = None,
 ) -> httpx.Response:
     """POST `content` to `url` and read the whole reply, refusing one of more than `max_bytes`.
 
@@ -311,7 +312,8 @@ async def post_request(
     Raises ProviderError ``"the reply from {url} was larger than N bytes ..."``
     (not worth retrying: a server that sent too much would do it again), and
     the error of :func:`transport_failure` when the transfer fails (a Retryable,
-    unless the request itself is malformed).
+    unless the request itself is malformed or the answer is not HTTP; `url_setting`, the
+    setting `url` came from as a person reads it, is added to the error of the latter).
     """
     import httpx
 
@@ -329,7 +331,9 @@ async def post_request(
         finally:
             await response.aclose()
     except httpx.RequestError as exc:  # transport, timeout, undecodable body
-        raise transport_failure(exc, timeout, secret, url=without_credentials(url)) from None
+        raise transport_failure(
+            exc, timeout, secret, url=without_credentials(url), url_setting=url_setting
+        ) from None
     return httpx.Response(
         response.status_code,
         headers=[
@@ -476,7 +480,12 @@ class _Inflater:
 
 
 def transport_failure(
-    exc: Exception, timeout: float, secret: str | None, *, url: str | None = None
+    exc: Exception,
+    timeout: float,
+    secret: str | None,
+    *,
+    url: str | None = None,
+    url_setting: str | None = None,
 ) -> ProviderError:
     """The provider error for any ``httpx.RequestError`` of an attempt (the secret masked).
 
@@ -490,6 +499,14 @@ def transport_failure(
     fail the same way every time: a plain ProviderError, not retried, naming the
     header and what is wrong with it, never its value; `url` (None: left out)
     names the endpoint in it.
+
+    An answer that is not HTTP (a status line or headers HTTP cannot read, or a
+    connection closed or reset after bytes that do not begin an HTTP status line: an
+    SSH server's greeting, a TLS server's alert, random bytes; see `_not_http`) would
+    come back the same every time too: a plain ProviderError naming `url` and
+    `url_setting` (the setting the URL came from, as the error of a 404 names it), and
+    quoting the start of what came, not retried. A connection closed before any of
+    the answer came or in the middle of its body is a transfer cut short, and retried.
     """
     import httpx
 
@@ -508,7 +525,71 @@ def transport_failure(
         )
     # Masked whole, then cut: a cut first could leave a piece of the key too short to mask.
     said = excerpt(mask_secret(f"{type(exc).__name__}: {exc}", secret))
+    if _not_http(exc):
+        where = f"{url}: " if url else ""
+        setting = f" [{mask_secret(url_setting, secret)}]" if url_setting else ""
+        came = _head_received(exc)
+        if came:  # the error says only that the connection closed: what came says the rest
+            said += f"; before that it sent {mask_secret(repr(came[:_SHOWN_BYTES]), secret)}"
+            said += f" ({len(came)} bytes)" if len(came) > _SHOWN_BYTES else ""
+        return ProviderError(
+            f"{where}the answer is not HTTP ({said}): no HTTP server answers at this address "
+            "(another kind of server, such as SSH, at that port, or https:// served where "
+            "http:// is set); not retried, as it would answer the same way" + setting
+        )
     return Retryable(f"connection failed: {said}")
+
+
+#: How httpx and h11 begin the errors of a connection the server closed before a whole
+#: head came (httpcore says so whatever came before), or in the middle of the body.
+_CLOSED = ("Server disconnected", "peer closed connection without sending complete")
+#: How much of an answer that is not HTTP its error shows (an SSH greeting is some 30 bytes).
+_SHOWN_BYTES = 80
+#: How the status line of an HTTP/1.x answer begins.
+_HTTP_START = b"HTTP/"
+
+
+def _not_http(exc: Exception) -> bool:
+    """Whether `exc` says the answer is not HTTP (not retried), not that a transfer was cut
+    short (retried).
+
+    An ``httpx.RemoteProtocolError`` is h11's refusal of a status line or header it
+    cannot read (not HTTP), unless it is about the
+    connection closing (`_CLOSED`). A connection closed or reset before a whole head came
+    is told apart by what came before it (`_head_received`): nothing, or the start of an
+    ``HTTP/`` status line, is a transfer cut short (a dropped keep-alive connection, a
+    server restarting); anything else is another protocol's greeting, such as SSH's.
+    """
+    import httpx
+
+    if isinstance(exc, httpx.RemoteProtocolError) and not str(exc).startswith(_CLOSED):
+        return True
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+        received = _head_received(exc)
+        return bool(received) and not received.startswith(_HTTP_START[: len(received)])
+    return False
+
+
+def _head_received(exc: Exception) -> bytes:
+    """What of the answer's head the connection had received when `exc` ended it, as h11
+    holds it (``Connection.trailing_data``); b"" when no head was being read.
+
+    Found on the frame of httpcore's HTTP/1.1 connection in the traceback of the httpcore
+    error httpx raised `exc` from: an httpcore that keeps it elsewhere finds nothing,
+    and the failure is retried as before.
+    """
+    import h11
+
+    cause = exc.__cause__
+    trace = cause.__traceback__ if cause is not None else None
+    while trace is not None:
+        state = getattr(trace.tb_frame.f_locals.get("self"), "_h11_state", None)
+        if isinstance(state, h11.Connection):
+            if state.their_state is not h11.SEND_RESPONSE:
+                return b""  # the head came whole: the body was cut short
+            return state.trailing_data[0]
+        trace = trace.tb_next
+    return b""
 
 
 def _request_fault(exc: httpx.RequestError) -> str | None:
@@ -572,10 +653,27 @@ def _header_value_fault(value: bytes) -> str | None:
 _REQUEST_ID_HEADERS = ("request-id", "x-request-id")
 
 
-def failure_for_status(response: httpx.Response, url: str, secret: str | None) -> Exception:
+#: The statuses HTTP defines (RFC 9110 section 15): h11 reads any three digits.
+_MIN_STATUS, _MAX_STATUS = 100, 599
+
+
+def failure_for_status(
+    response: httpx.Response, url: str, secret: str | None, *, url_setting: str | None = None
+) -> Exception:
     """What a non-2xx reply means: a Retryable (408, 429, 5xx) or a ProviderError with its text
-    (and the server's id of the request, when it gave one)."""
+    (and the server's id of the request, when it gave one).
+
+    A status outside 100-599 (600, 999) is no HTTP status: a ProviderError naming it, `url`
+    and `url_setting` (the setting the URL came from), not retried.
+    """
     status = response.status_code
+    if not _MIN_STATUS <= status <= _MAX_STATUS:
+        setting = f" [{mask_secret(url_setting, secret)}]" if url_setting else ""
+        return ProviderError(
+            f"{url} answered with status {status}, which is no HTTP status (they run from "
+            f"{_MIN_STATUS} to {_MAX_STATUS}): the answer is not HTTP; not retried, as it "
+            "would answer the same way" + setting
+        )
     message = mask_secret(server_message(response), secret)
     if is_retryable_status(status):
         return Retryable(f"HTTP {status}: {message}", retry_after_seconds(response.headers))

@@ -1,7 +1,7 @@
 """When to retry a model request, and how long to wait: pure functions, no I/O.
 
-Retried: HTTP 408, 429 and every 5xx, plus connection errors, timeouts and
-reply bodies that cannot be decompressed.
+Retried: HTTP 408, 429 and every 5xx (500-599), plus connection errors,
+timeouts and reply bodies that cannot be decompressed.
 The wait is the server's ``Retry-After`` (or OpenAI's ``retry-after-ms``)
 when it sends one, else exponential backoff with jitter; either way never
 more than the cap (``provider.retry_after_cap``).
@@ -22,8 +22,11 @@ _RNG = random.Random()
 
 
 def is_retryable_status(status: int) -> bool:
-    """Whether an HTTP status means "try again later" rather than "this request is wrong"."""
-    return status in (408, 429) or status >= 500
+    """Whether an HTTP status means "try again later" rather than "this request is wrong".
+
+    408, 429 and 500-599; a status past 599 is no HTTP status, never one to wait out.
+    """
+    return status in (408, 429) or 500 <= status <= 599
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:

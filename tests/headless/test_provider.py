@@ -27,7 +27,12 @@ from nanobot_core.providers import (
     request_fault,
 )
 from nanobot_core.providers.base import MAX_CALL_ID_LENGTH
-from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
+from nanobot_core.testing_http import (
+    LoopbackRequest,
+    LoopbackResponse,
+    LoopbackServer,
+    RawLoopbackServer,
+)
 from tests.headless.conftest import API_KEY, provider_config
 from tests.headless.fake_server import (
     FakeChatServer,
@@ -384,7 +389,8 @@ def test_connection_refused_is_retried_then_reported() -> None:
 
 
 def test_a_reply_that_is_not_http_is_said_cut_short_with_the_key_masked() -> None:
-    """A header block HTTP cannot read is echoed by the HTTP library whole: the error is cut."""
+    """A header block HTTP cannot read is echoed by the HTTP library whole: the error is cut,
+    and given at once (it would come back the same)."""
     not_http = "fine\r\n" + API_KEY + " " + "Z" * 12_000  # a line with no colon, 12 KB long
     answer = LoopbackResponse(200, {}, headers={"X-Note": not_http})
     notices: list[RetryNotice] = []
@@ -392,14 +398,94 @@ def test_a_reply_that_is_not_http_is_said_cut_short_with_the_key_masked() -> Non
         config = provider_config(server.url + "/v1", max_retries=1)
         with pytest.raises(ProviderError) as caught:
             asyncio.run(OpenAIProvider(config, progress=notices.append).complete(MESSAGES, []))  # type: ignore[arg-type]
-        assert server.connections == 2  # tried, and retried
+        assert server.connections == 1  # not retried
     message = str(caught.value)
+    assert notices == []
+    assert "the answer is not HTTP (RemoteProtocolError: illegal header line" in message
+    assert API_KEY not in message and "***" in message
+    assert " characters)): no HTTP server answers" in message  # the library's text, cut
+    assert len(message) < 1_500
+
+
+_OK_REPLY = json.dumps({"choices": [{"message": {"content": "ok"}}]}).encode()
+_OK_HTTP = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(_OK_REPLY), _OK_REPLY)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"SSH-2.0-OpenSSH_9.6\r\nInvalid SSH identification string.\r\n",  # then it closes
+        b"\x15\x03\x01\x00\x02\x02\x32",  # a TLS server's alert, asked in plain HTTP
+        b"+OK POP3 server ready\r\n\r\n",  # a line that is no status line
+        b"HTTP/1.1 1000 Weird\r\nContent-Length: 0\r\n\r\n",  # four digits
+        bytes(range(256)) * 4,
+    ],
+)
+def test_an_answer_that_is_not_http_is_not_retried_and_names_the_base_url_and_its_source(
+    answer: bytes,
+) -> None:
+    """A server that does not speak HTTP is said at once, with the setting to fix and where it
+    was set, as a 404 is; no retry, no notice."""
+    notices: list[RetryNotice] = []
+    with RawLoopbackServer(lambda number: answer) as server:
+        environ = {
+            "NANOBOT_BASE_URL": server.url + "/v1",
+            "NANOBOT_API_KEY": API_KEY,
+            "NANOBOT_PROVIDER__MAX_RETRIES": "3",
+        }
+        config = load_config(cwd=Path("/nonexistent-nanobot-dir"), environ=environ).provider
+        with pytest.raises(ProviderError) as caught:
+            asyncio.run(OpenAIProvider(config, progress=notices.append).complete(MESSAGES, []))  # type: ignore[arg-type]
+        assert server.connections == 1
+    message = str(caught.value)
+    assert notices == []
+    assert message.startswith(f"{server.url}/v1/chat/completions: the answer is not HTTP (")
+    assert "RemoteProtocolError" in message and "not retried" in message
+    assert message.endswith(
+        f"[environment variable NANOBOT_BASE_URL: provider.base_url = '{server.url}/v1' "
+        "(--base-url or NANOBOT_BASE_URL sets it)]"
+    )
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        b"",  # closed before any of the answer (a keep-alive connection the server dropped)
+        b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"choi',
+        b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"cho',
+    ],
+)
+def test_a_connection_closed_before_or_in_the_middle_of_the_body_is_retried(cut: bytes) -> None:
+    """A transfer cut short is a transient fault: retried, and the next answer taken."""
+    notices: list[RetryNotice] = []
+    with RawLoopbackServer(lambda number: cut if number == 0 else _OK_HTTP) as server:
+        config = provider_config(server.url + "/v1", max_retries=2)
+        reply = asyncio.run(
+            OpenAIProvider(config, progress=notices.append).complete(MESSAGES, [])  # type: ignore[arg-type]
+        )
+        assert server.connections == 2
+    assert reply.content == "ok"
     (notice,) = notices
-    for said in (message, notice.reason):
-        assert "connection failed: RemoteProtocolError: illegal header line" in said
-        assert API_KEY not in said and "***" in said
-        assert said.endswith(" characters)")  # how long the library's text was, once cut
-    assert len(notice.reason) < 1_100 and len(message) < 1_200
+    assert notice.reason.startswith("connection failed: RemoteProtocolError: ")
+
+
+@pytest.mark.parametrize("status", [99, 600, 999, 1000])
+def test_a_status_outside_100_to_599_is_not_http_and_not_retried(
+    server: FakeChatServer, status: int
+) -> None:
+    """A status HTTP does not define is no 5xx to wait out: one request, an error naming it."""
+    server.add(Reply(status=status, body={"error": "odd"}))
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server, notices, max_retries=3))
+    assert len(server.requests) == 1 and notices == []
+    message = str(caught.value)
+    assert "the answer is not HTTP" in message and "not retried" in message
+    if 100 <= status <= 999:  # read as a status, then refused; others h11 cannot read at all
+        assert f"answered with status {status}, which is no HTTP status" in message
+    assert message.endswith(
+        f"[provider.base_url = '{server.base_url}' (--base-url or NANOBOT_BASE_URL sets it)]"
+    )
 
 
 @pytest.mark.parametrize("status", [200, 503])
@@ -623,7 +709,10 @@ def scripted_server() -> Iterator[LoopbackServer]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    status=st.just(200) | st.sampled_from([201, 400, 401, 404, 429, 503]),
+    status=st.just(200)
+    | st.sampled_from([201, 400, 401, 404, 429, 503])
+    | st.integers(0, 99)  # h11 cannot read it as a status
+    | st.integers(600, 999),  # read as one, though HTTP defines none
     body=st.one_of(
         _COMPLETION.map(lambda body: json.dumps(body).encode()),
         _COMPLETION.map(lambda body: json.dumps(body).encode()),
