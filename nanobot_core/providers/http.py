@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 import os
+import re
 import threading
 import time
 import zlib
@@ -157,6 +158,7 @@ class KeptClients:
             verify=_ssl_context(),  # httpx's own default, built once (proxies use it too)
             # As many connections at once as calls, as when each call had a client of its own.
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
+            event_hooks={"response": [_hold_unreadable_location]},
         )
 
     async def _closed_with_loop(
@@ -287,6 +289,31 @@ async def _within(attempt: Callable[[], Awaitable[T]], timeout: float | None) ->
         raise Retryable(f"timed out after {timeout:g}s (no complete reply in that time)") from None
 
 
+#: Where :func:`_hold_unreadable_location` keeps a ``Location`` httpx cannot read.
+_HELD_LOCATION = "nanobot_core.held_location"
+
+
+async def _hold_unreadable_location(response: httpx.Response) -> None:
+    """A response hook of `KeptClients`: a ``Location`` httpx cannot read as a URL (a
+    control character, a broken IPv6 address) is moved off the response into its
+    extensions, for :func:`post_request` to put back.
+
+    httpx reads the ``Location`` of every redirect, followed or not, and raises a
+    ``RemoteProtocolError`` for one it cannot read, which would hide the redirect
+    (its status, the address it names) behind what reads as a broken connection.
+    """
+    import httpx
+
+    location = response.headers.get("location")
+    if location is None:
+        return
+    try:
+        httpx.URL(location)
+    except httpx.InvalidURL:
+        del response.headers["location"]
+        response.extensions = {**response.extensions, _HELD_LOCATION: location}
+
+
 async def post_request(
     client: httpx.AsyncClient,
     url: str,
@@ -314,6 +341,10 @@ async def post_request(
     the error of :func:`transport_failure` when the transfer fails (a Retryable,
     unless the request itself is malformed or the answer is not HTTP; `url_setting`, the
     setting `url` came from as a person reads it, is added to the error of the latter).
+
+    A redirect whose ``Location`` is no URL httpx can read (a control character in it)
+    is returned like any other, that header as it came, when `client` is one of
+    :class:`KeptClients` (see `_hold_unreadable_location`).
     """
     import httpx
 
@@ -334,13 +365,15 @@ async def post_request(
         raise transport_failure(
             exc, timeout, secret, url=without_credentials(url), url_setting=url_setting
         ) from None
+    held = response.extensions.get(_HELD_LOCATION)
     return httpx.Response(
         response.status_code,
         headers=[
             (name, value)
             for name, value in response.headers.multi_items()
             if name.lower() not in _BODY_HEADERS
-        ],
+        ]
+        + ([("location", held)] if isinstance(held, str) else []),
         content=body,
         request=request,
         extensions={
@@ -527,6 +560,11 @@ def transport_failure(
     said = excerpt(mask_secret(f"{type(exc).__name__}: {exc}", secret))
     if _not_http(exc):
         where = f"{url}: " if url else ""
+        if str(exc).startswith(_UNREADABLE_LOCATION):  # a client without the hook of KeptClients
+            return ProviderError(
+                f"{where}the server redirects to an address that is not a URL ({said}); "
+                "redirects are not followed, so that the key never goes to another server"
+            )
         setting = f" [{mask_secret(url_setting, secret)}]" if url_setting else ""
         came = _head_received(exc)
         if came:  # the error says only that the connection closed: what came says the rest
@@ -543,6 +581,8 @@ def transport_failure(
 #: How httpx and h11 begin the errors of a connection the server closed before a whole
 #: head came (httpcore says so whatever came before), or in the middle of the body.
 _CLOSED = ("Server disconnected", "peer closed connection without sending complete")
+#: How httpx begins the error of a redirect whose Location is not a URL it can read.
+_UNREADABLE_LOCATION = "Invalid URL in location header"
 #: How much of an answer that is not HTTP its error shows (an SSH greeting is some 30 bytes).
 _SHOWN_BYTES = 80
 #: How the status line of an HTTP/1.x answer begins.
@@ -554,8 +594,8 @@ def _not_http(exc: Exception) -> bool:
     short (retried).
 
     An ``httpx.RemoteProtocolError`` is h11's refusal of a status line or header it
-    cannot read (not HTTP), unless it is about the
-    connection closing (`_CLOSED`). A connection closed or reset before a whole head came
+    cannot read, or httpx's of a redirect's Location (not HTTP), unless it is about
+    the connection closing (`_CLOSED`). A connection closed or reset before a whole head came
     is told apart by what came before it (`_head_received`): nothing, or the start of an
     ``HTTP/`` status line, is a transfer cut short (a dropped keep-alive connection, a
     server restarting); anything else is another protocol's greeting, such as SSH's.
@@ -746,6 +786,10 @@ def reply_json(response: httpx.Response, url: str, secret: str | None) -> Any:
     return decoded.value
 
 
+#: The ``user:password@`` of a URL `urlsplit` cannot read: what comes before the last ``@``
+#: ahead of the path, after the scheme if any.
+_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//)?[^/?#]*@")
+
 #: A piece of a key this long or longer is hidden wherever it shows (see `mask_secret`).
 _MASKED_PIECE = 8
 
@@ -884,8 +928,12 @@ def describe_body(data: Mapping[str, Any]) -> str:
 
 
 def without_credentials(url: str) -> str:
-    """`url` without any ``user:password@`` part, for messages and logs."""
-    parts = urlsplit(url)
+    """`url` without any ``user:password@`` part, for messages and logs (a server's
+    ``Location`` too, which need be no URL `urlsplit` can read)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a broken IPv6 address ("http://[::1"): masked as it is written
+        return _USERINFO.sub(r"\1***@", url, count=1)
     if "@" not in parts.netloc:
         return url
     host = parts.netloc.rsplit("@", 1)[1]

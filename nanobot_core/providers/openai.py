@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nanobot_core._clip import clip, quoted
+from nanobot_core._clip import quoted
 from nanobot_core._json_boundary import JSONBoundaryError, JSONLimitError, loads
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig, check_reply_limit, source_prefix
@@ -150,9 +150,13 @@ def _status_notes(config: ProviderConfig, base_url: str) -> dict[int, str]:
 
 
 def _redirect_note(response: httpx.Response, base: str) -> str:
-    """What the error of a redirect adds: where it points, and why it was not followed."""
+    """What the error of a redirect adds: where it points, and why it was not followed.
+
+    The address is quoted as `repr` writes it (a control character escaped, a line break
+    too), its password masked before it is cut to 200 characters.
+    """
     location = (response.headers.get("location") or "").strip()
-    to = f" to {quoted(without_credentials(clip(location, 200)))}" if location else ""
+    to = f" to {quoted(without_credentials(location))}" if location else ""
     return (
         f"the server redirects{to}; redirects are not followed, so that the key never goes "
         f"to another server: set provider.base_url to the new address: {base}"

@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -21,8 +22,10 @@ from nanobot_core.kernel.records import core_version
 from nanobot_core.providers import (
     OpenAIProvider,
     ProviderReply,
+    Retryable,
     RetryNotice,
     Usage,
+    post_request,
     request_content,
     request_fault,
 )
@@ -485,6 +488,61 @@ def test_a_status_outside_100_to_599_is_not_http_and_not_retried(
         assert f"answered with status {status}, which is no HTTP status" in message
     assert message.endswith(
         f"[provider.base_url = '{server.base_url}' (--base-url or NANOBOT_BASE_URL sets it)]"
+    )
+
+
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("http://elsewhere.example/v1\x01x", "'http://elsewhere.example/v1\\x01x'"),
+        ("http://elsewhere.example/\tv1\x7f", "'http://elsewhere.example/\\tv1\\x7f'"),
+        ("http://user:pw@[::1/v1", "'http://***@[::1/v1'"),  # a broken IPv6 address
+        ("/v1\x1b[31m" + "x" * 5_000, "'/v1\\x1b[31mxxx"),
+    ],
+)
+def test_a_redirect_to_an_address_httpx_cannot_read_gets_the_redirect_error(
+    server: FakeChatServer, location: str, shown: str
+) -> None:
+    """A Location with a control character is quoted escaped and cut in the redirect's own
+    error, not lost in a connection error that is retried."""
+    server.add(Reply(status=302, body="", headers={"Location": location}))
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server, notices, max_retries=2))
+    assert len(server.requests) == 1 and notices == []
+    message = str(caught.value)
+    assert "HTTP 302: " in message
+    assert f"[the server redirects to {shown}" in message
+    assert "redirects are not followed" in message and "set provider.base_url" in message
+    assert not any(char in message for char in "\x01\x1b\x7f\t")
+    assert len(message) < 1_000 and "pw" not in message
+
+
+def test_a_redirect_httpx_cannot_read_on_a_client_of_ones_own_is_said_to_be_a_redirect(
+    server: FakeChatServer,
+) -> None:
+    """`post_request` on a client without `KeptClients`' hook still says redirect, once,
+    not a connection failure to retry."""
+    server.add(Reply(status=307, body="", headers={"Location": "http://elsewhere/\x01"}))
+
+    async def post() -> None:
+        async with httpx.AsyncClient() as client:
+            await post_request(
+                client,
+                server.base_url + "/chat/completions",
+                content=b"{}",
+                headers={},
+                max_bytes=1_000,
+                timeout=5.0,
+                secret=API_KEY,
+            )
+
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(post())
+    assert not isinstance(caught.value, Retryable)
+    assert str(caught.value).startswith(
+        f"{server.base_url}/chat/completions: the server redirects to an address that is "
+        "not a URL (RemoteProtocolError: Invalid URL in location header: "
     )
 
 

@@ -272,6 +272,19 @@ def test_a_reply_cut_off_in_its_body_is_retried() -> None:
     assert "peer closed connection without sending complete message body" in notice.reason
 
 
+def test_a_redirect_to_an_address_httpx_cannot_read_is_refused_as_a_redirect(
+    server: MessagesServer,
+) -> None:
+    """A Location with a control character gives the refusal every redirect gets, once,
+    not a connection error retried."""
+    server.add(Reply(302, "", {"Location": "https://elsewhere.example/v1\x01"}))
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as raised:
+        _complete(_provider(server, notices), [{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1 and notices == []
+    assert f"{server.base_url}/v1/messages refused the request: HTTP 302" in str(raised.value)
+
+
 def test_529_overloaded_is_retried_and_then_given_up(server: MessagesServer) -> None:
     """529 is retried; when every attempt is overloaded the error names it and the attempts."""
     server.add(*[error_reply(529, "overloaded_error", "Overloaded") for _ in range(3)])
