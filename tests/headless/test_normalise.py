@@ -251,6 +251,23 @@ def test_a_reply_never_brings_its_own_bookkeeping(raw: dict[str, Any]) -> None:
     assert isinstance(message["content"], str | list)
 
 
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_VALUES | st.fixed_dictionaries({"type": _VALUES, "text": _VALUES}), max_size=6))
+def test_a_content_list_keeps_only_parts_a_server_takes_back_in_order(parts: list[Any]) -> None:
+    """Whatever a reply's content list holds, what is kept is every object with a string
+    `type` (a text part with its text a string), in order; a list left empty is ''."""
+    wanted = [
+        part
+        for part in parts
+        if isinstance(part, dict)
+        and isinstance(part.get("type"), str)
+        and part["type"]
+        and (part["type"] != "text" or isinstance(part.get("text"), str))
+    ]
+    content = normalise_assistant_message({"content": parts})["content"]
+    assert content == (wanted if wanted or not parts else "")
+
+
 def test_a_legacy_function_call_becomes_one_tool_call() -> None:
     """OpenAI's old `function_call` is run like a tool call: one call with a derived id."""
     raw = {

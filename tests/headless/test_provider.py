@@ -14,6 +14,7 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from nanobot_core._json_boundary import MAX_ENCODED_DEPTH
 from nanobot_core.config import load_config
@@ -804,6 +805,59 @@ def test_any_reply_body_is_a_sendable_reply_or_a_provider_error_naming_the_endpo
     assert all(0 <= count <= 2 * 10**12 for count in reply.usage.to_json().values())
     assert reply.finish_reason is None or isinstance(reply.finish_reason, str)
     request_content(message)  # the session can store it and the next request carry it
+
+
+_JUNK_CONTENT = [
+    "stray text",
+    {"text": "a part without a type"},
+    {"type": "text", "text": "Sunny."},
+    5,
+    {"type": "text", "text": 7},
+    {"type": "refusal", "refusal": "Not that."},
+    {"type": ""},
+]
+
+
+def test_content_parts_no_server_takes_back_are_dropped_with_a_warning_naming_each(
+    server: FakeChatServer,
+) -> None:
+    """A content list with junk in it is stored and sent back without the junk, each part
+    dropped named by its index; the parts a server takes keep their order."""
+    server.add(
+        Reply(body={"choices": [{"message": {"role": "assistant", "content": _JUNK_CONTENT}}]}),
+        text_reply("done"),
+    )
+    provider = _provider(server)
+    with capture_logs() as logs:
+        reply = _complete(provider, tools=[])
+    kept = [_JUNK_CONTENT[2], _JUNK_CONTENT[5]]
+    assert reply.message["content"] == kept and reply.content == "Sunny."
+    (warning,) = [line for line in logs if line["log_level"] == "warning"]
+    assert warning["dropped"] == 5
+    assert warning["parts"] == [
+        "content[0] is a str, not an object",
+        "content[1] has no 'type'",
+        "content[3] is an int, not an object",
+        "content[4] is a text part whose 'text' is not a string",
+        "content[6] has an empty 'type'",
+    ]
+    history = [*MESSAGES, reply.message, {"role": "user", "content": "and tomorrow?"}]
+    asyncio.run(provider.complete(history, []))
+    assert server.requests[1].body["messages"][2]["content"] == kept
+
+
+def test_a_content_list_of_junk_only_is_no_content(server: FakeChatServer) -> None:
+    """Nothing a server takes back is left: the content is empty text, as a missing one."""
+    server.add(Reply(body={"choices": [{"message": {"content": [None, [], {"type": 3}]}}]}))
+    with capture_logs() as logs:
+        reply = _complete(_provider(server), tools=[])
+    assert reply.message == {"role": "assistant", "content": ""}
+    (warning,) = [line for line in logs if line["log_level"] == "warning"]
+    assert warning["parts"] == [
+        "content[0] is None, not an object",
+        "content[1] is a list, not an object",
+        "content[2] has a 'type' that is an int",
+    ]
 
 
 def test_empty_choices_is_an_empty_reply_not_an_error(server: FakeChatServer) -> None:

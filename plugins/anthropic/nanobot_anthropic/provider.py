@@ -57,6 +57,7 @@ from nanobot_core.providers import (
     request_content,
     request_fault,
     send_with_retries,
+    sendable_parts,
     without_credentials,
 )
 
@@ -561,4 +562,5 @@ class AnthropicProvider:
                 f"{self.display_url} sent a 200 reply that is not a Messages API response "
                 f"(no 'content' list): {mask_secret(describe_body(data), self._api_key)}"
             )
-        return data
+        # Here, not only in `parse_reply`: a paused turn's content is sent back as it came.
+        return {**data, "content": sendable_parts(data["content"])}

@@ -31,6 +31,7 @@ from nanobot_core.config import ProviderConfig
 from nanobot_core.governance import to_messages_api
 from nanobot_core.providers import ProviderReply, RetryNotice, request_fault
 from nanobot_core.testing_http import RawLoopbackServer
+from structlog.testing import capture_logs
 
 from nanobot_anthropic.provider import AnthropicProvider, resolve_key
 
@@ -283,6 +284,30 @@ def test_a_redirect_to_an_address_httpx_cannot_read_is_refused_as_a_redirect(
         _complete(_provider(server, notices), [{"role": "user", "content": "hi"}])
     assert len(server.requests) == 1 and notices == []
     assert f"{server.base_url}/v1/messages refused the request: HTTP 302" in str(raised.value)
+
+
+def test_blocks_no_server_takes_back_are_dropped_with_a_warning_and_never_sent_back(
+    server: MessagesServer,
+) -> None:
+    """Junk in a reply's content (not an object, no type, a text block without its text) is
+    dropped, each named by index, so the next request is one the API takes."""
+    junk = [5, {"text": "no type"}, {"type": "text", "text": "Order 7 shipped."}]
+    junk.append({"type": "text", "text": ["not", "text"]})
+    server.add(message_reply(junk), text_reply("done"))
+    provider = _provider(server)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "where is order 7?"}]
+    with capture_logs() as logs:
+        reply = _complete(provider, history)
+    assert reply.message == {"role": "assistant", "content": "Order 7 shipped."}
+    (warning,) = [line for line in logs if line["log_level"] == "warning"]
+    assert warning["parts"] == [
+        "content[0] is an int, not an object",
+        "content[1] has no 'type'",
+        "content[3] is a text part whose 'text' is not a string",
+    ]
+    history += [reply.message, {"role": "user", "content": "thanks"}]
+    assert _complete(provider, history).content == "done"
+    assert [r.problems for r in server.requests] == [[], []]
 
 
 def test_529_overloaded_is_retried_and_then_given_up(server: MessagesServer) -> None:
