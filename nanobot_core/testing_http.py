@@ -22,6 +22,10 @@ test how often that happens::
         ...  # several requests, on new clients
     assert len(loads) <= 1
 
+A server that answers in something other than HTTP (an SSH greeting, a status line
+HTTP cannot read, a body cut off by a closed connection) is `RawLoopbackServer`:
+a function from the connection's number to the bytes it answers with.
+
 Stdlib and attrs only (no pytest), so a plugin may use it in its benchmarks too.
 """
 
@@ -40,7 +44,13 @@ from typing import Any, Self
 
 import attrs
 
-__all__ = ["LoopbackRequest", "LoopbackResponse", "LoopbackServer", "counting_ca_loads"]
+__all__ = [
+    "LoopbackRequest",
+    "LoopbackResponse",
+    "LoopbackServer",
+    "RawLoopbackServer",
+    "counting_ca_loads",
+]
 
 
 @attrs.frozen
@@ -259,6 +269,94 @@ def _handler_for(answer: Answer) -> type[BaseHTTPRequestHandler]:
             pass  # keep test output clean
 
     return Handler
+
+
+class RawLoopbackServer:
+    """``with RawLoopbackServer(answers) as server:`` answers each connection on 127.0.0.1 with
+    bytes of its own, HTTP or not: a server that misbehaves below what `LoopbackServer` can.
+
+    The n-th connection (from 0) reads the request whole (its headers, then the body
+    its ``Content-Length`` gives), is answered ``answers(n)`` and is closed, gently (a
+    FIN, not a reset: nothing of the request is left unread). `connections` counts them.
+    """
+
+    def __init__(self, answers: Callable[[int], bytes]) -> None:
+        self._answers = answers
+        self._listener = socket.create_server(("127.0.0.1", 0))
+        self._port = int(self._listener.getsockname()[1])
+        self._lock = threading.Lock()
+        self._accepted = 0
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+
+    @property
+    def url(self) -> str:
+        """``http://127.0.0.1:PORT``, without a trailing slash."""
+        return f"http://127.0.0.1:{self._port}"
+
+    @property
+    def connections(self) -> int:
+        """How many connections it has accepted so far."""
+        with self._lock:
+            return self._accepted
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self._listener.accept()
+            except OSError:  # the listener was closed: the block ended
+                return
+            with self._lock:
+                number = self._accepted
+                self._accepted += 1
+            threading.Thread(target=self._answer, args=(conn, number), daemon=True).start()
+
+    def _answer(self, conn: socket.socket, number: int) -> None:
+        with conn:
+            conn.settimeout(10)
+            try:
+                _read_request(conn)
+                conn.sendall(self._answers(number))
+                conn.shutdown(socket.SHUT_WR)
+                while conn.recv(65536):  # the client closes its side: nothing left unread
+                    pass
+            except OSError:
+                pass  # the client went away first
+
+    def __enter__(self) -> Self:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        with contextlib.suppress(OSError):  # wakes the thread waiting in `accept`
+            self._listener.shutdown(socket.SHUT_RDWR)
+        self._listener.close()
+        self._thread.join(timeout=10)
+
+
+def _read_request(conn: socket.socket) -> None:
+    """Read one HTTP request from `conn`: its head, then as much body as it announces."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        piece = conn.recv(65536)
+        if not piece:
+            return
+        data += piece
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = 0
+    for line in head.split(b"\r\n")[1:]:
+        name, _, value = line.partition(b":")
+        if name.strip().lower() == b"content-length" and value.strip().isdigit():
+            length = int(value.strip())
+    while len(body) < length:
+        piece = conn.recv(65536)
+        if not piece:
+            return
+        body += piece
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ from nanobot_core.providers.base import (
     normalise_assistant_message,
     normalise_usage,
     sendable_call_id,
+    sendable_parts,
     token_count,
     with_sendable_call_ids,
 )
@@ -65,6 +66,7 @@ __all__ = [
     "retry_after_seconds",
     "send_with_retries",
     "sendable_call_id",
+    "sendable_parts",
     "server_message",
     "token_count",
     "transport_failure",

@@ -6,7 +6,9 @@ loadable by any OpenAI-compatible endpoint: every tool call gets a non-empty
 id of at most 40 characters that is unique within its message (derived from
 the call itself when the reply's own is missing, too long or repeated, so the
 same reply always gets the same ids), arguments become a JSON string, and
-missing content becomes ``""``. A legacy ``function_call`` (the reply of a
+missing content becomes ``""``. A part of a content list no server takes back
+(not an object, without a ``type``, a text part without its text) is dropped,
+with a warning naming its index. A legacy ``function_call`` (the reply of a
 server that still speaks OpenAI's functions API) becomes the message's one
 tool call, so that it is run and answered like any other; ``function_call``
 itself is never kept. Keys the core does not know
@@ -22,7 +24,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import attrs
 
+from nanobot_core._clip import a_type
 from nanobot_core._json_boundary import dumps
+from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig
 
 __all__ = [
@@ -38,11 +42,14 @@ __all__ = [
     "normalise_assistant_message",
     "normalise_usage",
     "sendable_call_id",
+    "sendable_parts",
     "token_count",
     "with_sendable_call_ids",
 ]
 
 Message = dict[str, Any]
+
+log = get_logger("nanobot_core.providers")
 
 #: The longest tool-call id kept as sent: OpenAI refuses a request holding a longer one.
 MAX_CALL_ID_LENGTH = 40
@@ -222,7 +229,12 @@ def normalise_assistant_message(raw: object, *, salt: str = "") -> Message:
         k: v for k, v in source.items() if k not in _NOT_KEPT and not _is_placeholder(k, v)
     }
     message["role"] = "assistant"
-    if not isinstance(message.get("content"), str | list):
+    content = message.get("content")
+    if isinstance(content, list):
+        kept = sendable_parts(content)
+        # A list that held only parts no server takes back: no content, as a missing one.
+        message["content"] = kept if kept or not content else ""
+    elif not isinstance(content, str):
         message["content"] = ""
     calls = source.get("tool_calls")
     if not (isinstance(calls, list) and calls):
@@ -230,6 +242,50 @@ def normalise_assistant_message(raw: object, *, salt: str = "") -> Message:
     if calls:
         message["tool_calls"] = _normalise_calls(calls, salt)
     return message
+
+
+def _part_fault(part: object) -> str | None:
+    """Why a part of a reply's content list cannot be sent back to a server, as a warning
+    says it after the part's place (``"is a str, not an object"``, ``"has no 'type'"``); None
+    for one that can (see `sendable_parts`)."""
+    if not isinstance(part, Mapping):
+        return f"is {a_type(part)}, not an object"
+    kind = part.get("type")
+    if kind is None:
+        return "has no 'type'"
+    if not isinstance(kind, str):
+        return f"has a 'type' that is {a_type(kind)}"
+    if not kind:
+        return "has an empty 'type'"
+    if kind == "text" and not isinstance(part.get("text"), str):
+        return "is a text part whose 'text' is not a string"
+    return None
+
+
+#: How many dropped parts a warning names; the rest are counted.
+_NAMED_FAULTS = 10
+
+
+def sendable_parts(parts: Sequence[Any]) -> list[Any]:
+    """The parts of a reply's content list a server takes back, in order; each other one is
+    dropped and named by its index in one warning (``content[2] has no 'type'``), so that
+    the stored history never holds what every later request would be refused for.
+
+    A part is an object with a non-empty string ``type``; one of a type the core does not
+    know is the server's own (Mistral's ``thinking``, Anthropic's server tools) and is
+    kept as it came. A text part holds its text as a string.
+    """
+    faults = [(index, _part_fault(part)) for index, part in enumerate(parts)]
+    dropped = [f"content[{index}] {fault}" for index, fault in faults if fault is not None]
+    if not dropped:
+        return list(parts)
+    # Stored, the history would be refused by the server at every request from here on.
+    log.warning(
+        "reply content parts dropped: no server takes them back",
+        parts=dropped[:_NAMED_FAULTS],
+        dropped=len(dropped),
+    )
+    return [part for part, (_, fault) in zip(parts, faults, strict=True) if fault is None]
 
 
 #: Keys of a reply not kept as sent: the calls (normalised apart), the legacy call (read as

@@ -19,6 +19,7 @@ import itertools
 import json
 import math
 import os
+import re
 import threading
 import time
 import zlib
@@ -157,6 +158,7 @@ class KeptClients:
             verify=_ssl_context(),  # httpx's own default, built once (proxies use it too)
             # As many connections at once as calls, as when each call had a client of its own.
             limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
+            event_hooks={"response": [_hold_unreadable_location]},
         )
 
     async def _closed_with_loop(
@@ -287,6 +289,31 @@ async def _within(attempt: Callable[[], Awaitable[T]], timeout: float | None) ->
         raise Retryable(f"timed out after {timeout:g}s (no complete reply in that time)") from None
 
 
+#: Where :func:`_hold_unreadable_location` keeps a ``Location`` httpx cannot read.
+_HELD_LOCATION = "nanobot_core.held_location"
+
+
+async def _hold_unreadable_location(response: httpx.Response) -> None:
+    """A response hook of `KeptClients`: a ``Location`` httpx cannot read as a URL (a
+    control character, a broken IPv6 address) is moved off the response into its
+    extensions, for :func:`post_request` to put back.
+
+    httpx reads the ``Location`` of every redirect, followed or not, and raises a
+    ``RemoteProtocolError`` for one it cannot read, which would hide the redirect
+    (its status, the address it names) behind what reads as a broken connection.
+    """
+    import httpx
+
+    location = response.headers.get("location")
+    if location is None:
+        return
+    try:
+        httpx.URL(location)
+    except httpx.InvalidURL:
+        del response.headers["location"]
+        response.extensions = {**response.extensions, _HELD_LOCATION: location}
+
+
 async def post_request(
     client: httpx.AsyncClient,
     url: str,
@@ -296,6 +323,7 @@ async def post_request(
     max_bytes: int,
     timeout: float,
     secret: str | None,
+    url_setting: str | None = None,
 ) -> httpx.Response:
     """POST `content` to `url` and read the whole reply, refusing one of more than `max_bytes`.
 
@@ -311,7 +339,12 @@ async def post_request(
     Raises ProviderError ``"the reply from {url} was larger than N bytes ..."``
     (not worth retrying: a server that sent too much would do it again), and
     the error of :func:`transport_failure` when the transfer fails (a Retryable,
-    unless the request itself is malformed).
+    unless the request itself is malformed or the answer is not HTTP; `url_setting`, the
+    setting `url` came from as a person reads it, is added to the error of the latter).
+
+    A redirect whose ``Location`` is no URL httpx can read (a control character in it)
+    is returned like any other, that header as it came, when `client` is one of
+    :class:`KeptClients` (see `_hold_unreadable_location`).
     """
     import httpx
 
@@ -329,14 +362,18 @@ async def post_request(
         finally:
             await response.aclose()
     except httpx.RequestError as exc:  # transport, timeout, undecodable body
-        raise transport_failure(exc, timeout, secret, url=without_credentials(url)) from None
+        raise transport_failure(
+            exc, timeout, secret, url=without_credentials(url), url_setting=url_setting
+        ) from None
+    held = response.extensions.get(_HELD_LOCATION)
     return httpx.Response(
         response.status_code,
         headers=[
             (name, value)
             for name, value in response.headers.multi_items()
             if name.lower() not in _BODY_HEADERS
-        ],
+        ]
+        + ([("location", held)] if isinstance(held, str) else []),
         content=body,
         request=request,
         extensions={
@@ -476,7 +513,12 @@ class _Inflater:
 
 
 def transport_failure(
-    exc: Exception, timeout: float, secret: str | None, *, url: str | None = None
+    exc: Exception,
+    timeout: float,
+    secret: str | None,
+    *,
+    url: str | None = None,
+    url_setting: str | None = None,
 ) -> ProviderError:
     """The provider error for any ``httpx.RequestError`` of an attempt (the secret masked).
 
@@ -490,6 +532,14 @@ def transport_failure(
     fail the same way every time: a plain ProviderError, not retried, naming the
     header and what is wrong with it, never its value; `url` (None: left out)
     names the endpoint in it.
+
+    An answer that is not HTTP (a status line or headers HTTP cannot read, or a
+    connection closed or reset after bytes that do not begin an HTTP status line: an
+    SSH server's greeting, a TLS server's alert, random bytes; see `_not_http`) would
+    come back the same every time too: a plain ProviderError naming `url` and
+    `url_setting` (the setting the URL came from, as the error of a 404 names it), and
+    quoting the start of what came, not retried. A connection closed before any of
+    the answer came or in the middle of its body is a transfer cut short, and retried.
     """
     import httpx
 
@@ -508,7 +558,78 @@ def transport_failure(
         )
     # Masked whole, then cut: a cut first could leave a piece of the key too short to mask.
     said = excerpt(mask_secret(f"{type(exc).__name__}: {exc}", secret))
+    if _not_http(exc):
+        where = f"{url}: " if url else ""
+        if str(exc).startswith(_UNREADABLE_LOCATION):  # a client without the hook of KeptClients
+            return ProviderError(
+                f"{where}the server redirects to an address that is not a URL ({said}); "
+                "redirects are not followed, so that the key never goes to another server"
+            )
+        setting = f" [{mask_secret(url_setting, secret)}]" if url_setting else ""
+        came = _head_received(exc)
+        if came:  # the error says only that the connection closed: what came says the rest
+            said += f"; before that it sent {mask_secret(repr(came[:_SHOWN_BYTES]), secret)}"
+            said += f" ({len(came)} bytes)" if len(came) > _SHOWN_BYTES else ""
+        return ProviderError(
+            f"{where}the answer is not HTTP ({said}): no HTTP server answers at this address "
+            "(another kind of server, such as SSH, at that port, or https:// served where "
+            "http:// is set); not retried, as it would answer the same way" + setting
+        )
     return Retryable(f"connection failed: {said}")
+
+
+#: How httpx and h11 begin the errors of a connection the server closed before a whole
+#: head came (httpcore says so whatever came before), or in the middle of the body.
+_CLOSED = ("Server disconnected", "peer closed connection without sending complete")
+#: How httpx begins the error of a redirect whose Location is not a URL it can read.
+_UNREADABLE_LOCATION = "Invalid URL in location header"
+#: How much of an answer that is not HTTP its error shows (an SSH greeting is some 30 bytes).
+_SHOWN_BYTES = 80
+#: How the status line of an HTTP/1.x answer begins.
+_HTTP_START = b"HTTP/"
+
+
+def _not_http(exc: Exception) -> bool:
+    """Whether `exc` says the answer is not HTTP (not retried), not that a transfer was cut
+    short (retried).
+
+    An ``httpx.RemoteProtocolError`` is h11's refusal of a status line or header it
+    cannot read, or httpx's of a redirect's Location (not HTTP), unless it is about
+    the connection closing (`_CLOSED`). A connection closed or reset before a whole head came
+    is told apart by what came before it (`_head_received`): nothing, or the start of an
+    ``HTTP/`` status line, is a transfer cut short (a dropped keep-alive connection, a
+    server restarting); anything else is another protocol's greeting, such as SSH's.
+    """
+    import httpx
+
+    if isinstance(exc, httpx.RemoteProtocolError) and not str(exc).startswith(_CLOSED):
+        return True
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError):
+        received = _head_received(exc)
+        return bool(received) and not received.startswith(_HTTP_START[: len(received)])
+    return False
+
+
+def _head_received(exc: Exception) -> bytes:
+    """What of the answer's head the connection had received when `exc` ended it, as h11
+    holds it (``Connection.trailing_data``); b"" when no head was being read.
+
+    Found on the frame of httpcore's HTTP/1.1 connection in the traceback of the httpcore
+    error httpx raised `exc` from: an httpcore that keeps it elsewhere finds nothing,
+    and the failure is retried as before.
+    """
+    import h11
+
+    cause = exc.__cause__
+    trace = cause.__traceback__ if cause is not None else None
+    while trace is not None:
+        state = getattr(trace.tb_frame.f_locals.get("self"), "_h11_state", None)
+        if isinstance(state, h11.Connection):
+            if state.their_state is not h11.SEND_RESPONSE:
+                return b""  # the head came whole: the body was cut short
+            return state.trailing_data[0]
+        trace = trace.tb_next
+    return b""
 
 
 def _request_fault(exc: httpx.RequestError) -> str | None:
@@ -572,10 +693,27 @@ def _header_value_fault(value: bytes) -> str | None:
 _REQUEST_ID_HEADERS = ("request-id", "x-request-id")
 
 
-def failure_for_status(response: httpx.Response, url: str, secret: str | None) -> Exception:
+#: The statuses HTTP defines (RFC 9110 section 15): h11 reads any three digits.
+_MIN_STATUS, _MAX_STATUS = 100, 599
+
+
+def failure_for_status(
+    response: httpx.Response, url: str, secret: str | None, *, url_setting: str | None = None
+) -> Exception:
     """What a non-2xx reply means: a Retryable (408, 429, 5xx) or a ProviderError with its text
-    (and the server's id of the request, when it gave one)."""
+    (and the server's id of the request, when it gave one).
+
+    A status outside 100-599 (600, 999) is no HTTP status: a ProviderError naming it, `url`
+    and `url_setting` (the setting the URL came from), not retried.
+    """
     status = response.status_code
+    if not _MIN_STATUS <= status <= _MAX_STATUS:
+        setting = f" [{mask_secret(url_setting, secret)}]" if url_setting else ""
+        return ProviderError(
+            f"{url} answered with status {status}, which is no HTTP status (they run from "
+            f"{_MIN_STATUS} to {_MAX_STATUS}): the answer is not HTTP; not retried, as it "
+            "would answer the same way" + setting
+        )
     message = mask_secret(server_message(response), secret)
     if is_retryable_status(status):
         return Retryable(f"HTTP {status}: {message}", retry_after_seconds(response.headers))
@@ -647,6 +785,10 @@ def reply_json(response: httpx.Response, url: str, secret: str | None) -> Any:
         log.warning("provider reply decoded with replacements", replaced=list(decoded.replaced))
     return decoded.value
 
+
+#: The ``user:password@`` of a URL `urlsplit` cannot read: what comes before the last ``@``
+#: ahead of the path, after the scheme if any.
+_USERINFO = re.compile(r"^((?:[A-Za-z][A-Za-z0-9+.-]*:)?//)?[^/?#]*@")
 
 #: A piece of a key this long or longer is hidden wherever it shows (see `mask_secret`).
 _MASKED_PIECE = 8
@@ -786,8 +928,12 @@ def describe_body(data: Mapping[str, Any]) -> str:
 
 
 def without_credentials(url: str) -> str:
-    """`url` without any ``user:password@`` part, for messages and logs."""
-    parts = urlsplit(url)
+    """`url` without any ``user:password@`` part, for messages and logs (a server's
+    ``Location`` too, which need be no URL `urlsplit` can read)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # a broken IPv6 address ("http://[::1"): masked as it is written
+        return _USERINFO.sub(r"\1***@", url, count=1)
     if "@" not in parts.netloc:
         return url
     host = parts.netloc.rsplit("@", 1)[1]

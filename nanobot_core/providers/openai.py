@@ -15,7 +15,10 @@ tell (a gateway in front of OpenAI, Azure). A refusal that names the field says
 which setting sent it, where it was set, and in which field; so does a refusal
 of the key, the model or the address (401, 403, 404) of the settings that sent
 them. A redirect is never followed (the key would go with it): its error says
-where it points and that ``provider.base_url`` is to be set to it.
+where it points and that ``provider.base_url`` is to be set to it. An answer
+that is not HTTP (another kind of server at the address, a status outside
+100-599) is not retried: its error names ``provider.base_url`` and where it
+was set, as a 404's does.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from nanobot_core._clip import clip, quoted
+from nanobot_core._clip import quoted
 from nanobot_core._json_boundary import JSONBoundaryError, JSONLimitError, loads
 from nanobot_core._logging import get_logger
 from nanobot_core.config import ProviderConfig, check_reply_limit, source_prefix
@@ -147,9 +150,13 @@ def _status_notes(config: ProviderConfig, base_url: str) -> dict[int, str]:
 
 
 def _redirect_note(response: httpx.Response, base: str) -> str:
-    """What the error of a redirect adds: where it points, and why it was not followed."""
+    """What the error of a redirect adds: where it points, and why it was not followed.
+
+    The address is quoted as `repr` writes it (a control character escaped, a line break
+    too), its password masked before it is cut to 200 characters.
+    """
     location = (response.headers.get("location") or "").strip()
-    to = f" to {quoted(without_credentials(clip(location, 200)))}" if location else ""
+    to = f" to {quoted(without_credentials(location))}" if location else ""
     return (
         f"the server redirects{to}; redirects are not followed, so that the key never goes "
         f"to another server: set provider.base_url to the new address: {base}"
@@ -318,10 +325,16 @@ class OpenAIProvider:
             max_bytes=self.max_reply_bytes,
             timeout=self.timeout,
             secret=self._api_key,
+            url_setting=self._base_url_said,
         )
-        if 200 <= response.status_code < 300:
+        status = response.status_code
+        if 200 <= status < 300:
             return self._parse_reply(response, salt=salt)
-        failure = failure_for_status(response, self.display_url, self._api_key)
+        failure = failure_for_status(
+            response, self.display_url, self._api_key, url_setting=self._base_url_said
+        )
+        if not 100 <= status <= 599:  # no HTTP status: the error names it and the base URL
+            raise failure
         note = self._reply_limit_note
         if (
             note is not None
@@ -330,7 +343,6 @@ class OpenAIProvider:
         ):
             # The server names the field, never the setting that filled it or where it was set.
             raise ProviderError(f"{failure} [{mask_secret(note, self._api_key)}]")
-        status = response.status_code
         if 300 <= status < 400:
             # Never followed (httpx's default): the key would go with the request to any host.
             note = _redirect_note(response, self._base_url_said)

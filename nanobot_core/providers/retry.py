@@ -1,7 +1,7 @@
 """When to retry a model request, and how long to wait: pure functions, no I/O.
 
-Retried: HTTP 408, 429 and every 5xx, plus connection errors, timeouts and
-reply bodies that cannot be decompressed.
+Retried: HTTP 408, 429 and every 5xx (500-599), plus connection errors,
+timeouts and reply bodies that cannot be decompressed.
 The wait is the server's ``Retry-After`` (or OpenAI's ``retry-after-ms``)
 when it sends one, else exponential backoff with jitter; either way never
 more than the cap (``provider.retry_after_cap``).
@@ -22,15 +22,20 @@ _RNG = random.Random()
 
 
 def is_retryable_status(status: int) -> bool:
-    """Whether an HTTP status means "try again later" rather than "this request is wrong"."""
-    return status in (408, 429) or status >= 500
+    """Whether an HTTP status means "try again later" rather than "this request is wrong".
+
+    408, 429 and 500-599; a status past 599 is no HTTP status, never one to wait out.
+    """
+    return status in (408, 429) or 500 <= status <= 599
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
     """The wait the server asked for, in seconds, or None when it asked for nothing readable.
 
     Reads ``retry-after-ms`` (milliseconds), then ``Retry-After`` as seconds or
-    as an HTTP date. A date in the past means "now" (0).
+    as an HTTP date. A date in the past means "now" (0). A negative number is
+    no wait RFC 9110 allows (a delay is non-negative): it is read as none, so the
+    normal backoff applies rather than a retry at once.
     """
     lowered = {key.lower(): value.strip() for key, value in headers.items()}
     millis = _number(lowered.get("retry-after-ms"))
@@ -53,6 +58,7 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = No
 
 
 def _number(value: str | None) -> float | None:
+    """A finite, non-negative number of `value`, or None (not a number, NaN, infinite, < 0)."""
     if value is None:
         return None
     try:
@@ -61,7 +67,9 @@ def _number(value: str | None) -> float | None:
         return None
     if number != number or number in (float("inf"), float("-inf")):  # NaN or infinite
         return None
-    return max(0.0, number)
+    if number < 0:  # RFC 9110: a delay is non-negative; a negative one says nothing usable
+        return None
+    return max(0.0, number)  # -0 as 0
 
 
 @attrs.frozen

@@ -203,8 +203,17 @@ def test_retry_after_forms() -> None:
     assert retry_after_seconds({"Retry-After": "Mon, 01 Jan 2024 11:00:00 GMT"}, now=now) == 0.0
     assert retry_after_seconds({"retry-after-ms": "250", "Retry-After": "9"}, now=now) == 0.25
     assert retry_after_seconds({"Retry-After": "soon"}, now=now) is None
-    assert retry_after_seconds({"Retry-After": "-3"}, now=now) == 0.0
     assert retry_after_seconds({}, now=now) is None
+
+
+def test_a_negative_retry_after_is_no_wait_asked_for() -> None:
+    """A negative delay is invalid (RFC 9110): read as absent, in either header, never as 0."""
+    now = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert retry_after_seconds({"Retry-After": "-3"}, now=now) is None
+    assert retry_after_seconds({"Retry-After": "-0.5"}, now=now) is None
+    assert retry_after_seconds({"retry-after-ms": "-250"}, now=now) is None
+    assert retry_after_seconds({"retry-after-ms": "-250", "Retry-After": "2"}, now=now) == 2.0
+    assert retry_after_seconds({"Retry-After": "-0"}, now=now) == 0.0
 
 
 def test_backoff_doubles_with_jitter_and_respects_the_cap() -> None:
@@ -240,6 +249,23 @@ def test_a_reply_never_brings_its_own_bookkeeping(raw: dict[str, Any]) -> None:
     message = normalise_assistant_message(raw)
     assert "_meta" not in message and message["role"] == "assistant"
     assert isinstance(message["content"], str | list)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_VALUES | st.fixed_dictionaries({"type": _VALUES, "text": _VALUES}), max_size=6))
+def test_a_content_list_keeps_only_parts_a_server_takes_back_in_order(parts: list[Any]) -> None:
+    """Whatever a reply's content list holds, what is kept is every object with a string
+    `type` (a text part with its text a string), in order; a list left empty is ''."""
+    wanted = [
+        part
+        for part in parts
+        if isinstance(part, dict)
+        and isinstance(part.get("type"), str)
+        and part["type"]
+        and (part["type"] != "text" or isinstance(part.get("text"), str))
+    ]
+    content = normalise_assistant_message({"content": parts})["content"]
+    assert content == (wanted if wanted or not parts else "")
 
 
 def test_a_legacy_function_call_becomes_one_tool_call() -> None:

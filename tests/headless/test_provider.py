@@ -10,9 +10,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from nanobot_core._json_boundary import MAX_ENCODED_DEPTH
 from nanobot_core.config import load_config
@@ -21,13 +23,20 @@ from nanobot_core.kernel.records import core_version
 from nanobot_core.providers import (
     OpenAIProvider,
     ProviderReply,
+    Retryable,
     RetryNotice,
     Usage,
+    post_request,
     request_content,
     request_fault,
 )
 from nanobot_core.providers.base import MAX_CALL_ID_LENGTH
-from nanobot_core.testing_http import LoopbackRequest, LoopbackResponse, LoopbackServer
+from nanobot_core.testing_http import (
+    LoopbackRequest,
+    LoopbackResponse,
+    LoopbackServer,
+    RawLoopbackServer,
+)
 from tests.headless.conftest import API_KEY, provider_config
 from tests.headless.fake_server import (
     FakeChatServer,
@@ -178,6 +187,20 @@ def test_a_wait_within_the_cap_is_said_only_as_the_delay(server: FakeChatServer)
     assert [(n.delay, n.reason) for n in notices] == [
         (0.01, "HTTP 503: busy (invalid_request_error)")
     ]
+
+
+@pytest.mark.parametrize("header", ["Retry-After", "retry-after-ms"])
+def test_a_negative_retry_after_gets_the_normal_backoff_not_a_retry_at_once(
+    server: FakeChatServer, header: str
+) -> None:
+    """A server asking for a wait of -5 asks for nothing valid: the backoff's wait applies."""
+    server.add(error_reply(503, "busy", headers={header: "-5"}), text_reply("ok"))
+    notices: list[RetryNotice] = []
+    reply = _complete(_provider(server, notices, backoff_base=0.2, retry_after_cap=5.0))
+    assert reply.content == "ok" and len(server.requests) == 2
+    (notice,) = notices
+    assert 0.1 <= notice.delay <= 0.2  # the first backoff, jittered into its upper half
+    assert "asked for a wait" not in notice.reason
 
 
 def test_retry_after_http_date_in_the_past_means_now(server: FakeChatServer) -> None:
@@ -370,7 +393,8 @@ def test_connection_refused_is_retried_then_reported() -> None:
 
 
 def test_a_reply_that_is_not_http_is_said_cut_short_with_the_key_masked() -> None:
-    """A header block HTTP cannot read is echoed by the HTTP library whole: the error is cut."""
+    """A header block HTTP cannot read is echoed by the HTTP library whole: the error is cut,
+    and given at once (it would come back the same)."""
     not_http = "fine\r\n" + API_KEY + " " + "Z" * 12_000  # a line with no colon, 12 KB long
     answer = LoopbackResponse(200, {}, headers={"X-Note": not_http})
     notices: list[RetryNotice] = []
@@ -378,14 +402,149 @@ def test_a_reply_that_is_not_http_is_said_cut_short_with_the_key_masked() -> Non
         config = provider_config(server.url + "/v1", max_retries=1)
         with pytest.raises(ProviderError) as caught:
             asyncio.run(OpenAIProvider(config, progress=notices.append).complete(MESSAGES, []))  # type: ignore[arg-type]
-        assert server.connections == 2  # tried, and retried
+        assert server.connections == 1  # not retried
     message = str(caught.value)
+    assert notices == []
+    assert "the answer is not HTTP (RemoteProtocolError: illegal header line" in message
+    assert API_KEY not in message and "***" in message
+    assert " characters)): no HTTP server answers" in message  # the library's text, cut
+    assert len(message) < 1_500
+
+
+_OK_REPLY = json.dumps({"choices": [{"message": {"content": "ok"}}]}).encode()
+_OK_HTTP = b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(_OK_REPLY), _OK_REPLY)
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"SSH-2.0-OpenSSH_9.6\r\nInvalid SSH identification string.\r\n",  # then it closes
+        b"\x15\x03\x01\x00\x02\x02\x32",  # a TLS server's alert, asked in plain HTTP
+        b"+OK POP3 server ready\r\n\r\n",  # a line that is no status line
+        b"HTTP/1.1 1000 Weird\r\nContent-Length: 0\r\n\r\n",  # four digits
+        bytes(range(256)) * 4,
+    ],
+)
+def test_an_answer_that_is_not_http_is_not_retried_and_names_the_base_url_and_its_source(
+    answer: bytes,
+) -> None:
+    """A server that does not speak HTTP is said at once, with the setting to fix and where it
+    was set, as a 404 is; no retry, no notice."""
+    notices: list[RetryNotice] = []
+    with RawLoopbackServer(lambda number: answer) as server:
+        environ = {
+            "NANOBOT_BASE_URL": server.url + "/v1",
+            "NANOBOT_API_KEY": API_KEY,
+            "NANOBOT_PROVIDER__MAX_RETRIES": "3",
+        }
+        config = load_config(cwd=Path("/nonexistent-nanobot-dir"), environ=environ).provider
+        with pytest.raises(ProviderError) as caught:
+            asyncio.run(OpenAIProvider(config, progress=notices.append).complete(MESSAGES, []))  # type: ignore[arg-type]
+        assert server.connections == 1
+    message = str(caught.value)
+    assert notices == []
+    assert message.startswith(f"{server.url}/v1/chat/completions: the answer is not HTTP (")
+    assert "RemoteProtocolError" in message and "not retried" in message
+    assert message.endswith(
+        f"[environment variable NANOBOT_BASE_URL: provider.base_url = '{server.url}/v1' "
+        "(--base-url or NANOBOT_BASE_URL sets it)]"
+    )
+
+
+@pytest.mark.parametrize(
+    "cut",
+    [
+        b"",  # closed before any of the answer (a keep-alive connection the server dropped)
+        b'HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n{"choi',
+        b'HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{"cho',
+    ],
+)
+def test_a_connection_closed_before_or_in_the_middle_of_the_body_is_retried(cut: bytes) -> None:
+    """A transfer cut short is a transient fault: retried, and the next answer taken."""
+    notices: list[RetryNotice] = []
+    with RawLoopbackServer(lambda number: cut if number == 0 else _OK_HTTP) as server:
+        config = provider_config(server.url + "/v1", max_retries=2)
+        reply = asyncio.run(
+            OpenAIProvider(config, progress=notices.append).complete(MESSAGES, [])  # type: ignore[arg-type]
+        )
+        assert server.connections == 2
+    assert reply.content == "ok"
     (notice,) = notices
-    for said in (message, notice.reason):
-        assert "connection failed: RemoteProtocolError: illegal header line" in said
-        assert API_KEY not in said and "***" in said
-        assert said.endswith(" characters)")  # how long the library's text was, once cut
-    assert len(notice.reason) < 1_100 and len(message) < 1_200
+    assert notice.reason.startswith("connection failed: RemoteProtocolError: ")
+
+
+@pytest.mark.parametrize("status", [99, 600, 999, 1000])
+def test_a_status_outside_100_to_599_is_not_http_and_not_retried(
+    server: FakeChatServer, status: int
+) -> None:
+    """A status HTTP does not define is no 5xx to wait out: one request, an error naming it."""
+    server.add(Reply(status=status, body={"error": "odd"}))
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server, notices, max_retries=3))
+    assert len(server.requests) == 1 and notices == []
+    message = str(caught.value)
+    assert "the answer is not HTTP" in message and "not retried" in message
+    if 100 <= status <= 999:  # read as a status, then refused; others h11 cannot read at all
+        assert f"answered with status {status}, which is no HTTP status" in message
+    assert message.endswith(
+        f"[provider.base_url = '{server.base_url}' (--base-url or NANOBOT_BASE_URL sets it)]"
+    )
+
+
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        ("http://elsewhere.example/v1\x01x", "'http://elsewhere.example/v1\\x01x'"),
+        ("http://elsewhere.example/\tv1\x7f", "'http://elsewhere.example/\\tv1\\x7f'"),
+        ("http://user:pw@[::1/v1", "'http://***@[::1/v1'"),  # a broken IPv6 address
+        ("/v1\x1b[31m" + "x" * 5_000, "'/v1\\x1b[31mxxx"),
+    ],
+)
+def test_a_redirect_to_an_address_httpx_cannot_read_gets_the_redirect_error(
+    server: FakeChatServer, location: str, shown: str
+) -> None:
+    """A Location with a control character is quoted escaped and cut in the redirect's own
+    error, not lost in a connection error that is retried."""
+    server.add(Reply(status=302, body="", headers={"Location": location}))
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as caught:
+        _complete(_provider(server, notices, max_retries=2))
+    assert len(server.requests) == 1 and notices == []
+    message = str(caught.value)
+    assert "HTTP 302: " in message
+    assert f"[the server redirects to {shown}" in message
+    assert "redirects are not followed" in message and "set provider.base_url" in message
+    assert not any(char in message for char in "\x01\x1b\x7f\t")
+    assert len(message) < 1_000 and "pw" not in message
+
+
+def test_a_redirect_httpx_cannot_read_on_a_client_of_ones_own_is_said_to_be_a_redirect(
+    server: FakeChatServer,
+) -> None:
+    """`post_request` on a client without `KeptClients`' hook still says redirect, once,
+    not a connection failure to retry."""
+    server.add(Reply(status=307, body="", headers={"Location": "http://elsewhere/\x01"}))
+
+    async def post() -> None:
+        async with httpx.AsyncClient() as client:
+            await post_request(
+                client,
+                server.base_url + "/chat/completions",
+                content=b"{}",
+                headers={},
+                max_bytes=1_000,
+                timeout=5.0,
+                secret=API_KEY,
+            )
+
+    with pytest.raises(ProviderError) as caught:
+        asyncio.run(post())
+    assert not isinstance(caught.value, Retryable)
+    assert str(caught.value).startswith(
+        f"{server.base_url}/chat/completions: the server redirects to an address that is "
+        "not a URL (RemoteProtocolError: Invalid URL in location header: "
+    )
 
 
 @pytest.mark.parametrize("status", [200, 503])
@@ -609,7 +768,10 @@ def scripted_server() -> Iterator[LoopbackServer]:
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
-    status=st.just(200) | st.sampled_from([201, 400, 401, 404, 429, 503]),
+    status=st.just(200)
+    | st.sampled_from([201, 400, 401, 404, 429, 503])
+    | st.integers(0, 99)  # h11 cannot read it as a status
+    | st.integers(600, 999),  # read as one, though HTTP defines none
     body=st.one_of(
         _COMPLETION.map(lambda body: json.dumps(body).encode()),
         _COMPLETION.map(lambda body: json.dumps(body).encode()),
@@ -643,6 +805,59 @@ def test_any_reply_body_is_a_sendable_reply_or_a_provider_error_naming_the_endpo
     assert all(0 <= count <= 2 * 10**12 for count in reply.usage.to_json().values())
     assert reply.finish_reason is None or isinstance(reply.finish_reason, str)
     request_content(message)  # the session can store it and the next request carry it
+
+
+_JUNK_CONTENT = [
+    "stray text",
+    {"text": "a part without a type"},
+    {"type": "text", "text": "Sunny."},
+    5,
+    {"type": "text", "text": 7},
+    {"type": "refusal", "refusal": "Not that."},
+    {"type": ""},
+]
+
+
+def test_content_parts_no_server_takes_back_are_dropped_with_a_warning_naming_each(
+    server: FakeChatServer,
+) -> None:
+    """A content list with junk in it is stored and sent back without the junk, each part
+    dropped named by its index; the parts a server takes keep their order."""
+    server.add(
+        Reply(body={"choices": [{"message": {"role": "assistant", "content": _JUNK_CONTENT}}]}),
+        text_reply("done"),
+    )
+    provider = _provider(server)
+    with capture_logs() as logs:
+        reply = _complete(provider, tools=[])
+    kept = [_JUNK_CONTENT[2], _JUNK_CONTENT[5]]
+    assert reply.message["content"] == kept and reply.content == "Sunny."
+    (warning,) = [line for line in logs if line["log_level"] == "warning"]
+    assert warning["dropped"] == 5
+    assert warning["parts"] == [
+        "content[0] is a str, not an object",
+        "content[1] has no 'type'",
+        "content[3] is an int, not an object",
+        "content[4] is a text part whose 'text' is not a string",
+        "content[6] has an empty 'type'",
+    ]
+    history = [*MESSAGES, reply.message, {"role": "user", "content": "and tomorrow?"}]
+    asyncio.run(provider.complete(history, []))
+    assert server.requests[1].body["messages"][2]["content"] == kept
+
+
+def test_a_content_list_of_junk_only_is_no_content(server: FakeChatServer) -> None:
+    """Nothing a server takes back is left: the content is empty text, as a missing one."""
+    server.add(Reply(body={"choices": [{"message": {"content": [None, [], {"type": 3}]}}]}))
+    with capture_logs() as logs:
+        reply = _complete(_provider(server), tools=[])
+    assert reply.message == {"role": "assistant", "content": ""}
+    (warning,) = [line for line in logs if line["log_level"] == "warning"]
+    assert warning["parts"] == [
+        "content[0] is None, not an object",
+        "content[1] is a list, not an object",
+        "content[2] has a 'type' that is an int",
+    ]
 
 
 def test_empty_choices_is_an_empty_reply_not_an_error(server: FakeChatServer) -> None:

@@ -7,7 +7,9 @@ Retries are the core's (:func:`nanobot_core.providers.send_with_retries`):
 408, 429, 5xx (529 "overloaded" included) and connection failures, with
 backoff, jitter and ``retry-after``; any other 4xx, and the 429 of a reached
 spend limit (``enforced_spend_limit_reached``, which no wait lifts), is a
-ProviderError quoting Anthropic's own message. So is the reading of the reply
+ProviderError quoting Anthropic's own message. An answer that is not HTTP
+(another kind of server at the address, a status outside 100-599) is one too,
+naming the base URL and where it was set. So is the reading of the reply
 (:func:`nanobot_core.providers.post_request`): one larger than
 ``provider.max_reply_bytes`` is refused, not retried.
 
@@ -55,6 +57,7 @@ from nanobot_core.providers import (
     request_content,
     request_fault,
     send_with_retries,
+    sendable_parts,
     without_credentials,
 )
 
@@ -270,6 +273,19 @@ def _check_ranges(config: ProviderConfig) -> None:
         )
 
 
+def _base_url_said(config: ProviderConfig, base: str, from_environment: bool) -> str:
+    """The base URL as an error about the server at it names it: where it was set, its value
+    and how to set it (``environment variable ANTHROPIC_BASE_URL: provider.base_url =
+    'http://...' (...)``); Anthropic's own, when nothing set it, said to be the default."""
+    how = "--base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL sets it"
+    said = f"provider.base_url = {quoted(without_credentials(base))}"
+    if from_environment:
+        return f"{source_prefix(variables=['ANTHROPIC_BASE_URL'])}{said} ({how})"
+    if _set(config, "provider.base_url"):
+        return f"{source_prefix(config=config, keys=['provider.base_url'])}{said} ({how})"
+    return f"{said}, the default ({how})"
+
+
 @attrs.frozen
 class _Endpoint:
     url: str
@@ -334,6 +350,7 @@ class AnthropicProvider:
         self.policy = RetryPolicy(config.max_retries, config.backoff_base, config.retry_after_cap)
         self.max_continuations = MAX_CONTINUATIONS
         self._settings = {field: self._setting(config, field) for field in _SETTINGS}
+        self._base_url_said = _base_url_said(config, self.base_url, base_source is not None)
         self._progress = progress
         self._transport = transport
         self._clients = KeptClients(timeout=self.timeout, transport=transport)
@@ -499,10 +516,13 @@ class AnthropicProvider:
                 max_bytes=self.max_reply_bytes,
                 timeout=self.timeout,
                 secret=self._api_key,
+                url_setting=self._base_url_said,
             )
             if 200 <= response.status_code < 300:
                 return self._reply_data(response)
-            failure = failure_for_status(response, self.display_url, self._api_key)
+            failure = failure_for_status(
+                response, self.display_url, self._api_key, url_setting=self._base_url_said
+            )
             if isinstance(failure, Retryable) and _spend_limit_reached(response):
                 raise ProviderError(
                     f"{self.display_url} refused the request: {failure.reason} "
@@ -542,4 +562,5 @@ class AnthropicProvider:
                 f"{self.display_url} sent a 200 reply that is not a Messages API response "
                 f"(no 'content' list): {mask_secret(describe_body(data), self._api_key)}"
             )
-        return data
+        # Here, not only in `parse_reply`: a paused turn's content is sent back as it came.
+        return {**data, "content": sendable_parts(data["content"])}

@@ -10,6 +10,10 @@
   its arguments say so (the input's JSON without its closing brace), so the
   runner answers it unrun instead of running a guess;
 - any other block (server tools, ...) is kept under ``anthropic_blocks``;
+- a block no server takes back (not an object, without a ``type``, a text
+  block without its text) is dropped, named by its index in a warning
+  (the core's ``sendable_parts``), so the history never holds what the next
+  request would be refused for;
 - ``stop_reason`` is the finish reason; usage counts every input token as
   ``prompt_tokens`` (Anthropic's ``input_tokens`` leaves out what was read
   from or written to the cache) and keeps both cache counts.
@@ -22,7 +26,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from nanobot_core.governance import OTHER_BLOCKS_KEY, THINKING_KEY
-from nanobot_core.providers import ProviderReply, Usage, normalise_assistant_message, token_count
+from nanobot_core.providers import (
+    ProviderReply,
+    Usage,
+    normalise_assistant_message,
+    sendable_parts,
+    token_count,
+)
 
 __all__ = ["parse_reply", "parse_usage"]
 
@@ -64,8 +74,8 @@ def _call(block: Mapping[str, Any], *, cut: bool = False) -> dict[str, Any]:
 
 def parse_reply(data: Mapping[str, Any], *, salt: str = "") -> ProviderReply:
     """The normalised reply of a Messages API response body."""
-    blocks = data.get("content")
-    blocks = [b for b in blocks if isinstance(b, dict)] if isinstance(blocks, list) else []
+    received = data.get("content")
+    blocks = sendable_parts(received) if isinstance(received, list) else []
     texts = [b for b in blocks if b.get("type") == "text"]
     thinking = [b for b in blocks if b.get("type") in _THINKING]
     uses = [b for b in blocks if b.get("type") == "tool_use"]

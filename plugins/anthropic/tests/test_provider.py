@@ -27,8 +27,11 @@ from messages_server import (
     text_reply,
 )
 from nanobot_core import ProviderError
+from nanobot_core.config import ProviderConfig
 from nanobot_core.governance import to_messages_api
 from nanobot_core.providers import ProviderReply, RetryNotice, request_fault
+from nanobot_core.testing_http import RawLoopbackServer
+from structlog.testing import capture_logs
 
 from nanobot_anthropic.provider import AnthropicProvider, resolve_key
 
@@ -189,6 +192,122 @@ def test_429_with_retry_after_is_waited_for_then_retried(server: MessagesServer)
         "HTTP 429: Number of requests has exceeded your rate limit (rate_limit_error)"
         in notice.reason
     )
+
+
+def test_a_negative_retry_after_gets_the_normal_backoff(server: MessagesServer) -> None:
+    """A retry-after of -5 is no valid wait (RFC 9110): the backoff's wait applies, not 0."""
+    server.add(
+        error_reply(529, "overloaded_error", "Overloaded", {"retry-after": "-5"}),
+        text_reply("ok"),
+    )
+    notices: list[RetryNotice] = []
+    provider = _provider(server, notices, backoff_base=0.2, retry_after_cap=5.0)
+    reply = _complete(provider, [{"role": "user", "content": "hi"}])
+    assert reply.content == "ok"
+    (notice,) = notices
+    assert 0.1 <= notice.delay <= 0.2  # the first backoff, jittered into its upper half
+
+
+def _raw_reply(body: dict[str, Any]) -> bytes:
+    """A whole HTTP answer of 200 with `body`, as a raw server sends it."""
+    data = json.dumps(body).encode()
+    return b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%b" % (len(data), data)
+
+
+_OK_MESSAGE = {
+    "id": "msg_1",
+    "type": "message",
+    "role": "assistant",
+    "model": "claude-test",
+    "content": [{"type": "text", "text": "ok"}],
+    "stop_reason": "end_turn",
+    "usage": {"input_tokens": 1, "output_tokens": 1},
+}
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        b"SSH-2.0-OpenSSH_9.6\r\nInvalid SSH identification string.\r\n",
+        b"\x15\x03\x01\x00\x02\x02\x32",  # a TLS server's alert, asked in plain HTTP
+        b"HTTP/1.1 999 Odd\r\nContent-Length: 2\r\n\r\n{}",  # a status HTTP has not
+    ],
+)
+def test_an_answer_that_is_not_http_is_not_retried_and_names_the_base_url_and_its_source(
+    answer: bytes,
+) -> None:
+    """A server at ANTHROPIC_BASE_URL that does not speak HTTP is said at once, naming the
+    variable that set the address; no retry, no notice."""
+    notices: list[RetryNotice] = []
+    with RawLoopbackServer(lambda number: answer) as raw:
+        config = ProviderConfig(name="anthropic", api_key=API_KEY, max_retries=3)
+        provider = AnthropicProvider(
+            config, progress=retry_sink(notices), environ={"ANTHROPIC_BASE_URL": raw.url}
+        )
+        with pytest.raises(ProviderError) as raised:
+            _complete(provider, [{"role": "user", "content": "hi"}])
+        assert raw.connections == 1
+    message = str(raised.value)
+    assert notices == []
+    assert message.startswith(f"{raw.url}/v1/messages")
+    assert "the answer is not HTTP" in message and "not retried" in message
+    assert message.endswith(
+        f"[environment variable ANTHROPIC_BASE_URL: provider.base_url = '{raw.url}' "
+        "(--base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL sets it)]"
+    )
+
+
+def test_a_reply_cut_off_in_its_body_is_retried() -> None:
+    """A connection closed in the middle of the body is a transfer cut short: retried."""
+    cut = b'HTTP/1.1 200 OK\r\nContent-Length: 400\r\n\r\n{"id": "msg'
+    notices: list[RetryNotice] = []
+    with RawLoopbackServer(lambda n: cut if n == 0 else _raw_reply(_OK_MESSAGE)) as raw:
+        config = ProviderConfig(name="anthropic", api_key=API_KEY, backoff_base=0.001)
+        provider = AnthropicProvider(
+            config, progress=retry_sink(notices), environ={"ANTHROPIC_BASE_URL": raw.url}
+        )
+        reply = _complete(provider, [{"role": "user", "content": "hi"}])
+        assert raw.connections == 2
+    assert reply.content == "ok"
+    (notice,) = notices
+    assert "peer closed connection without sending complete message body" in notice.reason
+
+
+def test_a_redirect_to_an_address_httpx_cannot_read_is_refused_as_a_redirect(
+    server: MessagesServer,
+) -> None:
+    """A Location with a control character gives the refusal every redirect gets, once,
+    not a connection error retried."""
+    server.add(Reply(302, "", {"Location": "https://elsewhere.example/v1\x01"}))
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as raised:
+        _complete(_provider(server, notices), [{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1 and notices == []
+    assert f"{server.base_url}/v1/messages refused the request: HTTP 302" in str(raised.value)
+
+
+def test_blocks_no_server_takes_back_are_dropped_with_a_warning_and_never_sent_back(
+    server: MessagesServer,
+) -> None:
+    """Junk in a reply's content (not an object, no type, a text block without its text) is
+    dropped, each named by index, so the next request is one the API takes."""
+    junk = [5, {"text": "no type"}, {"type": "text", "text": "Order 7 shipped."}]
+    junk.append({"type": "text", "text": ["not", "text"]})
+    server.add(message_reply(junk), text_reply("done"))
+    provider = _provider(server)
+    history: list[dict[str, Any]] = [{"role": "user", "content": "where is order 7?"}]
+    with capture_logs() as logs:
+        reply = _complete(provider, history)
+    assert reply.message == {"role": "assistant", "content": "Order 7 shipped."}
+    (warning,) = [line for line in logs if line["log_level"] == "warning"]
+    assert warning["parts"] == [
+        "content[0] is an int, not an object",
+        "content[1] has no 'type'",
+        "content[3] is a text part whose 'text' is not a string",
+    ]
+    history += [reply.message, {"role": "user", "content": "thanks"}]
+    assert _complete(provider, history).content == "done"
+    assert [r.problems for r in server.requests] == [[], []]
 
 
 def test_529_overloaded_is_retried_and_then_given_up(server: MessagesServer) -> None:
