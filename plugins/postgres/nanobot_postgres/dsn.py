@@ -20,8 +20,10 @@ __all__ = ["describe_dsn", "host_fault", "parse_fault", "port_fault", "scrub"]
 _URL = re.compile(r"postgres(?:ql)?://", re.IGNORECASE)
 # Where libpq cuts a URL into parts: the pieces of a password that hold one of these.
 _CUTS = re.compile(r"[@/?#:\[\]]")
-# What libpq quotes of a connection string it cannot parse.
-_QUOTED = re.compile(r'"[^"]*"')
+# What libpq quotes of a connection string it cannot parse. The token it quotes last, after
+# a colon (``invalid percent-encoded token: "..."``), may itself hold a quote: from there
+# the quoting runs to the line's last quote, not to the next one.
+_QUOTED = re.compile(r'(?<=: )"[^\n]*"|"[^"\n]*"')
 # A port as libpq reads it (strtol, then nothing but blanks): C's blanks around a sign and
 # ASCII digits. Its range is checked apart.
 _PORT = re.compile(r"[ \t\n\v\f\r]*[+-]?[0-9]+[ \t\n\v\f\r]*")

@@ -33,6 +33,7 @@ def _libpq_says(dsn: str) -> list[str]:
 
 @given(st.text(alphabet=string.ascii_letters + string.digits + string.punctuation, min_size=6))
 @example("X50%offQ")
+@example('"000?%')
 @example("Xpa@ssQ")
 @example("Xpa/ssQ")
 def test_a_password_written_raw_into_a_url_never_shows(password: str) -> None:
