@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nanobot_core._clip import clip, quoted
+    from nanobot_core._regular_file import open_regular_file
     from nanobot_core._terminal import escape_controls, unescape_controls
     from nanobot_core.config import (
         Config,
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from nanobot_core.errors import (
         ConfigError,
         NanobotError,
+        NotRegularFileError,
         PluginError,
         PluginEscapeError,
         ProviderError,
@@ -64,6 +66,7 @@ __all__ = [
     "GovernanceState",
     "Governor",
     "NanobotError",
+    "NotRegularFileError",
     "PluginContext",
     "PluginError",
     "PluginEscapeError",
@@ -94,6 +97,7 @@ __all__ = [
     "is_openai_api",
     "latest_state",
     "load_config",
+    "open_regular_file",
     "quoted",
     "report_problem",
     "run_in_daemon_thread",
@@ -108,6 +112,7 @@ __all__ = [
 _LOCATIONS: dict[str, str] = {
     "clip": "nanobot_core._clip",
     "quoted": "nanobot_core._clip",
+    "open_regular_file": "nanobot_core._regular_file",
     "escape_controls": "nanobot_core._terminal",
     "unescape_controls": "nanobot_core._terminal",
     "Config": "nanobot_core.config",
@@ -119,6 +124,7 @@ _LOCATIONS: dict[str, str] = {
     "ToolCallEvent": "nanobot_core.kernel.context",
     "ConfigError": "nanobot_core.errors",
     "NanobotError": "nanobot_core.errors",
+    "NotRegularFileError": "nanobot_core.errors",
     "PluginError": "nanobot_core.errors",
     "PluginEscapeError": "nanobot_core.errors",
     "ProviderError": "nanobot_core.errors",

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+from typing import Any
+
+from nanobot_core._clip import clip
+
 __all__ = [
     "ConfigError",
     "NanobotError",
+    "NotRegularFileError",
     "PluginError",
     "PluginEscapeError",
     "ProviderError",
@@ -56,6 +62,40 @@ class ToolError(NanobotError):
 
 class WorkspaceEscapeError(ToolError):
     """A path given to a workspace tool, or a file the prompt reads, leads out of the workspace."""
+
+
+#: The errno of each kind of file refused that has one of its own.
+_KIND_ERRNO = {"directory": errno.EISDIR, "symbolic link": errno.ELOOP}
+
+
+class NotRegularFileError(ToolError, OSError):
+    """A file that must be a regular file is something else: its message names the path and what.
+
+    Raised by `nanobot_core.open_regular_file` (the file tools, the prompt's
+    files, the session store and the plugins all open files through it) for a
+    directory, a symbolic link not to be followed, a named pipe, a socket or a
+    device: reading a named pipe waits for a writer (and then reads what it is
+    sent, without end), writing one waits for a reader, a socket cannot be
+    opened, and a device may give bytes without end; each is refused at once
+    instead. Its message is ``PATH is a named pipe (FIFO), not a regular file``;
+    `filename` is the path, `kind` what is there, and `strerror` the rest of
+    the sentence (``a named pipe (FIFO), not a regular file``), for a message
+    that names the path its own way. An `OSError` too, as the failures of
+    opening a file are, with ``EISDIR`` for a directory, ``ELOOP`` for a link
+    and ``EINVAL`` for the rest; a `ToolError`, as the file tools first raised it.
+    """
+
+    def __init__(self, path: str, kind: str, reason: str = "not a regular file") -> None:
+        super().__init__(_KIND_ERRNO.get(kind, errno.EINVAL), f"a {kind}, {reason}", path)
+        self.kind = kind
+        self.reason = reason
+
+    def __str__(self) -> str:
+        return f"{clip(str(self.filename))} is {self.strerror}"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # OSError's would call the class with its errno, strerror and filename.
+        return type(self), (self.filename, self.kind, self.reason)
 
 
 class SessionError(NanobotError):

@@ -27,10 +27,8 @@ a listing leaves such an entry out with a warning naming it.
 
 from __future__ import annotations
 
-import errno
 import os
 import socket
-import stat
 import sys
 import time
 from collections.abc import Sequence
@@ -39,8 +37,10 @@ from pathlib import Path
 
 from nanobot_core._jsonl import BOM, without_bom
 from nanobot_core._logging import get_logger
+from nanobot_core._regular_file import open_regular_file
 from nanobot_core._session_names import is_session_name
 from nanobot_core.errors import (
+    NotRegularFileError,
     SessionConflictError,
     SessionError,
     SessionLockedError,
@@ -137,7 +137,7 @@ class JsonlSessionStore:
                 continue
             try:
                 fd = _open_regular(path, os.O_RDONLY)
-            except _NotRegularError as exc:  # not a session: said, so that none is left out unsaid
+            except NotRegularFileError as exc:  # not a session: said, so none is left unsaid
                 log.warning("not a session file; left out", path=str(path), reason=exc.strerror)
                 continue
             except FileNotFoundError:  # removed since the folder was read
@@ -368,50 +368,14 @@ def _heal_torn_tail(fd: int, data: bytes, path: Path, torn_path: Path) -> bytes:
     return data[:cut]
 
 
-class _NotRegularError(OSError):
-    """A path of the store that is a link, a pipe, a device or a folder: no file of its own."""
-
-
-# Not on every system: where there is none, the check after opening still refuses what is
-# no regular file (a link is then followed, as the system has no way to say otherwise).
-_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_NONBLOCK = getattr(os, "O_NONBLOCK", 0)
-
-_KINDS = (
-    (stat.S_ISDIR, "a folder"),
-    (stat.S_ISFIFO, "a named pipe"),
-    (stat.S_ISSOCK, "a socket"),
-    (stat.S_ISCHR, "a device"),
-    (stat.S_ISBLK, "a device"),
-)
-
-
 def _open_regular(path: Path, flags: int) -> int:
-    """Open `path`, a regular file, with `flags`; `_NotRegularError` for anything else.
+    """Open `path`, a regular file of the store, with `flags`; `NotRegularFileError` for the rest.
 
-    The last part of the path is not followed when it is a link, and a named pipe is
-    opened without waiting for a writer (then refused), so no open ever blocks.
+    A link is never followed (the model can make files in the workspace: a link would
+    have a run empty, cut back or append to a file elsewhere), and the open never
+    waits (`open_regular_file`): a named pipe, a device or a folder is refused at once.
     """
-    try:
-        fd = os.open(path, flags | _NOFOLLOW | _NONBLOCK, 0o644)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.EMLINK) and os.path.islink(path):
-            raise _NotRegularError(
-                errno.ELOOP, "a symbolic link, which the store does not follow", str(path)
-            ) from None
-        if exc.errno == errno.EISDIR:
-            raise _NotRegularError(errno.EISDIR, "a folder, not a file", str(path)) from None
-        raise
-    try:
-        mode = os.fstat(fd).st_mode
-    except OSError:
-        os.close(fd)
-        raise
-    if not stat.S_ISREG(mode):
-        os.close(fd)
-        kind = next((name for test, name in _KINDS if test(mode)), "not a regular file")
-        raise _NotRegularError(errno.EINVAL, f"{kind}, not a file", str(path))
-    return fd
+    return open_regular_file(path, flags, 0o644, follow_links=False)
 
 
 def _read_regular(path: Path) -> bytes:

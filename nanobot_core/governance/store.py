@@ -27,7 +27,6 @@ import errno
 import hashlib
 import os
 import secrets
-import stat
 import time
 from collections import OrderedDict
 from collections.abc import Iterator
@@ -37,6 +36,7 @@ from typing import NamedTuple, Protocol, runtime_checkable
 
 import attrs
 
+from nanobot_core._regular_file import open_regular_file
 from nanobot_core.config import StoreConfig
 
 __all__ = [
@@ -57,7 +57,6 @@ RECENT_SECONDS = 3_600
 _DAY = 86_400
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _START_FLAGS = os.O_RDONLY | os.O_DIRECTORY | getattr(os, "O_CLOEXEC", 0)
-_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 _CREATE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0)
 # How often a use renews an entry's time: renewing on every use would cost a write per call.
 _RENEW_SECONDS = 600
@@ -262,14 +261,18 @@ def _identity(path: str | Path) -> tuple[int, int, int] | None:
 
 
 def _verified(fd: int, name: str, data: bytes) -> tuple[int, int, int] | None:
-    """The identity of entry `name` when it is a plain file holding exactly `data`, else None."""
+    """The identity of entry `name` when it is a plain file holding exactly `data`, else None.
+
+    A link is not followed, and a named pipe planted there is not waited on
+    (`open_regular_file`): either is no entry, and is replaced.
+    """
     try:
-        handle = os.open(name, _READ_FLAGS, dir_fd=fd)
+        handle = open_regular_file(name, follow_links=False, dir_fd=fd)
     except OSError:
         return None
     try:
         info = os.fstat(handle)
-        if not stat.S_ISREG(info.st_mode) or info.st_size != len(data):
+        if info.st_size != len(data):
             return None
         if _read_at_most(handle, len(data) + 1) != data:
             return None

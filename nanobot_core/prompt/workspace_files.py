@@ -20,8 +20,9 @@ import attrs
 
 from nanobot_core._logging import get_logger
 from nanobot_core._reading import read_at_most
+from nanobot_core._regular_file import open_regular_file
 from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
-from nanobot_core.errors import WorkspaceEscapeError
+from nanobot_core.errors import NotRegularFileError, WorkspaceEscapeError
 from nanobot_core.tools.builtin import BINARY_SNIFF_BYTES
 
 __all__ = [
@@ -66,24 +67,11 @@ def _normalise(text: str) -> str:
 def _open_regular(path: Path) -> BinaryIO:
     """`path` opened for reading in binary, refused unless it is a regular file (or a link to one).
 
-    Opening never waits: a named pipe, a device or a socket raises ``OSError``
-    ("not a regular file") instead of blocking the prompt until something
-    writes to it, or reading without end.
+    Opening never waits (`open_regular_file`): a named pipe, a device, a socket
+    or a folder raises `NotRegularFileError` naming the path instead of blocking
+    the prompt until something writes to it, or reading without end.
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    fd = os.open(path, flags)
-    try:
-        # Checked on the bare descriptor: os.fdopen refuses a folder itself, but then
-        # neither closes the descriptor nor names the path (only the descriptor's number).
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", str(path))
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(path))
-        return os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
+    return os.fdopen(open_regular_file(path), "rb")
 
 
 def read_regular_file(path: Path) -> bytes:
@@ -143,14 +131,6 @@ def read_file_start(path: Path, max_bytes: int) -> FileStart:
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 _FOLDER_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | _CLOEXEC
-# Opening never waits: a named pipe opens at once (and is then refused), as in _open_regular.
-_FILE_FLAGS = (
-    os.O_RDONLY
-    | os.O_NOFOLLOW
-    | _CLOEXEC
-    | getattr(os, "O_NONBLOCK", 0)
-    | getattr(os, "O_NOCTTY", 0)
-)
 
 
 def _is_link(folder: int, name: str) -> bool:
@@ -161,18 +141,30 @@ def _is_link(folder: int, name: str) -> bool:
 
 
 def _open_without_links(root: Path, parts: Sequence[str], shown: Path) -> int | None:
-    """A descriptor of `root`/`parts`, no link below `root` followed; None when one is met.
+    """A descriptor of the regular file `root`/`parts`, no link below `root` followed; None
+    when one is met.
 
     Each folder is opened relative to the one above it, so what is opened is what
     is there as it is walked: a folder swapped for a link meanwhile is met as a
-    link, never followed. Errors name the whole path, as `shown`.
+    link, never followed. The file is opened by `open_regular_file` (no wait; a
+    pipe, a device or a folder is a `NotRegularFileError`). Errors name the whole
+    path, as `shown`.
     """
     folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)  # the workspace, as given
     try:
         for index, part in enumerate(parts):
             last = index == len(parts) - 1
             try:
-                opened = os.open(part, _FILE_FLAGS if last else _FOLDER_FLAGS, dir_fd=folder)
+                if last:
+                    opened = open_regular_file(
+                        part, follow_links=False, dir_fd=folder, shown=str(shown)
+                    )
+                else:
+                    opened = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
+            except NotRegularFileError as exc:
+                if exc.errno == errno.ELOOP:
+                    return None  # the file is a link
+                raise
             except OSError as exc:
                 if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.EMLINK) and _is_link(
                     folder, part
@@ -229,23 +221,13 @@ def read_workspace_file_start(workspace: Path, relative: str, max_bytes: int) ->
     what is there into the prompt sent to the provider. Such a path raises
     `WorkspaceEscapeError` before anything outside is opened. Every folder is
     opened from the workspace down without following links, so one swapped
-    for a link after the check is refused too (`WorkspaceEscapeError`).
+    for a link after the check is refused too (`WorkspaceEscapeError`). What is
+    not a regular file (a named pipe, a device, a folder) raises
+    `NotRegularFileError` at once, naming the path.
     """
     if max_bytes < 1:
         raise ValueError(f"max_bytes must be at least 1, got {max_bytes}")
-    fd = _open_in_workspace(workspace, relative)
-    try:
-        mode = os.fstat(fd).st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", str(workspace / relative))
-        if not stat.S_ISREG(mode):
-            raise OSError(errno.EINVAL, "not a regular file", str(workspace / relative))
-        os.set_blocking(fd, True)  # a regular file: read as usual
-        handle = os.fdopen(fd, "rb")
-    except BaseException:
-        os.close(fd)
-        raise
-    with handle:
+    with os.fdopen(_open_in_workspace(workspace, relative), "rb") as handle:
         raw, size = read_at_most(handle, max_bytes)
     return _start(raw, size, max_bytes)
 

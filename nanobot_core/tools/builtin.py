@@ -174,6 +174,8 @@ def _answer(
         return work(*args, **kwargs)
     except WorkspaceEscapeError as exc:
         return ToolResult.error(str(exc))
+    except NotRegularFileError as exc:
+        return ToolResult.error(f"{exc}; the file tools read and write only regular files")
     except OSError as exc:
         # The file named is the model's path, resolved: of any length (ENAMETOOLONG).
         where = f": {clip(_shown_filename(exc.filename, workspace))}" if exc.filename else ""
@@ -776,8 +778,11 @@ class GrepTool(WorkspaceTool):
                         matches.append(line)
                         if len(matches) >= max_matches:
                             break
-            except NotRegularFileError:
-                skipped.special.add(self.show(file))  # became one after its check
+            except NotRegularFileError as exc:
+                if exc.errno == errno.EISDIR:  # replaced by a folder
+                    skipped.changed.add(self.show(file))
+                else:
+                    skipped.special.add(self.show(file))  # became one after its check
             except (WorkspaceEscapeError, FileNotFoundError, IsADirectoryError, NotADirectoryError):
                 # Replaced by a link or a folder, or removed.
                 skipped.changed.add(self.show(file))

@@ -6,12 +6,13 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
 from nanobot_core._clip import clip, quoted
-from nanobot_core.errors import ToolError, WorkspaceEscapeError
+from nanobot_core._regular_file import kind_of, open_regular_file
+from nanobot_core.errors import NotRegularFileError, WorkspaceEscapeError
 
 __all__ = [
     "NotRegularFileError",
@@ -26,42 +27,15 @@ __all__ = [
 ]
 
 
-class NotRegularFileError(ToolError, OSError):
-    """A path names a named pipe, a socket or a device: the file tools open only regular files.
-
-    An `OSError` too, as the failures of opening a file are, so a caller that caught those
-    still catches it.
-
-    Reading a named pipe waits for a writer (and then reads what it is sent, without
-    end), writing one waits for a reader, a socket cannot be opened, and a device may
-    give bytes without end: each is refused at once instead.
-    """
-
-    def __init__(self, shown: str, kind: str) -> None:
-        super().__init__(
-            errno.EINVAL,
-            f"{clip(shown)} is a {kind}, not a regular file; the file tools read and write only "
-            "regular files",
-        )
-
-
-#: What each kind of file that is neither a regular file nor a folder is called.
-_KINDS = (
-    (stat.S_ISFIFO, "named pipe (FIFO)"),
-    (stat.S_ISSOCK, "socket"),
-    (stat.S_ISCHR, "character device"),
-    (stat.S_ISBLK, "block device"),
-)
-
-
 def describe_kind(mode: int) -> str | None:
     """What a file of `mode` (``st_mode``) is, if neither a regular file, a folder nor a link.
 
-    "named pipe (FIFO)", "socket", "character device", "block device" (or "special file").
+    "named pipe (FIFO)", "socket", "character device", "block device" (or "special file"),
+    as `NotRegularFileError` names them.
     """
-    if stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
+    if stat.S_ISDIR(mode) or stat.S_ISLNK(mode):
         return None
-    return next((name for test, name in _KINDS if test(mode)), "special file")
+    return kind_of(mode)
 
 
 def resolve_in_workspace(workspace: Path, user_path: str) -> Path:
@@ -100,7 +74,7 @@ _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 def open_resolved(
     workspace: Path, target: Path, flags: int, *, make_parents: bool = False, mode: int = 0o644
 ) -> Iterator[int]:
-    """A descriptor of `target` (from `resolve_in_workspace`), opened without a race.
+    """A descriptor of the regular file `target` (from `resolve_in_workspace`), opened race-free.
 
     `target` was resolved, so no component of it is a symbolic link. Opening it
     by name again would follow whatever is there *now*: a folder swapped for a
@@ -109,7 +83,9 @@ def open_resolved(
     workspace down, and the file itself with ``O_NOFOLLOW`` too: a link met on
     the way means the path changed after it was checked, and the open is
     refused with `WorkspaceEscapeError`. `make_parents` creates missing folders
-    (relative to their parent's descriptor, too).
+    (relative to their parent's descriptor, too). The file is opened by
+    `open_regular_file`: without waiting, and refused with `NotRegularFileError`
+    (named relative to the workspace) unless it is a regular file.
     """
     root = workspace.resolve()
     parts = target.relative_to(root).parts
@@ -127,14 +103,20 @@ def open_resolved(
                     errno.ENOTDIR, f"{quoted(shown)} is a file, not a folder"
                 ) from None
             os.close(parent)
+        shown = relative_display(root, target)
         try:
-            leaf = os.open(parts[-1], flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode, dir_fd=fd)
+            leaf = open_regular_file(
+                parts[-1], flags, mode, follow_links=False, dir_fd=fd, shown=shown
+            )
         except OSError as exc:
+            if isinstance(exc, NotRegularFileError) and exc.errno != errno.ELOOP:
+                raise  # a pipe, a device, a folder: named already
             if exc.errno != errno.ELOOP:
                 raise _named(exc, target) from None
+            # A link where the resolved path had none: it changed, or it loops.
             if _loops(fd, parts[-1]):
                 raise _loop("/".join(parts), "/".join(parts)) from None
-            raise _changed(relative_display(root, target)) from None
+            raise _changed(shown) from None
     finally:
         os.close(fd)
     try:
@@ -274,19 +256,6 @@ def _loop(path: str, at: str) -> OSError:
     )
 
 
-_NO_WAIT = os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
-
-
-def _not_regular(workspace: Path, target: Path) -> NotRegularFileError | None:
-    """The refusal of `target` if it is (now) no regular file, folder or link; else None."""
-    try:
-        mode = os.stat(target, follow_symlinks=False).st_mode
-    except OSError:
-        return None
-    kind = describe_kind(mode)
-    return None if kind is None else NotRegularFileError(relative_display(workspace, target), kind)
-
-
 _MODES = {
     "r": (os.O_RDONLY, False),
     "rb": (os.O_RDONLY, False),
@@ -302,31 +271,13 @@ def open_in_workspace(workspace: Path, target: Path, mode: str) -> Iterator[IO[A
     (UTF-8 text, newlines as written; missing folders are created; a file
     with more than one hard link is refused, and only then emptied).
 
-    Only a regular file is opened: a named pipe, a socket or a device is refused
-    with `NotRegularFileError`, at once. The open does not wait (``O_NONBLOCK``,
-    cleared once the file is known to be regular) and the kind is that of the
-    descriptor opened, so a file replaced by a pipe after its check is refused too.
+    Only a regular file is opened: a named pipe, a socket, a device or a folder
+    is refused with `NotRegularFileError`, at once (see `open_regular_file`: the
+    open does not wait, and the kind is that of the descriptor opened, so a file
+    replaced by a pipe after its check is refused too).
     """
     flags, writing = _MODES[mode]
-    with ExitStack() as opened:
-        try:
-            # O_NONBLOCK: opening a named pipe to read returns at once (to write, with no
-            # reader, it fails with ENXIO, as opening a socket does) instead of waiting.
-            fd = opened.enter_context(
-                open_resolved(workspace, target, flags | _NO_WAIT, make_parents=writing)
-            )
-        except OSError as exc:
-            if exc.errno != errno.ENXIO:
-                raise
-            raise _not_regular(workspace, target) or exc from None
-        # The kind of the descriptor that is then read or written, not of the path checked.
-        info = os.fstat(fd)
-        if stat.S_ISDIR(info.st_mode):
-            raise IsADirectoryError(errno.EISDIR, "is a directory", str(target))
-        kind = describe_kind(info.st_mode)
-        if kind is not None:
-            raise NotRegularFileError(relative_display(workspace, target), kind)
-        os.set_blocking(fd, True)  # a regular file: read and written as usual
+    with open_resolved(workspace, target, flags, make_parents=writing) as fd:
         if writing:
             refuse_hard_links(fd, relative_display(workspace, target))
             os.ftruncate(fd, 0)

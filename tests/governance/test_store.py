@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import os
 import subprocess
+import threading
 import time
 from pathlib import Path
 
@@ -65,6 +66,30 @@ def test_a_planted_symlink_in_place_of_an_entry_is_replaced_not_followed(tmp_pat
     assert not entry.is_symlink()
     assert entry.read_text(encoding="utf-8") == content
     assert outside.read_text(encoding="utf-8") == content
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_planted_named_pipe_in_place_of_an_entry_is_replaced_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    """An entry that is a named pipe is replaced by the file at once: checking what it holds
+    does not wait for something to write to the pipe."""
+    cache = tmp_path / CACHE_DIR
+    cache.mkdir(parents=True)
+    content = "the real result " * 100
+    os.mkfifo(cache / _name(content))
+    shown: list[str] = []
+    putting = threading.Thread(
+        target=lambda: shown.append(default_store(tmp_path).put(content)), daemon=True
+    )
+    putting.start()
+    putting.join(5)
+    if putting.is_alive():
+        os.close(os.open(cache / _name(content), os.O_WRONLY | os.O_NONBLOCK))  # let it go
+        putting.join(5)
+        pytest.fail("put waited on the named pipe planted under the entry's name")
+    assert shown == [(CACHE_DIR / _name(content)).as_posix()]
+    assert (tmp_path / shown[0]).read_text(encoding="utf-8") == content
 
 
 def test_paths_follow_the_root_and_workspace_the_store_has_now(tmp_path: Path) -> None:

@@ -355,7 +355,8 @@ def test_a_store_file_that_is_a_link_out_of_the_folder_is_refused_and_its_target
     victim = tmp_path / "elsewhere.txt"
     victim.write_bytes(b"line one\nline two, no newline")
     (store.directory / linked).symlink_to(victim)
-    with pytest.raises(SessionError, match=rf"symbolic link.*{re.escape(linked)}\)"):
+    refusal = rf"a symbolic link, which is not followed \(.*{re.escape(linked)}\)"
+    with pytest.raises(SessionError, match=refusal):
         store.open("s")
     assert victim.read_bytes() == b"line one\nline two, no newline"
     if linked != "s.jsonl":
@@ -385,13 +386,15 @@ def test_a_named_pipe_as_a_session_file_is_refused_not_waited_on(tmp_path: Path)
         opener.join(timeout=5)
         pytest.fail("opening the session waited on the named pipe")
     assert isinstance(outcome[0], SessionError)
-    assert "cannot open session 'p': a named pipe, not a file" in str(outcome[0])
-    with pytest.raises(SessionError, match="cannot read session 'p': a named pipe, not a file"):
+    refusal = f"a named pipe (FIFO), not a regular file ({store.path('p')})"
+    assert str(outcome[0]) == f"cannot open session 'p': {refusal}"
+    with pytest.raises(SessionError) as info:
         store.load("p")
+    assert str(info.value) == f"cannot read session 'p': {refusal}"
     with capture_logs() as logs:
         assert store.list_sessions() == []
     assert [(e["event"], e["reason"]) for e in logs] == [
-        ("not a session file; left out", "a named pipe, not a file")
+        ("not a session file; left out", "a named pipe (FIFO), not a regular file")
     ]
 
 

@@ -214,4 +214,5 @@ def test_a_named_pipe_as_a_skill_file_is_reported_without_hanging(tmp_path: Path
     assert finished
     assert isinstance(scan, SkillScan) and scan.skills == []
     [problem] = scan.problems
-    assert problem.path == "skills/piped/SKILL.md" and "not a regular file" in problem.reason
+    assert problem.path == "skills/piped/SKILL.md"
+    assert problem.reason.endswith(f"{fifo} is a named pipe (FIFO), not a regular file")

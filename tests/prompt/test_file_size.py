@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
 from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES, PromptConfig, load_config
-from nanobot_core.errors import ConfigError
+from nanobot_core.errors import ConfigError, NotRegularFileError
 from nanobot_core.prompt import SectionContext, build_default_prompt_builder
 from nanobot_core.prompt.builtin_sections import render_skills
 from nanobot_core.prompt.skills import scan_skills
@@ -198,7 +198,9 @@ def test_a_bad_limit_is_a_config_error_naming_the_key(
 
 
 def test_a_named_pipe_is_still_refused_without_reading(tmp_path: Path) -> None:
-    """The bounded read keeps refusing what is not a regular file, at once."""
+    """The bounded read keeps refusing what is not a regular file, at once, naming the path and
+    what it is."""
     os.mkfifo(tmp_path / "pipe")
-    with pytest.raises(OSError, match="not a regular file"):
+    with pytest.raises(NotRegularFileError) as info:
         read_file_start(tmp_path / "pipe", 10)
+    assert str(info.value) == f"{tmp_path / 'pipe'} is a named pipe (FIFO), not a regular file"

@@ -3,6 +3,7 @@ followed out, and costs nothing that lasts."""
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 from pathlib import Path
@@ -13,6 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
+from nanobot_core import NotRegularFileError
 from nanobot_core.config import Config
 from nanobot_core.prompt import SectionContext, build_default_prompt_builder
 from nanobot_core.prompt.skills import scan_skills
@@ -48,11 +50,14 @@ def test_a_folder_where_a_file_is_read_leaves_no_descriptor_open(tmp_path: Path)
 
 
 def test_a_folder_where_a_file_is_read_is_named_by_its_path(tmp_path: Path) -> None:
-    """The refusal of a folder names the path it was read at, not a descriptor number."""
+    """The refusal of a folder names the path it was read at, not a descriptor number, and says
+    it is a directory."""
     (tmp_path / "skills" / "folded" / "SKILL.md").mkdir(parents=True)
-    with pytest.raises(IsADirectoryError) as info:
+    with pytest.raises(NotRegularFileError) as info:
         read_file_start(tmp_path / "skills" / "folded" / "SKILL.md", 10)
     assert info.value.filename == str(tmp_path / "skills" / "folded" / "SKILL.md")
+    assert info.value.errno == errno.EISDIR
+    assert str(info.value) == f"{info.value.filename} is a directory, not a regular file"
     [problem] = scan_skills(tmp_path).problems
     assert problem.path == "skills/folded/SKILL.md"
     assert "is a directory" in problem.reason.lower()

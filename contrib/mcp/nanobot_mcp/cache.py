@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nanobot_core import report_problem
+from nanobot_core import NotRegularFileError, open_regular_file, report_problem
 
 from nanobot_mcp.config import ServerConfig
 from nanobot_mcp.connection import RejectedTool, definition_size
@@ -128,14 +127,10 @@ def read_record(path: Path, server: ServerConfig, version: int) -> dict[str, Any
     one that is no regular file (a named pipe would block the read for ever): a
     problem names it."""
     try:
-        raw = read_regular(path)
-        if raw is None:
-            report_problem(
-                f"MCP server {server.name!r}: {path} is not a regular file (a named pipe, a "
-                "device or a folder?); it is taken as no record"
-            )
-            return None
-        data = json.loads(raw.decode("utf-8"))
+        data = json.loads(read_regular(path).decode("utf-8"))
+    except NotRegularFileError as exc:
+        report_problem(f"MCP server {server.name!r}: {exc}; it is taken as no record")
+        return None
     except (OSError, ValueError, RecursionError):
         return None
     if (
@@ -147,19 +142,15 @@ def read_record(path: Path, server: ServerConfig, version: int) -> dict[str, Any
     return data
 
 
-def read_regular(path: Path) -> bytes | None:
-    """The bytes of `path`; None when it is no regular file (or a link to one).
+def read_regular(path: Path) -> bytes:
+    """The bytes of `path`, a regular file (or a link to one).
 
-    The open does not wait (``O_NONBLOCK``, as the core's file tools open): a named
-    pipe would block the read until something writes to it, and a device may never
-    end. The kind is that of the descriptor opened, so a file swapped for a pipe
-    after a check is refused too. `OSError` when it cannot be opened or read.
+    Opened by the core's `open_regular_file`, which does not wait: a named pipe
+    would block the read until something writes to it, and a device may never
+    end. Either, or a folder, raises `NotRegularFileError` naming the path and
+    what it is; any other failure to open or read it, `OSError`.
     """
-    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        os.set_blocking(fd, True)  # a regular file: read as usual
+    with os.fdopen(open_regular_file(path), "rb") as file:
         return file.read()
 
 

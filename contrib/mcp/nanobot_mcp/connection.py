@@ -31,11 +31,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import errno
 import io
 import json
 import os
-import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -43,7 +41,7 @@ from typing import Any, TextIO
 import anyio
 import anyio.to_thread
 import attrs
-from nanobot_core import PluginError, quoted
+from nanobot_core import PluginError, open_regular_file, quoted
 
 from nanobot_mcp.config import ServerConfig
 from nanobot_mcp.stdio import LineTooLong, bounded_stdio_client, describe_size
@@ -67,9 +65,6 @@ _MAX_PAGES = 100
 _STDERR_TAIL = 800
 #: The most of a stderr log read for its tail (white space at its end may be longer).
 _TAIL_WINDOW = 1 << 20
-#: Opening a named pipe returns at once (to write with no reader: ENXIO), not when the
-#: other end opens; a terminal is not made the process's own.
-_NO_WAIT = os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0)
 _FALLBACK_VERSION = "2025-11-25"
 #: The content types of MCP, and the SDK's model (the arm of its union) for each.
 _CONTENT_ARMS = {
@@ -555,13 +550,10 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
     server wrote (a problem makes each run of white space one space).
     """
     try:
-        fd = os.open(log, os.O_RDONLY | _NO_WAIT)
-        with os.fdopen(fd, "rb") as file:
-            # Opened without waiting: a named pipe with no writer would hold the bridge's
-            # loop (every server's calls) until something writes to it. It has no tail.
-            if not stat.S_ISREG(os.fstat(fd).st_mode):
-                return ""
-            os.set_blocking(fd, True)
+        # Opened without waiting: a named pipe with no writer would hold the bridge's loop
+        # (every server's calls) until something writes to it. What is no regular file
+        # (a pipe, /dev/null) has no tail: refused, it is an OSError as any other.
+        with os.fdopen(open_regular_file(log), "rb") as file:
             end = file.seek(0, io.SEEK_END)
             # At most 4 bytes a character in UTF-8 (and one more cut at the start); more
             # while white space at the end leaves too few, up to the window.
@@ -589,18 +581,11 @@ def _open_log(path: Path) -> TextIO:
 
     A plain open waits, on the bridge's loop (every server's calls held), until
     something reads a named pipe; opened without waiting, a pipe nothing reads
-    is an `OSError` naming it, and a pipe that is read, or a device such as
-    ``/dev/null`` linked there, takes the stderr as the user meant.
+    is a `NotRegularFileError` naming it, and a pipe that is read, or a device
+    such as ``/dev/null`` linked there, takes the stderr as the user meant.
     """
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | _NO_WAIT, 0o666)
-    except OSError as exc:
-        if exc.errno != errno.ENXIO:
-            raise
-        raise OSError(exc.errno, "it is a named pipe nothing reads from", str(path)) from None
-    log = os.fdopen(fd, "w", encoding="utf-8")
-    os.set_blocking(fd, True)  # the server writes to it as to any stderr
-    return log
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+    return os.fdopen(open_regular_file(path, flags, regular_only=False), "w", encoding="utf-8")
 
 
 def definition_size(spec: Mapping[str, Any]) -> int:

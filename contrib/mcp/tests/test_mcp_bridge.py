@@ -1069,8 +1069,8 @@ def test_a_cache_or_failure_record_that_is_a_named_pipe_is_no_record(
     assert listed.returncode == 0, listed.stderr
     for pipe in pipes:
         assert (
-            f"MCP server 'notes': {pipe} is not a regular file (a named pipe, a device or a "
-            "folder?); it is taken as no record"
+            f"MCP server 'notes': {pipe} is a named pipe (FIFO), not a regular file; it is "
+            "taken as no record"
         ) in listed.stdout
     assert workspace.spawns() == 1
     assert (folder / "notes.json").is_file() and not (folder / "notes.failed.json").exists()
@@ -1093,7 +1093,7 @@ def test_a_stderr_log_that_is_a_named_pipe_fails_only_its_server_at_once(
     assert listed.returncode == 0, listed.stderr
     assert (
         f"MCP server 'piped' failed to start: its stderr log '{logs / 'piped.log'}' cannot be "
-        "written: it is a named pipe nothing reads from; its tools are left out"
+        "written: a named pipe (FIFO), which nothing reads from; its tools are left out"
     ) in listed.stdout
     tools = _cli(workspace, "tools").stdout
     assert "mcp_quiet_add" in tools and "mcp_piped_add" not in tools

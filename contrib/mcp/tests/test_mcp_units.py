@@ -7,11 +7,13 @@ import contextlib
 import itertools
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -557,6 +559,27 @@ def test_a_character_the_read_window_cuts_into_is_not_counted() -> None:
 def test_a_missing_stderr_log_has_no_tail(tmp_path: Path) -> None:
     """A server that never got to write its log is told without a stderr tail."""
     assert stderr_tail(tmp_path / "absent.log") == ""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="named pipes are POSIX")
+def test_a_stderr_log_that_is_a_pipe_or_a_device_has_no_tail_and_is_not_waited_on(
+    tmp_path: Path,
+) -> None:
+    """A log that is a named pipe nothing writes to, or a link to /dev/null, has no tail, and
+    asking for one does not wait for a writer."""
+    os.mkfifo(tmp_path / "piped.log")
+    (tmp_path / "quiet.log").symlink_to(os.devnull)
+    tails: list[str] = []
+    asking = threading.Thread(
+        target=lambda: tails.extend(stderr_tail(tmp_path / n) for n in ("piped.log", "quiet.log")),
+        daemon=True,
+    )
+    asking.start()
+    asking.join(5)
+    if asking.is_alive():
+        os.close(os.open(tmp_path / "piped.log", os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("asking for the tail waited on the named pipe")
+    assert tails == ["", ""]
 
 
 @settings(max_examples=10, deadline=None)
