@@ -72,6 +72,64 @@ def test_newer_schema_is_refused(dsn: str) -> None:
         PostgresSessionStore(dsn).list_sessions()
 
 
+@pytest.mark.parametrize(
+    ("setup", "refusal"),
+    [
+        (
+            [
+                "CREATE TABLE nanobot_sessions (id int, data text)",
+                "INSERT INTO nanobot_sessions VALUES (1, 'kept')",
+            ],
+            r"holds nanobot_sessions but records no nanobot-postgres schema version",
+        ),
+        (
+            ["CREATE FUNCTION nanobot_lines_append_only() RETURNS int LANGUAGE sql AS 'SELECT 1'"],
+            r"holds nanobot_lines_append_only\(\) but records no nanobot-postgres schema",
+        ),
+        (
+            [
+                "CREATE TABLE nanobot_schema_migrations (id int, v text)",
+                "INSERT INTO nanobot_schema_migrations VALUES (1, 'kept')",
+            ],
+            r"nanobot_schema_migrations is not nanobot-postgres's record of schema versions "
+            r"\(its columns: id integer, v text; expected version integer, name text\)",
+        ),
+        (
+            [
+                "CREATE TABLE nanobot_schema_migrations (version text, name text)",
+                "INSERT INTO nanobot_schema_migrations VALUES ('20240101', 'kept')",
+            ],
+            r"\(its columns: version text, name text; expected version integer, name text\)",
+        ),
+    ],
+)
+def test_tables_of_the_plugins_names_that_are_not_its_own_are_refused_and_kept(
+    dsn: str, setup: list[str], refusal: str
+) -> None:
+    """Another application's tables under the plugin's names are refused by name, untouched."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for statement in setup:
+            conn.execute(statement)
+        before = conn.execute(
+            "SELECT relname FROM pg_class WHERE relname LIKE 'nanobot%' ORDER BY 1"
+        ).fetchall()
+    store = PostgresSessionStore(dsn)
+    with pytest.raises(
+        SessionError, match=rf"^cannot use the session database \(.*{refusal}"
+    ) as refused:
+        store.list_sessions()
+    assert "nothing was changed" in str(refused.value)
+    store.close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        after = conn.execute(
+            "SELECT relname FROM pg_class WHERE relname LIKE 'nanobot%' ORDER BY 1"
+        ).fetchall()
+        assert after == before
+        if "INSERT" in setup[-1]:
+            table = setup[-1].split()[2]
+            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone() == (1,)
+
+
 def test_lines_are_append_only(dsn: str) -> None:
     """A row of a session line cannot be updated, even by hand."""
     store = PostgresSessionStore(dsn)
