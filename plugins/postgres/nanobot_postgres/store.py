@@ -769,7 +769,9 @@ class PostgresSessionStore:
         for _, seq, text in rows:
             if seq is None:  # the one row of a session without lines
                 continue
-            record, error = parse_line(text)
+            # Where the line is, for the warning when a value in it had to be replaced
+            # (a lone surrogate, NaN), as the file store names its file and line.
+            record, error = parse_line(text, location=self._location(session), line=int(seq) + 1)
             if record is None:  # only if someone wrote the table by hand
                 problems.append(LoadProblem(int(seq) + 1, "invalid", error))
                 continue

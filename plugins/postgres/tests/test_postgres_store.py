@@ -25,6 +25,7 @@ from nanobot_core.governance.store import CACHE_DIR
 from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.sessions import check_line, open_session
 from nanobot_core.testing import run_cli
+from structlog.testing import capture_logs
 
 import nanobot_postgres
 import nanobot_postgres.migrations as migrations
@@ -694,6 +695,22 @@ def test_session_lines_keep_an_escaped_nul_and_refuse_a_raw_one(dsn: str) -> Non
     finally:
         lease.release()
         store.close()
+
+
+def test_a_line_loaded_with_replacements_is_named_by_session_and_number(dsn: str) -> None:
+    """The warning that a stored line held what had to be replaced (a lone surrogate, NaN)
+    names the session where it lives and the line's number, as the file store does."""
+    store = PostgresSessionStore(dsn)
+    lease = store.lease("odd")
+    try:
+        lease.append(['{"role":"user","content":"a"}', '{"a":"\\ud800","n":NaN}'], expected_seq=0)
+    finally:
+        lease.release()
+    with capture_logs() as logs:
+        store.load("odd")
+    store.close()
+    warned = [e for e in logs if e["event"] == "session line decoded with replacements"]
+    assert [(e.get("location"), e.get("line")) for e in warned] == [(f"{store.describe()}#odd", 2)]
 
 
 def test_results_stay_in_the_workspace_without_the_postgres_store(tmp_path: Path) -> None:
