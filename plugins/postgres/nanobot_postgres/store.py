@@ -91,6 +91,22 @@ SELECT s.name, %(expected)s + t.ord - 1, t.line
 FROM s, unnest(%(lines)b::text[]) WITH ORDINALITY AS t(line, ord)
 """
 
+# The most one append's lines may take as the server receives them: PostgreSQL refuses a
+# message over 1 GiB less two bytes (its allocation limit) by closing the connection
+# ("invalid message length" in its log, "server closed the connection unexpectedly" here),
+# and cannot build an array value over 1 GiB. Kept 64 KiB short for the statement's text
+# and its other parameters.
+_MAX_APPEND_BYTES = 0x3FFF_FFFE - 0x1_0000
+
+
+def _sent_size(line: str) -> int:
+    """The bytes `line` takes in the lines array, as sent (its length, then its bytes) or
+    as the server holds it (a 4-byte header, up to 3 bytes of padding): 8 more than its own.
+    """
+    # An ASCII line's length is its size, known without a copy of what may be a gigabyte.
+    return (len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))) + 8
+
+
 # A session's line count and its lines, read by one statement so that both come from one
 # snapshot: read apart, a worker appending between the two made the count disagree with the
 # lines. A session without lines is one row whose seq is NULL; no session, no row.
@@ -844,6 +860,7 @@ class PostgresLease:
                 self._create_empty(conn)
             return expected_seq
         # A batch is stored whole or not at all: every line is checked before any is sent.
+        self._check_size(lines, expected_seq)
         parsed = [
             check_line(line, f"session {self.session!r}, line {expected_seq + number}")
             for number, line in enumerate(lines, 1)
@@ -894,6 +911,27 @@ class PostgresLease:
                 f"session {self.session!r} holds {row[0]} lines, the writer expected 0; "
                 "nothing was appended"
             )
+
+    def _check_size(self, lines: Sequence[str], expected_seq: int) -> None:
+        """SessionError, sending nothing, when the batch is more than one statement carries.
+
+        Sent, the server closed the connection at it, which lost the lease and said only
+        that the server had terminated abnormally.
+        """
+        sizes = [_sent_size(line) for line in lines]
+        total = sum(sizes) + 64  # the array's header
+        if total <= _MAX_APPEND_BYTES:
+            return
+        largest = max(range(len(sizes)), key=sizes.__getitem__)
+        if sizes[largest] + 64 > _MAX_APPEND_BYTES:  # that line alone is too much
+            where, total = f"line {expected_seq + largest + 1}", sizes[largest] + 64
+        else:
+            where = f"lines {expected_seq + 1} to {expected_seq + len(lines)}"
+        raise SessionError(
+            f"session {self.session!r}, {where}: {total:,} bytes, more than the "
+            f"{_MAX_APPEND_BYTES:,} PostgreSQL takes in one statement "
+            f"({self.store.describe()}); nothing was appended"
+        )
 
     def check_held(self) -> None:
         """SessionError when the connection holding the lock is gone: the lock went with it.
