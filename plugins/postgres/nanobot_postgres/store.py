@@ -885,7 +885,17 @@ class PostgresLease:
                     f"expected {expected_seq}; nothing was appended"
                 )
         except psycopg.Error as exc:
-            raise self.store.error(f"cannot append to session {self.session!r}", exc) from None
+            error = self.store.error(f"cannot append to session {self.session!r}", exc)
+            if conn.broken or conn.closed:
+                # The connection went with the statement sent, or being sent: the server may
+                # have run and committed it (a server that stopped answering does when it
+                # resumes), so "cannot append" alone told the user it was not stored.
+                which = "the line was" if len(lines) == 1 else f"the {len(lines)} lines were"
+                error = SessionError(
+                    f"{error}; whether {which} stored is unknown (a batch is stored whole or "
+                    f"not at all): `nanobot-core sessions show {self.session}` tells"
+                )
+            raise error from None
         return expected_seq + len(lines)
 
     def _create_empty(self, conn: Any) -> None:

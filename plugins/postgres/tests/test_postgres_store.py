@@ -773,6 +773,31 @@ def test_a_batch_more_than_one_statement_carries_is_refused_before_it_is_sent(
         store.close()
 
 
+def test_an_append_whose_answer_is_lost_says_it_may_have_been_stored(dsn: str) -> None:
+    """An append cut at query_timeout while the server is stopped says its lines may be
+    stored, and how to look: resumed, the server does store them."""
+    store = PostgresSessionStore(dsn, query_timeout=2)
+    lease = store.lease("paused")
+    backend = lease._conn.info.backend_pid
+    os.kill(backend, signal.SIGSTOP)
+    try:
+        with pytest.raises(SessionError) as cut:
+            lease.append(['{"role":"user","content":"sent"}', '{"n":2}'], expected_seq=0)
+    finally:
+        os.kill(backend, signal.SIGCONT)
+        lease.release()
+    assert str(cut.value).startswith("cannot append to session 'paused' (postgresql://")
+    assert str(cut.value).endswith(
+        "; whether the 2 lines were stored is unknown (a batch is stored whole or not at "
+        "all): `nanobot-core sessions show paused` tells"
+    )
+    deadline = time.monotonic() + 10
+    while not store.list_sessions() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.load("paused").lines == ['{"role":"user","content":"sent"}', '{"n":2}']
+    store.close()
+
+
 def test_a_line_full_of_escapes_is_sent_without_an_escape_each(dsn: str) -> None:
     """A 4 MB line of escaped backslashes and quotes is appended in under
     a second: sent in text form, each of its four million escapes cost psycopg a regex match."""
