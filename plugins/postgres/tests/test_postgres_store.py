@@ -845,6 +845,79 @@ def test_append_keeps_exactly_the_lines_the_core_accepts(dsn: str, text: str) ->
         store.close()
 
 
+# JSON text as anything may write it: numbers PostgreSQL's jsonb would respell or refuse,
+# strings with U+0000, lone surrogates and control characters (escaped, or raw where JSON
+# forbids them), duplicate keys, any key order, whitespace around every token.
+_NUMBERS = st.sampled_from(
+    ["1e400", "-1e400", "-0.0", "-0", "0.1e-400", "1E+2", "3.10", "1.0", "NaN", "-Infinity"]
+) | st.builds(str, st.integers(min_value=-(10**80), max_value=10**80) | st.floats())
+_STRINGS = st.builds(
+    json.dumps, st.text(st.characters(codec=None), max_size=12), ensure_ascii=st.booleans()
+) | st.sampled_from(['"\\u0000"', '"a\x00b"', '"\\ud800"', '"\\udc00\\ud800"', '"\t"'])
+_SPACE = st.sampled_from(["", " ", "\t", "\r", "  \r\t"])
+
+
+def _json_texts() -> st.SearchStrategy[str]:
+    def array(items: list[str]) -> str:
+        return "[" + ",".join(items) + "]"
+
+    def obj(pairs: list[tuple[str, str, str]]) -> str:
+        return "{" + ",".join(f"{space}{key}{space}:{value}" for key, value, space in pairs) + "}"
+
+    leaves = _NUMBERS | _STRINGS | st.sampled_from(["true", "false", "null"])
+    values = st.recursive(
+        leaves,
+        lambda inner: (
+            st.builds(array, st.lists(inner, max_size=3))
+            | st.builds(obj, st.lists(st.tuples(_STRINGS, inner, _SPACE), max_size=3))
+        ),
+        max_leaves=8,
+    )
+    pairs = st.lists(st.tuples(_STRINGS | st.just('"k"'), values, _SPACE), max_size=4)
+    return st.builds(lambda before, body, after: before + obj(body) + after, _SPACE, pairs, _SPACE)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batch=st.lists(_json_texts(), min_size=1, max_size=4))
+@example(
+    batch=['{"a":-0.0,"a":1e400,"b":' + "9" * 300 + ',"c":"\\u0000"}', ' { "z" : 1 , "a" : 2 }\r']
+)
+@example(batch=['{"a":"\\ud800"}', '{"a":"x\x00y"}'])
+def test_any_written_line_comes_back_as_written_or_is_refused_whole(
+    dsn: str, batch: list[str]
+) -> None:
+    """A batch of lines as anything may write them comes back byte for byte and value for
+    value, or, when the core's rule refuses one, fails naming it with nothing stored."""
+    refused = []
+    for number, text in enumerate(batch, 1):
+        try:
+            check_line(text, "line")
+        except SessionError:
+            refused.append(number)
+    store = PostgresSessionStore(dsn)
+    lease = store.lease("written")
+    try:
+        if lease.load().seq == 0:  # appends after a first line, as a turn's do
+            lease.append(['{"first":1}'], expected_seq=0)
+        before = lease.load()
+        if refused:
+            with pytest.raises(
+                SessionError, match=rf"^session 'written', line {before.seq + refused[0]}: "
+            ):
+                lease.append(batch, expected_seq=before.seq)
+            assert lease.load().lines == before.lines
+        else:
+            assert lease.append(batch, expected_seq=before.seq) == before.seq + len(batch)
+            loaded = lease.load()
+            assert loaded.lines == [*before.lines, *batch]
+            assert loaded.records[before.seq :] == [check_line(text, "line") for text in batch]
+    finally:
+        lease.release()
+        store.close()
+
+
 @pytest.mark.parametrize("wait", [30 * 86400.0, 1e300, float("inf")])
 def test_lease_wait_longer_than_lock_timeout_takes_a_free_session(dsn: str, wait: float) -> None:
     """A lease_wait past PostgreSQL's longest lock_timeout still leases a free session."""
