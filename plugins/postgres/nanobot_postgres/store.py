@@ -696,9 +696,13 @@ class PostgresSessionStore:
             "SELECT name, messages, bytes, updated_at FROM nanobot_sessions "
             'ORDER BY name COLLATE "C"'
         )
+        # A row whose name no session can have (written by hand: empty, a control character,
+        # a '/') is left out, as the file store leaves out a file of such a name: listed, it
+        # went to the terminal as it was, and `sessions export` of all failed on it.
         return [
             SessionInfo(name, self._location(name), int(messages), int(size), _utc(updated))
             for name, messages, size, updated in rows
+            if _is_session_name(name)
         ]
 
     def load(self, session: str) -> SessionLog:
@@ -976,6 +980,14 @@ class PostgresLease:
         except Exception:
             conn.close()  # closing the connection frees the lock as well
         self.store._put(conn)
+
+
+def _is_session_name(name: str) -> bool:
+    try:
+        validate_session_name(name)
+    except SessionError:
+        return False
+    return True
 
 
 def _utc(value: datetime) -> datetime:

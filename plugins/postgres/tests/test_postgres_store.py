@@ -513,6 +513,37 @@ def test_a_session_numbers_its_lines_by_their_seq(dsn: str) -> None:
     store.close()
 
 
+def test_rows_whose_name_no_session_can_have_are_left_out_of_listing_and_export(
+    cli_env: dict[str, str], tmp_path: Path, dsn: str
+) -> None:
+    """Sessions written by hand under names no session can have (empty, a terminal escape,
+    a path) are left out of the listing, as the file store leaves such files out, and the
+    export of all sessions holds the others."""
+    store = PostgresSessionStore(dsn)
+    lease = store.lease("ok")
+    lease.append(['{"role":"user","content":"kept"}'], expected_seq=0)
+    lease.release()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name in ["", "red\x1b[31m", "../evil", "a%b", "x" * 201]:
+            conn.execute(
+                "INSERT INTO nanobot_sessions (name, lines, messages, bytes) VALUES (%s, 1, 1, 8)",
+                (name,),
+            )
+            conn.execute(
+                "INSERT INTO nanobot_session_lines (session, seq, line) VALUES (%s, 0, '{}')",
+                (name,),
+            )
+    assert [info.name for info in store.list_sessions()] == ["ok"]
+    store.close()
+    listed = run_cli("sessions", cwd=tmp_path, env=cli_env)
+    assert listed.returncode == 0 and "\x1b" not in listed.stdout and "evil" not in listed.stdout
+    exported = tmp_path / "all.jsonl"
+    done = run_cli("sessions", "export", "--output", str(exported), cwd=tmp_path, env=cli_env)
+    assert done.returncode == 0, done.stderr
+    assert "kept" in exported.read_text(encoding="utf-8")
+    assert "evil" not in exported.read_text(encoding="utf-8")
+
+
 def test_listing_ignores_the_database_collation(dsn: str, tmp_path: Path) -> None:
     """In a database collated for English, sessions list (and export) in the JSONL store's order."""
     english = dsn.rsplit("/", 1)[1] + "_en"
