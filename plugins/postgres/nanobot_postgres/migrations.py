@@ -4,7 +4,9 @@ Each migration runs once. The ones a database lacks run in one transaction,
 under a transaction-level advisory lock so that workers starting together do
 not race: a failure leaves the database at the version it was. What ran is
 recorded in ``nanobot_schema_migrations``. A database already at a newer
-version than this plugin knows is refused, never downgraded.
+version than this plugin knows is refused, never downgraded; so is one whose
+tables of these names are not the plugin's (a record table of other columns, or
+the plugin's tables where no version is recorded), and nothing is changed.
 """
 
 from __future__ import annotations
@@ -73,6 +75,14 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
 
 SCHEMA_VERSION = MIGRATIONS[-1][0]
 
+# What the first migration creates: a relation or function of one of these names already
+# in the schema the tables go into makes it fail, so the database is someone else's.
+_RELATIONS = ("nanobot_sessions", "nanobot_session_lines", "nanobot_results")
+_FUNCTION = "nanobot_lines_append_only"
+
+# The columns of the record of versions, as `format_type` names their types.
+_RECORD_COLUMNS = {"version": "integer", "name": "text"}
+
 
 def apply_migrations(conn: Any, *, target: int = SCHEMA_VERSION) -> list[int]:
     """Bring the database to `target` (:data:`SCHEMA_VERSION`); return the versions applied now.
@@ -91,7 +101,10 @@ def apply_migrations(conn: Any, *, target: int = SCHEMA_VERSION) -> list[int]:
                 applied_at timestamptz NOT NULL DEFAULT now()
             )"""
         )
+        _check_record_table(conn)
         done = {row[0] for row in conn.execute("SELECT version FROM nanobot_schema_migrations")}
+        if not done and target >= 1:
+            _check_unrecorded_tables(conn)
         if done and max(done) > SCHEMA_VERSION:
             raise RuntimeError(
                 f"the database schema is at version {max(done)}, newer than this "
@@ -108,6 +121,61 @@ def apply_migrations(conn: Any, *, target: int = SCHEMA_VERSION) -> list[int]:
             )
             applied_now.append(version)
     return applied_now
+
+
+def _check_record_table(conn: Any) -> None:
+    """RuntimeError when ``nanobot_schema_migrations`` is not this plugin's record of versions.
+
+    Another tool's table of that name (other columns, or a version that is not an integer)
+    made the read of the versions fail with a driver error or a Python TypeError, never
+    saying which table was in the way.
+    """
+    rows = conn.execute(
+        """SELECT a.attname, format_type(a.atttypid, a.atttypmod)
+        FROM pg_attribute a
+        WHERE a.attrelid = 'nanobot_schema_migrations'::regclass
+          AND a.attnum > 0 AND NOT a.attisdropped
+        ORDER BY a.attnum"""
+    ).fetchall()
+    columns = {str(name): str(kind) for name, kind in rows}
+    if all(columns.get(name) == kind for name, kind in _RECORD_COLUMNS.items()):
+        return
+    found = ", ".join(f"{name} {kind}" for name, kind in columns.items()) or "none"
+    wanted = ", ".join(f"{name} {kind}" for name, kind in _RECORD_COLUMNS.items())
+    raise RuntimeError(
+        "the table nanobot_schema_migrations is not nanobot-postgres's record of schema "
+        f"versions (its columns: {found}; expected {wanted}), so the schema version is "
+        f"unknown; nothing was changed: give the plugin a database (or a schema) of its own, "
+        "or rename that table"
+    )
+
+
+def _check_unrecorded_tables(conn: Any) -> None:
+    """RuntimeError when the plugin's tables or function exist but no version is recorded.
+
+    The first migration would fail on them with ``relation ... already exists``: they are
+    another application's, or the record of versions was lost. Either way they are left
+    as they are, never dropped or altered.
+    """
+    rows = conn.execute(
+        """SELECT c.relname FROM pg_class c
+        WHERE c.relnamespace = current_schema()::regnamespace AND c.relname = ANY(%s)
+        UNION ALL
+        SELECT p.proname || '()' FROM pg_proc p
+        WHERE p.pronamespace = current_schema()::regnamespace AND p.proname = %s
+        ORDER BY 1""",
+        (list(_RELATIONS), _FUNCTION),
+    ).fetchall()
+    if not rows:
+        return
+    names = ", ".join(str(row[0]) for row in rows)
+    them = "them" if len(rows) > 1 else "it"
+    raise RuntimeError(
+        f"the database already holds {names} but records no nanobot-postgres schema version "
+        f"(nanobot_schema_migrations is empty): not made by nanobot-postgres, or its record "
+        f"of versions was lost; nothing was changed: give the plugin a database (or a "
+        f"schema) of its own, or rename {them}"
+    )
 
 
 def _signed(value: int) -> int:

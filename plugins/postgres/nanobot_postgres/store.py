@@ -59,6 +59,11 @@ if TYPE_CHECKING:
 
 __all__ = ["Keepalives", "PostgresLease", "PostgresSessionStore", "application_name", "keepalives"]
 
+# The lines go as one text[] parameter in binary form (``%(lines)b``): each element its
+# length and its bytes. In the text form psycopg put a backslash before every ``"`` and
+# ``\\`` of every line through a regular expression, some 180 bytes of memory and 3
+# microseconds each: a JSON line is full of them, and a 2 MB line of escaped backslashes
+# took 360 MB and 7 seconds to send.
 _APPEND_FIRST = """
 WITH s AS (
     INSERT INTO nanobot_sessions AS x (name, lines, messages, bytes)
@@ -70,7 +75,7 @@ WITH s AS (
     RETURNING x.name
 )
 INSERT INTO nanobot_session_lines (session, seq, line)
-SELECT s.name, t.ord - 1, t.line FROM s, unnest(%(lines)s::text[]) WITH ORDINALITY AS t(line, ord)
+SELECT s.name, t.ord - 1, t.line FROM s, unnest(%(lines)b::text[]) WITH ORDINALITY AS t(line, ord)
 """
 
 _APPEND_MORE = """
@@ -83,8 +88,24 @@ WITH s AS (
 )
 INSERT INTO nanobot_session_lines (session, seq, line)
 SELECT s.name, %(expected)s + t.ord - 1, t.line
-FROM s, unnest(%(lines)s::text[]) WITH ORDINALITY AS t(line, ord)
+FROM s, unnest(%(lines)b::text[]) WITH ORDINALITY AS t(line, ord)
 """
+
+# The most one append's lines may take as the server receives them: PostgreSQL refuses a
+# message over 1 GiB less two bytes (its allocation limit) by closing the connection
+# ("invalid message length" in its log, "server closed the connection unexpectedly" here),
+# and cannot build an array value over 1 GiB. Kept 64 KiB short for the statement's text
+# and its other parameters.
+_MAX_APPEND_BYTES = 0x3FFF_FFFE - 0x1_0000
+
+
+def _sent_size(line: str) -> int:
+    """The bytes `line` takes in the lines array, as sent (its length, then its bytes) or
+    as the server holds it (a 4-byte header, up to 3 bytes of padding): 8 more than its own.
+    """
+    # An ASCII line's length is its size, known without a copy of what may be a gigabyte.
+    return (len(line) if line.isascii() else len(line.encode("utf-8", "surrogatepass"))) + 8
+
 
 # A session's line count and its lines, read by one statement so that both come from one
 # snapshot: read apart, a worker appending between the two made the count disagree with the
@@ -675,9 +696,13 @@ class PostgresSessionStore:
             "SELECT name, messages, bytes, updated_at FROM nanobot_sessions "
             'ORDER BY name COLLATE "C"'
         )
+        # A row whose name no session can have (written by hand: empty, a control character,
+        # a '/') is left out, as the file store leaves out a file of such a name: listed, it
+        # went to the terminal as it was, and `sessions export` of all failed on it.
         return [
             SessionInfo(name, self._location(name), int(messages), int(size), _utc(updated))
             for name, messages, size, updated in rows
+            if _is_session_name(name)
         ]
 
     def load(self, session: str) -> SessionLog:
@@ -769,7 +794,9 @@ class PostgresSessionStore:
         for _, seq, text in rows:
             if seq is None:  # the one row of a session without lines
                 continue
-            record, error = parse_line(text)
+            # Where the line is, for the warning when a value in it had to be replaced
+            # (a lone surrogate, NaN), as the file store names its file and line.
+            record, error = parse_line(text, location=self._location(session), line=int(seq) + 1)
             if record is None:  # only if someone wrote the table by hand
                 problems.append(LoadProblem(int(seq) + 1, "invalid", error))
                 continue
@@ -837,6 +864,7 @@ class PostgresLease:
                 self._create_empty(conn)
             return expected_seq
         # A batch is stored whole or not at all: every line is checked before any is sent.
+        self._check_size(lines, expected_seq)
         parsed = [
             check_line(line, f"session {self.session!r}, line {expected_seq + number}")
             for number, line in enumerate(lines, 1)
@@ -861,7 +889,17 @@ class PostgresLease:
                     f"expected {expected_seq}; nothing was appended"
                 )
         except psycopg.Error as exc:
-            raise self.store.error(f"cannot append to session {self.session!r}", exc) from None
+            error = self.store.error(f"cannot append to session {self.session!r}", exc)
+            if conn.broken or conn.closed:
+                # The connection went with the statement sent, or being sent: the server may
+                # have run and committed it (a server that stopped answering does when it
+                # resumes), so "cannot append" alone told the user it was not stored.
+                which = "the line was" if len(lines) == 1 else f"the {len(lines)} lines were"
+                error = SessionError(
+                    f"{error}; whether {which} stored is unknown (a batch is stored whole or "
+                    f"not at all): `nanobot-core sessions show {self.session}` tells"
+                )
+            raise error from None
         return expected_seq + len(lines)
 
     def _create_empty(self, conn: Any) -> None:
@@ -887,6 +925,27 @@ class PostgresLease:
                 f"session {self.session!r} holds {row[0]} lines, the writer expected 0; "
                 "nothing was appended"
             )
+
+    def _check_size(self, lines: Sequence[str], expected_seq: int) -> None:
+        """SessionError, sending nothing, when the batch is more than one statement carries.
+
+        Sent, the server closed the connection at it, which lost the lease and said only
+        that the server had terminated abnormally.
+        """
+        sizes = [_sent_size(line) for line in lines]
+        total = sum(sizes) + 64  # the array's header
+        if total <= _MAX_APPEND_BYTES:
+            return
+        largest = max(range(len(sizes)), key=sizes.__getitem__)
+        if sizes[largest] + 64 > _MAX_APPEND_BYTES:  # that line alone is too much
+            where, total = f"line {expected_seq + largest + 1}", sizes[largest] + 64
+        else:
+            where = f"lines {expected_seq + 1} to {expected_seq + len(lines)}"
+        raise SessionError(
+            f"session {self.session!r}, {where}: {total:,} bytes, more than the "
+            f"{_MAX_APPEND_BYTES:,} PostgreSQL takes in one statement "
+            f"({self.store.describe()}); nothing was appended"
+        )
 
     def check_held(self) -> None:
         """SessionError when the connection holding the lock is gone: the lock went with it.
@@ -921,6 +980,14 @@ class PostgresLease:
         except Exception:
             conn.close()  # closing the connection frees the lock as well
         self.store._put(conn)
+
+
+def _is_session_name(name: str) -> bool:
+    try:
+        validate_session_name(name)
+    except SessionError:
+        return False
+    return True
 
 
 def _utc(value: datetime) -> datetime:

@@ -25,6 +25,7 @@ from nanobot_core.governance.store import CACHE_DIR
 from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.sessions import check_line, open_session
 from nanobot_core.testing import run_cli
+from structlog.testing import capture_logs
 
 import nanobot_postgres
 import nanobot_postgres.migrations as migrations
@@ -70,6 +71,64 @@ def test_newer_schema_is_refused(dsn: str) -> None:
         conn.execute("INSERT INTO nanobot_schema_migrations VALUES (999, 'future')")
     with pytest.raises(SessionError, match="version 999, newer than this nanobot-postgres"):
         PostgresSessionStore(dsn).list_sessions()
+
+
+@pytest.mark.parametrize(
+    ("setup", "refusal"),
+    [
+        (
+            [
+                "CREATE TABLE nanobot_sessions (id int, data text)",
+                "INSERT INTO nanobot_sessions VALUES (1, 'kept')",
+            ],
+            r"holds nanobot_sessions but records no nanobot-postgres schema version",
+        ),
+        (
+            ["CREATE FUNCTION nanobot_lines_append_only() RETURNS int LANGUAGE sql AS 'SELECT 1'"],
+            r"holds nanobot_lines_append_only\(\) but records no nanobot-postgres schema",
+        ),
+        (
+            [
+                "CREATE TABLE nanobot_schema_migrations (id int, v text)",
+                "INSERT INTO nanobot_schema_migrations VALUES (1, 'kept')",
+            ],
+            r"nanobot_schema_migrations is not nanobot-postgres's record of schema versions "
+            r"\(its columns: id integer, v text; expected version integer, name text\)",
+        ),
+        (
+            [
+                "CREATE TABLE nanobot_schema_migrations (version text, name text)",
+                "INSERT INTO nanobot_schema_migrations VALUES ('20240101', 'kept')",
+            ],
+            r"\(its columns: version text, name text; expected version integer, name text\)",
+        ),
+    ],
+)
+def test_tables_of_the_plugins_names_that_are_not_its_own_are_refused_and_kept(
+    dsn: str, setup: list[str], refusal: str
+) -> None:
+    """Another application's tables under the plugin's names are refused by name, untouched."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for statement in setup:
+            conn.execute(statement)
+        before = conn.execute(
+            "SELECT relname FROM pg_class WHERE relname LIKE 'nanobot%' ORDER BY 1"
+        ).fetchall()
+    store = PostgresSessionStore(dsn)
+    with pytest.raises(
+        SessionError, match=rf"^cannot use the session database \(.*{refusal}"
+    ) as refused:
+        store.list_sessions()
+    assert "nothing was changed" in str(refused.value)
+    store.close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        after = conn.execute(
+            "SELECT relname FROM pg_class WHERE relname LIKE 'nanobot%' ORDER BY 1"
+        ).fetchall()
+        assert after == before
+        if "INSERT" in setup[-1]:
+            table = setup[-1].split()[2]
+            assert conn.execute(f"SELECT count(*) FROM {table}").fetchone() == (1,)
 
 
 def test_lines_are_append_only(dsn: str) -> None:
@@ -454,6 +513,37 @@ def test_a_session_numbers_its_lines_by_their_seq(dsn: str) -> None:
     store.close()
 
 
+def test_rows_whose_name_no_session_can_have_are_left_out_of_listing_and_export(
+    cli_env: dict[str, str], tmp_path: Path, dsn: str
+) -> None:
+    """Sessions written by hand under names no session can have (empty, a terminal escape,
+    a path) are left out of the listing, as the file store leaves such files out, and the
+    export of all sessions holds the others."""
+    store = PostgresSessionStore(dsn)
+    lease = store.lease("ok")
+    lease.append(['{"role":"user","content":"kept"}'], expected_seq=0)
+    lease.release()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for name in ["", "red\x1b[31m", "../evil", "a%b", "x" * 201]:
+            conn.execute(
+                "INSERT INTO nanobot_sessions (name, lines, messages, bytes) VALUES (%s, 1, 1, 8)",
+                (name,),
+            )
+            conn.execute(
+                "INSERT INTO nanobot_session_lines (session, seq, line) VALUES (%s, 0, '{}')",
+                (name,),
+            )
+    assert [info.name for info in store.list_sessions()] == ["ok"]
+    store.close()
+    listed = run_cli("sessions", cwd=tmp_path, env=cli_env)
+    assert listed.returncode == 0 and "\x1b" not in listed.stdout and "evil" not in listed.stdout
+    exported = tmp_path / "all.jsonl"
+    done = run_cli("sessions", "export", "--output", str(exported), cwd=tmp_path, env=cli_env)
+    assert done.returncode == 0, done.stderr
+    assert "kept" in exported.read_text(encoding="utf-8")
+    assert "evil" not in exported.read_text(encoding="utf-8")
+
+
 def test_listing_ignores_the_database_collation(dsn: str, tmp_path: Path) -> None:
     """In a database collated for English, sessions list (and export) in the JSONL store's order."""
     english = dsn.rsplit("/", 1)[1] + "_en"
@@ -638,6 +728,22 @@ def test_session_lines_keep_an_escaped_nul_and_refuse_a_raw_one(dsn: str) -> Non
         store.close()
 
 
+def test_a_line_loaded_with_replacements_is_named_by_session_and_number(dsn: str) -> None:
+    """The warning that a stored line held what had to be replaced (a lone surrogate, NaN)
+    names the session where it lives and the line's number, as the file store does."""
+    store = PostgresSessionStore(dsn)
+    lease = store.lease("odd")
+    try:
+        lease.append(['{"role":"user","content":"a"}', '{"a":"\\ud800","n":NaN}'], expected_seq=0)
+    finally:
+        lease.release()
+    with capture_logs() as logs:
+        store.load("odd")
+    store.close()
+    warned = [e for e in logs if e["event"] == "session line decoded with replacements"]
+    assert [(e.get("location"), e.get("line")) for e in warned] == [(f"{store.describe()}#odd", 2)]
+
+
 def test_results_stay_in_the_workspace_without_the_postgres_store(tmp_path: Path) -> None:
     """With the JSONL store the plugin offers no result store and leaves read_file alone."""
     ctx = PluginContext(tmp_path, Config())
@@ -671,6 +777,75 @@ def test_append_refuses_a_line_the_store_could_not_keep(dsn: str, line: str, rea
         store.close()
 
 
+@pytest.mark.parametrize(("count", "where"), [(1, "line 2"), (2, "lines 2 to 3")])
+def test_a_batch_more_than_one_statement_carries_is_refused_before_it_is_sent(
+    dsn: str, count: int, where: str
+) -> None:
+    """A gigabyte of lines, one or two, is refused naming the session and lines before any
+    byte is sent, and the lease is kept for the next append: sent, the server closed the
+    connection at it, which said only that the server had terminated abnormally."""
+    store = PostgresSessionStore(dsn)
+    lease = store.lease("big")
+    content = "x" * (store_module._MAX_APPEND_BYTES // count)
+    try:
+        assert lease.append(['{"role":"user","content":"kept"}'], expected_seq=0) == 1
+        with pytest.raises(
+            SessionError,
+            match=rf"^session 'big', {where}: [0-9,]+ bytes, more than the 1,073,676,286 "
+            r"PostgreSQL takes in one statement \(postgresql://[^)]+\); nothing was appended$",
+        ):
+            lease.append(['{"c":"' + content + '"}'] * count, expected_seq=1)
+        del content
+        lease.check_held()
+        assert lease.append(['{"role":"user","content":"next"}'], expected_seq=1) == 2
+        assert [json.loads(line)["content"] for line in lease.load().lines] == ["kept", "next"]
+    finally:
+        lease.release()
+        store.close()
+
+
+def test_an_append_whose_answer_is_lost_says_it_may_have_been_stored(dsn: str) -> None:
+    """An append cut at query_timeout while the server is stopped says its lines may be
+    stored, and how to look: resumed, the server does store them."""
+    store = PostgresSessionStore(dsn, query_timeout=2)
+    lease = store.lease("paused")
+    backend = lease._conn.info.backend_pid
+    os.kill(backend, signal.SIGSTOP)
+    try:
+        with pytest.raises(SessionError) as cut:
+            lease.append(['{"role":"user","content":"sent"}', '{"n":2}'], expected_seq=0)
+    finally:
+        os.kill(backend, signal.SIGCONT)
+        lease.release()
+    assert str(cut.value).startswith("cannot append to session 'paused' (postgresql://")
+    assert str(cut.value).endswith(
+        "; whether the 2 lines were stored is unknown (a batch is stored whole or not at "
+        "all): `nanobot-core sessions show paused` tells"
+    )
+    deadline = time.monotonic() + 10
+    while not store.list_sessions() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert store.load("paused").lines == ['{"role":"user","content":"sent"}', '{"n":2}']
+    store.close()
+
+
+def test_a_line_full_of_escapes_is_sent_without_an_escape_each(dsn: str) -> None:
+    """A 4 MB line of escaped backslashes and quotes is appended in under
+    a second: sent in text form, each of its four million escapes cost psycopg a regex match."""
+    store = PostgresSessionStore(dsn)
+    lease = store.lease("escapes")
+    line = '{"content":"' + '\\\\\\"' * 1_000_000 + '"}'
+    try:
+        started = time.monotonic()
+        assert lease.append([line], expected_seq=0) == 1
+        elapsed = time.monotonic() - started
+        assert lease.load().lines == [line]
+    finally:
+        lease.release()
+        store.close()
+    assert elapsed < 1.0, elapsed
+
+
 @settings(
     max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -696,6 +871,79 @@ def test_append_keeps_exactly_the_lines_the_core_accepts(dsn: str, text: str) ->
             with pytest.raises(SessionError):
                 lease.append([text], expected_seq=before.seq)
             assert lease.load().lines == before.lines
+    finally:
+        lease.release()
+        store.close()
+
+
+# JSON text as anything may write it: numbers PostgreSQL's jsonb would respell or refuse,
+# strings with U+0000, lone surrogates and control characters (escaped, or raw where JSON
+# forbids them), duplicate keys, any key order, whitespace around every token.
+_NUMBERS = st.sampled_from(
+    ["1e400", "-1e400", "-0.0", "-0", "0.1e-400", "1E+2", "3.10", "1.0", "NaN", "-Infinity"]
+) | st.builds(str, st.integers(min_value=-(10**80), max_value=10**80) | st.floats())
+_STRINGS = st.builds(
+    json.dumps, st.text(st.characters(codec=None), max_size=12), ensure_ascii=st.booleans()
+) | st.sampled_from(['"\\u0000"', '"a\x00b"', '"\\ud800"', '"\\udc00\\ud800"', '"\t"'])
+_SPACE = st.sampled_from(["", " ", "\t", "\r", "  \r\t"])
+
+
+def _json_texts() -> st.SearchStrategy[str]:
+    def array(items: list[str]) -> str:
+        return "[" + ",".join(items) + "]"
+
+    def obj(pairs: list[tuple[str, str, str]]) -> str:
+        return "{" + ",".join(f"{space}{key}{space}:{value}" for key, value, space in pairs) + "}"
+
+    leaves = _NUMBERS | _STRINGS | st.sampled_from(["true", "false", "null"])
+    values = st.recursive(
+        leaves,
+        lambda inner: (
+            st.builds(array, st.lists(inner, max_size=3))
+            | st.builds(obj, st.lists(st.tuples(_STRINGS, inner, _SPACE), max_size=3))
+        ),
+        max_leaves=8,
+    )
+    pairs = st.lists(st.tuples(_STRINGS | st.just('"k"'), values, _SPACE), max_size=4)
+    return st.builds(lambda before, body, after: before + obj(body) + after, _SPACE, pairs, _SPACE)
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(batch=st.lists(_json_texts(), min_size=1, max_size=4))
+@example(
+    batch=['{"a":-0.0,"a":1e400,"b":' + "9" * 300 + ',"c":"\\u0000"}', ' { "z" : 1 , "a" : 2 }\r']
+)
+@example(batch=['{"a":"\\ud800"}', '{"a":"x\x00y"}'])
+def test_any_written_line_comes_back_as_written_or_is_refused_whole(
+    dsn: str, batch: list[str]
+) -> None:
+    """A batch of lines as anything may write them comes back byte for byte and value for
+    value, or, when the core's rule refuses one, fails naming it with nothing stored."""
+    refused = []
+    for number, text in enumerate(batch, 1):
+        try:
+            check_line(text, "line")
+        except SessionError:
+            refused.append(number)
+    store = PostgresSessionStore(dsn)
+    lease = store.lease("written")
+    try:
+        if lease.load().seq == 0:  # appends after a first line, as a turn's do
+            lease.append(['{"first":1}'], expected_seq=0)
+        before = lease.load()
+        if refused:
+            with pytest.raises(
+                SessionError, match=rf"^session 'written', line {before.seq + refused[0]}: "
+            ):
+                lease.append(batch, expected_seq=before.seq)
+            assert lease.load().lines == before.lines
+        else:
+            assert lease.append(batch, expected_seq=before.seq) == before.seq + len(batch)
+            loaded = lease.load()
+            assert loaded.lines == [*before.lines, *batch]
+            assert loaded.records[before.seq :] == [check_line(text, "line") for text in batch]
     finally:
         lease.release()
         store.close()

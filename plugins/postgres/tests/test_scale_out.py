@@ -680,6 +680,29 @@ def test_documented_newer_schema_error_is_the_one_a_worker_gives(dsn: str) -> No
     assert str(refused.value) == f"cannot use the session database ({store.describe()}): {quoted}"
 
 
+def test_documented_errors_for_tables_not_the_plugins_own_are_the_ones_a_worker_gives(
+    dsn: str, postgres_server: TemporaryPostgres
+) -> None:
+    """The page's quotes for another application's tables begin the store's own words."""
+    text = " ".join(DOC.read_text(encoding="utf-8").split())
+    quoted = re.findall(r"`(the (?:table|database already) [^`]+ (?:versions|version))", text)
+    other = postgres_server.create_database(dsn.rsplit("/", 1)[1] + "_other")
+    setups = {
+        dsn: "CREATE TABLE nanobot_schema_migrations (id int)",
+        other: "CREATE TABLE nanobot_sessions (id int)",
+    }
+    errors = []
+    for where, statement in setups.items():
+        with psycopg.connect(where, autocommit=True) as conn:
+            conn.execute(statement)
+        store = PostgresSessionStore(where)
+        with pytest.raises(SessionError) as refused:
+            store.list_sessions()
+        errors.append(str(refused.value).split("): ", 1)[1])
+    assert len(quoted) == 2
+    assert [any(error.startswith(q) for error in errors) for q in quoted] == [True, True]
+
+
 class _Retry(Exception):
     """What the stand-in queue's `retry` raises, as Celery's does."""
 
