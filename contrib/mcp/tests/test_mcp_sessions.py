@@ -1,0 +1,99 @@
+"""The bridge over a session's life against real MCP server processes: closing, restarts,
+listings that overlap, and one workspace however its path is spelled."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from nanobot_core import ToolResult
+from nanobot_core.testing import run_tool
+
+from nanobot_mcp import McpBridge, McpTool, ServerHandle, load_servers
+
+if TYPE_CHECKING:
+    from conftest import Workspace
+
+CLOSED = (
+    "Error: MCP server 'notes': 'add' was not called: the MCP bridge is closed (it closes "
+    "when the process exits)"
+)
+
+
+def _add_tool(workspace: Workspace, bridge: McpBridge) -> McpTool:
+    """The notes server's `add` tool, called through `bridge`."""
+    (config,) = load_servers(workspace.root, {})
+    spec = {"name": "add", "inputSchema": {"type": "object", "properties": {}}}
+    return McpTool(ServerHandle(config, workspace.root), spec, bridge)
+
+
+def _first_line(result: ToolResult) -> str:
+    """The first line of a result (the core adds a hint under an error's)."""
+    return str(result).split("\n", 1)[0]
+
+
+def _at_once(tool: McpTool, count: int) -> list[ToolResult]:
+    """`count` calls of `tool` from as many threads, let go together."""
+    results: list[ToolResult] = []
+    barrier = threading.Barrier(count)
+
+    def call(number: int) -> None:
+        barrier.wait()
+        results.append(run_tool(tool, {"a": number, "b": 1}))
+
+    threads = [threading.Thread(target=call, args=(n,)) for n in range(count)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    return results
+
+
+def test_calls_after_the_bridge_closed_are_an_error_naming_the_server(
+    workspace: Workspace,
+) -> None:
+    """Calls that come at once after the bridge closed (its exit hook ran) are each an error
+    naming the server and the tool, and start nothing: they were a new loop's server nothing
+    stops, or a RuntimeError of a lock bound to the closed loop."""
+    workspace.configure(notes={})
+    bridge = McpBridge()
+    add = _add_tool(workspace, bridge)
+    try:
+        assert sorted(str(r) for r in _at_once(add, 2)) == ["1", "2"]
+        bridge.close()
+        assert [_first_line(r) for r in _at_once(add, 2)] == [CLOSED, CLOSED]
+        assert _first_line(run_tool(add, {"a": 1, "b": 1})) == CLOSED
+        started = bridge.start_servers([add.handle])
+        assert [str(e) for e in started.values()] == [
+            "MCP server 'notes' was not started: the MCP bridge is closed (it closes when the "
+            "process exits)"
+        ]
+        assert workspace.spawns() == 1
+        assert bridge.closed
+    finally:
+        bridge.close()
+
+
+def test_a_call_the_closing_bridge_cannot_finish_is_answered_at_once(
+    workspace: Workspace,
+) -> None:
+    """A call whose server is still starting when the bridge closes, and stops slower than the
+    close waits, is answered as stopped when the close returns: it waited, frozen with the
+    stopped loop, until its own timeout."""
+    workspace.configure(notes={"env": {"NOTES_SERVER_STARTUP_DELAY": "5"}})
+    bridge = McpBridge()
+    add = _add_tool(workspace, bridge)
+    outcome: list[ToolResult] = []
+    caller = threading.Thread(target=lambda: outcome.append(run_tool(add, {"a": 1, "b": 1})))
+    caller.start()
+    deadline = time.monotonic() + 30
+    while workspace.spawns() < 1 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    bridge.close(timeout=0.01)
+    caller.join(5)
+    assert not caller.is_alive()
+    assert _first_line(outcome[0]) == (
+        "Error: MCP server 'notes': 'add' was stopped: the MCP bridge closed before the call "
+        "finished"
+    )
