@@ -26,7 +26,7 @@ import attrs
 from nanobot_core import quoted, report_problem
 
 from nanobot_mcp.cache import ToolListCache
-from nanobot_mcp.config import ServerConfig
+from nanobot_mcp.config import ServerConfig, real_workspace
 from nanobot_mcp.connection import (
     CONNECTION_CLOSED,
     McpServerError,
@@ -46,10 +46,14 @@ GRACE = 10.0
 
 @attrs.frozen
 class ServerHandle:
-    """A configured server within one workspace (where its cache and stderr log live)."""
+    """A configured server within one workspace (where its cache and stderr log live).
+
+    The workspace is kept as its real path (`real_workspace`): one workspace spelled two
+    ways is one handle, so one server.
+    """
 
     config: ServerConfig
-    workspace: Path
+    workspace: Path = attrs.field(converter=real_workspace)
 
     @property
     def cache(self) -> ToolListCache:

@@ -3,14 +3,17 @@ listings that overlap, and one workspace however its path is spelled."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from nanobot_core import ToolResult
+import pytest
+from nanobot_core import PluginContext, ToolResult
 from nanobot_core.testing import run_tool
 
-from nanobot_mcp import McpBridge, McpTool, ServerHandle, load_servers
+from nanobot_mcp import McpBridge, McpTool, ServerHandle, load_servers, nanobot_tools
 
 if TYPE_CHECKING:
     from conftest import Workspace
@@ -97,3 +100,42 @@ def test_a_call_the_closing_bridge_cannot_finish_is_answered_at_once(
         "Error: MCP server 'notes': 'add' was stopped: the MCP bridge closed before the call "
         "finished"
     )
+
+
+def test_one_workspace_spelled_several_ways_has_one_cache_record_and_one_server(
+    workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A workspace given as a relative path, an absolute one, through a link or with a
+    trailing slash is one workspace: one cache record, keyed by the real path, and one
+    server, whose state every spelling's tools share. Each spelling was a cache record of
+    its own that undid the others, and a server of its own."""
+    workspace.configure(notes={"cwd": "tools"})
+    (workspace.root / "tools").mkdir()
+    (workspace.root / "here").symlink_to(workspace.root)
+    monkeypatch.chdir(workspace.root)
+    spellings = [
+        Path("."),
+        workspace.root,
+        workspace.root / "here",
+        f"{workspace.root}/",
+        "here/tools/..",
+    ]
+    tools = [bridged_from(spelling) for spelling in spellings]
+    assert all(list(t) == list(tools[0]) for t in tools)
+    assert workspace.spawns() == 1
+    assert run_tool(tools[0]["mcp_notes_add_note"], {"text": "one"}) == "stored note 1"
+    for each in tools[1:]:
+        assert run_tool(each["mcp_notes_list_notes"], {}) == "one"
+    assert workspace.spawns() == 1  # the server the listing started took every call
+    (server,) = load_servers(workspace.root, {})
+    assert server.cwd == workspace.root.resolve() / "tools"
+    record = workspace.root / ".nanobot" / "cache" / "mcp" / "notes.json"
+    assert json.loads(record.read_text())["config_hash"] == server.config_hash
+    assert {h.workspace for t in tools for h in [t["mcp_notes_add"].handle]} == {
+        workspace.root.resolve()
+    }
+
+
+def bridged_from(spelling: str | Path) -> dict[str, McpTool]:
+    """The plugin's tools, by name, for the workspace as `spelling` names it."""
+    return {tool.name: tool for tool in nanobot_tools(PluginContext(workspace=spelling))}
