@@ -218,6 +218,10 @@ class McpBridge:
         connection = await self._connection(handle)
         if connection.tools_changed:
             await self._list_again(handle, connection)
+            if not connection.alive:
+                # It ended while listing: the call goes to a fresh start, as after a server
+                # that died while idle, not to the ended session.
+                connection = await self._connection(handle)
         if connection.listed_again and all(t.get("name") != tool for t in connection.tools):
             raise McpServerError(
                 f"MCP server {handle.config.name!r} no longer lists {tool!r}: its tool list "
@@ -246,10 +250,14 @@ class McpBridge:
             if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
                 # The process is gone: forget it, so the next call starts a fresh one (or,
                 # when it was stopped for breaking a limit, is told why for retry_after).
-                self._connections.pop(handle, None)
-                await connection.close(timeout=1.0)
+                # Only this call's connection: another call may have started its successor.
+                # Both before any wait, so no start slips in between them.
+                if self._connections.get(handle) is connection:
+                    del self._connections[handle]
                 if connection.fault is not None:
                     handle.failures.record(handle.config, connection.fault)
+                await connection.close(timeout=1.0)
+                if connection.fault is not None:
                     raise McpServerError(f"{connection.fault} while {tool!r} was running") from None
                 raise McpServerError(
                     f"MCP server {handle.config.name!r} closed the connection during the call"
@@ -270,6 +278,8 @@ class McpBridge:
             if not await connection.list_again():
                 return
         except Exception as exc:
+            if not connection.alive:
+                return  # it ended: the call starts it again, and that start lists its tools
             report_problem(
                 f"MCP server {name!r} said its tools changed, but listing them again failed "
                 f"({_describe_failure(exc, handle)}); the tools listed before are used"

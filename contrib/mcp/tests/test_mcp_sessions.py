@@ -18,6 +18,8 @@ from nanobot_mcp import McpBridge, McpTool, ServerHandle, load_servers, nanobot_
 if TYPE_CHECKING:
     from conftest import Workspace
 
+RAW_SERVER = Path(__file__).parent / "servers" / "raw_server.py"
+
 CLOSED = (
     "Error: MCP server 'notes': 'add' was not called: the MCP bridge is closed (it closes "
     "when the process exits)"
@@ -136,6 +138,30 @@ def test_one_workspace_spelled_several_ways_has_one_cache_record_and_one_server(
     }
 
 
+def bridged(workspace: Workspace) -> dict[str, McpTool]:
+    """The plugin's tools for this workspace, by name."""
+    return bridged_from(workspace.root)
+
+
 def bridged_from(spelling: str | Path) -> dict[str, McpTool]:
     """The plugin's tools, by name, for the workspace as `spelling` names it."""
     return {tool.name: tool for tool in nanobot_tools(PluginContext(workspace=spelling))}
+
+
+def test_a_server_that_ends_while_listing_again_is_started_again_for_the_call(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server that exits when asked to list its tools again (after saying they changed) is
+    started again before the call, as one that died while idle, and the call is answered: it
+    was sent on the ended connection ('closed the connection during the call'), with a
+    warning that the tools listed before are used."""
+    env = {"RAW_SERVER_CHANGING": "1", "RAW_SERVER_EXIT_ON_RELIST": "1"}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    tools = bridged(workspace)
+    assert run_tool(tools["mcp_raw_change"], {"text": "changed"}) == "changed"
+    capsys.readouterr()
+    assert run_tool(tools["mcp_raw_echo"], {"text": "after"}) == "after"
+    assert workspace.spawns() == 2
+    assert "MCP server" not in capsys.readouterr().err
+    assert run_tool(tools["mcp_raw_echo"], {"text": "again"}) == "again"
+    assert workspace.spawns() == 2
