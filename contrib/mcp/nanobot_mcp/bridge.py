@@ -216,12 +216,13 @@ class McpBridge:
         self, handle: ServerHandle, tool: str, arguments: dict[str, Any]
     ) -> dict[str, Any]:
         connection = await self._connection(handle)
-        if connection.tools_changed:
-            await self._list_again(handle, connection)
-            if not connection.alive:
-                # It ended while listing: the call goes to a fresh start, as after a server
-                # that died while idle, not to the ended session.
-                connection = await self._connection(handle)
+        # Lists the tools again if they changed, or waits for such a listing under way, so
+        # the call is checked against the new list.
+        await self._list_again(handle, connection)
+        if not connection.alive:
+            # It ended while listing: the call goes to a fresh start, as after a server
+            # that died while idle, not to the ended session.
+            connection = await self._connection(handle)
         if connection.listed_again and all(t.get("name") != tool for t in connection.tools):
             raise McpServerError(
                 f"MCP server {handle.config.name!r} no longer lists {tool!r}: its tool list "

@@ -38,14 +38,16 @@ def _first_line(result: ToolResult) -> str:
     return str(result).split("\n", 1)[0]
 
 
-def _at_once(tool: McpTool, count: int) -> list[ToolResult]:
-    """`count` calls of `tool` from as many threads, let go together."""
+def _at_once(tool: McpTool, count: int, *, text: bool = False) -> list[ToolResult]:
+    """`count` calls of `tool` from as many threads, let go together (adding numbers, or
+    with a `text` when `text`)."""
     results: list[ToolResult] = []
     barrier = threading.Barrier(count)
 
     def call(number: int) -> None:
         barrier.wait()
-        results.append(run_tool(tool, {"a": number, "b": 1}))
+        arguments = {"text": str(number)} if text else {"a": number, "b": 1}
+        results.append(run_tool(tool, arguments))
 
     threads = [threading.Thread(target=call, args=(n,)) for n in range(count)]
     for thread in threads:
@@ -165,3 +167,50 @@ def test_a_server_that_ends_while_listing_again_is_started_again_for_the_call(
     assert "MCP server" not in capsys.readouterr().err
     assert run_tool(tools["mcp_raw_echo"], {"text": "again"}) == "again"
     assert workspace.spawns() == 2
+
+
+def test_calls_during_a_listing_again_wait_for_it(workspace: Workspace) -> None:
+    """Calls that come together after the server said its tools changed all wait for the one
+    listing: a tool it took away is refused to each. The calls after the first were checked
+    against the list being replaced and sent to the server meanwhile."""
+    env = {"RAW_SERVER_CHANGING": "1", "RAW_SERVER_PAGE_DELAY": "1"}
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    echo = bridged(workspace)["mcp_raw_echo"]
+    assert run_tool(bridged(workspace)["mcp_raw_change"], {"text": "changed"}) == "changed"
+    gone = (
+        "Error: MCP server 'raw' no longer lists 'echo': its tool list changed during this "
+        "session (notifications/tools/list_changed)"
+    )
+    assert [_first_line(r) for r in _at_once(echo, 3, text=True)] == [gone] * 3
+    assert workspace.spawns() == 1
+
+
+def test_a_listing_of_the_sdks_own_does_not_mix_into_ours(
+    workspace: Workspace, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A listing the MCP SDK makes for itself (after a call to a tool it never saw listed)
+    while the plugin lists the tools again adds nothing to the plugin's listing: each tool
+    left out is said once, and cached once. Its tools left out were added to the plugin's,
+    so each was said and cached twice."""
+    bad = {"name": "bad", "inputSchema": {"type": "string"}}
+    env = {
+        "RAW_SERVER_CHANGING": "1",
+        "RAW_SERVER_PAGE_DELAY": "1.5",
+        "RAW_SERVER_EXTRA_TOOLS": json.dumps([bad]),
+    }
+    workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env})
+    tools = bridged(workspace)
+    unlisted = McpTool(
+        tools["mcp_raw_change"].handle, {"name": "change_unlisted"}, tools["mcp_raw_change"].bridge
+    )
+    # Its answer comes with the change; the SDK then lists the tools for itself (1.5 s).
+    sdk = threading.Thread(target=run_tool, args=(unlisted, {"text": "x"}))
+    sdk.start()
+    time.sleep(0.5)
+    capsys.readouterr()
+    assert run_tool(tools["mcp_raw_change"], {"text": "again"}) == "again"  # lists again
+    sdk.join(30)
+    said = capsys.readouterr().err
+    assert said.count("MCP server 'raw': tool 'bad' left out") == 1
+    record = workspace.root / ".nanobot" / "cache" / "mcp" / "raw.json"
+    assert [r["tool"] for r in json.loads(record.read_text())["rejected"]] == ["bad"]

@@ -24,8 +24,9 @@ switches:
 - ``RAW_SERVER_SAME_CURSOR``: every page of ``tools/list`` asks for more with this same cursor.
 - ``RAW_SERVER_TOOL_COUNT``: this many more tools, ``t0``, ``t1``... (listed after the extra ones).
 - ``RAW_SERVER_BIG_TOOL``: one more tool, ``big``, whose description is this many ``d``.
-- ``RAW_SERVER_CHANGING``: calling the tool ``change`` (listed with the others) replaces
-  ``echo`` with ``echo2`` and sends ``notifications/tools/list_changed``.
+- ``RAW_SERVER_CHANGING``: calling the tool ``change`` (listed with the others), or any name
+  that begins so, replaces ``echo`` with ``echo2`` and sends
+  ``notifications/tools/list_changed``.
 - ``RAW_SERVER_EXIT_ON_RELIST``: exit when asked for its tool list a second time (a server
   that dies listing its tools again after saying they changed).
 - ``RAW_SERVER_PAGE_DELAY``: wait this many seconds before answering each page of
@@ -79,7 +80,7 @@ def answer(request: dict[str, object]) -> None:
         params = request["params"]
         assert isinstance(params, dict)
         text = str(params["arguments"].get("text", params["name"]))
-        if params["name"] == "change" and os.environ.get("RAW_SERVER_CHANGING"):
+        if str(params["name"]).startswith("change") and os.environ.get("RAW_SERVER_CHANGING"):
             TOOLS[0] = {**TOOLS[0], "name": "echo2"}
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         if os.environ.get("RAW_SERVER_FLOOD"):
