@@ -104,6 +104,20 @@ def test_a_call_the_closing_bridge_cannot_finish_is_answered_at_once(
         "Error: MCP server 'notes': 'add' was stopped: the MCP bridge closed before the call "
         "finished"
     )
+    # The server left behind sees its input closed once it is up, and ends.
+    pid = int(workspace.spawn_log.read_text().split()[0])
+    while _running(pid) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not _running(pid)
+
+
+def _running(pid: int) -> bool:
+    """Whether process `pid` still runs (a zombie waiting to be reaped does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text(encoding="utf-8").rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
 
 
 def test_one_workspace_spelled_several_ways_has_one_cache_record_and_one_server(
