@@ -5,6 +5,10 @@ may start a new loop per call), but an MCP session belongs to the loop that
 opened it. So the bridge runs one loop in a daemon thread, opens every
 session there, and hands each call over to it. Sessions stay up between calls
 (servers can keep state) and are closed when the process exits.
+
+A closed bridge stays closed: a call that comes after (a thread still running
+when the exit hook ran) is an error naming its server, not a new loop that
+would start a server nothing stops, nor a use of the old loop's locks.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ import attrs
 from nanobot_core import quoted, report_problem
 
 from nanobot_mcp.cache import ToolListCache
-from nanobot_mcp.config import ServerConfig
+from nanobot_mcp.config import ServerConfig, real_workspace
 from nanobot_mcp.connection import (
     CONNECTION_CLOSED,
     McpServerError,
@@ -42,10 +46,14 @@ GRACE = 10.0
 
 @attrs.frozen
 class ServerHandle:
-    """A configured server within one workspace (where its cache and stderr log live)."""
+    """A configured server within one workspace (where its cache and stderr log live).
+
+    The workspace is kept as its real path (`real_workspace`): one workspace spelled two
+    ways is one handle, so one server.
+    """
 
     config: ServerConfig
-    workspace: Path
+    workspace: Path = attrs.field(converter=real_workspace)
 
     @property
     def cache(self) -> ToolListCache:
@@ -70,6 +78,10 @@ class McpBridge:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._thread: threading.Thread | None = None
         self._guard = threading.Lock()
+        self._closed = False
+        # The calls handed to the loop and not answered yet: a call the loop stopped before
+        # answering is cancelled at close, so its caller is told, not left waiting.
+        self._pending: set[concurrent.futures.Future[Any]] = set()
         # Touched only on the bridge loop:
         self._connections: dict[ServerHandle, ServerConnection] = {}
         self._starting: dict[ServerHandle, asyncio.Lock] = {}
@@ -93,7 +105,13 @@ class McpBridge:
                 *(self._tools_of(h) for h in handles), return_exceptions=True
             )
 
-        outcomes = self._submit(start_all()).result(timeout=deadline)
+        try:
+            outcomes = self._submit(start_all()).result(timeout=deadline)
+        except _BridgeClosed:
+            return {
+                h: McpServerError(f"MCP server {h.config.name!r} was not started: {_CLOSED}")
+                for h in handles
+            }
         results: dict[ServerHandle, list[dict[str, Any]] | McpServerError] = {}
         for handle, outcome in zip(handles, outcomes, strict=True):
             if isinstance(outcome, McpServerError):
@@ -104,9 +122,17 @@ class McpBridge:
                 results[handle] = outcome
         return results
 
+    @property
+    def closed(self) -> bool:
+        """Whether `close` was called: the bridge then starts and calls nothing."""
+        return self._closed
+
     def close(self, timeout: float = 5.0) -> None:
-        """Close every session and stop the loop thread (idempotent)."""
+        """Close every session and stop the loop thread (idempotent); the bridge stays closed."""
         with self._guard:
+            # Under the guard that `_submit` takes: every call handed over before this is on
+            # the loop ahead of `_close_all` (which stops it), and none is handed over after.
+            self._closed = True
             loop, thread = self._loop, self._thread
             self._loop = self._thread = None
         if loop is None or thread is None:
@@ -116,6 +142,16 @@ class McpBridge:
             asyncio.run_coroutine_threadsafe(self._close_all(timeout), loop).result(timeout + 1)
         loop.call_soon_threadsafe(loop.stop)
         thread.join(timeout)
+        # A call still running (its server slow to stop) is frozen with the stopped loop:
+        # its caller gets the bridge's closing as its answer instead of waiting for ever.
+        with self._guard:
+            pending, self._pending = list(self._pending), set()
+        if thread.is_alive():  # the loop still runs (and may yet answer them)
+            return
+        for future in pending:
+            # Not `cancel`: that would pass the cancellation on to the closed loop.
+            with contextlib.suppress(concurrent.futures.InvalidStateError):
+                future.set_exception(_BridgeClosed())
 
     # -- from any event loop (tool calls) ---------------------------------------------------
 
@@ -123,10 +159,15 @@ class McpBridge:
         self, handle: ServerHandle, tool: str, arguments: dict[str, Any]
     ) -> dict[str, Any]:
         """Call `tool` on the server (starting it if needed); the MCP result as a dict."""
-        future = self._submit(self._call(handle, tool, arguments))
+        try:
+            future = self._submit(self._call(handle, tool, arguments))
+        except _BridgeClosed:
+            raise McpServerError(
+                f"MCP server {handle.config.name!r}: {tool!r} was not called: {_CLOSED}"
+            ) from None
         try:
             return await asyncio.wrap_future(future)
-        except asyncio.CancelledError:
+        except (asyncio.CancelledError, _BridgeClosed):
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # our caller is being cancelled
@@ -175,8 +216,13 @@ class McpBridge:
         self, handle: ServerHandle, tool: str, arguments: dict[str, Any]
     ) -> dict[str, Any]:
         connection = await self._connection(handle)
-        if connection.tools_changed:
-            await self._list_again(handle, connection)
+        # Lists the tools again if they changed, or waits for such a listing under way, so
+        # the call is checked against the new list.
+        await self._list_again(handle, connection)
+        if not connection.alive:
+            # It ended while listing: the call goes to a fresh start, as after a server
+            # that died while idle, not to the ended session.
+            connection = await self._connection(handle)
         if connection.listed_again and all(t.get("name") != tool for t in connection.tools):
             raise McpServerError(
                 f"MCP server {handle.config.name!r} no longer lists {tool!r}: its tool list "
@@ -205,10 +251,14 @@ class McpBridge:
             if getattr(getattr(exc, "error", None), "code", None) == CONNECTION_CLOSED:
                 # The process is gone: forget it, so the next call starts a fresh one (or,
                 # when it was stopped for breaking a limit, is told why for retry_after).
-                self._connections.pop(handle, None)
-                await connection.close(timeout=1.0)
+                # Only this call's connection: another call may have started its successor.
+                # Both before any wait, so no start slips in between them.
+                if self._connections.get(handle) is connection:
+                    del self._connections[handle]
                 if connection.fault is not None:
                     handle.failures.record(handle.config, connection.fault)
+                await connection.close(timeout=1.0)
+                if connection.fault is not None:
                     raise McpServerError(f"{connection.fault} while {tool!r} was running") from None
                 raise McpServerError(
                     f"MCP server {handle.config.name!r} closed the connection during the call"
@@ -229,6 +279,8 @@ class McpBridge:
             if not await connection.list_again():
                 return
         except Exception as exc:
+            if not connection.alive:
+                return  # it ended: the call starts it again, and that start lists its tools
             report_problem(
                 f"MCP server {name!r} said its tools changed, but listing them again failed "
                 f"({_describe_failure(exc, handle)}); the tools listed before are used"
@@ -262,10 +314,12 @@ class McpBridge:
     # -- plumbing ---------------------------------------------------------------------------
 
     def _submit(self, coroutine: Coroutine[Any, Any, T]) -> concurrent.futures.Future[T]:
-        return asyncio.run_coroutine_threadsafe(coroutine, self._ensure_loop())
-
-    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        """Hand `coroutine` to the bridge loop (started on first use); `_BridgeClosed` after
+        `close`, the coroutine not run."""
         with self._guard:
+            if self._closed:
+                coroutine.close()
+                raise _BridgeClosed
             if self._loop is None:
                 loop = asyncio.new_event_loop()
                 thread = threading.Thread(
@@ -273,7 +327,22 @@ class McpBridge:
                 )
                 thread.start()
                 self._loop, self._thread = loop, thread
-            return self._loop
+            future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+            self._pending.add(future)
+        future.add_done_callback(self._settled)
+        return future
+
+    def _settled(self, future: concurrent.futures.Future[Any]) -> None:
+        with self._guard:
+            self._pending.discard(future)
+
+
+class _BridgeClosed(McpServerError):
+    """A call or start handed to the bridge after `McpBridge.close`, or frozen by it; the
+    caller says which server (never shown as it is)."""
+
+
+_CLOSED = "the MCP bridge is closed (it closes when the process exits)"
 
 
 def _describe_failure(exc: Exception, handle: ServerHandle) -> str:

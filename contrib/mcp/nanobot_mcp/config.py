@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import sys
 import tomllib
@@ -41,6 +42,7 @@ __all__ = [
     "config_path",
     "load_servers",
     "parse_servers",
+    "real_workspace",
 ]
 
 CONFIG_ENV = "NANOBOT_MCP_CONFIG"
@@ -101,6 +103,17 @@ class ServerConfig:
         return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
 
 
+def real_workspace(workspace: str | os.PathLike[str]) -> Path:
+    """The workspace as one path however it is spelled: absolute, its links resolved.
+
+    A relative path and an absolute one, a link to the folder and the folder, are one
+    workspace to the user; as paths they differ, and so would the ``cwd`` a server is
+    keyed by in the cache and the server a call goes to. realpath, as the CLI takes
+    ``--workspace``: on a loop of links it stops, where ``Path.resolve`` may raise.
+    """
+    return Path(os.path.realpath(workspace))
+
+
 def config_path(workspace: Path, environ: Mapping[str, str]) -> Path:
     """Where the server list is read from."""
     explicit = environ.get(CONFIG_ENV, "").strip()
@@ -128,7 +141,11 @@ def load_servers(workspace: Path, environ: Mapping[str, str]) -> list[ServerConf
 
 
 def parse_servers(data: Mapping[str, Any], *, workspace: Path, source: str) -> list[ServerConfig]:
-    """Validate the ``[servers.*]`` tables of a parsed config file."""
+    """Validate the ``[servers.*]`` tables of a parsed config file.
+
+    A ``cwd`` is taken from the workspace's real path (`real_workspace`), so one
+    workspace spelled two ways gives one ``cwd``, one cache record and one server.
+    """
     unknown = sorted(set(data) - {"servers"})
     if unknown:
         raise ConfigError(
@@ -137,6 +154,7 @@ def parse_servers(data: Mapping[str, Any], *, workspace: Path, source: str) -> l
     servers = data.get("servers", {})
     if not isinstance(servers, Mapping):
         raise ConfigError(f"{source}: 'servers' must be a table of [servers.<name>] tables")
+    workspace = real_workspace(workspace)
     return [_server(name, table, workspace, source) for name, table in sorted(servers.items())]
 
 

@@ -66,6 +66,8 @@ _STDERR_TAIL = 800
 #: The most of a stderr log read for its tail (white space at its end may be longer).
 _TAIL_WINDOW = 1 << 20
 _FALLBACK_VERSION = "2025-11-25"
+#: Where a screened ``tools/list`` answer says what was taken out of it (see `_Listing`).
+_SCREENED = "nanobot-mcp/screened"
 #: The content types of MCP, and the SDK's model (the arm of its union) for each.
 _CONTENT_ARMS = {
     "text": "TextContent",
@@ -93,6 +95,38 @@ class RejectedTool:
         return f"MCP server {server!r}: {tool} left out: its definition is invalid ({self.reason})"
 
 
+class _Listing:
+    """What one listing left out, as its pages come in.
+
+    The screening of a ``tools/list`` answer (in the relay, before the SDK reads it)
+    says what it took out under `_SCREENED` in the answer's ``_meta``, so the
+    listing that asked for the page, and only that one, takes it back.
+    """
+
+    def __init__(self) -> None:
+        self.rejected: list[RejectedTool] = []
+        self.problems: list[str] = []
+
+    @staticmethod
+    def mark(result: dict[str, Any], rejected: list[RejectedTool], cut: bool) -> dict[str, Any]:
+        """`result` saying what its screening took out (`cut`: tools past max_tools)."""
+        meta = result.get("_meta", {})
+        if not isinstance(meta, dict):
+            return result  # the SDK refuses such an answer anyway
+        said = {"rejected": [[r.tool, r.reason] for r in rejected], "cut": cut}
+        return {**result, "_meta": {**meta, _SCREENED: said}}
+
+    def take_screened(self, page: Any) -> bool:
+        """Add what the screening took out of `page` (and remove it from its ``_meta``);
+        whether the page was cut at max_tools."""
+        meta = getattr(page, "meta", None)
+        said = meta.pop(_SCREENED, None) if isinstance(meta, dict) else None
+        if not isinstance(said, dict):
+            return False
+        self.rejected += [RejectedTool(tool, reason) for tool, reason in said["rejected"]]
+        return bool(said["cut"])
+
+
 class ServerConnection:
     """A started (or starting) MCP server; built and used on the bridge's event loop only."""
 
@@ -104,9 +138,6 @@ class ServerConnection:
         self.rejected: list[RejectedTool] = []
         #: What else the last listing left out, one line each (pages past the last read).
         self.problems: list[str] = []
-        #: Whether a page of the listing had more tools than max_tools (its end not read).
-        self._page_cut = False
-        self._listing = False  # whether a listing of ours is under way (at start or again)
         #: Whether the server said its tools changed (notifications/tools/list_changed) since
         #: they were last listed.
         self.tools_changed = False
@@ -190,23 +221,20 @@ class ServerConnection:
     async def list_again(self) -> bool:
         """List the tools again if the server said they changed; whether they were.
 
-        Within ``startup_timeout``, as the listing at start; calls that come at
-        once share one listing. `tools`, `rejected` and `problems` are then those
-        of the new listing; on a failure they stay those of the last.
+        Within ``startup_timeout``, as the listing at start. Every call waits
+        here for a listing under way, so calls that come at once share one
+        listing and each is checked against the new list. `tools`, `rejected`
+        and `problems` are then those of the new listing; on a failure they
+        stay those of the last.
         """
         async with self._listing_again:
             session = self._session
             if not self.tools_changed or session is None:
                 return False
             self.tools_changed = False  # a change said during the listing lists once more
-            before = (self.rejected, self.problems)
-            try:
-                self.tools = await asyncio.wait_for(
-                    self._list_tools(session), self.config.startup_timeout
-                )
-            except BaseException:
-                self.rejected, self.problems = before
-                raise
+            self.tools = await asyncio.wait_for(
+                self._list_tools(session), self.config.startup_timeout
+            )
             self.listed_again = True
             return True
 
@@ -286,21 +314,19 @@ class ServerConnection:
         would refuse in `rejected`): a tool larger than ``max_tool_bytes``, the tools
         past ``max_tools`` (the pages after them are not asked for), the pages past
         `_MAX_PAGES`, and those after a cursor the server already gave (it would list
-        the same page for ever).
+        the same page for ever). Both are set when the listing is done, from what was
+        screened out of its own pages only: the SDK may list the tools for itself
+        meanwhile (to check a result of a tool it never saw listed).
         """
-        self.rejected, self.problems = [], []
-        self._page_cut = False
-        self._listing = True
-        try:
-            tools = await self._list_pages(session)
-        finally:
-            self._listing = False
+        listing = _Listing()
+        tools = await self._list_pages(session, listing)
+        self.rejected, self.problems = listing.rejected, listing.problems
         # The outputSchemas of tools no longer listed (a listing that changed) are dropped.
         names = {str(spec.get("name")) for spec in tools}
         self._output_schemas = {n: s for n, s in self._output_schemas.items() if n in names}
         return tools
 
-    async def _list_pages(self, session: Any) -> list[dict[str, Any]]:
+    async def _list_pages(self, session: Any, listing: _Listing) -> list[dict[str, Any]]:
         from mcp.types import PaginatedRequestParams
 
         tools: list[dict[str, Any]] = []
@@ -309,21 +335,22 @@ class ServerConnection:
         limit = self.config.max_tools
         for _ in range(_MAX_PAGES):
             page = await session.list_tools(params=PaginatedRequestParams(cursor=cursor))
+            cut = listing.take_screened(page)
             for tool in page.tools:
                 spec = tool.model_dump(by_alias=True, exclude_none=True, mode="json")
                 schema = self._output_schemas.get(tool.name)
                 if schema is not None:  # the cache keeps each tool as the server sent it
                     spec["outputSchema"] = schema
-                if self._fits(spec):
+                if self._fits(spec, listing.problems):
                     tools.append(spec)
                 else:
                     self._output_schemas.pop(tool.name, None)
-            if len(tools) > limit or self._page_cut:
+            if len(tools) > limit or cut:
                 # The pages left would only be left out too: they are not asked for.
                 for spec in tools[limit:]:
                     self._output_schemas.pop(str(spec.get("name")), None)
                 tools = tools[:limit]
-                self.problems.append(
+                listing.problems.append(
                     f"MCP server {self.config.name!r} lists more than {limit} tools (see "
                     f"{self.config.key('max_tools')}); the first {len(tools)} are kept, the "
                     "others are left out"
@@ -333,27 +360,27 @@ class ServerConnection:
             if not cursor:
                 return tools
             if cursor in cursors:
-                self.problems.append(
+                listing.problems.append(
                     f"MCP server {self.config.name!r} gave the same tools/list cursor twice "
                     f"({quoted(cursor, 60)}), which would list one page for ever; the "
                     f"{len(tools)} tools listed before it are kept"
                 )
                 return tools
             cursors.add(cursor)
-        self.problems.append(
+        listing.problems.append(
             f"MCP server {self.config.name!r} lists its tools on more than {_MAX_PAGES} pages "
             f"(tools/list); the {len(tools)} tools of the first {_MAX_PAGES} pages are kept, "
             "the tools on later pages are left out"
         )
         return tools
 
-    def _fits(self, spec: dict[str, Any]) -> bool:
+    def _fits(self, spec: dict[str, Any], problems: list[str]) -> bool:
         """Whether a tool's definition is within ``max_tool_bytes``; if not, a problem says so."""
         size = definition_size(spec)
         limit = self.config.max_tool_bytes
         if size <= limit:
             return True
-        self.problems.append(
+        problems.append(
             f"MCP server {self.config.name!r}: tool {quoted(spec.get('name'), 100)} left out: its "
             f"definition is {describe_size(size)}, more than {describe_size(limit)} (see "
             f"{self.config.key('max_tool_bytes')})"
@@ -444,19 +471,21 @@ class ServerConnection:
                     message.result = checked  # type: ignore[union-attr]
             return item
         tools = result.get("tools")
+        cut = False
         if isinstance(tools, list) and len(tools) > self.config.max_tools:
             # No more than max_tools of a page can be kept: the others are not checked or
             # read (100,000 tools took the bridge's loop 30 s), and the listing says so.
             result = {**result, "tools": tools[: self.config.max_tools]}
-            self._page_cut = True
+            cut = True
+        # What was screened out goes with the page, to whoever asked for it: the plugin's
+        # listing, or one the SDK makes for itself (which ignores it).
         try:
             kept, rejected = screen_tools(result, version)
         except Exception:  # screening must never stop the relay: the SDK judges as before
-            message.result = result  # type: ignore[union-attr]
+            message.result = _Listing.mark(result, [], cut)  # type: ignore[union-attr]
             return item
-        if rejected and self._listing:  # ours (the SDK may list again, for its own use)
-            self.rejected += rejected
-        message.result = self._take_output_schemas(kept)  # type: ignore[union-attr]
+        kept = self._take_output_schemas(kept)
+        message.result = _Listing.mark(kept, rejected, cut)  # type: ignore[union-attr]
         return item
 
     def _take_output_schemas(self, result: dict[str, Any]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ from nanobot_mcp import (
     FailureMemory,
     McpTool,
     ToolListCache,
+    default_bridge,
     load_servers,
     nanobot_tools,
     reset_default_bridge,
@@ -195,7 +196,10 @@ def test_a_remembered_failure_answers_a_call_at_once(workspace: Workspace) -> No
     (server,) = load_servers(workspace.root, {})
     FailureMemory.for_workspace(workspace.root).record(server, "MCP server 'notes' broke")
     assert bridged(workspace) == {}
-    result = run_tool(tools["mcp_notes_add"], {"a": 1, "b": 1})
+    # The tool as listed from the cache, called through this process's bridge.
+    add = tools["mcp_notes_add"]
+    add.bridge = default_bridge()
+    result = run_tool(add, {"a": 1, "b": 1})
     assert result.is_error and "'notes' broke" in result and "retry_after" in result
     assert workspace.spawns() == 1
 

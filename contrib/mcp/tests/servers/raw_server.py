@@ -24,8 +24,13 @@ switches:
 - ``RAW_SERVER_SAME_CURSOR``: every page of ``tools/list`` asks for more with this same cursor.
 - ``RAW_SERVER_TOOL_COUNT``: this many more tools, ``t0``, ``t1``... (listed after the extra ones).
 - ``RAW_SERVER_BIG_TOOL``: one more tool, ``big``, whose description is this many ``d``.
-- ``RAW_SERVER_CHANGING``: calling the tool ``change`` (listed with the others) replaces
-  ``echo`` with ``echo2`` and sends ``notifications/tools/list_changed``.
+- ``RAW_SERVER_CHANGING``: calling the tool ``change`` (listed with the others), or any name
+  that begins so, replaces ``echo`` with ``echo2`` and sends
+  ``notifications/tools/list_changed``.
+- ``RAW_SERVER_EXIT_ON_RELIST``: exit when asked for its tool list a second time (a server
+  that dies listing its tools again after saying they changed).
+- ``RAW_SERVER_PAGE_DELAY``: wait this many seconds before answering each page of
+  ``tools/list`` after the first listing (a slow listing again).
 - ``NOTES_SERVER_SPAWN_LOG``: append the process id to this file at start (as the notes
   server does).
 """
@@ -35,6 +40,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 RESULT = "RAW_SERVER_CALL_RESULT"
 _CHUNK = 1 << 20
@@ -74,7 +80,7 @@ def answer(request: dict[str, object]) -> None:
         params = request["params"]
         assert isinstance(params, dict)
         text = str(params["arguments"].get("text", params["name"]))
-        if params["name"] == "change" and os.environ.get("RAW_SERVER_CHANGING"):
+        if str(params["name"]).startswith("change") and os.environ.get("RAW_SERVER_CHANGING"):
             TOOLS[0] = {**TOOLS[0], "name": "echo2"}
             send({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"})
         if os.environ.get("RAW_SERVER_FLOOD"):
@@ -104,9 +110,18 @@ def answer(request: dict[str, object]) -> None:
         flood(int(os.environ["RAW_SERVER_FLOOD_IDLE"]))
 
 
+LISTINGS = [0]  # how many listings (first pages) were asked for
+
+
 def list_tools(params: object) -> dict[str, object]:
     """One page of the tool list (see the switches above)."""
     cursor = params.get("cursor") if isinstance(params, dict) else None
+    if cursor is None:
+        LISTINGS[0] += 1
+        if LISTINGS[0] > 1 and os.environ.get("RAW_SERVER_EXIT_ON_RELIST"):
+            os._exit(0)
+    if LISTINGS[0] > 1:
+        time.sleep(float(os.environ.get("RAW_SERVER_PAGE_DELAY", "0")))
     pages = int(os.environ.get("RAW_SERVER_PAGES", "1"))
     page = int(cursor) if isinstance(cursor, str) and cursor.isdigit() else 0
     tools = all_tools() if page == 0 else [{**TOOLS[0], "name": f"page{page}"}]
