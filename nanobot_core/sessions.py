@@ -405,11 +405,7 @@ class Session:
         them), and only the one found is copied: what the runner restores the
         governance record with, where `records` would copy the whole session.
         """
-        for record in reversed(self._records):
-            if match(record):
-                found: dict[str, Any] = copy.deepcopy(record)
-                return found
-        return None
+        return next((record for _, record in self.newest_lines(match)), None)
 
     def newest_lines(
         self, match: Callable[[Mapping[str, Any]], bool]

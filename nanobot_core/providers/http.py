@@ -565,7 +565,7 @@ def transport_failure(
                 f"{where}the server redirects to an address that is not a URL ({said}); "
                 "redirects are not followed, so that the key never goes to another server"
             )
-        setting = f" [{mask_secret(url_setting, secret)}]" if url_setting else ""
+        setting = _setting_said(url_setting, secret)
         came = _head_received(exc)
         if came:  # the error says only that the connection closed: what came says the rest
             said += f"; before that it sent {mask_secret(repr(came[:_SHOWN_BYTES]), secret)}"
@@ -693,6 +693,11 @@ def _header_value_fault(value: bytes) -> str | None:
 _REQUEST_ID_HEADERS = ("request-id", "x-request-id")
 
 
+def _setting_said(url_setting: str | None, secret: str | None) -> str:
+    """How an error ends that names the setting the URL came from (`url_setting`), masked."""
+    return f" [{mask_secret(url_setting, secret)}]" if url_setting else ""
+
+
 #: The statuses HTTP defines (RFC 9110 section 15): h11 reads any three digits.
 _MIN_STATUS, _MAX_STATUS = 100, 599
 
@@ -708,7 +713,7 @@ def failure_for_status(
     """
     status = response.status_code
     if not _MIN_STATUS <= status <= _MAX_STATUS:
-        setting = f" [{mask_secret(url_setting, secret)}]" if url_setting else ""
+        setting = _setting_said(url_setting, secret)
         return ProviderError(
             f"{url} answered with status {status}, which is no HTTP status (they run from "
             f"{_MIN_STATUS} to {_MAX_STATUS}): the answer is not HTTP; not retried, as it "
