@@ -179,7 +179,7 @@ def test_429_with_retry_after_is_waited_for_then_retried(server: MessagesServer)
             429,
             "rate_limit_error",
             "Number of requests has exceeded your rate limit",
-            {"retry-after": "0.02"},
+            {"retry-after": "1"},
         ),
         text_reply("ok"),
     )
@@ -187,7 +187,7 @@ def test_429_with_retry_after_is_waited_for_then_retried(server: MessagesServer)
     reply = _complete(_provider(server, notices), [{"role": "user", "content": "hi"}])
     assert reply.content == "ok"
     (notice,) = notices
-    assert notice.delay == pytest.approx(0.02)
+    assert notice.delay == pytest.approx(0.05)  # the server's second, cut to the cap
     assert (
         "HTTP 429: Number of requests has exceeded your rate limit (rate_limit_error)"
         in notice.reason
@@ -204,6 +204,23 @@ def test_a_negative_retry_after_gets_the_normal_backoff(server: MessagesServer) 
     provider = _provider(server, notices, backoff_base=0.2, retry_after_cap=5.0)
     reply = _complete(provider, [{"role": "user", "content": "hi"}])
     assert reply.content == "ok"
+    (notice,) = notices
+    assert 0.1 <= notice.delay <= 0.2  # the first backoff, jittered into its upper half
+
+
+@pytest.mark.parametrize("value", ["+5", "5.5", "1e3", "0x10"])
+def test_a_retry_after_that_is_not_whole_seconds_gets_the_normal_backoff(
+    server: MessagesServer, value: str
+) -> None:
+    """A retry-after RFC 9110 does not allow (a sign, a fraction, an exponent, hex) asks for
+    no wait: the backoff's wait applies, not the cap, as in the core."""
+    server.add(
+        error_reply(529, "overloaded_error", "Overloaded", {"retry-after": value}),
+        text_reply("ok"),
+    )
+    notices: list[RetryNotice] = []
+    provider = _provider(server, notices, backoff_base=0.2, retry_after_cap=0.5)
+    assert _complete(provider, [{"role": "user", "content": "hi"}]).content == "ok"
     (notice,) = notices
     assert 0.1 <= notice.delay <= 0.2  # the first backoff, jittered into its upper half
 
