@@ -47,7 +47,12 @@ from nanobot_core._logging import get_logger
 from nanobot_core.errors import ProviderError
 from nanobot_core.governance.messages import nesting_fault
 from nanobot_core.providers.base import ProgressCallback, RetryNotice
-from nanobot_core.providers.retry import RetryPolicy, is_retryable_status, retry_after_seconds
+from nanobot_core.providers.retry import (
+    HTTP_STATUSES,
+    RetryPolicy,
+    is_retryable_status,
+    retry_after_seconds,
+)
 
 if TYPE_CHECKING:
     import ssl
@@ -698,10 +703,6 @@ def _setting_said(url_setting: str | None, secret: str | None) -> str:
     return f" [{mask_secret(url_setting, secret)}]" if url_setting else ""
 
 
-#: The statuses HTTP defines (RFC 9110 section 15): h11 reads any three digits.
-_MIN_STATUS, _MAX_STATUS = 100, 599
-
-
 def failure_for_status(
     response: httpx.Response, url: str, secret: str | None, *, url_setting: str | None = None
 ) -> Exception:
@@ -712,12 +713,12 @@ def failure_for_status(
     and `url_setting` (the setting the URL came from), not retried.
     """
     status = response.status_code
-    if not _MIN_STATUS <= status <= _MAX_STATUS:
+    if status not in HTTP_STATUSES:
         setting = _setting_said(url_setting, secret)
         return ProviderError(
             f"{url} answered with status {status}, which is no HTTP status (they run from "
-            f"{_MIN_STATUS} to {_MAX_STATUS}): the answer is not HTTP; not retried, as it "
-            "would answer the same way" + setting
+            f"{HTTP_STATUSES[0]} to {HTTP_STATUSES[-1]}): the answer is not HTTP; not retried, "
+            "as it would answer the same way" + setting
         )
     message = mask_secret(server_message(response), secret)
     if is_retryable_status(status):

@@ -57,7 +57,7 @@ from nanobot_core.providers.http import (
     server_message,
     without_credentials,
 )
-from nanobot_core.providers.retry import RetryPolicy
+from nanobot_core.providers.retry import HTTP_STATUSES, RetryPolicy
 
 if TYPE_CHECKING:
     import httpx
@@ -333,7 +333,7 @@ class OpenAIProvider:
         failure = failure_for_status(
             response, self.display_url, self._api_key, url_setting=self._base_url_said
         )
-        if not 100 <= status <= 599:  # no HTTP status: the error names it and the base URL
+        if status not in HTTP_STATUSES:  # the error names the status and the base URL
             raise failure
         note = self._reply_limit_note
         if (

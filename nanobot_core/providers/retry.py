@@ -17,17 +17,30 @@ from datetime import UTC, datetime
 
 import attrs
 
-__all__ = ["RetryPolicy", "is_retryable_status", "retry_after_seconds"]
+__all__ = [
+    "HTTP_STATUSES",
+    "SERVER_ERRORS",
+    "RetryPolicy",
+    "is_retryable_status",
+    "retry_after_seconds",
+]
 
 _RNG = random.Random()
+
+#: The statuses HTTP defines (RFC 9110 section 15), 100 to 599: h11 reads any three digits,
+#: so a server that does not speak HTTP may answer 600 or 999. Every provider reads its
+#: bounds here.
+HTTP_STATUSES = range(100, 600)
+#: The server errors (5xx), 500 to 599: each is retried.
+SERVER_ERRORS = range(500, 600)
 
 
 def is_retryable_status(status: int) -> bool:
     """Whether an HTTP status means "try again later" rather than "this request is wrong".
 
-    408, 429 and 500-599; a status past 599 is no HTTP status, never one to wait out.
+    408, 429 and `SERVER_ERRORS`; a status past 599 is no HTTP status, never one to wait out.
     """
-    return status in (408, 429) or 500 <= status <= 599
+    return status in (408, 429) or status in SERVER_ERRORS
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:

@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.providers import (
+    HTTP_STATUSES,
+    SERVER_ERRORS,
     RetryPolicy,
     is_retryable_status,
     normalise_assistant_message,
@@ -192,6 +194,35 @@ def test_any_usage_gives_counts_from_zero_to_a_trillion(raw: dict[str, Any]) -> 
 def test_retryable_statuses(status: int, retryable: bool) -> None:
     """429, 408 and 5xx are retried; other 4xx are not."""
     assert is_retryable_status(status) is retryable
+
+
+@given(st.integers(min_value=0, max_value=1_000))
+def test_the_bounds_of_a_status_are_said_once_and_read_by_the_retry_rule(status: int) -> None:
+    """HTTP's statuses are 100-599 and its server errors 500-599, one owner for both: the
+    retry rule is 408, 429 and those 5xx, nothing past 599."""
+    assert (HTTP_STATUSES[0], HTTP_STATUSES[-1]) == (100, 599)
+    assert (SERVER_ERRORS[0], SERVER_ERRORS[-1]) == (500, 599)
+    expected = status in (408, 429) or 500 <= status <= 599
+    assert is_retryable_status(status) is expected
+
+
+def test_no_provider_module_writes_the_bounds_of_a_status_itself() -> None:
+    """The numbers 599 and 500-599 are written in the retry module only: the HTTP and the
+    OpenAI modules read `HTTP_STATUSES` and `SERVER_ERRORS`, so they cannot drift apart."""
+    import io
+    import tokenize
+
+    import nanobot_core.providers as providers
+
+    folder = Path(providers.__file__).parent
+    for name in ("http.py", "openai.py", "base.py", "endpoint.py"):
+        source = (folder / name).read_text(encoding="utf-8")
+        numbers = {
+            token.string
+            for token in tokenize.generate_tokens(io.StringIO(source).readline)
+            if token.type == tokenize.NUMBER
+        }
+        assert not numbers & {"100", "500", "599", "600"}, name
 
 
 def test_retry_after_forms() -> None:
