@@ -303,6 +303,38 @@ def test_a_redirect_to_an_address_httpx_cannot_read_is_refused_as_a_redirect(
     assert f"{server.base_url}/v1/messages refused the request: HTTP 302" in str(raised.value)
 
 
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        (
+            "https://user:pw@elsewhere.example/v1?key=" + API_KEY,
+            "'https://***@elsewhere.example/v1?key=***'",
+        ),
+        ("/v1\x1b[31m" + "x" * 5_000, "'/v1\\x1b[31mxxx"),
+    ],
+)
+def test_a_redirect_says_where_it_points_as_the_cores_redirect_error_does(
+    server: MessagesServer, location: str, shown: str
+) -> None:
+    """A redirect's error quotes its Location (escaped, its password and the key masked, cut)
+    and says why it was not followed and which setting to change, in the core's words."""
+    server.add(Reply(307, "", {"Location": location}))
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as raised:
+        _complete(_provider(server, notices), [{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1 and notices == []
+    message = str(raised.value)
+    assert message.startswith(f"{server.base_url}/v1/messages refused the request: HTTP 307: ")
+    assert f" [the server redirects to {shown}" in message
+    assert message.endswith(
+        "; redirects are not followed, so that the key never goes to another server: set "
+        f"provider.base_url to the new address: provider.base_url = '{server.base_url}', the "
+        "default (--base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL sets it)]"
+    )
+    assert API_KEY not in message and "pw" not in message and "\x1b" not in message
+    assert len(message) < 1_000
+
+
 def test_blocks_no_server_takes_back_are_dropped_with_a_warning_and_never_sent_back(
     server: MessagesServer,
 ) -> None:
