@@ -36,9 +36,17 @@ from nanobot_core.providers.http import (
     without_credentials,
 )
 from nanobot_core.providers.openai import OpenAIProvider
-from nanobot_core.providers.retry import RetryPolicy, is_retryable_status, retry_after_seconds
+from nanobot_core.providers.retry import (
+    HTTP_STATUSES,
+    SERVER_ERRORS,
+    RetryPolicy,
+    is_retryable_status,
+    retry_after_seconds,
+)
 
 __all__ = [
+    "HTTP_STATUSES",
+    "SERVER_ERRORS",
     "KeptClients",
     "OpenAIProvider",
     "ProgressCallback",

@@ -35,7 +35,7 @@ from collections.abc import (
 from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlsplit, urlunsplit
 
-from nanobot_core._clip import clip
+from nanobot_core._clip import clip, quoted
 from nanobot_core._json_boundary import (
     JSONBoundaryError,
     JSONLimitError,
@@ -47,7 +47,12 @@ from nanobot_core._logging import get_logger
 from nanobot_core.errors import ProviderError
 from nanobot_core.governance.messages import nesting_fault
 from nanobot_core.providers.base import ProgressCallback, RetryNotice
-from nanobot_core.providers.retry import RetryPolicy, is_retryable_status, retry_after_seconds
+from nanobot_core.providers.retry import (
+    HTTP_STATUSES,
+    RetryPolicy,
+    is_retryable_status,
+    retry_after_seconds,
+)
 
 if TYPE_CHECKING:
     import ssl
@@ -698,10 +703,6 @@ def _setting_said(url_setting: str | None, secret: str | None) -> str:
     return f" [{mask_secret(url_setting, secret)}]" if url_setting else ""
 
 
-#: The statuses HTTP defines (RFC 9110 section 15): h11 reads any three digits.
-_MIN_STATUS, _MAX_STATUS = 100, 599
-
-
 def failure_for_status(
     response: httpx.Response, url: str, secret: str | None, *, url_setting: str | None = None
 ) -> Exception:
@@ -709,21 +710,40 @@ def failure_for_status(
     (and the server's id of the request, when it gave one).
 
     A status outside 100-599 (600, 999) is no HTTP status: a ProviderError naming it, `url`
-    and `url_setting` (the setting the URL came from), not retried.
+    and `url_setting` (the setting the URL came from), not retried. A redirect (3xx) is
+    never followed (the key would go with the request): its error says where it points
+    (`_redirect_note`) and that ``provider.base_url``, as `url_setting` says it, is to be
+    set to it; every provider says so in the same words.
     """
     status = response.status_code
-    if not _MIN_STATUS <= status <= _MAX_STATUS:
+    if status not in HTTP_STATUSES:
         setting = _setting_said(url_setting, secret)
         return ProviderError(
             f"{url} answered with status {status}, which is no HTTP status (they run from "
-            f"{_MIN_STATUS} to {_MAX_STATUS}): the answer is not HTTP; not retried, as it "
-            "would answer the same way" + setting
+            f"{HTTP_STATUSES[0]} to {HTTP_STATUSES[-1]}): the answer is not HTTP; not retried, "
+            "as it would answer the same way" + setting
         )
     message = mask_secret(server_message(response), secret)
     if is_retryable_status(status):
         return Retryable(f"HTTP {status}: {message}", retry_after_seconds(response.headers))
-    return ProviderError(
-        f"{url} refused the request: HTTP {status}: {message}{_request_id(response, secret)}"
+    refused = f"{url} refused the request: HTTP {status}: {message}{_request_id(response, secret)}"
+    if 300 <= status <= 399:
+        refused += f" [{mask_secret(_redirect_note(response, url_setting), secret)}]"
+    return ProviderError(refused)
+
+
+def _redirect_note(response: httpx.Response, url_setting: str | None) -> str:
+    """What the error of a redirect adds: where it points, and why it was not followed.
+
+    The address is quoted as `repr` writes it (a control character escaped, a line break
+    too), its password masked before it is cut to 200 characters; the caller masks the key.
+    """
+    location = (response.headers.get("location") or "").strip()
+    to = f" to {quoted(without_credentials(location))}" if location else ""
+    setting = f": {url_setting}" if url_setting else ""
+    return (
+        f"the server redirects{to}; redirects are not followed, so that the key never goes "
+        f"to another server: set provider.base_url to the new address{setting}"
     )
 
 

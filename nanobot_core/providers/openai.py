@@ -57,7 +57,7 @@ from nanobot_core.providers.http import (
     server_message,
     without_credentials,
 )
-from nanobot_core.providers.retry import RetryPolicy
+from nanobot_core.providers.retry import HTTP_STATUSES, RetryPolicy
 
 if TYPE_CHECKING:
     import httpx
@@ -147,20 +147,6 @@ def _status_notes(config: ProviderConfig, base_url: str) -> dict[int, str]:
             f"/chat/completions; {model}"
         ),
     }
-
-
-def _redirect_note(response: httpx.Response, base: str) -> str:
-    """What the error of a redirect adds: where it points, and why it was not followed.
-
-    The address is quoted as `repr` writes it (a control character escaped, a line break
-    too), its password masked before it is cut to 200 characters.
-    """
-    location = (response.headers.get("location") or "").strip()
-    to = f" to {quoted(without_credentials(location))}" if location else ""
-    return (
-        f"the server redirects{to}; redirects are not followed, so that the key never goes "
-        f"to another server: set provider.base_url to the new address: {base}"
-    )
 
 
 def _names_field(response: httpx.Response, field: str) -> bool:
@@ -333,7 +319,7 @@ class OpenAIProvider:
         failure = failure_for_status(
             response, self.display_url, self._api_key, url_setting=self._base_url_said
         )
-        if not 100 <= status <= 599:  # no HTTP status: the error names it and the base URL
+        if status not in HTTP_STATUSES:  # the error names the status and the base URL
             raise failure
         note = self._reply_limit_note
         if (
@@ -343,11 +329,9 @@ class OpenAIProvider:
         ):
             # The server names the field, never the setting that filled it or where it was set.
             raise ProviderError(f"{failure} [{mask_secret(note, self._api_key)}]")
-        if 300 <= status < 400:
-            # Never followed (httpx's default): the key would go with the request to any host.
-            note = _redirect_note(response, self._base_url_said)
-        else:
-            note = self._status_notes.get(status)
+        # A redirect's error says where it points (`failure_for_status`); it is never followed
+        # (httpx's default), as the key would go with the request to any host.
+        note = self._status_notes.get(status)
         if note is not None and isinstance(failure, ProviderError):
             raise ProviderError(f"{failure} [{mask_secret(note, self._api_key)}]")
         raise failure

@@ -11,40 +11,57 @@ from __future__ import annotations
 
 import email.utils
 import random
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 
 import attrs
 
-__all__ = ["RetryPolicy", "is_retryable_status", "retry_after_seconds"]
+__all__ = [
+    "HTTP_STATUSES",
+    "SERVER_ERRORS",
+    "RetryPolicy",
+    "is_retryable_status",
+    "retry_after_seconds",
+]
 
 _RNG = random.Random()
+
+#: The statuses HTTP defines (RFC 9110 section 15), 100 to 599: h11 reads any three digits,
+#: so a server that does not speak HTTP may answer 600 or 999. Every provider reads its
+#: bounds here.
+HTTP_STATUSES = range(100, 600)
+#: The server errors (5xx), 500 to 599: each is retried.
+SERVER_ERRORS = range(500, 600)
 
 
 def is_retryable_status(status: int) -> bool:
     """Whether an HTTP status means "try again later" rather than "this request is wrong".
 
-    408, 429 and 500-599; a status past 599 is no HTTP status, never one to wait out.
+    408, 429 and `SERVER_ERRORS`; a status past 599 is no HTTP status, never one to wait out.
     """
-    return status in (408, 429) or 500 <= status <= 599
+    return status in (408, 429) or status in SERVER_ERRORS
 
 
 def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
     """The wait the server asked for, in seconds, or None when it asked for nothing readable.
 
-    Reads ``retry-after-ms`` (milliseconds), then ``Retry-After`` as seconds or
-    as an HTTP date. A date in the past means "now" (0). A negative number is
-    no wait RFC 9110 allows (a delay is non-negative): it is read as none, so the
-    normal backoff applies rather than a retry at once.
+    Reads ``retry-after-ms`` (milliseconds: digits, a fraction allowed), then
+    ``Retry-After`` as RFC 9110 writes it: delay-seconds (ASCII digits only, the spaces
+    and tabs around a field value not part of it) or an HTTP date. A date in the past
+    means "now" (0). Anything else (``+5``, ``-3``, ``5.5``, ``1e3``, ``0x10``) is no
+    wait RFC 9110 allows: it is read as none, so the normal backoff applies rather than
+    a wait the server did not ask for. A number of more than 15 digits is read as 10**15
+    seconds (more than any cap), so one of a million digits costs one pass over them.
     """
-    lowered = {key.lower(): value.strip() for key, value in headers.items()}
-    millis = _number(lowered.get("retry-after-ms"))
+    lowered = {key.lower(): value.strip(_OWS) for key, value in headers.items()}
+    millis = _number(lowered.get("retry-after-ms"), _MILLISECONDS)
     if millis is not None:
         return millis / 1000
     value = lowered.get("retry-after")
     if not value:
         return None
-    seconds = _number(value)
+    seconds = _number(value, _DELAY_SECONDS)
     if seconds is not None:
         return seconds
     try:
@@ -57,19 +74,28 @@ def retry_after_seconds(headers: Mapping[str, str], *, now: datetime | None = No
     return max(0.0, (when - current).total_seconds())
 
 
-def _number(value: str | None) -> float | None:
-    """A finite, non-negative number of `value`, or None (not a number, NaN, infinite, < 0)."""
-    if value is None:
+#: The spaces and tabs around a field value, which are not part of it (RFC 9110 section 5.5).
+_OWS = " \t"
+#: delay-seconds (RFC 9110 section 10.2.3): ``1*DIGIT``, ASCII digits only (``str.isdigit``
+#: and ``float`` take other scripts' digits, signs, exponents and ``_`` too).
+_DELAY_SECONDS = re.compile(r"[0-9]+")
+#: OpenAI's ``retry-after-ms``, which no RFC defines: digits, with a fraction or not.
+_MILLISECONDS = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+#: The wait read for a number of more digits than `_SIGNIFICANT_DIGITS` (some 31 million
+#: years): more than any cap, so the cap is waited and the wait said, as for any past it.
+_LONGEST_READ_WAIT = 1e15
+_SIGNIFICANT_DIGITS = 15
+
+
+def _number(value: str | None, form: re.Pattern[str]) -> float | None:
+    """`value` as a number when it is written as `form` allows, else None; read in time
+    linear in its length, a number past `_SIGNIFICANT_DIGITS` digits as `_LONGEST_READ_WAIT`."""
+    if value is None or form.fullmatch(value) is None:
         return None
-    try:
-        number = float(value)
-    except ValueError:
-        return None
-    if number != number or number in (float("inf"), float("-inf")):  # NaN or infinite
-        return None
-    if number < 0:  # RFC 9110: a delay is non-negative; a negative one says nothing usable
-        return None
-    return max(0.0, number)  # -0 as 0
+    whole = value.partition(".")[0].lstrip("0")
+    if len(whole) > _SIGNIFICANT_DIGITS:
+        return _LONGEST_READ_WAIT
+    return float(value)
 
 
 @attrs.frozen

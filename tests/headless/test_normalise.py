@@ -13,6 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.providers import (
+    HTTP_STATUSES,
+    SERVER_ERRORS,
     RetryPolicy,
     is_retryable_status,
     normalise_assistant_message,
@@ -194,14 +196,44 @@ def test_retryable_statuses(status: int, retryable: bool) -> None:
     assert is_retryable_status(status) is retryable
 
 
+@given(st.integers(min_value=0, max_value=1_000))
+def test_the_bounds_of_a_status_are_said_once_and_read_by_the_retry_rule(status: int) -> None:
+    """HTTP's statuses are 100-599 and its server errors 500-599, one owner for both: the
+    retry rule is 408, 429 and those 5xx, nothing past 599."""
+    assert (HTTP_STATUSES[0], HTTP_STATUSES[-1]) == (100, 599)
+    assert (SERVER_ERRORS[0], SERVER_ERRORS[-1]) == (500, 599)
+    expected = status in (408, 429) or 500 <= status <= 599
+    assert is_retryable_status(status) is expected
+
+
+def test_no_provider_module_writes_the_bounds_of_a_status_itself() -> None:
+    """The numbers 599 and 500-599 are written in the retry module only: the HTTP and the
+    OpenAI modules read `HTTP_STATUSES` and `SERVER_ERRORS`, so they cannot drift apart."""
+    import io
+    import tokenize
+
+    import nanobot_core.providers as providers
+
+    folder = Path(providers.__file__).parent
+    for name in ("http.py", "openai.py", "base.py", "endpoint.py"):
+        source = (folder / name).read_text(encoding="utf-8")
+        numbers = {
+            token.string
+            for token in tokenize.generate_tokens(io.StringIO(source).readline)
+            if token.type == tokenize.NUMBER
+        }
+        assert not numbers & {"100", "500", "599", "600"}, name
+
+
 def test_retry_after_forms() -> None:
     """Retry-After as seconds, as an HTTP date, and OpenAI's retry-after-ms are understood."""
     now = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
     assert retry_after_seconds({"Retry-After": "7"}, now=now) == 7.0
-    assert retry_after_seconds({"retry-after": "1.5"}, now=now) == 1.5
+    assert retry_after_seconds({"retry-after": " \t007 "}, now=now) == 7.0
     assert retry_after_seconds({"Retry-After": "Mon, 01 Jan 2024 12:00:30 GMT"}, now=now) == 30.0
     assert retry_after_seconds({"Retry-After": "Mon, 01 Jan 2024 11:00:00 GMT"}, now=now) == 0.0
     assert retry_after_seconds({"retry-after-ms": "250", "Retry-After": "9"}, now=now) == 0.25
+    assert retry_after_seconds({"retry-after-ms": "12.5"}, now=now) == 0.0125
     assert retry_after_seconds({"Retry-After": "soon"}, now=now) is None
     assert retry_after_seconds({}, now=now) is None
 
@@ -213,7 +245,64 @@ def test_a_negative_retry_after_is_no_wait_asked_for() -> None:
     assert retry_after_seconds({"Retry-After": "-0.5"}, now=now) is None
     assert retry_after_seconds({"retry-after-ms": "-250"}, now=now) is None
     assert retry_after_seconds({"retry-after-ms": "-250", "Retry-After": "2"}, now=now) == 2.0
-    assert retry_after_seconds({"Retry-After": "-0"}, now=now) == 0.0
+    assert retry_after_seconds({"Retry-After": "-0"}, now=now) is None
+
+
+@pytest.mark.parametrize(
+    "value", ["+5", "1e3", "5.5", "0x10", "1_0", "\u0661\u0662", "\u00b2", "5 5", "5s", "inf"]
+)
+def test_a_retry_after_that_is_not_ascii_digits_nor_a_date_is_no_wait_asked_for(
+    value: str,
+) -> None:
+    """RFC 9110's delay-seconds is ASCII digits only: a sign, a fraction, an exponent, a hex
+    or another script's digits is invalid and read as absent (a fraction only in OpenAI's
+    retry-after-ms)."""
+    now = datetime(2024, 1, 1, 12, 0, 0, tzinfo=UTC)
+    assert retry_after_seconds({"Retry-After": value}, now=now) is None
+    if value != "5.5":
+        assert retry_after_seconds({"retry-after-ms": value}, now=now) is None
+
+
+_OWS = st.text(alphabet=" \t", max_size=3)
+#: What a number parser reads besides ASCII digits (no month's name can be spelt of it).
+_NUMBERISH = "0123456789+-.eExX_ \t\u0661\u00b2adfin"
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    before=_OWS,
+    digits=st.text(alphabet="0123456789", min_size=1, max_size=40),
+    after=_OWS,
+)
+def test_retry_after_digits_are_read_as_seconds_and_long_ones_as_past_any_cap(
+    before: str, digits: str, after: str
+) -> None:
+    """Any run of ASCII digits, with spaces and tabs around it, is that many seconds; one of
+    more than 15 significant digits is read as 10**15 seconds, never as no wait."""
+    wait = retry_after_seconds({"Retry-After": before + digits + after})
+    number = int(digits)
+    assert wait == (float(number) if number < 10**15 else 1e15)
+    assert RetryPolicy(cap=60.0).delay(1, wait) == min(float(number), 60.0)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.text(alphabet=st.sampled_from(_NUMBERISH), min_size=1).filter(
+        lambda text: not text.strip(" \t").isascii() or not text.strip(" \t").isdigit()
+    )
+)
+def test_a_retry_after_that_is_not_digits_is_never_a_wait(value: str) -> None:
+    """What a number parser might take (signs, fractions, exponents, hex, ``_``, other
+    scripts' digits) but delay-seconds does not is read as no wait asked for."""
+    assert retry_after_seconds({"Retry-After": value}) is None
+
+
+def test_a_retry_after_of_a_million_digits_is_read_in_one_pass_and_capped() -> None:
+    """A delay of a million digits is no wait of `inf` nor a crash of `int`: it reads as a
+    wait past any cap, at once, and the cap is what is waited."""
+    wait = retry_after_seconds({"Retry-After": "9" * 1_000_000})
+    assert wait == 1e15
+    assert RetryPolicy(cap=60.0).delay(1, wait) == 60.0
 
 
 def test_backoff_doubles_with_jitter_and_respects_the_cap() -> None:

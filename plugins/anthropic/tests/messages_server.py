@@ -181,10 +181,12 @@ def check_request(headers: dict[str, str], body: Any, *, paused: Sequence[Any] =
             if kind == "tool_use":
                 if not isinstance(block.get("input"), dict):
                     problems.append(f"{at}: tool_use input is not an object")
-                if not _ID.fullmatch(str(block.get("id"))):
+                if not isinstance(block.get("id"), str) or not _ID.fullmatch(block["id"]):
                     problems.append(
                         f"{at}: tool_use id {block.get('id')!r} does not match {_ID.pattern}"
                     )
+                if not isinstance(block.get("name"), str) or not block["name"]:
+                    problems.append(f"{at}: tool_use name {block.get('name')!r} is not a name")
                 if block.get("id") in seen_uses:
                     problems.append(f"{at}: tool_use id {block.get('id')!r} is not unique")
                 seen_uses.add(block.get("id"))

@@ -120,3 +120,35 @@ def test_a_paused_turn_is_continued_and_answered_as_one_call(
     lines = (tmp_path / ".nanobot" / "sessions" / "s1.jsonl").read_text("utf-8").splitlines()
     replies = [m for m in map(json.loads, lines) if m.get("role") == "assistant"]
     assert [m["anthropic_blocks"] for m in replies] == [[search]]
+
+
+def test_tool_uses_without_a_name_or_an_id_are_answered_as_the_cores_calls_are(
+    server: MessagesServer, tmp_path: Path
+) -> None:
+    """A tool_use without an id gets a derived one and runs; one without a usable name is
+    answered as a call to no tool, as an OpenAI call is, and left out of the next request,
+    which the API takes (no nameless tool_use, every id its pattern's)."""
+    (tmp_path / "notes.txt").write_text("one\n", encoding="utf-8")
+    blocks = [
+        {"type": "tool_use", "id": "toolu_1", "input": {}},
+        {"type": "tool_use", "id": "toolu_2", "name": 5, "input": {}},
+        {"type": "tool_use", "name": "read_file", "input": {"path": "notes.txt"}},
+    ]
+    server.add(message_reply(blocks, "tool_use"), text_reply("One line."))
+    result = _run(server, tmp_path, "--json", "--session", "s1", "what is in notes.txt?")
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["answer"] == "One line."
+    assert [r.problems for r in server.requests] == [[], []]
+    assistant, results = server.requests[1].body["messages"][1:3]
+    (use,) = [b for b in assistant["content"] if b["type"] == "tool_use"]
+    assert use["name"] == "read_file" and use["id"].startswith("call_")
+    (answer,) = results["content"]
+    assert answer["tool_use_id"] == use["id"] and "one" in answer["content"]
+    stored = [
+        json.loads(line)
+        for line in (tmp_path / ".nanobot" / "sessions" / "s1.jsonl")
+        .read_text("utf-8")
+        .splitlines()
+    ]
+    unnamed = [m for m in stored if m.get("role") == "tool" and "name" not in m]
+    assert len(unnamed) == 2 and all(m["content"].startswith("Error") for m in unnamed)

@@ -179,7 +179,7 @@ def test_429_with_retry_after_is_waited_for_then_retried(server: MessagesServer)
             429,
             "rate_limit_error",
             "Number of requests has exceeded your rate limit",
-            {"retry-after": "0.02"},
+            {"retry-after": "1"},
         ),
         text_reply("ok"),
     )
@@ -187,7 +187,7 @@ def test_429_with_retry_after_is_waited_for_then_retried(server: MessagesServer)
     reply = _complete(_provider(server, notices), [{"role": "user", "content": "hi"}])
     assert reply.content == "ok"
     (notice,) = notices
-    assert notice.delay == pytest.approx(0.02)
+    assert notice.delay == pytest.approx(0.05)  # the server's second, cut to the cap
     assert (
         "HTTP 429: Number of requests has exceeded your rate limit (rate_limit_error)"
         in notice.reason
@@ -204,6 +204,23 @@ def test_a_negative_retry_after_gets_the_normal_backoff(server: MessagesServer) 
     provider = _provider(server, notices, backoff_base=0.2, retry_after_cap=5.0)
     reply = _complete(provider, [{"role": "user", "content": "hi"}])
     assert reply.content == "ok"
+    (notice,) = notices
+    assert 0.1 <= notice.delay <= 0.2  # the first backoff, jittered into its upper half
+
+
+@pytest.mark.parametrize("value", ["+5", "5.5", "1e3", "0x10"])
+def test_a_retry_after_that_is_not_whole_seconds_gets_the_normal_backoff(
+    server: MessagesServer, value: str
+) -> None:
+    """A retry-after RFC 9110 does not allow (a sign, a fraction, an exponent, hex) asks for
+    no wait: the backoff's wait applies, not the cap, as in the core."""
+    server.add(
+        error_reply(529, "overloaded_error", "Overloaded", {"retry-after": value}),
+        text_reply("ok"),
+    )
+    notices: list[RetryNotice] = []
+    provider = _provider(server, notices, backoff_base=0.2, retry_after_cap=0.5)
+    assert _complete(provider, [{"role": "user", "content": "hi"}]).content == "ok"
     (notice,) = notices
     assert 0.1 <= notice.delay <= 0.2  # the first backoff, jittered into its upper half
 
@@ -284,6 +301,38 @@ def test_a_redirect_to_an_address_httpx_cannot_read_is_refused_as_a_redirect(
         _complete(_provider(server, notices), [{"role": "user", "content": "hi"}])
     assert len(server.requests) == 1 and notices == []
     assert f"{server.base_url}/v1/messages refused the request: HTTP 302" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("location", "shown"),
+    [
+        (
+            "https://user:pw@elsewhere.example/v1?key=" + API_KEY,
+            "'https://***@elsewhere.example/v1?key=***'",
+        ),
+        ("/v1\x1b[31m" + "x" * 5_000, "'/v1\\x1b[31mxxx"),
+    ],
+)
+def test_a_redirect_says_where_it_points_as_the_cores_redirect_error_does(
+    server: MessagesServer, location: str, shown: str
+) -> None:
+    """A redirect's error quotes its Location (escaped, its password and the key masked, cut)
+    and says why it was not followed and which setting to change, in the core's words."""
+    server.add(Reply(307, "", {"Location": location}))
+    notices: list[RetryNotice] = []
+    with pytest.raises(ProviderError) as raised:
+        _complete(_provider(server, notices), [{"role": "user", "content": "hi"}])
+    assert len(server.requests) == 1 and notices == []
+    message = str(raised.value)
+    assert message.startswith(f"{server.base_url}/v1/messages refused the request: HTTP 307: ")
+    assert f" [the server redirects to {shown}" in message
+    assert message.endswith(
+        "; redirects are not followed, so that the key never goes to another server: set "
+        f"provider.base_url to the new address: provider.base_url = '{server.base_url}', the "
+        "default (--base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL sets it)]"
+    )
+    assert API_KEY not in message and "pw" not in message and "\x1b" not in message
+    assert len(message) < 1_000
 
 
 def test_blocks_no_server_takes_back_are_dropped_with_a_warning_and_never_sent_back(
