@@ -189,7 +189,8 @@ def describe_dsn(dsn: str | None) -> str:
     character a URL cannot hold as it is (a space, a quote, ``@``, ``/``, ``%``...) or that is
     not printable (a control character, a line break, a bidirectional override) is
     percent-encoded, so the description is one line that says which name it is, and drives
-    no terminal.
+    no terminal. A part that holds the password (a user or database named as the password
+    is: the name then *is* the password) is masked as the password is in every message.
     """
     if not dsn:
         return "postgresql (no dsn)"
@@ -204,7 +205,7 @@ def describe_dsn(dsn: str | None) -> str:
     database = parts.get("dbname", user)
 
     def shown(part: str, safe: str) -> str:
-        return _url_part(part, safe)
+        return _url_part(scrub(part, dsn), safe)
 
     user_part = f"{shown(user, _NAME_SAFE)}@" if user else ""
     return (

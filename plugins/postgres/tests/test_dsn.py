@@ -71,8 +71,13 @@ def test_a_well_written_dsn_is_described_in_full() -> None:
     assert scrub("auth failed for p@ss/w?rd", dsn) == "auth failed for ***"
 
 
-# Names as a DSN may hold them: any character but NUL (which libpq cuts at).
-_NAMES = st.text(st.characters(blacklist_characters="\x00"), min_size=1, max_size=20)
+# Names as a DSN may hold them: any character but NUL (which libpq cuts at) and a lone
+# surrogate (not UTF-8: no DSN holding one parses).
+_NAMES = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    min_size=1,
+    max_size=20,
+)
 
 
 @given(user=_NAMES, database=_NAMES)
@@ -100,6 +105,27 @@ def test_the_description_names_any_user_and_database_on_one_printable_line(
         "db.internal",
         "6432",
     )
+
+
+@pytest.mark.parametrize(
+    ("user", "database", "described"),
+    [
+        ("samepw", "samepw", "postgresql://***@db.internal:6432/***"),
+        ("samepw", "sessions", "postgresql://***@db.internal:6432/sessions"),
+        ("nanobot", "samepw", "postgresql://nanobot@db.internal:6432/***"),
+        ("samepw-admin", "sessions", "postgresql://***-admin@db.internal:6432/sessions"),
+    ],
+)
+def test_a_name_that_holds_the_password_is_masked_as_the_password_is(
+    user: str, database: str, described: str
+) -> None:
+    """A user or database name holding the password is masked in the description as every
+    message masks the password: shown, it was the password (and next to a message saying
+    ``user "***"`` it said so)."""
+    dsn = make_conninfo(
+        host="db.internal", port=6432, user=user, dbname=database, password="samepw"
+    )
+    assert describe_dsn(dsn) == described
 
 
 def _role(server: TemporaryPostgres, name: str, password: str) -> None:
@@ -159,3 +185,19 @@ def test_an_error_naming_a_user_with_control_characters_keeps_them_escaped(
     described = f"postgresql://a%0Ab@127.0.0.1:{postgres_server.port}/x%1B%5B31my"
     assert said.startswith(f"cannot use the session database ({described}): ")
     assert "\n" not in said
+
+
+def test_a_user_named_as_the_password_shows_in_no_error(
+    postgres_server: TemporaryPostgres,
+) -> None:
+    """A real role whose name is its password, refused a database that does not exist and a
+    wrong password, is named in neither error: the description and libpq's words mask it."""
+    _role(postgres_server, "samepw", "samepw")
+    base = f"postgresql://samepw:samepw@127.0.0.1:{postgres_server.port}"
+    with pytest.raises(SessionError) as missing:
+        PostgresSessionStore(f"{base}/samepw", connect_timeout=5).list_sessions()
+    assert str(missing.value).startswith(
+        f"cannot use the session database (postgresql://***@127.0.0.1:{postgres_server.port}/***)"
+    )
+    assert 'database "***" does not exist' in str(missing.value)
+    assert "samepw" not in str(missing.value)
