@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 import socket
-from urllib.parse import unquote
+from urllib.parse import quote, unquote
 
 __all__ = ["describe_dsn", "host_fault", "parse_fault", "port_fault", "scrub"]
 
@@ -183,7 +183,15 @@ def _count(number: int, noun: str) -> str:
 
 
 def describe_dsn(dsn: str | None) -> str:
-    """``postgresql://user@host:port/dbname``: where the DSN points, never its password."""
+    """``postgresql://user@host:port/dbname``: where the DSN points, never its password.
+
+    A URL libpq reads back as the same user and database: in a user or database name a
+    character a URL cannot hold as it is (a space, a quote, ``@``, ``/``, ``%``...) or that is
+    not printable (a control character, a line break, a bidirectional override) is
+    percent-encoded, so the description is one line that says which name it is, and drives
+    no terminal. A part that holds the password (a user or database named as the password
+    is: the name then *is* the password) is masked as the password is in every message.
+    """
     if not dsn:
         return "postgresql (no dsn)"
     parts = _parts(dsn)
@@ -195,7 +203,33 @@ def describe_dsn(dsn: str | None) -> str:
     host = parts.get("host", parts.get("hostaddr", "localhost"))
     port = parts.get("port", "5432")
     database = parts.get("dbname", user)
-    return f"postgresql://{user + '@' if user else ''}{host}:{port}/{database}"
+
+    def shown(part: str, safe: str) -> str:
+        return _url_part(scrub(part, dsn), safe)
+
+    user_part = f"{shown(user, _NAME_SAFE)}@" if user else ""
+    return (
+        f"postgresql://{user_part}{shown(host, _HOST_SAFE)}:{shown(port, _HOST_SAFE)}/"
+        f"{shown(database, _NAME_SAFE)}"
+    )
+
+
+# What a user or database name keeps as it is in a URL (RFC 3986's unreserved and
+# sub-delimiters, and any letter or digit): the rest is percent-encoded as UTF-8.
+_NAME_SAFE = "-._~!$&'()*+,;="
+# A host list keeps what it is written with: a socket folder's slashes, an IPv6 address's
+# colons, the commas between hosts.
+_HOST_SAFE = _NAME_SAFE + "/:[]"
+
+
+def _url_part(text: str, safe: str) -> str:
+    """`text` percent-encoded where a URL could not hold a character, or a person not see it."""
+    return "".join(
+        char
+        if char.isprintable() and (char.isalnum() or char in safe)
+        else quote(char, safe="", errors="surrogatepass")
+        for char in text
+    )
 
 
 def scrub(text: str, dsn: str | None) -> str:

@@ -6,14 +6,18 @@ not race: a failure leaves the database at the version it was. What ran is
 recorded in ``nanobot_schema_migrations``. A database already at a newer
 version than this plugin knows is refused, never downgraded; so is one whose
 tables of these names are not the plugin's (a record table of other columns, or
-the plugin's tables where no version is recorded), and nothing is changed.
+the plugin's tables where no version is recorded), and nothing is changed. At
+the current version the tables are checked against what it made (`check_tables`):
+one altered by hand since is refused, naming the table and what differs, before
+any statement relies on it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply_migrations"]
+__all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply_migrations", "check_tables"]
 
 # Any fixed 64-bit number: the key of the lock migrations take.
 _MIGRATION_LOCK = 0x6E62_6D69_6772_0001
@@ -83,6 +87,69 @@ _FUNCTION = "nanobot_lines_append_only"
 # The columns of the record of versions, as `format_type` names their types.
 _RECORD_COLUMNS = {"version": "integer", "name": "text"}
 
+_TIME = "timestamp with time zone"
+
+
+@dataclasses.dataclass(frozen=True)
+class _Column:
+    """A column as :data:`SCHEMA_VERSION` has it: its type (as `format_type` names it),
+    whether it is NOT NULL, and its default (as `pg_get_expr` writes it) when the store's
+    statements leave the column to it."""
+
+    type: str
+    not_null: bool
+    default: str | None = None
+
+
+# Every table of :data:`SCHEMA_VERSION`: its columns, and its primary key in order. What the
+# store's statements rely on: the types they read and write, the NOT NULLs and defaults an
+# insert of some columns takes, the keys that ON CONFLICT and the one-row-per-line rule use.
+_TABLES: dict[str, tuple[dict[str, _Column], tuple[str, ...]]] = {
+    "nanobot_sessions": (
+        {
+            "name": _Column("text", True),
+            "lines": _Column("bigint", True, "0"),
+            "messages": _Column("bigint", True, "0"),
+            "bytes": _Column("bigint", True, "0"),
+            "created_at": _Column(_TIME, True, "now()"),
+            "updated_at": _Column(_TIME, True, "now()"),
+        },
+        ("name",),
+    ),
+    "nanobot_session_lines": (
+        {
+            "session": _Column("text", True),
+            "seq": _Column("bigint", True),
+            "line": _Column("text", True),
+            "written_at": _Column(_TIME, True, "now()"),
+        },
+        ("session", "seq"),
+    ),
+    "nanobot_results": (
+        {
+            "sha256": _Column("text", True),
+            "content": _Column("text", False),
+            "bytes": _Column("bigint", True),
+            "created_at": _Column(_TIME, True, "now()"),
+            "data": _Column("bytea", False),
+        },
+        ("sha256",),
+    ),
+}
+
+# Every column of the plugin's tables, found as the store's statements find the tables (the
+# search_path): its type, NOT NULL, default and place in the primary key. A table that is
+# not there has no row.
+_COLUMNS = """
+SELECT t.name, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+    pg_get_expr(d.adbin, d.adrelid), array_position(k.conkey, a.attnum)
+FROM unnest(%s::text[]) AS t(name)
+JOIN pg_attribute a ON a.attrelid = to_regclass(t.name) AND a.attnum > 0 AND NOT a.attisdropped
+LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+LEFT JOIN pg_constraint k ON k.conrelid = a.attrelid AND k.contype = 'p'
+ORDER BY t.name, a.attnum
+"""
+
 
 def apply_migrations(conn: Any, *, target: int = SCHEMA_VERSION) -> list[int]:
     """Bring the database to `target` (:data:`SCHEMA_VERSION`); return the versions applied now.
@@ -120,7 +187,80 @@ def apply_migrations(conn: Any, *, target: int = SCHEMA_VERSION) -> list[int]:
                 (version, name),
             )
             applied_now.append(version)
+        if target >= SCHEMA_VERSION:
+            check_tables(conn)
     return applied_now
+
+
+def check_tables(conn: Any) -> None:
+    """RuntimeError when a table of the plugin is not as :data:`SCHEMA_VERSION` made it.
+
+    A column dropped, renamed or of another type, a NOT NULL, a default or the primary
+    key removed: the record of versions still says the current one, and the store used
+    the table as if it were right, to fail mid-turn with the driver's words (``column
+    "messages" does not exist``) or to store what it should not (two rows for one line).
+    A column added by hand is let be unless an insert of the store's would fail on it
+    (NOT NULL without a default). One query: the check costs one round trip per process.
+    """
+    rows = conn.execute(_COLUMNS, (list(_TABLES),)).fetchall()
+    found: dict[str, dict[str, tuple[str, bool, str | None]]] = {table: {} for table in _TABLES}
+    keys: dict[str, list[tuple[int, str]]] = {table: [] for table in _TABLES}
+    for table, column, kind, not_null, default, key_place in rows:
+        found[table][column] = (str(kind), bool(not_null), default)
+        if key_place is not None:
+            keys[table].append((int(key_place), column))
+    faults = [
+        f"the table {table} {'; '.join(differences)}"
+        for table in _TABLES
+        if (differences := _differences(table, found[table], [c for _, c in sorted(keys[table])]))
+    ]
+    if faults:
+        raise RuntimeError(
+            f"{'; '.join(faults)} (schema version {SCHEMA_VERSION} as nanobot-postgres "
+            "made it); nothing was changed: restore the table as it was made, or give the "
+            "plugin a new database and import the sessions into it"
+        )
+
+
+def _differences(
+    table: str, columns: dict[str, tuple[str, bool, str | None]], key: list[str]
+) -> list[str]:
+    """How `table`, of `columns` and primary `key` as found, differs from what it should be."""
+    if not columns:
+        return ["is missing"]
+    wanted, wanted_key = _TABLES[table]
+    said: list[str] = []
+    for name, column in wanted.items():
+        if name not in columns:
+            said.append(f"has no column {name} ({column.type})")
+            continue
+        kind, not_null, default = columns[name]
+        if kind != column.type:
+            said.append(f"has column {name} of type {_shown(kind)}, not {column.type}")
+        if not_null != column.not_null:
+            now = "NOT NULL, not nullable" if not_null else "nullable, not NOT NULL"
+            said.append(f"has column {name} {now}")
+        if column.default is not None and default != column.default:
+            now = f"of default {_shown(default)}" if default is not None else "without a default"
+            said.append(f"has column {name} {now}, not default {column.default}")
+    for name, (_, not_null, default) in columns.items():
+        if name not in wanted and not_null and default is None:
+            said.append(
+                f"has a column {_shown(name)} NOT NULL without a default, which the "
+                "store's inserts leave out"
+            )
+    others = [_shown(name) for name in columns if name not in wanted]
+    if others and any(name not in columns for name in wanted):  # renamed, most likely
+        said.append(f"has column{'s' if len(others) > 1 else ''} {', '.join(others)}")
+    if key != list(wanted_key):
+        now = f"({', '.join(map(_shown, key))})" if key else "none"
+        said.append(f"has primary key {now}, not ({', '.join(wanted_key)})")
+    return said
+
+
+def _shown(text: str) -> str:
+    """A name or type read from the catalog as a message shows it: quoted when not printable."""
+    return text if text.isprintable() and text.strip() == text and text else repr(text)
 
 
 def _check_record_table(conn: Any) -> None:

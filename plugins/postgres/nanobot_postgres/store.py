@@ -4,7 +4,9 @@ A line is one row of ``nanobot_session_lines`` holding its JSON text exactly
 as written; ``(session, seq)`` is the primary key and rows are never updated
 (a trigger refuses it). An append is one statement: it moves the session's
 line count from the count the writer expects to the new one and inserts the
-rows, or does nothing at all when the count differs. A session without lines
+rows, or does nothing at all when the count differs. A batch larger than one
+statement carries (the server's 1 GiB message limit) is several, in one
+transaction. A session without lines
 is its ``nanobot_sessions`` row alone: what an empty batch at count 0 makes
 (``sessions import`` of a session exported empty), so that it is listed and
 exported again.
@@ -97,6 +99,10 @@ FROM s, unnest(%(lines)b::text[]) WITH ORDINALITY AS t(line, ord)
 # and cannot build an array value over 1 GiB. Kept 64 KiB short for the statement's text
 # and its other parameters.
 _MAX_APPEND_BYTES = 0x3FFF_FFFE - 0x1_0000
+
+
+# The lines array's own header, as sent: its dimensions, flags, element type and bounds.
+_ARRAY_HEADER = 64
 
 
 def _sent_size(line: str) -> int:
@@ -851,7 +857,8 @@ class PostgresLease:
         return loaded
 
     def append(self, lines: Sequence[str], *, expected_seq: int) -> int:
-        """Append `lines` in one statement, only if the session holds `expected_seq` lines.
+        """Append `lines` whole, only if the session holds `expected_seq` lines: in one
+        statement, or in one transaction of several when they do not fit in one.
 
         SessionError, appending nothing, names the first line that is not one JSON
         object on one line encodable as UTF-8 (the core's rule, `check_line`).
@@ -864,30 +871,27 @@ class PostgresLease:
                 self._create_empty(conn)
             return expected_seq
         # A batch is stored whole or not at all: every line is checked before any is sent.
-        self._check_size(lines, expected_seq)
+        chunks = self._chunks(lines, expected_seq)
         parsed = [
             check_line(line, f"session {self.session!r}, line {expected_seq + number}")
             for number, line in enumerate(lines, 1)
         ]
-        params = {
-            "name": self.session,
-            "n": len(lines),
-            "messages": sum(1 for r in parsed if not is_meta_record(r)),
-            "bytes": sum(len(line.encode("utf-8")) + 1 for line in lines),
-            "lines": list(lines),
-            "expected": expected_seq,
-        }
         try:
-            cursor = conn.execute(_APPEND_FIRST if expected_seq == 0 else _APPEND_MORE, params)
-            inserted = cursor.rowcount
-            if inserted != len(lines):
-                row = conn.execute(
-                    "SELECT lines FROM nanobot_sessions WHERE name = %s", (self.session,)
-                ).fetchone()
-                raise SessionConflictError(
-                    f"session {self.session!r} holds {row[0] if row else 0} lines, the writer "
-                    f"expected {expected_seq}; nothing was appended"
-                )
+            if len(chunks) == 1:
+                self._append_chunk(conn, lines, parsed, expected_seq, expected_seq)
+            else:
+                # More than one statement carries: they go in one transaction, so that the
+                # batch is still stored whole or not at all, and a conflict found by the
+                # first leaves nothing.
+                with conn.transaction():
+                    for start, end in chunks:
+                        self._append_chunk(
+                            conn,
+                            lines[start:end],
+                            parsed[start:end],
+                            expected_seq + start,
+                            expected_seq,
+                        )
         except psycopg.Error as exc:
             error = self.store.error(f"cannot append to session {self.session!r}", exc)
             if conn.broken or conn.closed:
@@ -926,26 +930,60 @@ class PostgresLease:
                 "nothing was appended"
             )
 
-    def _check_size(self, lines: Sequence[str], expected_seq: int) -> None:
-        """SessionError, sending nothing, when the batch is more than one statement carries.
+    def _append_chunk(
+        self,
+        conn: Any,
+        lines: Sequence[str],
+        parsed: Sequence[dict[str, Any]],
+        seq: int,
+        expected_seq: int,
+    ) -> None:
+        """Append `lines` (the checked `parsed`) in one statement where the session holds `seq`
+        lines; SessionConflictError when it does not (`expected_seq`: the batch's, to name)."""
+        params = {
+            "name": self.session,
+            "n": len(lines),
+            "messages": sum(1 for r in parsed if not is_meta_record(r)),
+            "bytes": sum(len(line.encode("utf-8")) + 1 for line in lines),
+            "lines": list(lines),
+            "expected": seq,
+        }
+        cursor = conn.execute(_APPEND_FIRST if seq == 0 else _APPEND_MORE, params)
+        if cursor.rowcount != len(lines):
+            row = conn.execute(
+                "SELECT lines FROM nanobot_sessions WHERE name = %s", (self.session,)
+            ).fetchone()
+            raise SessionConflictError(
+                f"session {self.session!r} holds {row[0] if row else 0} lines, the writer "
+                f"expected {expected_seq}; nothing was appended"
+            )
 
-        Sent, the server closed the connection at it, which lost the lease and said only
-        that the server had terminated abnormally.
+    def _chunks(self, lines: Sequence[str], expected_seq: int) -> list[tuple[int, int]]:
+        """`lines` cut into runs of one statement each, as ``(start, end)``: each as many lines
+        as fit in what the server takes in one message (`_MAX_APPEND_BYTES`).
+
+        SessionError, sending nothing, names a line that does not fit alone: sent, the server
+        closed the connection at it, which lost the lease and said only that the server had
+        terminated abnormally. A batch of lines that fit alone but not together (a session
+        import of over a gigabyte) was refused whole before: it goes in several statements.
         """
-        sizes = [_sent_size(line) for line in lines]
-        total = sum(sizes) + 64  # the array's header
-        if total <= _MAX_APPEND_BYTES:
-            return
-        largest = max(range(len(sizes)), key=sizes.__getitem__)
-        if sizes[largest] + 64 > _MAX_APPEND_BYTES:  # that line alone is too much
-            where, total = f"line {expected_seq + largest + 1}", sizes[largest] + 64
-        else:
-            where = f"lines {expected_seq + 1} to {expected_seq + len(lines)}"
-        raise SessionError(
-            f"session {self.session!r}, {where}: {total:,} bytes, more than the "
-            f"{_MAX_APPEND_BYTES:,} PostgreSQL takes in one statement "
-            f"({self.store.describe()}); nothing was appended"
-        )
+        limit = _MAX_APPEND_BYTES
+        chunks: list[tuple[int, int]] = []
+        start, total = 0, _ARRAY_HEADER
+        for index, line in enumerate(lines):
+            size = _sent_size(line)
+            if size + _ARRAY_HEADER > limit:
+                raise SessionError(
+                    f"session {self.session!r}, line {expected_seq + index + 1}: "
+                    f"{size + _ARRAY_HEADER:,} bytes, more than the {limit:,} PostgreSQL takes "
+                    f"in one statement ({self.store.describe()}); nothing was appended"
+                )
+            if total + size > limit:
+                chunks.append((start, index))
+                start, total = index, _ARRAY_HEADER
+            total += size
+        chunks.append((start, len(lines)))
+        return chunks
 
     def check_held(self) -> None:
         """SessionError when the connection holding the lock is gone: the lock went with it.

@@ -23,6 +23,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 from types import TracebackType
+from urllib.parse import quote
 
 __all__ = ["TemporaryPostgres", "find_binaries"]
 
@@ -184,14 +185,22 @@ class TemporaryPostgres:
         with psycopg.connect(url, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{self.database}"')
 
-    def create_database(self, name: str) -> str:
-        """A new empty database on the server; returns its DSN."""
+    def create_database(self, name: str, *, owner: str | None = None) -> str:
+        """A new empty database on the server, of `owner` (a role) when given; returns its DSN
+        (the superuser's). Any name is taken: quoted in the statement, percent-encoded in the
+        URL (a space, a quote, a ``/`` in it made either wrong)."""
         import psycopg
+        from psycopg import sql
 
         url = f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/postgres"
+        statement = sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name))
+        if owner is not None:
+            statement = sql.SQL("{} OWNER {}").format(statement, sql.Identifier(owner))
         with psycopg.connect(url, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{name}"
+            conn.execute(statement)
+        return (
+            f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{quote(name, safe='')}"
+        )
 
     def stop(self) -> None:
         """Stop the server at once and delete its folder (idempotent)."""

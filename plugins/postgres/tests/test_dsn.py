@@ -4,11 +4,19 @@ from __future__ import annotations
 
 import re
 import string
+from urllib.parse import quote
 
+import psycopg
+import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
+from nanobot_core import SessionError
+from psycopg import sql
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from nanobot_postgres.dsn import describe_dsn, scrub
+from nanobot_postgres.store import PostgresSessionStore
+from nanobot_postgres.testserver import TemporaryPostgres
 
 # What the descriptions and libpq's messages say whatever the password (a word of it found
 # here proves nothing).
@@ -61,3 +69,135 @@ def test_a_well_written_dsn_is_described_in_full() -> None:
     dsn = "postgresql://nanobot:p%40ss%2Fw%3Frd@db.internal:6432/sessions"
     assert describe_dsn(dsn) == "postgresql://nanobot@db.internal:6432/sessions"
     assert scrub("auth failed for p@ss/w?rd", dsn) == "auth failed for ***"
+
+
+# Names as a DSN may hold them: any character but NUL (which libpq cuts at) and a lone
+# surrogate (not UTF-8: no DSN holding one parses).
+_NAMES = st.text(
+    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    min_size=1,
+    max_size=20,
+)
+
+
+@given(user=_NAMES, database=_NAMES)
+@example("na bot'x\\", "my db'\"x")
+@example("a\nb", "x\x1b[31my")
+@example("a@b:c/d", "db?x#y%z")
+@example("a\u202eb", "d\u2066b")
+def test_the_description_names_any_user_and_database_on_one_printable_line(
+    user: str, database: str
+) -> None:
+    """Whatever the user and database names hold, the description is one printable line, a
+    URL that libpq reads back as those names: none is shown raw (a control character drove
+    the terminal, a line break cut the error, an '@' or '/' made another name of it)."""
+    password = "Xsecret-password-Q"
+    assume(password not in user + database)
+    dsn = make_conninfo(
+        host="db.internal", port=6432, user=user, dbname=database, password=password
+    )
+    described = describe_dsn(dsn)
+    assert described.isprintable()
+    parts = conninfo_to_dict(described)
+    assert (parts["user"], parts["dbname"], parts["host"], parts["port"]) == (
+        user,
+        database,
+        "db.internal",
+        "6432",
+    )
+
+
+@pytest.mark.parametrize(
+    ("user", "database", "described"),
+    [
+        ("samepw", "samepw", "postgresql://***@db.internal:6432/***"),
+        ("samepw", "sessions", "postgresql://***@db.internal:6432/sessions"),
+        ("nanobot", "samepw", "postgresql://nanobot@db.internal:6432/***"),
+        ("samepw-admin", "sessions", "postgresql://***-admin@db.internal:6432/sessions"),
+    ],
+)
+def test_a_name_that_holds_the_password_is_masked_as_the_password_is(
+    user: str, database: str, described: str
+) -> None:
+    """A user or database name holding the password is masked in the description as every
+    message masks the password: shown, it was the password (and next to a message saying
+    ``user "***"`` it said so)."""
+    dsn = make_conninfo(
+        host="db.internal", port=6432, user=user, dbname=database, password="samepw"
+    )
+    assert describe_dsn(dsn) == described
+
+
+def _role(server: TemporaryPostgres, name: str, password: str) -> None:
+    """A role that logs in with `password`, whatever its name."""
+    with psycopg.connect(server.dsn, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
+                sql.Identifier(name), sql.Literal(password)
+            )
+        )
+
+
+def test_a_user_and_database_named_with_spaces_and_quotes_work_and_are_named_right(
+    postgres_server: TemporaryPostgres,
+) -> None:
+    """A real role and database whose names hold a space, quotes and a backslash serve
+    sessions through a key=value DSN and a URL alike, and the description names them as a
+    URL libpq reads back as the same names."""
+    user, database, password = "na bot'x\\", "my db'\"x", "p w'd\\"
+    _role(postgres_server, user, password)
+    postgres_server.create_database(database, owner=user)
+    port = postgres_server.port
+    for dsn in (
+        make_conninfo(host="127.0.0.1", port=port, user=user, dbname=database, password=password),
+        f"postgresql://{quote(user, safe='')}:{quote(password, safe='')}@127.0.0.1:{port}/"
+        f"{quote(database, safe='')}",
+    ):
+        store = PostgresSessionStore(dsn)
+        assert store.describe() == f"postgresql://na%20bot'x%5C@127.0.0.1:{port}/my%20db'%22x"
+        lease = store.lease("s")
+        try:
+            seq = lease.load().seq
+            assert lease.append(['{"n":1}'], expected_seq=seq) == seq + 1
+        finally:
+            lease.release()
+        store.close()
+        with psycopg.connect(dsn) as conn:
+            assert conn.execute("SELECT current_user, current_database()").fetchone() == (
+                user,
+                database,
+            )
+    assert PostgresSessionStore(dsn).load("s").lines == ['{"n":1}', '{"n":1}']
+
+
+def test_an_error_naming_a_user_with_control_characters_keeps_them_escaped(
+    postgres_server: TemporaryPostgres,
+) -> None:
+    """A connection error for a user and database whose names hold a line break and an escape
+    is one line, the description naming them percent-encoded, not raw."""
+    dsn = make_conninfo(
+        host="127.0.0.1", port=postgres_server.port, user="a\nb", dbname="x\x1b[31my", password="pw"
+    )
+    store = PostgresSessionStore(dsn, connect_timeout=5)
+    with pytest.raises(SessionError) as refused:
+        store.list_sessions()
+    said = str(refused.value)
+    described = f"postgresql://a%0Ab@127.0.0.1:{postgres_server.port}/x%1B%5B31my"
+    assert said.startswith(f"cannot use the session database ({described}): ")
+    assert "\n" not in said
+
+
+def test_a_user_named_as_the_password_shows_in_no_error(
+    postgres_server: TemporaryPostgres,
+) -> None:
+    """A real role whose name is its password, refused a database that does not exist and a
+    wrong password, is named in neither error: the description and libpq's words mask it."""
+    _role(postgres_server, "samepw", "samepw")
+    base = f"postgresql://samepw:samepw@127.0.0.1:{postgres_server.port}"
+    with pytest.raises(SessionError) as missing:
+        PostgresSessionStore(f"{base}/samepw", connect_timeout=5).list_sessions()
+    assert str(missing.value).startswith(
+        f"cannot use the session database (postgresql://***@127.0.0.1:{postgres_server.port}/***)"
+    )
+    assert 'database "***" does not exist' in str(missing.value)
+    assert "samepw" not in str(missing.value)

@@ -1,0 +1,183 @@
+"""Tables altered by hand at the current schema version: refused at open, named, left alone."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+from nanobot_core import SessionError
+from nanobot_core.sessions import open_session
+
+from nanobot_postgres.migrations import SCHEMA_VERSION, apply_migrations, check_tables
+from nanobot_postgres.store import PostgresSessionStore
+
+_LINES = "nanobot_session_lines"
+_SESSIONS = "nanobot_sessions"
+_RESULTS = "nanobot_results"
+
+
+def _columns(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    """Every column of the plugin's tables with its type, NOT NULL and default, and the keys."""
+    return conn.execute(
+        """SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+            pg_get_expr(d.adbin, d.adrelid),
+            (SELECT pg_get_constraintdef(k.oid) FROM pg_constraint k
+             WHERE k.conrelid = c.oid AND k.contype = 'p')
+        FROM pg_class c JOIN pg_attribute a ON a.attrelid = c.oid
+        LEFT JOIN pg_attrdef d ON d.adrelid = c.oid AND d.adnum = a.attnum
+        WHERE c.relname LIKE 'nanobot%%' AND c.relkind = 'r' AND a.attnum > 0
+          AND NOT a.attisdropped
+        ORDER BY 1, a.attnum"""
+    ).fetchall()
+
+
+@pytest.mark.parametrize(
+    ("alteration", "said"),
+    [
+        (
+            f"ALTER TABLE {_LINES} DROP COLUMN written_at",
+            f"the table {_LINES} has no column written_at (timestamp with time zone)",
+        ),
+        (
+            f"ALTER TABLE {_SESSIONS} RENAME COLUMN messages TO msgs",
+            f"the table {_SESSIONS} has no column messages (bigint); has column msgs",
+        ),
+        (
+            f'ALTER TABLE {_SESSIONS} RENAME COLUMN messages TO "m\x1b[2J\nsgs"',
+            f"the table {_SESSIONS} has no column messages (bigint); has column 'm\\x1b[2J\\nsgs'",
+        ),
+        (
+            f"ALTER TABLE {_SESSIONS} ALTER COLUMN lines TYPE integer",
+            f"the table {_SESSIONS} has column lines of type integer, not bigint",
+        ),
+        (
+            f"ALTER TABLE {_LINES} ALTER COLUMN line TYPE varchar(10)",
+            f"the table {_LINES} has column line of type character varying(10), not text",
+        ),
+        (
+            f"ALTER TABLE {_LINES} ALTER COLUMN line DROP NOT NULL",
+            f"the table {_LINES} has column line nullable, not NOT NULL",
+        ),
+        (
+            f"ALTER TABLE {_RESULTS} ALTER COLUMN data SET NOT NULL",
+            f"the table {_RESULTS} has column data NOT NULL, not nullable",
+        ),
+        (
+            f"ALTER TABLE {_SESSIONS} ALTER COLUMN lines SET DEFAULT 5",
+            f"the table {_SESSIONS} has column lines of default 5, not default 0",
+        ),
+        (
+            f"ALTER TABLE {_SESSIONS} ALTER COLUMN lines DROP DEFAULT",
+            f"the table {_SESSIONS} has column lines without a default, not default 0",
+        ),
+        (
+            f"ALTER TABLE {_LINES} DROP CONSTRAINT {_LINES}_pkey",
+            f"the table {_LINES} has primary key none, not (session, seq)",
+        ),
+        (
+            f"ALTER TABLE {_LINES} DROP CONSTRAINT {_LINES}_pkey, ADD PRIMARY KEY (seq, session)",
+            f"the table {_LINES} has primary key (seq, session), not (session, seq)",
+        ),
+        (
+            f"ALTER TABLE {_RESULTS} ADD COLUMN owner text NOT NULL",
+            f"the table {_RESULTS} has a column owner NOT NULL without a default, which the "
+            "store's inserts leave out",
+        ),
+        (f"DROP TABLE {_RESULTS}", f"the table {_RESULTS} is missing"),
+    ],
+)
+def test_a_table_altered_by_hand_is_refused_at_open_naming_what_differs(
+    dsn: str, alteration: str, said: str
+) -> None:
+    """A table the current schema version made, altered since, is refused at the first call,
+    naming the table and the difference, and nothing of the database is changed."""
+    PostgresSessionStore(dsn).close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        apply_migrations(conn)
+        conn.execute(alteration)
+        before = _columns(conn)
+    store = PostgresSessionStore(dsn)
+    with pytest.raises(SessionError) as refused:
+        store.list_sessions()
+    store.close()
+    assert str(refused.value).startswith("cannot use the session database (postgresql://")
+    assert f"): {said} (schema version {SCHEMA_VERSION} as nanobot-postgres made it); " in str(
+        refused.value
+    )
+    assert str(refused.value).endswith(
+        "nothing was changed: restore the table as it was made, or give the plugin a new "
+        "database and import the sessions into it"
+    )
+    assert "\n" not in str(refused.value) and "\x1b" not in str(refused.value)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert _columns(conn) == before
+
+
+def test_every_difference_of_every_table_is_named_in_one_refusal(dsn: str) -> None:
+    """Two tables altered are both named, each with all its differences."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        apply_migrations(conn)
+        conn.execute(f"ALTER TABLE {_SESSIONS} DROP COLUMN bytes")
+        conn.execute(f"ALTER TABLE {_SESSIONS} ALTER COLUMN updated_at TYPE timestamp")
+        conn.execute(f"ALTER TABLE {_LINES} DROP CONSTRAINT {_LINES}_pkey")
+        with pytest.raises(RuntimeError) as refused:
+            check_tables(conn)
+    assert str(refused.value).startswith(
+        f"the table {_SESSIONS} has no column bytes (bigint); has column updated_at of type "
+        f"timestamp without time zone, not timestamp with time zone; the table {_LINES} has "
+        "primary key none, not (session, seq) (schema version"
+    )
+
+
+def test_an_upgrade_onto_an_altered_table_is_undone(dsn: str) -> None:
+    """A database at version 1 whose lines table was altered is refused after the upgrade ran,
+    in its transaction: it stays at version 1, the upgrade's column not added."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert apply_migrations(conn, target=1) == [1]
+        conn.execute(f"ALTER TABLE {_LINES} ALTER COLUMN seq TYPE integer")
+    with pytest.raises(SessionError, match="has column seq of type integer, not bigint"):
+        PostgresSessionStore(dsn).list_sessions()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        versions = conn.execute("SELECT version FROM nanobot_schema_migrations").fetchall()
+        assert versions == [(1,)]
+        assert [c[1] for c in _columns(conn) if c[0] == _RESULTS] == [
+            "sha256",
+            "content",
+            "bytes",
+            "created_at",
+        ]
+
+
+def test_a_column_added_that_no_insert_minds_is_let_be(dsn: str) -> None:
+    """A nullable column, or one with a default, added by hand leaves the store working."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        apply_migrations(conn)
+        conn.execute(f"ALTER TABLE {_SESSIONS} ADD COLUMN team text")
+        conn.execute(f"ALTER TABLE {_LINES} ADD COLUMN origin text NOT NULL DEFAULT 'here'")
+    store = PostgresSessionStore(dsn)
+    with open_session(store, "s") as session:
+        session.append({"role": "user", "content": "kept"})
+    assert store.load("s").lines == ['{"role":"user","content":"kept"}']
+    store.close()
+
+
+class _Counting:
+    """A connection that counts the statements sent through it."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.conn = conn
+        self.statements = 0
+
+    def execute(self, *args: Any) -> Any:
+        self.statements += 1
+        return self.conn.execute(*args)
+
+
+def test_the_check_is_one_statement(dsn: str) -> None:
+    """Checking the three tables takes one round trip to the server, whatever they hold."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        apply_migrations(conn)
+        counting = _Counting(conn)
+        check_tables(counting)
+        assert counting.statements == 1
