@@ -7,8 +7,11 @@ process killed at any moment leaves at most a torn last line (a write that
 fails part way, on a full disk, is cut off again: a batch is stored whole or
 not at all). Taking the lease heals that: the torn bytes are appended to
 ``<name>.jsonl.torn`` (never overwritten) and the file is cut back to its
-last complete line. A complete line that is not a JSON object stays in the
-file and is skipped with a warning naming its line number. Nothing is
+last complete line. A last line of nothing but whitespace (an editor leaves
+one) is no torn write: it is a blank line, passed over and counted as blank
+lines are anywhere in the file, and is only given its newline. A complete
+line that is not a JSON object stays in the file and is skipped with a
+warning naming its line number. Nothing is
 dropped silently. A UTF-8 byte-order mark at the very start of the file (an
 editor on Windows writes one) is not part of line 1, which loads; one anywhere
 else makes its line invalid, as JSON has it.
@@ -269,11 +272,11 @@ def _file_error(what: str, exc: OSError) -> SessionError:
 
 
 def _count_lines(data: bytes) -> int:
-    """Lines stored: complete lines, plus a last line that only lost its newline."""
+    """Lines stored: complete lines, plus a last line without its newline (a blank one too,
+    which the lease completes: a blank line is counted wherever it is)."""
     data = without_bom(data)  # a file holding nothing but one holds no line
     count = data.count(b"\n")
-    tail = data[data.rfind(b"\n") + 1 :]
-    return count + (1 if tail.strip() else 0)
+    return count + (0 if data.endswith(b"\n") or not data else 1)
 
 
 def _acquire_lock(lock_path: Path, name: str, wait: float) -> int:
@@ -338,9 +341,17 @@ def _heal_torn_tail(fd: int, data: bytes, path: Path, torn_path: Path) -> bytes:
     if cut == 0:  # the first line: a byte-order mark before it is the file's, not the line's
         if tail == BOM:
             return data  # nothing but the mark: no line to heal
-        record, _ = parse_line(without_bom(tail))
+        line = without_bom(tail)
     else:
-        record, _ = parse_line(tail)
+        line = tail
+    if not line.strip():
+        # Whitespace an editor left after the last line: a blank line, passed over like one
+        # anywhere else, not a torn write. Its newline is added, so that the next append
+        # starts a line of its own instead of following the blanks.
+        os.write(fd, b"\n")
+        os.fsync(fd)
+        return data + b"\n"
+    record, _ = parse_line(line)
     if record is not None:
         # The whole object is there and only the newline was lost: complete the line.
         os.write(fd, b"\n")
