@@ -78,9 +78,10 @@ def _session_state(entries: list[Any]) -> tuple[list[Any], GovernanceState | Non
     ``messages[N]`` and the state count the messages alone, as a run counts them.
     The newest governance record is restored, as the session's next run restores
     it, so that the report is what that run would send (the cut sent before kept);
-    a damaged one newer than it is passed over, as the run passes it over, and named.
+    a damaged one newer than it, or one a newer nanobot-core wrote, is passed over, as the
+    run passes it over, and named.
     """
-    from nanobot_core.governance.continuity import is_governance_record, read_record
+    from nanobot_core.governance.continuity import RECORD_VERSION, newest_state
     from nanobot_core.sessions import is_meta_record
 
     messages = [e for e in entries if not (isinstance(e, dict) and is_meta_record(e))]
@@ -90,17 +91,17 @@ def _session_state(entries: list[Any]) -> tuple[list[Any], GovernanceState | Non
             f"set aside {len(entries) - len(messages)} session record line(s) (only _meta): "
             "messages[N] below counts the messages alone"
         )
-    restored = None
-    for index in range(len(entries) - 1, -1, -1):
-        if not is_governance_record(entries[index]):
-            continue
-        restored, problem = read_record(entries[index])
-        if restored is not None:
-            break
-        notes.append(
-            f"passed over a damaged governance record (entry {index + 1} of the "
-            f"{len(entries)} read): {problem}"
-        )
+    numbered = reversed(list(enumerate(entries, start=1)))
+    restored, _, passed = newest_state(numbered)
+    for record in passed:
+        where = f"entry {record.line} of the {len(entries)} read"
+        if record.newer_version is not None:
+            notes.append(
+                f"passed over a governance record written by a newer nanobot-core ({where}): "
+                f"version {record.newer_version}, this one reads up to version {RECORD_VERSION}"
+            )
+        else:
+            notes.append(f"passed over a damaged governance record ({where}): {record.problem}")
     if restored is not None:
         cut = f"the history from messages[{restored.start}]"
         if restored.steps_from is not None:
@@ -115,7 +116,7 @@ def _session_state(entries: list[Any]) -> tuple[list[Any], GovernanceState | Non
 def _state_json(state: GovernanceState) -> dict[str, Any]:
     """The decisions a run would record after this call (a governance record's fields)."""
     fields: dict[str, Any] = state.to_record()["_meta"]
-    return {key: value for key, value in fields.items() if key != "kind"}
+    return {key: value for key, value in fields.items() if key not in ("kind", "version")}
 
 
 def _echo_summary(

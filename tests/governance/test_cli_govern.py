@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.cli import cli
-from nanobot_core.governance.continuity import GovernanceState
+from nanobot_core.governance.continuity import GovernanceState, newer_version
 from nanobot_core.governance.invariants import check_invariants
 from tests.helpers import REPO_ROOT, clean_env, run_cli
 
@@ -435,6 +435,33 @@ def test_a_damaged_newest_governance_record_is_named_in_the_load_entry(tmp_path:
     ]
 
 
+def test_a_governance_record_of_a_newer_version_is_named_in_the_load_entry(
+    tmp_path: Path,
+) -> None:
+    """A governance record a newer nanobot-core wrote is passed over as a run passes it over,
+    named as such with the version found and the version known, and never read."""
+    lines: list[dict[str, Any]] = [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "two"},
+        {"_meta": {"kind": "governance", "start": 2, "length": 3, "compacted": []}},
+        {"role": "assistant", "content": "a2"},
+        {"_meta": {"kind": "governance", "version": 7, "start": 0, "length": 4, "compacted": []}},
+    ]
+    session = tmp_path / "default.jsonl"
+    session.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    result = _json(str(session))
+    assert result["messages"] == lines[2:3] + lines[4:5]
+    assert result["state"]["start"] == 2 and "version" not in result["state"]
+    (load, *_) = result["report"]
+    assert load["details"][2:] == [
+        "passed over a governance record written by a newer nanobot-core (entry 6 of the 6 "
+        "read): version 7, this one reads up to version 1",
+        "restored the newest governance record: the history from messages[2], "
+        "0 tool result(s) compacted",
+    ]
+
+
 _FIELD = st.one_of(
     st.none(),
     st.integers(min_value=-2, max_value=12),
@@ -452,7 +479,8 @@ _FIELD = st.one_of(
         optional={
             name: _FIELD
             for name in ("start", "steps_from", "compacted", "length", "steps_left_out")
-        },
+        }
+        | {"version": st.one_of(st.integers(min_value=-1, max_value=3), st.just("1"))},
     ),
     at=st.integers(min_value=0, max_value=9),
 )
@@ -480,11 +508,16 @@ def test_any_governance_record_in_a_session_file_gives_a_legal_request(
     assert 0 <= state["start"] < 9 and all(0 <= i < 9 for i in state["compacted"])
     assert state["length"] == 9  # the messages, as a run counts them: not the record line
     named = [
-        detail
-        for detail in result["report"][0]["details"]
-        if detail.startswith("passed over a damaged governance record")
+        detail for detail in result["report"][0]["details"] if detail.startswith("passed over a ")
     ]
-    if GovernanceState.from_record(lines[at]) is None:
+    newer = newer_version(lines[at])
+    if newer is not None:
+        [note] = named
+        assert note.startswith(
+            f"passed over a governance record written by a newer nanobot-core (entry {at + 1} of "
+        )
+        assert note.endswith(f"version {newer}, this one reads up to version 1")
+    elif GovernanceState.from_record(lines[at]) is None:
         [note] = named
         assert note.startswith(f"passed over a damaged governance record (entry {at + 1} of ")
     else:
