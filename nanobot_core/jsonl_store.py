@@ -195,7 +195,9 @@ class JsonlLease:
                 self._fd = _open_regular(self.path, flags)
             if created:
                 _fsync_directory(self.path.parent)
-            data = _heal_torn_tail(self._fd, _read_all(self._fd), self.path, self.torn_path)
+            data = _heal_torn_tail(
+                self._fd, _read_all(self._fd), self.session, self.path, self.torn_path
+            )
         except OSError as exc:
             raise _file_error(f"cannot open session {self.session!r}", exc) from None
         records, texts, problems, numbers = numbered_session_lines(data, str(self.path))
@@ -329,11 +331,13 @@ def _read_holder(fd: int) -> str:
     return "another process"
 
 
-def _heal_torn_tail(fd: int, data: bytes, path: Path, torn_path: Path) -> bytes:
+def _heal_torn_tail(fd: int, data: bytes, session: str, path: Path, torn_path: Path) -> bytes:
     """Move a torn last line to `torn_path` and cut the file (`fd`) back to its last complete line.
 
-    `data` is what the file holds; returns what it holds after.
+    `data` is what the file holds; returns what it holds after. A warning names the
+    session, its file (`location`) and the line, as every warning about a session line does.
     """
+    number = data.count(b"\n") + 1  # the last line's number, as the file numbers it
     if not data or data.endswith(b"\n"):
         return data
     cut = data.rfind(b"\n") + 1
@@ -356,7 +360,12 @@ def _heal_torn_tail(fd: int, data: bytes, path: Path, torn_path: Path) -> bytes:
         # The whole object is there and only the newline was lost: complete the line.
         os.write(fd, b"\n")
         os.fsync(fd)
-        log.warning("session line was missing its newline; completed", path=str(path))
+        log.warning(
+            "session line was missing its newline; completed",
+            session=session,
+            location=str(path),
+            line=number,
+        )
         return data + b"\n"
     torn_fd = _open_regular(torn_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
@@ -369,9 +378,10 @@ def _heal_torn_tail(fd: int, data: bytes, path: Path, torn_path: Path) -> bytes:
     # again (the torn file then holds it twice: nothing is lost).
     log.warning(
         "torn last line moved out of the session",
-        path=str(path),
+        session=session,
+        location=str(path),
+        line=number,
         bytes=len(tail),
-        line=data.count(b"\n") + 1,
         moved_to=str(torn_path),
     )
     os.ftruncate(fd, cut)

@@ -70,8 +70,14 @@ def _load_entry(problems: list[str], count: int, shape: str) -> dict[str, Any]:
     }
 
 
-def _session_state(entries: list[Any]) -> tuple[list[Any], GovernanceState | None, list[str]]:
+def _session_state(
+    entries: list[Any], lines: list[int], source: str
+) -> tuple[list[Any], GovernanceState | None, list[str]]:
     """The history to govern, the governance state to continue from, and what was done.
+
+    `lines` are the line of the file `source` each entry is on (none for a JSON document,
+    whose entries are named by their place in it): a record is named ``SOURCE:LINE``, the
+    line a run's warning names and an editor opens.
 
     A session of ``run`` holds record lines (only ``_meta``: what each call cost,
     the governor's decisions), which are no messages: they are set aside, so that
@@ -91,23 +97,31 @@ def _session_state(entries: list[Any]) -> tuple[list[Any], GovernanceState | Non
             f"set aside {len(entries) - len(messages)} session record line(s) (only _meta): "
             "messages[N] below counts the messages alone"
         )
-    numbered = reversed(list(enumerate(entries, start=1)))
-    restored, _, passed = newest_state(numbered)
+
+    def where(number: int) -> str:
+        if lines:
+            return f"{source}:{number}"
+        return f"{source}, entry {number} of the {len(entries)} read"
+
+    numbered = list(zip(lines, entries, strict=True) if lines else enumerate(entries, start=1))
+    restored, line, passed = newest_state(reversed(numbered))
     for record in passed:
-        where = f"entry {record.line} of the {len(entries)} read"
         if record.newer_version is not None:
             notes.append(
-                f"passed over a governance record written by a newer nanobot-core ({where}): "
-                f"version {record.newer_version}, this one reads up to version {RECORD_VERSION}"
+                f"{where(record.line)}: passed over a governance record written by a newer "
+                f"nanobot-core: version {record.newer_version}, this one reads up to version "
+                f"{RECORD_VERSION}"
             )
         else:
-            notes.append(f"passed over a damaged governance record ({where}): {record.problem}")
-    if restored is not None:
+            notes.append(
+                f"{where(record.line)}: passed over a damaged governance record: {record.problem}"
+            )
+    if restored is not None and line is not None:
         cut = f"the history from messages[{restored.start}]"
         if restored.steps_from is not None:
             cut += f", its steps before messages[{restored.steps_from}] left out"
         notes.append(
-            f"restored the newest governance record: {cut}, "
+            f"{where(line)}: restored the newest governance record: {cut}, "
             f"{len(restored.compacted)} tool result(s) compacted"
         )
     return messages, restored, notes
@@ -204,11 +218,11 @@ def command(
         raise click.exceptions.Exit(EXIT_USAGE) from None
     manager = state.plugin_manager(workspace)
     tools = manager.tool_registry().definitions()
-    messages, restored, notes = _session_state(loaded.messages)
+    messages, restored, notes = _session_state(loaded.messages, loaded.lines, source)
     governor = manager.governor()
     governor.restore(restored)
     result = governor.govern(messages, tools=tools)
-    load = _load_entry(loaded.problems(), len(loaded.messages), loaded.shape)
+    load = _load_entry(loaded.problems(source), len(loaded.messages), loaded.shape)
     load["details"] += notes
     report = [load, *result.report.to_json()]
     if output is not None:

@@ -497,8 +497,12 @@ def test_cli_export_leaves_out_invalid_and_torn_lines_naming_each(tmp_path: Path
     assert [json.loads(line) for line in out.read_text("utf-8").splitlines()[1:]] == [
         {"session": "s", "line": line} for line in good
     ]
-    assert "session 's' line 2: invalid line not exported" in exported.stderr
-    assert "session 's' line 4: torn line not exported" in exported.stderr
+    path = store.path("s")
+    assert f"warning: {path}:2: invalid line not exported (session 's'): " in exported.stderr
+    assert f"warning: {path}:4: torn line not exported (session 's'): " in exported.stderr
+    shown = _cli(tmp_path, "sessions", "show", "s")
+    assert f"warning: {path}:2: invalid line skipped: " in shown.stderr  # as `show` names it
+    assert f"warning: {path}:4: torn line skipped: " in shown.stderr
 
 
 def test_cli_reports_files_it_cannot_use_without_a_traceback(

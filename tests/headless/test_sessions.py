@@ -490,3 +490,25 @@ def test_newest_lines_are_numbered_as_the_file_numbers_them(tmp_path: Path) -> N
             (4, {"n": 4}),
             (1, {"n": 1}),
         ]
+
+
+@pytest.mark.parametrize(
+    ("tail", "event"),
+    [
+        (b'{"role": "assistant", "content": "ha', "torn last line moved out of the session"),
+        (json.dumps(ANSWER).encode(), "session line was missing its newline; completed"),
+    ],
+)
+def test_healing_the_last_line_names_the_session_its_file_and_the_line(
+    tmp_path: Path, tail: bytes, event: str
+) -> None:
+    """The warnings of healing a last line name it as every warning about a session line
+    does: the session, its file (`location`) and the line, numbered past blank lines."""
+    store = JsonlSessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(json.dumps(USER).encode() + b"\n  \n" + tail)
+    with capture_logs() as logs:
+        store.open("s").close()
+    [warned] = [entry for entry in logs if entry["event"] == event]
+    assert (warned["session"], warned["location"], warned["line"]) == ("s", str(path), 3)
