@@ -7,8 +7,11 @@ process killed at any moment leaves at most a torn last line (a write that
 fails part way, on a full disk, is cut off again: a batch is stored whole or
 not at all). Taking the lease heals that: the torn bytes are appended to
 ``<name>.jsonl.torn`` (never overwritten) and the file is cut back to its
-last complete line. A complete line that is not a JSON object stays in the
-file and is skipped with a warning naming its line number. Nothing is
+last complete line. A last line of nothing but whitespace (an editor leaves
+one) is no torn write: it is a blank line, passed over and counted as blank
+lines are anywhere in the file, and is only given its newline. A complete
+line that is not a JSON object stays in the file and is skipped with a
+warning naming its line number. Nothing is
 dropped silently. A UTF-8 byte-order mark at the very start of the file (an
 editor on Windows writes one) is not part of line 1, which loads; one anywhere
 else makes its line invalid, as JSON has it.
@@ -192,7 +195,9 @@ class JsonlLease:
                 self._fd = _open_regular(self.path, flags)
             if created:
                 _fsync_directory(self.path.parent)
-            data = _heal_torn_tail(self._fd, _read_all(self._fd), self.path, self.torn_path)
+            data = _heal_torn_tail(
+                self._fd, _read_all(self._fd), self.session, self.path, self.torn_path
+            )
         except OSError as exc:
             raise _file_error(f"cannot open session {self.session!r}", exc) from None
         records, texts, problems, numbers = numbered_session_lines(data, str(self.path))
@@ -269,11 +274,11 @@ def _file_error(what: str, exc: OSError) -> SessionError:
 
 
 def _count_lines(data: bytes) -> int:
-    """Lines stored: complete lines, plus a last line that only lost its newline."""
+    """Lines stored: complete lines, plus a last line without its newline (a blank one too,
+    which the lease completes: a blank line is counted wherever it is)."""
     data = without_bom(data)  # a file holding nothing but one holds no line
     count = data.count(b"\n")
-    tail = data[data.rfind(b"\n") + 1 :]
-    return count + (1 if tail.strip() else 0)
+    return count + (0 if data.endswith(b"\n") or not data else 1)
 
 
 def _acquire_lock(lock_path: Path, name: str, wait: float) -> int:
@@ -326,11 +331,13 @@ def _read_holder(fd: int) -> str:
     return "another process"
 
 
-def _heal_torn_tail(fd: int, data: bytes, path: Path, torn_path: Path) -> bytes:
+def _heal_torn_tail(fd: int, data: bytes, session: str, path: Path, torn_path: Path) -> bytes:
     """Move a torn last line to `torn_path` and cut the file (`fd`) back to its last complete line.
 
-    `data` is what the file holds; returns what it holds after.
+    `data` is what the file holds; returns what it holds after. A warning names the
+    session, its file (`location`) and the line, as every warning about a session line does.
     """
+    number = data.count(b"\n") + 1  # the last line's number, as the file numbers it
     if not data or data.endswith(b"\n"):
         return data
     cut = data.rfind(b"\n") + 1
@@ -338,14 +345,27 @@ def _heal_torn_tail(fd: int, data: bytes, path: Path, torn_path: Path) -> bytes:
     if cut == 0:  # the first line: a byte-order mark before it is the file's, not the line's
         if tail == BOM:
             return data  # nothing but the mark: no line to heal
-        record, _ = parse_line(without_bom(tail))
+        line = without_bom(tail)
     else:
-        record, _ = parse_line(tail)
+        line = tail
+    if not line.strip():
+        # Whitespace an editor left after the last line: a blank line, passed over like one
+        # anywhere else, not a torn write. Its newline is added, so that the next append
+        # starts a line of its own instead of following the blanks.
+        os.write(fd, b"\n")
+        os.fsync(fd)
+        return data + b"\n"
+    record, _ = parse_line(line)
     if record is not None:
         # The whole object is there and only the newline was lost: complete the line.
         os.write(fd, b"\n")
         os.fsync(fd)
-        log.warning("session line was missing its newline; completed", path=str(path))
+        log.warning(
+            "session line was missing its newline; completed",
+            session=session,
+            location=str(path),
+            line=number,
+        )
         return data + b"\n"
     torn_fd = _open_regular(torn_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
@@ -358,9 +378,10 @@ def _heal_torn_tail(fd: int, data: bytes, path: Path, torn_path: Path) -> bytes:
     # again (the torn file then holds it twice: nothing is lost).
     log.warning(
         "torn last line moved out of the session",
-        path=str(path),
+        session=session,
+        location=str(path),
+        line=number,
         bytes=len(tail),
-        line=data.count(b"\n") + 1,
         moved_to=str(torn_path),
     )
     os.ftruncate(fd, cut)

@@ -60,9 +60,10 @@ from nanobot_core.errors import (
     WorkspaceError,
 )
 from nanobot_core.governance.continuity import (
+    RECORD_VERSION,
     GovernanceState,
     is_governance_record,
-    read_record,
+    newest_state,
 )
 from nanobot_core.governance.messages import container_copy
 from nanobot_core.kernel.context import workspace_problem
@@ -1101,7 +1102,9 @@ def _restore_governance(governor: Any, session: Any) -> GovernanceState | None:
     only the records looked at are copied), else among its ``records``. A damaged
     record newer than the one restored (it says it is one, but its fields are
     not a state: a line edited by hand, or cut) is warned about, naming the
-    session, its line and what is wrong, and passed over: the session is never
+    session, its file and line and what is wrong, and passed over; so is one a
+    newer nanobot-core wrote (its ``version`` above `RECORD_VERSION`), the
+    warning naming the version found and the one known. The session is never
     rewritten, and the record, only ``_meta``, is never sent.
     """
     restore = getattr(governor, "restore", None)
@@ -1123,25 +1126,36 @@ def _restore_governance(governor: Any, session: Any) -> GovernanceState | None:
             for number, record in reversed(list(enumerate(records, start=1)))
             if is_governance_record(record)
         )
-    damaged: list[tuple[int, str]] = []
-    state: GovernanceState | None = None
-    restored = "none: the history is governed whole"
-    for number, record in found:
-        state, problem = read_record(record)
-        if state is not None:
-            restored = f"the older record on line {number}"
-            break
-        damaged.append((number, problem))
+    state, line, passed = newest_state(found)
+    restored = (
+        "none: the history is governed whole"
+        if state is None
+        else f"the older record on line {line}"
+    )
     location = getattr(session, "location", None)
-    for number, problem in damaged:
-        log.warning(
-            "damaged governance record passed over",
-            session=getattr(session, "name", None),
-            **({"location": location} if isinstance(location, str) else {}),
-            line=number,
-            problem=problem,
-            restored=restored,
-        )
+    where = {
+        "session": getattr(session, "name", None),
+        **({"location": location} if isinstance(location, str) else {}),
+    }
+    for record in passed:
+        if record.newer_version is not None:
+            # Not damage: a newer nanobot-core wrote it, in a format this one does not know.
+            log.warning(
+                "governance record written by a newer nanobot-core passed over",
+                **where,
+                line=record.line,
+                version=record.newer_version,
+                known_version=RECORD_VERSION,
+                restored=restored,
+            )
+        else:
+            log.warning(
+                "damaged governance record passed over",
+                **where,
+                line=record.line,
+                problem=record.problem,
+                restored=restored,
+            )
     if state is not None:
         restore(state)
     return state

@@ -50,10 +50,15 @@ EXPORT_HEADER: dict[str, Any] = {"nanobot_sessions_export": 1}
 
 @attrs.frozen
 class ExportedSession:
-    """One session of an export: its name and the exact text of its lines."""
+    """One session of an export: its name and the exact text of its lines.
+
+    `location` is where the store keeps it (its file), for a warning naming one of its
+    lines; None for a session read from an export file. It is not part of its value.
+    """
 
     name: str
     lines: list[str]
+    location: str | None = attrs.field(default=None, eq=False, kw_only=True)
 
 
 def collect_sessions(
@@ -65,7 +70,7 @@ def collect_sessions(
     problems: list[tuple[str, LoadProblem]] = []
     for name in dict.fromkeys(wanted):
         loaded = store.load(validate_session_name(name))
-        sessions.append(ExportedSession(name, list(loaded.lines)))
+        sessions.append(ExportedSession(name, list(loaded.lines), location=loaded.location))
         problems.extend((name, problem) for problem in loaded.problems)
     return sessions, problems
 

@@ -70,17 +70,24 @@ def _load_entry(problems: list[str], count: int, shape: str) -> dict[str, Any]:
     }
 
 
-def _session_state(entries: list[Any]) -> tuple[list[Any], GovernanceState | None, list[str]]:
+def _session_state(
+    entries: list[Any], lines: list[int], source: str
+) -> tuple[list[Any], GovernanceState | None, list[str]]:
     """The history to govern, the governance state to continue from, and what was done.
+
+    `lines` are the line of the file `source` each entry is on (none for a JSON document,
+    whose entries are named by their place in it): a record is named ``SOURCE:LINE``, the
+    line a run's warning names and an editor opens.
 
     A session of ``run`` holds record lines (only ``_meta``: what each call cost,
     the governor's decisions), which are no messages: they are set aside, so that
     ``messages[N]`` and the state count the messages alone, as a run counts them.
     The newest governance record is restored, as the session's next run restores
     it, so that the report is what that run would send (the cut sent before kept);
-    a damaged one newer than it is passed over, as the run passes it over, and named.
+    a damaged one newer than it, or one a newer nanobot-core wrote, is passed over, as the
+    run passes it over, and named.
     """
-    from nanobot_core.governance.continuity import is_governance_record, read_record
+    from nanobot_core.governance.continuity import RECORD_VERSION, newest_state
     from nanobot_core.sessions import is_meta_record
 
     messages = [e for e in entries if not (isinstance(e, dict) and is_meta_record(e))]
@@ -90,23 +97,31 @@ def _session_state(entries: list[Any]) -> tuple[list[Any], GovernanceState | Non
             f"set aside {len(entries) - len(messages)} session record line(s) (only _meta): "
             "messages[N] below counts the messages alone"
         )
-    restored = None
-    for index in range(len(entries) - 1, -1, -1):
-        if not is_governance_record(entries[index]):
-            continue
-        restored, problem = read_record(entries[index])
-        if restored is not None:
-            break
-        notes.append(
-            f"passed over a damaged governance record (entry {index + 1} of the "
-            f"{len(entries)} read): {problem}"
-        )
-    if restored is not None:
+
+    def where(number: int) -> str:
+        if lines:
+            return f"{source}:{number}"
+        return f"{source}, entry {number} of the {len(entries)} read"
+
+    numbered = list(zip(lines, entries, strict=True) if lines else enumerate(entries, start=1))
+    restored, line, passed = newest_state(reversed(numbered))
+    for record in passed:
+        if record.newer_version is not None:
+            notes.append(
+                f"{where(record.line)}: passed over a governance record written by a newer "
+                f"nanobot-core: version {record.newer_version}, this one reads up to version "
+                f"{RECORD_VERSION}"
+            )
+        else:
+            notes.append(
+                f"{where(record.line)}: passed over a damaged governance record: {record.problem}"
+            )
+    if restored is not None and line is not None:
         cut = f"the history from messages[{restored.start}]"
         if restored.steps_from is not None:
             cut += f", its steps before messages[{restored.steps_from}] left out"
         notes.append(
-            f"restored the newest governance record: {cut}, "
+            f"{where(line)}: restored the newest governance record: {cut}, "
             f"{len(restored.compacted)} tool result(s) compacted"
         )
     return messages, restored, notes
@@ -115,7 +130,7 @@ def _session_state(entries: list[Any]) -> tuple[list[Any], GovernanceState | Non
 def _state_json(state: GovernanceState) -> dict[str, Any]:
     """The decisions a run would record after this call (a governance record's fields)."""
     fields: dict[str, Any] = state.to_record()["_meta"]
-    return {key: value for key, value in fields.items() if key != "kind"}
+    return {key: value for key, value in fields.items() if key not in ("kind", "version")}
 
 
 def _echo_summary(
@@ -203,11 +218,11 @@ def command(
         raise click.exceptions.Exit(EXIT_USAGE) from None
     manager = state.plugin_manager(workspace)
     tools = manager.tool_registry().definitions()
-    messages, restored, notes = _session_state(loaded.messages)
+    messages, restored, notes = _session_state(loaded.messages, loaded.lines, source)
     governor = manager.governor()
     governor.restore(restored)
     result = governor.govern(messages, tools=tools)
-    load = _load_entry(loaded.problems(), len(loaded.messages), loaded.shape)
+    load = _load_entry(loaded.problems(source), len(loaded.messages), loaded.shape)
     load["details"] += notes
     report = [load, *result.report.to_json()]
     if output is not None:

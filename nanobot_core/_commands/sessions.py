@@ -142,10 +142,12 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
     except SessionNotFoundError as exc:  # bad input; any other SessionError is a store failure
         raise _InputError(str(exc)) from None
     write_output(output, export_lines(sessions))
+    locations = {session.name: session.location for session in sessions}
     for name, problem in problems:
+        # Named as `sessions show` names it: the file and line, to open in an editor.
         click.echo(
-            f"warning: session {name!r} line {problem.line}: {problem.kind} line not exported: "
-            f"{problem.detail}",
+            f"warning: {locations[name]}:{problem.line}: {problem.kind} line not exported "
+            f"(session {name!r}): {problem.detail}",
             err=True,
         )
     lines = sum(len(s.lines) for s in sessions)

@@ -13,11 +13,14 @@ act, they go down to the low watermark (a cut further, to the cut watermark)
 and the new decisions are read back from what was sent (`Continuity.learn`).
 
 The state survives a restart as a session line that is not a message,
-``{"_meta": {"kind": "governance", ...}}`` (see `GovernanceState.to_record`):
-the runner appends one whenever the state changes and hands the newest back
-on resume. A fresh governor given the same history and state sends the same
-messages. A state that does not fit the history (shorter history, indices on
-the wrong kind of message) is ignored and the history is governed whole.
+``{"_meta": {"kind": "governance", "version": 1, ...}}`` (see
+`GovernanceState.to_record`): the runner appends one whenever the state
+changes and hands the newest back on resume. A record of a version newer than
+`RECORD_VERSION` was written by a newer nanobot-core: it is not damage, but
+not read either (`newest_state` passes it over). A fresh governor given the
+same history and state sends the same messages. A state that does not fit
+the history (shorter history, indices on the wrong kind of message) is
+ignored and the history is governed whole.
 """
 
 from __future__ import annotations
@@ -44,12 +47,16 @@ from nanobot_core.governance.survey import Origins
 
 __all__ = [
     "META_KIND",
+    "RECORD_VERSION",
     "Continuity",
     "GovernanceState",
+    "PassedOver",
     "Prefix",
     "Recompaction",
     "is_governance_record",
     "latest_state",
+    "newer_version",
+    "newest_state",
     "read_record",
 ]
 
@@ -71,6 +78,12 @@ class Recompaction(NamedTuple):
 
 #: The ``kind`` of the session line that records a `GovernanceState`.
 META_KIND = "governance"
+
+#: The ``version`` of the governance records this nanobot-core writes, and the newest it
+#: reads. A record without one was written before records had it: it is version 1. A
+#: format that changes gets the next number, so that an older nanobot-core can tell a
+#: record it does not know from a damaged one.
+RECORD_VERSION = 1
 
 
 def _indices(value: Any) -> tuple[int, ...]:
@@ -106,6 +119,7 @@ class GovernanceState:
         return {
             "_meta": {
                 "kind": META_KIND,
+                "version": RECORD_VERSION,
                 "start": self.start,
                 "steps_from": self.steps_from,
                 "compacted": list(self.compacted),
@@ -159,10 +173,20 @@ def read_record(record: Any) -> tuple[GovernanceState | None, str]:
     ``(state, "")`` for a valid governance record; ``(None, "")`` for a line that is no
     governance record at all; ``(None, why)`` for a damaged one (it says it is one, but
     its fields are not the state's): `why` names the first field at fault and its value.
+    A record of a version newer than `RECORD_VERSION` is not read (its fields may mean
+    something else): ``(None, why)``, `why` saying so; `newer_version` tells it from damage.
     """
     if not is_governance_record(record):
         return None, ""
     meta = record["_meta"]
+    version = meta.get("version", 1)
+    if not _whole(version) or version == 0:
+        return None, f"version is {_shown(version)}, not a whole number of 1 or more"
+    if version > RECORD_VERSION:
+        return None, (
+            f"version {version}, written by a newer nanobot-core "
+            f"(this one reads up to version {RECORD_VERSION})"
+        )
     start, steps, compacted, length, left_out = (
         meta.get("start"),
         meta.get("steps_from"),
@@ -185,6 +209,49 @@ def read_record(record: Any) -> tuple[GovernanceState | None, str]:
         if steps is None:
             return None, f"steps_left_out is {left_out} without steps_from"
     return GovernanceState(start, steps, compacted, length, left_out), ""
+
+
+def newer_version(record: Any) -> int | None:
+    """The version of a governance record written by a newer nanobot-core (one above
+    `RECORD_VERSION`), or None for any other line: such a record is no damage, only
+    not for this nanobot-core to read."""
+    if not is_governance_record(record):
+        return None
+    version = record["_meta"].get("version", 1)
+    return version if _whole(version) and version > RECORD_VERSION else None
+
+
+class PassedOver(NamedTuple):
+    """A governance record newer than the one restored that could not be read, and why."""
+
+    #: The session line it is on, as the store numbers lines (from 1).
+    line: int
+    #: What is wrong with it: its first field at fault, or the version it was written in.
+    problem: str
+    #: The version of a record written by a newer nanobot-core; None for a damaged one.
+    newer_version: int | None
+
+
+def newest_state(
+    lines: Iterable[tuple[int, Any]],
+) -> tuple[GovernanceState | None, int | None, list[PassedOver]]:
+    """The newest valid governance state among numbered session lines given newest first,
+    the line it is on, and the governance records newer than it that were passed over.
+
+    What ``run`` and ``govern`` both resume from, so that they pass over the same
+    records: damaged ones and ones of a newer nanobot-core (`newer_version`). Lines
+    that are no governance record are skipped; the lines are read only down to the
+    first valid record.
+    """
+    passed: list[PassedOver] = []
+    for number, record in lines:
+        if not is_governance_record(record):
+            continue
+        state, problem = read_record(record)
+        if state is not None:
+            return state, number, passed
+        passed.append(PassedOver(number, problem, newer_version(record)))
+    return None, None, passed
 
 
 #: The state of a history governed afresh (frozen: one object serves every call).

@@ -45,11 +45,20 @@ class LoadedHistory:
     shape: Shape
     left_out: list[tuple[int, str]] = attrs.field(factory=list)  # (line number, why)
     not_utf8: list[int] = attrs.field(factory=list)  # lines whose bad bytes became U+FFFD
+    #: The line of the file each entry of `messages` is on (JSONL; empty for one JSON document).
+    lines: list[int] = attrs.field(factory=list)
 
-    def problems(self) -> list[str]:
-        """One line per problem, for the report."""
-        notes = [f"line {n}: bytes that are not UTF-8 replaced with U+FFFD" for n in self.not_utf8]
-        return notes + [f"line {n}: left out, {why}" for n, why in self.left_out]
+    def problems(self, source: str | None = None) -> list[str]:
+        """One line per problem, for the report: each begins ``SOURCE:LINE:`` (an editor opens
+        that) when `source` names the file, ``line N:`` otherwise."""
+
+        def where(number: int) -> str:
+            return f"{source}:{number}" if source is not None else f"line {number}"
+
+        notes = [
+            f"{where(n)}: bytes that are not UTF-8 replaced with U+FFFD" for n in self.not_utf8
+        ]
+        return notes + [f"{where(n)}: left out, {why}" for n, why in self.left_out]
 
 
 def _decode(data: bytes) -> tuple[str, list[int]]:
@@ -104,6 +113,7 @@ def parse_history(data: bytes) -> LoadedHistory:
         return LoadedHistory(whole[1], whole[0], [], not_utf8)
     messages: list[Any] = []
     left_out: list[tuple[int, str]] = []
+    numbers: list[int] = []
     for number, line in enumerate(text.split("\n"), start=1):
         if not line.strip():
             continue
@@ -111,10 +121,12 @@ def parse_history(data: bytes) -> LoadedHistory:
             messages.append(_loads(line))
         except ValueError as exc:
             left_out.append((number, str(exc)))
+        else:
+            numbers.append(number)
     if left_out and not messages:
         number, why = left_out[0]
         raise HistoryFormatError(f"no line is JSON; line {number}: {why}")
-    return LoadedHistory(messages, "jsonl", left_out, not_utf8)
+    return LoadedHistory(messages, "jsonl", left_out, not_utf8, numbers)
 
 
 def write_jsonl_atomic(path: Path, messages: Iterable[Any]) -> None:

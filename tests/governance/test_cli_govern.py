@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nanobot_core.cli import cli
-from nanobot_core.governance.continuity import GovernanceState
+from nanobot_core.governance.continuity import GovernanceState, newer_version
 from nanobot_core.governance.invariants import check_invariants
 from tests.helpers import REPO_ROOT, clean_env, run_cli
 
@@ -81,7 +81,7 @@ def test_shipped_example_is_healed(tmp_path: Path) -> None:
 
 
 def test_bad_lines_are_left_out_and_named_in_a_load_entry(tmp_path: Path) -> None:
-    """Lines that are not JSON are reported by number in a first "load" entry; exit 0."""
+    """Lines that are not JSON are reported by file and line in a first "load" entry; exit 0."""
     session = tmp_path / "s.jsonl"
     session.write_text(
         '{"role": "user", "content": "hi"}\nnot json\n\n'
@@ -91,7 +91,8 @@ def test_bad_lines_are_left_out_and_named_in_a_load_entry(tmp_path: Path) -> Non
     data = _json(str(session))
     load = data["report"][0]
     assert load["stage"] == "load" and load["changed"]
-    assert [d.split(":")[0] for d in load["details"] if "left out" in d] == ["line 2", "line 5"]
+    left_out = [d for d in load["details"] if "left out" in d]
+    assert [d.split(": left out")[0] for d in left_out] == [f"{session}:2", f"{session}:5"]
     assert [m["content"] for m in data["messages"]] == ["hi", "ok"]
 
 
@@ -155,7 +156,7 @@ def test_readable_summary_names_every_stage(tmp_path: Path) -> None:
     assert code == 0
     for name in ["load", *STAGES, "final"]:
         assert any(line.startswith(name) for line in out.splitlines()), name
-    assert "line 14: left out" in out
+    assert f"{EXAMPLE}:14: left out" in out  # the file and line, as an editor opens them
     assert "fits" in out.splitlines()[-2]
 
 
@@ -406,7 +407,7 @@ def test_a_session_file_is_governed_from_its_newest_governance_record(tmp_path: 
     assert load["details"][1:] == [
         "set aside 4 session record line(s) (only _meta): messages[N] below counts the "
         "messages alone",
-        "restored the newest governance record: the history from messages[4], "
+        f"{session}:8: restored the newest governance record: the history from messages[4], "
         "0 tool result(s) compacted",
     ]
 
@@ -428,9 +429,36 @@ def test_a_damaged_newest_governance_record_is_named_in_the_load_entry(tmp_path:
     assert result["messages"] == lines[2:3] + lines[4:5]
     (load, *_) = result["report"]
     assert load["details"][2:] == [
-        "passed over a damaged governance record (entry 6 of the 6 read): compacted is [-1], "
+        f"{session}:6: passed over a damaged governance record: compacted is [-1], "
         "not a list of whole numbers of 0 or more",
-        "restored the newest governance record: the history from messages[2], "
+        f"{session}:4: restored the newest governance record: the history from messages[2], "
+        "0 tool result(s) compacted",
+    ]
+
+
+def test_a_governance_record_of_a_newer_version_is_named_in_the_load_entry(
+    tmp_path: Path,
+) -> None:
+    """A governance record a newer nanobot-core wrote is passed over as a run passes it over,
+    named as such with the version found and the version known, and never read."""
+    lines: list[dict[str, Any]] = [
+        {"role": "user", "content": "one"},
+        {"role": "assistant", "content": "a1"},
+        {"role": "user", "content": "two"},
+        {"_meta": {"kind": "governance", "start": 2, "length": 3, "compacted": []}},
+        {"role": "assistant", "content": "a2"},
+        {"_meta": {"kind": "governance", "version": 7, "start": 0, "length": 4, "compacted": []}},
+    ]
+    session = tmp_path / "default.jsonl"
+    session.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    result = _json(str(session))
+    assert result["messages"] == lines[2:3] + lines[4:5]
+    assert result["state"]["start"] == 2 and "version" not in result["state"]
+    (load, *_) = result["report"]
+    assert load["details"][2:] == [
+        f"{session}:6: passed over a governance record written by a newer nanobot-core: "
+        "version 7, this one reads up to version 1",
+        f"{session}:4: restored the newest governance record: the history from messages[2], "
         "0 tool result(s) compacted",
     ]
 
@@ -452,16 +480,19 @@ _FIELD = st.one_of(
         optional={
             name: _FIELD
             for name in ("start", "steps_from", "compacted", "length", "steps_left_out")
-        },
+        }
+        | {"version": st.one_of(st.integers(min_value=-1, max_value=3), st.just("1"))},
     ),
     at=st.integers(min_value=0, max_value=9),
+    noise=st.lists(st.sampled_from(["", "  \t", "\r", "not json"]), max_size=4),
 )
 def test_any_governance_record_in_a_session_file_gives_a_legal_request(
-    tmp_path: Path, fields: dict[str, Any], at: int
+    tmp_path: Path, fields: dict[str, Any], at: int, noise: list[str]
 ) -> None:
-    """A governance record of any values, anywhere in a session file: exit 0, a legal
-    request, a `state` that fits the history it was governed from, and the record named
-    in the load entry exactly when it is no state."""
+    """A governance record of any values, anywhere in a session file after any blank or
+    invalid lines: exit 0, a legal request, a `state` that fits the history it was governed
+    from, and the record named by its file and line in the load entry exactly when it is no
+    state (as damaged, or as written by a newer nanobot-core)."""
     lines: list[dict[str, Any]] = []
     for n in range(3):
         call = {"id": f"c{n}", "type": "function"}
@@ -473,19 +504,52 @@ def test_any_governance_record_in_a_session_file_gives_a_legal_request(
         ]
     lines.insert(at, {"_meta": {"kind": "governance", **fields}})
     session = tmp_path / "any.jsonl"
-    session.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    text = "".join(line + "\n" for line in noise)
+    session.write_text(text + "".join(json.dumps(line) + "\n" for line in lines), "utf-8")
     result = _json(str(session))
     assert check_invariants(result["messages"]) == []
     state = result["state"]
     assert 0 <= state["start"] < 9 and all(0 <= i < 9 for i in state["compacted"])
     assert state["length"] == 9  # the messages, as a run counts them: not the record line
-    named = [
-        detail
-        for detail in result["report"][0]["details"]
-        if detail.startswith("passed over a damaged governance record")
-    ]
-    if GovernanceState.from_record(lines[at]) is None:
+    named = [detail for detail in result["report"][0]["details"] if "passed over a " in detail]
+    where = f"{session}:{len(noise) + at + 1}: passed over a "  # the line an editor opens
+    newer = newer_version(lines[at])
+    if newer is not None:
         [note] = named
-        assert note.startswith(f"passed over a damaged governance record (entry {at + 1} of ")
+        assert note.startswith(f"{where}governance record written by a newer nanobot-core: ")
+        assert note.endswith(f"version {newer}, this one reads up to version 1")
+    elif GovernanceState.from_record(lines[at]) is None:
+        [note] = named
+        assert note.startswith(f"{where}damaged governance record: ")
     else:
         assert named == []
+
+
+def test_a_passed_over_record_is_named_by_the_file_line_a_run_names(tmp_path: Path) -> None:
+    """Past blank, whitespace-only and invalid lines, `govern` names a passed-over record by
+    the line of the file, which a run's warning names too, not by its place among the entries;
+    stdin is named as such."""
+    records = [
+        '{"role": "user", "content": "one"}',
+        "",
+        "   ",
+        "not json",
+        '{"role": "assistant", "content": "a1"}',
+        '{"_meta": {"kind": "governance", "start": 0, "length": -1, "compacted": []}}',
+    ]
+    data = ("\n".join(records) + "\n").encode()
+    session = tmp_path / "s.jsonl"
+    session.write_bytes(data)
+    details = _json(str(session))["report"][0]["details"]
+    problem = "passed over a damaged governance record: length is -1, not a whole number"
+    assert f"{session}:4: left out, not JSON" in " ".join(details)
+    [named] = [d for d in details if "passed over" in d]
+    assert named.startswith(f"{session}:6: {problem}")
+    from_stdin = _json("-", stdin=data)["report"][0]["details"]
+    [named] = [d for d in from_stdin if "passed over" in d]
+    assert named.startswith(f"stdin:6: {problem}")
+    array = tmp_path / "s.json"
+    array.write_text(json.dumps([json.loads(records[0]), json.loads(records[5])]), "utf-8")
+    from_array = _json(str(array))["report"][0]["details"]
+    [named] = [d for d in from_array if "passed over" in d]
+    assert named.startswith(f"{array}, entry 2 of the 2 read: {problem}")

@@ -15,7 +15,12 @@ from structlog.testing import capture_logs
 from nanobot_core import tool
 from nanobot_core.config import Config
 from nanobot_core.governance import Governor, builtin_stages
-from nanobot_core.governance.continuity import GovernanceState, latest_state
+from nanobot_core.governance.continuity import (
+    RECORD_VERSION,
+    GovernanceState,
+    latest_state,
+    read_record,
+)
 from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.prompt import PromptBuilder, Section
 from nanobot_core.providers.base import ProviderReply
@@ -233,6 +238,18 @@ _PASSED_OVER = "damaged governance record passed over"
             {"start": 1, "length": 4, "compacted": [], "steps_left_out": 2},
             "steps_left_out is 2 without steps_from",
         ),
+        (
+            {"version": 0, "start": 1, "length": 4, "compacted": []},
+            "version is 0, not a whole number of 1 or more",
+        ),
+        (
+            {"version": "2", "start": 1, "length": 4, "compacted": []},
+            'version is "2", not a whole number of 1 or more',
+        ),
+        (
+            {"version": True, "start": 1, "length": 4, "compacted": []},
+            "version is true, not a whole number of 1 or more",
+        ),
     ],
 )
 def test_a_damaged_newest_record_is_named_and_passed_over_and_the_file_kept(
@@ -309,3 +326,88 @@ def test_a_damaged_newest_record_sends_what_the_session_without_it_sends(
         sent.append(server.bodies()[-1]["messages"])
     assert sent[0][1:] == sent[1][1:]  # the system prompt names each workspace
     assert "_meta" not in json.dumps(sent[0])
+
+
+# A session as nanobot-core wrote it before governance records had a version: kept as
+# text, as such a file is on disk, not made by the code under test.
+_BEFORE_VERSIONS = """\
+{"role":"user","content":"question 0","_meta":{"time":"2025-01-31T09:30:00+01:00"}}
+{"role":"assistant","content":"answer 0","_meta":{"round":1,"model":"m","finish_reason":"stop"}}
+{"_meta":{"kind":"usage","round":1,"model":"m"}}
+{"role":"user","content":"question 1","_meta":{"time":"2025-01-31T09:31:00+01:00"}}
+{"_meta":{"kind":"governance","start":2,"steps_from":null,"compacted":[],"length":3,"steps_left_out":null}}
+{"role":"assistant","content":"answer 1","_meta":{"round":1}}
+{"role":"user","content":"question 2"}
+{"_meta":{"kind":"governance","start":4,"steps_from":null,"compacted":[],"length":5,"steps_left_out":null}}
+{"role":"assistant","content":"answer 2","_meta":{"round":1}}
+"""
+
+
+def test_a_record_written_before_records_had_a_version_is_read_as_version_one(
+    tmp_path: Path,
+) -> None:
+    """A session whose governance records have no version (as written before they had one)
+    is resumed from its newest record, without a warning, and the file is not touched."""
+    store = JsonlSessionStore(tmp_path)
+    path = store.path("old")
+    path.parent.mkdir(parents=True)
+    path.write_text(_BEFORE_VERSIONS, encoding="utf-8")
+    with store.open("old") as session, capture_logs() as logs:
+        governor = _Restoring()
+        _runner_over(session, governor)
+    assert governor.restored == [GovernanceState(start=4, length=5)]
+    assert logs == []
+    assert path.read_text(encoding="utf-8") == _BEFORE_VERSIONS
+
+
+def test_a_new_record_says_its_version_and_reads_back_as_the_state() -> None:
+    """`to_record` writes the version this nanobot-core writes (1), and the line reads back
+    as the same state; a record of that version given explicitly reads as one without."""
+    state = GovernanceState(start=4, steps_from=6, compacted=(7,), length=9, steps_left_out=2)
+    record = state.to_record()
+    assert record["_meta"]["version"] == RECORD_VERSION == 1
+    assert read_record(record) == (state, "")
+    unversioned = {"_meta": {k: v for k, v in record["_meta"].items() if k != "version"}}
+    assert read_record(unversioned) == (state, "")
+
+
+_NEWER = "governance record written by a newer nanobot-core passed over"
+
+
+@pytest.mark.parametrize(
+    "meta",
+    [
+        {"start": 1, "length": 4, "compacted": []},  # fields this code could misread
+        {"cut": {"at": 1}},  # fields this code does not know at all
+    ],
+)
+def test_a_record_of_a_newer_version_is_passed_over_naming_the_versions(
+    tmp_path: Path, meta: dict[str, Any]
+) -> None:
+    """A governance record of a version above the one this nanobot-core knows is not read,
+    nor called damaged: the older valid record is restored, a warning names the session,
+    its file and line, the version found and the version known, and nothing is rewritten."""
+    states = [GovernanceState(start=1, length=3)]
+    store = JsonlSessionStore(tmp_path)
+    with store.open("resumed") as session:
+        session.append({"role": "user", "content": "question"})
+        session.append_records([states[0].to_record()])
+        session.append({"role": "assistant", "content": "answer"})
+        session.append_records([{"_meta": {"kind": "governance", "version": 2, **meta}}])
+    path = store.path("resumed")
+    before = path.read_bytes()
+    with store.open("resumed") as session, capture_logs() as logs:
+        governor = _Restoring()
+        _runner_over(session, governor)
+    assert governor.restored == states
+    assert [entry["event"] for entry in logs] == [_NEWER]
+    [warned] = logs
+    assert {k: v for k, v in warned.items() if k not in ("event", "log_level")} == {
+        "session": "resumed",
+        "location": str(path),
+        "line": 4,
+        "version": 2,
+        "known_version": RECORD_VERSION,
+        "restored": "the older record on line 2",
+    }
+    assert path.read_bytes() == before

@@ -254,6 +254,38 @@ def test_a_byte_order_mark_before_a_session_file_changes_nothing_read_from_it(
         assert exports[:2] == exports[2:]
 
 
+@given(st.lists(st.sampled_from(_PIECES), max_size=12))
+@settings(max_examples=80, deadline=None, database=None)
+def test_taking_the_lease_moves_out_only_a_torn_last_line_and_changes_no_line_read(
+    parts: list[bytes],
+) -> None:
+    """Whatever a session file holds, the lease moves to the torn file only a last line that
+    is neither blank (whitespace alone) nor a JSON object, and then loads the lines, their
+    numbers and the invalid ones that reading the file without it gives."""
+    data = b"".join(parts)
+    tail = data[data.rfind(b"\n") + 1 :]
+    bare = tail.removeprefix(_BOM) if b"\n" not in data else tail
+    with tempfile.TemporaryDirectory() as folder:
+        store = JsonlSessionStore(Path(folder))
+        store.directory.mkdir(parents=True)
+        path = store.path("s")
+        path.write_bytes(data)
+        read = store.load("s")
+        torn = [problem.line for problem in read.problems if problem.kind == "torn"]
+        with capture_logs(), store.open("s") as session:
+            numbers = [n for n, _ in session.newest_lines(lambda record: True)][::-1]
+            problems, seq = session.problems, session.seq
+        moved = path.with_name("s.jsonl.torn")
+        assert moved.exists() == bool(torn)
+        assert torn == ([] if not bare.strip() else torn)  # a blank last line is never torn
+        if torn:
+            assert moved.read_bytes() == tail + b"\n"
+        assert numbers == (read.numbers or list(range(1, len(read.records) + 1)))
+        assert problems == [problem for problem in read.problems if problem.kind != "torn"]
+        assert seq == read.seq - len(torn)
+        assert path.read_bytes().endswith(b"\n") or path.read_bytes() in (b"", _BOM)
+
+
 def test_a_session_with_no_line_to_export_is_exported_and_imported_by_name(
     tmp_path: Path,
 ) -> None:
@@ -465,8 +497,12 @@ def test_cli_export_leaves_out_invalid_and_torn_lines_naming_each(tmp_path: Path
     assert [json.loads(line) for line in out.read_text("utf-8").splitlines()[1:]] == [
         {"session": "s", "line": line} for line in good
     ]
-    assert "session 's' line 2: invalid line not exported" in exported.stderr
-    assert "session 's' line 4: torn line not exported" in exported.stderr
+    path = store.path("s")
+    assert f"warning: {path}:2: invalid line not exported (session 's'): " in exported.stderr
+    assert f"warning: {path}:4: torn line not exported (session 's'): " in exported.stderr
+    shown = _cli(tmp_path, "sessions", "show", "s")
+    assert f"warning: {path}:2: invalid line skipped: " in shown.stderr  # as `show` names it
+    assert f"warning: {path}:4: torn line skipped: " in shown.stderr
 
 
 def test_cli_reports_files_it_cannot_use_without_a_traceback(

@@ -162,6 +162,53 @@ def test_complete_last_line_without_newline_is_kept(tmp_path: Path) -> None:
     assert not path.with_name("s.jsonl.torn").exists()
 
 
+@pytest.mark.parametrize("tail", [b"   ", b"\n   ", b"\n\n \t", b"\t\r", b"\xef\xbb\xbf  "])
+def test_a_whitespace_only_last_line_is_a_blank_line_not_a_torn_one(
+    tmp_path: Path, tail: bytes
+) -> None:
+    """Whitespace an editor left after the last line, without a newline, is passed over as a
+    blank line: nothing is moved out or warned about, and the next line appended is a line of
+    its own, numbered after the blank ones."""
+    store = JsonlSessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    good = b"" if tail.startswith(b"\xef") else json.dumps(USER).encode() + b"\n"
+    path.write_bytes(good + tail)
+    blank_lines = tail.count(b"\n") + 1
+    loaded = good.count(b"\n")
+    assert store.load("s").seq == loaded + blank_lines  # read as the lease will find it
+    with capture_logs() as logs, store.open("s") as session:
+        assert (session.problems, session.seq) == ([], loaded + blank_lines)
+        session.append(ANSWER)
+        newest, _ = next(session.newest_lines(lambda r: True))
+        assert newest == loaded + blank_lines + 1
+    assert logs == []
+    assert not path.with_name("s.jsonl.torn").exists()
+    assert (
+        path.read_bytes()
+        == good + tail + b"\n" + json.dumps(ANSWER, separators=(",", ":")).encode() + b"\n"
+    )
+    assert store.load("s").messages() == ([USER] if good else []) + [ANSWER]
+
+
+def test_whitespace_only_lines_in_the_middle_and_at_the_end_are_passed_over(
+    tmp_path: Path,
+) -> None:
+    """Complete lines of nothing but whitespace, between lines or after the last one, are
+    blank lines: skipped without a warning, counted in the line numbers, left in the file."""
+    store = JsonlSessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    content = json.dumps(USER).encode() + b"\n \t\n" + json.dumps(ANSWER).encode() + b"\n\n   \n"
+    path.write_bytes(content)
+    with capture_logs() as logs, store.open("s") as session:
+        assert (session.history(), session.problems, session.seq) == ([USER, ANSWER], [], 5)
+        assert [n for n, _ in session.newest_lines(lambda r: True)] == [3, 1]
+    assert logs == []
+    assert path.read_bytes() == content
+    assert not path.with_name("s.jsonl.torn").exists()
+
+
 def test_invalid_middle_line_stays_in_the_file_and_is_skipped_with_its_number(
     tmp_path: Path,
 ) -> None:
@@ -443,3 +490,25 @@ def test_newest_lines_are_numbered_as_the_file_numbers_them(tmp_path: Path) -> N
             (4, {"n": 4}),
             (1, {"n": 1}),
         ]
+
+
+@pytest.mark.parametrize(
+    ("tail", "event"),
+    [
+        (b'{"role": "assistant", "content": "ha', "torn last line moved out of the session"),
+        (json.dumps(ANSWER).encode(), "session line was missing its newline; completed"),
+    ],
+)
+def test_healing_the_last_line_names_the_session_its_file_and_the_line(
+    tmp_path: Path, tail: bytes, event: str
+) -> None:
+    """The warnings of healing a last line name it as every warning about a session line
+    does: the session, its file (`location`) and the line, numbered past blank lines."""
+    store = JsonlSessionStore(tmp_path)
+    path = store.path("s")
+    path.parent.mkdir(parents=True)
+    path.write_bytes(json.dumps(USER).encode() + b"\n  \n" + tail)
+    with capture_logs() as logs:
+        store.open("s").close()
+    [warned] = [entry for entry in logs if entry["event"] == event]
+    assert (warned["session"], warned["location"], warned["line"]) == ("s", str(path), 3)

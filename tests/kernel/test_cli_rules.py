@@ -266,7 +266,7 @@ def test_jsonl_with_one_bad_line_is_governed_and_the_line_reported(tmp_path: Pat
     assert result.returncode == 0, result.stderr
     load = json.loads(result.stdout)["report"][0]
     assert load["stage"] == "load"
-    assert any(d.startswith("line 2: left out, not JSON") for d in load["details"])
+    assert any(d.startswith("h.jsonl:2: left out, not JSON") for d in load["details"])
 
 
 @pytest.mark.parametrize(
