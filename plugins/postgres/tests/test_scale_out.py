@@ -683,13 +683,17 @@ def test_documented_newer_schema_error_is_the_one_a_worker_gives(dsn: str) -> No
 def test_documented_errors_for_tables_not_the_plugins_own_are_the_ones_a_worker_gives(
     dsn: str, postgres_server: TemporaryPostgres
 ) -> None:
-    """The page's quotes for another application's tables begin the store's own words."""
+    """The page's quotes for tables not the plugin's own, or its own altered by hand, begin
+    the store's own words."""
     text = " ".join(DOC.read_text(encoding="utf-8").split())
     quoted = re.findall(r"`(the (?:table|database already) [^`]+ (?:versions|version))", text)
     other = postgres_server.create_database(dsn.rsplit("/", 1)[1] + "_other")
+    altered = postgres_server.create_database(dsn.rsplit("/", 1)[1] + "_altered")
+    PostgresSessionStore(altered).list_sessions()  # the plugin's own tables, as it makes them
     setups = {
         dsn: "CREATE TABLE nanobot_schema_migrations (id int)",
         other: "CREATE TABLE nanobot_sessions (id int)",
+        altered: "ALTER TABLE nanobot_sessions ALTER COLUMN lines TYPE integer",
     }
     errors = []
     for where, statement in setups.items():
@@ -699,8 +703,8 @@ def test_documented_errors_for_tables_not_the_plugins_own_are_the_ones_a_worker_
         with pytest.raises(SessionError) as refused:
             store.list_sessions()
         errors.append(str(refused.value).split("): ", 1)[1])
-    assert len(quoted) == 2
-    assert [any(error.startswith(q) for error in errors) for q in quoted] == [True, True]
+    assert len(quoted) == 3
+    assert [any(error.startswith(q) for error in errors) for q in quoted] == [True, True, True]
 
 
 class _Retry(Exception):
