@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import click
@@ -79,7 +80,24 @@ def command(name: str, kind: str, directory: str | None) -> None:
         ) from None
     for path in written:
         click.echo(f"created {path}")
-    click.echo(f"next: pip install -e '{target}[test]' && nanobot-core plugins && pytest {target}")
+    click.echo(f"next: {next_steps(target)}")
+
+
+def next_steps(target: Path) -> str:
+    """The shell line that installs the project at `target` and runs its tests.
+
+    Quoted for a POSIX shell, so that a folder named with a space, a quote or a
+    ``$`` is one word; a relative path starting with ``-`` is written ``./-...``,
+    which pip and pytest cannot take for an option.
+    """
+    shown = str(target)
+    if shown.startswith("-"):
+        shown = f"./{shown}"
+    project = shlex.quote(shown)
+    return (
+        f"pip install -e {shlex.quote(shown + '[test]')} && nanobot-core plugins "
+        f"&& pytest {project}"
+    )
 
 
 def _why_unusable(target: Path, exc: OSError) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -341,3 +342,17 @@ def test_govern_help_gives_the_smallest_max_tool_result_chars_the_config_takes(
     assert f"governance.max_tool_result_chars: {small} is below {MIN_TOOL_RESULT_CHARS}" in (
         result.stderr
     )
+
+
+@pytest.mark.parametrize("directory", ["it's a $HOME dir", "-x", "two  spaces"])
+def test_new_plugin_says_next_steps_a_shell_runs_as_written(tmp_path: Path, directory: str) -> None:
+    """The "next:" line quotes the project folder, so a shell hands pip and pytest that folder."""
+    result = nanobot("new-plugin", "acme-words", "--directory", directory, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("next: ")]
+    folder = directory if not directory.startswith("-") else f"./{directory}"
+    assert shlex.split(line.removeprefix("next: ")) == [
+        *("pip", "install", "-e", f"{folder}[test]", "&&"),
+        *("nanobot-core", "plugins", "&&", "pytest", folder),
+    ]
+    assert (tmp_path / directory / "pyproject.toml").is_file()
