@@ -356,3 +356,13 @@ def test_new_plugin_says_next_steps_a_shell_runs_as_written(tmp_path: Path, dire
         *("nanobot-core", "plugins", "&&", "pytest", folder),
     ]
     assert (tmp_path / directory / "pyproject.toml").is_file()
+
+
+def test_new_plugin_that_fails_part_of_the_way_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A project whose inner files cannot be written (a path too long) is exit 1, nothing left."""
+    # Just short of PATH_MAX (4096 on Linux): the folder is made, a file inside it is not.
+    directory = "/".join(["d" * 250] * 17)[:4080]
+    result = nanobot("new-plugin", "acme-words", "--directory", directory, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == f"Error: cannot create the project in {directory}: File name too long\n"
+    assert list(tmp_path.iterdir()) == []
