@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 from pathlib import Path
 
@@ -75,8 +76,11 @@ def command(name: str, kind: str, directory: str | None) -> None:
     try:
         written = write_project(project, target)
     except OSError as exc:
+        # What was written is taken back (`write_project`), unless something kept it there.
+        left = "it is left there" if os.path.lexists(target) else "nothing was left there"
         raise click.ClickException(
-            f"cannot create the project in {target}: {exc.strerror or exc}"
+            f"cannot create the project in {target}: {exc.strerror or exc}; {left}; "
+            f"choose another --directory or remove the cause"
         ) from None
     for path in written:
         click.echo(f"created {path}")

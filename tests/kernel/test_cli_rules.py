@@ -364,5 +364,8 @@ def test_new_plugin_that_fails_part_of_the_way_leaves_nothing_behind(tmp_path: P
     directory = "/".join(["d" * 250] * 17)[:4080]
     result = nanobot("new-plugin", "acme-words", "--directory", directory, cwd=tmp_path)
     assert result.returncode == 1, result.stderr
-    assert result.stderr == f"Error: cannot create the project in {directory}: File name too long\n"
+    assert result.stderr == (
+        f"Error: cannot create the project in {directory}: File name too long; nothing was "
+        "left there; choose another --directory or remove the cause\n"
+    )
     assert list(tmp_path.iterdir()) == []
