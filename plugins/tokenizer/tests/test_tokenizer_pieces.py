@@ -2,12 +2,6 @@
 
 from __future__ import annotations
 
-import math
-import re
-import time
-from collections.abc import Callable
-
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -71,24 +65,3 @@ def test_a_letter_or_digit_is_what_the_cut_looks_for_in_every_code_point() -> No
     """Each code point after a line break allows a cut exactly when `str.isalnum` is true of it."""
     allowed = [cp for cp in range(0x110000) if safe_cut(f"ab\n{chr(cp)}c", 0, 5) == 3]
     assert allowed == [cp for cp in range(0x110000) if chr(cp).isalnum()]
-
-
-def _best_cpu_time(work: Callable[[str], object], text: str) -> float:
-    best = math.inf
-    for _ in range(5):
-        start = time.process_time()
-        work(text)
-        best = min(best, time.process_time() - start)
-    return best
-
-
-@pytest.mark.parametrize("unit", ["\n", "\n\n-"])
-def test_cutting_blank_lines_costs_about_one_pass_over_them(unit: str) -> None:
-    """Text of line breaks no word follows is cut in about the time one regex scan of it takes.
-
-    A loop in Python over each line break took 7 to 10 times that; the cut is now 1 to 2.
-    """
-    text = unit * (2_000_000 // len(unit))
-    scan = re.compile(r"[^\W_]").search  # visits every character, matching none
-    cut = _best_cpu_time(lambda t: list(pieces_for_counting(t)), text)
-    assert cut < 3 * _best_cpu_time(scan, text)
