@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import shlex
 from pathlib import Path
 
 import click
@@ -74,12 +76,32 @@ def command(name: str, kind: str, directory: str | None) -> None:
     try:
         written = write_project(project, target)
     except OSError as exc:
+        # What was written is taken back (`write_project`), unless something kept it there.
+        left = "it is left there" if os.path.lexists(target) else "nothing was left there"
         raise click.ClickException(
-            f"cannot create the project in {target}: {exc.strerror or exc}"
+            f"cannot create the project in {target}: {exc.strerror or exc}; {left}; "
+            f"choose another --directory or remove the cause"
         ) from None
     for path in written:
         click.echo(f"created {path}")
-    click.echo(f"next: pip install -e '{target}[test]' && nanobot-core plugins && pytest {target}")
+    click.echo(f"next: {next_steps(target)}")
+
+
+def next_steps(target: Path) -> str:
+    """The shell line that installs the project at `target` and runs its tests.
+
+    Quoted for a POSIX shell, so that a folder named with a space, a quote or a
+    ``$`` is one word; a relative path starting with ``-`` is written ``./-...``,
+    which pip and pytest cannot take for an option.
+    """
+    shown = str(target)
+    if shown.startswith("-"):
+        shown = f"./{shown}"
+    project = shlex.quote(shown)
+    return (
+        f"pip install -e {shlex.quote(shown + '[test]')} && nanobot-core plugins "
+        f"&& pytest {project}"
+    )
 
 
 def _why_unusable(target: Path, exc: OSError) -> str:

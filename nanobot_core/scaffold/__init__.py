@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
 import importlib.util
 import keyword
@@ -173,12 +174,47 @@ def render_project(project: PluginProject) -> dict[str, str]:
 
 
 def write_project(project: PluginProject, directory: Path) -> list[Path]:
-    """Write the project into `directory`, which must not exist yet; return the files written."""
-    directory.mkdir(parents=True, exist_ok=False)
+    """Write the project into `directory`, which must not exist yet; return the files written.
+
+    An ``OSError`` part of the way (a full disk, a quota, a name too long) takes back
+    what was written, the files this call wrote and the folders it made (a folder
+    only when it is empty), so that the same command can be run again once the
+    cause is gone; nothing else is touched. No file is written over.
+    """
+    made = _missing_folders(directory)  # outermost first
     written: list[Path] = []
-    for relative, content in render_project(project).items():
-        path = directory / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(content, encoding="utf-8")
-        written.append(path)
+    try:
+        directory.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            directory.mkdir()
+        except FileExistsError:  # made meanwhile by someone else: theirs, not taken back
+            made = [folder for folder in made if folder != directory]
+            raise
+        for relative, content in render_project(project).items():
+            path = directory / relative
+            missing = _missing_folders(path.parent)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            made.extend(missing)
+            # "x": a file that appeared meanwhile (another program's) is not written over.
+            with path.open("x", encoding="utf-8") as handle:
+                written.append(path)
+                handle.write(content)
+    except OSError:
+        _take_back(written, made)
+        raise
     return written
+
+
+def _missing_folders(folder: Path) -> list[Path]:
+    """`folder` and those of its parents that are not there yet, outermost first."""
+    return [path for path in (*reversed(folder.parents), folder) if not path.exists()]
+
+
+def _take_back(written: list[Path], made: list[Path]) -> None:
+    """Remove the files `write_project` wrote and the folders it made, innermost first."""
+    for path in reversed(written):
+        with contextlib.suppress(OSError):
+            path.unlink()
+    for folder in reversed(made):
+        with contextlib.suppress(OSError):  # not empty (something else is in it): kept
+            folder.rmdir()

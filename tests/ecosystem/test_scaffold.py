@@ -23,15 +23,24 @@ def scaffold_env(
     return venv
 
 
-@pytest.mark.parametrize("kind", ["tool", "stage", "section"])
+@pytest.mark.parametrize(
+    ("kind", "name", "directory"),
+    [
+        ("tool", "acme-tool-plugin", None),
+        ("stage", "acme-stage-plugin", None),
+        ("section", "acme-section-plugin", None),
+        # A package named like a build folder, in a folder a shell must be given quoted.
+        ("tool", "build", "it's a $HOME dir"),
+    ],
+)
 def test_scaffolded_project_installs_and_passes(
-    scaffold_env: VirtualEnv, tmp_path: Path, kind: str
+    scaffold_env: VirtualEnv, tmp_path: Path, kind: str, name: str, directory: str | None
 ) -> None:
     """Right after `pip install -e`, the project's own tests pass and `plugins` lists it."""
-    name = f"acme-{kind}-plugin"
-    created = scaffold_env.cli("new-plugin", name, "--kind", kind, cwd=tmp_path)
+    where = ["--directory", directory] if directory else []
+    created = scaffold_env.cli("new-plugin", name, "--kind", kind, *where, cwd=tmp_path)
     assert created.returncode == 0, created.stderr
-    project = tmp_path / name
+    project = tmp_path / (directory or name)
     assert (project / "pyproject.toml").is_file() and (project / "README.md").is_file()
     scaffold_env.install("-e", str(project))
     tests = subprocess.run(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 import shutil
 import subprocess
 import sys
@@ -341,3 +342,30 @@ def test_govern_help_gives_the_smallest_max_tool_result_chars_the_config_takes(
     assert f"governance.max_tool_result_chars: {small} is below {MIN_TOOL_RESULT_CHARS}" in (
         result.stderr
     )
+
+
+@pytest.mark.parametrize("directory", ["it's a $HOME dir", "-x", "two  spaces"])
+def test_new_plugin_says_next_steps_a_shell_runs_as_written(tmp_path: Path, directory: str) -> None:
+    """The "next:" line quotes the project folder, so a shell hands pip and pytest that folder."""
+    result = nanobot("new-plugin", "acme-words", "--directory", directory, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    (line,) = [line for line in result.stdout.splitlines() if line.startswith("next: ")]
+    folder = directory if not directory.startswith("-") else f"./{directory}"
+    assert shlex.split(line.removeprefix("next: ")) == [
+        *("pip", "install", "-e", f"{folder}[test]", "&&"),
+        *("nanobot-core", "plugins", "&&", "pytest", folder),
+    ]
+    assert (tmp_path / directory / "pyproject.toml").is_file()
+
+
+def test_new_plugin_that_fails_part_of_the_way_leaves_nothing_behind(tmp_path: Path) -> None:
+    """A project whose inner files cannot be written (a path too long) is exit 1, nothing left."""
+    # Just short of PATH_MAX (4096 on Linux): the folder is made, a file inside it is not.
+    directory = "/".join(["d" * 250] * 17)[:4080]
+    result = nanobot("new-plugin", "acme-words", "--directory", directory, cwd=tmp_path)
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == (
+        f"Error: cannot create the project in {directory}: File name too long; nothing was "
+        "left there; choose another --directory or remove the cause\n"
+    )
+    assert list(tmp_path.iterdir()) == []

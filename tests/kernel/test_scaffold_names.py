@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import ast
 import keyword
+import shlex
 import sys
 import types
-from pathlib import PurePosixPath
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nanobot_core._commands.new_plugin import next_steps
 from nanobot_core.governance.stages import builtin_stages
 from nanobot_core.scaffold import (
     KINDS,
@@ -198,3 +200,18 @@ def test_the_stage_project_declares_its_work_and_its_own_tests_pass(
     for name in ran:
         tests[name]()
     assert len(ran) == 2
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(st.text(st.characters(blacklist_characters="\x00"), min_size=1, max_size=40))
+def test_the_next_steps_line_names_any_folder_as_one_word(folder: str) -> None:
+    """Whatever the --directory, the shell reads the "next:" line as pip and pytest on it."""
+    shown = str(Path(folder))
+    if shown.startswith("-"):
+        shown = f"./{shown}"
+    words = shlex.split(next_steps(Path(folder)))
+    assert words == [
+        *("pip", "install", "-e", f"{shown}[test]", "&&"),
+        *("nanobot-core", "plugins", "&&", "pytest", shown),
+    ]
+    assert Path(words[-1]) == Path(folder)

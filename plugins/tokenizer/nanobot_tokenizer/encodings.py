@@ -33,8 +33,12 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
 
 
 def encoding_for_model(model: str) -> str:
-    """The encoding of an OpenAI model name (router prefixes like "openai/" are ignored)."""
-    name = model.rsplit("/", 1)[-1].strip().lower()
+    """The encoding of an OpenAI model name (router prefixes like "openai/" are ignored).
+
+    A fine-tuned model (``ft:gpt-3.5-turbo-0125:acme::8abc``, as OpenAI names them)
+    has its base model's encoding.
+    """
+    name = model.rsplit("/", 1)[-1].strip().lower().removeprefix("ft:")
     for prefix, encoding in _PREFIXES:
         if name.startswith(prefix):
             return encoding

@@ -14,11 +14,17 @@ can shift the total by a token or two per cut.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 __all__ = ["MAX_PIECE_CHARS", "pieces_for_counting", "safe_cut"]
 
 MAX_PIECE_CHARS = 50_000
+# A line break before a letter or digit (`[^\W_]` is what `str.isalnum` is true of), the
+# last one in the span matched: `.*` runs to the end of the span and backs off in C. A
+# loop in Python over the line breaks took ten times what counting the text did on one
+# of blank lines.
+_LAST_SAFE_PLACE = re.compile(r".*\n(?=[^\W_])", re.DOTALL)
 
 
 def safe_cut(text: str, start: int, end: int) -> int:
@@ -27,11 +33,10 @@ def safe_cut(text: str, start: int, end: int) -> int:
     Returns `end` when there is none.
     """
     newline = text.rfind("\n", start, end - 1)
-    while newline >= start:
-        if text[newline + 1].isalnum():
-            return newline + 1
-        newline = text.rfind("\n", start, newline)
-    return end
+    if newline < 0:  # no line break at all: found without a regex
+        return end
+    found = _LAST_SAFE_PLACE.match(text, start, newline + 2)
+    return found.end() if found is not None else end
 
 
 def pieces_for_counting(text: str, limit: int = MAX_PIECE_CHARS) -> Iterator[str]:

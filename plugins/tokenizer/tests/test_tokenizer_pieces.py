@@ -33,3 +33,35 @@ def test_pieces_rebuild_the_text_within_the_limit(text: str, limit: int) -> None
     assert "".join(pieces) == text
     assert all(len(piece) <= limit for piece in pieces)
     assert all(pieces) or pieces == [""]
+
+
+def _cut_by_definition(text: str, start: int, end: int) -> int:
+    """safe_cut as its docstring words it, one position at a time."""
+    for cut in range(end - 1, start, -1):
+        if text[cut - 1] == "\n" and text[cut].isalnum():
+            return cut
+    return end
+
+
+@settings(derandomize=True, deadline=None, max_examples=500)
+@given(
+    st.text(
+        alphabet=st.one_of(st.sampled_from("\n\n\r a1_²é日\u0301-"), st.characters()),
+        min_size=1,
+        max_size=200,
+    ),
+    st.data(),
+)
+def test_the_cut_is_the_last_line_break_before_a_letter_or_digit(
+    text: str, data: st.DataObject
+) -> None:
+    """For any text and span, the cut is where the docstring's definition puts it."""
+    start = data.draw(st.integers(min_value=0, max_value=len(text) - 1))
+    end = data.draw(st.integers(min_value=start + 1, max_value=len(text)))
+    assert safe_cut(text, start, end) == _cut_by_definition(text, start, end)
+
+
+def test_a_letter_or_digit_is_what_the_cut_looks_for_in_every_code_point() -> None:
+    """Each code point after a line break allows a cut exactly when `str.isalnum` is true of it."""
+    allowed = [cp for cp in range(0x110000) if safe_cut(f"ab\n{chr(cp)}c", 0, 5) == 3]
+    assert allowed == [cp for cp in range(0x110000) if chr(cp).isalnum()]

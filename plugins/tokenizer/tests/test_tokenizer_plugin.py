@@ -8,10 +8,13 @@ from importlib import metadata
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from nanobot_core import Config, ConfigError, PluginContext
 from nanobot_core.testing import builtin_governor, make_config, run_cli
 
 from nanobot_tokenizer import ENCODING_ENV, encoding_for_model, nanobot_token_counter
+from nanobot_tokenizer.encodings import _PREFIXES
 
 
 @pytest.mark.parametrize(
@@ -35,11 +38,27 @@ from nanobot_tokenizer import ENCODING_ENV, encoding_for_model, nanobot_token_co
         ("openrouter/openai/gpt-3.5-turbo", "cl100k_base"),
         ("claude-sonnet-4", "o200k_base"),
         ("llama-3.1-70b", "o200k_base"),
+        ("ft:gpt-3.5-turbo-0125:acme::8abcDEF", "cl100k_base"),
+        ("ft:gpt-4-0613:acme:custom-suffix:9xyz", "cl100k_base"),
+        ("openai/ft:gpt-3.5-turbo:acme::id", "cl100k_base"),
+        ("FT:GPT-4O-MINI-2024-07-18:acme::id", "o200k_base"),
     ],
 )
 def test_models_map_to_their_encodings(model: str, encoding: str) -> None:
-    """OpenAI models get their own encoding; unknown models get o200k_base."""
+    """OpenAI models get their own encoding, fine-tuned ones their base's; others o200k_base."""
     assert encoding_for_model(model) == encoding
+
+
+@settings(derandomize=True, deadline=None, max_examples=200)
+@given(
+    st.sampled_from([prefix for prefix, _ in _PREFIXES] + ["claude-3", "qwen3:8b"]),
+    st.text(st.characters(blacklist_characters="/"), max_size=30),
+    st.from_regex(r"[a-z0-9-]{0,12}:[a-z0-9-]{0,12}:[A-Za-z0-9]{0,12}", fullmatch=True),
+)
+def test_a_fine_tuned_model_counts_as_its_base_model(base: str, rest: str, suffix: str) -> None:
+    """Whatever the base model, OpenAI's ``ft:BASE:ORG:NAME:ID`` has the encoding of BASE."""
+    model = f"{base}{rest}"
+    assert encoding_for_model(f"ft:{model}:{suffix}") == encoding_for_model(f"{model}:{suffix}")
 
 
 def context(tmp_path: Path, model: str) -> PluginContext:
@@ -128,8 +147,6 @@ def _readme_prefixes() -> dict[str, set[str]]:
 
 def test_the_readme_gives_every_model_prefix_its_encoding() -> None:
     """Each prefix the README lists maps to its encoding, and the README lists every prefix."""
-    from nanobot_tokenizer.encodings import _PREFIXES
-
     listed = _readme_prefixes()
     for encoding, prefixes in listed.items():
         for prefix in prefixes:
