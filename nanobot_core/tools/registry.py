@@ -381,7 +381,8 @@ class ToolRegistry:
                 tool,
                 arguments,
                 repairs,
-                error=f'Error: tool "{name}" cannot be called: its parameters schema is invalid '
+                # Named with its plugin and version: the schema is theirs to fix.
+                error=f"Error: {entry.label} cannot be called: its parameters schema is invalid "
                 f"({exc})",
             )
         if errors:

@@ -966,3 +966,16 @@ def test_keys_given_once_each_are_read_as_before() -> None:
     registry = _registry(SchemaTool("free", {"type": "object"}))
     prepared = registry.prepare_call("free", '{"a": {"k": 1}, "b": {"k": 2}, "k": 3}')
     assert prepared.ok and prepared.arguments == {"a": {"k": 1}, "b": {"k": 2}, "k": 3}
+
+
+def test_a_schema_refused_at_call_time_names_its_plugin_and_version() -> None:
+    """The error of a call to a tool whose schema cannot compile names the plugin to fix."""
+    registry = ToolRegistry()
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "("}}}
+    plugin = PluginInfo("search", "nanobot.plugins", "search-tools", "1.2")
+    registry.add(SchemaTool("broken", schema), plugin=plugin)
+    assert registry.prepare_call("broken", {}).error == (
+        "Error: tool \"broken\" of plugin 'search' from search-tools 1.2 cannot be called: "
+        'its parameters schema is invalid (invalid JSON Schema at #/properties/x/pattern: "(" '
+        'is not a "regex")'
+    )
