@@ -274,6 +274,9 @@ def _build(schema: dict[str, Any] | bool, retriever: Retriever | None, *, whole_
         where = json_pointer(exc.instance_path)
         raise InvalidSchemaError(f"invalid JSON Schema at {where}: {exc.message}") from exc
     except (jsonschema_rs.ReferencingError, ValueError, TypeError) as exc:
+        if str(exc) == "Recursion limit reached":
+            # jsonschema-rs's words for a schema of a few hundred levels, deeper ones' ours.
+            raise InvalidSchemaError("invalid JSON Schema: nested too deep to be read") from None
         raise InvalidSchemaError(f"invalid JSON Schema: {exc}") from exc
 
 

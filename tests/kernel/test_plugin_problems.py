@@ -648,8 +648,9 @@ class _GivesDeepSchema:
     [
         {"type": "object", "properties": {"x": {"const": _nested(5_000, 0)}}},
         {"type": "object", "properties": {"x": _item_levels(1_000)}},
+        {"type": "object", "properties": {"x": _item_levels(300)}},
     ],
-    ids=["const-5000-levels", "items-1000-levels"],
+    ids=["const-5000-levels", "items-1000-levels", "items-300-levels"],
 )
 def test_a_schema_nested_too_deep_leaves_out_its_tool_alone(
     tmp_path: Path, parameters: dict[str, Any]
