@@ -68,6 +68,7 @@ __all__ = [
     "Decoded",
     "JSONBoundaryError",
     "JSONLimitError",
+    "JSONRepeatedKeyError",
     "JSONSyntaxError",
     "WrittenFloat",
     "WrittenInt",
@@ -126,6 +127,18 @@ class JSONSyntaxError(JSONBoundaryError):
 
 class JSONLimitError(JSONBoundaryError):
     """JSON outside the boundary's limits (depth, integer digits)."""
+
+
+class JSONRepeatedKeyError(JSONLimitError):
+    """An object that gives one key twice, refused by `loads` with ``unique_keys``.
+
+    ``path`` leads from the decoded value to the key (the keys and indexes on the way, the
+    key last): which of its values was meant cannot be told, and a parser keeps the last.
+    """
+
+    def __init__(self, path: tuple[str | int, ...]) -> None:
+        super().__init__(f"the key {path[-1]!r} is given twice in one object")
+        self.path = path
 
 
 @attrs.frozen
@@ -201,6 +214,7 @@ def loads(
     depth_checked: bool = False,
     written_numbers: bool = False,
     max_values: int = MAX_VALUES,
+    unique_keys: bool = False,
 ) -> Decoded:
     """Decode JSON `text` within the limits; raises `JSONSyntaxError` or `JSONLimitError`.
 
@@ -211,7 +225,10 @@ def loads(
     `written_numbers` every number is a `WrittenFloat` or `WrittenInt` that
     keeps its text (the limits are the same: an integer of more than
     `MAX_INT_DIGITS` digits is still refused); see `plain_numbers`. A text of
-    more than `max_values` values is refused before it is decoded.
+    more than `max_values` values is refused before it is decoded. With
+    `unique_keys` an object that gives a key twice is refused
+    (`JSONRepeatedKeyError`, naming the first such key's path) instead of
+    keeping its last value.
     """
     raw = None
     if isinstance(text, bytes | bytearray):
@@ -231,7 +248,14 @@ def loads(
             keep_nonfinite, found, WrittenFloat if written_numbers else float
         )
         whole = WrittenInt if written_numbers else None
-        value = json.loads(text, parse_constant=constant, parse_float=number, parse_int=whole)
+        repeated: list[tuple[dict[str, Any], str]] = []
+        value = json.loads(
+            text,
+            parse_constant=constant,
+            parse_float=number,
+            parse_int=whole,
+            object_pairs_hook=_keys_once(repeated) if unique_keys else None,
+        )
     except RecursionError:
         raise JSONLimitError(f"nested deeper than {MAX_DEPTH} levels") from None
     except json.JSONDecodeError as exc:
@@ -246,6 +270,9 @@ def loads(
         ) from None
     except ValueError:  # the standard library's own limit on integer digits
         raise JSONLimitError(f"an integer of more than {MAX_INT_DIGITS} digits") from None
+    if repeated:
+        holder, key = repeated[0]
+        raise JSONRepeatedKeyError((*_path_to(value, holder), key))
     replaced = [] if keep_nonfinite else [f"non-finite number {n} replaced by null" for n in found]
     # Brackets can only nest as deep as there are brackets: most texts need no walk for depth.
     # A long text is walked without counting (the walk visits containers only, and there are
@@ -259,6 +286,40 @@ def loads(
         value, fixed = _walk(value, check_depth=False)
         replaced.extend(fixed)
     return Decoded(value, tuple(replaced))
+
+
+def _keys_once(
+    repeated: list[tuple[dict[str, Any], str]],
+) -> Callable[[list[tuple[str, Any]]], dict[str, Any]]:
+    """An ``object_pairs_hook`` that builds each object and notes the first that repeats a key."""
+
+    def build(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+        made = dict(pairs)
+        if len(made) < len(pairs) and not repeated:
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen:
+                    repeated.append((made, key))
+                    break
+                seen.add(key)
+        return made
+
+    return build
+
+
+def _path_to(value: Any, target: dict[str, Any]) -> tuple[str | int, ...]:
+    """The keys and indexes from `value` to the object `target` (found by identity), walked
+    without recursion: only a text refused for a repeated key pays for it."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if item is target:
+            return path
+        if isinstance(item, dict):
+            stack.extend((child, (*path, key)) for key, child in item.items())
+        elif isinstance(item, list):
+            stack.extend((child, (*path, index)) for index, child in enumerate(item))
+    return ()
 
 
 def check_values(text: str, limit: int = MAX_VALUES) -> None:

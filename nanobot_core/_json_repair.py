@@ -50,13 +50,15 @@ def repair(
     keep_nonfinite: bool = False,
     written_numbers: bool = False,
     max_values: int = MAX_ARGUMENT_VALUES,
+    unique_keys: bool = False,
 ) -> tuple[Any, str]:
     """(the value `text` most likely meant, what was done).
 
     Raises `JSONSyntaxError` when nothing sensible can be made of `text`, and
     `JSONLimitError` when it is too deep or too long to repair. The options
     are the JSON boundary's (`loads`); `max_values` defaults to the limit for
-    tool arguments. With `written_numbers`, a cut-off text
+    tool arguments; with `unique_keys`, an object that gives a key twice is
+    refused (`JSONRepeatedKeyError`), repaired or not. With `written_numbers`, a cut-off text
     keeps every number as the model wrote it; json-repair writes the numbers
     of what it repairs again, as Python's ``json`` writes them (``3.10`` as
     ``3.1``).
@@ -65,6 +67,7 @@ def repair(
         "keep_nonfinite": keep_nonfinite,
         "written_numbers": written_numbers,
         "max_values": max_values,
+        "unique_keys": unique_keys,
     }
     truncated = _close_truncation(text, options)
     if truncated is not None:

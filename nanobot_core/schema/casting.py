@@ -30,6 +30,13 @@ In ``anyOf`` / ``oneOf`` a value valid against some branch is left alone; otherw
 casts it on its own, and the cast is kept only when every branch that accepts its own result
 produced the same one. ``enum`` and ``const`` are never case-folded; ``if``/``then``, ``not``,
 remote and dynamic references, and subschemas with their own ``$id`` are not walked.
+
+The walk is bounded: it takes one step per schema node it applies to a value and per
+``patternProperties`` pattern it matches a key against, at most `MAX_CAST_STEPS` for one
+call. A schema of nested unions (each ``anyOf`` branch cast on its own) would otherwise take
+time exponential in its depth, and one of many branches time in their number times the
+value's size. A walk that runs out casts nothing: the value comes back as it was, and the
+caller reports its validation errors.
 """
 
 from __future__ import annotations
@@ -51,6 +58,7 @@ from nanobot_core._json_boundary import (
     loads,
     plain_numbers,
 )
+from nanobot_core._logging import get_logger
 from nanobot_core.schema.validation import (
     InvalidSchemaError,
     SchemaValidator,
@@ -59,16 +67,31 @@ from nanobot_core.schema.validation import (
     json_pointer,
 )
 
-__all__ = ["NOTE_VALUE_CHARS", "CastNote", "cast_arguments", "cast_value", "cast_value_noted"]
+__all__ = [
+    "MAX_CAST_STEPS",
+    "NOTE_VALUE_CHARS",
+    "CastNote",
+    "cast_arguments",
+    "cast_value",
+    "cast_value_noted",
+]
 
 NOTE_VALUE_CHARS = 60
 """Values in notes are cut to this many characters."""
+
+MAX_CAST_STEPS = 300_000
+"""Steps one cast takes at most (a schema node applied to a value, a key matched against a
+pattern); a cast that needs more casts nothing. Arguments hold at most 100,000 values
+(`MAX_ARGUMENT_VALUES`): a plain schema casts every one of them within it."""
+
+log = get_logger("nanobot_core.schema")
 
 _INTEGER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.0+)?")
 _NUMBER_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
 _TRUE_WORDS = frozenset({"true", "yes", "1"})
 _FALSE_WORDS = frozenset({"false", "no", "0"})
 _LEGACY_REF_DIALECTS = ("draft-03", "draft-04", "draft-06", "draft-07")
+_UNION_BRANCH_STEPS = 8  # the steps an anyOf / oneOf branch takes besides its own walk
 _MAX_NUMBER_TEXT = 400  # beyond this a "number" is a denial of service, not an argument
 
 Path = tuple[str | int, ...]
@@ -114,7 +137,31 @@ def cast_value_noted(validator: SchemaValidator, value: Any) -> tuple[Any, list[
     dialect = root.get("$schema") if isinstance(root, Mapping) else None
     legacy = isinstance(dialect, str) and any(d in dialect for d in _LEGACY_REF_DIALECTS)
     walk = _Walk(validator=validator, root=root, ref_hides_siblings=legacy)
-    return plain_numbers(walk.cast(root, value, (), ())), walk.notes
+    try:
+        cast = walk.cast(root, value, (), ())
+    except _OutOfSteps:
+        # Nothing half-done is kept: the value as it was, its errors for the caller to report.
+        log.info(
+            "arguments not cast: the cast needs more steps than its limit", limit=MAX_CAST_STEPS
+        )
+        return plain_numbers(value), []
+    return plain_numbers(cast), walk.notes
+
+
+class _OutOfSteps(Exception):
+    """The walk has taken `MAX_CAST_STEPS` steps."""
+
+
+@attrs.define
+class _Steps:
+    """The steps a cast has left, shared by the walk and every union branch it tries."""
+
+    left: int = attrs.field(factory=lambda: MAX_CAST_STEPS)
+
+    def take(self, count: int = 1) -> None:
+        self.left -= count
+        if self.left < 0:
+            raise _OutOfSteps
 
 
 @attrs.define
@@ -126,9 +173,13 @@ class _Walk:
     ref_hides_siblings: bool  # before 2019-09, keywords beside $ref are ignored: so do we
     notes: list[CastNote] = attrs.field(factory=list)
     following: set[tuple[str, int]] = attrs.field(factory=set)
+    steps: _Steps = attrs.field(factory=_Steps)
+    # The matchers of each patternProperties met, by the id of its node (alive as long as root).
+    patterns: dict[int, list[tuple[SchemaValidator, str, Any]]] = attrs.field(factory=dict)
 
     def cast(self, node: Any, value: Any, path: Path, where: Path) -> Any:
         """Cast ``value`` (at instance ``path``) against schema ``node`` (at schema ``where``)."""
+        self.steps.take()
         if not isinstance(node, Mapping) or (where and _has_own_id(node)):
             return value
         if isinstance(node.get("$ref"), str):
@@ -182,13 +233,15 @@ class _Walk:
     ) -> Any:
         declared = node.get("properties")
         properties: Mapping[str, Any] = declared if isinstance(declared, Mapping) else {}
-        patterns = _pattern_schemas(node.get("patternProperties"))
+        patterns = self._patterns(node)
         additional = node.get("additionalProperties")
         cast: dict[str, Any] | None = None
         for key, item in value.items():
             applicable: list[tuple[Any, Path]] = []
             if isinstance(key, str) and key in properties:
                 applicable.append((properties[key], (*where, "properties", key)))
+            if patterns and isinstance(key, str):
+                self.steps.take(len(patterns))
             for matcher, source, schema in patterns:
                 if isinstance(key, str) and matcher.is_valid(key):
                     applicable.append((schema, (*where, "patternProperties", source)))
@@ -201,6 +254,13 @@ class _Walk:
                 cast = dict(value) if cast is None else cast
                 cast[key] = new_item
         return value if cast is None else cast
+
+    def _patterns(self, node: Mapping[str, Any]) -> list[tuple[SchemaValidator, str, Any]]:
+        """The matchers of the node's ``patternProperties``, compiled once per walk."""
+        found = self.patterns.get(id(node))
+        if found is None:
+            found = self.patterns[id(node)] = _pattern_schemas(node.get("patternProperties"))
+        return found
 
     def _cast_items(
         self, node: Mapping[str, Any], value: Sequence[Any], path: Path, where: Path
@@ -230,6 +290,9 @@ class _Walk:
     ) -> Any:
         pointers = [json_pointer((*where, keyword, index)) for index in range(len(branches))]
         plain = plain_numbers(value)
+        # Each branch is checked against the value (jsonschema-rs) and tried on a walk of its
+        # own: several steps' worth of work.
+        self.steps.take(_UNION_BRANCH_STEPS * len(pointers))
         if any(self.validator.is_valid_at(pointer, plain) for pointer in pointers):
             return value
         accepted: dict[str, tuple[Any, list[CastNote]]] = {}

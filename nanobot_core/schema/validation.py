@@ -17,6 +17,7 @@ import heapq
 import json
 import math
 import re
+import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -217,8 +218,35 @@ def _cache_key(schema: Mapping[str, Any] | bool) -> str:
         )
     try:
         return json.dumps(schema, sort_keys=True, allow_nan=False, default=_not_json)
+    except RecursionError:
+        # The encoder recurses once a level: thousands of levels (in an enum, say).
+        raise InvalidSchemaError("invalid JSON Schema: nested too deep to be read") from None
     except (TypeError, ValueError) as exc:
+        where = _unwritable_int(schema)
+        if where is not None:
+            # Python's words name its own setting (sys.set_int_max_str_digits), not the place.
+            raise InvalidSchemaError(
+                f"invalid JSON Schema at {clip(json_pointer(where))}: an integer of more than "
+                f"{sys.get_int_max_str_digits():,} digits"
+            ) from None
         raise InvalidSchemaError(f"invalid JSON Schema: not JSON data ({exc})") from exc
+
+
+def _unwritable_int(schema: Mapping[str, Any] | bool) -> tuple[str | int, ...] | None:
+    """Where `schema` holds an int too long to write in decimal, walked without recursion."""
+    stack: list[tuple[Any, tuple[str | int, ...]]] = [(schema, ())]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, int) and not isinstance(value, bool):
+            try:
+                str(value)
+            except ValueError:
+                return path
+        elif isinstance(value, Mapping):
+            stack.extend((item, (*path, str(key))) for key, item in value.items())
+        elif isinstance(value, list | tuple):
+            stack.extend((item, (*path, index)) for index, item in enumerate(value))
+    return None
 
 
 def _not_json(value: object) -> Any:
@@ -246,6 +274,9 @@ def _build(schema: dict[str, Any] | bool, retriever: Retriever | None, *, whole_
         where = json_pointer(exc.instance_path)
         raise InvalidSchemaError(f"invalid JSON Schema at {where}: {exc.message}") from exc
     except (jsonschema_rs.ReferencingError, ValueError, TypeError) as exc:
+        if str(exc) == "Recursion limit reached":
+            # jsonschema-rs's words for a schema of a few hundred levels, deeper ones' ours.
+            raise InvalidSchemaError("invalid JSON Schema: nested too deep to be read") from None
         raise InvalidSchemaError(f"invalid JSON Schema: {exc}") from exc
 
 

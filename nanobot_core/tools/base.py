@@ -325,7 +325,7 @@ def read_tool(candidate: Tool) -> ToolFacts:
         raise TypeError(f"tool {name!r}: parameters must be a JSON Schema dict")
     # A copy: the tool's own dict, changed later in place (an enum filled in on first
     # use), must not change what was read: the definitions, and the validation.
-    parameters = copy.deepcopy(parameters)
+    parameters = _copied(parameters)
     timeout = candidate.timeout
     if not usable_timeout(timeout):
         raise ToolFlagError(name, timeout_problem(timeout))
@@ -337,6 +337,42 @@ def read_tool(candidate: Tool) -> ToolFacts:
             raise ToolFlagError(name, flag_problem(flag, value))
         flags[flag] = meant
     return ToolFacts(name, description, parameters, types.MappingProxyType(flags))
+
+
+def _copied(value: dict[str, Any]) -> dict[str, Any]:
+    """A deep copy of `value` whose dicts and lists are copied without recursion.
+
+    `copy.deepcopy` recurses once a level: a schema nested a thousand levels deep raised
+    `RecursionError` here, failing its plugin with all its tools, where the schema's
+    check leaves out that tool alone, saying it is nested too deep. Other values are
+    copied by `copy.deepcopy`, and a dict or list met twice is copied once, as it does.
+    """
+    copies: dict[int, Any] = {}
+
+    def copy_of(item: Any) -> Any:
+        if type(item) is dict:
+            made: Any = {}
+        elif type(item) is list:
+            made = []
+        else:
+            return copy.deepcopy(item)
+        copies[id(item)] = made
+        pending.append((item, made))
+        return made
+
+    pending: list[tuple[Any, Any]] = []
+    root = copy_of(value)
+    while pending:
+        original, made = pending.pop()
+        members = original.items() if isinstance(original, dict) else enumerate(original)
+        for key, item in members:
+            child = copies[id(item)] if id(item) in copies else copy_of(item)
+            if isinstance(made, dict):
+                made[key] = child
+            else:
+                made.append(child)
+    copied: dict[str, Any] = root
+    return copied
 
 
 def flag_value(value: object) -> bool | None:

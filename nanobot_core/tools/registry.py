@@ -22,6 +22,7 @@ from nanobot_core._containment import PluginEscapeError, contained, plugin_code
 from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
     JSONLimitError,
+    JSONRepeatedKeyError,
     JSONSyntaxError,
     check_depth,
     loads,
@@ -29,7 +30,12 @@ from nanobot_core._json_boundary import (
 from nanobot_core._json_repair import repair
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.records import PluginInfo
-from nanobot_core.schema import SchemaChange, compile_schema, normalise_schema_changes
+from nanobot_core.schema import (
+    SchemaChange,
+    compile_schema,
+    format_instance_path,
+    normalise_schema_changes,
+)
 from nanobot_core.schema.casting import CastNote, cast_value_noted
 from nanobot_core.tools.base import Tool, ToolFacts, read_tool
 
@@ -375,7 +381,8 @@ class ToolRegistry:
                 tool,
                 arguments,
                 repairs,
-                error=f'Error: tool "{name}" cannot be called: its parameters schema is invalid '
+                # Named with its plugin and version: the schema is theirs to fix.
+                error=f"Error: {entry.label} cannot be called: its parameters schema is invalid "
                 f"({exc})",
             )
         if errors:
@@ -510,6 +517,13 @@ def parse_arguments(
         if unwrap and isinstance(value, dict) and list(value) == ["arguments"]:
             repairs.append('unwrapped an {"arguments": ...} wrapper')
             value = _decode(value["arguments"], repairs, written_numbers)
+    except JSONRepeatedKeyError as exc:
+        # Which value the model meant cannot be told; the parser would keep the last in silence.
+        where = clip(format_instance_path(exc.path))
+        return ParsedArguments(
+            repairs=tuple(repairs),
+            error=f"cannot be used: {where} is given twice; give each key once",
+        )
     except JSONLimitError as exc:
         return ParsedArguments(repairs=tuple(repairs), error=f"cannot be used: {exc}")
     if not isinstance(value, dict):
@@ -554,12 +568,16 @@ def _decode(raw: Any, repairs: list[str], written: bool) -> Any:
 def _loads(text: str, repairs: list[str], written: bool) -> Any:
     try:
         return loads(
-            text, keep_nonfinite=True, written_numbers=written, max_values=MAX_ARGUMENT_VALUES
+            text,
+            keep_nonfinite=True,
+            written_numbers=written,
+            max_values=MAX_ARGUMENT_VALUES,
+            unique_keys=True,
         ).value
     except JSONSyntaxError:
         pass
     try:
-        value, done = repair(text, keep_nonfinite=True, written_numbers=written)
+        value, done = repair(text, keep_nonfinite=True, written_numbers=written, unique_keys=True)
     except JSONSyntaxError:
         return _UNPARSABLE
     repairs.append(done)

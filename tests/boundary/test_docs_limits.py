@@ -6,6 +6,7 @@ import re
 import sys
 
 from nanobot_core import Config, _clip, _json_boundary, _json_repair
+from nanobot_core.schema import casting
 from nanobot_core.tools import _glob, builtin, registry
 from tests.helpers import REPO_ROOT
 
@@ -29,8 +30,9 @@ def test_each_named_limit_has_the_value_the_doc_gives() -> None:
         "MAX_OPEN_SCANS",
         "MAX_QUOTED_CHARS",
         "MAX_LISTED_ERRORS",
+        "MAX_CAST_STEPS",
     }
-    modules = (_json_boundary, _json_repair, builtin, _glob, _clip, registry)
+    modules = (_json_boundary, _json_repair, builtin, _glob, _clip, registry, casting)
     for number, name in stated:
         [value] = {getattr(module, name) for module in modules if hasattr(module, name)}
         assert int(number.replace(",", "")) == value, name

@@ -18,6 +18,7 @@ from nanobot_core._json_boundary import (
     MAX_INT_DIGITS,
     SURROGATE_PAIRS_JOINED,
     JSONLimitError,
+    JSONRepeatedKeyError,
     JSONSyntaxError,
     WrittenFloat,
     WrittenInt,
@@ -448,3 +449,13 @@ def test_viewable_of_anything_is_written_by_dumps_and_json_is_kept_whole(value: 
     dumps(shown)
     if writable:
         assert shown is value
+
+
+def test_a_repeated_key_is_refused_only_when_asked() -> None:
+    """`unique_keys` refuses a key given twice in one object, naming its path; else last wins."""
+    text = '{"a": [1, {"b": 1, "b": 2}]}'
+    assert loads(text).value == {"a": [1, {"b": 2}]}
+    with pytest.raises(JSONRepeatedKeyError) as caught:
+        loads(text, unique_keys=True)
+    assert caught.value.path == ("a", 1, "b")
+    assert str(caught.value) == "the key 'b' is given twice in one object"

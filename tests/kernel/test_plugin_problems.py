@@ -612,3 +612,68 @@ def test_a_schema_name_that_is_no_string_is_listed_saying_where(tmp_path: Path) 
     assert [c.name for c in manager.contributions("tool") if c.plugin.name == "intnames"] == [
         "kept"
     ]
+
+
+def _nested(levels: int, leaf: Any) -> Any:
+    """`leaf` inside `levels` lists."""
+    for _ in range(levels):
+        leaf = [leaf]
+    return leaf
+
+
+def _item_levels(levels: int) -> dict[str, Any]:
+    """A schema of arrays of arrays, `levels` deep."""
+    schema: dict[str, Any] = {"type": "integer"}
+    for _ in range(levels):
+        schema = {"type": "array", "items": schema}
+    return schema
+
+
+class _GivesDeepSchema:
+    """A plugin whose second tool, "deep", has the parameters it is given."""
+
+    def __init__(self, parameters: dict[str, Any]) -> None:
+        self.parameters = parameters
+
+    @hookimpl
+    def nanobot_tools(self, ctx: Any) -> list[Any]:
+        deep = _BadPattern()
+        deep.name = "deep"
+        deep.parameters = self.parameters
+        return [kept, deep]
+
+
+@pytest.mark.parametrize(
+    "parameters",
+    [
+        {"type": "object", "properties": {"x": {"const": _nested(5_000, 0)}}},
+        {"type": "object", "properties": {"x": _item_levels(1_000)}},
+        {"type": "object", "properties": {"x": _item_levels(300)}},
+    ],
+    ids=["const-5000-levels", "items-1000-levels", "items-300-levels"],
+)
+def test_a_schema_nested_too_deep_leaves_out_its_tool_alone(
+    tmp_path: Path, parameters: dict[str, Any]
+) -> None:
+    """The tool is left out saying it is nested too deep; the plugin, and its other tool, stay.
+
+    Reading the tool copied its schema by recursion, whose RecursionError failed the plugin.
+    """
+    manager = _manager(tmp_path)
+    manager.register(_GivesDeepSchema(parameters), "deep", version="0.3")
+    assert _problems(manager, "deep") == [
+        "tool 'deep' left out: its parameters schema is invalid "
+        "(invalid JSON Schema: nested too deep to be read)"
+    ]
+    assert [c.name for c in manager.contributions("tool") if c.plugin.name == "deep"] == ["kept"]
+
+
+def test_an_integer_too_long_to_write_is_named_by_its_place(tmp_path: Path) -> None:
+    """A bound of 5,001 digits is named at its pointer, not with Python's int-conversion words."""
+    parameters = {"type": "object", "properties": {"n": {"type": "integer", "maximum": 10**5000}}}
+    manager = _manager(tmp_path)
+    manager.register(_GivesDeepSchema(parameters), "huge", version="0.3")
+    assert _problems(manager, "huge") == [
+        "tool 'deep' left out: its parameters schema is invalid (invalid JSON Schema at "
+        "#/properties/n/maximum: an integer of more than 4,300 digits)"
+    ]

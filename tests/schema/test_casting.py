@@ -9,10 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nanobot_core._json_boundary import WrittenFloat, check_depth, loads
+from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES, WrittenFloat, check_depth, loads
 from nanobot_core.schema import (
     InvalidSchemaError,
+    SchemaValidator,
     cast_arguments,
+    casting,
     compile_schema,
     validate,
 )
@@ -474,3 +476,70 @@ def test_cast_then_validate_fixes_a_loose_call() -> None:
     cast, _ = cast_arguments(schema, loose)
     assert validate(schema, cast) == []
     assert cast == {"count": 3, "tags": ["1", "a"]}
+
+
+def _union_chain(depth: int) -> dict[str, Any]:
+    """A small schema whose cast tries 2**depth branches: each level an anyOf of two refs down."""
+    defs: dict[str, Any] = {"n0": {"type": "integer"}}
+    for level in range(1, depth + 1):
+        below = {"$ref": f"#/$defs/n{level - 1}"}
+        defs[f"n{level}"] = {"anyOf": [below, {"allOf": [below]}]}
+    return {"type": "object", "$defs": defs, "properties": {"x": {"$ref": f"#/$defs/n{depth}"}}}
+
+
+def test_a_cast_of_nested_unions_stops_at_its_step_limit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A cast that would try 2**14 union branches stops at the limit and casts nothing."""
+    monkeypatch.setattr(casting, "MAX_CAST_STEPS", 2_000, raising=False)
+    checked: list[str] = []
+    is_valid_at = SchemaValidator.is_valid_at
+
+    def counted(self: SchemaValidator, pointer: str, instance: Any) -> bool:
+        checked.append(pointer)
+        return is_valid_at(self, pointer, instance)
+
+    monkeypatch.setattr(SchemaValidator, "is_valid_at", counted)
+    value = {"x": "text"}
+    cast, notes = cast_arguments(_union_chain(14), value)
+    assert (cast, notes) == (value, [])
+    # Without the limit the walk checks each of the 2**15 branches it meets.
+    assert 0 < len(checked) <= 2_000
+
+
+def test_a_cast_that_runs_out_of_steps_keeps_nothing_it_cast(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Values cast before the limit was reached are given back as they were, with no notes."""
+    monkeypatch.setattr(casting, "MAX_CAST_STEPS", 100, raising=False)
+    schema = {
+        "type": "object",
+        "properties": {"xs": {"type": "array", "items": {"type": "integer"}}},
+    }
+    cast, notes = cast_arguments(schema, {"xs": ["1"] * 500})
+    assert cast == {"xs": ["1"] * 500} and notes == []
+    assert cast_arguments(schema, {"xs": ["1"] * 50})[0] == {"xs": [1] * 50}
+
+
+def test_the_step_limit_casts_every_value_arguments_may_hold() -> None:
+    """A plain schema casts arguments of as many values as the boundary lets in."""
+    schema = {"type": "object", "additionalProperties": {"type": "integer"}}
+    count = MAX_ARGUMENT_VALUES - 1
+    cast, notes = cast_arguments(schema, {f"k{n}": str(n) for n in range(count)})
+    assert len(notes) == count and cast["k7"] == 7
+    assert casting.MAX_CAST_STEPS >= 2 * MAX_ARGUMENT_VALUES
+
+
+def test_patterns_are_compiled_once_per_cast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Objects of one patternProperties schema share its matchers: compiled once, not per object."""
+    built: list[Any] = []
+    pattern_schemas = casting._pattern_schemas
+
+    def counted(value: Any) -> Any:
+        built.append(value)
+        return pattern_schemas(value)
+
+    monkeypatch.setattr(casting, "_pattern_schemas", counted)
+    item = {"type": "object", "patternProperties": {"^n_": {"type": "integer"}}}
+    schema = {"type": "object", "properties": {"xs": {"type": "array", "items": item}}}
+    cast, _ = cast_arguments(schema, {"xs": [{"n_1": "1"}] * 300})
+    assert cast == {"xs": [{"n_1": 1}] * 300}
+    assert built.count(item["patternProperties"]) == 1

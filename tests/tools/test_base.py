@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.tools._foreign import ForeignTool, ForeignToolContext
 from nanobot_core.tools._function import FunctionTool, parse_docstring, tool
-from nanobot_core.tools.base import NO_OUTPUT, Tool, ToolFlagError, ToolResult, as_tool
+from nanobot_core.tools.base import NO_OUTPUT, Tool, ToolFlagError, ToolResult, as_tool, read_tool
 from tests.tools.support import run
 
 # -- way 1: subclass Tool -------------------------------------------------------------------
@@ -888,3 +888,66 @@ def test_options_a_foreign_tools_config_model_refuses_name_where_they_were_set(
         f"    error: nanobot_tools item 0 (LimitedTool): ValueError: {source}: "
         "tools.options.limited: 1 validation error for Limits"
     )
+
+
+_JSON_LIKE = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=30,
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(properties=st.dictionaries(st.text(max_size=5), _JSON_LIKE, max_size=5))
+def test_the_parameters_read_are_an_equal_copy_sharing_nothing(properties: dict[str, Any]) -> None:
+    """Whatever a plugin's schema holds, what is read equals it and shares no dict or list."""
+    parameters = {"type": "object", "properties": properties}
+
+    class Held(Tool):
+        name = "held"
+        description = "Holds a schema."
+
+        @property
+        def parameters(self) -> dict[str, Any]:
+            return parameters
+
+        async def execute(self, **kwargs: Any) -> str:
+            return ""
+
+    read = read_tool(Held()).parameters
+    assert read == parameters
+    mine = _containers(parameters)
+    assert all(id(container) not in mine for container in _containers(read).values())
+
+
+def _containers(value: Any) -> dict[int, Any]:
+    """Every dict and list inside `value`, by id (kept alive by the map)."""
+    found: dict[int, Any] = {}
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict | list):
+            found[id(item)] = item
+            stack.extend(item.values() if isinstance(item, dict) else item)
+    return found
+
+
+def test_a_schema_nested_thousands_deep_is_read_without_recursion() -> None:
+    """Reading copies 5,000 levels of lists; the schema's own check then names the depth."""
+    deep: Any = 0
+    for _ in range(5_000):
+        deep = [deep]
+
+    class Deep(Tool):
+        name = "deep"
+        description = "Deep."
+        parameters = {"type": "object", "properties": {"x": {"const": deep}}}
+
+        async def execute(self, **kwargs: Any) -> str:
+            return ""
+
+    read = read_tool(Deep()).parameters
+    assert read["properties"]["x"]["const"] is not deep
+    assert len(_containers(read)) == 5_000 + 3

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from nanobot_core import Tool, clip, tool
 from nanobot_core.kernel.records import PluginInfo
 from nanobot_core.schema import casting as casting_module
+from nanobot_core.schema import format_instance_path
 from nanobot_core.schema.casting import CastNote
 from nanobot_core.tools import registry as registry_module
 from nanobot_core.tools.executor import Executor, ToolCallRequest
@@ -914,3 +915,67 @@ def test_an_arguments_key_beside_other_keys_is_no_wrapper() -> None:
     prepared = _registry(SchemaTool("count", COUNTER_SCHEMA)).prepare_call("count", raw)
     assert prepared.arguments == raw
     assert not any("unwrapped" in repair for repair in prepared.repairs)
+
+
+@pytest.mark.parametrize(
+    ("raw", "where"),
+    [
+        ('{"label": "x", "label": "y"}', "$.label"),
+        ('{"label": "x", "count": {"n": 1, "n": 2}}', "$.count.n"),
+        ('{"label": [{"a": 1}, {"b": {"odd key": 1, "odd key": 2}}]}', '$.label[1].b["odd key"]'),
+        ('{"label": "x", "label": "y"', "$.label"),  # cut off: closed, then refused
+        ('"{\\"label\\": 1, \\"label\\": 2}"', "$.label"),  # double-encoded
+        ('{"arguments": "{\\"label\\": 1, \\"label\\": 2}"}', "$.label"),  # in a wrapper
+    ],
+)
+def test_a_key_given_twice_refuses_the_call_naming_its_path(raw: str, where: str) -> None:
+    """Arguments that give one key twice are refused at its path, not run with the last value."""
+    registry = _registry(SchemaTool("counter", COUNTER_SCHEMA))
+    prepared = registry.prepare_call("counter", raw)
+    assert prepared.error == (
+        f'Error: arguments for tool "counter" cannot be used: {where} is given twice; '
+        "give each key once"
+    )
+    assert registry.get("counter").calls == []  # type: ignore[union-attr]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    keys=st.lists(st.text(min_size=1, max_size=8), min_size=1, max_size=5, unique=True),
+    twice=st.integers(min_value=0, max_value=4),
+    depth=st.integers(min_value=0, max_value=4),
+)
+def test_any_repeated_key_at_any_depth_is_named(keys: list[str], twice: int, depth: int) -> None:
+    """Whatever the keys and however deep the object, the repeated key's path is named."""
+    repeated = keys[twice % len(keys)]
+    members = [f"{json.dumps(key)}: {n}" for n, key in enumerate(keys)]
+    text = "{" + ", ".join([*members, f"{json.dumps(repeated)}: true"]) + "}"
+    for _ in range(depth):
+        text = '{"wrap": [' + text + "]}"
+    registry = _registry(SchemaTool("free", {"type": "object"}))
+    error = registry.prepare_call("free", text).error
+    path = format_instance_path([*(["wrap", 0] * depth), repeated])
+    assert error == (
+        f'Error: arguments for tool "free" cannot be used: {clip(path)} is given twice; '
+        "give each key once"
+    )
+
+
+def test_keys_given_once_each_are_read_as_before() -> None:
+    """The same key in two objects is no repeat: each object gives it once."""
+    registry = _registry(SchemaTool("free", {"type": "object"}))
+    prepared = registry.prepare_call("free", '{"a": {"k": 1}, "b": {"k": 2}, "k": 3}')
+    assert prepared.ok and prepared.arguments == {"a": {"k": 1}, "b": {"k": 2}, "k": 3}
+
+
+def test_a_schema_refused_at_call_time_names_its_plugin_and_version() -> None:
+    """The error of a call to a tool whose schema cannot compile names the plugin to fix."""
+    registry = ToolRegistry()
+    schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "("}}}
+    plugin = PluginInfo("search", "nanobot.plugins", "search-tools", "1.2")
+    registry.add(SchemaTool("broken", schema), plugin=plugin)
+    assert registry.prepare_call("broken", {}).error == (
+        "Error: tool \"broken\" of plugin 'search' from search-tools 1.2 cannot be called: "
+        'its parameters schema is invalid (invalid JSON Schema at #/properties/x/pattern: "(" '
+        'is not a "regex")'
+    )
