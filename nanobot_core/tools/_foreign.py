@@ -31,10 +31,10 @@ import attrs
 from nanobot_core.tools.base import (
     Tool,
     ToolFlagError,
-    check_tool,
     flag_problem,
     flag_value,
     missing_tool_members,
+    read_tool,
     refuse_abstract,
     timeout_problem,
     usable_timeout,
@@ -226,7 +226,8 @@ class ForeignTool(Tool):
             self._parameters.get("properties", {}) if isinstance(self._parameters, dict) else {}
         )
         self._passes_context = _takes_leading_context(wrapped.execute, properties)
-        check_tool(self)
+        #: What the core read of the adapter (`read_tool`), kept: loading it reads it once.
+        self.facts = read_tool(self)
 
     def _own_flag(self, flag: str, default: bool) -> bool:
         """The wrapped tool's `flag` (`default` without one), by the rule of native tools.
