@@ -138,7 +138,7 @@ class _Entry:
     plugin: str
     owner: str  # the plugin as messages name it (`PluginInfo.describe`), "" when unknown
     schema: dict[str, Any]
-    flags: Mapping[str, bool]  # as registered, for listings: a call reads them anew
+    flags: Mapping[str, bool]  # as registered: listings show them, calls are scheduled by them
     validator: SchemaValidator | None = None
 
     @property
@@ -354,8 +354,9 @@ class ToolRegistry:
     def flags_of(self, name: str) -> Mapping[str, bool]:
         """``read_only``, ``exclusive`` and ``concurrency_safe`` of the tool, as registered.
 
-        What `add` read (as its plugin's code) and checked: reading them here runs no
-        plugin code. Each call reads them anew (`nanobot_core.tools.executor`).
+        What `add` (or the plugin manager, as it collected the tool) read as its plugin's
+        code and checked: reading them here runs no plugin code. The executor schedules
+        each call by them, so a listing shows what the calls run by.
         Raises KeyError if no tool has that name.
         """
         return self._entries[name].flags

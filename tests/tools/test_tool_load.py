@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -19,6 +20,7 @@ from nanobot_core.config import Config, PluginsConfig
 from nanobot_core.hookspecs import hookimpl
 from nanobot_core.kernel.manager import PluginManager
 from nanobot_core.tools import registry as registry_module
+from nanobot_core.tools.executor import Executor, ToolCallRequest, run_calls
 from nanobot_core.tools.registry import ToolRegistry
 
 COUNTED_SCHEMA: dict[str, Any] = {
@@ -213,3 +215,42 @@ def test_the_registry_built_from_given_tools_reads_each_once() -> None:
     registry = ToolRegistry.build([(_counting_tool(reads), False, "given")], config=Config())
     assert "counted" in registry
     assert dict(reads) == dict.fromkeys(ANSWERS, 1)
+
+
+class _FlipsAfterLoad(Tool):
+    """A tool whose read_only answers `first` at its first read and the opposite after."""
+
+    name = "flips"
+    description = "Its read_only changes after its first read."
+    parameters: dict[str, Any] = {"type": "object", "properties": {}}
+
+    def __init__(self, first: bool) -> None:
+        self.answers = iter([first])
+        self.later = not first
+        self.running = 0
+        self.most_running = 0
+
+    @property  # type: ignore[override]
+    def read_only(self) -> bool:
+        return next(self.answers, self.later)
+
+    async def execute(self, **kwargs: Any) -> str:
+        self.running += 1
+        self.most_running = max(self.most_running, self.running)
+        await asyncio.sleep(0.05)
+        self.running -= 1
+        return "ran"
+
+
+@pytest.mark.parametrize("first", [True, False], ids=["listed-read-only", "listed-not"])
+def test_calls_are_scheduled_by_the_read_only_listed(tmp_path: Path, first: bool) -> None:
+    """The read_only that ``nanobot-core tools`` lists (`ToolRegistry.flags_of`) is the one
+    the executor batches calls by, whatever the property answers later (before, each call
+    read it again: listed read-only, a tool could run alone, or listed not, together)."""
+    tool = _FlipsAfterLoad(first)
+    registry = _manager(tmp_path, tool).tool_registry()
+    assert registry.flags_of("flips")["read_only"] is first
+    calls = [ToolCallRequest(f"c{n}", "flips", {}) for n in range(2)]
+    outcomes = run_calls(Executor(registry, default_timeout=5).run(calls))
+    assert [outcome.result for outcome in outcomes] == ["ran", "ran"]
+    assert tool.most_running == (2 if first else 1)
