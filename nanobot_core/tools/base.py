@@ -488,8 +488,23 @@ def refuse_abstract(cls: type) -> None:
 
 
 def missing_tool_members(obj: Any) -> list[str]:
-    """What a duck-typed tool lacks (or has wrong) of name, description, parameters, execute."""
-    missing = [attr for attr in ("name", "description", "parameters") if not hasattr(obj, attr)]
+    """What a duck-typed tool lacks (or has wrong) of name, description, parameters, execute.
+
+    A member its class defines (a property too) is there without being read: the
+    adapter reads it once, after (`ForeignTool`). Only one an attribute lookup of
+    the object's own may answer is asked for (`hasattr`).
+    """
+    missing = [attr for attr in ("name", "description", "parameters") if not _has(obj, attr)]
     if not inspect.iscoroutinefunction(getattr(obj, "execute", None)):
         missing.append("async execute")
     return missing
+
+
+_ABSENT = object()
+
+
+def _has(obj: Any, attr: str) -> bool:
+    """Whether `obj` has `attr`, without running a property of its class to know."""
+    if inspect.getattr_static(obj, attr, _ABSENT) is not _ABSENT:
+        return True
+    return hasattr(obj, attr)

@@ -254,3 +254,48 @@ def test_calls_are_scheduled_by_the_read_only_listed(tmp_path: Path, first: bool
     outcomes = run_calls(Executor(registry, default_timeout=5).run(calls))
     assert [outcome.result for outcome in outcomes] == ["ran", "ran"]
     assert tool.most_running == (2 if first else 1)
+
+
+def _duck(reads: Counter[str], raising: str | None = None) -> Any:
+    """A duck-typed tool (as written for HKUDS/nanobot) of counting properties; `raising`
+    names one that raises instead."""
+    members: dict[str, Any] = {
+        name: _counting(name, value, reads) for name, value in ANSWERS.items()
+    }
+    if raising is not None:
+
+        def boom(self: Any) -> Any:
+            raise RuntimeError(f"no {raising} today")
+
+        members[raising] = property(boom)
+
+    async def execute(self: Any, **kwargs: Any) -> str:
+        return "ran"
+
+    members["execute"] = execute
+    return type("Duck", (), members)()
+
+
+def test_each_attribute_of_a_duck_typed_tool_is_read_once_per_load(tmp_path: Path) -> None:
+    """A tool written for HKUDS/nanobot has each attribute read once when loaded (before:
+    name, description and parameters twice, once only to see they were there)."""
+    reads: Counter[str] = Counter()
+    registry = _manager(tmp_path, _duck(reads)).tool_registry()
+    assert "counted" in registry
+    assert dict(reads) == dict.fromkeys(ANSWERS, 1)
+
+
+@pytest.mark.parametrize("attribute", ["name", "description", "read_only", "timeout"])
+def test_a_duck_typed_tool_attribute_that_raises_leaves_it_out_alone(
+    tmp_path: Path, attribute: str
+) -> None:
+    """A duck-typed tool whose attribute raises at load is left out alone, the attribute
+    named under its plugin (before, its whole plugin failed)."""
+    manager = _manager(tmp_path, _duck(Counter(), raising=attribute), _duck(Counter()))
+    registry = manager.tool_registry()
+    (record,) = [r for r in manager.records() if r.info.name == "counting"]
+    assert record.status == "loaded"
+    assert registry.names().count("counted") == 1  # the plain duck, with no name clash
+    who = "tool of class Duck" if attribute == "name" else "tool 'counted'"
+    problem = f"{who} left out: reading its {attribute} raised RuntimeError: no {attribute} today"
+    assert record.problems == [problem]
