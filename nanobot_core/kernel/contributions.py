@@ -88,6 +88,7 @@ def adapt_all(
             raise ContributionError(f"item {index} ({_short(raw)}): {describe(exc)}") from exc
         if item is None:  # a tool whose enabled(ctx) said no
             continue
+        # A tool's is the name read as it was loaded (`LoadedTool.name`), not read again.
         name = getattr(item, "name", None)
         if not isinstance(name, str) or not name:
             raise ContributionError(f"item {index} ({_short(raw)}) has no usable name")
@@ -154,14 +155,23 @@ def _short(value: Any) -> str:
 
 
 def _adapt_tool(raw: Any, ctx: PluginContext) -> Any:
-    from nanobot_core.tools.base import ToolFlagError, as_tool
+    """The tool `raw` stands for, read once (a `LoadedTool`, its schema compiled), or None."""
+    from nanobot_core.tools.base import ToolAttributeError, ToolFlagError, load_tool
+    from nanobot_core.tools.registry import LoadedTool
 
     try:
-        return as_tool(raw, ctx)
+        loaded = load_tool(raw, ctx)
     except ToolFlagError as exc:
         # This tool alone, as for a bad schema: each of its calls would be refused.
         line = f"tool {exc.tool!r} left out: {exc.problem}"
         raise _LeftOut(str(exc), line=line, name=exc.tool) from None
+    except ToolAttributeError as exc:
+        # This tool alone too: a property of one tool that raises is no fault of the others.
+        line = f"{exc.label} left out: {exc.problem}"
+        raise _LeftOut(str(exc), line=line, name=exc.tool) from None
+    if loaded is None:
+        return None
+    return LoadedTool.of(*loaded, compile=True)
 
 
 def _adapt_stage(raw: Any, ctx: PluginContext) -> Any:

@@ -47,7 +47,6 @@ from nanobot_core.kernel.contributions import (
     adapt_all,
     override_keys,
     resolve,
-    schema_findings,
 )
 from nanobot_core.kernel.discovery import builtin_candidates, entry_point_candidates
 from nanobot_core.kernel.records import (
@@ -492,19 +491,20 @@ class PluginManager:
                 if left_out_name is not None:
                     left_out_names.append((record.info, left_out_name))
             for name, item in items:
-                if kind == "tool":
-                    problem, lost = schema_findings(item, record.info.describe())
-                    if problem is not None:
+                if kind == "tool":  # a `LoadedTool`: its schema normalised and compiled once
+                    if item.problem is not None:
                         # This tool alone: one bad schema (say from an MCP server) must not
                         # take the plugin's other tools with it, nor reach the model.
-                        why = f"its parameters schema is invalid ({problem})"
+                        why = f"its parameters schema is invalid ({item.problem})"
                         note_problem(record, f"tool {name!r} left out: {why}")
                         left_out_names.append((record.info, name))
                         continue
                     # The tool is offered, but the model is told less than its author wrote
                     # (a misspelt type): the author's to fix, so listed where they look.
-                    for change in lost:
+                    for change in item.lost:
                         note_problem(record, change.problem(name))
+                    gathered.append(Contribution(kind, name, item.tool, record.info, loaded=item))
+                    continue
                 gathered.append(Contribution(kind, name, item, record.info))
         self._check_overrides()
         # A plugin failed on the way is left out entirely, also from what it gave before failing.

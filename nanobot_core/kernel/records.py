@@ -136,6 +136,11 @@ class Contribution:
     item: Any
     plugin: PluginInfo
     shadowed_by: str | None = None
+    #: For a tool: what the core read of it as it was collected, once (a
+    #: `nanobot_core.tools.registry.LoadedTool`, not imported here: the kernel's records
+    #: come before the tools), which the tool registry is built from without reading the
+    #: tool again. None for other kinds.
+    loaded: Any = attrs.field(default=None, eq=False, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         """The ``{kind, name[, shadowed_by]}`` object of ``nanobot-core plugins --json``."""

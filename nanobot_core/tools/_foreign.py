@@ -28,13 +28,15 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 
+from nanobot_core._containment import contained
 from nanobot_core.tools.base import (
     Tool,
+    ToolAttributeError,
     ToolFlagError,
-    check_tool,
     flag_problem,
     flag_value,
     missing_tool_members,
+    read_tool,
     refuse_abstract,
     timeout_problem,
     usable_timeout,
@@ -190,6 +192,8 @@ def _in_main_scope(obj: Any) -> bool:
 
 _CONTEXT_PARAMETER_NAMES = frozenset({"ctx", "context", "tool_context"})
 
+_REQUIRED = object()  # `ForeignTool._read` without a default: the attribute must be there
+
 
 class ForeignTool(Tool):
     """Adapts a duck-typed tool (e.g. one written for HKUDS/nanobot) to the Tool API.
@@ -209,15 +213,16 @@ class ForeignTool(Tool):
         self.wrapped = wrapped
         self.context = context
         function = _own_definition(wrapped)
-        self._name = function.get("name", wrapped.name)
-        self._description = function.get("description", wrapped.description)
-        self._parameters = function.get("parameters", wrapped.parameters)
+        # Each read once, and only when its own definition does not say it.
+        self._name = self._member(function, "name")
+        self._description = self._member(function, "description")
+        self._parameters = self._member(function, "parameters")
         self.read_only = self._own_flag("read_only", False)
         self.exclusive = self._own_flag("exclusive", False)
         self._concurrency_safe = self._own_flag(
             "concurrency_safe", self.read_only and not self.exclusive
         )
-        timeout = getattr(wrapped, "timeout", None)
+        timeout = self._read("timeout", None)
         # Checked before converting, so the problem shows the value the tool's author wrote.
         if not usable_timeout(timeout):
             raise ToolFlagError(str(self._name), timeout_problem(timeout))
@@ -226,7 +231,30 @@ class ForeignTool(Tool):
             self._parameters.get("properties", {}) if isinstance(self._parameters, dict) else {}
         )
         self._passes_context = _takes_leading_context(wrapped.execute, properties)
-        check_tool(self)
+        #: What the core read of the adapter (`read_tool`), kept: loading it reads it once.
+        self.facts = read_tool(self)
+
+    def _member(self, function: Mapping[str, Any], member: str) -> Any:
+        """`member` of the wrapped tool's own definition, else read from the tool."""
+        return function[member] if member in function else self._read(member)
+
+    def _read(self, attribute: str, default: Any = _REQUIRED) -> Any:
+        """The wrapped tool's `attribute` (`default` when it has none, if given), read once.
+
+        What reading it raises is a `ToolAttributeError` naming it, which leaves this tool
+        alone out at load, as for a native tool (a real Ctrl-C goes on).
+        """
+        try:
+            if default is _REQUIRED:
+                return getattr(self.wrapped, attribute)
+            return getattr(self.wrapped, attribute, default)
+        except BaseException as exc:
+            # Not `getattr`: the adapter's own lookup would ask the wrapped tool for it.
+            name = vars(self).get("_name")
+            raised = contained(exc)
+            known = name if isinstance(name, str) else None
+            cls = type(self.wrapped).__name__
+            raise ToolAttributeError(known, cls, attribute, raised) from None
 
     def _own_flag(self, flag: str, default: bool) -> bool:
         """The wrapped tool's `flag` (`default` without one), by the rule of native tools.
@@ -234,7 +262,7 @@ class ForeignTool(Tool):
         Raises `ToolFlagError` for a value that is no flag (``"no"``, None...), so the
         tool is left out at load, named under its plugin, as a native tool would be.
         """
-        value = getattr(self.wrapped, flag, default)
+        value = self._read(flag, default)
         flag_bool = flag_value(value)
         if flag_bool is None:
             raise ToolFlagError(str(self._name), flag_problem(flag, value))

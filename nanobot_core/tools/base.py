@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Tool",
+    "ToolAttributeError",
     "ToolFlagError",
     "ToolResult",
     "as_tool",
@@ -297,6 +298,23 @@ class ToolFlagError(PluginError, ValueError):
         self.problem = problem  # ``its read_only is 'yes', expected True or False``
 
 
+class ToolAttributeError(PluginError):
+    """Reading one of a tool's attributes raised: the tool is refused when it is loaded.
+
+    Its plugin's other tools still load. ``tool`` is the tool's name when it was
+    read before (else None), ``attribute`` the one whose reading raised, ``problem``
+    what it raised, and ``label`` the tool as a message names it.
+    """
+
+    def __init__(self, tool: str | None, cls: str, attribute: str, raised: str) -> None:
+        self.tool = tool
+        self.attribute = attribute
+        self.problem = f"reading its {attribute} raised {raised}"
+        # Its class names a tool whose name could not be read: the author knows it.
+        self.label = f"tool {tool!r}" if tool is not None else f"tool of class {cls}"
+        super().__init__(f"{self.label}: {self.problem}")
+
+
 def check_tool(candidate: Tool) -> Tool:
     """`candidate`, once `read_tool` found it usable; raises as `read_tool` does."""
     read_tool(candidate)
@@ -304,34 +322,42 @@ def check_tool(candidate: Tool) -> Tool:
 
 
 def read_tool(candidate: Tool) -> ToolFacts:
-    """Name, description, parameters and flags, checked with the timeout.
+    """Name, description, parameters and flags, checked with the timeout, each read once.
 
-    The parameters are a deep copy of the tool's. Raises ValueError for a name
-    that cannot be used, `ToolFlagError` (a
-    ValueError) for a timeout that is no timeout (`usable_timeout`) or a flag
-    that holds no flag (`flag_value`), TypeError for a description or
-    parameters of the wrong type. The flags are read again for each call
-    (`nanobot_core.tools.executor`), by the same rules.
+    A property may cost, raise, or answer differently on each read: what is read
+    here is what the core keeps, so the name the model sees is the name calls are
+    routed by and the flags listed are those the calls are scheduled by. A
+    ``concurrency_safe`` that is `Tool.concurrency_safe` is made of the
+    ``read_only`` and ``exclusive`` read, not read again through that property.
+
+    The parameters are a deep copy of the tool's. Raises `ToolAttributeError`
+    naming the attribute whose reading raised (a real Ctrl-C goes on), ValueError
+    for a name that cannot be used, `ToolFlagError` (a ValueError) for a timeout
+    that is no timeout (`usable_timeout`) or a flag that holds no flag
+    (`flag_value`), TypeError for a description or parameters of the wrong type.
     """
-    name = candidate.name
+    name = _attribute(candidate, "name", None)
     # fullmatch: `$` alone also matches before a final line break ("grep\n").
     if not isinstance(name, str) or not _TOOL_NAME.fullmatch(name):
         raise ValueError(f"tool name {name!r} is invalid: use 1 to 64 letters, digits, '_' or '-'")
-    description = candidate.description
+    description = _attribute(candidate, "description", name)
     if not isinstance(description, str):
         raise TypeError(f"tool {name!r}: description must be a str")
-    parameters = candidate.parameters
+    parameters = _attribute(candidate, "parameters", name)
     if not isinstance(parameters, dict):
         raise TypeError(f"tool {name!r}: parameters must be a JSON Schema dict")
     # A copy: the tool's own dict, changed later in place (an enum filled in on first
     # use), must not change what was read: the definitions, and the validation.
     parameters = _copied(parameters)
-    timeout = candidate.timeout
+    timeout = _attribute(candidate, "timeout", name)
     if not usable_timeout(timeout):
         raise ToolFlagError(name, timeout_problem(timeout))
     flags: dict[str, bool] = {}
     for flag in TOOL_FLAGS:
-        value = getattr(candidate, flag)
+        if flag == "concurrency_safe" and default_concurrency_safe(type(candidate)):
+            flags[flag] = flags["read_only"] and not flags["exclusive"]
+            continue
+        value = _attribute(candidate, flag, name)
         meant = flag_value(value)
         if meant is None:
             raise ToolFlagError(name, flag_problem(flag, value))
@@ -373,6 +399,29 @@ def _copied(value: dict[str, Any]) -> dict[str, Any]:
                 made.append(child)
     copied: dict[str, Any] = root
     return copied
+
+
+def _attribute(candidate: Tool, attribute: str, name: str | None) -> Any:
+    """`candidate`'s `attribute`, or `ToolAttributeError` saying what reading it raised."""
+    try:
+        return getattr(candidate, attribute)
+    except BaseException as exc:  # a real Ctrl-C goes on (`contained`)
+        from nanobot_core._containment import contained
+
+        raised = contained(exc)
+        raise ToolAttributeError(name, type(candidate).__name__, attribute, raised) from None
+
+
+def default_concurrency_safe(cls: type) -> bool:
+    """Whether `cls`'s ``concurrency_safe`` is `Tool.concurrency_safe`, made of its other flags.
+
+    That property is a data descriptor, so no instance attribute hides it; a class
+    with an attribute lookup of its own may answer anything, and is read.
+    """
+    if vars(object)["__getattribute__"] is not cls.__getattribute__:
+        return False
+    owner = next((o for o in cls.__mro__ if "concurrency_safe" in vars(o)), None)
+    return owner is not None and vars(owner)["concurrency_safe"] is vars(Tool)["concurrency_safe"]
 
 
 def flag_value(value: object) -> bool | None:
@@ -431,10 +480,17 @@ def as_tool(obj: Any, ctx: PluginContext) -> Tool | None:
     with ``create(ctx)``), a `Tool` instance, a function decorated with
     `@tool`, or a duck-typed class or instance with ``name``, ``description``,
     ``parameters`` and an async ``execute`` (wrapped in a `ForeignTool`).
-    Raises TypeError for anything else.
+    Raises TypeError for anything else, and what `read_tool` raises for a tool
+    that cannot be used.
     """
+    loaded = load_tool(obj, ctx)
+    return None if loaded is None else loaded[0]
+
+
+def load_tool(obj: Any, ctx: PluginContext) -> tuple[Tool, ToolFacts] | None:
+    """`as_tool` of `obj`, with what `read_tool` read of the tool: nothing reads it again."""
     if isinstance(obj, Tool):
-        return check_tool(obj)
+        return obj, read_tool(obj)
     if isinstance(obj, type) and issubclass(obj, Tool):
         refuse_abstract(obj)
         if not obj.enabled(ctx):
@@ -442,12 +498,13 @@ def as_tool(obj: Any, ctx: PluginContext) -> Tool | None:
         built = obj.create(ctx)
         if not isinstance(built, Tool):
             raise TypeError(f"{obj.__qualname__}.create(ctx) returned {type(built).__name__}")
-        return check_tool(built)
+        return built, read_tool(built)
     missing = missing_tool_members(obj)
     if not missing:
         from nanobot_core.tools._foreign import ForeignTool
 
-        return ForeignTool.from_object(obj, ctx)
+        foreign = ForeignTool.from_object(obj, ctx)
+        return None if foreign is None else (foreign, foreign.facts)
     if inspect.isfunction(obj) or inspect.ismethod(obj):
         raise TypeError(
             f"{obj.__qualname__} is a plain function: decorate it with @nanobot_core.tool"
@@ -467,8 +524,23 @@ def refuse_abstract(cls: type) -> None:
 
 
 def missing_tool_members(obj: Any) -> list[str]:
-    """What a duck-typed tool lacks (or has wrong) of name, description, parameters, execute."""
-    missing = [attr for attr in ("name", "description", "parameters") if not hasattr(obj, attr)]
+    """What a duck-typed tool lacks (or has wrong) of name, description, parameters, execute.
+
+    A member its class defines (a property too) is there without being read: the
+    adapter reads it once, after (`ForeignTool`). Only one an attribute lookup of
+    the object's own may answer is asked for (`hasattr`).
+    """
+    missing = [attr for attr in ("name", "description", "parameters") if not _has(obj, attr)]
     if not inspect.iscoroutinefunction(getattr(obj, "execute", None)):
         missing.append("async execute")
     return missing
+
+
+_ABSENT = object()
+
+
+def _has(obj: Any, attr: str) -> bool:
+    """Whether `obj` has `attr`, without running a property of its class to know."""
+    if inspect.getattr_static(obj, attr, _ABSENT) is not _ABSENT:
+        return True
+    return hasattr(obj, attr)

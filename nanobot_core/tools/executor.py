@@ -6,14 +6,15 @@ its own, in order; exclusive tools always run alone. Whatever a tool does
 text), the caller gets an "Error..." result naming the tool and its plugin
 (name and version), ending with a hint for the model.
 
-A tool's flags (``read_only``, ``concurrency_safe``, ``exclusive``,
-``timeout``) are read once per call, before the batch is formed: the repeat
-check, the batching and the timeout of that call all use what was read then.
-Reading them is contained like the rest of the tool's code: a flag that
-raises or holds something else than a bool (a timeout: a positive number or
-None) refuses that call with an error, and the others run. Where the flags
-are plain values, or the core's own properties over them, no plugin code can
-run and the read costs no containment.
+A tool's flags (``read_only``, ``concurrency_safe``, ``exclusive``) are those
+the registry read once when the tool was registered (`ToolRegistry.flags_of`),
+which ``nanobot-core tools`` lists: a flag property answering otherwise later
+schedules no call otherwise than shown. Its ``timeout`` is read once per call,
+before the batch is formed, contained like the rest of the tool's code: one
+that raises or holds something else than a positive number or None refuses
+that call with an error, and the others run. Where it is a plain value, or
+the core's own property over one, no plugin code can run and the read costs
+no containment.
 
 Each call runs in a task of its own. At its timeout the task is cancelled and
 gets `STOP_GRACE` seconds to stop; a tool that ignores the cancellation is
@@ -34,7 +35,7 @@ import copy
 import inspect
 import time
 import weakref
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 import attrs
@@ -53,11 +54,8 @@ from nanobot_core.kernel.context import ToolCallEvent
 from nanobot_core.tools._repeats import RepeatedCalls
 from nanobot_core.tools._threads import CALL, ToolCall, WorkerThreads, running_threads
 from nanobot_core.tools.base import (
-    TOOL_FLAGS,
     Tool,
     ToolResult,
-    flag_problem,
-    flag_value,
     read_result,
     shown,
     timeout_problem,
@@ -201,7 +199,9 @@ class Executor:
         tool = prepared.tool
         if prepared.error is not None or tool is None:
             return _Planned(call, prepared, None, invalid=True)
-        flags = _flags_of(tool, lambda: self._label(prepared.name))
+        # Scheduled by the flags registered (and listed), not by another reading of them.
+        registered = self.registry.flags_of(prepared.name)
+        flags = _flags_of(tool, registered, lambda: self._label(prepared.name))
         if isinstance(flags, str):
             return _Planned(call, attrs.evolve(prepared, error=flags), None)
         return _Planned(call, prepared, flags)
@@ -476,7 +476,8 @@ def _forget(task: asyncio.Task[Any]) -> None:
 
 
 class _Flags(NamedTuple):  # a tuple: built once per call, cheaper than an attrs class
-    """A tool's flags as read once for one call: its repeat check, batch and timeout use these."""
+    """A tool's flags for one call (the timeout read for it): its repeat check, batch and
+    timeout use these."""
 
     read_only: bool
     alone: bool  # not concurrency-safe, or exclusive: nothing may run alongside it
@@ -496,94 +497,60 @@ class _Planned:
 
 
 class _UnusableFlag(ValueError):
-    """A flag of a tool that raised when read, or holds what no flag may."""
-
-
-_FLAG_NAMES = (*TOOL_FLAGS, "timeout")
-
-
-class _ClassFlags(NamedTuple):
-    """What a tool class's flags are, worked out once per class (see `_class_flags`)."""
-
-    #: Reading them runs no plugin code (plain values, or the core's own properties over
-    #: them), so it needs no `plugin_code` (about 5 µs).
-    plain: bool
-    #: Its ``concurrency_safe`` is `Tool.concurrency_safe` (a data descriptor: no instance
-    #: hides it), made of ``read_only`` and ``exclusive``: computed from what was read.
-    default_safe: bool
+    """A tool's timeout that raised when read, or holds what no timeout may."""
 
 
 # Weak keys: a class made on the fly (one per test, one per configured server) is not kept
-# alive by having been asked about.
-_CLASS_FLAGS: weakref.WeakKeyDictionary[type, _ClassFlags] = weakref.WeakKeyDictionary()
+# alive by having been asked about. The value: whether reading ``timeout`` runs no plugin
+# code (a plain value, or the core's own property over one), so needs no `plugin_code`
+# (about 5 µs).
+_PLAIN_TIMEOUT: weakref.WeakKeyDictionary[type, bool] = weakref.WeakKeyDictionary()
 
 
-def _class_flags(cls: type) -> _ClassFlags:
-    known = _CLASS_FLAGS.get(cls)
+def _plain_timeout(cls: type) -> bool:
+    known = _PLAIN_TIMEOUT.get(cls)
     if known is None:
-        known = _CLASS_FLAGS[cls] = _work_out_class_flags(cls)
+        known = _PLAIN_TIMEOUT[cls] = _work_out_plain_timeout(cls)
     return known
 
 
-def _work_out_class_flags(cls: type) -> _ClassFlags:
+def _work_out_plain_timeout(cls: type) -> bool:
     if vars(object)["__getattribute__"] is not cls.__getattribute__:  # an own attribute lookup
-        return _ClassFlags(plain=False, default_safe=False)
-    plain = True
-    default_safe = False
-    for flag in _FLAG_NAMES:
-        owner = next((o for o in cls.__mro__ if flag in vars(o)), None)
-        if owner is None:
-            continue
-        found = vars(owner)[flag]
-        if hasattr(type(found), "__get__") and not owner.__module__.startswith("nanobot_core."):
-            plain = False
-        if flag == "concurrency_safe":
-            default_safe = found is vars(Tool)["concurrency_safe"]
-    return _ClassFlags(plain, default_safe)
+        return False
+    owner = next((o for o in cls.__mro__ if "timeout" in vars(o)), None)
+    if owner is None:
+        return True
+    found = vars(owner)["timeout"]
+    return not hasattr(type(found), "__get__") or owner.__module__.startswith("nanobot_core.")
 
 
-def _flags_of(tool: Tool, label: Callable[[], str]) -> _Flags | str:
-    """The tool's flags for one call, or why they refuse it (naming the tool by `label`)."""
+def _flags_of(tool: Tool, registered: Mapping[str, bool], label: Callable[[], str]) -> _Flags | str:
+    """The tool's flags for one call: the `registered` ones, and its timeout read now; or why
+    the timeout refuses the call (naming the tool by `label`)."""
+    read_only = registered["read_only"]
+    alone = not registered["concurrency_safe"] or registered["exclusive"]
     try:
-        known = _class_flags(type(tool))
-        if known.plain:
-            return _read_flags(tool, known)
-        with plugin_code(label()):
-            return _read_flags(tool, known)
+        if _plain_timeout(type(tool)):
+            timeout = _read_timeout(tool)
+        else:
+            with plugin_code(label()):
+                timeout = _read_timeout(tool)
     except (_UnusableFlag, PluginEscapeError) as exc:
         return f"{label()} cannot be run: {exc}"
     except BaseException as exc:  # a real Ctrl-C goes on (`contained`)
-        return f"{label()} cannot be run: reading its flags raised {contained(exc)}"
+        return f"{label()} cannot be run: reading its timeout raised {contained(exc)}"
+    return _Flags(read_only, alone, timeout)
 
 
-def _read_flags(tool: Tool, known: _ClassFlags) -> _Flags:
-    """Read and check the flags; raises `_UnusableFlag` saying which one is wrong, and how."""
-    # Each one read and checked, in the order `read_tool` reads them: ``exclusive`` before
-    # ``concurrency_safe``, whose default (`Tool.concurrency_safe`) is made of the other
-    # two: computed here from what was read, not read again through that property.
-    read_only = _flag(tool, "read_only")
-    exclusive = _flag(tool, "exclusive")
-    safe = read_only if known.default_safe else _flag(tool, "concurrency_safe")
-    alone = not safe or exclusive
-    timeout = _read(tool, "timeout")
+def _read_timeout(tool: Tool) -> float | None:
+    """The tool's timeout, checked; raises `_UnusableFlag` saying what is wrong with it."""
+    try:
+        timeout = tool.timeout
+    except BaseException as exc:
+        raise _UnusableFlag(f"reading its timeout raised {contained(exc)}") from None
     if not usable_timeout(timeout):
         raise _UnusableFlag(timeout_problem(timeout))
-    return _Flags(read_only, alone, None if timeout is None else float(timeout))
-
-
-def _flag(tool: Tool, name: str) -> bool:
-    value = _read(tool, name)
-    flag = flag_value(value)  # the rule `read_tool` refused the tool by when it was loaded
-    if flag is None:
-        raise _UnusableFlag(flag_problem(name, value))
-    return flag
-
-
-def _read(tool: Tool, name: str) -> Any:
-    try:
-        return getattr(tool, name)
-    except BaseException as exc:
-        raise _UnusableFlag(f"reading its {name} raised {contained(exc)}") from None
+    return None if timeout is None else float(timeout)
 
 
 def _warn_if_abandoned_alongside(name: str, alone: bool) -> None:

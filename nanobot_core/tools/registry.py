@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from nanobot_core._clip import a_type, clip
-from nanobot_core._containment import PluginEscapeError, contained, plugin_code
+from nanobot_core._containment import PluginEscapeError, contained, describe, plugin_code
 from nanobot_core._json_boundary import (
     MAX_ARGUMENT_VALUES,
     JSONLimitError,
@@ -31,13 +31,14 @@ from nanobot_core._json_repair import repair
 from nanobot_core._logging import get_logger
 from nanobot_core.kernel.records import PluginInfo
 from nanobot_core.schema import (
+    InvalidSchemaError,
     SchemaChange,
     compile_schema,
     format_instance_path,
     normalise_schema_changes,
 )
 from nanobot_core.schema.casting import CastNote, cast_value_noted
-from nanobot_core.tools.base import Tool, ToolFacts, read_tool
+from nanobot_core.tools.base import Tool, ToolAttributeError, ToolFacts, read_tool
 
 if TYPE_CHECKING:
     from nanobot_core.config import Config
@@ -78,6 +79,58 @@ class PreparedCall:
         return self.error is None
 
 
+@attrs.frozen
+class LoadedTool:
+    """A tool and all the registry keeps of it, read once (`read_tool`) as its plugin's code.
+
+    The plugin manager makes one of each tool as it collects them and hands it to
+    `ToolRegistry.build`, which registers it without reading the tool again: a
+    plugin's ``name``, ``read_only`` or ``parameters`` property runs once per load.
+    """
+
+    tool: Tool
+    facts: ToolFacts
+    #: ``facts.parameters`` normalised (`normalise_schema_changes`), and the changes made.
+    schema: dict[str, Any]
+    changes: tuple[SchemaChange, ...]
+    #: The schema compiled, when `of` was asked to compile it and it compiles.
+    validator: SchemaValidator | None = None
+    #: Why the schema cannot be compiled (`of` with ``compile``), or None.
+    problem: str | None = None
+
+    @property
+    def name(self) -> str:
+        """The name the tool was read with: the one the model sees and calls route by."""
+        return self.facts.name
+
+    @property
+    def lost(self) -> list[SchemaChange]:
+        """The changes normalising the schema made that lost something its author wrote."""
+        return [change for change in self.changes if change.lost]
+
+    @classmethod
+    def of(cls, tool: Tool, facts: ToolFacts, *, compile: bool = False) -> LoadedTool:
+        """`tool` with its `facts` and their schema normalised, and compiled if asked.
+
+        With ``compile``, a schema that cannot be normalised or compiled is no error:
+        `problem` says why (for the caller to leave the tool out, naming it).
+        Without, what normalising raises is raised, and the schema is compiled at
+        the tool's first call.
+        """
+        if not compile:
+            schema, changes = normalise_schema_changes(facts.parameters)
+            return cls(tool, facts, schema, tuple(changes))
+        try:
+            schema, changes = normalise_schema_changes(facts.parameters)
+            validator = compile_schema(schema)
+            validator.compile()
+        except InvalidSchemaError as exc:
+            return cls(tool, facts, facts.parameters, (), problem=str(exc))
+        except Exception as exc:  # what the parameters held is the plugin's fault too
+            return cls(tool, facts, facts.parameters, (), problem=describe(exc))
+        return cls(tool, facts, schema, tuple(changes), validator)
+
+
 @attrs.define
 class _Entry:
     tool: Tool
@@ -87,7 +140,7 @@ class _Entry:
     plugin: str
     owner: str  # the plugin as messages name it (`PluginInfo.describe`), "" when unknown
     schema: dict[str, Any]
-    flags: Mapping[str, bool]  # as registered, for listings: a call reads them anew
+    flags: Mapping[str, bool]  # as registered: listings show them, calls are scheduled by them
     validator: SchemaValidator | None = None
 
     @property
@@ -121,7 +174,7 @@ class ToolRegistry:
     @classmethod
     def build(
         cls,
-        tools: Iterable[tuple[Tool, bool, str | PluginInfo]],
+        tools: Iterable[tuple[Tool | LoadedTool, bool, str | PluginInfo]],
         *,
         config: Config,
         left_out: Callable[[str | PluginInfo, str], None] | None = None,
@@ -131,11 +184,13 @@ class ToolRegistry:
     ) -> ToolRegistry:
         """A registry of ``(tool, builtin, plugin)`` entries without those in ``tools.disabled``.
 
-        ``plugin`` is as `add` takes it. The names left out are kept in
-        `disabled`; a disabled name that no tool has is logged. A tool that
-        cannot be read as `add` reads it (its plugin's code raises, or holds
-        what no tool may) is left out alone: ``left_out(plugin, problem)`` is
-        told (by default a warning naming the plugin and its version). A tool
+        ``plugin`` is as `add` takes it. ``tool`` is a `Tool`, read here as `add`
+        reads it, or a `LoadedTool` (what `from_plugins` hands over), not read
+        again. The names left out are kept in `disabled`; a disabled name that
+        no tool has is logged. A tool that cannot be read as `add` reads it (its
+        plugin's code raises, or holds what no tool may) is left out alone:
+        ``left_out(plugin, problem)`` is told (by default a warning naming the
+        plugin and its version). A tool
         whose schema lost something its author wrote when normalised (a type
         name nobody knows) is kept, and ``noted(plugin, problem)`` told
         (`SchemaChange.problem`; by default the same warning as the other changes).
@@ -151,25 +206,29 @@ class ToolRegistry:
         disabled = set(config.tools.disabled)
         for tool, builtin, plugin in tools:
             owner, name_of_plugin = _owner(plugin)
-            try:
-                facts = _read(tool, owner)
-            except Exception as exc:  # the plugin's code, or what it holds: that tool alone
-                problem = f"tool {type(tool).__name__} left out: reading it raised {contained(exc)}"
-                if left_out is None:
-                    log.warning("tool left out", plugin=owner, problem=problem)
-                else:
-                    left_out(plugin, problem)
+            if isinstance(tool, LoadedTool):
+                loaded = tool
+            else:
+                try:
+                    loaded = LoadedTool.of(tool, _read(tool, owner))
+                except Exception as exc:  # the plugin's code, or what it holds: that tool alone
+                    problem = _left_out_problem(tool, exc)
+                    if left_out is None:
+                        log.warning("tool left out", plugin=owner, problem=problem)
+                    else:
+                        left_out(plugin, problem)
+                    continue
+            name = loaded.name
+            if name in disabled:
+                registry.disabled.append(name)
+                log.info("tool disabled in config (tools.disabled)", tool=name)
                 continue
-            if facts.name in disabled:
-                registry.disabled.append(facts.name)
-                log.info("tool disabled in config (tools.disabled)", tool=facts.name)
-                continue
-            lost = registry._add(tool, facts, builtin=builtin, plugin=name_of_plugin, owner=owner)
+            lost = registry._add(loaded, builtin=builtin, plugin=name_of_plugin, owner=owner)
             for change in lost:
                 if noted is None:
-                    _log_change(facts.name, owner, change)
+                    _log_change(name, owner, change)
                 else:
-                    noted(plugin, change.problem(facts.name))
+                    noted(plugin, change.problem(name))
         # A disabled tool left out for a problem of its plugin is not offered, as asked, and
         # the problem is already listed and logged under its plugin: a warning calling the
         # name unknown would send the user hunting for a typo in a name that is right.
@@ -218,7 +277,8 @@ class ToolRegistry:
         # Read once the tools are collected: a plugin raising in its tools hook has failed.
         failed = [record.info.describe() for record in pm.failed_so_far()]
         return cls.build(
-            ((c.item, c.plugin.builtin, c.plugin) for c in contributed),
+            # What the manager read of each tool as it collected it: nothing is read again.
+            ((c.loaded or c.item, c.plugin.builtin, c.plugin) for c in contributed),
             config=pm.config,
             left_out=note,
             noted=note,
@@ -241,29 +301,36 @@ class ToolRegistry:
         tool cannot be used).
         """
         owner, name_of_plugin = _owner(plugin)
-        facts = _read(tool, owner)
-        lost = self._add(tool, facts, builtin=builtin, plugin=name_of_plugin, owner=owner)
+        loaded = LoadedTool.of(tool, _read(tool, owner))
+        lost = self._add(loaded, builtin=builtin, plugin=name_of_plugin, owner=owner)
         for change in lost:
-            _log_change(facts.name, owner, change)
+            _log_change(loaded.name, owner, change)
 
     def _add(
-        self, tool: Tool, facts: ToolFacts, *, builtin: bool, plugin: str, owner: str
+        self, loaded: LoadedTool, *, builtin: bool, plugin: str, owner: str
     ) -> list[SchemaChange]:
         """Register the tool; the changes normalising its schema made that lost something,
         which the caller says (the others are logged here)."""
-        name = facts.name
+        name, facts = loaded.name, loaded.facts
         if name in self._entries:
             raise ValueError(f"a tool named {name!r} is already registered")
-        schema, changes = normalise_schema_changes(facts.parameters)
-        for change in changes:
+        for change in loaded.changes:
             self.warnings.append(f"{name}: {change}")
             if not change.lost:
                 _log_change(name, owner, change)
         self._entries[name] = _Entry(
-            tool, name, facts.description, builtin, plugin, owner, schema, facts.flags
+            loaded.tool,
+            name,
+            facts.description,
+            builtin,
+            plugin,
+            owner,
+            loaded.schema,
+            facts.flags,
+            loaded.validator,
         )
         self._definitions = None
-        return [change for change in changes if change.lost]
+        return loaded.lost
 
     def remove(self, name: str) -> Tool:
         """Unregister a tool and return it; raises KeyError if there is none of that name."""
@@ -289,8 +356,9 @@ class ToolRegistry:
     def flags_of(self, name: str) -> Mapping[str, bool]:
         """``read_only``, ``exclusive`` and ``concurrency_safe`` of the tool, as registered.
 
-        What `add` read (as its plugin's code) and checked: reading them here runs no
-        plugin code. Each call reads them anew (`nanobot_core.tools.executor`).
+        What `add` (or the plugin manager, as it collected the tool) read as its plugin's
+        code and checked: reading them here runs no plugin code. The executor schedules
+        each call by them, so a listing shows what the calls run by.
         Raises KeyError if no tool has that name.
         """
         return self._entries[name].flags
@@ -616,6 +684,13 @@ def _read(tool: Tool, owner: str) -> ToolFacts:
         return read_tool(tool)
     with plugin_code(owner):
         return read_tool(tool)
+
+
+def _left_out_problem(tool: Any, exc: Exception) -> str:
+    """The problem listed for a tool `build` leaves out because reading it raised `exc`."""
+    if isinstance(exc, ToolAttributeError):  # says which attribute
+        return f"{exc.label} left out: {exc.problem}"
+    return f"tool {type(tool).__name__} left out: reading it raised {contained(exc)}"
 
 
 def _what_to_add(given: Any) -> str:

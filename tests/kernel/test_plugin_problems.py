@@ -475,7 +475,7 @@ class _ToolsThenFailingStages:
 
 
 class _Fickle(Tool):
-    """A tool whose description reads once (when collected) and raises on the next read."""
+    """A tool whose description raises when read."""
 
     name = "fickle"
     parameters: ClassVar[dict[str, Any]] = {"type": "object", "properties": {}}
@@ -486,9 +486,7 @@ class _Fickle(Tool):
     @property  # type: ignore[override]
     def description(self) -> str:
         self.reads += 1
-        if self.reads > 1:
-            raise RuntimeError("read twice")
-        return "Reads once."
+        raise RuntimeError("unreadable")
 
     async def execute(self, **kwargs: Any) -> str:
         return "never"
@@ -501,8 +499,8 @@ class _FicklePlugin:
 
 
 def test_building_the_tools_asks_no_other_hook(tmp_path: Path) -> None:
-    """Noting the problem of a tool left out while the registry is built asks no other hook
-    of any plugin, so none can fail, and take back its tools, during the build."""
+    """Noting the problem of a tool left out as the tools are collected and the registry built
+    asks no other hook of any plugin, so none can fail, and take back its tools, meanwhile."""
     manager = _manager(tmp_path)
     manager.register(_FicklePlugin(), "fickle", distribution="nb-fickle", version="1.0")
     breaker = _ToolsThenFailingStages()
@@ -513,7 +511,7 @@ def test_building_the_tools_asks_no_other_hook(tmp_path: Path) -> None:
     assert [r.info.name for r in manager.failures()] == ["breaker"]
     assert "doomed" not in manager.tool_registry()
     assert _problems(manager, "fickle") == [
-        "tool _Fickle left out: reading it raised RuntimeError: read twice"
+        "tool 'fickle' left out: reading its description raised RuntimeError: unreadable"
     ]
 
 

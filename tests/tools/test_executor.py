@@ -1155,35 +1155,19 @@ def _break(flag: str, *, value: Any = None, escape: BaseException | None = None)
 
 
 @pytest.mark.parametrize(
-    ("flag", "value", "escape", "said"),
+    ("value", "escape", "said"),
     [
-        (
-            "read_only",
-            None,
-            RuntimeError("gone"),
-            "reading its read_only raised RuntimeError: gone",
-        ),
-        (
-            "concurrency_safe",
-            None,
-            SystemExit(3),
-            "reading its concurrency_safe raised SystemExit(3)",
-        ),
-        ("exclusive", None, KeyboardInterrupt(), "reading its exclusive raised KeyboardInterrupt"),
-        ("exclusive", None, _Escape("out"), "reading its exclusive raised _Escape: out"),
-        ("timeout", None, ValueError("when?"), "reading its timeout raised ValueError: when?"),
-        ("timeout", "soon", None, "its timeout is 'soon', expected a positive number"),
-        ("timeout", float("nan"), None, "its timeout is nan, expected a positive number"),
-        ("timeout", -1, None, "its timeout is -1, expected a positive number"),
-        ("timeout", object(), None, "its timeout is an object, expected a positive number"),
-        ("timeout", 10**400, None, "its timeout is an int of 1329 bits, expected a positive"),
+        (None, ValueError("when?"), "reading its timeout raised ValueError: when?"),
+        (None, KeyboardInterrupt(), "reading its timeout raised KeyboardInterrupt"),
+        ("soon", None, "its timeout is 'soon', expected a positive number"),
+        (float("nan"), None, "its timeout is nan, expected a positive number"),
+        (-1, None, "its timeout is -1, expected a positive number"),
+        (object(), None, "its timeout is an object, expected a positive number"),
+        (10**400, None, "its timeout is an int of 1329 bits, expected a positive"),
     ],
     ids=[
-        "raising-read-only",
-        "system-exit-concurrency-safe",
-        "keyboard-interrupt-exclusive",
-        "base-exception-exclusive",
         "raising-timeout",
+        "keyboard-interrupt-timeout",
         "text-timeout",
         "nan-timeout",
         "negative-timeout",
@@ -1191,11 +1175,12 @@ def _break(flag: str, *, value: Any = None, escape: BaseException | None = None)
         "int-past-any-float-timeout",
     ],
 )
-def test_a_flag_that_fails_at_call_time_refuses_only_its_call(
-    flaky: Executor, flag: str, value: Any, escape: BaseException | None, said: str
+def test_a_timeout_that_fails_at_call_time_refuses_only_its_call(
+    flaky: Executor, value: Any, escape: BaseException | None, said: str
 ) -> None:
-    """A flag raising or turned odd after registration refuses its call, naming plugin, version."""
-    _break(flag, value=value, escape=escape)
+    """A timeout raising or turned odd after registration refuses its call, naming plugin,
+    version."""
+    _break("timeout", value=value, escape=escape)
     calls = _calls("steady", "flaky", "steady")
     first, broken, last = run(flaky.run(calls))
     assert (first.result, last.result) == ("steady ran", "steady ran")
@@ -1204,8 +1189,37 @@ def test_a_flag_that_fails_at_call_time_refuses_only_its_call(
     assert broken.result.startswith(f'Error: tool "flaky" of {PLUGIN} cannot be run: {said}')
 
 
-def test_a_flag_is_read_once_per_call(flaky: Executor) -> None:
-    """The repeat check, batching and timeout of a call use one reading of each flag."""
+@pytest.mark.parametrize(
+    ("flag", "value", "escape"),
+    [
+        ("read_only", None, RuntimeError("gone")),
+        ("concurrency_safe", None, SystemExit(3)),
+        ("exclusive", None, KeyboardInterrupt()),
+        ("exclusive", None, _Escape("out")),
+        ("exclusive", "yes", None),
+    ],
+    ids=[
+        "raising-read-only",
+        "system-exit-concurrency-safe",
+        "keyboard-interrupt-exclusive",
+        "base-exception-exclusive",
+        "text-exclusive",
+    ],
+)
+def test_a_flag_that_fails_after_registration_changes_no_call(
+    flaky: Executor, flag: str, value: Any, escape: BaseException | None
+) -> None:
+    """A flag raising or turned odd after registration is not read again: its calls run,
+    scheduled by the flags registered (and listed by ``nanobot-core tools``)."""
+    _break(flag, value=value, escape=escape)
+    outcomes = run(flaky.run(_calls("steady", "flaky", "steady")))
+    assert [outcome.result for outcome in outcomes] == ["steady ran", "flaky ran", "steady ran"]
+    assert Flaky.ran == ["flaky"]
+
+
+def test_a_call_reads_its_timeout_once_and_no_flag(flaky: Executor) -> None:
+    """The timeout of a call is one reading of it; its repeat check and batching use the
+    flags registered, which it does not read again."""
     reads: list[str] = []
     breaks = Flaky.breaks
 
@@ -1219,7 +1233,7 @@ def test_a_flag_is_read_once_per_call(flaky: Executor) -> None:
 
     (outcome,) = run(flaky.run(_calls("flaky"), repeats=RepeatedCalls(2)))
     assert outcome.result == "flaky ran"
-    assert sorted(reads) == ["concurrency_safe", "exclusive", "read_only", "timeout"]
+    assert reads == ["timeout"]
 
 
 def test_a_real_ctrl_c_while_reading_a_flag_stops_the_run(flaky: Executor) -> None:
@@ -1452,8 +1466,17 @@ def test_a_tool_that_changes_arguments_given_as_an_object_leaves_the_object_alon
     assert outcome.arguments == sent == {"items": [1, 2]}
 
 
-def test_an_exclusive_turned_odd_refuses_a_call_that_is_not_concurrency_safe() -> None:
-    """An exclusive flag holding no flag refuses its call also when concurrency_safe is false."""
+class _Truthy:
+    """A value whose truth is its own code: reading it as a flag must not run that code."""
+
+    def __bool__(self) -> bool:
+        raise SystemExit(4)
+
+
+@pytest.mark.parametrize("odd", ["yes", _Truthy()], ids=["text", "truthy-object"])
+def test_an_exclusive_turned_odd_after_registration_changes_nothing(odd: object) -> None:
+    """An exclusive holding no flag after registration is not read: the call runs, as
+    registered, its value's own code never run."""
     ran: list[str] = []
 
     async def body() -> str:
@@ -1462,34 +1485,9 @@ def test_an_exclusive_turned_odd_refuses_a_call_that_is_not_concurrency_safe() -
 
     writer = FakeTool("writer", body, read_only=False)
     executor = _executor(writer)
-    writer.exclusive = "yes"  # type: ignore[assignment]  # after registration, as a plugin may
+    writer.exclusive = odd  # type: ignore[assignment]  # after registration, as a plugin may
     (outcome,) = run(executor.run(_calls("writer")))
-    assert ran == []
-    assert outcome.result.startswith(
-        "Error: tool \"writer\" cannot be run: its exclusive is 'yes', expected True or False"
-    )
-
-
-class _Truthy:
-    """A value whose truth is its own code: reading it as a flag must not run that code."""
-
-    def __bool__(self) -> bool:
-        raise SystemExit(4)
-
-
-def test_an_exclusive_turned_odd_is_named_without_running_its_code() -> None:
-    """An exclusive holding an object is refused as that flag, its __bool__ never called."""
-
-    async def body() -> str:
-        return "ran"
-
-    reader = FakeTool("reader", body, read_only=True)
-    executor = _executor(reader)
-    reader.exclusive = _Truthy()  # type: ignore[assignment]
-    (outcome,) = run(executor.run(_calls("reader")))
-    assert outcome.result.startswith(
-        'Error: tool "reader" cannot be run: its exclusive is a _Truthy, expected True or False'
-    )
+    assert (outcome.result, ran) == ("ran", ["ran"])
 
 
 class _CountedReadOnly(Tool):
@@ -1511,11 +1509,12 @@ class _CountedReadOnly(Tool):
         return "counted ran"
 
 
-def test_read_only_is_read_once_per_call_with_the_default_concurrency_safe() -> None:
-    """The default concurrency_safe comes from the one reading of read_only, not a second."""
+def test_read_only_is_read_once_at_registration_and_never_by_a_call() -> None:
+    """The default concurrency_safe comes from the one reading of read_only at registration;
+    a call reads neither again."""
     counted = _CountedReadOnly()
     executor = _executor(counted)
-    counted.reads = 0
+    assert counted.reads == 1
     (outcome,) = run(executor.run(_calls("counted")))
     assert outcome.result == "counted ran"
     assert counted.reads == 1
@@ -1804,9 +1803,9 @@ class _Tally(Tool):
 def test_one_call_through_the_plugin_manager_runs_each_part_once(
     nanobot_manager: PluginManager, nanobot_register: Any
 ) -> None:
-    """From `Executor.run` to its outcome, one call runs the tool's check, its flags, its
+    """From `Executor.run` to its outcome, one call runs the tool's check, its timeout, its
     code and each tool-call hook once, and reads nothing of the tool again (its name,
-    description and schema were read when it was registered)."""
+    description, schema and flags were read when it was registered)."""
     counts: dict[str, int] = {}
 
     class Counter:
@@ -1833,7 +1832,6 @@ def test_one_call_through_the_plugin_manager_runs_each_part_once(
     assert (outcome.result, outcome.repairs) == ("7 counted", ['cast $.n: "7" -> 7'])
     assert counts == {
         "validate_arguments": 1,
-        "read_only": 1,
         "timeout": 1,
         "before": 1,
         "execute": 1,

@@ -863,21 +863,17 @@ def test_a_schema_its_tool_changes_after_registration_changes_nothing_offered() 
 
 @pytest.mark.parametrize(
     ("escape", "said"),
-    [
-        (RuntimeError("gone"), "RuntimeError: gone"),
-        (SystemExit(3), "PluginEscapeError: raised SystemExit(3)"),
-    ],
+    [(RuntimeError("gone"), "RuntimeError: gone"), (SystemExit(3), "SystemExit(3)")],
 )
-def test_a_tool_that_raises_when_registered_is_left_out_under_its_plugin(
+def test_a_tool_that_raises_when_loaded_is_left_out_under_its_plugin(
     tmp_path: Path, escape: BaseException, said: str
 ) -> None:
-    """Read once at load and again at registration, a tool raising then is left out alone."""
+    """A tool whose description raises when loaded is left out alone, the attribute named."""
     from nanobot_core.config import Config, PluginsConfig
     from nanobot_core.hookspecs import hookimpl
     from nanobot_core.kernel.manager import PluginManager
 
-    # The load reads its description once: registration reads it again.
-    fickle = _Fickle(1, escape, parameter_reads=10)
+    fickle = _Fickle(0, escape)  # its description raises at its first read
 
     class Plugin:
         @hookimpl
@@ -892,7 +888,30 @@ def test_a_tool_that_raises_when_registered_is_left_out_under_its_plugin(
     assert [d["function"]["name"] for d in registry.definitions()][-1] == "steady"
     (record,) = [r for r in manager.records() if r.info.name == "fickle"]
     assert record.status == "loaded"
-    assert record.problems == [f"tool _Fickle left out: reading it raised {said}"]
+    assert record.problems == [f"tool 'fickle' left out: reading its description raised {said}"]
+
+
+def test_a_tool_read_once_at_load_is_not_read_again_by_its_registry(tmp_path: Path) -> None:
+    """A description that raises from its second read on changes nothing: nothing reads it again."""
+    from nanobot_core.config import Config, PluginsConfig
+    from nanobot_core.hookspecs import hookimpl
+    from nanobot_core.kernel.manager import PluginManager
+
+    fickle = _Fickle(1, RuntimeError("read twice"))
+
+    class Plugin:
+        @hookimpl
+        def nanobot_tools(self, ctx: Any) -> list[Any]:
+            return [fickle]
+
+    config = Config(plugins=PluginsConfig(disable_autoload=True))
+    manager = PluginManager(config, workspace=tmp_path).load()
+    manager.register(Plugin(), "fickle", distribution="nb-fickle", version="0.3")
+    registry = manager.tool_registry()
+    assert registry.definitions()[-1]["function"]["description"] == "Fickle."
+    assert fickle.reads == {"description": 0, "parameters": 0}  # each read once
+    (record,) = [r for r in manager.records() if r.info.name == "fickle"]
+    assert record.problems == []
 
 
 @pytest.mark.parametrize(
