@@ -11,7 +11,7 @@ marked shadowed.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import attrs
 
@@ -21,17 +21,12 @@ from nanobot_core.errors import PluginError
 from nanobot_core.kernel.context import PluginContext
 from nanobot_core.kernel.records import Contribution, Kind, PluginInfo, canonical_name
 
-if TYPE_CHECKING:
-    from nanobot_core.schema import SchemaChange
-
 __all__ = [
     "KIND_HOOKS",
     "ContributionError",
     "adapt_all",
     "override_keys",
     "resolve",
-    "schema_findings",
-    "schema_problem",
 ]
 
 log = get_logger("nanobot_core.kernel")
@@ -218,26 +213,3 @@ _ADAPTERS: dict[Kind, Callable[[Any, PluginContext], Any]] = {
     "provider": _adapt_provider,
     "store": _adapt_store,
 }
-
-
-def schema_problem(tool: Any, owner: str) -> str | None:
-    """Why the tool's parameters schema cannot be compiled, or None when it can."""
-    return schema_findings(tool, owner)[0]
-
-
-def schema_findings(tool: Any, owner: str) -> tuple[str | None, list[SchemaChange]]:
-    """Why the tool's parameters schema cannot be compiled (None when it can), and the
-    changes normalising it made that lost something its author wrote (`SchemaChange.lost`).
-    """
-    from nanobot_core._containment import plugin_code
-    from nanobot_core.schema import InvalidSchemaError, compile_schema, normalise_schema_changes
-
-    try:
-        with plugin_code(owner):
-            schema, changes = normalise_schema_changes(tool.parameters)
-        compile_schema(schema).compile()
-    except InvalidSchemaError as exc:
-        return str(exc), []
-    except Exception as exc:  # a parameters property that raises is the plugin's fault too
-        return describe(exc), []
-    return None, [change for change in changes if change.lost]
