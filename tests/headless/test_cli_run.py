@@ -205,6 +205,7 @@ def test_a_reply_whose_every_call_is_nameless_is_explained_in_the_next_request(
     note = second[-1]["content"]
     assert note.count("could run") == 1
     assert "None of the 2 tool call(s)" in note and "has no tool name" in note
+    assert "call a tool by its name" in note  # what to do, not only what went wrong
     assert "read_file" in note  # the error lists the tools that do exist
 
 
