@@ -137,7 +137,9 @@ class _Runs:
 
     The repairs run before it, so two user messages in a row in the raw list are not the
     only ones merged: a stray result, a non-message, an entry of an unknown role, a
-    placeholder or a call without a name between them is dropped first. Counting each of
+    placeholder or an assistant message with an empty list of calls between them is dropped
+    first. (A reply whose calls have no name is kept, saying so: taken out here all the same,
+    as any message with a defect, which only lowers the bound.) Counting each of
     two such user messages what it costs alone counts more than is sent (one message; the
     older runtime block left out), and a history that fits by a few tokens would be cut.
     An entry is taken out here when it is a message the walk counts as nothing because a

@@ -475,8 +475,19 @@ class ToolRegistry:
         if len(names) > _MAX_LISTED_TOOLS:
             listed += f", ... ({len(names) - _MAX_LISTED_TOOLS} more)"
         available = f"Available tools: {listed}." if names else "No tools are available."
-        if not isinstance(name, str) or not name:
-            return f"Error: the tool call has no tool name. {available}"
+        # A blank name is no name, as governance reads it.
+        if not isinstance(name, str) or not name.strip():
+            # What to do, not only what went wrong: a model told only "no name" (or "try a
+            # different approach") sends the same nameless call again.
+            if not names:
+                return (
+                    "Error: the tool call has no tool name, and no tools are available: "
+                    "answer without calling a tool."
+                )
+            return (
+                "Error: the tool call has no tool name: call a tool by its name, one of the "
+                f"available tools. {available}"
+            )
         guess = suggest_name(name, names)
         hint = f' Did you mean "{guess}"?' if guess else ""
         return f'Error: unknown tool "{clip(name)}".{hint} {available}'

@@ -76,7 +76,8 @@ def context(
 
 #: Entries a repair takes out from between two user messages, which `merge_user_turns` then
 #: merges into one: not a message, an unknown role, a placeholder, a result no call awaits,
-#: an assistant message with no content whose one call has no name.
+#: an assistant message with no content whose list of calls is empty. (One whose call has no
+#: name stays, saying so: see `NAMELESS_REPLY`.)
 DROPPED_BETWEEN_USER_MESSAGES = [
     pytest.param(None, id="not-a-message"),
     pytest.param({"role": "critic", "content": "looks wrong"}, id="unknown-role"),
@@ -84,8 +85,16 @@ DROPPED_BETWEEN_USER_MESSAGES = [
         {"role": "assistant", "content": "[Previous assistant message omitted.]"}, id="placeholder"
     ),
     pytest.param({"role": "tool", "tool_call_id": "gone", "content": "stale"}, id="orphan-result"),
-    pytest.param(calls(call("nameless", name="")), id="nameless-call"),
+    pytest.param(calls(), id="no-calls"),
 ]
+
+#: An assistant message with no content whose one call has no name, and the text
+#: `strip_malformed_calls` leaves of it: the notice alone.
+NAMELESS_REPLY = calls(call("nameless", name=""))
+NAMELESS_NOTICE = (
+    "[None of the 1 tool call(s) of this reply could run. "
+    "A tool call needs the name of the tool to run: call tools by their names.]"
+)
 
 
 Stagefunc = Callable[[list[Any], StageContext], StageOutcome]

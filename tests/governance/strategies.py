@@ -257,6 +257,35 @@ def null_name(draw: Draw, messages: Messages) -> None:
             function["name"] = name
 
 
+#: What the runner answers a call without a name (its tools listed), error hint included.
+NAMELESS_ERROR = (
+    "Error: the tool call has no tool name: call a tool by its name, one of the available "
+    "tools. Available tools: "
+    "get_user_details, cancel_reservation.\n\n[Analyze the error above and try a different "
+    "approach.]"
+)
+
+
+def answered_nameless_call(draw: Draw, messages: Messages) -> None:
+    """Add a call without a name to a reply, and the error the runner answered it with to
+    the results after it (a model that called nothing by name, as a session stores it)."""
+    index = _pick(draw, messages, _has_calls)
+    if index is None:
+        return
+    calls = messages[index]["tool_calls"]
+    call_id = f"nameless_{index}_{len(calls)}"
+    name = draw(st.sampled_from(["", None, "  "]))
+    function = {"name": name, "arguments": "{}"}
+    calls.insert(
+        draw(st.integers(0, len(calls))), {"id": call_id, "type": "function", "function": function}
+    )
+    end = index + 1
+    while end < len(messages) and _role(messages[end]) == "tool":
+        end += 1
+    result = {"role": "tool", "tool_call_id": call_id, "content": NAMELESS_ERROR}
+    messages.insert(draw(st.integers(index + 1, end)), result)
+
+
 _GARBAGE_ARGUMENTS = ["", "{", "not json", "[1, 2]", "null", "42", '"text"', "{'a': 1}", "NaN"]
 
 
@@ -474,6 +503,7 @@ OPERATIONS: tuple[Operation, ...] = (
     reverse_calls,
     merge_call_turns,
     null_name,
+    answered_nameless_call,
     corrupt_arguments,
     corrupt_call_shape,
     empty_id,

@@ -76,7 +76,8 @@ def test_orphan_and_duplicate_results_are_dropped() -> None:
 
 
 def test_nameless_tool_use_is_dropped_with_its_result() -> None:
-    """A tool_use without a name (a wedged session) is removed together with its result."""
+    """A tool_use without a name (a wedged session) is removed together with its result, and
+    a text block after the reply's text says why."""
     history = [
         {"role": "user", "content": "go"},
         {
@@ -89,11 +90,49 @@ def test_nameless_tool_use_is_dropped_with_its_result() -> None:
         },
     ]
     messages = _governor().govern(history).messages
+    notice = (
+        "[None of the 1 tool call(s) of this reply could run. "
+        "A tool call needs the name of the tool to run: call tools by their names.]"
+    )
     assert messages == [
         {"role": "user", "content": "go"},
-        {"role": "assistant", "content": [{"type": "text", "text": "Let me see."}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Let me see."}, {"type": "text", "text": notice}],
+        },
         {"role": "user", "content": [{"type": "text", "text": "well?"}]},
     ]
+
+
+def test_a_nameless_tool_use_beside_a_named_one_is_told_as_in_the_openai_shape() -> None:
+    """The reply keeps its named call and gets the notice the OpenAI shape of the same history
+    gets, as a text block before its tool_use blocks; governing that again changes nothing."""
+    error = "Error: the tool call has no tool name. Available tools: get_order."
+    anthropic = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [_use("a"), _use("b", name="")]},
+        {"role": "user", "content": [_result("a"), _result("b", error)]},
+    ]
+    call_a = {"id": "a", "type": "function", "function": {"name": "get_order", "arguments": "{}"}}
+    call_b = {"id": "b", "type": "function", "function": {"name": "", "arguments": "{}"}}
+    openai = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": None, "tool_calls": [call_a, call_b]},
+        {"role": "tool", "tool_call_id": "a", "content": "shipped"},
+        {"role": "tool", "tool_call_id": "b", "content": error},
+    ]
+    notice = _governor().govern(openai).messages[1]["content"]
+    assert notice == (
+        f"[1 of the 2 tool call(s) of this reply could not run: it was left out. {error}]"
+    )
+    governed = _governor().govern(anthropic)
+    assert governed.messages == [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": [{"type": "text", "text": notice}, _use("a")]},
+        {"role": "user", "content": [_result("a")]},
+    ]
+    again = _governor().govern(governed.messages)
+    assert again.messages is governed.messages
 
 
 def test_block_keys_survive_the_round_trip() -> None:

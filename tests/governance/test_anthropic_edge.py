@@ -19,6 +19,7 @@ from nanobot_core.governance.anthropic import (
     to_messages_api,
     to_openai_shape,
 )
+from nanobot_core.governance.stages.calls import dropped_calls_notice
 
 THINKING = {"type": "thinking", "thinking": "look it up", "signature": "EqQBCgIYAhIM1gbcDa=="}
 REDACTED = {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4a"}
@@ -333,6 +334,61 @@ def test_the_anthropic_shape_returned_is_what_fits_the_budget(
         assert count_request(None, result.messages) <= limit
     if governor.govern(to_openai_shape(history)).fits:
         assert result.fits
+
+
+_NAMELESS_ERROR = "Error: the tool call has no tool name. Available tools: get."
+
+
+@st.composite
+def _histories_with_nameless_uses(draw: st.DrawFn) -> tuple[list[Any], list[str]]:
+    """Block sessions in which some replies also call a tool by no name (its result the
+    runner's error, or none), and the notice each of those replies is expected to keep."""
+    history = draw(_block_histories())
+    notices: list[str] = []
+    for index in range(1, len(history), 3):
+        if not draw(st.booleans()):
+            continue
+        use: dict[str, Any] = {"type": "tool_use", "id": f"nameless_{index}", "input": {}}
+        name = draw(st.sampled_from(["", None, "<missing>"]))
+        if name != "<missing>":
+            use["name"] = name
+        history[index]["content"].insert(draw(st.integers(1, 2)), use)
+        answered = draw(st.booleans())
+        if answered:
+            result = {"type": "tool_result", "tool_use_id": use["id"], "content": _NAMELESS_ERROR}
+            history[index + 1]["content"].append(result)
+        notices.append(dropped_calls_notice(1, 2, _NAMELESS_ERROR if answered else None))
+    return history, notices
+
+
+@settings(max_examples=500, deadline=None)
+@given(_histories_with_nameless_uses())
+def test_a_reply_that_lost_a_nameless_tool_use_keeps_the_openai_shapes_notice(
+    case: tuple[list[Any], list[str]],
+) -> None:
+    """Each reply that lost a tool_use without a name keeps one text block with the notice the
+    OpenAI shape gives, before its tool_use blocks; the request is one the Messages API takes,
+    and governing it again changes nothing."""
+    history, notices = case
+    governor = Governor(builtin_stages(), config=GovernanceConfig())
+    first = governor.govern(history)
+    told = [
+        block["text"]
+        for message in first.messages
+        if message["role"] == "assistant"
+        for block in message["content"]
+        if block.get("type") == "text" and block["text"].startswith("[1 of the 2 tool call(s)")
+    ]
+    assert told == notices
+    for message in first.messages:
+        if message["role"] == "assistant":
+            kinds = [block["type"] for block in message["content"]]
+            assert kinds == sorted(kinds, key=lambda kind: kind == "tool_use")
+            assert "nameless" not in json.dumps(message)
+    request = to_messages_api(first.messages)
+    assert all(turn["content"] for turn in request.messages)
+    again = governor.govern(first.messages)
+    assert again.messages is first.messages and not again.report.changed
 
 
 def test_a_history_that_fits_as_worked_on_fits_as_returned() -> None:

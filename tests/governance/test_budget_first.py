@@ -27,7 +27,7 @@ from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stage import StageContext
 from nanobot_core.governance.tokens import count_request
 from nanobot_core.prompt import append_runtime_block, build_runtime_block
-from tests.governance.builders import DROPPED_BETWEEN_USER_MESSAGES
+from tests.governance.builders import DROPPED_BETWEEN_USER_MESSAGES, NAMELESS_NOTICE
 from tests.governance.builders import agent_session as _session
 from tests.governance.strategies import (
     GOVERNANCE_CONFIGS,
@@ -777,6 +777,28 @@ def test_user_messages_merged_across_a_dropped_entry_count_nothing_in_either_wal
             assert made is not None and other is not None
             assert apart[made.stop] == together[other.stop]
             assert made.floor == other.floor
+
+
+@pytest.mark.parametrize("limit", [4_000, 20_000])
+def test_replies_that_lost_a_nameless_call_govern_as_in_the_full_pipeline(
+    tmp_path: Path, limit: int
+) -> None:
+    """Far over budget, with every third turn holding a reply whose one call had no name (kept
+    as its notice, not dropped), leaving out first still gives the full pipeline's messages."""
+    history: list[Any] = []
+    for turn in range(600):
+        history.append({"role": "user", "content": f"question {turn} " + "q" * 200})
+        if turn % 3 == 0:
+            nameless = {"id": f"n{turn}", "type": "function", "function": {"name": ""}}
+            history.append({"role": "assistant", "content": None, "tool_calls": [nameless]})
+            history.append({"role": "user", "content": f"and also {turn} " + "u" * 300})
+        history.append({"role": "assistant", "content": f"answer {turn} " + "a" * 150})
+    history.append({"role": "user", "content": "The newest question."})
+    fast, full = _both(_pair(tmp_path, input_limit=limit), history)
+    assert _left_out(fast) and not _left_out(full)
+    assert fast.messages == full.messages
+    assert (fast.tokens, fast.fits) == (full.tokens, full.fits)
+    assert any(m["content"] == NAMELESS_NOTICE for m in fast.messages)
 
 
 def _drop_notes(messages: list[Any], ctx: StageContext) -> StageOutcome:

@@ -28,7 +28,12 @@ from nanobot_core.governance.stages.compact import COMPACT_PREFIX
 from nanobot_core.governance.stages.snip import left_out_steps
 from nanobot_core.governance.tokens import count_message
 from tests.governance import builders
-from tests.governance.builders import DROPPED_BETWEEN_USER_MESSAGES, agent_session
+from tests.governance.builders import (
+    DROPPED_BETWEEN_USER_MESSAGES,
+    NAMELESS_NOTICE,
+    NAMELESS_REPLY,
+    agent_session,
+)
 from tests.governance.strategies import (
     GOVERNANCE_CONFIGS,
     build_builtin_governor,
@@ -655,6 +660,46 @@ def test_a_kept_step_cut_sends_the_notice_it_sent_first(
     sent_steps = sum(1 for m in first.messages if m["role"] == "assistant")
     assert left_out_steps(first.messages[0]) == 30 - sent_steps > 0
     _assert_sent_again(history, config, governor, first, tmp_path)
+
+
+def test_a_kept_step_cut_counts_a_reply_left_without_its_nameless_call_as_a_step(
+    tmp_path: Path,
+) -> None:
+    """A reply whose one call had no name stays in the turn as its notice, so it is a step: the
+    step-cut notice counts it, and the next call and a restart send the same request."""
+    history = _task_after_a_repair(30, NAMELESS_REPLY)
+    config = _config(3_000)
+    governor = build_builtin_governor(config, tmp_path)
+    first = governor.govern(history, system=SYSTEM)
+    sent_steps = sum(1 for m in first.messages if m["role"] == "assistant")
+    assert left_out_steps(first.messages[0]) == 31 - sent_steps > 0
+    _assert_sent_again(history, config, governor, first, tmp_path)
+
+
+def test_a_reply_left_without_its_nameless_call_is_sent_noticed_on_every_call(
+    tmp_path: Path,
+) -> None:
+    """The notice of a reply whose call had no name is sent on the call that made it and, the
+    same bytes, as part of the kept prefix of every later call: no two asks are merged."""
+    history = [{"role": "user", "content": "first ask"}, NAMELESS_REPLY]
+    history += [{"role": "user", "content": "second ask"}]
+    governor = build_builtin_governor(_config(100_000), tmp_path)
+    first = governor.govern(history, system=SYSTEM)
+    assert first.messages == [
+        {"role": "user", "content": "first ask"},
+        {"role": "assistant", "content": NAMELESS_NOTICE},
+        {"role": "user", "content": "second ask"},
+    ]
+    function = {"name": "grep", "arguments": "{}"}
+    step = [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "function": function}]},
+        {"role": "tool", "tool_call_id": "a", "content": "found a"},
+    ]
+    later = governor.govern([*history, *step], system=SYSTEM)
+    assert later.prefix.kept
+    assert later.messages[: len(first.messages)] == first.messages
+    notices = [m for m in later.messages if NAMELESS_NOTICE in str(m.get("content"))]
+    assert len(notices) == 1
 
 
 @pytest.mark.parametrize("between", DROPPED_BETWEEN_USER_MESSAGES)

@@ -113,6 +113,42 @@ def test_provider_accepted_request_is_sent_as_is(
     assert not report_changed(result.report)
 
 
+def _reply(interaction: dict[str, Any]) -> dict[str, Any] | None:
+    """The message a recorded answer holds, if its body is a chat completion."""
+    body = interaction["response_body"]
+    choices = body.get("choices") if isinstance(body, dict) else None
+    message = choices[0].get("message") if isinstance(choices, list) and choices else None
+    return message if isinstance(message, dict) else None
+
+
+def _replies_calling_nothing() -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The recorded (interaction, answer) pairs whose legacy ``function_call`` names no
+    function (Snowflake's ``{"name": ""}`` placeholder beside ``"tool_calls": null``): no call
+    the model made."""
+    pairs = []
+    for interaction in accepted_interactions():
+        reply = _reply(interaction)
+        legacy = reply.get("function_call") if reply else None
+        if reply and isinstance(legacy, dict) and legacy.get("name") == "":
+            pairs.append((interaction, reply))
+    return pairs
+
+
+def test_a_recorded_reply_that_calls_nothing_gets_no_dropped_calls_notice(governor: Any) -> None:
+    """A real reply stored as the server sent it, its empty legacy call included, loses that
+    call and keeps its text as it was: it dropped no call of the model's, so it says none."""
+    pairs = _replies_calling_nothing()
+    assert len(pairs) == 2
+    for interaction, reply in pairs:
+        body = interaction["request_body"]
+        history = [*body["messages"], reply, {"role": "user", "content": "Thanks."}]
+        result = governor.govern(history, tools=body.get("tools", ()))
+        sent = result.messages[len(body["messages"])]
+        assert sent["role"] == "assistant" and sent["content"] == reply["content"]
+        assert "function_call" not in sent
+        assert "tool call(s) of this reply" not in json.dumps(result.messages)
+
+
 @pytest.mark.parametrize("index", range(200), ids=lambda index: f"tau-bench[{index}]")
 def test_tau_bench_conversation_is_sent_as_is(governor: Any, index: int) -> None:
     """A real GPT-4o conversation comes out unchanged, except empty results read "(no output)"."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import itertools
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +20,9 @@ from hypothesis import strategies as st
 
 from nanobot_core.governance import Stage
 from nanobot_core.governance.invariants import check_invariants
+from nanobot_core.governance.stages import strip_malformed_calls
 from nanobot_core.governance.tokens import count_request
+from tests.governance.builders import context, run_pure
 from tests.governance.strategies import (
     GOVERNANCE_CONFIGS,
     DirtyRequest,
@@ -29,6 +32,11 @@ from tests.governance.strategies import (
     garbage_histories,
     hostile_stages,
     report_changed,
+)
+
+# The notice `strip_malformed_calls` leaves in a reply that lost calls: (dropped, count).
+_DROPPED_NOTICE = re.compile(
+    r"\[(?:None|(\d+)) of the (\d+) tool call\(s\) of this reply could (?:not )?run"
 )
 
 EXAMPLES = int(os.environ.get("NANOBOT_HYPOTHESIS_EXAMPLES", "3400"))
@@ -111,6 +119,50 @@ def test_governing_is_idempotent(
     second = _govern(governors, config_index, governed)
     assert second.messages is first.messages, f"{request.source} {request.dirt}"
     assert not report_changed(second.report), f"{request.source} {request.dirt}"
+
+
+def _nameless(call: Any) -> bool:
+    """Whether a tool call names no tool: not a call, no function, or a blank name."""
+    if not isinstance(call, dict):
+        return True
+    function = call.get("function")
+    if not isinstance(function, dict):
+        if not isinstance(call.get("name"), str):
+            return True
+        function = call
+    name = function.get("name")
+    return not isinstance(name, str) or not name.strip()
+
+
+def _notices(message: Any) -> list[tuple[int, int]]:
+    """The (dropped, count) of each dropped-calls notice in a message's text."""
+    content = message.get("content") if isinstance(message, dict) else None
+    texts = [content] if isinstance(content, str) else []
+    if isinstance(content, list):
+        texts = [p.get("text") for p in content if isinstance(p, dict)]
+    found = [m for text in texts if isinstance(text, str) for m in _DROPPED_NOTICE.finditer(text)]
+    return [(int(m.group(1) or m.group(2)), int(m.group(2))) for m in found]
+
+
+@PROPERTY_SETTINGS
+@given(request=dirty_requests())
+def test_every_reply_that_loses_calls_says_so_once(request: DirtyRequest) -> None:
+    """Each reply some of whose calls have no name keeps exactly one notice, giving how many
+    of how many were left out, in history order; a reply that loses none gets none, and the
+    notices are left as they are when the repair runs again."""
+    expected = []
+    for message in request.messages:
+        if not (isinstance(message, dict) and message.get("role") == "assistant"):
+            continue
+        calls = message.get("tool_calls")
+        dropped = sum(map(_nameless, calls)) if isinstance(calls, list) else 0
+        if dropped:
+            expected.append((dropped, len(calls)))
+    outcome = run_pure(strip_malformed_calls, request.messages, context())
+    told = [notice for message in outcome.messages for notice in _notices(message)]
+    assert told == expected, f"{request.source} {request.dirt}"
+    again = run_pure(strip_malformed_calls, outcome.messages, context())
+    assert again.messages is outcome.messages and not again.changed
 
 
 @PROPERTY_SETTINGS

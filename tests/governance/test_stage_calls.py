@@ -12,26 +12,91 @@ from nanobot_core.governance import Governor, builtin_stages
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages import strip_malformed_calls
 from nanobot_core.governance.stages.calls import generated_call_id
+from nanobot_core.governance.tokens import count_request
 from tests.governance.builders import call, calls, result, run_pure, say, user
+
+#: The notice of a reply one of whose two calls was dropped, no ``Error...`` result saying why.
+ONE_OF_TWO_LEFT_OUT = (
+    "[1 of the 2 tool call(s) of this reply could not run: it was left out. "
+    "A tool call needs the name of the tool to run: call tools by their names.]"
+)
 
 
 @pytest.mark.parametrize("name", [None, "", "   ", 123, "<missing>"])
 def test_call_without_a_usable_name_is_dropped_with_its_result(name: Any) -> None:
-    """A nameless call is dropped, and so is its result in the run after it."""
+    """A nameless call is dropped, and so is its result in the run after it; its reply says so."""
     bad = call("call_bad", name)
     if name == "<missing>":
         del bad["function"]["name"]
     history = [user(), calls(call("call_ok"), bad), result("call_ok"), result("call_bad", "x")]
     outcome = run_pure(strip_malformed_calls, history)
-    assert outcome.messages == [user(), calls(call("call_ok")), result("call_ok")]
+    noted = calls(call("call_ok"), content=ONE_OF_TWO_LEFT_OUT)
+    assert outcome.messages == [user(), noted, result("call_ok")]
     assert any("no name" in line for line in outcome.details)
+    assert any("1 call(s) left out" in line for line in outcome.details)
 
 
-def test_message_left_without_calls_or_content_is_dropped() -> None:
-    """An assistant message whose only call was dropped, with no text, is left out."""
+def test_a_call_left_out_beside_kept_ones_is_told_with_the_error_its_result_gave() -> None:
+    """The kept calls go on; the reply's text ends with how many were left out and the first
+    ``Error...`` result of one, once, whether the text is a string or a list of parts."""
+    error = "Error: the tool call has no tool name. Available tools: get_user."
+    notice = f"[2 of the 3 tool call(s) of this reply could not run: they were left out. {error}]"
+    parts = [{"type": "text", "text": "Looking."}]
+    for content, expected in [
+        (None, notice),
+        ("Looking.", f"Looking.\n\n{notice}"),
+        (parts, [*parts, {"type": "text", "text": notice}]),
+    ]:
+        message = calls(call("a", ""), call("ok"), call("b", None), content=content)
+        history = [user(), message, result("a", error), result("ok"), result("b", error)]
+        outcome = run_pure(strip_malformed_calls, history)
+        assert outcome.messages == [user(), calls(call("ok"), content=expected), result("ok")]
+        again = run_pure(strip_malformed_calls, outcome.messages)
+        assert again.messages is outcome.messages and not again.changed
+
+
+def test_a_reply_already_ending_with_its_notice_does_not_get_it_twice() -> None:
+    """Text that ends with the very notice the repair would add keeps it once, not twice."""
+    for content in [
+        ONE_OF_TWO_LEFT_OUT,
+        f"Looking.\n\n{ONE_OF_TWO_LEFT_OUT}",
+        [{"type": "text", "text": ONE_OF_TWO_LEFT_OUT}],
+    ]:
+        history = [user(), calls(call("ok"), call("bad", ""), content=content), result("ok")]
+        (_, message, _) = run_pure(strip_malformed_calls, history).messages
+        assert message == calls(call("ok"), content=content)
+
+
+def test_the_token_estimate_counts_the_notice() -> None:
+    """The tokens a governed request is said to cost are those of the messages sent, notice
+    included: more than the same messages without it."""
+    history = [user(), calls(call("ok"), call("bad", "")), result("ok"), result("bad", "x")]
+    governed = Governor(builtin_stages(), config=GovernanceConfig()).govern(history)
+    assert governed.messages[1]["content"] == ONE_OF_TWO_LEFT_OUT
+    assert governed.tokens == count_request(None, governed.messages)
+    bare = [user(), calls(call("ok")), result("ok")]
+    assert governed.tokens > count_request(None, bare)
+
+
+def test_message_left_without_calls_or_content_keeps_the_notice() -> None:
+    """An assistant message whose only call was dropped, with no text, is kept as the notice
+    alone: the model sees its reply and why it did nothing, and no two user messages meet."""
     history = [user(), calls(call("c", None)), result("c"), user("next")]
     outcome = run_pure(strip_malformed_calls, history)
-    assert outcome.messages == [user(), user("next")]
+    notice = (
+        "[None of the 1 tool call(s) of this reply could run. "
+        "A tool call needs the name of the tool to run: call tools by their names.]"
+    )
+    assert outcome.messages == [user(), say(notice), user("next")]
+
+
+def test_a_message_that_loses_only_an_empty_tool_calls_list_gets_no_notice() -> None:
+    """No call was dropped (an empty `tool_calls`, or one that is no list): a message without
+    text is left out."""
+    for value in [[], {}]:
+        message = {"role": "assistant", "content": None, "tool_calls": value}
+        outcome = run_pure(strip_malformed_calls, [user(), message, user("next")])
+        assert outcome.messages == [user(), user("next")]
 
 
 def test_every_call_dropped_keeps_the_error_as_one_note() -> None:
@@ -72,10 +137,15 @@ def test_the_reason_in_the_note_is_cut_only_past_600_characters(length: int, cut
 
 
 def test_message_left_without_calls_keeps_its_text() -> None:
-    """An assistant message with text loses only its `tool_calls`."""
+    """An assistant message with text loses its `tool_calls` and keeps its text, the notice
+    after it."""
     history = [user(), calls(call("c", None), content="I will check.")]
     outcome = run_pure(strip_malformed_calls, history)
-    assert outcome.messages == [user(), say("I will check.")]
+    notice = (
+        "[None of the 1 tool call(s) of this reply could run. "
+        "A tool call needs the name of the tool to run: call tools by their names.]"
+    )
+    assert outcome.messages == [user(), say(f"I will check.\n\n{notice}")]
 
 
 @pytest.mark.parametrize("value", ["", None, "<missing>", 7])

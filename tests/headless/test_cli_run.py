@@ -205,7 +205,35 @@ def test_a_reply_whose_every_call_is_nameless_is_explained_in_the_next_request(
     note = second[-1]["content"]
     assert note.count("could run") == 1
     assert "None of the 2 tool call(s)" in note and "has no tool name" in note
+    assert "call a tool by its name" in note  # what to do, not only what went wrong
     assert "read_file" in note  # the error lists the tools that do exist
+
+
+def test_a_nameless_call_beside_a_named_one_is_explained_in_the_next_request(
+    server: FakeChatServer, workspace: Path
+) -> None:
+    """A named call and a nameless one: the named one runs and is sent with its result; the
+    reply says once, in every later request, that the other was left out and what to do."""
+    server.add(
+        tool_call_reply([("c1", "read_file", '{"path": "notes.txt"}'), ("c2", "", "{}")]),
+        text_reply("Read it."),
+        text_reply("Done."),
+    )
+    assert _cli(server, workspace, "run", "--session", "s", "read notes.txt").returncode == 0
+    result = _cli(server, workspace, "run", "--session", "s", "thanks")
+    assert result.returncode == 0, result.stderr
+    for request in server.requests[1:]:
+        messages = request.body["messages"]
+        assert [m["role"] for m in messages[:4]] == ["system", "user", "assistant", "tool"]
+        reply = messages[2]
+        assert [c["id"] for c in reply["tool_calls"]] == ["c1"]
+        assert reply["content"].startswith(
+            "[1 of the 2 tool call(s) of this reply could not run: it was left out. "
+            "Error: the tool call has no tool name: call a tool by its name"
+        )
+        assert messages[3]["tool_call_id"] == "c1"
+        assert json.dumps(messages).count("could not run") == 1
+    assert server.requests[2].body["messages"][:4] == server.requests[1].body["messages"][:4]
 
 
 def _legacy_function_call_reply(name: str, arguments: str) -> Reply:

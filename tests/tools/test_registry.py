@@ -998,3 +998,18 @@ def test_a_schema_refused_at_call_time_names_its_plugin_and_version() -> None:
         'its parameters schema is invalid (invalid JSON Schema at #/properties/x/pattern: "(" '
         'is not a "regex")'
     )
+
+
+@pytest.mark.parametrize("name", ["", "   ", None])
+def test_a_call_without_a_name_is_told_to_call_a_tool_by_its_name(name: Any) -> None:
+    """A nameless (or blank-named) call's error says what to do, name one of the tools listed,
+    not only that the name is missing; with no tools, to answer without calling one."""
+    error = _registry(SchemaTool("read_file"), SchemaTool("grep")).prepare_call(name, {}).error
+    assert error == (
+        "Error: the tool call has no tool name: call a tool by its name, one of the available "
+        "tools. Available tools: grep, read_file."
+    )
+    assert _registry().prepare_call(name, {}).error == (
+        "Error: the tool call has no tool name, and no tools are available: answer without "
+        "calling a tool."
+    )

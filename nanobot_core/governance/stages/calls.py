@@ -21,11 +21,14 @@ placeholder, when nobody answered it) instead of being sent back unanswered;
 otherwise, or when it names no function, it is removed.
 
 An assistant message left with no calls loses its ``tool_calls`` key, and is
-dropped when it has no content either. When its run held an ``Error...``
-result for a dropped call (what the runner gives a nameless call), the first
-of them is kept as one note in the message's content instead, so that the model
-learns in its next request why none of its calls ran rather than seeing its
-request again as if it had never answered.
+dropped when it has no content either, unless a call of it was dropped. A
+message that lost calls keeps one notice at the end of its content saying how
+many and why: the first ``Error...`` result of a dropped call in its run (what
+the runner answers a nameless call), else that a call needs a tool name. Told
+nothing, the model would see its reply without the calls it made (or not at
+all) and make the same nameless call again, turn after turn. The notice is
+made from the message and its run alone, so the same history gives the same
+bytes, and what it makes holds no dropped call, so governing it again adds none.
 """
 
 from __future__ import annotations
@@ -53,11 +56,14 @@ from nanobot_core.governance.survey import Defect, Splice
 if TYPE_CHECKING:
     from nanobot_core.governance.stage import StageContext
 
-__all__ = ["generated_call_id", "strip_malformed_calls"]
+__all__ = ["NO_NAME_REASON", "dropped_calls_notice", "generated_call_id", "strip_malformed_calls"]
 
 # The explanation kept from a dropped result is cut here: it is our own error text,
 # but the result could have been written by anything.
 _MAX_NOTE_CHARS = 600
+
+#: Why a dropped call did not run when its run holds no ``Error...`` result to say so.
+NO_NAME_REASON = "A tool call needs the name of the tool to run: call tools by their names."
 
 
 def generated_call_id(index: int, position: int, name: str, arguments: str) -> str:
@@ -86,6 +92,8 @@ class _Repair:
     details: list[str] = attrs.field(factory=list)
     # (original id or "", occurrence) of each call -> the call's new id, or None if dropped
     slots: dict[tuple[str, int], str | None] = attrs.field(factory=dict)
+    # the calls of the message's tool_calls list dropped, for want of a usable name
+    dropped: int = 0
     # the first ``Error...`` result of a dropped call, if the run held one
     dropped_result: str | None = None
     # (renamed result, the result it was made from): read back as the latter across calls
@@ -152,6 +160,7 @@ def _assign_ids(
         slot = (original, occurrence)
         if call is None:
             repair.slots[slot] = None
+            repair.dropped += 1
             continue
         identifier = original
         if not identifier:
@@ -214,21 +223,53 @@ def _has_content(message: Message) -> bool:
     return content is not None and content != "" and content != []
 
 
-def _unrun_note(count: int, reason: str) -> str:
-    reason = reason.strip()
+def dropped_calls_notice(dropped: int, count: int, reason: str | None = None) -> str:
+    """The notice kept in a reply `dropped` of whose `count` tool calls were left out.
+
+    `reason` is the first ``Error...`` result of a dropped call (cut past 600
+    characters), or None for `NO_NAME_REASON`. Deterministic: the same arguments
+    give the same text.
+    """
+    reason = NO_NAME_REASON if reason is None else reason.strip()
     if len(reason) > _MAX_NOTE_CHARS:
         reason = reason[:_MAX_NOTE_CHARS] + "..."
-    return f"[None of the {count} tool call(s) of this reply could run. {reason}]".replace(
-        ". ]", ".]"
-    )
+    if dropped >= count:
+        head = f"None of the {count} tool call(s) of this reply could run."
+    else:
+        left = "it was" if dropped == 1 else "they were"
+        head = f"{dropped} of the {count} tool call(s) of this reply could not run: {left}"
+        head += " left out."
+    return f"[{head} {reason}]".replace(". ]", ".]")
 
 
 def _with_note(content: Any, note: str) -> Any:
-    """`content` with `note` after it: a string, or one more text part of a list of parts."""
+    """`content` with `note` after it: a string, or one more text part of a list of parts.
+
+    Content that already ends with `note` is returned as it is: a notice is never doubled.
+    """
     if isinstance(content, list) and content:
+        last = content[-1]
+        if isinstance(last, dict) and last.get("type") == "text" and last.get("text") == note:
+            return content
         return [*content, {"type": "text", "text": note}]
     text = content if isinstance(content, str) else ""
+    if text == note or text.endswith("\n\n" + note):
+        return text
     return f"{text}\n\n{note}" if text.strip() else note
+
+
+def _with_dropped_notice(repair: _Repair, message: Message, count: int) -> Message:
+    """`message` with the notice saying which of its `count` calls were dropped and why."""
+    note = dropped_calls_notice(repair.dropped, count, repair.dropped_result)
+    content = message.get("content")
+    noted = _with_note(content, note)
+    if noted is content:
+        return message
+    if repair.dropped >= count:
+        repair.note(None, "no call could run: the reason is kept in the message's content")
+    else:
+        repair.note(None, f"{repair.dropped} call(s) left out: the message's content says why")
+    return with_changes(message, content=noted)
 
 
 def _repair_message(
@@ -252,7 +293,10 @@ def _repair_message(
             return [message, *run], repair
         repair.note(None, "tool_calls is an empty list: removed")
     if repair.calls:
-        return [with_changes(message, tool_calls=repair.calls), *new_run], repair
+        kept = with_changes(message, tool_calls=repair.calls)
+        if repair.dropped:
+            kept = _with_dropped_notice(repair, kept, len(raw_calls))
+        return [kept, *new_run], repair
     return _left_without_calls(repair, message, raw_calls, new_run)
 
 
@@ -261,10 +305,8 @@ def _left_without_calls(
 ) -> tuple[list[Any], _Repair]:
     """The messages replacing a message none of whose calls is left, and its run."""
     bare = without_key(message, "tool_calls")
-    if repair.dropped_result is not None:
-        note = _unrun_note(len(raw_calls), repair.dropped_result)
-        repair.note(None, "no call could run: the reason is kept in the message's content")
-        return [with_changes(bare, content=_with_note(bare.get("content"), note)), *new_run], repair
+    if repair.dropped:
+        return [_with_dropped_notice(repair, bare, len(raw_calls)), *new_run], repair
     if _has_content(bare):
         return [bare, *new_run], repair
     repair.note(None, "dropped: no call left and no content")

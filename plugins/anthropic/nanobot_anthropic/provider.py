@@ -276,14 +276,18 @@ def _check_ranges(config: ProviderConfig) -> None:
 def _base_url_said(config: ProviderConfig, base: str, from_environment: bool) -> str:
     """The base URL as an error about the server at it names it: where it was set, its value
     and how to set it (``environment variable ANTHROPIC_BASE_URL: provider.base_url =
-    'http://...' (...)``); Anthropic's own, when nothing set it, said to be the default."""
+    'http://...' (...)``). When no source `load_config` read set it, it is Anthropic's own,
+    said to be the default, only when the core's (OpenAI's) was left for it; any other is
+    one the program gave the config, said to be set in code."""
     how = "--base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL sets it"
     said = f"provider.base_url = {quoted(without_credentials(base))}"
     if from_environment:
         return f"{source_prefix(variables=['ANTHROPIC_BASE_URL'])}{said} ({how})"
     if _set(config, "provider.base_url"):
         return f"{source_prefix(config=config, keys=['provider.base_url'])}{said} ({how})"
-    return f"{said}, the default ({how})"
+    if config.base_url == _CORE_DEFAULTS.base_url:
+        return f"{said}, the default ({how})"
+    return f"{said}, set in code ({how})"
 
 
 @attrs.frozen

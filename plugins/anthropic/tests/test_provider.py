@@ -14,6 +14,7 @@ from importlib import metadata
 from typing import Any
 
 import attrs
+import httpx
 import pytest
 from conftest import config_for, retry_sink
 from hypothesis import given, settings
@@ -328,11 +329,50 @@ def test_a_redirect_says_where_it_points_as_the_cores_redirect_error_does(
     assert f" [the server redirects to {shown}" in message
     assert message.endswith(
         "; redirects are not followed, so that the key never goes to another server: set "
-        f"provider.base_url to the new address: provider.base_url = '{server.base_url}', the "
-        "default (--base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL sets it)]"
+        f"provider.base_url to the new address: provider.base_url = '{server.base_url}', set "
+        "in code (--base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL sets it)]"
     )
     assert API_KEY not in message and "pw" not in message and "\x1b" not in message
     assert len(message) < 1_000
+
+
+class _Redirecting(httpx.AsyncBaseTransport):
+    """Answers every request with a redirect, reading none of it: no network is used."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        location = {"Location": "https://moved.example/v1"}
+        return httpx.Response(307, headers=location, stream=httpx.ByteStream(b""))
+
+
+@pytest.mark.parametrize(
+    ("base_url", "said"),
+    [
+        (None, "provider.base_url = 'https://api.anthropic.com', the default"),
+        (
+            "https://gateway.example/v1",
+            "provider.base_url = 'https://gateway.example/v1', set in code",
+        ),
+        (
+            "https://api.anthropic.com",
+            "provider.base_url = 'https://api.anthropic.com', set in code",
+        ),
+    ],
+)
+def test_a_base_url_no_source_set_is_said_to_be_the_default_only_when_it_is(
+    base_url: str | None, said: str
+) -> None:
+    """A base URL no file, variable or option set is Anthropic's default only when the core's
+    was left for it; one the program put in the config, even Anthropic's own, is set in code."""
+
+    config = ProviderConfig(api_key=API_KEY, max_retries=0)
+    if base_url is not None:
+        config = attrs.evolve(config, base_url=base_url)
+    provider = AnthropicProvider(config, transport=_Redirecting(), environ={})
+    with pytest.raises(ProviderError) as raised:
+        _complete(provider, [{"role": "user", "content": "hi"}])
+    assert str(raised.value).endswith(
+        f"{said} (--base-url, NANOBOT_BASE_URL or ANTHROPIC_BASE_URL sets it)]"
+    )
 
 
 def test_blocks_no_server_takes_back_are_dropped_with_a_warning_and_never_sent_back(
