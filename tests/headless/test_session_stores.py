@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from nanobot_core._jsonl import encode_lines
+from nanobot_core._jsonl import encode_lines, is_blank
 from nanobot_core.cli import cli
 from nanobot_core.config import Config, SessionsConfig, load_config
 from nanobot_core.errors import ConfigError, SessionError
@@ -277,7 +277,7 @@ def test_taking_the_lease_moves_out_only_a_torn_last_line_and_changes_no_line_re
             problems, seq = session.problems, session.seq
         moved = path.with_name("s.jsonl.torn")
         assert moved.exists() == bool(torn)
-        assert torn == ([] if not bare.strip() else torn)  # a blank last line is never torn
+        assert torn == ([] if is_blank(bare) else torn)  # a blank last line is never torn
         if torn:
             assert moved.read_bytes() == tail + b"\n"
         assert numbers == (read.numbers or list(range(1, len(read.records) + 1)))
