@@ -5,10 +5,11 @@ of the workspace). Listing, ``show`` and ``export`` only read: no lease is
 taken and nothing is healed, so they are safe to run while ``run`` writes.
 Lines that cannot be loaded are reported on stderr (and under ``problems``
 with ``--json``). ``sessions export [NAME...] --output PATH`` (``-`` for
-stdout) and ``sessions import PATH`` move sessions between stores, byte for byte.
-Exit codes: 0 ok, 1 import refused (a session exists), a store failed or the
-export could not be written, 2 an invalid or unknown session name, or a file
-that is not an export.
+stdout) and ``sessions import PATH [--resume]`` move sessions between stores, byte
+for byte. Exit codes: 0 ok, 1 import refused (a session exists), a store failed
+(half-way through an import: the error names the sessions imported) or the export
+could not be written, 2 an invalid or unknown session name, or a file that is
+not an export.
 """
 
 from __future__ import annotations
@@ -160,8 +161,14 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
 # file below says what is wrong with it ("cannot read PATH: REASON"), as govern does.
 @click.argument("path", type=click.Path())
 @workspace_option()
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Finish an import of PATH that stopped half-way: a session the store holds with "
+    "exactly the file's lines is left as it is, one with no line is filled.",
+)
 @click.pass_context
-def import_(ctx: click.Context, path: str, workspace: str | None) -> None:
+def import_(ctx: click.Context, path: str, workspace: str | None, resume: bool) -> None:
     """Write every session of the export file PATH into the store (none may exist there)."""
     from pathlib import Path
 
@@ -180,10 +187,14 @@ def import_(ctx: click.Context, path: str, workspace: str | None) -> None:
         raise _InputError(str(exc)) from None
     store = _store(root)
     with closing_store(store):
-        done = import_sessions(store, sessions, wait=state.config.sessions.lease_wait)
-    lines = sum(len(s.lines) for s in done)
+        done = import_sessions(
+            store, sessions, wait=state.config.sessions.lease_wait, resume=resume
+        )
+    lines = sum(len(s.lines) for s in done.imported)
+    already = f"; {len(done.already)} already there, left as they are" if resume else ""
     click.echo(
-        f"imported {len(done)} session(s), {lines} line(s) into the {store.name} store",
+        f"imported {len(done.imported)} session(s), {lines} line(s) into the {store.name} "
+        f"store{already}",
         err=True,
     )
 

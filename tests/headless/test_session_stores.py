@@ -167,7 +167,7 @@ def test_export_import_round_trip_is_byte_identical(tmp_path: Path) -> None:
     export = tmp_path / "export.jsonl"
     export_sessions(source, [], export)
     target = JsonlSessionStore(tmp_path / "b")
-    done = import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
+    done = import_sessions(target, read_export(export.read_bytes(), "export.jsonl")).imported
     assert [s.name for s in done] == ["one", "two"]
     for name in ("one", "two"):
         assert target.path(name).read_bytes() == source.path(name).read_bytes()
@@ -304,7 +304,7 @@ def test_a_session_with_no_line_to_export_is_exported_and_imported_by_name(
         {"session": "junk"},
     ]
     target = JsonlSessionStore(tmp_path / "b")
-    done = import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
+    done = import_sessions(target, read_export(export.read_bytes(), "export.jsonl")).imported
     assert [(s.name, s.lines) for s in done] == [
         ("empty", []),
         ("full", ['{"role":"user","content":"x"}']),
@@ -335,7 +335,7 @@ def test_an_empty_session_a_store_does_not_keep_is_named_not_counted(tmp_path: P
         encode_lines(export_lines([ExportedSession("empty", []), ExportedSession("full", ["{}"])]))
     )
     with capture_logs() as logs:
-        done = import_sessions(_NoEmptySessions(tmp_path), read_export(data, "x"))
+        done = import_sessions(_NoEmptySessions(tmp_path), read_export(data, "x")).imported
     assert [s.name for s in done] == ["full"]
     assert [(e["event"], e["session"], e["store"]) for e in logs] == [
         (
