@@ -28,7 +28,7 @@ every session imported before it, which stay.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,12 @@ import attrs
 from nanobot_core._json_boundary import JSONBoundaryError, loads
 from nanobot_core._jsonl import without_bom
 from nanobot_core._logging import get_logger
-from nanobot_core.errors import NanobotError, SessionConflictError, SessionError
+from nanobot_core.errors import (
+    NanobotError,
+    SessionConflictError,
+    SessionError,
+    SessionNotFoundError,
+)
 from nanobot_core.sessions import (
     LoadProblem,
     SessionStore,
@@ -48,6 +53,8 @@ from nanobot_core.sessions import (
 
 __all__ = [
     "EXPORT_HEADER",
+    "ExportProblem",
+    "ExportStream",
     "ExportedSession",
     "ImportResult",
     "export_sessions",
@@ -76,46 +83,84 @@ class ExportedSession:
     checked: bool = attrs.field(default=False, eq=False, kw_only=True)
 
 
-def collect_sessions(
-    store: SessionStore, names: Sequence[str]
-) -> tuple[list[ExportedSession], list[tuple[str, LoadProblem]]]:
-    """The sessions `names` of `store` (all of them when empty), and the lines left out."""
-    wanted = list(names) or [info.name for info in store.list_sessions()]
-    sessions: list[ExportedSession] = []
-    problems: list[tuple[str, LoadProblem]] = []
-    for name in dict.fromkeys(wanted):
-        loaded = store.load(validate_session_name(name))
-        sessions.append(ExportedSession(name, list(loaded.lines), location=loaded.location))
-        problems.extend((name, problem) for problem in loaded.problems)
-    return sessions, problems
+@attrs.frozen
+class ExportProblem:
+    """A line of session `session` (kept at `location`) left out of an export."""
+
+    session: str
+    location: str | None
+    problem: LoadProblem
 
 
-def export_lines(sessions: Iterable[ExportedSession]) -> list[dict[str, Any]]:
-    """The values of an export file, header first."""
-    values: list[dict[str, Any]] = [dict(EXPORT_HEADER)]
+class ExportStream:
+    """The values of an export of sessions `names` of `store` (all of them when empty),
+    header first, each session read from the store only when its lines are due.
+
+    So an export of thousands of sessions holds one session at a time, never all of
+    them. Iterate once. Named sessions are checked to exist when it is made, before a
+    line is written (a store's own error, SessionNotFoundError above all, as `load`
+    raises it); one listed that is gone by its turn was removed since, and is passed
+    over. After the iteration, `sessions` and `lines` count what was written and
+    `problems` holds the lines left out (torn or invalid in the store).
+    """
+
+    def __init__(self, store: SessionStore, names: Sequence[str]) -> None:
+        self._store = store
+        self._named = bool(names)
+        wanted = list(dict.fromkeys(names))
+        for name in wanted:
+            # Read once to be sure it is there: a missing one found while writing stdout
+            # would leave a partial export behind an error.
+            store.load(validate_session_name(name))
+        self._names = wanted or [info.name for info in store.list_sessions()]
+        self.sessions = 0
+        self.lines = 0
+        self.problems: list[ExportProblem] = []
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        yield dict(EXPORT_HEADER)
+        for name in self._names:
+            try:
+                loaded = self._store.load(name)
+            except SessionNotFoundError:
+                if self._named:
+                    raise
+                continue  # listed, then removed before its turn: no session to export
+            yield from export_lines([ExportedSession(name, list(loaded.lines))], header=False)
+            self.sessions += 1
+            self.lines += len(loaded.lines)
+            self.problems.extend(
+                ExportProblem(name, loaded.location, problem) for problem in loaded.problems
+            )
+
+
+def export_lines(
+    sessions: Iterable[ExportedSession], *, header: bool = True
+) -> Iterator[dict[str, Any]]:
+    """The values of an export file, header first (unless `header` is False)."""
+    if header:
+        yield dict(EXPORT_HEADER)
     for session in sessions:
-        values.extend({"session": session.name, "line": line} for line in session.lines)
+        yield from ({"session": session.name, "line": line} for line in session.lines)
         if not session.lines:  # named all the same: the session is moved, not dropped
-            values.append({"session": session.name})
-    return values
+            yield {"session": session.name}
 
 
-def export_sessions(
-    store: SessionStore, names: Sequence[str], output: Path
-) -> tuple[list[ExportedSession], list[tuple[str, LoadProblem]]]:
-    """Write the sessions `names` (all when empty) of `store` to `output`, atomically.
+def export_sessions(store: SessionStore, names: Sequence[str], output: Path) -> ExportStream:
+    """Write the sessions `names` (all when empty) of `store` to `output`, atomically, one
+    session in memory at a time.
 
-    Returns what was written and the lines left out (torn or invalid in the store);
-    raises SessionError when `output` cannot be written.
+    Returns the stream written (its counts, and the lines left out: torn or invalid in
+    the store); raises SessionError when `output` cannot be written.
     """
     from nanobot_core.governance.history_file import write_jsonl_atomic
 
-    sessions, problems = collect_sessions(store, names)
+    stream = ExportStream(store, names)
     try:
-        write_jsonl_atomic(output, export_lines(sessions))
+        write_jsonl_atomic(output, stream)
     except OSError as exc:
         raise SessionError(f"cannot write {output}: {exc.strerror or exc}") from None
-    return sessions, problems
+    return stream
 
 
 def read_export(data: bytes, source: str) -> list[ExportedSession]:

@@ -125,7 +125,7 @@ def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) ->
 def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: str | None) -> None:
     """Write sessions NAME... (default: all) of the store to an export file."""
     from nanobot_core.errors import SessionError, SessionNotFoundError
-    from nanobot_core.session_transfer import collect_sessions, export_lines
+    from nanobot_core.session_transfer import ExportStream
     from nanobot_core.sessions import closing_store, validate_session_name
 
     state = get_state()
@@ -139,21 +139,24 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
     store = _store(root)
     try:
         with closing_store(store):
-            sessions, problems = collect_sessions(store, names)
+            # One session read at a time, as it is written: memory does not grow with the
+            # store. A reader of stdout that goes away ends the command as click ends any.
+            stream = ExportStream(store, names)
+            write_output(output, stream)
     except SessionNotFoundError as exc:  # bad input; any other SessionError is a store failure
         raise _InputError(str(exc)) from None
-    write_output(output, export_lines(sessions))
-    locations = {session.name: session.location for session in sessions}
-    for name, problem in problems:
+    for left_out in stream.problems:
         # Named as `sessions show` names it: the file and line, to open in an editor.
+        problem = left_out.problem
         click.echo(
-            f"warning: {locations[name]}:{problem.line}: {problem.kind} line not exported "
-            f"(session {name!r}): {problem.detail}",
+            f"warning: {left_out.location}:{problem.line}: {problem.kind} line not exported "
+            f"(session {left_out.session!r}): {problem.detail}",
             err=True,
         )
-    lines = sum(len(s.lines) for s in sessions)
     where = "stdout" if output == STDOUT_OUTPUT else output
-    click.echo(f"exported {len(sessions)} session(s), {lines} line(s) to {where}", err=True)
+    click.echo(
+        f"exported {stream.sessions} session(s), {stream.lines} line(s) to {where}", err=True
+    )
 
 
 @command.command("import")

@@ -296,8 +296,8 @@ def test_a_session_with_no_line_to_export_is_exported_and_imported_by_name(
     source.path("empty").write_bytes(b"")
     source.path("junk").write_bytes(b"not json\n")
     export = tmp_path / "export.jsonl"
-    _, problems = export_sessions(source, [], export)
-    assert [(name, problem.line) for name, problem in problems] == [("junk", 1)]
+    problems = export_sessions(source, [], export).problems
+    assert [(left.session, left.problem.line) for left in problems] == [("junk", 1)]
     assert [json.loads(line) for line in export.read_bytes().splitlines()[1:]] == [
         {"session": "empty"},
         {"session": "full", "line": '{"role":"user","content":"x"}'},
