@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from structlog.testing import capture_logs
 
 from nanobot_core._jsonl import encode_lines
 from nanobot_core.errors import SessionError
@@ -243,3 +244,25 @@ def test_cli_import_refused_half_way_then_resumed(tmp_path: Path) -> None:
     )
     store = JsonlSessionStore(workspace)
     assert [store.load(s.name).lines for s in _sessions(4)] == [s.lines for s in _sessions(4)]
+
+
+class _InterruptedStore(JsonlSessionStore):
+    """The JSONL store, but Ctrl-C arrives as session "s2" is leased."""
+
+    def lease(self, session: str, *, wait: float = 0.0) -> JsonlLease:
+        if session == "s2":
+            raise KeyboardInterrupt
+        return super().lease(session, wait=wait)
+
+
+def test_an_import_interrupted_half_way_warns_naming_the_sessions_imported(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C during an import goes on as it is, after a warning naming the session it
+    stopped at and the sessions imported before it, which stay."""
+    with capture_logs() as logs, pytest.raises(KeyboardInterrupt):
+        import_sessions(_InterruptedStore(tmp_path), _sessions(4))
+    assert [(e["event"], e["session"], e["imported"]) for e in logs] == [
+        ("import stopped; the sessions imported before it stay", "s2", ["s0", "s1"])
+    ]
+    assert _names(JsonlSessionStore(tmp_path)) == ["s0", "s1"]
