@@ -38,7 +38,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
-from nanobot_core._jsonl import BOM, without_bom
+from nanobot_core._jsonl import BOM, is_blank, without_bom
 from nanobot_core._logging import get_logger
 from nanobot_core._regular_file import open_regular_file
 from nanobot_core._session_names import is_session_name
@@ -348,7 +348,7 @@ def _heal_torn_tail(fd: int, data: bytes, session: str, path: Path, torn_path: P
         line = without_bom(tail)
     else:
         line = tail
-    if not line.strip():
+    if is_blank(line):
         # Whitespace an editor left after the last line: a blank line, passed over like one
         # anywhere else, not a torn write. Its newline is added, so that the next append
         # starts a line of its own instead of following the blanks.

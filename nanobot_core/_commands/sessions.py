@@ -5,10 +5,11 @@ of the workspace). Listing, ``show`` and ``export`` only read: no lease is
 taken and nothing is healed, so they are safe to run while ``run`` writes.
 Lines that cannot be loaded are reported on stderr (and under ``problems``
 with ``--json``). ``sessions export [NAME...] --output PATH`` (``-`` for
-stdout) and ``sessions import PATH`` move sessions between stores, byte for byte.
-Exit codes: 0 ok, 1 import refused (a session exists), a store failed or the
-export could not be written, 2 an invalid or unknown session name, or a file
-that is not an export.
+stdout) and ``sessions import PATH [--resume]`` move sessions between stores, byte
+for byte. Exit codes: 0 ok, 1 import refused (a session exists), a store failed
+(half-way through an import: the error names the sessions imported) or the export
+could not be written, 2 an invalid or unknown session name, or a file that is
+not an export.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def show(ctx: click.Context, name: str, workspace: str | None, as_json: bool) ->
 def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: str | None) -> None:
     """Write sessions NAME... (default: all) of the store to an export file."""
     from nanobot_core.errors import SessionError, SessionNotFoundError
-    from nanobot_core.session_transfer import collect_sessions, export_lines
+    from nanobot_core.session_transfer import ExportStream
     from nanobot_core.sessions import closing_store, validate_session_name
 
     state = get_state()
@@ -138,21 +139,24 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
     store = _store(root)
     try:
         with closing_store(store):
-            sessions, problems = collect_sessions(store, names)
+            # One session read at a time, as it is written: memory does not grow with the
+            # store. A reader of stdout that goes away ends the command as click ends any.
+            stream = ExportStream(store, names)
+            write_output(output, stream)
     except SessionNotFoundError as exc:  # bad input; any other SessionError is a store failure
         raise _InputError(str(exc)) from None
-    write_output(output, export_lines(sessions))
-    locations = {session.name: session.location for session in sessions}
-    for name, problem in problems:
+    for left_out in stream.problems:
         # Named as `sessions show` names it: the file and line, to open in an editor.
+        problem = left_out.problem
         click.echo(
-            f"warning: {locations[name]}:{problem.line}: {problem.kind} line not exported "
-            f"(session {name!r}): {problem.detail}",
+            f"warning: {left_out.location}:{problem.line}: {problem.kind} line not exported "
+            f"(session {left_out.session!r}): {problem.detail}",
             err=True,
         )
-    lines = sum(len(s.lines) for s in sessions)
     where = "stdout" if output == STDOUT_OUTPUT else output
-    click.echo(f"exported {len(sessions)} session(s), {lines} line(s) to {where}", err=True)
+    click.echo(
+        f"exported {stream.sessions} session(s), {stream.lines} line(s) to {where}", err=True
+    )
 
 
 @command.command("import")
@@ -160,8 +164,14 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
 # file below says what is wrong with it ("cannot read PATH: REASON"), as govern does.
 @click.argument("path", type=click.Path())
 @workspace_option()
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="Finish an import of PATH that stopped half-way: a session the store holds with "
+    "exactly the file's lines is left as it is, one with no line is filled.",
+)
 @click.pass_context
-def import_(ctx: click.Context, path: str, workspace: str | None) -> None:
+def import_(ctx: click.Context, path: str, workspace: str | None, resume: bool) -> None:
     """Write every session of the export file PATH into the store (none may exist there)."""
     from pathlib import Path
 
@@ -180,10 +190,14 @@ def import_(ctx: click.Context, path: str, workspace: str | None) -> None:
         raise _InputError(str(exc)) from None
     store = _store(root)
     with closing_store(store):
-        done = import_sessions(store, sessions, wait=state.config.sessions.lease_wait)
-    lines = sum(len(s.lines) for s in done)
+        done = import_sessions(
+            store, sessions, wait=state.config.sessions.lease_wait, resume=resume
+        )
+    lines = sum(len(s.lines) for s in done.imported)
+    already = f"; {len(done.already)} already there, left as they are" if resume else ""
     click.echo(
-        f"imported {len(done)} session(s), {lines} line(s) into the {store.name} store",
+        f"imported {len(done.imported)} session(s), {lines} line(s) into the {store.name} "
+        f"store{already}",
         err=True,
     )
 

@@ -17,7 +17,7 @@ import attrs
 
 from nanobot_core._atomic import write_atomic
 from nanobot_core._json_boundary import loads
-from nanobot_core._jsonl import encode_lines
+from nanobot_core._jsonl import JSON_WHITESPACE, encode_lines, is_blank
 from nanobot_core._logging import get_logger
 from nanobot_core.errors import SessionError
 
@@ -88,7 +88,7 @@ def _loads(text: str) -> Any:
 
 def _whole_document(text: str) -> tuple[Shape, list[Any]] | None:
     """The messages when `text` is one JSON array, or one object with a "messages" array."""
-    start = text.lstrip()[:1]
+    start = text.lstrip(JSON_WHITESPACE)[:1]
     if start not in ("[", "{"):
         return None
     try:
@@ -115,7 +115,7 @@ def parse_history(data: bytes) -> LoadedHistory:
     left_out: list[tuple[int, str]] = []
     numbers: list[int] = []
     for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
+        if is_blank(line):  # the session stores' rule: JSON's whitespace alone
             continue
         try:
             messages.append(_loads(line))

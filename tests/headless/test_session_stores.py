@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from structlog.testing import capture_logs
 
-from nanobot_core._jsonl import encode_lines
+from nanobot_core._jsonl import encode_lines, is_blank
 from nanobot_core.cli import cli
 from nanobot_core.config import Config, SessionsConfig, load_config
 from nanobot_core.errors import ConfigError, SessionError
@@ -167,7 +167,7 @@ def test_export_import_round_trip_is_byte_identical(tmp_path: Path) -> None:
     export = tmp_path / "export.jsonl"
     export_sessions(source, [], export)
     target = JsonlSessionStore(tmp_path / "b")
-    done = import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
+    done = import_sessions(target, read_export(export.read_bytes(), "export.jsonl")).imported
     assert [s.name for s in done] == ["one", "two"]
     for name in ("one", "two"):
         assert target.path(name).read_bytes() == source.path(name).read_bytes()
@@ -277,7 +277,7 @@ def test_taking_the_lease_moves_out_only_a_torn_last_line_and_changes_no_line_re
             problems, seq = session.problems, session.seq
         moved = path.with_name("s.jsonl.torn")
         assert moved.exists() == bool(torn)
-        assert torn == ([] if not bare.strip() else torn)  # a blank last line is never torn
+        assert torn == ([] if is_blank(bare) else torn)  # a blank last line is never torn
         if torn:
             assert moved.read_bytes() == tail + b"\n"
         assert numbers == (read.numbers or list(range(1, len(read.records) + 1)))
@@ -296,15 +296,15 @@ def test_a_session_with_no_line_to_export_is_exported_and_imported_by_name(
     source.path("empty").write_bytes(b"")
     source.path("junk").write_bytes(b"not json\n")
     export = tmp_path / "export.jsonl"
-    _, problems = export_sessions(source, [], export)
-    assert [(name, problem.line) for name, problem in problems] == [("junk", 1)]
+    problems = export_sessions(source, [], export).problems
+    assert [(left.session, left.problem.line) for left in problems] == [("junk", 1)]
     assert [json.loads(line) for line in export.read_bytes().splitlines()[1:]] == [
         {"session": "empty"},
         {"session": "full", "line": '{"role":"user","content":"x"}'},
         {"session": "junk"},
     ]
     target = JsonlSessionStore(tmp_path / "b")
-    done = import_sessions(target, read_export(export.read_bytes(), "export.jsonl"))
+    done = import_sessions(target, read_export(export.read_bytes(), "export.jsonl")).imported
     assert [(s.name, s.lines) for s in done] == [
         ("empty", []),
         ("full", ['{"role":"user","content":"x"}']),
@@ -335,7 +335,7 @@ def test_an_empty_session_a_store_does_not_keep_is_named_not_counted(tmp_path: P
         encode_lines(export_lines([ExportedSession("empty", []), ExportedSession("full", ["{}"])]))
     )
     with capture_logs() as logs:
-        done = import_sessions(_NoEmptySessions(tmp_path), read_export(data, "x"))
+        done = import_sessions(_NoEmptySessions(tmp_path), read_export(data, "x")).imported
     assert [s.name for s in done] == ["full"]
     assert [(e["event"], e["session"], e["store"]) for e in logs] == [
         (

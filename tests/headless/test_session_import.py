@@ -1,0 +1,268 @@
+"""`sessions import`: every session checked before any is written, a write refused half-way
+named with what was imported before it, and `--resume` to finish."""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from structlog.testing import capture_logs
+
+from nanobot_core._jsonl import encode_lines
+from nanobot_core.errors import SessionError
+from nanobot_core.jsonl_store import JsonlLease, JsonlSessionStore
+from nanobot_core.session_transfer import (
+    EXPORT_HEADER,
+    ExportedSession,
+    export_lines,
+    export_sessions,
+    import_sessions,
+    read_export,
+)
+from tests.helpers import install_plugin, plugin_env, run_cli
+
+TIMEOUT = 60
+LINE = '{"role":"user","content":"x"}'
+
+
+def _sessions(count: int) -> list[ExportedSession]:
+    """`count` sessions, "s0", "s1", ..., of one line each."""
+    return [ExportedSession(f"s{n}", [f'{{"n":{n}}}']) for n in range(count)]
+
+
+def _names(store: JsonlSessionStore) -> list[str]:
+    return [info.name for info in store.list_sessions()]
+
+
+class _RefusingLease:
+    """A JSONL lease whose append fails as a full disk does, once the file was created."""
+
+    def __init__(self, inner: JsonlLease) -> None:
+        self.inner = inner
+        self.session = inner.session
+
+    def load(self) -> object:
+        return self.inner.load()
+
+    def append(self, lines: Sequence[str], *, expected_seq: int) -> int:
+        raise SessionError(
+            f"cannot append to session {self.session!r}: No space left on device; "
+            "nothing was appended"
+        )
+
+    def release(self) -> None:
+        self.inner.release()
+
+
+class _RefusingStore(JsonlSessionStore):
+    """The JSONL store, but the write of session `refused` fails (the disk filled up)."""
+
+    name = "refusing"
+
+    def __init__(self, workspace: Path, refused: str) -> None:
+        super().__init__(workspace)
+        self.refused = refused
+
+    def lease(self, session: str, *, wait: float = 0.0) -> JsonlLease:
+        lease = super().lease(session, wait=wait)
+        if session == self.refused:
+            return _RefusingLease(lease)  # type: ignore[return-value]
+        return lease
+
+
+def test_a_write_refused_half_way_names_the_sessions_imported_and_resume_finishes(
+    tmp_path: Path,
+) -> None:
+    """The third session's write refused: the error names it, the two imported before it and
+    the one after; those two stay; importing again with `resume` imports the rest."""
+    sessions = _sessions(4)
+    with pytest.raises(SessionError) as caught:
+        import_sessions(_RefusingStore(tmp_path, "s2"), sessions)
+    assert str(caught.value) == (
+        "importing session 's2' into the refusing store failed: cannot append to session "
+        "'s2': No space left on device; nothing was appended. Imported before it (2): "
+        "'s0', 's1'; not imported: 's2' and the 1 after it. Import the same file again with "
+        "--resume once the cause is fixed to import the rest (the sessions imported are "
+        "checked and left as they are), or remove the sessions imported to undo it"
+    )
+    store = JsonlSessionStore(tmp_path)
+    # The file the lease made for s2 is left, empty: resume fills it.
+    assert _names(store) == ["s0", "s1", "s2"]
+    assert store.load("s2").seq == 0
+    with pytest.raises(SessionError, match=r"already has session\(s\) 's0', 's1', 's2';"):
+        import_sessions(store, sessions)
+    done = import_sessions(store, sessions, resume=True)
+    assert ([s.name for s in done.imported], done.already) == (["s2", "s3"], ["s0", "s1"])
+    assert [store.load(s.name).lines for s in sessions] == [s.lines for s in sessions]
+
+
+def test_resume_refuses_a_session_holding_other_lines_and_writes_nothing(tmp_path: Path) -> None:
+    """With `resume`, a session the store holds with other lines than the export's is refused,
+    named with its line count, before any session is written."""
+    store = JsonlSessionStore(tmp_path)
+    import_sessions(store, [ExportedSession("s1", ['{"other":1}', '{"other":2}'])])
+    with pytest.raises(SessionError) as caught:
+        import_sessions(store, _sessions(3), resume=True)
+    assert str(caught.value) == (
+        "jsonl store already has session(s) 's1' (2 line(s) other than the export's); "
+        "nothing was imported (remove them or import elsewhere)"
+    )
+    assert _names(store) == ["s1"]
+
+
+def test_a_line_no_store_can_keep_in_any_session_is_refused_before_any_write(
+    tmp_path: Path,
+) -> None:
+    """A session given twice, or a line that is no JSON object in the last session, is refused
+    naming the session, and no session before it is written."""
+    store = JsonlSessionStore(tmp_path)
+    with pytest.raises(SessionError, match=r"^session 's0' is given twice; nothing was imp"):
+        import_sessions(store, [*_sessions(3), ExportedSession("s0", [])])
+    bad = [*_sessions(3), ExportedSession("s3", [LINE, "[1]"])]
+    with pytest.raises(SessionError, match=r"^session 's3', line 2: a JSON list, not an object$"):
+        import_sessions(store, bad)
+    assert _names(store) == []
+
+
+def test_a_bad_export_file_changes_nothing_and_names_file_line_and_session(tmp_path: Path) -> None:
+    """`sessions import` of a file whose last session holds a line that is no object: exit 2,
+    naming the file, the line and the session, and no session of the file is written."""
+    values = [
+        EXPORT_HEADER,
+        {"session": "a", "line": LINE},
+        {"session": "b", "line": LINE},
+        {"session": "c", "line": "[1]"},
+    ]
+    export = tmp_path / "export.jsonl"
+    export.write_text("".join(json.dumps(value) + "\n" for value in values))
+    (tmp_path / "ws").mkdir()
+    result = run_cli("sessions", "import", str(export), cwd=tmp_path / "ws", timeout=TIMEOUT)
+    assert result.returncode == 2, result.stderr
+    assert f"Error: {export}:4: session 'c': a JSON list, not an object" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert _names(JsonlSessionStore(tmp_path / "ws")) == []
+
+
+_SESSIONS = st.lists(
+    st.lists(st.integers(0, 9).map(lambda n: f'{{"n":{n}}}'), max_size=3), min_size=1, max_size=6
+)
+
+
+@given(_SESSIONS, st.data())
+@settings(max_examples=40, deadline=None, database=None)
+def test_whatever_session_a_store_refuses_the_ones_before_it_are_named_and_kept(
+    lines: list[list[str]], data: st.DataObject
+) -> None:
+    """Whichever session of an export the store refuses to write, the error names every one
+    before it, they and only they are in the store, and `resume` then imports the same
+    sessions a whole import does."""
+    sessions = [ExportedSession(f"s{n}", session) for n, session in enumerate(lines)]
+    refused = data.draw(st.integers(0, len(sessions) - 1))
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        export = b"".join(encode_lines(export_lines(sessions)))
+        with pytest.raises(SessionError) as caught:
+            import_sessions(_RefusingStore(root, f"s{refused}"), read_export(export, "x"))
+        before = ", ".join(repr(s.name) for s in sessions[:refused]) or "none"
+        assert f". Imported before it ({refused}): {before}; not imported: " in str(caught.value)
+        store = JsonlSessionStore(root)
+        assert [store.load(s.name).lines for s in sessions[:refused]] == lines[:refused]
+        assert _names(store) == [s.name for s in sessions[: refused + 1]]
+        import_sessions(store, read_export(export, "x"), resume=True)
+        export_sessions(store, [], root / "again.jsonl")
+        assert (root / "again.jsonl").read_bytes() == export
+
+
+# A store plugin over the workspace's JSONL files whose append fails, as a full disk does,
+# for the session REFUSE names.
+REFUSING = """
+import os
+from nanobot_core import hookimpl
+from nanobot_core.errors import SessionError
+from nanobot_core.jsonl_store import JsonlSessionStore
+
+class Lease:
+    def __init__(self, inner):
+        self.inner = inner
+        self.session = inner.session
+
+    def load(self):
+        return self.inner.load()
+
+    def append(self, lines, *, expected_seq):
+        if self.session == os.environ.get("REFUSE"):
+            raise SessionError(f"cannot append to session {self.session!r}: No space left")
+        return self.inner.append(lines, expected_seq=expected_seq)
+
+    def release(self):
+        self.inner.release()
+
+class Store(JsonlSessionStore):
+    name = "refusing"
+
+    def lease(self, session, *, wait=0.0):
+        return Lease(super().lease(session, wait=wait))
+
+@hookimpl
+def nanobot_session_stores(ctx):
+    return [Store(ctx.workspace)]
+"""
+
+
+def test_cli_import_refused_half_way_then_resumed(tmp_path: Path) -> None:
+    """`sessions import` whose store refuses the third session: exit 1, no traceback, the
+    sessions imported named; `--resume` once the store writes again imports the rest."""
+    site = install_plugin(tmp_path / "site", "refusingstore", REFUSING)
+    export = tmp_path / "export.jsonl"
+    export.write_bytes(b"".join(encode_lines(export_lines(_sessions(4)))))
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+
+    def imported(*args: str, refuse: str = "") -> tuple[int, str]:
+        env = plugin_env(site, "refusingstore", NANOBOT_SESSIONS__STORE="refusing", REFUSE=refuse)
+        done = run_cli("sessions", "import", str(export), *args, cwd=workspace, env=env)
+        assert "Traceback" not in done.stderr
+        return done.returncode, done.stderr
+
+    code, stderr = imported(refuse="s2")
+    assert code == 1
+    assert "Error: importing session 's2' into the refusing store failed: " in stderr
+    assert "Imported before it (2): 's0', 's1'; not imported: 's2' and the 1 after it." in stderr
+    assert "again with --resume" in stderr
+    code, stderr = imported()
+    assert code == 1 and "import it again with --resume)" in stderr
+    code, stderr = imported("--resume")
+    assert code == 0, stderr
+    assert stderr.endswith(
+        "imported 2 session(s), 2 line(s) into the refusing store; 2 already there, "
+        "left as they are\n"
+    )
+    store = JsonlSessionStore(workspace)
+    assert [store.load(s.name).lines for s in _sessions(4)] == [s.lines for s in _sessions(4)]
+
+
+class _InterruptedStore(JsonlSessionStore):
+    """The JSONL store, but Ctrl-C arrives as session "s2" is leased."""
+
+    def lease(self, session: str, *, wait: float = 0.0) -> JsonlLease:
+        if session == "s2":
+            raise KeyboardInterrupt
+        return super().lease(session, wait=wait)
+
+
+def test_an_import_interrupted_half_way_warns_naming_the_sessions_imported(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C during an import goes on as it is, after a warning naming the session it
+    stopped at and the sessions imported before it, which stay."""
+    with capture_logs() as logs, pytest.raises(KeyboardInterrupt):
+        import_sessions(_InterruptedStore(tmp_path), _sessions(4))
+    assert [(e["event"], e["session"], e["imported"]) for e in logs] == [
+        ("import stopped; the sessions imported before it stay", "s2", ["s0", "s1"])
+    ]
+    assert _names(JsonlSessionStore(tmp_path)) == ["s0", "s1"]
