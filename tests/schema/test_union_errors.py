@@ -224,7 +224,16 @@ _RECURSIVE = {
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(_SCHEMAS, _INSTANCES, st.integers(min_value=0, max_value=300))
+@given(
+    st.one_of(
+        _SCHEMAS,
+        # The same schema reached through a reference, which makes every node count as
+        # reaching every union of the schema.
+        _SCHEMAS.map(lambda schema: {"$defs": {"d": schema}, "$ref": "#/properties/a/$defs/d"}),
+    ),
+    _INSTANCES,
+    st.integers(min_value=0, max_value=300),
+)
 @example(_RECURSIVE, [1, [2, ["x", [True]]], "y"], 0)
 @example({"oneOf": [{"type": "integer"}, {"type": "number"}]}, 3, 0)
 @example({"not": {"anyOf": [{"type": "integer"}]}}, 3, 0)
