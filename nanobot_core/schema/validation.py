@@ -9,6 +9,11 @@ Validation is jsonschema-rs: 2020-12 by default, or the draft a schema's ``$sche
 
 A schema that is not a valid JSON Schema raises `InvalidSchemaError` (a `ToolError` and a
 `ValueError`) when it is compiled: at `SchemaValidator.compile`, or on first use.
+
+jsonschema-rs reports a failed ``anyOf`` or ``oneOf`` with every error of every alternative,
+each built as a Python object before the first is returned. `SchemaValidator.first_errors`, which
+answers a call, asks for them only when that work is bounded (`MAX_UNION_WORK`); beyond it, it
+looks for the failing values itself, alternative by alternative, with ``is_valid``.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "MAX_MESSAGE_CHARS",
+    "MAX_UNION_WORK",
     "InvalidSchemaError",
     "Retriever",
     "SchemaValidator",
@@ -47,6 +53,41 @@ MAX_MESSAGE_CHARS = 240
 
 MAX_VALUE_CHARS = 60
 """A value quoted in a long error is cut to this many characters."""
+
+MAX_UNION_WORK = 100_000
+"""The most a call's errors are sought in full for: its values times the schema's union nodes.
+
+A union node is a schema inside an ``anyOf`` or ``oneOf`` (at any depth): jsonschema-rs
+reports a failed union with every alternative's errors, one Python object each, so that
+99,000 wrong items against 10 alternatives took 23 s. Beyond the limit, the errors are sought
+value by value (see `SchemaValidator.first_errors`).
+"""
+
+#: The keywords that name schemas for a union's alternatives.
+_UNION_KEYWORDS = ("anyOf", "oneOf")
+#: Keywords that reach another schema by reference: with one, any node may reach any union.
+_REFERENCE_KEYWORDS = frozenset({"$ref", "$dynamicRef", "$recursiveRef"})
+#: Keywords checked on a value itself, whose errors a schema of them alone gives as they are.
+_OWN_KEYWORDS = (
+    "type",
+    "enum",
+    "const",
+    "required",
+    "dependentRequired",
+    "minItems",
+    "maxItems",
+    "uniqueItems",
+    "minProperties",
+    "maxProperties",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "exclusiveMaximum",
+    "multipleOf",
+)
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _COMPILED_CACHE_SIZE = 512
@@ -101,7 +142,7 @@ class SchemaValidator:
     changes to the caller's dict do not reach it.
     """
 
-    __slots__ = ("_compiled", "_retriever", "_schema", "_subschemas")
+    __slots__ = ("_compiled", "_own", "_retriever", "_schema", "_subschemas", "_weights")
 
     def __init__(
         self, schema: Mapping[str, Any] | bool, *, retriever: Retriever | None = None
@@ -110,6 +151,9 @@ class SchemaValidator:
         self._retriever = retriever
         self._compiled: jsonschema_rs.Validator | None = None
         self._subschemas: jsonschema_rs.ValidatorMap | None = None
+        # Per schema pointer: its union nodes plus one, and the validator of its own keywords.
+        self._weights: dict[str, int] = {}
+        self._own: dict[str, jsonschema_rs.Validator | None] = {}
 
     @property
     def schema(self) -> dict[str, Any] | bool:
@@ -130,11 +174,78 @@ class SchemaValidator:
 
         Only the errors shown are rendered: the others are counted. Arguments that break the
         schema at each of 50,000 items are answered with a few errors, not 50,000 texts built.
+
+        When the schema has unions (``anyOf``, ``oneOf``) and the arguments times its union
+        nodes pass `MAX_UNION_WORK`, the errors are sought from the root down instead: a value
+        whose schema fails is looked into by its properties and items, checked with
+        ``is_valid``, until a failing part is small enough for its errors in full (then they
+        are the same as above), or a union fails as a whole: ``<value> is not valid under any
+        of the schemas listed in the 'anyOf' keyword``, as jsonschema-rs words it. The failing
+        parts past the first `limit` errors are counted one each, not looked into.
         """
+        # A schema without unions pays nothing for the check; NaN is said as ever, below.
+        if self._over_union_work("#", instance) and not _non_finite_numbers(instance).count():
+            try:
+                return _Descent(self, limit).errors(instance)
+            except (ValueError, TypeError, OverflowError):
+                pass  # a value JSON cannot carry: said below, as ever (model arguments never are)
         found = self._found(instance)
         if isinstance(found, list):
             return found[:limit], max(0, len(found) - limit)
         return found.first(limit), max(0, found.count() - limit)
+
+    def _over_union_work(self, pointer: str, instance: Any) -> bool:
+        """Whether `instance` times the union nodes of the schema at `pointer` passes the limit."""
+        weight = self._weight(pointer)
+        if weight <= 1:
+            return False  # no union: each value's errors are few and built once
+        return _more_values_than(instance, MAX_UNION_WORK // weight)
+
+    def _weight(self, pointer: str) -> int:
+        """One plus the union nodes the schema at `pointer` may reach (all, if it refers)."""
+        known = self._weights.get(pointer)
+        if known is None:
+            count, references = _union_nodes(_resolve(self._schema, pointer))
+            if references:
+                count, _ = _union_nodes(self._schema)
+            known = self._weights[pointer] = 1 + count
+        return known
+
+    def _subschema(self, pointer: str) -> jsonschema_rs.Validator | None:
+        """The validator of the subschema at `pointer`, references resolved from the root."""
+        if self._subschemas is None:
+            self._validator()
+            self._subschemas = _build(self._schema, self._retriever, whole_map=True)
+        found: jsonschema_rs.Validator | None = self._subschemas.get(pointer)
+        return found
+
+    def _ref_stands_alone(self) -> bool:
+        """Whether the schema's draft (4, 6 or 7) ignores the keywords beside a ``$ref``."""
+        declared = self._schema.get("$schema") if isinstance(self._schema, dict) else None
+        return isinstance(declared, str) and any(
+            f"draft-0{number}/" in declared for number in (3, 4, 6, 7)
+        )
+
+    def _own_keywords(self, pointer: str) -> jsonschema_rs.Validator | None:
+        """A validator of the `_OWN_KEYWORDS` of the schema at `pointer` alone (None: none)."""
+        if pointer not in self._own:
+            node = _resolve(self._schema, pointer)
+            own: dict[str, Any] = {}
+            if isinstance(node, dict):
+                own = {key: node[key] for key in _OWN_KEYWORDS if key in node}
+                refused = node.get("not")
+                if refused is not None and not _union_nodes(refused)[1]:
+                    own["not"] = refused  # a schema without references stands alone
+                if node.get("additionalProperties") is False:
+                    # Which keys it refuses depends on the others, not on their schemas.
+                    own["additionalProperties"] = False
+                    for keyword in ("properties", "patternProperties"):
+                        if isinstance(node.get(keyword), dict):
+                            own[keyword] = dict.fromkeys(node[keyword], True)
+            if own and isinstance(self._schema, dict) and "$schema" in self._schema:
+                own["$schema"] = self._schema["$schema"]  # the draft decides what `1.0` is
+            self._own[pointer] = _build(own, None, whole_map=False) if own else None
+        return self._own[pointer]
 
     def _found(self, instance: Any) -> list[str] | _Problems | _NonFinite:
         """The problems with ``instance``: rendered when they are few by nature, else grouped."""
@@ -163,10 +274,7 @@ class SchemaValidator:
         False when no subschema lives there. References inside the subschema resolve as they do
         from the root, which is why this beats compiling the subschema on its own.
         """
-        if self._subschemas is None:
-            self._validator()
-            self._subschemas = _build(self._schema, self._retriever, whole_map=True)
-        subschema = self._subschemas.get(pointer)
+        subschema = self._subschema(pointer)
         if subschema is None:
             return False
         try:
@@ -292,9 +400,12 @@ class _Problems:
     to be cut (two long messages may be cut to the same text), renders them to count.
     """
 
-    __slots__ = ("_by_path_and_message",)
+    __slots__ = ("_by_path_and_message", "_prefix")
 
-    def __init__(self, found: Iterable[jsonschema_rs.ValidationError]) -> None:
+    def __init__(self, found: Iterable[jsonschema_rs.ValidationError], prefix: _Path = ()) -> None:
+        # The path of the value validated, when it is a part of the arguments (errors' are
+        # relative to it).
+        self._prefix = prefix
         self._by_path_and_message: dict[tuple[_Path, str], jsonschema_rs.ValidationError] = {}
         for error in found:
             key = (tuple(error.instance_path), error.message)
@@ -320,16 +431,22 @@ class _Problems:
 
     def first(self, limit: int) -> list[str]:
         """``rendered()[:limit]``, rendering the errors of the first `limit` paths only."""
+        return [text for _, text in self.first_keyed(limit)]
+
+    def first_keyed(self, limit: int) -> list[tuple[_SortKey, str]]:
+        """`first`, each error with the key it sorts by."""
         paths = {path for path, _ in self._by_path_and_message}
         # Each path gives one error at least, and its errors all sort before any of a later path.
         shown = set(heapq.nsmallest(max(0, limit), paths, key=_path_sort_key))
-        return _render_errors(
-            error for (path, _), error in self._by_path_and_message.items() if path in shown
-        )[:limit]
+        return _keyed_errors(
+            (error for (path, _), error in self._by_path_and_message.items() if path in shown),
+            self._prefix,
+        )[: max(0, limit)]
 
     def rendered(self) -> list[str]:
         """Every error rendered, sorted by path then text, without repeats."""
-        return _render_errors(self._by_path_and_message.values())
+        keyed = _keyed_errors(self._by_path_and_message.values(), self._prefix)
+        return [text for _, text in keyed]
 
 
 class _NonFinite:
@@ -358,13 +475,267 @@ class _NonFinite:
         return self.first(len(self._found))
 
 
+class _Descent:
+    """The first errors of arguments too large for their unions' errors to be built in full.
+
+    The schema's parts are checked with ``is_valid`` from the root down, along the values they
+    apply to; a failing part within `MAX_UNION_WORK` gives its errors in full, one beyond it is
+    looked into: its own keywords checked alone, a failing union reported as jsonschema-rs
+    reports it, then its failing parts. Once `limit` errors are found, each further failing
+    part is counted as one, not looked into; those found are listed in path order.
+    """
+
+    __slots__ = ("_found", "_limit", "_more", "_validator")
+
+    def __init__(self, validator: SchemaValidator, limit: int) -> None:
+        self._validator = validator
+        self._limit = max(0, limit)
+        self._found: dict[str, _SortKey] = {}
+        self._more = 0
+
+    def errors(self, instance: Any) -> tuple[list[str], int]:
+        """The first `limit` errors of `instance` and how many more failing parts there are."""
+        if not self._validator.is_valid(instance):
+            self._walk("#", instance, (), frozenset({"#"}))
+        shown = sorted(self._found, key=self._found.__getitem__)
+        return shown, self._more
+
+    def _full(self) -> bool:
+        return len(self._found) >= self._limit
+
+    def _add(self, keyed: Iterable[tuple[_SortKey, str]]) -> None:
+        for key, text in keyed:
+            if text in self._found:
+                continue  # a reference and its target may say it twice
+            if self._full():
+                self._more += 1
+            else:
+                self._found[text] = key
+
+    def _fails(self, pointer: str, value: Any) -> bool:
+        subschema = self._validator._subschema(pointer)
+        return subschema is not None and not subschema.is_valid(value)
+
+    def _walk(self, pointer: str, value: Any, path: _Path, seen: frozenset[str]) -> None:
+        """Errors of `value`, at `path`, which the schema at `pointer` (known to fail) refuses."""
+        if self._full():
+            self._more += 1
+            return
+        validator = self._validator
+        subschema = validator._subschema(pointer)
+        if subschema is not None and not validator._over_union_work(pointer, value):
+            problems = _Problems(subschema.iter_errors(value), prefix=path)
+            shown = problems.first_keyed(self._limit - len(self._found))
+            self._add(shown)
+            self._more += problems.count() - len(shown)
+            return
+        before = (len(self._found), self._more)
+        node = _resolve(validator.schema, pointer)
+        own = validator._own_keywords(pointer)
+        if isinstance(node, dict) and "$ref" in node and validator._ref_stands_alone():
+            # Before 2019-09, the keywords beside a `$ref` are not checked: only its target is.
+            node, own = {"$ref": node["$ref"]}, None
+        if own is not None:
+            self._add(_Problems(own.iter_errors(value), prefix=path).first_keyed(self._limit))
+        if isinstance(node, dict):
+            self._add(_union_failures(validator, pointer, node, value, path))
+            # Parts that apply to the same value, then those of its properties and items.
+            for part in _same_value_parts(validator, node, pointer, value):
+                if part not in seen and self._fails(part, value):
+                    self._walk(part, value, path, seen | {part})
+            for part, item, at in _inner_parts(node, pointer, value):
+                if self._fails(part, item):
+                    self._walk(part, item, (*path, at), frozenset({part}))
+        if (len(self._found), self._more) == before:
+            # The failing keyword is one not looked into (`not`, `contains`, a `$dynamicRef`..).
+            text = (
+                f"{_where(path)}: does not match the schema at {clip(pointer)} (a value this "
+                "large is not checked against each of its alternatives)"
+            )
+            self._add([((_path_sort_key(path), text), text)])
+
+
+def _same_value_parts(
+    validator: SchemaValidator, node: dict[str, Any], pointer: str, value: Any
+) -> list[str]:
+    """The schemas `node` applies to `value` itself: its local ``$ref``, ``allOf``, and the
+    ``then`` or ``else`` its ``if`` picks."""
+    parts: list[str] = []
+    if "if" in node:
+        picked = "then" if validator.is_valid_at(f"{pointer}/if", value) else "else"
+        if picked in node:
+            parts.append(f"{pointer}/{picked}")
+    reference = node.get("$ref")
+    if isinstance(reference, str) and (reference == "#" or reference.startswith("#/")):
+        parts.append(reference)
+    all_of = node.get("allOf")
+    if isinstance(all_of, list):
+        parts.extend(f"{pointer}/allOf/{index}" for index in range(len(all_of)))
+    return parts
+
+
+def _inner_parts(
+    node: dict[str, Any], pointer: str, value: Any
+) -> Iterable[tuple[str, Any, str | int]]:
+    """``(pointer, item, key or index)`` for each property or item of `value` `node` checks."""
+    if isinstance(value, dict):
+        properties = node.get("properties")
+        known = properties if isinstance(properties, dict) else {}
+        patterns = node.get("patternProperties")
+        sources = list(patterns) if isinstance(patterns, dict) else []
+        extra = isinstance(node.get("additionalProperties"), dict | bool)
+        for key in sorted(value):
+            at = _path_part(key)
+            matched = False
+            if key in known:
+                matched = True
+                yield _pointer_under(pointer, "properties", key), value[key], at
+            for source in sources:
+                # Matched by jsonschema-rs's regex engine, in time linear in the model's key.
+                if compile_schema({"pattern": source}).is_valid(key):
+                    matched = True
+                    yield _pointer_under(pointer, "patternProperties", source), value[key], at
+            # A key `additionalProperties: false` refuses is said by the object's own errors.
+            if not matched and extra and node["additionalProperties"] is not False:
+                yield f"{pointer}/additionalProperties", value[key], at
+    elif isinstance(value, list):
+        prefix = node.get("prefixItems")
+        before = len(prefix) if isinstance(prefix, list) else 0
+        items = node.get("items")
+        for index, item in enumerate(value):
+            if index < before:
+                yield f"{pointer}/prefixItems/{index}", item, index
+            elif isinstance(items, dict | bool):
+                yield f"{pointer}/items", item, index
+
+
+_MAX_INDEX = 2**64 - 1
+
+
+def _path_part(key: str) -> str | int:
+    """`key` as jsonschema-rs writes it in an error's path: one it reads as an index (a Rust
+    ``usize``: ASCII digits, a ``+`` and leading zeros allowed), as one."""
+    digits = key[1:] if key.startswith("+") else key
+    if digits.isascii() and digits.isdigit():
+        significant = digits.lstrip("0") or "0"
+        if len(significant) <= 20 and int(significant) <= _MAX_INDEX:
+            return int(significant)
+    return key
+
+
+def _pointer_under(pointer: str, *parts: str | int) -> str:
+    """`pointer` (``#/a``) extended by `parts`, escaped as `json_pointer` escapes them."""
+    return pointer + json_pointer(parts)[1:]
+
+
+#: Schemas that fail as a failed union does, so that jsonschema-rs words the error.
+_FAILED_UNIONS = {
+    ("anyOf", False): {"anyOf": [False]},
+    ("oneOf", False): {"oneOf": [False]},
+    ("oneOf", True): {"oneOf": [True, True]},
+}
+
+
+def _union_failures(
+    validator: SchemaValidator, pointer: str, node: dict[str, Any], value: Any, path: _Path
+) -> list[tuple[_SortKey, str]]:
+    """The error of each union of `node` that `value` fails, as jsonschema-rs gives it."""
+    failures: list[tuple[_SortKey, str]] = []
+    for keyword in _UNION_KEYWORDS:
+        branches = node.get(keyword)
+        if not isinstance(branches, list) or not branches:
+            continue
+        matched = 0
+        for index in range(len(branches)):
+            subschema = validator._subschema(f"{pointer}/{keyword}/{index}")
+            # A branch not found is taken as matched: better no error than a wrong one.
+            if subschema is None or subschema.is_valid(value):
+                matched += 1
+                if keyword == "anyOf" or matched > 1:
+                    break
+        if matched == 1 or (matched and keyword == "anyOf"):
+            continue
+        # One alternative (none, or two valid) against the value: one error, one branch's.
+        failed = compile_schema(_FAILED_UNIONS[keyword, matched > 1])
+        failures.extend(
+            _Problems(failed._validator().iter_errors(value), prefix=path).first_keyed(1)
+        )
+    return failures
+
+
+def _union_nodes(schema: Any) -> tuple[int, bool]:
+    """How many schemas lie inside an ``anyOf`` or ``oneOf`` of `schema`, and whether it refers.
+
+    Walked without recursion; values that are no schemas (an ``enum`` of objects) are counted
+    too, which only makes the estimate of the work larger.
+    """
+    count = 0
+    references = False
+    stack: list[tuple[Any, bool]] = [(schema, False)]
+    while stack:
+        value, inside = stack.pop()
+        if isinstance(value, dict):
+            count += inside
+            for key, item in value.items():
+                references = references or key in _REFERENCE_KEYWORDS
+                stack.append((item, inside or key in _UNION_KEYWORDS))
+        elif isinstance(value, list):
+            stack.extend((item, inside) for item in value)
+        elif isinstance(value, bool):
+            count += inside
+    return count, references
+
+
+def _more_values_than(instance: Any, bound: int) -> bool:
+    """Whether `instance` holds more than `bound` values, counting no further than that."""
+    seen = 0
+    stack = [instance]
+    while stack:
+        value = stack.pop()
+        seen += 1
+        if seen > bound:
+            return True
+        if isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return False
+
+
+def _resolve(schema: Any, pointer: str) -> Any:
+    """The part of `schema` at a `json_pointer` (``#/a/0``), or None when there is none."""
+    node = schema
+    for raw in pointer[2:].split("/") if pointer != "#" else []:
+        part = raw.replace("~1", "/").replace("~0", "~")
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+            node = node[int(part)]
+        else:
+            return None
+    return node
+
+
 def _non_finite_sort_key(found: tuple[_Path, float]) -> tuple[tuple[int, int, str], ...]:
     return _path_sort_key(found[0])
 
 
-def _render_errors(found: Iterable[jsonschema_rs.ValidationError]) -> list[str]:
-    keyed = {(_path_sort_key(error.instance_path), _render_error(error)) for error in found}
-    return [text for _, text in sorted(keyed)]
+_SortKey = tuple[tuple[tuple[int, int, str], ...], str]
+
+
+def _keyed_errors(
+    found: Iterable[jsonschema_rs.ValidationError], prefix: _Path = ()
+) -> list[tuple[_SortKey, str]]:
+    """Each error rendered, with its sort key (path, then text), sorted, without repeats."""
+    keyed: set[tuple[_SortKey, str]] = set()
+    for error in found:
+        if prefix:  # the error is of a part of the arguments, its path relative to it
+            path: _Path = (*prefix, *error.instance_path)
+            text = f"{_where(path)}: {_render_message(error)}"
+        else:
+            path, text = tuple(error.instance_path), _render_error(error)
+        keyed.add(((_path_sort_key(path), text), text))
+    return sorted(keyed)
 
 
 def _render_error(error: jsonschema_rs.ValidationError) -> str:
