@@ -6,7 +6,7 @@ import re
 import sys
 
 from nanobot_core import Config, _clip, _json_boundary, _json_repair
-from nanobot_core.schema import casting
+from nanobot_core.schema import casting, validation
 from nanobot_core.tools import _glob, builtin, registry
 from tests.helpers import REPO_ROOT
 
@@ -31,8 +31,9 @@ def test_each_named_limit_has_the_value_the_doc_gives() -> None:
         "MAX_QUOTED_CHARS",
         "MAX_LISTED_ERRORS",
         "MAX_CAST_STEPS",
+        "MAX_UNION_WORK",
     }
-    modules = (_json_boundary, _json_repair, builtin, _glob, _clip, registry, casting)
+    modules = (_json_boundary, _json_repair, builtin, _glob, _clip, registry, casting, validation)
     for number, name in stated:
         [value] = {getattr(module, name) for module in modules if hasattr(module, name)}
         assert int(number.replace(",", "")) == value, name
