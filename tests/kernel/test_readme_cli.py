@@ -113,6 +113,24 @@ def test_every_global_option_is_in_the_cli_section() -> None:
     assert sorted(flag for flag in _flags(cli) if f"`{flag}" not in section) == []
 
 
+def test_every_default_the_help_shows_is_in_the_cli_section() -> None:
+    """A global option whose --help shows its default has that default beside it in the README."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = " ".join(text.split(GLOBAL_OPTIONS_HEADING, 1)[1].split("\n## ", 1)[0].split())
+    shown = {
+        param.opts[0]: str(param.default)
+        for param in cli.params
+        if isinstance(param, click.Option) and param.show_default
+    }
+    assert sorted(shown) == ["--log-format", "--log-level"]
+    unsaid = {
+        flag: default
+        for flag, default in shown.items()
+        if not re.search(rf"`{re.escape(flag)}[^`]*` \(default `{re.escape(default)}`\)", section)
+    }
+    assert unsaid == {}
+
+
 def test_the_help_options_are_in_the_cli_section() -> None:
     """Each name of the help option every command takes (`-h`, `--help`) is in the CLI section."""
     text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
