@@ -5,8 +5,8 @@ of the workspace). Listing, ``show`` and ``export`` only read: no lease is
 taken and nothing is healed, so they are safe to run while ``run`` writes.
 Lines that cannot be loaded are reported on stderr (and under ``problems``
 with ``--json``). ``sessions export [NAME...] --output PATH`` (``-`` for
-stdout) and ``sessions import PATH [--resume]`` move sessions between stores, byte
-for byte. Exit codes: 0 ok, 1 import refused (a session exists), a store failed
+stdout) and ``sessions import PATH [--resume]`` (``-`` for stdin) move sessions
+between stores, byte for byte. Exit codes: 0 ok, 1 import refused (a session exists), a store failed
 (half-way through an import: the error names the sessions imported) or the export
 could not be written, 2 an invalid or unknown session name, or a file that is
 not an export.
@@ -15,6 +15,7 @@ not an export.
 from __future__ import annotations
 
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -172,7 +173,8 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
 )
 @click.pass_context
 def import_(ctx: click.Context, path: str, workspace: str | None, resume: bool) -> None:
-    """Write every session of the export file PATH into the store (none may exist there)."""
+    """Write every session of the export file PATH (- for stdin) into the store (none may
+    exist there)."""
     from pathlib import Path
 
     from nanobot_core.errors import SessionError
@@ -181,11 +183,18 @@ def import_(ctx: click.Context, path: str, workspace: str | None, resume: bool) 
 
     state = get_state()
     root = state.workspace(workspace or ctx.meta.get("sessions.workspace"))
+    # `-` is stdin, as for every other input, so `export -o - | import -` moves sessions
+    # between machines; the whole export is still read and checked before any write.
+    source = "stdin" if path == "-" else path
     try:
-        with Path(path).open("rb") as handle:
-            sessions = read_export(read_bounded(handle), path)
+        if path == "-":
+            data = read_bounded(sys.stdin.buffer)
+        else:
+            with Path(path).open("rb") as handle:
+                data = read_bounded(handle)
+        sessions = read_export(data, source)
     except OSError as exc:
-        raise _InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+        raise _InputError(f"cannot read {source}: {exc.strerror or exc}") from None
     except SessionError as exc:
         raise _InputError(str(exc)) from None
     store = _store(root)

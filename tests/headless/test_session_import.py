@@ -4,6 +4,8 @@ named with what was imported before it, and `--resume` to finish."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -24,7 +26,7 @@ from nanobot_core.session_transfer import (
     import_sessions,
     read_export,
 )
-from tests.helpers import install_plugin, plugin_env, run_cli
+from tests.helpers import clean_env, install_plugin, plugin_env, run_cli
 
 TIMEOUT = 60
 LINE = '{"role":"user","content":"x"}'
@@ -266,3 +268,65 @@ def test_an_import_interrupted_half_way_warns_naming_the_sessions_imported(
         ("import stopped; the sessions imported before it stay", "s2", ["s0", "s1"])
     ]
     assert _names(JsonlSessionStore(tmp_path)) == ["s0", "s1"]
+
+
+def _cli_bytes(*args: str, cwd: Path, stdin: bytes = b"") -> subprocess.CompletedProcess[bytes]:
+    """``nanobot-core ARGS`` in a child process given `stdin` as bytes, its output as bytes."""
+    return subprocess.run(
+        [sys.executable, "-m", "nanobot_core", *args],
+        cwd=cwd,
+        env=clean_env(),
+        input=stdin,
+        capture_output=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+# Session lines as a store keeps them: JSON objects of any text, so the pipe carries UTF-8.
+_PIPED_LINES = st.lists(
+    st.text(max_size=8).map(lambda text: json.dumps({"role": "user", "content": text})),
+    min_size=1,
+    max_size=3,
+)
+
+
+@given(st.dictionaries(st.sampled_from(["a", "b.c", "d_e"]), _PIPED_LINES, min_size=1))
+@settings(max_examples=8, deadline=None, database=None)
+def test_import_of_dash_reads_the_export_from_stdin_byte_for_byte(
+    sessions: dict[str, list[str]],
+) -> None:
+    """`sessions export -o -` piped into `sessions import -` leaves every session file
+    byte-identical in the other workspace, as `-` reads stdin for every other input."""
+    with tempfile.TemporaryDirectory() as folder:
+        source, target = Path(folder, "source"), Path(folder, "target")
+        target.mkdir()
+        store = JsonlSessionStore(source)
+        for name, lines in sessions.items():
+            lease = store.lease(name)
+            lease.load()
+            lease.append(lines, expected_seq=0)
+            lease.release()
+        exported = _cli_bytes("sessions", "export", "-o", "-", cwd=source)
+        assert exported.returncode == 0, exported.stderr
+        imported = _cli_bytes("sessions", "import", "-", cwd=target, stdin=exported.stdout)
+        assert imported.returncode == 0, imported.stderr
+        assert imported.stderr.decode().endswith(
+            f"imported {len(sessions)} session(s), "
+            f"{sum(map(len, sessions.values()))} line(s) into the jsonl store\n"
+        )
+        for name in sessions:
+            kept = Path(".nanobot", "sessions", f"{name}.jsonl")
+            assert (target / kept).read_bytes() == (source / kept).read_bytes()
+
+
+def test_import_of_dash_names_stdin_in_what_is_wrong_with_the_export(tmp_path: Path) -> None:
+    """An export on stdin whose second line is no session line: exit 2 naming `stdin:2`,
+    no traceback, and nothing written."""
+    piped = json.dumps(EXPORT_HEADER) + "\n" + json.dumps({"name": "a"}) + "\n"
+    result = _cli_bytes("sessions", "import", "-", cwd=tmp_path, stdin=piped.encode())
+    stderr = result.stderr.decode()
+    assert result.returncode == 2, stderr
+    assert 'Error: stdin:2: expected {"session": NAME, "line": TEXT}' in stderr
+    assert "Traceback" not in stderr
+    assert _names(JsonlSessionStore(tmp_path)) == []

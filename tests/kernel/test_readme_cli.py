@@ -81,11 +81,54 @@ def test_every_flag_of_every_command_is_in_its_row() -> None:
     assert {path: flags for path, flags in missing.items() if flags} == {}
 
 
+# How a command's help says that an argument of `-` is read from stdin.
+_READS_STDIN = re.compile(r"'-' reads|(?<![\w-])- for stdin")
+
+
+def _reads_stdin(command: click.Command) -> bool:
+    """Whether `command`'s help says it reads an argument given as `-` from stdin."""
+    return _READS_STDIN.search(command.help or "") is not None
+
+
+def test_every_command_that_reads_stdin_says_so_in_its_row() -> None:
+    """Each command whose help says `-` reads stdin has a row saying `-` and stdin too."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    cells = _table_rows()
+    rows = {  # the whole row, not only its first cell
+        path: line
+        for line in text.splitlines()
+        for path, cell in cells.items()
+        if line.startswith(f"| `nanobot-core {cell}`")
+    }
+    readers = [path for path, command in _commands().items() if _reads_stdin(command)]
+    assert sorted(readers) == ["call", "govern", "run", "sessions import"]
+    silent = [path for path in readers if "`-`" not in rows[path] or "stdin" not in rows[path]]
+    assert silent == []
+
+
 def test_every_global_option_is_in_the_cli_section() -> None:
     """The global options of `nanobot-core` itself are named in the README's CLI section."""
     text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
     section = text.split(GLOBAL_OPTIONS_HEADING, 1)[1].split("\n## ", 1)[0]
     assert sorted(flag for flag in _flags(cli) if f"`{flag}" not in section) == []
+
+
+def test_every_default_the_help_shows_is_in_the_cli_section() -> None:
+    """A global option whose --help shows its default has that default beside it in the README."""
+    text = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    section = " ".join(text.split(GLOBAL_OPTIONS_HEADING, 1)[1].split("\n## ", 1)[0].split())
+    shown = {
+        param.opts[0]: str(param.default)
+        for param in cli.params
+        if isinstance(param, click.Option) and param.show_default
+    }
+    assert sorted(shown) == ["--log-format", "--log-level"]
+    unsaid = {
+        flag: default
+        for flag, default in shown.items()
+        if not re.search(rf"`{re.escape(flag)}[^`]*` \(default `{re.escape(default)}`\)", section)
+    }
+    assert unsaid == {}
 
 
 def test_the_help_options_are_in_the_cli_section() -> None:
