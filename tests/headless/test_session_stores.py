@@ -427,6 +427,57 @@ def test_every_session_of_an_export_is_read_back_with_its_lines(
     assert read_export(data, "x") == exported
 
 
+#: Blank lines as `is_blank` has them: JSON's whitespace alone, a CR of a CRLF end included.
+_BLANK_LINES = st.text(" \t\r", max_size=3).map(str.encode)
+
+
+@given(
+    st.dictionaries(_NAMES, st.lists(_RECORDS, max_size=3), max_size=4),
+    st.lists(st.tuples(st.integers(min_value=0), _BLANK_LINES), max_size=5),
+    st.booleans(),
+)
+@settings(max_examples=100, deadline=None, database=None)
+def test_blank_lines_anywhere_in_an_export_are_skipped_and_counted(
+    sessions: dict[str, list[dict[str, Any]]], blanks: list[tuple[int, bytes]], bom: bool
+) -> None:
+    """Blank lines put anywhere in an export, before its header too, are read past, and a
+    bad line after them is still named by its line number in the file."""
+    exported = [
+        ExportedSession(name, [json.dumps(record) for record in records])
+        for name, records in sessions.items()
+    ]
+    lines = [line.rstrip(b"\n") for line in encode_lines(export_lines(exported))]
+    for position, blank in blanks:
+        lines.insert(position % (len(lines) + 1), blank)
+    data = (_BOM if bom else b"") + b"\n".join(lines) + b"\n"
+    assert read_export(data, "x") == exported
+    with pytest.raises(SessionError, match=rf"^x:{len(lines) + 1}: expected"):
+        read_export(data + b"[1]\n", "x")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "x: empty file, not a sessions export"),
+        (_BOM, "x: empty file, not a sessions export"),
+        (b"\n \r\n\t\n", "x: a file of blank lines only, not a sessions export"),
+        (b'\n\n{"other": 1}\n', "x:3: not a sessions export"),
+        (
+            b"".join(encode_lines([EXPORT_HEADER, {"session": "a"}])) * 2,
+            "x:3: a second export header: exports joined into one file are not read as one; "
+            "import each export file on its own",
+        ),
+    ],
+)
+def test_an_export_without_a_line_or_joined_to_another_is_refused_naming_why(
+    data: bytes, message: str
+) -> None:
+    """A file of no line or only blank ones is no export, and two joined are named as such."""
+    with pytest.raises(SessionError) as caught:
+        read_export(data, "x")
+    assert str(caught.value).startswith(message)
+
+
 def test_an_export_line_giving_a_key_twice_names_it_whatever_the_nesting_of_its_text() -> None:
     """Only the export line's own keys count: a session line that repeats a key is kept as is."""
     line = '{"a":1,"a":2}'
