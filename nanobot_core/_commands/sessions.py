@@ -32,7 +32,7 @@ from nanobot_core.cli import (
 )
 
 if TYPE_CHECKING:
-    from nanobot_core.sessions import SessionStore
+    from nanobot_core.sessions import ContainedStore
 
 _PREVIEW_CHARS = 200
 
@@ -140,6 +140,7 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
     store = _store(root)
     try:
         with closing_store(store):
+            _check_output_outside(store, output)
             # One session read at a time, as it is written: memory does not grow with the
             # store. A reader of stdout that goes away ends the command as click ends any.
             stream = ExportStream(store, names)
@@ -211,7 +212,31 @@ def import_(ctx: click.Context, path: str, workspace: str | None, resume: bool) 
     )
 
 
-def _store(root: Any) -> SessionStore:
+def _check_output_outside(store: ContainedStore, output: str) -> None:
+    """Refuse (exit 2) an export ``--output`` in the folder of the ``jsonl`` store's sessions.
+
+    A file there is read as a session: ``NAME.jsonl`` would be a new session of export
+    lines, or replace session NAME with them, unleased, while a ``run`` may append to it.
+    Compared as written, through links, as `write_atomic` resolves the file it replaces.
+    """
+    import os
+    from pathlib import Path
+
+    from nanobot_core.jsonl_store import JsonlSessionStore
+
+    inner = store.store
+    if output == STDOUT_OUTPUT or not isinstance(inner, JsonlSessionStore):
+        return
+    folder = Path(os.path.realpath(inner.directory))
+    if Path(os.path.realpath(output)).parent == folder:
+        raise click.BadParameter(
+            f"{output} is in the folder of the jsonl store's sessions ({folder}), where it "
+            "would be read as a session, or replace one: write the export elsewhere",
+            param_hint="'--output'",
+        )
+
+
+def _store(root: Any) -> ContainedStore:
     """The session store ``[sessions] store`` names, from the plugins of workspace `root`."""
     from nanobot_core.sessions import select_session_store
 

@@ -536,6 +536,32 @@ def test_cli_export_and_import(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "'ghost'" in missing.stderr
 
 
+@pytest.mark.parametrize(
+    "output",
+    [".nanobot/sessions/keep.jsonl", ".nanobot/sessions/all.jsonl", "link/all.jsonl"],
+)
+def test_cli_export_into_the_stores_own_folder_is_refused_and_changes_nothing(
+    tmp_path: Path, output: str
+) -> None:
+    """`sessions export -o` a file of the jsonl store's folder (a session's own file, a new
+    one, or one through a link to the folder) would replace a session or make one of export
+    lines: exit 2 naming `--output` and the folder, before anything is written."""
+    store = JsonlSessionStore(tmp_path)
+    _write_session(store, "keep", ['{"role":"user","content":"x"}'])
+    (tmp_path / "link").symlink_to(store.directory)
+    before = {path.name: path.read_bytes() for path in store.directory.iterdir()}
+    refused = _cli(tmp_path, "sessions", "export", "-o", output)
+    assert refused.returncode == 2, refused.stderr
+    assert (
+        f"Error: Invalid value for '--output': {output} is in the folder of the jsonl store's "
+        f"sessions ({store.directory.resolve()}), where it would be read as a session, or "
+        "replace one: write the export elsewhere"
+    ) in refused.stderr
+    assert {path.name: path.read_bytes() for path in store.directory.iterdir()} == before
+    beside = _cli(tmp_path, "sessions", "export", "-o", ".nanobot/all.jsonl")
+    assert beside.returncode == 0, beside.stderr  # the folder above it is no session's
+
+
 def test_cli_export_leaves_out_invalid_and_torn_lines_naming_each(tmp_path: Path) -> None:
     """As the README says, an export keeps the valid lines and warns of each one it leaves out."""
     store = JsonlSessionStore(tmp_path)
