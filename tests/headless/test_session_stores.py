@@ -435,13 +435,18 @@ _BLANK_LINES = st.text(" \t\r", max_size=3).map(str.encode)
     st.dictionaries(_NAMES, st.lists(_RECORDS, max_size=3), max_size=4),
     st.lists(st.tuples(st.integers(min_value=0), _BLANK_LINES), max_size=5),
     st.booleans(),
+    st.booleans(),
 )
 @settings(max_examples=100, deadline=None, database=None)
 def test_blank_lines_anywhere_in_an_export_are_skipped_and_counted(
-    sessions: dict[str, list[dict[str, Any]]], blanks: list[tuple[int, bytes]], bom: bool
+    sessions: dict[str, list[dict[str, Any]]],
+    blanks: list[tuple[int, bytes]],
+    bom: bool,
+    crlf: bool,
 ) -> None:
-    """Blank lines put anywhere in an export, before its header too, are read past, and a
-    bad line after them is still named by its line number in the file."""
+    """Blank lines put anywhere in an export, before its header too, are read past, CRLF
+    ends a Windows editor wrote or not, and a bad line after them is still named by its line
+    number in the file."""
     exported = [
         ExportedSession(name, [json.dumps(record) for record in records])
         for name, records in sessions.items()
@@ -449,7 +454,8 @@ def test_blank_lines_anywhere_in_an_export_are_skipped_and_counted(
     lines = [line.rstrip(b"\n") for line in encode_lines(export_lines(exported))]
     for position, blank in blanks:
         lines.insert(position % (len(lines) + 1), blank)
-    data = (_BOM if bom else b"") + b"\n".join(lines) + b"\n"
+    end = b"\r\n" if crlf else b"\n"
+    data = (_BOM if bom else b"") + end.join(lines) + end
     assert read_export(data, "x") == exported
     with pytest.raises(SessionError, match=rf"^x:{len(lines) + 1}: expected"):
         read_export(data + b"[1]\n", "x")
