@@ -67,6 +67,7 @@ __all__ = [
 log = get_logger("nanobot_core.sessions")
 
 EXPORT_HEADER: dict[str, Any] = {"nanobot_sessions_export": 1}
+_VERSION_KEY = "nanobot_sessions_export"
 
 
 @attrs.frozen
@@ -185,6 +186,15 @@ def read_export(data: bytes, source: str) -> list[ExportedSession]:
             raise SessionError(f"{where}: not a line as stored ({', '.join(decoded.replaced)})")
         value = decoded.value
         if index == 0:
+            version = value.get(_VERSION_KEY) if isinstance(value, dict) else None
+            # `type`, not `==`: true and 1.0 equal 1 in Python, and are no format of JSON's.
+            known = type(version) is int and version == EXPORT_HEADER[_VERSION_KEY]
+            if version is not None and not known:  # made by another release, or by hand
+                raise SessionError(
+                    f"{where}: a sessions export of format {json.dumps(version)}; this "
+                    f"nanobot-core reads format {EXPORT_HEADER[_VERSION_KEY]} "
+                    f"({json.dumps(EXPORT_HEADER)})"
+                )
             if value != EXPORT_HEADER:
                 raise SessionError(
                     f"{where}: not a sessions export (the first line that is not blank "

@@ -469,6 +469,21 @@ def test_blank_lines_anywhere_in_an_export_are_skipped_and_counted(
         (b"\n \r\n\t\n", "x: a file of blank lines only, not a sessions export"),
         (b'\n\n{"other": 1}\n', "x:3: not a sessions export"),
         (
+            b'{"nanobot_sessions_export": 2}\n{"session": "a"}\n',
+            "x:1: a sessions export of format 2; this nanobot-core reads format 1 "
+            '({"nanobot_sessions_export": 1})',
+        ),
+        (
+            b'{"nanobot_sessions_export": true}\n',
+            "x:1: a sessions export of format true; this nanobot-core reads format 1 "
+            '({"nanobot_sessions_export": 1})',
+        ),
+        (
+            b'{"nanobot_sessions_export": 1, "by": "x"}\n',
+            "x:1: not a sessions export (the first line that is not blank must be "
+            '{"nanobot_sessions_export": 1})',
+        ),
+        (
             b"".join(encode_lines([EXPORT_HEADER, {"session": "a"}])) * 2,
             "x:3: a second export header: exports joined into one file are not read as one; "
             "import each export file on its own",
@@ -478,7 +493,8 @@ def test_blank_lines_anywhere_in_an_export_are_skipped_and_counted(
 def test_an_export_without_a_line_or_joined_to_another_is_refused_naming_why(
     data: bytes, message: str
 ) -> None:
-    """A file of no line or only blank ones is no export, and two joined are named as such."""
+    """A file of no line or only blank ones is no export, one of another format says which
+    it is, and two joined are named as such."""
     with pytest.raises(SessionError) as caught:
         read_export(data, "x")
     assert str(caught.value).startswith(message)
