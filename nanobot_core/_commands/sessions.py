@@ -5,11 +5,12 @@ of the workspace). Listing, ``show`` and ``export`` only read: no lease is
 taken and nothing is healed, so they are safe to run while ``run`` writes.
 Lines that cannot be loaded are reported on stderr (and under ``problems``
 with ``--json``). ``sessions export [NAME...] --output PATH`` (``-`` for
-stdout) and ``sessions import PATH [--resume]`` (``-`` for stdin) move sessions
-between stores, byte for byte. Exit codes: 0 ok, 1 import refused (a session exists), a store failed
-(half-way through an import: the error names the sessions imported) or the export
-could not be written, 2 an invalid or unknown session name, or a file that is
-not an export.
+stdout) and ``sessions import PATH [--resume]`` (``-`` for stdin) move
+sessions between stores, byte for byte. Exit codes: 0 ok, 1 import refused
+(a session exists), a store failed (half-way through an import: the error
+names the sessions imported) or the export could not be written, 2 an invalid
+or unknown session name, a file that is not an export, or an export
+``--output`` in the ``jsonl`` store's own folder.
 """
 
 from __future__ import annotations
