@@ -178,7 +178,8 @@ def write_output(output: str, values: Iterable[Any]) -> None:
     """Write `values` as JSON lines to ``--output``: standard output for ``-``, else the file.
 
     A file is replaced atomically (`nanobot_core._atomic`), after `check_output_folder`
-    accepted it; a failure then raises `_OutputError` (exit 1). Standard output is
+    accepted it; a failure then raises `_OutputError` (exit 1), but a pipe whose reader
+    went away ends the command quietly (exit 1), as it does on standard output. Standard output is
     written as the command's other output is: a failure there is the CLI's
     ``cannot write to stdout`` (exit 1); on a terminal, DEL, C1 and the bidirectional
     controls are written as JSON escapes (`nanobot_core._terminal`).
@@ -189,6 +190,10 @@ def write_output(output: str, values: Iterable[Any]) -> None:
         try:
             write_jsonl_atomic(Path(output), values)
         except OSError as exc:
+            if exc.errno == errno.EPIPE:
+                # A pipe whose reader went away (``-o /dev/stdout | head``, a named pipe):
+                # ended quietly, exit 1, as ``-`` is and as click ends any such command.
+                raise
             raise _OutputError(f"cannot write --output {output}: {_reason(exc)}") from None
         return
     from nanobot_core._containment import stdout_failed

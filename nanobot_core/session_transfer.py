@@ -11,7 +11,9 @@ export gives the same bytes, and a JSON-lines session imported into another
 workspace is byte-identical to the original.
 
 A UTF-8 byte-order mark at the very start of an export file (an editor on
-Windows writes one) is read past; anywhere else it is what it is in JSON.
+Windows writes one) is read past; anywhere else it is what it is in JSON. A
+blank line (JSON's whitespace alone, `nanobot_core._jsonl.is_blank`, as in a
+session file) is skipped, and counted in the line numbers errors give.
 Import checks everything it can without writing first, for every session: the
 whole file (header, names, that every line is a JSON object, that no line gives
 a key twice), then the sessions the target store already has, which are refused
@@ -35,7 +37,7 @@ from typing import Any
 import attrs
 
 from nanobot_core._json_boundary import JSONBoundaryError, loads
-from nanobot_core._jsonl import without_bom
+from nanobot_core._jsonl import is_blank, without_bom
 from nanobot_core._logging import get_logger
 from nanobot_core.errors import (
     NanobotError,
@@ -65,6 +67,7 @@ __all__ = [
 log = get_logger("nanobot_core.sessions")
 
 EXPORT_HEADER: dict[str, Any] = {"nanobot_sessions_export": 1}
+_VERSION_KEY = "nanobot_sessions_export"
 
 
 @attrs.frozen
@@ -166,12 +169,14 @@ def export_sessions(store: SessionStore, names: Sequence[str], output: Path) -> 
 def read_export(data: bytes, source: str) -> list[ExportedSession]:
     """Parse an export file; SessionError naming the line for anything that is not one."""
     raw_lines = without_bom(data).split(b"\n")  # a mark an editor put first is no line's
-    if raw_lines and raw_lines[-1] == b"":
-        raw_lines.pop()
-    if not raw_lines:
-        raise SessionError(f"{source}: empty file, not a sessions export")
+    # A blank line (JSON's whitespace alone: an edit, two exports joined by an empty line)
+    # holds nothing, as in a session file; numbers still count it, as an editor does.
+    numbered = [(n, raw) for n, raw in enumerate(raw_lines, start=1) if not is_blank(raw)]
+    if not numbered:
+        blank = "empty file" if not without_bom(data) else "a file of blank lines only"
+        raise SessionError(f"{source}: {blank}, not a sessions export")
     sessions: dict[str, list[str]] = {}
-    for number, raw in enumerate(raw_lines, start=1):
+    for index, (number, raw) in enumerate(numbered):
         where = f"{source}:{number}"
         try:
             decoded = loads(raw)
@@ -180,13 +185,27 @@ def read_export(data: bytes, source: str) -> list[ExportedSession]:
         if decoded.replaced:  # a line is imported exactly as it is, or not at all
             raise SessionError(f"{where}: not a line as stored ({', '.join(decoded.replaced)})")
         value = decoded.value
-        if number == 1:
+        if index == 0:
+            version = value.get(_VERSION_KEY) if isinstance(value, dict) else None
+            # `type`, not `==`: true and 1.0 equal 1 in Python, and are no format of JSON's.
+            known = type(version) is int and version == EXPORT_HEADER[_VERSION_KEY]
+            if version is not None and not known:  # made by another release, or by hand
+                raise SessionError(
+                    f"{where}: a sessions export of format {json.dumps(version)}; this "
+                    f"nanobot-core reads format {EXPORT_HEADER[_VERSION_KEY]} "
+                    f"({json.dumps(EXPORT_HEADER)})"
+                )
             if value != EXPORT_HEADER:
                 raise SessionError(
-                    f"{where}: not a sessions export (the first line must be "
-                    f"{json.dumps(EXPORT_HEADER)})"
+                    f"{where}: not a sessions export (the first line that is not blank "
+                    f"must be {json.dumps(EXPORT_HEADER)})"
                 )
             continue
+        if value == EXPORT_HEADER:  # `cat` of two exports: a session in both would be merged
+            raise SessionError(
+                f"{where}: a second export header: exports joined into one file are not "
+                "read as one; import each export file on its own"
+            )
         if (
             not isinstance(value, dict)
             or set(value) not in ({"session", "line"}, {"session"})

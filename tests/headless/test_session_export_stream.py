@@ -4,6 +4,7 @@ goes away ends it as it ends any command."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tracemalloc
@@ -59,13 +60,28 @@ def test_export_memory_does_not_grow_with_the_size_of_the_store(
     assert peak_large < held / 8, (peak_small, peak_large)
 
 
-def test_an_export_whose_reader_goes_away_ends_quietly_with_exit_1(tmp_path: Path) -> None:
-    """`sessions export -o - | head -1`: the reader closes the pipe after the first line;
-    the export stops there, as any command whose reader went away: exit 1, no traceback,
-    nothing on stderr (the summary of an export not finished is not printed)."""
+@pytest.mark.parametrize(
+    "output",
+    [
+        "-",
+        pytest.param(
+            "/dev/stdout",
+            marks=pytest.mark.skipif(
+                not Path("/dev/stdout").exists(), reason="no /dev/stdout on this system"
+            ),
+        ),
+    ],
+)
+def test_an_export_whose_reader_goes_away_ends_quietly_with_exit_1(
+    tmp_path: Path, output: str
+) -> None:
+    """`sessions export -o - | head -1` (or `-o /dev/stdout`, the same pipe as a file): the
+    reader closes the pipe after the first line; the export stops there, as any command whose
+    reader went away: exit 1, no traceback, nothing on stderr (the summary of an export not
+    finished is not printed)."""
     workspace = _workspace(tmp_path / "ws", 300)  # 3 MB, many times what a pipe buffers
     process = subprocess.Popen(
-        [sys.executable, "-m", "nanobot_core", "sessions", "export", "-o", "-"],
+        [sys.executable, "-m", "nanobot_core", "sessions", "export", "-o", output],
         cwd=workspace,
         env=clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1"),
         stdout=subprocess.PIPE,
@@ -74,6 +90,31 @@ def test_an_export_whose_reader_goes_away_ends_quietly_with_exit_1(tmp_path: Pat
     assert process.stdout is not None and process.stderr is not None
     first = process.stdout.readline()
     process.stdout.close()  # what `head -1` does once it has its line
+    stderr = process.stderr.read().decode()
+    assert process.wait(timeout=60) == 1, stderr
+    assert json.loads(first) == {"nanobot_sessions_export": 1}
+    assert stderr == ""
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no named pipes on this system")
+def test_an_export_into_a_named_pipe_whose_reader_goes_away_ends_quietly_with_exit_1(
+    tmp_path: Path,
+) -> None:
+    """`sessions export -o FIFO` whose reader closes the pipe after one line ends as one into
+    standard output does: exit 1, nothing on stderr."""
+    workspace = _workspace(tmp_path / "ws", 300)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "nanobot_core", "sessions", "export", "-o", str(fifo)],
+        cwd=workspace,
+        env=clean_env(NANOBOT_DISABLE_PLUGIN_AUTOLOAD="1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stderr is not None
+    with fifo.open("rb") as reader:  # opened once the export opens it to write
+        first = reader.readline()
     stderr = process.stderr.read().decode()
     assert process.wait(timeout=60) == 1, stderr
     assert json.loads(first) == {"nanobot_sessions_export": 1}

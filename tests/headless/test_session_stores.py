@@ -427,6 +427,79 @@ def test_every_session_of_an_export_is_read_back_with_its_lines(
     assert read_export(data, "x") == exported
 
 
+#: Blank lines as `is_blank` has them: JSON's whitespace alone, a CR of a CRLF end included.
+_BLANK_LINES = st.text(" \t\r", max_size=3).map(str.encode)
+
+
+@given(
+    st.dictionaries(_NAMES, st.lists(_RECORDS, max_size=3), max_size=4),
+    st.lists(st.tuples(st.integers(min_value=0), _BLANK_LINES), max_size=5),
+    st.booleans(),
+    st.booleans(),
+)
+@settings(max_examples=100, deadline=None, database=None)
+def test_blank_lines_anywhere_in_an_export_are_skipped_and_counted(
+    sessions: dict[str, list[dict[str, Any]]],
+    blanks: list[tuple[int, bytes]],
+    bom: bool,
+    crlf: bool,
+) -> None:
+    """Blank lines put anywhere in an export, before its header too, are read past, CRLF
+    ends a Windows editor wrote or not, and a bad line after them is still named by its line
+    number in the file."""
+    exported = [
+        ExportedSession(name, [json.dumps(record) for record in records])
+        for name, records in sessions.items()
+    ]
+    lines = [line.rstrip(b"\n") for line in encode_lines(export_lines(exported))]
+    for position, blank in blanks:
+        lines.insert(position % (len(lines) + 1), blank)
+    end = b"\r\n" if crlf else b"\n"
+    data = (_BOM if bom else b"") + end.join(lines) + end
+    assert read_export(data, "x") == exported
+    with pytest.raises(SessionError, match=rf"^x:{len(lines) + 1}: expected"):
+        read_export(data + b"[1]\n", "x")
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (b"", "x: empty file, not a sessions export"),
+        (_BOM, "x: empty file, not a sessions export"),
+        (b"\n \r\n\t\n", "x: a file of blank lines only, not a sessions export"),
+        (b'\n\n{"other": 1}\n', "x:3: not a sessions export"),
+        (
+            b'{"nanobot_sessions_export": 2}\n{"session": "a"}\n',
+            "x:1: a sessions export of format 2; this nanobot-core reads format 1 "
+            '({"nanobot_sessions_export": 1})',
+        ),
+        (
+            b'{"nanobot_sessions_export": true}\n',
+            "x:1: a sessions export of format true; this nanobot-core reads format 1 "
+            '({"nanobot_sessions_export": 1})',
+        ),
+        (
+            b'{"nanobot_sessions_export": 1, "by": "x"}\n',
+            "x:1: not a sessions export (the first line that is not blank must be "
+            '{"nanobot_sessions_export": 1})',
+        ),
+        (
+            b"".join(encode_lines([EXPORT_HEADER, {"session": "a"}])) * 2,
+            "x:3: a second export header: exports joined into one file are not read as one; "
+            "import each export file on its own",
+        ),
+    ],
+)
+def test_an_export_without_a_line_or_joined_to_another_is_refused_naming_why(
+    data: bytes, message: str
+) -> None:
+    """A file of no line or only blank ones is no export, one of another format says which
+    it is, and two joined are named as such."""
+    with pytest.raises(SessionError) as caught:
+        read_export(data, "x")
+    assert str(caught.value).startswith(message)
+
+
 def test_an_export_line_giving_a_key_twice_names_it_whatever_the_nesting_of_its_text() -> None:
     """Only the export line's own keys count: a session line that repeats a key is kept as is."""
     line = '{"a":1,"a":2}'
@@ -483,6 +556,32 @@ def test_cli_export_and_import(tmp_path: Path) -> None:
     assert "already has session(s) 'keep'" in twice.stderr and "Traceback" not in twice.stderr
     missing = _cli(tmp_path / "a", "sessions", "export", "ghost", "--output", str(out))
     assert missing.returncode == 2 and "'ghost'" in missing.stderr
+
+
+@pytest.mark.parametrize(
+    "output",
+    [".nanobot/sessions/keep.jsonl", ".nanobot/sessions/all.jsonl", "link/all.jsonl"],
+)
+def test_cli_export_into_the_stores_own_folder_is_refused_and_changes_nothing(
+    tmp_path: Path, output: str
+) -> None:
+    """`sessions export -o` a file of the jsonl store's folder (a session's own file, a new
+    one, or one through a link to the folder) would replace a session or make one of export
+    lines: exit 2 naming `--output` and the folder, before anything is written."""
+    store = JsonlSessionStore(tmp_path)
+    _write_session(store, "keep", ['{"role":"user","content":"x"}'])
+    (tmp_path / "link").symlink_to(store.directory)
+    before = {path.name: path.read_bytes() for path in store.directory.iterdir()}
+    refused = _cli(tmp_path, "sessions", "export", "-o", output)
+    assert refused.returncode == 2, refused.stderr
+    assert (
+        f"Error: Invalid value for '--output': {output} is in the folder of the jsonl store's "
+        f"sessions ({store.directory.resolve()}), where it would be read as a session, or "
+        "replace one: write the export elsewhere"
+    ) in refused.stderr
+    assert {path.name: path.read_bytes() for path in store.directory.iterdir()} == before
+    beside = _cli(tmp_path, "sessions", "export", "-o", ".nanobot/all.jsonl")
+    assert beside.returncode == 0, beside.stderr  # the folder above it is no session's
 
 
 def test_cli_export_leaves_out_invalid_and_torn_lines_naming_each(tmp_path: Path) -> None:

@@ -496,6 +496,85 @@ def test_an_empty_session_goes_from_jsonl_to_postgres_and_back_out(
     assert "'empty'" in refused.stderr and "Traceback" not in refused.stderr
 
 
+def test_an_import_the_server_refuses_half_way_is_finished_by_resume_nothing_lost_or_doubled(
+    cli_env: dict[str, str], tmp_path: Path, dsn: str
+) -> None:
+    """`sessions import` whose third session the server refuses (a full disk, here a trigger
+    raising as one does): exit 1 naming the two imported, which stay; once the server takes
+    writes again, `--resume` imports the rest, and every session then holds its lines once,
+    in order, as the export of the database shows byte for byte."""
+    sessions = {
+        "s0": ['{"role":"user","content":"a"}', '{"role":"assistant","content":"b"}'],
+        "s1": ['{"role":"user","content":"c"}'],
+        "s2": ['{"role":"user","content":"d"}', '{"_meta":{"kind":"usage"}}'],
+        "s3": [],
+    }
+    rows = [{"nanobot_sessions_export": 1}]
+    for name, lines in sessions.items():
+        rows.extend({"session": name, "line": line} for line in lines)
+        if not lines:
+            rows.append({"session": name})
+    export = tmp_path / "export.jsonl"
+    export.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    migrated = PostgresSessionStore(dsn)
+    assert migrated.list_sessions() == []  # the schema, migrated before the trigger is added
+    migrated.close()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(
+            """CREATE FUNCTION test_disk_full() RETURNS trigger LANGUAGE plpgsql AS $$
+                BEGIN
+                    RAISE EXCEPTION 'could not extend file: No space left on device'
+                        USING ERRCODE = 'disk_full';
+                END
+            $$"""
+        )
+        conn.execute(
+            """CREATE TRIGGER test_disk_full BEFORE INSERT ON nanobot_session_lines
+                FOR EACH ROW WHEN (NEW.session = 's2') EXECUTE FUNCTION test_disk_full()"""
+        )
+    stopped = run_cli("sessions", "import", str(export), cwd=tmp_path, env=cli_env)
+    assert stopped.returncode == 1, stopped.stderr
+    assert "Error: importing session 's2' into the postgres store failed: " in stopped.stderr
+    assert "No space left on device" in stopped.stderr and "Traceback" not in stopped.stderr
+    assert "Imported before it (2): 's0', 's1'; not imported: 's2' and the 1 after it." in (
+        stopped.stderr
+    )
+
+    def stored() -> dict[str, list[tuple[int, str]]]:
+        """Every session's rows, (seq, line) in order, read from the tables themselves."""
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            names = conn.execute("SELECT name FROM nanobot_sessions ORDER BY name").fetchall()
+            found: dict[str, list[tuple[int, str]]] = {name: [] for (name,) in names}
+            query = "SELECT session, seq, line FROM nanobot_session_lines ORDER BY session, seq"
+            for session, seq, line in conn.execute(query).fetchall():
+                found[session].append((seq, line))
+        return found
+
+    half = stored()
+    assert {name: half[name] for name in ("s0", "s1")} == {
+        name: list(enumerate(sessions[name])) for name in ("s0", "s1")
+    }
+    assert not half.get("s2") and "s3" not in half  # the refused write left no line
+    with psycopg.connect(dsn, autocommit=True) as conn:  # the disk has room again
+        conn.execute("DROP TRIGGER test_disk_full ON nanobot_session_lines")
+    again = run_cli("sessions", "import", str(export), cwd=tmp_path, env=cli_env)
+    assert again.returncode == 1 and "import it again with --resume)" in again.stderr
+    assert stored() == half  # refused without --resume: nothing written
+    resumed = run_cli("sessions", "import", str(export), "--resume", cwd=tmp_path, env=cli_env)
+    assert resumed.returncode == 0, resumed.stderr
+    assert (
+        "imported 2 session(s), 2 line(s) into the postgres store; 2 already there, "
+        "left as they are"
+    ) in resumed.stderr
+    assert stored() == {name: list(enumerate(lines)) for name, lines in sessions.items()}
+    twice = run_cli("sessions", "import", str(export), "--resume", cwd=tmp_path, env=cli_env)
+    assert twice.returncode == 0 and "imported 0 session(s), 0 line(s)" in twice.stderr
+    out = tmp_path / "out.jsonl"
+    exported = run_cli("sessions", "export", "-o", str(out), cwd=tmp_path, env=cli_env)
+    assert exported.returncode == 0, exported.stderr
+    assert out.read_bytes() == export.read_bytes()
+
+
 def test_a_session_numbers_its_lines_by_their_seq(dsn: str) -> None:
     """A session loaded from PostgreSQL numbers each line by its row (seq + 1), past a row
     that is no line, as a warning about a damaged governance record names it, lines
