@@ -93,9 +93,9 @@ class LoadedTool:
     #: ``facts.parameters`` normalised (`normalise_schema_changes`), and the changes made.
     schema: dict[str, Any]
     changes: tuple[SchemaChange, ...]
-    #: The schema compiled, when `of` was asked to compile it and it compiles.
+    #: The schema compiled, or None when it cannot be (`problem` says why).
     validator: SchemaValidator | None = None
-    #: Why the schema cannot be compiled (`of` with ``compile``), or None.
+    #: Why the schema cannot be normalised or compiled, or None.
     problem: str | None = None
 
     @property
@@ -108,18 +108,20 @@ class LoadedTool:
         """The changes normalising the schema made that lost something its author wrote."""
         return [change for change in self.changes if change.lost]
 
-    @classmethod
-    def of(cls, tool: Tool, facts: ToolFacts, *, compile: bool = False) -> LoadedTool:
-        """`tool` with its `facts` and their schema normalised, and compiled if asked.
+    @property
+    def refusal(self) -> str | None:
+        """Why the tool cannot be offered (``its parameters schema is invalid (...)``), or None."""
+        if self.problem is None:
+            return None
+        return f"its parameters schema is invalid ({self.problem})"
 
-        With ``compile``, a schema that cannot be normalised or compiled is no error:
-        `problem` says why (for the caller to leave the tool out, naming it).
-        Without, what normalising raises is raised, and the schema is compiled at
-        the tool's first call.
+    @classmethod
+    def of(cls, tool: Tool, facts: ToolFacts) -> LoadedTool:
+        """`tool` with its `facts` and their schema normalised and compiled, once.
+
+        A schema that cannot be normalised or compiled is no error: `problem` says
+        why, for the caller to leave the tool out (or refuse it), naming it.
         """
-        if not compile:
-            schema, changes = normalise_schema_changes(facts.parameters)
-            return cls(tool, facts, schema, tuple(changes))
         try:
             schema, changes = normalise_schema_changes(facts.parameters)
             validator = compile_schema(schema)
@@ -141,7 +143,7 @@ class _Entry:
     owner: str  # the plugin as messages name it (`PluginInfo.describe`), "" when unknown
     schema: dict[str, Any]
     flags: Mapping[str, bool]  # as registered: listings show them, calls are scheduled by them
-    validator: SchemaValidator | None = None
+    validator: SchemaValidator  # compiled when the tool was loaded: calls never compile it
 
     @property
     def rank(self) -> int:
@@ -160,7 +162,8 @@ class ToolRegistry:
 
     `definitions` lists built-ins by name, then plugin tools by name, then
     ``mcp_`` tools by name: a stable prefix keeps the provider's prompt cache
-    warm. Schemas are normalised when a tool is added; the warnings are kept in
+    warm. Schemas are normalised and compiled when a tool is added (a schema
+    that cannot be is refused then, never at a call); the warnings are kept in
     ``warnings`` and logged, those of a change that lost something the author
     wrote (`SchemaChange.lost`) as `build`'s ``noted`` says.
     """
@@ -209,10 +212,15 @@ class ToolRegistry:
             if isinstance(tool, LoadedTool):
                 loaded = tool
             else:
+                problem: str | None = None
                 try:
                     loaded = LoadedTool.of(tool, _read(tool, owner))
                 except Exception as exc:  # the plugin's code, or what it holds: that tool alone
                     problem = _left_out_problem(tool, exc)
+                else:
+                    if loaded.refusal is not None:  # as the plugin manager leaves it out
+                        problem = f"tool {loaded.name!r} left out: {loaded.refusal}"
+                if problem is not None:
                     if left_out is None:
                         log.warning("tool left out", plugin=owner, problem=problem)
                     else:
@@ -298,10 +306,17 @@ class ToolRegistry:
         once (`read_tool`, as that plugin's code): calls find it by this name,
         and `definitions` give what was read, never running the tool's code.
         What `read_tool` raises is raised (a ValueError or TypeError when the
-        tool cannot be used).
+        tool cannot be used). The schema is normalised and compiled here, as a
+        plugin's tools are at load: one that cannot be raises `InvalidSchemaError`
+        (a ValueError) naming the tool and its plugin, rather than refusing each
+        of its calls.
         """
         owner, name_of_plugin = _owner(plugin)
         loaded = LoadedTool.of(tool, _read(tool, owner))
+        if loaded.refusal is not None:
+            raise InvalidSchemaError(
+                f"{tool_label(loaded.name, owner)} cannot be added: {loaded.refusal}"
+            )
         lost = self._add(loaded, builtin=builtin, plugin=name_of_plugin, owner=owner)
         for change in lost:
             _log_change(loaded.name, owner, change)
@@ -314,6 +329,8 @@ class ToolRegistry:
         name, facts = loaded.name, loaded.facts
         if name in self._entries:
             raise ValueError(f"a tool named {name!r} is already registered")
+        if loaded.validator is None:
+            raise InvalidSchemaError(f"{tool_label(name, owner)}: {loaded.refusal}")
         for change in loaded.changes:
             self.warnings.append(f"{name}: {change}")
             if not change.lost:
@@ -427,7 +444,7 @@ class ToolRegistry:
             error = f'Error: invalid arguments for tool "{name}": ' + listed
             return PreparedCall(name, tool, arguments, repairs, error=error if errors else None)
         try:
-            validator = self._validator(entry)
+            validator = entry.validator
             # Only the errors the answer lists are rendered: a call may break the schema
             # once per value, and the rest are only counted.
             errors, more = validator.first_errors(arguments, MAX_LISTED_ERRORS)
@@ -443,7 +460,7 @@ class ToolRegistry:
                 else:
                     arguments, errors = cast, []
                     repairs.extend(_cast_repairs(notes))
-        except ValueError as exc:  # the tool's own schema is broken
+        except ValueError as exc:  # a part compiled only when needed (its subschemas' map)
             return PreparedCall(
                 name,
                 tool,
@@ -462,12 +479,6 @@ class ToolRegistry:
                 error=f'Error: invalid arguments for tool "{name}": ' + _listed(errors, more),
             )
         return PreparedCall(name, tool, arguments, repairs)
-
-    def _validator(self, entry: _Entry) -> SchemaValidator:
-        if entry.validator is None:
-            entry.validator = compile_schema(entry.schema)
-            entry.validator.compile()
-        return entry.validator
 
     def _unknown_tool(self, name: Any) -> str:
         names = self.names()
