@@ -492,10 +492,10 @@ class PluginManager:
                     left_out_names.append((record.info, left_out_name))
             for name, item in items:
                 if kind == "tool":  # a `LoadedTool`: its schema normalised and compiled once
-                    if item.refusal is not None:
+                    if item.problem is not None:
                         # This tool alone: one bad schema (say from an MCP server) must not
                         # take the plugin's other tools with it, nor reach the model.
-                        note_problem(record, f"tool {name!r} left out: {item.refusal}")
+                        note_problem(record, f"tool {name!r} left out: {item.problem}")
                         left_out_names.append((record.info, name))
                         continue
                     # The tool is offered, but the model is told less than its author wrote

@@ -38,6 +38,7 @@ from nanobot_core.schema import (
     normalise_schema_changes,
 )
 from nanobot_core.schema.casting import CastNote, cast_value_noted
+from nanobot_core.schema.validation import MAX_CHECKS_PER_VALUE
 from nanobot_core.tools.base import Tool, ToolAttributeError, ToolFacts, read_tool
 
 if TYPE_CHECKING:
@@ -93,9 +94,9 @@ class LoadedTool:
     #: ``facts.parameters`` normalised (`normalise_schema_changes`), and the changes made.
     schema: dict[str, Any]
     changes: tuple[SchemaChange, ...]
-    #: The schema compiled, or None when it cannot be (`problem` says why).
+    #: The schema compiled, or None when the tool cannot be offered (`problem` says why).
     validator: SchemaValidator | None = None
-    #: Why the schema cannot be normalised or compiled, or None.
+    #: Why the tool cannot be offered (``its parameters schema is invalid (...)``), or None.
     problem: str | None = None
 
     @property
@@ -108,29 +109,43 @@ class LoadedTool:
         """The changes normalising the schema made that lost something its author wrote."""
         return [change for change in self.changes if change.lost]
 
-    @property
-    def refusal(self) -> str | None:
-        """Why the tool cannot be offered (``its parameters schema is invalid (...)``), or None."""
-        if self.problem is None:
-            return None
-        return f"its parameters schema is invalid ({self.problem})"
-
     @classmethod
     def of(cls, tool: Tool, facts: ToolFacts) -> LoadedTool:
         """`tool` with its `facts` and their schema normalised and compiled, once.
 
-        A schema that cannot be normalised or compiled is no error: `problem` says
-        why, for the caller to leave the tool out (or refuse it), naming it.
+        A schema that cannot be normalised or compiled, or that would have a value
+        of the arguments checked against more than `MAX_CHECKS_PER_VALUE` of its
+        schemas, is no error: `problem` says why, for the caller to leave the tool
+        out (or refuse it), naming it.
         """
         try:
             schema, changes = normalise_schema_changes(facts.parameters)
             validator = compile_schema(schema)
             validator.compile()
         except InvalidSchemaError as exc:
-            return cls(tool, facts, facts.parameters, (), problem=str(exc))
+            return cls(tool, facts, facts.parameters, (), problem=_invalid(str(exc)))
         except Exception as exc:  # what the parameters held is the plugin's fault too
-            return cls(tool, facts, facts.parameters, (), problem=describe(exc))
+            return cls(tool, facts, facts.parameters, (), problem=_invalid(describe(exc)))
+        checks = validator.checks_per_value()
+        if checks > MAX_CHECKS_PER_VALUE:
+            # jsonschema-rs checks each one, for each call: the time grows with the count.
+            problem = (
+                f"its parameters schema has a value checked against {_count(checks)} of its "
+                f"schemas, more than {MAX_CHECKS_PER_VALUE:,} (MAX_CHECKS_PER_VALUE): a $ref "
+                "named more than once in an anyOf, oneOf or allOf, level after level, "
+                "checks it once per way there, and a call would take minutes to check"
+            )
+            return cls(tool, facts, schema, tuple(changes), problem=problem)
         return cls(tool, facts, schema, tuple(changes), validator)
+
+
+def _invalid(reason: str) -> str:
+    return f"its parameters schema is invalid ({reason})"
+
+
+def _count(checks: int) -> str:
+    """`checks` for a person: ``2,097,151``, or past a trillion ``more than 10**12``."""
+    return f"{checks:,}" if checks < 10**12 else "more than 10**12"
 
 
 @attrs.define
@@ -218,8 +233,8 @@ class ToolRegistry:
                 except Exception as exc:  # the plugin's code, or what it holds: that tool alone
                     problem = _left_out_problem(tool, exc)
                 else:
-                    if loaded.refusal is not None:  # as the plugin manager leaves it out
-                        problem = f"tool {loaded.name!r} left out: {loaded.refusal}"
+                    if loaded.problem is not None:  # as the plugin manager leaves it out
+                        problem = f"tool {loaded.name!r} left out: {loaded.problem}"
                 if problem is not None:
                     if left_out is None:
                         log.warning("tool left out", plugin=owner, problem=problem)
@@ -313,9 +328,9 @@ class ToolRegistry:
         """
         owner, name_of_plugin = _owner(plugin)
         loaded = LoadedTool.of(tool, _read(tool, owner))
-        if loaded.refusal is not None:
+        if loaded.problem is not None:
             raise InvalidSchemaError(
-                f"{tool_label(loaded.name, owner)} cannot be added: {loaded.refusal}"
+                f"{tool_label(loaded.name, owner)} cannot be added: {loaded.problem}"
             )
         lost = self._add(loaded, builtin=builtin, plugin=name_of_plugin, owner=owner)
         for change in lost:
@@ -330,7 +345,7 @@ class ToolRegistry:
         if name in self._entries:
             raise ValueError(f"a tool named {name!r} is already registered")
         if loaded.validator is None:
-            raise InvalidSchemaError(f"{tool_label(name, owner)}: {loaded.refusal}")
+            raise InvalidSchemaError(f"{tool_label(name, owner)}: {loaded.problem}")
         for change in loaded.changes:
             self.warnings.append(f"{name}: {change}")
             if not change.lost:
