@@ -724,14 +724,24 @@ _INNER_MAPS = ("properties", "patternProperties")
 _EXPANSION_CAP = 10**18
 
 
-def _expansion_parts(node: Any, root: Any) -> tuple[list[Any], list[Any], list[list[Any]]]:
+#: Every keyword `_expansion_parts` looks at: a schema without one checks a value once.
+_EXPANDING_KEYWORDS = frozenset(
+    {"$ref", *_SAME_VALUE_KEYWORDS, *_SAME_VALUE_MAPS, *_UNION_KEYWORDS, *_INNER_KEYWORDS}
+    | set(_INNER_MAPS)
+)
+
+_Parts = tuple[list[Any], list[Any], list[list[Any]]]
+_NO_PARTS: _Parts = ([], [], [])
+
+
+def _expansion_parts(node: Any, root: Any) -> _Parts:
     """The schemas `node` applies to the same value (its local ``$ref`` among them), its union
     alternatives, and its groups of schemas for the value's properties and items."""
+    if not isinstance(node, dict) or not _EXPANDING_KEYWORDS.intersection(node):
+        return _NO_PARTS  # most schemas of a large one: a property's type and description
     same: list[Any] = []
     alternatives: list[Any] = []
     groups: list[list[Any]] = []
-    if not isinstance(node, dict):
-        return same, alternatives, groups
     reference = node.get("$ref")
     if isinstance(reference, str):
         target = _local_reference(root, reference)
@@ -777,22 +787,27 @@ def _expanded(root: Any, start: Any, memo: dict[int, tuple[int, int]]) -> tuple[
     being counted (a recursive schema) counts one: each round of it checks a value deeper
     in the arguments. Walked without recursion; `memo` holds the counts by the node's id.
     """
-    stack: list[tuple[Any, bool]] = [(start, False)]
+    stack: list[tuple[Any, _Parts | None]] = [(start, None)]
     counting: set[int] = set()
     while stack:
-        node, ready = stack.pop()
+        node, parts = stack.pop()
         key = id(node)
-        same, alternatives, groups = _expansion_parts(node, root)
-        if not ready:
+        if parts is None:
             if key in memo or key in counting:
                 continue
+            parts = _expansion_parts(node, root)
+            if parts is _NO_PARTS:
+                memo[key] = (1, 0)
+                continue
             counting.add(key)
-            stack.append((node, True))
+            stack.append((node, parts))
+            same, alternatives, groups = parts
             for part in (*same, *alternatives, *(p for group in groups for p in group)):
                 if id(part) not in memo and id(part) not in counting:
-                    stack.append((part, False))
+                    stack.append((part, None))
             continue
         counting.discard(key)
+        same, alternatives, groups = parts
         checks, unions = 1, 0
         for part in same:
             part_checks, part_unions = memo.get(id(part), (1, 0))

@@ -56,6 +56,10 @@ _MAX_LISTED_TOOLS = 40
 #: short (a path and a message, each cut), but a call may have one per value: 50,000
 #: wrong items of an array answered with 2 MB of errors.
 MAX_LISTED_ERRORS = 8
+#: The most values (each object, array, string, number..) a tool's parameters schema may
+#: hold, as many as a call's arguments (`MAX_ARGUMENT_VALUES`): normalising and compiling
+#: one of 100,000 properties took 5 s, and it would be sent with every request.
+MAX_SCHEMA_VALUES = 100_000
 
 
 @attrs.frozen
@@ -113,11 +117,20 @@ class LoadedTool:
     def of(cls, tool: Tool, facts: ToolFacts) -> LoadedTool:
         """`tool` with its `facts` and their schema normalised and compiled, once.
 
-        A schema that cannot be normalised or compiled, or that would have a value
-        of the arguments checked against more than `MAX_CHECKS_PER_VALUE` of its
-        schemas, is no error: `problem` says why, for the caller to leave the tool
-        out (or refuse it), naming it.
+        A schema that cannot be normalised or compiled, that holds more than
+        `MAX_SCHEMA_VALUES` values, or that would have a value of the arguments
+        checked against more than `MAX_CHECKS_PER_VALUE` of its schemas, is no
+        error: `problem` says why, for the caller to leave the tool out (or refuse
+        it), naming it.
         """
+        if _more_values_than(facts.parameters, MAX_SCHEMA_VALUES):
+            # Counted before any other work: the cost of what follows grows with the size.
+            problem = (
+                f"its parameters schema holds more than {MAX_SCHEMA_VALUES:,} values "
+                "(MAX_SCHEMA_VALUES), more than a call's arguments may; it would be sent "
+                "with every request"
+            )
+            return cls(tool, facts, facts.parameters, (), problem=problem)
         try:
             schema, changes = normalise_schema_changes(facts.parameters)
             validator = compile_schema(schema)
@@ -137,6 +150,22 @@ class LoadedTool:
             )
             return cls(tool, facts, schema, tuple(changes), problem=problem)
         return cls(tool, facts, schema, tuple(changes), validator)
+
+
+def _more_values_than(schema: Any, bound: int) -> bool:
+    """Whether `schema` holds more than `bound` values, counting no further than that."""
+    seen = 0
+    stack = [schema]
+    while stack:
+        value = stack.pop()
+        seen += 1
+        if seen > bound:
+            return True
+        if isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return False
 
 
 def _invalid(reason: str) -> str:

@@ -1040,3 +1040,35 @@ def test_a_call_without_a_name_is_told_to_call_a_tool_by_its_name(name: Any) -> 
         "Error: the tool call has no tool name, and no tools are available: answer without "
         "calling a tool."
     )
+
+
+def _wide(properties: int) -> dict[str, Any]:
+    """An object schema of `properties` string properties: 2 + 2 values each, 4 around."""
+    return {
+        "type": "object",
+        "properties": {f"p{n}": {"type": "string"} for n in range(properties)},
+    }
+
+
+def test_a_schema_of_more_values_than_any_arguments_is_refused_before_it_is_read() -> None:
+    """A schema of 100,000 properties (5 s to normalise and compile, megabytes sent with every
+    request) is refused by its size, naming the tool and the limit; one within it loads."""
+    registry = ToolRegistry()
+    with pytest.raises(InvalidSchemaError) as raised:
+        registry.add(SchemaTool("wide", _wide(100_000)))
+    assert str(raised.value) == (
+        'tool "wide" cannot be added: its parameters schema holds more than 100,000 values '
+        "(MAX_SCHEMA_VALUES), more than a call's arguments may; it would be sent with every "
+        "request"
+    )
+    assert registry_module.MAX_SCHEMA_VALUES == 100_000 and "wide" not in registry
+    # The root, its type, properties, x, the enum's list, and its items: 5 + n values.
+    registry.add(SchemaTool("most", _enum(100_000 - 5)))
+    assert registry.prepare_call("most", {"x": 7}).ok
+    with pytest.raises(InvalidSchemaError):
+        registry.add(SchemaTool("over", _enum(100_000 - 4)))
+
+
+def _enum(items: int) -> dict[str, Any]:
+    """An object schema whose property `x` is one of `items` integers."""
+    return {"type": "object", "properties": {"x": {"enum": list(range(items))}}}
