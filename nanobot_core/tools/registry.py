@@ -799,7 +799,8 @@ def _canonical(schema: Any) -> Any:
 
 def _log_change(tool: str, owner: str, change: SchemaChange) -> None:
     # Named with its plugin: the author reads this warning, not the model's failures.
-    log.warning("tool schema normalised", tool=tool, plugin=owner, change=str(change))
+    event = "tool schema normalised" if change.changed else "tool schema likely wrong"
+    log.warning(event, tool=tool, plugin=owner, change=str(change))
 
 
 def _normalised_name(name: str) -> str:

@@ -363,3 +363,24 @@ def test_a_schema_checking_a_value_too_often_is_refused_by_add() -> None:
     registry.add(_SchemaOnly("few", _fan_out(8)))
     assert registry.prepare_call("few", {"x": 3}).ok
     assert registry.prepare_call("few", {"x": "3"}).arguments == {"x": 3}
+
+
+def test_a_pattern_written_as_a_regex_literal_is_listed_naming_plugin_tool_and_place(
+    tmp_path: Path,
+) -> None:
+    """A plugin tool whose `pattern` is a JavaScript regex literal (``/abc/u``) is kept as
+    written, and the plugin's problems (and the log, with its version) say where and why."""
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "/abc/u"}}}
+    with capture_logs() as logs:
+        manager = _manager(tmp_path, _SchemaOnly("codes", schema))
+        registry = manager.tool_registry()
+    assert registry.definitions()[-1]["function"]["parameters"] == schema
+    (record,) = [r for r in manager.records() if r.info.name == "counting"]
+    problem = (
+        "tool 'codes' kept, its parameters schema is likely wrong: #/properties/code/pattern: "
+        '"/abc/u" is written as a JavaScript regex literal: JSON Schema matches its slashes '
+        'as characters and its flags (u) are letters to match: a pattern has none; "abc" was '
+        "likely meant (kept as written)"
+    )
+    assert record.problems == [problem]
+    assert any(entry.get("problem") == problem for entry in logs)
