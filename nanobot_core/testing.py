@@ -254,7 +254,9 @@ def run_tool(
 
     `tool` is a tool (class, instance, @tool function) or a `ToolRegistry`;
     `raw_arguments` is what a model would send (a dict, JSON text, ``None``...).
-    Errors come back as a `ToolResult` with ``is_error`` set, never as exceptions.
+    Errors of the call come back as a `ToolResult` with ``is_error`` set, never as
+    exceptions. A tool whose schema the core would leave out at load (invalid, or too
+    costly to check) raises `InvalidSchemaError` naming it, as `ToolRegistry.add` does.
     """
     from nanobot_core.kernel.context import PluginContext
     from nanobot_core.tools.base import as_tool

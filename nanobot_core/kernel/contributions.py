@@ -166,7 +166,7 @@ def _adapt_tool(raw: Any, ctx: PluginContext) -> Any:
         raise _LeftOut(str(exc), line=line, name=exc.tool) from None
     if loaded is None:
         return None
-    return LoadedTool.of(*loaded, compile=True)
+    return LoadedTool.of(*loaded)
 
 
 def _adapt_stage(raw: Any, ctx: PluginContext) -> Any:

@@ -495,8 +495,7 @@ class PluginManager:
                     if item.problem is not None:
                         # This tool alone: one bad schema (say from an MCP server) must not
                         # take the plugin's other tools with it, nor reach the model.
-                        why = f"its parameters schema is invalid ({item.problem})"
-                        note_problem(record, f"tool {name!r} left out: {why}")
+                        note_problem(record, f"tool {name!r} left out: {item.problem}")
                         left_out_names.append((record.info, name))
                         continue
                     # The tool is offered, but the model is told less than its author wrote

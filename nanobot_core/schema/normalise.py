@@ -19,6 +19,7 @@ type says nothing about the value, and refusing a good call is worse than passin
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from typing import Any, Protocol
 
@@ -66,9 +67,12 @@ _SCHEMA_MAP_KEYWORDS = (
 
 
 class Warn(Protocol):
-    """Told of each change: where, what, and whether something the author wrote was lost."""
+    """Told of each change: where, what, whether something the author wrote was lost, and
+    whether the schema was changed at all (a finding kept as written is not)."""
 
-    def __call__(self, pointer: str, what: str, *, lost: bool = False) -> None: ...
+    def __call__(
+        self, pointer: str, what: str, *, lost: bool = False, changed: bool = True
+    ) -> None: ...
 
 
 @attrs.frozen
@@ -79,17 +83,24 @@ class SchemaChange:
     is gone (an unknown type name, a ``required`` that is not a list of names, a
     property that is not a schema), so the model is told less than was meant.
     Otherwise the change says the same in JSON Schema, or drops what meant nothing.
+
+    ``changed`` is False for what is kept as written but almost surely not what the
+    author meant (a ``pattern`` written as a JavaScript regex literal, ``/^a+$/i``): a
+    problem of the plugin's too, like ``lost``, which it then is.
     """
 
     pointer: str  # where, as a JSON pointer fragment: ``#/properties/x``
     what: str
     lost: bool = False
+    changed: bool = True
 
     def __str__(self) -> str:
         return f"{self.pointer}: {self.what}"
 
     def problem(self, tool: str) -> str:
         """The change as a problem of the plugin offering `tool` (which is kept)."""
+        if not self.changed:
+            return f"tool {tool!r} kept, its parameters schema is likely wrong: {self}"
         return f"tool {tool!r} kept, its parameters schema changed: {self}"
 
 
@@ -132,8 +143,8 @@ def normalise_schema_changes(
         raise TypeError(f"a tool schema must be a JSON object, not {type(schema).__name__}")
     changes: list[SchemaChange] = []
 
-    def warn(pointer: str, what: str, *, lost: bool = False) -> None:
-        changes.append(SchemaChange(pointer, what, lost))
+    def warn(pointer: str, what: str, *, lost: bool = False, changed: bool = True) -> None:
+        changes.append(SchemaChange(pointer, what, lost or not changed, changed))
 
     try:
         normalised = _normalise_node(schema, "#", warn, _Dialect.of(schema.get("$schema")))
@@ -160,6 +171,7 @@ def _normalise_node(node: Any, pointer: str, warn: Warn, dialect: _Dialect) -> A
     _fix_property_required_flags(fixed, pointer, warn)
     _fix_required_list(fixed, pointer, warn)
     _fix_annotations(fixed, pointer, warn)
+    _check_pattern(fixed, pointer, warn)
     if not dialect.tuple_items:
         _fix_tuple_items(fixed, pointer, warn)
     if not dialect.boolean_limits:
@@ -436,6 +448,38 @@ def _fix_annotations(node: dict[str, Any], pointer: str, warn: Warn) -> None:
             warn(pointer, f'"{keyword}" made a string')
     if "format" in node and not isinstance(node["format"], str):
         warn(pointer, f'"format": {json.dumps(node.pop("format"))} removed (not a string)')
+
+
+#: A JavaScript regex literal: the source between slashes, then one flag or more, or a
+#: source anchored just inside its slashes (``/^a+$/``), which as JSON Schema reads it
+#: (a slash, then the start of the text) matches nothing. Plain slashes (``/api/``, a
+#: part of a path) are left alone: they may well be meant.
+_REGEX_LITERAL = re.compile(
+    r"/(?P<source>.+)/(?P<flags>[dgimsuvy]+)|/(?P<anchored>\^.*|.*\$)/", re.DOTALL
+)
+
+
+def _check_pattern(node: dict[str, Any], pointer: str, warn: Warn) -> None:
+    """Say so when ``pattern`` is written as a JavaScript regex literal, slashes and flags."""
+    pattern = node.get("pattern")
+    if not isinstance(pattern, str):
+        return
+    literal = _REGEX_LITERAL.fullmatch(pattern)
+    if literal is None or len(set(literal["flags"] or "")) < len(literal["flags"] or ""):
+        return  # JavaScript takes each flag once: `/x/ii` is no literal of its
+    source = literal["source"] if literal["source"] is not None else literal["anchored"]
+    flags = (
+        f" and its flags ({literal['flags']}) are letters to match: a pattern has none"
+        if literal["flags"]
+        else ""
+    )
+    warn(
+        f"{pointer}/pattern",
+        f"{clip(json.dumps(pattern, ensure_ascii=False))} is written as a JavaScript regex "
+        f"literal: JSON Schema matches its slashes as characters{flags}; "
+        f"{clip(json.dumps(source, ensure_ascii=False))} was likely meant (kept as written)",
+        changed=False,
+    )
 
 
 def _fix_tuple_items(node: dict[str, Any], pointer: str, warn: Warn) -> None:

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     import jsonschema_rs
 
 __all__ = [
+    "MAX_CHECKS_PER_VALUE",
     "MAX_MESSAGE_CHARS",
     "MAX_UNION_WORK",
     "InvalidSchemaError",
@@ -53,6 +54,15 @@ MAX_MESSAGE_CHARS = 240
 
 MAX_VALUE_CHARS = 60
 """A value quoted in a long error is cut to this many characters."""
+
+MAX_CHECKS_PER_VALUE = 10_000
+"""The most schemas one value of a tool's arguments may be checked against (`checks_per_value`).
+
+A tool whose schema passes it is left out when it is loaded: ``anyOf: [{$ref: S}, {$ref:
+S}]`` at each of 30 levels has jsonschema-rs check a value 2**30 times, some 12 s for
+``is_valid`` and hours for its errors. The costliest real schema in the tests' data
+(SchemaStore's, BFCL's, tau-bench's) checks a value against 170.
+"""
 
 MAX_UNION_WORK = 100_000
 """The most a call's errors are sought in full for: its values times the schema's union nodes.
@@ -142,7 +152,15 @@ class SchemaValidator:
     changes to the caller's dict do not reach it.
     """
 
-    __slots__ = ("_compiled", "_own", "_retriever", "_schema", "_subschemas", "_weights")
+    __slots__ = (
+        "_compiled",
+        "_expansion",
+        "_own",
+        "_retriever",
+        "_schema",
+        "_subschemas",
+        "_weights",
+    )
 
     def __init__(
         self, schema: Mapping[str, Any] | bool, *, retriever: Retriever | None = None
@@ -154,6 +172,8 @@ class SchemaValidator:
         # Per schema pointer: its union nodes plus one, and the validator of its own keywords.
         self._weights: dict[str, int] = {}
         self._own: dict[str, jsonschema_rs.Validator | None] = {}
+        # By a node's id: the schemas one value may be checked against under it (`_expanded`).
+        self._expansion: dict[int, tuple[int, int]] = {}
 
     @property
     def schema(self) -> dict[str, Any] | bool:
@@ -165,7 +185,12 @@ class SchemaValidator:
         self._validator()
 
     def errors(self, instance: Any) -> list[str]:
-        """Every problem with ``instance``, sorted by path then text; empty when it is valid."""
+        """Every problem with ``instance``, sorted by path then text; empty when it is valid.
+
+        Not bounded: a failed ``anyOf`` or ``oneOf`` brings every error of every alternative,
+        each reference reached once per way there. Arguments a model wrote are answered with
+        `first_errors`, which is.
+        """
         found = self._found(instance)
         return found if isinstance(found, list) else found.rendered()
 
@@ -194,6 +219,17 @@ class SchemaValidator:
             return found[:limit], max(0, len(found) - limit)
         return found.first(limit), max(0, found.count() - limit)
 
+    def checks_per_value(self) -> int:
+        """The most schemas one value of an instance may be checked against, each local
+        ``$ref`` followed each time it is met (capped at 10**18).
+
+        A schema whose ``anyOf`` names the same ``$ref`` twice, a few levels deep, makes
+        this grow as a power of the levels, and so does the time jsonschema-rs takes to say
+        whether arguments are valid. A tool's schema over `MAX_CHECKS_PER_VALUE` is left out
+        when it is loaded. A remote or anchor ``$ref`` is not followed (counted as none).
+        """
+        return _expanded(self._schema, self._schema, self._expansion)[0]
+
     def _over_union_work(self, pointer: str, instance: Any) -> bool:
         """Whether `instance` times the union nodes of the schema at `pointer` passes the limit."""
         weight = self._weight(pointer)
@@ -202,12 +238,15 @@ class SchemaValidator:
         return _more_values_than(instance, MAX_UNION_WORK // weight)
 
     def _weight(self, pointer: str) -> int:
-        """One plus the union nodes the schema at `pointer` may reach (all, if it refers)."""
+        """One plus the union nodes the schema at `pointer` may reach (all, if it refers, or
+        as many as its references reach when they reach more: each time they are met)."""
         known = self._weights.get(pointer)
         if known is None:
-            count, references = _union_nodes(_resolve(self._schema, pointer))
+            node = _resolve(self._schema, pointer)
+            count, references = _union_nodes(node)
             if references:
                 count, _ = _union_nodes(self._schema)
+                count = max(count, _expanded(self._schema, node, self._expansion)[1])
             known = self._weights[pointer] = 1 + count
         return known
 
@@ -661,6 +700,138 @@ def _union_failures(
             _Problems(failed._validator().iter_errors(value), prefix=path).first_keyed(1)
         )
     return failures
+
+
+#: Keywords whose schemas apply to the value their schema does: one schema, or a list.
+_SAME_VALUE_KEYWORDS = ("not", "if", "then", "else", "allOf")
+#: Keywords whose schemas (a map of them) each may apply to the value their schema does.
+_SAME_VALUE_MAPS = ("dependentSchemas", "dependencies")
+#: Keywords whose schemas apply to the properties or items of the value: one of each group
+#: at most applies to a given property or item (`properties`, or `additionalProperties`).
+_INNER_KEYWORDS = (
+    "items",
+    "additionalItems",
+    "prefixItems",
+    "contains",
+    "additionalProperties",
+    "propertyNames",
+    "unevaluatedItems",
+    "unevaluatedProperties",
+    "contentSchema",
+)
+_INNER_MAPS = ("properties", "patternProperties")
+#: Where the expansion's counts stop growing: far past any limit, and small integers.
+_EXPANSION_CAP = 10**18
+
+
+#: Every keyword `_expansion_parts` looks at: a schema without one checks a value once.
+_EXPANDING_KEYWORDS = frozenset(
+    {"$ref", *_SAME_VALUE_KEYWORDS, *_SAME_VALUE_MAPS, *_UNION_KEYWORDS, *_INNER_KEYWORDS}
+    | set(_INNER_MAPS)
+)
+
+_Parts = tuple[list[Any], list[Any], list[list[Any]]]
+_NO_PARTS: _Parts = ([], [], [])
+
+
+def _expansion_parts(node: Any, root: Any) -> _Parts:
+    """The schemas `node` applies to the same value (its local ``$ref`` among them), its union
+    alternatives, and its groups of schemas for the value's properties and items."""
+    if not isinstance(node, dict) or not _EXPANDING_KEYWORDS.intersection(node):
+        return _NO_PARTS  # most schemas of a large one: a property's type and description
+    same: list[Any] = []
+    alternatives: list[Any] = []
+    groups: list[list[Any]] = []
+    reference = node.get("$ref")
+    if isinstance(reference, str):
+        target = _local_reference(root, reference)
+        if target is not None:
+            same.append(target)
+    for keyword in _SAME_VALUE_KEYWORDS:
+        value = node.get(keyword)
+        same.extend(value if isinstance(value, list) else [value] if value is not None else [])
+    for keyword in _SAME_VALUE_MAPS:
+        value = node.get(keyword)
+        if isinstance(value, dict):
+            same.extend(value.values())
+    for keyword in _UNION_KEYWORDS:
+        value = node.get(keyword)
+        if isinstance(value, list):
+            alternatives.extend(value)
+    for keyword in _INNER_KEYWORDS:
+        value = node.get(keyword)
+        if isinstance(value, list):
+            groups.append(value)
+        elif value is not None:
+            groups.append([value])
+    for keyword in _INNER_MAPS:
+        value = node.get(keyword)
+        if isinstance(value, dict) and value:
+            groups.append(list(value.values()))
+    # Only schemas count: an array of names (`dependencies`) or a stray value is no check.
+    return (
+        [part for part in same if isinstance(part, dict | bool)],
+        [part for part in alternatives if isinstance(part, dict | bool)],
+        [kept for group in groups if (kept := [p for p in group if isinstance(p, dict | bool)])],
+    )
+
+
+def _expanded(root: Any, start: Any, memo: dict[int, tuple[int, int]]) -> tuple[int, int]:
+    """How many schemas one value may be checked against under `start`, and how many of them
+    are union alternatives, with every local ``$ref`` followed (each time it is met).
+
+    A schema reached twice counts twice: ``anyOf: [{$ref: S}, {$ref: S}]`` checks S twice,
+    and so does jsonschema-rs, so that twenty such levels check a value a million times.
+    Of the schemas of a value's properties or items (``properties``, ``items``..), the
+    costliest counts: one value is reached through one of them. A ``$ref`` back to a schema
+    being counted (a recursive schema) counts one: each round of it checks a value deeper
+    in the arguments. Walked without recursion; `memo` holds the counts by the node's id.
+    """
+    stack: list[tuple[Any, _Parts | None]] = [(start, None)]
+    counting: set[int] = set()
+    while stack:
+        node, parts = stack.pop()
+        key = id(node)
+        if parts is None:
+            if key in memo or key in counting:
+                continue
+            parts = _expansion_parts(node, root)
+            if parts is _NO_PARTS:
+                memo[key] = (1, 0)
+                continue
+            counting.add(key)
+            stack.append((node, parts))
+            same, alternatives, groups = parts
+            for part in (*same, *alternatives, *(p for group in groups for p in group)):
+                if id(part) not in memo and id(part) not in counting:
+                    stack.append((part, None))
+            continue
+        counting.discard(key)
+        same, alternatives, groups = parts
+        checks, unions = 1, 0
+        for part in same:
+            part_checks, part_unions = memo.get(id(part), (1, 0))
+            checks += part_checks
+            unions += part_unions
+        for part in alternatives:  # every check inside an alternative is a union's
+            part_checks, _ = memo.get(id(part), (1, 0))
+            checks += part_checks
+            unions += part_checks
+        for group in groups:
+            counted = [memo.get(id(part), (1, 0)) for part in group]
+            checks += max(count for count, _ in counted)
+            unions += max(count for _, count in counted)
+        memo[key] = (min(checks, _EXPANSION_CAP), min(unions, _EXPANSION_CAP))
+    return memo.get(id(start), (1, 0))
+
+
+def _local_reference(root: Any, reference: str) -> Any:
+    """The schema a local ``$ref`` (``#`` or ``#/json/pointer``) names, or None."""
+    if reference != "#" and not reference.startswith("#/"):
+        return None  # a remote or anchor reference: not followed (counted as none)
+    from urllib.parse import unquote
+
+    return _resolve(root, unquote(reference))
 
 
 def _union_nodes(schema: Any) -> tuple[int, bool]:

@@ -38,6 +38,7 @@ from nanobot_core.schema import (
     normalise_schema_changes,
 )
 from nanobot_core.schema.casting import CastNote, cast_value_noted
+from nanobot_core.schema.validation import MAX_CHECKS_PER_VALUE
 from nanobot_core.tools.base import Tool, ToolAttributeError, ToolFacts, read_tool
 
 if TYPE_CHECKING:
@@ -55,6 +56,10 @@ _MAX_LISTED_TOOLS = 40
 #: short (a path and a message, each cut), but a call may have one per value: 50,000
 #: wrong items of an array answered with 2 MB of errors.
 MAX_LISTED_ERRORS = 8
+#: The most values (each object, array, string, number..) a tool's parameters schema may
+#: hold, as many as a call's arguments (`MAX_ARGUMENT_VALUES`): normalising and compiling
+#: one of 100,000 properties took 5 s, and it would be sent with every request.
+MAX_SCHEMA_VALUES = 100_000
 
 
 @attrs.frozen
@@ -93,9 +98,9 @@ class LoadedTool:
     #: ``facts.parameters`` normalised (`normalise_schema_changes`), and the changes made.
     schema: dict[str, Any]
     changes: tuple[SchemaChange, ...]
-    #: The schema compiled, when `of` was asked to compile it and it compiles.
+    #: The schema compiled, or None when the tool cannot be offered (`problem` says why).
     validator: SchemaValidator | None = None
-    #: Why the schema cannot be compiled (`of` with ``compile``), or None.
+    #: Why the tool cannot be offered (``its parameters schema is invalid (...)``), or None.
     problem: str | None = None
 
     @property
@@ -109,26 +114,67 @@ class LoadedTool:
         return [change for change in self.changes if change.lost]
 
     @classmethod
-    def of(cls, tool: Tool, facts: ToolFacts, *, compile: bool = False) -> LoadedTool:
-        """`tool` with its `facts` and their schema normalised, and compiled if asked.
+    def of(cls, tool: Tool, facts: ToolFacts) -> LoadedTool:
+        """`tool` with its `facts` and their schema normalised and compiled, once.
 
-        With ``compile``, a schema that cannot be normalised or compiled is no error:
-        `problem` says why (for the caller to leave the tool out, naming it).
-        Without, what normalising raises is raised, and the schema is compiled at
-        the tool's first call.
+        A schema that cannot be normalised or compiled, that holds more than
+        `MAX_SCHEMA_VALUES` values, or that would have a value of the arguments
+        checked against more than `MAX_CHECKS_PER_VALUE` of its schemas, is no
+        error: `problem` says why, for the caller to leave the tool out (or refuse
+        it), naming it.
         """
-        if not compile:
-            schema, changes = normalise_schema_changes(facts.parameters)
-            return cls(tool, facts, schema, tuple(changes))
+        if _more_values_than(facts.parameters, MAX_SCHEMA_VALUES):
+            # Counted before any other work: the cost of what follows grows with the size.
+            problem = (
+                f"its parameters schema holds more than {MAX_SCHEMA_VALUES:,} values "
+                "(MAX_SCHEMA_VALUES), more than a call's arguments may; it would be sent "
+                "with every request"
+            )
+            return cls(tool, facts, facts.parameters, (), problem=problem)
         try:
             schema, changes = normalise_schema_changes(facts.parameters)
             validator = compile_schema(schema)
             validator.compile()
         except InvalidSchemaError as exc:
-            return cls(tool, facts, facts.parameters, (), problem=str(exc))
+            return cls(tool, facts, facts.parameters, (), problem=_invalid(str(exc)))
         except Exception as exc:  # what the parameters held is the plugin's fault too
-            return cls(tool, facts, facts.parameters, (), problem=describe(exc))
+            return cls(tool, facts, facts.parameters, (), problem=_invalid(describe(exc)))
+        checks = validator.checks_per_value()
+        if checks > MAX_CHECKS_PER_VALUE:
+            # jsonschema-rs checks each one, for each call: the time grows with the count.
+            problem = (
+                f"its parameters schema has a value checked against {_count(checks)} of its "
+                f"schemas, more than {MAX_CHECKS_PER_VALUE:,} (MAX_CHECKS_PER_VALUE): a $ref "
+                "named more than once in an anyOf, oneOf or allOf, level after level, "
+                "checks it once per way there, and a call would take minutes to check"
+            )
+            return cls(tool, facts, schema, tuple(changes), problem=problem)
         return cls(tool, facts, schema, tuple(changes), validator)
+
+
+def _more_values_than(schema: Any, bound: int) -> bool:
+    """Whether `schema` holds more than `bound` values, counting no further than that."""
+    seen = 0
+    stack = [schema]
+    while stack:
+        value = stack.pop()
+        seen += 1
+        if seen > bound:
+            return True
+        if isinstance(value, Mapping):
+            stack.extend(value.values())
+        elif isinstance(value, list | tuple):
+            stack.extend(value)
+    return False
+
+
+def _invalid(reason: str) -> str:
+    return f"its parameters schema is invalid ({reason})"
+
+
+def _count(checks: int) -> str:
+    """`checks` for a person: ``2,097,151``, or past a trillion ``more than 10**12``."""
+    return f"{checks:,}" if checks < 10**12 else "more than 10**12"
 
 
 @attrs.define
@@ -141,7 +187,7 @@ class _Entry:
     owner: str  # the plugin as messages name it (`PluginInfo.describe`), "" when unknown
     schema: dict[str, Any]
     flags: Mapping[str, bool]  # as registered: listings show them, calls are scheduled by them
-    validator: SchemaValidator | None = None
+    validator: SchemaValidator  # compiled when the tool was loaded: calls never compile it
 
     @property
     def rank(self) -> int:
@@ -160,7 +206,8 @@ class ToolRegistry:
 
     `definitions` lists built-ins by name, then plugin tools by name, then
     ``mcp_`` tools by name: a stable prefix keeps the provider's prompt cache
-    warm. Schemas are normalised when a tool is added; the warnings are kept in
+    warm. Schemas are normalised and compiled when a tool is added (a schema
+    that cannot be is refused then, never at a call); the warnings are kept in
     ``warnings`` and logged, those of a change that lost something the author
     wrote (`SchemaChange.lost`) as `build`'s ``noted`` says.
     """
@@ -209,10 +256,15 @@ class ToolRegistry:
             if isinstance(tool, LoadedTool):
                 loaded = tool
             else:
+                problem: str | None = None
                 try:
                     loaded = LoadedTool.of(tool, _read(tool, owner))
                 except Exception as exc:  # the plugin's code, or what it holds: that tool alone
                     problem = _left_out_problem(tool, exc)
+                else:
+                    if loaded.problem is not None:  # as the plugin manager leaves it out
+                        problem = f"tool {loaded.name!r} left out: {loaded.problem}"
+                if problem is not None:
                     if left_out is None:
                         log.warning("tool left out", plugin=owner, problem=problem)
                     else:
@@ -298,10 +350,17 @@ class ToolRegistry:
         once (`read_tool`, as that plugin's code): calls find it by this name,
         and `definitions` give what was read, never running the tool's code.
         What `read_tool` raises is raised (a ValueError or TypeError when the
-        tool cannot be used).
+        tool cannot be used). The schema is normalised and compiled here, as a
+        plugin's tools are at load: one that cannot be raises `InvalidSchemaError`
+        (a ValueError) naming the tool and its plugin, rather than refusing each
+        of its calls.
         """
         owner, name_of_plugin = _owner(plugin)
         loaded = LoadedTool.of(tool, _read(tool, owner))
+        if loaded.problem is not None:
+            raise InvalidSchemaError(
+                f"{tool_label(loaded.name, owner)} cannot be added: {loaded.problem}"
+            )
         lost = self._add(loaded, builtin=builtin, plugin=name_of_plugin, owner=owner)
         for change in lost:
             _log_change(loaded.name, owner, change)
@@ -314,6 +373,8 @@ class ToolRegistry:
         name, facts = loaded.name, loaded.facts
         if name in self._entries:
             raise ValueError(f"a tool named {name!r} is already registered")
+        if loaded.validator is None:
+            raise InvalidSchemaError(f"{tool_label(name, owner)}: {loaded.problem}")
         for change in loaded.changes:
             self.warnings.append(f"{name}: {change}")
             if not change.lost:
@@ -427,7 +488,7 @@ class ToolRegistry:
             error = f'Error: invalid arguments for tool "{name}": ' + listed
             return PreparedCall(name, tool, arguments, repairs, error=error if errors else None)
         try:
-            validator = self._validator(entry)
+            validator = entry.validator
             # Only the errors the answer lists are rendered: a call may break the schema
             # once per value, and the rest are only counted.
             errors, more = validator.first_errors(arguments, MAX_LISTED_ERRORS)
@@ -443,7 +504,7 @@ class ToolRegistry:
                 else:
                     arguments, errors = cast, []
                     repairs.extend(_cast_repairs(notes))
-        except ValueError as exc:  # the tool's own schema is broken
+        except ValueError as exc:  # a part compiled only when needed (its subschemas' map)
             return PreparedCall(
                 name,
                 tool,
@@ -462,12 +523,6 @@ class ToolRegistry:
                 error=f'Error: invalid arguments for tool "{name}": ' + _listed(errors, more),
             )
         return PreparedCall(name, tool, arguments, repairs)
-
-    def _validator(self, entry: _Entry) -> SchemaValidator:
-        if entry.validator is None:
-            entry.validator = compile_schema(entry.schema)
-            entry.validator.compile()
-        return entry.validator
 
     def _unknown_tool(self, name: Any) -> str:
         names = self.names()
@@ -744,7 +799,8 @@ def _canonical(schema: Any) -> Any:
 
 def _log_change(tool: str, owner: str, change: SchemaChange) -> None:
     # Named with its plugin: the author reads this warning, not the model's failures.
-    log.warning("tool schema normalised", tool=tool, plugin=owner, change=str(change))
+    event = "tool schema normalised" if change.changed else "tool schema likely wrong"
+    log.warning(event, tool=tool, plugin=owner, change=str(change))
 
 
 def _normalised_name(name: str) -> str:

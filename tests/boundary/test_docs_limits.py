@@ -32,6 +32,8 @@ def test_each_named_limit_has_the_value_the_doc_gives() -> None:
         "MAX_LISTED_ERRORS",
         "MAX_CAST_STEPS",
         "MAX_UNION_WORK",
+        "MAX_CHECKS_PER_VALUE",
+        "MAX_SCHEMA_VALUES",
     }
     modules = (_json_boundary, _json_repair, builtin, _glob, _clip, registry, casting, validation)
     for number, name in stated:

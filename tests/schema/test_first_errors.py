@@ -104,7 +104,7 @@ def test_first_errors_are_the_rendered_errors_cut(schema: Any, instance: Any, li
 def _answer_listing_every_error(registry: ToolRegistry, name: str, raw: Any) -> str | None:
     """A refused call's answer as it was made before: every error rendered, then cut."""
     entry = registry._entries[name]
-    validator = registry._validator(entry)
+    validator = entry.validator
     parsed = parse_arguments(raw)
     assert parsed.error is None
     arguments = parsed.value

@@ -8,7 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from nanobot_core import clip
 from nanobot_core.schema import normalise_schema, normalise_schema_changes, validate
 from nanobot_core.schema.normalise import TYPE_ALIASES, UNCONSTRAINED_TYPES
 
@@ -364,3 +367,62 @@ def test_a_schema_nested_past_what_can_be_read_is_refused_saying_so() -> None:
     with pytest.raises(InvalidSchemaError) as raised:
         normalise_schema_changes(deep)
     assert str(raised.value) == "invalid JSON Schema: nested too deep to be read"
+
+
+def _with_pattern(pattern: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {"name": {"type": "string", "pattern": pattern}}}
+
+
+def test_a_pattern_written_as_a_javascript_regex_literal_is_found_and_kept() -> None:
+    """``/^[a-z]+$/i`` matches only text holding its slashes and an ``i``: the author is told,
+    naming the place, and the schema is kept as written."""
+    schema = _with_pattern("/^[a-z]+$/i")
+    normalised, changes = normalise_schema_changes(schema)
+    assert normalised is schema
+    [change] = changes
+    assert (change.pointer, change.lost, change.changed) == (
+        "#/properties/name/pattern",
+        True,
+        False,
+    )
+    assert change.problem("who") == (
+        "tool 'who' kept, its parameters schema is likely wrong: #/properties/name/pattern: "
+        '"/^[a-z]+$/i" is written as a JavaScript regex literal: JSON Schema matches its '
+        "slashes as characters and its flags (i) are letters to match: a pattern has none; "
+        '"^[a-z]+$" was likely meant (kept as written)'
+    )
+    # What the finding says: the literal refuses the text its source accepts.
+    assert (
+        validate(schema, {"name": "abc"}) != []
+        and validate(_with_pattern("^[a-z]+$"), {"name": "abc"}) == []
+    )
+
+
+@pytest.mark.parametrize("pattern", ["/api/", "^/abc/$", "/$", "a/b/i", "/x/ii", "/usr/bin", "^a$"])
+def test_slashes_that_may_be_meant_are_no_finding(pattern: str) -> None:
+    """A pattern of a path (``/api/``), one anchored outside its slashes, or flags JavaScript
+    would refuse (``ii``) is left alone: it may well be meant."""
+    assert normalise_schema_changes(_with_pattern(pattern))[1] == []
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    source=st.text(min_size=1, max_size=20),
+    flags=st.lists(st.sampled_from("dgimsuvy"), min_size=1, max_size=4, unique=True).map("".join),
+)
+def test_any_regex_literal_with_flags_is_found_naming_its_source(source: str, flags: str) -> None:
+    """Whatever the source between the slashes, a literal with flags is found, its source
+    given as what was likely meant, and the schema is never changed."""
+    pattern = f"/{source}/{flags}"
+    schema = _with_pattern(pattern)
+    normalised, changes = normalise_schema_changes(schema)
+    assert normalised is schema and len(changes) == 1 and not changes[0].changed
+    assert f"its flags ({flags}) are letters to match" in changes[0].what
+    assert clip(json.dumps(source, ensure_ascii=False)) in changes[0].what
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=30).filter(lambda text: not text.startswith("/")))
+def test_a_pattern_not_opening_with_a_slash_is_no_finding(pattern: str) -> None:
+    """A pattern that does not open with a slash is never read as a JavaScript literal."""
+    assert normalise_schema_changes(_with_pattern(pattern))[1] == []

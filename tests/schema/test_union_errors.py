@@ -263,3 +263,67 @@ def test_a_refused_call_names_real_paths_within_its_size(
     # A cast may make the call valid; when it does not, the answer lists what is wrong.
     assert error is None or (error.startswith('Error: invalid arguments for tool "t": $'))
     assert error is None or len(error) <= 4_000
+
+
+def _nested_arrays(levels: int) -> dict[str, Any]:
+    """An array of values each an ``anyOf`` of two arrays whose items are the level below."""
+    defs: dict[str, Any] = {"L0": {"type": "integer"}}
+    for level in range(1, levels + 1):
+        below = {"type": "array", "items": {"$ref": f"#/$defs/L{level - 1}"}}
+        defs[f"L{level}"] = {"anyOf": [below, below]}
+    return {
+        "type": "object",
+        "$defs": defs,
+        "properties": {"xs": {"type": "array", "items": {"$ref": f"#/$defs/L{levels}"}}},
+    }
+
+
+def test_unions_reached_by_references_each_time_count_toward_the_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A union reached through references many ways counts once per way: 200 values nested
+    ten deep against ten levels naming the level below twice (6,142 checks a value, within
+    the load limit) are not asked of jsonschema-rs in full, which built 2**10 errors per
+    item, 22 s, where their union nodes alone (40) let them through."""
+    asked: list[Any] = []
+    build = validation_module._build
+
+    def recorded_build(schema: Any, retriever: Any, *, whole_map: bool) -> Any:
+        built = build(schema, retriever, whole_map=whole_map)
+        if whole_map:
+            return built  # the parts: reached by `get`, the union walk's is_valid only
+        real_iter_errors = built.iter_errors
+
+        class Recorded:
+            def iter_errors(self, instance: Any) -> Any:
+                asked.append(schema)
+                return real_iter_errors(instance)
+
+            def __getattr__(self, name: str) -> Any:
+                return getattr(built, name)
+
+        return Recorded()
+
+    monkeypatch.setattr(validation_module, "_build", recorded_build)
+    validation_module._cached_validator.cache_clear()
+    try:
+        schema = _nested_arrays(10)
+        registry = ToolRegistry()
+        registry.add(SchemaTool("t", schema))
+        value: Any = "x"
+        for _ in range(10):
+            value = [value]
+        error = registry.prepare_call("t", {"xs": [value] * 200}).error
+    finally:
+        validation_module._cached_validator.cache_clear()
+    assert error == (
+        'Error: invalid arguments for tool "t": '
+        + "; ".join(
+            f"$.xs[{n}]: {json.dumps(value, separators=(',', ':'))} is not valid under any of "
+            "the schemas listed in the 'anyOf' keyword"
+            for n in range(MAX_LISTED_ERRORS)
+        )
+        + "; and 192 more"
+    )
+    # Errors asked of jsonschema-rs only of schemas without unions (what failed on its own).
+    assert asked and not [part for part in asked if "anyOf" in json.dumps(part)]

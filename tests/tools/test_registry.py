@@ -14,9 +14,10 @@ from hypothesis import strategies as st
 
 from nanobot_core import Tool, clip, tool
 from nanobot_core.kernel.records import PluginInfo
+from nanobot_core.schema import InvalidSchemaError, format_instance_path
 from nanobot_core.schema import casting as casting_module
-from nanobot_core.schema import format_instance_path
 from nanobot_core.schema.casting import CastNote
+from nanobot_core.testing import make_config
 from nanobot_core.tools import registry as registry_module
 from nanobot_core.tools.executor import Executor, ToolCallRequest
 from nanobot_core.tools.registry import ToolRegistry, suggest_name
@@ -311,13 +312,38 @@ def test_schema_is_normalised_on_add_with_warnings_kept() -> None:
     assert registry.prepare_call("legacy", {"n": "4"}).arguments == {"n": 4}
 
 
-def test_invalid_schema_is_reported_at_call_time() -> None:
-    """A tool whose schema cannot compile can be listed, but its calls are Error results."""
+def test_an_invalid_schema_is_refused_when_the_tool_is_added() -> None:
+    """A tool whose schema cannot compile is refused by `add`, not listed to fail at each call."""
     schema = {"type": "object", "properties": {"x": {"minimum": "low"}}}
-    registry = _registry(SchemaTool("broken", schema))
-    prepared = registry.prepare_call("broken", {})
-    assert prepared.error is not None
-    assert prepared.error.startswith('Error: tool "broken" cannot be called')
+    registry = ToolRegistry()
+    with pytest.raises(InvalidSchemaError) as raised:
+        registry.add(SchemaTool("broken", schema))
+    assert str(raised.value) == (
+        'tool "broken" cannot be added: its parameters schema is invalid (invalid JSON Schema '
+        'at #/properties/x/minimum: "low" is not of type "number")'
+    )
+    assert isinstance(raised.value, ValueError) and "broken" not in registry
+    assert registry.definitions() == []
+
+
+def test_a_registry_built_of_given_tools_leaves_out_an_invalid_schema_alone() -> None:
+    """`ToolRegistry.build` of tools given as they are leaves out the one whose schema cannot
+    compile, as the plugin manager does, and keeps the others."""
+    told: list[tuple[str | PluginInfo, str]] = []
+    broken = SchemaTool("broken", {"type": "object", "properties": {"x": {"pattern": "("}}})
+    registry = ToolRegistry.build(
+        [(broken, False, "given"), (SchemaTool("fine"), False, "given")],
+        config=make_config(),
+        left_out=lambda plugin, problem: told.append((plugin, problem)),
+    )
+    assert registry.names() == ["fine"]
+    assert told == [
+        (
+            "given",
+            "tool 'broken' left out: its parameters schema is invalid (invalid JSON Schema at "
+            '#/properties/x/pattern: "(" is not a "regex")',
+        )
+    ]
 
 
 def test_the_errors_of_a_call_are_listed_up_to_the_limit_and_the_rest_counted() -> None:
@@ -987,14 +1013,15 @@ def test_keys_given_once_each_are_read_as_before() -> None:
     assert prepared.ok and prepared.arguments == {"a": {"k": 1}, "b": {"k": 2}, "k": 3}
 
 
-def test_a_schema_refused_at_call_time_names_its_plugin_and_version() -> None:
-    """The error of a call to a tool whose schema cannot compile names the plugin to fix."""
+def test_a_schema_refused_at_add_names_its_plugin_and_version() -> None:
+    """The error of adding a tool whose schema cannot compile names the plugin to fix."""
     registry = ToolRegistry()
     schema = {"type": "object", "properties": {"x": {"type": "string", "pattern": "("}}}
     plugin = PluginInfo("search", "nanobot.plugins", "search-tools", "1.2")
-    registry.add(SchemaTool("broken", schema), plugin=plugin)
-    assert registry.prepare_call("broken", {}).error == (
-        "Error: tool \"broken\" of plugin 'search' from search-tools 1.2 cannot be called: "
+    with pytest.raises(InvalidSchemaError) as raised:
+        registry.add(SchemaTool("broken", schema), plugin=plugin)
+    assert str(raised.value) == (
+        "tool \"broken\" of plugin 'search' from search-tools 1.2 cannot be added: "
         'its parameters schema is invalid (invalid JSON Schema at #/properties/x/pattern: "(" '
         'is not a "regex")'
     )
@@ -1013,3 +1040,35 @@ def test_a_call_without_a_name_is_told_to_call_a_tool_by_its_name(name: Any) -> 
         "Error: the tool call has no tool name, and no tools are available: answer without "
         "calling a tool."
     )
+
+
+def _wide(properties: int) -> dict[str, Any]:
+    """An object schema of `properties` string properties: 2 + 2 values each, 4 around."""
+    return {
+        "type": "object",
+        "properties": {f"p{n}": {"type": "string"} for n in range(properties)},
+    }
+
+
+def test_a_schema_of_more_values_than_any_arguments_is_refused_before_it_is_read() -> None:
+    """A schema of 100,000 properties (5 s to normalise and compile, megabytes sent with every
+    request) is refused by its size, naming the tool and the limit; one within it loads."""
+    registry = ToolRegistry()
+    with pytest.raises(InvalidSchemaError) as raised:
+        registry.add(SchemaTool("wide", _wide(100_000)))
+    assert str(raised.value) == (
+        'tool "wide" cannot be added: its parameters schema holds more than 100,000 values '
+        "(MAX_SCHEMA_VALUES), more than a call's arguments may; it would be sent with every "
+        "request"
+    )
+    assert registry_module.MAX_SCHEMA_VALUES == 100_000 and "wide" not in registry
+    # The root, its type, properties, x, the enum's list, and its items: 5 + n values.
+    registry.add(SchemaTool("most", _enum(100_000 - 5)))
+    assert registry.prepare_call("most", {"x": 7}).ok
+    with pytest.raises(InvalidSchemaError):
+        registry.add(SchemaTool("over", _enum(100_000 - 4)))
+
+
+def _enum(items: int) -> dict[str, Any]:
+    """An object schema whose property `x` is one of `items` integers."""
+    return {"type": "object", "properties": {"x": {"enum": list(range(items))}}}

@@ -299,3 +299,88 @@ def test_a_duck_typed_tool_attribute_that_raises_leaves_it_out_alone(
     who = "tool of class Duck" if attribute == "name" else "tool 'counted'"
     problem = f"{who} left out: reading its {attribute} raised RuntimeError: no {attribute} today"
     assert record.problems == [problem]
+
+
+class _SchemaOnly(Tool):
+    """A tool of the given name and schema."""
+
+    description = "Has the schema it is given."
+
+    def __init__(self, name: str, parameters: dict[str, Any]) -> None:
+        self._name, self._parameters = name, parameters
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        return self._parameters
+
+    async def execute(self, **kwargs: Any) -> str:
+        return "ran"
+
+
+def _fan_out(levels: int) -> dict[str, Any]:
+    """Arguments whose `x` is an ``anyOf`` naming the level below twice, `levels` deep."""
+    defs: dict[str, Any] = {"L0": {"type": "integer"}}
+    for level in range(1, levels + 1):
+        defs[f"L{level}"] = {"anyOf": [{"$ref": f"#/$defs/L{level - 1}"}] * 2}
+    return {"type": "object", "$defs": defs, "properties": {"x": {"$ref": f"#/$defs/L{levels}"}}}
+
+
+FAN_OUT_PROBLEM = (
+    "tool 'fan' left out: its parameters schema has a value checked against 4,294,967,295 "
+    "of its schemas, more than 10,000 (MAX_CHECKS_PER_VALUE): a $ref named more than once "
+    "in an anyOf, oneOf or allOf, level after level, checks it once per way there, and a "
+    "call would take minutes to check"
+)
+
+
+def test_a_schema_checking_a_value_too_often_leaves_out_its_tool_alone(tmp_path: Path) -> None:
+    """A plugin tool whose schema names a $ref twice at each of 30 levels (jsonschema-rs took
+    26 s to check one argument against it) is left out at load, naming the plugin, the tool
+    and why; the plugin's other tools stay."""
+    fine = _SchemaOnly("fine", {"type": "object", "properties": {"x": {"type": "integer"}}})
+    with capture_logs() as logs:
+        manager = _manager(tmp_path, _SchemaOnly("fan", _fan_out(30)), fine)
+        registry = manager.tool_registry()
+    assert "fine" in registry and "fan" not in registry
+    (record,) = [r for r in manager.records() if r.info.name == "counting"]
+    assert record.status == "loaded" and record.problems == [FAN_OUT_PROBLEM]
+    (logged,) = [entry for entry in logs if entry.get("problem") == FAN_OUT_PROBLEM]
+    assert logged["plugin"] == "plugin 'counting' from nb-counting 1.0"
+
+
+def test_a_schema_checking_a_value_too_often_is_refused_by_add() -> None:
+    """`ToolRegistry.add` refuses the same schema, naming the tool; a few levels load."""
+    registry = ToolRegistry()
+    with pytest.raises(nanobot_core.schema.InvalidSchemaError) as raised:
+        registry.add(_SchemaOnly("fan", _fan_out(30)))
+    assert str(raised.value) == FAN_OUT_PROBLEM.replace(
+        "tool 'fan' left out:", 'tool "fan" cannot be added:'
+    )
+    registry.add(_SchemaOnly("few", _fan_out(8)))
+    assert registry.prepare_call("few", {"x": 3}).ok
+    assert registry.prepare_call("few", {"x": "3"}).arguments == {"x": 3}
+
+
+def test_a_pattern_written_as_a_regex_literal_is_listed_naming_plugin_tool_and_place(
+    tmp_path: Path,
+) -> None:
+    """A plugin tool whose `pattern` is a JavaScript regex literal (``/abc/u``) is kept as
+    written, and the plugin's problems (and the log, with its version) say where and why."""
+    schema = {"type": "object", "properties": {"code": {"type": "string", "pattern": "/abc/u"}}}
+    with capture_logs() as logs:
+        manager = _manager(tmp_path, _SchemaOnly("codes", schema))
+        registry = manager.tool_registry()
+    assert registry.definitions()[-1]["function"]["parameters"] == schema
+    (record,) = [r for r in manager.records() if r.info.name == "counting"]
+    problem = (
+        "tool 'codes' kept, its parameters schema is likely wrong: #/properties/code/pattern: "
+        '"/abc/u" is written as a JavaScript regex literal: JSON Schema matches its slashes '
+        'as characters and its flags (u) are letters to match: a pattern has none; "abc" was '
+        "likely meant (kept as written)"
+    )
+    assert record.problems == [problem]
+    assert any(entry.get("problem") == problem for entry in logs)
