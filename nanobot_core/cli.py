@@ -172,7 +172,9 @@ def _kept_file_problem(output: str) -> str | None:
 
     The one rule of every command's ``--output``, checked by `check_output_folder` before
     any work and by `write_output` again. Refused: a file in a workspace's
-    ``.nanobot/sessions/`` folder, whichever workspace and store the command uses (it
+    ``.nanobot/sessions/`` folder, whichever workspace and store the command uses, and
+    the sessions folder of the working directory or of the command's workspace when it
+    is a link elsewhere, written through its target's path (it
     would be read as a new session of the output's lines, or replace a session's file, or
     the lock a ``run`` holds, while it runs); and a config file this command reads
     (``--config``, ``nanobot.toml`` or ``pyproject.toml`` of the working directory), which
@@ -186,8 +188,8 @@ def _kept_file_problem(output: str) -> str | None:
         target = Path(os.path.realpath(output))
     except (OSError, ValueError):  # a path that cannot be looked at: its write says why
         return None
-    for folder in dict.fromkeys((written.parent, target.parent)):
-        if _is_sessions_folder(folder):
+    for folder in dict.fromkeys((target.parent, written.parent)):  # the real one named first
+        if _is_sessions_folder(folder) or _is_a_workspace_sessions_folder(folder):
             return (
                 f"{output} is in the folder of the jsonl store's sessions ({folder}), where it "
                 "would be read as a session, or replace a session's file or lock: write it "
@@ -204,6 +206,25 @@ def _is_sessions_folder(folder: Path) -> bool:
     system that ignores case gives it."""
     named = folder.parent.parent.joinpath(*_SESSIONS_FOLDER)
     return folder == named or _same_file(folder, named)
+
+
+def _is_a_workspace_sessions_folder(folder: Path) -> bool:
+    """Whether `folder` is the sessions folder of the working directory or of a workspace
+    this command uses, reached by another name: that folder may be a link elsewhere (to
+    shared storage), written through its target's path."""
+    workspaces: list[Path] = []
+    with contextlib.suppress(OSError):  # a deleted working directory has no sessions
+        workspaces.append(Path.cwd())
+    state = _running_state()
+    if state is not None:
+        workspaces.extend(state._workspaces_used)
+    return any(_same_file(folder, root.joinpath(*_SESSIONS_FOLDER)) for root in workspaces)
+
+
+def _running_state() -> CliState | None:
+    """The `CliState` of the command running, if one is (not for a direct call)."""
+    context = click.get_current_context(silent=True)
+    return context.find_object(CliState) if context is not None else None
 
 
 #: The config files of the working directory `load_config` reads, when they are there.
@@ -230,8 +251,7 @@ def _config_files() -> list[tuple[Path, str]]:
             (here / name, f"the working directory's config file {here / name}")
             for name in _CONFIG_NAMES
         ]
-    context = click.get_current_context(silent=True)
-    state = context.find_object(CliState) if context is not None else None
+    state = _running_state()
     if state is not None and state.config_file is not None:
         files.append((Path(state.config_file), f"the --config file {state.config_file}"))
     return files
@@ -378,6 +398,8 @@ class CliState:
         self._overrides: dict[str, Any] = {}
         self._config: Config | None = None
         self._managers: dict[Path, PluginManager] = {}
+        #: Every workspace `workspace` gave, whose sessions folder no --output may write in.
+        self._workspaces_used: list[Path] = []
         # Every manager this command loaded, for the stall watch (started with the first).
         self._watched: list[PluginManager] = []
 
@@ -418,6 +440,7 @@ class CliState:
         except OSError as exc:  # a deleted working directory
             what = f"cannot be used: {_reason(exc)}"
         if what is None:
+            self._workspaces_used.append(root)
             return root
         shown = path if path is not None else "the working directory"
         raise click.BadParameter(f"{shown} {what}", param_hint="'--workspace'")

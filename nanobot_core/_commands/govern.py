@@ -196,13 +196,14 @@ def command(
         raise click.UsageError(
             "--output - and --json both write to stdout: give --output a file, or drop one"
         )
+    state = get_state()
     if output is not None:
+        state.workspace(workspace)  # its sessions folder, however reached, is no --output's
         check_output_folder(output)
         if _same_file(Path(output), session):
             raise click.UsageError(
                 "--output must not be the input file: the input is never written"
             )
-    state = get_state()
     flags = {
         "context_window": context_window,
         "max_output": max_output,

@@ -268,6 +268,37 @@ def test_an_output_in_a_sessions_folder_is_refused_alike_and_nothing_is_written(
     assert _files(tmp_path) == before
 
 
+@pytest.mark.parametrize("cwd_is_workspace", [True, False])
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_in_a_linked_sessions_folder_written_by_its_own_path_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    cwd_is_workspace: bool,
+) -> None:
+    """A workspace whose .nanobot/sessions is a link to shared storage: an --output
+    written by the storage's own path, which names no sessions folder, is still refused
+    (the command's --workspace, or the working directory), and the session kept."""
+    shared = tmp_path / "shared-storage"
+    shared.mkdir()
+    (shared / "live.jsonl").write_text('{"role":"user","content":"kept"}\n', encoding="utf-8")
+    workspace = tmp_path / "ws"
+    (workspace / ".nanobot").mkdir(parents=True)
+    (workspace / ".nanobot" / "sessions").symlink_to(shared)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(workspace if cwd_is_workspace else elsewhere)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    before = _files(shared)
+    for name in ("live.jsonl", "new.jsonl"):
+        output = shared / name
+        code, stderr = _run_main(_output_command(command, workspace, output), capsys)
+        assert code == 2, stderr
+        assert f"{output} is in the folder of the jsonl store's sessions ({shared})" in stderr
+    assert _files(shared) == before
+
+
 @pytest.mark.parametrize("command", OUTPUT_COMMANDS)
 def test_an_output_beside_the_sessions_folder_is_written(
     tmp_path: Path,
