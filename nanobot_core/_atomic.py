@@ -17,17 +17,21 @@ The new file gets the mode the file it replaces had, or, for a new file, the
 one ``open()`` gives (0o666 less the umask): a temporary file made by the
 ``tempfile`` module is 0o600, which would leave an output its owner asked for
 unreadable to the group that could read the file before.
+
+`create_new` makes a file that must not exist yet, whole or not at all: it never
+replaces anything, a link to nothing included.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import secrets
 import stat
 from collections.abc import Iterable
 from pathlib import Path
 
-__all__ = ["write_atomic"]
+__all__ = ["create_new", "write_atomic"]
 
 
 def _chunks(data: bytes | Iterable[bytes]) -> Iterable[bytes]:
@@ -76,3 +80,51 @@ def _create_beside(target: Path) -> tuple[int, str]:
         except FileExistsError:  # a name already taken: another one
             continue
     raise FileExistsError(f"no free temporary name beside {target}")
+
+
+#: What ``link`` fails with where the file system makes no hard link (FAT, some network
+#: and FUSE file systems): the file is then created in place, exclusively.
+_NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
+
+
+def create_new(path: Path | str, data: bytes) -> None:
+    """Create `path` holding `data` whole, or leave it absent; ``FileExistsError`` when
+    anything is there already (a file, a folder, a link, even one to nothing).
+
+    The data goes to a temporary file beside it, fsynced, which is then hard-linked as
+    `path`: ``link`` replaces nothing, so a file that appears meanwhile is kept, and a
+    failure part of the way (a full disk, a file size limit, Ctrl-C) leaves no part of a
+    file that a later run would take for a whole one and keep. Where the file system
+    makes no hard link, `path` is created exclusively and written, and removed again
+    when the write fails.
+    """
+    target = Path(path)
+    handle, temporary = _create_beside(target)
+    try:
+        with os.fdopen(handle, "wb") as stream:  # owns the descriptor from here on
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+        try:
+            os.link(temporary, target)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            if exc.errno not in _NO_HARD_LINKS:
+                raise
+            _create_in_place(target, data)
+    finally:
+        Path(temporary).unlink(missing_ok=True)
+
+
+def _create_in_place(target: Path, data: bytes) -> None:
+    """Create `target` exclusively and write `data` into it; removed again if that fails."""
+    handle = os.open(target, _CREATE | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    try:
+        with os.fdopen(handle, "wb") as stream:
+            stream.write(data)
+            stream.flush()
+            os.fsync(stream.fileno())
+    except BaseException:
+        target.unlink(missing_ok=True)  # made by this call: no one else's file
+        raise

@@ -110,10 +110,14 @@ def check_output_folder(output: str) -> None:
     refused, and so is a file that is not writable. A regular file (or a new one)
     is replaced by a new file made beside it, so the folder it is in, the one its
     link points into, must be writable; a device or a pipe is written into.
-    ``-`` (standard output) is always accepted.
+    ``-`` (standard output) is always accepted. A file nanobot-core keeps is refused
+    (`_kept_file_problem`): one in a ``jsonl`` store's sessions folder, or a config file.
     """
     if output == STDOUT_OUTPUT:
         return
+    kept = _kept_file_problem(output)
+    if kept is not None:
+        raise _output_error(kept)
     path = Path(output)
     folder = path.parent
     problem = directory_problem(folder)
@@ -158,6 +162,101 @@ def check_output_folder(output: str) -> None:
         raise _output_error(f"{where} is not writable: {_ATOMIC_WHY}")
 
 
+#: The folder of a workspace that holds the ``jsonl`` store's sessions (`sessions_dir`),
+#: named here so that the check of every ``--output`` imports no session machinery.
+_SESSIONS_FOLDER = (".nanobot", "sessions")
+
+
+def _kept_file_problem(output: str) -> str | None:
+    """Why ``--output`` `output` must not be written, for a message naming it; None when it may.
+
+    The one rule of every command's ``--output``, checked by `check_output_folder` before
+    any work and by `write_output` again. Refused: a file in a workspace's
+    ``.nanobot/sessions/`` folder, whichever workspace and store the command uses, and
+    the sessions folder of the working directory or of the command's workspace when it
+    is a link elsewhere, written through its target's path (it
+    would be read as a new session of the output's lines, or replace a session's file, or
+    the lock a ``run`` holds, while it runs); and a config file this command reads
+    (``--config``, ``nanobot.toml`` or ``pyproject.toml`` of the working directory), which
+    the next command could not read. Looked at as written and through links, as
+    `write_atomic` replaces the file a link points to.
+    """
+    if output == STDOUT_OUTPUT:
+        return None
+    try:
+        written = Path(os.path.abspath(output))
+        target = Path(os.path.realpath(output))
+    except (OSError, ValueError):  # a path that cannot be looked at: its write says why
+        return None
+    for folder in dict.fromkeys((target.parent, written.parent)):  # the real one named first
+        if _is_sessions_folder(folder) or _is_a_workspace_sessions_folder(folder):
+            return (
+                f"{output} is in the folder of the jsonl store's sessions ({folder}), where it "
+                "would be read as a session, or replace a session's file or lock: write it "
+                "elsewhere"
+            )
+    for config, named in _config_files():
+        if _same_file(target, config):
+            return f"{output} is {named}, which this command reads: write it elsewhere"
+    return None
+
+
+def _is_sessions_folder(folder: Path) -> bool:
+    """Whether `folder` is a workspace's ``.nanobot/sessions``, in any letter case a file
+    system that ignores case gives it."""
+    named = folder.parent.parent.joinpath(*_SESSIONS_FOLDER)
+    return folder == named or _same_file(folder, named)
+
+
+def _is_a_workspace_sessions_folder(folder: Path) -> bool:
+    """Whether `folder` is the sessions folder of the working directory or of a workspace
+    this command uses, reached by another name: that folder may be a link elsewhere (to
+    shared storage), written through its target's path."""
+    workspaces: list[Path] = []
+    with contextlib.suppress(OSError):  # a deleted working directory has no sessions
+        workspaces.append(Path.cwd())
+    state = _running_state()
+    if state is not None:
+        workspaces.extend(state._workspaces_used)
+    return any(_same_file(folder, root.joinpath(*_SESSIONS_FOLDER)) for root in workspaces)
+
+
+def _running_state() -> CliState | None:
+    """The `CliState` of the command running, if one is (not for a direct call)."""
+    context = click.get_current_context(silent=True)
+    return context.find_object(CliState) if context is not None else None
+
+
+#: The config files of the working directory `load_config` reads, when they are there.
+_CONFIG_NAMES = ("pyproject.toml", "nanobot.toml")
+
+
+def _same_file(path: Path, other: Path) -> bool:
+    try:
+        return os.path.samefile(path, other)
+    except (OSError, ValueError):  # either is not there (or cannot be looked at): not the same
+        return False
+
+
+def _config_files() -> list[tuple[Path, str]]:
+    """The config files this command reads when they are there (see `load_config`), each
+    with how a message names it."""
+    files: list[tuple[Path, str]] = []
+    try:
+        here = Path.cwd()
+    except OSError:  # a deleted working directory: no config file is read from it
+        pass
+    else:
+        files += [
+            (here / name, f"the working directory's config file {here / name}")
+            for name in _CONFIG_NAMES
+        ]
+    state = _running_state()
+    if state is not None and state.config_file is not None:
+        files.append((Path(state.config_file), f"the --config file {state.config_file}"))
+    return files
+
+
 def _output_error(message: str) -> click.BadParameter:
     return click.BadParameter(message, param_hint="'--output'")
 
@@ -178,7 +277,8 @@ def write_output(output: str, values: Iterable[Any]) -> None:
     """Write `values` as JSON lines to ``--output``: standard output for ``-``, else the file.
 
     A file is replaced atomically (`nanobot_core._atomic`), after `check_output_folder`
-    accepted it; a failure then raises `_OutputError` (exit 1), but a pipe whose reader
+    accepted it; one nanobot-core keeps (`_kept_file_problem`) is refused here again (exit
+    2), whoever called; a failure then raises `_OutputError` (exit 1), but a pipe whose reader
     went away ends the command quietly (exit 1), as it does on standard output. Standard output is
     written as the command's other output is: a failure there is the CLI's
     ``cannot write to stdout`` (exit 1); on a terminal, DEL, C1 and the bidirectional
@@ -187,6 +287,10 @@ def write_output(output: str, values: Iterable[Any]) -> None:
     from nanobot_core.governance.history_file import write_jsonl_atomic
 
     if output != STDOUT_OUTPUT:
+        # Again, however the command came here: a file of nanobot-core's is never written.
+        kept = _kept_file_problem(output)
+        if kept is not None:
+            raise _output_error(kept)
         try:
             write_jsonl_atomic(Path(output), values)
         except OSError as exc:
@@ -294,6 +398,8 @@ class CliState:
         self._overrides: dict[str, Any] = {}
         self._config: Config | None = None
         self._managers: dict[Path, PluginManager] = {}
+        #: Every workspace `workspace` gave, whose sessions folder no --output may write in.
+        self._workspaces_used: list[Path] = []
         # Every manager this command loaded, for the stall watch (started with the first).
         self._watched: list[PluginManager] = []
 
@@ -334,6 +440,7 @@ class CliState:
         except OSError as exc:  # a deleted working directory
             what = f"cannot be used: {_reason(exc)}"
         if what is None:
+            self._workspaces_used.append(root)
             return root
         shown = path if path is not None else "the working directory"
         raise click.BadParameter(f"{shown} {what}", param_hint="'--workspace'")

@@ -16,8 +16,10 @@ blank line (JSON's whitespace alone, `nanobot_core._jsonl.is_blank`, as in a
 session file) is skipped, and counted in the line numbers errors give.
 Import checks everything it can without writing first, for every session: the
 whole file (header, names, that every line is a JSON object, that no line gives
-a key twice), then the sessions the target store already has, which are refused
-so that nothing is overwritten or merged (with ``--resume``, one holding exactly
+a key twice, that each session's lines are together: a session's lines apart,
+or a line after its ``{"session": NAME}``, is a session given twice), then the
+sessions the target store already has, which are refused so that nothing is
+overwritten or merged (with ``--resume``, one holding exactly
 the export's lines is taken as imported already and one holding no line is
 filled). Each session is then written as one atomic batch under its lease, an
 empty session as an empty batch, which makes it exist (a store that still does
@@ -176,6 +178,8 @@ def read_export(data: bytes, source: str) -> list[ExportedSession]:
         blank = "empty file" if not without_bom(data) else "a file of blank lines only"
         raise SessionError(f"{source}: {blank}, not a sessions export")
     sessions: dict[str, list[str]] = {}
+    first_lines: dict[str, int] = {}  # the line each session's lines begin at
+    open_session: str | None = None  # the session the next line may go on with
     for index, (number, raw) in enumerate(numbered):
         where = f"{source}:{number}"
         try:
@@ -222,11 +226,23 @@ def read_export(data: bytes, source: str) -> list[ExportedSession]:
             name = validate_session_name(value["session"])
         except SessionError as exc:
             raise SessionError(f"{where}: {exc}") from None
+        if name in first_lines and not (name == open_session and "line" in value):
+            # Lines apart (a hand edit, a cut and paste) or a session that said it has no
+            # line: joining them would guess their order, as a session given twice would.
+            raise SessionError(
+                f"{where}: session {name!r} is given twice (its first lines are at line "
+                f"{first_lines[name]}): an export holds each session's lines together, and "
+                "joining the two would guess their order; put them together, or give one "
+                "part another name"
+            )
         if "line" in value:  # its errors, and a warning of what was replaced, name the line
             check_line(value["line"], f"{where}: session {name!r}")
+        first_lines.setdefault(name, number)
         lines = sessions.setdefault(name, [])
         if "line" in value:
             lines.append(value["line"])
+        # The line `{"session": NAME}` is the whole of an empty session: no line follows it.
+        open_session = name if "line" in value else None
     return [ExportedSession(name, lines, checked=True) for name, lines in sessions.items()]
 
 

@@ -8,7 +8,8 @@ stdout, the summary then going to stderr) and/or to stdout with ``--json``.
 Exit 0 once governed (even when lines were left out), 1 when ``--output``
 cannot be written after the work (a full disk), 2 when the input cannot be
 read or does not parse (the message names the line and column), or an option
-is wrong (a missing --workspace or --output folder).
+is wrong (a missing --workspace or --output folder, an --output in a sessions
+folder or over a config file: `nanobot_core.cli.check_output_folder`).
 """
 
 from __future__ import annotations
@@ -195,13 +196,14 @@ def command(
         raise click.UsageError(
             "--output - and --json both write to stdout: give --output a file, or drop one"
         )
+    state = get_state()
     if output is not None:
+        state.workspace(workspace)  # its sessions folder, however reached, is no --output's
         check_output_folder(output)
         if _same_file(Path(output), session):
             raise click.UsageError(
                 "--output must not be the input file: the input is never written"
             )
-    state = get_state()
     flags = {
         "context_window": context_window,
         "max_output": max_output,

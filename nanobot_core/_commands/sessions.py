@@ -10,7 +10,8 @@ sessions between stores, byte for byte. Exit codes: 0 ok, 1 import refused
 (a session exists), a store failed (half-way through an import: the error
 names the sessions imported) or the export could not be written, 2 an invalid
 or unknown session name, a file that is not an export, or an export
-``--output`` in the ``jsonl`` store's own folder.
+``--output`` in the ``jsonl`` store's own folder (refused as every command's
+``--output`` is: `nanobot_core.cli.check_output_folder`).
 """
 
 from __future__ import annotations
@@ -141,7 +142,6 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
     store = _store(root)
     try:
         with closing_store(store):
-            _check_output_outside(store, output)
             # One session read at a time, as it is written: memory does not grow with the
             # store. A reader of stdout that goes away ends the command as click ends any.
             stream = ExportStream(store, names)
@@ -211,30 +211,6 @@ def import_(ctx: click.Context, path: str, workspace: str | None, resume: bool) 
         f"store{already}",
         err=True,
     )
-
-
-def _check_output_outside(store: ContainedStore, output: str) -> None:
-    """Refuse (exit 2) an export ``--output`` in the folder of the ``jsonl`` store's sessions.
-
-    A file there is read as a session: ``NAME.jsonl`` would be a new session of export
-    lines, or replace session NAME with them, unleased, while a ``run`` may append to it.
-    Compared as written, through links, as `write_atomic` resolves the file it replaces.
-    """
-    import os
-    from pathlib import Path
-
-    from nanobot_core.jsonl_store import JsonlSessionStore
-
-    inner = store.store
-    if output == STDOUT_OUTPUT or not isinstance(inner, JsonlSessionStore):
-        return
-    folder = Path(os.path.realpath(inner.directory))
-    if Path(os.path.realpath(output)).parent == folder:
-        raise click.BadParameter(
-            f"{output} is in the folder of the jsonl store's sessions ({folder}), where it "
-            "would be read as a session, or replace one: write the export elsewhere",
-            param_hint="'--output'",
-        )
 
 
 def _store(root: Any) -> ContainedStore:

@@ -313,29 +313,51 @@ def read_user_file(
 
 @attrs.frozen
 class InitReport:
-    """What ``init`` did: the template files it wrote and the existing files it kept."""
+    """What ``init`` did: the template files it wrote, the existing files it kept, and
+    those it could not write, each with why (a file where its folder goes, a full disk)."""
 
     workspace: Path
     written: list[str]
     kept: list[str]
+    failed: dict[str, str] = attrs.field(factory=dict)
 
 
 def init_workspace(workspace: Path, files: Sequence[str] = TEMPLATE_FILES) -> InitReport:
     """Write the shipped templates into `workspace`, never replacing a file that exists.
 
-    Creation is exclusive (``open(..., "x")``), so a file that appears between
-    the check and the write is kept, not overwritten.
+    Each is created whole or not at all (`create_new`): a file that appears between
+    the check and the write is kept, not overwritten, and a write that fails part of
+    the way (a full disk) leaves no part of a template, which a later ``init`` would
+    keep as the user's own and the prompt would send as the user's rules.
     """
+    from nanobot_core._atomic import create_new
+
     written: list[str] = []
     kept: list[str] = []
+    failed: dict[str, str] = {}
     for relative in files:
         path = workspace / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with path.open("x", encoding="utf-8", newline="\n") as handle:
-                handle.write(shipped_template(relative))
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:  # one template's folder: the others are still written
+            failed[relative] = _in_the_way(workspace, relative) or exc.strerror or str(exc)
+            continue
+        try:
+            create_new(path, shipped_template(relative).encode("utf-8"))
         except FileExistsError:
             kept.append(relative)
+        except OSError as exc:
+            failed[relative] = exc.strerror or str(exc)
         else:
             written.append(relative)
-    return InitReport(workspace, written, kept)
+    return InitReport(workspace, written, kept, failed)
+
+
+def _in_the_way(workspace: Path, relative: str) -> str | None:
+    """What stands where a folder of template `relative` goes (``memory is not a folder``)."""
+    folder = workspace
+    for part in Path(relative).parent.parts:
+        folder = folder / part
+        if os.path.lexists(folder) and not folder.is_dir():
+            return f"{folder.relative_to(workspace).as_posix()} is not a folder"
+    return None

@@ -9,6 +9,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -330,3 +331,104 @@ def test_import_of_dash_names_stdin_in_what_is_wrong_with_the_export(tmp_path: P
     assert 'Error: stdin:2: expected {"session": NAME, "line": TEXT}' in stderr
     assert "Traceback" not in stderr
     assert _names(JsonlSessionStore(tmp_path)) == []
+
+
+def _given_twice(name: str, first: int) -> str:
+    """What `read_export` says of a line giving session `name` again, its first at `first`."""
+    return (
+        f"session {name!r} is given twice (its first lines are at line {first}): an export "
+        "holds each session's lines together, and joining the two would guess their order; "
+        "put them together, or give one part another name"
+    )
+
+
+def test_cli_import_of_a_session_whose_lines_are_apart_changes_nothing(tmp_path: Path) -> None:
+    """An export whose session `a` comes back after `b` (a hand edit, two parts pasted) is
+    exit 2 naming the file, the line of the second part and that of the first, and no
+    session is written, as for a session given twice."""
+    values = [
+        EXPORT_HEADER,
+        {"session": "a", "line": '{"n":1}'},
+        {"session": "a", "line": '{"n":2}'},
+        {"session": "b", "line": '{"n":3}'},
+        {"session": "a", "line": '{"n":4}'},
+    ]
+    export = tmp_path / "export.jsonl"
+    export.write_text("".join(json.dumps(value) + "\n" for value in values))
+    (tmp_path / "ws").mkdir()
+    result = run_cli("sessions", "import", str(export), cwd=tmp_path / "ws", timeout=TIMEOUT)
+    assert result.returncode == 2, result.stderr
+    assert f"Error: {export}:5: {_given_twice('a', 2)}\n" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert _names(JsonlSessionStore(tmp_path / "ws")) == []
+
+
+@pytest.mark.parametrize(
+    ("values", "line", "first"),
+    [
+        ([{"session": "a"}, {"session": "a", "line": LINE}], 3, 2),  # a line after "no line"
+        ([{"session": "a", "line": LINE}, {"session": "a"}], 3, 2),  # "no line" after a line
+        ([{"session": "a"}, {"session": "a"}], 3, 2),
+        ([{"session": "a"}, {"session": "b"}, {"session": "a"}], 4, 2),
+    ],
+)
+def test_an_empty_session_with_lines_of_its_name_is_a_session_given_twice(
+    values: list[dict[str, str]], line: int, first: int
+) -> None:
+    """`{"session": NAME}` is a whole session of no line: any other line of NAME with it
+    is refused as a session given twice, naming both lines."""
+    data = "\n".join(json.dumps(value) for value in [EXPORT_HEADER, *values]).encode()
+    with pytest.raises(SessionError) as refused:
+        read_export(data, "x")
+    assert str(refused.value) == f"x:{line}: {_given_twice('a', first)}"
+
+
+_PARTS = st.lists(
+    st.tuples(
+        st.text("abc.-_9", min_size=1, max_size=3).filter(lambda name: name not in (".", "..")),
+        st.lists(st.integers(0, 9).map(lambda n: f'{{"n":{n}}}'), max_size=3),
+    ),
+    min_size=2,
+    max_size=5,
+    unique_by=lambda part: part[0],
+)
+
+
+@given(_PARTS, st.data())
+@settings(max_examples=100, deadline=None, database=None)
+def test_whatever_session_comes_back_after_another_the_export_is_refused_naming_both(
+    parts: list[tuple[str, list[str]]], data: st.DataObject
+) -> None:
+    """Whatever the sessions of an export, a line (or an empty-session line) of one of them
+    put after another session's lines is refused, naming it, the line it comes back at and
+    the line its lines began at; the same sessions, each one's lines together, are read."""
+    rows = [
+        value
+        for name, lines in parts
+        for value in export_lines([ExportedSession(name, lines)], header=False)
+    ]
+    header = [EXPORT_HEADER]
+    assert [(s.name, s.lines) for s in read_export(_encoded([*header, *rows]), "x")] == parts
+    split = data.draw(st.integers(0, len(parts) - 2), label="session that comes back")
+    after = data.draw(st.integers(split + 1, len(parts) - 1), label="after session")
+    name = parts[split][0]
+    again = data.draw(
+        st.sampled_from([{"session": name}, {"session": name, "line": '{"again":1}'}]),
+        label="line",
+    )
+    # Line numbers: the header is line 1; each session's rows follow in order.
+    starts = []
+    number = 2
+    for _name, lines in parts:
+        starts.append(number)
+        number += max(len(lines), 1)
+    end_of_after = starts[after] + max(len(parts[after][1]), 1)
+    index = end_of_after - 2  # rows are numbered from line 2
+    edited = [*rows[:index], again, *rows[index:]]
+    with pytest.raises(SessionError) as refused:
+        read_export(_encoded([*header, *edited]), "x")
+    assert str(refused.value) == f"x:{end_of_after}: {_given_twice(name, starts[split])}"
+
+
+def _encoded(values: list[dict[str, Any]]) -> bytes:
+    return "".join(json.dumps(value) + "\n" for value in values).encode()

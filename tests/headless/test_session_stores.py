@@ -577,7 +577,7 @@ def test_cli_export_into_the_stores_own_folder_is_refused_and_changes_nothing(
     assert (
         f"Error: Invalid value for '--output': {output} is in the folder of the jsonl store's "
         f"sessions ({store.directory.resolve()}), where it would be read as a session, or "
-        "replace one: write the export elsewhere"
+        "replace a session's file or lock: write it elsewhere"
     ) in refused.stderr
     assert {path.name: path.read_bytes() for path in store.directory.iterdir()} == before
     beside = _cli(tmp_path, "sessions", "export", "-o", ".nanobot/all.jsonl")

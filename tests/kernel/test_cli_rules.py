@@ -7,9 +7,12 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tests.helpers import clean_env
 
@@ -200,6 +203,187 @@ def test_output_dash_writes_to_stdout_what_a_file_would_hold(tmp_path: Path, com
     assert [json.loads(line) for line in to_stdout.stdout.splitlines()]
     assert not (tmp_path / "-").exists()
     assert "to stdout" in to_stdout.stderr
+
+
+def _run_main(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int | str | None, str]:
+    """`nanobot-core ARGS` run in this process: its exit code and its stderr."""
+    from nanobot_core.cli import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    return exited.value.code, capsys.readouterr().err
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` (links not followed), by path relative to it, with its bytes."""
+    return {
+        str(path.relative_to(folder)): path.read_bytes()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not path.is_symlink()
+    }
+
+
+_IN_THE_SESSIONS_FOLDER = [
+    ".nanobot/sessions/live.jsonl",  # a live session's own file
+    ".nanobot/sessions/new.jsonl",  # a new session, of the output's lines
+    ".nanobot/sessions/live.lock",  # the lock a run takes: replaced, two runs could hold one
+    "link/new.jsonl",  # through a link to the folder
+    "to-live.jsonl",  # a link to a session's file
+    "other/.nanobot/sessions/new.jsonl",  # another workspace's sessions
+]
+
+
+@pytest.mark.parametrize("output", _IN_THE_SESSIONS_FOLDER)
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_in_a_sessions_folder_is_refused_alike_and_nothing_is_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    output: str,
+) -> None:
+    """Every command's --output into a jsonl store's sessions folder (a session's file, its
+    lock, a new one, through a link, another workspace's) is exit 2 naming --output and the
+    folder, in the same words, before anything is written."""
+    sessions = tmp_path / ".nanobot" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "live.jsonl").write_text('{"role":"user","content":"kept"}\n', encoding="utf-8")
+    (sessions / "live.lock").write_text("pid 1\n", encoding="utf-8")
+    (tmp_path / "other" / ".nanobot" / "sessions").mkdir(parents=True)
+    (tmp_path / "link").symlink_to(sessions)
+    (tmp_path / "to-live.jsonl").symlink_to(sessions / "live.jsonl")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    args = _output_command(command, tmp_path, output)
+    before = _files(tmp_path)
+    code, stderr = _run_main(args, capsys)
+    assert code == 2, stderr
+    folder = (tmp_path / output).resolve().parent
+    assert (
+        f"Error: Invalid value for '--output': {output} is in the folder of the jsonl store's "
+        f"sessions ({folder}), where it would be read as a session, or replace a session's "
+        "file or lock: write it elsewhere\n"
+    ) in stderr
+    assert "Traceback" not in stderr
+    assert _files(tmp_path) == before
+
+
+@pytest.mark.parametrize("cwd_is_workspace", [True, False])
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_in_a_linked_sessions_folder_written_by_its_own_path_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    cwd_is_workspace: bool,
+) -> None:
+    """A workspace whose .nanobot/sessions is a link to shared storage: an --output
+    written by the storage's own path, which names no sessions folder, is still refused
+    (the command's --workspace, or the working directory), and the session kept."""
+    shared = tmp_path / "shared-storage"
+    shared.mkdir()
+    (shared / "live.jsonl").write_text('{"role":"user","content":"kept"}\n', encoding="utf-8")
+    workspace = tmp_path / "ws"
+    (workspace / ".nanobot").mkdir(parents=True)
+    (workspace / ".nanobot" / "sessions").symlink_to(shared)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(workspace if cwd_is_workspace else elsewhere)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    before = _files(shared)
+    for name in ("live.jsonl", "new.jsonl"):
+        output = shared / name
+        code, stderr = _run_main(_output_command(command, workspace, output), capsys)
+        assert code == 2, stderr
+        assert f"{output} is in the folder of the jsonl store's sessions ({shared})" in stderr
+    assert _files(shared) == before
+
+
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_beside_the_sessions_folder_is_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    """The folders above and below the sessions folder hold no session: an --output there
+    is written."""
+    sub = tmp_path / ".nanobot" / "sessions" / "sub"
+    sub.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    for output in (tmp_path / ".nanobot" / "out.jsonl", sub / "out.jsonl"):
+        code, stderr = _run_main(_output_command(command, tmp_path, output), capsys)
+        assert code == 0, stderr
+        assert output.read_bytes().startswith(b"{")
+
+
+@pytest.mark.parametrize("config", ["pyproject.toml", "nanobot.toml", "--config"])
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_over_a_config_file_the_command_reads_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    config: str,
+) -> None:
+    """An --output that is a config file the command reads (the working directory's
+    pyproject.toml or nanobot.toml, the --config file, through a link too) is exit 2
+    naming it, and the file is left as it is: the next command could not read it."""
+    name = "settings.toml" if config == "--config" else config
+    path = tmp_path / name
+    path.write_text("[tool.nanobot]\n" if name == "pyproject.toml" else "", encoding="utf-8")
+    (tmp_path / "to-config").symlink_to(path)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    named = (
+        f"the --config file {name}"
+        if config == "--config"
+        else f"the working directory's config file {path}"
+    )
+    front = ["--config", name] if config == "--config" else []
+    for output in (name, "to-config"):
+        before = path.read_bytes()
+        code, stderr = _run_main([*front, *_output_command(command, tmp_path, output)], capsys)
+        assert code == 2, stderr
+        assert (
+            f"Error: Invalid value for '--output': {output} is {named}, which this command "
+            "reads: write it elsewhere\n"
+        ) in stderr
+        assert path.read_bytes() == before
+
+
+_FILE_NAMES = st.text(
+    st.characters(blacklist_characters="/\\\x00", blacklist_categories=("Cs",)),
+    min_size=1,
+    max_size=12,
+).filter(lambda name: name not in (".", ".."))
+
+
+@given(name=_FILE_NAMES, through_link=st.booleans())
+@settings(max_examples=60, deadline=None, database=None)
+def test_write_output_never_writes_into_a_sessions_folder(name: str, through_link: bool) -> None:
+    """Whatever file name an --output gives in a sessions folder (written there or through
+    a link to it), `write_output` itself refuses it, exit 2 naming the folder, and writes
+    nothing; the same name beside the workspace is written."""
+    import click
+
+    from nanobot_core.cli import write_output
+
+    with tempfile.TemporaryDirectory() as temporary:
+        root = Path(temporary)
+        sessions = root / ".nanobot" / "sessions"
+        sessions.mkdir(parents=True)
+        (root / "link").symlink_to(sessions)
+        output = str((root / "link" if through_link else sessions) / name)
+        with pytest.raises(click.BadParameter) as refused:
+            write_output(output, [{"role": "user", "content": "x"}])
+        assert refused.value.exit_code == 2
+        assert f"is in the folder of the jsonl store's sessions ({sessions})" in str(refused.value)
+        assert list(sessions.iterdir()) == []
+        beside = root / name
+        write_output(str(beside), [{"role": "user", "content": "x"}])
+        assert json.loads(beside.read_bytes()) == {"role": "user", "content": "x"}
 
 
 def test_govern_output_dash_with_json_is_a_usage_error(tmp_path: Path) -> None:

@@ -11,10 +11,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nanobot_core._atomic import write_atomic
+from nanobot_core._atomic import create_new, write_atomic
 from nanobot_core._jsonl import encode_lines, split_lines
 
 BOM = b"\xef\xbb\xbf"  # the UTF-8 byte-order mark
@@ -200,3 +200,68 @@ def test_a_mode_that_cannot_be_set_leaks_no_descriptor_and_leaves_the_old_file(
         os.fstat(handle)
     assert target.read_bytes() == b"old\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
+
+
+@given(data=st.binary(max_size=2048), hard_links=st.booleans())
+@settings(deadline=None, database=None)
+def test_create_new_makes_the_file_whole_and_nothing_beside_it(
+    data: bytes, hard_links: bool
+) -> None:
+    """Whatever the bytes, `create_new` leaves exactly them in a new file and no temporary
+    file, with hard links or, where the file system makes none, without."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder, "AGENTS.md")
+        with pytest.MonkeyPatch.context() as patch:
+            if not hard_links:
+                patch.setattr(os, "link", _no_hard_links)
+            create_new(path, data)
+        assert path.read_bytes() == data
+        assert os.listdir(folder) == ["AGENTS.md"]
+
+
+def _no_hard_links(source: object, target: object) -> None:
+    raise OSError(errno.EPERM, "Operation not permitted")
+
+
+@pytest.mark.parametrize("there", ["file", "folder", "link to nothing", "link to a file"])
+def test_create_new_replaces_nothing_that_is_there(tmp_path: Path, there: str) -> None:
+    """A file, a folder or a link (even one to nothing) where `create_new` would create its
+    file is FileExistsError, and is left exactly as it was, with nothing beside it."""
+    path = tmp_path / "new.md"
+    kept = tmp_path / "kept.md"
+    if there == "file":
+        path.write_bytes(b"mine")
+    elif there == "folder":
+        path.mkdir()
+    elif there == "link to nothing":
+        path.symlink_to(tmp_path / "nowhere")
+    else:
+        kept.write_bytes(b"mine")
+        path.symlink_to(kept)
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(FileExistsError):
+        create_new(path, b"template")
+    assert sorted(os.listdir(tmp_path)) == before
+    assert not (tmp_path / "nowhere").exists()
+    if there == "file":
+        assert path.read_bytes() == b"mine"
+    if there == "link to a file":
+        assert kept.read_bytes() == b"mine"
+
+
+@pytest.mark.parametrize("hard_links", [True, False])
+def test_create_new_that_fails_part_of_the_way_leaves_no_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hard_links: bool
+) -> None:
+    """A write that fails once the file is made (a full disk, found at fsync) leaves no
+    file, not one that a later run would take for a whole one and keep."""
+
+    def full_disk(fd: int) -> None:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    if not hard_links:
+        monkeypatch.setattr(os, "link", _no_hard_links)
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        create_new(tmp_path / "AGENTS.md", b"template")
+    assert os.listdir(tmp_path) == []

@@ -82,6 +82,7 @@ def test_init_reports_written_then_kept_files(tmp_path: Path) -> None:
         "workspace": str(workspace.resolve()),
         "written": [],
         "kept": ["AGENTS.md", "SOUL.md", "USER.md", "memory/MEMORY.md"],
+        "failed": {},
     }
 
 
