@@ -232,8 +232,31 @@ def _url_part(text: str, safe: str) -> str:
     )
 
 
+# A secret shorter than this is masked only where it stands whole (`_TOKEN_EDGE`): as a
+# piece of a longer word it tells nothing of which piece it is, and masking every ``a`` of
+# a message for the password ``a`` left it unreadable (``p***ssword ***uthentic***tion``).
+_SHORT_SECRET = 4
+# What ends a token around a short secret: the text's ends, a blank, and the characters that
+# set a value apart in libpq's messages and in a DSN (quotes, ``=``, a URL's delimiters, the
+# commas between hosts). A letter, digit, ``.``, ``-`` or ``_`` beside it makes it part of
+# another word.
+_TOKEN_EDGE = r"""\s"'=,;:@/?#&()\[\]<>"""
+
+
+def _secret_pattern(secret: str) -> str:
+    """The pattern of `secret` where it is masked: anywhere, or whole when short."""
+    if len(secret) >= _SHORT_SECRET:
+        return re.escape(secret)
+    return rf"(?<![^{_TOKEN_EDGE}]){re.escape(secret)}(?![^{_TOKEN_EDGE}])"
+
+
 def scrub(text: str, dsn: str | None) -> str:
-    """`text` with the DSN's password (and the DSN itself) replaced by ``***``."""
+    """`text` with the DSN's password (and the DSN itself) replaced by ``***``.
+
+    A password of fewer than four characters is replaced where it stands as a token of its
+    own (a value in quotes, after ``=``, between a URL's delimiters), not inside another
+    word, which it would garble; the password itself is never shown.
+    """
     if not dsn:
         return text
     parts = _parts(dsn)
@@ -241,8 +264,9 @@ def scrub(text: str, dsn: str | None) -> str:
     secrets = [dsn, parts.get("password", ""), written, unquote(written)]
     if _misread(dsn, parts):
         secrets += _CUTS.split(written) + _CUTS.split(unquote(written))
-    for secret in sorted((s for s in set(secrets) if s), key=len, reverse=True):
-        text = text.replace(secret, "***")
+    ordered = sorted((s for s in set(secrets) if s), key=len, reverse=True)
+    if ordered:  # one pass, longest first: a mask is never masked again
+        text = re.sub("|".join(map(_secret_pattern, ordered)), "***", text)
     if not parts:  # libpq quotes the part it could not parse, which may be the password
         text = _QUOTED.sub('"***"', text)
     return text

@@ -74,7 +74,7 @@ def test_a_well_written_dsn_is_described_in_full() -> None:
 # Names as a DSN may hold them: any character but NUL (which libpq cuts at) and a lone
 # surrogate (not UTF-8: no DSN holding one parses).
 _NAMES = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    st.characters(codec="utf-8", exclude_characters="\x00"),
     min_size=1,
     max_size=20,
 )
@@ -201,3 +201,75 @@ def test_a_user_named_as_the_password_shows_in_no_error(
     )
     assert 'database "***" does not exist' in str(missing.value)
     assert "samepw" not in str(missing.value)
+
+
+# Passwords of one to three characters: any a DSN may hold (not NUL, not a lone surrogate).
+_SHORT_PASSWORDS = st.text(
+    st.characters(codec="utf-8", exclude_characters="\x00"),
+    min_size=1,
+    max_size=3,
+)
+# What libpq says of a connection refused, naming the server, user and database.
+_REFUSED = (
+    'connection to server at "db.internal" (10.0.0.7), port 6432 failed: FATAL:  password '
+    'authentication failed for user "analyst"; database "sessions_a" does not exist'
+)
+
+
+@given(password=_SHORT_PASSWORDS)
+@example("a")
+@example("s")
+@example("1")
+@example(".")
+@example("ss")
+def test_a_short_password_leaves_the_description_and_libpq_words_readable(password: str) -> None:
+    """A password of one to three characters that is no whole word of the description or of
+    libpq's message leaves both as they are: it is not masked inside other words."""
+    words = re.split(r"""[\s"'=,;:@/?#&()\[\]<>]+""", _REFUSED + " db.internal 6432")
+    assume(password not in words)
+    dsn = make_conninfo(
+        host="db.internal", port=6432, user="analyst", dbname="sessions_a", password=password
+    )
+    assert describe_dsn(dsn) == "postgresql://analyst@db.internal:6432/sessions_a"
+    assert scrub(_REFUSED, dsn) == _REFUSED
+
+
+@given(password=_SHORT_PASSWORDS, name=st.sampled_from(["user", "dbname"]))
+@example("a", "user")
+@example('"', "dbname")
+@example("a b", "user")
+def test_a_short_password_never_shows_as_a_value(password: str, name: str) -> None:
+    """A short password is masked wherever it stands as a value: a user or database named as
+    it is, in the description and quoted in libpq's words, and after ``password=``."""
+    names = {"user": "analyst", "dbname": "sessions", name: password}
+    dsn = make_conninfo(host="db.internal", port=6432, password=password, **names)
+    described = describe_dsn(dsn)
+    said = scrub(
+        f'password authentication failed for user "{password}" or database "{password}" '
+        f"(password={password} user='{password}')",
+        dsn,
+    )
+    assert "***" in described
+    assert conninfo_to_dict(described)[name] == "***"
+    for shown in (f'"{password}"', f"={password} ", f"'{password}'"):
+        assert shown not in said
+    assert said.startswith("password authentication failed for user ")
+
+
+def test_a_short_password_leaves_a_real_refusal_readable(
+    postgres_server: TemporaryPostgres,
+) -> None:
+    """A real role of password ``a`` refused for a wrong one: the description and libpq's
+    words are shown whole, not with every ``a`` masked."""
+    _role(postgres_server, "analyst", "right")
+    dsn = make_conninfo(
+        host="127.0.0.1", port=postgres_server.port, user="analyst", dbname="x", password="a"
+    )
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore(dsn, connect_timeout=5).list_sessions()
+    assert str(refused.value) == (
+        f"cannot use the session database (postgresql://analyst@127.0.0.1:"
+        f"{postgres_server.port}/x): connection failed: connection to server at "
+        f'"127.0.0.1", port {postgres_server.port} failed: FATAL:  password authentication '
+        'failed for user "analyst"'
+    )
