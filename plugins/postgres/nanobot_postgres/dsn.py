@@ -15,7 +15,7 @@ import re
 import socket
 from urllib.parse import quote, unquote
 
-__all__ = ["describe_dsn", "host_fault", "parse_fault", "port_fault", "scrub"]
+__all__ = ["describe_dsn", "host_fault", "one_printable_line", "parse_fault", "port_fault", "scrub"]
 
 _URL = re.compile(r"postgres(?:ql)?://", re.IGNORECASE)
 # Where libpq cuts a URL into parts: the pieces of a password that hold one of these.
@@ -71,7 +71,7 @@ def parse_fault(dsn: str) -> str | None:
     try:
         conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
-        return scrub(" ".join(str(exc).split()), dsn)
+        return one_printable_line(str(exc), dsn)
     except UnicodeDecodeError:  # psycopg decodes what libpq read: it says which byte, where
         return "a percent-encoded byte sequence ('%80', say) that is not UTF-8 text"
     return None
@@ -270,3 +270,63 @@ def scrub(text: str, dsn: str | None) -> str:
     if not parts:  # libpq quotes the part it could not parse, which may be the password
         text = _QUOTED.sub('"***"', text)
     return text
+
+
+# What a line shown to a person must not hold raw: C0 and C1 controls (line breaks and tabs
+# included) and DEL, the line and paragraph separators, Unicode's bidirectional formatting
+# characters (a U+202E made the rest of a line read backwards), and lone surrogates (bytes
+# that were not UTF-8).
+_UNSHOWN = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def _escaped(text: str) -> str:
+    """`text` with each character `_UNSHOWN` holds written as Python writes it in a string
+    (``\\n``, ``\\x1b``, ``\\u202e``): what the plugin's own messages show of a name."""
+    return _UNSHOWN.sub(lambda found: repr(found.group())[1:-1], text)
+
+
+def _lines_joined(text: str) -> str:
+    """libpq's message `text` on one line: its lines joined, each hint its own sentence.
+
+    libpq breaks a message over lines, a hint on a tab-indented line of its own
+    (``server closed the connection unexpectedly\n\tThis probably means ...``), and
+    the CLI prints an error as one ``Error:`` line: a log collector keeping lines
+    apart would cut the hint from the error. A line that begins with a capital
+    letter starts a sentence, so the line before it is ended with a full stop.
+    """
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    joined = ""
+    for line in lines:
+        if joined:
+            ends = joined[-1] in ".!?:;,"
+            joined += (" " if ends or not line[0].isupper() else ". ") + line
+        else:
+            joined = line
+    return joined
+
+
+def one_printable_line(text: str, dsn: str | None) -> str:
+    """libpq's (or the server's) message `text` as the plugin's errors show it: one line of
+    printable characters, the DSN's password masked (`scrub`).
+
+    Every message of libpq or the server that reaches a person goes through here, once. A
+    user, database or host name of the DSN that holds a control, line-breaking or
+    bidirectional character is quoted by libpq as it is (``user "a<LF>b"``): it is shown
+    escaped (``user "a\\nb"``), as the plugin's messages show a table's name, before
+    libpq's own lines are joined, so its line break is not taken for one of libpq's; any
+    other such character left is escaped too. The escapes are not the CLI's
+    (``\\x{1b}``), which it writes on a terminal for what is still raw there: so the
+    CLI prints these as they are, escaped once, and a program that logs the exception's
+    text, or a pipe, gets one printable line as well.
+    """
+    text = scrub(text, dsn)
+    names = [
+        value
+        for key, value in (_parts(dsn) if dsn else {}).items()
+        if key != "password" and _UNSHOWN.search(value)
+    ]
+    for name in sorted(names, key=len, reverse=True):
+        text = text.replace(name, _escaped(name))
+    return scrub(_escaped(_lines_joined(text)), dsn)

@@ -52,7 +52,13 @@ from nanobot_core.sessions import (
     validate_session_name,
 )
 
-from nanobot_postgres.dsn import describe_dsn, host_fault, parse_fault, port_fault, scrub
+from nanobot_postgres.dsn import (
+    describe_dsn,
+    host_fault,
+    one_printable_line,
+    parse_fault,
+    port_fault,
+)
 from nanobot_postgres.migrations import apply_migrations
 
 if TYPE_CHECKING:
@@ -412,26 +418,6 @@ def _shut(fileno: int) -> None:
 _DEADLINES = _Deadlines()
 
 
-def _one_line(text: str) -> str:
-    """libpq's message `text` on one line: its lines joined, each hint its own sentence.
-
-    libpq breaks a message over lines, a hint on a tab-indented line of its own
-    (``server closed the connection unexpectedly\n\tThis probably means ...``), and
-    the CLI prints an error as one ``Error:`` line: a log collector keeping lines
-    apart would cut the hint from the error. A line that begins with a capital
-    letter starts a sentence, so the line before it is ended with a full stop.
-    """
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    joined = ""
-    for line in lines:
-        if joined:
-            ends = joined[-1] in ".!?:;,"
-            joined += (" " if ends or not line[0].isupper() else ". ") + line
-        else:
-            joined = line
-    return joined
-
-
 def application_name() -> str:
     """What every connection of this process calls itself: host and pid (at most 63 bytes)."""
     return f"nanobot-core {socket.gethostname()[:32]} pid {os.getpid()}"
@@ -485,8 +471,8 @@ class PostgresSessionStore:
         return describe_dsn(self._dsn)
 
     def error(self, what: str, exc: BaseException) -> SessionError:
-        """A SessionError about `exc` on one line, that never carries the password."""
-        detail = scrub(_one_line(scrub(str(exc), self._dsn)), self._dsn)
+        """A SessionError about `exc` on one printable line, that never carries the password."""
+        detail = one_printable_line(str(exc), self._dsn)
         return SessionError(f"{what} ({self.describe()}): {detail}")
 
     # -- connections ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import string
+from pathlib import Path
 from urllib.parse import quote
 
 import psycopg
@@ -11,6 +12,7 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from nanobot_core import SessionError
+from nanobot_core.testing import run_cli, run_cli_in_terminal
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -183,8 +185,74 @@ def test_an_error_naming_a_user_with_control_characters_keeps_them_escaped(
         store.list_sessions()
     said = str(refused.value)
     described = f"postgresql://a%0Ab@127.0.0.1:{postgres_server.port}/x%1B%5B31my"
-    assert said.startswith(f"cannot use the session database ({described}): ")
-    assert "\n" not in said
+    assert said == (
+        f"cannot use the session database ({described}): connection failed: connection to "
+        f'server at "127.0.0.1", port {postgres_server.port} failed: FATAL:  password '
+        'authentication failed for user "a\\nb"'
+    )
+
+
+# A role and a database whose names hold what drives a terminal: a colour, an OSC 52
+# clipboard write, a right-to-left override and isolate, a line break.
+_ROLE = "ops\x1b[31m\u202eadmin"
+_DATABASE = "db\x1b]52;c;Zm9v\x07\u2066\nsessions"
+_DATABASE_SHOWN = "db\\x1b]52;c;Zm9v\\x07\\u2066\\nsessions"
+
+
+def _escaped_role_and_database(server: TemporaryPostgres, suffix: str) -> str:
+    """A real role and database of such names (`suffix` after each, the server being the
+    tests' one), and the DSN of a database of that role's that does not exist (named as the
+    real one with ``-gone``)."""
+    _role(server, _ROLE + suffix, "right-password")
+    server.create_database(_DATABASE + suffix, owner=_ROLE + suffix)
+    return make_conninfo(
+        host="127.0.0.1",
+        port=server.port,
+        user=_ROLE + suffix,
+        dbname=f"{_DATABASE}{suffix}-gone",
+        password="right-password",
+    )
+
+
+def test_a_server_error_naming_a_role_and_database_of_control_characters_is_one_printable_line(
+    postgres_server: TemporaryPostgres,
+) -> None:
+    """A real role and database whose names hold control and bidirectional characters serve
+    sessions; a database of theirs that does not exist is refused in one printable line,
+    libpq's words naming it escaped as the plugin's messages write a name, the description
+    percent-encoded."""
+    gone = _escaped_role_and_database(postgres_server, "1")
+    store = PostgresSessionStore(gone.replace("-gone", ""), connect_timeout=5)
+    assert store.list_sessions() == []
+    store.close()
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore(gone, connect_timeout=5).list_sessions()
+    said = str(refused.value)
+    assert said.isprintable()
+    assert said == (
+        f"cannot use the session database (postgresql://ops%1B%5B31m%E2%80%AEadmin1@127.0.0.1:"
+        f"{postgres_server.port}/db%1B%5D52;c;Zm9v%07%E2%81%A6%0Asessions1-gone): "
+        f'connection failed: connection to server at "127.0.0.1", port {postgres_server.port} '
+        f'failed: FATAL:  database "{_DATABASE_SHOWN}1-gone" does not exist'
+    )
+
+
+def test_the_cli_prints_such_an_error_escaped_once_on_a_terminal_and_a_pipe(
+    postgres_server: TemporaryPostgres, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`sessions` refused that database prints the same one line to a pipe and to a
+    terminal: the plugin's escapes are not the CLI's (``\\x{1b}``), so nothing is escaped
+    twice, and no raw control reaches either."""
+    env = {**cli_env, "NANOBOT_POSTGRES_DSN": _escaped_role_and_database(postgres_server, "2")}
+    piped = run_cli("sessions", cwd=tmp_path, env=env)
+    shown = run_cli_in_terminal("sessions", cwd=tmp_path, env=env)
+    assert piped.returncode == shown.returncode == 1
+    assert shown.stderr.decode("utf-8") == piped.stderr
+    assert piped.stderr.count("\n") == 1 and piped.stderr.rstrip("\n").isprintable()
+    assert f'FATAL:  database "{_DATABASE_SHOWN}2-gone" does not exist\n' in piped.stderr
+    assert (
+        "\\x{" not in piped.stderr and "(postgresql://ops%1B%5B31m%E2%80%AEadmin2@" in piped.stderr
+    )
 
 
 def test_a_user_named_as_the_password_shows_in_no_error(
