@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import socket
+from itertools import zip_longest
 from urllib.parse import quote, unquote
 
 __all__ = ["describe_dsn", "host_fault", "one_printable_line", "parse_fault", "port_fault", "scrub"]
@@ -185,12 +186,17 @@ def _count(number: int, noun: str) -> str:
 def describe_dsn(dsn: str | None) -> str:
     """``postgresql://user@host:port/dbname``: where the DSN points, never its password.
 
-    A URL libpq reads back as the same user and database: in a user or database name a
-    character a URL cannot hold as it is (a space, a quote, ``@``, ``/``, ``%``...) or that is
-    not printable (a control character, a line break, a bidirectional override) is
-    percent-encoded, so the description is one line that says which name it is, and drives
-    no terminal. A part that holds the password (a user or database named as the password
-    is: the name then *is* the password) is masked as the password is in every message.
+    A URL libpq reads back as the same user, hosts, ports and database: in a user or
+    database name a character a URL cannot hold as it is (a space, a quote, ``@``, ``/``,
+    ``%``...) or that is not printable (a control character, a line break, a bidirectional
+    override) is percent-encoded, so the description is one line that says which name it
+    is, and drives no terminal. A socket folder given as the host is percent-encoded whole
+    (``%2Fvar%2Frun%2Fpostgresql``) and an IPv6 address bracketed, each host with its
+    port, as libpq writes them in a URL. A DSN naming a ``service`` of pg_service.conf says
+    so (``?service=NAME``), and leaves out the host, port and database it does not give:
+    the service file gives them, and ``localhost:5432`` said where the store did not go. A
+    part that holds the password (a user or database named as the password is: the name
+    then *is* the password) is masked as the password is in every message.
     """
     if not dsn:
         return "postgresql (no dsn)"
@@ -199,27 +205,38 @@ def describe_dsn(dsn: str | None) -> str:
         return "postgresql (unparseable dsn)"
     if _misread(dsn, parts):
         return f"postgresql (dsn misread: {_PERCENT_ENCODE})"
+    service = parts.get("service", "")
     user = parts.get("user", "")
-    host = parts.get("host", parts.get("hostaddr", "localhost"))
-    port = parts.get("port", "5432")
-    database = parts.get("dbname", user)
+    hosts = (parts.get("host") or parts.get("hostaddr") or ("" if service else "localhost")).split(
+        ","
+    )
+    ports = (parts.get("port") or ("" if service else "5432")).split(",")
+    database = parts.get("dbname", "" if service else user)
 
     def shown(part: str, safe: str) -> str:
         return _url_part(scrub(part, dsn), safe)
 
-    user_part = f"{shown(user, _NAME_SAFE)}@" if user else ""
-    return (
-        f"postgresql://{user_part}{shown(host, _HOST_SAFE)}:{shown(port, _HOST_SAFE)}/"
-        f"{shown(database, _NAME_SAFE)}"
+    servers = ",".join(
+        _host_shown(scrub(host, dsn)) + (f":{shown(port, _NAME_SAFE)}" if port else "")
+        for host, port in zip_longest(hosts, ports * len(hosts) if len(ports) == 1 else ports)
+        if host is not None
     )
+    user_part = f"{shown(user, _NAME_SAFE)}@" if user else ""
+    query = f"?service={shown(service, _NAME_SAFE)}" if service else ""
+    return f"postgresql://{user_part}{servers}/{shown(database, _NAME_SAFE)}{query}"
 
 
 # What a user or database name keeps as it is in a URL (RFC 3986's unreserved and
 # sub-delimiters, and any letter or digit): the rest is percent-encoded as UTF-8.
 _NAME_SAFE = "-._~!$&'()*+,;="
-# A host list keeps what it is written with: a socket folder's slashes, an IPv6 address's
-# colons, the commas between hosts.
-_HOST_SAFE = _NAME_SAFE + "/:[]"
+
+
+def _host_shown(host: str) -> str:
+    """One host of the list as a URL holds it: an IPv6 address in brackets, its colons kept;
+    anything else (a name, an IPv4 address, a socket folder) percent-encoded as a name."""
+    if ":" in host and not host.startswith("/"):
+        return f"[{_url_part(host, _NAME_SAFE.replace(',', '') + ':')}]"
+    return _url_part(host, _NAME_SAFE.replace(",", ""))
 
 
 def _url_part(text: str, safe: str) -> str:

@@ -341,3 +341,94 @@ def test_a_short_password_leaves_a_real_refusal_readable(
         f'"127.0.0.1", port {postgres_server.port} failed: FATAL:  password authentication '
         'failed for user "analyst"'
     )
+
+
+_HOSTS = st.one_of(
+    st.sampled_from(["db.internal", "10.0.0.7", "::1", "fe80::1%eth0", "/var/run/postgresql"]),
+    st.text(st.characters(codec="utf-8", exclude_characters="\x00,"), min_size=1).map(
+        lambda name: "/" + name
+    ),
+)
+
+
+@given(
+    hosts=st.lists(_HOSTS, min_size=1, max_size=3),
+    ports=st.lists(st.integers(1, 65535), min_size=1, max_size=3),
+    database=_NAMES,
+)
+@example(["/var/run/postgresql"], [5432], "sessions")
+@example(["::1", "/tmp"], [5432, 5433], "sessions")
+def test_the_description_names_any_hosts_and_ports_as_libpq_reads_them(
+    hosts: list[str], ports: list[int], database: str
+) -> None:
+    """Socket folders, IPv6 addresses and names, each with its port (or one port for all),
+    are described as a URL libpq reads back as the same hosts, ports and database: a socket
+    folder's slashes or an address's port are not read as the database."""
+    ports = ports[:1] if len(ports) != len(hosts) else ports
+    dsn = make_conninfo(
+        host=",".join(hosts),
+        port=",".join(map(str, ports)),
+        user="nanobot",
+        dbname=database,
+        password="Xsecret-password-Q",
+    )
+    described = describe_dsn(dsn)
+    assert described.isprintable()
+    parts = conninfo_to_dict(described)
+    each = [str(port) for port in ports] * (len(hosts) if len(ports) == 1 else 1)
+    assert (parts["host"], parts["port"], parts["dbname"]) == (
+        ",".join(hosts),
+        ",".join(each),
+        database,
+    )
+
+
+def test_a_socket_folder_as_the_host_serves_and_is_named_as_libpq_reads_it(
+    postgres_server: TemporaryPostgres,
+) -> None:
+    """The server's socket folder as the host serves sessions, described percent-encoded;
+    a folder with no server in it is refused naming the socket libpq tried."""
+    assert postgres_server.root is not None
+    folder = str(postgres_server.root)
+    port = postgres_server.port
+    password = postgres_server.password
+    dsn = make_conninfo(host=folder, port=port, user="nanobot", password=password)
+    store = PostgresSessionStore(dsn, connect_timeout=5)
+    assert store.list_sessions() == []
+    assert store.describe() == f"postgresql://nanobot@{quote(folder, safe='')}:{port}/nanobot"
+    store.close()
+    missing = make_conninfo(host=folder + "/gone", port=port, user="nanobot", password=password)
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore(missing, connect_timeout=5).list_sessions()
+    assert str(refused.value).startswith(
+        f"cannot use the session database (postgresql://nanobot@"
+        f"{quote(folder + '/gone', safe='')}:{port}/nanobot): connection is bad: connection to "
+        f'server on socket "{folder}/gone/.s.PGSQL.{port}" failed: No such file or directory'
+    )
+
+
+def test_a_service_of_pg_service_conf_serves_and_is_named_not_taken_for_localhost(
+    postgres_server: TemporaryPostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DSN naming a service of pg_service.conf serves sessions from the server the file
+    names, and is described by that service, not as ``localhost:5432``; a service the file
+    does not hold is refused naming it."""
+    services = tmp_path / "pg_service.conf"
+    services.write_text(
+        f"[sessions]\nhost=127.0.0.1\nport={postgres_server.port}\ndbname=nanobot\n"
+        f"user=nanobot\npassword={postgres_server.password}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("PGSERVICEFILE", str(services))
+    store = PostgresSessionStore("service=sessions", connect_timeout=5)
+    assert store.list_sessions() == []
+    assert store.describe() == "postgresql:///?service=sessions"
+    store.close()
+    store = PostgresSessionStore("service=sessions dbname=other user=me", connect_timeout=5)
+    assert store.describe() == "postgresql://me@/other?service=sessions"
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore("service=nosuch", connect_timeout=5).list_sessions()
+    assert str(refused.value) == (
+        "cannot use the session database (postgresql:///?service=nosuch): connection is bad: "
+        'definition of service "nosuch" not found'
+    )
