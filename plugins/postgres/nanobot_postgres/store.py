@@ -470,10 +470,25 @@ class PostgresSessionStore:
         """The server and database, without the password."""
         return describe_dsn(self._dsn)
 
-    def error(self, what: str, exc: BaseException) -> SessionError:
-        """A SessionError about `exc` on one printable line, that never carries the password."""
+    def error(self, what: str, exc: BaseException, *, connecting: bool = False) -> SessionError:
+        """A SessionError about `exc` on one printable line, that never carries the password.
+
+        `connecting`: `exc` is why a connection could not be made, which the DSN's settings
+        may cause (an ``sslmode``, a ``service``, a socket folder, a password): the error
+        then ends naming the config key of the DSN and where it was set.
+        """
         detail = one_printable_line(str(exc), self._dsn)
-        return SessionError(f"{what} ({self.describe()}): {detail}")
+        return SessionError(f"{what} ({self.describe()}): {detail}{self._set_by(connecting)}")
+
+    def _set_by(self, connecting: bool) -> str:
+        """``; as sessions.postgres.dsn sets it (environment variable NANOBOT_POSTGRES_DSN)``:
+        where to change the connection, for a connection that failed of a configured store."""
+        if not connecting or self._config is None:
+            return ""
+        where = source_prefix(config=self._config, keys=["sessions.postgres.dsn"])
+        return "; the connection is as sessions.postgres.dsn sets it" + (
+            f" ({where.removesuffix(': ')})" if where else ""
+        )
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -524,15 +539,19 @@ class PostgresSessionStore:
                 "application_name": application_name(),
             }
             connection_class = self._recording_connection_class(psycopg.Connection)
+            connected = False
             try:
                 # Of the pool's class: the migration's waits for the server end within
                 # query_timeout too, or a first call on a cut network waited for TCP.
                 with connection_class.connect(
                     self._dsn, connect_timeout=max(1, round(self.connect_timeout)), **settings
                 ) as conn:
+                    connected = True
                     apply_migrations(conn)
             except (psycopg.Error, RuntimeError) as exc:
-                raise self.error("cannot use the session database", exc) from None
+                raise self.error(
+                    "cannot use the session database", exc, connecting=not connected
+                ) from None
             self._connect_error = None
             _quiet_pool_records()
             server_keepalives = _server_keepalive_settings(keepalives(self.query_timeout))
@@ -648,6 +667,7 @@ class PostgresSessionStore:
                 f"no database connection within {self.connect_timeout:g}s "
                 f"(pool_size {self.pool_size})",
                 cause,
+                connecting=self._connect_error is not None,
             ) from None
 
     def _put(self, conn: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import re
 import string
 from pathlib import Path
@@ -12,7 +13,7 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from nanobot_core import SessionError
-from nanobot_core.testing import run_cli, run_cli_in_terminal
+from nanobot_core.testing import make_config, run_cli, run_cli_in_terminal
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -249,7 +250,10 @@ def test_the_cli_prints_such_an_error_escaped_once_on_a_terminal_and_a_pipe(
     assert piped.returncode == shown.returncode == 1
     assert shown.stderr.decode("utf-8") == piped.stderr
     assert piped.stderr.count("\n") == 1 and piped.stderr.rstrip("\n").isprintable()
-    assert f'FATAL:  database "{_DATABASE_SHOWN}2-gone" does not exist\n' in piped.stderr
+    assert piped.stderr.endswith(
+        f'FATAL:  database "{_DATABASE_SHOWN}2-gone" does not exist; the connection is as '
+        "sessions.postgres.dsn sets it (environment variable NANOBOT_POSTGRES_DSN)\n"
+    )
     assert (
         "\\x{" not in piped.stderr and "(postgresql://ops%1B%5B31m%E2%80%AEadmin2@" in piped.stderr
     )
@@ -432,3 +436,50 @@ def test_a_service_of_pg_service_conf_serves_and_is_named_not_taken_for_localhos
         "cannot use the session database (postgresql:///?service=nosuch): connection is bad: "
         'definition of service "nosuch" not found'
     )
+
+
+@pytest.mark.parametrize("where", ["environment variable NANOBOT_POSTGRES_DSN", "nanobot.toml"])
+def test_a_connection_the_dsn_settings_refuse_names_the_key_and_where_it_was_set(
+    dsn: str, cli_env: dict[str, str], tmp_path: Path, where: str
+) -> None:
+    """``sslmode=require`` of a server without TLS, set in the environment or the file: the
+    CLI's one error line says libpq's reason and which config key, set where, to change."""
+    refused = make_conninfo(dsn, sslmode="require")
+    env = dict(cli_env)
+    if where == "nanobot.toml":
+        del env["NANOBOT_POSTGRES_DSN"]
+        (tmp_path / where).write_text(
+            f"[sessions.postgres]\ndsn = {json.dumps(refused)}\n", encoding="utf-8"
+        )
+        where = str(tmp_path / where)
+    else:
+        env["NANOBOT_POSTGRES_DSN"] = refused
+    done = run_cli("sessions", cwd=tmp_path, env=env)
+    assert done.returncode == 1
+    assert done.stderr.startswith("Error: cannot use the session database (postgresql://")
+    assert done.stderr.endswith(
+        "failed: server does not support SSL, but SSL was required; the connection is as "
+        f"sessions.postgres.dsn sets it ({where})\n"
+    )
+
+
+def test_only_a_failed_connection_of_a_configured_store_names_the_dsn_key(dsn: str) -> None:
+    """A store made from a configuration names the DSN's key when it cannot connect, not when
+    it connected and found the schema altered; a store made in code names no key."""
+    config = make_config({"sessions": {"store": "postgres"}})
+    no_tls = make_conninfo(dsn, sslmode="require")
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore(no_tls, connect_timeout=5, config=config).list_sessions()
+    assert str(refused.value).endswith(
+        "server does not support SSL, but SSL was required; the connection is as "
+        "sessions.postgres.dsn sets it"
+    )
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore(no_tls, connect_timeout=5).list_sessions()
+    assert str(refused.value).endswith("server does not support SSL, but SSL was required")
+    PostgresSessionStore(dsn).list_sessions()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE nanobot_sessions DROP COLUMN bytes")
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore(dsn, config=config).list_sessions()
+    assert str(refused.value).endswith("import the sessions into it")
