@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import re
 import socket
+from itertools import zip_longest
 from urllib.parse import quote, unquote
 
-__all__ = ["describe_dsn", "host_fault", "parse_fault", "port_fault", "scrub"]
+__all__ = ["describe_dsn", "host_fault", "one_printable_line", "parse_fault", "port_fault", "scrub"]
 
 _URL = re.compile(r"postgres(?:ql)?://", re.IGNORECASE)
 # Where libpq cuts a URL into parts: the pieces of a password that hold one of these.
@@ -71,7 +72,7 @@ def parse_fault(dsn: str) -> str | None:
     try:
         conninfo_to_dict(dsn)
     except psycopg.ProgrammingError as exc:
-        return scrub(" ".join(str(exc).split()), dsn)
+        return one_printable_line(str(exc), dsn)
     except UnicodeDecodeError:  # psycopg decodes what libpq read: it says which byte, where
         return "a percent-encoded byte sequence ('%80', say) that is not UTF-8 text"
     return None
@@ -185,12 +186,17 @@ def _count(number: int, noun: str) -> str:
 def describe_dsn(dsn: str | None) -> str:
     """``postgresql://user@host:port/dbname``: where the DSN points, never its password.
 
-    A URL libpq reads back as the same user and database: in a user or database name a
-    character a URL cannot hold as it is (a space, a quote, ``@``, ``/``, ``%``...) or that is
-    not printable (a control character, a line break, a bidirectional override) is
-    percent-encoded, so the description is one line that says which name it is, and drives
-    no terminal. A part that holds the password (a user or database named as the password
-    is: the name then *is* the password) is masked as the password is in every message.
+    A URL libpq reads back as the same user, hosts, ports and database: in a user or
+    database name a character a URL cannot hold as it is (a space, a quote, ``@``, ``/``,
+    ``%``...) or that is not printable (a control character, a line break, a bidirectional
+    override) is percent-encoded, so the description is one line that says which name it
+    is, and drives no terminal. A socket folder given as the host is percent-encoded whole
+    (``%2Fvar%2Frun%2Fpostgresql``) and an IPv6 address bracketed, each host with its
+    port, as libpq writes them in a URL. A DSN naming a ``service`` of pg_service.conf says
+    so (``?service=NAME``), and leaves out the host, port and database it does not give:
+    the service file gives them, and ``localhost:5432`` said where the store did not go. A
+    part that holds the password (a user or database named as the password is: the name
+    then *is* the password) is masked as the password is in every message.
     """
     if not dsn:
         return "postgresql (no dsn)"
@@ -199,27 +205,38 @@ def describe_dsn(dsn: str | None) -> str:
         return "postgresql (unparseable dsn)"
     if _misread(dsn, parts):
         return f"postgresql (dsn misread: {_PERCENT_ENCODE})"
+    service = parts.get("service", "")
     user = parts.get("user", "")
-    host = parts.get("host", parts.get("hostaddr", "localhost"))
-    port = parts.get("port", "5432")
-    database = parts.get("dbname", user)
+    hosts = (parts.get("host") or parts.get("hostaddr") or ("" if service else "localhost")).split(
+        ","
+    )
+    ports = (parts.get("port") or ("" if service else "5432")).split(",")
+    database = parts.get("dbname", "" if service else user)
 
     def shown(part: str, safe: str) -> str:
         return _url_part(scrub(part, dsn), safe)
 
-    user_part = f"{shown(user, _NAME_SAFE)}@" if user else ""
-    return (
-        f"postgresql://{user_part}{shown(host, _HOST_SAFE)}:{shown(port, _HOST_SAFE)}/"
-        f"{shown(database, _NAME_SAFE)}"
+    servers = ",".join(
+        _host_shown(scrub(host, dsn)) + (f":{shown(port, _NAME_SAFE)}" if port else "")
+        for host, port in zip_longest(hosts, ports * len(hosts) if len(ports) == 1 else ports)
+        if host is not None
     )
+    user_part = f"{shown(user, _NAME_SAFE)}@" if user else ""
+    query = f"?service={shown(service, _NAME_SAFE)}" if service else ""
+    return f"postgresql://{user_part}{servers}/{shown(database, _NAME_SAFE)}{query}"
 
 
 # What a user or database name keeps as it is in a URL (RFC 3986's unreserved and
 # sub-delimiters, and any letter or digit): the rest is percent-encoded as UTF-8.
 _NAME_SAFE = "-._~!$&'()*+,;="
-# A host list keeps what it is written with: a socket folder's slashes, an IPv6 address's
-# colons, the commas between hosts.
-_HOST_SAFE = _NAME_SAFE + "/:[]"
+
+
+def _host_shown(host: str) -> str:
+    """One host of the list as a URL holds it: an IPv6 address in brackets, its colons kept;
+    anything else (a name, an IPv4 address, a socket folder) percent-encoded as a name."""
+    if ":" in host and not host.startswith("/"):
+        return f"[{_url_part(host, _NAME_SAFE.replace(',', '') + ':')}]"
+    return _url_part(host, _NAME_SAFE.replace(",", ""))
 
 
 def _url_part(text: str, safe: str) -> str:
@@ -232,8 +249,31 @@ def _url_part(text: str, safe: str) -> str:
     )
 
 
+# A secret shorter than this is masked only where it stands whole (`_TOKEN_EDGE`): as a
+# piece of a longer word it tells nothing of which piece it is, and masking every ``a`` of
+# a message for the password ``a`` left it unreadable (``p***ssword ***uthentic***tion``).
+_SHORT_SECRET = 4
+# What ends a token around a short secret: the text's ends, a blank, and the characters that
+# set a value apart in libpq's messages and in a DSN (quotes, ``=``, a URL's delimiters, the
+# commas between hosts). A letter, digit, ``.``, ``-`` or ``_`` beside it makes it part of
+# another word.
+_TOKEN_EDGE = r"""\s"'=,;:@/?#&()\[\]<>"""
+
+
+def _secret_pattern(secret: str) -> str:
+    """The pattern of `secret` where it is masked: anywhere, or whole when short."""
+    if len(secret) >= _SHORT_SECRET:
+        return re.escape(secret)
+    return rf"(?<![^{_TOKEN_EDGE}]){re.escape(secret)}(?![^{_TOKEN_EDGE}])"
+
+
 def scrub(text: str, dsn: str | None) -> str:
-    """`text` with the DSN's password (and the DSN itself) replaced by ``***``."""
+    """`text` with the DSN's password (and the DSN itself) replaced by ``***``.
+
+    A password of fewer than four characters is replaced where it stands as a token of its
+    own (a value in quotes, after ``=``, between a URL's delimiters), not inside another
+    word, which it would garble; the password itself is never shown.
+    """
     if not dsn:
         return text
     parts = _parts(dsn)
@@ -241,8 +281,69 @@ def scrub(text: str, dsn: str | None) -> str:
     secrets = [dsn, parts.get("password", ""), written, unquote(written)]
     if _misread(dsn, parts):
         secrets += _CUTS.split(written) + _CUTS.split(unquote(written))
-    for secret in sorted((s for s in set(secrets) if s), key=len, reverse=True):
-        text = text.replace(secret, "***")
+    ordered = sorted((s for s in set(secrets) if s), key=len, reverse=True)
+    if ordered:  # one pass, longest first: a mask is never masked again
+        text = re.sub("|".join(map(_secret_pattern, ordered)), "***", text)
     if not parts:  # libpq quotes the part it could not parse, which may be the password
         text = _QUOTED.sub('"***"', text)
     return text
+
+
+# What a line shown to a person must not hold raw: C0 and C1 controls (line breaks and tabs
+# included) and DEL, the line and paragraph separators, Unicode's bidirectional formatting
+# characters (a U+202E made the rest of a line read backwards), and lone surrogates (bytes
+# that were not UTF-8).
+_UNSHOWN = re.compile(
+    "[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff]"
+)
+
+
+def _escaped(text: str) -> str:
+    """`text` with each character `_UNSHOWN` holds written as Python writes it in a string
+    (``\\n``, ``\\x1b``, ``\\u202e``): what the plugin's own messages show of a name."""
+    return _UNSHOWN.sub(lambda found: repr(found.group())[1:-1], text)
+
+
+def _lines_joined(text: str) -> str:
+    """libpq's message `text` on one line: its lines joined, each hint its own sentence.
+
+    libpq breaks a message over lines, a hint on a tab-indented line of its own
+    (``server closed the connection unexpectedly\n\tThis probably means ...``), and
+    the CLI prints an error as one ``Error:`` line: a log collector keeping lines
+    apart would cut the hint from the error. A line that begins with a capital
+    letter starts a sentence, so the line before it is ended with a full stop.
+    """
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    joined = ""
+    for line in lines:
+        if joined:
+            ends = joined[-1] in ".!?:;,"
+            joined += (" " if ends or not line[0].isupper() else ". ") + line
+        else:
+            joined = line
+    return joined
+
+
+def one_printable_line(text: str, dsn: str | None) -> str:
+    """libpq's (or the server's) message `text` as the plugin's errors show it: one line of
+    printable characters, the DSN's password masked (`scrub`).
+
+    Every message of libpq or the server that reaches a person goes through here, once. A
+    user, database or host name of the DSN that holds a control, line-breaking or
+    bidirectional character is quoted by libpq as it is (``user "a<LF>b"``): it is shown
+    escaped (``user "a\\nb"``), as the plugin's messages show a table's name, before
+    libpq's own lines are joined, so its line break is not taken for one of libpq's; any
+    other such character left is escaped too. The escapes are not the CLI's
+    (``\\x{1b}``), which it writes on a terminal for what is still raw there: so the
+    CLI prints these as they are, escaped once, and a program that logs the exception's
+    text, or a pipe, gets one printable line as well.
+    """
+    text = scrub(text, dsn)
+    names = [
+        value
+        for key, value in (_parts(dsn) if dsn else {}).items()
+        if key != "password" and _UNSHOWN.search(value)
+    ]
+    for name in sorted(names, key=len, reverse=True):
+        text = text.replace(name, _escaped(name))
+    return scrub(_escaped(_lines_joined(text)), dsn)

@@ -22,6 +22,14 @@ __all__ = ["MIGRATIONS", "SCHEMA_VERSION", "apply_migrations", "check_tables"]
 # Any fixed 64-bit number: the key of the lock migrations take.
 _MIGRATION_LOCK = 0x6E62_6D69_6772_0001
 
+# The body of the function behind the append-only trigger, as the server keeps it
+# (`pg_proc.prosrc`, byte for byte): one that no longer refuses an update is found by it.
+_APPEND_ONLY_BODY = """
+                BEGIN
+                    RAISE EXCEPTION 'nanobot_session_lines is append-only';
+                END
+            """
+
 MIGRATIONS: list[tuple[int, str, list[str]]] = [
     (
         1,
@@ -44,12 +52,8 @@ MIGRATIONS: list[tuple[int, str, list[str]]] = [
                 written_at timestamptz NOT NULL DEFAULT now(),
                 PRIMARY KEY (session, seq)
             )""",
-            """CREATE FUNCTION nanobot_lines_append_only() RETURNS trigger
-                LANGUAGE plpgsql AS $$
-                BEGIN
-                    RAISE EXCEPTION 'nanobot_session_lines is append-only';
-                END
-            $$""",
+            f"""CREATE FUNCTION nanobot_lines_append_only() RETURNS trigger
+                LANGUAGE plpgsql AS $${_APPEND_ONLY_BODY}$$""",
             """CREATE TRIGGER nanobot_lines_append_only
                 BEFORE UPDATE ON nanobot_session_lines
                 FOR EACH ROW EXECUTE FUNCTION nanobot_lines_append_only()""",
@@ -137,18 +141,69 @@ _TABLES: dict[str, tuple[dict[str, _Column], tuple[str, ...]]] = {
     ),
 }
 
-# Every column of the plugin's tables, found as the store's statements find the tables (the
-# search_path): its type, NOT NULL, default and place in the primary key. A table that is
-# not there has no row.
-_COLUMNS = """
-SELECT t.name, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
-    pg_get_expr(d.adbin, d.adrelid), array_position(k.conkey, a.attnum)
-FROM unnest(%s::text[]) AS t(name)
+# The foreign keys and check constraints of each table, as `pg_get_constraintdef` writes
+# them (a referenced table unqualified: the one the search_path finds, which the store uses).
+# What keeps bad rows out: a line of no session, a result of no body or a key not a SHA-256.
+# One of these altered (NOT VALID, ON DELETE CASCADE, another expression) reads as missing.
+_CONSTRAINTS: dict[str, tuple[str, ...]] = {
+    "nanobot_sessions": (),
+    "nanobot_session_lines": ("FOREIGN KEY (session) REFERENCES nanobot_sessions(name)",),
+    "nanobot_results": (
+        "CHECK ((sha256 ~ '^[0-9a-f]{64}$'::text))",
+        "CHECK (((content IS NULL) <> (data IS NULL)))",
+    ),
+}
+
+# The trigger that keeps a table append-only, by name (the name of the function it runs).
+_TRIGGERS: dict[str, tuple[str, ...]] = {
+    "nanobot_sessions": (),
+    "nanobot_session_lines": (_FUNCTION,),
+    "nanobot_results": (),
+}
+# `pg_trigger.tgtype` of BEFORE UPDATE FOR EACH ROW (bits ROW 1, BEFORE 2, UPDATE 16).
+_BEFORE_UPDATE_EACH_ROW = 1 | 2 | 16
+# `pg_trigger.tgenabled` of a trigger that fires in a session as the store opens it
+# ('O', the default, or 'A', always): 'D' is disabled, 'R' fires only for replication.
+_FIRES = ("O", "A")
+
+# Everything of the plugin's tables the store relies on, found as the store's statements find
+# the tables (the search_path), one row each: a column with its type, NOT NULL, default and
+# place in the primary key; a foreign key or check constraint with its definition; a trigger
+# with its timing and events, whether it fires, its function and that function's body. A
+# table that is not there has no row. Indexes are not read: the store's reads use only
+# those of the primary keys (checked above), and one added by hand is let be.
+_CATALOG = """
+SELECT t.name, 'column', a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull::text,
+    pg_get_expr(d.adbin, d.adrelid), array_position(k.conkey, a.attnum)::text, a.attnum
+FROM unnest(%(tables)s::text[]) AS t(name)
 JOIN pg_attribute a ON a.attrelid = to_regclass(t.name) AND a.attnum > 0 AND NOT a.attisdropped
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 LEFT JOIN pg_constraint k ON k.conrelid = a.attrelid AND k.contype = 'p'
-ORDER BY t.name, a.attnum
+UNION ALL
+SELECT t.name, 'constraint', c.conname, c.contype::text, NULL, pg_get_constraintdef(c.oid),
+    NULL, 0
+FROM unnest(%(tables)s::text[]) AS t(name)
+JOIN pg_constraint c ON c.conrelid = to_regclass(t.name) AND c.contype IN ('c', 'f')
+UNION ALL
+SELECT t.name, 'trigger', g.tgname, g.tgtype::text, g.tgenabled::text,
+    g.tgfoid::regprocedure::text, p.prosrc, 0
+FROM unnest(%(tables)s::text[]) AS t(name)
+JOIN pg_trigger g ON g.tgrelid = to_regclass(t.name) AND NOT g.tgisinternal
+JOIN pg_proc p ON p.oid = g.tgfoid
+ORDER BY 1, 2, 8, 3
 """
+
+
+@dataclasses.dataclass
+class _Found:
+    """What the catalog holds of one table: its columns (type, NOT NULL, default), its
+    primary key in order, its foreign key and check definitions (by name), its triggers
+    (by name: type bits, enabled, function, function body)."""
+
+    columns: dict[str, tuple[str, bool, str | None]] = dataclasses.field(default_factory=dict)
+    key: list[str] = dataclasses.field(default_factory=list)
+    constraints: dict[str, str] = dataclasses.field(default_factory=dict)
+    triggers: dict[str, tuple[int, str, str, str]] = dataclasses.field(default_factory=dict)
 
 
 def apply_migrations(conn: Any, *, target: int = SCHEMA_VERSION) -> list[int]:
@@ -199,20 +254,31 @@ def check_tables(conn: Any) -> None:
     key removed: the record of versions still says the current one, and the store used
     the table as if it were right, to fail mid-turn with the driver's words (``column
     "messages" does not exist``) or to store what it should not (two rows for one line).
-    A column added by hand is let be unless an insert of the store's would fail on it
-    (NOT NULL without a default). One query: the check costs one round trip per process.
+    So with the foreign key, the check constraints and the append-only trigger: one
+    dropped, disabled or altered let a line of no session, a result of no body, or an
+    update rewriting a line already written in, silently. A column added by hand is let
+    be unless an insert of the store's would fail on it (NOT NULL without a default); so
+    are an index, a constraint or a trigger added. One query: the check costs one round
+    trip per process.
     """
-    rows = conn.execute(_COLUMNS, (list(_TABLES),)).fetchall()
-    found: dict[str, dict[str, tuple[str, bool, str | None]]] = {table: {} for table in _TABLES}
+    rows = conn.execute(_CATALOG, {"tables": list(_TABLES)}).fetchall()
+    found = {table: _Found() for table in _TABLES}
     keys: dict[str, list[tuple[int, str]]] = {table: [] for table in _TABLES}
-    for table, column, kind, not_null, default, key_place in rows:
-        found[table][column] = (str(kind), bool(not_null), default)
-        if key_place is not None:
-            keys[table].append((int(key_place), column))
+    for table, kind, name, first, second, third, fourth, _ in rows:
+        if kind == "column":
+            found[table].columns[name] = (str(first), second == "true", third)
+            if fourth is not None:
+                keys[table].append((int(fourth), name))
+        elif kind == "constraint":
+            found[table].constraints[name] = str(third)
+        else:
+            found[table].triggers[name] = (int(first), str(second), str(third), str(fourth))
+    for table, places in keys.items():
+        found[table].key = [column for _, column in sorted(places)]
     faults = [
         f"the table {table} {'; '.join(differences)}"
         for table in _TABLES
-        if (differences := _differences(table, found[table], [c for _, c in sorted(keys[table])]))
+        if (differences := _differences(table, found[table]))
     ]
     if faults:
         raise RuntimeError(
@@ -222,10 +288,9 @@ def check_tables(conn: Any) -> None:
         )
 
 
-def _differences(
-    table: str, columns: dict[str, tuple[str, bool, str | None]], key: list[str]
-) -> list[str]:
-    """How `table`, of `columns` and primary `key` as found, differs from what it should be."""
+def _differences(table: str, found: _Found) -> list[str]:
+    """How `table`, as `found`, differs from what it should be."""
+    columns, key = found.columns, found.key
     if not columns:
         return ["is missing"]
     wanted, wanted_key = _TABLES[table]
@@ -255,6 +320,50 @@ def _differences(
     if key != list(wanted_key):
         now = f"({', '.join(map(_shown, key))})" if key else "none"
         said.append(f"has primary key {now}, not ({', '.join(wanted_key)})")
+    said += _constraint_differences(table, found.constraints)
+    said += _trigger_differences(table, found.triggers)
+    return said
+
+
+def _constraint_differences(table: str, constraints: dict[str, str]) -> list[str]:
+    """The foreign keys and check constraints `table` lacks, each with the ones of its
+    kind it holds instead (most likely the same one altered: NOT VALID, say)."""
+    held = set(constraints.values())
+    said: list[str] = []
+    for wanted in _CONSTRAINTS[table]:
+        if wanted in held:
+            continue
+        kind = "FOREIGN KEY" if wanted.startswith("FOREIGN KEY") else "CHECK"
+        noun = "foreign key" if kind == "FOREIGN KEY" else "check constraint"
+        said.append(f"has no {noun} {wanted}")
+        instead = sorted(
+            f"{_shown(name)} {_shown(definition)}"
+            for name, definition in constraints.items()
+            if definition.startswith(kind) and definition not in _CONSTRAINTS[table]
+        )
+        if instead:
+            said.append(f"has {noun}{'s' if len(instead) > 1 else ''} {', '.join(instead)}")
+    return said
+
+
+def _trigger_differences(table: str, triggers: dict[str, tuple[int, str, str, str]]) -> list[str]:
+    """How the append-only trigger of `table` differs: missing, disabled, of other timing
+    or events, or running another function or one whose body was replaced."""
+    said: list[str] = []
+    for name in _TRIGGERS[table]:
+        what = f"trigger {name} (BEFORE UPDATE FOR EACH ROW, refusing a rewrite of a row)"
+        if name not in triggers:
+            said.append(f"has no {what}")
+            continue
+        kind, enabled, function, body = triggers[name]
+        if enabled not in _FIRES:
+            said.append(f"has {what} disabled")
+        if kind != _BEFORE_UPDATE_EACH_ROW:
+            said.append(f"has {what} firing otherwise")
+        if function != f"{_FUNCTION}()":
+            said.append(f"has {what} running {_shown(function)}, not {_FUNCTION}()")
+        elif body != _APPEND_ONLY_BODY:
+            said.append(f"has {what} running {_FUNCTION}() of another body")
     return said
 
 

@@ -52,7 +52,13 @@ from nanobot_core.sessions import (
     validate_session_name,
 )
 
-from nanobot_postgres.dsn import describe_dsn, host_fault, parse_fault, port_fault, scrub
+from nanobot_postgres.dsn import (
+    describe_dsn,
+    host_fault,
+    one_printable_line,
+    parse_fault,
+    port_fault,
+)
 from nanobot_postgres.migrations import apply_migrations
 
 if TYPE_CHECKING:
@@ -412,26 +418,6 @@ def _shut(fileno: int) -> None:
 _DEADLINES = _Deadlines()
 
 
-def _one_line(text: str) -> str:
-    """libpq's message `text` on one line: its lines joined, each hint its own sentence.
-
-    libpq breaks a message over lines, a hint on a tab-indented line of its own
-    (``server closed the connection unexpectedly\n\tThis probably means ...``), and
-    the CLI prints an error as one ``Error:`` line: a log collector keeping lines
-    apart would cut the hint from the error. A line that begins with a capital
-    letter starts a sentence, so the line before it is ended with a full stop.
-    """
-    lines = [line.strip() for line in text.splitlines() if line.strip()]
-    joined = ""
-    for line in lines:
-        if joined:
-            ends = joined[-1] in ".!?:;,"
-            joined += (" " if ends or not line[0].isupper() else ". ") + line
-        else:
-            joined = line
-    return joined
-
-
 def application_name() -> str:
     """What every connection of this process calls itself: host and pid (at most 63 bytes)."""
     return f"nanobot-core {socket.gethostname()[:32]} pid {os.getpid()}"
@@ -484,10 +470,25 @@ class PostgresSessionStore:
         """The server and database, without the password."""
         return describe_dsn(self._dsn)
 
-    def error(self, what: str, exc: BaseException) -> SessionError:
-        """A SessionError about `exc` on one line, that never carries the password."""
-        detail = scrub(_one_line(scrub(str(exc), self._dsn)), self._dsn)
-        return SessionError(f"{what} ({self.describe()}): {detail}")
+    def error(self, what: str, exc: BaseException, *, connecting: bool = False) -> SessionError:
+        """A SessionError about `exc` on one printable line, that never carries the password.
+
+        `connecting`: `exc` is why a connection could not be made, which the DSN's settings
+        may cause (an ``sslmode``, a ``service``, a socket folder, a password): the error
+        then ends naming the config key of the DSN and where it was set.
+        """
+        detail = one_printable_line(str(exc), self._dsn)
+        return SessionError(f"{what} ({self.describe()}): {detail}{self._set_by(connecting)}")
+
+    def _set_by(self, connecting: bool) -> str:
+        """``; as sessions.postgres.dsn sets it (environment variable NANOBOT_POSTGRES_DSN)``:
+        where to change the connection, for a connection that failed of a configured store."""
+        if not connecting or self._config is None:
+            return ""
+        where = source_prefix(config=self._config, keys=["sessions.postgres.dsn"])
+        return "; the connection is as sessions.postgres.dsn sets it" + (
+            f" ({where.removesuffix(': ')})" if where else ""
+        )
 
     # -- connections ---------------------------------------------------------------------------
 
@@ -538,15 +539,19 @@ class PostgresSessionStore:
                 "application_name": application_name(),
             }
             connection_class = self._recording_connection_class(psycopg.Connection)
+            connected = False
             try:
                 # Of the pool's class: the migration's waits for the server end within
                 # query_timeout too, or a first call on a cut network waited for TCP.
                 with connection_class.connect(
                     self._dsn, connect_timeout=max(1, round(self.connect_timeout)), **settings
                 ) as conn:
+                    connected = True
                     apply_migrations(conn)
             except (psycopg.Error, RuntimeError) as exc:
-                raise self.error("cannot use the session database", exc) from None
+                raise self.error(
+                    "cannot use the session database", exc, connecting=not connected
+                ) from None
             self._connect_error = None
             _quiet_pool_records()
             server_keepalives = _server_keepalive_settings(keepalives(self.query_timeout))
@@ -662,6 +667,7 @@ class PostgresSessionStore:
                 f"no database connection within {self.connect_timeout:g}s "
                 f"(pool_size {self.pool_size})",
                 cause,
+                connecting=self._connect_error is not None,
             ) from None
 
     def _put(self, conn: Any) -> None:

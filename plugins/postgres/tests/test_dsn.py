@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
 import string
+from pathlib import Path
 from urllib.parse import quote
 
 import psycopg
@@ -11,6 +13,7 @@ import pytest
 from hypothesis import assume, example, given
 from hypothesis import strategies as st
 from nanobot_core import SessionError
+from nanobot_core.testing import make_config, run_cli, run_cli_in_terminal
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
@@ -74,7 +77,7 @@ def test_a_well_written_dsn_is_described_in_full() -> None:
 # Names as a DSN may hold them: any character but NUL (which libpq cuts at) and a lone
 # surrogate (not UTF-8: no DSN holding one parses).
 _NAMES = st.text(
-    st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+    st.characters(codec="utf-8", exclude_characters="\x00"),
     min_size=1,
     max_size=20,
 )
@@ -183,8 +186,77 @@ def test_an_error_naming_a_user_with_control_characters_keeps_them_escaped(
         store.list_sessions()
     said = str(refused.value)
     described = f"postgresql://a%0Ab@127.0.0.1:{postgres_server.port}/x%1B%5B31my"
-    assert said.startswith(f"cannot use the session database ({described}): ")
-    assert "\n" not in said
+    assert said == (
+        f"cannot use the session database ({described}): connection failed: connection to "
+        f'server at "127.0.0.1", port {postgres_server.port} failed: FATAL:  password '
+        'authentication failed for user "a\\nb"'
+    )
+
+
+# A role and a database whose names hold what drives a terminal: a colour, an OSC 52
+# clipboard write, a right-to-left override and isolate, a line break.
+_ROLE = "ops\x1b[31m\u202eadmin"
+_DATABASE = "db\x1b]52;c;Zm9v\x07\u2066\nsessions"
+_DATABASE_SHOWN = "db\\x1b]52;c;Zm9v\\x07\\u2066\\nsessions"
+
+
+def _escaped_role_and_database(server: TemporaryPostgres, suffix: str) -> str:
+    """A real role and database of such names (`suffix` after each, the server being the
+    tests' one), and the DSN of a database of that role's that does not exist (named as the
+    real one with ``-gone``)."""
+    _role(server, _ROLE + suffix, "right-password")
+    server.create_database(_DATABASE + suffix, owner=_ROLE + suffix)
+    return make_conninfo(
+        host="127.0.0.1",
+        port=server.port,
+        user=_ROLE + suffix,
+        dbname=f"{_DATABASE}{suffix}-gone",
+        password="right-password",
+    )
+
+
+def test_a_server_error_naming_a_role_and_database_of_control_characters_is_one_printable_line(
+    postgres_server: TemporaryPostgres,
+) -> None:
+    """A real role and database whose names hold control and bidirectional characters serve
+    sessions; a database of theirs that does not exist is refused in one printable line,
+    libpq's words naming it escaped as the plugin's messages write a name, the description
+    percent-encoded."""
+    gone = _escaped_role_and_database(postgres_server, "1")
+    store = PostgresSessionStore(gone.replace("-gone", ""), connect_timeout=5)
+    assert store.list_sessions() == []
+    store.close()
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore(gone, connect_timeout=5).list_sessions()
+    said = str(refused.value)
+    assert said.isprintable()
+    assert said == (
+        f"cannot use the session database (postgresql://ops%1B%5B31m%E2%80%AEadmin1@127.0.0.1:"
+        f"{postgres_server.port}/db%1B%5D52;c;Zm9v%07%E2%81%A6%0Asessions1-gone): "
+        f'connection failed: connection to server at "127.0.0.1", port {postgres_server.port} '
+        f'failed: FATAL:  database "{_DATABASE_SHOWN}1-gone" does not exist'
+    )
+
+
+def test_the_cli_prints_such_an_error_escaped_once_on_a_terminal_and_a_pipe(
+    postgres_server: TemporaryPostgres, cli_env: dict[str, str], tmp_path: Path
+) -> None:
+    """`sessions` refused that database prints the same one line to a pipe and to a
+    terminal: the plugin's escapes are not the CLI's (``\\x{1b}``), so nothing is escaped
+    twice, and no raw control reaches either."""
+    env = {**cli_env, "NANOBOT_POSTGRES_DSN": _escaped_role_and_database(postgres_server, "2")}
+    piped = run_cli("sessions", cwd=tmp_path, env=env)
+    shown = run_cli_in_terminal("sessions", cwd=tmp_path, env=env)
+    assert piped.returncode == shown.returncode == 1
+    assert shown.stderr.decode("utf-8") == piped.stderr
+    assert piped.stderr.count("\n") == 1 and piped.stderr.rstrip("\n").isprintable()
+    assert piped.stderr.endswith(
+        f'FATAL:  database "{_DATABASE_SHOWN}2-gone" does not exist; the connection is as '
+        "sessions.postgres.dsn sets it (environment variable NANOBOT_POSTGRES_DSN)\n"
+    )
+    assert (
+        "\\x{" not in piped.stderr and "(postgresql://ops%1B%5B31m%E2%80%AEadmin2@" in piped.stderr
+    )
 
 
 def test_a_user_named_as_the_password_shows_in_no_error(
@@ -201,3 +273,213 @@ def test_a_user_named_as_the_password_shows_in_no_error(
     )
     assert 'database "***" does not exist' in str(missing.value)
     assert "samepw" not in str(missing.value)
+
+
+# Passwords of one to three characters: any a DSN may hold (not NUL, not a lone surrogate).
+_SHORT_PASSWORDS = st.text(
+    st.characters(codec="utf-8", exclude_characters="\x00"),
+    min_size=1,
+    max_size=3,
+)
+# What libpq says of a connection refused, naming the server, user and database.
+_REFUSED = (
+    'connection to server at "db.internal" (10.0.0.7), port 6432 failed: FATAL:  password '
+    'authentication failed for user "analyst"; database "sessions_a" does not exist'
+)
+
+
+@given(password=_SHORT_PASSWORDS)
+@example("a")
+@example("s")
+@example("1")
+@example(".")
+@example("ss")
+def test_a_short_password_leaves_the_description_and_libpq_words_readable(password: str) -> None:
+    """A password of one to three characters that is no whole word of the description or of
+    libpq's message leaves both as they are: it is not masked inside other words."""
+    words = re.split(r"""[\s"'=,;:@/?#&()\[\]<>]+""", _REFUSED + " db.internal 6432")
+    assume(password not in words)
+    dsn = make_conninfo(
+        host="db.internal", port=6432, user="analyst", dbname="sessions_a", password=password
+    )
+    assert describe_dsn(dsn) == "postgresql://analyst@db.internal:6432/sessions_a"
+    assert scrub(_REFUSED, dsn) == _REFUSED
+
+
+@given(password=_SHORT_PASSWORDS, name=st.sampled_from(["user", "dbname"]))
+@example("a", "user")
+@example('"', "dbname")
+@example("a b", "user")
+def test_a_short_password_never_shows_as_a_value(password: str, name: str) -> None:
+    """A short password is masked wherever it stands as a value: a user or database named as
+    it is, in the description and quoted in libpq's words, and after ``password=``."""
+    names = {"user": "analyst", "dbname": "sessions", name: password}
+    dsn = make_conninfo(host="db.internal", port=6432, password=password, **names)
+    described = describe_dsn(dsn)
+    said = scrub(
+        f'password authentication failed for user "{password}" or database "{password}" '
+        f"(password={password} user='{password}')",
+        dsn,
+    )
+    assert "***" in described
+    assert conninfo_to_dict(described)[name] == "***"
+    for shown in (f'"{password}"', f"={password} ", f"'{password}'"):
+        assert shown not in said
+    assert said.startswith("password authentication failed for user ")
+
+
+def test_a_short_password_leaves_a_real_refusal_readable(
+    postgres_server: TemporaryPostgres,
+) -> None:
+    """A real role of password ``a`` refused for a wrong one: the description and libpq's
+    words are shown whole, not with every ``a`` masked."""
+    _role(postgres_server, "analyst", "right")
+    dsn = make_conninfo(
+        host="127.0.0.1", port=postgres_server.port, user="analyst", dbname="x", password="a"
+    )
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore(dsn, connect_timeout=5).list_sessions()
+    assert str(refused.value) == (
+        f"cannot use the session database (postgresql://analyst@127.0.0.1:"
+        f"{postgres_server.port}/x): connection failed: connection to server at "
+        f'"127.0.0.1", port {postgres_server.port} failed: FATAL:  password authentication '
+        'failed for user "analyst"'
+    )
+
+
+_HOSTS = st.one_of(
+    st.sampled_from(["db.internal", "10.0.0.7", "::1", "fe80::1%eth0", "/var/run/postgresql"]),
+    st.text(st.characters(codec="utf-8", exclude_characters="\x00,"), min_size=1).map(
+        lambda name: "/" + name
+    ),
+)
+
+
+@given(
+    hosts=st.lists(_HOSTS, min_size=1, max_size=3),
+    ports=st.lists(st.integers(1, 65535), min_size=1, max_size=3),
+    database=_NAMES,
+)
+@example(["/var/run/postgresql"], [5432], "sessions")
+@example(["::1", "/tmp"], [5432, 5433], "sessions")
+def test_the_description_names_any_hosts_and_ports_as_libpq_reads_them(
+    hosts: list[str], ports: list[int], database: str
+) -> None:
+    """Socket folders, IPv6 addresses and names, each with its port (or one port for all),
+    are described as a URL libpq reads back as the same hosts, ports and database: a socket
+    folder's slashes or an address's port are not read as the database."""
+    ports = ports[:1] if len(ports) != len(hosts) else ports
+    dsn = make_conninfo(
+        host=",".join(hosts),
+        port=",".join(map(str, ports)),
+        user="nanobot",
+        dbname=database,
+        password="Xsecret-password-Q",
+    )
+    described = describe_dsn(dsn)
+    assert described.isprintable()
+    parts = conninfo_to_dict(described)
+    each = [str(port) for port in ports] * (len(hosts) if len(ports) == 1 else 1)
+    assert (parts["host"], parts["port"], parts["dbname"]) == (
+        ",".join(hosts),
+        ",".join(each),
+        database,
+    )
+
+
+def test_a_socket_folder_as_the_host_serves_and_is_named_as_libpq_reads_it(
+    postgres_server: TemporaryPostgres,
+) -> None:
+    """The server's socket folder as the host serves sessions, described percent-encoded;
+    a folder with no server in it is refused naming the socket libpq tried."""
+    assert postgres_server.root is not None
+    folder = str(postgres_server.root)
+    port = postgres_server.port
+    password = postgres_server.password
+    dsn = make_conninfo(host=folder, port=port, user="nanobot", password=password)
+    store = PostgresSessionStore(dsn, connect_timeout=5)
+    assert store.list_sessions() == []
+    assert store.describe() == f"postgresql://nanobot@{quote(folder, safe='')}:{port}/nanobot"
+    store.close()
+    missing = make_conninfo(host=folder + "/gone", port=port, user="nanobot", password=password)
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore(missing, connect_timeout=5).list_sessions()
+    assert str(refused.value).startswith(
+        f"cannot use the session database (postgresql://nanobot@"
+        f"{quote(folder + '/gone', safe='')}:{port}/nanobot): connection is bad: connection to "
+        f'server on socket "{folder}/gone/.s.PGSQL.{port}" failed: No such file or directory'
+    )
+
+
+def test_a_service_of_pg_service_conf_serves_and_is_named_not_taken_for_localhost(
+    postgres_server: TemporaryPostgres, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DSN naming a service of pg_service.conf serves sessions from the server the file
+    names, and is described by that service, not as ``localhost:5432``; a service the file
+    does not hold is refused naming it."""
+    services = tmp_path / "pg_service.conf"
+    services.write_text(
+        f"[sessions]\nhost=127.0.0.1\nport={postgres_server.port}\ndbname=nanobot\n"
+        f"user=nanobot\npassword={postgres_server.password}\n",
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("PGSERVICEFILE", str(services))
+    store = PostgresSessionStore("service=sessions", connect_timeout=5)
+    assert store.list_sessions() == []
+    assert store.describe() == "postgresql:///?service=sessions"
+    store.close()
+    store = PostgresSessionStore("service=sessions dbname=other user=me", connect_timeout=5)
+    assert store.describe() == "postgresql://me@/other?service=sessions"
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore("service=nosuch", connect_timeout=5).list_sessions()
+    assert str(refused.value) == (
+        "cannot use the session database (postgresql:///?service=nosuch): connection is bad: "
+        'definition of service "nosuch" not found'
+    )
+
+
+@pytest.mark.parametrize("where", ["environment variable NANOBOT_POSTGRES_DSN", "nanobot.toml"])
+def test_a_connection_the_dsn_settings_refuse_names_the_key_and_where_it_was_set(
+    dsn: str, cli_env: dict[str, str], tmp_path: Path, where: str
+) -> None:
+    """``sslmode=require`` of a server without TLS, set in the environment or the file: the
+    CLI's one error line says libpq's reason and which config key, set where, to change."""
+    refused = make_conninfo(dsn, sslmode="require")
+    env = dict(cli_env)
+    if where == "nanobot.toml":
+        del env["NANOBOT_POSTGRES_DSN"]
+        (tmp_path / where).write_text(
+            f"[sessions.postgres]\ndsn = {json.dumps(refused)}\n", encoding="utf-8"
+        )
+        where = str(tmp_path / where)
+    else:
+        env["NANOBOT_POSTGRES_DSN"] = refused
+    done = run_cli("sessions", cwd=tmp_path, env=env)
+    assert done.returncode == 1
+    assert done.stderr.startswith("Error: cannot use the session database (postgresql://")
+    assert done.stderr.endswith(
+        "failed: server does not support SSL, but SSL was required; the connection is as "
+        f"sessions.postgres.dsn sets it ({where})\n"
+    )
+
+
+def test_only_a_failed_connection_of_a_configured_store_names_the_dsn_key(dsn: str) -> None:
+    """A store made from a configuration names the DSN's key when it cannot connect, not when
+    it connected and found the schema altered; a store made in code names no key."""
+    config = make_config({"sessions": {"store": "postgres"}})
+    no_tls = make_conninfo(dsn, sslmode="require")
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore(no_tls, connect_timeout=5, config=config).list_sessions()
+    assert str(refused.value).endswith(
+        "server does not support SSL, but SSL was required; the connection is as "
+        "sessions.postgres.dsn sets it"
+    )
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore(no_tls, connect_timeout=5).list_sessions()
+    assert str(refused.value).endswith("server does not support SSL, but SSL was required")
+    PostgresSessionStore(dsn).list_sessions()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("ALTER TABLE nanobot_sessions DROP COLUMN bytes")
+    with pytest.raises(SessionError) as refused:
+        PostgresSessionStore(dsn, config=config).list_sessions()
+    assert str(refused.value).endswith("import the sessions into it")

@@ -1141,11 +1141,32 @@ def test_a_server_that_dies_mid_turn_is_one_error_line() -> None:
     )
 
 
-@given(st.text())
+# Characters no line shown may hold raw: C0, DEL, C1, the line and paragraph separators,
+# Unicode's bidirectional formatting characters and lone surrogates.
+_UNSHOWN = frozenset(
+    chr(c)
+    for c in (
+        *range(0x20),
+        *range(0x7F, 0xA0),
+        0x061C,
+        0x200E,
+        0x200F,
+        0x2028,
+        0x2029,
+        *range(0x202A, 0x202F),
+        *range(0x2066, 0x206A),
+        *range(0xD800, 0xE000),
+    )
+)
+# Line breaks as libpq's lines are split (blanks at a line's ends are dropped).
+_BREAKS = "\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029"
+
+
+@given(st.text(st.characters(exclude_characters=_UNSHOWN - set(_BREAKS))))
 @example(_CLOSED)
 @example("refused\r\n\tIs the server running?\x85\u2028x")
 def test_any_driver_message_is_one_line_with_every_word(text: str) -> None:
-    """Whatever the driver says, the error is one line holding its words in order."""
+    """Whatever the driver says over lines, the error is one line holding its words in order."""
     store = PostgresSessionStore("postgresql://nanobot@127.0.0.1:5432/db")
     error = str(store.error("what", RuntimeError(text)))
     assert len(error.splitlines()) == 1
@@ -1154,3 +1175,25 @@ def test_any_driver_message_is_one_line_with_every_word(text: str) -> None:
     assert len(detail) == len(said)
     # A full stop is all that is added, where a line that begins a sentence followed.
     assert all(shown in (word, word + ".") for shown, word in zip(detail, said, strict=True))
+
+
+@given(st.text())
+@example("a\x1b]52;c;Zm9v\x07\u202eb\r\nc\td\x00e\udc80")
+def test_any_driver_message_is_one_printable_line(text: str) -> None:
+    """Whatever characters the driver's words hold, the error holds none that is not shown:
+    a control, bidirectional or line-breaking character is escaped or joins two lines."""
+    store = PostgresSessionStore("postgresql://nanobot@127.0.0.1:5432/db")
+    error = str(store.error("what", RuntimeError(text)))
+    assert not _UNSHOWN & set(error)
+    assert error.startswith("what (postgresql://nanobot@127.0.0.1:5432/db): ")
+
+
+def test_a_driver_message_shows_a_control_character_escaped_once() -> None:
+    """An escape, a bell and a right-to-left override in the driver's words show as Python
+    writes them in a string, and a backslash written by the server is left as it is."""
+    store = PostgresSessionStore("postgresql://nanobot@127.0.0.1:5432/db")
+    error = store.error("what", RuntimeError('role "x\x1b[2J\x07\u202ey\\n" does not exist'))
+    assert str(error) == (
+        "what (postgresql://nanobot@127.0.0.1:5432/db): role "
+        '"x\\x1b[2J\\x07\\u202ey\\n" does not exist'
+    )

@@ -15,9 +15,34 @@ from nanobot_postgres.store import PostgresSessionStore
 _LINES = "nanobot_session_lines"
 _SESSIONS = "nanobot_sessions"
 _RESULTS = "nanobot_results"
+_TRIGGER = "nanobot_lines_append_only"
+_TRIGGER_DOES = "BEFORE UPDATE FOR EACH ROW, refusing a rewrite of a row"
+_FOREIGN_KEY = f"FOREIGN KEY (session) REFERENCES {_SESSIONS}(name)"
 
 
 def _columns(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
+    """Every column of the plugin's tables with its type, NOT NULL and default, and the keys;
+    then every constraint, index and trigger of them, and the trigger function's body."""
+    return (
+        _table_columns(conn)
+        + conn.execute(
+            """SELECT c.conrelid::regclass::text, c.conname, pg_get_constraintdef(c.oid)
+        FROM pg_constraint c WHERE c.conrelid::regclass::text LIKE 'nanobot%%'
+        UNION ALL
+        SELECT i.indrelid::regclass::text, i.indexrelid::regclass::text,
+            pg_get_indexdef(i.indexrelid)
+        FROM pg_index i WHERE i.indrelid::regclass::text LIKE 'nanobot%%'
+        UNION ALL
+        SELECT g.tgrelid::regclass::text, g.tgname, pg_get_triggerdef(g.oid) || g.tgenabled::text
+        FROM pg_trigger g WHERE NOT g.tgisinternal
+        UNION ALL
+        SELECT p.proname, p.prosrc, '' FROM pg_proc p WHERE p.proname LIKE 'nanobot%%'
+        ORDER BY 1, 2"""
+        ).fetchall()
+    )
+
+
+def _table_columns(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
     """Every column of the plugin's tables with its type, NOT NULL and default, and the keys."""
     return conn.execute(
         """SELECT c.relname, a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
@@ -85,6 +110,55 @@ def _columns(conn: psycopg.Connection[Any]) -> list[tuple[Any, ...]]:
             "store's inserts leave out",
         ),
         (f"DROP TABLE {_RESULTS}", f"the table {_RESULTS} is missing"),
+        (
+            f"DROP TRIGGER {_TRIGGER} ON {_LINES}",
+            f"the table {_LINES} has no trigger {_TRIGGER} ({_TRIGGER_DOES})",
+        ),
+        (
+            f"ALTER TABLE {_LINES} DISABLE TRIGGER {_TRIGGER}",
+            f"the table {_LINES} has trigger {_TRIGGER} ({_TRIGGER_DOES}) disabled",
+        ),
+        (
+            f"ALTER TABLE {_LINES} ENABLE REPLICA TRIGGER {_TRIGGER}",
+            f"the table {_LINES} has trigger {_TRIGGER} ({_TRIGGER_DOES}) disabled",
+        ),
+        (
+            f"DROP TRIGGER {_TRIGGER} ON {_LINES}; CREATE TRIGGER {_TRIGGER} AFTER UPDATE "
+            f"ON {_LINES} FOR EACH STATEMENT EXECUTE FUNCTION {_TRIGGER}()",
+            f"the table {_LINES} has trigger {_TRIGGER} ({_TRIGGER_DOES}) firing otherwise",
+        ),
+        (
+            f"CREATE OR REPLACE FUNCTION {_TRIGGER}() RETURNS trigger LANGUAGE plpgsql "
+            "AS $$ BEGIN RETURN NEW; END $$",
+            f"the table {_LINES} has trigger {_TRIGGER} ({_TRIGGER_DOES}) running "
+            f"{_TRIGGER}() of another body",
+        ),
+        (
+            f"DROP FUNCTION {_TRIGGER}() CASCADE",
+            f"the table {_LINES} has no trigger {_TRIGGER} ({_TRIGGER_DOES})",
+        ),
+        (
+            f"ALTER TABLE {_LINES} DROP CONSTRAINT {_LINES}_session_fkey",
+            f"the table {_LINES} has no foreign key {_FOREIGN_KEY}",
+        ),
+        (
+            f"ALTER TABLE {_LINES} DROP CONSTRAINT {_LINES}_session_fkey, ADD FOREIGN KEY "
+            f"(session) REFERENCES {_SESSIONS} (name) ON DELETE CASCADE",
+            f"the table {_LINES} has no foreign key {_FOREIGN_KEY}; has foreign key "
+            f"{_LINES}_session_fkey {_FOREIGN_KEY} ON DELETE CASCADE",
+        ),
+        (
+            f"ALTER TABLE {_RESULTS} DROP CONSTRAINT {_RESULTS}_sha256_check",
+            f"the table {_RESULTS} has no check constraint CHECK ((sha256 ~ "
+            "'^[0-9a-f]{64}$'::text))",
+        ),
+        (
+            f"ALTER TABLE {_RESULTS} DROP CONSTRAINT {_RESULTS}_one_body, ADD CONSTRAINT "
+            f"{_RESULTS}_one_body CHECK (content IS NULL OR data IS NULL) NOT VALID",
+            f"the table {_RESULTS} has no check constraint CHECK (((content IS NULL) <> "
+            f"(data IS NULL))); has check constraint {_RESULTS}_one_body CHECK (((content IS "
+            "NULL) OR (data IS NULL))) NOT VALID",
+        ),
     ],
 )
 def test_a_table_altered_by_hand_is_refused_at_open_naming_what_differs(
@@ -121,12 +195,15 @@ def test_every_difference_of_every_table_is_named_in_one_refusal(dsn: str) -> No
         conn.execute(f"ALTER TABLE {_SESSIONS} DROP COLUMN bytes")
         conn.execute(f"ALTER TABLE {_SESSIONS} ALTER COLUMN updated_at TYPE timestamp")
         conn.execute(f"ALTER TABLE {_LINES} DROP CONSTRAINT {_LINES}_pkey")
+        conn.execute(f"ALTER TABLE {_LINES} DROP CONSTRAINT {_LINES}_session_fkey")
+        conn.execute(f"ALTER TABLE {_LINES} DISABLE TRIGGER {_TRIGGER}")
         with pytest.raises(RuntimeError) as refused:
             check_tables(conn)
     assert str(refused.value).startswith(
         f"the table {_SESSIONS} has no column bytes (bigint); has column updated_at of type "
         f"timestamp without time zone, not timestamp with time zone; the table {_LINES} has "
-        "primary key none, not (session, seq) (schema version"
+        f"primary key none, not (session, seq); has no foreign key {_FOREIGN_KEY}; has "
+        f"trigger {_TRIGGER} ({_TRIGGER_DOES}) disabled (schema version"
     )
 
 
@@ -141,7 +218,7 @@ def test_an_upgrade_onto_an_altered_table_is_undone(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         versions = conn.execute("SELECT version FROM nanobot_schema_migrations").fetchall()
         assert versions == [(1,)]
-        assert [c[1] for c in _columns(conn) if c[0] == _RESULTS] == [
+        assert [c[1] for c in _table_columns(conn) if c[0] == _RESULTS] == [
             "sha256",
             "content",
             "bytes",
@@ -175,9 +252,49 @@ class _Counting:
 
 
 def test_the_check_is_one_statement(dsn: str) -> None:
-    """Checking the three tables takes one round trip to the server, whatever they hold."""
+    """Checking the three tables takes one round trip to the server, whatever they hold:
+    as made (an index added), and with a trigger and a constraint dropped, refused."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         apply_migrations(conn)
+        conn.execute(f"CREATE INDEX ON {_RESULTS} (created_at)")
         counting = _Counting(conn)
         check_tables(counting)
         assert counting.statements == 1
+        conn.execute(f"DROP TRIGGER {_TRIGGER} ON {_LINES}")
+        conn.execute(f"ALTER TABLE {_RESULTS} DROP CONSTRAINT {_RESULTS}_one_body")
+        counting = _Counting(conn)
+        with pytest.raises(RuntimeError, match=f"has no trigger {_TRIGGER} .*; the table "):
+            check_tables(counting)
+        assert counting.statements == 1
+
+
+def test_an_index_constraint_or_trigger_added_by_hand_is_let_be(dsn: str) -> None:
+    """An index, a check constraint and a trigger added beside the plugin's leave the store
+    working: only what the store relies on is checked."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        apply_migrations(conn)
+        conn.execute(f"CREATE INDEX nanobot_lines_by_time ON {_LINES} (written_at)")
+        conn.execute(f"ALTER TABLE {_SESSIONS} ADD CONSTRAINT short CHECK (length(name) < 999)")
+        conn.execute(
+            f"CREATE TRIGGER audit AFTER INSERT ON {_LINES} FOR EACH ROW "
+            f"EXECUTE FUNCTION {_TRIGGER}()"
+        )
+        conn.execute(f"ALTER TABLE {_LINES} DISABLE TRIGGER audit")
+    store = PostgresSessionStore(dsn)
+    with open_session(store, "s") as session:
+        session.append({"role": "user", "content": "kept"})
+    assert store.load("s").lines == ['{"role":"user","content":"kept"}']
+    store.close()
+
+
+def test_with_the_trigger_as_made_a_line_cannot_be_rewritten(dsn: str) -> None:
+    """The trigger the check asks for is what refuses an update of a line written."""
+    store = PostgresSessionStore(dsn)
+    with open_session(store, "s") as session:
+        session.append({"role": "user", "content": "kept"})
+    store.close()
+    with (
+        psycopg.connect(dsn, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.RaiseException, match="is append-only"),
+    ):
+        conn.execute(f"UPDATE {_LINES} SET line = '{{}}'")
