@@ -1103,8 +1103,12 @@ class Governor:
             if isinstance(remembered, str):
                 return messages, ReportEntry(stage.name, False, [remembered], tokens, tokens)
             found[offset] = remembered
-        # Only what this history holds: the memo never grows.
-        self._memo[stage.name] = dict(zip(map(id, handed), found, strict=True))
+        # Bounded: rebuilt from what this history holds once it holds more than twice as much.
+        # A call whose messages it holds already (the cut's walk asked the stage of them just
+        # now) keeps it as it is rather than copying it entry by entry.
+        if len(memo) > _MEMO_SLACK * len(handed):
+            memo = dict(zip(map(id, handed), found, strict=True))
+        self._memo[stage.name] = memo
         replaced = {
             chosen[offset]: found[offset][1]
             for offset in compress(
@@ -1350,6 +1354,9 @@ def _shifted(entry: ReportEntry, shift: int) -> ReportEntry:
 #: when it is kept, the report lines numbered as if it were messages[0]).
 _Remembered = tuple[Any, list[Any] | None, Sequence[str]]
 _NO_LINES: tuple[str, ...] = ()  # the report lines of a message a prefilter spared
+#: A per-message stage's memo is rebuilt from the history it was last handed once it
+#: holds more than this many times as many messages.
+_MEMO_SLACK = 2
 
 _OWN_DEFECTS = itemgetter(2)
 _REPLACEMENT = itemgetter(1)  # of a `_Remembered`

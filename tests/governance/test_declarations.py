@@ -140,6 +140,34 @@ def test_a_per_message_stage_is_remembered_per_message_across_calls() -> None:
     assert first == 4 and len(seen) == 8 and seen[4:] == [m["content"] for m in turn(2)]
 
 
+def test_a_per_message_stage_remembers_a_message_a_shorter_history_left_out() -> None:
+    """A message absent from the last call is not handed again when it comes back."""
+    seen: list[Any] = []
+
+    def note(messages: list[Any], ctx: StageContext) -> StageOutcome:
+        seen.append(messages[0].get("content"))
+        return StageOutcome.unchanged(messages)
+
+    governor = _governor(Stage("note", note, per_message=True))
+    history = [*turn(1), *turn(2)]
+    governor.govern(history)
+    governor.govern(history[4:])  # the first turn left out: nothing new to hand
+    governor.govern(history)  # and back: every message seen already
+    assert seen == [m["content"] for m in history]
+
+
+@given(st.lists(st.integers(min_value=0, max_value=30), min_size=1, max_size=12))
+@settings(max_examples=40, deadline=None)
+def test_a_per_message_stage_memo_stays_within_twice_the_last_history(sizes: list[int]) -> None:
+    """Whatever histories come in turn, the memo holds at most twice the last one's messages."""
+    governor = _governor(Stage("quiet", lambda m, c: StageOutcome.unchanged(m), per_message=True))
+    for number, size in enumerate(sizes):
+        # Fresh messages every call: nothing a later call hands is remembered already.
+        history = [user(f"question {number}.{index}") for index in range(size)]
+        governor.govern(history)
+        assert len(governor._memo.get("quiet", {})) <= 2 * len(history)
+
+
 def test_a_per_message_stage_runs_only_where_its_work_is() -> None:
     """Declaring per-message work, it is handed only the messages that have it."""
     seen: list[Any] = []
