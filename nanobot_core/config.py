@@ -21,9 +21,10 @@ import attrs
 
 from nanobot_core._clip import quoted
 from nanobot_core._numbers import fits_float
-from nanobot_core._reading import read_at_most
+from nanobot_core._reading import read_up_to
+from nanobot_core._regular_file import open_regular_file
 from nanobot_core._session_names import validate_session_name
-from nanobot_core.errors import ConfigError, SessionError
+from nanobot_core.errors import ConfigError, NotRegularFileError, SessionError
 
 __all__ = [
     "Config",
@@ -379,15 +380,27 @@ def _found(path: Path) -> bool:
 
 
 def _read_toml(path: Path, *, table: tuple[str, ...] = ()) -> dict[str, Any]:
+    """The TOML of the config file `path` (its `table`), opened as a regular file only.
+
+    A named pipe would wait for a writer for ever, a device (``/dev/zero``) give bytes
+    without end, and either may have been put where a file was found by name: the open
+    does not wait, and anything but a regular file (a link to one) is refused, naming it.
+    """
     try:
-        with path.open("rb") as handle:
-            raw, _ = read_at_most(handle, MAX_CONFIG_BYTES)
-        if len(raw) > MAX_CONFIG_BYTES:
+        with os.fdopen(open_regular_file(path), "rb") as handle:
+            size = os.fstat(handle.fileno()).st_size
+            # Too large by its size is refused unread; one that grows as it is read, at the limit.
+            raw = (
+                b"" if size > MAX_CONFIG_BYTES else read_up_to(handle, MAX_CONFIG_BYTES, size=size)
+            )
+        if max(size, len(raw)) > MAX_CONFIG_BYTES:
             raise ConfigError(
                 f"{path}: larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB, the most read "
                 "of a config file: not a config file"
             )
         data: Any = tomllib.loads(raw.decode("utf-8"))
+    except NotRegularFileError as exc:
+        raise ConfigError(f"{path}: {exc.strerror}, so it cannot be read as config") from None
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read config file: {exc.strerror or exc}") from exc
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:

@@ -6,13 +6,16 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance import Governor, builtin_stages
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages import strip_malformed_calls
-from nanobot_core.governance.stages.calls import generated_call_id
+from nanobot_core.governance.stages.calls import dropped_calls_notice, generated_call_id
 from nanobot_core.governance.tokens import count_request
+from nanobot_core.tools.executor import ERROR_HINT
 from tests.governance.builders import call, calls, result, run_pure, say, user
 
 #: The notice of a reply one of whose two calls was dropped, no ``Error...`` result saying why.
@@ -114,6 +117,29 @@ def test_every_call_dropped_keeps_the_error_as_one_note() -> None:
     assert any("no call could run" in line for line in outcome.details)
     again = run_pure(strip_malformed_calls, outcome.messages)
     assert again.messages == outcome.messages and not again.changed
+
+
+def test_the_runners_hint_is_left_out_of_the_note() -> None:
+    """The error the runner answered a nameless call with ends with its bracketed hint: the
+    note keeps the error without it, so its brackets do not nest (``...]]``)."""
+    error = "Error: the tool call has no tool name. Available tools: read_file."
+    history = [user(), calls(call("a", None)), result("a", error + ERROR_HINT)]
+    outcome = run_pure(strip_malformed_calls, history)
+    note = f"[None of the 1 tool call(s) of this reply could run. {error}]"
+    assert outcome.messages == [user(), say(note)]
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(st.text(st.characters(blacklist_characters="[]"), max_size=700), st.integers(1, 3))
+def test_a_note_made_from_any_error_with_the_hint_holds_one_pair_of_brackets(
+    text: str, count: int
+) -> None:
+    """Whatever the error (no brackets of its own) a dropped call's result gave before the
+    runner's hint, the note opens with its only bracket and closes with its only one."""
+    note = dropped_calls_notice(count, count, "Error: " + text + ERROR_HINT)
+    assert note.count("[") == note.count("]") == 1
+    assert note.startswith("[None of the") and note.endswith("]")
+    assert "Analyze the error above" not in note
 
 
 def test_the_note_is_a_text_part_after_content_parts_and_is_bounded() -> None:

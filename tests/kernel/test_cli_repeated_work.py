@@ -108,3 +108,18 @@ def test_a_command_asks_a_plugin_for_its_tools_once(tmp_path: Path, args: Any) -
     done = run_cli(*args, cwd=work, env=plugin_env(site, "pinger"))
     assert done.returncode == 0, done.stderr
     assert (work / "tools-hook.log").read_text(encoding="utf-8") == "asked\n"
+
+
+def test_a_governance_value_changed_after_the_manager_is_built_is_refused_by_the_governor(
+    tmp_path: Path,
+) -> None:
+    """The manager checks its config when built; one changed afterwards (as code holding the
+    manager, or a plugin handed ``ctx.config``, may change it) is refused when the governor is
+    built from it, naming the key: the governor's check of its table is no repeat."""
+    from nanobot_core.kernel.manager import PluginManager
+    from nanobot_core.testing import make_config
+
+    manager = PluginManager(make_config({}), workspace=tmp_path, autoload=False).load()
+    manager.config.governance.context_window = "1k"  # type: ignore[assignment]
+    with pytest.raises(ConfigError, match=r"^governance\.context_window: expected an integer"):
+        manager.governor()

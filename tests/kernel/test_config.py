@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 import re
 import subprocess
 import sys
 import tempfile
+import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import assume, given, settings
@@ -718,10 +721,97 @@ def test_a_stage_table_from_a_file_leaves_config_equality_alone(tmp_path: Path) 
     assert loaded == made and loaded.governance.stages == made.governance.stages
 
 
-def test_an_endless_config_file_is_refused_at_its_limit(tmp_path: Path) -> None:
-    """--config naming an endless input (/dev/zero) fails naming it, not filling memory."""
-    with pytest.raises(ConfigError, match=r"^/dev/zero: larger than 16 MiB"):
+def test_an_endless_config_file_is_refused_unread(tmp_path: Path) -> None:
+    """--config naming an endless input (/dev/zero) fails naming it, not reading 16 MiB of it."""
+    with pytest.raises(ConfigError) as caught:
         load_config(cwd=tmp_path, config_file=Path("/dev/zero"), environ={})
+    assert str(caught.value) == (
+        "/dev/zero: a character device, not a regular file, so it cannot be read as config"
+    )
+
+
+def _loop(tmp_path: Path) -> Path:
+    """A link in a loop of two links."""
+    (tmp_path / "a.toml").symlink_to(tmp_path / "b.toml")
+    (tmp_path / "b.toml").symlink_to(tmp_path / "a.toml")
+    return tmp_path / "a.toml"
+
+
+def _huge(tmp_path: Path) -> Path:
+    """A sparse file one byte over the most read of a config file."""
+    from nanobot_core.config import MAX_CONFIG_BYTES
+
+    path = tmp_path / "huge.toml"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_CONFIG_BYTES + 1)
+    return path
+
+
+def _fifo(tmp_path: Path) -> Path:
+    path = tmp_path / "piped.toml"
+    os.mkfifo(path)
+    return path
+
+
+def _refusal_within_seconds(pipe: Path, **arguments: Any) -> ConfigError:
+    """The `ConfigError` of ``load_config(**arguments)``, which must come within 10 seconds;
+    a load still waiting then (on the named pipe `pipe`, if it is one) fails the test."""
+    caught: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_config(**arguments)
+        except BaseException as exc:  # handed to the test's thread
+            caught.append(exc)
+
+    loading = threading.Thread(target=load, daemon=True)
+    loading.start()
+    loading.join(10)
+    if loading.is_alive():
+        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))  # lets the waiting open go
+        pytest.fail(f"load_config waited on {pipe}")
+    (refused,) = caught
+    assert type(refused) is ConfigError, repr(refused)
+    return refused
+
+
+@pytest.mark.parametrize(
+    ("make", "said"),
+    [
+        (_fifo, "a named pipe (FIFO), not a regular file, so it cannot be read as config"),
+        (
+            lambda tmp_path: tmp_path,
+            "a directory, not a regular file, so it cannot be read as config",
+        ),
+        (_loop, "cannot read config file: Too many levels of symbolic links"),
+        (_huge, "larger than 16 MiB, the most read of a config file: not a config file"),
+    ],
+    ids=["fifo", "folder", "link-loop", "huge"],
+)
+def test_a_config_file_that_cannot_be_config_is_refused_at_once_naming_it(
+    tmp_path: Path, make: Any, said: str
+) -> None:
+    """--config naming a named pipe (nothing writing to it), a folder, a loop of links or a file
+    past the limit fails at once with the path and why; the pipe was waited on for ever."""
+    path = make(tmp_path)
+    refused = _refusal_within_seconds(path, cwd=tmp_path, config_file=path, environ={})
+    assert str(refused) == f"{path}: {said}"
+
+
+def test_a_nanobot_toml_swapped_for_a_pipe_after_it_is_found_is_not_waited_on(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A nanobot.toml that is a file when looked for and a named pipe when opened is refused
+    naming it, not waited on (the open itself checks what it opened)."""
+    import nanobot_core.config as config_module
+
+    local = tmp_path / "nanobot.toml"
+    os.mkfifo(local)
+    monkeypatch.setattr(config_module, "_found", lambda path: path == local)
+    refused = _refusal_within_seconds(local, cwd=tmp_path, environ={})
+    assert str(refused) == (
+        f"{local}: a named pipe (FIFO), not a regular file, so it cannot be read as config"
+    )
 
 
 def test_a_config_file_at_the_limit_is_read(tmp_path: Path) -> None:

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import attrs
-from nanobot_core import ConfigError, source_prefix
+from nanobot_core import ConfigError, NotRegularFileError, open_regular_file, source_prefix
 
 from nanobot_mcp.stdio import DEFAULT_MAX_LINE_BYTES
 
@@ -120,17 +120,36 @@ def config_path(workspace: Path, environ: Mapping[str, str]) -> Path:
     return Path(explicit) if explicit else workspace / ".nanobot" / "mcp.toml"
 
 
+#: The most read of the config file: far more than any server list holds, so that a path
+#: to something endless fails at once instead of filling memory.
+MAX_CONFIG_BYTES = 16 * 1024 * 1024
+_READ_CHUNK = 1 << 20
+
+
 def load_servers(workspace: Path, environ: Mapping[str, str]) -> list[ServerConfig]:
-    """The configured servers, in name order; none when there is no config file."""
+    """The configured servers, in name order; none when there is no config file.
+
+    The file is opened as a regular file only (a link to one): a named pipe would wait
+    for a writer for ever and a device (``/dev/zero``) give bytes without end, so either,
+    a folder or a loop of links is a `ConfigError` naming the path, as is a file larger
+    than `MAX_CONFIG_BYTES`.
+    """
     path = config_path(workspace, environ)
-    if not path.is_file():
-        if environ.get(CONFIG_ENV, "").strip():
-            raise ConfigError(f"{source_prefix(variables=[CONFIG_ENV])}{path}: no such file")
+    named = source_prefix(variables=[CONFIG_ENV]) if environ.get(CONFIG_ENV, "").strip() else ""
+    if not os.path.lexists(path):
+        if named:
+            raise ConfigError(f"{named}{path}: no such file")
         return []
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        raw = _read_bounded(path, f"{named}{path}")
+        data = tomllib.loads(raw.decode("utf-8"))
+    except NotRegularFileError as exc:
+        raise ConfigError(
+            f"{named}{path}: {exc.strerror}, so it cannot be read as MCP server config"
+        ) from None
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot read MCP server config: {exc}") from exc
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else exc
+        raise ConfigError(f"{named}{path}: cannot read MCP server config: {reason}") from exc
     except ValueError:
         # tomllib lets through int()'s refusal of a decimal integer longer than Python reads.
         raise ConfigError(
@@ -138,6 +157,32 @@ def load_servers(workspace: Path, environ: Mapping[str, str]) -> list[ServerConf
             f"{sys.get_int_max_str_digits()} digits (a TOML integer has 19 at most)"
         ) from None
     return parse_servers(data, workspace=workspace, source=str(path))
+
+
+def _read_bounded(path: Path, shown: str) -> bytes:
+    """The bytes of the regular file `path`; past `MAX_CONFIG_BYTES`, a `ConfigError` that
+    begins with `shown` (where the path was set, and the path).
+
+    Read a chunk at a time, so a small file sets aside little and one that grows while
+    it is read stops at the limit.
+    """
+    with os.fdopen(open_regular_file(path), "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        chunks: list[bytes] = []
+        total = 0
+        while size <= MAX_CONFIG_BYTES and (
+            chunk := handle.read(min(_READ_CHUNK, size + 1, MAX_CONFIG_BYTES + 1 - total))
+        ):
+            chunks.append(chunk)
+            total += len(chunk)
+            if total > MAX_CONFIG_BYTES:
+                break
+    if max(size, total) > MAX_CONFIG_BYTES:
+        raise ConfigError(
+            f"{shown}: larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB, the most read of "
+            "an MCP server config: not a config file"
+        )
+    return b"".join(chunks)
 
 
 def parse_servers(data: Mapping[str, Any], *, workspace: Path, source: str) -> list[ServerConfig]:

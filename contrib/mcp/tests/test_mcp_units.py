@@ -34,7 +34,7 @@ from nanobot_mcp import (
     load_servers,
     to_tool_result,
 )
-from nanobot_mcp.config import parse_servers
+from nanobot_mcp.config import CONFIG_ENV, MAX_CONFIG_BYTES, parse_servers
 from nanobot_mcp.connection import (
     RejectedTool,
     ServerConnection,
@@ -580,6 +580,81 @@ def test_a_stderr_log_that_is_a_pipe_or_a_device_has_no_tail_and_is_not_waited_o
         os.close(os.open(tmp_path / "piped.log", os.O_WRONLY | os.O_NONBLOCK))
         pytest.fail("asking for the tail waited on the named pipe")
     assert tails == ["", ""]
+
+
+def _servers_refused_within_seconds(pipe: Path, workspace: Path, environ: dict[str, str]) -> str:
+    """The `ConfigError` message of `load_servers`, which must come within 10 seconds; one
+    still waiting then (on the named pipe `pipe`, if it is one) fails the test."""
+    caught: list[BaseException] = []
+
+    def load() -> None:
+        try:
+            load_servers(workspace, environ)
+        except BaseException as exc:  # handed to the test's thread
+            caught.append(exc)
+
+    loading = threading.Thread(target=load, daemon=True)
+    loading.start()
+    loading.join(10)
+    if loading.is_alive():
+        os.close(os.open(pipe, os.O_WRONLY | os.O_NONBLOCK))  # lets the waiting open go
+        pytest.fail(f"load_servers waited on {pipe}")
+    (refused,) = caught
+    assert type(refused) is ConfigError, repr(refused)
+    return str(refused)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder", "link-loop", "huge"])
+def test_a_config_path_that_cannot_be_config_is_refused_at_once_naming_it(
+    tmp_path: Path, kind: str
+) -> None:
+    """NANOBOT_MCP_CONFIG naming a named pipe, /dev/zero, a folder, a loop of links or a file
+    past the limit fails at once naming the variable, the path and what is wrong (the pipe was
+    waited on for ever; the others were "no such file", the huge file read whole)."""
+    path = tmp_path / "mcp.toml"
+    refusal = "not a regular file, so it cannot be read as MCP server config"
+    said = {
+        "fifo": f"a named pipe (FIFO), {refusal}",
+        "device": f"a character device, {refusal}",
+        "folder": f"a directory, {refusal}",
+        "link-loop": "cannot read MCP server config: Too many levels of symbolic links",
+        "huge": "larger than 16 MiB, the most read of an MCP server config: not a config file",
+    }[kind]
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path("/dev/zero")
+    elif kind == "folder":
+        path.mkdir()
+    elif kind == "link-loop":
+        path.symlink_to(tmp_path / "other.toml")
+        (tmp_path / "other.toml").symlink_to(path)
+    else:
+        with path.open("wb") as handle:
+            handle.truncate(MAX_CONFIG_BYTES + 1)
+    said_in_full = _servers_refused_within_seconds(path, tmp_path, {CONFIG_ENV: str(path)})
+    assert said_in_full == f"environment variable {CONFIG_ENV}: {path}: {said}"
+
+
+def test_a_pipe_at_the_default_config_path_is_refused_not_passed_over(tmp_path: Path) -> None:
+    """A named pipe where .nanobot/mcp.toml is looked for is an error naming it: it was taken
+    for no config at all (no server, nothing said)."""
+    path = tmp_path / ".nanobot" / "mcp.toml"
+    path.parent.mkdir()
+    os.mkfifo(path)
+    assert _servers_refused_within_seconds(path, tmp_path, {}) == (
+        f"{path}: a named pipe (FIFO), not a regular file, so it cannot be read as MCP server "
+        "config"
+    )
+
+
+def test_a_config_file_at_the_limit_is_read_whole(tmp_path: Path) -> None:
+    """An mcp.toml of exactly the most read is still read and its servers found."""
+    text = '[servers.x]\ncommand = "c"\n'
+    path = tmp_path / ".nanobot" / "mcp.toml"
+    path.parent.mkdir()
+    path.write_text(text + "#" * (MAX_CONFIG_BYTES - len(text)), encoding="utf-8")
+    assert [server.name for server in load_servers(tmp_path, {})] == ["x"]
 
 
 @settings(max_examples=10, deadline=None)

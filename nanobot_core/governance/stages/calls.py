@@ -34,6 +34,7 @@ bytes, and what it makes holds no dropped call, so governing it again adds none.
 from __future__ import annotations
 
 import hashlib
+import re
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +62,9 @@ __all__ = ["NO_NAME_REASON", "dropped_calls_notice", "generated_call_id", "strip
 # The explanation kept from a dropped result is cut here: it is our own error text,
 # but the result could have been written by anything.
 _MAX_NOTE_CHARS = 600
+
+# A bracketed paragraph ending a result: the hint the runner adds to every error result.
+_TRAILING_HINT = re.compile(r"\n\n\[[^\[\]\n]*\]\s*\Z")
 
 #: Why a dropped call did not run when its run holds no ``Error...`` result to say so.
 NO_NAME_REASON = "A tool call needs the name of the tool to run: call tools by their names."
@@ -227,10 +231,12 @@ def dropped_calls_notice(dropped: int, count: int, reason: str | None = None) ->
     """The notice kept in a reply `dropped` of whose `count` tool calls were left out.
 
     `reason` is the first ``Error...`` result of a dropped call (cut past 600
-    characters), or None for `NO_NAME_REASON`. Deterministic: the same arguments
-    give the same text.
+    characters, a bracketed hint at its end left out), or None for `NO_NAME_REASON`.
+    Deterministic: the same arguments give the same text.
     """
-    reason = NO_NAME_REASON if reason is None else reason.strip()
+    # The runner ends its error results with a bracketed hint; inside the notice's own
+    # brackets it would nest them (``...]]``), and the notice already says what to do.
+    reason = NO_NAME_REASON if reason is None else _TRAILING_HINT.sub("", reason).strip()
     if len(reason) > _MAX_NOTE_CHARS:
         reason = reason[:_MAX_NOTE_CHARS] + "..."
     if dropped >= count:

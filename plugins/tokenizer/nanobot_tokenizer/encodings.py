@@ -13,7 +13,8 @@ ENCODING_ENV = "NANOBOT_TOKENIZER_ENCODING"
 #: newest OpenAI encoding is the closer estimate for current multilingual models.
 DEFAULT_ENCODING = "o200k_base"
 
-# Checked in order: "gpt-4o" must match before "gpt-4".
+# The one table of model prefixes (the README lists it, a test checks that). Checked in
+# order: "gpt-4o" must match before "gpt-4".
 _PREFIXES: tuple[tuple[str, str], ...] = (
     ("gpt-4o", "o200k_base"),
     ("chatgpt-4o", "o200k_base"),
@@ -29,6 +30,9 @@ _PREFIXES: tuple[tuple[str, str], ...] = (
     ("gpt-35", "cl100k_base"),
     ("text-embedding-3", "cl100k_base"),
     ("text-embedding-ada-002", "cl100k_base"),
+    # The base models that replaced davinci and babbage (tiktoken's table maps them so).
+    ("davinci-002", "cl100k_base"),
+    ("babbage-002", "cl100k_base"),
 )
 
 

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from nanobot_tokenizer import BpeTokenCounter
+from nanobot_tokenizer.counter import load_encoding
+from nanobot_tokenizer.segments import MAX_PIECE_CHARS
 
 
 @pytest.mark.parametrize(
@@ -101,6 +103,19 @@ def test_a_single_enormous_line_is_still_counted() -> None:
     counter = BpeTokenCounter("o200k_base")
     count = counter.count_text("x" * 400_000)
     assert 0 < count <= 400_000
+
+
+@pytest.mark.parametrize("encoding", ["o200k_base", "cl100k_base"])
+@pytest.mark.parametrize("fill", ["x", "  ", "a b "])
+@pytest.mark.parametrize("after", ["a b", "  "])
+def test_a_cut_at_the_limit_beside_a_surrogate_pair_shifts_the_count_by_a_token_at_most(
+    encoding: str, fill: str, after: str
+) -> None:
+    """A character past U+FFFF held as two surrogates right at the 50,000-character limit is
+    counted whole: the total is the one-call count give or take one token (it was 3 off)."""
+    text = (fill * MAX_PIECE_CHARS)[: MAX_PIECE_CHARS - 1] + "\ud834\udd1e" + after
+    whole = len(load_encoding(encoding).encode_ordinary(text))
+    assert abs(BpeTokenCounter(encoding).count_text(text) - whole) <= 1
 
 
 def test_unknown_encodings_are_refused() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -65,3 +67,27 @@ def test_a_letter_or_digit_is_what_the_cut_looks_for_in_every_code_point() -> No
     """Each code point after a line break allows a cut exactly when `str.isalnum` is true of it."""
     allowed = [cp for cp in range(0x110000) if safe_cut(f"ab\n{chr(cp)}c", 0, 5) == 3]
     assert allowed == [cp for cp in range(0x110000) if chr(cp).isalnum()]
+
+
+_HIGH, _LOW = "\ud83d", "\ude00"  # the halves of U+1F600, as Python code can hold them apart
+
+
+def test_a_forced_cut_does_not_part_a_surrogate_pair() -> None:
+    """A cut at the limit that would fall between the halves of a pair goes before the pair."""
+    text = "x" * 9 + _HIGH + _LOW + "y"
+    assert list(pieces_for_counting(text, limit=10)) == ["x" * 9, _HIGH + _LOW + "y"]
+
+
+@settings(derandomize=True, deadline=None, max_examples=300)
+@given(
+    st.lists(st.sampled_from(["a", " ", "\n", "1", _HIGH + _LOW, _HIGH, _LOW])).map("".join),
+    st.integers(min_value=2, max_value=12),
+)
+def test_no_piece_ends_inside_a_surrogate_pair(text: str, limit: int) -> None:
+    """Whatever the text (lone halves too), no piece ends with a high surrogate whose low one
+    starts the next piece, and the pieces still join back within the limit."""
+    pieces = list(pieces_for_counting(text, limit=limit))
+    assert "".join(pieces) == text
+    assert all(0 < len(piece) <= limit for piece in pieces) or pieces == [""]
+    for piece, after in itertools.pairwise(pieces):
+        assert not (piece.endswith(_HIGH) and after.startswith(_LOW))

@@ -42,6 +42,10 @@ from nanobot_tokenizer.encodings import _PREFIXES
         ("ft:gpt-4-0613:acme:custom-suffix:9xyz", "cl100k_base"),
         ("openai/ft:gpt-3.5-turbo:acme::id", "cl100k_base"),
         ("FT:GPT-4O-MINI-2024-07-18:acme::id", "o200k_base"),
+        ("davinci-002", "cl100k_base"),
+        ("babbage-002", "cl100k_base"),
+        ("ft:davinci-002:acme::8abc", "cl100k_base"),
+        ("openai/ft:babbage-002:acme:custom:9xyz", "cl100k_base"),
     ],
 )
 def test_models_map_to_their_encodings(model: str, encoding: str) -> None:
