@@ -392,14 +392,16 @@ class Continuity:
         self._checked = decisions
         return state
 
-    def view(self, history: list[Any], recompaction: Recompaction) -> tuple[list[Any], list[int]]:
+    def view(
+        self, history: list[Any], recompaction: Callable[[], Recompaction]
+    ) -> tuple[list[Any], list[int]]:
         """`history` with the last decisions applied, and the history index of each view entry.
 
         The view entry of the noticed user message (or a compacted result) maps
         to the index of the message it stands for. A result compacted before is
-        compacted again from what `recompaction.prepare` makes of it, as the
-        compaction that sent it saw it (a result redacted and offloaded first
-        says so again).
+        compacted again from what the `prepare` of `recompaction()` makes of it,
+        as the compaction that sent it saw it (a result redacted and offloaded
+        first says so again); `recompaction` is called only then.
         """
         history, extends = self._canonical(history)
         self._history = history
@@ -422,7 +424,7 @@ class Continuity:
                 )
                 self._last_view = (decisions, len(history), view, positions)
                 return view, positions
-        view, positions = self._build_view(history, state, leading, recompaction)
+        view, positions = self._build_view(history, state, leading, recompaction())
         self._last_view = (decisions, len(history), view, positions)
         return view, positions
 
@@ -509,7 +511,8 @@ class Continuity:
         `left_out`: the view entries ``view[start:stop]`` the stages were never
         handed (the budget-first cut), which `sent` cannot hold. `origins` tell,
         of a message a stage made in place of another, which one that was, and
-        whether a stage added it (it stands for no message of the history).
+        whether a stage added it (it stands for no message of the history); they
+        are read only when `budget_acted`.
 
         On a first call (nothing was sent before) the prefix says so whatever
         was decided, so the decisions are read back only when they are first
@@ -821,10 +824,7 @@ def _compare(
     count = len(previous)
     if len(sent) >= count and sent[:count] == previous:
         return _APPENDED
-    changed_at = next(
-        (i for i, (a, b) in enumerate(zip(previous, sent, strict=False)) if a is not b and a != b),
-        min(count, len(sent)),
-    )
+    changed_at = _first_difference(previous, sent)
     if (after.start, after.steps_from) != (before.start, before.steps_from):
         reason = "over budget: the history was cut further, down to the cut watermark"
     elif after.compacted != before.compacted:
@@ -832,3 +832,16 @@ def _compare(
     else:
         reason = f"messages[{changed_at}] differs from what was sent before"
     return Prefix(False, changed_at, reason)
+
+
+def _first_difference(previous: list[Any], sent: list[Any]) -> int:
+    """The index of the first message `sent` holds in place of `previous`'s, or the length of
+    the shorter list when one starts the other.
+
+    A plain loop: a generator handed to ``next`` costs more than the compare itself on a
+    short history, and a governor used for one history after another asks on every call.
+    """
+    for index, (before, now) in enumerate(zip(previous, sent, strict=False)):
+        if before is not now and before != now:
+            return index
+    return min(len(previous), len(sent))

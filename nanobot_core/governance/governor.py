@@ -418,9 +418,15 @@ class Governor:
     # -- sizes of the fixed parts, memoised across runs --------------------------------
 
     def _system_tokens(self, system: str | None) -> int:
-        if self._system_memo[0] is not system:
-            self._system_memo = (system, count_system(system, self.counter))
-        return self._system_memo[1]
+        """The tokens of the system prompt `system`, counted once per new prompt."""
+        known, tokens = self._system_memo
+        # Compared by value: a session store that decodes every load hands an equal prompt,
+        # not the same object, and comparing costs less than counting it again.
+        if known is system or (type(system) is str and known == system):
+            return tokens
+        tokens = count_system(system, self.counter)
+        self._system_memo = (system, tokens)
+        return tokens
 
     def _tools_tokens(self, tools: Sequence[Any]) -> int:
         """The tokens of the tool definitions `tools`, checked and counted once per new list."""
@@ -490,6 +496,14 @@ class Governor:
                 message = replacement[0]
         return message
 
+    def _recompaction(self) -> Recompaction:
+        """How the view compacts again the results sent compacted before.
+
+        Made when a view needs it, never kept: held by the governor, its bound methods
+        would make it a cycle that only the garbage collector frees.
+        """
+        return Recompaction(self._prepare, self._spare)
+
     def _spare(self, copy: dict[str, Any]) -> None:
         """Remember a compacted copy as left as it is by the per-message stages before
         compaction: it is what they made of its result, compacted (run again, a stage that
@@ -551,7 +565,7 @@ class Governor:
         tools = tools if type(tools) is list or type(tools) is tuple else list(tools)
         # Checked (and counted) before anything changes: a list that is no tool definitions
         # raises here, the governor as it was.
-        self._tools_tokens(tools)
+        tools_tokens = self._tools_tokens(tools)
         before = dict(vars(self._continuity))  # a refused history leaves the session as it was
         # The cyclic garbage collector is paused for the call: a call on a long history makes
         # tens of thousands of small objects, all alive until it returns, so the collections
@@ -561,7 +575,7 @@ class Governor:
         if collecting:
             gc.disable()
         try:
-            return self._governed(caller, given, system, tools)
+            return self._governed(caller, given, system, tools_tokens)
         except (HistoryFormatError, RecursionError):
             refusal = _refusal(given)  # iterative: the recursion limit may be near
             vars(self._continuity).update(before)
@@ -587,17 +601,16 @@ class Governor:
         caller: list[Any] | None,
         given: list[Any],
         system: str | None,
-        tools: Sequence[Any],
+        tools_tokens: int,
     ) -> GovernanceResult:
-        """`govern` of `given` (the caller's list, when it is one, is `caller`)."""
-        # Made per call: held by the governor, its bound methods would make it a cycle that
-        # only the garbage collector frees.
-        view, positions = self._continuity.view(given, Recompaction(self._prepare, self._spare))
+        """`govern` of `given` (the caller's list, when it is one, is `caller`), with tool
+        definitions of `tools_tokens` tokens."""
+        view, positions = self._continuity.view(given, self._recompaction)
         # With no earlier decision applied, the view is the history (or the equal messages
         # seen before, standing for it): a history handed back untouched is the caller's.
         untouched = given if not positions else view
         result, working_fit, acted, left_out = self._govern(
-            given, view, untouched, system, tools, self.budget
+            given, view, untouched, system, tools_tokens, self.budget
         )
         limit = self.budget.limit
         # The stages budget the OpenAI shape; turned back into Anthropic blocks the history
@@ -610,7 +623,7 @@ class Governor:
             if tighter.limit >= result.budget:
                 break
             result, working_fit, acted, left_out = self._govern(
-                given, view, untouched, system, tools, tighter
+                given, view, untouched, system, tools_tokens, tighter
             )
         if result.budget != limit:
             result = result._replace(budget=limit, fits=result.tokens <= limit)
@@ -631,7 +644,8 @@ class Governor:
             result.messages,
             budget_acted=acted,
             left_out=left_out,
-            origins=self._facts.origins(),
+            # Read only to read back what a budget stage decided.
+            origins=self._facts.origins() if acted else None,
         )
         return GovernanceResult(
             handed,
@@ -649,7 +663,7 @@ class Governor:
         view: list[Any],
         untouched: list[Any],
         system: str | None,
-        tools: Sequence[Any],
+        tools_tokens: int,
         budget: Budget,
     ) -> tuple[_Run, bool, bool | None, tuple[int, int] | None]:
         """One run of the pipeline over `view` (`given` with earlier decisions applied).
@@ -661,7 +675,7 @@ class Governor:
         Anthropic shape, whose indices do not carry over), and the view entries
         left out before any stage saw them (``start, stop``), if any.
         """
-        fixed = self._system_tokens(system), self._tools_tokens(tools)
+        fixed = self._system_tokens(system), tools_tokens
         self._facts.new_run()
         last = self._last_view
         if last is not None:

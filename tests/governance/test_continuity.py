@@ -335,6 +335,43 @@ def test_the_first_call_reports_nothing_sent_before(tmp_path: Path) -> None:
     }
 
 
+def _chat(words: list[str]) -> list[dict[str, Any]]:
+    """A clean chat of `words`, one message each, user and assistant in turn."""
+    return [
+        {"role": "user" if i % 2 == 0 else "assistant", "content": word}
+        for i, word in enumerate(words)
+    ]
+
+
+@settings(
+    max_examples=200,
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture],
+)
+@given(
+    before=st.lists(st.sampled_from(["yes", "no", "maybe"]), min_size=1, max_size=6),
+    after=st.lists(st.sampled_from(["yes", "no", "maybe"]), min_size=1, max_size=6),
+)
+def test_the_prefix_names_the_first_message_that_differs_from_what_was_sent(
+    tmp_path: Path, before: list[str], after: list[str]
+) -> None:
+    """After one clean history, another (decoded again) keeps the prefix when it starts with what
+    was sent, else the prefix names its first message that differs, or the shorter length."""
+    governor = build_builtin_governor(_config(100_000), tmp_path)
+    governor.govern(_chat(before))
+    prefix = governor.govern(json.loads(json.dumps(_chat(after)))).prefix
+    if after[: len(before)] == before:
+        assert prefix.kept and prefix.changed_at is None
+        return
+    differs = [i for i, (old, new) in enumerate(zip(before, after, strict=False)) if old != new]
+    changed_at = differs[0] if differs else min(len(before), len(after))
+    assert not prefix.kept
+    assert prefix.changed_at == changed_at
+    assert prefix.reason == f"messages[{changed_at}] differs from what was sent before"
+
+
 @pytest.mark.parametrize("extra", [(), ("noop",)], ids=["built-ins", "with-a-plugin-stage"])
 def test_a_long_dirty_session_matches_a_fresh_governor_on_every_call(
     tmp_path: Path, extra: tuple[str, ...]

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import nanobot_core.governance.governor as governor_module
 from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.errors import SessionLockedError
 from nanobot_core.governance import Governor, Stage, StageOutcome, build_governor, builtin_stages
@@ -54,6 +55,33 @@ def test_clean_history_comes_back_as_the_same_list() -> None:
     assert result.messages is history
     assert not result.report.changed
     assert [e.stage for e in result.report] == [*BUILTIN_ORDER, "final"]
+
+
+def test_a_system_prompt_equal_to_the_last_one_is_not_counted_again(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An equal system prompt decoded again (another object) keeps its count; another is counted."""
+    counted: list[Any] = []
+    count = governor_module.count_system
+
+    def counting(prompt: Any, counter: Any = None) -> int:
+        counted.append(prompt)
+        return count(prompt, counter)
+
+    monkeypatch.setattr(governor_module, "count_system", counting)
+    governor = _governor()
+    prompt = "You are a careful assistant. " * 20
+    history = [*turn(1)]
+    first = governor.govern(history, system=prompt)
+    decoded = json.loads(json.dumps(prompt))
+    assert decoded is not prompt
+    again = governor.govern(history, system=decoded)
+    assert len(counted) == 1
+    assert again.tokens == first.tokens == count_request(prompt, history)
+    other = governor.govern(history, system=prompt + "Be brief, please.")
+    assert len(counted) == 2
+    assert other.tokens == count_request(prompt + "Be brief, please.", history)
+    assert governor.govern(history).tokens == count_request(None, history)
 
 
 def test_input_is_never_modified() -> None:
