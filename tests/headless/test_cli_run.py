@@ -200,9 +200,9 @@ def test_a_reply_whose_every_call_is_nameless_is_explained_in_the_next_request(
     result = _cli(server, workspace, "run", "read notes.txt")
     assert result.returncode == 0, result.stderr
     second = server.requests[1].body["messages"]
-    assert [m["role"] for m in second] == ["system", "user", "assistant"]
-    assert "tool_calls" not in second[-1]
-    note = second[-1]["content"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert "tool_calls" not in second[-2]
+    note = second[-2]["content"]
     assert note.count("could run") == 1
     assert "None of the 2 tool call(s)" in note and "has no tool name" in note
     assert "call a tool by its name" in note  # what to do, not only what went wrong
