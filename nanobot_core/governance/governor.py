@@ -69,7 +69,13 @@ from nanobot_core.governance.continuity import (
     Prefix,
     Recompaction,
 )
-from nanobot_core.governance.final import FINAL_STAGE, FinalStep, final_step
+from nanobot_core.governance.final import (
+    FINAL_STAGE,
+    FinalStep,
+    ends_with_reply,
+    final_step,
+    needs_final_step,
+)
 from nanobot_core.governance.history_file import HistoryFormatError
 from nanobot_core.governance.messages import (
     ONE_TEXT_KEYS,
@@ -713,7 +719,7 @@ class Governor:
         elif run.late_cut is not None and plan is not None:
             _report_cut(report, plan.snipper, run.late_cut.describe("the budget stages"))
         ctx.cut = None  # the final step works on the snipped history
-        current, after = self._finish(current, tokens, clean, ctx, report)
+        current, after = self._finish(current, tokens, clean, ctx, report, ends_with_reply(given))
         working_fit = after <= budget.limit
         acted = any(entry.changed and entry.stage in _BUDGET_ENTRIES for entry in report)
         if view is not given:
@@ -740,10 +746,19 @@ class Governor:
         clean: bool,
         ctx: StageContext,
         report: GovernanceReport,
+        reply_last: bool,
     ) -> tuple[list[Any], int]:
-        """The final step and its report entry: (the messages, their request tokens)."""
-        # On a clean history the final repairs would each find nothing: skip them.
-        final = FinalStep(current, False, []) if clean else final_step(current, ctx, self._options)
+        """The final step and its report entry: (the messages, their request tokens).
+
+        `reply_last`: the history ends with an assistant message that makes no call, so
+        the request may end with it (`final.ends_with_reply`).
+        """
+        # On a clean history the final repairs would each find nothing: skip them, unless a
+        # repair left an assistant message last, which the request must not end with.
+        if clean and not needs_final_step(current, reply_last):
+            final = FinalStep(current, False, [])
+        else:
+            final = final_step(current, ctx, self._options, reply_last=reply_last)
         after = ctx.request_tokens(final.messages) if final.changed else tokens
         details = list(final.details)
         if after > ctx.budget.limit:

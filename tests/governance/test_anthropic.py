@@ -104,6 +104,24 @@ def test_nameless_tool_use_is_dropped_with_its_result() -> None:
     ]
 
 
+def test_a_newest_reply_that_lost_its_nameless_tool_use_is_not_sent_last() -> None:
+    """A newest reply whose one tool_use had no name, answered by a user message of its
+    tool_result alone: the request does not end with the reply's notice (Anthropic refuses
+    an assistant message last, or takes it as a reply to go on with), a user message does."""
+    history = [
+        {"role": "user", "content": "go"},
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "Let me see."}, _use("toolu_x", name=None)],
+        },
+        {"role": "user", "content": [_result("toolu_x", "Error: no name", is_error=True)]},
+    ]
+    messages = _governor().govern(history).messages
+    assert [m["role"] for m in messages] == ["user", "assistant", "user"]
+    assert messages[1]["content"][-1]["text"].startswith("[None of the 1 tool call(s)")
+    assert messages[2] == {"role": "user", "content": "(continue)"}
+
+
 def test_a_nameless_tool_use_beside_a_named_one_is_told_as_in_the_openai_shape() -> None:
     """The reply keeps its named call and gets the notice the OpenAI shape of the same history
     gets, as a text block before its tool_use blocks; governing that again changes nothing."""

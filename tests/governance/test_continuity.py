@@ -739,6 +739,41 @@ def test_a_reply_left_without_its_nameless_call_is_sent_noticed_on_every_call(
     assert len(notices) == 1
 
 
+@pytest.mark.parametrize("window", [100_000, 3_000], ids=["roomy", "cut-between-steps"])
+def test_a_newest_reply_left_without_its_nameless_call_is_sent_before_a_user_message(
+    tmp_path: Path, window: int
+) -> None:
+    """A history ending with a reply whose one call had no name, answered: the request ends
+    with a "(continue)" user message after the reply's notice; the same history again and a
+    restart send the same, and the next call (the model answered) sends what was sent up to
+    that user message, then what the history goes on with, as a fresh governor does."""
+    answered = {"role": "tool", "tool_call_id": "nameless", "content": "no tool by that name"}
+    orphan = {"role": "tool", "tool_call_id": "gone", "content": "stale"}
+    history = [*_task_after_a_repair(30, orphan), NAMELESS_REPLY, answered]
+    config = _config(window)
+    governor = build_builtin_governor(config, tmp_path)
+    first = governor.govern(history, system=SYSTEM)
+    assert first.fits
+    assert first.messages[-2:] == [
+        {"role": "assistant", "content": NAMELESS_NOTICE},
+        {"role": "user", "content": "(continue)"},
+    ]
+    _assert_sent_again(history, config, governor, first, tmp_path)
+    function = {"name": "grep", "arguments": "{}"}
+    step = [
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "a", "function": function}]},
+        {"role": "tool", "tool_call_id": "a", "content": "found a"},
+    ]
+    later = governor.govern([*history, *step], system=SYSTEM)
+    end = len(first.messages) - 1
+    assert later.messages[:end] == first.messages[:end]
+    assert later.messages[end]["role"] == "assistant" and later.messages[-1]["role"] == "tool"
+    assert not later.prefix.kept and later.prefix.changed_at == end
+    restarted = build_builtin_governor(config, tmp_path)
+    restarted.restore(GovernanceState.from_record(json.loads(json.dumps(first.state.to_record()))))
+    assert restarted.govern([*history, *step], system=SYSTEM).messages == later.messages
+
+
 @pytest.mark.parametrize("between", DROPPED_BETWEEN_USER_MESSAGES)
 def test_user_messages_merged_across_a_dropped_entry_stay_sent(
     tmp_path: Path, between: Any

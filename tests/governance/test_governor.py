@@ -281,6 +281,102 @@ def test_history_starting_with_an_assistant_gets_a_user_message_first() -> None:
     assert result.messages[1]["content"] == "(continue)"
 
 
+#: What the runner answers a call without a name, its hint included.
+_NAMELESS_ERROR = (
+    "Error: the tool call has no tool name: call a tool by its name.\n\n"
+    "[Analyze the error above and try a different approach.]"
+)
+
+
+def _lost_every_call_last() -> list[Message]:
+    """A task whose newest reply made one call without a name, answered by the runner."""
+    return [
+        user("Read notes.txt."),
+        calls(call("c1", "")),
+        result("c1", _NAMELESS_ERROR),
+    ]
+
+
+def test_a_reply_that_lost_every_call_last_is_followed_by_a_user_message() -> None:
+    """The notice left of a newest reply whose calls all had no name is not the request's last
+    message (strict providers refuse that): a "(continue)" user message follows it."""
+    result = _governor().govern(_lost_every_call_last())
+    assert [m["role"] for m in result.messages] == ["user", "assistant", "user"]
+    assert result.messages[1]["content"].startswith("[None of the 1 tool call(s)")
+    assert result.messages[2] == {"role": "user", "content": "(continue)"}
+    final = result.report.entry("final")
+    assert final is not None and final.changed
+    assert final.details == [
+        "end_at_user: messages[1] is an assistant message left last, where the history ends "
+        "with no reply of the assistant's to go on with: added a user message after it "
+        "('(continue)')"
+    ]
+    _legal(result)
+    again = _governor().govern(result.messages)
+    assert again.messages is result.messages and not again.report.changed
+
+
+@pytest.mark.parametrize(
+    "history",
+    [
+        pytest.param(_lost_every_call_last()[:2], id="unanswered"),
+        pytest.param([*_lost_every_call_last(), 42, {"_meta": {"kind": "x"}}], id="junk-after"),
+        pytest.param(
+            [user("Go."), {"role": "assistant", "content": "Hm.", "function_call": {"name": ""}}],
+            id="legacy-call-naming-nothing",
+        ),
+        pytest.param([user("Go."), say("Sure."), result("ghost")], id="stray-result"),
+    ],
+)
+def test_a_history_the_model_is_to_answer_never_governs_into_an_assistant_message_last(
+    history: list[Any],
+) -> None:
+    """Whatever a repair drops from a history that ends with a call or a result (junk after it
+    passed over), the request does not end with an assistant message."""
+    result = _governor().govern(history)
+    assert result.messages[-1] == {"role": "user", "content": "(continue)"}
+    assert result.messages[-2]["role"] == "assistant"
+    _legal(result)
+
+
+def test_the_repairs_in_the_final_step_end_at_a_user_message_too() -> None:
+    """With `strip_malformed_calls` disabled the final step drops the nameless call, and the
+    request still ends with a user message."""
+    result = _governor(disabled=["strip_malformed_calls"]).govern(_lost_every_call_last())
+    assert [m["role"] for m in result.messages] == ["user", "assistant", "user"]
+    assert result.messages[-1]["content"] == "(continue)"
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        pytest.param(say("Sure, the answer is"), id="text"),
+        pytest.param(say("Sure \ud800"), id="rewritten-by-a-repair"),
+        pytest.param(calls(content="Done."), id="empty-list-of-calls"),
+    ],
+)
+def test_a_history_ending_with_the_assistants_own_reply_still_ends_with_it(
+    reply: Message,
+) -> None:
+    """A reply that makes no call, last in the history (a prefill the caller chose), is last
+    in the request too, even when a repair rewrote it: no user message is added."""
+    result = _governor().govern([user("Go."), reply])
+    assert [m["role"] for m in result.messages] == ["user", "assistant"]
+
+
+def test_the_user_message_after_a_reply_left_last_fits_the_budget() -> None:
+    """When the request would fit without the added user message but not with it, the final
+    step leaves room for it: the request sent fits, and still ends with a user message."""
+    history = [*[m for i in range(30) for m in turn(i, "r" * 400)], *_lost_every_call_last()]
+    unbounded = _governor().govern(history)
+    without = count_request(None, unbounded.messages[:-1], ())
+    result = _governor(input_limit=without).govern(history)
+    assert result.fits and result.tokens <= without
+    assert result.messages[-1] == {"role": "user", "content": "(continue)"}
+    assert result.messages[-2]["content"].startswith("[None of the 1 tool call(s)")
+    _legal(result, budget=without)
+
+
 def test_any_sequence_is_accepted() -> None:
     """A tuple of messages is governed like a list."""
     result = _governor().govern(tuple(turn(1)))

@@ -25,6 +25,7 @@ from nanobot_core.governance.tokens import count_request
 from tests.governance.builders import context, run_pure
 from tests.governance.strategies import (
     GOVERNANCE_CONFIGS,
+    NAMELESS_ERROR,
     DirtyRequest,
     GovernorFactory,
     config_indices,
@@ -163,6 +164,67 @@ def test_every_reply_that_loses_calls_says_so_once(request: DirtyRequest) -> Non
     assert told == expected, f"{request.source} {request.dirt}"
     again = run_pure(strip_malformed_calls, outcome.messages, context())
     assert again.messages is outcome.messages and not again.changed
+
+
+_CHAT_ROLES = frozenset({"system", "developer", "user", "assistant", "tool", "function"})
+
+
+def _ends_with_own_reply(history: list[Any]) -> bool:
+    """Whether the last chat message of a history (other entries passed over) is an assistant
+    message that makes no call: a reply the caller may have the model go on with."""
+    for entry in reversed(history):
+        role = entry.get("role") if isinstance(entry, dict) else None
+        if isinstance(role, str) and role in _CHAT_ROLES:
+            calls = entry.get("tool_calls") or entry.get("function_call")
+            return role == "assistant" and not calls
+    return False
+
+
+@st.composite
+def _requests_ending_with_a_lost_reply(draw: st.DrawFn) -> DirtyRequest:
+    """A dirty request whose newest reply made only calls without a name, answered by the
+    error the runner gives (all, some or none of them), maybe with junk after it."""
+    request = draw(dirty_requests())
+    count = draw(st.integers(1, 3))
+    name = draw(st.sampled_from(["", None, "  "]))
+    ids = [f"lost_{k}" for k in range(count)]
+    reply = {
+        "role": "assistant",
+        "content": draw(st.sampled_from([None, "", "Let me look."])),
+        "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": name, "arguments": "{}"}}
+            for i in ids
+        ],
+    }
+    answered = [
+        {"role": "tool", "tool_call_id": i, "content": NAMELESS_ERROR}
+        for i in ids[: draw(st.integers(0, count))]
+    ]
+    junk = draw(st.sampled_from([[], [42], [{"_meta": {"kind": "governance"}}]]))
+    messages = [*request.messages, reply, *answered, *junk]
+    dirt = (*request.dirt, "lost_reply_last")
+    return DirtyRequest(request.source, messages, request.tools, request.system, dirt)
+
+
+@PROPERTY_SETTINGS
+@given(
+    request=st.one_of(dirty_requests(), _requests_ending_with_a_lost_reply()),
+    config_index=config_indices(),
+)
+def test_a_request_ends_with_an_assistant_message_only_where_the_history_does(
+    governors: GovernorFactory, request: DirtyRequest, config_index: int
+) -> None:
+    """No governed request ends with an assistant message (a notice a repair left, say) when
+    the history ends with a call or a result for the model to answer, and none gets a user
+    message added after the reply the history ends with."""
+    result = _govern(governors, config_index, request)
+    last = result.messages[-1]
+    if _ends_with_own_reply(request.messages):
+        added = last == {"role": "user", "content": "(continue)"}
+        before = result.messages[-2] if len(result.messages) > 1 else {}
+        assert not (added and before.get("role") == "assistant"), request.dirt
+    else:
+        assert last["role"] != "assistant", f"{request.source} {request.dirt}"
 
 
 @PROPERTY_SETTINGS

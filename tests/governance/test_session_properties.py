@@ -25,6 +25,7 @@ from nanobot_core.governance import Stage, StageOutcome
 from nanobot_core.governance.continuity import GovernanceState
 from nanobot_core.governance.invariants import check_invariants
 from tests.governance.strategies import (
+    NAMELESS_ERROR,
     OPERATIONS,
     build_builtin_governor,
     llamafactory_conversations,
@@ -161,6 +162,54 @@ def test_a_session_sends_what_a_fresh_governor_with_its_state_sends(
     tmp_path_factory: pytest.TempPathFactory, session: Session
 ) -> None:
     """Every call is legal, repeatable, and what a fresh governor sends from the recorded state."""
+    _check_session(tmp_path_factory, session)
+
+
+@st.composite
+def sessions_with_a_lost_reply(draw: Draw) -> Session:
+    """A session in which one reply made only calls without a name, each answered by the error
+    the runner gives, and the model is called right after them (then again, later)."""
+    session = draw(sessions())
+    messages = session.messages
+    replies = [i for i, m in enumerate(messages) if _is(m, "assistant") and m.get("tool_calls")]
+    if not replies:
+        return session
+    index = draw(st.sampled_from(replies))
+    calls = messages[index]["tool_calls"]
+    ids = {c.get("id") for c in calls if isinstance(c, dict)}
+    lost = [{"id": c.get("id"), "function": {"name": ""}} for c in calls if isinstance(c, dict)]
+    messages[index] = {**messages[index], "tool_calls": lost or [{"function": {"name": ""}}]}
+    end = index + 1
+    while end < len(messages) and _is(messages[end], "tool"):
+        if messages[end].get("tool_call_id") in ids:
+            messages[end] = {**messages[end], "content": NAMELESS_ERROR}
+        end += 1
+    ends = tuple(sorted({*session.ends, end}))
+    return attrs.evolve(session, ends=ends, dirt=(*session.dirt, "lost_reply"))
+
+
+@settings(
+    max_examples=max(1, EXAMPLES // 3),
+    derandomize=True,
+    deadline=None,
+    database=None,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
+@given(session=sessions_with_a_lost_reply())
+def test_a_session_with_a_reply_that_lost_every_call_sends_what_a_fresh_governor_sends(
+    tmp_path_factory: pytest.TempPathFactory, session: Session
+) -> None:
+    """Called right after a reply whose calls all had no name, and later on, a session sends
+    no assistant message last, and what a fresh governor sends from the recorded state."""
+    _check_session(tmp_path_factory, session)
+
+
+def _check_session(tmp_path_factory: pytest.TempPathFactory, session: Session) -> None:
+    """Govern `session` at each of its ends with one governor, checking every call."""
     workspace = tmp_path_factory.mktemp("session")
     config, plugin = SESSION_CONFIGS[session.config], PLUGIN_STAGES[session.plugin]
     governor = build_builtin_governor(config, workspace, plugin)
@@ -175,6 +224,8 @@ def test_a_session_sends_what_a_fresh_governor_with_its_state_sends(
             sent.messages, system=SYSTEM, budget=sent.budget, budget_unreachable=not sent.fits
         )
         assert violations == [], f"{where}: {violations}"
+        if _is(history[-1], "tool"):  # the model is to answer: never an assistant message last
+            assert sent.messages[-1]["role"] != "assistant", where
         fresh = build_builtin_governor(config, workspace, plugin)
         fresh.restore(state)
         assert fresh.govern(history, system=SYSTEM).messages == sent.messages, where

@@ -92,6 +92,24 @@ def error_reply(
     return Reply(status=status, body=body, headers=dict(headers or {}), delay=delay)
 
 
+def strict_refusal(body: Any) -> str | None:
+    """Why a strict server refuses a chat request's messages, or None when it takes them:
+    after the system messages they start at a user message and do not end with an
+    assistant message (which Anthropic refuses, or takes as a reply to go on with)."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if not isinstance(messages, list):
+        return "messages: not a list"
+    roles = [m.get("role") if isinstance(m, dict) else None for m in messages]
+    chat = [role for role in roles if role not in ("system", "developer")]
+    if not chat:
+        return "messages: at least one message is required"
+    if chat[0] != "user":
+        return f"messages: the first message must use the user role, not {chat[0]!r}"
+    if chat[-1] == "assistant":
+        return "messages: the final message must not be an assistant message"
+    return None
+
+
 def _completion(
     message: dict[str, Any], finish_reason: str, usage: dict[str, int] | None
 ) -> dict[str, Any]:
@@ -110,10 +128,17 @@ class FakeChatServer(LoopbackServer):
     """A threaded HTTP server answering chat-completions requests from a script."""
 
     def __init__(
-        self, replies: Sequence[Reply] = (), *, holds: dict[str, Reply] | None = None
+        self,
+        replies: Sequence[Reply] = (),
+        *,
+        holds: dict[str, Reply] | None = None,
+        strict: bool = False,
     ) -> None:
         self._script = list(replies)
         self._holds = dict(holds or {})
+        # Refuse, as Anthropic (and OpenAI for some models) do, a request that does not start
+        # at a user message or ends with an assistant message; a refusal uses no reply.
+        self._strict = strict
         self._lock = threading.Condition()
         self.requests: list[RecordedRequest] = []
         self.other_requests: list[RecordedRequest] = []
@@ -164,6 +189,9 @@ class FakeChatServer(LoopbackServer):
             if request.path == CHAT_PATH and request.method == "POST":
                 index = len(self.requests)
                 self.requests.append(request)
+                refusal = strict_refusal(request.body) if self._strict else None
+                if refusal is not None:
+                    self._script.insert(index, error_reply(400, refusal))
                 if index < len(self._script):
                     return self._script[index]
                 return error_reply(500, f"fake server: no scripted reply for request {index + 1}")

@@ -20,6 +20,7 @@ from tests.headless.fake_server import (
     FakeChatServer,
     Reply,
     error_reply,
+    strict_refusal,
     text_reply,
     tool_call_reply,
 )
@@ -200,13 +201,33 @@ def test_a_reply_whose_every_call_is_nameless_is_explained_in_the_next_request(
     result = _cli(server, workspace, "run", "read notes.txt")
     assert result.returncode == 0, result.stderr
     second = server.requests[1].body["messages"]
-    assert [m["role"] for m in second] == ["system", "user", "assistant"]
-    assert "tool_calls" not in second[-1]
-    note = second[-1]["content"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert "tool_calls" not in second[-2]
+    note = second[-2]["content"]
     assert note.count("could run") == 1
     assert "None of the 2 tool call(s)" in note and "has no tool name" in note
     assert "call a tool by its name" in note  # what to do, not only what went wrong
     assert "read_file" in note  # the error lists the tools that do exist
+
+
+def test_a_reply_whose_only_call_is_nameless_is_followed_by_a_request_a_strict_server_takes(
+    workspace: Path,
+) -> None:
+    """A reply whose one call has no name: the runner answers it, and the next request ends
+    not with the reply's notice (which a strict server refuses as the last message) but with
+    a "(continue)" user message, which the session does not keep."""
+    with FakeChatServer(strict=True) as strict:
+        strict.add(tool_call_reply([("c1", "", "{}")]), text_reply("Reading it by name now."))
+        result = _cli(strict, workspace, "run", "read notes.txt")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == "Reading it by name now.\n"
+    assert len(strict.requests) == 2
+    assert strict_refusal(strict.requests[1].body) is None
+    second = strict.requests[1].body["messages"]
+    assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
+    assert second[-2]["content"].startswith("[None of the 1 tool call(s) of this reply could run.")
+    assert second[-1] == {"role": "user", "content": "(continue)"}
+    assert "(continue)" not in json.dumps(_session_lines(workspace))
 
 
 def test_a_nameless_call_beside_a_named_one_is_explained_in_the_next_request(
