@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import socket
+import sys
 from itertools import zip_longest
 from urllib.parse import quote, unquote
 
@@ -183,6 +184,24 @@ def _count(number: int, noun: str) -> str:
     return f"{number} {noun}{plural if number != 1 else ''}"
 
 
+def _libpq_defaults() -> dict[str, str]:
+    """What libpq takes for each part a DSN does not give, as libpq itself says it now
+    (``PQconndefaults``): the part's ``PG*`` variable (``PGHOST``, ``PGPORT``, ``PGUSER``,
+    ``PGDATABASE``...) or the service ``PGSERVICE`` names, else its built-in default (port
+    5432, the user the process runs as). Asked at each call: the variables can change."""
+    from psycopg import pq
+
+    try:
+        options = pq.Conninfo.get_defaults()
+    except Exception:  # libpq out of memory: the DSN is still described by what it gives
+        return {}
+    return {
+        option.keyword.decode(): option.val.decode("utf-8", errors="replace")
+        for option in options
+        if option.val is not None
+    }
+
+
 def describe_dsn(dsn: str | None) -> str:
     """``postgresql://user@host:port/dbname``: where the DSN points, never its password.
 
@@ -192,11 +211,16 @@ def describe_dsn(dsn: str | None) -> str:
     override) is percent-encoded, so the description is one line that says which name it
     is, and drives no terminal. A socket folder given as the host is percent-encoded whole
     (``%2Fvar%2Frun%2Fpostgresql``) and an IPv6 address bracketed, each host with its
-    port, as libpq writes them in a URL. A DSN naming a ``service`` of pg_service.conf says
-    so (``?service=NAME``), and leaves out the host, port and database it does not give:
-    the service file gives them, and ``localhost:5432`` said where the store did not go. A
-    part that holds the password (a user or database named as the password is: the name
-    then *is* the password) is masked as the password is in every message.
+    port, as libpq writes them in a URL. A part the DSN does not give is the one libpq
+    will use (`_libpq_defaults`): ``PGHOST``, ``PGPORT``, ``PGUSER``, ``PGDATABASE``, else
+    its default; with no host anywhere, the host is left empty (``postgresql://me@:5432/me``),
+    as in libpq's own URLs: the Unix socket in the folder libpq was built with
+    (``/var/run/postgresql`` or ``/tmp``), ``localhost`` on Windows, which is named. A DSN
+    naming a ``service`` of pg_service.conf says so (``?service=NAME``), and leaves out the
+    user, host, port and database it does not give: the service file gives them before the
+    variables do, and only libpq reads it, when it connects. A part that holds the password
+    (a user or database named as the password is: the name then *is* the password) is
+    masked as the password is in every message.
     """
     if not dsn:
         return "postgresql (no dsn)"
@@ -205,13 +229,13 @@ def describe_dsn(dsn: str | None) -> str:
         return "postgresql (unparseable dsn)"
     if _misread(dsn, parts):
         return f"postgresql (dsn misread: {_PERCENT_ENCODE})"
-    service = parts.get("service", "")
-    user = parts.get("user", "")
-    hosts = (parts.get("host") or parts.get("hostaddr") or ("" if service else "localhost")).split(
-        ","
-    )
-    ports = (parts.get("port") or ("" if service else "5432")).split(",")
-    database = parts.get("dbname", "" if service else user)
+    given = parts if parts.get("service") else {**_libpq_defaults(), **parts}
+    service = given.get("service", "")
+    user = given.get("user", "")
+    default_host = "localhost" if sys.platform == "win32" and not service else ""
+    hosts = (given.get("host") or given.get("hostaddr") or default_host).split(",")
+    ports = (given.get("port") or ("" if service else "5432")).split(",")
+    database = given.get("dbname") or ("" if service else user)
 
     def shown(part: str, safe: str) -> str:
         return _url_part(scrub(part, dsn), safe)

@@ -190,8 +190,45 @@ SELECT t.name, 'trigger', g.tgname, g.tgtype::text, g.tgenabled::text,
 FROM unnest(%(tables)s::text[]) AS t(name)
 JOIN pg_trigger g ON g.tgrelid = to_regclass(t.name) AND NOT g.tgisinternal
 JOIN pg_proc p ON p.oid = g.tgfoid
+UNION ALL
+SELECT '', 'setting', s.name, s.setting, s.source, quote_ident(current_user),
+    quote_ident(current_database()), 0
+FROM pg_settings s WHERE s.name = 'session_replication_role'
 ORDER BY 1, 2, 8, 3
 """
+
+# Under session_replication_role = replica a trigger enabled as made ('O') does not fire, nor
+# do those of foreign keys: the append-only trigger and the lines' foreign key stop guarding
+# without a change to a table. Where the value came from (pg_settings.source), said as the
+# operator set it, and the statement that undoes it ({role} and {database} quoted as
+# identifiers). The store refuses such a setting rather than setting it back to origin on
+# each connection: a role that is not a superuser may not set it at all (it was set for it),
+# and a setting undone in silence would hide from the operator that a replica's behaviour
+# was asked of the store's role, database or server.
+_REPLICA = "replica"
+_LINES_TABLE = "nanobot_session_lines"
+_SET_WHERE: dict[str, tuple[str, str]] = {
+    "user": (
+        "for the role {role} (ALTER ROLE ... SET)",
+        "ALTER ROLE {role} RESET session_replication_role",
+    ),
+    "database": (
+        "for the database {database} (ALTER DATABASE ... SET)",
+        "ALTER DATABASE {database} RESET session_replication_role",
+    ),
+    "database user": (
+        "for the role {role} in the database {database} (ALTER ROLE ... IN DATABASE ... SET)",
+        "ALTER ROLE {role} IN DATABASE {database} RESET session_replication_role",
+    ),
+    "client": (
+        "by the connection (the dsn's options, or PGOPTIONS)",
+        "remove -c session_replication_role=replica there",
+    ),
+    "configuration file": (
+        "in the server's configuration (postgresql.conf, or ALTER SYSTEM)",
+        "remove it there and reload the server",
+    ),
+}
 
 
 @dataclasses.dataclass
@@ -264,8 +301,12 @@ def check_tables(conn: Any) -> None:
     rows = conn.execute(_CATALOG, {"tables": list(_TABLES)}).fetchall()
     found = {table: _Found() for table in _TABLES}
     keys: dict[str, list[tuple[int, str]]] = {table: [] for table in _TABLES}
+    replica: str | None = None
     for table, kind, name, first, second, third, fourth, _ in rows:
-        if kind == "column":
+        if kind == "setting":
+            if first == _REPLICA:
+                replica = _replica_fault(str(second), str(third), str(fourth))
+        elif kind == "column":
             found[table].columns[name] = (str(first), second == "true", third)
             if fourth is not None:
                 keys[table].append((int(fourth), name))
@@ -285,7 +326,25 @@ def check_tables(conn: Any) -> None:
             f"{'; '.join(faults)} (schema version {SCHEMA_VERSION} as nanobot-postgres "
             "made it); nothing was changed: restore the table as it was made, or give the "
             "plugin a new database and import the sessions into it"
+            + (f"; and {replica}" if replica else "")
         )
+    if replica:
+        raise RuntimeError(replica)
+
+
+def _replica_fault(source: str, role: str, database: str) -> str:
+    """What is wrong with session_replication_role = replica, set from `source` (as
+    pg_settings says), and how to undo it, for the store's `role` in its `database`."""
+    where, undo = _SET_WHERE.get(
+        source, (f"(pg_settings.source: {_shown(source)})", "set it back to origin there")
+    )
+    names = {"role": _shown(role), "database": _shown(database)}
+    return (
+        f"session_replication_role is {_REPLICA}, set {where.format(**names)}: under it the "
+        f"append-only trigger of {_LINES_TABLE} and its foreign key do not fire, so a line "
+        "rewritten or a line of no session would be stored without a word; nothing was "
+        f"changed: {undo.format(**names)}"
+    )
 
 
 def _differences(table: str, found: _Found) -> list[str]:

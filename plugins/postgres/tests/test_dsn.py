@@ -297,8 +297,11 @@ _REFUSED = (
 def test_a_short_password_leaves_the_description_and_libpq_words_readable(password: str) -> None:
     """A password of one to three characters that is no whole word of the description or of
     libpq's message leaves both as they are: it is not masked inside other words."""
-    words = re.split(r"""[\s"'=,;:@/?#&()\[\]<>]+""", _REFUSED + " db.internal 6432")
+    separators = r"""[\s"'=,;:@/?#&()\[\]<>]+"""
+    words = re.split(separators, _REFUSED + " db.internal 6432")
     assume(password not in words)
+    # A password of separators alone (``,``) stands whole wherever it stands between others.
+    assume(re.fullmatch(separators, password) is None)
     dsn = make_conninfo(
         host="db.internal", port=6432, user="analyst", dbname="sessions_a", password=password
     )
@@ -483,3 +486,77 @@ def test_only_a_failed_connection_of_a_configured_store_names_the_dsn_key(dsn: s
     with pytest.raises(SessionError) as refused:
         PostgresSessionStore(dsn, config=config).list_sessions()
     assert str(refused.value).endswith("import the sessions into it")
+
+
+_LIBPQ_VARIABLES = ("PGHOST", "PGHOSTADDR", "PGPORT", "PGUSER", "PGDATABASE", "PGSERVICE")
+
+
+def test_the_parts_a_dsn_leaves_out_are_described_as_libpq_takes_them_from_the_environment(
+    postgres_server: TemporaryPostgres, dsn: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A DSN with only a password connects through PGHOST, PGPORT, PGUSER and PGDATABASE, and
+    is described by them, not as ``localhost:5432``; a host the DSN gives still wins."""
+    assert postgres_server.root is not None
+    folder, port = str(postgres_server.root), postgres_server.port
+    database = str(conninfo_to_dict(dsn)["dbname"])
+    for name in _LIBPQ_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PGHOST", folder)
+    monkeypatch.setenv("PGPORT", str(port))
+    monkeypatch.setenv("PGUSER", "nanobot")
+    monkeypatch.setenv("PGDATABASE", database)
+    only_password = make_conninfo(password=postgres_server.password)
+    store = PostgresSessionStore(only_password, connect_timeout=5)
+    assert store.list_sessions() == []
+    with psycopg.connect(only_password) as conn:  # where libpq goes, as the server says
+        assert conn.execute("SELECT current_database(), current_user").fetchone() == (
+            database,
+            "nanobot",
+        )
+        assert conn.info.host == folder
+    assert store.describe() == f"postgresql://nanobot@{quote(folder, safe='')}:{port}/{database}"
+    store.close()
+    over_tcp = make_conninfo(only_password, host="127.0.0.1")
+    assert describe_dsn(over_tcp) == f"postgresql://nanobot@127.0.0.1:{port}/{database}"
+
+
+def test_a_dsn_with_no_host_anywhere_is_described_with_libpq_default_socket(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no host in the DSN or the environment, the description leaves the host empty, as
+    libpq's URLs say its default socket, and libpq reads it back as the same parts."""
+    for name in _LIBPQ_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("PGUSER", "analyst")
+    described = describe_dsn("dbname=sessions password=secret-pw")
+    assert described == "postgresql://analyst@:5432/sessions"
+    assert conninfo_to_dict(described) == {"user": "analyst", "port": "5432", "dbname": "sessions"}
+    monkeypatch.setenv("PGPORT", "6543")
+    assert describe_dsn("password=secret-pw") == "postgresql://analyst@:6543/analyst"
+
+
+_ENV_NAME = st.text(
+    st.characters(codec="utf-8", exclude_characters="\x00"),
+    min_size=1,
+    max_size=20,
+)
+
+
+@given(user=_ENV_NAME, database=_ENV_NAME, host=_ENV_NAME.filter(lambda h: "," not in h))
+def test_any_user_database_and_host_from_the_environment_read_back_as_libpq_takes_them(
+    user: str, database: str, host: str
+) -> None:
+    """Whatever PGUSER, PGDATABASE and PGHOST hold, the description is one printable line
+    that libpq reads back as those same names."""
+    assume(not any("pw-0123456789" in name for name in (user, database, host)))
+    with pytest.MonkeyPatch.context() as env:
+        for name in _LIBPQ_VARIABLES:
+            env.delenv(name, raising=False)
+        env.setenv("PGUSER", user)
+        env.setenv("PGDATABASE", database)
+        env.setenv("PGHOST", host)
+        described = describe_dsn("password=pw-0123456789")
+    assert described.isprintable()
+    parts = conninfo_to_dict(described)
+    assert (parts["user"], parts["dbname"], parts["port"]) == (user, database, "5432")
+    assert parts["host"] == host

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import psycopg
+import psycopg.conninfo
 import pytest
 from nanobot_core import SessionError
 from nanobot_core.sessions import open_session
@@ -298,3 +299,121 @@ def test_with_the_trigger_as_made_a_line_cannot_be_rewritten(dsn: str) -> None:
         pytest.raises(psycopg.errors.RaiseException, match="is append-only"),
     ):
         conn.execute(f"UPDATE {_LINES} SET line = '{{}}'")
+
+
+_REPLICA_HARM = (
+    f"session_replication_role is replica, set {{where}}: under it the append-only trigger of "
+    f"{_LINES} and its foreign key do not fire, so a line rewritten or a line of no session "
+    "would be stored without a word; nothing was changed: {undo}"
+)
+
+
+@pytest.mark.parametrize(
+    ("setting", "where", "undo"),
+    [
+        (
+            "ALTER DATABASE {database} SET session_replication_role = replica",
+            "for the database {database} (ALTER DATABASE ... SET)",
+            "ALTER DATABASE {database} RESET session_replication_role",
+        ),
+        (
+            "ALTER ROLE nanobot IN DATABASE {database} SET session_replication_role = replica",
+            "for the role nanobot in the database {database} (ALTER ROLE ... IN DATABASE ... SET)",
+            "ALTER ROLE nanobot IN DATABASE {database} RESET session_replication_role",
+        ),
+        (
+            "",
+            "by the connection (the dsn's options, or PGOPTIONS)",
+            "remove -c session_replication_role=replica there",
+        ),
+    ],
+)
+def test_a_replica_session_replication_role_is_refused_at_open_naming_where_it_was_set(
+    dsn: str, setting: str, where: str, undo: str
+) -> None:
+    """With session_replication_role = replica set for the database, the role or the
+    connection, the trigger and foreign key would not fire: the store refuses it at open,
+    saying where it was set and how to undo it, and creates nothing."""
+    database = str(psycopg.conninfo.conninfo_to_dict(dsn)["dbname"])
+    names = {"database": database}  # test_<pid>_<n>: quote_ident leaves it bare
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        if setting:
+            conn.execute(setting.format(**names))
+        else:
+            dsn = psycopg.conninfo.make_conninfo(dsn, options="-c session_replication_role=replica")
+    store = PostgresSessionStore(dsn)
+    with pytest.raises(SessionError) as refused:
+        store.list_sessions()
+    store.close()
+    said = _REPLICA_HARM.format(where=where.format(**names), undo=undo.format(**names))
+    assert str(refused.value).startswith("cannot use the session database (postgresql://")
+    assert str(refused.value).endswith(f"): {said}")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute("SHOW session_replication_role").fetchone() == ("replica",)
+        assert conn.execute("SELECT to_regclass(%s)", (_LINES,)).fetchone() == (None,)
+
+
+def test_a_replica_role_is_named_beside_an_altered_table(dsn: str) -> None:
+    """A table altered and a replica setting are both named in one refusal."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        apply_migrations(conn)
+        conn.execute(f"ALTER TABLE {_LINES} DISABLE TRIGGER {_TRIGGER}")
+    replica = psycopg.conninfo.make_conninfo(dsn, options="-c session_replication_role=replica")
+    with psycopg.connect(replica, autocommit=True) as conn, pytest.raises(RuntimeError) as refused:
+        check_tables(conn)
+    assert f"has trigger {_TRIGGER} ({_TRIGGER_DOES}) disabled (schema version" in str(
+        refused.value
+    )
+    assert str(refused.value).endswith(
+        "import the sessions into it; and session_replication_role is replica, set by the "
+        "connection (the dsn's options, or PGOPTIONS): under it the append-only trigger of "
+        f"{_LINES} and its foreign key do not fire, so a line rewritten or a line of no session "
+        "would be stored without a word; nothing was changed: remove "
+        "-c session_replication_role=replica there"
+    )
+
+
+@pytest.mark.parametrize("role", ["origin", "local"])
+def test_origin_and_local_leave_the_store_working_and_the_trigger_firing(
+    dsn: str, role: str
+) -> None:
+    """Under origin (the default) and local the trigger fires, so the store opens and a line
+    written cannot be rewritten."""
+    guarded = psycopg.conninfo.make_conninfo(dsn, options=f"-c session_replication_role={role}")
+    store = PostgresSessionStore(guarded)
+    with open_session(store, "s") as session:
+        session.append({"role": "user", "content": "kept"})
+    store.close()
+    with (
+        psycopg.connect(guarded, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.RaiseException, match="is append-only"),
+    ):
+        conn.execute(f"UPDATE {_LINES} SET line = '{{}}'")
+
+
+def test_a_role_set_to_replica_is_refused_and_could_not_set_it_back_itself(dsn: str) -> None:
+    """A store role (not a superuser) given replica by ALTER ROLE ... SET is refused, naming
+    the role; that role may not set origin on its connections, which is why the store refuses
+    rather than undoing the setting."""
+    database = str(psycopg.conninfo.conninfo_to_dict(dsn)["dbname"])
+    role = f"{database}_store"
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN PASSWORD 'store-pw'")
+        conn.execute(f"GRANT ALL ON DATABASE {database} TO {role}")
+        conn.execute(f"GRANT ALL ON SCHEMA public TO {role}")
+        conn.execute(f"ALTER ROLE {role} SET session_replication_role = replica")
+    as_role = psycopg.conninfo.make_conninfo(dsn, user=role, password="store-pw")
+    store = PostgresSessionStore(as_role)
+    with pytest.raises(SessionError) as refused:
+        store.list_sessions()
+    store.close()
+    said = _REPLICA_HARM.format(
+        where=f"for the role {role} (ALTER ROLE ... SET)",
+        undo=f"ALTER ROLE {role} RESET session_replication_role",
+    )
+    assert str(refused.value).endswith(f"): {said}")
+    with (
+        psycopg.connect(as_role, autocommit=True) as conn,
+        pytest.raises(psycopg.errors.InsufficientPrivilege),
+    ):
+        conn.execute("SET session_replication_role = origin")

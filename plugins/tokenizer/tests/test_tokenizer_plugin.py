@@ -14,7 +14,7 @@ from nanobot_core import Config, ConfigError, PluginContext
 from nanobot_core.testing import builtin_governor, make_config, run_cli
 
 from nanobot_tokenizer import ENCODING_ENV, encoding_for_model, nanobot_token_counter
-from nanobot_tokenizer.encodings import _PREFIXES
+from nanobot_tokenizer.encodings import _MODELS, ENCODINGS
 
 
 @pytest.mark.parametrize(
@@ -46,16 +46,28 @@ from nanobot_tokenizer.encodings import _PREFIXES
         ("babbage-002", "cl100k_base"),
         ("ft:davinci-002:acme::8abc", "cl100k_base"),
         ("openai/ft:babbage-002:acme:custom:9xyz", "cl100k_base"),
+        ("text-davinci-003", "p50k_base"),
+        ("code-davinci-002", "p50k_base"),
+        ("code-cushman-001", "p50k_base"),
+        ("text-davinci-edit-001", "p50k_edit"),
+        ("text-davinci-001", "r50k_base"),
+        ("davinci", "r50k_base"),
+        ("ada:ft-acme-2022-03-01", "r50k_base"),
+        ("adamant-7b", "o200k_base"),
+        ("curie-local", "o200k_base"),
+        ("text-search-ada-doc-001", "r50k_base"),
+        ("gpt2", "gpt2"),
+        ("gpt2-medium", "o200k_base"),
     ],
 )
 def test_models_map_to_their_encodings(model: str, encoding: str) -> None:
-    """OpenAI models get their own encoding, fine-tuned ones their base's; others o200k_base."""
+    """OpenAI models get tiktoken's encoding, fine-tuned ones their base's; others o200k_base."""
     assert encoding_for_model(model) == encoding
 
 
 @settings(derandomize=True, deadline=None, max_examples=200)
 @given(
-    st.sampled_from([prefix for prefix, _ in _PREFIXES] + ["claude-3", "qwen3:8b"]),
+    st.sampled_from([entry.rstrip("*") for entry, _ in _MODELS] + ["claude-3", "qwen3:8b"]),
     st.text(st.characters(blacklist_characters="/"), max_size=30),
     st.from_regex(r"[a-z0-9-]{0,12}:[a-z0-9-]{0,12}:[A-Za-z0-9]{0,12}", fullmatch=True),
 )
@@ -137,25 +149,63 @@ def test_a_bad_encoding_name_fails_the_plugin_and_leaves_the_estimate(
     assert strict.returncode == 1
 
 
-def _readme_prefixes() -> dict[str, set[str]]:
-    """The model prefixes the README's "Which encoding" section gives each encoding."""
+def _readme_section() -> str:
+    """The README's "Which encoding" section, its whitespace runs made single spaces."""
     readme = Path(__file__).resolve().parents[1] / "README.md"
-    text = " ".join(readme.read_text("utf-8").split("## Which encoding", 1)[1].split())
+    section = readme.read_text("utf-8").split("## Which encoding", 1)[1].split("\n## ", 1)[0]
+    return " ".join(section.split())
+
+
+def _readme_models() -> dict[str, set[str]]:
+    """The model names and prefixes the README's "Which encoding" section gives each encoding."""
+    text = _readme_section()
     sentence = text.split("Chosen from `provider.model`: ", 1)[1].split("; router", 1)[0]
     found: dict[str, set[str]] = {}
     for clause in sentence.split(";"):
         encoding = re.findall(r"use `(\w+)`", clause)[-1]
-        found[encoding] = set(re.findall(r"`([\w.-]+)\*`", clause))
+        found[encoding] = {f"{p}*" for p in re.findall(r"`([\w.-]+)\*`", clause)}
+    retired = text.split("whose encodings bpe-openai does not ship are refused: ", 1)[1]
+    retired = retired.split("; a name with no", 1)[0]
+    for encoding, names in re.findall(r"`(\w+)` \(([^)]*)\)", retired):
+        found[encoding] = set(re.findall(r"`([\w.*-]+)`", names))
     return found
 
 
-def test_the_readme_gives_every_model_prefix_its_encoding() -> None:
-    """Each prefix the README lists maps to its encoding, and the README lists every prefix."""
-    listed = _readme_prefixes()
-    for encoding, prefixes in listed.items():
-        for prefix in prefixes:
-            assert encoding_for_model(f"{prefix.upper()}-test") == encoding, prefix
+def test_the_readme_gives_every_model_its_encoding() -> None:
+    """Each model the README lists maps to its encoding, and the README lists every one."""
+    listed = _readme_models()
+    for encoding, entries in listed.items():
+        for entry in entries:
+            model = f"{entry[:-1].upper()}-test" if entry.endswith("*") else entry.upper()
+            assert encoding_for_model(model) == encoding, entry
     expected: dict[str, set[str]] = {}
-    for prefix, encoding in _PREFIXES:
-        expected.setdefault(encoding, set()).add(prefix)
+    for entry, encoding in _MODELS:
+        expected.setdefault(encoding, set()).add(entry)
     assert listed == expected
+
+
+@pytest.mark.parametrize(
+    ("model", "encoding"),
+    [("text-davinci-003", "p50k_base"), ("openai/davinci", "r50k_base"), ("gpt-2", "gpt2")],
+)
+def test_a_retired_model_with_an_encoding_not_shipped_fails_the_plugin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, model: str, encoding: str
+) -> None:
+    """The plugin refuses such a model, naming it, its encoding, its source and the way out."""
+    monkeypatch.delenv(ENCODING_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "nanobot.toml").write_text(f'[provider]\nmodel = "{model}"\n', "utf-8")
+    listed = run_cli("plugins")
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    version = metadata.version("nanobot-tokenizer")
+    at = lines.index(f"tokenizer (nanobot-tokenizer {version}) [nanobot.plugins] failed")
+    assert lines[at + 1].endswith(
+        f"ConfigError: {tmp_path / 'nanobot.toml'}: model {model!r} is tokenized with "
+        f"{encoding}, which this plugin does not ship (it ships {', '.join(ENCODINGS)}); "
+        f"to count with one of those anyway, which gives fewer tokens than {encoding} does, "
+        f"set {ENCODING_ENV}"
+    )
+    assert run_cli("--strict", "plugins").returncode == 1
+    monkeypatch.setenv(ENCODING_ENV, "cl100k_base")
+    assert nanobot_token_counter(context(tmp_path, model)).encoding == "cl100k_base"
