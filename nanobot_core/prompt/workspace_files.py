@@ -7,6 +7,7 @@ surrounding whitespace and line endings) is left out of the prompt.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -338,12 +339,14 @@ def init_workspace(workspace: Path, files: Sequence[str] = TEMPLATE_FILES) -> In
     regular file where the template goes. A template is kept only when the prompt
     reads what is there.
     """
-    from nanobot_core._atomic import create_new
-
     root = Path(os.path.realpath(workspace))
     written: list[str] = []
     kept: list[str] = []
     failed: dict[str, str] = {}
+    try:
+        root.mkdir(parents=True, exist_ok=True)  # the workspace, as the user named it
+    except OSError as exc:
+        return InitReport(workspace, [], [], dict.fromkeys(files, exc.strerror or str(exc)))
     for relative in files:
         place = _template_place(root, relative)
         if isinstance(place, str):
@@ -353,19 +356,52 @@ def init_workspace(workspace: Path, files: Sequence[str] = TEMPLATE_FILES) -> In
             kept.append(relative)
             continue
         try:
-            place.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:  # one template's folder: the others are still written
-            failed[relative] = exc.strerror or str(exc)
-            continue
-        try:
-            create_new(place, shipped_template(relative).encode("utf-8"))
+            _create_template(root, place, shipped_template(relative).encode("utf-8"))
         except FileExistsError:
             kept.append(relative)  # made meanwhile by someone else: theirs, kept
-        except OSError as exc:
+        except OSError as exc:  # one template: the others are still written
             failed[relative] = exc.strerror or str(exc)
         else:
             written.append(relative)
     return InitReport(workspace, written, kept, failed)
+
+
+def _create_template(root: Path, place: Path, data: bytes) -> None:
+    """Create `place` (in `root`, found with no link in its path) holding `data`, with the
+    folders it needs.
+
+    Each folder is opened from `root` down without following a link, and made there
+    when missing, and the file is made in the last one opened (`create_new`): a folder
+    swapped for a link since `place` was found is met as a link (``OSError``, ELOOP or
+    ENOTDIR), never written through, as the prompt never reads through one.
+    """
+    from nanobot_core._atomic import create_new
+
+    *folders, name = place.relative_to(root).parts
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)  # the workspace, real
+    try:
+        for index, part in enumerate(folders):
+            try:
+                try:
+                    opened = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
+                except FileNotFoundError:
+                    with contextlib.suppress(FileExistsError):  # made meanwhile: opened below
+                        os.mkdir(part, 0o777, dir_fd=folder)
+                    opened = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                shown = "/".join(folders[: index + 1])
+                raise OSError(
+                    exc.errno,
+                    f"{shown} became a link or a file while init ran: nothing is written "
+                    "through it",
+                ) from None
+            os.close(folder)
+            folder = opened
+        create_new(name, data, dir_fd=folder)
+    finally:
+        os.close(folder)
 
 
 def _template_place(root: Path, relative: str) -> Path | str | None:

@@ -10,6 +10,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -297,3 +298,33 @@ def test_init_writes_nothing_outside_and_keeps_exactly_what_the_prompt_reads(
             assert relative not in report.failed, (relative, report.failed)
             if relative in report.written:
                 assert start.data == shipped_template(relative).encode("utf-8")
+
+
+def test_init_writes_nothing_through_a_folder_swapped_for_a_link_meanwhile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`memory` swapped for a link out of the workspace after `init` found it a folder: the
+    link is met as one, never written through, and the template is named under `failed`."""
+    import nanobot_core.prompt.workspace_files as workspace_files
+
+    workspace = tmp_path / "ws"
+    (workspace / "memory").mkdir(parents=True)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    find = workspace_files._template_place
+
+    def swapped(root: Path, relative: str) -> Path | str | None:
+        place = find(root, relative)
+        if relative == "memory/MEMORY.md":
+            (workspace / "memory").rmdir()
+            (workspace / "memory").symlink_to(elsewhere)
+        return place
+
+    monkeypatch.setattr(workspace_files, "_template_place", swapped)
+    report = init_workspace(workspace)
+    assert report.written == ["AGENTS.md", "SOUL.md", "USER.md"]
+    assert report.failed == {
+        "memory/MEMORY.md": "memory became a link or a file while init ran: nothing is "
+        "written through it"
+    }
+    assert list(elsewhere.iterdir()) == []
