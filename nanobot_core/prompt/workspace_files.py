@@ -431,11 +431,11 @@ def _template_place(root: Path, relative: str) -> Path | str | None:
             return f"{shown} cannot be used: {exc.strerror or exc}"
         what = shown
         if stat.S_ISLNK(status.st_mode):
-            link_problem = _link_problem(path, shown)
-            if link_problem is not None:
-                return link_problem
+            followed = _follow(path, shown)
+            if isinstance(followed, str):
+                return followed
+            status = followed
             path = Path(os.path.realpath(path))
-            status = os.stat(path)
             led_out = None if path.is_relative_to(root) else (shown, path)
             what = f"{shown} links to {path}, which"
         if index < len(parts) - 1:
@@ -458,11 +458,12 @@ def _led_out(shown: str, target: Path) -> str:
     )
 
 
-def _link_problem(link: Path, shown: str) -> str | None:
-    """Why no template is written through the link `link` (`shown` as the template's path
-    names it): it leads to nothing or into a loop; None when it leads to something."""
+def _follow(link: Path, shown: str) -> os.stat_result | str:
+    """What the link `link` leads to (`shown` as the template's path names it), or why no
+    template is written through it: it leads to nothing, into a loop, or cannot be
+    followed."""
     try:
-        os.stat(link)
+        return os.stat(link)
     except FileNotFoundError:
         target = Path(os.path.realpath(link))
         return f"{shown} is a link to nothing ({target}): nothing is written through it"
@@ -470,4 +471,3 @@ def _link_problem(link: Path, shown: str) -> str | None:
         if exc.errno == errno.ELOOP:
             return f"{shown} is a link in a loop: nothing is written through it"
         return f"{shown} is a link that cannot be followed: {exc.strerror or exc}"
-    return None

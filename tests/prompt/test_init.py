@@ -201,8 +201,8 @@ def test_init_says_a_link_to_nothing_is_one_and_writes_nothing_through_it(
 
 def test_init_keeps_only_what_the_prompt_reads(tmp_path: Path) -> None:
     """A file the prompt leaves out is not reported kept: AGENTS.md linked out of the
-    workspace, SOUL.md a folder, USER.md a link to a named pipe; each is named under
-    `failed`, and left as it is."""
+    workspace, SOUL.md a folder, USER.md a link to a named pipe, `memory` a link in a
+    loop; each is named under `failed`, and left as it is."""
     outside = tmp_path / "outside.md"
     outside.write_text("secret", encoding="utf-8")
     workspace = tmp_path / "ws"
@@ -210,8 +210,9 @@ def test_init_keeps_only_what_the_prompt_reads(tmp_path: Path) -> None:
     (workspace / "AGENTS.md").symlink_to(outside)
     os.mkfifo(workspace / "pipe")
     (workspace / "USER.md").symlink_to("pipe")
+    (workspace / "memory").symlink_to("memory")
     report = init_workspace(workspace)
-    assert report.written == ["memory/MEMORY.md"]
+    assert report.written == []
     assert report.kept == []
     assert report.failed == {
         "AGENTS.md": (
@@ -223,13 +224,22 @@ def test_init_keeps_only_what_the_prompt_reads(tmp_path: Path) -> None:
             f"USER.md links to {workspace / 'pipe'}, which is a named pipe (FIFO), not a "
             "file: the prompt does not read it"
         ),
+        "memory/MEMORY.md": "memory is a link in a loop: nothing is written through it",
     }
     assert outside.read_text(encoding="utf-8") == "secret"
     assert list((workspace / "SOUL.md").iterdir()) == []
 
 
 #: What may stand where a template, or the `memory` folder, goes.
-_SHAPES = ["missing", "file", "folder", "link inside", "link outside", "link to nothing"]
+_SHAPES = [
+    "missing",
+    "file",
+    "folder",
+    "link inside",
+    "link outside",
+    "link to nothing",
+    "link in a loop",
+]
 
 
 def _make(path: Path, shape: str, *, folder: bool, inside: Path, outside: Path) -> None:
@@ -245,6 +255,9 @@ def _make(path: Path, shape: str, *, folder: bool, inside: Path, outside: Path) 
         return
     if shape == "link to nothing":
         path.symlink_to(inside / f"nothing-{path.name}")
+        return
+    if shape == "link in a loop":
+        path.symlink_to(path.name)
         return
     target = (inside if shape == "link inside" else outside) / f"target-{path.name}"
     target.mkdir() if folder else target.write_text("theirs", encoding="utf-8")
