@@ -24,6 +24,7 @@ replaces anything, a link to nothing included.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import secrets
@@ -71,12 +72,13 @@ def write_atomic(path: Path | str, data: bytes | Iterable[bytes]) -> None:
 _CREATE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
 
 
-def _create_beside(target: Path) -> tuple[int, str]:
-    """A new, empty file beside `target`, made as ``open()`` makes one (0o666 less the umask)."""
+def _create_beside(target: Path, *, dir_fd: int | None = None) -> tuple[int, str]:
+    """A new, empty file beside `target` (in the folder `dir_fd` when given), made as
+    ``open()`` makes one (0o666 less the umask)."""
     for _ in range(100):
         name = str(target.parent / f".{target.name}.{secrets.token_hex(6)}.tmp")
         try:
-            return os.open(name, _CREATE, 0o666), name
+            return os.open(name, _CREATE, 0o666, dir_fd=dir_fd), name
         except FileExistsError:  # a name already taken: another one
             continue
     raise FileExistsError(f"no free temporary name beside {target}")
@@ -87,7 +89,7 @@ def _create_beside(target: Path) -> tuple[int, str]:
 _NO_HARD_LINKS = frozenset({errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.ENOSYS})
 
 
-def create_new(path: Path | str, data: bytes) -> None:
+def create_new(path: Path | str, data: bytes, *, dir_fd: int | None = None) -> None:
     """Create `path` holding `data` whole, or leave it absent; ``FileExistsError`` when
     anything is there already (a file, a folder, a link, even one to nothing).
 
@@ -96,35 +98,41 @@ def create_new(path: Path | str, data: bytes) -> None:
     failure part of the way (a full disk, a file size limit, Ctrl-C) leaves no part of a
     file that a later run would take for a whole one and keep. Where the file system
     makes no hard link, `path` is created exclusively and written, and removed again
-    when the write fails.
+    when the write fails. With `dir_fd`, `path` is a name in that open folder: the file
+    goes in the folder its caller opened, whatever that folder's path leads to since.
     """
     target = Path(path)
-    handle, temporary = _create_beside(target)
+    handle, temporary = _create_beside(target, dir_fd=dir_fd)
     try:
         with os.fdopen(handle, "wb") as stream:  # owns the descriptor from here on
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
         try:
-            os.link(temporary, target)
+            if dir_fd is None:
+                os.link(temporary, target)
+            else:
+                os.link(temporary, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         except FileExistsError:
             raise
         except OSError as exc:
             if exc.errno not in _NO_HARD_LINKS:
                 raise
-            _create_in_place(target, data)
+            _create_in_place(target, data, dir_fd)
     finally:
-        Path(temporary).unlink(missing_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary, dir_fd=dir_fd)
 
 
-def _create_in_place(target: Path, data: bytes) -> None:
+def _create_in_place(target: Path, data: bytes, dir_fd: int | None = None) -> None:
     """Create `target` exclusively and write `data` into it; removed again if that fails."""
-    handle = os.open(target, _CREATE | getattr(os, "O_NOFOLLOW", 0), 0o666)
+    handle = os.open(target, _CREATE | getattr(os, "O_NOFOLLOW", 0), 0o666, dir_fd=dir_fd)
     try:
         with os.fdopen(handle, "wb") as stream:
             stream.write(data)
             stream.flush()
             os.fsync(stream.fileno())
     except BaseException:
-        target.unlink(missing_ok=True)  # made by this call: no one else's file
+        with contextlib.suppress(FileNotFoundError):  # made by this call: no one else's file
+            os.unlink(target, dir_fd=dir_fd)
         raise

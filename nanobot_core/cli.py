@@ -166,6 +166,18 @@ def check_output_folder(output: str) -> None:
 #: named here so that the check of every ``--output`` imports no session machinery.
 _SESSIONS_FOLDER = (".nanobot", "sessions")
 
+#: The folder of a workspace that holds the default store's offloaded tool results
+#: (`nanobot_core.governance.store.CACHE_DIR`), named here for the same reason.
+_CACHE_FOLDER = (".nanobot", "cache", "tool-results")
+
+#: The files of a workspace its system prompt is made of
+#: (`nanobot_core.prompt.workspace_files.TEMPLATE_FILES`), and where its skills are
+#: (``skills/<name>/SKILL.md``, `nanobot_core.prompt.skills`): named here, so that the
+#: check of every ``--output`` imports no prompt machinery.
+_PROMPT_FILES = ("AGENTS.md", "SOUL.md", "USER.md", "memory/MEMORY.md")
+_SKILLS_FOLDER = "skills"
+_SKILL_FILE = "SKILL.md"
+
 
 def _kept_file_problem(output: str) -> str | None:
     """Why ``--output`` `output` must not be written, for a message naming it; None when it may.
@@ -176,10 +188,14 @@ def _kept_file_problem(output: str) -> str | None:
     the sessions folder of the working directory or of the command's workspace when it
     is a link elsewhere, written through its target's path (it
     would be read as a new session of the output's lines, or replace a session's file, or
-    the lock a ``run`` holds, while it runs); and a config file this command reads
-    (``--config``, ``nanobot.toml`` or ``pyproject.toml`` of the working directory), which
-    the next command could not read. Looked at as written and through links, as
-    `write_atomic` replaces the file a link points to.
+    the lock a ``run`` holds, while it runs); a file in a workspace's tool-result cache
+    (``.nanobot/cache/tool-results/``), where it would replace a result a conversation
+    points to; a config file this command reads (``--config``, ``nanobot.toml`` or
+    ``pyproject.toml`` of the working directory), which the next command could not read;
+    and a file the prompt of the working directory or of the command's workspace is made
+    of (``AGENTS.md``, ``SOUL.md``, ``USER.md``, ``memory/MEMORY.md``, a skill's
+    ``SKILL.md``), which every run would send to the model as the user's rules. Looked at
+    as written and through links, as `write_atomic` replaces the file a link points to.
     """
     if output == STDOUT_OUTPUT:
         return None
@@ -195,9 +211,21 @@ def _kept_file_problem(output: str) -> str | None:
                 "would be read as a session, or replace a session's file or lock: write it "
                 "elsewhere"
             )
+        if _is_cache_folder(folder):
+            return (
+                f"{output} is in the folder of the tool-result cache ({folder}), where it "
+                "would replace a tool result a conversation points to, or be pruned as one: "
+                "write it elsewhere"
+            )
     for config, named in _config_files():
         if _same_file(target, config):
             return f"{output} is {named}, which this command reads: write it elsewhere"
+    prompt_file = _prompt_file(target)
+    if prompt_file is not None:
+        return (
+            f"{output} is the workspace's prompt file {prompt_file}, which every run sends "
+            "to the model as the user's rules: write it elsewhere"
+        )
     return None
 
 
@@ -208,17 +236,60 @@ def _is_sessions_folder(folder: Path) -> bool:
     return folder == named or _same_file(folder, named)
 
 
-def _is_a_workspace_sessions_folder(folder: Path) -> bool:
-    """Whether `folder` is the sessions folder of the working directory or of a workspace
-    this command uses, reached by another name: that folder may be a link elsewhere (to
-    shared storage), written through its target's path."""
+def _is_cache_folder(folder: Path) -> bool:
+    """Whether `folder` is a workspace's ``.nanobot/cache/tool-results``, by name (in any
+    letter case a file system that ignores case gives it) or as the cache folder of the
+    working directory or of a workspace this command uses, reached by another name."""
+    if len(folder.parts) > len(_CACHE_FOLDER):
+        named = folder.parents[len(_CACHE_FOLDER) - 1].joinpath(*_CACHE_FOLDER)
+        if folder == named or _same_file(folder, named):
+            return True
+    return any(_same_file(folder, root.joinpath(*_CACHE_FOLDER)) for root in _workspaces())
+
+
+def _workspaces() -> list[Path]:
+    """The working directory and every workspace this command uses: whose files no
+    ``--output`` may replace."""
     workspaces: list[Path] = []
-    with contextlib.suppress(OSError):  # a deleted working directory has no sessions
+    with contextlib.suppress(OSError):  # a deleted working directory has no files
         workspaces.append(Path.cwd())
     state = _running_state()
     if state is not None:
         workspaces.extend(state._workspaces_used)
-    return any(_same_file(folder, root.joinpath(*_SESSIONS_FOLDER)) for root in workspaces)
+    return list(dict.fromkeys(workspaces))
+
+
+def _is_a_workspace_sessions_folder(folder: Path) -> bool:
+    """Whether `folder` is the sessions folder of the working directory or of a workspace
+    this command uses, reached by another name: that folder may be a link elsewhere (to
+    shared storage), written through its target's path."""
+    return any(_same_file(folder, root.joinpath(*_SESSIONS_FOLDER)) for root in _workspaces())
+
+
+def _prompt_file(target: Path) -> Path | None:
+    """The prompt file of the working directory or of a workspace this command uses that
+    an ``--output`` written at `target` (its path through links) would replace or create;
+    None when it is none.
+
+    The file itself, or a new one of its name in its folder (a ``memory/MEMORY.md`` not
+    written yet, ``memory`` a link too), or a ``SKILL.md`` of any folder in the skills
+    folder; a file a prompt file links to is that file.
+    """
+    for root in _workspaces():
+        for relative in _PROMPT_FILES:
+            prompt_file = root / relative
+            if _same_file(target, prompt_file) or (
+                target.name == prompt_file.name and _same_file(target.parent, prompt_file.parent)
+            ):
+                return prompt_file
+        skills = root / _SKILLS_FOLDER
+        if target.name == _SKILL_FILE and _same_file(target.parent.parent, skills):
+            return skills / target.parent.name / _SKILL_FILE
+        with contextlib.suppress(OSError):  # no skills folder (or none to list): no skill
+            for entry in os.scandir(skills):
+                if _same_file(target, Path(entry.path, _SKILL_FILE)):
+                    return Path(entry.path, _SKILL_FILE)
+    return None
 
 
 def _running_state() -> CliState | None:

@@ -9,7 +9,8 @@ Exit 0 once governed (even when lines were left out), 1 when ``--output``
 cannot be written after the work (a full disk), 2 when the input cannot be
 read or does not parse (the message names the line and column), or an option
 is wrong (a missing --workspace or --output folder, an --output in a sessions
-folder or over a config file: `nanobot_core.cli.check_output_folder`).
+folder or the tool-result cache, or over a config file or a file of the
+workspace's prompt: `nanobot_core.cli.check_output_folder`).
 """
 
 from __future__ import annotations

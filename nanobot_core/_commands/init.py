@@ -1,7 +1,8 @@
 """``nanobot-core init``: write the workspace templates, never replacing an existing file.
 
 Each template is written whole or not at all. Exit 0 once every template is written
-or kept; 1 when one could not be written (a file where its folder goes, a full disk),
+or kept; 1 when one could not be written (a file where its folder goes, a full disk,
+a link out of the workspace or to nothing, which no template is written through),
 after writing every other one, the error naming each and why.
 """
 

@@ -10,7 +10,8 @@ sessions between stores, byte for byte. Exit codes: 0 ok, 1 import refused
 (a session exists), a store failed (half-way through an import: the error
 names the sessions imported) or the export could not be written, 2 an invalid
 or unknown session name, a file that is not an export, or an export
-``--output`` in the ``jsonl`` store's own folder (refused as every command's
+``--output`` in the ``jsonl`` store's own folder, the tool-result cache, or over
+a config file or a file of the workspace's prompt (refused as every command's
 ``--output`` is: `nanobot_core.cli.check_output_folder`).
 """
 

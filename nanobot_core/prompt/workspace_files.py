@@ -7,6 +7,7 @@ surrounding whitespace and line endings) is left out of the prompt.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import functools
 import os
@@ -20,7 +21,7 @@ import attrs
 
 from nanobot_core._logging import get_logger
 from nanobot_core._reading import read_at_most
-from nanobot_core._regular_file import open_regular_file
+from nanobot_core._regular_file import kind_of, open_regular_file
 from nanobot_core.config import DEFAULT_PROMPT_FILE_BYTES
 from nanobot_core.errors import NotRegularFileError, WorkspaceEscapeError
 from nanobot_core.tools.builtin import BINARY_SNIFF_BYTES
@@ -314,7 +315,8 @@ def read_user_file(
 @attrs.frozen
 class InitReport:
     """What ``init`` did: the template files it wrote, the existing files it kept, and
-    those it could not write, each with why (a file where its folder goes, a full disk)."""
+    those it could not write, each with why (a file where its folder goes, a full disk,
+    a link out of the workspace or to nothing)."""
 
     workspace: Path
     written: list[str]
@@ -329,35 +331,143 @@ def init_workspace(workspace: Path, files: Sequence[str] = TEMPLATE_FILES) -> In
     the check and the write is kept, not overwritten, and a write that fails part of
     the way (a full disk) leaves no part of a template, which a later ``init`` would
     keep as the user's own and the prompt would send as the user's rules.
-    """
-    from nanobot_core._atomic import create_new
 
+    A link on the way (``memory``, or the file itself) is followed only as the prompt
+    follows it (`read_workspace_file_start`), inside the workspace: one that leads out
+    of it, or to nothing, is written through by no template, and the template is
+    listed under `failed` naming the link and where it leads, as is anything but a
+    regular file where the template goes. A template is kept only when the prompt
+    reads what is there.
+    """
+    root = Path(os.path.realpath(workspace))
     written: list[str] = []
     kept: list[str] = []
     failed: dict[str, str] = {}
+    try:
+        root.mkdir(parents=True, exist_ok=True)  # the workspace, as the user named it
+    except OSError as exc:
+        return InitReport(workspace, [], [], dict.fromkeys(files, exc.strerror or str(exc)))
     for relative in files:
-        path = workspace / relative
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:  # one template's folder: the others are still written
-            failed[relative] = _in_the_way(workspace, relative) or exc.strerror or str(exc)
+        place = _template_place(root, relative)
+        if isinstance(place, str):
+            failed[relative] = place
+            continue
+        if place is None:
+            kept.append(relative)
             continue
         try:
-            create_new(path, shipped_template(relative).encode("utf-8"))
+            _create_template(root, place, shipped_template(relative).encode("utf-8"))
         except FileExistsError:
-            kept.append(relative)
-        except OSError as exc:
+            kept.append(relative)  # made meanwhile by someone else: theirs, kept
+        except OSError as exc:  # one template: the others are still written
             failed[relative] = exc.strerror or str(exc)
         else:
             written.append(relative)
     return InitReport(workspace, written, kept, failed)
 
 
-def _in_the_way(workspace: Path, relative: str) -> str | None:
-    """What stands where a folder of template `relative` goes (``memory is not a folder``)."""
-    folder = workspace
-    for part in Path(relative).parent.parts:
-        folder = folder / part
-        if os.path.lexists(folder) and not folder.is_dir():
-            return f"{folder.relative_to(workspace).as_posix()} is not a folder"
+def _create_template(root: Path, place: Path, data: bytes) -> None:
+    """Create `place` (in `root`, found with no link in its path) holding `data`, with the
+    folders it needs.
+
+    Each folder is opened from `root` down without following a link, and made there
+    when missing, and the file is made in the last one opened (`create_new`): a folder
+    swapped for a link since `place` was found is met as a link (``OSError``, ELOOP or
+    ENOTDIR), never written through, as the prompt never reads through one.
+    """
+    from nanobot_core._atomic import create_new
+
+    *folders, name = place.relative_to(root).parts
+    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)  # the workspace, real
+    try:
+        for index, part in enumerate(folders):
+            try:
+                try:
+                    opened = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
+                except FileNotFoundError:
+                    with contextlib.suppress(FileExistsError):  # made meanwhile: opened below
+                        os.mkdir(part, 0o777, dir_fd=folder)
+                    opened = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
+            except OSError as exc:
+                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
+                    raise
+                shown = "/".join(folders[: index + 1])
+                raise OSError(
+                    exc.errno,
+                    f"{shown} became a link or a file while init ran: nothing is written "
+                    "through it",
+                ) from None
+            os.close(folder)
+            folder = opened
+        create_new(name, data, dir_fd=folder)
+    finally:
+        os.close(folder)
+
+
+def _template_place(root: Path, relative: str) -> Path | str | None:
+    """Where template `relative` goes in the workspace `root` (a real path, no link in it):
+    the path to create, with no link in it; None when a regular file the prompt reads is
+    there (kept); or why the template is not written, naming what is in the way.
+
+    Walked from `root` down, each part looked at without following it; a link is followed
+    to where it leads, and what is there, or made there, must be inside `root`, as the
+    prompt reads a file only where its path leads inside the workspace. A link to
+    nothing is followed by no write.
+    """
+    parts = relative.split("/")
+    here = root
+    # The link that led out of the workspace, while what is walked is outside it.
+    led_out: tuple[str, Path] | None = None
+    for index, part in enumerate(parts):
+        shown = "/".join(parts[: index + 1])
+        path = here / part
+        try:
+            status = os.lstat(path)
+        except FileNotFoundError:
+            if led_out is not None:
+                return _led_out(*led_out)
+            return here.joinpath(*parts[index:])  # created from here down
+        except OSError as exc:
+            return f"{shown} cannot be used: {exc.strerror or exc}"
+        what = shown
+        if stat.S_ISLNK(status.st_mode):
+            followed = _follow(path, shown)
+            if isinstance(followed, str):
+                return followed
+            status = followed
+            path = Path(os.path.realpath(path))
+            led_out = None if path.is_relative_to(root) else (shown, path)
+            what = f"{shown} links to {path}, which"
+        if index < len(parts) - 1:
+            if not stat.S_ISDIR(status.st_mode):
+                return f"{what} is not a folder"
+            here = path
+        elif led_out is not None:
+            return _led_out(*led_out)
+        elif (kind := kind_of(status.st_mode)) is not None:
+            return f"{what} is a {kind}, not a file: the prompt does not read it"
     return None
+
+
+def _led_out(shown: str, target: Path) -> str:
+    """Why no template is written, nor kept, through the link `shown`, which leads out of
+    the workspace to `target`."""
+    return (
+        f"{shown} is a link out of the workspace (to {target}), which the prompt does "
+        "not follow: nothing is written through it"
+    )
+
+
+def _follow(link: Path, shown: str) -> os.stat_result | str:
+    """What the link `link` leads to (`shown` as the template's path names it), or why no
+    template is written through it: it leads to nothing, into a loop, or cannot be
+    followed."""
+    try:
+        return os.stat(link)
+    except FileNotFoundError:
+        target = Path(os.path.realpath(link))
+        return f"{shown} is a link to nothing ({target}): nothing is written through it"
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return f"{shown} is a link in a loop: nothing is written through it"
+        return f"{shown} is a link that cannot be followed: {exc.strerror or exc}"

@@ -201,6 +201,19 @@ def test_init_and_new_plugin_show_a_hostile_path_escaped(tmp_path: Path) -> None
     _assert_drives_nothing(shown.stdout + shown.stderr)
 
 
+def test_init_shows_a_hostile_link_target_escaped(tmp_path: Path) -> None:
+    """Where a link to nothing points (a name a cloned workspace chose), named in the error
+    of `init`, is shown escaped on a terminal."""
+    env = plugin_env(tmp_path, "none")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (workspace / "AGENTS.md").symlink_to("gone\x1b[2J\u202e.md")
+    shown = _terminal("init", "--workspace", str(workspace), cwd=tmp_path, env=env)
+    assert b"AGENTS.md is a link to nothing (" in shown.stderr
+    assert b"gone\\x{1b}[2J\\x{202e}.md): nothing is written through it" in shown.stderr
+    _assert_drives_nothing(shown.stdout + shown.stderr)
+
+
 HOSTILE_PLUGIN = f"""
 from nanobot_core import Tool, hookimpl, report_problem
 

@@ -353,6 +353,165 @@ def test_an_output_over_a_config_file_the_command_reads_is_refused(
         assert path.read_bytes() == before
 
 
+_PROMPT_OUTPUTS = [
+    "AGENTS.md",  # the file itself
+    "USER.md",  # not there yet: the prompt would read the new file
+    "memory/MEMORY.md",
+    "skills/review/SKILL.md",
+    "skills/new/SKILL.md",  # a skill folder with no SKILL.md yet
+    "to-soul.md",  # a link to a prompt file
+    "docs/rules.md",  # the file SOUL.md links to
+]
+
+
+@pytest.mark.parametrize("cwd_is_workspace", [True, False])
+@pytest.mark.parametrize("output", _PROMPT_OUTPUTS)
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_over_a_prompt_file_of_the_workspace_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    output: str,
+    cwd_is_workspace: bool,
+) -> None:
+    """An --output that is a file the workspace's prompt is made of (AGENTS.md, SOUL.md,
+    USER.md, memory/MEMORY.md, a skill's SKILL.md; there or not yet; through a link, or the
+    file one links to) is exit 2 naming it, and nothing is written: every run would send
+    the JSON lines to the model as the user's rules."""
+    workspace = tmp_path / "ws"
+    (workspace / "memory").mkdir(parents=True)
+    (workspace / "skills" / "review").mkdir(parents=True)
+    (workspace / "skills" / "new").mkdir()
+    (workspace / "docs").mkdir()
+    (workspace / "AGENTS.md").write_text("my rules", encoding="utf-8")
+    (workspace / "memory" / "MEMORY.md").write_text("my notes", encoding="utf-8")
+    (workspace / "skills" / "review" / "SKILL.md").write_text("---\n", encoding="utf-8")
+    (workspace / "docs" / "rules.md").write_text("be brief", encoding="utf-8")
+    (workspace / "SOUL.md").symlink_to("docs/rules.md")
+    (workspace / "to-soul.md").symlink_to("SOUL.md")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(workspace if cwd_is_workspace else elsewhere)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    args = _output_command(command, workspace, workspace / output)
+    before = _files(workspace)
+    code, stderr = _run_main(args, capsys)
+    assert code == 2, stderr
+    named = {"to-soul.md": "SOUL.md", "docs/rules.md": "SOUL.md"}.get(output, output)
+    assert (
+        f"Error: Invalid value for '--output': {workspace / output} is the workspace's prompt "
+        f"file {workspace / named}, which every run sends to the model as the user's rules: "
+        "write it elsewhere\n"
+    ) in stderr
+    assert "Traceback" not in stderr
+    assert _files(workspace) == before
+
+
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_in_the_working_directory_named_like_a_prompt_file_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    """The working directory is every command's workspace by default: its AGENTS.md, given
+    as a relative --output while the command's --workspace is elsewhere, is refused too."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    (tmp_path / "AGENTS.md").write_text("my rules", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    code, stderr = _run_main(_output_command(command, workspace, "AGENTS.md"), capsys)
+    assert code == 2, stderr
+    assert f"AGENTS.md is the workspace's prompt file {tmp_path / 'AGENTS.md'}" in stderr
+    assert (tmp_path / "AGENTS.md").read_text(encoding="utf-8") == "my rules"
+
+
+_IN_THE_CACHE = [
+    ".nanobot/cache/tool-results/" + "a" * 64 + ".txt",  # an offloaded result
+    ".nanobot/cache/tool-results/new.jsonl",
+    "cache-link/new.jsonl",  # through a link to the folder
+    "to-result.txt",  # a link to an offloaded result
+    "other/.nanobot/cache/tool-results/new.jsonl",  # another workspace's cache
+]
+
+
+@pytest.mark.parametrize("output", _IN_THE_CACHE)
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_in_the_tool_result_cache_is_refused_and_nothing_is_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    output: str,
+) -> None:
+    """An --output in a workspace's .nanobot/cache/tool-results/ (an offloaded result, a new
+    file, through a link, another workspace's) is exit 2 naming --output and the folder,
+    before anything is written: it would replace a result a conversation points to."""
+    cache = tmp_path / ".nanobot" / "cache" / "tool-results"
+    cache.mkdir(parents=True)
+    result = cache / ("a" * 64 + ".txt")
+    result.write_text("the full tool result", encoding="utf-8")
+    (tmp_path / "other" / ".nanobot" / "cache" / "tool-results").mkdir(parents=True)
+    (tmp_path / "cache-link").symlink_to(cache)
+    (tmp_path / "to-result.txt").symlink_to(result)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    args = _output_command(command, tmp_path, output)
+    before = _files(tmp_path)
+    code, stderr = _run_main(args, capsys)
+    assert code == 2, stderr
+    folder = (tmp_path / output).resolve().parent
+    assert (
+        f"Error: Invalid value for '--output': {output} is in the folder of the tool-result "
+        f"cache ({folder}), where it would replace a tool result a conversation points to, "
+        "or be pruned as one: write it elsewhere\n"
+    ) in stderr
+    assert "Traceback" not in stderr
+    assert _files(tmp_path) == before
+
+
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_beside_the_prompt_files_and_the_cache_is_written(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+) -> None:
+    """Files the prompt does not read (TOOLS.md, a skill's other file, a SKILL.md outside
+    the skills folder) and the folders above and below the cache are written."""
+    (tmp_path / "skills" / "review").mkdir(parents=True)
+    (tmp_path / "notes").mkdir()
+    below = tmp_path / ".nanobot" / "cache" / "tool-results" / "sub"
+    below.mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    for output in (
+        tmp_path / "TOOLS.md",
+        tmp_path / "skills" / "review" / "notes.md",
+        tmp_path / "notes" / "SKILL.md",
+        tmp_path / ".nanobot" / "cache" / "out.jsonl",
+        below / "out.jsonl",
+    ):
+        code, stderr = _run_main(_output_command(command, tmp_path, output), capsys)
+        assert code == 0, stderr
+        assert output.read_bytes().startswith(b"{")
+
+
+def test_the_files_every_output_check_names_are_those_the_core_keeps() -> None:
+    """The names the --output check keeps without importing the prompt and the store are
+    the prompt's files, its skills folder and the default store's folder."""
+    from nanobot_core import cli
+    from nanobot_core.governance.store import CACHE_DIR
+    from nanobot_core.prompt.skills import SKILL_FILE, SKILLS_DIR
+    from nanobot_core.prompt.workspace_files import TEMPLATE_FILES
+
+    assert cli._PROMPT_FILES == TEMPLATE_FILES
+    assert (cli._SKILLS_FOLDER, cli._SKILL_FILE) == (SKILLS_DIR, SKILL_FILE)
+    assert CACHE_DIR.parts == cli._CACHE_FOLDER
+
+
 _FILE_NAMES = st.text(
     st.characters(blacklist_characters="/\\\x00", blacklist_categories=("Cs",)),
     min_size=1,
@@ -382,6 +541,32 @@ def test_write_output_never_writes_into_a_sessions_folder(name: str, through_lin
         assert f"is in the folder of the jsonl store's sessions ({sessions})" in str(refused.value)
         assert list(sessions.iterdir()) == []
         beside = root / name
+        write_output(str(beside), [{"role": "user", "content": "x"}])
+        assert json.loads(beside.read_bytes()) == {"role": "user", "content": "x"}
+
+
+@given(name=_FILE_NAMES, through_link=st.booleans())
+@settings(max_examples=60, deadline=None, database=None)
+def test_write_output_never_writes_into_a_tool_result_cache(name: str, through_link: bool) -> None:
+    """Whatever file name an --output gives in a workspace's tool-result cache (written
+    there or through a link to it), `write_output` itself refuses it, exit 2 naming the
+    folder, and writes nothing; the same name in the folder above is written."""
+    import click
+
+    from nanobot_core.cli import write_output
+
+    with tempfile.TemporaryDirectory() as temporary:
+        root = Path(temporary)
+        cache = root / ".nanobot" / "cache" / "tool-results"
+        cache.mkdir(parents=True)
+        (root / "link").symlink_to(cache)
+        output = str((root / "link" if through_link else cache) / name)
+        with pytest.raises(click.BadParameter) as refused:
+            write_output(output, [{"role": "user", "content": "x"}])
+        assert refused.value.exit_code == 2
+        assert f"is in the folder of the tool-result cache ({cache})" in str(refused.value)
+        assert list(cache.iterdir()) == []
+        beside = cache.parent / name
         write_output(str(beside), [{"role": "user", "content": "x"}])
         assert json.loads(beside.read_bytes()) == {"role": "user", "content": "x"}
 

@@ -265,3 +265,33 @@ def test_create_new_that_fails_part_of_the_way_leaves_no_file(
     with pytest.raises(OSError, match="No space left"):
         create_new(tmp_path / "AGENTS.md", b"template")
     assert os.listdir(tmp_path) == []
+
+
+@pytest.mark.parametrize("hard_links", [True, False])
+def test_create_new_in_an_open_folder_writes_there_whatever_its_path_leads_to_since(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, hard_links: bool
+) -> None:
+    """With `dir_fd`, the file is made whole in the folder opened, even once its path is a
+    link elsewhere, with hard links or without, and nothing is left beside it."""
+
+    def no_hard_links(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EPERM, "Operation not permitted")
+
+    if not hard_links:
+        monkeypatch.setattr(os, "link", no_hard_links)
+    opened = tmp_path / "opened"
+    opened.mkdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    fd = os.open(opened, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        opened.rename(tmp_path / "moved")
+        opened.symlink_to(elsewhere)
+        create_new("AGENTS.md", b"template", dir_fd=fd)
+        with pytest.raises(FileExistsError):
+            create_new("AGENTS.md", b"other", dir_fd=fd)
+    finally:
+        os.close(fd)
+    assert os.listdir(tmp_path / "moved") == ["AGENTS.md"]
+    assert (tmp_path / "moved" / "AGENTS.md").read_bytes() == b"template"
+    assert os.listdir(elsewhere) == []
