@@ -43,6 +43,7 @@ __all__ = [
     "compile_schema",
     "format_instance_path",
     "json_pointer",
+    "more_values_than",
     "validate",
 ]
 
@@ -235,7 +236,7 @@ class SchemaValidator:
         weight = self._weight(pointer)
         if weight <= 1:
             return False  # no union: each value's errors are few and built once
-        return _more_values_than(instance, MAX_UNION_WORK // weight)
+        return more_values_than(instance, MAX_UNION_WORK // weight)
 
     def _weight(self, pointer: str) -> int:
         """One plus the union nodes the schema at `pointer` may reach (all, if it refers, or
@@ -857,8 +858,9 @@ def _union_nodes(schema: Any) -> tuple[int, bool]:
     return count, references
 
 
-def _more_values_than(instance: Any, bound: int) -> bool:
-    """Whether `instance` holds more than `bound` values, counting no further than that."""
+def more_values_than(instance: Any, bound: int) -> bool:
+    """Whether `instance` (call arguments, or a tool's schema) holds more than `bound` values,
+    counting no further than that."""
     seen = 0
     stack = [instance]
     while stack:
@@ -866,7 +868,8 @@ def _more_values_than(instance: Any, bound: int) -> bool:
         seen += 1
         if seen > bound:
             return True
-        if isinstance(value, dict):
+        # Mapping, not dict: a plugin's schema may be any mapping.
+        if isinstance(value, Mapping):
             stack.extend(value.values())
         elif isinstance(value, list | tuple):
             stack.extend(value)

@@ -38,7 +38,7 @@ from nanobot_core.schema import (
     normalise_schema_changes,
 )
 from nanobot_core.schema.casting import CastNote, cast_value_noted
-from nanobot_core.schema.validation import MAX_CHECKS_PER_VALUE
+from nanobot_core.schema.validation import MAX_CHECKS_PER_VALUE, more_values_than
 from nanobot_core.tools.base import Tool, ToolAttributeError, ToolFacts, read_tool
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ class LoadedTool:
         error: `problem` says why, for the caller to leave the tool out (or refuse
         it), naming it.
         """
-        if _more_values_than(facts.parameters, MAX_SCHEMA_VALUES):
+        if more_values_than(facts.parameters, MAX_SCHEMA_VALUES):
             # Counted before any other work: the cost of what follows grows with the size.
             problem = (
                 f"its parameters schema holds more than {MAX_SCHEMA_VALUES:,} values "
@@ -150,22 +150,6 @@ class LoadedTool:
             )
             return cls(tool, facts, schema, tuple(changes), problem=problem)
         return cls(tool, facts, schema, tuple(changes), validator)
-
-
-def _more_values_than(schema: Any, bound: int) -> bool:
-    """Whether `schema` holds more than `bound` values, counting no further than that."""
-    seen = 0
-    stack = [schema]
-    while stack:
-        value = stack.pop()
-        seen += 1
-        if seen > bound:
-            return True
-        if isinstance(value, Mapping):
-            stack.extend(value.values())
-        elif isinstance(value, list | tuple):
-            stack.extend(value)
-    return False
 
 
 def _invalid(reason: str) -> str:
