@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -227,3 +228,69 @@ def test_long_tool_names_are_not_remembered() -> None:
     assert compact._remembered_names.cache_info().currsize == before
     compact_notice("a tool name of usual length", "r" * 40)
     assert compact._remembered_names.cache_info().currsize == min(before + 1, 256)
+
+
+def test_each_tool_is_named_once_per_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Compacting many results of a few tools works out each tool's notice head and name once."""
+    from nanobot_core.governance.stages import compact
+
+    asked: list[str | None] = []
+    names = compact._names
+
+    def counted(tool: str | None) -> tuple[str, str]:
+        asked.append(tool)
+        return names(tool)
+
+    monkeypatch.setattr(compact, "_names", counted)
+    history = _history([2_000] * 12, ["grep", "exec", "grep"] * 4)
+    outcome = run_pure(compact_results, history, context(budget=100, options={"keep": 0}))
+    assert len(outcome.details) == 12
+    assert sorted(asked) == ["exec", "grep"]
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["grep", "exec", "", "x" * 200]),
+            st.integers(0, 3_000),
+            st.booleans(),
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+@settings(max_examples=100, deadline=None)
+def test_each_compacted_result_reads_as_compact_notice_says(
+    results: list[tuple[str, int, bool]],
+) -> None:
+    """Whatever the tools and texts (offload references included), a compacted result holds
+    `compact_notice` of its tool and text, and its report line names the tool."""
+    from nanobot_core.governance.stages.compact import _names
+
+    history: list[dict[str, Any]] = []
+    for index, (name, size, offloaded) in enumerate(results):
+        text = "r" * size
+        if offloaded:
+            text = (
+                f"[Tool result saved to a file: {size + 90_000} characters, too long to show "
+                f'here. Read it with read_file(path=".nanobot/cache/tool-results/{index}.txt") '
+                "and start_char=0. Its start and end:]\n" + text
+            )
+        named = {"name": name} if name else {}  # else named by its call
+        history += [
+            user(),
+            calls(call(f"c{index}", name or "exec")),
+            result(f"c{index}", text, **named),
+        ]
+    outcome = run_pure(compact_results, history, context(budget=100, options={"keep": 0}))
+    lines = iter(outcome.details)
+    for index, (name, _size, _offloaded) in enumerate(results):
+        position = 3 * index + 2
+        tool = name or "exec"
+        if outcome.messages[position] is history[position]:
+            continue  # not worth compacting: no shorter than its notice
+        notice = compact_notice(tool, history[position]["content"])
+        assert outcome.messages[position]["content"] == notice
+        assert next(lines).startswith(
+            f"messages[{position}]: compacted the result of {_names(tool)[1]} ("
+        )

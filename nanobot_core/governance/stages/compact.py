@@ -71,19 +71,23 @@ _KIND = itemgetter(3)
 def compact_notice(tool: str | None, content: Any) -> str:
     """The short text that replaces a compacted result (deterministic)."""
     text = content if type(content) is str else content_text(content)
+    return _notice(_names(tool)[0], text)
+
+
+def _notice(head: str, text: str | None) -> str:
+    """`compact_notice` of a result holding `text`, from its head (`_names`): one call per
+    result, as `compact_results` makes hundreds of them on a long history."""
     if text is None:
-        return _plain_notice(tool, None)
+        return f"{head} returned non-text content. {_NOTICE_TAIL}"
     path = offloaded_path(text) if text.startswith(OFFLOAD_PREFIX) else None
     if path is None:
-        return _plain_notice(tool, len(text))
+        return f"{head} returned {len(text)} characters. {_NOTICE_TAIL}"
     # The size of the result itself, which the offload notice gives, not of that notice.
     chars = offloaded_chars(text) or len(text)
-    return f'{_plain_notice(tool, chars)} The full result is saved: read_file(path="{path}").'
-
-
-def _plain_notice(tool: str | None, chars: int | None) -> str:
-    size = f"{chars} characters" if chars is not None else "non-text content"
-    return f"{_names(tool)[0]} returned {size}. {_NOTICE_TAIL}"
+    return (
+        f"{head} returned {chars} characters. {_NOTICE_TAIL} "
+        f'The full result is saved: read_file(path="{path}").'
+    )
 
 
 #: What every compaction notice ends with.
@@ -154,10 +158,14 @@ def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
     replaced = list(known)
     details: list[str] = []
     cleared = 0
+    named: dict[str | None, tuple[str, str]] = {}  # `_names` of each tool, once per call
     for minus_tokens, index, name, text in _candidates(messages, ctx, known):
         if excess <= 0 and cleared >= clear_at_least:
             break
-        compacted = replace(messages[index], compact_notice(name, text), known[index])
+        names = named.get(name)
+        if names is None:
+            names = named[name] = _names(name)
+        compacted = replace(messages[index], _notice(names[0], text), known[index])
         saved = -minus_tokens - compacted[1]
         if saved <= 0:
             continue
@@ -165,9 +173,7 @@ def compact_results(messages: list[Any], ctx: StageContext) -> StageOutcome:
         replaced[index] = compacted
         excess -= saved
         cleared += saved
-        details.append(
-            f"messages[{index}]: compacted the result of {_names(name)[1]} ({saved} tokens)"
-        )
+        details.append(f"messages[{index}]: compacted the result of {names[1]} ({saved} tokens)")
     if not details:
         return StageOutcome.unchanged(messages)
     ctx.facts.note(result, replaced)
