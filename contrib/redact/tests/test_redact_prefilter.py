@@ -138,6 +138,23 @@ def test_any_choice_of_rules_finds_what_running_those_rules_finds(
     assert Scanner(rules).redact(text) == full.redact(text)
 
 
+@st.composite
+def texts_in_a_rules_shape(draw: st.DrawFn) -> str:
+    """Filler around a text drawn from one rule's own regex (any match it can have)."""
+    rule = draw(st.sampled_from(DEFAULT_PATTERNS))
+    return draw(FILLER) + draw(st.from_regex(rule.regex)) + draw(FILLER)
+
+
+@settings(derandomize=True, deadline=None, max_examples=1_000)
+@given(texts_in_a_rules_shape())
+def test_the_stages_prefilter_passes_every_text_a_rule_matches(text: str) -> None:
+    """Whatever a rule finds in a text of its own shape, the one-function prefilter lets through."""
+    if FULL.redact(text)[1]:
+        assert SCANNER.could_change(text)
+        assert SCANNER._prefilter.admits(text)
+    assert SCANNER._prefilter.admits(text) is bool(SCANNER._prefilter.candidates(text))
+
+
 def test_every_kind_of_secret_passes_the_prefilter() -> None:
     """Each sample secret, alone and inside prose, is found with the prefilter on."""
     for secret in [*SECRETS, *WHOLE]:
