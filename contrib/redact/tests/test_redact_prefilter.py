@@ -155,6 +155,41 @@ def test_the_stages_prefilter_passes_every_text_a_rule_matches(text: str) -> Non
     assert SCANNER._prefilter.admits(text) is bool(SCANNER._prefilter.candidates(text))
 
 
+def test_code_with_an_equals_sign_is_read_once_per_character_behind_it() -> None:
+    """Lower-case code with "=": the env, Azure and npm tests share their memchrs, no repeats."""
+    asked: list[str] = []
+
+    class Recording(str):
+        def __contains__(self, needle: object) -> bool:
+            asked.append(str(needle))
+            return super().__contains__(needle)  # type: ignore[operator]
+
+    text = "total = compute(value, step.k)\n" * 50
+    assert not SCANNER.could_change(Recording(text))
+    # Capitals are what rules out the names behind "=" ("PASSWORD=", "AccountKey="): each
+    # is looked for once (the "T" by the Slack workflow rule, behind "k"), and the npm and
+    # GitLab names, behind "_", not at all.
+    assert [asked.count(capital) for capital in "PSKT"] == [1, 1, 1, 1]
+    assert not {"_authToken", "_gitlab_session", "_gitlab_session="} & set(asked)
+    # Its "k" and "." pass the Slack workflow gate; no capital T rules the host search out.
+    assert "hooks.slack.com" not in asked
+    assert not SCANNER.could_change("hooks.slack.com/triggers/t0a1b2c3d/5614161463698/abc")
+
+
+def test_an_empty_text_is_settled_without_a_test() -> None:
+    """An empty text (a tool call's content) is ruled out before any substring test."""
+    asked: list[str] = []
+
+    class Recording(str):
+        def __contains__(self, needle: object) -> bool:
+            asked.append(str(needle))
+            return super().__contains__(needle)  # type: ignore[operator]
+
+    assert not SCANNER.could_change(Recording(""))
+    assert not SCANNER._prefilter.admits(Recording(""))
+    assert asked == []
+
+
 def test_every_kind_of_secret_passes_the_prefilter() -> None:
     """Each sample secret, alone and inside prose, is found with the prefilter on."""
     for secret in [*SECRETS, *WHOLE]:
