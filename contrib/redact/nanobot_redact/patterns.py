@@ -325,12 +325,13 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         _GITLAB_PREFIXES,
     ),
     # GitLab's session cookie, _gitlab_session=<32 or more hex digits>: it signs its holder
-    # in as the user. Behind "=" (a gate other rules have), then the cookie's name.
+    # in as the user. Behind "_" (a gate other rules have), then the cookie's name and its
+    # "=": behind "=", it cost every text of code with an "=" and no "_" a pass of its own.
     Rule.of(
         "gitlab_session",
         _token_start("_gitlab_session") + r"=(?P<secret>[0-9A-Fa-f]{32,}+)" + _AFTER,
-        "=",
-        "_gitlab_session",
+        "_",
+        "_gitlab_session=",
     ),
     # Hugging Face access tokens: hf_ and 34 letters (digits allowed, at least 30).
     Rule.of("huggingface_token", _token_start("hf_") + r"[A-Za-z0-9]{30,}+" + _AFTER, "hf_"),
@@ -340,7 +341,10 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
     Rule.of(
         "npm_token",
         r"_authToken[\"']?+\s*+=\s*+[\"']?+(?P<secret>[A-Za-z0-9._~+/=-]{8,}+)",
-        "=",  # first: a gate other rules have, where "_authToken" would be a new one
+        # First "_", a gate other rules have, where "_authToken" would be a new one (and "="
+        # the gate behind which it cost every text of code with no "_" a pass for its "T").
+        "_",
+        "=",
         "_authToken",
     ),
     # Slack incoming webhooks: hooks.slack.com/services/T.../B.../secret; the host stays.
@@ -364,8 +368,10 @@ DEFAULT_PATTERNS: tuple[Rule, ...] = (
         r"(?P<secret>T[A-Z0-9]{6,}+(?:/|\\/)(?:A[A-Z0-9]{6,}+(?:/|\\/))?+[0-9]{6,}+(?:/|\\/)"
         r"[A-Za-z0-9]{16,}+)",
         "k",
-        "hooks.slack.com",
+        # The team ID's "/T" before the host: code (no capital T) is ruled out by one memchr,
+        # where the host's "." is in nearly every text that holds a "k", then searched for it.
         "/T",  # the team ID starts every path (after "\/" in JSON text too)
+        "hooks.slack.com",
     ),
     # PyPI API tokens: pypi- and a macaroon, whose base64 starts AgE (version and location).
     Rule.of("pypi_token", _token_start("pypi-") + r"AgE[A-Za-z0-9_-]{50,}+" + _AFTER, "pypi-AgE"),

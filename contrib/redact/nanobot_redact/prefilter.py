@@ -31,6 +31,7 @@ would find (the tests check this against a scanner whose rules have no `requires
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from itertools import count
@@ -228,6 +229,9 @@ class Prefilter:
         if self._always:
             lines.append("    return True")
             return "\n".join(lines)
+        # An empty text holds no secret and nothing to decode: a tenth of a history's texts
+        # (a tool call's empty content) are settled without a pass.
+        lines.append("    if not text: return False")
         lines += [f"    if {needle!r} in text: return True" for needle in holding]
         if data_url or self._starts:
             # What a text starts with is read once, and one set test (`_firsts`) rules out
@@ -245,24 +249,33 @@ class Prefilter:
                     "        if (head in _heads or head.isspace()) and _start(text): return True"
                 )
         names = count()  # the patterns' places in `_patterns`, in the order met below
-        # A gate that a later gate's rules look back at is kept in a local when first tested:
-        # a text without it would otherwise be read through once more for each look.
-        looked_back = {e for _, rules in self._behind_gate for _, earlier in rules for e in earlier}
-        held: dict[str, str] = {}  # gate -> the local that says whether the text holds it
+        # A gate that a later gate's rules look back at, or test as one of their characters
+        # ("=" for the npm and GitLab names behind "_"), is kept in a local when first tested:
+        # a text without it would otherwise be read through once more for each look. Which
+        # gates those are is known once every block is written.
+        locals_ = {g: f"_held{i}" for i, g in enumerate(self._gates) if len(g) == 1}
+        known: dict[str, str] = {}  # gate tested above -> its local, for the blocks below
+        used: set[str] = set()  # the gates of `known` the blocks below read
+        gate_lines: dict[str, int] = {}  # gate -> the index of its `if` line
         for gate_, behind in self._behind_gate:
             if not behind:
                 continue  # every rule behind it is implied by one tested elsewhere
-            test = f"{gate_!r} in text"
-            if gate_ in looked_back:
-                held[gate_] = local = f"_held{len(held)}"
-                test = f"({local} := {test})"
-            lines.append(f"    if {test}:")
+            gate_lines[gate_] = len(lines)
+            lines.append(f"    if {gate_!r} in text:")
             for tests, earlier in behind:
-                condition = " and ".join(_expression(t, names, gate_) for t in tests) or "True"
+                condition = (
+                    " and ".join(_expression(t, names, gate_, known, used) for t in tests) or "True"
+                )
                 if earlier:
-                    ruled_out = " or ".join(held.get(e, f"{e!r} in text") for e in earlier)
+                    ruled_out = " or ".join(known.get(e, f"{e!r} in text") for e in earlier)
+                    used.update(e for e in earlier if e in known)
                     condition = f"not ({ruled_out}) and {condition}"
                 lines.append(f"        if {condition}: return True")
+            if gate_ in locals_:
+                known[gate_] = locals_[gate_]
+        for gate_, index in gate_lines.items():
+            if gate_ in used:
+                lines[index] = f"    if ({locals_[gate_]} := {gate_!r} in text):"
         lines.append("    return False")
         return "\n".join(lines)
 
@@ -310,9 +323,19 @@ class Prefilter:
         return chosen
 
 
-def _expression(test: _Test, names: Iterator[int], held: str) -> str:
+def _expression(
+    test: _Test, names: Iterator[int], held: str, known: Mapping[str, str], used: set[str]
+) -> str:
     """`_holds` of `test` as a Python expression on ``text``, which holds `held` (a
-    pattern is named by the next of `names`)."""
+    pattern is named by the next of `names`); a character of `known` (a gate tested
+    above) is read from its local instead of the text, and added to `used`."""
+
+    def holds(char: str) -> str:
+        if char in known:
+            used.add(char)
+            return known[char]
+        return f"{char!r} in text"
+
     pattern, needles = test
     if pattern is not None:
         search = f"_p{next(names)}.search(text) is not None"
@@ -324,16 +347,72 @@ def _expression(test: _Test, names: Iterator[int], held: str) -> str:
         if shared == held:
             return search
         first = _rarest(shared)
-        return f"({shared if first == held else first!r} in text and {search})"
-    either = [
-        f"{str(needle)!r} in text.lower()"
-        if isinstance(needle, Caseless)
-        else f"({first!r} in text and {needle!r} in text)"
-        if first and first != held
-        else f"{needle!r} in text"
-        for needle, first in needles
-    ]
+        look = f"{shared!r} in text" if first == held else holds(first)
+        return f"({look} and {search})"
+    either = [f"{str(n)!r} in text.lower()" for n, _ in needles if isinstance(n, Caseless)]
+    plain = [needle for needle, _ in needles if not isinstance(needle, Caseless)]
+    if plain:
+        for first, group in _by_character(tuple(plain), held):
+            rest = [f"{needle!r} in text" for needle in group if needle != first]
+            if not first:
+                either += rest
+            elif len(rest) < len(group):  # the character is a needle itself: it settles the group
+                either.append(holds(first))
+            elif len(rest) == 1:
+                either.append(f"({holds(first)} and {rest[0]})")
+            else:
+                either.append(f"({holds(first)} and ({' or '.join(rest)}))")
     return either[0] if len(either) == 1 else f"({' or '.join(either)})"
+
+
+# Kept: every scanner of the same rules (one per governor built) asks the same of it.
+@functools.cache
+def _by_character(needles: tuple[str, ...], held: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+    """`needles` grouped behind characters to look for first, one memchr per group.
+
+    Each needle goes behind a rare character it holds (or its rarest one), as few
+    characters as cover them all, the rarer first where as many needles share them:
+    ``SECRET=``, ``_KEY=``, ``APIKEY=`` and ``TOKEN=`` all behind an ``E``, where their
+    rarest characters were four passes over a text that holds none. A one-character
+    needle is its own test; `held` (the gate the text is known to hold) is no test.
+    """
+    # A needle whose rarest character is the gate held is searched for as it is (no
+    # character of it is worth a pass more).
+    choices = [
+        {""}
+        if _rarest(needle) == held
+        else {c for c in needle if c != held and _RANK.get(c, len(_FREQUENT)) >= _TOO_FREQUENT}
+        or {_rarest(needle)}
+        for needle in needles
+    ]
+    left = set(range(len(needles)))
+    groups: dict[str, list[int]] = {}
+    while left:
+        # The character most needles left can go behind; of those, the rarest, then the
+        # first met, a needle's rarest before its others (so the source is the same every time).
+        order = [
+            c
+            for i in sorted(left)
+            for c in (_rarest(needles[i]), *needles[i], "")
+            if c in choices[i]
+        ]
+        best = max(
+            dict.fromkeys(order),
+            key=lambda c: (
+                sum(c in choices[i] for i in left),
+                _RANK.get(c, len(_FREQUENT)),
+                -order.index(c),
+            ),
+        )
+        for i in sorted(left):
+            if best in choices[i]:
+                groups.setdefault(best, []).append(i)
+                left.discard(i)
+    # In the order of the needles, as the rule names them (the likelier first).
+    return tuple(
+        (first, tuple(needles[i] for i in members))
+        for first, members in sorted(groups.items(), key=lambda group: group[1][0])
+    )
 
 
 def _shared_start(needles: list[str]) -> str:

@@ -372,6 +372,17 @@ def test_every_secret_of_the_corpus_is_removed(
     assert [s for s in secrets if s in redacted] == []
 
 
+@pytest.mark.parametrize(
+    ("kind", "text", "secrets"), SECRETS, ids=[f"{i}-{s[0]}" for i, s in enumerate(SECRETS)]
+)
+def test_every_text_of_the_corpus_passes_the_stages_prefilter(
+    kind: str, text: str, secrets: tuple[str, ...]
+) -> None:
+    """The stage's prefilter and its early-exit test let every tool output with a secret through."""
+    assert SCANNER.could_change(text), kind
+    assert SCANNER._prefilter.admits(text), kind
+
+
 @pytest.mark.parametrize(("kind", "text"), LOOKALIKES, ids=[k for k, _ in LOOKALIKES])
 def test_no_lookalike_of_the_corpus_is_touched(kind: str, text: str) -> None:
     """Digests, identifiers, public keys, image data and placeholders come back as they were."""

@@ -138,6 +138,58 @@ def test_any_choice_of_rules_finds_what_running_those_rules_finds(
     assert Scanner(rules).redact(text) == full.redact(text)
 
 
+@st.composite
+def texts_in_a_rules_shape(draw: st.DrawFn) -> str:
+    """Filler around a text drawn from one rule's own regex (any match it can have)."""
+    rule = draw(st.sampled_from(DEFAULT_PATTERNS))
+    return draw(FILLER) + draw(st.from_regex(rule.regex)) + draw(FILLER)
+
+
+@settings(derandomize=True, deadline=None, max_examples=1_000)
+@given(texts_in_a_rules_shape())
+def test_the_stages_prefilter_passes_every_text_a_rule_matches(text: str) -> None:
+    """Whatever a rule finds in a text of its own shape, the one-function prefilter lets through."""
+    if FULL.redact(text)[1]:
+        assert SCANNER.could_change(text)
+        assert SCANNER._prefilter.admits(text)
+    assert SCANNER._prefilter.admits(text) is bool(SCANNER._prefilter.candidates(text))
+
+
+def test_code_with_an_equals_sign_is_read_once_per_character_behind_it() -> None:
+    """Lower-case code with "=": the env, Azure and npm tests share their memchrs, no repeats."""
+    asked: list[str] = []
+
+    class Recording(str):
+        def __contains__(self, needle: object) -> bool:
+            asked.append(str(needle))
+            return super().__contains__(needle)  # type: ignore[operator]
+
+    text = "total = compute(value, step.k)\n" * 50
+    assert not SCANNER.could_change(Recording(text))
+    # Capitals are what rules out the names behind "=" ("PASSWORD=", "AccountKey="): each
+    # is looked for once (the "T" by the Slack workflow rule, behind "k"), and the npm and
+    # GitLab names, behind "_", not at all.
+    assert [asked.count(capital) for capital in "PSKT"] == [1, 1, 1, 1]
+    assert not {"_authToken", "_gitlab_session", "_gitlab_session="} & set(asked)
+    # Its "k" and "." pass the Slack workflow gate; no capital T rules the host search out.
+    assert "hooks.slack.com" not in asked
+    assert not SCANNER.could_change("hooks.slack.com/triggers/t0a1b2c3d/5614161463698/abc")
+
+
+def test_an_empty_text_is_settled_without_a_test() -> None:
+    """An empty text (a tool call's content) is ruled out before any substring test."""
+    asked: list[str] = []
+
+    class Recording(str):
+        def __contains__(self, needle: object) -> bool:
+            asked.append(str(needle))
+            return super().__contains__(needle)  # type: ignore[operator]
+
+    assert not SCANNER.could_change(Recording(""))
+    assert not SCANNER._prefilter.admits(Recording(""))
+    assert asked == []
+
+
 def test_every_kind_of_secret_passes_the_prefilter() -> None:
     """Each sample secret, alone and inside prose, is found with the prefilter on."""
     for secret in [*SECRETS, *WHOLE]:
