@@ -54,6 +54,11 @@ def through_the_core(workspace: Workspace) -> tuple[dict[str, McpTool], list[str
     return tools, record.problems
 
 
+def _sessions_up(bridge: McpBridge) -> int:
+    """How many of the bridge's servers it still takes for running (read from this thread)."""
+    return sum(connection.alive for connection in list(bridge._connections.values()))
+
+
 def test_server_tools_appear_with_prefixed_names_and_schemas(workspace: Workspace) -> None:
     """Each MCP tool becomes mcp_<server>_<tool>, with the server's description and schema."""
     workspace.configure(notes={})
@@ -240,7 +245,12 @@ def test_a_server_that_died_while_idle_is_restarted_before_the_next_call(
     workspace.configure(notes={})
     tools = bridged(workspace)
     assert run_tool(tools["mcp_notes_exit_soon"], {"delay": 0.2}) == "exiting soon"
-    time.sleep(1.5)
+    (pid,) = map(int, workspace.spawn_log.read_text().split())
+    bridge = default_bridge()
+    deadline = time.monotonic() + 30
+    while (_running(pid) or _sessions_up(bridge)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid) and not _sessions_up(bridge)  # it died, and the bridge knows
     assert run_tool(tools["mcp_notes_add"], {"a": 20, "b": 22}) == "42"
     assert workspace.spawns() == 2
 
@@ -549,11 +559,6 @@ def test_a_line_too_long_at_start_up_is_a_failed_start_naming_it(workspace: Work
     assert problem.startswith(
         "MCP server 'raw' sent a line longer than 2 KiB (max_line_bytes) and was stopped"
     )
-
-
-def _sessions_up(bridge: McpBridge) -> int:
-    """How many of the bridge's servers it still takes for running (read from this thread)."""
-    return sum(connection.alive for connection in list(bridge._connections.values()))
 
 
 def test_a_line_too_long_while_idle_fails_the_next_call_without_a_restart(
