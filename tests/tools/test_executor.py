@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import textwrap
 import threading
 import time
@@ -1635,13 +1637,12 @@ def test_any_bytes_are_their_text_or_refused_at_the_first_byte_that_is_not_utf8(
         assert result.is_error is text.startswith("Error")
 
 
-def test_a_ctrl_c_while_the_loop_closes_is_raised_once_it_is_closed(
-    capfd: pytest.CaptureFixture[str],
-) -> None:
-    """Ctrl-C while an async generator is closed lets it close, then interrupts, no traceback."""
-    import os
-    import signal
-
+def _ctrl_c_while_the_loop_closes(
+    handler: Callable[[int, Any], object] | signal.Handlers,
+) -> tuple[str | None, list[bool]]:
+    """What `run_calls` returns (None if it raised KeyboardInterrupt) for a turn whose kept
+    connection presses Ctrl-C as the loop's shutdown closes it, with SIGINT's handler `handler`;
+    and whether the connection closed."""
     from nanobot_core.tools.executor import run_calls
 
     closed: list[bool] = []
@@ -1661,9 +1662,29 @@ def test_a_ctrl_c_while_the_loop_closes_is_raised_once_it_is_closed(
         await kept[-1].__anext__()  # left open: the loop's shutdown closes it
         return "done"
 
-    with pytest.raises(KeyboardInterrupt):
-        run_calls(turn())
-    assert closed == [True]
+    # Set here, not inherited: a suite started as a shell's background job ignores SIGINT.
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        return run_calls(turn()), closed
+    except KeyboardInterrupt:
+        return None, closed
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def test_a_ctrl_c_while_the_loop_closes_is_raised_once_it_is_closed(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """Ctrl-C while an async generator is closed lets it close, then interrupts, no traceback."""
+    assert _ctrl_c_while_the_loop_closes(signal.default_int_handler) == (None, [True])
+    assert "Task exception was never retrieved" not in capfd.readouterr().err
+
+
+def test_a_ctrl_c_while_the_loop_closes_stays_ignored_where_sigint_is(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """In a process that ignores SIGINT, a Ctrl-C while the loop closes is ignored after it too."""
+    assert _ctrl_c_while_the_loop_closes(signal.SIG_IGN) == ("done", [True])
     assert "Task exception was never retrieved" not in capfd.readouterr().err
 
 

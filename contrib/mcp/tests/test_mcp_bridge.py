@@ -22,6 +22,7 @@ from nanobot_core.testing import run_cli, run_cli_in_terminal, run_tool
 import nanobot_mcp
 from nanobot_mcp import (
     FailureMemory,
+    McpBridge,
     McpTool,
     ToolListCache,
     default_bridge,
@@ -51,6 +52,11 @@ def through_the_core(workspace: Workspace) -> tuple[dict[str, McpTool], list[str
     tools = {c.name: c.item for c in manager.contributions("tool") if c.plugin == record.info}
     assert record.status == "loaded", record.error
     return tools, record.problems
+
+
+def _sessions_up(bridge: McpBridge) -> int:
+    """How many of the bridge's servers it still takes for running (read from this thread)."""
+    return sum(connection.alive for connection in list(bridge._connections.values()))
 
 
 def test_server_tools_appear_with_prefixed_names_and_schemas(workspace: Workspace) -> None:
@@ -239,7 +245,12 @@ def test_a_server_that_died_while_idle_is_restarted_before_the_next_call(
     workspace.configure(notes={})
     tools = bridged(workspace)
     assert run_tool(tools["mcp_notes_exit_soon"], {"delay": 0.2}) == "exiting soon"
-    time.sleep(1.5)
+    (pid,) = map(int, workspace.spawn_log.read_text().split())
+    bridge = default_bridge()
+    deadline = time.monotonic() + 30
+    while (_running(pid) or _sessions_up(bridge)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _running(pid) and not _sessions_up(bridge)  # it died, and the bridge knows
     assert run_tool(tools["mcp_notes_add"], {"a": 20, "b": 22}) == "42"
     assert workspace.spawns() == 2
 
@@ -558,10 +569,14 @@ def test_a_line_too_long_while_idle_fails_the_next_call_without_a_restart(
     workspace.configure(raw={"args": [str(RAW_SERVER)], "env": env, "max_line_bytes": MIB})
     echo = bridged(workspace)["mcp_raw_echo"]
     (pid,) = map(int, workspace.spawn_log.read_text().split())
+    # The process ends before the bridge reads why: a call in between (on a loaded machine)
+    # would find the session up and fail as a call the flood cut short, not as this one.
+    bridge = default_bridge()
     deadline = time.monotonic() + 30
-    while _running(pid) and time.monotonic() < deadline:
+    while (_running(pid) or _sessions_up(bridge)) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _running(pid)
+    assert not _sessions_up(bridge)
     result = run_tool(echo, {"text": "hi"})
     assert result.is_error and "retry_after" in result
     assert "MCP server 'raw' sent a line longer than 1 MiB (max_line_bytes) and was stopped" in (

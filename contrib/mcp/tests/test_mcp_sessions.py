@@ -199,6 +199,11 @@ def test_calls_during_a_listing_again_wait_for_it(workspace: Workspace) -> None:
     assert workspace.spawns() == 1
 
 
+def _listings_awaited(bridge: McpBridge) -> int:
+    """How many tools/list requests the bridge's sessions wait an answer to (from this thread)."""
+    return sum(len(c._listing_ids) for c in list(bridge._connections.values()))
+
+
 def test_a_listing_of_the_sdks_own_does_not_mix_into_ours(
     workspace: Workspace, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -220,7 +225,11 @@ def test_a_listing_of_the_sdks_own_does_not_mix_into_ours(
     # Its answer comes with the change; the SDK then lists the tools for itself (1.5 s).
     sdk = threading.Thread(target=run_tool, args=(unlisted, {"text": "x"}))
     sdk.start()
-    time.sleep(0.5)
+    bridge = tools["mcp_raw_change"].bridge
+    deadline = time.monotonic() + 30
+    while not _listings_awaited(bridge) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert _listings_awaited(bridge) == 1  # the SDK's own, under way
     capsys.readouterr()
     assert run_tool(tools["mcp_raw_change"], {"text": "again"}) == "again"  # lists again
     sdk.join(30)
