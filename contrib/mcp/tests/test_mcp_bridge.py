@@ -400,15 +400,6 @@ def test_the_config_file_can_come_from_the_environment(
     assert "mcp_notes_add" in bridged(workspace)
 
 
-def _running(pid: int) -> bool:
-    """Whether process `pid` still exists (a reaped child no longer does)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
-
-
 def _starting_slowly_on_the_call(workspace: Workspace) -> dict[str, McpTool]:
     """The tools of a server that takes 3 s to start, as a new process sees them: listed
     from the cache, the server started on the first call."""
