@@ -33,7 +33,14 @@ from nanobot_core.governance.stages import final_stages
 from nanobot_core.governance.stages.non_messages import non_message
 from nanobot_core.governance.stages.start import CONTINUE, continue_message, ensure_user_start
 
-__all__ = ["FINAL_STAGE", "FinalStep", "ends_with_reply", "final_step", "needs_final_step"]
+__all__ = [
+    "FINAL_STAGE",
+    "FinalStep",
+    "closing_room",
+    "ends_with_reply",
+    "final_step",
+    "needs_final_step",
+]
 
 #: The name of the governor's own entry in the report.
 FINAL_STAGE = "final"
@@ -91,18 +98,26 @@ def needs_final_step(messages: list[Any], reply_last: bool) -> bool:
     return _left_last(messages, reply_last)
 
 
+def closing_room(messages: list[Any], ctx: StageContext, reply_last: bool) -> int:
+    """The tokens of the user message the final step will end `messages` with (an assistant
+    message left last, see `final_step`), or 0 when it adds none."""
+    return ctx.message_tokens(continue_message()) if _left_last(messages, reply_last) else 0
+
+
 def final_step(
     messages: list[Any],
     ctx: StageContext,
     options: Mapping[str, Mapping[str, Any]],
     *,
     reply_last: bool = False,
+    reserved: bool = False,
 ) -> FinalStep:
     """Re-check shapes, calls, pairing and text, put a user message first, then the budget,
     then a user message after an assistant message left last.
 
     `reply_last`: the history ends with an assistant message that makes no call
-    (`ends_with_reply`), so the request may too.
+    (`ends_with_reply`), so the request may too. `reserved`: `ctx.budget` already leaves
+    room for that user message (`closing_room`), so the budget steps keep no more.
     """
     details: list[str] = []
     current = messages
@@ -112,7 +127,7 @@ def final_step(
         if name in _BUDGET_STEPS and closing is None and _left_last(current, reply_last):
             # The budget steps keep room for it: the request with it must fit.
             closing = continue_message()
-            room = ctx.message_tokens(closing)
+            room = 0 if reserved else ctx.message_tokens(closing)
             budget_ctx = attrs.evolve(ctx, budget=Budget(max(0, ctx.budget.limit - room)))
         base = budget_ctx if name in _BUDGET_STEPS else ctx
         context = attrs.evolve(base, options=options[name]) if name in options else base

@@ -72,6 +72,7 @@ from nanobot_core.governance.continuity import (
 from nanobot_core.governance.final import (
     FINAL_STAGE,
     FinalStep,
+    closing_room,
     ends_with_reply,
     final_step,
     needs_final_step,
@@ -671,10 +672,13 @@ class Governor:
         system: str | None,
         tools_tokens: int,
         budget: Budget,
+        reserve: int = 0,
     ) -> tuple[_Run, bool, bool | None, tuple[int, int] | None]:
         """One run of the pipeline over `view` (`given` with earlier decisions applied).
 
-        `untouched` is what to hand back when the view is clean and fits.
+        `untouched` is what to hand back when the view is clean and fits. The stages
+        work to `budget` less `reserve` tokens: the room the user message the final step
+        ends the request with takes (`final.closing_room`), when it adds one.
 
         Returns the result, whether the working copy fitted `budget`, whether
         a budget stage decided anything new (None: the history was in the
@@ -699,7 +703,7 @@ class Governor:
                     result = result._replace(report=report)
                 return result, True, False, None
         ctx = StageContext(
-            budget=budget,
+            budget=Budget(max(0, budget.limit - reserve)) if reserve else budget,
             counter=self.counter,
             store=self.store,
             workspace=self.workspace,
@@ -713,13 +717,23 @@ class Governor:
         report = GovernanceReport()
         run = self._run_stages(view, ctx, report)
         current, tokens, anthropic = run.current, run.tokens, run.anthropic
+        reply_last = ends_with_reply(given)
+        room = 0 if reserve else closing_room(current, ctx, reply_last)
+        if room and tokens + room > budget.limit:
+            # The request ends with a user message the stages did not count: what fits
+            # without it may not with it. Run them again with room for it, so that what
+            # makes room is their choice (compacting, cutting to the watermark), as it is
+            # for a history that takes those tokens itself, not a snip by the final step.
+            return self._govern(given, view, untouched, system, tools_tokens, budget, room)
         clean = not run.present
         if run.early_cut is not None and plan is not None:
             _report_cut(report, plan.snipper, run.early_cut.describe())
         elif run.late_cut is not None and plan is not None:
             _report_cut(report, plan.snipper, run.late_cut.describe("the budget stages"))
         ctx.cut = None  # the final step works on the snipped history
-        current, after = self._finish(current, tokens, clean, ctx, report, ends_with_reply(given))
+        current, after = self._finish(
+            current, tokens, clean, ctx, report, reply_last, budget.limit, reserved=bool(reserve)
+        )
         working_fit = after <= budget.limit
         acted = any(entry.changed and entry.stage in _BUDGET_ENTRIES for entry in report)
         if view is not given:
@@ -747,23 +761,30 @@ class Governor:
         ctx: StageContext,
         report: GovernanceReport,
         reply_last: bool,
+        limit: int,
+        *,
+        reserved: bool,
     ) -> tuple[list[Any], int]:
         """The final step and its report entry: (the messages, their request tokens).
 
         `reply_last`: the history ends with an assistant message that makes no call, so
-        the request may end with it (`final.ends_with_reply`).
+        the request may end with it (`final.ends_with_reply`). `limit`: the budget the
+        request must fit; `reserved`: `ctx.budget` is less, leaving room for the user
+        message the final step ends it with (`final.closing_room`).
         """
         # On a clean history the final repairs would each find nothing: skip them, unless a
         # repair left an assistant message last, which the request must not end with.
         if clean and not needs_final_step(current, reply_last):
             final = FinalStep(current, False, [])
         else:
-            final = final_step(current, ctx, self._options, reply_last=reply_last)
+            final = final_step(
+                current, ctx, self._options, reply_last=reply_last, reserved=reserved
+            )
         after = ctx.request_tokens(final.messages) if final.changed else tokens
         details = list(final.details)
-        if after > ctx.budget.limit:
+        if after > limit:
             details.append(
-                f"the request takes {after} tokens, over the budget of {ctx.budget.limit}, with "
+                f"the request takes {after} tokens, over the budget of {limit}, with "
                 "only the newest user message left: the system prompt and tool definitions "
                 f"alone take {ctx.fixed_tokens}"
             )

@@ -16,6 +16,7 @@ import nanobot_core.governance.governor as governor_module
 from nanobot_core.config import Config, GovernanceConfig
 from nanobot_core.errors import SessionLockedError
 from nanobot_core.governance import Governor, Stage, StageOutcome, build_governor, builtin_stages
+from nanobot_core.governance.continuity import GovernanceState
 from nanobot_core.governance.history_file import HistoryFormatError
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.ordering import BUILTIN_ORDER
@@ -375,6 +376,62 @@ def test_the_user_message_after_a_reply_left_last_fits_the_budget() -> None:
     assert result.messages[-1] == {"role": "user", "content": "(continue)"}
     assert result.messages[-2]["content"].startswith("[None of the 1 tool call(s)")
     _legal(result, budget=without)
+
+
+def _without_and_with_the_user_message(history: list[Any]) -> tuple[int, int]:
+    """The request tokens of `history` governed with no budget, without the "(continue)" the
+    final step ends it with, and with it."""
+    unbounded = _governor().govern(history)
+    assert unbounded.messages[-1] == {"role": "user", "content": "(continue)"}
+    return count_request(None, unbounded.messages[:-1], ()), unbounded.tokens
+
+
+def _session_state(result: Any) -> GovernanceState:
+    """The state `result` hands on, as a session line writes and reads it back."""
+    state = GovernanceState.from_record(json.loads(json.dumps(result.state.to_record())))
+    assert state is not None
+    return state
+
+
+def test_room_for_the_user_message_after_a_reply_left_last_is_made_by_the_budget_stages() -> None:
+    """At every budget the history fits without the "(continue)" but not with it, the budget
+    stages make the room (compacting older results, as one token less would), not the final
+    step's snip: the request is the one governed for that much less, it fits, and a fresh
+    governor given the state sends it too, then the same after the model answers."""
+    history = [*[m for i in range(6) for m in turn(i, "r" * 3_000)], *_lost_every_call_last()]
+    without, full = _without_and_with_the_user_message(history)
+    room = full - without
+    assert room > 0
+    smaller = _governor(input_limit=without - 1).govern(history)
+    assert smaller.report.entry("compact_results").changed  # type: ignore[union-attr]
+    answered = [*history, say("It reads: two lines.")]
+    for limit in range(without, full):
+        session = _governor(input_limit=limit)
+        sent = session.govern(history)
+        assert sent.fits and sent.tokens <= limit, limit
+        assert sent.messages[-1] == {"role": "user", "content": "(continue)"}
+        assert sent.messages == _governor(input_limit=limit - room).govern(history).messages
+        assert sent.messages == smaller.messages, limit
+        final = sent.report.entry("final")
+        assert final is not None and not any("snip_history" in d for d in final.details)
+        _legal(sent, budget=limit)
+        fresh = _governor(input_limit=limit)
+        fresh.restore(_session_state(sent))
+        assert fresh.govern(history).messages == sent.messages, limit
+        later = session.govern(answered)
+        fresh = _governor(input_limit=limit)
+        fresh.restore(_session_state(sent))
+        assert fresh.govern(answered).messages == later.messages, limit
+        end = len(sent.messages) - 1
+        assert later.messages[:end] == sent.messages[:end] and later.fits, limit
+
+
+def test_a_history_that_fits_with_the_user_message_after_a_reply_left_last_is_not_cut() -> None:
+    """With exactly the room for the "(continue)", nothing is compacted or cut."""
+    history = [*[m for i in range(6) for m in turn(i, "r" * 3_000)], *_lost_every_call_last()]
+    _, full = _without_and_with_the_user_message(history)
+    sent = _governor(input_limit=full).govern(history)
+    assert sent.tokens == full and sent.messages == _governor().govern(history).messages
 
 
 def test_any_sequence_is_accepted() -> None:

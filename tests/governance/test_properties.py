@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import json
 import os
 import re
 from pathlib import Path
@@ -18,7 +19,9 @@ import pytest
 from hypothesis import HealthCheck, Phase, find, given, settings
 from hypothesis import strategies as st
 
+from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance import Stage
+from nanobot_core.governance.continuity import GovernanceState
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages import strip_malformed_calls
 from nanobot_core.governance.tokens import count_request
@@ -28,6 +31,7 @@ from tests.governance.strategies import (
     NAMELESS_ERROR,
     DirtyRequest,
     GovernorFactory,
+    build_builtin_governor,
     config_indices,
     dirty_requests,
     garbage_histories,
@@ -225,6 +229,45 @@ def test_a_request_ends_with_an_assistant_message_only_where_the_history_does(
         assert not (added and before.get("role") == "assistant"), request.dirt
     else:
         assert last["role"] != "assistant", f"{request.source} {request.dirt}"
+
+
+_CONTINUE = {"role": "user", "content": "(continue)"}
+
+
+@settings(PROPERTY_SETTINGS, max_examples=max(1, EXAMPLES // 10))
+@given(request=_requests_ending_with_a_lost_reply(), offset=st.integers(0, 64))
+def test_a_request_ending_with_an_added_user_message_fits_where_the_history_alone_just_fits(
+    governors: GovernorFactory, request: DirtyRequest, offset: int
+) -> None:
+    """At a budget the governed history fits without the "(continue)" the final step adds but
+    not with it, the request is legal and within the budget, and a fresh governor given its
+    state sends the same, before and after the model answers."""
+    ask = {"system": request.system, "tools": request.tools}
+    roomy = build_builtin_governor(GovernanceConfig(), governors.workspace)
+    unbounded = roomy.govern(request.messages, **ask)
+    if unbounded.messages[-1] != _CONTINUE:
+        return  # the history ends with the assistant's own reply: nothing is added
+    without = count_request(request.system, unbounded.messages[:-1], request.tools)
+    room = unbounded.tokens - without
+    assert room > 0
+    config = GovernanceConfig(input_limit=without + offset % room)
+    session = build_builtin_governor(config, governors.workspace)
+    sent = session.govern(request.messages, **ask)
+    where = f"{request.source} {request.dirt} budget {config.input_limit}"
+    assert sent.messages[-1]["role"] != "assistant", where
+    violations = check_invariants(
+        sent.messages, **ask, budget=config.input_limit, budget_unreachable=not sent.fits
+    )
+    assert violations == [], f"{where}: {violations}"
+    state = GovernanceState.from_record(json.loads(json.dumps(sent.state.to_record())))
+    fresh = build_builtin_governor(config, governors.workspace)
+    fresh.restore(state)
+    assert fresh.govern(request.messages, **ask).messages == sent.messages, where
+    answered = [*request.messages, {"role": "assistant", "content": "Done."}]
+    later = session.govern(answered, **ask)
+    fresh = build_builtin_governor(config, governors.workspace)
+    fresh.restore(state)
+    assert fresh.govern(answered, **ask).messages == later.messages, where
 
 
 @PROPERTY_SETTINGS

@@ -21,6 +21,8 @@ from nanobot_core.governance.continuity import (
     latest_state,
     read_record,
 )
+from nanobot_core.governance.invariants import check_invariants
+from nanobot_core.governance.stages.start import CONTINUE
 from nanobot_core.jsonl_store import JsonlSessionStore
 from nanobot_core.prompt import PromptBuilder, Section
 from nanobot_core.providers.base import ProviderReply
@@ -28,7 +30,12 @@ from nanobot_core.runner import Runner
 from nanobot_core.sessions import Session
 from nanobot_core.tools.executor import Executor
 from nanobot_core.tools.registry import ToolRegistry
-from tests.headless.fake_server import FakeChatServer, text_reply
+from tests.headless.fake_server import (
+    FakeChatServer,
+    strict_refusal,
+    text_reply,
+    tool_call_reply,
+)
 from tests.headless.test_runner import Harness, _session_records
 
 
@@ -411,3 +418,84 @@ def test_a_record_of_a_newer_version_is_passed_over_naming_the_versions(
         "restored": "the older record on line 2",
     }
     assert path.read_bytes() == before
+
+
+class _FreshAlike:
+    """The runner's governor, checking on every call that a fresh governor restored from the
+    session as persisted at that moment (what a restart reads) sends the same messages."""
+
+    def __init__(self, inner: Governor, fresh: Any, workspace: Path, session: str) -> None:
+        self.inner, self.fresh, self.workspace, self.session = inner, fresh, workspace, session
+        self.sent: list[list[Any]] = []
+
+    def govern(self, messages: Any, *, system: Any = None, tools: Any = ()) -> Any:
+        history = copy.deepcopy(list(messages))
+        state = latest_state(_session_records(self.workspace, self.session))
+        result = self.inner.govern(messages, system=system, tools=tools)
+        restarted = self.fresh()
+        restarted.restore(state)
+        assert restarted.govern(history, system=system, tools=tools).messages == result.messages
+        self.sent.append(copy.deepcopy(result.messages))
+        return result
+
+
+#: What the model answers, turn by turn: calls without a name (``""`` or null), answered by
+#: the runner's errors, each time followed by a request that ends with ``(continue)``.
+_CONTINUED_TURNS: list[tuple[str, list[Any]]] = [
+    ("read notes.txt", [[("n1", "", "{}")], "Sorry: " + "a" * 700]),
+    ("again " + "q" * 700, [[("r1", "read_file", '{"path": "notes.txt"}')], "Done " + "b" * 700]),
+    ("third", [[("n2", None, "{}")], [("n3", "", "{}")], "Third " + "c" * 700]),
+    ("fourth " + "d" * 700, ["Fourth"]),
+    ("fifth", [[("n4", "", "{}"), ("r2", "read_file", '{"path": "notes.txt"}')], "Fifth"]),
+]
+
+
+@pytest.mark.parametrize("tight", [False, True], ids=["roomy", "cut"])
+def test_requests_after_a_continue_are_taken_by_a_strict_server_and_survive_a_restart(
+    tmp_path: Path, tight: bool
+) -> None:
+    """Over turns whose replies make calls without a name, each request a strict server takes
+    ends where the history does, keeps what was sent up to an added ``(continue)`` (never
+    stored, never sent again), and is what a fresh governor restored from the session sends."""
+    with FakeChatServer(strict=True) as server:
+        runs = Harness(tmp_path, server)
+        (tmp_path / "notes.txt").write_text("two lines\n", encoding="utf-8")
+        if tight:
+            server.add(text_reply("ok"))
+            base = runs.turn("hello", session="probe").governance[0].tokens
+            runs.config.governance.input_limit = base + 1_200
+        for _, replies in _CONTINUED_TURNS:
+            server.add(
+                *(
+                    text_reply(reply) if isinstance(reply, str) else tool_call_reply(reply)
+                    for reply in replies
+                )
+            )
+        with runs.open("continued") as opened:
+            runner = Runner.from_plugins(runs.manager(), session=opened)
+            checked = _FreshAlike(runner.governor, runs.manager().governor, tmp_path, "continued")
+            runner.governor = checked
+            for text, replies in _CONTINUED_TURNS:
+                result = runner.run_turn(text)
+                assert (result.stop_reason, result.answer) == ("answer", replies[-1])
+        bodies = server.bodies()[1 if tight else 0 :]
+    assert [strict_refusal(body) for body in bodies] == [None] * len(bodies)
+    sent = checked.sent
+    assert [body["messages"][1:] for body in bodies] == sent
+    lines = _session_records(tmp_path, "continued")
+    assert all(line.get("content") != CONTINUE for line in lines)
+    continued = [i for i, messages in enumerate(sent) if messages[-1]["content"] == CONTINUE]
+    assert len(continued) == 3  # after n1, n2 and n3 (n4 came with a call that ran)
+    for index, messages in enumerate(sent):
+        assert check_invariants(messages) == [], index
+        assert CONTINUE not in [m["content"] for m in messages[:-1]], index
+        if index in continued:
+            assert messages[-2]["role"] == "assistant"
+            assert messages[-2]["content"].startswith("[None of the 1 tool call(s)")
+    for index in continued:  # the model answered: what was sent up to it is sent again
+        after, end = sent[index + 1], len(sent[index]) - 1
+        if not tight:  # then what the history goes on with: the reply after the notice
+            assert after[:end] == sent[index][:end], index
+            assert after[end]["role"] == "assistant", index
+    if tight:
+        assert _records(lines), "a cut was needed, so it was recorded"
