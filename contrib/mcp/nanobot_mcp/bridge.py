@@ -196,7 +196,7 @@ class McpBridge:
             remembered = failures.recent(handle.config)
             if remembered is not None:
                 raise McpServerError(remembered.describe(handle.config))
-            connection = ServerConnection(handle.config, handle.stderr_log)
+            connection = ServerConnection(handle.config, handle.stderr_log, root=handle.workspace)
             try:
                 tools = await connection.start()
             except McpServerError as exc:
