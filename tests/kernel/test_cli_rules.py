@@ -408,6 +408,47 @@ def test_an_output_over_a_prompt_file_of_the_workspace_is_refused(
     assert _files(workspace) == before
 
 
+_PROMPT_OUTPUTS_IN_ANOTHER_CASE = [
+    ("agents.md", "AGENTS.md"),  # AGENTS.md is there: the same file where case is ignored
+    ("Soul.md", "SOUL.md"),  # not there yet: a new Soul.md is read as SOUL.md there
+    ("memory/memory.md", "memory/MEMORY.md"),
+    ("skills/review/skill.md", "skills/review/SKILL.md"),
+    ("Skills/new/SKILL.md", "skills/new/SKILL.md"),  # the skills folder in another case
+]
+
+
+@pytest.mark.parametrize(("output", "named"), _PROMPT_OUTPUTS_IN_ANOTHER_CASE)
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_named_like_a_prompt_file_in_another_case_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    output: str,
+    named: str,
+) -> None:
+    """An --output whose name is a prompt file's in other letters' case (agents.md, a new
+    Soul.md, memory/memory.md, a skill's skill.md) is exit 2 naming the prompt file, and
+    nothing is written: on a file system that ignores case the prompt reads it as that."""
+    workspace = tmp_path / "ws"
+    (workspace / "memory").mkdir(parents=True)
+    (workspace / "skills" / "review").mkdir(parents=True)
+    (workspace / "skills" / "new").mkdir()
+    (workspace / "AGENTS.md").write_text("my rules", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    args = _output_command(command, workspace, workspace / output)
+    before = _files(workspace)
+    code, stderr = _run_main(args, capsys)
+    assert code == 2, stderr
+    assert (
+        f"Error: Invalid value for '--output': {workspace / output} is the workspace's prompt "
+        f"file {workspace / named}, which every run sends to the model as the user's rules: "
+        "write it elsewhere\n"
+    ) in stderr
+    assert _files(workspace) == before
+
+
 @pytest.mark.parametrize("command", OUTPUT_COMMANDS)
 def test_an_output_in_the_working_directory_named_like_a_prompt_file_is_refused(
     tmp_path: Path,
