@@ -194,8 +194,11 @@ def _kept_file_problem(output: str) -> str | None:
     ``pyproject.toml`` of the working directory), which the next command could not read;
     and a file the prompt of the working directory or of the command's workspace is made
     of (``AGENTS.md``, ``SOUL.md``, ``USER.md``, ``memory/MEMORY.md``, a skill's
-    ``SKILL.md``), which every run would send to the model as the user's rules. Looked at
-    as written and through links, as `write_atomic` replaces the file a link points to.
+    ``SKILL.md``), which every run would send to the model as the user's rules; and a
+    file or a file in a folder a loaded plugin declares it reads or keeps
+    (`nanobot_kept_files`: nanobot-mcp's ``.nanobot/mcp.toml``, its cache and logs).
+    Looked at as written and through links, as `write_atomic` replaces the file a link
+    points to.
     """
     if output == STDOUT_OUTPUT:
         return None
@@ -226,7 +229,27 @@ def _kept_file_problem(output: str) -> str | None:
             f"{output} is the workspace's prompt file {prompt_file}, which every run sends "
             "to the model as the user's rules: write it elsewhere"
         )
+    for kept, plugin in _plugin_kept_files():
+        if _is_named(target, kept) or _is_named(written, kept):
+            return f"{output} is {kept}, which {plugin} reads or keeps: write it elsewhere"
+        if _is_in(target, kept) or _is_in(written, kept):
+            return f"{output} is in {kept}, where {plugin} keeps its files: write it elsewhere"
     return None
+
+
+def _plugin_kept_files() -> list[tuple[Path, str]]:
+    """The files and folders the plugins of this command declare (`nanobot_kept_files`),
+    each with the plugin; only of the plugin managers the command has loaded: a plugin
+    is not loaded for the check (its files are refused when the output is written)."""
+    state = _running_state()
+    if state is None:
+        return []
+    return [kept for manager in tuple(state._managers.values()) for kept in manager.kept_files()]
+
+
+def _is_in(path: Path, folder: Path) -> bool:
+    """Whether `path` is somewhere below `folder`, by name or as a file system finds it."""
+    return any(_is_named(above, folder) for above in path.parents)
 
 
 def _is_named(path: Path, named: Path) -> bool:

@@ -17,7 +17,12 @@ from pathlib import Path
 
 from nanobot_core import open_folder_without_links
 
-__all__ = ["folder_of"]
+__all__ = ["folder_of", "log_directory"]
+
+
+def log_directory(workspace: Path) -> Path:
+    """Where a workspace keeps its servers' stderr logs, one ``<server>.log`` each."""
+    return workspace / ".nanobot" / "logs" / "mcp"
 
 
 @contextlib.contextmanager

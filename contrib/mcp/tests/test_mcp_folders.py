@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from importlib.metadata import version
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -159,3 +160,41 @@ def test_a_server_whose_log_links_to_a_session_fails_alone_and_the_session_is_ke
     ) in " ".join(listed.stdout.split())
     assert session.read_text(encoding="utf-8") == '{"role": "user", "content": "hi"}\n'
     assert workspace.spawns() == 1
+
+
+@pytest.mark.parametrize(
+    ("output", "said"),
+    [
+        (".nanobot/mcp.toml", "is {root}/.nanobot/mcp.toml, which {plugin} reads or keeps"),
+        ("servers.toml", "is {root}/servers.toml, which {plugin} reads or keeps"),
+        (".nanobot/cache/mcp/x.json", "is in {root}/.nanobot/cache/mcp, where {plugin} keeps"),
+        (".nanobot/logs/mcp/old.log", "is in {root}/.nanobot/logs/mcp, where {plugin} keeps"),
+    ],
+)
+def test_an_output_over_the_server_list_the_cache_or_a_log_is_refused(
+    workspace: Workspace, output: str, said: str
+) -> None:
+    """`govern --output` over the server list (.nanobot/mcp.toml, or the file
+    $NANOBOT_MCP_CONFIG names), the tool-list cache or a server's log is exit 2 naming the
+    file and nanobot-mcp, and the file is kept."""
+    config = workspace.configure(notes={})
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NANOBOT_")}
+    if output == "servers.toml":
+        config = config.rename(workspace.root / output)
+        env["NANOBOT_MCP_CONFIG"] = str(config)
+    for folder in ("cache", "logs"):
+        (workspace.root / ".nanobot" / folder / "mcp").mkdir(parents=True)
+    history = workspace.root / "history.jsonl"
+    history.write_text('{"role": "user", "content": "hi"}\n', encoding="utf-8")
+    target = workspace.root / output
+    if not target.exists():
+        target.write_text("kept\n", encoding="utf-8")
+    before = target.read_bytes()
+    result = run_cli(
+        "govern", str(history), "--output", str(target), cwd=workspace.root, env=env, timeout=120
+    )
+    assert result.returncode == 2, result.stderr
+    shown = " ".join(result.stderr.split())
+    plugin = f"plugin 'mcp' from nanobot-mcp {version('nanobot-mcp')}"
+    assert said.format(root=workspace.root, plugin=plugin) in shown
+    assert target.read_bytes() == before
