@@ -195,7 +195,8 @@ def write_record(
 
     The folders from `root` (by default the folder above `path`'s) down are made when
     missing and never gone through as links: one that is a link, or a file, raises
-    ``OSError`` naming it, and nothing is written. So does a `path` that is a link.
+    ``OSError`` naming it, and nothing is written. A `path` that is a link is replaced by
+    the record, never written through.
     """
     payload = {
         "format": version,

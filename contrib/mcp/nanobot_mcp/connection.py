@@ -623,24 +623,29 @@ def _open_log(path: Path, root: Path | None = None) -> TextIO:
     session's, one outside the workspace) is refused, naming where it leads, and
     so is a file with other names (hard links); neither is emptied.
     """
-    with folder_of(path, root, create=True) as folder:
-        try:
-            fd = open_regular_file(
-                path.name,
-                os.O_WRONLY | os.O_CREAT,
-                follow_links=False,
-                regular_only=False,
-                dir_fd=folder,
-                shown=str(path),
-            )
-        except NotRegularFileError as exc:
-            if exc.errno != errno.ELOOP:
-                raise
-            # A link: taken only to what is no regular file (/dev/null), opened
-            # without creating or emptying anything.
-            fd = _open_log_link(path, folder)
-        except OSError as exc:
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
+    try:
+        with folder_of(path, root, create=True) as folder:
+            try:
+                fd = open_regular_file(
+                    path.name,
+                    os.O_WRONLY | os.O_CREAT,
+                    follow_links=False,
+                    regular_only=False,
+                    dir_fd=folder,
+                    shown=str(path),
+                )
+            except NotRegularFileError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                # A link: taken only to what is no regular file (/dev/null), opened
+                # without creating or emptying anything.
+                fd = _open_log_link(path, folder)
+    except NotRegularFileError:
+        raise
+    except OSError as exc:
+        # Named as the log, so the start's failure says "its stderr log ... cannot be
+        # written" (a folder on the way that is a link names itself in the reason).
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
     try:
         status = os.fstat(fd)
         if stat.S_ISREG(status.st_mode):
@@ -666,10 +671,6 @@ def _open_log_link(path: Path, folder: int) -> int:
         )
     except FileNotFoundError:
         fd = -1  # a link to nothing: refused below, nothing created where it leads
-    except NotRegularFileError:
-        raise
-    except OSError as exc:
-        raise OSError(exc.errno, exc.strerror, str(path)) from None
     if fd >= 0 and not stat.S_ISREG(os.fstat(fd).st_mode):
         return fd
     if fd >= 0:
