@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from nanobot_core._clip import clip, quoted
+    from nanobot_core._folders import open_folder_without_links
     from nanobot_core._regular_file import open_regular_file
     from nanobot_core._terminal import escape_controls, unescape_controls
     from nanobot_core.config import (
@@ -97,6 +98,7 @@ __all__ = [
     "is_openai_api",
     "latest_state",
     "load_config",
+    "open_folder_without_links",
     "open_regular_file",
     "quoted",
     "report_problem",
@@ -112,6 +114,7 @@ __all__ = [
 _LOCATIONS: dict[str, str] = {
     "clip": "nanobot_core._clip",
     "quoted": "nanobot_core._clip",
+    "open_folder_without_links": "nanobot_core._folders",
     "open_regular_file": "nanobot_core._regular_file",
     "escape_controls": "nanobot_core._terminal",
     "unescape_controls": "nanobot_core._terminal",

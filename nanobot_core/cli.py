@@ -194,8 +194,11 @@ def _kept_file_problem(output: str) -> str | None:
     ``pyproject.toml`` of the working directory), which the next command could not read;
     and a file the prompt of the working directory or of the command's workspace is made
     of (``AGENTS.md``, ``SOUL.md``, ``USER.md``, ``memory/MEMORY.md``, a skill's
-    ``SKILL.md``), which every run would send to the model as the user's rules. Looked at
-    as written and through links, as `write_atomic` replaces the file a link points to.
+    ``SKILL.md``), which every run would send to the model as the user's rules; and a
+    file or a file in a folder a loaded plugin declares it reads or keeps
+    (`nanobot_kept_files`: nanobot-mcp's ``.nanobot/mcp.toml``, its cache and logs).
+    Looked at as written and through links, as `write_atomic` replaces the file a link
+    points to.
     """
     if output == STDOUT_OUTPUT:
         return None
@@ -226,24 +229,60 @@ def _kept_file_problem(output: str) -> str | None:
             f"{output} is the workspace's prompt file {prompt_file}, which every run sends "
             "to the model as the user's rules: write it elsewhere"
         )
+    for kept, plugin in _plugin_kept_files():
+        if _is_named(target, kept) or _is_named(written, kept):
+            return f"{output} is {kept}, which {plugin} reads or keeps: write it elsewhere"
+        if _is_in(target, kept) or _is_in(written, kept):
+            return f"{output} is in {kept}, where {plugin} keeps its files: write it elsewhere"
     return None
+
+
+def _plugin_kept_files() -> list[tuple[Path, str]]:
+    """The files and folders the plugins of this command declare (`nanobot_kept_files`),
+    each with the plugin; only of the plugin managers the command has loaded: a plugin
+    is not loaded for the check (its files are refused when the output is written)."""
+    state = _running_state()
+    if state is None:
+        return []
+    return [kept for manager in tuple(state._managers.values()) for kept in manager.kept_files()]
+
+
+def _is_in(path: Path, folder: Path) -> bool:
+    """Whether `path` is somewhere below `folder`, by name or as a file system finds it."""
+    return any(_is_named(above, folder) for above in path.parents)
+
+
+def _is_named(path: Path, named: Path) -> bool:
+    """Whether `path` is `named`, as a file system that ignores letter case takes it too:
+    the same path, the same file (``agents.md`` for ``AGENTS.md`` there), or a name that
+    differs from it only in case in its folder (a new ``Agents.md`` would be read as
+    ``AGENTS.md`` there). The one rule of every name the ``--output`` check keeps; on a
+    file system that tells case apart, the last refuses a name it would not confuse,
+    which costs only a name to choose elsewhere."""
+    return (
+        path == named
+        or _same_file(path, named)
+        or (
+            path.name.casefold() == named.name.casefold()
+            and (path.parent == named.parent or _same_file(path.parent, named.parent))
+        )
+    )
 
 
 def _is_sessions_folder(folder: Path) -> bool:
     """Whether `folder` is a workspace's ``.nanobot/sessions``, in any letter case a file
     system that ignores case gives it."""
-    named = folder.parent.parent.joinpath(*_SESSIONS_FOLDER)
-    return folder == named or _same_file(folder, named)
+    return _is_named(folder, folder.parent.parent.joinpath(*_SESSIONS_FOLDER))
 
 
 def _is_cache_folder(folder: Path) -> bool:
     """Whether `folder` is a workspace's ``.nanobot/cache/tool-results``, by name (in any
     letter case a file system that ignores case gives it) or as the cache folder of the
     working directory or of a workspace this command uses, reached by another name."""
-    if len(folder.parts) > len(_CACHE_FOLDER):
-        named = folder.parents[len(_CACHE_FOLDER) - 1].joinpath(*_CACHE_FOLDER)
-        if folder == named or _same_file(folder, named):
-            return True
+    if len(folder.parts) > len(_CACHE_FOLDER) and _is_named(
+        folder, folder.parents[len(_CACHE_FOLDER) - 1].joinpath(*_CACHE_FOLDER)
+    ):
+        return True
     return any(_same_file(folder, root.joinpath(*_CACHE_FOLDER)) for root in _workspaces())
 
 
@@ -273,17 +312,19 @@ def _prompt_file(target: Path) -> Path | None:
 
     The file itself, or a new one of its name in its folder (a ``memory/MEMORY.md`` not
     written yet, ``memory`` a link too), or a ``SKILL.md`` of any folder in the skills
-    folder; a file a prompt file links to is that file.
+    folder; a file a prompt file links to is that file. A name is taken as a file system
+    that ignores letter case takes it (`_is_named`): ``agents.md`` or a new ``Agents.md``
+    is ``AGENTS.md`` where the prompt would read it as that.
     """
     for root in _workspaces():
         for relative in _PROMPT_FILES:
             prompt_file = root / relative
-            if _same_file(target, prompt_file) or (
-                target.name == prompt_file.name and _same_file(target.parent, prompt_file.parent)
-            ):
+            if _is_named(target, prompt_file):
                 return prompt_file
         skills = root / _SKILLS_FOLDER
-        if target.name == _SKILL_FILE and _same_file(target.parent.parent, skills):
+        if _is_named(target, target.parent / _SKILL_FILE) and _is_named(
+            target.parent.parent, skills
+        ):
             return skills / target.parent.name / _SKILL_FILE
         with contextlib.suppress(OSError):  # no skills folder (or none to list): no skill
             for entry in os.scandir(skills):

@@ -211,3 +211,21 @@ def nanobot_session_stores(ctx: PluginContext) -> list[Any]:
     non-list marks the plugin failed; an item that is not a store with a name
     is left out alone and listed under the plugin's ``problems``.
     """
+
+
+@hookspec
+def nanobot_kept_files(ctx: PluginContext) -> list[Any]:
+    """Declare the files this plugin reads or keeps, which no ``--output`` may write over.
+
+    Called when a command writes an ``--output`` file (``govern``, ``sessions
+    export``), once per plugin manager. Return a list of paths (``str`` or
+    ``os.PathLike``; a relative one is taken from ``ctx.workspace``): a config
+    file the plugin reads (nanobot-mcp's ``.nanobot/mcp.toml``), or a folder
+    it keeps files in, all of whose files are kept then. An ``--output`` that is
+    such a file (as written, through a link, or in any letter case a file system
+    that ignores case gives it), or is in such a folder, is refused, exit 2,
+    naming the file and this plugin with its version, and nothing is written. The
+    core's own files (sessions, locks, config files, prompt files, the tool-result
+    cache) are kept without this hook. Raising, or returning anything but a list
+    of paths, marks the plugin failed.
+    """

@@ -165,6 +165,8 @@ class PluginManager:
         # Kept across a re-ask, so that every governor of the manager shares the one memo.
         self._checked: dict[str, tuple[PluginRecord, CheckedCounter]] = {}
         self._counter_lock = threading.Lock()
+        # What `kept_files` answers; None: not asked yet.
+        self._kept: list[tuple[Path, str]] | None = None
 
     # -- registration -------------------------------------------------------------------
 
@@ -627,6 +629,35 @@ class PluginManager:
     def providers(self) -> dict[str, Any]:
         """Model providers by name."""
         return {c.name: c.item for c in self.contributions("provider")}
+
+    def kept_files(self) -> list[tuple[Path, str]]:
+        """The files and folders plugins declare they read or keep (`nanobot_kept_files`),
+        absolute, each with the plugin that declared it (`PluginInfo.describe`); asked once.
+
+        A plugin whose answer is not a list of paths is marked failed, and its answer
+        left out.
+        """
+        if self._kept is None:
+            kept: list[tuple[Path, str]] = []
+            for record, value in self.call_each("nanobot_kept_files", ctx=self.context):
+                if value is None:
+                    continue
+                if not isinstance(value, list | tuple) or not all(
+                    isinstance(item, str | os.PathLike) for item in value
+                ):
+                    self._fail(
+                        record,
+                        f"nanobot_kept_files returned {type(value).__name__}, not a list of paths",
+                    )
+                    continue
+                try:
+                    paths = [self.context.workspace / os.fspath(item) for item in value]
+                except TypeError:  # an os.PathLike whose __fspath__ gives no str
+                    self._fail(record, "nanobot_kept_files returned a path that is no str")
+                    continue
+                kept += [(path, record.info.describe()) for path in paths]
+            self._kept = kept
+        return self._kept
 
     def runtime_lines(self) -> list[str]:
         """Lines for the runtime-context block; a misbehaving plugin's lines are dropped."""

@@ -7,7 +7,6 @@ surrounding whitespace and line endings) is left out of the prompt.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import functools
 import os
@@ -376,29 +375,19 @@ def _create_template(root: Path, place: Path, data: bytes) -> None:
     ENOTDIR), never written through, as the prompt never reads through one.
     """
     from nanobot_core._atomic import create_new
+    from nanobot_core._folders import open_folder_without_links
 
     *folders, name = place.relative_to(root).parts
-    folder = os.open(root, os.O_RDONLY | os.O_DIRECTORY | _CLOEXEC)  # the workspace, real
     try:
-        for index, part in enumerate(folders):
-            try:
-                try:
-                    opened = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
-                except FileNotFoundError:
-                    with contextlib.suppress(FileExistsError):  # made meanwhile: opened below
-                        os.mkdir(part, 0o777, dir_fd=folder)
-                    opened = os.open(part, _FOLDER_FLAGS, dir_fd=folder)
-            except OSError as exc:
-                if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-                    raise
-                shown = "/".join(folders[: index + 1])
-                raise OSError(
-                    exc.errno,
-                    f"{shown} became a link or a file while init ran: nothing is written "
-                    "through it",
-                ) from None
-            os.close(folder)
-            folder = opened
+        folder = open_folder_without_links(root, folders, create=True)
+    except OSError as exc:
+        if exc.errno not in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):
+            raise
+        raise OSError(
+            exc.errno,
+            f"{exc.filename} became a link or a file while init ran: nothing is written through it",
+        ) from None
+    try:
         create_new(name, data, dir_fd=folder)
     finally:
         os.close(folder)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests.helpers import clean_env
+from tests.helpers import clean_env, install_plugin, plugin_env, run_cli
 
 
 def nanobot(
@@ -408,6 +408,47 @@ def test_an_output_over_a_prompt_file_of_the_workspace_is_refused(
     assert _files(workspace) == before
 
 
+_PROMPT_OUTPUTS_IN_ANOTHER_CASE = [
+    ("agents.md", "AGENTS.md"),  # AGENTS.md is there: the same file where case is ignored
+    ("Soul.md", "SOUL.md"),  # not there yet: a new Soul.md is read as SOUL.md there
+    ("memory/memory.md", "memory/MEMORY.md"),
+    ("skills/review/skill.md", "skills/review/SKILL.md"),
+    ("Skills/new/SKILL.md", "skills/new/SKILL.md"),  # the skills folder in another case
+]
+
+
+@pytest.mark.parametrize(("output", "named"), _PROMPT_OUTPUTS_IN_ANOTHER_CASE)
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_named_like_a_prompt_file_in_another_case_is_refused(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    command: str,
+    output: str,
+    named: str,
+) -> None:
+    """An --output whose name is a prompt file's in other letters' case (agents.md, a new
+    Soul.md, memory/memory.md, a skill's skill.md) is exit 2 naming the prompt file, and
+    nothing is written: on a file system that ignores case the prompt reads it as that."""
+    workspace = tmp_path / "ws"
+    (workspace / "memory").mkdir(parents=True)
+    (workspace / "skills" / "review").mkdir(parents=True)
+    (workspace / "skills" / "new").mkdir()
+    (workspace / "AGENTS.md").write_text("my rules", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("NANOBOT_DISABLE_PLUGIN_AUTOLOAD", "1")
+    args = _output_command(command, workspace, workspace / output)
+    before = _files(workspace)
+    code, stderr = _run_main(args, capsys)
+    assert code == 2, stderr
+    assert (
+        f"Error: Invalid value for '--output': {workspace / output} is the workspace's prompt "
+        f"file {workspace / named}, which every run sends to the model as the user's rules: "
+        "write it elsewhere\n"
+    ) in stderr
+    assert _files(workspace) == before
+
+
 @pytest.mark.parametrize("command", OUTPUT_COMMANDS)
 def test_an_output_in_the_working_directory_named_like_a_prompt_file_is_refused(
     tmp_path: Path,
@@ -497,6 +538,64 @@ def test_an_output_beside_the_prompt_files_and_the_cache_is_written(
         code, stderr = _run_main(_output_command(command, tmp_path, output), capsys)
         assert code == 0, stderr
         assert output.read_bytes().startswith(b"{")
+
+
+_KEEPER = """
+from nanobot_core import hookimpl
+
+@hookimpl
+def nanobot_kept_files(ctx):
+    return ["notes.toml", ctx.workspace / ".notes"]
+"""
+
+_KEPT_OUTPUTS = [
+    ("notes.toml", "is {kept}, which {plugin} reads or keeps"),
+    ("Notes.toml", "is {kept}, which {plugin} reads or keeps"),  # in another case, new
+    ("to-notes.toml", "is {kept}, which {plugin} reads or keeps"),  # a link to it
+    (".notes/new.jsonl", "is in {kept}, where {plugin} keeps its files"),
+    (".notes/deeper/new.jsonl", "is in {kept}, where {plugin} keeps its files"),
+]
+
+
+@pytest.mark.parametrize(("output", "said"), _KEPT_OUTPUTS)
+@pytest.mark.parametrize("command", OUTPUT_COMMANDS)
+def test_an_output_over_a_file_a_plugin_declares_is_refused_naming_the_plugin(
+    tmp_path: Path, command: str, output: str, said: str
+) -> None:
+    """An --output that is a file a plugin declares it reads (nanobot_kept_files; in another
+    case, through a link), or in a folder it declares, is exit 2 naming the file and the
+    plugin with its version, and nothing is written."""
+    site = install_plugin(tmp_path / "site", "keeper", _KEEPER, version="2.5")
+    workspace = tmp_path / "ws"
+    (workspace / ".notes" / "deeper").mkdir(parents=True)
+    (workspace / "notes.toml").write_text("[notes]\n", encoding="utf-8")
+    (workspace / "to-notes.toml").symlink_to("notes.toml")
+    args = _output_command(command, workspace, workspace / output)
+    before = _files(workspace)
+    result = run_cli(*args, cwd=workspace, env=plugin_env(site, "keeper"), timeout=120)
+    assert result.returncode == 2, result.stderr
+    kept = workspace / ("notes.toml" if output.endswith("toml") else ".notes")
+    plugin = "plugin 'keeper' from keeper 2.5"
+    assert (
+        f"Error: Invalid value for '--output': {workspace / output} "
+        f"{said.format(kept=kept, plugin=plugin)}: write it elsewhere"
+    ) in " ".join(result.stderr.split())
+    assert "Traceback" not in result.stderr
+    assert _files(workspace) == before
+
+
+def test_a_plugin_declaring_no_list_of_paths_fails_and_the_output_is_written(
+    tmp_path: Path,
+) -> None:
+    """A nanobot_kept_files that returns a str is the plugin's failure, named; the output the
+    command was given is written as usual."""
+    source = "from nanobot_core import hookimpl\n\n@hookimpl\ndef nanobot_kept_files(ctx):\n"
+    site = install_plugin(tmp_path / "site", "keeper", source + "    return 'notes.toml'\n")
+    args = _output_command("govern", tmp_path, tmp_path / "out.jsonl")
+    result = run_cli(*args, cwd=tmp_path, env=plugin_env(site, "keeper"), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "nanobot_kept_files returned str, not a list of paths" in result.stderr
+    assert json.loads((tmp_path / "out.jsonl").read_text(encoding="utf-8")) == HISTORY[0]
 
 
 def test_the_files_every_output_check_names_are_those_the_core_keeps() -> None:

@@ -7,16 +7,18 @@ plugin. Servers are configured in a TOML file (see `nanobot_mcp.config`).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from nanobot_core import hookimpl
 
 from nanobot_mcp.bridge import McpBridge, ServerHandle, default_bridge, reset_default_bridge
-from nanobot_mcp.cache import ToolListCache
-from nanobot_mcp.config import CONFIG_ENV, ServerConfig, load_servers
+from nanobot_mcp.cache import ToolListCache, cache_directory
+from nanobot_mcp.config import CONFIG_ENV, ServerConfig, config_path, load_servers
 from nanobot_mcp.connection import McpServerError
 from nanobot_mcp.discovery import discover_tools
 from nanobot_mcp.failures import FailureMemory
+from nanobot_mcp.folders import log_directory
 from nanobot_mcp.names import bridged_name
 from nanobot_mcp.tool import McpTool, to_tool_result
 
@@ -36,6 +38,7 @@ __all__ = [
     "default_bridge",
     "discover_tools",
     "load_servers",
+    "nanobot_kept_files",
     "nanobot_tools",
     "reset_default_bridge",
     "to_tool_result",
@@ -49,3 +52,15 @@ def nanobot_tools(ctx: PluginContext) -> list[McpTool]:
     if not servers:
         return []
     return discover_tools(servers, ctx.workspace, default_bridge())
+
+
+@hookimpl
+def nanobot_kept_files(ctx: PluginContext) -> list[Path]:
+    """The server list this plugin reads, and the folders of its cache and logs: no
+    ``--output`` of the CLI may write over them."""
+    workspace = ctx.workspace
+    return [
+        config_path(workspace, os.environ),
+        cache_directory(workspace),
+        log_directory(workspace),
+    ]

@@ -34,6 +34,7 @@ from nanobot_mcp.connection import (
     validation_summary,
 )
 from nanobot_mcp.failures import FailureMemory
+from nanobot_mcp.folders import log_directory
 
 __all__ = ["GRACE", "McpBridge", "ServerHandle", "default_bridge", "reset_default_bridge"]
 
@@ -68,7 +69,7 @@ class ServerHandle:
     @property
     def stderr_log(self) -> Path:
         """Where the server's stderr goes (overwritten at each start)."""
-        return self.workspace / ".nanobot" / "logs" / "mcp" / f"{self.config.name}.log"
+        return log_directory(self.workspace) / f"{self.config.name}.log"
 
 
 class McpBridge:
@@ -196,7 +197,7 @@ class McpBridge:
             remembered = failures.recent(handle.config)
             if remembered is not None:
                 raise McpServerError(remembered.describe(handle.config))
-            connection = ServerConnection(handle.config, handle.stderr_log)
+            connection = ServerConnection(handle.config, handle.stderr_log, root=handle.workspace)
             try:
                 tools = await connection.start()
             except McpServerError as exc:

@@ -31,9 +31,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import io
 import json
 import os
+import stat
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TextIO
@@ -41,9 +43,10 @@ from typing import Any, TextIO
 import anyio
 import anyio.to_thread
 import attrs
-from nanobot_core import PluginError, open_regular_file, quoted
+from nanobot_core import NotRegularFileError, PluginError, open_regular_file, quoted
 
 from nanobot_mcp.config import ServerConfig
+from nanobot_mcp.folders import folder_of
 from nanobot_mcp.stdio import LineTooLong, bounded_stdio_client, describe_size
 
 __all__ = [
@@ -130,9 +133,12 @@ class _Listing:
 class ServerConnection:
     """A started (or starting) MCP server; built and used on the bridge's event loop only."""
 
-    def __init__(self, config: ServerConfig, stderr_log: Path) -> None:
+    def __init__(self, config: ServerConfig, stderr_log: Path, *, root: Path | None = None) -> None:
         self.config = config
         self.stderr_log = stderr_log
+        #: Where the folders down to the log are walked from without following a link
+        #: (the workspace; by default the folder above the log's).
+        self.log_root = root
         self.tools: list[dict[str, Any]] = []
         #: The tools of the last listing that were left out, and why.
         self.rejected: list[RejectedTool] = []
@@ -267,9 +273,8 @@ class ServerConnection:
             # reading for good while the process lives on, and every call then hangs.
             encoding_error_handler="replace",
         )
-        self.stderr_log.parent.mkdir(parents=True, exist_ok=True)
         try:
-            with _open_log(self.stderr_log) as errlog:
+            with _open_log(self.stderr_log, self.log_root) as errlog:
                 async with (
                     bounded_stdio_client(params, errlog, self.config.max_line_bytes) as (
                         read,
@@ -605,16 +610,78 @@ def stderr_tail(log: Path, chars: int = _STDERR_TAIL) -> str:
     return text[-chars:]
 
 
-def _open_log(path: Path) -> TextIO:
+def _open_log(path: Path, root: Path | None = None) -> TextIO:
     """`path` emptied and opened to take a server's stderr, without waiting.
 
     A plain open waits, on the bridge's loop (every server's calls held), until
     something reads a named pipe; opened without waiting, a pipe nothing reads
     is a `NotRegularFileError` naming it, and a pipe that is read, or a device
     such as ``/dev/null`` linked there, takes the stderr as the user meant.
+
+    Its folders are made from `root` down (`folder_of`), none gone through as a
+    link. A file is emptied only when it is the log's own: a link to a file (a
+    session's, one outside the workspace) is refused, naming where it leads, and
+    so is a file with other names (hard links); neither is emptied.
     """
-    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-    return os.fdopen(open_regular_file(path, flags, regular_only=False), "w", encoding="utf-8")
+    try:
+        with folder_of(path, root, create=True) as folder:
+            try:
+                fd = open_regular_file(
+                    path.name,
+                    os.O_WRONLY | os.O_CREAT,
+                    follow_links=False,
+                    regular_only=False,
+                    dir_fd=folder,
+                    shown=str(path),
+                )
+            except NotRegularFileError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+                # A link: taken only to what is no regular file (/dev/null), opened
+                # without creating or emptying anything.
+                fd = _open_log_link(path, folder)
+    except NotRegularFileError:
+        raise
+    except OSError as exc:
+        # Named as the log, so the start's failure says "its stderr log ... cannot be
+        # written" (a folder on the way that is a link names itself in the reason).
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    try:
+        status = os.fstat(fd)
+        if stat.S_ISREG(status.st_mode):
+            if status.st_nlink > 1:
+                raise NotRegularFileError(
+                    str(path),
+                    "file with other names (hard links)",
+                    "which is not emptied: remove this name, and the log is made anew",
+                )
+            os.ftruncate(fd, 0)
+        return os.fdopen(fd, "w", encoding="utf-8")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _open_log_link(path: Path, folder: int) -> int:
+    """The log `path`, a symbolic link in `folder`, opened through the link when it leads
+    to what is no regular file (a device, a pipe something reads); refused otherwise."""
+    try:
+        fd = open_regular_file(
+            path.name, os.O_WRONLY, regular_only=False, dir_fd=folder, shown=str(path)
+        )
+    except FileNotFoundError:
+        fd = -1  # a link to nothing: refused below, nothing created where it leads
+    if fd >= 0 and not stat.S_ISREG(os.fstat(fd).st_mode):
+        return fd
+    if fd >= 0:
+        os.close(fd)
+    target = os.path.realpath(path)
+    raise NotRegularFileError(
+        str(path),
+        "symbolic link",
+        f"which leads to {target}: a log is written through a link only to a device or a "
+        f"pipe ({os.devnull} silences the server); remove the link, and the log is made anew",
+    )
 
 
 def definition_size(spec: Mapping[str, Any]) -> int:

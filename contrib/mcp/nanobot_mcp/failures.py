@@ -12,13 +12,15 @@ changed server config, or deleting the file ends the wait at once.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import attrs
+from nanobot_core import report_problem
 
-from nanobot_mcp.cache import cache_directory, read_record, write_record
+from nanobot_mcp.cache import cache_directory, read_record, remove_record, write_record
 from nanobot_mcp.config import ServerConfig
 
 __all__ = ["FailureMemory", "RememberedFailure"]
@@ -45,14 +47,22 @@ class RememberedFailure:
 class FailureMemory:
     """Reads and writes the failure records of one directory (next to the tool-list cache)."""
 
-    def __init__(self, directory: Path, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        directory: Path,
+        clock: Callable[[], float] = time.time,
+        *,
+        root: Path | None = None,
+    ) -> None:
         self.directory = directory
         self.clock = clock
+        #: Where the folders down to `directory` are walked from without following links.
+        self.root = directory.parent if root is None else root
 
     @classmethod
     def for_workspace(cls, workspace: Path) -> FailureMemory:
         """The failure records of a workspace."""
-        return cls(cache_directory(workspace))
+        return cls(cache_directory(workspace), root=workspace)
 
     def path(self, server: ServerConfig) -> Path:
         """The failure record of one server."""
@@ -60,7 +70,7 @@ class FailureMemory:
 
     def recent(self, server: ServerConfig) -> RememberedFailure | None:
         """The failure of `server` when it is younger than its ``retry_after``, else None."""
-        data = read_record(self.path(server), server, _FORMAT)
+        data = read_record(self.path(server), server, _FORMAT, root=self.root)
         if (
             data is None
             or not isinstance(data.get("time"), int | float)
@@ -80,8 +90,24 @@ class FailureMemory:
         """Remember that `server` failed to start now, for `reason` (written atomically)."""
         if server.retry_after <= 0:
             return
-        write_record(self.path(server), server, _FORMAT, {"time": self.clock(), "reason": reason})
+        try:
+            write_record(
+                self.path(server),
+                server,
+                _FORMAT,
+                {"time": self.clock(), "reason": reason},
+                root=self.root,
+            )
+        except OSError as exc:
+            # Not remembered: the server is tried again at the next start, nothing else.
+            report_problem(
+                f"MCP server {server.name!r}: its failed start is not remembered "
+                f"({self.path(server)}: {exc.strerror or exc})"
+            )
 
     def forget(self, server: ServerConfig) -> None:
         """Drop the failure record of `server` (it started)."""
-        self.path(server).unlink(missing_ok=True)
+        # A folder on the way that is a link holds no record written here (none is read
+        # through it either): nothing to forget.
+        with contextlib.suppress(OSError):
+            remove_record(self.path(server), root=self.root)
