@@ -62,7 +62,7 @@ class Effort:
 
     import_rounds: int = 40
     # Whole processes of a few hundred ms: at least this many rounds, and more (up to
-    # cli_max_rounds) while the per-round ratios spread wide.
+    # cli_max_rounds) while either side's times spread wide.
     cli_rounds: int = 20
     cli_max_rounds: int = 40
     prepare_rounds: int = 4
