@@ -61,7 +61,10 @@ class Effort:
     """How many repetitions each benchmark gets."""
 
     import_rounds: int = 40
-    cli_rounds: int = 12
+    # Whole processes of a few hundred ms: at least this many rounds, and more (up to
+    # cli_max_rounds) while either side's times spread wide.
+    cli_rounds: int = 20
+    cli_max_rounds: int = 40
     prepare_rounds: int = 4
     prepare_reps: int = 10
     concurrency_reps: int = 10
@@ -70,13 +73,17 @@ class Effort:
     governance_rounds: int = 6
     governance_reps: int = 4
     tau_reps: int = 40
-    repair_reps: int = 5
+    # The linearity checks keep each size's least CPU time over rounds taken in turn:
+    # enough rounds that one of them falls in a quiet moment of a shared machine.
+    repair_reps: int = 11
+    linear_rounds: int = 15
     plugin_stage_reps: int = 7
 
 
 QUICK = Effort(
     import_rounds=10,
     cli_rounds=3,
+    cli_max_rounds=3,
     prepare_rounds=2,
     prepare_reps=3,
     concurrency_reps=3,
@@ -84,6 +91,7 @@ QUICK = Effort(
     governance_reps=1,
     tau_reps=5,
     repair_reps=2,
+    linear_rounds=3,
     plugin_stage_reps=2,
 )
 
@@ -156,7 +164,12 @@ def main() -> int:
         rows.extend(produced)
 
     attempt("import", lambda: [bench_import(core_env, effort.import_rounds)])
-    attempt("cli", lambda: [bench_cli(core_env, ai_env, effort.cli_rounds, PLUGIN_COUNT)])
+    attempt(
+        "cli",
+        lambda: [
+            bench_cli(core_env, ai_env, effort.cli_rounds, effort.cli_max_rounds, PLUGIN_COUNT)
+        ],
+    )
     attempt(
         "prepare_call",
         lambda: [
@@ -191,7 +204,7 @@ def main() -> int:
     )
 
     attempt("repair", lambda: bench_repair(effort.repair_reps))
-    attempt("linear", lambda: bench_linear(effort.repair_reps))
+    attempt("linear", lambda: bench_linear(effort.linear_rounds))
     attempt("plugin_stage", lambda: plugin_stage_rows(ai_env, effort.plugin_stage_reps))
     attempt("session", lambda: session_rows(ai_env))
     attempt("prefix", lambda: prefix_rows(ai_env))

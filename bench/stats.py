@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -36,6 +36,15 @@ def summarize(samples: Sequence[float]) -> Summary:
     return Summary(len(ordered), median, q1, q3, ordered[0], ordered[-1])
 
 
+def relative_spread(samples: Sequence[float]) -> float:
+    """The interquartile range over the median: how far apart the middle half of a
+    series lies, whatever its unit (0 when every sample is the same)."""
+    summary = summarize(samples)
+    if summary.median <= 0:
+        raise ValueError(f"a relative spread needs a positive median, not {summary.median}")
+    return summary.iqr / summary.median
+
+
 def ratio(ours: Summary, theirs: Summary) -> float:
     """Ours over theirs, by medians (below 1 means ours is faster)."""
     return ours.median / theirs.median if theirs.median else float("inf")
@@ -58,3 +67,39 @@ def best_cpu_time(function: Callable[[], object], reps: int) -> float:
         function()
         best = min(best, time.process_time() - started)
     return best
+
+
+def best_ratio(numerators: Sequence[float], denominators: Sequence[float]) -> float:
+    """The least of `numerators` over the least of `denominators`.
+
+    For CPU times of two sides measured in turn: a shared machine only ever adds time to
+    a sample, so each side's least sample is the nearest to its own cost, and the ratio
+    of those is what a slow spell (or a steady load) moves least.
+    """
+    if not numerators or not denominators:
+        raise ValueError("a best ratio needs samples on both sides")
+    least = min(denominators)
+    if least <= 0:
+        raise ValueError(f"a best ratio needs positive denominators, not {least}")
+    return min(numerators) / least
+
+
+def cpu_times_interleaved(
+    functions: Mapping[str, Callable[[], object]], rounds: int
+) -> dict[str, list[float]]:
+    """CPU seconds of each function, called once per round, the functions in turn.
+
+    The order is reversed every other round, so that neither function always follows
+    the other; a function's samples then span the same moments as every other's, and
+    a slow spell lands on all of them rather than on one.
+    """
+    if rounds < 1:
+        raise ValueError(f"at least one round is needed, not {rounds}")
+    names = list(functions)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    for index in range(rounds):
+        for name in names if index % 2 == 0 else reversed(names):
+            started = time.process_time()
+            functions[name]()
+            samples[name].append(time.process_time() - started)
+    return samples

@@ -11,13 +11,14 @@ message passed as ``system``). Those that already satisfy the governance
 invariants (checked with ``nanobot_core.governance.invariants``, the test oracle)
 are the clean ones: they are timed together per repetition, their governed list
 must *be* the input list (no copy), and each one's peak extra memory is measured.
-All conversations are timed as well, for information.
+All conversations are timed as well, for information. tau-bench timings are CPU time.
 """
 
 from __future__ import annotations
 
 import json
 import tempfile
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,9 +130,17 @@ def _tau(
     outputs = govern_all(clean)
     uncopied = sum(out is history for out, (_s, history) in zip(outputs, clean, strict=True))
     # json.dumps of the same messages, timed in turn with governing: a yardstick of how
-    # fast the machine was at that moment.
-    timed = time_alternating(fresh(clean_indexes), {"govern": govern_all, "dumps": dumps_all}, reps)
-    all_seconds = time_on_fresh_inputs(fresh(list(range(len(every)))), govern_all, reps)
+    # fast the machine was at that moment. CPU time: the figure is an absolute one, and
+    # the time other processes of a shared machine hold the CPU is not the governor's.
+    timed = time_alternating(
+        fresh(clean_indexes),
+        {"govern": govern_all, "dumps": dumps_all},
+        reps,
+        time.process_time,
+    )
+    all_seconds = time_on_fresh_inputs(
+        fresh(list(range(len(every)))), govern_all, reps, time.process_time
+    )
     ratios = (
         [_peak_ratio(govern, history, system, tools) for system, history in clean] if memory else []
     )
