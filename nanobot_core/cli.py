@@ -111,7 +111,9 @@ def check_output_folder(output: str) -> None:
     is replaced by a new file made beside it, so the folder it is in, the one its
     link points into, must be writable; a device or a pipe is written into.
     ``-`` (standard output) is always accepted. A file nanobot-core keeps is refused
-    (`_kept_file_problem`): one in a ``jsonl`` store's sessions folder, or a config file.
+    (`_kept_file_problem`): one in a ``jsonl`` store's sessions folder, or a config file,
+    or one a loaded plugin declares. Load the command's plugins
+    (`CliState.plugin_manager`) before calling this.
     """
     if output == STDOUT_OUTPUT:
         return
@@ -239,8 +241,9 @@ def _kept_file_problem(output: str) -> str | None:
 
 def _plugin_kept_files() -> list[tuple[Path, str]]:
     """The files and folders the plugins of this command declare (`nanobot_kept_files`),
-    each with the plugin; only of the plugin managers the command has loaded: a plugin
-    is not loaded for the check (its files are refused when the output is written)."""
+    each with the plugin; only of the plugin managers the command has loaded: a command
+    writing an ``--output`` loads its plugins before it checks it (`check_output_folder`),
+    so that a file one keeps is refused before any work."""
     state = _running_state()
     if state is None:
         return []

@@ -224,7 +224,9 @@ def nanobot_kept_files(ctx: PluginContext) -> list[Any]:
     it keeps files in, all of whose files are kept then. An ``--output`` that is
     such a file (as written, through a link, or in any letter case a file system
     that ignores case gives it), or is in such a folder, is refused, exit 2,
-    naming the file and this plugin with its version, and nothing is written. The
+    naming the file and this plugin with its version, before any work (the
+    command loads its plugins before it checks its ``--output``: ``govern`` runs
+    no stage), and nothing is written. The
     core's own files (sessions, locks, config files, prompt files, the tool-result
     cache) are kept without this hook. Raising, or returning anything but a list
     of paths, marks the plugin failed.

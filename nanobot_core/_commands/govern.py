@@ -198,13 +198,6 @@ def command(
             "--output - and --json both write to stdout: give --output a file, or drop one"
         )
     state = get_state()
-    if output is not None:
-        state.workspace(workspace)  # its sessions folder, however reached, is no --output's
-        check_output_folder(output)
-        if _same_file(Path(output), session):
-            raise click.UsageError(
-                "--output must not be the input file: the input is never written"
-            )
     flags = {
         "context_window": context_window,
         "max_output": max_output,
@@ -213,6 +206,15 @@ def command(
     overrides = {key: value for key, value in flags.items() if value is not None}
     if overrides:
         state.set_overrides({"governance": overrides})
+    if output is not None:
+        # Its plugins first: a file one declares it keeps (the prompt's, a plugin's config)
+        # is refused by the check, before any stage runs, as the core's own files are.
+        state.plugin_manager(workspace)
+        check_output_folder(output)
+        if _same_file(Path(output), session):
+            raise click.UsageError(
+                "--output must not be the input file: the input is never written"
+            )
     source = "stdin" if session == "-" else session
     try:
         loaded = parse_history(_read_input(session))

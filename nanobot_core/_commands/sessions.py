@@ -139,6 +139,7 @@ def export(ctx: click.Context, names: tuple[str, ...], output: str, workspace: s
             validate_session_name(name)
     except SessionError as exc:
         raise _InputError(str(exc)) from None
+    state.plugin_manager(root)  # its plugins first: a file one keeps is refused by the check
     check_output_folder(output)
     store = _store(root)
     try:

@@ -584,6 +584,57 @@ def test_an_output_over_a_file_a_plugin_declares_is_refused_naming_the_plugin(
     assert _files(workspace) == before
 
 
+_RECORDING_KEEPER = """
+from pathlib import Path
+
+from nanobot_core import hookimpl
+from nanobot_core.governance import Stage, StageOutcome
+
+RAN = Path({ran!r})
+
+
+def record(messages, ctx):
+    RAN.write_text("ran", encoding="utf-8")
+    return StageOutcome(messages)
+
+
+@hookimpl
+def nanobot_kept_files(ctx):
+    return ["notes.toml"]
+
+
+@hookimpl
+def nanobot_governance_stages(ctx):
+    return [Stage(name="record", func=record)]
+"""
+
+
+def test_govern_refuses_a_file_a_plugin_declares_before_it_governs(tmp_path: Path) -> None:
+    """govern with an --output a plugin declares is refused (exit 2) before any stage runs."""
+    ran = tmp_path / "ran.txt"
+    source = _RECORDING_KEEPER.format(ran=str(ran))
+    site = install_plugin(tmp_path / "site", "keeper", source, version="2.5")
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    args = _output_command("govern", workspace, workspace / "notes.toml")
+    result = run_cli(*args, cwd=workspace, env=plugin_env(site, "keeper"), timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "which plugin 'keeper' from keeper 2.5 reads or keeps" in " ".join(result.stderr.split())
+    assert not ran.exists()
+    assert not (workspace / "notes.toml").exists()
+
+
+def test_govern_with_an_output_no_plugin_declares_runs_the_plugins_stages(tmp_path: Path) -> None:
+    """The recording stage of the refusal test runs when the --output is no plugin's file."""
+    ran = tmp_path / "ran.txt"
+    source = _RECORDING_KEEPER.format(ran=str(ran))
+    site = install_plugin(tmp_path / "site", "keeper", source)
+    args = _output_command("govern", tmp_path, tmp_path / "out.jsonl")
+    result = run_cli(*args, cwd=tmp_path, env=plugin_env(site, "keeper"), timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert ran.read_text(encoding="utf-8") == "ran"
+
+
 def test_a_plugin_declaring_no_list_of_paths_fails_and_the_output_is_written(
     tmp_path: Path,
 ) -> None:
