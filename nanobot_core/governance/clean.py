@@ -6,8 +6,8 @@ means building the facts of every message for stages that will not run. This
 pass instead reads each message once, in the shapes agents actually write
 (text, calls and results of the usual form), counts its tokens by the default
 estimate and follows the call/result runs; at the first thing it does not
-recognise, the first defect, or as soon as the total cannot fit, it gives up
-and the governor takes the general path.
+recognise or the first defect it gives up, as it does when the total does not
+fit, and the governor takes the general path.
 
 So it only ever answers for histories the survey would find clean, with the
 same token count; anything else costs it at most the messages it read. It is
@@ -67,15 +67,19 @@ def _clean_tokens(messages: Sequence[Any], room: int, max_result_chars: int) -> 
                 return None
             started = after_user = True
             tokens += 5 + text  # overhead 4, "user" 1
-            if tokens > room:
-                return None
             continue
         after_user = False
         if role == "assistant":
             if pending or not started or (content and "[" in content):  # maybe a placeholder
                 return None
             tokens += 7 + text  # overhead 4, "assistant" 3
-            if size != 2:
+            if size == 3 and (calls := message.get("tool_calls")) is not None:
+                # The usual message with calls, which has no room for reasoning too.
+                more = _calls_tokens(calls, pending)
+                if more is None:
+                    return None
+                tokens += more
+            elif size != 2:
                 more = _assistant_extras(message, size, pending)
                 if more is None:
                     return None
@@ -103,9 +107,8 @@ def _clean_tokens(messages: Sequence[Any], room: int, max_result_chars: int) -> 
             tokens += 4 + ((len(role) + 3) >> 2) + text  # "system" 2, "developer" 3
         else:
             return None
-        if tokens > room:
-            return None
-    if pending or not started:
+    # Checked once: the count only grows, so a history that went over on the way ends over.
+    if pending or not started or tokens > room:
         return None
     return tokens
 
@@ -126,8 +129,17 @@ def _assistant_extras(message: dict[Any, Any], size: int, pending: set[str]) -> 
     calls = message.get("tool_calls")
     if calls is None:
         return tokens if size == expected else None
-    if type(calls) is not list or not calls or size != expected + 1:
+    if size != expected + 1:
         return None
+    more = _calls_tokens(calls, pending)
+    return None if more is None else tokens + more
+
+
+def _calls_tokens(calls: Any, pending: set[str]) -> int | None:
+    """Tokens of an assistant's `calls` (its ``tool_calls``); their ids go into `pending`."""
+    if type(calls) is not list or not calls:
+        return None
+    tokens = 0
     for call in calls:
         if type(call) is not dict or len(call) != 3:
             return None

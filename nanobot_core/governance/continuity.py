@@ -287,6 +287,8 @@ class Prefix:
 FIRST_CALL = Prefix(True, None, "first request: nothing was sent before")
 # The answer of most calls of a session, made once (a Prefix is immutable).
 _APPENDED = Prefix(True, None, "the messages sent before are unchanged; new ones follow them")
+# The answer of a governor handed one history after another, made once too.
+_FIRST_DIFFERS = Prefix(False, 0, "messages[0] differs from what was sent before")
 
 
 def _role(message: Any) -> Any:
@@ -406,7 +408,8 @@ class Continuity:
         history, extends = self._canonical(history)
         self._history = history
         leading = leading_system_count(history)
-        state = self.state = self._current(history, leading, extends)
+        # Set as the field: `_current` read the state, so none is still to be read back.
+        state = self._state = self._current(history, leading, extends)
         if state.start <= leading and state.steps_from is None and not state.compacted:
             self._last_view = None
             self.left_out = ()
@@ -553,7 +556,8 @@ class Continuity:
                     origins.added if origins is not None else None,
                 )
         else:
-            self.state = (
+            # Set as the field: reading `before` left none still to be read back.
+            self._state = (
                 before
                 if before.length == len(history)
                 else GovernanceState(
@@ -568,7 +572,7 @@ class Continuity:
         self._seen = seen
         if previous is None:
             return FIRST_CALL
-        return _compare(previous, sent, before, self.state)
+        return _compare(previous, sent, before, self._state)
 
 
 def _read_back(
@@ -829,6 +833,8 @@ def _compare(
         reason = "over budget: the history was cut further, down to the cut watermark"
     elif after.compacted != before.compacted:
         reason = "over budget: older tool results were compacted, down to the low watermark"
+    elif changed_at == 0:
+        return _FIRST_DIFFERS
     else:
         reason = f"messages[{changed_at}] differs from what was sent before"
     return Prefix(False, changed_at, reason)

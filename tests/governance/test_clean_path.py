@@ -70,6 +70,9 @@ def test_a_result_of_exactly_the_offload_limit_is_clean() -> None:
         [system(), say()],
         [],
         [user(), calls(call()), result(content="x" * (LIMIT + 1))],
+        [user(), {"role": "assistant", "content": None, "tool_calls": []}],
+        [user(), {"role": "assistant", "content": None, "tool_calls": "call_1"}],
+        [user(), {"role": "assistant", "content": "hi", "tool_calls": None}],
     ],
 )
 def test_every_defect_sends_the_history_to_the_survey(history: list[Any]) -> None:
@@ -83,6 +86,17 @@ def test_history_over_the_room_is_not_clean() -> None:
     tokens = clean_tokens(history, ROOMY, LIMIT)
     assert tokens is not None
     assert clean_tokens(history, tokens, LIMIT) == tokens
+    assert clean_tokens(history, tokens - 1, LIMIT) is None
+
+
+def test_history_over_the_room_before_its_end_is_not_clean() -> None:
+    """A history that passes the room part way is not clean, whatever follows."""
+    history = [*turn(1, "x" * 4_000), *turn(2)]
+    tokens = clean_tokens(history, ROOMY, LIMIT)
+    assert tokens is not None
+    first = clean_tokens(history[:4], ROOMY, LIMIT)
+    assert first is not None
+    assert clean_tokens(history, first - 1, LIMIT) is None
     assert clean_tokens(history, tokens - 1, LIMIT) is None
 
 

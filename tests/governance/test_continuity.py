@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 
 from nanobot_core.config import GovernanceConfig
 from nanobot_core.governance import Stage, StageOutcome
-from nanobot_core.governance.continuity import GovernanceState, latest_state
+from nanobot_core.governance.continuity import GovernanceState, Prefix, latest_state
 from nanobot_core.governance.invariants import check_invariants
 from nanobot_core.governance.stages.compact import COMPACT_PREFIX
 from nanobot_core.governance.stages.snip import left_out_steps
@@ -370,6 +370,22 @@ def test_the_prefix_names_the_first_message_that_differs_from_what_was_sent(
     assert not prefix.kept
     assert prefix.changed_at == changed_at
     assert prefix.reason == f"messages[{changed_at}] differs from what was sent before"
+
+
+def test_a_governor_handed_one_history_after_another_learns_each_and_continues_the_last(
+    tmp_path: Path,
+) -> None:
+    """Unrelated histories in turn each change the prefix at their first message and are
+    learnt at their own length, and the one appended to next keeps its prefix."""
+    governor = build_builtin_governor(_config(100_000), tmp_path)
+    governor.govern(_chat(["yes", "no", "maybe"]))
+    other = _chat(["no", "yes"])
+    result = governor.govern(other)
+    assert result.prefix == Prefix(False, 0, "messages[0] differs from what was sent before")
+    assert result.state == governor.state == GovernanceState(length=2)
+    longer = governor.govern([*other, *_chat(["again"])])
+    assert longer.prefix.kept and longer.prefix.changed_at is None
+    assert longer.state == GovernanceState(length=3)
 
 
 @pytest.mark.parametrize("extra", [(), ("noop",)], ids=["built-ins", "with-a-plugin-stage"])

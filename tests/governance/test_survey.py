@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nanobot_core._json_boundary import MAX_ARGUMENT_VALUES
 from nanobot_core.governance.checks import arguments_ok
 from nanobot_core.governance.survey import Defect, FactsCache, Splice, survey_messages
 from tests.governance.builders import call, calls, result, say, system, turn, user
@@ -213,6 +214,14 @@ def test_a_byte_order_mark_or_a_constant_makes_arguments_malformed() -> None:
     assert not arguments_ok('{"n": 1} {}')
     assert not arguments_ok("[1]")
     assert not arguments_ok(None)
+
+
+def test_arguments_of_more_values_than_the_limit_are_malformed() -> None:
+    """Arguments one value past `MAX_ARGUMENT_VALUES` are refused; at the limit they are not."""
+    at_limit = '{"items": [' + "1," * (MAX_ARGUMENT_VALUES - 3) + "1]}"
+    over = '{"items": [' + "1," * (MAX_ARGUMENT_VALUES - 2) + "1]}"
+    assert arguments_ok(at_limit)
+    assert not arguments_ok(over)
 
 
 def test_only_json_whitespace_may_follow_an_object() -> None:
