@@ -6,8 +6,8 @@ means building the facts of every message for stages that will not run. This
 pass instead reads each message once, in the shapes agents actually write
 (text, calls and results of the usual form), counts its tokens by the default
 estimate and follows the call/result runs; at the first thing it does not
-recognise or the first defect it gives up, as it does when the total does not
-fit, and the governor takes the general path.
+recognise, the first defect, or as soon as the total cannot fit, it gives up
+and the governor takes the general path.
 
 So it only ever answers for histories the survey would find clean, with the
 same token count; anything else costs it at most the messages it read. It is
@@ -67,6 +67,8 @@ def _clean_tokens(messages: Sequence[Any], room: int, max_result_chars: int) -> 
                 return None
             started = after_user = True
             tokens += 5 + text  # overhead 4, "user" 1
+            if tokens > room:
+                return None
             continue
         after_user = False
         if role == "assistant":
@@ -107,8 +109,11 @@ def _clean_tokens(messages: Sequence[Any], room: int, max_result_chars: int) -> 
             tokens += 4 + ((len(role) + 3) >> 2) + text  # "system" 2, "developer" 3
         else:
             return None
-    # Checked once: the count only grows, so a history that went over on the way ends over.
-    if pending or not started or tokens > room:
+        # Checked on the way, not only at the end: a long history over the budget is given
+        # up as soon as it cannot fit, not read to its end.
+        if tokens > room:
+            return None
+    if pending or not started:
         return None
     return tokens
 
